@@ -1,0 +1,129 @@
+"""Output-format templates and passage labelling.
+
+A template turns a question and its presented passages into chat messages. The RAG-RL template reproduces the
+system prompt (Figure 4) and the user instructions (Figure 5) of appendix D verbatim; passages are cited by
+title, so each passage gets a *label*: its title, made unique within the row when titles repeat
+(``"Euro"``, ``"Euro (2)"``). Labels are what the model is asked to cite and what citation rewards score.
+
+Other output formats (the companion papers' tags) are added by registering a template under a new name; the
+builder looks templates up by name only. The matching completion parser lives in
+:mod:`rag_curriculum.rewards` under the same name.
+
+>>> unique_labels(["Euro", "Ohio", "Euro", "Euro"])
+['Euro', 'Ohio', 'Euro (2)', 'Euro (3)']
+>>> msgs = get_template("rag-rl").render("Who?", [Passage("Euro", "Euro", "The euro ...", True)])
+>>> [m["role"] for m in msgs]
+['system', 'user']
+>>> print(msgs[0]["content"])
+Respond in the following format:
+<reasoning>
+...
+</reasoning>
+<answer>
+Final answer: final answer
+Supporting passages: title1, title2,...
+</answer>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .registry import Registry
+
+RAG_RL_SYSTEM_PROMPT = (
+    "Respond in the following format:\n"
+    "<reasoning>\n"
+    "...\n"
+    "</reasoning>\n"
+    "<answer>\n"
+    "Final answer: final answer\n"
+    "Supporting passages: title1, title2,...\n"
+    "</answer>"
+)
+
+RAG_RL_USER_INSTRUCTIONS = (
+    "Answer the question using only the provided passages. Verify your answer directly against the text, "
+    "and cite only the passages you used in your final answer."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A passage as presented in a row: its citation label, title, text and whether it is gold."""
+
+    label: str
+    title: str
+    text: str
+    is_gold: bool
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "title": self.title, "text": self.text, "is_gold": self.is_gold}
+
+
+def unique_labels(titles: Sequence[str]) -> list[str]:
+    """Citation labels unique within a row: the title, then ``"title (2)"``, ``"title (3)"`` for repeats.
+
+    A suffixed label never collides with a real title in the same row (the counter skips taken labels).
+    """
+    taken = set(titles)
+    seen: dict[str, int] = {}
+    labels: list[str] = []
+    used: set[str] = set()
+    for t in titles:
+        n = seen.get(t, 0) + 1
+        seen[t] = n
+        if n == 1 and t not in used:
+            label = t
+        else:
+            k = max(n, 2)
+            label = f"{t} ({k})"
+            while label in used or label in taken:
+                k += 1
+                label = f"{t} ({k})"
+        used.add(label)
+        labels.append(label)
+    return labels
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """System prompt + user instructions + passage layout, rendered to conversational messages."""
+
+    name: str
+    system_prompt: str
+    instructions: str
+    passage_format: str = "Title: {label}\n{text}"
+    passage_separator: str = "\n\n"
+    question_format: str = "Question: {question}"
+    citation: str = "label"  # what the model cites; documented for parsers
+
+    def render_user(self, question: str, passages: Sequence[Passage]) -> str:
+        body = self.passage_separator.join(
+            self.passage_format.format(label=p.label, title=p.title, text=p.text, index=i + 1)
+            for i, p in enumerate(passages)
+        )
+        return f"{self.instructions}\n\n{body}\n\n{self.question_format.format(question=question)}"
+
+    def render(self, question: str, passages: Sequence[Passage]) -> list[dict[str, str]]:
+        msgs = []
+        if self.system_prompt:
+            msgs.append({"role": "system", "content": self.system_prompt})
+        msgs.append({"role": "user", "content": self.render_user(question, passages)})
+        return msgs
+
+
+TEMPLATES: Registry[PromptTemplate] = Registry("template")
+TEMPLATES.register(
+    "rag-rl",
+    PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS),
+)
+
+
+def get_template(name: str) -> PromptTemplate:
+    return TEMPLATES.get(name)
+
+
+def register_template(template: PromptTemplate, *, overwrite: bool = False) -> None:
+    TEMPLATES.register(template.name, template, overwrite=overwrite)

@@ -1,0 +1,73 @@
+"""The canonical record every loader maps into.
+
+An :class:`Example` is one multi-hop question with *every* paragraph its source provides, in source order,
+each marked gold or not per paragraph (never by title: titles repeat inside one question in real data).
+
+>>> ex = Example(id="q1", source="hotpotqa", split="train", question="Who?", answers=["Ada", "Ada L."],
+...              documents=[Document("A", "a.", True), Document("B", "b.", False), Document("C", "c.", True)])
+>>> ex.hops, ex.num_distractors, [d.title for d in ex.gold_documents]
+(2, 1, ['A', 'C'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SOURCES = ("hotpotqa", "musique", "2wikimultihopqa")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One paragraph: its title, its text (sentences joined as the source gives them) and whether it is gold."""
+
+    title: str
+    text: str
+    is_gold: bool = False
+
+
+@dataclass(slots=True)
+class Example:
+    """One question with its answers (answer first, then aliases) and all its paragraphs in source order.
+
+    ``hops`` is the number of gold documents (j in RAG-RL section 3.2). ``qtype``, ``supporting_facts``
+    (``[(title, sentence_index), ...]``) and ``decomposition`` (MuSiQue's sub-questions, each a dict with
+    ``id``, ``question``, ``answer``, ``paragraph_support_idx``) are kept where the source has them.
+    """
+
+    id: str
+    source: str
+    split: str | None
+    question: str
+    answers: list[str]
+    documents: list[Document]
+    qtype: str | None = None
+    supporting_facts: list[tuple[str, int]] | None = None
+    decomposition: list[dict[str, Any]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hops(self) -> int:
+        return sum(1 for d in self.documents if d.is_gold)
+
+    @property
+    def gold_documents(self) -> list[Document]:
+        return [d for d in self.documents if d.is_gold]
+
+    @property
+    def distractors(self) -> list[Document]:
+        return [d for d in self.documents if not d.is_gold]
+
+    @property
+    def num_distractors(self) -> int:
+        """k in RAG-RL: the distractors the source provides for this question."""
+        return len(self.documents) - self.hops
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hops"] = self.hops
+        return d

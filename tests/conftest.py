@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = (ROOT.parent / "shared" / "data").resolve()
+
+HOTPOT_TRAIN = SHARED_DATA / "hotpotqa" / "hotpot_train_v1.1.sample100.json"
+HOTPOT_HUB = SHARED_DATA / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"
+MUSIQUE_TRAIN = SHARED_DATA / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
+MUSIQUE_DEV = SHARED_DATA / "musique" / "musique_ans_v1.0_dev.sample200.jsonl"
+TWOWIKI_TRAIN = SHARED_DATA / "2wikimultihopqa" / "train.sample500.json"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    try:
+        import torch  # noqa: F401
+
+        has_gpu = torch.cuda.is_available()
+    except Exception:
+        has_gpu = False
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if "vllm" in item.keywords and not (has_vllm and has_gpu):
+            item.add_marker(pytest.mark.skip(reason="needs vLLM and a CUDA GPU"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"../shared/data not found at {SHARED_DATA}: the real-data tests need it beside the checkout")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, shared_data) -> Path:
+    """A tiny random Qwen2-style model + BPE tokenizer trained on fixture text, saved to a temp dir."""
+    pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
+    from tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), shared_data)

@@ -1,0 +1,66 @@
+"""Build a tiny Qwen2-style causal LM on the spot: random weights and a small BPE tokenizer trained on text
+from ../shared/data, with a ChatML chat template. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def corpus_texts(data_dir: Path, limit: int = 400) -> list[str]:
+    texts = [
+        "<reasoning>\n...\n</reasoning>\n<answer>\nFinal answer: yes\nSupporting passages: a, b\n</answer>",
+        "Respond in the following format: Answer the question using only the provided passages.",
+    ]
+    with open(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl", encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            texts.append(r["question"])
+            texts.extend(p["title"] + "\n" + p["paragraph_text"] for p in r["paragraphs"][:5])
+            if len(texts) > limit:
+                break
+    return texts
+
+
+def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, layers: int = 2,
+                     vocab_size: int = 1024, seed: int = 0) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus_texts(data_dir), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   bos_token=None, unk_token=None)
+    fast.chat_template = CHATML_TEMPLATE
+    fast.padding_side = "left"
+    fast.save_pretrained(out_dir)
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=8192, tie_word_embeddings=True,
+        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,
+    )
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(out_dir)
+    return out_dir
