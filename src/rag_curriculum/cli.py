@@ -1,0 +1,43 @@
+"""The ``curriculum`` command: thin. It parses arguments and calls the library; heavy imports happen inside the
+commands. Each command's options live with it in ``rag_curriculum._cli``."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from ._cli import build as _build
+from ._cli import data as _data
+from ._cli import evaluate as _eval
+from ._cli import partition as _partition
+from ._cli import train as _train
+
+app = typer.Typer(
+    name="curriculum",
+    help=(
+        "Build RAG-RL curricula of controlled difficulty from HotpotQA, MuSiQue and 2WikiMultihopQA, partition "
+        "them by what a base model can answer, train on them with GRPO, and evaluate answer / citation / joint F1."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,
+)
+
+# Each module registers its own commands (build; inspect/validate; partition; train; eval).
+for _module in (_build, _data, _partition, _train, _eval):
+    _module.register(app)
+
+
+@app.callback()
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""The builder: examples -> rows of controlled difficulty in curriculum order -> shards + manifest + data card.
+
+Reproduces RAG-RL's construction (sections 3.2, 4.4, appendix A): questions are sampled without replacement
+with the build seed; the schedule maps each row index ``i`` to a level ``l``; a row of level ``l`` holds every
+gold document and ``d = min(max(l + 2 - j, 0), k)`` distractors. Which distractors, and the order in which the
+documents are shown, come from a random generator seeded by ``(build seed, dataset, example id)`` only, so a row
+never changes when other rows are added, and the distractors of level ``l`` are a subset of those of ``l + 1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import shlex
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..difficulty.synthetic import level_for, num_distractors
+from ..errors import CurriculumError, SkipReport
+from ..loaders import get_loader, load_examples
+from ..prompts import Passage, PromptTemplate, get_template, unique_labels
+from ..records import Document, Example
+from ..shards import sha256_file, write_shards
+from .config import DEFAULT_K, BuildConfig, SourceSpec
+from .leakage import LeakageIndex
+from .schedules import resolve_schedule
+
+log = logging.getLogger(__name__)
+
+
+class BuildError(CurriculumError):
+    """A build that cannot be made as asked (too few questions, leakage, bad options)."""
+
+
+def derive_seed(*parts: object) -> int:
+    """A 64-bit seed from the build seed and an example's identity (stable across runs and platforms)."""
+    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=8)
+    return int.from_bytes(h.digest(), "big")
+
+
+def distractor_pool(ex: Example) -> list[Document]:
+    """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
+    of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
+    gold = {(d.title, d.text) for d in ex.documents if d.is_gold}
+    return [d for d in ex.documents if not d.is_gold and (d.title, d.text) not in gold]
+
+
+def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
+    """All gold documents plus ``d`` distractors, in a shuffled order, from the example's own generator."""
+    rng = random.Random(derive_seed(seed, ex.source, ex.id))
+    pool = distractor_pool(ex)
+    perm = list(range(len(pool)))
+    rng.shuffle(perm)
+    chosen = sorted(perm[:d])  # keep source order before the presentation shuffle
+    docs = [doc for doc in ex.documents if doc.is_gold] + [pool[p] for p in chosen]
+    rng.shuffle(docs)
+    return docs
+
+
+def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template: PromptTemplate,
+             setting: str, ability: str) -> dict[str, Any]:
+    docs = select_documents(ex, d, seed)
+    labels = unique_labels([doc.title for doc in docs])
+    passages = [Passage(lb, doc.title, doc.text, doc.is_gold) for lb, doc in zip(labels, docs, strict=True)]
+    gold_labels = [p.label for p in passages if p.is_gold]
+    hops = ex.hops
+    return {
+        "id": f"{ex.source}-{ex.id}",
+        "data_source": ex.source,
+        "ability": ability,
+        "prompt": template.render(ex.question, passages),
+        "question": ex.question,
+        "answers": list(ex.answers),
+        "passages": [p.to_dict() for p in passages],
+        "gold_labels": gold_labels,
+        "level": level,
+        "num_distractors": d,
+        "hops": hops,
+        "curriculum_index": index,
+        "reward_model": {"style": "rule", "ground_truth": {"answers": list(ex.answers), "gold_labels": gold_labels}},
+        "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
+                       "hops": hops, "labels": labels},
+        "source_id": ex.id,
+        "split": ex.split,
+        "qtype": ex.qtype,
+        "setting": setting,
+        "template": template.name,
+    }
+
+
+@dataclass
+class LoadedSource:
+    spec: SourceSpec
+    examples: list[Example]
+    report: SkipReport
+    excluded: Counter = field(default_factory=Counter)
+    checksum: str | None = None
+
+    @property
+    def dataset(self) -> str:
+        return self.spec.dataset
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    manifest: dict[str, Any]
+    rows: int
+
+
+def _default_split(cfg: BuildConfig, spec: SourceSpec) -> str | None:
+    if spec.split:
+        return spec.split
+    if spec.input:
+        return None  # from the file name
+    return "train" if cfg.setting == "curriculum" else "dev"
+
+
+def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -> LoadedSource:
+    from .._progress import track
+
+    report = SkipReport()
+    stream = load_examples(spec.dataset, spec.input, split=_default_split(cfg, spec), on_error=cfg.on_error,
+                           report=report)
+    spec.dataset = stream.dataset
+    examples: list[Example] = []
+    excluded: Counter = Counter()
+    for ex in track(stream, f"loading {spec.dataset}", enabled=progress):
+        if ex.extra.get("answerable") is False and not cfg.include_unanswerable:
+            excluded["unanswerable"] += 1
+            continue
+        if ex.hops == 0:
+            excluded["no_gold"] += 1
+            continue
+        examples.append(ex)
+    checksum = sha256_file(spec.input) if spec.input else None
+    if excluded:
+        log.warning("%s: excluded %s", spec.dataset, dict(excluded))
+    return LoadedSource(spec, examples, report, excluded, checksum)
+
+
+def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
+    pool = src.examples
+    if n is not None and n > len(pool):
+        raise BuildError(
+            f"{src.dataset}: asked for n={n} questions but only {len(pool)} are available"
+            f"{' after exclusions' if src.excluded else ''}; lower --n, or pass --n all to use every question")
+    rng = random.Random(derive_seed(seed, "sample", src.dataset))
+    idx = rng.sample(range(len(pool)), len(pool) if n is None else n)
+    return [pool[i] for i in idx]
+
+
+def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[Example, int]]:
+    """Pair each example with its level, in training order, according to the schedule and the ordering."""
+    schedule = resolve_schedule(cfg.schedule, cfg.pieces)
+
+    def K_of(ex: Example) -> int:
+        return cfg.K or _source_K(cfg, ex.source)
+
+    def place(group: Sequence[Example]) -> list[tuple[Example, int]]:
+        n = len(group)
+        if not n:
+            return []
+        out = []
+        for i, ex in enumerate(group, 1):
+            out.append((ex, schedule(i, n, K_of(ex))))
+        for ex, lv in out:
+            if not 1 <= lv <= K_of(ex):
+                raise BuildError(f"schedule {cfg.schedule!r} gave level {lv} outside 1..{K_of(ex)}")
+        return out
+
+    if cfg.order == "hops-level":
+        by_hops: dict[int, list[Example]] = {}
+        for ex in examples:
+            by_hops.setdefault(ex.hops, []).append(ex)
+        paired = []
+        for h in sorted(by_hops):
+            paired += sorted(place(by_hops[h]), key=lambda p: p[1])
+        return paired
+    paired = place(examples)
+    if cfg.order == "shuffled":
+        random.Random(derive_seed(cfg.seed, "order")).shuffle(paired)
+    else:  # level: stable sort (a no-op for monotone schedules such as max, linear and min-max)
+        paired.sort(key=lambda p: p[1])
+    return paired
+
+
+def _source_K(cfg: BuildConfig, dataset: str) -> int:
+    for s in cfg.sources:
+        if s.dataset == dataset and s.K:
+            return s.K
+    return DEFAULT_K[dataset]
+
+
+def tail_report(n: int, batch_prompts: int | None) -> dict[str, Any] | None:
+    if not batch_prompts:
+        return None
+    return {"batch_prompts": batch_prompts, "steps": n // batch_prompts, "unseen_rows": n % batch_prompts}
+
+
+def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], *, progress: bool = False
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Sample, order and render rows; return them with the facts the manifest records."""
+    template = get_template(cfg.template)
+    facts: dict[str, Any] = {}
+    # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
+    if cfg.eval_sets:
+        index = LeakageIndex()
+        for d in cfg.eval_sets:
+            other = LeakageIndex.from_shards(d)
+            index.ids |= other.ids
+            index.questions |= other.questions
+        leaks: Counter = Counter()
+        examples_leaked: list[str] = []
+        for src in sources:
+            kept = []
+            for ex in src.examples:
+                how = index.leaked(ex.id, ex.question)
+                if how:
+                    leaks[how] += 1
+                    if len(examples_leaked) < 10:
+                        examples_leaked.append(f"{ex.source}:{ex.id}")
+                    if cfg.leakage == "drop":
+                        src.excluded["leaked"] += 1
+                        continue
+                kept.append(ex)
+            src.examples = kept
+        facts["leakage"] = {"policy": cfg.leakage, "by_id": leaks["id"], "by_question": leaks["question"],
+                            "examples": examples_leaked, "eval_sets": list(cfg.eval_sets)}
+        if sum(leaks.values()) and cfg.leakage == "refuse":
+            raise BuildError(
+                f"{sum(leaks.values())} training question(s) also appear in the evaluation set(s) "
+                f"({leaks['id']} by id, {leaks['question']} by normalised question text; e.g. "
+                f"{', '.join(examples_leaked[:3])}); pass --leakage drop to exclude them before sampling, "
+                "or --leakage warn to keep them")
+    # Sampling, with the trainer-tail fit applied to the total.
+    chosen: list[Example] = []
+    per_source = {}
+    quotas = [s.spec.n for s in sources]
+    total = sum(len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True))
+    if cfg.setting == "curriculum" and cfg.batch_prompts and cfg.tail != "keep":
+        rem = total % cfg.batch_prompts
+        if rem:
+            if cfg.tail == "trim":
+                delta = -rem
+            else:
+                delta = cfg.batch_prompts - rem
+            quotas = _adjust_quotas(sources, quotas, delta)
+            facts["tail_fit"] = {"policy": cfg.tail, "requested": total, "rows": total + delta}
+    for src, q in zip(sources, quotas, strict=True):
+        picked = _sample(src, q, cfg.seed)
+        per_source[src.dataset] = len(picked)
+        chosen += picked
+    if len(sources) > 1:  # a mixture: interleave the sources so every level holds all of them
+        random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
+    rows: list[dict[str, Any]] = []
+    from .._progress import track
+
+    if cfg.setting == "curriculum":
+        paired = assign_levels(chosen, cfg)
+        for index, (ex, level) in enumerate(track(paired, "building rows", total=len(paired), enabled=progress)):
+            d = num_distractors(level, ex.hops, len(distractor_pool(ex)))
+            rows.append(make_row(ex, level=level, d=d, index=index, seed=cfg.seed, template=template,
+                                 setting=cfg.setting, ability=cfg.ability))
+    else:
+        for index, ex in enumerate(track(chosen, "building rows", total=len(chosen), enabled=progress)):
+            k = len(distractor_pool(ex))
+            d = min(k, cfg.max_distractors) if cfg.setting == "distractor" else 0
+            rows.append(make_row(ex, level=level_for(d, ex.hops), d=d, index=index, seed=cfg.seed,
+                                 template=template, setting=cfg.setting, ability=cfg.ability))
+    facts["per_source"] = per_source
+    return rows, facts
+
+
+def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], delta: int) -> list[int | None]:
+    """Trim (delta < 0) from the last sources, or pad (delta > 0) from sources with questions left."""
+    out = [len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True)]
+    order = range(len(out) - 1, -1, -1) if delta < 0 else range(len(out))
+    for i in order:
+        if delta == 0:
+            break
+        if delta < 0:
+            take = min(out[i] - 1, -delta)
+            out[i] -= take
+            delta += take
+        else:
+            room = len(sources[i].examples) - out[i]
+            take = min(room, delta)
+            out[i] += take
+            delta -= take
+    if delta > 0:
+        raise BuildError(f"cannot pad to a multiple of the batch: {delta} more question(s) needed than the "
+                         "sources have; use --tail trim instead")
+    return list(out)
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def counts(key: str) -> dict[str, int]:
+        c = Counter(r[key] for r in rows)
+        return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
+
+    by_source_level: dict[str, dict[str, int]] = {}
+    for r in rows:
+        by_source_level.setdefault(r["data_source"], Counter())[str(r["level"])] += 1
+    return {
+        "levels": counts("level"), "hops": counts("hops"), "num_distractors": counts("num_distractors"),
+        "sources": counts("data_source"),
+        "levels_by_source": {k: dict(sorted(v.items(), key=lambda kv: int(kv[0])))
+                             for k, v in sorted(by_source_level.items())},
+        "passages_mean": round(sum(len(r["passages"]) for r in rows) / len(rows), 3) if rows else 0,
+    }
+
+
+def current_command() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("curriculum", "cli.py", "__main__.py")):
+        argv[0] = "curriculum"
+    return shlex.join(argv)
+
+
+def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
+    """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
+    cfg.validate()
+    for s in cfg.sources:
+        s.dataset = get_loader(s.dataset).name
+    names = [s.dataset for s in cfg.sources]
+    if len(set(names)) != len(names):
+        raise BuildError(f"a dataset appears twice in the mixture: {names}")
+    sources = [load_source(cfg, s, progress=progress) for s in cfg.sources]
+    rows, facts = build_rows(cfg, sources, progress=progress)
+    if not rows:
+        raise BuildError("the build produced no rows")
+    stats = summarize(rows)
+    tail = tail_report(len(rows), cfg.batch_prompts) if cfg.setting == "curriculum" else None
+    manifest: dict[str, Any] = {
+        "kind": cfg.setting,
+        "toolkit": {"name": "rag-curriculum", "version": __version__},
+        "config": cfg.to_dict(),
+        "seed": cfg.seed,
+        "K": {s.dataset: (cfg.K or _source_K(cfg, s.dataset)) for s in sources},
+        "command": command or current_command(),
+        "sources": [
+            {"dataset": s.dataset, "input": s.spec.input, "split": s.examples[0].split if s.examples else None,
+             "sha256": s.checksum, "hub": None if s.spec.input else get_loader(s.dataset).hub_path,
+             "records_loaded": len(s.examples) + sum(s.excluded.values()), "excluded": dict(s.excluded),
+             "skipped": dict(s.report.counts), "sampled": facts["per_source"].get(s.dataset, 0),
+             "license": get_loader(s.dataset).license}
+            for s in sources
+        ],
+        "counts": stats,
+        "trainer_tail": tail,
+    }
+    for k in ("leakage", "tail_fit"):
+        if k in facts:
+            manifest[k] = facts[k]
+    if tail and tail["unseen_rows"]:
+        log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
+                    "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
+                    len(rows))
+    from .card import write_build_card
+
+    levels = [r["level"] for r in rows]
+    manifest = write_shards(rows, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
+                            rows_per_shard=cfg.rows_per_shard,
+                            card=lambda d, m: write_build_card(d, m, levels))
+    return BuildResult(Path(cfg.out), manifest, len(rows))

@@ -1,0 +1,162 @@
+"""Loaders for HotpotQA, MuSiQue and 2WikiMultihopQA: every layout users have, mapped into :class:`Example`.
+
+>>> from rag_curriculum.loaders import DATASETS
+>>> DATASETS.names()
+['2wikimultihopqa', 'hotpotqa', 'musique']
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import DataError, SkipReport, WrongDatasetError
+from ..records import Example
+from ..registry import Registry
+from ._base import DatasetLoader, RecordContext
+from ._io import iter_records
+from .hotpotqa import HotpotQALoader
+from .musique import MuSiQueLoader
+from .twowiki import TwoWikiLoader
+
+log = logging.getLogger(__name__)
+
+DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
+DATASETS.register("hotpotqa", HotpotQALoader)
+DATASETS.register("musique", MuSiQueLoader)
+DATASETS.register("2wikimultihopqa", TwoWikiLoader)
+
+ALIASES = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa", "hotpot_qa": "hotpotqa", "2wikimqa": "2wikimultihopqa"}
+
+OnError = Literal["raise", "skip"]
+
+
+def get_loader(dataset: str) -> type[DatasetLoader]:
+    return DATASETS.get(ALIASES.get(dataset.lower(), dataset.lower()))
+
+
+def guess_split(path: Path) -> str | None:
+    """``train`` / ``dev`` / ``test`` from a file name such as ``hotpot_dev_distractor_v1.json``."""
+    name = path.name.lower()
+    for split, pat in (("train", r"train"), ("dev", r"(dev|validation|valid|val)\b|dev_|_dev|dev\."),
+                       ("test", r"test")):
+        if re.search(pat, name):
+            return split
+    return None
+
+
+def classify(rec: Any) -> str | None:
+    """The dataset a raw record looks like, or None."""
+    for name in DATASETS.names():
+        if DATASETS.get(name).looks_like(rec):
+            return name
+    return None
+
+
+def sniff_dataset(path: str | Path) -> str:
+    """Name the dataset a file holds, from its first record (raises :class:`WrongDatasetError` if none fits)."""
+    for _, rec in iter_records(path):
+        name = classify(rec)
+        if name is None:
+            keys = sorted(rec)[:12] if isinstance(rec, dict) else type(rec).__name__
+            raise WrongDatasetError(f"{path}: the first record (keys {keys}) matches no known dataset "
+                                    f"({', '.join(DATASETS.names())})")
+        return name
+    raise WrongDatasetError(f"{path}: no records")
+
+
+class ExampleStream(Iterator[Example]):
+    """A lazy iterator of :class:`Example`; ``report`` counts what ``on_error="skip"`` skipped, by kind, and is
+    logged as a warning when the stream ends."""
+
+    def __init__(self, dataset: str, path: str | Path | None, split: str | None, on_error: OnError,
+                 report: SkipReport | None = None) -> None:
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        self.loader = get_loader(dataset)
+        self.dataset = self.loader.name
+        self.path = Path(path) if path is not None else None
+        self.on_error = on_error
+        self.report = report if report is not None else SkipReport()
+        self.split = split if split is not None else (guess_split(self.path) if self.path else "train")
+        self.count = 0
+        self._it = self._generate()
+
+    def __next__(self) -> Example:
+        return next(self._it)
+
+    def _skip(self, err: DataError) -> None:
+        self.report.add(err)
+
+    def _raw(self) -> Iterator[tuple[str, Any]]:
+        if self.path is None:
+            yield from hub_records(self.loader, self.split)
+            return
+        yield from iter_records(self.path, self._skip if self.on_error == "skip" else None)
+
+    def _generate(self) -> Iterator[Example]:
+        loader = self.loader
+        path = str(self.path) if self.path else f"hf://{loader.hub_path}"
+        split = self.split
+        checked = False
+        for where, rec in self._raw():
+            if not checked:
+                checked = True
+                if not loader.looks_like(rec):
+                    other = classify(rec)
+                    if other is not None and other != loader.name:
+                        raise WrongDatasetError(
+                            f"{path}: this file looks like a {other!r} file, not {loader.name!r}; "
+                            f"load it with dataset={other!r} (curriculum ... --dataset {other})")
+            ctx = RecordContext(path, where)
+            try:
+                ex = loader.convert(rec, ctx, split)
+            except DataError as err:
+                if self.on_error == "raise":
+                    raise
+                self._skip(err)
+                continue
+            self.count += 1
+            yield ex
+        if self.report.total:
+            log.warning("%s: %s; loaded %d", path, self.report.summary(), self.count)
+
+
+def load_examples(dataset: str, path: str | Path | None = None, *, split: str | None = None,
+                  on_error: OnError = "raise", report: SkipReport | None = None) -> ExampleStream:
+    """Lazily load ``dataset`` (``hotpotqa``, ``musique`` or ``2wikimultihopqa``) as :class:`Example` records.
+
+    ``path`` is a local file in any layout the loaders accept (official release JSON list or JSONL, Hub-layout
+    JSONL or Parquet; the layout is sniffed), or None to download ``split`` from the Hugging Face Hub through
+    ``datasets``. ``split`` defaults to what the file name says (``train``/``dev``/``test``), else ``train``.
+    With ``on_error="raise"`` the first bad record raises :class:`DataError` naming the file, the record and the
+    field; with ``"skip"`` bad records are counted by kind in ``stream.report`` and logged at the end.
+    """
+    return ExampleStream(dataset, path, split, on_error, report)
+
+
+def hub_records(loader: type[DatasetLoader], split: str | None) -> Iterator[tuple[str, Any]]:
+    """Rows of the Hub copy of a dataset, through ``datasets`` (streamed, so nothing is held whole)."""
+    hub_split = loader.hub_splits.get(split or "train", split or "train")
+    try:
+        import datasets
+
+        args = (loader.hub_path, loader.hub_name) if loader.hub_name else (loader.hub_path,)
+        ds = datasets.load_dataset(*args, split=hub_split, streaming=True)
+        it = iter(ds)
+        first = next(it)
+    except Exception as e:  # no network, gated repo, renamed dataset: all end the same way for the user
+        raise RuntimeError(
+            f"could not load {loader.name} ({loader.hub_path}, split {hub_split!r}) from the Hugging Face Hub: "
+            f"{type(e).__name__}: {e}. Without network access, download the release file "
+            f"({loader.release_files}) and pass it as path=... (CLI: --input PATH)."
+        ) from e
+    yield "row 0", first
+    for i, row in enumerate(it, 1):
+        yield f"row {i}", row
+
+
+__all__ = ["DATASETS", "ExampleStream", "get_loader", "guess_split", "load_examples", "sniff_dataset"]

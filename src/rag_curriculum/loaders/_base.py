@@ -1,0 +1,142 @@
+"""What every dataset loader shares: field checks that name the file, record and field; gold resolution from
+supporting facts that never decides by title alone; and the loader base class."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..errors import DataError
+from ..records import Document, Example
+
+
+class RecordContext:
+    """Where a record is: its file, its position and (once known) its id; builds the errors."""
+
+    __slots__ = ("path", "where", "id")
+
+    def __init__(self, path: str, where: str) -> None:
+        self.path = path
+        self.where = where
+        self.id: str | None = None
+
+    def error(self, message: str, *, kind: str, field: str | None = None) -> DataError:
+        record = f"{self.where} (id {self.id})" if self.id else self.where
+        return DataError(message, kind=kind, path=self.path, record=record, field=field)
+
+
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "a boolean"}
+
+
+def require(rec: Any, key: str, typ: type | tuple[type, ...], ctx: RecordContext, *, field: str | None = None) -> Any:
+    """``rec[key]``, checked for presence and type (``field`` is the dotted name used in the error)."""
+    name = field or key
+    if not isinstance(rec, dict):
+        raise ctx.error(f"expected an object, got {type(rec).__name__}", kind="wrong_type", field=None)
+    try:
+        value = rec[key]
+    except KeyError:
+        raise ctx.error("missing", kind="missing_field", field=name) from None
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        want = typ if isinstance(typ, tuple) else (typ,)
+        wants = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in want)
+        raise ctx.error(f"expected {wants}, got {type(value).__name__}", kind="wrong_type", field=name)
+    return value
+
+
+def join_sentences(sentences: Sequence[str]) -> str:
+    """Join a paragraph's sentences as the source intends: HotpotQA keeps the leading space on each sentence,
+    2WikiMultihopQA does not (a space is added only where no whitespace separates two sentences)."""
+    if not sentences:
+        return ""
+    out = [sentences[0]]
+    for s in sentences[1:]:
+        if s and not s[0].isspace() and out[-1] and not out[-1][-1].isspace():
+            out.append(" ")
+        out.append(s)
+    return "".join(out).strip()
+
+
+def stable_id(*parts: str) -> str:
+    """A content-derived id for rows that have none (Hub rows without ``id``, null ids): stable across runs."""
+    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).hexdigest()
+    return h
+
+
+def answers_list(answer: str, aliases: Sequence[str] | None, ctx: RecordContext, field: str = "answer") -> list[str]:
+    if not answer.strip():
+        raise ctx.error("the answer is empty", kind="empty_answer", field=field)
+    out = [answer]
+    seen = {answer}
+    for a in aliases or ():
+        if isinstance(a, str) and a.strip() and a not in seen:
+            seen.add(a)
+            out.append(a)
+    return out
+
+
+def resolve_gold(titles: Sequence[str], sentences: Sequence[Sequence[str]], facts: Sequence[tuple[str, int]],
+                 ctx: RecordContext, *, tolerate_sentence_overflow: bool) -> tuple[list[bool], dict[str, int]]:
+    """Mark gold paragraphs from ``(title, sentence index)`` supporting facts, per paragraph.
+
+    A fact points at the paragraphs carrying its title *and* having that sentence; when a title repeats, the
+    sentence index decides, and a paragraph already chosen by an earlier fact is preferred, so two facts on one
+    paragraph never make two gold documents. A fact whose title is absent is an error. A fact whose sentence is
+    past the end of every paragraph with that title is an error, unless ``tolerate_sentence_overflow`` (2Wiki's
+    release has such facts: its sentence ids count the full Wikipedia paragraph); it then marks the first such
+    paragraph and is counted in the returned notes.
+    """
+    by_title: dict[str, list[int]] = {}
+    for i, t in enumerate(titles):
+        by_title.setdefault(t, []).append(i)
+    gold = [False] * len(titles)
+    notes = {"sentence_out_of_range": 0, "ambiguous_supporting_fact": 0}
+    for title, sent in facts:
+        cands = by_title.get(title)
+        if not cands:
+            raise ctx.error(f"supporting fact ({title!r}, {sent}) names a title that is not in the context",
+                            kind="dangling_supporting_fact", field="supporting_facts")
+        with_sent = [i for i in cands if 0 <= sent < len(sentences[i])]
+        if not with_sent:
+            if not tolerate_sentence_overflow or sent < 0:
+                raise ctx.error(
+                    f"supporting fact ({title!r}, {sent}) points past the end of its paragraph "
+                    f"({max(len(sentences[i]) for i in cands)} sentence(s))",
+                    kind="dangling_supporting_fact", field="supporting_facts")
+            notes["sentence_out_of_range"] += 1
+            with_sent = cands
+        chosen = [i for i in with_sent if gold[i]]
+        if chosen:
+            continue
+        if len(with_sent) > 1:
+            notes["ambiguous_supporting_fact"] += 1
+        gold[with_sent[0]] = True
+    return gold, notes
+
+
+class DatasetLoader:
+    """One dataset: how to recognise its records, convert them, and where it lives on the Hub."""
+
+    name: ClassVar[str]
+    hub_path: ClassVar[str]
+    hub_name: ClassVar[str | None] = None
+    hub_splits: ClassVar[dict[str, str]] = {}
+    license: ClassVar[str] = "unknown"
+    release_files: ClassVar[str] = ""
+
+    @classmethod
+    def looks_like(cls, rec: Any) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
+        raise NotImplementedError
+
+    @staticmethod
+    def make_example(**kw: Any) -> Example:
+        return Example(**kw)
+
+
+__all__ = ["DatasetLoader", "Document", "RecordContext", "answers_list", "join_sentences", "require",
+           "resolve_gold", "stable_id"]

@@ -1,0 +1,139 @@
+"""HotpotQA (distractor setting): the official release JSON list and the Hugging Face Hub layout.
+
+Official (``hotpot_train_v1.1.json``, ``hotpot_dev_distractor_v1.json``)::
+
+    {"_id", "question", "answer", "supporting_facts": [[title, sent_id]], "context": [[title, [sentences]]],
+     "type", "level"}
+
+Hub (``hotpotqa/hotpot_qa``, config ``distractor``), JSONL or Parquet, ``id`` sometimes absent::
+
+    {"id", "question", "answer", "type", "level", "supporting_facts": {"title": [], "sent_id": []},
+     "context": {"title": [], "sentences": [[...]]}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import Document, Example
+from ._base import (
+    DatasetLoader,
+    RecordContext,
+    answers_list,
+    join_sentences,
+    require,
+    resolve_gold,
+    stable_id,
+)
+
+HOTPOT_TYPES = {"bridge", "comparison"}
+
+
+def read_context(rec: dict, ctx: RecordContext, text_key: str) -> tuple[list[str], list[list[str]]]:
+    """``context`` as (titles, sentences) from either the list-of-pairs or the columnar Hub layout."""
+    context = require(rec, "context", (list, dict), ctx)
+    if isinstance(context, dict):
+        titles = require(context, "title", list, ctx, field="context.title")
+        sents = require(context, text_key, list, ctx, field=f"context.{text_key}")
+        if len(titles) != len(sents):
+            raise ctx.error(f"{len(titles)} titles but {len(sents)} paragraphs", kind="wrong_type",
+                            field="context")
+        pairs = zip(titles, sents, strict=True)
+    else:
+        pairs = context
+    out_t: list[str] = []
+    out_s: list[list[str]] = []
+    for j, pair in enumerate(pairs):
+        if isinstance(context, list) and not (isinstance(pair, list | tuple) and len(pair) == 2):
+            raise ctx.error("expected [title, [sentences]]", kind="wrong_type", field=f"context[{j}]")
+        title, sentences = pair
+        if not isinstance(title, str):
+            raise ctx.error(f"expected a string title, got {type(title).__name__}", kind="wrong_type",
+                            field=f"context[{j}].title")
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        if not isinstance(sentences, list | tuple) or not all(isinstance(s, str) for s in sentences):
+            raise ctx.error("expected a list of sentence strings", kind="wrong_type", field=f"context[{j}].sentences")
+        out_t.append(title)
+        out_s.append(list(sentences))
+    if not out_t:
+        raise ctx.error("no paragraphs", kind="no_gold", field="context")
+    return out_t, out_s
+
+
+def read_facts(rec: dict, ctx: RecordContext) -> list[tuple[str, int]]:
+    sf = require(rec, "supporting_facts", (list, dict), ctx)
+    if isinstance(sf, dict):
+        titles = require(sf, "title", list, ctx, field="supporting_facts.title")
+        ids = require(sf, "sent_id", list, ctx, field="supporting_facts.sent_id")
+        if len(titles) != len(ids):
+            raise ctx.error(f"{len(titles)} titles but {len(ids)} sentence ids", kind="wrong_type",
+                            field="supporting_facts")
+        pairs: Any = zip(titles, ids, strict=True)
+    else:
+        pairs = sf
+    facts = []
+    for j, pair in enumerate(pairs):
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                and isinstance(pair[1], int) and not isinstance(pair[1], bool)):
+            raise ctx.error(f"expected [title, sentence index], got {pair!r}", kind="wrong_type",
+                            field=f"supporting_facts[{j}]")
+        facts.append((pair[0], pair[1]))
+    if not facts:
+        raise ctx.error("no supporting facts: no paragraph can be marked gold", kind="no_gold",
+                        field="supporting_facts")
+    return facts
+
+
+def record_id(rec: dict, ctx: RecordContext, *keys: str) -> str:
+    for k in keys:
+        v = rec.get(k)
+        if isinstance(v, str) and v.strip():
+            return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+    return ""
+
+
+class HotpotQALoader(DatasetLoader):
+    name = "hotpotqa"
+    hub_path = "hotpotqa/hotpot_qa"
+    hub_name = "distractor"
+    hub_splits = {"train": "train", "dev": "validation", "validation": "validation"}
+    license = "cc-by-sa-4.0"
+    release_files = "hotpot_train_v1.1.json / hotpot_dev_distractor_v1.json"
+    tolerate_sentence_overflow = False
+
+    @classmethod
+    def looks_like(cls, rec: Any) -> bool:
+        if not isinstance(rec, dict) or "context" not in rec or "supporting_facts" not in rec:
+            return False
+        if "evidences" in rec or "entity_ids" in rec:
+            return False
+        ctxv = rec["context"]
+        if isinstance(ctxv, dict) and "content" in ctxv:
+            return False
+        return "level" in rec or rec.get("type") in HOTPOT_TYPES
+
+    @classmethod
+    def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
+        rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
+        ctx.id = rid or None
+        question = require(rec, "question", str, ctx)
+        answer = require(rec, "answer", str, ctx)
+        titles, sentences = read_context(rec, ctx, "sentences")
+        facts = read_facts(rec, ctx)
+        gold, notes = resolve_gold(titles, sentences, facts, ctx,
+                                   tolerate_sentence_overflow=cls.tolerate_sentence_overflow)
+        if not rid:
+            rid = stable_id(cls.name, question, answer, *titles)
+        qtype = rec.get("type") if isinstance(rec.get("type"), str) else None
+        extra: dict[str, Any] = {k: v for k, v in notes.items() if v}
+        if isinstance(rec.get("level"), str):
+            extra["level"] = rec["level"]
+        return Example(
+            id=rid, source=cls.name, split=split, question=question,
+            answers=answers_list(answer, None, ctx),
+            documents=[Document(t, join_sentences(s), g) for t, s, g in zip(titles, sentences, gold, strict=True)],
+            qtype=qtype, supporting_facts=facts, decomposition=None, extra=extra,
+        )
