@@ -1,0 +1,142 @@
+"""`curriculum inspect` (a source file or a shard directory) and `curriculum validate` (a shard directory)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .common import fail, out
+
+
+def _dist_table(title: str, dist: dict[str, int], key: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(key, justify="right")
+    t.add_column("questions", justify="right")
+    t.add_column("share", justify="right")
+    total = sum(dist.values()) or 1
+    for k, v in dist.items():
+        t.add_row(k, f"{v:,}", f"{100 * v / total:.1f}%")
+    return t
+
+
+def print_source_summary(s: dict[str, Any]) -> None:
+    head = Table(title=f"{s['path']}", title_justify="left", show_header=False)
+    head.add_column(style="bold")
+    head.add_column()
+    for k in ("dataset", "split", "records", "questions_with_aliases", "questions_with_repeated_titles",
+              "questions_with_repeated_gold_titles", "supporting_facts_sentence_out_of_range",
+              "supporting_facts_ambiguous", "unanswerable"):
+        head.add_row(k.replace("_", " "), f"{s[k]:,}" if isinstance(s[k], int) else str(s[k]))
+    skipped = sum(s["skipped"].values())
+    head.add_row("skipped records", ", ".join(f"{k}: {v}" for k, v in s["skipped"].items()) if skipped else "0")
+    out.print(head)
+    out.print(_dist_table("hops (gold paragraphs)", s["hops"], "hops"))
+    out.print(_dist_table("question types", s["question_types"], "type"))
+    out.print(_dist_table("paragraphs per question", s["paragraphs_per_question"], "paragraphs"))
+    out.print(_dist_table("distractors available per question (k)", s["distractors_per_question"], "k"))
+
+
+def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
+    import pyarrow.compute as pc
+
+    from ..shards import read_table
+
+    t = read_table(directory, columns=["level", "hops", "num_distractors", "data_source"], verify=False)
+    levels = t.column("level")
+    table = Table(title=f"{directory}  ({manifest.get('kind', '?')}, {manifest['num_rows']:,} rows)",
+                  title_justify="left")
+    for col, just in (("level", "right"), ("rows", "right"), ("index range", "right"), ("distractors (mean)", "right"),
+                      ("hops 2/3/4+", "right")):
+        table.add_column(col, justify=just)
+    lv = levels.to_pylist()
+    hops = t.column("hops").to_pylist()
+    nd = t.column("num_distractors").to_pylist()
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, x in enumerate(lv):
+        first.setdefault(x, i)
+        last[x] = i
+    for level in sorted(first):
+        mask = pc.equal(levels, level)
+        rows = pc.sum(mask).as_py()
+        idx = [i for i, x in enumerate(lv) if x == level]
+        h = [hops[i] for i in idx]
+        table.add_row(str(level), f"{rows:,}", f"{first[level]}..{last[level]}",
+                      f"{sum(nd[i] for i in idx) / rows:.2f}",
+                      f"{h.count(2)}/{h.count(3)}/{sum(1 for x in h if x >= 4)}")
+    out.print(table)
+    files = Table(title="shards", title_justify="left")
+    files.add_column("file")
+    files.add_column("rows", justify="right")
+    files.add_column("size", justify="right")
+    files.add_column("sha256")
+    for s in manifest["shards"]:
+        files.add_row(s["file"], f"{s['rows']:,}", f"{s['bytes'] / 1e6:.2f} MB", s["sha256"][:16])
+    out.print(files)
+    tail = manifest.get("trainer_tail")
+    if tail:
+        style = "yellow" if tail["unseen_rows"] else "green"
+        out.print(f"[{style}]trainer tail:[/] with {tail['batch_prompts']} prompts per step, {tail['steps']} steps; "
+                  f"{tail['unseen_rows']} row(s) never seen")
+    lk = manifest.get("leakage")
+    if lk:
+        out.print(f"leakage vs {len(lk['eval_sets'])} eval set(s): {lk['by_id']} by id, {lk['by_question']} by "
+                  f"question ({lk['policy']})")
+
+
+def inspect(
+    path: Annotated[Path, typer.Argument(help="A source data file, or a shard directory made by `curriculum build`.")],
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset of a source file "
+                                                "[default: sniffed from the file]", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
+    on_error: Annotated[str, typer.Option(help="raise | skip bad records (skips are counted).")] = "raise",
+) -> None:
+    """Summarise a source file (records, hops, question types, paragraphs and distractors per question, repeated
+    titles, skipped records) or a shard directory (levels, hops, distractors, sizes)."""
+    from ..errors import CurriculumError, DataError
+    from ..loaders.stats import source_summary
+    from ..shards import MANIFEST, read_manifest
+
+    if path.is_dir():
+        if not (path / MANIFEST).exists():
+            fail(f"{path} is a directory without {MANIFEST}", "inspect a source file, or a finished build output")
+        manifest = read_manifest(path)
+        if as_json:
+            out.print_json(json.dumps(manifest))
+        else:
+            print_shard_summary(path, manifest)
+        return
+    try:
+        s = source_summary(path, dataset, on_error=on_error)
+    except DataError as e:
+        fail(str(e), "pass --on-error skip to count bad records instead of stopping at the first")
+    except (CurriculumError, KeyError, FileNotFoundError, IsADirectoryError) as e:
+        fail(str(e).strip('"'))
+    if as_json:
+        typer.echo(json.dumps(s, indent=2))
+    else:
+        print_source_summary(s)
+
+
+def validate(
+    directory: Annotated[Path, typer.Argument(help="A shard directory made by `curriculum build` or `partition`.")],
+) -> None:
+    """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
+    schema. Exits 1 when anything is wrong."""
+    from ..shards import ShardError, validate_shards
+
+    try:
+        m = validate_shards(directory)
+    except ShardError as e:
+        fail(str(e), "rebuild the directory (an interrupted build never leaves a valid one)")
+    out.print(f"[green]valid[/]: {directory} ({m['num_rows']:,} rows in {len(m['shards'])} shard(s), "
+              f"schema v{m['schema_version']})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect")(inspect)
+    app.command("validate")(validate)

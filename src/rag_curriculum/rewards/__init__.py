@@ -1,0 +1,75 @@
+"""Rewards and metrics: the RAG-RL completion parser, answer / citation / joint metrics, the RAG-RL reward, and
+the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL.
+
+Metrics (used by partition and eval as well as by the rewards):
+
+* :func:`normalize_answer`, :func:`exact_match`, :func:`answer_f1`: the official SQuAD / HotpotQA definitions,
+  maximum over the gold answer and its aliases;
+* :func:`citation_scores` (precision, recall, F1 over citation labels), :func:`joint_f1`, :func:`aggregate`.
+
+Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
+registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
+:mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
+``compute_score``.
+
+>>> p = parse_completion("<reasoning>...</reasoning><answer>Final answer: the Sun\\nSupporting passages: Sun</answer>")
+>>> exact_match(p.answer, ["Sol", "Sun"]), citation_scores(p.citations, ["Sun", "Earth"]).recall
+(1.0, 0.5)
+"""
+
+from __future__ import annotations
+
+from ._columns import completion_text
+from ._formats import FORMATS, OutputFormat, get_format, register_format
+from ._metrics import (
+    CitationScores,
+    aggregate,
+    answer_f1,
+    answer_scores,
+    citation_key,
+    citation_scores,
+    exact_match,
+    joint_f1,
+    normalize_answer,
+)
+from ._parser import (
+    DEFAULT_MAX_CHARS,
+    REASONS,
+    ParsedCompletion,
+    find_non_english,
+    parse_completion,
+    split_citations,
+)
+from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward, RewardBreakdown
+from ._registry import REWARDS, get_reward, register_reward
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "FORMATS",
+    "REASONS",
+    "REWARDS",
+    "CitationScores",
+    "OutputFormat",
+    "ParsedCompletion",
+    "RagRlAnswerReward",
+    "RagRlCitationReward",
+    "RagRlFormatReward",
+    "RagRlReward",
+    "RewardBreakdown",
+    "aggregate",
+    "answer_f1",
+    "answer_scores",
+    "citation_key",
+    "citation_scores",
+    "completion_text",
+    "exact_match",
+    "find_non_english",
+    "get_format",
+    "get_reward",
+    "joint_f1",
+    "normalize_answer",
+    "parse_completion",
+    "register_format",
+    "register_reward",
+    "split_citations",
+]

@@ -1,0 +1,243 @@
+"""The RAG-RL reward (section 3.1): answer + citation + format, each component reported.
+
+* answer: ``gamma_answer * EM``, EM being normalised exact match against the answer or any alias (Eq. 1);
+* citation: ``gamma_correct * recall - gamma_incorrect * (number of distinct cited labels that are not gold)``
+  (Eq. 2);
+* format: ``+gamma_format`` when the completion parses as valid, ``-format_penalty`` (p) otherwise (Eq. 3);
+* total: their sum.
+
+The paper sets gamma_answer = 5, gamma_correct = 5, gamma_incorrect = 2 and leaves gamma_format and p open. The
+defaults here are gamma_format = p = 1: the valid/invalid swing (2) is worth one incorrect citation and 40% of a
+correct answer, so correctness outweighs formatting as the paper asks, yet in a GRPO group where answers and
+citations tie the format still separates the completions. Answer and citation rewards are computed on what the
+parser extracts even when the format is invalid (the three terms are independent, as in the paper's sum).
+
+>>> r = RagRlReward()
+>>> done = "<reasoning>...</reasoning>\\n<answer>\\nFinal answer: Paris\\nSupporting passages: France, Ohio\\n</answer>"
+>>> b = r.score(done, answers=["Paris"], gold_labels=["France", "Paris"])
+>>> b.answer, b.citation, b.format, b.total
+(5.0, 0.5, 1.0, 6.5)
+>>> r([done, "Paris"], answers=[["Paris"], ["Paris"]], gold_labels=[["France"], ["France"]])
+[9.0, -1.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from ._columns import completion_text, row_answers, row_gold_labels, row_labels
+from ._formats import FORMATS, get_format
+from ._metrics import _citation_counts, _prf, answer_scores
+from ._parser import DEFAULT_MAX_CHARS
+
+__all__ = [
+    "RagRlAnswerReward",
+    "RagRlCitationReward",
+    "RagRlFormatReward",
+    "RagRlReward",
+    "RewardBreakdown",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RewardBreakdown:
+    """One completion's reward: the total, the three components, and the metrics behind them."""
+
+    total: float
+    answer: float
+    citation: float
+    format: float
+    exact_match: float
+    answer_f1: float
+    citation_precision: float
+    citation_recall: float
+    citation_f1: float
+    num_cited: int
+    num_incorrect: int
+    format_valid: bool
+    format_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Metrics logged through TRL's ``log_metric`` (batch means), by breakdown attribute.
+_LOGGED = (
+    "answer", "citation", "format", "exact_match", "answer_f1", "citation_precision", "citation_recall",
+    "citation_f1", "num_incorrect", "format_valid",
+)
+
+
+def _check_weight(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"{name} must be a finite number >= 0, got {value!r}; it is a magnitude (penalties are subtracted), "
+            f"set it to 0 to switch the term off"
+        )
+
+
+@dataclass(frozen=True)
+class RagRlReward:
+    """The RAG-RL reward as a picklable, batched TRL reward function (returns the total per completion).
+
+    Call it the TRL way, ``reward(completions=..., answers=..., gold_labels=..., passages=..., **other_columns)``,
+    or get the components with :meth:`score` (one completion) and :meth:`components` (a batch). Missing
+    ``answers`` / ``gold_labels`` columns are read from ``reward_model["ground_truth"]``; passage labels (for
+    labels that contain commas) from ``passages``, else ``extra_info["labels"]``.
+    """
+
+    gamma_answer: float = 5.0
+    """Eq. 1: reward for an exact match of the final answer (paper: 5)."""
+    gamma_correct: float = 5.0
+    """Eq. 2: multiplies citation recall (paper: 5)."""
+    gamma_incorrect: float = 2.0
+    """Eq. 2: subtracted per distinct cited label that is not gold (paper: 2)."""
+    gamma_format: float = 1.0
+    """Eq. 3: reward for a valid format (not given in the paper; see the module docstring)."""
+    format_penalty: float = 1.0
+    """Eq. 3: p, subtracted for an invalid format (not given in the paper; see the module docstring)."""
+    max_chars: int = DEFAULT_MAX_CHARS
+    """Completions longer than this many characters have an invalid format ("excessive text")."""
+    output_format: str = "rag-rl"
+    """Name of the output format (parser) in the format registry."""
+    log_components: bool = True
+    """Log batch means of every component through TRL's ``log_metric`` (and format reasons via ``log_extra``)."""
+
+    __name__: ClassVar[str] = "rag_rl"  # TRL names the reward (and its logged mean) after this
+    component: ClassVar[str] = "total"
+
+    def __post_init__(self) -> None:
+        for name in ("gamma_answer", "gamma_correct", "gamma_incorrect", "gamma_format", "format_penalty"):
+            _check_weight(name, getattr(self, name))
+        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
+            raise ValueError(f"max_chars must be a positive integer (characters), got {self.max_chars!r}")
+        if self.output_format not in FORMATS:
+            FORMATS.get(self.output_format)  # raises with a "did you mean"
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def score(
+        self,
+        completion: Any,
+        answers: Sequence[str] | str,
+        gold_labels: Sequence[str],
+        labels: Sequence[str] | None = None,
+    ) -> RewardBreakdown:
+        """The reward of one completion, with its components.
+
+        ``labels`` are all passage labels of the row (gold labels are always known labels too).
+        """
+        parse = get_format(self.output_format).parse
+        gold = gold_labels if isinstance(gold_labels, list) else list(gold_labels)
+        known = tuple(labels) + tuple(gold) if labels is not None else tuple(gold)
+        parsed = parse(completion_text(completion), known, max_chars=self.max_chars)
+        if parsed.answer:
+            em, f1 = answer_scores(parsed.answer, answers)
+        else:
+            em = f1 = 0.0
+        tp, n_cited, n_gold = _citation_counts(parsed.citations, gold)
+        precision, recall, cf1 = _prf(tp, n_cited, n_gold)
+        n_incorrect = n_cited - tp
+        answer = self.gamma_answer * em
+        citation = self.gamma_correct * recall - self.gamma_incorrect * n_incorrect
+        fmt = self.gamma_format if parsed.valid else -self.format_penalty
+        return RewardBreakdown(
+            answer + citation + fmt, answer, citation, fmt, em, f1, precision, recall, cf1, n_cited,
+            n_incorrect, parsed.valid, parsed.reason,
+        )
+
+    def components(
+        self,
+        completions: Sequence[Any],
+        answers: Sequence[Any] | None = None,
+        gold_labels: Sequence[Any] | None = None,
+        passages: Sequence[Any] | None = None,
+        *,
+        reward_model: Sequence[Any] | None = None,
+        extra_info: Sequence[Any] | None = None,
+    ) -> list[RewardBreakdown]:
+        """Per-completion breakdowns of a batch; the columns are lists with one entry per completion."""
+        n = len(completions)
+        for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
+                          ("reward_model", reward_model), ("extra_info", extra_info)):
+            if col is not None and len(col) != n:
+                raise ValueError(f"got {n} completions but {len(col)} entries in column {name!r}")
+        if answers is None and reward_model is None:
+            raise ValueError(
+                "the RAG-RL reward needs the gold answers: pass the `answers` column (list of answer + aliases) "
+                "or `reward_model` with ground_truth.answers; with TRL keep remove_unused_columns=False"
+            )
+        out = []
+        for i in range(n):
+            rm = reward_model[i] if reward_model is not None else None
+            out.append(self.score(
+                completions[i],
+                row_answers(answers[i] if answers is not None else None, rm),
+                row_gold_labels(gold_labels[i] if gold_labels is not None else None, rm),
+                row_labels(passages[i] if passages is not None else None,
+                           extra_info[i] if extra_info is not None else None),
+            ))
+        return out
+
+    def __call__(
+        self,
+        completions: Sequence[Any],
+        answers: Sequence[Any] | None = None,
+        gold_labels: Sequence[Any] | None = None,
+        passages: Sequence[Any] | None = None,
+        *,
+        reward_model: Sequence[Any] | None = None,
+        extra_info: Sequence[Any] | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        log_extra: Callable[[str, list], None] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
+        """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
+        breakdowns = self.components(
+            completions, answers, gold_labels, passages, reward_model=reward_model, extra_info=extra_info
+        )
+        if self.log_components and breakdowns:
+            self._log(breakdowns, log_metric, log_extra)
+        component = self.component
+        return [getattr(b, component) for b in breakdowns]
+
+    def _log(self, breakdowns: list[RewardBreakdown], log_metric: Callable | None, log_extra: Callable | None) -> None:
+        prefix = self.__name__
+        n = len(breakdowns)
+        if log_metric is not None:
+            for attr in _LOGGED:
+                log_metric(f"{prefix}/{attr}", sum(float(getattr(b, attr)) for b in breakdowns) / n)
+        if log_extra is not None:
+            log_extra(f"{prefix}/format_reason", [b.format_reason or "" for b in breakdowns])
+
+
+@dataclass(frozen=True)
+class RagRlAnswerReward(RagRlReward):
+    """The answer component alone (for per-component ``reward_weights`` in TRL)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "rag_rl_answer"
+    component: ClassVar[str] = "answer"
+
+
+@dataclass(frozen=True)
+class RagRlCitationReward(RagRlReward):
+    """The citation component alone (for per-component ``reward_weights`` in TRL)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "rag_rl_citation"
+    component: ClassVar[str] = "citation"
+
+
+@dataclass(frozen=True)
+class RagRlFormatReward(RagRlReward):
+    """The format component alone (for per-component ``reward_weights`` in TRL)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "rag_rl_format"
+    component: ClassVar[str] = "format"

@@ -1,0 +1,37 @@
+"""The reward registry: recipes name reward functions, users add their own.
+
+An entry is a factory (a class or a function, or a ``"module:attr"`` path to one) called with the recipe's
+keyword arguments; it returns a batched, picklable TRL-style reward function.
+
+>>> get_reward("rag-rl", gamma_format=0.5)
+RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=0.5, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True)
+>>> get_reward("rag-rl-answr")
+Traceback (most recent call last):
+...
+KeyError: "unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: rag-rl, rag-rl-answer, rag-rl-citation, rag-rl-format"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..registry import Registry
+
+__all__ = ["REWARDS", "get_reward", "register_reward"]
+
+REWARDS: Registry[Callable[..., Callable]] = Registry("reward")
+REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
+REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
+REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")
+REWARDS.register("rag-rl-format", "rag_curriculum.rewards._rag_rl:RagRlFormatReward")
+
+
+def get_reward(name: str, **kwargs: Any) -> Callable:
+    """Build the reward registered under ``name`` with ``kwargs`` (the factory validates them)."""
+    return REWARDS.get(name)(**kwargs)
+
+
+def register_reward(name: str, factory: Callable[..., Callable] | str, *, overwrite: bool = False) -> None:
+    """Register a reward factory (or a ``"module:attr"`` path to one) under ``name``."""
+    REWARDS.register(name, factory, overwrite=overwrite)

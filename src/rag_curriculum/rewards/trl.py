@@ -1,0 +1,82 @@
+"""TRL adapter: reward functions ``GRPOTrainer(reward_funcs=...)`` takes as they are.
+
+Every reward here is batched (``completions`` in standard or conversational form, one float back per completion),
+reads the shard columns TRL passes as keyword arguments (``answers``, ``gold_labels``, ``passages``, or
+``reward_model`` / ``extra_info``), ignores the others (``prompts``, ``completion_ids``, ``trainer_state``, ...),
+is a picklable class instance (workers and vLLM cross process boundaries), and logs its components through TRL's
+``log_metric`` when the trainer provides it. Nothing here imports TRL.
+
+From a recipe, name the rewards and their weights and hand both lists to TRL::
+
+    funcs, weights = reward_funcs_from_config(cfg.rewards)
+    trainer = GRPOTrainer(model, reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...), ...)
+
+with, in YAML, either the paper's total ``rewards: [rag-rl]`` or its components weighted separately::
+
+    rewards:
+      - {name: rag-rl-answer, weight: 1.0}
+      - {name: rag-rl-citation, weight: 1.0}
+      - {name: rag-rl-format, weight: 1.0, kwargs: {gamma_format: 1.0, format_penalty: 1.0}}
+
+>>> funcs, weights = reward_funcs_from_config([{"name": "rag-rl-answer", "weight": 2.0}, "rag-rl-format"])
+>>> [f.__name__ for f in funcs], weights
+(['rag_rl_answer', 'rag_rl_format'], [2.0, 1.0])
+>>> done = [{"role": "assistant", "content": "<reasoning></reasoning><answer>Final answer: 4\\nSupporting passages: B</answer>"}]
+>>> [f(completions=[done], answers=[["four"]], gold_labels=[["B"]], trainer_state=None) for f in funcs]
+[[0.0], [1.0]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._columns import completion_text
+from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward
+from ._registry import get_reward
+
+__all__ = [
+    "RagRlAnswerReward",
+    "RagRlCitationReward",
+    "RagRlFormatReward",
+    "RagRlReward",
+    "completion_text",
+    "reward_funcs_from_config",
+]
+
+
+def _spec_entry(spec: Any) -> tuple[str, float, dict[str, Any]]:
+    if isinstance(spec, str):
+        return spec, 1.0, {}
+    if isinstance(spec, Mapping):
+        if "name" not in spec:
+            raise ValueError(f"a reward spec needs a 'name' (one of the registered rewards), got {dict(spec)!r}")
+        kwargs = dict(spec.get("kwargs") or {})
+        kwargs.update({k: v for k, v in spec.items() if k not in ("name", "weight", "kwargs")})
+        return str(spec["name"]), float(spec.get("weight", 1.0)), kwargs
+    raise TypeError(f"a reward spec is a name or a mapping with name / weight / kwargs, got {spec!r}")
+
+
+def reward_funcs_from_config(
+    specs: str | Mapping[str, float] | Sequence[str | Mapping[str, Any]],
+) -> tuple[list[Callable], list[float]]:
+    """Build reward functions and their weights (for ``GRPOConfig.reward_weights``) from a recipe's list.
+
+    ``specs`` is a reward name, a mapping ``{name: weight}``, or a list of names and mappings
+    ``{name, weight=1.0, kwargs={...}}`` (other keys of such a mapping are passed as keyword arguments too).
+
+    >>> reward_funcs_from_config({"rag-rl": 1.0})[0]
+    [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True)]
+    """
+    if isinstance(specs, str):
+        entries = [_spec_entry(specs)]
+    elif isinstance(specs, Mapping) and "name" not in specs:
+        entries = [(str(name), float(weight), {}) for name, weight in specs.items()]
+    elif isinstance(specs, Mapping):
+        entries = [_spec_entry(specs)]
+    else:
+        entries = [_spec_entry(s) for s in specs]
+    if not entries:
+        raise ValueError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
+    funcs = [get_reward(name, **kwargs) for name, _, kwargs in entries]
+    return funcs, [weight for _, weight, _ in entries]

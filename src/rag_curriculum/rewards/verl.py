@@ -1,0 +1,75 @@
+"""verl adapter: the RAG-RL reward as verl's custom reward function.
+
+Point verl at this file (it loads it by path, so the imports below are absolute)::
+
+    python -m verl.trainer.main_ppo ... \\
+        reward.custom_reward_function.path=$(python -c "import rag_curriculum.rewards.verl as m; print(m.__file__)") \\
+        reward.custom_reward_function.name=compute_score \\
+        +reward.custom_reward_function.reward_kwargs.gamma_format=1.0
+
+verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` once per response, with the
+row's ``reward_model.ground_truth`` (``{"answers": [...], "gold_labels": [...]}``) and ``extra_info`` (whose
+``labels``, when present, list every passage label). Keyword arguments named like :class:`RagRlReward` fields
+(``reward_kwargs`` in the config) set the constants; other keyword arguments verl may add are ignored. The result
+is a dict: ``score`` (the total) plus every component and metric as a number (``acc`` is the exact match, the raw
+metric to use for DAPO-style group filtering).
+
+>>> gt = {"answers": ["Paris"], "gold_labels": ["France"]}
+>>> out = compute_score("musique", "<reasoning></reasoning><answer>Final answer: Paris\\nSupporting passages: France</answer>", gt)
+>>> out["score"], out["answer"], out["citation"], out["format"], out["acc"]
+(11.0, 5.0, 5.0, 1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from rag_curriculum.rewards._columns import row_answers, row_gold_labels, row_labels
+from rag_curriculum.rewards._rag_rl import RagRlReward
+
+__all__ = ["compute_score"]
+
+logger = logging.getLogger(__name__)
+
+_FIELDS = frozenset(RagRlReward.field_names())
+
+
+@functools.lru_cache(maxsize=64)
+def _reward(items: tuple[tuple[str, Any], ...]) -> RagRlReward:
+    return RagRlReward(**dict(items), log_components=False)
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Score one response for verl: ``{"score": total, "answer": ..., "citation": ..., "format": ..., ...}``.
+
+    ``ground_truth`` is ``{"answers", "gold_labels"}`` (a bare answer string or list is taken as the answers).
+    """
+    options = tuple(sorted((k, v) for k, v in kwargs.items() if k in _FIELDS and k != "log_components"))
+    reward = _reward(options)
+    gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
+    answers = row_answers(gt.get("answers"))
+    if not answers:
+        logger.warning("no gold answers in ground_truth for data_source %r: the answer reward will be 0", data_source)
+    b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), row_labels(None, extra_info))
+    return {
+        "score": b.total,
+        "answer": b.answer,
+        "citation": b.citation,
+        "format": b.format,
+        "acc": b.exact_match,
+        "answer_f1": b.answer_f1,
+        "citation_precision": b.citation_precision,
+        "citation_recall": b.citation_recall,
+        "citation_f1": b.citation_f1,
+        "num_incorrect": float(b.num_incorrect),
+        "format_valid": float(b.format_valid),
+    }
