@@ -75,7 +75,10 @@ def row_gold_labels(gold_labels: Any = None, reward_model: Any = None) -> list[s
 def row_labels(passages: Any = None, extra_info: Any = None) -> list[str] | None:
     """Every passage label of the row: from ``passages`` (``[{label, ...}]``), else ``extra_info["labels"]``."""
     if passages is not None:
-        return [p["label"] if isinstance(p, Mapping) else str(p) for p in passages]
+        try:
+            return [p["label"] for p in passages]
+        except (TypeError, KeyError, IndexError):
+            return [p["label"] if isinstance(p, Mapping) else str(p) for p in passages]
     if isinstance(extra_info, Mapping) and extra_info.get("labels") is not None:
         return _str_list(extra_info["labels"])
     return None

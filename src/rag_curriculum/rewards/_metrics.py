@@ -52,6 +52,7 @@ _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _YES_NO = frozenset(("yes", "no", "noanswer"))
 # Characters stripped from both ends of a citation before comparing: whitespace, quotes, markdown emphasis.
 _CITATION_STRIP = " \t\r\n\"'`*\u201c\u201d\u2018\u2019\u00ab\u00bb"
+_WS_RUN_RE = re.compile(r"[ \t\r\n]+")
 
 
 def normalize_answer(s: str) -> str:
@@ -162,12 +163,15 @@ class CitationScores(NamedTuple):
 
 def citation_key(label: str) -> str:
     """The form citations are compared in: surrounding whitespace, quotes and ``*`` stripped, inner whitespace
-    collapsed, case folded. Labels are otherwise compared exactly (no punctuation or article removal).
+    (spaces, tabs, newlines) collapsed, case folded. Labels are otherwise compared exactly (no punctuation or article removal).
 
     >>> citation_key('  "Deh Bagh,  Ravansar" ')
     'deh bagh, ravansar'
     """
-    return " ".join(label.strip(_CITATION_STRIP).split()).casefold()
+    s = label.strip(_CITATION_STRIP)
+    if "  " in s or "\t" in s or "\n" in s or "\r" in s:
+        s = _WS_RUN_RE.sub(" ", s)
+    return s.casefold()
 
 
 def _citation_counts(cited: Iterable[str], gold: Iterable[str]) -> tuple[int, int, int]:

@@ -139,16 +139,26 @@ def find_non_english(text: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _label_index(labels: tuple[str, ...]) -> tuple[dict[str, str], int]:
-    """citation key -> label, and the most comma-separated pieces a label spans."""
+def _label_index(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, int]]:
+    """citation key -> label, and for labels containing commas: key of their first piece -> most pieces."""
     index: dict[str, str] = {}
-    width = 1
+    starts: dict[str, int] = {}
     for label in labels:
         key = citation_key(label)
         if key:
             index.setdefault(key, label)
-            width = max(width, label.count(",") + 1)
-    return index, width
+            n = label.count(",") + 1
+            if n > 1:
+                first = citation_key(label.split(",", 1)[0])
+                starts[first] = max(starts.get(first, 1), n)
+    return index, starts
+
+
+def _lookup(index: dict[str, str], key: str) -> str | None:
+    label = index.get(key)
+    if label is None and key.endswith("."):
+        label = index.get(citation_key(key[:-1]))
+    return label
 
 
 def split_citations(text: str, labels: Iterable[str] | None = None) -> tuple[str, ...]:
@@ -161,27 +171,31 @@ def split_citations(text: str, labels: Iterable[str] | None = None) -> tuple[str
     """
     parts = text.split(",")
     if labels is not None:
-        index, width = _label_index(labels if isinstance(labels, tuple) else tuple(labels))
+        index, starts = _label_index(labels if isinstance(labels, tuple) else tuple(labels))
     else:
-        index, width = {}, 1
+        index, starts = {}, {}
     out: list[str] = []
     seen: set[str] = set()
     i, n = 0, len(parts)
     while i < n:
+        key = citation_key(parts[i])
         label = None
         if index:
-            for j in range(min(n, i + width), i, -1):
-                key = citation_key(",".join(parts[i:j]) if j > i + 1 else parts[i])
-                label = index.get(key)
-                if label is None and key.endswith("."):
-                    label = index.get(citation_key(key[:-1]))
+            width = starts.get(key, 1) if starts else 1
+            for j in range(min(n, i + width), i + 1, -1):  # longest re-joined label first
+                label = _lookup(index, citation_key(",".join(parts[i:j])))
                 if label is not None:
                     i = j
                     break
+            if label is None:
+                label = _lookup(index, key)
+                if label is not None:
+                    i += 1
         if label is None:
             label = parts[i].strip(_CITATION_STRIP)
             i += 1
-        key = citation_key(label)
+        else:
+            key = citation_key(label)
         if key and key not in seen:
             seen.add(key)
             out.append(label)

@@ -1,0 +1,352 @@
+"""Reports: the summary of an evaluation run (JSON), its Markdown tables laid out like the paper's, and the
+side-by-side comparison of several runs.
+
+A summary is a dict with ``evals``: one entry per (model, dataset, setting) holding ``overall`` and the
+breakdowns ``by_hops``, ``by_level``, ``by_format`` (sample-level), ``by_bucket`` (base-answerable /
+base-unanswerable, when partition statistics were given) and ``format_reasons``. Everything in this module
+reads summaries only, so ``curriculum eval compare`` can lay out runs made elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cards import md_table
+from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
+
+__all__ = [
+    "SUMMARY_KIND",
+    "SUMMARY_VERSION",
+    "compare_summaries",
+    "dataset_title",
+    "load_summary",
+    "render_report",
+    "render_table",
+    "setting_title",
+    "summarize_entry",
+]
+
+SUMMARY_KIND = "rag-curriculum/eval-summary"
+SUMMARY_VERSION = 1
+SUMMARY_FILE = "summary.json"
+
+_DATASET_TITLES = {"hotpotqa": "HotpotQA", "musique": "MuSiQue", "2wikimultihopqa": "2Wiki"}
+_SETTING_TITLES = {"distractor": "Distractor", "ideal": "Ideal Retrieval"}
+_METRIC_TITLES = {"answer_f1": "Answer F1", "citation_f1": "Citation F1", "joint_f1": "Joint F1",
+                  "joint_f1_per_sample": "Joint F1 (per sample)", "exact_match": "EM",
+                  "citation_precision": "Citation P", "citation_recall": "Citation R", "format_valid": "Valid format"}
+MAIN_METRICS = ("answer_f1", "citation_f1", "joint_f1")
+
+
+def dataset_title(name: str) -> str:
+    """>>> dataset_title("2wikimultihopqa"), dataset_title("mine")
+    ('2Wiki', 'mine')
+    """
+    return _DATASET_TITLES.get(name, name)
+
+
+def setting_title(name: str) -> str:
+    return _SETTING_TITLES.get(name, name)
+
+
+def metric_title(name: str) -> str:
+    return _METRIC_TITLES.get(name, name)
+
+
+def _dataset_order(names: Iterable[str]) -> list[str]:
+    known = list(_DATASET_TITLES)
+    return sorted(set(names), key=lambda n: (known.index(n) if n in known else len(known), n))
+
+
+def _setting_order(names: Iterable[str]) -> list[str]:
+    known = list(_SETTING_TITLES)
+    return sorted(set(names), key=lambda n: (known.index(n) if n in known else len(known), n))
+
+
+def _models(evals: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for e in evals:
+        seen.setdefault(e["model"], None)
+    return list(seen)
+
+
+def pct(x: float | None) -> str:
+    """A fraction as the paper prints it: x 100, two decimals.
+
+    >>> pct(0.73301), pct(None)
+    ('73.30', '–')
+    """
+    return "–" if x is None else f"{100 * x:.2f}"
+
+
+def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> dict[str, Any]:
+    """The summary entry of one (model, dataset, setting): ``identity`` (model, dataset, setting, paths, ...)
+    plus ``overall``, the breakdowns and ``format_reasons``, all computed from the per-question ``records``."""
+    entry: dict[str, Any] = dict(identity)
+    entry["n_questions"] = len(records)
+    ms = sorted({int(r["m"]) for r in records})
+    entry["m"] = ms[0] if len(ms) == 1 else ms
+    entry["overall"] = summarize(records)
+    for key, column in BREAKDOWNS.items():
+        b = breakdown(records, column)
+        if b or key != "by_bucket":
+            entry[key] = b
+    entry["by_format"] = breakdown_by_format(records)
+    entry["format_reasons"] = format_reasons(records)
+    return entry
+
+
+def _index(evals: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    return {(e["model"], e["dataset"], e["setting"]): e for e in evals}
+
+
+def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
+    """Bold the best value of each column (when more than one row has a value), in place."""
+    if len(cells) < 2:
+        return
+    for c in range(len(values[0])):
+        col = [v[c] for v in values if v[c] is not None]
+        if len(col) < 2:
+            continue
+        best = max(col)
+        for r, row in enumerate(values):
+            if row[c] is not None and row[c] == best:
+                cells[r][c] = f"**{cells[r][c]}**"
+
+
+def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS,
+                 section: str = "overall", bold: bool = True) -> str:
+    """The paper's Table 1 layout: one block of rows per evaluation setting, one row per model, and for each
+    dataset one column per metric (x 100). ``section`` picks another aggregate of each entry, such as
+    ``by_bucket.answerable``. The best value of each column within a setting is bolded."""
+    evals = summary["evals"]
+    idx = _index(evals)
+    datasets = _dataset_order(e["dataset"] for e in evals)
+    header = ["Eval setting", "Model"] + [f"{dataset_title(d)} {metric_title(m)}" for d in datasets for m in metrics]
+    rows: list[list[str]] = []
+    for setting in _setting_order(e["setting"] for e in evals):
+        models = [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+        cells: list[list[str]] = []
+        values: list[list[float | None]] = []
+        for model in models:
+            vals = []
+            for d in datasets:
+                agg = _section(idx.get((model, d, setting)), section)
+                vals += [None if agg is None else agg.get(m) for m in metrics]
+            values.append(vals)
+            cells.append([pct(v) for v in vals])
+        if bold:
+            _bold_best(cells, values)
+        for i, (model, row) in enumerate(zip(models, cells, strict=True)):
+            rows.append([setting_title(setting) if i == 0 else "", model, *row])
+    return md_table(header, rows)
+
+
+def _section(entry: Mapping[str, Any] | None, section: str) -> Mapping[str, Any] | None:
+    node: Any = entry
+    for part in section.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _wide_breakdown(summary: Mapping[str, Any], key: str, label: Callable | None = None,
+                    metrics: Sequence[str] = MAIN_METRICS) -> list[str]:
+    """One table per (dataset, setting): rows = models, columns = each group's metrics (Table 10's layout)."""
+    out: list[str] = []
+    evals = summary["evals"]
+    idx = _index(evals)
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in _dataset_order(e["dataset"] for e in evals):
+            entries = [(m, idx[(m, d, setting)]) for m in _models(evals) if (m, d, setting) in idx]
+            groups: dict[str, None] = {}
+            for _, e in entries:
+                for g in e.get(key) or {}:
+                    groups.setdefault(g, None)
+            if not groups:
+                continue
+            header = ["Model"] + [f"{label(g) if label else g} {metric_title(m)}" for g in groups for m in metrics]
+            rows = []
+            for model, e in entries:
+                b = e.get(key) or {}
+                rows.append([model] + [pct(b[g].get(m)) if g in b else "–" for g in groups for m in metrics])
+            counts = ", ".join(f"{label(g) if label else g}: {_count_of(entries, key, g)}" for g in groups)
+            out += [f"#### {dataset_title(d)}, {setting_title(setting).lower()} ({counts})", "", md_table(header, rows),
+                    ""]
+    return out
+
+
+def _count_of(entries: Sequence[tuple[str, Mapping[str, Any]]], key: str, group: str) -> str:
+    ns = {int(e[key][group]["n_questions"]) for _, e in entries if group in (e.get(key) or {})}
+    return f"{ns.pop()} questions" if len(ns) == 1 else "/".join(str(n) for n in sorted(ns)) + " questions"
+
+
+def _bucket_table(summary: Mapping[str, Any], buckets: Sequence[str]) -> str:
+    """Table 4 / 9 layout: each cell is ``<first bucket> / <second bucket>``."""
+    evals = summary["evals"]
+    idx = _index(evals)
+    datasets = _dataset_order(e["dataset"] for e in evals)
+    header = ["Eval setting", "Model"] + [f"{dataset_title(d)} {metric_title(m)}" for d in datasets
+                                          for m in MAIN_METRICS]
+    rows = []
+    for setting in _setting_order(e["setting"] for e in evals):
+        models = [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+        for i, model in enumerate(models):
+            row = [setting_title(setting) if i == 0 else "", model]
+            for d in datasets:
+                b = (idx.get((model, d, setting)) or {}).get("by_bucket") or {}
+                for m in MAIN_METRICS:
+                    row.append(" / ".join(pct(b[k][m]) if k in b else "–" for k in buckets))
+            rows.append(row)
+    return md_table(header, rows)
+
+
+def _details_table(summary: Mapping[str, Any]) -> str:
+    header = ["Eval setting", "Dataset", "Model", "Questions", "m", "EM", "Citation P", "Citation R",
+              "Joint F1 (per sample)", "Valid format", "Invalid: top reasons"]
+    rows = []
+    evals = summary["evals"]
+    idx = _index(evals)
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in _dataset_order(e["dataset"] for e in evals):
+            for model in _models(evals):
+                e = idx.get((model, d, setting))
+                if e is None:
+                    continue
+                o = e["overall"]
+                reasons = ", ".join(f"{k} {v}" for k, v in list((e.get("format_reasons") or {}).items())[:3]) or "–"
+                rows.append([setting_title(setting), dataset_title(d), model, e["n_questions"], e["m"],
+                             pct(o["exact_match"]), pct(o["citation_precision"]), pct(o["citation_recall"]),
+                             pct(o["joint_f1_per_sample"]), pct(o["format_valid"]), reasons])
+    return md_table(header, rows)
+
+
+def _by_level_table(summary: Mapping[str, Any]) -> str:
+    header = ["Eval setting", "Dataset", "Level", "Model", "Questions", "Answer F1", "Citation F1", "Joint F1"]
+    rows = []
+    evals = summary["evals"]
+    idx = _index(evals)
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in _dataset_order(e["dataset"] for e in evals):
+            models = [m for m in _models(evals) if (m, d, setting) in idx]
+            levels: dict[str, None] = {}
+            for m in models:
+                for lv in idx[(m, d, setting)].get("by_level") or {}:
+                    levels.setdefault(lv, None)
+            for lv in sorted(levels, key=lambda s: int(s) if s.lstrip("-").isdigit() else 1 << 30):
+                for m in models:
+                    b = (idx[(m, d, setting)].get("by_level") or {}).get(lv)
+                    if b is not None:
+                        rows.append([setting_title(setting), dataset_title(d), lv, m, b["n_questions"],
+                                     pct(b["answer_f1"]), pct(b["citation_f1"]), pct(b["joint_f1"])])
+    return md_table(header, rows)
+
+
+def _by_format_table(summary: Mapping[str, Any]) -> str:
+    header = ["Eval setting", "Dataset", "Model", "Format", "Samples", "Questions", "Answer F1", "Citation F1",
+              "Joint F1"]
+    rows = []
+    evals = summary["evals"]
+    idx = _index(evals)
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in _dataset_order(e["dataset"] for e in evals):
+            for m in _models(evals):
+                e = idx.get((m, d, setting))
+                for k, b in ((e or {}).get("by_format") or {}).items():
+                    rows.append([setting_title(setting), dataset_title(d), m, k, b["n_samples"], b["n_questions"],
+                                 pct(b["answer_f1"]), pct(b["citation_f1"]), pct(b["joint_f1"])])
+    return md_table(header, rows)
+
+
+def _bucket_names(summary: Mapping[str, Any]) -> list[str]:
+    names: dict[str, None] = {}
+    for e in summary["evals"]:
+        for k in e.get("by_bucket") or {}:
+            names.setdefault(k, None)
+    order = ["answerable", "unanswerable"]
+    return sorted(names, key=lambda k: (order.index(k) if k in order else len(order), k))
+
+
+def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plots: Sequence[str] = ()) -> str:
+    """``table.md``: the main table (Table 1 layout), then the breakdowns and the plots."""
+    s = summary.get("sampling") or {}
+    lines = [f"# {title}", ""]
+    if s:
+        lines += [f"{s.get('n', '?')} samples per question (temperature {s.get('temperature')}, top-p "
+                  f"{s.get('top_p')}, at most {s.get('max_tokens')} tokens, seed {s.get('seed')}); scores x 100. "
+                  "Answer and citation F1 are averaged over the samples of each question, then over questions; "
+                  "joint F1 is the harmonic mean of the two averages, as in the RAG-RL paper.", ""]
+    lines += ["## Answer, citation and joint F1", "", render_table(summary), ""]
+    buckets = _bucket_names(summary)
+    if buckets:
+        lines += ["## Base-answerable / base-unanswerable questions", "",
+                  f"Each cell: {' / '.join(buckets)} (buckets from the partition's statistics).", "",
+                  _bucket_table(summary, buckets), ""]
+    hops = _wide_breakdown(summary, "by_hops", label=lambda g: f"{g}-hop")
+    if hops:
+        lines += ["## By number of hops", "", *hops]
+    lines += ["## By difficulty level", "", "Level l of a row (its distractor count d = l + 2 - hops).", "",
+              _by_level_table(summary), ""]
+    lines += ["## By format validity", "", "Per sample: completions that keep the output format and those that do "
+              "not (scored on what the parser could extract).", "", _by_format_table(summary), ""]
+    lines += ["## More metrics", "", _details_table(summary), ""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
+    return "\n".join(lines)
+
+
+def load_summary(path: str | Path) -> dict[str, Any]:
+    """A run's ``summary.json`` (``path`` is the file or the run directory)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / SUMMARY_FILE
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no evaluation summary here (is it the --out of `curriculum eval`?)")
+    data = json.loads(p.read_text())
+    if data.get("kind") != SUMMARY_KIND:
+        raise ValueError(f"{p}: not an evaluation summary (kind={data.get('kind')!r})")
+    return data
+
+
+def compare_summaries(paths: Sequence[str | Path], *, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Merge the summaries of several runs into one (same layout), so the tables above show them side by side.
+
+    A model name that occurs in more than one run is prefixed with its run's name (``names``, else the run
+    directory's name), so rows stay apart."""
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f"{len(paths)} runs but {len(names)} names")
+    summaries = [load_summary(p) for p in paths]
+    run_names = list(names) if names is not None else [_run_name(p) for p in paths]
+    if len(set(run_names)) != len(run_names):
+        run_names = [f"{n}#{i + 1}" for i, n in enumerate(run_names)]
+    counts: dict[str, int] = {}
+    for s in summaries:
+        for m in {e["model"] for e in s["evals"]}:
+            counts[m] = counts.get(m, 0) + 1
+    evals = []
+    for run, s in zip(run_names, summaries, strict=True):
+        for e in s["evals"]:
+            e = dict(e)
+            e["run"] = run
+            if counts[e["model"]] > 1:
+                e["model"] = f"{run}/{e['model']}"
+            evals.append(e)
+    sampling = [s.get("sampling") for s in summaries]
+    return {
+        "kind": SUMMARY_KIND,
+        "schema_version": SUMMARY_VERSION,
+        "runs": [{"name": n, "path": str(p), "sampling": s.get("sampling")}
+                 for n, p, s in zip(run_names, paths, summaries, strict=True)],
+        "sampling": sampling[0] if all(x == sampling[0] for x in sampling) else None,
+        "evals": evals,
+    }
+
+
+def _run_name(path: str | Path) -> str:
+    p = Path(path).resolve()
+    return p.parent.name if p.name == SUMMARY_FILE else p.name
+

@@ -1,0 +1,196 @@
+"""Scoring: completions -> per-sample scores -> one record per question -> aggregates and breakdowns.
+
+Definitions (RAG-RL section 4.5; every number is a fraction in [0, 1], tables show it x 100):
+
+* Each of the ``m`` completions of a question is parsed with the parser of the row's output format
+  (``rag-rl``: :func:`rag_curriculum.rewards.parse_completion`, given the row's passage labels).
+* Per sample: **answer F1** is HotpotQA's token F1, maximum over the gold answer and its aliases
+  (:func:`~rag_curriculum.rewards.answer_f1`), **exact match** likewise; **citation precision / recall / F1** compare
+  the set of cited labels with the gold labels (:func:`~rag_curriculum.rewards.citation_scores`); the sample's
+  **joint F1** is the harmonic mean of its answer F1 and citation F1. Scores are computed from what the parser
+  extracts even when the format is invalid; with ``strict_format`` an invalid sample scores 0 on everything.
+* Per question: the mean of each sample score over the question's ``m`` samples, and ``format_valid``, the
+  fraction of its samples that keep the format.
+* Per group of questions (a dataset and setting, or one of its breakdowns): the mean over questions of the
+  per-question means. ``joint_f1`` is then the harmonic mean of the group's ``answer_f1`` and ``citation_f1``,
+  as the paper's tables report it (Table 1: 2 * 68.71 * 78.54 / (68.71 + 78.54) = 73.30);
+  ``joint_f1_per_sample`` is the mean of the per-sample joint F1 (never larger than ``joint_f1``).
+* Sample-level breakdowns (by format validity) take, for each question, the mean over its samples in the group,
+  then the mean over the questions that have at least one such sample.
+
+>>> r = score_row({"answers": ["Paris"], "gold_labels": ["France"], "passages": [{"label": "France"}]},
+...               ["<reasoning></reasoning><answer>Final answer: Paris\\nSupporting passages: France</answer>",
+...                "Final answer: Lyon"])
+>>> r["answer_f1"], r["citation_f1"], r["format_valid"], r["sample_reason"]
+(0.5, 0.5, 0.5, [None, 'missing_tag'])
+>>> summarize([r])["joint_f1"], summarize([r])["joint_f1_per_sample"]
+(0.5, 0.5)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..rewards import answer_scores, citation_scores, get_format, joint_f1
+from ..rewards import aggregate as _aggregate
+
+__all__ = [
+    "BREAKDOWNS",
+    "METRICS",
+    "SAMPLE_METRICS",
+    "breakdown",
+    "breakdown_by_format",
+    "format_reasons",
+    "score_completion",
+    "score_row",
+    "summarize",
+    "summarize_samples",
+]
+
+#: Per-sample scores, in the order they are reported; each becomes a ``sample_<name>`` list column.
+SAMPLE_METRICS = ("answer_f1", "exact_match", "citation_precision", "citation_recall", "citation_f1", "joint_f1")
+
+#: What a summary holds for a group of questions (besides ``n_questions`` and ``n_samples``).
+METRICS = ("answer_f1", "citation_f1", "joint_f1", "joint_f1_per_sample", "exact_match", "citation_precision",
+           "citation_recall", "format_valid")
+
+#: Question-level breakdowns: summary key -> per-question column.
+BREAKDOWNS = {"by_hops": "hops", "by_level": "level", "by_bucket": "bucket"}
+
+_ZERO = dict.fromkeys(SAMPLE_METRICS, 0.0)
+
+
+def score_completion(text: str, *, answers: Sequence[str], gold_labels: Sequence[str],
+                     labels: Sequence[str] | None = None, parse: Callable[..., Any] | None = None,
+                     strict_format: bool = False) -> dict[str, Any]:
+    """Parse one completion and score it: ``answer``, ``citations``, ``valid``, ``reason`` and
+    :data:`SAMPLE_METRICS`.
+
+    >>> s = score_completion("<reasoning></reasoning><answer>Final answer: the Sun\\nSupporting passages: Sun, Moon"
+    ...                      "</answer>", answers=["Sun"], gold_labels=["Sun"])
+    >>> s["answer_f1"], s["citation_precision"], s["citation_recall"], round(s["joint_f1"], 4)
+    (1.0, 0.5, 1.0, 0.8)
+    """
+    parsed = (parse or get_format("rag-rl").parse)(text, labels)
+    out: dict[str, Any] = {"answer": parsed.answer, "citations": list(parsed.citations), "valid": bool(parsed.valid),
+                           "reason": parsed.reason}
+    if strict_format and not parsed.valid:
+        out.update(_ZERO)
+        return out
+    em, f1 = answer_scores(parsed.answer, answers)
+    cp, cr, cf = citation_scores(parsed.citations, gold_labels)
+    out.update(answer_f1=f1, exact_match=em, citation_precision=cp, citation_recall=cr, citation_f1=cf,
+               joint_f1=joint_f1(f1, cf))
+    return out
+
+
+def _labels(row: Mapping[str, Any]) -> list[str] | None:
+    passages = row.get("passages")
+    if passages is not None:
+        return [p["label"] for p in passages]
+    extra = row.get("extra_info")
+    if isinstance(extra, Mapping) and extra.get("labels") is not None:
+        return list(extra["labels"])
+    return None
+
+
+def _mean(values: Sequence[float]) -> float:
+    return _aggregate(list(values)) if values else 0.0
+
+
+def score_row(row: Mapping[str, Any], completions: Sequence[str], *, strict_format: bool = False,
+              parse: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """One question's record: its completions, what was parsed from each, the per-sample scores
+    (``sample_<metric>`` lists) and their means over the samples (``answer_f1``, ..., ``joint_f1_per_sample``,
+    ``format_valid``). ``parse`` defaults to the parser of the row's ``template`` (``rag-rl``)."""
+    if not completions:
+        raise ValueError(f"{row.get('id', '?')}: no completions to score")
+    if parse is None:
+        parse = get_format(row.get("template") or "rag-rl").parse
+    answers = list(row["answers"])
+    gold = list(row["gold_labels"])
+    labels = _labels(row)
+    samples = [score_completion(t, answers=answers, gold_labels=gold, labels=labels, parse=parse,
+                                strict_format=strict_format) for t in completions]
+    rec: dict[str, Any] = {
+        "m": len(completions),
+        "completions": list(completions),
+        "sample_answer": [s["answer"] for s in samples],
+        "sample_citations": [s["citations"] for s in samples],
+        "sample_valid": [s["valid"] for s in samples],
+        "sample_reason": [s["reason"] for s in samples],
+    }
+    for k in SAMPLE_METRICS:
+        rec[f"sample_{k}"] = [s[k] for s in samples]
+    for k in SAMPLE_METRICS:
+        rec["joint_f1_per_sample" if k == "joint_f1" else k] = _mean(rec[f"sample_{k}"])
+    rec["format_valid"] = _mean([1.0 if v else 0.0 for v in rec["sample_valid"]])
+    return rec
+
+
+def summarize_samples(records: Iterable[Mapping[str, Any]],
+                      keep: Callable[[Mapping[str, Any], int], bool] | None = None) -> dict[str, Any] | None:
+    """Aggregate the samples of ``records`` for which ``keep(record, j)`` holds (all when None): the mean over
+    each question's kept samples, then over the questions with at least one; ``joint_f1`` from the aggregated
+    answer and citation F1. None when no sample is kept."""
+    values: list[dict[str, float]] = []
+    groups: list[int] = []
+    for q, rec in enumerate(records):
+        for j in range(len(rec["sample_answer_f1"])):
+            if keep is not None and not keep(rec, j):
+                continue
+            v = {k: float(rec[f"sample_{k}"][j]) for k in SAMPLE_METRICS if k != "joint_f1"}
+            v["joint_f1_per_sample"] = float(rec["sample_joint_f1"][j])
+            v["format_valid"] = 1.0 if rec["sample_valid"][j] else 0.0
+            values.append(v)
+            groups.append(q)
+    if not values:
+        return None
+    agg = _aggregate(values, groups)  # sets joint_f1 = harmonic mean of the aggregated answer and citation F1
+    out: dict[str, Any] = {k: agg[k] for k in METRICS}
+    out["n_questions"] = len(set(groups))
+    out["n_samples"] = len(values)
+    return out
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The aggregate of a group of questions (see the module docstring); zeros for an empty group."""
+    out = summarize_samples(records)
+    if out is None:
+        return {**dict.fromkeys(METRICS, 0.0), "n_questions": 0, "n_samples": 0}
+    return out
+
+
+def _sort_key(k: Hashable) -> tuple:
+    return (k is None, not isinstance(k, int | float), k if isinstance(k, int | float) else str(k))
+
+
+def breakdown(records: Sequence[Mapping[str, Any]], column: str) -> dict[str, dict[str, Any]]:
+    """:func:`summarize` per value of a question-level ``column`` (such as ``hops``); keys are strings, in
+    natural order; questions whose value is missing (None) are left out."""
+    groups: dict[Hashable, list[Mapping[str, Any]]] = {}
+    for rec in records:
+        v = rec.get(column)
+        if v is not None:
+            groups.setdefault(v, []).append(rec)
+    return {str(k): summarize(groups[k]) for k in sorted(groups, key=_sort_key)}
+
+
+def breakdown_by_format(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`summarize_samples` over the samples that keep the format (``valid``) and those that do not
+    (``invalid``); a class with no sample is left out."""
+    out = {}
+    for name, flag in (("valid", True), ("invalid", False)):
+        s = summarize_samples(records, lambda rec, j, flag=flag: bool(rec["sample_valid"][j]) is flag)
+        if s is not None:
+            out[name] = s
+    return out
+
+
+def format_reasons(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many samples broke the format, per reason (most frequent first, then by name)."""
+    c = Counter(r for rec in records for r, v in zip(rec["sample_reason"], rec["sample_valid"], strict=True)
+                if not v)
+    return {k: c[k] for k in sorted(c, key=lambda k: (-c[k], str(k)))}
