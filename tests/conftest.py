@@ -18,6 +18,7 @@ TWOWIKI_TRAIN = SHARED_DATA / "2wikimultihopqa" / "train.sample500.json"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("COLUMNS", "240")  # rich output unwrapped, so tests can match whole messages
 
 
 def pytest_collection_modifyitems(config, items):

@@ -329,6 +329,9 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
     cfg.validate()
     for s in cfg.sources:
         s.dataset = get_loader(s.dataset).name
+        s.input = str(s.input) if s.input is not None else None
+    cfg.eval_sets = [str(e) for e in cfg.eval_sets]
+    cfg.out = str(cfg.out)
     names = [s.dataset for s in cfg.sources]
     if len(set(names)) != len(names):
         raise BuildError(f"a dataset appears twice in the mixture: {names}")

@@ -7,8 +7,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._report import MAIN_METRICS, _dataset_order, _index, _models, _setting_order, dataset_title, metric_title
-from ._report import setting_title as _setting_title
+from ._report import (
+    MAIN_METRICS,
+    _dataset_order,
+    _index,
+    _models,
+    _setting_order,
+    dataset_title,
+    metric_title,
+    setting_title,
+)
 
 __all__ = ["plot_by_hops", "plot_by_level", "plot_overview", "write_plots"]
 
@@ -75,7 +83,7 @@ def plot_overview(summary: Mapping[str, Any], setting: str, path: Path) -> Path:
         return {m: [idx[(m, d, setting)]["overall"][metric] if (m, d, setting) in idx else None for d in datasets]
                 for m in models}
 
-    return _panels([dataset_title(d) for d in datasets], series, title=f"{_setting_title(setting)} setting",
+    return _panels([dataset_title(d) for d in datasets], series, title=f"{setting_title(setting)} setting",
                    xlabel="dataset", path=path)
 
 
@@ -99,7 +107,7 @@ def plot_by_hops(summary: Mapping[str, Any], dataset: str, setting: str, path: P
         return out
 
     return _panels([f"{h}-hop" for h in groups], series, xlabel="hops", path=path,
-                   title=f"{dataset_title(dataset)}, {_setting_title(setting).lower()} setting: F1 by hops")
+                   title=f"{dataset_title(dataset)}, {setting_title(setting).lower()} setting: F1 by hops")
 
 
 def plot_by_level(summary: Mapping[str, Any], dataset: str, setting: str, path: Path) -> Path | None:
@@ -121,7 +129,7 @@ def plot_by_level(summary: Mapping[str, Any], dataset: str, setting: str, path: 
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title(f"{dataset_title(dataset)}, {_setting_title(setting).lower()} setting: joint F1 by level",
+    ax.set_title(f"{dataset_title(dataset)}, {setting_title(setting).lower()} setting: joint F1 by level",
                  fontsize=10)
     fig.tight_layout()
     _save(fig, path)

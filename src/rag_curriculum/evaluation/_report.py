@@ -23,6 +23,7 @@ __all__ = [
     "compare_summaries",
     "dataset_title",
     "load_summary",
+    "main_table",
     "render_report",
     "render_table",
     "setting_title",
@@ -42,7 +43,9 @@ MAIN_METRICS = ("answer_f1", "citation_f1", "joint_f1")
 
 
 def dataset_title(name: str) -> str:
-    """>>> dataset_title("2wikimultihopqa"), dataset_title("mine")
+    """The name the paper's tables use for a dataset.
+
+    >>> dataset_title("2wikimultihopqa"), dataset_title("mine")
     ('2Wiki', 'mine')
     """
     return _DATASET_TITLES.get(name, name)
@@ -119,9 +122,15 @@ def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None
 
 def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS,
                  section: str = "overall", bold: bool = True) -> str:
-    """The paper's Table 1 layout: one block of rows per evaluation setting, one row per model, and for each
-    dataset one column per metric (x 100). ``section`` picks another aggregate of each entry, such as
+    """The paper's Table 1 layout in Markdown: one block of rows per evaluation setting, one row per model, and
+    for each dataset one column per metric (x 100). ``section`` picks another aggregate of each entry, such as
     ``by_bucket.answerable``. The best value of each column within a setting is bolded."""
+    return md_table(*main_table(summary, metrics=metrics, section=section, bold=bold))
+
+
+def main_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS, section: str = "overall",
+               bold: bool = True) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of :func:`render_table` (best values wrapped in ``**``)."""
     evals = summary["evals"]
     idx = _index(evals)
     datasets = _dataset_order(e["dataset"] for e in evals)
@@ -142,7 +151,7 @@ def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_ME
             _bold_best(cells, values)
         for i, (model, row) in enumerate(zip(models, cells, strict=True)):
             rows.append([setting_title(setting) if i == 0 else "", model, *row])
-    return md_table(header, rows)
+    return header, rows
 
 
 def _section(entry: Mapping[str, Any] | None, section: str) -> Mapping[str, Any] | None:
@@ -169,6 +178,7 @@ def _wide_breakdown(summary: Mapping[str, Any], key: str, label: Callable | None
                     groups.setdefault(g, None)
             if not groups:
                 continue
+            groups = dict.fromkeys(sorted(groups, key=_natural))
             header = ["Model"] + [f"{label(g) if label else g} {metric_title(m)}" for g in groups for m in metrics]
             rows = []
             for model, e in entries:
@@ -178,6 +188,16 @@ def _wide_breakdown(summary: Mapping[str, Any], key: str, label: Callable | None
             out += [f"#### {dataset_title(d)}, {setting_title(setting).lower()} ({counts})", "", md_table(header, rows),
                     ""]
     return out
+
+
+def _natural(key: str) -> tuple:
+    """Sort numeric keys as numbers (JSON keys are strings: "10" after "9"), others after them by name."""
+    return (0, int(key), "") if key.lstrip("-").isdigit() else (1, 0, key)
+
+
+def _top_reasons(reasons: Mapping[str, int], k: int = 3) -> str:
+    top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return ", ".join(f"{name} {n}" for name, n in top) or "–"
 
 
 def _count_of(entries: Sequence[tuple[str, Mapping[str, Any]]], key: str, group: str) -> str:
@@ -218,7 +238,7 @@ def _details_table(summary: Mapping[str, Any]) -> str:
                 if e is None:
                     continue
                 o = e["overall"]
-                reasons = ", ".join(f"{k} {v}" for k, v in list((e.get("format_reasons") or {}).items())[:3]) or "–"
+                reasons = _top_reasons(e.get("format_reasons") or {})
                 rows.append([setting_title(setting), dataset_title(d), model, e["n_questions"], e["m"],
                              pct(o["exact_match"]), pct(o["citation_precision"]), pct(o["citation_recall"]),
                              pct(o["joint_f1_per_sample"]), pct(o["format_valid"]), reasons])
@@ -237,7 +257,7 @@ def _by_level_table(summary: Mapping[str, Any]) -> str:
             for m in models:
                 for lv in idx[(m, d, setting)].get("by_level") or {}:
                     levels.setdefault(lv, None)
-            for lv in sorted(levels, key=lambda s: int(s) if s.lstrip("-").isdigit() else 1 << 30):
+            for lv in sorted(levels, key=_natural):
                 for m in models:
                     b = (idx[(m, d, setting)].get("by_level") or {}).get(lv)
                     if b is not None:
@@ -256,7 +276,8 @@ def _by_format_table(summary: Mapping[str, Any]) -> str:
         for d in _dataset_order(e["dataset"] for e in evals):
             for m in _models(evals):
                 e = idx.get((m, d, setting))
-                for k, b in ((e or {}).get("by_format") or {}).items():
+                by_format = (e or {}).get("by_format") or {}
+                for k, b in ((k, by_format[k]) for k in ("valid", "invalid") if k in by_format):
                     rows.append([setting_title(setting), dataset_title(d), m, k, b["n_samples"], b["n_questions"],
                                  pct(b["answer_f1"]), pct(b["citation_f1"]), pct(b["joint_f1"])])
     return md_table(header, rows)

@@ -33,8 +33,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..rewards import answer_scores, citation_scores, get_format, joint_f1
 from ..rewards import aggregate as _aggregate
+from ..rewards import answer_scores, citation_scores, get_format, joint_f1
 
 __all__ = [
     "BREAKDOWNS",

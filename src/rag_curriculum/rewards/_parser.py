@@ -34,7 +34,8 @@ Even when the format is invalid the parser extracts what it can (the last answer
 ``Final answer:``), so that metrics can still be computed; rewards decide what to do with ``valid``.
 
 Citations are split on commas; with ``labels`` (all passage labels of the row) adjacent pieces are greedily
-re-joined, longest first, when the joined text is a known label, so titles containing commas survive. A piece
+re-joined, longest first, when the joined text is a known label (spacing around the commas ignored), so titles
+containing commas survive. A piece
 matching a label (up to case, whitespace, quotes and a trailing period) is returned as that label; others are
 returned as written, stripped. Repeated citations are kept once.
 
@@ -149,9 +150,15 @@ def _label_index(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, int
             index.setdefault(key, label)
             n = label.count(",") + 1
             if n > 1:
-                first = citation_key(label.split(",", 1)[0])
+                pieces = label.split(",")
+                index.setdefault(citation_key(_join_pieces(pieces)), label)  # "A,B" and "A , B" read as "A, B"
+                first = citation_key(pieces[0])
                 starts[first] = max(starts.get(first, 1), n)
     return index, starts
+
+
+def _join_pieces(pieces: list[str]) -> str:
+    return ", ".join(p.strip() for p in pieces)
 
 
 def _lookup(index: dict[str, str], key: str) -> str | None:
@@ -183,7 +190,7 @@ def split_citations(text: str, labels: Iterable[str] | None = None) -> tuple[str
         if index:
             width = starts.get(key, 1) if starts else 1
             for j in range(min(n, i + width), i + 1, -1):  # longest re-joined label first
-                label = _lookup(index, citation_key(",".join(parts[i:j])))
+                label = _lookup(index, citation_key(_join_pieces(parts[i:j])))
                 if label is not None:
                     i = j
                     break

@@ -1,0 +1,80 @@
+"""Evaluation: answer, citation and joint F1 of models on evaluation sets, in the distractor and ideal-retrieval
+settings (RAG-RL section 4.5), with breakdowns, Markdown tables laid out like the paper's, plots, and the
+comparison of runs. ``curriculum eval`` is the command; :func:`run_eval` is what it calls.
+
+Importing this package never imports torch, transformers or vllm (the generation backend does, when built).
+
+>>> cfg = EvalConfig(models=[ModelSpec.parse("base=Qwen/Qwen2.5-7B-Instruct")], data=["outputs/eval/musique-distractor"])
+>>> cfg.m, cfg.models[0].name
+(3, 'base')
+"""
+
+from __future__ import annotations
+
+from ._config import EvalConfig, ModelSpec
+from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
+from ._report import (
+    SUMMARY_KIND,
+    compare_summaries,
+    load_summary,
+    main_table,
+    render_report,
+    render_table,
+    summarize_entry,
+)
+from ._run import (
+    RESULT_SCHEMA,
+    EvalError,
+    EvalResult,
+    EvalSet,
+    generate_chunked,
+    load_buckets,
+    load_eval_sets,
+    read_results,
+    run_eval,
+)
+from ._scoring import (
+    METRICS,
+    SAMPLE_METRICS,
+    breakdown,
+    breakdown_by_format,
+    format_reasons,
+    score_completion,
+    score_row,
+    summarize,
+    summarize_samples,
+)
+
+__all__ = [
+    "METRICS",
+    "RESULT_SCHEMA",
+    "SAMPLE_METRICS",
+    "SUMMARY_KIND",
+    "EvalConfig",
+    "EvalError",
+    "EvalResult",
+    "EvalSet",
+    "ModelSpec",
+    "breakdown",
+    "breakdown_by_format",
+    "compare_summaries",
+    "format_reasons",
+    "generate_chunked",
+    "load_buckets",
+    "load_eval_sets",
+    "load_summary",
+    "main_table",
+    "plot_by_hops",
+    "plot_by_level",
+    "plot_overview",
+    "read_results",
+    "render_report",
+    "render_table",
+    "run_eval",
+    "score_completion",
+    "score_row",
+    "summarize",
+    "summarize_entry",
+    "summarize_samples",
+    "write_plots",
+]

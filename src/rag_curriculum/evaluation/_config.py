@@ -1,0 +1,104 @@
+"""The evaluation configuration: typed dataclasses are the schema; the command line fills them in."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+__all__ = ["EvalConfig", "ModelSpec"]
+
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model to evaluate: its display name (row label, results folder) and what the backend loads (a local
+    path or checkpoint, a Hub id, or the model name an OpenAI-compatible server serves)."""
+
+    name: str
+    path: str
+
+    def __post_init__(self) -> None:
+        if not _NAME_OK.match(self.name):
+            raise ValueError(f"model name {self.name!r}: use letters, digits and . _ + - only (it names a folder); "
+                             "give one as NAME=PATH")
+
+    @classmethod
+    def parse(cls, spec: str) -> ModelSpec:
+        """``NAME=PATH``, or ``PATH`` alone (the name is then its last component; ``checkpoint-N`` folders
+        are named after their run too).
+
+        >>> ModelSpec.parse("min-max=outputs/mm/checkpoint-120")
+        ModelSpec(name='min-max', path='outputs/mm/checkpoint-120')
+        >>> ModelSpec.parse("Qwen/Qwen2.5-7B-Instruct").name, ModelSpec.parse("runs/mm/checkpoint-120/").name
+        ('Qwen2.5-7B-Instruct', 'mm-checkpoint-120')
+        """
+        name, sep, path = spec.partition("=")
+        if sep and name and "/" not in name and path:
+            return cls(name, path)
+        return cls(default_name(spec), spec)
+
+
+def default_name(path: str) -> str:
+    parts = [p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("/", ".", "..")]
+    if not parts:
+        raise ValueError(f"cannot name the model {path!r}; give one as NAME=PATH")
+    name = parts[-1]
+    if re.fullmatch(r"(checkpoint|step|global_step)[-_]?\d+", name) and len(parts) > 1:
+        name = f"{parts[-2]}-{name}"
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "model"
+    return name
+
+
+@dataclass
+class EvalConfig:
+    """Everything that determines an evaluation run. Saved, resolved, as ``eval_config.json`` in ``out``."""
+
+    models: list[ModelSpec] = field(default_factory=list)  # each evaluated on every data dir
+    data: list[str] = field(default_factory=list)  # evaluation shard dirs (`curriculum build --setting ...`)
+    out: str = "outputs/eval"  # results/, summary.json, table.md, plots/
+    backend: str = "transformers"  # vllm | openai | transformers | scripted | any registered backend
+    backend_args: dict[str, Any] = field(default_factory=dict)  # extra keyword arguments of the backend
+    m: int = 3  # samples per question (RAG-RL: 3), averaged
+    temperature: float = 1.0  # sampling settings, passed explicitly (never the model's defaults)
+    top_p: float = 1.0
+    max_tokens: int = 800  # RAG-RL's generation cap
+    seed: int = 0  # sampling seed (each question's seed is derived from it and the question id)
+    limit: int | None = None  # evaluate only the first N questions of each evaluation set
+    stats: list[str] = field(default_factory=list)  # partition stats.parquet files (or dirs): the buckets
+    strict_format: bool = False  # score samples that break the output format as 0 (default: score what parses)
+    chunk_size: int = 64  # questions per resumable chunk of generation
+    plots: bool = True
+    overwrite: bool = False  # replace results made with other generation settings (default: refuse)
+
+    def validate(self) -> None:
+        if not self.models:
+            raise ValueError("no model given: pass --model PATH (or NAME=PATH), once per model")
+        if not self.data:
+            raise ValueError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
+                             "distractor|ideal`), once per set")
+        names = [m.name for m in self.models]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"two models share the name(s) {dup}; name them apart with --model NAME=PATH")
+        if self.m < 1:
+            raise ValueError(f"m (samples per question) must be >= 1, got {self.m}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalConfig:
+        d = dict(d)
+        d["models"] = [m if isinstance(m, ModelSpec) else ModelSpec(**m) if isinstance(m, dict) else ModelSpec.parse(m)
+                       for m in d.get("models") or []]
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown eval option(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**d)

@@ -1,0 +1,362 @@
+"""The evaluation loop: every model over every evaluation set, generation resumable, scores recomputed each run.
+
+For each (model, evaluation set) the ``m`` completions per question are generated in chunks (a finished chunk is
+flushed to ``work/`` atomically and skipped on restart), then scored into ``results/<model>/<dataset>-<setting>
+.parquet``, which keeps the completions and a fingerprint of what made them (model, backend, sampling, rows).
+A rerun of the same command reuses those completions and only re-scores (cheap), so a changed scorer, partition
+statistics or ``strict_format`` never needs generation again; a changed generation setting is refused unless
+``overwrite``. The summary, the Markdown report and the plots are then written from the results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import CurriculumError
+from ..generation.base import GenerationBackend, SamplingConfig, get_backend
+from ..shards import read_manifest, read_table, write_json
+from ._config import EvalConfig, ModelSpec
+from ._plots import write_plots
+from ._report import SUMMARY_FILE, SUMMARY_KIND, SUMMARY_VERSION, render_report, summarize_entry
+from ._scoring import SAMPLE_METRICS, score_row
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EvalError", "EvalResult", "EvalSet", "RESULT_SCHEMA", "load_buckets", "load_eval_sets", "read_results",
+           "run_eval"]
+
+EVAL_SETTINGS = ("distractor", "ideal")
+RESULTS_META_KEY = b"rag_curriculum.eval"
+
+#: The rows of the row shards that results keep (the question's identity and its breakdown keys).
+_ROW_COLUMNS = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
+                "num_distractors", "qtype", "curriculum_index", "template", "prompt", "passages", "extra_info")
+_KEPT = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
+         "num_distractors", "qtype", "curriculum_index", "template")
+
+#: Per-question results: one row per question, with its completions, parsed samples and scores.
+RESULT_SCHEMA = pa.schema([
+    ("model", pa.string()),
+    ("id", pa.string()), ("source_id", pa.string()), ("data_source", pa.string()), ("setting", pa.string()),
+    ("question", pa.string()), ("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string())),
+    ("hops", pa.int32()), ("level", pa.int32()), ("num_distractors", pa.int32()), ("qtype", pa.string()),
+    ("curriculum_index", pa.int64()), ("template", pa.string()),
+    ("bucket", pa.string()),
+    ("m", pa.int32()),
+    ("answer_f1", pa.float64()), ("exact_match", pa.float64()), ("citation_precision", pa.float64()),
+    ("citation_recall", pa.float64()), ("citation_f1", pa.float64()), ("joint_f1_per_sample", pa.float64()),
+    ("format_valid", pa.float64()),
+    ("completions", pa.list_(pa.string())),
+    ("sample_answer", pa.list_(pa.string())), ("sample_citations", pa.list_(pa.list_(pa.string()))),
+    ("sample_valid", pa.list_(pa.bool_())), ("sample_reason", pa.list_(pa.string())),
+    *[(f"sample_{k}", pa.list_(pa.float64())) for k in SAMPLE_METRICS],
+])
+
+
+class EvalError(CurriculumError):
+    """An evaluation that cannot run as asked (bad inputs, results made with other settings)."""
+
+
+@dataclass
+class EvalSet:
+    """The rows of one dataset in one evaluation shard directory."""
+
+    directory: Path
+    dataset: str
+    setting: str
+    rows: list[dict[str, Any]]
+    manifest: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}-{self.setting}"
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for e in self.manifest.get("shards", []):
+            h.update(e.get("sha256", "").encode())
+        h.update(json.dumps([r["id"] for r in self.rows]).encode())
+        return h.hexdigest()
+
+
+@dataclass
+class EvalResult:
+    out: Path
+    summary: dict[str, Any]
+    generated: int  # questions generated in this run (0 when everything was reused)
+
+
+def _manifest_setting(manifest: Mapping[str, Any]) -> str | None:
+    return manifest.get("kind") or (manifest.get("config") or {}).get("setting")
+
+
+def load_eval_sets(directory: str | Path, *, limit: int | None = None, verify: bool = True) -> list[EvalSet]:
+    """The evaluation sets of a shard directory: one per dataset it holds (a mixture gives several); the
+    setting comes from the manifest (``kind``) and the rows' ``setting`` column, which must agree."""
+    d = Path(directory)
+    manifest = read_manifest(d)
+    setting = _manifest_setting(manifest)
+    if setting not in EVAL_SETTINGS:
+        raise EvalError(f"{d} is not an evaluation set (kind={setting!r}); build one with "
+                        "`curriculum build --setting distractor|ideal`")
+    table = read_table(d, verify=verify)
+    cols = [c for c in _ROW_COLUMNS if c in table.schema.names]
+    rows = table.select(cols).to_pylist()
+    by_dataset: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("setting") not in (None, setting):
+            raise EvalError(f"{d}: row {r['id']} has setting {r['setting']!r} but the manifest says {setting!r}")
+        by_dataset.setdefault(r["data_source"], []).append(r)
+    sets = []
+    for dataset, rs in by_dataset.items():
+        ids = [r["id"] for r in rs]
+        if len(set(ids)) != len(ids):
+            raise EvalError(f"{d}: repeated row ids in {dataset}")
+        sets.append(EvalSet(d, dataset, setting, rs[:limit] if limit else rs, manifest))
+    if not sets:
+        raise EvalError(f"{d}: no rows")
+    return sets
+
+
+def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str], str]:
+    """Base-answerable / base-unanswerable buckets from partition statistics (``stats.parquet``, or a partition
+    directory holding one): ``(setting or None, data_source, source_id) -> bucket``. A stats file that has a
+    ``setting`` column keys its buckets by setting too."""
+    out: dict[tuple[str | None, str, str], str] = {}
+    for p in paths:
+        p = Path(p)
+        f = p / "stats.parquet" if p.is_dir() else p
+        if not f.exists():
+            raise EvalError(f"{p}: no partition statistics (stats.parquet) here")
+        table = pq.read_table(f)
+        names = set(table.schema.names)
+        if "bucket" not in names:
+            raise EvalError(f"{f}: no `bucket` column (is it a partition's stats.parquet?)")
+        if not {"data_source", "source_id"} <= names:
+            raise EvalError(f"{f}: needs `data_source` and `source_id` columns to match evaluation rows")
+        cols = ["data_source", "source_id", "bucket"] + (["setting"] if "setting" in names else [])
+        for r in table.select(cols).to_pylist():
+            if r["bucket"] is None:
+                continue
+            key = (r.get("setting"), r["data_source"], str(r["source_id"]))
+            if key in out and out[key] != r["bucket"]:
+                raise EvalError(f"{f}: {key[1]} question {key[2]} is in bucket {r['bucket']!r} here but "
+                                f"{out[key]!r} in an earlier statistics file")
+            out[key] = r["bucket"]
+    return out
+
+
+def _bucket_of(buckets: Mapping[tuple[str | None, str, str], str], row: Mapping[str, Any]) -> str | None:
+    sid = str(row.get("source_id"))
+    return buckets.get((row.get("setting"), row["data_source"], sid)) or buckets.get((None, row["data_source"], sid))
+
+
+def _generation_fingerprint(model: ModelSpec, cfg: EvalConfig, sampling: SamplingConfig, es: EvalSet) -> dict:
+    return {"model": model.path, "backend": cfg.backend, "backend_args": cfg.backend_args,
+            "sampling": sampling.to_dict(), "data": es.fingerprint(), "chunk_size": cfg.chunk_size}
+
+
+def read_results(path: str | Path) -> tuple[pa.Table, dict[str, Any]]:
+    """A per-question results file and its metadata (what made it)."""
+    pf = pq.ParquetFile(path)
+    meta = json.loads((pf.schema_arrow.metadata or {}).get(RESULTS_META_KEY, b"{}"))
+    return pf.read(), meta
+
+
+def _write_results(path: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    table = pa.Table.from_pylist(records, schema=RESULT_SCHEMA)
+    table = table.replace_schema_metadata({RESULTS_META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp, compression="zstd", compression_level=3)
+    os.replace(tmp, path)
+
+
+def _derive_seed(*parts: object) -> int:
+    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=4)
+    return int.from_bytes(h.digest(), "big")
+
+
+def generate_chunked(backend: GenerationBackend, rows: Sequence[Mapping[str, Any]], sampling: SamplingConfig,
+                     work: Path, *, fingerprint: Mapping[str, Any], chunk_size: int,
+                     on_chunk: Callable[[int], None] | None = None) -> list[list[str]]:
+    """``sampling.n`` completions per row, generated ``chunk_size`` rows at a time. Each finished chunk is
+    written to ``work`` atomically and reused on restart (when ``fingerprint`` matches); each chunk's seed is
+    derived from ``sampling.seed`` and its first row id, so a rerun draws the same samples."""
+    work.mkdir(parents=True, exist_ok=True)
+    fp_path = work / "fingerprint.json"
+    fp = json.loads(json.dumps(fingerprint, sort_keys=True))
+    if fp_path.exists() and json.loads(fp_path.read_text()) != fp:
+        log.info("%s: made with other settings; starting it again", work)
+        shutil.rmtree(work)
+        work.mkdir(parents=True)
+    if not fp_path.exists():
+        write_json(fp_path, fp)
+    out: list[list[str]] = []
+    for k, start in enumerate(range(0, len(rows), chunk_size)):
+        chunk = rows[start:start + chunk_size]
+        ids = [r["id"] for r in chunk]
+        f = work / f"chunk-{k:05d}.json"
+        if f.exists():
+            saved = json.loads(f.read_text())
+            if saved.get("ids") == ids and all(len(c) == sampling.n for c in saved["completions"]):
+                out += saved["completions"]
+                if on_chunk:
+                    on_chunk(len(chunk))
+                continue
+        seed = _derive_seed(sampling.seed, ids[0])
+        completions = backend.generate([list(r["prompt"]) for r in chunk],
+                                       SamplingConfig(n=sampling.n, temperature=sampling.temperature,
+                                                      top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed))
+        if len(completions) != len(chunk) or any(len(c) != sampling.n for c in completions):
+            raise EvalError(f"backend {getattr(backend, 'name', backend)!r} returned {len(completions)} prompts' "
+                            f"completions for {len(chunk)} prompts (expected {sampling.n} each)")
+        write_json(f, {"ids": ids, "completions": completions})
+        out += completions
+        if on_chunk:
+            on_chunk(len(chunk))
+    return out
+
+
+def _score(es: EvalSet, model: ModelSpec, completions: Sequence[Sequence[str]], *, strict_format: bool,
+           buckets: Mapping) -> list[dict[str, Any]]:
+    records = []
+    for row, comps in zip(es.rows, completions, strict=True):
+        rec = {"model": model.name, **{k: row.get(k) for k in _KEPT}}
+        rec["setting"] = rec.get("setting") or es.setting
+        rec["bucket"] = _bucket_of(buckets, rec) if buckets else None
+        rec.update(score_row(row, list(comps), strict_format=strict_format))
+        records.append(rec)
+    return records
+
+
+def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet, *,
+                        overwrite: bool) -> list[list[str]] | None:
+    """Completions of an earlier run, when it made them the same way; None when there are none to reuse."""
+    if not path.exists():
+        return None
+    table, meta = read_results(path)
+    if meta.get("generation") == json.loads(json.dumps(fingerprint, sort_keys=True)):
+        by_id = dict(zip(table.column("id").to_pylist(), table.column("completions").to_pylist(), strict=True))
+        if all(r["id"] in by_id for r in es.rows):
+            return [by_id[r["id"]] for r in es.rows]
+    if overwrite:
+        log.info("%s: made with other settings; generating again (--overwrite)", path)
+        return None
+    diff = sorted(k for k in set(fingerprint) | set(meta.get("generation") or {})
+                  if (meta.get("generation") or {}).get(k) != json.loads(json.dumps(fingerprint.get(k))))
+    raise EvalError(f"{path} was made with other generation settings (differs in: {', '.join(diff) or '?'}); "
+                    "pass --overwrite to generate again, or choose another --out")
+
+
+def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = None,
+             backend_factory: Callable[[ModelSpec], GenerationBackend] | None = None) -> EvalResult:
+    """Evaluate every model of ``cfg`` on every evaluation set; write results, summary, report and plots.
+
+    ``backend_factory(model)`` builds the backend of a model (default:
+    ``get_backend(cfg.backend, model=model.path, **cfg.backend_args)``); it is called only for a model that has
+    something left to generate, so a finished run is re-reported without loading any model."""
+    cfg.validate()
+    out = Path(cfg.out)
+    sampling = SamplingConfig(n=cfg.m, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                              seed=cfg.seed)
+    sets: list[EvalSet] = []
+    for d in cfg.data:
+        sets += load_eval_sets(d, limit=cfg.limit)
+    keys = [s.key for s in sets]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise EvalError(f"two --data directories hold the same dataset and setting {dup}; evaluate them in "
+                        "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
+    buckets = load_buckets(cfg.stats) if cfg.stats else {}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "eval_config.json", {"config": cfg.to_dict(), "command": command})
+    factory = backend_factory or (lambda m: get_backend(cfg.backend, model=m.path, **cfg.backend_args))
+
+    from .._progress import maybe_progress
+
+    entries: list[dict[str, Any]] = []
+    generated = 0
+    total = len(cfg.models) * sum(len(s.rows) for s in sets)
+    with maybe_progress(progress, unit="questions") as bar:
+        overall = bar.add_task("evaluating", total=total) if bar else None
+        for model in cfg.models:
+            backend: GenerationBackend | None = None
+            try:
+                for es in sets:
+                    rel = Path("results") / model.name / f"{es.key}.parquet"
+                    path = out / rel
+                    fp = _generation_fingerprint(model, cfg, sampling, es)
+                    completions = _stored_completions(path, fp, es, overwrite=cfg.overwrite)
+                    if completions is None:
+                        if backend is None:
+                            log.info("loading %s (%s) with the %s backend", model.name, model.path, cfg.backend)
+                            backend = factory(model)
+                        task = bar.add_task(f"{model.name} · {es.key}", total=len(es.rows)) if bar else None
+
+                        def advance(n: int, task: Any = task) -> None:
+                            if bar is not None:
+                                bar.advance(task, n)
+                                bar.advance(overall, n)
+
+                        completions = generate_chunked(backend, es.rows, sampling,
+                                                       out / "work" / model.name / es.key, fingerprint=fp,
+                                                       chunk_size=cfg.chunk_size, on_chunk=advance)
+                        generated += len(es.rows)
+                        if bar is not None:
+                            bar.remove_task(task)
+                    elif bar is not None:
+                        bar.advance(overall, len(es.rows))
+                    records = _score(es, model, completions, strict_format=cfg.strict_format, buckets=buckets)
+                    _write_results(path, records, {"generation": fp, "model": model.name,
+                                                   "strict_format": cfg.strict_format, "data_dir": str(es.directory)})
+                    shutil.rmtree(out / "work" / model.name / es.key, ignore_errors=True)
+                    entries.append(summarize_entry(records, model=model.name, model_path=model.path,
+                                                   dataset=es.dataset, setting=es.setting,
+                                                   data_dir=str(es.directory), results=rel.as_posix()))
+                    o = entries[-1]["overall"]
+                    log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
+                             model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
+                             100 * o["format_valid"])
+            finally:
+                if backend is not None and hasattr(backend, "close"):
+                    backend.close()
+    _remove_empty(out / "work")
+    summary = {
+        "kind": SUMMARY_KIND,
+        "schema_version": SUMMARY_VERSION,
+        "command": command,
+        "config": cfg.to_dict(),
+        "sampling": sampling.to_dict(),
+        "models": [{"name": m.name, "path": m.path} for m in cfg.models],
+        "evals": entries,
+    }
+    plots: list[Path] = write_plots(summary, out / "plots") if cfg.plots else []
+    summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
+    write_json(out / SUMMARY_FILE, summary)
+    report = render_report(summary, plots=summary["plots"])
+    tmp = out / ".table.md.tmp"
+    tmp.write_text(report, encoding="utf-8")
+    os.replace(tmp, out / "table.md")
+    return EvalResult(out, summary, generated)
+
+
+def _remove_empty(d: Path) -> None:
+    if not d.is_dir():
+        return
+    for p in sorted(d.rglob("*"), key=lambda p: -len(p.parts)):
+        if p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    if not any(d.iterdir()):
+        d.rmdir()

@@ -1,0 +1,252 @@
+"""The curriculum builder on ../shared/data: schedules, the distractor formula, gold documents, labels, order,
+determinism, evaluation sets, leakage, trainer tails, mixtures, atomic output."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import HOTPOT_TRAIN, MUSIQUE_DEV, MUSIQUE_TRAIN, TWOWIKI_TRAIN
+
+from rag_curriculum import load_examples
+from rag_curriculum.curricula import BuildConfig, BuildError, SourceSpec, build_curriculum, linear, min_max
+from rag_curriculum.curricula.builder import distractor_pool
+from rag_curriculum.prompts import RAG_RL_SYSTEM_PROMPT, RAG_RL_USER_INSTRUCTIONS
+from rag_curriculum.shards import ShardError, read_rows, shard_files, validate_shards
+
+
+def build(tmp_path: Path, name: str = "out", **kw) -> tuple[list[dict], dict]:
+    sources = kw.pop("sources", None) or [SourceSpec(kw.pop("dataset", "musique"), kw.pop("input", MUSIQUE_TRAIN),
+                                                      kw.pop("n", 60))]
+    cfg = BuildConfig(sources=sources, out=str(tmp_path / name), **kw)
+    res = build_curriculum(cfg, command="test")
+    return read_rows(res.out), res.manifest
+
+
+def examples_by_id(dataset, path):
+    return {e.id: e for e in load_examples(dataset, path)}
+
+
+SCHEDULES = [
+    ("max", None, lambda i, n, K: K),
+    ("linear", None, linear),
+    ("min-max", None, min_max),
+    ("piecewise", "1:0.25,5:0.25,K:0.5", lambda i, n, K: 1 if 4 * i <= n else (5 if 2 * i <= n else K)),
+]
+
+
+@pytest.mark.parametrize(("dataset", "path", "K"), [("musique", MUSIQUE_TRAIN, 20), ("hotpotqa", HOTPOT_TRAIN, 10),
+                                                    ("2wikimultihopqa", TWOWIKI_TRAIN, 10)])
+@pytest.mark.parametrize(("schedule", "pieces", "expected"), SCHEDULES, ids=[s[0] for s in SCHEDULES])
+def test_every_schedule_on_real_data(shared_data, tmp_path, dataset, path, K, schedule, pieces, expected):
+    n = 57
+    rows, manifest = build(tmp_path, dataset=dataset, input=path, n=n, schedule=schedule, pieces=pieces,
+                           rows_per_shard=20)
+    source = examples_by_id(dataset, path)
+    assert len(rows) == n and manifest["K"] == {dataset: K}
+    assert len(shard_files(tmp_path / "out")) == 3, "fixed rows per shard"
+    assert [r["curriculum_index"] for r in rows] == list(range(n)), "order kept in the files"
+    assert [r["extra_info"]["index"] for r in rows] == list(range(n))
+    assert [r["level"] for r in rows] == sorted(expected(i, n, K) for i in range(1, n + 1))
+    assert len({r["source_id"] for r in rows}) == n, "sampled without replacement"
+    for r in rows:
+        ex = source[r["source_id"]]
+        k = len(distractor_pool(ex))
+        j = ex.hops
+        assert r["hops"] == j
+        assert r["num_distractors"] == min(max(r["level"] + 2 - j, 0), k)
+        passages = r["passages"]
+        assert len(passages) == j + r["num_distractors"]
+        gold = sorted((p["title"], p["text"]) for p in passages if p["is_gold"])
+        assert gold == sorted((d.title, d.text) for d in ex.documents if d.is_gold), "all gold documents present"
+        distractors = {(d.title, d.text) for d in ex.documents if not d.is_gold}
+        assert all((p["title"], p["text"]) in distractors for p in passages if not p["is_gold"])
+        labels = [p["label"] for p in passages]
+        assert len(set(labels)) == len(labels), "labels unique within the row"
+        assert r["gold_labels"] == [p["label"] for p in passages if p["is_gold"]]
+        assert r["reward_model"] == {"style": "rule", "ground_truth": {"answers": ex.answers,
+                                                                        "gold_labels": r["gold_labels"]}}
+        assert r["answers"] == ex.answers
+        assert r["extra_info"]["labels"] == labels
+        user = r["prompt"][1]["content"]
+        assert r["prompt"][0] == {"role": "system", "content": RAG_RL_SYSTEM_PROMPT}
+        assert user.startswith(RAG_RL_USER_INSTRUCTIONS) and user.endswith(f"Question: {ex.question}")
+        positions = [user.index(f"Title: {lb}\n{p['text']}") for lb, p in zip(labels, passages, strict=True)]
+        assert positions == sorted(positions), "passages appear in the presented order"
+
+
+def test_repeated_titles_get_unique_labels(shared_data, tmp_path):
+    rows, _ = build(tmp_path, n=None, schedule="max")
+    row = next(r for r in rows if r["source_id"] == "2hop__6584_6587")
+    labels = [p["label"] for p in row["passages"] if p["title"] == "Canon law"]
+    assert sorted(labels) == ["Canon law", "Canon law (2)"]
+    assert sorted(row["gold_labels"]) == ["Canon law", "Canon law (2)"]
+
+
+def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
+    for name in ("a", "b"):
+        build(tmp_path, name, n=80, schedule="linear", seed=3, rows_per_shard=30)
+    fa, fb = shard_files(tmp_path / "a"), shard_files(tmp_path / "b")
+    assert len(fa) == 3
+    assert [f.read_bytes() for f in fa] == [f.read_bytes() for f in fb]
+    ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    mb = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert ma["shards"] == mb["shards"]
+    build(tmp_path, "c", n=80, schedule="linear", seed=4, rows_per_shard=30)
+    assert [f.read_bytes() for f in shard_files(tmp_path / "c")] != [f.read_bytes() for f in fa]
+
+
+def test_a_row_does_not_change_when_others_are_added(shared_data, tmp_path):
+    small, _ = build(tmp_path, "small", n=20, schedule="max")
+    big, _ = build(tmp_path, "big", n=None, schedule="max")
+    by_id = {r["id"]: r for r in big}
+    for r in small:
+        assert by_id[r["id"]]["passages"] == r["passages"]
+        assert by_id[r["id"]]["prompt"] == r["prompt"]
+
+
+def test_distractors_are_nested_across_levels(shared_data, tmp_path):
+    lo, _ = build(tmp_path, "lo", n=None, schedule="max", K=3)
+    hi, _ = build(tmp_path, "hi", n=None, schedule="max", K=12)
+    hi_by = {r["id"]: r for r in hi}
+    for r in lo:
+        a = {(p["title"], p["text"]) for p in r["passages"]}
+        b = {(p["title"], p["text"]) for p in hi_by[r["id"]]["passages"]}
+        assert a <= b
+
+
+def test_orderings(shared_data, tmp_path):
+    by_level, _ = build(tmp_path, "lv", n=None, schedule="linear")
+    shuffled, _ = build(tmp_path, "sh", n=None, schedule="linear", order="shuffled")
+    hops, _ = build(tmp_path, "hp", n=None, schedule="linear", order="hops-level")
+    assert Counter(r["level"] for r in by_level) == Counter(r["level"] for r in shuffled)
+    assert [r["level"] for r in shuffled] != sorted(r["level"] for r in shuffled)
+    keys = [(r["hops"], r["level"]) for r in hops]
+    assert keys == sorted(keys)
+    for h in {r["hops"] for r in hops}:  # every hop group spans the curriculum on its own
+        group = [r["level"] for r in hops if r["hops"] == h]
+        if len(group) >= 20:
+            assert group[0] == 1 and group[-1] == 20
+    assert [r["curriculum_index"] for r in hops] == list(range(len(hops)))
+
+
+def test_request_for_more_than_exist_is_an_error(shared_data, tmp_path):
+    with pytest.raises(BuildError, match=r"asked for n=101 questions but only 100 are available.*--n all"):
+        build(tmp_path, n=101)
+    rows, _ = build(tmp_path, n=None)
+    assert len(rows) == 100
+
+
+def test_mixture_with_quotas_and_per_dataset_K(shared_data, tmp_path):
+    rows, manifest = build(tmp_path, schedule="min-max", sources=[
+        SourceSpec("musique", str(MUSIQUE_TRAIN), 40), SourceSpec("hotpotqa", str(HOTPOT_TRAIN), 20),
+        SourceSpec("2wikimultihopqa", str(TWOWIKI_TRAIN), 20)])
+    assert Counter(r["data_source"] for r in rows) == {"musique": 40, "hotpotqa": 20, "2wikimultihopqa": 20}
+    assert manifest["K"] == {"musique": 20, "hotpotqa": 10, "2wikimultihopqa": 10}
+    assert {r["level"] for r in rows if r["data_source"] == "musique"} == {1, 20}
+    assert {r["level"] for r in rows if r["data_source"] != "musique"} == {1, 10}
+    first_half = {r["data_source"] for r in rows[:40]}
+    assert first_half == {"musique", "hotpotqa", "2wikimultihopqa"}, "sources interleaved"
+    assert [s["sampled"] for s in manifest["sources"]] == [40, 20, 20]
+    assert {s["license"] for s in manifest["sources"]} == {"cc-by-4.0", "cc-by-sa-4.0", "apache-2.0"}
+
+
+@pytest.mark.parametrize(("tail", "rows"), [("trim", 42), ("pad", 84), ("keep", 50)])
+def test_trainer_tail(shared_data, tmp_path, tail, rows):
+    out, manifest = build(tmp_path, n=50, batch_prompts=42, tail=tail, schedule="linear")
+    assert len(out) == rows
+    assert manifest["trainer_tail"] == {"batch_prompts": 42, "steps": rows // 42, "unseen_rows": rows % 42}
+    assert out[-1]["level"] == 20, "the schedule spans the fitted row count"
+
+
+def test_evaluation_settings(shared_data, tmp_path):
+    dist, m = build(tmp_path, "d", input=MUSIQUE_DEV, n=50, setting="distractor")
+    ideal, _ = build(tmp_path, "i", input=MUSIQUE_DEV, n=50, setting="ideal")
+    source = examples_by_id("musique", MUSIQUE_DEV)
+    assert m["kind"] == "distractor" and m["trainer_tail"] is None
+    for r in dist:
+        ex = source[r["source_id"]]
+        assert r["split"] == "dev" and r["setting"] == "distractor"
+        assert r["num_distractors"] == min(18, len(distractor_pool(ex)))
+        assert sum(p["is_gold"] for p in r["passages"]) == ex.hops
+    assert all(r["num_distractors"] == 0 and all(p["is_gold"] for p in r["passages"]) for r in ideal)
+    assert [r["source_id"] for r in dist] == [r["source_id"] for r in ideal], "same questions in both settings"
+
+
+def test_leakage_is_refused_dropped_or_reported(shared_data, tmp_path):
+    build(tmp_path, "eval", input=MUSIQUE_TRAIN, n=30, setting="distractor")
+    ev = str(tmp_path / "eval")
+    with pytest.raises(BuildError, match=r"30 training question\(s\) also appear .*\(30 by id"):
+        build(tmp_path, "t1", n=None, eval_sets=[ev])
+    rows, m = build(tmp_path, "t2", n=None, eval_sets=[ev], leakage="drop")
+    assert len(rows) == 70 and m["leakage"]["by_id"] == 30
+    assert m["sources"][0]["excluded"] == {"leaked": 30}
+    clean, m = build(tmp_path, "t3", input=MUSIQUE_TRAIN, n=None, eval_sets=[str(tmp_path / "t2")], leakage="warn")
+    assert m["leakage"]["by_id"] == 70
+
+
+def test_leakage_by_normalised_question_text(shared_data, tmp_path):
+    import json as _json
+
+    raw = [_json.loads(line) for line in MUSIQUE_TRAIN.read_text().splitlines()][:5]
+    for r in raw:
+        r["id"] = "other__" + r["id"]
+        r["question"] = "  " + r["question"].upper() + "?? "
+    p = tmp_path / "musique_dev_copy.jsonl"
+    p.write_text("".join(_json.dumps(r) + "\n" for r in raw))
+    build(tmp_path, "eval", input=p, n=None, setting="ideal")
+    with pytest.raises(BuildError, match="0 by id, 5 by normalised question text"):
+        build(tmp_path, "t", n=None, eval_sets=[str(tmp_path / "eval")])
+
+
+def test_existing_output_is_not_overwritten(shared_data, tmp_path):
+    build(tmp_path, n=10)
+    with pytest.raises(ShardError, match="already exists.*--overwrite"):
+        build(tmp_path, n=10)
+    rows, _ = build(tmp_path, n=12, overwrite=True)
+    assert len(rows) == 12
+
+
+def test_interrupted_build_leaves_nothing_that_validates(shared_data, tmp_path, monkeypatch):
+    import rag_curriculum.curricula.card as card
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(card, "write_build_card", boom)
+    with pytest.raises(KeyboardInterrupt):
+        build(tmp_path, n=10)
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == []
+    with pytest.raises(ShardError, match="no such shard directory"):
+        validate_shards(tmp_path / "out")
+
+
+def test_validate_detects_tampering_and_missing_manifest(shared_data, tmp_path):
+    build(tmp_path, n=30, rows_per_shard=10)
+    d = tmp_path / "out"
+    validate_shards(d)
+    f = d / "part-00001.parquet"
+    t = pq.read_table(f).slice(0, 5)
+    pq.write_table(t, f)
+    with pytest.raises(ShardError, match="part-00001.parquet: content hash differs"):
+        validate_shards(d)
+    (d / "manifest.json").unlink()
+    with pytest.raises(ShardError, match="no manifest.json"):
+        validate_shards(d)
+
+
+def test_data_card_and_manifest(shared_data, tmp_path):
+    rows, m = build(tmp_path, n=40, schedule="min-max", batch_prompts=42)
+    d = tmp_path / "out"
+    card = (d / "README.md").read_text()
+    assert card.startswith("---\nlicense: cc-by-4.0\n")
+    assert "path: part-*.parquet" in card and "```\ntest\n```" in card
+    assert (d / "level_by_index.png").read_bytes()[:4] == b"\x89PNG"
+    assert m["counts"]["levels"] == {"1": 20, "20": 20}
+    assert m["config"]["schedule"] == "min-max" and m["seed"] == 0 and m["schema_version"] == 1
+    assert m["sources"][0]["sha256"] and len(m["sources"][0]["sha256"]) == 64
+    assert m["trainer_tail"]["unseen_rows"] == 40

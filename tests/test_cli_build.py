@@ -1,0 +1,134 @@
+"""The `curriculum` command for build / inspect / validate, and the shipped build recipes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import HOTPOT_HUB, MUSIQUE_TRAIN, TWOWIKI_TRAIN
+from typer.testing import CliRunner
+
+from rag_curriculum._recipes import compose, list_recipes, recipes_root
+from rag_curriculum._cli.build import config_from_mapping
+from rag_curriculum.cli import app
+from rag_curriculum.shards import read_manifest, read_rows
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_build_validate_inspect(shared_data, tmp_path):
+    out = tmp_path / "c"
+    r = run("build", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", 20,
+            "--n", 30, "--seed", 1, "--out", out, "--no-progress", "-P", 18)
+    assert r.exit_code == 0, r.output
+    assert "wrote 30 rows" in r.output and "12 row(s) never seen" in r.output
+    m = read_manifest(out)
+    assert m["config"]["seed"] == 1 and m["counts"]["levels"] == {"1": 15, "20": 15}
+    assert m["command"].startswith("curriculum") or m["command"]
+    r = run("validate", out)
+    assert r.exit_code == 0 and "valid" in r.output
+    r = run("inspect", out)
+    assert r.exit_code == 0 and "0..14" in r.output and "15..29" in r.output
+    # refuses to overwrite, then overwrites
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", 10, "-o", out, "--no-progress")
+    assert r.exit_code == 1 and "--overwrite" in r.output
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", 10, "-o", out, "--no-progress", "--overwrite")
+    assert r.exit_code == 0 and len(read_rows(out)) == 10
+
+
+def test_validate_fails_on_incomplete_directory(tmp_path):
+    d = tmp_path / "half"
+    d.mkdir()
+    (d / "part-00000.parquet").write_bytes(b"PAR1")
+    r = run("validate", d)
+    assert r.exit_code == 1 and "no manifest.json" in r.output
+
+
+def test_inspect_source_file_json(shared_data):
+    r = run("inspect", TWOWIKI_TRAIN, "--json")
+    assert r.exit_code == 0
+    s = json.loads(r.output)
+    assert s["dataset"] == "2wikimultihopqa" and s["records"] == 500
+    assert s["hops"] == {"2": 408, "4": 92}
+    assert s["questions_with_repeated_titles"] == 23
+    assert s["supporting_facts_sentence_out_of_range"] == 6
+    assert s["paragraphs_per_question"] == {"10": 500}
+    assert s["skipped"] == {}
+    r = run("inspect", HOTPOT_HUB, "--dataset", "hotpotqa", "--json")
+    s = json.loads(r.output)
+    assert s["records"] == 300 and s["split"] == "dev" and s["distractors_per_question"]["8"] == 297
+
+
+def test_inspect_reports_skipped_records(tmp_path, shared_data):
+    lines = MUSIQUE_TRAIN.read_text().splitlines()[:5]
+    p = tmp_path / "musique_ans_v1.0_train.jsonl"
+    p.write_text("\n".join([lines[0], "{broken", *lines[1:]]) + "\n")
+    r = run("inspect", p, "--json", "--on-error", "skip")
+    s = json.loads(r.output)
+    assert s["records"] == 5 and s["skipped"] == {"invalid_json": 1}
+    r = run("inspect", p)
+    assert r.exit_code == 1 and "line 2" in r.output and "--on-error skip" in r.output
+
+
+def test_wrong_dataset_message(shared_data):
+    r = run("inspect", MUSIQUE_TRAIN, "--dataset", "hotpotqa")
+    assert r.exit_code == 1 and "looks like a 'musique' file" in r.output
+
+
+def test_build_from_recipe_with_overrides(shared_data, tmp_path):
+    out = tmp_path / "r"
+    r = run("build", "recipe=musique-linear", f"input={MUSIQUE_TRAIN}", "n=40", "seed=2", f"out={out}",
+            "--no-progress")
+    assert r.exit_code == 0, r.output
+    m = read_manifest(out)
+    assert m["config"]["schedule"] == "linear" and m["K"] == {"musique": 20} and m["config"]["seed"] == 2
+    assert m["counts"]["levels"] == {str(lv): 2 for lv in range(1, 21)}
+    r = run("build", "recipe=musique-linar")
+    assert r.exit_code == 1 and "did you mean 'musique-linear'" in r.output
+
+
+def test_build_mixture_from_options(shared_data, tmp_path):
+    out = tmp_path / "mix"
+    r = run("build", "-d", "musique:20", "-d", "2wiki:10", "-i", MUSIQUE_TRAIN, "-i", TWOWIKI_TRAIN, "-o", out,
+            "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["counts"]["sources"] == {"2wikimultihopqa": 10, "musique": 20}
+
+
+def test_build_help_explains():
+    r = run("build", "--help")
+    assert r.exit_code == 0
+    for word in ("--schedule", "--K", "--n", "--setting", "recipe=NAME", "--batch-prompts", "--leakage"):
+        assert word in r.output
+
+
+EXPECTED_BUILD_RECIPES = 16
+
+
+def test_every_build_recipe_resolves_to_a_valid_config():
+    names = list_recipes("build")
+    assert len(names) == EXPECTED_BUILD_RECIPES, names
+    assert (recipes_root() / "build" / "_base.yaml").exists()
+    for name in names:
+        mapping = compose("build", name, ["input=x.json"] if "mixture" not in name else [])
+        cfg = config_from_mapping(mapping)
+        cfg.validate()
+        assert cfg.template == "rag-rl"
+        if "eval" in name:
+            assert cfg.setting in ("distractor", "ideal") and cfg.sources[0].n == 1000
+        elif "mixture" not in name:
+            ds, sched = name.split("-", 1)
+            assert cfg.schedule == sched and cfg.sources[0].n == 5000
+            assert cfg.K == {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}[ds]
+            assert cfg.out == f"outputs/{ds}-{sched}"
+
+
+@pytest.mark.parametrize("bad", [["--n", "many"], ["--schedule", "linaer"], ["--order", "random"]])
+def test_bad_options_say_what_to_do(shared_data, tmp_path, bad):
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", tmp_path / "x", "--no-progress", *bad)
+    assert r.exit_code == 1
+    assert "error" in r.output
