@@ -99,6 +99,14 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
     assert [f.read_bytes() for f in shard_files(tmp_path / "c")] != [f.read_bytes() for f in fa]
 
 
+def test_parallel_workers_write_the_same_bytes(shared_data, tmp_path):
+    build(tmp_path, "one", n=None, schedule="linear", rows_per_shard=25, workers=1)
+    build(tmp_path, "two", n=None, schedule="linear", rows_per_shard=25, workers=2)
+    one, two = shard_files(tmp_path / "one"), shard_files(tmp_path / "two")
+    assert len(one) == 4
+    assert [f.read_bytes() for f in one] == [f.read_bytes() for f in two]
+
+
 def test_a_row_does_not_change_when_others_are_added(shared_data, tmp_path):
     small, _ = build(tmp_path, "small", n=20, schedule="max")
     big, _ = build(tmp_path, "big", n=None, schedule="max")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .registry import Registry
 
@@ -49,8 +50,7 @@ RAG_RL_USER_INSTRUCTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Passage:
+class Passage(NamedTuple):
     """A passage as presented in a row: its citation label, title, text and whether it is gold."""
 
     label: str
@@ -68,6 +68,8 @@ def unique_labels(titles: Sequence[str]) -> list[str]:
     A suffixed label never collides with a real title in the same row (the counter skips taken labels).
     """
     taken = set(titles)
+    if len(taken) == len(titles):
+        return list(titles)
     seen: dict[str, int] = {}
     labels: list[str] = []
     used: set[str] = set()
@@ -100,18 +102,25 @@ class PromptTemplate:
     citation: str = "label"  # what the model cites; documented for parsers
 
     def render_user(self, question: str, passages: Sequence[Passage]) -> str:
-        body = self.passage_separator.join(
-            self.passage_format.format(label=p.label, title=p.title, text=p.text, index=i + 1)
-            for i, p in enumerate(passages)
-        )
-        return f"{self.instructions}\n\n{body}\n\n{self.question_format.format(question=question)}"
+        return self.render_fields(question, [p.label for p in passages], [p.title for p in passages],
+                                  [p.text for p in passages])[-1]["content"]
 
     def render(self, question: str, passages: Sequence[Passage]) -> list[dict[str, str]]:
-        msgs = []
+        """System and user messages for ``question`` with ``passages`` in the order given."""
+        return self.render_fields(question, [p.label for p in passages], [p.title for p in passages],
+                                  [p.text for p in passages])
+
+    def render_fields(self, question: str, labels: Sequence[str], titles: Sequence[str],
+                      texts: Sequence[str]) -> list[dict[str, str]]:
+        """:meth:`render` from parallel lists (the builder's fast path: no objects per passage)."""
+        fmt = self.passage_format.format
+        body = self.passage_separator.join(
+            [fmt(label=lb, title=t, text=x, index=i)
+             for i, (lb, t, x) in enumerate(zip(labels, titles, texts, strict=True), 1)])
+        user = f"{self.instructions}\n\n{body}\n\n{self.question_format.format(question=question)}"
         if self.system_prompt:
-            msgs.append({"role": "system", "content": self.system_prompt})
-        msgs.append({"role": "user", "content": self.render_user(question, passages)})
-        return msgs
+            return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
+        return [{"role": "user", "content": user}]
 
 
 TEMPLATES: Registry[PromptTemplate] = Registry("template")

@@ -128,27 +128,33 @@ def commit_output(tmp: Path, out_dir: str | Path) -> Path:
     return out
 
 
-def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
-                      row_group_size: int = 1024) -> list[dict[str, Any]]:
+ROW_GROUP_SIZE = 1024
+
+
+def write_one_shard(part: pa.Table, directory: Path, k: int) -> dict[str, Any]:
+    """Write ``part-{k:05d}.parquet`` (zstd, fixed row groups) and return its manifest entry."""
+    name = f"part-{k:05d}.parquet"
+    path = directory / name
+    pq.write_table(part, path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
+                   row_group_size=ROW_GROUP_SIZE, write_statistics=True, use_dictionary=True)
+    return {"file": name, "rows": part.num_rows, "sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD
+                      ) -> list[dict[str, Any]]:
     """Write ``part-NNNNN.parquet`` files (fixed rows per shard, zstd) and return their manifest entries."""
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be >= 1")
-    entries = []
     n = table.num_rows
     starts = range(0, n, rows_per_shard) if n else [0]
-    for k, start in enumerate(starts):
-        part = table.slice(start, rows_per_shard)
-        name = f"part-{k:05d}.parquet"
-        path = directory / name
-        pq.write_table(part, path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
-                       row_group_size=row_group_size, write_statistics=True, use_dictionary=True)
-        entries.append({"file": name, "rows": part.num_rows, "sha256": sha256_file(path),
-                        "bytes": path.stat().st_size})
-    return entries
+    return [write_one_shard(table.slice(start, rows_per_shard), directory, k) for k, start in enumerate(starts)]
+
+
+ShardWriter = Callable[[Path], list[dict[str, Any]]]
 
 
 def write_shards(
-    table: pa.Table | Sequence[dict[str, Any]],
+    table: pa.Table | Sequence[dict[str, Any]] | ShardWriter,
     out_dir: str | Path,
     *,
     manifest: dict[str, Any],
@@ -163,21 +169,34 @@ def write_shards(
     ``manifest`` holds what made the rows (config, seed, sources, counts); this adds the schema version, the
     shard list with a content hash per shard, and the row count. ``card(tmp_dir, manifest)`` writes the data card
     (and plots) before the manifest; ``extra_files`` are written as they are. The manifest is written last.
+
+    ``table`` may also be a writer ``f(directory) -> shard entries`` that writes the ``part-*.parquet`` files
+    itself (in ``schema``; the builder uses this to write shards in parallel worker processes).
     """
-    if not isinstance(table, pa.Table):
-        table = rows_to_table(table, schema)
-    missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
-    if missing:
-        raise ShardError(f"rows lack the required columns {missing}")
+    if callable(table):
+        writer: ShardWriter = table
+        columns = schema.names
+    else:
+        if not isinstance(table, pa.Table):
+            table = rows_to_table(table, schema)
+        missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
+        if missing:
+            raise ShardError(f"rows lack the required columns {missing}")
+        columns = table.schema.names
+        tbl = table
+
+        def writer(d: Path) -> list[dict[str, Any]]:
+            return write_shard_files(tbl, d, rows_per_shard=rows_per_shard)
+
     tmp = prepare_output(out_dir, overwrite=overwrite)
     try:
-        entries = write_shard_files(table, tmp, rows_per_shard=rows_per_shard)
+        entries = writer(tmp)
         full = dict(manifest)
         full.update({
             "schema_version": SCHEMA_VERSION,
-            "num_rows": table.num_rows,
+            "num_rows": sum(e["rows"] for e in entries),
             "rows_per_shard": rows_per_shard,
-            "columns": table.schema.names,
+            "columns": columns,
             "shards": entries,
         })
         for name, data in (extra_files or {}).items():

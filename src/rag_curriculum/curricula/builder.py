@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing as mp
+import os
 import random
 import shlex
 import sys
@@ -24,9 +26,9 @@ from .. import __version__
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import CurriculumError, SkipReport
 from ..loaders import get_loader, load_examples
-from ..prompts import Passage, PromptTemplate, get_template, unique_labels
+from ..prompts import PromptTemplate, get_template, unique_labels
 from ..records import Document, Example
-from ..shards import sha256_file, write_shards
+from ..shards import rows_to_table, sha256_file, write_one_shard, write_shards
 from .config import DEFAULT_K, BuildConfig, SourceSpec
 from .leakage import LeakageIndex
 from .schedules import resolve_schedule
@@ -65,25 +67,29 @@ def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
 
 def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template: PromptTemplate,
              setting: str, ability: str) -> dict[str, Any]:
+    """One row in the shard schema (DESIGN.md): prompt, passages with unique labels, gold labels, verl columns."""
     docs = select_documents(ex, d, seed)
-    labels = unique_labels([doc.title for doc in docs])
-    passages = [Passage(lb, doc.title, doc.text, doc.is_gold) for lb, doc in zip(labels, docs, strict=True)]
-    gold_labels = [p.label for p in passages if p.is_gold]
-    hops = ex.hops
+    titles = [doc.title for doc in docs]
+    texts = [doc.text for doc in docs]
+    labels = unique_labels(titles)
+    gold_labels = [lb for lb, doc in zip(labels, docs, strict=True) if doc.is_gold]
+    hops = len(gold_labels)
+    answers = list(ex.answers)
     return {
         "id": f"{ex.source}-{ex.id}",
         "data_source": ex.source,
         "ability": ability,
-        "prompt": template.render(ex.question, passages),
+        "prompt": template.render_fields(ex.question, labels, titles, texts),
         "question": ex.question,
-        "answers": list(ex.answers),
-        "passages": [p.to_dict() for p in passages],
+        "answers": answers,
+        "passages": [{"label": lb, "title": doc.title, "text": doc.text, "is_gold": doc.is_gold}
+                     for lb, doc in zip(labels, docs, strict=True)],
         "gold_labels": gold_labels,
         "level": level,
         "num_distractors": d,
         "hops": hops,
         "curriculum_index": index,
-        "reward_model": {"style": "rule", "ground_truth": {"answers": list(ex.answers), "gold_labels": gold_labels}},
+        "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels}},
         "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
                        "hops": hops, "labels": labels},
         "source_id": ex.id,
@@ -204,10 +210,12 @@ def tail_report(n: int, batch_prompts: int | None) -> dict[str, Any] | None:
     return {"batch_prompts": batch_prompts, "steps": n // batch_prompts, "unseen_rows": n % batch_prompts}
 
 
-def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], *, progress: bool = False
-               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Sample, order and render rows; return them with the facts the manifest records."""
-    template = get_template(cfg.template)
+Plan = list[tuple[Example, int, int]]  # (example, level, number of distractors), in training order
+
+
+def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, dict[str, Any]]:
+    """Sample and order the questions and fix each row's level and distractor count; return that plan with the
+    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render`)."""
     facts: dict[str, Any] = {}
     # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
     if cfg.eval_sets:
@@ -259,23 +267,77 @@ def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], *, progress: b
         chosen += picked
     if len(sources) > 1:  # a mixture: interleave the sources so every level holds all of them
         random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
-    rows: list[dict[str, Any]] = []
-    from .._progress import track
-
+    plan: Plan = []
     if cfg.setting == "curriculum":
-        paired = assign_levels(chosen, cfg)
-        for index, (ex, level) in enumerate(track(paired, "building rows", total=len(paired), enabled=progress)):
-            d = num_distractors(level, ex.hops, len(distractor_pool(ex)))
-            rows.append(make_row(ex, level=level, d=d, index=index, seed=cfg.seed, template=template,
-                                 setting=cfg.setting, ability=cfg.ability))
+        for ex, level in assign_levels(chosen, cfg):
+            plan.append((ex, level, num_distractors(level, ex.hops, len(distractor_pool(ex)))))
     else:
-        for index, ex in enumerate(track(chosen, "building rows", total=len(chosen), enabled=progress)):
+        for ex in chosen:
             k = len(distractor_pool(ex))
             d = min(k, cfg.max_distractors) if cfg.setting == "distractor" else 0
-            rows.append(make_row(ex, level=level_for(d, ex.hops), d=d, index=index, seed=cfg.seed,
-                                 template=template, setting=cfg.setting, ability=cfg.ability))
+            plan.append((ex, level_for(d, ex.hops), d))
     facts["per_source"] = per_source
-    return rows, facts
+    return plan, facts
+
+
+def render(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+    """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan)."""
+    template = get_template(cfg.template)
+    stop = len(plan) if stop is None else stop
+    return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
+                     ability=cfg.ability)
+            for i, (ex, level, d) in zip(range(start, stop), plan[start:stop], strict=True)]
+
+
+def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Sample, order and render every row in memory (see :func:`build_curriculum` for the streaming writer)."""
+    plan, facts = plan_rows(cfg, sources)
+    return render(plan, cfg), facts
+
+
+PARALLEL_MIN_ROWS = 4096
+_FORKED: tuple[Plan, BuildConfig, Path] | None = None  # the plan, shared with forked workers copy-on-write
+
+
+def _write_shard(k: int) -> dict[str, Any]:
+    assert _FORKED is not None
+    plan, cfg, directory = _FORKED
+    start = k * cfg.rows_per_shard
+    rows = render(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)))
+    return write_one_shard(rows_to_table(rows), directory, k)
+
+
+def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool = False) -> list[dict[str, Any]]:
+    """Render and write the shards. Shards are independent, so with several CPUs they are made by forked worker
+    processes (which share the loaded examples); each shard's bytes depend only on the plan, never on the
+    number of workers."""
+    global _FORKED
+    from .._progress import maybe_progress
+
+    nshards = max(1, -(-len(plan) // cfg.rows_per_shard))
+    workers = min(cfg.workers or os.cpu_count() or 1, nshards)
+    # Forking costs a fraction of a second: worth it for large builds, or when workers are asked for explicitly.
+    big_enough = cfg.workers is not None or len(plan) >= PARALLEL_MIN_ROWS
+    use_fork = workers > 1 and big_enough and "fork" in mp.get_all_start_methods()
+    _FORKED = (plan, cfg, directory)
+    entries: list[dict[str, Any]] = []
+    try:
+        with maybe_progress(progress, unit="rows") as bar:
+            task = bar.add_task("writing shards", total=len(plan)) if bar else None
+            if use_fork:
+                with mp.get_context("fork").Pool(workers) as pool:
+                    for e in pool.imap(_write_shard, range(nshards)):
+                        entries.append(e)
+                        if bar:
+                            bar.advance(task, e["rows"])
+            else:
+                for k in range(nshards):
+                    entries.append(_write_shard(k))
+                    if bar:
+                        bar.advance(task, entries[-1]["rows"])
+    finally:
+        _FORKED = None
+    return entries
 
 
 def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], delta: int) -> list[int | None]:
@@ -300,20 +362,23 @@ def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], de
     return list(out)
 
 
-def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    def counts(key: str) -> dict[str, int]:
-        c = Counter(r[key] for r in rows)
+def summarize(plan: Plan) -> dict[str, Any]:
+    """Counts per level, hops, distractors and source: the manifest's and the data card's statistics."""
+
+    def dist(values) -> dict[str, int]:
+        c = Counter(values)
         return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
 
-    by_source_level: dict[str, dict[str, int]] = {}
-    for r in rows:
-        by_source_level.setdefault(r["data_source"], Counter())[str(r["level"])] += 1
+    by_source_level: dict[str, Counter] = {}
+    for ex, level, _ in plan:
+        by_source_level.setdefault(ex.source, Counter())[level] += 1
     return {
-        "levels": counts("level"), "hops": counts("hops"), "num_distractors": counts("num_distractors"),
-        "sources": counts("data_source"),
-        "levels_by_source": {k: dict(sorted(v.items(), key=lambda kv: int(kv[0])))
-                             for k, v in sorted(by_source_level.items())},
-        "passages_mean": round(sum(len(r["passages"]) for r in rows) / len(rows), 3) if rows else 0,
+        "levels": dist(level for _, level, _ in plan),
+        "hops": dist(ex.hops for ex, _, _ in plan),
+        "num_distractors": dist(d for _, _, d in plan),
+        "sources": dist(ex.source for ex, _, _ in plan),
+        "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
+        "passages_mean": round(sum(ex.hops + d for ex, _, d in plan) / len(plan), 3) if plan else 0,
     }
 
 
@@ -336,11 +401,11 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
     if len(set(names)) != len(names):
         raise BuildError(f"a dataset appears twice in the mixture: {names}")
     sources = [load_source(cfg, s, progress=progress) for s in cfg.sources]
-    rows, facts = build_rows(cfg, sources, progress=progress)
-    if not rows:
+    plan, facts = plan_rows(cfg, sources)
+    if not plan:
         raise BuildError("the build produced no rows")
-    stats = summarize(rows)
-    tail = tail_report(len(rows), cfg.batch_prompts) if cfg.setting == "curriculum" else None
+    stats = summarize(plan)
+    tail = tail_report(len(plan), cfg.batch_prompts) if cfg.setting == "curriculum" else None
     manifest: dict[str, Any] = {
         "kind": cfg.setting,
         "toolkit": {"name": "rag-curriculum", "version": __version__},
@@ -365,11 +430,11 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
     if tail and tail["unseen_rows"]:
         log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
                     "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
-                    len(rows))
-    from .card import write_build_card
+                    len(plan))
+    from . import card
 
-    levels = [r["level"] for r in rows]
-    manifest = write_shards(rows, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
-                            rows_per_shard=cfg.rows_per_shard,
-                            card=lambda d, m: write_build_card(d, m, levels))
-    return BuildResult(Path(cfg.out), manifest, len(rows))
+    levels = [level for _, level, _ in plan]
+    manifest = write_shards(lambda d: write_plan(plan, cfg, d, progress=progress), cfg.out, manifest=manifest,
+                            overwrite=cfg.overwrite, rows_per_shard=cfg.rows_per_shard,
+                            card=lambda d, m: card.write_build_card(d, m, levels))
+    return BuildResult(Path(cfg.out), manifest, len(plan))

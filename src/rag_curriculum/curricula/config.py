@@ -40,6 +40,7 @@ class BuildConfig:
     template: str = "rag-rl"  # prompt/output format, looked up in rag_curriculum.prompts.TEMPLATES
     ability: str = "multi-hop-qa"  # verl's `ability` column
     rows_per_shard: int = 10_000
+    workers: int | None = None  # processes that render and write shards (None: one per CPU); output is identical
     batch_prompts: int | None = None  # prompts per optimiser step of the trainer (RAG-RL: 42)
     tail: str = "keep"  # keep | trim | pad: fit the row count to a multiple of batch_prompts
     eval_sets: list[str] = field(default_factory=list)  # shard directories checked for train/eval leakage
@@ -64,6 +65,8 @@ class BuildConfig:
             raise ValueError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
         if self.batch_prompts is not None and self.batch_prompts < 1:
             raise ValueError("batch_prompts must be >= 1")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError("workers must be >= 1")
         if self.K is not None and self.K < 1:
             raise ValueError("K must be >= 1")
         if self.on_error not in ("raise", "skip"):
