@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set everything up, then run the main job: the paper's MuSiQue min-max curriculum (K = 20), built from a
+# MuSiQue train file (default: the real sample in ../shared/data; pass your musique_ans_v1.0_train.jsonl).
+#   bash scripts/quickstart.sh [PATH/TO/musique_ans_v1.0_train.jsonl] [N]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/setup.sh
+INPUT=${1:-../shared/data/musique/musique_ans_v1.0_train.sample100.jsonl}
+N=${2:-all}
+curriculum build --dataset musique --input "$INPUT" --schedule min-max --K 20 --n "$N" \
+  --batch-prompts 42 --out outputs/musique-min-max --overwrite
+curriculum validate outputs/musique-min-max
