@@ -50,6 +50,8 @@ def join_sentences(sentences: Sequence[str]) -> str:
     2WikiMultihopQA does not (a space is added only where no whitespace separates two sentences)."""
     if not sentences:
         return ""
+    if len(sentences) == 1:
+        return sentences[0].strip()
     out = [sentences[0]]
     for s in sentences[1:]:
         if s and not s[0].isspace() and out[-1] and not out[-1][-1].isspace():
@@ -87,11 +89,21 @@ def resolve_gold(titles: Sequence[str], sentences: Sequence[Sequence[str]], fact
     release has such facts: its sentence ids count the full Wikipedia paragraph); it then marks the first such
     paragraph and is counted in the returned notes.
     """
+    gold = [False] * len(titles)
+    notes = {"sentence_out_of_range": 0, "ambiguous_supporting_fact": 0}
+    if len(set(titles)) == len(titles):  # fast path: every title names one paragraph
+        where = {t: i for i, t in enumerate(titles)}
+        for title, sent in facts:
+            i = where.get(title)
+            if i is None or not 0 <= sent < len(sentences[i]):
+                break
+            gold[i] = True
+        else:
+            return gold, notes
+        gold = [False] * len(titles)
     by_title: dict[str, list[int]] = {}
     for i, t in enumerate(titles):
         by_title.setdefault(t, []).append(i)
-    gold = [False] * len(titles)
-    notes = {"sentence_out_of_range": 0, "ambiguous_supporting_fact": 0}
     for title, sent in facts:
         cands = by_title.get(title)
         if not cands:

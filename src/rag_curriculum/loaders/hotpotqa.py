@@ -32,6 +32,15 @@ HOTPOT_TYPES = {"bridge", "comparison"}
 def read_context(rec: dict, ctx: RecordContext, text_key: str) -> tuple[list[str], list[list[str]]]:
     """``context`` as (titles, sentences) from either the list-of-pairs or the columnar Hub layout."""
     context = require(rec, "context", (list, dict), ctx)
+    if type(context) is list:  # fast path for well-formed official records; anything odd takes the checked path
+        try:
+            titles = [t for t, _ in context]
+            sents = [s for _, s in context]
+        except (TypeError, ValueError):
+            pass
+        else:
+            if titles and all(type(t) is str for t in titles) and all(type(s) is list for s in sents):
+                return titles, sents
     if isinstance(context, dict):
         titles = require(context, "title", list, ctx, field="context.title")
         sents = require(context, text_key, list, ctx, field=f"context.{text_key}")
