@@ -170,7 +170,7 @@ def test_breakdown_by_format(records):
     got = breakdown_by_format(records)
     assert list(got) == ["valid", "invalid"]
     # valid samples A1, A2, B2, C1: per question A (5/6, 5/6), B (2/3, 2/5), C (0, 1)
-    assert_same(got["valid"], expect(F(1, 2), F(67, 90), jps=F(4, 9), em=F(1, 6), p=F(5, 6), r=F(23, 36),
+    assert_same(got["valid"], expect(F(1, 2), F(67, 90), jps=F(4, 9), em=F(1, 6), p=F(5, 6), r=F(25, 36),
                                      valid=F(1), nq=3, ns=4))
     # invalid samples B1, C2: B (1, 0), C (1, 2/3)
     assert_same(got["invalid"], expect(F(1), F(1, 3), jps=F(2, 5), em=F(1), p=F(1, 2), r=F(1, 4), valid=F(0),

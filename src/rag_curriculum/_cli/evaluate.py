@@ -54,9 +54,28 @@ def run(
                                           "table.md, plots/.")] = Path("outputs/eval"),
     backend: Annotated[str, typer.Option(help="Generation backend: vllm | openai | transformers | scripted.")]
     = "transformers",
+    max_model_len: Annotated[int | None, typer.Option(
+        help="Context length (vllm, transformers); longer prompts are skipped, scored 0 and counted.",
+        show_default=False)] = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option(
+        "--tensor-parallel-size", "-tp", help="GPUs per model (vllm).", show_default=False)] = None,
+    dtype: Annotated[str | None, typer.Option(help="Model dtype: auto | bfloat16 | float16 | float32.",
+                                              show_default=False)] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="vllm: GPU memory share. \\[default: 0.9]",
+                                                                 show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="transformers: prompts per generate call. \\[default: 16]",
+                                                   show_default=False)] = None,
+    device: Annotated[str | None, typer.Option(help="transformers: auto | cpu | cuda | cuda:N.",
+                                               show_default=False)] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai: server URL. \\[default: $OPENAI_BASE_URL or "
+                                                 "http://127.0.0.1:8000/v1]", show_default=False)] = None,
+    api_key: Annotated[str | None, typer.Option(help="openai: API key (never written to the outputs). "
+                                                "\\[default: $OPENAI_API_KEY or EMPTY]", show_default=False)] = None,
+    concurrency: Annotated[int | None, typer.Option(help="openai: requests in flight. \\[default: 32]",
+                                                    show_default=False)] = None,
     backend_arg: Annotated[list[str] | None, typer.Option(
-        "--backend-arg", help="KEY=VALUE passed to the backend (JSON values), e.g. tensor_parallel_size=2, "
-        "base_url=http://localhost:8000/v1. Repeatable.", show_default=False)] = None,
+        "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true. "
+        "Repeatable.", show_default=False)] = None,
     samples: Annotated[int, typer.Option("--samples", "-m", help="Samples per question, averaged (RAG-RL: 3).")]
     = 3,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
@@ -81,18 +100,23 @@ def run(
     from ..curricula.builder import current_command
     from ..errors import CurriculumError
     from ..evaluation import EvalConfig, ModelSpec, run_eval
+    from .partition import _redacted, backend_args_for
 
     if not model:
         fail("no model given", "pass --model PATH or --model NAME=PATH (repeat for several)")
     if not data:
         fail("no evaluation set given", "pass --data DIR, made by `curriculum build --setting distractor|ideal`")
+    flags = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len, "dtype": dtype,
+             "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
+             "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
+    args = backend_args_for(backend, flags, _parse_backend_args(backend_arg))
     try:
         cfg = EvalConfig(models=[ModelSpec.parse(m) for m in model], data=list(data), out=str(out_dir),
-                         backend=backend, backend_args=_parse_backend_args(backend_arg), m=samples,
+                         backend=backend, backend_args=args, m=samples,
                          temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, limit=limit,
                          stats=list(stats or []), strict_format=strict_format, chunk_size=chunk_size, plots=plots,
                          overwrite=overwrite)
-        result = run_eval(cfg, progress=progress and console.is_terminal, command=current_command())
+        result = run_eval(cfg, progress=progress and console.is_terminal, command=_redacted(current_command()))
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
         fail(str(e).strip('"'))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))

@@ -10,6 +10,18 @@ from typing import Any
 __all__ = ["EvalConfig", "ModelSpec"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+#: Backend options that are secrets: masked in saved configs, left out of fingerprints.
+SECRET_ARGS = ("api_key",)
+
+
+def public_backend_args(args: dict[str, Any], *, mask: bool) -> dict[str, Any]:
+    """``args`` without secrets (masked as ``"***"`` with ``mask``, else dropped).
+
+    >>> public_backend_args({"api_key": "sk-1", "base_url": "u"}, mask=True)
+    {'api_key': '***', 'base_url': 'u'}
+    """
+    return {k: ("***" if mask else None) if k in SECRET_ARGS else v for k, v in args.items()
+            if mask or k not in SECRET_ARGS}
 
 
 @dataclass(frozen=True)
@@ -89,9 +101,16 @@ class EvalConfig:
             raise ValueError(f"limit must be >= 1, got {self.limit}")
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        from ..generation.base import BACKENDS
+
+        if self.backend not in BACKENDS:
+            BACKENDS.get(self.backend)  # raises, with a "did you mean"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""
+        d = asdict(self)
+        d["backend_args"] = public_backend_args(self.backend_args, mask=True)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalConfig:

@@ -92,6 +92,7 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
     entry["n_questions"] = len(records)
     ms = sorted({int(r["m"]) for r in records})
     entry["m"] = ms[0] if len(ms) == 1 else ms
+    entry["skipped"] = sum(1 for r in records if r.get("skipped"))  # prompts too long for the model: scored 0
     entry["overall"] = summarize(records)
     for key, column in BREAKDOWNS.items():
         b = breakdown(records, column)
@@ -222,7 +223,15 @@ def _bucket_table(summary: Mapping[str, Any], buckets: Sequence[str]) -> str:
                 for m in MAIN_METRICS:
                     row.append(" / ".join(pct(b[k][m]) if k in b else "–" for k in buckets))
             rows.append(row)
-    return md_table(header, rows)
+    sizes = []
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in datasets:
+            b = next((e.get("by_bucket") for e in evals if (e["dataset"], e["setting"]) == (d, setting)
+                      and e.get("by_bucket")), None)
+            if b:
+                sizes.append(f"{dataset_title(d)} {setting_title(setting).lower()} "
+                             + " / ".join(str(b[k]["n_questions"]) if k in b else "0" for k in buckets))
+    return md_table(header, rows) + ("\n\nQuestions per bucket: " + "; ".join(sizes) + "." if sizes else "")
 
 
 def _details_table(summary: Mapping[str, Any]) -> str:
@@ -310,8 +319,9 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
     hops = _wide_breakdown(summary, "by_hops", label=lambda g: f"{g}-hop")
     if hops:
         lines += ["## By number of hops", "", *hops]
-    lines += ["## By difficulty level", "", "Level l of a row (its distractor count d = l + 2 - hops).", "",
-              _by_level_table(summary), ""]
+    if any(len(e.get("by_level") or {}) > 1 for e in summary["evals"]):  # evaluation sets usually have one level
+        lines += ["## By difficulty level", "", "Level l of a row (its distractor count d = l + 2 - hops).", "",
+                  _by_level_table(summary), ""]
     lines += ["## By format validity", "", "Per sample: completions that keep the output format and those that do "
               "not (scored on what the parser could extract).", "", _by_format_table(summary), ""]
     lines += ["## More metrics", "", _details_table(summary), ""]

@@ -26,17 +26,18 @@ import pyarrow.parquet as pq
 from ..errors import CurriculumError
 from ..generation.base import GenerationBackend, SamplingConfig, get_backend
 from ..shards import read_manifest, read_table, write_json
-from ._config import EvalConfig, ModelSpec
+from ._config import EvalConfig, ModelSpec, public_backend_args
 from ._plots import write_plots
 from ._report import SUMMARY_FILE, SUMMARY_KIND, SUMMARY_VERSION, render_report, summarize_entry
 from ._scoring import SAMPLE_METRICS, score_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EvalError", "EvalResult", "EvalSet", "RESULT_SCHEMA", "load_buckets", "load_eval_sets", "read_results",
-           "run_eval"]
+__all__ = ["RESULT_SCHEMA", "EvalError", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
+           "load_eval_sets", "read_results", "run_eval"]
 
 EVAL_SETTINGS = ("distractor", "ideal")
+SKIPPED_TOO_LONG = "prompt_too_long"
 RESULTS_META_KEY = b"rag_curriculum.eval"
 
 #: The rows of the row shards that results keep (the question's identity and its breakdown keys).
@@ -53,6 +54,7 @@ RESULT_SCHEMA = pa.schema([
     ("hops", pa.int32()), ("level", pa.int32()), ("num_distractors", pa.int32()), ("qtype", pa.string()),
     ("curriculum_index", pa.int64()), ("template", pa.string()),
     ("bucket", pa.string()),
+    ("skipped", pa.string()),
     ("m", pa.int32()),
     ("answer_f1", pa.float64()), ("exact_match", pa.float64()), ("citation_precision", pa.float64()),
     ("citation_recall", pa.float64()), ("citation_f1", pa.float64()), ("joint_f1_per_sample", pa.float64()),
@@ -131,8 +133,11 @@ def load_eval_sets(directory: str | Path, *, limit: int | None = None, verify: b
 
 def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str], str]:
     """Base-answerable / base-unanswerable buckets from partition statistics (``stats.parquet``, or a partition
-    directory holding one): ``(setting or None, data_source, source_id) -> bucket``. A stats file that has a
-    ``setting`` column keys its buckets by setting too."""
+    directory holding one): ``(setting or None, data_source, source_id) -> bucket``.
+
+    Questions partitioned as an evaluation set (their ``setting`` is ``distractor`` or ``ideal``, as in the
+    paper, which partitions each evaluation set on its own) are keyed by that setting; others (a ``curriculum``
+    build of the dev split) by None, which applies to every setting."""
     out: dict[tuple[str | None, str, str], str] = {}
     for p in paths:
         p = Path(p)
@@ -149,7 +154,8 @@ def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str
         for r in table.select(cols).to_pylist():
             if r["bucket"] is None:
                 continue
-            key = (r.get("setting"), r["data_source"], str(r["source_id"]))
+            setting = r.get("setting") if r.get("setting") in EVAL_SETTINGS else None
+            key = (setting, r["data_source"], str(r["source_id"]))
             if key in out and out[key] != r["bucket"]:
                 raise EvalError(f"{f}: {key[1]} question {key[2]} is in bucket {r['bucket']!r} here but "
                                 f"{out[key]!r} in an earlier statistics file")
@@ -163,7 +169,8 @@ def _bucket_of(buckets: Mapping[tuple[str | None, str, str], str], row: Mapping[
 
 
 def _generation_fingerprint(model: ModelSpec, cfg: EvalConfig, sampling: SamplingConfig, es: EvalSet) -> dict:
-    return {"model": model.path, "backend": cfg.backend, "backend_args": cfg.backend_args,
+    return {"model": model.path, "backend": cfg.backend,
+            "backend_args": public_backend_args(cfg.backend_args, mask=False),
             "sampling": sampling.to_dict(), "data": es.fingerprint(), "chunk_size": cfg.chunk_size}
 
 
@@ -183,72 +190,80 @@ def _write_results(path: Path, records: list[dict[str, Any]], meta: dict[str, An
     os.replace(tmp, path)
 
 
-def _derive_seed(*parts: object) -> int:
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=4)
-    return int.from_bytes(h.digest(), "big")
+class _KeepOpen:
+    """The model's backend as the runner sees it: the runner closes what its factory made after each evaluation
+    set, but one model serves every set, so this closes nothing; :func:`run_eval` closes the backend itself."""
+
+    def __init__(self, backend: GenerationBackend) -> None:
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_backend":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self._backend, name)
+
+    def close(self) -> None:
+        pass
 
 
-def generate_chunked(backend: GenerationBackend, rows: Sequence[Mapping[str, Any]], sampling: SamplingConfig,
-                     work: Path, *, fingerprint: Mapping[str, Any], chunk_size: int,
-                     on_chunk: Callable[[int], None] | None = None) -> list[list[str]]:
-    """``sampling.n`` completions per row, generated ``chunk_size`` rows at a time. Each finished chunk is
-    written to ``work`` atomically and reused on restart (when ``fingerprint`` matches); each chunk's seed is
-    derived from ``sampling.seed`` and its first row id, so a rerun draws the same samples."""
-    work.mkdir(parents=True, exist_ok=True)
-    fp_path = work / "fingerprint.json"
-    fp = json.loads(json.dumps(fingerprint, sort_keys=True))
-    if fp_path.exists() and json.loads(fp_path.read_text()) != fp:
-        log.info("%s: made with other settings; starting it again", work)
-        shutil.rmtree(work)
-        work.mkdir(parents=True)
-    if not fp_path.exists():
-        write_json(fp_path, fp)
-    out: list[list[str]] = []
-    for k, start in enumerate(range(0, len(rows), chunk_size)):
-        chunk = rows[start:start + chunk_size]
-        ids = [r["id"] for r in chunk]
-        f = work / f"chunk-{k:05d}.json"
-        if f.exists():
-            saved = json.loads(f.read_text())
-            if saved.get("ids") == ids and all(len(c) == sampling.n for c in saved["completions"]):
-                out += saved["completions"]
-                if on_chunk:
-                    on_chunk(len(chunk))
-                continue
-        seed = _derive_seed(sampling.seed, ids[0])
-        completions = backend.generate([list(r["prompt"]) for r in chunk],
-                                       SamplingConfig(n=sampling.n, temperature=sampling.temperature,
-                                                      top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed))
-        if len(completions) != len(chunk) or any(len(c) != sampling.n for c in completions):
-            raise EvalError(f"backend {getattr(backend, 'name', backend)!r} returned {len(completions)} prompts' "
-                            f"completions for {len(chunk)} prompts (expected {sampling.n} each)")
-        write_json(f, {"ids": ids, "completions": completions})
-        out += completions
-        if on_chunk:
-            on_chunk(len(chunk))
-    return out
+def generate_completions(es: EvalSet, work: Path, backend: Callable[[], GenerationBackend], sampling: SamplingConfig, *,
+             fingerprint: Mapping[str, Any], chunk_size: int, overwrite: bool, progress: bool,
+             description: str) -> tuple[list[list[str] | None], int]:
+    """The ``sampling.n`` completions of every question of ``es`` (None for a prompt the model cannot take),
+    and how many questions were generated now (the others were done by an earlier, interrupted run).
+
+    Made with :func:`rag_curriculum.generation.runner.run_chunks`: resumable chunks in ``work``, a seed per
+    question. ``backend`` is called only when something is left to generate. A work directory left by a run
+    with other settings is refused, or discarded with ``overwrite``."""
+    from ..generation import runner
+
+    ids = [r["id"] for r in es.rows]
+    prompts = [list(r["prompt"]) for r in es.rows]
+    kw: dict[str, Any] = dict(ids=ids, prompts=prompts, backend=backend, sampling=sampling, fingerprint=fingerprint,
+                              chunk_size=chunk_size, progress=progress, description=description)
+    try:
+        report = runner.run_chunks(work, **kw)
+    except runner.RunMismatchError:
+        if not overwrite:
+            raise
+        report = runner.run_chunks(work, overwrite=True, **kw)
+    if not report.complete:  # pragma: no cover - only with max_chunks / shards, which eval does not use
+        raise EvalError(f"{work}: generation did not finish ({len(report.remaining)} chunks left); run again")
+    table = runner.read_results(work, ids=ids)
+    return table.column("completions").to_pylist(), report.generated_questions
 
 
-def _score(es: EvalSet, model: ModelSpec, completions: Sequence[Sequence[str]], *, strict_format: bool,
-           buckets: Mapping) -> list[dict[str, Any]]:
+def _score(es: EvalSet, model: ModelSpec, completions: Sequence[Sequence[str] | None], *, m: int,
+           strict_format: bool, buckets: Mapping) -> list[dict[str, Any]]:
+    """Score every question; a question the model could not take (prompt too long) scores as ``m`` empty
+    completions, i.e. 0, and is marked ``skipped``."""
+    if buckets and not any(_bucket_of(buckets, {**r, "setting": r.get("setting") or es.setting}) for r in es.rows):
+        have = sorted({k[0] or "any" for k in buckets if k[1] == es.dataset})
+        log.warning("%s: no question has a bucket in the partition statistics given (they cover %s settings of "
+                    "%s); partition this evaluation set too for its base-answerable / base-unanswerable breakdown",
+                    es.key, ", ".join(have) or "no", es.dataset)
     records = []
     for row, comps in zip(es.rows, completions, strict=True):
         rec = {"model": model.name, **{k: row.get(k) for k in _KEPT}}
         rec["setting"] = rec.get("setting") or es.setting
         rec["bucket"] = _bucket_of(buckets, rec) if buckets else None
-        rec.update(score_row(row, list(comps), strict_format=strict_format))
+        rec["skipped"] = None if comps is not None else SKIPPED_TOO_LONG
+        rec.update(score_row(row, list(comps) if comps is not None else [""] * m, strict_format=strict_format))
         records.append(rec)
     return records
 
 
 def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet, *,
-                        overwrite: bool) -> list[list[str]] | None:
+                        overwrite: bool) -> list[list[str] | None] | None:
     """Completions of an earlier run, when it made them the same way; None when there are none to reuse."""
     if not path.exists():
         return None
     table, meta = read_results(path)
     if meta.get("generation") == json.loads(json.dumps(fingerprint, sort_keys=True)):
-        by_id = dict(zip(table.column("id").to_pylist(), table.column("completions").to_pylist(), strict=True))
+        skipped = table.column("skipped").to_pylist()
+        by_id = {i: (None if sk else c) for i, c, sk in zip(table.column("id").to_pylist(),
+                                                            table.column("completions").to_pylist(), skipped,
+                                                            strict=True)}
         if all(r["id"] in by_id for r in es.rows):
             return [by_id[r["id"]] for r in es.rows]
     if overwrite:
@@ -284,54 +299,43 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
     write_json(out / "eval_config.json", {"config": cfg.to_dict(), "command": command})
     factory = backend_factory or (lambda m: get_backend(cfg.backend, model=m.path, **cfg.backend_args))
 
-    from .._progress import maybe_progress
-
     entries: list[dict[str, Any]] = []
     generated = 0
-    total = len(cfg.models) * sum(len(s.rows) for s in sets)
-    with maybe_progress(progress, unit="questions") as bar:
-        overall = bar.add_task("evaluating", total=total) if bar else None
-        for model in cfg.models:
-            backend: GenerationBackend | None = None
-            try:
-                for es in sets:
-                    rel = Path("results") / model.name / f"{es.key}.parquet"
-                    path = out / rel
-                    fp = _generation_fingerprint(model, cfg, sampling, es)
-                    completions = _stored_completions(path, fp, es, overwrite=cfg.overwrite)
-                    if completions is None:
-                        if backend is None:
-                            log.info("loading %s (%s) with the %s backend", model.name, model.path, cfg.backend)
-                            backend = factory(model)
-                        task = bar.add_task(f"{model.name} · {es.key}", total=len(es.rows)) if bar else None
+    for model in cfg.models:
+        loaded: list[GenerationBackend] = []
 
-                        def advance(n: int, task: Any = task) -> None:
-                            if bar is not None:
-                                bar.advance(task, n)
-                                bar.advance(overall, n)
+        def backend(model: ModelSpec = model, loaded: list = loaded) -> GenerationBackend:
+            if not loaded:
+                log.info("loading %s (%s) with the %s backend", model.name, model.path, cfg.backend)
+                loaded.append(factory(model))
+            return _KeepOpen(loaded[0])
 
-                        completions = generate_chunked(backend, es.rows, sampling,
-                                                       out / "work" / model.name / es.key, fingerprint=fp,
-                                                       chunk_size=cfg.chunk_size, on_chunk=advance)
-                        generated += len(es.rows)
-                        if bar is not None:
-                            bar.remove_task(task)
-                    elif bar is not None:
-                        bar.advance(overall, len(es.rows))
-                    records = _score(es, model, completions, strict_format=cfg.strict_format, buckets=buckets)
-                    _write_results(path, records, {"generation": fp, "model": model.name,
-                                                   "strict_format": cfg.strict_format, "data_dir": str(es.directory)})
-                    shutil.rmtree(out / "work" / model.name / es.key, ignore_errors=True)
-                    entries.append(summarize_entry(records, model=model.name, model_path=model.path,
-                                                   dataset=es.dataset, setting=es.setting,
-                                                   data_dir=str(es.directory), results=rel.as_posix()))
-                    o = entries[-1]["overall"]
-                    log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
-                             model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
-                             100 * o["format_valid"])
-            finally:
-                if backend is not None and hasattr(backend, "close"):
-                    backend.close()
+        try:
+            for es in sets:
+                rel = Path("results") / model.name / f"{es.key}.parquet"
+                path = out / rel
+                fp = _generation_fingerprint(model, cfg, sampling, es)
+                work = out / "work" / model.name / es.key
+                completions = _stored_completions(path, fp, es, overwrite=cfg.overwrite)
+                if completions is None:
+                    completions, n = generate_completions(
+                        es, work, backend, sampling, fingerprint=fp, chunk_size=cfg.chunk_size,
+                        overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}")
+                    generated += n
+                records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
+                _write_results(path, records, {"generation": fp, "model": model.name,
+                                               "strict_format": cfg.strict_format, "data_dir": str(es.directory)})
+                shutil.rmtree(work, ignore_errors=True)
+                entries.append(summarize_entry(records, model=model.name, model_path=model.path,
+                                               dataset=es.dataset, setting=es.setting,
+                                               data_dir=str(es.directory), results=rel.as_posix()))
+                o = entries[-1]["overall"]
+                log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
+                         model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
+                         100 * o["format_valid"])
+        finally:
+            if loaded and hasattr(loaded[0], "close"):
+                loaded[0].close()
     _remove_empty(out / "work")
     summary = {
         "kind": SUMMARY_KIND,
