@@ -113,12 +113,14 @@ def test_max_chars_is_configurable():
 
 # (citation line, labels of the row, expected citations)
 LABELS = ["Deh Bagh, Ravansar", "Deh Bagh", "Euro", "Euro (2)", "Washington, D.C.", "Richland County, South Carolina",
-          "Kent", "A, B, C"]
+          "Kent", "A, B, C", "Brass Buttons", "Brass buttons"]
 CITATION_LINES = [
     ("Deh Bagh, Ravansar, Kent", LABELS, ("Deh Bagh, Ravansar", "Kent")),
     ("Deh Bagh, Kent", LABELS, ("Deh Bagh", "Kent")),  # the shorter label exists too
     ("Kent, Deh Bagh,Ravansar", LABELS, ("Kent", "Deh Bagh, Ravansar")),  # no space after the comma
     ("deh bagh, ravansar", LABELS, ("Deh Bagh, Ravansar",)),  # canonical spelling back
+    ("Brass buttons, brass Buttons", LABELS, ("Brass buttons", "brass Buttons")),  # exact, then ambiguous
+    ("Brass Buttons, KENT", LABELS, ("Brass Buttons", "Kent")),
     ('"Euro (2)", Euro', LABELS, ("Euro (2)", "Euro")),
     ("Washington, D.C.", LABELS, ("Washington, D.C.",)),
     ("Kent.", LABELS, ("Kent",)),  # a sentence-final period

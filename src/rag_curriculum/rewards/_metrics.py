@@ -21,7 +21,7 @@ One corner of the official formula is kept on purpose: a gold answer that normal
 0.8571428571428571
 >>> answer_f1("no", ["Norway", "no"]), answer_f1("yes", ["no"]), answer_f1("yes sir", ["yes"])
 (1.0, 0.0, 0.0)
->>> citation_scores(["Euro", "Ohio"], ["euro", "Deh Bagh, Ravansar"])
+>>> citation_scores(["Euro", "Ohio"], ["Euro", "Deh Bagh, Ravansar"])
 CitationScores(precision=0.5, recall=0.5, f1=0.5)
 >>> round(joint_f1(61.31, 44.89), 2)  # RAG-RL Table 4, HotpotQA baseline: joint F1 51.83
 51.83
@@ -29,6 +29,7 @@ CitationScores(precision=0.5, recall=0.5, f1=0.5)
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -137,12 +138,16 @@ def answer_scores(prediction: str, answers: str | Iterable[str]) -> tuple[float,
     >>> answer_scores("Abdul Kalam", ["A.P.J. Abdul Kalam", "Abdul Kalam"])
     (1.0, 1.0)
     """
+    return _scores_normalized(prediction, [normalize_answer(g) for g in _as_answers(answers)])
+
+
+def _scores_normalized(prediction: str, golds: Sequence[str]) -> tuple[float, float]:
+    """``(exact_match, answer_f1)`` against gold answers already normalised."""
     pred = normalize_answer(prediction)
     pred_tokens = pred.split()
     em = 0.0
     best = 0.0
-    for gold in _as_answers(answers):
-        g = normalize_answer(gold)
+    for g in golds:
         if g == pred:
             em = 1.0
             if pred:  # F1 is 1.0 too, and cannot get higher
@@ -151,6 +156,18 @@ def answer_scores(prediction: str, answers: str | Iterable[str]) -> tuple[float,
         if f1 > best:
             best = f1
     return em, best
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalized_answers(answers: tuple[str, ...]) -> tuple[str, ...]:
+    """Normalised gold answers, cached: a reward sees each row's answers once per generation."""
+    return tuple(normalize_answer(a) for a in answers)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _label_keys(labels: tuple[str, ...]) -> frozenset[str]:
+    """Citation keys of gold labels, cached like :func:`_normalized_answers`."""
+    return frozenset(k for k in map(citation_key, labels) if k)
 
 
 class CitationScores(NamedTuple):
@@ -163,15 +180,18 @@ class CitationScores(NamedTuple):
 
 def citation_key(label: str) -> str:
     """The form citations are compared in: surrounding whitespace, quotes and ``*`` stripped, inner whitespace
-    (spaces, tabs, newlines) collapsed, case folded. Labels are otherwise compared exactly (no punctuation or article removal).
+    (spaces, tabs, newlines) collapsed. Case is kept: real rows hold labels that differ only by case (a gold
+    "Brass Buttons" beside a distractor "Brass buttons"), so comparison is otherwise exact. The parser, given the
+    row's labels, maps a citation that differs from a label only by case to that label when no other label
+    could be meant.
 
     >>> citation_key('  "Deh Bagh,  Ravansar" ')
-    'deh bagh, ravansar'
+    'Deh Bagh, Ravansar'
     """
     s = label.strip(_CITATION_STRIP)
     if "  " in s or "\t" in s or "\n" in s or "\r" in s:
         s = _WS_RUN_RE.sub(" ", s)
-    return s.casefold()
+    return s
 
 
 def _citation_counts(cited: Iterable[str], gold: Iterable[str]) -> tuple[int, int, int]:
@@ -191,8 +211,8 @@ def _prf(tp: int, n_cited: int, n_gold: int) -> CitationScores:
 def citation_scores(cited: Iterable[str], gold: Iterable[str]) -> CitationScores:
     """Precision, recall and F1 of the cited labels against the gold labels.
 
-    Labels are compared with :func:`citation_key` (exact up to case, surrounding whitespace and quotes), and
-    each distinct label counts once. As in HotpotQA's supporting-fact metric, an empty side gives 0 (so citing
+    Labels are compared with :func:`citation_key` (exactly, up to surrounding whitespace and quotes), and each
+    distinct label counts once; parse completions with the row's labels so that citations are spelled as labels. As in HotpotQA's supporting-fact metric, an empty side gives 0 (so citing
     nothing scores 0, and so does an empty gold list).
 
     >>> citation_scores(["Euro (2)", "Ohio", "Ohio"], ["Euro (2)", "Kent"])

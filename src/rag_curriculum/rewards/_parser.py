@@ -35,9 +35,9 @@ Even when the format is invalid the parser extracts what it can (the last answer
 
 Citations are split on commas; with ``labels`` (all passage labels of the row) adjacent pieces are greedily
 re-joined, longest first, when the joined text is a known label (spacing around the commas ignored), so titles
-containing commas survive. A piece
-matching a label (up to case, whitespace, quotes and a trailing period) is returned as that label; others are
-returned as written, stripped. Repeated citations are kept once.
+containing commas survive. A piece matching a label (up to whitespace, quotes, a trailing period, and case when
+no other label of the row differs from it only by case) is returned as that label; others are returned as
+written, stripped. Repeated citations are kept once.
 
 >>> text = '''<reasoning>
 ... Both passages name the village.
@@ -139,70 +139,86 @@ def find_non_english(text: str) -> str | None:
     return m.group() if m else None
 
 
-@functools.lru_cache(maxsize=4096)
-def _label_index(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, int]]:
-    """citation key -> label, and for labels containing commas: key of their first piece -> most pieces."""
-    index: dict[str, str] = {}
-    starts: dict[str, int] = {}
-    for label in labels:
-        key = citation_key(label)
-        if key:
-            index.setdefault(key, label)
+class _LabelIndex:
+    """The labels of a row, looked up by citation key, then (when unambiguous) ignoring case."""
+
+    __slots__ = ("exact", "folded", "keys", "starts")
+
+    def __init__(self, labels: tuple[str, ...]) -> None:
+        self.keys: dict[str, str] = {}  # label -> its citation key
+        self.exact: dict[str, str] = {}
+        self.folded: dict[str, str | None] = {}  # None: several labels differ only by case
+        self.starts: dict[str, int] = {}  # folded key of the first piece of a comma label -> most pieces
+        for label in labels:
+            key = citation_key(label)
+            if not key:
+                continue
+            self.keys[label] = key
+            keys = [key]
             n = label.count(",") + 1
             if n > 1:
                 pieces = label.split(",")
-                index.setdefault(citation_key(_join_pieces(pieces)), label)  # "A,B" and "A , B" read as "A, B"
-                first = citation_key(pieces[0])
-                starts[first] = max(starts.get(first, 1), n)
-    return index, starts
+                keys.append(citation_key(_join_pieces(pieces)))  # "A,B" and "A , B" read as "A, B"
+                first = citation_key(pieces[0]).casefold()
+                self.starts[first] = max(self.starts.get(first, 1), n)
+            for k in keys:
+                self.exact.setdefault(k, label)
+                f = k.casefold()
+                if self.folded.get(f, label) != label:
+                    self.folded[f] = None
+                else:
+                    self.folded[f] = label
+
+    def lookup(self, key: str) -> str | None:
+        label = self.exact.get(key)
+        if label is None:
+            label = self.folded.get(key.casefold())
+        if label is None and key.endswith("."):  # a sentence-final period
+            return self.lookup(citation_key(key[:-1]))
+        return label
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_index(labels: tuple[str, ...]) -> _LabelIndex:
+    return _LabelIndex(labels)
 
 
 def _join_pieces(pieces: list[str]) -> str:
     return ", ".join(p.strip() for p in pieces)
 
 
-def _lookup(index: dict[str, str], key: str) -> str | None:
-    label = index.get(key)
-    if label is None and key.endswith("."):
-        label = index.get(citation_key(key[:-1]))
-    return label
-
-
 def split_citations(text: str, labels: Iterable[str] | None = None) -> tuple[str, ...]:
     """Split a ``Supporting passages:`` line into citations, re-joining comma-split known labels.
 
-    >>> split_citations("Deh Bagh, Ravansar, Kent", ["Deh Bagh, Ravansar", "Kent"])
+    >>> split_citations("Deh Bagh, Ravansar, kent", ["Deh Bagh, Ravansar", "Kent"])
     ('Deh Bagh, Ravansar', 'Kent')
     >>> split_citations("Deh Bagh, Ravansar, 'Kent'")
     ('Deh Bagh', 'Ravansar', 'Kent')
     """
     parts = text.split(",")
-    if labels is not None:
-        index, starts = _label_index(labels if isinstance(labels, tuple) else tuple(labels))
-    else:
-        index, starts = {}, {}
+    index = _label_index(labels if isinstance(labels, tuple) else tuple(labels)) if labels is not None else None
     out: list[str] = []
     seen: set[str] = set()
     i, n = 0, len(parts)
     while i < n:
         key = citation_key(parts[i])
         label = None
-        if index:
-            width = starts.get(key, 1) if starts else 1
+        if index is not None:
+            width = index.starts.get(key.casefold(), 1) if index.starts else 1
             for j in range(min(n, i + width), i + 1, -1):  # longest re-joined label first
-                label = _lookup(index, citation_key(_join_pieces(parts[i:j])))
+                label = index.lookup(citation_key(_join_pieces(parts[i:j])))
                 if label is not None:
                     i = j
                     break
             if label is None:
-                label = _lookup(index, key)
+                label = index.lookup(key)
                 if label is not None:
                     i += 1
         if label is None:
             label = parts[i].strip(_CITATION_STRIP)
             i += 1
         else:
-            key = citation_key(label)
+            key = index.keys[label]  # type: ignore[union-attr]
         if key and key not in seen:
             seen.add(key)
             out.append(label)
@@ -277,18 +293,25 @@ def parse_completion(
     >>> parse_completion("Final answer: 1952").answer, parse_completion("Final answer: 1952").reason
     ('1952', 'missing_tag')
     """
-    tags = [(m.group(), m.start(), m.end()) for m in _TAG_RE.finditer(text)]
-    names = [t[0] for t in tags]
+    names = _TAG_RE.findall(text)
     reason: str | None = None
     detail = ""
     reasoning = ""
     if len(names) == 4 and tuple(names) == _EXPECTED:
-        (_, r0, r1), (_, r2, r3), (_, a0, a1), (_, a2, a3) = tags
+        r0 = text.find(_R_OPEN)
+        r1 = r0 + len(_R_OPEN)
+        r2 = text.find(_R_CLOSE, r1)
+        r3 = r2 + len(_R_CLOSE)
+        a0 = text.find(_A_OPEN, r3)
+        a1 = a0 + len(_A_OPEN)
+        a2 = text.find(_A_CLOSE, a1)
+        a3 = a2 + len(_A_CLOSE)
         reasoning = text[r1:r2].strip()
         block = text[a1:a2]
         if text[:r0].strip() or text[r3:a0].strip() or text[a3:].strip():
             reason, detail = TEXT_OUTSIDE_TAGS, "text outside <reasoning> and <answer>"
     else:
+        tags = [(m.group(), m.start(), m.end()) for m in _TAG_RE.finditer(text)]
         reason, detail = _structure_problem(names)
         block = _best_effort_block(text, tags)
         if _R_OPEN in names and _R_CLOSE in names:

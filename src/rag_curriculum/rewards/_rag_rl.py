@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from ._columns import completion_text, row_answers, row_gold_labels, row_labels
 from ._formats import FORMATS, get_format
-from ._metrics import _citation_counts, _prf, answer_scores
+from ._metrics import _label_keys, _normalized_answers, _prf, _scores_normalized, citation_key
 from ._parser import DEFAULT_MAX_CHARS
 
 __all__ = [
@@ -133,15 +133,18 @@ class RagRlReward:
         ``labels`` are all passage labels of the row (gold labels are always known labels too).
         """
         parse = get_format(self.output_format).parse
-        gold = gold_labels if isinstance(gold_labels, list) else list(gold_labels)
-        known = tuple(labels) + tuple(gold) if labels is not None else tuple(gold)
+        gold = tuple(gold_labels)
+        known = tuple(labels) + gold if labels is not None else gold
         parsed = parse(completion_text(completion), known, max_chars=self.max_chars)
         if parsed.answer:
-            em, f1 = answer_scores(parsed.answer, answers)
+            golds = _normalized_answers((answers,) if isinstance(answers, str) else tuple(answers))
+            em, f1 = _scores_normalized(parsed.answer, golds)
         else:
             em = f1 = 0.0
-        tp, n_cited, n_gold = _citation_counts(parsed.citations, gold)
-        precision, recall, cf1 = _prf(tp, n_cited, n_gold)
+        gold_keys = _label_keys(gold)
+        cited_keys = {k for k in map(citation_key, parsed.citations) if k}
+        tp, n_cited = len(cited_keys & gold_keys), len(cited_keys)
+        precision, recall, cf1 = _prf(tp, n_cited, len(gold_keys))
         n_incorrect = n_cited - tp
         answer = self.gamma_answer * em
         citation = self.gamma_correct * recall - self.gamma_incorrect * n_incorrect
