@@ -5,10 +5,10 @@ keyword arguments; it returns a batched, picklable TRL-style reward function.
 
 >>> get_reward("rag-rl", gamma_format=0.5)
 RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=0.5, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True)
->>> get_reward("rag-rl-answr")
+>>> get_reward("rag-rl-answr")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-KeyError: "unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: rag-rl, rag-rl-answer, rag-rl-citation, rag-rl-format"
+KeyError: "unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: rag-rl, rag-rl-answer, ..."
 """
 
 from __future__ import annotations
