@@ -1,9 +1,193 @@
-"""`curriculum train` (being written)."""
+"""`curriculum train`: GRPO on a curriculum with TRL's GRPOTrainer, from a Hydra recipe plus overrides.
+
+The same command runs under a launcher, one process per GPU:
+``accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train recipe=NAME ...``.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.syntax import Syntax
+from rich.table import Table
+
+from .common import console, fail, out
+
+
+def _is_main_process() -> bool:
+    return os.environ.get("RANK", "0") in ("0", "") and os.environ.get("LOCAL_RANK", "0") in ("0", "")
+
+
+def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
+    recipe = None
+    rest = []
+    for a in args:
+        if a.startswith("recipe="):
+            recipe = a.split("=", 1)[1]
+        elif "=" in a or a.startswith("~"):
+            rest.append(a)
+        else:
+            fail(f"unexpected argument {a!r}",
+                 "arguments are recipe=NAME and Hydra overrides key=value (e.g. grpo.learning_rate=2e-6); "
+                 "options start with --")
+    return recipe, rest
+
+
+def _print_recipes() -> None:
+    from ..train import list_recipes, recipe_path, train_recipes_dir
+
+    table = Table(title=f"training recipes in {train_recipes_dir()}", title_justify="left")
+    table.add_column("recipe", style="bold")
+    table.add_column("what")
+    for name in list_recipes():
+        first = recipe_path(name).read_text(encoding="utf-8").splitlines()[0].lstrip("# ").strip()
+        table.add_row(name, first)
+    out.print(table)
+    root = train_recipes_dir().parent
+    out.print(f"launcher configs: {root / 'accelerate'}   verl: {root / 'verl'}")
+
+
+def _print_plan(plan: Any, tail: dict[str, Any] | None = None) -> None:
+    table = Table(title="batch (TRL counts completions)", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    rows = [
+        ("training processes", plan.num_processes),
+        ("generations per prompt", plan.num_generations),
+        ("per_device_train_batch_size (completions)", plan.per_device_train_batch_size),
+        ("gradient_accumulation_steps", plan.gradient_accumulation_steps),
+        ("steps_per_generation", plan.steps_per_generation),
+        ("completions per step", plan.completions_per_step),
+        ("prompts per step", f"{plan.prompts_per_step:g}"),
+    ]
+    if plan.num_rows is not None:
+        rows += [("rows", plan.num_rows), ("steps per epoch", plan.steps_per_epoch),
+                 ("steps in this run", plan.total_steps), ("tail rows never trained on", plan.unseen_rows)]
+    for k, v in rows:
+        table.add_row(k, str(v))
+    out.print(table)
+    if tail and tail.get("unseen_curriculum_index"):
+        lo, hi = tail["unseen_curriculum_index"]
+        console.print(f"[yellow]warning:[/] rows with curriculum_index {lo}..{hi} are never trained on (TRL drops "
+                      f"the incomplete last batch); build with --batch-prompts {plan.prompts_per_generation} "
+                      "--tail trim or pad")
+
+
+def train(
+    args: Annotated[list[str] | None, typer.Argument(
+        help="recipe=NAME (or a path to a YAML file) and Hydra overrides key=value, e.g. recipe=rag-rl-min-max "
+        "dataset=hotpotqa grpo.learning_rate=2e-6 data.shards=DIR", show_default=False)] = None,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="Print the resolved config and exit.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks and bind TRL's GRPOConfig; "
+        "load no model and train nothing.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the shipped training recipes and exit.")] = False,
+) -> None:
+    """Train a RAG answer generator with GRPO (TRL's GRPOTrainer) on a curriculum, in curriculum order.
+
+    The recipe (default rag-rl-min-max) reproduces RAG-RL 4.2 / appendix B; every key can be overridden. The
+    resolved config is printed and saved with the run (train_config.yaml), with the batch plan (train_plan.json)
+    and the rows of each step (curriculum_steps.jsonl).
+
+    [bold]Examples[/]
+
+      curriculum train --list
+
+      curriculum train recipe=rag-rl-min-max data.shards=outputs/musique-min-max
+
+      curriculum train recipe=rag-rl-linear dataset=hotpotqa batch.num_processes=7 --dry-run
+
+      accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train
+      recipe=rag-rl-min-max grpo.vllm_mode=server
+    """
+    from ..errors import CurriculumError
+    from ..train import RecipeError, compose_train_config, config_yaml
+
+    if list_:
+        _print_recipes()
+        return
+    recipe, overrides = _split_args(list(args or []))
+    main = _is_main_process()
+    try:
+        cfg = compose_train_config(recipe, overrides)
+    except RecipeError as e:
+        fail(str(e), "curriculum train --list shows the recipes; overrides are key=value (Hydra syntax)")
+    if main:
+        out.print(Syntax(config_yaml(cfg), "yaml", theme="ansi_dark", background_color="default"))
+    if print_config:
+        return
+    try:
+        if dry_run:
+            _dry_run(cfg)
+            return
+        from ..train import train as run_training
+
+        result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
+    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
+        fail(str(e).strip('"'), _hint(e))
+    except ImportError as e:
+        fail(f"{e}", "training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] on a GPU)")
+    if main:
+        out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
+                  f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
+
+
+def _hint(e: BaseException) -> str | None:
+    from ..train import BatchError, CurriculumOrderError
+
+    if isinstance(e, CurriculumOrderError):
+        return "curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on"
+    if isinstance(e, BatchError):
+        return "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
+    return None
+
+
+def _dry_run(cfg: Any) -> None:
+    from ..shards import ShardError
+    from ..train import check_recipe
+    from ..train._trl import load_curriculum, resolve_num_processes
+    from ..train.order import report_tail, tail_rows
+
+    tail = None
+    num_rows = None
+    try:
+        dataset, manifest = load_curriculum(cfg)
+        num_rows = len(dataset)
+    except ShardError as e:
+        console.print(f"[yellow]shards not read:[/] {e} (planning without them)")
+        dataset = manifest = None
+    args, plan = check_recipe(cfg, num_processes=resolve_num_processes(cfg), num_rows=num_rows)
+    if dataset is not None:
+        from ..train import check_index_order
+
+        indices = list(dataset["curriculum_index"])
+        problem = check_index_order(indices)
+        if problem is not None:
+            console.print(f"[red]{problem.severity}:[/] {problem.message}")
+        tail = tail_rows(plan, indices, list(dataset["level"]))
+        report_tail(tail, manifest.get("trainer_tail"))
+    _print_plan(plan, tail)
+    out.print(f"[green]ok:[/] binds to trl.GRPOConfig (output_dir={args.output_dir}, "
+              f"shuffle_dataset={args.shuffle_dataset})")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the `curriculum` app."""
+    app.command("train", context_settings={"help_option_names": ["-h", "--help"]})(train)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m rag_curriculum.train``: the `train` command alone (for accelerate / torchrun)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO if _is_main_process() else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_show_locals=False)
+    register(app)
+    app(args=argv if argv is not None else sys.argv[1:], prog_name=f"{Path(sys.executable).name} -m "
+        "rag_curriculum.train")

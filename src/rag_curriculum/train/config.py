@@ -5,7 +5,7 @@ The ``grpo`` section is handed to TRL's ``GRPOConfig`` as it is (any of its fiel
 what a curriculum needs (``shuffle_dataset=False``, the batch sizes derived from ``batch``, the reward weights);
 its keys are checked against ``GRPOConfig``'s fields before anything heavy is built.
 
->>> cfg = TrainConfig.from_dict({"curriculum": "min-max", "data": {"shards": "outputs/curricula/musique-min-max"}})
+>>> cfg = TrainConfig.from_dict({"curriculum": "min-max", "data": {"shards": "outputs/musique-min-max"}})
 >>> cfg.batch.prompts_per_step, cfg.rewards[0].name, cfg.data.order_policy
 (42, 'rag-rl', 'refuse')
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})

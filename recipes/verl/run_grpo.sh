@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# RAG-RL GRPO on verl (Ray): the toolkit's shards read in curriculum order (data.shuffle=False, files in manifest
+# order) and scored by the toolkit's compute_score (rag_curriculum/rewards/verl.py), with the paper's settings:
+# Qwen2.5-7B-Instruct, lr 1e-6 constant, KL 0.01, clip 0.2, 42 prompts x 7 rollouts, 1 epoch, 800 tokens, vLLM, bf16.
+#   SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh
+#   SHARDS=outputs/musique-linear NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
+#   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # print the command only
+# Needs verl >= 0.9 (reward.custom_reward_function.*) with vLLM, and rag-curriculum installed on every Ray node.
+# Several nodes: `ray start --head --dashboard-host=0.0.0.0` on the head, `ray start --address=HEAD_IP:6379` on
+# the others, then run this on the head (or wrap it in `ray job submit --address=http://HEAD_IP:8265 -- ...`).
+# Extra arguments are verl Hydra overrides and win over the ones below; the reward constants default to the paper's
+# (gamma_answer 5, gamma_correct 5, gamma_incorrect 2), e.g. +reward.custom_reward_function.reward_kwargs.gamma_format=0.5
+set -euo pipefail
+
+SHARDS=${SHARDS:?set SHARDS to a shard directory written by curriculum build}
+VAL_SHARDS=${VAL_SHARDS:-$SHARDS}          # verl builds a validation loader; validation is off below
+MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}
+PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-42}   # data.train_batch_size, in prompts
+ROLLOUTS=${ROLLOUTS:-7}                    # actor_rollout_ref.rollout.n
+NNODES=${NNODES:-1}
+GPUS_PER_NODE=${GPUS_PER_NODE:-7}          # 42 x 7 = 294 sequences must split evenly over the GPUs: 7, 14, 21, ...
+MAX_PROMPT=${MAX_PROMPT:-6144}             # MuSiQue's top level reaches ~4.6k tokens; longer prompts are an error
+MAX_RESPONSE=${MAX_RESPONSE:-800}
+NAME=${NAME:-rag-rl-$(basename "$SHARDS")}
+OUT=${OUT:-outputs/verl/$NAME}
+PYTHON=${PYTHON:-python3}
+
+GPUS=$((NNODES * GPUS_PER_NODE))
+if (( PROMPTS_PER_STEP * ROLLOUTS % GPUS != 0 )); then
+  echo "error: ${PROMPTS_PER_STEP} prompts x ${ROLLOUTS} rollouts = $((PROMPTS_PER_STEP * ROLLOUTS)) sequences do not" \
+       "split over ${GPUS} GPUs (verl requires it). Use GPUS_PER_NODE=7 (the paper's batch) or PROMPTS_PER_STEP=40/48" \
+       "on 8-GPU nodes." >&2
+  exit 2
+fi
+
+TRAIN_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$SHARDS")
+VAL_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$VAL_SHARDS")
+REWARD_PY=$("$PYTHON" -m rag_curriculum.train.verl reward-path)
+ROWS=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['num_rows'])" "$SHARDS")
+echo "curriculum: $SHARDS ($ROWS rows, $((ROWS / PROMPTS_PER_STEP)) steps; the last $((ROWS % PROMPTS_PER_STEP))" \
+     "rows are dropped by verl's drop_last)" >&2
+
+cmd=(
+  "$PYTHON" -m verl.trainer.main_ppo
+  algorithm.adv_estimator=grpo
+  algorithm.norm_adv_by_std_in_grpo=True
+  algorithm.use_kl_in_reward=False
+  "data.train_files=$TRAIN_FILES"
+  "data.val_files=$VAL_FILES"
+  data.shuffle=False
+  data.prompt_key=prompt
+  data.reward_fn_key=data_source
+  data.train_batch_size="$PROMPTS_PER_STEP"
+  data.max_prompt_length="$MAX_PROMPT"
+  data.max_response_length="$MAX_RESPONSE"
+  data.filter_overlong_prompts=False
+  data.truncation=error
+  actor_rollout_ref.model.path="$MODEL"
+  actor_rollout_ref.model.use_remove_padding=True
+  actor_rollout_ref.model.enable_gradient_checkpointing=True
+  actor_rollout_ref.actor.optim.lr=1e-6
+  actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.0
+  actor_rollout_ref.actor.ppo_mini_batch_size="$PROMPTS_PER_STEP"
+  actor_rollout_ref.actor.ppo_epochs=1
+  actor_rollout_ref.actor.use_dynamic_bsz=True
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$(((MAX_PROMPT + MAX_RESPONSE) * 2))
+  actor_rollout_ref.actor.use_kl_loss=True
+  actor_rollout_ref.actor.kl_loss_coef=0.01
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl
+  actor_rollout_ref.actor.clip_ratio=0.2
+  actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean
+  actor_rollout_ref.actor.entropy_coeff=0
+  actor_rollout_ref.rollout.name=vllm
+  actor_rollout_ref.rollout.n="$ROLLOUTS"
+  actor_rollout_ref.rollout.temperature=1.0
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.5
+  actor_rollout_ref.rollout.max_num_batched_tokens=8192
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8
+  reward.custom_reward_function.path="$REWARD_PY"
+  reward.custom_reward_function.name=compute_score
+  trainer.total_epochs=1
+  trainer.n_gpus_per_node="$GPUS_PER_NODE"
+  trainer.nnodes="$NNODES"
+  trainer.val_before_train=False
+  trainer.test_freq=-1
+  trainer.save_freq=20
+  trainer.resume_mode=auto
+  trainer.default_local_dir="$OUT"
+  trainer.project_name=rag-curriculum
+  trainer.experiment_name="$NAME"
+  'trainer.logger=["console"]'
+  "$@"
+)
+
+if [[ -n "${DRY_RUN:-}" ]]; then
+  printf '%q ' "${cmd[@]}"
+  echo
+  exit 0
+fi
+exec "${cmd[@]}"

@@ -1,0 +1,65 @@
+"""GRPO training on a curriculum with TRL's ``GRPOTrainer``, configured by Hydra recipes, in curriculum order.
+
+    cfg = compose_train_config("rag-rl-min-max", ["data.shards=outputs/musique-min-max"])
+    result = train(cfg)
+
+* :mod:`~rag_curriculum.train.config`: the typed schema of a run (model, data, rewards, batch, run, grpo);
+* :mod:`~rag_curriculum.train.recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
+* :mod:`~rag_curriculum.train.batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
+* :mod:`~rag_curriculum.train.order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
+* :mod:`~rag_curriculum.train.progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``.
+
+Importing this package imports neither torch, transformers nor TRL; :func:`train` does.
+"""
+
+from __future__ import annotations
+
+from ._trl import TrainResult, bind_grpo_config, check_recipe, grpo_kwargs, resolve_num_processes, train
+from .batching import BatchError, BatchPlan, derive_accumulation, plan_batches
+from .config import BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
+from .order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
+from .progress import STEPS_FILE, StepRecorder, read_steps
+from .recipes import (
+    DEFAULT_RECIPE,
+    RecipeError,
+    compose_train_config,
+    config_yaml,
+    list_recipes,
+    recipe_path,
+    recipes_root,
+    train_recipes_dir,
+)
+
+__all__ = [
+    "DEFAULT_RECIPE",
+    "STEPS_FILE",
+    "BatchConfig",
+    "BatchError",
+    "BatchPlan",
+    "CurriculumOrderError",
+    "DataConfig",
+    "ModelConfig",
+    "OrderIssue",
+    "RecipeError",
+    "RewardSpec",
+    "RunConfig",
+    "StepRecorder",
+    "TrainConfig",
+    "TrainResult",
+    "bind_grpo_config",
+    "check_index_order",
+    "check_recipe",
+    "compose_train_config",
+    "config_yaml",
+    "derive_accumulation",
+    "grpo_kwargs",
+    "list_recipes",
+    "order_issues",
+    "plan_batches",
+    "read_steps",
+    "recipe_path",
+    "recipes_root",
+    "resolve_num_processes",
+    "train",
+    "train_recipes_dir",
+]

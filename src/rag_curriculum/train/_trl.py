@@ -1,0 +1,331 @@
+"""TRL wiring: a :class:`~rag_curriculum.train.config.TrainConfig` becomes TRL's ``GRPOConfig`` and
+``GRPOTrainer``, with the toolkit's rewards, curriculum order kept and checked, and the rows of every step logged.
+
+torch, transformers and TRL are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..shards import validate_shards, write_json
+from .batching import BatchError, BatchPlan, apply_batch, plan_batches
+from .config import TrainConfig
+from .order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
+from .progress import ROW_KEYS, STEPS_FILE, StepRecorder, distinct_rows, row_stats
+from .recipes import save_run_files
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_PLAN = "curriculum_plan.json"
+# GRPOConfig fields renamed across transformers versions: (new, old).
+_ALIASES = (("activation_checkpointing", "gradient_checkpointing"),)
+
+
+@dataclass
+class TrainResult:
+    """What a run produced."""
+
+    output_dir: Path
+    global_step: int
+    training_loss: float
+    plan: BatchPlan
+    steps_file: Path | None
+    checkpoints: list[Path] = field(default_factory=list)
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def resolve_num_processes(cfg: TrainConfig) -> int:
+    """``batch.num_processes``, else ``WORLD_SIZE`` (accelerate, torchrun), else 1."""
+    if cfg.batch.num_processes:
+        return int(cfg.batch.num_processes)
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def grpo_kwargs(cfg: TrainConfig, *, num_processes: int) -> dict[str, Any]:
+    """The ``GRPOConfig`` keyword arguments of a run: the recipe's ``grpo`` section plus what the toolkit sets
+    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading)."""
+    kw = dict(cfg.grpo)
+    kw.setdefault("shuffle_dataset", False)
+    if kw.setdefault("remove_unused_columns", False):
+        raise ValueError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
+                         "rewards read; leave it false")
+    kw = apply_batch(kw, prompts_per_step=cfg.batch.prompts_per_step, per_device=cfg.batch.per_device_completions,
+                     num_processes=num_processes)
+    kw["output_dir"] = cfg.run.output_dir
+    kw["run_name"] = cfg.run.name
+    kw["reward_weights"] = [float(r.weight) for r in cfg.rewards]
+    init = {"dtype": cfg.model.dtype}
+    for key in ("attn_implementation", "revision"):
+        if getattr(cfg.model, key) is not None:
+            init[key] = getattr(cfg.model, key)
+    if cfg.model.trust_remote_code:
+        init["trust_remote_code"] = True
+    init.update(kw.get("model_init_kwargs") or {})
+    kw["model_init_kwargs"] = init
+    return kw
+
+
+def _grpo_fields() -> dict[str, dataclasses.Field]:
+    from trl import GRPOConfig
+
+    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+
+
+def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
+    """Refuse keys that are not ``GRPOConfig`` fields (with a "did you mean"); map renamed fields."""
+    known = _grpo_fields()
+    out = {}
+    for key, value in kw.items():
+        if key not in known:
+            alias = next((b if a == key else a for a, b in _ALIASES if key in (a, b)), None)
+            if alias in known:
+                out[alias] = value
+                continue
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f"; did you mean grpo.{close[0]}?" if close else ""
+            raise ValueError(f"grpo.{key} is not a field of trl.GRPOConfig{hint}")
+        out[key] = value
+    return out
+
+
+def bind_grpo_config(kw: Mapping[str, Any], *, cpu: bool = False) -> Any:
+    """``trl.GRPOConfig(**kw)``, after checking the keys. ``cpu=True`` binds a GPU recipe on a machine without one
+    (bf16/fp16 off, ``use_cpu``) to check that it is valid."""
+    from trl import GRPOConfig
+
+    kw = check_grpo_keys(kw)
+    if cpu:
+        kw = {**kw, "bf16": False, "fp16": False, "use_cpu": True}
+    return GRPOConfig(**kw)
+
+
+def check_recipe(cfg: TrainConfig, *, num_processes: int | None = None, num_rows: int | None = None
+                 ) -> tuple[Any, BatchPlan]:
+    """Bind a config to TRL without loading data or models: the order checks (raised as errors whatever the
+    policy), the batch plan, and the ``GRPOConfig`` (on the CPU when there is no GPU). For tests and --dry-run."""
+    cfg.validate()
+    n = num_processes or resolve_num_processes(cfg)
+    kw = grpo_kwargs(cfg, num_processes=n)
+    plan = plan_batches(kw, num_processes=n, num_rows=num_rows)
+    errors = [i for i in order_issues(kw, plan) if i.severity == "error"]
+    if errors:
+        raise CurriculumOrderError("; ".join(i.message for i in errors))
+    import torch
+
+    return bind_grpo_config(kw, cpu=not torch.cuda.is_available()), plan
+
+
+def shards_fingerprint(manifest: Mapping[str, Any]) -> str:
+    """A short hash naming the exact rows (the content hash of every shard, in order)."""
+    h = hashlib.sha256()
+    for s in manifest.get("shards", []):
+        h.update(str(s.get("sha256")).encode())
+    return h.hexdigest()[:16]
+
+
+def _checkpoints(output_dir: Path) -> list[Path]:
+    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def resolve_resume(cfg: TrainConfig) -> str | None:
+    """The checkpoint to resume from, per ``run.resume`` (see :class:`~rag_curriculum.train.config.RunConfig`)."""
+    out = Path(cfg.run.output_dir)
+    existing = _checkpoints(out) if out.is_dir() else []
+    mode = cfg.run.resume
+    if mode is None or str(mode).lower() in ("null", "none", "false"):
+        if existing:
+            raise ValueError(f"{out} already holds checkpoints ({existing[-1].name}); continue with run.resume=auto, "
+                             "or start a new run in another run.output_dir")
+        return None
+    if mode == "auto":
+        return str(existing[-1]) if existing else None
+    if mode in ("last", "true", "True"):
+        if not existing:
+            raise ValueError(f"run.resume={mode}: no checkpoint-* in {out}")
+        return str(existing[-1])
+    path = Path(str(mode)).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"run.resume={mode}: no such checkpoint directory")
+    return str(path)
+
+
+def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
+    """Rows of the curriculum trained after ``global_step`` optimiser steps (where a resumed run continues):
+    HF's Trainer skips ``global_step x gradient_accumulation_steps`` dataloader batches, and TRL's sampler yields
+    each chunk of ``prompts_per_generation`` rows ``steps_per_generation x num_iterations`` times."""
+    per_chunk = args.steps_per_generation * args.num_iterations
+    return global_step * args.gradient_accumulation_steps // per_chunk * prompts_per_generation
+
+
+def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, policy: str) -> None:
+    """Resuming on other rows, or with a batch that would continue elsewhere in the curriculum, would skip or
+    repeat rows: refuse (or warn)."""
+    p = Path(checkpoint) / CHECKPOINT_PLAN
+    if not p.exists():
+        log.warning("%s has no %s: cannot check that the run being resumed trained on the same curriculum",
+                    checkpoint, CHECKPOINT_PLAN)
+        return
+    saved = json.loads(p.read_text())
+    problems = [f"{k} was {saved.get(k)!r}, now {plan.get(k)!r}" for k in ("shards_fingerprint", "num_rows")
+                if k in saved and saved.get(k) != plan.get(k)]
+    if "rows_done" in saved and "global_step" in saved:
+        here = rows_done(int(saved["global_step"]), args, int(plan["prompts_per_generation"]))
+        if here != saved["rows_done"]:
+            problems.append(f"the checkpoint trained {saved['rows_done']} rows, but with this batch the run would "
+                            f"continue after row {here}")
+    if problems:
+        msg = (f"resuming {checkpoint} would skip or repeat curriculum rows: " + "; ".join(problems)
+               + " (keep the batch of the run being resumed)")
+        if policy == "refuse":
+            raise CurriculumOrderError(msg + "; data.order_policy=warn resumes anyway")
+        log.warning("CURRICULUM ORDER: %s", msg)
+
+
+@functools.cache
+def _classes() -> tuple[type, type]:
+    """TRL's GRPOTrainer with a hook that records the rows of each generation batch, and the callback that checks
+    and logs them per step (made on first use, so importing this module imports neither)."""
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    class CurriculumGRPOTrainer(GRPOTrainer):
+        """TRL's ``GRPOTrainer``; also hands the rows of every training generation batch (all processes, sampler
+        order) to a :class:`StepRecorder` and logs their level and hops as ``curriculum/*`` metrics."""
+
+        recorder: StepRecorder | None = None
+
+        def _generate_and_score_completions(self, inputs):
+            if self.model.training and self.recorder is not None:
+                rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
+                if self.accelerator.num_processes > 1:
+                    from accelerate.utils import gather_object
+
+                    rows = gather_object(rows)
+                self.recorder.add(rows)
+                for key, value in row_stats(distinct_rows(rows)).items():
+                    self._metrics["train"][f"curriculum/{key}"].append(value)
+            return super()._generate_and_score_completions(inputs)
+
+    class CurriculumCallback(TrainerCallback):
+        """Per optimiser step: check the rows against the curriculum and write them to ``curriculum_steps.jsonl``;
+        per checkpoint: save the batch plan beside it, so a resume can check it continues the same curriculum."""
+
+        def __init__(self, recorder: StepRecorder, plan: Mapping[str, Any]) -> None:
+            self.recorder = recorder
+            self.plan = dict(plan)
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]))
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.recorder.end_step(state.global_step)
+
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if ckpt.is_dir():
+                    write_json(ckpt / CHECKPOINT_PLAN, {
+                        **self.plan, "global_step": state.global_step,
+                        "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])})
+
+    return CurriculumGRPOTrainer, CurriculumCallback
+
+
+def load_curriculum(cfg: TrainConfig):
+    """The shards as a ``datasets.Dataset`` in curriculum order (checked), and their manifest."""
+    from ..shards import load_hf_dataset
+
+    manifest = validate_shards(cfg.data.shards, check_hashes=cfg.data.verify)
+    if manifest.get("kind") not in (None, "curriculum"):
+        log.warning("%s holds a %r set, not a training curriculum", cfg.data.shards, manifest.get("kind"))
+    dataset = load_hf_dataset(cfg.data.shards, verify=False)
+    if cfg.data.max_rows is not None and cfg.data.max_rows < len(dataset):
+        dataset = dataset.select(range(cfg.data.max_rows))  # a prefix: the order is kept
+    if "prompt" not in dataset.column_names:
+        raise ValueError(f"{cfg.data.shards}: no 'prompt' column; these are not rag-curriculum shards")
+    return dataset, manifest
+
+
+def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequence[Any] = ()) -> TrainResult:
+    """Train with TRL's GRPOTrainer on the curriculum in ``cfg.data.shards``, in curriculum order.
+
+    Checks before anything heavy is built: the shards and their order, the batch mapping (and the tail rows it
+    leaves unseen), every setting that would reorder the curriculum (refused under ``data.order_policy=refuse``),
+    the resume point. Then saves the resolved config and plan into ``run.output_dir`` and trains, checking every
+    step's rows against the curriculum and logging their level and hops.
+    """
+    cfg.validate()
+    num_processes = resolve_num_processes(cfg)
+    dataset, manifest = load_curriculum(cfg)
+    indices = list(dataset["curriculum_index"]) if "curriculum_index" in dataset.column_names else None
+    levels = list(dataset["level"]) if "level" in dataset.column_names else None
+    problem = check_index_order(indices) if indices is not None else None
+    if problem is not None:
+        enforce([problem], cfg.data.order_policy)
+
+    kw = grpo_kwargs(cfg, num_processes=num_processes)
+    plan = plan_batches(kw, num_processes=num_processes, num_rows=len(dataset))
+    if not plan.steps_per_epoch:
+        raise BatchError(f"{len(dataset)} rows are fewer than one batch of {plan.prompts_per_generation} prompts; "
+                         "nothing would be trained")
+    resume = resolve_resume(cfg)
+    enforce(order_issues(kw, plan, resuming=resume is not None), cfg.data.order_policy)
+    tail = tail_rows(plan, indices, levels)
+    report_tail(tail, manifest.get("trainer_tail"))
+    log.info("batch: %s", plan.describe())
+
+    try:
+        args = bind_grpo_config(kw)
+    except ValueError as e:
+        if "bf16" in str(e):
+            raise ValueError(f"{e} (on a machine without a GPU: grpo.bf16=false grpo.use_vllm=false)") from None
+        raise
+    if args.world_size != num_processes:
+        raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "
+                         "launch with accelerate / torchrun (they set WORLD_SIZE) or set batch.num_processes")
+    run_plan = {
+        **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
+        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, "model": cfg.model.name_or_path,
+    }
+    if resume is not None:
+        _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
+    out = Path(args.output_dir)
+    steps_file = out / STEPS_FILE if cfg.run.log_rows else None
+    if args.process_index == 0:
+        save_run_files(cfg, out, plan=run_plan, overrides=overrides)
+        if steps_file is not None and resume is None and steps_file.exists():
+            steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
+
+    from ..rewards.trl import reward_funcs_from_config
+
+    reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
+    trainer_cls, callback_cls = _classes()
+    usable = len(dataset) - (plan.unseen_rows or 0)
+    recorder = StepRecorder(indices, usable=usable, policy=cfg.data.order_policy,
+                            path=steps_file if args.process_index == 0 else None)
+    trainer = trainer_cls(
+        model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+        callbacks=[callback_cls(recorder, run_plan), *callbacks],
+    )
+    trainer.recorder = recorder
+    output = trainer.train(resume_from_checkpoint=resume)
+    if cfg.run.save_final:
+        trainer.save_model(str(out))
+    log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",
+             trainer.state.global_step, output.training_loss, recorder.out_of_order, len(recorder.records))
+    return TrainResult(
+        output_dir=out, global_step=trainer.state.global_step, training_loss=float(output.training_loss),
+        plan=plan, steps_file=steps_file, checkpoints=_checkpoints(out), log_history=list(trainer.state.log_history),
+    )

@@ -1,0 +1,204 @@
+"""Every shipped training recipe composes, reproduces the paper's settings, and binds to TRL's GRPOConfig; the
+recipe machinery refuses what it cannot run; the `curriculum train` command prints and plans."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rag_curriculum.train import (
+    BatchError,
+    RecipeError,
+    check_recipe,
+    compose_train_config,
+    list_recipes,
+    train_recipes_dir,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_RECIPES = ["rag-rl-base-answerable", "rag-rl-base-unanswerable", "rag-rl-linear", "rag-rl-max",
+                 "rag-rl-min-max"]
+
+
+def test_recipes_found_and_counted():
+    found = list_recipes()
+    assert found == PAPER_RECIPES
+    assert len(found) == 5
+    # Nothing in the folder escapes the listing but the shared base.
+    yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
+    assert yamls == ["_base", *PAPER_RECIPES]
+    assert train_recipes_dir() == ROOT / "recipes" / "train"
+
+
+@pytest.mark.parametrize("name", PAPER_RECIPES)
+@pytest.mark.parametrize("num_processes", [1, 7])
+def test_recipe_resolves_and_binds_to_grpo_config(name, num_processes):
+    cfg = compose_train_config(name)
+    assert cfg.recipe == name
+    assert cfg.curriculum == name.removeprefix("rag-rl-")
+    if name.startswith("rag-rl-base-"):  # the answerable/ or unanswerable/ output of `curriculum partition`
+        assert cfg.data.shards == f"outputs/musique-partition/{cfg.curriculum.removeprefix('base-')}"
+    else:  # where `curriculum build recipe=musique-<curriculum>` writes
+        assert cfg.data.shards == f"outputs/musique-{cfg.curriculum}"
+    args, plan = check_recipe(cfg, num_processes=num_processes, num_rows=5000)
+    # RAG-RL 4.2 / appendix B.
+    assert cfg.model.name_or_path == "Qwen/Qwen2.5-7B-Instruct"
+    assert args.learning_rate == 1e-6
+    assert str(args.lr_scheduler_type.value if hasattr(args.lr_scheduler_type, "value")
+               else args.lr_scheduler_type) == "constant"
+    assert args.beta == 0.01 and args.epsilon == 0.2
+    assert args.num_generations == 7 and args.max_completion_length == 800
+    assert args.num_train_epochs == 1 and args.num_iterations == 1
+    assert args.use_vllm is True
+    assert cfg.grpo["bf16"] is True  # bound with bf16 off only where there is no GPU
+    assert args.shuffle_dataset is False and args.remove_unused_columns is False
+    assert plan.prompts_per_step == 42 and plan.completions_per_step == 294
+    assert plan.num_processes == num_processes
+    assert args.per_device_train_batch_size == 7
+    assert args.gradient_accumulation_steps == {1: 42, 7: 6}[num_processes]
+    assert plan.steps_per_epoch == 119 and plan.unseen_rows == 5000 - 119 * 42
+    assert [r.name for r in cfg.rewards] == ["rag-rl"]
+    assert {k: cfg.rewards[0].kwargs[k] for k in ("gamma_answer", "gamma_correct", "gamma_incorrect")} == {
+        "gamma_answer": 5.0, "gamma_correct": 5.0, "gamma_incorrect": 2.0}
+    assert args.reward_weights == [1.0]
+
+
+@pytest.mark.parametrize("name", PAPER_RECIPES)
+def test_recipe_header_shows_launch_command(name):
+    text = (train_recipes_dir() / f"{name}.yaml").read_text()
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert any(f"curriculum train recipe={name}" in line for line in header)
+    assert any("accelerate launch" in line for line in header)
+
+
+def test_paper_batch_impossible_on_8_training_processes():
+    cfg = compose_train_config("rag-rl-min-max", ["batch.num_processes=8"])
+    with pytest.raises(BatchError, match="294 completions .* 8 process"):
+        check_recipe(cfg)
+
+
+def test_overrides_any_grpo_field_and_reward_kwargs():
+    cfg = compose_train_config("rag-rl-max", ["dataset=hotpotqa", "grpo.max_steps=3", "grpo.top_p=0.9",
+                                              "rewards.0.kwargs.gamma_format=0.5", "batch.prompts_per_step=null"])
+    assert cfg.data.shards == "outputs/hotpotqa-max"
+    assert cfg.run.output_dir == "outputs/train/rag-rl-hotpotqa-max"
+    assert cfg.grpo["max_steps"] == 3 and cfg.grpo["top_p"] == 0.9
+    assert cfg.rewards[0].kwargs["gamma_format"] == 0.5
+    assert cfg.batch.prompts_per_step is None
+
+
+def test_recipe_errors_are_helpful(tmp_path):
+    with pytest.raises(RecipeError, match="did you mean 'rag-rl-min-max'"):
+        compose_train_config("rag-rl-minmax")
+    with pytest.raises(RecipeError, match="shared base"):
+        compose_train_config("_base")
+    with pytest.raises(RecipeError, match="did you mean 'data.shards'"):
+        compose_train_config("rag-rl-max", ["+data.shard=x"])
+    with pytest.raises(RecipeError, match="max_rows"):
+        compose_train_config("rag-rl-max", ["data.max_rows=many"])
+    cfg = compose_train_config("rag-rl-max", ["grpo.shufle_dataset=false"])
+    with pytest.raises(ValueError, match="did you mean grpo.shuffle_dataset"):
+        check_recipe(cfg)
+
+
+def test_shuffle_is_refused_when_binding():
+    from rag_curriculum.train import CurriculumOrderError
+
+    with pytest.raises(CurriculumOrderError, match="shuffle_dataset"):
+        check_recipe(compose_train_config("rag-rl-linear", ["grpo.shuffle_dataset=true"]))
+
+
+def test_own_recipe_builds_on_shipped_base(tmp_path):
+    mine = tmp_path / "my-curriculum.yaml"
+    mine.write_text("defaults:\n  - _base\n  - _self_\ncurriculum: my-schedule\ngrpo:\n  learning_rate: 3.0e-6\n")
+    cfg = compose_train_config(str(mine), ["dataset=2wikimultihopqa"])
+    assert cfg.data.shards == "outputs/2wikimultihopqa-my-schedule"
+    assert cfg.grpo["learning_rate"] == 3e-6 and cfg.grpo["beta"] == 0.01
+    check_recipe(cfg, num_processes=1)
+
+
+def test_importing_the_package_imports_no_heavy_library():
+    code = ("import sys, rag_curriculum, rag_curriculum.train, rag_curriculum._cli.train;"
+            "bad = [m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _app():
+    import typer
+
+    from rag_curriculum._cli import train as train_cli
+
+    app = typer.Typer()
+    train_cli.register(app)
+    return app
+
+
+def test_cli_print_config_and_list():
+    runner = CliRunner()
+    res = runner.invoke(_app(), ["recipe=rag-rl-linear", "dataset=hotpotqa", "--print-config"])
+    assert res.exit_code == 0, res.output
+    assert "curriculum: linear" in res.output and "shards: outputs/hotpotqa-linear" in res.output
+    res = runner.invoke(_app(), ["--list"])
+    assert res.exit_code == 0, res.output
+    for name in PAPER_RECIPES:
+        assert name in res.output
+    res = runner.invoke(_app(), ["recipe=rag-rl-linear", "grpo"])
+    assert res.exit_code != 0 and "unexpected argument" in res.output
+
+
+def test_cli_dry_run_plans_the_batch(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={tmp_path / 'none'}",
+                                 "batch.num_processes=7", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "binds to trl.GRPOConfig" in res.output
+    assert "294" in res.output
+    res = runner.invoke(_app(), ["recipe=rag-rl-min-max", "batch.num_processes=8", "--dry-run"])
+    assert res.exit_code == 1 and "294" in res.output
+
+
+ACCELERATE = ["single-gpu", "zero2-7gpu", "zero2-8gpu", "zero2-multinode", "zero2-offload-1gpu"]
+
+
+@pytest.mark.parametrize("name", ACCELERATE)
+def test_accelerate_configs_launch_the_paper_batch(name):
+    """Each launcher config runs from its header, and the batch it launches is one TRL can make."""
+    import re
+
+    import yaml
+
+    assert sorted(p.stem for p in (ROOT / "recipes" / "accelerate").glob("*.yaml")) == ACCELERATE
+    path = ROOT / "recipes" / "accelerate" / f"{name}.yaml"
+    text = path.read_text()
+    conf = yaml.safe_load(text)
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert f"accelerate launch --config_file recipes/accelerate/{name}.yaml" in header
+    assert "-m rag_curriculum.train" in header and "recipe=rag-rl-" in header
+    assert conf["mixed_precision"] == "bf16"
+    prompts = re.search(r"batch\.prompts_per_step=(\d+)", header)
+    overrides = [f"batch.num_processes={conf['num_processes']}"]
+    if prompts:
+        overrides.append(f"batch.prompts_per_step={prompts.group(1)}")
+    if "vllm_mode=server" in header:
+        assert "trl vllm-serve" in header
+    _, plan = check_recipe(compose_train_config("rag-rl-min-max", overrides))
+    assert plan.prompts_per_step == (int(prompts.group(1)) if prompts else 42)
+
+
+def test_cli_dry_run_on_real_shards_reports_the_tail(tmp_path):
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    shards = tmp_path / "musique-min-max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=50)], schedule="min-max",
+                                 out=str(shards), seed=0))
+    res = CliRunner().invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={shards}", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "curriculum_index 42..49 are never trained on" in " ".join(res.output.split())
+    assert "steps per epoch" in res.output

@@ -1,0 +1,74 @@
+"""The verl recipe: the launch script reads the toolkit's shards in curriculum order with data.shuffle=False and
+scores with the toolkit's compute_score (verl itself is not installed here: the command is checked, not run)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MUSIQUE_TRAIN
+
+from rag_curriculum.train.verl import hydra_list, reward_path, train_files
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    out = tmp_path_factory.mktemp("verl") / "musique-linear"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=50)], schedule="linear",
+                                 out=str(out), seed=0, rows_per_shard=20))
+    return out
+
+
+def _run(shards: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "SHARDS": str(shards), "DRY_RUN": "1", "PYTHON": sys.executable, **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full, cwd=ROOT)
+
+
+def test_train_files_in_curriculum_order(shards):
+    import pyarrow.parquet as pq
+
+    files = train_files(shards)
+    assert [Path(f).name for f in files] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    index = [i for f in files for i in pq.read_table(f, columns=["curriculum_index"]).column(0).to_pylist()]
+    assert index == list(range(50))
+    assert hydra_list(files).startswith("['/") and hydra_list(files).count(",") == 2
+
+
+def test_compute_score_file_is_the_toolkits():
+    from rag_curriculum.rewards.verl import compute_score
+
+    assert Path(reward_path()) == Path(sys.modules[compute_score.__module__].__file__)
+
+
+def test_launch_command(shards):
+    res = _run(shards, "trainer.save_freq=5")
+    assert res.returncode == 0, res.stderr
+    args = shlex.split(res.stdout)
+    assert args[1:3] == ["-m", "verl.trainer.main_ppo"]
+    opts = dict(a.split("=", 1) for a in args[3:])
+    assert opts["data.shuffle"] == "False"
+    assert opts["data.train_files"] == hydra_list(train_files(shards))
+    assert opts["reward.custom_reward_function.path"] == reward_path()
+    assert opts["reward.custom_reward_function.name"] == "compute_score"
+    assert opts["data.train_batch_size"] == "42" and opts["actor_rollout_ref.rollout.n"] == "7"
+    assert opts["actor_rollout_ref.actor.kl_loss_coef"] == "0.01"
+    assert opts["actor_rollout_ref.actor.clip_ratio"] == "0.2"
+    assert opts["actor_rollout_ref.actor.optim.lr"] == "1e-6"
+    assert opts["data.max_response_length"] == "800" and opts["trainer.total_epochs"] == "1"
+    assert args[-1] == "trainer.save_freq=5"  # extra overrides come last and win
+    assert "50 rows, 1 steps; the last 8 rows are dropped" in res.stderr
+
+
+def test_launch_refuses_a_batch_verl_cannot_split(shards):
+    res = _run(shards, GPUS_PER_NODE="8")
+    assert res.returncode == 2 and "294 sequences do not split over 8 GPUs" in res.stderr
+    assert _run(shards, GPUS_PER_NODE="8", PROMPTS_PER_STEP="48").returncode == 0
