@@ -1,6 +1,7 @@
 """Generation backends behind one interface (vLLM offline, an OpenAI-compatible server, transformers).
 
 Backends are registered by dotted path, so importing this package never imports vLLM, openai or torch.
+:mod:`rag_curriculum.generation.runner` runs a backend over many prompts in resumable, deterministic chunks.
 
 >>> sorted(BACKENDS.names())
 ['openai', 'scripted', 'transformers', 'vllm']
@@ -8,6 +9,17 @@ Backends are registered by dotted path, so importing this package never imports 
 
 from __future__ import annotations
 
-from .base import BACKENDS, GenerationBackend, SamplingConfig, get_backend
+from .base import (
+    BACKENDS,
+    GenerationBackend,
+    GenerationError,
+    PromptTooLongError,
+    SamplingConfig,
+    get_backend,
+    seeded_call_supported,
+)
 
-__all__ = ["BACKENDS", "GenerationBackend", "SamplingConfig", "get_backend"]
+__all__ = [
+    "BACKENDS", "GenerationBackend", "GenerationError", "PromptTooLongError", "SamplingConfig", "get_backend",
+    "seeded_call_supported",
+]

@@ -1,0 +1,600 @@
+"""Run a generation backend over many questions in resumable, deterministic, shardable chunks.
+
+This is the machinery behind ``curriculum partition`` (and what ``curriculum eval`` can reuse). The contract:
+
+**Chunks.** The questions are given in a fixed order (``ids`` and ``prompts``). Chunk ``k`` holds positions
+``[k * chunk_size, (k + 1) * chunk_size)``; it is the unit of work, of resumption and of sharding. Chunk ``k``
+belongs to shard ``k % num_shards``, so ``N`` processes given ``--num-shards N --shard-index i`` split the work
+without talking to each other, and any of them may share one work directory.
+
+**Seeds.** Question ``id`` is sampled with seed :func:`question_seed` ``(sampling.seed, id)``; it never depends on
+the chunk, the shard or what ran before. Backends that cannot take per-prompt seeds are given one seed per call,
+derived from the call's first question.
+
+**Calls.** A backend call gets ``chunks_per_call`` consecutive chunks of the shard (default: enough for the
+backend's preferred ``call_size``, one chunk for backends whose samples depend on their batch-mates, such as
+transformers). Call boundaries are fixed by the shard's chunk list, and a call whose chunks are partly done is
+generated whole again, so a resumed run makes every call with exactly the prompts an uninterrupted run did.
+Backends with ``generate_iter`` (the OpenAI-compatible one) are streamed instead: requests flow continuously and
+each chunk is written as soon as its last question finishes.
+
+**Files.** ``work/run.json`` records what the results depend on (the caller's ``fingerprint``, the chunk size,
+the question ids); a work directory made with other settings is refused (``overwrite=True`` starts again). Each
+finished chunk is written to ``work/chunk-000123.parquet`` through a temporary name, fsync and rename, so a
+chunk file exists only when it is complete, and a process killed at any moment (SIGKILL included) loses at most
+the calls in flight. A chunk file holds one row per question: ``position``, ``id``, ``seed``, ``skipped`` (None,
+or ``"prompt_too_long"``) and ``completions`` (``n`` strings, or None when skipped).
+
+API::
+
+    report = run_chunks("out/work", ids=ids, prompts=prompts, backend=backend, sampling=sampling,
+                        fingerprint={"model": ..., "data": ...}, chunk_size=256,
+                        num_shards=1, shard_index=0, progress=True)
+    if report.complete:                       # every chunk of every shard is on disk
+        table = read_results("out/work")      # one row per question, in position order
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import CurriculumError
+from .base import GenerationBackend, Messages, PromptTooLongError, SamplingConfig, seeded_call_supported
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CHUNK_SCHEMA", "ChunkPlan", "IncompleteRunError", "RunMismatchError", "RunReport", "WorkDir",
+    "question_seed", "read_results", "run_chunks",
+]
+
+RUN_FILE = "run.json"
+RUNNER_VERSION = 1
+SKIPPED_TOO_LONG = "prompt_too_long"
+_CHUNK_RE = re.compile(r"^chunk-(\d{6})\.parquet$")
+_TMP_RE = re.compile(r"^\.chunk-(\d{6})\.parquet\.tmp-\d+$")
+
+#: The columns of a chunk file (one row per question).
+CHUNK_SCHEMA = pa.schema([
+    pa.field("position", pa.int64(), nullable=False),
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("seed", pa.int64()),
+    pa.field("skipped", pa.string()),
+    pa.field("completions", pa.list_(pa.string())),
+])
+
+
+class RunMismatchError(CurriculumError):
+    """A work directory made by a run with other settings (another model, sampling, input or chunking)."""
+
+
+class IncompleteRunError(CurriculumError):
+    """Results were asked for while some chunks are not done yet."""
+
+    def __init__(self, message: str, missing: Sequence[int]) -> None:
+        super().__init__(message)
+        self.missing = list(missing)
+
+
+def _derive(*parts: object) -> int:
+    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=8)
+    return int.from_bytes(h.digest(), "big") & ((1 << 63) - 1)
+
+
+def question_seed(seed: int, item_id: str) -> int:
+    """The sampling seed of one question: a 63-bit hash of the run's seed and the question's id.
+
+    >>> question_seed(0, "musique-2hop__1") == question_seed(0, "musique-2hop__1") != question_seed(1, "musique-2hop__1")
+    True
+    """
+    return _derive(seed, "question", item_id)
+
+
+def _normalise(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for i in ids:
+        h.update(str(i).encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """How ``num_items`` questions are cut into chunks and dealt to shards.
+
+    >>> p = ChunkPlan(10, 3, num_shards=2, shard_index=1)
+    >>> p.num_chunks, p.shard_chunks(), list(p.positions(3))
+    (4, [1, 3], [9])
+    """
+
+    num_items: int
+    chunk_size: int
+    num_shards: int = 1
+    shard_index: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_items < 0:
+            raise ValueError("num_items must be >= 0")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        if self.num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {self.num_shards}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index must be in 0..{self.num_shards - 1}, got {self.shard_index}")
+
+    @property
+    def num_chunks(self) -> int:
+        return math.ceil(self.num_items / self.chunk_size)
+
+    def positions(self, k: int) -> range:
+        return range(k * self.chunk_size, min((k + 1) * self.chunk_size, self.num_items))
+
+    def owner(self, k: int) -> int:
+        return k % self.num_shards
+
+    def shard_chunks(self) -> list[int]:
+        return list(range(self.shard_index, self.num_chunks, self.num_shards))
+
+
+class WorkDir:
+    """The directory of one run's finished chunks and its ``run.json``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"WorkDir({str(self.path)!r})"
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """An exclusive lock between processes sharing this directory (released if the holder dies)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / ".lock", "a+") as f:
+            try:
+                import fcntl
+
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            except (ImportError, OSError):  # pragma: no cover - no flock on this platform / filesystem
+                pass
+            yield
+
+    def read_run(self) -> dict[str, Any] | None:
+        p = self.path / RUN_FILE
+        if not p.exists():
+            return None
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise RunMismatchError(f"{p}: unreadable ({e}); remove the work directory to start again") from None
+
+    def open(self, run: Mapping[str, Any], *, overwrite: bool = False) -> None:
+        """Record ``run`` in a new work directory, or check that an existing one was made by the same run."""
+        from ..shards import write_json
+
+        run = _normalise(run)
+        with self.lock():
+            old = self.read_run()
+            if old is not None and old != run:
+                if not overwrite:
+                    diff = _diff(old, run)
+                    raise RunMismatchError(
+                        f"{self.path} holds results of a run with other settings (differs in: {diff}); pass "
+                        "--overwrite (overwrite=True) to discard them, or choose another --out")
+                log.warning("%s: discarding the results of a run with other settings (overwrite)", self.path)
+                self.clear()
+                old = None
+            elif old is not None and overwrite:
+                self.clear()
+                old = None
+            if old is None:
+                self.path.mkdir(parents=True, exist_ok=True)
+                write_json(self.path / RUN_FILE, run)
+
+    def clear(self) -> None:
+        for p in self.path.iterdir():
+            if p.name == ".lock":
+                continue
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+
+    def chunk_path(self, k: int) -> Path:
+        return self.path / f"chunk-{k:06d}.parquet"
+
+    def done(self) -> set[int]:
+        if not self.path.is_dir():
+            return set()
+        return {int(m.group(1)) for p in self.path.iterdir() if (m := _CHUNK_RE.match(p.name))}
+
+    def remove_stale_temp(self, chunks: set[int]) -> int:
+        """Delete temporary files a killed process left for ``chunks`` (only this shard's, never another's)."""
+        n = 0
+        for p in list(self.path.iterdir()) if self.path.is_dir() else []:
+            m = _TMP_RE.match(p.name)
+            if m and int(m.group(1)) in chunks:
+                p.unlink(missing_ok=True)
+                n += 1
+        return n
+
+    def write_chunk(self, k: int, table: pa.Table) -> None:
+        """Write chunk ``k`` atomically: temporary name, fsync, rename."""
+        final = self.chunk_path(k)
+        tmp = self.path / f".{final.name}.tmp-{os.getpid()}"
+        try:
+            pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 16)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def read_chunk(self, k: int) -> pa.Table:
+        p = self.chunk_path(k)
+        try:
+            return pq.read_table(p)
+        except Exception as e:
+            raise CurriculumError(f"{p}: unreadable chunk ({e}); delete it and run again to regenerate it") from e
+
+
+def _diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str:
+    keys = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            keys.append(_diff(a, b, f"{prefix}{k}."))
+        else:
+            keys.append(f"{prefix}{k}: {a!r} -> {b!r}" if len(repr(a)) + len(repr(b)) < 120 else f"{prefix}{k}")
+    return ", ".join(keys) or "?"
+
+
+@dataclass
+class RunReport:
+    """What one :func:`run_chunks` call did."""
+
+    work: Path
+    num_items: int
+    num_chunks: int
+    shard_chunks: int  # chunks this shard owns
+    done_before: int  # of those, already on disk when the call began
+    generated_chunks: int = 0
+    generated_questions: int = 0
+    completions: int = 0
+    skipped: int = 0  # questions skipped in this call (prompt too long)
+    seconds: float = 0.0  # wall time spent generating and writing
+    backend_seconds: float = 0.0  # of which inside the backend
+    remaining: list[int] = field(default_factory=list)  # this shard's chunks still missing (max_chunks stop)
+    complete: bool = False  # every chunk of every shard is on disk
+
+    @property
+    def completions_per_second(self) -> float:
+        return self.completions / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Bar:
+    """A rich progress bar on stderr: questions done, completions per second, time left."""
+
+    def __init__(self, enabled: bool, description: str, *, total_questions: int, done_questions: int,
+                 todo_completions: int) -> None:
+        self.enabled = enabled
+        self.total_q = total_questions
+        self.done_q = done_questions
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            ProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.table import Column
+        from rich.text import Text
+
+        class Questions(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(f"{task.fields['q']:,}/{task.fields['qt']:,} questions", style="green", no_wrap=True)
+
+        class Rate(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                speed = task.finished_speed or task.speed
+                return Text(f"{speed:,.1f} completions/s" if speed else "- completions/s", style="cyan",
+                            no_wrap=True)
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), Questions(),
+                                 Rate(table_column=Column(no_wrap=True, min_width=20)), TimeElapsedColumn(),
+                                 TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
+                                 speed_estimate_period=600)
+        self.progress.start()
+        self.task = self.progress.add_task(description, total=max(todo_completions, 1), q=done_questions,
+                                           qt=total_questions)
+
+    def advance(self, questions: int, completions: int) -> None:
+        self.done_q += questions
+        if self.enabled:
+            self.progress.update(self.task, advance=completions, q=self.done_q)
+
+    def close(self) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+
+def run_chunks(
+    work: str | Path | WorkDir,
+    *,
+    ids: Sequence[str],
+    prompts: Sequence[Messages],
+    backend: GenerationBackend | Callable[[], GenerationBackend],
+    sampling: SamplingConfig,
+    fingerprint: Mapping[str, Any],
+    chunk_size: int = 256,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    chunks_per_call: int | None = None,
+    question_seeds: bool = True,
+    overwrite: bool = False,
+    max_chunks: int | None = None,
+    progress: bool = False,
+    description: str = "generating",
+    on_chunk: Callable[[int, pa.Table], None] | None = None,
+) -> RunReport:
+    """Generate ``sampling.n`` completions for every question of this shard that is not done yet.
+
+    ``ids`` (unique) and ``prompts`` are the questions in their fixed order; ``prompts`` may be a lazy sequence
+    (only the prompts of chunks still to do are read). ``backend`` is a backend, or a zero-argument factory
+    called only when something is left to generate (so a finished run never loads a model; the runner then
+    closes it). ``fingerprint`` is everything else the completions depend on (model, backend settings, input
+    data): a work directory made with another is refused unless ``overwrite``. ``question_seeds=False`` gives
+    backends no per-question seeds (faster on vLLM, not reproducible). ``max_chunks`` stops after that many
+    chunks were generated (a budget; run again to continue). ``on_chunk(k, table)`` is called after chunk ``k``
+    is written.
+    """
+    wd = work if isinstance(work, WorkDir) else WorkDir(work)
+    n_items = len(ids)
+    if len(prompts) != n_items:
+        raise ValueError(f"{len(prompts)} prompts for {n_items} ids")
+    if len(set(ids)) != n_items:
+        seen: set[str] = set()
+        dup = next(i for i in ids if i in seen or seen.add(i))
+        raise ValueError(f"question ids must be unique (for seeds and resumption); {dup!r} repeats")
+    plan = ChunkPlan(n_items, chunk_size, num_shards, shard_index)
+    if chunks_per_call is not None and chunks_per_call < 1:
+        raise ValueError(f"chunks_per_call must be >= 1, got {chunks_per_call}")
+    run = {
+        "runner_version": RUNNER_VERSION,
+        "fingerprint": dict(fingerprint),
+        "sampling": sampling.to_dict(),
+        "num_items": n_items,
+        "chunk_size": chunk_size,
+        "question_seeds": question_seeds,
+        "ids_sha256": ids_digest(ids),
+    }
+    wd.open(run, overwrite=overwrite)
+    mine = plan.shard_chunks()
+    wd.remove_stale_temp(set(mine))
+    done = wd.done()
+    todo = [k for k in mine if k not in done]
+    report = RunReport(wd.path, n_items, plan.num_chunks, len(mine), len(mine) - len(todo))
+    owned = False
+    if todo and not hasattr(backend, "generate"):
+        backend = backend()  # type: ignore[operator]
+        owned = True
+    try:
+        if todo:
+            _run_todo(wd, plan, mine, todo, done, report, ids=ids, prompts=prompts, backend=backend,  # type: ignore[arg-type]
+                      sampling=sampling, chunks_per_call=chunks_per_call, question_seeds=question_seeds,
+                      max_chunks=max_chunks, progress=progress, description=description, on_chunk=on_chunk)
+    finally:
+        if owned and hasattr(backend, "close"):
+            backend.close()  # type: ignore[union-attr]
+    now_done = wd.done()
+    report.remaining = [k for k in mine if k not in now_done]
+    report.complete = len(now_done & set(range(plan.num_chunks))) == plan.num_chunks
+    return report
+
+
+def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], done: set[int], report: RunReport,
+              *, ids: Sequence[str], prompts: Sequence[Messages], backend: GenerationBackend,
+              sampling: SamplingConfig, chunks_per_call: int | None, question_seeds: bool,
+              max_chunks: int | None, progress: bool, description: str,
+              on_chunk: Callable[[int, pa.Table], None] | None) -> None:
+    if chunks_per_call is None:
+        call_size = getattr(backend, "call_size", None)
+        chunks_per_call = max(1, math.ceil(call_size / plan.chunk_size)) if call_size else 1
+    use_seeds = question_seeds and seeded_call_supported(backend)
+    streaming = hasattr(backend, "generate_iter")
+    log.info("%s: %d of %d chunks of shard %d/%d to generate (%d questions, n=%d)", wd.path, len(todo), len(mine),
+             plan.shard_index, plan.num_shards, sum(len(plan.positions(k)) for k in todo), sampling.n)
+    bar = _Bar(progress, description, total_questions=sum(len(plan.positions(k)) for k in mine),
+               done_questions=sum(len(plan.positions(k)) for k in mine if k in done),
+               todo_completions=sum(len(plan.positions(k)) for k in todo) * sampling.n)
+
+    def seeds_of(positions: Sequence[int]) -> list[int]:
+        return [question_seed(sampling.seed, ids[p]) for p in positions]
+
+    def flush(k: int, results: Mapping[int, list[str] | None]) -> None:
+        pos = list(plan.positions(k))
+        rows = {
+            "position": pos,
+            "id": [ids[p] for p in pos],
+            "seed": seeds_of(pos) if use_seeds else [None] * len(pos),
+            "skipped": [None if results[p] is not None else SKIPPED_TOO_LONG for p in pos],
+            "completions": [results[p] for p in pos],
+        }
+        table = pa.table(rows, schema=CHUNK_SCHEMA)
+        wd.write_chunk(k, table)
+        n_skip = sum(1 for p in pos if results[p] is None)
+        report.generated_chunks += 1
+        report.generated_questions += len(pos)
+        report.skipped += n_skip
+        report.completions += (len(pos) - n_skip) * sampling.n
+        bar.advance(len(pos), len(pos) * sampling.n)
+        if on_chunk is not None:
+            on_chunk(k, table)
+
+    t0 = time.perf_counter()
+    try:
+        if streaming:
+            _run_streaming(backend, plan, todo, prompts, sampling, seeds_of if use_seeds else None, flush, report,
+                           max_chunks)
+        else:
+            _run_calls(backend, plan, mine, set(todo), prompts, sampling, seeds_of if use_seeds else None,
+                       question_seeds, ids, flush, report, chunks_per_call, max_chunks)
+    finally:
+        bar.close()
+        report.seconds = time.perf_counter() - t0
+    if report.generated_chunks:
+        log.info("%s: generated %d chunk(s), %d questions, %d completions in %.1fs (%.1f completions/s)%s",
+                 wd.path, report.generated_chunks, report.generated_questions, report.completions,
+                 report.seconds, report.completions_per_second,
+                 f"; {report.skipped} question(s) skipped as too long" if report.skipped else "")
+
+
+def _generate(backend: GenerationBackend, prompts: list[Messages], sampling: SamplingConfig,
+              seeds: list[int] | None, report: RunReport) -> list[list[str] | None]:
+    """One backend call; prompts the backend refuses as too long come back as None (the rest are generated)."""
+    t = time.perf_counter()
+    try:
+        out: list[list[str] | None] = list(
+            backend.generate(prompts, sampling, seeds=seeds) if seeds is not None
+            else backend.generate(prompts, sampling))
+    except PromptTooLongError as e:
+        bad = set(e.indices)
+        log.warning("%d prompt(s) longer than the model's context are skipped", len(bad))
+        if e.results is not None:
+            out = [None if i in bad else e.results[i] for i in range(len(prompts))]
+        else:
+            keep = [i for i in range(len(prompts)) if i not in bad]
+            report.backend_seconds += time.perf_counter() - t
+            sub = _generate(backend, [prompts[i] for i in keep], sampling,
+                            None if seeds is None else [seeds[i] for i in keep], report)
+            out = [None] * len(prompts)
+            for i, r in zip(keep, sub, strict=True):
+                out[i] = r
+            return out
+    report.backend_seconds += time.perf_counter() - t
+    if len(out) != len(prompts):
+        raise CurriculumError(f"backend {getattr(backend, 'name', backend)!r} returned {len(out)} results for "
+                              f"{len(prompts)} prompts")
+    for r in out:
+        if r is not None and len(r) != sampling.n:
+            raise CurriculumError(f"backend {getattr(backend, 'name', backend)!r} returned {len(r)} completions "
+                                  f"where n={sampling.n} were asked")
+    return out
+
+
+def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], todo: set[int],
+               prompts: Sequence[Messages], sampling: SamplingConfig,
+               seeds_of: Callable[[Sequence[int]], list[int]] | None, question_seeds: bool, ids: Sequence[str],
+               flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
+               chunks_per_call: int, max_chunks: int | None) -> None:
+    for start in range(0, len(mine), chunks_per_call):
+        call = mine[start:start + chunks_per_call]
+        missing = [k for k in call if k in todo]
+        if not missing:
+            continue
+        if max_chunks is not None and report.generated_chunks >= max_chunks:
+            break
+        positions = [p for k in call for p in plan.positions(k)]  # the whole call, as an uninterrupted run made it
+        call_prompts = [list(prompts[p]) for p in positions]
+        if seeds_of is not None:
+            seeds = seeds_of(positions)
+            call_sampling = sampling
+        else:
+            seeds = None
+            call_sampling = sampling if not question_seeds else SamplingConfig(
+                n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens, seed=_derive(sampling.seed, "call", ids[positions[0]]))
+        out = _generate(backend, call_prompts, call_sampling, seeds, report)
+        results = dict(zip(positions, out, strict=True))
+        for k in missing:
+            flush(k, results)
+
+
+def _run_streaming(backend: Any, plan: ChunkPlan, todo: list[int], prompts: Sequence[Messages],
+                   sampling: SamplingConfig, seeds_of: Callable[[Sequence[int]], list[int]] | None,
+                   flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
+                   max_chunks: int | None) -> None:
+    chunks = todo if max_chunks is None else todo[:max_chunks]
+    positions = [p for k in chunks for p in plan.positions(k)]
+    left = {k: len(plan.positions(k)) for k in chunks}
+    results: dict[int, list[str] | None] = {}
+
+    class _Lazy(Sequence):
+        def __len__(self) -> int:
+            return len(positions)
+
+        def __getitem__(self, i: Any) -> Any:
+            return list(prompts[positions[i]])
+
+    seeds = seeds_of(positions) if seeds_of is not None else None
+    t = time.perf_counter()
+    for i, comps in backend.generate_iter(_Lazy(), sampling, seeds=seeds):
+        if comps is not None and len(comps) != sampling.n:
+            raise CurriculumError(f"backend {backend.name!r} returned {len(comps)} completions where n={sampling.n} "
+                                  "were asked")
+        p = positions[i]
+        results[p] = comps
+        k = p // plan.chunk_size
+        left[k] -= 1
+        if left[k] == 0:
+            report.backend_seconds += time.perf_counter() - t
+            flush(k, results)
+            for q in plan.positions(k):
+                results.pop(q, None)
+            t = time.perf_counter()
+    report.backend_seconds += time.perf_counter() - t
+
+
+def read_results(work: str | Path | WorkDir, *, ids: Sequence[str] | None = None) -> pa.Table:
+    """Every question's chunk row, in position order (raises :class:`IncompleteRunError` naming missing chunks).
+
+    With ``ids``, also checks that position ``p`` holds question ``ids[p]``."""
+    wd = work if isinstance(work, WorkDir) else WorkDir(work)
+    run = wd.read_run()
+    if run is None:
+        raise IncompleteRunError(f"{wd.path}: no {RUN_FILE}; nothing was generated here", [])
+    plan = ChunkPlan(run["num_items"], run["chunk_size"])
+    done = wd.done()
+    missing = [k for k in range(plan.num_chunks) if k not in done]
+    if missing:
+        raise IncompleteRunError(f"{wd.path}: {len(missing)} of {plan.num_chunks} chunks are not done yet "
+                                 f"(e.g. {missing[:5]})", missing)
+    tables = [wd.read_chunk(k) for k in range(plan.num_chunks)]
+    table = pa.concat_tables(tables) if tables else CHUNK_SCHEMA.empty_table()
+    pos = table.column("position").to_pylist()
+    if pos != list(range(plan.num_items)):
+        raise CurriculumError(f"{wd.path}: chunk files do not cover positions 0..{plan.num_items - 1} exactly once")
+    if ids is not None and table.column("id").to_pylist() != list(ids):
+        raise CurriculumError(f"{wd.path}: the chunks hold other questions than the input (was the input changed?)")
+    return table

@@ -1,0 +1,247 @@
+"""The OpenAI-compatible backend over real HTTP, against a small local server (127.0.0.1, a free port) that
+serves /v1/chat/completions with `n` choices, fails on demand, and records what it was sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("openai")
+
+from rag_curriculum.generation import BACKENDS, GenerationError, PromptTooLongError, SamplingConfig  # noqa: E402
+from rag_curriculum.generation.openai_backend import OpenAIBackend  # noqa: E402
+from rag_curriculum.generation.runner import read_results, run_chunks  # noqa: E402
+
+
+class Server:
+    """A tiny OpenAI-compatible chat server. Behaviour by the last message's content:
+    ``fail503:K`` answers 503 to the first K requests for it, ``ratelimit`` 429 (Retry-After: 0) once,
+    ``toolong`` a vLLM-style 400 context-length error, ``bad`` a plain 400; anything else succeeds."""
+
+    def __init__(self, api_key: str = "secret", delay: float = 0.0, n_cap: int | None = None) -> None:
+        self.api_key = api_key
+        self.delay = delay
+        self.n_cap = n_cap
+        self.requests: list[dict] = []
+        self.failures: dict[str, int] = {}
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                req = json.loads(self.rfile.read(length))
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": "not found"}})
+                if self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    return self._send(401, {"error": {"message": "bad key", "type": "auth"}})
+                with server.lock:
+                    server.requests.append(req)
+                    server.active += 1
+                    server.max_active = max(server.max_active, server.active)
+                try:
+                    if server.delay:
+                        time.sleep(server.delay)
+                    return self._answer(req)
+                finally:
+                    with server.lock:
+                        server.active -= 1
+
+            def _answer(self, req: dict) -> None:
+                content = req["messages"][-1]["content"]
+                if content.startswith("fail503:"):
+                    with server.lock:
+                        seen = server.failures.get(content, 0)
+                        server.failures[content] = seen + 1
+                    if seen < int(content.split(":")[1]):
+                        return self._send(503, {"error": {"message": "overloaded"}})
+                if content == "ratelimit":
+                    with server.lock:
+                        seen = server.failures.get(content, 0)
+                        server.failures[content] = seen + 1
+                    if not seen:
+                        return self._send(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+                if content == "toolong":
+                    return self._send(400, {"object": "error", "message": "This model's maximum context length "
+                                            "is 32 tokens. However, you requested 900 tokens (100 in the messages, "
+                                            "800 in the completion).", "type": "BadRequestError", "code": 400})
+                if content == "bad":
+                    return self._send(400, {"error": {"message": "temperature must be <= 2"}})
+                n = req.get("n", 1)
+                if server.n_cap and n > server.n_cap:
+                    n = server.n_cap
+                choices = [{"index": j, "finish_reason": "stop", "logprobs": None,
+                            "message": {"role": "assistant",
+                                        "content": f"{content}|seed={req.get('seed')}|t={req['temperature']}|j={j}"}}
+                           for j in reversed(range(n))]  # out of order: the client must sort by index
+                self._send(200, {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": req["model"],
+                                 "choices": choices,
+                                 "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def msgs(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "sys"}, {"role": "user", "content": text}]
+
+
+def backend(server: Server, **kw) -> OpenAIBackend:
+    kw.setdefault("api_key", "secret")
+    kw.setdefault("backoff", 0.01)
+    return OpenAIBackend("tiny-model", base_url=server.url, **kw)
+
+
+def test_registered_and_lazy():
+    assert BACKENDS.get("openai") is OpenAIBackend
+
+
+def test_n_choices_per_prompt_in_order_with_explicit_sampling():
+    with Server() as srv:
+        b = backend(srv)
+        s = SamplingConfig(n=3, temperature=0.7, top_p=0.9, max_tokens=20, seed=1)
+        out = b.generate([msgs("a"), msgs("b")], s, seeds=[11, 22])
+        b.close()
+    assert out == [[f"a|seed=11|t=0.7|j={j}" for j in range(3)], [f"b|seed=22|t=0.7|j={j}" for j in range(3)]]
+    assert len(srv.requests) == 2
+    for r in srv.requests:
+        assert (r["n"], r["temperature"], r["top_p"], r["max_tokens"], r["model"]) == (3, 0.7, 0.9, 20, "tiny-model")
+        assert r["messages"][0] == {"role": "system", "content": "sys"}
+        # the server's generation_config defaults (e.g. Qwen2.5's top-k 20) must not apply to omitted fields
+        assert (r["top_k"], r["min_p"], r["repetition_penalty"]) == (-1, 0.0, 1.0)
+
+
+def test_sampling_extensions_can_be_left_out_for_strict_servers():
+    with Server() as srv:
+        backend(srv, disable_server_defaults=False).generate([msgs("a")], SamplingConfig(n=1))
+        backend(srv, extra_body={"top_k": 5}).generate([msgs("a")], SamplingConfig(n=1))
+    assert not {"top_k", "min_p", "repetition_penalty"} & set(srv.requests[0])
+    assert srv.requests[1]["top_k"] == 5 and srv.requests[1]["min_p"] == 0.0
+
+
+def test_without_seeds_no_seed_is_sent():
+    with Server() as srv:
+        out = backend(srv).generate([msgs("a")], SamplingConfig(n=1))
+    assert out == [["a|seed=None|t=1.0|j=0"]] and "seed" not in srv.requests[0]
+
+
+def test_requests_run_concurrently_up_to_the_limit():
+    with Server(delay=0.15) as srv:
+        b = backend(srv, concurrency=4)
+        t = time.perf_counter()
+        out = b.generate([msgs(f"p{i}") for i in range(12)], SamplingConfig(n=2), seeds=list(range(12)))
+        took = time.perf_counter() - t
+    assert [o[0].split("|")[0] for o in out] == [f"p{i}" for i in range(12)]
+    assert srv.max_active == 4
+    assert took < 12 * 0.15 / 2  # far from sequential
+
+
+def test_server_errors_are_retried_with_backoff():
+    with Server() as srv:
+        b = backend(srv, max_retries=3)
+        out = b.generate([msgs("fail503:2"), msgs("ratelimit"), msgs("ok")], SamplingConfig(n=2),
+                         seeds=[1, 2, 3])
+    assert out[0] == ["fail503:2|seed=1|t=1.0|j=0", "fail503:2|seed=1|t=1.0|j=1"]
+    assert out[1][0].startswith("ratelimit|") and b.retries == 3
+    assert srv.failures == {"fail503:2": 3, "ratelimit": 2}
+
+
+def test_retries_give_up_with_a_clear_error():
+    with Server() as srv:
+        b = backend(srv, max_retries=1)
+        with pytest.raises(GenerationError, match=r"after 2 attempt\(s\)"):
+            b.generate([msgs("fail503:5")], SamplingConfig(n=1))
+    assert srv.failures["fail503:5"] == 2
+
+
+def test_unreachable_server_is_an_error_after_retries():
+    with Server() as srv:
+        url = srv.url
+    b = OpenAIBackend("m", base_url=url, max_retries=1, backoff=0.01, timeout=2)
+    with pytest.raises(GenerationError, match="is the server up"):
+        b.generate([msgs("a")], SamplingConfig(n=1))
+
+
+def test_client_errors_are_not_retried():
+    with Server() as srv:
+        with pytest.raises(GenerationError, match="HTTP 401.*api-key"):
+            backend(srv, api_key="wrong").generate([msgs("a")], SamplingConfig(n=1))
+        b = backend(srv)
+        with pytest.raises(GenerationError, match="refused"):
+            b.generate([msgs("bad")], SamplingConfig(n=1))
+        assert b.retries == 0
+
+
+def test_context_length_errors_mark_the_prompt_too_long():
+    with Server() as srv:
+        b = backend(srv)
+        with pytest.raises(PromptTooLongError) as e:
+            b.generate([msgs("a"), msgs("toolong"), msgs("c")], SamplingConfig(n=2), seeds=[1, 2, 3])
+    assert e.value.indices == [1]
+    assert e.value.results[0][0].startswith("a|") and e.value.results[1] is None and e.value.results[2][1].endswith(
+        "j=1")
+
+
+def test_n_is_split_for_servers_that_cap_it():
+    with Server(n_cap=2) as srv:
+        with pytest.raises(GenerationError, match="max_n_per_request"):
+            backend(srv).generate([msgs("a")], SamplingConfig(n=5))
+        b = backend(srv, max_n_per_request=2)
+        out = b.generate([msgs("a")], SamplingConfig(n=5), seeds=[100])
+    assert len(out[0]) == 5
+    assert [r["n"] for r in srv.requests[-3:]] == [2, 2, 1]
+    assert [r["seed"] for r in srv.requests[-3:]] == [100, 101, 102]
+
+
+def test_the_runner_streams_over_http_and_resumes(tmp_path):
+    ids = [f"q{i}" for i in range(10)]
+    prompts = [msgs(f"p{i}") if i != 3 else msgs("toolong") for i in range(10)]
+    s = SamplingConfig(n=2, seed=5)
+    with Server(delay=0.02) as srv:
+        rep = run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=backend(srv, concurrency=3), sampling=s,
+                         fingerprint={"model": "tiny-model"}, chunk_size=4)
+        n_req = len(srv.requests)
+        again = run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=backend(srv), sampling=s,
+                           fingerprint={"model": "tiny-model"}, chunk_size=4)
+    assert rep.complete and rep.generated_chunks == 3 and rep.skipped == 1
+    assert again.generated_chunks == 0 and len(srv.requests) == n_req
+    t = read_results(tmp_path / "w", ids=ids)
+    comps = t.column("completions").to_pylist()
+    seeds = t.column("seed").to_pylist()
+    assert comps[3] is None and t.column("skipped").to_pylist()[3] == "prompt_too_long"
+    assert comps[7] == [f"p7|seed={seeds[7]}|t=1.0|j={j}" for j in range(2)]
+
+
+@pytest.mark.parametrize("kw", [dict(concurrency=0), dict(max_retries=-1), dict(max_n_per_request=0)])
+def test_bad_settings(kw):
+    with pytest.raises(ValueError):
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", **kw)
