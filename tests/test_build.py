@@ -99,6 +99,17 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
     assert [f.read_bytes() for f in shard_files(tmp_path / "c")] != [f.read_bytes() for f in fa]
 
 
+def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
+    from rag_curriculum.curricula.builder import load_source, plan_rows, render, render_table
+    from rag_curriculum.shards import rows_to_table
+
+    for setting, schedule in (("curriculum", "linear"), ("distractor", "max"), ("ideal", "max")):
+        cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule=schedule,
+                          setting=setting, seed=5)
+        plan, _ = plan_rows(cfg, [load_source(cfg, cfg.sources[0])])
+        assert render_table(plan, cfg, 10, 60).equals(rows_to_table(render(plan, cfg, 10, 60)))
+
+
 def test_parallel_workers_write_the_same_bytes(shared_data, tmp_path):
     build(tmp_path, "one", n=None, schedule="linear", rows_per_shard=25, workers=1)
     build(tmp_path, "two", n=None, schedule="linear", rows_per_shard=25, workers=2)

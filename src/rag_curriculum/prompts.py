@@ -113,10 +113,14 @@ class PromptTemplate:
     def render_fields(self, question: str, labels: Sequence[str], titles: Sequence[str],
                       texts: Sequence[str]) -> list[dict[str, str]]:
         """:meth:`render` from parallel lists (the builder's fast path: no objects per passage)."""
-        fmt = self.passage_format.format
-        body = self.passage_separator.join(
-            [fmt(label=lb, title=t, text=x, index=i)
-             for i, (lb, t, x) in enumerate(zip(labels, titles, texts, strict=True), 1)])
+        if self.passage_format == "Title: {label}\n{text}":  # the default layout, without str.format per passage
+            body = self.passage_separator.join(
+                ["Title: " + lb + "\n" + x for lb, x in zip(labels, texts, strict=True)])
+        else:
+            fmt = self.passage_format.format
+            body = self.passage_separator.join(
+                [fmt(label=lb, title=t, text=x, index=i)
+                 for i, (lb, t, x) in enumerate(zip(labels, titles, texts, strict=True), 1)])
         user = f"{self.instructions}\n\n{body}\n\n{self.question_format.format(question=question)}"
         if self.system_prompt:
             return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]

@@ -9,6 +9,8 @@ never changes when other rows are added, and the distractors of level ``l`` are 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import multiprocessing as mp
@@ -20,7 +22,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import pyarrow as pa
 
 from .. import __version__
 from ..difficulty.synthetic import level_for, num_distractors
@@ -28,7 +32,16 @@ from ..errors import CurriculumError, SkipReport
 from ..loaders import get_loader, load_examples
 from ..prompts import PromptTemplate, get_template, unique_labels
 from ..records import Document, Example
-from ..shards import rows_to_table, sha256_file, write_one_shard, write_shards
+from ..shards import (
+    EXTRA_INFO,
+    GROUND_TRUTH,
+    MESSAGE,
+    PASSAGE,
+    ROW_SCHEMA,
+    sha256_file,
+    write_one_shard,
+    write_shards,
+)
 from .config import DEFAULT_K, BuildConfig, SourceSpec
 from .leakage import LeakageIndex
 from .schedules import resolve_schedule
@@ -49,8 +62,10 @@ def derive_seed(*parts: object) -> int:
 def distractor_pool(ex: Example) -> list[Document]:
     """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
     of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
+    gold_titles = {d.title for d in ex.documents if d.is_gold}
     gold = {(d.title, d.text) for d in ex.documents if d.is_gold}
-    return [d for d in ex.documents if not d.is_gold and (d.title, d.text) not in gold]
+    return [d for d in ex.documents
+            if not d.is_gold and (d.title not in gold_titles or (d.title, d.text) not in gold)]
 
 
 def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
@@ -129,9 +144,14 @@ def _default_split(cfg: BuildConfig, spec: SourceSpec) -> str | None:
 
 
 def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -> LoadedSource:
+    from concurrent.futures import ThreadPoolExecutor
+
     from .._progress import track
 
     report = SkipReport()
+    # The checksum is computed in a thread while the records are parsed (hashlib and file reads release the GIL).
+    hasher = ThreadPoolExecutor(max_workers=1) if spec.input else None
+    checksum_future = hasher.submit(sha256_file, spec.input) if hasher else None
     stream = load_examples(spec.dataset, spec.input, split=_default_split(cfg, spec), on_error=cfg.on_error,
                            report=report)
     spec.dataset = stream.dataset
@@ -145,7 +165,9 @@ def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -
             excluded["no_gold"] += 1
             continue
         examples.append(ex)
-    checksum = sha256_file(spec.input) if spec.input else None
+    checksum = checksum_future.result() if checksum_future else None
+    if hasher:
+        hasher.shutdown()
     if excluded:
         log.warning("%s: excluded %s", spec.dataset, dict(excluded))
     return LoadedSource(spec, examples, report, excluded, checksum)
@@ -165,9 +187,10 @@ def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
 def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[Example, int]]:
     """Pair each example with its level, in training order, according to the schedule and the ordering."""
     schedule = resolve_schedule(cfg.schedule, cfg.pieces)
+    K_by_source = {s.dataset: cfg.K or _source_K(cfg, s.dataset) for s in cfg.sources}
 
     def K_of(ex: Example) -> int:
-        return cfg.K or _source_K(cfg, ex.source)
+        return K_by_source[ex.source]
 
     def place(group: Sequence[Example]) -> list[tuple[Example, int]]:
         n = len(group)
@@ -210,7 +233,16 @@ def tail_report(n: int, batch_prompts: int | None) -> dict[str, Any] | None:
     return {"batch_prompts": batch_prompts, "steps": n // batch_prompts, "unseen_rows": n % batch_prompts}
 
 
-Plan = list[tuple[Example, int, int]]  # (example, level, number of distractors), in training order
+class PlannedRow(NamedTuple):
+    """One row before rendering: the example, its level, its number of distractors d, and its hops j."""
+
+    ex: Example
+    level: int
+    d: int
+    hops: int
+
+
+Plan = list[PlannedRow]  # in training order
 
 
 def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, dict[str, Any]]:
@@ -270,12 +302,14 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, 
     plan: Plan = []
     if cfg.setting == "curriculum":
         for ex, level in assign_levels(chosen, cfg):
-            plan.append((ex, level, num_distractors(level, ex.hops, len(distractor_pool(ex)))))
+            j = ex.hops
+            plan.append(PlannedRow(ex, level, num_distractors(level, j, len(distractor_pool(ex))), j))
     else:
         for ex in chosen:
             k = len(distractor_pool(ex))
             d = min(k, cfg.max_distractors) if cfg.setting == "distractor" else 0
-            plan.append((ex, level_for(d, ex.hops), d))
+            j = ex.hops
+            plan.append(PlannedRow(ex, level_for(d, j), d, j))
     facts["per_source"] = per_source
     return plan, facts
 
@@ -286,7 +320,93 @@ def render(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None
     stop = len(plan) if stop is None else stop
     return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
                      ability=cfg.ability)
-            for i, (ex, level, d) in zip(range(start, stop), plan[start:stop], strict=True)]
+            for i, (ex, level, d, _) in zip(range(start, stop), plan[start:stop], strict=True)]
+
+
+def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None) -> pa.Table:
+    """The rows of ``plan[start:stop]`` as an Arrow table, built column by column: the same rows as
+    ``rows_to_table(render(...))``, several times faster (no dict per row or passage, and the label, answer and
+    gold-label arrays are shared by the columns that repeat them)."""
+    template = get_template(cfg.template)
+    stop = len(plan) if stop is None else stop
+    seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
+    ids, sources, questions, contents, splits, source_ids, qtypes = [], [], [], [], [], [], []
+    levels, ds, hopss, index = [], [], [], []
+    p_off, p_labels, p_titles, p_texts, p_gold = [0], [], [], [], []
+    a_off, a_flat, g_off, g_flat = [0], [], [0], []
+    system = template.system_prompt
+    for i in range(start, stop):
+        ex, level, d, _ = plan[i]
+        docs = select_documents(ex, d, seed)
+        titles = [doc.title for doc in docs]
+        texts = [doc.text for doc in docs]
+        labels = unique_labels(titles)
+        gold = [doc.is_gold for doc in docs]
+        gold_labels = [lb for lb, g in zip(labels, gold, strict=True) if g]
+        ids.append(f"{ex.source}-{ex.id}")
+        sources.append(ex.source)
+        questions.append(ex.question)
+        contents.append(template.render_fields(ex.question, labels, titles, texts)[-1]["content"])
+        splits.append(ex.split)
+        source_ids.append(ex.id)
+        qtypes.append(ex.qtype)
+        levels.append(level)
+        ds.append(d)
+        hopss.append(len(gold_labels))
+        index.append(i)
+        p_labels += labels
+        p_titles += titles
+        p_texts += texts
+        p_gold += gold
+        p_off.append(len(p_labels))
+        a_flat += ex.answers
+        a_off.append(len(a_flat))
+        g_flat += gold_labels
+        g_off.append(len(g_flat))
+    n = len(ids)
+    string = pa.string()
+    labels_arr = pa.array(p_labels, string)
+    passages = _list_array(p_off, pa.StructArray.from_arrays(
+        [labels_arr, pa.array(p_titles, string), pa.array(p_texts, string), pa.array(p_gold, pa.bool_())],
+        fields=list(PASSAGE)))
+    labels_list = _list_array(p_off, labels_arr)
+    answers = _list_array(a_off, pa.array(a_flat, string))
+    gold_labels_arr = _list_array(g_off, pa.array(g_flat, string))
+    if system:
+        roles = pa.array(["system", "user"] * n, string)
+        msg_contents = pa.array([c for u in contents for c in (system, u)], string)
+        prompt_off = list(range(0, 2 * n + 1, 2))
+    else:
+        roles = pa.array(["user"] * n, string)
+        msg_contents = pa.array(contents, string)
+        prompt_off = list(range(n + 1))
+    prompt = _list_array(prompt_off, pa.StructArray.from_arrays([roles, msg_contents], fields=list(MESSAGE)))
+    level_arr = pa.array(levels, pa.int32())
+    hops_arr = pa.array(hopss, pa.int32())
+    index_arr = pa.array(index, pa.int64())
+    split_arr = pa.array(splits, string)
+    source_arr = pa.array(sources, string)
+    source_id_arr = pa.array(source_ids, string)
+    reward_model = pa.StructArray.from_arrays(
+        [pa.array(["rule"] * n, string),
+         pa.StructArray.from_arrays([answers, gold_labels_arr], fields=list(GROUND_TRUTH))],
+        fields=list(ROW_SCHEMA.field("reward_model").type))
+    extra_info = pa.StructArray.from_arrays(
+        [index_arr, split_arr, source_id_arr, source_arr, level_arr, hops_arr, labels_list],
+        fields=list(EXTRA_INFO))
+    columns = {
+        "id": pa.array(ids, string), "data_source": source_arr, "ability": pa.array([ability] * n, string),
+        "prompt": prompt, "question": pa.array(questions, string), "answers": answers, "passages": passages,
+        "gold_labels": gold_labels_arr, "level": level_arr, "num_distractors": pa.array(ds, pa.int32()),
+        "hops": hops_arr, "curriculum_index": index_arr, "reward_model": reward_model, "extra_info": extra_info,
+        "source_id": source_id_arr, "split": split_arr, "qtype": pa.array(qtypes, string),
+        "setting": pa.array([setting] * n, string), "template": pa.array([template.name] * n, string),
+    }
+    return pa.Table.from_arrays([columns[f.name] for f in ROW_SCHEMA], schema=ROW_SCHEMA)
 
 
 def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -303,8 +423,7 @@ def _write_shard(k: int) -> dict[str, Any]:
     assert _FORKED is not None
     plan, cfg, directory = _FORKED
     start = k * cfg.rows_per_shard
-    rows = render(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)))
-    return write_one_shard(rows_to_table(rows), directory, k)
+    return write_one_shard(render_table(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan))), directory, k)
 
 
 def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool = False) -> list[dict[str, Any]]:
@@ -370,15 +489,15 @@ def summarize(plan: Plan) -> dict[str, Any]:
         return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
 
     by_source_level: dict[str, Counter] = {}
-    for ex, level, _ in plan:
-        by_source_level.setdefault(ex.source, Counter())[level] += 1
+    for r in plan:
+        by_source_level.setdefault(r.ex.source, Counter())[r.level] += 1
     return {
-        "levels": dist(level for _, level, _ in plan),
-        "hops": dist(ex.hops for ex, _, _ in plan),
-        "num_distractors": dist(d for _, _, d in plan),
-        "sources": dist(ex.source for ex, _, _ in plan),
+        "levels": dist(r.level for r in plan),
+        "hops": dist(r.hops for r in plan),
+        "num_distractors": dist(r.d for r in plan),
+        "sources": dist(r.ex.source for r in plan),
         "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
-        "passages_mean": round(sum(ex.hops + d for ex, _, d in plan) / len(plan), 3) if plan else 0,
+        "passages_mean": round(sum(r.hops + r.d for r in plan) / len(plan), 3) if plan else 0,
     }
 
 
@@ -389,8 +508,27 @@ def current_command() -> str:
     return shlex.join(argv)
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector: a build holds millions of small acyclic objects, and its full
+    collections, re-triggered by every burst of allocations, would otherwise cost more than the work itself
+    (and touch every page a forked worker shares copy-on-write)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
     """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
+    with gc_paused():
+        return _build(cfg, command=command, progress=progress)
+
+
+def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
     cfg.validate()
     for s in cfg.sources:
         s.dataset = get_loader(s.dataset).name
@@ -433,7 +571,7 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
                     len(plan))
     from . import card
 
-    levels = [level for _, level, _ in plan]
+    levels = [r.level for r in plan]
     manifest = write_shards(lambda d: write_plan(plan, cfg, d, progress=progress), cfg.out, manifest=manifest,
                             overwrite=cfg.overwrite, rows_per_shard=cfg.rows_per_shard,
                             card=lambda d, m: card.write_build_card(d, m, levels))
