@@ -8,8 +8,8 @@ import pytest
 from conftest import HOTPOT_HUB, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 from typer.testing import CliRunner
 
-from rag_curriculum._recipes import compose, list_recipes, recipes_root
 from rag_curriculum._cli.build import config_from_mapping
+from rag_curriculum._recipes import compose, list_recipes, recipes_root
 from rag_curriculum.cli import app
 from rag_curriculum.shards import read_manifest, read_rows
 
