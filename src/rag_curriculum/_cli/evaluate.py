@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import console, fail, out
+from .common import backend_args_for, console, fail, out, parse_backend_args, redacted
 
 eval_app = typer.Typer(
     name="eval",
@@ -27,19 +27,6 @@ eval_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-
-
-def _parse_backend_args(items: list[str] | None) -> dict[str, Any]:
-    out_: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--backend-arg must be KEY=VALUE, got {item!r}")
-        try:
-            out_[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out_[key] = value
-    return out_
 
 
 def run(
@@ -100,7 +87,6 @@ def run(
     from ..curricula.builder import current_command
     from ..errors import CurriculumError
     from ..evaluation import EvalConfig, ModelSpec, run_eval
-    from .partition import _redacted, backend_args_for
 
     if not model:
         fail("no model given", "pass --model PATH or --model NAME=PATH (repeat for several)")
@@ -109,14 +95,14 @@ def run(
     flags = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len, "dtype": dtype,
              "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
              "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
-    args = backend_args_for(backend, flags, _parse_backend_args(backend_arg))
+    args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
     try:
         cfg = EvalConfig(models=[ModelSpec.parse(m) for m in model], data=list(data), out=str(out_dir),
                          backend=backend, backend_args=args, m=samples,
                          temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, limit=limit,
                          stats=list(stats or []), strict_format=strict_format, chunk_size=chunk_size, plots=plots,
                          overwrite=overwrite)
-        result = run_eval(cfg, progress=progress and console.is_terminal, command=_redacted(current_command()))
+        result = run_eval(cfg, progress=progress and console.is_terminal, command=redacted(current_command()))
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
         fail(str(e).strip('"'))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))

@@ -9,50 +9,12 @@
 
 from __future__ import annotations
 
-import inspect
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .common import console, fail, out
-
-
-def _parse_backend_args(items: list[str] | None) -> dict[str, Any]:
-    parsed: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--backend-arg must be KEY=VALUE, got {item!r}")
-        try:
-            parsed[key] = json.loads(value)
-        except json.JSONDecodeError:
-            parsed[key] = value
-    return parsed
-
-
-def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """The constructor options of ``backend`` among the flags the user set (the others are reported and ignored);
-    ``--backend-arg`` values are passed as they are."""
-    from ..generation.base import BACKENDS
-
-    try:
-        cls = BACKENDS.get(backend)
-    except KeyError as e:
-        fail(str(e).strip('"'))
-    params = inspect.signature(cls.__init__).parameters
-    args: dict[str, Any] = {}
-    for k, v in flags.items():
-        if v is None:
-            continue
-        if k in params:
-            args[k] = v
-        else:
-            console.print(f"[yellow]note:[/] --{k.replace('_', '-')} does not apply to the {backend} backend; "
-                          "ignored")
-    args.update(extra)
-    return args
+from .common import backend_args_for, console, fail, out, parse_backend_args, redacted
 
 
 def partition(
@@ -147,7 +109,7 @@ def partition(
     flags = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len, "dtype": dtype,
              "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
              "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
-    args = backend_args_for(backend, flags, _parse_backend_args(backend_arg))
+    args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
     try:
         cfg = PartitionConfig(
             shards=str(shards) if shards else None, dataset=dataset, input=input_file, n=n, K=K, out=str(out_dir),
@@ -156,7 +118,7 @@ def partition(
             keep_completions=keep_completions, chunk_size=chunk_size, chunks_per_call=chunks_per_call,
             question_seeds=question_seeds, num_shards=num_shards, shard_index=shard_index, overwrite=overwrite)
         cfg.validate()
-        result = run_partition(cfg, command=_redacted(current_command()), progress=progress and console.is_terminal,
+        result = run_partition(cfg, command=redacted(current_command()), progress=progress and console.is_terminal,
                                max_chunks=max_chunks)
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
         fail(str(e).strip('"'))
@@ -173,19 +135,6 @@ def partition(
         console.print(f"[yellow]{what}[/]")
         return
     print_summary(result)
-
-
-def _redacted(command: str) -> str:
-    """The command line with an --api-key value hidden (it is recorded in manifests and data cards)."""
-    import shlex
-
-    parts = shlex.split(command)
-    for i, p in enumerate(parts):
-        if p == "--api-key" and i + 1 < len(parts):
-            parts[i + 1] = "***"
-        elif p.startswith("--api-key="):
-            parts[i] = "--api-key=***"
-    return shlex.join(parts)
 
 
 def print_summary(result: Any) -> None:
