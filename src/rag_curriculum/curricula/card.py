@@ -26,7 +26,7 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         lines += [
             f"{manifest['num_rows']} rows in training order, built by rag-curriculum {manifest['toolkit']['version']} "
             f"with the `{cfg['schedule']}` schedule, `{cfg['order']}` ordering, seed {manifest['seed']}, "
-            f"K = {manifest['K']}. A row of level l holds every gold passage and d = min(max(l + 2 - j, 0), k) "
+            f"K = {', '.join(f'{v} ({k})' for k, v in manifest['K'].items())}. A row of level l holds every gold passage and d = min(max(l + 2 - j, 0), k) "
             "distractors (RAG-RL section 3.2); `curriculum_index` is the training position. Train with the "
             "dataset order kept (TRL: `shuffle_dataset=False`; verl: `data.shuffle=False`).", ""]
     else:
