@@ -295,3 +295,10 @@ def test_hub_download_without_network_names_the_path_alternative(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(RuntimeError, match=r"pass it as path=\.\.\. \(CLI: --input PATH\)"):
         next(iter(load_examples("musique", None, split="train")))
+
+
+def test_hub_path_names_another_copy(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(RuntimeError, match=r"could not load musique \(bdsaglam/musique, split 'validation'\)"):
+        next(iter(load_examples("musique", "hf://bdsaglam/musique", split="dev")))

@@ -78,6 +78,13 @@ class ExampleStream(Iterator[Example]):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         self.loader = get_loader(dataset)
         self.dataset = self.loader.name
+        self.hub: tuple[str, str | None] | None = None
+        if path is None:
+            self.hub = (self.loader.hub_path, self.loader.hub_name)
+        elif isinstance(path, str) and path.startswith("hf://"):
+            repo, _, config = path[len("hf://"):].partition(":")
+            self.hub = (repo, config or None)
+            path = None
         self.path = Path(path) if path is not None else None
         self.on_error = on_error
         self.report = report if report is not None else SkipReport()
@@ -92,14 +99,14 @@ class ExampleStream(Iterator[Example]):
         self.report.add(err)
 
     def _raw(self) -> Iterator[tuple[str, Any]]:
-        if self.path is None:
-            yield from hub_records(self.loader, self.split)
+        if self.hub is not None:
+            yield from hub_records(self.loader, self.split, *self.hub)
             return
         yield from iter_records(self.path, self._skip if self.on_error == "skip" else None)
 
     def _generate(self) -> Iterator[Example]:
         loader = self.loader
-        path = str(self.path) if self.path else f"hf://{loader.hub_path}"
+        path = str(self.path) if self.path else f"hf://{self.hub[0] if self.hub else loader.hub_path}"
         split = self.split
         checked = False
         for where, rec in self._raw():
@@ -131,26 +138,29 @@ def load_examples(dataset: str, path: str | Path | None = None, *, split: str | 
 
     ``path`` is a local file in any layout the loaders accept (official release JSON list or JSONL, Hub-layout
     JSONL or Parquet; the layout is sniffed), or None to download ``split`` from the Hugging Face Hub through
-    ``datasets``. ``split`` defaults to what the file name says (``train``/``dev``/``test``), else ``train``.
+    ``datasets`` (``"hf://owner/name[:config]"`` picks another Hub copy). ``split`` defaults to what the file name says (``train``/``dev``/``test``), else ``train``.
     With ``on_error="raise"`` the first bad record raises :class:`DataError` naming the file, the record and the
     field; with ``"skip"`` bad records are counted by kind in ``stream.report`` and logged at the end.
     """
     return ExampleStream(dataset, path, split, on_error, report)
 
 
-def hub_records(loader: type[DatasetLoader], split: str | None) -> Iterator[tuple[str, Any]]:
+def hub_records(loader: type[DatasetLoader], split: str | None, repo: str | None = None,
+                config: str | None = None) -> Iterator[tuple[str, Any]]:
     """Rows of the Hub copy of a dataset, through ``datasets`` (streamed, so nothing is held whole)."""
     hub_split = loader.hub_splits.get(split or "train", split or "train")
+    repo = repo or loader.hub_path
+    config = config if repo != loader.hub_path else (config or loader.hub_name)
     try:
         import datasets
 
-        args = (loader.hub_path, loader.hub_name) if loader.hub_name else (loader.hub_path,)
+        args = (repo, config) if config else (repo,)
         ds = datasets.load_dataset(*args, split=hub_split, streaming=True)
         it = iter(ds)
         first = next(it)
     except Exception as e:  # no network, gated repo, renamed dataset: all end the same way for the user
         raise RuntimeError(
-            f"could not load {loader.name} ({loader.hub_path}, split {hub_split!r}) from the Hugging Face Hub: "
+            f"could not load {loader.name} ({repo}, split {hub_split!r}) from the Hugging Face Hub: "
             f"{type(e).__name__}: {e}. Without network access, download the release file "
             f"({loader.release_files}) and pass it as path=... (CLI: --input PATH)."
         ) from e

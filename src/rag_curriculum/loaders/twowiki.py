@@ -45,7 +45,7 @@ def read_evidences(rec: dict) -> list[list[str]] | None:
 
 class TwoWikiLoader(DatasetLoader):
     name = "2wikimultihopqa"
-    hub_path = "framolfese/2WikiMultihopQA"
+    hub_path = "ohjoonhee/2WikiMultihopQA"
     hub_name = None
     hub_splits = {"train": "train", "dev": "validation", "validation": "validation", "test": "test"}
     license = "apache-2.0"
