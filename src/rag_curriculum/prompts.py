@@ -1,7 +1,11 @@
 """Output-format templates and passage labelling.
 
 A template turns a question and its presented passages into chat messages. The RAG-RL template reproduces the
-system prompt (Figure 4) and the user instructions (Figure 5) of appendix D verbatim; passages are cited by
+system prompt (Figure 4) and the user instructions (Figure 5) of appendix D verbatim (the paper's text has two
+artefacts of its typesetting that are not part of the prompt: trailing double spaces that mark line breaks, and
+"pas-sages" hyphenated across a line); the paper does not show how passages are laid out, so the layout
+(``Title: {label}`` then the text, blank lines between, then ``Question: ...``) is this toolkit's choice and a
+field of the template. Passages are cited by
 title, so each passage gets a *label*: its title, made unique within the row when titles repeat
 (``"Euro"``, ``"Euro (2)"``). Labels are what the model is asked to cite and what citation rewards score.
 
