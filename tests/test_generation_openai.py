@@ -219,7 +219,25 @@ def test_n_is_split_for_servers_that_cap_it():
         out = b.generate([msgs("a")], SamplingConfig(n=5), seeds=[100])
     assert len(out[0]) == 5
     assert [r["n"] for r in srv.requests[-3:]] == [2, 2, 1]
-    assert [r["seed"] for r in srv.requests[-3:]] == [100, 101, 102]
+    assert [r["seed"] for r in srv.requests[-3:]] == [100, 102, 104]
+
+
+def test_split_requests_draw_the_samples_one_request_would():
+    """vLLM gives the j-th of a request's n samples the seed ``seed + j`` (``ParentRequest``), so the parts of a
+    split request must start at ``seed + samples so far``: overlapping seeds would repeat samples (a question's
+    k samples would not be independent, and pass@k would be biased)."""
+    with Server(n_cap=3) as srv:
+        backend(srv, max_n_per_request=3).generate([msgs("a")], SamplingConfig(n=8), seeds=[1000])
+        split = srv.requests[:]
+    with Server() as srv:
+        backend(srv).generate([msgs("a")], SamplingConfig(n=8), seeds=[1000])
+        whole = srv.requests[:]
+
+    def sample_seeds(requests):
+        return [r["seed"] + j for r in requests for j in range(r["n"])]
+
+    assert sample_seeds(whole) == list(range(1000, 1008))
+    assert sample_seeds(split) == sample_seeds(whole)  # the same 8 samples, none twice
 
 
 def test_the_runner_streams_over_http_and_resumes(tmp_path):

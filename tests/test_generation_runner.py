@@ -157,6 +157,30 @@ def test_a_work_directory_of_another_run_is_refused_unless_overwritten(tmp_path)
     assert rep.generated_chunks == 4 and rep.done_before == 0
 
 
+def test_overwrite_in_a_shard_never_discards_the_other_shards_chunks_of_the_same_run(tmp_path):
+    """Re-running one crashed shard with the command line that launched it (``--overwrite`` included) must not
+    wipe the chunks other shards sharing the directory already wrote; only another run's results are discarded
+    (by whichever shard opens the directory first)."""
+    w = tmp_path / "w"
+    run(w, num_shards=2, shard_index=0, overwrite=True)
+    theirs = chunk_bytes(w)
+    assert sorted(theirs) == ["chunk-000000.parquet", "chunk-000002.parquet"]
+    rep = run(w, num_shards=2, shard_index=1, overwrite=True)
+    assert rep.complete and rep.generated_chunks == 2
+    assert {k: v for k, v in chunk_bytes(w).items() if k in theirs} == theirs
+    # another run's work directory is still discarded, once, by the first shard to open it
+    other = dict(num_shards=2, overwrite=True, fingerprint={"model": "other"})
+    run_chunks(w, ids=IDS, prompts=PROMPTS, backend=backend(), sampling=SAMPLING, chunk_size=3, shard_index=1,
+               **other)
+    assert sorted(chunk_bytes(w)) == ["chunk-000001.parquet", "chunk-000003.parquet"]
+    rep = run_chunks(w, ids=IDS, prompts=PROMPTS, backend=backend(), sampling=SAMPLING, chunk_size=3,
+                     shard_index=0, **other)
+    assert rep.complete and rep.generated_chunks == 2
+    # a single-process run with overwrite still starts again
+    rep = run(w, overwrite=True)
+    assert rep.done_before == 0 and rep.generated_chunks == 4
+
+
 def test_stale_temporary_files_of_this_shard_are_removed(tmp_path):
     w = tmp_path / "w"
     run(w, num_shards=2, shard_index=1, max_chunks=0)

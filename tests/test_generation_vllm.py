@@ -194,6 +194,26 @@ def test_prompts_over_the_context_are_refused_before_generating(fake_vllm):
     assert _FakeLLM.instances[0].calls == []  # nothing generated
 
 
+class _ByteTokenizer(_FakeTokenizer):
+    """A byte-level BPE at its worst: one token per UTF-8 byte (CJK characters take 3 tokens each)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": list(text.encode("utf-8"))}
+
+
+def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, monkeypatch):
+    """Byte-level tokenizers can give a character several tokens, so a prompt with fewer characters than the
+    context may still overflow it; vLLM would then reject the whole call (and the same call again on resume)."""
+    from rag_curriculum.generation.vllm_backend import VLLMBackend
+
+    b = VLLMBackend("m", max_model_len=1000)
+    monkeypatch.setattr(_FakeLLM, "get_tokenizer", lambda self: _ByteTokenizer())
+    cjk = [{"role": "user", "content": "北" * 400}]  # 400 characters, 1,200 bytes
+    with pytest.raises(PromptTooLongError) as e:
+        b.generate([PROMPTS[0], cjk], SamplingConfig(n=1), seeds=[1, 2])
+    assert e.value.indices == [1] and _FakeLLM.instances[0].calls == []
+
+
 def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
     from rag_curriculum.generation.runner import read_results, run_chunks
     from rag_curriculum.generation.vllm_backend import VLLMBackend

@@ -342,6 +342,23 @@ def test_verl_reward_kwargs_and_unknown_kwargs():
     assert compute_score("x", completion(), gt_np, {"labels": np.array(LABELS)})["score"] == 11.0
 
 
+def test_verl_warns_once_about_a_misspelt_constant(caplog):
+    """verl passes reward_kwargs and its own keywords together, so unknown names cannot be refused; a misspelt
+    constant must at least be reported (once), not silently leave the default in place."""
+    import logging
+
+    compute_score = load_verl_module().compute_score
+    gt = {"answers": ANSWERS, "gold_labels": GOLD}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            out = compute_score("musique", "Paris", gt, None, gama_format=2.0, format_penalty=3.0,
+                                reward_router_address=None, reward_model_tokenizer=None)
+    assert out["format"] == -3.0
+    warned = [r.getMessage() for r in caplog.records if "gama_format" in r.getMessage()]
+    assert len(warned) == 1 and "gamma_format" in warned[0]
+    assert not [r for r in caplog.records if "reward_router_address" in r.getMessage()]
+
+
 def test_verl_module_loads_in_a_fresh_interpreter():
     code = (f"import importlib.util, json; s = importlib.util.spec_from_file_location('m', {str(VERL_FILE)!r}); "
             "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "

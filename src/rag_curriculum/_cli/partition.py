@@ -88,8 +88,9 @@ def partition(
     shard_index: Annotated[int, typer.Option(help="Which of the --num-shards this process runs (0-based).")] = 0,
     max_chunks: Annotated[int | None, typer.Option(help="Stop after generating this many chunks (run again to "
                                                    "continue).", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option(help="Discard what --out holds from a run with other settings.")]
-    = False,
+    overwrite: Annotated[bool, typer.Option(help="Discard what --out holds from a run with other settings (without "
+                                            "--num-shards, also start the same run again; a shard never discards "
+                                            "the chunks other shards of its run wrote).")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Partition questions by what a base model can answer (RAG-RL 3.2, appendix A): sample k completions per

@@ -2,7 +2,8 @@
 
 - One ``/v1/chat/completions`` request per prompt with ``n`` samples (``max_n_per_request`` splits ``n`` for
   servers that cap it), explicit ``temperature``, ``top_p``, ``max_tokens`` and, when given, a per-prompt
-  ``seed`` (vLLM's server honours it).
+  ``seed`` (vLLM's server honours it, seeding sample ``j`` with ``seed + j``; a split request's parts start at
+  ``seed + samples so far``, so they draw the samples of one unsplit request).
 - A server fills the sampling fields a request leaves out from the model's ``generation_config.json`` (vLLM does:
   Qwen2.5-Instruct's top-k 20 and repetition penalty 1.05). So, by default, the requests also carry
   ``top_k=-1, min_p=0, repetition_penalty=1`` (vLLM / SGLang extensions); ``disable_server_defaults=False``
@@ -36,6 +37,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 _CONTEXT_MARKERS = ("context length", "context_length", "maximum context", "too long", "max_model_len",
                     "longer than the maximum")
 _RETRY_STATUS = {408, 409, 429}
+_SEED_RANGE = 1 << 63  # vLLM's server accepts int64 seeds
 #: Sampling extensions sent so that a server's generation_config defaults cannot change the samples.
 _NEUTRAL = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 _jitter = random.Random()  # timing only; never affects completions
@@ -145,11 +147,12 @@ class OpenAIBackend:
         if sampling.n <= per:
             return self._request(messages, sampling, sampling.n, seed)
         out: list[str] = []
-        part = 0
         while len(out) < sampling.n:
             m = min(per, sampling.n - len(out))
-            out += self._request(messages, sampling, m, None if seed is None else seed + part)
-            part += 1
+            # vLLM seeds the j-th sample of a request with seed + j: a part starting at seed + (samples so far)
+            # draws exactly the samples one unsplit request would (seed + 1 per part would repeat samples)
+            part_seed = None if seed is None else (seed + len(out)) % _SEED_RANGE
+            out += self._request(messages, sampling, m, part_seed)
         return out
 
     def _one(self, messages: Messages, sampling: SamplingConfig, seed: int | None) -> list[str] | None:

@@ -186,8 +186,11 @@ class WorkDir:
         except json.JSONDecodeError as e:
             raise RunMismatchError(f"{p}: unreadable ({e}); remove the work directory to start again") from None
 
-    def open(self, run: Mapping[str, Any], *, overwrite: bool = False) -> None:
-        """Record ``run`` in a new work directory, or check that an existing one was made by the same run."""
+    def open(self, run: Mapping[str, Any], *, overwrite: bool = False, keep_same_run: bool = False) -> None:
+        """Record ``run`` in a new work directory, or check that an existing one was made by the same run.
+
+        ``overwrite`` discards a directory made by another run; it also discards the same run's results (start
+        again) unless ``keep_same_run`` (shards sharing the directory: the others' chunks must survive)."""
         from ..shards import write_json
 
         run = _normalise(run)
@@ -202,7 +205,7 @@ class WorkDir:
                 log.warning("%s: discarding the results of a run with other settings (overwrite)", self.path)
                 self.clear()
                 old = None
-            elif old is not None and overwrite:
+            elif old is not None and overwrite and not keep_same_run:
                 self.clear()
                 old = None
             if old is None:
@@ -374,7 +377,8 @@ def run_chunks(
     (only the prompts of chunks still to do are read). ``backend`` is a backend, or a zero-argument factory
     called only when something is left to generate (so a finished run never loads a model; the runner then
     closes it). ``fingerprint`` is everything else the completions depend on (model, backend settings, input
-    data): a work directory made with another is refused unless ``overwrite``. ``question_seeds=False`` gives
+    data): a work directory made with another is refused unless ``overwrite`` (which, with ``num_shards`` > 1,
+    never discards the same run's chunks: they may be other shards' work). ``question_seeds=False`` gives
     backends no per-question seeds (faster on vLLM, not reproducible). ``max_chunks`` stops after that many
     chunks were generated (a budget; run again to continue). ``on_chunk(k, table)`` is called after chunk ``k``
     is written.
@@ -399,7 +403,9 @@ def run_chunks(
         "question_seeds": question_seeds,
         "ids_sha256": ids_digest(ids),
     }
-    wd.open(run, overwrite=overwrite)
+    # a shard never discards what other shards of the same run wrote (the run's other processes may be running,
+    # or done, in this directory): with several shards `overwrite` only replaces another run's results
+    wd.open(run, overwrite=overwrite, keep_same_run=num_shards > 1)
     mine = plan.shard_chunks()
     wd.remove_stale_temp(set(mine))
     done = wd.done()

@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 _TEMPLATE_SLACK = 256
 
 
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 class VLLMBackend:
     """``vllm.LLM`` built once; :meth:`generate` calls ``LLM.chat`` on all the prompts it is given."""
 
@@ -91,12 +95,15 @@ class VLLMBackend:
                               max_tokens=sampling.max_tokens, seed=seed)
 
     def _too_long(self, prompts: Sequence[Messages]) -> list[int]:
-        """Prompts over ``max_model_len`` tokens; only prompts whose text could be that long are tokenized."""
+        """Prompts over ``max_model_len`` tokens; only prompts whose text could be that long (more UTF-8 bytes
+        than the limit, less some slack for the chat template) are tokenized."""
         if not self.max_model_len:
             return []
         limit = self.max_model_len
+        # a token covers at least one UTF-8 byte (byte-level BPE, SentencePiece byte fallback), not one character:
+        # a CJK character can be 3 tokens, so bound by bytes
         suspects = [i for i, p in enumerate(prompts)
-                    if sum(len(m.get("content") or "") for m in p) + _TEMPLATE_SLACK > limit]
+                    if sum(_utf8_len(m.get("content") or "") for m in p) + _TEMPLATE_SLACK > limit]
         if not suspects:
             return []
         if self._tokenizer is None:

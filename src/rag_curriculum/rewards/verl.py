@@ -10,7 +10,8 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` once per response, with the
 row's ``reward_model.ground_truth`` (``{"answers": [...], "gold_labels": [...]}``) and ``extra_info`` (whose
 ``labels``, when present, list every passage label). Keyword arguments named like :class:`RagRlReward` fields
-(``reward_kwargs`` in the config) set the constants; other keyword arguments verl may add are ignored. The result
+(``reward_kwargs`` in the config) set the constants; the keyword arguments verl adds are ignored, and any other
+name is ignored with a warning (logged once: most likely a misspelt constant). The result
 is a dict: ``score`` (the total) plus every component and metric as a number (``acc`` is the exact match, the raw
 metric to use for DAPO-style group filtering).
 
@@ -35,6 +36,24 @@ __all__ = ["compute_score"]
 logger = logging.getLogger(__name__)
 
 _FIELDS = frozenset(RagRlReward.field_names())
+#: Keywords verl's reward loop adds itself (with a reward model); ignored without a warning.
+_VERL_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer", "model_name", "sampling_params",
+                          "log_components"})
+_warned: set[str] = set()
+
+
+def _warn_unknown(kwargs: Mapping[str, Any]) -> None:
+    """Report (once per name) a keyword that is neither a RagRlReward constant nor one verl adds: most likely a
+    misspelt ``reward_kwargs`` entry, which would otherwise leave the default constant silently in place."""
+    import difflib
+
+    for k in kwargs:
+        if k in _FIELDS or k in _VERL_KWARGS or k in _warned:
+            continue
+        _warned.add(k)
+        close = difflib.get_close_matches(k, sorted(_FIELDS), n=1)
+        logger.warning("compute_score: ignoring keyword %r (not a RagRlReward constant%s); constants: %s", k,
+                       f"; did you mean {close[0]!r}?" if close else "", ", ".join(sorted(_FIELDS)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -53,6 +72,8 @@ def compute_score(
 
     ``ground_truth`` is ``{"answers", "gold_labels"}`` (a bare answer string or list is taken as the answers).
     """
+    if kwargs:
+        _warn_unknown(kwargs)
     options = tuple(sorted((k, v) for k, v in kwargs.items() if k in _FIELDS and k != "log_components"))
     reward = _reward(options)
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
