@@ -105,7 +105,7 @@ def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
 
     for setting, schedule in (("curriculum", "linear"), ("distractor", "max"), ("ideal", "max")):
         cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule=schedule,
-                          setting=setting, seed=5)
+                          setting=setting, seed=5, allow_split_mismatch=True)
         plan, _ = plan_rows(cfg, [load_source(cfg, cfg.sources[0])])
         assert render_table(plan, cfg, 10, 60).equals(rows_to_table(render(plan, cfg, 10, 60)))
 
@@ -163,6 +163,8 @@ def test_mixture_with_quotas_and_per_dataset_K(shared_data, tmp_path):
     rows, manifest = build(tmp_path, schedule="min-max", sources=[
         SourceSpec("musique", str(MUSIQUE_TRAIN), 40), SourceSpec("hotpotqa", str(HOTPOT_TRAIN), 20),
         SourceSpec("2wikimultihopqa", str(TWOWIKI_TRAIN), 20)])
+    for half in (rows[:40], rows[40:]):  # both halves interleave the sources, though their K differ
+        assert {r["data_source"] for r in half} == {"musique", "hotpotqa", "2wikimultihopqa"}
     assert Counter(r["data_source"] for r in rows) == {"musique": 40, "hotpotqa": 20, "2wikimultihopqa": 20}
     assert manifest["K"] == {"musique": 20, "hotpotqa": 10, "2wikimultihopqa": 10}
     assert {r["level"] for r in rows if r["data_source"] == "musique"} == {1, 20}
@@ -196,7 +198,7 @@ def test_evaluation_settings(shared_data, tmp_path):
 
 
 def test_leakage_is_refused_dropped_or_reported(shared_data, tmp_path):
-    build(tmp_path, "eval", input=MUSIQUE_TRAIN, n=30, setting="distractor")
+    build(tmp_path, "eval", input=MUSIQUE_TRAIN, n=30, setting="distractor", allow_split_mismatch=True)
     ev = str(tmp_path / "eval")
     with pytest.raises(BuildError, match=r"30 training question\(s\) also appear .*\(30 by id"):
         build(tmp_path, "t1", n=None, eval_sets=[ev])
@@ -214,7 +216,7 @@ def test_leakage_by_normalised_question_text(shared_data, tmp_path):
     for r in raw:
         r["id"] = "other__" + r["id"]
         r["question"] = "  " + r["question"].upper() + "?? "
-    p = tmp_path / "musique_dev_copy.jsonl"
+    p = tmp_path / "musique_dev_copy.jsonl"  # the same questions as train, reworded ids and case
     p.write_text("".join(_json.dumps(r) + "\n" for r in raw))
     build(tmp_path, "eval", input=p, n=None, setting="ideal")
     with pytest.raises(BuildError, match="0 by id, 5 by normalised question text"):
@@ -269,3 +271,85 @@ def test_data_card_and_manifest(shared_data, tmp_path):
     assert m["config"]["schedule"] == "min-max" and m["seed"] == 0 and m["schema_version"] == 1
     assert m["sources"][0]["sha256"] and len(m["sources"][0]["sha256"]) == 64
     assert m["trainer_tail"]["unseen_rows"] == 40
+
+
+def test_mixture_linear_keeps_sources_interleaved(shared_data, tmp_path):
+    rows, _ = build(tmp_path, schedule="linear", sources=[
+        SourceSpec("musique", str(MUSIQUE_TRAIN), 50), SourceSpec("2wikimultihopqa", str(TWOWIKI_TRAIN), 50)])
+    for decile in range(10):
+        part = rows[decile * 10:(decile + 1) * 10]
+        assert {r["data_source"] for r in part} == {"musique", "2wikimultihopqa"}, decile
+    for src, K in (("musique", 20), ("2wikimultihopqa", 10)):
+        levels = [r["level"] for r in rows if r["data_source"] == src]
+        assert levels == sorted(levels) and levels[0] == 1 and levels[-1] == K
+
+
+def test_non_monotone_schedule_is_sorted_by_level(shared_data, tmp_path):
+    rows, _ = build(tmp_path, n=40, schedule="piecewise", pieces="K:0.5,1:0.5")
+    assert [r["level"] for r in rows] == [1] * 20 + [20] * 20
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"input": MUSIQUE_DEV, "setting": "curriculum"}, "a training curriculum from the dev split"),
+    ({"input": MUSIQUE_TRAIN, "setting": "ideal"}, "an? ideal evaluation set from the train split"),
+])
+def test_split_mismatch_is_refused(shared_data, tmp_path, kw, message):
+    with pytest.raises(BuildError, match=message):
+        build(tmp_path, n=5, **kw)
+    rows, _ = build(tmp_path, "ok", n=5, allow_split_mismatch=True, **kw)
+    assert len(rows) == 5
+
+
+def test_split_option_contradicting_the_file_name_is_refused(shared_data, tmp_path):
+    with pytest.raises(BuildError, match="--split train contradicts the file name"):
+        build(tmp_path, sources=[SourceSpec("musique", str(MUSIQUE_DEV), 5, split="train")])
+
+
+def test_duplicate_questions_are_excluded_and_counted(shared_data, tmp_path):
+    lines = MUSIQUE_TRAIN.read_text().splitlines()
+    p = tmp_path / "musique_train_dup.jsonl"
+    p.write_text("\n".join(lines[:10] + lines[:3]) + "\n")
+    rows, m = build(tmp_path, input=p, n=None)
+    assert len(rows) == 10 and len({r["id"] for r in rows}) == 10
+    assert m["sources"][0]["excluded"] == {"duplicate_id": 3}
+
+
+def test_pieces_need_the_piecewise_schedule_and_levels_within_K(shared_data, tmp_path):
+    with pytest.raises(ValueError, match="--pieces is for --schedule piecewise"):
+        build(tmp_path, n=10, schedule="linear", pieces="1:0.5,K:0.5")
+    with pytest.raises(ValueError, match="outside 1..K"):
+        build(tmp_path, n=10, schedule="piecewise", pieces="1:0.5,30:0.5")
+
+
+def test_overwrite_only_replaces_toolkit_outputs(shared_data, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("precious")
+    with pytest.raises(ShardError, match="not an output of this toolkit"):
+        build(tmp_path, "victim", n=5, overwrite=True)
+    assert (victim / "thesis.tex").read_text() == "precious"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ShardError, match="is a file"):
+        build(tmp_path, "afile", n=5)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rows, _ = build(tmp_path, "empty", n=5)
+    assert len(rows) == 5
+
+
+def test_a_racing_build_does_not_replace_without_overwrite(shared_data, tmp_path, monkeypatch):
+    """Another build finishes while this one is writing: this one fails instead of replacing it."""
+    import rag_curriculum.shards as shards
+
+    original = shards.commit_output
+
+    def racing(tmp, out, *, overwrite=True):
+        monkeypatch.setattr(shards, "commit_output", original)
+        build(tmp_path, "out-of-band", n=3)
+        (tmp_path / "out-of-band").rename(out)
+        return original(tmp, out, overwrite=overwrite)
+
+    monkeypatch.setattr(shards, "commit_output", racing)
+    with pytest.raises(ShardError, match="already exists"):
+        build(tmp_path, "race", n=5)
+    assert len(read_rows(tmp_path / "race")) == 3

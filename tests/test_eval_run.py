@@ -210,8 +210,8 @@ def test_rescoring_needs_no_generation_and_changed_sampling_is_refused(eval_sets
 
 def test_bad_inputs(eval_sets, tmp_path, shared_data):
     cur = tmp_path / "curriculum"
-    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), n=3)], out=str(cur)),
-                     command="test")
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), n=3)], out=str(cur),
+                                 allow_split_mismatch=True), command="test")
     with pytest.raises(EvalError, match="not an evaluation set"):
         run({"c": cur}, tmp_path / "r1")
     with pytest.raises(EvalError, match="same dataset and setting"):

@@ -183,8 +183,15 @@ BAD = [
     ("no_gold", "hotpotqa", lambda: hotpot_official(supporting_facts=[]), "supporting_facts"),
     ("dangling_supporting_fact", "hotpotqa", lambda: hotpot_official(supporting_facts=[["Nope", 0], ["B", 0]]),
      "supporting_facts"),
-    ("dangling_supporting_fact", "hotpotqa", lambda: hotpot_official(supporting_facts=[["A", 7], ["B", 0]]),
+    ("dangling_supporting_fact", "hotpotqa", lambda: hotpot_official(
+        context=[["A", ["a0"]], ["A", ["a0", " a1"]], ["B", ["b0"]]], supporting_facts=[["A", 7], ["B", 0]]),
      "supporting_facts"),
+    ("dangling_supporting_fact", "hotpotqa", lambda: hotpot_official(supporting_facts=[["A", -1], ["B", 0]]),
+     "supporting_facts"),
+    ("wrong_type", "hotpotqa", lambda: hotpot_official(context=[["A", ["a0", None]], ["B", ["b0", " b1"]]]),
+     "context[0].sentences"),
+    ("wrong_type", "2wikimultihopqa", lambda: twowiki_official(context=[["Film", ["f"]], ["D", [None]]]),
+     "context[1].sentences"),
     ("wrong_type", "hotpotqa", lambda: hotpot_official(context=[["A", 3]]), "context[0].sentences"),
     ("missing_field", "musique", lambda: {k: v for k, v in musique().items() if k != "paragraphs"}, "paragraphs"),
     ("wrong_type", "musique", lambda: musique(answer_aliases="F"), "answer_aliases"),
@@ -275,6 +282,54 @@ def test_empty_and_missing_files(tmp_path):
         list(load_examples("hotpotqa", p))
     with pytest.raises(FileNotFoundError, match="no such file"):
         list(load_examples("hotpotqa", tmp_path / "nope.json"))
+
+
+def test_hotpot_sentence_overflow_on_a_unique_title_marks_it_and_is_counted(tmp_path):
+    p = write(tmp_path, "train.json", [hotpot_official(supporting_facts=[["A", 7], ["B", 0]])], "json")
+    ex = next(iter(load_examples("hotpotqa", p)))
+    assert [d.is_gold for d in ex.documents] == [True, False, True]
+    assert ex.extra["sentence_out_of_range"] == 1
+
+
+def test_gold_resolution_does_not_depend_on_the_order_of_facts(tmp_path):
+    context = [["T", ["t0"]], ["T", ["t0", " t1", " t2"]], ["U", ["u0"]]]
+    a = hotpot_official(context=context, supporting_facts=[["T", 0], ["T", 2], ["U", 0]])
+    b = hotpot_official(context=context, supporting_facts=[["T", 2], ["T", 0], ["U", 0]])
+    ea, eb = (next(iter(load_examples("hotpotqa", write(tmp_path, f"{n}.json", [r], "json"))))
+              for n, r in (("a", a), ("b", b)))
+    assert [d.is_gold for d in ea.documents] == [d.is_gold for d in eb.documents] == [False, True, True]
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    p = tmp_path / "hotpot_train.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps([hotpot_official(0), hotpot_official(1)]).encode())
+    assert len(list(load_examples("hotpotqa", p))) == 2
+    p = tmp_path / "musique_train.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(musique(i)) + "\n" for i in range(3)).encode())
+    assert len(list(load_examples("musique", p))) == 3
+
+
+def test_a_corrupt_record_in_a_json_list_loses_only_itself_under_skip(tmp_path):
+    records = [json.dumps(twowiki_official(i)) for i in range(6)]
+    records[2] = records[2][:40] + "}"  # a broken record in the middle
+    p = tmp_path / "train.json"
+    p.write_text("[" + ", ".join(records) + "]", encoding="utf-8")
+    with pytest.raises(DataError, match="invalid JSON"):
+        list(load_examples("2wikimultihopqa", p))
+    stream = load_examples("2wikimultihopqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["w0", "w1", "w3", "w4", "w5"]
+    assert stream.report.counts == {"invalid_json": 1}
+    assert "index 2" in stream.report.examples["invalid_json"][0]
+
+
+@pytest.mark.parametrize(("name", "split"), [
+    ("hotpot_train_v1.1.json", "train"), ("hotpot_dev_distractor_v1.json", "dev"), ("musique_ans_v1.0_dev.jsonl", "dev"),
+    ("hub_distractor_validation.sample300.jsonl", "dev"), ("train.sample500.json", "train"), ("test.parquet", "test"),
+    ("constraints.json", None), ("latest.json", None), ("data.json", None)])
+def test_split_guessed_from_words_of_the_file_name(name, split):
+    from rag_curriculum.loaders import guess_split
+
+    assert guess_split(Path(name)) == split
 
 
 def test_2wiki_sentence_overflow_tolerated_but_counted(tmp_path):

@@ -105,6 +105,9 @@ def test_order_issues():
         {"shuffle_dataset": False, "num_train_epochs": 3, "train_sampling_strategy": "group_by_length",
          "ignore_data_skip": True}, resuming=True)}
     assert issues == {"num_train_epochs": "warning", "train_sampling_strategy": "error", "ignore_data_skip": "error"}
+    split = order_issues({**ok, "accelerator_config": {"split_batches": True, "dispatch_batches": None}})
+    assert [(i.setting, i.severity) for i in split] == [("accelerator_config.split_batches", "error")]
+    assert order_issues({**ok, "accelerator_config": {"split_batches": False}}) == []
     plan = plan_batches({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "num_generations": 2,
                          "steps_per_generation": 2}, num_processes=1, num_rows=10)
     issues = {i.setting for i in order_issues({**ok, "max_steps": 50}, plan)}
@@ -145,3 +148,75 @@ def test_step_recorder(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert warn.end_step(1)["in_order"] is False
     assert "CURRICULUM ORDER LOST" in caplog.text and warn.out_of_order == 1
+
+
+@pytest.mark.parametrize(("extra", "steps", "reached"), [
+    ({"max_steps": 3}, 3, 6),                       # 3 steps of 2 prompts: rows 0..5 of 20
+    ({"num_train_epochs": 0.5}, 5, 10),             # half an epoch: ceil(0.5 x 10) = 5 steps
+    ({"max_steps": 3, "num_iterations": 2}, 3, 4),  # 2 steps per generation batch: 2 batches of 2 prompts
+    ({"max_steps": 10}, 10, 20),                    # exactly one pass: every row
+    ({"max_steps": 25}, 25, 20),                    # more than one pass: every row (and a replay, warned)
+])
+def test_rows_a_short_run_never_reaches(extra, steps, reached):
+    """A run that stops before the end of the curriculum (grpo.max_steps, num_train_epochs < 1) never trains on
+    the rows after the last step it takes: in a min-max curriculum, the whole hard half. The plan, the tail
+    report and the order checks must say so, not report only the sampler's dropped tail."""
+    grpo = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2,
+            "shuffle_dataset": False, "num_train_epochs": 1, **extra}
+    plan = plan_batches(grpo, num_processes=1, num_rows=21)
+    assert plan.total_steps == steps and plan.unseen_rows == 1
+    assert plan.rows_reached == reached
+    levels = [1] * 10 + [9] * 11  # min-max: easy half, then hard half
+    tail = tail_rows(plan, indices=list(range(100, 121)), levels=levels)
+    assert tail["rows_reached"] == reached and tail["unreached_rows"] == 20 - reached
+    short = [i for i in order_issues(grpo, plan) if "only rows" in i.message]
+    if reached < 20:
+        assert tail["unreached_curriculum_index"] == [100 + reached, 119]
+        assert sum(tail["unreached_levels"].values()) == 20 - reached and "9" in tail["unreached_levels"]
+        assert len(short) == 1 and short[0].severity == "warning"
+        assert short[0].setting == ("max_steps" if "max_steps" in extra else "num_train_epochs")
+        assert f"only rows 0..{reached - 1} of the {20} it could" in short[0].message
+    else:
+        assert "unreached_curriculum_index" not in tail and short == []
+
+
+def test_rows_reached_matches_what_trl_samples(tmp_path):
+    """rows_reached is what TRL's sampler hands the trainer in total_steps optimiser steps."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+    from trl.trainer.utils import RepeatSampler
+
+    for grpo in ({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2,
+                  "max_steps": 3},
+                 {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "num_generations": 2,
+                  "steps_per_generation": 3, "max_steps": 4},
+                 {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 3, "num_generations": 2,
+                  "num_iterations": 2, "max_steps": 5}):
+        args = GRPOConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", **grpo)
+        n = 41
+        plan = plan_batches(grpo, num_processes=1, num_rows=n)
+        sampler = RepeatSampler(list(range(n)), mini_repeat_count=args.num_generations,
+                                batch_size=args.generation_batch_size // args.num_generations,
+                                repeat_count=args.num_iterations * args.steps_per_generation, shuffle=False)
+        per_batch = args.per_device_train_batch_size * args.steps_per_generation
+        flat = list(sampler)[:plan.total_steps * args.gradient_accumulation_steps * per_batch]
+        assert plan.rows_reached == len(set(flat)), grpo
+
+
+@pytest.mark.parametrize(("step", "ni", "spg", "warned"), [(3, 2, 2, True), (4, 2, 2, False), (3, 1, 2, False),
+                                                           (1, 1, 4, True), (2, 1, 4, False)])
+def test_resume_inside_a_generation_batch_is_warned(tmp_path, caplog, step, ni, spg, warned):
+    """TRL's step counter restarts at 0 on resume: a checkpoint taken inside a generation batch (num_iterations > 1
+    or steps_per_generation > gradient_accumulation_steps) regenerates that batch, out of phase. Warned."""
+    import json
+    from types import SimpleNamespace
+
+    from rag_curriculum.train._trl import _check_resume_plan
+
+    ckpt = tmp_path / f"checkpoint-{step}"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    args = SimpleNamespace(gradient_accumulation_steps=2, steps_per_generation=spg, num_iterations=ni)
+    with caplog.at_level(logging.WARNING):
+        _check_resume_plan(str(ckpt), {"prompts_per_generation": 2}, args, "refuse")
+    assert ("saved inside a generation batch" in caplog.text) is warned

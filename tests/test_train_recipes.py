@@ -50,7 +50,14 @@ def test_recipe_resolves_and_binds_to_grpo_config(name, num_processes):
     assert args.learning_rate == 1e-6
     assert str(args.lr_scheduler_type.value if hasattr(args.lr_scheduler_type, "value")
                else args.lr_scheduler_type) == "constant"
+    assert args.warmup_steps == 0 and args.max_steps == -1
     assert args.beta == 0.01 and args.epsilon == 0.2
+    # the paper's GRPO KL is Schulman's k3 (axolotl on the TRL of early 2025, and verl's low_var_kl); TRL 1.16
+    # multiplies it by the importance ratio by default (trl#6503), which changes the KL gradient even on-policy
+    assert args.use_bias_correction_kl is False
+    assert args.epsilon_high is None  # symmetric clipping (TRL uses epsilon for both sides)
+    assert args.loss_type == "grpo" and args.scale_rewards == "group"  # TRL 1.16's defaults are dapo / group
+    assert args.temperature == 1.0 and args.top_p == 1.0
     assert args.num_generations == 7 and args.max_completion_length == 800
     assert args.num_train_epochs == 1 and args.num_iterations == 1
     assert args.use_vllm is True
@@ -202,3 +209,51 @@ def test_cli_dry_run_on_real_shards_reports_the_tail(tmp_path):
     assert res.exit_code == 0, res.output
     assert "curriculum_index 42..49 are never trained on" in " ".join(res.output.split())
     assert "steps per epoch" in res.output
+
+
+def test_cli_dry_run_says_which_rows_a_short_run_never_reaches(tmp_path):
+    """grpo.max_steps shorter than one pass: the min-max curriculum's hard half is never trained on, and the
+    dry run says so (rows, curriculum_index span and levels), not only the sampler's dropped tail."""
+    import re
+
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    shards = tmp_path / "musique-min-max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=100)], schedule="min-max",
+                                 out=str(shards), seed=0))
+    res = CliRunner().invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={shards}", "grpo.max_steps=1",
+                                      "--dry-run"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert re.search(r"rows this run reaches\W+42\b", text)
+    assert re.search(r"rows after its last step \(never trained on\)\W+42\b", text)
+    assert "rows with curriculum_index 42..83 (levels {'1': 8, '20': 34}) are never reached" in text
+    assert "max_steps=1 stops the run after 1 of the 2 steps of one pass: it trains on only rows 0..41" in text
+
+
+def test_old_and_new_name_of_a_grpo_field_cannot_disagree():
+    """transformers 5 renamed gradient_checkpointing to activation_checkpointing and keeps the old name as an alias
+    that loses to the new one: `grpo.gradient_checkpointing=false` on a recipe that sets activation_checkpointing
+    would silently keep checkpointing on. Refused with the name to use; agreeing values are fine."""
+    cfg = compose_train_config("rag-rl-max", ["grpo.gradient_checkpointing=false"])
+    with pytest.raises(ValueError, match="grpo.activation_checkpointing"):
+        check_recipe(cfg, num_processes=1)
+    args, _ = check_recipe(compose_train_config("rag-rl-max", ["grpo.gradient_checkpointing=true"]), num_processes=1)
+    assert args.activation_checkpointing is True
+    args, _ = check_recipe(compose_train_config("rag-rl-max", ["grpo.activation_checkpointing=false"]),
+                           num_processes=1)
+    assert args.activation_checkpointing is False and args.gradient_checkpointing is False
+
+
+def test_a_field_older_trl_lacks_is_dropped_when_it_asks_for_the_old_behaviour(monkeypatch):
+    """use_bias_correction_kl=false asks for what TRLs without the field do anyway: binding there drops it instead
+    of refusing the recipe; asking such a TRL for true is refused."""
+    from rag_curriculum.train import _trl
+
+    known = {k: v for k, v in _trl._grpo_fields().items() if k != "use_bias_correction_kl"}
+    monkeypatch.setattr(_trl, "_grpo_fields", lambda: known)
+    assert "use_bias_correction_kl" not in _trl.check_grpo_keys({"beta": 0.01, "use_bias_correction_kl": False})
+    with pytest.raises(ValueError, match="use_bias_correction_kl is not a field"):
+        _trl.check_grpo_keys({"use_bias_correction_kl": True})

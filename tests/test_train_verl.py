@@ -61,7 +61,15 @@ def test_launch_command(shards):
     assert opts["reward.custom_reward_function.name"] == "compute_score"
     assert opts["data.train_batch_size"] == "42" and opts["actor_rollout_ref.rollout.n"] == "7"
     assert opts["actor_rollout_ref.actor.kl_loss_coef"] == "0.01"
-    assert opts["actor_rollout_ref.actor.clip_ratio"] == "0.2"
+    # verl's actor config carries clip_ratio_low / clip_ratio_high (0.2 each) and the loss reads them before
+    # clip_ratio, so the clipping is set there; AdamW's weight decay defaults to 0.01 in verl but 0.0 in TRL's
+    # GRPOConfig (the TRL recipes): set to 0.0 so both paths train the same way.
+    assert opts["actor_rollout_ref.actor.clip_ratio_low"] == opts["actor_rollout_ref.actor.clip_ratio_high"] == "0.2"
+    assert opts["actor_rollout_ref.actor.optim.weight_decay"] == "0.0"
+    assert opts["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"  # TRL's loss_type=grpo
+    # one PPO update per step over the whole batch (on-policy, like TRL's one optimiser step per generation)
+    assert opts["actor_rollout_ref.actor.ppo_mini_batch_size"] == opts["data.train_batch_size"]
+    assert opts["actor_rollout_ref.actor.ppo_epochs"] == "1"
     assert opts["actor_rollout_ref.actor.optim.lr"] == "1e-6"
     assert opts["data.max_response_length"] == "800" and opts["trainer.total_epochs"] == "1"
     assert args[-1] == "trainer.save_freq=5"  # extra overrides come last and win

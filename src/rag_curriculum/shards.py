@@ -103,28 +103,55 @@ def write_json(path: str | Path, obj: Any) -> None:
     _atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
-def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Refuse an existing output unless ``overwrite``; return the hidden temporary directory to write into."""
+def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
+    """Refuse an output that exists, unless ``overwrite`` and it is one of the toolkit's outputs (a directory
+    holding a ``manifest.json``) or empty: ``--overwrite`` never deletes a directory of anything else."""
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise ShardError(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace it "
-                         "or choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ShardError(f"--out {out} is a file, not a directory; choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ShardError(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace "
+                             "it, or choose another --out")
+        if not (out / MANIFEST).is_file():
+            raise ShardError(f"{out} exists and is not an output of this toolkit (no {MANIFEST}); --overwrite only "
+                             "replaces earlier outputs. Choose another --out, or remove it yourself")
+    return out
+
+
+def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
+    """Check the output (see :func:`check_output`); return a hidden temporary directory beside it to write into."""
+    out = check_output(out_dir, overwrite=overwrite)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ShardError(f"cannot create {out}: a parent path is a file; choose another --out") from None
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{time.time_ns()}"
     tmp.mkdir()
     return tmp
 
 
-def commit_output(tmp: Path, out_dir: str | Path) -> Path:
-    """Move a finished temporary directory into place (replacing an old one only now, at the very end)."""
+def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> Path:
+    """Move a finished temporary directory into place (replacing an old one only now, at the very end).
+
+    The existence check is made again here, so of two builds racing to one output without ``overwrite`` the
+    second fails instead of replacing the first."""
     out = Path(out_dir)
+    if out.exists():
+        check_output(out, overwrite=overwrite)
+        if not any(out.iterdir()):
+            out.rmdir()
     if out.exists():
         trash = out.parent / f".{out.name}.old-{os.getpid()}-{time.time_ns()}"
         os.replace(out, trash)
         os.replace(tmp, out)
         shutil.rmtree(trash, ignore_errors=True)
     else:
-        os.replace(tmp, out)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            raise ShardError(f"{out} appeared while this output was being written (another run?); nothing was "
+                             "replaced. Pass --overwrite to replace it") from None
     return out
 
 
@@ -204,7 +231,7 @@ def write_shards(
         if card is not None:
             card(tmp, full)
         write_json(tmp / MANIFEST, full)
-        commit_output(tmp, out_dir)
+        commit_output(tmp, out_dir, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

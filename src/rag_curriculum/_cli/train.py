@@ -67,6 +67,9 @@ def _print_plan(plan: Any, tail: dict[str, Any] | None = None) -> None:
     if plan.num_rows is not None:
         rows += [("rows", plan.num_rows), ("steps per epoch", plan.steps_per_epoch),
                  ("steps in this run", plan.total_steps), ("tail rows never trained on", plan.unseen_rows)]
+        if plan.unreached_rows:
+            rows += [("rows this run reaches", plan.rows_reached),
+                     ("rows after its last step (never trained on)", plan.unreached_rows)]
     for k, v in rows:
         table.add_row(k, str(v))
     out.print(table)
@@ -75,6 +78,11 @@ def _print_plan(plan: Any, tail: dict[str, Any] | None = None) -> None:
         console.print(f"[yellow]warning:[/] rows with curriculum_index {lo}..{hi} are never trained on (TRL drops "
                       f"the incomplete last batch); build with --batch-prompts {plan.prompts_per_generation} "
                       "--tail trim or pad")
+    if tail and tail.get("unreached_curriculum_index"):
+        lo, hi = tail["unreached_curriculum_index"]
+        console.print(f"[yellow]warning:[/] this run stops after {plan.total_steps} of {plan.steps_per_epoch} steps: "
+                      f"rows with curriculum_index {lo}..{hi} (levels {tail.get('unreached_levels')}) are never "
+                      "reached; use data.max_rows for a shorter curriculum")
 
 
 def train(
@@ -172,6 +180,11 @@ def _dry_run(cfg: Any) -> None:
         tail = tail_rows(plan, indices, list(dataset["level"]))
         report_tail(tail, manifest.get("trainer_tail"))
     _print_plan(plan, tail)
+    from ..train import grpo_kwargs, order_issues
+
+    for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
+        if issue.severity != "error":  # errors were raised by check_recipe
+            console.print(f"[yellow]curriculum order:[/] {issue.message}")
     out.print(f"[green]ok:[/] binds to trl.GRPOConfig (output_dir={args.output_dir}, "
               f"shuffle_dataset={args.shuffle_dataset})")
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from .. import __version__
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import CurriculumError, SkipReport
-from ..loaders import get_loader, load_examples
+from ..loaders import get_loader, guess_split, load_examples
 from ..prompts import PromptTemplate, get_template, unique_labels
 from ..records import Document, Example
 from ..shards import (
@@ -38,6 +38,7 @@ from ..shards import (
     MESSAGE,
     PASSAGE,
     ROW_SCHEMA,
+    check_output,
     sha256_file,
     write_one_shard,
     write_shards,
@@ -143,21 +144,56 @@ def _default_split(cfg: BuildConfig, spec: SourceSpec) -> str | None:
     return "train" if cfg.setting == "curriculum" else "dev"
 
 
+TRAIN_SPLITS = {"train"}
+EVAL_SPLITS = {"dev", "validation", "test"}
+
+
+def check_split(cfg: BuildConfig, spec: SourceSpec) -> None:
+    """Refuse a training curriculum made from a dev/test file, or an evaluation set made from a train file (the
+    likeliest way evaluation questions leak into training), and a --split that contradicts the file's name."""
+    if cfg.allow_split_mismatch:
+        return
+    named = guess_split(Path(spec.input)) if spec.input and not _is_hub(spec.input) else None
+    hint = "pass --allow-split-mismatch (allow_split_mismatch=true) if this is intended"
+    if spec.split and named and spec.split != named and {spec.split, named} != {"dev", "validation"}:
+        raise BuildError(f"{spec.dataset}: --split {spec.split} contradicts the file name {Path(spec.input).name} "
+                         f"({named}); for a local file --split only labels the rows. {hint}")
+    split = spec.split or named
+    if split is None:
+        return
+    if cfg.setting == "curriculum" and split in EVAL_SPLITS:
+        raise BuildError(f"{spec.dataset}: a training curriculum from the {split} split ({spec.input}); build "
+                         f"curricula from train files and evaluation sets from dev files, or {hint}")
+    if cfg.setting != "curriculum" and split in TRAIN_SPLITS:
+        raise BuildError(f"{spec.dataset}: a {cfg.setting} evaluation set from the train split ({spec.input}); "
+                         f"evaluation sets come from dev files, or {hint}")
+
+
+def _is_hub(path: str | None) -> bool:
+    return bool(path) and str(path).startswith("hf://")
+
+
 def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -> LoadedSource:
     from concurrent.futures import ThreadPoolExecutor
 
     from .._progress import track
 
+    check_split(cfg, spec)
     report = SkipReport()
     # The checksum is computed in a thread while the records are parsed (hashlib and file reads release the GIL).
-    hasher = ThreadPoolExecutor(max_workers=1) if spec.input else None
+    hasher = ThreadPoolExecutor(max_workers=1) if spec.input and not _is_hub(spec.input) else None
     checksum_future = hasher.submit(sha256_file, spec.input) if hasher else None
     stream = load_examples(spec.dataset, spec.input, split=_default_split(cfg, spec), on_error=cfg.on_error,
                            report=report)
     spec.dataset = stream.dataset
     examples: list[Example] = []
     excluded: Counter = Counter()
+    seen: set[str] = set()
     for ex in track(stream, f"loading {spec.dataset}", enabled=progress):
+        if ex.id in seen:  # the same question twice (a duplicated record, or identical Hub rows without an id)
+            excluded["duplicate_id"] += 1
+            continue
+        seen.add(ex.id)
         if ex.extra.get("answerable") is False and not cfg.include_unanswerable:
             excluded["unanswerable"] += 1
             continue
@@ -215,9 +251,20 @@ def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[E
     paired = place(examples)
     if cfg.order == "shuffled":
         random.Random(derive_seed(cfg.seed, "order")).shuffle(paired)
-    else:  # level: stable sort (a no-op for monotone schedules such as max, linear and min-max)
-        paired.sort(key=lambda p: p[1])
+    elif not _monotone(paired):
+        # level: rows in schedule order. Only a schedule whose levels go down somewhere needs sorting; it is
+        # sorted by the level relative to each source's K, so a mixture of sources with different K stays mixed.
+        paired.sort(key=lambda p: (p[1] - 1) / max(K_of(p[0]) - 1, 1))
     return paired
+
+
+def _monotone(paired: Sequence[tuple[Example, int]]) -> bool:
+    last: dict[str, int] = {}
+    for ex, level in paired:
+        if level < last.get(ex.source, 0):
+            return False
+        last[ex.source] = level
+    return True
 
 
 def _source_K(cfg: BuildConfig, dataset: str) -> int:
@@ -529,6 +576,7 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
 
 
 def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
+    check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
     cfg.validate()
     for s in cfg.sources:
         s.dataset = get_loader(s.dataset).name
@@ -553,7 +601,9 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
         "command": command or current_command(),
         "sources": [
             {"dataset": s.dataset, "input": s.spec.input, "split": s.examples[0].split if s.examples else None,
-             "sha256": s.checksum, "hub": None if s.spec.input else get_loader(s.dataset).hub_path,
+             "sha256": s.checksum,
+             "hub": (s.spec.input[len("hf://"):] if _is_hub(s.spec.input)
+                     else None if s.spec.input else get_loader(s.dataset).hub_path),
              "records_loaded": len(s.examples) + sum(s.excluded.values()), "excluded": dict(s.excluded),
              "skipped": dict(s.report.counts), "sampled": facts["per_source"].get(s.dataset, 0),
              "license": get_loader(s.dataset).license}

@@ -46,6 +46,7 @@ class BuildConfig:
     eval_sets: list[str] = field(default_factory=list)  # shard directories checked for train/eval leakage
     leakage: str = "refuse"  # refuse | drop (exclude leaked questions before sampling) | warn
     include_unanswerable: bool = False  # MuSiQue-Full's answerable=false questions
+    allow_split_mismatch: bool = False  # allow curricula from dev/test files and evaluation sets from train files
     on_error: str = "raise"  # raise | skip (bad records are counted and reported)
     out: str = "outputs/curriculum"
     overwrite: bool = False
@@ -69,6 +70,8 @@ class BuildConfig:
             raise ValueError("workers must be >= 1")
         if self.K is not None and self.K < 1:
             raise ValueError("K must be >= 1")
+        if self.pieces and self.schedule != "piecewise":
+            raise ValueError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
         if self.on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
         for s in self.sources:

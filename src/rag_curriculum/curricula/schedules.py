@@ -84,17 +84,26 @@ def piecewise(pieces: Sequence[Piece]) -> Schedule:
         cum.append(acc)
     levels = [p[0] for p in pieces]
 
+    def level(lv: int | str, K: int) -> int:
+        if lv == "K":
+            return K
+        if not 1 <= int(lv) <= K:
+            raise ValueError(f"schedule piece level {lv} is outside 1..K (K = {K})")
+        return int(lv)
+
     def schedule(i: int, n: int, K: int) -> int:
         for lv, c in zip(levels, cum, strict=True):
             if i <= c * n:
-                return K if lv == "K" else min(int(lv), K)
-        return K if levels[-1] == "K" else min(int(levels[-1]), K)
+                return level(lv, K)
+        return level(levels[-1], K)
 
     return schedule
 
 
 def resolve_schedule(name: str, pieces: str | Sequence[Sequence[object]] | None = None) -> Schedule:
-    if name == "piecewise" or pieces:
+    if pieces and name != "piecewise":
+        raise ValueError(f"pieces are for the piecewise schedule, not {name!r}")
+    if name == "piecewise":
         if not pieces:
             raise ValueError("the piecewise schedule needs pieces, e.g. --pieces 1:0.25,5:0.25,K:0.5")
         return piecewise(parse_pieces(pieces))

@@ -108,16 +108,17 @@ def _index(evals: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Map
 
 
 def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
-    """Bold the best value of each column (when more than one row has a value), in place."""
+    """Bold the best value of each column (when more than one row has a value), in place. Values are compared as
+    printed (x 100, two decimals), so every cell that shows the best number is bolded."""
     if len(cells) < 2:
         return
     for c in range(len(values[0])):
-        col = [v[c] for v in values if v[c] is not None]
-        if len(col) < 2:
+        shown = [pct(v[c]) for v in values if v[c] is not None]
+        if len(shown) < 2:
             continue
-        best = max(col)
+        best = max(shown, key=float)
         for r, row in enumerate(values):
-            if row[c] is not None and row[c] == best:
+            if row[c] is not None and pct(row[c]) == best:
                 cells[r][c] = f"**{cells[r][c]}**"
 
 

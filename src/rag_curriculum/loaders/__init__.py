@@ -39,11 +39,11 @@ def get_loader(dataset: str) -> type[DatasetLoader]:
 
 
 def guess_split(path: Path) -> str | None:
-    """``train`` / ``dev`` / ``test`` from a file name such as ``hotpot_dev_distractor_v1.json``."""
-    name = path.name.lower()
-    for split, pat in (("train", r"train"), ("dev", r"(dev|validation|valid|val)\b|dev_|_dev|dev\."),
-                       ("test", r"test")):
-        if re.search(pat, name):
+    """``train`` / ``dev`` / ``test`` from the words of a file name such as ``hotpot_dev_distractor_v1.json``
+    (``validation``/``valid``/``val`` count as ``dev``), or None when no word says."""
+    words = set(re.split(r"[^a-z0-9]+", path.name.lower()))
+    for split, names in (("train", {"train"}), ("dev", {"dev", "validation", "valid", "val"}), ("test", {"test"})):
+        if words & names:
             return split
     return None
 

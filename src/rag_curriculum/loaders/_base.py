@@ -78,16 +78,30 @@ def answers_list(answer: str, aliases: Sequence[str] | None, ctx: RecordContext,
     return out
 
 
-def resolve_gold(titles: Sequence[str], sentences: Sequence[Sequence[str]], facts: Sequence[tuple[str, int]],
-                 ctx: RecordContext, *, tolerate_sentence_overflow: bool) -> tuple[list[bool], dict[str, int]]:
-    """Mark gold paragraphs from ``(title, sentence index)`` supporting facts, per paragraph.
+def paragraph_texts(sentences: Sequence[Sequence[str]], ctx: RecordContext) -> list[str]:
+    """Each paragraph's sentences joined; a sentence that is not a string is a ``wrong_type`` error naming it."""
+    try:
+        return [join_sentences(s) for s in sentences]
+    except (TypeError, AttributeError):
+        for j, sents in enumerate(sentences):
+            for m, x in enumerate(sents):
+                if not isinstance(x, str):
+                    raise ctx.error(f"sentence {m} is {type(x).__name__}, expected a string", kind="wrong_type",
+                                    field=f"context[{j}].sentences") from None
+        raise
 
-    A fact points at the paragraphs carrying its title *and* having that sentence; when a title repeats, the
-    sentence index decides, and a paragraph already chosen by an earlier fact is preferred, so two facts on one
-    paragraph never make two gold documents. A fact whose title is absent is an error. A fact whose sentence is
-    past the end of every paragraph with that title is an error, unless ``tolerate_sentence_overflow`` (2Wiki's
-    release has such facts: its sentence ids count the full Wikipedia paragraph); it then marks the first such
-    paragraph and is counted in the returned notes.
+
+def resolve_gold(titles: Sequence[str], sentences: Sequence[Sequence[str]], facts: Sequence[tuple[str, int]],
+                 ctx: RecordContext) -> tuple[list[bool], dict[str, int]]:
+    """Mark gold paragraphs from ``(title, sentence index)`` supporting facts, per paragraph, never by title alone.
+
+    A fact points at the paragraphs that carry its title *and* have that sentence. When a title repeats, the
+    sentence index decides; facts with fewer candidate paragraphs are resolved first, and a paragraph already
+    chosen is preferred, so two facts on one paragraph make one gold document whatever their order. A fact whose
+    title is absent, or whose sentence index is negative, is an error. A fact whose sentence is past the end of
+    its paragraph still marks that paragraph when its title names only one (2Wiki's release has such facts: its
+    sentence ids count the full Wikipedia paragraph); this is counted as ``sentence_out_of_range``. When the
+    title names several paragraphs and none has that sentence, nothing says which is meant: an error.
     """
     gold = [False] * len(titles)
     notes = {"sentence_out_of_range": 0, "ambiguous_supporting_fact": 0}
@@ -104,22 +118,27 @@ def resolve_gold(titles: Sequence[str], sentences: Sequence[Sequence[str]], fact
     by_title: dict[str, list[int]] = {}
     for i, t in enumerate(titles):
         by_title.setdefault(t, []).append(i)
+    resolved: list[list[int]] = []
     for title, sent in facts:
         cands = by_title.get(title)
         if not cands:
             raise ctx.error(f"supporting fact ({title!r}, {sent}) names a title that is not in the context",
                             kind="dangling_supporting_fact", field="supporting_facts")
-        with_sent = [i for i in cands if 0 <= sent < len(sentences[i])]
+        if sent < 0:
+            raise ctx.error(f"supporting fact ({title!r}, {sent}) has a negative sentence index",
+                            kind="dangling_supporting_fact", field="supporting_facts")
+        with_sent = [i for i in cands if sent < len(sentences[i])]
         if not with_sent:
-            if not tolerate_sentence_overflow or sent < 0:
+            if len(cands) > 1:
                 raise ctx.error(
-                    f"supporting fact ({title!r}, {sent}) points past the end of its paragraph "
-                    f"({max(len(sentences[i]) for i in cands)} sentence(s))",
-                    kind="dangling_supporting_fact", field="supporting_facts")
+                    f"supporting fact ({title!r}, {sent}): {len(cands)} paragraphs carry that title and none has "
+                    f"sentence {sent}, so the gold one cannot be told", kind="dangling_supporting_fact",
+                    field="supporting_facts")
             notes["sentence_out_of_range"] += 1
             with_sent = cands
-        chosen = [i for i in with_sent if gold[i]]
-        if chosen:
+        resolved.append(with_sent)
+    for with_sent in sorted(resolved, key=len):  # stable: the fewest candidates first
+        if any(gold[i] for i in with_sent):
             continue
         if len(with_sent) > 1:
             notes["ambiguous_supporting_fact"] += 1
@@ -150,5 +169,5 @@ class DatasetLoader:
         return Example(**kw)
 
 
-__all__ = ["DatasetLoader", "Document", "RecordContext", "answers_list", "join_sentences", "require",
-           "resolve_gold", "stable_id"]
+__all__ = ["DatasetLoader", "Document", "RecordContext", "answers_list", "join_sentences", "paragraph_texts",
+           "require", "resolve_gold", "stable_id"]

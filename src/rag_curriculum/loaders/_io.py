@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ Raw = tuple[str, Any]
 SkipFn = Callable[[DataError], None]
 
 PARQUET_BATCH_ROWS = 2048
+BOM = b"\xef\xbb\xbf"
 
 
 def detect_format(path: Path) -> str:
@@ -65,6 +67,8 @@ def iter_json_list(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
     """Parse a JSON list at C speed, then hand records out one by one, releasing each as it goes so a consumer
     that does not keep them holds no more memory than the parse itself."""
     data = path.read_bytes()
+    if data.startswith(BOM):
+        data = data[len(BOM):]
     try:
         records = _parse_whole(data)
     except orjson.JSONDecodeError as e:
@@ -87,33 +91,64 @@ def iter_json_list(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
         yield f"index {i}", rec
 
 
+_NEXT_RECORD = re.compile(r",\s*\{")
+
+
 def _recover_json_list(path: Path, text: str, skip: SkipFn) -> Iterator[Raw]:
+    """Read a JSON list that does not parse as a whole record by record. At a record that does not parse, skip
+    forward to the next place where a complete record starts (a ``{`` after a comma that decodes to an object
+    followed by ``,`` or ``]``), report the unreadable span as one ``invalid_json`` skip, and go on."""
     decoder = json.JSONDecoder()
-    pos = text.index("[") + 1
+    start = text.find("[")
+    pos = start + 1 if start >= 0 else 0
     n = len(text)
     i = 0
     while True:
         while pos < n and text[pos] in " \t\r\n,":
             pos += 1
-        if pos >= n or text[pos] == "]":
-            if pos >= n:
-                skip(DataError("the JSON list is not closed (truncated file?)", kind="invalid_json",
-                               path=str(path), record=f"index {i}"))
+        if pos >= n:
+            skip(DataError("the JSON list is not closed (truncated file?)", kind="invalid_json", path=str(path),
+                           record=f"index {i}"))
+            return
+        if text[pos] == "]":
             return
         try:
-            rec, pos = decoder.raw_decode(text, pos)
+            rec, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            skip(DataError(f"invalid JSON ({e.msg}) at line {e.lineno}, column {e.colno}; the rest of the file "
-                           "could not be read", kind="invalid_json", path=str(path), record=f"index {i}"))
-            return
+            resume = _resync(decoder, text, pos)
+            lost = f"characters {pos}..{resume if resume is not None else n}"
+            skip(DataError(f"invalid JSON ({e.msg}) at line {e.lineno}, column {e.colno}; skipped {lost}"
+                           + ("" if resume is not None else " (the rest of the file)"), kind="invalid_json",
+                           path=str(path), record=f"index {i}"))
+            if resume is None:
+                return
+            pos = resume
+            i += 1
+            continue
         yield f"index {i}", rec
+        pos = end
         i += 1
+
+
+def _resync(decoder: json.JSONDecoder, text: str, pos: int) -> int | None:
+    for m in _NEXT_RECORD.finditer(text, pos):
+        at = m.end() - 1
+        try:
+            obj, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            continue
+        rest = text[end:end + 64].lstrip()
+        if isinstance(obj, dict) and rest[:1] in (",", "]"):
+            return at
+    return None
 
 
 def iter_jsonl(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
     loads = orjson.loads
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
+            if lineno == 1 and line.startswith(BOM):
+                line = line[len(BOM):]
             if not line.strip():
                 continue
             try:

@@ -20,7 +20,7 @@ from ._base import (
     DatasetLoader,
     RecordContext,
     answers_list,
-    join_sentences,
+    paragraph_texts,
     require,
     resolve_gold,
     stable_id,
@@ -111,7 +111,6 @@ class HotpotQALoader(DatasetLoader):
     hub_splits = {"train": "train", "dev": "validation", "validation": "validation"}
     license = "cc-by-sa-4.0"
     release_files = "hotpot_train_v1.1.json / hotpot_dev_distractor_v1.json"
-    tolerate_sentence_overflow = False
 
     @classmethod
     def looks_like(cls, rec: Any) -> bool:
@@ -132,8 +131,8 @@ class HotpotQALoader(DatasetLoader):
         answer = require(rec, "answer", str, ctx)
         titles, sentences = read_context(rec, ctx, "sentences")
         facts = read_facts(rec, ctx)
-        gold, notes = resolve_gold(titles, sentences, facts, ctx,
-                                   tolerate_sentence_overflow=cls.tolerate_sentence_overflow)
+        gold, notes = resolve_gold(titles, sentences, facts, ctx)
+        texts = paragraph_texts(sentences, ctx)
         if not rid:
             rid = stable_id(cls.name, question, answer, *titles)
         qtype = rec.get("type") if isinstance(rec.get("type"), str) else None
@@ -143,6 +142,6 @@ class HotpotQALoader(DatasetLoader):
         return Example(
             id=rid, source=cls.name, split=split, question=question,
             answers=answers_list(answer, None, ctx),
-            documents=[Document(t, join_sentences(s), g) for t, s, g in zip(titles, sentences, gold, strict=True)],
+            documents=[Document(t, x, g) for t, x, g in zip(titles, texts, gold, strict=True)],
             qtype=qtype, supporting_facts=facts, decomposition=None, extra=extra,
         )

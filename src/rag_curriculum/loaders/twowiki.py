@@ -9,7 +9,7 @@ Hub: ``context{title[], content[[...]]}``, ``supporting_facts{title[], sent_id[]
 ``evidences{fact[], relation[], entity[]}``.
 
 The release has supporting facts whose sentence index is past the end of their paragraph; the paragraph is
-still the gold one when its title names it (counted as ``sentence_out_of_range``).
+still the gold one when its title names only one (counted as ``sentence_out_of_range``; see ``resolve_gold``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ._base import (
     DatasetLoader,
     RecordContext,
     answers_list,
-    join_sentences,
+    paragraph_texts,
     require,
     resolve_gold,
     stable_id,
@@ -50,7 +50,6 @@ class TwoWikiLoader(DatasetLoader):
     hub_splits = {"train": "train", "dev": "validation", "validation": "validation", "test": "test"}
     license = "apache-2.0"
     release_files = "train.json / dev.json"
-    tolerate_sentence_overflow = True
 
     @classmethod
     def looks_like(cls, rec: Any) -> bool:
@@ -70,8 +69,8 @@ class TwoWikiLoader(DatasetLoader):
         text_key = "content" if isinstance(rec.get("context"), dict) else "sentences"
         titles, sentences = read_context(rec, ctx, text_key)
         facts = read_facts(rec, ctx)
-        gold, notes = resolve_gold(titles, sentences, facts, ctx,
-                                   tolerate_sentence_overflow=cls.tolerate_sentence_overflow)
+        gold, notes = resolve_gold(titles, sentences, facts, ctx)
+        texts = paragraph_texts(sentences, ctx)
         if not rid:
             rid = stable_id(cls.name, question, answer, *titles)
         aliases = rec.get("answer_aliases") or rec.get("aliases")
@@ -85,7 +84,7 @@ class TwoWikiLoader(DatasetLoader):
         return Example(
             id=rid, source=cls.name, split=split, question=question,
             answers=answers_list(answer, aliases if isinstance(aliases, list) else None, ctx),
-            documents=[Document(t, join_sentences(s), g) for t, s, g in zip(titles, sentences, gold, strict=True)],
+            documents=[Document(t, x, g) for t, x, g in zip(titles, texts, gold, strict=True)],
             qtype=rec.get("type") if isinstance(rec.get("type"), str) else None,
             supporting_facts=facts, decomposition=None, extra=extra,
         )

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 CHECKPOINT_PLAN = "curriculum_plan.json"
 # GRPOConfig fields renamed across transformers versions: (new, old).
 _ALIASES = (("activation_checkpointing", "gradient_checkpointing"),)
+# GRPOConfig fields newer TRLs added, with the value that keeps what older TRLs (without the field) do: a recipe
+# that asks for that value binds there too, the field dropped.
+_LEGACY_VALUES = {"use_bias_correction_kl": False}
 
 
 @dataclass
@@ -92,10 +95,19 @@ def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
             if alias in known:
                 out[alias] = value
                 continue
+            if key in _LEGACY_VALUES and value == _LEGACY_VALUES[key]:
+                log.debug("grpo.%s=%r is what this TRL does (it has no such field); dropped", key, value)
+                continue
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f"; did you mean grpo.{close[0]}?" if close else ""
             raise ValueError(f"grpo.{key} is not a field of trl.GRPOConfig{hint}")
         out[key] = value
+    for new, old in _ALIASES:  # both names known: transformers lets the new one win, silently
+        if new in out and old in out:
+            if out[new] != out[old]:
+                raise ValueError(f"grpo.{old}={out[old]!r} and grpo.{new}={out[new]!r} are the same setting (its old "
+                                 f"and new name) and disagree; set grpo.{new} only (the old name is ignored)")
+            del out[old]
     return out
 
 
@@ -172,6 +184,7 @@ def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
 def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, policy: str) -> None:
     """Resuming on other rows, or with a batch that would continue elsewhere in the curriculum, would skip or
     repeat rows: refuse (or warn)."""
+    _warn_mid_generation(checkpoint, args)
     p = Path(checkpoint) / CHECKPOINT_PLAN
     if not p.exists():
         log.warning("%s has no %s: cannot check that the run being resumed trained on the same curriculum",
@@ -191,6 +204,25 @@ def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, poli
         if policy == "refuse":
             raise CurriculumOrderError(msg + "; data.order_policy=warn resumes anyway")
         log.warning("CURRICULUM ORDER: %s", msg)
+
+
+def _warn_mid_generation(checkpoint: str, args: Any) -> None:
+    """A checkpoint taken inside a generation batch (one that spans several optimiser steps: num_iterations > 1, or
+    steps_per_generation > gradient_accumulation_steps) cannot be resumed exactly: HF's Trainer skips the batches
+    already taken, but TRL's step counter restarts at 0, so the resumed run generates that batch again and stays
+    out of phase (its rows are trained again, the last batch of the run only in part). The order is kept."""
+    state = Path(checkpoint) / "trainer_state.json"
+    if not state.exists():
+        return
+    step = int(json.loads(state.read_text()).get("global_step", 0))
+    per_generation = args.steps_per_generation * args.num_iterations
+    if (step * args.gradient_accumulation_steps) % per_generation:
+        log.warning(
+            "%s was saved inside a generation batch (global step %d; a generation batch spans %g optimiser steps): "
+            "TRL regenerates that batch on resume, so its rows are trained again and the run's last batch only in "
+            "part. Resume from a checkpoint at a multiple of %g steps (grpo.save_steps) to continue exactly.",
+            checkpoint, step, per_generation / args.gradient_accumulation_steps,
+            per_generation / args.gradient_accumulation_steps)
 
 
 @functools.cache

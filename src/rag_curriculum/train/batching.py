@@ -86,6 +86,10 @@ class BatchPlan:
     num_epochs: float | None = None
     max_steps: int | None = None
     total_steps: int | None = None
+    """Optimiser steps this run takes (``max_steps``, else ``num_train_epochs`` x ``steps_per_epoch``)."""
+    rows_reached: int | None = None
+    """Rows of the curriculum (from the first) that this run's ``total_steps`` reach: fewer than
+    ``num_rows - unseen_rows`` when ``max_steps`` (or ``num_train_epochs < 1``) stops it before one full pass."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,7 +105,16 @@ class BatchPlan:
         if self.num_rows is not None:
             s += (f"; {self.num_rows} rows -> {self.steps_per_epoch} steps per epoch, "
                   f"{self.unseen_rows} tail row(s) unseen")
+            if self.unreached_rows:
+                s += f"; this run's {self.total_steps} steps reach only the first {self.rows_reached} rows"
         return s
+
+    @property
+    def unreached_rows(self) -> int:
+        """Rows one pass would train on that this run stops before (``max_steps`` / ``num_train_epochs < 1``)."""
+        if self.num_rows is None or self.rows_reached is None:
+            return 0
+        return max(self.num_rows - (self.unseen_rows or 0) - self.rows_reached, 0)
 
 
 def _get(grpo: Mapping[str, Any], key: str) -> Any:
@@ -138,22 +151,27 @@ def plan_batches(grpo: Mapping[str, Any], *, num_processes: int, num_rows: int |
     ppg = gbs // g
     epochs = float(_get(grpo, "num_train_epochs"))
     max_steps = int(_get(grpo, "max_steps"))
-    steps = unseen = total = None
+    steps = unseen = total = reached = None
+    ni = int(_get(grpo, "num_iterations"))
     if num_rows is not None:
         chunks = num_rows // ppg
         # The sampler repeats each chunk steps_per_generation x num_iterations times, one dataloader batch per
         # repeat; HF's Trainer takes gradient_accumulation_steps batches per optimiser step (rounding up).
-        batches = chunks * spg * int(_get(grpo, "num_iterations"))
+        batches = chunks * spg * ni
         steps = max(batches // ga + int(batches % ga > 0), 1) if chunks else 0
         unseen = num_rows % ppg if chunks else num_rows
         total = max_steps if max_steps > 0 else math.ceil(epochs * steps)
+        # A chunk is generated (its rows trained on) when its first batch is taken; a run shorter than one pass
+        # takes total_steps x gradient_accumulation_steps batches.
+        taken = min(total * ga, batches)
+        reached = min(-(-taken // (spg * ni)), chunks) * ppg
     return BatchPlan(
         num_processes=num_processes, num_generations=g, per_device_train_batch_size=pd,
         gradient_accumulation_steps=ga, steps_per_generation=spg, generation_batch_size=gbs,
         prompts_per_generation=ppg, completions_per_step=completions_per_step,
         prompts_per_step=completions_per_step / g if completions_per_step % g else completions_per_step // g,
-        num_iterations=int(_get(grpo, "num_iterations")), num_rows=num_rows, steps_per_epoch=steps,
-        unseen_rows=unseen, num_epochs=epochs, max_steps=max_steps, total_steps=total,
+        num_iterations=ni, num_rows=num_rows, steps_per_epoch=steps,
+        unseen_rows=unseen, num_epochs=epochs, max_steps=max_steps, total_steps=total, rows_reached=reached,
     )
 
 

@@ -53,6 +53,14 @@ def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resu
         issues.append(OrderIssue(
             "train_sampling_strategy", "error",
             "group_by_length sorts rows by length, not by curriculum; remove it (GRPO batches by prompt group)"))
+    accel = grpo.get("accelerator_config")
+    split = accel.get("split_batches") if isinstance(accel, Mapping) else getattr(accel, "split_batches", False)
+    if split:
+        issues.append(OrderIssue(
+            "accelerator_config.split_batches", "error",
+            "accelerator_config.split_batches=true splits each process's generation batch over all processes: TRL's "
+            "sampler then hands the trainer parts of several generation batches out of order (and breaks the groups "
+            "of num_generations); leave it false"))
     if resuming and grpo.get("ignore_data_skip"):
         issues.append(OrderIssue(
             "ignore_data_skip", "error",
@@ -71,6 +79,15 @@ def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resu
             "max_steps", "warning",
             f"max_steps={max_steps} is more than one pass over the curriculum ({plan.steps_per_epoch} steps): "
             f"after step {plan.steps_per_epoch} training starts again from the first row"))
+    if plan is not None and plan.unreached_rows:
+        setting = "max_steps" if max_steps > 0 else "num_train_epochs"
+        usable = plan.rows_reached + plan.unreached_rows
+        issues.append(OrderIssue(
+            setting, "warning",
+            f"{setting}={max_steps if max_steps > 0 else f'{epochs:g}'} stops the run after {plan.total_steps} of "
+            f"the {plan.steps_per_epoch} steps of one pass: it trains on only rows 0..{plan.rows_reached - 1} of the "
+            f"{usable} it could, and the rest of the curriculum (its later, usually harder, levels) is never "
+            f"reached; use data.max_rows for a shorter curriculum that keeps its shape"))
     if plan is not None and plan.steps_per_generation > plan.gradient_accumulation_steps:
         issues.append(OrderIssue(
             "steps_per_generation", "warning",
@@ -126,11 +143,24 @@ def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Seq
         tail = list(indices[n - unseen:])
         out["unseen_curriculum_index"] = [tail[0], tail[-1]]
     if unseen and levels is not None:
-        counts: dict[str, int] = {}
-        for lv in levels[n - unseen:]:
-            counts[str(lv)] = counts.get(str(lv), 0) + 1
-        out["unseen_levels"] = counts
+        out["unseen_levels"] = _count(levels[n - unseen:])
+    if plan.rows_reached is not None:
+        reached, unreached = plan.rows_reached, plan.unreached_rows
+        out["total_steps"] = plan.total_steps
+        out["rows_reached"] = reached
+        out["unreached_rows"] = unreached
+        if unreached and indices is not None:
+            out["unreached_curriculum_index"] = [indices[reached], indices[reached + unreached - 1]]
+        if unreached and levels is not None:
+            out["unreached_levels"] = _count(levels[reached:reached + unreached])
     return out
+
+
+def _count(values: Iterable[Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[str(v)] = counts.get(str(v), 0) + 1
+    return counts
 
 
 def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None = None) -> None:
@@ -144,9 +174,16 @@ def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None
             "%d row(s) of %d will never be trained on%s: TRL's sampler drops the incomplete last batch of %d "
             "prompts. Build the curriculum with --batch-prompts %d --tail trim (or pad) to train on every row.",
             unseen, tail["num_rows"], where, ppg, ppg)
-    else:
+    elif not tail.get("unreached_rows"):
         log.info("every one of the %d rows is trained on (%s steps of %d prompts)", tail["num_rows"],
                  tail["steps_per_epoch"], ppg)
+    if tail.get("unreached_rows"):
+        span = tail.get("unreached_curriculum_index")
+        where = f" (curriculum_index {span[0]}..{span[1]}, levels {tail.get('unreached_levels')})" if span else ""
+        log.warning(
+            "this run's %s steps reach only the first %d rows: %d more row(s) of the curriculum%s are never trained "
+            "on (grpo.max_steps / num_train_epochs stop it before the end of one pass; data.max_rows shortens the "
+            "curriculum instead)", tail.get("total_steps"), tail["rows_reached"], tail["unreached_rows"], where)
     if manifest_tail and manifest_tail.get("batch_prompts") and manifest_tail["batch_prompts"] != ppg:
         log.warning("the shards were fitted to %s prompts per step, but this run takes %d per batch",
                     manifest_tail["batch_prompts"], ppg)
