@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HOTPOT_HUB, MUSIQUE_TRAIN, TWOWIKI_TRAIN
+from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 from typer.testing import CliRunner
 
 from rag_curriculum._cli.build import config_from_mapping
@@ -132,3 +132,36 @@ def test_bad_options_say_what_to_do(shared_data, tmp_path, bad):
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", tmp_path / "x", "--no-progress", *bad)
     assert r.exit_code == 1
     assert "error" in r.output
+
+
+def test_n_applies_to_every_source_of_a_mixture_recipe(shared_data, tmp_path):
+    out = tmp_path / "mix"
+    r = run("build", "recipe=mixture-craft", f"sources.0.input={MUSIQUE_TRAIN}", f"sources.1.input={HOTPOT_TRAIN}",
+            f"sources.2.input={TWOWIKI_TRAIN}", "--n", 7, "-o", out, "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["counts"]["sources"] == {"2wikimultihopqa": 7, "hotpotqa": 7, "musique": 7}
+
+
+def test_recipe_K_does_not_follow_another_dataset(shared_data, tmp_path):
+    out = tmp_path / "h"
+    r = run("build", "recipe=musique-min-max", "-d", "hotpotqa", "-i", HOTPOT_TRAIN, "--n", 10, "-o", out,
+            "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["K"] == {"hotpotqa": 10}
+
+
+def test_help_shows_defaults():
+    r = run("build", "--help")
+    for default in ("[default: min-max]", "[default: 0]", "[default: 18]", "[default: level]"):
+        assert default in r.output, default
+
+
+def test_ordinary_mistakes_get_errors_not_tracebacks(shared_data, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    for args in (["-o", tmp_path / "afile"], ["-o", tmp_path / "afile" / "x"], ["-i", tmp_path]):
+        base = ["build", "-d", "musique", "--n", 3, "--no-progress"]
+        if "-i" not in args:
+            base += ["-i", MUSIQUE_TRAIN]
+        r = runner.invoke(app, [str(a) for a in base + args])
+        assert r.exit_code == 1, (args, r.output, r.exception)
+        assert "error:" in r.output and "Traceback" not in r.output

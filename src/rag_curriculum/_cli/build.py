@@ -46,43 +46,43 @@ def build(
         "--input", "-i", help="Local file for each --dataset, in the same order (official release JSON/JSONL, Hub "
         "JSONL/Parquet). Without it the dataset is downloaded from the Hugging Face Hub.", show_default=False)] = None,
     schedule: Annotated[str | None, typer.Option(
-        help="max | linear | min-max | piecewise (with --pieces) | a registered schedule. [default: min-max]",
+        help="max | linear | min-max | piecewise (with --pieces) | a registered schedule. \\[default: min-max]",
         show_default=False)] = None,
     pieces: Annotated[str | None, typer.Option(
         help="Piecewise schedule as LEVEL:FRACTION,... ('K' = the top level), e.g. 1:0.25,5:0.25,K:0.5.")] = None,
-    K: Annotated[int | None, typer.Option("--K", "-K", help="Top level K for every dataset. [default: the paper's: "
+    K: Annotated[int | None, typer.Option("--K", "-K", help="Top level K for every dataset. \\[default: the paper's: "
                                           "HotpotQA 10, MuSiQue 20, 2Wiki 10]", show_default=False)] = None,
     n: Annotated[str | None, typer.Option(
-        "--n", "-n", help="Questions to sample without replacement (per dataset), or 'all'. [default: all, or "
+        "--n", "-n", help="Questions to sample without replacement (per dataset), or 'all'. \\[default: all, or "
         "the recipe's]", show_default=False)] = None,
-    seed: Annotated[int | None, typer.Option(help="Build seed: sampling, distractors, order. [default: 0]",
+    seed: Annotated[int | None, typer.Option(help="Build seed: sampling, distractors, order. \\[default: 0]",
                                              show_default=False)] = None,
     order: Annotated[str | None, typer.Option(
-        help="level (schedule order) | shuffled | hops-level (the paper's Table 3). [default: level]",
+        help="level (schedule order) | shuffled | hops-level (the paper's Table 3). \\[default: level]",
         show_default=False)] = None,
     setting: Annotated[str | None, typer.Option(
         help="curriculum (training) | distractor | ideal (evaluation sets from the dev split). "
-        "[default: curriculum]", show_default=False)] = None,
-    split: Annotated[str | None, typer.Option(help="Split to read (train/dev). [default: from the file name]",
+        "\\[default: curriculum]", show_default=False)] = None,
+    split: Annotated[str | None, typer.Option(help="Split to read (train/dev). \\[default: from the file name]",
                                               show_default=False)] = None,
-    max_distractors: Annotated[int | None, typer.Option(help="Distractor-setting cap. [default: 18]",
+    max_distractors: Annotated[int | None, typer.Option(help="Distractor-setting cap. \\[default: 18]",
                                                         show_default=False)] = None,
-    template: Annotated[str | None, typer.Option(help="Prompt / output format. [default: rag-rl]",
+    template: Annotated[str | None, typer.Option(help="Prompt / output format. \\[default: rag-rl]",
                                                  show_default=False)] = None,
     batch_prompts: Annotated[int | None, typer.Option(
         "--batch-prompts", "-P", help="The trainer's prompts per step (RAG-RL: 42): report the rows it would "
         "never see.", show_default=False)] = None,
     tail: Annotated[str | None, typer.Option(help="keep | trim | pad the row count to a multiple of "
-                                             "--batch-prompts. [default: keep]", show_default=False)] = None,
+                                             "--batch-prompts. \\[default: keep]", show_default=False)] = None,
     eval_set: Annotated[list[str] | None, typer.Option(
         "--eval-set", help="Evaluation shard directory to check for train/eval leakage (repeatable).",
         show_default=False)] = None,
     leakage: Annotated[str | None, typer.Option(help="refuse | drop | warn when training questions are in an "
-                                                "evaluation set. [default: refuse]", show_default=False)] = None,
-    rows_per_shard: Annotated[int | None, typer.Option(help="Rows per Parquet shard. [default: 10000]",
+                                                "evaluation set. \\[default: refuse]", show_default=False)] = None,
+    rows_per_shard: Annotated[int | None, typer.Option(help="Rows per Parquet shard. \\[default: 10000]",
                                                        show_default=False)] = None,
     on_error: Annotated[str | None, typer.Option(help="raise | skip bad source records (skips are reported). "
-                                                 "[default: raise]", show_default=False)] = None,
+                                                 "\\[default: raise]", show_default=False)] = None,
     out_dir: Annotated[str | None, typer.Option("--out", "-o", help="Output shard directory.",
                                                 show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
@@ -136,17 +136,26 @@ def build(
             name, _, quota = d.partition(":")
             specs.append({"dataset": name, "input": (input or [None] * len(dataset))[i],
                           "n": quota or (n if n is not None else mapping.get("n")), "split": split})
-        mapping.pop("dataset", None)
+        recipe_dataset = mapping.pop("dataset", None)
         mapping.pop("input", None)
         mapping["sources"] = specs
+        if recipe and K is None and mapping.get("K") is not None and {s["dataset"] for s in specs} != {recipe_dataset}:
+            # the recipe's K belongs to its dataset: the paper's K of each --dataset applies instead
+            console.print(f"[yellow]note:[/] recipe K={mapping['K']} is for {recipe_dataset}; using each --dataset's "
+                          "own K (pass --K to set one)")
+            mapping["K"] = None
     elif input:
         if len(input) != 1 or mapping.get("sources"):
             fail("--input without --dataset", "pass --dataset NAME for each --input")
         mapping["input"] = input[0]
     if n is not None and not dataset:
         mapping["n"] = n
+        for src in mapping.get("sources") or []:  # a recipe's mixture: --n is per dataset
+            src["n"] = n
     if split is not None and not dataset:
         mapping["split"] = split
+        for src in mapping.get("sources") or []:
+            src["split"] = split
     for key, val in (("schedule", schedule), ("pieces", pieces), ("K", K), ("seed", seed), ("order", order),
                      ("setting", setting), ("max_distractors", max_distractors), ("template", template),
                      ("batch_prompts", batch_prompts), ("tail", tail), ("leakage", leakage),
@@ -171,6 +180,8 @@ def build(
         fail(str(e).strip('"'))
     except RuntimeError as e:
         fail(str(e))
+    except OSError as e:
+        fail(f"{e.filename or ''}: {e.strerror or e}", "check --input and --out")
     from .data import print_shard_summary
 
     print_shard_summary(result.out, result.manifest)

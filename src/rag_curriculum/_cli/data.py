@@ -91,7 +91,7 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
 def inspect(
     path: Annotated[Path, typer.Argument(help="A source data file, or a shard directory made by `curriculum build`.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset of a source file "
-                                                "[default: sniffed from the file]", show_default=False)] = None,
+                                                "\\[default: sniffed from the file]", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
     on_error: Annotated[str, typer.Option(help="raise | skip bad records (skips are counted).")] = "raise",
 ) -> None:
