@@ -7,6 +7,7 @@ plain `json.load` of the same file, in the same run. Target: at most 2x.
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 
 from _common import HOTPOT_TRAIN_RECORDS, big_hotpot_file, compare
@@ -23,7 +24,10 @@ if __name__ == "__main__":
             f"cfg = BuildConfig(sources=[SourceSpec('hotpotqa', {str(path)!r}, None)], schedule='min-max', "
             f"out={out + '/c'!r}, overwrite=True)\n"
             "res = build_curriculum(cfg, command='bench')\nassert res.rows > 0")
-    r = compare("json.load", baseline, "build", ours, repeats=args.repeats)
+    try:
+        r = compare("json.load", baseline, "build", ours, repeats=args.repeats)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     b, o = r["json.load"], r["build"]
     print(f"input: {path} ({args.records:,} records, {path.stat().st_size / 1e6:,.0f} MB)")
     print(f"json.load            wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB")
