@@ -6,8 +6,9 @@ import inspect
 import json
 import shlex
 import sys
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
+import typer
 from rich.console import Console
 
 console = Console(stderr=True)
@@ -16,8 +17,6 @@ out = Console()
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
     """Print an error (and what to do next) and exit with ``code``."""
-    import typer
-
     console.print(f"[bold red]error:[/] {message}")
     if hint:
         console.print(f"[yellow]hint:[/] {hint}")
@@ -72,3 +71,27 @@ def redacted(command: str) -> str:
         elif p.startswith("--api-key="):
             parts[i] = "--api-key=***"
     return shlex.join(parts)
+
+
+# Generation-backend options shared by `curriculum partition` and `curriculum eval` (defined once).
+MaxModelLen = Annotated[int | None, typer.Option(
+    help="Context length (vllm, transformers); longer prompts are skipped (never truncated) and counted.",
+    show_default=False)]
+TensorParallelSize = Annotated[int | None, typer.Option(
+    "--tensor-parallel-size", "-tp", help="GPUs per model (vllm).", show_default=False)]
+Dtype = Annotated[str | None, typer.Option(help="Model dtype: auto | bfloat16 | float16 | float32.",
+                                           show_default=False)]
+GpuMemoryUtilization = Annotated[float | None, typer.Option(help="vllm: GPU memory share. \\[default: 0.9]",
+                                                            show_default=False)]
+BatchSize = Annotated[int | None, typer.Option(help="transformers: prompts per generate call. \\[default: 16]",
+                                               show_default=False)]
+Device = Annotated[str | None, typer.Option(help="transformers: auto | cpu | cuda | cuda:N.", show_default=False)]
+BaseUrl = Annotated[str | None, typer.Option(help="openai: server URL. \\[default: $OPENAI_BASE_URL or "
+                                             "http://127.0.0.1:8000/v1]", show_default=False)]
+ApiKey = Annotated[str | None, typer.Option(help="openai: API key (never written to the outputs). "
+                                            "\\[default: $OPENAI_API_KEY or EMPTY]", show_default=False)]
+Concurrency = Annotated[int | None, typer.Option(help="openai: requests in flight. \\[default: 32]",
+                                                 show_default=False)]
+BackendArg = Annotated[list[str] | None, typer.Option(
+    "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true, "
+    "max_n_per_request=4. Repeatable.", show_default=False)]

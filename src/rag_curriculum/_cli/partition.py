@@ -14,7 +14,24 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import backend_args_for, console, fail, out, parse_backend_args, redacted
+from .common import (
+    ApiKey,
+    BackendArg,
+    BaseUrl,
+    BatchSize,
+    Concurrency,
+    Device,
+    Dtype,
+    GpuMemoryUtilization,
+    MaxModelLen,
+    TensorParallelSize,
+    backend_args_for,
+    console,
+    fail,
+    out,
+    parse_backend_args,
+    redacted,
+)
 
 
 def partition(
@@ -45,29 +62,16 @@ def partition(
     max_tokens: Annotated[int, typer.Option(help="Most tokens per completion (RAG-RL: 800).")] = 800,
     seed: Annotated[int, typer.Option(help="Seed: every question is sampled with a seed derived from it and the "
                                       "question id; also the --balance draw.")] = 0,
-    max_model_len: Annotated[int | None, typer.Option(
-        help="Context length (vllm, transformers); longer prompts are skipped and counted.",
-        show_default=False)] = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option(
-        "--tensor-parallel-size", "-tp", help="GPUs per model (vllm). For data parallelism use --num-shards.",
-        show_default=False)] = None,
-    dtype: Annotated[str | None, typer.Option(help="Model dtype: auto | bfloat16 | float16 | float32.",
-                                              show_default=False)] = None,
-    gpu_memory_utilization: Annotated[float | None, typer.Option(help="vllm: GPU memory share. \\[default: 0.9]",
-                                                                 show_default=False)] = None,
-    batch_size: Annotated[int | None, typer.Option(help="transformers: prompts per generate call. \\[default: 16]",
-                                                   show_default=False)] = None,
-    device: Annotated[str | None, typer.Option(help="transformers: auto | cpu | cuda | cuda:N.",
-                                               show_default=False)] = None,
-    base_url: Annotated[str | None, typer.Option(help="openai: server URL. \\[default: $OPENAI_BASE_URL or "
-                                                 "http://127.0.0.1:8000/v1]", show_default=False)] = None,
-    api_key: Annotated[str | None, typer.Option(help="openai: API key. \\[default: $OPENAI_API_KEY or EMPTY]",
-                                                show_default=False)] = None,
-    concurrency: Annotated[int | None, typer.Option(help="openai: requests in flight. \\[default: 32]",
-                                                    show_default=False)] = None,
-    backend_arg: Annotated[list[str] | None, typer.Option(
-        "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true, "
-        "max_n_per_request=4. Repeatable.", show_default=False)] = None,
+    max_model_len: MaxModelLen = None,
+    tensor_parallel_size: TensorParallelSize = None,
+    dtype: Dtype = None,
+    gpu_memory_utilization: GpuMemoryUtilization = None,
+    batch_size: BatchSize = None,
+    device: Device = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+    concurrency: Concurrency = None,
+    backend_arg: BackendArg = None,
     correct_f1: Annotated[float, typer.Option(help="A sample is correct when its answer F1 reaches this "
                                               "(RAG-RL: 1).")] = 1.0,
     strict_format: Annotated[bool, typer.Option(help="Count only samples that keep the output format.")] = False,
