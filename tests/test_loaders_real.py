@@ -86,7 +86,13 @@ def test_sentence_level_gold_matches_supporting_facts(shared_data, dataset, path
         assert ex.hops == len({t for t, _ in facts})
         multi_paragraph_count += len(ex.documents) > 2
         for d, s in zip(ex.documents, sents, strict=True):
-            assert d.text.replace(" ", "") == "".join(s).replace(" ", "")
+            # sentences keep their own whitespace (HotpotQA's carry a leading space); one space is added only
+            # where two sentences would otherwise touch (2Wiki's, and a few HotpotQA boundaries)
+            expected = ""
+            for x in s:
+                glue = " " if expected and x and not expected[-1].isspace() and not x[0].isspace() else ""
+                expected += glue + x
+            assert d.text == expected.strip()
         assert ex.answers == [r["answer"]]
         assert ex.qtype == r["type"]
         assert ex.supporting_facts == facts
