@@ -354,3 +354,14 @@ def test_a_racing_build_does_not_replace_without_overwrite(shared_data, tmp_path
     with pytest.raises(ShardError, match="already exists"):
         build(tmp_path, "race", n=5)
     assert len(read_rows(tmp_path / "race")) == 3
+
+
+def test_data_card_front_matter_parses_as_a_hub_dataset_card(shared_data, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    build(tmp_path, sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 10),
+                             SourceSpec("2wikimultihopqa", str(TWOWIKI_TRAIN), 10)])
+    card = DatasetCard.load(tmp_path / "out" / "README.md")
+    assert sorted(card.data.license) == ["apache-2.0", "cc-by-4.0"]
+    assert card.data.configs[0]["data_files"][0]["path"] == "part-*.parquet"
+    assert card.data.task_categories == ["question-answering"]
