@@ -63,10 +63,13 @@ def derive_seed(*parts: object) -> int:
 def distractor_pool(ex: Example) -> list[Document]:
     """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
     of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
-    gold_titles = {d.title for d in ex.documents if d.is_gold}
-    gold = {(d.title, d.text) for d in ex.documents if d.is_gold}
-    return [d for d in ex.documents
-            if not d.is_gold and (d.title not in gold_titles or (d.title, d.text) not in gold)]
+    docs = ex.documents
+    gold_titles = {d.title for d in docs if d.is_gold}
+    pool = [d for d in docs if not d.is_gold]
+    if any(d.title in gold_titles for d in pool):  # rare: a distractor shares a gold title; compare the texts
+        gold = {(d.title, d.text) for d in docs if d.is_gold}
+        pool = [d for d in pool if (d.title, d.text) not in gold]
+    return pool
 
 
 def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
