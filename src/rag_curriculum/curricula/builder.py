@@ -18,6 +18,7 @@ import os
 import random
 import shlex
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -589,8 +590,12 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     names = [s.dataset for s in cfg.sources]
     if len(set(names)) != len(names):
         raise BuildError(f"a dataset appears twice in the mixture: {names}")
+    t0 = time.perf_counter()
     sources = [load_source(cfg, s, progress=progress) for s in cfg.sources]
+    t1 = time.perf_counter()
     plan, facts = plan_rows(cfg, sources)
+    log.debug("loaded %d question(s) in %.2fs, planned %d row(s) in %.2fs", sum(len(s.examples) for s in sources),
+              t1 - t0, len(plan), time.perf_counter() - t1)
     if not plan:
         raise BuildError("the build produced no rows")
     stats = summarize(plan)
@@ -625,7 +630,10 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     from . import card
 
     levels = [r.level for r in plan]
+    t2 = time.perf_counter()
     manifest = write_shards(lambda d: write_plan(plan, cfg, d, progress=progress), cfg.out, manifest=manifest,
                             overwrite=cfg.overwrite, rows_per_shard=cfg.rows_per_shard,
                             card=lambda d, m: card.write_build_card(d, m, levels))
+    log.debug("rendered and wrote %d shard(s) with the card in %.2fs", len(manifest["shards"]),
+              time.perf_counter() - t2)
     return BuildResult(Path(cfg.out), manifest, len(plan))
