@@ -23,6 +23,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # Each module registers its own commands (build; inspect/validate; partition; train; eval).

@@ -202,8 +202,9 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
 
     built = out / BUILT_INPUT
     dataset = get_loader(cfg.dataset or "").name
+    # Any split: the partition labels training questions, and dev questions too (the paper's evaluation subsets).
     build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="max",
-                        seed=cfg.seed, out=str(built), overwrite=True)
+                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True)
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)

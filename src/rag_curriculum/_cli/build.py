@@ -85,7 +85,14 @@ def build(
                                                  "\\[default: raise]", show_default=False)] = None,
     out_dir: Annotated[str | None, typer.Option("--out", "-o", help="Output shard directory.",
                                                 show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
+    allow_split_mismatch: Annotated[bool, typer.Option(
+        help="Allow a training curriculum from a dev/test file, or an evaluation set from a train file.")] = False,
+    include_unanswerable: Annotated[bool, typer.Option(
+        help="Keep MuSiQue-Full's unanswerable (answerable=false) questions.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        help="Processes that render and write shards (the output is the same). \\[default: one per CPU]",
+        show_default=False)] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing output of this toolkit.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Build a curriculum of controlled difficulty (RAG-RL 3.2, 4.4) as ordered Parquet shards, a manifest and a
@@ -164,8 +171,12 @@ def build(
             mapping[key] = val
     if eval_set:
         mapping["eval_sets"] = list(eval_set)
-    if overwrite:
-        mapping["overwrite"] = True
+    for flag, key in ((overwrite, "overwrite"), (allow_split_mismatch, "allow_split_mismatch"),
+                      (include_unanswerable, "include_unanswerable")):
+        if flag:
+            mapping[key] = True
+    if workers is not None:
+        mapping["workers"] = workers
     if not mapping.get("dataset") and not mapping.get("sources"):
         fail("no dataset given", "pass --dataset NAME --input PATH, or recipe=NAME (e.g. recipe=musique-min-max)")
     try:

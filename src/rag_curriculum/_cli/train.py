@@ -149,7 +149,8 @@ def _hint(e: BaseException) -> str | None:
     from ..train import BatchError, CurriculumOrderError
 
     if isinstance(e, CurriculumOrderError):
-        return "curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on"
+        return ("curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on "
+                "(a --dry-run reports order problems as errors under either policy)")
     if isinstance(e, BatchError):
         return "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
     return None
@@ -185,6 +186,11 @@ def _dry_run(cfg: Any) -> None:
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
         if issue.severity != "error":  # errors were raised by check_recipe
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
+    if dataset is None:
+        out.print(f"[yellow]ok without the shards:[/] the recipe binds to trl.GRPOConfig (output_dir="
+                  f"{args.output_dir}), but {cfg.data.shards} was not read, so the curriculum order and tail were "
+                  "not checked; build it first or fix data.shards")
+        return
     out.print(f"[green]ok:[/] binds to trl.GRPOConfig (output_dir={args.output_dir}, "
               f"shuffle_dataset={args.shuffle_dataset})")
 

@@ -158,7 +158,7 @@ def check_split(cfg: BuildConfig, spec: SourceSpec) -> None:
     if cfg.allow_split_mismatch:
         return
     named = guess_split(Path(spec.input)) if spec.input and not _is_hub(spec.input) else None
-    hint = "pass --allow-split-mismatch (allow_split_mismatch=true) if this is intended"
+    hint = "pass --allow-split-mismatch (recipes: allow_split_mismatch=true) if this is intended"
     if spec.split and named and spec.split != named and {spec.split, named} != {"dev", "validation"}:
         raise BuildError(f"{spec.dataset}: --split {spec.split} contradicts the file name {Path(spec.input).name} "
                          f"({named}); for a local file --split only labels the rows. {hint}")

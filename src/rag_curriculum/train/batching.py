@@ -51,12 +51,12 @@ def derive_accumulation(*, prompts_per_step: int, num_generations: int, per_devi
     devices = [d for d in range(1, completions + 1) if completions % (d * num_processes) == 0]
     near = [p for p in range(max(1, prompts_per_step - 12), prompts_per_step + 13)
             if (p * num_generations) % per_pass == 0]
-    hint = (f"per_device_completions in {devices[:8]}" if devices else
-            f"no per-device batch can split {completions} completions over {num_processes} processes")
+    hint = (f"Choose batch.per_device_completions in {devices[:8]}; or" if devices else
+            f"No per-device batch can split {completions} completions over {num_processes} processes: choose")
     raise BatchError(
         f"{prompts_per_step} prompts x {num_generations} generations = {completions} completions per step cannot be "
         f"split into passes of {per_device} completions on {num_processes} process(es) ({per_pass} per pass). "
-        f"Choose {hint}; or batch.prompts_per_step in {near[:6]}; or another number of training processes "
+        f"{hint} batch.prompts_per_step in {near[:6]}; or another number of training processes "
         f"(RAG-RL's 294 needs 1, 2, 3, 6, 7, 14, ... processes: the authors trained on 7 GPUs + 1 for vLLM)")
 
 
