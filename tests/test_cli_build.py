@@ -165,3 +165,17 @@ def test_ordinary_mistakes_get_errors_not_tracebacks(shared_data, tmp_path):
         r = runner.invoke(app, [str(a) for a in base + args])
         assert r.exit_code == 1, (args, r.output, r.exception)
         assert "error:" in r.output and "Traceback" not in r.output
+
+
+def test_split_mismatch_flag_and_recipe_key(shared_data, tmp_path):
+    from conftest import MUSIQUE_DEV
+
+    r = run("build", "-d", "musique", "-i", MUSIQUE_DEV, "--n", 5, "-o", tmp_path / "a", "--no-progress")
+    assert r.exit_code == 1 and "--allow-split-mismatch" in r.output
+    r = run("build", "-d", "musique", "-i", MUSIQUE_DEV, "--n", 5, "-o", tmp_path / "a", "--no-progress",
+            "--allow-split-mismatch")
+    assert r.exit_code == 0, r.output
+    r = run("build", "recipe=musique-max", f"input={MUSIQUE_DEV}", "n=5", f"out={tmp_path / 'b'}",
+            "allow_split_mismatch=true", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert read_manifest(tmp_path / "b")["config"]["allow_split_mismatch"] is True
