@@ -33,7 +33,9 @@ for _module in (_build, _data, _partition, _train, _eval):
 
 @app.callback()
 def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:  # the toolkit's own debug messages, not every library's
+        logging.getLogger("rag_curriculum").setLevel(logging.DEBUG)
 
 
 def main() -> None:
