@@ -267,6 +267,7 @@ def test_data_card_and_manifest(shared_data, tmp_path):
     card = (d / "README.md").read_text()
     assert card.startswith("---\nlicense: cc-by-4.0\n")
     assert "path: part-*.parquet" in card and "```\ntest\n```" in card
+    assert "## Loading" in card and "$" not in card, "rendered from data_cards/build.md, every placeholder filled"
     assert (d / "level_by_index.png").read_bytes()[:4] == b"\x89PNG"
     assert m["counts"]["levels"] == {"1": 20, "20": 20}
     assert m["config"]["schedule"] == "min-max" and m["seed"] == 0 and m["schema_version"] == 1
