@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
-import string
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the official SQuAD code, transcribed once in tests/official_eval.py
+
+from official_eval import ref_metric_max_over_ground_truths as metric_max_over_ground_truths  # noqa: E402
+from official_eval import squad_f1_score  # noqa: E402
 
 from rag_curriculum import load_examples  # noqa: E402
 from rag_curriculum.prompts import unique_labels  # noqa: E402
@@ -37,40 +38,6 @@ SOURCES = [
     ("hotpotqa", DATA / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"),
     ("2wikimultihopqa", DATA / "2wikimultihopqa" / "train.sample500.json"),
 ]
-
-
-# --- official SQuAD v1.1 evaluate-v1.1.py (the baseline) -------------------------------------------------------
-def squad_normalize_answer(s):
-    def remove_articles(text):
-        return re.sub(r"\b(a|an|the)\b", " ", text)
-
-    def white_space_fix(text):
-        return " ".join(text.split())
-
-    def remove_punc(text):
-        exclude = set(string.punctuation)
-        return "".join(ch for ch in text if ch not in exclude)
-
-    def lower(text):
-        return text.lower()
-
-    return white_space_fix(remove_articles(remove_punc(lower(s))))
-
-
-def squad_f1_score(prediction, ground_truth):
-    prediction_tokens = squad_normalize_answer(prediction).split()
-    ground_truth_tokens = squad_normalize_answer(ground_truth).split()
-    common = Counter(prediction_tokens) & Counter(ground_truth_tokens)
-    num_same = sum(common.values())
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(prediction_tokens)
-    recall = 1.0 * num_same / len(ground_truth_tokens)
-    return (2 * precision * recall) / (precision + recall)
-
-
-def metric_max_over_ground_truths(metric_fn, prediction, ground_truths):
-    return max(metric_fn(prediction, gt) for gt in ground_truths)
 
 
 # --- completions ----------------------------------------------------------------------------------------------
