@@ -4,11 +4,14 @@ sharding, seeds, refusal of other runs' work directories, too-long prompts, stre
 from __future__ import annotations
 
 import random
+import re
 
 import pyarrow.parquet as pq
 import pytest
 
+from rag_curriculum.errors import CurriculumError
 from rag_curriculum.generation import PromptTooLongError, SamplingConfig
+from rag_curriculum.generation.base import IdenticalSamplesError
 from rag_curriculum.generation.runner import (
     CHUNK_SCHEMA,
     ChunkPlan,
@@ -261,7 +264,7 @@ def test_backends_without_seeds_get_one_seed_per_call(tmp_path):
 
         def generate(self, prompts, sampling):
             self.seeds.append(sampling.seed)
-            return [[f"{sampling.seed}"] * sampling.n for _ in prompts]
+            return [[f"{sampling.seed}|{j}" for j in range(sampling.n)] for _ in prompts]
 
         def close(self):
             pass
@@ -296,3 +299,109 @@ def test_wrong_completion_counts_are_errors(tmp_path):
     with pytest.raises(Exception, match="completions"):
         run(tmp_path / "w", bad)
     assert WorkDir(tmp_path / "w").done() == set()
+
+
+# -- identical samples (a backend that ignores the sampling parameters) ---------------------------------------------
+class Greedy:
+    """A backend that ignores the sampling settings: every sample of a question is the same (a greedy decoder).
+    ``distinct`` questions (by position in the call) sample properly; ``streaming`` adds ``generate_iter``."""
+
+    name = "greedy"
+
+    def __init__(self, distinct=lambda content: False):
+        self.distinct = distinct
+        self.calls = 0
+
+    def _one(self, messages, n, seed):
+        content = messages[-1]["content"]
+        if self.distinct(content):
+            return sampled(messages, n, seed)
+        return [f"{content}|greedy"] * n
+
+    def generate(self, prompts, sampling, *, seeds=None):
+        self.calls += 1
+        return [self._one(p, sampling.n, seeds[i] if seeds else 0) for i, p in enumerate(prompts)]
+
+    def close(self):
+        pass
+
+
+class GreedyStreaming(Greedy):
+    def generate_iter(self, prompts, sampling, *, seeds=None):
+        self.calls += 1
+        for i in reversed(range(len(prompts))):  # any order
+            yield i, self._one(prompts[i], sampling.n, seeds[i] if seeds else 0)
+
+
+def number(content):
+    return int(content.split()[-1])
+
+
+@pytest.mark.parametrize("cls", [Greedy, GreedyStreaming])
+def test_identical_samples_stop_the_run_before_anything_is_written(tmp_path, cls):
+    with pytest.raises(IdenticalSamplesError) as e:
+        run(tmp_path / "w", cls())  # chunks of 3: the first two are held back until 8 questions can be judged
+    msg = str(e.value)
+    assert "identical samples at temperature 1.0" in msg and "ignores the sampling parameters" in msg
+    assert "--allow-identical-samples" in msg and "greedy pass@1" in msg and re.search(r"'question \d+\|greedy'", msg)
+    assert e.value.judged >= 8 and e.value.identical == e.value.judged
+    assert WorkDir(tmp_path / "w").done() == set()  # nothing degenerate on disk
+    rep = run(tmp_path / "w", cls(), allow_identical_samples=True)  # explicitly allowed: the same run completes
+    assert rep.complete and rep.generated_chunks == 4
+    assert read_results(tmp_path / "w").column("completions").to_pylist()[0] == ["question 0|greedy"] * 3
+
+
+def test_identical_samples_are_judged_only_where_they_mean_something(tmp_path):
+    def go(name, sampling=SAMPLING, b=None, ids=IDS, prompts=PROMPTS):
+        return run_chunks(tmp_path / name, ids=ids, prompts=prompts, backend=b or Greedy(), sampling=sampling,
+                          fingerprint={"model": "greedy"}, chunk_size=3)
+
+    greedy_t0 = SamplingConfig(n=3, temperature=0.0, max_tokens=16, seed=7)
+    assert go("t0", greedy_t0).complete  # temperature 0: identical samples are what was asked for
+    assert go("n1", SamplingConfig(n=1, temperature=1.0, max_tokens=16)).complete  # one sample: nothing to compare
+    assert go("small", ids=IDS[:7], prompts=PROMPTS[:7]).complete  # 7 questions: too few to judge
+    assert go("scripted", b=ScriptedBackend(script={}, default="same")).complete  # replays a script, no sampling
+    # half the questions identical is allowed (a confident model); more than half is not
+    assert go("half", b=Greedy(distinct=lambda c: number(c) % 2 == 0), ids=IDS[:10], prompts=PROMPTS[:10]).complete
+    with pytest.raises(CurriculumError, match=r"6 of 9 questions got 3 identical samples"):
+        go("most", b=Greedy(distinct=lambda c: number(c) in (1, 3, 5)), ids=IDS[:10], prompts=PROMPTS[:10])
+    assert WorkDir(tmp_path / "most").done() == set()
+
+
+def test_a_backend_that_degenerates_midway_stops_at_the_first_bad_chunk_and_resumes_rechecking(tmp_path):
+    ids = [f"q{i:02d}" for i in range(40)]
+    prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(40)]
+
+    def go(b, **kw):
+        return run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=b, sampling=SAMPLING,
+                          fingerprint={"model": "greedy"}, chunk_size=10, **kw)
+
+    breaks = Greedy(distinct=lambda c: number(c) < 20)  # chunks 0 and 1 sample, chunks 2 and 3 do not
+    with pytest.raises(IdenticalSamplesError, match=r"10 of 10 questions .* Chunk\(s\) 2 were not written"):
+        go(breaks)
+    assert WorkDir(tmp_path / "w").done() == {0, 1}  # the good chunks stay (complete, and they passed)
+    with pytest.raises(IdenticalSamplesError):  # a resumed run judges what it generates: refused again
+        go(Greedy(distinct=lambda c: number(c) < 20))
+    assert WorkDir(tmp_path / "w").done() == {0, 1}
+    rep = go(Greedy(distinct=lambda c: number(c) < 20), allow_identical_samples=True)
+    assert rep.complete and rep.generated_chunks == 2
+
+
+def test_small_chunks_are_judged_together_with_the_questions_before_them(tmp_path):
+    ids = [f"q{i:02d}" for i in range(30)]
+    prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(30)]
+    # questions 12..29 are greedy: chunk 4 (12, 13, 14) is judged with the 5 questions before it (7..11, sampled)
+    # -> 3 of 8, fine; chunk 5 (15..17) with 10..14 -> 6 of 8: stop
+    b = Greedy(distinct=lambda c: number(c) < 12)
+    with pytest.raises(IdenticalSamplesError, match=r"6 of 8 questions .* Chunk\(s\) 5 were not written"):
+        run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=b, sampling=SAMPLING,
+                   fingerprint={"model": "greedy"}, chunk_size=3, chunks_per_call=1)
+    assert WorkDir(tmp_path / "w").done() == {0, 1, 2, 3, 4}
+
+
+def test_max_chunks_counts_chunks_held_back_for_the_check(tmp_path):
+    b = Greedy(distinct=lambda c: True)
+    rep = run(tmp_path / "w", b, max_chunks=1, chunks_per_call=1)
+    assert b.calls == 1 and rep.generated_chunks == 1 and WorkDir(tmp_path / "w").done() == {0}
+    rep = run(tmp_path / "w", Greedy(distinct=lambda c: True))
+    assert rep.complete and rep.generated_chunks == 3

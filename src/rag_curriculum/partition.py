@@ -48,6 +48,7 @@ from .difficulty.accuracy import (
 )
 from .errors import CurriculumError
 from .generation.base import BACKENDS, GenerationBackend, SamplingConfig, get_backend
+from .generation.base import backend_identity as _backend_identity
 from .generation.runner import IncompleteRunError, RunReport, WorkDir, read_results, run_chunks
 from .shards import MANIFEST, read_manifest, read_table, write_json, write_shards
 
@@ -136,6 +137,7 @@ class PartitionConfig:
     shard_index: int = 0  # ... of which this is one
     rows_per_shard: int = 10_000  # rows per Parquet file of the outputs
     overwrite: bool = False  # discard results of a run with other settings in OUT
+    allow_identical_samples: bool = False  # do not stop when most questions get k identical samples (temperature > 0)
 
     def validate(self) -> None:
         if self.shards and (self.dataset or self.input):
@@ -235,11 +237,11 @@ class _Prompts(Sequence):
 
 
 def backend_identity(name: str, model: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What the completions depend on, from the backend's settings (before building it): its name, the model and
-    the options the backend class lists as changing outputs (``output_options``)."""
-    cls = BACKENDS.get(name)
-    opts = getattr(cls, "output_options", ())
-    return {"backend": name, "model": model, **{k: args.get(k) for k in opts if args.get(k) is not None}}
+    """What the completions depend on, from the backend's settings (before building it): its name, the model,
+    every constructor option that can change a completion (``extra_body``, ``disable_server_defaults``, dtype,
+    engine options, ...; not concurrency, timeouts, retries or secrets) and a digest of a local model directory's
+    config, tokenizer and chat template. See :func:`rag_curriculum.generation.base.backend_identity`."""
+    return _backend_identity(name, model, args)
 
 
 def build_backend(name: str, model: str | None, args: Mapping[str, Any]) -> GenerationBackend:
@@ -323,7 +325,8 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         fingerprint=fingerprint, chunk_size=cfg.chunk_size, num_shards=cfg.num_shards,
         shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
         overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,
-        description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""))
+        description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""),
+        allow_identical_samples=cfg.allow_identical_samples)
     del table
     if not report.complete:
         if report.remaining:

@@ -93,5 +93,9 @@ ApiKey = Annotated[str | None, typer.Option(help="openai: API key (never written
 Concurrency = Annotated[int | None, typer.Option(help="openai: requests in flight. \\[default: 32]",
                                                  show_default=False)]
 BackendArg = Annotated[list[str] | None, typer.Option(
-    "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true, "
-    "max_n_per_request=4. Repeatable.", show_default=False)]
+    "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true; openai: "
+    "max_n_per_request=1 (servers that ignore or cap n), disable_server_defaults=false (servers that reject "
+    "top_k/min_p/repetition_penalty), extra_body=JSON (more request fields). Repeatable.", show_default=False)]
+AllowIdenticalSamples = Annotated[bool, typer.Option(
+    "--allow-identical-samples", help="Do not stop when most questions get identical samples at temperature > 0 "
+    "(by default that stops the run: the server or backend most likely ignores the sampling parameters).")]

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import (
+    AllowIdenticalSamples,
     ApiKey,
     BackendArg,
     BaseUrl,
@@ -68,6 +69,7 @@ def run(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
+    allow_identical_samples: AllowIdenticalSamples = False,
     samples: Annotated[int, typer.Option("--samples", "-m", help="Samples per question, averaged (RAG-RL: 3).")]
     = 3,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
@@ -106,7 +108,7 @@ def run(
                          backend=backend, backend_args=args, m=samples,
                          temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, limit=limit,
                          stats=list(stats or []), strict_format=strict_format, chunk_size=chunk_size, plots=plots,
-                         overwrite=overwrite)
+                         overwrite=overwrite, allow_identical_samples=allow_identical_samples)
         result = run_eval(cfg, progress=progress and console.is_terminal, command=redacted(current_command()))
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
         fail(str(e).strip('"'))

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import (
+    AllowIdenticalSamples,
     ApiKey,
     BackendArg,
     BaseUrl,
@@ -72,6 +73,7 @@ def partition(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
+    allow_identical_samples: AllowIdenticalSamples = False,
     correct_f1: Annotated[float, typer.Option(help="A sample is correct when its answer F1 reaches this "
                                               "(RAG-RL: 1).")] = 1.0,
     strict_format: Annotated[bool, typer.Option(help="Count only samples that keep the output format.")] = False,
@@ -121,7 +123,8 @@ def partition(
             backend=backend, model=model, backend_args=args, k=pass_at, temperature=temperature, top_p=top_p,
             max_tokens=max_tokens, seed=seed, correct_f1=correct_f1, strict_format=strict_format, balance=balance,
             keep_completions=keep_completions, chunk_size=chunk_size, chunks_per_call=chunks_per_call,
-            question_seeds=question_seeds, num_shards=num_shards, shard_index=shard_index, overwrite=overwrite)
+            question_seeds=question_seeds, num_shards=num_shards, shard_index=shard_index, overwrite=overwrite,
+            allow_identical_samples=allow_identical_samples)
         cfg.validate()
         result = run_partition(cfg, command=redacted(current_command()), progress=progress and console.is_terminal,
                                max_chunks=max_chunks)

@@ -84,6 +84,7 @@ class EvalConfig:
     chunk_size: int = 64  # questions per resumable chunk of generation
     plots: bool = True
     overwrite: bool = False  # replace results made with other generation settings (default: refuse)
+    allow_identical_samples: bool = False  # do not stop when most questions get m identical samples
 
     def validate(self) -> None:
         if not self.models:

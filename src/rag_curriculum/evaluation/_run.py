@@ -208,7 +208,7 @@ class _KeepOpen:
 
 def generate_completions(es: EvalSet, work: Path, backend: Callable[[], GenerationBackend], sampling: SamplingConfig, *,
              fingerprint: Mapping[str, Any], chunk_size: int, overwrite: bool, progress: bool,
-             description: str) -> tuple[list[list[str] | None], int]:
+             description: str, allow_identical_samples: bool = False) -> tuple[list[list[str] | None], int]:
     """The ``sampling.n`` completions of every question of ``es`` (None for a prompt the model cannot take),
     and how many questions were generated now (the others were done by an earlier, interrupted run).
 
@@ -220,7 +220,8 @@ def generate_completions(es: EvalSet, work: Path, backend: Callable[[], Generati
     ids = [r["id"] for r in es.rows]
     prompts = [list(r["prompt"]) for r in es.rows]
     kw: dict[str, Any] = dict(ids=ids, prompts=prompts, backend=backend, sampling=sampling, fingerprint=fingerprint,
-                              chunk_size=chunk_size, progress=progress, description=description)
+                              chunk_size=chunk_size, progress=progress, description=description,
+                              allow_identical_samples=allow_identical_samples)
     try:
         report = runner.run_chunks(work, **kw)
     except runner.RunMismatchError:
@@ -320,7 +321,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                 if completions is None:
                     completions, n = generate_completions(
                         es, work, backend, sampling, fingerprint=fp, chunk_size=cfg.chunk_size,
-                        overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}")
+                        overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}",
+                        allow_identical_samples=cfg.allow_identical_samples)
                     generated += n
                 records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
                 _write_results(path, records, {"generation": fp, "model": model.name,

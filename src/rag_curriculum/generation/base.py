@@ -12,16 +12,28 @@ Optional extensions a backend may implement (the toolkit's backends implement th
 - ``generate_iter(prompts, sampling, *, seeds=None)``: yields ``(index, completions)`` as prompts finish, in any
   order; ``completions`` is None for a prompt the backend refused as too long (the OpenAI-compatible backend).
 - ``describe() -> dict``: the settings that determine the completions (backend, model, dtype, ...), recorded
-  with results so that a resumed run can check it continues the same generation.
+  with results so that a resumed run can check it continues the same generation. :func:`backend_identity`
+  makes it from a backend's constructor options, the same way for every backend (before the backend is built).
 - ``call_size``: how many prompts one ``generate`` call should get for the engine to stay busy.
+- ``identity_exclude``: constructor options that cannot change the completions (speed, connection), left out of
+  :func:`backend_identity` besides :data:`NON_OUTPUT_OPTIONS`.
+- ``replays = True``: the backend replays fixed completions instead of sampling (the scripted one); the runner's
+  identical-samples check (:class:`IdenticalSamplesError`) does not apply to it.
+- ``sampling_hint``: what to do when the runner finds the samples of most questions identical (how to turn
+  sampling on for this backend), shown in :class:`IdenticalSamplesError`.
 
 A prompt longer than the model's context makes ``generate`` raise :class:`PromptTooLongError` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import CurriculumError
@@ -73,6 +85,17 @@ class PromptTooLongError(GenerationError):
                          + (f": {detail}" if detail else ""))
 
 
+class IdenticalSamplesError(GenerationError):
+    """With temperature > 0 and n > 1, the n samples of most questions came back identical: the server or backend
+    most likely ignores the sampling parameters (decodes greedily), so pass@n would really be a greedy pass@1.
+    Raised by the runner before the offending chunk is written."""
+
+    def __init__(self, message: str, *, identical: int, judged: int) -> None:
+        self.identical = identical
+        self.judged = judged
+        super().__init__(message)
+
+
 @runtime_checkable
 class GenerationBackend(Protocol):
     """``generate(prompts, sampling) -> list[list[str]]``: ``sampling.n`` completions for each prompt."""
@@ -92,6 +115,123 @@ def seeded_call_supported(backend: Any) -> bool:
         return "seeds" in inspect.signature(backend.generate).parameters
     except (TypeError, ValueError):
         return False
+
+
+#: Backends that replay fixed completions instead of sampling (a class may also say ``replays = True``).
+REPLAY_BACKENDS = frozenset({"scripted"})
+
+
+def replays(backend: Any) -> bool:
+    """Whether ``backend`` replays fixed completions (so identical samples say nothing about its sampling)."""
+    return bool(getattr(backend, "replays", False)) or getattr(backend, "name", None) in REPLAY_BACKENDS
+
+
+# -- what the completions depend on ---------------------------------------------------------------------------------
+#: Constructor options of any backend that cannot change a completion: connection, speed, retries, progress
+#: output, secrets. Every other option is part of :func:`backend_identity`.
+NON_OUTPUT_OPTIONS = frozenset({
+    "api_key", "base_url", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",  # openai
+    "gpu_memory_utilization", "call_size", "show_progress",  # vllm
+    "delay",  # scripted
+})
+_SECRET_RE = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
+#: The small files of a model directory that decide how prompts are rendered and tokenized and how generation
+#: stops: hashed by content into the identity (weights only by name and size: hashing gigabytes would be slow).
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "chat_template.jinja", "chat_template.json", "special_tokens_map.json", "added_tokens.json",
+               "vocab.json", "merges.txt", "tokenizer.model", "preprocessor_config.json", "processor_config.json")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_SMALL_FILE = 64 << 20
+
+
+def is_secret_option(name: str) -> bool:
+    """Option names whose values are never recorded (``api_key``, ``hf_token``, ... but not ``tokenizer``).
+
+    >>> [is_secret_option(k) for k in ("api_key", "hf_token", "tokenizer", "max_tokens", "password")]
+    [True, True, False, False, True]
+    """
+    return bool(_SECRET_RE.search(name)) and name not in ("max_tokens", "max_new_tokens")
+
+
+def _sha256_file(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def local_files_digest(path: str | Path) -> str | None:
+    """A content digest of a local model directory (its config, tokenizer and chat-template files; weights by
+    name and size) or of a local file (a script, a template); None when ``path`` is not on this machine."""
+    try:
+        p = Path(path).expanduser()
+        if p.is_file():
+            st = p.stat()
+            return _sha256_file(p) if st.st_size <= _SMALL_FILE else f"{p.name}:{st.st_size}"
+        if not p.is_dir():
+            return None
+        h = hashlib.sha256()
+        for f in sorted(p.iterdir(), key=lambda f: f.name):
+            if not f.is_file():
+                continue
+            if f.name in MODEL_FILES:
+                h.update(f"{f.name}\0{_sha256_file(f)}\0".encode())
+            elif f.name.endswith(_WEIGHT_SUFFIXES):
+                h.update(f"{f.name}\0{f.stat().st_size}\0".encode())
+        return h.hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, Path):
+        return str(v)
+    if callable(v):  # a script function, a class: its import path (a repr would hold a memory address)
+        return f"{getattr(v, '__module__', '?')}:{getattr(v, '__qualname__', type(v).__name__)}"
+    return json.loads(json.dumps(v, default=str))
+
+
+def backend_identity(backend: str | type, model: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything about a backend that can change a completion, before it is built: its name, the model, every
+    constructor option (given, or its default) except those that cannot change completions
+    (:data:`NON_OUTPUT_OPTIONS`, the class's ``identity_exclude``) and secrets (never recorded), and a content
+    digest of the local model directory (config, tokenizer, chat template) and of any local tokenizer / template
+    path among the options. Sampling is recorded beside it by the runner.
+
+    >>> backend_identity("openai", "m", {"concurrency": 8, "api_key": "sk-1", "extra_body": {"do_sample": True}})
+    {'backend': 'openai', 'model': 'm', 'options': {'disable_server_defaults': True, 'extra_body': {'do_sample': True}}}
+    """
+    cls = BACKENDS.get(backend) if isinstance(backend, str) else backend
+    name = backend if isinstance(backend, str) else getattr(cls, "name", cls.__name__)
+    exclude = NON_OUTPUT_OPTIONS | set(getattr(cls, "identity_exclude", ()))
+    resolved: dict[str, Any] = {}
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):  # pragma: no cover - a builtin
+        params = []
+    for p in params:
+        if p.name == "model" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.default is not p.empty:
+            resolved[p.name] = p.default
+    resolved.update({k: v for k, v in options.items() if k != "model"})  # **engine_kwargs too
+    opts = {k: _jsonable(v) for k, v in sorted(resolved.items())
+            if v is not None and k not in exclude and not is_secret_option(k)}
+    identity: dict[str, Any] = {"backend": name, "model": None if model is None else str(model), "options": opts}
+    files = {}
+    for k, v in [("model", model), *((k, v) for k, v in opts.items() if "tokenizer" in k or "template" in k)]:
+        if isinstance(v, str) and v and (digest := local_files_digest(v)) is not None:
+            files[k] = digest
+    if files:
+        identity["files"] = files
+    return identity
 
 
 BACKENDS: Registry[type] = Registry("generation backend")

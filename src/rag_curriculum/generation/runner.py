@@ -25,6 +25,19 @@ chunk file exists only when it is complete, and a process killed at any moment (
 the calls in flight. A chunk file holds one row per question: ``position``, ``id``, ``seed``, ``skipped`` (None,
 or ``"prompt_too_long"``) and ``completions`` (``n`` strings, or None when skipped).
 
+**Identical samples.** With ``temperature > 0`` and ``n > 1`` a sampling backend gives a question ``n`` different
+samples (nearly always); a server that ignores the sampling parameters (``transformers serve`` decodes greedily
+unless the request turns sampling on) gives ``n`` identical ones, and pass@n silently becomes a greedy pass@1.
+So, before a chunk is written, the runner judges the questions of the chunk (topped up with the questions
+generated just before it to at least :data:`IDENTICAL_MIN_QUESTIONS` = 8; chunks of fewer questions at the start
+of a run are held back, unwritten, until 8 questions can be judged): when more than half of them
+(:data:`IDENTICAL_MAX_SHARE`) have ``n`` identical samples it raises :class:`IdenticalSamplesError`, naming the
+likely cause and the fix, and the chunk is not written (nothing degenerate lands on disk; the chunks written
+before it passed the check). A run of fewer than 8 questions in all is too small to judge and is not checked,
+nor are backends that replay fixed completions (scripted). ``allow_identical_samples=True``
+(``--allow-identical-samples``) turns the check off, for a temperature near 0 or a model that always answers the
+same.
+
 API::
 
     report = run_chunks("out/work", ids=ids, prompts=prompts, backend=backend, sampling=sampling,
@@ -45,6 +58,7 @@ import os
 import re
 import shutil
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,13 +68,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CurriculumError
-from .base import GenerationBackend, Messages, PromptTooLongError, SamplingConfig, seeded_call_supported
+from .base import (
+    GenerationBackend,
+    IdenticalSamplesError,
+    Messages,
+    PromptTooLongError,
+    SamplingConfig,
+    replays,
+    seeded_call_supported,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CHUNK_SCHEMA", "ChunkPlan", "IncompleteRunError", "RunMismatchError", "RunReport", "WorkDir",
-    "question_seed", "read_results", "run_chunks",
+    "CHUNK_SCHEMA", "ChunkPlan", "IdenticalSamplesError", "IncompleteRunError", "RunMismatchError", "RunReport",
+    "WorkDir", "question_seed", "read_results", "run_chunks",
 ]
 
 RUN_FILE = "run.json"
@@ -68,6 +90,10 @@ RUNNER_VERSION = 1
 SKIPPED_TOO_LONG = "prompt_too_long"
 _CHUNK_RE = re.compile(r"^chunk-(\d{6})\.parquet$")
 _TMP_RE = re.compile(r"^\.chunk-(\d{6})\.parquet\.tmp-\d+$")
+#: The identical-samples check judges at least this many questions at once ...
+IDENTICAL_MIN_QUESTIONS = 8
+#: ... and stops the run when more than this share of them have n identical samples.
+IDENTICAL_MAX_SHARE = 0.5
 
 #: The columns of a chunk file (one row per question).
 CHUNK_SCHEMA = pa.schema([
@@ -352,6 +378,84 @@ class _Bar:
             self.progress.stop()
 
 
+class _IdenticalCheck:
+    """The identical-samples check (see the module docstring): chunks go in as they finish, come out when they
+    may be written; raises :class:`IdenticalSamplesError` instead when most judged questions have ``n`` identical
+    samples."""
+
+    def __init__(self, backend: Any, sampling: SamplingConfig, *, allow: bool, total_questions: int) -> None:
+        self.backend = backend
+        self.sampling = sampling
+        self.allow = allow
+        self.applies = sampling.temperature > 0 and sampling.n > 1 and not replays(backend)
+        self.active = self.applies and not allow and total_questions >= IDENTICAL_MIN_QUESTIONS
+        self.recent: deque[bool] = deque(maxlen=IDENTICAL_MIN_QUESTIONS)  # judged questions, newest last
+        self.held: list[tuple[int, pa.Table, list[bool], str | None]] = []
+        self.warned = False
+
+    @staticmethod
+    def flags(completions: Sequence[Sequence[str] | None]) -> tuple[list[bool], str | None]:
+        """For each question that was generated (not skipped): are its samples all the same? And an example."""
+        out, example = [], None
+        for c in completions:
+            if c is None or len(c) < 2:
+                continue
+            same = all(x == c[0] for x in c)
+            out.append(same)
+            if same and example is None:
+                example = c[0]
+        return out, example
+
+    def offer(self, k: int, table: pa.Table) -> list[tuple[int, pa.Table]]:
+        """Chunk ``k`` is generated: the chunks that may be written now, in order (none while held back)."""
+        if not self.applies:
+            return [(k, table)]
+        flags, example = self.flags(table.column("completions").to_pylist())
+        if not self.active:  # allowed, or too few questions to judge: only say so
+            if not self.warned and len(flags) >= 2 and sum(flags) * 2 > len(flags):
+                log.warning("%d of %d questions of chunk %d have %d identical samples at temperature %s "
+                            "(allowed: %s)", sum(flags), len(flags), k, self.sampling.n, self.sampling.temperature,
+                            "--allow-identical-samples" if self.allow else "too few questions to judge")
+                self.warned = True
+            return [(k, table)]
+        self.held.append((k, table, flags, example))
+        return self._release(final=False)
+
+    def finish(self) -> list[tuple[int, pa.Table]]:
+        """The run's generation is over: what is still held back (judged if there is enough to judge)."""
+        return self._release(final=True) if self.held else []
+
+    def _release(self, *, final: bool) -> list[tuple[int, pa.Table]]:
+        new = [f for h in self.held for f in h[2]]
+        if len(new) + len(self.recent) < IDENTICAL_MIN_QUESTIONS and not final:
+            return []  # the start of a run, in chunks smaller than the window: wait for more questions
+        need = max(0, IDENTICAL_MIN_QUESTIONS - len(new))
+        window = (list(self.recent)[len(self.recent) - need:] if need else []) + new
+        if len(window) >= IDENTICAL_MIN_QUESTIONS and sum(window) > IDENTICAL_MAX_SHARE * len(window):
+            chunks = [h[0] for h in self.held]
+            example = next((h[3] for h in self.held if h[3] is not None), None)
+            self.held = []
+            raise IdenticalSamplesError(self._message(sum(window), len(window), chunks, example),
+                                        identical=sum(window), judged=len(window))
+        self.recent.extend(new)
+        out = [(h[0], h[1]) for h in self.held]
+        self.held = []
+        return out
+
+    def _message(self, identical: int, judged: int, chunks: list[int], example: str | None) -> str:
+        s = self.sampling
+        name = getattr(self.backend, "name", type(self.backend).__name__)
+        shown = (example if len(example) <= 80 else example[:80] + "...") if example is not None else ""
+        hint = getattr(self.backend, "sampling_hint", None) or (
+            "check that the backend samples (temperature, top_p and a seed reach the engine)")
+        return (f"{identical} of {judged} questions got {s.n} identical samples at temperature {s.temperature} "
+                f"(e.g. {shown!r}): the {name} backend most likely ignores the sampling parameters and decodes "
+                f"greedily, so pass@{s.n} would really be a greedy pass@1. Chunk(s) {', '.join(map(str, chunks))} "
+                f"were not written. Fix: {hint}; then run again with --overwrite (the fix changes the run's "
+                "settings) or another --out. If identical samples are expected (a temperature near 0, a model that "
+                "always answers the same), pass --allow-identical-samples.")
+
+
 def run_chunks(
     work: str | Path | WorkDir,
     *,
@@ -370,6 +474,7 @@ def run_chunks(
     progress: bool = False,
     description: str = "generating",
     on_chunk: Callable[[int, pa.Table], None] | None = None,
+    allow_identical_samples: bool = False,
 ) -> RunReport:
     """Generate ``sampling.n`` completions for every question of this shard that is not done yet.
 
@@ -381,7 +486,9 @@ def run_chunks(
     never discards the same run's chunks: they may be other shards' work). ``question_seeds=False`` gives
     backends no per-question seeds (faster on vLLM, not reproducible). ``max_chunks`` stops after that many
     chunks were generated (a budget; run again to continue). ``on_chunk(k, table)`` is called after chunk ``k``
-    is written.
+    is written. With ``temperature > 0`` and ``n > 1``, a run whose questions mostly get ``n`` identical samples
+    stops with :class:`IdenticalSamplesError` before writing them, unless ``allow_identical_samples`` (see the
+    module docstring).
     """
     wd = work if isinstance(work, WorkDir) else WorkDir(work)
     n_items = len(ids)
@@ -419,7 +526,8 @@ def run_chunks(
         if todo:
             _run_todo(wd, plan, mine, todo, done, report, ids=ids, prompts=prompts, backend=backend,  # type: ignore[arg-type]
                       sampling=sampling, chunks_per_call=chunks_per_call, question_seeds=question_seeds,
-                      max_chunks=max_chunks, progress=progress, description=description, on_chunk=on_chunk)
+                      max_chunks=max_chunks, progress=progress, description=description, on_chunk=on_chunk,
+                      allow_identical_samples=allow_identical_samples)
     finally:
         if owned and hasattr(backend, "close"):
             backend.close()  # type: ignore[union-attr]
@@ -433,7 +541,7 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
               *, ids: Sequence[str], prompts: Sequence[Messages], backend: GenerationBackend,
               sampling: SamplingConfig, chunks_per_call: int | None, question_seeds: bool,
               max_chunks: int | None, progress: bool, description: str,
-              on_chunk: Callable[[int, pa.Table], None] | None) -> None:
+              on_chunk: Callable[[int, pa.Table], None] | None, allow_identical_samples: bool = False) -> None:
     if chunks_per_call is None:
         call_size = getattr(backend, "call_size", None)
         chunks_per_call = max(1, math.ceil(call_size / plan.chunk_size)) if call_size else 1
@@ -444,6 +552,10 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
     bar = _Bar(progress, description, total_questions=sum(len(plan.positions(k)) for k in mine),
                done_questions=sum(len(plan.positions(k)) for k in mine if k in done),
                todo_completions=sum(len(plan.positions(k)) for k in todo) * sampling.n)
+
+    check = _IdenticalCheck(backend, sampling, allow=allow_identical_samples,
+                            total_questions=sum(len(plan.positions(k)) for k in todo))
+    made = [0]  # chunks generated (written or held back by the check): the max_chunks budget counts them
 
     def seeds_of(positions: Sequence[int]) -> list[int]:
         return [question_seed(sampling.seed, ids[p]) for p in positions]
@@ -458,13 +570,19 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
             "completions": [results[p] for p in pos],
         }
         table = pa.table(rows, schema=CHUNK_SCHEMA)
+        made[0] += 1
+        for kk, t in check.offer(k, table):  # none while held back; raises on identical samples
+            write(kk, t)
+
+    def write(k: int, table: pa.Table) -> None:
         wd.write_chunk(k, table)
-        n_skip = sum(1 for p in pos if results[p] is None)
+        n = table.num_rows
+        n_skip = n - table.column("skipped").null_count
         report.generated_chunks += 1
-        report.generated_questions += len(pos)
+        report.generated_questions += n
         report.skipped += n_skip
-        report.completions += (len(pos) - n_skip) * sampling.n
-        bar.advance(len(pos), len(pos) * sampling.n)
+        report.completions += (n - n_skip) * sampling.n
+        bar.advance(n, n * sampling.n)
         if on_chunk is not None:
             on_chunk(k, table)
 
@@ -475,7 +593,9 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
                            max_chunks)
         else:
             _run_calls(backend, plan, mine, set(todo), prompts, sampling, seeds_of if use_seeds else None,
-                       question_seeds, ids, flush, report, chunks_per_call, max_chunks)
+                       question_seeds, ids, flush, report, chunks_per_call, max_chunks, lambda: made[0])
+        for kk, t in check.finish():
+            write(kk, t)
     finally:
         bar.close()
         report.seconds = time.perf_counter() - t0
@@ -523,13 +643,13 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
                prompts: Sequence[Messages], sampling: SamplingConfig,
                seeds_of: Callable[[Sequence[int]], list[int]] | None, question_seeds: bool, ids: Sequence[str],
                flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
-               chunks_per_call: int, max_chunks: int | None) -> None:
+               chunks_per_call: int, max_chunks: int | None, made: Callable[[], int]) -> None:
     for start in range(0, len(mine), chunks_per_call):
         call = mine[start:start + chunks_per_call]
         missing = [k for k in call if k in todo]
         if not missing:
             continue
-        if max_chunks is not None and report.generated_chunks >= max_chunks:
+        if max_chunks is not None and made() >= max_chunks:
             break
         positions = [p for k in call for p in plan.positions(k)]  # the whole call, as an uninterrupted run made it
         call_prompts = [list(prompts[p]) for p in positions]
