@@ -14,7 +14,7 @@ pytest.importorskip("openai")
 
 from rag_curriculum.generation import BACKENDS, GenerationError, PromptTooLongError, SamplingConfig  # noqa: E402
 from rag_curriculum.generation.openai_backend import OpenAIBackend  # noqa: E402
-from rag_curriculum.generation.runner import read_results, run_chunks  # noqa: E402
+from rag_curriculum.generation.runner import RunMismatchError, read_results, run_chunks  # noqa: E402
 
 
 class Server:
@@ -22,10 +22,13 @@ class Server:
     ``fail503:K`` answers 503 to the first K requests for it, ``ratelimit`` 429 (Retry-After: 0) once,
     ``toolong`` a vLLM-style 400 context-length error, ``bad`` a plain 400; anything else succeeds."""
 
-    def __init__(self, api_key: str = "secret", delay: float = 0.0, n_cap: int | None = None) -> None:
+    def __init__(self, api_key: str = "secret", delay: float = 0.0, n_cap: int | None = None,
+                 strict: bool = False, greedy: bool = False) -> None:
         self.api_key = api_key
         self.delay = delay
         self.n_cap = n_cap
+        self.strict = strict  # like `transformers serve`: 422 {"detail": ...} for fields it does not know
+        self.greedy = greedy  # ... and the same completion for every sample unless "do_sample" is sent
         self.requests: list[dict] = []
         self.failures: dict[str, int] = {}
         self.active = 0
@@ -51,7 +54,7 @@ class Server:
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length))
                 if self.path != "/v1/chat/completions":
-                    return self._send(404, {"error": {"message": "not found"}})
+                    return self._send(404, {"detail": "Not Found"})
                 if self.headers.get("Authorization") != f"Bearer {server.api_key}":
                     return self._send(401, {"error": {"message": "bad key", "type": "auth"}})
                 with server.lock:
@@ -68,6 +71,10 @@ class Server:
 
             def _answer(self, req: dict) -> None:
                 content = req["messages"][-1]["content"]
+                if server.strict:
+                    unexpected = set(req) - KNOWN_FIELDS
+                    if unexpected:
+                        return self._send(422, {"detail": f"Unexpected fields in the request: {unexpected}"})
                 if content.startswith("fail503:"):
                     with server.lock:
                         seen = server.failures.get(content, 0)
@@ -89,9 +96,12 @@ class Server:
                 n = req.get("n", 1)
                 if server.n_cap and n > server.n_cap:
                     n = server.n_cap
+                if server.greedy and not req.get("do_sample"):
+                    text = [f"{content}|greedy"] * n
+                else:
+                    text = [f"{content}|seed={req.get('seed')}|t={req['temperature']}|j={j}" for j in range(n)]
                 choices = [{"index": j, "finish_reason": "stop", "logprobs": None,
-                            "message": {"role": "assistant",
-                                        "content": f"{content}|seed={req.get('seed')}|t={req['temperature']}|j={j}"}}
+                            "message": {"role": "assistant", "content": text[j]}}
                            for j in reversed(range(n))]  # out of order: the client must sort by index
                 self._send(200, {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": req["model"],
                                  "choices": choices,
@@ -109,6 +119,9 @@ class Server:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+KNOWN_FIELDS = {"model", "messages", "n", "temperature", "top_p", "max_tokens", "seed", "stream", "do_sample"}
 
 
 def msgs(text: str) -> list[dict[str, str]]:
@@ -263,3 +276,146 @@ def test_the_runner_streams_over_http_and_resumes(tmp_path):
 def test_bad_settings(kw):
     with pytest.raises(ValueError):
         OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", **kw)
+
+
+# -- refusals: the server's own words and the option that fixes it --------------------------------------------------
+def test_a_refusal_shows_the_servers_detail_and_the_fix():
+    with Server(strict=True) as srv:
+        with pytest.raises(GenerationError) as e:  # the default request carries top_k, min_p, repetition_penalty
+            backend(srv).generate([msgs("a")], SamplingConfig(n=1))
+        msg = str(e.value)
+        assert "HTTP 422" in msg and "Unexpected fields in the request" in msg and "'top_k'" in msg
+        assert "--backend-arg disable_server_defaults=false" in msg
+        with pytest.raises(GenerationError) as e:  # a field of extra_body
+            backend(srv, disable_server_defaults=False, extra_body={"frobnicate": 1}).generate(
+                [msgs("a")], SamplingConfig(n=1))
+        assert "'frobnicate'" in str(e.value) and "--backend-arg extra_body" in str(e.value)
+        out = backend(srv, disable_server_defaults=False).generate([msgs("a")], SamplingConfig(n=1))
+        assert out == [["a|seed=None|t=1.0|j=0"]]
+        with pytest.raises(GenerationError, match=r"HTTP 404: Not Found .*--base-url.*--model"):
+            OpenAIBackend("m", base_url=srv.url[:-3], api_key="secret").generate([msgs("a")], SamplingConfig(n=1))
+        with pytest.raises(GenerationError, match=r"HTTP 401: bad key .*--api-key"):
+            backend(srv, api_key="wrong").generate([msgs("a")], SamplingConfig(n=1))
+        with pytest.raises(GenerationError, match=r"HTTP 400: temperature must be <= 2"):
+            backend(srv, disable_server_defaults=False).generate([msgs("bad")], SamplingConfig(n=1))
+
+
+def test_a_server_that_ignores_n_is_named_with_the_working_option():
+    with Server(n_cap=1) as srv:
+        with pytest.raises(GenerationError) as e:
+            backend(srv).generate([msgs("a")], SamplingConfig(n=4))
+    assert "asked for n=4 completions, got 1" in str(e.value)
+    assert "--backend-arg max_n_per_request=1" in str(e.value) and "--max-n-per-request" not in str(e.value)
+
+
+def _cli_flags() -> dict[str, set[str]]:
+    from typer.main import get_command
+
+    from rag_curriculum.cli import app
+
+    root = get_command(app)
+    out = {}
+    for name, cmd in (("partition", root.commands["partition"]), ("eval", root.commands["eval"].commands["run"])):
+        out[name] = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+    return out
+
+
+def test_every_hint_names_options_that_exist():
+    """Each ``--flag`` a hint names is an option of both `curriculum partition` and `curriculum eval`; each
+    ``--backend-arg KEY=`` is an option of the backend's constructor (the identical-samples error included)."""
+    import inspect
+    import re
+
+    from rag_curriculum.generation.base import IdenticalSamplesError
+    from rag_curriculum.generation.openai_backend import HINTS
+    from rag_curriculum.generation.runner import _IdenticalCheck
+
+    check = _IdenticalCheck(OpenAIBackend("m", base_url="http://127.0.0.1:9/v1"), SamplingConfig(n=4),
+                            allow=False, total_questions=8)
+    with pytest.raises(IdenticalSamplesError) as e:
+        check.offer(0, _chunk([["x"] * 4] * 8))
+    texts = [*HINTS.values(), str(e.value)]
+    flags = _cli_flags()
+    params = set(inspect.signature(OpenAIBackend.__init__).parameters)
+    named_flags, named_args = set(), set()
+    for t in texts:
+        named_flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", t))
+        named_args |= set(re.findall(r"--backend-arg '?([A-Za-z_]+)=", t))
+    assert {"--backend-arg", "--api-key", "--base-url", "--model", "--allow-identical-samples",
+            "--overwrite"} <= named_flags
+    assert {"disable_server_defaults", "max_n_per_request", "extra_body", "max_retries"} <= named_args
+    for command, known in flags.items():
+        assert named_flags <= known, (command, named_flags - known)
+    assert named_args <= params, named_args - params
+
+
+def _chunk(completions):
+    import pyarrow as pa
+
+    from rag_curriculum.generation.runner import CHUNK_SCHEMA
+
+    n = len(completions)
+    return pa.table({"position": list(range(n)), "id": [f"q{i}" for i in range(n)], "seed": [None] * n,
+                     "skipped": [None] * n, "completions": completions}, schema=CHUNK_SCHEMA)
+
+
+def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling_on(tmp_path):
+    from rag_curriculum.generation.base import IdenticalSamplesError
+    from rag_curriculum.generation.openai_backend import TRANSFORMERS_SERVE_SAMPLING
+
+    ids = [f"q{i}" for i in range(10)]
+    prompts = [msgs(f"p{i}") for i in range(10)]
+    s = SamplingConfig(n=3, temperature=0.8, seed=1)
+    with Server(greedy=True) as srv:
+        with pytest.raises(IdenticalSamplesError) as e:
+            run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=backend(srv), sampling=s,
+                       fingerprint={"m": 1}, chunk_size=5)
+        assert "10 of 10 questions got 3 identical samples at temperature 0.8" in str(e.value)
+        assert json.dumps(TRANSFORMERS_SERVE_SAMPLING) in str(e.value) and "--allow-identical-samples" in str(e.value)
+        assert not list((tmp_path / "w").glob("chunk-*"))
+        rep = run_chunks(tmp_path / "w2", ids=ids, prompts=prompts, sampling=s, fingerprint={"m": 1}, chunk_size=5,
+                         backend=backend(srv, extra_body={"do_sample": True}))
+    assert rep.complete and all(len(set(c)) == 3 for c in read_results(tmp_path / "w2").column("completions")
+                                .to_pylist())
+
+
+# -- what the completions depend on -----------------------------------------------------------------------------------
+def test_describe_records_every_option_that_can_change_a_completion_and_no_secret():
+    from rag_curriculum.partition import backend_identity
+
+    args = dict(base_url="http://127.0.0.1:9/v1", api_key="sk-secret", concurrency=7, max_retries=2, timeout=5.0,
+                max_n_per_request=2, disable_server_defaults=False, extra_body={"do_sample": True})
+    d = OpenAIBackend("served-model", **args).describe()
+    assert d == {"backend": "openai", "model": "served-model",
+                 "options": {"disable_server_defaults": False, "extra_body": {"do_sample": True},
+                             "max_n_per_request": 2}}
+    assert d == backend_identity("openai", "served-model", args)  # before building it: the same
+    assert "sk-secret" not in json.dumps(d)
+    assert backend_identity("openai", "served-model", {}) == {
+        "backend": "openai", "model": "served-model", "options": {"disable_server_defaults": True}}
+
+
+def test_a_partition_with_other_request_settings_in_the_same_out_is_refused(tmp_path, shared_data):
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.partition import PartitionConfig, PartitionError, partition
+
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 8, K=2)], schedule="max",
+                                 out=str(tmp_path / "max"), seed=0), command="test")
+    with Server() as srv:
+        def go(**args):
+            cfg = PartitionConfig(shards=str(tmp_path / "max"), out=str(tmp_path / "p"), backend="openai",
+                                  model="tiny-model", k=2, max_tokens=8, chunk_size=4,
+                                  backend_args={"base_url": srv.url, "api_key": "secret", **args})
+            return partition(cfg)
+
+        assert go(extra_body={"a": 1}).complete
+        n = len(srv.requests)
+        assert go(extra_body={"a": 1}, concurrency=3, max_retries=1).complete  # speed options: the same run
+        assert len(srv.requests) == n  # nothing generated again
+        for other in (dict(extra_body={"a": 2}), dict(extra_body={"a": 1}, disable_server_defaults=False),
+                      dict(extra_body={"a": 1}, max_n_per_request=1)):
+            with pytest.raises((PartitionError, RunMismatchError), match="other settings.*generation"):
+                go(**other)
+        assert len(srv.requests) == n

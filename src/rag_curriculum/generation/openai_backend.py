@@ -11,8 +11,15 @@
 - ``concurrency`` requests in flight at once (threads); :meth:`generate_iter` yields each prompt's completions
   as soon as its request finishes, so the runner can flush chunks while later requests are still running.
 - Retries with exponential backoff and jitter (honouring ``Retry-After``) on connection errors, timeouts,
-  HTTP 408/409/429 and 5xx; other errors fail at once with what the server said. A 400 saying the prompt exceeds
-  the context length marks that prompt as too long (:class:`PromptTooLongError`) instead of failing the run.
+  HTTP 408/409/429 and 5xx; other errors fail at once with what the server said (the message or ``detail`` of
+  its response body) and the option that fixes it (:data:`HINTS`). A 400 saying the prompt exceeds the context
+  length marks that prompt as too long (:class:`PromptTooLongError`) instead of failing the run.
+- Servers tested for real (tests/test_openai_servers.py, tests/vllm/test_vllm_serve.py): ``vllm serve`` works
+  with the defaults. ``transformers serve`` rejects ``top_k``/``min_p``/``repetition_penalty``
+  (``disable_server_defaults=False``), returns one choice whatever ``n`` (``max_n_per_request=1``) and decodes
+  greedily unless the request turns sampling on: ``extra_body={"generation_config": "{\"do_sample\": true,
+  \"top_k\": 0}"}`` (a JSON string: it replaces the model's generation config; ``top_k`` 0 turns off the
+  global default top-k 50). The runner stops a run whose samples are identical (:class:`IdenticalSamplesError`).
 
 ``base_url`` defaults to ``$OPENAI_BASE_URL`` or ``http://127.0.0.1:8000/v1`` (``vllm serve``'s default);
 ``api_key`` to ``$OPENAI_API_KEY`` or ``"EMPTY"``. The ``openai`` package is imported when the backend is built.
@@ -20,16 +27,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
+from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, backend_identity
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +50,74 @@ _SEED_RANGE = 1 << 63  # vLLM's server accepts int64 seeds
 #: Sampling extensions sent so that a server's generation_config defaults cannot change the samples.
 _NEUTRAL = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 _jitter = random.Random()  # timing only; never affects completions
+#: ``extra_body`` that turns sampling on in ``transformers serve`` (it decodes greedily otherwise).
+TRANSFORMERS_SERVE_SAMPLING = {"generation_config": json.dumps({"do_sample": True, "top_k": 0})}
+
+#: What to do about each kind of refusal; every ``--flag`` named is a real option of `curriculum partition` and
+#: `curriculum eval`, every ``--backend-arg KEY=`` a real option of :class:`OpenAIBackend` (tested).
+HINTS: dict[str, str] = {
+    "server_defaults": "the server rejects the sampling fields sent so that its generation-config defaults "
+                       "cannot change the samples (top_k, min_p, repetition_penalty): pass --backend-arg "
+                       "disable_server_defaults=false",
+    "extra_body": "the server rejects a field given in --backend-arg extra_body=...: leave it out",
+    "n": "the server ignores or caps n (samples per request): pass --backend-arg max_n_per_request=1 (or the "
+         "server's cap; the parts of a split request are seeded to draw the samples one request would)",
+    "fields": "if it names a field the toolkit sends: top_k / min_p / repetition_penalty -> --backend-arg "
+              "disable_server_defaults=false; n -> --backend-arg max_n_per_request=1; a field of --backend-arg "
+              "extra_body=... -> leave it out",
+    "auth": "check --api-key (or $OPENAI_API_KEY)",
+    "not_found": "check --base-url (the server's URL ending in /v1) and that --model is the model name the "
+                 "server serves (GET /v1/models lists it)",
+    "model": "check that --model is the model name the server serves (GET /v1/models lists it)",
+    "unreachable": "is the server up at --base-url? (`vllm serve MODEL` listens on 127.0.0.1:8000 by default); "
+                   "--backend-arg max_retries=N and --backend-arg timeout=SECONDS wait longer",
+    "sampling": "the server most likely decodes greedily: vllm serve and SGLang honour temperature, but "
+                "`transformers serve` samples only when the request turns sampling on: pass --backend-arg "
+                f"'extra_body={json.dumps(TRANSFORMERS_SERVE_SAMPLING)}' (with --backend-arg "
+                "disable_server_defaults=false --backend-arg max_n_per_request=1 for that server)",
+}
+_NEUTRAL_RE = re.compile(r"\b(top_k|min_p|repetition_penalty)\b")
+_FIELDS_RE = re.compile(r"unexpected|unknown|unrecogni[sz]ed|extra (inputs|fields)|not permitted|"
+                        r"extra_forbidden|not allowed|unsupported", re.IGNORECASE)
+_N_RE = re.compile(r"(?<![\w-])n(?![\w-])")  # the field n, as a word of its own
+
+
+def server_detail(error: Exception, limit: int = 600) -> str:
+    """What the server said about a refused request: its body's ``message`` (OpenAI, vLLM), ``detail``
+    (FastAPI: ``transformers serve``), validation errors (``loc``: ``msg``), or the raw text.
+
+    >>> class E(Exception): body = {"detail": "Unexpected fields in the request: {'top_k'}"}
+    >>> server_detail(E())
+    "Unexpected fields in the request: {'top_k'}"
+    """
+
+    def text(b: Any) -> str:
+        if b is None:
+            return ""
+        if isinstance(b, str):
+            return b
+        if isinstance(b, dict):
+            if "msg" in b and "loc" in b:  # pydantic / FastAPI validation error
+                loc = ".".join(str(x) for x in b.get("loc") or [])
+                return f"{loc}: {b['msg']}" if loc else str(b["msg"])
+            for key in ("message", "detail", "error", "msg"):
+                if b.get(key):
+                    return text(b[key])
+            return json.dumps(b, default=str)
+        if isinstance(b, list):
+            return "; ".join(t for t in (text(x) for x in b) if t)
+        return str(b)
+
+    detail = text(getattr(error, "body", None)).strip()
+    if not detail:
+        response = getattr(error, "response", None)
+        try:
+            detail = (response.text or "").strip() if response is not None else ""
+        except Exception:  # pragma: no cover - a streamed body that cannot be read
+            detail = ""
+    if not detail:
+        detail = str(error)
+    return detail if len(detail) <= limit else detail[:limit] + " ..."
 
 
 class _PromptTooLong(Exception):
@@ -51,7 +128,7 @@ class OpenAIBackend:
     """Chat completions from an OpenAI-compatible server, ``concurrency`` requests at a time."""
 
     name = "openai"
-    output_options = ("max_n_per_request",)
+    sampling_hint = HINTS["sampling"]
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  concurrency: int = 32, max_retries: int = 6, timeout: float = 600.0, backoff: float = 1.0,
@@ -70,6 +147,8 @@ class OpenAIBackend:
                                   f"'rag-curriculum[openai]' [{e}]") from e
         self._openai = openai
         self.model_name = str(model)
+        self._options = {"max_n_per_request": max_n_per_request, "disable_server_defaults": disable_server_defaults,
+                         "extra_body": extra_body}  # what can change completions (see describe)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.concurrency = int(concurrency)
         self.max_retries = int(max_retries)
@@ -84,7 +163,32 @@ class OpenAIBackend:
         self._lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model_name, "max_n_per_request": self.max_n_per_request}
+        """The options that can change completions (``extra_body``, ``disable_server_defaults``,
+        ``max_n_per_request``), as :func:`~rag_curriculum.generation.base.backend_identity` records them."""
+        return backend_identity(type(self), self.model_name, self._options)
+
+    def _refusal(self, status: int | None, error: Exception) -> str:
+        """The message of a request the server refused: the status, the server's own words, what to do."""
+        detail = server_detail(error)
+        hint = None
+        if status in (401, 403):
+            hint = HINTS["auth"]
+        elif status == 404:
+            hint = HINTS["not_found"]
+        elif status is not None and 400 <= status < 500:
+            extra = set(self.extra_body) - set(_NEUTRAL) if self.extra_body else set()
+            fields = _FIELDS_RE.search(detail)
+            if fields and _NEUTRAL_RE.search(detail) and self.extra_body.keys() & _NEUTRAL.keys():
+                hint = HINTS["server_defaults"]
+            elif fields and any(re.search(rf"\b{re.escape(k)}\b", detail) for k in extra):
+                hint = HINTS["extra_body"]
+            elif _N_RE.search(detail):
+                hint = HINTS["n"]
+            elif "model" in detail.lower():
+                hint = HINTS["model"]
+            else:
+                hint = HINTS["fields"]
+        return f"{self.base_url}: HTTP {status}: {detail}" + (f" (hint: {hint})" if hint else "")
 
     # -- one request ---------------------------------------------------------------------------------------------
     def _delay(self, attempt: int, error: Exception) -> float:
@@ -113,20 +217,19 @@ class OpenAIBackend:
             try:
                 resp = self.client.chat.completions.create(**kwargs)
             except openai.BadRequestError as e:
-                text = str(e).lower()
+                text = f"{e} {server_detail(e)}".lower()
                 if any(m in text for m in _CONTEXT_MARKERS):
-                    raise _PromptTooLong(str(e)) from e
-                raise GenerationError(f"{self.base_url}: the server refused the request: {e}") from e
+                    raise _PromptTooLong(server_detail(e)) from e
+                raise GenerationError(f"the server refused the request: {self._refusal(400, e)}") from e
             except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
                 status = getattr(e, "status_code", None)
                 retryable = status is None or status in _RETRY_STATUS or status >= 500
                 if not retryable:
-                    hint = {401: " (check --api-key / $OPENAI_API_KEY)",
-                            404: " (check --base-url and that --model is the served model's name)"}.get(status, "")
-                    raise GenerationError(f"{self.base_url}: HTTP {status}: {e}{hint}") from e
+                    raise GenerationError(f"the server refused the request: {self._refusal(status, e)}") from e
                 if attempt >= self.max_retries:
-                    raise GenerationError(f"{self.base_url}: request failed after {attempt + 1} attempt(s): {e}; "
-                                          "is the server up? (vllm serve MODEL --port 8000)") from e
+                    what = f"HTTP {status}: {server_detail(e)}" if status is not None else str(e)
+                    raise GenerationError(f"{self.base_url}: request failed after {attempt + 1} attempt(s): {what} "
+                                          f"(hint: {HINTS['unreachable']})") from e
                 delay = self._delay(attempt, e)
                 log.warning("%s: %s; retrying in %.1fs (attempt %d of %d)", self.base_url,
                             f"HTTP {status}" if status else type(e).__name__, delay, attempt + 2,
@@ -138,8 +241,8 @@ class OpenAIBackend:
                 continue
             choices = sorted(resp.choices, key=lambda c: c.index)
             if len(choices) != n:
-                raise GenerationError(f"{self.base_url}: asked for n={n} completions, got {len(choices)}; if the "
-                                      "server caps n, pass max_n_per_request (--max-n-per-request)")
+                raise GenerationError(f"{self.base_url}: asked for n={n} completions, got {len(choices)} (hint: "
+                                      f"{HINTS['n']})")
             return [c.message.content or "" for c in choices]
 
     def _prompt(self, messages: Messages, sampling: SamplingConfig, seed: int | None) -> list[str]:
