@@ -89,8 +89,19 @@ class TransformersBackend:
                  self.batch_size)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model_name, "dtype": self.dtype_name,
-                "batch_size": self.batch_size, "max_model_len": self.max_model_len}
+        """What the completions depend on (:func:`~rag_curriculum.generation.base.backend_identity`): the model
+        (and a digest of its local directory's config, tokenizer and chat template), device, dtype, batch size,
+        context length, and the digest of the chat template the loaded tokenizer applies."""
+        from .base import backend_identity
+
+        identity = backend_identity(type(self), self.model_name, {
+            "device": str(self.device), "dtype": self.dtype_name, "batch_size": self.batch_size,
+            "max_model_len": self.max_model_len})
+        template = getattr(self.tokenizer, "chat_template", None)
+        if template:
+            text = template if isinstance(template, str) else repr(sorted(dict(template).items()))
+            identity["chat_template"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return identity
 
     def render(self, messages: Messages) -> list[int]:
         """The prompt's token ids, as the chat template renders it for generation."""
