@@ -1,86 +1,17 @@
-"""The vLLM backend. These tests run where vLLM and a CUDA GPU exist and are skipped cleanly elsewhere (the
-``vllm`` marker, see conftest.py); the model is a tiny random Qwen2 built on the spot (head size 64, which every
-vLLM attention backend supports)."""
+"""The vLLM backend's own logic against a stand-in ``vllm`` module (runs everywhere, no engine). The real engine is
+driven by the vLLM tier, tests/vllm/ (run in .venv-vllm by scripts/test.sh)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rag_curriculum.generation import BACKENDS, GenerationError, PromptTooLongError, SamplingConfig
-
-
-def needs_vllm(f):
-    """vLLM and a CUDA GPU, else skipped (conftest.py)."""
-    return pytest.mark.vllm(pytest.mark.gpu(pytest.mark.slow(f)))
-
+from rag_curriculum.generation import GenerationError, PromptTooLongError, SamplingConfig
 
 PROMPTS = [
     [{"role": "system", "content": "Respond in the following format:"},
      {"role": "user", "content": "Who wrote the novel about the whale?"}],
     [{"role": "user", "content": "Which river flows through the capital?"}],
 ]
-
-
-@pytest.fixture(scope="module")
-def vllm_model_dir(tmp_path_factory, shared_data):
-    from tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2-vllm"), shared_data, hidden_size=256)
-
-
-@pytest.fixture(scope="module")
-def llm(vllm_model_dir):
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
-
-    b = VLLMBackend(str(vllm_model_dir), max_model_len=4096, dtype="float16", gpu_memory_utilization=0.25,
-                    enforce_eager=True)
-    yield b
-    b.close()
-
-
-@needs_vllm
-def test_registered_by_dotted_path():
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
-
-    assert BACKENDS.get("vllm") is VLLMBackend
-
-
-@needs_vllm
-def test_explicit_sampling_params(llm):
-    p = llm.sampling_params(SamplingConfig(n=8, temperature=0.7, top_p=0.9, max_tokens=800, seed=1), 42)
-    assert (p.n, p.temperature, p.top_p, p.max_tokens, p.seed) == (8, 0.7, 0.9, 800, 42)
-    assert p.top_k in (0, -1) and p.repetition_penalty == 1.0 and p.min_p == 0.0
-
-
-@needs_vllm
-def test_n_completions_and_seeded_reproducibility(llm):
-    s = SamplingConfig(n=4, temperature=1.0, max_tokens=16)
-    a = llm.generate(PROMPTS, s, seeds=[1, 2])
-    assert len(a) == 2 and all(len(x) == 4 for x in a)
-    assert llm.generate(PROMPTS, s, seeds=[1, 2]) == a  # per-request seeds: the same samples again
-    assert llm.generate(PROMPTS, s, seeds=[3, 4]) != a
-
-
-@needs_vllm
-def test_too_long_prompts_are_refused(llm):
-    long = [{"role": "user", "content": "word " * 6000}]
-    with pytest.raises(PromptTooLongError) as e:
-        llm.generate([PROMPTS[0], long], SamplingConfig(n=1, max_tokens=4), seeds=[1, 2])
-    assert e.value.indices == [1]
-
-
-@needs_vllm
-def test_partition_end_to_end_on_the_gpu(llm, shared_data, tmp_path):
-    from conftest import MUSIQUE_TRAIN
-
-    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.partition import PartitionConfig, partition
-
-    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 6, K=2)], schedule="max",
-                                 out=str(tmp_path / "max"), seed=0), command="test")
-    res = partition(PartitionConfig(shards=str(tmp_path / "max"), out=str(tmp_path / "p"), backend="vllm",
-                                    model="tiny", k=4, max_tokens=16, chunk_size=4), backend=llm, command="test")
-    assert res.complete and res.counts["questions"] == 6 and res.counts["scored"] == 6
 
 
 def test_a_missing_vllm_is_a_clear_error(monkeypatch):
@@ -103,12 +34,15 @@ def test_a_missing_vllm_is_a_clear_error(monkeypatch):
 
 # -- everywhere: the backend's own logic against a stand-in `vllm` module (no GPU needed) --------------------------
 class _FakeTokenizer:
+    chat_template = "{{ messages }}"
+
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
-        assert tokenize is False
+        assert tokenize is False and add_generation_prompt is True
         return "".join(f"<{m['role']}> {m['content']} " for m in messages) + "<assistant>"
 
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": text.split()}
+    def __call__(self, texts, add_special_tokens=False):
+        assert add_special_tokens is False
+        return {"input_ids": [t.split() for t in texts]}
 
 
 class _FakeLLM:
@@ -119,23 +53,37 @@ class _FakeLLM:
 
         self.kwargs = kwargs
         self.calls = []
-        self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(
-            max_model_len=kwargs.get("max_model_len", 64)))
+        ns = types.SimpleNamespace
+        self.llm_engine = ns(model_config=ns(max_model_len=kwargs.get("max_model_len", 64)), vllm_config=ns(
+            scheduler_config=ns(enable_chunked_prefill=kwargs.get("enable_chunked_prefill", True),
+                                max_num_batched_tokens=8192),
+            cache_config=ns(enable_prefix_caching=kwargs["enable_prefix_caching"], cache_dtype="auto"),
+            model_config=ns(enforce_eager=kwargs["enforce_eager"]),
+            parallel_config=ns(tensor_parallel_size=kwargs["tensor_parallel_size"])))
         _FakeLLM.instances.append(self)
 
     def get_tokenizer(self):
         return _FakeTokenizer()
 
-    def chat(self, messages, sampling_params, use_tqdm=True):
+    def generate(self, prompts, sampling_params, use_tqdm=True):
         import types
 
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(messages)
-        self.calls.append((messages, sampling_params, use_tqdm))
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
+        self.calls.append((prompts, sampling_params, use_tqdm))
         outs = []
-        for m, p in zip(messages, params, strict=True):
-            comps = [types.SimpleNamespace(index=j, text=f"{m[-1]['content']}|{p.seed}|{j}") for j in range(p.n)]
+        for pr, p in zip(prompts, params, strict=True):
+            text = " ".join(pr["prompt_token_ids"])
+            comps = [types.SimpleNamespace(index=j, text=f"{text}|{p.seed}|{j}") for j in range(p.n)]
             outs.append(types.SimpleNamespace(outputs=comps[::-1]))  # any order: the backend sorts by index
         return outs
+
+
+class _FakePlatform:
+    def __init__(self, device_type):
+        self.device_type = device_type
+
+    def is_cpu(self):
+        return self.device_type == "cpu"
 
 
 class _FakeSamplingParams:
@@ -151,9 +99,19 @@ def fake_vllm(monkeypatch):
     mod = types.ModuleType("vllm")
     mod.LLM = _FakeLLM
     mod.SamplingParams = _FakeSamplingParams
+    mod.__version__ = "0.0-standin"
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = _FakePlatform("cuda")
+    mod.platforms = platforms
     monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
     _FakeLLM.instances.clear()
     return mod
+
+
+def rendered(messages) -> str:
+    """What the stand-in tokenizer makes of a prompt (the stand-in LLM echoes it)."""
+    return " ".join(_FakeTokenizer()([_FakeTokenizer().apply_chat_template(messages)])["input_ids"][0])
 
 
 def test_engine_arguments_and_explicit_sampling_params_per_question(fake_vllm):
@@ -165,53 +123,81 @@ def test_engine_arguments_and_explicit_sampling_params_per_question(fake_vllm):
     assert (kw["model"], kw["tensor_parallel_size"], kw["max_model_len"], kw["dtype"]) == (
         "Qwen/Qwen2.5-7B-Instruct", 2, 4096, "bfloat16")
     assert kw["enable_prefix_caching"] is True and kw["enforce_eager"] is True
+    assert "enable_chunked_prefill" not in kw  # a GPU: vLLM's own default
     s = SamplingConfig(n=3, temperature=0.6, top_p=0.95, max_tokens=800, seed=1)
     out = b.generate(PROMPTS, s, seeds=[11, 22])
-    assert out == [[f"Who wrote the novel about the whale?|11|{j}" for j in range(3)],
-                   [f"Which river flows through the capital?|22|{j}" for j in range(3)]]
-    messages, params, tqdm = _FakeLLM.instances[0].calls[0]
-    assert messages == PROMPTS and tqdm is False and len(params) == 2  # one call, every prompt
+    assert out == [[f"{rendered(PROMPTS[0])}|11|{j}" for j in range(3)],
+                   [f"{rendered(PROMPTS[1])}|22|{j}" for j in range(3)]]
+    prompts, params, tqdm = _FakeLLM.instances[0].calls[0]
+    assert [" ".join(p["prompt_token_ids"]) for p in prompts] == [rendered(m) for m in PROMPTS]  # token ids
+    assert tqdm is False and len(params) == 2  # one call, every prompt
     assert [vars(p) for p in params] == [dict(n=3, temperature=0.6, top_p=0.95, max_tokens=800, seed=sd)
                                          for sd in (11, 22)]
     b.generate(PROMPTS, s)  # without per-question seeds: one params object, the engine's own generator
     assert vars(_FakeLLM.instances[0].calls[1][1]) == dict(n=3, temperature=0.6, top_p=0.95, max_tokens=800,
                                                            seed=None)
-    assert b.describe() == {"backend": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "bfloat16",
-                            "max_model_len": 4096, "quantization": None}
+    d = b.describe()
+    assert {k: d[k] for k in ("backend", "model", "dtype", "max_model_len", "quantization", "platform")} == {
+        "backend": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "bfloat16", "max_model_len": 4096,
+        "quantization": None, "platform": "cuda"}
+    assert d["engine"] == {"enable_chunked_prefill": True, "max_num_batched_tokens": 8192,
+                           "enable_prefix_caching": True, "cache_dtype": "auto", "enforce_eager": True,
+                           "tensor_parallel_size": 2}
+    assert d["platform_defaults"] == {} and d["vllm_version"] == "0.0-standin" and len(d["chat_template_sha256"]) == 64
     assert b.call_size == 2048
     b.close()
 
 
-def test_prompts_over_the_context_are_refused_before_generating(fake_vllm):
+def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination_is_refused(fake_vllm):
+    """vLLM's CPU build crashes ('CPU Generator does not use offset') when a seeded request's prefill is chunked."""
+    from rag_curriculum.generation.vllm_backend import VLLMBackend
+
+    fake_vllm.platforms.current_platform = _FakePlatform("cpu")
+    b = VLLMBackend("m", max_model_len=300)
+    assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is False
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False}
+    assert b.describe()["engine"]["enable_chunked_prefill"] is False
+    b.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
+    forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True)
+    assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is True
+    assert forced.describe()["platform_defaults"] == {}  # the user's choice, not the toolkit's
+    with pytest.raises(GenerationError, match="--no-question-seeds"):
+        forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
+    assert forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8))  # no per-request seeds: fine
+
+
+def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):
     from rag_curriculum.generation.vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", max_model_len=300)
     long = [{"role": "user", "content": "word " * 400}]
+    near = [{"role": "user", "content": "word " * 250}]  # fits the context, not with 100 tokens to generate
     longish = [{"role": "user", "content": "w" * 400}]  # many characters, few tokens: fits
     with pytest.raises(PromptTooLongError) as e:
-        b.generate([PROMPTS[0], long, longish], SamplingConfig(n=1), seeds=[1, 2, 3])
-    assert e.value.indices == [1] and e.value.limit == 300
-    assert _FakeLLM.instances[0].calls == []  # nothing generated
+        b.generate([PROMPTS[0], long, longish, near], SamplingConfig(n=1, max_tokens=100), seeds=[1, 2, 3, 4])
+    assert e.value.indices == [1, 3] and e.value.limit == 300
+    assert e.value.results[0] == [f"{rendered(PROMPTS[0])}|1|0"] and e.value.results[2] is not None
+    prompts, params, _ = _FakeLLM.instances[0].calls[0]
+    assert len(prompts) == 2 and [p.seed for p in params] == [1, 3]  # only the prompts that fit, own seeds
 
 
 class _ByteTokenizer(_FakeTokenizer):
     """A byte-level BPE at its worst: one token per UTF-8 byte (CJK characters take 3 tokens each)."""
 
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": list(text.encode("utf-8"))}
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [[str(b) for b in t.encode("utf-8")] for t in texts]}
 
 
 def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, monkeypatch):
-    """Byte-level tokenizers can give a character several tokens, so a prompt with fewer characters than the
-    context may still overflow it; vLLM would then reject the whole call (and the same call again on resume)."""
+    """Byte-level tokenizers can give a character several tokens: the check counts tokens, never characters."""
     from rag_curriculum.generation.vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", max_model_len=1000)
     monkeypatch.setattr(_FakeLLM, "get_tokenizer", lambda self: _ByteTokenizer())
     cjk = [{"role": "user", "content": "北" * 400}]  # 400 characters, 1,200 bytes
     with pytest.raises(PromptTooLongError) as e:
-        b.generate([PROMPTS[0], cjk], SamplingConfig(n=1), seeds=[1, 2])
-    assert e.value.indices == [1] and _FakeLLM.instances[0].calls == []
+        b.generate([PROMPTS[0], cjk], SamplingConfig(n=1, max_tokens=10), seeds=[1, 2])
+    assert e.value.indices == [1] and len(_FakeLLM.instances[0].calls[0][0]) == 1
 
 
 def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
@@ -221,10 +207,11 @@ def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
     b = VLLMBackend("m", call_size=6)
     ids = [f"q{i}" for i in range(10)]
     prompts = [[{"role": "user", "content": f"p{i}"}] for i in range(10)]
-    rep = run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=b, sampling=SamplingConfig(n=2),
-                     fingerprint=b.describe(), chunk_size=3)
+    rep = run_chunks(tmp_path / "w", ids=ids, prompts=prompts, backend=b, sampling=SamplingConfig(n=2, max_tokens=8),
+                     fingerprint=b.describe(), chunk_size=3, allow_identical_samples=True)
     assert rep.complete
     assert [len(c[0]) for c in _FakeLLM.instances[0].calls] == [6, 4]  # two chunks per call
     t = read_results(tmp_path / "w")
     seeds = t.column("seed").to_pylist()
-    assert t.column("completions").to_pylist()[4] == [f"p4|{seeds[4]}|0", f"p4|{seeds[4]}|1"]
+    p4 = rendered(prompts[4])
+    assert t.column("completions").to_pylist()[4] == [f"{p4}|{seeds[4]}|0", f"{p4}|{seeds[4]}|1"]

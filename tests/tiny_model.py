@@ -32,7 +32,9 @@ def corpus_texts(data_dir: Path, limit: int = 400) -> list[str]:
 
 
 def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, layers: int = 2,
-                     vocab_size: int = 1024, seed: int = 0) -> Path:
+                     vocab_size: int = 1024, seed: int = 0, heads: int = 4) -> Path:
+    """``heads`` attention heads (head size ``hidden_size // heads``; vLLM's CPU attention needs a head size of
+    at least 32, e.g. hidden_size=128, heads=2), with ``min(heads, 2)`` key/value heads."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -54,7 +56,7 @@ def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, la
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=min(heads, 2),
         max_position_embeddings=8192, tie_word_embeddings=True,
         eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,

@@ -1,23 +1,35 @@
-"""The vLLM backend: offline ``LLM.chat`` with explicit ``SamplingParams``, the default on a GPU.
+"""The vLLM backend: offline generation with explicit ``SamplingParams``, the default of ``curriculum partition``.
 
+- **The engine's own rendering, checked before generating.** Each prompt is rendered with the engine's tokenizer
+  and chat template (``LLM.get_tokenizer()``; what ``LLM.chat`` does: the template as text, then tokens without
+  added special tokens) and handed to ``LLM.generate`` as token ids, so the length check and the generation see
+  the very same tokens. A prompt whose tokens plus ``max_tokens`` exceed ``max_model_len`` is refused
+  (:class:`PromptTooLongError`, the others are still generated): vLLM itself rejects only prompts longer than the
+  context and silently *caps* a completion that runs into it (``FINISHED_LENGTH_CAPPED``), which would give
+  long prompts a smaller completion budget than short ones. Nothing is ever truncated.
 - Sampling is always explicit: ``SamplingParams(n, temperature, top_p, max_tokens, seed)`` per prompt, so the
   model's ``generation_config.json`` defaults (which vLLM applies only when no params are given) never apply.
-- One ``LLM.chat`` call gets many prompts (the runner sends ``call_size`` prompts at a time): the engine schedules
-  them together and its prefix cache (on, explicitly) shares the system prompt across prompts and the whole prompt
-  across a question's ``n`` samples.
+- One ``LLM.generate`` call gets many prompts (the runner sends ``call_size`` prompts at a time): the engine
+  schedules them together and its prefix cache (on, explicitly) shares the system prompt across prompts and the
+  whole prompt across a question's ``n`` samples.
 - ``seeds[i]`` seeds prompt ``i`` (vLLM's per-request generator), so a question's samples do not depend on what it
   is batched with. Per-request generators cost some sampler time; pass ``seeds=None`` (``--no-question-seeds``)
   to use the engine's generator instead, faster but not reproducible across runs.
+- **Per-platform defaults** (:func:`platform_defaults`), recorded by :meth:`describe`: on vLLM's CPU build,
+  chunked prefill is off, because its CPU sampler cannot advance a seeded per-request generator across prefill
+  chunks (``RuntimeError: CPU Generator does not use offset``); on GPUs vLLM's own default (on) is kept. An explicit
+  ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front.
 - Several GPUs: ``tensor_parallel_size`` splits one model over GPUs; for data parallelism run one process per GPU
   on its own shard of the questions (``--num-shards``/``--shard-index`` with ``CUDA_VISIBLE_DEVICES``).
-- Prompts longer than ``max_model_len`` raise :class:`PromptTooLongError` before anything is generated.
 
-vLLM is imported when the backend is built, never when this module is imported.
+vLLM is imported when the backend is built, never when this module is imported. A script that builds the
+backend must run its code under ``if __name__ == "__main__":`` (vLLM spawns its engine core as a process).
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -26,16 +38,31 @@ from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
 
 log = logging.getLogger(__name__)
 
-#: Slack for the tokens a chat template adds around the messages' text (role headers, special tokens).
-_TEMPLATE_SLACK = 256
+#: Engine options whose resolved values :meth:`VLLMBackend.describe` records (they can change the numerics).
+_ENGINE_FIELDS = (("scheduler_config", "enable_chunked_prefill"), ("scheduler_config", "max_num_batched_tokens"),
+                  ("cache_config", "enable_prefix_caching"), ("cache_config", "cache_dtype"),
+                  ("model_config", "enforce_eager"), ("parallel_config", "tensor_parallel_size"))
 
 
-def _utf8_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+def platform_defaults(platform: Any = None) -> dict[str, Any]:
+    """The engine options the toolkit sets on this platform unless the user sets them (``platform``: vLLM's
+    ``current_platform``, imported when not given)."""
+    if platform is None:
+        from vllm.platforms import current_platform as platform
+    if _is_cpu(platform):
+        return {"enable_chunked_prefill": False}
+    return {}
+
+
+def _is_cpu(platform: Any) -> bool:
+    try:
+        return bool(platform.is_cpu())
+    except Exception:  # pragma: no cover - an unusual platform object
+        return str(getattr(platform, "device_type", "")) == "cpu"
 
 
 class VLLMBackend:
-    """``vllm.LLM`` built once; :meth:`generate` calls ``LLM.chat`` on all the prompts it is given."""
+    """A ``vllm.LLM`` built once; :meth:`generate` renders the prompts and calls ``LLM.generate`` on all of them."""
 
     name = "vllm"
     output_options = ("dtype", "max_model_len", "quantization")
@@ -45,34 +72,51 @@ class VLLMBackend:
                  dtype: str = "auto", gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True,
                  trust_remote_code: bool = False, enforce_eager: bool = False, quantization: str | None = None,
                  seed: int = 0, call_size: int | None = None, show_progress: bool = False,
-                 **engine_kwargs: Any) -> None:
+                 enable_chunked_prefill: bool | None = None, **engine_kwargs: Any) -> None:
         try:
+            import vllm
             from vllm import LLM
         except ImportError as e:
             raise GenerationError(
-                "the vllm backend needs vLLM: pip install 'rag-curriculum[vllm]' on a machine with a CUDA GPU "
-                f"(or use --backend transformers / openai) [{e}]") from e
+                "the vllm backend needs vLLM: pip install 'rag-curriculum\\[vllm]' on a CUDA machine, or vLLM's CPU "
+                f"build (see the README's partition section); or use --backend transformers / openai [{e}]") from e
         self.model_name = str(model)
         self.dtype = dtype
         self.quantization = quantization
         self.tensor_parallel_size = int(tensor_parallel_size)
         self.show_progress = show_progress
+        self.vllm_version = getattr(vllm, "__version__", "?")
         if call_size is not None:
             if call_size < 1:
                 raise ValueError(f"call_size must be >= 1, got {call_size}")
             self.call_size = int(call_size)
+        from vllm.platforms import current_platform
+
+        self.platform = str(getattr(current_platform, "device_type", "") or "?")
+        self.on_cpu = _is_cpu(current_platform)
+        defaults = platform_defaults(current_platform)
+        self.chosen = {k: v for k, v in defaults.items() if k != "enable_chunked_prefill"
+                       or enable_chunked_prefill is None}
+        if enable_chunked_prefill is None:
+            enable_chunked_prefill = defaults.get("enable_chunked_prefill")
         kwargs: dict[str, Any] = dict(
             model=self.model_name, tensor_parallel_size=self.tensor_parallel_size, dtype=dtype,
             gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=enable_prefix_caching,
             trust_remote_code=trust_remote_code, enforce_eager=enforce_eager, seed=seed, **engine_kwargs)
+        if enable_chunked_prefill is not None:
+            kwargs["enable_chunked_prefill"] = bool(enable_chunked_prefill)
         if max_model_len is not None:
             kwargs["max_model_len"] = int(max_model_len)
         if quantization is not None:
             kwargs["quantization"] = quantization
-        log.info("vllm backend: loading %s (tensor parallel %d)", self.model_name, self.tensor_parallel_size)
+        self._chunked_prefill_asked = enable_chunked_prefill
+        log.info("vllm backend: loading %s on %s (tensor parallel %d%s)", self.model_name, self.platform,
+                 self.tensor_parallel_size, "".join(f", {k}={v}" for k, v in self.chosen.items()))
         self.llm = LLM(**kwargs)
         self.max_model_len = self._engine_max_len(max_model_len)
-        self._tokenizer = None
+        self.engine = self._engine_settings()
+        self._tokenizer: Any = None
+        self._template_sha: str | None = None
 
     def _engine_max_len(self, asked: int | None) -> int | None:
         for get in (lambda: self.llm.llm_engine.model_config.max_model_len,
@@ -83,9 +127,38 @@ class VLLMBackend:
                 continue
         return asked
 
+    def _engine_settings(self) -> dict[str, Any]:
+        """The engine options as the engine resolved them (not as asked)."""
+        out: dict[str, Any] = {}
+        config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
+        for section, field in _ENGINE_FIELDS:
+            value = getattr(getattr(config, section, None), field, None)
+            if value is not None:
+                out[field] = value if isinstance(value, (bool, int, float)) else str(value)
+        return out
+
+    @property
+    def tokenizer(self) -> Any:
+        """The engine's own tokenizer (the one ``LLM.chat`` renders with)."""
+        if self._tokenizer is None:
+            self._tokenizer = self.llm.get_tokenizer()
+        return self._tokenizer
+
+    def chat_template_sha256(self) -> str | None:
+        if self._template_sha is None:
+            template = getattr(self.tokenizer, "chat_template", None)
+            if isinstance(template, str):
+                self._template_sha = hashlib.sha256(template.encode("utf-8")).hexdigest()
+        return self._template_sha
+
     def describe(self) -> dict[str, Any]:
+        """What the completions depend on, as resolved here: the model, dtype, context, the platform, the
+        engine's resolved options (with the per-platform choices in ``platform_defaults``), the chat template's
+        digest and vLLM's version."""
         return {"backend": self.name, "model": self.model_name, "dtype": self.dtype,
-                "max_model_len": self.max_model_len, "quantization": self.quantization}
+                "max_model_len": self.max_model_len, "quantization": self.quantization,
+                "vllm_version": self.vllm_version, "platform": self.platform, "engine": dict(self.engine),
+                "platform_defaults": dict(self.chosen), "chat_template_sha256": self.chat_template_sha256()}
 
     def sampling_params(self, sampling: SamplingConfig, seed: int | None) -> Any:
         """The explicit ``SamplingParams`` of one prompt (never the model's defaults)."""
@@ -94,26 +167,19 @@ class VLLMBackend:
         return SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
                               max_tokens=sampling.max_tokens, seed=seed)
 
-    def _too_long(self, prompts: Sequence[Messages]) -> list[int]:
-        """Prompts over ``max_model_len`` tokens; only prompts whose text could be that long (more UTF-8 bytes
-        than the limit, less some slack for the chat template) are tokenized."""
+    def render(self, prompts: Sequence[Messages]) -> list[list[int]]:
+        """The token ids the engine generates from: the chat template applied by the engine's tokenizer (with the
+        generation prompt), then tokenized without added special tokens, as ``LLM.chat`` does."""
+        tok = self.tokenizer
+        texts = [tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
+        ids = tok(texts, add_special_tokens=False)["input_ids"]
+        return [list(x) for x in ids]
+
+    def too_long(self, token_ids: Sequence[Sequence[int]], max_tokens: int) -> list[int]:
+        """Positions whose prompt plus ``max_tokens`` do not fit ``max_model_len``."""
         if not self.max_model_len:
             return []
-        limit = self.max_model_len
-        # a token covers at least one UTF-8 byte (byte-level BPE, SentencePiece byte fallback), not one character:
-        # a CJK character can be 3 tokens, so bound by bytes
-        suspects = [i for i, p in enumerate(prompts)
-                    if sum(_utf8_len(m.get("content") or "") for m in p) + _TEMPLATE_SLACK > limit]
-        if not suspects:
-            return []
-        if self._tokenizer is None:
-            self._tokenizer = self.llm.get_tokenizer()
-        out = []
-        for i in suspects:
-            text = self._tokenizer.apply_chat_template(list(prompts[i]), add_generation_prompt=True, tokenize=False)
-            if len(self._tokenizer(text, add_special_tokens=False)["input_ids"]) > limit:
-                out.append(i)
-        return out
+        return [i for i, t in enumerate(token_ids) if len(t) + max_tokens > self.max_model_len]
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
                  seeds: Sequence[int] | None = None) -> list[list[str]]:
@@ -121,26 +187,48 @@ class VLLMBackend:
             return []
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        too_long = self._too_long(prompts)
-        if too_long:
-            raise PromptTooLongError(too_long, limit=self.max_model_len)
-        if seeds is None:
-            params: Any = self.sampling_params(sampling, None)
-        else:
-            params = [self.sampling_params(sampling, int(s)) for s in seeds]
-        outputs = self.llm.chat([list(p) for p in prompts], params, use_tqdm=self.show_progress)
-        if len(outputs) != len(prompts):
-            raise GenerationError(f"vLLM returned {len(outputs)} results for {len(prompts)} prompts")
-        result = []
-        for o in outputs:
-            texts = [c.text for c in sorted(o.outputs, key=lambda c: c.index)]
-            if len(texts) != sampling.n:
-                raise GenerationError(f"vLLM returned {len(texts)} completions where n={sampling.n} were asked")
-            result.append(texts)
-        return result
+        if seeds is not None and self.on_cpu and self.engine.get("enable_chunked_prefill"):
+            raise GenerationError(
+                "vLLM's CPU build cannot use per-question seeds with chunked prefill (its CPU generator has no "
+                "offset: 'CPU Generator does not use offset'); leave enable_chunked_prefill unset (the toolkit "
+                "turns it off on CPU) or pass --no-question-seeds")
+        token_ids = self.render(prompts)
+        bad = self.too_long(token_ids, sampling.max_tokens)
+        keep = [i for i in range(len(prompts)) if i not in set(bad)]
+        results: list[list[str] | None] = [None] * len(prompts)
+        if keep:
+            if seeds is None:
+                params: Any = self.sampling_params(sampling, None)
+            else:
+                params = [self.sampling_params(sampling, int(seeds[i])) for i in keep]
+            outputs = self.llm.generate([{"prompt_token_ids": token_ids[i]} for i in keep], params,
+                                        use_tqdm=self.show_progress)
+            if len(outputs) != len(keep):
+                raise GenerationError(f"vLLM returned {len(outputs)} results for {len(keep)} prompts")
+            for i, o in zip(keep, outputs, strict=True):
+                texts = [c.text for c in sorted(o.outputs, key=lambda c: c.index)]
+                if len(texts) != sampling.n:
+                    raise GenerationError(f"vLLM returned {len(texts)} completions where n={sampling.n} were asked")
+                results[i] = texts
+        if bad:
+            longest = max(len(token_ids[i]) for i in bad)
+            raise PromptTooLongError(
+                bad, limit=self.max_model_len, results=results,
+                detail=f"prompt + max_tokens ({sampling.max_tokens}) > max_model_len; the longest prompt has "
+                       f"{longest} tokens (raise --max-model-len to include them)")
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(getattr(engine, "engine_core", None),
+                                                                    "shutdown", None)
+            if callable(shutdown):
+                try:
+                    shutdown()
+                except Exception:  # pragma: no cover - depends on the vLLM version
+                    pass
         del llm
         gc.collect()
         try:  # free the GPU for whatever runs next in this process

@@ -1,0 +1,50 @@
+"""The vLLM tier: the real engine (vLLM's CPU build on CPU machines, the CUDA build on GPUs), run by
+``bash scripts/test.sh`` in the environment of its own that ``scripts/setup_vllm.sh`` makes (``.venv-vllm``; vLLM's
+pins differ from the ``train`` extra's). In an environment without vLLM every test here is skipped.
+
+The model is a tiny random Qwen2 built on the spot (hidden size 128, 2 heads: head size 64, which vLLM's CPU
+attention supports; it rejects head size 8). ``VLLM_CPU_KVCACHE_SPACE`` (GiB) sizes the CPU KV cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+#: Engine options of the in-process engine shared by this tier's tests (eager: no torch.compile warm-up).
+ENGINE = dict(max_model_len=2048, enforce_eager=True)
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory, shared_data) -> Path:
+    from tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2-vllm"), shared_data, hidden_size=128, heads=2)
+
+
+@pytest.fixture(scope="session")
+def engine(vllm_model_dir):
+    """One real vLLM engine for the in-process tests (an engine start costs tens of seconds on 2 cores)."""
+    from rag_curriculum.generation.vllm_backend import VLLMBackend
+
+    b = VLLMBackend(str(vllm_model_dir), **ENGINE)
+    yield b
+    b.close()
+
+
+def _curriculum(*args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("curriculum")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, **popen)
+
+
+@pytest.fixture(scope="session")
+def curriculum():
+    """Run the ``curriculum`` command of this environment: ``curriculum("partition", ...)``."""
+    return _curriculum
