@@ -63,6 +63,21 @@ ROW_FIELDS: list[pa.Field] = [
 ]
 ROW_SCHEMA = pa.schema(ROW_FIELDS)
 
+#: Columns a shard may carry after the required ones, checked for their type when present: ``prompt_tokens``, the
+#: length of ``prompt`` with the chat template applied (``curriculum build --tokenizer``).
+OPTIONAL_FIELDS: list[pa.Field] = [
+    pa.field("prompt_tokens", pa.int32()),
+]
+PROMPT_TOKENS = "prompt_tokens"
+
+
+def row_schema(*optional: str) -> pa.Schema:
+    """The row schema with the named optional columns appended (in :data:`OPTIONAL_FIELDS` order)."""
+    unknown = set(optional) - {f.name for f in OPTIONAL_FIELDS}
+    if unknown:
+        raise ValueError(f"unknown optional column(s) {sorted(unknown)}")
+    return pa.schema(ROW_FIELDS + [f for f in OPTIONAL_FIELDS if f.name in optional])
+
 
 class ShardError(CurriculumError):
     """A shard directory that is missing, incomplete, or does not match its manifest."""
@@ -285,6 +300,10 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict
             elif not schema.field(f.name).type.equals(f.type):
                 problems.append(f"{entry['file']}: column {f.name!r} has type {schema.field(f.name).type}, "
                                 f"expected {f.type}")
+        for f in OPTIONAL_FIELDS:
+            if f.name in schema.names and not schema.field(f.name).type.equals(f.type):
+                problems.append(f"{entry['file']}: optional column {f.name!r} has type "
+                                f"{schema.field(f.name).type}, expected {f.type}")
     extra = sorted(p.name for p in d.glob("part-*.parquet") if p.name not in listed)
     if extra:
         problems.append(f"shard files not in the manifest: {extra}")

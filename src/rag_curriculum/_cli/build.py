@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from .common import console, fail, out
 
@@ -92,6 +93,10 @@ def build(
     workers: Annotated[int | None, typer.Option(
         help="Processes that render and write shards (the output is the same). \\[default: one per CPU]",
         show_default=False)] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        "--tokenizer", help="Tokenizer (Hub id or directory) of the model you will train: writes a prompt_tokens "
+        "column (chat template applied) and the longest prompt into the manifest, so trainers can refuse prompts "
+        "they would truncate. Needs the train extra.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output of this toolkit.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
@@ -166,7 +171,8 @@ def build(
     for key, val in (("schedule", schedule), ("pieces", pieces), ("K", K), ("seed", seed), ("order", order),
                      ("setting", setting), ("max_distractors", max_distractors), ("template", template),
                      ("batch_prompts", batch_prompts), ("tail", tail), ("leakage", leakage),
-                     ("rows_per_shard", rows_per_shard), ("on_error", on_error), ("out", out_dir)):
+                     ("rows_per_shard", rows_per_shard), ("on_error", on_error), ("out", out_dir),
+                     ("tokenizer", tokenizer)):
         if val is not None:
             mapping[key] = val
     if eval_set:
@@ -188,7 +194,7 @@ def build(
     except DataError as e:
         fail(str(e), "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)")
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(str(e).strip('"'))
+        fail(escape(str(e).strip('"')))  # e.g. "pip install 'rag-curriculum[train]'" is not markup
     except RuntimeError as e:
         fail(str(e))
     except OSError as e:
@@ -196,6 +202,11 @@ def build(
     from .data import print_shard_summary
 
     print_shard_summary(result.out, result.manifest)
+    if result.manifest.get("prompt_tokens"):
+        pt = result.manifest["prompt_tokens"]
+        lg = pt["longest"]
+        out.print(f"longest prompt: [bold]{lg['tokens']}[/] tokens with {escape(pt['tokenizer'])}'s chat template (row "
+                  f"{lg['id']}, curriculum_index {lg['curriculum_index']}, level {lg['level']}); mean {pt['mean']}")
     out.print(f"[green]wrote[/] {result.rows} rows to [bold]{result.out}[/]")
 
 

@@ -38,14 +38,17 @@ from ..shards import (
     GROUND_TRUTH,
     MESSAGE,
     PASSAGE,
+    PROMPT_TOKENS,
     ROW_SCHEMA,
     check_output,
+    row_schema,
     sha256_file,
     write_one_shard,
     write_shards,
 )
 from .config import DEFAULT_K, BuildConfig, SourceSpec
 from .leakage import LeakageIndex
+from .lengths import LengthStats, count_prompt_tokens, load_tokenizer, tokenizer_info
 from .schedules import resolve_schedule
 
 log = logging.getLogger(__name__)
@@ -378,10 +381,12 @@ def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
-def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None) -> pa.Table:
+def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None, *,
+                 tokenizer: Any = None) -> pa.Table:
     """The rows of ``plan[start:stop]`` as an Arrow table, built column by column: the same rows as
     ``rows_to_table(render(...))``, several times faster (no dict per row or passage, and the label, answer and
-    gold-label arrays are shared by the columns that repeat them)."""
+    gold-label arrays are shared by the columns that repeat them). With a ``tokenizer``, the table also has the
+    ``prompt_tokens`` column (see :mod:`.lengths`)."""
     template = get_template(cfg.template)
     stop = len(plan) if stop is None else stop
     seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
@@ -457,7 +462,15 @@ def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None 
         "source_id": source_id_arr, "split": split_arr, "qtype": pa.array(qtypes, string),
         "setting": pa.array([setting] * n, string), "template": pa.array([template.name] * n, string),
     }
-    return pa.Table.from_arrays([columns[f.name] for f in ROW_SCHEMA], schema=ROW_SCHEMA)
+    if tokenizer is None:
+        return pa.Table.from_arrays([columns[f.name] for f in ROW_SCHEMA], schema=ROW_SCHEMA)
+    if system:
+        prompts = ([{"role": "system", "content": system}, {"role": "user", "content": u}] for u in contents)
+    else:
+        prompts = ([{"role": "user", "content": u}] for u in contents)
+    columns[PROMPT_TOKENS] = pa.array(count_prompt_tokens(tokenizer, prompts), pa.int32())
+    schema = row_schema(PROMPT_TOKENS)
+    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -467,20 +480,28 @@ def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[
 
 
 PARALLEL_MIN_ROWS = 4096
-_FORKED: tuple[Plan, BuildConfig, Path] | None = None  # the plan, shared with forked workers copy-on-write
+# The plan and the tokenizer (or None), shared with forked workers copy-on-write.
+_FORKED: tuple[Plan, BuildConfig, Path, Any] | None = None
 
 
-def _write_shard(k: int) -> dict[str, Any]:
+def _write_shard(k: int) -> tuple[dict[str, Any], LengthStats | None]:
     assert _FORKED is not None
-    plan, cfg, directory = _FORKED
+    plan, cfg, directory, tokenizer = _FORKED
     start = k * cfg.rows_per_shard
-    return write_one_shard(render_table(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan))), directory, k)
+    table = render_table(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer)
+    stats = None
+    if tokenizer is not None:
+        stats = LengthStats.of(*(table.column(c).to_pylist()
+                                 for c in (PROMPT_TOKENS, "id", "level", "curriculum_index")))
+    return write_one_shard(table, directory, k), stats
 
 
-def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool = False) -> list[dict[str, Any]]:
+def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool = False, tokenizer: Any = None,
+               lengths: list[LengthStats] | None = None) -> list[dict[str, Any]]:
     """Render and write the shards. Shards are independent, so with several CPUs they are made by forked worker
     processes (which share the loaded examples); each shard's bytes depend only on the plan, never on the
-    number of workers."""
+    number of workers. With a ``tokenizer`` the shards get the ``prompt_tokens`` column, and the prompt-length
+    statistics of each shard are appended to ``lengths``, in shard order."""
     global _FORKED
     from .._progress import maybe_progress
 
@@ -489,22 +510,28 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
     # Forking costs a fraction of a second: worth it for large builds, or when workers are asked for explicitly.
     big_enough = cfg.workers is not None or len(plan) >= PARALLEL_MIN_ROWS
     use_fork = workers > 1 and big_enough and "fork" in mp.get_all_start_methods()
-    _FORKED = (plan, cfg, directory)
+    _FORKED = (plan, cfg, directory, tokenizer)
     entries: list[dict[str, Any]] = []
     try:
         with maybe_progress(progress, unit="rows") as bar:
             task = bar.add_task("writing shards", total=len(plan)) if bar else None
             if use_fork:
                 with mp.get_context("fork").Pool(workers) as pool:
-                    for e in pool.imap(_write_shard, range(nshards)):
+                    results = pool.imap(_write_shard, range(nshards))
+                    for e, stats in results:
                         entries.append(e)
+                        if stats is not None and lengths is not None:
+                            lengths.append(stats)
                         if bar:
                             bar.advance(task, e["rows"])
             else:
                 for k in range(nshards):
-                    entries.append(_write_shard(k))
+                    e, stats = _write_shard(k)
+                    entries.append(e)
+                    if stats is not None and lengths is not None:
+                        lengths.append(stats)
                     if bar:
-                        bar.advance(task, entries[-1]["rows"])
+                        bar.advance(task, e["rows"])
     finally:
         _FORKED = None
     return entries
@@ -582,6 +609,7 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
 def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
     check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
     cfg.validate()
+    tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None  # fail before loading the data, too
     for s in cfg.sources:
         s.dataset = get_loader(s.dataset).name
         s.input = str(s.input) if s.input is not None else None
@@ -631,8 +659,29 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
 
     levels = [r.level for r in plan]
     t2 = time.perf_counter()
-    manifest = write_shards(lambda d: write_plan(plan, cfg, d, progress=progress), cfg.out, manifest=manifest,
-                            overwrite=cfg.overwrite, rows_per_shard=cfg.rows_per_shard,
+    schema = ROW_SCHEMA
+
+    def writer(d: Path) -> list[dict[str, Any]]:
+        return write_plan(plan, cfg, d, progress=progress)
+
+    if tokenizer is not None:
+        schema = row_schema(PROMPT_TOKENS)
+
+        def writer(d: Path) -> list[dict[str, Any]]:
+            per_shard: list[LengthStats] = []
+            entries = write_plan(plan, cfg, d, progress=progress, tokenizer=tokenizer, lengths=per_shard)
+            stats = per_shard[0]
+            for s in per_shard[1:]:
+                stats = stats.merge(s)
+            # write_shards copies the manifest after the shards are written: the record goes in with the rest
+            manifest["prompt_tokens"] = stats.to_manifest(tokenizer_info(cfg.tokenizer, tokenizer))
+            longest = manifest["prompt_tokens"]["longest"]
+            log.info("longest prompt: %d tokens (row %s, curriculum_index %d, level %d) with %s's chat template",
+                     longest["tokens"], longest["id"], longest["curriculum_index"], longest["level"], cfg.tokenizer)
+            return entries
+
+    manifest = write_shards(writer, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
+                            rows_per_shard=cfg.rows_per_shard, schema=schema,
                             card=lambda d, m: card.write_build_card(d, m, levels))
     log.debug("rendered and wrote %d shard(s) with the card in %.2fs", len(manifest["shards"]),
               time.perf_counter() - t2)

@@ -59,6 +59,7 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         lk = manifest["leakage"]
         leakage = (f"\nLeakage check against {lk['eval_sets']}: {lk['by_id']} shared by id, {lk['by_question']} by "
                    f"question text (policy `{lk['policy']}`).\n")
+    lengths = prompt_lengths_text(manifest.get("prompt_tokens"))
     card = Template(template_path().read_text(encoding="utf-8")).substitute(
         front_matter=front_matter(sources=[s["dataset"] for s in manifest["sources"]],
                                   num_rows=manifest["num_rows"], pretty_name=title).rstrip("\n"),
@@ -77,7 +78,23 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         passages_mean=counts["passages_mean"],
         tail=tail,
         leakage=leakage,
+        lengths=lengths,
         level_plot=LEVEL_PLOT,
         directory=manifest["config"].get("out") or ".",
     )
     (directory / "README.md").write_text(card, encoding="utf-8")
+
+
+def prompt_lengths_text(record: dict[str, Any] | None) -> str:
+    """The card's paragraph on prompt lengths (builds with ``--tokenizer``), or nothing."""
+    if not record:
+        return ""
+    lg = record["longest"]
+    table = md_table(["level", "longest prompt (tokens)"], record["max_by_level"].items())
+    return (f"\nPrompt lengths in tokens (the `prompt_tokens` column: the prompt with the chat template of "
+            f"`{record['tokenizer']}` applied, generation prompt included; template SHA-256 "
+            f"`{record['chat_template_sha256'][:16]}`): the longest is {lg['tokens']} tokens (row `{lg['id']}`, "
+            f"curriculum_index {lg['curriculum_index']}, level {lg['level']}), the mean {record['mean']}. A trainer "
+            "must accept prompts of that length plus its completion length: `curriculum train` and "
+            "`recipes/verl/run_grpo.sh` refuse a curriculum that does not fit instead of truncating it.\n\n"
+            f"{table}\n")

@@ -50,6 +50,7 @@ class BuildConfig:
     on_error: str = "raise"  # raise | skip (bad records are counted and reported)
     out: str = "outputs/curriculum"
     overwrite: bool = False
+    tokenizer: str | None = None  # Hub id or directory: count each prompt's tokens (chat template applied)
 
     def validate(self) -> None:
         if not self.sources:
@@ -79,7 +80,10 @@ class BuildConfig:
                 raise ValueError(f"{s.dataset}: n must be >= 1 (or omitted / 'all' for every question)")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["tokenizer"] is None:  # a build without --tokenizer records the config it always did
+            del d["tokenizer"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BuildConfig:
