@@ -1,8 +1,11 @@
 """The verl recipe: the launch script reads the toolkit's shards in curriculum order with data.shuffle=False and
-scores with the toolkit's compute_score (verl itself is not installed here: the command is checked, not run)."""
+scores with the toolkit's compute_score (verl itself is not installed here: the command is checked, not run). Its
+prompt-length checks are tested in test_prompt_lengths.py; here the shards carry prompt_tokens counted with the tiny
+model's tokenizer, which is the MODEL the script is given."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -19,17 +22,24 @@ SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> Path:
+def model(tiny_model_dir) -> Path:
+    return tiny_model_dir
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, model) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     out = tmp_path_factory.mktemp("verl") / "musique-linear"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=50)], schedule="linear",
-                                 out=str(out), seed=0, rows_per_shard=20))
+                                 out=str(out), seed=0, rows_per_shard=20, tokenizer=str(model)))
     return out
 
 
 def _run(shards: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "SHARDS": str(shards), "DRY_RUN": "1", "PYTHON": sys.executable, **env}
+    full.pop("MAX_PROMPT", None)
+    full.setdefault("MODEL", json.loads((shards / "manifest.json").read_text())["prompt_tokens"]["tokenizer"])
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full, cwd=ROOT)
 
 
@@ -72,6 +82,10 @@ def test_launch_command(shards):
     assert opts["actor_rollout_ref.actor.ppo_epochs"] == "1"
     assert opts["actor_rollout_ref.actor.optim.lr"] == "1e-6"
     assert opts["data.max_response_length"] == "800" and opts["trainer.total_epochs"] == "1"
+    # no prompt is truncated or dropped: the prompt limit is the longest prompt, and no overlong filter
+    longest = json.loads((shards / "manifest.json").read_text())["prompt_tokens"]["longest"]["tokens"]
+    assert opts["data.max_prompt_length"] == str(longest)
+    assert opts["data.filter_overlong_prompts"] == "False" and opts["data.truncation"] == "error"
     assert args[-1] == "trainer.save_freq=5"  # extra overrides come last and win
     assert "50 rows, 1 steps; the last 8 rows are dropped" in res.stderr
 

@@ -10,6 +10,11 @@
 # the others, then run this on the head (or wrap it in `ray job submit --address=http://HEAD_IP:8265 -- ...`).
 # Extra arguments are verl Hydra overrides and win over the ones below; the reward constants default to the paper's
 # (gamma_answer 5, gamma_correct 5, gamma_incorrect 2), e.g. +reward.custom_reward_function.reward_kwargs.gamma_format=0.5
+# No prompt is truncated: verl 0.9.1 left-truncates a prompt longer than rollout.prompt_length with a warning only (even
+# with data.truncation=error), cutting the system prompt and the first passages, and data.filter_overlong_prompts=True
+# drops it, silently: the hardest rows of the curriculum go first. So the script counts every prompt's tokens (the
+# shards' prompt_tokens when built with `curriculum build --tokenizer MODEL`, else MODEL's tokenizer here), sets
+# MAX_PROMPT to the longest unless given, and refuses a curriculum that does not fit, naming the rows and levels.
 set -euo pipefail
 
 SHARDS=${SHARDS:?set SHARDS to a shard directory written by curriculum build}
@@ -19,7 +24,7 @@ PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-42}   # data.train_batch_size, in prompts
 ROLLOUTS=${ROLLOUTS:-7}                    # actor_rollout_ref.rollout.n
 NNODES=${NNODES:-1}
 GPUS_PER_NODE=${GPUS_PER_NODE:-7}          # 42 x 7 = 294 sequences must split evenly over the GPUs: 7, 14, 21, ...
-MAX_PROMPT=${MAX_PROMPT:-6144}             # MuSiQue's top level reaches ~4.6k tokens; longer prompts are an error
+MAX_PROMPT=${MAX_PROMPT:-auto}             # data.max_prompt_length; auto: the curriculum's longest prompt
 MAX_RESPONSE=${MAX_RESPONSE:-800}
 NAME=${NAME:-rag-rl-$(basename "$SHARDS")}
 OUT=${OUT:-outputs/verl/$NAME}
@@ -36,6 +41,11 @@ fi
 TRAIN_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$SHARDS")
 VAL_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$VAL_SHARDS")
 REWARD_PY=$("$PYTHON" -m rag_curriculum.train.verl reward-path)
+# The prompt lengths against data.max_prompt_length, rollout.prompt_length and rollout.max_model_len (also as given
+# in the extra overrides): exit status 2 and the rows, levels and setting when a prompt does not fit.
+MAX_PROMPT=$("$PYTHON" -m rag_curriculum.train.verl check-lengths "$SHARDS" --model "$MODEL" \
+             --prompt-length "$MAX_PROMPT" --response-length "$MAX_RESPONSE" "$@") || exit $?
+echo "data.max_prompt_length=$MAX_PROMPT data.max_response_length=$MAX_RESPONSE" >&2
 ROWS=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['num_rows'])" "$SHARDS")
 echo "curriculum: $SHARDS ($ROWS rows, $((ROWS / PROMPTS_PER_STEP)) steps; the last $((ROWS % PROMPTS_PER_STEP))" \
      "rows are dropped by verl's drop_last)" >&2

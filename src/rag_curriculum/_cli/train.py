@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -92,8 +93,8 @@ def train(
     print_config: Annotated[bool, typer.Option(
         "--print-config", help="Print the resolved config and exit.")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks and bind TRL's GRPOConfig; "
-        "load no model and train nothing.")] = False,
+        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig and "
+        "check the prompt lengths against its limits; load no model and train nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped training recipes and exit.")] = False,
 ) -> None:
     """Train a RAG answer generator with GRPO (TRL's GRPOTrainer) on a curriculum, in curriculum order.
@@ -137,9 +138,10 @@ def train(
 
         result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
     except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(str(e).strip('"'), _hint(e))
+        fail(escape(str(e).strip('"')), _hint(e))
     except ImportError as e:
-        fail(f"{e}", "training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] on a GPU)")
+        fail(escape(f"{e}"), escape("training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] "
+                                    "on a GPU)"))
     if main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
@@ -153,6 +155,15 @@ def _hint(e: BaseException) -> str | None:
                 "(a --dry-run reports order problems as errors under either policy)")
     if isinstance(e, BatchError):
         return "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
+    from ..train.lengths import PromptLengthError
+
+    if isinstance(e, PromptLengthError):
+        return ("an engine would truncate these prompts (their system prompt and first passages go first) or drop "
+                "them, and they are the hardest rows of the curriculum: raise the limit named above")
+    from ..curricula.lengths import TokenizerError
+
+    if isinstance(e, TokenizerError):
+        return "the prompt lengths are counted with the model's tokenizer before the model is loaded"
     return None
 
 
@@ -172,7 +183,21 @@ def _dry_run(cfg: Any) -> None:
         dataset = manifest = None
     args, plan = check_recipe(cfg, num_processes=resolve_num_processes(cfg), num_rows=num_rows)
     if dataset is not None:
+        from ..curricula.lengths import TokenizerError
         from ..train import check_index_order
+        from ..train.lengths import check_trl_lengths
+
+        try:  # a prompt too long for the run's limits is an error here as in training (PromptLengthError)
+            lengths = check_trl_lengths(cfg, args, dataset, manifest)
+        except TokenizerError as e:  # training would stop on it; a dry run says so and goes on
+            lengths = None
+            console.print(f"[yellow]prompt lengths not checked:[/] {escape(str(e))} (training refuses to start without them; "
+                          "build with --tokenizer MODEL to record them in the shards)")
+        if lengths is not None and lengths.tokens:
+            top = lengths.longest()
+            completion = args.max_completion_length or 0
+            out.print(escape(f"longest prompt: {lengths.tokens[top]} tokens ({lengths.describe(top)}) + {completion} "
+                             f"completion tokens; counted from {lengths.source}"))
 
         indices = list(dataset["curriculum_index"])
         problem = check_index_order(indices)

@@ -21,6 +21,7 @@ from typing import Any
 from ..shards import validate_shards, write_json
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
+from .lengths import check_trl_lengths
 from .order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
 from .progress import ROW_KEYS, STEPS_FILE, StepRecorder, distinct_rows, row_stats
 from .recipes import save_run_files
@@ -295,7 +296,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
 
     Checks before anything heavy is built: the shards and their order, the batch mapping (and the tail rows it
     leaves unseen), every setting that would reorder the curriculum (refused under ``data.order_policy=refuse``),
-    the resume point. Then saves the resolved config and plan into ``run.output_dir`` and trains, checking every
+    the prompt lengths against the generation limits (refused: see :mod:`.lengths`), the resume point. Then saves the resolved config and plan into ``run.output_dir`` and trains, checking every
     step's rows against the curriculum and logging their level and hops.
     """
     cfg.validate()
@@ -327,9 +328,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     if args.world_size != num_processes:
         raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "
                          "launch with accelerate / torchrun (they set WORLD_SIZE) or set batch.num_processes")
+    # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
+    lengths = check_trl_lengths(cfg, args, dataset, manifest)
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, "model": cfg.model.name_or_path,
+        "longest_prompt_tokens": lengths.max_tokens,
     }
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
