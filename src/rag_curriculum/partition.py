@@ -49,7 +49,15 @@ from .difficulty.accuracy import (
 from .errors import CurriculumError
 from .generation.base import BACKENDS, GenerationBackend, SamplingConfig, get_backend
 from .generation.base import backend_identity as _backend_identity
-from .generation.runner import IncompleteRunError, RunReport, WorkDir, read_results, run_chunks
+from .generation.runner import (
+    BACKEND_FILE,
+    IncompleteRunError,
+    RunReport,
+    WorkDir,
+    read_backend,
+    read_results,
+    run_chunks,
+)
 from .shards import MANIFEST, read_manifest, read_table, write_json, write_shards
 
 log = logging.getLogger(__name__)
@@ -403,6 +411,9 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     counts = _counts(stats, run)
     generation = {"fingerprint": run["fingerprint"], "sampling": run["sampling"], "chunk_size": run["chunk_size"],
                   "question_seeds": run["question_seeds"]}
+    resolved = read_backend(wd)
+    if resolved is not None:  # the engine's settings as resolved (per-platform choices included)
+        generation["backend"] = resolved
     base = {
         "kind": manifest.get("kind", "curriculum"),
         "toolkit": {"name": "rag-curriculum", "version": __version__},
@@ -741,6 +752,10 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
                 os.replace(tmp, target.chunk_path(k))
                 copied += 1
                 break
+    if read_backend(target) is None:  # how the first source's engine resolved its settings
+        resolved = next((b for b in map(read_backend, works) if b is not None), None)
+        if resolved is not None:
+            write_json(target.path / BACKEND_FILE, resolved)
     missing = [k for k in range(n_chunks) if k not in target.done()]
     if missing:
         raise PartitionError(f"{len(missing)} of {n_chunks} chunks are in none of the directories (e.g. chunk "

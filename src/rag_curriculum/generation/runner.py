@@ -86,6 +86,9 @@ __all__ = [
 ]
 
 RUN_FILE = "run.json"
+#: ``backend.describe()`` of the backend that began the run: its settings as the engine resolved them (platform,
+#: engine options chosen per platform, chat template digest, library version), recorded in the outputs.
+BACKEND_FILE = "backend.json"
 RUNNER_VERSION = 1
 SKIPPED_TOO_LONG = "prompt_too_long"
 _CHUNK_RE = re.compile(r"^chunk-(\d{6})\.parquet$")
@@ -524,6 +527,7 @@ def run_chunks(
         owned = True
     try:
         if todo:
+            record_backend(wd, backend)  # type: ignore[arg-type]
             _run_todo(wd, plan, mine, todo, done, report, ids=ids, prompts=prompts, backend=backend,  # type: ignore[arg-type]
                       sampling=sampling, chunks_per_call=chunks_per_call, question_seeds=question_seeds,
                       max_chunks=max_chunks, progress=progress, description=description, on_chunk=on_chunk,
@@ -700,6 +704,36 @@ def _run_streaming(backend: Any, plan: ChunkPlan, todo: list[int], prompts: Sequ
                 results.pop(q, None)
             t = time.perf_counter()
     report.backend_seconds += time.perf_counter() - t
+
+
+def record_backend(wd: WorkDir, backend: Any) -> None:
+    """Write ``backend.describe()`` to the work directory (once: the run's first generating process), so the outputs
+    can say how the engine resolved its settings; a process that resumes with a backend resolved differently is
+    warned (its completions may differ numerically from the first process's)."""
+    from ..shards import write_json
+
+    describe = getattr(backend, "describe", None)
+    if not callable(describe):
+        return
+    desc = _normalise(describe())
+    path = wd.path / BACKEND_FILE
+    with wd.lock():
+        old = read_backend(wd)
+        if old is None:
+            write_json(path, desc)
+        elif old != desc:
+            log.warning("%s: this process resolved the backend differently from the one that began the run (%s); "
+                        "the outputs record the first", wd.path, _diff(old, desc))
+
+
+def read_backend(work: str | Path | WorkDir) -> dict[str, Any] | None:
+    """The ``backend.describe()`` recorded by :func:`record_backend`, or None."""
+    wd = work if isinstance(work, WorkDir) else WorkDir(work)
+    p = wd.path / BACKEND_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    except json.JSONDecodeError:
+        return None
 
 
 def read_results(work: str | Path | WorkDir, *, ids: Sequence[str] | None = None) -> pa.Table:
