@@ -419,3 +419,21 @@ def test_a_partition_with_other_request_settings_in_the_same_out_is_refused(tmp_
             with pytest.raises((PartitionError, RunMismatchError), match="other settings.*generation"):
                 go(**other)
         assert len(srv.requests) == n
+
+
+def test_requests_under_way_are_abandoned_when_the_call_fails():
+    """After an error the other requests of the call retry no more, and their threads (daemon) never hold the
+    process: a closed client under a thread still reading would otherwise block it until the timeout."""
+    with Server(delay=0.05) as srv:
+        b = backend(srv, concurrency=4, max_retries=1000, backoff=0.02, max_backoff=0.02)
+        with pytest.raises(GenerationError, match="temperature must be <= 2"):
+            b.generate([msgs("fail503:100000"), msgs("fail503:100000"), msgs("bad"), msgs("x")],
+                       SamplingConfig(n=1))
+        b.close()
+        time.sleep(0.3)
+        n = len(srv.requests)
+        time.sleep(0.5)
+        assert len(srv.requests) == n  # nothing retried after the failure
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("openai-backend"))
+    with pytest.raises(GenerationError, match="closed"):
+        b.generate([msgs("a")], SamplingConfig(n=1))

@@ -30,12 +30,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import random
 import re
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, backend_identity
@@ -124,6 +124,44 @@ class _PromptTooLong(Exception):
     pass
 
 
+class _Aborted(Exception):
+    """The call this request belonged to was abandoned (an error elsewhere, the backend closed): stop quietly."""
+
+
+class _Workers:
+    """``n`` daemon threads running submitted calls (a ThreadPoolExecutor's workers are joined at interpreter
+    exit, so a request stuck on a dead server would hold the process for up to ``timeout``; these never do)."""
+
+    def __init__(self, n: int) -> None:
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"openai-backend-{i}", daemon=True)
+                         for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._tasks.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+                future.set_exception(e)
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        future: Future = Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._tasks.put(None)
+
+
 class OpenAIBackend:
     """Chat completions from an OpenAI-compatible server, ``concurrency`` requests at a time."""
 
@@ -161,6 +199,8 @@ class OpenAIBackend:
                                     timeout=timeout, max_retries=0)  # retries are ours, with backoff
         self.retries = 0  # retried requests so far (for reports and tests)
         self._lock = threading.Lock()
+        self._in_flight = 0  # HTTP requests under way (close() waits for them before closing the client)
+        self._closed = threading.Event()
 
     def describe(self) -> dict[str, Any]:
         """The options that can change completions (``extra_body``, ``disable_server_defaults``,
@@ -203,8 +243,22 @@ class OpenAIBackend:
         wait_s = base * (0.5 + 0.5 * _jitter.random())
         return max(wait_s, min(retry_after, self.max_backoff)) if retry_after is not None else wait_s
 
-    def _request(self, messages: Messages, sampling: SamplingConfig, n: int, seed: int | None) -> list[str]:
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return self.client.chat.completions.create(**kwargs)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                last = self._in_flight == 0 and self._closed.is_set()
+            if last:
+                self._close_client()
+
+    def _request(self, messages: Messages, sampling: SamplingConfig, n: int, seed: int | None,
+                 stop: threading.Event | None = None) -> list[str]:
         openai = self._openai
+        stop = stop or threading.Event()
         kwargs: dict[str, Any] = dict(model=self.model_name, messages=list(messages), n=n,
                                       temperature=sampling.temperature, top_p=sampling.top_p,
                                       max_tokens=sampling.max_tokens)
@@ -214,8 +268,10 @@ class OpenAIBackend:
             kwargs["extra_body"] = self.extra_body
         attempt = 0
         while True:
+            if stop.is_set() or self._closed.is_set():
+                raise _Aborted()
             try:
-                resp = self.client.chat.completions.create(**kwargs)
+                resp = self._create(kwargs)
             except openai.BadRequestError as e:
                 text = f"{e} {server_detail(e)}".lower()
                 if any(m in text for m in _CONTEXT_MARKERS):
@@ -223,6 +279,8 @@ class OpenAIBackend:
                 raise GenerationError(f"the server refused the request: {self._refusal(400, e)}") from e
             except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
                 status = getattr(e, "status_code", None)
+                if stop.is_set() or self._closed.is_set():  # the call was abandoned: no retries, no warnings
+                    raise _Aborted() from e
                 retryable = status is None or status in _RETRY_STATUS or status >= 500
                 if not retryable:
                     raise GenerationError(f"the server refused the request: {self._refusal(status, e)}") from e
@@ -236,7 +294,8 @@ class OpenAIBackend:
                             self.max_retries + 1)
                 with self._lock:
                     self.retries += 1
-                time.sleep(delay)
+                if stop.wait(delay):
+                    raise _Aborted() from e
                 attempt += 1
                 continue
             choices = sorted(resp.choices, key=lambda c: c.index)
@@ -245,22 +304,24 @@ class OpenAIBackend:
                                       f"{HINTS['n']})")
             return [c.message.content or "" for c in choices]
 
-    def _prompt(self, messages: Messages, sampling: SamplingConfig, seed: int | None) -> list[str]:
+    def _prompt(self, messages: Messages, sampling: SamplingConfig, seed: int | None,
+                stop: threading.Event | None = None) -> list[str]:
         per = self.max_n_per_request or sampling.n
         if sampling.n <= per:
-            return self._request(messages, sampling, sampling.n, seed)
+            return self._request(messages, sampling, sampling.n, seed, stop)
         out: list[str] = []
         while len(out) < sampling.n:
             m = min(per, sampling.n - len(out))
             # vLLM seeds the j-th sample of a request with seed + j: a part starting at seed + (samples so far)
             # draws exactly the samples one unsplit request would (seed + 1 per part would repeat samples)
             part_seed = None if seed is None else (seed + len(out)) % _SEED_RANGE
-            out += self._request(messages, sampling, m, part_seed)
+            out += self._request(messages, sampling, m, part_seed, stop)
         return out
 
-    def _one(self, messages: Messages, sampling: SamplingConfig, seed: int | None) -> list[str] | None:
+    def _one(self, messages: Messages, sampling: SamplingConfig, seed: int | None,
+             stop: threading.Event | None = None) -> list[str] | None:
         try:
-            return self._prompt(messages, sampling, seed)
+            return self._prompt(messages, sampling, seed, stop)
         except _PromptTooLong as e:
             log.warning("a prompt is longer than the server's context; skipped (%s)", str(e)[:200])
             return None
@@ -269,26 +330,37 @@ class OpenAIBackend:
     def generate_iter(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
                       seeds: Sequence[int] | None = None) -> Iterator[tuple[int, list[str] | None]]:
         """``(index, completions)`` as requests finish (any order); None for a prompt over the context length.
-        At most ``concurrency`` requests run at once; prompts are submitted in order."""
+        At most ``concurrency`` requests run at once; prompts are submitted in order. When the caller stops
+        early (an error here or in its own code), requests still under way are abandoned: they retry no more and
+        their threads never hold the process."""
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-backend")
+        if self._closed.is_set():
+            raise GenerationError("the openai backend was closed")
+        workers = _Workers(min(self.concurrency, max(len(prompts), 1)))
+        stop = threading.Event()
         pending: dict[Future, int] = {}
         nxt = 0
         try:
             while nxt < len(prompts) or pending:
                 while nxt < len(prompts) and len(pending) < self.concurrency:
                     seed = None if seeds is None else int(seeds[nxt])
-                    pending[pool.submit(self._one, prompts[nxt], sampling, seed)] = nxt
+                    pending[workers.submit(self._one, prompts[nxt], sampling, seed, stop)] = nxt
                     nxt += 1
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in sorted(done, key=pending.__getitem__):
                     i = pending.pop(f)
-                    yield i, f.result()
+                    try:
+                        result = f.result()
+                    except _Aborted:
+                        raise GenerationError("the openai backend was closed while requests were under way"
+                                              ) from None
+                    yield i, result
         finally:
+            stop.set()
             for f in pending:
                 f.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
+            workers.shutdown()
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
                  seeds: Sequence[int] | None = None) -> list[list[str]]:
@@ -302,8 +374,17 @@ class OpenAIBackend:
             raise PromptTooLongError(too_long, results=results)
         return [r if r is not None else [] for r in results]
 
-    def close(self) -> None:
+    def _close_client(self) -> None:
         try:
             self.client.close()
         except Exception:  # pragma: no cover
             pass
+
+    def close(self) -> None:
+        """Abandon what is under way and close the HTTP client (once no request is on the wire: closing a socket
+        another thread is reading would leave that thread blocked until the timeout)."""
+        self._closed.set()
+        with self._lock:
+            idle = self._in_flight == 0
+        if idle:
+            self._close_client()

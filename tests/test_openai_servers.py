@@ -1,0 +1,203 @@
+"""`--backend openai` against a real OpenAI-compatible server: `transformers serve` (transformers' serving extra:
+FastAPI + uvicorn), started on 127.0.0.1 on a free port with the tiny random model, once for the module, and
+stopped by its process group.
+
+What a user meets with that server, end to end through `curriculum partition` / `curriculum eval`:
+
+- the default request is refused (HTTP 422: it rejects top_k / min_p / repetition_penalty); the error shows the
+  server's own detail and the option that fixes it (`--backend-arg disable_server_defaults=false`);
+- it returns one choice whatever `n`: named with `--backend-arg max_n_per_request=1`;
+- it decodes greedily unless the request turns sampling on, so every sample of a question is the same: the run
+  stops (identical samples) before writing anything, naming the extra_body that turns sampling on;
+- with that extra_body the partition completes with k distinct samples per question; a rerun into the same
+  --out with another extra_body is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("openai")
+pytest.importorskip("transformers")
+pytest.importorskip("fastapi", reason="transformers serve needs its serving extra (fastapi, uvicorn): the dev extra")
+pytest.importorskip("uvicorn", reason="transformers serve needs its serving extra (fastapi, uvicorn): the dev extra")
+
+from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from rag_curriculum.cli import app  # noqa: E402
+from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum  # noqa: E402
+from rag_curriculum.generation.openai_backend import TRANSFORMERS_SERVE_SAMPLING  # noqa: E402
+
+N_QUESTIONS = 8  # the identical-samples check judges at least 8 questions
+K = 4
+SAMPLING_ON = f"extra_body={json.dumps(TRANSFORMERS_SERVE_SAMPLING)}"
+START_TIMEOUT_S = 240  # importing torch and transformers on a busy 2-core machine
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group, wait; SIGKILL what is left; never leave a process behind."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    with contextlib.suppress(ProcessLookupError):  # children that outlived the leader
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def server_process(argv: list[str], health_url: str, log_path: Path, *, env: dict[str, str] | None = None,
+                   timeout_s: float = START_TIMEOUT_S) -> Iterator[subprocess.Popen]:
+    """Start ``argv`` in its own process group, poll ``health_url`` until it answers 200 (bounded by
+    ``timeout_s``), yield, then stop the whole group."""
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{argv[0]} exited with {proc.returncode} before it was ready:\n"
+                            + log_path.read_text(errors="replace")[-3000:])
+            try:
+                with urllib.request.urlopen(health_url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{argv[0]} not ready after {timeout_s}s:\n" + log_path.read_text(errors="replace")[-3000:])
+            time.sleep(0.5)
+        yield proc
+    finally:
+        stop_process_group(proc)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def tserve(tiny_model_dir, tmp_path_factory) -> Iterator[str]:
+    """`transformers serve` of the tiny model on 127.0.0.1: its /v1 URL."""
+    exe = Path(sys.executable).parent / "transformers"
+    if not exe.exists():
+        pytest.skip(f"no transformers CLI beside {sys.executable}")
+    port = free_port()
+    log = tmp_path_factory.mktemp("transformers-serve") / "serve.log"
+    argv = [str(exe), "serve", str(tiny_model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+            "--log-level", "warning"]
+    with server_process(argv, f"http://127.0.0.1:{port}/health", log,
+                        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_COLOR": "1"}):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture(scope="module")
+def max_dir(tmp_path_factory, shared_data) -> Path:
+    out = tmp_path_factory.mktemp("served") / "musique-max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), N_QUESTIONS, K=2)],
+                                 schedule="max", out=str(out), seed=0), command="test")
+    return out
+
+
+def partition(max_dir: Path, url: str, model: Path, out: Path, *args: str):
+    argv = ["partition", str(max_dir), "--backend", "openai", "--model", str(model), "--base-url", url,
+            "--pass-at", str(K), "--max-tokens", "8", "--concurrency", "4", "--no-progress", "--out", str(out),
+            *args]
+    return CliRunner().invoke(app, argv)
+
+
+def chunks(out: Path) -> list[Path]:
+    return sorted((out / "work").glob("chunk-*.parquet"))
+
+
+def test_the_default_request_is_refused_with_the_servers_detail_and_the_fix(tserve, tiny_model_dir, max_dir,
+                                                                              tmp_path):
+    r = partition(max_dir, tserve, tiny_model_dir, tmp_path / "a")
+    assert r.exit_code == 1, r.output
+    out = " ".join(r.output.split())  # rich may wrap
+    assert "HTTP 422" in out and "Unexpected fields in the request" in out  # the server's own words
+    assert "--backend-arg disable_server_defaults=false" in out
+    # with that fix: the server answers one choice whatever n
+    r = partition(max_dir, tserve, tiny_model_dir, tmp_path / "b", "--backend-arg", "disable_server_defaults=false")
+    assert r.exit_code == 1, r.output
+    out = " ".join(r.output.split())
+    assert f"asked for n={K} completions, got 1" in out and "--backend-arg max_n_per_request=1" in out
+    assert not chunks(tmp_path / "a") and not chunks(tmp_path / "b")
+
+
+def test_greedy_samples_are_refused_and_sampling_turned_on_partitions_with_distinct_samples(
+        tserve, tiny_model_dir, max_dir, tmp_path):
+    fixes = ["--backend-arg", "disable_server_defaults=false", "--backend-arg", "max_n_per_request=1"]
+    out = tmp_path / "p"
+    r = partition(max_dir, tserve, tiny_model_dir, out, *fixes)
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert f"{N_QUESTIONS} of {N_QUESTIONS} questions got {K} identical samples at temperature 1.0" in text
+    assert "ignores the sampling parameters" in text and "--allow-identical-samples" in text
+    assert SAMPLING_ON.replace(" ", "") in text.replace(" ", "")  # the extra_body that turns sampling on
+    assert not chunks(out)  # nothing degenerate on disk
+
+    # the fix: another extra_body is another run (--overwrite), and the server now samples
+    r = partition(max_dir, tserve, tiny_model_dir, out, *fixes, "--backend-arg", SAMPLING_ON, "--keep-completions")
+    assert r.exit_code == 1 and "other settings" in r.output and "extra_body" in r.output, r.output
+    r = partition(max_dir, tserve, tiny_model_dir, out, *fixes, "--backend-arg", SAMPLING_ON, "--keep-completions",
+                  "--overwrite")
+    assert r.exit_code == 0, r.output
+    stats = pq.read_table(out / "stats.parquet").to_pylist()
+    assert len(stats) == N_QUESTIONS
+    for row in stats:
+        assert row["n"] == K and len(set(row["base_completions"])) == K, row["base_completions"]
+    run = json.loads((out / "work" / "run.json").read_text())
+    gen = run["fingerprint"]["generation"]
+    assert gen["options"]["extra_body"] == TRANSFORMERS_SERVE_SAMPLING
+    assert gen["options"]["disable_server_defaults"] is False and gen["options"]["max_n_per_request"] == 1
+    assert "concurrency" not in gen["options"] and "base_url" not in gen["options"]
+
+    # the same command again reuses everything; another extra_body in the same --out is refused
+    r = partition(max_dir, tserve, tiny_model_dir, out, *fixes, "--backend-arg", SAMPLING_ON, "--keep-completions",
+                  "--concurrency", "2")
+    assert r.exit_code == 0 and "every chunk was already generated" in r.output, r.output
+    other = "extra_body=" + json.dumps({"generation_config": json.dumps({"do_sample": True, "top_k": 5})})
+    r = partition(max_dir, tserve, tiny_model_dir, out, *fixes, "--backend-arg", other)
+    assert r.exit_code == 1, r.output
+    assert "other settings" in r.output and "extra_body" in r.output
+
+
+def test_eval_refuses_greedy_samples_too(tserve, tiny_model_dir, tmp_path, shared_data):
+    data = tmp_path / "musique-ideal"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), N_QUESTIONS)], setting="ideal",
+                                 out=str(data)), command="test")
+    argv = ["eval", "--model", f"tiny={tiny_model_dir}", "--data", str(data), "--backend", "openai", "--base-url",
+            tserve, "--samples", "2", "--max-tokens", "8", "--no-progress", "--no-plots", "--out",
+            str(tmp_path / "eval"), "--backend-arg", "disable_server_defaults=false", "--backend-arg",
+            "max_n_per_request=1"]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 1, r.output
+    assert "identical samples" in r.output and "--allow-identical-samples" in r.output
+    r = CliRunner().invoke(app, [*argv, "--backend-arg", SAMPLING_ON, "--overwrite"])
+    assert r.exit_code == 0, r.output
+    res = pq.read_table(tmp_path / "eval" / "results" / "tiny" / "musique-ideal.parquet").to_pylist()
+    assert len(res) == N_QUESTIONS and all(len(set(x["completions"])) == 2 for x in res)
