@@ -56,18 +56,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+
+
 def stop_process_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, wait; SIGKILL what is left; never leave a process behind."""
+    """SIGTERM the server's process group, wait; then SIGKILL whatever is left, polling (bounded) until no process
+    of the group remains."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + 30
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.poll()  # reap the leader (a zombie still counts as a member of the group)
+        time.sleep(0.2)
+    if proc.poll() is None:
         proc.wait(timeout=30)
-    with contextlib.suppress(ProcessLookupError):  # children that outlived the leader
-        os.killpg(proc.pid, signal.SIGKILL)
+    assert not _group_alive(proc.pid), "a process of the server's group outlived it"
 
 
 @contextlib.contextmanager
