@@ -1,0 +1,108 @@
+"""`curriculum partition --backend vllm` and `curriculum eval --backend vllm` end to end on the real engine, with the
+toolkit's defaults (no engine option given), on real MuSiQue rows: a run SIGKILLed mid-generation and run again
+ends with exactly the files of an uninterrupted run, and the per-platform choices are recorded in the outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
+
+from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
+
+N_QUESTIONS = 12
+CHUNK = 2
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, shared_data) -> Path:
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    d = tmp_path_factory.mktemp("vllm-cli") / "max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), N_QUESTIONS, K=3)],
+                                 schedule="max", out=str(d), seed=0), command="t")
+    return d
+
+
+def partition_args(shards: Path, out: Path, model: Path) -> list[str]:
+    return [str(Path(sys.executable).with_name("curriculum")), "partition", str(shards), "-o", str(out),
+            "--backend", "vllm", "-M", str(model), "-k", "4", "--max-tokens", "24", "--chunk-size", str(CHUNK),
+            "--chunks-per-call", "1", "--keep-completions", "--no-progress"]
+
+
+def tree(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def chunks_done(out: Path) -> int:
+    return len(list((out / "work").glob("chunk-*.parquet"))) if (out / "work").is_dir() else 0
+
+
+@pytest.mark.timeout(900)
+def test_partition_with_defaults_then_sigkill_and_resume_gives_identical_outputs(shards, vllm_model_dir, tmp_path):
+    out = tmp_path / "out"
+    args = partition_args(shards, out, vllm_model_dir)
+    ref = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    engine = json.loads((out / "partition.json").read_text())["generation"]["backend"]  # as the engine resolved it
+    assert engine["backend"] == "vllm" and engine["engine"]["enable_prefix_caching"] is True
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():  # the per-platform choice, recorded
+        assert engine["platform"] == "cpu" and engine["platform_defaults"] == {"enable_chunked_prefill": False}
+        assert engine["engine"]["enable_chunked_prefill"] is False
+    want = tree(out)
+    stats_rows = want["stats.parquet"]
+    shutil.rmtree(out)
+
+    # the same command, killed (with its engine process) once some chunks are on disk, then run again
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while chunks_done(out) < 2 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, p.stderr.read().decode()[-3000:]
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    done = chunks_done(out)
+    assert 2 <= done < N_QUESTIONS // CHUNK and not (out / "partition.json").exists()  # really interrupted
+    res = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = tree(out)
+    assert sorted(got) == sorted(want)
+    for name in sorted(want):
+        assert got[name] == want[name], name
+    assert got["stats.parquet"] == stats_rows
+
+    import pyarrow.parquet as pq
+
+    comps = pq.read_table(out / "stats.parquet").column("base_completions").to_pylist()
+    assert len(comps) == N_QUESTIONS and all(len(c) == 4 and len(set(c)) > 1 for c in comps)
+
+
+@pytest.mark.timeout(600)
+def test_eval_with_the_vllm_backend(vllm_model_dir, tmp_path, curriculum, shared_data):
+    data = tmp_path / "musique-distractor"
+    res = curriculum("build", "--dataset", "musique", "--input", str(MUSIQUE_DEV), "--setting", "distractor",
+                     "--n", "6", "--out", str(data))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = tmp_path / "eval"
+    res = curriculum("eval", "run", "-M", f"tiny={vllm_model_dir}", "-d", str(data), "--backend", "vllm",
+                     "--max-tokens", "24", "-o", str(out), "--no-plots", "--no-progress")
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    text = json.dumps(summary)
+    assert "tiny" in text and "musique" in text
+    import pyarrow.parquet as pq
+
+    results = [pq.read_table(p) for p in sorted((out / "results").rglob("*.parquet"))]
+    assert results and sum(t.num_rows for t in results) == 6
