@@ -30,7 +30,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 pytest.importorskip("openai")
 pytest.importorskip("transformers")
