@@ -23,7 +23,7 @@ installed=
 pip_install() {
   installed=1
   echo "$VENV: pip install $*" >&2
-  if ! "$PY" -m pip install -q "$@" >"$log" 2>&1; then
+  if ! "$PY" -m pip install -q --no-compile "$@" >"$log" 2>&1; then
     cat "$log" >&2
     exit 1
   fi

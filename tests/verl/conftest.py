@@ -27,9 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
 MUSIQUE_TRAIN = (ROOT.parent / "shared" / "data" / "musique" / "musique_ans_v1.0_train.sample100.jsonl").resolve()
 
-#: Large enough for every prompt of the sample under the tiny model's tokenizer (the longest is ~8k tokens).
-MAX_PROMPT = 32768
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -69,7 +66,7 @@ def shard_rows(shards) -> list[dict]:
 
 def _launch(model: Path, shards: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "SHARDS": str(shards), "MODEL": str(model), "DRY_RUN": "1", "PYTHON": sys.executable,
-            "MAX_PROMPT": str(MAX_PROMPT), **env}
+            **env}
     return subprocess.run(["bash", str(SCRIPT), *extra], capture_output=True, text=True, env=full, cwd=ROOT)
 
 
@@ -99,8 +96,9 @@ def compose_verl_config():
 
 @pytest.fixture(scope="session")
 def launched(shards, launch) -> subprocess.CompletedProcess:
-    """The launch script's dry run on the shards, with the tiny model and a data loader in the main process
-    (verl's default is 8 worker processes; the order is the sampler's either way)."""
+    """The launch script's dry run on the shards, with the tiny model (MODEL), the script's own prompt budget (the
+    longest prompt, counted with MODEL's tokenizer) and a data loader in the main process (verl's default is 8
+    worker processes; the order is the sampler's either way)."""
     res = launch(shards, "data.dataloader_num_workers=0")
     assert res.returncode == 0, res.stderr
     return res

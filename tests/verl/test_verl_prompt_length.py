@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import logging
-import shlex
 
 import pytest
 
@@ -135,15 +134,12 @@ def test_filter_overlong_prompts_drops_the_hard_rows(verl_config, tokenizer, len
     assert kept == list(range(50)) and set(ds.dataframe["level"]) == {1}  # the whole of level 20 is gone
 
 
-def test_launch_script_limit_fits_every_prompt_verl_builds(shards, launch, compose_verl_config, tokenizer):
-    """The seam the toolkit's refusal relies on: with MAX_PROMPT=auto the launch script sets data.max_prompt_length
-    to the longest prompt as the toolkit counts it; verl's agent loop, tokenizing each row itself, must then cut
-    none of them."""
-    res = launch(shards, "data.dataloader_num_workers=0", MAX_PROMPT="auto")
-    assert res.returncode == 0, res.stderr
-    cfg = compose_verl_config(shlex.split(res.stdout)[3:])
-    limit = cfg.actor_rollout_ref.rollout.prompt_length
-    assert limit == cfg.data.max_prompt_length and f"data.max_prompt_length={limit} " in res.stderr
-    ds = _dataset(cfg, tokenizer)
-    built = [len(_rollout_prompt(cfg, ds[i], tokenizer)) for i in range(len(ds))]
+def test_launch_script_limit_fits_every_prompt_verl_builds(launched, verl_config, tokenizer):
+    """The seam the toolkit's refusal relies on: the launch script (MAX_PROMPT=auto, its default) sets
+    data.max_prompt_length to the longest prompt as the toolkit counts it; verl's agent loop, tokenizing each row
+    itself, must then cut none of them."""
+    limit = verl_config.actor_rollout_ref.rollout.prompt_length
+    assert limit == verl_config.data.max_prompt_length and f"data.max_prompt_length={limit} " in launched.stderr
+    ds = _dataset(verl_config, tokenizer)
+    built = [len(_rollout_prompt(verl_config, ds[i], tokenizer)) for i in range(len(ds))]
     assert max(built) == limit  # the longest prompt fills the budget exactly: counted alike, nothing cut
