@@ -50,8 +50,11 @@ def test_n_samples_per_prompt_within_max_tokens(hf):
     tokens = {hf.tokenizer.decode([i], skip_special_tokens=True) for i in range(len(hf.tokenizer))}
     assert all(text in tokens for o in one for text in o)  # max_tokens=1: one token each
     assert len({t for o in out for t in o}) > 3  # a random model sampled at temperature 1 does not repeat itself
-    assert hf.describe() == {"backend": "transformers", "model": hf.model_name, "dtype": "auto", "batch_size": 2,
-                             "max_model_len": 8192}
+    d = hf.describe()  # every option that can change a completion, the model files' and chat template's digests
+    assert d["backend"] == "transformers" and d["model"] == hf.model_name
+    assert d["options"] == {"batch_size": 2, "device": "cpu", "dtype": "auto", "max_model_len": 8192,
+                            "trust_remote_code": False}
+    assert d["files"]["model"] and d["chat_template"]
 
 
 def test_same_seeds_same_samples_whatever_ran_before(hf):
