@@ -38,13 +38,14 @@ class RecordingRagRl:
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory, shared_data) -> Path:
+def shards(tmp_path_factory, shared_data, tiny_model_dir) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     out = tmp_path_factory.mktemp("train-shards") / "musique-min-max"
-    # K=3 keeps the prompts short (a tiny model on a CPU); min-max: levels 1 then 3.
+    # K=3 keeps the prompts short (a tiny model on a CPU); min-max: levels 1 then 3. The prompt_tokens column (the
+    # model's tokenizer) reaches TRL and the rewards as one more column, and the length check reads it.
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=ROWS)], schedule="min-max",
-                                 K=3, out=str(out), seed=0))
+                                 K=3, out=str(out), seed=0, tokenizer=str(tiny_model_dir)))
     return out
 
 
@@ -133,6 +134,8 @@ def test_checkpoints_config_and_plan_saved(trained):
     assert plan["gradient_accumulation_steps"] == 2 and plan["per_device_train_batch_size"] == 2
     assert plan["tail"]["unseen_rows"] == 1 and plan["tail"]["unseen_curriculum_index"] == [6, 6]
     assert plan["steps_per_epoch"] == 3
+    manifest = json.loads((Path(cfg.data.shards) / "manifest.json").read_text())
+    assert plan["longest_prompt_tokens"] == manifest["prompt_tokens"]["longest"]["tokens"]
 
 
 def test_resume_continues_the_curriculum(trained, tiny_model_dir, shards, tmp_path):

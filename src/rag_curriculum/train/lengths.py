@@ -228,6 +228,10 @@ def check_trl_lengths(cfg: Any, args: Any, dataset: Any, manifest: Mapping[str, 
     model."""
     model = cfg.model.name_or_path
     kwargs = getattr(args, "chat_template_kwargs", None) or None
+    if isinstance(kwargs, str):  # GRPOConfig takes them as a JSON string too
+        import json
+
+        kwargs = json.loads(kwargs) or None
     columns: dict[str, Any] = {c: dataset[c] for c in ("id", "level", "curriculum_index")}
     if PROMPT_TOKENS in dataset.column_names:
         columns[PROMPT_TOKENS] = dataset[PROMPT_TOKENS]
