@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv-core (if missing): rag-curriculum with its core dependencies only (no extras: no torch,
-# transformers, TRL or vLLM), as on a verl Ray node, plus pytest; for tests/core:
-#   bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/core
+# transformers, TRL or vLLM), as on a verl Ray node, plus pytest; for tests/tier_core:
+#   bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/tier_core
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

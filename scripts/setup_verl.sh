@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv-verl (if missing) for tests/verl: verl 0.9.1 from the registry next to rag-curriculum's core install.
-#   bash scripts/setup_verl.sh && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/verl
+# Create .venv-verl (if missing) for tests/tier_verl: verl 0.9.1 from the registry next to rag-curriculum's core install.
+#   bash scripts/setup_verl.sh && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/tier_verl
 # verl 0.9.1 pins transformers>=5.5.3,<5.11 and its extras pin torch 2.11 / vllm 0.24, which clash with the [train]
 # extra (and would pull a CUDA torch), so it gets an environment of its own: PyTorch pinned first (the CPU build on
 # CPU-only machines), verl with --no-deps, then exactly what the modules the tests drive import (dataset, sampler,

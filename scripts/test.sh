@@ -17,9 +17,9 @@ for tier in $TIERS; do
   start=$SECONDS
   case $tier in
     main) (. scripts/setup.sh && python "${PYTEST[@]}" "$@") ;;
-    vllm) bash scripts/setup_vllm.sh && .venv-vllm/bin/python "${PYTEST[@]}" tests/vllm ;;
-    verl) bash scripts/setup_verl.sh && .venv-verl/bin/python "${PYTEST[@]}" tests/verl ;;
-    core) bash scripts/setup_core.sh && .venv-core/bin/python "${PYTEST[@]}" tests/core ;;
+    vllm) bash scripts/setup_vllm.sh && .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
+    verl) bash scripts/setup_verl.sh && .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
+    core) bash scripts/setup_core.sh && .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
     *) echo "error: unknown tier '$tier' (main, vllm, verl, core)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included)"

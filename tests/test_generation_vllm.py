@@ -1,5 +1,5 @@
 """The vLLM backend's own logic against a stand-in ``vllm`` module (runs everywhere, no engine). The real engine is
-driven by the vLLM tier, tests/vllm/ (run in .venv-vllm by scripts/test.sh)."""
+driven by the vLLM tier, tests/tier_vllm/ (run in .venv-vllm by scripts/test.sh)."""
 
 from __future__ import annotations
 

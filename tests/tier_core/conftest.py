@@ -2,7 +2,7 @@
 of a verl cluster, which only need ``rag_curriculum.rewards.verl``. These tests run in the environment
 ``scripts/setup_core.sh`` makes::
 
-    bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/core
+    bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/tier_core
 
 Every test module skips itself where torch, transformers, TRL or vLLM is importable (the main ``.venv``,
 ``.venv-verl``): there they would prove nothing about a core install.

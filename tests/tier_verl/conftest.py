@@ -2,7 +2,7 @@
 
 These tests run in the environment ``scripts/setup_verl.sh`` makes::
 
-    bash scripts/setup_verl.sh && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/verl
+    bash scripts/setup_verl.sh && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/tier_verl
 
 Every test module skips itself when ``verl`` is not importable, so an environment without verl (the main
 ``.venv``, ``.venv-core``) collects this folder and reports it skipped. Nothing here imports verl at module

@@ -18,7 +18,7 @@ ML_STACK = ("torch", "transformers", "trl", "vllm")
 
 
 def _installed(name: str) -> bool:
-    """Importable as a real package: tests/ is on sys.path (pytest's pythonpath), where a folder such as tests/vllm
+    """Importable as a real package: tests/ is on sys.path (pytest's pythonpath), where a folder such as tests/tier_vllm
     would otherwise pass for a namespace package of that name (no origin)."""
     return getattr(importlib.util.find_spec(name), "origin", None) is not None
 
