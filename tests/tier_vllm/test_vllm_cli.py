@@ -106,3 +106,7 @@ def test_eval_with_the_vllm_backend(vllm_model_dir, tmp_path, curriculum, shared
 
     results = [pq.read_table(p) for p in sorted((out / "results").rglob("*.parquet"))]
     assert results and sum(t.num_rows for t in results) == 6
+    from rag_curriculum.evaluation._run import read_results
+
+    meta = read_results(sorted((out / "results").rglob("*.parquet"))[0])[1]
+    assert meta["backend"]["backend"] == "vllm" and meta["backend"]["engine"]["enable_prefix_caching"] is True

@@ -10,18 +10,17 @@ from typing import Any
 __all__ = ["EvalConfig", "ModelSpec"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-#: Backend options that are secrets: masked in saved configs, left out of fingerprints.
-SECRET_ARGS = ("api_key",)
-
-
 def public_backend_args(args: dict[str, Any], *, mask: bool) -> dict[str, Any]:
-    """``args`` without secrets (masked as ``"***"`` with ``mask``, else dropped).
+    """``args`` without secrets (masked as ``"***"`` with ``mask``, else dropped); secrets are the option names
+    :func:`rag_curriculum.generation.base.is_secret_option` names (``api_key``, ``hf_token``, ``password``, ...).
 
-    >>> public_backend_args({"api_key": "sk-1", "base_url": "u"}, mask=True)
-    {'api_key': '***', 'base_url': 'u'}
+    >>> public_backend_args({"api_key": "sk-1", "hf_token": "hf_x", "base_url": "u"}, mask=True)
+    {'api_key': '***', 'hf_token': '***', 'base_url': 'u'}
     """
-    return {k: ("***" if mask else None) if k in SECRET_ARGS else v for k, v in args.items()
-            if mask or k not in SECRET_ARGS}
+    from ..generation.base import is_secret_option
+
+    return {k: ("***" if mask else None) if is_secret_option(k) else v for k, v in args.items()
+            if mask or not is_secret_option(k)}
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CurriculumError
-from ..generation.base import GenerationBackend, SamplingConfig, get_backend
+from ..generation.base import GenerationBackend, SamplingConfig, backend_identity, get_backend
+from ..generation.runner import read_backend
 from ..shards import read_manifest, read_table, write_json
-from ._config import EvalConfig, ModelSpec, public_backend_args
+from ._config import EvalConfig, ModelSpec
 from ._plots import write_plots
 from ._report import SUMMARY_FILE, SUMMARY_KIND, SUMMARY_VERSION, render_report, summarize_entry
 from ._scoring import SAMPLE_METRICS, score_row
@@ -169,8 +170,10 @@ def _bucket_of(buckets: Mapping[tuple[str | None, str, str], str], row: Mapping[
 
 
 def _generation_fingerprint(model: ModelSpec, cfg: EvalConfig, sampling: SamplingConfig, es: EvalSet) -> dict:
+    """What the completions depend on: the backend's identity (every option that can change a completion, with
+    defaults filled in, secrets left out, a digest of a local model's files), sampling, the rows, the chunking."""
     return {"model": model.path, "backend": cfg.backend,
-            "backend_args": public_backend_args(cfg.backend_args, mask=False),
+            "generation": backend_identity(cfg.backend, model.path, cfg.backend_args),
             "sampling": sampling.to_dict(), "data": es.fingerprint(), "chunk_size": cfg.chunk_size}
 
 
@@ -324,9 +327,15 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                         overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}",
                         allow_identical_samples=cfg.allow_identical_samples)
                     generated += n
+                    resolved = read_backend(work)  # the engine's settings as resolved (per-platform choices)
+                else:
+                    resolved = read_results(path)[1].get("backend")
                 records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
-                _write_results(path, records, {"generation": fp, "model": model.name,
-                                               "strict_format": cfg.strict_format, "data_dir": str(es.directory)})
+                meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
+                        "data_dir": str(es.directory)}
+                if resolved is not None:
+                    meta["backend"] = resolved
+                _write_results(path, records, meta)
                 shutil.rmtree(work, ignore_errors=True)
                 entries.append(summarize_entry(records, model=model.name, model_path=model.path,
                                                dataset=es.dataset, setting=es.setting,
