@@ -75,7 +75,8 @@ def redacted(command: str) -> str:
 
 # Generation-backend options shared by `curriculum partition` and `curriculum eval` (defined once).
 MaxModelLen = Annotated[int | None, typer.Option(
-    help="Context length (vllm, transformers); longer prompts are skipped (never truncated) and counted.",
+    help="Context length (vllm, transformers). Prompts that do not fit (vllm: prompt + --max-tokens, since vLLM "
+    "would cap the completion) are skipped and counted, never truncated.",
     show_default=False)]
 TensorParallelSize = Annotated[int | None, typer.Option(
     "--tensor-parallel-size", "-tp", help="GPUs per model (vllm).", show_default=False)]
