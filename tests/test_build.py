@@ -19,8 +19,8 @@ from rag_curriculum.shards import ShardError, read_rows, shard_files, validate_s
 
 
 def build(tmp_path: Path, name: str = "out", **kw) -> tuple[list[dict], dict]:
-    sources = kw.pop("sources", None) or [SourceSpec(kw.pop("dataset", "musique"), kw.pop("input", MUSIQUE_TRAIN),
-                                                      kw.pop("n", 60))]
+    sources = kw.pop("sources", None) or [SourceSpec(kw.pop("dataset", "musique"),
+                                                      str(kw.pop("input", MUSIQUE_TRAIN)), kw.pop("n", 60))]
     cfg = BuildConfig(sources=sources, out=str(tmp_path / name), **kw)
     res = build_curriculum(cfg, command="test")
     return read_rows(res.out), res.manifest
@@ -251,10 +251,10 @@ def test_validate_detects_tampering_and_missing_manifest(shared_data, tmp_path):
     build(tmp_path, n=30, rows_per_shard=10)
     d = tmp_path / "out"
     validate_shards(d)
-    f = d / "part-00001.parquet"
+    f = d / "data" / "part-00001.parquet"
     t = pq.read_table(f).slice(0, 5)
     pq.write_table(t, f)
-    with pytest.raises(ShardError, match="part-00001.parquet: content hash differs"):
+    with pytest.raises(ShardError, match="data/part-00001.parquet: content hash differs"):
         validate_shards(d)
     (d / "manifest.json").unlink()
     with pytest.raises(ShardError, match="no manifest.json"):
@@ -266,7 +266,7 @@ def test_data_card_and_manifest(shared_data, tmp_path):
     d = tmp_path / "out"
     card = (d / "README.md").read_text()
     assert card.startswith("---\nlicense: cc-by-4.0\n")
-    assert "path: part-*.parquet" in card and "```\ntest\n```" in card
+    assert "path: data/*.parquet" in card and "```\ntest\n```" in card
     assert "## Loading" in card and "$" not in card, "rendered from data_cards/build.md, every placeholder filled"
     assert (d / "level_by_index.png").read_bytes()[:4] == b"\x89PNG"
     assert m["counts"]["levels"] == {"1": 20, "20": 20}
@@ -364,5 +364,6 @@ def test_data_card_front_matter_parses_as_a_hub_dataset_card(shared_data, tmp_pa
                              SourceSpec("2wikimultihopqa", str(TWOWIKI_TRAIN), 10)])
     card = DatasetCard.load(tmp_path / "out" / "README.md")
     assert sorted(card.data.license) == ["apache-2.0", "cc-by-4.0"]
-    assert card.data.configs[0]["data_files"][0]["path"] == "part-*.parquet"
+    assert card.data.configs[0]["data_files"][0]["path"] == "data/*.parquet"
+    assert card.data.source_datasets == ["dgslibisey/MuSiQue", "ohjoonhee/2WikiMultihopQA"], "Hub dataset ids"
     assert card.data.task_categories == ["question-answering"]

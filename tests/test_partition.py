@@ -213,7 +213,7 @@ def test_shards_in_one_directory_finish_by_themselves(max_dir, rows, tmp_path):
     r1 = partition(cfg_for(max_dir, tmp_path / "shared", num_shards=2, shard_index=1), backend=oracle(rows),
                    command="t")
     assert r1.complete
-    for f in ("stats.parquet", "answerable/part-00000.parquet", "unanswerable/part-00000.parquet",
+    for f in ("stats.parquet", "answerable/data/part-00000.parquet", "unanswerable/data/part-00000.parquet",
               "learnable/README.md", "learnable/pass_rate.png"):
         assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "shared" / f).read_bytes(), f
     m1, m2 = (json.loads((tmp_path / d / "answerable" / "manifest.json").read_text()) for d in ("one", "shared"))

@@ -22,6 +22,16 @@ def size_category(n: int) -> str:
     return "n>1M"
 
 
+#: The card's ``configs`` pattern: the shards under ``data/`` (the Hugging Face layout; ``datasets`` sorts the
+#: matched files by name, which is curriculum order).
+DATA_FILES = "data/*.parquet"
+
+
+def hub_ids(sources: Iterable[str]) -> list[str]:
+    """The Hub dataset ids of the source datasets (``source_datasets`` in the card), as the loaders download them."""
+    return sorted({get_loader(s).hub_path for s in sources})
+
+
 def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tags: Sequence[str] = ()) -> str:
     lic = licenses_for(sources)
     lines = ["---"]
@@ -30,13 +40,12 @@ def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tag
     else:
         lines.append("license:")
         lines += [f"- {x}" for x in lic]
-    hub = {"hotpotqa": "hotpotqa/hotpot_qa", "musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
     lines += ["language:", "- en", "task_categories:", "- question-answering", "tags:"]
     lines += [f"- {t}" for t in ("rag", "multi-hop-qa", "curriculum-learning", "grpo", *tags)]
     lines += ["size_categories:", f"- {size_category(num_rows)}", "source_datasets:"]
-    lines += [f"- {hub.get(s, s)}" for s in sorted(set(sources))]
+    lines += [f"- {x}" for x in hub_ids(sources)]
     lines += [f"pretty_name: {pretty_name}", "configs:", "- config_name: default", "  data_files:",
-              "  - split: train", "    path: part-*.parquet", "---", ""]
+              "  - split: train", f"    path: {DATA_FILES}", "---", ""]
     return "\n".join(lines)
 
 

@@ -1,31 +1,51 @@
 """Parquet shards with a manifest written last: the on-disk form of every curriculum, partition and eval set.
 
-A shard directory holds ``part-00000.parquet``, ... (rows in curriculum order, fixed rows per shard, zstd),
-a data card ``README.md`` and ``manifest.json``. Everything is written into a hidden temporary directory beside
-the target and renamed into place at the end, and the manifest is the last file written, so an interrupted
+A shard directory has the Hugging Face dataset layout: ``data/part-00000.parquet``, ... (rows in curriculum
+order, fixed rows per shard, zstd) under ``data/``, and the data card ``README.md``, its plots and
+``manifest.json`` at the top, so ``pyarrow.parquet.read_table(d / "data")``, ``pandas.read_parquet``, polars and
+``datasets.load_dataset(d)`` read it as a dataset. Directories written before (shards at the top) are read by
+following the manifest, whose shard paths are relative. Everything is written into a hidden temporary directory
+beside the target (named after the writing process, so the next write of the same output removes it when that
+process died) and moved into place at the end, and the manifest is the last file written, so an interrupted
 write never leaves a directory that passes :func:`validate_shards`.
+
+``--overwrite`` replaces only an output whose manifest is the toolkit's, and removes only the files that manifest
+lists as written by the toolkit (:func:`toolkit_files`); files a user added are kept. Readers check that
+``curriculum_index`` increases across the shards in manifest order.
 
 ``datasets.load_dataset("parquet", data_files=shard_files(d))`` reads the shards as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import re
+import shlex
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import CurriculumError
 
+log = logging.getLogger(__name__)
+
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+TOOLKIT = "rag-curriculum"
+DATA_DIR = "data"  # the shards' folder (the Hugging Face layout)
+#: What a manifest without a ``files`` list (written before it existed) owns besides its shards: the card and plots.
+LEGACY_OWNED = ("README.md", "level_by_index.png", "pass_rate.png")
 DEFAULT_ROWS_PER_SHARD = 10_000
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 3
@@ -91,13 +111,84 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def shard_files(directory: str | Path) -> list[Path]:
-    """The shard files of a directory, in order (as the manifest lists them when there is one)."""
+def shard_name(k: int) -> str:
+    """The manifest path of shard ``k``, relative to the directory: ``data/part-0000k.parquet``."""
+    return f"{DATA_DIR}/part-{k:05d}.parquet"
+
+
+def _listed(d: Path, manifest: dict[str, Any]) -> list[tuple[str, Path]]:
+    """The manifest's shard entries as (relative name, path), refusing names that leave the directory."""
+    out = []
+    for entry in manifest.get("shards") or []:
+        name = str(entry.get("file", "")) if isinstance(entry, dict) else ""
+        parts = Path(name).parts
+        if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
+            raise ShardError(f"{d / MANIFEST}: shard path {name!r} is not a file inside the directory")
+        out.append((name, d / name))
+    return out
+
+
+def shard_files(directory: str | Path, *, check_order: bool = True) -> list[Path]:
+    """The shard files of a directory, in order: as the manifest lists them when there is one (then, with
+    ``check_order``, after checking that ``curriculum_index`` increases across them), else ``data/part-*.parquet``
+    (or, in the layout written before, ``part-*.parquet``) sorted."""
     d = Path(directory)
     mpath = d / MANIFEST
     if mpath.exists():
-        return [d / s["file"] for s in json.loads(mpath.read_text())["shards"]]
-    return sorted(d.glob("part-*.parquet"))
+        listed = _listed(d, read_manifest(d))
+        if check_order:
+            problems = order_problems(listed)
+            if problems:
+                raise ShardError(f"{d}: " + "; ".join(problems))
+        return [p for _, p in listed]
+    return sorted(d.glob(f"{DATA_DIR}/part-*.parquet")) or sorted(d.glob("part-*.parquet"))
+
+
+def _index_range(path: Path) -> tuple[int, int] | None:
+    """(first, last) ``curriculum_index`` of a shard from its Parquet statistics (the column itself when a row
+    group has none); None for an empty shard or one without the column. Checks the row groups' own order."""
+    meta = pq.read_metadata(path)
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if "curriculum_index" not in names:
+        return None
+    col = names.index("curriculum_index")
+    lo = hi = None
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        if rg.num_rows == 0:
+            continue
+        st = rg.column(col).statistics
+        if st is None or not st.has_min_max:
+            values = pq.read_table(path, columns=["curriculum_index"]).column(0)
+            return None if len(values) == 0 else (int(pc.min(values).as_py()), int(pc.max(values).as_py()))
+        if hi is not None and st.min <= hi:
+            raise ShardError(f"{path.name}: curriculum_index decreases inside the file (row group {g})")
+        lo = st.min if lo is None else lo
+        hi = st.max
+    return None if lo is None else (int(lo), int(hi))
+
+
+def order_problems(listed: Sequence[tuple[str, Path]]) -> list[str]:
+    """Where ``curriculum_index`` does not increase across the shards in manifest order (a reordered manifest
+    would hand a trainer rows out of curriculum order). Reads only the files' footers."""
+    problems: list[str] = []
+    prev: tuple[str, int, int] | None = None
+    for name, p in listed:
+        try:
+            rng = _index_range(p)
+        except ShardError as e:
+            problems.append(str(e))
+            continue
+        except (OSError, pa.ArrowException):
+            continue  # missing or unreadable: reported by validate_shards, or by the reader that opens it
+        if rng is None:
+            continue
+        if prev is not None and rng[0] <= prev[2]:
+            problems.append(f"shards out of curriculum order: {name} (curriculum_index {rng[0]}..{rng[1]}) is "
+                            f"listed after {prev[0]} ({prev[1]}..{prev[2]}); the manifest's shard list was "
+                            "reordered or edited. Restore it, or build the directory again")
+        prev = (name, *rng)
+    return problems
 
 
 def rows_to_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = ROW_SCHEMA) -> pa.Table:
@@ -118,9 +209,156 @@ def write_json(path: str | Path, obj: Any) -> None:
     _atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
+# -- paths in published records --------------------------------------------------------------------------------
+def relative_path(path: str | Path, base: str | Path) -> str | None:
+    """``path`` relative to ``base`` (the output) when it lies inside it or beside it (``../other-output``),
+    else None."""
+    p = os.path.abspath(path)
+    try:
+        rel = Path(os.path.relpath(p, os.path.abspath(base)))
+    except ValueError:  # another drive
+        return None
+    ups = 0
+    for part in rel.parts:
+        if part != "..":
+            break
+        ups += 1
+    return rel.as_posix() if ups <= 1 and rel.parts[ups:] else None
+
+
+def portable_path(path: str | Path, base: str | Path) -> str:
+    """A local path as a manifest or card records it (they are published as they are): relative to ``base`` (the
+    output) when it lies inside or beside it (:func:`relative_path`), else only the file name."""
+    return relative_path(path, base) or Path(os.path.abspath(path)).name
+
+
+def _portable_token(token: str, base: str | Path) -> str:
+    for sep in ("=",):
+        if sep in token and not token.startswith("/"):
+            key, _, value = token.partition(sep)
+            if os.path.isabs(value):
+                return f"{key}{sep}{portable_path(value, base)}"
+    return portable_path(token, base) if os.path.isabs(token) and token != "/" else token
+
+
+def portable_command(command: str, base: str | Path) -> str:
+    """A command line with its absolute paths (``/x/y``, ``--out=/x``, ``input=/x``) made portable."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return command
+    new = [_portable_token(t, base) for t in tokens]
+    return command if new == tokens else shlex.join(new)
+
+
+#: Manifest keys whose values are left as they are by :func:`portable`: what the prompt lengths were counted with
+#: is compared with the trainer's model name (``train.lengths.uses_column``).
+PORTABLE_EXEMPT = ("prompt_tokens",)
+
+
+def portable(obj: Any, base: str | Path, *, key: str | None = None) -> Any:
+    """``obj`` (a manifest) with every absolute local path made portable (:func:`portable_path`); a ``command``
+    has its paths replaced token by token."""
+    if isinstance(obj, dict):
+        return {k: (v if k in PORTABLE_EXEMPT else portable(v, base, key=k)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v, base, key=key) for v in obj]
+    if isinstance(obj, str):
+        if key == "command":
+            return portable_command(obj, base)
+        if os.path.isabs(obj) and obj != "/" and "\n" not in obj:
+            return portable_path(obj, base)
+    return obj
+
+
+# -- what the toolkit owns -------------------------------------------------------------------------------------
+def is_toolkit_manifest(manifest: Any) -> bool:
+    """A manifest as :func:`write_shards` writes it: the toolkit's name, a kind, a schema version, a shard list."""
+    return (isinstance(manifest, dict) and isinstance(manifest.get("toolkit"), dict)
+            and manifest["toolkit"].get("name") == TOOLKIT and "kind" in manifest
+            and isinstance(manifest.get("schema_version"), int) and isinstance(manifest.get("shards"), list))
+
+
+def _toolkit_manifest(d: Path) -> dict[str, Any]:
+    """The manifest of an output that ``--overwrite`` may replace, or a one-line :class:`ShardError`."""
+    what = "choose another --out, or move its files away yourself"
+    try:
+        manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ShardError(f"{d} holds a {MANIFEST} that cannot be read ({type(e).__name__}), so it is not known "
+                         f"to be an output of this toolkit; --overwrite only replaces those: {what}") from None
+    if not is_toolkit_manifest(manifest):
+        raise ShardError(f"{d} holds a {MANIFEST} that {TOOLKIT} did not write (no toolkit.name {TOOLKIT!r}, kind, "
+                         f"schema_version and shard list); --overwrite only replaces this toolkit's outputs: {what}")
+    return manifest
+
+
+def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
+    """The files (relative POSIX paths) a toolkit output's manifest says the toolkit wrote: the manifest, the
+    shards, and its ``files`` (card, plots); for a manifest from before ``files`` existed, the card and plots
+    by their fixed names."""
+    d = Path(directory)
+    owned = {MANIFEST, *(name for name, _ in _listed(d, manifest))}
+    files = manifest.get("files")
+    for name in (files if isinstance(files, list) else LEGACY_OWNED):
+        name = str(name)
+        if name and not Path(name).is_absolute() and ".." not in Path(name).parts:
+            owned.add(Path(name).as_posix())
+    return owned
+
+
+def foreign_entries(directory: str | Path, owned: set[str]) -> list[str]:
+    """What in ``directory`` the toolkit did not write (a folder wholly foreign is named once, ``name/``)."""
+    d = Path(directory)
+    owned_dirs = {Path(o).parent.as_posix() for o in owned}
+    owned_dirs |= {p.as_posix() for o in owned for p in Path(o).parents}
+    out: list[str] = []
+
+    def walk(sub: Path, rel: str) -> None:
+        for p in sorted(sub.iterdir()):
+            r = f"{rel}{p.name}"
+            if p.is_dir() and not p.is_symlink():
+                if r in owned_dirs:
+                    walk(p, r + "/")
+                else:
+                    out.append(r + "/")
+            elif r not in owned:
+                out.append(r)
+
+    walk(d, "")
+    return out
+
+
+def remove_output(directory: str | Path) -> list[str]:
+    """Remove a toolkit output by the ``--overwrite`` rule: only the files its manifest lists as the toolkit's
+    (the manifest first, so a half-removed directory never validates), then the folders that leaves empty.
+    Refuses (:class:`ShardError`) when the manifest is not the toolkit's. Returns what was kept."""
+    d = Path(directory)
+    owned = toolkit_files(d, _toolkit_manifest(d))
+    for name in [MANIFEST, *sorted(owned - {MANIFEST})]:
+        p = d / name
+        if p.is_file() or p.is_symlink():
+            p.unlink()
+    _remove_empty_dirs(d, owned)
+    kept = foreign_entries(d, set()) if d.exists() else []
+    if kept:
+        log.warning("%s: kept %d file(s) the toolkit did not write: %s", d, len(kept), ", ".join(kept))
+    return kept
+
+
+def _remove_empty_dirs(d: Path, owned: set[str], *, top: bool = True) -> None:
+    """Remove the folders of ``owned`` files that are left empty (and ``d`` itself, with ``top``)."""
+    dirs = sorted({p for o in owned for p in Path(o).parents if p != Path(".")}, key=lambda p: -len(p.parts))
+    for sub in [d / s for s in dirs] + ([d] if top else []):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+
+
+# -- the write protocol ----------------------------------------------------------------------------------------
 def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Refuse an output that exists, unless ``overwrite`` and it is one of the toolkit's outputs (a directory
-    holding a ``manifest.json``) or empty: ``--overwrite`` never deletes a directory of anything else."""
+    """Refuse an output that exists, unless it is empty, or ``overwrite`` and it is one of the toolkit's outputs
+    (its ``manifest.json`` is the toolkit's, :func:`is_toolkit_manifest`): ``--overwrite`` never deletes a
+    directory of anything else."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ShardError(f"--out {out} is a file, not a directory; choose another --out")
@@ -131,33 +369,123 @@ def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
         if not (out / MANIFEST).is_file():
             raise ShardError(f"{out} exists and is not an output of this toolkit (no {MANIFEST}); --overwrite only "
                              "replaces earlier outputs. Choose another --out, or remove it yourself")
+        _toolkit_manifest(out)
     return out
 
 
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _start_time(pid: int) -> int:
+    """The process's start time in clock ticks since boot (Linux), 0 where unknown: with the PID it names one
+    process, even after the PID is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _owner_tag() -> str:
+    """``PID-NS-HOST-START``: who writes a temporary folder, so a later run can tell whether it died."""
+    pid = os.getpid()
+    return f"{pid}-{time.time_ns()}-{_HOST}-{_start_time(pid)}"
+
+
+def _owner_alive(pid: int, host: str | None, start: int | None) -> bool:
+    if host is not None and host != _HOST:
+        return True  # another machine sharing the file system: it cannot be checked from here, so it is kept
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] == b"Z":  # a zombie: dead, its parent has not collected it
+            return False
+        if start and int(fields[19]) != start:
+            return False  # the PID was reused by another process
+    except (OSError, IndexError, ValueError):
+        pass
+    return True
+
+
+def _orphan_re(out: Path) -> re.Pattern[str]:
+    return re.compile(rf"^\.{re.escape(out.name)}\.(?:partial|old)-(\d+)-(\d+)(?:-([0-9a-f]{{8}})-(\d+))?$")
+
+
+def remove_orphans(out_dir: str | Path) -> list[Path]:
+    """Remove the hidden temporary folders of earlier writes of this output (``.OUT.partial-*``, ``.OUT.old-*``)
+    whose writing process is dead (killed, or its machine crashed). Folders of a live process, or of another
+    machine, are left alone. Returns what was removed."""
+    out = Path(out_dir)
+    pattern = _orphan_re(out)
+    removed = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = pattern.match(p.name)
+        if not m or not p.is_dir() or p.is_symlink():
+            continue
+        pid, host, start = int(m.group(1)), m.group(3), int(m.group(4)) if m.group(4) else None
+        if _owner_alive(pid, host, start):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        if not p.exists():
+            removed.append(p)
+    if removed:
+        log.info("removed %d folder(s) left by interrupted writes of %s: %s", len(removed), out,
+                 ", ".join(p.name for p in removed))
+    return removed
+
+
 def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Check the output (see :func:`check_output`); return a hidden temporary directory beside it to write into."""
+    """Check the output (see :func:`check_output`), remove what dead writers of it left behind
+    (:func:`remove_orphans`), and return a hidden temporary directory beside it to write into."""
     out = check_output(out_dir, overwrite=overwrite)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ShardError(f"cannot create {out}: a parent path is a file; choose another --out") from None
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}-{time.time_ns()}"
+    remove_orphans(out)
+    tmp = out.parent / f".{out.name}.partial-{_owner_tag()}"
     tmp.mkdir()
     return tmp
+
+
+def _files_under(d: Path) -> list[str]:
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() or p.is_symlink())
 
 
 def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> Path:
     """Move a finished temporary directory into place (replacing an old one only now, at the very end).
 
     The existence check is made again here, so of two builds racing to one output without ``overwrite`` the
-    second fails instead of replacing the first."""
+    second fails instead of replacing the first. An old output holding only the toolkit's files is swapped out
+    whole; one holding files a user added keeps them: only the files its manifest lists are replaced (the new
+    manifest last), and the kept files are named in a warning."""
     out = Path(out_dir)
     if out.exists():
         check_output(out, overwrite=overwrite)
         if not any(out.iterdir()):
             out.rmdir()
     if out.exists():
-        trash = out.parent / f".{out.name}.old-{os.getpid()}-{time.time_ns()}"
+        old = toolkit_files(out, _toolkit_manifest(out))
+        kept = foreign_entries(out, old)
+        if kept:
+            _replace_in_place(tmp, out, old)
+            log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
+                        len(kept), ", ".join(kept))
+            return out
+        trash = out.parent / f".{out.name}.old-{_owner_tag()}"
         os.replace(out, trash)
         os.replace(tmp, out)
         shutil.rmtree(trash, ignore_errors=True)
@@ -170,13 +498,28 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
     return out
 
 
+def _replace_in_place(tmp: Path, out: Path, old: set[str]) -> None:
+    new = _files_under(tmp)
+    for name in sorted(old - set(new) - {MANIFEST}):  # the old output's files the new one does not have
+        p = out / name
+        if p.is_file() or p.is_symlink():
+            p.unlink()
+    for name in [n for n in new if n != MANIFEST] + [MANIFEST]:  # the manifest last: complete only at the end
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / name, target)
+    _remove_empty_dirs(out, old - set(new), top=False)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 ROW_GROUP_SIZE = 1024
 
 
 def write_one_shard(part: pa.Table, directory: Path, k: int) -> dict[str, Any]:
-    """Write ``part-{k:05d}.parquet`` (zstd, fixed row groups) and return its manifest entry."""
-    name = f"part-{k:05d}.parquet"
+    """Write ``data/part-{k:05d}.parquet`` (zstd, fixed row groups) and return its manifest entry."""
+    name = shard_name(k)
     path = directory / name
+    path.parent.mkdir(exist_ok=True)
     pq.write_table(part, path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
                    row_group_size=ROW_GROUP_SIZE, write_statistics=True, use_dictionary=True)
     return {"file": name, "rows": part.num_rows, "sha256": sha256_file(path), "bytes": path.stat().st_size}
@@ -184,7 +527,7 @@ def write_one_shard(part: pa.Table, directory: Path, k: int) -> dict[str, Any]:
 
 def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD
                       ) -> list[dict[str, Any]]:
-    """Write ``part-NNNNN.parquet`` files (fixed rows per shard, zstd) and return their manifest entries."""
+    """Write ``data/part-NNNNN.parquet`` files (fixed rows per shard, zstd) and return their manifest entries."""
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be >= 1")
     n = table.num_rows
@@ -209,10 +552,12 @@ def write_shards(
     """Write a complete shard directory atomically; return the manifest.
 
     ``manifest`` holds what made the rows (config, seed, sources, counts); this adds the schema version, the
-    shard list with a content hash per shard, and the row count. ``card(tmp_dir, manifest)`` writes the data card
-    (and plots) before the manifest; ``extra_files`` are written as they are. The manifest is written last.
+    shard list with a content hash per shard, the row count and the other files written (``files``: what a later
+    ``overwrite`` may remove), and makes every absolute local path in it portable (:func:`portable`).
+    ``card(tmp_dir, manifest)`` writes the data card (and plots) before the manifest; ``extra_files`` are written
+    as they are. The manifest is written last.
 
-    ``table`` may also be a writer ``f(directory) -> shard entries`` that writes the ``part-*.parquet`` files
+    ``table`` may also be a writer ``f(directory) -> shard entries`` that writes the ``data/part-*.parquet`` files
     itself (in ``schema``; the builder uses this to write shards in parallel worker processes).
     """
     if callable(table):
@@ -233,7 +578,7 @@ def write_shards(
     tmp = prepare_output(out_dir, overwrite=overwrite)
     try:
         entries = writer(tmp)
-        full = dict(manifest)
+        full = portable(dict(manifest), out_dir)
         full.update({
             "schema_version": SCHEMA_VERSION,
             "num_rows": sum(e["rows"] for e in entries),
@@ -245,6 +590,8 @@ def write_shards(
             _atomic_write_bytes(tmp / name, data)
         if card is not None:
             card(tmp, full)
+        shards = {e["file"] for e in entries}
+        full["files"] = [f for f in _files_under(tmp) if f not in shards and f != MANIFEST]
         write_json(tmp / MANIFEST, full)
         commit_output(tmp, out_dir, overwrite=overwrite)
     except BaseException:
@@ -267,44 +614,49 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 
 
 def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict[str, Any]:
-    """Check a shard directory against its manifest (files, row counts, content hashes, schema); return the
-    manifest, or raise :class:`ShardError` listing every problem found."""
+    """Check a shard directory against its manifest (files, row counts, content hashes, schema, and that
+    ``curriculum_index`` increases across the shards in manifest order); return the manifest, or raise
+    :class:`ShardError` listing every problem found."""
     d = Path(directory)
     manifest = read_manifest(d)
     problems: list[str] = []
     if manifest.get("schema_version") != SCHEMA_VERSION:
         problems.append(f"schema_version {manifest.get('schema_version')!r} (this toolkit reads {SCHEMA_VERSION})")
     total = 0
-    listed = set()
-    for entry in manifest.get("shards", []):
-        p = d / entry["file"]
-        listed.add(entry["file"])
+    listed = _listed(d, manifest)
+    entries = [e for e in manifest.get("shards") or []]
+    readable: list[tuple[str, Path]] = []
+    for (name, p), entry in zip(listed, entries, strict=True):
         if not p.exists():
-            problems.append(f"{entry['file']}: missing")
+            problems.append(f"{name}: missing")
             continue
         if check_hashes and sha256_file(p) != entry["sha256"]:
-            problems.append(f"{entry['file']}: content hash differs from the manifest (file changed or corrupt)")
+            problems.append(f"{name}: content hash differs from the manifest (file changed or corrupt)")
             continue
         try:
             meta = pq.read_metadata(p)
             schema = pq.read_schema(p)
         except Exception as e:
-            problems.append(f"{entry['file']}: unreadable Parquet ({e})")
+            problems.append(f"{name}: unreadable Parquet ({e})")
             continue
+        readable.append((name, p))
         if meta.num_rows != entry["rows"]:
-            problems.append(f"{entry['file']}: {meta.num_rows} rows, manifest says {entry['rows']}")
+            problems.append(f"{name}: {meta.num_rows} rows, manifest says {entry['rows']}")
         total += meta.num_rows
         for f in ROW_FIELDS:
             if f.name not in schema.names:
-                problems.append(f"{entry['file']}: column {f.name!r} missing")
+                problems.append(f"{name}: column {f.name!r} missing")
             elif not schema.field(f.name).type.equals(f.type):
-                problems.append(f"{entry['file']}: column {f.name!r} has type {schema.field(f.name).type}, "
+                problems.append(f"{name}: column {f.name!r} has type {schema.field(f.name).type}, "
                                 f"expected {f.type}")
         for f in OPTIONAL_FIELDS:
             if f.name in schema.names and not schema.field(f.name).type.equals(f.type):
-                problems.append(f"{entry['file']}: optional column {f.name!r} has type "
+                problems.append(f"{name}: optional column {f.name!r} has type "
                                 f"{schema.field(f.name).type}, expected {f.type}")
-    extra = sorted(p.name for p in d.glob("part-*.parquet") if p.name not in listed)
+    problems += order_problems(readable)
+    names = {name for name, _ in listed}
+    on_disk = [p.relative_to(d).as_posix() for p in (*d.glob("part-*.parquet"), *d.glob(f"{DATA_DIR}/part-*.parquet"))]
+    extra = sorted(n for n in on_disk if n not in names)
     if extra:
         problems.append(f"shard files not in the manifest: {extra}")
     if not problems and total != manifest.get("num_rows"):
@@ -315,10 +667,11 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict
 
 
 def read_table(directory: str | Path, *, columns: Iterable[str] | None = None, verify: bool = True) -> pa.Table:
-    """All rows of a shard directory as one Arrow table, in order (verifying the manifest first)."""
+    """All rows of a shard directory as one Arrow table, in order (verifying the manifest first; without
+    ``verify`` the shard order is still checked)."""
     if verify:
         validate_shards(directory)
-    files = shard_files(directory)
+    files = shard_files(directory, check_order=not verify)
     tables = [pq.read_table(f, columns=list(columns) if columns else None) for f in files]
     return pa.concat_tables(tables) if tables else ROW_SCHEMA.empty_table()
 
@@ -328,10 +681,11 @@ def read_rows(directory: str | Path, **kw: Any) -> list[dict[str, Any]]:
 
 
 def load_hf_dataset(directory: str | Path, *, split: str = "train", verify: bool = True):
-    """The shards as a ``datasets.Dataset``, rows in curriculum order (what a training script does)."""
+    """The shards as a ``datasets.Dataset``, rows in curriculum order (what a training script does); without
+    ``verify`` the shard order is still checked."""
     import datasets
 
     if verify:
         validate_shards(directory)
-    files = [str(f) for f in shard_files(directory)]
+    files = [str(f) for f in shard_files(directory, check_order=not verify)]
     return datasets.load_dataset("parquet", data_files={split: files}, split=split)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -41,6 +42,8 @@ from ..shards import (
     PROMPT_TOKENS,
     ROW_SCHEMA,
     check_output,
+    portable_path,
+    relative_path,
     row_schema,
     sha256_file,
     write_one_shard,
@@ -479,6 +482,32 @@ def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[
     return render(plan, cfg), facts
 
 
+def _die_with_parent(parent: int) -> None:
+    """Make a forked worker end when the build that forked it does, even by SIGKILL: Linux's
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere (or if prctl fails) a thread that watches ``os.getppid()``."""
+    import signal
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0:  # 1: PR_SET_PDEATHSIG
+                if os.getppid() != parent:  # the parent died before prctl took effect
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
 PARALLEL_MIN_ROWS = 4096
 # The plan and the tokenizer (or None), shared with forked workers copy-on-write.
 _FORKED: tuple[Plan, BuildConfig, Path, Any] | None = None
@@ -516,7 +545,7 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
         with maybe_progress(progress, unit="rows") as bar:
             task = bar.add_task("writing shards", total=len(plan)) if bar else None
             if use_fork:
-                with mp.get_context("fork").Pool(workers) as pool:
+                with mp.get_context("fork").Pool(workers, _die_with_parent, (os.getpid(),)) as pool:
                     results = pool.imap(_write_shard, range(nshards))
                     for e, stats in results:
                         entries.append(e)
@@ -606,6 +635,59 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
         return _build(cfg, command=command, progress=progress)
 
 
+def _portable(path: str | None, out: str | Path) -> str | None:
+    if path is None or _is_hub(path) or not Path(path).exists():
+        return path  # a Hub id (or a name the loaders resolve), kept as given
+    return portable_path(path, out)
+
+
+def recorded_config(cfg: BuildConfig) -> dict[str, Any]:
+    """The configuration as the manifest records it: local paths relative to the output where they lie inside
+    or beside it, else file names (cards and manifests are published as they are; the sources' checksums
+    identify the files)."""
+    d = cfg.to_dict()
+    out = cfg.out
+    for s in d["sources"]:
+        s["input"] = _portable(s["input"], out)
+    d["eval_sets"] = [_portable(str(e), out) for e in d["eval_sets"]]
+    if d.get("tokenizer"):
+        d["tokenizer"] = _portable(d["tokenizer"], out)
+    d["out"] = Path(out).name
+    return json.loads(json.dumps(d))
+
+
+def same_build(manifest: dict[str, Any], cfg: BuildConfig) -> bool:
+    """Whether a shard directory was built by ``cfg``: the recorded configuration, and the checksum of every
+    local input file (the configuration names a file by a portable path, which does not identify its content)."""
+    if manifest.get("config") != recorded_config(cfg):
+        return False
+    recorded = {s.get("dataset"): s.get("sha256") for s in manifest.get("sources") or []}
+    for spec in cfg.sources:
+        if spec.input and not _is_hub(spec.input):
+            name = get_loader(spec.dataset).name
+            try:
+                if recorded.get(name) != sha256_file(spec.input):
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def _source_record(s: LoadedSource, out: str) -> dict[str, Any]:
+    inp = s.spec.input
+    local = bool(inp) and not _is_hub(inp)
+    return {
+        "dataset": s.dataset,
+        "input": Path(inp).name if local else inp,  # the file name; the path is in `path` when portable
+        "path": relative_path(inp, out) if local else None,  # relative to the output, when inside or beside it
+        "split": s.examples[0].split if s.examples else None,
+        "sha256": s.checksum,
+        "hub": (inp[len("hf://"):] if _is_hub(inp) else None if inp else get_loader(s.dataset).hub_path),
+        "records_loaded": len(s.examples) + sum(s.excluded.values()), "excluded": dict(s.excluded),
+        "skipped": dict(s.report.counts), "license": get_loader(s.dataset).license,
+    }
+
+
 def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
     check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
     cfg.validate()
@@ -631,26 +713,20 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     manifest: dict[str, Any] = {
         "kind": cfg.setting,
         "toolkit": {"name": "rag-curriculum", "version": __version__},
-        "config": cfg.to_dict(),
+        "config": recorded_config(cfg),
         "seed": cfg.seed,
         "K": {s.dataset: (cfg.K or _source_K(cfg, s.dataset)) for s in sources},
         "command": command or current_command(),
-        "sources": [
-            {"dataset": s.dataset, "input": s.spec.input, "split": s.examples[0].split if s.examples else None,
-             "sha256": s.checksum,
-             "hub": (s.spec.input[len("hf://"):] if _is_hub(s.spec.input)
-                     else None if s.spec.input else get_loader(s.dataset).hub_path),
-             "records_loaded": len(s.examples) + sum(s.excluded.values()), "excluded": dict(s.excluded),
-             "skipped": dict(s.report.counts), "sampled": facts["per_source"].get(s.dataset, 0),
-             "license": get_loader(s.dataset).license}
-            for s in sources
-        ],
+        "sources": [{**_source_record(s, cfg.out), "sampled": facts["per_source"].get(s.dataset, 0)}
+                    for s in sources],
         "counts": stats,
         "trainer_tail": tail,
     }
     for k in ("leakage", "tail_fit"):
         if k in facts:
             manifest[k] = facts[k]
+    if "leakage" in manifest:
+        manifest["leakage"]["eval_sets"] = recorded_config(cfg)["eval_sets"]
     if tail and tail["unseen_rows"]:
         log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
                     "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
