@@ -218,7 +218,9 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)
-            if m.get("config") == json.loads(json.dumps(build.to_dict())):
+            from .curricula.builder import same_build
+
+            if same_build(m, build):
                 return built
             if not cfg.overwrite:
                 raise PartitionError(f"{built} was built with other options; pass --overwrite or another --out")
@@ -357,8 +359,16 @@ def _check_levels(input_dir: Path, manifest: Mapping[str, Any]) -> None:
                     "(`curriculum build --schedule max`)", input_dir, cfg.get("schedule"))
 
 
+def _input_path(input_dir: Path, out: Path) -> str:
+    """Where the input is, as records keep it: relative to OUT (absolute only across drives)."""
+    try:
+        return Path(os.path.relpath(input_dir.resolve(), out.resolve())).as_posix()
+    except ValueError:
+        return str(input_dir.resolve())
+
+
 def _write_record(out: Path, cfg: PartitionConfig, input_dir: Path, digest: str) -> None:
-    rec = {"config": _public_config(cfg), "input": {"path": str(input_dir.resolve()), "digest": digest}}
+    rec = {"config": _public_config(cfg), "input": {"path": _input_path(input_dir, out), "digest": digest}}
     p = out / RECORD_FILE
     if p.exists():
         try:
@@ -420,7 +430,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "command": command,
         "config": _public_config(cfg),
         "seed": cfg.seed,
-        "input": {"path": str(input_dir), "digest": input_digest(manifest), "kind": manifest.get("kind"),
+        "input": {"path": _input_path(input_dir, out), "digest": input_digest(manifest), "kind": manifest.get("kind"),
                   "num_rows": manifest.get("num_rows"), "config": manifest.get("config")},
         "sources": manifest.get("sources", []),
         "K": manifest.get("K"),
@@ -471,7 +481,7 @@ def _recorded_input(out: Path, run: Mapping[str, Any]) -> Path:
     rec = _read_record(out)
     candidates = []
     if rec:
-        candidates.append(Path(rec["input"]["path"]))
+        candidates.append(out / rec["input"]["path"])  # relative to OUT (absolute in older records)
     candidates.append(out / BUILT_INPUT)
     for c in candidates:
         if (c / MANIFEST).exists() and input_digest(read_manifest(c)) == run["fingerprint"].get("input"):
