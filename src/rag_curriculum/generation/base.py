@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -134,7 +133,6 @@ NON_OUTPUT_OPTIONS = frozenset({
     "gpu_memory_utilization", "call_size", "show_progress",  # vllm
     "delay",  # scripted
 })
-_SECRET_RE = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
 #: The small files of a model directory that decide how prompts are rendered and tokenized and how generation
 #: stops: hashed by content into the identity (weights only by name and size: hashing gigabytes would be slow).
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -145,12 +143,15 @@ _SMALL_FILE = 64 << 20
 
 
 def is_secret_option(name: str) -> bool:
-    """Option names whose values are never recorded (``api_key``, ``hf_token``, ... but not ``tokenizer``).
+    """Option names whose values are never recorded (``api_key``, ``hf_token``, ... but not ``tokenizer``): the
+    toolkit's one masking rule, :func:`rag_curriculum._secrets.is_secret`.
 
     >>> [is_secret_option(k) for k in ("api_key", "hf_token", "tokenizer", "max_tokens", "password")]
     [True, True, False, False, True]
     """
-    return bool(_SECRET_RE.search(name)) and name not in ("max_tokens", "max_new_tokens")
+    from .._secrets import is_secret
+
+    return is_secret(name)
 
 
 def _sha256_file(p: Path) -> str:
@@ -222,7 +223,9 @@ def backend_identity(backend: str | type, model: str | None, options: Mapping[st
         if p.default is not p.empty:
             resolved[p.name] = p.default
     resolved.update({k: v for k, v in options.items() if k != "model"})  # **engine_kwargs too
-    opts = {k: _jsonable(v) for k, v in sorted(resolved.items())
+    from .._secrets import mask_secrets
+
+    opts = {k: mask_secrets(_jsonable(v)) for k, v in sorted(resolved.items())  # nested secrets: extra_body
             if v is not None and k not in exclude and not is_secret_option(k)}
     identity: dict[str, Any] = {"backend": name, "model": None if model is None else str(model), "options": opts}
     files = {}

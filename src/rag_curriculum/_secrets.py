@@ -1,0 +1,130 @@
+"""The one masking rule for secrets, used by every file the toolkit writes (manifests, cards, ``partition.json``,
+``eval_config.json``, ``summary.json``, work directories' ``run.json`` / ``backend.json``, ``train_config.yaml``,
+``train_plan.json``) and by the command line recorded in them.
+
+**The rule.** An option is a secret when its name, normalised (``--hf-token``, ``hfToken`` and ``HF_TOKEN`` all read
+``hf_token``), ends in one of the words ``key``, ``api_key`` / ``apikey``, ``token``, ``secret``, ``password``,
+``passwd``, ``credential(s)``, ``auth`` or ``authorization`` (``api_key``, ``hf_token``, ``hub_token``,
+``password``, ``aws_secret_access_key``, ``Authorization``; not ``tokenizer``, ``max_tokens``, ``keep_completions``).
+A secret's value is written as ``***``, wherever it is: a top-level option, a key nested in a JSON value
+(``extra_body={"api_key": ...}``), a ``--flag VALUE`` / ``--flag=VALUE`` of a command line, a ``KEY=VALUE``
+argument (``--backend-arg hf_token=...``, a Hydra override ``grpo.hub_token=...``). Credentials inside a URL
+(``https://user:pass@host``) and secret query parameters (``?api_key=...``) are masked too.
+
+>>> [is_secret("api_key"), is_secret("hf_token"), is_secret("--hf-token"), is_secret("password"),
+...  is_secret("hubToken"), is_secret("tokenizer"), is_secret("max_tokens"), is_secret("keep_completions")]
+[True, True, True, True, True, False, False, False]
+>>> mask_secrets({"hf_token": "hf_x", "extra_body": {"api_key": "k", "top_k": 5}, "base_url": "http://u:p@h/v1"})
+{'hf_token': '***', 'extra_body': {'api_key': '***', 'top_k': 5}, 'base_url': 'http://***@h/v1'}
+>>> redact_command("curriculum partition --api-key sk-1 --backend-arg hf_token=hf_x --backend-arg password=pw -k 8")
+"curriculum partition --api-key '***' --backend-arg 'hf_token=***' --backend-arg 'password=***' -k 8"
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["MASK", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
+
+MASK = "***"
+_WORDS = r"api_?key|apikey|key|token|secret|password|passwd|credentials?|auth|authorization"
+_SECRET_RE = re.compile(rf"(^|_)({_WORDS})$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+_QUERY = re.compile(r"(?P<name>[?&;][A-Za-z0-9_.-]+)=(?P<value>[^&;#\s]*)")
+
+
+def _normal(name: str) -> str:
+    name = str(name).strip().lstrip("-+~").rsplit(".", 1)[-1]  # --hf-token, ++grpo.hub_token
+    name = _CAMEL.sub("_", name)
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).lower().strip("_")
+
+
+def is_secret(name: str) -> bool:
+    """Whether an option (a keyword argument, a flag, a JSON key, a dotted override key) holds a secret."""
+    return bool(_SECRET_RE.search(_normal(name)))
+
+
+def _mask_text(text: str) -> str:
+    """Credentials inside URLs and secret query parameters of a string value."""
+    if "://" not in text and "=" not in text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    if "://" in text:
+        text = _QUERY.sub(lambda m: f"{m['name']}={MASK}" if is_secret(m["name"][1:]) else m[0], text)
+    return text
+
+
+def mask_secrets(obj: Any) -> Any:
+    """A copy of ``obj`` (mappings, lists, strings) with every secret's value masked (see the module docstring);
+    a string that holds a JSON object is masked inside and kept a string."""
+    if isinstance(obj, Mapping):
+        return {k: (MASK if is_secret(k) and v is not None else mask_secrets(v)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [mask_secrets(v) for v in obj]
+    if isinstance(obj, str):
+        return _mask_json_text(obj)
+    return obj
+
+
+def _mask_json_text(text: str) -> str:
+    s = text.strip()
+    if s.startswith("{") and s.endswith("}"):
+        try:
+            value = json.loads(s)
+        except ValueError:
+            return _mask_text(text)
+        masked = mask_secrets(value)
+        return text if masked == value else json.dumps(masked)
+    return _mask_text(text)
+
+
+def _mask_assignment(arg: str) -> str:
+    """``KEY=VALUE`` with a secret KEY -> ``KEY=***``; otherwise the value with nested secrets masked."""
+    key, sep, value = arg.partition("=")
+    if not sep or not key or " " in key:
+        return _mask_text(arg)
+    if is_secret(key):
+        return f"{key}={MASK}"
+    return f"{key}={_mask_json_text(value)}"
+
+
+def redact_overrides(overrides: Sequence[str]) -> list[str]:
+    """Hydra overrides (``key=value``) with the values of secret keys masked."""
+    return [_mask_assignment(str(o)) for o in overrides]
+
+
+def redact_command(command: str | None) -> str | None:
+    """The command line as recorded in manifests, cards and summaries: the value of every secret flag
+    (``--api-key``, ``--hf-token``, ...) and of every secret ``KEY=VALUE`` argument (``--backend-arg``, Hydra
+    overrides) masked, and credentials in URLs masked."""
+    if command is None:
+        return None
+    try:
+        parts = shlex.split(command)
+    except ValueError:  # unbalanced quotes: mask what the words look like
+        parts = command.split()
+    out: list[str] = []
+    mask_next = False
+    for p in parts:
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        if p.startswith("-") and not p.startswith("---"):
+            flag, sep, value = p.partition("=")
+            if is_secret(flag):
+                if sep:
+                    out.append(f"{flag}={MASK}")
+                else:
+                    out.append(p)
+                    mask_next = True
+                continue
+            out.append(f"{flag}={_mask_assignment(value)}" if sep else p)
+            continue
+        out.append(_mask_assignment(p))
+    return shlex.join(out)
