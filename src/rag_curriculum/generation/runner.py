@@ -135,7 +135,10 @@ def question_seed(seed: int, item_id: str) -> int:
 
 
 def _normalise(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+    """As recorded in the work directory: plain JSON, secrets masked (the toolkit's one rule)."""
+    from .._secrets import mask_secrets
+
+    return json.loads(json.dumps(mask_secrets(obj), sort_keys=True, default=str))
 
 
 def ids_digest(ids: Sequence[str]) -> str:
@@ -586,7 +589,6 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
         report.generated_questions += n
         report.skipped += n_skip
         report.completions += (n - n_skip) * sampling.n
-        bar.advance(n, n * sampling.n)
         if on_chunk is not None:
             on_chunk(k, table)
 
@@ -594,10 +596,10 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
     try:
         if streaming:
             _run_streaming(backend, plan, todo, prompts, sampling, seeds_of if use_seeds else None, flush, report,
-                           max_chunks)
+                           max_chunks, bar)
         else:
             _run_calls(backend, plan, mine, set(todo), prompts, sampling, seeds_of if use_seeds else None,
-                       question_seeds, ids, flush, report, chunks_per_call, max_chunks, lambda: made[0])
+                       question_seeds, ids, flush, report, chunks_per_call, max_chunks, lambda: made[0], bar)
         for kk, t in check.finish():
             write(kk, t)
     finally:
@@ -647,7 +649,8 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
                prompts: Sequence[Messages], sampling: SamplingConfig,
                seeds_of: Callable[[Sequence[int]], list[int]] | None, question_seeds: bool, ids: Sequence[str],
                flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
-               chunks_per_call: int, max_chunks: int | None, made: Callable[[], int]) -> None:
+               chunks_per_call: int, max_chunks: int | None, made: Callable[[], int], bar: _Bar | None = None
+               ) -> None:
     for start in range(0, len(mine), chunks_per_call):
         call = mine[start:start + chunks_per_call]
         missing = [k for k in call if k in todo]
@@ -667,6 +670,9 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
                 max_tokens=sampling.max_tokens, seed=_derive(sampling.seed, "call", ids[positions[0]]))
         out = _generate(backend, call_prompts, call_sampling, seeds, report)
         results = dict(zip(positions, out, strict=True))
+        if bar is not None:  # the call's questions of chunks still to do, as soon as the call returns
+            new = [results[p] for k in missing for p in plan.positions(k)]
+            bar.advance(len(new), sum(len(r) for r in new if r is not None))
         for k in missing:
             flush(k, results)
 
@@ -674,7 +680,7 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
 def _run_streaming(backend: Any, plan: ChunkPlan, todo: list[int], prompts: Sequence[Messages],
                    sampling: SamplingConfig, seeds_of: Callable[[Sequence[int]], list[int]] | None,
                    flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
-                   max_chunks: int | None) -> None:
+                   max_chunks: int | None, bar: _Bar | None = None) -> None:
     chunks = todo if max_chunks is None else todo[:max_chunks]
     positions = [p for k in chunks for p in plan.positions(k)]
     left = {k: len(plan.positions(k)) for k in chunks}
@@ -695,6 +701,8 @@ def _run_streaming(backend: Any, plan: ChunkPlan, todo: list[int], prompts: Sequ
                                   "were asked")
         p = positions[i]
         results[p] = comps
+        if bar is not None:  # every question as it finishes
+            bar.advance(1, len(comps) if comps is not None else 0)
         k = p // plan.chunk_size
         left[k] -= 1
         if left[k] == 0:
@@ -715,7 +723,7 @@ def record_backend(wd: WorkDir, backend: Any) -> None:
     describe = getattr(backend, "describe", None)
     if not callable(describe):
         return
-    desc = _normalise(describe())
+    desc = _normalise(describe())  # secrets masked
     path = wd.path / BACKEND_FILE
     with wd.lock():
         old = read_backend(wd)
