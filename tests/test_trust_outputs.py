@@ -292,3 +292,19 @@ def test_every_consumer_reads_the_data_layout(shared_data, tmp_path):
     from rag_curriculum.evaluation._run import load_eval_sets
 
     assert [len(s.rows) for s in load_eval_sets(ev)] == [12]
+
+
+def test_remove_output_follows_the_same_rule(shared_data, tmp_path):
+    from rag_curriculum.shards import remove_output
+
+    out = tmp_path / "out"
+    build(out, 20, rows_per_shard=10)
+    (out / "notes.txt").write_text("mine")
+    assert remove_output(out) == ["notes.txt"]
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    (out / "manifest.json").write_text('{"name": "app"}')
+    with pytest.raises(ShardError, match="did not write"):
+        remove_output(out)
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt"]
+    build(tmp_path / "clean", 5)
+    assert remove_output(tmp_path / "clean") == [] and not (tmp_path / "clean").exists()
