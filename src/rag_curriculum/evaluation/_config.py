@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
+
+from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 
 __all__ = ["EvalConfig", "ModelSpec"]
 
@@ -67,25 +69,32 @@ def default_name(path: str) -> str:
 class EvalConfig:
     """Everything that determines an evaluation run. Saved, resolved, as ``eval_config.json`` in ``out``."""
 
-    models: list[ModelSpec] = field(default_factory=list)  # each evaluated on every data dir
-    data: list[str] = field(default_factory=list)  # evaluation shard dirs (`curriculum build --setting ...`)
-    out: str = "outputs/eval"  # results/, summary.json, table.md, plots/
-    backend: str = "transformers"  # vllm | openai | transformers | scripted | any registered backend
-    backend_args: dict[str, Any] = field(default_factory=dict)  # extra keyword arguments of the backend
-    m: int = 3  # samples per question (RAG-RL: 3), averaged
-    temperature: float = 1.0  # sampling settings, passed explicitly (never the model's defaults)
-    top_p: float = 1.0
-    max_tokens: int = 800  # RAG-RL's generation cap
-    seed: int = 0  # sampling seed (each question's seed is derived from it and the question id)
-    limit: int | None = None  # evaluate only the first N questions of each evaluation set
-    stats: list[str] = field(default_factory=list)  # partition stats.parquet files (or dirs): the buckets
+    models: list[ModelSpec] = rule(default_factory=list, flag="--model")  # each evaluated on every data dir
+    data: list[str] = rule(default_factory=list, flag="--data")  # evaluation shard dirs (`build --setting ...`)
+    out: str = rule("outputs/eval", empty=False)  # results/, summary.json, table.md, plots/
+    backend: str = rule("vllm", empty=False)  # vllm (GPU, the default) | openai | transformers (CPU) | scripted
+    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg")  # extra backend arguments
+    m: int = rule(3, ge=1, le=MAX_SAMPLES, flag="--samples")  # samples per question (RAG-RL: 3), averaged
+    temperature: float = rule(1.0, ge=0, le=100)  # sampling settings, passed explicitly (never the model's)
+    top_p: float = rule(1.0, gt=0, le=1)
+    max_tokens: int = rule(800, ge=1, le=MAX_COUNT)  # RAG-RL's generation cap
+    seed: int = rule(0, ge=0, le=MAX_SEED)  # sampling seed (each question's seed derives from it and the id)
+    limit: int | None = rule(None, ge=1, le=MAX_COUNT)  # evaluate only the first N questions of each set
+    stats: list[str] = rule(default_factory=list)  # partition stats.parquet files (or dirs): the buckets
     strict_format: bool = False  # score samples that break the output format as 0 (default: score what parses)
-    chunk_size: int = 64  # questions per resumable chunk of generation
+    chunk_size: int = rule(64, ge=1, le=MAX_COUNT)  # questions per resumable chunk of generation
     plots: bool = True
     overwrite: bool = False  # replace results made with other generation settings (default: refuse)
     allow_identical_samples: bool = False  # do not stop when most questions get m identical samples
 
+    def __post_init__(self) -> None:
+        check_settings(self)  # types and ranges, whatever set them (flags or Python)
+        for i, mspec in enumerate(self.models):
+            if not isinstance(mspec, ModelSpec):
+                raise ValueError(f"models[{i}] = {mspec!r}: must be a ModelSpec (ModelSpec.parse('NAME=PATH'))")
+
     def validate(self) -> None:
+        self.__post_init__()
         if not self.models:
             raise ValueError("no model given: pass --model PATH (or NAME=PATH), once per model")
         if not self.data:
@@ -95,16 +104,15 @@ class EvalConfig:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"two models share the name(s) {dup}; name them apart with --model NAME=PATH")
-        if self.m < 1:
-            raise ValueError(f"m (samples per question) must be >= 1, got {self.m}")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         from ..generation.base import BACKENDS
 
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises, with a "did you mean"
+
+    def check_models(self) -> None:
+        """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
+        for mspec in self.models:
+            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}")
 
     def to_dict(self) -> dict[str, Any]:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""

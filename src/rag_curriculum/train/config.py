@@ -20,6 +20,8 @@ import difflib
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
+from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
+
 ORDER_POLICIES = ("refuse", "warn")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -30,7 +32,7 @@ class ModelConfig:
 
     name_or_path: str = "Qwen/Qwen2.5-7B-Instruct"
     """Hub id or local directory of a causal LM with a chat template (RAG-RL 4.2: Qwen2.5-7B-Instruct)."""
-    dtype: str = "float32"
+    dtype: str = rule("float32", choices=DTYPES)
     """Dtype the weights are loaded in: float32 keeps full-precision master weights (``grpo.bf16`` then runs the
     maths in bf16); bfloat16 halves memory, but a plain (non-DeepSpeed) optimizer then rounds away most 1e-6
     updates. One of float32, bfloat16, float16, auto."""
@@ -50,9 +52,9 @@ class DataConfig:
     """Shard directory (``part-*.parquet`` + ``manifest.json``); rows are trained in ``curriculum_index`` order."""
     verify: bool = True
     """Check the shards against their manifest (files, row counts, content hashes) before training."""
-    max_rows: int | None = None
+    max_rows: int | None = rule(None, ge=1, le=MAX_COUNT)
     """Train on the first N rows only (a prefix keeps the curriculum order); for smoke tests."""
-    order_policy: str = "refuse"
+    order_policy: str = rule("refuse", choices=ORDER_POLICIES)
     """What to do when a setting would reorder the curriculum (a dataset shuffle, a restart of the data on
     resume): ``refuse`` (stop with an error) or ``warn`` (log a loud warning and go on)."""
 
@@ -63,7 +65,7 @@ class RewardSpec:
 
     name: str = "rag-rl"
     """Registered reward name: rag-rl (the paper's total), rag-rl-answer, rag-rl-citation, rag-rl-format, ..."""
-    weight: float = 1.0
+    weight: float = rule(1.0, ge=-1e6, le=1e6)
     """Weight in TRL's ``reward_weights`` (the total reward is the weighted sum)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Constructor arguments, e.g. the RAG-RL constants gamma_answer, gamma_correct, gamma_incorrect, ..."""
@@ -79,13 +81,13 @@ class BatchConfig:
     processes and ``per_device_completions``, so a recipe keeps its batch at any scale.
     """
 
-    prompts_per_step: int | None = 42
+    prompts_per_step: int | None = rule(42, ge=1, le=MAX_COUNT)
     """Distinct prompts per optimiser step (RAG-RL: 42, x 7 generations = 294 completions); null uses the
     ``grpo`` batch settings as they are."""
-    per_device_completions: int | None = 7
+    per_device_completions: int | None = rule(7, ge=1, le=MAX_COUNT)
     """Completions one process holds per forward/backward pass (TRL's ``per_device_train_batch_size``): the
     memory knob. Null keeps ``grpo.per_device_train_batch_size``."""
-    num_processes: int | None = None
+    num_processes: int | None = rule(None, ge=1, le=MAX_COUNT)
     """Training processes; null reads ``WORLD_SIZE`` (set by accelerate / torchrun), else 1. Set it to plan a
     multi-GPU run from a single process (``--dry-run``)."""
 
@@ -130,18 +132,19 @@ class TrainConfig:
         """Check the values TRL does not check itself; raise ``ValueError`` saying what to set instead."""
         if self.data.shards in (None, "", "???"):
             raise ValueError("no curriculum given: set data.shards=DIR (a directory written by `curriculum build`)")
-        if self.data.order_policy not in ORDER_POLICIES:
-            raise ValueError(f"data.order_policy must be one of {ORDER_POLICIES}, got {self.data.order_policy!r}")
-        if self.data.max_rows is not None and self.data.max_rows < 1:
-            raise ValueError("data.max_rows must be >= 1 (or null for every row)")
-        if self.model.dtype not in DTYPES:
-            raise ValueError(f"model.dtype must be one of {DTYPES}, got {self.model.dtype!r}")
-        if not self.rewards:
+        check_settings(self, flags=False)  # types and ranges: the same rules as every other config
+        if not isinstance(self.rewards, list) or not self.rewards:
             raise ValueError("no reward given: rewards=[{name: rag-rl}] is the paper's")
-        for name in ("prompts_per_step", "per_device_completions", "num_processes"):
-            value = getattr(self.batch, name)
-            if value is not None and value < 1:
-                raise ValueError(f"batch.{name} must be >= 1 (or null), got {value}")
+        from ..rewards import REWARDS
+
+        for i, spec in enumerate(self.rewards):
+            check_settings(spec, prefix=f"rewards.{i}.", flags=False)
+            if spec.name not in REWARDS:
+                try:
+                    REWARDS.get(spec.name)
+                except KeyError as e:
+                    raise ValueError(f"rewards.{i}.name: {e.args[0]}") from None
+        check_model_ref(self.model.name_or_path, label="model.name_or_path")
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
             raise ValueError("run.resume must be auto, last, a checkpoint path, or null")
         for key in ("output_dir", "run_name", "reward_weights"):

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig
+from .config import RewardSpec, TrainConfig
 
 TRAIN = "train"
 BASE = "_base"
@@ -107,7 +107,11 @@ def compose_raw(recipe: str | None = None, overrides: Sequence[str] = ()) -> dic
         with initialize_config_dir(version_base="1.3", config_dir=str(path.parent), job_name="curriculum-train"):
             composed = compose(config_name=path.stem, overrides=hydra_overrides)
     except Exception as e:  # Hydra's errors name the override or file at fault
-        raise RecipeError(f"recipe {path.stem!r}: {e}") from None
+        from .._recipes import _keys_at, unknown_key_message
+
+        message = unknown_key_message(e, f"recipe {path.stem!r}",
+                                      lambda parent: _keys_at(compose_raw(recipe, ()), parent), _schema_keys_at)
+        raise RecipeError(message or f"recipe {path.stem!r}: {e}") from None
     return OmegaConf.to_container(composed, resolve=False)  # type: ignore[return-value]
 
 
@@ -163,6 +167,19 @@ def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[st
 
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _schema_keys_at(parent: str) -> list[str]:
+    """The option names the TrainConfig schema has under ``parent`` (``""``, ``data``, ``rewards.0``, ...)."""
+    node: Any = TrainConfig()
+    for p in [p for p in parent.split(".") if p]:
+        if isinstance(node, list) and p.isdigit():
+            node = node[int(p)] if int(p) < len(node) else RewardSpec()
+        else:
+            node = getattr(node, p, None)
+        if node is None:
+            return []
+    return list(node.__dataclass_fields__) if hasattr(node, "__dataclass_fields__") else []
 
 
 def _did_you_mean(full_key: str) -> str:

@@ -1,0 +1,244 @@
+"""The rules every typed setting obeys, checked once, when a config is bound (``__post_init__``) and again by its
+``validate()``: the same rules whether a value came from a command-line flag, a recipe or Python.
+
+A config dataclass declares each setting's allowed values beside its default with :func:`rule`; its type comes
+from the annotation. :func:`check_settings` refuses a value of the wrong type or outside its range with a
+:class:`SettingError`, one line that names the setting (and its flag), the value and what is allowed.
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Demo:
+...     rows_per_shard: int = rule(10, ge=1, le=100)
+...     order: str = rule("level", choices=("level", "shuffled"))
+>>> check_settings(Demo(rows_per_shard=-5))
+Traceback (most recent call last):
+...
+rag_curriculum._settings.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
+>>> check_settings(Demo(order="levle"))
+Traceback (most recent call last):
+...
+rag_curriculum._settings.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import re
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import CurriculumError
+
+#: Seeds are stored as int64 (manifests, Parquet) and handed to numpy, torch and vLLM.
+MAX_SEED = 2**63 - 1
+#: The largest level K (a level's distractor count is capped by what a question provides, at most a few dozen).
+MAX_K = 1000
+#: The largest number of samples per question (partition's k, eval's m); beyond it memory, not the sample, grows.
+MAX_SAMPLES = 1024
+#: The largest count of rows, questions, tokens, processes... that any setting accepts (a typo guard, not a limit
+#: of the toolkit's data structures).
+MAX_COUNT = 10**9
+
+
+class SettingError(CurriculumError, ValueError):
+    """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
+    allowed."""
+
+    def __init__(self, name: str, value: Any, allowed: str, *, flag: str | None = None,
+                 message: str | None = None) -> None:
+        self.setting = name
+        self.value = value
+        self.allowed = allowed
+        self.flag = flag
+        label = f"{name} ({flag})" if flag and flag != name else name
+        super().__init__(message or f"{label} = {_show(value)}: must be {allowed}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, ge: float | None = None,
+            le: float | None = None, gt: float | None = None, choices: Sequence[str] | None = None,
+            flag: str | None = None, empty: bool = True) -> Any:
+    """A dataclass field with its allowed values: ``ge`` / ``le`` / ``gt`` bounds for numbers, ``choices`` for
+    strings, ``empty=False`` for a string that must not be empty; ``flag`` is the command-line option that sets it
+    (default ``--name-with-dashes``; ``""`` for none)."""
+    meta = {"ge": ge, "le": le, "gt": gt, "choices": tuple(choices) if choices is not None else None,
+            "flag": flag, "empty": empty}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata={"setting": meta})
+    return dataclasses.field(default=default, metadata={"setting": meta})
+
+
+def suggest(value: Any, known: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or ``""``."""
+    close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, getattr(
+        tp, "__name__", str(tp)))
+
+
+def _range_text(kind: str, ge: float | None, le: float | None, gt: float | None) -> str:
+    def fmt(x: float) -> str:
+        if x == MAX_SEED:
+            return "2**63-1"
+        if isinstance(x, int) and abs(x) >= 10**6:
+            return f"{x:,}".replace(",", "_")
+        return f"{x:g}" if isinstance(x, float) else str(x)
+
+    if gt is not None and le is not None:
+        return f"{kind} in ({fmt(gt)}, {fmt(le)}]"
+    if ge is not None and le is not None:
+        return f"{kind} in {fmt(ge)}..{fmt(le)}"
+    if gt is not None:
+        return f"{kind} > {fmt(gt)}"
+    if ge is not None:
+        return f"{kind} >= {fmt(ge)}"
+    if le is not None:
+        return f"{kind} <= {fmt(le)}"
+    return kind
+
+
+def describe(tp: Any, meta: dict[str, Any] | None, optional: bool = False) -> str:
+    """What a setting allows, in words (``an integer in 1..1024``, ``one of a, b``)."""
+    meta = meta or {}
+    if meta.get("choices"):
+        text = f"one of {', '.join(meta['choices'])}"
+    elif tp in (int, float):
+        text = _range_text(_type_name(tp), meta.get("ge"), meta.get("le"), meta.get("gt"))
+    else:
+        text = _type_name(tp)
+    return text + (" (or null)" if optional else "")
+
+
+def _split_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], len(args) < len(typing.get_args(tp))
+        return Any, True
+    return tp, False
+
+
+def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = None, *,
+                flag: str | None = None) -> None:
+    """Raise :class:`SettingError` unless ``value`` has type ``tp`` (``int``, ``float``, ``str``, ``bool``,
+    ``list[str]``, ``X | None``, ...) and lies in the range ``meta`` gives."""
+    meta = meta or {}
+    tp, optional = _split_optional(tp)
+    if tp is Any:
+        return
+    if value is None:
+        if optional:
+            return
+        raise SettingError(name, value, describe(tp, meta), flag=flag)
+    origin = typing.get_origin(tp)
+    bad = SettingError(name, value, describe(tp, meta, optional), flag=flag)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise bad
+    elif tp is str:
+        if not isinstance(value, str):
+            raise bad
+        if not meta.get("empty", True) and not value.strip():
+            raise SettingError(name, value, "a non-empty string", flag=flag)
+        if meta.get("choices") and value not in meta["choices"]:
+            raise SettingError(name, value, describe(tp, meta) + suggest(value, meta["choices"]), flag=flag)
+        return
+    elif origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        if not isinstance(value, list):
+            plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(item, "values")
+            raise SettingError(name, value, f"a list of {plural}", flag=flag)
+        for i, v in enumerate(value):
+            if item in (int, float, str, bool):
+                check_value(f"{name}[{i}]", v, item, flag=None)
+        return
+    elif origin is dict:
+        if not isinstance(value, dict):
+            raise SettingError(name, value, "a mapping", flag=flag)
+        return
+    elif isinstance(tp, type):
+        if not isinstance(value, tp):
+            raise SettingError(name, value, f"a {tp.__name__}", flag=flag)
+        return
+    else:
+        return
+    ge, le, gt = meta.get("ge"), meta.get("le"), meta.get("gt")
+    if (ge is not None and value < ge) or (le is not None and value > le) or (gt is not None and value <= gt):
+        raise bad
+
+
+def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
+    """Check every field of the dataclass ``obj`` against its annotation and :func:`rule` rules; nested
+    config dataclasses are checked with ``prefix.`` names (``data.max_rows``)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        meta = f.metadata.get("setting")
+        if meta is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_settings(value, prefix=f"{prefix}{f.name}.", flags=flags)
+            continue
+        name = f"{prefix}{f.name}"
+        flag = None
+        if flags:
+            flag = (meta or {}).get("flag")
+            if flag is None:
+                flag = "--" + f.name.replace("_", "-")
+            flag = flag or None
+        check_value(name, value, hints.get(f.name, Any), meta, flag=flag)
+
+
+# -- models --------------------------------------------------------------------------------------------------------
+_REPO_ID = re.compile(r"^(?:[\w.-]{1,96}/)?[\w.-]{1,96}$")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` has the form of a Hugging Face Hub repository id (``name`` or ``namespace/name``)."""
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:  # pragma: no cover - huggingface_hub comes with datasets
+        return bool(_REPO_ID.match(name)) and "--" not in name and ".." not in name
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+#: Backends whose ``model`` is a local directory or a Hub id (openai: a served name; scripted: a script).
+MODEL_PATH_BACKENDS = ("vllm", "transformers")
+
+
+def check_model_ref(model: str | None, *, backend: str | None = None, label: str = "model") -> None:
+    """Refuse, before anything is loaded, a model that is neither an existing local path nor a valid Hub id (a
+    mistyped path would otherwise end deep in a loader's traceback)."""
+    if model is None or (backend is not None and backend not in MODEL_PATH_BACKENDS):
+        return
+    text = str(model)
+    if os.path.exists(os.path.expanduser(text)):
+        return
+    looks_local = text.startswith(("/", "./", "../", "~", "\\")) or text in (".", "..")
+    if not looks_local and is_hub_id(text):
+        return
+    raise SettingError(label, text, "a local directory or a Hub id", message=(
+        f"{label} {text!r}: not a local directory and not a valid Hub id (name or namespace/name); check the "
+        "path (relative paths start from the current directory)"))
