@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .common import fail, out
+from .common import error_text, fail, out
 
 
 def _dist_table(title: str, dist: dict[str, int], key: str) -> Table:
@@ -115,7 +115,7 @@ def inspect(
     except DataError as e:
         fail(str(e), "pass --on-error skip to count bad records instead of stopping at the first")
     except (CurriculumError, KeyError, FileNotFoundError, IsADirectoryError) as e:
-        fail(str(e).strip('"'))
+        fail(error_text(e))
     if as_json:
         typer.echo(json.dumps(s, indent=2))
     else:
@@ -127,8 +127,16 @@ def validate(
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
     schema. Exits 1 when anything is wrong."""
-    from ..shards import ShardError, validate_shards
+    from ..shards import MANIFEST, ShardError, validate_shards
 
+    what = "give a shard directory made by `curriculum build` or `curriculum partition`"
+    if not directory.exists():
+        fail(f"{directory}: not found", what)
+    if not directory.is_dir():
+        fail(f"{directory}: not a directory", what)
+    if not (directory / MANIFEST).exists() and not any(directory.glob("part-*.parquet")) and not any(
+            directory.glob("data/part-*.parquet")):
+        fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
     try:
         m = validate_shards(directory)
     except ShardError as e:
