@@ -7,19 +7,23 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .common import console, fail, out
+from .common import console, fail, out, reported_errors
 
 RECIPE_FIELDS_SINGLE = ("dataset", "input", "n", "split")
 
 
-def _parse_n(value: str | int | None) -> int | None:
-    if value is None or (isinstance(value, str) and value.lower() in ("all", "none", "null")):
+def _parse_n(value: Any) -> Any:
+    """``--n`` / ``n=``: a count, or 'all'. Anything that is not a string is left to the config's type check."""
+    from .._settings import SettingError
+
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
         return None
-    try:
-        n = int(value)
-    except ValueError:
-        fail(f"--n must be a number or 'all', got {value!r}")
-    return n
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            raise SettingError("n", value, "an integer >= 1, or 'all'", flag="--n") from None
+    return value
 
 
 def config_from_mapping(d: dict[str, Any]):
@@ -31,7 +35,10 @@ def config_from_mapping(d: dict[str, Any]):
     if not d.get("sources") and single["dataset"]:
         d["sources"] = [SourceSpec(single["dataset"], single["input"], _parse_n(single["n"]), single["split"])]
     else:
-        d["sources"] = [SourceSpec(**{**s, "n": _parse_n(s.get("n"))}) for s in d.get("sources") or []]
+        sources = d.get("sources") or []
+        if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
+            raise ValueError(f"sources = {sources!r}: must be a list of {{dataset, input, n, split, K}} mappings")
+        d["sources"] = [{**s, "n": _parse_n(s.get("n"))} for s in sources]
     return BuildConfig.from_dict(d)
 
 
@@ -113,9 +120,32 @@ def build(
 
       curriculum build --setting distractor -d musique -i musique_ans_v1.0_dev.jsonl --n 1000 -o eval/musique
     """
+    with reported_errors(_hint):
+        _build(overrides, dataset=dataset, input=input, schedule=schedule, pieces=pieces, K=K, n=n, seed=seed,
+               order=order, setting=setting, split=split, max_distractors=max_distractors, template=template,
+               batch_prompts=batch_prompts, tail=tail, eval_set=eval_set, leakage=leakage,
+               rows_per_shard=rows_per_shard, on_error=on_error, out_dir=out_dir,
+               allow_split_mismatch=allow_split_mismatch, include_unanswerable=include_unanswerable, workers=workers,
+               tokenizer=tokenizer, overwrite=overwrite, progress=progress)
+
+
+def _hint(e: BaseException) -> str | None:
+    from ..errors import DataError
+
+    if isinstance(e, DataError):
+        return "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
+    if isinstance(e, OSError):
+        return "check --input and --out"
+    return None
+
+
+def _build(overrides: list[str] | None, *, dataset: list[str] | None, input: list[str] | None, schedule: Any,
+           pieces: Any, K: Any, n: Any, seed: Any, order: Any, setting: Any, split: Any, max_distractors: Any,
+           template: Any, batch_prompts: Any, tail: Any, eval_set: list[str] | None, leakage: Any,
+           rows_per_shard: Any, on_error: Any, out_dir: Any, allow_split_mismatch: bool, include_unanswerable: bool,
+           workers: Any, tokenizer: Any, overwrite: bool, progress: bool) -> None:
     from .. import curricula
     from .._recipes import compose
-    from ..errors import CurriculumError, DataError
 
     overrides = list(overrides or [])
     recipe = None
@@ -127,17 +157,16 @@ def build(
             rest.append(o)
         else:
             fail(f"unexpected argument {o!r}", "arguments are recipe=NAME or key=value overrides; options start with --")
-    try:
-        if recipe:
+    if rest and not recipe:
+        fail("key=value overrides need a recipe", "add recipe=NAME (see `ls recipes/build`), or use --options")
+    mapping = {"n": None}
+    if recipe:
+        try:
             mapping = compose("build", recipe, rest)
-        else:
-            if rest:
-                fail("key=value overrides need a recipe", "add recipe=NAME (see `ls recipes/build`), or use --options")
-            mapping = {"n": None}
-    except (FileNotFoundError, ValueError) as e:
-        fail(str(e))
-    except Exception as e:  # hydra's override / composition errors
-        fail(f"could not compose recipe {recipe!r}: {e}")
+        except (FileNotFoundError, ValueError):
+            raise
+        except Exception as e:  # hydra's override grammar / interpolation errors
+            raise ValueError(f"could not compose recipe {recipe!r}: {e}") from None
 
     # Command-line options win over the recipe.
     if dataset:
@@ -185,20 +214,11 @@ def build(
         mapping["workers"] = workers
     if not mapping.get("dataset") and not mapping.get("sources"):
         fail("no dataset given", "pass --dataset NAME --input PATH, or recipe=NAME (e.g. recipe=musique-min-max)")
-    try:
-        cfg = config_from_mapping(mapping)
-        if out_dir is None and not recipe:
-            names = "+".join(s.dataset for s in cfg.sources)
-            cfg.out = f"outputs/{names}-{cfg.schedule if cfg.setting == 'curriculum' else cfg.setting}"
-        result = curricula.build_curriculum(cfg, progress=progress and console.is_terminal)
-    except DataError as e:
-        fail(str(e), "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)")
-    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(escape(str(e).strip('"')))  # e.g. "pip install 'rag-curriculum[train]'" is not markup
-    except RuntimeError as e:
-        fail(str(e))
-    except OSError as e:
-        fail(f"{e.filename or ''}: {e.strerror or e}", "check --input and --out")
+    cfg = config_from_mapping(mapping)  # every value checked here, flags and recipe alike
+    if out_dir is None and not recipe:
+        names = "+".join(s.dataset for s in cfg.sources)
+        cfg.out = f"outputs/{names}-{cfg.schedule if cfg.setting == 'curriculum' else cfg.setting}"
+    result = curricula.build_curriculum(cfg, progress=progress and console.is_terminal)
     from .data import print_shard_summary
 
     print_shard_summary(result.out, result.manifest)

@@ -2,26 +2,89 @@
 
 from __future__ import annotations
 
+import errno as _errno
 import inspect
 import json
+import re
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
+import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console(stderr=True)
 out = Console()
 
+#: The exit status of every refused command (a bad value, bad input, a failed write); click's own usage errors
+#: (an option that does not parse) exit with 2.
+EXIT_ERROR = 1
 
-def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
-    """Print an error (and what to do next) and exit with ``code``."""
-    console.print(f"[bold red]error:[/] {message}")
+
+def fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> NoReturn:
+    """Print an error (and what to do next) and exit with ``code``. Both are plain text: ``[...]`` in them (an
+    install extra, a list) is printed as it is, never read as console markup."""
+    console.print(f"[bold red]error:[/] {plain(message)}", soft_wrap=True)
     if hint:
-        console.print(f"[yellow]hint:[/] {hint}")
+        console.print(f"[yellow]hint:[/] {plain(hint)}", soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def plain(text: str) -> str:
+    """``text`` on one line, escaped for the console (a caller's own ``escape()`` is not doubled)."""
+    return escape(re.sub(r"\\(\[)", r"\1", one_line(text)))
+
+
+def one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def error_text(e: BaseException) -> str:
+    """What went wrong, as one line: a KeyError's message without the quotes ``str()`` adds, an OSError as
+    ``PATH: what the system said``."""
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        text = e.args[0]
+    elif isinstance(e, OSError) and e.strerror:
+        where = " -> ".join(str(p) for p in (e.filename, e.filename2) if p not in (None, ""))
+        text = f"{where}: {e.strerror}" if where else e.strerror
+    else:
+        text = str(e)
+    text = one_line(text)
+    return text or type(e).__name__
+
+
+def _default_hint(e: BaseException) -> str | None:
+    if isinstance(e, OSError):
+        if e.errno == _errno.ENOSPC:
+            return "free some space on that disk, or write --out elsewhere, and run the same command again"
+        if e.errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
+            return "choose a folder you can write to (--out), or fix its permissions"
+        if e.errno == _errno.ENOENT:
+            return "check the path"
+    if isinstance(e, ModuleNotFoundError) and e.name and not e.name.startswith("rag_curriculum"):
+        return f"install what the command needs, e.g. pip install 'rag-curriculum[train]' (missing: {e.name})"
+    return None
+
+
+@contextmanager
+def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
+                    code: int = EXIT_ERROR) -> Iterator[None]:
+    """Turn the toolkit's errors (CurriculumError, and the ValueError / KeyError / OSError / ImportError /
+    RuntimeError of bad input, a bad value or a failed write) into one line, a hint and exit status ``code``:
+    the one error handler of every command. ``hint(e)`` may give a command's own hint."""
+    from ..errors import CurriculumError
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise  # already reported, or click's own usage error
+    except (CurriculumError, ValueError, KeyError, OSError, ImportError, RuntimeError, OverflowError) as e:
+        fail(error_text(e), (hint(e) if hint else None) or _default_hint(e), code)
 
 
 def parse_backend_args(items: list[str] | None) -> dict[str, Any]:
@@ -43,10 +106,8 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
     ``--backend-arg`` values are passed as they are."""
     from ..generation.base import BACKENDS
 
-    try:
+    with reported_errors():
         cls = BACKENDS.get(backend)
-    except KeyError as e:
-        fail(str(e).strip('"'))
     params = inspect.signature(cls.__init__).parameters
     args: dict[str, Any] = {}
     for k, v in flags.items():

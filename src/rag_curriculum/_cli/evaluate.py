@@ -32,6 +32,7 @@ from .common import (
     out,
     parse_backend_args,
     redacted,
+    reported_errors,
 )
 
 eval_app = typer.Typer(
@@ -53,12 +54,15 @@ def run(
         "the name an OpenAI-compatible server serves). Repeat for several; NAME labels its row.",
         show_default=False)] = None,
     data: Annotated[list[str] | None, typer.Option(
-        "--data", "-d", help="Evaluation shard directory (`curriculum build --setting distractor|ideal`); dataset "
-        "and setting come from its manifest and rows. Repeatable.", show_default=False)] = None,
+        "--data", "-D", help="Evaluation shard directory (`curriculum build --setting distractor|ideal`); dataset "
+        "and setting come from its manifest and rows. Repeatable. (-d, its old short form, still works but is "
+        "deprecated: -d is --dataset in build and partition.)", show_default=False)] = None,
+    data_old: Annotated[list[str] | None, typer.Option("-d", hidden=True, show_default=False)] = None,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output directory: results/, summary.json, "
                                           "table.md, plots/.")] = Path("outputs/eval"),
-    backend: Annotated[str, typer.Option(help="Generation backend: vllm | openai | transformers | scripted.")]
-    = "transformers",
+    backend: Annotated[str, typer.Option(help="Generation backend: vllm (GPU, the paper's; as in partition) | openai "
+                                         "(a server such as `vllm serve`) | transformers (the CPU choice; GPU "
+                                         "too) | scripted.")] = "vllm",
     max_model_len: MaxModelLen = None,
     tensor_parallel_size: TensorParallelSize = None,
     dtype: Dtype = None,
@@ -92,9 +96,12 @@ def run(
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets."""
     from ..curricula.builder import current_command
-    from ..errors import CurriculumError
     from ..evaluation import EvalConfig, ModelSpec, run_eval
 
+    if data_old:
+        console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
+                      "partition): use -D or --data")
+        data = [*(data or []), *data_old]
     if not model:
         fail("no model given", "pass --model PATH or --model NAME=PATH (repeat for several)")
     if not data:
@@ -103,15 +110,15 @@ def run(
              "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
              "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
     args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
-    try:
+    with reported_errors():
         cfg = EvalConfig(models=[ModelSpec.parse(m) for m in model], data=list(data), out=str(out_dir),
                          backend=backend, backend_args=args, m=samples,
                          temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, limit=limit,
                          stats=list(stats or []), strict_format=strict_format, chunk_size=chunk_size, plots=plots,
                          overwrite=overwrite, allow_identical_samples=allow_identical_samples)
+        cfg.validate()
+        cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
         result = run_eval(cfg, progress=progress and console.is_terminal, command=redacted(current_command()))
-    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(str(e).strip('"'))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))
     what = f"generated {result.generated} question(s)" if result.generated else "reused every completion"
     console.print(f"[green]done[/] ({what}): {result.out}/table.md, summary.json, results/"
@@ -137,10 +144,9 @@ def compare(
     """Put the summaries of several evaluation runs side by side (the paper's Table 1 layout)."""
     from ..evaluation import compare_summaries, render_report, write_plots
 
-    try:
+    with reported_errors():
         merged = compare_summaries(runs, names=name)
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        fail(str(e))
+        check_section(merged, section)
     plots: list[str] = []
     if plots_dir is not None:
         written = write_plots(merged, plots_dir)
@@ -156,6 +162,25 @@ def compare(
                               title=f"{len(merged['runs'])} run(s), {section}, scores x 100"))
     if out_file is not None:
         console.print(f"[green]wrote[/] {out_file}" + (f" and {len(plots)} plot(s)" if plots else ""))
+
+
+def sections(summary: dict[str, Any]) -> list[str]:
+    """The aggregates ``--section`` can show: ``overall`` and every ``by_X.GROUP`` the summaries hold."""
+    found = {"overall"}
+    for e in summary.get("evals", []):
+        for key, value in e.items():
+            if key.startswith("by_") and isinstance(value, dict):
+                found.update(f"{key}.{group}" for group, agg in value.items() if isinstance(agg, dict))
+    return sorted(found)
+
+
+def check_section(summary: dict[str, Any], section: str) -> None:
+    from .._settings import SettingError, suggest
+
+    known = sections(summary)
+    if section not in known:
+        raise SettingError("section", section, "", flag="--section", message=(
+            f"--section {section!r} is not in these runs{suggest(section, known)} Known: {', '.join(known)}"))
 
 
 def _rich_table(summary: dict[str, Any], *, section: str = "overall", title: str | None = None):

@@ -28,10 +28,10 @@ from .common import (
     TensorParallelSize,
     backend_args_for,
     console,
-    fail,
     out,
     parse_backend_args,
     redacted,
+    reported_errors,
 )
 
 
@@ -51,13 +51,14 @@ def partition(
                                           "40,000). \\[default: all]", show_default=False)] = None,
     K: Annotated[int | None, typer.Option("--K", "-K", help="With --input: the level. \\[default: the dataset's K]",
                                           show_default=False)] = None,
-    backend: Annotated[str, typer.Option(help="Generation backend: vllm (GPU, default) | openai (a server such "
-                                         "as `vllm serve`) | transformers (CPU or GPU) | scripted.")] = "vllm",
+    backend: Annotated[str, typer.Option(help="Generation backend: vllm (GPU, the paper's) | openai (a server "
+                                         "such as `vllm serve`) | transformers (the CPU choice; GPU too) | "
+                                         "scripted.")] = "vllm",
     model: Annotated[str | None, typer.Option("--model", "-M", help="Base model: a local path or Hub id; for "
                                               "--backend openai the served model's name; for scripted a JSON "
                                               "file or module:attr.", show_default=False)] = None,
-    pass_at: Annotated[int, typer.Option("--pass-at", "-k", help="Samples per question, k (RAG-RL: 8); pass@j "
-                                         "is stored for every j <= k.")] = 8,
+    pass_at: Annotated[int, typer.Option("--pass-at", "-k", help="Samples per question, k (RAG-RL: 8; at most "
+                                         "1024); pass@j is stored for every j <= k.")] = 8,
     temperature: Annotated[float, typer.Option(help="Sampling temperature (use the rollout temperature).")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = 1.0,
     max_tokens: Annotated[int, typer.Option(help="Most tokens per completion (RAG-RL: 800).")] = 800,
@@ -109,7 +110,6 @@ def partition(
     `curriculum partition-merge`. Running again with other --balance / --correct-f1 / --strict-format re-buckets
     without generating."""
     from ..curricula.builder import current_command
-    from ..errors import CurriculumError
     from ..partition import PartitionConfig
     from ..partition import partition as run_partition
 
@@ -117,7 +117,11 @@ def partition(
              "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
              "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
     args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
-    try:
+    with reported_errors():
+        if max_chunks is not None:
+            from .._settings import MAX_COUNT, check_value
+
+            check_value("max_chunks", max_chunks, int, {"ge": 1, "le": MAX_COUNT}, flag="--max-chunks")
         cfg = PartitionConfig(
             shards=str(shards) if shards else None, dataset=dataset, input=input_file, n=n, K=K, out=str(out_dir),
             backend=backend, model=model, backend_args=args, k=pass_at, temperature=temperature, top_p=top_p,
@@ -126,10 +130,9 @@ def partition(
             question_seeds=question_seeds, num_shards=num_shards, shard_index=shard_index, overwrite=overwrite,
             allow_identical_samples=allow_identical_samples)
         cfg.validate()
+        cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
         result = run_partition(cfg, command=redacted(current_command()), progress=progress and console.is_terminal,
                                max_chunks=max_chunks)
-    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(str(e).strip('"'))
     if not result.complete:
         rep = result.run
         left = len(rep.remaining) if rep else 0
@@ -208,15 +211,12 @@ def partition_merge(
     finished chunks into --out) and write answerable/, unanswerable/, learnable/ and stats.parquet. Output
     options can be changed here without generating again."""
     from ..curricula.builder import current_command
-    from ..errors import CurriculumError
     from ..partition import merge_partitions
 
     options = {k: v for k, v in {"balance": balance, "correct_f1": correct_f1, "strict_format": strict_format,
                                  "keep_completions": keep_completions}.items() if v is not None}
-    try:
+    with reported_errors():
         result = merge_partitions(dirs, out=out_dir, shards=shards, command=current_command(), **options)
-    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(str(e).strip('"'))
     print_summary(result)
 
 

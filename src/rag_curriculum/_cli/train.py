@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .common import console, fail, out
+from .common import console, fail, out, reported_errors
 
 
 def _is_main_process() -> bool:
@@ -114,7 +114,6 @@ def train(
       accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train
       recipe=rag-rl-min-max grpo.vllm_mode=server
     """
-    from ..errors import CurriculumError
     from ..train import RecipeError, compose_train_config, config_yaml
 
     if list_:
@@ -122,32 +121,29 @@ def train(
         return
     recipe, overrides = _split_args(list(args or []))
     main = _is_main_process()
-    try:
+    with reported_errors(lambda e: "curriculum train --list shows the recipes; overrides are key=value (Hydra "
+                         "syntax)" if isinstance(e, RecipeError) else None):
         cfg = compose_train_config(recipe, overrides)
-    except RecipeError as e:
-        fail(str(e), "curriculum train --list shows the recipes; overrides are key=value (Hydra syntax)")
+        cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
     if main:
         out.print(Syntax(config_yaml(cfg), "yaml", theme="ansi_dark", background_color="default"))
     if print_config:
         return
-    try:
+    with reported_errors(_hint):
         if dry_run:
             _dry_run(cfg)
             return
         from ..train import train as run_training
 
         result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
-    except (CurriculumError, ValueError, KeyError, FileNotFoundError) as e:
-        fail(escape(str(e).strip('"')), _hint(e))
-    except ImportError as e:
-        fail(escape(f"{e}"), escape("training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] "
-                                    "on a GPU)"))
     if main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
 
 
 def _hint(e: BaseException) -> str | None:
+    if isinstance(e, ImportError):
+        return "training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] on a GPU)"
     from ..train import BatchError, CurriculumOrderError
 
     if isinstance(e, CurriculumOrderError):
