@@ -128,7 +128,149 @@ def test_a_crash_while_writing_the_outputs_is_repaired_by_running_again(shards, 
     with pytest.raises(KeyboardInterrupt):
         run_partition(str(shards), str(out), 0.0)
     assert written == ["answerable"] and not (out / "partition.json").exists()
-    assert not (out / "unanswerable").exists()
+    assert not (out / "unanswerable").exists() and not (out / "answerable").exists()  # none of the set appears
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # nor its staging folder
     monkeypatch.setattr(part, "write_shards", real)
     run_partition(str(shards), str(out), 0.0)
     assert tree(out) == want
+
+
+# -- the outputs appear as a set -----------------------------------------------------------------------------------
+BUCKETS = ("answerable", "unanswerable", "learnable")
+
+
+def readable_buckets(out: Path) -> list[str]:
+    """The buckets a reader would accept: a valid shard directory whose set is complete."""
+    from rag_curriculum.partition import output_set_problem
+    from rag_curriculum.shards import ShardError, validate_shards
+
+    ok = []
+    for b in BUCKETS:
+        try:
+            validate_shards(out / b)
+        except ShardError:
+            continue
+        if output_set_problem(out / b) is None:
+            ok.append(b)
+    return ok
+
+
+def assert_all_or_nothing(out: Path) -> None:
+    readable = readable_buckets(out)
+    complete = (out / "partition.json").exists()
+    assert readable in ([], list(BUCKETS)), readable
+    assert complete == bool(readable), (complete, readable)
+
+
+COMMIT_STEPS = ["invalidate", "answerable", "unanswerable", "learnable", "stats.parquet", "answerable/manifest.json",
+                "learnable/manifest.json", "partition.json"]
+
+
+@pytest.mark.parametrize("step", COMMIT_STEPS)
+@pytest.mark.parametrize("fresh", [True, False], ids=["first-write", "replacing-a-set"])
+def test_a_crash_between_outputs_leaves_no_partial_set_and_running_again_repairs_it(shards, tmp_path, monkeypatch,
+                                                                                    step, fresh):
+    """Killed while the set moves into place (first write, or replacing an earlier set): no bucket reads as
+    finished without the rest of its set and partition.json; the same command again gives the same bytes."""
+    out = tmp_path / "out"
+    want = reference_at(shards, out)
+    if not fresh:
+        run_partition(str(shards), str(out), 0.0)
+    import rag_curriculum.partition as part
+
+    def crash(name):
+        if name == step:
+            raise KeyboardInterrupt(f"killed before {name}")
+
+    monkeypatch.setattr(part, "_commit_step", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_partition(str(shards), str(out), 0.0)
+    assert_all_or_nothing(out)
+    if not fresh and step == "invalidate":
+        assert tree(out) == want  # killed before touching the earlier set: it is whole
+    else:
+        assert not (out / "partition.json").exists() and readable_buckets(out) == []
+    monkeypatch.undo()
+    run_partition(str(shards), str(out), 0.0)
+    assert tree(out) == want
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp_path):
+    """A real SIGKILL with answerable/ moved into place and unanswerable/ not yet."""
+    out = tmp_path / "out"
+    want = reference_at(shards, out)
+    code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum.partition as part; "
+            "part._commit_step = lambda name: time.sleep(600) if name == 'unanswerable' else None; "
+            f"from test_partition_resume import run_partition; run_partition({str(shards)!r}, {str(out)!r}, 0.0)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pending = out / "answerable" / ".manifest.json.pending"
+    deadline = time.monotonic() + 120
+    while not pending.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert p.poll() is None, p.stderr.read().decode()[-2000:]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert (out / "answerable").is_dir() and not (out / "unanswerable").exists()
+    assert_all_or_nothing(out)
+    assert readable_buckets(out) == []
+    p = spawn(shards, out, delay=0.0)
+    p.wait(timeout=120)
+    assert p.returncode == 0, p.stderr.read().decode()[-2000:]
+    assert tree(out) == want
+
+
+def test_a_full_disk_writes_none_of_the_set_and_keeps_the_previous_one(shards, tmp_path, monkeypatch):
+    """No space left while writing unanswerable/: one clear error, nothing of the new set in OUT, the previous set
+    (from an earlier run) untouched; the same command again, with space, writes the set."""
+    import errno
+
+    import rag_curriculum.partition as part
+    from rag_curriculum.partition import PartitionError
+
+    out = tmp_path / "out"
+    want = reference_at(shards, out)
+    real = part.write_shards
+
+    def full_disk(table, out_dir, **kw):
+        if Path(out_dir).name == "unanswerable":
+            raise OSError(errno.ENOSPC, "No space left on device", str(out_dir))
+        return real(table, out_dir, **kw)
+
+    monkeypatch.setattr(part, "write_shards", full_disk)
+    with pytest.raises(PartitionError) as e:
+        run_partition(str(shards), str(out), 0.0)
+    msg = str(e.value)
+    assert "No space left on device" in msg and "run the same command again" in msg and "\n" not in msg
+    assert sorted(p.name for p in out.iterdir()) == ["partition_config.json", "work"]  # nothing of the set
+    monkeypatch.setattr(part, "write_shards", real)
+    run_partition(str(shards), str(out), 0.0)  # with space: the set appears
+    assert tree(out) == want
+    monkeypatch.setattr(part, "write_shards", full_disk)
+    with pytest.raises(PartitionError):  # rewriting it on a full disk keeps the earlier set whole
+        run_partition(str(shards), str(out), 0.0)
+    assert tree(out) == want
+
+
+def test_readers_refuse_a_bucket_of_an_unfinished_set(shards, tmp_path):
+    """A bucket left in OUT without its partition.json is refused by the toolkit's readers of partition outputs
+    (`partition --shards`, eval's --stats), saying to run the same command again; a bucket copied elsewhere reads
+    on its own."""
+    from rag_curriculum.evaluation import load_buckets
+    from rag_curriculum.partition import PartitionError, output_set_problem
+
+    out = tmp_path / "out"
+    run_partition(str(shards), str(out), 0.0)
+    assert output_set_problem(out / "answerable") is None
+    copy = tmp_path / "elsewhere" / "answerable"
+    shutil.copytree(out / "answerable", copy)
+    (out / "partition.json").unlink()  # what an interrupted write leaves (with manifests, in the worst case)
+    problem = output_set_problem(out / "answerable")
+    assert problem and "run the same `curriculum partition` command again" in problem
+    assert output_set_problem(copy) is None
+    with pytest.raises(PartitionError, match="command again"):
+        partition(PartitionConfig(shards=str(out / "answerable"), out=str(tmp_path / "again"), backend="scripted",
+                                  k=2), command="t")
+    with pytest.raises(Exception, match="command again"):
+        load_buckets([out])

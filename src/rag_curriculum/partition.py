@@ -28,9 +28,10 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from ._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from ._secrets import mask_secrets, redact_command
 from .difficulty.accuracy import (
     ANSWERABLE,
     CORRECT_F1,
@@ -121,54 +122,56 @@ class PartitionError(CurriculumError):
 class PartitionConfig:
     """Everything that determines a partition. Saved, resolved, in every manifest it writes."""
 
-    shards: str | None = rule(None, flag="SHARDS", empty=False)  # a shard dir from `curriculum build` (--schedule max)
-    dataset: str | None = rule(None, empty=False)  # or a dataset ...
-    input: str | None = rule(None, empty=False)  # ... and its source file, built first at level K into OUT/input
-    n: int | None = rule(None, ge=1, le=MAX_COUNT)  # with dataset/input: questions to sample (None: all)
-    K: int | None = rule(None, ge=1, le=MAX_K)  # with dataset/input: the level (default: the dataset's K)
-    out: str = rule("outputs/partition", empty=False)
-    backend: str = rule("vllm", empty=False)  # vllm | openai | transformers | scripted
-    model: str | None = rule(None, empty=False)  # model path / Hub id, or the served model's name for openai
-    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg")  # backend options
-    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at")  # samples per question (pass@k, RAG-RL: 8)
-    temperature: float = rule(1.0, ge=0, le=100)
-    top_p: float = rule(1.0, gt=0, le=1)
-    max_tokens: int = rule(800, ge=1, le=MAX_COUNT)
-    seed: int = rule(0, ge=0, le=MAX_SEED)  # sampling (per-question seeds derive from it) and --balance
-    correct_f1: float = rule(CORRECT_F1, gt=0, le=1)  # a sample is correct when its answer F1 reaches this
+    shards: str | None = None  # a shard directory made by `curriculum build` (normally --schedule max)
+    dataset: str | None = None  # or a dataset ...
+    input: str | None = None  # ... and its source file, built first at level K into OUT/input
+    n: int | None = None  # with dataset/input: questions to sample (None: all)
+    K: int | None = None  # with dataset/input: the level (default: the dataset's K, the paper's hardest)
+    out: str = "outputs/partition"
+    backend: str = "vllm"  # vllm | openai | transformers | scripted
+    model: str | None = None  # model path / Hub id, or the served model's name for openai
+    backend_args: dict[str, Any] = field(default_factory=dict)  # backend options (tensor_parallel_size, ...)
+    k: int = 8  # samples per question (pass@k with n = k, RAG-RL: 8)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 800
+    seed: int = 0  # sampling (per-question seeds derive from it) and --balance
+    correct_f1: float = CORRECT_F1  # a sample is correct when its answer F1 reaches this (RAG-RL: 1.0)
     strict_format: bool = False  # count only samples that keep the output format
     balance: bool = False  # clip answerable/ and unanswerable/ to the same size (RAG-RL appendix A)
     keep_completions: bool = False  # add the raw completions (`base_completions`) to the outputs
-    chunk_size: int = rule(256, ge=1, le=MAX_COUNT)  # questions per resumable chunk (and the unit of sharding)
-    chunks_per_call: int | None = rule(None, ge=1, le=MAX_COUNT)  # chunks per backend call (default: backend's)
+    chunk_size: int = 256  # questions per resumable chunk (and the unit of sharding)
+    chunks_per_call: int | None = None  # chunks per backend call (default: the backend's preferred call size)
     question_seeds: bool = True  # seed every question from (seed, id): exact resumes; off is faster on vLLM
-    num_shards: int = rule(1, ge=1, le=MAX_COUNT)  # split the questions over this many processes ...
-    shard_index: int = rule(0, ge=0, le=MAX_COUNT)  # ... of which this is one
-    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, flag="")  # rows per Parquet file of the outputs
+    num_shards: int = 1  # split the questions over this many processes ...
+    shard_index: int = 0  # ... of which this is one
+    rows_per_shard: int = 10_000  # rows per Parquet file of the outputs
     overwrite: bool = False  # discard results of a run with other settings in OUT
     allow_identical_samples: bool = False  # do not stop when most questions get k identical samples (temperature > 0)
 
-    def __post_init__(self) -> None:
-        check_settings(self)  # types and ranges, whatever set them (flags or Python)
-
     def validate(self) -> None:
-        check_settings(self)
         if self.shards and (self.dataset or self.input):
             raise ValueError("give either a shard directory or --dataset with --input FILE, not both")
         if not self.shards and not (self.dataset and self.input):
             raise ValueError("no questions: pass a shard directory made by `curriculum build --schedule max`, or "
                              "--dataset NAME --input FILE to build one at level K first")
-        if not 0 <= self.shard_index < self.num_shards:
+        if self.k < 1:
+            raise ValueError(f"k (--pass-at) must be >= 1, got {self.k}")
+        if not 0 < self.correct_f1 <= 1:
+            raise ValueError(f"correct_f1 must be in (0, 1], got {self.correct_f1}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        if self.chunks_per_call is not None and self.chunks_per_call < 1:
+            raise ValueError(f"chunks_per_call must be >= 1, got {self.chunks_per_call}")
+        if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
+        if self.n is not None and self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises with a "did you mean"
         if self.model is None and self.backend != "scripted":
             raise ValueError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
-
-    def check_model(self) -> None:
-        """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend)
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,
@@ -203,7 +206,7 @@ def input_digest(manifest: Mapping[str, Any]) -> str:
 def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     if cfg.shards:
         d = Path(cfg.shards)
-        read_manifest(d)  # a clear error when it is not a finished shard directory
+        check_output_set(d, read_manifest(d))  # a clear error when it is not a finished shard directory
         return d
     from .curricula import BuildConfig, SourceSpec, build_curriculum
     from .loaders import get_loader
@@ -379,11 +382,137 @@ def _write_record(out: Path, cfg: PartitionConfig, input_dir: Path, digest: str)
 
 
 def _remove_outputs(out: Path) -> None:
-    for name in (SUMMARY_FILE, STATS_FILE):
-        (out / name).unlink(missing_ok=True)
+    """Remove a previous set of outputs, the commit point first (``partition.json``, then the manifests), so an
+    interruption never leaves part of a set that reads as complete."""
+    _invalidate(out)
+    (out / STATS_FILE).unlink(missing_ok=True)
     for name in OUTPUTS:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
+
+# -- the outputs as a set --------------------------------------------------------------------------------------------
+#: Hidden folders inside OUT: the next set of outputs being written, and the previous set being replaced.
+STAGING_PREFIX = ".staging-"
+TRASH_PREFIX = ".replaced-"
+#: A bucket's manifest while its set is being moved into place (renamed to ``manifest.json`` just before
+#: ``partition.json`` is written): until then the bucket does not read as a finished shard directory.
+PENDING_MANIFEST = f".{MANIFEST}.pending"
+
+
+def _invalidate(out: Path) -> None:
+    """The current set of outputs stops reading as complete: ``partition.json`` first, then each bucket's manifest."""
+    (out / SUMMARY_FILE).unlink(missing_ok=True)
+    for name in OUTPUTS:
+        (out / name / MANIFEST).unlink(missing_ok=True)
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Staging and replaced folders an interrupted run left in OUT (the caller holds the work lock, so no live
+    process is using them), and partial folders of older versions that wrote the buckets directly."""
+    if not out.is_dir():
+        return
+    for p in out.iterdir():
+        stale = p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) or any(
+            p.name.startswith(f".{b}.partial-") for b in OUTPUTS)
+        if stale and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:  # pragma: no cover - a platform without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _commit_step(name: str) -> None:
+    """Called before each step of moving a finished set into place (tests patch it to crash there)."""
+
+
+def _commit_outputs(stage: Path, out: Path) -> None:
+    """Move a complete set from ``stage`` into ``out``, replacing the previous set.
+
+    The order keeps one rule at every moment: a bucket reads as a finished shard directory only once every output
+    of its set is in place, and ``partition.json`` (written last) marks the set complete. A crash part-way leaves
+    buckets without a manifest (readers refuse them) and no ``partition.json``; running the same command again
+    writes the whole set again (it is deterministic: the same bytes)."""
+    trash = out / f"{TRASH_PREFIX}{os.getpid()}-{time.time_ns()}"
+    _commit_step("invalidate")
+    _invalidate(out)
+    for name in OUTPUTS:
+        os.replace(stage / name / MANIFEST, stage / name / PENDING_MANIFEST)
+    for name in (*OUTPUTS, STATS_FILE):
+        _commit_step(name)
+        if (out / name).exists():
+            trash.mkdir(exist_ok=True)
+            os.replace(out / name, trash / name)
+        os.replace(stage / name, out / name)
+    for name in OUTPUTS:
+        _commit_step(f"{name}/{MANIFEST}")
+        os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
+        _fsync_dir(out / name)
+    _commit_step(SUMMARY_FILE)
+    os.replace(stage / SUMMARY_FILE, out / SUMMARY_FILE)
+    _fsync_dir(out)
+    shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def output_set_problem(directory: str | Path, manifest: Mapping[str, Any] | None = None) -> str | None:
+    """Why a bucket directory of a partition (``OUT/answerable`` ...) must not be read, or None.
+
+    A bucket still inside its partition's ``OUT`` (beside ``partition_config.json`` or ``work/``) is part of a set:
+    it may be read only when ``OUT/partition.json`` is there and names the same set (an interrupted write leaves
+    none). A bucket copied elsewhere is read on its own. Readers (``validate``, loaders) call this."""
+    d = Path(directory)
+    if manifest is None:
+        try:
+            manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+    part = manifest.get("partition")
+    if not isinstance(part, Mapping) or "set" not in part:
+        return None
+    parent = d.parent
+    if not ((parent / RECORD_FILE).exists() or (parent / WORK).is_dir()):
+        return None
+    summary_path = parent / SUMMARY_FILE
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary = None
+    if not isinstance(summary, Mapping) or summary.get("set") != part["set"]:
+        what = "no partition.json" if summary is None else "partition.json belongs to another set of outputs"
+        return (f"{d} is one output of a partition whose outputs were not all written ({what} in {parent}); run "
+                "the same `curriculum partition` command again to write them")
+    return None
+
+
+def stats_set_problem(path: str | Path) -> str | None:
+    """Why a partition's ``stats.parquet`` (or its ``OUT``) must not be read, or None: inside its partition's
+    ``OUT`` it is read only once ``partition.json`` marks the set complete."""
+    p = Path(path)
+    parent = p if p.is_dir() else p.parent
+    if not ((parent / RECORD_FILE).exists() or (parent / WORK).is_dir()):
+        return None
+    if not (parent / SUMMARY_FILE).is_file():
+        return (f"{parent} is a partition whose outputs were not all written (no partition.json); run the same "
+                "`curriculum partition` command again to write them")
+    return None
+
+
+def check_output_set(directory: str | Path, manifest: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`PartitionError` with :func:`output_set_problem`'s message when there is one."""
+    problem = output_set_problem(directory, manifest)
+    if problem:
+        raise PartitionError(problem)
+
 
 
 # -- outputs -------------------------------------------------------------------------------------------------------
@@ -409,7 +538,6 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     except IncompleteRunError as e:
         raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
                              ) from None
-    (out / SUMMARY_FILE).unlink(missing_ok=True)  # present again only once every output below is written
     stats = _question_stats(rows, results, cfg)
     kept, balance_info = _select(stats, cfg)
     written = kept[ANSWERABLE] | kept[UNANSWERABLE]
@@ -426,7 +554,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     base = {
         "kind": manifest.get("kind", "curriculum"),
         "toolkit": {"name": "rag-curriculum", "version": __version__},
-        "command": command,
+        "command": redact_command(command),
         "config": _public_config(cfg),
         "seed": cfg.seed,
         "input": {"path": _input_path(input_dir, out), "digest": input_digest(manifest), "kind": manifest.get("kind"),
@@ -435,37 +563,64 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "K": manifest.get("K"),
         "generation": generation,
     }
-    _write_table(out / STATS_FILE, stats)
-    plot = _plot_bytes(out, stats, run["sampling"]["n"])
-    outputs = {}
-    for bucket in OUTPUTS:
-        table = _bucket_rows(rows, stats, sorted(kept[bucket]), keep_completions=cfg.keep_completions, results=results)
-        m = dict(base)
-        m["partition"] = {"bucket": bucket, "rule": _rule(bucket, cfg), "balance": balance_info, "counts": counts}
-        m["counts"] = _row_counts(table)
-        m["trainer_tail"] = _tail(manifest, table.num_rows)
-        write_shards(table, out / bucket, manifest=m, overwrite=True, rows_per_shard=cfg.rows_per_shard,
-                     card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot, stats))
-        outputs[bucket] = {"path": bucket, "rows": table.num_rows}
-    summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
-               "outputs": outputs, "stats": STATS_FILE}
-    write_json(out / SUMMARY_FILE, summary)
+    # The whole set is written into a staging folder inside OUT, then moved into place (see _commit_outputs): a
+    # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
+    _remove_leftovers(out)
+    stage = out / f"{STAGING_PREFIX}{os.getpid()}-{time.time_ns()}"
+    try:
+        stage.mkdir()
+        _write_table(stage / STATS_FILE, stats)
+        base["set"] = _set_id(stage / STATS_FILE, base)
+        plot = _plot_bytes(stage, stats, run["sampling"]["n"])
+        outputs = {}
+        for bucket in OUTPUTS:
+            table = _bucket_rows(rows, stats, sorted(kept[bucket]), keep_completions=cfg.keep_completions,
+                                 results=results)
+            m = {k: v for k, v in base.items() if k != "set"}
+            m["partition"] = {"bucket": bucket, "rule": _rule(bucket, cfg), "balance": balance_info,
+                              "counts": counts, "set": base["set"]}
+            m["counts"] = _row_counts(table)
+            m["trainer_tail"] = _tail(manifest, table.num_rows)
+            write_shards(table, stage / bucket, manifest=m, overwrite=True, rows_per_shard=cfg.rows_per_shard,
+                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot, stats))
+            outputs[bucket] = {"path": bucket, "rows": table.num_rows}
+        summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
+                   "outputs": outputs, "stats": STATS_FILE}
+        write_json(stage / SUMMARY_FILE, summary)
+        _commit_outputs(stage, out)
+    except OSError as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        where = f" ({e.filename})" if e.filename and stage.name not in str(e.filename) else ""
+        raise PartitionError(f"cannot write the outputs into {out}: {e.strerror or e}{where}; nothing of them was "
+                             f"written and the completions in {out / WORK} are kept. Free some space or fix the "
+                             "permissions, then run the same command again") from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     log.info("%s: %d answerable, %d unanswerable, %d learnable of %d questions", out, counts["answerable"],
              counts["unanswerable"], counts["learnable"], counts["questions"])
     return summary
 
 
-_SECRET = ("key", "token", "secret", "password")
+def _set_id(stats_file: Path, base: Mapping[str, Any]) -> str:
+    """The identity of one set of outputs (its statistics and what made them), shared by ``partition.json`` and the
+    buckets' manifests, so a reader can tell that a bucket belongs to the ``partition.json`` beside it."""
+    h = hashlib.sha256()
+    with open(stats_file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    what = {**base, "config": {k: v for k, v in (base.get("config") or {}).items() if k != "out"}}
+    h.update(json.dumps(what, sort_keys=True, default=str).encode())  # not where it is: a copy is the same set
+    return h.hexdigest()[:20]
 
 
 def _public_config(cfg: PartitionConfig) -> dict[str, Any]:
-    """The config as recorded in manifests and cards: without how this process ran, and without secrets."""
+    """The config as recorded in manifests and cards: without how this process ran, and without secrets (the
+    toolkit's one rule, :mod:`rag_curriculum._secrets`)."""
     d = cfg.to_dict()
     for k in ("overwrite", "num_shards", "shard_index"):
         d.pop(k, None)
-    d["backend_args"] = {k: ("***" if any(w in k.lower() for w in _SECRET) else v)
-                         for k, v in d["backend_args"].items()}
-    return d
+    return mask_secrets(d)
 
 
 def _read_record(out: Path) -> dict[str, Any] | None:
@@ -538,6 +693,11 @@ def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]],
     info: dict[str, Any] = {"enabled": cfg.balance, "answerable_before": len(ans), "unanswerable_before": len(una)}
     if cfg.balance:
         ans_k, una_k = balance(ans, una, seed=cfg.seed)
+        if not ans_k and (ans or una):
+            none, some = ("answerable", "unanswerable") if not ans else ("unanswerable", "answerable")
+            log.warning("--balance: no question is %s (%d are %s), so both sets are clipped to 0 and answerable/ "
+                        "and unanswerable/ get 0 rows; run again without --balance to keep the %s questions",
+                        none, len(ans) + len(una), some, some)
         info["size"] = len(ans_k)
     else:
         ans_k, una_k = ans, una

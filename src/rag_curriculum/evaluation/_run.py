@@ -143,6 +143,10 @@ def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str
     for p in paths:
         p = Path(p)
         f = p / "stats.parquet" if p.is_dir() else p
+        from ..partition import stats_set_problem
+
+        if (problem := stats_set_problem(p)) is not None:
+            raise EvalError(problem)
         if not f.exists():
             raise EvalError(f"{p}: no partition statistics (stats.parquet) here")
         table = pq.read_table(f)
@@ -263,6 +267,9 @@ def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet,
     if not path.exists():
         return None
     table, meta = read_results(path)
+    from .._secrets import mask_secrets
+
+    fingerprint = mask_secrets(fingerprint)  # as it was recorded
     if meta.get("generation") == json.loads(json.dumps(fingerprint, sort_keys=True)):
         skipped = table.column("skipped").to_pylist()
         by_id = {i: (None if sk else c) for i, c, sk in zip(table.column("id").to_pylist(),
@@ -300,7 +307,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                         "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "eval_config.json", {"config": cfg.to_dict(), "command": command})
+    from .._secrets import mask_secrets, redact_command
+
+    command = redact_command(command)  # the one rule for secrets, in every file written here
+    write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))
     factory = backend_factory or (lambda m: get_backend(cfg.backend, model=m.path, **cfg.backend_args))
 
     entries: list[dict[str, Any]] = []
@@ -335,7 +345,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                         "data_dir": str(es.directory)}
                 if resolved is not None:
                     meta["backend"] = resolved
-                _write_results(path, records, meta)
+                _write_results(path, records, mask_secrets(meta))
                 shutil.rmtree(work, ignore_errors=True)
                 entries.append(summarize_entry(records, model=model.name, model_path=model.path,
                                                dataset=es.dataset, setting=es.setting,
@@ -352,7 +362,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
         "kind": SUMMARY_KIND,
         "schema_version": SUMMARY_VERSION,
         "command": command,
-        "config": cfg.to_dict(),
+        "config": mask_secrets(cfg.to_dict()),
         "sampling": sampling.to_dict(),
         "models": [{"name": m.name, "path": m.path} for m in cfg.models],
         "evals": entries,
