@@ -29,6 +29,11 @@ from .recipes import save_run_files
 log = logging.getLogger(__name__)
 
 CHECKPOINT_PLAN = "curriculum_plan.json"
+#: What to do on a machine without a GPU (the paper's batch of 294 completions does not fit a CPU).
+CPU_HINT = ("No GPU here: to try training on the CPU, run `curriculum train recipe=cpu-tiny` (a tiny model, 3 steps "
+            "of 2 prompts x 2 generations, about a minute; data.shards=DIR for your curriculum), or give this recipe "
+            "grpo.bf16=false grpo.use_vllm=false batch.prompts_per_step=2 batch.per_device_completions=2 "
+            "grpo.num_generations=2 grpo.max_completion_length=32")
 # GRPOConfig fields renamed across transformers versions: (new, old).
 _ALIASES = (("activation_checkpointing", "gradient_checkpointing"),)
 # GRPOConfig fields newer TRLs added, with the value that keeps what older TRLs (without the field) do: a recipe
@@ -174,6 +179,15 @@ def resolve_resume(cfg: TrainConfig) -> str | None:
     return str(path)
 
 
+def _checkpoint_step(checkpoint: str) -> int | str:
+    """The optimiser step a checkpoint was saved at (its trainer_state.json, else its folder name)."""
+    try:
+        return int(json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("global_step"))
+    except (OSError, ValueError, TypeError):
+        tail = Path(checkpoint).name.rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else "?"
+
+
 def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
     """Rows of the curriculum trained after ``global_step`` optimiser steps (where a resumed run continues):
     HF's Trainer skips ``global_step x gradient_accumulation_steps`` dataloader batches, and TRL's sampler yields
@@ -269,9 +283,11 @@ def _classes() -> tuple[type, type]:
             if state.is_world_process_zero:
                 ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if ckpt.is_dir():
-                    write_json(ckpt / CHECKPOINT_PLAN, {
+                    from .._secrets import mask_secrets
+
+                    write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
                         **self.plan, "global_step": state.global_step,
-                        "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])})
+                        "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))
 
     return CurriculumGRPOTrainer, CurriculumCallback
 
@@ -323,7 +339,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         args = bind_grpo_config(kw)
     except ValueError as e:
         if "bf16" in str(e):
-            raise ValueError(f"{e} (on a machine without a GPU: grpo.bf16=false grpo.use_vllm=false)") from None
+            raise ValueError(f"{e}. {CPU_HINT}") from None
         raise
     if args.world_size != num_processes:
         raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "
@@ -337,10 +353,14 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     }
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
+        log.info("resuming from checkpoint %s (step %s)", resume, _checkpoint_step(resume))
     out = Path(args.output_dir)
     steps_file = out / STEPS_FILE if cfg.run.log_rows else None
-    if args.process_index == 0:
-        save_run_files(cfg, out, plan=run_plan, overrides=overrides)
+    if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
+        from .._secrets import mask_secrets, redact_overrides
+
+        save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
+                       overrides=redact_overrides(overrides))
         if steps_file is not None and resume is None and steps_file.exists():
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
 
