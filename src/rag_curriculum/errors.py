@@ -13,8 +13,10 @@ class CurriculumError(Exception):
 class DataError(CurriculumError, ValueError):
     """A record that cannot be read faithfully.
 
-    ``kind`` is a short machine name (``invalid_json``, ``missing_field``, ``wrong_type``, ``empty_answer``,
-    ``no_gold``, ``dangling_supporting_fact``, ...); the message names the file, the record and the field.
+    ``kind`` is a short machine name: ``invalid_json`` (truncated or invalid JSON, NaN/Infinity, nesting too
+    deep, content after the list), ``invalid_utf8``, ``invalid_parquet``, ``missing_field``, ``wrong_type``,
+    ``empty_question``, ``empty_answer``, ``no_gold``, ``dangling_supporting_fact``, ``conflicting_id`` (an id
+    reused by a different question); the message names the file, the record and the field.
     """
 
     def __init__(self, message: str, *, kind: str, path: str | None = None, record: str | None = None,
@@ -25,6 +27,10 @@ class DataError(CurriculumError, ValueError):
         self.field = field
         where = ", ".join(x for x in (path, record, f"field {field!r}" if field else None) if x)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class InputIsADirectoryError(CurriculumError, IsADirectoryError):
+    """A directory given where one data file is expected (the message names it and says what to pass)."""
 
 
 class WrongDatasetError(CurriculumError, ValueError):

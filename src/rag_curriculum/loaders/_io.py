@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import DataError
+from ..errors import DataError, InputIsADirectoryError
 
 Raw = tuple[str, Any]
 SkipFn = Callable[[DataError], None]
@@ -65,22 +65,22 @@ def _parse_whole(data: bytes) -> Any:
 
 def iter_json_list(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
     """Parse a JSON list at C speed, then hand records out one by one, releasing each as it goes so a consumer
-    that does not keep them holds no more memory than the parse itself."""
+    that does not keep them holds no more memory than the parse itself.
+
+    A file that does not parse as a whole (truncated, invalid JSON or UTF-8 in a record, NaN, nesting too deep,
+    content after the list) is read again record by record (:func:`_json_list_by_record`), so the error names the
+    record; that path runs only on bad files."""
     data = path.read_bytes()
+    base = 0
     if data.startswith(BOM):
         data = data[len(BOM):]
+        base = len(BOM)
     try:
         records = _parse_whole(data)
-    except orjson.JSONDecodeError as e:
-        pos = getattr(e, "pos", None)
-        where = _line_col(data, pos) if isinstance(pos, int) else "unknown position"
-        err = DataError(f"invalid JSON at {where}: {e.msg if hasattr(e, 'msg') else e}", kind="invalid_json",
-                        path=str(path))
-        if skip is None:
-            raise err from None
+    except orjson.JSONDecodeError:
         records = None
-    if records is None:  # recover every complete record before the break, then report the unreadable rest
-        yield from _recover_json_list(path, data.decode("utf-8", errors="replace"), skip)  # type: ignore[arg-type]
+    if records is None:
+        yield from _json_list_by_record(path, data, base, skip)
         return
     del data
     if not isinstance(records, list):
@@ -91,55 +91,230 @@ def iter_json_list(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
         yield f"index {i}", rec
 
 
+# ------------------------------------------------------------------ the record-by-record path (bad files only)
+
 _NEXT_RECORD = re.compile(r",\s*\{")
+_ID_VALUE = re.compile(r'"_?id"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
+_BAD_BYTE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _recover_json_list(path: Path, text: str, skip: SkipFn) -> Iterator[Raw]:
-    """Read a JSON list that does not parse as a whole record by record. At a record that does not parse, skip
-    forward to the next place where a complete record starts (a ``{`` after a comma that decodes to an object
-    followed by ``,`` or ``]``), report the unreadable span as one ``invalid_json`` skip, and go on."""
+class _Locator:
+    """Line, column and byte offset of character positions in a text decoded with ``surrogateescape``;
+    positions asked for in increasing order cost O(file) in all."""
+
+    def __init__(self, text: str, base: int) -> None:
+        self.text, self.base = text, base
+        self.c, self.line, self.line_start, self.byte = 0, 1, 0, base
+
+    def __call__(self, pos: int) -> str:
+        if pos < self.c:
+            self.c, self.line, self.line_start, self.byte = 0, 1, 0, self.base
+        seg = self.text[self.c:pos]
+        nl = seg.count("\n")
+        if nl:
+            self.line += nl
+            self.line_start = self.c + seg.rfind("\n") + 1
+        self.byte += len(seg.encode("utf-8", "surrogateescape"))
+        self.c = pos
+        return f"line {self.line}, column {pos - self.line_start + 1} (byte offset {self.byte})"
+
+
+def _find_path(obj: Any, pred: Callable[[Any], bool], prefix: str = "") -> str | None:
+    """The dotted path (``context[3][1][0]``, ``paragraphs[2].title``) of the first value (or key) where
+    ``pred`` holds, or None."""
+    stack: list[tuple[str, Any]] = [(prefix, obj)]
+    while stack:
+        at, x = stack.pop()
+        if pred(x):
+            return at or None
+        if isinstance(x, dict):
+            items = []
+            for k, v in x.items():
+                name = f"{at}.{k}" if at else str(k)
+                if pred(k):
+                    return name
+                items.append((name, v))
+            stack.extend(reversed(items))
+        elif isinstance(x, list):
+            stack.extend(reversed([(f"{at}[{j}]", v) for j, v in enumerate(x)]))
+    return None
+
+
+def _has_bad_byte(x: Any) -> bool:
+    return isinstance(x, str) and _BAD_BYTE.search(x) is not None
+
+
+def _has_lone_surrogate(x: Any) -> bool:
+    return isinstance(x, str) and _SURROGATE.search(x) is not None
+
+
+def _is_not_finite(x: Any) -> bool:
+    return isinstance(x, float) and (x != x or x in (float("inf"), float("-inf")))
+
+
+def _record_id(obj: Any, text: str) -> str | None:
+    """The record's id: from the decoded record where there is one, else the first ``"_id"``/``"id"`` string in
+    its text."""
+    if isinstance(obj, dict):
+        for k in ("_id", "id"):
+            v = obj.get(k)
+            if isinstance(v, str) and v.strip():
+                return v.encode("utf-8", "replace").decode("utf-8")
+    m = _ID_VALUE.search(text)
+    return m.group(1) if m else None
+
+
+def _diagnose(raw: bytes, text: str, exc: orjson.JSONDecodeError, obj: Any = None) -> tuple[str, str, str | None,
+                                                                                           str | None, int]:
+    """Why orjson refused one record: ``(kind, message, field, id, char offset in text)``. ``raw`` is the
+    record's bytes, ``text`` the same decoded with ``surrogateescape``, ``obj`` the record as the lenient
+    ``json`` decoder read it (None: decoded here, where possible)."""
+    if obj is None:
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            obj = None
+    rid = _record_id(obj, text[:4096])
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as u:
+        at = len(raw[:u.start].decode("utf-8", "surrogateescape"))
+        field = _find_path(obj, _has_bad_byte) if obj is not None else None
+        return ("invalid_utf8", f"invalid UTF-8 (byte 0x{raw[u.start]:02x})", field, rid, at)
+    if obj is not None:
+        field = _find_path(obj, _is_not_finite)
+        if field is not None:
+            return ("invalid_json", "NaN and Infinity are not valid JSON (use null or a number)", field, rid,
+                    exc.pos if isinstance(exc.pos, int) else 0)
+    msg = exc.msg
+    field = None
+    if "depth" in msg or "recursion" in msg:
+        msg = "nested too deeply (more than 1024 levels)"
+    elif "surrogate" in msg:
+        msg = f"a \\u escape that is half a UTF-16 surrogate pair ({msg})"
+        field = _find_path(obj, _has_lone_surrogate) if obj is not None else None
+    else:
+        msg = f"invalid JSON ({msg})"
+    return ("invalid_json", msg, field, rid, exc.pos if isinstance(exc.pos, int) else 0)
+
+
+def _json_list_by_record(path: Path, data: bytes, base: int, skip: SkipFn | None) -> Iterator[Raw]:
+    """Read a JSON list that does not parse as a whole record by record, with orjson's rules for each record (so
+    a record is accepted here exactly when it would be in a file that parses). The first bad record raises a
+    :class:`DataError` naming its index, id, field and position; with ``skip`` it is reported and reading goes on
+    at the next record (found by :func:`_resync` where the bad one has no end)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    del data
+    where = _Locator(text, base)
     decoder = json.JSONDecoder()
-    start = text.find("[")
-    pos = start + 1 if start >= 0 else 0
+    file = str(path)
+
+    def bad(message: str, kind: str, record: str | None, field: str | None = None) -> None:
+        err = DataError(message, kind=kind, path=file, record=record, field=field)
+        if skip is None:
+            raise err
+        skip(err)
+
     n = len(text)
-    i = 0
+    pos = text.find("[") + 1
+    i = 0  # index of the next record
+    expect_value = True  # after '[' or ','
+    ref_keys: frozenset[str] | None = None
     while True:
-        while pos < n and text[pos] in " \t\r\n,":
+        while pos < n and text[pos] in " \t\r\n":
             pos += 1
         if pos >= n:
-            skip(DataError("the JSON list is not closed (truncated file?)", kind="invalid_json", path=str(path),
-                           record=f"index {i}"))
+            bad(f"the file ends before the JSON list is closed (truncated file?) at {where(pos)}", "invalid_json",
+                f"index {i}")
             return
-        if text[pos] == "]":
+        c = text[pos]
+        if c == "]":
+            if expect_value and i:
+                bad(f"a comma before ']' at {where(pos)}", "invalid_json", f"after index {i - 1}")
+            pos += 1
+            at = n - len(text[pos:].lstrip(" \t\r\n"))
+            if at < n:
+                bad(f"unexpected content after the end of the JSON list at {where(at)} ({text[at:at + 20]!r}); "
+                    "every record before it was read", "invalid_json", f"after index {i - 1}" if i else None)
             return
+        if not expect_value:
+            if c == ",":
+                pos += 1
+                expect_value = True
+                continue
+            bad(f"expected ',' or ']' after the record, found {text[pos:pos + 20]!r} at {where(pos)}",
+                "invalid_json", f"after index {i - 1}")
+            expect_value = True
+            continue
+        if c == ",":
+            bad(f"an extra comma at {where(pos)}", "invalid_json", f"index {i}")
+            pos += 1
+            continue
         try:
-            rec, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            resume = _resync(decoder, text, pos)
-            lost = f"characters {pos}..{resume if resume is not None else n}"
-            skip(DataError(f"invalid JSON ({e.msg}) at line {e.lineno}, column {e.colno}; skipped {lost}"
-                           + ("" if resume is not None else " (the rest of the file)"), kind="invalid_json",
-                           path=str(path), record=f"index {i}"))
+            obj, end = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError) as e:
+            # no end to this record: report it, then go on at the next place where a whole record starts
+            errpos = e.pos if isinstance(e, json.JSONDecodeError) else pos
+            if isinstance(e, RecursionError):
+                kind, msg = "invalid_json", "nested too deeply (more than about 1000 levels)"
+            elif errpos < n and _BAD_BYTE.match(text, errpos):
+                kind, msg = "invalid_utf8", f"invalid UTF-8 (byte 0x{ord(text[errpos]) - 0xDC00:02x})"
+            else:
+                kind, msg = "invalid_json", f"invalid JSON ({_json_msg(e.msg)})"  # type: ignore[union-attr]
+            resume = _resync(decoder, text, pos, ref_keys) if skip is not None else None
+            rid = _record_id(None, text[pos:errpos]) or _record_id(None, text[pos:min(resume or n, pos + (1 << 20))])
+            if e.msg.startswith("Unterminated string") if isinstance(e, json.JSONDecodeError) else False:
+                msg = "the file ends inside this record (truncated file?)"
+            elif errpos >= len(text.rstrip()):
+                msg = f"the file ends inside this record (truncated file?): {msg}"
+            lost = "" if skip is None else "; the rest of the file is lost" if resume is None else \
+                f"; skipped up to {where(resume)}"
+            record = f"index {i} (id {rid})" if rid else f"index {i}"
+            bad(f"{msg} at {where(errpos)}{lost}", kind, record)
             if resume is None:
                 return
             pos = resume
             i += 1
+            expect_value = True
             continue
-        yield f"index {i}", rec
+        raw = text[pos:end].encode("utf-8", "surrogateescape")
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            kind, msg, field, rid, at = _diagnose(raw, text[pos:end], e, obj)
+            record = f"index {i} (id {rid})" if rid else f"index {i}"
+            bad(f"{msg} at {where(pos + at)}", kind, record, field)
+        else:
+            if ref_keys is None and isinstance(rec, dict):
+                ref_keys = frozenset(rec)
+            yield f"index {i}", rec
         pos = end
         i += 1
+        expect_value = False
 
 
-def _resync(decoder: json.JSONDecoder, text: str, pos: int) -> int | None:
+def _json_msg(msg: str) -> str:
+    """The json module's parse error as a phrase: ``Expecting ',' delimiter`` -> ``expecting ',' delimiter``."""
+    return msg[:1].lower() + msg[1:]
+
+
+def _resync(decoder: json.JSONDecoder, text: str, pos: int, ref_keys: frozenset[str] | None) -> int | None:
+    """The start of the next complete record after ``pos``: a ``{`` after a comma that decodes to an object
+    followed by ``,`` or ``]`` and, once a good record has been read, sharing half its keys (so a paragraph object
+    nested inside the broken record is not taken for a record)."""
     for m in _NEXT_RECORD.finditer(text, pos):
         at = m.end() - 1
         try:
             obj, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         rest = text[end:end + 64].lstrip()
-        if isinstance(obj, dict) and rest[:1] in (",", "]"):
-            return at
+        if not (isinstance(obj, dict) and rest[:1] in (",", "]")):
+            continue
+        if ref_keys is not None and len(ref_keys & obj.keys()) * 2 < len(ref_keys):
+            continue
+        return at
     return None
 
 
@@ -154,7 +329,10 @@ def iter_jsonl(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
             try:
                 rec = loads(line)
             except orjson.JSONDecodeError as e:
-                err = DataError(f"invalid JSON ({e})", kind="invalid_json", path=str(path), record=f"line {lineno}")
+                text = line.decode("utf-8", "surrogateescape")
+                kind, msg, field, rid, at = _diagnose(line, text, e)
+                record = f"line {lineno} (id {rid})" if rid else f"line {lineno}"
+                err = DataError(f"{msg} at column {at + 1}", kind=kind, path=str(path), record=record, field=field)
                 if skip is None:
                     raise err from None
                 skip(err)
@@ -163,17 +341,36 @@ def iter_jsonl(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
 
 
 def iter_parquet(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
+    """Rows of a Parquet file, batch by batch. A row group that cannot be read (a corrupt page) raises
+    :class:`DataError` naming its rows; with ``skip`` it is reported as one ``invalid_parquet`` skip and reading
+    goes on with the next row group."""
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several types for corrupt files
-        raise DataError(f"unreadable Parquet file ({e})", kind="invalid_parquet", path=str(path)) from None
+        raise DataError(f"unreadable Parquet file ({_one_line(e)})", kind="invalid_parquet", path=str(path)) from None
     row = 0
-    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-        for rec in batch.to_pylist():
-            yield f"row {row}", rec
-            row += 1
+    for g in range(pf.metadata.num_row_groups):
+        rows = pf.metadata.row_group(g).num_rows
+        first = row
+        try:
+            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=[g]):
+                for rec in batch.to_pylist():
+                    yield f"row {row}", rec
+                    row += 1
+        except Exception as e:  # corrupt page or column chunk
+            err = DataError(f"row group {g} (rows {first}..{first + rows - 1}) cannot be read ({_one_line(e)}); "
+                            f"{first + rows - row} row(s) lost", kind="invalid_parquet", path=str(path),
+                            record=f"row {row}")
+            if skip is None:
+                raise err from None
+            skip(err)
+            row = first + rows
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
 
 
 READERS = {"json": iter_json_list, "jsonl": iter_jsonl, "parquet": iter_parquet}
@@ -184,5 +381,6 @@ def iter_records(path: str | Path, skip: SkipFn | None = None) -> Iterator[Raw]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a directory; pass one data file (JSON, JSONL or Parquet)")
+        raise InputIsADirectoryError(f"{path}: is a directory; pass one data file (JSON, JSONL or Parquet), "
+                                     "not the folder that holds it")
     return READERS[detect_format(path)](path, skip)
