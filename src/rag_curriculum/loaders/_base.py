@@ -4,6 +4,7 @@ supporting facts that never decides by title alone; and the loader base class.""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -26,14 +27,34 @@ class RecordContext:
         return DataError(message, kind=kind, path=self.path, record=record, field=field)
 
 
-_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "a boolean"}
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "a boolean",
+               float: "a number", type(None): "null", tuple: "a list"}
+
+
+def json_type(value: Any) -> str:
+    """What a value is, in JSON's words: ``null``, ``a string``, ``an integer``, ``a number``, ``a list``, ..."""
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A short JSON rendering of a value for an error message (``[null, 0]``, as the file has it, not Python's
+    ``[None, 0]``)."""
+    try:
+        s = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        s = repr(value)
+    return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
 def require(rec: Any, key: str, typ: type | tuple[type, ...], ctx: RecordContext, *, field: str | None = None) -> Any:
     """``rec[key]``, checked for presence and type (``field`` is the dotted name used in the error)."""
     name = field or key
     if not isinstance(rec, dict):
-        raise ctx.error(f"expected an object, got {type(rec).__name__}", kind="wrong_type", field=None)
+        parent = name.rpartition(".")[0] or None
+        if parent is None:
+            raise ctx.error(f"the record is {json_type(rec)} ({show(rec, 40)}), expected an object",
+                            kind="wrong_type")
+        raise ctx.error(f"expected an object, got {json_type(rec)}", kind="wrong_type", field=parent)
     try:
         value = rec[key]
     except KeyError:
@@ -41,7 +62,7 @@ def require(rec: Any, key: str, typ: type | tuple[type, ...], ctx: RecordContext
     if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
         want = typ if isinstance(typ, tuple) else (typ,)
         wants = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in want)
-        raise ctx.error(f"expected {wants}, got {type(value).__name__}", kind="wrong_type", field=name)
+        raise ctx.error(f"expected {wants}, got {json_type(value)}", kind="wrong_type", field=name)
     return value
 
 
@@ -66,6 +87,13 @@ def stable_id(*parts: str) -> str:
     return h
 
 
+def require_question(rec: Any, ctx: RecordContext) -> str:
+    question = require(rec, "question", str, ctx)
+    if not question.strip():
+        raise ctx.error("the question is empty", kind="empty_question", field="question")
+    return question
+
+
 def answers_list(answer: str, aliases: Sequence[str] | None, ctx: RecordContext, field: str = "answer") -> list[str]:
     if not answer.strip():
         raise ctx.error("the answer is empty", kind="empty_answer", field=field)
@@ -86,7 +114,7 @@ def paragraph_texts(sentences: Sequence[Sequence[str]], ctx: RecordContext) -> l
         for j, sents in enumerate(sentences):
             for m, x in enumerate(sents):
                 if not isinstance(x, str):
-                    raise ctx.error(f"sentence {m} is {type(x).__name__}, expected a string", kind="wrong_type",
+                    raise ctx.error(f"sentence {m} is {json_type(x)}, expected a string", kind="wrong_type",
                                     field=f"context[{j}].sentences") from None
         raise
 
@@ -169,5 +197,6 @@ class DatasetLoader:
         return Example(**kw)
 
 
-__all__ = ["DatasetLoader", "Document", "RecordContext", "answers_list", "join_sentences", "paragraph_texts",
-           "require", "resolve_gold", "stable_id"]
+__all__ = ["DatasetLoader", "Document", "RecordContext", "answers_list", "join_sentences", "json_type",
+           "paragraph_texts", "require", "require_question", "resolve_gold", "show",
+           "stable_id"]

@@ -20,9 +20,12 @@ from ._base import (
     DatasetLoader,
     RecordContext,
     answers_list,
+    json_type,
     paragraph_texts,
     require,
+    require_question,
     resolve_gold,
+    show,
     stable_id,
 )
 
@@ -54,15 +57,21 @@ def read_context(rec: dict, ctx: RecordContext, text_key: str) -> tuple[list[str
     out_s: list[list[str]] = []
     for j, pair in enumerate(pairs):
         if isinstance(context, list) and not (isinstance(pair, list | tuple) and len(pair) == 2):
-            raise ctx.error("expected [title, [sentences]]", kind="wrong_type", field=f"context[{j}]")
+            raise ctx.error(f"expected a pair (title, list of sentences), got {show(pair)}", kind="wrong_type",
+                            field=f"context[{j}]")
         title, sentences = pair
         if not isinstance(title, str):
-            raise ctx.error(f"expected a string title, got {type(title).__name__}", kind="wrong_type",
+            raise ctx.error(f"expected a string title, got {json_type(title)}", kind="wrong_type",
                             field=f"context[{j}].title")
         if isinstance(sentences, str):
             sentences = [sentences]
-        if not isinstance(sentences, list | tuple) or not all(isinstance(s, str) for s in sentences):
-            raise ctx.error("expected a list of sentence strings", kind="wrong_type", field=f"context[{j}].sentences")
+        if not isinstance(sentences, list | tuple):
+            raise ctx.error(f"expected a list of sentence strings, got {json_type(sentences)}", kind="wrong_type",
+                            field=f"context[{j}].sentences")
+        for m, x in enumerate(sentences):
+            if not isinstance(x, str):
+                raise ctx.error(f"sentence {m} is {json_type(x)}, expected a string", kind="wrong_type",
+                                field=f"context[{j}].sentences")
         out_t.append(title)
         out_s.append(list(sentences))
     if not out_t:
@@ -85,7 +94,7 @@ def read_facts(rec: dict, ctx: RecordContext) -> list[tuple[str, int]]:
     for j, pair in enumerate(pairs):
         if not (isinstance(pair, list | tuple) and len(pair) == 2 and isinstance(pair[0], str)
                 and isinstance(pair[1], int) and not isinstance(pair[1], bool)):
-            raise ctx.error(f"expected [title, sentence index], got {pair!r}", kind="wrong_type",
+            raise ctx.error(f"expected a pair (title, sentence index), got {show(pair)}", kind="wrong_type",
                             field=f"supporting_facts[{j}]")
         facts.append((pair[0], pair[1]))
     if not facts:
@@ -127,7 +136,7 @@ class HotpotQALoader(DatasetLoader):
     def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
         rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
         ctx.id = rid or None
-        question = require(rec, "question", str, ctx)
+        question = require_question(rec, ctx)
         answer = require(rec, "answer", str, ctx)
         titles, sentences = read_context(rec, ctx, "sentences")
         facts = read_facts(rec, ctx)

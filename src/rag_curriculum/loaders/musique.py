@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import Document, Example
-from ._base import DatasetLoader, RecordContext, answers_list, require
+from ._base import DatasetLoader, RecordContext, answers_list, json_type, require, require_question, show
 
 
 class MuSiQueLoader(DatasetLoader):
@@ -37,11 +37,11 @@ class MuSiQueLoader(DatasetLoader):
         rid = require(rec, "id", str, ctx)
         if not rid.strip():
             raise ctx.error("the id is empty", kind="missing_field", field="id")
-        question = require(rec, "question", str, ctx)
+        question = require_question(rec, ctx)
         answer = require(rec, "answer", str, ctx)
         aliases = rec.get("answer_aliases")
         if aliases is not None and not isinstance(aliases, list):
-            raise ctx.error(f"expected a list, got {type(aliases).__name__}", kind="wrong_type",
+            raise ctx.error(f"expected a list of strings, got {json_type(aliases)}", kind="wrong_type",
                             field="answer_aliases")
         answerable = rec.get("answerable", True)
         paragraphs = require(rec, "paragraphs", list, ctx)
@@ -50,7 +50,7 @@ class MuSiQueLoader(DatasetLoader):
         for j, p in enumerate(paragraphs):
             f = f"paragraphs[{j}]"
             if not isinstance(p, dict):
-                raise ctx.error(f"expected an object, got {type(p).__name__}", kind="wrong_type", field=f)
+                raise ctx.error(f"expected an object, got {json_type(p)}", kind="wrong_type", field=f)
             title = require(p, "title", str, ctx, field=f"{f}.title")
             text = require(p, "paragraph_text", str, ctx, field=f"{f}.paragraph_text")
             sup = require(p, "is_supporting", bool, ctx, field=f"{f}.is_supporting")
@@ -62,15 +62,16 @@ class MuSiQueLoader(DatasetLoader):
         steps = None
         if decomp is not None:
             if not isinstance(decomp, list):
-                raise ctx.error(f"expected a list, got {type(decomp).__name__}", kind="wrong_type",
+                raise ctx.error(f"expected a list, got {json_type(decomp)}", kind="wrong_type",
                                 field="question_decomposition")
             steps = []
             for j, q in enumerate(decomp):
                 if not isinstance(q, dict):
-                    raise ctx.error("expected an object", kind="wrong_type", field=f"question_decomposition[{j}]")
+                    raise ctx.error(f"expected an object, got {json_type(q)}", kind="wrong_type",
+                                    field=f"question_decomposition[{j}]")
                 sup_idx = q.get("paragraph_support_idx")
                 if sup_idx is not None and sup_idx not in idxs:
-                    raise ctx.error(f"paragraph_support_idx {sup_idx} is not the idx of any paragraph",
+                    raise ctx.error(f"paragraph_support_idx {show(sup_idx)} is not the idx of any paragraph",
                                     kind="dangling_supporting_fact",
                                     field=f"question_decomposition[{j}].paragraph_support_idx")
                 steps.append({"id": q.get("id"), "question": q.get("question"), "answer": q.get("answer"),

@@ -23,6 +23,7 @@ from ._base import (
     answers_list,
     paragraph_texts,
     require,
+    require_question,
     resolve_gold,
     stable_id,
 )
@@ -64,7 +65,7 @@ class TwoWikiLoader(DatasetLoader):
     def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
         rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
         ctx.id = rid or None
-        question = require(rec, "question", str, ctx)
+        question = require_question(rec, ctx)
         answer = require(rec, "answer", str, ctx)
         text_key = "content" if isinstance(rec.get("context"), dict) else "sentences"
         titles, sentences = read_context(rec, ctx, text_key)
