@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .common import error_text, fail, out
+from .common import fail, out, reported_errors
 
 
 def _dist_table(title: str, dist: dict[str, int], key: str) -> Table:
@@ -29,7 +29,7 @@ def print_source_summary(s: dict[str, Any]) -> None:
     head.add_column()
     for k in ("dataset", "split", "records", "questions_with_aliases", "questions_with_repeated_titles",
               "questions_with_repeated_gold_titles", "supporting_facts_sentence_out_of_range",
-              "supporting_facts_ambiguous", "unanswerable"):
+              "supporting_facts_ambiguous", "unanswerable", "duplicate_records"):
         head.add_row(k.replace("_", " "), f"{s[k]:,}" if isinstance(s[k], int) else str(s[k]))
     skipped = sum(s["skipped"].values())
     head.add_row("skipped records", ", ".join(f"{k}: {v}" for k, v in s["skipped"].items()) if skipped else "0")
@@ -88,6 +88,13 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
                   f"question ({lk['policy']})")
 
 
+SKIP_HINT = "pass --on-error skip to skip bad records and count them by kind instead of stopping at the first"
+WHOLE_FILE_HINTS = {
+    "invalid_parquet": "the Parquet file is damaged as a whole (footer or schema): re-download or re-export it",
+    "invalid_json": "the file is not JSON, JSON Lines or Parquet as a whole: check that it is the file you meant",
+}
+
+
 def inspect(
     path: Annotated[Path, typer.Argument(help="A source data file, or a shard directory made by `curriculum build`.")],
     dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset of a source file "
@@ -97,25 +104,34 @@ def inspect(
 ) -> None:
     """Summarise a source file (records, hops, question types, paragraphs and distractors per question, repeated
     titles, skipped records) or a shard directory (levels, hops, distractors, sizes)."""
-    from ..errors import CurriculumError, DataError
+    from ..errors import DataError
     from ..loaders.stats import source_summary
     from ..shards import MANIFEST, read_manifest
 
+    if on_error not in ("raise", "skip"):
+        fail(f"--on-error must be raise or skip, got {on_error!r}")
     if path.is_dir():
         if not (path / MANIFEST).exists():
-            fail(f"{path} is a directory without {MANIFEST}", "inspect a source file, or a finished build output")
+            fail(f"{path} is a directory without {MANIFEST}",
+                 "pass one source data file (JSON, JSONL or Parquet), or a finished build output")
         manifest = read_manifest(path)
         if as_json:
             out.print_json(json.dumps(manifest))
         else:
             print_shard_summary(path, manifest)
         return
-    try:
+
+    def hint(e: BaseException) -> str | None:
+        if not isinstance(e, DataError):
+            return None
+        if on_error == "raise" and e.record is not None:
+            return SKIP_HINT
+        # the file as a whole: skipping records cannot help (and --on-error skip may be given already)
+        return WHOLE_FILE_HINTS.get(e.kind, "the file as a whole cannot be read, so no record can be skipped: "
+                                    "check that it is the file you meant")
+
+    with reported_errors(hint):
         s = source_summary(path, dataset, on_error=on_error)
-    except DataError as e:
-        fail(str(e), "pass --on-error skip to count bad records instead of stopping at the first")
-    except (CurriculumError, KeyError, FileNotFoundError, IsADirectoryError) as e:
-        fail(error_text(e))
     if as_json:
         typer.echo(json.dumps(s, indent=2))
     else:

@@ -56,16 +56,27 @@ def classify(rec: Any) -> str | None:
     return None
 
 
-def sniff_dataset(path: str | Path) -> str:
-    """Name the dataset a file holds, from its first record (raises :class:`WrongDatasetError` if none fits)."""
-    for _, rec in iter_records(path):
+def sniff_dataset(path: str | Path, on_error: OnError = "raise") -> str:
+    """Name the dataset a file holds, from its first record that some dataset recognises (looking at up to
+    ``SNIFF_RECORDS`` records, so one damaged record at the top does not hide the dataset); raises
+    :class:`WrongDatasetError` if none fits. With ``on_error="skip"`` unreadable records are passed over too."""
+    first = None
+    for k, (_, rec) in enumerate(iter_records(path, (lambda err: None) if on_error == "skip" else None)):
         name = classify(rec)
-        if name is None:
-            keys = sorted(rec)[:12] if isinstance(rec, dict) else type(rec).__name__
-            raise WrongDatasetError(f"{path}: the first record (keys {keys}) matches no known dataset "
-                                    f"({', '.join(DATASETS.names())})")
-        return name
-    raise WrongDatasetError(f"{path}: no records")
+        if name is not None:
+            return name
+        if first is None:
+            first = rec
+        if k + 1 >= SNIFF_RECORDS:
+            break
+    if first is None:
+        raise WrongDatasetError(f"{path}: no records")
+    keys = sorted(first)[:12] if isinstance(first, dict) else type(first).__name__
+    raise WrongDatasetError(f"{path}: the first record (keys {keys}) matches no known dataset "
+                            f"({', '.join(DATASETS.names())}); pass --dataset NAME if it is one of them")
+
+
+SNIFF_RECORDS = 20
 
 
 class ExampleStream(Iterator[Example]):
@@ -90,6 +101,7 @@ class ExampleStream(Iterator[Example]):
         self.report = report if report is not None else SkipReport()
         self.split = split if split is not None else (guess_split(self.path) if self.path else "train")
         self.count = 0
+        self.duplicates = 0  # records that repeat an earlier one exactly (same id, same question): yielded
         self._it = self._generate()
 
     def __next__(self) -> Example:
@@ -109,6 +121,7 @@ class ExampleStream(Iterator[Example]):
         path = str(self.path) if self.path else f"hf://{self.hub[0] if self.hub else loader.hub_path}"
         split = self.split
         checked = False
+        seen: dict[str, tuple[int, str]] = {}  # id -> (what the record says, where it is)
         for where, rec in self._raw():
             if not checked:
                 checked = True
@@ -121,6 +134,14 @@ class ExampleStream(Iterator[Example]):
             ctx = RecordContext(path, where)
             try:
                 ex = loader.convert(rec, ctx, split)
+                key = hash((ex.question, ex.answers[0], len(ex.documents)))
+                prev = seen.get(ex.id)
+                if prev is None:
+                    seen[ex.id] = (key, where)
+                elif prev[0] == key:
+                    self.duplicates += 1
+                else:
+                    raise conflicting_id(ctx, ex, prev[1], "_id" if isinstance(rec, dict) and "_id" in rec else "id")
             except DataError as err:
                 if self.on_error == "raise":
                     raise
@@ -130,6 +151,13 @@ class ExampleStream(Iterator[Example]):
             yield ex
         if self.report.total:
             log.warning("%s: %s; loaded %d", path, self.report.summary(), self.count)
+
+
+def conflicting_id(ctx: RecordContext, ex: Example, first: str, field: str = "id") -> DataError:
+    """The error for an id that an earlier record, a different question, already has."""
+    ctx.id = ex.id
+    return ctx.error(f"this id is already used by {first}, a different question or answer; ids must be unique "
+                     "(give one of the two records another id, or remove it)", kind="conflicting_id", field=field)
 
 
 def load_examples(dataset: str, path: str | Path | None = None, *, split: str | None = None,

@@ -18,7 +18,7 @@ def source_summary(path: str | Path, dataset: str | None = None, *, on_error: st
                    split: str | None = None) -> dict[str, Any]:
     """Records, hops, question types, paragraphs and distractors per question, repeated titles, and what was
     skipped (with ``on_error="skip"``), as a JSON-able dict."""
-    dataset = dataset or sniff_dataset(path)
+    dataset = dataset or sniff_dataset(path, on_error)  # type: ignore[arg-type]
     report = SkipReport()
     stream = load_examples(dataset, path, split=split, on_error=on_error, report=report)  # type: ignore[arg-type]
     hops: Counter = Counter()
@@ -52,5 +52,6 @@ def source_summary(path: str | Path, dataset: str | None = None, *, on_error: st
         "questions_with_repeated_titles": rep_q, "questions_with_repeated_gold_titles": rep_gold_q,
         "supporting_facts_sentence_out_of_range": notes["sentence_out_of_range"],
         "supporting_facts_ambiguous": notes["ambiguous_supporting_fact"], "unanswerable": unanswerable,
+        "duplicate_records": stream.duplicates,
         "skipped": dict(report.counts), "skipped_examples": report.examples,
     }
