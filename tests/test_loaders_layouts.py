@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_curriculum import DataError, WrongDatasetError, load_examples, sniff_dataset
-from rag_curriculum.errors import SkipReport
+from rag_curriculum.errors import CurriculumError, SkipReport
 
 
 def hotpot_official(i: int = 0, **over) -> dict:
@@ -247,9 +248,10 @@ def test_truncated_json_list(tmp_path, caplog):
     p = tmp_path / "hotpot_train.json"
     full = json.dumps([hotpot_official(i) for i in range(3)])
     p.write_text(full[: len(full) - 40], encoding="utf-8")
-    with pytest.raises(DataError, match=r"invalid JSON at line 1, column \d+") as ei:
+    with pytest.raises(DataError, match=r"index 2 \(id hp2\): the file ends inside this record \(truncated file\?\)"
+                       r".* at line 1, column \d+ \(byte offset \d+\)") as ei:
         list(load_examples("hotpotqa", p))
-    assert ei.value.kind == "invalid_json" and str(p) in str(ei.value)
+    assert ei.value.kind == "invalid_json" and str(p) in str(ei.value) and ei.value.record == "index 2 (id hp2)"
     report = SkipReport()
     examples = list(load_examples("hotpotqa", p, on_error="skip", report=report))
     assert [e.id for e in examples] == ["hp0", "hp1"], "complete records before the break are recovered"
@@ -357,3 +359,190 @@ def test_hub_path_names_another_copy(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(RuntimeError, match=r"could not load musique \(bdsaglam/musique, split 'validation'\)"):
         next(iter(load_examples("musique", "hf://bdsaglam/musique", split="dev")))
+
+
+# ---------------------------------------------------------------- damaged JSON lists: located, counted, the rest kept
+
+def _json_list(tmp_path: Path, pieces: list[bytes], name: str = "train.json") -> Path:
+    p = tmp_path / name
+    p.write_bytes(b"[" + b", ".join(pieces) + b"]")
+    return p
+
+
+def _pieces(n: int = 5) -> list[bytes]:
+    return [json.dumps(hotpot_official(i)).encode() for i in range(n)]
+
+
+def test_invalid_utf8_in_a_json_list_is_located_and_skipped(tmp_path):
+    pieces = _pieces()
+    pieces[2] = pieces[2].replace(b'"question": "', b'"question": "\xff\xfe', 1)
+    p = _json_list(tmp_path, pieces)
+    with pytest.raises(DataError) as ei:
+        list(load_examples("hotpotqa", p))
+    assert ei.value.kind == "invalid_utf8" and ei.value.record == "index 2 (id hp2)" and ei.value.field == "question"
+    assert re.search(r"invalid UTF-8 \(byte 0xff\) at line 1, column \d+ \(byte offset \d+\)", str(ei.value))
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    examples = list(stream)
+    assert [e.id for e in examples] == ["hp0", "hp1", "hp3", "hp4"], "the damaged record is skipped, never kept"
+    assert not any("\ufffd" in e.question for e in examples)
+    assert stream.report.counts == {"invalid_utf8": 1}
+
+
+def test_invalid_utf8_in_jsonl_is_the_same_kind(tmp_path):
+    p = tmp_path / "m.jsonl"
+    lines = [json.dumps(musique(i)).encode() for i in range(3)]
+    lines[1] = lines[1].replace(b'"question": "', b'"question": "\xc3', 1)
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(DataError) as ei:
+        list(load_examples("musique", p))
+    assert ei.value.kind == "invalid_utf8" and ei.value.record.startswith("line 2") and ei.value.field == "question"
+    stream = load_examples("musique", p, on_error="skip")
+    assert len(list(stream)) == 2 and stream.report.counts == {"invalid_utf8": 1}
+
+
+def test_trailing_garbage_after_a_json_list_is_counted(tmp_path):
+    p = tmp_path / "train.json"
+    p.write_bytes(b"[" + b", ".join(_pieces(3)) + b"] trailing")
+    with pytest.raises(DataError, match=r"after index 2: unexpected content after the end of the JSON list") as ei:
+        list(load_examples("hotpotqa", p))
+    assert ei.value.kind == "invalid_json"
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["hp0", "hp1", "hp2"]
+    assert stream.report.counts == {"invalid_json": 1}
+
+
+def test_a_deeply_nested_record_is_a_data_error_and_loses_only_itself(tmp_path):
+    pieces = _pieces()
+    pieces[1] = b'{"deep": ' + b"[" * 5000 + b"]" * 5000 + b", " + pieces[1][1:]
+    p = _json_list(tmp_path, pieces)
+    with pytest.raises(DataError, match="nested too deeply") as ei:
+        list(load_examples("hotpotqa", p))
+    assert ei.value.kind == "invalid_json" and ei.value.record.startswith("index 1")
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["hp0", "hp2", "hp3", "hp4"]
+    assert stream.report.counts == {"invalid_json": 1}
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("layout", ["json", "jsonl"])
+def test_nan_and_infinity_are_one_kind_in_both_modes(tmp_path, constant, layout):
+    pieces = _pieces(3)
+    pieces[1] = pieces[1].replace(b'"answer": "A"', b'"answer": ' + constant, 1)
+    p = tmp_path / f"train.{layout}"
+    p.write_bytes(b"[" + b", ".join(pieces) + b"]" if layout == "json" else b"\n".join(pieces) + b"\n")
+    with pytest.raises(DataError) as ei:
+        list(load_examples("hotpotqa", p))
+    assert ei.value.kind == "invalid_json" and ei.value.field == "answer" and "not valid JSON" in str(ei.value)
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["hp0", "hp2"]
+    assert stream.report.counts == {"invalid_json": 1}
+    assert stream.report.examples["invalid_json"][0].split(": ", 1)[1] == str(ei.value).split(": ", 1)[1]
+
+
+def test_a_missing_comma_between_records_is_counted_and_both_kept(tmp_path):
+    pieces = _pieces(4)
+    p = tmp_path / "train.json"
+    p.write_bytes(b"[" + pieces[0] + b", " + pieces[1] + b" " + pieces[2] + b", " + pieces[3] + b"]")
+    with pytest.raises(DataError, match=r"after index 1: expected ',' or '\]' after the record"):
+        list(load_examples("hotpotqa", p))
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["hp0", "hp1", "hp2", "hp3"] and stream.report.counts == {"invalid_json": 1}
+
+
+def test_resync_does_not_take_a_nested_object_for_a_record(tmp_path):
+    # MuSiQue as a JSON list: a record broken before its paragraphs must not yield its paragraph objects
+    pieces = [json.dumps(musique(i)).encode() for i in range(4)]
+    pieces[2] = pieces[2].replace(b'"id": ', b'"id" ', 1)
+    p = _json_list(tmp_path, pieces, "musique_train.json")
+    stream = load_examples("musique", p, on_error="skip")
+    assert [e.id for e in stream] == ["2hop__0_1", "2hop__1_2", "2hop__3_4"]
+    assert stream.report.counts == {"invalid_json": 1}
+
+
+def test_an_id_reused_by_a_different_question_is_a_conflict_naming_both(tmp_path):
+    recs = [hotpot_official(i) for i in range(4)]
+    recs[3]["_id"] = "hp1"
+    p = write(tmp_path, "train.json", recs, "json")
+    with pytest.raises(DataError) as ei:
+        list(load_examples("hotpotqa", p))
+    err = ei.value
+    assert err.kind == "conflicting_id" and err.record == "index 3 (id hp1)" and err.field == "_id"
+    assert "already used by index 1" in str(err)
+    stream = load_examples("hotpotqa", p, on_error="skip")
+    assert [e.id for e in stream] == ["hp0", "hp1", "hp2"] and stream.report.counts == {"conflicting_id": 1}
+    # an exact repeat is not a conflict: yielded (the builder uses it once) and counted apart
+    p = write(tmp_path, "dup.jsonl", [hotpot_official(0), hotpot_official(1), hotpot_official(0)], "jsonl")
+    stream = load_examples("hotpotqa", p)
+    assert [e.id for e in stream] == ["hp0", "hp1", "hp0"] and stream.duplicates == 1 and not stream.report.total
+
+
+def test_empty_question_is_refused(tmp_path):
+    p = write(tmp_path, "train.json", [hotpot_official(0, question="  ")], "json")
+    with pytest.raises(DataError) as ei:
+        list(load_examples("hotpotqa", p))
+    assert ei.value.kind == "empty_question" and ei.value.field == "question"
+
+
+@pytest.mark.parametrize(("make", "field", "fragment"), [
+    (lambda: hotpot_official(supporting_facts=[[None, 0], ["B", 1]]), "supporting_facts[0]",
+     "expected a pair (title, sentence index), got [null, 0]"),
+    (lambda: hotpot_official(context=[["A"], ["B", ["b"]]]), "context[0]",
+     'expected a pair (title, list of sentences), got ["A"]'),
+    (lambda: hotpot_official(answer=None), "answer", "expected a string, got null"),
+    (lambda: hotpot_official(context=[["A", ["a", None]], ["B", ["b0", " b1"]]]), "context[0].sentences",
+     "sentence 1 is null, expected a string"),
+])
+def test_messages_read_well_and_print_as_they_are(tmp_path, monkeypatch, make, field, fragment):
+    from typer.testing import CliRunner
+
+    from rag_curriculum.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "train.json", [hotpot_official(0), make()], "json")
+    with pytest.raises(DataError) as ei:
+        list(load_examples("hotpotqa", "train.json"))
+    msg = str(ei.value)
+    assert ei.value.field == field and fragment in msg
+    r = CliRunner().invoke(app, ["inspect", "train.json"])
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[0] == f"error: {msg}", "printed whole, on one line, nothing taken for markup"
+
+
+def test_a_directory_as_input_says_so_once(tmp_path):
+    with pytest.raises(IsADirectoryError) as ei:
+        list(load_examples("hotpotqa", tmp_path))
+    assert str(ei.value).startswith(f"{tmp_path}: is a directory; pass one data file")
+    assert isinstance(ei.value, CurriculumError)  # the CLI prints it as it is, not as "<filename>: <strerror>"
+
+
+def test_corrupt_parquet_row_group_is_located_and_skipped(tmp_path, monkeypatch):
+    import rag_curriculum.loaders._io as io
+
+    p = tmp_path / "musique_train.parquet"
+    pq.write_table(pa.Table.from_pylist([musique(i) for i in range(6)]), p, row_group_size=2)
+    real = pq.ParquetFile.iter_batches
+
+    def iter_batches(self, *a, row_groups=None, **kw):
+        if row_groups == [1]:
+            raise OSError("Corrupt snappy compressed data.")
+        return real(self, *a, row_groups=row_groups, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", iter_batches)
+    assert io.PARQUET_BATCH_ROWS >= 2
+    with pytest.raises(DataError, match=r"row 2: row group 1 \(rows 2\.\.3\) cannot be read") as ei:
+        list(load_examples("musique", p))
+    assert ei.value.kind == "invalid_parquet"
+    stream = load_examples("musique", p, on_error="skip")
+    assert [e.id for e in stream] == ["2hop__0_1", "2hop__1_2", "2hop__4_5", "2hop__5_6"]
+    assert stream.report.counts == {"invalid_parquet": 1}
+
+
+def test_sniffing_looks_past_a_damaged_first_record(tmp_path):
+    recs = [{k: v for k, v in musique(0).items() if k not in ("question_decomposition", "answer_aliases")},
+            musique(1), musique(2)]
+    p = write(tmp_path, "m.jsonl", recs, "jsonl")
+    assert sniff_dataset(p) == "musique"
+    p.write_text("{broken\n" + json.dumps(musique(1)) + "\n")
+    with pytest.raises(DataError):
+        sniff_dataset(p)
+    assert sniff_dataset(p, on_error="skip") == "musique"
