@@ -91,7 +91,6 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
 SKIP_HINT = "pass --on-error skip to skip bad records and count them by kind instead of stopping at the first"
 WHOLE_FILE_HINTS = {
     "invalid_parquet": "the Parquet file is damaged as a whole (footer or schema): re-download or re-export it",
-    "invalid_json": "the file is not JSON, JSON Lines or Parquet as a whole: check that it is the file you meant",
 }
 
 
