@@ -31,7 +31,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from ._secrets import mask_secrets, redact_command
+from ._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from .difficulty.accuracy import (
     ANSWERABLE,
     CORRECT_F1,
@@ -122,56 +123,54 @@ class PartitionError(CurriculumError):
 class PartitionConfig:
     """Everything that determines a partition. Saved, resolved, in every manifest it writes."""
 
-    shards: str | None = None  # a shard directory made by `curriculum build` (normally --schedule max)
-    dataset: str | None = None  # or a dataset ...
-    input: str | None = None  # ... and its source file, built first at level K into OUT/input
-    n: int | None = None  # with dataset/input: questions to sample (None: all)
-    K: int | None = None  # with dataset/input: the level (default: the dataset's K, the paper's hardest)
-    out: str = "outputs/partition"
-    backend: str = "vllm"  # vllm | openai | transformers | scripted
-    model: str | None = None  # model path / Hub id, or the served model's name for openai
-    backend_args: dict[str, Any] = field(default_factory=dict)  # backend options (tensor_parallel_size, ...)
-    k: int = 8  # samples per question (pass@k with n = k, RAG-RL: 8)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 800
-    seed: int = 0  # sampling (per-question seeds derive from it) and --balance
-    correct_f1: float = CORRECT_F1  # a sample is correct when its answer F1 reaches this (RAG-RL: 1.0)
+    shards: str | None = rule(None, flag="SHARDS", empty=False)  # a shard dir from `curriculum build` (--schedule max)
+    dataset: str | None = rule(None, empty=False)  # or a dataset ...
+    input: str | None = rule(None, empty=False)  # ... and its source file, built first at level K into OUT/input
+    n: int | None = rule(None, ge=1, le=MAX_COUNT)  # with dataset/input: questions to sample (None: all)
+    K: int | None = rule(None, ge=1, le=MAX_K)  # with dataset/input: the level (default: the dataset's K)
+    out: str = rule("outputs/partition", empty=False)
+    backend: str = rule("vllm", empty=False)  # vllm | openai | transformers | scripted
+    model: str | None = rule(None, empty=False)  # model path / Hub id, or the served model's name for openai
+    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg")  # backend options
+    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at")  # samples per question (pass@k, RAG-RL: 8)
+    temperature: float = rule(1.0, ge=0, le=100)
+    top_p: float = rule(1.0, gt=0, le=1)
+    max_tokens: int = rule(800, ge=1, le=MAX_COUNT)
+    seed: int = rule(0, ge=0, le=MAX_SEED)  # sampling (per-question seeds derive from it) and --balance
+    correct_f1: float = rule(CORRECT_F1, gt=0, le=1)  # a sample is correct when its answer F1 reaches this
     strict_format: bool = False  # count only samples that keep the output format
     balance: bool = False  # clip answerable/ and unanswerable/ to the same size (RAG-RL appendix A)
     keep_completions: bool = False  # add the raw completions (`base_completions`) to the outputs
-    chunk_size: int = 256  # questions per resumable chunk (and the unit of sharding)
-    chunks_per_call: int | None = None  # chunks per backend call (default: the backend's preferred call size)
+    chunk_size: int = rule(256, ge=1, le=MAX_COUNT)  # questions per resumable chunk (and the unit of sharding)
+    chunks_per_call: int | None = rule(None, ge=1, le=MAX_COUNT)  # chunks per backend call (default: backend's)
     question_seeds: bool = True  # seed every question from (seed, id): exact resumes; off is faster on vLLM
-    num_shards: int = 1  # split the questions over this many processes ...
-    shard_index: int = 0  # ... of which this is one
-    rows_per_shard: int = 10_000  # rows per Parquet file of the outputs
+    num_shards: int = rule(1, ge=1, le=MAX_COUNT)  # split the questions over this many processes ...
+    shard_index: int = rule(0, ge=0, le=MAX_COUNT)  # ... of which this is one
+    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, flag="")  # rows per Parquet file of the outputs
     overwrite: bool = False  # discard results of a run with other settings in OUT
     allow_identical_samples: bool = False  # do not stop when most questions get k identical samples (temperature > 0)
 
+    def __post_init__(self) -> None:
+        check_settings(self)  # types and ranges, whatever set them (flags or Python)
+
     def validate(self) -> None:
+        check_settings(self)
         if self.shards and (self.dataset or self.input):
             raise ValueError("give either a shard directory or --dataset with --input FILE, not both")
         if not self.shards and not (self.dataset and self.input):
             raise ValueError("no questions: pass a shard directory made by `curriculum build --schedule max`, or "
                              "--dataset NAME --input FILE to build one at level K first")
-        if self.k < 1:
-            raise ValueError(f"k (--pass-at) must be >= 1, got {self.k}")
-        if not 0 < self.correct_f1 <= 1:
-            raise ValueError(f"correct_f1 must be in (0, 1], got {self.correct_f1}")
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
-        if self.chunks_per_call is not None and self.chunks_per_call < 1:
-            raise ValueError(f"chunks_per_call must be >= 1, got {self.chunks_per_call}")
-        if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
+        if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
-        if self.n is not None and self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises with a "did you mean"
         if self.model is None and self.backend != "scripted":
             raise ValueError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
+
+    def check_model(self) -> None:
+        """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
+        check_model_ref(self.model, backend=self.backend)
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,
@@ -390,6 +389,7 @@ def _remove_outputs(out: Path) -> None:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
 
+
 # -- the outputs as a set --------------------------------------------------------------------------------------------
 #: Hidden folders inside OUT: the next set of outputs being written, and the previous set being replaced.
 STAGING_PREFIX = ".staging-"
@@ -512,7 +512,6 @@ def check_output_set(directory: str | Path, manifest: Mapping[str, Any] | None =
     problem = output_set_problem(directory, manifest)
     if problem:
         raise PartitionError(problem)
-
 
 
 # -- outputs -------------------------------------------------------------------------------------------------------
@@ -693,12 +692,12 @@ def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]],
     info: dict[str, Any] = {"enabled": cfg.balance, "answerable_before": len(ans), "unanswerable_before": len(una)}
     if cfg.balance:
         ans_k, una_k = balance(ans, una, seed=cfg.seed)
+        info["size"] = len(ans_k)
         if not ans_k and (ans or una):
             none, some = ("answerable", "unanswerable") if not ans else ("unanswerable", "answerable")
             log.warning("--balance: no question is %s (%d are %s), so both sets are clipped to 0 and answerable/ "
                         "and unanswerable/ get 0 rows; run again without --balance to keep the %s questions",
                         none, len(ans) + len(una), some, some)
-        info["size"] = len(ans_k)
     else:
         ans_k, una_k = ans, una
     kept = {ANSWERABLE: set(ans_k), UNANSWERABLE: set(una_k),
