@@ -274,3 +274,33 @@ def test_readers_refuse_a_bucket_of_an_unfinished_set(shards, tmp_path):
                                   k=2), command="t")
     with pytest.raises(Exception, match="command again"):
         load_buckets([out])
+
+
+@pytest.mark.parametrize("step", [None, "answerable", "unanswerable", "stats.parquet"])
+def test_files_a_user_added_to_the_buckets_survive_a_new_set_and_a_crash(shards, tmp_path, monkeypatch, step):
+    """Writing a new set replaces only the toolkit's files in each bucket (the --overwrite rule): a user's notes
+    and folders stay, also when the run is killed while the set moves in and is run again."""
+    out = tmp_path / "out"
+    run_partition(str(shards), str(out), 0.0)
+    (out / "answerable" / "notes.txt").write_text("mine")
+    (out / "unanswerable" / "experiments").mkdir()
+    (out / "unanswerable" / "experiments" / "a.csv").write_text("1,2")
+    import rag_curriculum.partition as part
+
+    if step is not None:
+        def crash(name):
+            if name == step:
+                raise KeyboardInterrupt(f"killed before {name}")
+
+        monkeypatch.setattr(part, "_commit_step", crash)
+        with pytest.raises(KeyboardInterrupt):
+            run_partition(str(shards), str(out), 0.0)
+        monkeypatch.undo()
+    run_partition(str(shards), str(out), 0.0)
+    assert (out / "answerable" / "notes.txt").read_text() == "mine"
+    assert (out / "unanswerable" / "experiments" / "a.csv").read_text() == "1,2"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "staging or replaced folders left behind"
+    from rag_curriculum.shards import validate_shards
+
+    for name in ("answerable", "unanswerable", "learnable"):
+        validate_shards(out / name)

@@ -397,13 +397,43 @@ TRASH_PREFIX = ".replaced-"
 #: A bucket's manifest while its set is being moved into place (renamed to ``manifest.json`` just before
 #: ``partition.json`` is written): until then the bucket does not read as a finished shard directory.
 PENDING_MANIFEST = f".{MANIFEST}.pending"
+#: A bucket's manifest while its set is being replaced: refused by readers (no ``manifest.json``), kept so that the
+#: files the toolkit did not write (a user's notes in ``answerable/``) can be told apart and carried over.
+REPLACED_MANIFEST = f".{MANIFEST}.replaced"
 
 
 def _invalidate(out: Path) -> None:
     """The current set of outputs stops reading as complete: ``partition.json`` first, then each bucket's manifest."""
     (out / SUMMARY_FILE).unlink(missing_ok=True)
     for name in OUTPUTS:
-        (out / name / MANIFEST).unlink(missing_ok=True)
+        if (out / name / MANIFEST).exists():
+            os.replace(out / name / MANIFEST, out / name / REPLACED_MANIFEST)
+
+
+def _carry_user_files(old: Path, new: Path) -> None:
+    """Move what the toolkit did not write from a replaced bucket ``old`` into its successor ``new`` (the
+    ``--overwrite`` rule of :mod:`rag_curriculum.shards`: only the toolkit's files are replaced)."""
+    from .shards import foreign_entries, toolkit_files
+
+    # the bucket's manifest under whichever name a (possibly interrupted) commit left it
+    record = next((old / n for n in (REPLACED_MANIFEST, PENDING_MANIFEST, MANIFEST) if (old / n).is_file()), None)
+    try:
+        manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
+        owned = toolkit_files(old, manifest) | {REPLACED_MANIFEST, PENDING_MANIFEST} if manifest else None
+    except (OSError, ValueError):
+        owned = None
+    if owned is None:
+        return  # no record of what the toolkit wrote there: nothing can be told apart, nothing is moved
+    kept = []
+    for entry in foreign_entries(old, owned):
+        src, dst = old / entry.rstrip("/"), new / entry.rstrip("/")
+        if dst.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        kept.append(entry)
+    if kept:
+        log.warning("%s: kept %d file(s) the toolkit did not write: %s", new, len(kept), ", ".join(kept))
 
 
 def _remove_leftovers(out: Path) -> None:
@@ -411,6 +441,14 @@ def _remove_leftovers(out: Path) -> None:
     process is using them), and partial folders of older versions that wrote the buckets directly."""
     if not out.is_dir():
         return
+    for p in sorted(out.iterdir()):
+        if p.name.startswith(TRASH_PREFIX) and p.is_dir():  # a user's files in a replaced bucket go back first
+            for name in OUTPUTS:
+                if (p / name).is_dir():
+                    if not (out / name).exists():
+                        os.replace(p / name, out / name)  # the old bucket, still refused (no manifest.json)
+                    else:
+                        _carry_user_files(p / name, out / name)
     for p in out.iterdir():
         stale = p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) or any(
             p.name.startswith(f".{b}.partial-") for b in OUTPUTS)
@@ -453,6 +491,8 @@ def _commit_outputs(stage: Path, out: Path) -> None:
             trash.mkdir(exist_ok=True)
             os.replace(out / name, trash / name)
         os.replace(stage / name, out / name)
+        if name in OUTPUTS and (trash / name).is_dir():
+            _carry_user_files(trash / name, out / name)
     for name in OUTPUTS:
         _commit_step(f"{name}/{MANIFEST}")
         os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)

@@ -28,7 +28,7 @@ import shlex
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -654,6 +654,11 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict
                 problems.append(f"{name}: optional column {f.name!r} has type "
                                 f"{schema.field(f.name).type}, expected {f.type}")
     problems += order_problems(readable)
+    if isinstance(manifest.get("partition"), Mapping):  # a bucket of a partition: only a complete set is read
+        from .partition import output_set_problem  # imported here: partition imports this module
+
+        if (problem := output_set_problem(d, manifest)) is not None:
+            problems.append(problem)
     names = {name for name, _ in listed}
     on_disk = [p.relative_to(d).as_posix() for p in (*d.glob("part-*.parquet"), *d.glob(f"{DATA_DIR}/part-*.parquet"))]
     extra = sorted(n for n in on_disk if n not in names)

@@ -6,7 +6,6 @@ import errno as _errno
 import inspect
 import json
 import re
-import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -123,15 +122,11 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
 
 
 def redacted(command: str) -> str:
-    """The command line with an --api-key value hidden (it is recorded in manifests and data cards)."""
+    """The command line with secrets hidden (it is recorded in manifests and data cards): the one rule of
+    :mod:`rag_curriculum._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
+    from .._secrets import redact_command
 
-    parts = shlex.split(command)
-    for i, p in enumerate(parts):
-        if p == "--api-key" and i + 1 < len(parts):
-            parts[i + 1] = "***"
-        elif p.startswith("--api-key="):
-            parts[i] = "--api-key=***"
-    return shlex.join(parts)
+    return redact_command(command)
 
 
 # Generation-backend options shared by `curriculum partition` and `curriculum eval` (defined once).
