@@ -251,9 +251,10 @@ def portable_command(command: str, base: str | Path) -> str:
     return command if new == tokens else shlex.join(new)
 
 
-#: Manifest keys whose values are left as they are by :func:`portable`: what the prompt lengths were counted with
-#: is compared with the trainer's model name (``train.lengths.uses_column``).
-PORTABLE_EXEMPT = ("prompt_tokens",)
+#: Manifest keys whose values are left as they are by :func:`portable` (none: a local tokenizer the prompt lengths
+#: were counted with is recorded by its folder's name too; ``train.lengths.uses_column`` matches it by name, chat
+#: template and vocabulary).
+PORTABLE_EXEMPT: tuple[str, ...] = ()
 
 
 def portable(obj: Any, base: str | Path, *, key: str | None = None) -> Any:

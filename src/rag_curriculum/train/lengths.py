@@ -92,7 +92,21 @@ def uses_column(manifest: Mapping[str, Any], model: str | None, *, chat_template
         return False
     if chat_template_kwargs:
         return False
-    return model is None or str(record.get("tokenizer")) == str(model)
+    if model is None or str(record.get("tokenizer")) == str(model):
+        return True
+    # a local tokenizer is recorded by its folder's name (manifests hold no local paths): the same folder name, the
+    # same chat template and vocabulary count as the same tokenizer
+    local = Path(str(model))
+    if not (local.is_dir() and local.name == Path(str(record.get("tokenizer"))).name):
+        return False
+    try:
+        tok = load_tokenizer(str(local))
+    except CurriculumError:
+        return False
+    from ..curricula.lengths import template_fingerprint
+
+    return (template_fingerprint(tok) == record.get("chat_template_sha256")
+            and len(tok) == record.get("vocab_size"))
 
 
 def lengths_from_columns(columns: Mapping[str, Sequence[Any]], manifest: Mapping[str, Any], model: str | None, *,
