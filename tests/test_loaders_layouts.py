@@ -546,3 +546,22 @@ def test_sniffing_looks_past_a_damaged_first_record(tmp_path):
     with pytest.raises(DataError):
         sniff_dataset(p)
     assert sniff_dataset(p, on_error="skip") == "musique"
+
+
+def test_a_broken_first_record_of_a_json_list_loses_only_itself_under_skip(tmp_path):
+    """With no good record read yet, the resync must not take a paragraph or a decomposition step nested in the
+    broken record for the next record (nor the ']' that closes its paragraph list for the end of the file)."""
+    import json
+
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum import load_examples
+
+    recs = [json.loads(line) for line in MUSIQUE_TRAIN.read_text(encoding="utf-8").splitlines()[:4]]
+    text = json.dumps(recs)
+    i = text.index('}, {"idx"')  # the comma between record 0's first two paragraphs
+    path = tmp_path / "musique.json"
+    path.write_text(text[:i + 1] + text[i + 2:], encoding="utf-8")
+    stream = load_examples("musique", str(path), on_error="skip")
+    assert [e.id for e in stream] == [r["id"] for r in recs[1:]]
+    assert dict(stream.report.counts) == {"invalid_json": 1}

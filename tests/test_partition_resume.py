@@ -304,3 +304,33 @@ def test_files_a_user_added_to_the_buckets_survive_a_new_set_and_a_crash(shards,
 
     for name in ("answerable", "unanswerable", "learnable"):
         validate_shards(out / name)
+
+
+def test_overwrite_keeps_a_users_files_in_the_buckets(shards, tmp_path):
+    """--overwrite retires the previous set; the buckets' own files are replaced, a user's are carried over."""
+    import dataclasses
+
+    from rag_curriculum.generation.scripted import ScriptedBackend
+
+    out = tmp_path / "out"
+    run_partition(str(shards), str(out), 0.0)
+    (out / "answerable" / "notes.txt").write_text("mine")
+    cfg = dataclasses.replace(config(shards, out), overwrite=True, balance=False)
+    partition(cfg, backend=ScriptedBackend(script=seeded_answers), command="curriculum partition (resume test)")
+    assert (out / "answerable" / "notes.txt").read_text() == "mine"
+    from rag_curriculum.shards import validate_shards
+
+    validate_shards(out / "answerable")
+
+
+def test_a_bucket_folder_without_a_manifest_is_refused_not_emptied(shards, tmp_path):
+    """A folder named like a bucket that holds files but no record of what the toolkit wrote (the user's own) is
+    refused before anything is touched: its files cannot be told apart from the toolkit's."""
+    import rag_curriculum.partition as part
+
+    out = tmp_path / "out"
+    (out / "answerable").mkdir(parents=True)
+    (out / "answerable" / "notes.txt").write_text("mine")
+    with pytest.raises(part.PartitionError, match="holds files but no manifest"):
+        run_partition(str(shards), str(out), 0.0)
+    assert (out / "answerable" / "notes.txt").read_text() == "mine"

@@ -381,13 +381,11 @@ def _write_record(out: Path, cfg: PartitionConfig, input_dir: Path, digest: str)
 
 
 def _remove_outputs(out: Path) -> None:
-    """Remove a previous set of outputs, the commit point first (``partition.json``, then the manifests), so an
-    interruption never leaves part of a set that reads as complete."""
+    """Retire a previous set of outputs: it stops reading as complete (``partition.json`` first, then each bucket's
+    manifest is set aside) and ``stats.parquet`` goes; the buckets themselves are replaced when the new set is
+    committed, which carries over the files the toolkit did not write (a user's notes in ``answerable/``)."""
     _invalidate(out)
     (out / STATS_FILE).unlink(missing_ok=True)
-    for name in OUTPUTS:
-        if (out / name).is_dir():
-            shutil.rmtree(out / name)
 
 
 # -- the outputs as a set --------------------------------------------------------------------------------------------
@@ -410,28 +408,46 @@ def _invalidate(out: Path) -> None:
             os.replace(out / name / MANIFEST, out / name / REPLACED_MANIFEST)
 
 
+def _bucket_record(d: Path) -> Path | None:
+    """A bucket's manifest under whichever name a (possibly interrupted) commit left it."""
+    return next((d / n for n in (MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST) if (d / n).is_file()), None)
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a bucket folder that holds files but no record of what the toolkit wrote there (a folder
+    the user made, or a bucket an older version left half removed): its files could not be told apart."""
+    for name in OUTPUTS:
+        d = out / name
+        if d.is_dir() and any(d.iterdir()) and _bucket_record(d) is None:
+            raise PartitionError(
+                f"{d} holds files but no manifest, so the files the toolkit wrote cannot be told apart from yours; "
+                f"move what you want to keep out of {d} (or remove it), then run the same command again")
+
+
 def _carry_user_files(old: Path, new: Path) -> None:
     """Move what the toolkit did not write from a replaced bucket ``old`` into its successor ``new`` (the
     ``--overwrite`` rule of :mod:`rag_curriculum.shards`: only the toolkit's files are replaced)."""
     from .shards import foreign_entries, toolkit_files
 
-    # the bucket's manifest under whichever name a (possibly interrupted) commit left it
-    record = next((old / n for n in (REPLACED_MANIFEST, PENDING_MANIFEST, MANIFEST) if (old / n).is_file()), None)
+    record = _bucket_record(old)
     try:
         manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
-        owned = toolkit_files(old, manifest) | {REPLACED_MANIFEST, PENDING_MANIFEST} if manifest else None
-    except (OSError, ValueError):
+        owned = (toolkit_files(old, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
+                 if isinstance(manifest, dict) else None)
+    except (OSError, ValueError, CurriculumError):
         owned = None
     if owned is None:
         return  # no record of what the toolkit wrote there: nothing can be told apart, nothing is moved
     kept = []
     for entry in foreign_entries(old, owned):
         src, dst = old / entry.rstrip("/"), new / entry.rstrip("/")
-        if dst.exists():
-            continue
+        n = 0
+        while dst.exists() or dst.is_symlink():  # the new set has a file of that name: keep the user's beside it
+            n += 1
+            dst = new / f"{entry.rstrip('/')}.kept{n if n > 1 else ''}"
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
-        kept.append(entry)
+        kept.append(entry if dst.name == Path(entry.rstrip("/")).name else f"{entry} (as {dst.name})")
     if kept:
         log.warning("%s: kept %d file(s) the toolkit did not write: %s", new, len(kept), ", ".join(kept))
 
@@ -481,6 +497,7 @@ def _commit_outputs(stage: Path, out: Path) -> None:
     buckets without a manifest (readers refuse them) and no ``partition.json``; running the same command again
     writes the whole set again (it is deterministic: the same bytes)."""
     trash = out / f"{TRASH_PREFIX}{os.getpid()}-{time.time_ns()}"
+    _check_replaceable(out)
     _commit_step("invalidate")
     _invalidate(out)
     for name in OUTPUTS:

@@ -236,6 +236,13 @@ def _json_list_by_record(path: Path, text: str, base: int, skip: SkipFn | None) 
             pos += 1
             at = n - len(text[pos:].lstrip(" \t\r\n"))
             if at < n:
+                # a ']' with records after it: a list nested in a broken record, closed early (skip: go on there)
+                resume = _resync(decoder, text, pos, ref_keys) if skip is not None else None
+                if resume is not None:
+                    bad(f"a ']' before the end of the JSON list at {where(pos - 1)}; skipped up to {where(resume)}",
+                        "invalid_json", f"after index {i - 1}" if i else None)
+                    pos, expect_value = resume, True
+                    continue
                 bad(f"unexpected content after the end of the JSON list at {where(at)} ({text[at:at + 20]!r}); "
                     "every record before it was read", "invalid_json", f"after index {i - 1}" if i else None)
             return
@@ -300,6 +307,13 @@ def _json_msg(msg: str) -> str:
     return msg[:1].lower() + msg[1:]
 
 
+def _looks_like_record(obj: dict) -> bool:
+    """Before any good record was read: a question record of any of the datasets has a ``question`` and a list or
+    object of passages (``context``, ``paragraphs``); the objects nested in a record (a paragraph, a MuSiQue
+    decomposition step with its own ``question``) have no list or object values."""
+    return "question" in obj and any(isinstance(v, (list, dict)) for v in obj.values())
+
+
 def _resync(decoder: json.JSONDecoder, text: str, pos: int, ref_keys: frozenset[str] | None) -> int | None:
     """The start of the next complete record after ``pos``: a ``{`` after a comma that decodes to an object
     followed by ``,`` or ``]`` and, once a good record has been read, sharing half its keys (so a paragraph object
@@ -314,6 +328,8 @@ def _resync(decoder: json.JSONDecoder, text: str, pos: int, ref_keys: frozenset[
         if not (isinstance(obj, dict) and rest[:1] in (",", "]")):
             continue
         if ref_keys is not None and len(ref_keys & obj.keys()) * 2 < len(ref_keys):
+            continue
+        if ref_keys is None and not _looks_like_record(obj):
             continue
         return at
     return None
