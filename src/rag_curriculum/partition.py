@@ -424,7 +424,7 @@ def _check_replaceable(out: Path) -> None:
                 f"move what you want to keep out of {d} (or remove it), then run the same command again")
 
 
-def _carry_user_files(old: Path, new: Path) -> None:
+def _carry_user_files(old: Path, new: Path) -> bool:
     """Move what the toolkit did not write from a replaced bucket ``old`` into its successor ``new`` (the
     ``--overwrite`` rule of :mod:`rag_curriculum.shards`: only the toolkit's files are replaced)."""
     from .shards import foreign_entries, toolkit_files
@@ -437,19 +437,27 @@ def _carry_user_files(old: Path, new: Path) -> None:
     except (OSError, ValueError, CurriculumError):
         owned = None
     if owned is None:
-        return  # no record of what the toolkit wrote there: nothing can be told apart, nothing is moved
-    kept = []
+        return True  # no record of what the toolkit wrote there (refused before the commit): nothing to move
+    kept, stuck = [], []
     for entry in foreign_entries(old, owned):
         src, dst = old / entry.rstrip("/"), new / entry.rstrip("/")
         n = 0
         while dst.exists() or dst.is_symlink():  # the new set has a file of that name: keep the user's beside it
             n += 1
             dst = new / f"{entry.rstrip('/')}.kept{n if n > 1 else ''}"
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        except OSError as e:  # e.g. a read-only folder of the user's: left where it is, never deleted
+            stuck.append(f"{entry} ({e.strerror or e})")
+            continue
         kept.append(entry if dst.name == Path(entry.rstrip("/")).name else f"{entry} (as {dst.name})")
     if kept:
         log.warning("%s: kept %d file(s) the toolkit did not write: %s", new, len(kept), ", ".join(kept))
+    if stuck:
+        log.warning("%s: could not move %d file(s) the toolkit did not write into the new %s; they stay in %s: %s",
+                    old.parent.parent, len(stuck), new.name, old, ", ".join(stuck))
+    return not stuck
 
 
 def _remove_leftovers(out: Path) -> None:
@@ -457,15 +465,18 @@ def _remove_leftovers(out: Path) -> None:
     process is using them), and partial folders of older versions that wrote the buckets directly."""
     if not out.is_dir():
         return
+    held: set[str] = set()
     for p in sorted(out.iterdir()):
         if p.name.startswith(TRASH_PREFIX) and p.is_dir():  # a user's files in a replaced bucket go back first
             for name in OUTPUTS:
                 if (p / name).is_dir():
                     if not (out / name).exists():
                         os.replace(p / name, out / name)  # the old bucket, still refused (no manifest.json)
-                    else:
-                        _carry_user_files(p / name, out / name)
+                    elif not _carry_user_files(p / name, out / name):
+                        held.add(p.name)  # a user's file could not be moved out: the folder is kept
     for p in out.iterdir():
+        if p.name in held:
+            continue
         stale = p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) or any(
             p.name.startswith(f".{b}.partial-") for b in OUTPUTS)
         if stale and p.is_dir():
@@ -498,6 +509,7 @@ def _commit_outputs(stage: Path, out: Path) -> None:
     writes the whole set again (it is deterministic: the same bytes)."""
     trash = out / f"{TRASH_PREFIX}{os.getpid()}-{time.time_ns()}"
     _check_replaceable(out)
+    keep_trash = False
     _commit_step("invalidate")
     _invalidate(out)
     for name in OUTPUTS:
@@ -509,7 +521,8 @@ def _commit_outputs(stage: Path, out: Path) -> None:
             os.replace(out / name, trash / name)
         os.replace(stage / name, out / name)
         if name in OUTPUTS and (trash / name).is_dir():
-            _carry_user_files(trash / name, out / name)
+            if not _carry_user_files(trash / name, out / name):
+                keep_trash = True
     for name in OUTPUTS:
         _commit_step(f"{name}/{MANIFEST}")
         os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
@@ -517,7 +530,8 @@ def _commit_outputs(stage: Path, out: Path) -> None:
     _commit_step(SUMMARY_FILE)
     os.replace(stage / SUMMARY_FILE, out / SUMMARY_FILE)
     _fsync_dir(out)
-    shutil.rmtree(trash, ignore_errors=True)
+    if not keep_trash:
+        shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(stage, ignore_errors=True)
 
 
