@@ -308,3 +308,25 @@ def test_remove_output_follows_the_same_rule(shared_data, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt"]
     build(tmp_path / "clean", 5)
     assert remove_output(tmp_path / "clean") == [] and not (tmp_path / "clean").exists()
+
+
+def test_overwrite_never_changes_files_through_a_symbolic_link(tmp_path):
+    """A shard folder that is a link to somewhere else (data -> /datasets/shared) is refused by --overwrite: the
+    files behind the link are not the toolkit's to delete or replace."""
+    import shutil
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.shards import ShardError
+
+    out = tmp_path / "c"
+    cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 12)], schedule="max", out=str(out), seed=0,
+                      rows_per_shard=5)
+    build_curriculum(cfg, command="t")
+    (out / "notes.txt").write_text("mine")  # a user's file: the overwrite replaces in place, not by renaming
+    shared = tmp_path / "shared"
+    shutil.move(str(out / "data"), shared)
+    (out / "data").symlink_to(shared, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in shared.iterdir()}
+    with pytest.raises(ShardError, match="symbolic link"):
+        build_curriculum(BuildConfig(**{**cfg.__dict__, "overwrite": True, "seed": 1}), command="t")
+    assert {p.name: p.read_bytes() for p in shared.iterdir()} == before

@@ -336,6 +336,7 @@ def remove_output(directory: str | Path) -> list[str]:
     Refuses (:class:`ShardError`) when the manifest is not the toolkit's. Returns what was kept."""
     d = Path(directory)
     owned = toolkit_files(d, _toolkit_manifest(d))
+    _no_links_on_the_way(d, owned)
     for name in [MANIFEST, *sorted(owned - {MANIFEST})]:
         p = d / name
         if p.is_file() or p.is_symlink():
@@ -345,6 +346,19 @@ def remove_output(directory: str | Path) -> list[str]:
     if kept:
         log.warning("%s: kept %d file(s) the toolkit did not write: %s", d, len(kept), ", ".join(kept))
     return kept
+
+
+def _no_links_on_the_way(d: Path, names: Iterable[str]) -> None:
+    """Refuse to replace or remove files reached through a symbolic link inside an output (``data -> /datasets``):
+    the link's target is not the toolkit's to change."""
+    for name in sorted(names):
+        sub = d
+        for part in Path(name).parts[:-1]:
+            sub = sub / part
+            if sub.is_symlink():
+                raise ShardError(f"{sub} is a symbolic link: --overwrite does not change files through it (its "
+                                 "target is not the toolkit's); replace the link with a folder, or choose another "
+                                 "output")
 
 
 def _remove_empty_dirs(d: Path, owned: set[str], *, top: bool = True) -> None:
@@ -501,6 +515,7 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
 
 def _replace_in_place(tmp: Path, out: Path, old: set[str]) -> None:
     new = _files_under(tmp)
+    _no_links_on_the_way(out, set(old) | set(new))
     for name in sorted(old - set(new) - {MANIFEST}):  # the old output's files the new one does not have
         p = out / name
         if p.is_file() or p.is_symlink():
