@@ -29,19 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-MUSIQUE = SHARED / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
-HOTPOT = SHARED / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"
-
-
-def build_input(out: Path, questions: int, K: int) -> Path:
-    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-
-    src, dataset = (MUSIQUE, "musique") if questions <= 100 else (HOTPOT, "hotpotqa")
-    build_curriculum(BuildConfig(sources=[SourceSpec(dataset, str(src), questions, K=K)], schedule="max",
-                                 out=str(out), seed=0, setting="curriculum", allow_split_mismatch=True),
-                     command="bench")
-    return out
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_partition import SHARED, build_input  # noqa: E402  (the same input as the transformers bench)
 
 
 def main() -> None:

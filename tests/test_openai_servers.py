@@ -15,15 +15,8 @@ What a user meets with that server, end to end through `curriculum partition` / 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +31,7 @@ pytest.importorskip("fastapi", reason="transformers serve needs its serving extr
 pytest.importorskip("uvicorn", reason="transformers serve needs its serving extra (fastapi, uvicorn): the dev extra")
 
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
+from servers import free_port, server_process  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402
@@ -47,72 +41,6 @@ from rag_curriculum.generation.openai_backend import TRANSFORMERS_SERVE_SAMPLING
 N_QUESTIONS = 8  # the identical-samples check judges at least 8 questions
 K = 4
 SAMPLING_ON = f"extra_body={json.dumps(TRANSFORMERS_SERVE_SAMPLING)}"
-START_TIMEOUT_S = 240  # importing torch and transformers on a busy 2-core machine
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-
-
-def stop_process_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, wait; then SIGKILL whatever is left, polling (bounded) until no process
-    of the group remains."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    deadline = time.monotonic() + 30
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.poll()  # reap the leader (a zombie still counts as a member of the group)
-        time.sleep(0.2)
-    if proc.poll() is None:
-        proc.wait(timeout=30)
-    assert not _group_alive(proc.pid), "a process of the server's group outlived it"
-
-
-@contextlib.contextmanager
-def server_process(argv: list[str], health_url: str, log_path: Path, *, env: dict[str, str] | None = None,
-                   timeout_s: float = START_TIMEOUT_S) -> Iterator[subprocess.Popen]:
-    """Start ``argv`` in its own process group, poll ``health_url`` until it answers 200 (bounded by
-    ``timeout_s``), yield, then stop the whole group."""
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env={**os.environ, **(env or {})})
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"{argv[0]} exited with {proc.returncode} before it was ready:\n"
-                            + log_path.read_text(errors="replace")[-3000:])
-            try:
-                with urllib.request.urlopen(health_url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"{argv[0]} not ready after {timeout_s}s:\n" + log_path.read_text(errors="replace")[-3000:])
-            time.sleep(0.5)
-        yield proc
-    finally:
-        stop_process_group(proc)
-        log.close()
 
 
 @pytest.fixture(scope="module")

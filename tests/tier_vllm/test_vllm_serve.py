@@ -13,15 +13,9 @@ generators (``CPU Generator does not use offset``).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +26,7 @@ pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scrip
 pytest.importorskip("openai")
 
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
+from servers import free_port, server_process  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402
@@ -40,42 +35,6 @@ N_QUESTIONS = 8
 K = 4
 SERVED = "tiny-qwen2"
 START_TIMEOUT_S = 420  # the engine core is a spawned process; on a busy 2-core machine this takes minutes
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-
-
-def stop_process_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (the API server and its engine core), wait; then SIGKILL whatever is
-    left, polling (bounded) until no process of the group remains."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    deadline = time.monotonic() + 30
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.poll()  # reap the leader (a zombie still counts as a member of the group)
-        time.sleep(0.2)
-    if proc.poll() is None:
-        proc.wait(timeout=30)
-    assert not _group_alive(proc.pid), "a process of the vllm server's group outlived it"
 
 
 def serve_argv(model: Path, port: int) -> list[str]:
@@ -94,30 +53,11 @@ def vserve(vllm_model_dir, tmp_path_factory) -> Iterator[str]:
     """`vllm serve` of the tiny model on 127.0.0.1: its /v1 URL."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(serve_argv(vllm_model_dir, port), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"vllm serve exited with {proc.returncode} before it was ready:\n"
-                                + log_path.read_text(errors="replace")[-4000:])
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"vllm serve not ready after {START_TIMEOUT_S}s:\n"
-                                + log_path.read_text(errors="replace")[-4000:])
-                time.sleep(1)
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:
-            stop_process_group(proc)
+    env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    with server_process(serve_argv(vllm_model_dir, port), f"http://127.0.0.1:{port}/health", log_path, env=env,
+                        timeout_s=START_TIMEOUT_S):
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture(scope="module")
