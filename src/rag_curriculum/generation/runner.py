@@ -530,7 +530,6 @@ def run_chunks(
         owned = True
     try:
         if todo:
-            record_backend(wd, backend)  # type: ignore[arg-type]
             _run_todo(wd, plan, mine, todo, done, report, ids=ids, prompts=prompts, backend=backend,  # type: ignore[arg-type]
                       sampling=sampling, chunks_per_call=chunks_per_call, question_seeds=question_seeds,
                       max_chunks=max_chunks, progress=progress, description=description, on_chunk=on_chunk,
@@ -581,8 +580,13 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
         for kk, t in check.offer(k, table):  # none while held back; raises on identical samples
             write(kk, t)
 
+    recorded = [False]
+
     def write(k: int, table: pa.Table) -> None:
         wd.write_chunk(k, table)
+        if not recorded[0]:  # once a chunk of this process has landed: the backend that made it is recorded
+            record_backend(wd, backend)
+            recorded[0] = True
         n = table.num_rows
         n_skip = n - table.column("skipped").null_count
         report.generated_chunks += 1
