@@ -50,3 +50,27 @@ def tiny_model_dir(tmp_path_factory, shared_data) -> Path:
     from tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), shared_data)
+
+
+@pytest.fixture(scope="session")
+def min_max_shards(tmp_path_factory) -> Path:
+    """A min-max curriculum of the 100 real MuSiQue rows (50 at level 1, then 50 at level K=20), in three shards;
+    built with the core install only (the engine tiers use it too)."""
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    if not MUSIQUE_TRAIN.is_file():
+        pytest.fail(f"{MUSIQUE_TRAIN} not found: these tests need ../shared/data beside the checkout")
+    out = tmp_path_factory.mktemp("min-max-shards") / "musique-min-max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=100)], schedule="min-max",
+                                 out=str(out), seed=0, rows_per_shard=40, workers=1))
+    return out
+
+
+@pytest.fixture(scope="session")
+def min_max_rows(min_max_shards) -> list[dict]:
+    """The rows of :func:`min_max_shards`, read with pyarrow file by file in manifest order."""
+    import pyarrow.parquet as pq
+
+    from rag_curriculum.shards import shard_files
+
+    return [row for f in shard_files(min_max_shards) for row in pq.read_table(f).to_pylist()]

@@ -59,6 +59,17 @@ def tree(d: Path) -> dict[str, bytes]:
             if p.is_file() and p.name != ".lock"}
 
 
+def crash_before(monkeypatch, step: str) -> None:
+    """Make the next partition die (KeyboardInterrupt) just before ``step`` of moving its set of outputs in."""
+    import rag_curriculum.partition as part
+
+    def crash(name):
+        if name == step:
+            raise KeyboardInterrupt(f"killed before {name}")
+
+    monkeypatch.setattr(part, "_commit_step", crash)
+
+
 def chunks_done(out: Path) -> int:
     return len(list((out / "work").glob("chunk-*.parquet"))) if (out / "work").is_dir() else 0
 
@@ -176,13 +187,7 @@ def test_a_crash_between_outputs_leaves_no_partial_set_and_running_again_repairs
     want = reference_at(shards, out)
     if not fresh:
         run_partition(str(shards), str(out), 0.0)
-    import rag_curriculum.partition as part
-
-    def crash(name):
-        if name == step:
-            raise KeyboardInterrupt(f"killed before {name}")
-
-    monkeypatch.setattr(part, "_commit_step", crash)
+    crash_before(monkeypatch, step)
     with pytest.raises(KeyboardInterrupt):
         run_partition(str(shards), str(out), 0.0)
     assert_all_or_nothing(out)
@@ -285,14 +290,8 @@ def test_files_a_user_added_to_the_buckets_survive_a_new_set_and_a_crash(shards,
     (out / "answerable" / "notes.txt").write_text("mine")
     (out / "unanswerable" / "experiments").mkdir()
     (out / "unanswerable" / "experiments" / "a.csv").write_text("1,2")
-    import rag_curriculum.partition as part
-
     if step is not None:
-        def crash(name):
-            if name == step:
-                raise KeyboardInterrupt(f"killed before {name}")
-
-        monkeypatch.setattr(part, "_commit_step", crash)
+        crash_before(monkeypatch, step)
         with pytest.raises(KeyboardInterrupt):
             run_partition(str(shards), str(out), 0.0)
         monkeypatch.undo()

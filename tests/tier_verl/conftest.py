@@ -25,7 +25,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
-MUSIQUE_TRAIN = (ROOT.parent / "shared" / "data" / "musique" / "musique_ans_v1.0_train.sample100.jsonl").resolve()
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -42,26 +41,14 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def shards(tmp_path_factory) -> Path:
-    """A min-max curriculum of the 100 MuSiQue rows (50 at level 1, then 50 at level K=20), in three shards."""
-    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-
-    if not MUSIQUE_TRAIN.is_file():
-        pytest.fail(f"{MUSIQUE_TRAIN} not found: the verl tests need ../shared/data beside the checkout")
-    out = tmp_path_factory.mktemp("verl-shards") / "musique-min-max"
-    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=100)], schedule="min-max",
-                                 out=str(out), seed=0, rows_per_shard=40, workers=1))
-    return out
+def shards(min_max_shards) -> Path:
+    """The root conftest's min-max curriculum of the 100 real MuSiQue rows."""
+    return min_max_shards
 
 
 @pytest.fixture(scope="session")
-def shard_rows(shards) -> list[dict]:
-    """The shard rows read with pyarrow, file by file in manifest order (independently of verl)."""
-    import pyarrow.parquet as pq
-
-    from rag_curriculum.shards import shard_files
-
-    return [row for f in shard_files(shards) for row in pq.read_table(f).to_pylist()]
+def shard_rows(min_max_rows) -> list[dict]:
+    return min_max_rows
 
 
 def _launch(model: Path, shards: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
