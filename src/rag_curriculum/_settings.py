@@ -32,7 +32,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import CurriculumError
+from .errors import SettingError  # noqa: F401  (re-exported)
 
 #: Seeds are stored as int64 (manifests, Parquet) and handed to numpy, torch and vLLM.
 MAX_SEED = 2**63 - 1
@@ -43,20 +43,6 @@ MAX_SAMPLES = 1024
 #: The largest count of rows, questions, tokens, processes... that any setting accepts (a typo guard, not a limit
 #: of the toolkit's data structures).
 MAX_COUNT = 10**9
-
-
-class SettingError(CurriculumError, ValueError):
-    """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
-    allowed."""
-
-    def __init__(self, name: str, value: Any, allowed: str, *, flag: str | None = None,
-                 message: str | None = None) -> None:
-        self.setting = name
-        self.value = value
-        self.allowed = allowed
-        self.flag = flag
-        label = f"{name} ({flag})" if flag and flag != name else name
-        super().__init__(message or f"{label} = {_show(value)}: must be {allowed}")
 
 
 def _show(value: Any) -> str:

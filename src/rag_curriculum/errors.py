@@ -1,13 +1,77 @@
-"""Errors that say where bad input is: the file, the record (line or index, and id) and the field."""
+"""Every error the toolkit raises on purpose, in one hierarchy under :class:`CurriculumError`.
+
+Each error says what went wrong and where (the file, the record and the field for bad input); ``hint``, set at the
+raise site, says what to do next. The command line prints both (``error: ...`` then ``hint: ...``) and exits with
+status 1; library callers catch :class:`CurriculumError` (or the standard class it also derives from: a bad value
+is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written against those keeps working).
+
+>>> try:
+...     raise ConfigError("n = 0: must be >= 1", hint="pass n=1 or more")
+... except ValueError as e:
+...     (str(e), e.hint)
+('n = 0: must be >= 1', 'pass n=1 or more')
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class CurriculumError(Exception):
-    """Base class of the toolkit's own errors."""
+    """Base class of the toolkit's own errors. ``hint``: what to do next (None when the message says it)."""
+
+    hint: str | None = None
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        if hint is not None:
+            self.hint = hint
+
+
+# --- configuration: settings, names, recipes -----------------------------------------------------------------
+
+
+class ConfigError(CurriculumError, ValueError):
+    """A setting, option or configuration that cannot be used as given (a bad value, a contradiction)."""
+
+
+class UnknownNameError(CurriculumError, KeyError):
+    """A name that is not registered (a dataset, schedule, template, format, reward, backend or recipe); the
+    message lists the known names and the closest one."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class RecipeError(ConfigError):
+    """A recipe that cannot be found, composed or bound to its config."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class SettingError(ConfigError):
+    """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
+    allowed."""
+
+    def __init__(self, name: str, value: Any, allowed: str, *, flag: str | None = None,
+                 message: str | None = None) -> None:
+        self.setting = name
+        self.value = value
+        self.allowed = allowed
+        self.flag = flag
+        label = f"{name} ({flag})" if flag and flag != name else name
+        super().__init__(message or f"{label} = {_show(value)}: must be {allowed}")
+
+
+
+
+# --- input data -----------------------------------------------------------------------------------------------
 
 
 class DataError(CurriculumError, ValueError):
@@ -35,6 +99,89 @@ class InputIsADirectoryError(CurriculumError, IsADirectoryError):
 
 class WrongDatasetError(CurriculumError, ValueError):
     """A file that belongs to another dataset (or to none the toolkit knows)."""
+
+
+class ShardError(CurriculumError):
+    """A shard directory that is missing, incomplete, or does not match its manifest."""
+
+
+# --- the commands' own refusals ------------------------------------------------------------------------------
+
+
+class BuildError(CurriculumError):
+    """A build that cannot be made as asked (too few questions, leakage, bad options)."""
+
+
+class TokenizerError(CurriculumError):
+    """A tokenizer that cannot be loaded or used to count prompt tokens."""
+
+
+class PartitionError(CurriculumError):
+    """A partition that cannot run as asked (bad input, options, or results of another run)."""
+
+
+class EvalError(CurriculumError):
+    """An evaluation that cannot run as asked (bad inputs, results made with other settings)."""
+
+
+# --- generation -----------------------------------------------------------------------------------------------
+
+
+class GenerationError(CurriculumError):
+    """A generation backend that cannot do what it was asked (bad settings, a server that keeps failing)."""
+
+
+class PromptTooLongError(GenerationError):
+    """Some prompts do not fit the model's context. ``indices`` are their positions in the call; ``results``,
+    when the backend already generated the other prompts, holds their completions (None at ``indices``)."""
+
+    def __init__(self, indices: Sequence[int], *, limit: int | None = None,
+                 results: list[list[str] | None] | None = None, detail: str = "") -> None:
+        self.indices = sorted(set(indices))
+        self.limit = limit
+        self.results = results
+        shown = ", ".join(map(str, self.indices[:10])) + (" ..." if len(self.indices) > 10 else "")
+        lim = f" of {limit} tokens" if limit else ""
+        super().__init__(f"{len(self.indices)} prompt(s) longer than the model's context{lim} (positions {shown})"
+                         + (f": {detail}" if detail else ""))
+
+
+class IdenticalSamplesError(GenerationError):
+    """With temperature > 0 and n > 1, the n samples of most questions came back identical: the server or backend
+    most likely ignores the sampling parameters (decodes greedily), so pass@n would really be a greedy pass@1.
+    Raised by the runner before the offending chunk is written."""
+
+    def __init__(self, message: str, *, identical: int, judged: int) -> None:
+        self.identical = identical
+        self.judged = judged
+        super().__init__(message)
+
+
+class RunMismatchError(CurriculumError):
+    """A work directory made by a run with other settings (another model, sampling, input or chunking)."""
+
+
+class IncompleteRunError(CurriculumError):
+    """Results were asked for while some chunks are not done yet."""
+
+    def __init__(self, message: str, missing: Sequence[int]) -> None:
+        super().__init__(message)
+        self.missing = list(missing)
+
+
+# --- training -------------------------------------------------------------------------------------------------
+
+
+class BatchError(CurriculumError, ValueError):
+    """A batch that TRL cannot make (or that does not match the prompts per step asked for)."""
+
+
+class CurriculumOrderError(CurriculumError):
+    """A setting (or an observed step) that breaks the curriculum order, under ``data.order_policy=refuse``."""
+
+
+class PromptLengthError(CurriculumError):
+    """A curriculum with prompts longer than a run's limits (the engine would truncate or drop them)."""
 
 
 @dataclass

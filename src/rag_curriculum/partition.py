@@ -49,7 +49,7 @@ from .difficulty.accuracy import (
     balance,
     question_stats,
 )
-from .errors import CurriculumError
+from .errors import CurriculumError, PartitionError  # noqa: F401  (re-exported)
 from .generation.base import BACKENDS, GenerationBackend, SamplingConfig, get_backend
 from .generation.base import backend_identity as _backend_identity
 from .generation.runner import (
@@ -113,10 +113,6 @@ STATS_SCHEMA = pa.schema([
     pa.field("learnable", pa.bool_()),
     pa.field("kept", pa.bool_()),  # written to answerable/ or unanswerable/ (False when --balance dropped it)
 ])
-
-
-class PartitionError(CurriculumError):
-    """A partition that cannot run as asked (bad input, options, or results of another run)."""
 
 
 @dataclass

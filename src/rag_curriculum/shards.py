@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .errors import CurriculumError
+from .errors import ShardError  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +97,6 @@ def row_schema(*optional: str) -> pa.Schema:
     if unknown:
         raise ValueError(f"unknown optional column(s) {sorted(unknown)}")
     return pa.schema(ROW_FIELDS + [f for f in OPTIONAL_FIELDS if f.name in optional])
-
-
-class ShardError(CurriculumError):
-    """A shard directory that is missing, incomplete, or does not match its manifest."""
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

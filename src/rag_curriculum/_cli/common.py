@@ -75,7 +75,8 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
                     code: int = EXIT_ERROR) -> Iterator[None]:
     """Turn the toolkit's errors (CurriculumError, and the ValueError / KeyError / OSError / ImportError /
     RuntimeError of bad input, a bad value or a failed write) into one line, a hint and exit status ``code``:
-    the one error handler of every command. ``hint(e)`` may give a command's own hint."""
+    the one error handler of every command. The hint is the error's own (``CurriculumError.hint``, set where it
+    was raised), else ``hint(e)``, a command's own, else a default for system errors."""
     from ..errors import CurriculumError
 
     try:
@@ -83,7 +84,8 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise  # already reported, or click's own usage error
     except (CurriculumError, ValueError, KeyError, OSError, ImportError, RuntimeError, OverflowError) as e:
-        fail(error_text(e), (hint(e) if hint else None) or _default_hint(e), code)
+        own = e.hint if isinstance(e, CurriculumError) else None  # set where it was raised
+        fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), code)
 
 
 def parse_backend_args(items: list[str] | None) -> dict[str, Any]:

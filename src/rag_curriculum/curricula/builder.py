@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from .. import __version__
 from ..difficulty.synthetic import level_for, num_distractors
-from ..errors import CurriculumError, SkipReport
+from ..errors import BuildError, SkipReport  # noqa: F401  (re-exported)
 from ..loaders import get_loader, guess_split, load_examples
 from ..prompts import PromptTemplate, get_template, unique_labels
 from ..records import Document, Example
@@ -55,10 +55,6 @@ from .lengths import LengthStats, count_prompt_tokens, load_tokenizer, tokenizer
 from .schedules import resolve_schedule
 
 log = logging.getLogger(__name__)
-
-
-class BuildError(CurriculumError):
-    """A build that cannot be made as asked (too few questions, leakage, bad options)."""
 
 
 def derive_seed(*parts: object) -> int:

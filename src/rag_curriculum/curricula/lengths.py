@@ -20,16 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CurriculumError
+from ..errors import TokenizerError  # noqa: F401  (re-exported)
 
 TRAIN_EXTRA = "pip install 'rag-curriculum[train]'"
 #: Prompts per ``apply_chat_template`` call: large enough for the fast tokenizer's batch encoder to pay off.
 BATCH = 256
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
-
-
-class TokenizerError(CurriculumError):
-    """A tokenizer that cannot be loaded or used to count prompt tokens."""
 
 
 def load_tokenizer(name_or_path: str, *, revision: str | None = None, trust_remote_code: bool = False,

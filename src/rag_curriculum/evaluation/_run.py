@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CurriculumError
+from ..errors import EvalError  # noqa: F401  (re-exported)
 from ..generation.base import GenerationBackend, SamplingConfig, backend_identity, get_backend
 from ..generation.runner import read_backend
 from ..shards import read_manifest, read_table, write_json
@@ -65,10 +65,6 @@ RESULT_SCHEMA = pa.schema([
     ("sample_valid", pa.list_(pa.bool_())), ("sample_reason", pa.list_(pa.string())),
     *[(f"sample_{k}", pa.list_(pa.float64())) for k in SAMPLE_METRICS],
 ])
-
-
-class EvalError(CurriculumError):
-    """An evaluation that cannot run as asked (bad inputs, results made with other settings)."""
 
 
 @dataclass

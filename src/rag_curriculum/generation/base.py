@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import CurriculumError
+from ..errors import GenerationError, IdenticalSamplesError, PromptTooLongError  # noqa: F401  (re-exported)
 from ..registry import Registry
 
 Messages = list[dict[str, str]]
@@ -63,36 +63,6 @@ class SamplingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class GenerationError(CurriculumError):
-    """A generation backend that cannot do what it was asked (bad settings, a server that keeps failing)."""
-
-
-class PromptTooLongError(GenerationError):
-    """Some prompts do not fit the model's context. ``indices`` are their positions in the call; ``results``,
-    when the backend already generated the other prompts, holds their completions (None at ``indices``)."""
-
-    def __init__(self, indices: Sequence[int], *, limit: int | None = None,
-                 results: list[list[str] | None] | None = None, detail: str = "") -> None:
-        self.indices = sorted(set(indices))
-        self.limit = limit
-        self.results = results
-        shown = ", ".join(map(str, self.indices[:10])) + (" ..." if len(self.indices) > 10 else "")
-        lim = f" of {limit} tokens" if limit else ""
-        super().__init__(f"{len(self.indices)} prompt(s) longer than the model's context{lim} (positions {shown})"
-                         + (f": {detail}" if detail else ""))
-
-
-class IdenticalSamplesError(GenerationError):
-    """With temperature > 0 and n > 1, the n samples of most questions came back identical: the server or backend
-    most likely ignores the sampling parameters (decodes greedily), so pass@n would really be a greedy pass@1.
-    Raised by the runner before the offending chunk is written."""
-
-    def __init__(self, message: str, *, identical: int, judged: int) -> None:
-        self.identical = identical
-        self.judged = judged
-        super().__init__(message)
 
 
 @runtime_checkable

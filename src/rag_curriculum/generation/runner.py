@@ -67,7 +67,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CurriculumError
+from ..errors import CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
 from .base import (
     GenerationBackend,
     IdenticalSamplesError,
@@ -106,18 +106,6 @@ CHUNK_SCHEMA = pa.schema([
     pa.field("skipped", pa.string()),
     pa.field("completions", pa.list_(pa.string())),
 ])
-
-
-class RunMismatchError(CurriculumError):
-    """A work directory made by a run with other settings (another model, sampling, input or chunking)."""
-
-
-class IncompleteRunError(CurriculumError):
-    """Results were asked for while some chunks are not done yet."""
-
-    def __init__(self, message: str, missing: Sequence[int]) -> None:
-        super().__init__(message)
-        self.missing = list(missing)
 
 
 def _derive(*parts: object) -> int:

@@ -32,13 +32,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import BatchError  # noqa: F401
+
 # GRPOConfig defaults (TRL 1.16) that the batch arithmetic needs when a recipe leaves them out.
 GRPO_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "num_generations": 8,
                  "num_iterations": 1, "num_train_epochs": 3.0, "max_steps": -1}
-
-
-class BatchError(ValueError):
-    """A batch that TRL cannot make (or that does not match the prompts per step asked for)."""
 
 
 def derive_accumulation(*, prompts_per_step: int, num_generations: int, per_device: int, num_processes: int) -> int:

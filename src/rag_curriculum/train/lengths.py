@@ -32,17 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from ..curricula.lengths import count_prompt_tokens, load_tokenizer
-from ..errors import CurriculumError
+from ..errors import CurriculumError, PromptLengthError  # noqa: F401  (re-exported)
 from ..shards import PROMPT_TOKENS, read_manifest, shard_files
 
 log = logging.getLogger(__name__)
 
 #: Rows named in a refusal.
 SHOW_ROWS = 5
-
-
-class PromptLengthError(CurriculumError):
-    """A curriculum with prompts longer than a run's limits (the engine would truncate or drop them)."""
 
 
 @dataclass

@@ -21,14 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CurriculumError
+from ..errors import CurriculumOrderError  # noqa: F401  (re-exported)
 from .batching import GRPO_DEFAULTS, BatchPlan
 
 log = logging.getLogger(__name__)
-
-
-class CurriculumOrderError(CurriculumError):
-    """A setting (or an observed step) that breaks the curriculum order, under ``data.order_policy=refuse``."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import RecipeError  # noqa: F401
 from .config import RewardSpec, TrainConfig
 
 TRAIN = "train"
@@ -32,10 +33,6 @@ BASE = "_base"
 DEFAULT_RECIPE = "rag-rl-min-max"
 CONFIG_FILE = "train_config.yaml"
 PLAN_FILE = "train_plan.json"
-
-
-class RecipeError(ValueError):
-    """A recipe that cannot be found, composed or bound to the schema."""
 
 
 def recipes_root() -> Path:
