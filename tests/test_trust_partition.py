@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN
 
-from rag_curriculum._secrets import is_secret, mask_secrets, redact_command, redact_overrides
+from rag_curriculum._plumbing import is_secret, mask_secrets, redact_command, redact_overrides
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.generation import runner
 from rag_curriculum.generation.base import SamplingConfig, backend_identity, is_secret_option

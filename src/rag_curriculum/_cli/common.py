@@ -125,8 +125,8 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
 
 def redacted(command: str) -> str:
     """The command line with secrets hidden (it is recorded in manifests and data cards): the one rule of
-    :mod:`rag_curriculum._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
-    from .._secrets import redact_command
+    :mod:`rag_curriculum._plumbing._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
+    from .._plumbing import redact_command
 
     return redact_command(command)
 

@@ -263,7 +263,7 @@ def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet,
     if not path.exists():
         return None
     table, meta = read_results(path)
-    from .._secrets import mask_secrets
+    from .._plumbing import mask_secrets
 
     fingerprint = mask_secrets(fingerprint)  # as it was recorded
     if meta.get("generation") == json.loads(json.dumps(fingerprint, sort_keys=True)):
@@ -303,7 +303,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                         "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
-    from .._secrets import mask_secrets, redact_command
+    from .._plumbing import mask_secrets, redact_command
 
     command = redact_command(command)  # the one rule for secrets, in every file written here
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))

@@ -114,12 +114,12 @@ _SMALL_FILE = 64 << 20
 
 def is_secret_option(name: str) -> bool:
     """Option names whose values are never recorded (``api_key``, ``hf_token``, ... but not ``tokenizer``): the
-    toolkit's one masking rule, :func:`rag_curriculum._secrets.is_secret`.
+    toolkit's one masking rule, :func:`rag_curriculum._plumbing.is_secret`.
 
     >>> [is_secret_option(k) for k in ("api_key", "hf_token", "tokenizer", "max_tokens", "password")]
     [True, True, False, False, True]
     """
-    from .._secrets import is_secret
+    from .._plumbing import is_secret
 
     return is_secret(name)
 
@@ -193,7 +193,7 @@ def backend_identity(backend: str | type, model: str | None, options: Mapping[st
         if p.default is not p.empty:
             resolved[p.name] = p.default
     resolved.update({k: v for k, v in options.items() if k != "model"})  # **engine_kwargs too
-    from .._secrets import mask_secrets
+    from .._plumbing import mask_secrets
 
     opts = {k: mask_secrets(_jsonable(v)) for k, v in sorted(resolved.items())  # nested secrets: extra_body
             if v is not None and k not in exclude and not is_secret_option(k)}

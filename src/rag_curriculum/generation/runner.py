@@ -124,7 +124,7 @@ def question_seed(seed: int, item_id: str) -> int:
 
 def _normalise(obj: Any) -> Any:
     """As recorded in the work directory: plain JSON, secrets masked (the toolkit's one rule)."""
-    from .._secrets import mask_secrets
+    from .._plumbing import mask_secrets
 
     return json.loads(json.dumps(mask_secrets(obj), sort_keys=True, default=str))
 

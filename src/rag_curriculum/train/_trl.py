@@ -283,7 +283,7 @@ def _classes() -> tuple[type, type]:
             if state.is_world_process_zero:
                 ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if ckpt.is_dir():
-                    from .._secrets import mask_secrets
+                    from .._plumbing import mask_secrets
 
                     write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
                         **self.plan, "global_step": state.global_step,
@@ -357,7 +357,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     out = Path(args.output_dir)
     steps_file = out / STEPS_FILE if cfg.run.log_rows else None
     if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
-        from .._secrets import mask_secrets, redact_overrides
+        from .._plumbing import mask_secrets, redact_overrides
 
         save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
                        overrides=redact_overrides(overrides))
