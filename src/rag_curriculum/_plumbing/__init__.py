@@ -1,0 +1,28 @@
+"""Plumbing written once: atomic writes, shard-directory digests, derived seeds and ids, secret masking, the
+trainer tail, distributions and the GC pause. Private (no stable API); light to import (standard library only)."""
+
+from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
+from ._counts import distribution, gc_paused, trainer_tail
+from ._digest import shards_digest
+from ._secrets import MASK, is_secret, mask_secrets, redact_command, redact_overrides
+from ._seeds import derive_seed, hash64, stable_id
+
+__all__ = [
+    "MASK",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_with",
+    "derive_seed",
+    "distribution",
+    "fsync_dir",
+    "gc_paused",
+    "hash64",
+    "is_secret",
+    "mask_secrets",
+    "redact_command",
+    "redact_overrides",
+    "shards_digest",
+    "stable_id",
+    "tmp_name",
+    "trainer_tail",
+]
