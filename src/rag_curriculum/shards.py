@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ._plumbing import atomic_write_bytes
 from .errors import ShardError  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
@@ -191,18 +192,12 @@ def rows_to_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = ROW_SCHEMA
     return pa.Table.from_pylist(list(rows), schema=schema)
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+_atomic_write_bytes = atomic_write_bytes  # the name train/recipes.py imports
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write JSON atomically (temporary name, then rename), with sorted keys so it is byte-stable."""
-    _atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+    """Write JSON atomically (temporary name, fsync, then rename), with sorted keys so it is byte-stable."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
 # -- paths in published records --------------------------------------------------------------------------------
@@ -599,7 +594,7 @@ def write_shards(
             "shards": entries,
         })
         for name, data in (extra_files or {}).items():
-            _atomic_write_bytes(tmp / name, data)
+            atomic_write_bytes(tmp / name, data)
         if card is not None:
             card(tmp, full)
         shards = {e["file"] for e in entries}

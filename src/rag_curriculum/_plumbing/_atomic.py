@@ -1,6 +1,7 @@
 """Atomic, durable file writes: the one way the toolkit writes a file a reader may see half-written.
 
-A temporary file with a unique name (``.<name>.tmp-<pid>-<random>``) is made in the target's folder, written,
+A temporary file with a unique name (``.<name>.tmp-<pid>-<8 hex digits>``, hidden, so no glob for the final
+files matches it) is made in the target's folder, written,
 flushed and fsync'ed, renamed over the target with :func:`os.replace` (atomic on POSIX and Windows), and the folder
 is fsync'ed so the rename itself survives a crash. A reader sees the old file or the new one, never a mixture; a
 crash leaves at worst a temporary file, which is removed when the write fails in-process.
@@ -28,11 +29,10 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_with", "fsyn
 
 
 def tmp_name(path: str | Path) -> Path:
-    """A temporary name beside ``path`` that no other process or thread uses: ``.<name>.tmp-<pid>-<8 hex>``.
-
-    The name keeps ``path``'s suffix last, so writers that infer the format from it (matplotlib) still do."""
+    """A temporary name beside ``path`` that no other process or thread uses: ``.<name>.tmp-<pid>-<8 hex>``
+    (a writer that infers the format from the file's suffix must be told it: ``savefig(tmp, format="png")``)."""
     p = Path(path)
-    return p.with_name(f".{p.stem}.tmp-{os.getpid()}-{secrets.token_hex(4)}{p.suffix}")
+    return p.with_name(f".{p.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def fsync_dir(directory: str | Path) -> None:

@@ -4,9 +4,6 @@ from .builder import (
     BuildError,
     BuildResult,
     build_curriculum,
-    build_rows,
-    derive_seed,
-    make_row,
     select_documents,
 )
 from .config import DEFAULT_K, BuildConfig, SourceSpec
@@ -23,6 +20,5 @@ from .schedules import (
 
 __all__ = [
     "DEFAULT_K", "SCHEDULES", "BuildConfig", "BuildError", "BuildResult", "SourceSpec", "build_curriculum",
-    "build_rows", "derive_seed", "levels_for", "linear", "make_row", "max_", "min_max", "parse_pieces",
-    "piecewise", "register_schedule", "select_documents",
+    "levels_for", "linear", "max_", "min_max", "parse_pieces", "piecewise", "register_schedule", "select_documents",
 ]

@@ -9,9 +9,6 @@ never changes when other rows are added, and the distractors of level ``l`` are 
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import hashlib
 import json
 import logging
 import multiprocessing as mp
@@ -29,10 +26,11 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from .. import __version__
+from .._plumbing import derive_seed, distribution, gc_paused, trainer_tail
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import BuildError, SkipReport  # noqa: F401  (re-exported)
 from ..loaders import get_loader, guess_split, load_examples
-from ..prompts import PromptTemplate, get_template, unique_labels
+from ..prompts import get_template, unique_labels
 from ..records import Document, Example
 from ..shards import (
     EXTRA_INFO,
@@ -57,12 +55,6 @@ from .schedules import resolve_schedule
 log = logging.getLogger(__name__)
 
 
-def derive_seed(*parts: object) -> int:
-    """A 64-bit seed from the build seed and an example's identity (stable across runs and platforms)."""
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=8)
-    return int.from_bytes(h.digest(), "big")
-
-
 def distractor_pool(ex: Example) -> list[Document]:
     """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
     of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
@@ -85,41 +77,6 @@ def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
     docs = [doc for doc in ex.documents if doc.is_gold] + [pool[p] for p in chosen]
     rng.shuffle(docs)
     return docs
-
-
-def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template: PromptTemplate,
-             setting: str, ability: str) -> dict[str, Any]:
-    """One row in the shard schema (DESIGN.md): prompt, passages with unique labels, gold labels, verl columns."""
-    docs = select_documents(ex, d, seed)
-    titles = [doc.title for doc in docs]
-    texts = [doc.text for doc in docs]
-    labels = unique_labels(titles)
-    gold_labels = [lb for lb, doc in zip(labels, docs, strict=True) if doc.is_gold]
-    hops = len(gold_labels)
-    answers = list(ex.answers)
-    return {
-        "id": f"{ex.source}-{ex.id}",
-        "data_source": ex.source,
-        "ability": ability,
-        "prompt": template.render_fields(ex.question, labels, titles, texts),
-        "question": ex.question,
-        "answers": answers,
-        "passages": [{"label": lb, "title": doc.title, "text": doc.text, "is_gold": doc.is_gold}
-                     for lb, doc in zip(labels, docs, strict=True)],
-        "gold_labels": gold_labels,
-        "level": level,
-        "num_distractors": d,
-        "hops": hops,
-        "curriculum_index": index,
-        "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels}},
-        "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
-                       "hops": hops, "labels": labels},
-        "source_id": ex.id,
-        "split": ex.split,
-        "qtype": ex.qtype,
-        "setting": setting,
-        "template": template.name,
-    }
 
 
 @dataclass
@@ -280,12 +237,6 @@ def _source_K(cfg: BuildConfig, dataset: str) -> int:
     return DEFAULT_K[dataset]
 
 
-def tail_report(n: int, batch_prompts: int | None) -> dict[str, Any] | None:
-    if not batch_prompts:
-        return None
-    return {"batch_prompts": batch_prompts, "steps": n // batch_prompts, "unseen_rows": n % batch_prompts}
-
-
 class PlannedRow(NamedTuple):
     """One row before rendering: the example, its level, its number of distractors d, and its hops j."""
 
@@ -300,7 +251,7 @@ Plan = list[PlannedRow]  # in training order
 
 def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, dict[str, Any]]:
     """Sample and order the questions and fix each row's level and distractor count; return that plan with the
-    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render`)."""
+    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_table`)."""
     facts: dict[str, Any] = {}
     # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
     if cfg.eval_sets:
@@ -367,25 +318,17 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, 
     return plan, facts
 
 
-def render(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
-    """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan)."""
-    template = get_template(cfg.template)
-    stop = len(plan) if stop is None else stop
-    return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
-                     ability=cfg.ability)
-            for i, (ex, level, d, _) in zip(range(start, stop), plan[start:stop], strict=True)]
-
-
 def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
 def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None, *,
                  tokenizer: Any = None) -> pa.Table:
-    """The rows of ``plan[start:stop]`` as an Arrow table, built column by column: the same rows as
-    ``rows_to_table(render(...))``, several times faster (no dict per row or passage, and the label, answer and
-    gold-label arrays are shared by the columns that repeat them). With a ``tokenizer``, the table also has the
-    ``prompt_tokens`` column (see :mod:`.lengths`)."""
+    """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan) as an Arrow table,
+    built column by column: the toolkit's one row renderer. No dict per row or passage, and the label, answer and
+    gold-label arrays are shared by the columns that repeat them (``tests/row_oracle.py`` renders the same rows one
+    dict at a time, as the check of this one). With a ``tokenizer``, the table also has the ``prompt_tokens``
+    column (see :mod:`.lengths`)."""
     template = get_template(cfg.template)
     stop = len(plan) if stop is None else stop
     seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
@@ -470,12 +413,6 @@ def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None 
     columns[PROMPT_TOKENS] = pa.array(count_prompt_tokens(tokenizer, prompts), pa.int32())
     schema = row_schema(PROMPT_TOKENS)
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
-
-
-def build_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Sample, order and render every row in memory (see :func:`build_curriculum` for the streaming writer)."""
-    plan, facts = plan_rows(cfg, sources)
-    return render(plan, cfg), facts
 
 
 def _die_with_parent(parent: int) -> None:
@@ -587,18 +524,14 @@ def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], de
 def summarize(plan: Plan) -> dict[str, Any]:
     """Counts per level, hops, distractors and source: the manifest's and the data card's statistics."""
 
-    def dist(values) -> dict[str, int]:
-        c = Counter(values)
-        return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
-
     by_source_level: dict[str, Counter] = {}
     for r in plan:
         by_source_level.setdefault(r.ex.source, Counter())[r.level] += 1
     return {
-        "levels": dist(r.level for r in plan),
-        "hops": dist(r.hops for r in plan),
-        "num_distractors": dist(r.d for r in plan),
-        "sources": dist(r.ex.source for r in plan),
+        "levels": distribution(r.level for r in plan),
+        "hops": distribution(r.hops for r in plan),
+        "num_distractors": distribution(r.d for r in plan),
+        "sources": distribution(r.ex.source for r in plan),
         "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
         "passages_mean": round(sum(r.hops + r.d for r in plan) / len(plan), 3) if plan else 0,
     }
@@ -609,20 +542,6 @@ def current_command() -> str:
     if argv and argv[0].endswith(("curriculum", "cli.py", "__main__.py")):
         argv[0] = "curriculum"
     return shlex.join(argv)
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector: a build holds millions of small acyclic objects, and its full
-    collections, re-triggered by every burst of allocations, would otherwise cost more than the work itself
-    (and touch every page a forked worker shares copy-on-write)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
@@ -705,7 +624,7 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     if not plan:
         raise BuildError("the build produced no rows")
     stats = summarize(plan)
-    tail = tail_report(len(plan), cfg.batch_prompts) if cfg.setting == "curriculum" else None
+    tail = trainer_tail(len(plan), cfg.batch_prompts) if cfg.setting == "curriculum" else None
     manifest: dict[str, Any] = {
         "kind": cfg.setting,
         "toolkit": {"name": "rag-curriculum", "version": __version__},

@@ -25,6 +25,8 @@ import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from .._plumbing import derive_seed
+
 ANSWERABLE = "answerable"
 UNANSWERABLE = "unanswerable"
 LEARNABLE = "learnable"
@@ -148,8 +150,6 @@ def balance(answerable: Sequence[Hashable], unanswerable: Sequence[Hashable], *,
     def clip(items: Sequence[Hashable], name: str) -> list[Hashable]:
         if len(items) <= size:
             return list(items)
-        from ..curricula.builder import derive_seed
-
         keep = sorted(random.Random(derive_seed(seed, "balance", name)).sample(range(len(items)), size))
         return [items[i] for i in keep]
 

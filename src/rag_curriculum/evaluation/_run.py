@@ -10,10 +10,8 @@ statistics or ``strict_format`` never needs generation again; a changed generati
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._plumbing import atomic_write_text, atomic_write_with, mask_secrets, shards_digest
 from ..errors import EvalError  # noqa: F401  (re-exported)
 from ..generation.base import GenerationBackend, SamplingConfig, backend_identity, get_backend
 from ..generation.runner import read_backend
@@ -82,11 +81,8 @@ class EvalSet:
         return f"{self.dataset}-{self.setting}"
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for e in self.manifest.get("shards", []):
-            h.update(e.get("sha256", "").encode())
-        h.update(json.dumps([r["id"] for r in self.rows]).encode())
-        return h.hexdigest()
+        """The shards' content and the evaluated rows' ids (a work directory is reused only when it matches)."""
+        return shards_digest(self.manifest, json.dumps([r["id"] for r in self.rows]))
 
 
 @dataclass
@@ -188,9 +184,7 @@ def _write_results(path: Path, records: list[dict[str, Any]], meta: dict[str, An
     table = pa.Table.from_pylist(records, schema=RESULT_SCHEMA)
     table = table.replace_schema_metadata({RESULTS_META_KEY: json.dumps(meta, sort_keys=True).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, tmp, compression="zstd", compression_level=3)
-    os.replace(tmp, path)
+    atomic_write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=3))
 
 
 class _KeepOpen:
@@ -263,7 +257,6 @@ def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet,
     if not path.exists():
         return None
     table, meta = read_results(path)
-    from .._plumbing import mask_secrets
 
     fingerprint = mask_secrets(fingerprint)  # as it was recorded
     if meta.get("generation") == json.loads(json.dumps(fingerprint, sort_keys=True)):
@@ -303,7 +296,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                         "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
-    from .._plumbing import mask_secrets, redact_command
+    from .._plumbing import redact_command
 
     command = redact_command(command)  # the one rule for secrets, in every file written here
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))
@@ -367,9 +360,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
     summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
     write_json(out / SUMMARY_FILE, summary)
     report = render_report(summary, plots=summary["plots"])
-    tmp = out / ".table.md.tmp"
-    tmp.write_text(report, encoding="utf-8")
-    os.replace(tmp, out / "table.md")
+    atomic_write_text(out / "table.md", report)
     return EvalResult(out, summary, generated)
 
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._plumbing import derive_seed
 from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,8 @@ _DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
 def _mix(seeds: Sequence[int]) -> int:
-    h = hashlib.blake2b(",".join(map(str, seeds)).encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "big") & ((1 << 63) - 1)
+    """One torch seed for a batch of per-prompt seeds."""
+    return derive_seed(*seeds, sep=",", bits=63)
 
 
 class TransformersBackend:

@@ -54,7 +54,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
 import shutil
 import time
@@ -67,6 +66,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._plumbing import atomic_write_with, derive_seed, mask_secrets
 from ..errors import CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
 from .base import (
     GenerationBackend,
@@ -92,7 +92,7 @@ BACKEND_FILE = "backend.json"
 RUNNER_VERSION = 1
 SKIPPED_TOO_LONG = "prompt_too_long"
 _CHUNK_RE = re.compile(r"^chunk-(\d{6})\.parquet$")
-_TMP_RE = re.compile(r"^\.chunk-(\d{6})\.parquet\.tmp-\d+$")
+_TMP_RE = re.compile(r"^\.chunk-(\d{6})\.parquet\.tmp-\d+(?:-[0-9a-f]{8})?$")  # _plumbing.tmp_name's (and older)
 #: The identical-samples check judges at least this many questions at once ...
 IDENTICAL_MIN_QUESTIONS = 8
 #: ... and stops the run when more than this share of them have n identical samples.
@@ -108,24 +108,17 @@ CHUNK_SCHEMA = pa.schema([
 ])
 
 
-def _derive(*parts: object) -> int:
-    h = hashlib.blake2b("\x1f".join(str(p) for p in parts).encode("utf-8"), digest_size=8)
-    return int.from_bytes(h.digest(), "big") & ((1 << 63) - 1)
-
-
 def question_seed(seed: int, item_id: str) -> int:
     """The sampling seed of one question: a 63-bit hash of the run's seed and the question's id.
 
     >>> question_seed(0, "musique-2hop__1") == question_seed(0, "musique-2hop__1") != question_seed(1, "musique-2hop__1")
     True
     """
-    return _derive(seed, "question", item_id)
+    return derive_seed(seed, "question", item_id, bits=63)  # a non-negative int64, as vLLM and torch take
 
 
 def _normalise(obj: Any) -> Any:
     """As recorded in the work directory: plain JSON, secrets masked (the toolkit's one rule)."""
-    from .._plumbing import mask_secrets
-
     return json.loads(json.dumps(mask_secrets(obj), sort_keys=True, default=str))
 
 
@@ -261,22 +254,8 @@ class WorkDir:
 
     def write_chunk(self, k: int, table: pa.Table) -> None:
         """Write chunk ``k`` atomically: temporary name, fsync, rename."""
-        final = self.chunk_path(k)
-        tmp = self.path / f".{final.name}.tmp-{os.getpid()}"
-        try:
-            pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 16)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        with contextlib.suppress(OSError):  # make the rename itself durable
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        atomic_write_with(self.chunk_path(k), lambda tmp: pq.write_table(
+            table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 16))
 
     def read_chunk(self, k: int) -> pa.Table:
         p = self.chunk_path(k)
@@ -659,7 +638,7 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
             seeds = None
             call_sampling = sampling if not question_seeds else SamplingConfig(
                 n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                max_tokens=sampling.max_tokens, seed=_derive(sampling.seed, "call", ids[positions[0]]))
+                max_tokens=sampling.max_tokens, seed=derive_seed(sampling.seed, "call", ids[positions[0]], bits=63))
         out = _generate(backend, call_prompts, call_sampling, seeds, report)
         results = dict(zip(positions, out, strict=True))
         if bar is not None:  # the call's questions of chunks still to do, as soon as the call returns

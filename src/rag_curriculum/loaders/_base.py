@@ -3,11 +3,11 @@ supporting facts that never decides by title alone; and the loader base class.""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .._plumbing import stable_id
 from ..errors import DataError
 from ..records import Document, Example
 
@@ -79,12 +79,6 @@ def join_sentences(sentences: Sequence[str]) -> str:
             out.append(" ")
         out.append(s)
     return "".join(out).strip()
-
-
-def stable_id(*parts: str) -> str:
-    """A content-derived id for rows that have none (Hub rows without ``id``, null ids): stable across runs."""
-    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).hexdigest()
-    return h
 
 
 def require_question(rec: Any, ctx: RecordContext) -> str:

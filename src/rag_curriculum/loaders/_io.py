@@ -7,7 +7,6 @@ so errors can name it. Nothing is skipped here silently: unreadable input raises
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from .._plumbing import gc_paused
 from ..errors import DataError, InputIsADirectoryError
 
 Raw = tuple[str, Any]
@@ -54,13 +54,8 @@ def _line_col(data: bytes, pos: int) -> str:
 def _parse_whole(data: bytes) -> Any:
     """orjson.loads with the cyclic GC paused: the parse makes millions of acyclic objects, and the full
     collections their allocation keeps triggering would otherwise dominate it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return orjson.loads(data)
-    finally:
-        if was:
-            gc.enable()
 
 
 def iter_json_list(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:

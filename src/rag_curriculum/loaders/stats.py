@@ -6,12 +6,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import distribution
 from ..errors import SkipReport
 from . import load_examples, sniff_dataset
-
-
-def _dist(c: Counter) -> dict[str, int]:
-    return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
 
 
 def source_summary(path: str | Path, dataset: str | None = None, *, on_error: str = "raise",
@@ -47,8 +44,8 @@ def source_summary(path: str | Path, dataset: str | None = None, *, on_error: st
         unanswerable += ex.extra.get("answerable") is False
     return {
         "path": str(path), "dataset": stream.dataset, "split": stream.split, "records": n,
-        "hops": _dist(hops), "question_types": _dist(qtypes), "paragraphs_per_question": _dist(paras),
-        "distractors_per_question": _dist(distractors), "questions_with_aliases": aliases,
+        "hops": distribution(hops), "question_types": distribution(qtypes), "paragraphs_per_question": distribution(paras),
+        "distractors_per_question": distribution(distractors), "questions_with_aliases": aliases,
         "questions_with_repeated_titles": rep_q, "questions_with_repeated_gold_titles": rep_gold_q,
         "supporting_facts_sentence_out_of_range": notes["sentence_out_of_range"],
         "supporting_facts_ambiguous": notes["ambiguous_supporting_fact"], "unanswerable": unanswerable,

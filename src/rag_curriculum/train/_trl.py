@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import mask_secrets, redact_overrides, shards_digest
 from ..shards import validate_shards, write_json
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
@@ -146,10 +146,7 @@ def check_recipe(cfg: TrainConfig, *, num_processes: int | None = None, num_rows
 
 def shards_fingerprint(manifest: Mapping[str, Any]) -> str:
     """A short hash naming the exact rows (the content hash of every shard, in order)."""
-    h = hashlib.sha256()
-    for s in manifest.get("shards", []):
-        h.update(str(s.get("sha256")).encode())
-    return h.hexdigest()[:16]
+    return shards_digest(manifest, length=16, missing=None)
 
 
 def _checkpoints(output_dir: Path) -> list[Path]:
@@ -283,8 +280,6 @@ def _classes() -> tuple[type, type]:
             if state.is_world_process_zero:
                 ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if ckpt.is_dir():
-                    from .._plumbing import mask_secrets
-
                     write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
                         **self.plan, "global_step": state.global_step,
                         "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))
@@ -357,8 +352,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     out = Path(args.output_dir)
     steps_file = out / STEPS_FILE if cfg.run.log_rows else None
     if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
-        from .._plumbing import mask_secrets, redact_overrides
-
         save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
                        overrides=redact_overrides(overrides))
         if steps_file is not None and resume is None and steps_file.exists():

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._plumbing import trainer_tail
 from ..errors import BatchError  # noqa: F401
 
 # GRPOConfig defaults (TRL 1.16) that the batch arithmetic needs when a recipe leaves them out.
@@ -152,12 +153,12 @@ def plan_batches(grpo: Mapping[str, Any], *, num_processes: int, num_rows: int |
     steps = unseen = total = reached = None
     ni = int(_get(grpo, "num_iterations"))
     if num_rows is not None:
-        chunks = num_rows // ppg
+        tail = trainer_tail(num_rows, ppg)  # the arithmetic the build's manifest records as its trainer_tail
+        chunks, unseen = tail["steps"], tail["unseen_rows"]  # type: ignore[index]
         # The sampler repeats each chunk steps_per_generation x num_iterations times, one dataloader batch per
         # repeat; HF's Trainer takes gradient_accumulation_steps batches per optimiser step (rounding up).
         batches = chunks * spg * ni
         steps = max(batches // ga + int(batches % ga > 0), 1) if chunks else 0
-        unseen = num_rows % ppg if chunks else num_rows
         total = max_steps if max_steps > 0 else math.ceil(epochs * steps)
         # A chunk is generated (its rows trained on) when its first batch is taken; a run shorter than one pass
         # takes total_steps x gradient_accumulation_steps batches.

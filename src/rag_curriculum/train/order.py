@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._plumbing import distribution
 from ..errors import CurriculumOrderError  # noqa: F401  (re-exported)
 from .batching import GRPO_DEFAULTS, BatchPlan
 
@@ -139,7 +140,7 @@ def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Seq
         tail = list(indices[n - unseen:])
         out["unseen_curriculum_index"] = [tail[0], tail[-1]]
     if unseen and levels is not None:
-        out["unseen_levels"] = _count(levels[n - unseen:])
+        out["unseen_levels"] = distribution(levels[n - unseen:])
     if plan.rows_reached is not None:
         reached, unreached = plan.rows_reached, plan.unreached_rows
         out["total_steps"] = plan.total_steps
@@ -148,15 +149,8 @@ def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Seq
         if unreached and indices is not None:
             out["unreached_curriculum_index"] = [indices[reached], indices[reached + unreached - 1]]
         if unreached and levels is not None:
-            out["unreached_levels"] = _count(levels[reached:reached + unreached])
+            out["unreached_levels"] = distribution(levels[reached:reached + unreached])
     return out
-
-
-def _count(values: Iterable[Any]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for v in values:
-        counts[str(v)] = counts.get(str(v), 0) + 1
-    return counts
 
 
 def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None = None) -> None:

@@ -1,0 +1,55 @@
+"""The row renderer as one dict per row: the oracle :func:`rag_curriculum.curricula.builder.render_table` (the
+toolkit's one renderer, column by column) is checked against (tests/test_build.py). Written from the shard schema
+(DESIGN.md), independently of the columnar code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rag_curriculum.curricula.builder import select_documents
+from rag_curriculum.prompts import PromptTemplate, get_template, unique_labels
+from rag_curriculum.records import Example
+
+
+def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template: PromptTemplate,
+             setting: str, ability: str) -> dict[str, Any]:
+    """One row in the shard schema: prompt, passages with unique labels, gold labels, verl columns."""
+    docs = select_documents(ex, d, seed)
+    titles = [doc.title for doc in docs]
+    texts = [doc.text for doc in docs]
+    labels = unique_labels(titles)
+    gold_labels = [lb for lb, doc in zip(labels, docs, strict=True) if doc.is_gold]
+    hops = len(gold_labels)
+    answers = list(ex.answers)
+    return {
+        "id": f"{ex.source}-{ex.id}",
+        "data_source": ex.source,
+        "ability": ability,
+        "prompt": template.render_fields(ex.question, labels, titles, texts),
+        "question": ex.question,
+        "answers": answers,
+        "passages": [{"label": lb, "title": doc.title, "text": doc.text, "is_gold": doc.is_gold}
+                     for lb, doc in zip(labels, docs, strict=True)],
+        "gold_labels": gold_labels,
+        "level": level,
+        "num_distractors": d,
+        "hops": hops,
+        "curriculum_index": index,
+        "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels}},
+        "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
+                       "hops": hops, "labels": labels},
+        "source_id": ex.id,
+        "split": ex.split,
+        "qtype": ex.qtype,
+        "setting": setting,
+        "template": template.name,
+    }
+
+
+def render(plan: Any, cfg: Any, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+    """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan), one dict each."""
+    template = get_template(cfg.template)
+    stop = len(plan) if stop is None else stop
+    return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
+                     ability=cfg.ability)
+            for i, (ex, level, d, _) in zip(range(start, stop), plan[start:stop], strict=True)]
