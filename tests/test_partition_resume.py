@@ -61,7 +61,7 @@ def tree(d: Path) -> dict[str, bytes]:
 
 def crash_before(monkeypatch, step: str) -> None:
     """Make the next partition die (KeyboardInterrupt) just before ``step`` of moving its set of outputs in."""
-    import rag_curriculum.partition as part
+    import rag_curriculum.partition._set as part  # where the commit steps run
 
     def crash(name):
         if name == step:
@@ -124,7 +124,7 @@ def test_sigkill_at_several_moments_then_resume_gives_identical_outputs(shards, 
 def test_a_crash_while_writing_the_outputs_is_repaired_by_running_again(shards, tmp_path, monkeypatch):
     out = tmp_path / "out"
     want = reference_at(shards, out)
-    import rag_curriculum.partition as part
+    import rag_curriculum.partition._outputs as part  # where the buckets are written
 
     real = part.write_shards
     written = []
@@ -205,7 +205,7 @@ def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp
     """A real SIGKILL with answerable/ moved into place and unanswerable/ not yet."""
     out = tmp_path / "out"
     want = reference_at(shards, out)
-    code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum.partition as part; "
+    code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum.partition._set as part; "
             "part._commit_step = lambda name: time.sleep(600) if name == 'unanswerable' else None; "
             f"from test_partition_resume import run_partition; run_partition({str(shards)!r}, {str(out)!r}, 0.0)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
@@ -231,7 +231,7 @@ def test_a_full_disk_writes_none_of_the_set_and_keeps_the_previous_one(shards, t
     (from an earlier run) untouched; the same command again, with space, writes the set."""
     import errno
 
-    import rag_curriculum.partition as part
+    import rag_curriculum.partition._outputs as part  # where the buckets are written
     from rag_curriculum.partition import PartitionError
 
     out = tmp_path / "out"

@@ -1,0 +1,64 @@
+"""Accuracy-based partition (RAG-RL section 3.2 "Accuracy-Based Difficulty", 4.4.2, appendix A).
+
+Sample ``k`` completions from the base model for every question (normally a ``--schedule max`` build, the
+hardest level), parse each with the row's output format, score its final answer by answer F1 (maximum over the
+gold aliases), and split the questions:
+
+- ``answerable/``: some sample reaches F1 = 1 (max F1 = 1, pass@k = 1), *base-answerable*;
+- ``unanswerable/``: none does, *base-unanswerable*; with ``balance`` both are clipped to the same size with the
+  seed, as the paper does;
+- ``learnable/``: ``0 < c < n``, the questions whose GRPO groups have a non-zero advantage;
+- ``stats.parquet``: one row per question: ``n``, ``c``, every sample's F1, max / mean F1, pass@k for every
+  k <= n (unbiased estimator), format validity, the parsed answers, the bucket.
+
+Output directories are shard directories (manifest, data card with the pass-rate distribution) whose rows are the
+input rows (builder schema) plus the statistics columns, in input order, with ``curriculum_index`` renumbered to
+the position in the new set (``input_index`` keeps the old one).
+
+Generation goes through :mod:`rag_curriculum.generation.runner`: chunked, flushed atomically to ``OUT/work``,
+resumed by running the same command again, and split over processes with ``num_shards`` / ``shard_index``. Raw
+completions are kept in ``work/`` so the buckets can be recomputed (another ``correct_f1``, ``strict_format``,
+``balance``) without generating again: run the command again with the new options.
+
+The package's modules, in the order a run goes through them: ``_config`` (:class:`PartitionConfig`, the file
+names), ``_inputs`` (the input shard directory, its digest, the backend), ``_run`` (:func:`partition`), ``_stats``
+(scoring, ``stats.parquet``, the buckets), ``_outputs`` (:func:`finalize_partition`: the buckets, their data cards,
+``partition.json``), ``_set`` (the outputs appear as a set) and ``_merge`` (:func:`merge_partitions`).
+"""
+
+from __future__ import annotations
+
+# Besides __all__, the names importable from ``rag_curriculum.partition`` before it became a package stay so (the
+# file names, the set's markers, readers' checks such as output_set_problem).
+from ..errors import CurriculumError, PartitionError  # noqa: F401
+from ._config import (  # noqa: F401
+    BUILT_INPUT,
+    OUTPUTS,
+    PASS_RATE_PLOT,
+    RECORD_FILE,
+    STATS_FILE,
+    SUMMARY_FILE,
+    TASK_VERSION,
+    WORK,
+    PartitionConfig,
+    PartitionResult,
+)
+from ._inputs import backend_identity, build_backend, input_digest  # noqa: F401
+from ._merge import OUTPUT_OPTIONS, merge_partitions  # noqa: F401
+from ._outputs import finalize_partition
+from ._run import partition
+from ._set import (  # noqa: F401
+    PENDING_MANIFEST,
+    REPLACED_MANIFEST,
+    STAGING_PREFIX,
+    TRASH_PREFIX,
+    check_output_set,
+    output_set_problem,
+    stats_set_problem,
+)
+from ._stats import COMPLETIONS_FIELD, STAT_FIELDS, STATS_SCHEMA, score_completions  # noqa: F401
+
+__all__ = [
+    "OUTPUTS", "STATS_FILE", "STATS_SCHEMA", "PartitionConfig", "PartitionError", "PartitionResult",
+    "finalize_partition", "merge_partitions", "partition", "score_completions",
+]

@@ -1,0 +1,151 @@
+"""The partition's input: a shard directory, or one built at level K from a dataset file; its digest, the backend
+that answers it, and the record (``partition_config.json``) of where it is."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from .._plumbing import mask_secrets
+from ..errors import PartitionError
+from ..generation.base import GenerationBackend, get_backend
+from ..generation.base import backend_identity as _backend_identity
+from ..generation.runner import WorkDir
+from ..shards import MANIFEST, read_manifest, write_json
+from ._config import BUILT_INPUT, RECORD_FILE, PartitionConfig
+from ._set import check_output_set
+
+log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
+
+
+def input_digest(manifest: Mapping[str, Any]) -> str:
+    """The identity of a shard directory's content: its shards' hashes and row count."""
+    h = hashlib.sha256()
+    for s in manifest.get("shards", []):
+        h.update(s["sha256"].encode())
+    h.update(str(manifest.get("num_rows")).encode())
+    return h.hexdigest()
+
+
+def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
+    if cfg.shards:
+        d = Path(cfg.shards)
+        check_output_set(d, read_manifest(d))  # a clear error when it is not a finished shard directory
+        return d
+    from ..curricula import BuildConfig, SourceSpec, build_curriculum
+    from ..loaders import get_loader
+    from ..shards import ShardError, validate_shards
+
+    built = out / BUILT_INPUT
+    dataset = get_loader(cfg.dataset or "").name
+    # Any split: the partition labels training questions, and dev questions too (the paper's evaluation subsets).
+    build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="max",
+                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True)
+    with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
+        try:
+            m = validate_shards(built)
+            from ..curricula.builder import same_build
+
+            if same_build(m, build):
+                return built
+            if not cfg.overwrite:
+                raise PartitionError(f"{built} was built with other options; pass --overwrite or another --out")
+        except ShardError:
+            pass
+        log.info("building %s at level K from %s into %s", dataset, cfg.input, built)
+        build_curriculum(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} "
+                         f"--schedule max --seed {cfg.seed}" + (f" --n {cfg.n}" if cfg.n else "")
+                         + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
+    return built
+
+
+class _Prompts(Sequence):
+    """The ``prompt`` column as chat messages, converted only when read."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        self.column = column
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.column[i].as_py()
+
+
+def backend_identity(name: str, model: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
+    """What the completions depend on, from the backend's settings (before building it): its name, the model,
+    every constructor option that can change a completion (``extra_body``, ``disable_server_defaults``, dtype,
+    engine options, ...; not concurrency, timeouts, retries or secrets) and a digest of a local model directory's
+    config, tokenizer and chat template. See :func:`rag_curriculum.generation.base.backend_identity`."""
+    return _backend_identity(name, model, args)
+
+
+def build_backend(name: str, model: str | None, args: Mapping[str, Any]) -> GenerationBackend:
+    kwargs = dict(args)
+    if model is not None:
+        kwargs["model"] = model
+    return get_backend(name, **kwargs)
+
+
+def _check_levels(input_dir: Path, manifest: Mapping[str, Any]) -> None:
+    cfg = manifest.get("config") or {}
+    if manifest.get("kind") == "curriculum" and cfg.get("schedule") not in (None, "max"):
+        log.warning("%s was built with the %r schedule; RAG-RL partitions questions at the hardest level "
+                    "(`curriculum build --schedule max`)", input_dir, cfg.get("schedule"))
+
+
+def _input_path(input_dir: Path, out: Path) -> str:
+    """Where the input is, as records keep it: relative to OUT (absolute only across drives)."""
+    try:
+        return Path(os.path.relpath(input_dir.resolve(), out.resolve())).as_posix()
+    except ValueError:
+        return str(input_dir.resolve())
+
+
+def _public_config(cfg: PartitionConfig) -> dict[str, Any]:
+    """The config as recorded in manifests and cards: without how this process ran, and without secrets (the
+    toolkit's one rule, :mod:`rag_curriculum._secrets`)."""
+    d = cfg.to_dict()
+    for k in ("overwrite", "num_shards", "shard_index"):
+        d.pop(k, None)
+    return mask_secrets(d)
+
+
+def _write_record(out: Path, cfg: PartitionConfig, input_dir: Path, digest: str) -> None:
+    rec = {"config": _public_config(cfg), "input": {"path": _input_path(input_dir, out), "digest": digest}}
+    p = out / RECORD_FILE
+    if p.exists():
+        try:
+            if json.loads(p.read_text()) == rec:
+                return
+        except json.JSONDecodeError:
+            pass
+    write_json(p, rec)
+
+
+def _read_record(out: Path) -> dict[str, Any] | None:
+    p = out / RECORD_FILE
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _recorded_input(out: Path, run: Mapping[str, Any]) -> Path:
+    rec = _read_record(out)
+    candidates = []
+    if rec:
+        candidates.append(out / rec["input"]["path"])  # relative to OUT (absolute in older records)
+    candidates.append(out / BUILT_INPUT)
+    for c in candidates:
+        if (c / MANIFEST).exists() and input_digest(read_manifest(c)) == run["fingerprint"].get("input"):
+            return c
+    raise PartitionError(f"{out}: the input shard directory is not where the run recorded it "
+                         f"({', '.join(map(str, candidates))}); pass it with --shards")

@@ -1,0 +1,247 @@
+"""Writing a finished partition: ``stats.parquet``, the three bucket shard directories with their data cards and
+the pass-rate plot, and ``partition.json`` (last)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from .._plumbing import redact_command
+from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
+from ..errors import PartitionError
+from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_results
+from ..shards import read_manifest, read_table, write_json, write_shards
+from ._config import OUTPUTS, PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
+from ._inputs import _input_path, _public_config, _recorded_input, input_digest
+from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
+from ._stats import (
+    COMPLETIONS_FIELD,
+    STAT_FIELDS,
+    _counts,
+    _question_stats,
+    _row_counts,
+    _rule,
+    _select,
+    _tail,
+)
+
+log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
+
+
+def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str | Path | None = None,
+                       command: str | None = None) -> dict[str, Any]:
+    """Score every completion in ``OUT/work`` and write ``stats.parquet``, the three shard directories and
+    ``partition.json`` (last). Deterministic: the same completions and options give byte-identical files."""
+    out = Path(out)
+    wd = WorkDir(out / WORK)
+    run = wd.read_run()
+    if run is None:
+        raise PartitionError(f"{out}: no {WORK}/run.json; run `curriculum partition` first")
+    if input_dir is None:
+        input_dir = _recorded_input(out, run)
+    input_dir = Path(input_dir)
+    manifest = read_manifest(input_dir)
+    if input_digest(manifest) != run["fingerprint"].get("input"):
+        raise PartitionError(f"{input_dir} is not the input these completions were generated from (content "
+                             "differs); pass the original shard directory")
+    rows = read_table(input_dir)
+    try:
+        results = read_results(wd, ids=rows.column("id").to_pylist())
+    except IncompleteRunError as e:
+        raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
+                             ) from None
+    stats = _question_stats(rows, results, cfg)
+    kept, balance_info = _select(stats, cfg)
+    written = kept[ANSWERABLE] | kept[UNANSWERABLE]
+    stats = stats.set_column(stats.schema.get_field_index("kept"), "kept",
+                             pa.array([p in written for p in stats.column("position").to_pylist()], pa.bool_()))
+    if cfg.keep_completions:
+        stats = stats.append_column(COMPLETIONS_FIELD, results.column("completions"))
+    counts = _counts(stats, run)
+    generation = {"fingerprint": run["fingerprint"], "sampling": run["sampling"], "chunk_size": run["chunk_size"],
+                  "question_seeds": run["question_seeds"]}
+    resolved = read_backend(wd)
+    if resolved is not None:  # the engine's settings as resolved (per-platform choices included)
+        generation["backend"] = resolved
+    base = {
+        "kind": manifest.get("kind", "curriculum"),
+        "toolkit": {"name": "rag-curriculum", "version": __version__},
+        "command": redact_command(command),
+        "config": _public_config(cfg),
+        "seed": cfg.seed,
+        "input": {"path": _input_path(input_dir, out), "digest": input_digest(manifest), "kind": manifest.get("kind"),
+                  "num_rows": manifest.get("num_rows"), "config": manifest.get("config")},
+        "sources": manifest.get("sources", []),
+        "K": manifest.get("K"),
+        "generation": generation,
+    }
+    # The whole set is written into a staging folder inside OUT, then moved into place (see _commit_outputs): a
+    # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
+    _remove_leftovers(out)
+    stage = out / f"{STAGING_PREFIX}{os.getpid()}-{time.time_ns()}"
+    try:
+        stage.mkdir()
+        _write_table(stage / STATS_FILE, stats)
+        base["set"] = _set_id(stage / STATS_FILE, base)
+        plot = _plot_bytes(stage, stats, run["sampling"]["n"])
+        outputs = {}
+        for bucket in OUTPUTS:
+            table = _bucket_rows(rows, stats, sorted(kept[bucket]), keep_completions=cfg.keep_completions,
+                                 results=results)
+            m = {k: v for k, v in base.items() if k != "set"}
+            m["partition"] = {"bucket": bucket, "rule": _rule(bucket, cfg), "balance": balance_info,
+                              "counts": counts, "set": base["set"]}
+            m["counts"] = _row_counts(table)
+            m["trainer_tail"] = _tail(manifest, table.num_rows)
+            write_shards(table, stage / bucket, manifest=m, overwrite=True, rows_per_shard=cfg.rows_per_shard,
+                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot, stats))
+            outputs[bucket] = {"path": bucket, "rows": table.num_rows}
+        summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
+                   "outputs": outputs, "stats": STATS_FILE}
+        write_json(stage / SUMMARY_FILE, summary)
+        _commit_outputs(stage, out)
+    except OSError as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        where = f" ({e.filename})" if e.filename and stage.name not in str(e.filename) else ""
+        raise PartitionError(f"cannot write the outputs into {out}: {e.strerror or e}{where}; nothing of them was "
+                             f"written and the completions in {out / WORK} are kept. Free some space or fix the "
+                             "permissions, then run the same command again") from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    log.info("%s: %d answerable, %d unanswerable, %d learnable of %d questions", out, counts["answerable"],
+             counts["unanswerable"], counts["learnable"], counts["questions"])
+    return summary
+
+
+def _set_id(stats_file: Path, base: Mapping[str, Any]) -> str:
+    """The identity of one set of outputs (its statistics and what made them), shared by ``partition.json`` and the
+    buckets' manifests, so a reader can tell that a bucket belongs to the ``partition.json`` beside it."""
+    h = hashlib.sha256()
+    with open(stats_file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    what = {**base, "config": {k: v for k, v in (base.get("config") or {}).items() if k != "out"}}
+    h.update(json.dumps(what, sort_keys=True, default=str).encode())  # not where it is: a copy is the same set
+    return h.hexdigest()[:20]
+
+
+def _bucket_rows(rows: pa.Table, stats: pa.Table, positions: list[int], *, keep_completions: bool,
+                 results: pa.Table) -> pa.Table:
+    idx = pa.array(positions, pa.int64())
+    base = rows.take(idx)
+    ours = {f.name for f in STAT_FIELDS} | {COMPLETIONS_FIELD.name}
+    base = base.drop_columns([c for c in base.schema.names if c in ours])  # re-partitioning a partition's output
+    # renumber the training position; keep the input's in `input_index`
+    n = len(positions)
+    new_index = pa.array(range(n), pa.int64())
+    cols = {name: base.column(name) for name in base.schema.names}
+    cols["curriculum_index"] = new_index
+    if "extra_info" in cols:
+        ei = cols["extra_info"].combine_chunks()
+        if isinstance(ei, pa.StructArray) and ei.type.get_field_index("index") >= 0:
+            fields = [ei.type.field(i) for i in range(ei.type.num_fields)]
+            arrays = [new_index if f.name == "index" else ei.field(i) for i, f in enumerate(fields)]
+            cols["extra_info"] = pa.StructArray.from_arrays(arrays, fields=fields, mask=ei.is_null())
+    st = stats.take(idx)
+    cols["input_index"] = idx
+    for f in STAT_FIELDS[1:]:
+        cols[f.name] = st.column(f.name)
+    schema_fields = [base.schema.field(name) for name in base.schema.names] + STAT_FIELDS
+    if keep_completions:
+        cols[COMPLETIONS_FIELD.name] = results.column("completions").take(idx)
+        schema_fields.append(COMPLETIONS_FIELD)
+    schema = pa.schema(schema_fields)
+    return pa.table([cols[f.name] for f in schema], schema=schema)
+
+
+def _write_table(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 16)
+    os.replace(tmp, path)
+
+
+def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:
+    rates = [v for v in stats.column("pass_rate").to_pylist() if v is not None]
+    if not rates:
+        return None
+    from ..cards import plot_histogram
+
+    tmp = out / f".tmp-{os.getpid()}-{PASS_RATE_PLOT}"
+    try:
+        plot_histogram(rates, tmp, title=f"pass rate c/n over {len(rates):,} questions (n = {n})",
+                       xlabel="pass rate c/n (pass@1)", bins=n + 1)
+        return tmp.read_bytes()
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot: bytes | None,
+                stats: pa.Table) -> None:
+    from ..cards import front_matter, md_table
+
+    part = manifest["partition"]
+    counts = part["counts"]
+    gen = manifest["generation"]
+    g = gen["fingerprint"]["generation"]
+    sampling = gen["sampling"]
+    n = sampling["n"]
+    sources = sorted(manifest["counts"]["sources"]) or [s["dataset"] for s in manifest.get("sources", [])]
+    model = g.get("model") or "?"
+    pretty = {ANSWERABLE: "base-answerable", UNANSWERABLE: "base-unanswerable", LEARNABLE: "learnable"}[bucket]
+    title = f"RAG-RL {pretty} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
+    lines = [front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
+                          tags=("pass-at-k", "accuracy-based-difficulty")), f"# {title}", ""]
+    lines += [
+        f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
+        f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend; temperature "
+        f"{sampling['temperature']}, top-p {sampling['top_p']}, at most {sampling['max_tokens']} tokens, seed "
+        f"{sampling['seed']}); each final answer was scored by answer F1 against the gold answer and its aliases "
+        "(RAG-RL section 3.2, appendix A). Rows keep the input's columns and order (`curriculum_index` is "
+        "renumbered; `input_index` is the input position) and add `n`, `c` (samples with F1 = 1), `sample_f1`, "
+        "`max_f1`, `mean_f1`, `pass_rate` (c/n), `pass_at_k` (unbiased pass@k for k = 1..n) and "
+        "`num_valid_format`.", ""]
+    bal = part["balance"]
+    if bal["enabled"] and bucket != LEARNABLE:
+        lines += [f"Balanced as in the paper: {bal['answerable_before']:,} answerable and "
+                  f"{bal['unanswerable_before']:,} unanswerable questions were clipped to {bal['size']:,} each "
+                  f"with seed {manifest['seed']}.", ""]
+    lines += ["## How it was made", "", "```", str(manifest.get("command")), "```", ""]
+    lines += ["## All partitioned questions", "", md_table(["", "questions"], [
+        ["questions", f"{counts['questions']:,}"], ["skipped (prompt too long)", f"{counts['skipped']:,}"],
+        ["base-answerable (c > 0)", f"{counts[ANSWERABLE]:,}"],
+        ["base-unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
+        ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"]]), ""]
+    scored = max(counts["scored"], 1)
+    lines += ["Distribution of pass rates (correct samples c out of n):", "", md_table(
+        ["c", "pass rate c/n", "questions", "share"],
+        [[c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
+         for c, q in counts["correct_samples_histogram"].items()]), ""]
+    lines += ["Mean unbiased pass@k over the questions:", "", md_table(
+        ["k", "pass@k"], [[k, "-" if v is None else f"{v:.4f}"] for k, v in counts["mean_pass_at_k"].items()]), ""]
+    if counts.get("format_valid_rate") is not None:
+        lines += [f"Samples that keep the output format: {counts['format_valid_rate']:.1%}. Mean max F1: "
+                  f"{counts['mean_max_f1']:.4f}.", ""]
+    if plot is not None:
+        (directory / PASS_RATE_PLOT).write_bytes(plot)
+        lines += [f"![distribution of pass rates]({PASS_RATE_PLOT})", ""]
+    rc = manifest["counts"]
+    lines += ["## This set", "", "Rows per hops:", "", md_table(["hops", "rows"], rc["hops"].items()), "",
+              "Rows per level:", "", md_table(["level", "rows"], rc["levels"].items()), ""]
+    if manifest.get("trainer_tail"):
+        t = manifest["trainer_tail"]
+        lines += [f"With {t['batch_prompts']} prompts per optimiser step a trainer runs {t['steps']} steps and "
+                  f"never sees the last {t['unseen_rows']} row(s).", ""]
+    lines += ["The per-question statistics of every partitioned question are in `../stats.parquet`.", ""]
+    (directory / "README.md").write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,86 @@
+"""The command: generate this shard's missing chunks, and write the outputs when every chunk is done."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..errors import PartitionError
+from ..generation.base import GenerationBackend
+from ..generation.runner import WorkDir, run_chunks
+from ..shards import read_manifest, read_table
+from ._config import STATS_FILE, TASK_VERSION, WORK, PartitionConfig, PartitionResult
+from ._inputs import (
+    _check_levels,
+    _Prompts,
+    _resolve_input,
+    _write_record,
+    backend_identity,
+    build_backend,
+    input_digest,
+)
+from ._outputs import finalize_partition
+from ._set import _invalidate
+
+log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
+
+
+def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None, command: str | None = None,
+              progress: bool = False, max_chunks: int | None = None) -> PartitionResult:
+    """Generate this shard's missing chunks; when every chunk of every shard is done, write the outputs.
+
+    ``backend`` overrides the one ``cfg`` names (tests, benchmarks); otherwise it is built only when something
+    is left to generate. ``max_chunks`` stops after that many chunks (run again to continue)."""
+    cfg.validate()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if command is None:
+        from ..curricula.builder import current_command
+
+        command = current_command()
+    input_dir = _resolve_input(cfg, out, progress=progress)
+    manifest = read_manifest(input_dir)
+    table = read_table(input_dir, columns=["id", "prompt"])
+    ids = table.column("id").to_pylist()
+    if len(set(ids)) != len(ids):
+        raise PartitionError(f"{input_dir}: row ids repeat; a partition needs one row per question (a mixture of "
+                             "levels of the same questions cannot be partitioned)")
+    _check_levels(input_dir, manifest)
+    digest = input_digest(manifest)
+    if backend is not None:
+        identity = backend.describe() if hasattr(backend, "describe") else {"backend": backend.name}
+    else:
+        identity = backend_identity(cfg.backend, cfg.model, cfg.backend_args)
+    fingerprint = {"task": "partition", "version": TASK_VERSION, "input": digest, "generation": identity}
+    if cfg.overwrite and cfg.num_shards == 1:
+        _remove_outputs(out)
+    _write_record(out, cfg, input_dir, digest)
+    factory = backend if backend is not None else (lambda: build_backend(cfg.backend, cfg.model, cfg.backend_args))
+    report = run_chunks(
+        out / WORK, ids=ids, prompts=_Prompts(table.column("prompt")), backend=factory, sampling=cfg.sampling(),
+        fingerprint=fingerprint, chunk_size=cfg.chunk_size, num_shards=cfg.num_shards,
+        shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
+        overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,
+        description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""),
+        allow_identical_samples=cfg.allow_identical_samples)
+    del table
+    if not report.complete:
+        if report.remaining:
+            log.info("%s: stopped with %d chunk(s) of this shard left; run the same command again to continue",
+                     out, len(report.remaining))
+        else:
+            log.info("%s: shard %d of %d done; the outputs are written when every shard is done (run "
+                     "`curriculum partition-merge` to join directories of other machines)", out, cfg.shard_index,
+                     cfg.num_shards)
+        return PartitionResult(out, False, report)
+    with WorkDir(out / WORK).lock():  # shards sharing OUT: whoever completes the set writes, one at a time
+        summary = finalize_partition(out, cfg, input_dir=input_dir, command=command)
+    return PartitionResult(out, True, report, summary)
+
+
+def _remove_outputs(out: Path) -> None:
+    """Retire a previous set of outputs: it stops reading as complete (``partition.json`` first, then each bucket's
+    manifest is set aside) and ``stats.parquet`` goes; the buckets themselves are replaced when the new set is
+    committed, which carries over the files the toolkit did not write (a user's notes in ``answerable/``)."""
+    _invalidate(out)
+    (out / STATS_FILE).unlink(missing_ok=True)

@@ -1,0 +1,202 @@
+"""Scoring the completions and the per-question statistics (``stats.parquet``), the bucket selection
+(``--balance``) and the counts recorded in ``partition.json`` and the manifests."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE, balance, question_stats
+from ._config import PartitionConfig
+
+log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
+
+
+#: Statistics columns appended to the input rows in ``answerable/``, ``unanswerable/`` and ``learnable/``.
+STAT_FIELDS: list[pa.Field] = [
+    pa.field("input_index", pa.int64()),
+    pa.field("n", pa.int32()),
+    pa.field("c", pa.int32()),
+    pa.field("sample_f1", pa.list_(pa.float64())),
+    pa.field("max_f1", pa.float64()),
+    pa.field("mean_f1", pa.float64()),
+    pa.field("pass_rate", pa.float64()),
+    pa.field("pass_at_k", pa.list_(pa.float64())),
+    pa.field("num_valid_format", pa.int32()),
+]
+
+#: The raw completions, with ``keep_completions`` (not ``completions``: TRL passes that name to reward functions).
+COMPLETIONS_FIELD = pa.field("base_completions", pa.list_(pa.string()))
+
+#: One row per question in ``stats.parquet`` (``bucket`` is None for a skipped question); with ``keep_completions``
+#: a last column ``base_completions`` follows.
+STATS_SCHEMA = pa.schema([
+    pa.field("position", pa.int64()),
+    pa.field("id", pa.string()),
+    pa.field("source_id", pa.string()),
+    pa.field("data_source", pa.string()),
+    pa.field("setting", pa.string()),
+    pa.field("level", pa.int32()),
+    pa.field("hops", pa.int32()),
+    pa.field("seed", pa.int64()),
+    pa.field("skipped", pa.string()),
+    *STAT_FIELDS[1:],
+    pa.field("sample_valid", pa.list_(pa.bool_())),
+    pa.field("base_predictions", pa.list_(pa.string())),
+    pa.field("bucket", pa.string()),
+    pa.field("learnable", pa.bool_()),
+    pa.field("kept", pa.bool_()),  # written to answerable/ or unanswerable/ (False when --balance dropped it)
+])
+
+
+def score_completions(completions: Sequence[str], answers: Sequence[str], *, template: str | None = None
+                      ) -> tuple[list[float], list[bool], list[str]]:
+    """Each completion's answer F1 (max over the gold aliases), format validity and parsed answer, using the
+    parser of the row's output format (``template``; the RAG-RL parser when unknown).
+
+    >>> score_completions(["<reasoning>r</reasoning><answer>Final answer: Paris\\nSupporting passages: A</answer>",
+    ...                    "Final answer: Paris, France"], ["Paris"])
+    ([1.0, 0.6666666666666666], [True, False], ['Paris', 'Paris, France'])
+    """
+    parse = _parser(template)
+    from ..rewards import answer_f1
+
+    f1, valid, preds = [], [], []
+    for text in completions:
+        p = parse(text)
+        preds.append(p.answer)
+        valid.append(bool(p.valid))
+        f1.append(float(answer_f1(p.answer, list(answers))))
+    return f1, valid, preds
+
+
+_PARSERS: dict[str | None, Callable[[str], Any]] = {}
+
+
+def _parser(template: str | None) -> Callable[[str], Any]:
+    if template not in _PARSERS:
+        from ..rewards import get_format, parse_completion
+
+        try:
+            _PARSERS[template] = get_format(template).parse if template else parse_completion
+        except KeyError:
+            log.warning("no output format registered as %r; parsing its completions as RAG-RL", template)
+            _PARSERS[template] = parse_completion
+    return _PARSERS[template]
+
+
+def _question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig) -> pa.Table:
+    def col(name: str) -> list[Any]:
+        return rows.column(name).to_pylist() if name in rows.schema.names else [None] * rows.num_rows
+
+    answers, templates = col("answers"), col("template")
+    recs: dict[str, list[Any]] = {f.name: [] for f in STATS_SCHEMA}
+    meta = {k: col(k) for k in ("id", "source_id", "data_source", "setting", "level", "hops")}
+    def samples() -> Any:  # a batch at a time: the completions of 40,000 questions never sit in Python at once
+        for batch in results.select(["seed", "skipped", "completions"]).to_batches(max_chunksize=2048):
+            yield from zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True)
+
+    for p, (seed, skipped, comps) in enumerate(samples()):
+        recs["position"].append(p)
+        for k, v in meta.items():
+            recs[k].append(v[p])
+        recs["seed"].append(seed)
+        recs["skipped"].append(skipped)
+        if skipped is not None or comps is None:
+            for k in ("n", "c", "sample_f1", "max_f1", "mean_f1", "pass_rate", "pass_at_k", "num_valid_format",
+                      "sample_valid", "base_predictions", "bucket", "learnable"):
+                recs[k].append(None)
+        else:
+            f1, valid, preds = score_completions(comps, answers[p] or [], template=templates[p])
+            s = question_stats(f1, correct_f1=cfg.correct_f1, valid=valid if cfg.strict_format else None)
+            recs["n"].append(s.n)
+            recs["c"].append(s.c)
+            recs["sample_f1"].append(list(s.f1))
+            recs["max_f1"].append(s.max_f1)
+            recs["mean_f1"].append(s.mean_f1)
+            recs["pass_rate"].append(s.pass_rate)
+            recs["pass_at_k"].append(list(s.pass_at_k))
+            recs["num_valid_format"].append(sum(valid))
+            recs["sample_valid"].append(valid)
+            recs["base_predictions"].append(preds)
+            recs["bucket"].append(s.bucket)
+            recs["learnable"].append(s.learnable)
+        recs["kept"].append(False)
+    return pa.table(recs, schema=STATS_SCHEMA)
+
+
+def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]], dict[str, Any]]:
+    pos = stats.column("position").to_pylist()
+    bucket = stats.column("bucket").to_pylist()
+    learn = stats.column("learnable").to_pylist()
+    ans = [p for p, b in zip(pos, bucket, strict=True) if b == ANSWERABLE]
+    una = [p for p, b in zip(pos, bucket, strict=True) if b == UNANSWERABLE]
+    info: dict[str, Any] = {"enabled": cfg.balance, "answerable_before": len(ans), "unanswerable_before": len(una)}
+    if cfg.balance:
+        ans_k, una_k = balance(ans, una, seed=cfg.seed)
+        info["size"] = len(ans_k)
+        if not ans_k and (ans or una):
+            none, some = ("answerable", "unanswerable") if not ans else ("unanswerable", "answerable")
+            log.warning("--balance: no question is %s (%d are %s), so both sets are clipped to 0 and answerable/ "
+                        "and unanswerable/ get 0 rows; run again without --balance to keep the %s questions",
+                        none, len(ans) + len(una), some, some)
+    else:
+        ans_k, una_k = ans, una
+    kept = {ANSWERABLE: set(ans_k), UNANSWERABLE: set(una_k),
+            LEARNABLE: {p for p, lv in zip(pos, learn, strict=True) if lv}}
+    return kept, info
+
+
+def _counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
+    n = run["sampling"]["n"]
+    bucket = stats.column("bucket").to_pylist()
+    scored = [b is not None for b in bucket]
+    cs = [c for c in stats.column("c").to_pylist() if c is not None]
+    hist = Counter(cs)
+    pak = [v for v in stats.column("pass_at_k").to_pylist() if v is not None]
+    mean_pak = {str(k + 1): (round(sum(v[k] for v in pak) / len(pak), 6) if pak else None) for k in range(n)}
+    valid = sum(v or 0 for v in stats.column("num_valid_format").to_pylist())
+    maxf = [v for v in stats.column("max_f1").to_pylist() if v is not None]
+    return {
+        "questions": stats.num_rows,
+        "scored": sum(scored),
+        "skipped": stats.num_rows - sum(scored),
+        "samples_per_question": n,
+        ANSWERABLE: bucket.count(ANSWERABLE),
+        UNANSWERABLE: bucket.count(UNANSWERABLE),
+        LEARNABLE: sum(1 for v in stats.column("learnable").to_pylist() if v),
+        "correct_samples_histogram": {str(c): hist.get(c, 0) for c in range(n + 1)},
+        "mean_pass_at_k": mean_pak,
+        "mean_max_f1": round(sum(maxf) / len(maxf), 6) if maxf else None,
+        "format_valid_rate": round(valid / (len(cs) * n), 6) if cs else None,
+    }
+
+
+def _rule(bucket: str, cfg: PartitionConfig) -> str:
+    f = "" if cfg.correct_f1 == 1 else f" >= {cfg.correct_f1:g}"
+    fmt = " (format-valid samples only)" if cfg.strict_format else ""
+    return {ANSWERABLE: f"some sample has answer F1{f or ' = 1'}{fmt} (c > 0)",
+            UNANSWERABLE: f"no sample has answer F1{f or ' = 1'}{fmt} (c = 0)",
+            LEARNABLE: "0 < c < n: the samples disagree, so GRPO gets a non-zero advantage"}[bucket]
+
+
+def _row_counts(table: pa.Table) -> dict[str, Any]:
+    def counts(name: str) -> dict[str, int]:
+        if name not in table.schema.names:
+            return {}
+        c = Counter(table.column(name).to_pylist())
+        return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
+
+    return {"levels": counts("level"), "hops": counts("hops"), "sources": counts("data_source"),
+            "num_distractors": counts("num_distractors")}
+
+
+def _tail(manifest: Mapping[str, Any], rows: int) -> dict[str, Any] | None:
+    bp = (manifest.get("config") or {}).get("batch_prompts")
+    if not bp:
+        return None
+    return {"batch_prompts": bp, "steps": rows // bp, "unseen_rows": rows % bp}
