@@ -439,7 +439,7 @@ def cli(monkeypatch_module):
     command = typer.main.get_command(app)
     monkeypatch_module.setattr(typer.testing, "_get_command", lambda _app: command)
     # the data card's level plot (matplotlib) would be most of each small build's time, and is not what is tested
-    import rag_curriculum.curricula.card as card
+    import rag_curriculum.cards as card
 
     monkeypatch_module.setattr(card, "plot_levels", lambda levels, path, **kw: Path(path).write_bytes(b""),
                                raising=False)

@@ -235,7 +235,7 @@ def test_existing_output_is_not_overwritten(shared_data, tmp_path):
 
 
 def test_interrupted_build_leaves_nothing_that_validates(shared_data, tmp_path, monkeypatch):
-    import rag_curriculum.curricula.card as card
+    import rag_curriculum.cards as card
 
     def boom(*a, **k):
         raise KeyboardInterrupt

@@ -1,13 +1,38 @@
-"""Data cards: a ``README.md`` with Hugging Face dataset-card front matter, statistics, the command that made
-the data, and plots (PNG, written beside the card)."""
+"""Data cards, the one card module: a ``README.md`` with Hugging Face dataset-card front matter, what the rows
+are, the command that made them, statistics and plots (PNG, written beside the card).
+
+Each kind of card is a template in ``data_cards/`` (``build.md``, ``partition.md``; Python ``string.Template``)
+rendered by :func:`render_card`; this module computes the template's fields from the manifest the card sits
+beside (:func:`write_build_card` for ``curriculum build``, :func:`write_partition_card` for each bucket of
+``curriculum partition``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from string import Template
 from typing import Any
 
 from .loaders import get_loader
+
+LEVEL_PLOT = "level_by_index.png"
+TEMPLATE = "build.md"
+PARTITION_TEMPLATE = "partition.md"
+
+
+def template_path(name: str = TEMPLATE) -> Path:
+    """The card template, inside the installed package (the wheel carries ``data_cards/``) or the checkout."""
+    from importlib.resources import files
+
+    packaged = Path(str(files("rag_curriculum"))) / "data_cards" / name
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "data_cards" / name
+
+
+def render_card(name: str, **fields: Any) -> str:
+    """The template ``data_cards/<name>`` with every ``$field`` filled (a missing one is a ``KeyError``)."""
+    return Template(template_path(name).read_text(encoding="utf-8")).substitute(**fields)
 
 
 def licenses_for(sources: Iterable[str]) -> list[str]:
@@ -104,3 +129,152 @@ def plot_histogram(values: Sequence[float], path: Path, *, title: str, xlabel: s
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
+
+
+# -- the build card -------------------------------------------------------------------------------------------------
+def describe(manifest: dict[str, Any]) -> tuple[str, str]:
+    """The card's title and first paragraph."""
+    cfg = manifest["config"]
+    sources = ", ".join(s["dataset"] for s in manifest["sources"])
+    kind = manifest["kind"]
+    if kind == "curriculum":
+        title = f"RAG-RL {cfg['schedule']} curriculum ({sources})"
+        ks = ", ".join(f"{v} ({k})" for k, v in manifest["K"].items())
+        text = (f"{manifest['num_rows']} rows in training order, built by rag-curriculum "
+                f"{manifest['toolkit']['version']} with the `{cfg['schedule']}` schedule, `{cfg['order']}` ordering, "
+                f"seed {manifest['seed']}, K = {ks}. A row of level l holds every gold passage and "
+                "d = min(max(l + 2 - j, 0), k) distractors (RAG-RL section 3.2); `curriculum_index` is the training "
+                "position. Train with the dataset order kept (TRL: `shuffle_dataset=False`; verl: "
+                "`data.shuffle=False`).")
+    else:
+        title = f"RAG-RL {kind} evaluation set ({sources})"
+        what = (f"all gold passages plus the provided distractors, at most {cfg['max_distractors']}"
+                if kind == "distractor" else "gold passages only (ideal retrieval)")
+        text = f"{manifest['num_rows']} evaluation rows in the `{kind}` setting (RAG-RL section 4.5): {what}."
+    return title, text
+
+
+def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence[int]) -> None:
+    title, description = describe(manifest)
+    plot_levels(levels, directory / LEVEL_PLOT, title=title)
+    counts = manifest["counts"]
+    tail = leakage = ""
+    if manifest.get("trainer_tail"):
+        t = manifest["trainer_tail"]
+        tail = (f"\nWith {t['batch_prompts']} prompts per optimiser step a trainer runs {t['steps']} steps and never "
+                f"sees the last {t['unseen_rows']} row(s).\n")
+    if manifest.get("leakage"):
+        lk = manifest["leakage"]
+        leakage = (f"\nLeakage check against {lk['eval_sets']}: {lk['by_id']} shared by id, {lk['by_question']} by "
+                   f"question text (policy `{lk['policy']}`).\n")
+    lengths = prompt_lengths_text(manifest.get("prompt_tokens"))
+    card = render_card(
+        TEMPLATE,
+        front_matter=front_matter(sources=[s["dataset"] for s in manifest["sources"]],
+                                  num_rows=manifest["num_rows"], pretty_name=title).rstrip("\n"),
+        title=title,
+        description=description,
+        command=manifest["command"],
+        provenance=f"Seed {manifest['seed']}; the resolved configuration and a SHA-256 of every shard are in "
+                   "`manifest.json`.",
+        sources_table=md_table(
+            ["dataset", "input", "split", "records", "sampled", "excluded", "skipped", "licence", "sha256"],
+            [[s["dataset"], s["input"] or s["hub"], s["split"], s["records_loaded"], s["sampled"],
+              s["excluded"] or "-", s["skipped"] or "-", s["license"], (s["sha256"] or "-")[:16]]
+             for s in manifest["sources"]]),
+        levels_table=md_table(["level", "rows"], counts["levels"].items()),
+        hops_table=md_table(["hops", "rows"], counts["hops"].items()),
+        passages_mean=counts["passages_mean"],
+        tail=tail,
+        leakage=leakage,
+        lengths=lengths,
+        level_plot=LEVEL_PLOT,
+        directory=manifest["config"].get("out") or ".",
+    )
+    (directory / "README.md").write_text(card, encoding="utf-8")
+
+
+def prompt_lengths_text(record: dict[str, Any] | None) -> str:
+    """The card's paragraph on prompt lengths (builds with ``--tokenizer``), or nothing."""
+    if not record:
+        return ""
+    lg = record["longest"]
+    table = md_table(["level", "longest prompt (tokens)"], record["max_by_level"].items())
+    return (f"\nPrompt lengths in tokens (the `prompt_tokens` column: the prompt with the chat template of "
+            f"`{record['tokenizer']}` applied, generation prompt included; template SHA-256 "
+            f"`{record['chat_template_sha256'][:16]}`): the longest is {lg['tokens']} tokens (row `{lg['id']}`, "
+            f"curriculum_index {lg['curriculum_index']}, level {lg['level']}), the mean {record['mean']}. A trainer "
+            "must accept prompts of that length plus its completion length: `curriculum train` and "
+            "`recipes/verl/run_grpo.sh` refuse a curriculum that does not fit instead of truncating it.\n\n"
+            f"{table}\n")
+
+
+# -- the partition card ---------------------------------------------------------------------------------------------
+def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None
+                         ) -> None:
+    """The card of one bucket of a partition (``answerable``, ``unanswerable`` or ``learnable``), rendered from
+    ``data_cards/partition.md``; ``plot`` names the pass-rate plot written beside it, if any."""
+    from .difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
+
+    part = manifest["partition"]
+    counts = part["counts"]
+    gen = manifest["generation"]
+    g = gen["fingerprint"]["generation"]
+    sampling = gen["sampling"]
+    n = sampling["n"]
+    sources = sorted(manifest["counts"]["sources"]) or [s["dataset"] for s in manifest.get("sources", [])]
+    model = g.get("model") or "?"
+    pretty = {ANSWERABLE: "base-answerable", UNANSWERABLE: "base-unanswerable", LEARNABLE: "learnable"}[bucket]
+    title = f"RAG-RL {pretty} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
+    description = (
+        f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
+        f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend; temperature "
+        f"{sampling['temperature']}, top-p {sampling['top_p']}, at most {sampling['max_tokens']} tokens, seed "
+        f"{sampling['seed']}); each final answer was scored by answer F1 against the gold answer and its aliases "
+        "(RAG-RL section 3.2, appendix A). Rows keep the input's columns and order (`curriculum_index` is "
+        "renumbered; `input_index` is the input position) and add `n`, `c` (samples with F1 = 1), `sample_f1`, "
+        "`max_f1`, `mean_f1`, `pass_rate` (c/n), `pass_at_k` (unbiased pass@k for k = 1..n) and "
+        "`num_valid_format`.")
+    bal = part["balance"]
+    balanced = ""
+    if bal["enabled"] and bucket != LEARNABLE:
+        balanced = (f"\nBalanced as in the paper: {bal['answerable_before']:,} answerable and "
+                    f"{bal['unanswerable_before']:,} unanswerable questions were clipped to {bal['size']:,} each "
+                    f"with seed {manifest['seed']}.\n")
+    scored = max(counts["scored"], 1)
+    format_valid = ""
+    if counts.get("format_valid_rate") is not None:
+        format_valid = (f"\nSamples that keep the output format: {counts['format_valid_rate']:.1%}. Mean max F1: "
+                        f"{counts['mean_max_f1']:.4f}.\n")
+    tail = ""
+    if manifest.get("trainer_tail"):
+        t = manifest["trainer_tail"]
+        tail = (f"\nWith {t['batch_prompts']} prompts per optimiser step a trainer runs {t['steps']} steps and "
+                f"never sees the last {t['unseen_rows']} row(s).\n")
+    rc = manifest["counts"]
+    card = render_card(
+        PARTITION_TEMPLATE,
+        front_matter=front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
+                                  tags=("pass-at-k", "accuracy-based-difficulty")).rstrip("\n"),
+        title=title,
+        description=description,
+        balance=balanced,
+        command=str(manifest.get("command")),
+        counts_table=md_table(["", "questions"], [
+            ["questions", f"{counts['questions']:,}"], ["skipped (prompt too long)", f"{counts['skipped']:,}"],
+            ["base-answerable (c > 0)", f"{counts[ANSWERABLE]:,}"],
+            ["base-unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
+            ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"]]),
+        histogram_table=md_table(
+            ["c", "pass rate c/n", "questions", "share"],
+            [[c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
+             for c, q in counts["correct_samples_histogram"].items()]),
+        pass_at_k_table=md_table(
+            ["k", "pass@k"], [[k, "-" if v is None else f"{v:.4f}"] for k, v in counts["mean_pass_at_k"].items()]),
+        format_valid=format_valid,
+        plot="" if plot is None else f"\n![distribution of pass rates]({plot})\n",
+        hops_table=md_table(["hops", "rows"], rc["hops"].items()),
+        levels_table=md_table(["level", "rows"], rc["levels"].items()),
+        tail=tail,
+    )
+    (directory / "README.md").write_text(card, encoding="utf-8")

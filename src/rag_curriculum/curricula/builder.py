@@ -646,7 +646,7 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
         log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
                     "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
                     len(plan))
-    from . import card
+    from .. import cards as card
 
     levels = [r.level for r in plan]
     t2 = time.perf_counter()

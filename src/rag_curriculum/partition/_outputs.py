@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from .._plumbing import redact_command
-from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
+from ..difficulty.accuracy import ANSWERABLE, UNANSWERABLE
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_results
 from ..shards import read_manifest, read_table, write_json, write_shards
@@ -105,7 +105,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
             m["counts"] = _row_counts(table)
             m["trainer_tail"] = _tail(manifest, table.num_rows)
             write_shards(table, stage / bucket, manifest=m, overwrite=True, rows_per_shard=cfg.rows_per_shard,
-                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot, stats))
+                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot))
             outputs[bucket] = {"path": bucket, "rows": table.num_rows}
         summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
                    "outputs": outputs, "stats": STATS_FILE}
@@ -187,61 +187,10 @@ def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:
         tmp.unlink(missing_ok=True)
 
 
-def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot: bytes | None,
-                stats: pa.Table) -> None:
-    from ..cards import front_matter, md_table
+def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot: bytes | None) -> None:
+    """A bucket's data card (``data_cards/partition.md``) and the pass-rate plot beside it."""
+    from ..cards import write_partition_card
 
-    part = manifest["partition"]
-    counts = part["counts"]
-    gen = manifest["generation"]
-    g = gen["fingerprint"]["generation"]
-    sampling = gen["sampling"]
-    n = sampling["n"]
-    sources = sorted(manifest["counts"]["sources"]) or [s["dataset"] for s in manifest.get("sources", [])]
-    model = g.get("model") or "?"
-    pretty = {ANSWERABLE: "base-answerable", UNANSWERABLE: "base-unanswerable", LEARNABLE: "learnable"}[bucket]
-    title = f"RAG-RL {pretty} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
-    lines = [front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
-                          tags=("pass-at-k", "accuracy-based-difficulty")), f"# {title}", ""]
-    lines += [
-        f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
-        f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend; temperature "
-        f"{sampling['temperature']}, top-p {sampling['top_p']}, at most {sampling['max_tokens']} tokens, seed "
-        f"{sampling['seed']}); each final answer was scored by answer F1 against the gold answer and its aliases "
-        "(RAG-RL section 3.2, appendix A). Rows keep the input's columns and order (`curriculum_index` is "
-        "renumbered; `input_index` is the input position) and add `n`, `c` (samples with F1 = 1), `sample_f1`, "
-        "`max_f1`, `mean_f1`, `pass_rate` (c/n), `pass_at_k` (unbiased pass@k for k = 1..n) and "
-        "`num_valid_format`.", ""]
-    bal = part["balance"]
-    if bal["enabled"] and bucket != LEARNABLE:
-        lines += [f"Balanced as in the paper: {bal['answerable_before']:,} answerable and "
-                  f"{bal['unanswerable_before']:,} unanswerable questions were clipped to {bal['size']:,} each "
-                  f"with seed {manifest['seed']}.", ""]
-    lines += ["## How it was made", "", "```", str(manifest.get("command")), "```", ""]
-    lines += ["## All partitioned questions", "", md_table(["", "questions"], [
-        ["questions", f"{counts['questions']:,}"], ["skipped (prompt too long)", f"{counts['skipped']:,}"],
-        ["base-answerable (c > 0)", f"{counts[ANSWERABLE]:,}"],
-        ["base-unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
-        ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"]]), ""]
-    scored = max(counts["scored"], 1)
-    lines += ["Distribution of pass rates (correct samples c out of n):", "", md_table(
-        ["c", "pass rate c/n", "questions", "share"],
-        [[c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
-         for c, q in counts["correct_samples_histogram"].items()]), ""]
-    lines += ["Mean unbiased pass@k over the questions:", "", md_table(
-        ["k", "pass@k"], [[k, "-" if v is None else f"{v:.4f}"] for k, v in counts["mean_pass_at_k"].items()]), ""]
-    if counts.get("format_valid_rate") is not None:
-        lines += [f"Samples that keep the output format: {counts['format_valid_rate']:.1%}. Mean max F1: "
-                  f"{counts['mean_max_f1']:.4f}.", ""]
     if plot is not None:
         (directory / PASS_RATE_PLOT).write_bytes(plot)
-        lines += [f"![distribution of pass rates]({PASS_RATE_PLOT})", ""]
-    rc = manifest["counts"]
-    lines += ["## This set", "", "Rows per hops:", "", md_table(["hops", "rows"], rc["hops"].items()), "",
-              "Rows per level:", "", md_table(["level", "rows"], rc["levels"].items()), ""]
-    if manifest.get("trainer_tail"):
-        t = manifest["trainer_tail"]
-        lines += [f"With {t['batch_prompts']} prompts per optimiser step a trainer runs {t['steps']} steps and "
-                  f"never sees the last {t['unseen_rows']} row(s).", ""]
-    lines += ["The per-question statistics of every partitioned question are in `../stats.parquet`.", ""]
-    (directory / "README.md").write_text("\n".join(lines), encoding="utf-8")
+    write_partition_card(directory, manifest, bucket, plot=PASS_RATE_PLOT if plot is not None else None)
