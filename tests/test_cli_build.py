@@ -8,9 +8,9 @@ import pytest
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 from typer.testing import CliRunner
 
-from rag_curriculum._cli.build import config_from_mapping
-from rag_curriculum._recipes import compose, list_recipes, recipes_root
 from rag_curriculum.cli import app
+from rag_curriculum.config import compose, list_recipes, recipes_root
+from rag_curriculum.curricula import BuildConfig
 from rag_curriculum.shards import read_manifest, read_rows
 
 runner = CliRunner()
@@ -20,15 +20,24 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_build_validate_inspect(shared_data, tmp_path):
+def test_build_validate_inspect(shared_data, tmp_path, monkeypatch):
+    import shlex
+    import sys
+
     out = tmp_path / "c"
-    r = run("build", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", 20,
-            "--n", 30, "--seed", 1, "--out", out, "--no-progress", "-P", 18)
+    args = ["build", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", 20,
+            "--n", 30, "--seed", 1, "--out", out, "--no-progress", "-P", 18]
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/curriculum", *map(str, args)])  # as a shell would start it
+    r = run(*args)
     assert r.exit_code == 0, r.output
     assert "wrote 30 rows" in r.output and "12 row(s) never seen" in r.output
     m = read_manifest(out)
     assert m["config"]["seed"] == 1 and m["counts"]["levels"] == {"1": 15, "20": 15}
-    assert m["command"].startswith("curriculum") or m["command"]
+    # the command that made it, recorded (its paths made relative to the output, so the shards can move)
+    assert m["command"].startswith("curriculum build --dataset musique --input ")
+    assert m["command"].endswith(shlex.join(["--schedule", "min-max", "--K", "20", "--n", "30", "--seed", "1",
+                                             "--out", "c", "--no-progress", "-P", "18"]))
+    monkeypatch.undo()
     r = run("validate", out)
     assert r.exit_code == 0 and "valid" in r.output
     r = run("inspect", out)
@@ -115,7 +124,7 @@ def test_every_build_recipe_resolves_to_a_valid_config():
     assert (recipes_root() / "build" / "_base.yaml").exists()
     for name in names:
         mapping = compose("build", name, ["input=x.json"] if "mixture" not in name else [])
-        cfg = config_from_mapping(mapping)
+        cfg = BuildConfig.from_dict(mapping)
         cfg.validate()
         assert cfg.template == "rag-rl"
         if "eval" in name:
@@ -127,11 +136,19 @@ def test_every_build_recipe_resolves_to_a_valid_config():
             assert cfg.out == f"outputs/{ds}-{sched}"
 
 
-@pytest.mark.parametrize("bad", [["--n", "many"], ["--schedule", "linaer"], ["--order", "random"]])
-def test_bad_options_say_what_to_do(shared_data, tmp_path, bad):
+@pytest.mark.parametrize("bad, words", [
+    (["--n", "many"], ["--n", "'many'", "'all'"]),
+    (["--schedule", "linaer"], ["linaer", "did you mean 'linear'"]),
+    (["--order", "random"], ["--order", "'random'", "one of level, shuffled, hops-level"]),
+])
+def test_bad_options_say_what_to_do(shared_data, tmp_path, bad, words):
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", tmp_path / "x", "--no-progress", *bad)
     assert r.exit_code == 1
-    assert "error" in r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, r.output  # one line: never a second, bare "error: 1"
+    assert "error: 1" not in r.output
+    for w in words:
+        assert w in errors[0], (w, errors[0])
 
 
 def test_n_applies_to_every_source_of_a_mixture_recipe(shared_data, tmp_path):

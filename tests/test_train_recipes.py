@@ -20,6 +20,12 @@ from rag_curriculum.train import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def needs_trl() -> None:
+    """Binding TRL's GRPOConfig imports TRL and torch (the [train] extra): skip, not fail, without them."""
+    pytest.importorskip("torch")
+    pytest.importorskip("trl")
 PAPER_RECIPES = ["rag-rl-base-answerable", "rag-rl-base-unanswerable", "rag-rl-linear", "rag-rl-max",
                  "rag-rl-min-max"]
 
@@ -37,6 +43,7 @@ def test_recipes_found_and_counted():
 @pytest.mark.parametrize("name", PAPER_RECIPES)
 @pytest.mark.parametrize("num_processes", [1, 7])
 def test_recipe_resolves_and_binds_to_grpo_config(name, num_processes):
+    needs_trl()
     cfg = compose_train_config(name)
     assert cfg.recipe == name
     assert cfg.curriculum == name.removeprefix("rag-rl-")
@@ -107,6 +114,7 @@ def test_recipe_errors_are_helpful(tmp_path):
         compose_train_config("rag-rl-max", ["+data.shard=x"])
     with pytest.raises(RecipeError, match="max_rows"):
         compose_train_config("rag-rl-max", ["data.max_rows=many"])
+    needs_trl()
     cfg = compose_train_config("rag-rl-max", ["grpo.shufle_dataset=false"])
     with pytest.raises(ValueError, match="did you mean grpo.shuffle_dataset"):
         check_recipe(cfg)
@@ -120,6 +128,7 @@ def test_shuffle_is_refused_when_binding():
 
 
 def test_own_recipe_builds_on_shipped_base(tmp_path):
+    needs_trl()
     mine = tmp_path / "my-curriculum.yaml"
     mine.write_text("defaults:\n  - _base\n  - _self_\ncurriculum: my-schedule\ngrpo:\n  learning_rate: 3.0e-6\n")
     cfg = compose_train_config(str(mine), ["dataset=2wikimultihopqa"])
@@ -159,6 +168,7 @@ def test_cli_print_config_and_list():
 
 
 def test_cli_dry_run_plans_the_batch(tmp_path):
+    needs_trl()
     runner = CliRunner()
     res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={tmp_path / 'none'}",
                                  "batch.num_processes=7", "--dry-run"])
@@ -175,6 +185,7 @@ ACCELERATE = ["single-gpu", "zero2-7gpu", "zero2-8gpu", "zero2-multinode", "zero
 @pytest.mark.parametrize("name", ACCELERATE)
 def test_accelerate_configs_launch_the_paper_batch(name):
     """Each launcher config runs from its header, and the batch it launches is one TRL can make."""
+    needs_trl()
     import re
 
     import yaml
@@ -198,6 +209,7 @@ def test_accelerate_configs_launch_the_paper_batch(name):
 
 
 def test_cli_dry_run_on_real_shards_reports_the_tail(tmp_path):
+    needs_trl()
     from conftest import MUSIQUE_TRAIN
 
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
@@ -214,6 +226,7 @@ def test_cli_dry_run_on_real_shards_reports_the_tail(tmp_path):
 def test_cli_dry_run_says_which_rows_a_short_run_never_reaches(tmp_path):
     """grpo.max_steps shorter than one pass: the min-max curriculum's hard half is never trained on, and the
     dry run says so (rows, curriculum_index span and levels), not only the sampler's dropped tail."""
+    needs_trl()
     import re
 
     from conftest import MUSIQUE_TRAIN
@@ -237,6 +250,7 @@ def test_old_and_new_name_of_a_grpo_field_cannot_disagree():
     """transformers 5 renamed gradient_checkpointing to activation_checkpointing and keeps the old name as an alias
     that loses to the new one: `grpo.gradient_checkpointing=false` on a recipe that sets activation_checkpointing
     would silently keep checkpointing on. Refused with the name to use; agreeing values are fine."""
+    needs_trl()
     cfg = compose_train_config("rag-rl-max", ["grpo.gradient_checkpointing=false"])
     with pytest.raises(ValueError, match="grpo.activation_checkpointing"):
         check_recipe(cfg, num_processes=1)
@@ -250,6 +264,7 @@ def test_old_and_new_name_of_a_grpo_field_cannot_disagree():
 def test_a_field_older_trl_lacks_is_dropped_when_it_asks_for_the_old_behaviour(monkeypatch):
     """use_bias_correction_kl=false asks for what TRLs without the field do anyway: binding there drops it instead
     of refusing the recipe; asking such a TRL for true is refused."""
+    needs_trl()
     from rag_curriculum.train import _trl
 
     known = {k: v for k, v in _trl._grpo_fields().items() if k != "use_bias_correction_kl"}

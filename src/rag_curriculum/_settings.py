@@ -13,11 +13,11 @@ from the annotation. :func:`check_settings` refuses a value of the wrong type or
 >>> check_settings(Demo(rows_per_shard=-5))
 Traceback (most recent call last):
 ...
-rag_curriculum._settings.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
+rag_curriculum.errors.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
 >>> check_settings(Demo(order="levle"))
 Traceback (most recent call last):
 ...
-rag_curriculum._settings.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
+rag_curriculum.errors.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
 """
 
 from __future__ import annotations
@@ -52,15 +52,27 @@ def _show(value: Any) -> str:
 
 def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, ge: float | None = None,
             le: float | None = None, gt: float | None = None, choices: Sequence[str] | None = None,
-            flag: str | None = None, empty: bool = True) -> Any:
-    """A dataclass field with its allowed values: ``ge`` / ``le`` / ``gt`` bounds for numbers, ``choices`` for
-    strings, ``empty=False`` for a string that must not be empty; ``flag`` is the command-line option that sets it
-    (default ``--name-with-dashes``; ``""`` for none)."""
+            flag: str | None = None, empty: bool = True, help: str | None = None) -> Any:
+    """A dataclass field with its allowed values and what it is for: ``ge`` / ``le`` / ``gt`` bounds for numbers,
+    ``choices`` for strings, ``empty=False`` for a string that must not be empty; ``flag`` is the command-line
+    option that sets it (default ``--name-with-dashes``; ``""`` for none); ``help`` says what the setting does,
+    once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs).
+
+    >>> from dataclasses import dataclass, fields
+    >>> @dataclass
+    ... class Demo:
+    ...     seed: int = rule(0, ge=0, help="Sampling seed.")
+    >>> fields(Demo)[0].metadata["help"]
+    'Sampling seed.'
+    """
     meta = {"ge": ge, "le": le, "gt": gt, "choices": tuple(choices) if choices is not None else None,
             "flag": flag, "empty": empty}
+    metadata: dict[str, Any] = {"setting": meta}
+    if help is not None:
+        metadata["help"] = help
     if default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata={"setting": meta})
-    return dataclasses.field(default=default, metadata={"setting": meta})
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def suggest(value: Any, known: Sequence[str]) -> str:
@@ -180,7 +192,7 @@ def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         meta = f.metadata.get("setting")
-        if meta is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
             check_settings(value, prefix=f"{prefix}{f.name}.", flags=flags)
             continue
         name = f"{prefix}{f.name}"

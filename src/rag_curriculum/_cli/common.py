@@ -88,6 +88,31 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
         fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), code)
 
 
+def option(cls: type, name: str, *param_decls: str, extra: str = "", default: str | None = None,
+           **kwargs: Any) -> Any:
+    r"""A typer option for the config field ``cls.name``: its help is the field's own (``metadata["help"]``, written
+    once on the dataclass) plus ``extra`` (what only the command line adds), then ``[default: ...]``: ``default``,
+    else the dataclass default (the option itself defaults to None, "not given", so a recipe's value is kept).
+
+    >>> from rag_curriculum.curricula import BuildConfig
+    >>> print(option(BuildConfig, "seed").help)
+    Build seed: sampling, distractors, order. \[default: 0]
+    """
+    import dataclasses
+
+    from ..config import field_help
+
+    text = " ".join(t for t in (field_help(cls, name), extra) if t)
+    if default is None:
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)
+        value = f.default
+        if value not in (dataclasses.MISSING, None) and not isinstance(value, bool):
+            default = str(value)
+    if default is not None:
+        text += f" [default: {default}]"
+    return typer.Option(*param_decls, help=escape(text), show_default=False, **kwargs)
+
+
 def parse_backend_args(items: list[str] | None) -> dict[str, Any]:
     """`--backend-arg KEY=VALUE` options to keyword arguments (values parsed as JSON where they parse)."""
     parsed: dict[str, Any] = {}

@@ -1,21 +1,23 @@
 """`curriculum eval`: answer, citation and joint F1 of models on evaluation sets; `curriculum eval compare`.
 
-    curriculum eval --model base=Qwen/Qwen2.5-7B-Instruct --model min-max=outputs/mm/checkpoint-120 \\
-        --data outputs/eval/musique-distractor --data outputs/eval/musique-ideal --backend vllm --out outputs/eval-run
+    curriculum eval recipe=rag-rl --model base=Qwen/Qwen2.5-7B-Instruct --model min-max=outputs/mm/checkpoint-120
+    curriculum eval --model base=Qwen/Qwen2.5-7B-Instruct --data outputs/eval/musique-distractor \\
+        --data outputs/eval/musique-ideal --backend vllm --out outputs/eval-run
     curriculum eval compare outputs/eval-run outputs/other-run --out comparison.md
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
+from ..evaluation._config import EvalConfig
 from .common import (
-    AllowIdenticalSamples,
     ApiKey,
     BackendArg,
     BaseUrl,
@@ -28,15 +30,32 @@ from .common import (
     TensorParallelSize,
     backend_args_for,
     console,
-    fail,
+    option,
     out,
     parse_backend_args,
     redacted,
     reported_errors,
 )
 
+E = EvalConfig
+#: The generation-backend options (shared with `curriculum partition`): each goes to backend_args when the chosen
+#: backend takes it.
+BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
+                 "base_url", "api_key", "concurrency")
+
+
+class _RunByDefault(TyperGroup):
+    """`curriculum eval [ARGS]` is `curriculum eval run [ARGS]` unless the first argument names a subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
 eval_app = typer.Typer(
     name="eval",
+    cls=_RunByDefault,
     help=(
         "Evaluate models on evaluation sets (made by `curriculum build --setting distractor|ideal`): answer, "
         "citation and joint F1 averaged over m samples per question, with breakdowns by hops, level, format "
@@ -48,21 +67,19 @@ eval_app = typer.Typer(
 )
 
 
+@eval_app.command("run")
 def run(
-    model: Annotated[list[str] | None, typer.Option(
-        "--model", "-M", help="A model to evaluate: PATH or NAME=PATH (a local model or checkpoint, a Hub id, or "
-        "the name an OpenAI-compatible server serves). Repeat for several; NAME labels its row.",
+    ctx: typer.Context,
+    overrides: Annotated[list[str] | None, typer.Argument(
+        help="recipe=NAME and key=value overrides of the recipe (Hydra syntax), e.g. recipe=rag-rl limit=100",
         show_default=False)] = None,
-    data: Annotated[list[str] | None, typer.Option(
-        "--data", "-D", help="Evaluation shard directory (`curriculum build --setting distractor|ideal`); dataset "
-        "and setting come from its manifest and rows. Repeatable. (-d, its old short form, still works but is "
-        "deprecated: -d is --dataset in build and partition.)", show_default=False)] = None,
+    models: Annotated[list[str] | None, option(E, "models", "--model", "-M", extra="Repeatable.")] = None,
+    data: Annotated[list[str] | None, option(E, "data", "--data", "-D", extra=(
+        "Repeatable. (-d, its old short form, still works but is deprecated: -d is --dataset in build and "
+        "partition.)"))] = None,
     data_old: Annotated[list[str] | None, typer.Option("-d", hidden=True, show_default=False)] = None,
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output directory: results/, summary.json, "
-                                          "table.md, plots/.")] = Path("outputs/eval"),
-    backend: Annotated[str, typer.Option(help="Generation backend: vllm (GPU, the paper's; as in partition) | openai "
-                                         "(a server such as `vllm serve`) | transformers (the CPU choice; GPU "
-                                         "too) | scripted.")] = "vllm",
+    out_dir: Annotated[Path | None, option(E, "out", "--out", "-o")] = None,
+    backend: Annotated[str | None, option(E, "backend")] = None,
     max_model_len: MaxModelLen = None,
     tensor_parallel_size: TensorParallelSize = None,
     dtype: Dtype = None,
@@ -73,49 +90,48 @@ def run(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
-    allow_identical_samples: AllowIdenticalSamples = False,
-    samples: Annotated[int, typer.Option("--samples", "-m", help="Samples per question, averaged (RAG-RL: 3).")]
-    = 3,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = 1.0,
-    max_tokens: Annotated[int, typer.Option(help="Most tokens per completion (RAG-RL: 800).")] = 800,
-    seed: Annotated[int, typer.Option(help="Sampling seed (per-chunk seeds derive from it).")] = 0,
-    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions of each set.",
-                                              show_default=False)] = None,
-    stats: Annotated[list[str] | None, typer.Option(
-        "--stats", help="A partition's stats.parquet (or its directory): adds the base-answerable / "
-        "base-unanswerable breakdown. Repeatable.", show_default=False)] = None,
-    strict_format: Annotated[bool, typer.Option(
-        help="Score completions that break the output format as 0 (default: score what the parser extracts).")]
-    = False,
-    chunk_size: Annotated[int, typer.Option(help="Questions per resumable generation chunk.")] = 64,
-    plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
-    overwrite: Annotated[bool, typer.Option(
-        help="Generate again where --out holds results made with other generation settings.")] = False,
+    allow_identical_samples: Annotated[bool | None, option(E, "allow_identical_samples")] = None,
+    m: Annotated[int | None, option(E, "m", "--samples", "-m")] = None,
+    temperature: Annotated[float | None, option(E, "temperature")] = None,
+    top_p: Annotated[float | None, option(E, "top_p")] = None,
+    max_tokens: Annotated[int | None, option(E, "max_tokens")] = None,
+    seed: Annotated[int | None, option(E, "seed")] = None,
+    limit: Annotated[int | None, option(E, "limit")] = None,
+    stats: Annotated[list[str] | None, option(E, "stats", "--stats", extra="Repeatable.")] = None,
+    strict_format: Annotated[bool | None, option(E, "strict_format")] = None,
+    chunk_size: Annotated[int | None, option(E, "chunk_size")] = None,
+    plots: Annotated[bool | None, option(E, "plots")] = None,
+    overwrite: Annotated[bool | None, option(E, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
-    """Evaluate one or more models on one or more evaluation sets."""
+    """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
+    (recipe=rag-rl: the paper's evaluation, both settings, m = 3) whose values the options override.
+    `curriculum eval compare RUN...` puts runs side by side."""
+    from ..config import resolve
     from ..curricula.builder import current_command
-    from ..evaluation import EvalConfig, ModelSpec, run_eval
+    from ..evaluation import run_eval
 
     if data_old:
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
-    if not model:
-        fail("no model given", "pass --model PATH or --model NAME=PATH (repeat for several)")
-    if not data:
-        fail("no evaluation set given", "pass --data DIR, made by `curriculum build --setting distractor|ideal`")
-    flags = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len, "dtype": dtype,
-             "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
-             "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
-    args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
+    skip = ("overrides", "progress", "data_old", "backend_arg", *BACKEND_FLAGS)
+    flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
+    flags["data"] = data
+    flags["out"] = str(out_dir) if out_dir is not None else None
+    backend_flags = {k: ctx.params[k] for k in BACKEND_FLAGS}
+
+    def merge(recipe: dict[str, Any] | None, given: Any) -> dict[str, Any]:
+        from ..config import merge_flags
+
+        merged = merge_flags(recipe, given)
+        args = backend_args_for(merged.get("backend", EvalConfig.backend), backend_flags,
+                                parse_backend_args(backend_arg))
+        merged["backend_args"] = {**(merged.get("backend_args") or {}), **args}
+        return merged
+
     with reported_errors():
-        cfg = EvalConfig(models=[ModelSpec.parse(m) for m in model], data=list(data), out=str(out_dir),
-                         backend=backend, backend_args=args, m=samples,
-                         temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, limit=limit,
-                         stats=list(stats or []), strict_format=strict_format, chunk_size=chunk_size, plots=plots,
-                         overwrite=overwrite, allow_identical_samples=allow_identical_samples)
+        cfg = resolve(EvalConfig, "eval", overrides, flags, merge=merge)
         cfg.validate()
         cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
         result = run_eval(cfg, progress=progress and console.is_terminal, command=redacted(current_command()))
@@ -206,23 +222,6 @@ def _relative(path: Path, base: Path) -> str:
     import os
 
     return Path(os.path.relpath(path, base)).as_posix()
-
-
-def _callback(ctx: typer.Context, **kwargs: Any) -> None:
-    if ctx.invoked_subcommand is not None:
-        return
-    run(**kwargs)
-
-
-# `curriculum eval [OPTIONS]` runs an evaluation and `curriculum eval run [OPTIONS]` is the same command: the
-# group callback takes exactly `run`'s options (declared once, on `run`).
-_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
-     *inspect.signature(run, eval_str=True).parameters.values()])
-_callback.__annotations__ = {}
-_callback.__doc__ = run.__doc__
-eval_app.callback(invoke_without_command=True)(_callback)
-eval_app.command("run")(run)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,39 +16,19 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .common import console, fail, out, reported_errors
+from .common import console, out, reported_errors
 
 
 def _is_main_process() -> bool:
     return os.environ.get("RANK", "0") in ("0", "") and os.environ.get("LOCAL_RANK", "0") in ("0", "")
 
 
-def _split_args(args: list[str]) -> tuple[str | None, list[str]]:
-    recipe = None
-    rest = []
-    for a in args:
-        if a.startswith("recipe="):
-            recipe = a.split("=", 1)[1]
-        elif "=" in a or a.startswith("~"):
-            rest.append(a)
-        else:
-            fail(f"unexpected argument {a!r}",
-                 "arguments are recipe=NAME and Hydra overrides key=value (e.g. grpo.learning_rate=2e-6); "
-                 "options start with --")
-    return recipe, rest
-
-
 def _print_recipes() -> None:
-    from ..train import list_recipes, recipe_path, train_recipes_dir
+    from ..config import recipes_root
+    from .recipes import print_recipes
 
-    table = Table(title=f"training recipes in {train_recipes_dir()}", title_justify="left")
-    table.add_column("recipe", style="bold")
-    table.add_column("what")
-    for name in list_recipes():
-        first = recipe_path(name).read_text(encoding="utf-8").splitlines()[0].lstrip("# ").strip()
-        table.add_row(name, first)
-    out.print(table)
-    root = train_recipes_dir().parent
+    print_recipes("train")
+    root = recipes_root()
     out.print(f"launcher configs: {root / 'accelerate'}   verl: {root / 'verl'}")
 
 
@@ -114,16 +94,17 @@ def train(
       accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train
       recipe=rag-rl-min-max grpo.vllm_mode=server
     """
-    from ..train import RecipeError, compose_train_config, config_yaml
+    from ..config import resolve, split_args
+    from ..train import RecipeError, TrainConfig, config_yaml
 
     if list_:
         _print_recipes()
         return
-    recipe, overrides = _split_args(list(args or []))
     main = _is_main_process()
     with reported_errors(lambda e: "curriculum train --list shows the recipes; overrides are key=value (Hydra "
                          "syntax)" if isinstance(e, RecipeError) else None):
-        cfg = compose_train_config(recipe, overrides)
+        recipe, overrides = split_args(args)
+        cfg = resolve(TrainConfig, "train", args)
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
     if main:
         out.print(Syntax(config_yaml(cfg), "yaml", theme="ansi_dark", background_color="default"))

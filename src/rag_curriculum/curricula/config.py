@@ -1,11 +1,22 @@
-"""The build configuration: typed dataclasses are the schema; recipes (YAML) and the command line override it."""
+"""The build configuration: typed dataclasses are the schema (each field's type, range and help); recipes (YAML)
+and the command line fill them in, through :func:`rag_curriculum.config.resolve`.
+
+A build recipe names one dataset at the top level (``dataset``, ``input``, ``n``, ``split``) or several under
+``sources:``; :meth:`BuildConfig.from_dict` takes either.
+
+>>> cfg = BuildConfig.from_dict({"dataset": "musique", "n": "all", "schedule": "linear"})
+>>> cfg.sources, cfg.schedule
+([SourceSpec(dataset='musique', input=None, n=None, split=None, K=None)], 'linear')
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import MAX_COUNT, MAX_K, MAX_SEED, check_settings, rule, suggest
+from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
+from ..errors import ConfigError
 
 #: K per dataset, as in RAG-RL section 4.4.
 DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
@@ -15,16 +26,19 @@ SETTINGS = ("curriculum", "distractor", "ideal")
 TAILS = ("keep", "trim", "pad")
 LEAKAGE = ("refuse", "drop", "warn")
 
-
 @dataclass
 class SourceSpec:
     """One dataset in a build: where its records come from and how many questions to sample."""
 
-    dataset: str = rule(flag="--dataset", empty=False)  # hotpotqa | musique | 2wikimultihopqa
-    input: str | None = rule(None, empty=False)  # a local file in any layout the loaders accept; None: the Hub
-    n: int | None = rule(None, ge=1, le=MAX_COUNT)  # questions to sample without replacement; None: every one
-    split: str | None = rule(None, empty=False)  # train / dev; default: from the file name, or train (dev for eval)
-    K: int | None = rule(None, ge=1, le=MAX_K)  # maximum level for this source; default DEFAULT_K[dataset]
+    dataset: str = rule(flag="--dataset", empty=False, help="hotpotqa | musique | 2wikimultihopqa.")
+    input: str | None = rule(None, empty=False, help=(
+        "Local file (official release JSON/JSONL, Hub JSONL/Parquet). Without it the dataset is downloaded from "
+        "the Hugging Face Hub."))
+    n: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Questions to sample without replacement (per dataset), or 'all'."))
+    split: str | None = rule(None, empty=False, help=(
+        "Split to read (train/dev); default: from the file name, or train (dev for evaluation sets)."))
+    K: int | None = rule(None, ge=1, le=MAX_K, help="Top level K of this source; default: DEFAULT_K[dataset].")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -34,28 +48,44 @@ class SourceSpec:
 class BuildConfig:
     """Everything that determines a build's rows. Saved, resolved, in the manifest."""
 
-    sources: list[SourceSpec] = rule(default_factory=list, flag="--dataset")
-    schedule: str = rule("min-max", empty=False)  # max | linear | min-max | piecewise | any registered name
-    pieces: Any = None  # piecewise schedule: "1:0.5,K:0.5" or [[1, 0.5], ["K", 0.5]]
-    order: str = rule("level", choices=ORDERS)  # level (schedule order) | shuffled | hops-level
-    K: int | None = rule(None, ge=1, le=MAX_K)  # one K for every source (overrides the per-dataset defaults)
-    seed: int = rule(0, ge=0, le=MAX_SEED)
-    setting: str = rule("curriculum", choices=SETTINGS)  # curriculum (training) | distractor | ideal (eval sets)
-    max_distractors: int = rule(18, ge=0, le=MAX_K)  # distractor-setting cap (RAG-RL 4.5: gold + up to 18)
-    template: str = rule("rag-rl", empty=False)  # prompt/output format, looked up in rag_curriculum.prompts
-    ability: str = rule("multi-hop-qa", flag="")  # verl's `ability` column
-    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000)
-    workers: int | None = rule(None, ge=1, le=1024)  # processes that render and write shards (None: one per CPU)
-    batch_prompts: int | None = rule(None, ge=1, le=MAX_COUNT)  # prompts per optimiser step of the trainer
-    tail: str = rule("keep", choices=TAILS)  # keep | trim | pad: fit the row count to a multiple of batch_prompts
-    eval_sets: list[str] = rule(default_factory=list, flag="--eval-set")  # shard dirs checked for leakage
-    leakage: str = rule("refuse", choices=LEAKAGE)  # refuse | drop (exclude leaked questions) | warn
-    include_unanswerable: bool = False  # MuSiQue-Full's answerable=false questions
-    allow_split_mismatch: bool = False  # allow curricula from dev/test files and evaluation sets from train files
-    on_error: str = rule("raise", choices=("raise", "skip"))  # raise | skip (bad records counted and reported)
-    out: str = rule("outputs/curriculum", empty=False)
-    overwrite: bool = False
-    tokenizer: str | None = rule(None, empty=False)  # Hub id or directory: count each prompt's tokens
+    sources: list[SourceSpec] = rule(default_factory=list, flag="--dataset", help=(
+        "The datasets of the build, each {dataset, input, n, split, K}."))
+    schedule: str = rule("min-max", empty=False, help=(
+        "max | linear | min-max | piecewise (with pieces) | a registered schedule."))
+    pieces: Any = rule(None, help=(
+        "Piecewise schedule as LEVEL:FRACTION,... ('K' = the top level), e.g. 1:0.25,5:0.25,K:0.5."))
+    order: str = rule("level", choices=ORDERS, help=(
+        "level (schedule order) | shuffled | hops-level (the paper's Table 3)."))
+    K: int | None = rule(None, ge=1, le=MAX_K, help="Top level K for every dataset (overrides the per-dataset K).")
+    seed: int = rule(0, ge=0, le=MAX_SEED, help="Build seed: sampling, distractors, order.")
+    setting: str = rule("curriculum", choices=SETTINGS, help=(
+        "curriculum (training) | distractor | ideal (evaluation sets from the dev split)."))
+    max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
+    template: str = rule("rag-rl", empty=False, help=(
+        "Prompt / output format, looked up in rag_curriculum.prompts."))
+    ability: str = rule("multi-hop-qa", flag="", help="verl's `ability` column.")
+    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, help="Rows per Parquet shard.")
+    workers: int | None = rule(None, ge=1, le=1024, help=(
+        "Processes that render and write shards (the output is the same); default: one per CPU."))
+    batch_prompts: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "The trainer's prompts per step (RAG-RL: 42): report the rows it would never see."))
+    tail: str = rule("keep", choices=TAILS, help=(
+        "keep | trim | pad the row count to a multiple of batch_prompts."))
+    eval_sets: list[str] = rule(default_factory=list, flag="--eval-set", help=(
+        "Evaluation shard directories to check for train/eval leakage."))
+    leakage: str = rule("refuse", choices=LEAKAGE, help=(
+        "refuse | drop | warn when training questions are in an evaluation set."))
+    include_unanswerable: bool = rule(False, help="Keep MuSiQue-Full's unanswerable (answerable=false) questions.")
+    allow_split_mismatch: bool = rule(False, help=(
+        "Allow a training curriculum from a dev/test file, or an evaluation set from a train file."))
+    on_error: str = rule("raise", choices=("raise", "skip"), help=(
+        "raise | skip bad source records (skips are counted and reported)."))
+    out: str = rule("outputs/curriculum", empty=False, help="Output shard directory.")
+    overwrite: bool = rule(False, help="Replace an existing output of this toolkit.")
+    tokenizer: str | None = rule(None, empty=False, help=(
+        "Tokenizer (Hub id or directory) of the model you will train: writes a prompt_tokens column (chat template "
+        "applied) and the longest prompt into the manifest, so trainers can refuse prompts they would truncate. "
+        "Needs the train extra."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
@@ -64,14 +94,14 @@ class BuildConfig:
         check_settings(self)  # again: a field may have been set after binding
         for s in self.sources:
             if not isinstance(s, SourceSpec):
-                raise ValueError(f"sources: each entry must be a SourceSpec or a mapping, got {s!r}")
+                raise ConfigError(f"sources: each entry must be a SourceSpec or a mapping, got {s!r}")
             check_settings(s)
         if not self.sources:
-            raise ValueError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
+            raise ConfigError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
         if self.tail != "keep" and not self.batch_prompts:
-            raise ValueError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
+            raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
         if self.pieces and self.schedule != "piecewise":
-            raise ValueError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
+            raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -80,29 +110,92 @@ class BuildConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BuildConfig:
-        d = dict(d)
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown build option {unknown[0]!r}{suggest(unknown[0], sorted(known))} Known: "
-                             f"{', '.join(sorted(known))}")
-        sources = d.get("sources") or []
-        if not isinstance(sources, list):
-            raise ValueError(f"sources = {sources!r}: must be a list of {{dataset, input, n, split, K}} mappings")
-        d["sources"] = [s if isinstance(s, SourceSpec) else _source(s) for s in sources]
-        eval_sets = d.get("eval_sets") or []
-        d["eval_sets"] = list(eval_sets) if isinstance(eval_sets, list | tuple) else eval_sets
-        return cls(**d)
+    def from_dict(cls, d: Mapping[str, Any]) -> BuildConfig:
+        """Bind a recipe (one dataset at the top level, or ``sources:`` for a mixture), refusing unknown keys with
+        a "did you mean"."""
+        from ..config import bind
+
+        return bind(cls, _with_sources(d))
 
 
-def _source(s: Any) -> SourceSpec:
-    if not isinstance(s, dict):
-        raise ValueError(f"sources: each entry must be a mapping {{dataset, input, n, split, K}}, got {s!r}")
-    known = sorted(SourceSpec.__dataclass_fields__)
-    unknown = sorted(set(s) - set(known))
-    if unknown:
-        raise ValueError(f"unknown source option {unknown[0]!r}{suggest(unknown[0], known)} Known: {', '.join(known)}")
-    if "dataset" not in s:
-        raise ValueError(f"a source needs a dataset: {s!r}")
-    return SourceSpec(**s)
+#: A recipe's single-dataset keys, gathered into ``sources``.
+SINGLE_SOURCE_KEYS = ("dataset", "input", "n", "split")
+
+
+def parse_n(value: Any) -> Any:
+    """``--n`` / ``n=``: a count, or 'all'. Anything that is not a string is left to the config's type check."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
+        return None
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            raise SettingError("n", value, "an integer >= 1, or 'all'", flag="--n") from None
+    return value
+
+
+def _with_sources(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat single-dataset form (``dataset``, ``input``, ``n``, ``split``) as one entry of ``sources``; each
+    source's ``n`` may be 'all'."""
+    d = dict(d)
+    single = {k: d.pop(k, None) for k in SINGLE_SOURCE_KEYS}
+    if not d.get("sources") and single["dataset"]:
+        d["sources"] = [SourceSpec(single["dataset"], single["input"], parse_n(single["n"]), single["split"])]
+    elif "sources" in d:
+        sources = d["sources"] or []
+        if not isinstance(sources, list) or not all(isinstance(s, dict | SourceSpec) for s in sources):
+            raise ConfigError(f"sources = {sources!r}: must be a list of {{dataset, input, n, split, K}} mappings")
+        d["sources"] = [s if isinstance(s, SourceSpec) else {**s, "n": parse_n(s.get("n"))} for s in sources]
+    return d
+
+
+def merge_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], *,
+                note: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """``curriculum build``'s flags on top of a recipe's data (None: no recipe). Flags are named after the fields,
+    None when not given; ``dataset`` is a list of ``NAME`` or ``NAME:N`` (a quota), paired in order with
+    ``input``; ``n`` and ``split`` apply to every source. Without a recipe, ``out`` defaults to
+    ``outputs/DATASETS-SCHEDULE`` (or ``-SETTING`` for evaluation sets). Returns the data :func:`~rag_curriculum.config.bind`
+    takes (one dataset at the top level gathered into ``sources``)."""
+    recipe = data is not None
+    mapping: dict[str, Any] = dict(data) if data is not None else {"n": None}
+    from ..config import given
+
+    flags = given(flags)
+    dataset, inputs = flags.pop("dataset", None), flags.pop("input", None)
+    n, split = flags.pop("n", None), flags.pop("split", None)
+    if dataset:
+        if len(inputs or []) not in (0, len(dataset)):
+            raise ConfigError(f"{len(dataset)} --dataset but {len(inputs or [])} --input",
+                              hint="give one --input per --dataset, in order")
+        specs = []
+        for i, d in enumerate(dataset):
+            name, _, quota = d.partition(":")
+            specs.append({"dataset": name, "input": (inputs or [None] * len(dataset))[i],
+                          "n": quota or (n if n is not None else mapping.get("n")), "split": split})
+        recipe_dataset = mapping.pop("dataset", None)
+        mapping.pop("input", None)
+        mapping["sources"] = specs
+        if recipe and "K" not in flags and mapping.get("K") is not None and {s["dataset"] for s in specs} != {
+                recipe_dataset}:
+            # the recipe's K belongs to its dataset: the paper's K of each --dataset applies instead
+            note(f"recipe K={mapping['K']} is for {recipe_dataset}; using each --dataset's own K (pass --K to set one)")
+            mapping["K"] = None
+    elif inputs:
+        if len(inputs) != 1 or mapping.get("sources"):
+            raise ConfigError("--input without --dataset", hint="pass --dataset NAME for each --input")
+        mapping["input"] = inputs[0]
+    for key, value in (("n", n), ("split", split)):
+        if value is not None and not dataset:
+            mapping[key] = value
+            for src in mapping.get("sources") or []:  # a recipe's mixture: --n and --split are per dataset
+                src[key] = value
+    mapping.update(flags)
+    if not mapping.get("dataset") and not mapping.get("sources"):
+        raise ConfigError("no dataset given", hint="pass --dataset NAME --input PATH, or recipe=NAME (e.g. "
+                          "recipe=musique-min-max)")
+    if not recipe and "out" not in flags:
+        names = "+".join(s["dataset"] for s in mapping["sources"]) if mapping.get("sources") else mapping["dataset"]
+        setting = mapping.get("setting") or "curriculum"
+        what = (mapping.get("schedule") or "min-max") if setting == "curriculum" else setting
+        mapping["out"] = f"outputs/{names}-{what}"
+    return _with_sources(mapping)

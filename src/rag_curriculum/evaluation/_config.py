@@ -1,4 +1,6 @@
-"""The evaluation configuration: typed dataclasses are the schema; the command line fills them in."""
+"""The evaluation configuration: typed dataclasses are the schema (each field's type, range and help); a recipe
+(``recipes/eval/``, e.g. the paper's ``rag-rl``) and the command line fill them in, through
+:func:`rag_curriculum.config.resolve`."""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from ..errors import ConfigError
 
 __all__ = ["EvalConfig", "ModelSpec"]
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
 def public_backend_args(args: dict[str, Any], *, mask: bool) -> dict[str, Any]:
     """``args`` without secrets (masked as ``"***"`` with ``mask``, else dropped); secrets are the option names
     :func:`rag_curriculum.generation.base.is_secret_option` names (``api_key``, ``hf_token``, ``password``, ...).
@@ -35,7 +40,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not _NAME_OK.match(self.name):
-            raise ValueError(f"model name {self.name!r}: use letters, digits and . _ + - only (it names a folder); "
+            raise ConfigError(f"model name {self.name!r}: use letters, digits and . _ + - only (it names a folder); "
                              "give one as NAME=PATH")
 
     @classmethod
@@ -57,7 +62,7 @@ class ModelSpec:
 def default_name(path: str) -> str:
     parts = [p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("/", ".", "..")]
     if not parts:
-        raise ValueError(f"cannot name the model {path!r}; give one as NAME=PATH")
+        raise ConfigError(f"cannot name the model {path!r}; give one as NAME=PATH")
     name = parts[-1]
     if re.fullmatch(r"(checkpoint|step|global_step)[-_]?\d+", name) and len(parts) > 1:
         name = f"{parts[-2]}-{name}"
@@ -69,41 +74,56 @@ def default_name(path: str) -> str:
 class EvalConfig:
     """Everything that determines an evaluation run. Saved, resolved, as ``eval_config.json`` in ``out``."""
 
-    models: list[ModelSpec] = rule(default_factory=list, flag="--model")  # each evaluated on every data dir
-    data: list[str] = rule(default_factory=list, flag="--data")  # evaluation shard dirs (`build --setting ...`)
-    out: str = rule("outputs/eval", empty=False)  # results/, summary.json, table.md, plots/
-    backend: str = rule("vllm", empty=False)  # vllm (GPU, the default) | openai | transformers (CPU) | scripted
-    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg")  # extra backend arguments
-    m: int = rule(3, ge=1, le=MAX_SAMPLES, flag="--samples")  # samples per question (RAG-RL: 3), averaged
-    temperature: float = rule(1.0, ge=0, le=100)  # sampling settings, passed explicitly (never the model's)
-    top_p: float = rule(1.0, gt=0, le=1)
-    max_tokens: int = rule(800, ge=1, le=MAX_COUNT)  # RAG-RL's generation cap
-    seed: int = rule(0, ge=0, le=MAX_SEED)  # sampling seed (each question's seed derives from it and the id)
-    limit: int | None = rule(None, ge=1, le=MAX_COUNT)  # evaluate only the first N questions of each set
-    stats: list[str] = rule(default_factory=list)  # partition stats.parquet files (or dirs): the buckets
-    strict_format: bool = False  # score samples that break the output format as 0 (default: score what parses)
-    chunk_size: int = rule(64, ge=1, le=MAX_COUNT)  # questions per resumable chunk of generation
-    plots: bool = True
-    overwrite: bool = False  # replace results made with other generation settings (default: refuse)
-    allow_identical_samples: bool = False  # do not stop when most questions get m identical samples
+    models: list[ModelSpec] = rule(default_factory=list, flag="--model", help=(
+        "Models to evaluate, each on every evaluation set: PATH or NAME=PATH (a local model or checkpoint, a Hub "
+        "id, or the name an OpenAI-compatible server serves); NAME labels its row."))
+    data: list[str] = rule(default_factory=list, flag="--data", help=(
+        "Evaluation shard directories (`curriculum build --setting distractor|ideal`); dataset and setting come "
+        "from each one's manifest and rows."))
+    out: str = rule("outputs/eval", empty=False, help="Output directory: results/, summary.json, table.md, plots/.")
+    backend: str = rule("vllm", empty=False, help=(
+        "Generation backend: vllm (GPU, the paper's; as in partition) | openai (a server such as `vllm serve`) | "
+        "transformers (the CPU choice; GPU too) | scripted."))
+    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help=(
+        "Other backend options (constructor arguments of the backend)."))
+    m: int = rule(3, ge=1, le=MAX_SAMPLES, flag="--samples", help="Samples per question, averaged (RAG-RL: 3).")
+    temperature: float = rule(1.0, ge=0, le=100, help=(
+        "Sampling temperature (passed explicitly, never the model's generation config)."))
+    top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
+    max_tokens: int = rule(800, ge=1, le=MAX_COUNT, help="Most tokens per completion (RAG-RL: 800).")
+    seed: int = rule(0, ge=0, le=MAX_SEED, help=(
+        "Sampling seed (each question's seed derives from it and the question id)."))
+    limit: int | None = rule(None, ge=1, le=MAX_COUNT, help="Evaluate only the first N questions of each set.")
+    stats: list[str] = rule(default_factory=list, help=(
+        "Partition stats.parquet files (or their directories): add the base-answerable / base-unanswerable "
+        "breakdown."))
+    strict_format: bool = rule(False, help=(
+        "Score completions that break the output format as 0 (default: score what the parser extracts)."))
+    chunk_size: int = rule(64, ge=1, le=MAX_COUNT, help="Questions per resumable generation chunk.")
+    plots: bool = rule(True, help="Write PNG plots.")
+    overwrite: bool = rule(False, help=(
+        "Generate again where out holds results made with other generation settings (default: refuse)."))
+    allow_identical_samples: bool = rule(False, help=(
+        "Do not stop when most questions get identical samples at temperature > 0 (by default that stops the run: "
+        "the server or backend most likely ignores the sampling parameters)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags or Python)
         for i, mspec in enumerate(self.models):
             if not isinstance(mspec, ModelSpec):
-                raise ValueError(f"models[{i}] = {mspec!r}: must be a ModelSpec (ModelSpec.parse('NAME=PATH'))")
+                raise ConfigError(f"models[{i}] = {mspec!r}: must be a ModelSpec (ModelSpec.parse('NAME=PATH'))")
 
     def validate(self) -> None:
         self.__post_init__()
         if not self.models:
-            raise ValueError("no model given: pass --model PATH (or NAME=PATH), once per model")
+            raise ConfigError("no model given: pass --model PATH (or NAME=PATH), once per model")
         if not self.data:
-            raise ValueError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
+            raise ConfigError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
                              "distractor|ideal`), once per set")
         names = [m.name for m in self.models]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"two models share the name(s) {dup}; name them apart with --model NAME=PATH")
+            raise ConfigError(f"two models share the name(s) {dup}; name them apart with --model NAME=PATH")
         from ..generation.base import BACKENDS
 
         if self.backend not in BACKENDS:
@@ -122,10 +142,8 @@ class EvalConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalConfig:
-        d = dict(d)
-        d["models"] = [m if isinstance(m, ModelSpec) else ModelSpec(**m) if isinstance(m, dict) else ModelSpec.parse(m)
-                       for m in d.get("models") or []]
-        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"unknown eval option(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
-        return cls(**d)
+        """Bind plain data (a composed recipe; models as ``NAME=PATH`` strings or ``{name, path}``), refusing
+        unknown keys with a "did you mean"."""
+        from ..config import bind
+
+        return bind(cls, d)

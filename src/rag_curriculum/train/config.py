@@ -1,5 +1,5 @@
 """The training configuration: typed dataclasses are the schema; Hydra recipes (YAML) and command-line overrides
-fill them in. Every field says what it is for.
+fill them in (:func:`rag_curriculum.config.resolve`). Every field says what it is for (its ``help``).
 
 The ``grpo`` section is handed to TRL's ``GRPOConfig`` as it is (any of its fields), after the toolkit has set
 what a curriculum needs (``shuffle_dataset=False``, the batch sizes derived from ``batch``, the reward weights);
@@ -11,16 +11,16 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-ValueError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, shards, verify
+rag_curriculum.errors.ConfigError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, shards, verify
 """
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
+from ..errors import ConfigError
 
 ORDER_POLICIES = ("refuse", "warn")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -30,45 +30,51 @@ DTYPES = ("float32", "bfloat16", "float16", "auto")
 class ModelConfig:
     """The policy to train (and the reference model when ``grpo.beta > 0``)."""
 
-    name_or_path: str = "Qwen/Qwen2.5-7B-Instruct"
-    """Hub id or local directory of a causal LM with a chat template (RAG-RL 4.2: Qwen2.5-7B-Instruct)."""
-    dtype: str = rule("float32", choices=DTYPES)
-    """Dtype the weights are loaded in: float32 keeps full-precision master weights (``grpo.bf16`` then runs the
-    maths in bf16); bfloat16 halves memory, but a plain (non-DeepSpeed) optimizer then rounds away most 1e-6
-    updates. One of float32, bfloat16, float16, auto."""
-    attn_implementation: str | None = None
-    """Attention kernel for training, e.g. ``sdpa`` or ``flash_attention_2``; null lets transformers choose."""
-    revision: str | None = None
-    """Hub revision (branch, tag or commit) to pin the weights to."""
-    trust_remote_code: bool = False
-    """Allow model code from the Hub (not needed for Qwen2.5)."""
+    name_or_path: str = rule("Qwen/Qwen2.5-7B-Instruct", help=(
+        "Hub id or local directory of a causal LM with a chat template (RAG-RL 4.2: Qwen2.5-7B-Instruct)."))
+    dtype: str = rule("float32", choices=DTYPES, help=(
+        "Dtype the weights are loaded in: float32 keeps full-precision master weights (``grpo.bf16`` then runs "
+        "the maths in bf16); bfloat16 halves memory, but a plain (non-DeepSpeed) optimizer then rounds away most "
+        "1e-6 updates. One of float32, bfloat16, float16, auto."))
+    attn_implementation: str | None = rule(None, help=(
+        "Attention kernel for training, e.g. ``sdpa`` or ``flash_attention_2``; null lets transformers choose."))
+    revision: str | None = rule(None, help=(
+        "Hub revision (branch, tag or commit) to pin the weights to."))
+    trust_remote_code: bool = rule(False, help=(
+        "Allow model code from the Hub (not needed for Qwen2.5)."))
 
 
 @dataclass
 class DataConfig:
     """The curriculum to train on: a shard directory written by ``curriculum build`` (or ``partition``)."""
 
-    shards: str = "???"
-    """Shard directory (``part-*.parquet`` + ``manifest.json``); rows are trained in ``curriculum_index`` order."""
-    verify: bool = True
-    """Check the shards against their manifest (files, row counts, content hashes) before training."""
-    max_rows: int | None = rule(None, ge=1, le=MAX_COUNT)
-    """Train on the first N rows only (a prefix keeps the curriculum order); for smoke tests."""
-    order_policy: str = rule("refuse", choices=ORDER_POLICIES)
-    """What to do when a setting would reorder the curriculum (a dataset shuffle, a restart of the data on
-    resume): ``refuse`` (stop with an error) or ``warn`` (log a loud warning and go on)."""
+    shards: str = rule("???", help=(
+        "Shard directory (``part-*.parquet`` + ``manifest.json``); rows are trained in ``curriculum_index`` "
+        "order."))
+    verify: bool = rule(True, help=(
+        "Check the shards against their manifest (files, row counts, content hashes) before training."))
+    max_rows: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Train on the first N rows only (a prefix keeps the curriculum order); for smoke tests."))
+    order_policy: str = rule("refuse", choices=ORDER_POLICIES, help=(
+        "What to do when a setting would reorder the curriculum (a dataset shuffle, a restart of the data on "
+        "resume): ``refuse`` (stop with an error) or ``warn`` (log a loud warning and go on)."))
 
 
 @dataclass
 class RewardSpec:
     """One reward function from the toolkit's registry (``rag_curriculum.rewards.REWARDS``)."""
 
-    name: str = "rag-rl"
-    """Registered reward name: rag-rl (the paper's total), rag-rl-answer, rag-rl-citation, rag-rl-format, ..."""
-    weight: float = rule(1.0, ge=-1e6, le=1e6)
-    """Weight in TRL's ``reward_weights`` (the total reward is the weighted sum)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Constructor arguments, e.g. the RAG-RL constants gamma_answer, gamma_correct, gamma_incorrect, ..."""
+    name: str = rule("rag-rl", help=(
+        "Registered reward name: rag-rl (the paper's total), rag-rl-answer, rag-rl-citation, rag-rl-format, ..."))
+    weight: float = rule(1.0, ge=-1e6, le=1e6, help=(
+        "Weight in TRL's ``reward_weights`` (the total reward is the weighted sum)."))
+    kwargs: dict[str, Any] = rule(default_factory=dict, help=(
+        "Constructor arguments, e.g. the RAG-RL constants gamma_answer, gamma_correct, gamma_incorrect, ..."))
+
+    @classmethod
+    def parse(cls, name: str) -> RewardSpec:
+        """A reward given by its name alone (``rewards: [rag-rl]``), weight 1."""
+        return cls(name=name)
 
 
 @dataclass
@@ -81,60 +87,61 @@ class BatchConfig:
     processes and ``per_device_completions``, so a recipe keeps its batch at any scale.
     """
 
-    prompts_per_step: int | None = rule(42, ge=1, le=MAX_COUNT)
-    """Distinct prompts per optimiser step (RAG-RL: 42, x 7 generations = 294 completions); null uses the
-    ``grpo`` batch settings as they are."""
-    per_device_completions: int | None = rule(7, ge=1, le=MAX_COUNT)
-    """Completions one process holds per forward/backward pass (TRL's ``per_device_train_batch_size``): the
-    memory knob. Null keeps ``grpo.per_device_train_batch_size``."""
-    num_processes: int | None = rule(None, ge=1, le=MAX_COUNT)
-    """Training processes; null reads ``WORLD_SIZE`` (set by accelerate / torchrun), else 1. Set it to plan a
-    multi-GPU run from a single process (``--dry-run``)."""
+    prompts_per_step: int | None = rule(42, ge=1, le=MAX_COUNT, help=(
+        "Distinct prompts per optimiser step (RAG-RL: 42, x 7 generations = 294 completions); null uses the "
+        "``grpo`` batch settings as they are."))
+    per_device_completions: int | None = rule(7, ge=1, le=MAX_COUNT, help=(
+        "Completions one process holds per forward/backward pass (TRL's ``per_device_train_batch_size``): the "
+        "memory knob. Null keeps ``grpo.per_device_train_batch_size``."))
+    num_processes: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Training processes; null reads ``WORLD_SIZE`` (set by accelerate / torchrun), else 1. Set it to plan a "
+        "multi-GPU run from a single process (``--dry-run``)."))
 
 
 @dataclass
 class RunConfig:
     """Where the run writes, how it resumes and what it records."""
 
-    name: str = "rag-rl"
-    """Run name (the output folder and the tracker's run name)."""
-    output_dir: str = "outputs/train/${run.name}"
-    """Checkpoints, the resolved config (``train_config.yaml``), the batch plan and ``curriculum_steps.jsonl``."""
-    resume: str | None = "auto"
-    """``auto``: continue from the newest checkpoint in ``output_dir`` if there is one; ``last``: the same but
-    required; a path: that checkpoint; null: start fresh (refused when ``output_dir`` holds checkpoints)."""
-    log_rows: bool = True
-    """Write ``curriculum_steps.jsonl``: per optimiser step, the curriculum indices, levels and hops trained."""
-    save_final: bool = True
-    """Save the final model (and tokenizer) into ``output_dir`` when training ends."""
+    name: str = rule("rag-rl", help=(
+        "Run name (the output folder and the tracker's run name)."))
+    output_dir: str = rule("outputs/train/${run.name}", help=(
+        "Checkpoints, the resolved config (``train_config.yaml``), the batch plan and ``curriculum_steps.jsonl``."))
+    resume: str | None = rule("auto", help=(
+        "``auto``: continue from the newest checkpoint in ``output_dir`` if there is one; ``last``: the same but "
+        "required; a path: that checkpoint; null: start fresh (refused when ``output_dir`` holds checkpoints)."))
+    log_rows: bool = rule(True, help=(
+        "Write ``curriculum_steps.jsonl``: per optimiser step, the curriculum indices, levels and hops trained."))
+    save_final: bool = rule(True, help=(
+        "Save the final model (and tokenizer) into ``output_dir`` when training ends."))
 
 
 @dataclass
 class TrainConfig:
     """A training run: which curriculum, model, rewards and GRPO settings."""
 
-    recipe: str | None = None
-    """The recipe this config was composed from (recorded with the run)."""
-    dataset: str = "musique"
-    """Dataset the curriculum was built from (hotpotqa, musique, 2wikimultihopqa); names the default shards."""
-    curriculum: str = "???"
-    """Curriculum name (max, linear, min-max, base-answerable, base-unanswerable, ...); names the default shards."""
+    recipe: str | None = rule(None, help=(
+        "The recipe this config was composed from (recorded with the run)."))
+    dataset: str = rule("musique", help=(
+        "Dataset the curriculum was built from (hotpotqa, musique, 2wikimultihopqa); names the default shards."))
+    curriculum: str = rule("???", help=(
+        "Curriculum name (max, linear, min-max, base-answerable, base-unanswerable, ...); names the default "
+        "shards."))
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec()])
-    """Reward functions and weights; RAG-RL uses one, the total ``rag-rl`` (its components are logged)."""
+    rewards: list[RewardSpec] = rule(default_factory=lambda: [RewardSpec()], help=(
+        "Reward functions and weights; RAG-RL uses one, the total ``rag-rl`` (its components are logged)."))
     batch: BatchConfig = field(default_factory=BatchConfig)
     run: RunConfig = field(default_factory=RunConfig)
-    grpo: dict[str, Any] = field(default_factory=dict)
-    """Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."""
+    grpo: dict[str, Any] = rule(default_factory=dict, help=(
+        "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
 
     def validate(self) -> None:
-        """Check the values TRL does not check itself; raise ``ValueError`` saying what to set instead."""
+        """Check the values TRL does not check itself; raise ``ConfigError`` (a ``ValueError``) saying what to set instead."""
         if self.data.shards in (None, "", "???"):
-            raise ValueError("no curriculum given: set data.shards=DIR (a directory written by `curriculum build`)")
+            raise ConfigError("no curriculum given: set data.shards=DIR (a directory written by `curriculum build`)")
         check_settings(self, flags=False)  # types and ranges: the same rules as every other config
         if not isinstance(self.rewards, list) or not self.rewards:
-            raise ValueError("no reward given: rewards=[{name: rag-rl}] is the paper's")
+            raise ConfigError("no reward given: rewards=[{name: rag-rl}] is the paper's")
         from ..rewards import REWARDS
 
         for i, spec in enumerate(self.rewards):
@@ -143,15 +150,15 @@ class TrainConfig:
                 try:
                     REWARDS.get(spec.name)
                 except KeyError as e:
-                    raise ValueError(f"rewards.{i}.name: {e.args[0]}") from None
+                    raise ConfigError(f"rewards.{i}.name: {e.args[0]}") from None
         check_model_ref(self.model.name_or_path, label="model.name_or_path")
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
-            raise ValueError("run.resume must be auto, last, a checkpoint path, or null")
+            raise ConfigError("run.resume must be auto, last, a checkpoint path, or null")
         for key in ("output_dir", "run_name", "reward_weights"):
             if key in self.grpo:
                 where = {"output_dir": "run.output_dir", "run_name": "run.name",
                          "reward_weights": "the weight of each entry in rewards"}[key]
-                raise ValueError(f"set {where} instead of grpo.{key} (the toolkit fills grpo.{key} from it)")
+                raise ConfigError(f"set {where} instead of grpo.{key} (the toolkit fills grpo.{key} from it)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,35 +166,6 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """Build from plain data (a resolved recipe), refusing unknown keys with a "did you mean"."""
-        return _build(cls, d, "the training config")
+        from ..config import bind
 
-
-def _build(cls: type, d: Any, where: str) -> Any:
-    if isinstance(d, cls):
-        return d
-    if not isinstance(d, dict):
-        raise TypeError(f"{where} must be a mapping, got {type(d).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    for key in d:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown option {key!r} in {where}{hint} Known: {', '.join(sorted(known))}")
-    kwargs: dict[str, Any] = {}
-    for key, value in d.items():
-        default = known[key].default_factory() if callable(known[key].default_factory) else None
-        if is_dataclass(default):
-            kwargs[key] = _build(type(default), value or {}, key)
-        elif key == "rewards":
-            kwargs[key] = [_reward_spec(v) for v in (value or [])]
-        elif key in ("grpo",):
-            kwargs[key] = dict(value or {})
-        else:
-            kwargs[key] = value
-    return cls(**kwargs)
-
-
-def _reward_spec(value: Any) -> RewardSpec:
-    if isinstance(value, str):
-        return RewardSpec(name=value)
-    return _build(RewardSpec, value, "rewards")
+        return bind(cls, d)

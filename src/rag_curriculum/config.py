@@ -1,0 +1,354 @@
+"""One config layer for every command: shipped recipes (Hydra YAML under ``recipes/<kind>/``), composed with
+``key=value`` overrides, merged with the command-line flags the user set, and bound to the command's config
+dataclass, whose fields are the schema (type, range and help of each setting; see :func:`._settings.rule`).
+
+Precedence, for every command: the dataclass defaults, then the recipe (with its overrides), then the flags.
+
+The recipes travel with the package (the wheel force-includes ``recipes/`` as ``rag_curriculum/recipes``); an
+editable install reads the repository's ``recipes/``. A recipe is a name (``musique-min-max``) or a path to a YAML
+file of one's own, whose defaults list may name the shipped ``_base`` of its kind.
+
+>>> "musique-min-max" in list_recipes("build") and "rag-rl" in list_recipes("eval")
+True
+>>> compose("eval", "rag-rl", ["m=5"])["m"]
+5
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Demo:
+...     rows_per_shard: int = 10
+>>> bind(Demo, {"rows_per_shrd": 3})
+Traceback (most recent call last):
+...
+rag_curriculum.errors.ConfigError: unknown option 'rows_per_shrd' in the Demo config; did you mean 'rows_per_shard'? Known: rows_per_shard
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import ConfigError, RecipeError
+
+__all__ = ["KINDS", "RecipeKind", "bind", "compose", "field_help", "list_recipes", "recipe_path", "recipe_summary",
+           "recipes_root", "resolve", "split_args", "given", "merge_flags"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RecipeKind:
+    """How the recipes of one command are composed and bound."""
+
+    default: str | None = None
+    """The recipe used when none is named (None: flags alone, no recipe)."""
+    free_keys: str | None = None
+    """Keys any name may take (``++key=value``, present in the recipe or not): the dict-typed sections."""
+    typed: bool = False
+    """Bind through OmegaConf's structured schema: interpolations between sections (``${run.name}``) resolved
+    against the dataclass defaults, values converted to the field types."""
+
+
+#: The recipe folders (``recipes/<kind>/``) and how each is bound.
+KINDS: dict[str, RecipeKind] = {
+    "build": RecipeKind(),
+    "partition": RecipeKind(free_keys=r"^backend_args\."),
+    "train": RecipeKind(default="rag-rl-min-max", free_keys=r"^(grpo\.|rewards\.\d+\.kwargs\.)", typed=True),
+    "eval": RecipeKind(free_keys=r"^backend_args\."),
+}
+
+_NO_KEY = re.compile(r"Could not override '([^']+)'")
+
+
+# -- recipes -------------------------------------------------------------------------------------------------------
+def recipes_root() -> Path:
+    """The folder holding the shipped recipes (``build/``, ``train/``, ``eval/``, ``accelerate/``, ``verl/``): inside
+    the installed package (the wheel carries ``recipes/``), or at the root of a source checkout (editable)."""
+    from importlib.resources import files
+
+    packaged = Path(str(files("rag_curriculum"))) / "recipes"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "recipes"
+    if checkout.is_dir():
+        return checkout
+    raise RecipeError("the recipes directory was not found in the package nor in a source checkout",
+                      hint="reinstall rag-curriculum (the wheel carries rag_curriculum/recipes) or run from a "
+                      "checkout that has recipes/")
+
+
+def _kind(kind: str) -> RecipeKind:
+    if kind not in KINDS:
+        raise ConfigError(f"no recipe kind {kind!r}; known: {', '.join(KINDS)}")
+    return KINDS[kind]
+
+
+def list_recipes(kind: str) -> list[str]:
+    """Names (file stems) of the runnable recipes of one kind: every YAML in ``recipes/<kind>/`` but the shared
+    bases (``_*``)."""
+    _kind(kind)
+    return sorted(p.stem for p in (recipes_root() / kind).glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def recipe_path(kind: str, recipe: str) -> Path:
+    """The YAML file of a recipe name (``musique-min-max``) or path (``my/recipe.yaml``)."""
+    if recipe.endswith((".yaml", ".yml")) or "/" in recipe or "\\" in recipe:
+        path = Path(recipe).expanduser()
+        if not path.is_file():
+            raise RecipeError(f"recipe file {path} does not exist")
+        return path.resolve()
+    known = list_recipes(kind)
+    if recipe.startswith("_"):
+        raise RecipeError(f"{recipe!r} is a shared base of the {kind} recipes, not a run; pick one of "
+                          f"{', '.join(known)}")
+    path = recipes_root() / kind / f"{recipe}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(recipe, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise RecipeError(f"unknown {kind} recipe {recipe!r}{hint} Known: {', '.join(known)} (or a path to a YAML "
+                          "file)", hint=f"`curriculum recipes {kind}` lists them")
+    return path
+
+
+def recipe_summary(kind: str, recipe: str) -> str:
+    """What a recipe is for: its first comment line."""
+    for line in recipe_path(kind, recipe).read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def _hydra_overrides(kind: str, overrides: Sequence[str]) -> list[str]:
+    """``grpo.X=v`` (a free key of the kind) becomes ``++grpo.X=v`` (add or override)."""
+    free = _kind(kind).free_keys
+    return ["++" + o if free and "=" in o and re.match(free, o) else o for o in overrides]
+
+
+def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: bool = True,
+            schema: type | None = None) -> dict[str, Any]:
+    """Compose a recipe of ``kind`` (a name or a YAML path) with Hydra (defaults list, ``key=value``,
+    ``+key=value`` to add, ``~key`` to delete) into plain data. ``resolve=False`` keeps interpolations for a
+    typed bind; ``schema`` (the config dataclass) names the keys a recipe may leave out in an unknown-key error."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    path = recipe_path(kind, recipe)
+    hydra_overrides = _hydra_overrides(kind, overrides)
+    shipped = recipes_root() / kind
+    if path.parent != shipped:  # a recipe of one's own may build on the shipped base
+        hydra_overrides.append(f"hydra.searchpath=[file://{shipped}]")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(path.parent), version_base="1.3", job_name=f"curriculum-{kind}"):
+            composed = hydra_compose(config_name=path.stem, overrides=hydra_overrides)
+        return OmegaConf.to_container(composed, resolve=resolve)  # type: ignore[return-value]
+    except Exception as e:  # Hydra's override grammar, composition and interpolation errors name what is at fault
+        where = f"{kind} recipe {path.stem!r}"
+        message = unknown_key_message(
+            e, where, lambda parent: _keys_at(compose(kind, recipe, (), resolve=False), parent),
+            (lambda parent: _schema_keys_at(schema, parent)) if schema is not None else None)
+        raise RecipeError(message or f"could not compose {where}: {_first_line(e)}",
+                          hint=None if message else "overrides are key=value (Hydra syntax), e.g. n=500") from None
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _keys_at(tree: Any, parent: str) -> list[str]:
+    node = tree
+    for part in [p for p in parent.split(".") if p]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return []
+    return sorted(map(str, node)) if isinstance(node, dict) else []
+
+
+def _schema_keys_at(schema: type, parent: str) -> list[str]:
+    """The field names the dataclass ``schema`` has under ``parent`` (``""``, ``data``, ``rewards.0``, ...)."""
+    tp: Any = schema
+    for part in [p for p in parent.split(".") if p]:
+        if typing.get_origin(tp) is list and part.isdigit():
+            (tp,) = typing.get_args(tp) or (Any,)
+            continue
+        if not dataclasses.is_dataclass(tp):
+            return []
+        tp = typing.get_type_hints(tp).get(part)
+        tp, _ = _strip_optional(tp)
+    return [f.name for f in dataclasses.fields(tp)] if dataclasses.is_dataclass(tp) else []
+
+
+def unknown_key_message(error: BaseException, where: str, keys_at: Callable[[str], Iterable[str]],
+                        schema_keys_at: Callable[[str], Iterable[str]] | None = None) -> str | None:
+    """A one-line message for Hydra's "Could not override 'KEY'" (whose "use +KEY=value" hint misleads when the
+    key is a typo): the keys that exist there, with a "did you mean". ``schema_keys_at`` gives the keys the schema
+    knows but a recipe may leave out (those do take ``+KEY=value``). None for any other error."""
+    m = _NO_KEY.search(str(error))
+    if not m:
+        return None
+    key = m.group(1)
+    parent, _, leaf = key.rpartition(".")
+    present = sorted(set(keys_at(parent)))
+    schema = sorted(set(schema_keys_at(parent)) if schema_keys_at else set())
+    value = str(error).rsplit("=", 1)[-1] if "=" in str(error) else "VALUE"
+    if leaf in schema:
+        return f"{where} has no {key!r}: add it with +{key}={value} (a known option the recipe leaves out)"
+    known = sorted(set(present) | set(schema))
+    close = difflib.get_close_matches(leaf, known, n=1)
+    hint = f"; did you mean {'.'.join([*([parent] if parent else []), close[0]])!r}?" if close else ""
+    where_keys = f" under {parent!r}" if parent else ""
+    return f"unknown option {key!r} in {where}{hint} Known{where_keys}: {', '.join(known) or '(none)'}"
+
+
+# -- binding -------------------------------------------------------------------------------------------------------
+def _strip_optional(tp: Any) -> tuple[Any, bool]:
+    import types
+
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _label(cls: type) -> str:
+    return {"BuildConfig": "the build config", "SourceSpec": "a source", "EvalConfig": "the evaluation config",
+            "ModelSpec": "a model", "TrainConfig": "the training config",
+            "PartitionConfig": "the partition config"}.get(cls.__name__, f"the {cls.__name__} config")
+
+
+def bind(cls: type[T], data: Any, *, where: str | None = None) -> T:
+    """Plain data (a composed recipe, merged flags) to the dataclass ``cls``: unknown keys are refused with a "did
+    you mean"; nested dataclass fields and ``list[Dataclass]`` fields are bound in turn (a string item through the
+    item class's ``parse``, e.g. ``ModelSpec.parse("NAME=PATH")``); values are then checked by ``cls`` itself
+    (``__post_init__``: types and ranges, see :mod:`._settings`)."""
+    if isinstance(data, cls):
+        return data
+    where = where or _label(cls)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a mapping of options, got {data!r}")
+    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown option {key!r} in {where}{hint} Known: {', '.join(sorted(known))}")
+    missing = [name for name, f in known.items() if name not in data and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where} needs {', '.join(missing)}: {dict(data)!r}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        tp, optional = _strip_optional(hints.get(key, Any))
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type) and not (value is None and optional):
+            kwargs[key] = bind(tp, value or {}, where=key)
+        elif typing.get_origin(tp) is list and isinstance(value, list | tuple):
+            (item,) = typing.get_args(tp) or (Any,)
+            if dataclasses.is_dataclass(item) and isinstance(item, type):
+                kwargs[key] = [_bind_item(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+            else:
+                kwargs[key] = list(value)
+        elif typing.get_origin(tp) is dict and isinstance(value, Mapping):
+            kwargs[key] = dict(value)
+        else:
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _bind_item(item: type, value: Any, where: str) -> Any:
+    if isinstance(value, str) and hasattr(item, "parse"):
+        return item.parse(value)  # type: ignore[attr-defined]
+    return bind(item, value, where=where)
+
+
+def bind_typed(cls: type[T], raw: Mapping[str, Any]) -> T:
+    """Bind composed data through OmegaConf's structured schema of ``cls`` (values converted to the field types,
+    interpolations resolved against the defaults, ``???`` refused), then :func:`bind`."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), dict(raw))
+        plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+    except ConfigKeyError as e:
+        key = str(getattr(e, "full_key", "") or "")
+        parent, _, leaf = key.rpartition(".")
+        close = difflib.get_close_matches(leaf, _schema_keys_at(cls, parent), n=1)
+        hint = f"; did you mean {'.'.join([*([parent] if parent else []), close[0]])!r}?" if close else ""
+        raise RecipeError(f"unknown option {key!r}: {_first_line(e)}{hint}") from None
+    except MissingMandatoryValue as e:
+        key = str(getattr(e, "full_key", "") or "")
+        raise RecipeError(f"{key} is not set: give it on the command line ({key}=...)") from None
+    except OmegaConfBaseException as e:
+        raise RecipeError(f"{getattr(e, 'full_key', '') or 'config'}: {_first_line(e)}") from None
+    return bind(cls, plain)
+
+
+def field_help(cls: type, name: str) -> str:
+    """The help text a config field carries (``metadata["help"]``, set with :func:`._settings.rule`)."""
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name == name:
+            return str(f.metadata.get("help", ""))
+    raise ConfigError(f"{cls.__name__} has no field {name!r}")
+
+
+# -- one function for every command --------------------------------------------------------------------------------
+def split_args(args: Sequence[str] | None) -> tuple[str | None, list[str]]:
+    """A command's positional arguments: ``recipe=NAME`` and Hydra overrides (``key=value``, ``+key=value``,
+    ``~key``). Anything else is refused."""
+    recipe = None
+    rest: list[str] = []
+    for a in args or []:
+        if a.startswith("recipe="):
+            recipe = a.split("=", 1)[1]
+        elif "=" in a or a.startswith("~"):
+            rest.append(a)
+        else:
+            raise RecipeError(f"unexpected argument {a!r}", hint="arguments are recipe=NAME and key=value overrides "
+                              "(Hydra syntax, e.g. seed=1); options start with --")
+    return recipe, rest
+
+
+def given(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags the user set: not None (an option's "not given") nor an empty repeatable option."""
+    return {k: v for k, v in flags.items() if v is not None and not (isinstance(v, list | tuple) and not v)}
+
+
+def merge_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's data with every flag the user set on top."""
+    return {**(data or {}), **given(flags)}
+
+
+def resolve(cls: type[T], kind: str, args: Sequence[str] | None = None, flags: Mapping[str, Any] | None = None, *,
+            merge: Callable[[dict[str, Any] | None, Mapping[str, Any]], Mapping[str, Any]] | None = None) -> T:
+    """A command's config: ``recipe=NAME`` and Hydra overrides (``args``) composed, the flags the user set
+    (``flags``, None meaning "not given") on top, bound to ``cls``. ``merge(data, flags)`` replaces the plain
+    merge for commands whose flags do more than set a field (``data`` is None when no recipe was named).
+
+    >>> from rag_curriculum.evaluation import EvalConfig
+    >>> cfg = resolve(EvalConfig, "eval", ["recipe=rag-rl", "limit=10"], {"m": 5, "seed": None})
+    >>> cfg.m, cfg.limit, cfg.max_tokens, cfg.seed
+    (5, 10, 800, 0)
+    """
+    spec = _kind(kind)
+    recipe, overrides = split_args(args)
+    recipe = recipe or spec.default
+    if overrides and recipe is None:
+        raise RecipeError("key=value overrides need a recipe", hint=f"add recipe=NAME (`curriculum recipes {kind}` "
+                          "lists them), or use --options")
+    data = compose(kind, recipe, overrides, resolve=not spec.typed, schema=cls) if recipe else None
+    if data is not None and recipe is not None and "recipe" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+        data["recipe"] = recipe
+    merged = (merge or merge_flags)(data, flags or {})
+    return bind_typed(cls, merged) if spec.typed else bind(cls, merged)
