@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set everything up, then run every test tier (CPU only, offline):
-#   main  .venv       the whole suite (tests/ and the doctests), with the train extra (TRL, transformers)
+#   main  .venv       the whole suite (tests/ and the doctests), with the train extra (TRL, transformers), then the
+#                     docs site built with `mkdocs build --strict` (a broken link or a page left out fails)
 #   vllm  .venv-vllm  the real vLLM engine (its CPU build): backend, partition and eval CLIs, `vllm serve`
 #   verl  .venv-verl  verl 0.9.1's own dataset, sampler, data loader and reward loop on the toolkit's shards
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
@@ -16,7 +17,7 @@ PYTEST=(-m pytest -q -p no:cacheprovider)
 for tier in $TIERS; do
   start=$SECONDS
   case $tier in
-    main) (. scripts/setup.sh && python "${PYTEST[@]}" "$@") ;;
+    main) (. scripts/setup.sh && python "${PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
     vllm) bash scripts/setup_vllm.sh && .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
     verl) bash scripts/setup_verl.sh && .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
     core) bash scripts/setup_core.sh && .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
