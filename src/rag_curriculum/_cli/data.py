@@ -152,10 +152,9 @@ def validate(
     if not (directory / MANIFEST).exists() and not any(directory.glob("part-*.parquet")) and not any(
             directory.glob("data/part-*.parquet")):
         fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
-    try:
+    with reported_errors(lambda e: "rebuild the directory (an interrupted build never leaves a valid one)"
+                         if isinstance(e, ShardError) else None):
         m = validate_shards(directory)
-    except ShardError as e:
-        fail(str(e), "rebuild the directory (an interrupted build never leaves a valid one)")
     out.print(f"[green]valid[/]: {directory} ({m['num_rows']:,} rows in {len(m['shards'])} shard(s), "
               f"schema v{m['schema_version']})")
 

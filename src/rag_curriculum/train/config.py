@@ -136,7 +136,8 @@ class TrainConfig:
         "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
 
     def validate(self) -> None:
-        """Check the values TRL does not check itself; raise ``ConfigError`` (a ``ValueError``) saying what to set instead."""
+        """Check the values TRL does not check itself; raise :class:`ConfigError` (a ``ValueError``) saying what to
+        set instead."""
         if self.data.shards in (None, "", "???"):
             raise ConfigError("no curriculum given: set data.shards=DIR (a directory written by `curriculum build`)")
         check_settings(self, flags=False)  # types and ranges: the same rules as every other config
