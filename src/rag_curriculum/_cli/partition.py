@@ -1,10 +1,15 @@
 """`curriculum partition` (base-answerable / base-unanswerable by pass@k) and `curriculum partition-merge`.
 
+    curriculum partition recipe=rag-rl-pass8 input=PATH/TO/musique_ans_v1.0_train.jsonl    # the paper's partition
+    curriculum partition outputs/musique-max recipe=rag-rl-pass8 model=outputs/my-base --num-shards 8 ...
     curriculum partition outputs/musique-max --model Qwen/Qwen2.5-7B-Instruct --pass-at 8 --balance \\
         --out outputs/musique-partition
     for i in 0 1 2 3 4 5 6 7; do CUDA_VISIBLE_DEVICES=$i curriculum partition outputs/musique-max \\
         --model Qwen/Qwen2.5-7B-Instruct --num-shards 8 --shard-index $i --out outputs/musique-partition & done; wait
     curriculum partition-merge node0/musique-partition node1/musique-partition --out outputs/musique-partition
+
+The options are PartitionConfig's fields (their help is the fields' own); a recipe (recipe=NAME, recipes/partition/)
+and key=value overrides set the same fields, and the options given on the command line win.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from typing import Annotated, Any
 
 import typer
 
+from ..config import field_help
+from ..partition import PartitionConfig
 from .common import (
-    AllowIdenticalSamples,
     ApiKey,
     BackendArg,
     BaseUrl,
@@ -28,42 +34,72 @@ from .common import (
     TensorParallelSize,
     backend_args_for,
     console,
+    option,
     out,
     parse_backend_args,
     redacted,
     reported_errors,
 )
 
+P = PartitionConfig
+#: The generation-backend options (shared with `curriculum eval`): each goes to backend_args when the chosen backend
+#: takes it.
+BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
+                 "base_url", "api_key", "concurrency")
+#: Options of the command line only (how this process runs), not fields of PartitionConfig.
+CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", *BACKEND_FLAGS)
+
+
+def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
+    """The positional arguments: the SHARDS directory (the one without ``=``), and recipe=NAME plus key=value
+    overrides (every token with ``=``, or a Hydra ``~key`` deletion).
+
+    >>> split_shards(["outputs/musique-max", "recipe=rag-rl-pass8", "k=4"])
+    ('outputs/musique-max', ['recipe=rag-rl-pass8', 'k=4'])
+    """
+    from ..errors import ConfigError
+
+    paths = [a for a in args or [] if "=" not in a and not a.startswith("~")]
+    if len(paths) > 1:
+        raise ConfigError(f"one shard directory, got {len(paths)}: {', '.join(paths)}",
+                          hint="arguments are SHARDS (a directory), recipe=NAME and key=value overrides; a path with "
+                          "'=' in its name goes as shards=PATH")
+    return (str(Path(paths[0])) if paths else None), [a for a in args or [] if a not in paths]
+
+
+def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], backend_flags: dict[str, Any],
+                  backend_arg: list[str] | None) -> dict[str, Any]:
+    """A recipe's data (None: no recipe) with the options the user set on top; the backend options go to
+    ``backend_args`` when the chosen backend takes them. A shard directory replaces the recipe's ``dataset`` (the two
+    are alternative inputs) unless an input file or --dataset is given too."""
+    from ..config import given, merge_flags
+
+    merged = merge_flags(data, flags)
+    if data is not None and merged.get("shards") and not merged.get("input") and "dataset" not in given(flags):
+        merged["dataset"] = None
+    args = backend_args_for(merged.get("backend", P.backend), backend_flags, parse_backend_args(backend_arg))
+    merged["backend_args"] = {**(merged.get("backend_args") or {}), **args}
+    return merged
+
 
 def partition(
-    shards: Annotated[Path | None, typer.Argument(
-        help="A shard directory made by `curriculum build` (normally --schedule max: the hardest level). Or give "
-        "--dataset and --input to build one first.", show_default=False)] = None,
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output directory: answerable/, unanswerable/, "
-                                          "learnable/, stats.parquet, partition.json; work/ holds the resumable "
-                                          "generation.")] = Path("outputs/partition"),
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Build from a dataset file first: "
-                                                "hotpotqa | musique | 2wikimultihopqa.", show_default=False)] = None,
-    input_file: Annotated[str | None, typer.Option("--input", "-i", help="The --dataset's source file; built at "
-                                                   "level K (--schedule max) into OUT/input.",
-                                                   show_default=False)] = None,
-    n: Annotated[int | None, typer.Option("--n", "-n", help="With --input: questions to sample (RAG-RL: up to "
-                                          "40,000). \\[default: all]", show_default=False)] = None,
-    K: Annotated[int | None, typer.Option("--K", "-K", help="With --input: the level. \\[default: the dataset's K]",
-                                          show_default=False)] = None,
-    backend: Annotated[str, typer.Option(help="Generation backend: vllm (GPU, the paper's) | openai (a server "
-                                         "such as `vllm serve`) | transformers (the CPU choice; GPU too) | "
-                                         "scripted.")] = "vllm",
-    model: Annotated[str | None, typer.Option("--model", "-M", help="Base model: a local path or Hub id; for "
-                                              "--backend openai the served model's name; for scripted a JSON "
-                                              "file or module:attr.", show_default=False)] = None,
-    pass_at: Annotated[int, typer.Option("--pass-at", "-k", help="Samples per question, k (RAG-RL: 8; at most "
-                                         "1024); pass@j is stored for every j <= k.")] = 8,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature (use the rollout temperature).")] = 1.0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = 1.0,
-    max_tokens: Annotated[int, typer.Option(help="Most tokens per completion (RAG-RL: 800).")] = 800,
-    seed: Annotated[int, typer.Option(help="Seed: every question is sampled with a seed derived from it and the "
-                                      "question id; also the --balance draw.")] = 0,
+    ctx: typer.Context,
+    args: Annotated[list[str] | None, typer.Argument(
+        metavar="SHARDS recipe=NAME KEY=VALUE", show_default=False,
+        help=f"SHARDS: {field_help(P, 'shards')} recipe=NAME (recipes/partition/, e.g. "
+        "rag-rl-pass8: the paper's pass@8) and key=value overrides of its fields (Hydra syntax), e.g. k=4.")] = None,
+    out_dir: Annotated[Path | None, option(P, "out", "--out", "-o")] = None,
+    dataset: Annotated[str | None, option(P, "dataset", "--dataset", "-d")] = None,
+    input_file: Annotated[str | None, option(P, "input", "--input", "-i")] = None,
+    n: Annotated[int | None, option(P, "n", "--n", "-n")] = None,
+    K: Annotated[int | None, option(P, "K", "--K", "-K")] = None,
+    backend: Annotated[str | None, option(P, "backend")] = None,
+    model: Annotated[str | None, option(P, "model", "--model", "-M")] = None,
+    pass_at: Annotated[int | None, option(P, "k", "--pass-at", "-k")] = None,
+    temperature: Annotated[float | None, option(P, "temperature")] = None,
+    top_p: Annotated[float | None, option(P, "top_p")] = None,
+    max_tokens: Annotated[int | None, option(P, "max_tokens")] = None,
+    seed: Annotated[int | None, option(P, "seed")] = None,
     max_model_len: MaxModelLen = None,
     tensor_parallel_size: TensorParallelSize = None,
     dtype: Dtype = None,
@@ -74,61 +110,49 @@ def partition(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
-    allow_identical_samples: AllowIdenticalSamples = False,
-    correct_f1: Annotated[float, typer.Option(help="A sample is correct when its answer F1 reaches this "
-                                              "(RAG-RL: 1).")] = 1.0,
-    strict_format: Annotated[bool, typer.Option(help="Count only samples that keep the output format.")] = False,
-    balance: Annotated[bool, typer.Option(help="Clip answerable/ and unanswerable/ to the same size with --seed "
-                                          "(RAG-RL appendix A).")] = False,
-    keep_completions: Annotated[bool, typer.Option(help="Add the raw completions (`base_completions`) to the "
-                                                   "outputs and stats.parquet.")] = False,
-    chunk_size: Annotated[int, typer.Option(help="Questions per resumable chunk (also the unit of sharding).")]
-    = 256,
-    chunks_per_call: Annotated[int | None, typer.Option(
-        help="Chunks per backend call. \\[default: vllm 2048 prompts per call, transformers 1 chunk]",
-        show_default=False)] = None,
-    question_seeds: Annotated[bool, typer.Option(
-        help="Seed each question from (--seed, id) so resumed and sharded runs draw the same samples. "
-        "--no-question-seeds is faster on vLLM but not reproducible.")] = True,
-    num_shards: Annotated[int, typer.Option(help="Split the questions over N processes (one per GPU or node).")]
-    = 1,
-    shard_index: Annotated[int, typer.Option(help="Which of the --num-shards this process runs (0-based).")] = 0,
+    allow_identical_samples: Annotated[bool | None, option(P, "allow_identical_samples",
+                                                           "--allow-identical-samples")] = None,
+    correct_f1: Annotated[float | None, option(P, "correct_f1")] = None,
+    strict_format: Annotated[bool | None, option(P, "strict_format")] = None,
+    balance: Annotated[bool | None, option(P, "balance")] = None,
+    keep_completions: Annotated[bool | None, option(P, "keep_completions")] = None,
+    chunk_size: Annotated[int | None, option(P, "chunk_size")] = None,
+    chunks_per_call: Annotated[int | None, option(P, "chunks_per_call")] = None,
+    question_seeds: Annotated[bool | None, option(P, "question_seeds")] = None,
+    num_shards: Annotated[int | None, option(P, "num_shards")] = None,
+    shard_index: Annotated[int | None, option(P, "shard_index")] = None,
     max_chunks: Annotated[int | None, typer.Option(help="Stop after generating this many chunks (run again to "
                                                    "continue).", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option(help="Discard what --out holds from a run with other settings (without "
-                                            "--num-shards, also start the same run again; a shard never discards "
-                                            "the chunks other shards of its run wrote).")] = False,
+    overwrite: Annotated[bool | None, option(P, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Partition questions by what a base model can answer (RAG-RL 3.2, appendix A): sample k completions per
     question, score each final answer by F1, and write answerable/ (some sample has F1 = 1), unanswerable/ (none),
     learnable/ (0 < c < k), and stats.parquet (n, c, every sample's F1, pass@j for j <= k).
 
-    Resumable: results are flushed in chunks; after a crash or kill, run the same command again. Scale out with
-    --num-shards N --shard-index I (one process per GPU, CUDA_VISIBLE_DEVICES=I); processes sharing --out write
-    the outputs when the last one finishes; directories from separate machines are joined with
-    `curriculum partition-merge`. Running again with other --balance / --correct-f1 / --strict-format re-buckets
-    without generating."""
+    With options, or from a recipe (recipe=rag-rl-pass8: the paper's pass@8 at level K, balanced) whose values
+    key=value overrides and the options change. Resumable: results are flushed in chunks; after a crash or kill,
+    run the same command again. Scale out with --num-shards N --shard-index I (one process per GPU,
+    CUDA_VISIBLE_DEVICES=I); processes sharing --out write the outputs when the last one finishes; directories
+    from separate machines are joined with `curriculum partition-merge`. Running again with other --balance /
+    --correct-f1 / --strict-format re-buckets without generating."""
+    from ..config import resolve
     from ..curricula.builder import current_command
-    from ..partition import PartitionConfig
     from ..partition import partition as run_partition
 
-    flags = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len, "dtype": dtype,
-             "gpu_memory_utilization": gpu_memory_utilization, "batch_size": batch_size, "device": device,
-             "base_url": base_url, "api_key": api_key, "concurrency": concurrency}
-    args = backend_args_for(backend, flags, parse_backend_args(backend_arg))
     with reported_errors():
         if max_chunks is not None:
             from .._settings import MAX_COUNT, check_value
 
             check_value("max_chunks", max_chunks, int, {"ge": 1, "le": MAX_COUNT}, flag="--max-chunks")
-        cfg = PartitionConfig(
-            shards=str(shards) if shards else None, dataset=dataset, input=input_file, n=n, K=K, out=str(out_dir),
-            backend=backend, model=model, backend_args=args, k=pass_at, temperature=temperature, top_p=top_p,
-            max_tokens=max_tokens, seed=seed, correct_f1=correct_f1, strict_format=strict_format, balance=balance,
-            keep_completions=keep_completions, chunk_size=chunk_size, chunks_per_call=chunks_per_call,
-            question_seeds=question_seeds, num_shards=num_shards, shard_index=shard_index, overwrite=overwrite,
-            allow_identical_samples=allow_identical_samples)
+        shards, overrides = split_shards(args)
+        renamed = {"out_dir": "out", "input_file": "input", "pass_at": "k"}
+        flags = {renamed.get(k, k): v for k, v in ctx.params.items() if k not in CLI_ONLY}
+        flags["shards"] = shards
+        flags["out"] = str(out_dir) if out_dir is not None else None
+        backend_flags = {k: ctx.params[k] for k in BACKEND_FLAGS}
+        cfg = resolve(PartitionConfig, "partition", overrides, flags,
+                      merge=lambda data, given: merge_options(data, given, backend_flags, backend_arg))
         cfg.validate()
         cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
         result = run_partition(cfg, command=redacted(current_command()), progress=progress and console.is_terminal,
@@ -137,8 +161,8 @@ def partition(
         rep = result.run
         left = len(rep.remaining) if rep else 0
         what = (f"stopped with {left} chunk(s) of this shard left: run the same command again to continue" if left
-                else f"shard {shard_index} of {num_shards} is done; the outputs are written when every shard is "
-                "(processes sharing --out do it themselves; join directories of other machines with "
+                else f"shard {cfg.shard_index} of {cfg.num_shards} is done; the outputs are written when every shard "
+                "is (processes sharing --out do it themselves; join directories of other machines with "
                 "`curriculum partition-merge`)")
         if rep is not None:
             console.print(f"generated {rep.generated_questions:,} question(s), {rep.completions:,} completions in "

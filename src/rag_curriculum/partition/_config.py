@@ -8,6 +8,7 @@ from typing import Any
 
 from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
+from ..errors import ConfigError
 from ..generation.base import BACKENDS, SamplingConfig
 from ..generation.runner import RunReport
 
@@ -23,34 +24,64 @@ TASK_VERSION = 1
 
 @dataclass
 class PartitionConfig:
-    """Everything that determines a partition. Saved, resolved, in every manifest it writes."""
+    """Everything that determines a partition. Saved, resolved, in every manifest it writes. Each field's ``help``
+    is the one text the command line (``curriculum partition --help``) and the recipes' documentation read."""
 
-    shards: str | None = rule(None, flag="SHARDS", empty=False)  # a shard dir from `curriculum build` (--schedule max)
-    dataset: str | None = rule(None, empty=False)  # or a dataset ...
-    input: str | None = rule(None, empty=False)  # ... and its source file, built first at level K into OUT/input
-    n: int | None = rule(None, ge=1, le=MAX_COUNT)  # with dataset/input: questions to sample (None: all)
-    K: int | None = rule(None, ge=1, le=MAX_K)  # with dataset/input: the level (default: the dataset's K)
-    out: str = rule("outputs/partition", empty=False)
-    backend: str = rule("vllm", empty=False)  # vllm | openai | transformers | scripted
-    model: str | None = rule(None, empty=False)  # model path / Hub id, or the served model's name for openai
-    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg")  # backend options
-    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at")  # samples per question (pass@k, RAG-RL: 8)
-    temperature: float = rule(1.0, ge=0, le=100)
-    top_p: float = rule(1.0, gt=0, le=1)
-    max_tokens: int = rule(800, ge=1, le=MAX_COUNT)
-    seed: int = rule(0, ge=0, le=MAX_SEED)  # sampling (per-question seeds derive from it) and --balance
-    correct_f1: float = rule(CORRECT_F1, gt=0, le=1)  # a sample is correct when its answer F1 reaches this
-    strict_format: bool = False  # count only samples that keep the output format
-    balance: bool = False  # clip answerable/ and unanswerable/ to the same size (RAG-RL appendix A)
-    keep_completions: bool = False  # add the raw completions (`base_completions`) to the outputs
-    chunk_size: int = rule(256, ge=1, le=MAX_COUNT)  # questions per resumable chunk (and the unit of sharding)
-    chunks_per_call: int | None = rule(None, ge=1, le=MAX_COUNT)  # chunks per backend call (default: backend's)
-    question_seeds: bool = True  # seed every question from (seed, id): exact resumes; off is faster on vLLM
-    num_shards: int = rule(1, ge=1, le=MAX_COUNT)  # split the questions over this many processes ...
-    shard_index: int = rule(0, ge=0, le=MAX_COUNT)  # ... of which this is one
-    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, flag="")  # rows per Parquet file of the outputs
-    overwrite: bool = False  # discard results of a run with other settings in OUT
-    allow_identical_samples: bool = False  # do not stop when most questions get k identical samples (temperature > 0)
+    shards: str | None = rule(None, flag="SHARDS", empty=False, help=(
+        "A shard directory made by `curriculum build` (normally --schedule max: the hardest level). Or give "
+        "--dataset and --input to build one first."))
+    dataset: str | None = rule(None, empty=False, help=(
+        "Build from a dataset file first: hotpotqa | musique | 2wikimultihopqa."))
+    input: str | None = rule(None, empty=False, help=(
+        "The --dataset's source file; built at level K (--schedule max) into OUT/input."))
+    n: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "With --input: questions to sample (RAG-RL: up to 40,000); unset: all of them."))
+    K: int | None = rule(None, ge=1, le=MAX_K, help="With --input: the level; unset: the dataset's K.")
+    out: str = rule("outputs/partition", empty=False, help=(
+        "Output directory: answerable/, unanswerable/, learnable/, stats.parquet, partition.json; work/ holds the "
+        "resumable generation."))
+    backend: str = rule("vllm", empty=False, help=(
+        "Generation backend: vllm (GPU, the paper's) | openai (a server such as `vllm serve`) | transformers (the "
+        "CPU choice; GPU too) | scripted."))
+    model: str | None = rule(None, empty=False, help=(
+        "Base model: a local path or Hub id; for --backend openai the served model's name; for scripted a JSON "
+        "file or module:attr."))
+    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help=(
+        "Backend options (dtype, tensor_parallel_size, base_url, ...): every option that can change a completion "
+        "is part of the run's identity; secrets are never written."))
+    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at", help=(
+        "Samples per question, k (RAG-RL: 8; at most 1024); pass@j is stored for every j <= k."))
+    temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (use the rollout temperature).")
+    top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
+    max_tokens: int = rule(800, ge=1, le=MAX_COUNT, help=(
+        "Most tokens per completion (800: the completion cap of the RAG-RL authors' training configuration)."))
+    seed: int = rule(0, ge=0, le=MAX_SEED, help=(
+        "Seed: every question is sampled with a seed derived from it and the question id; also the --balance "
+        "draw."))
+    correct_f1: float = rule(CORRECT_F1, gt=0, le=1, help=(
+        "A sample is correct when its answer F1 reaches this (RAG-RL: 1)."))
+    strict_format: bool = rule(False, help="Count only samples that keep the output format.")
+    balance: bool = rule(False, help=(
+        "Clip answerable/ and unanswerable/ to the same size with --seed (RAG-RL appendix A)."))
+    keep_completions: bool = rule(False, help=(
+        "Add the raw completions (`base_completions`) to the outputs and stats.parquet."))
+    chunk_size: int = rule(256, ge=1, le=MAX_COUNT, help=(
+        "Questions per resumable chunk (also the unit of sharding)."))
+    chunks_per_call: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Chunks per backend call; unset: the backend's choice (vllm 2048 prompts per call, transformers 1 chunk)."))
+    question_seeds: bool = rule(True, help=(
+        "Seed each question from (--seed, id) so resumed and sharded runs draw the same samples. "
+        "--no-question-seeds is faster on vLLM but not reproducible."))
+    num_shards: int = rule(1, ge=1, le=MAX_COUNT, help=(
+        "Split the questions over N processes (one per GPU or node)."))
+    shard_index: int = rule(0, ge=0, le=MAX_COUNT, help="Which of the --num-shards this process runs (0-based).")
+    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, flag="", help="Rows per Parquet file of the outputs.")
+    overwrite: bool = rule(False, help=(
+        "Discard what --out holds from a run with other settings (without --num-shards, also start the same run "
+        "again; a shard never discards the chunks other shards of its run wrote)."))
+    allow_identical_samples: bool = rule(False, help=(
+        "Do not stop when most questions get identical samples at temperature > 0 (by default that stops the run: "
+        "the server or backend most likely ignores the sampling parameters)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags or Python)
@@ -58,16 +89,17 @@ class PartitionConfig:
     def validate(self) -> None:
         check_settings(self)
         if self.shards and (self.dataset or self.input):
-            raise ValueError("give either a shard directory or --dataset with --input FILE, not both")
+            raise ConfigError("give either a shard directory or --dataset with --input FILE, not both")
         if not self.shards and not (self.dataset and self.input):
-            raise ValueError("no questions: pass a shard directory made by `curriculum build --schedule max`, or "
-                             "--dataset NAME --input FILE to build one at level K first")
+            raise ConfigError("no questions", hint="pass a shard directory made by `curriculum build --schedule "
+                              "max`, or --dataset NAME --input FILE (dataset=NAME input=FILE) to build one at level K "
+                              "first")
         if not 0 <= self.shard_index < self.num_shards:
-            raise ValueError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
+            raise ConfigError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises with a "did you mean"
         if self.model is None and self.backend != "scripted":
-            raise ValueError(f"the {self.backend} backend needs --model")
+            raise ConfigError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
 
     def check_model(self) -> None:
