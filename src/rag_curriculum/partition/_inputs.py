@@ -3,7 +3,6 @@ that answers it, and the record (``partition_config.json``) of where it is."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -13,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._plumbing import mask_secrets
+from .._plumbing import mask_secrets, shards_digest
 from ..errors import PartitionError
 from ..generation.base import GenerationBackend, get_backend
 from ..generation.base import backend_identity as _backend_identity
@@ -27,11 +26,7 @@ log = logging.getLogger("rag_curriculum.partition")  # one logger for the packag
 
 def input_digest(manifest: Mapping[str, Any]) -> str:
     """The identity of a shard directory's content: its shards' hashes and row count."""
-    h = hashlib.sha256()
-    for s in manifest.get("shards", []):
-        h.update(s["sha256"].encode())
-    h.update(str(manifest.get("num_rows")).encode())
-    return h.hexdigest()
+    return shards_digest(manifest, str(manifest.get("num_rows")))
 
 
 def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import atomic_write_with
 from ..errors import PartitionError
 from ..generation.runner import BACKEND_FILE, WorkDir, read_backend
 from ..shards import read_manifest, write_json
@@ -67,9 +67,7 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
         for w in works:
             src = w.chunk_path(k)
             if src.exists() and src.resolve() != target.chunk_path(k).resolve():
-                tmp = target.path / f".{src.name}.tmp-{os.getpid()}"
-                shutil.copyfile(src, tmp)
-                os.replace(tmp, target.chunk_path(k))
+                atomic_write_with(target.chunk_path(k), lambda tmp, src=src: shutil.copyfile(src, tmp))
                 copied += 1
                 break
     if read_backend(target) is None:  # how the first source's engine resolved its settings

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from .._plumbing import redact_command
+from .._plumbing import atomic_write_with, redact_command
 from ..difficulty.accuracy import ANSWERABLE, UNANSWERABLE
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_results
@@ -167,9 +167,8 @@ def _bucket_rows(rows: pa.Table, stats: pa.Table, positions: list[int], *, keep_
 
 
 def _write_table(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 16)
-    os.replace(tmp, path)
+    atomic_write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=3,
+                                                       row_group_size=1 << 16))
 
 
 def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import fsync_dir
 from ..errors import CurriculumError, PartitionError
 from ..shards import MANIFEST
 from ._config import OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
@@ -115,19 +116,6 @@ def _remove_leftovers(out: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:  # pragma: no cover - a platform without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def _commit_step(name: str) -> None:
     """Called before each step of moving a finished set into place (tests patch it to crash there)."""
 
@@ -158,10 +146,10 @@ def _commit_outputs(stage: Path, out: Path) -> None:
     for name in OUTPUTS:
         _commit_step(f"{name}/{MANIFEST}")
         os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
-        _fsync_dir(out / name)
+        fsync_dir(out / name)
     _commit_step(SUMMARY_FILE)
     os.replace(stage / SUMMARY_FILE, out / SUMMARY_FILE)
-    _fsync_dir(out)
+    fsync_dir(out)
     if not keep_trash:
         shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(stage, ignore_errors=True)

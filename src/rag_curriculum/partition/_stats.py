@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._plumbing import distribution, trainer_tail
 from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE, balance, question_stats
 from ._config import PartitionConfig
 
@@ -186,17 +187,11 @@ def _rule(bucket: str, cfg: PartitionConfig) -> str:
 
 def _row_counts(table: pa.Table) -> dict[str, Any]:
     def counts(name: str) -> dict[str, int]:
-        if name not in table.schema.names:
-            return {}
-        c = Counter(table.column(name).to_pylist())
-        return {str(k): c[k] for k in sorted(c, key=lambda x: (x is None, x))}
+        return distribution(table.column(name).to_pylist()) if name in table.schema.names else {}
 
     return {"levels": counts("level"), "hops": counts("hops"), "sources": counts("data_source"),
             "num_distractors": counts("num_distractors")}
 
 
 def _tail(manifest: Mapping[str, Any], rows: int) -> dict[str, Any] | None:
-    bp = (manifest.get("config") or {}).get("batch_prompts")
-    if not bp:
-        return None
-    return {"batch_prompts": bp, "steps": rows // bp, "unseen_rows": rows % bp}
+    return trainer_tail(rows, (manifest.get("config") or {}).get("batch_prompts"))
