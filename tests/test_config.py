@@ -123,7 +123,7 @@ def test_flags_win_over_the_recipe_and_the_recipe_over_the_defaults(shared_data,
 @pytest.mark.parametrize("args, words", [
     (["build", "recipe=musique-max", f"input={MUSIQUE_TRAIN}", "sead=1", "--no-progress"],
      ["'sead'", "did you mean 'seed'?"]),
-    (["eval", "recipe=rag-rl", "samples=5"], ["'samples'", "Known:", " m, "]),
+    (["eval", "recipe=rag-rl", "samples=5"], ["'samples'", "did you mean 'm'?"]),  # the option's name
     (["eval", "recipe=rag-rl", "max_token=5"], ["'max_token'", "did you mean 'max_tokens'?"]),
     (["train", "recipe=rag-rl-min-max", "run.nmae=x", "--dry-run"], ["'run.nmae'", "did you mean 'run.name'?"]),
 ])
@@ -142,6 +142,8 @@ def test_bind_refuses_unknown_keys_with_did_you_mean_for_every_config():
         (BuildConfig, {"sources": [{"dataset": "musique"}], "shedule": "max"}, ["'shedule'", "'schedule'"]),
         (BuildConfig, {"sources": [{"dataset": "musique", "inptu": "x"}]}, ["sources[0]", "'input'"]),
         (EvalConfig, {"modles": []}, ["'modles'", "'models'"]),
+        (EvalConfig, {"model": ["x"]}, ["'model'", "did you mean 'models'?"]),  # --model's key is models
+        (BuildConfig, {"eval_set": ["x"]}, ["did you mean 'eval_sets'?"]),
         (TrainConfig, {"curriculum": "max", "bach": {}}, ["'bach'", "'batch'"]),
     ]:
         with pytest.raises(ConfigError) as e:

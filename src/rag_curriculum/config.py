@@ -153,7 +153,7 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
         where = f"{kind} recipe {path.stem!r}"
         message = unknown_key_message(
             e, where, lambda parent: _keys_at(compose(kind, recipe, (), resolve=False), parent),
-            (lambda parent: _schema_keys_at(schema, parent)) if schema is not None else None)
+            (lambda parent: _schema_keys_at(schema, parent)) if schema is not None else None, schema)
         raise RecipeError(message or f"could not compose {where}: {_first_line(e)}",
                           hint=None if message else "overrides are key=value (Hydra syntax), e.g. n=500") from None
 
@@ -188,24 +188,56 @@ def _schema_keys_at(schema: type, parent: str) -> list[str]:
     return [f.name for f in dataclasses.fields(tp)] if dataclasses.is_dataclass(tp) else []
 
 
+def _flag_names(schema: type | None, parent: str) -> dict[str, str]:
+    """``{flag spelled as a key: field}`` for the fields whose option is not named after them (``samples: m``,
+    ``pass_at: k``, ``eval_set: eval_sets``): the key a user types after reading ``--help``."""
+    if schema is None:
+        return {}
+    tp: Any = schema
+    for part in [p for p in parent.split(".") if p]:
+        if not dataclasses.is_dataclass(tp):
+            return {}
+        tp, _ = _strip_optional(typing.get_type_hints(tp).get(part))
+    if not dataclasses.is_dataclass(tp):
+        return {}
+    out = {}
+    for f in dataclasses.fields(tp):
+        flag = (f.metadata.get("setting") or {}).get("flag")
+        key = flag.lstrip("-").replace("-", "_") if flag else None
+        if key and key != f.name:
+            out[key] = f.name
+    return out
+
+
+def _closest(key: str, known: Iterable[str], schema: type | None = None, parent: str = "") -> str | None:
+    """The known key a mistyped ``key`` most likely means: the field whose option it names, else the closest."""
+    by_flag = _flag_names(schema, parent).get(key)
+    if by_flag is not None:
+        return by_flag
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return close[0] if close else None
+
+
 def unknown_key_message(error: BaseException, where: str, keys_at: Callable[[str], Iterable[str]],
-                        schema_keys_at: Callable[[str], Iterable[str]] | None = None) -> str | None:
+                        schema_keys_at: Callable[[str], Iterable[str]] | None = None,
+                        schema: type | None = None) -> str | None:
     """A one-line message for Hydra's "Could not override 'KEY'" (whose "use +KEY=value" hint misleads when the
     key is a typo): the keys that exist there, with a "did you mean". ``schema_keys_at`` gives the keys the schema
-    knows but a recipe may leave out (those do take ``+KEY=value``). None for any other error."""
+    knows but a recipe may leave out (those do take ``+KEY=value``); ``schema`` (the dataclass) maps an option's
+    name to its field (``samples`` is ``m``). None for any other error."""
     m = _NO_KEY.search(str(error))
     if not m:
         return None
     key = m.group(1)
     parent, _, leaf = key.rpartition(".")
     present = sorted(set(keys_at(parent)))
-    schema = sorted(set(schema_keys_at(parent)) if schema_keys_at else set())
+    left_out = sorted(set(schema_keys_at(parent)) if schema_keys_at else set())
     value = str(error).rsplit("=", 1)[-1] if "=" in str(error) else "VALUE"
-    if leaf in schema:
+    if leaf in left_out:
         return f"{where} has no {key!r}: add it with +{key}={value} (a known option the recipe leaves out)"
-    known = sorted(set(present) | set(schema))
-    close = difflib.get_close_matches(leaf, known, n=1)
-    hint = f"; did you mean {'.'.join([*([parent] if parent else []), close[0]])!r}?" if close else ""
+    known = sorted(set(present) | set(left_out))
+    close = _closest(leaf, known, schema, parent)
+    hint = f"; did you mean {'.'.join([*([parent] if parent else []), close])!r}?" if close else ""
     where_keys = f" under {parent!r}" if parent else ""
     return f"unknown option {key!r} in {where}{hint} Known{where_keys}: {', '.join(known) or '(none)'}"
 
@@ -240,8 +272,8 @@ def bind(cls: type[T], data: Any, *, where: str | None = None) -> T:
     known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = _closest(str(key), known, cls)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise ConfigError(f"unknown option {key!r} in {where}{hint} Known: {', '.join(sorted(known))}")
     missing = [name for name, f in known.items() if name not in data and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
@@ -284,8 +316,8 @@ def bind_typed(cls: type[T], raw: Mapping[str, Any]) -> T:
     except ConfigKeyError as e:
         key = str(getattr(e, "full_key", "") or "")
         parent, _, leaf = key.rpartition(".")
-        close = difflib.get_close_matches(leaf, _schema_keys_at(cls, parent), n=1)
-        hint = f"; did you mean {'.'.join([*([parent] if parent else []), close[0]])!r}?" if close else ""
+        close = _closest(leaf, _schema_keys_at(cls, parent), cls, parent)
+        hint = f"; did you mean {'.'.join([*([parent] if parent else []), close])!r}?" if close else ""
         raise RecipeError(f"unknown option {key!r}: {_first_line(e)}{hint}") from None
     except MissingMandatoryValue as e:
         key = str(getattr(e, "full_key", "") or "")
