@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import MUSIQUE_TRAIN
@@ -382,3 +383,21 @@ def test_end_to_end_with_the_transformers_backend(tiny_model_dir, shared_data, t
         assert [s["base_completions"] for s in again] == [s["base_completions"] for s in st]
     finally:
         torch.set_num_threads(threads)
+
+
+def test_an_unknown_output_format_is_refused_before_generating(max_dir, rows, tmp_path):
+    """Rows whose template names no registered output format cannot be scored: one error naming it (with the
+    closest known name), raised before any completion is generated (it used to warn and parse them as RAG-RL)."""
+    from rag_curriculum.errors import UnknownNameError
+    from rag_curriculum.shards import write_shards
+
+    table = read_table(max_dir)
+    i = table.schema.get_field_index("template")
+    table = table.set_column(i, "template", pa.array(["rag-rll"] * table.num_rows, pa.string()))
+    odd = tmp_path / "odd"
+    write_shards(table, odd, manifest={k: v for k, v in read_manifest(max_dir).items()
+                                       if k in ("kind", "config", "sources", "K", "seed", "counts")})
+    backend = oracle(rows)
+    with pytest.raises(UnknownNameError, match="template 'rag-rll'; did you mean 'rag-rl'"):
+        partition(cfg_for(odd, tmp_path / "p"), backend=backend, command="test")
+    assert backend.calls == [] and not list((tmp_path / "p").rglob("chunk-*"))

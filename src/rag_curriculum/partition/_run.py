@@ -21,6 +21,7 @@ from ._inputs import (
 )
 from ._outputs import finalize_partition
 from ._set import _invalidate
+from ._stats import check_templates
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
 
@@ -40,12 +41,13 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         command = current_command()
     input_dir = _resolve_input(cfg, out, progress=progress)
     manifest = read_manifest(input_dir)
-    table = read_table(input_dir, columns=["id", "prompt"])
+    table = read_table(input_dir, columns=["id", "prompt", "template"])
     ids = table.column("id").to_pylist()
     if len(set(ids)) != len(ids):
         raise PartitionError(f"{input_dir}: row ids repeat; a partition needs one row per question (a mixture of "
                              "levels of the same questions cannot be partitioned)")
     _check_levels(input_dir, manifest)
+    check_templates(table.column("template").unique().to_pylist())  # scorable, before anything is generated
     digest = input_digest(manifest)
     if backend is not None:
         identity = backend.describe() if hasattr(backend, "describe") else {"backend": backend.name}

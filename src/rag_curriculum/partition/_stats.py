@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -56,38 +56,28 @@ STATS_SCHEMA = pa.schema([
 
 def score_completions(completions: Sequence[str], answers: Sequence[str], *, template: str | None = None
                       ) -> tuple[list[float], list[bool], list[str]]:
-    """Each completion's answer F1 (max over the gold aliases), format validity and parsed answer, using the
-    parser of the row's output format (``template``; the RAG-RL parser when unknown).
+    """Each completion's answer F1 (max over the gold aliases), format validity and parsed answer, by the toolkit's
+    one completion scorer (:func:`rag_curriculum.rewards.score_completion`) with the parser of the row's output
+    format (``template``; RAG-RL when None; a name no format is registered under is an error).
 
     >>> score_completions(["<reasoning>r</reasoning><answer>Final answer: Paris\\nSupporting passages: A</answer>",
     ...                    "Final answer: Paris, France"], ["Paris"])
     ([1.0, 0.6666666666666666], [True, False], ['Paris', 'Paris, France'])
     """
-    parse = _parser(template)
-    from ..rewards import answer_f1
+    from ..rewards._scoring import get_parser, score_completion
 
-    f1, valid, preds = [], [], []
-    for text in completions:
-        p = parse(text)
-        preds.append(p.answer)
-        valid.append(bool(p.valid))
-        f1.append(float(answer_f1(p.answer, list(answers))))
-    return f1, valid, preds
+    parse = get_parser(template)
+    scores = [score_completion(text, answers, parse=parse) for text in completions]
+    return [s.answer_f1 for s in scores], [s.valid for s in scores], [s.answer for s in scores]
 
 
-_PARSERS: dict[str | None, Callable[[str], Any]] = {}
+def check_templates(templates: Sequence[str | None]) -> None:
+    """Refuse, before anything is generated, rows whose output format has no parser (their completions could not be
+    scored): :class:`~rag_curriculum.errors.UnknownNameError` naming the template, with a "did you mean"."""
+    from ..rewards._scoring import get_parser
 
-
-def _parser(template: str | None) -> Callable[[str], Any]:
-    if template not in _PARSERS:
-        from ..rewards import get_format, parse_completion
-
-        try:
-            _PARSERS[template] = get_format(template).parse if template else parse_completion
-        except KeyError:
-            log.warning("no output format registered as %r; parsing its completions as RAG-RL", template)
-            _PARSERS[template] = parse_completion
-    return _PARSERS[template]
+    for name in sorted({t for t in templates if t}):
+        get_parser(name)
 
 
 def _question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig) -> pa.Table:
