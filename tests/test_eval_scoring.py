@@ -26,12 +26,11 @@ from rag_curriculum.evaluation import (
     breakdown,
     breakdown_by_format,
     format_reasons,
-    score_completion,
     score_row,
     summarize,
     summarize_entry,
 )
-from rag_curriculum.rewards import joint_f1
+from rag_curriculum.rewards import joint_f1, score_completion
 
 
 def fmt(answer: str, cites: str) -> str:
@@ -201,8 +200,13 @@ def test_strict_format_scores_invalid_samples_zero():
 def test_score_completion_uses_labels_for_commas():
     s = score_completion(fmt("Deh Bagh", "Deh Bagh, Ravansar, Euro"), answers=["Deh Bagh"],
                          gold_labels=["Deh Bagh, Ravansar"], labels=["Deh Bagh, Ravansar", "Euro"])
-    assert s["citations"] == ["Deh Bagh, Ravansar", "Euro"]
-    assert (s["citation_precision"], s["citation_recall"]) == (0.5, 1.0)
+    assert list(s.citations) == ["Deh Bagh, Ravansar", "Euro"]
+    assert (s.citation_precision, s.citation_recall) == (0.5, 1.0)
+    rec = score_row({"answers": ["Deh Bagh"], "gold_labels": ["Deh Bagh, Ravansar"],
+                     "passages": [{"label": "Deh Bagh, Ravansar"}, {"label": "Euro"}]},
+                    [fmt("Deh Bagh", "Deh Bagh, Ravansar, Euro")])
+    assert rec["sample_citations"] == [["Deh Bagh, Ravansar", "Euro"]]
+    assert rec["citation_precision"] == 0.5 and rec["citation_recall"] == 1.0
 
 
 def test_paper_table1_joint_is_the_harmonic_mean_of_the_averages():

@@ -10,7 +10,10 @@ True
 >>> r.get("liner")
 Traceback (most recent call last):
 ...
-KeyError: "unknown schedule 'liner'; did you mean 'linear'? Known: linear"
+rag_curriculum.errors.UnknownNameError: unknown schedule 'liner'; did you mean 'linear'? Known: linear
+
+An unknown name is an :class:`~rag_curriculum.errors.UnknownNameError` (a :class:`KeyError`); registering a taken
+name without ``overwrite=True`` a :class:`~rag_curriculum.errors.ConfigError` (a :class:`ValueError`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import difflib
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
+
+from .errors import ConfigError, UnknownNameError
 
 T = TypeVar("T")
 
@@ -45,7 +50,8 @@ class Registry(Generic[T]):
 
         def deco(o: Any) -> Any:
             if name in self._entries and not overwrite:
-                raise ValueError(f"{self.kind} {name!r} is already registered; pass overwrite=True to replace it")
+                raise ConfigError(f"{self.kind} {name!r} is already registered",
+                                  hint="pass overwrite=True to replace it, or register it under another name")
             self._entries[name] = o
             return o
 
@@ -60,7 +66,8 @@ class Registry(Generic[T]):
         except KeyError:
             close = difflib.get_close_matches(name, list(self._entries), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise KeyError(f"unknown {self.kind} {name!r}{hint} Known: {', '.join(sorted(self._entries))}") from None
+            raise UnknownNameError(f"unknown {self.kind} {name!r}{hint} Known: {', '.join(sorted(self._entries))}"
+                                   ) from None
         if isinstance(entry, str):
             entry = import_dotted(entry)
             self._entries[name] = entry

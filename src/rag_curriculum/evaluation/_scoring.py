@@ -33,8 +33,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..rewards import aggregate as _aggregate
-from ..rewards import answer_scores, citation_scores, get_format, joint_f1
+from ..rewards import joint_f1
+from ..rewards._scoring import get_parser, passage_labels, score_completion
 
 __all__ = [
     "BREAKDOWNS",
@@ -43,7 +45,6 @@ __all__ = [
     "breakdown",
     "breakdown_by_format",
     "format_reasons",
-    "score_completion",
     "score_row",
     "summarize",
     "summarize_samples",
@@ -62,38 +63,19 @@ BREAKDOWNS = {"by_hops": "hops", "by_level": "level", "by_bucket": "bucket"}
 _ZERO = dict.fromkeys(SAMPLE_METRICS, 0.0)
 
 
-def score_completion(text: str, *, answers: Sequence[str], gold_labels: Sequence[str],
-                     labels: Sequence[str] | None = None, parse: Callable[..., Any] | None = None,
-                     strict_format: bool = False) -> dict[str, Any]:
-    """Parse one completion and score it: ``answer``, ``citations``, ``valid``, ``reason`` and
-    :data:`SAMPLE_METRICS`.
-
-    >>> s = score_completion("<reasoning></reasoning><answer>Final answer: the Sun\\nSupporting passages: Sun, Moon"
-    ...                      "</answer>", answers=["Sun"], gold_labels=["Sun"])
-    >>> s["answer_f1"], s["citation_precision"], s["citation_recall"], round(s["joint_f1"], 4)
-    (1.0, 0.5, 1.0, 0.8)
-    """
-    parsed = (parse or get_format("rag-rl").parse)(text, labels)
-    out: dict[str, Any] = {"answer": parsed.answer, "citations": list(parsed.citations), "valid": bool(parsed.valid),
-                           "reason": parsed.reason}
-    if strict_format and not parsed.valid:
+def _sample(text: str, answers: Sequence[str], gold: Sequence[str], labels: Sequence[str] | None,
+            parse: Callable[..., Any], strict_format: bool) -> dict[str, Any]:
+    """One completion's record: what the one scorer (:func:`rag_curriculum.rewards.score_completion`) parsed and
+    its :data:`SAMPLE_METRICS`, all 0 for an invalid sample under ``strict_format``."""
+    s = score_completion(text, answers, gold, labels, parse=parse)
+    out: dict[str, Any] = {"answer": s.answer, "citations": list(s.citations), "valid": s.valid, "reason": s.reason}
+    if strict_format and not s.valid:
         out.update(_ZERO)
         return out
-    em, f1 = answer_scores(parsed.answer, answers)
-    cp, cr, cf = citation_scores(parsed.citations, gold_labels)
-    out.update(answer_f1=f1, exact_match=em, citation_precision=cp, citation_recall=cr, citation_f1=cf,
-               joint_f1=joint_f1(f1, cf))
+    out.update(answer_f1=s.answer_f1, exact_match=s.exact_match, citation_precision=s.citation_precision,
+               citation_recall=s.citation_recall, citation_f1=s.citation_f1,
+               joint_f1=joint_f1(s.answer_f1, s.citation_f1))
     return out
-
-
-def _labels(row: Mapping[str, Any]) -> list[str] | None:
-    passages = row.get("passages")
-    if passages is not None:
-        return [p["label"] for p in passages]
-    extra = row.get("extra_info")
-    if isinstance(extra, Mapping) and extra.get("labels") is not None:
-        return list(extra["labels"])
-    return None
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -106,14 +88,13 @@ def score_row(row: Mapping[str, Any], completions: Sequence[str], *, strict_form
     (``sample_<metric>`` lists) and their means over the samples (``answer_f1``, ..., ``joint_f1_per_sample``,
     ``format_valid``). ``parse`` defaults to the parser of the row's ``template`` (``rag-rl``)."""
     if not completions:
-        raise ValueError(f"{row.get('id', '?')}: no completions to score")
+        raise ConfigError(f"{row.get('id', '?')}: no completions to score")
     if parse is None:
-        parse = get_format(row.get("template") or "rag-rl").parse
+        parse = get_parser(row.get("template"))
     answers = list(row["answers"])
     gold = list(row["gold_labels"])
-    labels = _labels(row)
-    samples = [score_completion(t, answers=answers, gold_labels=gold, labels=labels, parse=parse,
-                                strict_format=strict_format) for t in completions]
+    labels = passage_labels(row.get("passages"), row.get("extra_info"))
+    samples = [_sample(t, answers, gold, labels, parse, strict_format) for t in completions]
     rec: dict[str, Any] = {
         "m": len(completions),
         "completions": list(completions),

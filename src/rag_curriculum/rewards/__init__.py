@@ -7,6 +7,9 @@ Metrics (used by partition and eval as well as by the rewards):
   maximum over the gold answer and its aliases;
 * :func:`citation_scores` (precision, recall, F1 over citation labels), :func:`joint_f1`, :func:`aggregate`.
 
+Scoring: :func:`score_completion`, the one scorer of a completion (the reward's, the partition's and the
+evaluation's), with :func:`get_parser` (a template's output format) and :func:`passage_labels`.
+
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
 :mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
@@ -42,6 +45,7 @@ from ._parser import (
 )
 from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward, RewardBreakdown
 from ._registry import REWARDS, get_reward, register_reward
+from ._scoring import CompletionScore, get_parser, passage_labels, score_completion
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -49,6 +53,7 @@ __all__ = [
     "REASONS",
     "REWARDS",
     "CitationScores",
+    "CompletionScore",
     "OutputFormat",
     "ParsedCompletion",
     "RagRlAnswerReward",
@@ -65,11 +70,14 @@ __all__ = [
     "exact_match",
     "find_non_english",
     "get_format",
+    "get_parser",
     "get_reward",
     "joint_f1",
     "normalize_answer",
     "parse_completion",
+    "passage_labels",
     "register_format",
     "register_reward",
+    "score_completion",
     "split_citations",
 ]

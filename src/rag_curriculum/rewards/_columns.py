@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["completion_text", "row_answers", "row_gold_labels", "row_labels"]
+__all__ = ["completion_text", "passage_labels", "row_answers", "row_gold_labels"]
 
 
 def _content_text(content: Any) -> str:
@@ -72,8 +72,9 @@ def row_gold_labels(gold_labels: Any = None, reward_model: Any = None) -> list[s
     return _str_list(_ground_truth(reward_model).get("gold_labels"))
 
 
-def row_labels(passages: Any = None, extra_info: Any = None) -> list[str] | None:
-    """Every passage label of the row: from ``passages`` (``[{label, ...}]``), else ``extra_info["labels"]``."""
+def passage_labels(passages: Any = None, extra_info: Any = None) -> list[str] | None:
+    """Every passage label of the row: from ``passages`` (``[{label, ...}]``), else ``extra_info["labels"]``: the one
+    way the reward and the evaluation read them."""
     if passages is not None:
         try:
             return [p["label"] for p in passages]

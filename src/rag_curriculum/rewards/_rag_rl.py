@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from ._columns import completion_text, row_answers, row_gold_labels, row_labels
-from ._formats import FORMATS, get_format
-from ._metrics import _label_keys, _normalized_answers, _prf, _scores_normalized, citation_key
+from ._columns import completion_text, row_answers, row_gold_labels
+from ._formats import FORMATS
 from ._parser import DEFAULT_MAX_CHARS
+from ._scoring import passage_labels, score_completion
 
 __all__ = [
     "RagRlAnswerReward",
@@ -132,26 +132,19 @@ class RagRlReward:
 
         ``labels`` are all passage labels of the row (gold labels are always known labels too).
         """
-        parse = get_format(self.output_format).parse
         gold = tuple(gold_labels)
         known = tuple(labels) + gold if labels is not None else gold
-        parsed = parse(completion_text(completion), known, max_chars=self.max_chars)
-        if parsed.answer:
-            golds = _normalized_answers((answers,) if isinstance(answers, str) else tuple(answers))
-            em, f1 = _scores_normalized(parsed.answer, golds)
-        else:
+        text, _, valid, reason, em, f1, precision, recall, cf1, n_cited, n_incorrect = score_completion(
+            completion_text(completion), answers, gold, known, parse=FORMATS.get(self.output_format).parse,
+            max_chars=self.max_chars)
+        if not text:  # an empty answer earns nothing
             em = f1 = 0.0
-        gold_keys = _label_keys(gold)
-        cited_keys = {k for k in map(citation_key, parsed.citations) if k}
-        tp, n_cited = len(cited_keys & gold_keys), len(cited_keys)
-        precision, recall, cf1 = _prf(tp, n_cited, len(gold_keys))
-        n_incorrect = n_cited - tp
         answer = self.gamma_answer * em
         citation = self.gamma_correct * recall - self.gamma_incorrect * n_incorrect
-        fmt = self.gamma_format if parsed.valid else -self.format_penalty
+        fmt = self.gamma_format if valid else -self.format_penalty
         return RewardBreakdown(
             answer + citation + fmt, answer, citation, fmt, em, f1, precision, recall, cf1, n_cited,
-            n_incorrect, parsed.valid, parsed.reason,
+            n_incorrect, valid, reason,
         )
 
     def components(
@@ -175,17 +168,15 @@ class RagRlReward:
                 "the RAG-RL reward needs the gold answers: pass the `answers` column (list of answer + aliases) "
                 "or `reward_model` with ground_truth.answers; with TRL keep remove_unused_columns=False"
             )
-        out = []
-        for i in range(n):
-            rm = reward_model[i] if reward_model is not None else None
-            out.append(self.score(
-                completions[i],
-                row_answers(answers[i] if answers is not None else None, rm),
-                row_gold_labels(gold_labels[i] if gold_labels is not None else None, rm),
-                row_labels(passages[i] if passages is not None else None,
-                           extra_info[i] if extra_info is not None else None),
-            ))
-        return out
+        none = (None,) * n  # an absent column reads as None in every row
+        score = self.score
+        return [
+            score(completion, row_answers(a, rm), row_gold_labels(g, rm), passage_labels(p, x))
+            for completion, a, g, p, rm, x in zip(
+                completions, none if answers is None else answers, none if gold_labels is None else gold_labels,
+                none if passages is None else passages, none if reward_model is None else reward_model,
+                none if extra_info is None else extra_info, strict=True)
+        ]
 
     def __call__(
         self,

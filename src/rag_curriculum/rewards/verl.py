@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rag_curriculum.rewards._columns import row_answers, row_gold_labels, row_labels
+from rag_curriculum.rewards._columns import passage_labels, row_answers, row_gold_labels
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
 __all__ = ["compute_score"]
@@ -80,7 +80,7 @@ def compute_score(
     answers = row_answers(gt.get("answers"))
     if not answers:
         logger.warning("no gold answers in ground_truth for data_source %r: the answer reward will be 0", data_source)
-    b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), row_labels(None, extra_info))
+    b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), passage_labels(None, extra_info))
     return {
         "score": b.total,
         "answer": b.answer,
