@@ -37,7 +37,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._plumbing import atomic_write_bytes
-from .errors import ShardError  # noqa: F401  (re-exported)
+from .errors import (
+    ConfigError,
+    ShardError,  # noqa: F401  (re-exported)
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +99,7 @@ def row_schema(*optional: str) -> pa.Schema:
     """The row schema with the named optional columns appended (in :data:`OPTIONAL_FIELDS` order)."""
     unknown = set(optional) - {f.name for f in OPTIONAL_FIELDS}
     if unknown:
-        raise ValueError(f"unknown optional column(s) {sorted(unknown)}")
+        raise ConfigError(f"unknown optional column(s) {sorted(unknown)}")
     return pa.schema(ROW_FIELDS + [f for f in OPTIONAL_FIELDS if f.name in optional])
 
 
@@ -536,7 +539,7 @@ def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int =
                       ) -> list[dict[str, Any]]:
     """Write ``data/part-NNNNN.parquet`` files (fixed rows per shard, zstd) and return their manifest entries."""
     if rows_per_shard < 1:
-        raise ValueError("rows_per_shard must be >= 1")
+        raise ConfigError("rows_per_shard must be >= 1")
     n = table.num_rows
     starts = range(0, n, rows_per_shard) if n else [0]
     return [write_one_shard(table.slice(start, rows_per_shard), directory, k) for k, start in enumerate(starts)]

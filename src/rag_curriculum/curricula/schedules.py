@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+from ..errors import ConfigError
 from ..registry import Registry
 
 Schedule = Callable[[int, int, int], int]
@@ -59,17 +60,17 @@ def parse_pieces(spec: str | Sequence[Sequence[object]]) -> list[Piece]:
     pieces: list[Piece] = []
     for it in items:
         if len(it) != 2:
-            raise ValueError(f"schedule piece {it!r}: expected LEVEL:FRACTION (e.g. 1:0.5,K:0.5)")
+            raise ConfigError(f"schedule piece {it!r}: expected LEVEL:FRACTION (e.g. 1:0.5,K:0.5)")
         lv, fr = str(it[0]).strip(), float(it[1])
         level: int | str = "K" if lv.upper() == "K" else int(lv)
         if fr <= 0:
-            raise ValueError(f"schedule piece {it!r}: the fraction must be > 0")
+            raise ConfigError(f"schedule piece {it!r}: the fraction must be > 0")
         pieces.append((level, fr))
     if not pieces:
-        raise ValueError("a piecewise schedule needs at least one LEVEL:FRACTION piece")
+        raise ConfigError("a piecewise schedule needs at least one LEVEL:FRACTION piece")
     total = sum(f for _, f in pieces)
     if abs(total - 1.0) > 1e-6:
-        raise ValueError(f"schedule fractions must sum to 1, got {total:g}")
+        raise ConfigError(f"schedule fractions must sum to 1, got {total:g}")
     return pieces
 
 
@@ -88,7 +89,7 @@ def piecewise(pieces: Sequence[Piece]) -> Schedule:
         if lv == "K":
             return K
         if not 1 <= int(lv) <= K:
-            raise ValueError(f"schedule piece level {lv} is outside 1..K (K = {K})")
+            raise ConfigError(f"schedule piece level {lv} is outside 1..K (K = {K})")
         return int(lv)
 
     def schedule(i: int, n: int, K: int) -> int:
@@ -102,10 +103,10 @@ def piecewise(pieces: Sequence[Piece]) -> Schedule:
 
 def resolve_schedule(name: str, pieces: str | Sequence[Sequence[object]] | None = None) -> Schedule:
     if pieces and name != "piecewise":
-        raise ValueError(f"pieces are for the piecewise schedule, not {name!r}")
+        raise ConfigError(f"pieces are for the piecewise schedule, not {name!r}")
     if name == "piecewise":
         if not pieces:
-            raise ValueError("the piecewise schedule needs pieces, e.g. --pieces 1:0.25,5:0.25,K:0.5")
+            raise ConfigError("the piecewise schedule needs pieces, e.g. --pieces 1:0.25,5:0.25,K:0.5")
         return piecewise(parse_pieces(pieces))
     return SCHEDULES.get(name)
 
@@ -115,5 +116,5 @@ def levels_for(schedule: Schedule, n: int, K: int) -> list[int]:
     out = [schedule(i, n, K) for i in range(1, n + 1)]
     bad = [(i + 1, lv) for i, lv in enumerate(out) if not 1 <= lv <= K]
     if bad:
-        raise ValueError(f"schedule gave levels outside 1..{K}: first at i={bad[0][0]}: {bad[0][1]}")
+        raise ConfigError(f"schedule gave levels outside 1..{K}: first at i={bad[0][0]}: {bad[0][1]}")
     return out

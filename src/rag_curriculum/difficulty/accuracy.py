@@ -26,6 +26,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from .._plumbing import derive_seed
+from ..errors import ConfigError
 
 ANSWERABLE = "answerable"
 UNANSWERABLE = "unanswerable"
@@ -60,11 +61,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, c, k)):
         raise TypeError(f"n, c and k must be integers, got {n!r}, {c!r}, {k!r}")
     if n < 1:
-        raise ValueError(f"n must be >= 1 samples, got {n}")
+        raise ConfigError(f"n must be >= 1 samples, got {n}")
     if not 0 <= c <= n:
-        raise ValueError(f"c must be in 0..n={n}, got {c}")
+        raise ConfigError(f"c must be in 0..n={n}, got {c}")
     if not 1 <= k <= n:
-        raise ValueError(f"k must be in 1..n={n}, got {k} (pass@k needs at least k samples)")
+        raise ConfigError(f"k must be in 1..n={n}, got {k} (pass@k needs at least k samples)")
     if n - c < k:
         return 1.0
     if c == 0:
@@ -95,7 +96,7 @@ def count_correct(f1: Sequence[float], *, correct_f1: float = CORRECT_F1,
     (2, 1)
     """
     if valid is not None and len(valid) != len(f1):
-        raise ValueError(f"{len(valid)} validity flags for {len(f1)} samples")
+        raise ConfigError(f"{len(valid)} validity flags for {len(f1)} samples")
     ok = valid if valid is not None else [True] * len(f1)
     return sum(1 for f, v in zip(f1, ok, strict=True) if v and f >= correct_f1 - _EPS)
 
@@ -130,7 +131,7 @@ def question_stats(f1: Sequence[float], *, correct_f1: float = CORRECT_F1,
     """Statistics of one question from its samples' answer F1 (and format validity when counting strictly)."""
     n = len(f1)
     if n < 1:
-        raise ValueError("a question needs at least one sample")
+        raise ConfigError("a question needs at least one sample")
     c = count_correct(f1, correct_f1=correct_f1, valid=valid)
     return QuestionStats(
         n=n, c=c, f1=tuple(float(x) for x in f1), max_f1=float(max(f1)), mean_f1=float(sum(f1) / n),

@@ -11,11 +11,13 @@ being the distractors the source provides for that question.
 
 from __future__ import annotations
 
+from ..errors import ConfigError
+
 
 def num_distractors(level: int, hops: int, available: int) -> int:
     """d = min(max(l + 2 - j, 0), k)."""
     if level < 0:
-        raise ValueError(f"level must be >= 0, got {level}")
+        raise ConfigError(f"level must be >= 0, got {level}")
     return min(max(level + 2 - hops, 0), available)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cards import md_table
+from ..errors import ConfigError
 from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
 
 __all__ = [
@@ -340,7 +341,7 @@ def load_summary(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{p}: no evaluation summary here (is it the --out of `curriculum eval`?)")
     data = json.loads(p.read_text())
     if data.get("kind") != SUMMARY_KIND:
-        raise ValueError(f"{p}: not an evaluation summary (kind={data.get('kind')!r})")
+        raise ConfigError(f"{p}: not an evaluation summary (kind={data.get('kind')!r})")
     return data
 
 
@@ -350,7 +351,7 @@ def compare_summaries(paths: Sequence[str | Path], *, names: Sequence[str] | Non
     A model name that occurs in more than one run is prefixed with its run's name (``names``, else the run
     directory's name), so rows stay apart."""
     if names is not None and len(names) != len(paths):
-        raise ValueError(f"{len(paths)} runs but {len(names)} names")
+        raise ConfigError(f"{len(paths)} runs but {len(names)} names")
     summaries = [load_summary(p) for p in paths]
     run_names = list(names) if names is not None else [_run_name(p) for p in paths]
     if len(set(run_names)) != len(run_names):

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import GenerationError, IdenticalSamplesError, PromptTooLongError  # noqa: F401  (re-exported)
+from ..errors import ConfigError, GenerationError, IdenticalSamplesError, PromptTooLongError  # noqa: F401  (re-exported)
 from ..registry import Registry
 
 Messages = list[dict[str, str]]
@@ -53,13 +53,13 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+            raise ConfigError(f"n must be >= 1, got {self.n}")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

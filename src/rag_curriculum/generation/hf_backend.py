@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._plumbing import derive_seed
+from ..errors import ConfigError
 from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,9 @@ class TransformersBackend:
                  max_model_len: int | None = None, trust_remote_code: bool = False,
                  attn_implementation: str | None = None) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+            raise ConfigError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -129,7 +130,7 @@ class TransformersBackend:
         if seeds is None:
             seeds = [sampling.seed + i for i in range(len(prompts))]
         if len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+            raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         ids = [self.render(p) for p in prompts]
         if self.max_model_len:
             too_long = [i for i, t in enumerate(ids) if len(t) > self.max_model_len]

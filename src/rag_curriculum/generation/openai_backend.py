@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
+from ..errors import ConfigError
 from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, backend_identity
 
 log = logging.getLogger(__name__)
@@ -173,11 +174,11 @@ class OpenAIBackend:
                  max_backoff: float = 60.0, max_n_per_request: int | None = None,
                  disable_server_defaults: bool = True, extra_body: dict[str, Any] | None = None) -> None:
         if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
         if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+            raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
         if max_n_per_request is not None and max_n_per_request < 1:
-            raise ValueError(f"max_n_per_request must be >= 1, got {max_n_per_request}")
+            raise ConfigError(f"max_n_per_request must be >= 1, got {max_n_per_request}")
         try:
             import openai
         except ImportError as e:
@@ -334,7 +335,7 @@ class OpenAIBackend:
         early (an error here or in its own code), requests still under way are abandoned: they retry no more and
         their threads never hold the process."""
         if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+            raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         if self._closed.is_set():
             raise GenerationError("the openai backend was closed")
         workers = _Workers(min(self.concurrency, max(len(prompts), 1)))

@@ -67,7 +67,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets
-from ..errors import CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
+from ..errors import ConfigError, CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
 from .base import (
     GenerationBackend,
     IdenticalSamplesError,
@@ -146,13 +146,13 @@ class ChunkPlan:
 
     def __post_init__(self) -> None:
         if self.num_items < 0:
-            raise ValueError("num_items must be >= 0")
+            raise ConfigError("num_items must be >= 0")
         if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+            raise ConfigError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.num_shards < 1:
-            raise ValueError(f"num_shards must be >= 1, got {self.num_shards}")
+            raise ConfigError(f"num_shards must be >= 1, got {self.num_shards}")
         if not 0 <= self.shard_index < self.num_shards:
-            raise ValueError(f"shard_index must be in 0..{self.num_shards - 1}, got {self.shard_index}")
+            raise ConfigError(f"shard_index must be in 0..{self.num_shards - 1}, got {self.shard_index}")
 
     @property
     def num_chunks(self) -> int:
@@ -466,14 +466,14 @@ def run_chunks(
     wd = work if isinstance(work, WorkDir) else WorkDir(work)
     n_items = len(ids)
     if len(prompts) != n_items:
-        raise ValueError(f"{len(prompts)} prompts for {n_items} ids")
+        raise ConfigError(f"{len(prompts)} prompts for {n_items} ids")
     if len(set(ids)) != n_items:
         seen: set[str] = set()
         dup = next(i for i in ids if i in seen or seen.add(i))
-        raise ValueError(f"question ids must be unique (for seeds and resumption); {dup!r} repeats")
+        raise ConfigError(f"question ids must be unique (for seeds and resumption); {dup!r} repeats")
     plan = ChunkPlan(n_items, chunk_size, num_shards, shard_index)
     if chunks_per_call is not None and chunks_per_call < 1:
-        raise ValueError(f"chunks_per_call must be >= 1, got {chunks_per_call}")
+        raise ConfigError(f"chunks_per_call must be >= 1, got {chunks_per_call}")
     run = {
         "runner_version": RUNNER_VERSION,
         "fingerprint": dict(fingerprint),

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from .base import Messages, SamplingConfig
 
 Script = Mapping[str, "str | Sequence[str]"] | Callable[[Messages, int, int], "str | Sequence[str]"]
@@ -34,7 +35,7 @@ def _load_script(model: str) -> Any:
         from ..registry import import_dotted
 
         return import_dotted(model)
-    raise ValueError(f"scripted backend: --model must be a JSON file of {{prompt: completions}} or a dotted path "
+    raise ConfigError(f"scripted backend: --model must be a JSON file of {{prompt: completions}} or a dotted path "
                      f"'module:attribute' to a mapping or callable, got {model!r}")
 
 
@@ -51,7 +52,7 @@ class ScriptedBackend:
     def __init__(self, model: str | None = None, *, script: Script | None = None,
                  default: str | Sequence[str] | None = None, delay: float = 0.0) -> None:
         if script is None and model is None:
-            raise ValueError("scripted backend: give script= (a mapping or callable) or model= (a JSON file or a "
+            raise ConfigError("scripted backend: give script= (a mapping or callable) or model= (a JSON file or a "
                              "dotted path to one)")
         if script is None:
             script = _load_script(str(model))
@@ -59,7 +60,7 @@ class ScriptedBackend:
             raise TypeError(f"scripted backend: the script must be a mapping or a callable, got "
                             f"{type(script).__name__}")
         if delay < 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+            raise ConfigError(f"delay must be >= 0 seconds, got {delay}")
         self.model = model if model is not None else "inline"
         self.script = script
         self.default = default
@@ -85,14 +86,14 @@ class ScriptedBackend:
             return [value] * n
         value = list(value)
         if len(value) < n or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"scripted backend: the script gave {len(value)} completion(s) where n={n} strings "
+            raise ConfigError(f"scripted backend: the script gave {len(value)} completion(s) where n={n} strings "
                              "are needed")
         return value[:n]
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
                  seeds: Sequence[int] | None = None) -> list[list[str]]:
         if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+            raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         self.calls.append(len(prompts))
         out = []
         for i, messages in enumerate(prompts):

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class VLLMBackend:
         self.vllm_version = getattr(vllm, "__version__", "?")
         if call_size is not None:
             if call_size < 1:
-                raise ValueError(f"call_size must be >= 1, got {call_size}")
+                raise ConfigError(f"call_size must be >= 1, got {call_size}")
             self.call_size = int(call_size)
         from vllm.platforms import current_platform
 
@@ -186,7 +187,7 @@ class VLLMBackend:
         if not prompts:
             return []
         if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+            raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         if seeds is not None and self.on_cpu and self.engine.get("enable_chunked_prefill"):
             raise GenerationError(
                 "vLLM's CPU build cannot use per-question seeds with chunked prefill (its CPU generator has no "

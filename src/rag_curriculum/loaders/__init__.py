@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import DataError, SkipReport, WrongDatasetError
+from ..errors import ConfigError, DataError, SkipReport, WrongDatasetError
 from ..records import Example
 from ..registry import Registry
 from ._base import DatasetLoader, RecordContext
@@ -86,7 +86,7 @@ class ExampleStream(Iterator[Example]):
     def __init__(self, dataset: str, path: str | Path | None, split: str | None, on_error: OnError,
                  report: SkipReport | None = None) -> None:
         if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+            raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         self.loader = get_loader(dataset)
         self.dataset = self.loader.name
         self.hub: tuple[str, str | None] | None = None

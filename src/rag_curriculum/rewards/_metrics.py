@@ -36,6 +36,8 @@ import string
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple, overload
 
+from ..errors import ConfigError
+
 __all__ = [
     "CitationScores",
     "aggregate",
@@ -258,10 +260,10 @@ def aggregate(values, groups=None):
     """
     values = list(values)
     if not values:
-        raise ValueError("aggregate() needs at least one value")
+        raise ConfigError("aggregate() needs at least one value")
     group_list = list(range(len(values))) if groups is None else list(groups)
     if len(group_list) != len(values):
-        raise ValueError(f"got {len(values)} values but {len(group_list)} groups")
+        raise ConfigError(f"got {len(values)} values but {len(group_list)} groups")
     if isinstance(values[0], Mapping):
         keys = list(values[0])
         out = {k: _grouped_mean([float(v[k]) for v in values], group_list) for k in keys}

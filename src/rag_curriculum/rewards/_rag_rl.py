@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from ..errors import ConfigError
 from ._columns import completion_text, row_answers, row_gold_labels
 from ._formats import FORMATS
 from ._parser import DEFAULT_MAX_CHARS
@@ -73,7 +74,7 @@ _LOGGED = (
 
 def _check_weight(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(
+        raise ConfigError(
             f"{name} must be a finite number >= 0, got {value!r}; it is a magnitude (penalties are subtracted), "
             f"set it to 0 to switch the term off"
         )
@@ -113,7 +114,7 @@ class RagRlReward:
         for name in ("gamma_answer", "gamma_correct", "gamma_incorrect", "gamma_format", "format_penalty"):
             _check_weight(name, getattr(self, name))
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise ValueError(f"max_chars must be a positive integer (characters), got {self.max_chars!r}")
+            raise ConfigError(f"max_chars must be a positive integer (characters), got {self.max_chars!r}")
         if self.output_format not in FORMATS:
             FORMATS.get(self.output_format)  # raises with a "did you mean"
 
@@ -162,9 +163,9 @@ class RagRlReward:
         for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
                           ("reward_model", reward_model), ("extra_info", extra_info)):
             if col is not None and len(col) != n:
-                raise ValueError(f"got {n} completions but {len(col)} entries in column {name!r}")
+                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
         if answers is None and reward_model is None:
-            raise ValueError(
+            raise ConfigError(
                 "the RAG-RL reward needs the gold answers: pass the `answers` column (list of answer + aliases) "
                 "or `reward_model` with ground_truth.answers; with TRL keep remove_unused_columns=False"
             )

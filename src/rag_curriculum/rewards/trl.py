@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ._columns import completion_text
 from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward
 from ._registry import get_reward
@@ -50,7 +51,7 @@ def _spec_entry(spec: Any) -> tuple[str, float, dict[str, Any]]:
         return spec, 1.0, {}
     if isinstance(spec, Mapping):
         if "name" not in spec:
-            raise ValueError(f"a reward spec needs a 'name' (one of the registered rewards), got {dict(spec)!r}")
+            raise ConfigError(f"a reward spec needs a 'name' (one of the registered rewards), got {dict(spec)!r}")
         kwargs = dict(spec.get("kwargs") or {})
         kwargs.update({k: v for k, v in spec.items() if k not in ("name", "weight", "kwargs")})
         return str(spec["name"]), float(spec.get("weight", 1.0)), kwargs
@@ -77,6 +78,6 @@ def reward_funcs_from_config(
     else:
         entries = [_spec_entry(s) for s in specs]
     if not entries:
-        raise ValueError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
+        raise ConfigError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
     funcs = [get_reward(name, **kwargs) for name, _, kwargs in entries]
     return funcs, [weight for _, weight, _ in entries]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
+from ..errors import ConfigError
 from ..shards import validate_shards, write_json
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
@@ -67,7 +68,7 @@ def grpo_kwargs(cfg: TrainConfig, *, num_processes: int) -> dict[str, Any]:
     kw = dict(cfg.grpo)
     kw.setdefault("shuffle_dataset", False)
     if kw.setdefault("remove_unused_columns", False):
-        raise ValueError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
+        raise ConfigError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
                          "rewards read; leave it false")
     kw = apply_batch(kw, prompts_per_step=cfg.batch.prompts_per_step, per_device=cfg.batch.per_device_completions,
                      num_processes=num_processes)
@@ -106,12 +107,12 @@ def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
                 continue
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f"; did you mean grpo.{close[0]}?" if close else ""
-            raise ValueError(f"grpo.{key} is not a field of trl.GRPOConfig{hint}")
+            raise ConfigError(f"grpo.{key} is not a field of trl.GRPOConfig{hint}")
         out[key] = value
     for new, old in _ALIASES:  # both names known: transformers lets the new one win, silently
         if new in out and old in out:
             if out[new] != out[old]:
-                raise ValueError(f"grpo.{old}={out[old]!r} and grpo.{new}={out[new]!r} are the same setting (its old "
+                raise ConfigError(f"grpo.{old}={out[old]!r} and grpo.{new}={out[new]!r} are the same setting (its old "
                                  f"and new name) and disagree; set grpo.{new} only (the old name is ignored)")
             del out[old]
     return out
@@ -161,18 +162,18 @@ def resolve_resume(cfg: TrainConfig) -> str | None:
     mode = cfg.run.resume
     if mode is None or str(mode).lower() in ("null", "none", "false"):
         if existing:
-            raise ValueError(f"{out} already holds checkpoints ({existing[-1].name}); continue with run.resume=auto, "
+            raise ConfigError(f"{out} already holds checkpoints ({existing[-1].name}); continue with run.resume=auto, "
                              "or start a new run in another run.output_dir")
         return None
     if mode == "auto":
         return str(existing[-1]) if existing else None
     if mode in ("last", "true", "True"):
         if not existing:
-            raise ValueError(f"run.resume={mode}: no checkpoint-* in {out}")
+            raise ConfigError(f"run.resume={mode}: no checkpoint-* in {out}")
         return str(existing[-1])
     path = Path(str(mode)).expanduser()
     if not path.is_dir():
-        raise ValueError(f"run.resume={mode}: no such checkpoint directory")
+        raise ConfigError(f"run.resume={mode}: no such checkpoint directory")
     return str(path)
 
 
@@ -298,7 +299,7 @@ def load_curriculum(cfg: TrainConfig):
     if cfg.data.max_rows is not None and cfg.data.max_rows < len(dataset):
         dataset = dataset.select(range(cfg.data.max_rows))  # a prefix: the order is kept
     if "prompt" not in dataset.column_names:
-        raise ValueError(f"{cfg.data.shards}: no 'prompt' column; these are not rag-curriculum shards")
+        raise ConfigError(f"{cfg.data.shards}: no 'prompt' column; these are not rag-curriculum shards")
     return dataset, manifest
 
 
@@ -334,7 +335,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         args = bind_grpo_config(kw)
     except ValueError as e:
         if "bf16" in str(e):
-            raise ValueError(f"{e}. {CPU_HINT}") from None
+            raise ConfigError(f"{e}. {CPU_HINT}") from None
         raise
     if args.world_size != num_processes:
         raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..shards import shard_files, validate_shards
 
 
@@ -43,7 +44,7 @@ def hydra_list(paths: Sequence[str]) -> str:
     """A Hydra command-line list of quoted paths."""
     for p in paths:
         if "'" in p or "," in p:
-            raise ValueError(f"{p!r}: quotes and commas in a shard path do not survive Hydra's list syntax")
+            raise ConfigError(f"{p!r}: quotes and commas in a shard path do not survive Hydra's list syntax")
     return "[" + ",".join(f"'{p}'" for p in paths) + "]"
 
 
