@@ -103,14 +103,14 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
 def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
     from row_oracle import render
 
-    from rag_curriculum.curricula.builder import load_source, plan_rows, render_table
+    from rag_curriculum.curricula.builder import load_source, plan_rows, render_rows
     from rag_curriculum.shards import rows_to_table
 
     for setting, schedule in (("curriculum", "linear"), ("distractor", "max"), ("ideal", "max")):
         cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule=schedule,
                           setting=setting, seed=5, allow_split_mismatch=True)
         plan, _ = plan_rows(cfg, [load_source(cfg, cfg.sources[0])])
-        assert render_table(plan, cfg, 10, 60).equals(rows_to_table(render(plan, cfg, 10, 60)))
+        assert render_rows(plan, cfg, 10, 60).equals(rows_to_table(render(plan, cfg, 10, 60)))
 
 
 def test_parallel_workers_write_the_same_bytes(shared_data, tmp_path):

@@ -14,7 +14,7 @@ pytest.importorskip("openai")
 
 from rag_curriculum.generation import BACKENDS, GenerationError, PromptTooLongError, SamplingConfig  # noqa: E402
 from rag_curriculum.generation.openai_backend import OpenAIBackend  # noqa: E402
-from rag_curriculum.generation.runner import RunMismatchError, read_results, run_chunks  # noqa: E402
+from rag_curriculum.generation.runner import RunMismatchError, read_completions, run_chunks  # noqa: E402
 
 
 class Server:
@@ -265,7 +265,7 @@ def test_the_runner_streams_over_http_and_resumes(tmp_path):
                            fingerprint={"model": "tiny-model"}, chunk_size=4)
     assert rep.complete and rep.generated_chunks == 3 and rep.skipped == 1
     assert again.generated_chunks == 0 and len(srv.requests) == n_req
-    t = read_results(tmp_path / "w", ids=ids)
+    t = read_completions(tmp_path / "w", ids=ids)
     comps = t.column("completions").to_pylist()
     seeds = t.column("seed").to_pylist()
     assert comps[3] is None and t.column("skipped").to_pylist()[3] == "prompt_too_long"
@@ -375,7 +375,7 @@ def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling
         assert not list((tmp_path / "w").glob("chunk-*"))
         rep = run_chunks(tmp_path / "w2", ids=ids, prompts=prompts, sampling=s, fingerprint={"m": 1}, chunk_size=5,
                          backend=backend(srv, extra_body={"do_sample": True}))
-    assert rep.complete and all(len(set(c)) == 3 for c in read_results(tmp_path / "w2").column("completions")
+    assert rep.complete and all(len(set(c)) == 3 for c in read_completions(tmp_path / "w2").column("completions")
                                 .to_pylist())
 
 

@@ -19,7 +19,7 @@ from rag_curriculum.generation.runner import (
     RunMismatchError,
     WorkDir,
     question_seed,
-    read_results,
+    read_completions,
     run_chunks,
 )
 from rag_curriculum.generation.scripted import ScriptedBackend
@@ -67,7 +67,7 @@ def test_a_run_writes_one_file_per_chunk_with_every_question(tmp_path):
     assert rep.completions == N_ITEMS * 3 and rep.remaining == [] and rep.done_before == 0
     assert sorted(p.name for p in (tmp_path / "w").glob("chunk-*")) == [f"chunk-{k:06d}.parquet" for k in range(4)]
     assert not list((tmp_path / "w").glob(".chunk-*"))  # no temporary files left
-    t = read_results(tmp_path / "w", ids=IDS)
+    t = read_completions(tmp_path / "w", ids=IDS)
     assert t.schema.equals(CHUNK_SCHEMA)
     assert t.column("position").to_pylist() == list(range(N_ITEMS)) and t.column("id").to_pylist() == IDS
     seeds = t.column("seed").to_pylist()
@@ -111,7 +111,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path):
     rep = run(tmp_path / "b", max_chunks=1, chunks_per_call=1)
     assert not rep.complete and rep.remaining == [1, 2, 3]
     with pytest.raises(IncompleteRunError) as e:
-        read_results(tmp_path / "b")
+        read_completions(tmp_path / "b")
     assert e.value.missing == [1, 2, 3]
     run(tmp_path / "b", max_chunks=2, chunks_per_call=1)
     assert run(tmp_path / "b").complete
@@ -216,7 +216,7 @@ class TooLong(ScriptedBackend):
 def test_too_long_prompts_are_skipped_and_recorded(tmp_path):
     rep = run(tmp_path / "w", TooLong(script=sampled))
     assert rep.complete and rep.skipped == 2 and rep.completions == (N_ITEMS - 2) * 3
-    t = read_results(tmp_path / "w")
+    t = read_completions(tmp_path / "w")
     skipped = t.column("skipped").to_pylist()
     assert [i for i, s in enumerate(skipped) if s] == [4, 9] and set(skipped) == {None, "prompt_too_long"}
     comps = t.column("completions").to_pylist()
@@ -226,7 +226,7 @@ def test_too_long_prompts_are_skipped_and_recorded(tmp_path):
 
 def read_results_reference(tmp_path):
     run(tmp_path / "ref")
-    return read_results(tmp_path / "ref").column("completions").to_pylist()
+    return read_completions(tmp_path / "ref").column("completions").to_pylist()
 
 
 class Streaming(ScriptedBackend):
@@ -248,7 +248,7 @@ def test_streaming_backends_flush_chunks_as_they_complete(tmp_path):
     rep = run(tmp_path / "w", Streaming(script=sampled), on_chunk=lambda k, t: seen.append(k))
     assert rep.complete and sorted(seen) == [0, 1, 2, 3] and rep.skipped == 1
     ref = read_results_reference(tmp_path)
-    got = read_results(tmp_path / "w").column("completions").to_pylist()
+    got = read_completions(tmp_path / "w").column("completions").to_pylist()
     assert got[:6] == ref[:6] and got[6] is None and got[7:] == ref[7:]
     b = Streaming(script=sampled)
     run(tmp_path / "w2", b, max_chunks=2)
@@ -272,7 +272,7 @@ def test_backends_without_seeds_get_one_seed_per_call(tmp_path):
     b = NoSeeds()
     run(tmp_path / "w", b, chunks_per_call=1)
     assert len(set(b.seeds)) == 4  # per call, derived from its first question: stable across resumes
-    t = read_results(tmp_path / "w")
+    t = read_completions(tmp_path / "w")
     assert t.column("seed").to_pylist() == [None] * N_ITEMS
     b2 = NoSeeds()
     (tmp_path / "w" / "chunk-000001.parquet").unlink()
@@ -348,7 +348,7 @@ def test_identical_samples_stop_the_run_before_anything_is_written(tmp_path, cls
     assert WorkDir(tmp_path / "w").done() == set()  # nothing degenerate on disk
     rep = run(tmp_path / "w", cls(), allow_identical_samples=True)  # explicitly allowed: the same run completes
     assert rep.complete and rep.generated_chunks == 4
-    assert read_results(tmp_path / "w").column("completions").to_pylist()[0] == ["question 0|greedy"] * 3
+    assert read_completions(tmp_path / "w").column("completions").to_pylist()[0] == ["question 0|greedy"] * 3
 
 
 def test_identical_samples_are_judged_only_where_they_mean_something(tmp_path):

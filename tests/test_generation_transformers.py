@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from rag_curriculum.generation import PromptTooLongError, SamplingConfig, get_backend  # noqa: E402
 from rag_curriculum.generation.hf_backend import TransformersBackend  # noqa: E402
-from rag_curriculum.generation.runner import read_results, run_chunks  # noqa: E402
+from rag_curriculum.generation.runner import read_completions, run_chunks  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,7 @@ def test_runner_resumes_and_shards_exactly(hf, tmp_path):
     go(tmp_path / "resumed")
     go(tmp_path / "sharded", num_shards=2, shard_index=1)
     go(tmp_path / "sharded", num_shards=2, shard_index=0)
-    ref = read_results(tmp_path / "one").column("completions").to_pylist()
-    assert read_results(tmp_path / "resumed").column("completions").to_pylist() == ref
-    assert read_results(tmp_path / "sharded").column("completions").to_pylist() == ref
+    ref = read_completions(tmp_path / "one").column("completions").to_pylist()
+    assert read_completions(tmp_path / "resumed").column("completions").to_pylist() == ref
+    assert read_completions(tmp_path / "sharded").column("completions").to_pylist() == ref
     assert ref[0] != ref[3]  # the same prompt, another question: another seed, other samples

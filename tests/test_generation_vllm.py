@@ -201,7 +201,7 @@ def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, mo
 
 
 def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
-    from rag_curriculum.generation.runner import read_results, run_chunks
+    from rag_curriculum.generation.runner import read_completions, run_chunks
     from rag_curriculum.generation.vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", call_size=6)
@@ -211,7 +211,7 @@ def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
                      fingerprint=b.describe(), chunk_size=3, allow_identical_samples=True)
     assert rep.complete
     assert [len(c[0]) for c in _FakeLLM.instances[0].calls] == [6, 4]  # two chunks per call
-    t = read_results(tmp_path / "w")
+    t = read_completions(tmp_path / "w")
     seeds = t.column("seed").to_pylist()
     p4 = rendered(prompts[4])
     assert t.column("completions").to_pylist()[4] == [f"{p4}|{seeds[4]}|0", f"{p4}|{seeds[4]}|1"]

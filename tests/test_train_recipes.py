@@ -16,8 +16,8 @@ from rag_curriculum.train import (
     check_recipe,
     compose_train_config,
     list_recipes,
-    train_recipes_dir,
 )
+from rag_curriculum.train.recipes import train_recipes_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -91,7 +91,7 @@ def test_prompts_that_leave_no_room_for_the_completion_are_refused_not_truncated
 
 
 def test_samples_do_not_depend_on_chunking_sharding_or_calls(engine, tmp_path):
-    from rag_curriculum.generation.runner import read_results, run_chunks
+    from rag_curriculum.generation.runner import read_completions, run_chunks
 
     ids = [f"q{i}" for i in range(len(PROMPTS))]
     s = SamplingConfig(n=3, max_tokens=10, seed=7)
@@ -101,7 +101,7 @@ def test_samples_do_not_depend_on_chunking_sharding_or_calls(engine, tmp_path):
             run_chunks(tmp_path / name, ids=ids, prompts=PROMPTS, backend=engine, sampling=s,
                        fingerprint=engine.describe(), chunk_size=chunk_size, num_shards=num_shards,
                        shard_index=shard, chunks_per_call=chunks_per_call)
-        return read_results(tmp_path / name, ids=ids).select(["id", "seed", "completions"]).to_pylist()
+        return read_completions(tmp_path / name, ids=ids).select(["id", "seed", "completions"]).to_pylist()
 
     whole = run("whole", 256)
     assert run("chunks-of-3", 3) == whole

@@ -95,7 +95,8 @@ def train(
       recipe=rag-rl-min-max grpo.vllm_mode=server
     """
     from ..config import resolve, split_args
-    from ..train import RecipeError, TrainConfig, config_yaml
+    from ..train import RecipeError, TrainConfig
+    from ..train.recipes import config_yaml
 
     if list_:
         _print_recipes()
@@ -183,7 +184,8 @@ def _dry_run(cfg: Any) -> None:
         tail = tail_rows(plan, indices, list(dataset["level"]))
         report_tail(tail, manifest.get("trainer_tail"))
     _print_plan(plan, tail)
-    from ..train import grpo_kwargs, order_issues
+    from ..train import order_issues
+    from ..train._trl import grpo_kwargs
 
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
         if issue.severity != "error":  # errors were raised by check_recipe

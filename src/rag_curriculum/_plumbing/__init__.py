@@ -4,6 +4,7 @@ trainer tail, distributions and the GC pause. Private (no stable API); light to 
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
+from ._lazy import lazy_exports
 from ._secrets import MASK, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 
@@ -18,6 +19,7 @@ __all__ = [
     "gc_paused",
     "hash64",
     "is_secret",
+    "lazy_exports",
     "mask_secrets",
     "redact_command",
     "redact_overrides",

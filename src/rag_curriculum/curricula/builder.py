@@ -251,7 +251,7 @@ Plan = list[PlannedRow]  # in training order
 
 def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, dict[str, Any]]:
     """Sample and order the questions and fix each row's level and distractor count; return that plan with the
-    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_table`)."""
+    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_rows`)."""
     facts: dict[str, Any] = {}
     # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
     if cfg.eval_sets:
@@ -322,7 +322,7 @@ def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
-def render_table(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None, *,
+def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None, *,
                  tokenizer: Any = None) -> pa.Table:
     """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan) as an Arrow table,
     built column by column: the toolkit's one row renderer. No dict per row or passage, and the label, answer and
@@ -450,7 +450,7 @@ def _write_shard(k: int) -> tuple[dict[str, Any], LengthStats | None]:
     assert _FORKED is not None
     plan, cfg, directory, tokenizer = _FORKED
     start = k * cfg.rows_per_shard
-    table = render_table(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer)
+    table = render_rows(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer)
     stats = None
     if tokenizer is not None:
         stats = LengthStats.of(*(table.column(c).to_pylist()
@@ -521,7 +521,7 @@ def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], de
     return list(out)
 
 
-def summarize(plan: Plan) -> dict[str, Any]:
+def plan_summary(plan: Plan) -> dict[str, Any]:
     """Counts per level, hops, distractors and source: the manifest's and the data card's statistics."""
 
     by_source_level: dict[str, Counter] = {}
@@ -623,7 +623,7 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
               t1 - t0, len(plan), time.perf_counter() - t1)
     if not plan:
         raise BuildError("the build produced no rows")
-    stats = summarize(plan)
+    stats = plan_summary(plan)
     tail = trainer_tail(len(plan), cfg.batch_prompts) if cfg.setting == "curriculum" else None
     manifest: dict[str, Any] = {
         "kind": cfg.setting,

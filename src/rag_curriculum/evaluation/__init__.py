@@ -11,38 +11,79 @@ Importing this package never imports torch, transformers or vllm (the generation
 
 from __future__ import annotations
 
-from ._config import EvalConfig, ModelSpec
-from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
-from ._report import (
-    SUMMARY_KIND,
-    compare_summaries,
-    load_summary,
-    main_table,
-    render_report,
-    render_table,
-    summarize_entry,
-)
-from ._run import (
-    RESULT_SCHEMA,
-    EvalError,
-    EvalResult,
-    EvalSet,
-    generate_completions,
-    load_buckets,
-    load_eval_sets,
-    read_results,
-    run_eval,
-)
-from ._scoring import (
-    METRICS,
-    SAMPLE_METRICS,
-    breakdown,
-    breakdown_by_format,
-    format_reasons,
-    score_row,
-    summarize,
-    summarize_samples,
-)
+from typing import TYPE_CHECKING
+
+from .._plumbing import lazy_exports
+
+#: name -> the submodule defining it, imported on first use (the command line imports the configs
+#: without pyarrow, numpy or matplotlib).
+_EXPORTS = {
+    "EvalConfig": "._config",
+    "ModelSpec": "._config",
+    "plot_by_hops": "._plots",
+    "plot_by_level": "._plots",
+    "plot_overview": "._plots",
+    "write_plots": "._plots",
+    "SUMMARY_KIND": "._report",
+    "compare_summaries": "._report",
+    "load_summary": "._report",
+    "main_table": "._report",
+    "render_report": "._report",
+    "render_table": "._report",
+    "summarize_entry": "._report",
+    "RESULT_SCHEMA": "._run",
+    "EvalError": "._run",
+    "EvalResult": "._run",
+    "EvalSet": "._run",
+    "generate_completions": "._run",
+    "load_buckets": "._run",
+    "load_eval_sets": "._run",
+    "read_results": "._run",
+    "run_eval": "._run",
+    "METRICS": "._scoring",
+    "SAMPLE_METRICS": "._scoring",
+    "breakdown": "._scoring",
+    "breakdown_by_format": "._scoring",
+    "format_reasons": "._scoring",
+    "score_row": "._scoring",
+    "summarize": "._scoring",
+    "summarize_samples": "._scoring",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from ._config import EvalConfig, ModelSpec
+    from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
+    from ._report import (
+        SUMMARY_KIND,
+        compare_summaries,
+        load_summary,
+        main_table,
+        render_report,
+        render_table,
+        summarize_entry,
+    )
+    from ._run import (
+        RESULT_SCHEMA,
+        EvalError,
+        EvalResult,
+        EvalSet,
+        generate_completions,
+        load_buckets,
+        load_eval_sets,
+        read_results,
+        run_eval,
+    )
+    from ._scoring import (
+        METRICS,
+        SAMPLE_METRICS,
+        breakdown,
+        breakdown_by_format,
+        format_reasons,
+        score_row,
+        summarize,
+        summarize_samples,
+    )
 
 __all__ = [
     "METRICS",

@@ -44,7 +44,7 @@ API::
                         fingerprint={"model": ..., "data": ...}, chunk_size=256,
                         num_shards=1, shard_index=0, progress=True)
     if report.complete:                       # every chunk of every shard is on disk
-        table = read_results("out/work")      # one row per question, in position order
+        table = read_completions("out/work")      # one row per question, in position order
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CHUNK_SCHEMA", "ChunkPlan", "IdenticalSamplesError", "IncompleteRunError", "RunMismatchError", "RunReport",
-    "WorkDir", "question_seed", "read_results", "run_chunks",
+    "WorkDir", "question_seed", "read_completions", "run_chunks",
 ]
 
 RUN_FILE = "run.json"
@@ -715,7 +715,7 @@ def read_backend(work: str | Path | WorkDir) -> dict[str, Any] | None:
         return None
 
 
-def read_results(work: str | Path | WorkDir, *, ids: Sequence[str] | None = None) -> pa.Table:
+def read_completions(work: str | Path | WorkDir, *, ids: Sequence[str] | None = None) -> pa.Table:
     """Every question's chunk row, in position order (raises :class:`IncompleteRunError` naming missing chunks).
 
     With ``ids``, also checks that position ``p`` holds question ``ids[p]``."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError
 from ..generation.base import BACKENDS, SamplingConfig
-from ..generation.runner import RunReport
+
+if TYPE_CHECKING:  # the runner imports pyarrow; the command line reads this config without it
+    from ..generation.runner import RunReport
 
 SUMMARY_FILE = "partition.json"
 STATS_FILE = "stats.parquet"

@@ -20,7 +20,7 @@ from .. import __version__
 from .._plumbing import atomic_write_with, redact_command
 from ..difficulty.accuracy import ANSWERABLE, UNANSWERABLE
 from ..errors import PartitionError
-from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_results
+from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import read_manifest, read_table, write_json, write_shards
 from ._config import OUTPUTS, PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
@@ -57,7 +57,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
                              "differs); pass the original shard directory")
     rows = read_table(input_dir)
     try:
-        results = read_results(wd, ids=rows.column("id").to_pylist())
+        results = read_completions(wd, ids=rows.column("id").to_pylist())
     except IncompleteRunError as e:
         raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
                              ) from None

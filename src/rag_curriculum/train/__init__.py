@@ -14,21 +14,12 @@ Importing this package imports neither torch, transformers nor TRL; :func:`train
 
 from __future__ import annotations
 
-from ._trl import TrainResult, bind_grpo_config, check_recipe, grpo_kwargs, resolve_num_processes, train
+from ._trl import TrainResult, bind_grpo_config, check_recipe, train
 from .batching import BatchError, BatchPlan, derive_accumulation, plan_batches
 from .config import BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
 from .order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
 from .progress import STEPS_FILE, StepRecorder, read_steps
-from .recipes import (
-    DEFAULT_RECIPE,
-    RecipeError,
-    compose_train_config,
-    config_yaml,
-    list_recipes,
-    recipe_path,
-    recipes_root,
-    train_recipes_dir,
-)
+from .recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
 
 __all__ = [
     "DEFAULT_RECIPE",
@@ -50,16 +41,10 @@ __all__ = [
     "check_index_order",
     "check_recipe",
     "compose_train_config",
-    "config_yaml",
     "derive_accumulation",
-    "grpo_kwargs",
     "list_recipes",
     "order_issues",
     "plan_batches",
     "read_steps",
-    "recipe_path",
-    "recipes_root",
-    "resolve_num_processes",
     "train",
-    "train_recipes_dir",
 ]

@@ -19,7 +19,7 @@ The counts come from the shards' ``prompt_tokens`` column when it was made with 
 ...                               completion_setting="grpo.max_completion_length")])
 Traceback (most recent call last):
 ...
-rag_curriculum.train.lengths.PromptLengthError: 1 of 3 prompts do not fit: grpo.vllm_max_model_length=60 must hold a prompt plus 15 completion tokens (grpo.max_completion_length), so a prompt may have at most 45 tokens, and the longest has 50 (row b, curriculum_index 1, level 20). Rows over the limit, by level: level 20: 1. First rows: b (level 20, 50 tokens). Set grpo.vllm_max_model_length >= 65, or lower grpo.max_completion_length, or rebuild the curriculum with shorter prompts (a lower K). Nothing was truncated, and no model was loaded.
+rag_curriculum.errors.PromptLengthError: 1 of 3 prompts do not fit: grpo.vllm_max_model_length=60 must hold a prompt plus 15 completion tokens (grpo.max_completion_length), so a prompt may have at most 45 tokens, and the longest has 50 (row b, curriculum_index 1, level 20). Rows over the limit, by level: level 20: 1. First rows: b (level 20, 50 tokens). Set grpo.vllm_max_model_length >= 65, or lower grpo.max_completion_length, or rebuild the curriculum with shorter prompts (a lower K). Nothing was truncated, and no model was loaded.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ effect of the curriculum can be plotted against the rewards.
 >>> rec.end_step(2)
 Traceback (most recent call last):
 ...
-rag_curriculum.train.order.CurriculumOrderError: step 2 trained on curriculum_index [13] where the curriculum has [12]: the rows are not in curriculum order
+rag_curriculum.errors.CurriculumOrderError: step 2 trained on curriculum_index [13] where the curriculum has [12]: the rows are not in curriculum order
 """
 
 from __future__ import annotations
