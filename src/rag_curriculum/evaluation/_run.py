@@ -227,7 +227,7 @@ def generate_completions(es: EvalSet, work: Path, backend: Callable[[], Generati
         report = runner.run_chunks(work, overwrite=True, **kw)
     if not report.complete:  # pragma: no cover - only with max_chunks / shards, which eval does not use
         raise EvalError(f"{work}: generation did not finish ({len(report.remaining)} chunks left); run again")
-    table = runner.read_results(work, ids=ids)
+    table = runner.read_completions(work, ids=ids)
     return table.column("completions").to_pylist(), report.generated_questions
 
 
