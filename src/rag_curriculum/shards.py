@@ -195,7 +195,6 @@ def rows_to_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = ROW_SCHEMA
     return pa.Table.from_pylist(list(rows), schema=schema)
 
 
-_atomic_write_bytes = atomic_write_bytes  # the name train/recipes.py imports
 
 
 def write_json(path: str | Path, obj: Any) -> None:

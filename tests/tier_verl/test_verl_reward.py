@@ -137,7 +137,7 @@ def test_reward_loop_scores_real_rows(verl_config, dataset, tokenizer):
 
 
 def test_reward_kwargs_reach_compute_score(launch_overrides, compose_verl_config, dataset, tokenizer):
-    """The README's `+reward.custom_reward_function.reward_kwargs.NAME=VALUE` overrides set RagRlReward's constants
+    """The docs' (docs/rewards.md) `+reward.custom_reward_function.reward_kwargs.NAME=VALUE` overrides set RagRlReward's constants
     through verl's config."""
     cfg = compose_verl_config([*launch_overrides,
                                "+reward.custom_reward_function.reward_kwargs.format_penalty=2.0",

@@ -80,7 +80,7 @@ class VLLMBackend:
         except ImportError as e:
             raise GenerationError(
                 "the vllm backend needs vLLM: pip install 'rag-curriculum\\[vllm]' on a CUDA machine, or vLLM's CPU "
-                f"build (see the README's partition section); or use --backend transformers / openai [{e}]") from e
+                f"build (see docs/partition.md, 'Without a GPU'); or use --backend transformers / openai [{e}]") from e
         self.model_name = str(model)
         self.dtype = dtype
         self.quantization = quantization

@@ -84,11 +84,12 @@ def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[st
                    overrides: Sequence[str] = ()) -> Path:
     """Write ``train_config.yaml`` (resolved, with the command-line overrides in a header) and
     ``train_plan.json`` (the batch mapping, tail and order facts) into ``output_dir``."""
-    from ..shards import _atomic_write_bytes, write_json
+    from .._plumbing import atomic_write_bytes
+    from ..shards import write_json
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     header = f"# recipe: {cfg.recipe}\n# overrides: {json.dumps(list(overrides))}\n"
-    _atomic_write_bytes(out / CONFIG_FILE, (header + config_yaml(cfg)).encode("utf-8"))
+    atomic_write_bytes(out / CONFIG_FILE, (header + config_yaml(cfg)).encode("utf-8"))
     write_json(out / PLAN_FILE, dict(plan))
     return out / CONFIG_FILE
