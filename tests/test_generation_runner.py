@@ -193,6 +193,13 @@ def test_stale_temporary_files_of_this_shard_are_removed(tmp_path):
     assert (w / ".chunk-000000.parquet.tmp-99999").exists()
     assert not (w / ".chunk-000001.parquet.tmp-99999").exists()
 
+    # the work directory's JSON records half-written by a killed process: removed only by a run of one shard
+    (w / ".backend.json.tmp-99999-0123abcd").write_bytes(b"{")
+    run(w, num_shards=2, shard_index=1)
+    assert (w / ".backend.json.tmp-99999-0123abcd").exists()
+    run(w)
+    assert not (w / ".backend.json.tmp-99999-0123abcd").exists()
+
 
 def test_ids_must_be_unique_and_match_prompts(tmp_path):
     with pytest.raises(ValueError, match="q00"):

@@ -93,6 +93,8 @@ RUNNER_VERSION = 1
 SKIPPED_TOO_LONG = "prompt_too_long"
 _CHUNK_RE = re.compile(r"^chunk-(\d{6})\.parquet$")
 _TMP_RE = re.compile(r"^\.chunk-(\d{6})\.parquet\.tmp-\d+(?:-[0-9a-f]{8})?$")  # _plumbing.tmp_name's (and older)
+#: The work directory's JSON records (run.json, backend.json) half-written by a killed process.
+_JSON_TMP_RE = re.compile(r"^\.(?:run|backend)\.json\.tmp-\d+(?:-[0-9a-f]{8})?$")
 #: The identical-samples check judges at least this many questions at once ...
 IDENTICAL_MIN_QUESTIONS = 8
 #: ... and stops the run when more than this share of them have n identical samples.
@@ -242,12 +244,13 @@ class WorkDir:
             return set()
         return {int(m.group(1)) for p in self.path.iterdir() if (m := _CHUNK_RE.match(p.name))}
 
-    def remove_stale_temp(self, chunks: set[int]) -> int:
-        """Delete temporary files a killed process left for ``chunks`` (only this shard's, never another's)."""
+    def remove_stale_temp(self, chunks: set[int], *, sole_writer: bool = False) -> int:
+        """Delete temporary files a killed process left for ``chunks`` (only this shard's, never another's); with
+        ``sole_writer`` (a run of one shard: no other process writes here) also its half-written JSON records."""
         n = 0
         for p in list(self.path.iterdir()) if self.path.is_dir() else []:
             m = _TMP_RE.match(p.name)
-            if m and int(m.group(1)) in chunks:
+            if (m and int(m.group(1)) in chunks) or (sole_writer and _JSON_TMP_RE.match(p.name)):
                 p.unlink(missing_ok=True)
                 n += 1
         return n
@@ -487,7 +490,7 @@ def run_chunks(
     # or done, in this directory): with several shards `overwrite` only replaces another run's results
     wd.open(run, overwrite=overwrite, keep_same_run=num_shards > 1)
     mine = plan.shard_chunks()
-    wd.remove_stale_temp(set(mine))
+    wd.remove_stale_temp(set(mine), sole_writer=num_shards == 1)
     done = wd.done()
     todo = [k for k in mine if k not in done]
     report = RunReport(wd.path, n_items, plan.num_chunks, len(mine), len(mine) - len(todo))
