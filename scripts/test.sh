@@ -7,7 +7,7 @@
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's); the engine tiers
 # skip themselves in the main environment. Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
-#   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/test_build.py -x]
+#   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TIERS=${TIERS:-main vllm verl core}

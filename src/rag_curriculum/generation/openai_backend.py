@@ -14,7 +14,7 @@
   HTTP 408/409/429 and 5xx; other errors fail at once with what the server said (the message or ``detail`` of
   its response body) and the option that fixes it (:data:`HINTS`). A 400 saying the prompt exceeds the context
   length marks that prompt as too long (:class:`PromptTooLongError`) instead of failing the run.
-- Servers tested for real (tests/test_openai_servers.py, tests/tier_vllm/test_vllm_serve.py): ``vllm serve`` works
+- Servers tested for real (tests/generation/test_openai_servers.py, tests/tier_vllm/test_vllm_serve.py): ``vllm serve`` works
   with the defaults. ``transformers serve`` rejects ``top_k``/``min_p``/``repetition_penalty``
   (``disable_server_defaults=False``), returns one choice whatever ``n`` (``max_n_per_request=1``) and decodes
   greedily unless the request turns sampling on: ``extra_body={"generation_config": "{\"do_sample\": true,

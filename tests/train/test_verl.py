@@ -1,6 +1,6 @@
 """The verl recipe: the launch script reads the toolkit's shards in curriculum order with data.shuffle=False and
 scores with the toolkit's compute_score (verl itself is not installed here: the command is checked, not run). Its
-prompt-length checks are tested in test_prompt_lengths.py; here the shards carry prompt_tokens counted with the tiny
+prompt-length checks are tested in tests/curricula/test_prompt_lengths.py; here the shards carry prompt_tokens counted with the tiny
 model's tokenizer, which is the MODEL the script is given."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.train.verl import hydra_list, reward_path, train_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
 
 

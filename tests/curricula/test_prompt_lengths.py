@@ -32,7 +32,7 @@ from rag_curriculum.shards import (
 
 pytest.importorskip("transformers", reason="the `train` extra is needed for tokenizer tests")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
 
 

@@ -19,7 +19,7 @@ from conftest import MUSIQUE_TRAIN
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.partition import PartitionConfig, partition
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 N_QUESTIONS = 12
 CHUNK = 2
 
@@ -47,7 +47,7 @@ def run_partition(shards: str, out: str, delay: float) -> None:
 
 
 def spawn(shards: Path, out: Path, delay: float) -> subprocess.Popen:
-    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from test_partition_resume import run_partition; "
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from partition.test_resume import run_partition; "
             f"run_partition({str(shards)!r}, {str(out)!r}, {delay!r})")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
@@ -207,7 +207,7 @@ def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp
     want = reference_at(shards, out)
     code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum.partition._set as part; "
             "part._commit_step = lambda name: time.sleep(600) if name == 'unanswerable' else None; "
-            f"from test_partition_resume import run_partition; run_partition({str(shards)!r}, {str(out)!r}, 0.0)")
+            f"from partition.test_resume import run_partition; run_partition({str(shards)!r}, {str(out)!r}, 0.0)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     pending = out / "answerable" / ".manifest.json.pending"

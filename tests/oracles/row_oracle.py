@@ -1,5 +1,5 @@
 """The row renderer as one dict per row: the oracle :func:`rag_curriculum.curricula.builder.render_rows` (the
-toolkit's one renderer, column by column) is checked against (tests/test_build.py). Written from the shard schema
+toolkit's one renderer, column by column) is checked against (tests/curricula/test_build.py). Written from the shard schema
 (DESIGN.md), independently of the columnar code."""
 
 from __future__ import annotations

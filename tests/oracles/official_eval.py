@@ -1,5 +1,5 @@
 """The official evaluation code, transcribed once: the reference that the toolkit's metrics are tested against
-(tests/test_rewards_metrics.py) and the baseline the reward benchmark measures against (bench/bench_rewards.py).
+(tests/rewards/test_metrics.py) and the baseline the reward benchmark measures against (bench/bench_rewards.py).
 
 - SQuAD v1.1 ``evaluate-v1.1.py``: ``normalize_answer``, ``f1_score``, ``exact_match_score``.
 - HotpotQA ``hotpot_evaluate_v1.py``: the same normalisation, ``f1_score`` with its yes / no / noanswer rule,

@@ -101,7 +101,7 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
 
 
 def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
-    from row_oracle import render
+    from oracles.row_oracle import render
 
     from rag_curriculum.curricula.builder import load_source, plan_rows, render_rows
     from rag_curriculum.shards import rows_to_table

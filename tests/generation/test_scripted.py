@@ -64,7 +64,7 @@ def test_from_a_json_file_or_a_dotted_path(tmp_path):
     b = get_backend("scripted", model=str(f))
     assert b.generate([m("b")], SamplingConfig(n=2)) == [["same", "same"]]
     assert b.describe() == {"backend": "scripted", "model": str(f)}
-    b = get_backend("scripted", model="test_generation_scripted:by_seed")
+    b = get_backend("scripted", model="generation.test_scripted:by_seed")
     assert b.generate([m("q")], SamplingConfig(n=1), seeds=[3]) == [["q:3:0"]]
     with pytest.raises(ValueError, match="JSON file"):
         get_backend("scripted", model="nonsense")

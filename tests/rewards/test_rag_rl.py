@@ -27,7 +27,7 @@ from rag_curriculum.rewards import (
 )
 from rag_curriculum.rewards.trl import reward_funcs_from_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERL_FILE = ROOT / "src" / "rag_curriculum" / "rewards" / "verl.py"
 
 

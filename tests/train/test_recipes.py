@@ -19,7 +19,7 @@ from rag_curriculum.train import (
 )
 from rag_curriculum.train.recipes import train_recipes_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def needs_trl() -> None:
