@@ -287,17 +287,8 @@ def test_eval_reads_the_buckets(max_dir, rows, tmp_path):
 # -- the command line ----------------------------------------------------------------------------------------------
 @pytest.fixture()
 def cli():
-    import typer
+    from rag_curriculum.cli import app  # the real `curriculum` command
 
-    from rag_curriculum._cli.partition import register
-
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
     return app
 
 

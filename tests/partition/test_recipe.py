@@ -52,15 +52,8 @@ def script(max_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cli():
-    from rag_curriculum._cli.partition import register
+    from rag_curriculum.cli import app  # the real `curriculum` command
 
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
     runner = CliRunner()
     return lambda *args: runner.invoke(app, [str(a) for a in args])
 
