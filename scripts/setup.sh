@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install rag-curriculum with the training and test extras.
+# Create .venv (if missing) and install rag-curriculum with the training, test and Ray extras.
 # Sourced by scripts/quickstart.sh and scripts/test.sh; safe to run again (it only installs what is missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,4 +12,4 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # PyTorch first, pinned: on CPU-only machines this is the CPU build (an unpinned torch pulls the CUDA build).
 python -c "import torch" 2>/dev/null || pip install -q "torch==${TORCH_VERSION:-2.13.0}"
-pip install -q -e ".[train,dev]"
+pip install -q -e ".[train,dev,ray]"
