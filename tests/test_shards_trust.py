@@ -330,3 +330,42 @@ def test_overwrite_never_changes_files_through_a_symbolic_link(tmp_path):
     with pytest.raises(ShardError, match="symbolic link"):
         build_curriculum(BuildConfig(**{**cfg.__dict__, "overwrite": True, "seed": 1}), command="t")
     assert {p.name: p.read_bytes() for p in shared.iterdir()} == before
+
+
+def test_a_crash_during_an_in_place_overwrite_never_leaves_a_manifest_over_mixed_files(shared_data, tmp_path,
+                                                                                        monkeypatch):
+    """An output holding a user's files is replaced file by file. A crash half-way used to leave the old
+    manifest describing a mix of old and new shards; now the folder has no manifest until the new one lands,
+    every reader refuses it with the way out, and the next --overwrite finishes the job."""
+    import rag_curriculum.shards as shards
+
+    out = tmp_path / "out"
+    build(out, 30, rows_per_shard=10)
+    (out / "notes.txt").write_text("my notes")
+    real_replace, calls = os.replace, []
+
+    def crash_on_the_second_shard(src, dst):
+        calls.append(dst)
+        if str(dst).endswith("part-00001.parquet"):
+            raise OSError("simulated crash")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(shards.os, "replace", crash_on_the_second_shard)
+    with pytest.raises(OSError, match="simulated crash"):
+        build(out, 12, rows_per_shard=10, overwrite=True, seed=7)
+    monkeypatch.setattr(shards.os, "replace", real_replace)
+    assert any(str(c).endswith("part-00000.parquet") for c in calls), "the crash came after a shard was swapped"
+    assert not (out / "manifest.json").exists()
+    for reader in (read_manifest, validate_shards, read_rows):
+        with pytest.raises(ShardError, match="did not finish") as e:
+            reader(out)
+        assert "--overwrite" in e.value.hint
+    with pytest.raises(ShardError, match="already exists"):  # still refused without --overwrite
+        build(out, 12, rows_per_shard=10, seed=7)
+    m = build(out, 12, rows_per_shard=10, overwrite=True, seed=7)
+    validate_shards(out)
+    assert m["num_rows"] == 12 and len(read_rows(out)) == 12
+    assert (out / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "level_by_index.png", "manifest.json",
+                                                      "notes.txt"]
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]

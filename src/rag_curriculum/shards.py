@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._plumbing import atomic_write_bytes
+from ._plumbing import atomic_write_bytes, atomic_write_text, fsync_dir
 from .errors import (
     ConfigError,
     ShardError,  # noqa: F401  (re-exported)
@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+# While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
+# and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
+# the next ``--overwrite`` still recognises as the toolkit's.
+REPLACING = ".manifest.json.replacing"
 TOOLKIT = "rag-curriculum"
 DATA_DIR = "data"  # the shards' folder (the Hugging Face layout)
 #: What a manifest without a ``files`` list (written before it existed) owns besides its shards: the card and plots.
@@ -276,8 +280,11 @@ def is_toolkit_manifest(manifest: Any) -> bool:
 def _toolkit_manifest(d: Path) -> dict[str, Any]:
     """The manifest of an output that ``--overwrite`` may replace, or a one-line :class:`ShardError`."""
     what = "choose another --out, or move its files away yourself"
+    path = d / MANIFEST
+    if not path.exists() and (d / REPLACING).is_file():  # an --overwrite in place that did not finish
+        path = d / REPLACING
     try:
-        manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ShardError(f"{d} holds a {MANIFEST} that cannot be read ({type(e).__name__}), so it is not known "
                          f"to be an output of this toolkit; --overwrite only replaces those: {what}") from None
@@ -292,7 +299,7 @@ def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
     shards, and its ``files`` (card, plots); for a manifest from before ``files`` existed, the card and plots
     by their fixed names."""
     d = Path(directory)
-    owned = {MANIFEST, *(name for name, _ in _listed(d, manifest))}
+    owned = {MANIFEST, REPLACING, *(name for name, _ in _listed(d, manifest))}
     files = manifest.get("files")
     for name in (files if isinstance(files, list) else LEGACY_OWNED):
         name = str(name)
@@ -374,7 +381,7 @@ def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
         if not overwrite:
             raise ShardError(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace "
                              "it, or choose another --out")
-        if not (out / MANIFEST).is_file():
+        if not (out / MANIFEST).is_file() and not (out / REPLACING).is_file():
             raise ShardError(f"{out} exists and is not an output of this toolkit (no {MANIFEST}); --overwrite only "
                              "replaces earlier outputs. Choose another --out, or remove it yourself")
         _toolkit_manifest(out)
@@ -486,10 +493,11 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
         if not any(out.iterdir()):
             out.rmdir()
     if out.exists():
-        old = toolkit_files(out, _toolkit_manifest(out))
+        old_manifest = _toolkit_manifest(out)
+        old = toolkit_files(out, old_manifest)
         kept = foreign_entries(out, old)
         if kept:
-            _replace_in_place(tmp, out, old)
+            _replace_in_place(tmp, out, old, old_manifest)
             log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
                         len(kept), ", ".join(kept))
             return out
@@ -506,10 +514,17 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
     return out
 
 
-def _replace_in_place(tmp: Path, out: Path, old: set[str]) -> None:
+def _replace_in_place(tmp: Path, out: Path, old: set[str], old_manifest: dict[str, Any]) -> None:
     new = _files_under(tmp)
     _no_links_on_the_way(out, set(old) | set(new))
-    for name in sorted(old - set(new) - {MANIFEST}):  # the old output's files the new one does not have
+    # Move the old manifest aside first (see REPLACING): from here until the new manifest lands, the folder has no
+    # manifest.json, so a crash never leaves the old manifest describing a mix of old and new files.
+    if not (out / REPLACING).is_file():
+        marker = {**old_manifest, "files": sorted((old | set(new)) - {MANIFEST, REPLACING})}
+        atomic_write_text(out / REPLACING, json.dumps(marker, indent=2) + "\n")
+    (out / MANIFEST).unlink(missing_ok=True)
+    fsync_dir(out)
+    for name in sorted(old - set(new) - {MANIFEST, REPLACING}):  # the old files the new output does not have
         p = out / name
         if p.is_file() or p.is_symlink():
             p.unlink()
@@ -517,6 +532,7 @@ def _replace_in_place(tmp: Path, out: Path, old: set[str]) -> None:
         target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp / name, target)
+    (out / REPLACING).unlink(missing_ok=True)
     _remove_empty_dirs(out, old - set(new), top=False)
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -615,6 +631,10 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise ShardError(f"{d}: no such shard directory")
     mpath = d / MANIFEST
     if not mpath.exists():
+        if (d / REPLACING).is_file():
+            raise ShardError(f"{d}: an --overwrite that was replacing this output did not finish, so it holds a "
+                             "mix of old and new files and no manifest",
+                             hint="run the same command again with --overwrite (the files you added are kept)")
         raise ShardError(f"{d}: no {MANIFEST}, so the write that made it did not finish; build it again")
     try:
         return json.loads(mpath.read_text())
