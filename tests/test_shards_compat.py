@@ -76,3 +76,49 @@ def test_trl_sees_every_column_as_a_list_kwarg(shard_dir):
     kwargs = {k: [row[k] for row in batch] for k in keys}
     assert {"answers", "gold_labels", "passages", "level", "hops"} <= set(kwargs)
     assert all(isinstance(a, list) and isinstance(a[0], str) for a in kwargs["answers"])
+
+
+def test_shards_written_before_the_additive_fields_still_read(shard_dir, tmp_path):
+    """Shards written before `origin`/`bm25_rank`, `answerable` and `gold_recall` existed (rewritten here in the
+    old schema, manifest hashes updated) validate, and read with the new fields filled in: every passage was
+    provided and unranked, every row answerable, no recall."""
+    import json
+    import shutil
+
+    from rag_curriculum.shards import (
+        LEGACY_GROUND_TRUTH,
+        LEGACY_PASSAGE,
+        read_rows,
+        read_table,
+        sha256_file,
+        validate_shards,
+    )
+
+    old = tmp_path / "old"
+    shutil.copytree(shard_dir, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        path = old / entry["file"]
+        rows = pq.read_table(path).to_pylist()
+        for r in rows:
+            for p in r["passages"]:
+                del p["origin"], p["bm25_rank"]
+            del r["reward_model"]["ground_truth"]["answerable"], r["answerable"], r["gold_recall"]
+        fields = [f for f in ROW_SCHEMA if f.name not in ("answerable", "gold_recall")]
+        legacy = pa.schema([pa.field("passages", pa.list_(LEGACY_PASSAGE)) if f.name == "passages" else
+                            pa.field("reward_model", pa.struct([("style", pa.string()),
+                                                                ("ground_truth", LEGACY_GROUND_TRUTH)]))
+                            if f.name == "reward_model" else f for f in fields])
+        pq.write_table(pa.Table.from_pylist(rows, schema=legacy), path)
+        entry["sha256"] = sha256_file(path)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert "origin" not in str(pq.read_schema(shard_files(old)[0]))
+    validate_shards(old)
+    new_rows, old_rows = read_rows(shard_dir), read_rows(old)
+    assert old_rows == new_rows  # the fields a provided build writes are exactly what an old shard implies
+    assert {p["origin"] for r in old_rows for p in r["passages"]} == {"provided"}
+    t = read_table(old, columns=["id", "answerable", "gold_recall", "passages"])
+    assert t.schema.names == ["id", "answerable", "gold_recall", "passages"]
+    assert t.column("answerable").to_pylist() == [True] * 45
+    assert t.column("gold_recall").null_count == 45
+    assert load_hf_dataset(shard_dir)["answerable"] == [True] * 45

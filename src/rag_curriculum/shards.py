@@ -59,9 +59,14 @@ COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 3
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+#: A passage shown in a row. ``origin``: ``"provided"`` (shipped with the dataset: gold or distractor) or ``"bm25"``
+#: (drawn from a corpus index, :mod:`rag_curriculum.retrieval`); ``bm25_rank``: the 1-based rank of the passage in
+#: the question's BM25 ranking over the index, null when the passage was not ranked.
 PASSAGE = pa.struct([("label", pa.string()), ("title", pa.string()), ("text", pa.string()),
-                     ("is_gold", pa.bool_())])
-GROUND_TRUTH = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string()))])
+                     ("is_gold", pa.bool_()), ("origin", pa.string()), ("bm25_rank", pa.int32())])
+#: ``answerable`` is false only on unanswerable rows (no gold passage shown; the answer is the abstention answer).
+GROUND_TRUTH = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string())),
+                          ("answerable", pa.bool_())])
 EXTRA_INFO = pa.struct([
     ("index", pa.int64()), ("split", pa.string()), ("id", pa.string()), ("source", pa.string()),
     ("level", pa.int32()), ("hops", pa.int32()), ("labels", pa.list_(pa.string())),
@@ -88,8 +93,22 @@ ROW_FIELDS: list[pa.Field] = [
     pa.field("qtype", pa.string()),
     pa.field("setting", pa.string()),
     pa.field("template", pa.string()),
+    pa.field("answerable", pa.bool_()),  # false only on unanswerable rows
+    pa.field("gold_recall", pa.float64()),  # the retrieved setting: share of the gold passages shown (recall@N)
 ]
 ROW_SCHEMA = pa.schema(ROW_FIELDS)
+
+#: The row schema before ``origin``/``bm25_rank``, ``answerable`` and ``gold_recall`` were added (same
+#: ``schema_version``: the change is additive). Shards written then are still valid and are read with the new
+#: fields filled in (:func:`upgrade_table`): every passage was provided, no row was unanswerable or retrieved.
+LEGACY_PASSAGE = pa.struct([("label", pa.string()), ("title", pa.string()), ("text", pa.string()),
+                            ("is_gold", pa.bool_())])
+LEGACY_GROUND_TRUTH = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string()))])
+_LEGACY_TYPES: dict[str, pa.DataType] = {
+    "passages": pa.list_(LEGACY_PASSAGE),
+    "reward_model": pa.struct([("style", pa.string()), ("ground_truth", LEGACY_GROUND_TRUTH)]),
+}
+_ADDED_FIELDS = ("answerable", "gold_recall")
 
 #: Columns a shard may carry after the required ones, checked for their type when present: ``prompt_tokens``, the
 #: length of ``prompt`` with the chat template applied (``curriculum build --tokenizer``).
@@ -193,6 +212,46 @@ def order_problems(listed: Sequence[tuple[str, Path]]) -> list[str]:
                             "reordered or edited. Restore it, or build the directory again")
         prev = (name, *rng)
     return problems
+
+
+def _legacy_ok(field: pa.Field, schema: pa.Schema) -> bool:
+    """Whether a shard column (or its absence) is what the schema before the additive change wrote."""
+    if field.name not in schema.names:
+        return field.name in _ADDED_FIELDS
+    legacy = _LEGACY_TYPES.get(field.name)
+    return legacy is not None and schema.field(field.name).type.equals(legacy)
+
+
+def upgrade_table(table: pa.Table) -> pa.Table:
+    """A table read from shards written before the additive schema change, in the current schema: passages get
+    ``origin="provided"`` and a null ``bm25_rank``, ``reward_model.ground_truth`` and the rows get
+    ``answerable=true``, and ``gold_recall`` is null. Tables already in the current schema are returned as they
+    are; columns not in the table are not added except the two new row columns (when the row has the others)."""
+    names = table.schema.names
+    if "passages" in names and table.schema.field("passages").type.equals(_LEGACY_TYPES["passages"]):
+        col = table.column("passages").combine_chunks()
+        flat = col.flatten()
+        n = len(flat)
+        inner = pa.StructArray.from_arrays(
+            [flat.field(i) for i in range(flat.type.num_fields)]
+            + [pa.array(["provided"] * n, pa.string()), pa.nulls(n, pa.int32())],
+            fields=list(PASSAGE))
+        upgraded = pa.ListArray.from_arrays(col.offsets, inner, mask=col.is_null() if col.null_count else None)
+        table = table.set_column(names.index("passages"), "passages", upgraded)
+    if "reward_model" in names and table.schema.field("reward_model").type.equals(_LEGACY_TYPES["reward_model"]):
+        rm = table.column("reward_model").combine_chunks()
+        gt = rm.field("ground_truth")
+        n = len(gt)
+        new_gt = pa.StructArray.from_arrays([gt.field(0), gt.field(1), pa.array([True] * n, pa.bool_())],
+                                            fields=list(GROUND_TRUTH))
+        new_rm = pa.StructArray.from_arrays([rm.field(0), new_gt], fields=list(ROW_SCHEMA.field("reward_model").type))
+        table = table.set_column(names.index("reward_model"), "reward_model", new_rm)
+    if "template" in names and "answerable" not in names:  # a full row written before: add the row columns
+        n = table.num_rows
+        at = names.index("template") + 1
+        table = table.add_column(at, ROW_SCHEMA.field("answerable"), pa.array([True] * n, pa.bool_()))
+        table = table.add_column(at + 1, ROW_SCHEMA.field("gold_recall"), pa.nulls(n, pa.float64()))
+    return table
 
 
 def rows_to_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = ROW_SCHEMA) -> pa.Table:
@@ -673,6 +732,8 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict
             problems.append(f"{name}: {meta.num_rows} rows, manifest says {entry['rows']}")
         total += meta.num_rows
         for f in ROW_FIELDS:
+            if _legacy_ok(f, schema):
+                continue
             if f.name not in schema.names:
                 problems.append(f"{name}: column {f.name!r} missing")
             elif not schema.field(f.name).type.equals(f.type):
@@ -706,7 +767,21 @@ def read_table(directory: str | Path, *, columns: Iterable[str] | None = None, v
     if verify:
         validate_shards(directory)
     files = shard_files(directory, check_order=not verify)
-    tables = [pq.read_table(f, columns=list(columns) if columns else None) for f in files]
+    wanted = list(columns) if columns else None
+    tables = []
+    for f in files:
+        if wanted is None:
+            tables.append(upgrade_table(pq.read_table(f)))
+            continue
+        present = pq.read_schema(f).names
+        # a column added since the shard was written is filled in by upgrade_table; any other missing one raises
+        t = pq.read_table(f, columns=[c for c in wanted if c in present or c not in _ADDED_FIELDS])
+        for c in wanted:
+            if c not in t.schema.names:  # one of _ADDED_FIELDS
+                fld = ROW_SCHEMA.field(c)
+                t = t.append_column(fld, pa.array([True] * t.num_rows, pa.bool_()) if c == "answerable"
+                                    else pa.nulls(t.num_rows, fld.type))
+        tables.append(upgrade_table(t).select(wanted))
     return pa.concat_tables(tables) if tables else ROW_SCHEMA.empty_table()
 
 

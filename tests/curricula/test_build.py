@@ -69,7 +69,10 @@ def test_every_schedule_on_real_data(shared_data, tmp_path, dataset, path, K, sc
         assert len(set(labels)) == len(labels), "labels unique within the row"
         assert r["gold_labels"] == [p["label"] for p in passages if p["is_gold"]]
         assert r["reward_model"] == {"style": "rule", "ground_truth": {"answers": ex.answers,
-                                                                        "gold_labels": r["gold_labels"]}}
+                                                                        "gold_labels": r["gold_labels"],
+                                                                        "answerable": True}}
+        assert r["answerable"] is True and r["gold_recall"] is None
+        assert {(p["origin"], p["bm25_rank"]) for p in passages} == {("provided", None)}
         assert r["answers"] == ex.answers
         assert r["extra_info"]["labels"] == labels
         user = r["prompt"][1]["content"]

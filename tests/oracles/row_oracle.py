@@ -28,14 +28,16 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
         "prompt": template.render_fields(ex.question, labels, titles, texts),
         "question": ex.question,
         "answers": answers,
-        "passages": [{"label": lb, "title": doc.title, "text": doc.text, "is_gold": doc.is_gold}
+        "passages": [{"label": lb, "title": doc.title, "text": doc.text, "is_gold": doc.is_gold,
+                      "origin": "provided", "bm25_rank": None}
                      for lb, doc in zip(labels, docs, strict=True)],
         "gold_labels": gold_labels,
         "level": level,
         "num_distractors": d,
         "hops": hops,
         "curriculum_index": index,
-        "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels}},
+        "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels,
+                                                           "answerable": True}},
         "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
                        "hops": hops, "labels": labels},
         "source_id": ex.id,
@@ -43,6 +45,8 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
         "qtype": ex.qtype,
         "setting": setting,
         "template": template.name,
+        "answerable": True,
+        "gold_recall": None,
     }
 
 

@@ -334,7 +334,8 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
     ids, sources, questions, contents, splits, source_ids, qtypes = [], [], [], [], [], [], []
     levels, ds, hopss, index = [], [], [], []
-    p_off, p_labels, p_titles, p_texts, p_gold = [0], [], [], [], []
+    p_off, p_labels, p_titles, p_texts, p_gold, p_origin, p_rank = [0], [], [], [], [], [], []
+    answerable, gold_recall = [], []
     a_off, a_flat, g_off, g_flat = [0], [], [0], []
     system = template.system_prompt
     for i in range(start, stop):
@@ -360,7 +361,11 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         p_titles += titles
         p_texts += texts
         p_gold += gold
+        p_origin += ["provided"] * len(docs)
+        p_rank += [None] * len(docs)
         p_off.append(len(p_labels))
+        answerable.append(True)
+        gold_recall.append(None)
         a_flat += ex.answers
         a_off.append(len(a_flat))
         g_flat += gold_labels
@@ -369,7 +374,8 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     string = pa.string()
     labels_arr = pa.array(p_labels, string)
     passages = _list_array(p_off, pa.StructArray.from_arrays(
-        [labels_arr, pa.array(p_titles, string), pa.array(p_texts, string), pa.array(p_gold, pa.bool_())],
+        [labels_arr, pa.array(p_titles, string), pa.array(p_texts, string), pa.array(p_gold, pa.bool_()),
+         pa.array(p_origin, string), pa.array(p_rank, pa.int32())],
         fields=list(PASSAGE)))
     labels_list = _list_array(p_off, labels_arr)
     answers = _list_array(a_off, pa.array(a_flat, string))
@@ -389,9 +395,10 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     split_arr = pa.array(splits, string)
     source_arr = pa.array(sources, string)
     source_id_arr = pa.array(source_ids, string)
+    answerable_arr = pa.array(answerable, pa.bool_())
     reward_model = pa.StructArray.from_arrays(
         [pa.array(["rule"] * n, string),
-         pa.StructArray.from_arrays([answers, gold_labels_arr], fields=list(GROUND_TRUTH))],
+         pa.StructArray.from_arrays([answers, gold_labels_arr, answerable_arr], fields=list(GROUND_TRUTH))],
         fields=list(ROW_SCHEMA.field("reward_model").type))
     extra_info = pa.StructArray.from_arrays(
         [index_arr, split_arr, source_id_arr, source_arr, level_arr, hops_arr, labels_list],
@@ -403,6 +410,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         "hops": hops_arr, "curriculum_index": index_arr, "reward_model": reward_model, "extra_info": extra_info,
         "source_id": source_id_arr, "split": split_arr, "qtype": pa.array(qtypes, string),
         "setting": pa.array([setting] * n, string), "template": pa.array([template.name] * n, string),
+        "answerable": answerable_arr, "gold_recall": pa.array(gold_recall, pa.float64()),
     }
     if tokenizer is None:
         return pa.Table.from_arrays([columns[f.name] for f in ROW_SCHEMA], schema=ROW_SCHEMA)
