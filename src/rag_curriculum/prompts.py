@@ -53,6 +53,19 @@ RAG_RL_USER_INSTRUCTIONS = (
     "and cite only the passages you used in your final answer."
 )
 
+#: The final answer that means "the passages do not answer the question" (unanswerable rows, ``curriculum build
+#: --unanswerable-fraction``): the paper's future-work wording (section 6, "an 'unanswerable' response"). A build
+#: option and a reward option (``abstention_answer``); the two must agree (the build's manifest records it).
+ABSTENTION_ANSWER = "unanswerable"
+
+#: What a build with unanswerable rows appends to the user instructions of every row (answerable ones too, so the
+#: prompt never tells which rows are unanswerable); ``{answer}`` is the abstention answer. Builds without
+#: unanswerable rows keep the paper's prompt byte for byte.
+ABSTAIN_INSTRUCTION = (
+    "If the passages do not contain the information needed to answer the question, give \"{answer}\" as the final "
+    "answer and leave the supporting passages empty."
+)
+
 
 class Passage(NamedTuple):
     """A passage as presented in a row: its citation label, title, text and whether it is gold."""
@@ -104,6 +117,15 @@ class PromptTemplate:
     passage_separator: str = "\n\n"
     question_format: str = "Question: {question}"
     citation: str = "label"  # what the model cites; documented for parsers
+    abstain_instruction: str = ABSTAIN_INSTRUCTION  # appended to the instructions when a build may abstain
+
+    def with_abstention(self, answer: str) -> PromptTemplate:
+        """This template with :attr:`abstain_instruction` (``{answer}`` filled in) after its instructions: the
+        prompt of every row of a build that has unanswerable rows."""
+        from dataclasses import replace
+
+        extra = self.abstain_instruction.format(answer=answer)
+        return replace(self, instructions=f"{self.instructions} {extra}" if self.instructions else extra)
 
     def render_user(self, question: str, passages: Sequence[Passage]) -> str:
         return self.render_fields(question, [p.label for p in passages], [p.title for p in passages],

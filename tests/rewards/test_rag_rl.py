@@ -79,6 +79,7 @@ def test_breakdown_reports_the_metrics():
         "total": 0.0 + 0.5 + 1.0, "answer": 0.0, "citation": 0.5, "format": 1.0, "exact_match": 0.0,
         "answer_f1": pytest.approx(2 / 3), "citation_precision": 0.5, "citation_recall": 0.5, "citation_f1": 0.5,
         "num_cited": 2, "num_incorrect": 1, "format_valid": True, "format_reason": None,
+        "abstained": False, "answerable": True,
     }
 
 
@@ -145,7 +146,7 @@ def test_trl_standard_and_conversational_completions():
     assert logged["metrics"]["rag_rl/num_incorrect"] == 0.5
     assert set(logged["metrics"]) == {f"rag_rl/{k}" for k in (
         "answer", "citation", "format", "exact_match", "answer_f1", "citation_precision", "citation_recall",
-        "citation_f1", "num_incorrect", "format_valid")}
+        "citation_f1", "num_incorrect", "format_valid", "abstained")}
     assert logged["extra"]["rag_rl/format_reason"] == ["", "text_outside_tags"]
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origi
 # answered wrong, a level-1 row answered out of format.
 ROWS = (0, 60, 1)
 EXTRA_KEYS = {"score", "answer", "citation", "format", "acc", "answer_f1", "citation_precision", "citation_recall",
-              "citation_f1", "num_incorrect", "format_valid"}
+              "citation_f1", "num_incorrect", "format_valid", "abstained"}
 
 
 def _responses(items: list[dict]) -> list[str]:

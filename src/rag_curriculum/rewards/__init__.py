@@ -8,7 +8,8 @@ Metrics (used by partition and eval as well as by the rewards):
 * :func:`citation_scores` (precision, recall, F1 over citation labels), :func:`joint_f1`, :func:`aggregate`.
 
 Scoring: :func:`score_completion`, the one scorer of a completion (the reward's, the partition's and the
-evaluation's), with :func:`get_parser` (a template's output format) and :func:`passage_labels`.
+evaluation's), with :func:`get_parser` (a template's output format) and :func:`passage_labels`;
+:func:`is_abstention` (a final answer that is the abstention answer, :data:`ABSTENTION_ANSWER` by default).
 
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
@@ -45,9 +46,17 @@ from ._parser import (
 )
 from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward, RewardBreakdown
 from ._registry import REWARDS, get_reward, register_reward
-from ._scoring import CompletionScore, get_parser, passage_labels, score_completion
+from ._scoring import (
+    ABSTENTION_ANSWER,
+    CompletionScore,
+    get_parser,
+    is_abstention,
+    passage_labels,
+    score_completion,
+)
 
 __all__ = [
+    "ABSTENTION_ANSWER",
     "DEFAULT_MAX_CHARS",
     "FORMATS",
     "REASONS",
@@ -72,6 +81,7 @@ __all__ = [
     "get_format",
     "get_parser",
     "get_reward",
+    "is_abstention",
     "joint_f1",
     "normalize_answer",
     "parse_completion",

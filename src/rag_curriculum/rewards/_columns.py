@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["completion_text", "passage_labels", "row_answers", "row_gold_labels"]
+__all__ = ["completion_text", "passage_labels", "row_answerable", "row_answers", "row_gold_labels"]
 
 
 def _content_text(content: Any) -> str:
@@ -70,6 +70,18 @@ def row_gold_labels(gold_labels: Any = None, reward_model: Any = None) -> list[s
     if gold_labels is not None:
         return _str_list(gold_labels)
     return _str_list(_ground_truth(reward_model).get("gold_labels"))
+
+
+def row_answerable(answerable: Any = None, reward_model: Any = None) -> bool:
+    """Whether the row is answerable: the ``answerable`` column, else ``reward_model.ground_truth.answerable``;
+    True when neither says (shards built before unanswerable rows existed, or a null).
+
+    >>> row_answerable(), row_answerable(False), row_answerable(None, {"ground_truth": {"answerable": False}})
+    (True, False, False)
+    """
+    if answerable is None:
+        answerable = _ground_truth(reward_model).get("answerable")
+    return True if answerable is None else bool(answerable)
 
 
 def passage_labels(passages: Any = None, extra_info: Any = None) -> list[str] | None:

@@ -6,6 +6,16 @@
 * format: ``+gamma_format`` when the completion parses as valid, ``-format_penalty`` (p) otherwise (Eq. 3);
 * total: their sum.
 
+Unanswerable rows (``answerable`` false, ``curriculum build --unanswerable-fraction``): the row's answer is the
+abstention answer (``abstention_answer``, default ``"unanswerable"``), so the answer term is
+``gamma_answer * 1[the final answer is the abstention answer]``, the paper's 5 * 1[EM] unchanged; citing nothing
+(with an answer stated) earns the full recall term ``gamma_correct`` and no penalty, and every label cited is an
+incorrect citation (``-gamma_incorrect`` each, recall 0). On an answerable row, abstaining costs
+``abstain_penalty`` on the answer term (default 0: the paper's reward, where an abstention is a wrong answer and
+already never beats a wrong guess that cites nothing; see docs/unanswerable.md). The row's ``answerable`` comes
+from the ``answerable`` column, else ``reward_model.ground_truth.answerable``; a row without it (shards built before
+the field existed) is answerable.
+
 The paper sets gamma_answer = 5, gamma_correct = 5, gamma_incorrect = 2 and leaves gamma_format and p open. The
 defaults here are gamma_format = p = 1: the valid/invalid swing (2) is worth one incorrect citation and 40% of a
 correct answer, so correctness outweighs formatting as the paper asks, yet in a GRPO group where answers and
@@ -19,6 +29,9 @@ parser extracts even when the format is invalid (the three terms are independent
 (5.0, 0.5, 1.0, 6.5)
 >>> r([done, "Paris"], answers=[["Paris"], ["Paris"]], gold_labels=[["France"], ["France"]])
 [9.0, -1.0]
+>>> abstain = "<reasoning>...</reasoning>\\n<answer>\\nFinal answer: Unanswerable\\nSupporting passages:\\n</answer>"
+>>> [r.score(abstain, ["unanswerable"], [], answerable=False).total, r.score(abstain, ["Paris"], ["France"]).total]
+[11.0, 1.0]
 """
 
 from __future__ import annotations
@@ -29,10 +42,17 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ._columns import completion_text, row_answers, row_gold_labels
+from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
 from ._formats import FORMATS
+from ._metrics import _normalized_answers
 from ._parser import DEFAULT_MAX_CHARS
-from ._scoring import passage_labels, score_completion
+from ._scoring import (
+    ABSTENTION_ANSWER,
+    check_abstention_answer,
+    is_abstention,
+    passage_labels,
+    score_completion,
+)
 
 __all__ = [
     "RagRlAnswerReward",
@@ -60,6 +80,10 @@ class RewardBreakdown:
     num_incorrect: int
     format_valid: bool
     format_reason: str | None
+    abstained: bool = False
+    """The final answer is the abstention answer (on any row)."""
+    answerable: bool = True
+    """The row's ``answerable`` (False: an unanswerable row)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,7 +92,7 @@ class RewardBreakdown:
 # Metrics logged through TRL's ``log_metric`` (batch means), by breakdown attribute.
 _LOGGED = (
     "answer", "citation", "format", "exact_match", "answer_f1", "citation_precision", "citation_recall",
-    "citation_f1", "num_incorrect", "format_valid",
+    "citation_f1", "num_incorrect", "format_valid", "abstained",
 )
 
 
@@ -106,13 +130,21 @@ class RagRlReward:
     """Name of the output format (parser) in the format registry."""
     log_components: bool = True
     """Log batch means of every component through TRL's ``log_metric`` (and format reasons via ``log_extra``)."""
+    abstention_answer: str = ABSTENTION_ANSWER
+    """The final answer that abstains (normalised as the official EM); unanswerable rows expect it, so it must be
+    the build's ``abstention_answer`` (recorded in the manifest)."""
+    abstain_penalty: float = 0.0
+    """Subtracted from the answer term when a completion abstains on an answerable row (default 0: the paper's
+    reward unchanged; see the module docstring)."""
 
     __name__: ClassVar[str] = "rag_rl"  # TRL names the reward (and its logged mean) after this
     component: ClassVar[str] = "total"
 
     def __post_init__(self) -> None:
-        for name in ("gamma_answer", "gamma_correct", "gamma_incorrect", "gamma_format", "format_penalty"):
+        for name in ("gamma_answer", "gamma_correct", "gamma_incorrect", "gamma_format", "format_penalty",
+                     "abstain_penalty"):
             _check_weight(name, getattr(self, name))
+        check_abstention_answer(self.abstention_answer)
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
             raise ConfigError(f"max_chars must be a positive integer (characters), got {self.max_chars!r}")
         if self.output_format not in FORMATS:
@@ -128,25 +160,44 @@ class RagRlReward:
         answers: Sequence[str] | str,
         gold_labels: Sequence[str],
         labels: Sequence[str] | None = None,
+        *,
+        answerable: bool = True,
     ) -> RewardBreakdown:
         """The reward of one completion, with its components.
 
-        ``labels`` are all passage labels of the row (gold labels are always known labels too).
+        ``labels`` are all passage labels of the row (gold labels are always known labels too); ``answerable``
+        False scores an unanswerable row (see the module docstring).
         """
         gold = tuple(gold_labels)
         known = tuple(labels) + gold if labels is not None else gold
+        if not answerable:
+            self._check_unanswerable_row(answers)
         text, _, valid, reason, em, f1, precision, recall, cf1, n_cited, n_incorrect = score_completion(
             completion_text(completion), answers, gold, known, parse=FORMATS.get(self.output_format).parse,
-            max_chars=self.max_chars)
+            max_chars=self.max_chars, answerable=answerable)
         if not text:  # an empty answer earns nothing
             em = f1 = 0.0
+        abstained = is_abstention(text, self.abstention_answer)
         answer = self.gamma_answer * em
+        if abstained and answerable and not em:
+            answer -= self.abstain_penalty
         citation = self.gamma_correct * recall - self.gamma_incorrect * n_incorrect
         fmt = self.gamma_format if valid else -self.format_penalty
         return RewardBreakdown(
             answer + citation + fmt, answer, citation, fmt, em, f1, precision, recall, cf1, n_cited,
-            n_incorrect, valid, reason,
+            n_incorrect, valid, reason, abstained, answerable,
         )
+
+    def _check_unanswerable_row(self, answers: Sequence[str] | str) -> None:
+        """An unanswerable row must expect this reward's abstention answer (else the build and the reward
+        disagree, and abstaining would never be rewarded)."""
+        golds = _normalized_answers((answers,) if isinstance(answers, str) else tuple(answers))
+        if _normalized_answers((self.abstention_answer,))[0] not in golds:
+            raise ConfigError(
+                f"an unanswerable row (answerable=false) expects the answer(s) {list(golds)!r} but the reward's "
+                f"abstention_answer is {self.abstention_answer!r}",
+                hint="set the reward's abstention_answer to the build's (its manifest records "
+                     "config.abstention_answer)")
 
     def components(
         self,
@@ -157,11 +208,12 @@ class RagRlReward:
         *,
         reward_model: Sequence[Any] | None = None,
         extra_info: Sequence[Any] | None = None,
+        answerable: Sequence[Any] | None = None,
     ) -> list[RewardBreakdown]:
         """Per-completion breakdowns of a batch; the columns are lists with one entry per completion."""
         n = len(completions)
         for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
-                          ("reward_model", reward_model), ("extra_info", extra_info)):
+                          ("reward_model", reward_model), ("extra_info", extra_info), ("answerable", answerable)):
             if col is not None and len(col) != n:
                 raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
         if answers is None and reward_model is None:
@@ -172,11 +224,13 @@ class RagRlReward:
         none = (None,) * n  # an absent column reads as None in every row
         score = self.score
         return [
-            score(completion, row_answers(a, rm), row_gold_labels(g, rm), passage_labels(p, x))
-            for completion, a, g, p, rm, x in zip(
+            score(completion, row_answers(a, rm), row_gold_labels(g, rm), passage_labels(p, x),
+                  answerable=row_answerable(ok, rm))
+            for completion, a, g, p, rm, x, ok in zip(
                 completions, none if answers is None else answers, none if gold_labels is None else gold_labels,
                 none if passages is None else passages, none if reward_model is None else reward_model,
-                none if extra_info is None else extra_info, strict=True)
+                none if extra_info is None else extra_info, none if answerable is None else answerable,
+                strict=True)
         ]
 
     def __call__(
@@ -188,13 +242,15 @@ class RagRlReward:
         *,
         reward_model: Sequence[Any] | None = None,
         extra_info: Sequence[Any] | None = None,
+        answerable: Sequence[Any] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs: Any,
     ) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
         breakdowns = self.components(
-            completions, answers, gold_labels, passages, reward_model=reward_model, extra_info=extra_info
+            completions, answers, gold_labels, passages, reward_model=reward_model, extra_info=extra_info,
+            answerable=answerable,
         )
         if self.log_components and breakdowns:
             self._log(breakdowns, log_metric, log_extra)

@@ -4,7 +4,7 @@ An entry is a factory (a class or a function, or a ``"module:attr"`` path to one
 keyword arguments; it returns a batched, picklable TRL-style reward function.
 
 >>> get_reward("rag-rl", gamma_format=0.5)
-RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=0.5, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True)
+RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=0.5, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True, abstention_answer='unanswerable', abstain_penalty=0.0)
 >>> get_reward("rag-rl-answr")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...

@@ -8,6 +8,12 @@ own policy on top: the RAG-RL reward (section 3.1) weighs the components and giv
 partition takes the answer F1 of each sample (pass@k, section 3.2); the evaluation zeroes an invalid sample with
 ``strict_format`` and takes joint F1 (section 4.5).
 
+Unanswerable rows (``answerable`` false: no gold passage shown, the expected answer is the abstention answer,
+``curriculum build --unanswerable-fraction``) score citations the other way round: citing nothing is correct
+(precision, recall and F1 are 1) provided the completion states an answer, and every distinct label cited is an
+incorrect citation (precision, recall and F1 are 0). :func:`is_abstention` tells whether a final answer is the
+abstention answer (normalised as the official exact match).
+
 Passage labels are read one way, :func:`passage_labels` (``passages``, else ``extra_info["labels"]``), and an
 output format is found one way, :func:`get_parser`: a row's ``template`` names its format (``rag-rl`` when the
 row has none), and a name no format is registered under is an error naming it, never a silent fallback to
@@ -17,6 +23,10 @@ another parser (which would score every completion of a different format as inva
 ...                      "</answer>", ["Sun"], ["Sun"])
 >>> s.answer, s.exact_match, s.answer_f1, s.citation_precision, s.citation_recall, s.num_incorrect, s.valid
 ('the Sun', 1.0, 1.0, 0.5, 1.0, 1, True)
+>>> u = score_completion("<reasoning></reasoning><answer>Final answer: Unanswerable.\\nSupporting passages:</answer>",
+...                      ["unanswerable"], [], answerable=False)
+>>> u.exact_match, u.citation_recall, u.num_incorrect, is_abstention(u.answer)
+(1.0, 1.0, 0, True)
 >>> get_parser("rag-rll")
 Traceback (most recent call last):
 ...
@@ -29,12 +39,14 @@ import difflib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..errors import UnknownNameError
+from ..errors import ConfigError, UnknownNameError
+from ..prompts import ABSTENTION_ANSWER
 from ._columns import passage_labels
 from ._formats import FORMATS
-from ._metrics import _label_keys, _normalized_answers, _scores_normalized, citation_key
+from ._metrics import _label_keys, _normalized_answers, _scores_normalized, citation_key, normalize_answer
 
-__all__ = ["CompletionScore", "get_parser", "passage_labels", "score_completion"]
+__all__ = ["ABSTENTION_ANSWER", "CompletionScore", "check_abstention_answer", "get_parser", "is_abstention",
+           "passage_labels", "score_completion"]
 
 DEFAULT_FORMAT = "rag-rl"
 
@@ -74,13 +86,35 @@ def get_parser(template: str | None) -> Callable[..., Any]:
     return FORMATS.get(name).parse
 
 
+def check_abstention_answer(answer: Any, *, name: str = "abstention_answer") -> str:
+    """``answer`` if it can serve as the abstention answer (a string that normalises to something), else a
+    :class:`~rag_curriculum.errors.ConfigError`."""
+    if not isinstance(answer, str) or not normalize_answer(answer):
+        raise ConfigError(f"{name} = {answer!r}: the abstention answer must be text that stays non-empty after "
+                          "answer normalisation (lowercase, no punctuation, no articles)",
+                          hint=f"use the default {ABSTENTION_ANSWER!r} or a phrase such as 'insufficient information'")
+    return answer
+
+
+def is_abstention(answer: str, abstention_answer: str = ABSTENTION_ANSWER) -> bool:
+    """Whether a parsed final answer abstains: it equals ``abstention_answer`` once both are normalised as the
+    official exact match (``"Unanswerable."`` abstains, ``"It is unanswerable"`` does not).
+
+    >>> is_abstention("Unanswerable."), is_abstention("the answer is unanswerable"), is_abstention("")
+    (True, False, False)
+    """
+    return bool(answer) and normalize_answer(answer) == _normalized_answers((abstention_answer,))[0]
+
+
 def score_completion(text: str, answers: Sequence[str] | str, gold_labels: Sequence[str] | None = None,
                      labels: Sequence[str] | None = None, *, parse: Callable[..., Any] | None = None,
-                     max_chars: int | None = None) -> CompletionScore:
+                     max_chars: int | None = None, answerable: bool = True) -> CompletionScore:
     """Parse ``text`` with ``parse`` (the RAG-RL parser by default), given ``labels`` (the labels the parser may
     resolve citations to; None: none) and ``max_chars`` (None: the parser's default, 4000 characters for
     RAG-RL), and score it against ``answers`` (the gold answer and its aliases) and ``gold_labels``. Without
-    ``gold_labels`` the citation scores are 0 and not computed (answer-only scoring)."""
+    ``gold_labels`` the citation scores are 0 and not computed (answer-only scoring). With ``answerable`` false
+    (an unanswerable row) the citation scores are 1 when nothing is cited and an answer is stated, else 0, and
+    every cited label is incorrect."""
     if max_chars is None:
         parsed = (parse or get_parser(None))(text, labels)
     else:
@@ -99,6 +133,10 @@ def score_completion(text: str, answers: Sequence[str] | str, gold_labels: Seque
     n_gold = len(gold_keys := _label_keys(gold_labels if type(gold_labels) is tuple else tuple(gold_labels)))
     cited = {k for k in map(citation_key, parsed.citations) if k}
     n_cited = len(cited)
+    if not answerable:  # nothing to cite: citing nothing (with an answer stated) is right, any citation is wrong
+        c = 1.0 if not n_cited and answer else 0.0
+        return _new(CompletionScore, (answer, parsed.citations, bool(parsed.valid), parsed.reason, em, f1,
+                                      c, c, c, n_cited, n_cited))
     tp = len(cited & gold_keys)
     precision = tp / n_cited if n_cited else 0.0
     recall = tp / n_gold if n_gold else 0.0

@@ -67,7 +67,7 @@ def reward_funcs_from_config(
     ``{name, weight=1.0, kwargs={...}}`` (other keys of such a mapping are passed as keyword arguments too).
 
     >>> reward_funcs_from_config({"rag-rl": 1.0})[0]
-    [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True)]
+    [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True, abstention_answer='unanswerable', abstain_penalty=0.0)]
     """
     if isinstance(specs, str):
         entries = [_spec_entry(specs)]

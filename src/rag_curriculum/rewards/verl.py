@@ -8,12 +8,13 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
         +reward.custom_reward_function.reward_kwargs.gamma_format=1.0
 
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` once per response, with the
-row's ``reward_model.ground_truth`` (``{"answers": [...], "gold_labels": [...]}``) and ``extra_info`` (whose
+row's ``reward_model.ground_truth`` (``{"answers": [...], "gold_labels": [...], "answerable": bool}``; a
+ground truth without ``answerable``, from shards built before it existed, is answerable) and ``extra_info`` (whose
 ``labels``, when present, list every passage label). Keyword arguments named like :class:`RagRlReward` fields
 (``reward_kwargs`` in the config) set the constants; the keyword arguments verl adds are ignored, and any other
 name is ignored with a warning (logged once: most likely a misspelt constant). The result
 is a dict: ``score`` (the total) plus every component and metric as a number (``acc`` is the exact match, the raw
-metric to use for DAPO-style group filtering).
+metric to use for DAPO-style group filtering; ``abstained`` is 1 when the final answer is the abstention answer).
 
 >>> gt = {"answers": ["Paris"], "gold_labels": ["France"]}
 >>> out = compute_score("musique", "<reasoning></reasoning><answer>Final answer: Paris\\nSupporting passages: France</answer>", gt)
@@ -28,7 +29,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rag_curriculum.rewards._columns import passage_labels, row_answers, row_gold_labels
+from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
 __all__ = ["compute_score"]
@@ -80,7 +81,8 @@ def compute_score(
     answers = row_answers(gt.get("answers"))
     if not answers:
         logger.warning("no gold answers in ground_truth for data_source %r: the answer reward will be 0", data_source)
-    b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), passage_labels(None, extra_info))
+    b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), passage_labels(None, extra_info),
+                     answerable=row_answerable(gt.get("answerable")))
     return {
         "score": b.total,
         "answer": b.answer,
@@ -93,4 +95,5 @@ def compute_score(
         "citation_f1": b.citation_f1,
         "num_incorrect": float(b.num_incorrect),
         "format_valid": float(b.format_valid),
+        "abstained": float(b.abstained),
     }
