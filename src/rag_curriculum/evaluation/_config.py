@@ -78,8 +78,8 @@ class EvalConfig:
         "Models to evaluate, each on every evaluation set: PATH or NAME=PATH (a local model or checkpoint, a Hub "
         "id, or the name an OpenAI-compatible server serves); NAME labels its row."))
     data: list[str] = rule(default_factory=list, flag="--data", help=(
-        "Evaluation shard directories (`curriculum build --setting distractor|ideal`); dataset and setting come "
-        "from each one's manifest and rows."))
+        "Evaluation shard directories (`curriculum build --setting distractor|ideal|retrieved`); dataset, setting "
+        "and abstention answer come from each one's manifest and rows."))
     out: str = rule("outputs/eval", empty=False, help="Output directory: results/, summary.json, table.md, plots/.")
     backend: str = rule("vllm", empty=False, help=(
         "Generation backend: vllm (GPU, the paper's; as in partition) | openai (a server such as `vllm serve`) | "
@@ -119,7 +119,7 @@ class EvalConfig:
             raise ConfigError("no model given: pass --model PATH (or NAME=PATH), once per model")
         if not self.data:
             raise ConfigError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
-                             "distractor|ideal`), once per set")
+                             "distractor|ideal|retrieved`), once per set")
         names = [m.name for m in self.models]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

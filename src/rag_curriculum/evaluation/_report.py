@@ -16,6 +16,7 @@ from typing import Any
 
 from ..cards import md_table
 from ..errors import ConfigError
+from ._outcomes import add_outcomes, outcome_sections
 from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
 
 __all__ = [
@@ -36,7 +37,7 @@ SUMMARY_VERSION = 1
 SUMMARY_FILE = "summary.json"
 
 _DATASET_TITLES = {"hotpotqa": "HotpotQA", "musique": "MuSiQue", "2wikimultihopqa": "2Wiki"}
-_SETTING_TITLES = {"distractor": "Distractor", "ideal": "Ideal Retrieval"}
+_SETTING_TITLES = {"distractor": "Distractor", "ideal": "Ideal Retrieval", "retrieved": "Retrieved"}
 _METRIC_TITLES = {"answer_f1": "Answer F1", "citation_f1": "Citation F1", "joint_f1": "Joint F1",
                   "joint_f1_per_sample": "Joint F1 (per sample)", "exact_match": "EM",
                   "citation_precision": "Citation P", "citation_recall": "Citation R", "format_valid": "Valid format"}
@@ -101,6 +102,7 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
             entry[key] = b
     entry["by_format"] = breakdown_by_format(records)
     entry["format_reasons"] = format_reasons(records)
+    add_outcomes(entry, records)  # abstention, retrieval outcome: only on sets that have them
     return entry
 
 
@@ -324,6 +326,7 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
     if any(len(e.get("by_level") or {}) > 1 for e in summary["evals"]):  # evaluation sets usually have one level
         lines += ["## By difficulty level", "", "Level l of a row (its distractor count d = l + 2 - hops).", "",
                   _by_level_table(summary), ""]
+    lines += outcome_sections(summary)
     lines += ["## By format validity", "", "Per sample: completions that keep the output format and those that do "
               "not (scored on what the parser could extract).", "", _by_format_table(summary), ""]
     lines += ["## More metrics", "", _details_table(summary), ""]

@@ -36,15 +36,16 @@ log = logging.getLogger(__name__)
 __all__ = ["RESULT_SCHEMA", "EvalError", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
            "load_eval_sets", "read_results", "run_eval"]
 
-EVAL_SETTINGS = ("distractor", "ideal")
+EVAL_SETTINGS = ("distractor", "ideal", "retrieved")
 SKIPPED_TOO_LONG = "prompt_too_long"
 RESULTS_META_KEY = b"rag_curriculum.eval"
 
 #: The rows of the row shards that results keep (the question's identity and its breakdown keys).
 _ROW_COLUMNS = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
-                "num_distractors", "qtype", "curriculum_index", "template", "prompt", "passages", "extra_info")
+                "num_distractors", "qtype", "curriculum_index", "template", "prompt", "passages", "extra_info",
+                "answerable", "gold_recall")
 _KEPT = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
-         "num_distractors", "qtype", "curriculum_index", "template")
+         "num_distractors", "qtype", "curriculum_index", "template", "answerable", "gold_recall")
 
 #: Per-question results: one row per question, with its completions, parsed samples and scores.
 RESULT_SCHEMA = pa.schema([
@@ -53,6 +54,7 @@ RESULT_SCHEMA = pa.schema([
     ("question", pa.string()), ("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string())),
     ("hops", pa.int32()), ("level", pa.int32()), ("num_distractors", pa.int32()), ("qtype", pa.string()),
     ("curriculum_index", pa.int64()), ("template", pa.string()),
+    ("answerable", pa.bool_()), ("gold_recall", pa.float64()),  # unanswerable rows; the retrieved setting
     ("bucket", pa.string()),
     ("skipped", pa.string()),
     ("m", pa.int32()),
@@ -62,6 +64,7 @@ RESULT_SCHEMA = pa.schema([
     ("completions", pa.list_(pa.string())),
     ("sample_answer", pa.list_(pa.string())), ("sample_citations", pa.list_(pa.list_(pa.string()))),
     ("sample_valid", pa.list_(pa.bool_())), ("sample_reason", pa.list_(pa.string())),
+    ("sample_abstained", pa.list_(pa.bool_())),
     *[(f"sample_{k}", pa.list_(pa.float64())) for k in SAMPLE_METRICS],
 ])
 
@@ -79,6 +82,13 @@ class EvalSet:
     @property
     def key(self) -> str:
         return f"{self.dataset}-{self.setting}"
+
+    @property
+    def abstention_answer(self) -> str:
+        """The final answer that abstains on this set: the build's (its manifest), else the default."""
+        from ..rewards import ABSTENTION_ANSWER
+
+        return (self.manifest.get("config") or {}).get("abstention_answer") or ABSTENTION_ANSWER
 
     def fingerprint(self) -> str:
         """The shards' content and the evaluated rows' ids (a work directory is reused only when it matches)."""
@@ -104,7 +114,7 @@ def load_eval_sets(directory: str | Path, *, limit: int | None = None, verify: b
     setting = _manifest_setting(manifest)
     if setting not in EVAL_SETTINGS:
         raise EvalError(f"{d} is not an evaluation set (kind={setting!r}); build one with "
-                        "`curriculum build --setting distractor|ideal`")
+                        "`curriculum build --setting distractor|ideal|retrieved`")
     table = read_table(d, verify=verify)
     cols = [c for c in _ROW_COLUMNS if c in table.schema.names]
     rows = table.select(cols).to_pylist()
@@ -246,7 +256,8 @@ def _score(es: EvalSet, model: ModelSpec, completions: Sequence[Sequence[str] | 
         rec["setting"] = rec.get("setting") or es.setting
         rec["bucket"] = _bucket_of(buckets, rec) if buckets else None
         rec["skipped"] = None if comps is not None else SKIPPED_TOO_LONG
-        rec.update(score_row(row, list(comps) if comps is not None else [""] * m, strict_format=strict_format))
+        rec.update(score_row(row, list(comps) if comps is not None else [""] * m, strict_format=strict_format,
+                             abstention_answer=es.abstention_answer))
         records.append(rec)
     return records
 

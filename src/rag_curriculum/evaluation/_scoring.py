@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..rewards import aggregate as _aggregate
 from ..rewards import joint_f1
-from ..rewards._scoring import get_parser, passage_labels, score_completion
+from ..rewards._scoring import ABSTENTION_ANSWER, get_parser, is_abstention, passage_labels, score_completion
 
 __all__ = [
     "BREAKDOWNS",
@@ -64,11 +64,14 @@ _ZERO = dict.fromkeys(SAMPLE_METRICS, 0.0)
 
 
 def _sample(text: str, answers: Sequence[str], gold: Sequence[str], labels: Sequence[str] | None,
-            parse: Callable[..., Any], strict_format: bool) -> dict[str, Any]:
+            parse: Callable[..., Any], strict_format: bool, answerable: bool = True,
+            abstention_answer: str = ABSTENTION_ANSWER) -> dict[str, Any]:
     """One completion's record: what the one scorer (:func:`rag_curriculum.rewards.score_completion`) parsed and
-    its :data:`SAMPLE_METRICS`, all 0 for an invalid sample under ``strict_format``."""
-    s = score_completion(text, answers, gold, labels, parse=parse)
-    out: dict[str, Any] = {"answer": s.answer, "citations": list(s.citations), "valid": s.valid, "reason": s.reason}
+    its :data:`SAMPLE_METRICS`, all 0 for an invalid sample under ``strict_format``; ``abstained`` when its final
+    answer is the abstention answer."""
+    s = score_completion(text, answers, gold, labels, parse=parse, answerable=answerable)
+    out: dict[str, Any] = {"answer": s.answer, "citations": list(s.citations), "valid": s.valid, "reason": s.reason,
+                           "abstained": is_abstention(s.answer, abstention_answer)}
     if strict_format and not s.valid:
         out.update(_ZERO)
         return out
@@ -83,10 +86,12 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def score_row(row: Mapping[str, Any], completions: Sequence[str], *, strict_format: bool = False,
-              parse: Callable[..., Any] | None = None) -> dict[str, Any]:
+              parse: Callable[..., Any] | None = None, abstention_answer: str = ABSTENTION_ANSWER) -> dict[str, Any]:
     """One question's record: its completions, what was parsed from each, the per-sample scores
     (``sample_<metric>`` lists) and their means over the samples (``answer_f1``, ..., ``joint_f1_per_sample``,
-    ``format_valid``). ``parse`` defaults to the parser of the row's ``template`` (``rag-rl``)."""
+    ``format_valid``), and which samples abstained (``sample_abstained``: the final answer is
+    ``abstention_answer``). ``parse`` defaults to the parser of the row's ``template`` (``rag-rl``); a row whose
+    ``answerable`` is false is scored as an unanswerable row (citing nothing is right)."""
     if not completions:
         raise ConfigError(f"{row.get('id', '?')}: no completions to score")
     if parse is None:
@@ -94,7 +99,9 @@ def score_row(row: Mapping[str, Any], completions: Sequence[str], *, strict_form
     answers = list(row["answers"])
     gold = list(row["gold_labels"])
     labels = passage_labels(row.get("passages"), row.get("extra_info"))
-    samples = [_sample(t, answers, gold, labels, parse, strict_format) for t in completions]
+    answerable = row.get("answerable") is not False  # missing (shards built before the field): answerable
+    samples = [_sample(t, answers, gold, labels, parse, strict_format, answerable, abstention_answer)
+               for t in completions]
     rec: dict[str, Any] = {
         "m": len(completions),
         "completions": list(completions),
@@ -102,6 +109,7 @@ def score_row(row: Mapping[str, Any], completions: Sequence[str], *, strict_form
         "sample_citations": [s["citations"] for s in samples],
         "sample_valid": [s["valid"] for s in samples],
         "sample_reason": [s["reason"] for s in samples],
+        "sample_abstained": [s["abstained"] for s in samples],
     }
     for k in SAMPLE_METRICS:
         rec[f"sample_{k}"] = [s[k] for s in samples]
