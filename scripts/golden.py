@@ -48,7 +48,7 @@ def build_all(out: Path) -> None:
     rel = out.name
     for name in recipes():
         args = ["build", f"recipe={name}", f"out={rel}/build/{name}", "n=60", "workers=1"]
-        if name == "mixture-craft":
+        if name.startswith("mixture-craft"):
             args += [f"sources.{i}.input={INPUTS[(ds, 'train')]}" for i, ds in
                      enumerate(["musique", "hotpotqa", "2wikimultihopqa"])]
             args += [f"sources.{i}.n={n}" for i, n in enumerate([30, 20, 20])]

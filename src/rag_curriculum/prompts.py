@@ -11,7 +11,9 @@ title, so each passage gets a *label*: its title, made unique within the row whe
 
 Other output formats (the companion papers' tags) are added by registering a template under a new name; the
 builder looks templates up by name only. The matching completion parser lives in
-:mod:`rag_curriculum.rewards` under the same name.
+:mod:`rag_curriculum.rewards` under the same name. CRAFT's five trace formats (``craft-v1`` ... ``craft-v5``,
+:mod:`rag_curriculum.rewards._craft_format`) cite documents by *number*: a template with ``citation="index"``
+labels its passages ``"1"``, ``"2"``, ... (from ``index_base``), so gold labels are the gold documents' numbers.
 
 >>> unique_labels(["Euro", "Ohio", "Euro", "Euro"])
 ['Euro', 'Ohio', 'Euro (2)', 'Euro (3)']
@@ -116,7 +118,8 @@ class PromptTemplate:
     passage_format: str = "Title: {label}\n{text}"
     passage_separator: str = "\n\n"
     question_format: str = "Question: {question}"
-    citation: str = "label"  # what the model cites; documented for parsers
+    citation: str = "label"  # what the model cites: "label" (the unique title) or "index" (the passage's number)
+    index_base: int = 1  # the first passage's number when citation == "index" (CRAFT: 1, the paper's d_1..d_K)
     abstain_instruction: str = ABSTAIN_INSTRUCTION  # appended to the instructions when a build may abstain
 
     def with_abstention(self, answer: str) -> PromptTemplate:
@@ -126,6 +129,36 @@ class PromptTemplate:
 
         extra = self.abstain_instruction.format(answer=answer)
         return replace(self, instructions=f"{self.instructions} {extra}" if self.instructions else extra)
+
+    @property
+    def numbered(self) -> bool:
+        """Whether passages are cited by number (``citation == "index"``)."""
+        return self.citation == "index"
+
+    def labels(self, titles: Sequence[str]) -> list[str]:
+        """The citation labels of passages with these titles, in the order shown: the unique titles
+        (:func:`unique_labels`), or for a numbered template their numbers as strings from ``index_base``.
+
+        >>> get_template("craft-v1").labels(["Euro", "Ohio", "Euro"]), get_template("rag-rl").labels(["Euro", "Euro"])
+        (['1', '2', '3'], ['Euro', 'Euro (2)'])
+        """
+        if self.citation == "index":
+            return [str(i) for i in range(self.index_base, self.index_base + len(titles))]
+        return unique_labels(titles)
+
+    def with_index_base(self, base: int) -> PromptTemplate:
+        """This numbered template with passages numbered from ``base`` (0 or 1)."""
+        from dataclasses import replace
+
+        from .errors import ConfigError
+
+        if base not in (0, 1):
+            raise ConfigError(f"index_base must be 0 or 1, got {base!r}")
+        if not self.numbered:
+            raise ConfigError(f"the template {self.name!r} cites passages by title, not by number: index_base does "
+                              "not apply to it", hint="leave index_base unset, or use a numbered template "
+                              "(craft-v1 ... craft-v5)")
+        return self if base == self.index_base else replace(self, index_base=base)
 
     def render_user(self, question: str, passages: Sequence[Passage]) -> str:
         return self.render_fields(question, [p.label for p in passages], [p.title for p in passages],
@@ -158,6 +191,8 @@ TEMPLATES.register(
     "rag-rl",
     PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS),
 )
+for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
+    TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -17,7 +17,8 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
     docs = select_documents(ex, d, seed)
     titles = [doc.title for doc in docs]
     texts = [doc.text for doc in docs]
-    labels = unique_labels(titles)
+    labels = ([str(template.index_base + k) for k in range(len(titles))] if template.citation == "index"
+              else unique_labels(titles))
     gold_labels = [lb for lb, doc in zip(labels, docs, strict=True) if doc.is_gold]
     hops = len(gold_labels)
     answers = list(ex.answers)
@@ -53,6 +54,8 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
 def render(plan: Any, cfg: Any, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
     """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan), one dict each."""
     template = get_template(cfg.template)
+    if getattr(cfg, "index_base", None) is not None:
+        template = template.with_index_base(cfg.index_base)
     stop = len(plan) if stop is None else stop
     return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
                      ability=cfg.ability)

@@ -34,6 +34,7 @@ def build(
     split: Annotated[str | None, option(SourceSpec, "split")] = None,
     max_distractors: Annotated[int | None, option(B, "max_distractors")] = None,
     template: Annotated[str | None, option(B, "template")] = None,
+    index_base: Annotated[int | None, option(B, "index_base")] = None,
     batch_prompts: Annotated[int | None, option(B, "batch_prompts", "--batch-prompts", "-P")] = None,
     tail: Annotated[str | None, option(B, "tail")] = None,
     eval_sets: Annotated[list[str] | None, option(B, "eval_sets", "--eval-set", extra="Repeatable.")] = None,

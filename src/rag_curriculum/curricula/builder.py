@@ -30,7 +30,7 @@ from .._plumbing import derive_seed, distribution, gc_paused, trainer_tail
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import BuildError, SkipReport  # noqa: F401  (re-exported)
 from ..loaders import get_loader, guess_split, load_examples
-from ..prompts import get_template, unique_labels
+from ..prompts import get_template
 from ..records import Document, Example
 from ..shards import (
     EXTRA_INFO,
@@ -330,6 +330,8 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     dict at a time, as the check of this one). With a ``tokenizer``, the table also has the ``prompt_tokens``
     column (see :mod:`.lengths`)."""
     template = get_template(cfg.template)
+    if cfg.index_base is not None:  # numbered templates (craft-v*): passages numbered from 0 or 1
+        template = template.with_index_base(cfg.index_base)
     stop = len(plan) if stop is None else stop
     seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
     ids, sources, questions, contents, splits, source_ids, qtypes = [], [], [], [], [], [], []
@@ -343,7 +345,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         docs = select_documents(ex, d, seed)
         titles = [doc.title for doc in docs]
         texts = [doc.text for doc in docs]
-        labels = unique_labels(titles)
+        labels = template.labels(titles)  # unique titles; numbers for a numbered template
         gold = [doc.is_gold for doc in docs]
         gold_labels = [lb for lb, g in zip(labels, gold, strict=True) if g]
         ids.append(f"{ex.source}-{ex.id}")

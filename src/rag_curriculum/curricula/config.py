@@ -62,7 +62,11 @@ class BuildConfig:
         "curriculum (training) | distractor | ideal (evaluation sets from the dev split)."))
     max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
     template: str = rule("rag-rl", empty=False, help=(
-        "Prompt / output format, looked up in rag_curriculum.prompts."))
+        "Prompt / output format, looked up in rag_curriculum.prompts: rag-rl, or CRAFT's craft-v1 ... craft-v5 "
+        "(numbered documents)."))
+    index_base: int | None = rule(None, ge=0, le=1, help=(
+        "Numbered templates (craft-v1 ... craft-v5): the first passage's number, 1 (their default: the CRAFT "
+        "paper's d_1..d_K) or 0. Passage and gold labels are these numbers."))
     ability: str = rule("multi-hop-qa", flag="", help="verl's `ability` column.")
     rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, help="Rows per Parquet shard.")
     workers: int | None = rule(None, ge=1, le=1024, help=(
@@ -100,13 +104,18 @@ class BuildConfig:
             raise ConfigError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
         if self.tail != "keep" and not self.batch_prompts:
             raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
+        if self.index_base is not None:
+            from ..prompts import get_template
+
+            get_template(self.template).with_index_base(self.index_base)  # a numbered template, 0 or 1
         if self.pieces and self.schedule != "piecewise":
             raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        if d["tokenizer"] is None:  # a build without --tokenizer records the config it always did
-            del d["tokenizer"]
+        for key in ("tokenizer", "index_base"):  # unset: the config recorded as it always was
+            if d[key] is None:
+                del d[key]
         return d
 
     @classmethod

@@ -44,6 +44,14 @@ class OutputFormat:
 
 FORMATS: Registry[OutputFormat] = Registry("output format")
 FORMATS.register("rag-rl", OutputFormat("rag-rl", parse_completion))
+for _v in range(1, 6):  # CRAFT's trace formats (rewards/_craft_format.py): parsers with Table 12's error taxonomy
+    FORMATS.register(f"craft-v{_v}", f"rag_curriculum.rewards._formats:_craft_format_{_v}")
+
+
+def _craft(v: int) -> OutputFormat:
+    from . import _craft_format
+
+    return OutputFormat(f"craft-v{v}", getattr(_craft_format, f"parse_craft_v{v}"))
 
 
 def get_format(name: str) -> OutputFormat:
@@ -54,3 +62,6 @@ def get_format(name: str) -> OutputFormat:
 def register_format(fmt: OutputFormat, *, overwrite: bool = False) -> None:
     """Register ``fmt`` under ``fmt.name``; a typo'd lookup later gets a "did you mean"."""
     FORMATS.register(fmt.name, fmt, overwrite=overwrite)
+
+
+_craft_format_1, _craft_format_2, _craft_format_3, _craft_format_4, _craft_format_5 = (_craft(v) for v in range(1, 6))

@@ -8,7 +8,7 @@ RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_form
 >>> get_reward("rag-rl-answr")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UnknownNameError: unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: rag-rl, rag-rl-answer, ...
+rag_curriculum.errors.UnknownNameError: unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: craft, ..., rag-rl-format
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
 REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
 REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")
 REWARDS.register("rag-rl-format", "rag_curriculum.rewards._rag_rl:RagRlFormatReward")
+# CRAFT (rewards/_craft.py, docs/craft.md): the total and each term
+for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatReward"),
+                    ("craft-answer", "CraftAnswerReward"), ("craft-evidence", "CraftEvidenceReward"),
+                    ("craft-boundary", "CraftBoundaryReward"), ("craft-judge", "CraftJudgeReward")):
+    REWARDS.register(_name, f"rag_curriculum.rewards._craft:{_cls}")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

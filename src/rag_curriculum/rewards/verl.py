@@ -25,6 +25,7 @@ metric to use for DAPO-style group filtering; ``abstained`` is 1 when the final 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
-__all__ = ["compute_score"]
+__all__ = ["compute_craft_score", "compute_score"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,4 +97,54 @@ def compute_score(
         "num_incorrect": float(b.num_incorrect),
         "format_valid": float(b.format_valid),
         "abstained": float(b.abstained),
+    }
+
+
+_CRAFT_OPTIONS = ("output_format", "terms", "weights", "normalize")
+
+
+@functools.lru_cache(maxsize=64)
+def _craft_reward(options: str) -> Any:
+    from rag_curriculum.rewards._craft import CraftReward
+
+    return CraftReward(**json.loads(options), log_components=False)
+
+
+def compute_craft_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """The CRAFT reward for verl (``reward.custom_reward_function.name=compute_craft_score``) on rows built with a
+    ``craft-v*`` template: ``{"score": total, "format", "answer", "evidence", "boundary", "acc", ...}``.
+
+    ``reward_kwargs`` set :class:`~rag_curriculum.rewards._craft.CraftReward`'s options (``output_format``, default
+    ``craft-v1``; ``terms``; ``weights``; ``normalize``); verl's own keywords are ignored. The judge term is not
+    available here: verl hands a reward one response without the row's passages (train with TRL for R_faith).
+
+    >>> gt = {"answers": ["Paris"], "gold_labels": ["2"]}
+    >>> y = "<plan>p</plan><gold_docs>[2]</gold_docs><reason>doc [2]</reason><answer>Paris</answer>"
+    >>> out = compute_craft_score("musique", y, gt)
+    >>> out["score"], out["format"], out["evidence"], out["answer"], out["acc"]
+    (3.0, 1.0, 1.0, 1.0, 1.0)
+    """
+    from rag_curriculum.errors import ConfigError
+
+    if kwargs.get("judge") is not None:
+        raise ConfigError("compute_craft_score has no judge: verl gives a reward one response without the row's "
+                          "passages", hint="drop reward_kwargs.judge, or train with TRL (rewards: craft with judge)")
+    reward = _craft_reward(json.dumps({k: v for k, v in kwargs.items() if k in _CRAFT_OPTIONS}, sort_keys=True))
+    gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
+    b = reward.score(solution_str, row_answers(gt.get("answers")), row_gold_labels(gt.get("gold_labels")))
+    return {
+        "score": b.total,
+        "format": b.format,
+        "answer": b.answer,
+        "evidence": float(b.evidence or 0.0),
+        "boundary": float(b.boundary or 0.0),
+        "acc": b.exact_match,
+        "answer_f1": b.answer_f1,
+        "format_valid": float(b.format_valid),
     }
