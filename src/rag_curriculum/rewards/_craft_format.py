@@ -132,8 +132,11 @@ def craft_template(name: str, *, index_base: int = 1) -> PromptTemplate:
     """The prompt template of a CRAFT variant: the toolkit's system prompt and instructions for its tags, the
     documents numbered from ``index_base`` (``[1] Title`` then the text) and cited by number."""
     tags = CRAFT_VARIANTS[name]
+    abstain = ("If the documents do not contain the information needed to answer the question, give \"{answer}\" "
+               "in <answer>" + (" and list no document in <gold_docs>, []." if "gold_docs" in tags else "."))
     return PromptTemplate(name=name, system_prompt=_system_prompt(tags), instructions=_instructions(tags),
-                          passage_format="[{label}] {title}\n{text}", citation="index", index_base=index_base)
+                          passage_format="[{label}] {title}\n{text}", citation="index", index_base=index_base,
+                          abstain_instruction=abstain)
 
 
 CRAFT_V1_TEMPLATE = craft_template("craft-v1")
