@@ -188,10 +188,28 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         tail=tail,
         leakage=leakage,
         lengths=lengths,
+        unanswerable=unanswerable_text(manifest.get("unanswerable")),
         level_plot=LEVEL_PLOT,
         directory=manifest["config"].get("out") or ".",
     )
     (directory / "README.md").write_text(card, encoding="utf-8")
+
+
+def unanswerable_text(record: dict[str, Any] | None) -> str:
+    """The card's paragraph on unanswerable rows (builds with ``--unanswerable-fraction``), or nothing."""
+    if not record:
+        return ""
+    short = ""
+    if record["short_rows"]:
+        short = (f" {record['short_rows']} unanswerable row(s) ran out of distractors before every gold passage "
+                 f"was replaced and show {record['missing_passages']} passage(s) fewer in all.")
+    table = md_table(["dataset", "answerable rows", "unanswerable rows"],
+                     [[k, v["answerable"], v["unanswerable"]] for k, v in record["by_source"].items()])
+    return (f"\nAnswerable rows: {record['answerable_rows']:,}; unanswerable rows: {record['unanswerable_rows']:,} "
+            f"(`--unanswerable-fraction {record['fraction']}`, drawn per question from the seed). An unanswerable "
+            "row shows no gold passage (each is replaced by another distractor), expects the final answer "
+            f"`{record['abstention_answer']}` with no supporting passage, and has `answerable` false; every prompt "
+            f"of this set tells the model it may give that answer.{short}\n\n{table}\n")
 
 
 def prompt_lengths_text(record: dict[str, Any] | None) -> str:

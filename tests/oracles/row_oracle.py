@@ -12,16 +12,20 @@ from rag_curriculum.records import Example
 
 
 def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template: PromptTemplate,
-             setting: str, ability: str) -> dict[str, Any]:
-    """One row in the shard schema: prompt, passages with unique labels, gold labels, verl columns."""
-    docs = select_documents(ex, d, seed)
+             setting: str, ability: str, answerable: bool = True,
+             abstention_answer: str = "unanswerable") -> dict[str, Any]:
+    """One row in the shard schema: prompt, passages with unique labels, gold labels, verl columns. An
+    unanswerable row (``answerable`` False) shows only distractors and expects ``abstention_answer``."""
+    docs = select_documents(ex, d, seed, unanswerable=not answerable)
     titles = [doc.title for doc in docs]
     texts = [doc.text for doc in docs]
     labels = ([str(template.index_base + k) for k in range(len(titles))] if template.citation == "index"
               else unique_labels(titles))
     gold_labels = [lb for lb, doc in zip(labels, docs, strict=True) if doc.is_gold]
-    hops = len(gold_labels)
-    answers = list(ex.answers)
+    hops = len(gold_labels) if answerable else ex.hops
+    answers = list(ex.answers) if answerable else [abstention_answer]
+    if not answerable:
+        d = len(docs)
     return {
         "id": f"{ex.source}-{ex.id}",
         "data_source": ex.source,
@@ -38,7 +42,7 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
         "hops": hops,
         "curriculum_index": index,
         "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels,
-                                                           "answerable": True}},
+                                                           "answerable": answerable}},
         "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
                        "hops": hops, "labels": labels},
         "source_id": ex.id,
@@ -46,7 +50,7 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
         "qtype": ex.qtype,
         "setting": setting,
         "template": template.name,
-        "answerable": True,
+        "answerable": answerable,
         "gold_recall": None,
     }
 
@@ -56,7 +60,10 @@ def render(plan: Any, cfg: Any, start: int = 0, stop: int | None = None) -> list
     template = get_template(cfg.template)
     if getattr(cfg, "index_base", None) is not None:
         template = template.with_index_base(cfg.index_base)
+    if getattr(cfg, "unanswerable_fraction", 0):
+        template = template.with_abstention(cfg.abstention_answer)
     stop = len(plan) if stop is None else stop
-    return [make_row(ex, level=level, d=d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
-                     ability=cfg.ability)
-            for i, (ex, level, d, _) in zip(range(start, stop), plan[start:stop], strict=True)]
+    return [make_row(r.ex, level=r.level, d=r.d, index=i, seed=cfg.seed, template=template, setting=cfg.setting,
+                     ability=cfg.ability, answerable=r.answerable,
+                     abstention_answer=getattr(cfg, "abstention_answer", "unanswerable"))
+            for i, r in zip(range(start, stop), plan[start:stop], strict=True)]

@@ -45,6 +45,8 @@ def build(
                                          "recipe's")] = None,
     allow_split_mismatch: Annotated[bool | None, option(B, "allow_split_mismatch")] = None,
     include_unanswerable: Annotated[bool | None, option(B, "include_unanswerable")] = None,
+    unanswerable_fraction: Annotated[float | None, option(B, "unanswerable_fraction")] = None,
+    abstention_answer: Annotated[str | None, option(B, "abstention_answer")] = None,
     workers: Annotated[int | None, option(B, "workers")] = None,
     tokenizer: Annotated[str | None, option(B, "tokenizer", "--tokenizer")] = None,
     overwrite: Annotated[bool | None, option(B, "overwrite")] = None,

@@ -5,6 +5,15 @@ with the build seed; the schedule maps each row index ``i`` to a level ``l``; a 
 gold document and ``d = min(max(l + 2 - j, 0), k)`` distractors. Which distractors, and the order in which the
 documents are shown, come from a random generator seeded by ``(build seed, dataset, example id)`` only, so a row
 never changes when other rows are added, and the distractors of level ``l`` are a subset of those of ``l + 1``.
+
+Unanswerable rows (``--unanswerable-fraction P``): whether a row is one is decided by ``(build seed, dataset,
+example id)`` alone (:func:`is_unanswerable`), so a row's status never changes when other rows are added. Such a row
+shows no gold passage: each is replaced by the next unused distractor of the row's own seeded order (the
+replacement takes the gold passage's place, so the passage count holds and a row of level ``l`` still shows a
+subset of level ``l + 1``'s passages); its answer is the abstention answer, its ``gold_labels`` empty, its
+``answerable`` false. When the row's distractors run out (the dataset's are all shown already, as at the top
+levels of HotpotQA and in the distractor setting) the row shows the distractors it has: fewer passages, counted
+in the manifest (``unanswerable.short_rows``, ``missing_passages``) and warned about.
 """
 
 from __future__ import annotations
@@ -67,16 +76,26 @@ def distractor_pool(ex: Example) -> list[Document]:
     return pool
 
 
-def select_documents(ex: Example, d: int, seed: int) -> list[Document]:
-    """All gold documents plus ``d`` distractors, in a shuffled order, from the example's own generator."""
+def select_documents(ex: Example, d: int, seed: int, *, unanswerable: bool = False) -> list[Document]:
+    """All gold documents plus ``d`` distractors, in a shuffled order, from the example's own generator. With
+    ``unanswerable`` each gold document is replaced by the next distractor of that order (while any is left)."""
     rng = random.Random(derive_seed(seed, ex.source, ex.id))
     pool = distractor_pool(ex)
     perm = list(range(len(pool)))
     rng.shuffle(perm)
     chosen = sorted(perm[:d])  # keep source order before the presentation shuffle
-    docs = [doc for doc in ex.documents if doc.is_gold] + [pool[p] for p in chosen]
+    if unanswerable:  # the next unused distractors stand where the gold documents stood
+        docs = [pool[p] for p in perm[d:d + ex.hops]] + [pool[p] for p in chosen]
+    else:
+        docs = [doc for doc in ex.documents if doc.is_gold] + [pool[p] for p in chosen]
     rng.shuffle(docs)
     return docs
+
+
+def is_unanswerable(seed: int, ex: Example, fraction: float) -> bool:
+    """Whether ``ex`` becomes an unanswerable row of a build with ``--unanswerable-fraction fraction``: a uniform
+    draw from ``(build seed, dataset, example id)`` only, below ``fraction``."""
+    return fraction > 0 and derive_seed(seed, "unanswerable", ex.source, ex.id) < fraction * 2.0 ** 64
 
 
 @dataclass
@@ -238,12 +257,14 @@ def _source_K(cfg: BuildConfig, dataset: str) -> int:
 
 
 class PlannedRow(NamedTuple):
-    """One row before rendering: the example, its level, its number of distractors d, and its hops j."""
+    """One row before rendering: the example, its level, its number of distractors d, its hops j, and whether it
+    is answerable (False: every gold passage is replaced by a distractor, see :func:`is_unanswerable`)."""
 
     ex: Example
     level: int
     d: int
     hops: int
+    answerable: bool = True
 
 
 Plan = list[PlannedRow]  # in training order
@@ -314,8 +335,37 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, 
             d = min(k, cfg.max_distractors) if cfg.setting == "distractor" else 0
             j = ex.hops
             plan.append(PlannedRow(ex, level_for(d, j), d, j))
+    if cfg.unanswerable_fraction > 0:
+        plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
+                for r in plan]
+        facts["unanswerable"] = unanswerable_facts(plan, cfg)
     facts["per_source"] = per_source
     return plan, facts
+
+
+def unanswerable_facts(plan: Plan, cfg: BuildConfig) -> dict[str, Any]:
+    """The manifest's record of the unanswerable rows: the option, the counts, and the rows whose distractors ran
+    out before every gold passage was replaced (they show fewer passages)."""
+    short = missing = 0
+    by_source: dict[str, Counter] = {}
+    for r in plan:
+        by_source.setdefault(r.ex.source, Counter())["answerable" if r.answerable else "unanswerable"] += 1
+        if not r.answerable:
+            lack = max(0, r.d + r.hops - len(distractor_pool(r.ex)))
+            short += lack > 0
+            missing += lack
+    if short:
+        log.warning("%d unanswerable row(s) ran out of distractors to replace their gold passages with and show %d "
+                    "passage(s) fewer in all than their answerable form would (see the manifest's "
+                    "unanswerable.short_rows)", short, missing)
+    return {
+        "fraction": cfg.unanswerable_fraction, "abstention_answer": cfg.abstention_answer,
+        "answerable_rows": sum(1 for r in plan if r.answerable),
+        "unanswerable_rows": sum(1 for r in plan if not r.answerable),
+        "by_source": {k: {"answerable": v["answerable"], "unanswerable": v["unanswerable"]}
+                      for k, v in sorted(by_source.items())},
+        "short_rows": short, "missing_passages": missing,
+    }
 
 
 def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
@@ -332,6 +382,9 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     template = get_template(cfg.template)
     if cfg.index_base is not None:  # numbered templates (craft-v*): passages numbered from 0 or 1
         template = template.with_index_base(cfg.index_base)
+    abstention = cfg.abstention_answer
+    if cfg.unanswerable_fraction > 0:  # every row of such a build may abstain (the prompt tells none apart)
+        template = template.with_abstention(abstention)
     stop = len(plan) if stop is None else stop
     seed, setting, ability = cfg.seed, cfg.setting, cfg.ability
     ids, sources, questions, contents, splits, source_ids, qtypes = [], [], [], [], [], [], []
@@ -341,8 +394,8 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     a_off, a_flat, g_off, g_flat = [0], [], [0], []
     system = template.system_prompt
     for i in range(start, stop):
-        ex, level, d, _ = plan[i]
-        docs = select_documents(ex, d, seed)
+        ex, level, d, hops, ok = plan[i]
+        docs = select_documents(ex, d, seed, unanswerable=not ok)
         titles = [doc.title for doc in docs]
         texts = [doc.text for doc in docs]
         labels = template.labels(titles)  # unique titles; numbers for a numbered template
@@ -356,8 +409,8 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         source_ids.append(ex.id)
         qtypes.append(ex.qtype)
         levels.append(level)
-        ds.append(d)
-        hopss.append(len(gold_labels))
+        ds.append(d if ok else len(docs))  # an unanswerable row: every passage shown is a distractor
+        hopss.append(len(gold_labels) if ok else hops)
         index.append(i)
         p_labels += labels
         p_titles += titles
@@ -366,9 +419,12 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         p_origin += ["provided"] * len(docs)
         p_rank += [None] * len(docs)
         p_off.append(len(p_labels))
-        answerable.append(True)
+        answerable.append(ok)
         gold_recall.append(None)
-        a_flat += ex.answers
+        if ok:
+            a_flat += ex.answers
+        else:
+            a_flat.append(abstention)
         a_off.append(len(a_flat))
         g_flat += gold_labels
         g_off.append(len(g_flat))
@@ -647,7 +703,7 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
         "counts": stats,
         "trainer_tail": tail,
     }
-    for k in ("leakage", "tail_fit"):
+    for k in ("leakage", "tail_fit", "unanswerable"):
         if k in facts:
             manifest[k] = facts[k]
     if "leakage" in manifest:

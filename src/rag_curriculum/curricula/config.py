@@ -17,6 +17,7 @@ from typing import Any
 
 from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
 from ..errors import ConfigError
+from ..prompts import ABSTENTION_ANSWER
 
 #: K per dataset, as in RAG-RL section 4.4.
 DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
@@ -80,6 +81,12 @@ class BuildConfig:
     leakage: str = rule("refuse", choices=LEAKAGE, help=(
         "refuse | drop | warn when training questions are in an evaluation set."))
     include_unanswerable: bool = rule(False, help="Keep MuSiQue-Full's unanswerable (answerable=false) questions.")
+    unanswerable_fraction: float = rule(0.0, ge=0, le=1, help=(
+        "Share of rows made unanswerable (seeded per question): every gold passage replaced by another distractor, "
+        "the answer becomes --abstention-answer, gold_labels empty, answerable=false; the prompts of such a build "
+        "say the model may abstain."))
+    abstention_answer: str = rule(ABSTENTION_ANSWER, empty=False, help=(
+        "The final answer that abstains on unanswerable rows; give the reward the same (rewards' abstention_answer)."))
     allow_split_mismatch: bool = rule(False, help=(
         "Allow a training curriculum from a dev/test file, or an evaluation set from a train file."))
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
@@ -108,6 +115,10 @@ class BuildConfig:
             from ..prompts import get_template
 
             get_template(self.template).with_index_base(self.index_base)  # a numbered template, 0 or 1
+        if self.unanswerable_fraction:
+            from ..rewards._scoring import check_abstention_answer
+
+            check_abstention_answer(self.abstention_answer, name="--abstention-answer")
         if self.pieces and self.schedule != "piecewise":
             raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
 
@@ -116,6 +127,8 @@ class BuildConfig:
         for key in ("tokenizer", "index_base"):  # unset: the config recorded as it always was
             if d[key] is None:
                 del d[key]
+        if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
+            del d["unanswerable_fraction"], d["abstention_answer"]
         return d
 
     @classmethod
