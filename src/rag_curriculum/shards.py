@@ -114,6 +114,10 @@ _ADDED_FIELDS = ("answerable", "gold_recall")
 #: length of ``prompt`` with the chat template applied (``curriculum build --tokenizer``).
 OPTIONAL_FIELDS: list[pa.Field] = [
     pa.field("prompt_tokens", pa.int32()),
+    # an adaptive build (--schedule adaptive, curricula/adaptive.py): where each passage stands among the gold
+    # documents then the distractor pool in source order, and the pool's size: the row at any level from these
+    pa.field("source_position", pa.list_(pa.int32())),
+    pa.field("pool_size", pa.int32()),
 ]
 PROMPT_TOKENS = "prompt_tokens"
 

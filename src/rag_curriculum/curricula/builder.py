@@ -470,14 +470,21 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         "setting": pa.array([setting] * n, string), "template": pa.array([template.name] * n, string),
         "answerable": answerable_arr, "gold_recall": pa.array(gold_recall, pa.float64()),
     }
+    extra: tuple[str, ...] = ()
+    if cfg.schedule == "adaptive":  # what shows the rows at any level (curricula/adaptive.py)
+        from .adaptive import COLUMNS, level_columns
+
+        columns.update(level_columns(plan, start, stop, seed))
+        extra = COLUMNS
     if tokenizer is None:
-        return pa.Table.from_arrays([columns[f.name] for f in ROW_SCHEMA], schema=ROW_SCHEMA)
+        schema = row_schema(*extra) if extra else ROW_SCHEMA
+        return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
     if system:
         prompts = ([{"role": "system", "content": system}, {"role": "user", "content": u}] for u in contents)
     else:
         prompts = ([{"role": "user", "content": u}] for u in contents)
     columns[PROMPT_TOKENS] = pa.array(count_prompt_tokens(tokenizer, prompts), pa.int32())
-    schema = row_schema(PROMPT_TOKENS)
+    schema = row_schema(PROMPT_TOKENS, *extra)
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
@@ -716,13 +723,14 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
 
     levels = [r.level for r in plan]
     t2 = time.perf_counter()
-    schema = ROW_SCHEMA
+    adaptive = ("source_position", "pool_size") if cfg.schedule == "adaptive" else ()
+    schema = row_schema(*adaptive) if adaptive else ROW_SCHEMA
 
     def writer(d: Path) -> list[dict[str, Any]]:
         return write_plan(plan, cfg, d, progress=progress)
 
     if tokenizer is not None:
-        schema = row_schema(PROMPT_TOKENS)
+        schema = row_schema(PROMPT_TOKENS, *adaptive)
 
         def writer(d: Path) -> list[dict[str, Any]]:
             per_shard: list[LengthStats] = []

@@ -47,6 +47,13 @@ def min_max(i: int, n: int, K: int) -> int:
     return 1 if 2 * i <= n else K
 
 
+@register_schedule("adaptive")
+def adaptive(i: int, n: int, K: int) -> int:
+    """Every row stored at K, with what renders it at any level (:mod:`.adaptive`): the trainer's controller picks
+    the level of each batch."""
+    return K
+
+
 Piece = tuple[int | str, float]
 
 
