@@ -58,7 +58,7 @@ class RecipeKind:
 KINDS: dict[str, RecipeKind] = {
     "build": RecipeKind(),
     "partition": RecipeKind(free_keys=r"^backend_args\."),
-    "train": RecipeKind(default="rag-rl-min-max", free_keys=r"^(grpo\.|rewards\.\d+\.kwargs\.)", typed=True),
+    "train": RecipeKind(default="rag-rl-min-max", free_keys=r"^(grpo\.|rewards\.\d+\.kwargs\.|adaptive\.kwargs\.)", typed=True),
     "eval": RecipeKind(free_keys=r"^backend_args\."),
 }
 

@@ -53,6 +53,8 @@ class TrainResult:
     steps_file: Path | None
     checkpoints: list[Path] = field(default_factory=list)
     log_history: list[dict[str, Any]] = field(default_factory=list)
+    levels_file: Path | None = None
+    """``curriculum_levels.jsonl`` of an adaptive run (level target, level shown, success per batch)."""
 
 
 def resolve_num_processes(cfg: TrainConfig) -> int:
@@ -314,6 +316,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     cfg.validate()
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
+    if cfg.adaptive.controller is None and (manifest.get("config") or {}).get("schedule") == "adaptive":
+        log.info("%s is an adaptive curriculum and no adaptive.controller is set: its rows are trained at the "
+                 "level they are stored at (K)", cfg.data.shards)
     indices = list(dataset["curriculum_index"]) if "curriculum_index" in dataset.column_names else None
     levels = list(dataset["level"]) if "level" in dataset.column_names else None
     problem = check_index_order(indices) if indices is not None else None
@@ -352,6 +357,15 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         log.info("resuming from checkpoint %s (step %s)", resume, _checkpoint_step(resume))
     out = Path(args.output_dir)
     steps_file = out / STEPS_FILE if cfg.run.log_rows else None
+    hook = None
+    if cfg.adaptive.controller is not None:  # before the model loads: refuses shards that are not adaptive
+        from .adaptive import LEVELS_FILE, make_hook
+
+        levels_file = out / LEVELS_FILE if args.process_index == 0 else None
+        hook = make_hook(cfg, manifest, num_generations=args.num_generations, seed=args.seed,
+                         levels_file=levels_file)
+        if levels_file is not None and resume is None and levels_file.exists():
+            levels_file.unlink()
     if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
         save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
                        overrides=redact_overrides(overrides))
@@ -362,6 +376,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
     trainer_cls, callback_cls = _classes()
+    if hook is not None:
+        from .adaptive import trainer_class
+
+        trainer_cls = trainer_class()
     usable = len(dataset) - (plan.unseen_rows or 0)
     recorder = StepRecorder(indices, usable=usable, policy=cfg.data.order_policy,
                             path=steps_file if args.process_index == 0 else None)
@@ -370,7 +388,14 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         callbacks=[callback_cls(recorder, run_plan), *callbacks],
     )
     trainer.recorder = recorder
+    if hook is not None:
+        trainer.adaptive = hook
     output = trainer.train(resume_from_checkpoint=resume)
+    if hook is not None and hook.levels_file is not None and cfg.adaptive.plot and hook.levels_file.exists():
+        from .adaptive import PLOT_FILE, plot_levels, read_levels
+
+        plot_levels(read_levels(hook.levels_file), out / PLOT_FILE, K=hook.controller.K,
+                    title=f"{cfg.adaptive.controller} controller, success = {cfg.adaptive.success}")
     if cfg.run.save_final:
         trainer.save_model(str(out))
     log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",
@@ -378,4 +403,5 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     return TrainResult(
         output_dir=out, global_step=trainer.state.global_step, training_loss=float(output.training_loss),
         plan=plan, steps_file=steps_file, checkpoints=_checkpoints(out), log_history=list(trainer.state.log_history),
+        levels_file=hook.levels_file if hook is not None else None,
     )

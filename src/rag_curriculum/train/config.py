@@ -115,6 +115,29 @@ class RunConfig:
         "Save the final model (and tokenizer) into ``output_dir`` when training ends."))
 
 
+SUCCESS = ("exact_match", "reward")
+
+
+@dataclass
+class AdaptiveConfig:
+    """An adaptive curriculum (docs/adaptive.md): a controller picks the level each generation batch is shown at
+    from how the model did on the last one. Needs shards built with ``--schedule adaptive``."""
+
+    controller: str | None = rule(None, help=(
+        "target-band (AdaRFT) | mastery | a registered controller (rag_curriculum.train.register_controller); "
+        "null: the rows are trained at the levels they were built with."))
+    success: str = rule("exact_match", choices=SUCCESS, help=(
+        "What a completion's success is: exact_match (1 or 0, the one scorer) or reward (the weighted total "
+        "reward; set the controller's target / threshold on the reward's scale)."))
+    kwargs: dict[str, Any] = rule(default_factory=dict, help=(
+        "The controller's settings, e.g. target-band: target 0.5, eta 1.0, alpha 2.0, start 1, mode round|sample, "
+        "spread 0.5; mastery: start 1, threshold 1.0, new batch|start."))
+    seed: int | None = rule(None, ge=0, help=(
+        "Seed of the controller's draws; null: grpo.seed."))
+    plot: bool = rule(True, help=(
+        "Write curriculum_levels.png (level and success against step) into run.output_dir after the run."))
+
+
 @dataclass
 class TrainConfig:
     """A training run: which curriculum, model, rewards and GRPO settings."""
@@ -134,6 +157,7 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     grpo: dict[str, Any] = rule(default_factory=dict, help=(
         "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
 
     def validate(self) -> None:
         """Check the values TRL does not check itself; raise :class:`ConfigError` (a ``ValueError``) saying what to
@@ -152,6 +176,13 @@ class TrainConfig:
                     REWARDS.get(spec.name)
                 except KeyError as e:
                     raise ConfigError(f"rewards.{i}.name: {e.args[0]}") from None
+        if self.adaptive.controller is not None:
+            from .controllers import CONTROLLERS
+
+            try:
+                CONTROLLERS.get(self.adaptive.controller)
+            except KeyError as e:
+                raise ConfigError(f"adaptive.controller: {e.args[0]}") from None
         check_model_ref(self.model.name_or_path, label="model.name_or_path")
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
             raise ConfigError("run.resume must be auto, last, a checkpoint path, or null")

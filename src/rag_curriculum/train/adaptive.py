@@ -1,0 +1,247 @@
+"""Adaptive curricula on TRL: the level of each generation batch follows the model (docs/adaptive.md).
+
+:class:`AdaptiveHook` sits in the toolkit's ``GRPOTrainer`` subclass (:func:`trainer_class`):
+
+1. before a training generation batch is generated, each row (TRL's sampler gives every prompt
+   ``num_generations`` times, in curriculum order) is rendered at the level the controller picks for it, by the
+   builder's renderer (:class:`~rag_curriculum.curricula.adaptive.LevelRenderer`): prompt, passages, labels and
+   reward columns, exactly as a fixed build of that level. TRL's grouping, its accumulation and the rows' order
+   are untouched, only their content changes;
+2. once TRL has scored the completions (all processes gathered), each group's success (exact match, or the
+   weighted total reward) goes to the controller, which moves the level for the next batch;
+3. ``curriculum/level_target``, ``curriculum/level_mean`` and ``curriculum/success`` are logged per step, one
+   line per batch goes to ``curriculum_levels.jsonl``, the controller's state into every checkpoint
+   (``curriculum_controller.json``; restored on resume, so a resumed run draws the same levels), and after the run
+   ``curriculum_levels.png`` plots level and success against step.
+
+torch, transformers and TRL are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._plumbing import atomic_write_bytes
+from ..errors import ConfigError
+from .controllers import Controller, GroupResult, make_controller
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "curriculum_controller.json"
+LEVELS_FILE = "curriculum_levels.jsonl"
+PLOT_FILE = "curriculum_levels.png"
+
+
+class AdaptiveHook:
+    """Renders the rows of each batch at the controller's levels and feeds the scored batch back to it."""
+
+    def __init__(self, controller: Controller, renderer: Any, *, success: str = "exact_match",
+                 num_generations: int, levels_file: Path | None = None) -> None:
+        self.controller = controller
+        self.renderer = renderer
+        self.success = success
+        self.num_generations = num_generations
+        self.levels_file = levels_file
+        self.pending: list[tuple[str, int, int]] | None = None  # (id, level, K) of this process's rows
+        self.target_shown = controller.target()
+        self.records: list[dict[str, Any]] = []
+        self._parsers: dict[str, Any] = {}
+
+    # --- before generation ---------------------------------------------------------------------------------
+    def render(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The rows of a generation batch (this process's share), each at the level its question is given."""
+        keys = [(str(r["id"]), self.renderer.K_of(r)) for r in rows]
+        levels = self.controller.levels(keys)
+        self.target_shown = self.controller.target()
+        self.pending = [(k, lv, K) for (k, K), lv in zip(keys, levels, strict=True)]
+        return self.renderer.render(rows, levels)
+
+    # --- after scoring ---------------------------------------------------------------------------------------
+    def scores(self, rows: Sequence[Mapping[str, Any]], completions: Sequence[Any], totals: Sequence[float]
+               ) -> list[float]:
+        """This process's per-completion success: exact match by the one scorer, or the total reward."""
+        if self.success == "reward":
+            return [float(t) for t in totals]
+        from ..rewards._columns import completion_text, row_answers
+        from ..rewards._scoring import get_parser, score_completion
+
+        out = []
+        for row, completion in zip(rows, completions, strict=True):
+            template = row.get("template") or "rag-rl"
+            parse = self._parsers.get(template) or self._parsers.setdefault(template, get_parser(template))
+            out.append(score_completion(completion_text(completion), row_answers(row.get("answers"), row.get("reward_model")),
+                                        parse=parse).exact_match)
+        return out
+
+    def update(self, entries: Sequence[tuple[str, int, int]], scores: Sequence[float], *, step: int) -> dict[str, float]:
+        """Feed a scored batch (all processes, sampler order: each prompt's completions consecutive) to the
+        controller; returns the metrics to log."""
+        g = self.num_generations
+        if len(entries) != len(scores) or len(entries) % g:
+            raise ConfigError(f"a scored batch of {len(scores)} completions for {len(entries)} rows does not split "
+                              f"into groups of num_generations={g}")
+        results = []
+        for i in range(0, len(entries), g):
+            group = entries[i:i + g]
+            key, level, K = group[0]
+            if any(e[0] != key for e in group):
+                raise ConfigError(f"completions {i}..{i + g - 1} are not one prompt's group ({[e[0] for e in group]}):"
+                                  " TRL's sampler no longer repeats each prompt num_generations times in a row")
+            results.append(GroupResult(key, level, K, tuple(float(s) for s in scores[i:i + g])))
+        target = self.target_shown
+        success = self.controller.update(results)
+        level_mean = sum(r.level for r in results) / len(results)
+        record = {"step": step, "batch": self.controller.batch, "level_target": target, "level_mean": level_mean,
+                  "success": success, "next_target": self.controller.target(),
+                  "levels": dict(sorted(_count(r.level for r in results).items()))}
+        self.records.append(record)
+        if self.levels_file is not None:
+            with open(self.levels_file, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+        return {"curriculum/level_target": target, "curriculum/level_mean": level_mean,
+                "curriculum/success": success}
+
+    # --- checkpoints -----------------------------------------------------------------------------------------
+    def save(self, checkpoint: Path) -> None:
+        atomic_write_bytes(checkpoint / STATE_FILE, json.dumps(self.controller.state_dict(), sort_keys=True,
+                                                                indent=1).encode("utf-8"))
+
+    def load(self, checkpoint: Path) -> bool:
+        path = checkpoint / STATE_FILE
+        if not path.exists():
+            log.warning("%s has no %s: the curriculum controller starts afresh (the levels of the run being "
+                        "resumed are not continued)", checkpoint, STATE_FILE)
+            return False
+        self.controller.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        self.target_shown = self.controller.target()
+        return True
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[str(v)] = out.get(str(v), 0) + 1
+    return out
+
+
+def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, seed: int,
+              levels_file: Path | None) -> AdaptiveHook:
+    """The hook of a run whose ``adaptive.controller`` is set, on adaptive shards (refused otherwise)."""
+    from ..curricula.adaptive import LevelRenderer
+
+    renderer = LevelRenderer(manifest, where=f"data.shards={cfg.data.shards}")
+    a = cfg.adaptive
+    controller = make_controller(a.controller, K=renderer.max_K, seed=seed if a.seed is None else a.seed,
+                                 **dict(a.kwargs or {}))
+    return AdaptiveHook(controller, renderer, success=a.success, num_generations=num_generations,
+                        levels_file=levels_file)
+
+
+def read_levels(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``curriculum_levels.jsonl``; for a batch written twice (a resumed run), the last one."""
+    by_batch: dict[int, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                by_batch[rec["batch"]] = rec
+    return [by_batch[b] for b in sorted(by_batch)]
+
+
+def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "") -> Path:
+    """Level (target and mean shown) and success against step, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in records]
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    ax.plot(steps, [r["level_target"] for r in records], label="level target", color="tab:blue")
+    ax.plot(steps, [r["level_mean"] for r in records], label="level shown (mean)", color="tab:blue", ls="--",
+            marker=".")
+    ax.set_xlabel("step")
+    ax.set_ylabel("level")
+    ax.set_ylim(0.5, K + 0.5)
+    ax2 = ax.twinx()
+    ax2.plot(steps, [r["success"] if r["success"] is not None and not math.isnan(r["success"]) else None
+                     for r in records], label="success", color="tab:orange", marker=".")
+    ax2.set_ylabel("success")
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", fontsize=8)
+    ax.set_title(title or "adaptive curriculum", fontsize=10)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, metadata={"Software": None})
+    plt.close(fig)
+    return out
+
+
+@functools.cache
+def trainer_class() -> type:
+    """The toolkit's ``GRPOTrainer`` (:func:`~rag_curriculum.train._trl._classes`) with the adaptive hook."""
+    import torch
+
+    from ._trl import _classes
+
+    base, _ = _classes()
+
+    class AdaptiveGRPOTrainer(base):
+        """Renders each training generation batch at the controller's levels before TRL generates it, and feeds the
+        scored batch back; saves and restores the controller with the checkpoints."""
+
+        adaptive: AdaptiveHook | None = None
+
+        def _generate_and_score_completions(self, inputs):
+            hook = self.adaptive if self.model.training else None
+            if hook is not None:
+                inputs = hook.render(inputs)
+                self._adaptive_rows = inputs
+            return super()._generate_and_score_completions(inputs)
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            hook = self.adaptive if self.model.training else None
+            if hook is None or hook.pending is None:
+                return rewards_per_func
+            # rewards_per_func is gathered (every process's completions, process order); this process's share:
+            n = len(prompts)
+            start = self.accelerator.process_index * n
+            totals = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+            local = hook.scores(inputs, completions, totals[start:start + n].tolist())
+            entries = hook.pending
+            hook.pending = None
+            if self.accelerator.num_processes > 1:
+                from accelerate.utils import gather, gather_object
+
+                entries = gather_object(list(entries))
+                scores = gather(torch.tensor(local, dtype=torch.float32, device=rewards_per_func.device)).tolist()
+            else:
+                scores = local
+            metrics = hook.update(entries, scores, step=self.state.global_step + 1)
+            for name, value in metrics.items():
+                if name == "curriculum/level_mean" and self.recorder is not None:
+                    continue  # the base class logs it from the same rows
+                self._metrics["train"][name].append(value)
+            return rewards_per_func
+
+        def _save_checkpoint(self, model, trial):
+            super()._save_checkpoint(model, trial)
+            if self.adaptive is not None and self.args.should_save:
+                ckpt = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+                if ckpt.is_dir():
+                    self.adaptive.save(ckpt)
+
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            super()._load_optimizer_and_scheduler(checkpoint)
+            if self.adaptive is not None and checkpoint is not None:
+                self.adaptive.load(Path(checkpoint))
+
+    return AdaptiveGRPOTrainer

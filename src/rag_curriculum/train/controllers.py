@@ -1,0 +1,235 @@
+"""Controllers of an adaptive curriculum: after each generation batch is scored, a controller sees how the model did
+on each question's group of completions and picks the level the next batch's rows are shown at.
+
+A controller is deterministic given its seed and the scores it is fed: its randomness (``target-band`` with
+``mode: sample``) is drawn from a generator seeded by ``(seed, batch number, question id)``, so the same level is
+drawn for every copy of a prompt, on every process, with no state but the batch counter. :meth:`Controller.state_dict`
+is everything it needs to continue exactly (saved in every checkpoint by the trainer).
+
+Shipped (registry :data:`CONTROLLERS`; add your own with :func:`register_controller`):
+
+* ``target-band``: the AdaRFT update (Shi et al. 2025) of a continuous target level,
+  ``T <- clip(T + eta * tanh(alpha * (success - target)), 1, K)``, rows shown at ``round(T)`` (``mode: round``) or
+  at ``round(T + N(0, spread))`` (``mode: sample``);
+* ``mastery``: per question, a group that was all right moves the question up a level for the next time it is
+  seen, all wrong down; questions not seen yet start at the mean level the last batch's questions moved to
+  (``new: batch``) or at ``start`` (``new: start``).
+
+>>> c = make_controller("target-band", K=5, eta=1.0, alpha=2.0)
+>>> c.levels([("q1", 5), ("q2", 3)])
+[1, 1]
+>>> c.update([GroupResult("q1", 1, 5, (1.0, 1.0)), GroupResult("q2", 1, 3, (1.0, 0.0))])
+0.75
+>>> round(c.T, 4), c.levels([("q3", 5)])
+(1.4621, [1])
+>>> m = make_controller("mastery", K=3)
+>>> m.update([GroupResult("a", 1, 3, (1.0, 1.0)), GroupResult("b", 1, 3, (0.0, 1.0))])
+0.75
+>>> m.levels([("a", 3), ("b", 3), ("new", 3)])
+[2, 1, 2]
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .._plumbing import derive_seed
+from .._settings import suggest
+from ..errors import ConfigError
+from ..registry import Registry
+
+
+class GroupResult(NamedTuple):
+    """One question's group in a scored batch: its id, the level it was shown at, its source's top level, and the
+    success of each completion (1/0 exact match, or the reward)."""
+
+    key: str
+    level: int
+    K: int
+    scores: tuple[float, ...]
+
+
+def batch_success(results: Sequence[GroupResult]) -> float:
+    """The mean success over every completion of the batch (NaN scores, from rewards that returned None, skipped);
+    NaN when there is none."""
+    values = [s for r in results for s in r.scores if not math.isnan(s)]
+    return sum(values) / len(values) if values else math.nan
+
+
+class Controller:
+    """Base class: ``levels`` picks the level of each row of the next batch, ``update`` reads the scored batch.
+
+    Subclasses take their settings as keyword arguments (``adaptive.kwargs`` in a recipe) and implement
+    :meth:`levels`, :meth:`update`, :meth:`target` and, for their own state, :meth:`state_dict` /
+    :meth:`load_state_dict` (call the base's)."""
+
+    name = "controller"
+
+    def __init__(self, *, K: int, seed: int = 0) -> None:
+        if int(K) < 1:
+            raise ConfigError(f"{self.name}: K = {K}; must be >= 1")
+        self.K = int(K)
+        self.seed = int(seed)
+        self.batch = 0  # scored batches so far
+
+    def levels(self, rows: Sequence[tuple[str, int]]) -> list[int]:
+        """The level of each row ``(question id, top level of its source)`` of the next batch."""
+        raise NotImplementedError
+
+    def update(self, results: Sequence[GroupResult]) -> float:
+        """Read a scored batch; returns its success (:func:`batch_success`)."""
+        raise NotImplementedError
+
+    def target(self) -> float:
+        """The level the controller aims at now (logged as ``curriculum/level_target``)."""
+        raise NotImplementedError
+
+    def rng(self, key: str) -> random.Random:
+        """The generator of question ``key`` in the current batch (the same on every process and copy)."""
+        return random.Random(derive_seed(self.seed, self.name, self.batch, key))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "K": self.K, "seed": self.seed, "batch": self.batch}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("name") != self.name or int(state.get("K", -1)) != self.K:
+            raise ConfigError(f"the saved curriculum controller is {state.get('name')!r} with K={state.get('K')}, "
+                              f"this run's is {self.name!r} with K={self.K}",
+                              hint="resume with the controller and shards of the run being resumed")
+        self.seed = int(state["seed"])
+        self.batch = int(state["batch"])
+
+
+def _clip(x: float, lo: float, hi: float) -> float:
+    return min(max(x, lo), hi)
+
+
+def _round(x: float) -> int:
+    return math.floor(x + 0.5)  # half up (Python's round() goes to the even neighbour)
+
+
+class TargetBand(Controller):
+    """AdaRFT's target-difficulty update on levels: ``T <- clip(T + eta tanh(alpha (success - target)), 1, K)``.
+
+    ``target``: the success to keep (0.5: half the completions right); ``eta``: the most T moves per batch, in
+    levels; ``alpha``: how sharply it reacts near the target; ``start``: T at the first batch; ``mode``: ``round``
+    (every row at round(T)) or ``sample`` (each question at round(T + N(0, spread)), so a batch spans levels
+    around T). A row's level is also clipped to its own source's K (mixtures of sources with different K)."""
+
+    name = "target-band"
+
+    def __init__(self, *, K: int, seed: int = 0, target: float = 0.5, eta: float = 1.0, alpha: float = 2.0,
+                 start: float = 1.0, mode: str = "round", spread: float = 0.5) -> None:
+        super().__init__(K=K, seed=seed)
+        if mode not in ("round", "sample"):
+            raise ConfigError(f"target-band: mode={mode!r}; must be round or sample")
+        if eta <= 0 or alpha <= 0 or spread < 0:
+            raise ConfigError(f"target-band: eta={eta}, alpha={alpha}, spread={spread}; eta and alpha must be > 0, "
+                              "spread >= 0")
+        self.success_target, self.eta, self.alpha = float(target), float(eta), float(alpha)
+        self.mode, self.spread = mode, float(spread)
+        self.T = _clip(float(start), 1.0, float(self.K))
+
+    def levels(self, rows: Sequence[tuple[str, int]]) -> list[int]:
+        out = []
+        for key, K in rows:
+            t = self.T + (self.rng(key).gauss(0.0, self.spread) if self.mode == "sample" and self.spread else 0.0)
+            out.append(int(_clip(_round(t), 1, min(K, self.K))))
+        return out
+
+    def update(self, results: Sequence[GroupResult]) -> float:
+        success = batch_success(results)
+        if not math.isnan(success):
+            self.T = _clip(self.T + self.eta * math.tanh(self.alpha * (success - self.success_target)), 1.0,
+                           float(self.K))
+        self.batch += 1
+        return success
+
+    def target(self) -> float:
+        return self.T
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "T": self.T}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.T = float(state["T"])
+
+
+class Mastery(Controller):
+    """Per question: a group whose completions were all right (score >= ``threshold``) is shown one level higher
+    the next time the question comes up, all wrong one level lower, otherwise at the same level. A question not seen
+    yet starts at the mean level the last batch's questions moved to, rounded (``new: batch``; one pass over the
+    data then adapts as well), or at ``start`` (``new: start``)."""
+
+    name = "mastery"
+
+    def __init__(self, *, K: int, seed: int = 0, start: int = 1, threshold: float = 1.0, new: str = "batch") -> None:
+        super().__init__(K=K, seed=seed)
+        if new not in ("batch", "start"):
+            raise ConfigError(f"mastery: new={new!r}; must be batch or start")
+        if not 1 <= int(start) <= self.K:
+            raise ConfigError(f"mastery: start={start}; must be in 1..K (K = {self.K})")
+        self.start, self.threshold, self.new = int(start), float(threshold), new
+        self.per_question: dict[str, int] = {}
+        self.new_level = self.start
+
+    def levels(self, rows: Sequence[tuple[str, int]]) -> list[int]:
+        return [int(_clip(self.per_question.get(key, self.new_level), 1, min(K, self.K))) for key, K in rows]
+
+    def update(self, results: Sequence[GroupResult]) -> float:
+        moved = []
+        for r in results:
+            right = [s >= self.threshold for s in r.scores if not math.isnan(s)]
+            level = r.level
+            if right and all(right):
+                level = min(level + 1, r.K, self.K)
+            elif right and not any(right):
+                level = max(level - 1, 1)
+            self.per_question[r.key] = level
+            moved.append(level)
+        if moved and self.new == "batch":
+            self.new_level = int(_clip(_round(sum(moved) / len(moved)), 1, self.K))
+        self.batch += 1
+        return batch_success(results)
+
+    def target(self) -> float:
+        return float(self.new_level)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "new_level": self.new_level,
+                "per_question": dict(sorted(self.per_question.items()))}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.new_level = int(state["new_level"])
+        self.per_question = {str(k): int(v) for k, v in state["per_question"].items()}
+
+
+CONTROLLERS: Registry[type[Controller]] = Registry("curriculum controller")
+CONTROLLERS.register("target-band", TargetBand)
+CONTROLLERS.register("mastery", Mastery)
+
+
+def register_controller(name: str, cls: type[Controller] | str | None = None, *, overwrite: bool = False) -> Any:
+    """Register a :class:`Controller` subclass (or a dotted path ``"pkg.mod:Class"``) under ``name`` (usable as a
+    decorator); ``adaptive.controller=NAME`` then selects it."""
+    return CONTROLLERS.register(name, cls, overwrite=overwrite)
+
+
+def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Controller:
+    """The controller registered under ``name`` with its settings; an unknown setting is refused with a "did you
+    mean" and the known ones."""
+    cls = CONTROLLERS.get(name)
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        known = [p for p in params if p not in ("self", "K", "seed")]
+        for key in kwargs:
+            if key not in known:
+                raise ConfigError(f"adaptive.kwargs.{key}: not a setting of the {name!r} controller"
+                                  f"{suggest(key, known)} Known: {', '.join(known)}")
+    return cls(K=K, seed=seed, **kwargs)
