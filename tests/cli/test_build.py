@@ -115,7 +115,7 @@ def test_build_help_explains():
         assert word in r.output
 
 
-EXPECTED_BUILD_RECIPES = 16
+EXPECTED_BUILD_RECIPES = 17  # + musique-adaptive
 
 
 def test_every_build_recipe_resolves_to_a_valid_config():

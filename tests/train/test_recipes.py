@@ -28,19 +28,21 @@ def needs_trl() -> None:
     pytest.importorskip("trl")
 PAPER_RECIPES = ["rag-rl-base-answerable", "rag-rl-base-unanswerable", "rag-rl-linear", "rag-rl-max",
                  "rag-rl-min-max"]
+#: On the paper's base settings too, with the curriculum the model's success steers (docs/adaptive.md).
+ADAPTIVE_RECIPES = ["rag-rl-adaptive"]
 
 
 def test_recipes_found_and_counted():
     found = list_recipes()
-    assert found == sorted(["cpu-tiny", *PAPER_RECIPES])  # the paper's five and the CPU try-out
-    assert len(found) == 6
+    assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES])  # the paper's five, adaptive, CPU
+    assert len(found) == 7
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
-    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES])]
+    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES])]
     assert train_recipes_dir() == ROOT / "recipes" / "train"
 
 
-@pytest.mark.parametrize("name", PAPER_RECIPES)
+@pytest.mark.parametrize("name", PAPER_RECIPES + ADAPTIVE_RECIPES)
 @pytest.mark.parametrize("num_processes", [1, 7])
 def test_recipe_resolves_and_binds_to_grpo_config(name, num_processes):
     needs_trl()
