@@ -148,3 +148,31 @@ def test_reward_kwargs_reach_compute_score(launch_overrides, compose_verl_config
     _, outputs, _ = _score_with_reward_loop(copy.deepcopy(cfg), data)
     expected = _expected(items, texts, format_penalty=2.0, gamma_incorrect=3.0)
     assert [o["reward_score"] for o in outputs] == [b.total for b in expected] == [11.0, -2.0, -2.0]
+
+
+def test_reward_loop_on_unanswerable_rows(launch_overrides, compose_verl_config, tokenizer, tmp_path):
+    """A curriculum with unanswerable rows, read by verl's own dataset: `answerable` reaches compute_score through
+    reward_model.ground_truth, and the abstention penalty through reward_kwargs."""
+    from conftest import MUSIQUE_TRAIN
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.shards import shard_files
+
+    out = tmp_path / "u"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 12)], schedule="max", K=3,
+                                 unanswerable_fraction=0.5, out=str(out)), command="test")
+    files = "[" + ",".join(str(f) for f in shard_files(out)) + "]"
+    cfg = compose_verl_config([*launch_overrides, f"data.train_files={files}", f"data.val_files={files}",
+                               "+reward.custom_reward_function.reward_kwargs.abstain_penalty=1.0"])
+    data_cfg = cfg.data
+    ds = create_rl_dataset(data_cfg.train_files, data_cfg, tokenizer, None, is_train=True)
+    items = [ds[i] for i in range(len(ds))]
+    assert {it["reward_model"]["ground_truth"]["answerable"] for it in items} == {True, False}
+    abstain = "<reasoning>\nNothing fits.\n</reasoning>\n<answer>\nFinal answer: unanswerable\nSupporting passages: \n</answer>"
+    data, _ = _rollout_batch(items, [abstain] * len(items), tokenizer)
+    _, outputs, _ = _score_with_reward_loop(copy.deepcopy(cfg), data)
+    # unanswerable: 5 + 5 + 1; answerable: a wrong answer citing nothing (0 + 0 + 1) less the penalty 1
+    assert [o["reward_score"] for o in outputs] == [
+        11.0 if not it["reward_model"]["ground_truth"]["answerable"] else 0.0 for it in items]
+    assert all(o["reward_extra_info"]["abstained"] == 1.0 for o in outputs)
