@@ -45,7 +45,7 @@ def level_columns(plan: Sequence[Any], start: int, stop: int, seed: int) -> dict
 
     offsets, flat, sizes = [0], [], []
     for i in range(start, stop):
-        ex, _, d, _ = plan[i]
+        ex, d = plan[i].ex, plan[i].d
         pool = distractor_pool(ex)
         where = {id(doc): n for n, doc in enumerate([doc for doc in ex.documents if doc.is_gold] + pool)}
         flat += [where[id(doc)] for doc in select_documents(ex, d, seed)]
