@@ -11,40 +11,45 @@ SEED = 5
 _LOADED: dict = {}
 
 
-def _build(tmp_path, dataset, path, schedule, K, name):
+def _build(tmp_path, dataset, path, schedule, K, name, **extra):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.shards import read_manifest, read_rows
 
     out = tmp_path / name
     build_curriculum(BuildConfig(sources=[SourceSpec(dataset, str(path), n=N)], schedule=schedule, K=K,
-                                 out=str(out), seed=SEED, workers=1))
+                                 out=str(out), seed=SEED, workers=1, **extra))
     return read_rows(out), read_manifest(out)
 
 
-def _fixed_rows(dataset, path, level):
+def _fixed_rows(dataset, path, level, **extra):
     """The rows ``--schedule max --K level`` builds, rendered in memory by the builder's own plan and renderer (the
     written shards hold exactly these: test_cli_builds_adaptive checks one level through the command line)."""
     from rag_curriculum.curricula import BuildConfig, SourceSpec
     from rag_curriculum.curricula.builder import load_source, plan_rows, render_rows
 
-    cfg = BuildConfig(sources=[SourceSpec(dataset, str(path), n=N)], schedule="max", K=level, seed=SEED)
+    cfg = BuildConfig(sources=[SourceSpec(dataset, str(path), n=N)], schedule="max", K=level, seed=SEED, **extra)
     if dataset not in _LOADED:  # loaded once (planning does not change it)
         _LOADED[dataset] = load_source(cfg, cfg.sources[0])
     plan, _ = plan_rows(cfg, [_LOADED[dataset]])
     return render_rows(plan, cfg).to_pylist()
 
 
-@pytest.mark.parametrize(("dataset", "path", "K"), [("musique", MUSIQUE_TRAIN, 20), ("hotpotqa", HOTPOT_TRAIN, 10)])
-def test_rows_at_each_level_equal_fixed_builds(tmp_path, shared_data, dataset, path, K):
+@pytest.mark.parametrize(("dataset", "path", "K", "extra"), [
+    ("musique", MUSIQUE_TRAIN, 20, {}), ("hotpotqa", HOTPOT_TRAIN, 10, {}),
+    # half the rows unanswerable (their gold passages replaced by distractors), passages numbered from 1
+    ("musique", MUSIQUE_TRAIN, 6, {"unanswerable_fraction": 0.5, "template": "craft-v1", "index_base": 1})])
+def test_rows_at_each_level_equal_fixed_builds(tmp_path, shared_data, dataset, path, K, extra):
     from rag_curriculum.curricula.adaptive import POOL_SIZE, SOURCE_POSITION, LevelRenderer
 
-    rows, manifest = _build(tmp_path, dataset, path, "adaptive", K, "adaptive")
+    rows, manifest = _build(tmp_path, dataset, path, "adaptive", K, "adaptive", **extra)
+    if extra:
+        assert {r["answerable"] for r in rows} == {True, False}
     assert {r["level"] for r in rows} == {K} and all(len(r[SOURCE_POSITION]) == len(r["passages"]) for r in rows)
     assert manifest["columns"][-2:] == [SOURCE_POSITION, POOL_SIZE]
     renderer = LevelRenderer(manifest)
     # every level of the paper's K: low levels show a few distractors, high ones the whole pool (d capped by it)
     for level in range(1, K + 1):
-        want = _fixed_rows(dataset, path, level)
+        want = _fixed_rows(dataset, path, level, **extra)
         got = renderer.render(rows, [level] * len(rows))
         for g, w in zip(got, want, strict=True):
             assert g["prompt"][-1]["content"].encode() == w["prompt"][-1]["content"].encode()

@@ -45,10 +45,11 @@ def level_columns(plan: Sequence[Any], start: int, stop: int, seed: int) -> dict
 
     offsets, flat, sizes = [0], [], []
     for i in range(start, stop):
-        ex, d = plan[i].ex, plan[i].d
+        row = plan[i]
+        ex, d = row.ex, row.d
         pool = distractor_pool(ex)
         where = {id(doc): n for n, doc in enumerate([doc for doc in ex.documents if doc.is_gold] + pool)}
-        flat += [where[id(doc)] for doc in select_documents(ex, d, seed)]
+        flat += [where[id(doc)] for doc in select_documents(ex, d, seed, unanswerable=not row.answerable)]
         offsets.append(len(flat))
         sizes.append(len(pool))
     return {SOURCE_POSITION: pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32())),
@@ -73,11 +74,16 @@ class LevelRenderer:
                 f"{where} hold a {schedule!r} curriculum, not an adaptive one: its rows cannot be shown at other "
                 "levels", hint="build them with `curriculum build ... --schedule adaptive` (recipe: "
                                "musique-adaptive), then train on that directory")
+        import dataclasses
+
         from .config import BuildConfig
 
-        cfg = manifest["config"]
-        self.cfg = BuildConfig(seed=int(cfg.get("seed", 0)), template=cfg.get("template", "rag-rl"),
-                               ability=cfg.get("ability", "multi-hop-qa"), setting="curriculum", schedule="max")
+        # every setting the renderer reads (seed, template, ability, index_base, unanswerable_fraction,
+        # abstention_answer, ...) as the build recorded it; the sources and paths are not needed
+        recorded = manifest["config"]
+        skip = {"sources", "eval_sets", "out", "tokenizer", "schedule", "pieces", "workers", "overwrite"}
+        known = {f.name for f in dataclasses.fields(BuildConfig)} - skip
+        self.cfg = BuildConfig(**{k: v for k, v in recorded.items() if k in known}, schedule="max")
         self.K = {str(k): int(v) for k, v in (manifest.get("K") or {}).items()}
         if not self.K:
             raise ShardError(f"{where}: the manifest records no K per dataset", hint="rebuild the shards")
@@ -104,8 +110,10 @@ class LevelRenderer:
         if len(positions) != len(passages):
             raise ShardError(f"{self.where}: row {row.get('id')!r} has {len(passages)} passages but "
                              f"{len(positions)} {SOURCE_POSITION} entries")
-        hops = sum(1 for p in passages if p["is_gold"])
-        gold: list[Document | None] = [None] * hops
+        answerable = row.get("answerable") is not False
+        # an unanswerable row shows no gold passage: placeholders hold the gold places (never shown at any level)
+        hops = sum(1 for p in passages if p["is_gold"]) if answerable else int(row["hops"])
+        gold: list[Document] = [Document("\x00gold", str(n), True) for n in range(hops)]
         pool: list[Document] = [Document("\x00", str(n), False) for n in range(int(row[POOL_SIZE]))]
         for p, pos in zip(passages, positions, strict=True):
             doc = Document(p["title"], p["text"], bool(p["is_gold"]))
@@ -118,8 +126,8 @@ class LevelRenderer:
             else:
                 pool[pos - hops] = doc
         return Example(id=row["source_id"], source=row["data_source"], split=row.get("split"),
-                       question=row["question"], answers=list(row["answers"]),
-                       documents=[g for g in gold if g is not None] + pool, qtype=row.get("qtype"))
+                       question=row["question"], answers=list(row["answers"]), documents=gold + pool,
+                       qtype=row.get("qtype"))
 
     def render(self, rows: Sequence[Mapping[str, Any]], levels: Sequence[int]) -> list[dict[str, Any]]:
         """Each row at its level: every column as ``--schedule max --K level`` builds it for that question (the
@@ -134,7 +142,7 @@ class LevelRenderer:
                                   f"{row['data_source']})")
             ex = self.example(row)
             plan.append(PlannedRow(ex, int(level), num_distractors(int(level), ex.hops, int(row[POOL_SIZE])),
-                                   ex.hops))
+                                   ex.hops, row.get("answerable") is not False))
         out = []
         for row, new in zip(rows, render_rows(plan, self.cfg).to_pylist(), strict=True):
             merged = dict(row)

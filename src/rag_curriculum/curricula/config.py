@@ -119,10 +119,6 @@ class BuildConfig:
             from ..rewards._scoring import check_abstention_answer
 
             check_abstention_answer(self.abstention_answer, name="--abstention-answer")
-            if self.schedule == "adaptive":
-                raise ConfigError("--unanswerable-fraction does not combine with --schedule adaptive (its rows are "
-                                  "re-rendered at other levels from their gold passages, which unanswerable rows "
-                                  "do not show)", hint="build the unanswerable rows with a fixed schedule")
         if self.pieces and self.schedule != "piecewise":
             raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
 
