@@ -176,7 +176,6 @@ def test_cli_eval_set_with_a_custom_abstention_answer(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--unanswerable-fraction", "1.5"], "unanswerable_fraction"),
     (["--unanswerable-fraction", "0.2", "--abstention-answer", "the"], "abstention answer"),
-    (["--unanswerable-fraction", "0.2", "--schedule", "adaptive"], "does not combine with --schedule adaptive"),
 ])
 def test_bad_options_are_refused(tmp_path, args, message):
     res = CliRunner().invoke(app, ["build", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--n", "5",
