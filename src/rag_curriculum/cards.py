@@ -167,7 +167,7 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         lk = manifest["leakage"]
         leakage = (f"\nLeakage check against {lk['eval_sets']}: {lk['by_id']} shared by id, {lk['by_question']} by "
                    f"question text (policy `{lk['policy']}`).\n")
-    lengths = prompt_lengths_text(manifest.get("prompt_tokens"))
+    lengths = prompt_lengths_text(manifest.get("prompt_tokens")) + distractors_text(manifest.get("distractors"))
     card = render_card(
         TEMPLATE,
         front_matter=front_matter(sources=[s["dataset"] for s in manifest["sources"]],
@@ -210,6 +210,37 @@ def unanswerable_text(record: dict[str, Any] | None) -> str:
             "row shows no gold passage (each is replaced by another distractor), expects the final answer "
             f"`{record['abstention_answer']}` with no supporting passage, and has `answerable` false; every prompt "
             f"of this set tells the model it may give that answer.{short}\n\n{table}\n")
+
+
+def distractors_text(record: dict[str, Any] | None) -> str:
+    """The card's paragraph on where the passages came from (builds with a BM25 index), or nothing."""
+    if not record:
+        return ""
+    ix = record["index"]
+    bm = ix["bm25"]
+    what = {"bm25": "BM25 hard negatives: each question's best-ranked passages that are neither a copy of a gold "
+                    "paragraph nor contain an answer",
+            "mixed": "provided and BM25 distractors alternately (provided first)",
+            "retrieved": f"the retrieved setting: the {record.get('top_k')} best BM25 passages of each question, "
+                         "gold not forced in"}[record["source"]]
+    text = (f"\nPassages: {what}. Index `{ix['path']}` ({ix['passages']:,} passages of {ix['dataset']}; bm25s "
+            f"{ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}).\n\n"
+            + md_table(["passage", "origin", "count"],
+                       [[*k.split(":"), v] for k, v in record["origins"].items()]) + "\n")
+    if record.get("excluded"):
+        ex = record["excluded"]
+        text += (f"\nRanked passages skipped: {ex.get('gold_copy', 0)} copies of a gold paragraph, "
+                 f"{ex.get('answer', 0)} containing an answer, {ex.get('provided_copy', 0)} copies of a provided "
+                 "paragraph (mixed).\n")
+    if record.get("distractor_bm25_ranks"):
+        text += "\n" + md_table(["BM25 rank of the distractors", "count"],
+                                record["distractor_bm25_ranks"].items()) + "\n"
+    if record.get("gold_recall"):
+        gr = record["gold_recall"]
+        text += (f"\nGold recall@{record.get('top_k')}: mean {gr['mean']}; all gold retrieved in {gr['all']} rows, "
+                 f"some in {gr['some']}, none in {gr['none']}.\n\n"
+                 + md_table(["recall", "rows"], gr["distribution"].items()) + "\n")
+    return text
 
 
 def prompt_lengths_text(record: dict[str, Any] | None) -> str:

@@ -10,6 +10,7 @@ import typer
 from ._cli import build as _build
 from ._cli import data as _data
 from ._cli import evaluate as _eval
+from ._cli import index as _index
 from ._cli import partition as _partition
 from ._cli import recipes as _recipes
 from ._cli import train as _train
@@ -27,8 +28,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# Each module registers its own commands (build; inspect/validate; partition; train; eval; recipes).
-for _module in (_build, _data, _partition, _train, _eval, _recipes):
+# Each module registers its own commands (build; index; inspect/validate; partition; train; eval; recipes).
+for _module in (_build, _index, _data, _partition, _train, _eval, _recipes):
     _module.register(app)
 
 

@@ -33,6 +33,9 @@ def build(
     setting: Annotated[str | None, option(B, "setting")] = None,
     split: Annotated[str | None, option(SourceSpec, "split")] = None,
     max_distractors: Annotated[int | None, option(B, "max_distractors")] = None,
+    distractors: Annotated[str | None, option(B, "distractors")] = None,
+    index: Annotated[str | None, option(B, "index", "--index")] = None,
+    top_k: Annotated[int | None, option(B, "top_k", "--top-k")] = None,
     template: Annotated[str | None, option(B, "template")] = None,
     index_base: Annotated[int | None, option(B, "index_base")] = None,
     batch_prompts: Annotated[int | None, option(B, "batch_prompts", "--batch-prompts", "-P")] = None,
@@ -64,6 +67,10 @@ def build(
       curriculum build -d musique:10000 -d hotpotqa:5000 -i musique_train.jsonl -i hotpot_train.json
 
       curriculum build --setting distractor -d musique -i musique_ans_v1.0_dev.jsonl --n 1000 -o eval/musique
+
+      curriculum build -d hotpotqa -i hotpot_train_v1.1.json --distractors bm25 --index idx/hotpotqa-train
+
+      curriculum build --setting retrieved --index idx/musique-dev --top-k 10 -d musique -i musique_ans_v1.0_dev.jsonl
     """
     from ..config import resolve
     from ..curricula import build_curriculum

@@ -40,6 +40,22 @@ def print_source_summary(s: dict[str, Any]) -> None:
     out.print(_dist_table("distractors available per question (k)", s["distractors_per_question"], "k"))
 
 
+def _print_origins(record: dict[str, Any]) -> None:
+    t = Table(title=f"passage origins ({record['source']}, index {record['index']['path']})", title_justify="left")
+    for col in ("passage", "origin", "count"):
+        t.add_column(col, justify="right" if col == "count" else "left")
+    for k, v in record["origins"].items():
+        t.add_row(*k.split(":"), f"{v:,}")
+    out.print(t)
+    if record.get("excluded"):
+        out.print("ranked passages skipped: " + ", ".join(f"{k} {v:,}" for k, v in record["excluded"].items()))
+    if record.get("gold_recall"):
+        gr = record["gold_recall"]
+        out.print(f"gold recall@{record.get('top_k')}: mean {gr['mean']}; all {gr['all']:,} / some {gr['some']:,} / "
+                  f"none {gr['none']:,} rows; distribution " + ", ".join(f"{k}: {v}" for k, v in
+                                                                         gr["distribution"].items()))
+
+
 def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
     import pyarrow.compute as pc
 
@@ -77,6 +93,8 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
     for s in manifest["shards"]:
         files.add_row(s["file"], f"{s['rows']:,}", f"{s['bytes'] / 1e6:.2f} MB", s["sha256"][:16])
     out.print(files)
+    if manifest.get("distractors"):
+        _print_origins(manifest["distractors"])
     tail = manifest.get("trainer_tail")
     if tail:
         style = "yellow" if tail["unseen_rows"] else "green"

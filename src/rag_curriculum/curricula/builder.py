@@ -57,6 +57,7 @@ from ..shards import (
     write_shards,
 )
 from .config import DEFAULT_K, BuildConfig, SourceSpec
+from .distractors import ProvidedSource, Shown, distractor_pool, make_source  # noqa: F401  (re-exported)
 from .leakage import LeakageIndex
 from .lengths import LengthStats, count_prompt_tokens, load_tokenizer, tokenizer_info
 from .schedules import resolve_schedule
@@ -64,32 +65,15 @@ from .schedules import resolve_schedule
 log = logging.getLogger(__name__)
 
 
-def distractor_pool(ex: Example) -> list[Document]:
-    """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
-    of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
-    docs = ex.documents
-    gold_titles = {d.title for d in docs if d.is_gold}
-    pool = [d for d in docs if not d.is_gold]
-    if any(d.title in gold_titles for d in pool):  # rare: a distractor shares a gold title; compare the texts
-        gold = {(d.title, d.text) for d in docs if d.is_gold}
-        pool = [d for d in pool if (d.title, d.text) not in gold]
-    return pool
-
-
-def select_documents(ex: Example, d: int, seed: int, *, unanswerable: bool = False) -> list[Document]:
-    """All gold documents plus ``d`` distractors, in a shuffled order, from the example's own generator. With
+def select_documents(ex: Example, d: int, seed: int, source: ProvidedSource | None = None, *,
+                     unanswerable: bool = False) -> list[Document | Shown]:
+    """All gold documents plus ``d`` distractors, in a shuffled order, from the example's own generator; the
+    distractors come from ``source`` (default: the dataset's own; see :mod:`.distractors`). With
     ``unanswerable`` each gold document is replaced by the next distractor of that order (while any is left)."""
-    rng = random.Random(derive_seed(seed, ex.source, ex.id))
-    pool = distractor_pool(ex)
-    perm = list(range(len(pool)))
-    rng.shuffle(perm)
-    chosen = sorted(perm[:d])  # keep source order before the presentation shuffle
-    if unanswerable:  # the next unused distractors stand where the gold documents stood
-        docs = [pool[p] for p in perm[d:d + ex.hops]] + [pool[p] for p in chosen]
-    else:
-        docs = [doc for doc in ex.documents if doc.is_gold] + [pool[p] for p in chosen]
-    rng.shuffle(docs)
-    return docs
+    return (source or _PROVIDED).select(ex, d, seed, unanswerable=unanswerable)
+
+
+_PROVIDED = ProvidedSource()
 
 
 def is_unanswerable(seed: int, ex: Example, fraction: float) -> bool:
@@ -270,7 +254,8 @@ class PlannedRow(NamedTuple):
 Plan = list[PlannedRow]  # in training order
 
 
-def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, dict[str, Any]]:
+def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: ProvidedSource | None = None, *,
+              progress: bool = False) -> tuple[Plan, dict[str, Any]]:
     """Sample and order the questions and fix each row's level and distractor count; return that plan with the
     facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_rows`)."""
     facts: dict[str, Any] = {}
@@ -325,25 +310,32 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> tuple[Plan, 
     if len(sources) > 1:  # a mixture: interleave the sources so every level holds all of them
         random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
     plan: Plan = []
+    source = distractors or _PROVIDED
+    source.prepare(chosen, progress=progress)
     if cfg.setting == "curriculum":
         for ex, level in assign_levels(chosen, cfg):
             j = ex.hops
-            plan.append(PlannedRow(ex, level, num_distractors(level, j, len(distractor_pool(ex))), j))
+            plan.append(PlannedRow(ex, level, source.available(ex, num_distractors(level, j, 1 << 30)), j))
+    elif cfg.setting == "retrieved":
+        for ex in chosen:
+            shown = source.select(ex, 0)
+            j = ex.hops
+            d = sum(not p.is_gold for p in shown)
+            plan.append(PlannedRow(ex, level_for(d, j), d, j))
     else:
         for ex in chosen:
-            k = len(distractor_pool(ex))
-            d = min(k, cfg.max_distractors) if cfg.setting == "distractor" else 0
+            d = source.available(ex, cfg.max_distractors) if cfg.setting == "distractor" else 0
             j = ex.hops
             plan.append(PlannedRow(ex, level_for(d, j), d, j))
     if cfg.unanswerable_fraction > 0:
         plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
                 for r in plan]
-        facts["unanswerable"] = unanswerable_facts(plan, cfg)
+        facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
     facts["per_source"] = per_source
     return plan, facts
 
 
-def unanswerable_facts(plan: Plan, cfg: BuildConfig) -> dict[str, Any]:
+def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: ProvidedSource | None = None) -> dict[str, Any]:
     """The manifest's record of the unanswerable rows: the option, the counts, and the rows whose distractors ran
     out before every gold passage was replaced (they show fewer passages)."""
     short = missing = 0
@@ -351,7 +343,7 @@ def unanswerable_facts(plan: Plan, cfg: BuildConfig) -> dict[str, Any]:
     for r in plan:
         by_source.setdefault(r.ex.source, Counter())["answerable" if r.answerable else "unanswerable"] += 1
         if not r.answerable:
-            lack = max(0, r.d + r.hops - len(distractor_pool(r.ex)))
+            lack = max(0, r.d + r.hops - (source or _PROVIDED).available(r.ex, r.d + r.hops))
             short += lack > 0
             missing += lack
     if short:
@@ -373,7 +365,7 @@ def _list_array(offsets: list[int], values: pa.Array) -> pa.ListArray:
 
 
 def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None = None, *,
-                 tokenizer: Any = None) -> pa.Table:
+                 tokenizer: Any = None, source: ProvidedSource | None = None) -> pa.Table:
     """The rows of ``plan[start:stop]`` (``curriculum_index`` = position in the whole plan) as an Arrow table,
     built column by column: the toolkit's one row renderer. No dict per row or passage, and the label, answer and
     gold-label arrays are shared by the columns that repeat them (``tests/row_oracle.py`` renders the same rows one
@@ -393,9 +385,10 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     answerable, gold_recall = [], []
     a_off, a_flat, g_off, g_flat = [0], [], [0], []
     system = template.system_prompt
+    src = source or _PROVIDED
     for i in range(start, stop):
         ex, level, d, hops, ok = plan[i]
-        docs = select_documents(ex, d, seed, unanswerable=not ok)
+        docs = select_documents(ex, d, seed, source, unanswerable=not ok)
         titles = [doc.title for doc in docs]
         texts = [doc.text for doc in docs]
         labels = template.labels(titles)  # unique titles; numbers for a numbered template
@@ -410,17 +403,17 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         qtypes.append(ex.qtype)
         levels.append(level)
         ds.append(d if ok else len(docs))  # an unanswerable row: every passage shown is a distractor
-        hopss.append(len(gold_labels) if ok else hops)
+        hopss.append(src.hops(ex, len(gold_labels)) if ok else hops)
         index.append(i)
         p_labels += labels
         p_titles += titles
         p_texts += texts
         p_gold += gold
-        p_origin += ["provided"] * len(docs)
-        p_rank += [None] * len(docs)
+        p_origin += [getattr(doc, "origin", "provided") for doc in docs]  # a Document: the dataset's own
+        p_rank += [getattr(doc, "bm25_rank", None) for doc in docs]
         p_off.append(len(p_labels))
         answerable.append(ok)
-        gold_recall.append(None)
+        gold_recall.append(src.recall(ex, docs))
         if ok:
             a_flat += ex.answers
         else:
@@ -516,14 +509,15 @@ def _die_with_parent(parent: int) -> None:
 
 PARALLEL_MIN_ROWS = 4096
 # The plan and the tokenizer (or None), shared with forked workers copy-on-write.
-_FORKED: tuple[Plan, BuildConfig, Path, Any] | None = None
+_FORKED: tuple[Plan, BuildConfig, Path, Any, ProvidedSource | None] | None = None
 
 
 def _write_shard(k: int) -> tuple[dict[str, Any], LengthStats | None]:
     assert _FORKED is not None
-    plan, cfg, directory, tokenizer = _FORKED
+    plan, cfg, directory, tokenizer, source = _FORKED
     start = k * cfg.rows_per_shard
-    table = render_rows(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer)
+    table = render_rows(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer,
+                        source=source)
     stats = None
     if tokenizer is not None:
         stats = LengthStats.of(*(table.column(c).to_pylist()
@@ -532,6 +526,7 @@ def _write_shard(k: int) -> tuple[dict[str, Any], LengthStats | None]:
 
 
 def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool = False, tokenizer: Any = None,
+               source: ProvidedSource | None = None,
                lengths: list[LengthStats] | None = None) -> list[dict[str, Any]]:
     """Render and write the shards. Shards are independent, so with several CPUs they are made by forked worker
     processes (which share the loaded examples); each shard's bytes depend only on the plan, never on the
@@ -545,7 +540,7 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
     # Forking costs a fraction of a second: worth it for large builds, or when workers are asked for explicitly.
     big_enough = cfg.workers is not None or len(plan) >= PARALLEL_MIN_ROWS
     use_fork = workers > 1 and big_enough and "fork" in mp.get_all_start_methods()
-    _FORKED = (plan, cfg, directory, tokenizer)
+    _FORKED = (plan, cfg, directory, tokenizer, source)
     entries: list[dict[str, Any]] = []
     try:
         with maybe_progress(progress, unit="rows") as bar:
@@ -608,6 +603,38 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
         "passages_mean": round(sum(r.hops + r.d for r in plan) / len(plan), 3) if plan else 0,
     }
+
+
+def origin_summary(plan: Plan, source: ProvidedSource) -> dict[str, Any]:
+    """The origins of the shown distractors (and gold passages), their BM25 ranks, and for the retrieved setting
+    the distribution of recall@N: what the manifest and the data card report for builds with an index."""
+    origins: Counter = Counter()
+    ranks: Counter = Counter()
+    recall: Counter = Counter()
+    for r in plan:
+        for p in select_documents(r.ex, r.d, source.seed, source, unanswerable=not r.answerable):
+            origins[f"{'gold' if p.is_gold else 'distractor'}:{p.origin}"] += 1
+            if not p.is_gold and p.bm25_rank is not None:
+                ranks[_rank_bucket(p.bm25_rank)] += 1
+        rec = source.recall(r.ex)
+        if rec is not None and r.answerable:
+            recall[f"{rec:.2f}"] += 1
+    out: dict[str, Any] = {"origins": dict(sorted(origins.items())),
+                           "distractor_bm25_ranks": {k: ranks[k] for k in _RANK_BUCKETS if ranks[k]}}
+    if recall:
+        n = sum(recall.values())
+        out["gold_recall"] = {"distribution": dict(sorted(recall.items())),
+                              "mean": round(sum(float(k) * v for k, v in recall.items()) / n, 4),
+                              "all": recall.get("1.00", 0), "none": recall.get("0.00", 0),
+                              "some": n - recall.get("1.00", 0) - recall.get("0.00", 0)}
+    return out
+
+
+_RANK_BUCKETS = ("1-5", "6-10", "11-20", "21-50", "51+")
+
+
+def _rank_bucket(rank: int) -> str:
+    return "1-5" if rank <= 5 else "6-10" if rank <= 10 else "11-20" if rank <= 20 else "21-50" if rank <= 50 else "51+"
 
 
 def current_command() -> str:
@@ -688,10 +715,18 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     names = [s.dataset for s in cfg.sources]
     if len(set(names)) != len(names):
         raise BuildError(f"a dataset appears twice in the mixture: {names}")
+    index = None
+    if cfg.index:
+        from ..retrieval import load_index
+
+        index = load_index(cfg.index)
+        cfg.index = str(cfg.index)
+    kind = "retrieved" if cfg.setting == "retrieved" else cfg.distractors
+    distractors = make_source(kind, seed=cfg.seed, index=index, top_k=cfg.top_k)
     t0 = time.perf_counter()
     sources = [load_source(cfg, s, progress=progress) for s in cfg.sources]
     t1 = time.perf_counter()
-    plan, facts = plan_rows(cfg, sources)
+    plan, facts = plan_rows(cfg, sources, distractors, progress=progress)
     log.debug("loaded %d question(s) in %.2fs, planned %d row(s) in %.2fs", sum(len(s.examples) for s in sources),
               t1 - t0, len(plan), time.perf_counter() - t1)
     if not plan:
@@ -713,6 +748,9 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     for k in ("leakage", "tail_fit", "unanswerable"):
         if k in facts:
             manifest[k] = facts[k]
+    if index is not None:
+        manifest["distractors"] = {**distractors.facts(), "index": index.describe(cfg.out),
+                                   **origin_summary(plan, distractors)}
     if "leakage" in manifest:
         manifest["leakage"]["eval_sets"] = recorded_config(cfg)["eval_sets"]
     if tail and tail["unseen_rows"]:
@@ -727,14 +765,15 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     schema = row_schema(*adaptive) if adaptive else ROW_SCHEMA
 
     def writer(d: Path) -> list[dict[str, Any]]:
-        return write_plan(plan, cfg, d, progress=progress)
+        return write_plan(plan, cfg, d, progress=progress, source=distractors)
 
     if tokenizer is not None:
         schema = row_schema(PROMPT_TOKENS, *adaptive)
 
         def writer(d: Path) -> list[dict[str, Any]]:
             per_shard: list[LengthStats] = []
-            entries = write_plan(plan, cfg, d, progress=progress, tokenizer=tokenizer, lengths=per_shard)
+            entries = write_plan(plan, cfg, d, progress=progress, tokenizer=tokenizer, lengths=per_shard,
+                                 source=distractors)
             stats = per_shard[0]
             for s in per_shard[1:]:
                 stats = stats.merge(s)

@@ -23,7 +23,8 @@ from ..prompts import ABSTENTION_ANSWER
 DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
 
 ORDERS = ("level", "shuffled", "hops-level")
-SETTINGS = ("curriculum", "distractor", "ideal")
+SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
+DISTRACTORS = ("provided", "bm25", "mixed")
 TAILS = ("keep", "trim", "pad")
 LEAKAGE = ("refuse", "drop", "warn")
 
@@ -60,7 +61,15 @@ class BuildConfig:
     K: int | None = rule(None, ge=1, le=MAX_K, help="Top level K for every dataset (overrides the per-dataset K).")
     seed: int = rule(0, ge=0, le=MAX_SEED, help="Build seed: sampling, distractors, order.")
     setting: str = rule("curriculum", choices=SETTINGS, help=(
-        "curriculum (training) | distractor | ideal (evaluation sets from the dev split)."))
+        "curriculum (training) | distractor | ideal | retrieved (evaluation sets from the dev split; retrieved: "
+        "the --top-k best passages of a BM25 --index, gold not forced in)."))
+    distractors: str = rule("provided", choices=DISTRACTORS, help=(
+        "Where distractors come from: provided (the dataset's own, the paper's) | bm25 (the question's best "
+        "non-gold BM25 passages from --index, never a gold copy nor a passage containing the answer) | mixed "
+        "(provided and bm25 alternately, provided first)."))
+    index: str | None = rule(None, flag="--index", empty=False, help=(
+        "A BM25 index directory (curriculum index) for --distractors bm25|mixed and --setting retrieved."))
+    top_k: int = rule(10, ge=1, le=MAX_K, help="The retrieved setting: passages shown per question (recall@N).")
     max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
     template: str = rule("rag-rl", empty=False, help=(
         "Prompt / output format, looked up in rag_curriculum.prompts: rag-rl, or CRAFT's craft-v1 ... craft-v5 "
@@ -121,6 +130,19 @@ class BuildConfig:
             check_abstention_answer(self.abstention_answer, name="--abstention-answer")
         if self.pieces and self.schedule != "piecewise":
             raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
+        needs_index = self.distractors != "provided" or self.setting == "retrieved"
+        if needs_index and not self.index:
+            what = "--setting retrieved" if self.setting == "retrieved" else f"--distractors {self.distractors}"
+            raise ConfigError(f"{what} needs a BM25 index", hint=(
+                "build one with: curriculum index --dataset NAME --input FILE --out DIR, then pass --index DIR "
+                "(recipes: index=DIR)"))
+        if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):
+            raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "
+                              "ideal setting has no distractors; the retrieved one shows what BM25 ranks)")
+        if needs_index and self.schedule == "adaptive" and self.setting == "curriculum":
+            raise ConfigError(f"--schedule adaptive re-renders rows at training time from the dataset's own "
+                              f"distractors; it does not take --distractors {self.distractors}",
+                              hint="use a fixed schedule (min-max, linear, ...) with BM25 distractors")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -129,6 +151,12 @@ class BuildConfig:
                 del d[key]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
             del d["unanswerable_fraction"], d["abstention_answer"]
+        if d["distractors"] == "provided" and d["setting"] != "retrieved":  # and one without an index
+            del d["distractors"]
+            if d["index"] is None:
+                del d["index"]
+        if d["setting"] != "retrieved":
+            del d["top_k"]
         return d
 
     @classmethod

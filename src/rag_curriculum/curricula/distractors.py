@@ -1,0 +1,343 @@
+"""Where a row's distractors come from: the distractor sources.
+
+A source gives each question an ordered list of candidate distractors; a row with ``d`` distractors shows the
+first ``d`` of them (so level ``l``'s distractors are a subset of level ``l + 1``'s, RAG-RL's nesting), plus every
+gold passage, in an order shuffled by the question's own generator (``derive_seed(seed, dataset, id)``):
+
+``provided`` (the paper's)
+    the distractors the dataset ships, in an order shuffled by the question's generator (then shown in source
+    order); ``k`` = their number.
+``bm25``
+    the question's BM25 ranking over a corpus index (:mod:`rag_curriculum.retrieval`), best first, skipping a
+    passage whose normalised title and text equal a gold paragraph's (``gold_copy``) and one whose title or text
+    contains an answer after SQuAD normalisation (``answer``: it would be gold in disguise; yes/no answers are
+    not matched). ``k`` = the ranked passages left, up to the index's depth, so it is no longer capped by the
+    dataset.
+``mixed``
+    provided and BM25 distractors alternately, provided first (p1, b1, p2, b2, ...; when one list runs out the
+    other continues); the BM25 list also skips passages equal to one of the question's provided paragraphs
+    (``provided_copy``).
+
+Every source consumes the question's generator the same way (one shuffle of the provided pool, then the
+presentation shuffle), so a ``provided`` build's rows are byte-identical to those written before sources existed.
+Exclusions are counted per question as the ranking is walked (the walk stops when the row has its ``d``), and
+reported in the build manifest. ``select(ex, d, seed)`` is the one place a row's passages are chosen: another kind
+of row (say, one whose gold passages are replaced) plugs in by subclassing a source.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections import Counter
+from typing import Any, NamedTuple
+
+from .._plumbing import derive_seed
+from ..records import Document, Example
+
+DISTRACTOR_SOURCES = ("provided", "bm25", "mixed")
+#: A provided passage (gold, or a provided distractor in ``mixed``) records its ``bm25_rank`` when it is among
+#: this many best passages of the question's ranking; BM25 distractors always record theirs.
+RANK_WINDOW = 32
+
+
+class Shown(NamedTuple):
+    """A passage as a row shows it: a :class:`~rag_curriculum.records.Document` plus where it came from."""
+
+    title: str
+    text: str
+    is_gold: bool = False
+    origin: str = "provided"  # provided | bm25
+    bm25_rank: int | None = None  # 1-based rank in the question's BM25 ranking; None when not ranked
+
+
+def distractor_pool(ex: Example) -> list[Document]:
+    """The distractors a row may draw from: every non-gold paragraph except exact copies (same title and text)
+    of a gold one, which would make a citation of the copy look wrong. ``k = len(pool)``."""
+    docs = ex.documents
+    gold_titles = {d.title for d in docs if d.is_gold}
+    pool = [d for d in docs if not d.is_gold]
+    if any(d.title in gold_titles for d in pool):  # rare: a distractor shares a gold title; compare the texts
+        gold = {(d.title, d.text) for d in docs if d.is_gold}
+        pool = [d for d in pool if (d.title, d.text) not in gold]
+    return pool
+
+
+def passage_key(title: str, text: str) -> tuple[str, str]:
+    """Title and text with whitespace runs collapsed and case folded: what "a copy of a paragraph" compares."""
+    return " ".join(title.split()).casefold(), " ".join(text.split()).casefold()
+
+
+class ProvidedSource:
+    """The dataset's own distractors (RAG-RL)."""
+
+    name = "provided"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def rng(self, ex: Example) -> random.Random:
+        return random.Random(derive_seed(self.seed, ex.source, ex.id))
+
+    def prepare(self, examples: list[Example], *, progress: bool = False) -> None:
+        """Work done once for all the build's questions before planning (retrieval, for the BM25 sources)."""
+
+    def available(self, ex: Example, want: int) -> int:
+        """min(want, k): how many distractors a row that asks for ``want`` gets."""
+        return min(want, len(distractor_pool(ex)))
+
+    def gold(self, ex: Example) -> list[Document | Shown]:
+        return [d for d in ex.documents if d.is_gold]
+
+    def _provided_order(self, ex: Example, rng: random.Random) -> tuple[list[Document], list[int]]:
+        pool = distractor_pool(ex)
+        perm = list(range(len(pool)))
+        rng.shuffle(perm)
+        return pool, perm
+
+    def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
+                    ) -> tuple[list[Document | Shown], list[Document | Shown]]:
+        """The first ``d`` distractors of the question's order, and the ``extra`` after them (the replacements of
+        the gold passages of an unanswerable row). Consumes ``rng``: one shuffle of the provided pool. The
+        provided source returns the dataset's own :class:`Document` objects (origin ``provided``, no rank)."""
+        pool, perm = self._provided_order(ex, rng)
+        chosen = [pool[p] for p in sorted(perm[:d])]  # keep source order before the presentation shuffle
+        return chosen, [pool[p] for p in perm[d:d + extra]]
+
+    def select(self, ex: Example, d: int, seed: int | None = None, *, unanswerable: bool = False
+               ) -> list[Document | Shown]:
+        """All gold passages plus ``d`` distractors, in the question's shuffled order; with ``unanswerable`` the
+        gold passages are replaced by the next distractors of the order (while any is left)."""
+        rng = random.Random(derive_seed(self.seed if seed is None else seed, ex.source, ex.id))
+        chosen, extra = self.distractors(ex, d, rng, ex.hops if unanswerable else 0)
+        docs = (extra if unanswerable else self.gold(ex)) + chosen
+        rng.shuffle(docs)
+        return docs
+
+    def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
+        """The row's ``gold_recall``: None except in the retrieved setting."""
+        return None
+
+    def hops(self, ex: Example, shown_gold: int) -> int:
+        return shown_gold
+
+    def facts(self) -> dict[str, Any] | None:
+        """What the build manifest records about the source (None for the paper's provided distractors)."""
+        return None
+
+
+_PUNCT_RE = re.compile("[" + re.escape(string.punctuation) + "]")
+_UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
+
+
+class _AnswerFilter:
+    """Whether a passage contains one of a question's answers after SQuAD normalisation (as whole words). A
+    cheap necessary test first (every answer token in the lowered, punctuation-free text), the exact one after."""
+
+    def __init__(self, answers: list[str]) -> None:
+        from ..rewards._metrics import normalize_answer
+
+        self._norm = normalize_answer
+        self.answers = sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
+        self.tokens = [a.split() for a in self.answers]
+
+    def __call__(self, title: str, text: str) -> bool:
+        if not self.answers:
+            return False
+        raw = f"{title} {text}"
+        cheap = _PUNCT_RE.sub("", raw.lower())
+        candidates = [a for a, toks in zip(self.answers, self.tokens, strict=True) if all(t in cheap for t in toks)]
+        if not candidates:
+            return False
+        norm = f" {self._norm(raw)} "
+        return any(f" {a} " in norm for a in candidates)
+
+
+class _Walk:
+    """One question's BM25 distractors, accepted lazily in rank order."""
+
+    __slots__ = ("accepted", "pos", "done")
+
+    def __init__(self) -> None:
+        self.accepted: list[Shown] = []
+        self.pos = 0
+        self.done = False
+
+
+class BM25Source(ProvidedSource):
+    """BM25 hard negatives from a corpus index."""
+
+    name = "bm25"
+
+    def __init__(self, index: Any, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.index = index
+        self.rankings: dict[str, Any] = {}
+        self.excluded: Counter = Counter()
+        self._walks: dict[str, _Walk] = {}
+        self._skip: dict[str, tuple[set, set, _AnswerFilter]] = {}
+
+    def prepare(self, examples: list[Example], *, progress: bool = False) -> None:
+        import numpy as np
+
+        self.rankings = self.index.rankings(examples, progress=progress)
+        if self.rankings:  # read the head of every ranking at once; deeper passages are read when reached
+            head = min(self.index.depth, RANK_WINDOW)
+            self.index.prefetch(np.concatenate([np.asarray(r.ids[:head]) for r in self.rankings.values()]))
+
+    def _exclusions(self, ex: Example) -> tuple[set, set, _AnswerFilter]:
+        hit = self._skip.get(ex.id)
+        if hit is None:
+            gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+            provided = {passage_key(d.title, d.text) for d in ex.documents if not d.is_gold} - gold
+            hit = self._skip[ex.id] = (gold, provided, _AnswerFilter(ex.answers))
+        return hit
+
+    def skip_provided(self) -> bool:
+        return False
+
+    def ranked(self, ex: Example, want: int) -> list[Shown]:
+        """The first ``want`` accepted BM25 distractors of the question (fewer when its ranking runs out)."""
+        walk = self._walks.get(ex.id)
+        if walk is None:
+            walk = self._walks[ex.id] = _Walk()
+        if len(walk.accepted) >= want or walk.done:
+            return walk.accepted[:want]
+        ranking = self.rankings[ex.id]
+        ids = ranking.ids
+        gold, provided, has_answer = self._exclusions(ex)
+        while len(walk.accepted) < want:
+            if walk.pos >= len(ids) or ids[walk.pos] < 0:
+                walk.done = True
+                break
+            pid = int(ids[walk.pos])
+            walk.pos += 1
+            title, text = self.index.passage(pid)
+            key = passage_key(title, text)
+            if key in gold:
+                self.excluded["gold_copy"] += 1
+            elif self.skip_provided() and key in provided:
+                self.excluded["provided_copy"] += 1
+            elif has_answer(title, text):
+                self.excluded["answer"] += 1
+            else:
+                walk.accepted.append(Shown(title, text, False, "bm25", walk.pos))
+        return walk.accepted[:want]
+
+    def rank_of(self, ex: Example) -> dict[tuple[str, str], int]:
+        """The rank of each of the question's own paragraphs among the first :data:`RANK_WINDOW` of its
+        ranking, by exact title and text (a provided passage ranked lower gets no rank)."""
+        ranking = self.rankings.get(ex.id)
+        if ranking is None:
+            return {}
+        own = {(d.title, d.text) for d in ex.documents}
+        out: dict[tuple[str, str], int] = {}
+        for pos, pid in enumerate(ranking.ids[:RANK_WINDOW], 1):
+            if pid < 0:
+                break
+            tt = self.index.passage(int(pid))
+            if tt in own and tt not in out:
+                out[tt] = pos
+        return out
+
+    def available(self, ex: Example, want: int) -> int:
+        return len(self.ranked(ex, want))
+
+    def gold(self, ex: Example) -> list[Shown]:
+        ranks = self.rank_of(ex)
+        return [Shown(d.title, d.text, True, "provided", ranks.get((d.title, d.text)))
+                for d in ex.documents if d.is_gold]
+
+    def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
+                    ) -> tuple[list[Document | Shown], list[Document | Shown]]:
+        self._provided_order(ex, rng)  # consumed as the provided source does, so the presentation shuffle matches
+        ranked = self.ranked(ex, d + extra)
+        return ranked[:d], ranked[d:]
+
+    def facts(self) -> dict[str, Any]:
+        return {"source": self.name, "excluded": {k: self.excluded[k] for k in
+                                                  ("gold_copy", "answer", "provided_copy")}}
+
+
+class MixedSource(BM25Source):
+    """Provided and BM25 distractors, alternately (provided first)."""
+
+    name = "mixed"
+
+    def skip_provided(self) -> bool:
+        return True
+
+    def available(self, ex: Example, want: int) -> int:
+        return min(want, len(distractor_pool(ex)) + len(self.ranked(ex, want)))
+
+    def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
+                    ) -> tuple[list[Document | Shown], list[Document | Shown]]:
+        pool, perm = self._provided_order(ex, rng)
+        ranks = self.rank_of(ex)
+        provided = [Shown(*pool[p], "provided", ranks.get((pool[p].title, pool[p].text))) for p in perm]
+        n = d + extra
+        bm25 = self.ranked(ex, n)
+        out: list[Shown] = []
+        i = j = 0
+        while len(out) < n and (i < len(provided) or j < len(bm25)):
+            if i < len(provided) and (len(out) % 2 == 0 or j >= len(bm25)):
+                out.append(provided[i])
+                i += 1
+            else:
+                out.append(bm25[j])
+                j += 1
+        return out[:d], out[d:]
+
+
+class RetrievedSource(BM25Source):
+    """The ``retrieved`` evaluation setting: the top ``N`` passages of the question's ranking, in rank order,
+    gold not forced in; a passage is gold when its normalised title and text equal a gold paragraph's."""
+
+    name = "retrieved"
+
+    def __init__(self, index: Any, top_k: int, seed: int = 0) -> None:
+        super().__init__(index, seed)
+        self.top_k = top_k
+
+    def ranked_all(self, ex: Example, n: int, *, skip_gold: bool = False) -> list[Shown]:
+        ids = self.rankings[ex.id].ids
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        out = []
+        for pos, pid in enumerate(ids, 1):
+            if len(out) >= n or pid < 0:
+                break
+            title, text = self.index.passage(int(pid))
+            is_gold = passage_key(title, text) in gold
+            if not (skip_gold and is_gold):
+                out.append(Shown(title, text, is_gold, "bm25", pos))
+        return out
+
+    def select(self, ex: Example, d: int, seed: int | None = None, *, unanswerable: bool = False) -> list[Shown]:
+        """The top ``N`` passages in rank order; an unanswerable row skips the gold ones (the next ranked
+        non-gold passages take their places)."""
+        return self.ranked_all(ex, self.top_k, skip_gold=unanswerable)
+
+    def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        shown = self.select(ex, 0) if shown is None else shown
+        found = {passage_key(p.title, p.text) for p in shown if p.is_gold}
+        return len(found) / len(gold) if gold else None
+
+    def hops(self, ex: Example, shown_gold: int) -> int:
+        return ex.hops
+
+    def facts(self) -> dict[str, Any]:
+        return {"source": self.name, "top_k": self.top_k}
+
+
+def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = None) -> ProvidedSource:
+    if kind == "provided":
+        return ProvidedSource(seed)
+    if kind == "bm25":
+        return BM25Source(index, seed)
+    if kind == "mixed":
+        return MixedSource(index, seed)
+    if kind == "retrieved":
+        return RetrievedSource(index, int(top_k or 10), seed)
+    raise ValueError(f"unknown distractor source {kind!r}")

@@ -1,0 +1,105 @@
+"""The passages an index holds: every distinct paragraph (title + text) of a dataset file, read through the
+toolkit's loader, then the passages of an optional user corpus (JSONL of ``{"title", "text"}``), each exact
+(title, text) pair once, in first-seen order; and the questions of the dataset file, whose rankings the index
+stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError, SkipReport
+
+
+@dataclass
+class Collected:
+    titles: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # "dataset" | "corpus"
+    q_ids: list[str] = field(default_factory=list)
+    q_texts: list[str] = field(default_factory=list)
+    paragraphs: int = 0  # dataset paragraphs before deduplication
+    corpus_lines: int = 0
+    corpus_duplicates: int = 0
+    report: SkipReport = field(default_factory=SkipReport)
+    dataset: str = ""
+
+    def __len__(self) -> int:
+        return len(self.titles)
+
+
+def collect(dataset: str, input: str, corpus: str | None = None, *, on_error: str = "raise",
+            progress: bool = False) -> Collected:
+    """Read the dataset file with its loader and the corpus file, deduplicating exact (title, text) pairs."""
+    from .._progress import track
+    from ..loaders import load_examples
+
+    out = Collected()
+    seen: dict[tuple[str, str], int] = {}
+    titles, texts, origins = out.titles, out.texts, out.origins
+    stream = load_examples(dataset, input, on_error=on_error, report=out.report)
+    out.dataset = stream.dataset
+    q_seen: set[str] = set()
+    for ex in track(stream, f"reading {stream.dataset}", enabled=progress, unit="questions"):
+        for d in ex.documents:
+            out.paragraphs += 1
+            key = (d.title, d.text)
+            if key not in seen:
+                seen[key] = len(titles)
+                titles.append(d.title)
+                texts.append(d.text)
+        if ex.id not in q_seen:
+            q_seen.add(ex.id)
+            out.q_ids.append(ex.id)
+            out.q_texts.append(ex.question)
+    origins.extend(["dataset"] * len(titles))
+    if corpus:
+        for title, text in track(read_corpus(corpus), "reading corpus", enabled=progress, unit="passages"):
+            out.corpus_lines += 1
+            key = (title, text)
+            if key in seen:
+                out.corpus_duplicates += 1
+                continue
+            seen[key] = len(titles)
+            titles.append(title)
+            texts.append(text)
+            origins.append("corpus")
+    return out
+
+
+def _bad(path: Path, line: int | None, message: str, kind: str, hint: str, field: str | None = None) -> DataError:
+    e = DataError(message, kind=kind, path=str(path), record=None if line is None else f"line {line}", field=field)
+    e.hint = hint
+    return e
+
+
+_SHAPE = 'each line of --corpus is one JSON object {"title": "...", "text": "..."}'
+
+
+def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
+    """(title, text) per line of a JSONL corpus; a line that is not a JSON object with string ``title`` and
+    non-empty ``text`` is an error naming the file, the line and the field."""
+    p = Path(path)
+    if p.is_dir():
+        raise _bad(p, None, "a directory, not a file", "corpus", "--corpus takes a JSONL file: " + _SHAPE)
+    with open(p, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec: Any = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _bad(p, n, f"not JSON ({e.msg})", "invalid_json", _SHAPE) from None
+            if not isinstance(rec, dict):
+                raise _bad(p, n, f"a JSON {type(rec).__name__}, not an object", "wrong_type", _SHAPE)
+            for key in ("title", "text"):
+                if key not in rec:
+                    raise _bad(p, n, "missing", "missing_field", _SHAPE, key)
+                if not isinstance(rec[key], str):
+                    raise _bad(p, n, f"a {type(rec[key]).__name__}, not a string", "wrong_type", _SHAPE, key)
+            if not rec["text"].strip():
+                raise _bad(p, n, "empty", "empty_text", "remove passages without text from the corpus", "text")
+            yield rec["title"], rec["text"]

@@ -1,0 +1,408 @@
+"""A BM25 index over a dataset's paragraphs (and an optional corpus), on bm25s: build, save, load (memory-mapped),
+retrieve.
+
+An index directory holds::
+
+    manifest.json      what made it: sources and their checksums, tokenizer, BM25 parameters, counts (written last)
+    bm25/              bm25s's own save (``BM25.save``): the sparse score matrix (.npy), vocabulary, parameters
+    passages.arrow     the passages (title, text, origin), Arrow IPC: memory-mapped when loaded
+    questions.arrow    the dataset file's questions (id, question), in file order
+    ranked_ids.npy     per question, the ids of its ``depth`` best passages, best first (int32)
+    ranked_scores.npy  their BM25 scores (float32)
+
+It is written into a hidden temporary folder beside the target and renamed into place at the end, so a reader
+never sees a half-written index. A passage's text for BM25 is ``title + " " + text``; queries are the questions,
+tokenized the same way. Ties in score are broken by the lower passage id, so rankings are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import CurriculumError
+from ._config import SPLITTER, IndexConfig
+
+log = logging.getLogger(__name__)
+
+KIND = "bm25-index"
+FORMAT = 1
+MANIFEST = "manifest.json"
+BM25_DIR = "bm25"
+PASSAGES = "passages.arrow"
+QUESTIONS = "questions.arrow"
+RANKED_IDS = "ranked_ids.npy"
+RANKED_SCORES = "ranked_scores.npy"
+CHUNK = 4096  # passages / queries per progress step
+
+
+class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
+    """An index that is missing, unfinished, or does not match its manifest."""
+
+
+def _tokenizer(stopwords: str | None):
+    import re
+
+    from bm25s.tokenization import Tokenizer
+
+    return Tokenizer(lower=True, splitter=re.compile(SPLITTER).findall, stopwords=stopwords or [], stemmer=None)
+
+
+#: ``backend="auto"`` picks numba (when installed) from this many queries on: its JIT compilation costs about
+#: half a minute per process, which pays off only on large batches.
+NUMBA_MIN_QUERIES = 20_000
+
+
+def _backend(name: str, queries: int = 0) -> str:
+    if name != "auto":
+        return name
+    if queries < NUMBA_MIN_QUERIES:
+        return "numpy"
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return "numpy"
+    return "numba"
+
+
+def _threads(n: int) -> int:
+    return n or (os.cpu_count() or 1)
+
+
+def tokenize(tokenizer: Any, texts: list[str], *, update_vocab: bool, bar: Any = None, task: Any = None
+             ) -> list[list[int]]:
+    """Token ids of ``texts`` (in chunks, advancing ``bar``)."""
+    out: list[list[int]] = []
+    for start in range(0, len(texts), CHUNK):
+        out += tokenizer.tokenize(texts[start:start + CHUNK], update_vocab=update_vocab, return_as="ids",
+                                  show_progress=False)
+        if bar is not None:
+            bar.advance(task, min(CHUNK, len(texts) - start))
+    return out
+
+
+def rank(retriever: Any, queries: list[list[int]], depth: int, *, threads: int, empty_id: int | None,
+         bar: Any = None, task: Any = None):
+    """The ``depth`` best passage ids and scores of each query (rows of two arrays), best first, ties by lower
+    id; a query with no token in the vocabulary gets ids -1 and scores 0."""
+    import numpy as np
+
+    n = len(queries)
+    ids = np.full((n, depth), -1, dtype=np.int32)
+    scores = np.zeros((n, depth), dtype=np.float32)
+    live = [i for i, q in enumerate(queries) if q and q != [empty_id]]
+    for start in range(0, len(live), CHUNK):
+        rows = live[start:start + CHUNK]
+        # one more than asked, so that a tie at the cut is seen and broken by id like the others
+        k = min(depth + 1, retriever.scores["num_docs"])
+        docs, sc = retriever.retrieve([queries[i] for i in rows], k=k, n_threads=threads, show_progress=False,
+                                      sorted=True)
+        docs = np.asarray(docs, dtype=np.int64)
+        sc = np.asarray(sc, dtype=np.float32)
+        order = np.lexsort((docs, -sc), axis=1)  # score descending, then passage id ascending
+        docs = np.take_along_axis(docs, order, axis=1)[:, :depth]
+        sc = np.take_along_axis(sc, order, axis=1)[:, :depth]
+        ids[rows, :docs.shape[1]] = docs
+        scores[rows, :sc.shape[1]] = sc
+        if bar is not None:
+            bar.advance(task, len(rows))
+    if bar is not None and len(live) < n:
+        bar.advance(task, n - len(live))
+    return ids, scores
+
+
+def _write_arrow(path: Path, columns: dict[str, list[str]]) -> None:
+    import pyarrow as pa
+
+    table = pa.table({k: pa.array(v, pa.string()) for k, v in columns.items()})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=1 << 16)
+
+
+def _sha256(path: Path) -> str:
+    from ..shards import sha256_file
+
+    return sha256_file(path)
+
+
+def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
+    """Read, tokenize, index, rank the dataset's questions and save; return the manifest."""
+    import bm25s
+    import numpy as np
+
+    from .._progress import maybe_progress
+    from ..loaders import get_loader
+    from ..shards import portable_path
+    from ._corpus import collect
+
+    cfg.validate()
+    cfg.dataset = get_loader(cfg.dataset).name
+    out = Path(cfg.out)
+    _check_out(out, cfg.overwrite)
+    t0 = time.perf_counter()
+    col = collect(cfg.dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, progress=progress)
+    if not len(col):
+        raise IndexError_(f"{cfg.input}: no paragraph to index", hint="check --dataset and --input")
+    t1 = time.perf_counter()
+    backend = _backend(cfg.backend, len(col.q_ids))
+    tokenizer = _tokenizer(None if cfg.stopwords == "none" else cfg.stopwords)
+    retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, delta=cfg.delta, method=cfg.method, backend=backend)
+    depth = min(cfg.depth, len(col))
+    with maybe_progress(progress, unit="passages") as bar:
+        task = bar.add_task("tokenizing passages", total=len(col)) if bar else None
+        corpus_ids = tokenize(tokenizer, [f"{t} {x}" for t, x in zip(col.titles, col.texts, strict=True)],
+                              update_vocab=True, bar=bar, task=task)
+    vocab = tokenizer.get_vocab_dict()
+    retriever.index((corpus_ids, vocab), show_progress=False)
+    del corpus_ids
+    t2 = time.perf_counter()
+    with maybe_progress(progress, unit="queries") as bar:
+        task = bar.add_task("ranking questions", total=len(col.q_ids)) if bar else None
+        query_ids = tokenize(tokenizer, col.q_texts, update_vocab=False)
+        ids, scores = rank(retriever, query_ids, depth, threads=_threads(cfg.threads), empty_id=vocab.get(""),
+                           bar=bar, task=task)
+    empty = int((ids[:, 0] < 0).sum()) if len(ids) else 0
+    t3 = time.perf_counter()
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp.mkdir(parents=True)
+    try:
+        retriever.save(str(tmp / BM25_DIR), show_progress=False)
+        _write_arrow(tmp / PASSAGES, {"title": col.titles, "text": col.texts, "origin": col.origins})
+        _write_arrow(tmp / QUESTIONS, {"id": col.q_ids, "question": col.q_texts})
+        np.save(tmp / RANKED_IDS, ids)
+        np.save(tmp / RANKED_SCORES, scores)
+        files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
+        sources = [{"kind": "dataset", "dataset": col.dataset, "input": Path(cfg.input).name,
+                    "path": portable_path(cfg.input, out), "sha256": _sha256(Path(cfg.input)),
+                    "questions": len(col.q_ids), "paragraphs": col.paragraphs,
+                    "distinct": col.origins.count("dataset"), "skipped": dict(col.report.counts)}]
+        if cfg.corpus:
+            sources.append({"kind": "corpus", "input": Path(cfg.corpus).name,
+                            "path": portable_path(cfg.corpus, out), "sha256": _sha256(Path(cfg.corpus)),
+                            "lines": col.corpus_lines, "duplicates": col.corpus_duplicates,
+                            "added": col.origins.count("corpus")})
+        recorded = cfg.to_dict()
+        recorded.update(input=portable_path(cfg.input, out), out=out.name,
+                        corpus=portable_path(cfg.corpus, out) if cfg.corpus else None)
+        manifest = {
+            "kind": KIND, "format": FORMAT, "toolkit": {"name": "rag-curriculum", "version": __version__},
+            "bm25s_version": bm25s.__version__, "dataset": col.dataset, "config": recorded,
+            "command": command, "sources": sources, "tokenizer": cfg.tokenizer_info(), "bm25": cfg.bm25_params(),
+            "backend": backend, "passages": len(col), "vocab_size": len(vocab), "depth": depth,
+            "questions": len(col.q_ids), "empty_queries": empty, "files": files,
+            "seconds": {"read": round(t1 - t0, 2), "index": round(t2 - t1, 2), "rank": round(t3 - t2, 2)},
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        _commit(tmp, out, cfg.overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("indexed %d passages (%d questions ranked) in %.1fs", len(col), len(col.q_ids), t3 - t0)
+    return manifest
+
+
+def _is_index(d: Path) -> bool:
+    try:
+        return json.loads((d / MANIFEST).read_text()).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise IndexError_(f"--out {out} is a file", hint="choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise IndexError_(f"--out {out} exists", hint="pass --overwrite to replace it, or choose another --out")
+        if not _is_index(out):
+            raise IndexError_(f"--out {out} is not an index of this toolkit; --overwrite only replaces those",
+                              hint="choose another --out")
+
+
+def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
+    _check_out(out, overwrite)
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass
+class Ranking:
+    """One question's ranking: passage ids (best first) and their scores."""
+
+    ids: Any
+    scores: Any
+
+
+class CorpusIndex:
+    """A loaded index: the BM25 matrix and the stored rankings memory-mapped, the passages an Arrow table over a
+    memory map. ``retrieve`` / ``retrieve_many`` rank passages for new questions; ``ranking`` returns the
+    stored ranking of one of the indexed dataset's questions."""
+
+    def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0) -> None:
+        import bm25s
+        import numpy as np
+        import pyarrow as pa
+
+        d = Path(directory)
+        self.path = d
+        self.manifest = m = read_index_manifest(d)
+        problems = []
+        for name, size in (m.get("files") or {}).items():
+            p = d / name
+            if not p.is_file():
+                problems.append(f"{name} missing")
+            elif p.stat().st_size != size:
+                problems.append(f"{name} is {p.stat().st_size} bytes, the manifest says {size}")
+        if problems:
+            raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems),
+                              hint="build it again with curriculum index ... --overwrite")
+        self.backend = _backend(backend)
+        self.threads = _threads(threads)
+        self.bm25 = bm25s.BM25.load(str(d / BM25_DIR), mmap=True, backend=self.backend, show_progress=False)
+        params = {k: getattr(self.bm25, k) for k in ("k1", "b", "method", "delta")}
+        want = {k: m["bm25"][k] for k in params}
+        if params != want or self.bm25.scores["num_docs"] != m["passages"]:
+            raise IndexError_(f"{d}: bm25s's saved parameters {params} ({self.bm25.scores['num_docs']} documents) do "
+                              f"not match the manifest's {want} ({m['passages']} passages)",
+                              hint="build the index again with curriculum index ... --overwrite")
+        self.passages = pa.ipc.open_file(pa.memory_map(str(d / PASSAGES))).read_all()
+        questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
+        self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
+        self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
+        if (self.passages.num_rows != m["passages"] or questions.num_rows != m["questions"]
+                or self.ranked_ids.shape != (m["questions"], m["depth"])):
+            raise IndexError_(f"{d}: passage, question or ranking counts differ from the manifest",
+                              hint="build the index again with curriculum index ... --overwrite")
+        self._q_ids = questions.column("id").to_pylist()
+        self._q_texts = questions.column("question")
+        self._q_row = {q: i for i, q in enumerate(self._q_ids)}
+        self.tokenizer = _tokenizer(m["tokenizer"]["stopwords"])
+        self.tokenizer.word_to_id = self.bm25.vocab_dict
+        self._cache: dict[int, tuple[str, str]] = {}
+
+    # -- facts
+    @property
+    def dataset(self) -> str:
+        return self.manifest["dataset"]
+
+    @property
+    def depth(self) -> int:
+        return int(self.manifest["depth"])
+
+    def __len__(self) -> int:
+        return int(self.manifest["passages"])
+
+    def describe(self, out: str | Path | None = None) -> dict[str, Any]:
+        """What a build's manifest records about the index it used."""
+        from ..shards import portable_path
+
+        m = self.manifest
+        return {"path": portable_path(str(self.path), out) if out else str(self.path), "dataset": m["dataset"],
+                "passages": m["passages"], "depth": m["depth"], "bm25": m["bm25"], "tokenizer": m["tokenizer"],
+                "bm25s_version": m["bm25s_version"],
+                "sources": [{k: s.get(k) for k in ("kind", "input", "sha256")} for s in m["sources"]]}
+
+    # -- passages
+    def passage(self, pid: int) -> tuple[str, str]:
+        """(title, text) of passage ``pid``."""
+        hit = self._cache.get(pid)
+        if hit is None:
+            hit = self._cache[pid] = (self.passages.column(0)[pid].as_py(), self.passages.column(1)[pid].as_py())
+        return hit
+
+    def prefetch(self, pids: Any) -> None:
+        """Read many passages at once (one vectorised take) into the cache."""
+        import numpy as np
+        import pyarrow as pa
+
+        want = np.unique(np.asarray(pids, dtype=np.int64))
+        want = want[want >= 0]
+        if not len(want):
+            return
+        taken = self.passages.select([0, 1]).take(pa.array(want))
+        for pid, title, text in zip(want.tolist(), taken.column(0).to_pylist(), taken.column(1).to_pylist(),
+                                    strict=True):
+            self._cache[pid] = (title, text)
+
+    # -- rankings
+    def stored(self, qid: str, question: str) -> Ranking | None:
+        """The stored ranking of question ``qid`` of the indexed file (None when the index has no such question,
+        or its text differs: then it was another file's question)."""
+        row = self._q_row.get(qid)
+        if row is None or self._q_texts[row].as_py() != question:
+            return None
+        return Ranking(self.ranked_ids[row], self.ranked_scores[row])
+
+    def retrieve_many(self, questions: list[str], k: int | None = None, *, threads: int | None = None):
+        """The ``k`` (default: the index's depth) best passages of each question: (ids, scores) arrays, one row per
+        question, best first, ties by lower id; ids -1 where the question has no indexed token."""
+        k = min(k or self.depth, len(self))
+        queries = tokenize(self.tokenizer, questions, update_vocab=False)
+        return rank(self.bm25, queries, k, threads=threads or self.threads, empty_id=self.bm25.vocab_dict.get(""))
+
+    def retrieve(self, question: str, k: int = 10) -> list[tuple[int, float]]:
+        """The ``k`` best (passage id, score) pairs for one question, best first."""
+        ids, scores = self.retrieve_many([question], k, threads=1)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+
+    def rankings(self, examples: list[Any], *, progress: bool = False) -> dict[str, Ranking]:
+        """The ranking of each example (keyed by id): the stored one when the index has the question, else
+        retrieved now, all the missing ones in one batch."""
+        out: dict[str, Ranking] = {}
+        missing = []
+        for ex in examples:
+            r = self.stored(ex.id, ex.question)
+            if r is None:
+                missing.append(ex)
+            else:
+                out[ex.id] = r
+        if missing:
+            log.info("retrieving for %d question(s) not ranked in the index", len(missing))
+            ids, scores = self.retrieve_many([ex.question for ex in missing])
+            for i, ex in enumerate(missing):
+                out[ex.id] = Ranking(ids[i], scores[i])
+        return out
+
+
+def read_index_manifest(directory: str | Path) -> dict[str, Any]:
+    d = Path(directory)
+    if not d.is_dir():
+        raise IndexError_(f"{d}: no such index directory",
+                          hint="build one with curriculum index --dataset NAME --input FILE --out DIR")
+    p = d / MANIFEST
+    if not p.is_file():
+        raise IndexError_(f"{d}: no {MANIFEST}, so it is not an index, or its writing did not finish",
+                          hint="build it with curriculum index --dataset NAME --input FILE --out DIR")
+    try:
+        m = json.loads(p.read_text())
+    except ValueError as e:
+        raise IndexError_(f"{p}: invalid JSON ({e})", hint="build the index again") from None
+    if not isinstance(m, dict) or m.get("kind") != KIND:
+        raise IndexError_(f"{d}: not a BM25 index of this toolkit (manifest kind {m.get('kind') if isinstance(m, dict) else None!r})",
+                          hint="pass the --out of curriculum index")
+    if m.get("format") != FORMAT:
+        raise IndexError_(f"{d}: index format {m.get('format')!r}; this toolkit reads {FORMAT}",
+                          hint="build the index again with this version")
+    import bm25s
+
+    if str(m.get("bm25s_version", "")).split(".")[:2] != bm25s.__version__.split(".")[:2]:
+        raise IndexError_(f"{d}: built with bm25s {m.get('bm25s_version')}, this environment has {bm25s.__version__}",
+                          hint="build the index again, or install the bm25s it was built with")
+    return m
+
+
+def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:
+    return CorpusIndex(directory, **kw)
