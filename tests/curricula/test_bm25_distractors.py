@@ -1,0 +1,190 @@
+"""Builds that draw passages from a BM25 index, on the real MuSiQue and HotpotQA samples: BM25 and mixed
+distractors (never a gold copy, never an answer-containing passage, nested across levels, beyond the dataset's
+k, deterministic), the retrieved setting (gold recall), and the commands end to end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from conftest import HOTPOT_HUB, MUSIQUE_TRAIN
+from typer.testing import CliRunner
+
+from rag_curriculum.cli import app
+from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+from rag_curriculum.curricula.distractors import BM25Source, MixedSource, distractor_pool, passage_key
+from rag_curriculum.errors import ConfigError
+from rag_curriculum.loaders import load_examples
+from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+from rag_curriculum.rewards._metrics import normalize_answer
+from rag_curriculum.shards import read_rows, shard_files
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("idx") / "musique-train"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=60))
+    return out
+
+
+@pytest.fixture(scope="module")
+def examples(shared_data):
+    return {ex.id: ex for ex in load_examples("musique", MUSIQUE_TRAIN)}
+
+
+def _build(out, index_dir, distractors="bm25", **kw):
+    cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), kw.pop("n", None))], schedule="min-max",
+                      distractors=distractors, index=str(index_dir), out=str(out), **kw)
+    return build_curriculum(cfg, command="test")
+
+
+@pytest.fixture(scope="module")
+def bm25_build(tmp_path_factory, index_dir):
+    out = tmp_path_factory.mktemp("b") / "bm25"
+    return _build(out, index_dir, K=24)
+
+
+def _contains_answer(p, answers):
+    norm = f" {normalize_answer(p['title'] + ' ' + p['text'])} "
+    return any(f" {a} " in norm for a in map(normalize_answer, answers) if a not in ("", "yes", "no"))
+
+
+def test_bm25_distractors_are_never_gold_copies_nor_answer_bearing(bm25_build, examples):
+    rows = read_rows(bm25_build.out)
+    assert len(rows) == 100
+    seen_bm25 = 0
+    for r in rows:
+        ex = examples[r["source_id"]]
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        shown_gold = [p for p in r["passages"] if p["is_gold"]]
+        assert sorted((p["title"], p["text"]) for p in shown_gold) == sorted(
+            (d.title, d.text) for d in ex.documents if d.is_gold)
+        assert all(p["origin"] == "provided" for p in shown_gold)
+        for p in r["passages"]:
+            if p["is_gold"]:
+                continue
+            seen_bm25 += 1
+            assert p["origin"] == "bm25" and p["bm25_rank"] >= 1
+            assert passage_key(p["title"], p["text"]) not in gold
+            assert not _contains_answer(p, r["answers"]), (r["id"], p["title"])
+        ranks = [p["bm25_rank"] for p in r["passages"] if not p["is_gold"]]
+        assert len(set(ranks)) == len(ranks)
+    assert seen_bm25 > 500
+    excluded = bm25_build.manifest["distractors"]["excluded"]
+    assert excluded["gold_copy"] > 0 and excluded["answer"] > 0  # both rules fired on real data
+
+
+def test_the_formula_holds_and_k_is_no_longer_capped_by_the_dataset(bm25_build, examples, index_dir):
+    """d = min(max(l + 2 - j, 0), k) with k = the question's ranked passages (60 deep) that are neither gold
+    copies nor answer-bearing, counted here from the stored ranking."""
+    ix = load_index(index_dir)
+    rows = read_rows(bm25_build.out)
+    beyond = 0
+    for r in rows:
+        ex = examples[r["source_id"]]
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        k = 0
+        for pid in ix.stored(ex.id, ex.question).ids:
+            title, text = ix.passage(int(pid))
+            k += passage_key(title, text) not in gold and not _contains_answer({"title": title, "text": text},
+                                                                                 ex.answers)
+        want = max(r["level"] + 2 - r["hops"], 0)
+        assert r["num_distractors"] == min(want, k)
+        assert len(r["passages"]) == r["hops"] + r["num_distractors"]
+        beyond += r["num_distractors"] > len(distractor_pool(ex))
+    assert beyond > 0  # K=24 asks for more distractors than MuSiQue ships (18) and gets them
+
+
+def test_distractors_are_nested_across_levels(index_dir, examples):
+    for cls in (BM25Source, MixedSource):
+        source = cls(load_index(index_dir), seed=3)
+        exs = list(examples.values())[:25]
+        source.prepare(exs)
+        for ex in exs:
+            prev: set = set()
+            for d in range(0, 26):
+                docs = source.select(ex, d)
+                now = {(p.title, p.text) for p in docs if not p.is_gold}
+                assert prev <= now and len(now) == source.available(ex, d)
+                prev = now
+
+
+def test_mixed_alternates_provided_and_bm25(tmp_path, index_dir):
+    res = _build(tmp_path / "mixed", index_dir, distractors="mixed")
+    for r in read_rows(res.out):
+        origins = sorted(p["origin"] for p in r["passages"] if not p["is_gold"])
+        d = r["num_distractors"]
+        assert origins.count("provided") == (d + 1) // 2 and origins.count("bm25") == d // 2
+    facts = res.manifest["distractors"]
+    assert facts["source"] == "mixed" and facts["excluded"]["provided_copy"] > 0
+    assert facts["origins"]["distractor:bm25"] > 0 and facts["origins"]["distractor:provided"] > 0
+
+
+def test_builds_are_byte_identical(tmp_path, index_dir, bm25_build):
+    again = _build(tmp_path / "bm25", index_dir, K=24)  # same name: the card names its folder
+
+    def digest(d):
+        return [hashlib.sha256(f.read_bytes()).hexdigest() for f in shard_files(d)]
+
+    assert digest(again.out) == digest(bm25_build.out)
+    assert (again.out / "README.md").read_text() == (bm25_build.out / "README.md").read_text()
+
+
+def test_the_index_is_required_and_checked():
+    with pytest.raises(ConfigError, match="needs a BM25 index") as e:
+        BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN))], distractors="bm25").validate()
+    assert "curriculum index" in e.value.hint
+    with pytest.raises(ConfigError, match="does not apply to --setting ideal"):
+        BuildConfig(sources=[SourceSpec("musique")], distractors="bm25", index="x", setting="ideal").validate()
+
+
+def test_retrieved_setting_records_gold_recall(tmp_path_factory, shared_data):
+    idx = tmp_path_factory.mktemp("idx") / "hotpot-dev"
+    build_index(IndexConfig(dataset="hotpotqa", input=str(HOTPOT_HUB), out=str(idx), depth=20))
+    examples = {ex.id: ex for ex in load_examples("hotpotqa", HOTPOT_HUB)}
+    res = build_curriculum(BuildConfig(sources=[SourceSpec("hotpotqa", str(HOTPOT_HUB), 120)], setting="retrieved",
+                                       index=str(idx), top_k=4, out=str(tmp_path_factory.mktemp("r") / "ret")),
+                           command="test")
+    rows = read_rows(res.out)
+    recalls = []
+    for r in rows:
+        ex = examples[r["source_id"]]
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        shown = [passage_key(p["title"], p["text"]) for p in r["passages"]]
+        assert len(shown) == 4 and [p["bm25_rank"] for p in r["passages"]] == [1, 2, 3, 4]
+        assert [p["is_gold"] for p in r["passages"]] == [k in gold for k in shown]
+        assert r["gold_recall"] == pytest.approx(len(gold & set(shown)) / len(gold))
+        assert r["hops"] == ex.hops and r["setting"] == "retrieved"
+        assert r["num_distractors"] == sum(not p["is_gold"] for p in r["passages"])
+        recalls.append(r["gold_recall"])
+    gr = res.manifest["distractors"]["gold_recall"]
+    assert gr["all"] == recalls.count(1.0) and gr["none"] == recalls.count(0.0) and gr["all"] + gr["none"] < 120
+    assert gr["mean"] == pytest.approx(sum(recalls) / len(recalls), abs=1e-4)
+    card = (res.out / "README.md").read_text()
+    assert "Gold recall@4" in card
+
+
+def test_cli_index_build_inspect_end_to_end(tmp_path, shared_data):
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "--dataset", "musique", "--input", str(MUSIQUE_TRAIN), "--out", str(idx),
+                            "--depth", "30", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "indexed 1,890 passages" in " ".join(r.output.split())
+    out = tmp_path / "cur"
+    r = runner.invoke(app, ["build", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--n", "40", "--distractors", "bm25",
+                            "--index", str(idx), "-o", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["distractors"] == "bm25" and m["distractors"]["index"]["passages"] == 1890
+    r = runner.invoke(app, ["inspect", str(out)])
+    assert r.exit_code == 0 and "passage origins" in r.output and "bm25" in r.output
+    r = runner.invoke(app, ["build", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--distractors", "bm25",
+                            "-o", str(tmp_path / "x"), "--no-progress"])
+    assert r.exit_code == 1 and "needs a BM25 index" in r.output
+    r = runner.invoke(app, ["build", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--distractors", "bm25",
+                            "--index", str(tmp_path / "nope"), "-o", str(tmp_path / "x"), "--no-progress"])
+    assert r.exit_code == 1 and "no such index directory" in r.output
+    r = runner.invoke(app, ["index", "--help"])
+    assert r.exit_code == 0 and "--depth" in r.output and "--k1" in r.output

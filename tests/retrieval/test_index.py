@@ -1,0 +1,184 @@
+"""The BM25 index on the real MuSiQue train sample: its ranks and scores against the BM25 formula written out here
+(independently of bm25s), the manifest, memory-mapped loading, refusals, and the corpus file."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import MUSIQUE_TRAIN
+
+from rag_curriculum.errors import DataError
+from rag_curriculum.loaders import load_examples
+from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, build_index, load_index
+from rag_curriculum.shards import sha256_file
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("index") / "musique"
+    manifest = build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=50))
+    return out, manifest
+
+
+@pytest.fixture(scope="module")
+def examples(shared_data):
+    return list(load_examples("musique", MUSIQUE_TRAIN))
+
+
+STOPWORDS = None
+
+
+def _tokens(text: str) -> list[str]:
+    """The tokenizer as the manifest describes it: lower case, runs of 2+ word characters, bm25s's English stop
+    words dropped."""
+    global STOPWORDS
+    if STOPWORDS is None:
+        from bm25s.stopwords import STOPWORDS_EN
+
+        STOPWORDS = set(STOPWORDS_EN)
+    return [t for t in re.findall(r"(?u)\b\w\w+\b", text.lower()) if t not in STOPWORDS]
+
+
+def _bm25_lucene(docs: list[list[str]], query: list[str], k1: float, b: float) -> np.ndarray:
+    """Lucene's BM25 (what bm25s calls method="lucene"): sum over the query's tokens (with repetition) of
+    idf(t) * tf / (tf + k1 * (1 - b + b * |D| / avgdl)), idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    df = Counter(t for d in docs for t in set(d))
+    tfs = [Counter(d) for d in docs]
+    scores = np.zeros(n)
+    for t in query:
+        if t not in df:
+            continue
+        idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+        for i, (tf, d) in enumerate(zip(tfs, docs, strict=True)):
+            if tf[t]:
+                scores[i] += idf * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avgdl))
+    return scores
+
+
+def _passages(examples):
+    seen, out = set(), []
+    for ex in examples:
+        for d in ex.documents:
+            if (d.title, d.text) not in seen:
+                seen.add((d.title, d.text))
+                out.append((d.title, d.text))
+    return out
+
+
+@pytest.mark.parametrize("k1,b", [(1.5, 0.75), (0.9, 0.4)])
+def test_ranks_and_scores_agree_with_the_bm25_formula(built, examples, tmp_path, k1, b):
+    out, _ = built
+    if (k1, b) != (1.5, 0.75):  # the configured parameters are the ones used
+        out = tmp_path / "idx"
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), k1=k1, b=b, depth=20))
+    ix = load_index(out)
+    passages = _passages(examples)
+    assert [ix.passage(i) for i in range(len(ix))] == passages  # every distinct paragraph once, in file order
+    docs = [_tokens(f"{t} {x}") for t, x in passages]
+    for ex in examples[:12]:
+        expected = _bm25_lucene(docs, _tokens(ex.question), k1, b)
+        order = sorted(range(len(docs)), key=lambda i: (-expected[i], i))[:10]
+        got = ix.retrieve(ex.question, 10)
+        assert [i for i, _ in got] == order, ex.id
+        np.testing.assert_allclose([s for _, s in got], expected[order], rtol=1e-5)
+        stored = ix.stored(ex.id, ex.question)  # the ranking stored at index time is the same
+        assert list(stored.ids[:10]) == order
+
+
+def test_manifest_records_sources_tokenizer_and_parameters(built):
+    out, m = built
+    assert m == json.loads((out / "manifest.json").read_text())
+    assert m["kind"] == "bm25-index" and m["dataset"] == "musique"
+    src = m["sources"][0]
+    assert src["sha256"] == sha256_file(MUSIQUE_TRAIN) and src["questions"] == 100
+    assert src["paragraphs"] == 100 * 20 and src["distinct"] == m["passages"] < src["paragraphs"]
+    assert m["bm25"] == {"k1": 1.5, "b": 0.75, "method": "lucene", "idf_method": "lucene", "delta": 0.5,
+                         "dtype": "float32"}
+    assert m["tokenizer"]["stopwords"] == "en" and m["tokenizer"]["lower"] is True
+    import bm25s
+
+    assert m["bm25s_version"] == bm25s.__version__
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_loading_memory_maps(built):
+    ix = load_index(built[0])
+    assert isinstance(ix.ranked_ids, np.memmap) and isinstance(ix.ranked_scores, np.memmap)
+    assert isinstance(ix.bm25.scores["data"], np.memmap)
+    assert ix.passages.column("text").chunk(0).buffers()[2].is_cpu  # an Arrow table over the mapped file
+
+
+def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(built[0], out)
+    m = json.loads((out / "manifest.json").read_text())
+    m["bm25"]["k1"] = 2.0
+    (out / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(RetrievalIndexError, match=r"do not match the manifest.*k1"):
+        load_index(out)
+    m["bm25"]["k1"] = 1.5
+    (out / "manifest.json").write_text(json.dumps(m))
+    with open(out / "ranked_ids.npy", "ab") as f:
+        f.write(b"\0" * 8)
+    with pytest.raises(RetrievalIndexError, match="ranked_ids.npy is .* bytes, the manifest says"):
+        load_index(out)
+    (out / "manifest.json").unlink()
+    with pytest.raises(RetrievalIndexError, match="no manifest.json") as e:
+        load_index(out)
+    assert "curriculum index" in e.value.hint
+    with pytest.raises(RetrievalIndexError, match="no such index directory"):
+        load_index(tmp_path / "nowhere")
+
+
+def test_refuses_to_replace_what_is_not_an_index(built, tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    cfg = IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(other), overwrite=True)
+    with pytest.raises(RetrievalIndexError, match="not an index of this toolkit"):
+        build_index(cfg)
+    assert (other / "notes.txt").read_text() == "keep me"
+    with pytest.raises(RetrievalIndexError, match="exists"):
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(built[0])))
+
+
+def test_a_corpus_adds_passages_once(built, tmp_path, examples):
+    corpus = tmp_path / "corpus.jsonl"
+    first = examples[0].documents[0]
+    lines = [{"title": "Zanzibar Quokka", "text": "The Zanzibar quokka is a made-up marsupial."},
+             {"title": first.title, "text": first.text}]  # already in the dataset: indexed once
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "with-corpus"
+    m = build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), corpus=str(corpus), out=str(out),
+                                depth=5))
+    assert m["passages"] == built[1]["passages"] + 1
+    assert m["sources"][1] == {"kind": "corpus", "input": "corpus.jsonl", "path": "../corpus.jsonl",
+                               "sha256": sha256_file(corpus), "lines": 2, "duplicates": 1, "added": 1}
+    ix = load_index(out)
+    (best, _), *_ = ix.retrieve("Which marsupial is from Zanzibar?", 3)
+    assert ix.passage(best) == ("Zanzibar Quokka", lines[0]["text"])
+    assert ix.passages.column("origin")[best].as_py() == "corpus"
+
+
+@pytest.mark.parametrize("line,match", [
+    ('{"title": "A"}', r"line 1, field 'text': missing"),
+    ('{"title": "A", "text": 3}', r"line 1, field 'text': a int, not a string"),
+    ('["A", "b"]', r"line 1: a JSON list, not an object"),
+    ('{"title": "A", "text": "b"', r"line 1: not JSON"),
+])
+def test_a_bad_corpus_line_is_named(tmp_path, line, match):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text(line + "\n")
+    with pytest.raises(DataError, match=match) as e:
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), corpus=str(corpus),
+                                out=str(tmp_path / "o")))
+    assert "bad.jsonl" in str(e.value) and e.value.hint
+    assert not (tmp_path / "o").exists()
