@@ -188,3 +188,18 @@ def test_cli_index_build_inspect_end_to_end(tmp_path, shared_data):
     assert r.exit_code == 1 and "no such index directory" in r.output
     r = runner.invoke(app, ["index", "--help"])
     assert r.exit_code == 0 and "--depth" in r.output and "--k1" in r.output
+
+
+def test_unanswerable_rows_replace_gold_with_the_next_bm25_distractors(tmp_path, index_dir, examples):
+    res = _build(tmp_path / "u", index_dir, unanswerable_fraction=0.4)
+    rows = read_rows(res.out)
+    unanswerable = [r for r in rows if not r["answerable"]]
+    assert 20 < len(unanswerable) < 70
+    for r in unanswerable:
+        ex = examples[r["source_id"]]
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        assert not any(p["is_gold"] or passage_key(p["title"], p["text"]) in gold for p in r["passages"])
+        assert all(p["origin"] == "bm25" for p in r["passages"]) and r["gold_labels"] == []
+        want = max(r["level"] + 2 - ex.hops, 0)
+        assert len(r["passages"]) == want + ex.hops  # the passage count of its answerable form
+    assert res.manifest["unanswerable"]["short_rows"] == 0
