@@ -99,6 +99,10 @@ def run(
     limit: Annotated[int | None, option(E, "limit")] = None,
     stats: Annotated[list[str] | None, option(E, "stats", "--stats", extra="Repeatable.")] = None,
     strict_format: Annotated[bool | None, option(E, "strict_format")] = None,
+    templates: Annotated[list[str] | None, option(E, "templates", "--template", extra="Repeatable.")] = None,
+    index_base: Annotated[int | None, option(E, "index_base")] = None,
+    judge: Annotated[str | None, option(E, "judge")] = None,
+    judge_arg: Annotated[list[str] | None, option(E, "judge_args", "--judge-arg", extra="Repeatable.")] = None,
     chunk_size: Annotated[int | None, option(E, "chunk_size")] = None,
     plots: Annotated[bool | None, option(E, "plots")] = None,
     overwrite: Annotated[bool | None, option(E, "overwrite")] = None,
@@ -115,10 +119,11 @@ def run(
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
-    skip = ("overrides", "progress", "data_old", "backend_arg", *BACKEND_FLAGS)
+    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", *BACKEND_FLAGS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
     flags["out"] = str(out_dir) if out_dir is not None else None
+    flags["judge_args"] = parse_backend_args(judge_arg) if judge_arg else None
     backend_flags = {k: ctx.params[k] for k in BACKEND_FLAGS}
 
     def merge(recipe: dict[str, Any] | None, given: Any) -> dict[str, Any]:

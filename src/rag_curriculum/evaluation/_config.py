@@ -99,6 +99,17 @@ class EvalConfig:
         "breakdown."))
     strict_format: bool = rule(False, help=(
         "Score completions that break the output format as 0 (default: score what the parser extracts)."))
+    templates: list[str] = rule(default_factory=list, flag="--template", help=(
+        "Evaluate every set re-rendered in this output format (repeatable: each is evaluated, e.g. craft-v1 ... "
+        "craft-v5 for CRAFT's trace formats, reported in a Table 2 layout); default: the rows' own template."))
+    index_base: int | None = rule(None, ge=0, le=1, help=(
+        "With --template craft-v*: number the passages from 0 or 1 (default 1)."))
+    judge: str | None = rule(None, empty=False, help=(
+        "CRAFT faithfulness judge as BACKEND:MODEL (e.g. openai:Qwen3-Max, the paper's; transformers:PATH; "
+        "scripted:FILE.json): audits every CRAFT trace with Algorithm 1's checks, cached on disk."))
+    judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
+        "Judge options KEY=VALUE: cache_dir, prompt (a template file), citation_check (judge|rule), max_tokens; "
+        "any other key goes to the judge's backend (base_url, api_key, ...)."))
     chunk_size: int = rule(64, ge=1, le=MAX_COUNT, help="Questions per resumable generation chunk.")
     plots: bool = rule(True, help="Write PNG plots.")
     overwrite: bool = rule(False, help=(
@@ -128,6 +139,26 @@ class EvalConfig:
 
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises, with a "did you mean"
+        self._validate_craft()
+
+    def _validate_craft(self) -> None:
+        from ..prompts import get_template
+        from ..rewards._formats import FORMATS
+
+        for t in self.templates:
+            FORMATS.get(t)  # a format with a parser (raises, with a "did you mean")
+            if self.index_base is not None:
+                get_template(t).with_index_base(self.index_base)
+        if len(set(self.templates)) != len(self.templates):
+            raise ConfigError(f"--template repeats a template: {self.templates}")
+        if self.index_base is not None and not self.templates:
+            raise ConfigError("--index-base re-numbers passages of a --template: give --template craft-vN too")
+        if self.judge is not None:
+            from ..generation.base import BACKENDS
+
+            backend = self.judge.partition(":")[0]
+            if backend not in BACKENDS:
+                BACKENDS.get(backend)
 
     def check_models(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
@@ -138,6 +169,10 @@ class EvalConfig:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""
         d = asdict(self)
         d["backend_args"] = public_backend_args(self.backend_args, mask=True)
+        d["judge_args"] = public_backend_args(self.judge_args, mask=True)
+        for key, unset in (("templates", []), ("index_base", None), ("judge", None), ("judge_args", {})):
+            if d[key] == unset:  # unset: the config recorded as it always was
+                del d[key]
         return d
 
     @classmethod

@@ -315,6 +315,12 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
                   "Answer and citation F1 are averaged over the samples of each question, then over questions; "
                   "joint F1 is the harmonic mean of the two averages, as in the RAG-RL paper.", ""]
     lines += ["## Answer, citation and joint F1", "", render_table(summary), ""]
+    from ._craft import render_variants_table
+
+    if (variants := render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
+        lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
+                  "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",
+                  variants, ""]
     buckets = _bucket_names(summary)
     if buckets:
         lines += ["## Base-answerable / base-unanswerable questions", "",

@@ -26,6 +26,7 @@ from ..errors import EvalError  # noqa: F401  (re-exported)
 from ..generation.base import GenerationBackend, SamplingConfig, backend_identity, get_backend
 from ..generation.runner import read_backend
 from ..shards import read_manifest, read_table, write_json
+from . import _craft as craft
 from ._config import EvalConfig, ModelSpec
 from ._plots import write_plots
 from ._report import SUMMARY_FILE, SUMMARY_KIND, SUMMARY_VERSION, render_report, summarize_entry
@@ -78,10 +79,12 @@ class EvalSet:
     setting: str
     rows: list[dict[str, Any]]
     manifest: dict[str, Any] = field(repr=False, default_factory=dict)
+    template: str | None = None  # the output format the rows were re-rendered in (`eval --template`), if any
 
     @property
     def key(self) -> str:
-        return f"{self.dataset}-{self.setting}"
+        key = f"{self.dataset}-{self.setting}"
+        return f"{key}-{self.template}" if self.template else key
 
     @property
     def abstention_answer(self) -> str:
@@ -92,7 +95,10 @@ class EvalSet:
 
     def fingerprint(self) -> str:
         """The shards' content and the evaluated rows' ids (a work directory is reused only when it matches)."""
-        return shards_digest(self.manifest, json.dumps([r["id"] for r in self.rows]))
+        ids = json.dumps([r["id"] for r in self.rows])
+        if self.template:  # re-rendered rows: their prompts too
+            ids += json.dumps([r["prompt"] for r in self.rows], sort_keys=True)
+        return shards_digest(self.manifest, ids)
 
 
 @dataclass
@@ -190,8 +196,9 @@ def read_results(path: str | Path) -> tuple[pa.Table, dict[str, Any]]:
     return pf.read(), meta
 
 
-def _write_results(path: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    table = pa.Table.from_pylist(records, schema=RESULT_SCHEMA)
+def _write_results(path: Path, records: list[dict[str, Any]], meta: dict[str, Any],
+                   schema: pa.Schema = RESULT_SCHEMA) -> None:
+    table = pa.Table.from_pylist(records, schema=schema)
     table = table.replace_schema_metadata({RESULTS_META_KEY: json.dumps(meta, sort_keys=True).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=3))
@@ -300,6 +307,9 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
     sets: list[EvalSet] = []
     for d in cfg.data:
         sets += load_eval_sets(d, limit=cfg.limit)
+    if cfg.templates:  # every set in every template asked for (CRAFT's variants: evaluation/_craft.py)
+        sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
+    judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
     keys = [s.key for s in sets]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -341,15 +351,20 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
                 else:
                     resolved = read_results(path)[1].get("backend")
                 records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
+                variant = craft.craft_variant_of(es)
+                if variant:
+                    records = craft.add_craft_scores(records, es.rows, variant, judge)
                 meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
                         "data_dir": str(es.directory)}
                 if resolved is not None:
                     meta["backend"] = resolved
-                _write_results(path, records, mask_secrets(meta))
+                _write_results(path, records, mask_secrets(meta), craft.result_schema(RESULT_SCHEMA, records))
                 shutil.rmtree(work, ignore_errors=True)
                 entries.append(summarize_entry(records, model=model.name, model_path=model.path,
                                                dataset=es.dataset, setting=es.setting,
                                                data_dir=str(es.directory), results=rel.as_posix()))
+                if variant:
+                    craft.craft_entry(entries[-1], records, variant, model=model.name, renamed=len(cfg.templates) > 1)
                 o = entries[-1]["overall"]
                 log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
                          model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
