@@ -115,7 +115,7 @@ def test_build_help_explains():
         assert word in r.output
 
 
-EXPECTED_BUILD_RECIPES = 17  # + musique-adaptive
+EXPECTED_BUILD_RECIPES = 18  # + musique-adaptive, mixture-craft-v1
 
 
 def test_every_build_recipe_resolves_to_a_valid_config():
@@ -126,7 +126,7 @@ def test_every_build_recipe_resolves_to_a_valid_config():
         mapping = compose("build", name, ["input=x.json"] if "mixture" not in name else [])
         cfg = BuildConfig.from_dict(mapping)
         cfg.validate()
-        assert cfg.template == "rag-rl"
+        assert cfg.template == ("craft-v1" if name == "mixture-craft-v1" else "rag-rl")
         if "eval" in name:
             assert cfg.setting in ("distractor", "ideal") and cfg.sources[0].n == 1000
         elif "mixture" not in name:
