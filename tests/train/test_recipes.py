@@ -30,15 +30,17 @@ PAPER_RECIPES = ["rag-rl-base-answerable", "rag-rl-base-unanswerable", "rag-rl-l
                  "rag-rl-min-max"]
 #: On the paper's base settings too, with the curriculum the model's success steers (docs/adaptive.md).
 ADAPTIVE_RECIPES = ["rag-rl-adaptive"]
+#: CRAFT's GRPO settings on its craft-v1 trace format (docs/craft.md).
+CRAFT_RECIPES = ["craft-v1"]
 
 
 def test_recipes_found_and_counted():
     found = list_recipes()
-    assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES])  # the paper's five, adaptive, CPU
-    assert len(found) == 7
+    assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES])  # + adaptive, CPU, CRAFT
+    assert len(found) == 8
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
-    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES])]
+    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES])]
     assert train_recipes_dir() == ROOT / "recipes" / "train"
 
 
@@ -274,3 +276,25 @@ def test_a_field_older_trl_lacks_is_dropped_when_it_asks_for_the_old_behaviour(m
     assert "use_bias_correction_kl" not in _trl.check_grpo_keys({"beta": 0.01, "use_bias_correction_kl": False})
     with pytest.raises(ValueError, match="use_bias_correction_kl is not a field"):
         _trl.check_grpo_keys({"use_bias_correction_kl": True})
+
+
+def test_craft_v1_recipe_has_the_papers_settings():
+    """CRAFT App. B / Table 6 where the paper gives them; the paper's "4 x 4 x 64" is 4 per device x 4 GPUs x 64."""
+    needs_trl()
+    cfg = compose_train_config("craft-v1")
+    assert cfg.data.shards == "outputs/mixture-craft-v1"  # where `curriculum build recipe=mixture-craft-v1` writes
+    assert [(r.name, r.weight, r.kwargs["output_format"], r.kwargs["normalize"]) for r in cfg.rewards] == [
+        ("craft", 1.0, "craft-v1", False)]
+    args, plan = check_recipe(cfg, num_processes=4, num_rows=20000)
+    assert (args.learning_rate, args.warmup_steps, args.num_generations, args.max_completion_length) == (
+        5e-6, 0.1, 4, 256)
+    assert "cosine" in str(args.lr_scheduler_type).lower() and args.temperature == 1.0 and args.shuffle_dataset is False
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 64)
+    assert plan.prompts_per_generation * args.num_generations == 1024
+    # full CRAFT: the judge term through an override of the reward's kwargs
+    judged = compose_train_config("craft-v1", [
+        "+rewards.0.kwargs.judge={backend: openai, model: Qwen3-Max, backend_args: {base_url: 'http://x/v1'}}"])
+    from rag_curriculum.rewards.trl import reward_funcs_from_config
+
+    (reward,), _ = reward_funcs_from_config([{"name": r.name, "kwargs": r.kwargs} for r in judged.rewards])
+    assert reward.terms == ("format", "answer", "evidence", "judge") and reward._judge.model == "Qwen3-Max"
