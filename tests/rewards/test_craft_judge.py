@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,36 @@ def test_judge_configuration_errors(tmp_path):
         CraftJudge(backend="opanai", model="m")
     with pytest.raises(ConfigError, match="cannot read the judge prompt"):
         CraftJudge(backend="scripted", prompt=str(tmp_path / "missing.txt"))
+
+
+@pytest.mark.slow
+def test_a_real_model_as_the_judge(tmp_path, tiny_model_dir):
+    """The transformers backend as the judge (a tiny random model: its reply is no verdict, so every check fails,
+    with the reason); the verdict is cached like any other and a fresh judge does not load the model again."""
+    spec = dict(backend="transformers", model=str(tiny_model_dir), backend_args={"device": "cpu", "dtype": "float32"},
+                cache_dir=str(tmp_path / "cache"), max_tokens=8)
+    j = CraftJudge(**spec)
+    (v,) = j.audit([(QUESTION, PASSAGES, CRAFT, "craft-v1")])
+    assert j.calls == 1 and v.score == 0.0 and v.error and not v.cached
+    fresh = CraftJudge(**spec)
+    (again,) = fresh.audit([(QUESTION, PASSAGES, CRAFT, "craft-v1")])
+    assert again.cached and fresh.calls == 0 and fresh._built is None  # the model was never loaded
+    assert json.loads(next((tmp_path / "cache").rglob("*.json")).read_text())["judge"]["backend"] == "transformers"
+
+
+def test_rerender_numbers_from_zero_or_one():
+    from rag_curriculum.evaluation._craft import rerender
+    from rag_curriculum.evaluation._run import EvalSet
+
+    row = {"id": "r", "question": "Q?", "template": "rag-rl", "gold_labels": ["B"], "extra_info": {"labels": ["A", "B"]},
+           "passages": [{"label": "A", "title": "A", "text": "a", "is_gold": False},
+                        {"label": "B", "title": "B", "text": "b", "is_gold": True}]}
+    es = EvalSet(Path("."), "musique", "distractor", [row])
+    for base, want in ((None, ["1", "2"]), (0, ["0", "1"])):
+        out = rerender(es, "craft-v2", base)
+        r = out.rows[0]
+        assert [p["label"] for p in r["passages"]] == want == r["extra_info"]["labels"]
+        assert r["gold_labels"] == [want[1]] and r["template"] == "craft-v2" and out.key.endswith("-craft-v2")
+        assert f"[{want[0]}] A\na\n\n[{want[1]}] B\nb" in r["prompt"][-1]["content"]
+        assert out.fingerprint() != es.fingerprint()
+    assert row["passages"][0]["label"] == "A"  # the original row is left as it was

@@ -11,6 +11,10 @@ Scoring: :func:`score_completion`, the one scorer of a completion (the reward's,
 evaluation's), with :func:`get_parser` (a template's output format) and :func:`passage_labels`;
 :func:`is_abstention` (a final answer that is the abstention answer, :data:`ABSTENTION_ANSWER` by default).
 
+CRAFT (docs/craft.md): :func:`parse_craft` (the craft-v1 ... craft-v5 formats, Table 12's error taxonomy),
+:class:`CraftReward` (``"craft"``, with ``"craft-format"``, ``"craft-answer"``, ``"craft-evidence"``,
+``"craft-boundary"``, ``"craft-judge"``) and :class:`CraftJudge` (Algorithm 1 through a generation backend).
+
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
 :mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
@@ -24,7 +28,18 @@ registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-ci
 from __future__ import annotations
 
 from ._columns import completion_text
+from ._craft import (
+    CraftAnswerReward,
+    CraftBoundaryReward,
+    CraftBreakdown,
+    CraftEvidenceReward,
+    CraftFormatReward,
+    CraftJudgeReward,
+    CraftReward,
+)
+from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
 from ._formats import FORMATS, OutputFormat, get_format, register_format
+from ._judge import CraftJudge
 from ._metrics import (
     CitationScores,
     aggregate,
@@ -56,6 +71,19 @@ from ._scoring import (
 )
 
 __all__ = [
+    "CRAFT_REASONS",
+    "CRAFT_VARIANTS",
+    "CraftAnswerReward",
+    "CraftBoundaryReward",
+    "CraftBreakdown",
+    "CraftEvidenceReward",
+    "CraftFormatReward",
+    "CraftJudge",
+    "CraftJudgeReward",
+    "CraftParse",
+    "CraftReward",
+    "cited_documents",
+    "parse_craft",
     "ABSTENTION_ANSWER",
     "DEFAULT_MAX_CHARS",
     "FORMATS",
