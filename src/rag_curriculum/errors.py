@@ -157,6 +157,12 @@ class IdenticalSamplesError(GenerationError):
         super().__init__(message)
 
 
+class EngineError(GenerationError):
+    """The Ray engine (``--engine ray``) could not do the work: Ray is not installed, the cluster cannot be reached
+    or lacks the resources asked for, or a call's chunks failed on every retry (the message names the chunks and
+    the last cause)."""
+
+
 class RunMismatchError(CurriculumError):
     """A work directory made by a run with other settings (another model, sampling, input or chunking)."""
 

@@ -183,3 +183,22 @@ BackendArg = Annotated[list[str] | None, typer.Option(
 AllowIdenticalSamples = Annotated[bool, typer.Option(
     "--allow-identical-samples", help="Do not stop when most questions get identical samples at temperature > 0 "
     "(by default that stops the run: the server or backend most likely ignores the sampling parameters).")]
+
+
+# Where generation runs (`curriculum partition` and `curriculum eval`): EngineConfig's fields, never recorded.
+from ..generation.engine import EngineConfig as _Engine  # noqa: E402  (light: settings and errors only)
+
+Engine = Annotated[str | None, option(_Engine, "engine")]
+RayAddress = Annotated[str | None, option(_Engine, "ray_address")]
+NumWorkers = Annotated[int | None, option(_Engine, "num_workers")]
+GpusPerWorker = Annotated[float | None, option(_Engine, "gpus_per_worker")]
+CpusPerWorker = Annotated[float | None, option(_Engine, "cpus_per_worker")]
+ChunkRetries = Annotated[int | None, option(_Engine, "chunk_retries")]
+#: The parameters of those options (not fields of the commands' configs).
+ENGINE_PARAMS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker", "chunk_retries")
+
+
+def engine_config(params: dict[str, Any]) -> _Engine | None:
+    """The engine options the user gave, as an EngineConfig (None: none given, the local engine)."""
+    given = {k: params[k] for k in ENGINE_PARAMS if params.get(k) is not None}
+    return _Engine(**given) if given else None

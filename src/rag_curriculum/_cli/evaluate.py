@@ -18,18 +18,26 @@ from typer.core import TyperGroup
 
 from ..evaluation._config import EvalConfig
 from .common import (
+    ENGINE_PARAMS,
     ApiKey,
     BackendArg,
     BaseUrl,
     BatchSize,
+    ChunkRetries,
     Concurrency,
+    CpusPerWorker,
     Device,
     Dtype,
+    Engine,
     GpuMemoryUtilization,
+    GpusPerWorker,
     MaxModelLen,
+    NumWorkers,
+    RayAddress,
     TensorParallelSize,
     backend_args_for,
     console,
+    engine_config,
     option,
     out,
     parse_backend_args,
@@ -90,6 +98,12 @@ def run(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
+    engine: Engine = None,
+    ray_address: RayAddress = None,
+    num_workers: NumWorkers = None,
+    gpus_per_worker: GpusPerWorker = None,
+    cpus_per_worker: CpusPerWorker = None,
+    chunk_retries: ChunkRetries = None,
     allow_identical_samples: Annotated[bool | None, option(E, "allow_identical_samples")] = None,
     m: Annotated[int | None, option(E, "m", "--samples", "-m")] = None,
     temperature: Annotated[float | None, option(E, "temperature")] = None,
@@ -114,12 +128,13 @@ def run(
     from ..config import resolve
     from ..curricula.builder import current_command
     from ..evaluation import run_eval
+    from ..generation.engine import without_engine_options
 
     if data_old:
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
-    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", *BACKEND_FLAGS)
+    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
     flags["out"] = str(out_dir) if out_dir is not None else None
@@ -139,7 +154,8 @@ def run(
         cfg = resolve(EvalConfig, "eval", overrides, flags, merge=merge)
         cfg.validate()
         cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
-        result = run_eval(cfg, progress=progress and console.is_terminal, command=redacted(current_command()))
+        result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(ctx.params),
+                          command=redacted(without_engine_options(current_command())))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))
     what = f"generated {result.generated} question(s)" if result.generated else "reused every completion"
     console.print(f"[green]done[/] ({what}): {result.out}/table.md, summary.json, results/"

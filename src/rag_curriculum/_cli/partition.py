@@ -22,18 +22,26 @@ import typer
 from ..config import field_help
 from ..partition import PartitionConfig
 from .common import (
+    ENGINE_PARAMS,
     ApiKey,
     BackendArg,
     BaseUrl,
     BatchSize,
+    ChunkRetries,
     Concurrency,
+    CpusPerWorker,
     Device,
     Dtype,
+    Engine,
     GpuMemoryUtilization,
+    GpusPerWorker,
     MaxModelLen,
+    NumWorkers,
+    RayAddress,
     TensorParallelSize,
     backend_args_for,
     console,
+    engine_config,
     option,
     out,
     parse_backend_args,
@@ -47,7 +55,7 @@ P = PartitionConfig
 BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
                  "base_url", "api_key", "concurrency")
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
-CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", *BACKEND_FLAGS)
+CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
 
 def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
@@ -110,6 +118,12 @@ def partition(
     api_key: ApiKey = None,
     concurrency: Concurrency = None,
     backend_arg: BackendArg = None,
+    engine: Engine = None,
+    ray_address: RayAddress = None,
+    num_workers: NumWorkers = None,
+    gpus_per_worker: GpusPerWorker = None,
+    cpus_per_worker: CpusPerWorker = None,
+    chunk_retries: ChunkRetries = None,
     allow_identical_samples: Annotated[bool | None, option(P, "allow_identical_samples",
                                                            "--allow-identical-samples")] = None,
     correct_f1: Annotated[float | None, option(P, "correct_f1")] = None,
@@ -138,6 +152,7 @@ def partition(
     --correct-f1 / --strict-format re-buckets without generating."""
     from ..config import resolve
     from ..curricula.builder import current_command
+    from ..generation.engine import without_engine_options
     from ..partition import partition as run_partition
 
     with reported_errors():
@@ -155,8 +170,9 @@ def partition(
                       merge=lambda data, given: merge_options(data, given, backend_flags, backend_arg))
         cfg.validate()
         cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
-        result = run_partition(cfg, command=redacted(current_command()), progress=progress and console.is_terminal,
-                               max_chunks=max_chunks)
+        engine_cfg = engine_config(ctx.params)
+        result = run_partition(cfg, command=redacted(without_engine_options(current_command())),
+                               progress=progress and console.is_terminal, max_chunks=max_chunks, engine=engine_cfg)
     if not result.complete:
         rep = result.run
         left = len(rep.remaining) if rep else 0

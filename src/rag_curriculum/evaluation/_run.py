@@ -15,6 +15,7 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_text, atomic_write_with, mask_secrets, shards_digest
 from ..errors import EvalError  # noqa: F401  (re-exported)
-from ..generation.base import GenerationBackend, SamplingConfig, backend_identity, get_backend
+from ..generation.base import GenerationBackend, SamplingConfig, backend_identity
+from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import read_backend
 from ..shards import read_manifest, read_table, write_json
 from . import _craft as craft
@@ -294,13 +296,24 @@ def _stored_completions(path: Path, fingerprint: Mapping[str, Any], es: EvalSet,
 
 
 def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = None,
-             backend_factory: Callable[[ModelSpec], GenerationBackend] | None = None) -> EvalResult:
+             backend_factory: Callable[[ModelSpec], GenerationBackend] | None = None,
+             engine: EngineConfig | None = None) -> EvalResult:
     """Evaluate every model of ``cfg`` on every evaluation set; write results, summary, report and plots.
 
     ``backend_factory(model)`` builds the backend of a model (default:
     ``get_backend(cfg.backend, model=model.path, **cfg.backend_args)``); it is called only for a model that has
-    something left to generate, so a finished run is re-reported without loading any model."""
+    something left to generate, so a finished run is re-reported without loading any model. ``engine`` says where
+    generation runs (default: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors per model, each
+    loading the model once, with the same results)."""
     cfg.validate()
+    if engine is not None:
+        engine.validate(cfg.backend, cfg.backend_args)
+    with open_engine(engine) as eng:
+        return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory, engine=eng)
+
+
+def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
+              backend_factory: Callable[[ModelSpec], GenerationBackend] | None, engine: Any) -> EvalResult:
     out = Path(cfg.out)
     sampling = SamplingConfig(n=cfg.m, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
                               seed=cfg.seed)
@@ -321,7 +334,9 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
 
     command = redact_command(command)  # the one rule for secrets, in every file written here
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))
-    factory = backend_factory or (lambda m: get_backend(cfg.backend, model=m.path, **cfg.backend_args))
+    def factory_of(m: ModelSpec) -> Callable[[], GenerationBackend]:  # picklable: Ray workers build it
+        base = partial(backend_factory, m) if backend_factory else BackendSpec(cfg.backend, m.path, cfg.backend_args)
+        return engine.wrap(base, backend=cfg.backend, options=cfg.backend_args)
 
     entries: list[dict[str, Any]] = []
     generated = 0
@@ -331,7 +346,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
         def backend(model: ModelSpec = model, loaded: list = loaded) -> GenerationBackend:
             if not loaded:
                 log.info("loading %s (%s) with the %s backend", model.name, model.path, cfg.backend)
-                loaded.append(factory(model))
+                loaded.append(factory_of(model)())
             return _KeepOpen(loaded[0])
 
         try:

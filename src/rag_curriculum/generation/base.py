@@ -14,6 +14,9 @@ Optional extensions a backend may implement (the toolkit's backends implement th
 - ``describe() -> dict``: the settings that determine the completions (backend, model, dtype, ...), recorded
   with results so that a resumed run can check it continues the same generation. :func:`backend_identity`
   makes it from a backend's constructor options, the same way for every backend (before the backend is built).
+- ``generate_calls(calls, *, total)``: runs many of the runner's calls at once and yields ``(call, results,
+  backend_seconds)`` as they finish (the Ray engine's pool, :mod:`rag_curriculum.generation.ray_engine`); such a
+  backend says whether it takes per-prompt seeds with ``seeded_calls``.
 - ``call_size``: how many prompts one ``generate`` call should get for the engine to stay busy.
 - ``identity_exclude``: constructor options that cannot change the completions (speed, connection), left out of
   :func:`backend_identity` besides :data:`NON_OUTPUT_OPTIONS`.
@@ -77,9 +80,12 @@ class GenerationBackend(Protocol):
 
 
 def seeded_call_supported(backend: Any) -> bool:
-    """Whether ``backend.generate`` accepts per-prompt ``seeds``."""
+    """Whether ``backend.generate`` accepts per-prompt ``seeds`` (a backend without its own ``generate``, such as
+    the Ray engine's pool, says so with ``seeded_calls``)."""
     import inspect
 
+    if getattr(backend, "seeded_calls", None) is not None:
+        return bool(backend.seeded_calls)
     try:
         return "seeds" in inspect.signature(backend.generate).parameters
     except (TypeError, ValueError):

@@ -522,16 +522,17 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
         call_size = getattr(backend, "call_size", None)
         chunks_per_call = max(1, math.ceil(call_size / plan.chunk_size)) if call_size else 1
     use_seeds = question_seeds and seeded_call_supported(backend)
-    streaming = hasattr(backend, "generate_iter")
+    parallel = hasattr(backend, "generate_calls")  # the Ray engine: the same calls, many at once
+    streaming = not parallel and hasattr(backend, "generate_iter")
     log.info("%s: %d of %d chunks of shard %d/%d to generate (%d questions, n=%d)", wd.path, len(todo), len(mine),
              plan.shard_index, plan.num_shards, sum(len(plan.positions(k)) for k in todo), sampling.n)
-    bar = _Bar(progress, description, total_questions=sum(len(plan.positions(k)) for k in mine),
+    label = getattr(backend, "progress_label", None)
+    bar = _Bar(progress, f"{description} · {label}" if label else description, total_questions=sum(len(plan.positions(k)) for k in mine),
                done_questions=sum(len(plan.positions(k)) for k in mine if k in done),
                todo_completions=sum(len(plan.positions(k)) for k in todo) * sampling.n)
 
     check = _IdenticalCheck(backend, sampling, allow=allow_identical_samples,
                             total_questions=sum(len(plan.positions(k)) for k in todo))
-    made = [0]  # chunks generated (written or held back by the check): the max_chunks budget counts them
 
     def seeds_of(positions: Sequence[int]) -> list[int]:
         return [question_seed(sampling.seed, ids[p]) for p in positions]
@@ -546,7 +547,6 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
             "completions": [results[p] for p in pos],
         }
         table = pa.table(rows, schema=CHUNK_SCHEMA)
-        made[0] += 1
         for kk, t in check.offer(k, table):  # none while held back; raises on identical samples
             write(kk, t)
 
@@ -568,12 +568,17 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
 
     t0 = time.perf_counter()
     try:
-        if streaming:
+        calls = _calls(plan, mine, set(todo), prompts, sampling, seeds_of if use_seeds else None, question_seeds,
+                       ids, chunks_per_call, max_chunks)
+        if parallel:
+            index = {k: i for i, k in enumerate(mine)}
+            total = len({index[k] // chunks_per_call for k in todo})
+            _run_parallel(backend, plan, calls, total, flush, report, sampling, bar)
+        elif streaming:
             _run_streaming(backend, plan, todo, prompts, sampling, seeds_of if use_seeds else None, flush, report,
                            max_chunks, bar)
         else:
-            _run_calls(backend, plan, mine, set(todo), prompts, sampling, seeds_of if use_seeds else None,
-                       question_seeds, ids, flush, report, chunks_per_call, max_chunks, lambda: made[0], bar)
+            _run_calls(backend, plan, calls, flush, report, bar)
         for kk, t in check.finish():
             write(kk, t)
     finally:
@@ -619,18 +624,39 @@ def _generate(backend: GenerationBackend, prompts: list[Messages], sampling: Sam
     return out
 
 
-def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], todo: set[int],
-               prompts: Sequence[Messages], sampling: SamplingConfig,
-               seeds_of: Callable[[Sequence[int]], list[int]] | None, question_seeds: bool, ids: Sequence[str],
-               flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
-               chunks_per_call: int, max_chunks: int | None, made: Callable[[], int], bar: _Bar | None = None
-               ) -> None:
+@dataclass
+class Call:
+    """One backend call: the chunks to do that it completes, its questions' positions (the whole call, done chunks
+    included), prompts, sampling and seeds (None: the backend takes no per-prompt seeds)."""
+
+    index: int
+    chunks: list[int]
+    positions: list[int]
+    prompts: list[Messages]
+    sampling: SamplingConfig
+    seeds: list[int] | None
+
+    def describe(self) -> str:
+        """``chunks 4, 5 (questions 1024..1535)``: how errors name the call."""
+        chunks = ", ".join(map(str, self.chunks))
+        what = f"chunk{'s' if len(self.chunks) > 1 else ''} {chunks}"
+        return f"{what} (questions {self.positions[0]}..{self.positions[-1]})" if self.positions else what
+
+
+def _calls(plan: ChunkPlan, mine: list[int], todo: set[int], prompts: Sequence[Messages], sampling: SamplingConfig,
+           seeds_of: Callable[[Sequence[int]], list[int]] | None, question_seeds: bool, ids: Sequence[str],
+           chunks_per_call: int, max_chunks: int | None) -> Iterator[Any]:
+    """The backend calls still to make, in order, each as a :class:`Call`:
+    ``chunks_per_call`` consecutive chunks of the shard whose prompts are made whole even when some of its chunks
+    are done (a resumed run makes exactly the calls an uninterrupted one did); stops once the calls cover
+    ``max_chunks`` chunks to do. Prompts are read only when a call is taken."""
+    made = 0
     for start in range(0, len(mine), chunks_per_call):
         call = mine[start:start + chunks_per_call]
         missing = [k for k in call if k in todo]
         if not missing:
             continue
-        if max_chunks is not None and made() >= max_chunks:
+        if max_chunks is not None and made >= max_chunks:
             break
         positions = [p for k in call for p in plan.positions(k)]  # the whole call, as an uninterrupted run made it
         call_prompts = [list(prompts[p]) for p in positions]
@@ -642,13 +668,40 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, mine: list[int], tod
             call_sampling = sampling if not question_seeds else SamplingConfig(
                 n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
                 max_tokens=sampling.max_tokens, seed=derive_seed(sampling.seed, "call", ids[positions[0]], bits=63))
-        out = _generate(backend, call_prompts, call_sampling, seeds, report)
-        results = dict(zip(positions, out, strict=True))
-        if bar is not None:  # the call's questions of chunks still to do, as soon as the call returns
-            new = [results[p] for k in missing for p in plan.positions(k)]
-            bar.advance(len(new), sum(len(r) for r in new if r is not None))
-        for k in missing:
-            flush(k, results)
+        made += len(missing)
+        yield Call(start // chunks_per_call, missing, positions, call_prompts, call_sampling, seeds)
+
+
+def _deliver(plan: ChunkPlan, call: Any, out: list[list[str] | None],
+             flush: Callable[[int, Mapping[int, list[str] | None]], None], bar: _Bar | None) -> None:
+    """A call's results: the progress bar advances by its chunks still to do, which are flushed."""
+    results = dict(zip(call.positions, out, strict=True))
+    if bar is not None:  # the call's questions of chunks still to do, as soon as the call returns
+        new = [results[p] for k in call.chunks for p in plan.positions(k)]
+        bar.advance(len(new), sum(len(r) for r in new if r is not None))
+    for k in call.chunks:
+        flush(k, results)
+
+
+def _run_calls(backend: GenerationBackend, plan: ChunkPlan, calls: Iterator[Any],
+               flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
+               bar: _Bar | None = None) -> None:
+    for call in calls:
+        out = _generate(backend, call.prompts, call.sampling, call.seeds, report)
+        _deliver(plan, call, out, flush, bar)
+
+
+def _run_parallel(backend: Any, plan: ChunkPlan, calls: Iterator[Any], total: int,
+                  flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
+                  sampling: SamplingConfig, bar: _Bar | None = None) -> None:
+    """The same calls, made by a backend that runs many at once (``generate_calls``: the Ray engine's pool);
+    results come back in the order calls finish and are checked as a local call's are."""
+    name = getattr(backend, "name", backend)
+    for call, out, seconds in backend.generate_calls(calls, total=total):
+        report.backend_seconds += seconds
+        if len(out) != len(call.prompts):
+            raise CurriculumError(f"backend {name!r} returned {len(out)} results for {len(call.prompts)} prompts")
+        _deliver(plan, call, out, flush, bar)
 
 
 def _run_streaming(backend: Any, plan: ChunkPlan, todo: list[int], prompts: Sequence[Messages],

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..errors import PartitionError
 from ..generation.base import GenerationBackend
+from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import WorkDir, run_chunks
 from ..shards import read_manifest, read_table
 from ._config import STATS_FILE, TASK_VERSION, WORK, PartitionConfig, PartitionResult
@@ -16,7 +19,6 @@ from ._inputs import (
     _resolve_input,
     _write_record,
     backend_identity,
-    build_backend,
     input_digest,
 )
 from ._outputs import finalize_partition
@@ -27,12 +29,17 @@ log = logging.getLogger("rag_curriculum.partition")  # one logger for the packag
 
 
 def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None, command: str | None = None,
-              progress: bool = False, max_chunks: int | None = None) -> PartitionResult:
+              progress: bool = False, max_chunks: int | None = None,
+              engine: EngineConfig | None = None) -> PartitionResult:
     """Generate this shard's missing chunks; when every chunk of every shard is done, write the outputs.
 
     ``backend`` overrides the one ``cfg`` names (tests, benchmarks); otherwise it is built only when something
-    is left to generate. ``max_chunks`` stops after that many chunks (run again to continue)."""
+    is left to generate. ``max_chunks`` stops after that many chunks (run again to continue). ``engine`` says
+    where generation runs (default: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors, one
+    backend each, writing the same chunk files and outputs)."""
     cfg.validate()
+    if engine is not None:
+        engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     if command is None:
@@ -57,14 +64,20 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     if cfg.overwrite and cfg.num_shards == 1:
         _remove_outputs(out)
     _write_record(out, cfg, input_dir, digest)
-    factory = backend if backend is not None else (lambda: build_backend(cfg.backend, cfg.model, cfg.backend_args))
-    report = run_chunks(
-        out / WORK, ids=ids, prompts=_Prompts(table.column("prompt")), backend=factory, sampling=cfg.sampling(),
-        fingerprint=fingerprint, chunk_size=cfg.chunk_size, num_shards=cfg.num_shards,
-        shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
-        overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,
-        description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""),
-        allow_identical_samples=cfg.allow_identical_samples)
+    with open_engine(engine) as eng:
+        if backend is None:
+            factory: Any = eng.wrap(BackendSpec(cfg.backend, cfg.model, cfg.backend_args), backend=cfg.backend,
+                                    options=cfg.backend_args)
+        else:  # a given backend: used as it is here, copied to each Ray worker
+            factory = backend if eng.name == "local" else eng.wrap(partial(_same, backend), backend=backend.name,
+                                                                    options={})
+        report = run_chunks(
+            out / WORK, ids=ids, prompts=_Prompts(table.column("prompt")), backend=factory, sampling=cfg.sampling(),
+            fingerprint=fingerprint, chunk_size=cfg.chunk_size, num_shards=cfg.num_shards,
+            shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
+            overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,
+            description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""),
+            allow_identical_samples=cfg.allow_identical_samples)
     del table
     if not report.complete:
         if report.remaining:
@@ -78,6 +91,10 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     with WorkDir(out / WORK).lock():  # shards sharing OUT: whoever completes the set writes, one at a time
         summary = finalize_partition(out, cfg, input_dir=input_dir, command=command)
     return PartitionResult(out, True, report, summary)
+
+
+def _same(backend: GenerationBackend) -> GenerationBackend:
+    return backend
 
 
 def _remove_outputs(out: Path) -> None:

@@ -1,0 +1,28 @@
+"""Scripted "models" for the Ray tests: module-level functions, so Ray workers import them by name."""
+
+from __future__ import annotations
+
+import random
+import time
+
+SLOW_SECONDS = 0.25  # per prompt, for the tests that act while calls are under way
+
+
+def seeded_answers(messages, n, seed):
+    """A deterministic stand-in for a sampled model: a question's samples depend on its seed only."""
+    r = random.Random(seed)
+    return [f"<reasoning>\n{r.random():.6f}\n</reasoning>\n<answer>\nFinal answer: "
+            f"{r.choice(['Renfield', 'June 6', 'zzzq', 'Dodge County', 'qqq'])}\nSupporting passages: x\n</answer>"
+            for _ in range(n)]
+
+
+def slow_answers(messages, n, seed):
+    time.sleep(SLOW_SECONDS)
+    return seeded_answers(messages, n, seed)
+
+
+def failing_answers(messages, n, seed, *, bad_seed):
+    """Raises an unexpected error (not one of the toolkit's) for the question sampled with ``bad_seed``."""
+    if seed == bad_seed:
+        raise RuntimeError("simulated engine failure")
+    return seeded_answers(messages, n, seed)

@@ -1,0 +1,132 @@
+"""`--engine ray` for the partition on a real local Ray cluster: the same chunk files and outputs, byte for byte, as
+the local engine; a worker killed mid-call (ray.kill) has its chunks run again elsewhere with the same outputs; a
+call that keeps failing stops the run naming its chunks; the toolkit's own refusals stop it at once; the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from functools import partial
+from pathlib import Path
+
+import pytest
+from conftest import MUSIQUE_TRAIN
+from scaling import _scripts
+
+from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+from rag_curriculum.errors import ConfigError, EngineError
+from rag_curriculum.generation.engine import EngineConfig
+from rag_curriculum.generation.runner import question_seed
+from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.partition import PartitionConfig, partition
+from rag_curriculum.shards import read_table
+
+pytestmark = pytest.mark.timeout(180)
+
+N_QUESTIONS = 12
+CHUNK = 2
+COMMAND = "curriculum partition (ray test)"
+
+
+@contextlib.contextmanager
+def inside(d: Path):
+    """Run in ``d`` with ``--out out``: configs record OUT as given, so runs to compare write to folders named alike."""
+    d.mkdir(parents=True, exist_ok=True)
+    old = os.getcwd()
+    os.chdir(d)
+    try:
+        yield Path("out")
+    finally:
+        os.chdir(old)
+
+
+def tree(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def config(shards: Path, out: Path, **kw) -> PartitionConfig:
+    return PartitionConfig(shards=str(shards), out=str(out), backend="scripted", k=4, chunk_size=CHUNK,
+                           balance=True, keep_completions=True, seed=11, **kw)
+
+
+def ray_engine(**kw) -> EngineConfig:
+    return EngineConfig(engine="ray", num_workers=2, **kw)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, shared_data) -> Path:
+    d = tmp_path_factory.mktemp("ray-partition") / "max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), N_QUESTIONS, K=3)],
+                                 schedule="max", out=str(d), seed=0), command="curriculum build")
+    return d
+
+
+@pytest.fixture(scope="module")
+def local_run(shards, tmp_path_factory) -> dict[str, bytes]:
+    """The reference: the local engine, same settings; every file it writes (work/ included)."""
+    with inside(tmp_path_factory.mktemp("local")) as out:
+        partition(config(shards, out), backend=ScriptedBackend(script=_scripts.seeded_answers), command=COMMAND)
+        files = tree(out)
+    assert sum(k.startswith("work/chunk-") for k in files) == N_QUESTIONS // CHUNK
+    return files
+
+
+def test_same_files_as_the_local_engine(ray_cluster, shards, local_run, tmp_path):
+    with inside(tmp_path) as out:
+        result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.seeded_answers),
+                           command=COMMAND, engine=ray_engine())
+        assert result.complete and result.run.generated_chunks == N_QUESTIONS // CHUNK
+        assert tree(out) == local_run  # chunk files, backend.json, stats, the three buckets, cards: every byte
+
+
+def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run, tmp_path, monkeypatch, caplog):
+    """ray.kill of a worker in the middle of a call: the call runs again on another worker (a fresh one replaces
+    the dead), and the run ends with exactly the local engine's files."""
+    from rag_curriculum.generation.ray_engine import RayPool
+
+    killed: list[int] = []
+    original = RayPool.generate_calls
+
+    def kill_one(self, calls, *, total=None):
+        for i, item in enumerate(original(self, calls, total=total)):
+            if i == 0:  # every worker has a call under way now (the freed one got the next before this came back)
+                victim = max(self.workers)
+                ray_cluster.kill(self.workers[victim], no_restart=True)
+                killed.append(victim)
+            yield item
+
+    monkeypatch.setattr(RayPool, "generate_calls", kill_one)
+    with caplog.at_level(logging.WARNING, logger="rag_curriculum.generation.ray_engine"), inside(tmp_path) as out:
+        result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.slow_answers),
+                           command=COMMAND, engine=ray_engine())
+        assert killed and result.complete
+        assert any(f"worker {killed[0]} died during chunk" in r.getMessage() for r in caplog.records), caplog.text
+        assert tree(out) == local_run
+
+
+def test_a_chunk_that_keeps_failing_stops_the_run_naming_it(ray_cluster, shards, tmp_path):
+    ids = read_table(shards, columns=["id"]).column("id").to_pylist()
+    bad = 7  # question 7: chunk 3
+    script = partial(_scripts.failing_answers, bad_seed=question_seed(11, ids[bad]))
+    out = tmp_path / "out"
+    with pytest.raises(EngineError) as e:
+        partition(config(shards, out), backend=ScriptedBackend(script=script), command=COMMAND,
+                  engine=ray_engine(chunk_retries=1))
+    msg = str(e.value)
+    assert "chunk 3 (questions 6..7) failed 2 time(s)" in msg and "RuntimeError: simulated engine failure" in msg
+    assert "run the same command again" in e.value.hint
+    done = {p.name for p in (out / "work").glob("chunk-*.parquet")}
+    assert "chunk-000003.parquet" not in done  # nothing half-made is on disk; the others that finished are kept
+    assert not (out / "partition.json").exists()
+
+
+def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
+    """A script giving too few completions is a ConfigError in a local run; on Ray it is the same error, not
+    retried."""
+    backend = ScriptedBackend(script={}, default=["only one"])
+    with pytest.raises(ConfigError, match="gave 1 completion"):
+        partition(config(shards, tmp_path / "local"), backend=backend, command=COMMAND)
+    with pytest.raises(ConfigError, match="gave 1 completion"):
+        partition(config(shards, tmp_path / "ray"), backend=backend, command=COMMAND, engine=ray_engine())
