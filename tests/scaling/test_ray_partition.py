@@ -4,15 +4,14 @@ call that keeps failing stops the run naming its chunks; the toolkit's own refus
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import MUSIQUE_TRAIN
 from scaling import _scripts
+from scaling._scripts import inside, tree
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.errors import ConfigError, EngineError
@@ -27,23 +26,6 @@ pytestmark = pytest.mark.timeout(180)
 N_QUESTIONS = 12
 CHUNK = 2
 COMMAND = "curriculum partition (ray test)"
-
-
-@contextlib.contextmanager
-def inside(d: Path):
-    """Run in ``d`` with ``--out out``: configs record OUT as given, so runs to compare write to folders named alike."""
-    d.mkdir(parents=True, exist_ok=True)
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        yield Path("out")
-    finally:
-        os.chdir(old)
-
-
-def tree(d: Path) -> dict[str, bytes]:
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
 
 
 def config(shards: Path, out: Path, **kw) -> PartitionConfig:
@@ -73,12 +55,27 @@ def local_run(shards, tmp_path_factory) -> dict[str, bytes]:
     return files
 
 
-def test_same_files_as_the_local_engine(ray_cluster, shards, local_run, tmp_path):
-    with inside(tmp_path) as out:
-        result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.seeded_answers),
-                           command=COMMAND, engine=ray_engine())
-        assert result.complete and result.run.generated_chunks == N_QUESTIONS // CHUNK
-        assert tree(out) == local_run  # chunk files, backend.json, stats, the three buckets, cards: every byte
+def test_cli_ray_run_writes_the_local_runs_files(ray_cluster, shards, tmp_path):
+    """`curriculum partition --engine ray` (on the running cluster) and the same command with the local engine:
+    the same files, byte for byte (the recorded command leaves the engine options out)."""
+    from typer.testing import CliRunner
+
+    from rag_curriculum.cli import app
+
+    trees = {}
+    for engine in ("local", "ray"):
+        with inside(tmp_path / engine) as out:
+            args = ["partition", str(shards), "--backend", "scripted", "--model", "scaling._scripts:seeded_answers",
+                    "--pass-at", "4", "--chunk-size", str(CHUNK), "--seed", "11", "--balance", "--out", str(out),
+                    "--no-progress"]
+            if engine == "ray":
+                args += ["--engine", "ray", "--num-workers", "2", "--cpus-per-worker", "1", "--chunk-retries", "2"]
+            res = CliRunner().invoke(app, args)
+            assert res.exit_code == 0, res.output
+            trees[engine] = tree(out)
+    assert sum(k.startswith("work/chunk-") for k in trees["ray"]) == N_QUESTIONS // CHUNK
+    assert trees["ray"] == trees["local"]
+    assert b"--engine" not in trees["ray"]["partition.json"]
 
 
 def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run, tmp_path, monkeypatch, caplog):
@@ -101,7 +98,7 @@ def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run
     with caplog.at_level(logging.WARNING, logger="rag_curriculum.generation.ray_engine"), inside(tmp_path) as out:
         result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.slow_answers),
                            command=COMMAND, engine=ray_engine())
-        assert killed and result.complete
+        assert killed and result.complete and result.run.generated_chunks == N_QUESTIONS // CHUNK
         assert any(f"worker {killed[0]} died during chunk" in r.getMessage() for r in caplog.records), caplog.text
         assert tree(out) == local_run
 
@@ -130,3 +127,55 @@ def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
         partition(config(shards, tmp_path / "local"), backend=backend, command=COMMAND)
     with pytest.raises(ConfigError, match="gave 1 completion"):
         partition(config(shards, tmp_path / "ray"), backend=backend, command=COMMAND, engine=ray_engine())
+
+
+def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards, local_run, tmp_path, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt in the driver) while calls are under way: every worker is killed, the chunks
+    written before it stay, and the run resumed (by the local engine) ends with the local engine's files."""
+    import _thread
+    import threading
+
+    from rag_curriculum.generation.ray_engine import RayPool
+
+    pools: list[RayPool] = []
+    original = RayPool.generate_calls
+
+    def interrupt_after_first(self, calls, *, total=None):
+        pools.append(self)
+        for i, item in enumerate(original(self, calls, total=total)):
+            if i == 0:  # Ctrl-C arrives while the workers are busy with the next calls
+                threading.Timer(0.05, _thread.interrupt_main).start()
+            yield item
+
+    monkeypatch.setattr(RayPool, "generate_calls", interrupt_after_first)
+    with inside(tmp_path) as out:
+        with pytest.raises(KeyboardInterrupt):
+            partition(config(shards, out), backend=ScriptedBackend(script=_scripts.slow_answers), command=COMMAND,
+                      engine=ray_engine())
+        (pool,) = pools
+        assert pool._closed and not pool.workers  # every worker killed
+        written = len(list((out / "work").glob("chunk-*.parquet")))
+        assert 1 <= written < N_QUESTIONS // CHUNK
+        # resumed here with the local engine: the chunk files do not depend on the engine that wrote them
+        result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.seeded_answers),
+                           command=COMMAND)
+        assert result.run.done_before == written and result.complete
+        assert tree(out) == local_run
+
+
+@pytest.mark.slow
+def test_transformers_on_ray_writes_the_local_runs_files(ray_cluster, tiny_model_dir, tmp_path):
+    """A real model (the tiny Qwen2-style one) loaded once per worker: the same samples as the local engine."""
+    shards = tmp_path / "level-1"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 4, K=1)], schedule="max",
+                                 out=str(shards), seed=0), command="curriculum build")
+    trees = {}
+    for engine in (None, ray_engine()):
+        with inside(tmp_path / ("ray" if engine else "local")) as out:
+            cfg = config(shards, out, max_tokens=8)
+            cfg.backend, cfg.model = "transformers", str(tiny_model_dir)
+            cfg.backend_args = {"device": "cpu", "batch_size": 4}
+            result = partition(cfg, command=COMMAND, engine=engine)
+            assert result.complete
+            trees["ray" if engine else "local"] = tree(out)
+    assert trees["ray"] == trees["local"]
