@@ -165,12 +165,13 @@ def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards,
 
 @pytest.mark.slow
 def test_transformers_on_ray_writes_the_local_runs_files(ray_cluster, tiny_model_dir, tmp_path):
-    """A real model (the tiny Qwen2-style one) loaded once per worker: the same samples as the local engine."""
+    """A real model (the tiny Qwen2-style one) loaded by a Ray worker: the same samples as the local engine (one
+    worker: placement is the scripted tests' subject; this one is about the model running in an actor)."""
     shards = tmp_path / "level-1"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 4, K=1)], schedule="max",
                                  out=str(shards), seed=0), command="curriculum build")
     trees = {}
-    for engine in (None, ray_engine()):
+    for engine in (None, EngineConfig(engine="ray", num_workers=1)):
         with inside(tmp_path / ("ray" if engine else "local")) as out:
             cfg = config(shards, out, max_tokens=8)
             cfg.backend, cfg.model = "transformers", str(tiny_model_dir)
