@@ -7,7 +7,9 @@
 * :mod:`~rag_curriculum.train.recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
 * :mod:`~rag_curriculum.train.batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
 * :mod:`~rag_curriculum.train.order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
-* :mod:`~rag_curriculum.train.progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``.
+* :mod:`~rag_curriculum.train.progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
+* :mod:`~rag_curriculum.train.controllers` and :mod:`~rag_curriculum.train.adaptive`: adaptive curricula, the level
+  of each batch chosen from the model's success (``adaptive.controller``, docs/adaptive.md).
 
 Importing this package imports neither torch, transformers nor TRL; :func:`train` does.
 """
@@ -16,19 +18,24 @@ from __future__ import annotations
 
 from ._trl import TrainResult, bind_grpo_config, check_recipe, train
 from .batching import BatchError, BatchPlan, derive_accumulation, plan_batches
-from .config import BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
+from .config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
+from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 from .order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
 from .progress import STEPS_FILE, StepRecorder, read_steps
 from .recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
 
 __all__ = [
+    "CONTROLLERS",
     "DEFAULT_RECIPE",
     "STEPS_FILE",
+    "AdaptiveConfig",
     "BatchConfig",
     "BatchError",
     "BatchPlan",
+    "Controller",
     "CurriculumOrderError",
     "DataConfig",
+    "GroupResult",
     "ModelConfig",
     "OrderIssue",
     "RecipeError",
@@ -43,8 +50,10 @@ __all__ = [
     "compose_train_config",
     "derive_accumulation",
     "list_recipes",
+    "make_controller",
     "order_issues",
     "plan_batches",
     "read_steps",
+    "register_controller",
     "train",
 ]

@@ -1,0 +1,169 @@
+"""Adaptive curricula on verl 0.9: a dataset class verl loads by path, which renders each row at the level the
+controller picks and reads the scored batch back through verl's ``on_batch_end`` hook (docs/adaptive.md).
+
+verl 0.9.1 has no curriculum sampler any more (verl#6302); what it keeps is ``data.custom_cls`` (a dataset class
+loaded by path) and, in its legacy trainer's ``RayPPOTrainer.fit`` (``trainer.use_v1=false``; the default v1
+trainer has no such call), a call to ``train_dataset.on_batch_end(batch=...)`` after each step (marked experimental
+in verl's source)::
+
+    python -m verl.trainer.main_ppo ... trainer.use_v1=false data.shuffle=false \\
+        data.custom_cls.path=pkg://rag_curriculum.train.verl_adaptive data.custom_cls.name=AdaptiveRLHFDataset \\
+        data.dataloader_num_workers=0 \\
+        +data.adaptive.controller=target-band +data.adaptive.success=exact_match \\
+        +data.adaptive.kwargs.target=0.5 +data.adaptive.state_dir=$CHECKPOINT_DIR
+
+* the controller lives in the driver's dataset: ``data.dataloader_num_workers=0`` is required (worker processes
+  would hold copies that ``on_batch_end`` never reaches), and refused otherwise;
+* success is the exact match verl's reward extra info carries as ``acc`` (the toolkit's ``compute_score`` returns
+  it), or the sequence score (``token_level_scores`` summed) with ``success=reward``;
+* state: the dataset is ``Stateful`` (``state_dict`` / ``load_state_dict``), so verl's checkpoint of the
+  ``StatefulDataLoader`` (``data.pt``) holds the controller. verl writes that checkpoint *before* it calls
+  ``on_batch_end`` for the same step, so the saved state lacks the step's own update; with ``state_dir`` set, the
+  dataset also writes its state after every update (``curriculum_controller-<batch>.json``) and a restored run
+  loads the one that follows the checkpoint, so it continues exactly. Without ``state_dir`` a resumed run repeats
+  the last step's level decision (one update is lost; a warning says so).
+
+verl is imported only when the class is first used (this module imports without it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._plumbing import atomic_write_bytes
+from ..errors import ConfigError
+from .controllers import GroupResult, make_controller
+
+log = logging.getLogger(__name__)
+
+STATE_PATTERN = "curriculum_controller-{batch:06d}.json"
+
+
+def shards_dir(data_files: Any) -> Path:
+    """The shard directory (the one holding ``manifest.json``) of verl's ``data.train_files``."""
+    files = [data_files] if isinstance(data_files, str | Path) else list(data_files)
+    if not files:
+        raise ConfigError("data.train_files is empty")
+    for candidate in (Path(files[0]), *Path(files[0]).parents[:2]):
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    raise ConfigError(f"data.train_files[0] = {files[0]}: no manifest.json beside it or two folders up",
+                      hint="pass the shard files of a `curriculum build --schedule adaptive` directory")
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - verl brings omegaconf
+        pass
+    return value
+
+
+def _make_class() -> type:
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from ..curricula.adaptive import LevelRenderer
+    from ..shards import read_manifest
+
+    class AdaptiveRLHFDataset(RLHFDataset):
+        """verl's ``RLHFDataset`` over adaptive shards: each row at its controller level (see the module doc)."""
+
+        def __init__(self, data_files, tokenizer, config, processor=None, max_samples: int = -1):
+            workers = config.get("dataloader_num_workers", 0)
+            if workers:
+                raise ConfigError(
+                    f"data.dataloader_num_workers={workers}: the adaptive curriculum's controller lives in the "
+                    "dataset of the driver process, which worker processes only copy",
+                    hint="set data.dataloader_num_workers=0")
+            super().__init__(data_files=data_files, tokenizer=tokenizer, config=config, processor=processor,
+                             max_samples=max_samples)
+            directory = shards_dir(data_files)
+            self.renderer = LevelRenderer(read_manifest(directory), where=str(directory))
+            settings = dict(_plain(config.get("adaptive")) or {})
+            unknown = set(settings) - {"controller", "success", "kwargs", "seed", "state_dir"}
+            if unknown:
+                raise ConfigError(f"data.adaptive: unknown key(s) {sorted(unknown)}; known: controller, success, "
+                                  "kwargs, seed, state_dir")
+            self.success = settings.get("success", "exact_match")
+            if self.success not in ("exact_match", "reward"):
+                raise ConfigError(f"data.adaptive.success={self.success!r}: exact_match or reward")
+            seed = settings.get("seed")
+            self.controller = make_controller(
+                settings.get("controller") or "target-band", K=self.renderer.max_K,
+                seed=int((config.get("seed") or 0) if seed is None else seed), **dict(settings.get("kwargs") or {}))
+            self.state_dir = Path(settings["state_dir"]) if settings.get("state_dir") else None
+            self.records: list[dict[str, Any]] = []
+
+        def __getitem__(self, item):
+            row = self.dataframe[item]
+            level = self.controller.levels([(str(row["id"]), self.renderer.K_of(row))])[0]
+            rendered = self.renderer.render([row], [level])[0]
+            out = super().__getitem__(item)
+            out.update({k: v for k, v in rendered.items() if k in out})
+            out["raw_prompt"] = self._build_messages(dict(rendered), key=self.prompt_key)
+            return out
+
+        def on_batch_end(self, batch) -> None:
+            """verl calls this after each training step with the scored batch: one group per ``uid``."""
+            nt = batch.non_tensor_batch
+            if self.success == "exact_match":
+                if "acc" not in nt:
+                    raise ConfigError("the scored batch has no 'acc' (exact match) from the reward",
+                                      hint="use the toolkit's compute_score (rewards/verl.py) as the reward, or "
+                                           "data.adaptive.success=reward")
+                scores = [float(x) for x in nt["acc"]]
+            else:
+                scores = batch.batch["token_level_scores"].sum(-1).tolist()
+            groups: dict[str, list[Any]] = {}
+            for i, uid in enumerate(nt["uid"]):
+                info = nt["extra_info"][i]
+                key = str(nt["id"][i]) if "id" in nt else f"{info['source']}-{info['id']}"
+                entry = groups.setdefault(str(uid), [key, int(info["level"]), self.renderer.K[info["source"]], []])
+                entry[3].append(scores[i])
+            results = [GroupResult(k, lv, K, tuple(s)) for k, lv, K, s in groups.values()]
+            target = self.controller.target()
+            success = self.controller.update(results)
+            self.records.append({"batch": self.controller.batch, "level_target": target, "success": success,
+                                 "level_mean": sum(r.level for r in results) / len(results),
+                                 "next_target": self.controller.target()})
+            if self.state_dir is not None:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                path = self.state_dir / STATE_PATTERN.format(batch=self.controller.batch)
+                atomic_write_bytes(path, json.dumps(self.controller.state_dict(), sort_keys=True).encode())
+
+        # torchdata's Stateful protocol: verl's StatefulDataLoader checkpoint (data.pt) carries it
+        def state_dict(self) -> dict[str, Any]:
+            return {"controller": self.controller.state_dict()}
+
+        def load_state_dict(self, state: Mapping[str, Any]) -> None:
+            saved = dict(state["controller"])
+            following = None
+            if self.state_dir is not None:
+                following = self.state_dir / STATE_PATTERN.format(batch=int(saved["batch"]) + 1)
+            if following is not None and following.is_file():
+                saved = json.loads(following.read_text(encoding="utf-8"))
+            else:
+                log.warning("adaptive curriculum: resuming from the controller state verl checkpointed before the "
+                            "step's own update (set data.adaptive.state_dir to continue exactly)")
+            self.controller.load_state_dict(saved)
+
+    return AdaptiveRLHFDataset
+
+
+_CLASS: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _CLASS
+    if name == "AdaptiveRLHFDataset":
+        if _CLASS is None:
+            _CLASS = _make_class()
+        return _CLASS
+    raise AttributeError(name)
