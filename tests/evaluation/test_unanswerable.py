@@ -1,7 +1,8 @@
 """Unanswerable rows end to end on ../shared/data: an evaluation set built by `curriculum build
 --unanswerable-fraction`, read back as TRL and verl read it and scored by the TRL reward functions
 (rewards/trl.py) and verl's compute_score; then `curriculum eval` with the scripted backend reports abstention
-precision / recall and the scores on each kind of row, and nothing new for a set without unanswerable rows."""
+precision / recall and the scores on each kind of row, the retrieved setting (a BM25 index over the dev file) as a
+row of the main table with its scores by retrieval outcome, and nothing new for a set without either."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def sets(tmp_path_factory):
     run(["build", "--setting", "distractor", "--max-distractors", "6", "--unanswerable-fraction", "0.4", *common,
          "--out", str(d / "distractor")])
     run(["build", "--setting", "ideal", *common, "--out", str(d / "ideal")])
+    run(["index", "--dataset", "musique", "--input", str(MUSIQUE_DEV), "--out", str(d / "index"), "--depth", "40",
+         "--no-progress"])
+    run(["build", "--setting", "retrieved", "--index", str(d / "index"), "--top-k", "6", "--unanswerable-fraction",
+         "0.3", *common, "--out", str(d / "retrieved"), "--no-progress"])
     return d
 
 
@@ -82,9 +87,42 @@ def test_trl_reward_functions_and_verl_on_real_unanswerable_rows(sets):
         assert out["score"] == pytest.approx(total)
 
 
+def contains_answer(passage: dict, answers: list[str]) -> bool:
+    from rag_curriculum.rewards import normalize_answer
+
+    norm = f" {normalize_answer(passage['title'] + ' ' + passage['text'])} "
+    return any(f" {a} " in norm for a in map(normalize_answer, answers) if a not in ("", "yes", "no"))
+
+
+def test_retrieved_unanswerable_rows_show_neither_gold_nor_the_answer(sets):
+    from rag_curriculum import load_examples
+    from rag_curriculum.curricula.distractors import passage_key
+
+    examples = {e.id: e for e in load_examples("musique", MUSIQUE_DEV)}
+    rows = read_as_trl(sets / "retrieved")
+    un = [r for r in rows if not r["answerable"]]
+    assert un
+    for r in un:
+        ex = examples[r["source_id"]]
+        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        assert len(r["passages"]) == 6 and r["gold_recall"] == 0.0
+        assert not any(passage_key(p["title"], p["text"]) in gold or contains_answer(p, ex.answers)
+                       for p in r["passages"])
+        ranks = [p["bm25_rank"] for p in r["passages"]]
+        assert ranks == sorted(ranks)  # the next ranked passages, in rank order
+    manifest = json.loads((sets / "retrieved" / "manifest.json").read_text())
+    assert manifest["unanswerable"]["answer_in_passages"] == 0
+    # the distractor set draws the dataset's own distractors, some of which name the answer: counted
+    dist = read_as_trl(sets / "distractor")
+    shown = sum(any(contains_answer(p, examples[r["source_id"]].answers) for p in r["passages"])
+                for r in dist if not r["answerable"])
+    assert json.loads((sets / "distractor" / "manifest.json").read_text())["unanswerable"]["answer_in_passages"] == shown
+
+
 def test_scripted_eval_reports_abstention(sets, tmp_path):
     dist = read_as_trl(sets / "distractor")
     ideal = read_as_trl(sets / "ideal")
+    retrieved = read_as_trl(sets / "retrieved")
     # The scripted model: on unanswerable rows sample 0 abstains, sample 1 abstains on even rows only; on
     # answerable rows sample 0 answers right, sample 1 abstains on every third row.
     script, tp, abstained, un_samples, false_abst, ans_samples = {}, 0, 0, 0, 0, 0
@@ -104,10 +142,20 @@ def test_scripted_eval_reports_abstention(sets, tmp_path):
         script[r["prompt"][-1]["content"]] = outs
     for r in ideal:
         script[r["prompt"][-1]["content"]] = [say(r["answers"][0], r["gold_labels"])] * 2
+    # retrieved: right (citing what was retrieved of the gold) only when every gold passage was retrieved
+    outcome = {}
+    for r in retrieved:
+        if r["answerable"]:
+            outcome[r["id"]] = "all" if r["gold_recall"] == 1.0 else "none" if r["gold_recall"] == 0.0 else "some"
+        right = r["answerable"] and r["gold_recall"] == 1.0
+        script[r["prompt"][-1]["content"]] = [say(r["answers"][0] if right else "zzzq", r["gold_labels"])] * 2
+    assert set(outcome.values()) >= {"all", "some"}
     (tmp_path / "script.json").write_text(json.dumps(script))
     out = tmp_path / "eval"
-    run(["eval", "--model", f"scripted={tmp_path / 'script.json'}", "--data", str(sets / "distractor"),
-         "--data", str(sets / "ideal"), "--backend", "scripted", "--samples", "2", "--out", str(out)])
+    res = run(["eval", "--model", f"scripted={tmp_path / 'script.json'}", "--data", str(sets / "distractor"),
+               "--data", str(sets / "ideal"), "--data", str(sets / "retrieved"), "--backend", "scripted",
+               "--samples", "2", "--out", str(out)])
+    assert "Retrieved" in res
 
     summary = load_summary(out)
     e = next(x for x in summary["evals"] if x["setting"] == "distractor")
@@ -129,5 +177,17 @@ def test_scripted_eval_reports_abstention(sets, tmp_path):
     assert sum(f for r in recs for f in r["sample_abstained"]) == abstained
     assert {r["answerable"] for r in recs} == {True, False}
     table = (out / "table.md").read_text()
-    assert "## Abstention" in table and "## By retrieval outcome" not in table
+    assert "## Abstention" in table and "## By retrieval outcome" in table
     assert f"{100 * tp / abstained:.2f}" in table and f"{100 * tp / un_samples:.2f}" in table
+    # the retrieved setting: a row of the main table, and its scores by retrieval outcome (answerable rows only)
+    main = table.split("## Answer, citation and joint F1")[1].split("##")[0]
+    assert [ln.split("|")[1].strip() for ln in main.splitlines() if ln.startswith("| ") and "scripted" in ln] == [
+        "Distractor", "Ideal Retrieval", "Retrieved"]
+    ret = next(x for x in summary["evals"] if x["setting"] == "retrieved")
+    by = ret["by_retrieval"]
+    for k in ("all", "some", "none"):
+        n = sum(v == k for v in outcome.values())
+        assert by.get(k, {"n_questions": 0})["n_questions"] == n
+    assert by["all"]["answer_f1"] == 1.0 and by["some"]["answer_f1"] == 0.0
+    assert ret["abstention"]["n_unanswerable"] == sum(not r["answerable"] for r in retrieved)
+    assert "by_retrieval" not in e  # the distractor set has no gold_recall

@@ -338,14 +338,20 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Pr
 def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: ProvidedSource | None = None) -> dict[str, Any]:
     """The manifest's record of the unanswerable rows: the option, the counts, and the rows whose distractors ran
     out before every gold passage was replaced (they show fewer passages)."""
-    short = missing = 0
+    from .distractors import _AnswerFilter
+
+    short = missing = answer_shown = 0
     by_source: dict[str, Counter] = {}
+    src = source or _PROVIDED
     for r in plan:
         by_source.setdefault(r.ex.source, Counter())["answerable" if r.answerable else "unanswerable"] += 1
         if not r.answerable:
-            lack = max(0, r.d + r.hops - (source or _PROVIDED).available(r.ex, r.d + r.hops))
+            lack = max(0, r.d + r.hops - src.available(r.ex, r.d + r.hops))
             short += lack > 0
             missing += lack
+            has_answer = _AnswerFilter(r.ex.answers)
+            answer_shown += any(has_answer(p.title, p.text)
+                                for p in select_documents(r.ex, r.d, cfg.seed, source, unanswerable=True))
     if short:
         log.warning("%d unanswerable row(s) ran out of distractors to replace their gold passages with and show %d "
                     "passage(s) fewer in all than their answerable form would (see the manifest's "
@@ -357,6 +363,9 @@ def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: ProvidedSource | No
         "by_source": {k: {"answerable": v["answerable"], "unanswerable": v["unanswerable"]}
                       for k, v in sorted(by_source.items())},
         "short_rows": short, "missing_passages": missing,
+        # rows that show a passage containing one of the question's answers (normalised, whole words): the
+        # dataset's own distractors can (BM25 distractors and retrieved unanswerable rows never do)
+        "answer_in_passages": answer_shown,
     }
 
 

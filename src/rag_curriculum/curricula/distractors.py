@@ -301,21 +301,24 @@ class RetrievedSource(BM25Source):
         self.top_k = top_k
 
     def ranked_all(self, ex: Example, n: int, *, skip_gold: bool = False) -> list[Shown]:
+        """The first ``n`` passages of the ranking; with ``skip_gold`` (an unanswerable row) without the gold ones
+        and without those that contain an answer (which would answer the question after all)."""
         ids = self.rankings[ex.id].ids
         gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        has_answer = self._exclusions(ex)[2] if skip_gold else None
         out = []
         for pos, pid in enumerate(ids, 1):
             if len(out) >= n or pid < 0:
                 break
             title, text = self.index.passage(int(pid))
             is_gold = passage_key(title, text) in gold
-            if not (skip_gold and is_gold):
+            if not (skip_gold and (is_gold or has_answer(title, text))):
                 out.append(Shown(title, text, is_gold, "bm25", pos))
         return out
 
     def select(self, ex: Example, d: int, seed: int | None = None, *, unanswerable: bool = False) -> list[Shown]:
-        """The top ``N`` passages in rank order; an unanswerable row skips the gold ones (the next ranked
-        non-gold passages take their places)."""
+        """The top ``N`` passages in rank order; an unanswerable row skips the gold ones and those containing an
+        answer (the next ranked passages take their places)."""
         return self.ranked_all(ex, self.top_k, skip_gold=unanswerable)
 
     def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:

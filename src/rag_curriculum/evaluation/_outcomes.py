@@ -13,7 +13,8 @@ the paper's reports stay as they were.
   ``by_answerable`` gives the usual scores on each kind of row.
 * **Retrieval outcome** (rows with ``gold_recall``, ``curriculum build --setting retrieved``): ``by_retrieval``
   groups the questions by whether the top-N passages held ``all`` of the gold passages (recall@N = 1), ``some``
-  or ``none`` (recall@N = 0), and gives each group's scores.
+  or ``none`` (recall@N = 0), and gives each group's scores; unanswerable rows (no gold passage by construction) are
+  left out of it.
 
 >>> recs = [{"answerable": False, "sample_abstained": [True, False]}, {"answerable": True, "sample_abstained": [True, False]}]
 >>> a = abstention_scores(recs)
@@ -90,6 +91,8 @@ def add_outcomes(entry: dict[str, Any], records: Sequence[Mapping[str, Any]]) ->
         entry["by_answerable"] = {k: summarize(v) for k, v in groups.items() if v}
     outcomes: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
+        if not _answerable(r):  # an unanswerable row shows no gold passage by construction: not a retrieval outcome
+            continue
         o = retrieval_outcome(r.get("gold_recall"))
         if o is not None:
             outcomes.setdefault(o, []).append(r)
