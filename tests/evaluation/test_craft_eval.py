@@ -141,3 +141,9 @@ def test_eval_template_errors(tmp_path, shared_data):
     assert res.exit_code != 0 and "did you mean" in res.output
     res = CliRunner().invoke(app, [*args, "--index-base", "0"])
     assert res.exit_code != 0 and "--template craft-vN" in res.output
+    data = tmp_path / "set"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), n=2)], setting="distractor",
+                                 max_distractors=2, out=str(data)), command="test")
+    res = CliRunner().invoke(app, ["eval", "--model", "m=x.json", "--data", str(data), "--backend", "scripted",
+                                   "--judge", "scripted:x:y", "--out", str(tmp_path / "o2")])
+    assert res.exit_code != 0 and "no evaluation set here is in a CRAFT format" in res.output

@@ -323,6 +323,9 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
     if cfg.templates:  # every set in every template asked for (CRAFT's variants: evaluation/_craft.py)
         sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
     judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
+    if judge is not None and not any(craft.craft_variant_of(es) for es in sets):
+        raise EvalError("--judge audits CRAFT traces, and no evaluation set here is in a CRAFT format",
+                        hint="add --template craft-v1 (... craft-v4), or evaluate sets built with --template craft-vN")
     keys = [s.key for s in sets]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
