@@ -133,6 +133,14 @@ def test_eval_craft_variants_end_to_end(tmp_path, policy, shared_data):
     assert len(policy.JUDGED) == judged
     assert load_summary(out)["evals"] == summary["evals"]
 
+    # --strict-format: q2 (no </answer>) scores 0 on everything, the boundary and faithfulness included, unjudged
+    strict = tmp_path / "strict"
+    res = CliRunner().invoke(app, [*args[:-3], "--out", str(strict), "--no-plots", "--strict-format"])
+    assert res.exit_code == 0, res.output
+    o = next(e for e in load_summary(strict)["evals"] if e["template"] == "craft-v1")["overall"]
+    assert (o["exact_match"], o["boundary"], o["faithfulness"]) == (0.5, 0.5, 0.25)
+    assert len(policy.JUDGED) == judged + 6  # 3 valid traces per template, q2's left out
+
 
 def test_eval_template_errors(tmp_path, shared_data):
     args = ["eval", "--model", "m=x.json", "--data", str(tmp_path), "--backend", "scripted", "--out",

@@ -149,6 +149,8 @@ def test_table12_error_taxonomy(variant, text, reason):
     ("craft-v4", "<reason>r</reason><reason>s</reason><answer>a</answer>", "wrong_format", "2 times"),
     ("craft-v2", "<gold_docs>documents two and five</gold_docs><reason>r</reason><answer>a</answer>",
      "wrong_format", "document numbers"),
+    ("craft-v2", "<gold_docs>[2, 5</gold_docs><reason>r</reason><answer>a</answer>", "wrong_format",
+     "document numbers"),
     ("craft-v4", "Sure! <reason>r</reason><answer>a</answer>", "extra_text", "before the first tag"),
     ("craft-v4", "<reason>r</reason> so <answer>a</answer>", "extra_text", "between blocks"),
     ("craft-v4", "<reason>r</reason><answer>  </answer>", "empty_answer", "nothing"),
@@ -158,6 +160,11 @@ def test_table12_error_taxonomy(variant, text, reason):
 def test_other_broken_formats(variant, text, reason, detail):
     p = parse_craft(text, variant=variant)
     assert (p.valid, p.reason) == (False, reason) and detail in p.detail
+
+
+@pytest.mark.parametrize("gold", ["[2, 5]", "2, 5", "[ 2 ,5 ]", "[]", "", "[7]"])
+def test_gold_docs_lists_that_keep_the_format(gold):
+    assert parse_craft(f"<gold_docs>{gold}</gold_docs><reason>r</reason><answer>a</answer>", variant="craft-v2").valid
 
 
 def test_valid_variants_and_extraction():

@@ -95,18 +95,21 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def add_craft_scores(records: list[dict[str, Any]], rows: Sequence[Mapping[str, Any]], variant: str,
-                     judge: CraftJudge | None) -> list[dict[str, Any]]:
+                     judge: CraftJudge | None, *, strict_format: bool = False) -> list[dict[str, Any]]:
     """Add the CRAFT sample scores (``sample_boundary``, and with a judge ``sample_faithfulness``,
     ``sample_faithfulness_mean``, ``sample_judge``) and their per-question means to the scored ``records``; one
-    batched judge call for the whole set."""
+    batched judge call for the whole set. With ``strict_format`` a sample that breaks the format scores 0 here too
+    (and is not sent to the judge)."""
     tags = CRAFT_VARIANTS[variant]
     has_gold = "gold_docs" in tags
     judged = judge is not None and "reason" in tags
     items, where = [], []
     for q, (rec, row) in enumerate(zip(records, rows, strict=True)):
         parses = [parse_craft(t, variant=variant) for t in rec["completions"]]
+        keep = [p.valid or not strict_format for p in parses]
         if has_gold:
-            rec["sample_boundary"] = [boundary_check(p.cited, p.gold_docs) for p in parses]
+            rec["sample_boundary"] = [boundary_check(p.cited, p.gold_docs) if k else 0.0
+                                      for p, k in zip(parses, keep, strict=True)]
             rec["boundary"] = _mean(rec["sample_boundary"])
         if judged:
             rec["sample_faithfulness"] = [0.0] * len(parses)
@@ -114,7 +117,7 @@ def add_craft_scores(records: list[dict[str, Any]], rows: Sequence[Mapping[str, 
             rec["sample_judge"] = [None] * len(parses)
             passages = [(str(p["label"]), str(p["title"]), str(p["text"])) for p in row.get("passages") or []]
             for j, (p, text) in enumerate(zip(parses, rec["completions"], strict=True)):
-                if p.reasoning:
+                if p.reasoning and keep[j]:
                     items.append((str(row.get("question") or ""), passages, text, variant))
                     where.append((q, j))
     if judged:

@@ -371,7 +371,8 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
                 records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
                 variant = craft.craft_variant_of(es)
                 if variant:
-                    records = craft.add_craft_scores(records, es.rows, variant, judge)
+                    records = craft.add_craft_scores(records, es.rows, variant, judge,
+                                                     strict_format=cfg.strict_format)
                 meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
                         "data_dir": str(es.directory)}
                 if resolved is not None:

@@ -156,7 +156,7 @@ def craft_variant(name: str | None) -> tuple[str, ...] | None:
 
 _TAG_RE = re.compile(r"<(/?)(plan|gold_docs|reason|answer)>|</>")
 _INT_RE = re.compile(r"\d+")
-_GOLD_DOCS_RE = re.compile(r"\[?\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]?")
+_GOLD_DOCS_RE = re.compile(r"\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]|\d+\s*(?:,\s*\d+\s*)*|")  # [2, 5], 2, 5, [], nothing
 # "[7]", "[11, 12, 1]", "document [2]", "Doc 4", "docs 2 and 5", "documents #3, 4 or 6"
 _BRACKETS_RE = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
 _WORDS_RE = re.compile(r"\b(?:doc|docs|document|documents|passage|passages)\b\.?\s*(?:no\.?\s*)?#?\s*"
