@@ -5,6 +5,7 @@ call that keeps failing stops the run naming its chunks; the toolkit's own refus
 from __future__ import annotations
 
 import logging
+import os
 from functools import partial
 from pathlib import Path
 
@@ -180,3 +181,49 @@ def test_transformers_on_ray_writes_the_local_runs_files(ray_cluster, tiny_model
             assert result.complete
             trees["ray" if engine else "local"] = tree(out)
     assert trees["ray"] == trees["local"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_shuts_down_the_cluster_it_started(shards, tmp_path):
+    """A real SIGINT to `curriculum partition --engine ray` that started its own local cluster: it exits (130)
+    within seconds, keeps the chunks it wrote, and leaves no Ray process behind."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tests = Path(__file__).resolve().parents[1]
+
+    def ray_processes() -> set[int]:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        return {int(line.split()[0]) for line in ps.splitlines()[1:]
+                if re.search(r"raylet|gcs_server|ray::|default_worker\.py", line)}
+
+    before = ray_processes()  # the test session's own cluster, if it runs
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tests.parent / "src"), str(tests), env.get("PYTHONPATH")) if p)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_curriculum.cli", "partition", str(shards), "--backend", "scripted", "--model",
+         "scaling._scripts:slow_answers", "--pass-at", "4", "--chunk-size", str(CHUNK), "--engine", "ray",
+         "--num-workers", "2", "--cpus-per-worker", "0.5", "--out", str(out), "--no-progress"],
+        env=env, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a shell's background job ignores it
+    try:
+        deadline = time.monotonic() + 90
+        while not list((out / "work").glob("chunk-*.parquet")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        assert ray_processes() - before  # its cluster is up
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "shutting down the local Ray cluster" in err
+    written = len(list((out / "work").glob("chunk-*.parquet")))
+    assert 1 <= written < N_QUESTIONS // CHUNK
+    time.sleep(1)
+    assert not (ray_processes() - before), "Ray processes left behind"
