@@ -140,3 +140,37 @@ def test_verl_compute_score_on_an_unanswerable_row():
     # a ground truth without `answerable` (an old shard) is answerable
     old = compute_score("musique", completion("unanswerable"), {"answers": ABSTAIN, "gold_labels": []})
     assert (old["score"], old["citation"]) == (6.0, 0.0)
+
+
+@pytest.mark.slow
+def test_grpo_trainer_passes_the_answerable_column(tiny_model_dir, tmp_path):
+    """One GRPO step of the tiny model on real rows half of which are unanswerable: TRL hands the `answerable`
+    column to the reward as it is, and the reward logs the abstention rate."""
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.shards import shard_files
+
+    out = tmp_path / "u"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 4)], schedule="max", K=2,
+                                 unanswerable_fraction=0.5, seed=1, out=str(out)), command="test")
+    ds = datasets.load_dataset("parquet", data_files={"train": [str(f) for f in shard_files(out)]}, split="train")
+    assert sorted(ds["answerable"]) == [False, False, True, True]
+    seen: list = []
+
+    class Spy(RagRlReward):
+        def components(self, *args, **kwargs):
+            seen.append(kwargs.get("answerable"))
+            return super().components(*args, **kwargs)
+
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=8, shuffle_dataset=False, report_to="none", logging_steps=1, use_cpu=True,
+        save_strategy="no", bf16=False, seed=0,
+    )
+    trainer = trl.GRPOTrainer(model=str(tiny_model_dir), reward_funcs=[Spy()], args=args, train_dataset=ds)
+    trainer.train()
+    assert seen and sorted(seen[0]) == [False, False, True, True]
+    assert "rag_rl/abstained" in {k for entry in trainer.state.log_history for k in entry}
