@@ -169,6 +169,11 @@ def test_cli_eval_set_with_a_custom_abstention_answer(tmp_path):
     assert u["short_rows"] == len(un) and u["missing_passages"] == sum(r["hops"] for r in un)
     assert all(len(r["passages"]) == r["num_distractors"] <= 18 for r in un)
     assert all('give "Not enough information" as the final answer' in r["prompt"][-1]["content"] for r in rows)
+    shown = " ".join(res.output.split())
+    assert (f"unanswerable rows: {len(un)} of 40 (answer 'Not enough information'); {len(un)} short of distractors "
+            f"({u['missing_passages']} passages fewer), {u['answer_in_passages']} showing a passage") in shown
+    res = CliRunner().invoke(app, ["inspect", str(out)])
+    assert res.exit_code == 0 and f"unanswerable rows: {len(un)} of 40" in " ".join(res.output.split())
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -95,6 +95,12 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
     out.print(files)
     if manifest.get("distractors"):
         _print_origins(manifest["distractors"])
+    u = manifest.get("unanswerable")
+    if u:
+        style = "yellow" if u["short_rows"] or u.get("answer_in_passages") else "green"
+        out.print(f"[{style}]unanswerable rows:[/] {u['unanswerable_rows']:,} of {manifest['num_rows']:,} (answer "
+                  f"{u['abstention_answer']!r}); {u['short_rows']:,} short of distractors ({u['missing_passages']:,} "
+                  f"passages fewer), {u.get('answer_in_passages', 0):,} showing a passage that names the answer")
     tail = manifest.get("trainer_tail")
     if tail:
         style = "yellow" if tail["unseen_rows"] else "green"
