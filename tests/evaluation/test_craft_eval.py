@@ -155,3 +155,29 @@ def test_eval_template_errors(tmp_path, shared_data):
     res = CliRunner().invoke(app, ["eval", "--model", "m=x.json", "--data", str(data), "--backend", "scripted",
                                    "--judge", "scripted:x:y", "--out", str(tmp_path / "o2")])
     assert res.exit_code != 0 and "no evaluation set here is in a CRAFT format" in res.output
+
+
+def test_variants_table_of_compared_runs():
+    """`eval compare` of a base run and a trained run, each in two variants: one block per model (runs that share a
+    model name are told apart by their run), one row per variant, the datasets side by side."""
+    from rag_curriculum.evaluation._craft import render_variants_table
+
+    def entry(run, model, template, dataset, em, faith=None):
+        overall = {"exact_match": em, "answer_f1": em, "evidence_f1": None if template == "craft-v4" else 0.5,
+                   "format_valid": 1.0, "faithfulness": faith}
+        return {"run": run, "model": f"{run}/{model}", "model_name": model, "template": template,
+                "dataset": dataset, "setting": "distractor", "overall": overall}
+
+    evals = [entry(run, "qwen", t, d, em) for run, em in (("base", 0.25), ("grpo", 0.5))
+             for t in ("craft-v4", "craft-v1") for d in ("hotpotqa", "musique")]
+    evals.append(entry("grpo", "other", "craft-v1", "musique", 1.0, faith=0.75))
+    table = render_variants_table({"evals": evals})
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    assert lines[0].startswith("| Model | Version | HotpotQA EM |") and "MuSiQue Faithfulness |" in lines[0]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert [c[:2] for c in cells] == [["*base/qwen*", ""], ["", "CRAFT_v1"], ["", "CRAFT_v4"], ["*grpo/qwen*", ""],
+                                      ["", "CRAFT_v1"], ["", "CRAFT_v4"], ["*other*", ""], ["", "CRAFT_v1"]]
+    assert cells[1][2:] == ["25.00", "25.00", "50.00", "100.00", "–"] * 2
+    assert cells[5][2:7] == ["50.00", "50.00", "–", "100.00", "–"]
+    assert cells[7][2:] == ["–"] * 5 + ["100.00", "100.00", "50.00", "100.00", "75.00"]
+    assert render_variants_table({"evals": [{**evals[0], "template": "rag-rl"}]}) is None

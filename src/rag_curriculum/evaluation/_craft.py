@@ -185,12 +185,21 @@ def render_variants_table(summary: Mapping[str, Any]) -> str | None:
     header = ["Model", "Version"] + [f"{dataset_title(d)} {title}" for d in datasets for _, title in TABLE2_METRICS]
     rows: list[list[str]] = []
     settings = _setting_order(e["setting"] for e in evals)
+    # a model's block: its name, prefixed with its run's where `eval compare` merged runs that share a model name
+    runs_of: dict[str, set] = {}
+    for e in evals:
+        runs_of.setdefault(e.get("model_name", e["model"]), set()).add(e.get("run"))
+
+    def block(e: Mapping[str, Any]) -> str:
+        name = e.get("model_name", e["model"])
+        return f"{e['run']}/{name}" if len(runs_of[name]) > 1 and e.get("run") else name
+
     models: dict[str, None] = {}
     for e in evals:
-        models.setdefault(e.get("model_name", e["model"]), None)
+        models.setdefault(block(e), None)
     for setting in settings:
         for model in models:
-            mine = [e for e in evals if e["setting"] == setting and e.get("model_name", e["model"]) == model]
+            mine = [e for e in evals if e["setting"] == setting and block(e) == model]
             if not mine:
                 continue
             label = f"*{model}*" + (f" ({setting_title(setting).lower()})" if len(settings) > 1 else "")
