@@ -312,17 +312,25 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Pr
     plan: Plan = []
     source = distractors or _PROVIDED
     source.prepare(chosen, progress=progress)
+    hint = getattr(source, "plan_hint", None)  # a BM25 source reads the passages the rows need in one batch
     if cfg.setting == "curriculum":
-        for ex, level in assign_levels(chosen, cfg):
-            j = ex.hops
-            plan.append(PlannedRow(ex, level, source.available(ex, num_distractors(level, j, 1 << 30)), j))
+        paired = assign_levels(chosen, cfg)
+        wants = [(ex, num_distractors(level, ex.hops, 1 << 30)) for ex, level in paired]
+        if hint:
+            hint(wants)
+        for (ex, level), (_, want) in zip(paired, wants, strict=True):
+            plan.append(PlannedRow(ex, level, source.available(ex, want), ex.hops))
     elif cfg.setting == "retrieved":
+        if hint:
+            hint([(ex, cfg.top_k) for ex in chosen])
         for ex in chosen:
             shown = source.select(ex, 0)
             j = ex.hops
             d = sum(not p.is_gold for p in shown)
             plan.append(PlannedRow(ex, level_for(d, j), d, j))
     else:
+        if hint and cfg.setting == "distractor":
+            hint([(ex, cfg.max_distractors) for ex in chosen])
         for ex in chosen:
             d = source.available(ex, cfg.max_distractors) if cfg.setting == "distractor" else 0
             j = ex.hops
@@ -614,20 +622,30 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def origin_summary(plan: Plan, source: ProvidedSource) -> dict[str, Any]:
-    """The origins of the shown distractors (and gold passages), their BM25 ranks, and for the retrieved setting
-    the distribution of recall@N: what the manifest and the data card report for builds with an index."""
+def origin_summary(directory: Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The origins of the shown passages, the BM25 ranks of the distractors and, in the retrieved setting, the
+    distribution of recall@N, read back from the written shards (only those columns): what the manifest and the
+    data card report for builds with an index."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     origins: Counter = Counter()
     ranks: Counter = Counter()
     recall: Counter = Counter()
-    for r in plan:
-        for p in select_documents(r.ex, r.d, source.seed, source, unanswerable=not r.answerable):
-            origins[f"{'gold' if p.is_gold else 'distractor'}:{p.origin}"] += 1
-            if not p.is_gold and p.bm25_rank is not None:
-                ranks[_rank_bucket(p.bm25_rank)] += 1
-        rec = source.recall(r.ex)
-        if rec is not None and r.answerable:
-            recall[f"{rec:.2f}"] += 1
+    for e in entries:
+        t = pq.ParquetFile(directory / e["file"]).read(columns=[
+            "passages.list.element.is_gold", "passages.list.element.origin", "passages.list.element.bm25_rank",
+            "gold_recall", "answerable"])
+        p = pc.list_flatten(t.column("passages").combine_chunks())
+        gold = p.field("is_gold").to_pylist()
+        for g, o in zip(gold, p.field("origin").to_pylist(), strict=True):
+            origins[f"{'gold' if g else 'distractor'}:{o}"] += 1
+        for g, r in zip(gold, p.field("bm25_rank").to_pylist(), strict=True):
+            if not g and r is not None:
+                ranks[_rank_bucket(r)] += 1
+        for rec, ok in zip(t.column("gold_recall").to_pylist(), t.column("answerable").to_pylist(), strict=True):
+            if rec is not None and ok:
+                recall[f"{rec:.2f}"] += 1
     out: dict[str, Any] = {"origins": dict(sorted(origins.items())),
                            "distractor_bm25_ranks": {k: ranks[k] for k in _RANK_BUCKETS if ranks[k]}}
     if recall:
@@ -757,9 +775,8 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     for k in ("leakage", "tail_fit", "unanswerable"):
         if k in facts:
             manifest[k] = facts[k]
-    if index is not None:
-        manifest["distractors"] = {**distractors.facts(), "index": index.describe(cfg.out),
-                                   **origin_summary(plan, distractors)}
+    if index is not None:  # completed from the shards once they are written (origin_summary)
+        manifest["distractors"] = {**distractors.facts(), "index": index.describe(cfg.out)}
     if "leakage" in manifest:
         manifest["leakage"]["eval_sets"] = recorded_config(cfg)["eval_sets"]
     if tail and tail["unseen_rows"]:
@@ -774,7 +791,10 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     schema = row_schema(*adaptive) if adaptive else ROW_SCHEMA
 
     def writer(d: Path) -> list[dict[str, Any]]:
-        return write_plan(plan, cfg, d, progress=progress, source=distractors)
+        entries = write_plan(plan, cfg, d, progress=progress, source=distractors)
+        if index is not None:
+            manifest["distractors"].update(origin_summary(d, entries))
+        return entries
 
     if tokenizer is not None:
         schema = row_schema(PROMPT_TOKENS, *adaptive)
@@ -783,6 +803,8 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
             per_shard: list[LengthStats] = []
             entries = write_plan(plan, cfg, d, progress=progress, tokenizer=tokenizer, lengths=per_shard,
                                  source=distractors)
+            if index is not None:
+                manifest["distractors"].update(origin_summary(d, entries))
             stats = per_shard[0]
             for s in per_shard[1:]:
                 stats = stats.merge(s)

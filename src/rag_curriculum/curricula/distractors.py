@@ -28,7 +28,6 @@ of row (say, one whose gold passages are replaced) plugs in by subclassing a sou
 from __future__ import annotations
 
 import random
-import re
 import string
 from collections import Counter
 from typing import Any, NamedTuple
@@ -127,7 +126,7 @@ class ProvidedSource:
         return None
 
 
-_PUNCT_RE = re.compile("[" + re.escape(string.punctuation) + "]")
+_PUNCT_BYTES = string.punctuation.encode()  # ASCII: deleting its bytes from UTF-8 deletes exactly those characters
 _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
 
 
@@ -140,13 +139,13 @@ class _AnswerFilter:
 
         self._norm = normalize_answer
         self.answers = sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
-        self.tokens = [a.split() for a in self.answers]
+        self.tokens = [[t.encode() for t in a.split()] for a in self.answers]
 
     def __call__(self, title: str, text: str) -> bool:
         if not self.answers:
             return False
         raw = f"{title} {text}"
-        cheap = _PUNCT_RE.sub("", raw.lower())
+        cheap = raw.lower().encode().translate(None, _PUNCT_BYTES)
         candidates = [a for a, toks in zip(self.answers, self.tokens, strict=True) if all(t in cheap for t in toks)]
         if not candidates:
             return False
@@ -157,12 +156,14 @@ class _AnswerFilter:
 class _Walk:
     """One question's BM25 distractors, accepted lazily in rank order."""
 
-    __slots__ = ("accepted", "pos", "done")
+    __slots__ = ("accepted", "pos", "done", "ids", "keys")
 
-    def __init__(self) -> None:
+    def __init__(self, ids: list[int], keys: list[int]) -> None:
         self.accepted: list[Shown] = []
         self.pos = 0
         self.done = False
+        self.ids = ids  # the ranking's passage ids (-1: none), and their passage hashes
+        self.keys = keys
 
 
 class BM25Source(ProvidedSource):
@@ -182,63 +183,76 @@ class BM25Source(ProvidedSource):
         import numpy as np
 
         self.rankings = self.index.rankings(examples, progress=progress)
-        if self.rankings:  # read the head of every ranking at once; deeper passages are read when reached
-            head = min(self.index.depth, RANK_WINDOW)
-            self.index.prefetch(np.concatenate([np.asarray(r.ids[:head]) for r in self.rankings.values()]))
+        self.keys = np.asarray(self.index.keys)  # into memory: 8 bytes a passage
 
-    def _exclusions(self, ex: Example) -> tuple[set, set, _AnswerFilter]:
+    def _walk(self, ex: Example) -> _Walk:
+        walk = self._walks.get(ex.id)
+        if walk is None:
+            ids = self.rankings[ex.id].ids
+            ids = ids[ids >= 0]
+            walk = self._walks[ex.id] = _Walk(ids.tolist(), self.keys[ids].tolist())
+        return walk
+
+    def _exclusions(self, ex: Example) -> tuple[dict, set, _AnswerFilter]:
+        """The question's gold passages by hash (in document order), its provided ones (mixed), its answers."""
         hit = self._skip.get(ex.id)
         if hit is None:
-            gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
-            provided = {passage_key(d.title, d.text) for d in ex.documents if not d.is_gold} - gold
+            from ..retrieval._index import passage_hash
+
+            gold = {passage_hash(d.title, d.text): d for d in ex.documents if d.is_gold}
+            provided = ({passage_hash(d.title, d.text) for d in ex.documents if not d.is_gold} - set(gold)
+                        if self.skip_provided() else set())
             hit = self._skip[ex.id] = (gold, provided, _AnswerFilter(ex.answers))
         return hit
+
+    def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
+        """Read, in one batch, the ranked passages the rows' walks will probably need (the first ``want`` plus
+        the gold copies and a few skipped ones)."""
+        import numpy as np
+
+        parts = [np.asarray(self.rankings[ex.id].ids[: want + ex.hops + 4]) for ex, want in wants
+                 if ex.id in self.rankings]
+        if parts:
+            self.index.prefetch(np.concatenate(parts))
 
     def skip_provided(self) -> bool:
         return False
 
     def ranked(self, ex: Example, want: int) -> list[Shown]:
         """The first ``want`` accepted BM25 distractors of the question (fewer when its ranking runs out)."""
-        walk = self._walks.get(ex.id)
-        if walk is None:
-            walk = self._walks[ex.id] = _Walk()
+        walk = self._walk(ex)
         if len(walk.accepted) >= want or walk.done:
             return walk.accepted[:want]
-        ranking = self.rankings[ex.id]
-        ids = ranking.ids
+        ids, keys = walk.ids, walk.keys
         gold, provided, has_answer = self._exclusions(ex)
         while len(walk.accepted) < want:
-            if walk.pos >= len(ids) or ids[walk.pos] < 0:
+            if walk.pos >= len(ids):
                 walk.done = True
                 break
-            pid = int(ids[walk.pos])
+            pid = ids[walk.pos]
+            key = keys[walk.pos]
             walk.pos += 1
-            title, text = self.index.passage(pid)
-            key = passage_key(title, text)
             if key in gold:
                 self.excluded["gold_copy"] += 1
-            elif self.skip_provided() and key in provided:
+                continue
+            if key in provided:
                 self.excluded["provided_copy"] += 1
-            elif has_answer(title, text):
+                continue
+            title, text = self.index.passage(pid)
+            if has_answer(title, text):
                 self.excluded["answer"] += 1
             else:
                 walk.accepted.append(Shown(title, text, False, "bm25", walk.pos))
         return walk.accepted[:want]
 
-    def rank_of(self, ex: Example) -> dict[tuple[str, str], int]:
-        """The rank of each of the question's own paragraphs among the first :data:`RANK_WINDOW` of its
-        ranking, by exact title and text (a provided passage ranked lower gets no rank)."""
-        ranking = self.rankings.get(ex.id)
-        if ranking is None:
+    def rank_of(self, ex: Example) -> dict[int, int]:
+        """The rank of each of the question's own paragraphs (by :func:`passage_hash`) among the first
+        :data:`RANK_WINDOW` of its ranking (a provided passage ranked lower gets no rank)."""
+        if ex.id not in self.rankings:
             return {}
-        own = {(d.title, d.text) for d in ex.documents}
-        out: dict[tuple[str, str], int] = {}
-        for pos, pid in enumerate(ranking.ids[:RANK_WINDOW], 1):
-            if pid < 0:
-                break
-            tt = self.index.passage(int(pid))
-            if tt in own and tt not in out:
-                out[tt] = pos
+        out: dict[int, int] = {}
+        for pos, key in enumerate(self._walk(ex).keys[:RANK_WINDOW], 1):
+            out.setdefault(key, pos)
         return out
 
     def available(self, ex: Example, want: int) -> int:
@@ -246,7 +260,8 @@ class BM25Source(ProvidedSource):
 
     def gold(self, ex: Example) -> list[Shown]:
         ranks = self.rank_of(ex)
-        return [Shown(d.title, d.text, True, "provided", ranks.get((d.title, d.text)))
+        by_doc = {id(d): h for h, d in self._exclusions(ex)[0].items()}
+        return [Shown(d.title, d.text, True, "provided", ranks.get(by_doc.get(id(d), 0)))
                 for d in ex.documents if d.is_gold]
 
     def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
@@ -273,9 +288,12 @@ class MixedSource(BM25Source):
 
     def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
                     ) -> tuple[list[Document | Shown], list[Document | Shown]]:
+        from ..retrieval._index import passage_hash
+
         pool, perm = self._provided_order(ex, rng)
         ranks = self.rank_of(ex)
-        provided = [Shown(*pool[p], "provided", ranks.get((pool[p].title, pool[p].text))) for p in perm]
+        provided = [Shown(*pool[p], "provided", ranks.get(passage_hash(pool[p].title, pool[p].text)))
+                    for p in perm[:d + extra]]
         n = d + extra
         bm25 = self.ranked(ex, n)
         out: list[Shown] = []
@@ -303,15 +321,15 @@ class RetrievedSource(BM25Source):
     def ranked_all(self, ex: Example, n: int, *, skip_gold: bool = False) -> list[Shown]:
         """The first ``n`` passages of the ranking; with ``skip_gold`` (an unanswerable row) without the gold ones
         and without those that contain an answer (which would answer the question after all)."""
-        ids = self.rankings[ex.id].ids
-        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        walk = self._walk(ex)
+        gold = self._exclusions(ex)[0]
         has_answer = self._exclusions(ex)[2] if skip_gold else None
         out = []
-        for pos, pid in enumerate(ids, 1):
-            if len(out) >= n or pid < 0:
+        for pos, (pid, key) in enumerate(zip(walk.ids, walk.keys, strict=True), 1):
+            if len(out) >= n:
                 break
-            title, text = self.index.passage(int(pid))
-            is_gold = passage_key(title, text) in gold
+            is_gold = key in gold
+            title, text = self.index.passage(pid)
             if not (skip_gold and (is_gold or has_answer(title, text))):
                 out.append(Shown(title, text, is_gold, "bm25", pos))
         return out
@@ -322,9 +340,11 @@ class RetrievedSource(BM25Source):
         return self.ranked_all(ex, self.top_k, skip_gold=unanswerable)
 
     def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
-        gold = {passage_key(d.title, d.text) for d in ex.documents if d.is_gold}
+        from ..retrieval._index import passage_hash
+
+        gold = self._exclusions(ex)[0]
         shown = self.select(ex, 0) if shown is None else shown
-        found = {passage_key(p.title, p.text) for p in shown if p.is_gold}
+        found = {passage_hash(p.title, p.text) for p in shown if p.is_gold}
         return len(found) / len(gold) if gold else None
 
     def hops(self, ex: Example, shown_gold: int) -> int:

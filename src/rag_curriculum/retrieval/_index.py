@@ -9,6 +9,8 @@ An index directory holds::
     questions.arrow    the dataset file's questions (id, question), in file order
     ranked_ids.npy     per question, the ids of its ``depth`` best passages, best first (int32)
     ranked_scores.npy  their BM25 scores (float32)
+    passage_keys.npy   per passage, a 64-bit hash of its normalised title and text (what "a copy of a gold
+                       paragraph" compares; :func:`passage_hash`)
 
 It is written into a hidden temporary folder beside the target and renamed into place at the end, so a reader
 never sees a half-written index. A passage's text for BM25 is ``title + " " + text``; queries are the questions,
@@ -41,6 +43,7 @@ PASSAGES = "passages.arrow"
 QUESTIONS = "questions.arrow"
 RANKED_IDS = "ranked_ids.npy"
 RANKED_SCORES = "ranked_scores.npy"
+KEYS = "passage_keys.npy"
 CHUNK = 4096  # passages / queries per progress step
 
 
@@ -119,6 +122,15 @@ def rank(retriever: Any, queries: list[list[int]], depth: int, *, threads: int, 
     return ids, scores
 
 
+def passage_hash(title: str, text: str) -> int:
+    """A stable 64-bit hash (BLAKE2b) of a passage's title and text with whitespace runs collapsed and case folded:
+    two passages with equal hashes are copies of each other."""
+    import hashlib
+
+    key = " ".join(title.split()).casefold() + "\x00" + " ".join(text.split()).casefold()
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
 def _write_arrow(path: Path, columns: dict[str, list[str]]) -> None:
     import pyarrow as pa
 
@@ -179,6 +191,8 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
         _write_arrow(tmp / QUESTIONS, {"id": col.q_ids, "question": col.q_texts})
         np.save(tmp / RANKED_IDS, ids)
         np.save(tmp / RANKED_SCORES, scores)
+        np.save(tmp / KEYS, np.fromiter((passage_hash(t, x) for t, x in zip(col.titles, col.texts, strict=True)),
+                                        dtype=np.int64, count=len(col)))
         files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
         sources = [{"kind": "dataset", "dataset": col.dataset, "input": Path(cfg.input).name,
                     "path": portable_path(cfg.input, out), "sha256": _sha256(Path(cfg.input)),
@@ -282,7 +296,8 @@ class CorpusIndex:
         questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
         self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
         self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
-        if (self.passages.num_rows != m["passages"] or questions.num_rows != m["questions"]
+        self.keys = np.load(d / KEYS, mmap_mode="r")
+        if (self.passages.num_rows != m["passages"] or questions.num_rows != m["questions"] or len(self.keys) != m["passages"]
                 or self.ranked_ids.shape != (m["questions"], m["depth"])):
             raise IndexError_(f"{d}: passage, question or ranking counts differ from the manifest",
                               hint="build the index again with curriculum index ... --overwrite")
@@ -361,14 +376,22 @@ class CorpusIndex:
     def rankings(self, examples: list[Any], *, progress: bool = False) -> dict[str, Ranking]:
         """The ranking of each example (keyed by id): the stored one when the index has the question, else
         retrieved now, all the missing ones in one batch."""
+        import numpy as np
+
         out: dict[str, Ranking] = {}
-        missing = []
+        missing, found, rows = [], [], []
         for ex in examples:
-            r = self.stored(ex.id, ex.question)
-            if r is None:
+            row = self._q_row.get(ex.id)
+            if row is None or self._q_texts[row].as_py() != ex.question:
                 missing.append(ex)
             else:
-                out[ex.id] = r
+                found.append(ex)
+                rows.append(row)
+        if rows:  # one read of the mapped rankings, into memory
+            ids = np.asarray(self.ranked_ids[np.asarray(rows)])
+            scores = np.asarray(self.ranked_scores[np.asarray(rows)])
+            for i, ex in enumerate(found):
+                out[ex.id] = Ranking(ids[i], scores[i])
         if missing:
             log.info("retrieving for %d question(s) not ranked in the index", len(missing))
             ids, scores = self.retrieve_many([ex.question for ex in missing])
