@@ -58,6 +58,12 @@ def build_all(out: Path) -> None:
             args += [f"input={INPUTS[(ds, split)]}"]
             if ds == "2wikimultihopqa" and split == "dev":
                 args += ["allow_split_mismatch=true"]
+            if "-bm25-" in name or name.endswith("-retrieved"):  # these recipes need a BM25 index of the input
+                index = f"{rel}/index/{ds}-{split}"
+                if not (cwd / index).exists():
+                    run(["index", "--dataset", ds, "--input", str(INPUTS[(ds, split)]), "--out", index,
+                         "--no-progress"], cwd)
+                args += [f"index={index}"]
         run(args, cwd)
 
 

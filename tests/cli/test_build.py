@@ -115,7 +115,7 @@ def test_build_help_explains():
         assert word in r.output
 
 
-EXPECTED_BUILD_RECIPES = 18  # + musique-adaptive, mixture-craft-v1
+EXPECTED_BUILD_RECIPES = 24  # + musique-adaptive, mixture-craft-v1, DATASET-bm25-min-max, DATASET-eval-retrieved
 
 
 def test_every_build_recipe_resolves_to_a_valid_config():
@@ -123,14 +123,22 @@ def test_every_build_recipe_resolves_to_a_valid_config():
     assert len(names) == EXPECTED_BUILD_RECIPES, names
     assert (recipes_root() / "build" / "_base.yaml").exists()
     for name in names:
-        mapping = compose("build", name, ["input=x.json"] if "mixture" not in name else [])
+        needs_index = "bm25" in name or "retrieved" in name
+        mapping = compose("build", name, (["input=x.json"] if "mixture" not in name else [])
+                          + (["index=idx"] if needs_index else []))
         cfg = BuildConfig.from_dict(mapping)
         cfg.validate()
         assert cfg.template == ("craft-v1" if name == "mixture-craft-v1" else "rag-rl")
         if "eval" in name:
-            assert cfg.setting in ("distractor", "ideal") and cfg.sources[0].n == 1000
+            assert cfg.setting in ("distractor", "ideal", "retrieved") and cfg.sources[0].n == 1000
+            assert (cfg.setting == "retrieved") == ("retrieved" in name)
         elif "mixture" not in name:
             ds, sched = name.split("-", 1)
+            if sched.startswith("bm25-"):
+                assert cfg.distractors == "bm25" and cfg.index == "idx"
+                sched = sched[len("bm25-"):]
+                assert cfg.out == f"outputs/{ds}-bm25-{sched}"
+                cfg.out = f"outputs/{ds}-{sched}"
             assert cfg.schedule == sched and cfg.sources[0].n == 5000
             assert cfg.K == {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}[ds]
             assert cfg.out == f"outputs/{ds}-{sched}"

@@ -46,6 +46,9 @@ def index(
     from ..curricula.builder import current_command
     from ..retrieval import build_index
 
+    import logging
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-step debug lines are not for users
     flags = given({"dataset": dataset, "input": input, "corpus": corpus, "out": out_dir, "k1": k1, "b": b,
                    "method": method, "delta": delta, "stopwords": stopwords, "depth": depth, "threads": threads,
                    "backend": backend, "on_error": on_error, "overwrite": overwrite})

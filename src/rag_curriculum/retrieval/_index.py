@@ -36,7 +36,7 @@ from ._config import SPLITTER, IndexConfig
 log = logging.getLogger(__name__)
 
 KIND = "bm25-index"
-FORMAT = 1
+FORMAT = 2  # 2: passage_keys.npy
 MANIFEST = "manifest.json"
 BM25_DIR = "bm25"
 PASSAGES = "passages.arrow"
