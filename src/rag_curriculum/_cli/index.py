@@ -42,11 +42,11 @@ def index(
 
       curriculum index -d musique -i musique_ans_v1.0_dev.jsonl --corpus wiki_abstracts.jsonl -o indexes/musique-dev
     """
+    import logging
+
     from ..config import bind, given
     from ..curricula.builder import current_command
     from ..retrieval import build_index
-
-    import logging
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-step debug lines are not for users
     flags = given({"dataset": dataset, "input": input, "corpus": corpus, "out": out_dir, "k1": k1, "b": b,
