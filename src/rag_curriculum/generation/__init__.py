@@ -1,7 +1,8 @@
 """Generation backends behind one interface (vLLM offline, an OpenAI-compatible server, transformers).
 
 Backends are registered by dotted path, so importing this package never imports vLLM, openai or torch.
-:mod:`rag_curriculum.generation.runner` runs a backend over many prompts in resumable, deterministic chunks.
+:mod:`rag_curriculum.generation.runner` runs a backend over many prompts in resumable, deterministic chunks, in this
+process or on a Ray cluster (:class:`EngineConfig`, ``--engine ray``: :mod:`rag_curriculum.generation.ray_engine`).
 
 >>> sorted(BACKENDS.names())
 ['openai', 'scripted', 'transformers', 'vllm']
@@ -18,8 +19,9 @@ from .base import (
     get_backend,
     seeded_call_supported,
 )
+from .engine import EngineConfig
 
 __all__ = [
-    "BACKENDS", "GenerationBackend", "GenerationError", "PromptTooLongError", "SamplingConfig", "get_backend",
+    "BACKENDS", "EngineConfig", "GenerationBackend", "GenerationError", "PromptTooLongError", "SamplingConfig", "get_backend",
     "seeded_call_supported",
 ]
