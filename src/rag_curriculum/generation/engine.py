@@ -46,7 +46,7 @@ class EngineConfig:
         "if set, else a local cluster is started for the run and shut down after it."))
     num_workers: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
         "--engine ray: Ray actors, each holding one backend engine (the model is loaded once per worker). Unset: "
-        "as many as the cluster's GPUs (or CPUs) fit, at most one per call to make."))
+        "as many as the cluster's GPUs (or CPUs) fit, at most one per call to make (openai: 1)."))
     gpus_per_worker: float | None = rule(None, ge=0, le=1024, help=(
         "--engine ray: GPUs per worker (vllm: its --tensor-parallel-size). Unset: vllm its tensor-parallel size, "
         "transformers 1 when the cluster has GPUs, else 0."))

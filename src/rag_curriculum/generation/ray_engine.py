@@ -199,7 +199,8 @@ class RayPool:
                               hint="connect to a cluster with GPUs (--ray-address), or pass --gpus-per-worker 0 "
                               "for CPU workers (transformers --device cpu, openai, scripted)")
         fit = int(have_gpus // gpus) if gpus > 0 else (int(have_cpus // cpus) if cpus > 0 else int(have_cpus))
-        size = self.cfg.num_workers or max(1, fit)
+        # an OpenAI-compatible server already batches: one worker (its --concurrency requests) unless asked for more
+        size = self.cfg.num_workers or (1 if backend == "openai" else max(1, fit))
         if self.cfg.num_workers and self.cfg.num_workers > max(fit, 1):
             log.warning("%d workers asked, but the cluster's free resources fit %d now (%g CPU, %g GPU per worker); "
                         "the others start when resources free up or nodes join", size, fit, cpus, gpus)
