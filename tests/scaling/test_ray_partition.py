@@ -127,7 +127,8 @@ def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
     with pytest.raises(ConfigError, match="gave 1 completion"):
         partition(config(shards, tmp_path / "local"), backend=backend, command=COMMAND)
     with pytest.raises(ConfigError, match="gave 1 completion"):
-        partition(config(shards, tmp_path / "ray"), backend=backend, command=COMMAND, engine=ray_engine())
+        partition(config(shards, tmp_path / "ray"), backend=backend, command=COMMAND,
+                  engine=EngineConfig(engine="ray", num_workers=1))
 
 
 def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards, local_run, tmp_path, monkeypatch):
