@@ -82,7 +82,9 @@ def test_compute_score_on_real_rows(core_rows):
                 "acc": b.exact_match, "answer_f1": b.answer_f1, "citation_precision": b.citation_precision,
                 "citation_recall": b.citation_recall, "citation_f1": b.citation_f1,
                 "num_incorrect": float(b.num_incorrect), "format_valid": float(b.format_valid),
+                "abstained": float(b.abstained),
             }, (row["id"], kind)
+            assert got["abstained"] == 0.0, "no response here gives the abstention answer"
             assert all(type(v) is float for v in got.values())
             # by hand: answer 5 x EM + citation 5 x recall - 2 per wrong label + format +1 / -1
             n_gold = len(set(row["gold_labels"]))
