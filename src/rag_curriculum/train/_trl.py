@@ -395,7 +395,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         from .adaptive import PLOT_FILE, plot_levels, read_levels
 
         plot_levels(read_levels(hook.levels_file), out / PLOT_FILE, K=hook.controller.K,
-                    title=f"{cfg.adaptive.controller} controller, success = {cfg.adaptive.success}")
+                    title=f"{cfg.adaptive.controller} controller, success = {cfg.adaptive.success}",
+                    success_range=(0.0, 1.0) if cfg.adaptive.success == "exact_match" else None)
     if cfg.run.save_final:
         trainer.save_model(str(out))
     log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",

@@ -154,8 +154,10 @@ def read_levels(path: str | Path) -> list[dict[str, Any]]:
     return [by_batch[b] for b in sorted(by_batch)]
 
 
-def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "") -> Path:
-    """Level (target and mean shown) and success against step, as a PNG."""
+def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "",
+                success_range: tuple[float, float] | None = None) -> Path:
+    """Level (target and mean shown) and success against step, as a PNG (``success_range``: the success axis,
+    e.g. (0, 1) for exact match; None: from the data)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,6 +175,13 @@ def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: in
     ax2.plot(steps, [r["success"] if r["success"] is not None and not math.isnan(r["success"]) else None
                      for r in records], label="success", color="tab:orange", marker=".")
     ax2.set_ylabel("success")
+    if success_range is not None:
+        pad = (success_range[1] - success_range[0]) * 0.05
+        ax2.set_ylim(success_range[0] - pad, success_range[1] + pad)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", fontsize=8)
