@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -41,6 +42,8 @@ __all__ = ["RayEngine", "RayPool", "import_ray"]
 
 #: How often the driver wakes up while waiting for results (Ctrl-C and progress stay responsive).
 _POLL_SECONDS = 0.2
+#: How long the first worker may take to build its backend before the driver says what it waits for (and again).
+_SLOW_START_SECONDS = 120.0
 
 
 def import_ray() -> Any:
@@ -229,7 +232,14 @@ class RayPool:
         """Wait for the first worker to build its backend; its profile stands for the pool's (the others are
         checked against it as they answer). Refusals of the toolkit's own (a bad model path) stop at once."""
         failures: list[str] = []
+        t0 = last = time.monotonic()
         while True:
+            if time.monotonic() - last > _SLOW_START_SECONDS:
+                last = time.monotonic()
+                log.warning("no Ray worker has built its backend after %.0f s; each needs %g CPU and %g GPU on one "
+                            "node (the largest node has %s): waiting (an autoscaling cluster may be adding nodes; "
+                            "Ctrl-C stops)", last - t0, self.resources["num_cpus"], self.resources["num_gpus"],
+                            self._largest_node())
             refs = {ref: w for w, ref in self.starts.items() if w not in self.profiles}
             if not refs:
                 raise EngineError("no Ray worker could build the backend: " + "; ".join(failures[-3:]),
@@ -250,6 +260,13 @@ class RayPool:
                     failures.append(f"worker {w}: {_say(cause)}")
                     log.warning("Ray worker %d could not build the backend: %s", w, _say(cause))
                     self._retire(w)
+
+    def _largest_node(self) -> str:
+        try:
+            nodes = [n.get("Resources", {}) for n in self.ray.nodes() if n.get("Alive")]
+            return f"{max(n.get('CPU', 0) for n in nodes):g} CPU and {max(n.get('GPU', 0) for n in nodes):g} GPU"
+        except Exception:  # pragma: no cover - informative only
+            return "?"
 
     def describe(self) -> dict[str, Any] | None:
         return self.profile.get("describe")
