@@ -120,6 +120,11 @@ def test_registry_takes_user_controllers_and_checks_settings():
     with pytest.raises(ConfigError, match=r"adaptive.kwargs.levle: not a setting of the 'test-fixed' controller; "
                                           r"did you mean 'level'\?"):
         make_controller("test-fixed", K=5, levle=3)
+    # a dotted path needs no registration (the command line's way to a user controller)
+    path = "rag_curriculum.train.controllers:Mastery"
+    assert type(make_controller(path, K=4)).__name__ == "Mastery"
+    with pytest.raises(ConfigError, match="not a Controller subclass"):
+        make_controller("rag_curriculum.train.controllers:GroupResult", K=4)
     with pytest.raises(KeyError, match="did you mean 'target-band'"):
         CONTROLLERS.get("target-bnd")
     with pytest.raises(ConfigError, match="mode='nearest'"):

@@ -124,8 +124,8 @@ class AdaptiveConfig:
     from how the model did on the last one. Needs shards built with ``--schedule adaptive``."""
 
     controller: str | None = rule(None, help=(
-        "target-band (AdaRFT) | mastery | a registered controller (rag_curriculum.train.register_controller); "
-        "null: the rows are trained at the levels they were built with."))
+        "target-band (AdaRFT) | mastery | a registered controller (rag_curriculum.train.register_controller) | "
+        "pkg.module:Class; null: the rows are trained at the levels they were built with."))
     success: str = rule("exact_match", choices=SUCCESS, help=(
         "What a completion's success is: exact_match (1 or 0, the one scorer) or reward (the weighted total "
         "reward; set the controller's target / threshold on the reward's scale)."))
@@ -177,10 +177,10 @@ class TrainConfig:
                 except KeyError as e:
                     raise ConfigError(f"rewards.{i}.name: {e.args[0]}") from None
         if self.adaptive.controller is not None:
-            from .controllers import CONTROLLERS
+            from .controllers import resolve_controller
 
             try:
-                CONTROLLERS.get(self.adaptive.controller)
+                resolve_controller(self.adaptive.controller)
             except KeyError as e:
                 raise ConfigError(f"adaptive.controller: {e.args[0]}") from None
         check_model_ref(self.model.name_or_path, label="model.name_or_path")

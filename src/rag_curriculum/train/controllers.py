@@ -221,10 +221,27 @@ def register_controller(name: str, cls: type[Controller] | str | None = None, *,
     return CONTROLLERS.register(name, cls, overwrite=overwrite)
 
 
+def resolve_controller(name: str) -> type[Controller]:
+    """The class registered under ``name``, or named by a dotted path ``"pkg.module:Class"`` (so the command line
+    can use a controller no one registered in its process)."""
+    if ":" in name and name not in CONTROLLERS:
+        from ..registry import import_dotted
+
+        try:
+            cls = import_dotted(name)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"adaptive.controller={name!r}: cannot import it ({e})",
+                              hint="give a registered name (target-band, mastery) or pkg.module:Class") from None
+        if not (isinstance(cls, type) and issubclass(cls, Controller)):
+            raise ConfigError(f"adaptive.controller={name!r} is not a Controller subclass")
+        return cls
+    return CONTROLLERS.get(name)
+
+
 def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Controller:
-    """The controller registered under ``name`` with its settings; an unknown setting is refused with a "did you
-    mean" and the known ones."""
-    cls = CONTROLLERS.get(name)
+    """The controller registered under ``name`` (or a ``pkg.module:Class`` path) with its settings; an unknown
+    setting is refused with a "did you mean" and the known ones."""
+    cls = resolve_controller(name)
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         known = [p for p in params if p not in ("self", "K", "seed")]
