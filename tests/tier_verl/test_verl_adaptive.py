@@ -31,15 +31,28 @@ def adaptive_shards(tmp_path_factory, shared_data, tiny_model_dir):
     return out
 
 
-def _config(launch, compose_verl_config, shards, state_dir, *extra):
+@pytest.fixture(scope="module")
+def adaptive_config(launch, compose_verl_config, adaptive_shards):
+    """The launch script's verl config on the adaptive shards with the toolkit's dataset class (one dry run)."""
     import shlex
 
-    res = launch(shards, "data.dataloader_num_workers=0", f"data.train_batch_size={PROMPTS}",
+    res = launch(adaptive_shards, "data.dataloader_num_workers=0", f"data.train_batch_size={PROMPTS}",
                  "data.custom_cls.path=pkg://rag_curriculum.train.verl_adaptive",
                  "data.custom_cls.name=AdaptiveRLHFDataset", "+data.adaptive.controller=target-band",
-                 "+data.adaptive.success=exact_match", f"+data.adaptive.state_dir={state_dir}", *extra)
+                 "+data.adaptive.success=exact_match", "+data.adaptive.state_dir=null")
     assert res.returncode == 0, res.stderr
     return compose_verl_config(shlex.split(res.stdout)[3:])
+
+
+def _config(base, **data):
+    from omegaconf import open_dict
+
+    cfg = copy.deepcopy(base)
+    with open_dict(cfg):
+        for key, value in data.items():
+            node, _, leaf = key.rpartition(".")
+            (cfg.data if not node else cfg.data[node])[leaf] = value
+    return cfg
 
 
 def _loader(cfg, tokenizer):
@@ -61,11 +74,11 @@ def _scored(batch, acc):
         "acc": np.array([acc] * (n * N), dtype=float)})
 
 
-def test_rows_follow_the_controller_and_resume(launch, compose_verl_config, adaptive_shards, tokenizer, tmp_path):
+def test_rows_follow_the_controller_and_resume(adaptive_config, adaptive_shards, tokenizer, tmp_path):
     from rag_curriculum.curricula.adaptive import LevelRenderer
     from rag_curriculum.shards import read_manifest, read_rows
 
-    cfg = _config(launch, compose_verl_config, adaptive_shards, tmp_path / "state")
+    cfg = _config(adaptive_config, **{"adaptive.state_dir": str(tmp_path / "state")})
     dataset, loader = _loader(cfg, tokenizer)
     assert type(dataset).__name__ == "AdaptiveRLHFDataset"
     rows = read_rows(adaptive_shards)
@@ -91,15 +104,15 @@ def test_rows_follow_the_controller_and_resume(launch, compose_verl_config, adap
     assert resumed_dataset.controller.batch == 2
 
     # without state_dir the resumed run falls one update behind (and says so)
-    cfg2 = _config(launch, compose_verl_config, adaptive_shards, tmp_path / "other-state")
+    cfg2 = _config(adaptive_config, **{"adaptive.state_dir": str(tmp_path / "other-state")})
     _, again = _loader(cfg2, tokenizer)
     again.load_state_dict(state)
     assert [list(b["level"]) for b in again][:1] == [[2, 2]]
 
 
-def test_worker_processes_refused(launch, compose_verl_config, adaptive_shards, tokenizer, tmp_path):
+def test_worker_processes_refused(adaptive_config, tokenizer):
     from rag_curriculum.errors import ConfigError
 
-    cfg = _config(launch, compose_verl_config, adaptive_shards, tmp_path, "data.dataloader_num_workers=2")
+    cfg = _config(adaptive_config, dataloader_num_workers=2)
     with pytest.raises(ConfigError, match="dataloader_num_workers=2"):
         _loader(cfg, tokenizer)
