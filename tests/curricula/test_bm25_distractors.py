@@ -203,3 +203,22 @@ def test_unanswerable_rows_replace_gold_with_the_next_bm25_distractors(tmp_path,
         want = max(r["level"] + 2 - ex.hops, 0)
         assert len(r["passages"]) == want + ex.hops  # the passage count of its answerable form
     assert res.manifest["unanswerable"]["short_rows"] == 0
+
+
+def test_the_answer_filter_is_normalize_answer_containment(shared_data):
+    """The fast answer test (bytes, one pass) decides as SQuAD normalisation of the passage and the answers does,
+    on real HotpotQA passages and answers."""
+    import random
+
+    from rag_curriculum.curricula.distractors import _AnswerFilter
+
+    exs = list(load_examples("hotpotqa", HOTPOT_HUB))[:120]
+    docs = [d for ex in exs for d in ex.documents]
+    hits = 0
+    for ex in exs:
+        f = _AnswerFilter(ex.answers)
+        for d in random.Random(0).sample(docs, 40) + ex.documents:
+            ref = _contains_answer({"title": d.title, "text": d.text}, ex.answers)
+            assert f(d.title, d.text) == ref, (ex.id, d.title)
+            hits += ref
+    assert hits > 100

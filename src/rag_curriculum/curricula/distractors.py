@@ -28,6 +28,7 @@ of row (say, one whose gold passages are replaced) plugs in by subclassing a sou
 from __future__ import annotations
 
 import random
+import re
 import string
 from collections import Counter
 from typing import Any, NamedTuple
@@ -126,6 +127,7 @@ class ProvidedSource:
         return None
 
 
+_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")  # as rewards._metrics.normalize_answer
 _PUNCT_BYTES = string.punctuation.encode()  # ASCII: deleting its bytes from UTF-8 deletes exactly those characters
 _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
 
@@ -144,12 +146,16 @@ class _AnswerFilter:
     def __call__(self, title: str, text: str) -> bool:
         if not self.answers:
             return False
-        raw = f"{title} {text}"
-        cheap = raw.lower().encode().translate(None, _PUNCT_BYTES)
+        # lower-cased, ASCII punctuation deleted (on the UTF-8 bytes: the same as deleting the characters): the
+        # first two steps of normalize_answer, done once for the cheap test and the exact one
+        cheap = f"{title} {text}".lower().encode().translate(None, _PUNCT_BYTES)
         candidates = [a for a, toks in zip(self.answers, self.tokens, strict=True) if all(t in cheap for t in toks)]
         if not candidates:
             return False
-        norm = f" {self._norm(raw)} "
+        stripped = cheap.decode()
+        if "a" in stripped or "the" in stripped:  # as normalize_answer: drop articles, then collapse whitespace
+            stripped = _ARTICLES_RE.sub(" ", stripped)
+        norm = " " + " ".join(stripped.split()) + " "
         return any(f" {a} " in norm for a in candidates)
 
 

@@ -266,7 +266,6 @@ class CorpusIndex:
     stored ranking of one of the indexed dataset's questions."""
 
     def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0) -> None:
-        import bm25s
         import numpy as np
         import pyarrow as pa
 
@@ -283,15 +282,16 @@ class CorpusIndex:
         if problems:
             raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems),
                               hint="build it again with curriculum index ... --overwrite")
-        self.backend = _backend(backend)
+        self.backend = _backend(backend)  # auto: numpy (numba compiles for ~30 s; pass backend="numba" for big batches)
         self.threads = _threads(threads)
-        self.bm25 = bm25s.BM25.load(str(d / BM25_DIR), mmap=True, backend=self.backend, show_progress=False)
-        params = {k: getattr(self.bm25, k) for k in ("k1", "b", "method", "delta")}
-        want = {k: m["bm25"][k] for k in params}
-        if params != want or self.bm25.scores["num_docs"] != m["passages"]:
-            raise IndexError_(f"{d}: bm25s's saved parameters {params} ({self.bm25.scores['num_docs']} documents) do "
-                              f"not match the manifest's {want} ({m['passages']} passages)",
+        params = json.loads((d / BM25_DIR / "params.index.json").read_text())
+        saved = {k: params.get(k) for k in ("k1", "b", "method", "delta")}
+        want = {k: m["bm25"][k] for k in saved}
+        if saved != want or params.get("num_docs") != m["passages"]:
+            raise IndexError_(f"{d}: bm25s's saved parameters {saved} ({params.get('num_docs')} documents) do not "
+                              f"match the manifest's {want} ({m['passages']} passages)",
                               hint="build the index again with curriculum index ... --overwrite")
+        self._bm25 = None  # the matrix and vocabulary, loaded (memory-mapped) when a question must be retrieved
         self.passages = pa.ipc.open_file(pa.memory_map(str(d / PASSAGES))).read_all()
         questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
         self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
@@ -304,9 +304,19 @@ class CorpusIndex:
         self._q_ids = questions.column("id").to_pylist()
         self._q_texts = questions.column("question")
         self._q_row = {q: i for i, q in enumerate(self._q_ids)}
-        self.tokenizer = _tokenizer(m["tokenizer"]["stopwords"])
-        self.tokenizer.word_to_id = self.bm25.vocab_dict
         self._cache: dict[int, tuple[str, str]] = {}
+
+    @property
+    def bm25(self) -> Any:
+        """bm25s's index, memory-mapped (``BM25.load(mmap=True)``), loaded on first use."""
+        if self._bm25 is None:
+            import bm25s
+
+            self._bm25 = bm25s.BM25.load(str(self.path / BM25_DIR), mmap=True, backend=self.backend,
+                                         show_progress=False)
+            self.tokenizer = _tokenizer(self.manifest["tokenizer"]["stopwords"])
+            self.tokenizer.word_to_id = self._bm25.vocab_dict
+        return self._bm25
 
     # -- facts
     @property
@@ -365,8 +375,9 @@ class CorpusIndex:
         """The ``k`` (default: the index's depth) best passages of each question: (ids, scores) arrays, one row per
         question, best first, ties by lower id; ids -1 where the question has no indexed token."""
         k = min(k or self.depth, len(self))
+        bm25 = self.bm25
         queries = tokenize(self.tokenizer, questions, update_vocab=False)
-        return rank(self.bm25, queries, k, threads=threads or self.threads, empty_id=self.bm25.vocab_dict.get(""))
+        return rank(bm25, queries, k, threads=threads or self.threads, empty_id=self.bm25.vocab_dict.get(""))
 
     def retrieve(self, question: str, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` best (passage id, score) pairs for one question, best first."""
