@@ -222,3 +222,12 @@ def test_the_answer_filter_is_normalize_answer_containment(shared_data):
             assert f(d.title, d.text) == ref, (ex.id, d.title)
             hits += ref
     assert hits > 100
+
+
+def test_parallel_planning_walks_write_the_same_build(tmp_path, index_dir, bm25_build, monkeypatch):
+    import rag_curriculum.curricula.distractors as distractors
+
+    monkeypatch.setattr(distractors, "PARALLEL_MIN_WALKS", 10)  # forked walkers from 10 rows on
+    again = _build(tmp_path / "bm25", index_dir, K=24)
+    assert [f.read_bytes() for f in shard_files(again.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
+    assert again.manifest["distractors"] == bm25_build.manifest["distractors"]

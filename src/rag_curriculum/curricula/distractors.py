@@ -159,6 +159,22 @@ class _AnswerFilter:
         return any(f" {a} " in norm for a in candidates)
 
 
+#: Rows from which the planning walks run in forked worker processes.
+PARALLEL_MIN_WALKS = 4096
+_WALKING: Any = None  # (source, wants), shared with forked walkers
+
+
+def _walk_range(span: tuple[int, int]) -> tuple[list, Counter]:
+    source, wants = _WALKING
+    source.excluded = Counter()
+    out = []
+    for ex, want in wants[span[0]:span[1]]:
+        accepted = source.ranked(ex, want)
+        walk = source._walks[ex.id]
+        out.append((ex.id, walk.pos, walk.done, [(walk.ids[p.bm25_rank - 1], p.bm25_rank) for p in accepted]))
+    return out, source.excluded
+
+
 class _Walk:
     """One question's BM25 distractors, accepted lazily in rank order."""
 
@@ -212,14 +228,37 @@ class BM25Source(ProvidedSource):
         return hit
 
     def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
-        """Read, in one batch, the ranked passages the rows' walks will probably need (the first ``want`` plus
-        the gold copies and a few skipped ones)."""
+        """Before planning: read, in one batch, the ranked passages the rows' walks will probably need (the first
+        ``want`` plus the gold copies and a few skipped ones), then walk every question's ranking to its row's
+        ``want`` (in forked worker processes when there are many rows: the walks are independent, and what each
+        accepts and skips does not depend on the number of workers)."""
+        import multiprocessing as mp
+        import os
+
         import numpy as np
 
         parts = [np.asarray(self.rankings[ex.id].ids[: want + ex.hops + 4]) for ex, want in wants
                  if ex.id in self.rankings]
         if parts:
             self.index.prefetch(np.concatenate(parts))
+        workers = min(os.cpu_count() or 1, 8)
+        if len(wants) < PARALLEL_MIN_WALKS or workers < 2 or "fork" not in mp.get_all_start_methods():
+            return
+        global _WALKING
+        _WALKING = (self, wants)
+        step = -(-len(wants) // (workers * 4))
+        try:
+            with mp.get_context("fork").Pool(workers) as pool:
+                results = pool.map(_walk_range, [(i, min(i + step, len(wants))) for i in range(0, len(wants), step)])
+        finally:
+            _WALKING = None
+        by_id = {ex.id: ex for ex, _ in wants}
+        for walked, excluded in results:
+            self.excluded.update(excluded)
+            for ex_id, pos, done, accepted in walked:
+                walk = self._walk(by_id[ex_id])
+                walk.pos, walk.done = pos, done
+                walk.accepted = [Shown(*self.index.passage(pid), False, "bm25", rank) for pid, rank in accepted]
 
     def skip_provided(self) -> bool:
         return False
