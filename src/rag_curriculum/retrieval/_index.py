@@ -431,10 +431,11 @@ def read_index_manifest(directory: str | Path) -> dict[str, Any]:
     if m.get("format") != FORMAT:
         raise IndexError_(f"{d}: index format {m.get('format')!r}; this toolkit reads {FORMAT}",
                           hint="build the index again with this version")
-    import bm25s
+    from importlib.metadata import version
 
-    if str(m.get("bm25s_version", "")).split(".")[:2] != bm25s.__version__.split(".")[:2]:
-        raise IndexError_(f"{d}: built with bm25s {m.get('bm25s_version')}, this environment has {bm25s.__version__}",
+    have = version("bm25s")  # without importing it (a second or so): the matrix is loaded only when needed
+    if str(m.get("bm25s_version", "")).split(".")[:2] != have.split(".")[:2]:
+        raise IndexError_(f"{d}: built with bm25s {m.get('bm25s_version')}, this environment has {have}",
                           hint="build the index again, or install the bm25s it was built with")
     return m
 
