@@ -1,5 +1,5 @@
-"""The README's CPU walkthrough, run as written: the block between the ``walkthrough`` markers is extracted and
-executed with bash (``set -euo pipefail``) in a scratch checkout (``tests/`` and ``.venv`` linked, ``../shared``
+"""The README's CPU walkthrough and its "Beyond the paper" example, run as written: the blocks between the
+``walkthrough`` and ``beyond`` markers are extracted and executed with bash (``set -euo pipefail``) in a scratch checkout (``tests/`` and ``.venv`` linked, ``../shared``
 beside it), then every output its table promises is checked. A README that drifts from the commands fails here."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import ROOT
 
@@ -19,23 +20,25 @@ pytestmark = pytest.mark.slow
 README = ROOT / "README.md"
 
 
-def walkthrough() -> str:
+def snippet(name: str) -> str:
     text = README.read_text(encoding="utf-8")
-    section = re.search(r"--8<-- \[start:walkthrough\](.*?)--8<-- \[end:walkthrough\]", text, re.S)
-    assert section, "README.md lost its walkthrough markers"
+    section = re.search(rf"--8<-- \[start:{name}\](.*?)--8<-- \[end:{name}\]", text, re.S)
+    assert section, f"README.md lost its {name} markers"
     blocks = re.findall(r"```bash\n(.*?)```", section.group(1), re.S)
-    assert len(blocks) == 1, "the walkthrough holds one bash block"
+    assert len(blocks) == 1, f"the {name} section holds one bash block"
     return blocks[0]
 
 
 def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     pytest.importorskip("trl")
+    pytest.importorskip("ray")
+    pytest.importorskip("bm25s")
     repo = tmp_path / "checkout"
     repo.mkdir()
     (repo / "tests").symlink_to(ROOT / "tests")
     (repo / ".venv").symlink_to(Path(sys.prefix))
     (tmp_path / "shared").symlink_to(shared_data.parent)
-    script = "set -euo pipefail\n" + walkthrough()
+    script = "set -euo pipefail\n" + snippet("walkthrough") + snippet("beyond")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"the README walkthrough failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
@@ -55,3 +58,12 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     assert len(steps) == 3, "3 GRPO steps"
     table = (out / "eval-cpu-tiny/table.md").read_text()
     assert "base" in table and "trained" in table
+    # "Beyond the paper", run after the walkthrough in the same checkout
+    bm25 = json.loads((out / "hotpotqa-bm25/manifest.json").read_text())
+    rows = pq.read_table(out / "hotpotqa-bm25/data").to_pylist()
+    assert max(r["num_distractors"] for r in rows if r["answerable"]) == 14, "BM25 distractors pass HotpotQA's 8"
+    assert {p["origin"] for r in rows for p in r["passages"] if not p["is_gold"]} == {"bm25"}
+    assert 0 < sum(not r["answerable"] for r in rows) < len(rows), bm25.get("unanswerable")
+    adaptive = pq.read_table(out / "musique-adaptive/data").to_pylist()
+    assert len(adaptive) == 8 and {r["template"] for r in adaptive} == {"craft-v1"}
+    assert (out / "musique-partition-ray/stats.parquet").is_file()
