@@ -8,7 +8,7 @@ RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_form
 >>> get_reward("rag-rl-answr")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UnknownNameError: unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: craft, ..., rag-rl-format
+rag_curriculum.errors.UnknownNameError: unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'? Known: craft, ...
 """
 
 from __future__ import annotations
