@@ -102,33 +102,26 @@ def add_outcomes(entry: dict[str, Any], records: Sequence[Mapping[str, Any]]) ->
 
 def outcome_sections(summary: Mapping[str, Any]) -> list[str]:
     """The report's sections for abstention and retrieval outcome (Markdown lines; empty for the paper's sets)."""
-    from ._report import _dataset_order, _index, _models, _setting_order, dataset_title, pct, setting_title
+    from ._report import _cells, dataset_title, pct, setting_title
 
-    evals = summary["evals"]
-    idx = _index(evals)
     lines: list[str] = []
     abst_rows, answ_rows, retr_rows = [], [], []
-    for setting in _setting_order(e["setting"] for e in evals):
-        for d in _dataset_order(e["dataset"] for e in evals):
-            for model in _models(evals):
-                e = idx.get((model, d, setting))
-                if e is None:
-                    continue
-                where = [setting_title(setting), dataset_title(d), model]
-                a = e.get("abstention")
-                if a:
-                    abst_rows.append([*where, a["n_answerable"], a["n_unanswerable"], pct(a["precision"]),
-                                      pct(a["recall"]), pct(a["f1"]), pct(a["false_abstention_rate"])])
-                    for k in _ANSWERABILITY:
-                        b = (e.get("by_answerable") or {}).get(k)
-                        if b:
-                            answ_rows.append([*where, k, b["n_questions"], pct(b["answer_f1"]),
-                                              pct(b["citation_f1"]), pct(b["joint_f1"])])
-                for k in RETRIEVAL_OUTCOMES:
-                    b = (e.get("by_retrieval") or {}).get(k)
-                    if b:
-                        retr_rows.append([*where, k, b["n_questions"], pct(b["answer_f1"]), pct(b["citation_f1"]),
-                                          pct(b["joint_f1"])])
+    for setting, d, model, e in _cells(summary["evals"]):
+        where = [setting_title(setting), dataset_title(d), model]
+        a = e.get("abstention")
+        if a:
+            abst_rows.append([*where, a["n_answerable"], a["n_unanswerable"], pct(a["precision"]),
+                              pct(a["recall"]), pct(a["f1"]), pct(a["false_abstention_rate"])])
+            for k in _ANSWERABILITY:
+                b = (e.get("by_answerable") or {}).get(k)
+                if b:
+                    answ_rows.append([*where, k, b["n_questions"], pct(b["answer_f1"]),
+                                      pct(b["citation_f1"]), pct(b["joint_f1"])])
+        for k in RETRIEVAL_OUTCOMES:
+            b = (e.get("by_retrieval") or {}).get(k)
+            if b:
+                retr_rows.append([*where, k, b["n_questions"], pct(b["answer_f1"]), pct(b["citation_f1"]),
+                                  pct(b["joint_f1"])])
     if abst_rows:
         lines += ["## Abstention", "",
                   "On sets with unanswerable rows (every gold passage replaced by a distractor; the expected answer is "

@@ -10,7 +10,7 @@ reads summaries only, so ``curriculum eval compare`` can lay out runs made elsew
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,18 @@ def _models(evals: Sequence[Mapping[str, Any]]) -> list[str]:
     for e in evals:
         seen.setdefault(e["model"], None)
     return list(seen)
+
+
+def _cells(evals: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, str, str, Mapping[str, Any]]]:
+    """``(setting, dataset, model, entry)`` for every evaluation in the report's order: settings, then datasets,
+    then models in the order they were given; combinations that were not evaluated are skipped."""
+    idx = _index(evals)
+    for setting in _setting_order(e["setting"] for e in evals):
+        for d in _dataset_order(e["dataset"] for e in evals):
+            for model in _models(evals):
+                e = idx.get((model, d, setting))
+                if e is not None:
+                    yield setting, d, model, e
 
 
 def pct(x: float | None) -> str:
@@ -242,19 +254,12 @@ def _details_table(summary: Mapping[str, Any]) -> str:
     header = ["Eval setting", "Dataset", "Model", "Questions", "m", "EM", "Citation P", "Citation R",
               "Joint F1 (per sample)", "Valid format", "Invalid: top reasons"]
     rows = []
-    evals = summary["evals"]
-    idx = _index(evals)
-    for setting in _setting_order(e["setting"] for e in evals):
-        for d in _dataset_order(e["dataset"] for e in evals):
-            for model in _models(evals):
-                e = idx.get((model, d, setting))
-                if e is None:
-                    continue
-                o = e["overall"]
-                reasons = _top_reasons(e.get("format_reasons") or {})
-                rows.append([setting_title(setting), dataset_title(d), model, e["n_questions"], e["m"],
-                             pct(o["exact_match"]), pct(o["citation_precision"]), pct(o["citation_recall"]),
-                             pct(o["joint_f1_per_sample"]), pct(o["format_valid"]), reasons])
+    for setting, d, model, e in _cells(summary["evals"]):
+        o = e["overall"]
+        reasons = _top_reasons(e.get("format_reasons") or {})
+        rows.append([setting_title(setting), dataset_title(d), model, e["n_questions"], e["m"],
+                     pct(o["exact_match"]), pct(o["citation_precision"]), pct(o["citation_recall"]),
+                     pct(o["joint_f1_per_sample"]), pct(o["format_valid"]), reasons])
     return md_table(header, rows)
 
 
@@ -283,16 +288,11 @@ def _by_format_table(summary: Mapping[str, Any]) -> str:
     header = ["Eval setting", "Dataset", "Model", "Format", "Samples", "Questions", "Answer F1", "Citation F1",
               "Joint F1"]
     rows = []
-    evals = summary["evals"]
-    idx = _index(evals)
-    for setting in _setting_order(e["setting"] for e in evals):
-        for d in _dataset_order(e["dataset"] for e in evals):
-            for m in _models(evals):
-                e = idx.get((m, d, setting))
-                by_format = (e or {}).get("by_format") or {}
-                for k, b in ((k, by_format[k]) for k in ("valid", "invalid") if k in by_format):
-                    rows.append([setting_title(setting), dataset_title(d), m, k, b["n_samples"], b["n_questions"],
-                                 pct(b["answer_f1"]), pct(b["citation_f1"]), pct(b["joint_f1"])])
+    for setting, d, m, e in _cells(summary["evals"]):
+        by_format = e.get("by_format") or {}
+        for k, b in ((k, by_format[k]) for k in ("valid", "invalid") if k in by_format):
+            rows.append([setting_title(setting), dataset_title(d), m, k, b["n_samples"], b["n_questions"],
+                         pct(b["answer_f1"]), pct(b["citation_f1"]), pct(b["joint_f1"])])
     return md_table(header, rows)
 
 
