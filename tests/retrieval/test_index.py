@@ -192,3 +192,17 @@ def test_a_bad_corpus_line_is_named(tmp_path, line, match):
                                 out=str(tmp_path / "o")))
     assert "bad.jsonl" in str(e.value) and e.value.hint
     assert not (tmp_path / "o").exists()
+
+
+def test_the_manifest_holds_no_absolute_local_paths(tmp_path, shared_data):
+    """An index is shared like a build: its manifest records the input, the output and the command line with the
+    paths made portable (the same rule as a build's manifest), never this machine's absolute paths."""
+    out = tmp_path / "idx"
+    command = f"curriculum index --dataset musique --input {MUSIQUE_TRAIN.resolve()} --out {out} --no-progress"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN.resolve()), out=str(out), depth=10),
+                command=command)
+    text = (out / "manifest.json").read_text()
+    assert str(tmp_path) not in text and str(MUSIQUE_TRAIN.resolve().parent) not in text
+    m = json.loads(text)
+    assert m["command"] == ("curriculum index --dataset musique --input musique_ans_v1.0_train.sample100.jsonl "
+                            "--out idx --no-progress")

@@ -153,7 +153,7 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
 
     from .._progress import maybe_progress
     from ..loaders import get_loader
-    from ..shards import portable_path
+    from ..shards import portable_command, portable_path
     from ._corpus import collect
 
     cfg.validate()
@@ -210,7 +210,7 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
         manifest = {
             "kind": KIND, "format": FORMAT, "toolkit": {"name": "rag-curriculum", "version": __version__},
             "bm25s_version": bm25s.__version__, "dataset": col.dataset, "config": recorded,
-            "command": command, "sources": sources, "tokenizer": cfg.tokenizer_info(), "bm25": cfg.bm25_params(),
+            "command": portable_command(command, out) if command else command, "sources": sources, "tokenizer": cfg.tokenizer_info(), "bm25": cfg.bm25_params(),
             "backend": backend, "passages": len(col), "vocab_size": len(vocab), "depth": depth,
             "questions": len(col.q_ids), "empty_queries": empty, "files": files,
         }
