@@ -29,10 +29,10 @@ def pytest_collection_modifyitems(config, items):
         has_gpu = torch.cuda.is_available()
     except Exception:
         has_gpu = False
-    for item in items:
-        if "gpu" in item.keywords and not has_gpu:
+    for item in items:  # by marker: item.keywords also holds folder names (a checkout in a folder named gpu)
+        if item.get_closest_marker("gpu") and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if "vllm" in item.keywords and not has_vllm:
+        if item.get_closest_marker("vllm") and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vLLM: the vLLM tier runs in .venv-vllm (scripts/test.sh)"))
 
 
