@@ -2,9 +2,14 @@
 generation by transformers (no vLLM), a real curriculum built by the toolkit, the RAG-RL reward.
 
     python bench/gpu_train_throughput.py                  # ~80M-parameter model, 8 steps (2 warm-up), bf16, CUDA
-    python bench/gpu_train_throughput.py --hidden 2048 --layers 24 --prompts 16 --generations 8 --max-completion 512
-    python bench/gpu_train_throughput.py --device cpu --hidden 64 --layers 2 --steps 3 --warmup 1 \\
-        --prompts 2 --generations 2 --max-completion 16 --no-baseline     # a smoke run without a GPU
+    python bench/gpu_train_throughput.py --hidden 2048 --layers 24 --heads 16 --kv-heads 4 --prompts 16 \\
+        --generations 8 --max-completion 512 --per-device 4   # ~1.07B parameters. --per-device 16 ran out of
+        # memory on an 80 GB H100 at level 6 (no activation checkpointing); 4 ran level 1, level 6 not yet tried
+    python bench/gpu_train_throughput.py --device cpu --hidden 64 --layers 2 --heads 4 --kv-heads 2 --steps 3 \\
+        --warmup 1 --prompts 2 --generations 2 --per-device 4 --max-completion 16 --no-baseline   # a CPU smoke run
+
+--heads must divide --hidden (the default 12 heads suit the default 768), and --per-device must divide
+--prompts x --generations.
 
 Nothing is downloaded: the tokenizer is trained and the model initialised on the spot. The data are the MuSiQue
 sample in ../shared/data when it is there (questions repeated with fresh ids as needed), else synthetic MuSiQue-
