@@ -8,9 +8,9 @@ prompts, and prints prompts/s, completions/s, generated tokens/s, peak GPU memor
 Random weights rarely emit the end token, so nearly every completion runs to ``--max-tokens``: the numbers are
 those of full-length decoding.
 
-    python bench/gpu_transformers_throughput.py                          # ~1.5B parameters on a GPU
+    python bench/gpu_transformers_throughput.py                          # 1.3B (Qwen2.5-1.5B layers) on a GPU
     python bench/gpu_transformers_throughput.py --hidden 3584 --layers 28 --heads 28 --kv-heads 4 \\
-        --intermediate 18944 --batch-size 8                             # 7B-shaped
+        --intermediate 18944 --batch-size 4                             # 7B-shaped (not yet run)
     python bench/gpu_transformers_throughput.py --model Qwen/Qwen2.5-7B-Instruct   # a real local model
     python bench/gpu_transformers_throughput.py --json-out $OUT/throughput.json
 """
