@@ -136,6 +136,10 @@ class BuildConfig:
             raise ConfigError(f"{what} needs a BM25 index", hint=(
                 "build one with: curriculum index --dataset NAME --input FILE --out DIR, then pass --index DIR "
                 "(recipes: index=DIR)"))
+        if self.index and not needs_index:
+            raise ConfigError("--index is read by --distractors bm25|mixed and --setting retrieved; with the dataset's "
+                              "own distractors (--distractors provided) it would be ignored",
+                              hint="drop --index, or pass --distractors bm25 (or mixed)")
         if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):
             raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "
                               "ideal setting has no distractors; the retrieved one shows what BM25 ranks)")
