@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -96,7 +97,7 @@ def test_ranks_and_scores_agree_with_the_bm25_formula(built, examples, tmp_path,
 def test_manifest_records_sources_tokenizer_and_parameters(built):
     out, m = built
     assert {k: v for k, v in m.items() if k != "seconds"} == json.loads((out / "manifest.json").read_text())
-    assert set(m["seconds"]) == {"read", "index", "rank"}
+    assert set(m["seconds"]) == {"read", "index", "rank", "wait"}
     assert m["kind"] == "bm25-index" and m["dataset"] == "musique"
     src = m["sources"][0]
     assert src["sha256"] == sha256_file(MUSIQUE_TRAIN) and src["questions"] == 100
@@ -206,3 +207,64 @@ def test_the_manifest_holds_no_absolute_local_paths(tmp_path, shared_data):
     m = json.loads(text)
     assert m["command"] == ("curriculum index --dataset musique --input musique_ans_v1.0_train.sample100.jsonl "
                             "--out idx --no-progress")
+
+
+def test_the_index_stores_each_passage_normalised_and_each_questions_gold_ids(built, examples):
+    """What the build reads instead of computing: the ``norm`` column (the passage SQuAD-normalised, padded) and the
+    hashes of a question's gold paragraphs, through their passage ids."""
+    from rag_curriculum.retrieval._index import normalize_passage, passage_hash
+    from rag_curriculum.rewards._metrics import normalize_answer
+
+    ix = load_index(built[0])
+    for pid in range(len(ix)):
+        title, text = ix.passage(pid)
+        assert ix.norm(pid) == normalize_passage(title, text) == f" {normalize_answer(title + ' ' + text)} "
+    for ex in examples:
+        assert ix.gold_keys(ex) == [passage_hash(d.title, d.text) for d in ex.documents if d.is_gold]
+    ex = examples[0]
+    other = dataclasses.replace(ex, question=ex.question + " (asked differently)")
+    assert ix.gold_keys(other) is None  # another file's question: the build hashes its paragraphs itself
+
+
+def test_an_index_of_another_format_is_refused(built, tmp_path):
+    out = tmp_path / "old"
+    shutil.copytree(built[0], out)
+    m = json.loads((out / "manifest.json").read_text())
+    m["format"] = 2
+    (out / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 3") as e:
+        load_index(out)
+    assert "build the index again" in e.value.hint
+
+
+@pytest.mark.parametrize("how", ["raises", "dies"])
+def test_a_failing_passage_side_worker_fails_the_index_and_leaves_nothing(tmp_path, monkeypatch, how):
+    """The passages, hashes and checksums are written by a forked worker beside tokenizing: its error reaches the
+    caller, a worker killed outright is named, and no index or temporary folder is left either way."""
+    import os
+    import signal
+
+    from rag_curriculum.retrieval import _index
+
+    def broken(tmp, col, cfg):
+        if how == "raises":
+            raise OSError(28, "No space left on device")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(_index, "_write_passage_side", broken)
+    out = tmp_path / "idx"
+    match = "No space left" if how == "raises" else "ended without a result"
+    with pytest.raises((OSError, RuntimeError), match=match):
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_side_task_returns_raises_and_runs_inline_without_fork():
+    from rag_curriculum._plumbing import SideTask
+
+    assert SideTask(lambda: {"x": [1, 2]}, "ok").result() == {"x": [1, 2]}
+    task = SideTask(lambda: 1 / 0, "bad")
+    with pytest.raises(ZeroDivisionError):
+        task.result()
+    inline = SideTask(lambda: 7, "inline", enabled=False)
+    assert not inline.forked and inline.result() == 7

@@ -1,19 +1,22 @@
 """Plumbing written once: atomic writes, shard-directory digests, derived seeds and ids, secret masking, the
-trainer tail, distributions and the GC pause. Private (no stable API); light to import (standard library only)."""
+trainer tail, distributions, the GC pause and forked side tasks. Private (no stable API); light to import (standard library only)."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
+from ._fork import SideTask, die_with_parent
 from ._lazy import lazy_exports
 from ._secrets import MASK, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 
 __all__ = [
     "MASK",
+    "SideTask",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_with",
     "derive_seed",
+    "die_with_parent",
     "distribution",
     "fsync_dir",
     "gc_paused",

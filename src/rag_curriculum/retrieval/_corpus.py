@@ -21,6 +21,7 @@ class Collected:
     origins: list[str] = field(default_factory=list)  # "dataset" | "corpus"
     q_ids: list[str] = field(default_factory=list)
     q_texts: list[str] = field(default_factory=list)
+    q_gold: list[list[int]] = field(default_factory=list)  # per question, its gold paragraphs' passage ids
     paragraphs: int = 0  # dataset paragraphs before deduplication
     corpus_lines: int = 0
     corpus_duplicates: int = 0
@@ -44,17 +45,22 @@ def collect(dataset: str, input: str, corpus: str | None = None, *, on_error: st
     out.dataset = stream.dataset
     q_seen: set[str] = set()
     for ex in track(stream, f"reading {stream.dataset}", enabled=progress, unit="questions"):
+        gold = []
         for d in ex.documents:
             out.paragraphs += 1
             key = (d.title, d.text)
-            if key not in seen:
-                seen[key] = len(titles)
+            pid = seen.get(key)
+            if pid is None:
+                pid = seen[key] = len(titles)
                 titles.append(d.title)
                 texts.append(d.text)
+            if d.is_gold:
+                gold.append(pid)
         if ex.id not in q_seen:
             q_seen.add(ex.id)
             out.q_ids.append(ex.id)
             out.q_texts.append(ex.question)
+            out.q_gold.append(gold)
     origins.extend(["dataset"] * len(titles))
     if corpus:
         for title, text in track(read_corpus(corpus), "reading corpus", enabled=progress, unit="passages"):

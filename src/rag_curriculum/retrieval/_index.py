@@ -5,15 +5,19 @@ An index directory holds::
 
     manifest.json      what made it: sources and their checksums, tokenizer, BM25 parameters, counts (written last)
     bm25/              bm25s's own save (``BM25.save``): the sparse score matrix (.npy), vocabulary, parameters
-    passages.arrow     the passages (title, text, origin), Arrow IPC: memory-mapped when loaded
-    questions.arrow    the dataset file's questions (id, question), in file order
+    passages.arrow     the passages (title, text, origin, norm), Arrow IPC: memory-mapped when loaded; ``norm`` is
+                       ``title + " " + text`` SQuAD-normalised and padded with a space at each end, what the
+                       build's "contains an answer" test searches (:func:`normalize_passage`)
+    questions.arrow    the dataset file's questions (id, question, gold: the passage ids of its gold paragraphs),
+                       in file order
     ranked_ids.npy     per question, the ids of its ``depth`` best passages, best first (int32)
     ranked_scores.npy  their BM25 scores (float32)
     passage_keys.npy   per passage, a 64-bit hash of its normalised title and text (what "a copy of a gold
                        paragraph" compares; :func:`passage_hash`)
 
 It is written into a hidden temporary folder beside the target and renamed into place at the end, so a reader
-never sees a half-written index. A passage's text for BM25 is ``title + " " + text``; queries are the questions,
+never sees a half-written index. The passage-side files (passages, questions, keys) and the input checksums are
+made by a forked worker while the parent tokenizes and indexes, which uses one CPU; ranking waits for it. A passage's text for BM25 is ``title + " " + text``; queries are the questions,
 tokenized the same way. Ties in score are broken by the lower passage id, so rankings are deterministic.
 """
 
@@ -30,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .._plumbing import SideTask, gc_paused
 from ..errors import CurriculumError
 from ._config import SPLITTER, IndexConfig
 
 log = logging.getLogger(__name__)
 
 KIND = "bm25-index"
-FORMAT = 2  # 2: passage_keys.npy
+FORMAT = 3  # 2: passage_keys.npy; 3: the norm column, questions' gold ids
 MANIFEST = "manifest.json"
 BM25_DIR = "bm25"
 PASSAGES = "passages.arrow"
@@ -131,10 +136,18 @@ def passage_hash(title: str, text: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
-def _write_arrow(path: Path, columns: dict[str, list[str]]) -> None:
+def normalize_passage(title: str, text: str) -> str:
+    """``" " + normalize_answer(title + " " + text) + " "``: a passage as the "contains an answer" test reads it (an
+    answer ``a``, normalised, is in the passage when ``f" {a} "`` is a substring of this)."""
+    from ..rewards._metrics import normalize_answer
+
+    return f" {normalize_answer(f'{title} {text}')} "
+
+
+def _write_arrow(path: Path, columns: dict[str, Any]) -> None:
     import pyarrow as pa
 
-    table = pa.table({k: pa.array(v, pa.string()) for k, v in columns.items()})
+    table = pa.table({k: v if isinstance(v, pa.Array) else pa.array(v, pa.string()) for k, v in columns.items()})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=1 << 16)
 
@@ -145,9 +158,33 @@ def _sha256(path: Path) -> str:
     return sha256_file(path)
 
 
+def _write_passage_side(tmp: Path, col: Any, cfg: IndexConfig) -> dict[str, str | None]:
+    """The files about the passages and questions (Arrow tables, passage hashes) and the inputs' checksums: what
+    does not need BM25, made beside tokenizing and indexing (in a forked worker)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(col)
+    _write_arrow(tmp / PASSAGES, {
+        "title": col.titles, "text": col.texts, "origin": col.origins,
+        "norm": [normalize_passage(t, x) for t, x in zip(col.titles, col.texts, strict=True)]})
+    _write_arrow(tmp / QUESTIONS, {"id": col.q_ids, "question": col.q_texts,
+                                   "gold": pa.array(col.q_gold, pa.list_(pa.int32()))})
+    np.save(tmp / KEYS, np.fromiter((passage_hash(t, x) for t, x in zip(col.titles, col.texts, strict=True)),
+                                    dtype=np.int64, count=n))
+    return {"input": _sha256(Path(cfg.input)), "corpus": _sha256(Path(cfg.corpus)) if cfg.corpus else None}
+
+
 def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
     """Read, tokenize, index, rank the dataset's questions and save; return the manifest (with ``seconds``: the
-    time spent reading, tokenizing + indexing, and ranking, which the file does not record)."""
+    time spent reading, tokenizing + indexing, ranking, and waiting for the passage-side worker after indexing;
+    the file does not record them). The cyclic garbage collector is paused meanwhile: the passages and their
+    token lists are millions of acyclic objects, which its full collections would walk again and again."""
+    with gc_paused():
+        return _build_index(cfg, progress=progress, command=command)
+
+
+def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> dict[str, Any]:
     import bm25s
     import numpy as np
 
@@ -166,42 +203,44 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
         raise IndexError_(f"{cfg.input}: no paragraph to index", hint="check --dataset and --input")
     t1 = time.perf_counter()
     backend = _backend(cfg.backend, len(col.q_ids))
-    tokenizer = _tokenizer(None if cfg.stopwords == "none" else cfg.stopwords)
-    retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, delta=cfg.delta, method=cfg.method, backend=backend)
     depth = min(cfg.depth, len(col))
-    with maybe_progress(progress, unit="passages") as bar:
-        task = bar.add_task("tokenizing passages", total=len(col)) if bar else None
-        corpus_ids = tokenize(tokenizer, [f"{t} {x}" for t, x in zip(col.titles, col.texts, strict=True)],
-                              update_vocab=True, bar=bar, task=task)
-    vocab = tokenizer.get_vocab_dict()
-    retriever.index((corpus_ids, vocab), show_progress=False)
-    del corpus_ids
-    t2 = time.perf_counter()
-    with maybe_progress(progress, unit="queries") as bar:
-        task = bar.add_task("ranking questions", total=len(col.q_ids)) if bar else None
-        query_ids = tokenize(tokenizer, col.q_texts, update_vocab=False)
-        ids, scores = rank(retriever, query_ids, depth, threads=_threads(cfg.threads), empty_id=vocab.get(""),
-                           bar=bar, task=task)
-    empty = int((ids[:, 0] < 0).sum()) if len(ids) else 0
-    t3 = time.perf_counter()
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     tmp.mkdir(parents=True)
+    side = None
     try:
+        # the passage-side files in a forked worker while this process tokenizes and indexes (one CPU each)
+        side = SideTask(lambda: _write_passage_side(tmp, col, cfg), "index: passages, hashes, checksums")
+        tokenizer = _tokenizer(None if cfg.stopwords == "none" else cfg.stopwords)
+        retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, delta=cfg.delta, method=cfg.method, backend=backend)
+        with maybe_progress(progress, unit="passages") as bar:
+            task = bar.add_task("tokenizing passages", total=len(col)) if bar else None
+            corpus_ids = tokenize(tokenizer, [f"{t} {x}" for t, x in zip(col.titles, col.texts, strict=True)],
+                                  update_vocab=True, bar=bar, task=task)
+        vocab = tokenizer.get_vocab_dict()
+        retriever.index((corpus_ids, vocab), show_progress=False)
+        del corpus_ids
+        t2 = time.perf_counter()
+        query_ids = tokenize(tokenizer, col.q_texts, update_vocab=False)
+        tw = time.perf_counter()
+        sums = side.result()  # before ranking, which uses every CPU
+        wait = time.perf_counter() - tw
+        with maybe_progress(progress, unit="queries") as bar:
+            task = bar.add_task("ranking questions", total=len(col.q_ids)) if bar else None
+            ids, scores = rank(retriever, query_ids, depth, threads=_threads(cfg.threads), empty_id=vocab.get(""),
+                               bar=bar, task=task)
+        empty = int((ids[:, 0] < 0).sum()) if len(ids) else 0
+        t3 = time.perf_counter()
         retriever.save(str(tmp / BM25_DIR), show_progress=False)
-        _write_arrow(tmp / PASSAGES, {"title": col.titles, "text": col.texts, "origin": col.origins})
-        _write_arrow(tmp / QUESTIONS, {"id": col.q_ids, "question": col.q_texts})
         np.save(tmp / RANKED_IDS, ids)
         np.save(tmp / RANKED_SCORES, scores)
-        np.save(tmp / KEYS, np.fromiter((passage_hash(t, x) for t, x in zip(col.titles, col.texts, strict=True)),
-                                        dtype=np.int64, count=len(col)))
         files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
         sources = [{"kind": "dataset", "dataset": col.dataset, "input": Path(cfg.input).name,
-                    "path": portable_path(cfg.input, out), "sha256": _sha256(Path(cfg.input)),
+                    "path": portable_path(cfg.input, out), "sha256": sums["input"],
                     "questions": len(col.q_ids), "paragraphs": col.paragraphs,
                     "distinct": col.origins.count("dataset"), "skipped": dict(col.report.counts)}]
         if cfg.corpus:
             sources.append({"kind": "corpus", "input": Path(cfg.corpus).name,
-                            "path": portable_path(cfg.corpus, out), "sha256": _sha256(Path(cfg.corpus)),
+                            "path": portable_path(cfg.corpus, out), "sha256": sums["corpus"],
                             "lines": col.corpus_lines, "duplicates": col.corpus_duplicates,
                             "added": col.origins.count("corpus")})
         recorded = cfg.to_dict()
@@ -210,18 +249,22 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
         manifest = {
             "kind": KIND, "format": FORMAT, "toolkit": {"name": "rag-curriculum", "version": __version__},
             "bm25s_version": bm25s.__version__, "dataset": col.dataset, "config": recorded,
-            "command": portable_command(command, out) if command else command, "sources": sources, "tokenizer": cfg.tokenizer_info(), "bm25": cfg.bm25_params(),
+            "command": portable_command(command, out) if command else command, "sources": sources,
+            "tokenizer": cfg.tokenizer_info(), "bm25": cfg.bm25_params(),
             "backend": backend, "passages": len(col), "vocab_size": len(vocab), "depth": depth,
             "questions": len(col.q_ids), "empty_queries": empty, "files": files,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         _commit(tmp, out, cfg.overwrite)
     except BaseException:
+        if side is not None:
+            side.cancel()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     log.info("indexed %d passages (%d questions ranked) in %.1fs", len(col), len(col.q_ids), t3 - t0)
     # timings are returned, not written: the same inputs make the same index, byte for byte
-    return {**manifest, "seconds": {"read": round(t1 - t0, 2), "index": round(t2 - t1, 2), "rank": round(t3 - t2, 2)}}
+    return {**manifest, "seconds": {"read": round(t1 - t0, 2), "index": round(t2 - t1, 2),
+                                    "rank": round(t3 - t2 - wait, 2), "wait": round(wait, 2)}}
 
 
 def _is_index(d: Path) -> bool:
@@ -255,10 +298,12 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
 
 @dataclass
 class Ranking:
-    """One question's ranking: passage ids (best first) and their scores."""
+    """One question's ranking: passage ids (best first) and their scores; for a question of the indexed file, the
+    passage ids of its gold paragraphs as the index read them."""
 
     ids: Any
     scores: Any
+    gold: list[int] | None = None
 
 
 class CorpusIndex:
@@ -297,15 +342,18 @@ class CorpusIndex:
         questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
         self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
         self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
-        self.keys = np.load(d / KEYS, mmap_mode="r")
+        self.keys = np.load(d / KEYS)  # in memory: 8 bytes a passage, indexed per question when building
         if (self.passages.num_rows != m["passages"] or questions.num_rows != m["questions"] or len(self.keys) != m["passages"]
                 or self.ranked_ids.shape != (m["questions"], m["depth"])):
             raise IndexError_(f"{d}: passage, question or ranking counts differ from the manifest",
                               hint="build the index again with curriculum index ... --overwrite")
         self._q_ids = questions.column("id").to_pylist()
-        self._q_texts = questions.column("question")
+        self._questions = questions
+        self._q_lists: tuple[list[str], list[list[int]]] | None = None
         self._q_row = {q: i for i, q in enumerate(self._q_ids)}
+        self._cols = [self.passages.column(c) for c in ("title", "text", "norm")]
         self._cache: dict[int, tuple[str, str]] = {}
+        self._norms: dict[int, str] = {}
 
     @property
     def bm25(self) -> Any:
@@ -346,11 +394,19 @@ class CorpusIndex:
         """(title, text) of passage ``pid``."""
         hit = self._cache.get(pid)
         if hit is None:
-            hit = self._cache[pid] = (self.passages.column(0)[pid].as_py(), self.passages.column(1)[pid].as_py())
+            hit = self._cache[pid] = (self._cols[0][pid].as_py(), self._cols[1][pid].as_py())
         return hit
 
-    def prefetch(self, pids: Any) -> None:
-        """Read many passages at once (one vectorised take) into the cache."""
+    def norm(self, pid: int) -> str:
+        """Passage ``pid`` as the "contains an answer" test reads it (:func:`normalize_passage`)."""
+        hit = self._norms.get(pid)
+        if hit is None:
+            hit = self._norms[pid] = self._cols[2][pid].as_py()
+        return hit
+
+    def prefetch(self, pids: Any, *, norm: bool = False) -> None:
+        """Read many passages (title and text; with ``norm``, the normalised text alone) at once, with one
+        vectorised take, into the cache."""
         import numpy as np
         import pyarrow as pa
 
@@ -358,17 +414,44 @@ class CorpusIndex:
         want = want[want >= 0]
         if not len(want):
             return
-        taken = self.passages.select([0, 1]).take(pa.array(want))
-        for pid, title, text in zip(want.tolist(), taken.column(0).to_pylist(), taken.column(1).to_pylist(),
-                                    strict=True):
-            self._cache[pid] = (title, text)
+        take = pa.array(want)
+        if norm:
+            self._norms.update(zip(want.tolist(), self._cols[2].take(take).to_pylist(), strict=True))
+        else:
+            self._cache.update(zip(want.tolist(), zip(self._cols[0].take(take).to_pylist(),
+                                                      self._cols[1].take(take).to_pylist(), strict=True),
+                                   strict=True))
+
+    def _q(self) -> tuple[list[str], list[list[int]]]:
+        """The indexed questions' texts and gold passage ids, read once."""
+        if self._q_lists is None:
+            self._q_lists = (self._questions.column("question").to_pylist(),
+                             self._questions.column("gold").to_pylist())
+        return self._q_lists
+
+    def gold_keys(self, ex: Any, pids: list[int] | None = None) -> list[int] | None:
+        """The passage hashes of the example's gold paragraphs (in document order) from the index, when the index
+        holds its question (same id and text) with the same gold paragraphs; None otherwise (then hash them).
+        ``pids``: the gold passage ids of its :class:`Ranking`, when already looked up."""
+        if pids is None:
+            row = self._q_row.get(ex.id)
+            if row is None or self._q()[0][row] != ex.question:
+                return None
+            pids = self._q()[1][row]
+        gold = [d for d in ex.documents if d.is_gold]
+        if len(pids) != len(gold):
+            return None
+        for pid, d in zip(pids, gold, strict=True):
+            if self.passage(pid) != (d.title, d.text):
+                return None
+        return self.keys[pids].tolist() if pids else []
 
     # -- rankings
     def stored(self, qid: str, question: str) -> Ranking | None:
         """The stored ranking of question ``qid`` of the indexed file (None when the index has no such question,
         or its text differs: then it was another file's question)."""
         row = self._q_row.get(qid)
-        if row is None or self._q_texts[row].as_py() != question:
+        if row is None or self._q()[0][row] != question:
             return None
         return Ranking(self.ranked_ids[row], self.ranked_scores[row])
 
@@ -392,9 +475,10 @@ class CorpusIndex:
 
         out: dict[str, Ranking] = {}
         missing, found, rows = [], [], []
+        texts, golds = self._q() if examples else ([], [])
         for ex in examples:
             row = self._q_row.get(ex.id)
-            if row is None or self._q_texts[row].as_py() != ex.question:
+            if row is None or texts[row] != ex.question:
                 missing.append(ex)
             else:
                 found.append(ex)
@@ -402,8 +486,8 @@ class CorpusIndex:
         if rows:  # one read of the mapped rankings, into memory
             ids = np.asarray(self.ranked_ids[np.asarray(rows)])
             scores = np.asarray(self.ranked_scores[np.asarray(rows)])
-            for i, ex in enumerate(found):
-                out[ex.id] = Ranking(ids[i], scores[i])
+            for i, (ex, row) in enumerate(zip(found, rows, strict=True)):
+                out[ex.id] = Ranking(ids[i], scores[i], golds[row])
         if missing:
             log.info("retrieving for %d question(s) not ranked in the index", len(missing))
             ids, scores = self.retrieve_many([ex.question for ex in missing])
