@@ -137,6 +137,9 @@ def test_the_index_is_required_and_checked():
     assert "curriculum index" in e.value.hint
     with pytest.raises(ConfigError, match="does not apply to --setting ideal"):
         BuildConfig(sources=[SourceSpec("musique")], distractors="bm25", index="x", setting="ideal").validate()
+    with pytest.raises(ConfigError, match="--index is read by --distractors bm25") as e:  # not silently ignored
+        BuildConfig(sources=[SourceSpec("musique")], index="x").validate()
+    assert "drop --index" in e.value.hint
 
 
 def test_retrieved_setting_records_gold_recall(tmp_path_factory, shared_data):
@@ -224,10 +227,20 @@ def test_the_answer_filter_is_normalize_answer_containment(shared_data):
     assert hits > 100
 
 
-def test_parallel_planning_walks_write_the_same_build(tmp_path, index_dir, bm25_build, monkeypatch):
+@pytest.mark.parametrize("margin", [0, 6, 100])
+def test_the_batched_planner_writes_what_the_one_row_walk_writes(tmp_path, index_dir, bm25_build, monkeypatch,
+                                                                  margin):
+    """The build's BM25 planning runs over all rows at once (array gold-copy test, answer test over a window of
+    each ranking, a row-by-row walk past it); the reference build below walks one row at a time. Margin 0 sends
+    most rows past their window, 100 none."""
     import rag_curriculum.curricula.distractors as distractors
 
-    monkeypatch.setattr(distractors, "PARALLEL_MIN_WALKS", 10)  # forked walkers from 10 rows on
-    again = _build(tmp_path / "bm25", index_dir, K=24)
+    assert distractors.BATCHED_PLAN
+    monkeypatch.setattr(distractors, "PLAN_MARGIN", margin)
+    batched = _build(tmp_path / "bm25", index_dir, K=24)
+    assert [f.read_bytes() for f in shard_files(batched.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
+    assert batched.manifest["distractors"] == bm25_build.manifest["distractors"]
+    monkeypatch.setattr(distractors, "BATCHED_PLAN", False)
+    again = _build(tmp_path / "bm25-one-by-one", index_dir, K=24)
     assert [f.read_bytes() for f in shard_files(again.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
     assert again.manifest["distractors"] == bm25_build.manifest["distractors"]

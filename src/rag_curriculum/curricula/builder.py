@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from .. import __version__
-from .._plumbing import derive_seed, distribution, gc_paused, trainer_tail
+from .._plumbing import derive_seed, die_with_parent, distribution, gc_paused, trainer_tail
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import BuildError, SkipReport  # noqa: F401  (re-exported)
 from ..loaders import get_loader, guess_split, load_examples
@@ -498,32 +498,6 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Make a forked worker end when the build that forked it does, even by SIGKILL: Linux's
-    ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere (or if prctl fails) a thread that watches ``os.getppid()``."""
-    import signal
-    import threading
-
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0:  # 1: PR_SET_PDEATHSIG
-                if os.getppid() != parent:  # the parent died before prctl took effect
-                    os._exit(1)
-                return
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
-
-
 PARALLEL_MIN_ROWS = 4096
 # The plan and the tokenizer (or None), shared with forked workers copy-on-write.
 _FORKED: tuple[Plan, BuildConfig, Path, Any, ProvidedSource | None] | None = None
@@ -533,8 +507,11 @@ def _write_shard(k: int) -> tuple[dict[str, Any], LengthStats | None]:
     assert _FORKED is not None
     plan, cfg, directory, tokenizer, source = _FORKED
     start = k * cfg.rows_per_shard
-    table = render_rows(plan, cfg, start, min(start + cfg.rows_per_shard, len(plan)), tokenizer=tokenizer,
-                        source=source)
+    stop = min(start + cfg.rows_per_shard, len(plan))
+    hook = getattr(source, "before_render", None)  # a BM25 source reads the shard's passages in one batch
+    if hook is not None:
+        hook(plan[start:stop])
+    table = render_rows(plan, cfg, start, stop, tokenizer=tokenizer, source=source)
     stats = None
     if tokenizer is not None:
         stats = LengthStats.of(*(table.column(c).to_pylist()
@@ -563,7 +540,7 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
         with maybe_progress(progress, unit="rows") as bar:
             task = bar.add_task("writing shards", total=len(plan)) if bar else None
             if use_fork:
-                with mp.get_context("fork").Pool(workers, _die_with_parent, (os.getpid(),)) as pool:
+                with mp.get_context("fork").Pool(workers, die_with_parent, (os.getpid(),)) as pool:
                     results = pool.imap(_write_shard, range(nshards))
                     for e, stats in results:
                         entries.append(e)

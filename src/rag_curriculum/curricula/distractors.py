@@ -28,8 +28,6 @@ of row (say, one whose gold passages are replaced) plugs in by subclassing a sou
 from __future__ import annotations
 
 import random
-import re
-import string
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -127,65 +125,64 @@ class ProvidedSource:
         return None
 
 
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")  # as rewards._metrics.normalize_answer
-_PUNCT_BYTES = string.punctuation.encode()  # ASCII: deleting its bytes from UTF-8 deletes exactly those characters
 _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
 
 
 class _AnswerFilter:
-    """Whether a passage contains one of a question's answers after SQuAD normalisation (as whole words). A
-    cheap necessary test first (every answer token in the lowered, punctuation-free text), the exact one after."""
+    """Whether a passage contains one of a question's answers after SQuAD normalisation, as whole words: the
+    answer ``a``, normalised, is a substring ``f" {a} "`` of the passage normalised and padded
+    (:func:`~rag_curriculum.retrieval.normalize_passage`, which the index stores per passage)."""
 
     def __init__(self, answers: list[str]) -> None:
         from ..rewards._metrics import normalize_answer
 
-        self._norm = normalize_answer
-        self.answers = sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
-        self.tokens = [[t.encode() for t in a.split()] for a in self.answers]
+        if len(answers) == 1:  # the common case, without the set
+            a = normalize_answer(answers[0])
+            self.answers = [] if a in _UNMATCHED else [a]
+        else:
+            self.answers = sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
+        self._padded = [f" {a} " for a in self.answers]
+
+    def in_norm(self, norm: str) -> bool:
+        """The test on a passage already normalised (the index's ``norm`` column)."""
+        return any(a in norm for a in self._padded)
 
     def __call__(self, title: str, text: str) -> bool:
         if not self.answers:
             return False
-        # lower-cased, ASCII punctuation deleted (on the UTF-8 bytes: the same as deleting the characters): the
-        # first two steps of normalize_answer, done once for the cheap test and the exact one
-        cheap = f"{title} {text}".lower().encode().translate(None, _PUNCT_BYTES)
-        candidates = [a for a, toks in zip(self.answers, self.tokens, strict=True) if all(t in cheap for t in toks)]
-        if not candidates:
-            return False
-        stripped = cheap.decode()
-        if "a" in stripped or "the" in stripped:  # as normalize_answer: drop articles, then collapse whitespace
-            stripped = _ARTICLES_RE.sub(" ", stripped)
-        norm = " " + " ".join(stripped.split()) + " "
-        return any(f" {a} " in norm for a in candidates)
+        from ..retrieval._index import normalize_passage
+
+        return self.in_norm(normalize_passage(title, text))
 
 
-#: Rows from which the planning walks run in forked worker processes.
-PARALLEL_MIN_WALKS = 4096
-_WALKING: Any = None  # (source, wants), shared with forked walkers
-
-
-def _walk_range(span: tuple[int, int]) -> tuple[list, Counter]:
-    source, wants = _WALKING
-    source.excluded = Counter()
-    out = []
-    for ex, want in wants[span[0]:span[1]]:
-        accepted = source.ranked(ex, want)
-        walk = source._walks[ex.id]
-        out.append((ex.id, walk.pos, walk.done, [(walk.ids[p.bm25_rank - 1], p.bm25_rank) for p in accepted]))
-    return out, source.excluded
+#: Plan the walks of many rows at once with array operations (:meth:`BM25Source.plan_hint`); False: one row at a
+#: time (the reference the batched planner is tested against).
+BATCHED_PLAN = True
+#: Ranked passages the batched planner tests per row beyond its ``want + hops`` (a row that needs more is walked on
+#: one passage at a time).
+PLAN_MARGIN = 6
 
 
 class _Walk:
-    """One question's BM25 distractors, accepted lazily in rank order."""
+    """One question's BM25 distractors, accepted lazily in rank order: ``accepted`` holds (passage id, rank)
+    pairs; the ranking's ids and passage hashes are read when the walk has to go on."""
 
-    __slots__ = ("accepted", "pos", "done", "ids", "keys")
+    __slots__ = ("accepted", "pos", "done", "ranking", "_ids", "_keys", "shown")
 
-    def __init__(self, ids: list[int], keys: list[int]) -> None:
-        self.accepted: list[Shown] = []
+    def __init__(self, ranking: Any) -> None:
+        self.accepted: list[tuple[int, int]] = []
         self.pos = 0
         self.done = False
-        self.ids = ids  # the ranking's passage ids (-1: none), and their passage hashes
-        self.keys = keys
+        self.ranking = ranking  # the passage ids, best first (-1: none)
+        self._ids: list[int] | None = None
+        self._keys: list[int] | None = None
+        self.shown: list[Shown] = []  # the first accepted ones as rows show them
+
+    def ids_keys(self, keys: Any) -> tuple[list[int], list[int]]:
+        if self._ids is None:
+            ids = self.ranking[self.ranking >= 0]
+            self._ids, self._keys = ids.tolist(), keys[ids].tolist()
+        return self._ids, self._keys  # type: ignore[return-value]
 
 
 class BM25Source(ProvidedSource):
@@ -199,7 +196,8 @@ class BM25Source(ProvidedSource):
         self.rankings: dict[str, Any] = {}
         self.excluded: Counter = Counter()
         self._walks: dict[str, _Walk] = {}
-        self._skip: dict[str, tuple[set, set, _AnswerFilter]] = {}
+        self._skip: dict[str, tuple[dict, set, _AnswerFilter]] = {}
+        self._gold: dict[str, dict[int, Document]] = {}
 
     def prepare(self, examples: list[Example], *, progress: bool = False) -> None:
         import numpy as np
@@ -210,10 +208,23 @@ class BM25Source(ProvidedSource):
     def _walk(self, ex: Example) -> _Walk:
         walk = self._walks.get(ex.id)
         if walk is None:
-            ids = self.rankings[ex.id].ids
-            ids = ids[ids >= 0]
-            walk = self._walks[ex.id] = _Walk(ids.tolist(), self.keys[ids].tolist())
+            walk = self._walks[ex.id] = _Walk(self.rankings[ex.id].ids)
         return walk
+
+    def _gold_keys(self, ex: Example) -> dict[int, Document]:
+        """The question's gold passages by :func:`passage_hash`, in document order (the hashes read from the index
+        when it holds the question, else computed)."""
+        hit = self._gold.get(ex.id)
+        if hit is None:
+            docs = [d for d in ex.documents if d.is_gold]
+            ranking = self.rankings.get(ex.id)
+            keys = self.index.gold_keys(ex, ranking.gold) if ranking is not None and ranking.gold is not None else None
+            if keys is None:
+                from ..retrieval._index import passage_hash
+
+                keys = [passage_hash(d.title, d.text) for d in docs]
+            hit = self._gold[ex.id] = dict(zip(keys, docs, strict=True))
+        return hit
 
     def _exclusions(self, ex: Example) -> tuple[dict, set, _AnswerFilter]:
         """The question's gold passages by hash (in document order), its provided ones (mixed), its answers."""
@@ -221,55 +232,100 @@ class BM25Source(ProvidedSource):
         if hit is None:
             from ..retrieval._index import passage_hash
 
-            gold = {passage_hash(d.title, d.text): d for d in ex.documents if d.is_gold}
+            gold = self._gold_keys(ex)
             provided = ({passage_hash(d.title, d.text) for d in ex.documents if not d.is_gold} - set(gold)
                         if self.skip_provided() else set())
             hit = self._skip[ex.id] = (gold, provided, _AnswerFilter(ex.answers))
         return hit
 
     def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
-        """Before planning: read, in one batch, the ranked passages the rows' walks will probably need (the first
-        ``want`` plus the gold copies and a few skipped ones), then walk every question's ranking to its row's
-        ``want`` (in forked worker processes when there are many rows: the walks are independent, and what each
-        accepts and skips does not depend on the number of workers)."""
-        import multiprocessing as mp
-        import os
-
+        """Before planning: walk every question's ranking to its row's ``want``, for all rows at once. The gold-copy
+        test is one array comparison over the rankings' passage hashes; the answer test runs over the first
+        ``want + hops +`` :data:`PLAN_MARGIN` ranked passages of each row (their normalised texts read in one
+        batch); a row that has not found its ``want`` there goes on one passage at a time. What each row accepts,
+        and what is counted as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
         import numpy as np
 
-        parts = [np.asarray(self.rankings[ex.id].ids[: want + ex.hops + 4]) for ex, want in wants
-                 if ex.id in self.rankings]
-        if parts:
-            self.index.prefetch(np.concatenate(parts))
-        workers = min(os.cpu_count() or 1, 8)
-        if len(wants) < PARALLEL_MIN_WALKS or workers < 2 or "fork" not in mp.get_all_start_methods():
+        rows = [(ex, want) for ex, want in wants if ex.id in self.rankings and ex.id not in self._walks]
+        if not rows:
             return
-        global _WALKING
-        _WALKING = (self, wants)
-        step = -(-len(wants) // (workers * 4))
-        try:
-            with mp.get_context("fork").Pool(workers) as pool:
-                results = pool.map(_walk_range, [(i, min(i + step, len(wants))) for i in range(0, len(wants), step)])
-        finally:
-            _WALKING = None
-        by_id = {ex.id: ex for ex, _ in wants}
-        for walked, excluded in results:
-            self.excluded.update(excluded)
-            for ex_id, pos, done, accepted in walked:
-                walk = self._walk(by_id[ex_id])
-                walk.pos, walk.done = pos, done
-                walk.accepted = [Shown(*self.index.passage(pid), False, "bm25", rank) for pid, rank in accepted]
+        gold_pids = [p for ex, _ in rows for p in (self.rankings[ex.id].gold or ())]
+        if gold_pids:  # the gold paragraphs, to check them against the index's (gold_keys)
+            self.index.prefetch(np.asarray(gold_pids, dtype=np.int64))
+        if not BATCHED_PLAN or self.skip_provided():
+            self.index.prefetch(np.concatenate([self.rankings[ex.id].ids[: want + ex.hops + PLAN_MARGIN]
+                                                for ex, want in rows]), norm=True)
+            return
+        n = len(rows)
+        ranked = np.stack([self.rankings[ex.id].ids for ex, _ in rows]).astype(np.int64)  # (n, depth), -1: none
+        depth = ranked.shape[1]
+        want = np.fromiter((w for _, w in rows), np.int64, n)
+        excl = [self._exclusions(ex) for ex, _ in rows]
+        width = max(1, max(len(e[0]) for e in excl))
+        gold = np.full((n, width), np.iinfo(np.int64).min, dtype=np.int64)  # no passage hash is this
+        for i, e in enumerate(excl):
+            gold[i, : len(e[0])] = list(e[0])
+        valid = ranked >= 0
+        keys = np.where(valid, self.keys[np.maximum(ranked, 0)], 0)
+        is_gold = valid & (keys[:, :, None] == gold[:, None, :]).any(-1)
+        window = np.minimum(want + np.fromiter((ex.hops for ex, _ in rows), np.int64, n) + PLAN_MARGIN, depth)
+        pos = np.arange(depth)
+        ri, pi = np.nonzero(valid & ~is_gold & (pos[None, :] < window[:, None]))  # by row, then position
+        pids = ranked[ri, pi]
+        self.index.prefetch(pids, norm=True)
+        norms = self.index._norms
+        answers = [e[2]._padded for e in excl]
+        one = [a[0] if len(a) == 1 else None for a in answers]  # most questions have one answer to look for
+        has = np.fromiter((one[r] in norms[p] if one[r] is not None else any(a in norms[p] for a in answers[r])
+                           for r, p in zip(ri.tolist(), pids.tolist(), strict=True)), bool, len(pids))
+        # each row's walk stops after its want-th accepted passage (or at the end of its window)
+        acc_r, acc_p = ri[~has], pi[~has]
+        bounds = np.searchsorted(acc_r, np.arange(n + 1))
+        found = bounds[1:] - bounds[:-1]
+        nth = np.minimum(bounds[:-1] + want - 1, len(acc_p) - 1)
+        complete = found >= want
+        stop = np.where(complete, np.where(want > 0, acc_p[np.maximum(nth, 0)] + 1, 0), window)
+        before = pos[None, :] < stop[:, None]
+        self.excluded["gold_copy"] += int((is_gold & before).sum())
+        self.excluded["answer"] += int((has & (pi < stop[ri])).sum())
+        nvalid = valid.sum(1).tolist()
+        acc_ids, acc_rank = ranked[acc_r, acc_p].tolist(), (acc_p + 1).tolist()
+        bounds_l, stop_l, window_l, complete_l = bounds.tolist(), stop.tolist(), window.tolist(), complete.tolist()
+        for i, (ex, w) in enumerate(rows):
+            walk = self._walks[ex.id] = _Walk(self.rankings[ex.id].ids)
+            b = bounds_l[i]
+            e = b + min(w, bounds_l[i + 1] - b)
+            walk.accepted = list(zip(acc_ids[b:e], acc_rank[b:e], strict=True))
+            walk.pos = min(stop_l[i], nvalid[i])
+            if not complete_l[i]:
+                if window_l[i] >= nvalid[i]:
+                    walk.done = True
+                else:  # the window held too few: walk on, one passage at a time
+                    self._accept(ex, w)
+
+    def before_render(self, rows: list[Any]) -> None:
+        """Before rendering these planned rows: read the passages they show in one batch."""
+        import numpy as np
+
+        pids = [pid for r in rows if (w := self._walks.get(r.ex.id)) is not None
+                for pid, _ in w.accepted[: r.d + r.hops]]
+        if pids:
+            self.index.prefetch(np.asarray(pids, dtype=np.int64))
 
     def skip_provided(self) -> bool:
         return False
 
-    def ranked(self, ex: Example, want: int) -> list[Shown]:
-        """The first ``want`` accepted BM25 distractors of the question (fewer when its ranking runs out)."""
+    def _accept(self, ex: Example, want: int) -> list[tuple[int, int]]:
+        """Walk the question's ranking until ``want`` distractors are accepted (or it runs out): (id, rank) pairs."""
         walk = self._walk(ex)
         if len(walk.accepted) >= want or walk.done:
-            return walk.accepted[:want]
-        ids, keys = walk.ids, walk.keys
+            return walk.accepted
+        ids, keys = walk.ids_keys(self.keys)
+        if walk.pos >= len(ids):
+            walk.done = True
+            return walk.accepted
         gold, provided, has_answer = self._exclusions(ex)
+        norm = self.index.norm
         while len(walk.accepted) < want:
             if walk.pos >= len(ids):
                 walk.done = True
@@ -279,33 +335,41 @@ class BM25Source(ProvidedSource):
             walk.pos += 1
             if key in gold:
                 self.excluded["gold_copy"] += 1
-                continue
-            if key in provided:
+            elif key in provided:
                 self.excluded["provided_copy"] += 1
-                continue
-            title, text = self.index.passage(pid)
-            if has_answer(title, text):
+            elif has_answer.in_norm(norm(pid)):
                 self.excluded["answer"] += 1
             else:
-                walk.accepted.append(Shown(title, text, False, "bm25", walk.pos))
-        return walk.accepted[:want]
+                walk.accepted.append((pid, walk.pos))
+        return walk.accepted
+
+    def ranked(self, ex: Example, want: int) -> list[Shown]:
+        """The first ``want`` accepted BM25 distractors of the question (fewer when its ranking runs out)."""
+        accepted = self._accept(ex, want)
+        walk = self._walks[ex.id]
+        shown = walk.shown
+        for pid, rank in accepted[len(shown):want]:
+            shown.append(Shown(*self.index.passage(pid), False, "bm25", rank))
+        return shown[:want]
 
     def rank_of(self, ex: Example) -> dict[int, int]:
         """The rank of each of the question's own paragraphs (by :func:`passage_hash`) among the first
         :data:`RANK_WINDOW` of its ranking (a provided passage ranked lower gets no rank)."""
-        if ex.id not in self.rankings:
+        ranking = self.rankings.get(ex.id)
+        if ranking is None:
             return {}
+        ids = ranking.ids[:RANK_WINDOW]
         out: dict[int, int] = {}
-        for pos, key in enumerate(self._walk(ex).keys[:RANK_WINDOW], 1):
+        for pos, key in enumerate(self.keys[ids[ids >= 0]].tolist(), 1):
             out.setdefault(key, pos)
         return out
 
     def available(self, ex: Example, want: int) -> int:
-        return len(self.ranked(ex, want))
+        return min(want, len(self._accept(ex, want)))
 
     def gold(self, ex: Example) -> list[Shown]:
         ranks = self.rank_of(ex)
-        by_doc = {id(d): h for h, d in self._exclusions(ex)[0].items()}
+        by_doc = {id(d): h for h, d in self._gold_keys(ex).items()}
         return [Shown(d.title, d.text, True, "provided", ranks.get(by_doc.get(id(d), 0)))
                 for d in ex.documents if d.is_gold]
 
@@ -329,7 +393,7 @@ class MixedSource(BM25Source):
         return True
 
     def available(self, ex: Example, want: int) -> int:
-        return min(want, len(distractor_pool(ex)) + len(self.ranked(ex, want)))
+        return min(want, len(distractor_pool(ex)) + len(self._accept(ex, want)))
 
     def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
                     ) -> tuple[list[Document | Shown], list[Document | Shown]]:
@@ -366,16 +430,16 @@ class RetrievedSource(BM25Source):
     def ranked_all(self, ex: Example, n: int, *, skip_gold: bool = False) -> list[Shown]:
         """The first ``n`` passages of the ranking; with ``skip_gold`` (an unanswerable row) without the gold ones
         and without those that contain an answer (which would answer the question after all)."""
-        walk = self._walk(ex)
-        gold = self._exclusions(ex)[0]
+        ids, keys = self._walk(ex).ids_keys(self.keys)
+        gold = self._gold_keys(ex)
         has_answer = self._exclusions(ex)[2] if skip_gold else None
         out = []
-        for pos, (pid, key) in enumerate(zip(walk.ids, walk.keys, strict=True), 1):
+        for pos, (pid, key) in enumerate(zip(ids, keys, strict=True), 1):
             if len(out) >= n:
                 break
             is_gold = key in gold
             title, text = self.index.passage(pid)
-            if not (skip_gold and (is_gold or has_answer(title, text))):
+            if not (skip_gold and (is_gold or has_answer.in_norm(self.index.norm(pid)))):
                 out.append(Shown(title, text, is_gold, "bm25", pos))
         return out
 
@@ -387,7 +451,7 @@ class RetrievedSource(BM25Source):
     def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
         from ..retrieval._index import passage_hash
 
-        gold = self._exclusions(ex)[0]
+        gold = self._gold_keys(ex)
         shown = self.select(ex, 0) if shown is None else shown
         found = {passage_hash(p.title, p.text) for p in shown if p.is_gold}
         return len(found) / len(gold) if gold else None
