@@ -42,15 +42,33 @@ import resource, sys, time, json
 t = time.perf_counter()
 {body}
 wall = time.perf_counter() - t
-print(json.dumps({{"wall": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({{"wall": wall, "peak_mb": me.ru_maxrss / 1024,
+                  "cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}}))
 """
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) jiffies of the machine from /proc/stat (Linux), or None."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
 def run_child(body: str, env: dict | None = None) -> dict:
+    """Run ``body`` in a fresh interpreter: its wall time, peak RSS, CPU time (its own and its children's), and
+    the share of the machine's CPU time the hypervisor stole meanwhile (``steal``: a virtual machine's noise)."""
     code = CHILD.format(body=body)
+    before = _cpu_ticks()
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, **(env or {})})
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    after = _cpu_ticks()
+    if before and after and after[1] > before[1]:
+        out["steal"] = (after[0] - before[0]) / (after[1] - before[1])
+    return out
 
 
 def compare(name_a: str, body_a: str, name_b: str, body_b: str, repeats: int = 3) -> dict:
@@ -59,8 +77,8 @@ def compare(name_a: str, body_a: str, name_b: str, body_b: str, repeats: int = 3
     for _ in range(repeats):
         a.append(run_child(body_a))
         b.append(run_child(body_b))
-    med = {
-        name_a: {"wall": statistics.median(x["wall"] for x in a), "peak_mb": statistics.median(x["peak_mb"] for x in a)},
-        name_b: {"wall": statistics.median(x["wall"] for x in b), "peak_mb": statistics.median(x["peak_mb"] for x in b)},
-    }
-    return med
+    def summary(runs: list[dict]) -> dict:
+        return {k: statistics.median(x[k] for x in runs) for k in ("wall", "peak_mb", "cpu", "steal")
+                if all(k in x for x in runs)}
+
+    return {name_a: summary(a), name_b: summary(b)}

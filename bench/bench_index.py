@@ -153,11 +153,12 @@ def main() -> None:
               f"backend {facts['backend']}; {os.cpu_count()} CPUs")
         for name, x in (("bm25s alone", a), ("toolkit index", t)):
             print(f"{name:14s} wall {x['wall']:7.2f} s   peak {x['peak_mb']:8,.0f} MB   "
-                  f"{n_p / x['wall']:8,.0f} passages/s (end to end)   {n_q / x['wall']:8,.0f} questions/s (end to end)")
+                  f"{n_p / x['wall']:8,.0f} passages/s (end to end)   {n_q / x['wall']:8,.0f} questions/s (end to end)"
+                  f"   CPU {x.get('cpu', 0):7.1f} s   stolen by the hypervisor {x.get('steal', 0):.0%}")
         sec = json.loads(Path(ix + ".seconds.json").read_text())
         print(f"toolkit phases: read {sec['read']} s, tokenize+index {sec['index']} s "
-              f"({n_p / max(sec['index'], 1e-9):,.0f} passages/s), rank {sec['rank']} s "
-              f"({n_q / max(sec['rank'], 1e-9):,.0f} queries/s)")
+              f"({n_p / max(sec['index'], 1e-9):,.0f} passages/s), waiting for the passage-side worker "
+              f"{sec.get('wait', 0)} s, rank {sec['rank']} s ({n_q / max(sec['rank'], 1e-9):,.0f} queries/s)")
         print(f"overhead: {t['wall'] / a['wall'] - 1:+.1%} (target <= +10%)")
         if args.skip_build:
             return
@@ -166,9 +167,11 @@ def main() -> None:
                     BUILD.format(path=str(path), index=ix, out=str(work / "build")), repeats=args.repeats)
         b, o = r["json.load"], r["bm25 build"]
         man = json.loads((work / "build" / "manifest.json").read_text())
-        print(f"json.load                 wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB")
+        print(f"json.load                 wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB   "
+              f"stolen {b.get('steal', 0):.0%}")
         print(f"build min-max, bm25 (all) wall {o['wall']:6.2f} s   peak {o['peak_mb']:8,.0f} MB   "
-              f"({n_q / o['wall']:,.0f} rows/s; skipped {man['distractors']['excluded']})")
+              f"({n_q / o['wall']:,.0f} rows/s; skipped {man['distractors']['excluded']}; "
+              f"stolen {o.get('steal', 0):.0%})")
         print(f"ratio: {o['wall'] / b['wall']:.2f}x json.load (target <= 3)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
