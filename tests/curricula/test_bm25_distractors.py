@@ -244,3 +244,14 @@ def test_the_batched_planner_writes_what_the_one_row_walk_writes(tmp_path, index
     again = _build(tmp_path / "bm25-one-by-one", index_dir, K=24)
     assert [f.read_bytes() for f in shard_files(again.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
     assert again.manifest["distractors"] == bm25_build.manifest["distractors"]
+
+
+def test_planning_half_the_rows_in_a_forked_worker_writes_the_same_build(tmp_path, index_dir, bm25_build,
+                                                                          monkeypatch):
+    import rag_curriculum.curricula.distractors as distractors
+
+    monkeypatch.setattr(distractors, "PARALLEL_MIN_ROWS", 10)  # the forked half from 10 rows on
+    monkeypatch.setattr(distractors, "PLAN_MARGIN", 0)  # and rows walked on past their window, in both halves
+    again = _build(tmp_path / "bm25", index_dir, K=24)
+    assert [f.read_bytes() for f in shard_files(again.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
+    assert again.manifest["distractors"] == bm25_build.manifest["distractors"]

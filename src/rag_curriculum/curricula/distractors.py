@@ -161,6 +161,8 @@ BATCHED_PLAN = True
 #: Ranked passages the batched planner tests per row beyond its ``want + hops`` (a row that needs more is walked on
 #: one passage at a time).
 PLAN_MARGIN = 6
+#: Rows from which half of the batched planning runs in a forked worker.
+PARALLEL_MIN_ROWS = 4096
 
 
 class _Walk:
@@ -246,16 +248,54 @@ class BM25Source(ProvidedSource):
         and what is counted as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
         import numpy as np
 
+        from .._plumbing import SideTask
+
         rows = [(ex, want) for ex, want in wants if ex.id in self.rankings and ex.id not in self._walks]
         if not rows:
             return
-        gold_pids = [p for ex, _ in rows for p in (self.rankings[ex.id].gold or ())]
-        if gold_pids:  # the gold paragraphs, to check them against the index's (gold_keys)
-            self.index.prefetch(np.asarray(gold_pids, dtype=np.int64))
         if not BATCHED_PLAN or self.skip_provided():
+            self._read_gold(rows)
             self.index.prefetch(np.concatenate([self.rankings[ex.id].ids[: want + ex.hops + PLAN_MARGIN]
                                                 for ex, want in rows]), norm=True)
             return
+        if len(rows) < PARALLEL_MIN_ROWS:
+            self._plan_batch(rows)
+            return
+        # half the rows in a forked worker, half here: the walks are independent, and what each row accepts and
+        # skips does not depend on where it was planned
+        half = len(rows) // 2
+
+        def planned_elsewhere() -> tuple[list, Counter]:
+            self.excluded = Counter()
+            self._plan_batch(rows[half:])
+            return ([(ex.id, self._walks[ex.id].pos, self._walks[ex.id].done, self._walks[ex.id].accepted)
+                     for ex, _ in rows[half:]], self.excluded)
+
+        other = SideTask(planned_elsewhere, "planning the BM25 walks")
+        try:
+            self._plan_batch(rows[:half])
+            walked, excluded = other.result()
+        except BaseException:
+            other.cancel()
+            raise
+        self.excluded.update(excluded)
+        for ex_id, pos, done, accepted in walked:
+            walk = self._walks[ex_id] = _Walk(self.rankings[ex_id].ids)
+            walk.pos, walk.done, walk.accepted = pos, done, accepted
+
+    def _read_gold(self, rows: list[tuple[Example, int]]) -> None:
+        """Read the rows' gold paragraphs from the index in one batch (to check them against the examples')."""
+        import numpy as np
+
+        gold_pids = [p for ex, _ in rows for p in (self.rankings[ex.id].gold or ())]
+        if gold_pids:
+            self.index.prefetch(np.asarray(gold_pids, dtype=np.int64))
+
+    def _plan_batch(self, rows: list[tuple[Example, int]]) -> None:
+        """:meth:`plan_hint`'s walks for these rows, in this process."""
+        import numpy as np
+
+        self._read_gold(rows)
         n = len(rows)
         ranked = np.stack([self.rankings[ex.id].ids for ex, _ in rows]).astype(np.int64)  # (n, depth), -1: none
         depth = ranked.shape[1]
@@ -309,6 +349,8 @@ class BM25Source(ProvidedSource):
 
         pids = [pid for r in rows if (w := self._walks.get(r.ex.id)) is not None
                 for pid, _ in w.accepted[: r.d + r.hops]]
+        pids += [pid for r in rows if (rk := self.rankings.get(r.ex.id)) is not None and r.ex.id not in self._gold
+                 for pid in (rk.gold or ())]  # to check the gold paragraphs against the index's
         if pids:
             self.index.prefetch(np.asarray(pids, dtype=np.int64))
 
