@@ -255,3 +255,49 @@ def test_planning_half_the_rows_in_a_forked_worker_writes_the_same_build(tmp_pat
     again = _build(tmp_path / "bm25", index_dir, K=24)
     assert [f.read_bytes() for f in shard_files(again.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
     assert again.manifest["distractors"] == bm25_build.manifest["distractors"]
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batched):
+    """Every ranked passage is a gold copy or contains the answer: the row gets no BM25 distractor, its walk is
+    done, and every passage is counted as skipped (the batched planner with no accepted passage at all)."""
+    import numpy as np
+
+    import rag_curriculum.curricula.distractors as distractors
+    from rag_curriculum.records import Document, Example
+    from rag_curriculum.retrieval._index import Ranking, passage_hash
+
+    gold = Document("Paris", "Paris is the capital of France.", True)
+    ex = Example("q1", "hotpotqa", "train", "What is the capital of France?", ["Paris"],
+                 [gold, Document("Lyon", "Lyon is a city.", False)])
+    texts = [("Paris", gold.text), ("Paris (city)", "Paris, on the Seine."), ("France", "Its capital is Paris.")]
+
+    class Index:
+        keys = np.array([passage_hash(t, x) for t, x in texts], dtype=np.int64)
+        _norms: dict = {}
+
+        def rankings(self, examples, progress=False):
+            return {"q1": Ranking(np.array([0, 1, 2, -1], dtype=np.int32), np.zeros(4, np.float32), [0])}
+
+        def gold_keys(self, ex, pids):
+            return [int(self.keys[0])]
+
+        def prefetch(self, pids, norm=False):
+            if norm:
+                self._norms.update({int(p): self.norm(int(p)) for p in np.unique(pids) if p >= 0})
+
+        def norm(self, pid):
+            from rag_curriculum.retrieval._index import normalize_passage
+
+            return normalize_passage(*texts[pid])
+
+        def passage(self, pid):
+            return texts[pid]
+
+    monkeypatch.setattr(distractors, "BATCHED_PLAN", batched)
+    source = distractors.BM25Source(Index())
+    source.prepare([ex])
+    source.plan_hint([(ex, 3)])
+    assert source.available(ex, 3) == 0 and source.ranked(ex, 3) == []
+    assert source._walks["q1"].done and source._walks["q1"].pos == 3
+    assert dict(source.excluded) == {"gold_copy": 1, "answer": 2}

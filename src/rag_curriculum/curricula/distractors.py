@@ -324,7 +324,8 @@ class BM25Source(ProvidedSource):
         found = bounds[1:] - bounds[:-1]
         nth = np.minimum(bounds[:-1] + want - 1, len(acc_p) - 1)
         complete = found >= want
-        stop = np.where(complete, np.where(want > 0, acc_p[np.maximum(nth, 0)] + 1, 0), window)
+        at_nth = acc_p[np.maximum(nth, 0)] if len(acc_p) else np.zeros(n, np.int64)  # none accepted anywhere
+        stop = np.where(complete, np.where(want > 0, at_nth + 1, 0), window)
         before = pos[None, :] < stop[:, None]
         self.excluded["gold_copy"] += int((is_gold & before).sum())
         self.excluded["answer"] += int((has & (pi < stop[ri])).sum())
