@@ -312,12 +312,11 @@ class BM25Source(ProvidedSource):
         pos = np.arange(depth)
         ri, pi = np.nonzero(valid & ~is_gold & (pos[None, :] < window[:, None]))  # by row, then position
         pids = ranked[ri, pi]
-        self.index.prefetch(pids, norm=True)
-        norms = self.index._norms
+        texts = self.index.norms(pids)
         answers = [e[2]._padded for e in excl]
         one = [a[0] if len(a) == 1 else None for a in answers]  # most questions have one answer to look for
-        has = np.fromiter((one[r] in norms[p] if one[r] is not None else any(a in norms[p] for a in answers[r])
-                           for r, p in zip(ri.tolist(), pids.tolist(), strict=True)), bool, len(pids))
+        has = np.fromiter((one[r] in t if one[r] is not None else any(a in t for a in answers[r])
+                           for r, t in zip(ri.tolist(), texts, strict=True)), bool, len(pids))
         # each row's walk stops after its want-th accepted passage (or at the end of its window)
         acc_r, acc_p = ri[~has], pi[~has]
         bounds = np.searchsorted(acc_r, np.arange(n + 1))

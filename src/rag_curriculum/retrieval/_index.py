@@ -404,6 +404,12 @@ class CorpusIndex:
             hit = self._norms[pid] = self._cols[2][pid].as_py()
         return hit
 
+    def norms(self, pids: Any) -> list[str]:
+        """The normalised texts of many passages, in order (read in one batch; see :meth:`norm`)."""
+        self.prefetch(pids, norm=True)
+        got = self._norms
+        return [got[p] for p in pids.tolist()]
+
     def prefetch(self, pids: Any, *, norm: bool = False) -> None:
         """Read many passages (title and text; with ``norm``, the normalised text alone) at once, with one
         vectorised take, into the cache."""
