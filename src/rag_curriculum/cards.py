@@ -80,12 +80,22 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def plot_levels(levels: Sequence[int], path: Path, *, title: str) -> None:
-    """Level of each row against its curriculum index (the paper's Figure 2, for this build)."""
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend. Its first import leaves garbage reference cycles that hold the
+    frames of its callers, locals included (pyparsing keeps the exceptions it raised, with their tracebacks): a
+    long job imports it through this before it holds its data (see ``build_curriculum``), else a 90k-row build's
+    rows stay alive after it returns, and the collection that frees them costs seconds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_levels(levels: Sequence[int], path: Path, *, title: str) -> None:
+    """Level of each row against its curriculum index (the paper's Figure 2, for this build)."""
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
     # A step line through the points where the level changes (a few per schedule, even for 100k rows); an
@@ -116,10 +126,7 @@ def plot_levels(levels: Sequence[int], path: Path, *, title: str) -> None:
 
 
 def plot_histogram(values: Sequence[float], path: Path, *, title: str, xlabel: str, bins: int = 20) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=110)
     ax.hist(list(values), bins=bins, range=(0, 1), color="#4e9a06", edgecolor="white")

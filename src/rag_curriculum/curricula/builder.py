@@ -650,6 +650,9 @@ def current_command() -> str:
 
 def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
     """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
+    from ..cards import pyplot
+
+    pyplot()  # for the card, imported here: its import would keep the build's frame, and its rows, alive
     with gc_paused():
         return _build(cfg, command=command, progress=progress)
 
