@@ -603,26 +603,29 @@ def origin_summary(directory: Path, entries: list[dict[str, Any]]) -> dict[str, 
     """The origins of the shown passages, the BM25 ranks of the distractors and, in the retrieved setting, the
     distribution of recall@N, read back from the written shards (only those columns): what the manifest and the
     data card report for builds with an index."""
+    import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     origins: Counter = Counter()
     ranks: Counter = Counter()
     recall: Counter = Counter()
+    edges = np.array([5, 10, 20, 50])  # the upper ends of _RANK_BUCKETS but the last
     for e in entries:
         t = pq.ParquetFile(directory / e["file"]).read(columns=[
             "passages.list.element.is_gold", "passages.list.element.origin", "passages.list.element.bm25_rank",
             "gold_recall", "answerable"])
         p = pc.list_flatten(t.column("passages").combine_chunks())
-        gold = p.field("is_gold").to_pylist()
-        for g, o in zip(gold, p.field("origin").to_pylist(), strict=True):
-            origins[f"{'gold' if g else 'distractor'}:{o}"] += 1
-        for g, r in zip(gold, p.field("bm25_rank").to_pylist(), strict=True):
-            if not g and r is not None:
-                ranks[_rank_bucket(r)] += 1
-        for rec, ok in zip(t.column("gold_recall").to_pylist(), t.column("answerable").to_pylist(), strict=True):
-            if rec is not None and ok:
-                recall[f"{rec:.2f}"] += 1
+        flat = pa.table({"is_gold": p.field("is_gold"), "origin": p.field("origin")})
+        for row in flat.group_by(["is_gold", "origin"]).aggregate([("is_gold", "count")]).to_pylist():
+            origins[f"{'gold' if row['is_gold'] else 'distractor'}:{row['origin']}"] += row["is_gold_count"]
+        r = p.field("bm25_rank").filter(pc.and_(pc.invert(p.field("is_gold")), pc.is_valid(p.field("bm25_rank"))))
+        counts = np.bincount(np.searchsorted(edges, r.to_numpy(zero_copy_only=False), side="left"), minlength=5)
+        for bucket, c in zip(_RANK_BUCKETS, counts.tolist(), strict=True):
+            ranks[bucket] += c
+        rec = t.column("gold_recall").filter(pc.and_(pc.is_valid(t.column("gold_recall")), t.column("answerable")))
+        for row in pc.value_counts(rec).to_pylist():
+            recall[f"{row['values']:.2f}"] += row["counts"]
     out: dict[str, Any] = {"origins": dict(sorted(origins.items())),
                            "distractor_bm25_ranks": {k: ranks[k] for k in _RANK_BUCKETS if ranks[k]}}
     if recall:
