@@ -47,10 +47,14 @@ class Example:
     supporting_facts: list[tuple[str, int]] | None = None
     decomposition: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # hops, counted on first use (a build asks for it several times per row; ``documents`` is never changed in place)
+    _hops: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def hops(self) -> int:
-        return sum(1 for d in self.documents if d.is_gold)
+        if self._hops < 0:
+            self._hops = sum(1 for d in self.documents if d.is_gold)
+        return self._hops
 
     @property
     def gold_documents(self) -> list[Document]:
