@@ -246,6 +246,75 @@ def test_the_batched_planner_writes_what_the_one_row_walk_writes(tmp_path, index
     assert again.manifest["distractors"] == bm25_build.manifest["distractors"]
 
 
+def test_the_gold_passages_record_their_first_place_in_the_ranking(bm25_build, examples, index_dir):
+    """A gold passage's ``bm25_rank``: the first place, among the first RANK_WINDOW of the question's stored
+    ranking, of a passage equal to it (same normalised title and text); None when there is none."""
+    from rag_curriculum.curricula.distractors import RANK_WINDOW
+
+    ix = load_index(index_dir)
+    ranked = 0
+    for r in read_rows(bm25_build.out):
+        ex = examples[r["source_id"]]
+        keys = [passage_key(*ix.passage(int(pid))) for pid in ix.stored(ex.id, ex.question).ids[:RANK_WINDOW]
+                if pid >= 0]
+        for p in r["passages"]:
+            if p["is_gold"]:
+                key = passage_key(p["title"], p["text"])
+                assert p["bm25_rank"] == (keys.index(key) + 1 if key in keys else None), (r["id"], p["title"])
+                ranked += p["bm25_rank"] is not None
+    assert ranked > 50
+
+
+def test_the_manifest_counts_what_the_shards_show(bm25_build, examples):
+    """The manifest's origins and rank buckets (counted with Arrow from the written shards) against a count of the
+    rows read back one by one."""
+    from collections import Counter
+
+    from rag_curriculum.curricula.builder import _rank_bucket
+
+    origins, ranks = Counter(), Counter()
+    for r in read_rows(bm25_build.out):
+        for p in r["passages"]:
+            origins[f"{'gold' if p['is_gold'] else 'distractor'}:{p['origin']}"] += 1
+            if not p["is_gold"] and p["bm25_rank"] is not None:
+                ranks[_rank_bucket(p["bm25_rank"])] += 1
+    facts = bm25_build.manifest["distractors"]
+    assert facts["origins"] == dict(sorted(origins.items()))
+    assert facts["distractor_bm25_ranks"] == {k: v for k, v in ranks.items() if v} and len(ranks) >= 3
+
+
+def test_a_build_from_the_indexed_file_trusts_its_gold_ids_and_writes_what_checking_writes(
+        tmp_path, index_dir, bm25_build, examples, monkeypatch, caplog):
+    """The build's input is the indexed file (same SHA-256): the gold passage ids the index stores are taken after a
+    spot check. Checking every question's paragraphs instead, or building from a copy of the file with another
+    checksum (not trusted), writes the same bytes; a spot check that fails falls back to checking, with a warning."""
+    import rag_curriculum.curricula.distractors as distractors
+    from rag_curriculum.shards import sha256_file
+
+    exs = list(examples.values())
+    source = BM25Source(load_index(index_dir))
+    source.prepare(exs, inputs={"musique": sha256_file(MUSIQUE_TRAIN)})
+    assert source._trusted == {"musique"}
+    monkeypatch.setattr(distractors, "TRUST_INDEXED_FILE", False)
+    checked = _build(tmp_path / "checked", index_dir, K=24)
+    assert [f.read_bytes() for f in shard_files(checked.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
+    assert checked.manifest["distractors"] == bm25_build.manifest["distractors"]
+    monkeypatch.setattr(distractors, "TRUST_INDEXED_FILE", True)
+    copy = tmp_path / MUSIQUE_TRAIN.name
+    copy.write_bytes(MUSIQUE_TRAIN.read_bytes() + b"\n")
+    cfg = BuildConfig(sources=[SourceSpec("musique", str(copy), None)], schedule="min-max", distractors="bm25",
+                      index=str(index_dir), out=str(tmp_path / "copy"), K=24)
+    other = build_curriculum(cfg, command="test")
+    assert [f.read_bytes() for f in shard_files(other.out)] == [f.read_bytes() for f in shard_files(bm25_build.out)]
+    index = load_index(index_dir)
+    real = index.gold_keys
+    monkeypatch.setattr(index, "gold_keys", lambda ex, pids=None: None if ex.id == exs[3].id else real(ex, pids))
+    source = BM25Source(index)
+    with caplog.at_level("WARNING"):
+        source.prepare(exs, inputs={"musique": sha256_file(MUSIQUE_TRAIN)})
+    assert source._trusted == set() and "gold paragraphs of question" in caplog.text
+
+
 def test_planning_half_the_rows_in_a_forked_worker_writes_the_same_build(tmp_path, index_dir, bm25_build,
                                                                           monkeypatch):
     import rag_curriculum.curricula.distractors as distractors
@@ -284,8 +353,13 @@ def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batc
         def prefetch(self, pids, norm=False):
             pass
 
-        def norms(self, pids):
-            return [self.norm(int(p)) for p in pids]
+        def norm_spans(self):
+            blob, starts, ends = b"", [], []
+            for pid in range(len(texts)):
+                starts.append(len(blob))
+                blob += self.norm(pid).encode()
+                ends.append(len(blob))
+            return blob.find, np.array(starts), np.array(ends)
 
         def norm(self, pid):
             from rag_curriculum.retrieval._index import normalize_passage

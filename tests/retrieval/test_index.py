@@ -226,6 +226,40 @@ def test_the_index_stores_each_passage_normalised_and_each_questions_gold_ids(bu
     assert ix.gold_keys(other) is None  # another file's question: the build hashes its paragraphs itself
 
 
+def test_the_answer_test_in_place_is_substring_search_in_the_normalised_text(built):
+    """``norm_spans``: ``mmap.find`` between a passage's bounds in the mapped file decides as ``in`` on its
+    ``norm`` string, for words of the passage, words of other passages, its first and last words with their
+    padding, and text that is nowhere."""
+    import random
+
+    ix = load_index(built[0])
+    find, starts, ends = ix.norm_spans()
+    assert len(starts) == len(ends) == len(ix)
+    words = sorted({w for pid in range(0, len(ix), 7) for w in ix.norm(pid).split()})
+    rng = random.Random(0)
+    hits = 0
+    for pid in range(len(ix)):
+        norm = ix.norm(pid)
+        own = norm.split()
+        for pattern in [f" {own[0]} ", f" {own[-1]} ", f" {rng.choice(own)} ", f" {rng.choice(words)} ",
+                        f" {rng.choice(words)} {rng.choice(words)} ", " zzqxj ", norm, norm + "x"]:
+            found = find(pattern.encode(), int(starts[pid]), int(ends[pid])) >= 0
+            assert found == (pattern in norm), (pid, pattern)
+            hits += found
+    assert hits > 3 * len(ix)  # the passage's own words are found
+
+
+def test_the_index_knows_the_file_it_was_built_from(built, tmp_path):
+    from rag_curriculum import __version__
+
+    ix = load_index(built[0])
+    sha = sha256_file(MUSIQUE_TRAIN)
+    assert ix.indexed("musique", sha)
+    assert not ix.indexed("hotpotqa", sha) and not ix.indexed("musique", "0" * 64) and not ix.indexed("musique", None)
+    ix.manifest = {**ix.manifest, "toolkit": {"name": "rag-curriculum", "version": __version__ + ".other"}}
+    assert not ix.indexed("musique", sha)  # another version's loader may read the file differently
+
+
 def test_an_index_of_another_format_is_refused(built, tmp_path):
     out = tmp_path / "old"
     shutil.copytree(built[0], out)

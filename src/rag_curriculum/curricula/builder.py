@@ -311,7 +311,7 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Pr
         random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
     plan: Plan = []
     source = distractors or _PROVIDED
-    source.prepare(chosen, progress=progress)
+    source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
     hint = getattr(source, "plan_hint", None)  # a BM25 source reads the passages the rows need in one batch
     if cfg.setting == "curriculum":
         paired = assign_levels(chosen, cfg)

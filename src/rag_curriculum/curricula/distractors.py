@@ -27,12 +27,15 @@ of row (say, one whose gold passages are replaced) plugs in by subclassing a sou
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed
 from ..records import Document, Example
+
+log = logging.getLogger(__name__)
 
 DISTRACTOR_SOURCES = ("provided", "bm25", "mixed")
 #: A provided passage (gold, or a provided distractor in ``mixed``) records its ``bm25_rank`` when it is among
@@ -78,8 +81,10 @@ class ProvidedSource:
     def rng(self, ex: Example) -> random.Random:
         return random.Random(derive_seed(self.seed, ex.source, ex.id))
 
-    def prepare(self, examples: list[Example], *, progress: bool = False) -> None:
-        """Work done once for all the build's questions before planning (retrieval, for the BM25 sources)."""
+    def prepare(self, examples: list[Example], *, progress: bool = False,
+                inputs: dict[str, str | None] | None = None) -> None:
+        """Work done once for all the build's questions before planning (retrieval, for the BM25 sources).
+        ``inputs``: the SHA-256 of each dataset's input file, where it is a local file."""
 
     def available(self, ex: Example, want: int) -> int:
         """min(want, k): how many distractors a row that asks for ``want`` gets."""
@@ -128,19 +133,23 @@ class ProvidedSource:
 _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
 
 
+def _matched_answers(answers: list[str]) -> list[str]:
+    """The answers the "contains an answer" test looks for: normalised, without yes/no and empty ones."""
+    from ..rewards._metrics import normalize_answer
+
+    if len(answers) == 1:  # the common case, without the set
+        a = normalize_answer(answers[0])
+        return [] if a in _UNMATCHED else [a]
+    return sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
+
+
 class _AnswerFilter:
     """Whether a passage contains one of a question's answers after SQuAD normalisation, as whole words: the
     answer ``a``, normalised, is a substring ``f" {a} "`` of the passage normalised and padded
     (:func:`~rag_curriculum.retrieval.normalize_passage`, which the index stores per passage)."""
 
     def __init__(self, answers: list[str]) -> None:
-        from ..rewards._metrics import normalize_answer
-
-        if len(answers) == 1:  # the common case, without the set
-            a = normalize_answer(answers[0])
-            self.answers = [] if a in _UNMATCHED else [a]
-        else:
-            self.answers = sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
+        self.answers = _matched_answers(answers)
         self._padded = [f" {a} " for a in self.answers]
 
     def in_norm(self, norm: str) -> bool:
@@ -163,6 +172,11 @@ BATCHED_PLAN = True
 PLAN_MARGIN = 6
 #: Rows from which half of the batched planning runs in a forked worker.
 PARALLEL_MIN_ROWS = 4096
+#: Take the gold passage ids the index stores for its questions without comparing the paragraphs, when the build's
+#: input is the indexed file (same SHA-256, same toolkit version) and the first :data:`SPOT_CHECK` questions agree;
+#: False: compare every question's (what the trusted path is tested against).
+TRUST_INDEXED_FILE = True
+SPOT_CHECK = 64
 
 
 class _Walk:
@@ -200,12 +214,39 @@ class BM25Source(ProvidedSource):
         self._walks: dict[str, _Walk] = {}
         self._skip: dict[str, tuple[dict, set, _AnswerFilter]] = {}
         self._gold: dict[str, dict[int, Document]] = {}
+        self._gold_list: dict[str, list[int]] = {}
+        self._gold_ranks: dict[str, list[int | None]] = {}  # the rows of the shard being rendered (before_render)
+        self._trusted: set[str] = set()  # datasets whose input file is the indexed one (prepare)
 
-    def prepare(self, examples: list[Example], *, progress: bool = False) -> None:
+    def prepare(self, examples: list[Example], *, progress: bool = False,
+                inputs: dict[str, str | None] | None = None) -> None:
         import numpy as np
 
         self.rankings = self.index.rankings(examples, progress=progress)
         self.keys = np.asarray(self.index.keys)  # into memory: 8 bytes a passage
+        self._trusted = set()
+        if TRUST_INDEXED_FILE:
+            for dataset, sha256 in (inputs or {}).items():
+                if self.index.indexed(dataset, sha256) and self._spot_check(dataset, examples):
+                    self._trusted.add(dataset)
+
+    def _spot_check(self, dataset: str, examples: list[Example]) -> bool:
+        """The gold paragraphs of the first :data:`SPOT_CHECK` questions of a trusted file, compared with the
+        index's: a loader that changed since the index was built shows here."""
+        checked = 0
+        for ex in examples:
+            ranking = self.rankings.get(ex.id)
+            if ex.source != dataset or ranking is None or ranking.gold is None:
+                continue
+            if self.index.gold_keys(ex, ranking.gold) is None:
+                log.warning("%s: the index %s was built from this file, yet its gold paragraphs of question %s "
+                            "differ from the file's; every question's gold paragraphs are checked (build the index "
+                            "again to skip that)", dataset, self.index.path, ex.id)
+                return False
+            checked += 1
+            if checked >= SPOT_CHECK:
+                break
+        return True
 
     def _walk(self, ex: Example) -> _Walk:
         walk = self._walks.get(ex.id)
@@ -213,19 +254,31 @@ class BM25Source(ProvidedSource):
             walk = self._walks[ex.id] = _Walk(self.rankings[ex.id].ids)
         return walk
 
-    def _gold_keys(self, ex: Example) -> dict[int, Document]:
-        """The question's gold passages by :func:`passage_hash`, in document order (the hashes read from the index
+    def _gold_key_list(self, ex: Example) -> list[int]:
+        """The :func:`passage_hash` of each of the question's gold passages, in document order (read from the index
         when it holds the question, else computed)."""
-        hit = self._gold.get(ex.id)
-        if hit is None:
+        keys = self._gold_list.get(ex.id)
+        if keys is None:
             docs = [d for d in ex.documents if d.is_gold]
             ranking = self.rankings.get(ex.id)
-            keys = self.index.gold_keys(ex, ranking.gold) if ranking is not None and ranking.gold is not None else None
+            if ranking is not None and ranking.gold is not None:
+                if ex.source in self._trusted and len(ranking.gold) == len(docs):
+                    keys = self.keys[ranking.gold].tolist()
+                else:
+                    keys = self.index.gold_keys(ex, ranking.gold)
             if keys is None:
                 from ..retrieval._index import passage_hash
 
                 keys = [passage_hash(d.title, d.text) for d in docs]
-            hit = self._gold[ex.id] = dict(zip(keys, docs, strict=True))
+            self._gold_list[ex.id] = keys
+        return keys
+
+    def _gold_keys(self, ex: Example) -> dict[int, Document]:
+        """The question's gold passages by :func:`passage_hash`, in document order."""
+        hit = self._gold.get(ex.id)
+        if hit is None:
+            hit = self._gold[ex.id] = dict(zip(self._gold_key_list(ex), (d for d in ex.documents if d.is_gold),
+                                               strict=True))
         return hit
 
     def _exclusions(self, ex: Example) -> tuple[dict, set, _AnswerFilter]:
@@ -243,9 +296,10 @@ class BM25Source(ProvidedSource):
     def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
         """Before planning: walk every question's ranking to its row's ``want``, for all rows at once. The gold-copy
         test is one array comparison over the rankings' passage hashes; the answer test runs over the first
-        ``want + hops +`` :data:`PLAN_MARGIN` ranked passages of each row (their normalised texts read in one
-        batch); a row that has not found its ``want`` there goes on one passage at a time. What each row accepts,
-        and what is counted as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
+        ``want + hops +`` :data:`PLAN_MARGIN` ranked passages of each row (searched in place in the index's mapped
+        normalised texts, :meth:`~rag_curriculum.retrieval.CorpusIndex.norm_spans`); the rows that have not found
+        their ``want`` there are planned again over their whole ranking. What each row accepts, and what is counted
+        as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
         import numpy as np
 
         from .._plumbing import SideTask
@@ -287,36 +341,74 @@ class BM25Source(ProvidedSource):
         """Read the rows' gold paragraphs from the index in one batch (to check them against the examples')."""
         import numpy as np
 
-        gold_pids = [p for ex, _ in rows for p in (self.rankings[ex.id].gold or ())]
+        gold_pids = [p for ex, _ in rows if ex.source not in self._trusted for p in (self.rankings[ex.id].gold or ())]
         if gold_pids:
             self.index.prefetch(np.asarray(gold_pids, dtype=np.int64))
 
-    def _plan_batch(self, rows: list[tuple[Example, int]]) -> None:
-        """:meth:`plan_hint`'s walks for these rows, in this process."""
+    def _gold_matrix(self, rows: list[tuple[Example, int]]) -> Any:
+        """The rows' gold passage hashes, one row each, padded with a value no hash takes: from the index's gold
+        passage ids for a trusted file (one array lookup), else from :meth:`_gold_keys`."""
         import numpy as np
 
+        n = len(rows)
+        pid_lists: list[Any] = []
+        key_lists: dict[int, list[int]] = {}
+        trusted = self._trusted
+        for i, (ex, _) in enumerate(rows):
+            gold = self.rankings[ex.id].gold
+            if ex.source in trusted and gold is not None and len(gold) == ex.hops:
+                pid_lists.append(gold)
+            else:
+                pid_lists.append(())
+                key_lists[i] = self._gold_key_list(ex)
+        lens = np.fromiter(map(len, pid_lists), np.int64, n)
+        width = max([1, int(lens.max(initial=0)), *map(len, key_lists.values())])
+        matrix = np.full((n, width), np.iinfo(np.int64).min, dtype=np.int64)  # no passage hash is this
+        flat = np.fromiter((p for g in pid_lists for p in g), np.int64, int(lens.sum()))
+        if len(flat):
+            row = np.repeat(np.arange(n), lens)
+            col = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+            matrix[row, col] = self.keys[flat]
+        for i, keys in key_lists.items():
+            matrix[i, : len(keys)] = keys
+        return matrix
+
+    def _plan_batch(self, rows: list[tuple[Example, int]]) -> None:
+        """:meth:`plan_hint`'s walks for these rows, in this process: first over a window of
+        ``want + hops +`` :data:`PLAN_MARGIN` ranked passages, then, for the rows that found too few there, over
+        their whole ranking."""
         self._read_gold(rows)
+        rest = self._plan_window(rows, PLAN_MARGIN)
+        if rest:
+            self._plan_window(rest, None)
+
+    def _plan_window(self, rows: list[tuple[Example, int]], margin: int | None) -> list[tuple[Example, int]]:
+        """Walk these rows over their first ``want + hops + margin`` ranked passages (``None``: all of them);
+        return the rows that need more (they are left unwalked: nothing of theirs is recorded or counted)."""
+        import numpy as np
+
         n = len(rows)
         ranked = np.stack([self.rankings[ex.id].ids for ex, _ in rows]).astype(np.int64)  # (n, depth), -1: none
         depth = ranked.shape[1]
         want = np.fromiter((w for _, w in rows), np.int64, n)
-        excl = [self._exclusions(ex) for ex, _ in rows]
-        width = max(1, max(len(e[0]) for e in excl))
-        gold = np.full((n, width), np.iinfo(np.int64).min, dtype=np.int64)  # no passage hash is this
-        for i, e in enumerate(excl):
-            gold[i, : len(e[0])] = list(e[0])
+        gold = self._gold_matrix(rows)
         valid = ranked >= 0
         keys = np.where(valid, self.keys[np.maximum(ranked, 0)], 0)
         is_gold = valid & (keys[:, :, None] == gold[:, None, :]).any(-1)
-        window = np.minimum(want + np.fromiter((ex.hops for ex, _ in rows), np.int64, n) + PLAN_MARGIN, depth)
+        if margin is None:
+            window = np.full(n, depth, np.int64)
+        else:
+            window = np.minimum(want + np.fromiter((ex.hops for ex, _ in rows), np.int64, n) + margin, depth)
         pos = np.arange(depth)
         ri, pi = np.nonzero(valid & ~is_gold & (pos[None, :] < window[:, None]))  # by row, then position
         pids = ranked[ri, pi]
-        texts = self.index.norms(pids)
-        answers = [e[2]._padded for e in excl]
+        # the answer test, in place in the index's memory-mapped normalised texts
+        find, starts, ends = self.index.norm_spans()
+        answers = [[f" {a} ".encode() for a in _matched_answers(ex.answers)] for ex, _ in rows]
         one = [a[0] if len(a) == 1 else None for a in answers]  # most questions have one answer to look for
-        has = np.fromiter((one[r] in t if one[r] is not None else any(a in t for a in answers[r])
-                           for r, t in zip(ri.tolist(), texts, strict=True)), bool, len(pids))
+        has = np.fromiter((find(one[r], a, b) >= 0 if one[r] is not None else any(find(x, a, b) >= 0 for x in answers[r])
+                           for r, a, b in zip(ri.tolist(), starts[pids].tolist(), ends[pids].tolist(), strict=True)),
+                          bool, len(pids))
         # each row's walk stops after its want-th accepted passage (or at the end of its window)
         acc_r, acc_p = ri[~has], pi[~has]
         bounds = np.searchsorted(acc_r, np.arange(n + 1))
@@ -325,34 +417,50 @@ class BM25Source(ProvidedSource):
         complete = found >= want
         at_nth = acc_p[np.maximum(nth, 0)] if len(acc_p) else np.zeros(n, np.int64)  # none accepted anywhere
         stop = np.where(complete, np.where(want > 0, at_nth + 1, 0), window)
-        before = pos[None, :] < stop[:, None]
+        nvalid = valid.sum(1)
+        final = complete | (window >= nvalid)  # walked to its want, or to the end of its ranking
+        before = (pos[None, :] < stop[:, None]) & final[:, None]
         self.excluded["gold_copy"] += int((is_gold & before).sum())
-        self.excluded["answer"] += int((has & (pi < stop[ri])).sum())
-        nvalid = valid.sum(1).tolist()
+        self.excluded["answer"] += int((has & (pi < stop[ri]) & final[ri]).sum())
         acc_ids, acc_rank = ranked[acc_r, acc_p].tolist(), (acc_p + 1).tolist()
-        bounds_l, stop_l, window_l, complete_l = bounds.tolist(), stop.tolist(), window.tolist(), complete.tolist()
+        bounds_l, stop_l, nvalid_l = bounds.tolist(), stop.tolist(), nvalid.tolist()
+        complete_l, final_l = complete.tolist(), final.tolist()
+        rest = []
         for i, (ex, w) in enumerate(rows):
+            if not final_l[i]:  # the window held too few
+                rest.append((ex, w))
+                continue
             walk = self._walks[ex.id] = _Walk(self.rankings[ex.id].ids)
             b = bounds_l[i]
             e = b + min(w, bounds_l[i + 1] - b)
             walk.accepted = list(zip(acc_ids[b:e], acc_rank[b:e], strict=True))
-            walk.pos = min(stop_l[i], nvalid[i])
-            if not complete_l[i]:
-                if window_l[i] >= nvalid[i]:
-                    walk.done = True
-                else:  # the window held too few: walk on, one passage at a time
-                    self._accept(ex, w)
+            walk.pos = min(stop_l[i], nvalid_l[i])
+            walk.done = not complete_l[i]
+        return rest
 
     def before_render(self, rows: list[Any]) -> None:
-        """Before rendering these planned rows: read the passages they show in one batch."""
+        """Before rendering these planned rows: read the passages they show in one batch, and rank their gold
+        passages (:meth:`gold`) with one array comparison."""
         import numpy as np
 
         pids = [pid for r in rows if (w := self._walks.get(r.ex.id)) is not None
                 for pid, _ in w.accepted[: r.d + r.hops]]
-        pids += [pid for r in rows if (rk := self.rankings.get(r.ex.id)) is not None and r.ex.id not in self._gold
-                 for pid in (rk.gold or ())]  # to check the gold paragraphs against the index's
+        pids += [pid for r in rows if (rk := self.rankings.get(r.ex.id)) is not None and r.ex.id not in self._gold_list
+                 and r.ex.source not in self._trusted for pid in (rk.gold or ())]  # to check them against the index's
         if pids:
             self.index.prefetch(np.asarray(pids, dtype=np.int64))
+        ranked_rows = [(r.ex, 0) for r in rows if r.ex.id in self.rankings]
+        self._gold_ranks = {}
+        if not ranked_rows:
+            return
+        ranked = np.stack([self.rankings[ex.id].ids[:RANK_WINDOW] for ex, _ in ranked_rows]).astype(np.int64)
+        valid = ranked >= 0
+        keys = self.keys[np.maximum(ranked, 0)]
+        gold = self._gold_matrix(ranked_rows)  # (rows, most gold), in document order
+        hit = valid[:, :, None] & (keys[:, :, None] == gold[:, None, :])  # (rows, RANK_WINDOW, most gold)
+        rank = np.where(hit.any(1), hit.argmax(1) + 1, 0).tolist()
+        for (ex, _), rk in zip(ranked_rows, rank, strict=True):
+            self._gold_ranks[ex.id] = [x or None for x in rk[: ex.hops]]
 
     def skip_provided(self) -> bool:
         return False
@@ -410,10 +518,13 @@ class BM25Source(ProvidedSource):
         return min(want, len(self._accept(ex, want)))
 
     def gold(self, ex: Example) -> list[Shown]:
-        ranks = self.rank_of(ex)
-        by_doc = {id(d): h for h, d in self._gold_keys(ex).items()}
-        return [Shown(d.title, d.text, True, "provided", ranks.get(by_doc.get(id(d), 0)))
-                for d in ex.documents if d.is_gold]
+        """The gold passages, each with its rank among the first :data:`RANK_WINDOW` of the ranking (or None)."""
+        ranks = self._gold_ranks.get(ex.id)
+        if ranks is None:
+            by_key = self.rank_of(ex)
+            ranks = [by_key.get(k) for k in self._gold_key_list(ex)]
+        return [Shown(d.title, d.text, True, "provided", r)
+                for d, r in zip((d for d in ex.documents if d.is_gold), ranks, strict=True)]
 
     def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
                     ) -> tuple[list[Document | Shown], list[Document | Shown]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import secrets
 import shutil
@@ -338,7 +339,9 @@ class CorpusIndex:
                               f"match the manifest's {want} ({m['passages']} passages)",
                               hint="build the index again with curriculum index ... --overwrite")
         self._bm25 = None  # the matrix and vocabulary, loaded (memory-mapped) when a question must be retrieved
-        self.passages = pa.ipc.open_file(pa.memory_map(str(d / PASSAGES))).read_all()
+        with open(d / PASSAGES, "rb") as f:  # a Python mmap, so the answer test can search it in place (norm_spans)
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.passages = pa.ipc.open_file(pa.py_buffer(self._mm)).read_all()  # zero-copy over the map
         questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
         self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
         self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
@@ -354,6 +357,7 @@ class CorpusIndex:
         self._cols = [self.passages.column(c) for c in ("title", "text", "norm")]
         self._cache: dict[int, tuple[str, str]] = {}
         self._norms: dict[int, str] = {}
+        self._spans: tuple[Any, Any, Any] | None = None
 
     @property
     def bm25(self) -> Any:
@@ -404,11 +408,27 @@ class CorpusIndex:
             hit = self._norms[pid] = self._cols[2][pid].as_py()
         return hit
 
-    def norms(self, pids: Any) -> list[str]:
-        """The normalised texts of many passages, in order (read in one batch; see :meth:`norm`)."""
-        self.prefetch(pids, norm=True)
-        got = self._norms
-        return [got[p] for p in pids.tolist()]
+    def norm_spans(self) -> tuple[Any, Any, Any]:
+        """``(find, starts, ends)``: ``find(pattern, starts[pid], ends[pid]) >= 0`` when the UTF-8 bytes
+        ``pattern`` occur in passage ``pid``'s :meth:`norm` (``mmap.find`` over the memory-mapped passages file
+        between the bounds, int64 arrays of file offsets: no string is made). A substring of the UTF-8 text is a
+        substring of the text, so this is :meth:`norm`'s ``in`` test."""
+        if self._spans is None:
+            import numpy as np
+            import pyarrow as pa
+
+            base = pa.py_buffer(self._mm).address
+            starts, ends = [], []
+            for chunk in self._cols[2].chunks:
+                _, offsets, data = chunk.buffers()
+                wide = pa.types.is_large_string(chunk.type)
+                off = np.frombuffer(offsets, np.int64 if wide else np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
+                at = data.address - base if data is not None else 0
+                starts.append(off[:-1].astype(np.int64) + at)
+                ends.append(off[1:].astype(np.int64) + at)
+            self._spans = (self._mm.find, np.concatenate(starts) if starts else np.zeros(0, np.int64),
+                           np.concatenate(ends) if ends else np.zeros(0, np.int64))
+        return self._spans
 
     def prefetch(self, pids: Any, *, norm: bool = False) -> None:
         """Read many passages (title and text; with ``norm``, the normalised text alone) at once, with one
@@ -434,6 +454,15 @@ class CorpusIndex:
             self._q_lists = (self._questions.column("question").to_pylist(),
                              self._questions.column("gold").to_pylist())
         return self._q_lists
+
+    def indexed(self, dataset: str, sha256: str | None) -> bool:
+        """Whether this index was built from that very file (same dataset, same SHA-256) by this toolkit version:
+        then its questions' gold passage ids are that file's gold paragraphs as the same loader reads them."""
+        from .. import __version__
+
+        return bool(sha256) and (self.manifest.get("toolkit") or {}).get("version") == __version__ and any(
+            s.get("kind") == "dataset" and s.get("dataset") == dataset and s.get("sha256") == sha256
+            for s in self.manifest["sources"])
 
     def gold_keys(self, ex: Any, pids: list[int] | None = None) -> list[int] | None:
         """The passage hashes of the example's gold paragraphs (in document order) from the index, when the index
