@@ -17,6 +17,7 @@ Both in fresh processes, alternated; wall time and peak RSS (``resource.getrusag
 input (target <= 3x; bench/bench_build.py measures the provided build the same way).
 
     python bench/bench_index.py [--questions 90447] [--depth 100] [--repeats 1] [--backend auto]
+    python bench/bench_index.py --index DIR [--repeats 1]     # the build comparison alone
 """
 
 from __future__ import annotations
@@ -136,10 +137,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="alternated runs of each side (median)")
     ap.add_argument("--backend", default="auto", choices=("auto", "numpy", "numba"))
     ap.add_argument("--skip-build", action="store_true", help="only the index comparison")
+    ap.add_argument("--index", metavar="DIR", help="only the build comparison, with this index of the same input "
+                    "(made by an earlier run of curriculum index on it)")
     args = ap.parse_args()
     path = synth_file(args.questions)
     work = Path(tempfile.mkdtemp(prefix="rag-curriculum-bench-index-"))
     try:
+        if args.index:
+            _build_only(path, args.index, work, args.repeats)
+            return
         ix = str(work / "index")
         fmt = {"path": str(path), "depth": args.depth, "backend": args.backend}
         r = compare("bm25s alone", ALONE.format(out=str(work / "alone"), **fmt),
@@ -160,21 +166,27 @@ def main() -> None:
               f"({n_p / max(sec['index'], 1e-9):,.0f} passages/s), waiting for the passage-side worker "
               f"{sec.get('wait', 0)} s, rank {sec['rank']} s ({n_q / max(sec['rank'], 1e-9):,.0f} queries/s)")
         print(f"overhead: {t['wall'] / a['wall'] - 1:+.1%} (target <= +10%)")
-        if args.skip_build:
-            return
-        baseline = f"data = json.load(open({str(path)!r}, encoding='utf-8'))\nn = len(data)"
-        r = compare("json.load", baseline, "bm25 build",
-                    BUILD.format(path=str(path), index=ix, out=str(work / "build")), repeats=args.repeats)
-        b, o = r["json.load"], r["bm25 build"]
-        man = json.loads((work / "build" / "manifest.json").read_text())
-        print(f"json.load                 wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB   "
-              f"stolen {b.get('steal', 0):.0%}")
-        print(f"build min-max, bm25 (all) wall {o['wall']:6.2f} s   peak {o['peak_mb']:8,.0f} MB   "
-              f"({n_q / o['wall']:,.0f} rows/s; skipped {man['distractors']['excluded']}; "
-              f"stolen {o.get('steal', 0):.0%})")
-        print(f"ratio: {o['wall'] / b['wall']:.2f}x json.load (target <= 3)")
+        if not args.skip_build:
+            _build_only(path, ix, work, args.repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _build_only(path: Path, ix: str, work: Path, repeats: int) -> None:
+    facts = json.loads((Path(ix) / "manifest.json").read_text())
+    if facts["sources"][0].get("input") != path.name:
+        raise SystemExit(f"{ix} indexes {facts['sources'][0].get('input')}, not {path.name}")
+    baseline = f"data = json.load(open({str(path)!r}, encoding='utf-8'))\nn = len(data)"
+    r = compare("json.load", baseline, "bm25 build",
+                BUILD.format(path=str(path), index=ix, out=str(work / "build")), repeats=repeats)
+    b, o = r["json.load"], r["bm25 build"]
+    man = json.loads((work / "build" / "manifest.json").read_text())
+    print(f"json.load                 wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB   "
+          f"CPU {b.get('cpu', 0):6.1f} s   stolen {b.get('steal', 0):.0%}")
+    print(f"build min-max, bm25 (all) wall {o['wall']:6.2f} s   peak {o['peak_mb']:8,.0f} MB   "
+          f"CPU {o.get('cpu', 0):6.1f} s   ({facts['questions'] / o['wall']:,.0f} rows/s; skipped "
+          f"{man['distractors']['excluded']}; stolen {o.get('steal', 0):.0%})")
+    print(f"ratio: {o['wall'] / b['wall']:.2f}x json.load (target <= 3)")
 
 
 if __name__ == "__main__":
