@@ -8,6 +8,9 @@
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's); the engine tiers
 # skip themselves in the main environment. Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
+# While the main tier's tests run, the engine tiers' environments are made in the background, one after another
+# (pip waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
+# failed setup fails its tier with the setup's output. SETUP_IN_BACKGROUND=0 makes each one just before its tier.
 #   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,15 +18,43 @@ TIERS=${TIERS:-main vllm verl core}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 PYTEST=(-m pytest -q -p no:cacheprovider)
+setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
+chain=""
+trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true; rm -rf "$setups"' EXIT
+engine_setups() {  # never two pip installs of this tree at once: after the main tier's, one after another
+  for t in vllm verl core; do
+    case " $TIERS " in *" $t "*)
+      rc=0
+      bash "scripts/setup_$t.sh" >"$setups/$t.log" 2>&1 || rc=$?
+      echo "$rc" >"$setups/$t.rc" ;;
+    esac
+  done
+}
+setup() {  # setup TIER: wait for its environment made in the background, or make it now
+  if [ -n "$chain" ]; then
+    while [ ! -f "$setups/$1.rc" ]; do sleep 2; done
+    cat "$setups/$1.log" >&2
+    if [ "$(cat "$setups/$1.rc")" != 0 ]; then echo "error: the $1 tier's setup failed (its output is above)" >&2; return 1; fi
+    return 0
+  fi
+  bash "scripts/setup_$1.sh"
+}
 for tier in $TIERS; do
   start=$SECONDS
   case $tier in
-    main) (. scripts/setup.sh && python "${PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
-    vllm) bash scripts/setup_vllm.sh && .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
-    verl) bash scripts/setup_verl.sh && .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
-    core) bash scripts/setup_core.sh && .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
-    notrain) bash scripts/setup_notrain.sh && .venv-notrain/bin/python "${PYTEST[@]}" tests \
-      --ignore=tests/tier_vllm --ignore=tests/tier_verl --ignore=tests/tier_core "$@" ;;
+    main)
+      bash scripts/setup.sh
+      if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ]; then engine_setups & chain=$!; fi
+      (. .venv/bin/activate && python "${PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
+    # (a failed setup is a command of its own, so set -e stops here: in "setup && tests" it would not, and the
+    # tier would print "passed")
+    vllm) setup vllm; .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
+    verl) setup verl; .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
+    core) setup core; .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
+    notrain)
+      bash scripts/setup_notrain.sh
+      .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
+        --ignore=tests/tier_core "$@" ;;
     *) echo "error: unknown tier '$tier' (main, vllm, verl, core, notrain)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included)"
