@@ -1,0 +1,59 @@
+"""``scripts/test.sh`` (what CI runs) in a sandbox with stub setups and stub test environments: every tier runs and
+passes, the engine tiers' environments are made in the background while the main tier runs, and a failed setup
+fails its tier and the script (it used to print "passed")."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Path:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
+    (tmp_path / "scripts" / "setup.sh").write_text("echo main-setup\n")
+    (tmp_path / "scripts" / "docs.sh").write_text("echo docs-built\n")
+    for tier in ("vllm", "verl", "core"):
+        (tmp_path / "scripts" / f"setup_{tier}.sh").write_text(
+            f'echo {tier}-setup-by-$PPID; [ "${{FAIL:-}}" != {tier} ] || {{ echo {tier}-setup-broke; exit 3; }}\n')
+        py = tmp_path / f".venv-{tier}" / "bin" / "python"
+        py.parent.mkdir(parents=True)
+        py.write_text(f"#!/usr/bin/env bash\necho {tier}-tests-ran\n")
+        py.chmod(0o755)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "activate").write_text('python() { echo "main-tests-ran $*"; }\n')
+    return tmp_path
+
+
+def _run(sandbox: Path, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["bash", "scripts/test.sh"], cwd=sandbox, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+
+
+def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
+    r = _run(sandbox)
+    assert r.returncode == 0, r.stderr
+    for tier in ("main", "vllm", "verl", "core"):
+        assert f"tier {tier}: passed" in r.stdout
+        assert f"{tier}-tests-ran" in r.stdout
+    assert "docs-built" in r.stdout
+    for tier in ("vllm", "verl", "core"):
+        assert f"{tier}-setup-by-" in r.stderr  # its setup's output, shown before its tests
+
+
+@pytest.mark.parametrize("background", ["1", "0"])
+@pytest.mark.parametrize("broken", ["vllm", "core"])
+def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broken):
+    r = _run(sandbox, FAIL=broken, SETUP_IN_BACKGROUND=background)
+    assert r.returncode != 0
+    assert f"{broken}-setup-broke" in r.stdout + r.stderr
+    assert f"tier {broken}: passed" not in r.stdout and f"{broken}-tests-ran" not in r.stdout
+    assert "tier main: passed" in r.stdout
