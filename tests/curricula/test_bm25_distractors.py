@@ -326,10 +326,11 @@ def test_planning_half_the_rows_in_a_forked_worker_writes_the_same_build(tmp_pat
     assert again.manifest["distractors"] == bm25_build.manifest["distractors"]
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batched):
+@pytest.mark.parametrize("batched,want,margin", [(True, 3, 6), (False, 3, 6), (True, 1, 0), (True, 1, 1)])
+def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batched, want, margin):
     """Every ranked passage is a gold copy or contains the answer: the row gets no BM25 distractor, its walk is
-    done, and every passage is counted as skipped (the batched planner with no accepted passage at all)."""
+    done, and every passage is counted as skipped (the batched planner with no accepted passage at all; with a
+    window that ends before the ranking does, so the row is planned again over all of it)."""
     import numpy as np
 
     import rag_curriculum.curricula.distractors as distractors
@@ -345,7 +346,7 @@ def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batc
         keys = np.array([passage_hash(t, x) for t, x in texts], dtype=np.int64)
 
         def rankings(self, examples, progress=False):
-            return {"q1": Ranking(np.array([0, 1, 2, -1], dtype=np.int32), np.zeros(4, np.float32), [0])}
+            return {"q1": Ranking(np.array([0, 1, 2, -1, -1, -1], dtype=np.int32), np.zeros(6, np.float32), [0])}
 
         def gold_keys(self, ex, pids):
             return [int(self.keys[0])]
@@ -370,9 +371,10 @@ def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batc
             return texts[pid]
 
     monkeypatch.setattr(distractors, "BATCHED_PLAN", batched)
+    monkeypatch.setattr(distractors, "PLAN_MARGIN", margin)
     source = distractors.BM25Source(Index())
     source.prepare([ex])
-    source.plan_hint([(ex, 3)])
-    assert source.available(ex, 3) == 0 and source.ranked(ex, 3) == []
+    source.plan_hint([(ex, want)])
+    assert source.available(ex, want) == 0 and source.ranked(ex, want) == []
     assert source._walks["q1"].done and source._walks["q1"].pos == 3
     assert dict(source.excluded) == {"gold_copy": 1, "answer": 2}

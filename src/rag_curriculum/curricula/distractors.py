@@ -167,8 +167,8 @@ class _AnswerFilter:
 #: Plan the walks of many rows at once with array operations (:meth:`BM25Source.plan_hint`); False: one row at a
 #: time (the reference the batched planner is tested against).
 BATCHED_PLAN = True
-#: Ranked passages the batched planner tests per row beyond its ``want + hops`` (a row that needs more is walked on
-#: one passage at a time).
+#: Ranked passages the batched planner tests per row beyond its ``want + hops`` (the rows that need more are planned
+#: again, in one batch, over their whole ranking).
 PLAN_MARGIN = 6
 #: Rows from which half of the batched planning runs in a forked worker.
 PARALLEL_MIN_ROWS = 4096
@@ -388,18 +388,21 @@ class BM25Source(ProvidedSource):
         import numpy as np
 
         n = len(rows)
-        ranked = np.stack([self.rankings[ex.id].ids for ex, _ in rows]).astype(np.int64)  # (n, depth), -1: none
-        depth = ranked.shape[1]
+        depth = len(self.rankings[rows[0][0].id].ids)  # every ranking of an index is as deep
         want = np.fromiter((w for _, w in rows), np.int64, n)
-        gold = self._gold_matrix(rows)
-        valid = ranked >= 0
-        keys = np.where(valid, self.keys[np.maximum(ranked, 0)], 0)
-        is_gold = valid & (keys[:, :, None] == gold[:, None, :]).any(-1)
         if margin is None:
             window = np.full(n, depth, np.int64)
         else:
             window = np.minimum(want + np.fromiter((ex.hops for ex, _ in rows), np.int64, n) + margin, depth)
-        pos = np.arange(depth)
+        # only the columns the windows reach, plus one to tell a ranking that ends inside its window (ids -1 come
+        # only at a ranking's end) from one that goes on: (n, cols), not (n, depth), for a deep index
+        cols = min(depth, int(window.max()) + 1)
+        ranked = np.stack([self.rankings[ex.id].ids[:cols] for ex, _ in rows]).astype(np.int64)  # -1: none
+        gold = self._gold_matrix(rows)
+        valid = ranked >= 0
+        keys = np.where(valid, self.keys[np.maximum(ranked, 0)], 0)
+        is_gold = valid & (keys[:, :, None] == gold[:, None, :]).any(-1)
+        pos = np.arange(cols)
         ri, pi = np.nonzero(valid & ~is_gold & (pos[None, :] < window[:, None]))  # by row, then position
         pids = ranked[ri, pi]
         # the answer test, in place in the index's memory-mapped normalised texts
@@ -417,7 +420,7 @@ class BM25Source(ProvidedSource):
         complete = found >= want
         at_nth = acc_p[np.maximum(nth, 0)] if len(acc_p) else np.zeros(n, np.int64)  # none accepted anywhere
         stop = np.where(complete, np.where(want > 0, at_nth + 1, 0), window)
-        nvalid = valid.sum(1)
+        nvalid = valid.sum(1)  # exact when the ranking ends within cols, else cols (> window)
         final = complete | (window >= nvalid)  # walked to its want, or to the end of its ranking
         before = (pos[None, :] < stop[:, None]) & final[:, None]
         self.excluded["gold_copy"] += int((is_gold & before).sum())

@@ -17,8 +17,8 @@ An index directory holds::
 
 It is written into a hidden temporary folder beside the target and renamed into place at the end, so a reader
 never sees a half-written index. The passage-side files (passages, questions, keys) and the input checksums are
-made by a forked worker while the parent tokenizes and indexes, which uses one CPU; ranking waits for it. A passage's text for BM25 is ``title + " " + text``; queries are the questions,
-tokenized the same way. Ties in score are broken by the lower passage id, so rankings are deterministic.
+made by a forked worker while the parent tokenizes and indexes, which uses one CPU; ranking waits for it. A
+passage's text for BM25 is ``title + " " + text``; queries are the questions, tokenized the same way. Ties in score are broken by the lower passage id, so rankings are deterministic.
 """
 
 from __future__ import annotations
