@@ -34,8 +34,9 @@ def sandbox(tmp_path: Path) -> Path:
 def _run(sandbox: Path, **env: str) -> subprocess.CompletedProcess:
     import os
 
+    base = {k: v for k, v in os.environ.items() if k not in ("TIERS", "SETUP_IN_BACKGROUND")}  # as the caller set
     return subprocess.run(["bash", "scripts/test.sh"], cwd=sandbox, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+                          env={**base, **env})
 
 
 def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
