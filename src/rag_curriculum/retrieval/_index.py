@@ -27,7 +27,6 @@ import json
 import logging
 import mmap
 import os
-import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -205,7 +204,8 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     t1 = time.perf_counter()
     backend = _backend(cfg.backend, len(col.q_ids))
     depth = min(cfg.depth, len(col))
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    remove_stale(out)
+    tmp = out.with_name(f".{out.name}.tmp-{_owner_tag()}")
     tmp.mkdir(parents=True)
     side = None
     try:
@@ -268,11 +268,32 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
                                     "rank": round(t3 - t2 - wait, 2), "wait": round(wait, 2)}}
 
 
+#: Marks an ``--overwrite`` in place (an index folder holding files the toolkit did not write) that has not
+#: finished: the old manifest, moved aside before any file is replaced, so a half-replaced folder never reads as
+#: an index, and a later ``--overwrite`` still knows it for one of the toolkit's.
+REPLACING = ".manifest.json.replacing"
+
+
+def _old_manifest(d: Path) -> dict[str, Any] | None:
+    for name in (MANIFEST, REPLACING):
+        try:
+            m = json.loads((d / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("kind") == KIND:
+            return m
+    return None
+
+
 def _is_index(d: Path) -> bool:
-    try:
-        return json.loads((d / MANIFEST).read_text()).get("kind") == KIND
-    except (OSError, ValueError, AttributeError):
-        return False
+    return _old_manifest(d) is not None
+
+
+def _owned(manifest: dict[str, Any]) -> set[str]:
+    """The files an index's manifest says the toolkit wrote (itself included)."""
+    files = manifest.get("files")
+    names = {str(n) for n in files} if isinstance(files, (dict, list)) else set()
+    return {MANIFEST, REPLACING} | {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
@@ -287,14 +308,96 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Move the finished index into place. An old index holding only the toolkit's files is swapped out whole;
+    one holding files a user added (``notes.txt``, a ``mine/`` folder) keeps them, as builds do: only the files
+    its manifest lists are replaced (the new manifest last), and the kept ones are named in a warning."""
+    from ..shards import foreign_entries
+
     _check_out(out, overwrite)
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if out.exists():
+        old_manifest = _old_manifest(out)
+        assert old_manifest is not None  # _check_out refused anything else
+        owned = _owned(old_manifest)
+        kept = foreign_entries(out, owned)
+        if kept:
+            _replace_in_place(tmp, out, owned, old_manifest)
+            log.warning("%s: replaced the index's files and kept %d the toolkit did not write: %s", out, len(kept),
+                        ", ".join(kept))
+            return
     old = None
     if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        old = out.with_name(f".{out.name}.old-{_owner_tag()}")
         os.replace(out, old)
     os.replace(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _replace_in_place(tmp: Path, out: Path, owned: set[str], old_manifest: dict[str, Any]) -> None:
+    from .._plumbing import atomic_write_text, fsync_dir
+
+    new = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+    if not (out / REPLACING).is_file():
+        atomic_write_text(out / REPLACING, json.dumps(old_manifest, indent=1, ensure_ascii=False) + "\n")
+    (out / MANIFEST).unlink(missing_ok=True)
+    fsync_dir(out)
+    for name in sorted(owned - set(new) - {MANIFEST, REPLACING}):  # old files the new index does not have
+        p = out / name
+        if p.is_file() or p.is_symlink():
+            p.unlink()
+    for name in [n for n in new if n != MANIFEST] + [MANIFEST]:  # the manifest last: complete only at the end
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / name, target)
+    (out / REPLACING).unlink(missing_ok=True)
+    for sub in sorted({p for o in owned for p in Path(o).parents if p != Path(".")}, key=lambda p: -len(p.parts)):
+        try:
+            (out / sub).rmdir()  # an old folder the new index left empty
+        except OSError:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _owner_tag() -> str:
+    from ..shards import _owner_tag
+
+    return _owner_tag()
+
+
+def _stale_re(out: Path):
+    import re
+
+    # .OUT.tmp-PID-HEX8 (before the owner tag) or .OUT.{tmp,old}-PID-NS-HOST-START (shards' owner tag)
+    return re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(\d+)-(?:[0-9a-f]{{8}}|\d+-([0-9a-f]{{8}})-(\d+))$")
+
+
+def remove_stale(out: Path) -> list[Path]:
+    """Remove the hidden temporary folders that earlier runs of ``curriculum index`` writing ``out`` left when
+    they were killed (``.OUT.tmp-*``, ``.OUT.old-*``), by the builds' rule: only those whose writing process is
+    dead; a live process's, or another machine's, are left alone. Returns what was removed."""
+    from ..shards import _owner_alive
+
+    pattern = _stale_re(out)
+    removed: list[Path] = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = pattern.match(p.name)
+        if not m or not p.is_dir() or p.is_symlink():
+            continue
+        if _owner_alive(int(m.group(1)), m.group(2), int(m.group(3)) if m.group(3) else None):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        if not p.exists():
+            removed.append(p)
+    if removed:
+        log.info("removed %d folder(s) left by interrupted writes of %s: %s", len(removed), out,
+                 ", ".join(p.name for p in removed))
+    return removed
 
 
 @dataclass
