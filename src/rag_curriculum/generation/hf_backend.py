@@ -34,6 +34,11 @@ def _mix(seeds: Sequence[int]) -> int:
     return derive_seed(*seeds, sep=",", bits=63)
 
 
+def _cut(text: str, stop: Sequence[str]) -> str:
+    ends = [i + len(s) for s in stop if s and (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
+
+
 class TransformersBackend:
     """``model.generate`` in batches of ``batch_size`` prompts (each expanded to ``n`` sequences).
 
@@ -106,8 +111,14 @@ class TransformersBackend:
         return identity
 
     def render(self, messages: Messages) -> list[int]:
-        """The prompt's token ids, as the chat template renders it for generation."""
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        """The prompt's token ids, as the chat template renders it for generation; a conversation ending with an
+        assistant message is continued (``continue_final_message``: the message left open, no generation prompt),
+        as a search agent's turns are."""
+        messages = list(messages)
+        if messages and messages[-1].get("role") == "assistant":
+            text = self.tokenizer.apply_chat_template(messages, continue_final_message=True, tokenize=False)
+        else:
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _sampling_kwargs(self, sampling: SamplingConfig, n: int) -> dict[str, Any]:
@@ -124,7 +135,9 @@ class TransformersBackend:
         return kw
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 seeds: Sequence[int] | None = None) -> list[list[str]]:
+                 seeds: Sequence[int] | None = None, stop: Sequence[str] | None = None) -> list[list[str]]:
+        """``stop``: strings that end a completion (kept in it; transformers' ``stop_strings``, and the text cut
+        after the first of them, since a token may run past it)."""
         import torch
 
         if seeds is None:
@@ -140,6 +153,8 @@ class TransformersBackend:
         greedy = sampling.temperature == 0
         n_gen = 1 if greedy else sampling.n
         kwargs = self._sampling_kwargs(sampling, n_gen)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         out: list[list[str] | None] = [None] * len(ids)
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(order), self.batch_size):
@@ -161,6 +176,8 @@ class TransformersBackend:
             texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
             for r, i in enumerate(batch):
                 got = texts[r * n_gen:(r + 1) * n_gen]
+                if stop:
+                    got = [_cut(g, stop) for g in got]
                 out[i] = got * sampling.n if greedy else got
         return [o if o is not None else [] for o in out]  # every slot is filled above
 

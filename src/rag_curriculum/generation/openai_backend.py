@@ -257,7 +257,7 @@ class OpenAIBackend:
                 self._close_client()
 
     def _request(self, messages: Messages, sampling: SamplingConfig, n: int, seed: int | None,
-                 stop: threading.Event | None = None) -> list[str]:
+                 stop: threading.Event | None = None, stop_strings: Sequence[str] | None = None) -> list[str]:
         openai = self._openai
         stop = stop or threading.Event()
         kwargs: dict[str, Any] = dict(model=self.model_name, messages=list(messages), n=n,
@@ -265,8 +265,13 @@ class OpenAIBackend:
                                       max_tokens=sampling.max_tokens)
         if seed is not None:
             kwargs["seed"] = int(seed)
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        extra = dict(self.extra_body or {})
+        if messages and messages[-1].get("role") == "assistant":  # continue it (vLLM's chat-completions options)
+            extra.update(continue_final_message=True, add_generation_prompt=False)
+        if stop_strings:
+            kwargs["stop"] = list(stop_strings)
+        if extra:
+            kwargs["extra_body"] = extra
         attempt = 0
         while True:
             if stop.is_set() or self._closed.is_set():
@@ -303,33 +308,37 @@ class OpenAIBackend:
             if len(choices) != n:
                 raise GenerationError(f"{self.base_url}: asked for n={n} completions, got {len(choices)} (hint: "
                                       f"{HINTS['n']})")
-            return [c.message.content or "" for c in choices]
+            texts = [c.message.content or "" for c in choices]
+            if stop_strings:
+                texts = [_restore_stop(t, c, stop_strings) for t, c in zip(texts, choices, strict=True)]
+            return texts
 
     def _prompt(self, messages: Messages, sampling: SamplingConfig, seed: int | None,
-                stop: threading.Event | None = None) -> list[str]:
+                stop: threading.Event | None = None, stop_strings: Sequence[str] | None = None) -> list[str]:
         per = self.max_n_per_request or sampling.n
         if sampling.n <= per:
-            return self._request(messages, sampling, sampling.n, seed, stop)
+            return self._request(messages, sampling, sampling.n, seed, stop, stop_strings)
         out: list[str] = []
         while len(out) < sampling.n:
             m = min(per, sampling.n - len(out))
             # vLLM seeds the j-th sample of a request with seed + j: a part starting at seed + (samples so far)
             # draws exactly the samples one unsplit request would (seed + 1 per part would repeat samples)
             part_seed = None if seed is None else (seed + len(out)) % _SEED_RANGE
-            out += self._request(messages, sampling, m, part_seed, stop)
+            out += self._request(messages, sampling, m, part_seed, stop, stop_strings)
         return out
 
     def _one(self, messages: Messages, sampling: SamplingConfig, seed: int | None,
-             stop: threading.Event | None = None) -> list[str] | None:
+             stop: threading.Event | None = None, stop_strings: Sequence[str] | None = None) -> list[str] | None:
         try:
-            return self._prompt(messages, sampling, seed, stop)
+            return self._prompt(messages, sampling, seed, stop, stop_strings)
         except _PromptTooLong as e:
             log.warning("a prompt is longer than the server's context; skipped (%s)", str(e)[:200])
             return None
 
     # -- many prompts ----------------------------------------------------------------------------------------------
     def generate_iter(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                      seeds: Sequence[int] | None = None) -> Iterator[tuple[int, list[str] | None]]:
+                      seeds: Sequence[int] | None = None, stop_strings: Sequence[str] | None = None
+                      ) -> Iterator[tuple[int, list[str] | None]]:
         """``(index, completions)`` as requests finish (any order); None for a prompt over the context length.
         At most ``concurrency`` requests run at once; prompts are submitted in order. When the caller stops
         early (an error here or in its own code), requests still under way are abandoned: they retry no more and
@@ -346,7 +355,7 @@ class OpenAIBackend:
             while nxt < len(prompts) or pending:
                 while nxt < len(prompts) and len(pending) < self.concurrency:
                     seed = None if seeds is None else int(seeds[nxt])
-                    pending[workers.submit(self._one, prompts[nxt], sampling, seed, stop)] = nxt
+                    pending[workers.submit(self._one, prompts[nxt], sampling, seed, stop, stop_strings)] = nxt
                     nxt += 1
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in sorted(done, key=pending.__getitem__):
@@ -364,10 +373,13 @@ class OpenAIBackend:
             workers.shutdown()
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 seeds: Sequence[int] | None = None) -> list[list[str]]:
+                 seeds: Sequence[int] | None = None, stop: Sequence[str] | None = None) -> list[list[str]]:
+        """``stop``: strings that end a completion, kept in it (the server strips the one it stopped at: it is put
+        back from vLLM's ``stop_reason``, or, from a server without it, as the closing tag of an open tag). A
+        conversation ending with an assistant message is continued (vLLM's ``continue_final_message``)."""
         results: list[list[str] | None] = [None] * len(prompts)
         too_long = []
-        for i, comps in self.generate_iter(prompts, sampling, seeds=seeds):
+        for i, comps in self.generate_iter(prompts, sampling, seeds=seeds, stop_strings=stop):
             if comps is None:
                 too_long.append(i)
             results[i] = comps
@@ -389,3 +401,19 @@ class OpenAIBackend:
             idle = self._in_flight == 0
         if idle:
             self._close_client()
+
+
+def _restore_stop(text: str, choice: Any, stops: Sequence[str]) -> str:
+    """Put back the stop string the server stripped: vLLM says which (``stop_reason``); otherwise, when the server
+    stopped (``finish_reason == "stop"``) with a closing tag ``</x>`` among the stops and ``<x>`` left open."""
+    if getattr(choice, "finish_reason", None) != "stop" or any(text.endswith(s) for s in stops):
+        return text
+    reason = getattr(choice, "stop_reason", None)
+    if isinstance(reason, str):
+        return text + reason if reason in stops else text
+    for s in stops:
+        if s.startswith("</") and s.endswith(">"):
+            opening = "<" + s[2:]
+            if text.rfind(opening) > text.rfind(s):
+                return text + s
+    return text

@@ -39,6 +39,11 @@ def _load_script(model: str) -> Any:
                      f"'module:attribute' to a mapping or callable, got {model!r}")
 
 
+def _cut(text: str, stop: Sequence[str]) -> str:
+    ends = [i + len(s) for s in stop if s and (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
+
+
 class ScriptedBackend:
     """Completions from ``script`` (a mapping or a callable; see the module docstring).
 
@@ -91,7 +96,9 @@ class ScriptedBackend:
         return value[:n]
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 seeds: Sequence[int] | None = None) -> list[list[str]]:
+                 seeds: Sequence[int] | None = None, stop: Sequence[str] | None = None) -> list[list[str]]:
+        """``stop``: each completion is cut after the first of these strings (kept), as a model's generation stops
+        there. A prompt ending with an assistant message asks for its continuation: the script sees it last."""
         if seeds is not None and len(seeds) != len(prompts):
             raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         self.calls.append(len(prompts))
@@ -99,7 +106,8 @@ class ScriptedBackend:
         for i, messages in enumerate(prompts):
             if self.delay:
                 time.sleep(self.delay)
-            out.append(self._completions(list(messages), sampling.n, seeds[i] if seeds is not None else sampling.seed))
+            got = self._completions(list(messages), sampling.n, seeds[i] if seeds is not None else sampling.seed)
+            out.append([_cut(c, stop) for c in got] if stop else got)
         return out
 
     def close(self) -> None:

@@ -161,18 +161,24 @@ class VLLMBackend:
                 "vllm_version": self.vllm_version, "platform": self.platform, "engine": dict(self.engine),
                 "platform_defaults": dict(self.chosen), "chat_template_sha256": self.chat_template_sha256()}
 
-    def sampling_params(self, sampling: SamplingConfig, seed: int | None) -> Any:
-        """The explicit ``SamplingParams`` of one prompt (never the model's defaults)."""
+    def sampling_params(self, sampling: SamplingConfig, seed: int | None, stop: Sequence[str] | None = None) -> Any:
+        """The explicit ``SamplingParams`` of one prompt (never the model's defaults); ``stop`` strings end a
+        completion and are kept in it (``include_stop_str_in_output``)."""
         from vllm import SamplingParams
 
+        extra: dict[str, Any] = {"stop": list(stop), "include_stop_str_in_output": True} if stop else {}
         return SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                              max_tokens=sampling.max_tokens, seed=seed)
+                              max_tokens=sampling.max_tokens, seed=seed, **extra)
 
     def render(self, prompts: Sequence[Messages]) -> list[list[int]]:
         """The token ids the engine generates from: the chat template applied by the engine's tokenizer (with the
-        generation prompt), then tokenized without added special tokens, as ``LLM.chat`` does."""
+        generation prompt; a conversation ending with an assistant message is continued instead, as
+        ``LLM.chat(continue_final_message=True)`` does), then tokenized without added special tokens, as
+        ``LLM.chat`` does."""
         tok = self.tokenizer
-        texts = [tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
+        texts = [tok.apply_chat_template(list(p), continue_final_message=True, tokenize=False)
+                 if p and p[-1].get("role") == "assistant"
+                 else tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
         ids = tok(texts, add_special_tokens=False)["input_ids"]
         return [list(x) for x in ids]
 
@@ -183,7 +189,7 @@ class VLLMBackend:
         return [i for i, t in enumerate(token_ids) if len(t) + max_tokens > self.max_model_len]
 
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 seeds: Sequence[int] | None = None) -> list[list[str]]:
+                 seeds: Sequence[int] | None = None, stop: Sequence[str] | None = None) -> list[list[str]]:
         if not prompts:
             return []
         if seeds is not None and len(seeds) != len(prompts):
@@ -199,9 +205,9 @@ class VLLMBackend:
         results: list[list[str] | None] = [None] * len(prompts)
         if keep:
             if seeds is None:
-                params: Any = self.sampling_params(sampling, None)
+                params: Any = self.sampling_params(sampling, None, stop)
             else:
-                params = [self.sampling_params(sampling, int(seeds[i])) for i in keep]
+                params = [self.sampling_params(sampling, int(seeds[i]), stop) for i in keep]
             outputs = self.llm.generate([{"prompt_token_ids": token_ids[i]} for i in keep], params,
                                         use_tqdm=self.show_progress)
             if len(outputs) != len(keep):

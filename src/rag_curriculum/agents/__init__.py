@@ -1,0 +1,46 @@
+"""Search agents: the model calls a retriever across turns (Search-R1's ``<search>`` / ``<information>``
+protocol). One rollout loop (:func:`run_rollouts`) serves partition, eval and training; the backends of
+:mod:`rag_curriculum.generation` stay ignorant of turns, and the retrievers (the toolkit's BM25 index in this
+process, or a server speaking ``POST /retrieve``) of rows.
+
+>>> parse_turn("<think>I need the capital.</think><search>capital of France</search>").action
+'search'
+>>> sorted(AGENT_TEMPLATES.names())
+['search-r1', 'search-r1-original']
+"""
+
+from __future__ import annotations
+
+from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+from ._retrievers import (
+    Hit,
+    HttpRetriever,
+    IndexRetriever,
+    Retriever,
+    RetrieverError,
+    open_retriever,
+    split_contents,
+)
+from ._rollout import STATUSES, RolloutConfig, SearchCall, Trajectory, run_rollouts, summarize
+from ._searchr1 import (
+    AGENT_TEMPLATES,
+    INVALID_ACTION,
+    STOP,
+    TURN_ERRORS,
+    ParsedTrajectory,
+    SearchTemplate,
+    Segment,
+    Turn,
+    get_agent_template,
+    information_block,
+    parse_trajectory,
+    parse_turn,
+)
+
+__all__ = [
+    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "STATUSES", "STOP", "TURN_ERRORS", "Hit", "HttpRetriever",
+    "IndexRetriever", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig", "RowView", "SearchCall",
+    "SearchDifficulty", "SearchTemplate", "Segment", "Trajectory", "Turn", "get_agent_template",
+    "hard_negative_count", "information_block", "noise_probability", "open_retriever", "parse_trajectory",
+    "parse_turn", "run_rollouts", "split_contents", "summarize",
+]

@@ -1,0 +1,238 @@
+"""The one rollout loop of a search agent, shared by partition, eval and training.
+
+Given rows (a curriculum's rows, or any dicts with ``id``, ``question``, ``answers``), a generation backend and a
+retriever, each of ``n`` trajectories per row runs turn by turn:
+
+1. the model generates until ``</search>`` or ``</answer>`` (the backend continues the conversation's last,
+   assistant message: every backend of the toolkit implements ``generate(..., stop=...)`` with a trailing
+   assistant message continued, as ``continue_final_message`` does in transformers and vLLM);
+2. the turn is parsed (:func:`~rag_curriculum.agents._searchr1.parse_turn`); a search is sent to the retriever (all
+   the searches of a turn in one batch), its ``k`` results (shaped by the row's level, :mod:`._difficulty`) are
+   appended inside ``<information>`` in Search-R1's layout; an answer ends the trajectory; a turn with a format
+   error gets Search-R1's "My previous action is invalid" (or, with ``on_invalid="stop"``, ends it);
+3. until the answer, the turn budget (``max_turns`` model turns) or the context budget (``max_context_tokens``:
+   prompt plus trajectory, counted with the backend's tokenizer where it has one, else characters / 4).
+
+Nothing is cut silently: a trajectory stopped by a budget says so in ``status`` and is counted. Every query, every
+retrieved passage (its id in the retriever, whether it was gold) and every format error is recorded.
+
+All the active trajectories of a turn go to the backend in one call, each with its own seed
+(``derive_seed(seed, row id, sample, turn)``), so a trajectory does not depend on what it is batched with (where the
+backend honours per-prompt seeds).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._plumbing import derive_seed
+from ..errors import ConfigError, GenerationError
+from ._difficulty import RowView, SearchDifficulty
+from ._retrievers import Retriever
+from ._searchr1 import (
+    INVALID_ACTION,
+    STOP,
+    Segment,
+    cut_at_stop,
+    get_agent_template,
+    information_block,
+    parse_turn,
+)
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("answer", "turn_budget", "context_budget", "format_error")
+
+
+@dataclass
+class RolloutConfig:
+    """The search environment's settings."""
+
+    template: str = "search-r1"
+    topk: int = 3  # Search-R1's retriever topk
+    max_turns: int = 4  # model turns, the answering one included
+    max_context_tokens: int = 8192
+    on_invalid: str = "feedback"  # feedback (Search-R1: tell the model, go on) | stop
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.topk < 1 or self.max_turns < 1 or self.max_context_tokens < 1:
+            raise ConfigError(f"topk, max_turns and max_context_tokens must be >= 1 (got {self.topk}, "
+                              f"{self.max_turns}, {self.max_context_tokens})")
+        if self.on_invalid not in ("feedback", "stop"):
+            raise ConfigError(f"on_invalid={self.on_invalid!r}; choose feedback or stop")
+        get_agent_template(self.template)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchCall:
+    """One executed search: the turn, the query, the passages returned (ids in the retriever, gold flags), and what
+    the difficulty setting did (``shaped``)."""
+
+    turn: int
+    query: str
+    ids: list[str]
+    gold: list[bool]
+    short: bool = False  # fewer passages than topk came back
+    shaped: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """One rollout: the prompt messages, the segments written by the model and appended by the environment, the
+    searches, per-turn format errors, the answer (None without one) and how it ended (:data:`STATUSES`)."""
+
+    row_id: str
+    sample: int
+    prompt: list[dict[str, str]]
+    segments: list[Segment] = field(default_factory=list)
+    searches: list[SearchCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    answer: str | None = None
+    status: str = ""
+    turns: int = 0
+
+    @property
+    def text(self) -> str:
+        """The completion: everything after the prompt (model turns and ``<information>`` blocks)."""
+        return "".join(s.text for s in self.segments)
+
+    @property
+    def gold_found(self) -> bool:
+        return any(any(c.gold) for c in self.searches)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["segments"] = [{"source": s.source, "text": s.text} for s in self.segments]
+        return d
+
+
+def _counter(backend: Any) -> tuple[Callable[[str], int], str]:
+    tok = getattr(backend, "tokenizer", None)
+    if tok is not None and callable(getattr(tok, "encode", None)):
+        return (lambda s: len(tok.encode(s, add_special_tokens=False))), "tokens"
+    return (lambda s: (len(s) + 3) // 4), "characters / 4"
+
+
+def _check_backend(backend: Any) -> None:
+    import inspect
+
+    try:
+        params = inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        params = {}
+    if "stop" not in params:
+        raise ConfigError(f"the {getattr(backend, 'name', type(backend).__name__)} backend cannot stop at "
+                          "</search>: its generate() takes no stop=",
+                          hint="use a backend of the toolkit (vllm, openai, transformers, scripted)")
+
+
+def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retriever, sampling: Any, *,
+                 n: int = 1, config: RolloutConfig | None = None, difficulty: SearchDifficulty | None = None,
+                 on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:
+    """``n`` trajectories per row (row order, then sample order). ``sampling``: the per-turn sampling settings
+    (:class:`~rag_curriculum.generation.SamplingConfig`; its ``n`` is ignored: each trajectory samples once per
+    turn; ``max_tokens`` bounds one turn). ``on_turn(turn, active)`` reports progress."""
+    from dataclasses import replace
+
+    cfg = config or RolloutConfig()
+    shape = difficulty or SearchDifficulty()
+    template = get_agent_template(cfg.template)
+    _check_backend(backend)
+    count, _unit = _counter(backend)
+    views = [RowView(r) for r in rows]
+    trajs = [Trajectory(v.id, s, template.render(v.question)) for v in views for s in range(n)]
+    view_of = [v for v in views for _ in range(n)]
+    prompt_len = [count(t.prompt[-1]["content"]) for t in trajs]
+    used = list(prompt_len)
+    one = replace(sampling, n=1)
+    active = list(range(len(trajs)))
+    for turn in range(cfg.max_turns):
+        if not active:
+            break
+        if on_turn is not None:
+            on_turn(turn, len(active))
+        prompts = []
+        for i in active:
+            t = trajs[i]
+            msgs = list(t.prompt)
+            if t.segments:
+                msgs.append({"role": "assistant", "content": t.text})
+            prompts.append(msgs)
+        seeds = [derive_seed(cfg.seed, trajs[i].row_id, trajs[i].sample, turn, bits=63) for i in active]
+        outs = backend.generate(prompts, one, seeds=seeds, stop=list(STOP))
+        if len(outs) != len(active):
+            raise GenerationError(f"the backend returned {len(outs)} completion lists for {len(active)} prompts")
+        searches: list[tuple[int, str]] = []
+        still: list[int] = []
+        for i, out in zip(active, outs, strict=True):
+            t = trajs[i]
+            text = cut_at_stop(out[0] if out else "")
+            t.segments.append(Segment("model", text))
+            t.turns += 1
+            used[i] += count(text)
+            parsed = parse_turn(text)
+            if parsed.error is not None:
+                t.errors.append(parsed.error)
+            if parsed.action == "answer":
+                t.answer, t.status = parsed.content, "answer"
+            elif used[i] >= cfg.max_context_tokens:
+                t.status = "context_budget"
+            elif turn + 1 >= cfg.max_turns:
+                t.status = "turn_budget"
+            elif parsed.action == "search":
+                searches.append((i, parsed.content))
+            elif cfg.on_invalid == "stop":
+                t.status = "format_error"
+            else:
+                t.segments.append(Segment("env", INVALID_ACTION))
+                used[i] += count(INVALID_ACTION)
+                still.append(i)
+        if searches:
+            k = cfg.topk
+            extra = max(shape.extra(k, view_of[i]) for i, _ in searches)
+            results = retriever.search([q for _, q in searches], k + extra)
+            if len(results) != len(searches):
+                raise GenerationError(f"the retriever returned {len(results)} result lists for {len(searches)} "
+                                      "queries")
+            for (i, query), hits in zip(searches, results, strict=True):
+                t, view = trajs[i], view_of[i]
+                rng = random.Random(derive_seed(shape.seed, t.row_id, t.sample, t.turns, "search"))
+                shown, shaped = shape.apply(list(hits), k, view, rng)
+                t.searches.append(SearchCall(t.turns, query, [h.id for h in shown],
+                                             [view.is_gold(h) for h in shown], short=len(shown) < k, shaped=shaped))
+                block = information_block([(h.title, h.text) for h in shown])
+                t.segments.append(Segment("env", block))
+                used[i] += count(block)
+                if used[i] >= cfg.max_context_tokens:
+                    t.status = "context_budget"
+                else:
+                    still.append(i)
+        active = sorted(still)
+    for t in trajs:  # pragma: no cover - every path above sets a status
+        if not t.status:
+            t.status = "turn_budget"
+    return trajs
+
+
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Counts over trajectories: statuses, format errors by type, searches per trajectory, gold recall (the share of
+    trajectories whose searches returned a gold passage), short results."""
+    from collections import Counter
+
+    n = len(trajs) or 1
+    return {
+        "trajectories": len(trajs),
+        "status": dict(Counter(t.status for t in trajs)),
+        "format_errors": dict(Counter(e for t in trajs for e in t.errors)),
+        "searches_per_trajectory": sum(len(t.searches) for t in trajs) / n,
+        "gold_found": sum(t.gold_found for t in trajs) / n,
+        "short_results": sum(c.short for t in trajs for c in t.searches),
+    }
