@@ -3,8 +3,6 @@ commands. Each command's options live with it in ``rag_curriculum._cli``."""
 
 from __future__ import annotations
 
-import logging
-
 import typer
 
 from ._cli import build as _build
@@ -35,9 +33,9 @@ for _module in (_build, _index, _data, _partition, _train, _eval, _recipes):
 
 @app.callback()
 def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if verbose:  # the toolkit's own debug messages, not every library's
-        logging.getLogger("rag_curriculum").setLevel(logging.DEBUG)
+    from ._cli.common import configure_logging
+
+    configure_logging(verbose=verbose)  # the toolkit's own debug messages with -v, not every library's
 
 
 def main() -> None:

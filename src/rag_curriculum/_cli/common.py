@@ -24,12 +24,40 @@ out = Console()
 EXIT_ERROR = 1
 
 
+#: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL).
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
+def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
+    """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
+    toolkit's own debug messages too, not every library's). Every line passes the masking rule of
+    :mod:`rag_curriculum._plumbing._secrets` (credentials in URLs), whoever logs it."""
+    import logging
+
+    from .._plumbing import MaskingFilter
+
+    level = logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if verbose:
+        logging.getLogger("rag_curriculum").setLevel(logging.DEBUG)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, MaskingFilter) for f in handler.filters):
+            handler.addFilter(MaskingFilter())
+
+
 def fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> NoReturn:
     """Print an error (and what to do next) and exit with ``code``. Both are plain text: ``[...]`` in them (an
-    install extra, a list) is printed as it is, never read as console markup."""
-    console.print(f"[bold red]error:[/] {plain(message)}", soft_wrap=True)
+    install extra, a list) is printed as it is, never read as console markup; credentials in URLs are masked."""
+    from .._plumbing import mask_secrets
+
+    # credentials in a URL the user gave (--input, --index, --base-url) are masked, as in every file written
+    console.print(f"[bold red]error:[/] {plain(mask_secrets(str(message)))}", soft_wrap=True)
     if hint:
-        console.print(f"[yellow]hint:[/] {plain(hint)}", soft_wrap=True)
+        console.print(f"[yellow]hint:[/] {plain(mask_secrets(str(hint)))}", soft_wrap=True)
     sys.stdout.flush()
     raise typer.Exit(code)
 

@@ -94,6 +94,7 @@ def train(
       accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train
       recipe=rag-rl-min-max grpo.vllm_mode=server
     """
+    from .._plumbing import mask_secrets
     from ..config import resolve, split_args
     from ..train import RecipeError, TrainConfig
     from ..train.recipes import config_yaml
@@ -107,8 +108,9 @@ def train(
         recipe, overrides = split_args(args)
         cfg = resolve(TrainConfig, "train", args)
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
-    if main:
-        out.print(Syntax(config_yaml(cfg), "yaml", theme="ansi_dark", background_color="default"))
+    if main:  # secrets (grpo.hub_token, ...) masked by the one rule, as in the saved train_config.yaml
+        shown = TrainConfig.from_dict(mask_secrets(cfg.to_dict()))
+        out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
     if print_config:
         return
     with reported_errors(_hint):

@@ -6,11 +6,12 @@ from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
 from ._fork import SideTask, die_with_parent
 from ._lazy import lazy_exports
-from ._secrets import MASK, is_secret, mask_secrets, redact_command, redact_overrides
+from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 
 __all__ = [
     "MASK",
+    "MaskingFilter",
     "SideTask",
     "atomic_write_bytes",
     "atomic_write_text",

@@ -18,23 +18,33 @@ argument (``--backend-arg hf_token=...``, a Hydra override ``grpo.hub_token=...`
 {'hf_token': '***', 'extra_body': {'api_key': '***', 'top_k': 5}, 'base_url': 'http://***@h/v1'}
 >>> redact_command("curriculum partition --api-key sk-1 --backend-arg hf_token=hf_x --backend-arg password=pw -k 8")
 "curriculum partition --api-key '***' --backend-arg 'hf_token=***' --backend-arg 'password=***' -k 8"
+>>> redact_command("curriculum partition --base-url http://u:pw@host:8000/v1?x=1 --input=https://u:pw@h/d.json#f")
+"curriculum partition --base-url 'http://***@host:8000/v1?x=1' '--input=https://***@h/d.json#f'"
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MASK", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
+__all__ = ["MASK", "MaskingFilter", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
 
 MASK = "***"
 _WORDS = r"api_?key|apikey|key|token|secret|password|passwd|credentials?|auth|authorization"
 _SECRET_RE = re.compile(rf"(^|_)({_WORDS})$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+#: ``scheme://USERINFO@``: the userinfo ends at the first ``@`` before the path, query or fragment (whichever
+#: comes first), so ``http://u:pw@host/v1?x=1``, ``http://u:pw@host:8000?x=1`` and ``http://u:pw@host#f`` are all
+#: masked, and an ``@`` inside a query (``?to=a@b``) is not read as credentials. One slash is enough
+#: (``http:/u:pw@host``): a URL given where a path is expected comes back from ``pathlib`` with one.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/?#@\s]+@")
+#: What the left of ``KEY=VALUE`` looks like when it is a key (a keyword, a dotted Hydra override, ``+``/``~``
+#: prefixed); anything else holding ``=`` (a URL with a query string) is masked as text.
+_KEY = re.compile(r"[+~]{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-/@\[\]]*")
 _QUERY = re.compile(r"(?P<name>[?&;][A-Za-z0-9_.-]+)=(?P<value>[^&;#\s]*)")
 
 
@@ -51,10 +61,10 @@ def is_secret(name: str) -> bool:
 
 def _mask_text(text: str) -> str:
     """Credentials inside URLs and secret query parameters of a string value."""
-    if "://" not in text and "=" not in text:
+    if ":/" not in text and "=" not in text:
         return text
     text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    if "://" in text:
+    if ":/" in text:
         text = _QUERY.sub(lambda m: f"{m['name']}={MASK}" if is_secret(m["name"][1:]) else m[0], text)
     return text
 
@@ -86,7 +96,7 @@ def _mask_json_text(text: str) -> str:
 def _mask_assignment(arg: str) -> str:
     """``KEY=VALUE`` with a secret KEY -> ``KEY=***``; otherwise the value with nested secrets masked."""
     key, sep, value = arg.partition("=")
-    if not sep or not key or " " in key:
+    if not sep or not _KEY.fullmatch(key):  # not an assignment: a URL with a query string, a sentence
         return _mask_text(arg)
     if is_secret(key):
         return f"{key}={MASK}"
@@ -128,3 +138,19 @@ def redact_command(command: str | None) -> str | None:
             continue
         out.append(_mask_assignment(p))
     return shlex.join(out)
+
+
+class MaskingFilter(logging.Filter):
+    """A logging filter that masks, by the same rule, credentials in URLs and secret query parameters in every
+    message it passes (a library's ``HTTP Request: POST http://user:pw@host/...`` line, a path that is a URL):
+    put on the handlers, it covers the records of every logger that reach them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record: logging reports it itself
+            return True
+        masked = _mask_text(text)
+        if masked != text:
+            record.msg, record.args = masked, None
+        return True
