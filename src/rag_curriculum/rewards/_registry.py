@@ -30,6 +30,10 @@ for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatRewar
                     ("craft-answer", "CraftAnswerReward"), ("craft-evidence", "CraftEvidenceReward"),
                     ("craft-boundary", "CraftBoundaryReward"), ("craft-judge", "CraftJudgeReward")):
     REWARDS.register(_name, f"rag_curriculum.rewards._craft:{_cls}")
+# Search agents (rewards/_search.py, docs/training.md): Search-R1's EM, F1, and the retrieval signals
+for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Reward"),
+                    ("search-gold-found", "SearchGoldFoundReward"), ("search-count", "SearchCountReward")):
+    REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

@@ -1,0 +1,163 @@
+"""Rewards of a search agent (Search-R1's ``<search>`` / ``<answer>`` protocol, :mod:`rag_curriculum.agents`).
+
+* ``search-em``: Search-R1's reward (its ``qa_em.py``): the answer is the *last* ``<answer>`` block, normalised the
+  SQuAD way (:func:`~rag_curriculum.rewards.normalize_answer`), 1.0 when it matches the gold answer or any alias,
+  else 0.0 (no answer: 0.0);
+* ``search-f1``: the HotpotQA token F1 of the same answer against the gold answers (maximum over the aliases);
+* ``search-gold-found``: 1.0 when one of the trajectory's searches returned a gold passage (the curriculum row's
+  gold labels, decided by content), else 0.0: a retrieval signal that comes free with the toolkit's rows;
+* ``search-count``: the number of searches the trajectory ran (give it a small negative weight for a penalty,
+  a positive one for a bonus, 0 to log it only).
+
+The answer and the searches are read from the ``trajectory`` column the toolkit's rollout function returns
+(:class:`~rag_curriculum.agents.SearchRollout`: one dict per completion, the environment's record of what was
+searched, what came back and which answer it accepted); without it (a completion scored outside a rollout), the
+answer is the last ``<answer>`` block of the completion text, as Search-R1 parses it, and there are no searches.
+
+Every reward is a frozen, picklable dataclass with a ``__name__`` (TRL names the reward and its logged mean after
+it). ``search-em`` also logs the batch means of every component (``search/exact_match``, ``search/f1``,
+``search/answered``, ``search/gold_found``, ``search/searches``, ``search/format_errors``) through TRL's
+``log_metric``, so a recipe that trains on EM alone still sees them all.
+
+>>> em = SearchEmReward()
+>>> done = "<think>t</think><search>q</search>\\n\\n<information>Doc 1(Title: x) y</information>\\n\\n<answer> Paris </answer>"
+>>> em([done, "<answer>Lyon</answer>", "no answer"], answers=[["Paris"], ["Paris"], ["Paris"]])
+[1.0, 0.0, 0.0]
+>>> traj = {"answer": "the Paris", "errors": ["no_action"], "searches": [{"gold": [False, True]}, {"gold": [False]}]}
+>>> b = em.score("ignored", ["Paris"], traj)
+>>> b.exact_match, b.gold_found, b.searches, b.format_errors
+(1.0, 1.0, 2, 1)
+>>> SearchCountReward()(["x"], answers=[["Paris"]], trajectory=[traj])
+[2.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+from ._columns import completion_text, row_answers
+from ._metrics import answer_scores
+
+__all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Reward", "SearchGoldFoundReward"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchBreakdown:
+    """One trajectory's scores: EM and F1 of its answer, whether it answered, whether a search found a gold
+    passage, how many searches it ran and how many turns had a format error."""
+
+    exact_match: float
+    f1: float
+    answered: float
+    gold_found: float
+    searches: int
+    format_errors: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_LOGGED = ("exact_match", "f1", "answered", "gold_found", "searches", "format_errors")
+
+
+def last_answer(text: str) -> str | None:
+    """Search-R1's ``extract_solution``: the content of the last ``<answer>...</answer>`` block, stripped.
+
+    >>> last_answer("<answer>a</answer> then <answer> b </answer>"), last_answer("<answer>open")
+    ('b', None)
+    """
+    from ..agents._searchr1 import parse_trajectory
+
+    return parse_trajectory(text).answer
+
+
+def _searches(trajectory: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found = trajectory.get("searches") or []
+    return [s for s in found if isinstance(s, Mapping)]
+
+
+@dataclass(frozen=True)
+class SearchEmReward:
+    """Search-R1's exact-match reward as a batched TRL reward function; see the module docstring. The other search
+    rewards are this class returning another component."""
+
+    log_components: bool = True
+    """Log the batch mean of every component through TRL's ``log_metric`` (under ``search/``)."""
+
+    __name__: ClassVar[str] = "search_em"
+    component: ClassVar[str] = "exact_match"
+
+    def score(self, completion: Any, answers: Sequence[str] | str,
+              trajectory: Mapping[str, Any] | None = None) -> SearchBreakdown:
+        """The scores of one completion (``trajectory``: the rollout's record of it, when there is one)."""
+        if trajectory is not None and not isinstance(trajectory, Mapping):
+            raise ConfigError(f"the trajectory column holds {type(trajectory).__name__}, not a dict",
+                              hint="pass the `trajectory` dicts the toolkit's SearchRollout returns")
+        if trajectory is not None:
+            answer = trajectory.get("answer")
+            searches = _searches(trajectory)
+            errors = len(trajectory.get("errors") or [])
+        else:
+            answer, searches, errors = last_answer(completion_text(completion)), [], 0
+        em, f1 = answer_scores(answer, answers) if answer else (0.0, 0.0)
+        gold = float(any(any(s.get("gold") or []) for s in searches))
+        return SearchBreakdown(em, f1, float(answer is not None), gold, len(searches), errors)
+
+    def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
+                   reward_model: Sequence[Any] | None = None,
+                   trajectory: Sequence[Any] | None = None) -> list[SearchBreakdown]:
+        """Per-completion breakdowns of a batch; the columns hold one entry per completion."""
+        n = len(completions)
+        for name, col in (("answers", answers), ("reward_model", reward_model), ("trajectory", trajectory)):
+            if col is not None and len(col) != n:
+                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+        if answers is None and reward_model is None:
+            raise ConfigError("the search rewards need the gold answers: pass the `answers` column (the answer and "
+                              "its aliases) or `reward_model` with ground_truth.answers",
+                              hint="with TRL keep remove_unused_columns=False")
+        none = (None,) * n
+        return [self.score(c, row_answers(a, rm), t) for c, a, rm, t in zip(
+            completions, none if answers is None else answers, none if reward_model is None else reward_model,
+            none if trajectory is None else trajectory, strict=True)]
+
+    def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
+                 reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,
+                 log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
+        """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
+        scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory)
+        if self.log_components and log_metric is not None and scores:
+            for attr in _LOGGED:
+                log_metric(f"search/{attr}", sum(float(getattr(b, attr)) for b in scores) / len(scores))
+        component = self.component
+        return [float(getattr(b, component)) for b in scores]
+
+
+@dataclass(frozen=True)
+class SearchF1Reward(SearchEmReward):
+    """The token F1 of the last answer (HotpotQA's, maximum over the aliases)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "search_f1"
+    component: ClassVar[str] = "f1"
+
+
+@dataclass(frozen=True)
+class SearchGoldFoundReward(SearchEmReward):
+    """1.0 when a search of the trajectory returned a gold passage of the row (needs the ``trajectory`` column)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "search_gold_found"
+    component: ClassVar[str] = "gold_found"
+
+
+@dataclass(frozen=True)
+class SearchCountReward(SearchEmReward):
+    """The number of searches the trajectory ran: a penalty or a bonus through its weight (needs the ``trajectory``
+    column)."""
+
+    log_components: bool = False
+    __name__: ClassVar[str] = "search_count"
+    component: ClassVar[str] = "searches"
