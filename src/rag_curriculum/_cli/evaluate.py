@@ -16,6 +16,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from ..evaluation._agent import AgentEvalConfig
 from ..evaluation._config import EvalConfig
 from .common import (
     ENGINE_PARAMS,
@@ -46,6 +47,7 @@ from .common import (
 )
 
 E = EvalConfig
+A = AgentEvalConfig
 #: The generation-backend options (shared with `curriculum partition`): each goes to backend_args when the chosen
 #: backend takes it.
 BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
@@ -120,11 +122,20 @@ def run(
     chunk_size: Annotated[int | None, option(E, "chunk_size")] = None,
     plots: Annotated[bool | None, option(E, "plots")] = None,
     overwrite: Annotated[bool | None, option(E, "overwrite")] = None,
+    agent: Annotated[str | None, option(A, "agent", "--agent")] = None,
+    retriever: Annotated[str | None, option(A, "retriever", "--retriever")] = None,
+    topk: Annotated[int | None, option(A, "topk", "--topk")] = None,
+    max_turns: Annotated[int | None, option(A, "max_turns", "--max-turns")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
     (recipe=rag-rl: the paper's evaluation, both settings, m = 3) whose values the options override.
+    With --agent search-r1 --retriever DIR|URL, the models are search agents: they search across turns and are
+    scored by EM / F1, searches per question, gold recall and format errors.
     `curriculum eval compare RUN...` puts runs side by side."""
+    if agent is not None or retriever is not None:
+        _run_agent(ctx, backend_arg)
+        return
     from ..config import resolve
     from ..curricula.builder import current_command
     from ..evaluation import run_eval
@@ -134,7 +145,8 @@ def run(
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
-    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
+    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", "agent", "retriever", "topk",
+            "max_turns", *BACKEND_FLAGS, *ENGINE_PARAMS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
     flags["out"] = str(out_dir) if out_dir is not None else None
@@ -160,6 +172,61 @@ def run(
     what = f"generated {result.generated} question(s)" if result.generated else "reused every completion"
     console.print(f"[green]done[/] ({what}): {result.out}/table.md, summary.json, results/"
                   + (f", {len(result.summary['plots'])} plot(s) in plots/" if result.summary.get("plots") else ""))
+
+
+#: `eval run` options an agent evaluation takes (the others are refused with --agent).
+_AGENT_FLAGS = {"models": "models", "data": "data", "out_dir": "out", "backend": "backend", "m": "m",
+                "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
+                "limit": "limit", "overwrite": "overwrite", "agent": "agent", "retriever": "retriever",
+                "topk": "topk", "max_turns": "max_turns"}
+
+
+def _given(v: Any) -> bool:
+    return v is not None and v is not False and not (isinstance(v, (list, tuple)) and not v)
+
+
+def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
+    """`curriculum eval --agent search-r1 --retriever DIR|URL ...`."""
+    from ..config import bind
+    from ..curricula.builder import current_command
+    from ..errors import ConfigError
+    from ..evaluation._agent import run_agent_eval
+
+    p = ctx.params
+    with reported_errors():
+        if p.get("overrides"):
+            raise ConfigError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
+        other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FLAGS
+                       and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old"))
+        if other:
+            raise ConfigError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
+                              hint="see curriculum eval --help")
+        flags = {dst: p[src] for src, dst in _AGENT_FLAGS.items() if _given(p.get(src))}
+        if "out" in flags:
+            flags["out"] = str(flags["out"])
+        if p.get("templates"):
+            if len(p["templates"]) > 1:
+                raise ConfigError("--agent takes one --template (search-r1 | search-r1-original)")
+            flags["template"] = p["templates"][0]
+        flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
+        backend = flags.get("backend", AgentEvalConfig.backend)
+        flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
+                                                 parse_backend_args(backend_arg))
+        cfg = bind(AgentEvalConfig, flags)
+        summary = run_agent_eval(cfg, progress=p.get("progress", True) and console.is_terminal,
+                                 command=redacted(current_command()))
+    from rich.table import Table
+
+    table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
+    for h in ("model", "set", "EM", "F1", "searches/q", "gold recall", "format errors", "ended"):
+        table.add_column(h, justify="left" if h in ("model", "set", "format errors", "ended") else "right")
+    for e in summary["evals"]:
+        o = e["overall"]
+        table.add_row(e["model"], e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}", f"{o['searches']:.2f}",
+                      f"{o['gold_recall']:.1f}", ", ".join(f"{k} {v}" for k, v in sorted(e["format_errors"].items()))
+                      or "none", ", ".join(f"{k} {v}" for k, v in sorted(e["status"].items())))
+    out.print(table)
+    console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/")
 
 
 @eval_app.command("compare")

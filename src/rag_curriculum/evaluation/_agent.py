@@ -1,0 +1,257 @@
+"""Evaluation of search agents (``curriculum eval --agent search-r1 --retriever DIR|URL``): each model answers each
+question of each set ``m`` times through the search environment (:func:`rag_curriculum.agents.run_rollouts`), and
+is scored the way the agentic papers report it: exact match and F1 of the final ``<answer>`` (SQuAD normalisation,
+the best over the gold aliases, averaged over the ``m`` samples), plus what only a search agent has: searches per
+question, gold recall of what was retrieved (the share of a question's gold passages that any of its searches
+returned, and the share of trajectories that saw one), format errors by type and how trajectories ended (answer,
+turn budget, context budget, format error), with the same breakdowns as the closed-context evaluation (hops, level,
+answerable).
+
+Outputs in ``out``: ``results/MODEL/SET.json`` (per set: the scores and the fingerprint of what made them, written
+atomically when the set is done: a rerun of the same command reuses it, another setting is refused without
+``--overwrite``), ``trajectories/MODEL/SET.jsonl`` (every trajectory: segments, queries, passage ids, gold flags,
+errors), ``summary.json``, ``table.md`` (EM / F1 per dataset, models as rows) and ``eval_config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .._settings import check_settings, rule
+from ..errors import ConfigError, EvalError
+from ._config import ModelSpec, public_backend_args
+
+log = logging.getLogger(__name__)
+
+AGENTS = ("search-r1",)
+
+
+@dataclass
+class AgentEvalConfig:
+    """Everything that determines a search-agent evaluation. Saved as ``eval_config.json`` in ``out``."""
+
+    agent: str = rule("search-r1", choices=AGENTS, help="The agent protocol: search-r1 (Search-R1's tags).")
+    retriever: str | None = rule(None, empty=False, help=(
+        "What the agent's searches call: an index directory (`curriculum index`) or a server URL "
+        "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
+    models: list[ModelSpec] = rule(default_factory=list, flag="--model", help="Models: PATH or NAME=PATH.")
+    data: list[str] = rule(default_factory=list, flag="--data", help=(
+        "Shard directories whose questions are asked (evaluation sets or curricula: question, answers and gold "
+        "passages are read from the rows)."))
+    out: str = rule("outputs/eval-agent", empty=False, help="Output directory.")
+    backend: str = rule("vllm", empty=False, help="Generation backend: vllm | openai | transformers | scripted.")
+    backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help="Other backend options.")
+    template: str = rule("search-r1", empty=False, help="The agent's prompt: search-r1 | search-r1-original.")
+    m: int = rule(1, ge=1, le=64, flag="--samples", help="Trajectories per question, averaged.")
+    temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (explicit, never the model's).")
+    top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
+    max_tokens: int = rule(500, ge=1, le=1_000_000, help="Most tokens per model turn (Search-R1: 500).")
+    topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
+    max_turns: int = rule(4, ge=1, le=64, help="Model turns per trajectory, the answering one included.")
+    max_context_tokens: int = rule(8192, ge=1, le=10_000_000, help=(
+        "Prompt plus trajectory, in the backend's tokens (characters / 4 for a backend without a tokenizer)."))
+    seed: int = rule(0, ge=0, le=2**63 - 1, help="Sampling seed.")
+    limit: int | None = rule(None, ge=1, le=10_000_000, help="Ask only the first N questions of each set.")
+    overwrite: bool = rule(False, help="Evaluate again where out holds results made with other settings.")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        self.models = [m if isinstance(m, ModelSpec) else ModelSpec.parse(str(m)) for m in self.models]
+
+    def validate(self) -> None:
+        self.__post_init__()
+        if not self.models:
+            raise ConfigError("no model given: pass --model PATH (or NAME=PATH)")
+        if not self.data:
+            raise ConfigError("no questions given: pass --data DIR (a shard directory), once per set")
+        if not self.retriever:
+            raise ConfigError("--agent needs --retriever: an index directory or a server URL",
+                              hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)")
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
+        self.rollout()  # its own checks (template, budgets)
+
+    def rollout(self) -> Any:
+        from ..agents import RolloutConfig
+
+        return RolloutConfig(template=self.template, topk=self.topk, max_turns=self.max_turns,
+                             max_context_tokens=self.max_context_tokens, seed=self.seed)
+
+    def sampling(self) -> Any:
+        from ..generation import SamplingConfig
+
+        return SamplingConfig(n=1, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                              seed=self.seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["models"] = [f"{m.name}={m.path}" for m in self.models]
+        d["backend_args"] = public_backend_args(self.backend_args, mask=True)
+        return d
+
+
+_COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "level", "answerable")
+
+
+def load_question_sets(directory: str | Path, *, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(dataset, rows) per dataset of a shard directory, in row order."""
+    from ..shards import read_table
+
+    table = read_table(directory)
+    cols = [c for c in _COLUMNS if c in table.schema.names]
+    missing = {"id", "data_source", "question", "answers"} - set(cols)
+    if missing:
+        raise EvalError(f"{directory}: the rows have no {', '.join(sorted(missing))} column",
+                        hint="pass a shard directory made by curriculum build")
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in table.select(cols).to_pylist():
+        by.setdefault(r["data_source"], []).append(r)
+    if not by:
+        raise EvalError(f"{directory}: no rows")
+    return [(ds, rows[:limit] if limit else rows) for ds, rows in by.items()]
+
+
+def _rows_digest(rows: Sequence[dict[str, Any]]) -> str:
+    """What the questions are: ids, questions, answers and gold passages (a rerun reuses results only for these)."""
+    import hashlib
+
+    keep = [[r["id"], r["question"], r["answers"], [(p["title"], p["text"]) for p in (r.get("passages") or [])
+                                                   if p.get("is_gold")]] for r in rows]
+    return hashlib.sha256(json.dumps(keep, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int) -> dict[str, Any]:
+    """The scores of ``m`` trajectories per row (row order, then sample order): overall and by hops, level and
+    answerable (each a mean over questions of the per-question mean over samples)."""
+    from ..retrieval._index import passage_hash
+    from ..rewards._metrics import answer_scores
+
+    per_q: list[dict[str, float]] = []
+    errors: dict[str, int] = defaultdict(int)
+    status: dict[str, int] = defaultdict(int)
+    for qi, row in enumerate(rows):
+        ts = trajs[qi * m:(qi + 1) * m]
+        gold = {passage_hash(p["title"], p["text"]) for p in (row.get("passages") or []) if p.get("is_gold")}
+        em, f1, searches, seen_gold, recall = [], [], [], [], []
+        for t in ts:
+            e, f = answer_scores(t.answer, row["answers"]) if t.answer is not None else (0.0, 0.0)
+            em.append(e)
+            f1.append(f)
+            searches.append(len(t.searches))
+            seen_gold.append(float(t.gold_found))
+            found = {i for c in t.searches for i, g in zip(c.ids, c.gold, strict=True) if g}
+            recall.append(min(len(found), len(gold)) / len(gold) if gold else 0.0)
+            status[t.status] += 1
+            for err in t.errors:
+                errors[err] += 1
+        per_q.append({"em": _mean(em), "f1": _mean(f1), "searches": _mean(searches),
+                      "gold_seen": _mean(seen_gold), "gold_recall": _mean(recall)})
+
+    def agg(idx: Sequence[int]) -> dict[str, float]:
+        return {k: round(100 * _mean([per_q[i][k] for i in idx]), 2) if k != "searches"
+                else round(_mean([per_q[i][k] for i in idx]), 3) for k in per_q[0]} | {"questions": len(idx)}
+
+    out: dict[str, Any] = {"overall": agg(range(len(rows))) if rows else {}, "format_errors": dict(errors),
+                           "status": dict(status)}
+    for key in ("hops", "level", "answerable"):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(rows):
+            if r.get(key) is not None:
+                groups[str(r[key]).lower()].append(i)
+        if groups:
+            out[f"by_{key}"] = {g: agg(idx) for g, idx in sorted(groups.items())}
+    return out
+
+
+def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str | None = None,
+                   backend_factory: Any = None) -> dict[str, Any]:
+    """Evaluate every model on every set (see the module docstring); return the summary."""
+    from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
+    from .._progress import maybe_progress
+    from ..agents import open_retriever, run_rollouts
+    from ..generation import get_backend
+    from ..shards import write_json
+
+    cfg.validate()
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {out} is a file", hint="choose a directory for --out")
+    sets = [(d, ds, rows) for d in cfg.data for ds, rows in load_question_sets(d, limit=cfg.limit)]
+    keys = [f"{ds}-{Path(d).name}" for d, ds, _ in sets]
+    retriever = open_retriever(cfg.retriever)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
+                                                        "command": redact_command(command)}))
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")}
+    summary: dict[str, Any] = {"agent": cfg.agent, "retriever": retriever.describe(), "evals": []}
+    for model in cfg.models:
+        backend = None
+        try:
+            for (d, ds, rows), key in zip(sets, keys, strict=True):
+                fp = {"settings": settings, "model": model.path, "rows": _rows_digest(rows)}
+                res_path = out / "results" / model.name / f"{key}.json"
+                if res_path.is_file():
+                    old = json.loads(res_path.read_text())
+                    if old.get("fingerprint") == fp:
+                        summary["evals"].append(old["entry"])
+                        continue
+                    if not cfg.overwrite:
+                        raise EvalError(f"{res_path} holds results made with other settings",
+                                        hint="pass --overwrite to evaluate again, or choose another --out")
+                if backend is None:
+                    backend = (backend_factory(model) if backend_factory
+                               else get_backend(cfg.backend, model=model.path, **cfg.backend_args))
+                with maybe_progress(progress, unit="turns") as bar:
+                    task = bar.add_task(f"{model.name} · {key}", total=cfg.max_turns) if bar else None
+
+                    label = f"{model.name} · {key}"
+
+                    def on_turn(turn: int, active: int, bar: Any = bar, task: Any = task, label: str = label) -> None:
+                        if bar is not None:
+                            bar.update(task, completed=turn, description=f"{label} · {active} active")
+
+                    trajs = run_rollouts(backend, rows, retriever, cfg.sampling(), n=cfg.m, config=cfg.rollout(),
+                                         on_turn=on_turn)
+                tpath = out / "trajectories" / model.name / f"{key}.jsonl"
+                tpath.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(tpath, "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n"
+                                                  for t in trajs).encode("utf-8"))
+                entry = {"model": model.name, "dataset": ds, "set": key, "data": Path(d).name,
+                         "questions": len(rows), "samples": cfg.m, **score_trajectories(rows, trajs, cfg.m)}
+                res_path.parent.mkdir(parents=True, exist_ok=True)
+                write_json(res_path, {"fingerprint": fp, "entry": entry})
+                summary["evals"].append(entry)
+        finally:
+            if backend is not None:
+                backend.close()
+    write_json(out / "summary.json", summary)
+    atomic_write_text(out / "table.md", render_table(summary))
+    return summary
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    """EM / F1 per dataset (columns) and model (rows), then searches per question and gold recall, as the
+    agentic papers lay out their main tables (scores x 100)."""
+    sets = list(dict.fromkeys(e["set"] for e in summary["evals"]))
+    models = list(dict.fromkeys(e["model"] for e in summary["evals"]))
+    cell = {(e["model"], e["set"]): e["overall"] for e in summary["evals"]}
+    head = "| model | " + " | ".join(f"{s} EM | {s} F1" for s in sets) + " | searches / q | gold recall |"
+    lines = [f"# Search agent ({summary['agent']})", "", head, "|" + "---|" * (1 + 2 * len(sets) + 2)]
+    for mname in models:
+        vals = [cell.get((mname, s), {}) for s in sets]
+        scores = " | ".join(f"{v.get('em', 0):.1f} | {v.get('f1', 0):.1f}" for v in vals)
+        searches = _mean([v.get("searches", 0.0) for v in vals])
+        recall = _mean([v.get("gold_recall", 0.0) for v in vals])
+        lines.append(f"| {mname} | {scores} | {searches:.2f} | {recall:.1f} |")
+    return "\n".join(lines) + "\n"
