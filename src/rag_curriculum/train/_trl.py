@@ -253,7 +253,10 @@ def _classes() -> tuple[type, type]:
 
         recorder: StepRecorder | None = None
 
+        current_inputs: list | None = None  # the rows of the batch being generated (a rollout_func reads them)
+
         def _generate_and_score_completions(self, inputs):
+            self.current_inputs = inputs
             if self.model.training and self.recorder is not None:
                 rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
                 if self.accelerator.num_processes > 1:
@@ -316,6 +319,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     cfg.validate()
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
+    if cfg.agent.retriever is not None:  # a search agent: the prompt is the agent's, made from the question
+        from ..agents._trl import search_prompts
+
+        dataset = search_prompts(dataset, cfg.agent.template)
     if cfg.adaptive.controller is None and (manifest.get("config") or {}).get("schedule") == "adaptive":
         log.info("%s is an adaptive curriculum and no adaptive.controller is set: its rows are trained at the "
                  "level they are stored at (K)", cfg.data.shards)
@@ -383,9 +390,15 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     usable = len(dataset) - (plan.unseen_rows or 0)
     recorder = StepRecorder(indices, usable=usable, policy=cfg.data.order_policy,
                             path=steps_file if args.process_index == 0 else None)
+    extra: dict[str, Any] = {}
+    if cfg.agent.retriever is not None:
+        from ..agents._trl import rollout_from_config
+
+        extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed)
+        log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-        callbacks=[callback_cls(recorder, run_plan), *callbacks],
+        callbacks=[callback_cls(recorder, run_plan), *callbacks], **extra,
     )
     trainer.recorder = recorder
     if hook is not None:

@@ -1,0 +1,146 @@
+"""A search agent trained for real: TRL's GRPOTrainer runs 3 steps of the tiny model through ``curriculum train``'s
+``search-r1-cpu-tiny`` recipe, the toolkit's rollout function (agents/_trl.py) driving the search environment
+against the real BM25 index of the MuSiQue sample, on rows of a built curriculum. The first turn is scripted (a
+search for the question: a random model never writes one) and the model writes the second.
+
+The loss mask is checked on the batch TRL itself computes (``_generate_and_score_completions``' ``tool_mask`` and
+``completion_mask``): every token of an ``<information>`` block (and of the scripted turn) weighs 0, every token
+the model sampled weighs 1; and the search rewards are logged by component."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import MUSIQUE_TRAIN
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
+pytest.importorskip("bm25s")
+
+BATCHES: list[dict] = []  # what TRL computed per generation batch
+ROLLOUTS: list[dict] = []  # what the rollout function returned
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
+    from rag_curriculum.agents._trl import SearchRollout
+    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_curriculum.train import compose_train_config, train
+    from rag_curriculum.train._trl import _classes
+
+    index = tmp_path_factory.mktemp("search-index") / "ix"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=20))
+    out = tmp_path_factory.mktemp("search-run") / "run"
+    trainer_cls, _ = _classes()
+    original = trainer_cls._generate_and_score_completions
+    call = SearchRollout.__call__
+
+    def capture(self, inputs):
+        batch = original(self, inputs)
+        BATCHES.append({k: batch[k].tolist() for k in ("completion_ids", "completion_mask", "tool_mask")}
+                       | {"curriculum_index": [x["curriculum_index"] for x in inputs]})
+        return batch
+
+    def record(self, prompts, trainer):
+        got = call(self, prompts, trainer)
+        ROLLOUTS.append(got)
+        return got
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(trainer_cls, "_generate_and_score_completions", capture)
+    mp.setattr(SearchRollout, "__call__", record)
+    BATCHES.clear()
+    ROLLOUTS.clear()
+    try:
+        cfg = compose_train_config("search-r1-cpu-tiny", [
+            f"model.name_or_path={tiny_model_dir}", f"data.shards={min_max_shards}", f"run.output_dir={out}",
+            f"agent.retriever={index}", "agent.max_turn_tokens=12", "grpo.report_to=none"])
+        result = train(cfg, overrides=["recipe=search-r1-cpu-tiny"])
+    finally:
+        mp.undo()
+    return result, list(BATCHES), list(ROLLOUTS)
+
+
+def _runs(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
+    """Maximal runs of equal mask: (mask value, ids)."""
+    out: list[tuple[int, list[int]]] = []
+    for t, m in zip(ids, mask, strict=True):
+        if out and out[-1][0] == m:
+            out[-1][1].append(t)
+        else:
+            out.append((m, [t]))
+    return out
+
+
+def test_three_steps_with_finite_loss(trained):
+    result, batches, rollouts = trained
+    assert result.global_step == 3
+    losses = [h["loss"] for h in result.log_history if "loss" in h]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert len(batches) == len(rollouts) == 3  # one generation batch per step (2 prompts x 2 generations)
+    # the rows in curriculum order, each prompt's 2 trajectories from the same row
+    order = [i for b in batches for i in b["curriculum_index"]]
+    assert order == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_information_tokens_weigh_zero_and_the_models_tokens_one(trained, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    _, batches, rollouts = trained
+    seen_info = seen_model = 0
+    for batch, rollout in zip(batches, rollouts, strict=True):
+        for i, traj in enumerate(rollout["trajectory"]):
+            n = len(rollout["completion_ids"][i])
+            ids = batch["completion_ids"][i][:n]
+            assert ids == rollout["completion_ids"][i]
+            weight = [c * t for c, t in zip(batch["completion_mask"][i][:n], batch["tool_mask"][i][:n], strict=True)]
+            assert weight == rollout["env_mask"][i]
+            assert not any(batch["completion_mask"][i][n:])  # padding weighs nothing either
+            model_text = [s["text"] for s in traj["segments"] if s["source"] == "model"][1:]  # turn 0 is scripted
+            for m, run in _runs(ids, weight):
+                text = tok.decode(run, skip_special_tokens=True)
+                if m == 0:
+                    seen_info += "<information>" in text
+                else:
+                    assert "<information>" not in text and "Doc 1(Title:" not in text
+                    assert any(text.startswith(t) or t.startswith(text) for t in model_text), (text, model_text)
+                    seen_model += 1
+            # every token of every <information> block weighs 0
+            for start in range(n):
+                if tok.decode(ids[start:], skip_special_tokens=True).startswith("<information>"):
+                    end = next(e for e in range(start + 1, n + 1)
+                               if "</information>" in tok.decode(ids[start:e], skip_special_tokens=True))
+                    assert set(weight[start:end]) == {0}
+            assert traj["searches"], "the scripted first turn searches"
+            assert sum(weight) > 0  # the model's own turn is trained on
+    assert seen_info == sum(len(r["trajectory"]) for r in rollouts)
+    assert seen_model >= seen_info
+
+
+def test_search_rewards_logged_by_component(trained):
+    result, _, rollouts = trained
+    logged = {k for h in result.log_history for k in h}
+    for key in ("rewards/search_em/mean", "rewards/search_f1/mean", "rewards/search_gold_found/mean",
+                "rewards/search_count/mean", "search/exact_match", "search/f1", "search/gold_found",
+                "search/searches", "search/format_errors", "rollout/searches", "rollout/gold_found"):
+        assert key in logged, key
+    counts = [h["rewards/search_count/mean"] for h in result.log_history if "rewards/search_count/mean" in h]
+    assert all(c >= 1.0 for c in counts)
+    assert all(t["searches"][0]["ids"] for r in rollouts for t in r["trajectory"])
+
+
+def test_dry_run_of_the_recipes(tmp_path):
+    from rag_curriculum.train import compose_train_config
+    from rag_curriculum.train._trl import check_recipe
+
+    for recipe in ("search-r1", "search-r1-cpu-tiny"):
+        cfg = compose_train_config(recipe, [f"data.shards={tmp_path}"])
+        args, _ = check_recipe(cfg)
+        assert not args.use_vllm and cfg.agent.retriever
+    cfg = compose_train_config("search-r1", [f"data.shards={tmp_path}", "grpo.use_vllm=true"])
+    from rag_curriculum.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="use_vllm"):
+        cfg.validate()
