@@ -129,7 +129,7 @@ def test_flags_win_over_the_recipe_and_the_recipe_over_the_defaults(shared_data,
 ])
 def test_unknown_keys_get_did_you_mean_on_every_command(shared_data, args, words):
     r = invoke(*args)
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output  # a usage error
     lines = error_lines(r)
     assert len(lines) == 1, r.output
     for w in words:
@@ -159,9 +159,9 @@ def test_bind_refuses_unknown_keys_with_did_you_mean_for_every_config():
 
 def test_overrides_need_a_recipe_and_arguments_are_checked(shared_data):
     r = invoke("build", "seed=1", "-d", "musique", "-i", MUSIQUE_TRAIN)
-    assert r.exit_code == 1 and "overrides need a recipe" in error_lines(r)[0]
+    assert r.exit_code == 2 and "overrides need a recipe" in error_lines(r)[0]
     r = invoke("eval", "recipe=rag-rl", "oops")
-    assert r.exit_code == 1 and "unexpected argument 'oops'" in error_lines(r)[0]
+    assert r.exit_code == 2 and "unexpected argument 'oops'" in error_lines(r)[0]
     with pytest.raises(RecipeError, match="did you mean 'rag-rl'"):
         resolve(EvalConfig, "eval", ["recipe=rag-lr"])
 

@@ -29,7 +29,7 @@ def error_lines(r) -> list[str]:
     return [line for line in r.output.splitlines() if line.startswith("error:")]
 
 
-def assert_one_line(r, *words, code=1):
+def assert_one_line(r, *words, code=2):  # 2: a usage error (a bad value, an unknown option or name)
     assert r.exit_code == code, (r.output, r.exception)
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit), r.exception  # not a crash
     lines = error_lines(r)
@@ -178,11 +178,11 @@ def test_train_dry_run_checks_reward_names():
 
 def test_validate_says_not_found_or_not_a_shard_directory(tmp_path):
     r = invoke("validate", tmp_path / "nowhere")
-    assert_one_line(r, "not found")
+    assert_one_line(r, "not found", code=1)
     assert "interrupted" not in r.output
     (tmp_path / "notes.txt").write_text("x")
     r = invoke("validate", tmp_path)
-    assert_one_line(r, "not a shard directory (no manifest.json)")
+    assert_one_line(r, "not a shard directory (no manifest.json)", code=1)
     assert "interrupted" not in r.output
 
 
@@ -214,7 +214,7 @@ def _app_raising(exc: BaseException) -> typer.Typer:
 ])
 def test_one_error_handler(exc, words):
     r = runner.invoke(_app_raising(exc), ["go"])
-    assert_one_line(r, *words)
+    assert_one_line(r, *words, code=1)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         assert "free some space" in r.output
 
@@ -228,7 +228,7 @@ def test_partition_write_failure_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(part, "partition", full_disk)
     monkeypatch.setattr(part.PartitionConfig, "validate", lambda self: None)
     r = invoke("partition", tmp_path, "--backend", "scripted", "-o", tmp_path / "p")
-    assert_one_line(r, f"{tmp_path / 'p' / 'unanswerable'}: No space left on device")
+    assert_one_line(r, f"{tmp_path / 'p' / 'unanswerable'}: No space left on device", code=1)
 
 
 def test_train_recipe_types_via_omegaconf_and_bounds():

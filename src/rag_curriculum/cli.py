@@ -20,7 +20,7 @@ app = typer.Typer(
         "them by what a base model can answer, train on them with GRPO, and evaluate answer / citation / joint F1."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -31,11 +31,26 @@ for _module in (_build, _index, _data, _partition, _train, _eval, _recipes):
     _module.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"rag-curriculum {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages (the toolkit's own)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Log warnings and errors only."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
     from ._cli.common import configure_logging
 
-    configure_logging(verbose=verbose)  # the toolkit's own debug messages with -v, not every library's
+    if verbose and quiet:
+        raise typer.BadParameter("--verbose and --quiet contradict each other; give one", param_hint="-v / -q")
+    configure_logging(verbose=verbose, quiet=quiet)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ConfigError, RecipeError
+from .errors import ConfigError, RecipeError, UsageError
 
 __all__ = ["KINDS", "RecipeKind", "bind", "compose", "field_help", "list_recipes", "recipe_path", "recipe_summary",
            "recipes_root", "resolve", "split_args", "given", "merge_flags"]
@@ -268,17 +268,17 @@ def bind(cls: type[T], data: Any, *, where: str | None = None) -> T:
         return data
     where = where or _label(cls)
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a mapping of options, got {data!r}")
+        raise UsageError(f"{where} must be a mapping of options, got {data!r}")
     known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:
         if key not in known:
             close = _closest(str(key), known, cls)
             hint = f"; did you mean {close!r}?" if close else ""
-            raise ConfigError(f"unknown option {key!r} in {where}{hint} Known: {', '.join(sorted(known))}")
+            raise UsageError(f"unknown option {key!r} in {where}{hint} Known: {', '.join(sorted(known))}")
     missing = [name for name, f in known.items() if name not in data and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise ConfigError(f"{where} needs {', '.join(missing)}: {dict(data)!r}")
+        raise UsageError(f"{where} needs {', '.join(missing)}: {dict(data)!r}")
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():

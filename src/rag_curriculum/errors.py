@@ -2,7 +2,7 @@
 
 Each error says what went wrong and where (the file, the record and the field for bad input); ``hint``, set at the
 raise site, says what to do next. The command line prints both (``error: ...`` then ``hint: ...``) and exits with
-status 1; library callers catch :class:`CurriculumError` (or the standard class it also derives from: a bad value
+status 1 (2 for a :class:`UsageError` or an :class:`UnknownNameError`: the command itself is wrong); library callers catch :class:`CurriculumError` (or the standard class it also derives from: a bad value
 is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written against those keeps working).
 
 >>> try:
@@ -46,7 +46,13 @@ class UnknownNameError(CurriculumError, KeyError):
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
-class RecipeError(ConfigError):
+class UsageError(ConfigError):
+    """The command itself is wrong: a value a setting cannot take, an unknown option, name, recipe or argument. The
+    command line exits with status 2 for it, as click does for an option that does not parse; every other refusal
+    exits with 1."""
+
+
+class RecipeError(UsageError):
     """A recipe that cannot be found, composed or bound to its config."""
 
 
@@ -55,7 +61,7 @@ def _show(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-class SettingError(ConfigError):
+class SettingError(UsageError):
     """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
     allowed."""
 

@@ -97,7 +97,7 @@ def test_build_from_recipe_with_overrides(shared_data, tmp_path):
     assert m["config"]["schedule"] == "linear" and m["K"] == {"musique": 20} and m["config"]["seed"] == 2
     assert m["counts"]["levels"] == {str(lv): 2 for lv in range(1, 21)}
     r = run("build", "recipe=musique-linar")
-    assert r.exit_code == 1 and "did you mean 'musique-linear'" in r.output
+    assert r.exit_code == 2 and "did you mean 'musique-linear'" in r.output
 
 
 def test_build_mixture_from_options(shared_data, tmp_path):
@@ -151,7 +151,7 @@ def test_every_build_recipe_resolves_to_a_valid_config():
 ])
 def test_bad_options_say_what_to_do(shared_data, tmp_path, bad, words):
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", tmp_path / "x", "--no-progress", *bad)
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # a usage error, as click's own
     errors = [line for line in r.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, r.output  # one line: never a second, bare "error: 1"
     assert "error: 1" not in r.output

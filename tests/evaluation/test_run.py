@@ -267,7 +267,7 @@ def test_compare_and_cli(eval_sets, tmp_path, stats_file):
     res = runner.invoke(app, ["eval", "compare", str(tmp_path / "run-a"), "--section", "by_bucket.unanswerable"])
     assert res.exit_code == 0 and "base" in res.output
     res = runner.invoke(app, ["eval", "--data", str(sets["musique-ideal"])])
-    assert res.exit_code == 1 and "no model given" in res.output
+    assert res.exit_code == 2 and "no model given" in res.output
     res = runner.invoke(app, ["eval", "compare", str(tmp_path / "nowhere")])
     assert res.exit_code == 1 and "no evaluation summary" in res.output
 

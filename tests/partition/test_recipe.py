@@ -119,7 +119,7 @@ def test_recipe_builds_level_K_from_an_input_file(cli, max_dir, script, tmp_path
 ])
 def test_unknown_keys_and_bad_arguments_are_one_line(cli, tmp_path, args, words):
     r = cli("partition", *args, "--backend", "scripted", "-o", tmp_path / "p")
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output
     first = r.output.strip().splitlines()[0]
     assert first.startswith("error:"), r.output
     for w in words:

@@ -19,9 +19,13 @@ from rich.markup import escape
 console = Console(stderr=True)
 out = Console()
 
-#: The exit status of every refused command (a bad value, bad input, a failed write); click's own usage errors
-#: (an option that does not parse) exit with 2.
+#: The exit status of a command that failed while it ran (bad input data, a missing file, an output in the way, a
+#: model or server error, a failed write).
 EXIT_ERROR = 1
+#: The exit status of a usage error, the command itself being wrong: as click's own (an option that does not
+#: parse, a missing argument), and the toolkit's UsageError / UnknownNameError (a value a setting cannot take, an
+#: unknown option, name, recipe or argument).
+EXIT_USAGE = 2
 
 
 #: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL).
@@ -102,10 +106,12 @@ def _default_hint(e: BaseException) -> str | None:
 def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
                     code: int = EXIT_ERROR) -> Iterator[None]:
     """Turn the toolkit's errors (CurriculumError, and the ValueError / KeyError / OSError / ImportError /
-    RuntimeError of bad input, a bad value or a failed write) into one line, a hint and exit status ``code``:
-    the one error handler of every command. The hint is the error's own (``CurriculumError.hint``, set where it
-    was raised), else ``hint(e)``, a command's own, else a default for system errors."""
-    from ..errors import CurriculumError
+    RuntimeError of bad input, a bad value or a failed write) into one line, a hint and exit status ``code``
+    (:data:`EXIT_USAGE` for a usage error: :class:`~rag_curriculum.errors.UsageError`,
+    :class:`~rag_curriculum.errors.UnknownNameError`): the one error handler of every command. The hint is the
+    error's own (``CurriculumError.hint``, set where it was raised), else ``hint(e)``, a command's own, else a
+    default for system errors."""
+    from ..errors import CurriculumError, UnknownNameError, UsageError
 
     try:
         yield
@@ -113,7 +119,8 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
         raise  # already reported, or click's own usage error
     except (CurriculumError, ValueError, KeyError, OSError, ImportError, RuntimeError, OverflowError) as e:
         own = e.hint if isinstance(e, CurriculumError) else None  # set where it was raised
-        fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), code)
+        status = EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else code
+        fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), status)
 
 
 def option(cls: type, name: str, *param_decls: str, extra: str = "", default: str | None = None,
@@ -147,7 +154,7 @@ def parse_backend_args(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            fail(f"--backend-arg must be KEY=VALUE, got {item!r}")
+            fail(f"--backend-arg must be KEY=VALUE, got {item!r}", code=EXIT_USAGE)
         try:
             parsed[key] = json.loads(value)
         except json.JSONDecodeError:

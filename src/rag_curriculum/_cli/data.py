@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .common import fail, out, reported_errors
+from .common import EXIT_USAGE, fail, out, reported_errors
 
 
 def _dist_table(title: str, dist: dict[str, int], key: str) -> Table:
@@ -132,7 +132,7 @@ def inspect(
     from ..shards import MANIFEST, read_manifest
 
     if on_error not in ("raise", "skip"):
-        fail(f"--on-error must be raise or skip, got {on_error!r}")
+        fail(f"--on-error must be raise or skip, got {on_error!r}", code=EXIT_USAGE)
     if path.is_dir():
         if not (path / MANIFEST).exists():
             fail(f"{path} is a directory without {MANIFEST}",

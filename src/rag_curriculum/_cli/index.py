@@ -54,11 +54,11 @@ def index(
                    "backend": backend, "on_error": on_error, "overwrite": overwrite})
     with reported_errors(lambda e: "check --input, --corpus and --out" if isinstance(e, OSError) else None):
         if "dataset" not in flags or "input" not in flags:
-            from ..errors import ConfigError
+            from ..errors import UsageError
 
-            raise ConfigError("curriculum index needs --dataset and --input",
-                              hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
-                                   "--out indexes/musique-dev")
+            raise UsageError("curriculum index needs --dataset and --input",
+                             hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
+                                  "--out indexes/musique-dev")
         cfg = bind(IndexConfig, flags)
         m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
     src = m["sources"][0]

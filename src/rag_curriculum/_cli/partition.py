@@ -65,13 +65,13 @@ def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
     >>> split_shards(["outputs/musique-max", "recipe=rag-rl-pass8", "k=4"])
     ('outputs/musique-max', ['recipe=rag-rl-pass8', 'k=4'])
     """
-    from ..errors import ConfigError
+    from ..errors import UsageError
 
     paths = [a for a in args or [] if "=" not in a and not a.startswith("~")]
     if len(paths) > 1:
-        raise ConfigError(f"one shard directory, got {len(paths)}: {', '.join(paths)}",
-                          hint="arguments are SHARDS (a directory), recipe=NAME and key=value overrides; a path with "
-                          "'=' in its name goes as shards=PATH")
+        raise UsageError(f"one shard directory, got {len(paths)}: {', '.join(paths)}",
+                         hint="arguments are SHARDS (a directory), recipe=NAME and key=value overrides; a path with "
+                         "'=' in its name goes as shards=PATH")
     return (str(Path(paths[0])) if paths else None), [a for a in args or [] if a not in paths]
 
 

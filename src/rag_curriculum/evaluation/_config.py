@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 __all__ = ["EvalConfig", "ModelSpec"]
 
@@ -127,10 +127,10 @@ class EvalConfig:
     def validate(self) -> None:
         self.__post_init__()
         if not self.models:
-            raise ConfigError("no model given: pass --model PATH (or NAME=PATH), once per model")
+            raise UsageError("no model given: pass --model PATH (or NAME=PATH), once per model")
         if not self.data:
-            raise ConfigError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
-                             "distractor|ideal|retrieved`), once per set")
+            raise UsageError("no evaluation set given: pass --data DIR (made by `curriculum build --setting "
+                            "distractor|ideal|retrieved`), once per set")
         names = [m.name for m in self.models]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

@@ -1,0 +1,100 @@
+"""Issue 26 item 15, the command-line conventions users expect: `curriculum --version`, `-q/--quiet` beside
+`-v/--verbose`, shell completion, and exit statuses: 2 for a usage error (as click's own), 1 for a failure while
+the command ran."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MUSIQUE_TRAIN, ROOT
+from typer.testing import CliRunner
+
+from rag_curriculum import __version__
+from rag_curriculum.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def curriculum(*args, cwd=None):
+    """The installed `curriculum` command, in a process of its own (its real stderr and logging)."""
+    exe = Path(sys.executable).parent / "curriculum"
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "rag_curriculum.cli"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200"}
+    return subprocess.run([*argv, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and r.output == f"rag-curriculum {__version__}\n"
+
+
+def test_quiet_logs_warnings_and_errors_only(shared_data, tmp_path):
+    out = tmp_path / "idx"
+    index = ["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", out, "--depth", 5, "--no-progress"]
+    loud = curriculum(*index)
+    assert loud.returncode == 0, loud.stderr
+    assert "INFO rag_curriculum" in loud.stderr
+    (out / "notes.txt").write_text("mine")
+    quiet = curriculum("-q", *index, "--overwrite")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "INFO" not in quiet.stderr
+    assert "WARNING rag_curriculum" in quiet.stderr and "notes.txt" in quiet.stderr  # warnings still shown
+    assert "indexed" in quiet.stdout  # the command's result is still printed
+    r = run("-v", "-q", "recipes")
+    assert r.exit_code == 2 and "contradict" in r.output
+
+
+def test_shell_completion_is_offered():
+    r = run("--help")
+    assert r.exit_code == 0 and "--install-completion" in r.output and "--show-completion" in r.output
+    done = curriculum("--show-completion", "bash")
+    assert done.returncode == 0, done.stderr
+    assert "complete" in done.stdout and "_CURRICULUM_COMPLETE" in done.stdout.upper()
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--K", "abc"],  # click's own: does not parse
+    ["build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", "-5"],  # out of range
+    ["build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--setting", "distracter"],  # not one of the choices
+    ["build", "-d", "nosuch", "-i", MUSIQUE_TRAIN],  # an unknown name
+    ["build", "recipe=musique-linar"],  # an unknown recipe
+    ["build", "recipe=musique-max", f"input={MUSIQUE_TRAIN}", "sead=1"],  # an unknown option
+    ["build", "seed=1", "-d", "musique", "-i", MUSIQUE_TRAIN],  # overrides without a recipe
+    ["index", "-i", MUSIQUE_TRAIN],  # a missing required option
+    ["inspect", MUSIQUE_TRAIN, "--on-error", "ignore"],
+    ["partition", "a", "b", "--backend", "scripted"],  # an unexpected argument
+    ["partition", "x", "--backend", "scripted", "--backend-arg", "novalue"],
+    ["eval", "--data", "x"],  # no model
+    ["train", "recipe=rag-rl-min-max", "rewards.0.name=rag-rl-anwser", "--print-config"],
+    ["nosuchcommand"],
+])
+def test_usage_errors_exit_2(shared_data, tmp_path, args):
+    r = run(*args, *(["-o", tmp_path / "o"] if args[0] in ("build", "index") else []))
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "-d", "musique", "-i", "/nonexistent/musique.jsonl", "--n", 5],  # a missing file
+    ["build", "-d", "hotpotqa", "-i", MUSIQUE_TRAIN, "--n", 5],  # the wrong dataset's file
+    ["validate", "/nonexistent"],
+])
+def test_failures_while_running_exit_1(shared_data, tmp_path, args):
+    r = run(*args, *(["-o", tmp_path / "o"] if args[0] == "build" else []))
+    assert r.exit_code == 1, r.output
+    assert [line for line in r.output.splitlines() if line.startswith("error:")]
+
+
+def test_the_docs_name_the_exit_codes():
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert "## Exit codes" in text and "| 2 | a usage error" in text and "| 1 | it failed while it ran" in text
+    assert "configuration.md#exit-codes" in (ROOT / "docs" / "getting-started.md").read_text()
