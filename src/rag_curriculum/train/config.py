@@ -138,6 +138,39 @@ class AdaptiveConfig:
         "Write curriculum_levels.png (level and success against step) into run.output_dir after the run."))
 
 
+AGENT_DIFFICULTY = ("none", "hard-negatives", "withhold")
+
+
+@dataclass
+class AgentConfig:
+    """A search agent (docs/training.md, "Training a search agent"): the model searches a retriever across turns
+    (Search-R1's ``<search>`` / ``<information>`` protocol) and TRL trains on the trajectories, the retrieved
+    tokens masked out of the loss. Off (the closed-context RAG-RL setting) while ``retriever`` is null."""
+
+    retriever: str | None = rule(None, help=(
+        "The search tool: a directory written by ``curriculum index`` (in-process BM25) or the URL of a server "
+        "speaking Search-R1's ``POST /retrieve`` (``curriculum serve``); null: no search agent."))
+    template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
+        "The agent's prompt: search-r1 (VERITAS appendix A) or search-r1-original (Search-R1's make_prefix)."))
+    topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
+    max_turns: int = rule(4, ge=1, le=64, help=(
+        "Model turns per trajectory, the answering one included (Search-R1: max_turns 2 to 4)."))
+    max_turn_tokens: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Tokens one turn may generate (Search-R1: max_response_length 500); null: grpo.max_completion_length."))
+    max_context_tokens: int = rule(8192, ge=1, le=MAX_COUNT, help=(
+        "Budget of prompt plus trajectory in tokens; a trajectory that reaches it stops (status context_budget)."))
+    on_invalid: str = rule("feedback", choices=("feedback", "stop"), help=(
+        "A turn with a format error: feedback (Search-R1's 'My previous action is invalid', go on) or stop."))
+    difficulty: str = rule("none", choices=AGENT_DIFFICULTY, help=(
+        "What the row's level does to its search results: none, hard-negatives (RAG-RL's d distractors above "
+        "the gold) or withhold (gold removed with probability p, ZeroSearch)."))
+    p: float = rule(0.0, ge=0.0, le=1.0, help="Withholding probability of difficulty=withhold.")
+    first_turn: str | None = rule(None, help=(
+        "A scripted first turn (``{question}`` filled in), e.g. ``<search> {question} </search>``, written instead "
+        "of the model's and masked out of the loss: a warm start, and how a tiny random model is made to search."))
+    seed: int | None = rule(None, ge=0, help="Seed of the rollouts and of the difficulty's draws; null: grpo.seed.")
+
+
 @dataclass
 class TrainConfig:
     """A training run: which curriculum, model, rewards and GRPO settings."""
@@ -158,6 +191,7 @@ class TrainConfig:
     grpo: dict[str, Any] = rule(default_factory=dict, help=(
         "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def validate(self) -> None:
         """Check the values TRL does not check itself; raise :class:`ConfigError` (a ``ValueError``) saying what to
@@ -184,6 +218,8 @@ class TrainConfig:
             except KeyError as e:
                 raise UsageError(f"adaptive.controller: {e.args[0]}") from None
         check_model_ref(self.model.name_or_path, label="model.name_or_path")
+        if self.agent.retriever is not None:
+            self._validate_agent()
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
             raise ConfigError("run.resume must be auto, last, a checkpoint path, or null")
         for key in ("output_dir", "run_name", "reward_weights"):
@@ -191,6 +227,19 @@ class TrainConfig:
                 where = {"output_dir": "run.output_dir", "run_name": "run.name",
                          "reward_weights": "the weight of each entry in rewards"}[key]
                 raise ConfigError(f"set {where} instead of grpo.{key} (the toolkit fills grpo.{key} from it)")
+
+    def _validate_agent(self) -> None:
+        if not str(self.agent.retriever).strip():
+            raise ConfigError("agent.retriever is empty", hint="give an index directory or a server URL, or null")
+        if self.grpo.get("use_vllm"):
+            raise ConfigError("agent.retriever with grpo.use_vllm=true: the search rollout generates with the policy "
+                              "in the trainer's process (transformers)", hint="set grpo.use_vllm=false")
+        if self.adaptive.controller is not None:
+            raise ConfigError("agent.retriever with adaptive.controller: the adaptive controllers do not drive a "
+                              "search agent's difficulty yet", hint="set adaptive.controller=null")
+        if "{" in str(self.agent.first_turn or "").replace("{question}", ""):
+            raise ConfigError(f"agent.first_turn={self.agent.first_turn!r}: the only field it may name is "
+                              "{question}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
