@@ -144,3 +144,46 @@ def test_dry_run_of_the_recipes(tmp_path):
 
     with pytest.raises(ConfigError, match="use_vllm"):
         cfg.validate()
+
+
+def test_rollout_under_a_plain_trainer_finds_rows_by_prompt(tiny_model_dir, min_max_rows, tmp_path):
+    """Without the toolkit's trainer (no recorded rows) the rollout finds each row by its prompt's text; a prompt
+    two rows share is refused, never guessed. Each of a prompt's repeats is a distinct sample."""
+    import types
+
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from rag_curriculum.agents import SearchRollout, get_agent_template
+    from rag_curriculum.agents._retrievers import Hit
+    from rag_curriculum.errors import ConfigError
+
+    class Fixed:
+        def search(self, queries, k):
+            return [[Hit(f"p{i}", f"T{i}", f"text {i}") for i in range(k)] for _ in queries]
+
+        def describe(self):
+            return {}
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    args = GRPOConfig(output_dir=str(tmp_path), max_completion_length=8, use_cpu=True, report_to="none")
+    trainer = types.SimpleNamespace(args=args, model=model, model_wrapped=model, accelerator=Accelerator(cpu=True),
+                                    processing_class=tok, state=types.SimpleNamespace(global_step=0))
+    rows = min_max_rows[:2]
+    rollout = SearchRollout.from_rows(rows, Fixed(), first_turn="<search> {question} </search>")
+    render = get_agent_template("search-r1").render
+    prompts = [render(rows[0]["question"])] * 2 + [render(rows[1]["question"])] * 2
+    out = rollout(prompts, trainer)
+    assert [t["row_id"] for t in out["trajectory"]] == [rows[0]["id"]] * 2 + [rows[1]["id"]] * 2
+    assert [t["sample"] for t in out["trajectory"]] == [0, 1, 0, 1]
+    assert out["logprobs"] is None and len(out["prompt_ids"]) == 4
+    for ids, mask, traj in zip(out["completion_ids"], out["env_mask"], out["trajectory"], strict=True):
+        assert len(ids) == len(mask) and traj["searches"][0]["ids"] == ["p0", "p1", "p2"]
+        first = [s["text"] for s in traj["segments"]][:2]  # the scripted search and the information block
+        n0 = len(tok("".join(first), add_special_tokens=False)["input_ids"])
+        assert set(mask[:n0 - 2]) == {0} and 1 in mask
+    twin = SearchRollout.from_rows([rows[0], {**rows[1], "question": rows[0]["question"]}], Fixed())
+    with pytest.raises(ConfigError, match="share the prompt"):
+        twin(prompts[:1], trainer)

@@ -36,11 +36,13 @@ from ._searchr1 import (
     parse_trajectory,
     parse_turn,
 )
+from ._trl import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
 
 __all__ = [
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "STATUSES", "STOP", "TURN_ERRORS", "Hit", "HttpRetriever",
-    "IndexRetriever", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig", "RowView", "SearchCall",
-    "SearchDifficulty", "SearchTemplate", "Segment", "Trajectory", "Turn", "get_agent_template",
-    "hard_negative_count", "information_block", "noise_probability", "open_retriever", "parse_trajectory",
-    "parse_turn", "run_rollouts", "split_contents", "summarize",
+    "IndexRetriever", "ParsedTrajectory", "PolicyBackend", "Retriever", "RetrieverError", "RolloutConfig",
+    "RowView", "SearchCall", "SearchDifficulty", "SearchRollout", "SearchTemplate", "Segment", "Trajectory",
+    "Turn", "TurnSampling", "get_agent_template", "hard_negative_count", "information_block",
+    "noise_probability", "open_retriever", "parse_trajectory", "parse_turn", "rollout_from_config",
+    "run_rollouts", "search_prompts", "split_contents", "summarize",
 ]
