@@ -698,11 +698,18 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
             raise ShardError(f"{d}: an --overwrite that was replacing this output did not finish, so it holds a "
                              "mix of old and new files and no manifest",
                              hint="run the same command again with --overwrite (the files you added are kept)")
-        raise ShardError(f"{d}: no {MANIFEST}, so the write that made it did not finish; build it again")
+        if any(d.glob("part-*.parquet")) or any(d.glob(f"{DATA_DIR}/part-*.parquet")):
+            raise ShardError(f"{d}: no {MANIFEST}, so the write that made it did not finish; build it again")
+        raise ShardError(f"{d}: not a shard directory (no {MANIFEST})",
+                         hint="pass a directory made by `curriculum build` or `curriculum partition`")
     try:
-        return json.loads(mpath.read_text())
+        manifest = json.loads(mpath.read_text())
     except json.JSONDecodeError as e:
-        raise ShardError(f"{mpath}: invalid JSON ({e})") from None
+        raise ShardError(f"{mpath}: invalid JSON ({e})", hint="build the directory again") from None
+    if not isinstance(manifest, dict):
+        raise ShardError(f"{mpath}: a JSON {type(manifest).__name__}, not a manifest (an object)",
+                         hint="build the directory again")
+    return manifest
 
 
 def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict[str, Any]:

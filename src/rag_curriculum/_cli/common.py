@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import click
@@ -80,6 +81,10 @@ def error_text(e: BaseException) -> str:
     ``PATH: what the system said``."""
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
         text = e.args[0]
+    elif isinstance(e, OSError) and e.strerror and (blocker := _file_in_the_way(e)) is not None:
+        path = Path(e.filename)
+        text = (f"{path} is a file, where a folder is needed" if blocker == path else
+                f"cannot create {path}: {blocker} is a file, where a folder is needed")
     elif isinstance(e, OSError) and e.strerror:
         where = " -> ".join(str(p) for p in (e.filename, e.filename2) if p not in (None, ""))
         text = f"{where}: {e.strerror}" if where else e.strerror
@@ -89,7 +94,21 @@ def error_text(e: BaseException) -> str:
     return text or type(e).__name__
 
 
+def _file_in_the_way(e: OSError) -> Path | None:
+    """For "File exists" / "Not a directory" on making a folder: the file that stands where a folder is needed
+    (the path itself or one of its parents), or None."""
+    if e.errno not in (_errno.EEXIST, _errno.ENOTDIR) or not e.filename or e.filename2:
+        return None
+    path = Path(e.filename)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            return p
+    return None
+
+
 def _default_hint(e: BaseException) -> str | None:
+    if isinstance(e, OSError) and _file_in_the_way(e) is not None:
+        return "choose another --out (a folder, or a path where none exists yet), or move the file away"
     if isinstance(e, OSError):
         if e.errno == _errno.ENOSPC:
             return "free some space on that disk, or write --out elsewhere, and run the same command again"
@@ -180,6 +199,10 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
             console.print(f"[yellow]note:[/] --{k.replace('_', '-')} does not apply to the {backend} backend; "
                           "ignored")
     args.update(extra)
+    from ..generation.base import check_backend_args
+
+    with reported_errors():
+        check_backend_args(backend, extra, cls)  # --backend-arg nosuch=1: refused now, in one line
     return args
 
 

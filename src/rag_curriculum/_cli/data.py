@@ -129,7 +129,7 @@ def inspect(
     titles, skipped records) or a shard directory (levels, hops, distractors, sizes)."""
     from ..errors import DataError
     from ..loaders.stats import source_summary
-    from ..shards import MANIFEST, read_manifest
+    from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, validate_shards
 
     if on_error not in ("raise", "skip"):
         fail(f"--on-error must be raise or skip, got {on_error!r}", code=EXIT_USAGE)
@@ -137,11 +137,22 @@ def inspect(
         if not (path / MANIFEST).exists():
             fail(f"{path} is a directory without {MANIFEST}",
                  "pass one source data file (JSON, JSONL or Parquet), or a finished build output")
-        manifest = read_manifest(path)
-        if as_json:
-            out.print_json(json.dumps(manifest))
-        else:
-            print_shard_summary(path, manifest)
+        with reported_errors(lambda e: f"build it again; `curriculum validate {path}` lists what is wrong"):
+            manifest = read_manifest(path)
+            if manifest.get("kind") == "bm25-index":
+                raise ShardError(f"{path} is a BM25 index (made by `curriculum index`), not a shard directory",
+                                 hint=f"`curriculum validate {path}` checks it")
+            if not is_toolkit_manifest(manifest):
+                raise ShardError(f"{path}/{MANIFEST} is not a shard manifest of this toolkit (no toolkit name, "
+                                 "kind, schema_version and shard list)")
+            if as_json:
+                out.print_json(json.dumps(manifest))
+            else:
+                try:
+                    print_shard_summary(path, manifest)
+                except Exception:
+                    validate_shards(path)  # names the shard that is wrong (a truncated file, a changed hash)
+                    raise
         return
 
     def hint(e: BaseException) -> str | None:
@@ -162,10 +173,11 @@ def inspect(
 
 
 def validate(
-    directory: Annotated[Path, typer.Argument(help="A shard directory made by `curriculum build` or `partition`.")],
+    directory: Annotated[Path, typer.Argument(help="A shard directory made by `curriculum build` or `partition`, "
+                                              "or an index made by `curriculum index`.")],
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
-    schema. Exits 1 when anything is wrong."""
+    schema; or a BM25 index: its files and counts against its manifest. Exits 1 when anything is wrong."""
     from ..shards import MANIFEST, ShardError, validate_shards
 
     what = "give a shard directory made by `curriculum build` or `curriculum partition`"
@@ -176,11 +188,35 @@ def validate(
     if not (directory / MANIFEST).exists() and not any(directory.glob("part-*.parquet")) and not any(
             directory.glob("data/part-*.parquet")):
         fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
+    kind = _manifest_kind(directory / MANIFEST)
+    if kind == "bm25-index":  # an index of `curriculum index`: its own checks, not a shard directory's
+        _validate_index(directory)
+        return
     with reported_errors(lambda e: "rebuild the directory (an interrupted build never leaves a valid one)"
                          if isinstance(e, ShardError) else None):
         m = validate_shards(directory)
     out.print(f"[green]valid[/]: {directory} ({m['num_rows']:,} rows in {len(m['shards'])} shard(s), "
               f"schema v{m['schema_version']})")
+
+
+def _manifest_kind(path: Path) -> str | None:
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return m.get("kind") if isinstance(m, dict) and isinstance(m.get("kind"), str) else None
+
+
+def _validate_index(directory: Path) -> None:
+    """``curriculum validate`` on a BM25 index: its manifest, and its files and counts against it (what a build
+    checks when it loads the index)."""
+    from ..retrieval import load_index
+
+    with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
+        idx = load_index(directory)
+        m = idx.manifest
+    out.print(f"[green]valid[/]: {directory} (a BM25 index: {m['passages']:,} passages, {m['questions']:,} "
+              f"questions ranked to depth {m['depth']}; files and counts match its manifest)")
 
 
 def register(app: typer.Typer) -> None:

@@ -155,6 +155,9 @@ def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str
         f = p / "stats.parquet" if p.is_dir() else p
         from ..partition import stats_set_problem
 
+        if not p.exists():
+            raise EvalError(f"{p}: no such file or directory", hint="--stats takes a partition's stats.parquet or "
+                            "its --out directory")
         if (problem := stats_set_problem(p)) is not None:
             raise EvalError(problem)
         if not f.exists():

@@ -222,4 +222,28 @@ BACKENDS.register("scripted", "rag_curriculum.generation.scripted:ScriptedBacken
 
 def get_backend(name: str, **kwargs: Any) -> GenerationBackend:
     """Build the backend registered under ``name`` (its heavy library is imported only now)."""
-    return BACKENDS.get(name)(**kwargs)
+    cls = BACKENDS.get(name)
+    check_backend_args(name, kwargs, cls)
+    return cls(**kwargs)
+
+
+def check_backend_args(name: str, args: Mapping[str, Any], cls: Any = None) -> None:
+    """Refuse an option the backend ``name`` does not take (``--backend-arg nosuch=1``), in one line with a "did you
+    mean" and the options it takes; a backend that passes unknown options on (vllm: to vLLM's engine) takes any."""
+    import difflib
+
+    from ..errors import UsageError
+
+    cls = cls if cls is not None else BACKENDS.get(name)
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    known = sorted(k for k, p in params.items() if k not in ("self", "model")
+                   and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+    for key in args:
+        if key == "model" or key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1)
+        raise UsageError(f"the {name} backend has no option {key!r} (--backend-arg {key}=...)"
+                         + (f"; did you mean {close[0]!r}?" if close else ""),
+                         hint=f"its options: {', '.join(known)}")

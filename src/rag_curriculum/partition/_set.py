@@ -189,6 +189,8 @@ def stats_set_problem(path: str | Path) -> str | None:
     """Why a partition's ``stats.parquet`` (or its ``OUT``) must not be read, or None: inside its partition's
     ``OUT`` it is read only once ``partition.json`` marks the set complete."""
     p = Path(path)
+    if not p.exists():
+        return None  # nothing here: its reader says so (not "the folder above is an unfinished partition")
     parent = p if p.is_dir() else p.parent
     if not ((parent / RECORD_FILE).exists() or (parent / WORK).is_dir()):
         return None

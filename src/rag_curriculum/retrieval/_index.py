@@ -299,6 +299,9 @@ def _owned(manifest: dict[str, Any]) -> set[str]:
 def _check_out(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise IndexError_(f"--out {out} is a file", hint="choose another --out")
+    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise IndexError_(f"cannot create --out {out}: {blocker} is a file", hint="choose another --out")
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise IndexError_(f"--out {out} exists", hint="pass --overwrite to replace it, or choose another --out")
