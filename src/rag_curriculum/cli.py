@@ -11,6 +11,7 @@ from ._cli import evaluate as _eval
 from ._cli import index as _index
 from ._cli import partition as _partition
 from ._cli import recipes as _recipes
+from ._cli import serve as _serve
 from ._cli import train as _train
 
 app = typer.Typer(
@@ -26,8 +27,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# Each module registers its own commands (build; index; inspect/validate; partition; train; eval; recipes).
-for _module in (_build, _index, _data, _partition, _train, _eval, _recipes):
+# Each module registers its own commands (build; index; serve; inspect/validate; partition; train; eval; recipes).
+for _module in (_build, _index, _serve, _data, _partition, _train, _eval, _recipes):
     _module.register(app)
 
 

@@ -31,16 +31,19 @@ def index(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Index every distinct paragraph (title + text) of a dataset file, and optionally a corpus of
-    {"title", "text"} JSONL lines, with BM25 (bm25s), and store each question's ranking of the best --depth
-    passages. Builds then draw BM25 distractors (--distractors bm25|mixed --index DIR) or retrieved passages
-    (--setting retrieved --index DIR) from it. The directory holds bm25s's matrix (memory-mapped when loaded), the
-    passages, the rankings and a manifest (source checksums, tokenizer, BM25 parameters, counts), written last.
+    {"title", "text"} or {"id", "contents"} JSONL lines (Search-R1's wiki-18 layout), with BM25 (bm25s), and store
+    each question's ranking of the best --depth passages. Builds then draw BM25 distractors (--distractors
+    bm25|mixed --index DIR) or retrieved passages (--setting retrieved --index DIR) from it. The directory holds
+    bm25s's matrix (memory-mapped when loaded), the passages, the rankings and a manifest (source checksums,
+    tokenizer, BM25 parameters, counts), written last.
 
     [bold]Examples[/]
 
       curriculum index --dataset hotpotqa --input hotpot_train_v1.1.json --out indexes/hotpotqa-train
 
-      curriculum index -d musique -i musique_ans_v1.0_dev.jsonl --corpus wiki_abstracts.jsonl -o indexes/musique-dev
+      curriculum index -d musique -i musique_ans_v1.0_dev.jsonl --corpus wiki-18.jsonl -o indexes/wiki18
+
+    Serve it to RL trainers (Search-R1's protocol): curriculum serve --index indexes/wiki18
     """
     import logging
 

@@ -23,8 +23,9 @@ class IndexConfig:
         "The dataset file whose paragraphs are indexed (every distinct title + text once) and whose questions "
         "get their rankings stored, read by the toolkit's loader."))
     corpus: str | None = rule(None, flag="--corpus", empty=False, help=(
-        'Extra passages to index: a JSONL file of {"title", "text"} lines (for example a Wikipedia abstracts '
-        "dump); a passage already in the dataset is indexed once."))
+        'Extra passages to index: a JSONL file of {"title", "text"} lines, or {"id", "contents"} lines with the '
+        "title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout); a passage already in the "
+        "dataset is indexed once."))
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
     k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
     b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")

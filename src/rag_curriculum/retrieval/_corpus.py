@@ -1,7 +1,7 @@
 """The passages an index holds: every distinct paragraph (title + text) of a dataset file, read through the
-toolkit's loader, then the passages of an optional user corpus (JSONL of ``{"title", "text"}``), each exact
-(title, text) pair once, in first-seen order; and the questions of the dataset file, whose rankings the index
-stores."""
+toolkit's loader, then the passages of an optional user corpus (JSONL of ``{"title", "text"}`` or, as FlashRAG and
+Search-R1 ship Wikipedia, ``{"id", "contents"}``), each exact (title, text) pair once, in first-seen order; and the
+questions of the dataset file, whose rankings the index stores."""
 
 from __future__ import annotations
 
@@ -82,12 +82,28 @@ def _bad(path: Path, line: int | None, message: str, kind: str, hint: str, field
     return e
 
 
-_SHAPE = 'each line of --corpus is one JSON object {"title": "...", "text": "..."}'
+_SHAPE = ('each line of --corpus is one JSON object, {"title": "...", "text": "..."} or {"id": "...", "contents": '
+          '"title\\ntext"}')
+
+
+def _title_and_text(contents: str) -> tuple[str, str]:
+    """A ``contents`` string of the FlashRAG / Search-R1 layout as (title, text): the title is its first line, the
+    text the rest (no newline: no title, all text); a title in double quotes, as in Search-R1's wiki-18 dump
+    (``"\\"Title\\"\\ntext"``), loses one pair of them."""
+    title, sep, text = contents.partition("\n")
+    if not sep:
+        return "", contents
+    if len(title) >= 2 and title[0] == title[-1] == '"':
+        title = title[1:-1]
+    return title, text
 
 
 def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
-    """(title, text) per line of a JSONL corpus; a line that is not a JSON object with string ``title`` and
-    non-empty ``text`` is an error naming the file, the line and the field."""
+    """(title, text) per line of a JSONL corpus. A line is ``{"title": str, "text": str}``, or ``{"id": ...,
+    "contents": str}`` (FlashRAG's and Search-R1's layout: title and text in one string, split at the first
+    newline by :func:`_title_and_text`; the id is not kept, passages get the index's own ids); a line with a
+    ``contents`` and no ``text`` is read the second way. Each line on its own, so one file may mix them. A line
+    that is not such an object, or whose text is empty, is an error naming the file, the line and the field."""
     p = Path(path)
     if p.is_dir():
         raise _bad(p, None, "a directory, not a file", "corpus", "--corpus takes a JSONL file: " + _SHAPE)
@@ -101,6 +117,18 @@ def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
                 raise _bad(p, n, f"not JSON ({e.msg})", "invalid_json", _SHAPE) from None
             if not isinstance(rec, dict):
                 raise _bad(p, n, f"a JSON {type(rec).__name__}, not an object", "wrong_type", _SHAPE)
+            if "text" not in rec and ("contents" in rec or ("id" in rec and "title" not in rec)):
+                if "contents" not in rec:
+                    raise _bad(p, n, "missing", "missing_field", _SHAPE, "contents")
+                contents = rec["contents"]
+                if not isinstance(contents, str):
+                    raise _bad(p, n, f"a {type(contents).__name__}, not a string", "wrong_type", _SHAPE, "contents")
+                title, text = _title_and_text(contents)
+                if not text.strip():
+                    raise _bad(p, n, "no text after the title line" if "\n" in contents else "empty", "empty_text",
+                               "remove passages without text from the corpus", "contents")
+                yield title, text
+                continue
             for key in ("title", "text"):
                 if key not in rec:
                     raise _bad(p, n, "missing", "missing_field", _SHAPE, key)

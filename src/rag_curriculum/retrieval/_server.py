@@ -1,0 +1,363 @@
+"""`curriculum serve`: a BM25 index behind HTTP, speaking the protocol of Search-R1's ``retrieval_server.py``, so
+Search-R1, verl's ``search_r1_like`` tool and TRL scripts that call a retriever can use an index of this toolkit.
+
+::
+
+    POST /retrieve  {"queries": ["q1", ...], "topk": 3, "return_scores": true}
+      -> {"result": [[{"document": {"id": "17", "contents": "Title\\ntext"}, "score": 12.5}, ...], ...]}
+    POST /retrieve  {"queries": [...], "topk": 3}            (no scores: each list holds the documents alone)
+      -> {"result": [[{"id": "17", "contents": "Title\\ntext"}, ...], ...]}
+    POST /retrieve  {"query": "q", "topk": 3}                (one query: the same response, a list of one list)
+    GET  /health    200 {"status": "ok", ...} once the index is loaded, 503 before
+    GET  /manifest  (and GET /) what the index is: dataset, passages, BM25 parameters, tokenizer, sources
+
+One list per query, best first: exactly :meth:`CorpusIndex.retrieve_many`'s ranking for that ``topk`` (the same
+tokenizer, parameters and tie order, by lower passage id). A query with no indexed word gets an empty list; a list
+is shorter than ``topk`` when the index holds fewer passages. A document's ``id`` is the index's passage id, as a
+string (Search-R1's wiki-18 ids are strings too); ``contents`` is ``title + "\\n" + text``, the layout Search-R1's
+trainer splits at the first newline (a newline inside a title is sent as a space).
+
+A bad request (a missing or mistyped field, ``topk`` out of 1..``max_topk``, no query, more than ``max_batch``
+queries, a body that is not JSON) gets a 422 (400 for a body that is not JSON) whose ``detail`` is one line saying
+what is wrong and what to send; the server goes on serving.
+
+Retrieval runs off the event loop, in a worker thread: requests that arrive together are merged into one
+``retrieve_many`` call per ``topk`` (a micro-batch, at most ``max_batch`` queries beyond the first request), so
+concurrent requests neither wait on the event loop nor hold a thread each while bm25s runs. The index is
+memory-mapped (:class:`CorpusIndex`), loaded and warmed (its BM25 matrix read, one query run) in the app's
+lifespan, so ``/health`` answering 200 means ready.
+
+No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at run time, and fastapi
+and pydantic are imported inside :func:`make_app`, so that ``import rag_curriculum`` never imports them.
+"""
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ._index import CorpusIndex
+
+log = logging.getLogger(__name__)
+
+#: ``topk`` when a request gives none (Search-R1's ``--topk`` default).
+DEFAULT_TOPK = 3
+#: The most queries one request may carry (``--max-batch``).
+DEFAULT_MAX_BATCH = 512
+#: The largest ``topk`` a request may ask (``--max-topk``); an index never returns more than its passages.
+DEFAULT_MAX_TOPK = 100
+#: What ``app_from_env`` reads (``curriculum serve --workers N`` sets them for its worker processes).
+ENV_INDEX = "RAG_CURRICULUM_SERVE_INDEX"
+ENV_OPTIONS = "RAG_CURRICULUM_SERVE_OPTIONS"
+
+EXAMPLE = '{"queries": ["who wrote Hamlet?"], "topk": 3, "return_scores": true}'
+SEND = f"send a JSON object such as {EXAMPLE} (or {{\"query\": \"...\", \"topk\": 3}} for one query)"
+
+
+def _public_manifest(ix: CorpusIndex, limits: dict[str, int]) -> dict[str, Any]:
+    """What the index is, without this machine's paths: the manifest's facts, the sources without their paths."""
+    m = ix.manifest
+    keep = ("kind", "format", "toolkit", "bm25s_version", "dataset", "passages", "vocab_size", "depth", "questions",
+            "bm25", "tokenizer")
+    out = {k: m.get(k) for k in keep}
+    out["index"] = ix.path.name
+    out["sources"] = [{k: v for k, v in s.items() if k != "path"} for s in m.get("sources", [])]
+    out["server"] = {**limits, "protocol": "Search-R1 retrieval_server (POST /retrieve)"}
+    return out
+
+
+def _validation_detail(errors: list[dict[str, Any]]) -> tuple[int, str]:
+    """pydantic's errors as (status, one line): what is wrong, field by field, then what to send."""
+    problems = []
+    status = 422
+    for e in errors[:5]:
+        loc = ".".join(str(x) for x in e.get("loc", ()))
+        kind = e.get("type", "")
+        if kind == "json_invalid":
+            status = 400
+            problems.append(f"the body is not valid JSON ({e.get('ctx', {}).get('error', e.get('msg'))})")
+            continue
+        if kind in ("model_type", "model_attributes_type", "dict_type") and not loc:
+            problems.append(f"the body must be a JSON object, got {type(e.get('input')).__name__}")
+            continue
+        msg = e.get("msg", "invalid").removeprefix("Value error, ")
+        shown = "" if kind == "missing" or not loc else f" (got {_short(e.get('input'))})"
+        problems.append(f"{loc}: {msg}{shown}" if loc else msg)
+    if len(errors) > 5:
+        problems.append(f"and {len(errors) - 5} more")
+    return status, "; ".join(problems) + "; " + SEND
+
+
+def _short(x: Any) -> str:
+    """A value as JSON, cut to 60 characters."""
+    try:
+        text = json.dumps(x, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Batcher:
+    """Merges the queries of concurrent requests into one :meth:`CorpusIndex.retrieve_many` call per ``topk``, run in
+    one worker thread while the event loop goes on receiving. Each request's rows are its own queries' rankings,
+    the same as a call with those queries alone (bm25s ranks each query on its own)."""
+
+    def __init__(self, ix: CorpusIndex, max_batch: int) -> None:
+        from collections import deque
+
+        self.ix = ix
+        self.max_batch = max_batch
+        self.pending: deque[tuple[list[str], int, Any]] = deque()
+        self.running = False
+        self._task: Any = None  # the draining task, referenced so that it is not collected while it runs
+
+    async def rank(self, queries: list[str], topk: int):
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.pending.append((queries, topk, fut))
+        if not self.running:
+            self.running = True
+            self._task = loop.create_task(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            while self.pending:
+                take, size = [], 0
+                while self.pending and (not take or size + len(self.pending[0][0]) <= self.max_batch):
+                    item = self.pending.popleft()
+                    take.append(item)
+                    size += len(item[0])
+                try:
+                    results = await run_in_threadpool(self._run, [(q, k) for q, k, _ in take])
+                except Exception as e:  # noqa: BLE001  (each waiting request gets the error)
+                    for _, _, fut in take:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    continue
+                for (_, _, fut), res in zip(take, results, strict=True):
+                    if not fut.done():
+                        fut.set_result(res)
+        finally:
+            self.running = False
+
+    def _run(self, batch: list[tuple[list[str], int]]) -> list[tuple[Any, Any]]:
+        """One ``retrieve_many`` per distinct topk over the batch's queries, split back per request."""
+        import numpy as np
+
+        out: list[Any] = [None] * len(batch)
+        for k in sorted({k for _, k in batch}):
+            members = [i for i, (_, kk) in enumerate(batch) if kk == k]
+            ids, scores = self.ix.retrieve_many([q for i in members for q in batch[i][0]], k)
+            ids, scores = np.asarray(ids), np.asarray(scores)
+            at = 0
+            for i in members:
+                n = len(batch[i][0])
+                out[i] = (ids[at:at + n], scores[at:at + n])
+                at += n
+        return out
+
+
+class _State:
+    """The index behind the app: loaded (and warmed) once, in the lifespan."""
+
+    def __init__(self, source: "str | Path | CorpusIndex", threads: int) -> None:
+        self.source = source
+        self.threads = threads
+        self.ix: CorpusIndex | None = None
+        self.ready = False
+        self.batcher: _Batcher | None = None
+        self.passages: _Passages | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> CorpusIndex:
+        with self._lock:
+            if self.ix is None:
+                src = self.source
+                self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads)
+            ix = self.ix
+            ix.bm25  # noqa: B018  (the matrix and vocabulary, memory-mapped, and the query tokenizer)
+            ix.retrieve_many(["warm up"], 1)
+            return ix
+
+
+def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_BATCH,
+             max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0) -> Any:
+    """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
+    Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
+    ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
+    none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only)."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, Response
+    from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+    from starlette.concurrency import run_in_threadpool
+
+    for name, value in (("max_batch", max_batch), ("max_topk", max_topk), ("default_topk", default_topk)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if default_topk > max_topk:
+        raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
+    state = _State(index, threads)
+    limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk}
+
+    class RetrieveRequest(BaseModel):
+        """Search-R1's ``QueryRequest`` (``queries``, ``topk``, ``return_scores``), plus ``query``, one query.
+        Other fields are ignored, as Search-R1's server ignores them."""
+
+        model_config = ConfigDict(extra="ignore")
+        queries: list[str] | None = None
+        query: str | None = None
+        topk: int | None = None
+        return_scores: bool = False
+
+        @field_validator("topk", mode="before")
+        @classmethod
+        def _no_bool(cls, v: Any) -> Any:
+            if isinstance(v, bool):  # pydantic would read true as 1
+                raise ValueError("a boolean, not an integer")
+            return v
+
+        @model_validator(mode="after")
+        def _check(self) -> "RetrieveRequest":
+            if self.queries is None and self.query is None:
+                raise ValueError('no query: give "queries" (a list of strings) or "query" (one string)')
+            if self.queries is not None and self.query is not None:
+                raise ValueError('both "queries" and "query" given: give one of them')
+            if self.queries is not None and not self.queries:
+                raise ValueError('"queries" is an empty list: give at least one query')
+            if self.queries is not None and len(self.queries) > max_batch:
+                raise ValueError(f'{len(self.queries)} queries in one request; this server takes at most {max_batch} '
+                                 "(curriculum serve --max-batch): split them into several requests")
+            if self.topk is not None and not 1 <= self.topk <= max_topk:
+                raise ValueError(f'"topk" is {self.topk}; it must be between 1 and {max_topk} '
+                                 "(curriculum serve --max-topk)")
+            return self
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        ix = await run_in_threadpool(state.load)
+        state.batcher = _Batcher(ix, max_batch)
+        state.passages = _Passages(ix.passages)
+        state.ready = True
+        log.info("serving %s passages of %s (%s)", f"{len(ix):,}", ix.path.name, ix.dataset)
+        yield
+        state.ready = False
+
+    app = FastAPI(title="rag-curriculum retriever", lifespan=lifespan,
+                  description="BM25 (bm25s) over an index of `curriculum index`, with Search-R1's retriever protocol.")
+
+    def not_ready() -> JSONResponse:
+        return JSONResponse({"status": "loading", "detail": "the index is still loading; try again shortly"},
+                            status_code=503, headers={"Retry-After": "1"})
+
+    @app.get("/health")
+    async def health() -> Any:
+        if not state.ready:
+            return not_ready()
+        ix = state.ix
+        return {"status": "ok", "index": ix.path.name, "dataset": ix.dataset, "passages": len(ix)}
+
+    @app.get("/manifest")
+    async def manifest() -> Any:
+        if not state.ready:
+            return not_ready()
+        return _public_manifest(state.ix, limits)
+
+    @app.get("/")
+    async def root() -> Any:
+        return await manifest()
+
+    schema = RetrieveRequest.model_json_schema()
+
+    @app.post("/retrieve", openapi_extra={"requestBody": {"required": True,
+                                                          "content": {"application/json": {"schema": schema}}}})
+    async def retrieve(request: Request) -> Any:
+        if not state.ready:
+            return not_ready()
+        body = await request.body()
+        try:
+            req = RetrieveRequest.model_validate_json(body)
+        except ValidationError as e:
+            status, detail = _validation_detail(e.errors(include_url=False))
+            return JSONResponse({"detail": detail}, status_code=status)
+        queries = req.queries if req.queries is not None else [req.query]
+        topk = req.topk or default_topk
+        try:
+            ids, scores = await state.batcher.rank(queries, topk)
+            payload = await run_in_threadpool(_respond, state.passages, ids, scores, req.return_scores)
+        except Exception as e:  # noqa: BLE001  (one line to the client, the traceback to the log)
+            log.exception("retrieval failed")
+            return JSONResponse({"detail": f"retrieval failed: {type(e).__name__}: {e}"}, status_code=500)
+        return Response(payload, media_type="application/json")
+
+    app.state.index = state
+    app.state.limits = limits
+    return app
+
+
+class _Passages:
+    """Titles and texts of many passages at once, read from the memory-mapped Arrow table chunk by chunk: one
+    ``take`` per chunk the ids fall in. (``ChunkedArray.take`` would first concatenate the whole column into memory,
+    and the index's own per-passage cache would grow with every passage a long-running server ever returned.)"""
+
+    def __init__(self, table: Any) -> None:
+        import numpy as np
+
+        self.cols = [table.column("title"), table.column("text")]
+        self.bounds = [np.cumsum([0] + [len(c) for c in col.chunks]) for col in self.cols]
+
+    def get(self, pids: Any) -> list[list[str]]:
+        """[titles, texts] of ``pids`` (an int64 array of valid ids), in their order."""
+        import numpy as np
+        import pyarrow as pa
+
+        out = []
+        for col, bounds in zip(self.cols, self.bounds, strict=True):
+            which = np.searchsorted(bounds, pids, side="right") - 1
+            values: list[str] = [""] * len(pids)
+            for c in np.unique(which).tolist():
+                sel = np.flatnonzero(which == c)
+                got = col.chunk(c).take(pa.array(pids[sel] - bounds[c])).to_pylist()
+                for j, v in zip(sel.tolist(), got, strict=True):
+                    values[j] = v
+            out.append(values)
+        return out
+
+
+def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool) -> bytes:
+    """The response body: per query, its ranked passages (id -1, "no indexed word", left out) as Search-R1's
+    documents, with or without scores."""
+    import numpy as np
+    import orjson
+
+    flat = np.unique(ids[ids >= 0]).astype(np.int64)
+    titles, texts = passages.get(flat)
+    docs = {pid: {"id": str(pid), "contents": f"{t.replace(chr(10), ' ')}\n{x}"}
+            for pid, t, x in zip(flat.tolist(), titles, texts, strict=True)}
+    result = []
+    for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
+        if with_scores:
+            result.append([{"document": docs[i], "score": s} for i, s in zip(row_ids, row_scores, strict=True)
+                           if i >= 0])
+        else:
+            result.append([docs[i] for i in row_ids if i >= 0])
+    return orjson.dumps({"result": result})
+
+
+def app_from_env() -> Any:
+    """The app of ``curriculum serve --workers N``: uvicorn's worker processes import this factory
+    (``uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=N)``) and it reads the
+    index directory and the limits from the environment the command set."""
+    index = os.environ.get(ENV_INDEX)
+    if not index:
+        raise RuntimeError(f"{ENV_INDEX} is not set: start the server with curriculum serve --index DIR")
+    options = json.loads(os.environ.get(ENV_OPTIONS) or "{}")
+    return make_app(index, **options)

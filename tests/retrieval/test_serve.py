@@ -1,0 +1,397 @@
+"""`curriculum serve`: the index behind Search-R1's retriever protocol. A real uvicorn server (started as
+``python -m rag_curriculum.cli serve`` on a free port) on an index of the real MuSiQue train sample answers a client
+written the way Search-R1's trainer writes it with exactly the in-process ranking; bad requests get a readable 4xx
+and the server goes on; concurrent clients all get their own rankings. In-process (FastAPI's TestClient) for the
+rest: readiness, limits, the micro-batcher, the CLI's refusals, and the ``{"id", "contents"}`` corpus layout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from conftest import MUSIQUE_TRAIN
+from servers import free_port, server_process
+from typer.testing import CliRunner
+
+from rag_curriculum.cli import app as cli_app
+from rag_curriculum.errors import DataError
+from rag_curriculum.loaders import load_examples
+from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+
+pytest.importorskip("fastapi", reason="the serve extra is needed: pip install 'rag-curriculum[serve]'")
+requests = pytest.importorskip("requests")
+
+runner = CliRunner()
+MADE_UP = ["zzqxj qqxzv", "the of and", "", "Hamlet", "Which marsupial is from Zanzibar?", "Zürich café naïve ???",
+           "river " * 300]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("serve-index") / "musique"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=50))
+    return out
+
+
+@pytest.fixture(scope="module")
+def ix(index_dir):
+    return load_index(index_dir)
+
+
+@pytest.fixture(scope="module")
+def questions(shared_data):
+    return [ex.question for ex in load_examples("musique", MUSIQUE_TRAIN)][:20]
+
+
+@pytest.fixture(scope="module")
+def server(index_dir, tmp_path_factory):
+    """``curriculum serve`` in a process group of its own, on a free port; its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("serve-log") / "server.log"
+    argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index_dir), "--port", str(port),
+            "--max-batch", "64", "--max-topk", "50"]
+    with server_process(argv, f"{url}/health", log, timeout_s=180):
+        yield url
+
+
+def expected(ix, queries, k, *, scores=True):
+    """What the server must answer: ``retrieve_many``'s ranking as Search-R1's documents."""
+    ids, sc = ix.retrieve_many(queries, k)
+    out = []
+    for row_ids, row_sc in zip(ids.tolist(), sc.tolist(), strict=True):
+        docs = []
+        for pid, s in zip(row_ids, row_sc, strict=True):
+            if pid < 0:
+                continue
+            title, text = ix.passage(pid)
+            doc = {"id": str(pid), "contents": f"{title}\n{text}"}
+            docs.append({"document": doc, "score": s} if scores else doc)
+        out.append(docs)
+    return out
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert [d["document"] for d in g] == [d["document"] for d in w]
+        np.testing.assert_allclose([d["score"] for d in g], [d["score"] for d in w], rtol=0, atol=1e-5)
+
+
+# -- the real server -------------------------------------------------------------------------------------------
+
+
+def test_a_search_r1_client_gets_the_in_process_ranking(server, ix, questions):
+    """As Search-R1's ``_batch_search``: ``requests.post(url, json={"queries", "topk", "return_scores": True})`` and
+    ``.json()["result"]``, one list per query, best first; a query with no indexed word gets an empty list."""
+    qs = questions + MADE_UP
+    payload = {"queries": qs, "topk": 5, "return_scores": True}
+    result = requests.post(server + "/retrieve", json=payload, timeout=60).json()["result"]
+    want = expected(ix, qs, 5)
+    assert_same(result, want)
+    assert all(len(r) == 5 for r in result[:20])
+    assert result[len(questions)] == [] and result[len(questions) + 1] == [] and result[len(questions) + 2] == []
+    # the way Search-R1's trainer reads a document: title = first line, text = the rest
+    doc = result[0][0]["document"]
+    title, text = ix.passage(int(doc["id"]))
+    assert doc["contents"].split("\n")[0] == title and "\n".join(doc["contents"].split("\n")[1:]) == text
+
+
+def test_without_scores_and_the_single_form(server, ix, questions):
+    result = requests.post(server + "/retrieve", json={"queries": questions[:4], "topk": 3}, timeout=60).json()
+    assert result["result"] == expected(ix, questions[:4], 3, scores=False)  # the bare documents
+    false = requests.post(server + "/retrieve", json={"queries": questions[:4], "topk": 3, "return_scores": False},
+                          timeout=60).json()
+    assert false == result
+    one = requests.post(server + "/retrieve", json={"query": questions[5]}, timeout=60).json()  # topk: 3 by default
+    assert one["result"] == expected(ix, [questions[5]], 3, scores=False)
+    one = requests.post(server + "/retrieve", json={"query": questions[5], "topk": 7, "return_scores": True},
+                        timeout=60).json()
+    assert_same(one["result"], expected(ix, [questions[5]], 7))
+
+
+@pytest.mark.parametrize("body,status,says", [
+    ({"topk": 3}, 422, 'no query: give "queries"'),
+    ({"queries": ["a"], "topk": 0}, 422, '"topk" is 0; it must be between 1 and 50'),
+    ({"queries": ["a"], "topk": 51}, 422, '"topk" is 51; it must be between 1 and 50'),
+    ({"queries": ["a"], "topk": "five"}, 422, "topk: Input should be a valid integer"),
+    ({"queries": ["a"], "topk": True}, 422, "topk: a boolean, not an integer"),
+    ({"queries": "who wrote Hamlet?"}, 422, "queries: Input should be a valid array"),
+    ({"queries": ["a", 3]}, 422, "queries.1: Input should be a valid string (got 3)"),
+    ({"queries": []}, 422, '"queries" is an empty list'),
+    ({"queries": ["q"] * 65}, 422, "65 queries in one request; this server takes at most 64"),
+    ({"queries": ["a"], "query": "b"}, 422, 'both "queries" and "query" given'),
+    ([["a"]], 422, "the body must be a JSON object, got list"),
+    (b'{"queries": ["a"', 400, "the body is not valid JSON"),
+    (b"", 400, "the body is not valid JSON"),
+])
+def test_a_bad_request_gets_a_readable_4xx_and_the_server_goes_on(server, ix, questions, body, status, says):
+    if isinstance(body, bytes):
+        r = requests.post(server + "/retrieve", data=body, headers={"Content-Type": "application/json"}, timeout=60)
+    else:
+        r = requests.post(server + "/retrieve", json=body, timeout=60)
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail and says in detail, detail
+    assert 'send a JSON object such as {"queries": [' in detail  # what to send
+    good = requests.post(server + "/retrieve", json={"queries": questions[:2], "topk": 2, "return_scores": True},
+                         timeout=60)
+    assert good.status_code == 200
+    assert_same(good.json()["result"], expected(ix, questions[:2], 2))
+
+
+def test_health_and_the_manifest(server, ix, index_dir):
+    h = requests.get(server + "/health", timeout=60)
+    assert h.status_code == 200
+    assert h.json() == {"status": "ok", "index": "musique", "dataset": "musique", "passages": len(ix)}
+    text = requests.get(server + "/manifest", timeout=60).text
+    m = json.loads(text)
+    assert m["dataset"] == "musique" and m["passages"] == len(ix) and m["kind"] == "bm25-index"
+    assert m["bm25"] == ix.manifest["bm25"] and m["tokenizer"] == ix.manifest["tokenizer"]
+    assert m["sources"][0]["input"] == MUSIQUE_TRAIN.name and m["sources"][0]["sha256"]
+    assert m["server"]["max_batch"] == 64 and m["server"]["max_topk"] == 50 and m["server"]["default_topk"] == 3
+    assert str(index_dir.parent) not in text and str(MUSIQUE_TRAIN.parent) not in text  # no local paths
+    assert requests.get(server + "/", timeout=60).json() == m
+
+
+def test_concurrent_clients_each_get_their_own_rankings(server, ix, questions):
+    """4 threads x 6 requests at once, with different queries and topk: requests the server merges into one
+    retrieval batch still get exactly their own rankings."""
+    qs = questions + MADE_UP
+    jobs = [([qs[(t * 7 + r * 3 + j) % len(qs)] for j in range(1 + (t + r) % 9)], 3 + (t + r) % 4)
+            for t in range(4) for r in range(6)]
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def client(t):
+        try:
+            with requests.Session() as s:
+                start.wait(timeout=60)
+                for r in range(6):
+                    i = t * 6 + r
+                    q, k = jobs[i]
+                    resp = s.post(server + "/retrieve", json={"queries": q, "topk": k, "return_scores": True},
+                                  timeout=120)
+                    results[i] = resp.json()["result"]
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not errors, errors
+    assert len(results) == len(jobs)
+    for i, (q, k) in enumerate(jobs):
+        assert_same(results[i], expected(ix, q, k))
+
+
+def test_several_worker_processes_serve_the_same_ranking(index_dir, ix, questions, tmp_path):
+    """``--workers 2``: uvicorn's worker processes build the app from the environment the command sets
+    (``app_from_env``); every worker answers the in-process ranking, and stopping the group leaves none behind."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index_dir), "--port", str(port),
+            "--workers", "2", "--max-topk", "20"]
+    with server_process(argv, f"{url}/health", tmp_path / "server.log", timeout_s=180):
+        with requests.Session() as s:
+            for i in range(6):
+                r = s.post(url + "/retrieve", json={"queries": questions[i:i + 3], "topk": 4, "return_scores": True},
+                           timeout=60)
+                assert_same(r.json()["result"], expected(ix, questions[i:i + 3], 4))
+            assert s.get(url + "/manifest", timeout=60).json()["server"]["max_topk"] == 20
+            assert s.post(url + "/retrieve", json={"query": "x", "topk": 21}, timeout=60).status_code == 422
+
+
+# -- in process ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(ix):
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.retrieval._server import make_app
+
+    with TestClient(make_app(ix, max_batch=8, max_topk=5000)) as c:
+        yield c
+
+
+def test_before_the_index_is_loaded_health_and_retrieve_answer_503(index_dir):
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.retrieval._server import make_app
+
+    c = TestClient(make_app(index_dir))  # no `with`: the lifespan (which loads the index) has not run
+    for r in (c.get("/health"), c.post("/retrieve", json={"query": "x"}), c.get("/manifest")):
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    with TestClient(make_app(index_dir)) as c:
+        assert c.get("/health").json()["status"] == "ok"
+
+
+def test_topk_past_the_passage_count_returns_every_passage_ranked(client, ix, questions):
+    r = client.post("/retrieve", json={"query": questions[0], "topk": 5000, "return_scores": True})
+    assert r.status_code == 200
+    got = r.json()["result"][0]
+    assert len(got) == len(ix)  # the index cannot return more than it holds
+    assert_same([got], expected(ix, [questions[0]], len(ix)))
+
+
+def test_unknown_fields_are_ignored_and_topk_parses_as_searcher_clients_send_it(client, ix, questions):
+    r = client.post("/retrieve", json={"queries": questions[:1], "topk": "4", "extra": 1, "return_scores": True})
+    assert_same(r.json()["result"], expected(ix, questions[:1], 4))
+    r = client.post("/retrieve", json={"queries": questions[:1], "topk": None})  # Search-R1's default: topk 3
+    assert len(r.json()["result"][0]) == 3
+
+
+def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questions):
+    """Concurrent requests become one ``retrieve_many`` per topk (at most ``max_batch`` queries after the first
+    request), and each gets exactly the rows of its own queries."""
+    import asyncio
+
+    from rag_curriculum.retrieval._server import _Batcher
+
+    calls = []
+
+    class Counting:
+        def retrieve_many(self, qs, k):
+            calls.append((len(qs), k))
+            return ix.retrieve_many(qs, k)
+
+    batcher = _Batcher(Counting(), max_batch=12)
+    reqs = [(questions[i:i + 1 + i % 3], 3 if i % 2 else 5) for i in range(10)]
+
+    async def main():
+        return await asyncio.gather(*(batcher.rank(q, k) for q, k in reqs))
+
+    out = asyncio.run(main())
+    for (q, k), (ids, scores) in zip(reqs, out, strict=True):
+        want_ids, want_scores = ix.retrieve_many(q, k)
+        assert np.array_equal(ids, want_ids) and np.allclose(scores, want_scores, atol=0)
+    assert len(calls) < len(reqs)  # merged
+    assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
+
+
+def test_passages_are_read_chunk_by_chunk_in_the_order_asked():
+    """A large index's passages table has many Arrow chunks (65,536 rows each): every id is read from its own
+    chunk, in the order asked, without concatenating the column."""
+    import pyarrow as pa
+
+    from rag_curriculum.retrieval._server import _Passages
+
+    titles = [f"t{i}" for i in range(10)]
+    texts = [f"text {i}" for i in range(10)]
+    schema = pa.schema([("title", pa.string()), ("text", pa.string())])
+    table = pa.Table.from_batches([pa.record_batch({"title": titles[a:b], "text": texts[a:b]}, schema=schema)
+                                   for a, b in ((0, 3), (3, 4), (4, 4), (4, 10))])
+    assert table.column("title").num_chunks == 4
+    pids = np.array([9, 0, 3, 4, 2, 8], dtype=np.int64)
+    assert _Passages(table).get(pids) == [[titles[i] for i in pids], [texts[i] for i in pids]]
+
+
+def test_make_app_refuses_bad_limits(index_dir):
+    from rag_curriculum.retrieval._server import make_app
+
+    with pytest.raises(ValueError, match="max_batch must be a positive integer"):
+        make_app(index_dir, max_batch=0)
+    with pytest.raises(ValueError, match="default_topk 5 is above max_topk 4"):
+        make_app(index_dir, max_topk=4, default_topk=5)
+
+
+def test_importing_the_toolkit_and_its_cli_imports_no_server_library():
+    code = ("import sys, json, rag_curriculum, rag_curriculum.cli, rag_curriculum.retrieval._server\n"
+            "print(json.dumps([m for m in ('fastapi', 'uvicorn', 'starlette', 'pydantic') if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+# -- the command's refusals ------------------------------------------------------------------------------------
+
+
+def test_serve_refuses_a_missing_index_a_busy_port_and_a_missing_server_library(tmp_path, index_dir, monkeypatch):
+    r = runner.invoke(cli_app, ["serve", "--index", str(tmp_path / "nowhere")])
+    assert r.exit_code == 1
+    assert "no such index directory" in r.output and "curriculum index" in r.output
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = runner.invoke(cli_app, ["serve", "--index", str(index_dir), "--port", str(port)])
+    assert r.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in r.output and "--port" in r.output
+    r = runner.invoke(cli_app, ["serve", "--index", str(index_dir), "--default-topk", "9", "--max-topk", "5"])
+    assert r.exit_code == 1 and "--default-topk 9 is above --max-topk 5" in r.output
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the serve extra were not installed
+    r = runner.invoke(cli_app, ["serve", "--index", str(index_dir)])
+    assert r.exit_code == 1 and "pip install 'rag-curriculum[serve]'" in r.output, r.output
+
+
+def test_serve_help_shows_the_protocol_and_an_example():
+    r = runner.invoke(cli_app, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert "curriculum serve --index" in r.output and '"return_scores": true' in r.output
+    assert "--max-batch" in r.output and "--max-topk" in r.output and "--workers" in r.output
+
+
+# -- the {"id", "contents"} corpus layout ----------------------------------------------------------------------
+
+
+def test_a_corpus_of_id_contents_lines_is_indexed_and_served_as_search_r1_ships_it(tmp_path, shared_data):
+    """FlashRAG / Search-R1 lines (``contents`` = title, newline, text; wiki-18's quoted titles lose their quotes;
+    no newline: no title) and ``{"title", "text"}`` lines in one file, through ``curriculum index --corpus``."""
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.retrieval._server import make_app
+
+    lines = [
+        {"id": "0", "contents": '"Zanzibar Quokka"\nThe Zanzibar quokka is a made-up marsupial.'},
+        {"id": "1", "contents": "Glimmerfen Abbey\nGlimmerfen Abbey is an invented ruin.\nIt has two towers."},
+        {"id": 2, "contents": "A titleless passage about the borogove of Quillmere."},
+        {"title": "Snarkhaven", "text": "Snarkhaven is a fictional harbour town."},
+        {"id": "4", "contents": '"Quoted "inside" title"\nText with a "quote".', "title": "ignored"},
+    ]
+    corpus = tmp_path / "wiki.jsonl"
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "idx"
+    r = runner.invoke(cli_app, ["index", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--corpus", str(corpus),
+                                "-o", str(out), "--depth", "5", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    ix = load_index(out)
+    origin = ix.passages.column("origin").to_pylist()
+    added = [ix.passage(i) for i, o in enumerate(origin) if o == "corpus"]
+    assert added == [("Zanzibar Quokka", "The Zanzibar quokka is a made-up marsupial."),
+                     ("Glimmerfen Abbey", "Glimmerfen Abbey is an invented ruin.\nIt has two towers."),
+                     ("", "A titleless passage about the borogove of Quillmere."),
+                     ("Snarkhaven", "Snarkhaven is a fictional harbour town."),
+                     ('Quoted "inside" title', 'Text with a "quote".')]
+    with TestClient(make_app(ix)) as c:
+        res = c.post("/retrieve", json={"query": "Which marsupial is from Zanzibar?", "topk": 1}).json()["result"]
+        assert res[0][0]["contents"] == "Zanzibar Quokka\nThe Zanzibar quokka is a made-up marsupial."
+        res = c.post("/retrieve", json={"query": "borogove Quillmere", "topk": 1}).json()["result"]
+        assert res[0][0]["contents"] == "\nA titleless passage about the borogove of Quillmere."
+
+
+@pytest.mark.parametrize("line,match", [
+    ('{"id": "7"}', r"line 2, field 'contents': missing"),
+    ('{"id": "7", "contents": 3}', r"line 2, field 'contents': a int, not a string"),
+    ('{"id": "7", "contents": "\\"Title\\"\\n  "}', r"line 2, field 'contents': no text after the title line"),
+    ('{"id": "7", "contents": "   "}', r"line 2, field 'contents': empty"),
+    ('{"contents": null}', r"line 2, field 'contents': a NoneType, not a string"),
+])
+def test_a_bad_id_contents_line_is_named(tmp_path, shared_data, line, match):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"id": "0", "contents": "Fine\\nA good line."}\n' + line + "\n")
+    with pytest.raises(DataError, match=match) as e:
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), corpus=str(corpus),
+                                out=str(tmp_path / "o")))
+    assert "bad.jsonl" in str(e.value) and e.value.hint
+    r = runner.invoke(cli_app, ["index", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--corpus", str(corpus),
+                                "-o", str(tmp_path / "o"), "--no-progress"])
+    assert r.exit_code == 1 and "bad.jsonl, line 2" in r.output and "hint:" in r.output
+    assert not (tmp_path / "o").exists()
