@@ -233,3 +233,32 @@ def test_the_scripted_backend_still_raises_what_library_callers_catch():
     with pytest.raises(CurriculumError, match="returned non-strings"):
         ScriptedBackend(script=lambda m, n, s: [json] * n).generate([[{"role": "user", "content": "q"}]],
                                                                     SamplingConfig(n=1))
+
+
+@pytest.mark.parametrize("missing, words, not_words", [
+    ("transformers", ["pip install 'rag-curriculum[train]'"], []),
+    ("bm25s", ["pip install 'rag-curriculum[retrieval]'"], []),
+    ("nosuchmod", ["install nosuchmod", "check the name"], ["rag-curriculum[train]"]),
+])
+def test_a_missing_module_gets_the_extra_that_has_it_or_none(missing, words, not_words):
+    import typer
+
+    from rag_curriculum._cli.common import reported_errors
+
+    demo = typer.Typer()
+
+    @demo.command()
+    def go() -> None:
+        with reported_errors():
+            raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+
+    @demo.command()
+    def other() -> None:
+        pass
+
+    r = CliRunner().invoke(demo, ["go"])
+    assert f"No module named '{missing}'" in one_error(r)
+    for w in words:
+        assert w in r.output, (w, r.output)
+    for w in not_words:
+        assert w not in r.output, (w, r.output)

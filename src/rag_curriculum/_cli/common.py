@@ -117,8 +117,18 @@ def _default_hint(e: BaseException) -> str | None:
         if e.errno == _errno.ENOENT:
             return "check the path"
     if isinstance(e, ModuleNotFoundError) and e.name and not e.name.startswith("rag_curriculum"):
-        return f"install what the command needs, e.g. pip install 'rag-curriculum[train]' (missing: {e.name})"
+        extra = EXTRAS.get(e.name.split(".")[0])
+        if extra:
+            return f"install what the command needs: pip install 'rag-curriculum[{extra}]' (missing: {e.name})"
+        return (f"install {e.name.split('.')[0]}, which the command imports; or, if you named {e.name} yourself "
+                "(module:attribute), check the name and that it is importable from here")
     return None
+
+
+#: The install extra of each optional library (pyproject.toml's optional-dependencies).
+EXTRAS = {"torch": "train", "transformers": "train", "trl": "train", "accelerate": "train", "vllm": "vllm",
+          "openai": "openai", "bm25s": "retrieval", "scipy": "retrieval", "ray": "ray", "fastapi": "serve",
+          "uvicorn": "serve", "mkdocs": "docs"}
 
 
 @contextmanager
