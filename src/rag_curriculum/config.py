@@ -19,7 +19,7 @@ True
 >>> bind(Demo, {"rows_per_shrd": 3})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.ConfigError: unknown option 'rows_per_shrd' in the Demo config; did you mean 'rows_per_shard'? Known: rows_per_shard
+rag_curriculum.errors.UsageError: unknown option 'rows_per_shrd' in the Demo config; did you mean 'rows_per_shard'? Known: rows_per_shard
 """
 
 from __future__ import annotations
