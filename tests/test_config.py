@@ -174,7 +174,7 @@ def test_option_help_is_the_config_fields_own():
     r = invoke("eval", "--help")
     text = " ".join(r.output.replace("│", " ").split())
     assert field_help(EvalConfig, "m") in text and "[default: 3]" in text and "[default: 800]" in text
-    sections = ("model", "data", "batch", "run", "adaptive")  # TrainConfig's nested configs: their fields carry the help
+    sections = ("model", "data", "batch", "run", "adaptive", "agent")  # TrainConfig's nested configs: their fields carry the help
     for cls in (BuildConfig, EvalConfig, TrainConfig):
         for name, f in cls.__dataclass_fields__.items():
             assert f.metadata.get("help") or (cls is TrainConfig and name in sections), (cls.__name__, name)

@@ -124,9 +124,9 @@ def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
     """A script giving too few completions is a ConfigError in a local run; on Ray it is the same error, not
     retried."""
     backend = ScriptedBackend(script={}, default=["only one"])
-    with pytest.raises(ConfigError, match="gave 1 completion"):
+    with pytest.raises(ConfigError, match="returned 1 completion"):
         partition(config(shards, tmp_path / "local"), backend=backend, command=COMMAND)
-    with pytest.raises(ConfigError, match="gave 1 completion"):
+    with pytest.raises(ConfigError, match="returned 1 completion"):
         partition(config(shards, tmp_path / "ray"), backend=backend, command=COMMAND,
                   engine=EngineConfig(engine="ray", num_workers=1))
 

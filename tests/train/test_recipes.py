@@ -32,15 +32,17 @@ PAPER_RECIPES = ["rag-rl-base-answerable", "rag-rl-base-unanswerable", "rag-rl-l
 ADAPTIVE_RECIPES = ["rag-rl-adaptive"]
 #: CRAFT's GRPO settings on its craft-v1 trace format (docs/craft.md).
 CRAFT_RECIPES = ["craft-v1"]
+#: Search agents on the Search-R1 protocol (docs/search-agents.md): Search-R1's settings and a CPU one.
+SEARCH_RECIPES = ["search-r1", "search-r1-cpu-tiny"]
 
 
 def test_recipes_found_and_counted():
     found = list_recipes()
-    assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES])  # + adaptive, CPU, CRAFT
-    assert len(found) == 8
+    assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES])
+    assert len(found) == 10
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
-    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES])]
+    assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES])]
     assert train_recipes_dir() == ROOT / "recipes" / "train"
 
 

@@ -330,7 +330,8 @@ class RayPool:
                     out, seconds = ray.get(ref)
                 except Exception as e:
                     cause = _cause(e)
-                    if isinstance(cause, CurriculumError) and not isinstance(cause, EngineError):
+                    if (isinstance(cause, CurriculumError) and not isinstance(cause, EngineError)
+                            and not getattr(cause, "retryable", False)):
                         log.error("Ray worker %d stopped on %s: %s", w, call.describe(), cause)
                         raise cause from None  # the toolkit's own refusal: as in a local run
                     attempts[call.index] = attempts.get(call.index, 0) + 1

@@ -26,7 +26,11 @@ from .base import Messages, SamplingConfig
 
 
 class ScriptError(ConfigError):
-    """A script that fails or returns what is not completions (the user's code, named in the message)."""
+    """A script that fails or returns what is not completions (the user's code, named in the message).
+    ``retryable``: the script raised (as a model's engine may fail once): a Ray pool retries the chunk; a script
+    that returns what is not completions is refused at once."""
+
+    retryable = False
 
 
 class _ScriptTypeError(ConfigError, TypeError):
@@ -144,10 +148,11 @@ class ScriptedBackend:
             except CurriculumError:
                 raise  # the toolkit's own (a script imitating a backend: PromptTooLongError, ...)
             except Exception as e:  # the user's code: named, with its own error, on one line
-                raise ScriptError(f"scripted backend: the script {_name(self.script)} raised "
+                err = ScriptError(f"scripted backend: the script {_name(self.script)} raised "
                                   f"{type(e).__name__}: {e}",
-                                  hint="fix the script (run it on one prompt in Python to see the traceback)"
-                                  ) from e
+                                  hint="fix the script (run it on one prompt in Python to see the traceback)")
+                err.retryable = True
+                raise err from e
         else:
             key = messages[-1]["content"] if messages else ""
             if key in self.script:
