@@ -178,7 +178,7 @@ def test_a_sigkilled_build_leaves_no_workers_and_its_partial_folder_is_removed_n
     live.mkdir()
     from rag_curriculum import shards
 
-    live_here = tmp_path / f".out.partial-{shards._owner_tag()}"
+    live_here = tmp_path / f".out.partial-{shards.owner_tag()}"
     live_here.mkdir()
     build(out, 10)
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out."))

@@ -465,13 +465,13 @@ def _start_time(pid: int) -> int:
         return 0
 
 
-def _owner_tag() -> str:
+def owner_tag() -> str:
     """``PID-NS-HOST-START``: who writes a temporary folder, so a later run can tell whether it died."""
     pid = os.getpid()
     return f"{pid}-{time.time_ns()}-{_HOST}-{_start_time(pid)}"
 
 
-def _owner_alive(pid: int, host: str | None, start: int | None) -> bool:
+def owner_alive(pid: int, host: str | None, start: int | None) -> bool:
     if host is not None and host != _HOST:
         return True  # another machine sharing the file system: it cannot be checked from here, so it is kept
     if pid == os.getpid():
@@ -494,16 +494,19 @@ def _owner_alive(pid: int, host: str | None, start: int | None) -> bool:
     return True
 
 
-def _orphan_re(out: Path) -> re.Pattern[str]:
-    return re.compile(rf"^\.{re.escape(out.name)}\.(?:partial|old)-(\d+)-(\d+)(?:-([0-9a-f]{{8}})-(\d+))?$")
+def _orphan_re(out: Path, kinds: Sequence[str]) -> re.Pattern[str]:
+    # .OUT.KIND-PID-NS[-HOST-START] (the owner tag), or .OUT.KIND-PID-HEX8 (an index written before the tag)
+    alts = "|".join(re.escape(k) for k in kinds)
+    return re.compile(rf"^\.{re.escape(out.name)}\.(?:{alts})-(\d+)-(?:(\d+)(?:-([0-9a-f]{{8}})-(\d+))?|[0-9a-f]{{8}})$")
 
 
-def remove_orphans(out_dir: str | Path) -> list[Path]:
-    """Remove the hidden temporary folders of earlier writes of this output (``.OUT.partial-*``, ``.OUT.old-*``)
-    whose writing process is dead (killed, or its machine crashed). Folders of a live process, or of another
-    machine, are left alone. Returns what was removed."""
+def remove_orphans(out_dir: str | Path, kinds: Sequence[str] = ("partial", "old")) -> list[Path]:
+    """Remove the hidden temporary folders of earlier writes of this output (``.OUT.partial-*``, ``.OUT.old-*``;
+    ``kinds`` names other prefixes, such as an index's ``tmp``) whose writing process is dead (killed, or its
+    machine crashed). Folders of a live process, or of another machine, are left alone. Returns what was
+    removed."""
     out = Path(out_dir)
-    pattern = _orphan_re(out)
+    pattern = _orphan_re(out, kinds)
     removed = []
     try:
         entries = list(out.parent.iterdir())
@@ -514,7 +517,7 @@ def remove_orphans(out_dir: str | Path) -> list[Path]:
         if not m or not p.is_dir() or p.is_symlink():
             continue
         pid, host, start = int(m.group(1)), m.group(3), int(m.group(4)) if m.group(4) else None
-        if _owner_alive(pid, host, start):
+        if owner_alive(pid, host, start):
             continue
         shutil.rmtree(p, ignore_errors=True)
         if not p.exists():
@@ -534,7 +537,7 @@ def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
     except (FileExistsError, NotADirectoryError):
         raise ShardError(f"cannot create {out}: a parent path is a file; choose another --out") from None
     remove_orphans(out)
-    tmp = out.parent / f".{out.name}.partial-{_owner_tag()}"
+    tmp = out.parent / f".{out.name}.partial-{owner_tag()}"
     tmp.mkdir()
     return tmp
 
@@ -560,11 +563,11 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
         old = toolkit_files(out, old_manifest)
         kept = foreign_entries(out, old)
         if kept:
-            _replace_in_place(tmp, out, old, old_manifest)
+            replace_in_place(tmp, out, old, old_manifest)
             log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
                         len(kept), ", ".join(kept))
             return out
-        trash = out.parent / f".{out.name}.old-{_owner_tag()}"
+        trash = out.parent / f".{out.name}.old-{owner_tag()}"
         os.replace(out, trash)
         os.replace(tmp, out)
         shutil.rmtree(trash, ignore_errors=True)
@@ -577,7 +580,9 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
     return out
 
 
-def _replace_in_place(tmp: Path, out: Path, old: set[str], old_manifest: dict[str, Any]) -> None:
+def replace_in_place(tmp: Path, out: Path, old: set[str], old_manifest: dict[str, Any]) -> None:
+    """Replace the toolkit's files ``old`` of output ``out`` (a shard directory or an index) by those of ``tmp``,
+    keeping every other file: the old manifest moved aside first (:data:`REPLACING`), the new manifest last."""
     new = _files_under(tmp)
     _no_links_on_the_way(out, set(old) | set(new))
     # Move the old manifest aside first (see REPLACING): from here until the new manifest lands, the folder has no

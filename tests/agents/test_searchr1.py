@@ -7,14 +7,15 @@ import pytest
 
 from rag_curriculum.agents import (
     INVALID_ACTION,
+    STOP,
     TURN_ERRORS,
     get_agent_template,
     information_block,
     parse_trajectory,
     parse_turn,
 )
-from rag_curriculum.agents._searchr1 import cut_at_stop
 from rag_curriculum.errors import UnknownNameError
+from rag_curriculum.generation.base import cut_at_stop
 
 
 def test_the_search_r1_prompt_is_veritas_appendix_a_with_the_garbled_words_restored():
@@ -104,9 +105,9 @@ def test_invalid_action_message_is_search_r1s():
 
 
 def test_cut_at_stop_keeps_the_first_stop_string():
-    assert cut_at_stop("<search>q</search> more <answer>a</answer>") == "<search>q</search>"
-    assert cut_at_stop("<answer>a</answer><search>q</search>") == "<answer>a</answer>"
-    assert cut_at_stop("no stop") == "no stop"
+    assert cut_at_stop("<search>q</search> more <answer>a</answer>", STOP) == "<search>q</search>"
+    assert cut_at_stop("<answer>a</answer><search>q</search>", STOP) == "<answer>a</answer>"
+    assert cut_at_stop("no stop", STOP) == "no stop"
 
 
 def test_parse_trajectory_blocks_in_order():

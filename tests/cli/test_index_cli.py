@@ -74,7 +74,7 @@ def test_an_unfinished_overwrite_in_place_is_finished_by_the_next_overwrite(shar
 
 
 def test_the_temporary_folders_of_killed_runs_are_removed_by_the_next_run(shared_data, tmp_path):
-    from rag_curriculum.shards import _HOST, _owner_tag
+    from rag_curriculum.shards import _HOST, owner_tag
 
     out = tmp_path / "idx"
     dead = _dead_pid()
@@ -82,7 +82,7 @@ def test_the_temporary_folders_of_killed_runs_are_removed_by_the_next_run(shared
     tagged = tmp_path / f".idx.tmp-{dead}-1-{_HOST}-0"
     old = tmp_path / f".idx.old-{dead}-1-{_HOST}-0"
     elsewhere = tmp_path / f".idx.tmp-{dead}-1-{'0' * 8}-0"  # another machine's (a shared disk): not checkable
-    live = tmp_path / f".idx.tmp-{_owner_tag()}"  # this process is alive: its folder stays
+    live = tmp_path / f".idx.tmp-{owner_tag()}"  # this process is alive: its folder stays
     other_out = tmp_path / f".other.tmp-{dead}-0a1b2c3d"  # another output's: not this run's to clean
     for d in (legacy, tagged, old, live, other_out, elsewhere):
         d.mkdir()

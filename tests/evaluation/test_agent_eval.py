@@ -79,10 +79,44 @@ def test_eval_agent_refusals(index_dir, min_max_shards, tmp_path):
     base = ["eval", "--backend", "scripted", "--model", "p=agent_policies:search_then_answer", "--data", str(min_max_shards),
             "--out", str(tmp_path / "o"), "--no-progress"]
     r = runner.invoke(app, [*base, "--agent", "search-r1"])
-    assert r.exit_code in (1, 2) and "--agent needs --retriever" in r.output
+    assert r.exit_code == 2 and "--agent needs --retriever" in r.output
     r = runner.invoke(app, [*base, "--agent", "search-r1", "--retriever", str(tmp_path / "nope")])
-    assert r.exit_code in (1, 2) and "nope" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and "nope" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, [*base, "--agent", "search-r2", "--retriever", str(index_dir)])
     assert r.exit_code != 0 and "search-r1" in r.output
     r = runner.invoke(app, [*base, "--agent", "search-r1", "--retriever", str(index_dir), "--stats", "x"])
-    assert r.exit_code in (1, 2) and "does not take --stats" in r.output
+    assert r.exit_code == 2 and "does not take --stats" in r.output
+
+    r = runner.invoke(app, [*base, "--agent", "search-r1", "--retriever", str(index_dir), "--template", "search-r1",
+                            "--template", "search-r1-original"])
+    assert r.exit_code == 2 and "one --template" in r.output
+    r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend",
+                            "transformers", "--model", str(tmp_path / "no-such-model"), "--data",
+                            str(min_max_shards), "--out", str(tmp_path / "o2")])
+    assert r.exit_code != 0 and "no-such-model" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o2").exists()
+
+
+def test_eval_agent_writes_only_into_its_own_folders_and_one_run_at_a_time(index_dir, min_max_shards, tmp_path):
+    from filelock import FileLock
+
+    base = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted", "--model",
+            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "3", "--no-progress"]
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep")
+    r = runner.invoke(app, [*base, "--out", str(mine)])
+    assert r.exit_code == 1 and "not the output of an agent evaluation" in r.output
+    assert sorted(p.name for p in mine.rglob("*")) == ["notes.txt", "sub"]
+    for flag in ([], ["--overwrite"]):
+        r = runner.invoke(app, [*base, "--out", str(mine), *flag])
+        assert r.exit_code == 1 and sorted(p.name for p in mine.rglob("*")) == ["notes.txt", "sub"]
+    out = tmp_path / "run"
+    assert runner.invoke(app, [*base, "--out", str(out)]).exit_code == 0
+    (out / "notes.txt").write_text("mine")  # a file the user adds to a run folder stays
+    with FileLock(str(out / ".eval.lock")):  # a run under way
+        r = runner.invoke(app, [*base, "--out", str(out)])
+    assert r.exit_code == 1 and "another `curriculum eval --agent` is writing" in r.output
+    r = runner.invoke(app, [*base, "--out", str(out), "--samples", "2", "--overwrite"])
+    assert r.exit_code == 0 and (out / "notes.txt").read_text() == "mine"
+    assert json.loads((out / "summary.json").read_text())["evals"][0]["samples"] == 2

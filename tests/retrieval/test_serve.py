@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from agent_policies import search_then_answer
 from conftest import MUSIQUE_TRAIN
 from servers import free_port, server_process
 from typer.testing import CliRunner
@@ -395,3 +396,31 @@ def test_a_bad_id_contents_line_is_named(tmp_path, shared_data, line, match):
                                 "-o", str(tmp_path / "o"), "--no-progress"])
     assert r.exit_code == 1 and "bad.jsonl, line 2" in r.output and "hint:" in r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_search_agent_against_the_server_sees_what_it_sees_in_process(server, ix, min_max_shards, min_max_rows,
+                                                                         tmp_path):
+    """The search environment with the server's URL (credentials in it, as a shared deployment may need) gives
+    the same trajectories as with the index in process, and no file of `eval --agent` holds the password."""
+    from rag_curriculum.agents import HttpRetriever, IndexRetriever, run_rollouts
+    from rag_curriculum.generation import SamplingConfig
+    from rag_curriculum.generation.scripted import ScriptedBackend
+
+    rows = min_max_rows[:8]
+    sampling = SamplingConfig(max_tokens=32)
+    url = server.replace("http://", "http://agent:s3cret@") + "/retrieve"
+    over_http = run_rollouts(ScriptedBackend(script=search_then_answer), rows, HttpRetriever(url), sampling, n=2)
+    in_process = run_rollouts(ScriptedBackend(script=search_then_answer), rows, IndexRetriever(ix), sampling, n=2)
+    assert [t.to_dict() for t in over_http] == [t.to_dict() for t in in_process]
+    assert sum(len(t.searches) for t in over_http) >= 8
+    out = tmp_path / "eval"
+    r = runner.invoke(cli_app, ["eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted",
+                                "--model", "p=agent_policies:search_then_answer", "--data",
+                                str(min_max_shards), "--limit", "4", "--out", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "s3cret" not in r.output
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert len(written) >= 5
+    assert not [p for p in written if "s3cret" in p.read_text(errors="replace")]
+    assert "***@127.0.0.1" in (out / "summary.json").read_text()
+

@@ -113,3 +113,29 @@ def test_eval_through_vllm_serve(vserve, tmp_path, shared_data):
     one, two = (pq.read_table(tmp_path / e / "results" / "tiny" / "musique-ideal.parquet").column("completions")
                 .to_pylist() for e in ("e1", "e2"))
     assert len(one) == N_QUESTIONS and all(len(set(c)) == 2 for c in one) and one == two
+
+
+def test_a_search_agents_turn_through_vllm_serve(vserve):
+    """The openai backend continues a trajectory (vLLM's continue_final_message) and stops at stop strings, kept
+    in the text (put back from vLLM's stop_reason): each completion ends at its first stop string or the token
+    cap, and differs from what the same seeds give when the assistant's turn is not continued."""
+    from rag_curriculum.generation import SamplingConfig
+    from rag_curriculum.generation.openai_backend import OpenAIBackend
+
+    b = OpenAIBackend(SERVED, base_url=vserve, api_key="EMPTY")
+    convs = [[{"role": "user", "content": f"Question: who wrote book {i}?"},
+              {"role": "assistant", "content": f"<search> book {i} </search>\n\n<information>Doc 1(Title: B) "
+                                               "B was written by A.</information>\n\n"}] for i in range(6)]
+    stops = ["e", "a"]  # common letters: most turns stop early
+    out = b.generate(convs, SamplingConfig(n=1, temperature=1.0, max_tokens=40), seeds=list(range(6)), stop=stops)
+    texts = [o[0] for o in out]
+    for t in texts:
+        cut = [i for i in (t.find("e"), t.find("a")) if i >= 0]
+        if cut:
+            assert len(t) == min(cut) + 1, t
+    assert sum(t.endswith(("e", "a")) for t in texts) >= 3
+    # continued, not answered in a new turn: the same request without continuation gives other samples
+    fresh = b.generate([c[:1] for c in convs], SamplingConfig(n=1, temperature=1.0, max_tokens=40),
+                       seeds=list(range(6)), stop=stops)
+    assert [o[0] for o in fresh] != texts
+    b.close()

@@ -16,7 +16,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from ..evaluation._agent import AgentEvalConfig
+from ..errors import UsageError
+from ..evaluation._agent import AgentEvalConfig, run_agent_eval
 from ..evaluation._config import EvalConfig
 from .common import (
     ENGINE_PARAMS,
@@ -189,24 +190,22 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
     """`curriculum eval --agent search-r1 --retriever DIR|URL ...`."""
     from ..config import bind
     from ..curricula.builder import current_command
-    from ..errors import ConfigError
-    from ..evaluation._agent import run_agent_eval
 
     p = ctx.params
     with reported_errors():
         if p.get("overrides"):
-            raise ConfigError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
+            raise UsageError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
         other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FLAGS
                        and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old"))
         if other:
-            raise ConfigError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
+            raise UsageError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
                               hint="see curriculum eval --help")
         flags = {dst: p[src] for src, dst in _AGENT_FLAGS.items() if _given(p.get(src))}
         if "out" in flags:
             flags["out"] = str(flags["out"])
         if p.get("templates"):
             if len(p["templates"]) > 1:
-                raise ConfigError("--agent takes one --template (search-r1 | search-r1-original)")
+                raise UsageError("--agent takes one --template (search-r1 | search-r1-original)")
             flags["template"] = p["templates"][0]
         flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
         backend = flags.get("backend", AgentEvalConfig.backend)

@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from ..errors import ConfigError
+from ..retrieval import CorpusIndex
+from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
 from .common import fail, out, reported_errors
 
 SERVE_HINT = "install the server: pip install 'rag-curriculum[serve]'"
@@ -75,15 +78,10 @@ def serve(
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     with reported_errors(_hint):
         if max_topk < default_topk:
-            from ..errors import ConfigError
-
             raise ConfigError(f"--default-topk {default_topk} is above --max-topk {max_topk}",
                               hint="raise --max-topk or lower --default-topk")
         import fastapi  # noqa: F401  (missing: the hint names the extra)
         import uvicorn
-
-        from ..retrieval import CorpusIndex
-        from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
 
         ix = CorpusIndex(index, threads=threads)  # checks the directory against its manifest (fast: memory maps)
         _check_port(host, port)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..retrieval._index import passage_hash
 from ._retrievers import Hit
 
 MODES = ("none", "hard-negatives", "withhold")
@@ -104,14 +105,11 @@ class RowView:
     negatives (the non-gold passages of its curriculum row, as hits)."""
 
     def __init__(self, row: dict[str, Any]) -> None:
-        from ..retrieval._index import passage_hash
-
         self.row = row
         self.id = str(row["id"])
         self.question = str(row["question"])
         self.answers = list(row.get("answers") or [])
         self.level = int(row.get("level") or 1)
-        self._hash = passage_hash
         passages: Sequence[dict[str, Any]] = row.get("passages") or []
         self.gold = {passage_hash(p["title"], p["text"]) for p in passages if p.get("is_gold")}
         self.negatives = [Hit(f"row:{i}", p["title"], p["text"]) for i, p in enumerate(passages)
@@ -120,7 +118,7 @@ class RowView:
         self.answerable = bool(row.get("answerable", True))
 
     def key(self, hit: Hit) -> int:
-        return self._hash(hit.title, hit.text)
+        return passage_hash(hit.title, hit.text)
 
     def is_gold(self, hit: Hit) -> bool:
         return self.key(hit) in self.gold

@@ -19,7 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .._plumbing import mask_secrets
 from ..errors import CurriculumError
+from ..retrieval import load_index
+from ..retrieval._corpus import split_contents
 
 log = logging.getLogger(__name__)
 
@@ -48,25 +51,12 @@ class Retriever(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-def split_contents(contents: str) -> tuple[str, str]:
-    """FlashRAG's / Search-R1's ``contents``: the title on the first line (one pair of surrounding double quotes
-    removed, as in Search-R1's Wikipedia-2018 corpus), the text after it."""
-    title, sep, text = contents.partition("\n")
-    if not sep:
-        return "", contents
-    if len(title) >= 2 and title[0] == title[-1] == '"':
-        title = title[1:-1]
-    return title, text
-
-
 class IndexRetriever:
     """The toolkit's BM25 index (``curriculum index``), in this process: exactly the ranking the index stores and
     the server returns (same tokenizer, parameters and tie order)."""
 
     def __init__(self, index: Any) -> None:
         if not hasattr(index, "retrieve_many"):
-            from ..retrieval import load_index
-
             index = load_index(index)
         self.index = index
 
@@ -120,8 +110,6 @@ class HttpRetriever:
         self.session.mount("https://", HTTPAdapter(max_retries=retry))
 
     def _where(self) -> str:
-        from .._plumbing import mask_secrets
-
         return mask_secrets(self.url)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:

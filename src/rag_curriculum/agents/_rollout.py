@@ -31,13 +31,13 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError
+from ..generation.base import cut_at_stop
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Retriever
 from ._searchr1 import (
     INVALID_ACTION,
     STOP,
     Segment,
-    cut_at_stop,
     get_agent_template,
     information_block,
     parse_turn,
@@ -174,7 +174,7 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
         still: list[int] = []
         for i, out in zip(active, outs, strict=True):
             t = trajs[i]
-            text = cut_at_stop(out[0] if out else "")
+            text = cut_at_stop(out[0] if out else "", STOP)
             t.segments.append(Segment("model", text))
             t.turns += 1
             used[i] += count(text)

@@ -141,12 +141,6 @@ def _malformed(text: str) -> bool:
     return False
 
 
-def cut_at_stop(text: str, stop: Sequence[str] = STOP) -> str:
-    """``text`` up to and including the first stop string (generation stops there; a backend may overshoot)."""
-    ends = [i + len(s) for s in stop if (i := text.find(s)) >= 0]
-    return text[:min(ends)] if ends else text
-
-
 def parse_turn(text: str) -> Turn:
     """Classify one model turn (see the module docstring)."""
     if "<information>" in text or "</information>" in text:

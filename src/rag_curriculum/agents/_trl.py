@@ -42,8 +42,9 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError
+from ..shards import PROMPT_TOKENS
 from ._difficulty import SearchDifficulty
-from ._retrievers import Retriever
+from ._retrievers import Retriever, open_retriever
 from ._rollout import RolloutConfig, Trajectory, run_rollouts, summarize
 from ._searchr1 import STOP, get_agent_template
 
@@ -227,8 +228,6 @@ def search_prompts(dataset: Any, template: str = "search-r1") -> Any:
     """A ``datasets.Dataset`` of curriculum rows with its ``prompt`` column replaced by the search agent's prompt
     (one user message made from ``question``), and the closed-context prompt's token counts dropped (the length
     check counts the new prompts)."""
-    from ..shards import PROMPT_TOKENS
-
     tmpl = get_agent_template(template)
     if "question" not in dataset.column_names:
         raise ConfigError("the rows have no 'question' column: a search agent needs the question",
@@ -375,8 +374,6 @@ def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str
     """The rollout of a training config's ``agent`` section (:class:`~rag_curriculum.train.config.AgentConfig`):
     its retriever opened (an index directory or a server URL), its settings bound; ``seed`` when the section sets
     none. ``rows``: to find rows by prompt under a trainer that does not record them."""
-    from ._retrievers import open_retriever
-
     s = seed if agent.seed is None else int(agent.seed)
     kwargs = dict(config=RolloutConfig(template=agent.template, topk=agent.topk, max_turns=agent.max_turns,
                                        max_context_tokens=agent.max_context_tokens, on_invalid=agent.on_invalid,

@@ -23,13 +23,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .._settings import check_settings, rule
-from ..errors import ConfigError, EvalError
+from filelock import FileLock, Timeout
+
+from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
+from .._progress import maybe_progress
+from .._settings import check_model_ref, check_settings, rule
+from ..agents import RolloutConfig, open_retriever, run_rollouts
+from ..errors import EvalError, UsageError
+from ..generation import SamplingConfig, get_backend
+from ..retrieval._index import passage_hash
+from ..rewards._metrics import answer_scores
+from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 
 log = logging.getLogger(__name__)
 
 AGENTS = ("search-r1",)
+LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
 @dataclass
@@ -67,26 +77,24 @@ class AgentEvalConfig:
     def validate(self) -> None:
         self.__post_init__()
         if not self.models:
-            raise ConfigError("no model given: pass --model PATH (or NAME=PATH)")
+            raise UsageError("no model given: pass --model PATH (or NAME=PATH)")
         if not self.data:
-            raise ConfigError("no questions given: pass --data DIR (a shard directory), once per set")
+            raise UsageError("no questions given: pass --data DIR (a shard directory), once per set")
         if not self.retriever:
-            raise ConfigError("--agent needs --retriever: an index directory or a server URL",
-                              hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)")
+            raise UsageError("--agent needs --retriever: an index directory or a server URL",
+                             hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)")
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
-            raise ConfigError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
+            raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self.rollout()  # its own checks (template, budgets)
+        for m in self.models:  # a mistyped path stops here, not deep inside the model loader
+            check_model_ref(m.path, backend=self.backend, label=f"model {m.name}")
 
     def rollout(self) -> Any:
-        from ..agents import RolloutConfig
-
         return RolloutConfig(template=self.template, topk=self.topk, max_turns=self.max_turns,
                              max_context_tokens=self.max_context_tokens, seed=self.seed)
 
     def sampling(self) -> Any:
-        from ..generation import SamplingConfig
-
         return SamplingConfig(n=1, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
                               seed=self.seed)
 
@@ -94,7 +102,7 @@ class AgentEvalConfig:
         d = asdict(self)
         d["models"] = [f"{m.name}={m.path}" for m in self.models]
         d["backend_args"] = public_backend_args(self.backend_args, mask=True)
-        return d
+        return mask_secrets(d)  # a retriever or model URL's credentials, in every file that records the config
 
 
 _COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "level", "answerable")
@@ -102,8 +110,6 @@ _COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "lev
 
 def load_question_sets(directory: str | Path, *, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(dataset, rows) per dataset of a shard directory, in row order."""
-    from ..shards import read_table
-
     table = read_table(directory)
     cols = [c for c in _COLUMNS if c in table.schema.names]
     missing = {"id", "data_source", "question", "answers"} - set(cols)
@@ -134,9 +140,6 @@ def _mean(xs: Sequence[float]) -> float:
 def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int) -> dict[str, Any]:
     """The scores of ``m`` trajectories per row (row order, then sample order): overall and by hops, level and
     answerable (each a mean over questions of the per-question mean over samples)."""
-    from ..retrieval._index import passage_hash
-    from ..rewards._metrics import answer_scores
-
     per_q: list[dict[str, float]] = []
     errors: dict[str, int] = defaultdict(int)
     status: dict[str, int] = defaultdict(int)
@@ -177,20 +180,44 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
 def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str | None = None,
                    backend_factory: Any = None) -> dict[str, Any]:
     """Evaluate every model on every set (see the module docstring); return the summary."""
-    from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
-    from .._progress import maybe_progress
-    from ..agents import open_retriever, run_rollouts
-    from ..generation import get_backend
-    from ..shards import write_json
-
     cfg.validate()
     out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise EvalError(f"--out {out} is a file", hint="choose a directory for --out")
+    _check_out(out)
     sets = [(d, ds, rows) for d in cfg.data for ds, rows in load_question_sets(d, limit=cfg.limit)]
     keys = [f"{ds}-{Path(d).name}" for d, ds, _ in sets]
     retriever = open_retriever(cfg.retriever)
     out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise EvalError(f"another `curriculum eval --agent` is writing {out}", hint="wait for it to finish, or "
+                        "choose another --out") from None
+    try:
+        return _run(cfg, out, sets, keys, retriever, progress=progress, command=command,
+                    backend_factory=backend_factory)
+    finally:
+        lock.release()
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` is a new or empty folder, or one an agent evaluation wrote (its ``eval_config.json`` says so):
+    results land beside the toolkit's own files only, never inside a folder of the user's."""
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
+    if not out.is_dir() or not any(p.name != LOCK for p in out.iterdir()):
+        return
+    try:
+        made = json.loads((out / "eval_config.json").read_text()).get("config", {}).get("agent") is not None
+    except (OSError, ValueError, AttributeError):
+        made = False
+    if not made:
+        raise EvalError(f"--out {out} holds files and is not the output of an agent evaluation: nothing is "
+                        "written into it", hint="choose a new folder for --out")
+
+
+def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retriever: Any, *, progress: bool,
+         command: str | None, backend_factory: Any) -> dict[str, Any]:
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")}
@@ -199,7 +226,7 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
         backend = None
         try:
             for (d, ds, rows), key in zip(sets, keys, strict=True):
-                fp = {"settings": settings, "model": model.path, "rows": _rows_digest(rows)}
+                fp = {"settings": settings, "model": mask_secrets(model.path), "rows": _rows_digest(rows)}
                 res_path = out / "results" / model.name / f"{key}.json"
                 if res_path.is_file():
                     old = json.loads(res_path.read_text())

@@ -79,6 +79,17 @@ class GenerationBackend(Protocol):
     def close(self) -> None: ...
 
 
+def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
+    """``text`` up to and including the first of the ``stop`` strings: where a backend's generation stops (a
+    token may run past the string; a script may overshoot).
+
+    >>> cut_at_stop("<search>q</search> more <answer>a</answer>", ["</search>", "</answer>"])
+    '<search>q</search>'
+    """
+    ends = [i + len(s) for s in stop or () if s and (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
+
+
 def seeded_call_supported(backend: Any) -> bool:
     """Whether ``backend.generate`` accepts per-prompt ``seeds`` (a backend without its own ``generate``, such as
     the Ray engine's pool, says so with ``seeded_calls``)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError
-from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
+from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, cut_at_stop
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,6 @@ _DTYPES = ("auto", "float32", "float16", "bfloat16")
 def _mix(seeds: Sequence[int]) -> int:
     """One torch seed for a batch of per-prompt seeds."""
     return derive_seed(*seeds, sep=",", bits=63)
-
-
-def _cut(text: str, stop: Sequence[str]) -> str:
-    ends = [i + len(s) for s in stop if s and (i := text.find(s)) >= 0]
-    return text[:min(ends)] if ends else text
 
 
 class TransformersBackend:
@@ -177,7 +172,7 @@ class TransformersBackend:
             for r, i in enumerate(batch):
                 got = texts[r * n_gen:(r + 1) * n_gen]
                 if stop:
-                    got = [_cut(g, stop) for g in got]
+                    got = [cut_at_stop(g, stop) for g in got]
                 out[i] = got * sampling.n if greedy else got
         return [o if o is not None else [] for o in out]  # every slot is filled above
 

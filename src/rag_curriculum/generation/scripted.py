@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, CurriculumError
-from .base import Messages, SamplingConfig
+from .base import Messages, SamplingConfig, cut_at_stop
 
 
 class ScriptError(ConfigError):
@@ -102,11 +102,6 @@ def _name(script: Any) -> str:
     qual = getattr(script, "__qualname__", None) or type(script).__name__
     module = getattr(script, "__module__", None)
     return f"{module}.{qual}" if module else qual
-
-
-def _cut(text: str, stop: Sequence[str]) -> str:
-    ends = [i + len(s) for s in stop if s and (i := text.find(s)) >= 0]
-    return text[:min(ends)] if ends else text
 
 
 class ScriptedBackend:
@@ -190,7 +185,7 @@ class ScriptedBackend:
             if self.delay:
                 time.sleep(self.delay)
             got = self._completions(list(messages), sampling.n, seeds[i] if seeds is not None else sampling.seed)
-            out.append([_cut(c, stop) for c in got] if stop else got)
+            out.append([cut_at_stop(c, stop) for c in got] if stop else got)
         return out
 
     def close(self) -> None:

@@ -86,7 +86,7 @@ _SHAPE = ('each line of --corpus is one JSON object, {"title": "...", "text": ".
           '"title\\ntext"}')
 
 
-def _title_and_text(contents: str) -> tuple[str, str]:
+def split_contents(contents: str) -> tuple[str, str]:
     """A ``contents`` string of the FlashRAG / Search-R1 layout as (title, text): the title is its first line, the
     text the rest (no newline: no title, all text); a title in double quotes, as in Search-R1's wiki-18 dump
     (``"\\"Title\\"\\ntext"``), loses one pair of them."""
@@ -123,7 +123,7 @@ def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
                 contents = rec["contents"]
                 if not isinstance(contents, str):
                     raise _bad(p, n, f"a {type(contents).__name__}, not a string", "wrong_type", _SHAPE, "contents")
-                title, text = _title_and_text(contents)
+                title, text = split_contents(contents)
                 if not text.strip():
                     raise _bad(p, n, "no text after the title line" if "\n" in contents else "empty", "empty_text",
                                "remove passages without text from the corpus", "contents")

@@ -36,6 +36,15 @@ from typing import Any
 from .. import __version__
 from .._plumbing import SideTask, gc_paused
 from ..errors import CurriculumError
+from ..shards import (
+    foreign_entries,
+    owner_tag,
+    portable_command,
+    portable_path,
+    remove_orphans,
+    replace_in_place,
+    sha256_file,
+)
 from ._config import SPLITTER, IndexConfig
 
 log = logging.getLogger(__name__)
@@ -152,12 +161,6 @@ def _write_arrow(path: Path, columns: dict[str, Any]) -> None:
         writer.write_table(table, max_chunksize=1 << 16)
 
 
-def _sha256(path: Path) -> str:
-    from ..shards import sha256_file
-
-    return sha256_file(path)
-
-
 def _write_passage_side(tmp: Path, col: Any, cfg: IndexConfig) -> dict[str, str | None]:
     """The files about the passages and questions (Arrow tables, passage hashes) and the inputs' checksums: what
     does not need BM25, made beside tokenizing and indexing (in a forked worker)."""
@@ -172,7 +175,7 @@ def _write_passage_side(tmp: Path, col: Any, cfg: IndexConfig) -> dict[str, str 
                                    "gold": pa.array(col.q_gold, pa.list_(pa.int32()))})
     np.save(tmp / KEYS, np.fromiter((passage_hash(t, x) for t, x in zip(col.titles, col.texts, strict=True)),
                                     dtype=np.int64, count=n))
-    return {"input": _sha256(Path(cfg.input)), "corpus": _sha256(Path(cfg.corpus)) if cfg.corpus else None}
+    return {"input": sha256_file(Path(cfg.input)), "corpus": sha256_file(Path(cfg.corpus)) if cfg.corpus else None}
 
 
 def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
@@ -190,7 +193,6 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
 
     from .._progress import maybe_progress
     from ..loaders import get_loader
-    from ..shards import portable_command, portable_path
     from ._corpus import collect
 
     cfg.validate()
@@ -204,8 +206,8 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     t1 = time.perf_counter()
     backend = _backend(cfg.backend, len(col.q_ids))
     depth = min(cfg.depth, len(col))
-    remove_stale(out)
-    tmp = out.with_name(f".{out.name}.tmp-{_owner_tag()}")
+    remove_orphans(out, ("tmp", "old"))
+    tmp = out.with_name(f".{out.name}.tmp-{owner_tag()}")
     tmp.mkdir(parents=True)
     side = None
     try:
@@ -314,8 +316,6 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Move the finished index into place. An old index holding only the toolkit's files is swapped out whole;
     one holding files a user added (``notes.txt``, a ``mine/`` folder) keeps them, as builds do: only the files
     its manifest lists are replaced (the new manifest last), and the kept ones are named in a warning."""
-    from ..shards import foreign_entries
-
     _check_out(out, overwrite)
     if out.is_dir() and not any(out.iterdir()):
         out.rmdir()
@@ -325,82 +325,17 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
         owned = _owned(old_manifest)
         kept = foreign_entries(out, owned)
         if kept:
-            _replace_in_place(tmp, out, owned, old_manifest)
+            replace_in_place(tmp, out, owned, old_manifest)
             log.warning("%s: replaced the index's files and kept %d the toolkit did not write: %s", out, len(kept),
                         ", ".join(kept))
             return
     old = None
     if out.exists():
-        old = out.with_name(f".{out.name}.old-{_owner_tag()}")
+        old = out.with_name(f".{out.name}.old-{owner_tag()}")
         os.replace(out, old)
     os.replace(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _replace_in_place(tmp: Path, out: Path, owned: set[str], old_manifest: dict[str, Any]) -> None:
-    from .._plumbing import atomic_write_text, fsync_dir
-
-    new = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
-    if not (out / REPLACING).is_file():
-        atomic_write_text(out / REPLACING, json.dumps(old_manifest, indent=1, ensure_ascii=False) + "\n")
-    (out / MANIFEST).unlink(missing_ok=True)
-    fsync_dir(out)
-    for name in sorted(owned - set(new) - {MANIFEST, REPLACING}):  # old files the new index does not have
-        p = out / name
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-    for name in [n for n in new if n != MANIFEST] + [MANIFEST]:  # the manifest last: complete only at the end
-        target = out / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / name, target)
-    (out / REPLACING).unlink(missing_ok=True)
-    for sub in sorted({p for o in owned for p in Path(o).parents if p != Path(".")}, key=lambda p: -len(p.parts)):
-        try:
-            (out / sub).rmdir()  # an old folder the new index left empty
-        except OSError:
-            pass
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _owner_tag() -> str:
-    from ..shards import _owner_tag
-
-    return _owner_tag()
-
-
-def _stale_re(out: Path):
-    import re
-
-    # .OUT.tmp-PID-HEX8 (before the owner tag) or .OUT.{tmp,old}-PID-NS-HOST-START (shards' owner tag)
-    return re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(\d+)-(?:[0-9a-f]{{8}}|\d+-([0-9a-f]{{8}})-(\d+))$")
-
-
-def remove_stale(out: Path) -> list[Path]:
-    """Remove the hidden temporary folders that earlier runs of ``curriculum index`` writing ``out`` left when
-    they were killed (``.OUT.tmp-*``, ``.OUT.old-*``), by the builds' rule: only those whose writing process is
-    dead; a live process's, or another machine's, are left alone. Returns what was removed."""
-    from ..shards import _owner_alive
-
-    pattern = _stale_re(out)
-    removed: list[Path] = []
-    try:
-        entries = list(out.parent.iterdir())
-    except OSError:
-        return removed
-    for p in entries:
-        m = pattern.match(p.name)
-        if not m or not p.is_dir() or p.is_symlink():
-            continue
-        if _owner_alive(int(m.group(1)), m.group(2), int(m.group(3)) if m.group(3) else None):
-            continue
-        shutil.rmtree(p, ignore_errors=True)
-        if not p.exists():
-            removed.append(p)
-    if removed:
-        log.info("removed %d folder(s) left by interrupted writes of %s: %s", len(removed), out,
-                 ", ".join(p.name for p in removed))
-    return removed
 
 
 @dataclass
@@ -491,7 +426,6 @@ class CorpusIndex:
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:
         """What a build's manifest records about the index it used."""
-        from ..shards import portable_path
 
         m = self.manifest
         return {"path": portable_path(str(self.path), out) if out else str(self.path), "dataset": m["dataset"],
@@ -564,8 +498,6 @@ class CorpusIndex:
     def indexed(self, dataset: str, sha256: str | None) -> bool:
         """Whether this index was built from that very file (same dataset, same SHA-256) by this toolkit version:
         then its questions' gold passage ids are that file's gold paragraphs as the same loader reads them."""
-        from .. import __version__
-
         return bool(sha256) and (self.manifest.get("toolkit") or {}).get("version") == __version__ and any(
             s.get("kind") == "dataset" and s.get("dataset") == dataset and s.get("sha256") == sha256
             for s in self.manifest["sources"])

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ._columns import completion_text, row_answers
 from ._metrics import answer_scores
@@ -69,8 +70,6 @@ def last_answer(text: str) -> str | None:
     >>> last_answer("<answer>a</answer> then <answer> b </answer>"), last_answer("<answer>open")
     ('b', None)
     """
-    from ..agents._searchr1 import parse_trajectory
-
     return parse_trajectory(text).answer
 
 
