@@ -13,6 +13,10 @@ retriever, each of ``n`` trajectories per row runs turn by turn:
 3. until the answer, the turn budget (``max_turns`` model turns) or the context budget (``max_context_tokens``:
    prompt plus trajectory, counted with the backend's tokenizer where it has one, else characters / 4).
 
+The turn format is a hook (``fmt``: stop strings, parser, how observations and feedback are rendered, and the
+format's own non-search actions); Search-R1's tags are the default (:class:`SearchR1Format`), ReAct's
+Thought / Action / Observation lines another (:mod:`._react`).
+
 Nothing is cut silently: a trajectory stopped by a budget says so in ``status`` and is counted. Every query, every
 retrieved passage (its id in the retriever, whether it was gold) and every format error is recorded.
 
@@ -46,6 +50,29 @@ from ._searchr1 import (
 log = logging.getLogger(__name__)
 
 STATUSES = ("answer", "turn_budget", "context_budget", "format_error")
+
+
+class SearchR1Format:
+    """The rollout loop's format hook, Search-R1's tags (the default): the stop strings of a turn, its parser, what
+    the environment appends after a search (``observe``), after a format error (``invalid``) and after a turn whose
+    action is neither ``search`` nor ``answer`` (``act``: another format's local action, e.g. ReAct's ``Lookup``).
+    Another format (:class:`rag_curriculum.agents.ReActFormat`) implements the same five members; per-trajectory
+    state it needs lives in ``Trajectory.state``."""
+
+    name = "search-r1"
+    stop: tuple[str, ...] = STOP
+
+    def parse(self, text: str) -> Any:
+        return parse_turn(text)
+
+    def observe(self, hits: Sequence[Any], traj: Trajectory) -> str:
+        return information_block([(h.title, h.text) for h in hits])
+
+    def invalid(self, turn: Any, traj: Trajectory) -> str:
+        return INVALID_ACTION
+
+    def act(self, turn: Any, traj: Trajectory) -> str:  # pragma: no cover - Search-R1 has no other action
+        raise GenerationError(f"search-r1 has no action {turn.action!r}")
 
 
 @dataclass
@@ -98,6 +125,7 @@ class Trajectory:
     answer: str | None = None
     status: str = ""
     turns: int = 0
+    state: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # a format's own (not saved)
 
     @property
     def text(self) -> str:
@@ -110,6 +138,7 @@ class Trajectory:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("state", None)
         d["segments"] = [{"source": s.source, "text": s.text} for s in self.segments]
         return d
 
@@ -136,13 +165,16 @@ def _check_backend(backend: Any) -> None:
 
 def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retriever, sampling: Any, *,
                  n: int = 1, config: RolloutConfig | None = None, difficulty: SearchDifficulty | None = None,
-                 on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:
+                 on_turn: Callable[[int, int], None] | None = None, fmt: Any = None) -> list[Trajectory]:
     """``n`` trajectories per row (row order, then sample order). ``sampling``: the per-turn sampling settings
     (:class:`~rag_curriculum.generation.SamplingConfig`; its ``n`` is ignored: each trajectory samples once per
-    turn; ``max_tokens`` bounds one turn). ``on_turn(turn, active)`` reports progress."""
+    turn; ``max_tokens`` bounds one turn). ``on_turn(turn, active)`` reports progress. ``fmt``: the turn format
+    (how a turn stops and is parsed, how observations are rendered; default :class:`SearchR1Format`)."""
     from dataclasses import replace
 
     cfg = config or RolloutConfig()
+    fmt = fmt or SearchR1Format()
+    stop = list(fmt.stop)
     shape = difficulty or SearchDifficulty()
     template = get_agent_template(cfg.template)
     _check_backend(backend)
@@ -167,18 +199,18 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
                 msgs.append({"role": "assistant", "content": t.text})
             prompts.append(msgs)
         seeds = [derive_seed(cfg.seed, trajs[i].row_id, trajs[i].sample, turn, bits=63) for i in active]
-        outs = backend.generate(prompts, one, seeds=seeds, stop=list(STOP))
+        outs = backend.generate(prompts, one, seeds=seeds, stop=stop)
         if len(outs) != len(active):
             raise GenerationError(f"the backend returned {len(outs)} completion lists for {len(active)} prompts")
         searches: list[tuple[int, str]] = []
         still: list[int] = []
         for i, out in zip(active, outs, strict=True):
             t = trajs[i]
-            text = cut_at_stop(out[0] if out else "", STOP)
+            text = cut_at_stop(out[0] if out else "", stop)
             t.segments.append(Segment("model", text))
             t.turns += 1
             used[i] += count(text)
-            parsed = parse_turn(text)
+            parsed = fmt.parse(text)
             if parsed.error is not None:
                 t.errors.append(parsed.error)
             if parsed.action == "answer":
@@ -189,11 +221,20 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
                 t.status = "turn_budget"
             elif parsed.action == "search":
                 searches.append((i, parsed.content))
+            elif parsed.action is not None:  # a local action of the format (ReAct's Lookup)
+                obs = fmt.act(parsed, t)
+                t.segments.append(Segment("env", obs))
+                used[i] += count(obs)
+                if used[i] >= cfg.max_context_tokens:
+                    t.status = "context_budget"
+                else:
+                    still.append(i)
             elif cfg.on_invalid == "stop":
                 t.status = "format_error"
             else:
-                t.segments.append(Segment("env", INVALID_ACTION))
-                used[i] += count(INVALID_ACTION)
+                feedback = fmt.invalid(parsed, t)
+                t.segments.append(Segment("env", feedback))
+                used[i] += count(feedback)
                 still.append(i)
         if searches:
             k = cfg.topk
@@ -208,7 +249,7 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
                 shown, shaped = shape.apply(list(hits), k, view, rng)
                 t.searches.append(SearchCall(t.turns, query, [h.id for h in shown],
                                              [view.is_gold(h) for h in shown], short=len(shown) < k, shaped=shaped))
-                block = information_block([(h.title, h.text) for h in shown])
+                block = fmt.observe(shown, t)
                 t.segments.append(Segment("env", block))
                 used[i] += count(block)
                 if used[i] >= cfg.max_context_tokens:
