@@ -6,12 +6,24 @@ process, or a server speaking ``POST /retrieve``) of rows.
 >>> parse_turn("<think>I need the capital.</think><search>capital of France</search>").action
 'search'
 >>> sorted(AGENT_TEMPLATES.names())
-['search-r1', 'search-r1-original']
+['react', 'search-r1', 'search-r1-original']
 """
 
 from __future__ import annotations
 
 from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+from ._react import (
+    REACT_ERRORS,
+    Consistency,
+    CragWeights,
+    ReActFormat,
+    ReActStep,
+    best_of_n,
+    consistency_score,
+    parse_react_turn,
+    react_steps,
+    self_consistency,
+)
 from ._retrievers import (
     Hit,
     HttpRetriever,
@@ -21,7 +33,7 @@ from ._retrievers import (
     open_retriever,
     split_contents,
 )
-from ._rollout import STATUSES, RolloutConfig, SearchCall, Trajectory, run_rollouts, summarize
+from ._rollout import STATUSES, RolloutConfig, SearchCall, SearchR1Format, Trajectory, run_rollouts, summarize
 from ._searchr1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
@@ -45,4 +57,7 @@ __all__ = [
     "Turn", "TurnSampling", "get_agent_template", "hard_negative_count", "information_block",
     "noise_probability", "open_retriever", "parse_trajectory", "parse_turn", "rollout_from_config",
     "run_rollouts", "search_prompts", "split_contents", "summarize",
+    # ReAct (+ the CRAG-inspired consistency ranking)
+    "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
+    "consistency_score", "parse_react_turn", "react_steps", "self_consistency",
 ]
