@@ -15,6 +15,11 @@ CRAFT (docs/craft.md): :func:`parse_craft` (the craft-v1 ... craft-v5 formats, T
 :class:`CraftReward` (``"craft"``, with ``"craft-format"``, ``"craft-answer"``, ``"craft-evidence"``,
 ``"craft-boundary"``, ``"craft-judge"``) and :class:`CraftJudge` (Algorithm 1 through a generation backend).
 
+VERITAS (docs/veritas.md): :class:`VeritasReward` (``"veritas"``: Eq. 1, 0.9 EM + 0.05 Info-Think + 0.02
+Think-Answer, with ``"veritas-em"``, ``"veritas-info-think"``, ``"veritas-think-answer"``,
+``"veritas-think-search"``), :class:`VeritasJudge` (appendix B's prompts through a generation backend),
+:func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement`.
+
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
 :mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
@@ -69,6 +74,7 @@ from ._scoring import (
     passage_labels,
     score_completion,
 )
+from ._veritas import VeritasJudge, VeritasReward, agreement, think_answer, trajectory_pairs
 
 __all__ = [
     "CRAFT_REASONS",
@@ -118,4 +124,9 @@ __all__ = [
     "register_reward",
     "score_completion",
     "split_citations",
+    "VeritasJudge",
+    "VeritasReward",
+    "agreement",
+    "think_answer",
+    "trajectory_pairs",
 ]

@@ -34,6 +34,12 @@ for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatRewar
 for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Reward"),
                     ("search-gold-found", "SearchGoldFoundReward"), ("search-count", "SearchCountReward")):
     REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
+# VERITAS (rewards/_veritas.py, docs/veritas.md): Eq. 1's total and each term
+for _name, _cls in (("veritas", "VeritasReward"), ("veritas-em", "VeritasEmReward"),
+                    ("veritas-info-think", "VeritasInfoThinkReward"),
+                    ("veritas-think-answer", "VeritasThinkAnswerReward"),
+                    ("veritas-think-search", "VeritasThinkSearchReward")):
+    REWARDS.register(_name, f"rag_curriculum.rewards._veritas:{_cls}")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:
