@@ -127,14 +127,19 @@ def run(
     retriever: Annotated[str | None, option(A, "retriever", "--retriever")] = None,
     topk: Annotated[int | None, option(A, "topk", "--topk")] = None,
     max_turns: Annotated[int | None, option(A, "max_turns", "--max-turns")] = None,
+    best_of: Annotated[int | None, option(A, "best_of", "--best-of")] = None,
+    crag_weight: Annotated[list[str] | None, option(A, "crag_weights", "--crag-weight", extra="Repeatable.")]
+    = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
     (recipe=rag-rl: the paper's evaluation, both settings, m = 3) whose values the options override.
     With --agent search-r1 --retriever DIR|URL, the models are search agents: they search across turns and are
-    scored by EM / F1, searches per question, gold recall and format errors.
+    scored by EM / F1, searches per question, gold recall and format errors. --agent react runs ReAct's
+    Thought / Action / Observation format; with --best-of N it adds ReAct+CRAG's consistency-ranked best-of-N and
+    self-consistency rows.
     `curriculum eval compare RUN...` puts runs side by side."""
-    if agent is not None or retriever is not None:
+    if agent is not None or retriever is not None or best_of is not None or crag_weight:
         _run_agent(ctx, backend_arg)
         return
     from ..config import resolve
@@ -147,7 +152,7 @@ def run(
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
     skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", "agent", "retriever", "topk",
-            "max_turns", *BACKEND_FLAGS, *ENGINE_PARAMS)
+            "max_turns", "best_of", "crag_weight", *BACKEND_FLAGS, *ENGINE_PARAMS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
     flags["out"] = str(out_dir) if out_dir is not None else None
@@ -179,7 +184,21 @@ def run(
 _AGENT_FLAGS = {"models": "models", "data": "data", "out_dir": "out", "backend": "backend", "m": "m",
                 "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
                 "limit": "limit", "overwrite": "overwrite", "agent": "agent", "retriever": "retriever",
-                "topk": "topk", "max_turns": "max_turns"}
+                "topk": "topk", "max_turns": "max_turns", "best_of": "best_of"}
+
+
+def _crag_weights(items: list[str] | None) -> dict[str, float]:
+    """`--crag-weight KEY=VALUE` options (the consistency score's term weights)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not key.strip():
+            raise UsageError(f"--crag-weight must be KEY=NUMBER, got {item!r}", hint="e.g. --crag-weight loops=2")
+    return out
 
 
 def _given(v: Any) -> bool:
@@ -187,7 +206,7 @@ def _given(v: Any) -> bool:
 
 
 def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
-    """`curriculum eval --agent search-r1 --retriever DIR|URL ...`."""
+    """`curriculum eval --agent search-r1|react --retriever DIR|URL [--best-of N] ...`."""
     from ..config import bind
     from ..curricula.builder import current_command
 
@@ -196,7 +215,8 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
         if p.get("overrides"):
             raise UsageError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
         other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FLAGS
-                       and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old"))
+                       and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old",
+                                     "crag_weight"))
         if other:
             raise UsageError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
                               hint="see curriculum eval --help")
@@ -208,6 +228,8 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                 raise UsageError("--agent takes one --template (search-r1 | search-r1-original)")
             flags["template"] = p["templates"][0]
         flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
+        if p.get("crag_weight"):
+            flags["crag_weights"] = _crag_weights(p["crag_weight"])
         backend = flags.get("backend", AgentEvalConfig.backend)
         flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
                                                  parse_backend_args(backend_arg))
@@ -216,14 +238,19 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                                  command=redacted(current_command()))
     from rich.table import Table
 
+    from ..evaluation._agent import table_rows
+
     table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
     for h in ("model", "set", "EM", "F1", "searches/q", "gold recall", "format errors", "ended"):
         table.add_column(h, justify="left" if h in ("model", "set", "format errors", "ended") else "right")
     for e in summary["evals"]:
-        o = e["overall"]
-        table.add_row(e["model"], e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}", f"{o['searches']:.2f}",
-                      f"{o['gold_recall']:.1f}", ", ".join(f"{k} {v}" for k, v in sorted(e["format_errors"].items()))
-                      or "none", ", ".join(f"{k} {v}" for k, v in sorted(e["status"].items())))
+        errors = ", ".join(f"{k} {v}" for k, v in sorted(e["format_errors"].items())) or "none"
+        ended = ", ".join(f"{k} {v}" for k, v in sorted(e["status"].items()))
+        for j, (label, (o,)) in enumerate(table_rows(e["model"], [e])):
+            table.add_row(label, e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}",
+                          f"{o['searches']:.2f}" if "searches" in o else "-",
+                          f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
+                          errors if j == 0 else "", ended if j == 0 else "")
     out.print(table)
     console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/")
 

@@ -7,6 +7,11 @@ returned, and the share of trajectories that saw one), format errors by type and
 turn budget, context budget, format error), with the same breakdowns as the closed-context evaluation (hops, level,
 answerable).
 
+``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`rag_curriculum.agents.ReActFormat`)
+through the same loop; with ``--best-of N`` each question gets N trajectories and the entry adds ReAct+CRAG's
+scores (:func:`score_react`: the trajectory the CRAG-inspired consistency score ranks first, the self-consistency
+majority, the oracle), each trajectory its consistency score and terms, and the table three rows per model.
+
 Outputs in ``out``: ``results/MODEL/SET.json`` (per set: the scores and the fingerprint of what made them, written
 atomically when the set is done: a rerun of the same command reuses it, another setting is refused without
 ``--overwrite``), ``trajectories/MODEL/SET.jsonl`` (every trajectory: segments, queries, passage ids, gold flags,
@@ -28,7 +33,17 @@ from filelock import FileLock, Timeout
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, rule
-from ..agents import RolloutConfig, open_retriever, run_rollouts
+from ..agents import (
+    CragWeights,
+    ReActFormat,
+    RolloutConfig,
+    best_of_n,
+    consistency_score,
+    open_retriever,
+    react_steps,
+    run_rollouts,
+    self_consistency,
+)
 from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..retrieval._index import passage_hash
@@ -38,7 +53,9 @@ from ._config import ModelSpec, public_backend_args
 
 log = logging.getLogger(__name__)
 
-AGENTS = ("search-r1",)
+AGENTS = ("search-r1", "react")
+#: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
+_REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
@@ -46,7 +63,8 @@ LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the s
 class AgentEvalConfig:
     """Everything that determines a search-agent evaluation. Saved as ``eval_config.json`` in ``out``."""
 
-    agent: str = rule("search-r1", choices=AGENTS, help="The agent protocol: search-r1 (Search-R1's tags).")
+    agent: str = rule("search-r1", choices=AGENTS, help=(
+        "The agent protocol: search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
     retriever: str | None = rule(None, empty=False, help=(
         "What the agent's searches call: an index directory (`curriculum index`) or a server URL "
         "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
@@ -69,6 +87,14 @@ class AgentEvalConfig:
     seed: int = rule(0, ge=0, le=2**63 - 1, help="Sampling seed.")
     limit: int | None = rule(None, ge=1, le=10_000_000, help="Ask only the first N questions of each set.")
     overwrite: bool = rule(False, help="Evaluate again where out holds results made with other settings.")
+    best_of: int | None = rule(None, ge=1, le=64, help=(
+        "ReAct+CRAG: N trajectories per question, ranked by the CRAG-inspired consistency score (best-of-N) and "
+        "voted (self-consistency), beside the mean of the N (the ReAct baseline); sets --samples N."))
+    crag_weights: dict[str, float] = rule(default_factory=dict, flag="--crag-weight", help=(
+        "Weights of the consistency score's terms, KEY=VALUE: agreement, thought_action, loops, contradiction, "
+        "early, errors (default 1 each)."))
+    react_sentences: int = rule(5, ge=1, le=1000, flag="", help=(
+        "Sentences of the page a ReAct Search shows (the paper: the first 5)."))
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -86,12 +112,49 @@ class AgentEvalConfig:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
+        self._check_react()
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
             check_model_ref(m.path, backend=self.backend, label=f"model {m.name}")
 
+    def _check_react(self) -> None:
+        from dataclasses import fields
+
+        if self.agent != "react":
+            if self.best_of is not None or self.crag_weights:
+                raise UsageError("--best-of and --crag-weight rank ReAct trajectories: pass --agent react")
+            if self.template == "react":
+                raise UsageError("the react template is ReAct's prompt: pass --agent react with it")
+            return
+        if self.template.startswith("search-r1") and self.template != "search-r1":
+            raise UsageError(f"--template {self.template} is Search-R1's prompt; --agent react takes react (its "
+                             "default) or a template registered for ReAct")
+        known = {f.name for f in fields(CragWeights)}
+        for k, v in self.crag_weights.items():
+            if k not in known:
+                raise UsageError(f"--crag-weight {k}: no such term; known: {', '.join(sorted(known))}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise UsageError(f"--crag-weight {k}={v!r}: a number is needed")
+        if self.best_of is not None:
+            if self.m not in (1, self.best_of):
+                raise UsageError(f"--best-of {self.best_of} samples {self.best_of} trajectories per question; "
+                                 f"--samples {self.m} says otherwise", hint="pass one of the two")
+            self.m = self.best_of
+
+    def agent_template(self) -> str:
+        """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
+        ``react`` for ``--agent react``)."""
+        return "react" if self.agent == "react" and self.template == "search-r1" else self.template
+
+    def fmt(self) -> Any:
+        """The rollout loop's turn format (None: Search-R1's)."""
+        return ReActFormat(self.react_sentences) if self.agent == "react" else None
+
+    def weights(self) -> CragWeights:
+        return CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
+
     def rollout(self) -> Any:
-        return RolloutConfig(template=self.template, topk=self.topk, max_turns=self.max_turns,
+        return RolloutConfig(template=self.agent_template(), topk=self.topk, max_turns=self.max_turns,
                              max_context_tokens=self.max_context_tokens, seed=self.seed)
 
     def sampling(self) -> Any:
@@ -177,6 +240,53 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
     return out
 
 
+def _gold_recall(row: dict[str, Any], t: Any) -> float:
+    gold = {passage_hash(p["title"], p["text"]) for p in (row.get("passages") or []) if p.get("is_gold")}
+    found = {i for c in t.searches for i, g in zip(c.ids, c.gold, strict=True) if g}
+    return min(len(found), len(gold)) / len(gold) if gold else 0.0
+
+
+def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
+                weights: CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
+    """ReAct+CRAG's scores of ``m`` trajectories per row (row order, then sample order): ``best_of`` (EM / F1 of
+    the trajectory the CRAG-inspired consistency score ranks first, with its searches and gold recall),
+    ``self_consistency`` (EM / F1 of the majority answer, its agreement rate and the answers' entropy in bits),
+    ``oracle`` (EM / F1 of the best sample: pass@m), each a mean over questions (x 100; searches and entropy as
+    they are), and the :class:`~rag_curriculum.agents.Consistency` of every trajectory, in order. The mean over
+    the ``m`` samples, the ReAct baseline, is :func:`score_trajectories`' ``overall``."""
+    scored = [consistency_score(react_steps(t.segments), weights) for t in trajs]
+    best: dict[str, list[float]] = defaultdict(list)
+    vote: dict[str, list[float]] = defaultdict(list)
+    oracle: dict[str, list[float]] = defaultdict(list)
+    for qi, row in enumerate(rows):
+        ts, cs = trajs[qi * m:(qi + 1) * m], scored[qi * m:(qi + 1) * m]
+        pick = best_of_n(cs)
+        t = ts[pick] if pick is not None else None
+        e, f = answer_scores(t.answer, row["answers"]) if t is not None and t.answer is not None else (0.0, 0.0)
+        best["em"].append(e)
+        best["f1"].append(f)
+        best["searches"].append(float(len(t.searches)) if t is not None else 0.0)
+        best["gold_recall"].append(_gold_recall(row, t) if t is not None else 0.0)
+        best["answered"].append(float(t is not None))
+        sc = self_consistency([x.answer for x in ts])
+        e, f = answer_scores(sc["answer"], row["answers"]) if sc["answer"] is not None else (0.0, 0.0)
+        vote["em"].append(e)
+        vote["f1"].append(f)
+        vote["agreement"].append(sc["agreement"])
+        vote["entropy"].append(sc["entropy"])
+        pairs = [answer_scores(x.answer, row["answers"]) if x.answer is not None else (0.0, 0.0) for x in ts]
+        oracle["em"].append(max(p[0] for p in pairs) if pairs else 0.0)
+        oracle["f1"].append(max(p[1] for p in pairs) if pairs else 0.0)
+
+    def agg(d: dict[str, list[float]], raw: tuple[str, ...] = ()) -> dict[str, float]:
+        return {k: round(_mean(v), 3) if k in raw else round(100 * _mean(v), 2) for k, v in d.items()}
+
+    out = {"n": m, "score": "crag-inspired", "weights": (weights or CragWeights()).to_dict(),
+           "best_of": agg(best, ("searches",)), "self_consistency": agg(vote, ("entropy",)),
+           "oracle": agg(oracle)}
+    return out, scored
+
+
 def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str | None = None,
                    backend_factory: Any = None) -> dict[str, Any]:
     """Evaluate every model on every set (see the module docstring); return the summary."""
@@ -220,7 +330,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
          command: str | None, backend_factory: Any) -> dict[str, Any]:
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
-    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")}
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")
+                and not (cfg.agent != "react" and k in _REACT_ONLY)}
     summary: dict[str, Any] = {"agent": cfg.agent, "retriever": retriever.describe(), "evals": []}
     for model in cfg.models:
         backend = None
@@ -249,13 +360,21 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                             bar.update(task, completed=turn, description=f"{label} · {active} active")
 
                     trajs = run_rollouts(backend, rows, retriever, cfg.sampling(), n=cfg.m, config=cfg.rollout(),
-                                         on_turn=on_turn)
+                                         on_turn=on_turn, fmt=cfg.fmt())
+                dicts = [t.to_dict() for t in trajs]
+                react = None
+                if cfg.agent == "react":
+                    react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
+                    for dct, c in zip(dicts, scored, strict=True):
+                        dct["consistency"] = {"score": c.score, "terms": c.terms}
                 tpath = out / "trajectories" / model.name / f"{key}.jsonl"
                 tpath.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(tpath, "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n"
-                                                  for t in trajs).encode("utf-8"))
+                atomic_write_bytes(tpath, "".join(json.dumps(dct, ensure_ascii=False) + "\n"
+                                                  for dct in dicts).encode("utf-8"))
                 entry = {"model": model.name, "dataset": ds, "set": key, "data": Path(d).name,
                          "questions": len(rows), "samples": cfg.m, **score_trajectories(rows, trajs, cfg.m)}
+                if react is not None:
+                    entry["react"] = react
                 res_path.parent.mkdir(parents=True, exist_ok=True)
                 write_json(res_path, {"fingerprint": fp, "entry": entry})
                 summary["evals"].append(entry)
@@ -272,13 +391,29 @@ def render_table(summary: dict[str, Any]) -> str:
     agentic papers lay out their main tables (scores x 100)."""
     sets = list(dict.fromkeys(e["set"] for e in summary["evals"]))
     models = list(dict.fromkeys(e["model"] for e in summary["evals"]))
-    cell = {(e["model"], e["set"]): e["overall"] for e in summary["evals"]}
+    cell_entry = {(e["model"], e["set"]): e for e in summary["evals"]}
     head = "| model | " + " | ".join(f"{s} EM | {s} F1" for s in sets) + " | searches / q | gold recall |"
     lines = [f"# Search agent ({summary['agent']})", "", head, "|" + "---|" * (1 + 2 * len(sets) + 2)]
     for mname in models:
-        vals = [cell.get((mname, s), {}) for s in sets]
-        scores = " | ".join(f"{v.get('em', 0):.1f} | {v.get('f1', 0):.1f}" for v in vals)
-        searches = _mean([v.get("searches", 0.0) for v in vals])
-        recall = _mean([v.get("gold_recall", 0.0) for v in vals])
-        lines.append(f"| {mname} | {scores} | {searches:.2f} | {recall:.1f} |")
+        for label, vals in table_rows(mname, [cell_entry.get((mname, s)) for s in sets]):
+            scores = " | ".join(f"{v.get('em', 0):.1f} | {v.get('f1', 0):.1f}" for v in vals)
+            searches = [v["searches"] for v in vals if "searches" in v]
+            recall = [v["gold_recall"] for v in vals if "gold_recall" in v]
+            lines.append(f"| {label} | {scores} | {f'{_mean(searches):.2f}' if searches else '-'} | "
+                         f"{f'{_mean(recall):.1f}' if recall else '-'} |")
     return "\n".join(lines) + "\n"
+
+
+def table_rows(model: str, entries: Sequence[dict[str, Any] | None]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The table's rows of one model: its scores per set; a ReAct run adds ReAct+CRAG's (best of N, ranked by the
+    CRAG-inspired score) and self-consistency's rows, and labels the first as the mean of the N samples."""
+    vals = [(e or {}).get("overall", {}) for e in entries]
+    reacts = [(e or {}).get("react") for e in entries]
+    if not any(reacts):
+        return [(model, vals)]
+    n = next(r["n"] for r in reacts if r)
+    return [(f"{model} · ReAct (mean of {n})", vals),
+            (f"{model} · ReAct+CRAG-inspired (best of {n})", [(r or {}).get("best_of", {}) for r in reacts]),
+            (f"{model} · self-consistency ({n})",
+             [{k: v for k, v in (r or {}).get("self_consistency", {}).items() if k in ("em", "f1")}
+              for r in reacts])]
