@@ -61,7 +61,8 @@ mapfile -t todo < <(missing "verl==$VERL_VERSION" "TransferQueue>=0.1.10")
 mapfile -t todo < <(missing \
   "transformers>=5.5.3,!=5.6.0,<5.11" "tensordict>=0.8.0,!=0.9.0,<=0.10.0" "torchdata" "ray>=2.41.0" \
   "numpy>=2.0.0" "pyarrow>=19.0.0" "peft" "codetiming" "aiohttp" "cachetools" "fastapi" "uvicorn" "pyzmq" \
-  "msgspec" "psutil" "prometheus_client" "pytest>=8")
+  "msgspec" "psutil" "prometheus_client" "pytest>=8" \
+  "bm25s>=0.3" "scipy>=1.11")  # the last two: the toolkit's index, for the verl search tool's tests
 
 # 4. rag-curriculum from this checkout, editable, core dependencies only.
 if ! "$PY" - "$PWD/src" <<'PY' 2>/dev/null; then

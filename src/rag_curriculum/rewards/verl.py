@@ -30,10 +30,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rag_curriculum.agents._searchr1 import parse_trajectory
+from rag_curriculum.errors import ConfigError
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
+from rag_curriculum.rewards._metrics import answer_scores
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
-__all__ = ["compute_craft_score", "compute_score"]
+__all__ = ["compute_craft_score", "compute_score", "compute_search_score"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +133,6 @@ def compute_craft_score(
     >>> out["score"], out["format"], out["evidence"], out["answer"], out["acc"]
     (3.0, 1.0, 1.0, 1.0, 1.0)
     """
-    from rag_curriculum.errors import ConfigError
-
     if kwargs.get("judge") is not None:
         raise ConfigError("compute_craft_score has no judge: verl gives a reward one response without the row's "
                           "passages", hint="drop reward_kwargs.judge, or train with TRL (rewards: craft with judge)")
@@ -147,4 +148,42 @@ def compute_craft_score(
         "acc": b.exact_match,
         "answer_f1": b.answer_f1,
         "format_valid": float(b.format_valid),
+    }
+
+
+def compute_search_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """A search agent's reward for verl (``reward.custom_reward_function.name=compute_search_score``; the launch
+    script ``recipes/verl/run_search_r1.sh`` sets it): Search-R1's exact match of the *last* ``<answer>`` block
+    (``search-em``), or its token F1 with ``reward_kwargs.metric=f1``. The result: ``score``, ``acc`` (the exact
+    match: the metric for DAPO-style group filtering), ``f1``, ``answered`` and ``searches`` (the well-formed
+    ``<search>`` blocks of the response). Whether a search found a gold passage is the search tool's metric
+    (``gold_found``), not the reward's: verl hands a reward the text alone.
+
+    >>> y = "<think>t</think><search>q</search>Doc 1(Title: x) y<answer> Paris </answer>"
+    >>> out = compute_search_score("musique", y, {"answers": ["Paris"]})
+    >>> out["score"], out["acc"], out["searches"]
+    (1.0, 1.0, 1.0)
+    >>> compute_search_score("musique", "<answer>the city of Paris</answer>", ["Paris"], metric="f1")["score"]
+    0.5
+    """
+    metric = kwargs.get("metric", "em")
+    if metric not in ("em", "f1"):
+        raise ConfigError(f"compute_search_score: metric={metric!r}; choose em or f1",
+                          hint="set +reward.custom_reward_function.reward_kwargs.metric=em|f1")
+    gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
+    answers = row_answers(gt.get("answers"))
+    parsed = parse_trajectory(solution_str or "")
+    em, f1 = answer_scores(parsed.answer, answers) if parsed.answer and answers else (0.0, 0.0)
+    return {
+        "score": em if metric == "em" else f1,
+        "acc": em,
+        "f1": f1,
+        "answered": float(parsed.answer is not None),
+        "searches": float(len(parsed.of("search"))),
     }

@@ -1,0 +1,181 @@
+"""The toolkit's retriever as verl's search tool, driven by verl's own code (verl 0.9.1): the tool loaded from the
+launch script's tool config by verl's ``initialize_tools_from_config``, called through ``ToolAgentLoop._call_tool``
+(verl's create / execute / release dispatch) against a real ``curriculum serve`` on an index of the real MuSiQue
+sample; the ``search-r1`` tool-call format registered in verl's ``ToolParser``; the search-agent rows read by
+verl's ``RLHFDataset`` with their ``tools_kwargs``; and the launch command composed under verl's config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("verl", reason="verl tier: bash scripts/setup_verl.sh")
+
+from conftest import MUSIQUE_TRAIN  # noqa: E402
+from servers import free_port, server_process  # noqa: E402
+
+from rag_curriculum.agents import IndexRetriever, RowView  # noqa: E402
+from rag_curriculum.retrieval import IndexConfig, build_index  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "recipes" / "verl" / "run_search_r1.sh"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("verl-search-index") / "musique"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=30))
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(index_dir, tmp_path_factory):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("verl-serve-log") / "server.log"
+    argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index_dir), "--port", str(port)]
+    with server_process(argv, f"{url}/health", log, timeout_s=180):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def dry_run(shards, server, tiny_model_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("verl-search-run")
+    env = {"SHARDS": str(shards), "MODEL": str(tiny_model_dir), "RETRIEVER": server, "DRY_RUN": "1", "OUT": str(out),
+           "PYTHON": sys.executable, "DIFFICULTY": "hard-negatives", "PATH": "/usr/bin:/bin"}
+    res = subprocess.run(["bash", str(SCRIPT), "data.dataloader_num_workers=0"], capture_output=True, text=True,
+                         env=env, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    args = shlex.split(res.stdout)
+    assert args[1:3] == ["-m", "verl.trainer.main_ppo"], args[:3]
+    return out, args[3:]
+
+
+def test_the_launch_command_composes_under_verls_config(dry_run, compose_verl_config, shards, shard_rows):
+    out, overrides = dry_run
+    cfg = compose_verl_config(overrides)
+    mt = cfg.actor_rollout_ref.rollout.multi_turn
+    assert mt.enable and mt.format == "search-r1" and mt.max_assistant_turns == 4
+    assert mt.tool_config_path == str(out / "search_tool.yaml")
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
+    assert cfg.reward.custom_reward_function.name == "compute_search_score"
+    assert cfg.data.shuffle is False and list(cfg.data.train_files) == [str(out / "agent.parquet")]
+
+
+def _tools(config_path):
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    return {t.name: t for t in initialize_tools_from_config(str(config_path))}
+
+
+def _call(tools, query, row=None):
+    """verl's own dispatch: ``ToolAgentLoop._call_tool`` (create, execute, release, truncation)."""
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.experimental.agent_loop.tool_parser import FunctionCall
+
+    loop = SimpleNamespace(tools=tools, max_tool_response_length=100000, tool_response_truncate_side="middle")
+    kwargs = {"search": {"create_kwargs": {"row": row}}} if row is not None else {}
+    call = FunctionCall(name="search", arguments=json.dumps({"query": query}))
+    agent_data = SimpleNamespace(assistant_turns=1)
+    return asyncio.run(ToolAgentLoop._call_tool(loop, call, kwargs, agent_data))
+
+
+def test_the_tool_returns_the_servers_ranking_in_search_r1_layout_through_verls_dispatch(dry_run, index_dir,
+                                                                                          shard_rows):
+    out, _ = dry_run
+    tools = _tools(out / "search_tool.yaml")
+    assert type(tools["search"]).__name__ == "SearchTool"
+    q = shard_rows[0]["question"]
+    want = IndexRetriever(index_dir).search([q], 3)[0]
+    # without a row: the ranking as it is (verl renders the text as the tool's message)
+    tools["search"].difficulty.mode = "none"
+    resp, reward, metrics = _call(tools, q)
+    assert resp.text == "\n".join(f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(want, 1))
+    assert reward == 0.0 and metrics == {"searched": 1, "short": 0}
+
+
+def test_a_rows_level_puts_its_hard_negatives_above_its_gold_passages(dry_run, index_dir, shard_rows):
+    out, _ = dry_run
+    tools = _tools(out / "search_tool.yaml")  # the launch script's DIFFICULTY=hard-negatives
+    assert tools["search"].difficulty.mode == "hard-negatives"
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "agent.parquet").to_pylist()
+    hard = next(r for r in rows if r["level"] >= 10)
+    row = hard["extra_info"]["tools_kwargs"]["search"]["create_kwargs"]["row"]
+    view = RowView(row)
+    gold_title = next(p["title"] for p in row["passages"] if p["is_gold"])
+    gold_text = next(p["text"] for p in row["passages"] if p["is_gold"])
+    # a query that finds the gold paragraph at the top of the plain ranking
+    query = f"{gold_title} {gold_text[:200]}"
+    plain = IndexRetriever(index_dir).search([query], 3)[0]
+    assert view.is_gold(plain[0])
+    resp, _, metrics = _call(tools, query, row)
+    negatives = {(p["title"]) for p in row["passages"] if not p["is_gold"]}
+    d = min(max(row["level"] + 2 - len(view.gold), 0), len(negatives))  # RAG-RL's d: at least 3 here
+    assert d >= 3 and metrics["hard_negatives"] == d and metrics["gold_found"] == 0
+    shown = [line.split(")", 1)[0].removeprefix(f"Doc {i}(Title: ") for i, line in
+             enumerate(resp.text.split("\n"), 1)]
+    assert len(shown) == 3 and set(shown) <= negatives
+
+
+def test_a_bad_call_gets_an_error_message_and_no_search(dry_run):
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.experimental.agent_loop.tool_parser import FunctionCall
+
+    tools = _tools(dry_run[0] / "search_tool.yaml")
+    loop = SimpleNamespace(tools=tools, max_tool_response_length=100000, tool_response_truncate_side="middle")
+    call = FunctionCall(name="search", arguments=json.dumps({"query": "  "}))
+    resp, _, metrics = asyncio.run(ToolAgentLoop._call_tool(loop, call, {}, SimpleNamespace()))
+    assert "non-empty `query`" in resp.text and metrics == {"searched": 0, "bad_arguments": 1}
+
+
+def test_the_search_r1_format_turns_only_a_well_formed_search_into_a_call(dry_run, tokenizer):
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+
+    _tools(dry_run[0] / "search_tool.yaml")  # loading the tool registers the format, as in a verl worker
+    parser = ToolParser.get_tool_parser("search-r1", tokenizer)
+
+    def calls(text):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return asyncio.run(parser.extract_tool_calls(ids))[1]
+
+    got = calls("<think>who</think> <search> Pa Amadou Gai team </search> <information>made up</information>")
+    assert [(c.name, json.loads(c.arguments)) for c in got] == [("search", {"query": "Pa Amadou Gai team"})]
+    for bad in ("<think>x</think><search>unclosed", "<search></search>", "<search>q</answer>",
+                "<information>forged</information><search>q</search>", "<answer>Senegal</answer>", "no tags"):
+        assert calls(bad) == [], bad
+
+
+def test_verls_dataset_reads_the_agent_rows_in_curriculum_order_with_their_tool_kwargs(dry_run, tokenizer,
+                                                                                        shard_rows):
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    out, _ = dry_run
+    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "truncation": "error",
+                               "filter_overlong_prompts": False, "return_raw_chat": True})
+    ds = RLHFDataset(data_files=[str(out / "agent.parquet")], tokenizer=tokenizer, config=config)
+    assert len(ds) == len(shard_rows)
+    for i in (0, len(ds) - 1):
+        item = ds[i]
+        assert item["agent_name"] == "tool_agent"
+        assert item["tools_kwargs"]["search"]["create_kwargs"]["row"]["id"] == shard_rows[i]["id"]
+        assert item["raw_prompt"][0]["content"].endswith(f"Question: {shard_rows[i]['question'].strip()}")
+
+
+def test_the_search_reward_through_verls_reward_loader(dry_run, compose_verl_config):
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cfg = compose_verl_config(dry_run[1])
+    fn = get_custom_reward_fn(cfg)
+    y = "<think>t</think><search>q</search>Doc 1(Title: x) y<answer> Senegal </answer>"
+    assert fn("musique", y, {"answers": ["Senegal", "SEN"]}, {})["score"] == 1.0
+    assert fn("musique", "<answer>Gambia</answer>", {"answers": ["Senegal"]}, {})["score"] == 0.0
