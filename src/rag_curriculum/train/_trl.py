@@ -55,6 +55,8 @@ class TrainResult:
     log_history: list[dict[str, Any]] = field(default_factory=list)
     levels_file: Path | None = None
     """``curriculum_levels.jsonl`` of an adaptive run (level target, level shown, success per batch)."""
+    dynamic_file: Path | None = None
+    """``curriculum_dynamic.jsonl`` of a run with dynamic sampling (rows generated, trained, dropped per batch)."""
 
 
 def resolve_num_processes(cfg: TrainConfig) -> int:
@@ -373,6 +375,19 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                          levels_file=levels_file)
         if levels_file is not None and resume is None and levels_file.exists():
             levels_file.unlink()
+    dynamic = None
+    if cfg.dynamic.enabled:
+        from . import dynamic as dyn
+
+        if num_processes > 1:
+            raise ConfigError(f"dynamic.enabled on {num_processes} processes: the TRL trainer's dynamic sampling runs "
+                              "on one training process", hint="train multi-GPU with verl's algorithm.filter_groups "
+                              "(docs/training.md, Dynamic sampling)")
+        dynamic_file = out / dyn.ROWS_FILE if args.process_index == 0 else None
+        dynamic = dyn.make_hook(cfg, num_rows=len(dataset), num_generations=args.num_generations,
+                                rows_file=dynamic_file)
+        if dynamic_file is not None and resume is None and dynamic_file.exists():
+            dynamic_file.unlink()
     if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
         save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
                        overrides=redact_overrides(overrides))
@@ -388,7 +403,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
 
         trainer_cls = trainer_class()
     usable = len(dataset) - (plan.unseen_rows or 0)
-    recorder = StepRecorder(indices, usable=usable, policy=cfg.data.order_policy,
+    if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order
+        trainer_cls = dyn.trainer_class(trainer_cls)
+        callbacks = [*callbacks, dyn.callback_class()(dynamic, plan.to_dict())]
+    recorder = StepRecorder(indices if dynamic is None else None, usable=usable, policy=cfg.data.order_policy,
                             path=steps_file if args.process_index == 0 else None)
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None:
@@ -403,6 +421,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     trainer.recorder = recorder
     if hook is not None:
         trainer.adaptive = hook
+    if dynamic is not None:
+        trainer.dynamic = dynamic
     output = trainer.train(resume_from_checkpoint=resume)
     if hook is not None and hook.levels_file is not None and cfg.adaptive.plot and hook.levels_file.exists():
         from .adaptive import PLOT_FILE, plot_levels, read_levels
@@ -410,6 +430,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         plot_levels(read_levels(hook.levels_file), out / PLOT_FILE, K=hook.controller.K,
                     title=f"{cfg.adaptive.controller} controller, success = {cfg.adaptive.success}",
                     success_range=(0.0, 1.0) if cfg.adaptive.success == "exact_match" else None)
+    if dynamic is not None and dynamic.rows_file is not None and cfg.dynamic.plot and dynamic.rows_file.exists():
+        dyn.plot_dynamic(dyn.read_records(dynamic.rows_file), out / dyn.PLOT_FILE,
+                         title=f"dynamic sampling on {cfg.dynamic.metric} (spread > {cfg.dynamic.max_spread:g})")
     if cfg.run.save_final:
         trainer.save_model(str(out))
     log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",
@@ -418,4 +441,5 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         output_dir=out, global_step=trainer.state.global_step, training_loss=float(output.training_loss),
         plan=plan, steps_file=steps_file, checkpoints=_checkpoints(out), log_history=list(trainer.state.log_history),
         levels_file=hook.levels_file if hook is not None else None,
+        dynamic_file=dynamic.rows_file if dynamic is not None else None,
     )

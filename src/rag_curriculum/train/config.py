@@ -150,8 +150,9 @@ class AgentConfig:
     retriever: str | None = rule(None, help=(
         "The search tool: a directory written by ``curriculum index`` (in-process BM25) or the URL of a server "
         "speaking Search-R1's ``POST /retrieve`` (``curriculum serve``); null: no search agent."))
-    template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
-        "The agent's prompt: search-r1 (VERITAS appendix A) or search-r1-original (Search-R1's make_prefix)."))
+    template: str = rule("search-r1", choices=("search-r1", "search-r1-original", "globalrag", "globalrag-released"),
+                         help=("The agent's prompt: search-r1 (VERITAS appendix A), search-r1-original (Search-R1's "
+                               "make_prefix), globalrag (GlobalRAG's Figure 7) or globalrag-released (its release's)."))
     topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help=(
         "Model turns per trajectory, the answering one included (Search-R1: max_turns 2 to 4)."))
@@ -169,6 +170,35 @@ class AgentConfig:
         "A scripted first turn (``{question}`` filled in), e.g. ``<search> {question} </search>``, written instead "
         "of the model's and masked out of the loss: a warm start, and how a tiny random model is made to search."))
     seed: int | None = rule(None, ge=0, help="Seed of the rollouts and of the difficulty's draws; null: grpo.seed.")
+
+
+DYNAMIC_DROPPED = ("retire", "retry")
+
+
+@dataclass
+class DynamicConfig:
+    """Dynamic sampling (DAPO): groups that teach nothing are dropped and the batch refilled with the next rows of
+    the curriculum (docs/training.md, "Dynamic sampling")."""
+
+    enabled: bool = rule(False, help=(
+        "Drop the groups whose metric spread is at most max_spread and refill the generation batch with the next "
+        "rows in curriculum order (DAPO's dynamic sampling)."))
+    metric: str = rule("reward", help=(
+        "What a group's spread is measured on: reward (the weighted total, what the advantages use), exact_match "
+        "(the one scorer), or the name of a reward in ``rewards`` (one with weight 0 is scored, logged and not "
+        "trained on)."))
+    max_spread: float = rule(0.0, ge=0.0, le=1e6, help=(
+        "A group is dropped when max - min of its metric is at most this (0: DAPO's rule, all equal)."))
+    max_refills: int = rule(4, ge=0, le=MAX_COUNT, help=(
+        "Refill generations per batch at most; a batch still short trains its informative groups, the slots "
+        "left holding dropped groups with their loss mask zeroed."))
+    dropped: str = rule("retire", choices=DYNAMIC_DROPPED, help=(
+        "What becomes of a dropped row: retire (recorded, not shown again) or retry (shown again retry_after "
+        "generation batches later, ahead of the next new rows, up to max_retries times)."))
+    retry_after: int = rule(4, ge=0, le=MAX_COUNT, help="Generation batches before a dropped row is retried.")
+    max_retries: int = rule(1, ge=1, le=MAX_COUNT, help="Times a row may be retried before it is retired.")
+    plot: bool = rule(True, help=(
+        "Write curriculum_dynamic.png (informative fraction, refills, rows retired per step) after the run."))
 
 
 @dataclass
@@ -192,6 +222,7 @@ class TrainConfig:
         "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    dynamic: DynamicConfig = field(default_factory=DynamicConfig)
 
     def validate(self) -> None:
         """Check the values TRL does not check itself; raise :class:`ConfigError` (a ``ValueError``) saying what to
@@ -220,6 +251,15 @@ class TrainConfig:
         check_model_ref(self.model.name_or_path, label="model.name_or_path")
         if self.agent.retriever is not None:
             self._validate_agent()
+        if self.dynamic.enabled:
+            names = [r.name for r in self.rewards]
+            if self.dynamic.metric not in ("reward", "exact_match", *names):
+                raise UsageError(f"dynamic.metric={self.dynamic.metric!r}: reward, exact_match or a reward of this "
+                                 f"run ({', '.join(names)}); add it to rewards with weight 0 to filter on it only")
+            if (self.batch.num_processes or 1) > 1:
+                raise ConfigError("dynamic.enabled with batch.num_processes > 1: the TRL trainer's dynamic sampling "
+                                  "runs on one training process", hint="train multi-GPU with verl's "
+                                  "algorithm.filter_groups (docs/training.md, Dynamic sampling), or one process")
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
             raise ConfigError("run.resume must be auto, last, a checkpoint path, or null")
         for key in ("output_dir", "run_name", "reward_weights"):
@@ -237,9 +277,10 @@ class TrainConfig:
         if self.adaptive.controller is not None:
             raise ConfigError("agent.retriever with adaptive.controller: the adaptive controllers do not drive a "
                               "search agent's difficulty yet", hint="set adaptive.controller=null")
-        if "{" in str(self.agent.first_turn or "").replace("{question}", ""):
+        rest = str(self.agent.first_turn or "").replace("{{", "").replace("}}", "").replace("{question}", "")
+        if "{" in rest or "}" in rest:
             raise ConfigError(f"agent.first_turn={self.agent.first_turn!r}: the only field it may name is "
-                              "{question}")
+                              "{question} (write a literal brace twice: {{ }})")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
