@@ -896,3 +896,32 @@ def agreement(
         "only_labels": only_l,
         "only_reference": only_r,
     }
+
+
+# -- a judge without a model, for smoke runs ------------------------------------------------------------------------
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def lexical_judge(messages: Sequence[Mapping[str, str]], n: int, seed: int) -> list[str]:
+    """A stand-in judge for the scripted backend (``backend: scripted, model:
+    rag_curriculum.rewards._veritas:lexical_judge``): it answers the paper's two prompts by word overlap, "1" when
+    the think shares a word of four or more letters with the information (Info-Think) or the search with the think
+    (Think-Search), else "0". For CPU smoke runs and demos of the pipeline: **not** the paper's judge.
+
+    >>> pair = Pair("info_think", 1, "Doc 1(Title: Jaws) directed by Spielberg", "So Spielberg.")
+    >>> lexical_judge([{"role": "user", "content": INFO_THINK_PROMPT.replace("{input_string}", pair.input_string())}],
+    ...               1, 0)
+    ['1']
+    """
+    text = messages[-1]["content"]
+    info_think = "<information>" in text and "</information>\n<think>" in text
+    if info_think:
+        first = text.split("<information>", 2)[-1].split("</information>\n<think>", 1)
+    else:
+        first = text.split("</think>\n<search>", 1)
+        first = [first[0].rsplit("<think>", 1)[-1], first[1] if len(first) > 1 else ""]
+    if len(first) < 2:
+        return ["0"] * n
+    a = set(_WORD.findall(first[0].lower()))
+    b = set(_WORD.findall(first[1].lower()))
+    return ["1" if a & b else "0"] * n
