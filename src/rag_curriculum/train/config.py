@@ -222,7 +222,8 @@ class TrainConfig:
         "Any ``trl.GRPOConfig`` field (learning_rate, beta, epsilon, num_generations, use_vllm, bf16, ...)."))
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
-    dynamic: DynamicConfig = field(default_factory=DynamicConfig)
+    dynamic: DynamicConfig = rule(default_factory=DynamicConfig, help=(
+        "Dynamic sampling (DAPO): drop the groups that teach nothing and refill in curriculum order."))
 
     def validate(self) -> None:
         """Check the values TRL does not check itself; raise :class:`ConfigError` (a ``ValueError``) saying what to
