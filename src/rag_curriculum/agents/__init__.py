@@ -6,12 +6,26 @@ process, or a server speaking ``POST /retrieve``) of rows.
 >>> parse_turn("<think>I need the capital.</think><search>capital of France</search>").action
 'search'
 >>> sorted(AGENT_TEMPLATES.names())
-['react', 'search-r1', 'search-r1-original']
+['globalrag', 'globalrag-released', 'react', 'search-r1', 'search-r1-original']
 """
 
 from __future__ import annotations
 
 from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+from ._globalrag import (  # GlobalRAG (docs/globalrag.md): its templates register on import
+    GlobalRagTrace,
+    Plan,
+    PlanCycleError,
+    PlanError,
+    gold_plan,
+    gold_plans,
+    parse_globalrag,
+    parse_plan,
+    read_plans,
+    render_table1,
+    teacher_plans,
+    write_plans,
+)
 from ._react import (
     REACT_ERRORS,
     Consistency,
@@ -60,4 +74,7 @@ __all__ = [
     # ReAct (+ the CRAG-inspired consistency ranking)
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
     "consistency_score", "parse_react_turn", "react_steps", "self_consistency",
+    # GlobalRAG
+    "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "gold_plan", "gold_plans", "parse_globalrag",
+    "parse_plan", "read_plans", "render_table1", "teacher_plans", "write_plans",
 ]

@@ -1,0 +1,745 @@
+"""GlobalRAG's protocol (Luo et al., ``../shared/papers/globalrag.txt`` section 3, appendices A, D, E): the prompt
+of Figure 7, the ``<plan>`` / ``<subPlan>`` / ``<search>`` / ``<subAnswer>`` / ``<answer>`` format, the plan's
+dependency graph, gold plan graphs from the datasets' own annotations, and the teacher path of appendix D.
+
+**The format** (the paper's case studies)::
+
+    <think> ... </think>
+    <plan> {"Q1": ["For what river does Toongabbie Creek serve as the mouth?", "#1"],
+            "Q2": ["Into what does #1 flow?", "#2"]} </plan>
+    <subPlan> <think> ... </think> <search> ... </search> <information> ... </information>
+              <subAnswer> #1 = Parramatta River </subAnswer> </subPlan>
+    <subPlan> ... <subAnswer> #2 = Sydney Harbour </subAnswer> </subPlan>
+    <answer> Sydney Harbour </answer>
+
+The plan is a JSON object mapping keys (``Q1``, ``Q2``, ...) to ``[sub-question, placeholder]``; a dependency edge
+``Qi -> Qj`` exists when Qj's text names Qi's placeholder (``#i``, not a prefix of ``#12``). A plan that names an
+unknown placeholder, binds one twice, or whose edges close a cycle is refused with a typed :class:`PlanError`
+(:class:`PlanCycleError` names the cycle). The graph is a ``networkx.DiGraph`` (nodes ``0..n-1`` in plan order).
+
+**Turns.** GlobalRAG's agent acts exactly as Search-R1's does (a turn ends at ``</search>`` or ``</answer>``; the
+environment appends ``<information>``; "action budget 4" is ``max_turns=4``), so the rollout loop runs it with
+Search-R1's turn protocol; only the prompt differs (``template: globalrag``). The plan, ``<subPlan>`` and
+``<subAnswer>`` blocks are judged on the whole trajectory by :func:`parse_globalrag` (the format reward).
+
+**Templates.** ``globalrag``: Figure 7 (appendix A) word for word, ``{question}`` after "Question:".
+``globalrag-released``: the training prompt of the authors' release (``scripts/data.py``: Figure 7 plus the JSON
+layout of the plan, the search instructions and a one-shot example), for their checkpoints.
+
+>>> p = parse_plan('{"Q1": ["Who directed Up?", "#1"], "Q2": ["When was #1 born?", "#2"]}')
+>>> [n.question for n in p.nodes], p.edges
+(['Who directed Up?', 'When was #1 born?'], ((0, 1),))
+>>> parse_plan('{"Q1": ["Where is #2?", "#1"], "Q2": ["Who owns #1?", "#2"]}')
+Traceback (most recent call last):
+...
+rag_curriculum.agents._globalrag.PlanCycleError: the plan's dependencies form a cycle: #1 -> #2 -> #1
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, DataError
+from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
+
+__all__ = [
+    "FORMAT_ERRORS", "GLOBALRAG_PROMPT", "PLAN_ERRORS", "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError",
+    "PlanNode", "SubPlan", "TeacherResult", "gold_plan", "gold_plans", "parse_globalrag", "parse_plan",
+    "plan_from_questions", "read_plans", "render_table1", "teacher_plans", "write_plans",
+]
+
+#: Figure 7 of the paper (appendix A), verbatim; ``{question}`` takes the question.
+GLOBALRAG_PROMPT = (
+    "Answer the given question by following the steps below. You must conduct all reasoning inside <think> and "
+    "</think> before producing <plan>, <search>, <subAnswer> and <answer>.\n\n"
+    "Step 1: Explicitly generate one or more sub-questions within the <plan> and </plan> block.\n"
+    "- Each sub-question must contain both a question and a placeholder (#1, #2, etc.) that represents the answer "
+    "to that question.\n"
+    "- Each sub-question should be as brief and precise as possible.\n"
+    "- If a sub-question depends on the answer to a previous one, use a placeholder (#1, #2, etc.) to represent "
+    "that dependency.\n\n"
+    "Step 2: For each sub-question, create a block enclosed in <subPlan> and </subPlan>.\n"
+    "- In sequential order, take one sub-question from <plan> and fill it between <search> and </search>.\n"
+    "- Conclude the block with a <subAnswer> that binds the answer to the current sub-question.\n\n"
+    "Step 3: Provide the final result inside <answer> and </answer>, without detailed explanations.\n\n"
+    "Now, it's your turn! Please answer the following question!!!\n"
+    "Question: {question}"
+)
+
+# The authors' released training prompt (GlobalRAG scripts/data.py: ``template + "\n" + "Question:" + q + "\n"``),
+# braces doubled for str.format.
+GLOBALRAG_RELEASED_PROMPT = (
+    "Answer the given question by following the steps below. You must conduct all reasoning inside <think> and "
+    "</think> before producing <plan>,  <search>, <subAnswer> and <answer>. \n\n"
+    "Step 1:Explicitly generate one or more sub-questions within the <plan> and </plan> block.\n"
+    " - Each sub-question must contain both a question and a placeholder (#1, #2, etc.) that represents the answer "
+    "to that question.\n"
+    " - Each sub-question should be as brief and precise as possible.\n"
+    " - If a sub-question depends on the answer to a previous one, use a placeholder (#1, #2, etc.) to represent "
+    "that dependency.\n"
+    " - The output format of the sub-questions must follow this JSON structure:\n"
+    "{{\n    \"Q1\": [\"First sub-question\", \"#1\"],\n    \"Q2\": [\"Second sub-question using #1\", \"#2\"],\n"
+    "    ...\n}}\n\n"
+    "Step 2: For each sub-question, create a block enclosed in <subPlan> and </subPlan>.\n"
+    "Within each <subPlan> block you must:\n"
+    " - In sequential order, take one sub-question from <plan> and fill it between <search> and </search>.\n"
+    " - If you lack some knowledge, call a search engine using <search> query </search>. The search engine will "
+    "return results enclosed in <information> and </information>. You may search as many times as needed.\n"
+    " - Conclude the block with a <subAnswer> that binds the answer to the current sub-question.\n\n"
+    "Step 3: Provide the final result inside <answer> and </answer>, without detailed explanations.\n\n\n"
+    "## One-Shot Example:\nInput:\n"
+    "Who was the screenwriter of the film directed by the person who created the Money in the Bank ladder match?\n\n"
+    "Output:\n"
+    "<think> The question involves multiple entities and relations, so it is best decomposed into smaller "
+    "sub-questions. First, I need to identify the creator of the Money in the Bank ladder match. Then, I should "
+    "check which film that person directed. Finally, I must find the screenwriter of that film. </think>\n"
+    "<plan>\n{{ \"Q1\": [\"Who created the Money in the Bank ladder match?\", \"#1\"], \"Q2\": [\"Which film was "
+    "directed by #1?\", \"#2\"], \"Q3\": [\"Who was the screenwriter of #2?\", \"#3\"] }} \n</plan>\n\n"
+    "<subPlan>\n    <think> To start, I need to find who created the Money in the Bank ladder match. </think>\n"
+    "    <search> creator of the Money in the Bank ladder match </search>\n"
+    "    <information> The Money in the Bank ladder match was created by Chris Jericho. </information>\n"
+    "    <think> The information shows that Chris Jericho is the creator. </think>\n"
+    "    <subAnswer> #1 = Chris Jericho </subAnswer>\n</subPlan>\n\n"
+    "<subPlan>\n    <think> Next, I need to find which film Chris Jericho directed, based on the previous answer. "
+    "</think>\n    <search> Which film was directed by Chris Jericho </search>\n"
+    "    <information> Chris Jericho directed the film \"But I'm Chris Jericho!\". </information>\n"
+    "    <think> The evidence indicates that the film directed by Chris Jericho is \"But I'm Chris Jericho!\". "
+    "</think>\n    <subAnswer> #2 = \"But I'm Chris Jericho!\" </subAnswer>\n</subPlan>\n\n"
+    "<subPlan>\n    <think> Finally, I should determine who wrote the film \"But I'm Chris Jericho!\". </think>\n"
+    "    <search> \"But I'm Chris Jericho!\" film screenwriter </search>\n"
+    "    <information> The series \"But I'm Chris Jericho!\" was written by Bob Kerr and Norm Hiscock. "
+    "</information>\n"
+    "    <think> The results confirm that the screenwriters of the film are Bob Kerr and Norm Hiscock. </think>\n"
+    "    <subAnswer> #3 = Bob Kerr and Norm Hiscock </subAnswer>\n</subPlan>\n\n"
+    "<think> I have gathered all the necessary information from the sub-questions and can now provide the final "
+    "answer. </think>\n<answer> Bob Kerr and Norm Hiscock </answer>\n\n\n"
+    "## Now, it's your turn! Please answer the following question!!!\n"
+    "\nQuestion:{question}\n"
+)
+
+AGENT_TEMPLATES.register("globalrag", SearchTemplate("globalrag", GLOBALRAG_PROMPT))
+AGENT_TEMPLATES.register("globalrag-released", SearchTemplate("globalrag-released", GLOBALRAG_RELEASED_PROMPT))
+
+
+# -- the plan and its graph -------------------------------------------------------------------------------------
+#: The kinds of :class:`PlanError`, in the order they are checked.
+PLAN_ERRORS = ("plan_not_json", "plan_not_object", "plan_empty", "plan_bad_entry", "plan_bad_placeholder",
+               "plan_duplicate_placeholder", "plan_unknown_reference", "plan_cycle")
+
+
+class PlanError(ValueError):
+    """A ``<plan>`` that is not a valid plan; ``kind`` is one of :data:`PLAN_ERRORS`."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class PlanCycleError(PlanError):
+    """The plan's dependencies form a cycle (``cycle``: the placeholders along it, first repeated at the end)."""
+
+    def __init__(self, cycle: Sequence[str]) -> None:
+        super().__init__(f"the plan's dependencies form a cycle: {' -> '.join(cycle)}", kind="plan_cycle")
+        self.cycle = list(cycle)
+
+
+_PLACEHOLDER = re.compile(r"^#(\d+)$")
+_REFERENCE = re.compile(r"#(\d+)(?!\d)")
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One sub-question: its placeholder (``#k``), its text, and (gold plans) its answer where known."""
+
+    placeholder: str
+    question: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan: its nodes in plan order and the dependency edges ``(i, j)`` (node i's answer is used by node j);
+    ``origin`` says where a gold plan came from (``musique-decomposition``, ``2wiki-evidences``,
+    ``hotpotqa-bridge``, ``hotpotqa-comparison``, ``teacher:MODEL``), None for a model's plan."""
+
+    nodes: tuple[PlanNode, ...]
+    edges: tuple[tuple[int, int], ...]
+    origin: str | None = None
+
+    @property
+    def key(self) -> tuple[int, tuple[tuple[int, int], ...]]:
+        """The structure alone (node count, sorted edges): what the structural reward depends on."""
+        return len(self.nodes), tuple(sorted(self.edges))
+
+    def index(self, placeholder: str) -> int | None:
+        return next((i for i, n in enumerate(self.nodes) if n.placeholder == placeholder), None)
+
+    def graph(self) -> Any:
+        """The dependency graph as a ``networkx.DiGraph`` (nodes ``0..n-1`` with ``question``, ``placeholder``,
+        ``answer``)."""
+        nx = _networkx()
+        g = nx.DiGraph()
+        for i, n in enumerate(self.nodes):
+            g.add_node(i, question=n.question, placeholder=n.placeholder, answer=n.answer)
+        g.add_edges_from(self.edges)
+        return g
+
+    def topological_order(self) -> list[int]:
+        nx = _networkx()
+        return list(nx.lexicographical_topological_sort(self.graph()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": [{"placeholder": n.placeholder, "question": n.question, "answer": n.answer}
+                          for n in self.nodes],
+                "edges": [list(e) for e in self.edges], "origin": self.origin}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Plan:
+        """A plan from :meth:`to_dict`'s layout; the edges are recomputed from the placeholders and checked
+        against the stored ones (a plan file edited by hand that disagrees with itself is refused)."""
+        nodes = d.get("nodes")
+        if not isinstance(nodes, list) or not nodes:
+            raise PlanError("a plan needs a non-empty 'nodes' list", kind="plan_empty")
+        try:
+            triples = [(str(n["question"]), str(n["placeholder"]), n.get("answer")) for n in nodes]
+        except (KeyError, TypeError):
+            raise PlanError("every node needs 'question' and 'placeholder'", kind="plan_bad_entry") from None
+        plan = plan_from_questions(triples, origin=d.get("origin"))
+        stored = d.get("edges")
+        if stored is not None and sorted(tuple(e) for e in stored) != sorted(plan.edges):
+            raise PlanError(f"the stored edges {stored} disagree with the placeholders' ({[list(e) for e in plan.edges]})",
+                            kind="plan_unknown_reference")
+        return plan
+
+
+def _networkx() -> Any:
+    try:
+        import networkx
+    except ImportError:  # pragma: no cover - networkx comes with torch (the train extra)
+        raise ConfigError("GlobalRAG's plan graphs need networkx",
+                          hint="pip install 'rag-curriculum[globalrag]' (or the train extra)") from None
+    return networkx
+
+
+def plan_from_questions(items: Iterable[tuple[str, str, str | None] | tuple[str, str]], *,
+                        origin: str | None = None) -> Plan:
+    """A plan from ``(question, placeholder[, answer])`` in plan order; edges from the placeholders each question
+    names. Raises :class:`PlanError` (unknown or duplicate placeholders) or :class:`PlanCycleError`."""
+    nodes: list[PlanNode] = []
+    for item in items:
+        q, ph = item[0], item[1]
+        ans = item[2] if len(item) > 2 else None
+        if not isinstance(q, str) or not q.strip():
+            raise PlanError(f"sub-question {len(nodes) + 1} is empty or not a string", kind="plan_bad_entry")
+        if not isinstance(ph, str) or not _PLACEHOLDER.match(ph.strip()):
+            raise PlanError(f"placeholder {ph!r} of sub-question {len(nodes) + 1} is not #k",
+                            kind="plan_bad_placeholder")
+        nodes.append(PlanNode(ph.strip(), q.strip(), None if ans is None else str(ans)))
+    if not nodes:
+        raise PlanError("the plan has no sub-question", kind="plan_empty")
+    where = {}
+    for i, n in enumerate(nodes):
+        if n.placeholder in where:
+            raise PlanError(f"placeholder {n.placeholder} is bound by two sub-questions",
+                            kind="plan_duplicate_placeholder")
+        where[n.placeholder] = i
+    edges: set[tuple[int, int]] = set()
+    for j, n in enumerate(nodes):
+        for m in _REFERENCE.finditer(n.question):
+            ref = f"#{m.group(1)}"
+            if ref not in where:
+                raise PlanError(f"sub-question {n.placeholder} names {ref}, which no sub-question binds",
+                                kind="plan_unknown_reference")
+            edges.add((where[ref], j))
+    plan = Plan(tuple(nodes), tuple(sorted(edges)), origin)
+    nx = _networkx()
+    g = plan.graph()
+    if not nx.is_directed_acyclic_graph(g):
+        cyc = nx.find_cycle(g)
+        path = [nodes[u].placeholder for u, _ in cyc] + [nodes[cyc[0][0]].placeholder]
+        raise PlanCycleError(path)
+    return plan
+
+
+def parse_plan(text: str) -> Plan:
+    """The plan in a ``<plan>`` block's content: a JSON object ``{"Q1": ["question", "#1"], ...}`` (see the module
+    docstring). Raises :class:`PlanError` / :class:`PlanCycleError`."""
+    try:
+        obj = json.loads(text.strip())
+    except ValueError as e:
+        raise PlanError(f"the plan is not JSON ({e})", kind="plan_not_json") from None
+    if not isinstance(obj, dict):
+        raise PlanError("the plan is not a JSON object of sub-questions", kind="plan_not_object")
+    if not obj:
+        raise PlanError("the plan has no sub-question", kind="plan_empty")
+    items = []
+    for key, value in obj.items():
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+            raise PlanError(f"{key}: expected [sub-question, placeholder], got {json.dumps(value)[:60]}",
+                            kind="plan_bad_entry")
+        items.append((value[0], value[1]))
+    return plan_from_questions(items)
+
+
+# -- a whole trajectory -----------------------------------------------------------------------------------------
+#: The format errors of a GlobalRAG trajectory (any one makes R_form 0), besides :data:`PLAN_ERRORS`.
+FORMAT_ERRORS = ("unbalanced_tags", "no_plan", "multiple_plans", "plan_after_subplan", "tag_outside_subplan",
+                 "no_subplan", "subplan_without_search", "subplan_without_subanswer", "subplan_multiple_subanswers",
+                 "bad_subanswer", "unknown_subanswer", "duplicate_subanswer", "missing_subanswer", "no_answer",
+                 "multiple_answers", "empty_answer", "text_after_answer")
+
+_TAG = re.compile(r"<(/?)(think|plan|subPlan|search|information|subAnswer|answer)>")
+_INFO = re.compile(r"<information>.*?</information>", re.DOTALL)
+_INSIDE_SUBPLAN = {"think", "search", "information", "subAnswer"}
+_TOP = {"think", "plan", "subPlan", "answer"}
+_BINDING = re.compile(r"^\s*(#\d+)\s*=\s*(.*?)\s*$", re.DOTALL)
+
+
+@dataclass
+class SubPlan:
+    """One ``<subPlan>`` block: its search queries and its ``#k = answer`` bindings."""
+
+    searches: list[str] = field(default_factory=list)
+    bindings: list[tuple[str, str]] = field(default_factory=list)
+    closed: bool = True
+
+
+@dataclass
+class GlobalRagTrace:
+    """A GlobalRAG trajectory parsed: the plan (None when absent or invalid, with ``plan_error``), the sub-plans,
+    the sub-answers by placeholder (the first binding of each), the final answer (the last ``<answer>``), and the
+    format errors (:data:`FORMAT_ERRORS`, :data:`PLAN_ERRORS`); ``valid`` is R_form."""
+
+    plan: Plan | None = None
+    plan_error: PlanError | None = None
+    subplans: list[SubPlan] = field(default_factory=list)
+    sub_answers: dict[str, str] = field(default_factory=dict)
+    answer: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def searches(self) -> int:
+        return sum(len(s.searches) for s in self.subplans)
+
+
+def parse_globalrag(text: str, *, require_search: bool = True, require_all_subanswers: bool = True,
+                    strict_end: bool = True) -> GlobalRagTrace:
+    """Parse a trajectory (completion text, ``<information>`` blocks included) and check its format.
+
+    The format is compliant (R_form = 1) when: every protocol tag is closed, in order, and nested as Figure 7
+    lays out (``<search>``, ``<information>``, ``<subAnswer>`` only inside ``<subPlan>``; ``<think>`` anywhere);
+    exactly one ``<plan>``, before the first ``<subPlan>``, that parses and is acyclic; at least one
+    ``<subPlan>``, each with a search (``require_search``) and exactly one ``<subAnswer>`` ``#k = answer``
+    binding a placeholder of the plan once; every sub-question answered (``require_all_subanswers``); exactly
+    one non-empty ``<answer>``, outside the sub-plans, with nothing but whitespace after it (``strict_end``).
+
+    >>> t = parse_globalrag('<plan>{"Q1": ["Who wrote Emma?", "#1"]}</plan><subPlan><search>Emma author</search>'
+    ...                     '<information>Doc 1(Title: Emma) ...</information><subAnswer>#1 = Jane Austen'
+    ...                     '</subAnswer></subPlan><answer>Jane Austen</answer>')
+    >>> t.valid, t.sub_answers, t.answer, t.searches
+    (True, {'#1': 'Jane Austen'}, 'Jane Austen', 1)
+    >>> parse_globalrag('<plan>{"Q1": ["Who wrote Emma?", "#1"]}</plan><answer>Austen</answer>').errors
+    ['no_subplan', 'missing_subanswer']
+    """
+    out = GlobalRagTrace()
+    errors: list[str] = []
+    body = _INFO.sub("<information></information>", text)
+    stack: list[str] = []
+    contents: list[tuple[str, str, int]] = []  # (tag, content, depth) of closed blocks
+    opened_at: list[int] = []
+    current: SubPlan | None = None
+    plan_texts: list[str] = []
+    answers: list[str] = []
+    seen_subplan = False
+    last_answer_end = -1
+    balanced = True
+    for m in _TAG.finditer(body):
+        closing, tag = m.group(1) == "/", m.group(2)
+        if not closing:
+            parent = stack[-1] if stack else None
+            if parent is None and tag not in _TOP and tag not in _INSIDE_SUBPLAN:
+                balanced = False
+            elif parent is None and tag in _INSIDE_SUBPLAN - {"think"}:
+                errors.append("tag_outside_subplan")
+            elif parent == "subPlan" and tag not in _INSIDE_SUBPLAN:
+                balanced = False
+            elif parent is not None and parent != "subPlan":
+                balanced = False
+            stack.append(tag)
+            opened_at.append(m.end())
+            if tag == "subPlan":
+                seen_subplan = True
+                current = SubPlan(closed=False)
+                out.subplans.append(current)
+            elif tag == "plan" and seen_subplan:
+                errors.append("plan_after_subplan")
+            continue
+        if not stack or stack[-1] != tag:
+            balanced = False
+            break
+        stack.pop()
+        start = opened_at.pop()
+        content = body[start:m.start()]
+        contents.append((tag, content, len(stack)))
+        if tag == "plan":
+            plan_texts.append(content)
+        elif tag == "subPlan" and current is not None:
+            current.closed = True
+            current = None
+        elif tag == "search" and current is not None:
+            current.searches.append(content.strip())
+        elif tag == "subAnswer":
+            b = _BINDING.match(content)
+            if b is None or not b.group(2):
+                errors.append("bad_subanswer")
+            elif current is not None:
+                current.bindings.append((b.group(1), b.group(2)))
+        elif tag == "answer":
+            answers.append(content.strip())
+            last_answer_end = m.end()
+    if stack:
+        balanced = False
+    if not balanced:
+        errors.insert(0, "unbalanced_tags")
+    # the plan
+    if not plan_texts:
+        errors.append("no_plan")
+    else:
+        if len(plan_texts) > 1:
+            errors.append("multiple_plans")
+        try:
+            out.plan = parse_plan(plan_texts[0])
+        except PlanError as e:
+            out.plan_error = e
+            errors.append(e.kind)
+    # the sub-plans
+    if not out.subplans:
+        errors.append("no_subplan")
+    for sp in out.subplans:
+        if require_search and not sp.searches:
+            errors.append("subplan_without_search")
+        if not sp.bindings and sp.closed:
+            errors.append("subplan_without_subanswer")
+        elif len(sp.bindings) > 1:
+            errors.append("subplan_multiple_subanswers")
+        for ph, ans in sp.bindings:
+            if out.plan is not None and out.plan.index(ph) is None:
+                errors.append("unknown_subanswer")
+            elif ph in out.sub_answers:
+                errors.append("duplicate_subanswer")
+            else:
+                out.sub_answers[ph] = ans
+    if require_all_subanswers and out.plan is not None and any(
+            n.placeholder not in out.sub_answers for n in out.plan.nodes):
+        errors.append("missing_subanswer")
+    # the answer
+    if not answers:
+        errors.append("no_answer")
+    else:
+        out.answer = answers[-1]
+        if len(answers) > 1:
+            errors.append("multiple_answers")
+        if not out.answer:
+            errors.append("empty_answer")
+        if strict_end and body[last_answer_end:].strip():
+            errors.append("text_after_answer")
+    out.errors = list(dict.fromkeys(errors))
+    return out
+
+
+# -- gold plans from the datasets' annotations ------------------------------------------------------------------
+_ARROW = re.compile(r"^\s*(.+?)\s*>>\s*(.+?)\s*$")
+
+
+def _arrow_question(q: str) -> str:
+    """MuSiQue's ``subject >> relation`` steps as a question: ``What is the relation of subject?``."""
+    m = _ARROW.match(q)
+    return f"What is the {m.group(2)} of {m.group(1)}?" if m else q
+
+
+def _entity_key(s: str) -> str:
+    """An entity as Wikipedia titles and evidence triples name it: a trailing "(disambiguation)" dropped, accents
+    folded, SQuAD-normalised ("Gianfranco Rosi (director)" and "Émile Chautard" match their mentions)."""
+    import unicodedata
+
+    from ..rewards._metrics import normalize_answer
+
+    s = re.sub(r"\s*\([^()]*\)\s*$", "", s)
+    s = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
+    return normalize_answer(s)
+
+
+def _musique_plan(ex: Any, arrows: str) -> Plan:
+    steps = ex.decomposition or []
+    items = []
+    for j, s in enumerate(steps):
+        q = str(s.get("question") or "")
+        items.append((_arrow_question(q) if arrows == "rewrite" else q, f"#{j + 1}", s.get("answer")))
+    return plan_from_questions(items, origin="musique-decomposition")
+
+
+def _twowiki_plan(ex: Any) -> Plan:
+    triples = ex.extra.get("evidences") or []
+    items: list[tuple[str, str, str | None]] = []
+    objects: list[tuple[str, int]] = []  # (normalised object, node index)
+    for j, t in enumerate(triples):
+        subject, relation, obj = (str(x) for x in t[:3])
+        ref = next((f"#{i + 1}" for o, i in objects if o == _entity_key(subject)), None)
+        items.append((f"What is the {relation} of {ref or subject}?", f"#{j + 1}", obj))
+        objects.append((_entity_key(obj), j))
+    return plan_from_questions(items, origin="2wiki-evidences")
+
+
+def _hotpot_plan(ex: Any) -> Plan:
+    titles = list(dict.fromkeys(t for t, _ in (ex.supporting_facts or [])))
+    if len(titles) < 2:
+        raise PlanError(f"{len(titles)} supporting title(s): a bridge or comparison plan needs two",
+                        kind="plan_empty")
+    a, b = titles[0], titles[1]
+    if ex.qtype == "comparison":
+        items = [(f"{ex.question} (about {a})", "#1", None), (f"{ex.question} (about {b})", "#2", None)]
+        return plan_from_questions(items, origin="hotpotqa-comparison")
+    text = {d.title: d.text for d in ex.documents if d.is_gold}
+    # the first hop is the paragraph that names the other one's title (the bridge entity)
+    if b.lower() not in text.get(a, "").lower() and a.lower() in text.get(b, "").lower():
+        a, b = b, a
+    items = [(f"Which entity connects {a} to the question?", "#1", b), (f"{ex.question} (via #1)", "#2",
+                                                                        ex.answers[0])]
+    return plan_from_questions(items, origin="hotpotqa-bridge")
+
+
+def gold_plan(example: Any, *, musique_arrows: str = "rewrite") -> Plan | None:
+    """The gold plan of an :class:`~rag_curriculum.records.Example` from its own annotations, without a teacher:
+
+    * MuSiQue: ``question_decomposition`` (sub-questions with ``#k`` references and their answers); its
+      ``subject >> relation`` steps are rewritten ``What is the relation of subject?`` (``musique_arrows=
+      "rewrite"``, the default) or kept as written (``"keep"``);
+    * 2WikiMultihopQA: ``evidences`` triples ``(subject, relation, object)``, one node each (``What is the relation
+      of subject?``, answer the object), with an edge from triple i to triple j when j's subject is i's object
+      (normalised, accents and a trailing "(disambiguation)" ignored): compositional and inference questions are chains, comparison questions two independent
+      nodes, bridge-comparison questions two chains;
+    * HotpotQA: two nodes from the supporting titles. Bridge: ``#1`` is the bridge entity (the title of the
+      paragraph the other one names; its answer) and ``#2`` the question through ``#1`` (the gold answer).
+      Comparison: one node per compared entity, independent, no gold sub-answer. The texts are templates: the
+      structure and the bridge's sub-answers are exact, the wording is not (use a teacher for that).
+
+    None where the record carries no annotation to build one from (MuSiQue without a decomposition, 2Wiki without
+    evidences, HotpotQA without a type)."""
+    if musique_arrows not in ("rewrite", "keep"):
+        raise ConfigError(f"musique_arrows={musique_arrows!r}; choose rewrite or keep")
+    if example.source == "musique" and example.decomposition:
+        return _musique_plan(example, musique_arrows)
+    if example.source == "2wikimultihopqa" and example.extra.get("evidences"):
+        return _twowiki_plan(example)
+    if example.source == "hotpotqa" and example.qtype in ("bridge", "comparison") and example.supporting_facts:
+        return _hotpot_plan(example)
+    return None
+
+
+def gold_plans(examples: Iterable[Any], *, musique_arrows: str = "rewrite") -> tuple[list[dict[str, Any]],
+                                                                                     dict[str, int]]:
+    """Gold plans of examples as plan-file records (``id``, ``source``, ``question``, ``answers``, the plan's
+    ``nodes`` / ``edges`` / ``origin``) and counts: ``planned``, ``no_annotation``, and one per
+    :data:`PLAN_ERRORS` kind for annotations that do not make a valid plan (nothing is dropped silently)."""
+    records: list[dict[str, Any]] = []
+    counts: dict[str, int] = {"planned": 0, "no_annotation": 0}
+    for ex in examples:
+        try:
+            plan = gold_plan(ex, musique_arrows=musique_arrows)
+        except PlanError as e:
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+            continue
+        if plan is None:
+            counts["no_annotation"] += 1
+            continue
+        counts["planned"] += 1
+        records.append({"id": ex.id, "source": ex.source, "question": ex.question, "answers": list(ex.answers),
+                        **plan.to_dict()})
+    return records, counts
+
+
+def write_plans(path: str | Path, records: Iterable[Mapping[str, Any]]) -> Path:
+    """Write plan records as JSONL, atomically."""
+    from .._plumbing import atomic_write_bytes
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+                       .encode("utf-8"))
+    return path
+
+
+def read_plans(path: str | Path) -> dict[str, Plan]:
+    """A plan file (:func:`write_plans`) as ``{id: Plan}``; a bad line is a :class:`DataError` naming the file,
+    the line and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("no such plan file", kind="missing_file", path=str(path))
+    out: dict[str, Plan] = {}
+    with path.open(encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as e:
+                raise DataError(f"not JSON ({e})", kind="bad_json", path=str(path), record=f"line {i}") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+                raise DataError("expected an object with a string 'id'", kind="missing_field", path=str(path),
+                                record=f"line {i}", field="id")
+            try:
+                out[rec["id"]] = Plan.from_dict(rec)
+            except PlanError as e:
+                raise DataError(str(e), kind=e.kind, path=str(path), record=f"line {i} (id {rec['id']})",
+                                field="nodes") from None
+    return out
+
+
+# -- the teacher path (appendix D) ------------------------------------------------------------------------------
+@dataclass
+class TeacherResult:
+    """What a teacher run kept (plan-file records, origin ``teacher:MODEL``) and what it rejected, by filter:
+    ``topology`` (no valid acyclic plan), ``retrieval_budget`` (a sub-question searched more than
+    ``max_retrievals`` times or was never answered), ``answer`` (the final answer is not an exact match)."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    rejected: dict[str, list[str]] = field(default_factory=lambda: {"topology": [], "retrieval_budget": [],
+                                                                    "answer": []})
+
+
+def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: Any, sampling: Any, *,
+                  model: str, max_retrievals: int = 15, max_nodes: int = 6, template: str = "globalrag",
+                  topk: int = 3, max_context_tokens: int = 32768, seed: int = 0) -> TeacherResult:
+    """Golden trajectories through a teacher (any generation backend of the toolkit) following appendix D: the
+    teacher answers each row in GlobalRAG's format through the search environment (one rollout loop,
+    :func:`~rag_curriculum.agents.run_rollouts`, with a turn budget of ``max_nodes x max_retrievals + 1``), and the
+    trajectory is kept only if (1) its plan is topologically valid (parses, acyclic), (2) every sub-question was
+    answered within ``max_retrievals`` searches, (3) its final answer matches a gold answer exactly (SQuAD
+    normalisation). Kept plans carry the teacher's sub-answers and ``origin = "teacher:" + model``."""
+    from ..rewards._metrics import exact_match
+    from ._rollout import RolloutConfig, run_rollouts
+
+    if max_retrievals < 1 or max_nodes < 1:
+        raise ConfigError(f"max_retrievals and max_nodes must be >= 1 (got {max_retrievals}, {max_nodes})")
+    cfg = RolloutConfig(template=template, topk=topk, max_turns=max_nodes * max_retrievals + 1,
+                        max_context_tokens=max_context_tokens, seed=seed)
+    trajs = run_rollouts(backend, rows, retriever, sampling, n=1, config=cfg)
+    res = TeacherResult()
+    for row, t in zip(rows, trajs, strict=True):
+        rid = str(row["id"])
+        trace = parse_globalrag(t.text, require_search=False, require_all_subanswers=False, strict_end=False)
+        if trace.plan is None or len(trace.plan.nodes) > max_nodes:
+            res.rejected["topology"].append(rid)
+            continue
+        per_node: dict[str, int] = {}
+        for sp in trace.subplans:
+            for ph, _ in sp.bindings or [("?", "")]:
+                per_node[ph] = per_node.get(ph, 0) + len(sp.searches)
+        if any(v > max_retrievals for v in per_node.values()) or any(
+                n.placeholder not in trace.sub_answers for n in trace.plan.nodes):
+            res.rejected["retrieval_budget"].append(rid)
+            continue
+        answers = list(row.get("answers") or [])
+        if trace.answer is None or not exact_match(trace.answer, answers):
+            res.rejected["answer"].append(rid)
+            continue
+        plan = plan_from_questions([(n.question, n.placeholder, trace.sub_answers[n.placeholder])
+                                    for n in trace.plan.nodes], origin=f"teacher:{model}")
+        res.kept.append({"id": rid, "source": row.get("data_source") or row.get("source"),
+                         "question": row.get("question"), "answers": answers, **plan.to_dict(),
+                         "trajectory": t.text})
+    return res
+
+
+# -- the evaluation table (Table 1's layout) --------------------------------------------------------------------
+#: Table 1's columns: the toolkit's dataset names, the paper's headers.
+TABLE1_COLUMNS = (("hotpotqa", "HotpotQA"), ("2wikimultihopqa", "2Wiki"), ("musique", "MuSiQue"),
+                  ("bamboogle", "Bamboogle"), ("wikihop", "WikiHop"))
+#: The paper's GlobalRAG rows (Table 1, EM / F1 x 100), printed under the toolkit's rows for reference.
+TABLE1_PAPER = {
+    "GlobalRAG-instruct (Qwen2.5-3B, paper)": ((32.9, 44.2), (42.3, 47.8), (10.8, 18.6), (37.6, 49.3), (12.9, 20.7)),
+    "GlobalRAG-instruct (Qwen2.5-7B, paper)": ((38.2, 50.7), (47.8, 53.2), (14.9, 21.2), (48.8, 61.6), (19.0, 28.0)),
+}
+
+
+def render_table1(summary: Mapping[str, Any], *, paper_rows: bool = True) -> str:
+    """The EM / F1 table of an agent evaluation (``curriculum eval --agent search-r1 --template globalrag``'s
+    ``summary.json``) in the layout of the paper's Table 1: one row per model, HotpotQA | 2Wiki | MuSiQue |
+    Bamboogle | WikiHop | Avg, each ``EM / F1`` (x 100), ``-`` where a set was not evaluated; Avg over the sets
+    evaluated. Sets of one dataset are averaged over their questions."""
+    cells: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    models: list[str] = []
+    for e in summary.get("evals", []):
+        ds = str(e.get("dataset", "")).lower()
+        o = e.get("overall") or {}
+        if e["model"] not in models:
+            models.append(e["model"])
+        cells.setdefault((e["model"], ds), []).append((float(o.get("em", 0)), float(o.get("f1", 0)),
+                                                       int(o.get("questions", e.get("questions", 1)) or 1)))
+    head = "| Method | " + " | ".join(h for _, h in TABLE1_COLUMNS) + " | Avg |"
+    lines = [head, "|---|" + "---|" * (len(TABLE1_COLUMNS) + 1)]
+
+    def row(name: str, vals: list[tuple[float, float] | None]) -> str:
+        got = [v for v in vals if v is not None]
+        avg = (sum(v[0] for v in got) / len(got), sum(v[1] for v in got) / len(got)) if got else None
+        show = [f"{v[0]:.1f} / {v[1]:.1f}" if v is not None else "-" for v in [*vals, avg]]
+        return f"| {name} | " + " | ".join(show) + " |"
+
+    for mname in models:
+        vals: list[tuple[float, float] | None] = []
+        for ds, _ in TABLE1_COLUMNS:
+            c = cells.get((mname, ds))
+            if not c:
+                vals.append(None)
+                continue
+            n = sum(q for _, _, q in c)
+            vals.append((sum(e * q for e, _, q in c) / n, sum(f * q for _, f, q in c) / n))
+        lines.append(row(mname, vals))
+    if paper_rows:
+        for name, vals in TABLE1_PAPER.items():
+            lines.append(row(name, list(vals)))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rag_curriculum.agents._globalrag plans|table ...`` (see docs/globalrag.md)."""
+    import argparse
+
+    from ..loaders import load_examples
+
+    ap = argparse.ArgumentParser(prog="python -m rag_curriculum.agents._globalrag")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plans", help="gold plan graphs from a dataset's annotations (no teacher)")
+    p.add_argument("--dataset", required=True, choices=["hotpotqa", "musique", "2wikimultihopqa"])
+    p.add_argument("--input", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--musique-arrows", default="rewrite", choices=["rewrite", "keep"])
+    t = sub.add_parser("table", help="Table 1's layout from an agent evaluation's summary.json")
+    t.add_argument("summary")
+    t.add_argument("--no-paper-rows", action="store_true")
+    a = ap.parse_args(argv)
+    import sys
+
+    if a.cmd == "plans":
+        recs, counts = gold_plans(load_examples(a.dataset, a.input), musique_arrows=a.musique_arrows)
+        write_plans(a.out, recs)
+        sys.stdout.write(f"{a.out}: {json.dumps(counts)}\n")
+        return 0
+    path = Path(a.summary)
+    if path.is_dir():
+        path = path / "summary.json"
+    sys.stdout.write(render_table1(json.loads(path.read_text()), paper_rows=not a.no_paper_rows))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
