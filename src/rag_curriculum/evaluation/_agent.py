@@ -71,7 +71,8 @@ class AgentEvalConfig:
     models: list[ModelSpec] = rule(default_factory=list, flag="--model", help="Models: PATH or NAME=PATH.")
     data: list[str] = rule(default_factory=list, flag="--data", help=(
         "Shard directories whose questions are asked (evaluation sets or curricula: question, answers and gold "
-        "passages are read from the rows)."))
+        "passages are read from the rows), or FlashRAG question files (FILE.jsonl: id, question, golden_answers; "
+        "no gold passages, so no gold recall)."))
     out: str = rule("outputs/eval-agent", empty=False, help="Output directory.")
     backend: str = rule("vllm", empty=False, help="Generation backend: vllm | openai | transformers | scripted.")
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help="Other backend options.")
@@ -172,7 +173,13 @@ _COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "lev
 
 
 def load_question_sets(directory: str | Path, *, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(dataset, rows) per dataset of a shard directory, in row order."""
+    """(dataset, rows) per dataset of a shard directory, in row order; or the one set of a FlashRAG question file
+    (:func:`~rag_curriculum.loaders.load_flashrag`: evaluation only, no gold passages)."""
+    if Path(directory).is_file():
+        from ..loaders import load_flashrag
+
+        got = load_flashrag(directory)
+        return [(got.name, got.rows[:limit] if limit else got.rows)]
     table = read_table(directory)
     cols = [c for c in _COLUMNS if c in table.schema.names]
     missing = {"id", "data_source", "question", "answers"} - set(cols)
@@ -238,6 +245,16 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
         if groups:
             out[f"by_{key}"] = {g: agg(idx) for g, idx in sorted(groups.items())}
     return out
+
+
+def _drop_gold(entry: dict[str, Any]) -> None:
+    """Remove the gold-passage scores from an entry (every aggregate, best-of-N's too)."""
+    for node in [entry.get("overall"), (entry.get("react") or {}).get("best_of"),
+                 *[g for k, v in entry.items() if k.startswith("by_") for g in v.values()]]:
+        if isinstance(node, dict):
+            node.pop("gold_recall", None)
+            node.pop("gold_seen", None)
+    entry["gold_passages"] = False
 
 
 def _gold_recall(row: dict[str, Any], t: Any) -> float:
@@ -375,6 +392,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                          "questions": len(rows), "samples": cfg.m, **score_trajectories(rows, trajs, cfg.m)}
                 if react is not None:
                     entry["react"] = react
+                if not any(p.get("is_gold") for r in rows for p in (r.get("passages") or [])):
+                    _drop_gold(entry)  # a set without gold passages (FlashRAG's): no gold recall to report
                 res_path.parent.mkdir(parents=True, exist_ok=True)
                 write_json(res_path, {"fingerprint": fp, "entry": entry})
                 summary["evals"].append(entry)

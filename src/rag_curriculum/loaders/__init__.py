@@ -1,4 +1,6 @@
-"""Loaders for HotpotQA, MuSiQue and 2WikiMultihopQA: every layout users have, mapped into :class:`Example`.
+"""Loaders for HotpotQA, MuSiQue and 2WikiMultihopQA: every layout users have, mapped into :class:`Example`; and
+FlashRAG's question files (:func:`load_flashrag`: NQ, TriviaQA, PopQA, Bamboogle and the multi-hop sets as FlashRAG
+ships them), evaluation only.
 
 >>> from rag_curriculum.loaders import DATASETS
 >>> DATASETS.names()
@@ -13,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError, DataError, SkipReport, WrongDatasetError
+from ..errors import ConfigError, DataError, SkipReport, UsageError, WrongDatasetError
 from ..records import Example
 from ..registry import Registry
 from ._base import DatasetLoader, RecordContext
 from ._io import iter_records
+from .flashrag import FLASHRAG_SETS, FlashRAGLoader, FlashRAGSet, load_flashrag
 from .hotpotqa import HotpotQALoader
 from .musique import MuSiQueLoader
 from .twowiki import TwoWikiLoader
@@ -35,7 +38,23 @@ OnError = Literal["raise", "skip"]
 
 
 def get_loader(dataset: str) -> type[DatasetLoader]:
-    return DATASETS.get(ALIASES.get(dataset.lower(), dataset.lower()))
+    name = ALIASES.get(dataset.lower(), dataset.lower())
+    if name == "flashrag" or (name in FLASHRAG_SETS and name not in DATASETS.names()):
+        raise UsageError(f"{dataset!r} is read in FlashRAG's question layout, which has no passages: evaluation "
+                         "only, not a closed-context build", hint=EVAL_ONLY_HINT)
+    return DATASETS.get(name)
+
+
+#: What to do with a FlashRAG file where a closed-context dataset is needed.
+EVAL_ONLY_HINT = ("evaluate a search agent on it: curriculum eval --agent search-r1|react --retriever DIR|URL "
+                  "--data FILE.jsonl")
+
+
+def flashrag_refusal(path: Any) -> WrongDatasetError:
+    """The error for a FlashRAG question file given where a closed-context dataset's file is needed."""
+    return WrongDatasetError(f"{path}: this file is in FlashRAG's question layout (id, question, golden_answers): "
+                             "questions without passages, for evaluation only; a closed-context build needs the "
+                             f"dataset's release file with its paragraphs. Instead, {EVAL_ONLY_HINT}")
 
 
 def guess_split(path: Path) -> str | None:
@@ -71,6 +90,8 @@ def sniff_dataset(path: str | Path, on_error: OnError = "raise") -> str:
             break
     if first is None:
         raise WrongDatasetError(f"{path}: no records")
+    if FlashRAGLoader.looks_like(first):
+        raise flashrag_refusal(path)
     keys = sorted(first)[:12] if isinstance(first, dict) else type(first).__name__
     raise WrongDatasetError(f"{path}: the first record (keys {keys}) matches no known dataset "
                             f"({', '.join(DATASETS.names())}); pass --dataset NAME if it is one of them")
@@ -126,6 +147,8 @@ class ExampleStream(Iterator[Example]):
             if not checked:
                 checked = True
                 if not loader.looks_like(rec):
+                    if FlashRAGLoader.looks_like(rec):
+                        raise flashrag_refusal(path)
                     other = classify(rec)
                     if other is not None and other != loader.name:
                         raise WrongDatasetError(
@@ -197,4 +220,5 @@ def hub_records(loader: type[DatasetLoader], split: str | None, repo: str | None
         yield f"row {i}", row
 
 
-__all__ = ["DATASETS", "ExampleStream", "get_loader", "guess_split", "load_examples", "sniff_dataset"]
+__all__ = ["DATASETS", "FLASHRAG_SETS", "ExampleStream", "FlashRAGLoader", "FlashRAGSet", "get_loader", "guess_split",
+           "load_examples", "load_flashrag", "sniff_dataset"]
