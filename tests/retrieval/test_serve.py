@@ -250,6 +250,27 @@ def test_unknown_fields_are_ignored_and_topk_parses_as_searcher_clients_send_it(
     assert len(r.json()["result"][0]) == 3
 
 
+def test_an_oversized_body_gets_413_unread_and_a_long_query_422_and_the_server_goes_on(ix, questions):
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.retrieval._server import make_app
+
+    with TestClient(make_app(ix, max_body_bytes=4096, max_query_chars=100)) as c:
+        big = json.dumps({"queries": ["river"] * 2000}).encode()
+        r = c.post("/retrieve", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "larger than 4,096 bytes" in r.json()["detail"]
+        # no Content-Length (a chunked upload): cut off while it streams in
+        r = c.post("/retrieve", content=iter([big[:3000], big[3000:]]), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        r = c.post("/retrieve", json={"queries": [questions[0], "x" * 101]})
+        assert r.status_code == 422 and "query 1 is 101 characters" in r.json()["detail"]
+        assert c.get("/manifest").json()["server"]["max_query_chars"] == 100
+        short = [q[:100] for q in questions[:2]]
+        r = c.post("/retrieve", json={"queries": short, "topk": 3, "return_scores": True})
+        assert r.status_code == 200
+        assert_same(r.json()["result"], expected(ix, short, 3))
+
+
 def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questions):
     """Concurrent requests become one ``retrieve_many`` per topk (at most ``max_batch`` queries after the first
     request), and each gets exactly the rows of its own queries."""

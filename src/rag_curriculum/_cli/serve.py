@@ -51,6 +51,10 @@ def serve(
         "The largest topk a request may ask (a list never holds more than the index's passages)."))] = 100,
     default_topk: Annotated[int, typer.Option(min=1, max=1_000_000, help=(
         "topk of a request that gives none (Search-R1's default)."))] = 3,
+    max_body_bytes: Annotated[int, typer.Option(min=1024, max=1 << 34, help=(
+        "The largest request body in bytes; a larger one gets a 413 before it is read."))] = 8 * 1024 * 1024,
+    max_query_chars: Annotated[int, typer.Option(min=1, max=1 << 24, help=(
+        "The longest query in characters; a longer one gets a 422 saying so."))] = 4096,
     threads: Annotated[int, typer.Option(min=0, max=1024, help=(
         "bm25s threads per retrieval batch; 0: one per CPU."))] = 0,
     access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
@@ -85,7 +89,8 @@ def serve(
 
         ix = CorpusIndex(index, threads=threads)  # checks the directory against its manifest (fast: memory maps)
         _check_port(host, port)
-        options = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk}
+        options = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
+                   "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({ix.dataset}; bm25s {ix.manifest['bm25s_version']}, "
                   f"{ix.manifest['bm25']['method']} k1={ix.manifest['bm25']['k1']} b={ix.manifest['bm25']['b']}) at "

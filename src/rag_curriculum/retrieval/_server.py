@@ -18,8 +18,9 @@ string (Search-R1's wiki-18 ids are strings too); ``contents`` is ``title + "\\n
 trainer splits at the first newline (a newline inside a title is sent as a space).
 
 A bad request (a missing or mistyped field, ``topk`` out of 1..``max_topk``, no query, more than ``max_batch``
-queries, a body that is not JSON) gets a 422 (400 for a body that is not JSON) whose ``detail`` is one line saying
-what is wrong and what to send; the server goes on serving.
+queries, a query longer than ``max_query_chars``, a body that is not JSON) gets a 422 (400 for a body that is not
+JSON) whose ``detail`` is one line saying what is wrong and what to send; a body larger than ``max_body_bytes`` gets
+a 413 before it is read past the limit. The server goes on serving.
 
 Retrieval runs off the event loop, in a worker thread: requests that arrive together are merged into one
 ``retrieve_many`` call per ``topk`` (a micro-batch, at most ``max_batch`` queries beyond the first request), so
@@ -48,6 +49,10 @@ DEFAULT_TOPK = 3
 DEFAULT_MAX_BATCH = 512
 #: The largest ``topk`` a request may ask (``--max-topk``); an index never returns more than its passages.
 DEFAULT_MAX_TOPK = 100
+#: The largest request body, in bytes (512 queries of 2,000 characters fit with room to spare).
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+#: The longest query, in characters (BM25's cost grows with the query's distinct words).
+DEFAULT_MAX_QUERY_CHARS = 4096
 #: What ``app_from_env`` reads (``curriculum serve --workers N`` sets them for its worker processes).
 ENV_INDEX = "RAG_CURRICULUM_SERVE_INDEX"
 ENV_OPTIONS = "RAG_CURRICULUM_SERVE_OPTIONS"
@@ -188,11 +193,13 @@ class _State:
 
 
 def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_BATCH,
-             max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0) -> Any:
+             max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
+             max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
-    none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only)."""
+    none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only); ``max_body_bytes``:
+    the largest request body (413 above it); ``max_query_chars``: the longest query (422 above it)."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -200,13 +207,15 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
     from starlette.concurrency import run_in_threadpool
 
-    for name, value in (("max_batch", max_batch), ("max_topk", max_topk), ("default_topk", default_topk)):
+    for name, value in (("max_batch", max_batch), ("max_topk", max_topk), ("default_topk", default_topk),
+                        ("max_body_bytes", max_body_bytes), ("max_query_chars", max_query_chars)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
     state = _State(index, threads)
-    limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk}
+    limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
+              "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 
     class RetrieveRequest(BaseModel):
         """Search-R1's ``QueryRequest`` (``queries``, ``topk``, ``return_scores``), plus ``query``, one query.
@@ -236,6 +245,10 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             if self.queries is not None and len(self.queries) > max_batch:
                 raise ValueError(f'{len(self.queries)} queries in one request; this server takes at most {max_batch} '
                                  "(curriculum serve --max-batch): split them into several requests")
+            for i, q in enumerate(self.queries if self.queries is not None else [self.query]):
+                if len(q) > max_query_chars:
+                    raise ValueError(f"query {i} is {len(q):,} characters; this server takes at most "
+                                     f"{max_query_chars:,} (curriculum serve --max-query-chars)")
             if self.topk is not None and not 1 <= self.topk <= max_topk:
                 raise ValueError(f'"topk" is {self.topk}; it must be between 1 and {max_topk} '
                                  "(curriculum serve --max-topk)")
@@ -282,7 +295,11 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     async def retrieve(request: Request) -> Any:
         if not state.ready:
             return not_ready()
-        body = await request.body()
+        body = await _read_capped(request, max_body_bytes)
+        if body is None:
+            return JSONResponse({"detail": f"the request body is larger than {max_body_bytes:,} bytes (curriculum "
+                                           "serve --max-body-bytes): split the queries into several requests"},
+                                status_code=413)
         try:
             req = RetrieveRequest.model_validate_json(body)
         except ValidationError as e:
@@ -301,6 +318,21 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     app.state.index = state
     app.state.limits = limits
     return app
+
+
+async def _read_capped(request: Any, limit: int) -> bytes | None:
+    """The request's body, or None as soon as it is known to be larger than ``limit`` bytes (from its
+    Content-Length, else while it streams in): an oversized body is never held in memory whole."""
+    length = request.headers.get("content-length")
+    if length is not None and length.strip().isdigit() and int(length) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class _Passages:
