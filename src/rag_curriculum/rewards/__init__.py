@@ -20,6 +20,10 @@ Think-Answer, with ``"veritas-em"``, ``"veritas-info-think"``, ``"veritas-think-
 ``"veritas-think-search"``), :class:`VeritasJudge` (appendix B's prompts through a generation backend),
 :func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement`.
 
+GlobalRAG (docs/globalrag.md): :class:`GlobalRagReward` (``"globalrag"``: Eq. 7, w_t (0.1 R_form + 0.5 R_str +
+0.5 R_sem + 0.5 R_step) + R_answ, with ``"globalrag-format"``, ``"globalrag-structure"``, ``"globalrag-semantic"``,
+``"globalrag-step"``, ``"globalrag-answer"``) and :func:`anneal_weight` (Eq. 6).
+
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
 :mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
@@ -44,6 +48,7 @@ from ._craft import (
 )
 from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
 from ._formats import FORMATS, OutputFormat, get_format, register_format
+from ._globalrag import GlobalRagReward, anneal_weight
 from ._judge import CraftJudge
 from ._metrics import (
     CitationScores,
@@ -124,6 +129,8 @@ __all__ = [
     "register_reward",
     "score_completion",
     "split_citations",
+    "GlobalRagReward",
+    "anneal_weight",
     "VeritasJudge",
     "VeritasReward",
     "agreement",

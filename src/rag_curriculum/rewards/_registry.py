@@ -34,6 +34,12 @@ for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatRewar
 for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Reward"),
                     ("search-gold-found", "SearchGoldFoundReward"), ("search-count", "SearchCountReward")):
     REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
+# GlobalRAG (rewards/_globalrag.py, docs/globalrag.md): the annealed total R(t) and each term
+for _name, _cls in (("globalrag", "GlobalRagReward"), ("globalrag-format", "GlobalRagFormatReward"),
+                    ("globalrag-structure", "GlobalRagStructureReward"),
+                    ("globalrag-semantic", "GlobalRagSemanticReward"), ("globalrag-step", "GlobalRagStepReward"),
+                    ("globalrag-answer", "GlobalRagAnswerReward")):
+    REWARDS.register(_name, f"rag_curriculum.rewards._globalrag:{_cls}")
 # VERITAS (rewards/_veritas.py, docs/veritas.md): Eq. 1's total and each term
 for _name, _cls in (("veritas", "VeritasReward"), ("veritas-em", "VeritasEmReward"),
                     ("veritas-info-think", "VeritasInfoThinkReward"),
