@@ -21,6 +21,40 @@ def search_then_answer(messages, n, seed):
     return f"<answer> {title} </answer>"
 
 
+_GOLD: dict[str, str] = {}
+
+
+def _gold(question):
+    """The gold answer of a question of the shared MuSiQue training sample (what an agent that knows it writes)."""
+    if not _GOLD:
+        import json
+        from pathlib import Path
+
+        path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "musique" / (
+            "musique_ans_v1.0_train.sample100.jsonl")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            _GOLD[r["question"].strip()] = r["answer"]
+    return _GOLD[question]
+
+
+def knows_some(messages, n, seed):
+    """An agent whose behaviour depends on ``len(question) % 4`` (the partition test's buckets):
+
+    0: answers right at once, without a search;
+    1: searches the question, then answers right;
+    2: searches, then answers right when the answering turn's seed is even, else wrong;
+    3: answers right at once when the first turn's seed is even, else searches, then answers right."""
+    q = _question(messages)
+    kind = len(q) % 4
+    if messages[-1]["role"] == "user":
+        if kind == 0 or (kind == 3 and seed % 2 == 0):
+            return f"<think>I know this.</think><answer> {_gold(q)} </answer>"
+        return f"<think>look up</think><search> {q} </search>"
+    right = kind != 2 or seed % 2 == 0
+    return f"<think>found it</think><answer> {_gold(q) if right else 'no idea'} </answer>"
+
+
 def react_search_then_finish(messages, n, seed):
     """ReAct: Search the question, then Finish with the title the observation starts with. By seed, half of the
     samples are consistent ("The answer is T." then Finish[T]) and half contradict their thought (Finish[something

@@ -129,7 +129,7 @@ def test_unknown_keys_and_bad_arguments_are_one_line(cli, tmp_path, args, words)
 
 def test_bind_says_did_you_mean_for_an_unknown_partition_key():
     with pytest.raises(ConfigError, match=r"^unknown option 'balanse' in the partition config; did you mean "
-                       r"'balance'\? Known: K, allow_identical_samples, backend, "):
+                       r"'balance'\? Known: K, agent, allow_identical_samples, backend, "):
         bind(PartitionConfig, {"shards": "x", "balanse": True})
     with pytest.raises(ValueError, match="did you mean 'correct_f1'"):  # a ConfigError is a ValueError
         bind(PartitionConfig, {"shards": "x", "corect_f1": 1.0})
@@ -151,7 +151,7 @@ def test_every_option_reads_its_help_from_the_field():
     fields = {f.name for f in dataclasses.fields(PartitionConfig)}
     renamed = {"out_dir": "out", "input_file": "input", "pass_at": "k"}
     options = {renamed.get(p.name, p.name): p for p in cmd.params if p.name not in CLI_ONLY}
-    assert len(fields) == 26 and len(options) == 23
+    assert len(fields) == 34 and len(options) == 31
     assert fields - set(options) == {"shards", "backend_args", "rows_per_shard"}  # SHARDS, --backend-arg, recipe only
     for name, p in options.items():
         assert field_help(PartitionConfig, name) and p.help.startswith(field_help(PartitionConfig, name)), name

@@ -7,6 +7,8 @@
     for i in 0 1 2 3 4 5 6 7; do CUDA_VISIBLE_DEVICES=$i curriculum partition outputs/musique-max \\
         --model Qwen/Qwen2.5-7B-Instruct --num-shards 8 --shard-index $i --out outputs/musique-partition & done; wait
     curriculum partition-merge node0/musique-partition node1/musique-partition --out outputs/musique-partition
+    curriculum partition outputs/musique-max --agent search-r1 --retriever indexes/musique-train \\
+        --model PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-7b-em-ppo --pass-at 8 --out outputs/musique-agent
 
 The options are PartitionConfig's fields (their help is the fields' own); a recipe (recipe=NAME, recipes/partition/)
 and key=value overrides set the same fields, and the options given on the command line win.
@@ -138,6 +140,14 @@ def partition(
     max_chunks: Annotated[int | None, typer.Option(help="Stop after generating this many chunks (run again to "
                                                    "continue).", show_default=False)] = None,
     overwrite: Annotated[bool | None, option(P, "overwrite")] = None,
+    agent: Annotated[str | None, option(P, "agent", "--agent")] = None,
+    retriever: Annotated[str | None, option(P, "retriever", "--retriever")] = None,
+    template: Annotated[str | None, option(P, "template", "--template")] = None,
+    topk: Annotated[int | None, option(P, "topk", "--topk")] = None,
+    max_turns: Annotated[int | None, option(P, "max_turns", "--max-turns")] = None,
+    max_context_tokens: Annotated[int | None, option(P, "max_context_tokens", "--max-context-tokens")] = None,
+    search_difficulty: Annotated[str | None, option(P, "search_difficulty", "--search-difficulty")] = None,
+    withhold_p: Annotated[float | None, option(P, "withhold_p", "--withhold-p")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Partition questions by what a base model can answer (RAG-RL 3.2, appendix A): sample k completions per
@@ -149,11 +159,19 @@ def partition(
     run the same command again. Scale out with --num-shards N --shard-index I (one process per GPU,
     CUDA_VISIBLE_DEVICES=I); processes sharing --out write the outputs when the last one finishes; directories
     from separate machines are joined with `curriculum partition-merge`. Running again with other --balance /
-    --correct-f1 / --strict-format re-buckets without generating."""
+    --correct-f1 / --strict-format re-buckets without generating.
+
+    With --agent search-r1 --retriever DIR|URL the model is a search agent: k trajectories per question through
+    the search environment (--template, --topk, --max-turns, --max-context-tokens, --search-difficulty), split
+    into answerable-without-search/, answerable-with-search/, unanswerable/ (and learnable/), with searches per
+    success in stats.parquet."""
     from ..config import resolve
     from ..curricula.builder import current_command
     from ..generation.engine import without_engine_options
     from ..partition import partition as run_partition
+
+    # With --agent search-r1 --retriever DIR|URL: a search agent's partition (partition/_agent.py): k trajectories
+    # per question through the search environment, split answerable-without-search / -with-search / unanswerable.
 
     with reported_errors():
         if max_chunks is not None:
@@ -204,8 +222,13 @@ def print_summary(result: Any) -> None:
     t.add_row("questions", f"{c.get('questions', 0):,}", "")
     if c.get("skipped"):
         t.add_row("skipped (prompt too long)", f"{c['skipped']:,}", "")
-    for key, label in (("answerable", "base-answerable (c > 0)"), ("unanswerable", "base-unanswerable (c = 0)"),
-                       ("learnable", "learnable (0 < c < n)")):
+    rows = (("answerable", "base-answerable (c > 0)"), ("unanswerable", "base-unanswerable (c = 0)"),
+            ("learnable", "learnable (0 < c < n)"))
+    if "answerable-with-search" in c:  # a search agent's partition (--agent)
+        rows = (("answerable-without-search", "answerable without search"),
+                ("answerable-with-search", "answerable with search only"), ("unanswerable", "unanswerable (c = 0)"),
+                ("learnable", "learnable (0 < c < n)"))
+    for key, label in rows:
         t.add_row(label, f"{c.get(key, 0):,}", f"{c.get(key, 0) / scored:.1%}")
     bal = s.get("balance") or {}
     if bal.get("enabled"):
@@ -216,6 +239,10 @@ def print_summary(result: Any) -> None:
         t.add_row(f"mean pass@{n}", f"{pak.get(str(n)) or 0:.4f}", "")
     if c.get("format_valid_rate") is not None:
         t.add_row("samples in the output format", "", f"{c['format_valid_rate']:.1%}")
+    if c.get("searches_per_sample") is not None:
+        t.add_row("searches per sample", f"{c['searches_per_sample']:.3f}", "")
+    if c.get("searches_per_success") is not None:
+        t.add_row("searches per success", f"{c['searches_per_success']:.3f}", "")
     out.print(t)
     rep = result.run
     if rep is not None and rep.generated_chunks:

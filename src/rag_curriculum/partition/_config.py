@@ -20,6 +20,13 @@ RECORD_FILE = "partition_config.json"  # the resolved config and where the input
 WORK = "work"
 BUILT_INPUT = "input"
 OUTPUTS = (ANSWERABLE, UNANSWERABLE, LEARNABLE)
+#: The buckets of a search agent's partition (``--agent search-r1``): answerable without a search, answerable only
+#: with one, neither; and ``learnable`` (0 < c < n) as in the closed-context partition (see ``_agent``).
+NO_SEARCH = "answerable-without-search"
+WITH_SEARCH = "answerable-with-search"
+AGENT_OUTPUTS = (NO_SEARCH, WITH_SEARCH, UNANSWERABLE, LEARNABLE)
+#: Every bucket name either kind of partition writes (a set is retired or swept whatever its kind).
+ALL_OUTPUTS = tuple(dict.fromkeys((*OUTPUTS, *AGENT_OUTPUTS)))
 PASS_RATE_PLOT = "pass_rate.png"
 TASK_VERSION = 1
 
@@ -84,6 +91,25 @@ class PartitionConfig:
     allow_identical_samples: bool = rule(False, help=(
         "Do not stop when most questions get identical samples at temperature > 0 (by default that stops the run: "
         "the server or backend most likely ignores the sampling parameters)."))
+    agent: str | None = rule(None, choices=("search-r1",), help=(
+        "Partition a search agent: search-r1 (Search-R1's tags) samples k trajectories per question through the "
+        "search environment and splits answerable-without-search / answerable-with-search / unanswerable; needs "
+        "--retriever."))
+    retriever: str | None = rule(None, empty=False, help=(
+        "With --agent: what the searches call, an index directory (`curriculum index`) or a server URL "
+        "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
+    template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
+        "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
+        "make_prefix)."))
+    topk: int = rule(3, ge=1, le=100, help="With --agent: passages per search (Search-R1: 3).")
+    max_turns: int = rule(4, ge=1, le=64, help=(
+        "With --agent: model turns per trajectory, the answering one included (--max-tokens bounds one turn)."))
+    max_context_tokens: int = rule(8192, ge=1, le=10_000_000, help=(
+        "With --agent: prompt plus trajectory, in the backend's tokens (characters / 4 without a tokenizer)."))
+    search_difficulty: str = rule("none", choices=("none", "hard-negatives", "withhold"), help=(
+        "With --agent: what a row's level does to its search results: none | hard-negatives (RAG-RL's d "
+        "distractors above the gold) | withhold (gold removed with probability --withhold-p, ZeroSearch)."))
+    withhold_p: float = rule(0.0, ge=0.0, le=1.0, help="With --search-difficulty withhold: the probability p.")
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags or Python)
@@ -103,6 +129,14 @@ class PartitionConfig:
         if self.model is None and self.backend != "scripted":
             raise ConfigError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
+        if self.agent is None and self.retriever:
+            from ..errors import UsageError
+
+            raise UsageError("--retriever is for a search agent's partition: add --agent search-r1")
+        if self.agent is not None:
+            from ._agent import check_agent_config
+
+            check_agent_config(self)
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""

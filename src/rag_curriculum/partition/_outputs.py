@@ -18,22 +18,18 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from .._plumbing import atomic_write_with, redact_command
-from ..difficulty.accuracy import ANSWERABLE, UNANSWERABLE
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import read_manifest, read_table, write_json, write_shards
-from ._config import OUTPUTS, PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
+from ._config import PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
 from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
 from ._stats import (
     COMPLETIONS_FIELD,
     STAT_FIELDS,
-    _counts,
-    _question_stats,
     _row_counts,
-    _rule,
-    _select,
     _tail,
+    scoring_for,
 )
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -61,14 +57,15 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     except IncompleteRunError as e:
         raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
                              ) from None
-    stats = _question_stats(rows, results, cfg)
-    kept, balance_info = _select(stats, cfg)
-    written = kept[ANSWERABLE] | kept[UNANSWERABLE]
+    scoring = scoring_for(cfg)  # the closed-context pass@k partition, or a search agent's (--agent)
+    stats = scoring.question_stats(rows, results, cfg)
+    kept, balance_info = scoring.select(stats, cfg)
+    written = set().union(*(kept[b] for b in scoring.kept))
     stats = stats.set_column(stats.schema.get_field_index("kept"), "kept",
                              pa.array([p in written for p in stats.column("position").to_pylist()], pa.bool_()))
     if cfg.keep_completions:
         stats = stats.append_column(COMPLETIONS_FIELD, results.column("completions"))
-    counts = _counts(stats, run)
+    counts = scoring.counts(stats, run)
     generation = {"fingerprint": run["fingerprint"], "sampling": run["sampling"], "chunk_size": run["chunk_size"],
                   "question_seeds": run["question_seeds"]}
     resolved = read_backend(wd)
@@ -96,21 +93,21 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         base["set"] = _set_id(stage / STATS_FILE, base)
         plot = _plot_bytes(stage, stats, run["sampling"]["n"])
         outputs = {}
-        for bucket in OUTPUTS:
+        for bucket in scoring.outputs:
             table = _bucket_rows(rows, stats, sorted(kept[bucket]), keep_completions=cfg.keep_completions,
-                                 results=results)
+                                 results=results, stat_fields=scoring.stat_fields)
             m = {k: v for k, v in base.items() if k != "set"}
-            m["partition"] = {"bucket": bucket, "rule": _rule(bucket, cfg), "balance": balance_info,
+            m["partition"] = {"bucket": bucket, "rule": scoring.rule(bucket, cfg), "balance": balance_info,
                               "counts": counts, "set": base["set"]}
             m["counts"] = _row_counts(table)
             m["trainer_tail"] = _tail(manifest, table.num_rows)
             write_shards(table, stage / bucket, manifest=m, overwrite=True, rows_per_shard=cfg.rows_per_shard,
-                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot))
+                         card=lambda d, mm, b=bucket: _write_card(d, mm, b, plot, scoring.card))
             outputs[bucket] = {"path": bucket, "rows": table.num_rows}
         summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
                    "outputs": outputs, "stats": STATS_FILE}
         write_json(stage / SUMMARY_FILE, summary)
-        _commit_outputs(stage, out)
+        _commit_outputs(stage, out, scoring.outputs)
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)
         where = f" ({e.filename})" if e.filename and stage.name not in str(e.filename) else ""
@@ -120,8 +117,8 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    log.info("%s: %d answerable, %d unanswerable, %d learnable of %d questions", out, counts["answerable"],
-             counts["unanswerable"], counts["learnable"], counts["questions"])
+    log.info("%s: %s of %d questions", out, ", ".join(f"{counts[b]} {b}" for b in scoring.outputs),
+             counts["questions"])
     return summary
 
 
@@ -138,10 +135,12 @@ def _set_id(stats_file: Path, base: Mapping[str, Any]) -> str:
 
 
 def _bucket_rows(rows: pa.Table, stats: pa.Table, positions: list[int], *, keep_completions: bool,
-                 results: pa.Table) -> pa.Table:
+                 results: pa.Table, stat_fields: list[pa.Field] = STAT_FIELDS) -> pa.Table:
+    from ._agent import AGENT_STAT_FIELDS
+
     idx = pa.array(positions, pa.int64())
     base = rows.take(idx)
-    ours = {f.name for f in STAT_FIELDS} | {COMPLETIONS_FIELD.name}
+    ours = {f.name for f in (*STAT_FIELDS, *AGENT_STAT_FIELDS)} | {COMPLETIONS_FIELD.name}
     base = base.drop_columns([c for c in base.schema.names if c in ours])  # re-partitioning a partition's output
     # renumber the training position; keep the input's in `input_index`
     n = len(positions)
@@ -156,9 +155,9 @@ def _bucket_rows(rows: pa.Table, stats: pa.Table, positions: list[int], *, keep_
             cols["extra_info"] = pa.StructArray.from_arrays(arrays, fields=fields, mask=ei.is_null())
     st = stats.take(idx)
     cols["input_index"] = idx
-    for f in STAT_FIELDS[1:]:
+    for f in stat_fields[1:]:
         cols[f.name] = st.column(f.name)
-    schema_fields = [base.schema.field(name) for name in base.schema.names] + STAT_FIELDS
+    schema_fields = [base.schema.field(name) for name in base.schema.names] + stat_fields
     if keep_completions:
         cols[COMPLETIONS_FIELD.name] = results.column("completions").take(idx)
         schema_fields.append(COMPLETIONS_FIELD)
@@ -186,10 +185,12 @@ def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:
         tmp.unlink(missing_ok=True)
 
 
-def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot: bytes | None) -> None:
-    """A bucket's data card (``data_cards/partition.md``) and the pass-rate plot beside it."""
+def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot: bytes | None,
+                card: Any = None) -> None:
+    """A bucket's data card (``data_cards/partition.md``, written by ``card``: the scoring's) and the pass-rate plot
+    beside it."""
     from ..cards import write_partition_card
 
     if plot is not None:
         (directory / PASS_RATE_PLOT).write_bytes(plot)
-    write_partition_card(directory, manifest, bucket, plot=PASS_RATE_PLOT if plot is not None else None)
+    (card or write_partition_card)(directory, manifest, bucket, plot=PASS_RATE_PLOT if plot is not None else None)

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import PartitionError
+from ..errors import PartitionError, UsageError
 from ..generation.base import GenerationBackend
 from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import WorkDir, run_chunks
@@ -61,6 +61,16 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     else:
         identity = backend_identity(cfg.backend, cfg.model, cfg.backend_args)
     fingerprint = {"task": "partition", "version": TASK_VERSION, "input": digest, "generation": identity}
+    prompts: Any = _Prompts(table.column("prompt"))
+    wrap_agent = None
+    if cfg.agent:  # a search agent: each "completion" is a trajectory of the search environment (see _agent)
+        from ._agent import agent_setup
+
+        if engine is not None and engine.engine != "local":
+            raise UsageError("--agent runs its rollouts in this process; --engine ray is not supported with it",
+                             hint="drop --engine, or split the questions with --num-shards / --shard-index")
+        fingerprint["task"] = "partition-agent"
+        fingerprint["agent"], prompts, wrap_agent = agent_setup(cfg, input_dir)
     if cfg.overwrite and cfg.num_shards == 1:
         _remove_outputs(out)
     _write_record(out, cfg, input_dir, digest)
@@ -71,8 +81,10 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         else:  # a given backend: used as it is here, copied to each Ray worker
             factory = backend if eng.name == "local" else eng.wrap(partial(_same, backend), backend=backend.name,
                                                                     options={})
+        if wrap_agent is not None:
+            factory = wrap_agent(factory)
         report = run_chunks(
-            out / WORK, ids=ids, prompts=_Prompts(table.column("prompt")), backend=factory, sampling=cfg.sampling(),
+            out / WORK, ids=ids, prompts=prompts, backend=factory, sampling=cfg.sampling(),
             fingerprint=fingerprint, chunk_size=cfg.chunk_size, num_shards=cfg.num_shards,
             shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
             overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,

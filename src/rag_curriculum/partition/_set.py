@@ -15,7 +15,7 @@ from typing import Any
 from .._plumbing import fsync_dir
 from ..errors import CurriculumError, PartitionError
 from ..shards import MANIFEST
-from ._config import OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
+from ._config import ALL_OUTPUTS, OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
 
@@ -36,7 +36,7 @@ REPLACED_MANIFEST = f".{MANIFEST}.replaced"
 def _invalidate(out: Path) -> None:
     """The current set of outputs stops reading as complete: ``partition.json`` first, then each bucket's manifest."""
     (out / SUMMARY_FILE).unlink(missing_ok=True)
-    for name in OUTPUTS:
+    for name in ALL_OUTPUTS:  # the buckets of either kind of partition (a search agent's has its own)
         if (out / name / MANIFEST).exists():
             os.replace(out / name / MANIFEST, out / name / REPLACED_MANIFEST)
 
@@ -46,10 +46,10 @@ def _bucket_record(d: Path) -> Path | None:
     return next((d / n for n in (MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST) if (d / n).is_file()), None)
 
 
-def _check_replaceable(out: Path) -> None:
+def _check_replaceable(out: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     """Refuse to replace a bucket folder that holds files but no record of what the toolkit wrote there (a folder
     the user made, or a bucket an older version left half removed): its files could not be told apart."""
-    for name in OUTPUTS:
+    for name in names:
         d = out / name
         if d.is_dir() and any(d.iterdir()) and _bucket_record(d) is None:
             raise PartitionError(
@@ -101,7 +101,7 @@ def _remove_leftovers(out: Path) -> None:
     held: set[str] = set()
     for p in sorted(out.iterdir()):
         if p.name.startswith(TRASH_PREFIX) and p.is_dir():  # a user's files in a replaced bucket go back first
-            for name in OUTPUTS:
+            for name in ALL_OUTPUTS:
                 if (p / name).is_dir():
                     if not (out / name).exists():
                         os.replace(p / name, out / name)  # the old bucket, still refused (no manifest.json)
@@ -111,7 +111,7 @@ def _remove_leftovers(out: Path) -> None:
         if p.name in held:
             continue
         stale = p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) or any(
-            p.name.startswith(f".{b}.partial-") for b in OUTPUTS)
+            p.name.startswith(f".{b}.partial-") for b in ALL_OUTPUTS)
         if stale and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
 
@@ -120,7 +120,7 @@ def _commit_step(name: str) -> None:
     """Called before each step of moving a finished set into place (tests patch it to crash there)."""
 
 
-def _commit_outputs(stage: Path, out: Path) -> None:
+def _commit_outputs(stage: Path, out: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     """Move a complete set from ``stage`` into ``out``, replacing the previous set.
 
     The order keeps one rule at every moment: a bucket reads as a finished shard directory only once every output
@@ -128,22 +128,22 @@ def _commit_outputs(stage: Path, out: Path) -> None:
     buckets without a manifest (readers refuse them) and no ``partition.json``; running the same command again
     writes the whole set again (it is deterministic: the same bytes)."""
     trash = out / f"{TRASH_PREFIX}{os.getpid()}-{time.time_ns()}"
-    _check_replaceable(out)
+    _check_replaceable(out, names)
     keep_trash = False
     _commit_step("invalidate")
     _invalidate(out)
-    for name in OUTPUTS:
+    for name in names:
         os.replace(stage / name / MANIFEST, stage / name / PENDING_MANIFEST)
-    for name in (*OUTPUTS, STATS_FILE):
+    for name in (*names, STATS_FILE):
         _commit_step(name)
         if (out / name).exists():
             trash.mkdir(exist_ok=True)
             os.replace(out / name, trash / name)
         os.replace(stage / name, out / name)
-        if name in OUTPUTS and (trash / name).is_dir():
+        if name in names and (trash / name).is_dir():
             if not _carry_user_files(trash / name, out / name):
                 keep_trash = True
-    for name in OUTPUTS:
+    for name in names:
         _commit_step(f"{name}/{MANIFEST}")
         os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
         fsync_dir(out / name)

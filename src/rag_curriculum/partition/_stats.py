@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -185,3 +186,40 @@ def _row_counts(table: pa.Table) -> dict[str, Any]:
 
 def _tail(manifest: Mapping[str, Any], rows: int) -> dict[str, Any] | None:
     return trainer_tail(rows, (manifest.get("config") or {}).get("batch_prompts"))
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a partition's completions become its outputs (:func:`rag_curriculum.partition.finalize_partition`): the
+    buckets written, which of them mark a question ``kept``, the statistics columns appended to the bucket rows,
+    and the functions that score, select, count, state each bucket's rule and write its card. Two exist: the
+    closed-context pass@k partition (:data:`PASS_AT_K`) and a search agent's (``_agent.AGENT_SCORING``)."""
+
+    outputs: tuple[str, ...]
+    kept: tuple[str, ...]
+    stat_fields: list[pa.Field]
+    question_stats: Callable[..., pa.Table]
+    select: Callable[..., tuple[dict[str, set[int]], dict[str, Any]]]
+    counts: Callable[..., dict[str, Any]]
+    rule: Callable[[str, PartitionConfig], str]
+    card: Callable[..., None]
+
+
+def _pass_at_k_card(directory: Any, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None) -> None:
+    from ..cards import write_partition_card
+
+    write_partition_card(directory, manifest, bucket, plot=plot)
+
+
+PASS_AT_K = Scoring(outputs=(ANSWERABLE, UNANSWERABLE, LEARNABLE), kept=(ANSWERABLE, UNANSWERABLE),
+                    stat_fields=STAT_FIELDS, question_stats=_question_stats, select=_select, counts=_counts,
+                    rule=_rule, card=_pass_at_k_card)
+
+
+def scoring_for(cfg: PartitionConfig) -> Scoring:
+    """The partition ``cfg`` asks for: a search agent's with ``agent`` set, else the closed-context pass@k one."""
+    if getattr(cfg, "agent", None):
+        from ._agent import AGENT_SCORING
+
+        return AGENT_SCORING
+    return PASS_AT_K
