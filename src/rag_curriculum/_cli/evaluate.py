@@ -130,6 +130,7 @@ def run(
     best_of: Annotated[int | None, option(A, "best_of", "--best-of")] = None,
     crag_weight: Annotated[list[str] | None, option(A, "crag_weights", "--crag-weight", extra="Repeatable.")]
     = None,
+    faithfulness: Annotated[str | None, option(A, "faithfulness", "--faithfulness")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
@@ -139,7 +140,7 @@ def run(
     Thought / Action / Observation format; with --best-of N it adds ReAct+CRAG's consistency-ranked best-of-N and
     self-consistency rows.
     `curriculum eval compare RUN...` puts runs side by side."""
-    if agent is not None or retriever is not None or best_of is not None or crag_weight:
+    if agent is not None or retriever is not None or best_of is not None or crag_weight or faithfulness:
         _run_agent(ctx, backend_arg)
         return
     from ..config import resolve
@@ -152,7 +153,7 @@ def run(
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
     skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", "agent", "retriever", "topk",
-            "max_turns", "best_of", "crag_weight", *BACKEND_FLAGS, *ENGINE_PARAMS)
+            "max_turns", "best_of", "crag_weight", "faithfulness", *BACKEND_FLAGS, *ENGINE_PARAMS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
     flags["out"] = str(out_dir) if out_dir is not None else None
@@ -184,7 +185,8 @@ def run(
 _AGENT_FLAGS = {"models": "models", "data": "data", "out_dir": "out", "backend": "backend", "m": "m",
                 "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
                 "limit": "limit", "overwrite": "overwrite", "agent": "agent", "retriever": "retriever",
-                "topk": "topk", "max_turns": "max_turns", "best_of": "best_of"}
+                "topk": "topk", "max_turns": "max_turns", "best_of": "best_of", "faithfulness": "faithfulness",
+                "judge": "judge"}
 
 
 def _crag_weights(items: list[str] | None) -> dict[str, float]:
@@ -216,7 +218,7 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
             raise UsageError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
         other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FLAGS
                        and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old",
-                                     "crag_weight"))
+                                     "crag_weight", "judge_arg"))
         if other:
             raise UsageError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
                               hint="see curriculum eval --help")
@@ -230,6 +232,8 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
         flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
         if p.get("crag_weight"):
             flags["crag_weights"] = _crag_weights(p["crag_weight"])
+        if p.get("judge_arg"):  # VERITAS's judge and reward options (--faithfulness veritas)
+            flags["judge_args"] = parse_backend_args(p["judge_arg"])
         backend = flags.get("backend", AgentEvalConfig.backend)
         flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
                                                  parse_backend_args(backend_arg))
@@ -252,7 +256,8 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                           f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
                           errors if j == 0 else "", ended if j == 0 else "")
     out.print(table)
-    console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/")
+    console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/"
+                  + (", veritas.md (Table 6 layout), pairs/" if cfg.faithfulness else ""))
 
 
 @eval_app.command("compare")

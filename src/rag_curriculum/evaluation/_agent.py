@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 AGENTS = ("search-r1", "react")
 #: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
 _REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
+_VERITAS_ONLY = ("faithfulness", "judge", "judge_args")  # in the fingerprint only when --faithfulness is given
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
@@ -96,6 +97,16 @@ class AgentEvalConfig:
         "early, errors (default 1 each)."))
     react_sentences: int = rule(5, ge=1, le=1000, flag="", help=(
         "Sentences of the page a ReAct Search shows (the paper: the first 5)."))
+    faithfulness: str | None = rule(None, empty=False, help=(
+        "Score the trajectories' faithfulness: veritas (Info-Think and Think-Search by --judge, Think-Answer by "
+        "regex; a table in the layout of VERITAS's Table 6 in veritas.md, the judge pairs in pairs/)."))
+    judge: str | None = rule(None, empty=False, help=(
+        "VERITAS's judge as BACKEND:MODEL (e.g. openai:veritas-rm behind vllm serve, the paper's distilled reward "
+        "model); without it only Think-Answer is scored."))
+    judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
+        "VERITAS options KEY=VALUE: the judge's (votes, vote, temperature, max_tokens, cache_dir, ...), the "
+        "reward's (think_answer_scope, aggregate, judge_failure_value, missing_value, ...); any other key goes to "
+        "the judge's backend (base_url, api_key, ...)."))
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -114,6 +125,9 @@ class AgentEvalConfig:
         if len(set(names)) != len(names):
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self._check_react()
+        from ._veritas import check_config
+
+        check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
             check_model_ref(m.path, backend=self.backend, label=f"model {m.name}")
@@ -166,6 +180,7 @@ class AgentEvalConfig:
         d = asdict(self)
         d["models"] = [f"{m.name}={m.path}" for m in self.models]
         d["backend_args"] = public_backend_args(self.backend_args, mask=True)
+        d["judge_args"] = public_backend_args(self.judge_args, mask=True)
         return mask_secrets(d)  # a retriever or model URL's credentials, in every file that records the config
 
 
@@ -348,7 +363,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")
-                and not (cfg.agent != "react" and k in _REACT_ONLY)}
+                and not (cfg.agent != "react" and k in _REACT_ONLY)
+                and not (cfg.faithfulness is None and k in _VERITAS_ONLY)}
     summary: dict[str, Any] = {"agent": cfg.agent, "retriever": retriever.describe(), "evals": []}
     for model in cfg.models:
         backend = None
@@ -384,6 +400,11 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                     react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
                     for dct, c in zip(dicts, scored, strict=True):
                         dct["consistency"] = {"score": c.score, "terms": c.terms}
+                veritas = None
+                if cfg.faithfulness is not None:  # VERITAS (evaluation/_veritas.py): scores under "veritas"
+                    from ._veritas import veritas_entry
+
+                    veritas = veritas_entry(cfg, out, model.name, key, rows, dicts)
                 tpath = out / "trajectories" / model.name / f"{key}.jsonl"
                 tpath.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(tpath, "".join(json.dumps(dct, ensure_ascii=False) + "\n"
@@ -392,6 +413,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                          "questions": len(rows), "samples": cfg.m, **score_trajectories(rows, trajs, cfg.m)}
                 if react is not None:
                     entry["react"] = react
+                if veritas is not None:
+                    entry["veritas"] = veritas
                 if not any(p.get("is_gold") for r in rows for p in (r.get("passages") or [])):
                     _drop_gold(entry)  # a set without gold passages (FlashRAG's): no gold recall to report
                 res_path.parent.mkdir(parents=True, exist_ok=True)
@@ -402,6 +425,10 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                 backend.close()
     write_json(out / "summary.json", summary)
     atomic_write_text(out / "table.md", render_table(summary))
+    if cfg.faithfulness is not None:
+        from ._veritas import render_veritas_table
+
+        atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
     return summary
 
 

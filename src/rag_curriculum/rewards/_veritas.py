@@ -914,14 +914,14 @@ def lexical_judge(messages: Sequence[Mapping[str, str]], n: int, seed: int) -> l
     ['1']
     """
     text = messages[-1]["content"]
-    info_think = "<information>" in text and "</information>\n<think>" in text
-    if info_think:
-        first = text.split("<information>", 2)[-1].split("</information>\n<think>", 1)
+    if "</information>\n<think>" in text:  # Info-Think: the last <information> of the prompt is the pair's
+        first, _, rest = text.rsplit("<information>", 1)[-1].partition("</information>\n<think>")
+        second = rest.split("</think>", 1)[0]
+    elif "</think>\n<search>" in text:  # Think-Search
+        head, _, rest = text.partition("</think>\n<search>")
+        first, second = head.rsplit("<think>", 1)[-1], rest.split("</search>", 1)[0]
     else:
-        first = text.split("</think>\n<search>", 1)
-        first = [first[0].rsplit("<think>", 1)[-1], first[1] if len(first) > 1 else ""]
-    if len(first) < 2:
         return ["0"] * n
-    a = set(_WORD.findall(first[0].lower()))
-    b = set(_WORD.findall(first[1].lower()))
+    a = set(_WORD.findall(first.lower()))
+    b = set(_WORD.findall(second.lower()))
     return ["1" if a & b else "0"] * n

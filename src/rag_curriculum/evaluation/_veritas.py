@@ -1,0 +1,185 @@
+"""VERITAS faithfulness in the search-agent evaluation (``curriculum eval --agent search-r1 --faithfulness veritas
+[--judge BACKEND:MODEL --judge-arg KEY=VALUE ...]``; docs/veritas.md): every trajectory is scored by
+:class:`~rag_curriculum.rewards._veritas.VeritasReward`, and each set gets the three measures of the paper's
+Table 6 beside EM, as fractions in [0, 1] as the paper reports them:
+
+* **Info-Think**: the mean, over the trajectories with at least one (information, think) pair, of their
+  Info-Think score (the mean over their pairs; the judge's);
+* **Think-Ans**: the mean, over the trajectories that gave an answer, of Think-Answer (the regex);
+* **Think-Search**: the mean, over the trajectories with at least one search, of Think-Search (the judge's);
+
+with the counts those means rest on (trajectories, with a pair, answered, judge failures, missing blocks, without a
+search). Without ``--judge`` only Think-Ans is computed. ``--judge-arg`` takes the judge's options (``votes``,
+``vote``, ``temperature``, ``max_tokens``, ``seed``, ``cache_dir`` (default: the run's ``judge-cache/``),
+``info_think_prompt``, ``think_search_prompt``), the reward's (``think_answer_scope``, ``think_answer_match``,
+``aggregate``, ``judge_failure_value``, ``missing_value``) and, for any other key, the judge backend's
+(``base_url``, ``api_key``, ...).
+
+Outputs beside the run's: each trajectory's scores under ``veritas`` in ``trajectories/MODEL/SET.jsonl``; the
+judge pairs (with the judge's labels when judged) in ``pairs/MODEL/SET.jsonl`` for labelling or distilling a
+reward model; ``veritas.md``: the table in Table 6's layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._plumbing import atomic_write_bytes
+from ..errors import ConfigError, UsageError
+from ..rewards._veritas import VeritasJudge, VeritasReward, pair_records
+
+__all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry"]
+
+FAITHFULNESS = ("veritas",)
+JUDGE_FIELDS = (
+    "votes",
+    "vote",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "cache_dir",
+    "info_think_prompt",
+    "think_search_prompt",
+)
+REWARD_FIELDS = (
+    "think_answer_scope",
+    "think_answer_match",
+    "aggregate",
+    "judge_failure_value",
+    "missing_value",
+)
+#: Table 6's blocks: (summary key, title).
+BLOCKS = (
+    ("em", "Exact Match (EM)"),
+    ("info_think", "Info-Think Faithfulness"),
+    ("think_answer", "Think-Ans Faithfulness"),
+    ("think_search", "Think-Search Faithfulness"),
+)
+
+
+def check_config(cfg: Any) -> None:
+    """The faithfulness settings of an :class:`~rag_curriculum.evaluation._agent.AgentEvalConfig` (usage errors)."""
+    if cfg.faithfulness is None:
+        if cfg.judge is not None or cfg.judge_args:
+            raise UsageError("--judge scores faithfulness: pass --faithfulness veritas with it")
+        return
+    if cfg.faithfulness not in FAITHFULNESS:
+        raise UsageError(
+            f"--faithfulness {cfg.faithfulness!r} is not known; known: {', '.join(FAITHFULNESS)}"
+        )
+    if cfg.agent != "search-r1":
+        raise UsageError(
+            "--faithfulness veritas reads Search-R1's <think> / <search> / <information> tags: pass "
+            "--agent search-r1"
+        )
+    try:  # the judge's backend name, its model, every option: refused now (a usage error), not after the rollouts
+        reward_for(cfg)
+    except UsageError:
+        raise
+    except ConfigError as e:
+        raise UsageError(str(e), hint=e.hint) from None
+
+
+def reward_for(cfg: Any) -> VeritasReward:
+    """The run's VERITAS reward (built once per config; the judge's backend is built on its first call)."""
+    cached = cfg.__dict__.get("_veritas_reward")
+    if cached is not None:
+        return cached
+    args = dict(cfg.judge_args or {})
+    own = {k: args.pop(k) for k in list(args) if k in JUDGE_FIELDS}
+    opts = {k: args.pop(k) for k in list(args) if k in REWARD_FIELDS}
+    judge = None
+    if cfg.judge:
+        backend, _, model = str(cfg.judge).partition(":")
+        own.setdefault("cache_dir", str(Path(cfg.out) / "judge-cache"))
+        judge = VeritasJudge(backend=backend, model=model or None, backend_args=args, **own)
+    elif own or args:
+        raise UsageError(
+            f"--judge-arg {', '.join(sorted({*own, *args}))} without --judge",
+            hint="--judge BACKEND:MODEL, e.g. openai:veritas-rm with --judge-arg base_url=...",
+        )
+    reward = VeritasReward(
+        weights={"info_think": 0.05 if judge is not None else 0.0},
+        judge=judge,
+        think_search=judge is not None,
+        log_components=False,
+        **opts,
+    )
+    cfg.__dict__["_veritas_reward"] = reward
+    return reward
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def veritas_entry(
+    cfg: Any, out: Path, model: str, key: str, rows: Sequence[Mapping[str, Any]], dicts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Score ``dicts`` (the set's trajectories, ``cfg.m`` per row, in row order; each gets its scores under
+    ``veritas``), write the judge pairs, return the set's faithfulness summary."""
+    reward = reward_for(cfg)
+    m = max(1, len(dicts) // max(1, len(rows)))
+    answers = [rows[i // m]["answers"] for i in range(len(dicts))]
+    parts = reward.components([""] * len(dicts), answers, trajectory=dicts)
+    for d, b in zip(dicts, parts, strict=True):
+        d["veritas"] = b.to_dict()
+    judged = reward._judge is not None
+    recs = pair_records(dicts, judge=reward._judge)
+    path = out / "pairs" / model / f"{key}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs).encode("utf-8"))
+    with_it = [b for b in parts if b.info_think_pairs]
+    with_ts = [b for b in parts if b.think_search_pairs]
+    answered = [b for b in parts if b.answered]
+    return {
+        "em": _mean([b.em for b in parts]),
+        "info_think": _mean([b.info_think for b in with_it]) if judged else None,
+        "think_answer": _mean([b.think_answer for b in answered]),
+        "think_search": _mean([b.think_search for b in with_ts]) if judged else None,
+        "trajectories": len(parts),
+        "with_info_think": len(with_it),
+        "answered": len(answered),
+        "with_think_search": len(with_ts),
+        "no_search": sum(b.no_search for b in parts),
+        "judge_failures": sum(b.judge_failures for b in parts),
+        "missing_blocks": sum(b.missing_blocks for b in parts),
+        "pairs": len(recs),
+        "judge": reward._judge.identity() if judged else None,
+        "think_answer_scope": reward.think_answer_scope,
+    }
+
+
+def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
+    """The paper's Table 6 layout: a block per measure (EM, Info-Think, Think-Ans, and Think-Search when judged),
+    a row per model, a column per dataset and their average, fractions with three decimals (``-``: not computed).
+    None when no entry has VERITAS scores."""
+    evals = [e for e in summary.get("evals", []) if e.get("veritas")]
+    if not evals:
+        return None
+    names = {e["set"]: e["dataset"] for e in evals}
+    label = {s: (ds if list(names.values()).count(ds) == 1 else s) for s, ds in names.items()}
+    sets = list(names)
+    models = list(dict.fromkeys(e["model"] for e in evals))
+    cell = {(e["model"], e["set"]): e["veritas"] for e in evals}
+    lines = [
+        f"# VERITAS faithfulness ({summary.get('agent', 'search-r1')})",
+        "",
+        "| Method | " + " | ".join(label[s] for s in sets) + " | Average |",
+        "|---|" + "---|" * (len(sets) + 1),
+    ]
+    for key, title in BLOCKS:
+        if key == "think_search" and all(v.get(key) is None for v in cell.values()):
+            continue
+        lines.append(f"| **{title}** |" + " |" * (len(sets) + 1))
+        for mname in models:
+            vals = [cell.get((mname, s), {}).get(key) for s in sets]
+            nums = [v for v in vals if v is not None]
+            avg = f"{sum(nums) / len(nums):.3f}" if nums and len(nums) == len(vals) else "-"
+            lines.append(
+                f"| {mname} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals) + f" | {avg} |"
+            )
+    return "\n".join(lines) + "\n"
