@@ -201,10 +201,6 @@ class DynamicConfig:
         "Write curriculum_dynamic.png (informative fraction, refills, rows retired per step) after the run."))
 
 
-    refill: str = rule("estimate", choices=("estimate", "missing", "batch"), help=(
-        "Rows a refill generates: estimate (the missing groups over the informative rate seen so far, at most a "
-        "batch), missing (exactly the missing groups: fewest generations, more rounds) or batch (a full generation "
-        "batch, as DAPO / verl). Rows generated past the need are given back: shown first in the next batch."))
 @dataclass
 class TrainConfig:
     """A training run: which curriculum, model, rewards and GRPO settings."""
