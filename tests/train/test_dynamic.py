@@ -65,6 +65,22 @@ def test_state_round_trip_continues_exactly():
         DynamicFilter(num_rows=9).load_state_dict(a.state_dict())
 
 
+def test_refill_sizes_and_rows_given_back():
+    f = DynamicFilter(num_rows=20, refill="estimate")
+    f.totals.update(informative_groups=3, generated_groups=12)  # a quarter informative so far
+    assert f.refill_size(2, 8) == 8  # 2 / 0.25, at most a batch
+    assert f.refill_size(1, 8, informative=3, generated=4) == 3  # 16 groups, 6 informative: ceil(1 * 16 / 6) = 3
+    assert DynamicFilter(num_rows=1, refill="missing").refill_size(3, 8) == 3
+    assert DynamicFilter(num_rows=1, refill="batch").refill_size(3, 8) == 8
+    g = DynamicFilter(num_rows=10, dropped="retry", retry_after=0)
+    g.take(2)
+    g.drop(0)
+    g.batch = 1
+    assert g.take(4) == [0, 2, 3, 4]  # the retry, then new rows
+    g.give_back([0, 3, 4])  # past the need: they come next, in the same order
+    assert g.take(4) == [0, 3, 4, 5]
+
+
 def test_unknown_policy_refused():
     with pytest.raises(ConfigError, match="dynamic.dropped='keep'"):
         DynamicFilter(num_rows=1, dropped="keep")

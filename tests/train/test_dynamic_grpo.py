@@ -103,9 +103,11 @@ def trained(tmp_path_factory, tiny_model_dir, shards):
 
 def test_constant_groups_never_reach_the_loss(trained):
     result, calls, seen = trained
-    # batch 1: rows 0, 1 -> 1 constant, refill 2 (constant), refill 3; batch 2: 4, 5 -> refill 6; batch 3: 7, 8 ->
-    # refill 9. Each call scores its rows' groups of 2, in curriculum order.
-    assert calls == [[0, 0, 1, 1], [2, 2], [3, 3], [4, 4, 5, 5], [6, 6], [7, 7, 8, 8], [9, 9]]
+    # batch 1: rows 0, 1 -> 1 constant; half informative so far: 1 missing group -> refill 2 rows, 2 (constant),
+    # 3. Batch 2: 4, 5 (constant) -> refill 6, 7 (informative rate 3/6); 6 fills the batch, 7 is given back.
+    # Batch 3: 7, 8 (constant) -> refill 9, 10 (rate 6/10); 10 given back. Each call scores its rows' groups of
+    # 2, in curriculum order.
+    assert calls == [[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5], [6, 6, 7, 7], [7, 7, 8, 8], [9, 9, 10, 10]]
     trained_rows = sorted({p for s in seen for p in s["position"]})
     assert trained_rows == [0, 3, 4, 6, 7, 9]
     assert not CONSTANT & set(trained_rows)
@@ -123,17 +125,18 @@ def test_dropped_rows_recorded_and_metrics_logged(trained):
 
     result, _, _ = trained
     records = read_records(result.dynamic_file)
-    assert [r["generated"] for r in records] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert [r["generated"] for r in records] == [[0, 1, 2, 3], [4, 5, 6, 7], [7, 8, 9, 10]]
+    assert [r["rewound"] for r in records] == [[], [7], [10]]
     assert [r["trained"] for r in records] == [[0, 3], [4, 6], [7, 9]]
     assert [r["dropped"] for r in records] == [[1, 2], [5], [8]]
     assert [r["retired"] for r in records] == [[1, 2], [5], [8]]  # dropped: retire (the default)
-    assert [r["refills"] for r in records] == [2, 1, 1]
-    assert [r["generation_per_informative_group"] for r in records] == [2.0, 1.5, 1.5]
+    assert [r["refills"] for r in records] == [1, 1, 1]
+    assert [r["generation_per_informative_group"] for r in records] == [2.0, 2.0, 2.0]
     assert [s["curriculum_index"] for s in read_steps(result.output_dir / STEPS_FILE)] == [[0, 3], [4, 6], [7, 9]]
     logged = [h for h in result.log_history if "loss" in h]
-    assert [h["dynamic/informative_fraction"] for h in logged] == [0.5, pytest.approx(2 / 3), pytest.approx(2 / 3)]
+    assert [h["dynamic/informative_fraction"] for h in logged] == [0.5, 0.75, 0.75]
     assert [h["dynamic/trained_informative_fraction"] for h in logged] == [1.0, 1.0, 1.0]
-    assert [h["dynamic/refills"] for h in logged] == [2.0, 1.0, 1.0]
+    assert [h["dynamic/refills"] for h in logged] == [1.0, 1.0, 1.0]
     assert [h["dynamic/retired_rows"] for h in logged] == [2.0, 3.0, 4.0]
     assert (result.output_dir / PLOT_FILE).stat().st_size > 1000
     state = json.loads((result.output_dir / "checkpoint-2" / "curriculum_dynamic.json").read_text())
@@ -148,7 +151,7 @@ def test_resume_trains_the_same_rows(trained, tiny_model_dir, shards, tmp_path, 
     shutil.copytree(result.output_dir, out, ignore=shutil.ignore_patterns("checkpoint-3"))
     resumed, calls = _run(tiny_model_dir, shards, out)
     assert resumed.global_step == 3
-    assert calls == [[7, 7, 8, 8], [9, 9]]  # the filter's cursor continued: not rows 4, 5 (the sampler's)
+    assert calls == [[7, 7, 8, 8], [9, 9, 10, 10]]  # the filter's cursor continued: not rows 4, 5 (the sampler's)
     assert sorted({p for s in loss_spy for p in s["position"]}) == [7, 9]
     assert read_records(resumed.dynamic_file) == read_records(result.dynamic_file)[:2] + [
         {**read_records(result.dynamic_file)[2], **{k: read_records(resumed.dynamic_file)[2][k] for k in

@@ -195,6 +195,10 @@ class DynamicConfig:
     dropped: str = rule("retire", choices=DYNAMIC_DROPPED, help=(
         "What becomes of a dropped row: retire (recorded, not shown again) or retry (shown again retry_after "
         "generation batches later, ahead of the next new rows, up to max_retries times)."))
+    refill: str = rule("estimate", choices=("estimate", "missing", "batch"), help=(
+        "Rows a refill generates: estimate (the missing groups over the informative rate seen so far, at most a "
+        "batch), missing (exactly the missing groups: fewest generations, more rounds) or batch (a full generation "
+        "batch, as DAPO / verl). Rows generated past the need are given back: shown first in the next batch."))
     retry_after: int = rule(4, ge=0, le=MAX_COUNT, help="Generation batches before a dropped row is retried.")
     max_retries: int = rule(1, ge=1, le=MAX_COUNT, help="Times a row may be retried before it is retired.")
     plot: bool = rule(True, help=(

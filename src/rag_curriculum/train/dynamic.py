@@ -54,6 +54,7 @@ STATE_FILE = "curriculum_dynamic.json"
 ROWS_FILE = "curriculum_dynamic.jsonl"
 PLOT_FILE = "curriculum_dynamic.png"
 DROPPED = ("retire", "retry")
+REFILLS = ("estimate", "missing", "batch")
 #: The key the merged batch carries to the loss: the dataset position of each completion's row.
 POSITION_KEY = "curriculum_position"
 
@@ -79,6 +80,7 @@ class DynamicFilter:
     dropped: str = "retire"
     retry_after: int = 4
     max_retries: int = 1
+    refill: str = "estimate"
     cursor: int = 0
     batch: int = 0
     retries: list[_Retry] = field(default_factory=list)
@@ -90,6 +92,8 @@ class DynamicFilter:
     def __post_init__(self) -> None:
         if self.dropped not in DROPPED:
             raise ConfigError(f"dynamic.dropped={self.dropped!r}: one of {', '.join(DROPPED)}")
+        if self.refill not in REFILLS:
+            raise ConfigError(f"dynamic.refill={self.refill!r}: one of {', '.join(REFILLS)}")
 
     # --- rows ------------------------------------------------------------------------------------------------
     def remaining(self) -> int:
@@ -105,6 +109,34 @@ class DynamicFilter:
             out.append(self.cursor)
             self.cursor += 1
         return out
+
+    def refill_size(self, missing: int, want: int, *, informative: int = 0, generated: int = 0) -> int:
+        """Rows to generate for ``missing`` informative groups: exactly ``missing`` (``missing``), a full batch of
+        ``want`` (``batch``, DAPO's and verl's), or ``missing`` over the informative rate seen so far in the run
+        (``estimate``; ``informative`` / ``generated``: this batch's groups so far), at most ``want``.
+
+        >>> f = DynamicFilter(num_rows=100)
+        >>> f.refill_size(3, 8, informative=1, generated=4), f.refill_size(3, 8), f.refill_size(1, 8, generated=2)
+        (8, 3, 8)
+        """
+        if self.refill == "missing":
+            return missing
+        if self.refill == "batch":
+            return want
+        inf = self.totals["informative_groups"] + informative
+        gen = self.totals["generated_groups"] + generated
+        if not gen:
+            return missing
+        return want if not inf else min(max(math.ceil(missing * gen / inf), missing), want)
+
+    def give_back(self, positions: Sequence[int]) -> None:
+        """Return rows taken but not used (generated past the batch's need), in reverse order of taking: new rows
+        move the cursor back, retried rows go back to the front of the retry queue; they come next."""
+        for pos in reversed(positions):
+            if self.cursor and pos == self.cursor - 1:
+                self.cursor -= 1
+            else:
+                self.retries.insert(0, _Retry(pos, self.batch, self.attempts.get(pos, 0)))
 
     def informative(self, groups: Sequence[Sequence[float]]) -> list[bool]:
         """Per group of metric values: is its spread (max - min, NaN ignored) above ``max_spread``? A group with
@@ -146,7 +178,7 @@ def filter_from_config(cfg: Any, *, num_rows: int) -> DynamicFilter:
     """The filter of a run (``cfg.dynamic``) over the ``num_rows`` rows one pass trains."""
     d = cfg.dynamic
     return DynamicFilter(num_rows=num_rows, max_spread=float(d.max_spread), max_refills=int(d.max_refills),
-                         dropped=d.dropped, retry_after=int(d.retry_after), max_retries=int(d.max_retries))
+                         dropped=d.dropped, retry_after=int(d.retry_after), max_retries=int(d.max_retries), refill=d.refill)
 
 
 def metric_column(metric: str, reward_names: Sequence[str]) -> int | None:
@@ -315,6 +347,8 @@ def trainer_class(base: type) -> type:
             kept: list[tuple[int, int, int]] = []  # (piece, first completion, dataset position), curriculum order
             spare: list[tuple[int, int, int]] = []  # dropped groups: they fill a batch the refills left short
             generated: list[int] = []
+            rewound: list[int] = []
+            informative = 0
             fates: dict[int, str] = {}
             spreads: dict[int, float | None] = {}
             retried = refills = 0
@@ -336,16 +370,22 @@ def trainer_class(base: type) -> type:
                     pieces.append((out, scored_rows))
                     for k, (pos, ok) in enumerate(zip(positions, flt.informative(groups), strict=True)):
                         generated.append(pos)
+                        informative += ok
                         finite = [v for v in groups[k] if not math.isnan(v)]
                         spreads[pos] = (max(finite) - min(finite)) if finite else None
-                        if ok:
+                        if len(kept) >= want:  # past the batch's need: given back, shown first next batch
+                            rewound.append(pos)
+                        elif ok:
                             kept.append((len(pieces) - 1, k * g, pos))
                         else:
                             spare.append((len(pieces) - 1, k * g, pos))
                             fates[pos] = flt.drop(pos)
+                    if rewound:
+                        flt.give_back(rewound)
                     if len(kept) >= want or refills >= flt.max_refills:
                         break
-                    positions = flt.take(want - len(kept))
+                    positions = flt.take(flt.refill_size(want - len(kept), want, informative=informative,
+                                                         generated=len(generated)))
                     refills += bool(positions)
             finally:
                 self.recorder = recorder
@@ -372,12 +412,12 @@ def trainer_class(base: type) -> type:
             merged["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
             trained_rows = [pieces[p][1][s] for p, s, _pos, m in layout if not m]
             self._dyn_record(hook, recorder, [pos for _p, _s, pos, m in layout if not m], trained_rows, generated,
-                             fates, spreads, refills, n_masked, retried, want, gen_seconds,
+                             informative, rewound, fates, spreads, refills, n_masked, retried, want, gen_seconds,
                              time.perf_counter() - t0)
             return merged
 
-        def _dyn_record(self, hook, recorder, trained, trained_rows, generated, fates, spreads, refills,
-                        n_masked, retried, want, gen_seconds, seconds) -> None:
+        def _dyn_record(self, hook, recorder, trained, trained_rows, generated, informative, rewound, fates,
+                        spreads, refills, n_masked, retried, want, gen_seconds, seconds) -> None:
             from .progress import ROW_KEYS, distinct_rows, row_stats
 
             flt, g = hook.filter, self.num_generations
@@ -390,7 +430,6 @@ def trainer_class(base: type) -> type:
                         continue  # the adaptive hook logs the levels it rendered
                     self._metrics["train"][f"curriculum/{key}"].append(value)
             dropped = list(fates)
-            informative = len(generated) - len(dropped)
             t = flt.totals
             t["batches"] += 1
             t["generated_groups"] += len(generated)
@@ -406,6 +445,7 @@ def trainer_class(base: type) -> type:
                 "dropped": [index(p) for p in dropped],
                 "retired": [index(p) for p, f in fates.items() if f == "retired"],
                 "requeued": [index(p) for p, f in fates.items() if f == "retry"], "retried": retried,
+                "rewound": [index(p) for p in rewound],
                 "masked_groups": n_masked, "generated_groups": len(generated), "informative_groups": informative,
                 "trained_fraction_informative": len(trained) / want,
                 "generation_per_informative_group": len(generated) / max(len(trained), 1),
