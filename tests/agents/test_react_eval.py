@@ -233,3 +233,53 @@ def test_eval_react_tiny_transformers_model(index_dir, min_max_shards, tiny_mode
     assert entry["react"]["best_of"]["answered"] == 100 * _mean(
         [float(any(t["answer"] is not None for t in trajs[q * 2 : (q + 1) * 2])) for q in range(2)]
     )
+
+
+def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min_max_rows):
+    """The same ReAct trajectories with `curriculum serve`'s app on a real uvicorn server (HTTP retriever) as with
+    the index in process: the format is the retriever's client only through the loop."""
+    import threading
+    import time
+
+    import uvicorn
+    from agent_policies import react_search_then_finish
+    from servers import free_port
+
+    from rag_curriculum.agents import HttpRetriever, IndexRetriever, ReActFormat, RolloutConfig, run_rollouts
+    from rag_curriculum.generation import SamplingConfig
+    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.retrieval import load_index
+    from rag_curriculum.retrieval._server import make_app
+
+    ix = load_index(index_dir)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(make_app(ix), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+        rows = min_max_rows[:5]
+        cfg = RolloutConfig(template="react", topk=2, max_turns=4)
+        sampling = SamplingConfig(max_tokens=64)
+
+        def run(retriever):
+            return run_rollouts(
+                ScriptedBackend(script=react_search_then_finish),
+                rows,
+                retriever,
+                sampling,
+                n=2,
+                config=cfg,
+                fmt=ReActFormat(),
+            )
+
+        over_http = run(HttpRetriever(f"http://127.0.0.1:{port}", retries=0))
+        in_process = run(IndexRetriever(ix))
+        assert [t.to_dict() for t in over_http] == [t.to_dict() for t in in_process]
+        assert all(len(t.searches) == 1 and t.answer is not None for t in over_http)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
