@@ -36,17 +36,19 @@ CRAFT_RECIPES = ["craft-v1"]
 SEARCH_RECIPES = ["search-r1", "search-r1-cpu-tiny"]
 #: VERITAS's faithfulness reward on the search agent (docs/veritas.md): the paper's settings and a CPU one.
 VERITAS_RECIPES = ["veritas", "veritas-cpu-tiny"]
+#: GlobalRAG's plan rewards on the search agent (docs/globalrag.md): the paper's settings and a CPU one.
+GLOBALRAG_RECIPES = ["globalrag", "globalrag-cpu-tiny"]
 
 
 def test_recipes_found_and_counted():
     found = list_recipes()
     assert found == sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
-                            *VERITAS_RECIPES])
-    assert len(found) == 10 + len(VERITAS_RECIPES)
+                            *VERITAS_RECIPES, *GLOBALRAG_RECIPES])
+    assert len(found) == 10 + len(VERITAS_RECIPES) + len(GLOBALRAG_RECIPES)
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
     assert yamls == ["_base", *sorted(["cpu-tiny", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
-                                       *VERITAS_RECIPES])]
+                                       *VERITAS_RECIPES, *GLOBALRAG_RECIPES])]
     assert train_recipes_dir() == ROOT / "recipes" / "train"
 
 
