@@ -77,7 +77,9 @@ class AgentEvalConfig:
     out: str = rule("outputs/eval-agent", empty=False, help="Output directory.")
     backend: str = rule("vllm", empty=False, help="Generation backend: vllm | openai | transformers | scripted.")
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help="Other backend options.")
-    template: str = rule("search-r1", empty=False, help="The agent's prompt: search-r1 | search-r1-original.")
+    template: str = rule("search-r1", empty=False, help=(
+        "The agent's prompt: search-r1 | search-r1-original; with --agent react, react (its default) or a template "
+        "registered for ReAct."))
     m: int = rule(1, ge=1, le=64, flag="--samples", help="Trajectories per question, averaged.")
     temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (explicit, never the model's).")
     top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
