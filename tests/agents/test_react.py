@@ -4,6 +4,7 @@ hand-made trajectories, against values worked out by hand from the definitions i
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -196,3 +197,38 @@ def test_self_consistency():
     tie = self_consistency(["Lyon", "Paris"])
     assert tie["answer"] == "Lyon" and tie["entropy"] == 1.0
     assert self_consistency([None, None]) == {"answer": None, "votes": 0, "agreement": 0.0, "entropy": 0.0}
+
+
+@pytest.fixture
+def fewshot_registry():
+    """Templates a test registers are removed afterwards (the registry is the process's)."""
+    from rag_curriculum.agents import AGENT_TEMPLATES
+
+    before = set(AGENT_TEMPLATES.names())
+    yield
+    for name in set(AGENT_TEMPLATES.names()) - before:
+        AGENT_TEMPLATES._entries.pop(name)
+
+
+def test_react_fewshot_template_is_built_as_react_builds_it(tmp_path, fewshot_registry):
+    from rag_curriculum.agents import get_agent_template, react_fewshot_template
+    from rag_curriculum.agents._react import REACT_INSTRUCTION
+    from rag_curriculum.errors import ConfigError
+
+    # a hand-made file in the layout of ReAct's prompts/prompts_naive.json (its webthink_simple6 key)
+    examples = (
+        "\nQuestion: Which {city} is the capital of France?\nThought 1: I need to search France.\n"
+        "Action 1: Search[France]\nObservation 1: France's capital is Paris.\nThought 2: So Paris.\n"
+        "Action 2: Finish[Paris]\n"
+    )
+    path = tmp_path / "prompts_naive.json"
+    path.write_text(json.dumps({"webthink_simple6": examples, "cotqa_simple6": "x"}))
+    t = react_fewshot_template(path)
+    assert get_agent_template("react-fewshot") is t
+    want = REACT_INSTRUCTION + "Here are some examples.\n" + examples + "Question: Who?\n"
+    assert t.render("Who?") == [{"role": "user", "content": want}]  # braces in the examples kept as written
+    path.write_text(json.dumps({"webthink_simple": "no"}))
+    with pytest.raises(ConfigError, match="no few-shot trajectories under 'webthink_simple6'"):
+        react_fewshot_template(path)
+    with pytest.raises(ConfigError, match="cannot read ReAct's prompts"):
+        react_fewshot_template(tmp_path / "missing.json")

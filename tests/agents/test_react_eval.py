@@ -283,3 +283,52 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def test_eval_react_with_react_fewshot_prompt_file(index_dir, min_max_shards, min_max_rows, tmp_path):
+    """`--template prompts_naive.json` (a copy of ReAct's file; here a hand-made one in its layout): every
+    trajectory's prompt is ReAct's few-shot prompt, built as its notebook builds it."""
+    from rag_curriculum.agents import AGENT_TEMPLATES
+    from rag_curriculum.agents._react import REACT_INSTRUCTION
+
+    examples = "\nQuestion: Q?\nThought 1: t\nAction 1: Finish[A]\n"
+    path = tmp_path / "prompts_naive.json"
+    path.write_text(json.dumps({"webthink_simple6": examples}))
+    out = tmp_path / "fewshot"
+    try:
+        r = runner.invoke(
+            app,
+            [
+                "eval",
+                "--agent",
+                "react",
+                "--template",
+                str(path),
+                "--retriever",
+                str(index_dir),
+                "--backend",
+                "scripted",
+                "--model",
+                "p=agent_policies:react_search_then_finish",
+                "--data",
+                str(min_max_shards),
+                "--limit",
+                "2",
+                "--out",
+                str(out),
+                "--no-progress",
+            ],
+        )
+    finally:
+        AGENT_TEMPLATES._entries.pop("react-fewshot", None)
+    assert r.exit_code == 0, r.output
+    (entry,) = json.loads((out / "summary.json").read_text())["evals"]
+    trajs = [json.loads(line) for line in (out / "trajectories" / "p" / f"{entry['set']}.jsonl").open()]
+    for t, row in zip(trajs, min_max_rows[:2], strict=True):
+        want = (
+            REACT_INSTRUCTION
+            + "Here are some examples.\n"
+            + examples
+            + f"Question: {row['question'].strip()}\n"
+        )
+        assert t["prompt"] == [{"role": "user", "content": want}]

@@ -35,6 +35,7 @@ from ._react import (
     best_of_n,
     consistency_score,
     parse_react_turn,
+    react_fewshot_template,
     react_steps,
     self_consistency,
 )
@@ -73,7 +74,8 @@ __all__ = [
     "run_rollouts", "search_prompts", "split_contents", "summarize",
     # ReAct (+ the CRAG-inspired consistency ranking)
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
-    "consistency_score", "parse_react_turn", "react_steps", "self_consistency",
+    "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
+    "self_consistency",
     # GlobalRAG
     "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "gold_plan", "gold_plans", "parse_globalrag",
     "parse_plan", "read_plans", "render_table1", "teacher_plans", "write_plans",

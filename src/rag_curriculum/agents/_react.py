@@ -71,8 +71,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -96,6 +97,43 @@ if (
     "react" not in AGENT_TEMPLATES.names()
 ):  # (a module imported twice, as doctest collection does, registers once)
     AGENT_TEMPLATES.register("react", SearchTemplate("react", REACT_PROMPT))
+
+
+def react_fewshot_template(
+    prompts: str | Path | Mapping[str, str], *, key: str = "webthink_simple6", name: str = "react-fewshot"
+) -> SearchTemplate:
+    """ReAct's few-shot prompt exactly as its ``hotpotqa.ipynb`` builds it: the instruction, ``Here are some
+    examples.``, the six HotpotQA trajectories of ``prompts_naive.json[key]``, then ``Question: {question}\n``.
+    ``prompts``: a copy of ReAct's ``prompts/prompts_naive.json`` (MIT; not shipped with the toolkit) or its
+    mapping. The template is registered under ``name`` (again if it was: the file decides) and returned."""
+    import json
+
+    where = str(prompts) if not isinstance(prompts, Mapping) else "the prompts mapping"
+    if not isinstance(prompts, Mapping):
+        try:
+            prompts = json.loads(Path(prompts).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError(
+                f"{where}: cannot read ReAct's prompts ({type(e).__name__}: {e})",
+                hint="pass a copy of ReAct's prompts/prompts_naive.json",
+            ) from None
+    examples = prompts.get(key) if isinstance(prompts, Mapping) else None
+    if not isinstance(examples, str) or "\nQuestion: " not in examples:
+        known = sorted(prompts) if isinstance(prompts, Mapping) else []
+        raise ConfigError(
+            f"{where}: no few-shot trajectories under {key!r} (keys: {known})",
+            hint="pass ReAct's prompts/prompts_naive.json; webthink_simple6 is its ReAct prompt",
+        )
+    text = (
+        REACT_INSTRUCTION
+        + "Here are some examples.\n"
+        + examples.replace("{", "{{").replace("}", "}}")
+        + "Question: {question}\n"
+    )
+    template = SearchTemplate(name, text)
+    AGENT_TEMPLATES.register(name, template, overwrite=True)
+    return template
+
 
 #: Where a ReAct turn stops (ReAct stops at ``\nObservation {i}:``; the step number is left to the environment).
 REACT_STOP = ("\nObservation",)
@@ -395,6 +433,7 @@ __all__ = [
     "consistency_score",
     "page_sentences",
     "parse_react_turn",
+    "react_fewshot_template",
     "react_steps",
     "self_consistency",
     "split_thought",

@@ -78,8 +78,8 @@ class AgentEvalConfig:
     backend: str = rule("vllm", empty=False, help="Generation backend: vllm | openai | transformers | scripted.")
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help="Other backend options.")
     template: str = rule("search-r1", empty=False, help=(
-        "The agent's prompt: search-r1 | search-r1-original; with --agent react, react (its default) or a template "
-        "registered for ReAct."))
+        "The agent's prompt: search-r1 | search-r1-original; with --agent react, react (its default), a template "
+        "registered for ReAct, or a copy of ReAct's prompts_naive.json (its few-shot prompt, exactly)."))
     m: int = rule(1, ge=1, le=64, flag="--samples", help="Trajectories per question, averaged.")
     temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (explicit, never the model's).")
     top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
@@ -160,7 +160,12 @@ class AgentEvalConfig:
 
     def agent_template(self) -> str:
         """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
-        ``react`` for ``--agent react``)."""
+        ``react`` for ``--agent react``). For ReAct, a path to a copy of ReAct's ``prompts_naive.json`` gives its
+        few-shot prompt exactly (:func:`~rag_curriculum.agents.react_fewshot_template`)."""
+        if self.agent == "react" and self.template.endswith(".json"):
+            from ..agents._react import react_fewshot_template
+
+            return react_fewshot_template(self.template).name
         return "react" if self.agent == "react" and self.template == "search-r1" else self.template
 
     def fmt(self) -> Any:
