@@ -333,6 +333,13 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     problem = check_index_order(indices) if indices is not None else None
     if problem is not None:
         enforce([problem], cfg.data.order_policy)
+    pass_rates = None
+    if cfg.data.pass_rates is not None:  # the measured pass rates: a learnable band first (docs/training.md)
+        from .pass_rates import apply_pass_rates
+
+        dataset, pass_rates = apply_pass_rates(dataset, cfg.data)
+        indices = list(dataset["curriculum_index"]) if indices is not None else None
+        levels = list(dataset["level"]) if levels is not None else None
 
     kw = grpo_kwargs(cfg, num_processes=num_processes)
     plan = plan_batches(kw, num_processes=num_processes, num_rows=len(dataset))
@@ -361,6 +368,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, "model": cfg.model.name_or_path,
         "longest_prompt_tokens": lengths.max_tokens,
     }
+    if pass_rates is not None:
+        run_plan["pass_rates"] = pass_rates
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
         log.info("resuming from checkpoint %s (step %s)", resume, _checkpoint_step(resume))
@@ -375,6 +384,14 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                          levels_file=levels_file)
         if levels_file is not None and resume is None and levels_file.exists():
             levels_file.unlink()
+        if cfg.adaptive.from_pass_rates and resume is None:  # a resumed run restores the controller instead
+            from .pass_rates import read_pass_rates, warm_start
+
+            K_of = hook.renderer.K_of
+            keys = [(str(i), K_of({"id": i, "data_source": s}))
+                    for i, s in zip(dataset["id"], dataset["data_source"], strict=True)]
+            run_plan["warm_start"] = warm_start(hook.controller, keys,
+                                                read_pass_rates(cfg.data.pass_rates))
     dynamic = None
     if cfg.dynamic.enabled:
         from . import dynamic as dyn

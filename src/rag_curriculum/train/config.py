@@ -58,6 +58,19 @@ class DataConfig:
     order_policy: str = rule("refuse", choices=ORDER_POLICIES, help=(
         "What to do when a setting would reorder the curriculum (a dataset shuffle, a restart of the data on "
         "resume): ``refuse`` (stop with an error) or ``warn`` (log a loud warning and go on)."))
+    pass_rates: str | None = rule(None, help=(
+        "The ``stats.parquet`` of a ``curriculum partition`` run (or its folder): the base model's pass rate per "
+        "question, joined on the rows' id; it seeds the order (pass_min / pass_max) and the adaptive controller "
+        "(adaptive.from_pass_rates)."))
+    pass_min: float | None = rule(None, ge=0.0, le=1.0, help=(
+        "Lower end of the learnable band: questions measured below it (the model never solves them) are deferred "
+        "or skipped (outside_band); null: 0."))
+    pass_max: float | None = rule(None, ge=0.0, le=1.0, help=(
+        "Upper end of the learnable band: questions measured above it (always solved) are deferred or skipped; "
+        "null: 1."))
+    outside_band: str = rule("defer", choices=("defer", "skip"), help=(
+        "Questions outside [pass_min, pass_max]: defer (trained after the others, both in curriculum order) or "
+        "skip (left out, listed in train_plan.json); unmeasured rows keep their place."))
 
 
 @dataclass
@@ -136,6 +149,9 @@ class AdaptiveConfig:
         "Seed of the controller's draws; null: grpo.seed."))
     plot: bool = rule(True, help=(
         "Write curriculum_levels.png (level and success against step) into run.output_dir after the run."))
+    from_pass_rates: bool = rule(False, help=(
+        "Start the controller from data.pass_rates: the partition's samples are its first scored batch (at the "
+        "levels they were measured at) instead of starting from level 1. Needs success=exact_match."))
 
 
 AGENT_DIFFICULTY = ("none", "hard-negatives", "withhold")
@@ -256,6 +272,14 @@ class TrainConfig:
         check_model_ref(self.model.name_or_path, label="model.name_or_path")
         if self.agent.retriever is not None:
             self._validate_agent()
+        if self.data.pass_rates is None and (self.data.pass_min is not None or self.data.pass_max is not None
+                                             or self.adaptive.from_pass_rates):
+            raise ConfigError("data.pass_min / data.pass_max / adaptive.from_pass_rates read the pass rates of "
+                              "data.pass_rates, which is not set", hint="set data.pass_rates=PARTITION/stats.parquet")
+        if self.adaptive.from_pass_rates and (self.adaptive.controller is None
+                                              or self.adaptive.success != "exact_match"):
+            raise ConfigError("adaptive.from_pass_rates needs adaptive.controller and adaptive.success=exact_match "
+                              "(the partition counts exactly correct samples)")
         if self.dynamic.enabled:
             names = [r.name for r in self.rewards]
             if self.dynamic.metric not in ("reward", "exact_match", *names):
