@@ -1,0 +1,172 @@
+"""Benchmark: GlobalRAG's reward (graph edit distance + embeddings) batched, against a straightforward
+per-trajectory implementation of the same definitions, on the same trajectories, in the same run.
+
+    python bench/bench_globalrag.py                  # 1,280 trajectories (one step of the recipe: 256 x 5)
+    python bench/bench_globalrag.py --n 2560 --embedder PATH/TO/e5-base   # a real E5 checkpoint, if at hand
+
+Trajectories are made from the gold plans of the real records in ../shared/data (MuSiQue decompositions, 2Wiki
+evidences, HotpotQA supporting facts; seeded): the gold plan itself, a node dropped or added, the dependencies
+dropped, sub-questions reworded, sub-answers missing or wrong, a cycle, a wrong final answer, a malformed trace.
+The embedder is a sentence-transformers model: by default the tiny random Qwen2-style model of the tests built on
+the spot (nothing downloaded; E5-base's forward pass costs more, and batching saves more of it), or ``--embedder``.
+
+* **per trajectory** (the baseline): for each trajectory, parse it, ``networkx.graph_edit_distance`` on its two
+  graphs, the DFS over matchings, one ``encode`` call for its sub-questions: what a reward written one trajectory
+  at a time computes;
+* **batched** (:class:`GlobalRagReward`, called as TRL calls it on the batch): GED and matchings once per distinct
+  pair of plan structures, every distinct sub-question of the batch embedded in one call. Caches are cleared
+  before it runs (a cold first step; later steps find more in them).
+
+The two must agree on every term (checked), and the target is a per-trajectory cost at least 10x lower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from rag_curriculum import load_examples  # noqa: E402
+from rag_curriculum.agents._globalrag import Plan, gold_plan, parse_globalrag  # noqa: E402
+from rag_curriculum.rewards import _globalrag as G  # noqa: E402
+from rag_curriculum.rewards._metrics import answer_f1, answer_scores  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+SOURCES = [
+    ("musique", DATA / "musique" / "musique_ans_v1.0_dev.sample200.jsonl"),
+    ("hotpotqa", DATA / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"),
+    ("2wikimultihopqa", DATA / "2wikimultihopqa" / "train.sample500.json"),
+]
+WORDS = ["exactly", "first", "in the film", "precisely", "of the show", "originally"]
+
+
+def make_rows() -> list[dict]:
+    rows = []
+    for name, path in SOURCES:
+        for ex in load_examples(name, path):
+            p = gold_plan(ex)
+            if p is not None:
+                rows.append({"id": ex.id, "answers": list(ex.answers), "plan": p})
+    return rows
+
+
+def make_trajectory(rng: random.Random, plan: Plan, answer: str) -> str:
+    """A GlobalRAG trajectory built from a gold plan, perturbed (see the module docstring)."""
+    nodes = [[n.question, n.placeholder, n.answer or "unknown"] for n in plan.nodes]
+    kind = rng.random()
+    if kind < 0.15 and len(nodes) > 1:
+        nodes.pop()  # a node dropped (its references fall with it)
+        nodes = [[q.replace(f"#{len(nodes) + 1}", "it"), ph, a] for q, ph, a in nodes]
+    elif kind < 0.3:
+        nodes.append([f"What else about #{len(nodes)}?", f"#{len(nodes) + 1}", "something"])  # a node added
+    elif kind < 0.45:
+        nodes = [[q.replace("#", "number "), ph, a] for q, ph, a in nodes]  # no dependencies
+    if rng.random() < 0.5:
+        nodes = [[f"{q} {rng.choice(WORDS)}", ph, a] for q, ph, a in nodes]  # reworded
+    if rng.random() < 0.05:
+        nodes[0][0] += f" #{len(nodes)}" if len(nodes) > 1 else " #1"  # a cycle
+    plan_json = json.dumps({f"Q{i + 1}": [q, ph] for i, (q, ph, _) in enumerate(nodes)})
+    out = f"<think>Let me plan.</think>\n<plan>{plan_json}</plan>\n"
+    for q, ph, a in nodes:
+        if rng.random() < 0.1:
+            continue  # a missing sub-answer
+        sub = a if rng.random() < 0.7 else rng.choice(["no", "1952", "the United States"])
+        out += (f"<subPlan><think>next</think><search> {q} </search>\n\n<information>Doc 1(Title: T) some text"
+                f"</information>\n\n<think>found</think><subAnswer> {ph} = {sub} </subAnswer></subPlan>\n")
+    final = answer if rng.random() < 0.5 else rng.choice(["no", "1952", "Paris"])
+    out += f"<think>done</think>\n<answer> {final} </answer>"
+    if rng.random() < 0.05:
+        out = out[: rng.randint(20, len(out) - 1)]  # truncated
+    return out
+
+
+def per_trajectory(text: str, gold: Plan, answers: list[str], embed, reward: G.GlobalRagReward, step: float):
+    """The straightforward implementation: one trajectory at a time, nothing shared or cached."""
+    import networkx as nx
+    import numpy as np
+
+    tr = parse_globalrag(text)
+    em = answer_scores(tr.answer, answers)[0] if tr.answer else 0.0
+    form = float(tr.valid)
+    s_str = s_sem = s_step = 0.0
+    if tr.plan is not None:
+        d = nx.graph_edit_distance(tr.plan.graph(), gold.graph())
+        s_str = math.exp(-d / (len(gold.nodes) + len(gold.edges)))
+        maps = G._matchings(tr.plan.key, gold.key)
+        texts = list(dict.fromkeys([n.question for n in tr.plan.nodes] + [n.question for n in gold.nodes]))
+        vec = np.asarray(embed(texts), dtype=np.float32)
+        vec = vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+        at = {t: v for t, v in zip(texts, vec, strict=True)}
+        best, best_sims = maps[0], None
+        for m in maps:
+            sims = [float(at[tr.plan.nodes[pj].question] @ at[gold.nodes[gi].question]) for gi, pj in m]
+            if best_sims is None or sum(sims) > sum(best_sims) + 1e-9:
+                best, best_sims = m, sims
+        s_sem = sum(best_sims or []) / len(gold.nodes)
+        known = [n for n in gold.nodes if n.answer is not None]
+        if known:
+            tot = sum(answer_f1(tr.sub_answers[tr.plan.nodes[pj].placeholder], [gold.nodes[gi].answer])
+                      for gi, pj in best if gold.nodes[gi].answer is not None
+                      and tr.sub_answers.get(tr.plan.nodes[pj].placeholder))
+            s_step = tot / len(known)
+    w = reward.weight(step)
+    return (form, s_str, s_sem, s_step, em, w * (0.1 * form + 0.5 * (s_str + s_sem + s_step)) + em)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1280, help="trajectories (default: one step of the recipe, 256 x 5)")
+    ap.add_argument("--embedder", default=None, help="a sentence-transformers model (default: the tiny test model)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    if args.embedder is None:
+        from tiny_model import build_tiny_model
+
+        args.embedder = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="bench-globalrag-")), DATA))
+    rows = make_rows()
+    rng = random.Random(args.seed)
+    picked = [rows[rng.randrange(len(rows))] for _ in range(math.ceil(args.n / 5))]
+    batch = [(r, make_trajectory(rng, r["plan"], r["answers"][0])) for r in picked for _ in range(5)][: args.n]
+    texts = [t for _, t in batch]
+    answers = [r["answers"] for r, _ in batch]
+    plans = [r["plan"].to_dict() for r, _ in batch]
+    embedder = G.SentenceTransformerEmbedder(args.embedder, device="cpu")
+    embedder(["warm up"])  # the model loaded once, outside both timings
+    reward = G.GlobalRagReward(embedder=embedder)
+
+    t0 = time.perf_counter()
+    base = [per_trajectory(t, r["plan"], r["answers"], embedder, reward, 10.0) for r, t in batch]
+    t_base = time.perf_counter() - t0
+
+    G._ged_cached.cache_clear()
+    G._matchings_cached.cache_clear()
+    t0 = time.perf_counter()
+    got = reward.components(texts, answers, gold_plan=plans, step=10.0)
+    t_batch = time.perf_counter() - t0
+
+    worst = max(abs(a - b) for x, y in zip(base, got, strict=True)
+                for a, b in zip(x, (y.form, y.structure, y.semantic, y.step, y.answer, y.total), strict=True))
+    assert worst < 1e-4, f"the two implementations disagree by {worst}"
+    shapes = len({(r["plan"].key, parse_globalrag(t).plan.key if parse_globalrag(t).plan else None)
+                  for r, t in batch})
+    valid = sum(b.form for b in got) / len(got)
+    print(f"{len(batch)} trajectories from {len(rows)} gold plans of the shared data ({valid:.0%} well-formed, "
+          f"{shapes} distinct (predicted, gold) structure pairs); embedder {Path(args.embedder).name}")
+    print(f"{'':28s} {'s':>8s} {'ms / trajectory':>16s}")
+    print(f"{'per trajectory (baseline)':28s} {t_base:8.3f} {1000 * t_base / len(batch):16.3f}")
+    print(f"{'batched (GlobalRagReward)':28s} {t_batch:8.3f} {1000 * t_batch / len(batch):16.3f}")
+    print(f"speed-up: {t_base / t_batch:.1f}x (target >= 10x); terms agree within {worst:.1e}")
+
+
+if __name__ == "__main__":
+    main()
