@@ -443,3 +443,30 @@ def test_agreement_and_kappa_by_hand():
         agreement({"a": None}, {"a": 1})
     with pytest.raises(ConfigError, match="two mappings"):
         agreement({"a": 1}, [1])
+
+
+def test_agreement_from_label_files(tmp_path):
+    from rag_curriculum.rewards._veritas import read_labels
+
+    ours = tmp_path / "pairs.jsonl"
+    ref = tmp_path / "claude.jsonl"
+    ours.write_text(
+        "\n".join(json.dumps({"id": f"q{i}", "label": x}) for i, x in enumerate([1, 1, 0, 0, 1])) + "\n"
+    )
+    ref.write_text(
+        "\n".join(json.dumps({"id": f"q{i}", "gold": x}) for i, x in enumerate([1, 0, 0, 0, 1, 1]))
+    )
+    # 4 of 5 agree; ours three 1s, ref two 1s among q0-q4: p_e = (3*2 + 2*3) / 25 = 0.48
+    got = agreement(read_labels(ours), read_labels(ref, field="gold"))
+    assert got["n"] == 5 and got["consistency"] == 0.8 and got["only_reference"] == 1
+    assert got["kappa"] == round((0.8 - 0.48) / (1 - 0.48), 4)
+    bad = tmp_path / "bad.jsonl"
+    for text, message in (
+        ('{"id": "a", "label": 2}', "line 1 \\(id 'a'\\): field 'label' is 2"),
+        ('{"label": 1}', "line 1: no 'id'"),
+        ("{oops", "line 1: not valid JSON"),
+        ('{"id": "a", "label": 1}\n{"id": "a", "label": 0}', "line 2: id 'a' appears twice"),
+    ):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            read_labels(bad)

@@ -81,6 +81,7 @@ __all__ = [
     "agreement",
     "cohen_kappa",
     "read_label",
+    "read_labels",
     "split_turns",
     "think_answer",
     "trajectory_blocks",
@@ -925,3 +926,47 @@ def lexical_judge(messages: Sequence[Mapping[str, str]], n: int, seed: int) -> l
     a = set(_WORD.findall(first.lower()))
     b = set(_WORD.findall(second.lower()))
     return ["1" if a & b else "0"] * n
+
+
+def read_labels(path: str | Any, *, field: str = "label") -> dict[str, int | None]:
+    """Labels by ``id`` from a JSONL file (the pair records of ``pairs/``, labelled by a judge, a person or another
+    model): each line an object with ``id`` and ``field`` (0, 1 or null). A line that is not such an object is an
+    error naming the file, the line and the field; an id seen twice too.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "ref.jsonl"
+    >>> _ = p.write_text('{"id": "a", "label": 1}\\n{"id": "b", "label": null}\\n')
+    >>> read_labels(p)
+    {'a': 1, 'b': None}
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read the labels {p}: {e.strerror}") from None
+    out: dict[str, int | None] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise ConfigError(
+                f"{p}, line {n}: not valid JSON ({e})", hint="one JSON object per line"
+            ) from None
+        if not isinstance(rec, dict) or "id" not in rec:
+            raise ConfigError(
+                f"{p}, line {n}: no 'id' field", hint="each line needs the pair's id (pairs/*.jsonl)"
+            )
+        value = rec.get(field)
+        if isinstance(value, bool) or value not in (0, 1, None):
+            raise ConfigError(
+                f"{p}, line {n} (id {rec['id']!r}): field {field!r} is {value!r}, not 0, 1 or null"
+            )
+        key = str(rec["id"])
+        if key in out:
+            raise ConfigError(f"{p}, line {n}: id {key!r} appears twice")
+        out[key] = value
+    return out
