@@ -228,13 +228,20 @@ def test_plan_files_round_trip_and_bad_lines_are_located(tmp_path, capsys):
 
 # -- the teacher path -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, shared_data):
+def index_dir(tmp_path_factory, shared_data):
     pytest.importorskip("bm25s", reason="the retrieval extra is needed for the index")
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_curriculum.retrieval import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("globalrag-index") / "musique"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=20))
-    return load_index(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def index(index_dir):
+    from rag_curriculum.retrieval import load_index
+
+    return load_index(index_dir)
 
 
 def _teacher(messages, n, seed):
@@ -314,3 +321,50 @@ def test_table_1_layout():
 def test_plan_from_questions_keeps_answers():
     p = plan_from_questions([("Who?", "#1", "A"), ("Where is #1?", "#2")])
     assert p.nodes[0].answer == "A" and p.nodes[1].answer is None and p.key == (2, ((0, 1),))
+
+
+# -- evaluation: curriculum eval --agent search-r1 --template globalrag, then Table 1 ---------------------------
+_DECOMPOSITIONS: dict[str, dict] = {}
+
+
+def gold_planner(messages, n, seed):
+    """A GlobalRAG agent that knows MuSiQue's decompositions: the gold plan, one search per sub-question, the gold
+    sub-answers and answer (named by dotted path, as users name their scripts)."""
+    if not _DECOMPOSITIONS:
+        for line in MUSIQUE_TRAIN.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            _DECOMPOSITIONS[r["question"].strip()] = r
+    rec = _DECOMPOSITIONS[messages[0]["content"].rsplit("Question: ", 1)[1].strip()]
+    steps = rec["question_decomposition"]
+    done = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+    if not done:
+        plan = {f"Q{i + 1}": [s["question"], f"#{i + 1}"] for i, s in enumerate(steps)}
+        return f"<plan>{json.dumps(plan)}</plan><subPlan><search> {steps[0]['question']} </search>"
+    k = done.count("<subAnswer>")
+    sub = f"<subAnswer> #{k + 1} = {steps[k]['answer']} </subAnswer></subPlan>"
+    if k + 1 < len(steps):
+        return f"{sub}<subPlan><search> {steps[k + 1]['question']} </search>"
+    return f"{sub}<answer> {rec['answer']} </answer>"
+
+
+def test_eval_with_the_globalrag_template_and_table_1(index_dir, min_max_shards, tmp_path, capsys):
+    from typer.testing import CliRunner
+
+    from rag_curriculum.cli import app
+
+    out = tmp_path / "eval"
+    r = CliRunner().invoke(app, [
+        "eval", "--agent", "search-r1", "--template", "globalrag", "--retriever", str(index_dir), "--backend", "scripted",
+        "--model", "grag=agents.test_globalrag:gold_planner",
+        "--data", str(min_max_shards), "--limit", "6", "--max-turns", "5", "--out", str(out), "--no-progress"],
+        catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    (entry,) = summary["evals"]
+    assert entry["overall"]["em"] == 100.0 and entry["status"] == {"answer": 6}
+    trajs = [json.loads(x) for x in (out / "trajectories" / "grag" / f"{entry['set']}.jsonl").open()]
+    assert all(parse_globalrag("".join(s["text"] for s in t["segments"])).valid for t in trajs)
+    assert "Step 1: Explicitly generate" in trajs[0]["prompt"][0]["content"]
+    assert main(["table", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2] == "| grag | - | - | 100.0 / 100.0 | - | - | 100.0 / 100.0 |"
