@@ -459,12 +459,14 @@ def render_table(summary: dict[str, Any]) -> str:
 
 def table_rows(model: str, entries: Sequence[dict[str, Any] | None]) -> list[tuple[str, list[dict[str, Any]]]]:
     """The table's rows of one model: its scores per set; a ReAct run adds ReAct+CRAG's (best of N, ranked by the
-    CRAG-inspired score) and self-consistency's rows, and labels the first as the mean of the N samples."""
+    CRAG-inspired score) and self-consistency's rows, and labels the first as the mean of the N samples (with N > 1)."""
     vals = [(e or {}).get("overall", {}) for e in entries]
     reacts = [(e or {}).get("react") for e in entries]
     if not any(reacts):
         return [(model, vals)]
     n = next(r["n"] for r in reacts if r)
+    if n == 1:  # one sample: nothing to rank or vote
+        return [(model, vals)]
     return [(f"{model} · ReAct (mean of {n})", vals),
             (f"{model} · ReAct+CRAG-inspired (best of {n})", [(r or {}).get("best_of", {}) for r in reacts]),
             (f"{model} · self-consistency ({n})",
