@@ -5,6 +5,10 @@
 #   SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh
 #   SHARDS=outputs/musique-linear NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
 #   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # print the command only
+#   DYNAMIC=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # DAPO: verl's filter_groups
+# DYNAMIC=1 turns on verl's own dynamic sampling (algorithm.filter_groups, DAPO): groups whose DYNAMIC_METRIC
+# (reward: the total, default; acc: exact match) is the same for every rollout are dropped and refilled with the
+# next prompts of the dataloader, i.e. the next rows of the curriculum (data.gen_batch_size=1: refills of any size).
 # Needs verl >= 0.9 (reward.custom_reward_function.*) with vLLM, and rag-curriculum installed on every Ray node.
 # Several nodes: `ray start --head --dashboard-host=0.0.0.0` on the head, `ray start --address=HEAD_IP:6379` on
 # the others, then run this on the head (or wrap it in `ray job submit --address=http://HEAD_IP:8265 -- ...`).
@@ -49,6 +53,15 @@ echo "data.max_prompt_length=$MAX_PROMPT data.max_response_length=$MAX_RESPONSE"
 ROWS=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['num_rows'])" "$SHARDS")
 echo "curriculum: $SHARDS ($ROWS rows, $((ROWS / PROMPTS_PER_STEP)) steps; the last $((ROWS % PROMPTS_PER_STEP))" \
      "rows are dropped by verl's drop_last)" >&2
+
+dynamic=()
+if [[ -n "${DYNAMIC:-}" ]]; then
+  dynamic=(algorithm.filter_groups.enable=True "algorithm.filter_groups.metric=${DYNAMIC_METRIC:-reward}"
+           data.gen_batch_size=1)
+  echo "dynamic sampling (verl filter_groups on ${DYNAMIC_METRIC:-reward}): refills take the next rows in curriculum" \
+       "order; verl discards the surplus groups of the last refill and restarts from the first row when the rows" \
+       "run out (set trainer.total_training_steps so they do not)" >&2
+fi
 
 cmd=(
   "$PYTHON" -m verl.trainer.main_ppo
@@ -104,6 +117,7 @@ cmd=(
   trainer.project_name=rag-curriculum
   trainer.experiment_name="$NAME"
   'trainer.logger=["console"]'
+  ${dynamic[@]+"${dynamic[@]}"}
   "$@"
 )
 
