@@ -117,7 +117,7 @@ def to_flat_layout(out: Path, manifest: dict) -> None:
 SLOW_BUILD = """
 import os, sys, time
 from pathlib import Path
-import rag_curriculum.curricula.builder as b
+import rag_curriculum.curricula._render as b  # the shard writers' module
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
 out, pids, source = sys.argv[1:4]

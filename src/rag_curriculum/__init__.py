@@ -18,11 +18,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
 from .errors import ConfigError, CurriculumError, DataError, SkipReport, WrongDatasetError
 from .loaders import load_examples, sniff_dataset
 from .records import Document, Example
-
-__version__ = "0.1.0"
 
 #: name -> "module:attribute", imported on first use.
 _LAZY = {

@@ -34,7 +34,7 @@ for _module in (_build, _index, _serve, _data, _partition, _train, _eval, _recip
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from ._version import __version__
 
         typer.echo(f"rag-curriculum {__version__}")
         raise typer.Exit()

@@ -4,8 +4,8 @@ from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
 
-#: name -> the submodule defining it, imported on first use (the command line imports the configs
-#: without pyarrow, numpy or matplotlib).
+#: name -> the submodule defining it, imported on first use (the configs load without the build's stages,
+#: matplotlib or a tokenizer).
 _EXPORTS = {
     "BuildError": ".builder",
     "BuildResult": ".builder",

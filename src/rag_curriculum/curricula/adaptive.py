@@ -1,7 +1,7 @@
 """Rows that can be shown at any level: the storage of ``curriculum build --schedule adaptive`` and the renderer
 that shows a stored row at level ``l`` exactly as ``curriculum build --schedule max --K l`` would (same seed).
 
-Why it works: a row's documents come from :func:`~.builder.select_documents`, a generator seeded by ``(build
+Why it works: a row's documents come from :func:`~._render.select_documents`, a generator seeded by ``(build
 seed, dataset, example id)`` that shuffles the positions of the question's distractor pool, takes the first ``d``
 (kept in source order), and shuffles them with the gold documents. The distractors of level ``l`` are therefore a
 subset of those of ``l + 1``, and the documents of any level follow from three things: the gold documents and the
@@ -15,45 +15,29 @@ the longest prompt of every level), plus two columns:
 
 :func:`render_at_levels` rebuilds each question's :class:`~rag_curriculum.records.Example` from them (pool entries
 never shown at ``K`` are never shown below it either, so a placeholder holds their place) and renders it with the
-builder's one renderer, :func:`~.builder.render_rows`, at the level asked: the same code, the same generator, the
+builder's one renderer, :func:`~._render.render_rows`, at the level asked: the same code, the same generator, the
 same bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import pyarrow as pa
 
 from ..difficulty.synthetic import num_distractors
 from ..errors import ConfigError, ShardError
 from ..records import Document, Example
+from ._plan import PlannedRow
+from ._render import POOL_SIZE, SOURCE_POSITION, level_columns, render_rows
+from .config import BuildConfig
 
 #: The schedule name of an adaptive build (registered in :mod:`.schedules`: every row at the top level K).
 ADAPTIVE = "adaptive"
-SOURCE_POSITION = "source_position"
-POOL_SIZE = "pool_size"
 COLUMNS = (SOURCE_POSITION, POOL_SIZE)
+__all__ = ["ADAPTIVE", "COLUMNS", "POOL_SIZE", "SOURCE_POSITION", "LevelRenderer", "is_adaptive", "level_columns"]
 #: Row columns that do not depend on the level: kept from the stored row.
 _KEEP = ("curriculum_index",)
-
-
-def level_columns(plan: Sequence[Any], start: int, stop: int, seed: int) -> dict[str, pa.Array]:
-    """The two adaptive columns of ``plan[start:stop]`` (the rows :func:`~.builder.render_rows` renders)."""
-    from .builder import distractor_pool, select_documents
-
-    offsets, flat, sizes = [0], [], []
-    for i in range(start, stop):
-        row = plan[i]
-        ex, d = row.ex, row.d
-        pool = distractor_pool(ex)
-        where = {id(doc): n for n, doc in enumerate([doc for doc in ex.documents if doc.is_gold] + pool)}
-        flat += [where[id(doc)] for doc in select_documents(ex, d, seed, unanswerable=not row.answerable)]
-        offsets.append(len(flat))
-        sizes.append(len(pool))
-    return {SOURCE_POSITION: pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32())),
-            POOL_SIZE: pa.array(sizes, pa.int32())}
 
 
 def is_adaptive(manifest: Mapping[str, Any]) -> bool:
@@ -63,7 +47,7 @@ def is_adaptive(manifest: Mapping[str, Any]) -> bool:
 
 class LevelRenderer:
     """Renders stored adaptive rows at chosen levels, with the build's seed, template and ability (from its
-    manifest) and the builder's :func:`~.builder.render_rows`.
+    manifest) and the builder's :func:`~._render.render_rows`.
 
     ``K_of(row)`` is the top level of the row's source (the manifest's ``K``); a level above it is refused."""
 
@@ -74,10 +58,6 @@ class LevelRenderer:
                 f"{where} hold a {schedule!r} curriculum, not an adaptive one: its rows cannot be shown at other "
                 "levels", hint="build them with `curriculum build ... --schedule adaptive` (recipe: "
                                "musique-adaptive), then train on that directory")
-        import dataclasses
-
-        from .config import BuildConfig
-
         # every setting the renderer reads (seed, template, ability, index_base, unanswerable_fraction,
         # abstention_answer, ...) as the build recorded it; the sources and paths are not needed
         recorded = manifest["config"]
@@ -132,8 +112,6 @@ class LevelRenderer:
     def render(self, rows: Sequence[Mapping[str, Any]], levels: Sequence[int]) -> list[dict[str, Any]]:
         """Each row at its level: every column as ``--schedule max --K level`` builds it for that question (the
         curriculum index and the adaptive columns kept; ``prompt_tokens``, which would need the tokenizer, None)."""
-        from .builder import PlannedRow, render_rows
-
         plan = []
         for row, level in zip(rows, levels, strict=True):
             K = self.K_of(row)

@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
+from ..config import bind, given
 from ..errors import ConfigError
-from ..prompts import ABSTENTION_ANSWER
+from ..prompts import ABSTENTION_ANSWER, get_template
+from ..rewards._scoring import check_abstention_answer
 
 #: K per dataset, as in RAG-RL section 4.4.
 DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
@@ -121,12 +123,8 @@ class BuildConfig:
         if self.tail != "keep" and not self.batch_prompts:
             raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
         if self.index_base is not None:
-            from ..prompts import get_template
-
             get_template(self.template).with_index_base(self.index_base)  # a numbered template, 0 or 1
         if self.unanswerable_fraction:
-            from ..rewards._scoring import check_abstention_answer
-
             check_abstention_answer(self.abstention_answer, name="--abstention-answer")
         if self.pieces and self.schedule != "piecewise":
             raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
@@ -167,8 +165,6 @@ class BuildConfig:
     def from_dict(cls, d: Mapping[str, Any]) -> BuildConfig:
         """Bind a recipe (one dataset at the top level, or ``sources:`` for a mixture), refusing unknown keys with
         a "did you mean"."""
-        from ..config import bind
-
         return bind(cls, _with_sources(d))
 
 
@@ -212,8 +208,6 @@ def merge_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], *,
     takes (one dataset at the top level gathered into ``sources``)."""
     recipe = data is not None
     mapping: dict[str, Any] = dict(data) if data is not None else {"n": None}
-    from ..config import given
-
     flags = given(flags)
     dataset, inputs = flags.pop("dataset", None), flags.pop("input", None)
     n, split = flags.pop("n", None), flags.pop("split", None)

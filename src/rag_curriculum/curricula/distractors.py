@@ -23,6 +23,12 @@ presentation shuffle), so a ``provided`` build's rows are byte-identical to thos
 Exclusions are counted per question as the ranking is walked (the walk stops when the row has its ``d``), and
 reported in the build manifest. ``select(ex, d, seed)`` is the one place a row's passages are chosen: another kind
 of row (say, one whose gold passages are replaced) plugs in by subclassing a source.
+
+What the build asks of a source is :class:`DistractorSource`: besides choosing passages, two hooks the build
+calls at fixed points, declared there (a source with nothing to do in them inherits :class:`ProvidedSource`'s
+no-ops): :meth:`~DistractorSource.plan_hint` once before planning, with every row's question and the distractors
+it asks for, and :meth:`~DistractorSource.before_render` once per shard, with the planned rows it renders (the
+BM25 sources walk their rankings and read their passages in one batch there).
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
 
-from .._plumbing import derive_seed
+from .._plumbing import SideTask, derive_seed
 from ..records import Document, Example
+from ..retrieval._index import normalize_passage, passage_hash
+from ..rewards._metrics import normalize_answer
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,39 @@ def passage_key(title: str, text: str) -> tuple[str, str]:
     return " ".join(title.split()).casefold(), " ".join(text.split()).casefold()
 
 
+class DistractorSource(Protocol):
+    """What the build asks of a distractor source (:class:`ProvidedSource`, the BM25 sources, or a user's):
+    the planning and pre-render hooks, and the passages of each row."""
+
+    name: str
+
+    def prepare(self, examples: list[Example], *, progress: bool = False,
+                inputs: dict[str, str | None] | None = None) -> None:
+        """Once, before planning, with every sampled question."""
+
+    def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
+        """Once, before the rows' distractor counts are fixed: each question with the distractors it asks for."""
+
+    def available(self, ex: Example, want: int) -> int:
+        """How many distractors a row that asks for ``want`` gets."""
+
+    def select(self, ex: Example, d: int, seed: int | None = None, *, unanswerable: bool = False
+               ) -> list[Document | Shown]:
+        """The passages a row with ``d`` distractors shows, in the order it shows them."""
+
+    def before_render(self, rows: Sequence[Any]) -> None:
+        """Once per shard, before its planned rows (``.ex``, ``.d``, ``.hops``) are rendered."""
+
+    def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
+        """The row's ``gold_recall`` (None where the setting has none)."""
+
+    def hops(self, ex: Example, shown_gold: int) -> int:
+        """The row's ``hops`` column, given the gold passages it shows."""
+
+    def facts(self) -> dict[str, Any] | None:
+        """What the build manifest records about the source."""
+
+
 class ProvidedSource:
     """The dataset's own distractors (RAG-RL)."""
 
@@ -85,6 +127,12 @@ class ProvidedSource:
                 inputs: dict[str, str | None] | None = None) -> None:
         """Work done once for all the build's questions before planning (retrieval, for the BM25 sources).
         ``inputs``: the SHA-256 of each dataset's input file, where it is a local file."""
+
+    def plan_hint(self, wants: list[tuple[Example, int]]) -> None:
+        """Nothing to do: the provided distractors are in the examples."""
+
+    def before_render(self, rows: Sequence[Any]) -> None:
+        """Nothing to do: the provided passages are in the examples."""
 
     def available(self, ex: Example, want: int) -> int:
         """min(want, k): how many distractors a row that asks for ``want`` gets."""
@@ -135,8 +183,6 @@ _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
 
 def _matched_answers(answers: list[str]) -> list[str]:
     """The answers the "contains an answer" test looks for: normalised, without yes/no and empty ones."""
-    from ..rewards._metrics import normalize_answer
-
     if len(answers) == 1:  # the common case, without the set
         a = normalize_answer(answers[0])
         return [] if a in _UNMATCHED else [a]
@@ -159,8 +205,6 @@ class _AnswerFilter:
     def __call__(self, title: str, text: str) -> bool:
         if not self.answers:
             return False
-        from ..retrieval._index import normalize_passage
-
         return self.in_norm(normalize_passage(title, text))
 
 
@@ -267,8 +311,6 @@ class BM25Source(ProvidedSource):
                 else:
                     keys = self.index.gold_keys(ex, ranking.gold)
             if keys is None:
-                from ..retrieval._index import passage_hash
-
                 keys = [passage_hash(d.title, d.text) for d in docs]
             self._gold_list[ex.id] = keys
         return keys
@@ -285,8 +327,6 @@ class BM25Source(ProvidedSource):
         """The question's gold passages by hash (in document order), its provided ones (mixed), its answers."""
         hit = self._skip.get(ex.id)
         if hit is None:
-            from ..retrieval._index import passage_hash
-
             gold = self._gold_keys(ex)
             provided = ({passage_hash(d.title, d.text) for d in ex.documents if not d.is_gold} - set(gold)
                         if self.skip_provided() else set())
@@ -301,8 +341,6 @@ class BM25Source(ProvidedSource):
         their ``want`` there are planned again over their whole ranking. What each row accepts, and what is counted
         as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
         import numpy as np
-
-        from .._plumbing import SideTask
 
         rows = [(ex, want) for ex, want in wants if ex.id in self.rankings and ex.id not in self._walks]
         if not rows:
@@ -441,7 +479,7 @@ class BM25Source(ProvidedSource):
             walk.done = not complete_l[i]
         return rest
 
-    def before_render(self, rows: list[Any]) -> None:
+    def before_render(self, rows: Sequence[Any]) -> None:
         """Before rendering these planned rows: read the passages they show in one batch, and rank their gold
         passages (:meth:`gold`) with one array comparison."""
         import numpy as np
@@ -553,8 +591,6 @@ class MixedSource(BM25Source):
 
     def distractors(self, ex: Example, d: int, rng: random.Random, extra: int = 0
                     ) -> tuple[list[Document | Shown], list[Document | Shown]]:
-        from ..retrieval._index import passage_hash
-
         pool, perm = self._provided_order(ex, rng)
         ranks = self.rank_of(ex)
         provided = [Shown(*pool[p], "provided", ranks.get(passage_hash(pool[p].title, pool[p].text)))
@@ -605,8 +641,6 @@ class RetrievedSource(BM25Source):
         return self.ranked_all(ex, self.top_k, skip_gold=unanswerable)
 
     def recall(self, ex: Example, shown: list[Any] | None = None) -> float | None:
-        from ..retrieval._index import passage_hash
-
         gold = self._gold_keys(ex)
         shown = self.select(ex, 0) if shown is None else shown
         found = {passage_hash(p.title, p.text) for p in shown if p.is_gold}
@@ -619,7 +653,12 @@ class RetrievedSource(BM25Source):
         return {"source": self.name, "top_k": self.top_k}
 
 
-def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = None) -> ProvidedSource:
+#: The default source of :func:`~rag_curriculum.curricula.builder.select_documents` and the renderer: the
+#: dataset's own distractors (the seed comes with each call).
+PROVIDED: DistractorSource = ProvidedSource()
+
+
+def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = None) -> DistractorSource:
     if kind == "provided":
         return ProvidedSource(seed)
     if kind == "bm25":

@@ -11,6 +11,8 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..shards import read_table
+
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _WS = re.compile(r"\s+")
 
@@ -42,8 +44,6 @@ class LeakageIndex:
 
     @classmethod
     def from_shards(cls, directory: str) -> LeakageIndex:
-        from ..shards import read_table
-
         t = read_table(directory, columns=["source_id", "question"])
         idx = cls()
         idx.update(zip(t.column("source_id").to_pylist(), t.column("question").to_pylist(), strict=True))

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import __version__
 from .._plumbing import atomic_write_with, redact_command
+from .._version import __version__
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import read_manifest, read_table, write_json, write_shards

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from .._plumbing import SideTask, gc_paused
+from .._version import __version__
 from ..errors import CurriculumError
 from ..shards import (
     foreign_entries,

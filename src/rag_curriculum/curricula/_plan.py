@@ -1,0 +1,283 @@
+"""Build stage 2, plan: leakage against evaluation sets, sampling (with the trainer-tail fit), the mixture's
+interleaving, each row's level and distractor count, and the unanswerable rows. Hands :class:`BuildPlan` (the
+:class:`PlannedRow` list in training order, and the facts the manifest records) to the render stage
+(:mod:`._render`)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .._plumbing import derive_seed, distribution
+from ..difficulty.synthetic import level_for, num_distractors
+from ..errors import BuildError
+from ..records import Example
+from ._sources import BuildSources, LoadedSource
+from .config import DEFAULT_K, BuildConfig
+from .distractors import PROVIDED, DistractorSource, _AnswerFilter
+from .leakage import LeakageIndex
+from .schedules import resolve_schedule
+
+log = logging.getLogger(__name__)
+
+
+def is_unanswerable(seed: int, ex: Example, fraction: float) -> bool:
+    """Whether ``ex`` becomes an unanswerable row of a build with ``--unanswerable-fraction fraction``: a uniform
+    draw from ``(build seed, dataset, example id)`` only, below ``fraction``."""
+    return fraction > 0 and derive_seed(seed, "unanswerable", ex.source, ex.id) < fraction * 2.0 ** 64
+
+
+class PlannedRow(NamedTuple):
+    """One row before rendering: the example, its level, its number of distractors d, its hops j, and whether it
+    is answerable (False: every gold passage is replaced by a distractor, see :func:`is_unanswerable`)."""
+
+    ex: Example
+    level: int
+    d: int
+    hops: int
+    answerable: bool = True
+
+
+Plan = list[PlannedRow]  # in training order
+
+
+@dataclass
+class BuildPlan:
+    """The plan stage's hand-off: the rows in training order, and what the manifest records about them
+    (``per_source`` counts, and ``leakage``, ``tail_fit``, ``unanswerable`` where they apply)."""
+
+    rows: Plan
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
+    pool = src.examples
+    if n is not None and n > len(pool):
+        raise BuildError(
+            f"{src.dataset}: asked for n={n} questions but only {len(pool)} are available"
+            f"{' after exclusions' if src.excluded else ''}; lower --n, or pass --n all to use every question")
+    rng = random.Random(derive_seed(seed, "sample", src.dataset))
+    idx = rng.sample(range(len(pool)), len(pool) if n is None else n)
+    return [pool[i] for i in idx]
+
+
+def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[Example, int]]:
+    """Pair each example with its level, in training order, according to the schedule and the ordering."""
+    schedule = resolve_schedule(cfg.schedule, cfg.pieces)
+    K_by_source = {s.dataset: cfg.K or source_K(cfg, s.dataset) for s in cfg.sources}
+
+    def K_of(ex: Example) -> int:
+        return K_by_source[ex.source]
+
+    def place(group: Sequence[Example]) -> list[tuple[Example, int]]:
+        n = len(group)
+        if not n:
+            return []
+        out = []
+        for i, ex in enumerate(group, 1):
+            out.append((ex, schedule(i, n, K_of(ex))))
+        for ex, lv in out:
+            if not 1 <= lv <= K_of(ex):
+                raise BuildError(f"schedule {cfg.schedule!r} gave level {lv} outside 1..{K_of(ex)}")
+        return out
+
+    if cfg.order == "hops-level":
+        by_hops: dict[int, list[Example]] = {}
+        for ex in examples:
+            by_hops.setdefault(ex.hops, []).append(ex)
+        paired = []
+        for h in sorted(by_hops):
+            paired += sorted(place(by_hops[h]), key=lambda p: p[1])
+        return paired
+    paired = place(examples)
+    if cfg.order == "shuffled":
+        random.Random(derive_seed(cfg.seed, "order")).shuffle(paired)
+    elif not _monotone(paired):
+        # level: rows in schedule order. Only a schedule whose levels go down somewhere needs sorting; it is
+        # sorted by the level relative to each source's K, so a mixture of sources with different K stays mixed.
+        paired.sort(key=lambda p: (p[1] - 1) / max(K_of(p[0]) - 1, 1))
+    return paired
+
+
+def _monotone(paired: Sequence[tuple[Example, int]]) -> bool:
+    last: dict[str, int] = {}
+    for ex, level in paired:
+        if level < last.get(ex.source, 0):
+            return False
+        last[ex.source] = level
+    return True
+
+
+def source_K(cfg: BuildConfig, dataset: str) -> int:
+    """The top level of ``dataset`` in the build: its source's ``K``, else the dataset's default."""
+    for s in cfg.sources:
+        if s.dataset == dataset and s.K:
+            return s.K
+    return DEFAULT_K[dataset]
+
+
+def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: DistractorSource | None = None, *,
+              progress: bool = False) -> tuple[Plan, dict[str, Any]]:
+    """Sample and order the questions and fix each row's level and distractor count; return that plan with the
+    facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_rows`)."""
+    facts: dict[str, Any] = {}
+    # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
+    if cfg.eval_sets:
+        index = LeakageIndex()
+        for d in cfg.eval_sets:
+            other = LeakageIndex.from_shards(d)
+            index.ids |= other.ids
+            index.questions |= other.questions
+        leaks: Counter = Counter()
+        examples_leaked: list[str] = []
+        for src in sources:
+            kept = []
+            for ex in src.examples:
+                how = index.leaked(ex.id, ex.question)
+                if how:
+                    leaks[how] += 1
+                    if len(examples_leaked) < 10:
+                        examples_leaked.append(f"{ex.source}:{ex.id}")
+                    if cfg.leakage == "drop":
+                        src.excluded["leaked"] += 1
+                        continue
+                kept.append(ex)
+            src.examples = kept
+        facts["leakage"] = {"policy": cfg.leakage, "by_id": leaks["id"], "by_question": leaks["question"],
+                            "examples": examples_leaked, "eval_sets": list(cfg.eval_sets)}
+        if sum(leaks.values()) and cfg.leakage == "refuse":
+            raise BuildError(
+                f"{sum(leaks.values())} training question(s) also appear in the evaluation set(s) "
+                f"({leaks['id']} by id, {leaks['question']} by normalised question text; e.g. "
+                f"{', '.join(examples_leaked[:3])}); pass --leakage drop to exclude them before sampling, "
+                "or --leakage warn to keep them")
+    # Sampling, with the trainer-tail fit applied to the total.
+    chosen: list[Example] = []
+    per_source = {}
+    quotas = [s.spec.n for s in sources]
+    total = sum(len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True))
+    if cfg.setting == "curriculum" and cfg.batch_prompts and cfg.tail != "keep":
+        rem = total % cfg.batch_prompts
+        if rem:
+            if cfg.tail == "trim":
+                delta = -rem
+            else:
+                delta = cfg.batch_prompts - rem
+            quotas = _adjust_quotas(sources, quotas, delta)
+            facts["tail_fit"] = {"policy": cfg.tail, "requested": total, "rows": total + delta}
+    for src, q in zip(sources, quotas, strict=True):
+        picked = _sample(src, q, cfg.seed)
+        per_source[src.dataset] = len(picked)
+        chosen += picked
+    if len(sources) > 1:  # a mixture: interleave the sources so every level holds all of them
+        random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
+    plan: Plan = []
+    source = distractors or PROVIDED
+    source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
+    # the source's planning hook (a BM25 source reads the passages the rows need in one batch)
+    if cfg.setting == "curriculum":
+        paired = assign_levels(chosen, cfg)
+        wants = [(ex, num_distractors(level, ex.hops, 1 << 30)) for ex, level in paired]
+        source.plan_hint(wants)
+        for (ex, level), (_, want) in zip(paired, wants, strict=True):
+            plan.append(PlannedRow(ex, level, source.available(ex, want), ex.hops))
+    elif cfg.setting == "retrieved":
+        source.plan_hint([(ex, cfg.top_k) for ex in chosen])
+        for ex in chosen:
+            shown = source.select(ex, 0)
+            j = ex.hops
+            d = sum(not p.is_gold for p in shown)
+            plan.append(PlannedRow(ex, level_for(d, j), d, j))
+    else:
+        if cfg.setting == "distractor":
+            source.plan_hint([(ex, cfg.max_distractors) for ex in chosen])
+        for ex in chosen:
+            d = source.available(ex, cfg.max_distractors) if cfg.setting == "distractor" else 0
+            j = ex.hops
+            plan.append(PlannedRow(ex, level_for(d, j), d, j))
+    if cfg.unanswerable_fraction > 0:
+        plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
+                for r in plan]
+        facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
+    facts["per_source"] = per_source
+    return plan, facts
+
+
+def make_plan(cfg: BuildConfig, sources: BuildSources, *, progress: bool = False) -> BuildPlan:
+    """Stage 2: :func:`plan_rows` over the sources stage's hand-off."""
+    rows, facts = plan_rows(cfg, sources.loaded, sources.distractors, progress=progress)
+    return BuildPlan(rows, facts)
+
+
+def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: DistractorSource | None = None) -> dict[str, Any]:
+    """The manifest's record of the unanswerable rows: the option, the counts, and the rows whose distractors ran
+    out before every gold passage was replaced (they show fewer passages)."""
+    short = missing = answer_shown = 0
+    by_source: dict[str, Counter] = {}
+    src = source or PROVIDED
+    for r in plan:
+        by_source.setdefault(r.ex.source, Counter())["answerable" if r.answerable else "unanswerable"] += 1
+        if not r.answerable:
+            lack = max(0, r.d + r.hops - src.available(r.ex, r.d + r.hops))
+            short += lack > 0
+            missing += lack
+            has_answer = _AnswerFilter(r.ex.answers)
+            answer_shown += any(has_answer(p.title, p.text)
+                                for p in src.select(r.ex, r.d, cfg.seed, unanswerable=True))
+    if short:
+        log.warning("%d unanswerable row(s) ran out of distractors to replace their gold passages with and show %d "
+                    "passage(s) fewer in all than their answerable form would (see the manifest's "
+                    "unanswerable.short_rows)", short, missing)
+    return {
+        "fraction": cfg.unanswerable_fraction, "abstention_answer": cfg.abstention_answer,
+        "answerable_rows": sum(1 for r in plan if r.answerable),
+        "unanswerable_rows": sum(1 for r in plan if not r.answerable),
+        "by_source": {k: {"answerable": v["answerable"], "unanswerable": v["unanswerable"]}
+                      for k, v in sorted(by_source.items())},
+        "short_rows": short, "missing_passages": missing,
+        # rows that show a passage containing one of the question's answers (normalised, whole words): the
+        # dataset's own distractors can (BM25 distractors and retrieved unanswerable rows never do)
+        "answer_in_passages": answer_shown,
+    }
+
+
+def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], delta: int) -> list[int | None]:
+    """Trim (delta < 0) from the last sources, or pad (delta > 0) from sources with questions left."""
+    out = [len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True)]
+    order = range(len(out) - 1, -1, -1) if delta < 0 else range(len(out))
+    for i in order:
+        if delta == 0:
+            break
+        if delta < 0:
+            take = min(out[i] - 1, -delta)
+            out[i] -= take
+            delta += take
+        else:
+            room = len(sources[i].examples) - out[i]
+            take = min(room, delta)
+            out[i] += take
+            delta -= take
+    if delta > 0:
+        raise BuildError(f"cannot pad to a multiple of the batch: {delta} more question(s) needed than the "
+                         "sources have; use --tail trim instead")
+    return list(out)
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """Counts per level, hops, distractors and source: the manifest's and the data card's statistics."""
+
+    by_source_level: dict[str, Counter] = {}
+    for r in plan:
+        by_source_level.setdefault(r.ex.source, Counter())[r.level] += 1
+    return {
+        "levels": distribution(r.level for r in plan),
+        "hops": distribution(r.hops for r in plan),
+        "num_distractors": distribution(r.d for r in plan),
+        "sources": distribution(r.ex.source for r in plan),
+        "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
+        "passages_mean": round(sum(r.hops + r.d for r in plan) / len(plan), 3) if plan else 0,
+    }

@@ -1,0 +1,209 @@
+"""Build stage 4, write: the manifest (the recorded config, the sources, the plan's counts and facts), the shards
+written through the render stage into one atomic output folder (:func:`~rag_curriculum.shards.write_shards`),
+the origin and prompt-length statistics read back from them, and the data card."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from .. import cards
+from .._plumbing import trainer_tail
+from .._version import __version__
+from ..loaders import get_loader
+from ..shards import (
+    PROMPT_TOKENS,
+    ROW_SCHEMA,
+    portable_path,
+    relative_path,
+    row_schema,
+    sha256_file,
+    write_shards,
+)
+from ._plan import BuildPlan, plan_summary, source_K
+from ._render import ADAPTIVE_COLUMNS, write_plan
+from ._sources import BuildSources, LoadedSource, _is_hub
+from .config import BuildConfig
+from .lengths import LengthStats, tokenizer_info
+
+log = logging.getLogger(__name__)
+
+
+def origin_summary(directory: Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The origins of the shown passages, the BM25 ranks of the distractors and, in the retrieved setting, the
+    distribution of recall@N, read back from the written shards (only those columns): what the manifest and the
+    data card report for builds with an index."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    origins: Counter = Counter()
+    ranks: Counter = Counter()
+    recall: Counter = Counter()
+    edges = np.array([5, 10, 20, 50])  # the upper ends of _RANK_BUCKETS but the last
+    for e in entries:
+        t = pq.ParquetFile(directory / e["file"]).read(columns=[
+            "passages.list.element.is_gold", "passages.list.element.origin", "passages.list.element.bm25_rank",
+            "gold_recall", "answerable"])
+        p = pc.list_flatten(t.column("passages").combine_chunks())
+        flat = pa.table({"is_gold": p.field("is_gold"), "origin": p.field("origin")})
+        for row in flat.group_by(["is_gold", "origin"]).aggregate([("is_gold", "count")]).to_pylist():
+            origins[f"{'gold' if row['is_gold'] else 'distractor'}:{row['origin']}"] += row["is_gold_count"]
+        r = p.field("bm25_rank").filter(pc.and_(pc.invert(p.field("is_gold")), pc.is_valid(p.field("bm25_rank"))))
+        counts = np.bincount(np.searchsorted(edges, r.to_numpy(zero_copy_only=False), side="left"), minlength=5)
+        for bucket, c in zip(_RANK_BUCKETS, counts.tolist(), strict=True):
+            ranks[bucket] += c
+        rec = t.column("gold_recall").filter(pc.and_(pc.is_valid(t.column("gold_recall")), t.column("answerable")))
+        for row in pc.value_counts(rec).to_pylist():
+            recall[f"{row['values']:.2f}"] += row["counts"]
+    out: dict[str, Any] = {"origins": dict(sorted(origins.items())),
+                           "distractor_bm25_ranks": {k: ranks[k] for k in _RANK_BUCKETS if ranks[k]}}
+    if recall:
+        n = sum(recall.values())
+        out["gold_recall"] = {"distribution": dict(sorted(recall.items())),
+                              "mean": round(sum(float(k) * v for k, v in recall.items()) / n, 4),
+                              "all": recall.get("1.00", 0), "none": recall.get("0.00", 0),
+                              "some": n - recall.get("1.00", 0) - recall.get("0.00", 0)}
+    return out
+
+
+_RANK_BUCKETS = ("1-5", "6-10", "11-20", "21-50", "51+")
+
+
+def _rank_bucket(rank: int) -> str:
+    return "1-5" if rank <= 5 else "6-10" if rank <= 10 else "11-20" if rank <= 20 else "21-50" if rank <= 50 else "51+"
+
+
+def current_command() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("curriculum", "cli.py", "__main__.py")):
+        argv[0] = "curriculum"
+    return shlex.join(argv)
+
+
+
+def _portable(path: str | None, out: str | Path) -> str | None:
+    if path is None or _is_hub(path) or not Path(path).exists():
+        return path  # a Hub id (or a name the loaders resolve), kept as given
+    return portable_path(path, out)
+
+
+def recorded_config(cfg: BuildConfig) -> dict[str, Any]:
+    """The configuration as the manifest records it: local paths relative to the output where they lie inside
+    or beside it, else file names (cards and manifests are published as they are; the sources' checksums
+    identify the files)."""
+    d = cfg.to_dict()
+    out = cfg.out
+    for s in d["sources"]:
+        s["input"] = _portable(s["input"], out)
+    d["eval_sets"] = [_portable(str(e), out) for e in d["eval_sets"]]
+    if d.get("tokenizer"):
+        d["tokenizer"] = _portable(d["tokenizer"], out)
+    d["out"] = Path(out).name
+    return json.loads(json.dumps(d))
+
+
+def same_build(manifest: dict[str, Any], cfg: BuildConfig) -> bool:
+    """Whether a shard directory was built by ``cfg``: the recorded configuration, and the checksum of every
+    local input file (the configuration names a file by a portable path, which does not identify its content)."""
+    if manifest.get("config") != recorded_config(cfg):
+        return False
+    recorded = {s.get("dataset"): s.get("sha256") for s in manifest.get("sources") or []}
+    for spec in cfg.sources:
+        if spec.input and not _is_hub(spec.input):
+            name = get_loader(spec.dataset).name
+            try:
+                if recorded.get(name) != sha256_file(spec.input):
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def _source_record(s: LoadedSource, out: str) -> dict[str, Any]:
+    inp = s.spec.input
+    local = bool(inp) and not _is_hub(inp)
+    return {
+        "dataset": s.dataset,
+        "input": Path(inp).name if local else inp,  # the file name; the path is in `path` when portable
+        "path": relative_path(inp, out) if local else None,  # relative to the output, when inside or beside it
+        "split": s.examples[0].split if s.examples else None,
+        "sha256": s.checksum,
+        "hub": (inp[len("hf://"):] if _is_hub(inp) else None if inp else get_loader(s.dataset).hub_path),
+        "records_loaded": len(s.examples) + sum(s.excluded.values()), "excluded": dict(s.excluded),
+        "skipped": dict(s.report.counts), "license": get_loader(s.dataset).license,
+    }
+
+
+
+
+def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
+                   command: str | None = None) -> dict[str, Any]:
+    """The manifest before the shards are written (:func:`write_build` completes it)."""
+    rows, facts = plan.rows, plan.facts
+    loaded = sources.loaded
+    tail = trainer_tail(len(rows), cfg.batch_prompts) if cfg.setting == "curriculum" else None
+    manifest: dict[str, Any] = {
+        "kind": cfg.setting,
+        "toolkit": {"name": "rag-curriculum", "version": __version__},
+        "config": recorded_config(cfg),
+        "seed": cfg.seed,
+        "K": {s.dataset: (cfg.K or source_K(cfg, s.dataset)) for s in loaded},
+        "command": command or current_command(),
+        "sources": [{**_source_record(s, cfg.out), "sampled": facts["per_source"].get(s.dataset, 0)}
+                    for s in loaded],
+        "counts": plan_summary(rows),
+        "trainer_tail": tail,
+    }
+    for k in ("leakage", "tail_fit", "unanswerable"):
+        if k in facts:
+            manifest[k] = facts[k]
+    if sources.index is not None:  # completed from the shards once they are written (origin_summary)
+        manifest["distractors"] = {**sources.distractors.facts(), "index": sources.index.describe(cfg.out)}
+    if "leakage" in manifest:
+        manifest["leakage"]["eval_sets"] = recorded_config(cfg)["eval_sets"]
+    if tail and tail["unseen_rows"]:
+        log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
+                    "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
+                    len(rows))
+    return manifest
+
+
+def write_build(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, manifest: dict[str, Any], *,
+                tokenizer: Any = None, progress: bool = False) -> dict[str, Any]:
+    """Stage 4: render and write the shards (:func:`~._render.write_plan`) into ``cfg.out`` atomically, complete
+    the manifest from them (origins and BM25 ranks with an index, prompt lengths with a tokenizer), and write the
+    data card; the final manifest."""
+    rows = plan.rows
+    levels = [r.level for r in rows]
+    adaptive = ADAPTIVE_COLUMNS if cfg.schedule == "adaptive" else ()
+    extra = (PROMPT_TOKENS, *adaptive) if tokenizer is not None else adaptive
+    schema = row_schema(*extra) if extra else ROW_SCHEMA
+
+    def writer(d: Path) -> list[dict[str, Any]]:
+        per_shard: list[LengthStats] = []
+        entries = write_plan(rows, cfg, d, progress=progress, tokenizer=tokenizer, source=sources.distractors,
+                             lengths=per_shard if tokenizer is not None else None)
+        if sources.index is not None:
+            manifest["distractors"].update(origin_summary(d, entries))
+        if tokenizer is not None:
+            stats = per_shard[0]
+            for s in per_shard[1:]:
+                stats = stats.merge(s)
+            # write_shards copies the manifest after the shards are written: the record goes in with the rest
+            manifest["prompt_tokens"] = stats.to_manifest(tokenizer_info(cfg.tokenizer, tokenizer))
+            longest = manifest["prompt_tokens"]["longest"]
+            log.info("longest prompt: %d tokens (row %s, curriculum_index %d, level %d) with %s's chat template",
+                     longest["tokens"], longest["id"], longest["curriculum_index"], longest["level"], cfg.tokenizer)
+        return entries
+
+    return write_shards(writer, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
+                        rows_per_shard=cfg.rows_per_shard, schema=schema,
+                        card=lambda d, m: cards.write_build_card(d, m, levels))
