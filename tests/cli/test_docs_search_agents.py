@@ -41,6 +41,11 @@ def test_the_search_agents_pages_cpu_commands_run_as_written(tmp_path, shared_da
     assert entry["questions"] == 20 and entry["samples"] == 2
     # as the page says: a random model writes no valid action, every trajectory ends at the turn budget
     assert entry["status"] == {"turn_budget": 40} and sum(entry["format_errors"].values()) == 120
+    # the partition step: 5 questions, 2 trajectories each, none answered by the random model
+    part = json.loads((repo / "outputs/partition-agent/partition.json").read_text())
+    assert part["counts"]["questions"] == 5 and part["counts"]["unanswerable"] == 5
+    assert sum(part["counts"]["status"].values()) == 10
+    assert (repo / "outputs/partition-agent/answerable-with-search/manifest.json").is_file()
     run = repo / "outputs/train/search-r1-cpu-tiny-musique"
     steps = (run / "curriculum_steps.jsonl").read_text().splitlines()
     assert len(steps) == 3, "3 GRPO steps"
