@@ -95,3 +95,26 @@ def test_three_steps_logged_by_component(trained):
             + w["think_answer"] * log["veritas/think_answer"],
             abs=1e-6,
         )
+
+
+def test_dry_run_of_the_recipes(tmp_path):
+    """Both recipes bind to TRL's GRPOConfig and build their reward: the paper's weights, the judge an
+    OpenAI-compatible server (veritas) or lexical_judge on the scripted backend (veritas-cpu-tiny)."""
+    from rag_curriculum.rewards.trl import reward_funcs_from_config
+    from rag_curriculum.train import compose_train_config
+    from rag_curriculum.train._trl import check_recipe
+
+    for recipe, backend in (("veritas", "openai"), ("veritas-cpu-tiny", "scripted")):
+        cfg = compose_train_config(recipe, [f"data.shards={tmp_path}"])
+        args, _ = check_recipe(cfg)
+        assert not args.use_vllm and cfg.agent.retriever
+        funcs, weights = reward_funcs_from_config(
+            [{"name": r.name, "weight": r.weight, "kwargs": r.kwargs} for r in cfg.rewards]
+        )
+        veritas = funcs[0]
+        assert veritas.__name__ == "veritas" and weights[0] == 1.0
+        assert veritas.weights == {"em": 0.9, "info_think": 0.05, "think_answer": 0.02, "think_search": 0.0}
+        assert veritas._judge.backend == backend and veritas.think_answer_scope == "last_think"
+    cfg = compose_train_config("veritas", [f"data.shards={tmp_path}"])
+    assert cfg.model.name_or_path == "Qwen/Qwen2.5-7B" and cfg.batch.prompts_per_step == 256
+    assert args.learning_rate == 1e-6
