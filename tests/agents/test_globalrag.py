@@ -18,7 +18,6 @@ from rag_curriculum.agents._globalrag import (
     PlanError,
     gold_plan,
     gold_plans,
-    main,
     parse_globalrag,
     parse_plan,
     plan_from_questions,
@@ -27,6 +26,7 @@ from rag_curriculum.agents._globalrag import (
     teacher_plans,
     write_plans,
 )
+from rag_curriculum.agents.globalrag import main
 from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
 
@@ -224,6 +224,19 @@ def test_plan_files_round_trip_and_bad_lines_are_located(tmp_path, capsys):
     (tmp_path / "nojson.jsonl").write_text('{"id": "a", "nodes": []}\n{oops\n')
     with pytest.raises(DataError, match="line 1"):
         read_plans(tmp_path / "nojson.jsonl")
+
+
+def test_commands_report_bad_input_in_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope.jsonl"
+    assert main(["plans", "--dataset", "musique", "--input", str(missing), "--out", str(tmp_path / "p")]) == 1
+    err = capsys.readouterr().err
+    assert str(missing) in err and "Traceback" not in err and err.startswith("error: ")
+    (tmp_path / "summary.json").write_text('{"rows": []}')
+    assert main(["table", str(tmp_path)]) == 1
+    assert "not the summary.json of an agent evaluation" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a usage error: argparse's exit 2
+        main(["plans", "--dataset", "nq"])
+    assert e.value.code == 2
 
 
 # -- the teacher path -----------------------------------------------------------------------------------------

@@ -708,38 +708,3 @@ def render_table1(summary: Mapping[str, Any], *, paper_rows: bool = True) -> str
         for name, vals in TABLE1_PAPER.items():
             lines.append(row(name, list(vals)))
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rag_curriculum.agents._globalrag plans|table ...`` (see docs/globalrag.md)."""
-    import argparse
-
-    from ..loaders import load_examples
-
-    ap = argparse.ArgumentParser(prog="python -m rag_curriculum.agents._globalrag")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("plans", help="gold plan graphs from a dataset's annotations (no teacher)")
-    p.add_argument("--dataset", required=True, choices=["hotpotqa", "musique", "2wikimultihopqa"])
-    p.add_argument("--input", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--musique-arrows", default="rewrite", choices=["rewrite", "keep"])
-    t = sub.add_parser("table", help="Table 1's layout from an agent evaluation's summary.json")
-    t.add_argument("summary")
-    t.add_argument("--no-paper-rows", action="store_true")
-    a = ap.parse_args(argv)
-    import sys
-
-    if a.cmd == "plans":
-        recs, counts = gold_plans(load_examples(a.dataset, a.input), musique_arrows=a.musique_arrows)
-        write_plans(a.out, recs)
-        sys.stdout.write(f"{a.out}: {json.dumps(counts)}\n")
-        return 0
-    path = Path(a.summary)
-    if path.is_dir():
-        path = path / "summary.json"
-    sys.stdout.write(render_table1(json.loads(path.read_text()), paper_rows=not a.no_paper_rows))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -292,7 +292,7 @@ class GlobalRagReward:
     """GlobalRAG's total reward R(t) as a batched TRL reward function (see the module docstring).
 
     Gold plans come from a ``gold_plan`` column (a plan dict per row: ``nodes``, ``edges``) or from ``plans``, a
-    plan file (``python -m rag_curriculum.agents._globalrag plans``) looked up by the row's ``source_id`` (the
+    plan file (``python -m rag_curriculum.agents.globalrag plans``) looked up by the row's ``source_id`` (the
     example's id; ``id`` when absent). A row without a gold plan is an error unless ``missing_plan="zero"`` (its
     plan terms are then 0 and counted in ``globalrag/no_gold_plan``)."""
 
@@ -364,7 +364,7 @@ class GlobalRagReward:
         which = next((f"{n} {c[i]!r}" for n, c in (("source_id", source_id), ("id", ids)) if c is not None), "")
         raise ConfigError(f"no gold plan for completion {i} ({which or 'no id column'})",
                           hint="pass a gold_plan column or plans=FILE holding every training row's id "
-                               "(python -m rag_curriculum.agents._globalrag plans), or missing_plan=zero")
+                               "(python -m rag_curriculum.agents.globalrag plans), or missing_plan=zero")
 
     def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                    reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,

@@ -1,0 +1,71 @@
+"""GlobalRAG's commands (docs/globalrag.md)::
+
+    python -m rag_curriculum.agents.globalrag plans --dataset musique --input FILE --out plans/musique-train.jsonl
+    python -m rag_curriculum.agents.globalrag table OUT      # an agent evaluation's summary.json, Table 1's layout
+
+``plans`` writes the gold plan graphs of a dataset file (:func:`~rag_curriculum.agents._globalrag.gold_plans`) and
+prints the counts; ``table`` prints :func:`~rag_curriculum.agents._globalrag.render_table1`. Usage errors exit 2
+(argparse's), bad input exits 1 with one line naming the file and what to do, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import CurriculumError
+from ._globalrag import gold_plans, render_table1, write_plans
+
+__all__ = ["main"]
+
+
+def _run(a: argparse.Namespace) -> None:
+    if a.cmd == "plans":
+        from ..loaders import load_examples
+
+        recs, counts = gold_plans(load_examples(a.dataset, a.input), musique_arrows=a.musique_arrows)
+        write_plans(a.out, recs)
+        sys.stdout.write(f"{a.out}: {json.dumps(counts)}\n")
+        return
+    path = Path(a.summary)
+    if path.is_dir():
+        path = path / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CurriculumError(f"{path}: not JSON ({e})", hint="give the --out folder of `curriculum eval "
+                              "--agent` or its summary.json") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("evals"), list):
+        raise CurriculumError(f"{path}: not the summary.json of an agent evaluation (no 'evals' list)",
+                              hint="give the --out folder of `curriculum eval --agent`")
+    sys.stdout.write(render_table1(summary, paper_rows=not a.no_paper_rows))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rag_curriculum.agents.globalrag",
+                                 description="GlobalRAG: gold plan graphs and Table 1 (docs/globalrag.md)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plans", help="gold plan graphs from a dataset's own annotations (no teacher)")
+    p.add_argument("--dataset", required=True, choices=["hotpotqa", "musique", "2wikimultihopqa"])
+    p.add_argument("--input", required=True, help="the dataset file (any layout the loaders read)")
+    p.add_argument("--out", required=True, help="the plan file to write (JSONL, atomically)")
+    p.add_argument("--musique-arrows", default="rewrite", choices=["rewrite", "keep"],
+                   help="MuSiQue's 'subject >> relation' steps: rewritten as questions (default) or kept")
+    t = sub.add_parser("table", help="Table 1's layout from an agent evaluation (its --out folder or summary.json)")
+    t.add_argument("summary")
+    t.add_argument("--no-paper-rows", action="store_true", help="leave out the paper's GlobalRAG rows")
+    a = ap.parse_args(argv)
+    try:
+        _run(a)
+    except (CurriculumError, ValueError, KeyError, OSError) as e:
+        hint = getattr(e, "hint", None)
+        sys.stderr.write(f"error: {e}\n" + (f"hint: {hint}\n" if hint else ""))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
