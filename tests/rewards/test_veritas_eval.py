@@ -81,6 +81,7 @@ def test_eval_with_veritas_faithfulness(index_dir, min_max_shards, tmp_path):
     r = runner.invoke(app, args, catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "veritas.md" in r.output
+    assert "VERITAS faithfulness (fractions)" in r.output and "Think-Ans Faithfulness" in r.output
     summary = json.loads((out / "summary.json").read_text())
     (entry,) = summary["evals"]
     v = entry["veritas"]

@@ -256,6 +256,20 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                           f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
                           errors if j == 0 else "", ended if j == 0 else "")
     out.print(table)
+    if cfg.faithfulness:  # VERITAS's Table 6 layout (evaluation/_veritas.py), as in veritas.md
+        from ..evaluation._veritas import veritas_table
+
+        got = veritas_table(summary)
+        if got is not None:
+            vt = Table(title="VERITAS faithfulness (fractions)", header_style="bold")
+            for i, h in enumerate(got[0]):
+                vt.add_column(h, justify="left" if i == 0 else "right")
+            for r in got[1]:
+                if not any(r[1:]):
+                    vt.add_section()
+                    r = [f"[bold]{r[0]}[/]", *r[1:]]
+                vt.add_row(*r)
+            out.print(vt)
     console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/"
                   + (", veritas.md (Table 6 layout), pairs/" if cfg.faithfulness else ""))
 

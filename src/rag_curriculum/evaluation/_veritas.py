@@ -31,7 +31,7 @@ from .._plumbing import atomic_write_bytes
 from ..errors import ConfigError, UsageError
 from ..rewards._veritas import VeritasJudge, VeritasReward, pair_records
 
-__all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry"]
+__all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry", "veritas_table"]
 
 FAITHFULNESS = ("veritas",)
 JUDGE_FIELDS = (
@@ -153,10 +153,10 @@ def veritas_entry(
     }
 
 
-def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
-    """The paper's Table 6 layout: a block per measure (EM, Info-Think, Think-Ans, and Think-Search when judged),
-    a row per model, a column per dataset and their average, fractions with three decimals (``-``: not computed).
-    None when no entry has VERITAS scores."""
+def veritas_table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The paper's Table 6 layout as a header and rows: a block per measure (EM, Info-Think, Think-Ans, and
+    Think-Search when judged; a block's first row holds its title alone), a row per model, a column per dataset and
+    their average, fractions with three decimals (``-``: not computed). None when no entry has VERITAS scores."""
     evals = [e for e in summary.get("evals", []) if e.get("veritas")]
     if not evals:
         return None
@@ -165,21 +165,34 @@ def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
     sets = list(names)
     models = list(dict.fromkeys(e["model"] for e in evals))
     cell = {(e["model"], e["set"]): e["veritas"] for e in evals}
-    lines = [
-        f"# VERITAS faithfulness ({summary.get('agent', 'search-r1')})",
-        "",
-        "| Method | " + " | ".join(label[s] for s in sets) + " | Average |",
-        "|---|" + "---|" * (len(sets) + 1),
-    ]
+    rows: list[list[str]] = []
     for key, title in BLOCKS:
         if key == "think_search" and all(v.get(key) is None for v in cell.values()):
             continue
-        lines.append(f"| **{title}** |" + " |" * (len(sets) + 1))
+        rows.append([title] + [""] * (len(sets) + 1))
         for mname in models:
             vals = [cell.get((mname, s), {}).get(key) for s in sets]
             nums = [v for v in vals if v is not None]
             avg = f"{sum(nums) / len(nums):.3f}" if nums and len(nums) == len(vals) else "-"
-            lines.append(
-                f"| {mname} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals) + f" | {avg} |"
-            )
+            rows.append([mname, *("-" if v is None else f"{v:.3f}" for v in vals), avg])
+    return ["Method", *(label[s] for s in sets), "Average"], rows
+
+
+def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
+    """:func:`veritas_table` as Markdown (block titles in bold); None when no entry has VERITAS scores."""
+    table = veritas_table(summary)
+    if table is None:
+        return None
+    header, rows = table
+    lines = [
+        f"# VERITAS faithfulness ({summary.get('agent', 'search-r1')})",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "---|" * (len(header) - 1),
+    ]
+    for r in rows:
+        if not any(r[1:]):
+            lines.append(f"| **{r[0]}** |" + " |" * (len(header) - 1))
+        else:
+            lines.append("| " + " | ".join(r) + " |")
     return "\n".join(lines) + "\n"
