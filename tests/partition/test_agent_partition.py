@@ -27,9 +27,15 @@ NO, WITH, UNANS = "answerable-without-search", "answerable-with-search", "unansw
 
 # -- the split rule --------------------------------------------------------------------------------------------------
 
+
 def traj(answer, searches=0, status="answer", errors=()):
-    return {"segments": [], "answer": answer, "status": status, "errors": list(errors),
-            "searches": [{"query": "q", "ids": ["1"], "gold": [i == 0]} for i in range(searches)]}
+    return {
+        "segments": [],
+        "answer": answer,
+        "status": status,
+        "errors": list(errors),
+        "searches": [{"query": "q", "ids": ["1"], "gold": [i == 0]} for i in range(searches)],
+    }
 
 
 def test_split_rule():
@@ -44,8 +50,9 @@ def test_split_rule():
 
 def test_a_question_scored_from_its_trajectories():
     cfg = PartitionConfig(agent="search-r1", retriever="ix", model="m")
-    s = score_trajectories([traj("Paris", 2), traj("paris", 1), traj("Lyon", 0), traj(None, 3, "turn_budget")],
-                           ["Paris"], cfg)
+    s = score_trajectories(
+        [traj("Paris", 2), traj("paris", 1), traj("Lyon", 0), traj(None, 3, "turn_budget")], ["Paris"], cfg
+    )
     assert (s["n"], s["c"], s["bucket"], s["learnable"]) == (4, 2, WITH, True)
     assert s["sample_searches"] == [2, 1, 0, 3] and s["sample_em"] == [1.0, 1.0, 0.0, 0.0]
     assert s["searches_per_success"] == 1.5 and s["min_searches_success"] == 1 and s["c_without_search"] == 0
@@ -65,6 +72,7 @@ def test_a_question_scored_from_its_trajectories():
 
 # -- end to end ------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
     from rag_curriculum.retrieval import IndexConfig, build_index
@@ -75,12 +83,17 @@ def index_dir(tmp_path_factory, shared_data):
 
 
 def tree(d: Path) -> dict[str, bytes]:
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and not p.name.endswith(".lock")}
+    return {
+        p.relative_to(d).as_posix(): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock")
+    }
 
 
 def bucket_ids(out: Path, name: str) -> list[str]:
-    return [r["id"] for f in sorted((out / name / "data").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+    return [
+        r["id"] for f in sorted((out / name / "data").glob("*.parquet")) for r in pq.read_table(f).to_pylist()
+    ]
 
 
 def expected(rows, k, seed=0):
@@ -97,25 +110,55 @@ def expected(rows, k, seed=0):
             no_search = kind == 0 or (kind == 3 and first_even)
             searches.append(0 if no_search else 1)
             correct.append(no_search or kind != 2 or answer_even)
-        bucket = NO if any(c and n == 0 for c, n in zip(correct, searches, strict=True)) else WITH if any(correct) else UNANS
+        bucket = (
+            NO
+            if any(c and n == 0 for c, n in zip(correct, searches, strict=True))
+            else WITH
+            if any(correct)
+            else UNANS
+        )
         out[r["id"]] = (searches, correct, bucket)
     return out
 
 
 def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_max_rows, tmp_path):
     out = tmp_path / "run"
-    args = ["partition", str(min_max_shards), "--agent", "search-r1", "--retriever", str(index_dir),
-            "--backend", "scripted", "--model", "agent_policies:knows_some", "--pass-at", "2", "--max-turns", "3",
-            "--topk", "3", "--chunk-size", "16", "--out", str(out), "--no-progress"]
+    args = [
+        "partition",
+        str(min_max_shards),
+        "--agent",
+        "search-r1",
+        "--retriever",
+        str(index_dir),
+        "--backend",
+        "scripted",
+        "--model",
+        "agent_policies:knows_some",
+        "--pass-at",
+        "2",
+        "--max-turns",
+        "3",
+        "--topk",
+        "3",
+        "--chunk-size",
+        "16",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     r = runner.invoke(app, args, catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "answerable without search" in r.output and "searches per success" in r.output
     want = expected(min_max_rows, 2)
     for name in (NO, WITH, UNANS):
-        assert bucket_ids(out, name) == [row["id"] for row in min_max_rows if want[row["id"]][2] == name], name
+        assert bucket_ids(out, name) == [row["id"] for row in min_max_rows if want[row["id"]][2] == name], (
+            name
+        )
     learnable = [row["id"] for row in min_max_rows if 0 < sum(want[row["id"]][1]) < 2]
     assert bucket_ids(out, "learnable") == learnable
-    assert all(len(bucket_ids(out, b)) > 3 for b in (NO, WITH, UNANS, "learnable"))  # every bucket is exercised
+    assert all(
+        len(bucket_ids(out, b)) > 3 for b in (NO, WITH, UNANS, "learnable")
+    )  # every bucket is exercised
     assert not (out / "answerable").exists()
     stats = {s["id"]: s for s in pq.read_table(out / "stats.parquet").to_pylist()}
     for rid, (searches, correct, bucket) in want.items():
@@ -154,13 +197,24 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
     assert runner.invoke(app, args).exit_code == 0
     assert tree(out) == ref
     # other agent settings over the same folder are refused without --overwrite
-    r = runner.invoke(app, [*args[:-7], "--topk", "2", "--chunk-size", "16", "--out", str(out), "--no-progress"])
+    r = runner.invoke(
+        app, [*args[:-7], "--topk", "2", "--chunk-size", "16", "--out", str(out), "--no-progress"]
+    )
     assert r.exit_code == 1 and "other settings" in r.output
 
 
 def test_partition_agent_refusals(index_dir, min_max_shards, tmp_path):
-    base = ["partition", str(min_max_shards), "--backend", "scripted", "--model", "agent_policies:knows_some",
-            "--out", str(tmp_path / "o"), "--no-progress"]
+    base = [
+        "partition",
+        str(min_max_shards),
+        "--backend",
+        "scripted",
+        "--model",
+        "agent_policies:knows_some",
+        "--out",
+        str(tmp_path / "o"),
+        "--no-progress",
+    ]
     r = runner.invoke(app, [*base, "--agent", "search-r1"])
     assert r.exit_code == 2 and "--agent needs --retriever" in r.output
     r = runner.invoke(app, [*base, "--retriever", str(index_dir)])
@@ -179,17 +233,48 @@ def test_partition_agent_with_a_real_tiny_model(index_dir, tiny_model_dir, tmp_p
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     rows = tmp_path / "rows"
-    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=3, K=2)], schedule="max",
-                                 out=str(rows), seed=0), command="t")
+    build_curriculum(
+        BuildConfig(
+            sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=3, K=2)],
+            schedule="max",
+            out=str(rows),
+            seed=0,
+        ),
+        command="t",
+    )
     out = tmp_path / "run"
-    r = runner.invoke(app, ["partition", str(rows), "--agent", "search-r1", "--retriever", str(index_dir),
-                            "--backend", "transformers", "--model", str(tiny_model_dir), "--device", "cpu",
-                            "--pass-at", "2", "--max-tokens", "8", "--max-turns", "2", "--out", str(out),
-                            "--no-progress"])
+    r = runner.invoke(
+        app,
+        [
+            "partition",
+            str(rows),
+            "--agent",
+            "search-r1",
+            "--retriever",
+            str(index_dir),
+            "--backend",
+            "transformers",
+            "--model",
+            str(tiny_model_dir),
+            "--device",
+            "cpu",
+            "--pass-at",
+            "2",
+            "--max-tokens",
+            "8",
+            "--max-turns",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+    )
     assert r.exit_code == 0, r.output
     stats = pq.read_table(out / "stats.parquet").to_pylist()
     assert len(stats) == 3
-    work = [row for f in sorted((out / "work").glob("chunk-*.parquet")) for row in pq.read_table(f).to_pylist()]
+    work = [
+        row for f in sorted((out / "work").glob("chunk-*.parquet")) for row in pq.read_table(f).to_pylist()
+    ]
     by_id = {row["id"]: [json.loads(t) for t in row["completions"]] for row in work}
     trajs = [t for ts in by_id.values() for t in ts]
     assert len(trajs) == 6 and all(t["segments"][0]["source"] == "model" for t in trajs)

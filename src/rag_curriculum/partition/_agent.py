@@ -55,11 +55,15 @@ ROW_COLUMNS = ("id", "question", "answers", "passages", "hops", "level", "answer
 def check_agent_config(cfg: PartitionConfig) -> None:
     """The agent's settings, before anything is read or loaded (usage errors, exit 2)."""
     if not cfg.retriever:
-        raise UsageError("--agent needs --retriever: an index directory or a server URL",
-                         hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)")
+        raise UsageError(
+            "--agent needs --retriever: an index directory or a server URL",
+            hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)",
+        )
     if cfg.balance:
-        raise UsageError("--balance clips two buckets to one size; a search agent's partition has three",
-                         hint="drop --balance (the buckets' sizes are in partition.json), or sample from them")
+        raise UsageError(
+            "--balance clips two buckets to one size; a search agent's partition has three",
+            hint="drop --balance (the buckets' sizes are in partition.json), or sample from them",
+        )
     rollout_config(cfg)
     search_difficulty(cfg)
 
@@ -67,8 +71,13 @@ def check_agent_config(cfg: PartitionConfig) -> None:
 def rollout_config(cfg: PartitionConfig) -> Any:
     from ..agents import RolloutConfig
 
-    return RolloutConfig(template=cfg.template, topk=cfg.topk, max_turns=cfg.max_turns,
-                         max_context_tokens=cfg.max_context_tokens, seed=cfg.seed)
+    return RolloutConfig(
+        template=cfg.template,
+        topk=cfg.topk,
+        max_turns=cfg.max_turns,
+        max_context_tokens=cfg.max_context_tokens,
+        seed=cfg.seed,
+    )
 
 
 def search_difficulty(cfg: PartitionConfig) -> Any:
@@ -95,6 +104,7 @@ def split_bucket(correct: Sequence[bool], searches: Sequence[int]) -> str:
 
 
 # -- the run: one trajectory per "completion" ----------------------------------------------------------------------
+
 
 class RowPrompts(Sequence):
     """The input rows as the runner's prompts: item ``i`` is ``[row]`` (read only when asked), which
@@ -127,9 +137,11 @@ def decode_trajectory(text: str, *, where: str = "") -> dict[str, Any]:
     except (TypeError, ValueError):
         d = None
     if not isinstance(d, dict) or "segments" not in d or "searches" not in d:
-        raise PartitionError(f"{where or 'a chunk file'}: a completion is not a trajectory of a search agent's "
-                             "partition (was this work folder made without --agent?)",
-                             hint="run `curriculum partition` again with the settings that made it, or --overwrite")
+        raise PartitionError(
+            f"{where or 'a chunk file'}: a completion is not a trajectory of a search agent's "
+            "partition (was this work folder made without --agent?)",
+            hint="run `curriculum partition` again with the settings that made it, or --overwrite",
+        )
     return d
 
 
@@ -156,21 +168,35 @@ class RolloutBackend:
         d = getattr(self.inner, "describe", None)
         return d() if callable(d) else {"backend": self.name}
 
-    def generate(self, prompts: Sequence[Sequence[Mapping[str, Any]]], sampling: Any, *,
-                 seeds: Sequence[int] | None = None) -> list[list[str]]:
+    def generate(
+        self,
+        prompts: Sequence[Sequence[Mapping[str, Any]]],
+        sampling: Any,
+        *,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[str]]:
         from ..agents import run_rollouts
 
         rows = [dict(p[0]) for p in prompts]
         n = sampling.n
         try:
-            trajs = run_rollouts(self.inner, rows, self.retriever, sampling, n=n, config=self.config,
-                                 difficulty=self.difficulty)
+            trajs = run_rollouts(
+                self.inner,
+                rows,
+                self.retriever,
+                sampling,
+                n=n,
+                config=self.config,
+                difficulty=self.difficulty,
+            )
         except PromptTooLongError as e:
-            raise PartitionError(f"a trajectory grew longer than the model's context ({e})",
-                                 hint="set --max-context-tokens below the model's context length (a trajectory "
-                                 "that reaches it stops, status context_budget)") from None
+            raise PartitionError(
+                f"a trajectory grew longer than the model's context ({e})",
+                hint="set --max-context-tokens below the model's context length (a trajectory "
+                "that reaches it stops, status context_budget)",
+            ) from None
         texts = [encode_trajectory(t) for t in trajs]
-        return [texts[i * n:(i + 1) * n] for i in range(len(rows))]
+        return [texts[i * n : (i + 1) * n] for i in range(len(rows))]
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)
@@ -189,14 +215,21 @@ def agent_setup(cfg: PartitionConfig, input_dir: Path) -> tuple[dict[str, Any], 
     table = read_table(input_dir)
     missing = {"id", "question", "answers"} - set(table.schema.names)
     if missing:
-        raise PartitionError(f"{input_dir}: the rows have no {', '.join(sorted(missing))} column; a search agent "
-                             "reads the question and its answers from the rows",
-                             hint="pass a shard directory made by `curriculum build`")
+        raise PartitionError(
+            f"{input_dir}: the rows have no {', '.join(sorted(missing))} column; a search agent "
+            "reads the question and its answers from the rows",
+            hint="pass a shard directory made by `curriculum build`",
+        )
     rows = table.select([c for c in ROW_COLUMNS if c in table.schema.names])
     described = retriever.describe()
     where = {k: v for k, v in described.items() if k != "path"}  # the index's content, not where it is
-    fingerprint = {"agent": cfg.agent, "version": AGENT_TASK_VERSION, "rollout": rollout_config(cfg).to_dict(),
-                   "difficulty": search_difficulty(cfg).to_dict(), "retriever": mask_secrets(where)}
+    fingerprint = {
+        "agent": cfg.agent,
+        "version": AGENT_TASK_VERSION,
+        "rollout": rollout_config(cfg).to_dict(),
+        "difficulty": search_difficulty(cfg).to_dict(),
+        "retriever": mask_secrets(where),
+    }
     config, difficulty = rollout_config(cfg), search_difficulty(cfg)
 
     def wrap(backend: Any) -> Any:
@@ -233,30 +266,48 @@ AGENT_STAT_FIELDS: list[pa.Field] = [
     pa.field("gold_found_rate", pa.float64()),
 ]
 
-AGENT_STATS_SCHEMA = pa.schema([
-    pa.field("position", pa.int64()),
-    pa.field("id", pa.string()),
-    pa.field("source_id", pa.string()),
-    pa.field("data_source", pa.string()),
-    pa.field("setting", pa.string()),
-    pa.field("level", pa.int32()),
-    pa.field("hops", pa.int32()),
-    pa.field("seed", pa.int64()),
-    pa.field("skipped", pa.string()),
-    *AGENT_STAT_FIELDS[1:],
-    pa.field("sample_valid", pa.list_(pa.bool_())),
-    pa.field("base_predictions", pa.list_(pa.string())),
-    pa.field("bucket", pa.string()),
-    pa.field("learnable", pa.bool_()),
-    pa.field("kept", pa.bool_()),
-])
+AGENT_STATS_SCHEMA = pa.schema(
+    [
+        pa.field("position", pa.int64()),
+        pa.field("id", pa.string()),
+        pa.field("source_id", pa.string()),
+        pa.field("data_source", pa.string()),
+        pa.field("setting", pa.string()),
+        pa.field("level", pa.int32()),
+        pa.field("hops", pa.int32()),
+        pa.field("seed", pa.int64()),
+        pa.field("skipped", pa.string()),
+        *AGENT_STAT_FIELDS[1:],
+        pa.field("sample_valid", pa.list_(pa.bool_())),
+        pa.field("base_predictions", pa.list_(pa.string())),
+        pa.field("bucket", pa.string()),
+        pa.field("learnable", pa.bool_()),
+        pa.field("kept", pa.bool_()),
+    ]
+)
 
-_PER_QUESTION = [f.name for f in AGENT_STATS_SCHEMA if f.name not in
-                 ("position", "id", "source_id", "data_source", "setting", "level", "hops", "seed", "skipped", "kept")]
+_PER_QUESTION = [
+    f.name
+    for f in AGENT_STATS_SCHEMA
+    if f.name
+    not in (
+        "position",
+        "id",
+        "source_id",
+        "data_source",
+        "setting",
+        "level",
+        "hops",
+        "seed",
+        "skipped",
+        "kept",
+    )
+]
 
 
-def score_trajectories(trajs: Sequence[Mapping[str, Any]], answers: Sequence[str], cfg: PartitionConfig
-                       ) -> dict[str, Any]:
+def score_trajectories(
+    trajs: Sequence[Mapping[str, Any]], answers: Sequence[str], cfg: PartitionConfig
+) -> dict[str, Any]:
     """One question's statistics from its ``k`` trajectories (decoded JSON): the columns of
     :data:`AGENT_STATS_SCHEMA` after ``skipped`` (``kept`` aside)."""
     from ..rewards._metrics import answer_scores
@@ -278,20 +329,35 @@ def score_trajectories(trajs: Sequence[Mapping[str, Any]], answers: Sequence[str
     hits = [n for n, c in zip(searches, correct, strict=True) if c]
     c0 = sum(1 for n, c in zip(searches, correct, strict=True) if c and n == 0)
     return {
-        "n": s.n, "c": s.c, "sample_em": em, "sample_f1": list(s.f1), "max_f1": s.max_f1, "mean_f1": s.mean_f1,
-        "pass_rate": s.pass_rate, "pass_at_k": list(s.pass_at_k), "num_valid_format": sum(valid),
-        "sample_searches": searches, "sample_gold_found": gold, "sample_status": status,
-        "sample_format_errors": errors, "c_without_search": c0, "pass_rate_without_search": c0 / s.n,
+        "n": s.n,
+        "c": s.c,
+        "sample_em": em,
+        "sample_f1": list(s.f1),
+        "max_f1": s.max_f1,
+        "mean_f1": s.mean_f1,
+        "pass_rate": s.pass_rate,
+        "pass_at_k": list(s.pass_at_k),
+        "num_valid_format": sum(valid),
+        "sample_searches": searches,
+        "sample_gold_found": gold,
+        "sample_status": status,
+        "sample_format_errors": errors,
+        "c_without_search": c0,
+        "pass_rate_without_search": c0 / s.n,
         "searches_per_success": sum(hits) / len(hits) if hits else None,
         "min_searches_success": min(hits) if hits else None,
-        "mean_searches": sum(searches) / len(searches), "gold_found_rate": sum(gold) / len(gold),
-        "sample_valid": valid, "base_predictions": preds, "bucket": split_bucket(correct, searches),
+        "mean_searches": sum(searches) / len(searches),
+        "gold_found_rate": sum(gold) / len(gold),
+        "sample_valid": valid,
+        "base_predictions": preds,
+        "bucket": split_bucket(correct, searches),
         "learnable": s.learnable,
     }
 
 
 def agent_question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig) -> pa.Table:
     """``stats.parquet`` of a search agent's partition: one row per question (:data:`AGENT_STATS_SCHEMA`)."""
+
     def col(name: str) -> list[Any]:
         return rows.column(name).to_pylist() if name in rows.schema.names else [None] * rows.num_rows
 
@@ -310,7 +376,9 @@ def agent_question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig
                 for k in _PER_QUESTION:
                     recs[k].append(None)
             else:
-                trajs = [decode_trajectory(c, where=f"question {meta['id'][p]!r} (position {p})") for c in comps]
+                trajs = [
+                    decode_trajectory(c, where=f"question {meta['id'][p]!r} (position {p})") for c in comps
+                ]
                 for k, v in score_trajectories(trajs, answers[p] or [], cfg).items():
                     recs[k].append(v)
             recs["kept"].append(False)
@@ -321,7 +389,9 @@ def agent_select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[i
     pos = stats.column("position").to_pylist()
     bucket = stats.column("bucket").to_pylist()
     learn = stats.column("learnable").to_pylist()
-    kept = {b: {p for p, x in zip(pos, bucket, strict=True) if x == b} for b in AGENT_OUTPUTS if b != LEARNABLE}
+    kept = {
+        b: {p for p, x in zip(pos, bucket, strict=True) if x == b} for b in AGENT_OUTPUTS if b != LEARNABLE
+    }
     kept[LEARNABLE] = {p for p, lv in zip(pos, learn, strict=True) if lv}
     return kept, {"enabled": False}
 
@@ -340,8 +410,9 @@ def agent_counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
     searches = [s for v in stats.column("sample_searches").to_pylist() if v is not None for s in v]
     per_success = [v for v in stats.column("searches_per_success").to_pylist() if v is not None]
     status = Counter(s for v in stats.column("sample_status").to_pylist() if v is not None for s in v)
-    errors = Counter(e for v in stats.column("sample_format_errors").to_pylist() if v is not None
-                     for es in v for e in es)
+    errors = Counter(
+        e for v in stats.column("sample_format_errors").to_pylist() if v is not None for es in v for e in es
+    )
     gold = [g for v in stats.column("sample_gold_found").to_pylist() if v is not None for g in v]
     valid = sum(v or 0 for v in stats.column("num_valid_format").to_pylist())
     maxf = [v for v in stats.column("max_f1").to_pylist() if v is not None]
@@ -353,8 +424,9 @@ def agent_counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
         **{b: bucket.count(b) for b in AGENT_OUTPUTS if b != LEARNABLE},
         LEARNABLE: sum(1 for v in stats.column("learnable").to_pylist() if v),
         "correct_samples_histogram": {str(c): hist.get(c, 0) for c in range(n + 1)},
-        "mean_pass_at_k": {str(k + 1): (round(sum(v[k] for v in pak) / len(pak), 6) if pak else None)
-                           for k in range(n)},
+        "mean_pass_at_k": {
+            str(k + 1): (round(sum(v[k] for v in pak) / len(pak), 6) if pak else None) for k in range(n)
+        },
         "mean_max_f1": _mean(maxf),
         "format_valid_rate": round(valid / (len(cs) * n), 6) if cs else None,
         "searches_per_sample": _mean(searches),
@@ -368,13 +440,17 @@ def agent_counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
 def agent_rule(bucket: str, cfg: PartitionConfig) -> str:
     f = "= 1" if cfg.correct_f1 == 1 else f">= {cfg.correct_f1:g}"
     ok = f"answer F1 {f}" + (" (format-valid samples only)" if cfg.strict_format else "")
-    return {NO_SEARCH: f"some sample with search available has {ok} and made no search",
-            WITH_SEARCH: f"some sample has {ok}, and every such sample searched at least once",
-            UNANSWERABLE: f"no sample, searching or not, has {ok} (c = 0)",
-            LEARNABLE: "0 < c < n: the samples disagree, so GRPO gets a non-zero advantage"}[bucket]
+    return {
+        NO_SEARCH: f"some sample with search available has {ok} and made no search",
+        WITH_SEARCH: f"some sample has {ok}, and every such sample searched at least once",
+        UNANSWERABLE: f"no sample, searching or not, has {ok} (c = 0)",
+        LEARNABLE: "0 < c < n: the samples disagree, so GRPO gets a non-zero advantage",
+    }[bucket]
 
 
-def write_agent_card(directory: Path, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None) -> None:
+def write_agent_card(
+    directory: Path, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None
+) -> None:
     """A bucket's data card (``README.md``, from ``data_cards/partition.md``) in a search agent's words."""
     from ..cards import PARTITION_TEMPLATE, front_matter, md_table, render_card
 
@@ -386,7 +462,9 @@ def write_agent_card(directory: Path, manifest: Mapping[str, Any], bucket: str, 
     n = sampling["n"]
     sources = sorted(manifest["counts"]["sources"]) or [s["dataset"] for s in manifest.get("sources", [])]
     model = g.get("model") or "?"
-    title = f"Search agent {bucket} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
+    title = (
+        f"Search agent {bucket} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
+    )
     description = (
         f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
         f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend) as a search agent "
@@ -398,41 +476,75 @@ def write_agent_card(directory: Path, manifest: Mapping[str, Any], bucket: str, 
         "against the gold answer and its aliases. Rows keep the input's columns and order (`curriculum_index` is "
         "renumbered; `input_index` is the input position) and add `n`, `c`, every sample's EM, F1, searches, gold "
         "found, status and format errors, `c_without_search`, `searches_per_success`, `min_searches_success`, "
-        "`pass_rate` and `pass_at_k`.")
+        "`pass_rate` and `pass_at_k`."
+    )
     scored = max(counts["scored"], 1)
-    extra = (f"\nSearches per sample: {counts['searches_per_sample'] or 0:.3f}; per success (mean over questions "
-             f"with one): {counts['searches_per_success'] or 0:.3f}; samples whose searches returned a gold "
-             f"passage: {counts['gold_found_rate'] or 0:.1%}. How trajectories ended: "
-             + (", ".join(f"{k} {v:,}" for k, v in counts["status"].items()) or "none") + ". Format errors: "
-             + (", ".join(f"{k} {v:,}" for k, v in counts["format_errors"].items()) or "none") + ".\n")
+    extra = (
+        f"\nSearches per sample: {counts['searches_per_sample'] or 0:.3f}; per success (mean over questions "
+        f"with one): {counts['searches_per_success'] or 0:.3f}; samples whose searches returned a gold "
+        f"passage: {counts['gold_found_rate'] or 0:.1%}. How trajectories ended: "
+        + (", ".join(f"{k} {v:,}" for k, v in counts["status"].items()) or "none")
+        + ". Format errors: "
+        + (", ".join(f"{k} {v:,}" for k, v in counts["format_errors"].items()) or "none")
+        + ".\n"
+    )
     rc = manifest["counts"]
     card = render_card(
         PARTITION_TEMPLATE,
-        front_matter=front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
-                                  tags=("pass-at-k", "search-agent")).rstrip("\n"),
-        title=title, description=description, balance="", command=str(manifest.get("command")),
-        counts_table=md_table(["", "questions"], [
-            ["questions", f"{counts['questions']:,}"], ["skipped", f"{counts['skipped']:,}"],
-            ["answerable without search", f"{counts[NO_SEARCH]:,}"],
-            ["answerable with search", f"{counts[WITH_SEARCH]:,}"],
-            ["unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"], ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"]]),
-        histogram_table=md_table(["c", "pass rate c/n", "questions", "share"],
-                                 [[c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
-                                  for c, q in counts["correct_samples_histogram"].items()]),
-        pass_at_k_table=md_table(["k", "pass@k"], [[k, "-" if v is None else f"{v:.4f}"]
-                                                   for k, v in counts["mean_pass_at_k"].items()]),
-        format_valid=extra, plot="" if plot is None else f"\n![distribution of pass rates]({plot})\n",
+        front_matter=front_matter(
+            sources=sources,
+            num_rows=manifest["num_rows"],
+            pretty_name=title,
+            tags=("pass-at-k", "search-agent"),
+        ).rstrip("\n"),
+        title=title,
+        description=description,
+        balance="",
+        command=str(manifest.get("command")),
+        counts_table=md_table(
+            ["", "questions"],
+            [
+                ["questions", f"{counts['questions']:,}"],
+                ["skipped", f"{counts['skipped']:,}"],
+                ["answerable without search", f"{counts[NO_SEARCH]:,}"],
+                ["answerable with search", f"{counts[WITH_SEARCH]:,}"],
+                ["unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
+                ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"],
+            ],
+        ),
+        histogram_table=md_table(
+            ["c", "pass rate c/n", "questions", "share"],
+            [
+                [c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
+                for c, q in counts["correct_samples_histogram"].items()
+            ],
+        ),
+        pass_at_k_table=md_table(
+            ["k", "pass@k"],
+            [[k, "-" if v is None else f"{v:.4f}"] for k, v in counts["mean_pass_at_k"].items()],
+        ),
+        format_valid=extra,
+        plot="" if plot is None else f"\n![distribution of pass rates]({plot})\n",
         hops_table=md_table(["hops", "rows"], rc["hops"].items()),
-        levels_table=md_table(["level", "rows"], rc["levels"].items()), tail="")
+        levels_table=md_table(["level", "rows"], rc["levels"].items()),
+        tail="",
+    )
     (directory / "README.md").write_text(card, encoding="utf-8")
 
 
 def _agent_scoring() -> Any:
     from ._stats import Scoring
 
-    return Scoring(outputs=AGENT_OUTPUTS, kept=(NO_SEARCH, WITH_SEARCH, UNANSWERABLE),
-                   stat_fields=AGENT_STAT_FIELDS, question_stats=agent_question_stats, select=agent_select,
-                   counts=agent_counts, rule=agent_rule, card=write_agent_card)
+    return Scoring(
+        outputs=AGENT_OUTPUTS,
+        kept=(NO_SEARCH, WITH_SEARCH, UNANSWERABLE),
+        stat_fields=AGENT_STAT_FIELDS,
+        question_stats=agent_question_stats,
+        select=agent_select,
+        counts=agent_counts,
+        rule=agent_rule,
+        card=write_agent_card,
+    )
 
 
 #: How a search agent's trajectories become its partition (see :class:`rag_curriculum.partition._stats.Scoring`).
