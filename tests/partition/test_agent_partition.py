@@ -289,3 +289,70 @@ def test_partition_agent_with_a_real_tiny_model(index_dir, tiny_model_dir, tmp_p
     c = summary["counts"]
     assert c[NO] + c[WITH] + c[UNANS] == 3 and sum(c["status"].values()) == 6
     assert summary["generation"]["fingerprint"]["generation"]["backend"] == "transformers"
+
+
+def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
+    index_dir, min_max_shards, tmp_path
+):
+    """--retriever URL (`curriculum serve`'s app on a real uvicorn server) and a run split over --num-shards 2 give
+    the statistics of the in-process single run, byte for byte."""
+    import threading
+    import time
+
+    import uvicorn
+    from servers import free_port
+
+    from rag_curriculum.retrieval import load_index
+    from rag_curriculum.retrieval._server import make_app
+
+    def args(retriever, out, *extra):
+        return [
+            "partition",
+            str(min_max_shards),
+            "--agent",
+            "search-r1",
+            "--retriever",
+            retriever,
+            "--backend",
+            "scripted",
+            "--model",
+            "agent_policies:knows_some",
+            "--pass-at",
+            "2",
+            "--max-turns",
+            "3",
+            "--chunk-size",
+            "16",
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
+
+    assert runner.invoke(app, args(str(index_dir), tmp_path / "ref")).exit_code == 0
+    ref = (tmp_path / "ref" / "stats.parquet").read_bytes()
+    for i in (0, 1):
+        r = runner.invoke(
+            app, args(str(index_dir), tmp_path / "sharded", "--num-shards", "2", "--shard-index", str(i))
+        )
+        assert r.exit_code == 0, r.output
+    assert (tmp_path / "sharded" / "stats.parquet").read_bytes() == ref
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(load_index(index_dir)), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+        r = runner.invoke(app, args(f"http://127.0.0.1:{port}/retrieve", tmp_path / "http"))
+        assert r.exit_code == 0, r.output
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert (tmp_path / "http" / "stats.parquet").read_bytes() == ref
+    run = json.loads((tmp_path / "http" / "work" / "run.json").read_text())
+    assert run["fingerprint"]["agent"]["retriever"]["kind"] == "http"
