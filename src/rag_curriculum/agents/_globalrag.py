@@ -491,9 +491,14 @@ def _twowiki_plan(ex: Any) -> Plan:
     triples = ex.extra.get("evidences") or []
     items: list[tuple[str, str, str | None]] = []
     objects: list[tuple[str, int]] = []  # (normalised object, node index)
+    # where a name differs from its earlier mention ("Kanye" / "Kanye West"), the question type's own shape
+    by_type = {"compositional": {1: 0}, "inference": {1: 0}, "bridge_comparison": {2: 0, 3: 1}}
+    shape = by_type.get(ex.qtype or "", {}) if len(triples) in (2, 4) else {}
     for j, t in enumerate(triples):
         subject, relation, obj = (str(x) for x in t[:3])
         ref = next((f"#{i + 1}" for o, i in objects if o == _entity_key(subject)), None)
+        if ref is None and j in shape:
+            ref = f"#{shape[j] + 1}"
         items.append((f"What is the {relation} of {ref or subject}?", f"#{j + 1}", obj))
         objects.append((_entity_key(obj), j))
     return plan_from_questions(items, origin="2wiki-evidences")
@@ -525,8 +530,9 @@ def gold_plan(example: Any, *, musique_arrows: str = "rewrite") -> Plan | None:
       "rewrite"``, the default) or kept as written (``"keep"``);
     * 2WikiMultihopQA: ``evidences`` triples ``(subject, relation, object)``, one node each (``What is the relation
       of subject?``, answer the object), with an edge from triple i to triple j when j's subject is i's object
-      (normalised, accents and a trailing "(disambiguation)" ignored): compositional and inference questions are chains, comparison questions two independent
-      nodes, bridge-comparison questions two chains;
+      (normalised, accents and a trailing "(disambiguation)" ignored; where a name differs from its earlier
+      mention, the question type's shape): compositional and inference questions are chains, comparison questions
+      two independent nodes, bridge-comparison questions two chains;
     * HotpotQA: two nodes from the supporting titles. Bridge: ``#1`` is the bridge entity (the title of the
       paragraph the other one names; its answer) and ``#2`` the question through ``#1`` (the gold answer).
       Comparison: one node per compared entity, independent, no gold sub-answer. The texts are templates: the
