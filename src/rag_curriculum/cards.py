@@ -291,6 +291,11 @@ def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: s
         "renumbered; `input_index` is the input position) and add `n`, `c` (samples with F1 = 1), `sample_f1`, "
         "`max_f1`, `mean_f1`, `pass_rate` (c/n), `pass_at_k` (unbiased pass@k for k = 1..n) and "
         "`num_valid_format`.")
+    if manifest["num_rows"] == 0:  # the normal result for a weak model: say how it reads
+        description += (" This bucket is empty: `rag_curriculum.shards.load_hf_dataset` (and every command of the "
+                        "toolkit) reads it as an empty dataset with these columns, and `curriculum train` refuses "
+                        "it; `datasets.load_dataset` builds no split of 0 rows and raises \"corresponds to no "
+                        "data\".")
     bal = part["balance"]
     balanced = ""
     if bal["enabled"] and bucket != LEARNABLE:

@@ -613,8 +613,12 @@ def write_one_shard(part: pa.Table, directory: Path, k: int) -> dict[str, Any]:
     name = shard_name(k)
     path = directory / name
     path.parent.mkdir(exist_ok=True)
-    pq.write_table(part, path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
-                   row_group_size=ROW_GROUP_SIZE, write_statistics=True, use_dictionary=True)
+    if part.num_rows == 0:  # no row group at all: one of 0 rows stops `datasets` ("BatchSize must be greater than 0")
+        pq.ParquetWriter(path, part.schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
+                         write_statistics=True, use_dictionary=True).close()
+    else:
+        pq.write_table(part, path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
+                       row_group_size=ROW_GROUP_SIZE, write_statistics=True, use_dictionary=True)
     return {"file": name, "rows": part.num_rows, "sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
@@ -813,4 +817,10 @@ def load_hf_dataset(directory: str | Path, *, split: str = "train", verify: bool
     if verify:
         validate_shards(directory)
     files = [str(f) for f in shard_files(directory, check_order=not verify)]
+    if all(pq.read_metadata(f).num_rows == 0 for f in files):  # an empty partition bucket: `datasets` builds no
+        # split of 0 rows ("corresponds to no data"), so the empty table goes in directly, columns and types kept
+        table = pq.read_table(files[0]) if files else pa.table({})
+        return datasets.Dataset.from_dict({name: [] for name in table.column_names},
+                                          features=datasets.Features.from_arrow_schema(table.schema),
+                                          split=datasets.Split(split))
     return datasets.load_dataset("parquet", data_files={split: files}, split=split)

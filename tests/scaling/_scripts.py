@@ -45,4 +45,4 @@ def inside(d: Path):
 
 def tree(d: Path) -> dict[str, bytes]:
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+            if p.is_file() and not p.name.endswith(".lock")}  # locks (filelock) stay

@@ -43,7 +43,7 @@ def partition_args(shards: Path, out: Path, model: Path) -> list[str]:
 
 def tree(d: Path) -> dict[str, bytes]:
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+            if p.is_file() and not p.name.endswith(".lock")}  # locks (filelock) stay
 
 
 def chunks_done(out: Path) -> int:

@@ -148,20 +148,20 @@ def _hint(e: BaseException) -> str | None:
 
 
 def _dry_run(cfg: Any) -> None:
-    from ..shards import ShardError
     from ..train import check_recipe
     from ..train._trl import load_curriculum, resolve_num_processes
     from ..train.order import report_tail, tail_rows
 
     tail = None
-    num_rows = None
-    try:
-        dataset, manifest = load_curriculum(cfg)
-        num_rows = len(dataset)
-    except ShardError as e:
-        console.print(f"[yellow]shards not read:[/] {e} (planning without them)")
-        dataset = manifest = None
+    # the shards are read and checked as the real run reads them (missing, damaged, empty or an evaluation set:
+    # refused here as there, in one line)
+    dataset, manifest = load_curriculum(cfg)
+    num_rows = len(dataset)
     args, plan = check_recipe(cfg, num_processes=resolve_num_processes(cfg), num_rows=num_rows)
+    if cfg.adaptive.controller is not None:  # the controller with its settings, as the real run makes it
+        from ..train.adaptive import make_hook
+
+        make_hook(cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=None)
     if dataset is not None:
         from ..curricula.lengths import TokenizerError
         from ..train import check_index_order
@@ -185,18 +185,13 @@ def _dry_run(cfg: Any) -> None:
             console.print(f"[red]{problem.severity}:[/] {problem.message}")
         tail = tail_rows(plan, indices, list(dataset["level"]))
         report_tail(tail, manifest.get("trainer_tail"))
-    _print_plan(plan, tail)
+    _print_plan(plan)  # the tail was reported above, as the real run reports it (once)
     from ..train import order_issues
     from ..train._trl import grpo_kwargs
 
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
         if issue.severity != "error":  # errors were raised by check_recipe
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
-    if dataset is None:
-        out.print(f"[yellow]ok without the shards:[/] the recipe binds to trl.GRPOConfig (output_dir="
-                  f"{args.output_dir}), but {cfg.data.shards} was not read, so the curriculum order and tail were "
-                  "not checked; build it first or fix data.shards")
-        return
     out.print(f"[green]ok:[/] binds to trl.GRPOConfig (output_dir={args.output_dir}, "
               f"shuffle_dataset={args.shuffle_dataset})")
 

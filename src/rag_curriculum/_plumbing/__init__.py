@@ -1,11 +1,12 @@
 """Plumbing written once: atomic writes, shard-directory digests, derived seeds and ids, secret masking, the
-trainer tail, distributions, the GC pause and forked side tasks. Private (no stable API); light to import (standard library only)."""
+trainer tail, distributions, the GC pause, forked side tasks and locks between processes (filelock). Private (no stable API); light to import (standard library only)."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
 from ._fork import SideTask, die_with_parent
 from ._lazy import lazy_exports
+from ._lock import held_or_refused, waited
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 
@@ -22,6 +23,7 @@ __all__ = [
     "fsync_dir",
     "gc_paused",
     "hash64",
+    "held_or_refused",
     "is_secret",
     "lazy_exports",
     "mask_secrets",
@@ -31,4 +33,5 @@ __all__ = [
     "stable_id",
     "tmp_name",
     "trainer_tail",
+    "waited",
 ]

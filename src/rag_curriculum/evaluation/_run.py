@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_text, atomic_write_with, mask_secrets, shards_digest
+from .._plumbing import atomic_write_text, atomic_write_with, held_or_refused, mask_secrets, shards_digest
 from ..errors import EvalError  # noqa: F401  (re-exported)
 from ..generation.base import GenerationBackend, SamplingConfig, backend_identity
 from ..generation.engine import BackendSpec, EngineConfig, open_engine
@@ -311,8 +311,30 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
     cfg.validate()
     if engine is not None:
         engine.validate(cfg.backend, cfg.backend_args)
-    with open_engine(engine) as eng:
+    out = Path(cfg.out)
+    check_eval_out(out)
+    out.mkdir(parents=True, exist_ok=True)
+    busy = partial(EvalError, f"another `curriculum eval` is writing {out}", hint="wait for it to finish, or choose "
+                   "another --out")
+    with held_or_refused(out / EVAL_LOCK, busy), open_engine(engine) as eng:
         return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory, engine=eng)
+
+
+#: Held in OUT while an evaluation runs (filelock; the agent evaluation's too): a second run is refused at once.
+EVAL_LOCK = ".eval.lock"
+
+
+def check_eval_out(out: Path) -> None:
+    """``--out`` is a new or empty folder, or one an evaluation wrote (``eval_config.json``, ``summary.json``,
+    ``results/`` or ``work/``), with or without ``--overwrite``: results land beside the toolkit's own files only."""
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
+    if not out.is_dir():
+        return
+    entries = {p.name for p in out.iterdir() if p.name != EVAL_LOCK}
+    if entries and not entries & {"eval_config.json", SUMMARY_FILE, "results", "work"}:
+        raise EvalError(f"--out {out} holds files and is not the output of an evaluation (no eval_config.json): "
+                        "nothing is written into it", hint="choose a new folder for --out")
 
 
 def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,

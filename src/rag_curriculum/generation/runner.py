@@ -66,7 +66,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, derive_seed, mask_secrets
+from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
 from ..errors import ConfigError, CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
 from .base import (
     GenerationBackend,
@@ -181,15 +181,10 @@ class WorkDir:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """An exclusive lock between processes sharing this directory (released if the holder dies)."""
+        """An exclusive lock between processes sharing this directory, waited for (released if the holder dies;
+        ``filelock``: a lock file of its own where the file system has no ``flock``)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / ".lock", "a+") as f:
-            try:
-                import fcntl
-
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            except (ImportError, OSError):  # pragma: no cover - no flock on this platform / filesystem
-                pass
+        with waited(self.path / ".lock"):
             yield
 
     def read_run(self) -> dict[str, Any] | None:
@@ -211,6 +206,13 @@ class WorkDir:
         run = _normalise(run)
         with self.lock():
             old = self.read_run()
+            if old is not None and old != run and not keep_same_run and not self.done():
+                # a run that stopped before its first chunk (a mistyped model, a server that did not answer):
+                # nothing generated, nothing to protect, so the corrected command starts (not with shards: another
+                # shard of that run may be starting here)
+                log.info("%s: replacing the record of a run that generated nothing (%s)", self.path, _diff(old, run))
+                self.clear()
+                old = None
             if old is not None and old != run:
                 if not overwrite:
                     diff = _diff(old, run)
@@ -229,7 +231,7 @@ class WorkDir:
 
     def clear(self) -> None:
         for p in self.path.iterdir():
-            if p.name == ".lock":
+            if p.name.endswith(".lock"):  # locks (filelock) stay: a held lock unlinked would lock nothing
                 continue
             if p.is_dir():
                 shutil.rmtree(p)

@@ -29,6 +29,8 @@ AGENT_OUTPUTS = (NO_SEARCH, WITH_SEARCH, UNANSWERABLE, LEARNABLE)
 ALL_OUTPUTS = tuple(dict.fromkeys((*OUTPUTS, *AGENT_OUTPUTS)))
 PASS_RATE_PLOT = "pass_rate.png"
 TASK_VERSION = 1
+#: Held in OUT/work while a partition runs (filelock): a second run on the same OUT is refused at once.
+RUN_LOCK = ".partition.lock"
 
 
 @dataclass

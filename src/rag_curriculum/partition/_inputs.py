@@ -17,7 +17,7 @@ from ..errors import PartitionError
 from ..generation.base import GenerationBackend, get_backend
 from ..generation.base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
-from ..shards import MANIFEST, read_manifest, write_json
+from ..shards import MANIFEST, portable, read_manifest, write_json
 from ._config import BUILT_INPUT, RECORD_FILE, PartitionConfig
 from ._set import check_output_set
 
@@ -114,7 +114,8 @@ def _public_config(cfg: PartitionConfig) -> dict[str, Any]:
 
 
 def _write_record(out: Path, cfg: PartitionConfig, input_dir: Path, digest: str) -> None:
-    rec = {"config": _public_config(cfg), "input": {"path": _input_path(input_dir, out), "digest": digest}}
+    rec = {"config": portable(_public_config(cfg), out),  # no absolute path (out, shards, model), as the manifests
+           "input": {"path": _input_path(input_dir, out), "digest": digest}}
     p = out / RECORD_FILE
     if p.exists():
         try:

@@ -20,7 +20,7 @@ from .._plumbing import atomic_write_with, redact_command
 from .._version import __version__
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
-from ..shards import read_manifest, read_table, write_json, write_shards
+from ..shards import portable, read_manifest, read_table, write_json, write_shards
 from ._config import PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
 from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
@@ -106,7 +106,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
             outputs[bucket] = {"path": bucket, "rows": table.num_rows}
         summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
                    "outputs": outputs, "stats": STATS_FILE}
-        write_json(stage / SUMMARY_FILE, summary)
+        write_json(stage / SUMMARY_FILE, portable(summary, out))  # no absolute path, as the manifests
         _commit_outputs(stage, out, scoring.outputs)
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)

@@ -7,12 +7,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import held_or_refused
 from ..errors import PartitionError, UsageError
 from ..generation.base import GenerationBackend
 from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import WorkDir, run_chunks
-from ..shards import read_manifest, read_table
-from ._config import STATS_FILE, TASK_VERSION, WORK, PartitionConfig, PartitionResult
+from ..shards import MANIFEST, read_manifest, read_table
+from ._config import (
+    BUILT_INPUT,
+    RECORD_FILE,
+    RUN_LOCK,
+    STATS_FILE,
+    SUMMARY_FILE,
+    TASK_VERSION,
+    WORK,
+    PartitionConfig,
+    PartitionResult,
+)
 from ._inputs import (
     _check_levels,
     _Prompts,
@@ -41,7 +52,47 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     if engine is not None:
         engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
+    check_partition_out(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
+    shard = f" (shard {cfg.shard_index} of {cfg.num_shards})" if cfg.num_shards > 1 else ""
+    busy = partial(PartitionError, f"another `curriculum partition`{shard} is writing {out}",
+                   hint="wait for it to finish, or choose another --out")
+    with held_or_refused(out / WORK / run_lock_name(cfg.shard_index, cfg.num_shards), busy):
+        return _partition(cfg, out, backend=backend, command=command, progress=progress, max_chunks=max_chunks,
+                          engine=engine)
+
+
+def run_lock_name(shard_index: int, num_shards: int) -> str:
+    """The lock file a run holds in OUT/work while it works: a second run of the same shard is refused at once
+    (the shards of one run share OUT, each holding its own)."""
+    return RUN_LOCK if num_shards == 1 else f".partition-{shard_index}-of-{num_shards}.lock"
+
+
+def check_partition_out(cfg: PartitionConfig, out: Path) -> None:
+    """Refuse an --out that is the input shard directory or inside it, a file, or a folder that holds files and
+    is not a partition's (with or without --overwrite): the toolkit writes only into folders it made."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
+    if cfg.shards:
+        src, dst = Path(cfg.shards).resolve(), out.resolve()
+        if dst == src or src in dst.parents:
+            where = "is" if dst == src else "is inside"
+            raise UsageError(f"--out {out} {where} the input shard directory {cfg.shards}: the partition would "
+                             "write into its own input", hint="choose an --out outside the input")
+    if not out.is_dir():
+        return
+    entries = [p.name for p in out.iterdir() if p.name != ".lock"]
+    if not entries or any(n in entries for n in (RECORD_FILE, SUMMARY_FILE, WORK)):
+        return
+    if BUILT_INPUT in entries and (out / BUILT_INPUT / MANIFEST).exists():  # a run that stopped while building it
+        return
+    raise PartitionError(f"--out {out} holds files and is not the output of a partition (no {RECORD_FILE}): "
+                         f"nothing is written into it{' (--overwrite only replaces a partition)' if cfg.overwrite else ''}",
+                         hint="choose a new folder for --out")
+
+
+def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | None, command: str | None,
+               progress: bool, max_chunks: int | None, engine: EngineConfig | None) -> PartitionResult:
     if command is None:
         from ..curricula.builder import current_command
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
-from ..errors import ConfigError
+from ..errors import ConfigError, SettingError
 from ..shards import validate_shards, write_json
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
@@ -96,6 +96,47 @@ def _grpo_fields() -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
+@functools.cache
+def _grpo_types() -> dict[str, Any]:
+    import typing
+
+    from trl import GRPOConfig
+
+    try:
+        return typing.get_type_hints(GRPOConfig)
+    except Exception:  # pragma: no cover - a forward reference this TRL cannot resolve: types left to TRL
+        return {}
+
+
+def _check_grpo_type(key: str, value: Any) -> None:
+    """Refuse a value of the wrong type for a plain-typed ``GRPOConfig`` field (a number, a flag, a string), as the
+    real run would fail on it later (``grpo.learning_rate=abc``: a TypeError in the optimiser)."""
+    import types
+    import typing
+
+    hint = _grpo_types().get(key)
+    if hint is None:
+        return
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if not all(a in (bool, int, float, str, type(None)) for a in allowed):
+        return  # lists, dicts, enums: TRL's own checks
+    if value is None:
+        ok = type(None) in allowed
+    elif isinstance(value, bool):
+        ok = bool in allowed
+    elif isinstance(value, int):
+        ok = int in allowed or float in allowed
+    elif isinstance(value, float):
+        ok = float in allowed
+    elif isinstance(value, str):
+        ok = str in allowed
+    else:
+        ok = False
+    if not ok:
+        names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
+        raise SettingError(f"grpo.{key}", value, f"a value of type {names} (trl.GRPOConfig)")
+
+
 def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
     """Refuse keys that are not ``GRPOConfig`` fields (with a "did you mean"); map renamed fields."""
     known = _grpo_fields()
@@ -112,6 +153,7 @@ def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f"; did you mean grpo.{close[0]}?" if close else ""
             raise ConfigError(f"grpo.{key} is not a field of trl.GRPOConfig{hint}")
+        _check_grpo_type(key, value)
         out[key] = value
     for new, old in _ALIASES:  # both names known: transformers lets the new one win, silently
         if new in out and old in out:
@@ -300,8 +342,13 @@ def load_curriculum(cfg: TrainConfig):
     from ..shards import load_hf_dataset
 
     manifest = validate_shards(cfg.data.shards, check_hashes=cfg.data.verify)
-    if manifest.get("kind") not in (None, "curriculum"):
-        log.warning("%s holds a %r set, not a training curriculum", cfg.data.shards, manifest.get("kind"))
+    if manifest.get("kind") not in (None, "curriculum"):  # an evaluation set (distractor / ideal / retrieved)
+        raise ConfigError(f"data.shards={cfg.data.shards} holds a {manifest.get('kind')!r} evaluation set, not a "
+                          "training curriculum", hint="train on a curriculum (`curriculum build`, --setting "
+                          "curriculum, the default) and keep the evaluation sets for `curriculum eval`")
+    if manifest.get("num_rows") == 0:  # an empty partition bucket (a weak model answers nothing): nothing to train
+        raise ConfigError(f"data.shards={cfg.data.shards} holds no rows: nothing to train on",
+                          hint="an empty partition bucket; train on another bucket, or partition more questions")
     dataset = load_hf_dataset(cfg.data.shards, verify=False)
     if cfg.data.max_rows is not None and cfg.data.max_rows < len(dataset):
         dataset = dataset.select(range(cfg.data.max_rows))  # a prefix: the order is kept
@@ -355,7 +402,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     try:
         args = bind_grpo_config(kw)
     except ValueError as e:
-        if "bf16" in str(e):
+        if "bf16" in str(e) and not isinstance(e, SettingError):  # TRL's own "bf16 needs a GPU"
             raise ConfigError(f"{e}. {CPU_HINT}") from None
         raise
     if args.world_size != num_processes:

@@ -127,6 +127,9 @@ class TargetBand(Controller):
         super().__init__(K=K, seed=seed)
         if mode not in ("round", "sample"):
             raise ConfigError(f"target-band: mode={mode!r}; must be round or sample")
+        if not 0 <= target <= 1:
+            raise ConfigError(f"target-band: target={target}; must be in 0..1 (the share of correct completions to "
+                              "keep)")
         if eta <= 0 or alpha <= 0 or spread < 0:
             raise ConfigError(f"target-band: eta={eta}, alpha={alpha}, spread={spread}; eta and alpha must be > 0, "
                               "spread >= 0")
@@ -249,4 +252,36 @@ def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Contr
             if key not in known:
                 raise ConfigError(f"adaptive.kwargs.{key}: not a setting of the {name!r} controller"
                                   f"{suggest(key, known)} Known: {', '.join(known)}")
-    return cls(K=K, seed=seed, **kwargs)
+    _check_kwarg_types(cls, kwargs)
+    try:
+        return cls(K=K, seed=seed, **kwargs)
+    except (TypeError, ValueError) as e:  # a setting of a type the controller cannot take
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"adaptive.kwargs of the {name!r} controller: {e}") from None
+
+
+def _check_kwarg_types(cls: type, kwargs: Mapping[str, Any]) -> None:
+    """A controller setting of the wrong type (``adaptive.kwargs.target=high`` where a number is needed) is refused
+    naming the setting, by the constructor's annotations (numbers, flags and strings; others are the class's)."""
+    import typing
+
+    from ..errors import SettingError
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # pragma: no cover - a user's class with annotations that do not resolve
+        return
+    for key, value in kwargs.items():
+        want = hints.get(key)
+        if want is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif want is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif want in (str, bool):
+            ok = isinstance(value, want)
+        else:
+            continue
+        if not ok:
+            raise SettingError(f"adaptive.kwargs.{key}", value, f"a value of type {want.__name__} (the "
+                               f"{getattr(cls, 'name', cls.__name__)!r} controller)")
