@@ -73,3 +73,8 @@ def react_search_then_finish(messages, n, seed):
     title = obs.split(": ", 1)[0].strip() if ": " in obs else "nothing"
     answer = title if seed % 2 == 0 else "something else"
     return f"Thought {k}: The answer is {title}.\nAction {k}: Finish[{answer}]"
+
+
+def closed_book_x(messages, n, seed):
+    """Not a search agent: a closed-context (RAG-RL format) completion answering "x" to everything."""
+    return ["<reasoning>r</reasoning><answer>Final answer: x\nSupporting passages: 1</answer>"] * n

@@ -356,3 +356,44 @@ def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
     assert (tmp_path / "http" / "stats.parquet").read_bytes() == ref
     run = json.loads((tmp_path / "http" / "work" / "run.json").read_text())
     assert run["fingerprint"]["agent"]["retriever"]["kind"] == "http"
+
+
+def test_overwrite_with_the_other_kind_of_partition_retires_the_old_buckets(
+    index_dir, min_max_shards, tmp_path, caplog
+):
+    """A closed-context partition's answerable/ goes when a search agent's set replaces it (--overwrite), and back;
+    an old bucket holding a file of the user's stays, unreadable, and a warning says so."""
+    out = tmp_path / "sw"
+    closed = [
+        "partition",
+        str(min_max_shards),
+        "--backend",
+        "scripted",
+        "--model",
+        "agent_policies:closed_book_x",
+        "--pass-at",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    agent = [
+        *closed[:5],
+        "agent_policies:knows_some",
+        *closed[6:],
+        "--agent",
+        "search-r1",
+        "--retriever",
+        str(index_dir),
+        "--overwrite",
+    ]
+    assert runner.invoke(app, closed).exit_code == 0 and (out / "answerable" / "manifest.json").is_file()
+    r = runner.invoke(app, agent)
+    assert r.exit_code == 0, r.output
+    assert not (out / "answerable").exists() and (out / NO / "manifest.json").is_file()
+    (out / WITH / "notes.txt").write_text("mine")
+    assert runner.invoke(app, [*closed, "--overwrite"]).exit_code == 0
+    assert not (out / NO).exists() and (out / "answerable" / "manifest.json").is_file()
+    assert (out / WITH / "notes.txt").read_text() == "mine" and not (out / WITH / "manifest.json").exists()
+    assert any("holds files the toolkit did not write" in m for m in caplog.messages)
+    assert runner.invoke(app, ["validate", str(out / WITH)]).exit_code != 0

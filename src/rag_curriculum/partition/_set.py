@@ -116,6 +116,35 @@ def _remove_leftovers(out: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _retire_other_kind(out: Path, names: tuple[str, ...], trash: Path) -> None:
+    """The buckets of the other kind of partition (a closed-context one's ``answerable/`` after ``--agent``, or a search
+    agent's after a closed-context run) that the previous set left in ``out``: moved out with the rest of that set
+    when they hold only the toolkit's files. One holding a file of the user's stays where it is (readers refuse it:
+    no ``manifest.json``), and a warning says so."""
+    from ..shards import foreign_entries, toolkit_files
+
+    for name in ALL_OUTPUTS:
+        d = out / name
+        if name in names or not d.is_dir():
+            continue
+        record = _bucket_record(d)
+        try:
+            manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
+            owned = (toolkit_files(d, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
+                     if isinstance(manifest, dict) else None)
+        except (OSError, ValueError, CurriculumError):
+            owned = None
+        if owned is None:
+            continue  # not a bucket the toolkit wrote: never touched
+        if foreign_entries(d, owned):
+            log.warning("%s belongs to the previous set of outputs (another kind of partition) and holds files the "
+                        "toolkit did not write; it is left where it is, unreadable as a shard directory: move your "
+                        "files out and remove it", d)
+            continue
+        trash.mkdir(exist_ok=True)
+        os.replace(d, trash / name)
+
+
 def _commit_step(name: str) -> None:
     """Called before each step of moving a finished set into place (tests patch it to crash there)."""
 
@@ -147,6 +176,7 @@ def _commit_outputs(stage: Path, out: Path, names: tuple[str, ...] = OUTPUTS) ->
         _commit_step(f"{name}/{MANIFEST}")
         os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
         fsync_dir(out / name)
+    _retire_other_kind(out, names, trash)
     _commit_step(SUMMARY_FILE)
     os.replace(stage / SUMMARY_FILE, out / SUMMARY_FILE)
     fsync_dir(out)
