@@ -57,14 +57,17 @@ def test_warm_start_moves_the_controllers_from_the_measured_samples():
         warm_start(make_controller("mastery", K=3), [("z", 3)], rates)
 
 
-def test_settings_need_the_pass_rates():
+def test_settings_need_the_pass_rates(tmp_path):
     from rag_curriculum.train import TrainConfig
 
     base = {"curriculum": "max", "data": {"shards": "x"}, "model": {"name_or_path": "m"}}
     with pytest.raises(ConfigError, match="data.pass_rates, which is not set"):
         TrainConfig.from_dict({**base, "data": {"shards": "x", "pass_min": 0.1}}).validate()
+    with pytest.raises(ConfigError, match="data.pass_rates=.*nope: no such file"):  # before any model is loaded
+        TrainConfig.from_dict({**base, "data": {"shards": "x", "pass_rates": str(tmp_path / "nope")}}).validate()
+    (tmp_path / "stats.parquet").write_bytes(b"")
     with pytest.raises(ConfigError, match="success=exact_match"):
-        TrainConfig.from_dict({**base, "data": {"shards": "x", "pass_rates": "s"},
+        TrainConfig.from_dict({**base, "data": {"shards": "x", "pass_rates": str(tmp_path)},
                                "adaptive": {"controller": "mastery", "from_pass_rates": True,
                                             "success": "reward"}}).validate()
 

@@ -276,6 +276,10 @@ class TrainConfig:
                                              or self.adaptive.from_pass_rates):
             raise ConfigError("data.pass_min / data.pass_max / adaptive.from_pass_rates read the pass rates of "
                               "data.pass_rates, which is not set", hint="set data.pass_rates=PARTITION/stats.parquet")
+        if self.data.pass_rates is not None:  # before anything heavy: the file is there (a dry run says so too)
+            from .pass_rates import stats_path
+
+            stats_path(self.data.pass_rates)
         if self.adaptive.from_pass_rates and (self.adaptive.controller is None
                                               or self.adaptive.success != "exact_match"):
             raise ConfigError("adaptive.from_pass_rates needs adaptive.controller and adaptive.success=exact_match "
