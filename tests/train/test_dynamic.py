@@ -151,3 +151,29 @@ def test_settings_checked():
     TrainConfig.from_dict({**base, "dynamic": {"enabled": True, "metric": "rag-rl"}}).validate()
     with pytest.raises(UsageError, match="max_spread"):
         TrainConfig.from_dict({**base, "dynamic": {"max_spread": -1}}).validate()
+
+
+def test_the_run_stops_once_every_row_is_shown_at_a_generation_boundary():
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from rag_curriculum.train.dynamic import callback_class
+
+    hook = DynamicHook(DynamicFilter(num_rows=3), metric="reward", reward_names=["r"], num_generations=2)
+    stop = callback_class()(hook, {"steps_per_generation": 4, "num_iterations": 1})
+    args = SimpleNamespace(gradient_accumulation_steps=2)  # a generation batch spans 2 optimiser steps
+    control = SimpleNamespace(should_training_stop=False)
+    hook.filter.take(3)
+    stop.on_step_end(args, SimpleNamespace(global_step=1), control)
+    assert not control.should_training_stop  # inside a generation batch: its second half is still to train
+    stop.on_step_end(args, SimpleNamespace(global_step=2), control)
+    assert control.should_training_stop
+    hook.filter.drop(0)  # retire: nothing comes back
+    again = SimpleNamespace(should_training_stop=False)
+    retry = DynamicHook(DynamicFilter(num_rows=3, dropped="retry"), metric="reward", reward_names=["r"],
+                        num_generations=2)
+    retry.filter.take(3)
+    retry.filter.drop(1)  # a row waiting for its retry: the run goes on
+    callback_class()(retry, {"steps_per_generation": 2, "num_iterations": 1}).on_step_end(
+        args, SimpleNamespace(global_step=2), again)
+    assert not again.should_training_stop
