@@ -21,6 +21,11 @@ sums them, which is what the paper's reported totals add up to (Fig. 3: 7B 1.0 +
 ``normalize=True`` divides by the sum of the weights, Eq. 2 as printed. The component rewards return one term
 each, for TRL's per-function ``reward_weights``.
 
+Unanswerable rows (``answerable`` false, ``curriculum build --unanswerable-fraction``): the craft-v1 prompt asks for
+no document in ``<gold_docs>``, so R_gold follows the rule the RAG-RL reward and the evaluation follow: 1 when
+nothing is listed (and an answer is stated), 0 for any listed document. The row's ``answerable`` comes from the
+``answerable`` column, else ``reward_model.ground_truth.answerable`` (a row without it is answerable).
+
 >>> r = CraftReward("craft-v1")
 >>> y = "<plan>Q1</plan><gold_docs>[2, 5]</gold_docs><reason>doc [2] says</reason><answer>the Sun</answer>"
 >>> b = r.score(y, answers=["Sun"], gold_labels=["2", "7"])
@@ -28,6 +33,9 @@ each, for TRL's per-function ``reward_weights``.
 (1.0, 0.5, 1.0, 1.0, 2.5)
 >>> r.score(y.replace("</answer>", ""), answers=["Sun"], gold_labels=["2"]).total   # the gate
 0.0
+>>> none = "<plan>Q1</plan><gold_docs>[]</gold_docs><reason>no document says</reason><answer>unanswerable</answer>"
+>>> r.score(none, answers=["unanswerable"], gold_labels=[], answerable=False).evidence   # as the eval scores it
+1.0
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ._columns import completion_text, row_answers, row_gold_labels
+from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
 from ._craft_format import CRAFT_VARIANTS
 from ._formats import FORMATS
 from ._scoring import score_completion
@@ -178,18 +186,20 @@ class CraftReward:
 
     def score(self, completion: Any, answers: Sequence[str] | str, gold_labels: Sequence[str],
               labels: Sequence[str] | None = None, *, question: str = "",
-              passages: Sequence[Any] | None = None) -> CraftBreakdown:
-        """The reward of one completion with its terms (the judge, when configured, audits it alone)."""
-        return self._breakdowns([(completion, answers, gold_labels, question, passages)])[0]
+              passages: Sequence[Any] | None = None, answerable: bool = True) -> CraftBreakdown:
+        """The reward of one completion with its terms (the judge, when configured, audits it alone);
+        ``answerable`` False scores an unanswerable row (see the module docstring)."""
+        return self._breakdowns([(completion, answers, gold_labels, question, passages, answerable)])[0]
 
-    def _breakdowns(self, rows: Sequence[tuple[Any, Any, Any, Any, Any]]) -> list[CraftBreakdown]:
+    def _breakdowns(self, rows: Sequence[tuple[Any, Any, Any, Any, Any, bool]]) -> list[CraftBreakdown]:
         has_gold = "gold_docs" in self.tags
         parse = FORMATS.get(self.output_format).parse
         parsed = []
-        for completion, answers, gold, _, _ in rows:
+        for completion, answers, gold, _, _, answerable in rows:
             text = completion_text(completion)
             p = parse(text)
-            s = score_completion(text, answers, tuple(gold), parse=lambda *_a, _p=p, **_k: _p)  # parsed once
+            s = score_completion(text, answers, tuple(gold), parse=lambda *_a, _p=p, **_k: _p,  # parsed once
+                                 answerable=answerable)
             parsed.append((text, s, p))
         verdicts: dict[int, Any] = {}
         if self._needs_judge():
@@ -220,11 +230,13 @@ class CraftReward:
     def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None,
                    gold_labels: Sequence[Any] | None = None, passages: Sequence[Any] | None = None, *,
                    question: Sequence[Any] | None = None, reward_model: Sequence[Any] | None = None,
-                   extra_info: Sequence[Any] | None = None) -> list[CraftBreakdown]:
+                   extra_info: Sequence[Any] | None = None,
+                   answerable: Sequence[Any] | None = None) -> list[CraftBreakdown]:
         """Per-completion breakdowns of a batch (one judge call for the whole batch)."""
         n = len(completions)
         for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
-                          ("question", question), ("reward_model", reward_model), ("extra_info", extra_info)):
+                          ("question", question), ("reward_model", reward_model), ("extra_info", extra_info),
+                          ("answerable", answerable)):
             if col is not None and len(col) != n:
                 raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
         if answers is None and reward_model is None:
@@ -234,21 +246,24 @@ class CraftReward:
             raise ConfigError("the CRAFT judge reads the `question` and `passages` columns; pass them (TRL passes "
                               "every dataset column with remove_unused_columns=False)")
         none = (None,) * n
-        rows = [(c, row_answers(a, rm), row_gold_labels(g, rm), q, p) for c, a, g, q, p, rm in zip(
+        rows = [(c, row_answers(a, rm), row_gold_labels(g, rm), q, p, row_answerable(ok, rm))
+                for c, a, g, q, p, rm, ok in zip(
             completions, none if answers is None else answers, none if gold_labels is None else gold_labels,
             none if question is None else question, none if passages is None else passages,
-            none if reward_model is None else reward_model, strict=True)]
+            none if reward_model is None else reward_model, none if answerable is None else answerable,
+            strict=True)]
         return self._breakdowns(rows)
 
     def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None,
                  gold_labels: Sequence[Any] | None = None, passages: Sequence[Any] | None = None, *,
                  question: Sequence[Any] | None = None, reward_model: Sequence[Any] | None = None,
-                 extra_info: Sequence[Any] | None = None, log_metric: Callable[[str, float], None] | None = None,
+                 extra_info: Sequence[Any] | None = None, answerable: Sequence[Any] | None = None,
+                 log_metric: Callable[[str, float], None] | None = None,
                  log_extra: Callable[[str, list], None] | None = None, **kwargs: Any) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown; 0.0 where the
         component does not apply)."""
         breakdowns = self.components(completions, answers, gold_labels, passages, question=question,
-                                     reward_model=reward_model, extra_info=extra_info)
+                                     reward_model=reward_model, extra_info=extra_info, answerable=answerable)
         if self.log_components and breakdowns:
             self._log(breakdowns, log_metric, log_extra)
         component = self.component

@@ -138,7 +138,8 @@ def compute_craft_score(
                           "passages", hint="drop reward_kwargs.judge, or train with TRL (rewards: craft with judge)")
     reward = _craft_reward(json.dumps({k: v for k, v in kwargs.items() if k in _CRAFT_OPTIONS}, sort_keys=True))
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
-    b = reward.score(solution_str, row_answers(gt.get("answers")), row_gold_labels(gt.get("gold_labels")))
+    b = reward.score(solution_str, row_answers(gt.get("answers")), row_gold_labels(gt.get("gold_labels")),
+                     answerable=row_answerable(gt.get("answerable")))  # <gold_docs>[] is right on an unanswerable row
     return {
         "score": b.total,
         "format": b.format,
