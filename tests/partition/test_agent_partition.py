@@ -337,6 +337,24 @@ def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
         )
         assert r.exit_code == 0, r.output
     assert (tmp_path / "sharded" / "stats.parquet").read_bytes() == ref
+    for i in (0, 1):  # shards on separate machines, joined by partition-merge
+        r = runner.invoke(
+            app, args(str(index_dir), tmp_path / f"node{i}", "--num-shards", "2", "--shard-index", str(i))
+        )
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        app,
+        [
+            "partition-merge",
+            str(tmp_path / "node0"),
+            str(tmp_path / "node1"),
+            "--out",
+            str(tmp_path / "merged"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "merged" / "stats.parquet").read_bytes() == ref
+    assert (tmp_path / "merged" / WITH / "manifest.json").is_file()
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(make_app(load_index(index_dir)), host="127.0.0.1", port=port, log_level="warning")
