@@ -447,7 +447,13 @@ class VeritasJudge:
             sampling = SamplingConfig(
                 n=self.votes, temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed
             )
-            outs = self._engine._backend().generate(list(todo.values()), sampling)
+            backend = self._engine._backend()
+            kwargs = {}
+            if _takes_seeds(backend):  # a pair's votes depend on its content and the seed, not on its batch
+                from .._plumbing import derive_seed
+
+                kwargs["seeds"] = [derive_seed(self.seed, k, bits=63) for k in todo]
+            outs = backend.generate(list(todo.values()), sampling, **kwargs)
             if len(outs) != len(todo):
                 raise ConfigError(
                     f"the judge backend returned {len(outs)} reply lists for {len(todo)} prompts"
@@ -471,6 +477,16 @@ class VeritasJudge:
             ones = sum(readable)
             score = 1.0 if ones * 2 > len(readable) else 0.0  # a tie is 0: not clearly faithful
         return PairVerdict(score, votes, cached, tuple(replies))
+
+
+def _takes_seeds(backend: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError, AttributeError):  # pragma: no cover
+        return False
+    return "seeds" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _decode_replies(stored: str) -> list[str] | None:
