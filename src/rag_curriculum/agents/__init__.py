@@ -6,7 +6,7 @@ process, or a server speaking ``POST /retrieve``) of rows.
 >>> parse_turn("<think>I need the capital.</think><search>capital of France</search>").action
 'search'
 >>> sorted(AGENT_TEMPLATES.names())
-['globalrag', 'globalrag-released', 'react', 'search-r1', 'search-r1-original']
+['globalrag', 'globalrag-released', 'react', 'search-r1', 'search-r1-original', 'search-tools']
 """
 
 from __future__ import annotations
@@ -64,8 +64,11 @@ from ._searchr1 import (
     parse_turn,
 )
 from ._trl import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
+from ._trl_tools import SEARCH_TOOLS_PROMPT, SearchEnvironment, environment_from_config
 
 __all__ = [
+    # TRL's native tool calling (environment_factory)
+    "SEARCH_TOOLS_PROMPT", "SearchEnvironment", "environment_from_config",
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "STATUSES", "STOP", "TURN_ERRORS", "Hit", "HttpRetriever",
     "IndexRetriever", "ParsedTrajectory", "PolicyBackend", "Retriever", "RetrieverError", "RolloutConfig",
     "RowView", "SearchCall", "SearchDifficulty", "SearchRollout", "SearchTemplate", "Segment", "Trajectory",

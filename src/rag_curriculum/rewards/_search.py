@@ -13,6 +13,9 @@ The answer and the searches are read from the ``trajectory`` column the toolkit'
 (:class:`~rag_curriculum.agents.SearchRollout`: one dict per completion, the environment's record of what was
 searched, what came back and which answer it accepted); without it (a completion scored outside a rollout), the
 answer is the last ``<answer>`` block of the completion text, as Search-R1 parses it, and there are no searches.
+Under TRL's native tool calling (``environment_factory``, :class:`~rag_curriculum.agents.SearchEnvironment`) the
+searches come from each rollout's environment (TRL passes ``environments``) and the answer is the last ``<answer>``
+block of the final assistant message.
 
 Every reward is a frozen, picklable dataclass with a ``__name__`` (TRL names the reward and its logged mean after
 it). ``search-em`` also logs the batch means of every component (``search/exact_match``, ``search/f1``,
@@ -73,6 +76,28 @@ def last_answer(text: str) -> str | None:
     return parse_trajectory(text).answer
 
 
+def from_environments(completions: Sequence[Any], environments: Sequence[Any]) -> list[dict[str, Any]]:
+    """Trajectory records of tool-calling rollouts: each environment's searches (its ``record``) and the last
+    ``<answer>`` of the completion's final assistant message."""
+    if len(environments) != len(completions):
+        raise ConfigError(f"got {len(completions)} completions but {len(environments)} environments")
+    out = []
+    for c, env in zip(completions, environments, strict=True):
+        record = getattr(env, "record", None)
+        if not isinstance(record, Mapping):
+            raise ConfigError(f"the environment {type(env).__name__} keeps no `record` of its searches",
+                              hint="use rag_curriculum.agents.SearchEnvironment as the environment_factory")
+        searches = [dict(x) for x in record.get("searches") or []]
+        if isinstance(c, Sequence) and not isinstance(c, str):
+            # TRL drops a tool result that would push the completion past max_completion_length (the model never
+            # sees it): such a search counts for nothing, and is flagged
+            seen = sum(1 for m in c if isinstance(m, Mapping) and m.get("role") == "tool")
+            for x in searches[seen:]:
+                x["gold"], x["dropped"] = [False] * len(x.get("gold") or []), True
+        out.append({"answer": last_answer(completion_text(c)), "searches": searches, "errors": []})
+    return out
+
+
 def _searches(trajectory: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     found = trajectory.get("searches") or []
     return [s for s in found if isinstance(s, Mapping)]
@@ -124,8 +149,11 @@ class SearchEmReward:
 
     def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                  reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,
-                 log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
+                 log_metric: Callable[[str, float], None] | None = None, environments: Sequence[Any] | None = None,
+                 **kwargs: Any) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
+        if trajectory is None and environments is not None:
+            trajectory = from_environments(completions, environments)
         scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory)
         if self.log_components and log_metric is not None and scores:
             for attr in _LOGGED:

@@ -473,7 +473,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     recorder = StepRecorder(indices if dynamic is None else None, usable=usable, policy=cfg.data.order_policy,
                             path=steps_file if args.process_index == 0 else None)
     extra: dict[str, Any] = {}
-    if cfg.agent.retriever is not None:
+    if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
+        from ..agents._trl_tools import environment_from_config
+
+        extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed)
+        log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
+    elif cfg.agent.retriever is not None:
         from ..agents._trl import rollout_from_config
 
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed)

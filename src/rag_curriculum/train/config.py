@@ -166,9 +166,15 @@ class AgentConfig:
     retriever: str | None = rule(None, help=(
         "The search tool: a directory written by ``curriculum index`` (in-process BM25) or the URL of a server "
         "speaking Search-R1's ``POST /retrieve`` (``curriculum serve``); null: no search agent."))
-    template: str = rule("search-r1", choices=("search-r1", "search-r1-original", "globalrag", "globalrag-released"),
+    protocol: str = rule("tags", choices=("tags", "tools"), help=(
+        "How the model searches: tags (Search-R1's <search> / <information> protocol through the toolkit's "
+        "rollout_func) or tools (TRL's native tool calling: environment_factory with a search tool; the chat "
+        "template must render tools, e.g. Qwen2.5's; use template=search-tools)."))
+    template: str = rule("search-r1", choices=("search-r1", "search-r1-original", "globalrag", "globalrag-released",
+                                               "search-tools"),
                          help=("The agent's prompt: search-r1 (VERITAS appendix A), search-r1-original (Search-R1's "
-                               "make_prefix), globalrag (GlobalRAG's Figure 7) or globalrag-released (its release's)."))
+                               "make_prefix), globalrag (GlobalRAG's Figure 7), globalrag-released (its release's) "
+                               "or search-tools (the tool-calling agent's, protocol=tools)."))
     topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help=(
         "Model turns per trajectory, the answering one included (Search-R1: max_turns 2 to 4)."))
@@ -304,7 +310,15 @@ class TrainConfig:
     def _validate_agent(self) -> None:
         if not str(self.agent.retriever).strip():
             raise ConfigError("agent.retriever is empty", hint="give an index directory or a server URL, or null")
-        if self.grpo.get("use_vllm"):
+        tools = self.agent.protocol == "tools"
+        if tools != (self.agent.template == "search-tools"):
+            raise ConfigError(f"agent.protocol={self.agent.protocol} with agent.template={self.agent.template}: the "
+                              "search-tools prompt asks for tool calls, the others for <search> tags",
+                              hint="protocol=tools goes with template=search-tools; protocol=tags with the others")
+        if tools and self.agent.first_turn:
+            raise ConfigError("agent.first_turn with agent.protocol=tools: TRL's tool loop has no scripted turn",
+                              hint="set agent.first_turn=null, or use protocol=tags")
+        if self.grpo.get("use_vllm") and not tools:
             raise ConfigError("agent.retriever with grpo.use_vllm=true: the search rollout generates with the policy "
                               "in the trainer's process (transformers)", hint="set grpo.use_vllm=false")
         if self.adaptive.controller is not None:
