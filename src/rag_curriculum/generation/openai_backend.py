@@ -10,8 +10,8 @@
   leaves them out, for servers that reject unknown fields.
 - ``concurrency`` requests in flight at once (threads); :meth:`generate_iter` yields each prompt's completions
   as soon as its request finishes, so the runner can flush chunks while later requests are still running.
-- Retries with exponential backoff and jitter (honouring ``Retry-After``) on connection errors, timeouts,
-  HTTP 408/409/429 and 5xx; other errors fail at once with what the server said (the message or ``detail`` of
+- Retries (``tenacity``: exponential backoff with jitter, honouring ``Retry-After``, abandoned at once when the
+  run stops) on connection errors, timeouts, HTTP 408/409/429 and 5xx, each one logged; other errors fail at once with what the server said (the message or ``detail`` of
   its response body) and the option that fixes it (:data:`HINTS`). A 400 saying the prompt exceeds the context
   length marks that prompt as too long (:class:`PromptTooLongError`) instead of failing the run.
 - Servers tested for real (tests/generation/test_openai_servers.py, tests/tier_vllm/test_vllm_serve.py): ``vllm serve`` works
@@ -181,6 +181,7 @@ class OpenAIBackend:
             raise ConfigError(f"max_n_per_request must be >= 1, got {max_n_per_request}")
         try:
             import openai
+            import tenacity  # noqa: F401  (the retries; installed with the openai extra)
         except ImportError as e:
             raise GenerationError("the openai backend needs the openai package: pip install "
                                   f"'rag-curriculum[openai]' [{e}]") from e
@@ -232,7 +233,13 @@ class OpenAIBackend:
         return f"{self.base_url}: HTTP {status}: {detail}" + (f" (hint: {hint})" if hint else "")
 
     # -- one request ---------------------------------------------------------------------------------------------
-    def _delay(self, attempt: int, error: Exception) -> float:
+    def _delay(self, attempt: int, error: BaseException | None) -> float:
+        """tenacity's exponential backoff with jitter (``backoff`` x 2^attempt, at most ``max_backoff``, drawn in
+        its upper half), or the server's ``Retry-After`` when it asks for longer."""
+        from tenacity import wait_random
+
+        base = min(self.max_backoff, self.backoff * (2 ** attempt))
+        wait_s = wait_random(base / 2, base)(None)  # type: ignore[arg-type]  # (tenacity's wait of a bare draw)
         response = getattr(error, "response", None)
         retry_after = None
         if response is not None:
@@ -240,8 +247,6 @@ class OpenAIBackend:
                 retry_after = float(response.headers.get("retry-after"))
             except (TypeError, ValueError):
                 retry_after = None
-        base = min(self.max_backoff, self.backoff * (2 ** attempt))
-        wait_s = base * (0.5 + 0.5 * _jitter.random())
         return max(wait_s, min(retry_after, self.max_backoff)) if retry_after is not None else wait_s
 
     def _create(self, kwargs: dict[str, Any]) -> Any:
@@ -258,7 +263,6 @@ class OpenAIBackend:
 
     def _request(self, messages: Messages, sampling: SamplingConfig, n: int, seed: int | None,
                  stop: threading.Event | None = None, stop_strings: Sequence[str] | None = None) -> list[str]:
-        openai = self._openai
         stop = stop or threading.Event()
         kwargs: dict[str, Any] = dict(model=self.model_name, messages=list(messages), n=n,
                                       temperature=sampling.temperature, top_p=sampling.top_p,
@@ -272,46 +276,71 @@ class OpenAIBackend:
             kwargs["stop"] = list(stop_strings)
         if extra:
             kwargs["extra_body"] = extra
-        attempt = 0
-        while True:
+        resp = self._with_retries(kwargs, stop)
+        choices = sorted(resp.choices, key=lambda c: c.index)
+        if len(choices) != n:
+            raise GenerationError(f"{self.base_url}: asked for n={n} completions, got {len(choices)} (hint: "
+                                  f"{HINTS['n']})")
+        texts = [c.message.content or "" for c in choices]
+        if stop_strings:
+            texts = [_restore_stop(t, c, stop_strings) for t, c in zip(texts, choices, strict=True)]
+        return texts
+
+    def _with_retries(self, kwargs: dict[str, Any], stop: threading.Event) -> Any:
+        """One chat-completions request, retried by ``tenacity`` on what may pass (connection errors, timeouts,
+        HTTP 408/409/429 and 5xx); a refusal fails at once with the server's words and the option that fixes it
+        (:data:`HINTS`), a prompt over the context length is marked too long. A stopped run abandons it."""
+        import tenacity
+
+        openai = self._openai
+
+        def retryable(e: BaseException) -> bool:
+            if not isinstance(e, (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError)):
+                return False
+            if isinstance(e, openai.BadRequestError):
+                return False
+            status = getattr(e, "status_code", None)
+            return status is None or status in _RETRY_STATUS or status >= 500
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            return self._delay(state.attempt_number - 1, state.outcome.exception() if state.outcome else None)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            e = state.outcome.exception() if state.outcome else None
+            status = getattr(e, "status_code", None)
+            log.warning("%s: %s; retrying in %.1fs (attempt %d of %d)", self.base_url,
+                        f"HTTP {status}" if status else type(e).__name__, state.upcoming_sleep,
+                        state.attempt_number + 1, self.max_retries + 1)
+            with self._lock:
+                self.retries += 1
+
+        def sleep(seconds: float) -> None:
+            if stop.wait(seconds) or self._closed.is_set():
+                raise _Aborted()
+
+        def create() -> Any:
             if stop.is_set() or self._closed.is_set():
                 raise _Aborted()
-            try:
-                resp = self._create(kwargs)
-            except openai.BadRequestError as e:
-                text = f"{e} {server_detail(e)}".lower()
-                if any(m in text for m in _CONTEXT_MARKERS):
-                    raise _PromptTooLong(server_detail(e)) from e
-                raise GenerationError(f"the server refused the request: {self._refusal(400, e)}") from e
-            except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
-                status = getattr(e, "status_code", None)
-                if stop.is_set() or self._closed.is_set():  # the call was abandoned: no retries, no warnings
-                    raise _Aborted() from e
-                retryable = status is None or status in _RETRY_STATUS or status >= 500
-                if not retryable:
-                    raise GenerationError(f"the server refused the request: {self._refusal(status, e)}") from e
-                if attempt >= self.max_retries:
-                    what = f"HTTP {status}: {server_detail(e)}" if status is not None else str(e)
-                    raise GenerationError(f"{self.base_url}: request failed after {attempt + 1} attempt(s): {what} "
-                                          f"(hint: {HINTS['unreachable']})") from e
-                delay = self._delay(attempt, e)
-                log.warning("%s: %s; retrying in %.1fs (attempt %d of %d)", self.base_url,
-                            f"HTTP {status}" if status else type(e).__name__, delay, attempt + 2,
-                            self.max_retries + 1)
-                with self._lock:
-                    self.retries += 1
-                if stop.wait(delay):
-                    raise _Aborted() from e
-                attempt += 1
-                continue
-            choices = sorted(resp.choices, key=lambda c: c.index)
-            if len(choices) != n:
-                raise GenerationError(f"{self.base_url}: asked for n={n} completions, got {len(choices)} (hint: "
-                                      f"{HINTS['n']})")
-            texts = [c.message.content or "" for c in choices]
-            if stop_strings:
-                texts = [_restore_stop(t, c, stop_strings) for t, c in zip(texts, choices, strict=True)]
-            return texts
+            return self._create(kwargs)
+
+        try:
+            return tenacity.Retrying(stop=tenacity.stop_after_attempt(self.max_retries + 1), wait=wait,
+                                     retry=tenacity.retry_if_exception(retryable), before_sleep=before_sleep,
+                                     sleep=sleep, reraise=True)(create)
+        except openai.BadRequestError as e:
+            text = f"{e} {server_detail(e)}".lower()
+            if any(m in text for m in _CONTEXT_MARKERS):
+                raise _PromptTooLong(server_detail(e)) from e
+            raise GenerationError(f"the server refused the request: {self._refusal(400, e)}") from e
+        except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
+            status = getattr(e, "status_code", None)
+            if stop.is_set() or self._closed.is_set():  # the call was abandoned: no retries, no warnings
+                raise _Aborted() from e
+            if not retryable(e):
+                raise GenerationError(f"the server refused the request: {self._refusal(status, e)}") from e
+            what = f"HTTP {status}: {server_detail(e)}" if status is not None else str(e)
+            raise GenerationError(f"{self.base_url}: request failed after {self.max_retries + 1} attempt(s): "
+                                  f"{what} (hint: {HINTS['unreachable']})") from e
 
     def _prompt(self, messages: Messages, sampling: SamplingConfig, seed: int | None,
                 stop: threading.Event | None = None, stop_strings: Sequence[str] | None = None) -> list[str]:
