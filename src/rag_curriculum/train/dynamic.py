@@ -8,9 +8,12 @@ nothing. With ``dynamic.enabled`` the toolkit's trainer, per generation batch:
    ``num_generations`` times in a row), generates and scores them with TRL's own code;
 2. drops every group whose metric (the total reward, one reward of the ``rewards`` list, or exact match) has a
    spread (max - min) of at most ``dynamic.max_spread``; 0 is DAPO's rule (``std == 0``);
-3. refills the batch with exactly as many next rows of the curriculum as groups are missing and generates again,
-   up to ``dynamic.max_refills`` times; if the batch is still short, the slots left hold dropped groups with their
-   loss mask zeroed (no token of theirs reaches the loss), logged as ``dynamic/masked_groups``;
+3. refills the batch with the next rows of the curriculum and generates again, up to ``dynamic.max_refills``
+   times: as many rows as groups are missing over the informative rate seen so far (``dynamic.refill``:
+   ``estimate``; ``missing``: exactly the missing groups; ``batch``: a whole generation batch, as DAPO / verl);
+   rows generated past the need are given back (shown first in the next batch). If the batch is still short, the
+   slots left hold dropped groups with their loss mask zeroed (no token of theirs reaches the loss), logged as
+   ``dynamic/masked_groups``;
 4. hands TRL a batch of the usual shape (gradient accumulation, ``steps_per_generation`` and ``num_iterations``
    unchanged) made of the informative groups in curriculum order.
 
