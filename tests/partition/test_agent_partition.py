@@ -415,3 +415,43 @@ def test_overwrite_with_the_other_kind_of_partition_retires_the_old_buckets(
     assert (out / WITH / "notes.txt").read_text() == "mine" and not (out / WITH / "manifest.json").exists()
     assert any("holds files the toolkit did not write" in m for m in caplog.messages)
     assert runner.invoke(app, ["validate", str(out / WITH)]).exit_code != 0
+
+
+def test_search_difficulty_shapes_what_the_searches_return(index_dir, min_max_shards, tmp_path):
+    """--search-difficulty withhold --withhold-p 1: no search returns a gold passage (the same questions without it
+    do find some); the setting is part of the run's identity."""
+
+    def run(out, *extra):
+        r = runner.invoke(
+            app,
+            [
+                "partition",
+                str(min_max_shards),
+                "--agent",
+                "search-r1",
+                "--retriever",
+                str(index_dir),
+                "--backend",
+                "scripted",
+                "--model",
+                "agent_policies:knows_some",
+                "--pass-at",
+                "1",
+                "--chunk-size",
+                "50",
+                "--out",
+                str(out),
+                "--no-progress",
+                *extra,
+            ],
+        )
+        assert r.exit_code == 0, r.output
+        return pq.read_table(out / "stats.parquet").to_pylist()
+
+    plain = run(tmp_path / "plain")
+    withheld = run(tmp_path / "withheld", "--search-difficulty", "withhold", "--withhold-p", "1")
+    assert any(any(s["sample_gold_found"]) for s in plain)
+    assert not any(any(s["sample_gold_found"]) for s in withheld)
+    assert [s["sample_searches"] for s in withheld] == [s["sample_searches"] for s in plain]
+    run_json = json.loads((tmp_path / "withheld" / "work" / "run.json").read_text())
+    assert run_json["fingerprint"]["agent"]["difficulty"] == {"mode": "withhold", "p": 1.0, "seed": 0}
