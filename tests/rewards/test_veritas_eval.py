@@ -171,3 +171,28 @@ def test_eval_refusals(index_dir, min_max_shards, tmp_path, extra, message):
     assert r.exit_code == 2, r.output
     assert message in " ".join(r.output.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_eval_agreement_command(tmp_path):
+    ours, ref = tmp_path / "pairs.jsonl", tmp_path / "ref.jsonl"
+    ours.write_text(
+        "".join(json.dumps({"id": f"p{i}", "label": x}) + "\n" for i, x in enumerate([1, 1, 1, 0, 0, 1]))
+    )
+    ref.write_text(
+        "".join(json.dumps({"id": f"p{i}", "human": x}) + "\n" for i, x in enumerate([1, 1, 0, 0, 0, 1]))
+    )
+    r = runner.invoke(app, ["eval", "agreement", str(ours), str(ref), "--reference-field", "human", "--json"])
+    assert r.exit_code == 0, r.output
+    # 5 of 6 agree; ours four 1s, ref three 1s: p_e = (4*3 + 2*3) / 36 = 0.5, kappa = (5/6 - 0.5) / 0.5
+    got = json.loads(r.output)
+    assert (
+        got["n"] == 6
+        and got["consistency"] == round(5 / 6, 4)
+        and got["kappa"] == round((5 / 6 - 0.5) / 0.5, 4)
+    )
+    r = runner.invoke(app, ["eval", "agreement", str(ours), str(ref), "--reference-field", "human"])
+    assert r.exit_code == 0 and "consistency 0.833, Cohen's kappa 0.667" in " ".join(r.output.split())
+    ref.write_text('{"id": "p0", "human": "yes"}\n')
+    r = runner.invoke(app, ["eval", "agreement", str(ours), str(ref), "--reference-field", "human"])
+    assert r.exit_code == 1 and "line 1 (id 'p0'): field 'human' is 'yes'" in " ".join(r.output.split())
+    assert "Traceback" not in r.output

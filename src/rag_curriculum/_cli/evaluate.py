@@ -274,6 +274,30 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                   + (", veritas.md (Table 6 layout), pairs/" if cfg.faithfulness else ""))
 
 
+@eval_app.command("agreement")
+def agreement_cmd(
+    labels: Annotated[Path, typer.Argument(help="JSONL labels to check, one {id, label} per line (e.g. the pairs/ "
+                                           "files of `eval --faithfulness veritas --judge ...`).", show_default=False)],
+    reference: Annotated[Path, typer.Argument(help="JSONL reference labels by the same ids (a stronger judge's, a "
+                                              "person's).", show_default=False)],
+    field: Annotated[str, typer.Option(help="The label field of LABELS.")] = "label",
+    reference_field: Annotated[str, typer.Option(help="The label field of REFERENCE.")] = "label",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Agreement of judge labels with reference labels, matched by id: consistency (VERITAS's "Consistent Ratio")
+    and Cohen's kappa (docs/veritas.md)."""
+    from ..rewards._veritas import agreement, read_labels
+
+    with reported_errors():
+        got = agreement(read_labels(labels, field=field), read_labels(reference, field=reference_field))
+    if as_json:
+        out.print_json(json.dumps(got))
+        return
+    out.print(f"{got['n']} pairs labelled on both sides: consistency {got['consistency']:.3f}, Cohen's kappa "
+              f"{got['kappa']:.3f} ({got['unlabelled']} unlabelled, {got['only_labels']} only in {labels.name}, "
+              f"{got['only_reference']} only in {reference.name})")
+
+
 @eval_app.command("compare")
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="Run directories (the --out of `curriculum eval`) or their "
