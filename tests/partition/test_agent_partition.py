@@ -355,6 +355,8 @@ def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
     assert r.exit_code == 0, r.output
     assert (tmp_path / "merged" / "stats.parquet").read_bytes() == ref
     assert (tmp_path / "merged" / WITH / "manifest.json").is_file()
+    r = runner.invoke(app, ["partition-merge", str(tmp_path / "merged"), "--balance"])
+    assert r.exit_code == 2 and "--balance" in r.output
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(make_app(load_index(index_dir)), host="127.0.0.1", port=port, log_level="warning")

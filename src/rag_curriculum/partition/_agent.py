@@ -386,6 +386,11 @@ def agent_question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig
 
 
 def agent_select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]], dict[str, Any]]:
+    if cfg.balance:  # `partition-merge --balance` of an agent run (the command line refuses it before)
+        raise UsageError(
+            "--balance clips two buckets to one size; a search agent's partition has three",
+            hint="merge without --balance",
+        )
     pos = stats.column("position").to_pylist()
     bucket = stats.column("bucket").to_pylist()
     learn = stats.column("learnable").to_pylist()
