@@ -7,6 +7,7 @@ plain `json.load` of the same file, in the same run. Target: at most 2x.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 
@@ -24,13 +25,16 @@ if __name__ == "__main__":
             f"cfg = BuildConfig(sources=[SourceSpec('hotpotqa', {str(path)!r}, None)], schedule='min-max', "
             f"out={out + '/c'!r}, overwrite=True)\n"
             "res = build_curriculum(cfg, command='bench')\nassert res.rows > 0")
+    load_before = os.getloadavg()[0]
     try:
         r = compare("json.load", baseline, "build", ours, repeats=args.repeats)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     b, o = r["json.load"], r["build"]
     print(f"input: {path} ({args.records:,} records, {path.stat().st_size / 1e6:,.0f} MB)")
-    print(f"json.load            wall {b['wall']:6.2f} s   peak {b['peak_mb']:8,.0f} MB")
-    print(f"build min-max (all)  wall {o['wall']:6.2f} s   peak {o['peak_mb']:8,.0f} MB   "
+    print(f"json.load            wall {b['wall']:6.2f} s   cpu {b['cpu']:6.2f} s   peak {b['peak_mb']:8,.0f} MB")
+    print(f"build min-max (all)  wall {o['wall']:6.2f} s   cpu {o['cpu']:6.2f} s   peak {o['peak_mb']:8,.0f} MB   "
           f"({args.records / o['wall']:,.0f} rows/s)")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+          "(the ratio is only comparable between quiet runs)")
     print(f"ratio: {o['wall'] / b['wall']:.2f}x json.load (target <= 2)")

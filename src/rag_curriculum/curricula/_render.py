@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,13 @@ SOURCE_POSITION = "source_position"
 POOL_SIZE = "pool_size"
 ADAPTIVE_COLUMNS = (SOURCE_POSITION, POOL_SIZE)
 
-#: From this many rows on a build forks its shard writers without being asked (forking costs a fraction of a second).
+#: From this many rows on a build forks its shard writers without being asked (forking costs a fraction of a second)
 PARALLEL_MIN_ROWS = 4096
+#: ... on at least this many CPUs. The forked writers' copy-on-write page faults on the rows they read and the
+#: memory they reuse made their rendering cost 1.8x the CPU it costs in-process (20,000 HotpotQA rows: 4.9 s
+#: against 2.8 s); with two CPUs that is more than the second process gives, so such a build renders in-process
+#: while a thread writes the shards.
+FORK_MIN_CPUS = 3
 
 
 def select_documents(ex: Example, d: int, seed: int, source: DistractorSource | None = None, *,
@@ -203,8 +209,8 @@ class ShardJob:
     def shards(self) -> int:
         return max(1, -(-len(self.plan) // self.cfg.rows_per_shard))
 
-    def write(self, k: int) -> tuple[dict[str, Any], LengthStats | None]:
-        """Render and write shard ``k``: its manifest entry, and its prompt-length statistics with a tokenizer."""
+    def render(self, k: int) -> tuple[pa.Table, LengthStats | None]:
+        """Shard ``k``'s rows, and their prompt-length statistics with a tokenizer."""
         plan, cfg = self.plan, self.cfg
         start = k * cfg.rows_per_shard
         stop = min(start + cfg.rows_per_shard, len(plan))
@@ -214,6 +220,11 @@ class ShardJob:
         if self.tokenizer is not None:
             stats = LengthStats.of(*(table.column(c).to_pylist()
                                      for c in (PROMPT_TOKENS, "id", "level", "curriculum_index")))
+        return table, stats
+
+    def write(self, k: int) -> tuple[dict[str, Any], LengthStats | None]:
+        """Render and write shard ``k``: its manifest entry, and its prompt-length statistics with a tokenizer."""
+        table, stats = self.render(k)
         return write_one_shard(table, self.directory, k), stats
 
 
@@ -243,15 +254,17 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
     statistics of each shard are appended to ``lengths``, in shard order."""
     job = ShardJob(plan, cfg, directory, tokenizer, source)
     nshards = job.shards
-    workers = min(cfg.workers or os.cpu_count() or 1, nshards)
-    # Forking costs a fraction of a second: worth it for large builds, or when workers are asked for explicitly.
-    big_enough = cfg.workers is not None or len(plan) >= PARALLEL_MIN_ROWS
+    cpus = os.cpu_count() or 1
+    workers = min(cfg.workers or cpus, nshards)
+    # Forking costs a fraction of a second, and the workers' copy-on-write page faults on what they touch: worth
+    # it for large builds on FORK_MIN_CPUS or more CPUs, or when workers are asked for explicitly.
+    big_enough = cfg.workers is not None or (len(plan) >= PARALLEL_MIN_ROWS and cpus >= FORK_MIN_CPUS)
     use_fork = workers > 1 and big_enough and "fork" in mp.get_all_start_methods()
     entries: list[dict[str, Any]] = []
     with maybe_progress(progress, unit="rows") as bar:
         task = bar.add_task("writing shards", total=len(plan)) if bar else None
         with (mp.get_context("fork").Pool(workers, _Worker.start, (job, os.getpid())) if use_fork
-              else _Serial(job)) as pool:
+              else _InProcess(job)) as pool:
             for e, stats in pool.imap(_Worker.write if use_fork else job.write, range(nshards)):
                 entries.append(e)
                 if stats is not None and lengths is not None:
@@ -261,17 +274,30 @@ def write_plan(plan: Plan, cfg: BuildConfig, directory: Path, *, progress: bool 
     return entries
 
 
-class _Serial:
-    """The pool's interface, in this process: one loop for the forked and the serial paths."""
+class _InProcess:
+    """The pool's interface in this process (one loop for both paths): each shard is rendered here while a thread
+    writes the one before (pyarrow's Parquet writer and the SHA-256 release the GIL), so at most two shards' tables
+    are alive at once."""
 
     def __init__(self, job: ShardJob) -> None:
         self.job = job
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer")
 
-    def __enter__(self) -> _Serial:
+    def __enter__(self) -> _InProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self.writer.shutdown(wait=True, cancel_futures=True)
 
-    def imap(self, fn: Any, items: Any) -> Any:
-        return map(fn, items)
+    def imap(self, fn: Any, shards: Iterable[int]) -> Iterator[tuple[dict[str, Any], LengthStats | None]]:
+        """What ``fn`` (``job.write``) gives for each shard, in order."""
+        pending: tuple[Future, LengthStats | None] | None = None
+        for k in shards:
+            table, stats = self.job.render(k)
+            written = self.writer.submit(write_one_shard, table, self.job.directory, k)
+            del table
+            if pending is not None:
+                yield pending[0].result(), pending[1]
+            pending = (written, stats)
+        if pending is not None:
+            yield pending[0].result(), pending[1]
