@@ -3,12 +3,13 @@ zero-variance.
 
     python bench/bench_dynamic.py                        # 6 steps x 4 prompts x 2 generations
     python bench/bench_dynamic.py --steps 10 --prompts 8
+    python bench/bench_dynamic.py --refill missing       # or batch (DAPO's / verl's whole-batch refills)
 
 Both runs train the same tiny Qwen2-style model (tests/tiny_model.py, built here, CPU) with TRL's GRPOTrainer
 through the toolkit's ``train`` on the same real MuSiQue questions (a min-max curriculum, K = 3), with the same
-scripted reward: half the rows (a seeded draw) get the same reward for every completion (a zero-variance group),
+scripted reward: half the rows (a seeded two of every four) get the same reward for every completion (a zero-variance group),
 the others one right and one wrong. The unfiltered run trains every group it generates; the filtered run
-(``dynamic.enabled=true``, the defaults: spread 0, up to 4 refills, retire) drops the constant groups and refills in
+(``dynamic.enabled=true``, the defaults: spread 0, up to 4 refills, ``--refill`` estimate, retire) drops the constant groups and refills in
 curriculum order.
 
 Measured, per run: the fraction of trained groups that are informative (target >= 90% filtered), the groups
@@ -49,7 +50,7 @@ class HalfConstant:
         return [1.0 if idx in self.constant else float(i % 2) for i, idx in enumerate(curriculum_index)]
 
 
-def run(kind: str, shards: Path, model: Path, out: Path, steps: int, prompts: int) -> dict:
+def run(kind: str, shards: Path, model: Path, out: Path, steps: int, prompts: int, refill: str) -> dict:
     from rag_curriculum.train import compose_train_config, train
     from rag_curriculum.train.dynamic import read_records
 
@@ -60,7 +61,7 @@ def run(kind: str, shards: Path, model: Path, out: Path, steps: int, prompts: in
         "grpo.max_completion_length=8", "grpo.use_vllm=false", "grpo.bf16=false", "grpo.beta=0",
         "grpo.activation_checkpointing=false", "grpo.report_to=none", "grpo.dataloader_pin_memory=false",
         f"grpo.max_steps={steps}", "grpo.save_strategy=no", "run.save_final=false", "grpo.logging_steps=1",
-        "rewards=[{name: bench-half-constant}]", f"dynamic.enabled={kind == 'filtered'}"])
+        "rewards=[{name: bench-half-constant}]", f"dynamic.enabled={kind == 'filtered'}", f"dynamic.refill={refill}"])
     result = train(cfg)
     logged = [h for h in result.log_history if "step_time" in h][1:]  # the first step: warm-up
     step = statistics.mean(h["step_time"] for h in logged)
@@ -87,6 +88,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--refill", choices=("estimate", "missing", "batch"), default="estimate",
+                    help="dynamic.refill of the filtered run")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     import torch
@@ -97,7 +100,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     rows = min(args.steps * args.prompts * 3, 100)  # enough for the refills (about 2x at 50% constant)
-    constant = set(random.Random(0).sample(range(rows), rows // 2))
+    rng = random.Random(0)  # half of every 4 consecutive rows, so any stretch of the curriculum is half constant
+    constant = {b + i for b in range(0, rows, 4) for i in rng.sample(range(4), 2) if b + i < rows}
     register_reward("bench-half-constant", lambda: HalfConstant(constant), overwrite=True)
     work = Path(tempfile.mkdtemp(prefix="bench-dynamic-"))
     try:
@@ -105,7 +109,7 @@ def main() -> None:
         shards = work / "musique-min-max"
         build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE), n=rows)], schedule="min-max",
                                      K=3, out=str(shards), seed=0, tokenizer=str(model), workers=1))
-        res = {kind: run(kind, shards, model, work / f"run-{kind}", args.steps, args.prompts)
+        res = {kind: run(kind, shards, model, work / f"run-{kind}", args.steps, args.prompts, args.refill)
                for kind in ("unfiltered", "filtered")}
         print(f"{args.steps} steps x {args.prompts} prompts x {G} generations, tiny model, CPU; "
               f"{len(constant)} of {rows} rows constant (zero-variance groups)")
