@@ -109,6 +109,26 @@ def test_graph_edit_distance_and_structural_reward_by_hand():
     assert structural_reward(None, GOLD) == 0.0
 
 
+def test_the_bounded_search_finds_networkx_exact_distance():
+    """The reward bounds networkx's search by one edit path's cost (0: the same graph): the distance is the plain
+    call's, on random directed acyclic plans of up to 3 nodes."""
+    import random
+
+    import networkx as nx
+
+    from rag_curriculum.rewards._globalrag import _ged, _graph
+
+    rng = random.Random(0)
+
+    def key():
+        n = rng.randint(1, 3)
+        return n, tuple(sorted((i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.5))
+
+    for _ in range(25):
+        a, b = key(), key()
+        assert _ged(a, b, None) == nx.graph_edit_distance(_graph(a), _graph(b)), (a, b)
+
+
 def test_maximum_common_subgraph_matchings():
     loose = plan_from_questions([("A?", "#1"), ("B?", "#2")])
     # edgeless against a chain: one node at most; every single pair, in DFS order

@@ -95,12 +95,23 @@ def _ged_cached(pred: Key, gold: Key, timeout: float | None) -> float:
     return _ged(pred, gold, timeout)
 
 
+def _identity_cost(pred: Key, gold: Key) -> int:
+    """The cost of one edit path: node i kept as node i, the nodes beyond the smaller graph inserted or deleted,
+    the edges that differ inserted or deleted. An upper bound of the graph edit distance."""
+    return abs(pred[0] - gold[0]) + len(set(pred[1]) ^ set(gold[1]))
+
+
 def _ged(pred: Key, gold: Key, timeout: float | None) -> float:
+    """networkx's exact graph edit distance (unit costs), its search bounded by an edit path's cost (the bound
+    only prunes paths that cost more: the distance is the same, found up to 200x sooner on 5-node plans)."""
     import networkx as nx
 
-    d = nx.graph_edit_distance(_graph(pred), _graph(gold), timeout=timeout)
+    bound = _identity_cost(pred, gold)
+    if bound == 0:  # the same graph: networkx's search would still take a second on a 4-node chain
+        return 0.0
+    d = nx.graph_edit_distance(_graph(pred), _graph(gold), upper_bound=bound, timeout=timeout)
     if d is None:  # pragma: no cover - only with a timeout too short for any path
-        d = pred[0] + len(pred[1]) + gold[0] + len(gold[1])
+        d = bound
     return float(d)
 
 
