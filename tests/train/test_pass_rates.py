@@ -85,11 +85,14 @@ class Script:
 
 
 class Recording:
+    """One right and one wrong completion per group, except row 3: every completion the same (a group dynamic
+    sampling drops)."""
+
     __name__ = "recording"
 
     def __call__(self, completions, curriculum_index, level, **kwargs):
         CALLS.append({"index": list(curriculum_index), "level": list(level)})
-        return [float(i % 2) for i in range(len(completions))]
+        return [1.0 if idx == 3 else float(i % 2) for i, idx in enumerate(curriculum_index)]
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +116,8 @@ def measured(tmp_path_factory, shared_data, tiny_model_dir):
 
 
 def test_real_run_trains_the_band_first_at_the_warm_started_level(measured, tiny_model_dir, tmp_path):
+    """With dynamic sampling too: the controller scores every generation call, the dropped group's included, and
+    the refill is rendered at the level it moved to."""
     from rag_curriculum.train import compose_train_config, train
 
     shards, part = measured
@@ -129,12 +134,15 @@ def test_real_run_trains_the_band_first_at_the_warm_started_level(measured, tiny
         "grpo.max_steps=2", "grpo.save_strategy=no", "run.save_final=false", "adaptive.plot=false",
         "rewards=[{name: test-pass-recording}]", f"data.pass_rates={part}", "data.pass_min=0.1",
         "data.pass_max=0.9", "adaptive.from_pass_rates=true", "adaptive.kwargs.eta=3.0",
-        "adaptive.kwargs.target=0.25"])
+        "adaptive.kwargs.target=0.25", "dynamic.enabled=true"])
     train(cfg)
-    # in band (0.1..0.9): positions 2, 3, 5, 7 first; 0, 1, 4, 6 deferred behind them
-    assert [c["index"] for c in CALLS] == [[2, 2, 3, 3], [5, 5, 7, 7]]
-    # the partition's 16 of 32 samples right as the first batch: T = 1 + 3 tanh(2 (0.5 - 0.25)) = 2.39 -> level 2
-    assert CALLS[0]["level"] == [2, 2, 2, 2]
+    # in band (0.1..0.9): positions 2, 3, 5, 7 first; 0, 1, 4, 6 deferred behind them. Row 3's group is constant:
+    # dropped, refilled with 5 and 7 (half informative so far); 5 fills the batch, 7 is given back and comes first
+    # in the next batch, then the first deferred row.
+    assert [c["index"] for c in CALLS] == [[2, 2, 3, 3], [5, 5, 7, 7], [7, 7, 0, 0]]
+    # the partition's 16 of 32 samples right as the first batch: T = 1 + 3 tanh(2 (0.5 - 0.25)) = 2.39 -> level 2;
+    # the tiny model answers nothing right, so after that call T falls to 1 and the refill is shown at level 1
+    assert [c["level"] for c in CALLS] == [[2, 2, 2, 2], [1, 1, 1, 1], [1, 1, 1, 1]]
     plan = json.loads((tmp_path / "run" / "train_plan.json").read_text())
     assert plan["pass_rates"]["deferred"] == 4 and plan["pass_rates"]["in_band"] == 4
     assert plan["warm_start"]["questions"] == 8 and plan["warm_start"]["success"] == 0.5
