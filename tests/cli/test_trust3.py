@@ -37,6 +37,11 @@ def slow(messages, n, seed):
 
 
 def run(*args):
+    import logging
+
+    root = logging.getLogger()  # the CLI's handler of an earlier in-process run writes to that run's closed stream
+    for h in [h for h in root.handlers if getattr(getattr(h, "stream", None), "closed", False)]:
+        root.removeHandler(h)
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
@@ -410,3 +415,163 @@ def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
     with pytest.raises(GenerationError, match="HTTP 401.*hint"):
         b._with_retries({}, threading.Event())
     assert b.retries == 2  # not retried
+
+
+# -- the bad-input corpus of the command line ------------------------------------------------------------------------
+#: Placeholders: {MAX} a shard directory, {EVAL} an evaluation set, {IDX} a BM25 index, {TRAIN} MuSiQue's shared
+#: sample, {OUT} where an output would go (must not appear), {FILE} a text file, {EMPTY} an empty file, {JUNK}
+#: binary junk named .jsonl, {TRUNC} a truncated JSON file, {DIR} an empty folder, {MISSING} a path that is not,
+#: {PART} a finished partition, {RUN} a finished evaluation.
+BASES = {
+    "build": ["build", "-d", "musique", "-i", "{TRAIN}", "-o", "{OUT}", "--n", "3", "--no-progress"],
+    "index": ["index", "-d", "musique", "-i", "{TRAIN}", "-o", "{OUT}", "--depth", "5", "--no-progress"],
+    "partition": ["partition", "{MAX}", "--backend", "scripted", "--model", "trust3_script:ok", "-o", "{OUT}",
+                  "--no-progress"],
+    "eval": ["eval", "--model", "m=trust3_script:ok", "--data", "{EVAL}", "--backend", "scripted", "--no-plots",
+             "-o", "{OUT}", "--no-progress"],
+    "serve": ["serve", "{IDX}"],
+    "inspect": ["inspect", "{TRAIN}"],
+    "train": ["train", "recipe=rag-rl-min-max", "data.shards={MAX}", "--print-config"],
+    "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
+    "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
+}
+INT, FLOAT = ("abc", "-7", "1.5", "99999999999999999999"), ("abc", "-1", "1e999", "nan")
+OPTIONS = {  # option: the bad values tried (each a case)
+    "build": {"--K": INT, "--n": ("abc", "-5", "0", "1.5"), "--seed": INT, "--max-distractors": INT[:3],
+              "--top-k": INT[:3], "--index-base": ("abc", "-3", "7"), "--batch-prompts": INT[:3],
+              "--rows-per-shard": INT[:3] + ("0",), "--unanswerable-fraction": ("abc", "-0.1", "1.5", "nan"),
+              "--workers": ("abc", "-2"), "--schedule": ("linar", ""), "--order": ("nosuch",),
+              "--setting": ("distracter", ""), "--split": ("nosuch",), "--distractors": ("nosuch",),
+              "--tail": ("chop",), "--leakage": ("nosuch",), "--on-error": ("ignore",), "--template": ("nosuch",),
+              "-d": ("nosuch", ""), "--pieces": ("nosuch", "1:2:3"), "--abstention-answer": ("",),
+              "--tokenizer": ("{MISSING}",), "--index": ("{MISSING}", "{FILE}", "{DIR}"),
+              "--eval-set": ("{MISSING}", "{FILE}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{TRUNC}", "{DIR}")},
+    "index": {"--k1": FLOAT, "--b": FLOAT + ("1.5",), "--delta": ("abc", "-1"), "--depth": INT[:3] + ("0",),
+              "--threads": ("abc", "-3"), "--method": ("nosuch",), "--stopwords": ("klingon",),
+              "--backend": ("nosuch",), "--on-error": ("ignore",), "-d": ("nosuch",),
+              "--corpus": ("{MISSING}", "{JUNK}", "{DIR}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}")},
+    "partition": {"--n": INT, "--K": INT, "--pass-at": INT + ("0", "2000"), "--temperature": FLOAT,
+                  "--top-p": FLOAT + ("0", "1.5"), "--max-tokens": INT + ("0",), "--seed": INT,
+                  "--correct-f1": FLOAT + ("0", "2"), "--chunk-size": INT + ("0",), "--chunks-per-call": INT[:3],
+                  "--num-shards": INT[:3] + ("0",), "--shard-index": ("abc", "-1", "1.5", "5"),
+                  "--max-chunks": ("abc", "-1", "0"), "--backend": ("nosuch", ""), "--engine": ("nosuch",),
+                  "--num-workers": ("abc", "-1"), "--gpus-per-worker": ("abc", "-1"),
+                  "--cpus-per-worker": ("abc", "-1"), "--chunk-retries": ("abc", "-1"),
+                  "--backend-arg": ("novalue", "nosuch=1", "=1", "delay=abc"), "--model": ("trust3_script:nosuch",
+                                                                                          "nosuchmod:fn", "{TRUNC}"),
+                  "--concurrency": ("abc",), "--batch-size": ("abc",)},
+    "eval": {"--samples": INT + ("0",), "--temperature": FLOAT, "--top-p": FLOAT + ("0",), "--max-tokens": INT,
+             "--seed": INT, "--limit": INT[:3] + ("0",), "--chunk-size": INT[:3] + ("0",),
+             "--index-base": ("abc", "-1"), "--template": ("nosuch",), "--backend": ("nosuch",),
+             "--stats": ("{MISSING}", "{FILE}", "{DIR}"), "--data": ("{MISSING}", "{FILE}", "{DIR}", "{TRAIN}"),
+             "--backend-arg": ("novalue", "nosuch=1"), "--judge-arg": ("novalue",),
+             "--model": ("m=trust3_script:nosuch", "=x", "m="), "--agent": ("nosuch",),
+             "--faithfulness": ("nosuch",), "--engine": ("nosuch",), "--best-of": ("abc", "-1"),
+             "--topk": ("abc",), "--max-turns": ("abc",)},
+    "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "0", "1000"), "--max-batch": ("abc", "0"),
+              "--max-topk": ("abc", "0"), "--default-topk": ("abc", "0"), "--max-body-bytes": ("abc", "10"),
+              "--max-query-chars": ("abc", "0"), "--threads": ("abc", "-1")},
+    "inspect": {"--dataset": ("nosuch",), "--on-error": ("ignore", ""), "": ("{MISSING}", "{EMPTY}", "{JUNK}",
+                                                                              "{TRUNC}")},
+    "train": {"": ("recipe=nosuch", "sead=1", "batch.prompts_per_step=abc",
+                   "batch.prompts_per_step=-2", "rewards.0.name=nosuch", "rewards.0.weight=abc",
+                   "data.order_policy=nosuch", "model.dtype=float7", "run.resume=", "data.max_rows=-1",
+                   "data.max_rows=abc", "adaptive.controller=nosuch", "adaptive.controller=nosuchmod:Cls",
+                   "dynamic.enabled=true dynamic.metric=nosuch", "=1", "data.shards=", "model.name_or_path={MISSING}/m")},
+    "partition-merge": {"--correct-f1": ("abc", "-1", "2"), "--shards": ("{MISSING}",), "": ("{MISSING}",
+                                                                                              "{DIR}")},
+    "eval compare": {"--section": ("nosuch",), "": ("{MISSING}", "{DIR}", "{FILE}")},
+}
+
+
+def corpus_cases() -> list[tuple[str, list[str]]]:
+    cases = []
+    for command, options in OPTIONS.items():
+        for option, values in options.items():
+            for value in values:
+                args = [*BASES[command]]
+                if option == "":  # a positional value or an override: replaces the base's own where it has one
+                    if command in ("inspect", "partition-merge"):
+                        args[1] = value
+                    elif command == "eval compare":
+                        args[2] = value
+                    else:
+                        args += value.split(" ")
+                elif option in args:  # an option of the base: its value replaced
+                    args[args.index(option) + 1] = value
+                else:
+                    args += [option, value]
+                cases.append((f"{command} {option} {value!r}", args))
+    return cases
+
+
+CORPUS = corpus_cases()
+#: Cases that fail while the command runs (exit 1) although their value is not a path: a file's contents disagree
+#: with the value, or a required setting was left empty.
+EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='"}
+#: Path-valued cases that are usage errors (exit 2): a model reference that is neither a folder nor a Hub id.
+EXIT_2 = {"train  'model.name_or_path={MISSING}/m'"}
+CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option")
+
+
+def test_the_corpus_covers_every_command_with_250_cases():
+    assert len(CORPUS) >= 250 and len({name for name, _ in CORPUS}) == len(CORPUS)
+    from rag_curriculum.cli import app as cli_app
+
+    commands = {c.name for c in cli_app.registered_commands} | {"eval"}
+    covered = {name.split(" -")[0].split("  ")[0] for name, _ in CORPUS}
+    assert commands - {"recipes", "validate"} <= covered | {"eval compare"}, commands - covered
+
+
+@pytest.fixture(scope="module")
+def corpus_paths(tmp_path_factory, max_dir, eval_dir, script) -> dict[str, Path]:
+    import os
+
+    root = tmp_path_factory.mktemp("corpus")
+    for args in (["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", root / "idx", "--depth", 5, "--no-progress"],
+                 ["partition", max_dir, "--backend", "scripted", "--model", "trust3_script:ok", "-o", root / "part",
+                  "--no-progress", "--pass-at", 2],
+                 ["eval", "--model", "m=trust3_script:ok", "--data", eval_dir, "--backend", "scripted", "--no-plots",
+                  "-o", root / "run", "--no-progress"]):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+    (root / "f.txt").write_text("mine")
+    (root / "empty.jsonl").write_text("")
+    (root / "junk.jsonl").write_bytes(os.urandom(300))
+    (root / "trunc.json").write_text('{"a": [1, 2')
+    (root / "dir").mkdir()
+    return {"MAX": max_dir, "EVAL": eval_dir, "IDX": root / "idx", "PART": root / "part", "RUN": root / "run",
+            "TRAIN": MUSIQUE_TRAIN, "FILE": root / "f.txt", "EMPTY": root / "empty.jsonl",
+            "JUNK": root / "junk.jsonl", "TRUNC": root / "trunc.json", "DIR": root / "dir",
+            "MISSING": root / "missing"}
+
+
+def _state(paths: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """Every input file's size and modification time (a change to any input shows)."""
+    out = {}
+    for p in map(Path, paths.values()):
+        for f in ([p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []):
+            if f.is_file() and not f.name.endswith(".lock"):
+                st = f.stat()
+                out[str(f)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.parametrize("name, args", CORPUS, ids=[name for name, _ in CORPUS])
+def test_bad_input(name, args, corpus_paths, tmp_path):
+    """Each case: exit 2 (a usage error) or 1 (a failure while running), one error line and no traceback, no
+    output folder left, every input unchanged."""
+    out = tmp_path / "out"
+    before = _state(corpus_paths)
+    r = run(*[a.format(OUT=out, **corpus_paths) for a in args])
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit), (r.output, r.exception)
+    if any(c in r.output for c in CLICK):  # refused by click while parsing: its own one-message box
+        assert r.exit_code == 2, r.output
+        assert r.output.count("Error") == 1, r.output
+    else:
+        path_valued = "{" in name
+        code = 1 if name in EXIT_1 else 2 if name in EXIT_2 else 1 if path_valued else 2
+        line = one_error(r, code=code)
+        assert len(line) < 600, line
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+    assert _state(corpus_paths) == before

@@ -9,6 +9,7 @@ from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
+from ._types import expected_type, init_hints
 
 __all__ = [
     "MASK",
@@ -20,9 +21,11 @@ __all__ = [
     "derive_seed",
     "die_with_parent",
     "distribution",
+    "expected_type",
     "fsync_dir",
     "gc_paused",
     "hash64",
+    "init_hints",
     "held_or_refused",
     "is_secret",
     "lazy_exports",

@@ -313,11 +313,19 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
         engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
     check_eval_out(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     busy = partial(EvalError, f"another `curriculum eval` is writing {out}", hint="wait for it to finish, or choose "
                    "another --out")
-    with held_or_refused(out / EVAL_LOCK, busy), open_engine(engine) as eng:
-        return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory, engine=eng)
+    with held_or_refused(out / EVAL_LOCK, busy):
+        try:
+            with open_engine(engine) as eng:
+                return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory,
+                                 engine=eng)
+        except BaseException:
+            if created and not (out / "results").exists() and not any((out / "work").rglob("chunk-*.parquet")):
+                shutil.rmtree(out, ignore_errors=True)  # a run that failed before its first result leaves no OUT
+            raise
 
 
 #: Held in OUT while an evaluation runs (filelock; the agent evaluation's too): a second run is refused at once.

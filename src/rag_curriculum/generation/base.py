@@ -258,3 +258,12 @@ def check_backend_args(name: str, args: Mapping[str, Any], cls: Any = None) -> N
         raise UsageError(f"the {name} backend has no option {key!r} (--backend-arg {key}=...)"
                          + (f"; did you mean {close[0]!r}?" if close else ""),
                          hint=f"its options: {', '.join(known)}")
+    from .._plumbing import expected_type, init_hints
+
+    hints = init_hints(cls)
+    for key, value in args.items():  # a value of the wrong type fails here, not as a TypeError deep inside
+        want = expected_type(value, hints[key]) if key in hints else None
+        if want is not None:
+            from ..errors import SettingError
+
+            raise SettingError(f"--backend-arg {key}", value, f"a value of type {want} (the {name} backend)")

@@ -59,8 +59,11 @@ def _load_script(model: str) -> Any:
         return script
     if ":" in model:
         return _import_script(model)
-    raise ConfigError(f"scripted backend: --model must be a JSON file of {{prompt: completions}} or a dotted path "
-                     f"'module:attribute' to a mapping or callable, got {model!r}")
+    from ..errors import UsageError
+
+    what = "no such file" if p.suffix == ".json" else "not a JSON file nor module:attribute"
+    raise UsageError(f"scripted backend: --model {model!r}: {what}; --model must be a JSON file of "
+                     "{prompt: completions} or a dotted path 'module:attribute' to a mapping or callable")
 
 
 _SCRIPT_HINT = ("the scripted backend's --model is a JSON file of {prompt: completions} or module:attribute, a "

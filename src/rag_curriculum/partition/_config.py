@@ -125,7 +125,9 @@ class PartitionConfig:
                               "max`, or --dataset NAME --input FILE (dataset=NAME input=FILE) to build one at level K "
                               "first")
         if not 0 <= self.shard_index < self.num_shards:
-            raise ConfigError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
+            from ..errors import UsageError as _Usage
+
+            raise _Usage(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises with a "did you mean"
         if self.model is None and self.backend != "scripted":

@@ -54,6 +54,8 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
     record = next((r for r in map(_read_record, srcs) if r), None)
     if record is None:
         raise PartitionError(f"{srcs[0]}: no {RECORD_FILE}; was it made by `curriculum partition`?")
+    if shards is not None:
+        read_manifest(Path(shards))  # a --shards that is not a shard directory stops here, before --out is made
     target_dir = Path(out) if out is not None else srcs[0]
     cfg = PartitionConfig(**{**record["config"], **options, "out": str(target_dir)})
     target = WorkDir(target_dir / WORK)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,19 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
     check_partition_out(cfg, out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     shard = f" (shard {cfg.shard_index} of {cfg.num_shards})" if cfg.num_shards > 1 else ""
     busy = partial(PartitionError, f"another `curriculum partition`{shard} is writing {out}",
                    hint="wait for it to finish, or choose another --out")
     with held_or_refused(out / WORK / run_lock_name(cfg.shard_index, cfg.num_shards), busy):
-        return _partition(cfg, out, backend=backend, command=command, progress=progress, max_chunks=max_chunks,
-                          engine=engine)
+        try:
+            return _partition(cfg, out, backend=backend, command=command, progress=progress,
+                              max_chunks=max_chunks, engine=engine)
+        except BaseException:
+            if created and not WorkDir(out / WORK).done() and not (out / BUILT_INPUT / MANIFEST).exists():
+                shutil.rmtree(out, ignore_errors=True)  # a run that failed before its first chunk leaves no OUT
+            raise
 
 
 def run_lock_name(shard_index: int, num_shards: int) -> str:
@@ -72,7 +79,7 @@ def check_partition_out(cfg: PartitionConfig, out: Path) -> None:
     """Refuse an --out that is the input shard directory or inside it, a file, or a folder that holds files and
     is not a partition's (with or without --overwrite): the toolkit writes only into folders it made."""
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
+        raise PartitionError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
     if cfg.shards:
         src, dst = Path(cfg.shards).resolve(), out.resolve()
         if dst == src or src in dst.parents:

@@ -300,7 +300,7 @@ class TrainConfig:
                                   "runs on one training process", hint="train multi-GPU with verl's "
                                   "algorithm.filter_groups (docs/training.md, Dynamic sampling), or one process")
         if self.run.resume not in (None, "auto", "last") and not str(self.run.resume).strip():
-            raise ConfigError("run.resume must be auto, last, a checkpoint path, or null")
+            raise UsageError("run.resume must be auto, last, a checkpoint path, or null")
         for key in ("output_dir", "run_name", "reward_weights"):
             if key in self.grpo:
                 where = {"output_dir": "run.output_dir", "run_name": "run.name",

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed
 from .._settings import suggest
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..registry import Registry
 
 
@@ -233,7 +233,7 @@ def resolve_controller(name: str) -> type[Controller]:
         try:
             cls = import_dotted(name)
         except (ImportError, AttributeError) as e:
-            raise ConfigError(f"adaptive.controller={name!r}: cannot import it ({e})",
+            raise UsageError(f"adaptive.controller={name!r}: cannot import it ({e})",
                               hint="give a registered name (target-band, mastery) or pkg.module:Class") from None
         if not (isinstance(cls, type) and issubclass(cls, Controller)):
             raise ConfigError(f"adaptive.controller={name!r} is not a Controller subclass")
