@@ -122,6 +122,11 @@ def open_distractors(cfg: BuildConfig) -> tuple[DistractorSource, Any]:
     if cfg.index:
         index = load_index(cfg.index)
         cfg.index = str(cfg.index)
+        if cfg.setting == "retrieved" and cfg.top_k > index.depth:
+            # the rows would show only the index's depth of passages while their gold_recall claims recall@top_k
+            raise BuildError(f"--top-k {cfg.top_k}: the index {cfg.index} ranks {index.depth} passages per question, "
+                             f"so no row can show {cfg.top_k}; lower --top-k to {index.depth} or less, or rebuild "
+                             f"the index with `curriculum index ... --depth {cfg.top_k}`")
     kind = "retrieved" if cfg.setting == "retrieved" else cfg.distractors
     return make_source(kind, seed=cfg.seed, index=index, top_k=cfg.top_k), index
 

@@ -10,9 +10,9 @@ gold passage, in an order shuffled by the question's own generator (``derive_see
 ``bm25``
     the question's BM25 ranking over a corpus index (:mod:`rag_curriculum.retrieval`), best first, skipping a
     passage whose normalised title and text equal a gold paragraph's (``gold_copy``) and one whose title or text
-    contains an answer after SQuAD normalisation (``answer``: it would be gold in disguise; yes/no answers are
-    not matched). ``k`` = the ranked passages left, up to the index's depth, so it is no longer capped by the
-    dataset.
+    contains an answer after SQuAD normalisation (``answer``: it would be gold in disguise; yes/no answers,
+    answers made only of stop words and aliases of one or two characters are not matched). ``k`` = the ranked
+    passages left, up to the index's depth, so it is no longer capped by the dataset.
 ``mixed``
     provided and BM25 distractors alternately, provided first (p1, b1, p2, b2, ...; when one list runs out the
     other continues); the BM25 list also skips passages equal to one of the question's provided paragraphs
@@ -179,14 +179,31 @@ class ProvidedSource:
 
 
 _UNMATCHED = frozenset(("", "yes", "no", "noanswer"))
+#: Lucene's English stop set, the words bm25s's ``stopwords="en"`` (the index's default) drops: an answer made only
+#: of these ("in", "to be") is in nearly every passage, so it is not looked for (MuSiQue's
+#: ``3hop1__379315_160713_77246`` has the alias "in", which filtered almost its whole ranking out).
+STOP_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "will", "with"))
+#: An alias (an answer after the first) shorter than this once normalised is not looked for either: "us" for
+#: "United States" would match the pronoun. The first answer is looked for whatever its length ("5", "UK").
+MIN_ALIAS_CHARS = 3
+
+
+def _looked_for(a: str, alias: bool) -> bool:
+    if a in _UNMATCHED or all(w in STOP_WORDS for w in a.split()):
+        return False
+    return not alias or len(a) >= MIN_ALIAS_CHARS
 
 
 def _matched_answers(answers: list[str]) -> list[str]:
-    """The answers the "contains an answer" test looks for: normalised, without yes/no and empty ones."""
+    """The answers the "contains an answer" test looks for: normalised, without yes/no, empty ones, those made only
+    of stop words (:data:`STOP_WORDS`) and aliases shorter than :data:`MIN_ALIAS_CHARS` characters."""
     if len(answers) == 1:  # the common case, without the set
         a = normalize_answer(answers[0])
-        return [] if a in _UNMATCHED else [a]
-    return sorted({a for a in (normalize_answer(x) for x in answers) if a not in _UNMATCHED})
+        return [a] if _looked_for(a, False) else []
+    return sorted({a for i, x in enumerate(answers) if _looked_for(a := normalize_answer(x), i > 0)})
 
 
 class _AnswerFilter:
