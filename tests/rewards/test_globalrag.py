@@ -99,8 +99,11 @@ def test_graph_edit_distance_and_structural_reward_by_hand():
     chain3 = plan_from_questions([("A?", "#1"), ("B #1?", "#2"), ("C #2?", "#3")])
     fork = plan_from_questions([("A?", "#1"), ("B?", "#2"), ("C #1 #2?", "#3")])
     reverse = plan_from_questions([("B #2?", "#1"), ("A?", "#2")])
+    loose4 = plan_from_questions([("A?", "#1"), ("B?", "#2"), ("C?", "#3"), ("D?", "#4")])
+    branch4 = plan_from_questions([("A?", "#1"), ("B #1?", "#2"), ("C?", "#3"), ("D #2 #3?", "#4")])
     cases = [(GOLD, GOLD, 0), (single, GOLD, 2), (loose, GOLD, 1), (chain3, GOLD, 2), (fork, chain3, 2),
-             (reverse, GOLD, 0)]  # reverse: same shape once the nodes are renamed (GED ignores order)
+             (reverse, GOLD, 0),  # reverse: same shape once the nodes are renamed (GED ignores order)
+             (loose4, branch4, 3), (branch4, branch4, 0)]  # three edges to insert; the same graph
     for pred, gold, d in cases:
         assert graph_edit_distance(pred, gold) == d
         n, e = len(gold.nodes), len(gold.edges)
