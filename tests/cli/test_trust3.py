@@ -575,3 +575,56 @@ def test_bad_input(name, args, corpus_paths, tmp_path):
         assert len(line) < 600, line
     assert not out.exists(), sorted(p.name for p in out.rglob("*"))
     assert _state(corpus_paths) == before
+
+
+# -- item 16: every command prints its composed configuration without running -----------------------------------------
+def test_every_command_prints_its_config_without_running(max_dir, eval_dir, tmp_path):
+    import yaml
+
+    out = tmp_path / "o"
+    cases = {
+        "build": (["build", "recipe=musique-min-max", f"input={MUSIQUE_TRAIN}", "seed=7", "--n", 5, "-o", out],
+                  lambda c: c["seed"] == 7 and c["sources"][0]["n"] == 5 and c["schedule"] == "min-max"),
+        "index": (["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", out, "--k1", 1.2],
+                  lambda c: c["k1"] == 1.2 and c["out"] == str(out)),
+        "partition": (["partition", max_dir, "recipe=rag-rl-pass8", "k=4", "--backend", "openai", "--model", "m",
+                       "--base-url", "http://me:PW@host/v1", "-o", out],
+                      lambda c: c["k"] == 4 and c["balance"] is True and "PW" not in str(c)),
+        "eval": (["eval", "--model", "m=x", "--data", eval_dir, "--backend", "scripted", "--samples", 3, "-o", out],
+                 lambda c: c["m"] == 3 and c["models"][0]["path"] == "x"),
+        "train": (["train", "recipe=rag-rl-min-max", f"data.shards={max_dir}", "grpo.beta=0.5", "--print-config"],
+                  lambda c: c["grpo"]["beta"] == 0.5),
+    }
+    for command, (args, check) in cases.items():
+        r = run(*args, *([] if command == "train" else ["--print-config"]))
+        assert r.exit_code == 0, (command, r.output)
+        assert check(yaml.safe_load(r.stdout)), (command, r.stdout)
+        assert not out.exists(), command  # nothing run, nothing written
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    assert "--print-config" in text and "-m key=a,b" in text
+
+
+# -- item 20: noise ----------------------------------------------------------------------------------------------------
+def test_index_prints_no_bm25s_debug_line(shared_data, tmp_path):
+    import logging
+
+    from rag_curriculum._cli.common import configure_logging
+
+    configure_logging()
+    bm25s = logging.getLogger("bm25s")
+    seen = []
+    for h in logging.getLogger().handlers:
+        seen.append(all(f(logging.LogRecord("bm25s", logging.DEBUG, "x", 1, "Building index from IDs", None, None))
+                        if callable(f) else f.filter(logging.LogRecord("bm25s", logging.DEBUG, "x", 1, "m", None,
+                                                                       None)) for f in h.filters))
+    assert seen and not any(seen), "bm25s's DEBUG line passes a handler"
+    assert bm25s.name == "bm25s"
+
+
+def test_a_real_training_run_prints_one_config_line_not_the_yaml():
+    import inspect
+
+    from rag_curriculum._cli import train as cli_train
+
+    src = inspect.getsource(cli_train.train)
+    assert "if main and (print_config or dry_run)" in src and "train_config.yaml" in src

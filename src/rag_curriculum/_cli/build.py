@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from ..curricula.config import BuildConfig, SourceSpec
-from .common import console, option, out, reported_errors
+from .common import PrintConfig, console, option, out, reported_errors, show_config
 
 B = BuildConfig
 
@@ -54,6 +54,7 @@ def build(
     tokenizer: Annotated[str | None, option(B, "tokenizer", "--tokenizer")] = None,
     overwrite: Annotated[bool | None, option(B, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    print_config: PrintConfig = False,
 ) -> None:
     """Build a curriculum of controlled difficulty (RAG-RL 3.2, 4.4) as ordered Parquet shards, a manifest and a
     data card. Options override the recipe's values; the recipe overrides the defaults.
@@ -77,9 +78,14 @@ def build(
     from ..curricula.config import merge_flags
     from .data import print_shard_summary
 
-    flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in ("overrides", "progress")}
+    flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items()
+             if k not in ("overrides", "progress", "print_config")}
     with reported_errors(_hint):
         cfg = resolve(BuildConfig, "build", overrides, flags, merge=partial(merge_flags, note=_note))
+        if print_config:
+            cfg.validate()
+            show_config(cfg)
+            return
         result = build_curriculum(cfg, progress=progress and console.is_terminal)
     print_shard_summary(result.out, result.manifest)
     if result.manifest.get("prompt_tokens"):

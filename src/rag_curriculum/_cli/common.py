@@ -29,8 +29,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-#: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL).
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
+#: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL),
+#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG).
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
 
 
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
@@ -52,6 +53,28 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, MaskingFilter) for f in handler.filters):
             handler.addFilter(MaskingFilter())
+        if _quiet_libraries not in handler.filters:  # also what a library logs after setting its own level
+            handler.addFilter(_quiet_libraries)  # (bm25s sets DEBUG on import)
+
+
+def _quiet_libraries(record: Any) -> bool:
+    """Drop the INFO and DEBUG lines of :data:`QUIET_LOGGERS` whatever level those libraries set themselves."""
+    return record.levelno >= 30 or record.name.split(".")[0] not in QUIET_LOGGERS
+
+
+#: ``--print-config`` of every command that composes a configuration (Hydra's ``--cfg job``).
+PrintConfig = Annotated[bool, typer.Option(
+    "--print-config", help="Print the composed configuration (recipe, overrides and options, as the run would use "
+    "them; secrets masked) as YAML and exit without running.", show_default=False)]
+
+
+def show_config(cfg: Any) -> None:
+    """``cfg`` (its ``to_dict()``) as YAML on stdout, secrets masked by the one rule; nothing is run or written."""
+    from omegaconf import OmegaConf
+
+    from .._plumbing import mask_secrets
+
+    out.print(OmegaConf.to_yaml(mask_secrets(cfg.to_dict())), end="", markup=False, highlight=False)
 
 
 def fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> NoReturn:

@@ -35,6 +35,7 @@ from .common import (
     GpusPerWorker,
     MaxModelLen,
     NumWorkers,
+    PrintConfig,
     RayAddress,
     TensorParallelSize,
     backend_args_for,
@@ -45,6 +46,7 @@ from .common import (
     parse_backend_args,
     redacted,
     reported_errors,
+    show_config,
 )
 
 E = EvalConfig
@@ -132,6 +134,7 @@ def run(
     = None,
     faithfulness: Annotated[str | None, option(A, "faithfulness", "--faithfulness")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    print_config: PrintConfig = False,
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
     (recipe=rag-rl: the paper's evaluation, both settings, m = 3) whose values the options override.
@@ -152,7 +155,8 @@ def run(
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
         data = [*(data or []), *data_old]
-    skip = ("overrides", "progress", "data_old", "backend_arg", "judge_arg", "agent", "retriever", "topk",
+    skip = ("overrides", "progress", "print_config", "data_old", "backend_arg", "judge_arg", "agent", "retriever",
+            "topk",
             "max_turns", "best_of", "crag_weight", "faithfulness", *BACKEND_FLAGS, *ENGINE_PARAMS)
     flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
     flags["data"] = data
@@ -172,6 +176,9 @@ def run(
     with reported_errors():
         cfg = resolve(EvalConfig, "eval", overrides, flags, merge=merge)
         cfg.validate()
+        if print_config:
+            show_config(cfg)
+            return
         cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
         result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(ctx.params),
                           command=redacted(without_engine_options(current_command())))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..retrieval import IndexConfig
-from .common import console, option, out, reported_errors
+from .common import PrintConfig, console, option, out, reported_errors, show_config
 
 C = IndexConfig
 
@@ -29,6 +29,7 @@ def index(
     on_error: Annotated[str | None, option(C, "on_error")] = None,
     overwrite: Annotated[bool | None, option(C, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    print_config: PrintConfig = False,
 ) -> None:
     """Index every distinct paragraph (title + text) of a dataset file, and optionally a corpus of
     {"title", "text"} or {"id", "contents"} JSONL lines (Search-R1's wiki-18 layout), with BM25 (bm25s), and store
@@ -63,6 +64,9 @@ def index(
                              hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
                                   "--out indexes/musique-dev")
         cfg = bind(IndexConfig, flags)
+        if print_config:
+            show_config(cfg)
+            return
         m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
     src = m["sources"][0]
     out.print(f"[green]indexed[/] {m['passages']:,} passages ({src['paragraphs']:,} paragraphs of {src['questions']:,} "

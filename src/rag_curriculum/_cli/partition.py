@@ -39,6 +39,7 @@ from .common import (
     GpusPerWorker,
     MaxModelLen,
     NumWorkers,
+    PrintConfig,
     RayAddress,
     TensorParallelSize,
     backend_args_for,
@@ -49,6 +50,7 @@ from .common import (
     parse_backend_args,
     redacted,
     reported_errors,
+    show_config,
 )
 
 P = PartitionConfig
@@ -57,7 +59,7 @@ P = PartitionConfig
 BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
                  "base_url", "api_key", "concurrency")
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
-CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
+CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
 
 def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
@@ -149,6 +151,7 @@ def partition(
     search_difficulty: Annotated[str | None, option(P, "search_difficulty", "--search-difficulty")] = None,
     withhold_p: Annotated[float | None, option(P, "withhold_p", "--withhold-p")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    print_config: PrintConfig = False,
 ) -> None:
     """Partition questions by what a base model can answer (RAG-RL 3.2, appendix A): sample k completions per
     question, score each final answer by F1, and write answerable/ (some sample has F1 = 1), unanswerable/ (none),
@@ -187,6 +190,9 @@ def partition(
         cfg = resolve(PartitionConfig, "partition", overrides, flags,
                       merge=lambda data, given: merge_options(data, given, backend_flags, backend_arg))
         cfg.validate()
+        if print_config:
+            show_config(cfg)
+            return
         cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
         engine_cfg = engine_config(ctx.params)
         result = run_partition(cfg, command=redacted(without_engine_options(current_command())),

@@ -80,7 +80,7 @@ def train(
     """Train a RAG answer generator with GRPO (TRL's GRPOTrainer) on a curriculum, in curriculum order.
 
     The recipe (default rag-rl-min-max) reproduces RAG-RL 4.2 / appendix B; every key can be overridden. The
-    resolved config is printed and saved with the run (train_config.yaml), with the batch plan (train_plan.json)
+    resolved config is saved with the run (train_config.yaml; --print-config prints it), with the batch plan (train_plan.json)
     and the rows of each step (curriculum_steps.jsonl).
 
     [bold]Examples[/]
@@ -108,9 +108,13 @@ def train(
         recipe, overrides = split_args(args)
         cfg = resolve(TrainConfig, "train", args)
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
-    if main:  # secrets (grpo.hub_token, ...) masked by the one rule, as in the saved train_config.yaml
+    if main and (print_config or dry_run):  # secrets (grpo.hub_token, ...) masked by the one rule, as saved
         shown = TrainConfig.from_dict(mask_secrets(cfg.to_dict()))
         out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
+    elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml)
+        console.print(f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); "
+                      f"the resolved config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config "
+                      "shows it without training)")
     if print_config:
         return
     with reported_errors(_hint):
