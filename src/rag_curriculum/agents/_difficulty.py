@@ -37,6 +37,9 @@ from ..retrieval._index import passage_hash
 from ._retrievers import Hit
 
 MODES = ("none", "hard-negatives", "withhold")
+#: A row column that sets the withholding probability of that row's searches (an adaptive controller or a schedule
+#: writes it, :mod:`rag_curriculum.train.agent_adaptive`); absent or None: ``SearchDifficulty.p``.
+P_COLUMN = "search_p"
 
 
 def hard_negative_count(level: int, hops: int, available: int) -> int:
@@ -80,11 +83,12 @@ class SearchDifficulty:
         if self.mode == "none":
             return hits[:k], {}
         if self.mode == "withhold":
-            if rng.random() < self.p:
+            p = self.p if row.p is None else row.p  # the row's own p (a controller's or a schedule's), else ours
+            if rng.random() < p:
                 gold_in_top = sum(1 for h in hits[:k] if row.key(h) in row.gold)
                 kept = [h for h in hits if row.key(h) not in row.gold]
-                return kept[:k], {"withheld": gold_in_top, "p": self.p}
-            return hits[:k], {"withheld": 0, "p": self.p}
+                return kept[:k], {"withheld": gold_in_top, "p": p}
+            return hits[:k], {"withheld": 0, "p": p}
         # hard negatives above the first gold passage
         d = hard_negative_count(row.level, len(row.gold), len(row.negatives))
         first_gold = next((i for i, h in enumerate(hits) if row.key(h) in row.gold), None)
@@ -101,8 +105,9 @@ class SearchDifficulty:
 
 
 class RowView:
-    """What the search environment needs of a row: its id, question, answers, level, gold passage keys and hard
-    negatives (the non-gold passages of its curriculum row, as hits)."""
+    """What the search environment needs of a row: its id, question, answers, level, gold passage keys, hard
+    negatives (the non-gold passages of its curriculum row, as hits) and its own withholding probability (the
+    ``search_p`` column, when a controller or schedule set one)."""
 
     def __init__(self, row: dict[str, Any]) -> None:
         self.row = row
@@ -116,6 +121,10 @@ class RowView:
                           if not p.get("is_gold")]
         self.neg_keys = [passage_hash(h.title, h.text) for h in self.negatives]
         self.answerable = bool(row.get("answerable", True))
+        p = row.get(P_COLUMN)
+        if p is not None and not (isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0):
+            raise ConfigError(f"row {self.id!r}: {P_COLUMN}={p!r} is not a probability", hint="give 0 <= p <= 1")
+        self.p: float | None = None if p is None else float(p)
 
     def key(self, hit: Hit) -> int:
         return passage_hash(hit.title, hit.text)

@@ -20,6 +20,7 @@ from typing import Any
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
 from ..errors import ConfigError, SettingError
 from ..shards import validate_shards, write_json
+from .agent_adaptive import make_search_hook, uses_search_curriculum
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
 from .lengths import check_trl_lengths
@@ -423,12 +424,13 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     out = Path(args.output_dir)
     steps_file = out / STEPS_FILE if cfg.run.log_rows else None
     hook = None
-    if cfg.adaptive.controller is not None:  # before the model loads: refuses shards that are not adaptive
+    search_curriculum = uses_search_curriculum(cfg)  # a search agent's level or p moved by a controller / schedule
+    if cfg.adaptive.controller is not None or search_curriculum:  # before the model loads: checks the shards
         from .adaptive import LEVELS_FILE, make_hook
 
         levels_file = out / LEVELS_FILE if args.process_index == 0 else None
-        hook = make_hook(cfg, manifest, num_generations=args.num_generations, seed=args.seed,
-                         levels_file=levels_file)
+        hook = (make_search_hook if search_curriculum else make_hook)(
+            cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=levels_file)
         if levels_file is not None and resume is None and levels_file.exists():
             levels_file.unlink()
         if cfg.adaptive.from_pass_rates and resume is None:  # a resumed run restores the controller instead
@@ -490,10 +492,15 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     trainer.recorder = recorder
     if hook is not None:
         trainer.adaptive = hook
+        if search_curriculum:
+            hook.bind(trainer)
     if dynamic is not None:
         trainer.dynamic = dynamic
     output = trainer.train(resume_from_checkpoint=resume)
-    if hook is not None and hook.levels_file is not None and cfg.adaptive.plot and hook.levels_file.exists():
+    if search_curriculum and cfg.adaptive.plot:
+        hook.plot(out, title=f"{cfg.adaptive.controller or cfg.agent.p_schedule}, {cfg.agent.difficulty}, "
+                             f"success = {cfg.adaptive.success}")
+    elif hook is not None and hook.levels_file is not None and cfg.adaptive.plot and hook.levels_file.exists():
         from .adaptive import PLOT_FILE, plot_levels, read_levels
 
         plot_levels(read_levels(hook.levels_file), out / PLOT_FILE, K=hook.controller.K,

@@ -187,7 +187,18 @@ class AgentConfig:
     difficulty: str = rule("none", choices=AGENT_DIFFICULTY, help=(
         "What the row's level does to its search results: none, hard-negatives (RAG-RL's d distractors above "
         "the gold) or withhold (gold removed with probability p, ZeroSearch)."))
-    p: float = rule(0.0, ge=0.0, le=1.0, help="Withholding probability of difficulty=withhold.")
+    p: float = rule(0.0, ge=0.0, le=1.0, help=(
+        "Withholding probability of difficulty=withhold (fixed; p_schedule or adaptive.controller move it instead)."))
+    p_schedule: str = rule("none", choices=("none", "zerosearch"), help=(
+        "How p moves without a controller (difficulty=withhold): none (fixed at p) or zerosearch (ZeroSearch's "
+        "p(t) = p_start + (4^(t/T) - 1) / 3 * (p_end - p_start), t the optimiser steps done, T grpo.max_steps)."))
+    p_start: float = rule(0.0, ge=0.0, le=1.0, help=(
+        "p at the start of p_schedule=zerosearch, and at level 1 of an adaptive controller (difficulty=withhold)."))
+    p_end: float = rule(0.5, ge=0.0, le=1.0, help=(
+        "p at the end of p_schedule=zerosearch, and at the top level p_levels of an adaptive controller."))
+    p_levels: int = rule(6, ge=2, le=1001, help=(
+        "Levels an adaptive controller moves over with difficulty=withhold: level l shows p = p_start + (l - 1) / "
+        "(p_levels - 1) * (p_end - p_start) (6: steps of 0.1 over 0..0.5)."))
     first_turn: str | None = rule(None, help=(
         "A scripted first turn (``{question}`` filled in), e.g. ``<search> {question} </search>``, written instead "
         "of the model's and masked out of the loss: a warm start, and how a tiny random model is made to search."))
@@ -321,13 +332,34 @@ class TrainConfig:
         if self.grpo.get("use_vllm") and not tools:
             raise ConfigError("agent.retriever with grpo.use_vllm=true: the search rollout generates with the policy "
                               "in the trainer's process (transformers)", hint="set grpo.use_vllm=false")
-        if self.adaptive.controller is not None:
-            raise ConfigError("agent.retriever with adaptive.controller: the adaptive controllers do not drive a "
-                              "search agent's difficulty yet", hint="set adaptive.controller=null")
+        self._validate_agent_curriculum()
         rest = str(self.agent.first_turn or "").replace("{{", "").replace("}}", "").replace("{question}", "")
         if "{" in rest or "}" in rest:
             raise ConfigError(f"agent.first_turn={self.agent.first_turn!r}: the only field it may name is "
                               "{question} (write a literal brace twice: {{ }})")
+
+    def _validate_agent_curriculum(self) -> None:
+        """What moves a search agent's difficulty during training (docs/search-agents.md, "Difficulty"): a
+        controller drives the level (hard-negatives) or p (withhold); p_schedule moves p without one."""
+        a, controller = self.agent, self.adaptive.controller
+        if a.p_schedule != "none" and a.difficulty != "withhold":
+            raise ConfigError(f"agent.p_schedule={a.p_schedule} with agent.difficulty={a.difficulty}: the schedule "
+                              "moves the withholding probability p", hint="set agent.difficulty=withhold")
+        if self.dynamic.enabled and (controller is not None or a.p_schedule != "none"):
+            raise ConfigError("dynamic.enabled with a search agent whose difficulty moves (adaptive.controller or "
+                              "agent.p_schedule): not supported yet", hint="set dynamic.enabled=false")
+        if controller is None:
+            return
+        if a.difficulty == "none":
+            raise ConfigError("adaptive.controller with agent.difficulty=none: a search agent's controller drives the "
+                              "level of its searches' hard negatives or the probability p its gold is withheld",
+                              hint="set agent.difficulty=hard-negatives or withhold, or adaptive.controller=null")
+        if a.p_schedule != "none":
+            raise ConfigError(f"adaptive.controller with agent.p_schedule={a.p_schedule}: both would set p",
+                              hint="keep one: agent.p_schedule=none, or adaptive.controller=null")
+        if self.adaptive.from_pass_rates:
+            raise ConfigError("adaptive.from_pass_rates with a search agent: not supported yet (the partition's "
+                              "pass rates are not measured at search levels)", hint="set adaptive.from_pass_rates=false")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
