@@ -17,7 +17,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TIERS=${TIERS:-main vllm verl core}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
-PYTEST=(-m pytest -q -p no:cacheprovider)
+# progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
+PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
+# What each tier runs and how long it took on a fresh clone of a 2-core CI machine (docs/development.md; a loaded
+# machine takes up to twice as long): said before the tier starts.
+about() {
+  case $1 in
+    main) echo "the whole suite and the docs site in .venv; about 10 min (600 s measured, setup included)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
+    core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
+    notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
+    *) echo "?" ;;
+  esac
+}
 setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
 chain=""
 trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true; rm -rf "$setups"' EXIT
@@ -39,8 +52,10 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
   fi
   bash "scripts/setup_$1.sh"
 }
+n_tiers=$(echo $TIERS | wc -w); i=0
 for tier in $TIERS; do
-  start=$SECONDS
+  start=$SECONDS; i=$((i + 1))
+  echo "== tier $tier ($i of $n_tiers): $(about "$tier")"
   case $tier in
     main)
       bash scripts/setup.sh

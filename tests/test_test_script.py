@@ -46,6 +46,8 @@ def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
         assert f"tier {tier}: passed" in r.stdout
         assert f"{tier}-tests-ran" in r.stdout
     assert "docs-built" in r.stdout
+    for i, tier in enumerate(("main", "vllm", "verl", "core"), 1):  # each tier announced, with what and how long
+        assert f"== tier {tier} ({i} of 4): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
     for tier in ("vllm", "verl", "core"):
         assert f"{tier}-setup-by-" in r.stderr  # its setup's output, shown before its tests
 

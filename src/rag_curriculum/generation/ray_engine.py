@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,6 +38,20 @@ from .engine import RAY_INSTALL_HINT, EngineConfig
 from .runner import Call
 
 log = logging.getLogger(__name__)
+
+
+#: Ray 2.52+ authenticates with a token: a cluster and a driver that disagree on it fail in ways that look like a
+#: missing toolkit; the hint names the real cause and both ways out (docs/scaling.md, "Token authentication").
+AUTH_HINT = ("Ray's token authentication: the cluster (`ray start`) and this command must agree. Either use one "
+             "token on both sides (RAY_AUTH_MODE=token, the token in ~/.ray/auth_token on every node, made by `ray "
+             "get-auth-token --generate`, or in RAY_AUTH_TOKEN), or turn it off on both (RAY_AUTH_MODE=disabled "
+             "when you run `ray start` and the command; a trusted network only); see docs/scaling.md")
+_AUTH_WORDS = re.compile(r"authenticat|auth[_ ]token|RAY_AUTH|unauthenticated|x-ray-authorization", re.I)
+
+
+def is_auth_error(e: BaseException) -> bool:
+    """A refusal by Ray's token authentication (its AuthenticationError, or a message that says so)."""
+    return type(e).__name__ == "AuthenticationError" or bool(_AUTH_WORDS.search(str(e)))
 
 __all__ = ["RayEngine", "RayPool", "import_ray"]
 
@@ -124,8 +139,13 @@ class RayEngine:
                          "running one)")
                 ray.init(**kwargs)
                 self.started = True
-        except (ConnectionError, RuntimeError, ValueError) as e:
+        except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
             where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
+            if is_auth_error(e):
+                raise EngineError(f"could not {where}: Ray's token authentication refused it ({e})",
+                                  hint=AUTH_HINT) from e
+            if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
+                raise
             raise EngineError(f"could not {where}: {e}", hint="start one with `ray start --head` and pass its address "
                               "(--ray-address HOST:6379, or RAY_ADDRESS), or leave both unset for a local "
                               "cluster") from e
@@ -242,9 +262,10 @@ class RayPool:
                             self._largest_node())
             refs = {ref: w for w, ref in self.starts.items() if w not in self.profiles}
             if not refs:
+                auth = any(_AUTH_WORDS.search(f) for f in failures)
                 raise EngineError("no Ray worker could build the backend: " + "; ".join(failures[-3:]),
-                                  hint="the workers' errors are above; check that every node has the toolkit, the "
-                                  "backend's libraries and the model")
+                                  hint=AUTH_HINT if auth else "the workers' errors are above; check that every node "
+                                  "has the toolkit, the backend's libraries and the model")
             ready, _ = self.ray.wait(list(refs), num_returns=1, timeout=_POLL_SECONDS)
             for ref in ready:
                 w = refs[ref]
