@@ -40,7 +40,7 @@ from .._plumbing import derive_seed
 from ..errors import ConfigError, CurriculumError
 from ..generation.base import cut_at_stop
 from ._difficulty import RowView, SearchDifficulty
-from ._retrievers import Hit, Retriever, open_retriever
+from ._retrievers import Hit, HttpRetriever, Retriever, open_retriever
 from ._searchr1 import STOP, parse_turn
 
 __all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
@@ -93,8 +93,6 @@ class SearchTool(BaseTool):
         self.difficulty = SearchDifficulty(**dict(config.get("difficulty") or {}))
         where = config["retriever"]
         if isinstance(where, str) and where.startswith(("http://", "https://")) and config.get("timeout"):
-            from ._retrievers import HttpRetriever
-
             self.retriever: Retriever = HttpRetriever(where, timeout=float(config["timeout"]))
         else:
             self.retriever = open_retriever(where)
