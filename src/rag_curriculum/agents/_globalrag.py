@@ -257,6 +257,8 @@ def plan_from_questions(items: Iterable[tuple[str, str, str | None] | tuple[str,
                                 kind="plan_unknown_reference")
             edges.add((where[ref], j))
     plan = Plan(tuple(nodes), tuple(sorted(edges)), origin)
+    if all(i < j for i, j in edges):  # every reference to an earlier sub-question: a plan order, so acyclic
+        return plan
     nx = _networkx()
     g = plan.graph()
     if not nx.is_directed_acyclic_graph(g):

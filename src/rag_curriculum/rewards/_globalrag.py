@@ -43,6 +43,7 @@ cosine.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import threading
 from collections import OrderedDict
@@ -367,7 +368,7 @@ class GlobalRagReward:
               ids: Sequence[Any] | None) -> Plan | None:
         if gold_plan is not None and gold_plan[i] is not None:
             g = gold_plan[i]
-            return g if isinstance(g, Plan) else Plan.from_dict(g)
+            return g if isinstance(g, Plan) else _plan_of(json.dumps(g, sort_keys=True, default=str))
         table = self._state()["plans"]
         for col in (source_id, ids):
             if col is not None and col[i] is not None and str(col[i]) in table:
@@ -464,6 +465,12 @@ class GlobalRagReward:
 
 
 _STATE: dict[int, dict[str, Any]] = {}
+
+
+@functools.lru_cache(maxsize=65536)
+def _plan_of(text: str) -> Plan:
+    """A gold plan column's dict (as sorted JSON) as a Plan, built once: a batch repeats each row per rollout."""
+    return Plan.from_dict(json.loads(text))
 
 
 @dataclass(frozen=True)
