@@ -191,7 +191,7 @@ class AgentConfig:
         "Withholding probability of difficulty=withhold (fixed; p_schedule or adaptive.controller move it instead)."))
     p_schedule: str = rule("none", choices=("none", "zerosearch"), help=(
         "How p moves without a controller (difficulty=withhold): none (fixed at p) or zerosearch (ZeroSearch's "
-        "p(t) = p_start + (4^(t/T) - 1) / 3 * (p_end - p_start), t the optimiser steps done, T grpo.max_steps)."))
+        "p(t) = p_start + (4^(t/T) - 1) / 3 * (p_end - p_start), t the optimiser steps done, T the run's)."))
     p_start: float = rule(0.0, ge=0.0, le=1.0, help=(
         "p at the start of p_schedule=zerosearch, and at level 1 of an adaptive controller (difficulty=withhold)."))
     p_end: float = rule(0.5, ge=0.0, le=1.0, help=(
