@@ -82,7 +82,8 @@ class BuildConfig:
     ability: str = rule("multi-hop-qa", flag="", help="verl's `ability` column.")
     rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, help="Rows per Parquet shard.")
     workers: int | None = rule(None, ge=1, le=1024, help=(
-        "Processes that render and write shards (the output is the same); default: one per CPU."))
+        "Processes that render and write shards (the output is the same); default: one per CPU from 3 CPUs and "
+        "4,096 rows on, else this process renders while a thread writes."))
     batch_prompts: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
         "The trainer's prompts per step (RAG-RL: 42): report the rows it would never see."))
     tail: str = rule("keep", choices=TAILS, help=(
