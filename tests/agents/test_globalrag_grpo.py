@@ -99,3 +99,16 @@ def test_the_globalrag_recipe_holds_the_papers_values(tmp_path):
     tiny = compose_train_config("globalrag-cpu-tiny", [f"data.shards={tmp_path}"])
     check_recipe(tiny)
     assert tiny.agent.first_turn.format(question="Who?").startswith('<think>I plan first.</think>\n<plan>{"Q1": ["Who?"')
+
+
+def test_a_scripted_first_turn_may_write_literal_braces_twice(tmp_path):
+    from rag_curriculum.errors import ConfigError
+    from rag_curriculum.train import compose_train_config
+
+    ok = compose_train_config("globalrag-cpu-tiny", [f"data.shards={tmp_path}"])
+    ok.validate()  # the recipe's plan: {{"Q1": ["{question}", "#1"]}}
+    for bad in ("<plan>{oops}</plan>", "<plan>{{\"Q1\": 1}</plan>", "<plan>}</plan>"):
+        cfg = compose_train_config("globalrag-cpu-tiny", [f"data.shards={tmp_path}"])
+        cfg.agent.first_turn = bad
+        with pytest.raises(ConfigError, match="only field it may name is"):
+            cfg.validate()
