@@ -652,3 +652,13 @@ def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
     assert not is_auth_error(RuntimeError("No module named 'rag_curriculum'"))
     text = (Path(__file__).parents[2] / "docs" / "scaling.md").read_text()
     assert "RAY_AUTH_MODE=disabled ray start" in text and "ray get-auth-token --generate" in text
+
+
+# -- item 19: time and disk claims a user can plan around ------------------------------------------------------------
+def test_the_readme_gives_measured_times_and_the_disk_the_environments_take():
+    root = Path(__file__).parents[2]
+    readme = (root / "README.md").read_text()
+    assert "Five minutes" not in readme and "two minutes of CPU time" not in readme
+    for words in ("partition 60 s, train 160 s, eval 191 s", "main tier 600 s, vllm 587 s", "7.7 GB"):
+        assert words in readme, words
+    assert "7.7 GB" in (root / "docs" / "development.md").read_text()
