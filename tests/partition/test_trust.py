@@ -202,9 +202,11 @@ def test_cpu_recipe_composes_and_binds():
 
 
 @pytest.mark.slow
-def test_cpu_recipe_trains_masks_secrets_and_says_it_resumes(tiny_model_dir, shared_data, tmp_path, caplog):
+def test_cpu_recipe_trains_masks_secrets_and_says_it_resumes(tiny_model_dir, shared_data, tmp_path, caplog,
+                                                              capsys):
     """The shipped CPU recipe trains the tiny model (2 steps, then 1 more resumed); the run's files keep no
-    secret given as an override; the resumed run says where it resumes from."""
+    secret given as an override; the resumed run says where it resumes from; each step is logged as one compact
+    line with its numbers (issue 26 item 20), not TRL's dict of quoted numbers."""
     pytest.importorskip("trl")
     import torch
 
@@ -227,6 +229,11 @@ def test_cpu_recipe_trains_masks_secrets_and_says_it_resumes(tiny_model_dir, sha
     finally:
         torch.set_num_threads(threads)
     assert result.global_step == 3
+    printed = capsys.readouterr()
+    steps = [line for line in (printed.out + printed.err).splitlines() if line.startswith("step ")]
+    assert steps and all(len(line) < 200 for line in steps), steps
+    assert any(" loss " in line and " reward " in line for line in steps), steps
+    assert "'loss'" not in printed.out + printed.err
     lines = [r.getMessage() for r in caplog.records if "resuming from checkpoint" in r.getMessage()]
     assert len(lines) == 1 and "checkpoint-2" in lines[0] and "(step 2)" in lines[0]
     files = ["train_config.yaml", "train_plan.json", "checkpoint-3/curriculum_plan.json"]  # save_total_limit=1 keeps the last

@@ -490,6 +490,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         callbacks=[callback_cls(recorder, run_plan), *callbacks], **extra,
     )
     trainer.recorder = recorder
+    from transformers.trainer_callback import ProgressCallback
+
+    from .progress import compact_progress_callback
+
+    if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
+        trainer.add_callback(compact_progress_callback())
     if hook is not None:
         trainer.adaptive = hook
         if search_curriculum:

@@ -138,3 +138,40 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
                 rec = json.loads(line)
                 by_step[rec["step"]] = rec
     return [by_step[s] for s in sorted(by_step)]
+
+
+#: The per-step numbers a training line shows, in this order, under short names (the rest stay in the logs:
+#: trainer_state.json, and report_to's trackers).
+STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("kl", "kl"),
+             ("grad_norm", "grad_norm"), ("learning_rate", "lr"), ("completions/mean_length", "len"),
+             ("curriculum/level_mean", "level"), ("train_loss", "train_loss"), ("train_runtime", "runtime_s"),
+             ("epoch", "epoch"))
+
+
+def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
+    """One compact line for a training log: ``step 3/10  loss 0.0123  reward 0.512 ...`` with the numbers as
+    numbers (``.4g``), not TRL's quoted dict of ~1,500 characters; None for logs without any of :data:`STEP_KEYS`
+    (the final summary prints its own line).
+
+    >>> step_line({"loss": 0.01234567, "reward": 0.5, "learning_rate": 1e-06, "total_flos": 0.0}, 3, 10)
+    'step 3/10  loss 0.01235  reward 0.5  lr 1e-06'
+    """
+    parts = [f"{short} {logs[key]:.4g}" for key, short in STEP_KEYS
+             if isinstance(logs.get(key), (int, float)) and not isinstance(logs.get(key), bool)]
+    if len(parts) <= ("epoch" in logs):  # nothing but the epoch: not a line of its own
+        return None
+    return f"step {step}/{max_steps}  " + "  ".join(parts)
+
+
+def compact_progress_callback() -> type:
+    """transformers' ProgressCallback (the bar) whose per-step log is :func:`step_line` instead of a dict."""
+    from transformers.trainer_callback import ProgressCallback
+
+    class CompactProgress(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
+            if state.is_world_process_zero and logs:
+                line = step_line(logs, state.global_step, state.max_steps)
+                if line is not None:
+                    (self.training_bar.write if self.training_bar is not None else print)(line)
+
+    return CompactProgress
