@@ -226,6 +226,10 @@ def setup(tmp_path_factory):
     return base
 
 
+TARGET_BAND = ("adaptive.controller=target-band", "adaptive.kwargs.start=3")
+TOPK = 1  # one passage per search: the shortest trajectories (the test's time is the tiny model's forward passes)
+
+
 def _train(base, tiny_model_dir, name, *overrides):
     from rag_curriculum.agents._trl import SearchRollout
     from rag_curriculum.train import compose_train_config, train
@@ -243,8 +247,8 @@ def _train(base, tiny_model_dir, name, *overrides):
     try:
         cfg = compose_train_config("search-r1-cpu-tiny", [
             f"model.name_or_path={tiny_model_dir}", f"data.shards={base / 'shards'}", f"run.output_dir={base / name}",
-            f"agent.retriever={base / 'ix'}", "agent.max_turn_tokens=8", "grpo.report_to=none",
-            "adaptive.controller=target-band", "adaptive.kwargs.start=3", *overrides])
+            f"agent.retriever={base / 'ix'}", f"agent.topk={TOPK}", "agent.max_turn_tokens=8", "grpo.beta=0.0",
+            "grpo.report_to=none", *overrides])
         result = train(cfg, overrides=["recipe=search-r1-cpu-tiny"])
     finally:
         mp.undo()
@@ -255,7 +259,7 @@ def test_target_band_moves_the_search_level_and_the_hard_negatives_follow(setup,
     from rag_curriculum.agents._retrievers import open_retriever
     from rag_curriculum.train.adaptive import LEVELS_FILE, PLOT_FILE, read_levels
 
-    result, calls = _train(setup, tiny_model_dir, "hard", "agent.difficulty=hard-negatives")
+    result, calls = _train(setup, tiny_model_dir, "hard", "agent.difficulty=hard-negatives", *TARGET_BAND)
     assert result.global_step == 3 and len(calls) == 3
     levels = [[r["level"] for r in rows] for rows, _ in calls]
     assert levels == [[3] * 4, [2] * 4, [1] * 4]  # nothing right: T 3 -> 2.24 -> 1.48
@@ -267,7 +271,7 @@ def test_target_band_moves_the_search_level_and_the_hard_negatives_follow(setup,
     retriever = open_retriever(str(setup / "ix"))
     used: dict[int, set[int]] = {}
     for rows, got in calls:
-        depth = 2 + max(SearchDifficulty("hard-negatives").extra(2, RowView(r)) for r in rows)  # the batch's
+        depth = TOPK + max(SearchDifficulty("hard-negatives").extra(TOPK, RowView(r)) for r in rows)  # the batch's
         for row, traj in zip(rows, got["trajectory"], strict=True):
             first = traj["searches"][0]  # the scripted search, run for every trajectory in one retriever call
             view = RowView(row)
@@ -289,7 +293,7 @@ def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir
     from rag_curriculum.train.adaptive import LEVELS_FILE, read_levels
 
     result, calls = _train(setup, tiny_model_dir, "withhold", "agent.difficulty=withhold", "agent.p_levels=3",
-                           "agent.p_start=0.0", "agent.p_end=1.0")
+                           "agent.p_start=0.0", "agent.p_end=1.0", *TARGET_BAND)
     ps = [[r[P_COLUMN] for r in rows] for rows, _ in calls]
     assert ps == [[1.0] * 4, [0.5] * 4, [0.0] * 4]
     records = read_levels(result.output_dir / LEVELS_FILE)
@@ -302,10 +306,25 @@ def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir
             view = RowView(row)
             for s in traj["searches"]:
                 assert s["shaped"]["p"] == p
-                gold_top = sum(view.is_gold(h) for h in retriever.search([s["query"]], 2)[0])
+                gold_top = sum(view.is_gold(h) for h in retriever.search([s["query"]], TOPK)[0])
                 if p == 1.0:
                     assert s["shaped"]["withheld"] == gold_top and not any(s["gold"])
                     withheld += gold_top
                 elif p == 0.0:
                     assert s["shaped"]["withheld"] == 0 and sum(s["gold"]) == gold_top
     assert withheld > 0  # the index does rank gold passages for these questions: p = 1 removed them
+
+
+def test_zerosearch_schedule_moves_p_over_the_runs_steps(setup, tiny_model_dir):
+    from rag_curriculum.train.adaptive import LEVELS_FILE, PLOT_FILE, read_levels
+
+    result, calls = _train(setup, tiny_model_dir, "zerosearch", "agent.difficulty=withhold", "agent.p_schedule=zerosearch",
+                           "agent.p_start=0.0", "agent.p_end=1.0", "grpo.max_steps=2")
+    expected = [round(noise_probability(t, 2, 0.0, 1.0), 12) for t in (0, 1)]
+    assert expected == [0.0, pytest.approx(1 / 3)]
+    assert [[r[P_COLUMN] for r in rows] for rows, _ in calls] == [[p] * 4 for p in expected]
+    assert [[s["shaped"]["p"] for t in got["trajectory"] for s in t["searches"]][0] for _, got in calls] == expected
+    records = read_levels(result.output_dir / LEVELS_FILE)
+    assert [r["p_target"] for r in records] == expected and all("level_target" not in r for r in records)
+    assert [[x["p"] for x in r["rows"]] for r in records] == [[p, p] for p in expected]
+    assert (result.output_dir / PLOT_FILE).stat().st_size > 0
