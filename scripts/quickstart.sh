@@ -8,5 +8,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 INPUT=${1:-../shared/data/musique/musique_ans_v1.0_train.sample100.jsonl}
 N=${2:-all}
 curriculum build --dataset musique --input "$INPUT" --schedule min-max --K 20 --n "$N" \
-  --batch-prompts 42 --out outputs/musique-min-max --overwrite
+  --batch-prompts 42 --tail trim --out outputs/musique-min-max --overwrite   # every row fits a 42-prompt step
 curriculum validate outputs/musique-min-max

@@ -662,3 +662,21 @@ def test_the_readme_gives_measured_times_and_the_disk_the_environments_take():
     for words in ("partition 60 s, train 160 s, eval 191 s", "main tier 600 s, vllm 587 s", "7.7 GB"):
         assert words in readme, words
     assert "7.7 GB" in (root / "docs" / "development.md").read_text()
+
+
+# -- item 20: the quickstart does not warn about its own settings ----------------------------------------------------
+def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
+    import logging
+    import shlex
+
+    text = (Path(__file__).parents[2] / "scripts" / "quickstart.sh").read_text()
+    line = text.split("curriculum build ", 1)[1].split("\ncurriculum validate", 1)[0]
+    args = shlex.split(line.replace("\\\n", " ").split("#")[0].replace('"$INPUT"', str(MUSIQUE_TRAIN))
+                       .replace('"$N"', "all"))
+    args[args.index("--out") + 1] = str(tmp_path / "mm")
+    with caplog.at_level(logging.WARNING):
+        r = run("build", *args, "--no-progress")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "mm" / "manifest.json").read_text())
+    assert manifest["trainer_tail"]["unseen_rows"] == 0 and manifest["num_rows"] % 42 == 0
+    assert "0 row(s) never seen" in r.output and "WARNING" not in caplog.text, (r.output, caplog.text)
