@@ -680,3 +680,17 @@ def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
     manifest = json.loads((tmp_path / "mm" / "manifest.json").read_text())
     assert manifest["trainer_tail"]["unseen_rows"] == 0 and manifest["num_rows"] % 42 == 0
     assert "0 row(s) never seen" in r.output and "WARNING" not in caplog.text, (r.output, caplog.text)
+
+
+def test_known_dependency_deprecations_are_hidden_on_the_command_line():
+    import warnings
+
+    from rag_curriculum._cli.common import KNOWN_WARNINGS, configure_logging
+
+    with warnings.catch_warnings(record=True) as seen:  # the filters are put back as they were afterwards
+        warnings.simplefilter("always")
+        configure_logging()
+        warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning,
+                      stacklevel=1)
+        warnings.warn("a warning of our own", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["a warning of our own"] and KNOWN_WARNINGS

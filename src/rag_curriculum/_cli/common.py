@@ -34,14 +34,25 @@ EXIT_USAGE = 2
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
 
 
+#: Deprecation warnings of dependencies that a user of the command line can do nothing about (the library calls
+#: its own deprecated API), hidden on the command line (Python callers keep their own filters):
+#: (category, message regex).
+KNOWN_WARNINGS = (
+    (FutureWarning, r"`is_gradient_checkpointing` is deprecated"),  # transformers 5, called by TRL's trainer
+)
+
+
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
     :mod:`rag_curriculum._plumbing._secrets` (credentials in URLs), whoever logs it."""
     import logging
+    import warnings
 
     from .._plumbing import MaskingFilter
 
+    for category, message in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if quiet:
