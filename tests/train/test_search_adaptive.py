@@ -146,7 +146,7 @@ def test_withhold_maps_the_controllers_level_to_p():
         shown, metrics = _batch(hook, _rows("a"), [False, False], step)
         ps.append(shown[0][P_COLUMN])
         assert shown[0]["level"] == 3  # the row's own level is left alone
-        assert metrics["curriculum/p_mean"] == ps[-1]
+        assert metrics["curriculum/p_mean"] == ps[-1] and "curriculum/level_mean" not in metrics
     assert ps == [1.0, 0.5, 0.0]
     assert hook.records[1]["p_target"] == pytest.approx(level_to_p(3 + math.tanh(-1.0), 3, 0.0, 1.0))
 
@@ -286,6 +286,7 @@ def test_target_band_moves_the_search_level_and_the_hard_negatives_follow(setup,
     assert (result.output_dir / PLOT_FILE).stat().st_size > 0
     logged = {k for h in result.log_history for k in h}
     assert {"curriculum/level_target", "curriculum/success"} <= logged
+    assert [h["curriculum/level_mean"] for h in result.log_history if "loss" in h] == [3.0, 2.0, 1.0]
 
 
 def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir):
@@ -299,6 +300,7 @@ def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir
     records = read_levels(result.output_dir / LEVELS_FILE)
     assert [[x["p"] for x in r["rows"]] for r in records] == [[1.0, 1.0], [0.5, 0.5], [0.0, 0.0]]
     assert [r["p_mean"] for r in records] == [1.0, 0.5, 0.0]
+    assert [h["curriculum/p_mean"] for h in result.log_history if "loss" in h] == [1.0, 0.5, 0.0]
     retriever = open_retriever(str(setup / "ix"))
     withheld = 0
     for (rows, got), p in zip(calls, (1.0, 0.5, 0.0), strict=True):

@@ -178,7 +178,8 @@ class SearchCurriculumHook:
             level_mean = sum(r["level"] for r in rows) / len(rows)
             record.update(level_target=target, level_mean=level_mean, next_target=next_target,
                           levels=dict(sorted(_count(r["level"] for r in rows).items())))
-            metrics.update({"curriculum/level_target": target, "curriculum/level_mean": level_mean})
+            if self.mode == "hard-negatives":  # withhold logs p (the rows' own level column is not the controller's)
+                metrics.update({"curriculum/level_target": target, "curriculum/level_mean": level_mean})
         if self.mode == "withhold":
             ps = [r["p"] for r in rows]
             p_target = (self.p_shown if self.controller is None

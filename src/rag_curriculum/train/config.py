@@ -138,7 +138,8 @@ class AdaptiveConfig:
 
     controller: str | None = rule(None, help=(
         "target-band (AdaRFT) | mastery | a registered controller (rag_curriculum.train.register_controller) | "
-        "pkg.module:Class; null: the rows are trained at the levels they were built with."))
+        "pkg.module:Class; null: the rows are trained at the levels they were built with. With a search agent it "
+        "drives the level of the searches' hard negatives or the withholding probability p (agent.difficulty)."))
     success: str = rule("exact_match", choices=SUCCESS, help=(
         "What a completion's success is: exact_match (1 or 0, the one scorer) or reward (the weighted total "
         "reward; set the controller's target / threshold on the reward's scale)."))
