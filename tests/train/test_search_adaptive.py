@@ -289,12 +289,20 @@ def test_target_band_moves_the_search_level_and_the_hard_negatives_follow(setup,
     assert [h["curriculum/level_mean"] for h in result.log_history if "loss" in h] == [3.0, 2.0, 1.0]
 
 
-def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir):
+WITHHOLD = ("agent.difficulty=withhold", "agent.p_levels=3", "agent.p_start=0.0", "agent.p_end=1.0", *TARGET_BAND,
+            "grpo.save_steps=2", "grpo.save_total_limit=2")
+
+
+@pytest.fixture(scope="module")
+def withheld(setup, tiny_model_dir):
+    return _train(setup, tiny_model_dir, "withhold", *WITHHOLD)
+
+
+def test_target_band_moves_p_and_the_withheld_gold_follows(setup, withheld):
     from rag_curriculum.agents._retrievers import open_retriever
     from rag_curriculum.train.adaptive import LEVELS_FILE, read_levels
 
-    result, calls = _train(setup, tiny_model_dir, "withhold", "agent.difficulty=withhold", "agent.p_levels=3",
-                           "agent.p_start=0.0", "agent.p_end=1.0", *TARGET_BAND)
+    result, calls = withheld
     ps = [[r[P_COLUMN] for r in rows] for rows, _ in calls]
     assert ps == [[1.0] * 4, [0.5] * 4, [0.0] * 4]
     records = read_levels(result.output_dir / LEVELS_FILE)
@@ -315,6 +323,23 @@ def test_target_band_moves_p_and_the_withheld_gold_follows(setup, tiny_model_dir
                 elif p == 0.0:
                     assert s["shaped"]["withheld"] == 0 and sum(s["gold"]) == gold_top
     assert withheld > 0  # the index does rank gold passages for these questions: p = 1 removed them
+
+
+def test_a_resumed_run_continues_with_the_controllers_state(setup, withheld, tiny_model_dir, tmp_path):
+    """Resumed from checkpoint-2, step 3 is shown at the p the restored controller gives (0.0; a fresh one would
+    start at level 3, p = 1.0), and the levels file reads as the uninterrupted run's."""
+    import shutil
+
+    from rag_curriculum.train.adaptive import LEVELS_FILE, read_levels
+
+    result, calls = withheld
+    name = f"resumed-{tmp_path.name}"
+    shutil.copytree(result.output_dir, setup / name, ignore=shutil.ignore_patterns("checkpoint-3"))
+    resumed, again = _train(setup, tiny_model_dir, name, *WITHHOLD)
+    assert resumed.global_step == 3 and len(again) == 1
+    assert [r[P_COLUMN] for r in again[0][0]] == [r[P_COLUMN] for r in calls[2][0]] == [0.0] * 4
+    assert [r["curriculum_index"] for r in again[0][0]] == [r["curriculum_index"] for r in calls[2][0]]
+    assert read_levels(setup / name / LEVELS_FILE) == read_levels(result.output_dir / LEVELS_FILE)
 
 
 def test_zerosearch_schedule_moves_p_over_the_runs_steps(setup, tiny_model_dir):
