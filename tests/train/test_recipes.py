@@ -179,15 +179,27 @@ def test_cli_print_config_and_list():
     assert res.exit_code != 0 and "unexpected argument" in res.output
 
 
-def test_cli_dry_run_plans_the_batch(tmp_path):
+def test_cli_dry_run_plans_the_batch(tmp_path, shared_data):
     needs_trl()
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
     runner = CliRunner()
+    # shards the dry run cannot read are refused as the real run refuses them (issue 26 item 6)
     res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={tmp_path / 'none'}",
                                  "batch.num_processes=7", "--dry-run"])
+    assert res.exit_code == 1 and "no such shard directory" in res.output, res.output
+    shards = tmp_path / "mm"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 42, K=3)], schedule="min-max",
+                                 out=str(shards), seed=0), command="t")
+    res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={shards}", "batch.num_processes=7",
+                                 "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "binds to trl.GRPOConfig" in res.output
     assert "294" in res.output
-    res = runner.invoke(_app(), ["recipe=rag-rl-min-max", "batch.num_processes=8", "--dry-run"])
+    res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={shards}", "batch.num_processes=8",
+                                 "--dry-run"])
     assert res.exit_code == 1 and "294" in res.output
 
 
