@@ -154,7 +154,7 @@ def _hint(e: BaseException) -> str | None:
 def _dry_run(cfg: Any) -> None:
     from ..train import check_recipe
     from ..train._trl import load_curriculum, resolve_num_processes
-    from ..train.order import report_tail, tail_rows
+    from ..train.order import tail_rows
 
     tail = None
     # the shards are read and checked as the real run reads them (missing, damaged, empty or an evaluation set:
@@ -188,8 +188,11 @@ def _dry_run(cfg: Any) -> None:
         if problem is not None:
             console.print(f"[red]{problem.severity}:[/] {problem.message}")
         tail = tail_rows(plan, indices, list(dataset["level"]))
-        report_tail(tail, manifest.get("trainer_tail"))
-    _print_plan(plan)  # the tail was reported above, as the real run reports it (once)
+        fitted = (manifest.get("trainer_tail") or {}).get("batch_prompts")
+        if fitted and fitted != plan.prompts_per_generation:
+            console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
+                          f"takes {plan.prompts_per_generation} per batch")
+    _print_plan(plan, tail)  # the tail warned once, here (the real run logs it with report_tail)
     from ..train import order_issues
     from ..train._trl import grpo_kwargs
 
