@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, shards, verify
 """
 
 from __future__ import annotations
