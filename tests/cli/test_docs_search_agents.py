@@ -26,14 +26,16 @@ def test_the_search_agents_pages_cpu_commands_run_as_written(tmp_path, shared_da
     pytest.importorskip("trl")
     pytest.importorskip("bm25s")
     blocks = bash_blocks()
-    assert "eval --agent" in blocks[0] and "recipe=search-r1-cpu-tiny" in blocks[1], "the page's CPU blocks moved"
+    assert "eval --agent" in blocks[0], "the page's first block moved"
+    (train_block,) = [b for b in blocks if "recipe=search-r1-cpu-tiny" in b]
+    assert "curriculum serve" in train_block and "agent.retriever=http://127.0.0.1:8765/retrieve" in train_block
     repo = tmp_path / "checkout"
     repo.mkdir()
     (repo / ".venv").symlink_to(Path(sys.prefix))
     (tmp_path / "shared").symlink_to(shared_data.parent)
     shutil.copytree(tiny_model_dir, repo / "outputs" / "tiny-model")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    script = "set -euo pipefail\n" + blocks[0] + blocks[1]
+    script = "set -euo pipefail\n" + blocks[0] + train_block
     r = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"the page's commands failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     summary = json.loads((repo / "outputs/eval-agent/summary.json").read_text())
@@ -49,3 +51,9 @@ def test_the_search_agents_pages_cpu_commands_run_as_written(tmp_path, shared_da
     run = repo / "outputs/train/search-r1-cpu-tiny-musique"
     steps = (run / "curriculum_steps.jsonl").read_text().splitlines()
     assert len(steps) == 3, "3 GRPO steps"
+    # trained against the server the block started (and stopped): its URL in the run's config
+    import yaml
+
+    config = yaml.safe_load((run / "train_config.yaml").read_text())
+    assert config["agent"]["retriever"] == "http://127.0.0.1:8765/retrieve"
+    assert "serving" in (repo / "outputs/serve.log").read_text()
