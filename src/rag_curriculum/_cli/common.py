@@ -298,6 +298,9 @@ CpusPerWorker = Annotated[float | None, option(_Engine, "cpus_per_worker")]
 ChunkRetries = Annotated[int | None, option(_Engine, "chunk_retries")]
 #: The parameters of those options (not fields of the commands' configs).
 ENGINE_PARAMS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker", "chunk_retries")
+#: The backend option block partition and eval share (their values become the backend's arguments).
+BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
+                 "base_url", "api_key", "concurrency")
 
 
 def engine_config(params: dict[str, Any]) -> _Engine | None:

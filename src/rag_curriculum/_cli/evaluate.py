@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..evaluation._agent import AgentEvalConfig, run_agent_eval
 from ..evaluation._config import EvalConfig
 from .common import (
+    BACKEND_FLAGS,
     ENGINE_PARAMS,
     ApiKey,
     BackendArg,
@@ -53,8 +54,6 @@ E = EvalConfig
 A = AgentEvalConfig
 #: The generation-backend options (shared with `curriculum partition`): each goes to backend_args when the chosen
 #: backend takes it.
-BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
-                 "base_url", "api_key", "concurrency")
 
 
 class _RunByDefault(TyperGroup):

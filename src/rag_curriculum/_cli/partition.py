@@ -24,6 +24,7 @@ import typer
 from ..config import field_help
 from ..partition import PartitionConfig
 from .common import (
+    BACKEND_FLAGS,
     ENGINE_PARAMS,
     ApiKey,
     BackendArg,
@@ -56,8 +57,6 @@ from .common import (
 P = PartitionConfig
 #: The generation-backend options (shared with `curriculum eval`): each goes to backend_args when the chosen backend
 #: takes it.
-BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
-                 "base_url", "api_key", "concurrency")
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
 CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
