@@ -3,9 +3,11 @@
 ``docs/development.md`` (section "Layers") gives each package or top-level module of ``rag_curriculum`` a layer; a
 module may import, at the top of its file, only what sits in a lower layer. That keeps the module list honest
 about what depends on what, and the components free of import loops. Imports inside functions are for heavy
-optional dependencies (torch, transformers, vLLM, Ray, bm25s, matplotlib ...) only: none of the project's own
-modules is imported inside a function in ``curricula/``, and elsewhere no file does so more often than today
-(:data:`IN_FUNCTION_ALLOWED`, which may only shrink).
+optional dependencies (torch, transformers, vLLM, Ray, bm25s, matplotlib ...) only. A module of the project that
+imports such a dependency at its top (or imports one that does) is itself heavy (:func:`heavy_modules`), and may be
+imported inside a function, so that ``curriculum --help`` does not pay for it; every other module of the project is
+imported at the top of the file (:data:`IN_FUNCTION_ALLOWED` names the files not there yet, and may only shrink).
+The top-level imports between the project's modules form no loop (:func:`test_no_import_loop_between_modules`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ DOC = ROOT / "docs" / "development.md"
 
 #: Top-level imports that point up or sideways today, each to be removed (never added to): (importer, imported).
 KNOWN_UPWARD = {
-    ("rewards", "agents"),  # rewards/_search.py, _veritas.py, _globalrag.py parse the agents' trajectories
     ("train", "_cli"),  # train/__main__.py runs the CLI's train command
 }
 
 #: Packages whose files import none of the project's modules inside a function.
 NO_IN_FUNCTION = ("curricula",)
+
+#: Third-party packages slow to import or optional: a project module importing one at its top is heavy.
+HEAVY = frozenset({
+    "torch", "transformers", "trl", "accelerate", "peft", "vllm", "ray", "bm25s", "scipy", "numba", "matplotlib",
+    "fastapi", "uvicorn", "starlette", "verl", "sentence_transformers", "faiss", "openai", "datasets", "pandas",
+    "networkx", "requests", "httpx", "tenacity", "huggingface_hub", "tokenizers", "msgspec",
+})
 
 #: file (relative to src/rag_curriculum) -> in-function imports of the project's own modules today. A number may
 #: only go down: lower it (or drop the file) when you move such an import to the top of its file.
@@ -113,11 +121,75 @@ def _top_level(body: list[ast.stmt]):
                 yield from _top_level(block)
 
 
+def _dotted(parts: list[str]) -> str:
+    return ".".join(parts)
+
+
+def _third_party(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The top-level names of the third-party packages an import statement names."""
+    if isinstance(node, ast.Import):
+        return {a.name.split(".")[0] for a in node.names}
+    return {node.module.split(".")[0]} if node.level == 0 and node.module else set()
+
+
+def _runtime(target: list[str], importer: str) -> list[str]:
+    """The project modules an import of ``target`` runs: the target and each package above it that does not hold
+    the importer (the root package exports lazily and is left out)."""
+    out = [_dotted(target)]
+    for i in range(2, len(target)):
+        pkg = _dotted(target[:i])
+        if not (importer == pkg or importer.startswith(pkg + ".")):
+            out.append(pkg)
+    return out
+
+
+@functools.cache
+def module_graph() -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, list[tuple[int, list[str]]]]]:
+    """(module -> project modules its top-level imports run, module -> third-party packages it imports at its top,
+    file -> in-function imports of the project's modules as (line, target modules))."""
+    graph: dict[str, set[str]] = {}
+    third: dict[str, set[str]] = {}
+    inner: dict[str, list[tuple[int, list[str]]]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts, is_pkg = _module(path)
+        me = _dotted(parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        graph[me], third[me] = set(), set()
+        for node in _top_level(tree.body):
+            targets = _targets(node, parts, is_pkg)
+            if targets:
+                for t in targets:
+                    graph[me].update(m for m in _runtime(t, me) if m != me)
+            else:
+                third[me] |= _third_party(node)
+        found = {(n.lineno, n.col_offset): [_dotted(t) for t in _targets(n, parts, is_pkg)]
+                 for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        found = {k: v for k, v in found.items() if v}  # a dict: a function nested in another is walked twice
+        if found:
+            inner[str(path.relative_to(PKG))] = [(line, v) for (line, _), v in sorted(found.items())]
+    return graph, third, inner
+
+
+@functools.cache
+def heavy_modules() -> frozenset[str]:
+    """The project's modules that import a :data:`HEAVY` package when imported (at their top, or through a
+    project module they import at their top)."""
+    graph, third, _ = module_graph()
+    heavy = {m for m, names in third.items() if names & HEAVY}
+    grew = True
+    while grew:
+        more = {m for m, deps in graph.items() if m not in heavy and deps & heavy}
+        heavy |= more
+        grew = bool(more)
+    return frozenset(heavy)
+
+
 @functools.cache
 def scan() -> tuple[dict[tuple[str, str], list[str]], Counter, set[str]]:
-    """(component edges -> the files making them, in-function project imports per file, every component)."""
+    """(component edges -> the files making them, in-function imports of light project modules per file, every
+    component)."""
     edges: dict[tuple[str, str], list[str]] = {}
-    in_function: Counter = Counter()
     components: set[str] = set()
     for path in sorted(PKG.rglob("*.py")):
         parts, is_pkg = _module(path)
@@ -130,11 +202,18 @@ def scan() -> tuple[dict[tuple[str, str], list[str]], Counter, set[str]]:
                 other = _component(target)
                 if other != me:
                     edges.setdefault((me, other), []).append(rel)
-        inner = {(n.lineno, n.col_offset) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom)) and _targets(n, parts, is_pkg)}
-        if inner:  # a set: a function nested in another is walked twice
-            in_function[rel] = len(inner)
+    heavy = heavy_modules()
+    in_function = Counter({f: n for f, found in module_graph()[2].items()
+                           if (n := sum(1 for _, mods in found if not set(mods) <= heavy))})
     return edges, in_function, components
+
+
+def light_in_function_imports() -> dict[str, list[str]]:
+    """file -> "line: module" for each in-function import of a project module that is not heavy."""
+    heavy = heavy_modules()
+    return {f: [f"{line}: {', '.join(m for m in mods if m not in heavy)}" for line, mods in found
+                if not set(mods) <= heavy]
+            for f, found in module_graph()[2].items() if any(not set(mods) <= heavy for _, mods in found)}
 
 
 def test_every_component_is_in_the_documented_layers():
@@ -183,6 +262,49 @@ def test_in_function_imports_elsewhere_only_shrink():
     assert not grown, ("more imports of the project's own modules inside functions than allowed (file: (now, "
                        f"allowed)): {grown}; import them at the top of the file instead")
     assert not set(IN_FUNCTION_ALLOWED) & {f for f in IN_FUNCTION_ALLOWED if f.split("/")[0] in NO_IN_FUNCTION}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One loop of the graph (its modules in order), or None."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state and (loop := visit(d)):
+                return loop
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (loop := visit(m)):
+            return loop
+    return None
+
+
+def test_no_import_loop_between_modules():
+    """The imports at the top of the files (and the packages they run on the way) form no loop, so every module
+    imports first without depending on which other module was imported before it."""
+    graph, _, _ = module_graph()
+    assert len(graph) > 100 and graph["rag_curriculum.curricula.builder"]  # the scan found the modules' imports
+    loop = _cycle(graph)
+    assert loop is None, "import loop: " + " -> ".join(loop or [])
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_heavy_modules_are_the_ones_importing_heavy_packages():
+    """A project module is heavy when it imports torch, transformers ... at its top, or imports a heavy project
+    module there; only heavy modules may be imported inside a function."""
+    heavy = heavy_modules()
+    graph, third, _ = module_graph()
+    for m in heavy:
+        assert third[m] & HEAVY or graph[m] & heavy, m
+    assert "rag_curriculum.shards" not in heavy and "rag_curriculum.agents.verl_tool" in heavy  # verl at its top
 
 
 def test_the_scan_sees_what_it_checks(tmp_path):

@@ -11,10 +11,10 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 from typer.testing import CliRunner
 
+from rag_curriculum._metrics import answer_scores, normalize_answer
 from rag_curriculum.agents import REACT_ERRORS, STATUSES
 from rag_curriculum.agents._react import page_sentences
 from rag_curriculum.cli import app
-from rag_curriculum.rewards._metrics import answer_scores, normalize_answer
 
 pytest.importorskip("bm25s")
 runner = CliRunner()

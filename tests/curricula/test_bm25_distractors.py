@@ -12,13 +12,13 @@ import pytest
 from conftest import HOTPOT_HUB, MUSIQUE_TRAIN
 from typer.testing import CliRunner
 
+from rag_curriculum._metrics import normalize_answer
 from rag_curriculum.cli import app
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.curricula.distractors import BM25Source, MixedSource, distractor_pool, passage_key
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.loaders import load_examples
 from rag_curriculum.retrieval import IndexConfig, build_index, load_index
-from rag_curriculum.rewards._metrics import normalize_answer
 from rag_curriculum.shards import read_rows, shard_files
 
 

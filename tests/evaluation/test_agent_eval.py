@@ -26,9 +26,9 @@ def index_dir(tmp_path_factory, shared_data):
 
 
 def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path):
+    from rag_curriculum._metrics import answer_scores
     from rag_curriculum.agents import IndexRetriever
     from rag_curriculum.retrieval import load_index
-    from rag_curriculum.rewards._metrics import answer_scores
 
     out = tmp_path / "run"
     args = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted",

@@ -212,8 +212,8 @@ def test_the_manifest_holds_no_absolute_local_paths(tmp_path, shared_data):
 def test_the_index_stores_each_passage_normalised_and_each_questions_gold_ids(built, examples):
     """What the build reads instead of computing: the ``norm`` column (the passage SQuAD-normalised, padded) and the
     hashes of a question's gold paragraphs, through their passage ids."""
+    from rag_curriculum._metrics import normalize_answer
     from rag_curriculum.retrieval._index import normalize_passage, passage_hash
-    from rag_curriculum.rewards._metrics import normalize_answer
 
     ix = load_index(built[0])
     for pid in range(len(ix)):

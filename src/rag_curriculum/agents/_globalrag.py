@@ -473,7 +473,7 @@ def _entity_key(s: str) -> str:
     folded, SQuAD-normalised ("Gianfranco Rosi (director)" and "Émile Chautard" match their mentions)."""
     import unicodedata
 
-    from ..rewards._metrics import normalize_answer
+    from .._metrics import normalize_answer
 
     s = re.sub(r"\s*\([^()]*\)\s*$", "", s)
     s = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
@@ -633,7 +633,7 @@ def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: An
     trajectory is kept only if (1) its plan is topologically valid (parses, acyclic), (2) every sub-question was
     answered within ``max_retrievals`` searches, (3) its final answer matches a gold answer exactly (SQuAD
     normalisation). Kept plans carry the teacher's sub-answers and ``origin = "teacher:" + model``."""
-    from ..rewards._metrics import exact_match
+    from .._metrics import exact_match
     from ._rollout import RolloutConfig, run_rollouts
 
     if max_retrievals < 1 or max_nodes < 1:

@@ -76,8 +76,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .._metrics import normalize_answer
 from ..errors import ConfigError
-from ..rewards._metrics import normalize_answer
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate, Turn
 
 #: ReAct's instruction for HotpotQA (``hotpotqa.ipynb`` of ysymyth/ReAct), verbatim, without its closing line

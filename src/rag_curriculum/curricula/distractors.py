@@ -39,10 +39,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
+from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
 from ..records import Document, Example
 from ..retrieval._index import normalize_passage, passage_hash
-from ..rewards._metrics import normalize_answer
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from .._metrics import answer_scores
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, rule
@@ -47,7 +48,6 @@ from ..agents import (
 from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..retrieval._index import passage_hash
-from ..rewards._metrics import answer_scores
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 

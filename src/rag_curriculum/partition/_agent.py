@@ -310,7 +310,7 @@ def score_trajectories(
 ) -> dict[str, Any]:
     """One question's statistics from its ``k`` trajectories (decoded JSON): the columns of
     :data:`AGENT_STATS_SCHEMA` after ``skipped`` (``kept`` aside)."""
-    from ..rewards._metrics import answer_scores
+    from .._metrics import answer_scores
 
     em, f1, searches, gold, status, errors, valid, preds = [], [], [], [], [], [], [], []
     for t in trajs:

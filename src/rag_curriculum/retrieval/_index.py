@@ -148,7 +148,7 @@ def passage_hash(title: str, text: str) -> int:
 def normalize_passage(title: str, text: str) -> str:
     """``" " + normalize_answer(title + " " + text) + " "``: a passage as the "contains an answer" test reads it (an
     answer ``a``, normalised, is in the passage when ``f" {a} "`` is a substring of this)."""
-    from ..rewards._metrics import normalize_answer
+    from .._metrics import normalize_answer
 
     return f" {normalize_answer(f'{title} {text}')} "
 

@@ -36,6 +36,17 @@ registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-ci
 
 from __future__ import annotations
 
+from .._metrics import (
+    CitationScores,
+    aggregate,
+    answer_f1,
+    answer_scores,
+    citation_key,
+    citation_scores,
+    exact_match,
+    joint_f1,
+    normalize_answer,
+)
 from ._columns import completion_text
 from ._craft import (
     CraftAnswerReward,
@@ -50,17 +61,6 @@ from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_docu
 from ._formats import FORMATS, OutputFormat, get_format, register_format
 from ._globalrag import GlobalRagReward, anneal_weight
 from ._judge import CraftJudge
-from ._metrics import (
-    CitationScores,
-    aggregate,
-    answer_f1,
-    answer_scores,
-    citation_key,
-    citation_scores,
-    exact_match,
-    joint_f1,
-    normalize_answer,
-)
 from ._parser import (
     DEFAULT_MAX_CHARS,
     REASONS,

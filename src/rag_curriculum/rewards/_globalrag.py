@@ -51,10 +51,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from .._metrics import answer_f1, answer_scores
 from ..agents._globalrag import GlobalRagTrace, Plan, parse_globalrag, read_plans
 from ..errors import ConfigError
 from ._columns import completion_text, row_answers
-from ._metrics import answer_f1, answer_scores
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",
            "structural_reward"]

@@ -60,7 +60,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._metrics import _CITATION_STRIP, citation_key
+from .._metrics import _CITATION_STRIP, citation_key
 
 __all__ = [
     "DEFAULT_MAX_CHARS",

@@ -41,10 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from .._metrics import _normalized_answers
 from ..errors import ConfigError
 from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
 from ._formats import FORMATS
-from ._metrics import _normalized_answers
 from ._parser import DEFAULT_MAX_CHARS
 from ._scoring import (
     ABSTENTION_ANSWER,

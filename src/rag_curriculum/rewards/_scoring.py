@@ -2,7 +2,7 @@
 
 :func:`score_completion` parses one completion with the parser of its row's output format and scores it:
 exact match and answer F1 (maximum over the gold answer and its aliases, the official SQuAD / HotpotQA
-definitions of :mod:`._metrics`), citation precision / recall / F1 over citation keys, the number of distinct
+definitions of :mod:`rag_curriculum._metrics`), citation precision / recall / F1 over citation keys, the number of distinct
 labels cited and of those that are not gold, and whether the format holds (and why not). Each caller keeps its
 own policy on top: the RAG-RL reward (section 3.1) weighs the components and gives an empty answer nothing; the
 partition takes the answer F1 of each sample (pass@k, section 3.2); the evaluation zeroes an invalid sample with
@@ -39,11 +39,11 @@ import difflib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .._metrics import _label_keys, _normalized_answers, _scores_normalized, citation_key, normalize_answer
 from ..errors import ConfigError, UnknownNameError
 from ..prompts import ABSTENTION_ANSWER
 from ._columns import passage_labels
 from ._formats import FORMATS
-from ._metrics import _label_keys, _normalized_answers, _scores_normalized, citation_key, normalize_answer
 
 __all__ = ["ABSTENTION_ANSWER", "CompletionScore", "check_abstention_answer", "get_parser", "is_abstention",
            "passage_labels", "score_completion"]

@@ -40,10 +40,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from .._metrics import answer_scores
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ._columns import completion_text, row_answers
-from ._metrics import answer_scores
 
 __all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Reward", "SearchGoldFoundReward"]
 

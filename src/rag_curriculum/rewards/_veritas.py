@@ -63,10 +63,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple
 
+from .._metrics import answer_scores, normalize_answer
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ._columns import completion_text, row_answers
-from ._metrics import answer_scores, normalize_answer
 
 __all__ = [
     "INFO_THINK_PROMPT",

@@ -30,10 +30,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rag_curriculum._metrics import answer_scores
 from rag_curriculum.agents._searchr1 import parse_trajectory
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
-from rag_curriculum.rewards._metrics import answer_scores
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
 __all__ = ["compute_craft_score", "compute_score", "compute_search_score"]

@@ -36,7 +36,7 @@ import string
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple, overload
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 __all__ = [
     "CitationScores",
