@@ -24,16 +24,21 @@ Optional extensions a backend may implement (the toolkit's backends implement th
   identical-samples check (:class:`IdenticalSamplesError`) does not apply to it.
 - ``sampling_hint``: what to do when the runner finds the samples of most questions identical (how to turn
   sampling on for this backend), shown in :class:`IdenticalSamplesError`.
+- progress within a call: a backend that generates a call in steps (transformers: per batch; scripted: per prompt;
+  vLLM: per finished request) calls :func:`report_progress` ``(self, prompts, completions)`` after each step; the
+  runner shows it under its bar when progress is on, and it costs nothing when it is off.
 
 A prompt longer than the model's context makes ``generate`` raise :class:`PromptTooLongError` naming it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -77,6 +82,39 @@ class GenerationBackend(Protocol):
     def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig) -> list[list[str]]: ...
 
     def close(self) -> None: ...
+
+
+#: Where :func:`report_progress` goes: set by the runner around a backend call while its progress bar is on.
+_PROGRESS: contextvars.ContextVar[tuple[Any, Callable[[int, int], None]] | None] = contextvars.ContextVar(
+    "rag_curriculum_generation_progress", default=None)
+
+
+def report_progress(source: Any, prompts: int, completions: int) -> None:
+    """``source`` (the backend the runner called) finished ``prompts`` more prompts of the call in flight, with
+    ``completions`` completions in all. Shown under the runner's bar when progress is on; a no-op otherwise, and
+    for a backend called by another one (a search agent's inner model: its turns are not the call's prompts).
+
+    >>> report_progress(object(), 1, 4)  # no run listening: nothing happens
+    """
+    target = _PROGRESS.get()
+    if target is not None and target[0] is source:
+        target[1](prompts, completions)
+
+
+def progress_listened(source: Any) -> bool:
+    """Whether :func:`report_progress` from ``source`` is shown now (a backend may skip the work of measuring)."""
+    target = _PROGRESS.get()
+    return target is not None and target[0] is source
+
+
+@contextlib.contextmanager
+def listening(source: Any, callback: Callable[[int, int], None]) -> Iterator[None]:
+    """Send ``source``'s :func:`report_progress` calls to ``callback(prompts, completions)`` inside the block."""
+    token = _PROGRESS.set((source, callback))
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:

@@ -22,7 +22,15 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError
-from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, cut_at_stop
+from .base import (
+    GenerationError,
+    Messages,
+    PromptTooLongError,
+    SamplingConfig,
+    backend_identity,
+    cut_at_stop,
+    report_progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +102,6 @@ class TransformersBackend:
         """What the completions depend on (:func:`~rag_curriculum.generation.base.backend_identity`): the model
         (and a digest of its local directory's config, tokenizer and chat template), device, dtype, batch size,
         context length, and the digest of the chat template the loaded tokenizer applies."""
-        from .base import backend_identity
-
         identity = backend_identity(type(self), self.model_name, {
             "device": str(self.device), "dtype": self.dtype_name, "batch_size": self.batch_size,
             "max_model_len": self.max_model_len})
@@ -174,6 +180,7 @@ class TransformersBackend:
                 if stop:
                     got = [cut_at_stop(g, stop) for g in got]
                 out[i] = got * sampling.n if greedy else got
+            report_progress(self, len(batch), len(batch) * sampling.n)
         return [o if o is not None else [] for o in out]  # every slot is filled above
 
     def close(self) -> None:

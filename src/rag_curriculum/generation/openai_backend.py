@@ -39,7 +39,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from ..errors import ConfigError
-from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig, backend_identity
+from .base import (
+    GenerationError,
+    Messages,
+    PromptTooLongError,
+    SamplingConfig,
+    backend_identity,
+    report_progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -412,6 +419,7 @@ class OpenAIBackend:
             if comps is None:
                 too_long.append(i)
             results[i] = comps
+            report_progress(self, 1, len(comps) if comps is not None else 0)
         if too_long:
             raise PromptTooLongError(too_long, results=results)
         return [r if r is not None else [] for r in results]

@@ -74,6 +74,7 @@ from .base import (
     Messages,
     PromptTooLongError,
     SamplingConfig,
+    listening,
     replays,
     seeded_call_supported,
 )
@@ -330,6 +331,8 @@ class _Bar:
 
         class Questions(ProgressColumn):
             def render(self, task: Any) -> Text:
+                if "p" in task.fields:  # the call in flight: its prompts done
+                    return Text(f"{task.fields['p']:,}/{task.fields['pt']:,} prompts", style="green", no_wrap=True)
                 return Text(f"{task.fields['q']:,}/{task.fields['qt']:,} questions", style="green", no_wrap=True)
 
         class Rate(ProgressColumn):
@@ -350,6 +353,29 @@ class _Bar:
         self.done_q += questions
         if self.enabled:
             self.progress.update(self.task, advance=completions, q=self.done_q)
+
+    @contextlib.contextmanager
+    def call(self, backend: Any, call: Any, n: int) -> Iterator[None]:
+        """While ``backend`` generates ``call``: a line under the bar with the call's prompts done and its
+        completions per second, from the backend's :func:`~rag_curriculum.generation.base.report_progress`
+        (removed when the call returns; nothing at all when progress is off)."""
+        if not self.enabled:
+            yield
+            return
+        total = len(call.prompts)
+        task = self.progress.add_task(f"  └ {call.describe()}", total=max(total * n, 1), p=0, pt=total)
+        done = [0, 0]
+
+        def step(prompts: int, completions: int) -> None:
+            done[0] = min(total, done[0] + prompts)  # a retry without the too-long prompts counts them again
+            done[1] = min(total * n, done[1] + completions)
+            self.progress.update(task, completed=done[1], p=done[0])
+
+        try:
+            with listening(backend, step):
+                yield
+        finally:
+            self.progress.remove_task(task)
 
     def close(self) -> None:
         if self.enabled:
@@ -689,7 +715,8 @@ def _run_calls(backend: GenerationBackend, plan: ChunkPlan, calls: Iterator[Any]
                flush: Callable[[int, Mapping[int, list[str] | None]], None], report: RunReport,
                bar: _Bar | None = None) -> None:
     for call in calls:
-        out = _generate(backend, call.prompts, call.sampling, call.seeds, report)
+        with bar.call(backend, call, call.sampling.n) if bar is not None else contextlib.nullcontext():
+            out = _generate(backend, call.prompts, call.sampling, call.seeds, report)
         _deliver(plan, call, out, flush, bar)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, CurriculumError
-from .base import Messages, SamplingConfig, cut_at_stop
+from .base import Messages, SamplingConfig, cut_at_stop, report_progress
 
 
 class ScriptError(ConfigError):
@@ -189,6 +189,7 @@ class ScriptedBackend:
                 time.sleep(self.delay)
             got = self._completions(list(messages), sampling.n, seeds[i] if seeds is not None else sampling.seed)
             out.append([cut_at_stop(c, stop) for c in got] if stop else got)
+            report_progress(self, 1, len(got))
         return out
 
     def close(self) -> None:

@@ -31,11 +31,20 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..errors import ConfigError
-from .base import GenerationError, Messages, PromptTooLongError, SamplingConfig
+from .base import (
+    GenerationError,
+    Messages,
+    PromptTooLongError,
+    SamplingConfig,
+    progress_listened,
+    report_progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +69,33 @@ def _is_cpu(platform: Any) -> bool:
         return bool(platform.is_cpu())
     except Exception:  # pragma: no cover - an unusual platform object
         return str(getattr(platform, "device_type", "")) == "cpu"
+
+
+class _Reported:
+    """The progress bar vLLM's ``LLM.generate(use_tqdm=factory)`` drives (``update(n)`` per finished request, ``n``
+    its completions; ``format_dict["elapsed"]`` and ``postfix`` for its speed line), drawing nothing: each
+    finished request goes to :func:`~rag_curriculum.generation.base.report_progress`, which the runner's bar shows."""
+
+    def __init__(self, source: Any, *args: Any, total: int | None = None, **kwargs: Any) -> None:
+        self.source = source
+        self.total = total
+        self.n = 0
+        self.postfix: Any = None
+        self._start = time.perf_counter()
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "total": self.total, "elapsed": max(time.perf_counter() - self._start, 1e-6)}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        report_progress(self.source, 1, n)
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class VLLMBackend:
@@ -208,8 +244,11 @@ class VLLMBackend:
                 params: Any = self.sampling_params(sampling, None, stop)
             else:
                 params = [self.sampling_params(sampling, int(seeds[i]), stop) for i in keep]
+            # vLLM's own tqdm bar with show_progress; else, while the runner's bar is on, each finished request
+            # is reported to it (vLLM's use_tqdm takes a bar factory; _Reported draws nothing)
+            use_tqdm: Any = self.show_progress or (partial(_Reported, self) if progress_listened(self) else False)
             outputs = self.llm.generate([{"prompt_token_ids": token_ids[i]} for i in keep], params,
-                                        use_tqdm=self.show_progress)
+                                        use_tqdm=use_tqdm)
             if len(outputs) != len(keep):
                 raise GenerationError(f"vLLM returned {len(outputs)} results for {len(keep)} prompts")
             for i, o in zip(keep, outputs, strict=True):
