@@ -34,13 +34,14 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed
 from .._settings import suggest
-from ..errors import ConfigError, UsageError
-from ..registry import Registry
+from ..errors import ConfigError, SettingError, UsageError
+from ..registry import Registry, import_dotted
 
 
 class GroupResult(NamedTuple):
@@ -228,8 +229,6 @@ def resolve_controller(name: str) -> type[Controller]:
     """The class registered under ``name``, or named by a dotted path ``"pkg.module:Class"`` (so the command line
     can use a controller no one registered in its process)."""
     if ":" in name and name not in CONTROLLERS:
-        from ..registry import import_dotted
-
         try:
             cls = import_dotted(name)
         except (ImportError, AttributeError) as e:
@@ -264,10 +263,6 @@ def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Contr
 def _check_kwarg_types(cls: type, kwargs: Mapping[str, Any]) -> None:
     """A controller setting of the wrong type (``adaptive.kwargs.target=high`` where a number is needed) is refused
     naming the setting, by the constructor's annotations (numbers, flags and strings; others are the class's)."""
-    import typing
-
-    from ..errors import SettingError
-
     try:
         hints = typing.get_type_hints(cls.__init__)
     except Exception:  # pragma: no cover - a user's class with annotations that do not resolve

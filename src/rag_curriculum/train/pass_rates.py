@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .controllers import GroupResult
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +164,6 @@ def apply_pass_rates(dataset: Any, data: Any) -> tuple[Any, dict[str, Any]]:
 def warm_start(controller: Any, rows: Sequence[tuple[str, int]], rates: Mapping[str, PassRate]) -> dict[str, Any]:
     """Feed the partition's samples of the curriculum's questions (``rows``: id and top level K) to ``controller``
     as its first scored batch; returns what it did (for the log)."""
-    from .controllers import GroupResult
-
     seen: set[str] = set()
     results = []
     for key, K in rows:
