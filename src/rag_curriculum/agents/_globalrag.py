@@ -39,12 +39,16 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._metrics import exact_match, normalize_answer
+from .._plumbing import atomic_write_bytes
 from ..errors import ConfigError, DataError
+from ._rollout import RolloutConfig, run_rollouts
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
 
 __all__ = [
@@ -471,10 +475,6 @@ def _arrow_question(q: str) -> str:
 def _entity_key(s: str) -> str:
     """An entity as Wikipedia titles and evidence triples name it: a trailing "(disambiguation)" dropped, accents
     folded, SQuAD-normalised ("Gianfranco Rosi (director)" and "Émile Chautard" match their mentions)."""
-    import unicodedata
-
-    from .._metrics import normalize_answer
-
     s = re.sub(r"\s*\([^()]*\)\s*$", "", s)
     s = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
     return normalize_answer(s)
@@ -577,8 +577,6 @@ def gold_plans(examples: Iterable[Any], *, musique_arrows: str = "rewrite") -> t
 
 def write_plans(path: str | Path, records: Iterable[Mapping[str, Any]]) -> Path:
     """Write plan records as JSONL, atomically."""
-    from .._plumbing import atomic_write_bytes
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
@@ -633,9 +631,6 @@ def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: An
     trajectory is kept only if (1) its plan is topologically valid (parses, acyclic), (2) every sub-question was
     answered within ``max_retrievals`` searches, (3) its final answer matches a gold answer exactly (SQuAD
     normalisation). Kept plans carry the teacher's sub-answers and ``origin = "teacher:" + model``."""
-    from .._metrics import exact_match
-    from ._rollout import RolloutConfig, run_rollouts
-
     if max_retrievals < 1 or max_nodes < 1:
         raise ConfigError(f"max_retrievals and max_nodes must be >= 1 (got {max_retrievals}, {max_nodes})")
     cfg = RolloutConfig(template=template, topk=topk, max_turns=max_nodes * max_retrievals + 1,

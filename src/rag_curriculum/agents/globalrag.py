@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CurriculumError
+from ..loaders import load_examples
 from ._globalrag import gold_plans, render_table1, write_plans
 
 __all__ = ["main"]
@@ -24,8 +25,6 @@ __all__ = ["main"]
 
 def _run(a: argparse.Namespace) -> None:
     if a.cmd == "plans":
-        from ..loaders import load_examples
-
         recs, counts = gold_plans(load_examples(a.dataset, a.input), musique_arrows=a.musique_arrows)
         write_plans(a.out, recs)
         sys.stdout.write(f"{a.out}: {json.dumps(counts)}\n")
