@@ -3,58 +3,42 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from ..curricula.config import BuildConfig, SourceSpec
-from .common import PrintConfig, console, option, out, reported_errors, show_config
+from ..config import resolve
+from ..curricula import build_curriculum
+from ..curricula.config import BuildConfig, SourceSpec, merge_flags
+from ..errors import DataError
+from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .data import print_shard_summary
 
 B = BuildConfig
+#: The options of a build: a source's (SourceSpec: --dataset, --input, --n, --split; repeated for a mixture) and
+#: BuildConfig's, one per field (its sources are the SourceSpec options; ability is a recipe key).
+OPTIONS = [
+    *config_options(SourceSpec, only=("dataset", "input", "n", "split"), short={"dataset": "-d", "input": "-i",
+                                                                                  "n": "-n"},
+                    types={"dataset": list[str], "input": list[str], "n": str},
+                    extra={"dataset": "Repeat for a mixture, with a quota as NAME:N (e.g. -d musique:10000 -d "
+                           "hotpotqa:5000).", "input": "One for each --dataset, in the same order."},
+                    defaults={"n": "all, or the recipe's"}),
+    *config_options(B, exclude=("sources",), short={"K": "-K", "batch_prompts": "-P", "out": "-o"},
+                    defaults={"K": "the paper's: HotpotQA 10, MuSiQue 20, 2Wiki 10",
+                              "out": "outputs/DATASET-SCHEDULE, or the recipe's"}),
+]
 
 
+@with_options(OPTIONS)
 def build(
-    ctx: typer.Context,
     overrides: Annotated[list[str] | None, typer.Argument(
         help="recipe=NAME and key=value overrides of the recipe (Hydra syntax), e.g. recipe=musique-min-max n=500",
         show_default=False)] = None,
-    dataset: Annotated[list[str] | None, option(SourceSpec, "dataset", "--dataset", "-d", extra=(
-        "Repeat for a mixture, with a quota as NAME:N (e.g. -d musique:10000 -d hotpotqa:5000)."))] = None,
-    input: Annotated[list[str] | None, option(SourceSpec, "input", "--input", "-i", extra=(
-        "One for each --dataset, in the same order."))] = None,
-    schedule: Annotated[str | None, option(B, "schedule")] = None,
-    pieces: Annotated[str | None, option(B, "pieces")] = None,
-    K: Annotated[int | None, option(B, "K", "--K", "-K", default="the paper's: HotpotQA 10, MuSiQue 20, 2Wiki 10")
-                 ] = None,
-    n: Annotated[str | None, option(SourceSpec, "n", "--n", "-n", default="all, or the recipe's")] = None,
-    seed: Annotated[int | None, option(B, "seed")] = None,
-    order: Annotated[str | None, option(B, "order")] = None,
-    setting: Annotated[str | None, option(B, "setting")] = None,
-    split: Annotated[str | None, option(SourceSpec, "split")] = None,
-    max_distractors: Annotated[int | None, option(B, "max_distractors")] = None,
-    distractors: Annotated[str | None, option(B, "distractors")] = None,
-    index: Annotated[str | None, option(B, "index", "--index")] = None,
-    top_k: Annotated[int | None, option(B, "top_k", "--top-k")] = None,
-    template: Annotated[str | None, option(B, "template")] = None,
-    index_base: Annotated[int | None, option(B, "index_base")] = None,
-    batch_prompts: Annotated[int | None, option(B, "batch_prompts", "--batch-prompts", "-P")] = None,
-    tail: Annotated[str | None, option(B, "tail")] = None,
-    eval_sets: Annotated[list[str] | None, option(B, "eval_sets", "--eval-set", extra="Repeatable.")] = None,
-    leakage: Annotated[str | None, option(B, "leakage")] = None,
-    rows_per_shard: Annotated[int | None, option(B, "rows_per_shard")] = None,
-    on_error: Annotated[str | None, option(B, "on_error")] = None,
-    out_dir: Annotated[str | None, option(B, "out", "--out", "-o", default="outputs/DATASET-SCHEDULE, or the "
-                                         "recipe's")] = None,
-    allow_split_mismatch: Annotated[bool | None, option(B, "allow_split_mismatch")] = None,
-    include_unanswerable: Annotated[bool | None, option(B, "include_unanswerable")] = None,
-    unanswerable_fraction: Annotated[float | None, option(B, "unanswerable_fraction")] = None,
-    abstention_answer: Annotated[str | None, option(B, "abstention_answer")] = None,
-    workers: Annotated[int | None, option(B, "workers")] = None,
-    tokenizer: Annotated[str | None, option(B, "tokenizer", "--tokenizer")] = None,
-    overwrite: Annotated[bool | None, option(B, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Build a curriculum of controlled difficulty (RAG-RL 3.2, 4.4) as ordered Parquet shards, a manifest and a
     data card. Options override the recipe's values; the recipe overrides the defaults.
@@ -73,15 +57,8 @@ def build(
 
       curriculum build --setting retrieved --index idx/musique-dev --top-k 10 -d musique -i musique_ans_v1.0_dev.jsonl
     """
-    from ..config import resolve
-    from ..curricula import build_curriculum
-    from ..curricula.config import merge_flags
-    from .data import print_shard_summary
-
-    flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items()
-             if k not in ("overrides", "progress", "print_config")}
     with reported_errors(_hint):
-        cfg = resolve(BuildConfig, "build", overrides, flags, merge=partial(merge_flags, note=_note))
+        cfg = resolve(BuildConfig, "build", overrides, options, merge=partial(merge_flags, note=_note))
         if print_config:
             cfg.validate()
             show_config(cfg)
@@ -101,8 +78,6 @@ def _note(message: str) -> None:
 
 
 def _hint(e: BaseException) -> str | None:
-    from ..errors import DataError
-
     if isinstance(e, DataError):
         return "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
     if isinstance(e, OSError):

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno as _errno
 import inspect
 import json
+import logging
 import re
 import sys
-from collections.abc import Callable, Iterator
+import types as _types
+import typing
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import click
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from .._plumbing import MaskingFilter, mask_secrets, redact_command
+from ..config import field_help
+from ..errors import CurriculumError, UnknownNameError, UsageError
+from ..generation.base import BACKENDS, check_backend_args
+from ..generation.engine import EngineConfig as _Engine
 
 console = Console(stderr=True)
 out = Console()
@@ -46,11 +57,6 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
     :mod:`rag_curriculum._plumbing._secrets` (credentials in URLs), whoever logs it."""
-    import logging
-    import warnings
-
-    from .._plumbing import MaskingFilter
-
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
@@ -83,16 +89,12 @@ def show_config(cfg: Any) -> None:
     """``cfg`` (its ``to_dict()``) as YAML on stdout, secrets masked by the one rule; nothing is run or written."""
     from omegaconf import OmegaConf
 
-    from .._plumbing import mask_secrets
-
     out.print(OmegaConf.to_yaml(mask_secrets(cfg.to_dict())), end="", markup=False, highlight=False)
 
 
 def fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> NoReturn:
     """Print an error (and what to do next) and exit with ``code``. Both are plain text: ``[...]`` in them (an
     install extra, a list) is printed as it is, never read as console markup; credentials in URLs are masked."""
-    from .._plumbing import mask_secrets
-
     # credentials in a URL the user gave (--input, --index, --base-url) are masked, as in every file written
     console.print(f"[bold red]error:[/] {plain(mask_secrets(str(message)))}", soft_wrap=True)
     if hint:
@@ -174,8 +176,6 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
     :class:`~rag_curriculum.errors.UnknownNameError`): the one error handler of every command. The hint is the
     error's own (``CurriculumError.hint``, set where it was raised), else ``hint(e)``, a command's own, else a
     default for system errors."""
-    from ..errors import CurriculumError, UnknownNameError, UsageError
-
     try:
         yield
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -196,10 +196,6 @@ def option(cls: type, name: str, *param_decls: str, extra: str = "", default: st
     >>> print(option(BuildConfig, "seed").help)
     Build seed: sampling, distractors, order. \[default: 0]
     """
-    import dataclasses
-
-    from ..config import field_help
-
     text = " ".join(t for t in (field_help(cls, name), extra) if t)
     if default is None:
         f = next(f for f in dataclasses.fields(cls) if f.name == name)
@@ -209,6 +205,140 @@ def option(cls: type, name: str, *param_decls: str, extra: str = "", default: st
     if default is not None:
         text += f" [default: {default}]"
     return typer.Option(*param_decls, help=escape(text), show_default=False, **kwargs)
+
+
+def field_flag(f: dataclasses.Field) -> str | None:
+    """The command-line option of a config field: its ``flag`` metadata (:func:`rag_curriculum._settings.rule`), else
+    ``--name-with-dashes``; None for a field no option sets (``flag=""``, or a positional argument such as
+    ``SHARDS``)."""
+    flag = (f.metadata.get("setting") or {}).get("flag")
+    if flag is None:
+        return "--" + f.name.replace("_", "-")
+    return flag if flag.startswith("--") else None
+
+
+def _unoptional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, _types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0] if len(args) == 1 else str
+    return tp
+
+
+def option_type(tp: Any) -> Any:
+    """The command-line type of a config field's annotation: ``X | None`` is X; a list is a repeatable option of its
+    items (of strings when they are not int, float or str: ``--model NAME=PATH``); a mapping a repeatable
+    ``KEY=VALUE`` option (list of strings); a type the command line cannot parse (``Any``, a union) a string."""
+    tp = _unoptional(tp)
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple, set, frozenset):
+        item = (typing.get_args(tp) or (str,))[0]
+        return list[item if item in (int, float, str) else str]
+    if origin is dict:
+        return list[str]
+    return tp if tp in (int, float, str, bool, Path) else str
+
+
+def _repeatable(tp: Any) -> bool:
+    return typing.get_origin(_unoptional(tp)) in (list, tuple, set, frozenset, dict)
+
+
+def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Iterable[str] = (),
+                   short: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None,
+                   defaults: Mapping[str, str] | None = None, types: Mapping[str, Any] | None = None,
+                   ) -> list[inspect.Parameter]:
+    r"""The command-line options of the config dataclass ``cls``, one per field, generated from the field (as TRL's
+    ``HfArgumentParser`` builds the flags of its scripts from its config dataclasses): the flag is the field's
+    ``flag`` metadata or ``--name-with-dashes`` (a field with ``flag=""`` has none); the type comes from the
+    annotation (:func:`option_type`; a bool is a ``--flag/--no-flag`` pair); the help is the field's own, plus
+    ``Repeatable.`` for a list or mapping, ``extra[name]`` and ``[default: ...]`` (``defaults[name]``, else the
+    dataclass default). Every option defaults to None, "not given", so a recipe's value is kept. Each parameter is
+    named as its field: the command receives the values as keyword arguments by field name (:func:`with_options`).
+
+    ``only`` / ``exclude`` choose fields, ``short`` gives a field its short alias (``{"n": "-n"}``), ``types`` a
+    command-line type of its own (``{"out": Path}``).
+
+    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> [p.name for p in config_options(IndexConfig, only=("k1", "b"))]
+    ['k1', 'b']
+    >>> print(config_options(IndexConfig, only=("k1",))[0].annotation.__metadata__[0].help)
+    BM25 k1 (term-frequency saturation); bm25s's default. \[default: 1.5]
+    """
+    short, extra, defaults, types = short or {}, extra or {}, defaults or {}, types or {}
+    hints = typing.get_type_hints(cls)
+    chosen = None if only is None else list(only)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted((set(chosen or ()) | set(exclude) | set(short) | set(extra) | set(defaults) | set(types))
+                     - set(fields))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}")
+    params = []
+    for name in chosen if chosen is not None else fields:
+        f = fields[name]
+        flag = field_flag(f)
+        if name in exclude or flag is None:
+            continue
+        tp = types.get(name, option_type(hints[name]))
+        decls = [f"{flag}/--no-{flag[2:]}" if tp is bool else flag, *([short[name]] if name in short else [])]
+        text = " ".join(t for t in ("Repeatable." if _repeatable(hints[name]) else "", extra.get(name, "")) if t)
+        info = option(cls, name, *decls, extra=text, default=defaults.get(name))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[tp | None, info]))
+    return params
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def aliases(**options: Any) -> list[inspect.Parameter]:
+    """Options declared once as ``Annotated`` aliases (the backend block), as parameters for :func:`with_options`."""
+    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False if _is_switch(tp) else None,
+                              annotation=tp) for name, tp in options.items()]
+
+
+def _is_switch(tp: Any) -> bool:
+    return typing.get_origin(tp) is Annotated and typing.get_args(tp)[0] is bool
+
+
+def _leading(p: inspect.Parameter, tp: Any) -> bool:
+    """A parameter that stays before the generated options: the context and the positional arguments."""
+    if tp is typer.Context:
+        return True
+    return typing.get_origin(tp) is Annotated and any(isinstance(m, typer.models.ArgumentInfo)
+                                                     for m in typing.get_args(tp)[1:])
+
+
+def with_options(*blocks: Sequence[inspect.Parameter]) -> Callable[[F], F]:
+    """Give a command the options of ``blocks`` (:func:`config_options`, :func:`aliases`) without writing them in
+    its signature: the function declares its context, its arguments and its own options, then ``**options``, which
+    receives the generated ones by name. typer reads the signature this sets (``__signature__``): the context and
+    arguments, then the blocks' options in order, then the function's own options.
+
+    >>> from dataclasses import dataclass
+    >>> from rag_curriculum._settings import rule
+    >>> @dataclass
+    ... class Demo:
+    ...     seed: int = rule(0, help="Seed.")
+    >>> @with_options(config_options(Demo))
+    ... def demo(**options): return options
+    >>> list(inspect.signature(demo).parameters)
+    ['seed']
+    """
+    def decorate(func: F) -> F:
+        hints = typing.get_type_hints(func, include_extras=True)
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation))
+               for p in inspect.signature(func).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        generated = [p for block in blocks for p in block]
+        names = [p.name for p in [*own, *generated]]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise TypeError(f"{func.__name__}: option(s) declared twice: {', '.join(twice)}")
+        lead = [p for p in own if _leading(p, p.annotation)]
+        params = [*lead, *generated, *(p for p in own if p not in lead)]
+        func.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        func.__annotations__ = {**{p.name: p.annotation for p in params}, "return": None}
+        return func
+
+    return decorate
 
 
 def parse_backend_args(items: list[str] | None) -> dict[str, Any]:
@@ -228,8 +358,6 @@ def parse_backend_args(items: list[str] | None) -> dict[str, Any]:
 def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """The constructor options of ``backend`` among the flags the user set (the others are reported and ignored);
     ``--backend-arg`` values are passed as they are."""
-    from ..generation.base import BACKENDS
-
     with reported_errors():
         cls = BACKENDS.get(backend)
     params = inspect.signature(cls.__init__).parameters
@@ -243,8 +371,6 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
             console.print(f"[yellow]note:[/] --{k.replace('_', '-')} does not apply to the {backend} backend; "
                           "ignored")
     args.update(extra)
-    from ..generation.base import check_backend_args
-
     with reported_errors():
         check_backend_args(backend, extra, cls)  # --backend-arg nosuch=1: refused now, in one line
     return args
@@ -253,8 +379,6 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
 def redacted(command: str) -> str:
     """The command line with secrets hidden (it is recorded in manifests and data cards): the one rule of
     :mod:`rag_curriculum._plumbing._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
-    from .._plumbing import redact_command
-
     return redact_command(command)
 
 
@@ -282,23 +406,17 @@ BackendArg = Annotated[list[str] | None, typer.Option(
     "--backend-arg", help="Any other backend option as KEY=VALUE (JSON values), e.g. enforce_eager=true; openai: "
     "max_n_per_request=1 (servers that ignore or cap n), disable_server_defaults=false (servers that reject "
     "top_k/min_p/repetition_penalty), extra_body=JSON (more request fields). Repeatable.", show_default=False)]
-AllowIdenticalSamples = Annotated[bool, typer.Option(
-    "--allow-identical-samples", help="Do not stop when most questions get identical samples at temperature > 0 "
-    "(by default that stops the run: the server or backend most likely ignores the sampling parameters).")]
 
 
 # Where generation runs (`curriculum partition` and `curriculum eval`): EngineConfig's fields, never recorded.
-from ..generation.engine import EngineConfig as _Engine  # noqa: E402  (light: settings and errors only)
-
-Engine = Annotated[str | None, option(_Engine, "engine")]
-RayAddress = Annotated[str | None, option(_Engine, "ray_address")]
-NumWorkers = Annotated[int | None, option(_Engine, "num_workers")]
-GpusPerWorker = Annotated[float | None, option(_Engine, "gpus_per_worker")]
-CpusPerWorker = Annotated[float | None, option(_Engine, "cpus_per_worker")]
-ChunkRetries = Annotated[int | None, option(_Engine, "chunk_retries")]
+ENGINE_OPTIONS = config_options(_Engine)
 #: The parameters of those options (not fields of the commands' configs).
-ENGINE_PARAMS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker", "chunk_retries")
-#: The backend option block partition and eval share (their values become the backend's arguments).
+ENGINE_PARAMS = tuple(p.name for p in ENGINE_OPTIONS)
+#: The backend option block partition and eval share (their values become the backend's arguments), declared once.
+BACKEND_OPTIONS = aliases(max_model_len=MaxModelLen, tensor_parallel_size=TensorParallelSize, dtype=Dtype,
+                          gpu_memory_utilization=GpuMemoryUtilization, batch_size=BatchSize, device=Device,
+                          base_url=BaseUrl, api_key=ApiKey, concurrency=Concurrency, backend_arg=BackendArg)
+#: Its parameters that become the backend's arguments when the chosen backend takes them.
 BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
                  "base_url", "api_key", "concurrency")
 

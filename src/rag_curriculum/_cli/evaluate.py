@@ -8,52 +8,61 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import click
 import typer
+from rich.table import Table
 from typer.core import TyperGroup
 
+from .._settings import SettingError, suggest
+from ..config import bind, merge_flags, resolve
+from ..curricula.builder import current_command
 from ..errors import UsageError
-from ..evaluation._agent import AgentEvalConfig, run_agent_eval
+from ..evaluation import compare_summaries, main_table, render_report, run_eval, write_plots
+from ..evaluation._agent import AgentEvalConfig, run_agent_eval, table_rows
 from ..evaluation._config import EvalConfig
+from ..evaluation._veritas import veritas_table
+from ..generation.engine import without_engine_options
+from ..rewards._veritas import agreement, read_labels
 from .common import (
     BACKEND_FLAGS,
+    BACKEND_OPTIONS,
+    ENGINE_OPTIONS,
     ENGINE_PARAMS,
-    ApiKey,
-    BackendArg,
-    BaseUrl,
-    BatchSize,
-    ChunkRetries,
-    Concurrency,
-    CpusPerWorker,
-    Device,
-    Dtype,
-    Engine,
-    GpuMemoryUtilization,
-    GpusPerWorker,
-    MaxModelLen,
-    NumWorkers,
     PrintConfig,
-    RayAddress,
-    TensorParallelSize,
     backend_args_for,
+    config_options,
     console,
     engine_config,
-    option,
     out,
     parse_backend_args,
     redacted,
     reported_errors,
     show_config,
+    with_options,
 )
 
 E = EvalConfig
 A = AgentEvalConfig
-#: The generation-backend options (shared with `curriculum partition`): each goes to backend_args when the chosen
-#: backend takes it.
+#: EvalConfig's options, one per field (backend_args is the shared backend block's --backend-arg).
+OPTIONS = config_options(E, exclude=("backend_args",), types={"out": Path},
+                         short={"models": "-M", "data": "-D", "out": "-o", "m": "-m"},
+                         extra={"data": "(-d, its old short form, still works but is deprecated: -d is --dataset in "
+                                "build and partition.)"})
+#: A search agent's options (AgentEvalConfig's fields that EvalConfig has not; its template is --template's first,
+#: react_sentences a recipe key).
+AGENT_OPTIONS = config_options(A, only=[f.name for f in dataclasses.fields(A) if f.name != "template"
+                                         and f.name not in {g.name for g in dataclasses.fields(E)}])
+#: The options only an agent evaluation takes (ignored without one).
+AGENT_ONLY = tuple(p.name for p in AGENT_OPTIONS)
+#: The parameters of the command line only, not fields of EvalConfig.
+CLI_ONLY = ("overrides", "progress", "print_config", "data_old", "backend_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
 
 class _RunByDefault(TyperGroup):
@@ -80,60 +89,15 @@ eval_app = typer.Typer(
 
 
 @eval_app.command("run")
+@with_options(OPTIONS, BACKEND_OPTIONS, ENGINE_OPTIONS, AGENT_OPTIONS)
 def run(
-    ctx: typer.Context,
     overrides: Annotated[list[str] | None, typer.Argument(
         help="recipe=NAME and key=value overrides of the recipe (Hydra syntax), e.g. recipe=rag-rl limit=100",
         show_default=False)] = None,
-    models: Annotated[list[str] | None, option(E, "models", "--model", "-M", extra="Repeatable.")] = None,
-    data: Annotated[list[str] | None, option(E, "data", "--data", "-D", extra=(
-        "Repeatable. (-d, its old short form, still works but is deprecated: -d is --dataset in build and "
-        "partition.)"))] = None,
     data_old: Annotated[list[str] | None, typer.Option("-d", hidden=True, show_default=False)] = None,
-    out_dir: Annotated[Path | None, option(E, "out", "--out", "-o")] = None,
-    backend: Annotated[str | None, option(E, "backend")] = None,
-    max_model_len: MaxModelLen = None,
-    tensor_parallel_size: TensorParallelSize = None,
-    dtype: Dtype = None,
-    gpu_memory_utilization: GpuMemoryUtilization = None,
-    batch_size: BatchSize = None,
-    device: Device = None,
-    base_url: BaseUrl = None,
-    api_key: ApiKey = None,
-    concurrency: Concurrency = None,
-    backend_arg: BackendArg = None,
-    engine: Engine = None,
-    ray_address: RayAddress = None,
-    num_workers: NumWorkers = None,
-    gpus_per_worker: GpusPerWorker = None,
-    cpus_per_worker: CpusPerWorker = None,
-    chunk_retries: ChunkRetries = None,
-    allow_identical_samples: Annotated[bool | None, option(E, "allow_identical_samples")] = None,
-    m: Annotated[int | None, option(E, "m", "--samples", "-m")] = None,
-    temperature: Annotated[float | None, option(E, "temperature")] = None,
-    top_p: Annotated[float | None, option(E, "top_p")] = None,
-    max_tokens: Annotated[int | None, option(E, "max_tokens")] = None,
-    seed: Annotated[int | None, option(E, "seed")] = None,
-    limit: Annotated[int | None, option(E, "limit")] = None,
-    stats: Annotated[list[str] | None, option(E, "stats", "--stats", extra="Repeatable.")] = None,
-    strict_format: Annotated[bool | None, option(E, "strict_format")] = None,
-    templates: Annotated[list[str] | None, option(E, "templates", "--template", extra="Repeatable.")] = None,
-    index_base: Annotated[int | None, option(E, "index_base")] = None,
-    judge: Annotated[str | None, option(E, "judge")] = None,
-    judge_arg: Annotated[list[str] | None, option(E, "judge_args", "--judge-arg", extra="Repeatable.")] = None,
-    chunk_size: Annotated[int | None, option(E, "chunk_size")] = None,
-    plots: Annotated[bool | None, option(E, "plots")] = None,
-    overwrite: Annotated[bool | None, option(E, "overwrite")] = None,
-    agent: Annotated[str | None, option(A, "agent", "--agent")] = None,
-    retriever: Annotated[str | None, option(A, "retriever", "--retriever")] = None,
-    topk: Annotated[int | None, option(A, "topk", "--topk")] = None,
-    max_turns: Annotated[int | None, option(A, "max_turns", "--max-turns")] = None,
-    best_of: Annotated[int | None, option(A, "best_of", "--best-of")] = None,
-    crag_weight: Annotated[list[str] | None, option(A, "crag_weights", "--crag-weight", extra="Repeatable.")]
-    = None,
-    faithfulness: Annotated[str | None, option(A, "faithfulness", "--faithfulness")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Evaluate one or more models on one or more evaluation sets: with options, or from a recipe
     (recipe=rag-rl: the paper's evaluation, both settings, m = 3) whose values the options override.
@@ -142,33 +106,25 @@ def run(
     Thought / Action / Observation format; with --best-of N it adds ReAct+CRAG's consistency-ranked best-of-N and
     self-consistency rows.
     `curriculum eval compare RUN...` puts runs side by side."""
-    if agent is not None or retriever is not None or best_of is not None or crag_weight or faithfulness:
-        _run_agent(ctx, backend_arg)
+    o = options
+    if (o["agent"] is not None or o["retriever"] is not None or o["best_of"] is not None or o["crag_weights"]
+            or o["faithfulness"]):
+        _run_agent({"overrides": overrides, "data_old": data_old, "progress": progress, "print_config": print_config,
+                    **options})
         return
-    from ..config import resolve
-    from ..curricula.builder import current_command
-    from ..evaluation import run_eval
-    from ..generation.engine import without_engine_options
-
     if data_old:
         console.print("[yellow]note:[/] -d is deprecated for `curriculum eval` (it means --dataset in build and "
                       "partition): use -D or --data")
-        data = [*(data or []), *data_old]
-    skip = ("overrides", "progress", "print_config", "data_old", "backend_arg", "judge_arg", "agent", "retriever",
-            "topk",
-            "max_turns", "best_of", "crag_weight", "faithfulness", *BACKEND_FLAGS, *ENGINE_PARAMS)
-    flags = {("out" if k == "out_dir" else k): v for k, v in ctx.params.items() if k not in skip}
-    flags["data"] = data
-    flags["out"] = str(out_dir) if out_dir is not None else None
-    flags["judge_args"] = parse_backend_args(judge_arg) if judge_arg else None
-    backend_flags = {k: ctx.params[k] for k in BACKEND_FLAGS}
+    flags = {k: v for k, v in options.items() if k not in (*CLI_ONLY, *AGENT_ONLY)}
+    flags["data"] = [*(o["data"] or []), *data_old] if data_old else o["data"]
+    flags["out"] = str(o["out"]) if o["out"] is not None else None
+    flags["judge_args"] = parse_backend_args(o["judge_args"]) if o["judge_args"] else None
+    backend_flags = {k: o[k] for k in BACKEND_FLAGS}
 
     def merge(recipe: dict[str, Any] | None, given: Any) -> dict[str, Any]:
-        from ..config import merge_flags
-
         merged = merge_flags(recipe, given)
         args = backend_args_for(merged.get("backend", EvalConfig.backend), backend_flags,
-                                parse_backend_args(backend_arg))
+                                parse_backend_args(o["backend_arg"]))
         merged["backend_args"] = {**(merged.get("backend_args") or {}), **args}
         return merged
 
@@ -179,7 +135,7 @@ def run(
             show_config(cfg)
             return
         cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
-        result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(ctx.params),
+        result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(options),
                           command=redacted(without_engine_options(current_command())))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))
     what = f"generated {result.generated} question(s)" if result.generated else "reused every completion"
@@ -187,12 +143,10 @@ def run(
                   + (f", {len(result.summary['plots'])} plot(s) in plots/" if result.summary.get("plots") else ""))
 
 
-#: `eval run` options an agent evaluation takes (the others are refused with --agent).
-_AGENT_FLAGS = {"models": "models", "data": "data", "out_dir": "out", "backend": "backend", "m": "m",
-                "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
-                "limit": "limit", "overwrite": "overwrite", "agent": "agent", "retriever": "retriever",
-                "topk": "topk", "max_turns": "max_turns", "best_of": "best_of", "faithfulness": "faithfulness",
-                "judge": "judge"}
+#: `eval run` options an agent evaluation takes: AgentEvalConfig's fields (the others are refused with --agent);
+#: --template, --crag-weight and --judge-arg are turned into its fields by :func:`_run_agent`.
+_AGENT_FIELDS = tuple(f.name for f in dataclasses.fields(AgentEvalConfig)
+                      if f.name not in ("template", "crag_weights", "judge_args", "backend_args"))
 
 
 def _crag_weights(items: list[str] | None) -> dict[str, float]:
@@ -213,22 +167,18 @@ def _given(v: Any) -> bool:
     return v is not None and v is not False and not (isinstance(v, (list, tuple)) and not v)
 
 
-def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
-    """`curriculum eval --agent search-r1|react --retriever DIR|URL [--best-of N] ...`."""
-    from ..config import bind
-    from ..curricula.builder import current_command
-
-    p = ctx.params
+def _run_agent(p: dict[str, Any]) -> None:
+    """`curriculum eval --agent search-r1|react --retriever DIR|URL [--best-of N] ...` (``p``: the options)."""
     with reported_errors():
         if p.get("overrides"):
             raise UsageError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
-        other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FLAGS
+        other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FIELDS
                        and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old",
-                                     "crag_weight", "judge_arg"))
+                                     "crag_weights", "judge_args"))
         if other:
             raise UsageError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
                               hint="see curriculum eval --help")
-        flags = {dst: p[src] for src, dst in _AGENT_FLAGS.items() if _given(p.get(src))}
+        flags = {k: p[k] for k in _AGENT_FIELDS if _given(p.get(k))}
         if "out" in flags:
             flags["out"] = str(flags["out"])
         if p.get("templates"):
@@ -236,20 +186,16 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                 raise UsageError("--agent takes one --template (search-r1 | search-r1-original)")
             flags["template"] = p["templates"][0]
         flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
-        if p.get("crag_weight"):
-            flags["crag_weights"] = _crag_weights(p["crag_weight"])
-        if p.get("judge_arg"):  # VERITAS's judge and reward options (--faithfulness veritas)
-            flags["judge_args"] = parse_backend_args(p["judge_arg"])
+        if p.get("crag_weights"):
+            flags["crag_weights"] = _crag_weights(p["crag_weights"])
+        if p.get("judge_args"):  # VERITAS's judge and reward options (--faithfulness veritas)
+            flags["judge_args"] = parse_backend_args(p["judge_args"])
         backend = flags.get("backend", AgentEvalConfig.backend)
         flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
-                                                 parse_backend_args(backend_arg))
+                                                 parse_backend_args(p.get("backend_arg")))
         cfg = bind(AgentEvalConfig, flags)
         summary = run_agent_eval(cfg, progress=p.get("progress", True) and console.is_terminal,
                                  command=redacted(current_command()))
-    from rich.table import Table
-
-    from ..evaluation._agent import table_rows
-
     table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
     for h in ("model", "set", "EM", "F1", "searches/q", "gold recall", "format errors", "ended"):
         table.add_column(h, justify="left" if h in ("model", "set", "format errors", "ended") else "right")
@@ -263,8 +209,6 @@ def _run_agent(ctx: typer.Context, backend_arg: list[str] | None) -> None:
                           errors if j == 0 else "", ended if j == 0 else "")
     out.print(table)
     if cfg.faithfulness:  # VERITAS's Table 6 layout (evaluation/_veritas.py), as in veritas.md
-        from ..evaluation._veritas import veritas_table
-
         got = veritas_table(summary)
         if got is not None:
             vt = Table(title="VERITAS faithfulness (fractions)", header_style="bold")
@@ -292,8 +236,6 @@ def agreement_cmd(
 ) -> None:
     """Agreement of judge labels with reference labels, matched by id: consistency (VERITAS's "Consistent Ratio")
     and Cohen's kappa (docs/veritas.md)."""
-    from ..rewards._veritas import agreement, read_labels
-
     with reported_errors():
         got = agreement(read_labels(labels, field=field), read_labels(reference, field=reference_field))
     if as_json:
@@ -321,8 +263,6 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the merged summary as JSON instead.")] = False,
 ) -> None:
     """Put the summaries of several evaluation runs side by side (the paper's Table 1 layout)."""
-    from ..evaluation import compare_summaries, render_report, write_plots
-
     with reported_errors():
         merged = compare_summaries(runs, names=name)
         check_section(merged, section)
@@ -354,8 +294,6 @@ def sections(summary: dict[str, Any]) -> list[str]:
 
 
 def check_section(summary: dict[str, Any], section: str) -> None:
-    from .._settings import SettingError, suggest
-
     known = sections(summary)
     if section not in known:
         raise SettingError("section", section, "", flag="--section", message=(
@@ -364,12 +302,6 @@ def check_section(summary: dict[str, Any], section: str) -> None:
 
 def _rich_table(summary: dict[str, Any], *, section: str = "overall", title: str | None = None):
     """The main table (Table 1 layout) as a rich Table, best values in bold."""
-    import re
-
-    from rich.table import Table
-
-    from ..evaluation import main_table
-
     header, rows = main_table(summary, section=section)
     table = Table(title=title, show_lines=False, header_style="bold")
     for i, h in enumerate(header):
@@ -382,8 +314,6 @@ def _rich_table(summary: dict[str, Any], *, section: str = "overall", title: str
 
 
 def _relative(path: Path, base: Path) -> str:
-    import os
-
     return Path(os.path.relpath(path, base)).as_posix()
 
 

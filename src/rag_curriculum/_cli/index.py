@@ -3,33 +3,27 @@ rankings of the file's questions, for --distractors bm25|mixed and --setting ret
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+from typing import Annotated, Any
 
 import typer
 
-from ..retrieval import IndexConfig
-from .common import PrintConfig, console, option, out, reported_errors, show_config
+from ..config import bind, given
+from ..curricula.builder import current_command
+from ..errors import UsageError
+from ..retrieval import IndexConfig, build_index
+from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
 
 C = IndexConfig
+#: IndexConfig's options, one per field.
+OPTIONS = config_options(C, short={"dataset": "-d", "input": "-i", "out": "-o"})
 
 
+@with_options(OPTIONS)
 def index(
-    dataset: Annotated[str | None, option(C, "dataset", "--dataset", "-d")] = None,
-    input: Annotated[str | None, option(C, "input", "--input", "-i")] = None,
-    corpus: Annotated[str | None, option(C, "corpus", "--corpus")] = None,
-    out_dir: Annotated[str | None, option(C, "out", "--out", "-o")] = None,
-    k1: Annotated[float | None, option(C, "k1", "--k1")] = None,
-    b: Annotated[float | None, option(C, "b", "--b")] = None,
-    method: Annotated[str | None, option(C, "method")] = None,
-    delta: Annotated[float | None, option(C, "delta")] = None,
-    stopwords: Annotated[str | None, option(C, "stopwords")] = None,
-    depth: Annotated[int | None, option(C, "depth")] = None,
-    threads: Annotated[int | None, option(C, "threads")] = None,
-    backend: Annotated[str | None, option(C, "backend")] = None,
-    on_error: Annotated[str | None, option(C, "on_error")] = None,
-    overwrite: Annotated[bool | None, option(C, "overwrite")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Index every distinct paragraph (title + text) of a dataset file, and optionally a corpus of
     {"title", "text"} or {"id", "contents"} JSONL lines (Search-R1's wiki-18 layout), with BM25 (bm25s), and store
@@ -46,20 +40,10 @@ def index(
 
     Serve it to RL trainers (Search-R1's protocol): curriculum serve --index indexes/wiki18
     """
-    import logging
-
-    from ..config import bind, given
-    from ..curricula.builder import current_command
-    from ..retrieval import build_index
-
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-step debug lines are not for users
-    flags = given({"dataset": dataset, "input": input, "corpus": corpus, "out": out_dir, "k1": k1, "b": b,
-                   "method": method, "delta": delta, "stopwords": stopwords, "depth": depth, "threads": threads,
-                   "backend": backend, "on_error": on_error, "overwrite": overwrite})
+    flags = given(options)
     with reported_errors(lambda e: "check --input, --corpus and --out" if isinstance(e, OSError) else None):
         if "dataset" not in flags or "input" not in flags:
-            from ..errors import UsageError
-
             raise UsageError("curriculum index needs --dataset and --input",
                              hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
                                   "--out indexes/musique-dev")

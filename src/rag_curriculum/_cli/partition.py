@@ -21,42 +21,37 @@ from typing import Annotated, Any
 
 import typer
 
-from ..config import field_help
-from ..partition import PartitionConfig
+from .._settings import MAX_COUNT, check_value
+from ..config import field_help, given, merge_flags, resolve
+from ..curricula.builder import current_command
+from ..errors import UsageError
+from ..generation.engine import without_engine_options
+from ..partition import PartitionConfig, merge_partitions
+from ..partition import partition as run_partition
 from .common import (
     BACKEND_FLAGS,
+    BACKEND_OPTIONS,
+    ENGINE_OPTIONS,
     ENGINE_PARAMS,
-    ApiKey,
-    BackendArg,
-    BaseUrl,
-    BatchSize,
-    ChunkRetries,
-    Concurrency,
-    CpusPerWorker,
-    Device,
-    Dtype,
-    Engine,
-    GpuMemoryUtilization,
-    GpusPerWorker,
-    MaxModelLen,
-    NumWorkers,
     PrintConfig,
-    RayAddress,
-    TensorParallelSize,
     backend_args_for,
+    config_options,
     console,
     engine_config,
-    option,
     out,
     parse_backend_args,
     redacted,
     reported_errors,
     show_config,
+    with_options,
 )
 
 P = PartitionConfig
-#: The generation-backend options (shared with `curriculum eval`): each goes to backend_args when the chosen backend
-#: takes it.
+#: PartitionConfig's options: one per field (SHARDS is the positional argument, rows_per_shard a recipe key, and
+#: backend_args the shared backend block's --backend-arg), with their short aliases.
+OPTIONS = config_options(P, exclude=("backend_args",), types={"out": Path},
+                         short={"out": "-o", "dataset": "-d", "input": "-i", "n": "-n", "K": "-K", "model": "-M",
+                                "k": "-k"})
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
 CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
@@ -68,8 +63,6 @@ def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
     >>> split_shards(["outputs/musique-max", "recipe=rag-rl-pass8", "k=4"])
     ('outputs/musique-max', ['recipe=rag-rl-pass8', 'k=4'])
     """
-    from ..errors import UsageError
-
     paths = [a for a in args or [] if "=" not in a and not a.startswith("~")]
     if len(paths) > 1:
         raise UsageError(f"one shard directory, got {len(paths)}: {', '.join(paths)}",
@@ -83,8 +76,6 @@ def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], backend_fl
     """A recipe's data (None: no recipe) with the options the user set on top; the backend options go to
     ``backend_args`` when the chosen backend takes them. A shard directory replaces the recipe's ``dataset`` (the two
     are alternative inputs) unless an input file or --dataset is given too."""
-    from ..config import given, merge_flags
-
     merged = merge_flags(data, flags)
     if data is not None and merged.get("shards") and not merged.get("input") and "dataset" not in given(flags):
         merged["dataset"] = None
@@ -93,64 +84,17 @@ def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], backend_fl
     return merged
 
 
+@with_options(OPTIONS, BACKEND_OPTIONS, ENGINE_OPTIONS)
 def partition(
-    ctx: typer.Context,
     args: Annotated[list[str] | None, typer.Argument(
         metavar="SHARDS recipe=NAME KEY=VALUE", show_default=False,
         help=f"SHARDS: {field_help(P, 'shards')} recipe=NAME (recipes/partition/, e.g. "
         "rag-rl-pass8: the paper's pass@8) and key=value overrides of its fields (Hydra syntax), e.g. k=4.")] = None,
-    out_dir: Annotated[Path | None, option(P, "out", "--out", "-o")] = None,
-    dataset: Annotated[str | None, option(P, "dataset", "--dataset", "-d")] = None,
-    input_file: Annotated[str | None, option(P, "input", "--input", "-i")] = None,
-    n: Annotated[int | None, option(P, "n", "--n", "-n")] = None,
-    K: Annotated[int | None, option(P, "K", "--K", "-K")] = None,
-    backend: Annotated[str | None, option(P, "backend")] = None,
-    model: Annotated[str | None, option(P, "model", "--model", "-M")] = None,
-    pass_at: Annotated[int | None, option(P, "k", "--pass-at", "-k")] = None,
-    temperature: Annotated[float | None, option(P, "temperature")] = None,
-    top_p: Annotated[float | None, option(P, "top_p")] = None,
-    max_tokens: Annotated[int | None, option(P, "max_tokens")] = None,
-    seed: Annotated[int | None, option(P, "seed")] = None,
-    max_model_len: MaxModelLen = None,
-    tensor_parallel_size: TensorParallelSize = None,
-    dtype: Dtype = None,
-    gpu_memory_utilization: GpuMemoryUtilization = None,
-    batch_size: BatchSize = None,
-    device: Device = None,
-    base_url: BaseUrl = None,
-    api_key: ApiKey = None,
-    concurrency: Concurrency = None,
-    backend_arg: BackendArg = None,
-    engine: Engine = None,
-    ray_address: RayAddress = None,
-    num_workers: NumWorkers = None,
-    gpus_per_worker: GpusPerWorker = None,
-    cpus_per_worker: CpusPerWorker = None,
-    chunk_retries: ChunkRetries = None,
-    allow_identical_samples: Annotated[bool | None, option(P, "allow_identical_samples",
-                                                           "--allow-identical-samples")] = None,
-    correct_f1: Annotated[float | None, option(P, "correct_f1")] = None,
-    strict_format: Annotated[bool | None, option(P, "strict_format")] = None,
-    balance: Annotated[bool | None, option(P, "balance")] = None,
-    keep_completions: Annotated[bool | None, option(P, "keep_completions")] = None,
-    chunk_size: Annotated[int | None, option(P, "chunk_size")] = None,
-    chunks_per_call: Annotated[int | None, option(P, "chunks_per_call")] = None,
-    question_seeds: Annotated[bool | None, option(P, "question_seeds")] = None,
-    num_shards: Annotated[int | None, option(P, "num_shards")] = None,
-    shard_index: Annotated[int | None, option(P, "shard_index")] = None,
     max_chunks: Annotated[int | None, typer.Option(help="Stop after generating this many chunks (run again to "
                                                    "continue).", show_default=False)] = None,
-    overwrite: Annotated[bool | None, option(P, "overwrite")] = None,
-    agent: Annotated[str | None, option(P, "agent", "--agent")] = None,
-    retriever: Annotated[str | None, option(P, "retriever", "--retriever")] = None,
-    template: Annotated[str | None, option(P, "template", "--template")] = None,
-    topk: Annotated[int | None, option(P, "topk", "--topk")] = None,
-    max_turns: Annotated[int | None, option(P, "max_turns", "--max-turns")] = None,
-    max_context_tokens: Annotated[int | None, option(P, "max_context_tokens", "--max-context-tokens")] = None,
-    search_difficulty: Annotated[str | None, option(P, "search_difficulty", "--search-difficulty")] = None,
-    withhold_p: Annotated[float | None, option(P, "withhold_p", "--withhold-p")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     print_config: PrintConfig = False,
+    **options: Any,
 ) -> None:
     """Partition questions by what a base model can answer (RAG-RL 3.2, appendix A): sample k completions per
     question, score each final answer by F1, and write answerable/ (some sample has F1 = 1), unanswerable/ (none),
@@ -167,33 +111,24 @@ def partition(
     the search environment (--template, --topk, --max-turns, --max-context-tokens, --search-difficulty), split
     into answerable-without-search/, answerable-with-search/, unanswerable/ (and learnable/), with searches per
     success in stats.parquet."""
-    from ..config import resolve
-    from ..curricula.builder import current_command
-    from ..generation.engine import without_engine_options
-    from ..partition import partition as run_partition
-
     # With --agent search-r1 --retriever DIR|URL: a search agent's partition (partition/_agent.py): k trajectories
     # per question through the search environment, split answerable-without-search / -with-search / unanswerable.
-
     with reported_errors():
         if max_chunks is not None:
-            from .._settings import MAX_COUNT, check_value
-
             check_value("max_chunks", max_chunks, int, {"ge": 1, "le": MAX_COUNT}, flag="--max-chunks")
         shards, overrides = split_shards(args)
-        renamed = {"out_dir": "out", "input_file": "input", "pass_at": "k"}
-        flags = {renamed.get(k, k): v for k, v in ctx.params.items() if k not in CLI_ONLY}
+        flags = {k: v for k, v in options.items() if k not in CLI_ONLY}
         flags["shards"] = shards
-        flags["out"] = str(out_dir) if out_dir is not None else None
-        backend_flags = {k: ctx.params[k] for k in BACKEND_FLAGS}
+        flags["out"] = str(flags["out"]) if flags["out"] is not None else None
+        backend_flags = {k: options[k] for k in BACKEND_FLAGS}
         cfg = resolve(PartitionConfig, "partition", overrides, flags,
-                      merge=lambda data, given: merge_options(data, given, backend_flags, backend_arg))
+                      merge=lambda data, set_: merge_options(data, set_, backend_flags, options["backend_arg"]))
         cfg.validate()
         if print_config:
             show_config(cfg)
             return
         cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
-        engine_cfg = engine_config(ctx.params)
+        engine_cfg = engine_config(options)
         result = run_partition(cfg, command=redacted(without_engine_options(current_command())),
                                progress=progress and console.is_terminal, max_chunks=max_chunks, engine=engine_cfg)
     if not result.complete:
@@ -282,9 +217,6 @@ def partition_merge(
     """Join the work directories of a partition run that was sharded over several machines (copying each one's
     finished chunks into --out) and write answerable/, unanswerable/, learnable/ and stats.parquet. Output
     options can be changed here without generating again."""
-    from ..curricula.builder import current_command
-    from ..partition import merge_partitions
-
     options = {k: v for k, v in {"balance": balance, "correct_f1": correct_f1, "strict_format": strict_format,
                                  "keep_completions": keep_completions}.items() if v is not None}
     with reported_errors():
