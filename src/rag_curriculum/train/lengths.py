@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..curricula.lengths import count_prompt_tokens, load_tokenizer
+from ..curricula.lengths import count_prompt_tokens, load_tokenizer, template_fingerprint
 from ..errors import CurriculumError, PromptLengthError  # noqa: F401  (re-exported)
 from ..shards import PROMPT_TOKENS, read_manifest, shard_files
 
@@ -99,8 +99,6 @@ def uses_column(manifest: Mapping[str, Any], model: str | None, *, chat_template
         tok = load_tokenizer(str(local))
     except CurriculumError:
         return False
-    from ..curricula.lengths import template_fingerprint
-
     return (template_fingerprint(tok) == record.get("chat_template_sha256")
             and len(tok) == record.get("vocab_size"))
 

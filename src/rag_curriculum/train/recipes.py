@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
+from .._plumbing import atomic_write_bytes
 from ..errors import RecipeError  # noqa: F401  (re-exported)
+from ..shards import write_json
 from .config import TrainConfig
 
 TRAIN = "train"
@@ -84,9 +86,6 @@ def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[st
                    overrides: Sequence[str] = ()) -> Path:
     """Write ``train_config.yaml`` (resolved, with the command-line overrides in a header) and
     ``train_plan.json`` (the batch mapping, tail and order facts) into ``output_dir``."""
-    from .._plumbing import atomic_write_bytes
-    from ..shards import write_json
-
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     header = f"# recipe: {cfg.recipe}\n# overrides: {json.dumps(list(overrides))}\n"

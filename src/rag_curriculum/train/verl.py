@@ -29,8 +29,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CurriculumError
 from ..shards import shard_files, validate_shards
+from .lengths import check_lengths, parse_verl_overrides, read_lengths, verl_limits
 
 
 def train_files(directory: str | Path, *, verify: bool = True) -> list[str]:
@@ -64,8 +65,6 @@ USAGE = ("usage: python -m rag_curriculum.train.verl train-files SHARD_DIR | rew
 
 def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
     """SHARD_DIR, the --options, and the length settings among the verl overrides."""
-    from .lengths import parse_verl_overrides
-
     if not args or args[0].startswith("-") or "=" in args[0]:
         raise SystemExit(USAGE)
     directory, rest = args[0], args[1:]
@@ -88,8 +87,6 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
 def prompt_lengths(directory: str | Path, model: str | None):
     """The prompt lengths of the shards (see :func:`rag_curriculum.train.lengths.read_lengths`), with the source
     and the longest prompt said on stderr."""
-    from .lengths import read_lengths
-
     lengths = read_lengths(directory, model)
     if lengths.tokens:
         top = lengths.longest()
@@ -99,9 +96,6 @@ def prompt_lengths(directory: str | Path, model: str | None):
 
 
 def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
-    from ..errors import CurriculumError
-    from .lengths import check_lengths, verl_limits
-
     directory, opts, found = _lengths_args(args)
     model = found.get("model") or opts.get("model")
     try:

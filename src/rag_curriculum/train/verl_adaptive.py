@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_bytes
+from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
+from ..shards import read_manifest
 from .controllers import GroupResult, make_controller
 
 log = logging.getLogger(__name__)
@@ -68,9 +70,6 @@ def _plain(value: Any) -> Any:
 
 def _make_class() -> type:
     from verl.utils.dataset.rl_dataset import RLHFDataset
-
-    from ..curricula.adaptive import LevelRenderer
-    from ..shards import read_manifest
 
     class AdaptiveRLHFDataset(RLHFDataset):
         """verl's ``RLHFDataset`` over adaptive shards: each row at its controller level (see the module doc)."""
