@@ -1,5 +1,5 @@
-"""The ``curriculum`` command: thin. It parses arguments and calls the library; heavy imports happen inside the
-commands. Each command's options live with it in ``rag_curriculum._cli``."""
+"""The ``curriculum`` command: thin. It parses arguments and calls the library; heavy optional dependencies (torch,
+vLLM, bm25s, fastapi ...) are imported inside the commands. Each command's options live with it in ``rag_curriculum._cli``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from ._cli import partition as _partition
 from ._cli import recipes as _recipes
 from ._cli import serve as _serve
 from ._cli import train as _train
+from ._cli.common import configure_logging
+from ._version import __version__
 
 app = typer.Typer(
     name="curriculum",
@@ -34,8 +36,6 @@ for _module in (_build, _index, _serve, _data, _partition, _train, _eval, _recip
 
 def _version(value: bool) -> None:
     if value:
-        from ._version import __version__
-
         typer.echo(f"rag-curriculum {__version__}")
         raise typer.Exit()
 
@@ -47,8 +47,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    from ._cli.common import configure_logging
-
     if verbose and quiet:
         raise typer.BadParameter("--verbose and --quiet contradict each other; give one", param_hint="-v / -q")
     configure_logging(verbose=verbose, quiet=quiet)

@@ -9,6 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..errors import DataError
+from ..loaders.stats import source_summary
+from ..retrieval import load_index
+from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, read_table, validate_shards
 from .common import EXIT_USAGE, fail, out, reported_errors
 
 
@@ -58,8 +62,6 @@ def _print_origins(record: dict[str, Any]) -> None:
 
 def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
     import pyarrow.compute as pc
-
-    from ..shards import read_table
 
     t = read_table(directory, columns=["level", "hops", "num_distractors", "data_source"], verify=False)
     levels = t.column("level")
@@ -127,10 +129,6 @@ def inspect(
 ) -> None:
     """Summarise a source file (records, hops, question types, paragraphs and distractors per question, repeated
     titles, skipped records) or a shard directory (levels, hops, distractors, sizes)."""
-    from ..errors import DataError
-    from ..loaders.stats import source_summary
-    from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, validate_shards
-
     if on_error not in ("raise", "skip"):
         fail(f"--on-error must be raise or skip, got {on_error!r}", code=EXIT_USAGE)
     if path.is_dir():
@@ -178,8 +176,6 @@ def validate(
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
     schema; or a BM25 index: its files and counts against its manifest. Exits 1 when anything is wrong."""
-    from ..shards import MANIFEST, ShardError, validate_shards
-
     what = "give a shard directory made by `curriculum build` or `curriculum partition`"
     if not directory.exists():
         fail(f"{directory}: not found", what)
@@ -210,8 +206,6 @@ def _manifest_kind(path: Path) -> str | None:
 def _validate_index(directory: Path) -> None:
     """``curriculum validate`` on a BM25 index: its manifest, and its files and counts against it (what a build
     checks when it loads the index)."""
-    from ..retrieval import load_index
-
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory)
         m = idx.manifest

@@ -9,13 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..config import KINDS, list_recipes, recipe_summary, recipes_root
 from .common import out, reported_errors
 
 
 def print_recipes(kind: str) -> None:
     """One table: the recipes of ``kind`` and what each is for."""
-    from ..config import list_recipes, recipe_summary, recipes_root
-
     table = Table(title=f"{kind} recipes in {recipes_root() / kind}", title_justify="left")
     table.add_column("recipe", style="bold")
     table.add_column("what")
@@ -29,8 +28,6 @@ def recipes(
                                                show_default=False)] = None,
 ) -> None:
     """List the shipped recipes: run one with `curriculum KIND recipe=NAME [key=value ...]` (its header shows how)."""
-    from ..config import KINDS, list_recipes
-
     with reported_errors():
         kinds = [kind] if kind else [k for k in KINDS if list_recipes(k)]
         for k in kinds:

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import socket
 from typing import Annotated
 
 import typer
@@ -24,8 +28,6 @@ def _hint(e: BaseException) -> str | None:
 
 def _check_port(host: str, port: int) -> None:
     """Refuse, in one line, a port this machine cannot listen on (uvicorn would log a traceback-like error)."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
@@ -75,10 +77,6 @@ def serve(
     Search-R1 then trains with retriever.url=http://127.0.0.1:8000/retrieve (its search_url), verl's
     search_r1_like tool with retrieval_service_url=http://127.0.0.1:8000/retrieve.
     """
-    import json
-    import logging
-    import os
-
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     with reported_errors(_hint):
         if max_topk < default_topk:

@@ -6,6 +6,7 @@ The same command runs under a launcher, one process per GPU:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,10 +14,28 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 
+from .._plumbing import mask_secrets
+from ..config import recipes_root, resolve, split_args
+from ..curricula.lengths import TokenizerError
+from ..train import (
+    BatchError,
+    CurriculumOrderError,
+    RecipeError,
+    TrainConfig,
+    check_index_order,
+    check_recipe,
+    order_issues,
+)
+from ..train import train as run_training
+from ..train._trl import grpo_kwargs, load_curriculum, resolve_num_processes
+from ..train.adaptive import make_hook
+from ..train.lengths import PromptLengthError, check_trl_lengths
+from ..train.order import tail_rows
+from ..train.recipes import config_yaml
 from .common import console, out, reported_errors
+from .recipes import print_recipes
 
 
 def _is_main_process() -> bool:
@@ -24,9 +43,6 @@ def _is_main_process() -> bool:
 
 
 def _print_recipes() -> None:
-    from ..config import recipes_root
-    from .recipes import print_recipes
-
     print_recipes("train")
     root = recipes_root()
     out.print(f"launcher configs: {root / 'accelerate'}   verl: {root / 'verl'}")
@@ -94,11 +110,6 @@ def train(
       accelerate launch --config_file recipes/accelerate/zero2-7gpu.yaml -m rag_curriculum.train
       recipe=rag-rl-min-max grpo.vllm_mode=server
     """
-    from .._plumbing import mask_secrets
-    from ..config import resolve, split_args
-    from ..train import RecipeError, TrainConfig
-    from ..train.recipes import config_yaml
-
     if list_:
         _print_recipes()
         return
@@ -110,6 +121,8 @@ def train(
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
     if main and (print_config or dry_run):  # secrets (grpo.hub_token, ...) masked by the one rule, as saved
         shown = TrainConfig.from_dict(mask_secrets(cfg.to_dict()))
+        from rich.syntax import Syntax  # pygments: ~0.1 s, only for a printed config
+
         out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
     elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml)
         console.print(f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); "
@@ -121,8 +134,6 @@ def train(
         if dry_run:
             _dry_run(cfg)
             return
-        from ..train import train as run_training
-
         result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
     if main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
@@ -132,30 +143,20 @@ def train(
 def _hint(e: BaseException) -> str | None:
     if isinstance(e, ImportError):
         return "training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] on a GPU)"
-    from ..train import BatchError, CurriculumOrderError
-
     if isinstance(e, CurriculumOrderError):
         return ("curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on "
                 "(a --dry-run reports order problems as errors under either policy)")
     if isinstance(e, BatchError):
         return "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
-    from ..train.lengths import PromptLengthError
-
     if isinstance(e, PromptLengthError):
         return ("an engine would truncate these prompts (their system prompt and first passages go first) or drop "
                 "them, and they are the hardest rows of the curriculum: raise the limit named above")
-    from ..curricula.lengths import TokenizerError
-
     if isinstance(e, TokenizerError):
         return "the prompt lengths are counted with the model's tokenizer before the model is loaded"
     return None
 
 
 def _dry_run(cfg: Any) -> None:
-    from ..train import check_recipe
-    from ..train._trl import load_curriculum, resolve_num_processes
-    from ..train.order import tail_rows
-
     tail = None
     # the shards are read and checked as the real run reads them (missing, damaged, empty or an evaluation set:
     # refused here as there, in one line)
@@ -163,14 +164,8 @@ def _dry_run(cfg: Any) -> None:
     num_rows = len(dataset)
     args, plan = check_recipe(cfg, num_processes=resolve_num_processes(cfg), num_rows=num_rows)
     if cfg.adaptive.controller is not None:  # the controller with its settings, as the real run makes it
-        from ..train.adaptive import make_hook
-
         make_hook(cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=None)
     if dataset is not None:
-        from ..curricula.lengths import TokenizerError
-        from ..train import check_index_order
-        from ..train.lengths import check_trl_lengths
-
         try:  # a prompt too long for the run's limits is an error here as in training (PromptLengthError)
             lengths = check_trl_lengths(cfg, args, dataset, manifest)
         except TokenizerError as e:  # training would stop on it; a dry run says so and goes on
@@ -193,9 +188,6 @@ def _dry_run(cfg: Any) -> None:
             console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
                           f"takes {plan.prompts_per_generation} per batch")
     _print_plan(plan, tail)  # the tail warned once, here (the real run logs it with report_tail)
-    from ..train import order_issues
-    from ..train._trl import grpo_kwargs
-
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
         if issue.severity != "error":  # errors were raised by check_recipe
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
@@ -210,8 +202,6 @@ def register(app: typer.Typer) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m rag_curriculum.train``: the `train` command alone (for accelerate / torchrun)."""
-    import logging
-
     logging.basicConfig(level=logging.INFO if _is_main_process() else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_show_locals=False)
