@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from .difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
 from .loaders import get_loader
 
 LEVEL_PLOT = "level_by_index.png"
@@ -270,8 +271,6 @@ def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: s
                          ) -> None:
     """The card of one bucket of a partition (``answerable``, ``unanswerable`` or ``learnable``), rendered from
     ``data_cards/partition.md``; ``plot`` names the pass-rate plot written beside it, if any."""
-    from .difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
-
     part = manifest["partition"]
     counts = part["counts"]
     gen = manifest["generation"]

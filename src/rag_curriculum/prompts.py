@@ -34,9 +34,10 @@ Supporting passages: title1, title2,...
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from .errors import ConfigError
 from .registry import Registry
 
 RAG_RL_SYSTEM_PROMPT = (
@@ -125,8 +126,6 @@ class PromptTemplate:
     def with_abstention(self, answer: str) -> PromptTemplate:
         """This template with :attr:`abstain_instruction` (``{answer}`` filled in) after its instructions: the
         prompt of every row of a build that has unanswerable rows."""
-        from dataclasses import replace
-
         extra = self.abstain_instruction.format(answer=answer)
         return replace(self, instructions=f"{self.instructions} {extra}" if self.instructions else extra)
 
@@ -148,10 +147,6 @@ class PromptTemplate:
 
     def with_index_base(self, base: int) -> PromptTemplate:
         """This numbered template with passages numbered from ``base`` (0 or 1)."""
-        from dataclasses import replace
-
-        from .errors import ConfigError
-
         if base not in (0, 1):
             raise ConfigError(f"index_base must be 0 or 1, got {base!r}")
         if not self.numbered:

@@ -10,7 +10,6 @@ ships them), evaluation only.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,7 @@ from ..errors import ConfigError, DataError, SkipReport, UsageError, WrongDatase
 from ..records import Example
 from ..registry import Registry
 from ._base import DatasetLoader, RecordContext
-from ._io import iter_records
+from ._io import guess_split, iter_records
 from .flashrag import FLASHRAG_SETS, FlashRAGLoader, FlashRAGSet, load_flashrag
 from .hotpotqa import HotpotQALoader
 from .musique import MuSiQueLoader
@@ -55,16 +54,6 @@ def flashrag_refusal(path: Any) -> WrongDatasetError:
     return WrongDatasetError(f"{path}: this file is in FlashRAG's question layout (id, question, golden_answers): "
                              "questions without passages, for evaluation only; a closed-context build needs the "
                              f"dataset's release file with its paragraphs. Instead, {EVAL_ONLY_HINT}")
-
-
-def guess_split(path: Path) -> str | None:
-    """``train`` / ``dev`` / ``test`` from the words of a file name such as ``hotpot_dev_distractor_v1.json``
-    (``validation``/``valid``/``val`` count as ``dev``), or None when no word says."""
-    words = set(re.split(r"[^a-z0-9]+", path.name.lower()))
-    for split, names in (("train", {"train"}), ("dev", {"dev", "validation", "valid", "val"}), ("test", {"test"})):
-        if words & names:
-            return split
-    return None
 
 
 def classify(rec: Any) -> str | None:

@@ -25,6 +25,16 @@ PARQUET_BATCH_ROWS = 2048
 BOM = b"\xef\xbb\xbf"
 
 
+def guess_split(path: Path) -> str | None:
+    """``train`` / ``dev`` / ``test`` from the words of a file name such as ``hotpot_dev_distractor_v1.json``
+    (``validation``/``valid``/``val`` count as ``dev``), or None when no word says."""
+    words = set(re.split(r"[^a-z0-9]+", path.name.lower()))
+    for split, names in (("train", {"train"}), ("dev", {"dev", "validation", "valid", "val"}), ("test", {"test"})):
+        if words & names:
+            return split
+    return None
+
+
 def detect_format(path: Path) -> str:
     """``"parquet"``, ``"json"`` (one JSON list) or ``"jsonl"``; by magic bytes first, then the first character."""
     with open(path, "rb") as f:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import DataError, SkipReport, WrongDatasetError
 from ._base import RecordContext, json_type, require, require_question, show
-from ._io import iter_records
+from ._io import guess_split, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,6 @@ def load_flashrag(path: str | Path, *, dataset: str | None = None, on_error: str
     """Read a FlashRAG question file (JSONL as shipped; a JSON list or Parquet of the same records is read too).
     ``dataset``: the set's name (default: :func:`flashrag_name`). Raises :class:`DataError` naming the file, line
     and field of the first bad record, or, with ``on_error="skip"``, counts them in ``report``."""
-    from . import guess_split
-
     path = Path(path)
     name = dataset or flashrag_name(path)
     out = FlashRAGSet(name, guess_split(path), str(path))

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._settings import check_settings, rule
+from ..config import bind
 from ..errors import ConfigError
 
 #: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
@@ -58,8 +59,6 @@ class IndexConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IndexConfig:
-        from ..config import bind
-
         return bind(cls, d)
 
     def tokenizer_info(self) -> dict[str, Any]:

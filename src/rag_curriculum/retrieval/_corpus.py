@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._progress import track
 from ..errors import DataError, SkipReport
+from ..loaders import load_examples
 
 
 @dataclass
@@ -35,9 +37,6 @@ class Collected:
 def collect(dataset: str, input: str, corpus: str | None = None, *, on_error: str = "raise",
             progress: bool = False) -> Collected:
     """Read the dataset file with its loader and the corpus file, deduplicating exact (title, text) pairs."""
-    from .._progress import track
-    from ..loaders import load_examples
-
     out = Collected()
     seen: dict[tuple[str, str], int] = {}
     titles, texts, origins = out.titles, out.texts, out.origins

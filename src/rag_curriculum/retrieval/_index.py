@@ -23,6 +23,7 @@ passage's text for BM25 is ``title + " " + text``; queries are the questions, to
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import mmap
@@ -33,9 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._metrics import normalize_answer
 from .._plumbing import SideTask, gc_paused
+from .._progress import maybe_progress
 from .._version import __version__
 from ..errors import CurriculumError
+from ..loaders import get_loader
 from ..shards import (
     foreign_entries,
     owner_tag,
@@ -46,6 +50,7 @@ from ..shards import (
     sha256_file,
 )
 from ._config import SPLITTER, IndexConfig
+from ._corpus import collect
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +144,6 @@ def rank(retriever: Any, queries: list[list[int]], depth: int, *, threads: int, 
 def passage_hash(title: str, text: str) -> int:
     """A stable 64-bit hash (BLAKE2b) of a passage's title and text with whitespace runs collapsed and case folded:
     two passages with equal hashes are copies of each other."""
-    import hashlib
-
     key = " ".join(title.split()).casefold() + "\x00" + " ".join(text.split()).casefold()
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
@@ -148,8 +151,6 @@ def passage_hash(title: str, text: str) -> int:
 def normalize_passage(title: str, text: str) -> str:
     """``" " + normalize_answer(title + " " + text) + " "``: a passage as the "contains an answer" test reads it (an
     answer ``a``, normalised, is in the passage when ``f" {a} "`` is a substring of this)."""
-    from .._metrics import normalize_answer
-
     return f" {normalize_answer(f'{title} {text}')} "
 
 
@@ -190,10 +191,6 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
 def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> dict[str, Any]:
     import bm25s
     import numpy as np
-
-    from .._progress import maybe_progress
-    from ..loaders import get_loader
-    from ._corpus import collect
 
     cfg.validate()
     cfg.dataset = get_loader(cfg.dataset).name
