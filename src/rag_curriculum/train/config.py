@@ -20,7 +20,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
+from ..config import bind
 from ..errors import ConfigError, UsageError
+from ..rewards import REWARDS
+from .controllers import resolve_controller
+from .pass_rates import stats_path
 
 ORDER_POLICIES = ("refuse", "warn")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -271,8 +275,6 @@ class TrainConfig:
         check_settings(self, flags=False)  # types and ranges: the same rules as every other config
         if not isinstance(self.rewards, list) or not self.rewards:
             raise ConfigError("no reward given: rewards=[{name: rag-rl}] is the paper's")
-        from ..rewards import REWARDS
-
         for i, spec in enumerate(self.rewards):
             check_settings(spec, prefix=f"rewards.{i}.", flags=False)
             if spec.name not in REWARDS:
@@ -281,8 +283,6 @@ class TrainConfig:
                 except KeyError as e:
                     raise UsageError(f"rewards.{i}.name: {e.args[0]}") from None
         if self.adaptive.controller is not None:
-            from .controllers import resolve_controller
-
             try:
                 resolve_controller(self.adaptive.controller)
             except KeyError as e:
@@ -295,8 +295,6 @@ class TrainConfig:
             raise ConfigError("data.pass_min / data.pass_max / adaptive.from_pass_rates read the pass rates of "
                               "data.pass_rates, which is not set", hint="set data.pass_rates=PARTITION/stats.parquet")
         if self.data.pass_rates is not None:  # before anything heavy: the file is there (a dry run says so too)
-            from .pass_rates import stats_path
-
             stats_path(self.data.pass_rates)
         if self.adaptive.from_pass_rates and (self.adaptive.controller is None
                                               or self.adaptive.success != "exact_match"):
@@ -368,6 +366,4 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """Build from plain data (a resolved recipe), refusing unknown keys with a "did you mean"."""
-        from ..config import bind
-
         return bind(cls, d)
