@@ -49,9 +49,39 @@ AUTH_HINT = ("Ray's token authentication: the cluster (`ray start`) and this com
 _AUTH_WORDS = re.compile(r"authenticat|auth[_ ]token|RAY_AUTH|unauthenticated|x-ray-authorization", re.I)
 
 
+def _chain(e: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
 def is_auth_error(e: BaseException) -> bool:
-    """A refusal by Ray's token authentication (its AuthenticationError, or a message that says so)."""
-    return type(e).__name__ == "AuthenticationError" or bool(_AUTH_WORDS.search(str(e)))
+    """A refusal by Ray's token authentication (its AuthenticationError, or a message that says so), anywhere in
+    the exception's chain: ``ray.init(address=...)`` against a cluster that wants a token raises a bare
+    ``ConnectionError: Failed to connect to Ray cluster at ...`` whose cause says ``InvalidAuthToken``."""
+    return any(type(x).__name__ == "AuthenticationError" or _AUTH_WORDS.search(str(x)) for x in _chain(e))
+
+
+_AUTH_SENTENCE = re.compile(r"(InvalidAuthToken: [^.\n]*|Token authentication is enabled but no authentication "
+                            r"token was found|[^.\n]*(?:RAY_AUTH_MODE is currently '\w+'|token is missing or "
+                            r"incorrect)[^.\n]*)")
+
+
+def auth_cause(e: BaseException) -> str:
+    """Ray's own words for an authentication refusal, one line (its messages run to a paragraph, and the
+    connecting error hides them in its cause): ``InvalidAuthToken: Authentication token is missing or incorrect;
+    RAY_AUTH_MODE is currently 'disabled' (not 'token')``."""
+    found: list[str] = []
+    for x in _chain(e):
+        for m in _AUTH_SENTENCE.finditer(str(x)):
+            part = m.group(1).strip().removeprefix("Note: ")
+            if part and part not in found:
+                found.append(part)
+    if found:
+        return "; ".join(found)
+    return next((str(x).splitlines()[0][:200] for x in _chain(e) if str(x).strip()), type(e).__name__)
 
 __all__ = ["RayEngine", "RayPool", "import_ray"]
 
@@ -142,7 +172,7 @@ class RayEngine:
         except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
             where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
             if is_auth_error(e):
-                raise EngineError(f"could not {where}: Ray's token authentication refused it ({e})",
+                raise EngineError(f"could not {where}: Ray's token authentication refused it ({auth_cause(e)})",
                                   hint=AUTH_HINT) from e
             if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
                 raise
