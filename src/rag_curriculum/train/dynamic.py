@@ -50,6 +50,9 @@ from typing import Any
 
 from .._plumbing import atomic_write_bytes
 from ..errors import ConfigError
+from ..rewards._columns import completion_text, row_answers
+from ..rewards._scoring import get_parser, score_completion
+from .progress import ROW_KEYS, distinct_rows, row_stats
 
 log = logging.getLogger(__name__)
 
@@ -277,9 +280,6 @@ class DynamicHook:
                completions: Sequence[Any]) -> list[float]:
         """Per completion, the metric the filter reads."""
         if self.metric == "exact_match":
-            from ..rewards._columns import completion_text, row_answers
-            from ..rewards._scoring import get_parser, score_completion
-
             out = []
             for row, completion in zip(rows, completions, strict=True):
                 template = row.get("template") or "rag-rl"
@@ -421,8 +421,6 @@ def trainer_class(base: type) -> type:
 
         def _dyn_record(self, hook, recorder, trained, trained_rows, generated, informative, rewound, fates,
                         spreads, refills, n_masked, retried, want, gen_seconds, seconds) -> None:
-            from .progress import ROW_KEYS, distinct_rows, row_stats
-
             flt, g = hook.filter, self.num_generations
             index = self._dyn_index
             if recorder is not None:  # the rows the loss sees, G copies each, masked groups left out
