@@ -40,6 +40,7 @@ nothing is listed (and an answer is stated), 0 for any listed document. The row'
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -49,6 +50,7 @@ from ..errors import ConfigError
 from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
 from ._craft_format import CRAFT_VARIANTS
 from ._formats import FORMATS
+from ._judge import CraftJudge, checks_for
 from ._scoring import score_completion
 
 __all__ = [
@@ -135,16 +137,12 @@ class CraftReward:
 
     def __post_init__(self) -> None:
         if self.output_format not in CRAFT_VARIANTS:
-            import difflib
-
             close = difflib.get_close_matches(str(self.output_format), list(CRAFT_VARIANTS), n=1)
             raise ConfigError(f"output_format {self.output_format!r} is not a CRAFT format"
                               f"{f'; did you mean {close[0]!r}?' if close else ''}",
                               hint=f"one of {', '.join(CRAFT_VARIANTS)}")
         tags = CRAFT_VARIANTS[self.output_format]
         if self.judge is not None:
-            from ._judge import CraftJudge, checks_for
-
             if not checks_for(tags):
                 raise ConfigError(f"{self.output_format} has no <reason>: there is no trace for the judge to audit",
                                   hint="drop the judge for craft-v5 (the paper: R_faith not applicable)")

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..prompts import PromptTemplate, get_template
 from ..registry import Registry
+from . import _craft_format
 from ._parser import parse_completion
 
 __all__ = ["FORMATS", "OutputFormat", "get_format", "register_format"]
@@ -49,8 +50,6 @@ for _v in range(1, 6):  # CRAFT's trace formats (rewards/_craft_format.py): pars
 
 
 def _craft(v: int) -> OutputFormat:
-    from . import _craft_format
-
     return OutputFormat(f"craft-v{v}", getattr(_craft_format, f"parse_craft_v{v}"))
 
 

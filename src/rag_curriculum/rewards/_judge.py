@@ -49,7 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._plumbing import atomic_write_text
 from ..errors import ConfigError
+from ..generation.base import BACKENDS, SamplingConfig, backend_identity, get_backend
+from ._craft_format import CRAFT_VARIANTS, parse_craft
 
 __all__ = ["CHECKS", "DEFAULT_PROMPT", "CraftJudge", "Verdict", "checks_for"]
 
@@ -130,8 +133,6 @@ class CraftJudge:
         if self.citation_check not in CITATION_CHECKS:
             raise ConfigError(f"judge citation_check must be judge or rule, got {self.citation_check!r}")
         if isinstance(self.backend, str):
-            from ..generation.base import BACKENDS
-
             BACKENDS.get(self.backend)  # an unknown name fails now, with a "did you mean"
             if self.model is None and self.backend != "scripted":
                 raise ConfigError(f"the judge's {self.backend} backend needs a model (e.g. model=Qwen3-Max, the "
@@ -156,8 +157,6 @@ class CraftJudge:
     def messages(self, question: str, passages: Sequence[tuple[str, str, str]], completion: str,
                  variant: str) -> list[dict[str, str]]:
         """The judge prompt for one trace (one user message)."""
-        from ._craft_format import CRAFT_VARIANTS
-
         keys = self.asked(CRAFT_VARIANTS[variant])
         docs = "\n\n".join(f"[{label}] {title}\n{text}" for label, title, text in passages)
         checks = "\n".join(f"- {k} ({CHECKS[k][0]}): {CHECKS[k][1]}" for k in keys)
@@ -177,8 +176,6 @@ class CraftJudge:
     def _backend(self) -> Any:
         if self._built is None:
             if isinstance(self.backend, str):
-                from ..generation.base import get_backend
-
                 kwargs = dict(self.backend_args)
                 if self.model is not None:
                     kwargs["model"] = self.model
@@ -189,8 +186,6 @@ class CraftJudge:
 
     def identity(self) -> dict[str, Any]:
         """What the judge's verdicts depend on besides the prompt: backend, model, options, sampling."""
-        from ..generation.base import backend_identity
-
         if isinstance(self.backend, str):
             ident: Any = backend_identity(self.backend, self.model, self.backend_args)
         else:
@@ -224,8 +219,6 @@ class CraftJudge:
         self._memory[key] = reply
         path = self._cache_path(key)
         if path is not None:
-            from .._plumbing import atomic_write_text
-
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, json.dumps({"key": key, "reply": reply, **self.identity(),
                                                 "prompt_sha256": hashlib.sha256(
@@ -244,9 +237,6 @@ class CraftJudge:
     def audit(self, items: Sequence[Item]) -> list[Verdict]:
         """Audit every trace (one batched backend call for the prompts not in the cache, each distinct prompt
         once)."""
-        from ..generation.base import SamplingConfig
-        from ._craft_format import CRAFT_VARIANTS, parse_craft
-
         prompts = [self.messages(*item) for item in items]
         keys = [self.key(m) for m in prompts]
         replies: dict[str, str] = {}

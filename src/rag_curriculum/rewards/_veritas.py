@@ -56,7 +56,9 @@ Search-R1's exact match of the last ``<answer>`` and the paper's final weights 0
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -64,9 +66,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple
 
 from .._metrics import answer_scores, normalize_answer
+from .._plumbing import derive_seed
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
+from ..generation.base import SamplingConfig
 from ._columns import completion_text, row_answers
+from ._judge import CraftJudge
 
 __all__ = [
     "INFO_THINK_PROMPT",
@@ -370,8 +375,6 @@ class VeritasJudge:
     think_search_prompt: str | None = None
 
     def __post_init__(self) -> None:
-        from ._judge import CraftJudge
-
         if isinstance(self.votes, bool) or not isinstance(self.votes, int) or self.votes < 1:
             raise ConfigError(
                 f"judge votes must be an integer >= 1, got {self.votes!r}",
@@ -380,8 +383,6 @@ class VeritasJudge:
         if self.vote not in VOTES:
             raise ConfigError(f"judge vote must be majority or mean, got {self.vote!r}")
         if self.votes > 1 and self.temperature == 0 and self.backend != "scripted":
-            import logging
-
             logging.getLogger(__name__).warning(
                 "votes=%d at temperature 0: the votes of a deterministic judge agree; "
                 "set judge temperature > 0 to sample",
@@ -421,8 +422,6 @@ class VeritasJudge:
 
     def judge(self, pairs: Sequence[Pair]) -> list[PairVerdict]:
         """Verdicts for complete pairs (one batched backend call for every distinct prompt not in the cache)."""
-        from ..generation.base import SamplingConfig
-
         for p in pairs:
             if not p.complete:
                 raise ConfigError(
@@ -450,8 +449,6 @@ class VeritasJudge:
             backend = self._engine._backend()
             kwargs = {}
             if _takes_seeds(backend):  # a pair's votes depend on its content and the seed, not on its batch
-                from .._plumbing import derive_seed
-
                 kwargs["seeds"] = [derive_seed(self.seed, k, bits=63) for k in todo]
             outs = backend.generate(list(todo.values()), sampling, **kwargs)
             if len(outs) != len(todo):
@@ -480,8 +477,6 @@ class VeritasJudge:
 
 
 def _takes_seeds(backend: Any) -> bool:
-    import inspect
-
     try:
         params = inspect.signature(backend.generate).parameters
     except (TypeError, ValueError, AttributeError):  # pragma: no cover

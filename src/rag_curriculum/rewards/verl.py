@@ -24,6 +24,7 @@ metric to use for DAPO-style group filtering; ``abstained`` is 1 when the final 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
@@ -34,6 +35,7 @@ from rag_curriculum._metrics import answer_scores
 from rag_curriculum.agents._searchr1 import parse_trajectory
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
+from rag_curriculum.rewards._craft import CraftReward
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
 __all__ = ["compute_craft_score", "compute_score", "compute_search_score"]
@@ -50,8 +52,6 @@ _warned: set[str] = set()
 def _warn_unknown(kwargs: Mapping[str, Any]) -> None:
     """Report (once per name) a keyword that is neither a RagRlReward constant nor one verl adds: most likely a
     misspelt ``reward_kwargs`` entry, which would otherwise leave the default constant silently in place."""
-    import difflib
-
     for k in kwargs:
         if k in _FIELDS or k in _VERL_KWARGS or k in _warned:
             continue
@@ -108,8 +108,6 @@ _CRAFT_OPTIONS = ("output_format", "terms", "weights", "normalize")
 
 @functools.lru_cache(maxsize=64)
 def _craft_reward(options: str) -> Any:
-    from rag_curriculum.rewards._craft import CraftReward
-
     return CraftReward(**json.loads(options), log_components=False)
 
 
