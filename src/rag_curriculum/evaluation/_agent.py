@@ -20,6 +20,7 @@ errors), ``summary.json``, ``table.md`` (EM / F1 per dataset, models as rows) an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -41,15 +42,18 @@ from ..agents import (
     best_of_n,
     consistency_score,
     open_retriever,
+    react_fewshot_template,
     react_steps,
     run_rollouts,
     self_consistency,
 )
 from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
+from ..loaders import load_flashrag
 from ..retrieval._index import passage_hash
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
+from ._veritas import check_config, render_veritas_table, veritas_entry
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +131,6 @@ class AgentEvalConfig:
         if len(set(names)) != len(names):
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self._check_react()
-        from ._veritas import check_config
-
         check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
@@ -163,8 +165,6 @@ class AgentEvalConfig:
         ``react`` for ``--agent react``). For ReAct, a path to a copy of ReAct's ``prompts_naive.json`` gives its
         few-shot prompt exactly (:func:`~rag_curriculum.agents.react_fewshot_template`)."""
         if self.agent == "react" and self.template.endswith(".json"):
-            from ..agents._react import react_fewshot_template
-
             return react_fewshot_template(self.template).name
         return "react" if self.agent == "react" and self.template == "search-r1" else self.template
 
@@ -198,8 +198,6 @@ def load_question_sets(directory: str | Path, *, limit: int | None = None) -> li
     """(dataset, rows) per dataset of a shard directory, in row order; or the one set of a FlashRAG question file
     (:func:`~rag_curriculum.loaders.load_flashrag`: evaluation only, no gold passages)."""
     if Path(directory).is_file():
-        from ..loaders import load_flashrag
-
         got = load_flashrag(directory)
         return [(got.name, got.rows[:limit] if limit else got.rows)]
     table = read_table(directory)
@@ -218,8 +216,6 @@ def load_question_sets(directory: str | Path, *, limit: int | None = None) -> li
 
 def _rows_digest(rows: Sequence[dict[str, Any]]) -> str:
     """What the questions are: ids, questions, answers and gold passages (a rerun reuses results only for these)."""
-    import hashlib
-
     keep = [[r["id"], r["question"], r["answers"], [(p["title"], p["text"]) for p in (r.get("passages") or [])
                                                    if p.get("is_gold")]] for r in rows]
     return hashlib.sha256(json.dumps(keep, ensure_ascii=False).encode("utf-8")).hexdigest()
@@ -409,8 +405,6 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                         dct["consistency"] = {"score": c.score, "terms": c.terms}
                 veritas = None
                 if cfg.faithfulness is not None:  # VERITAS (evaluation/_veritas.py): scores under "veritas"
-                    from ._veritas import veritas_entry
-
                     veritas = veritas_entry(cfg, out, model.name, key, rows, dicts)
                 tpath = out / "trajectories" / model.name / f"{key}.jsonl"
                 tpath.parent.mkdir(parents=True, exist_ok=True)
@@ -433,8 +427,6 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     write_json(out / "summary.json", summary)
     atomic_write_text(out / "table.md", render_table(summary))
     if cfg.faithfulness is not None:
-        from ._veritas import render_veritas_table
-
         atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
     return summary
 

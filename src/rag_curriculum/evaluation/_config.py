@@ -10,7 +10,11 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from ..config import bind
 from ..errors import ConfigError, UsageError
+from ..generation.base import BACKENDS, is_secret_option
+from ..prompts import get_template
+from ..rewards._formats import FORMATS
 
 __all__ = ["EvalConfig", "ModelSpec"]
 
@@ -24,8 +28,6 @@ def public_backend_args(args: dict[str, Any], *, mask: bool) -> dict[str, Any]:
     >>> public_backend_args({"api_key": "sk-1", "hf_token": "hf_x", "base_url": "u"}, mask=True)
     {'api_key': '***', 'hf_token': '***', 'base_url': 'u'}
     """
-    from ..generation.base import is_secret_option
-
     return {k: ("***" if mask else None) if is_secret_option(k) else v for k, v in args.items()
             if mask or not is_secret_option(k)}
 
@@ -135,16 +137,11 @@ class EvalConfig:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"two models share the name(s) {dup}; name them apart with --model NAME=PATH")
-        from ..generation.base import BACKENDS
-
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises, with a "did you mean"
         self._validate_craft()
 
     def _validate_craft(self) -> None:
-        from ..prompts import get_template
-        from ..rewards._formats import FORMATS
-
         for t in self.templates:
             FORMATS.get(t)  # a format with a parser (raises, with a "did you mean")
             if self.index_base is not None:
@@ -154,8 +151,6 @@ class EvalConfig:
         if self.index_base is not None and not self.templates:
             raise ConfigError("--index-base re-numbers passages of a --template: give --template craft-vN too")
         if self.judge is not None:
-            from ..generation.base import BACKENDS
-
             backend = self.judge.partition(":")[0]
             if backend not in BACKENDS:
                 BACKENDS.get(backend)
@@ -179,6 +174,4 @@ class EvalConfig:
     def from_dict(cls, d: dict[str, Any]) -> EvalConfig:
         """Bind plain data (a composed recipe; models as ``NAME=PATH`` strings or ``{name, path}``), refusing
         unknown keys with a "did you mean"."""
-        from ..config import bind
-
         return bind(cls, d)

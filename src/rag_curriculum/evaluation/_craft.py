@@ -29,11 +29,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..cards import md_table
 from ..errors import ConfigError
+from ..prompts import get_template
 from ..rewards import aggregate as _aggregate
 from ..rewards._craft import boundary_check
 from ..rewards._craft_format import CRAFT_VARIANTS, parse_craft
+from ..rewards._formats import FORMATS
 from ..rewards._judge import CraftJudge
+from ._titles import _dataset_order, _setting_order, dataset_title, pct, setting_title
 
 __all__ = ["CRAFT_FIELDS", "add_craft_scores", "craft_entry", "craft_variant_of", "make_judge", "rerender",
            "render_variants_table", "result_schema"]
@@ -52,9 +56,6 @@ def craft_variant_of(es: Any) -> str | None:
 def rerender(es: Any, template: str, index_base: int | None = None) -> Any:
     """``es`` with every row rendered in ``template``: same passages in the same order, their labels, the gold
     labels, the prompt and the ``template`` column made by that template (numbered from ``index_base``)."""
-    from ..prompts import get_template
-    from ..rewards._formats import FORMATS
-
     tpl = get_template(template)
     if index_base is not None:
         tpl = tpl.with_index_base(index_base)
@@ -175,9 +176,6 @@ def render_variants_table(summary: Mapping[str, Any]) -> str | None:
     """The CRAFT entries of a summary as the paper's Table 2: a block of rows per model (and setting), one row per
     trace format, and for each dataset EM, F1, evidence F1, format compliance and faithfulness (x 100; "–" where
     a metric does not apply or no judge ran). None when the summary holds no CRAFT entry."""
-    from ..cards import md_table
-    from ._report import _dataset_order, _setting_order, dataset_title, pct, setting_title
-
     evals = [e for e in summary.get("evals", []) if e.get("template") in CRAFT_VARIANTS]
     if not evals:
         return None

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cards import md_table
+from ._scoring import summarize
+from ._titles import _cells, dataset_title, pct, setting_title
 
 __all__ = ["RETRIEVAL_OUTCOMES", "abstention_scores", "add_outcomes", "outcome_sections", "retrieval_outcome"]
 
@@ -81,8 +83,6 @@ def abstention_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
 def add_outcomes(entry: dict[str, Any], records: Sequence[Mapping[str, Any]]) -> None:
     """Add ``abstention`` and ``by_answerable`` (a set with unanswerable rows) and ``by_retrieval`` (rows with
     ``gold_recall``) to a summary entry, in place; nothing for the paper's sets."""
-    from ._scoring import summarize
-
     abstention = abstention_scores(records)
     if abstention is not None:
         entry["abstention"] = abstention
@@ -102,8 +102,6 @@ def add_outcomes(entry: dict[str, Any], records: Sequence[Mapping[str, Any]]) ->
 
 def outcome_sections(summary: Mapping[str, Any]) -> list[str]:
     """The report's sections for abstention and retrieval outcome (Markdown lines; empty for the paper's sets)."""
-    from ._report import _cells, dataset_title, pct, setting_title
-
     lines: list[str] = []
     abst_rows, answ_rows, retr_rows = [], [], []
     for setting, d, model, e in _cells(summary["evals"]):

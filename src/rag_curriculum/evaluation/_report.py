@@ -10,14 +10,30 @@ reads summaries only, so ``curriculum eval compare`` can lay out runs made elsew
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..cards import md_table
 from ..errors import ConfigError
+from ._craft import render_variants_table
 from ._outcomes import add_outcomes, outcome_sections
 from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
+from ._titles import (  # noqa: F401  (the names the plots, and callers, read here)
+    _DATASET_TITLES,
+    _METRIC_TITLES,
+    _SETTING_TITLES,
+    MAIN_METRICS,
+    _cells,
+    _dataset_order,
+    _index,
+    _models,
+    _setting_order,
+    dataset_title,
+    metric_title,
+    pct,
+    setting_title,
+)
 
 __all__ = [
     "SUMMARY_KIND",
@@ -36,69 +52,6 @@ SUMMARY_KIND = "rag-curriculum/eval-summary"
 SUMMARY_VERSION = 1
 SUMMARY_FILE = "summary.json"
 
-_DATASET_TITLES = {"hotpotqa": "HotpotQA", "musique": "MuSiQue", "2wikimultihopqa": "2Wiki"}
-_SETTING_TITLES = {"distractor": "Distractor", "ideal": "Ideal Retrieval", "retrieved": "Retrieved"}
-_METRIC_TITLES = {"answer_f1": "Answer F1", "citation_f1": "Citation F1", "joint_f1": "Joint F1",
-                  "joint_f1_per_sample": "Joint F1 (per sample)", "exact_match": "EM",
-                  "citation_precision": "Citation P", "citation_recall": "Citation R", "format_valid": "Valid format"}
-MAIN_METRICS = ("answer_f1", "citation_f1", "joint_f1")
-
-
-def dataset_title(name: str) -> str:
-    """The name the paper's tables use for a dataset.
-
-    >>> dataset_title("2wikimultihopqa"), dataset_title("mine")
-    ('2Wiki', 'mine')
-    """
-    return _DATASET_TITLES.get(name, name)
-
-
-def setting_title(name: str) -> str:
-    return _SETTING_TITLES.get(name, name)
-
-
-def metric_title(name: str) -> str:
-    return _METRIC_TITLES.get(name, name)
-
-
-def _dataset_order(names: Iterable[str]) -> list[str]:
-    known = list(_DATASET_TITLES)
-    return sorted(set(names), key=lambda n: (known.index(n) if n in known else len(known), n))
-
-
-def _setting_order(names: Iterable[str]) -> list[str]:
-    known = list(_SETTING_TITLES)
-    return sorted(set(names), key=lambda n: (known.index(n) if n in known else len(known), n))
-
-
-def _models(evals: Sequence[Mapping[str, Any]]) -> list[str]:
-    seen: dict[str, None] = {}
-    for e in evals:
-        seen.setdefault(e["model"], None)
-    return list(seen)
-
-
-def _cells(evals: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, str, str, Mapping[str, Any]]]:
-    """``(setting, dataset, model, entry)`` for every evaluation in the report's order: settings, then datasets,
-    then models in the order they were given; combinations that were not evaluated are skipped."""
-    idx = _index(evals)
-    for setting in _setting_order(e["setting"] for e in evals):
-        for d in _dataset_order(e["dataset"] for e in evals):
-            for model in _models(evals):
-                e = idx.get((model, d, setting))
-                if e is not None:
-                    yield setting, d, model, e
-
-
-def pct(x: float | None) -> str:
-    """A fraction as the paper prints it: x 100, two decimals.
-
-    >>> pct(0.73301), pct(None)
-    ('73.30', '–')
-    """
-    return "–" if x is None else f"{100 * x:.2f}"
-
-
 def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> dict[str, Any]:
     """The summary entry of one (model, dataset, setting): ``identity`` (model, dataset, setting, paths, ...)
     plus ``overall``, the breakdowns and ``format_reasons``, all computed from the per-question ``records``."""
@@ -116,10 +69,6 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
     entry["format_reasons"] = format_reasons(records)
     add_outcomes(entry, records)  # abstention, retrieval outcome: only on sets that have them
     return entry
-
-
-def _index(evals: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
-    return {(e["model"], e["dataset"], e["setting"]): e for e in evals}
 
 
 def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
@@ -315,8 +264,6 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
                   "Answer and citation F1 are averaged over the samples of each question, then over questions; "
                   "joint F1 is the harmonic mean of the two averages, as in the RAG-RL paper.", ""]
     lines += ["## Answer, citation and joint F1", "", render_table(summary), ""]
-    from ._craft import render_variants_table
-
     if (variants := render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
         lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
                   "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",

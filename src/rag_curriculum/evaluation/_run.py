@@ -22,11 +22,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_text, atomic_write_with, held_or_refused, mask_secrets, shards_digest
+from .._plumbing import (
+    atomic_write_text,
+    atomic_write_with,
+    held_or_refused,
+    mask_secrets,
+    redact_command,
+    shards_digest,
+)
+from .._plumbing._output_sets import stats_set_problem
 from ..errors import EvalError  # noqa: F401  (re-exported)
+from ..generation import runner
 from ..generation.base import GenerationBackend, SamplingConfig, backend_identity
 from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import read_backend
+from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
 from . import _craft as craft
 from ._config import EvalConfig, ModelSpec
@@ -91,8 +101,6 @@ class EvalSet:
     @property
     def abstention_answer(self) -> str:
         """The final answer that abstains on this set: the build's (its manifest), else the default."""
-        from ..rewards import ABSTENTION_ANSWER
-
         return (self.manifest.get("config") or {}).get("abstention_answer") or ABSTENTION_ANSWER
 
     def fingerprint(self) -> str:
@@ -153,8 +161,6 @@ def load_buckets(paths: Sequence[str | Path]) -> dict[tuple[str | None, str, str
     for p in paths:
         p = Path(p)
         f = p / "stats.parquet" if p.is_dir() else p
-        from ..partition import stats_set_problem
-
         if not p.exists():
             raise EvalError(f"{p}: no such file or directory", hint="--stats takes a partition's stats.parquet or "
                             "its --out directory")
@@ -234,8 +240,6 @@ def generate_completions(es: EvalSet, work: Path, backend: Callable[[], Generati
     Made with :func:`rag_curriculum.generation.runner.run_chunks`: resumable chunks in ``work``, a seed per
     question. ``backend`` is called only when something is left to generate. A work directory left by a run
     with other settings is refused, or discarded with ``overwrite``."""
-    from ..generation import runner
-
     ids = [r["id"] for r in es.rows]
     prompts = [list(r["prompt"]) for r in es.rows]
     kw: dict[str, Any] = dict(ids=ids, prompts=prompts, backend=backend, sampling=sampling, fingerprint=fingerprint,
@@ -366,8 +370,6 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
                         "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
-    from .._plumbing import redact_command
-
     command = redact_command(command)  # the one rule for secrets, in every file written here
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))
     def factory_of(m: ModelSpec) -> Callable[[], GenerationBackend]:  # picklable: Ray workers build it

@@ -39,51 +39,30 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._metrics import answer_scores
 from .._plumbing import mask_secrets
+from ..agents import open_retriever, run_rollouts
+from ..cards import PARTITION_TEMPLATE, front_matter, md_table, render_card
 from ..difficulty.accuracy import LEARNABLE, UNANSWERABLE, question_stats
 from ..errors import PartitionError, UsageError
 from ..generation.base import PromptTooLongError, replays
-from ._config import AGENT_OUTPUTS, NO_SEARCH, WITH_SEARCH, PartitionConfig
+from ..shards import read_table
+from ._config import (  # noqa: F401  (check_agent_config: where it was)
+    AGENT_OUTPUTS,
+    NO_SEARCH,
+    WITH_SEARCH,
+    PartitionConfig,
+    check_agent_config,
+    rollout_config,
+    search_difficulty,
+)
+from ._stats import Scoring
 
 #: The version of the agent partition's work files (part of the run's fingerprint).
 AGENT_TASK_VERSION = 1
 
 #: The row columns the search environment reads (what :class:`rag_curriculum.agents.RowView` needs).
 ROW_COLUMNS = ("id", "question", "answers", "passages", "hops", "level", "answerable")
-
-
-def check_agent_config(cfg: PartitionConfig) -> None:
-    """The agent's settings, before anything is read or loaded (usage errors, exit 2)."""
-    if not cfg.retriever:
-        raise UsageError(
-            "--agent needs --retriever: an index directory or a server URL",
-            hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)",
-        )
-    if cfg.balance:
-        raise UsageError(
-            "--balance clips two buckets to one size; a search agent's partition has three",
-            hint="drop --balance (the buckets' sizes are in partition.json), or sample from them",
-        )
-    rollout_config(cfg)
-    search_difficulty(cfg)
-
-
-def rollout_config(cfg: PartitionConfig) -> Any:
-    from ..agents import RolloutConfig
-
-    return RolloutConfig(
-        template=cfg.template,
-        topk=cfg.topk,
-        max_turns=cfg.max_turns,
-        max_context_tokens=cfg.max_context_tokens,
-        seed=cfg.seed,
-    )
-
-
-def search_difficulty(cfg: PartitionConfig) -> Any:
-    from ..agents import SearchDifficulty
-
-    return SearchDifficulty(mode=cfg.search_difficulty, p=cfg.withhold_p, seed=cfg.seed)
 
 
 def split_bucket(correct: Sequence[bool], searches: Sequence[int]) -> str:
@@ -175,8 +154,6 @@ class RolloutBackend:
         *,
         seeds: Sequence[int] | None = None,
     ) -> list[list[str]]:
-        from ..agents import run_rollouts
-
         rows = [dict(p[0]) for p in prompts]
         n = sampling.n
         try:
@@ -208,9 +185,6 @@ def agent_setup(cfg: PartitionConfig, input_dir: Path) -> tuple[dict[str, Any], 
     """What :func:`rag_curriculum.partition.partition` needs for ``--agent``: the part of the run's fingerprint the
     trajectories depend on (the agent's settings and the retriever's content, not where it is), the rows as
     prompts, and a wrapper turning the generation backend (or its factory) into a :class:`RolloutBackend`."""
-    from ..agents import open_retriever
-    from ..shards import read_table
-
     retriever = open_retriever(cfg.retriever)
     table = read_table(input_dir)
     missing = {"id", "question", "answers"} - set(table.schema.names)
@@ -310,8 +284,6 @@ def score_trajectories(
 ) -> dict[str, Any]:
     """One question's statistics from its ``k`` trajectories (decoded JSON): the columns of
     :data:`AGENT_STATS_SCHEMA` after ``skipped`` (``kept`` aside)."""
-    from .._metrics import answer_scores
-
     em, f1, searches, gold, status, errors, valid, preds = [], [], [], [], [], [], [], []
     for t in trajs:
         a = t.get("answer")
@@ -457,8 +429,6 @@ def write_agent_card(
     directory: Path, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None
 ) -> None:
     """A bucket's data card (``README.md``, from ``data_cards/partition.md``) in a search agent's words."""
-    from ..cards import PARTITION_TEMPLATE, front_matter, md_table, render_card
-
     part, counts = manifest["partition"], manifest["partition"]["counts"]
     gen = manifest["generation"]
     g, sampling = gen["fingerprint"]["generation"], gen["sampling"]
@@ -538,8 +508,6 @@ def write_agent_card(
 
 
 def _agent_scoring() -> Any:
-    from ._stats import Scoring
-
     return Scoring(
         outputs=AGENT_OUTPUTS,
         kept=(NO_SEARCH, WITH_SEARCH, UNANSWERABLE),

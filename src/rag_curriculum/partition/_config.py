@@ -6,18 +6,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plumbing._output_sets import RECORD_FILE, SUMMARY_FILE, WORK  # noqa: F401  (the partition's files)
 from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from ..agents import RolloutConfig, SearchDifficulty
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..generation.base import BACKENDS, SamplingConfig
 
-if TYPE_CHECKING:  # the runner imports pyarrow; the command line reads this config without it
+if TYPE_CHECKING:  # for the annotation only
     from ..generation.runner import RunReport
 
-SUMMARY_FILE = "partition.json"
 STATS_FILE = "stats.parquet"
-RECORD_FILE = "partition_config.json"  # the resolved config and where the input is (for merges)
-WORK = "work"
 BUILT_INPUT = "input"
 OUTPUTS = (ANSWERABLE, UNANSWERABLE, LEARNABLE)
 #: The buckets of a search agent's partition (``--agent search-r1``): answerable without a search, answerable only
@@ -125,21 +124,15 @@ class PartitionConfig:
                               "max`, or --dataset NAME --input FILE (dataset=NAME input=FILE) to build one at level K "
                               "first")
         if not 0 <= self.shard_index < self.num_shards:
-            from ..errors import UsageError as _Usage
-
-            raise _Usage(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
+            raise UsageError(f"shard_index must be in 0..num_shards-1, got {self.shard_index} of {self.num_shards}")
         if self.backend not in BACKENDS:
             BACKENDS.get(self.backend)  # raises with a "did you mean"
         if self.model is None and self.backend != "scripted":
             raise ConfigError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
         if self.agent is None and self.retriever:
-            from ..errors import UsageError
-
             raise UsageError("--retriever is for a search agent's partition: add --agent search-r1")
         if self.agent is not None:
-            from ._agent import check_agent_config
-
             check_agent_config(self)
 
     def check_model(self) -> None:
@@ -152,6 +145,38 @@ class PartitionConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_agent_config(cfg: PartitionConfig) -> None:
+    """A search agent's settings (``--agent``), before anything is read or loaded (usage errors, exit 2)."""
+    if not cfg.retriever:
+        raise UsageError(
+            "--agent needs --retriever: an index directory or a server URL",
+            hint="curriculum index ... --out DIR, then --retriever DIR (or curriculum serve)",
+        )
+    if cfg.balance:
+        raise UsageError(
+            "--balance clips two buckets to one size; a search agent's partition has three",
+            hint="drop --balance (the buckets' sizes are in partition.json), or sample from them",
+        )
+    rollout_config(cfg)
+    search_difficulty(cfg)
+
+
+def rollout_config(cfg: PartitionConfig) -> RolloutConfig:
+    """The rollout settings of a search agent's partition."""
+    return RolloutConfig(
+        template=cfg.template,
+        topk=cfg.topk,
+        max_turns=cfg.max_turns,
+        max_context_tokens=cfg.max_context_tokens,
+        seed=cfg.seed,
+    )
+
+
+def search_difficulty(cfg: PartitionConfig) -> SearchDifficulty:
+    """What a row's level does to a search agent's search results."""
+    return SearchDifficulty(mode=cfg.search_difficulty, p=cfg.withhold_p, seed=cfg.seed)
 
 
 @dataclass

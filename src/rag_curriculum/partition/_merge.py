@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_with
+from ..curricula.builder import current_command
 from ..errors import PartitionError
 from ..generation.runner import BACKEND_FILE, WorkDir, read_backend
 from ..shards import read_manifest, write_json
@@ -95,8 +96,6 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
     if copied:
         log.info("merged %d chunk(s) from %d director(ies) into %s", copied, len(srcs), target.path)
     if command is None:
-        from ..curricula.builder import current_command
-
         command = current_command()
     with target.lock():
         summary = finalize_partition(target_dir, cfg, input_dir=input_dir, command=command)

@@ -18,21 +18,29 @@ import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, redact_command
 from .._version import __version__
+from ..cards import plot_histogram, write_partition_card
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import portable, read_manifest, read_table, write_json, write_shards
+from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
 from ._config import PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
 from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
 from ._stats import (
     COMPLETIONS_FIELD,
+    PASS_AT_K,
     STAT_FIELDS,
+    Scoring,
     _row_counts,
     _tail,
-    scoring_for,
 )
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
+
+
+def scoring_for(cfg: PartitionConfig) -> Scoring:
+    """The partition ``cfg`` asks for: a search agent's with ``agent`` set, else the closed-context pass@k one."""
+    return AGENT_SCORING if getattr(cfg, "agent", None) else PASS_AT_K
 
 
 def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str | Path | None = None,
@@ -136,8 +144,6 @@ def _set_id(stats_file: Path, base: Mapping[str, Any]) -> str:
 
 def _bucket_rows(rows: pa.Table, stats: pa.Table, positions: list[int], *, keep_completions: bool,
                  results: pa.Table, stat_fields: list[pa.Field] = STAT_FIELDS) -> pa.Table:
-    from ._agent import AGENT_STAT_FIELDS
-
     idx = pa.array(positions, pa.int64())
     base = rows.take(idx)
     ours = {f.name for f in (*STAT_FIELDS, *AGENT_STAT_FIELDS)} | {COMPLETIONS_FIELD.name}
@@ -174,8 +180,6 @@ def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:
     rates = [v for v in stats.column("pass_rate").to_pylist() if v is not None]
     if not rates:
         return None
-    from ..cards import plot_histogram
-
     tmp = out / f".tmp-{os.getpid()}-{PASS_RATE_PLOT}"
     try:
         plot_histogram(rates, tmp, title=f"pass rate c/n over {len(rates):,} questions (n = {n})",
@@ -189,8 +193,6 @@ def _write_card(directory: Path, manifest: Mapping[str, Any], bucket: str, plot:
                 card: Any = None) -> None:
     """A bucket's data card (``data_cards/partition.md``, written by ``card``: the scoring's) and the pass-rate plot
     beside it."""
-    from ..cards import write_partition_card
-
     if plot is not None:
         (directory / PASS_RATE_PLOT).write_bytes(plot)
     (card or write_partition_card)(directory, manifest, bucket, plot=PASS_RATE_PLOT if plot is not None else None)

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import held_or_refused
+from ..curricula.builder import current_command
 from ..errors import PartitionError, UsageError
 from ..generation.base import GenerationBackend
 from ..generation.engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import WorkDir, run_chunks
 from ..shards import MANIFEST, read_manifest, read_table
+from ._agent import agent_setup
 from ._config import (
     BUILT_INPUT,
     RECORD_FILE,
@@ -101,8 +103,6 @@ def check_partition_out(cfg: PartitionConfig, out: Path) -> None:
 def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | None, command: str | None,
                progress: bool, max_chunks: int | None, engine: EngineConfig | None) -> PartitionResult:
     if command is None:
-        from ..curricula.builder import current_command
-
         command = current_command()
     input_dir = _resolve_input(cfg, out, progress=progress)
     manifest = read_manifest(input_dir)
@@ -122,8 +122,6 @@ def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | 
     prompts: Any = _Prompts(table.column("prompt"))
     wrap_agent = None
     if cfg.agent:  # a search agent: each "completion" is a trajectory of the search environment (see _agent)
-        from ._agent import agent_setup
-
         if engine is not None and engine.engine != "local":
             raise UsageError("--agent runs its rollouts in this process; --engine ray is not supported with it",
                              hint="drop --engine, or split the questions with --num-shards / --shard-index")

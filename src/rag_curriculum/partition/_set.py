@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import fsync_dir
+from .._plumbing._output_sets import stats_set_problem  # noqa: F401  (re-exported)
 from ..errors import CurriculumError, PartitionError
-from ..shards import MANIFEST
+from ..shards import MANIFEST, foreign_entries, toolkit_files
 from ._config import ALL_OUTPUTS, OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -60,8 +61,6 @@ def _check_replaceable(out: Path, names: tuple[str, ...] = OUTPUTS) -> None:
 def _carry_user_files(old: Path, new: Path) -> bool:
     """Move what the toolkit did not write from a replaced bucket ``old`` into its successor ``new`` (the
     ``--overwrite`` rule of :mod:`rag_curriculum.shards`: only the toolkit's files are replaced)."""
-    from ..shards import foreign_entries, toolkit_files
-
     record = _bucket_record(old)
     try:
         manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
@@ -121,8 +120,6 @@ def _retire_other_kind(out: Path, names: tuple[str, ...], trash: Path) -> None:
     agent's after a closed-context run) that the previous set left in ``out``: moved out with the rest of that set
     when they hold only the toolkit's files. One holding a file of the user's stays where it is (readers refuse it:
     no ``manifest.json``), and a warning says so."""
-    from ..shards import foreign_entries, toolkit_files
-
     for name in ALL_OUTPUTS:
         d = out / name
         if name in names or not d.is_dir():
@@ -212,21 +209,6 @@ def output_set_problem(directory: str | Path, manifest: Mapping[str, Any] | None
         what = "no partition.json" if summary is None else "partition.json belongs to another set of outputs"
         return (f"{d} is one output of a partition whose outputs were not all written ({what} in {parent}); run "
                 "the same `curriculum partition` command again to write them")
-    return None
-
-
-def stats_set_problem(path: str | Path) -> str | None:
-    """Why a partition's ``stats.parquet`` (or its ``OUT``) must not be read, or None: inside its partition's
-    ``OUT`` it is read only once ``partition.json`` marks the set complete."""
-    p = Path(path)
-    if not p.exists():
-        return None  # nothing here: its reader says so (not "the folder above is an unfinished partition")
-    parent = p if p.is_dir() else p.parent
-    if not ((parent / RECORD_FILE).exists() or (parent / WORK).is_dir()):
-        return None
-    if not (parent / SUMMARY_FILE).is_file():
-        return (f"{parent} is a partition whose outputs were not all written (no partition.json); run the same "
-                "`curriculum partition` command again to write them")
     return None
 
 

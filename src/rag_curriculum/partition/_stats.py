@@ -12,7 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from .._plumbing import distribution, trainer_tail
+from ..cards import write_partition_card
 from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE, balance, question_stats
+from ..rewards._scoring import get_parser, score_completion
 from ._config import PartitionConfig
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -65,8 +67,6 @@ def score_completions(completions: Sequence[str], answers: Sequence[str], *, tem
     ...                    "Final answer: Paris, France"], ["Paris"])
     ([1.0, 0.6666666666666666], [True, False], ['Paris', 'Paris, France'])
     """
-    from ..rewards._scoring import get_parser, score_completion
-
     parse = get_parser(template)
     scores = [score_completion(text, answers, parse=parse) for text in completions]
     return [s.answer_f1 for s in scores], [s.valid for s in scores], [s.answer for s in scores]
@@ -75,8 +75,6 @@ def score_completions(completions: Sequence[str], answers: Sequence[str], *, tem
 def check_templates(templates: Sequence[str | None]) -> None:
     """Refuse, before anything is generated, rows whose output format has no parser (their completions could not be
     scored): :class:`~rag_curriculum.errors.UnknownNameError` naming the template, with a "did you mean"."""
-    from ..rewards._scoring import get_parser
-
     for name in sorted({t for t in templates if t}):
         get_parser(name)
 
@@ -206,20 +204,9 @@ class Scoring:
 
 
 def _pass_at_k_card(directory: Any, manifest: Mapping[str, Any], bucket: str, *, plot: str | None = None) -> None:
-    from ..cards import write_partition_card
-
     write_partition_card(directory, manifest, bucket, plot=plot)
 
 
 PASS_AT_K = Scoring(outputs=(ANSWERABLE, UNANSWERABLE, LEARNABLE), kept=(ANSWERABLE, UNANSWERABLE),
                     stat_fields=STAT_FIELDS, question_stats=_question_stats, select=_select, counts=_counts,
                     rule=_rule, card=_pass_at_k_card)
-
-
-def scoring_for(cfg: PartitionConfig) -> Scoring:
-    """The partition ``cfg`` asks for: a search agent's with ``agent`` set, else the closed-context pass@k one."""
-    if getattr(cfg, "agent", None):
-        from ._agent import AGENT_SCORING
-
-        return AGENT_SCORING
-    return PASS_AT_K
