@@ -205,6 +205,86 @@ def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
         check_value(name, value, hints.get(f.name, Any), meta, flag=flag)
 
 
+# -- the reference table -------------------------------------------------------------------------------------------
+def setting_flag(f: dataclasses.Field) -> str | None:
+    """The command-line option that sets the config field ``f``: its ``flag`` (:func:`rule`), else
+    ``--name-with-dashes``; None for a field no option sets (``flag=""``, or a positional argument such as
+    ``SHARDS``)."""
+    flag = (f.metadata.get("setting") or {}).get("flag")
+    if flag is None:
+        return "--" + f.name.replace("_", "-")
+    return flag if flag.startswith("--") else None
+
+
+def _type_text(tp: Any) -> str:
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return re.sub(r"\b(?:[a-z_]+\.)+", "", str(tp).replace("typing.", ""))  # list[ModelSpec], dict[str, Any]
+
+
+def _default_text(f: dataclasses.Field) -> str:
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        value = f.default_factory()  # type: ignore[misc]
+        if dataclasses.is_dataclass(value):
+            return "(section)"
+    elif f.default is dataclasses.MISSING:
+        return "(required)"
+    else:
+        value = f.default
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, int | float | str) else repr(value)
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def settings_rows(cls: type, *, prefix: str = "") -> list[dict[str, str]]:
+    """Every field of the config dataclass ``cls`` (nested config sections as ``section.key``): its key, flag, type,
+    allowed values, default and help, as written once on the dataclass (the rows of :func:`settings_table`)."""
+    hints = typing.get_type_hints(cls)
+    rows: list[dict[str, str]] = []
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name, Any)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            rows += settings_rows(tp, prefix=f"{prefix}{f.name}.")
+            continue
+        inner, optional = _split_optional(tp)
+        meta = f.metadata.get("setting")
+        plain = inner in (int, float, str, bool)
+        flag = setting_flag(f) or (f.metadata.get("setting") or {}).get("flag") or ""  # SHARDS: an argument
+        rows.append({"key": f"{prefix}{f.name}", "flag": flag, "type": _type_text(tp),
+                     "allowed": describe(inner, meta, optional) if plain else "", "default": _default_text(f),
+                     "help": str(f.metadata.get("help", ""))})
+    return rows
+
+
+def settings_table(cls: type, *, flags: bool = True) -> str:
+    """A Markdown table of every setting of ``cls`` (key, flag, allowed values, default, what it does): the docs'
+    reference tables, generated from the dataclass at build time (``docs/hooks.py``), so a new field appears there
+    without being written again. ``flags=False`` leaves out the flag column (train: key=value overrides only).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Demo:
+    ...     seed: int = rule(0, ge=0, help="Sampling seed.")
+    >>> print(settings_table(Demo))
+    | key | flag | allowed | default | what it does |
+    |---|---|---|---|---|
+    | `seed` | `--seed` | an integer >= 0 | `0` | Sampling seed. |
+    """
+    head = ["key", *(["flag"] if flags else []), "allowed", "default", "what it does"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in settings_rows(cls):
+        cells = [f"`{r['key']}`", *([f"`{r['flag']}`" if r["flag"] else "(recipe key)"] if flags else []),
+                 _cell(r["allowed"] or r["type"]), f"`{_cell(r['default'])}`", _cell(r["help"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -- models --------------------------------------------------------------------------------------------------------
 _REPO_ID = re.compile(r"^(?:[\w.-]{1,96}/)?[\w.-]{1,96}$")
 

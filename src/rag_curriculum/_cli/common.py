@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._plumbing import MaskingFilter, mask_secrets, redact_command
+from .._settings import setting_flag
 from ..config import field_help
 from ..errors import CurriculumError, UnknownNameError, UsageError
 from ..generation.base import BACKENDS, check_backend_args
@@ -86,10 +87,18 @@ PrintConfig = Annotated[bool, typer.Option(
 
 
 def show_config(cfg: Any) -> None:
-    """``cfg`` (its ``to_dict()``) as YAML on stdout, secrets masked by the one rule; nothing is run or written."""
+    """``cfg`` (its ``to_dict()``, as saved with the outputs) as YAML on stdout, with every field of its dataclass,
+    also one the saved config leaves out while it is unset; secrets masked by the one rule; nothing is run or
+    written."""
     from omegaconf import OmegaConf
 
-    out.print(OmegaConf.to_yaml(mask_secrets(cfg.to_dict())), end="", markup=False, highlight=False)
+    shown = cfg.to_dict()
+    if dataclasses.is_dataclass(cfg):
+        whole = dataclasses.asdict(cfg)
+        names = [f.name for f in dataclasses.fields(cfg)]
+        shown = {**{k: shown[k] if k in shown else whole[k] for k in names}, **{k: v for k, v in shown.items()
+                                                                                  if k not in names}}
+    out.print(OmegaConf.to_yaml(mask_secrets(shown)), end="", markup=False, highlight=False)
 
 
 def fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> NoReturn:
@@ -207,16 +216,6 @@ def option(cls: type, name: str, *param_decls: str, extra: str = "", default: st
     return typer.Option(*param_decls, help=escape(text), show_default=False, **kwargs)
 
 
-def field_flag(f: dataclasses.Field) -> str | None:
-    """The command-line option of a config field: its ``flag`` metadata (:func:`rag_curriculum._settings.rule`), else
-    ``--name-with-dashes``; None for a field no option sets (``flag=""``, or a positional argument such as
-    ``SHARDS``)."""
-    flag = (f.metadata.get("setting") or {}).get("flag")
-    if flag is None:
-        return "--" + f.name.replace("_", "-")
-    return flag if flag.startswith("--") else None
-
-
 def _unoptional(tp: Any) -> Any:
     if typing.get_origin(tp) in (typing.Union, _types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -248,7 +247,8 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
                    ) -> list[inspect.Parameter]:
     r"""The command-line options of the config dataclass ``cls``, one per field, generated from the field (as TRL's
     ``HfArgumentParser`` builds the flags of its scripts from its config dataclasses): the flag is the field's
-    ``flag`` metadata or ``--name-with-dashes`` (a field with ``flag=""`` has none); the type comes from the
+    ``flag`` metadata or ``--name-with-dashes`` (:func:`~rag_curriculum._settings.setting_flag`; a field with
+    ``flag=""`` has none); the type comes from the
     annotation (:func:`option_type`; a bool is a ``--flag/--no-flag`` pair); the help is the field's own, plus
     ``Repeatable.`` for a list or mapping, ``extra[name]`` and ``[default: ...]`` (``defaults[name]``, else the
     dataclass default). Every option defaults to None, "not given", so a recipe's value is kept. Each parameter is
@@ -274,7 +274,7 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     params = []
     for name in chosen if chosen is not None else fields:
         f = fields[name]
-        flag = field_flag(f)
+        flag = setting_flag(f)
         if name in exclude or flag is None:
             continue
         tp = types.get(name, option_type(hints[name]))

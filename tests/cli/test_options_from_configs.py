@@ -1,0 +1,257 @@
+"""Every command's options come from its config dataclass, written once (issue 27 item 3): a field's flag, type,
+default and help appear in ``--help``, parse into the command's keyword arguments, show in ``--print-config``
+and in the docs' reference tables (``docs/hooks.py``) without being written anywhere else; no flag of before the
+change went missing."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from rag_curriculum._cli import evaluate as eval_cli
+from rag_curriculum._cli.common import config_options, with_options
+from rag_curriculum._settings import rule, setting_flag, settings_rows
+from rag_curriculum.cli import app
+from rag_curriculum.config import field_help
+from rag_curriculum.curricula import BuildConfig, SourceSpec
+from rag_curriculum.evaluation import EvalConfig
+from rag_curriculum.evaluation._agent import AgentEvalConfig
+from rag_curriculum.generation import EngineConfig
+from rag_curriculum.partition import PartitionConfig
+from rag_curriculum.retrieval import IndexConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Every option of every command before the options were generated (captured from `curriculum CMD --help` at
+#: 27ff10a's parent), and what the generation added: a flag may be added, never lost or respelled.
+BEFORE = {
+    "build": "--K --abstention-answer --allow-split-mismatch --batch-prompts --dataset --distractors --eval-set "
+    "--include-unanswerable --index --index-base --input --leakage --max-distractors --n --no-allow-split-mismatch "
+    "--no-include-unanswerable --no-overwrite --no-progress --on-error --order --out --overwrite --pieces "
+    "--print-config --progress --rows-per-shard --schedule --seed --setting --split --tail --template --tokenizer "
+    "--top-k --unanswerable-fraction --workers -K -P -d -i -n -o",
+    "index": "--b --backend --corpus --dataset --delta --depth --input --k1 --method --no-overwrite --no-progress "
+    "--on-error --out --overwrite --print-config --progress --stopwords --threads -d -i -o",
+    "serve": "--access-log --default-topk --host --index --max-batch --max-body-bytes --max-query-chars --max-topk "
+    "--no-access-log --port --threads --workers",
+    "partition": "--K --agent --allow-identical-samples --api-key --backend --backend-arg --balance --base-url "
+    "--batch-size --chunk-retries --chunk-size --chunks-per-call --concurrency --correct-f1 --cpus-per-worker "
+    "--dataset --device --dtype --engine --gpu-memory-utilization --gpus-per-worker --input --keep-completions "
+    "--max-chunks --max-context-tokens --max-model-len --max-tokens --max-turns --model --n --no-balance "
+    "--no-keep-completions --no-overwrite --no-progress --no-question-seeds --no-strict-format --num-shards "
+    "--num-workers --out --overwrite --pass-at --print-config --progress --question-seeds --ray-address "
+    "--retriever --search-difficulty --seed --shard-index --strict-format --temperature --template "
+    "--tensor-parallel-size --top-p --topk --withhold-p -K -M -d -i -k -n -o -tp",
+    "partition-merge": "--balance --correct-f1 --keep-completions --no-balance --no-keep-completions "
+    "--no-strict-format --out --shards --strict-format -o",
+    "eval run": "--agent --allow-identical-samples --api-key --backend --backend-arg --base-url --batch-size "
+    "--best-of --chunk-retries --chunk-size --concurrency --cpus-per-worker --crag-weight --data --device --dtype "
+    "--engine --faithfulness --gpu-memory-utilization --gpus-per-worker --index-base --judge --judge-arg --limit "
+    "--max-model-len --max-tokens --max-turns --model --no-allow-identical-samples --no-overwrite --no-plots "
+    "--no-progress --no-strict-format --num-workers --out --overwrite --plots --print-config --progress "
+    "--ray-address --retriever --samples --seed --stats --strict-format --temperature --template "
+    "--tensor-parallel-size --top-p --topk -D -M -d -m -o -tp",
+    "eval compare": "--json --name --out --plots --section -o",
+    "eval agreement": "--field --json --reference-field",
+    "inspect": "--dataset --json --on-error -d",
+    "validate": "",
+    "recipes": "",
+    "train": "--dry-run --list --print-config",
+}
+ADDED = {"partition": {"--no-allow-identical-samples"}, "eval run": {"--max-context-tokens"}}
+
+#: command -> (its configs, the fields no option of it sets, and why).
+CONFIGS = {
+    "partition": ([PartitionConfig], {"shards": "SHARDS, the argument", "rows_per_shard": "a recipe key",
+                                      "backend_args": "the shared --backend-arg"}),
+    "eval run": ([EvalConfig, AgentEvalConfig], {"backend_args": "the shared --backend-arg",
+                                                  "template": "AgentEvalConfig's: the first --template",
+                                                  "react_sentences": "a recipe key"}),
+    "build": ([SourceSpec, BuildConfig], {"sources": "the SourceSpec options", "ability": "a recipe key",
+                                          "K": "SourceSpec's: BuildConfig's --K"}),
+    "index": ([IndexConfig], {}),
+}
+
+
+def _commands() -> dict[str, Any]:
+    root = get_command(app)
+    found = {}
+
+    def walk(cmd: Any, path: list[str]) -> None:
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+        else:
+            found[" ".join(path)] = cmd
+
+    walk(root, [])
+    return found
+
+
+def _flags(cmd: Any) -> set[str]:
+    return {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", ())) if o.startswith("-")}
+
+
+def _help(*args: str) -> str:
+    r = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "240"})
+    assert r.exit_code == 0, r.output
+    return " ".join(r.output.replace("│", " ").split())
+
+
+def test_no_flag_of_before_is_lost_or_respelled():
+    commands = _commands()
+    assert set(commands) == set(BEFORE)
+    for name, cmd in commands.items():
+        before = set(BEFORE[name].split())
+        assert _flags(cmd) == before | ADDED.get(name, set()), (name, _flags(cmd) ^ before)
+    # what was added is a config field's own option, which the command passes on
+    assert "max_context_tokens" in eval_cli._AGENT_FIELDS and "max_context_tokens" in eval_cli.AGENT_ONLY
+
+
+@pytest.mark.parametrize("command", list(CONFIGS))
+def test_every_config_field_is_an_option_with_the_fields_help(command):
+    classes, unset = CONFIGS[command]
+    cmd = _commands()[command]
+    params = {p.name: p for p in cmd.params}
+    text = _help(*command.split())
+    hidden, done = set(), set()
+    for cls in classes:  # a field two configs share is the first one's option (eval: EvalConfig's)
+        for f in dataclasses.fields(cls):
+            if f.name in done:
+                continue
+            done.add(f.name)
+            if f.name in unset and (f.name not in params or cls is SourceSpec and f.name == "K"):
+                hidden.add(f.name)
+                continue
+            p = params[f.name]
+            assert setting_flag(f) in p.opts, (cls.__name__, f.name, p.opts)
+            assert p.help.startswith(field_help(cls, f.name)), (cls.__name__, f.name)
+            assert p.default is None, f.name  # "not given": a recipe's value is kept
+            assert setting_flag(f) in text and " ".join(field_help(cls, f.name).split()) in text, f.name
+    assert hidden == set(unset), hidden ^ set(unset)
+
+
+@dataclass
+class Demo:
+    seed: int = rule(0, ge=0, help="Sampling seed of the demo.")
+    rate: float | None = rule(None, gt=0, le=1, help="A rate between 0 and 1.")
+    names: list[str] = rule(default_factory=list, help="Names to keep.")
+    fast: bool = rule(False, help="Go fast.")
+    mode: str = rule("a", choices=("a", "b"), flag="--the-mode", help="Mode of the demo.")
+    options: dict[str, Any] = rule(default_factory=dict, flag="--option", help="KEY=VALUE options.")
+    recipe_only: int = rule(1, flag="", help="Set in recipes only.")
+
+
+@dataclass
+class MoreDemo(Demo):
+    new_field: int | None = rule(None, ge=1, help="A field added later, written nowhere else.")
+
+
+def _demo_app(cls: type, seen: dict[str, Any]) -> typer.Typer:
+    demo_app = typer.Typer()
+
+    @demo_app.command()
+    @with_options(config_options(cls, short={"seed": "-s"}))
+    def run(verbose: bool = typer.Option(False, help="A command-line-only option."), **options: Any) -> None:
+        seen.update(options, verbose=verbose)
+
+    return demo_app
+
+
+def test_a_new_field_is_an_option_without_being_written_again():
+    seen: dict[str, Any] = {}
+    demo_app = _demo_app(MoreDemo, seen)
+    r = CliRunner().invoke(demo_app, ["--help"], env={"COLUMNS": "240"})
+    text = " ".join(r.output.replace("│", " ").split())
+    for f in dataclasses.fields(MoreDemo):
+        if f.name != "recipe_only":
+            assert f.metadata["help"] in text, f.name
+    assert "--new-field" in text and "--the-mode" in text and "--no-fast" in text and "-s" in text
+    assert "[default: 0]" in text and "[default: a]" in text and "Repeatable." in text
+    assert "--recipe-only" not in text
+    r = CliRunner().invoke(demo_app, ["--new-field", "3", "-s", "7", "--rate", "0.5", "--names", "x", "--names", "y",
+                                      "--fast", "--the-mode", "b", "--option", "k=1", "--verbose"])
+    assert r.exit_code == 0, r.output
+    assert seen == {"seed": 7, "rate": 0.5, "names": ["x", "y"], "fast": True, "mode": "b", "options": ["k=1"],
+                    "new_field": 3, "verbose": True}
+    assert all(type(seen[k]) is t for k, t in (("seed", int), ("rate", float), ("new_field", int)))
+    seen.clear()
+    assert CliRunner().invoke(demo_app, []).exit_code == 0
+    assert seen["new_field"] is None and seen["seed"] is None  # not given: the recipe's value (or the default) holds
+    r = CliRunner().invoke(demo_app, ["--new-field", "x"])
+    assert r.exit_code == 2  # click parses by the field's type
+    # the same field in an existing command's config: a subclass of IndexConfig gets its option
+    @dataclass
+    class MoreIndex(IndexConfig):
+        shards_per_index: int = rule(4, ge=1, help="A new index setting.")
+
+    opts = {p.name: p for p in config_options(MoreIndex)}
+    assert set(opts) == {f.name for f in dataclasses.fields(MoreIndex)}
+    info = typing.get_args(opts["shards_per_index"].annotation)[1]
+    assert info.help == "A new index setting. \\[default: 4]"
+
+
+def test_generated_options_refuse_a_mistake_in_the_command():
+    with pytest.raises(TypeError, match="no field nosuch"):
+        config_options(Demo, short={"nosuch": "-x"})
+    with pytest.raises(TypeError, match="declared twice: seed"):
+        @with_options(config_options(Demo))
+        def run(seed: int = 0, **options: Any) -> None:
+            pass
+
+
+def _load_hook() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_reference_tables_render_every_field():
+    hook = _load_hook()
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    markers = hook.MARKER.findall(text)
+    named = {cls for _, cls, _ in markers}
+    assert {"BuildConfig", "SourceSpec", "IndexConfig", "PartitionConfig", "EvalConfig", "AgentEvalConfig",
+            "EngineConfig", "TrainConfig"} <= named
+    page = hook.on_page_markdown(text, page=None, config=None, files=None)
+    assert "<!-- settings" not in page
+    for module, name, keys in markers:
+        cls = getattr(importlib.import_module(module), name)
+        table = hook.render(f"<!-- settings {module}:{name}{keys} -->")
+        assert table in page
+        for row in settings_rows(cls):
+            line = next((x for x in table.splitlines() if x.startswith(f"| `{row['key']}` |")), None)
+            assert line is not None, (name, row["key"])
+            assert re.sub(r"\s+", " ", row["help"]).replace("|", "\\|")[:60] in line, (name, row["key"])
+    # a new field is in the table without being written in the docs
+    assert any(r["key"] == "new_field" for r in settings_rows(MoreDemo))
+    table = hook.render("<!-- settings tests.cli.test_options_from_configs:MoreDemo -->")
+    assert "| `new_field` | `--new-field` | an integer >= 1 (or null) | `null` | A field added later" in table
+    assert "| `recipe_only` | (recipe key) |" in table and "| `options` | `--option` | dict[str, Any] | `{}` |" in table
+
+
+def test_print_config_shows_every_field(tmp_path):
+    cases = {
+        EvalConfig: ["eval", "-M", "m", "-D", str(tmp_path), "--backend", "scripted"],
+        PartitionConfig: ["partition", str(tmp_path), "--backend", "scripted", "--model", "m"],
+        IndexConfig: ["index", "-d", "musique", "-i", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o")],
+        BuildConfig: ["build", "-d", "musique", "-i", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o")],
+    }
+    for cls, args in cases.items():
+        r = CliRunner().invoke(app, [*args, "--print-config"])
+        assert r.exit_code == 0, r.output
+        shown = yaml.safe_load(r.stdout)
+        assert set(shown) >= {f.name for f in dataclasses.fields(cls)}, (cls.__name__, set(shown))
+    assert EngineConfig  # engine options are never recorded (nor printed): they do not change a completion
