@@ -18,19 +18,28 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
+from ..agents._trl import rollout_from_config, search_prompts
+from ..agents._trl_tools import environment_from_config
 from ..errors import ConfigError, SettingError
-from ..shards import validate_shards, write_json
+from ..rewards.trl import reward_funcs_from_config
+from ..shards import load_hf_dataset, validate_shards
+from . import dynamic as dyn
+from ._trainer import CHECKPOINT_PLAN, curriculum_classes, rows_done
+from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels, trainer_class
 from .agent_adaptive import make_search_hook, uses_search_curriculum
 from .batching import BatchError, BatchPlan, apply_batch, plan_batches
 from .config import TrainConfig
 from .lengths import check_trl_lengths
 from .order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
-from .progress import ROW_KEYS, STEPS_FILE, StepRecorder, distinct_rows, row_stats
+from .pass_rates import apply_pass_rates, read_pass_rates, warm_start
+from .progress import STEPS_FILE, StepRecorder, compact_progress_callback
 from .recipes import save_run_files
+
+#: TRL's GRPOTrainer with the toolkit's row recorder, and its callback (:func:`._trainer.curriculum_classes`).
+_classes = curriculum_classes
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_PLAN = "curriculum_plan.json"
 #: What to do on a machine without a GPU (the paper's batch of 294 completions does not fit a CPU).
 CPU_HINT = ("No GPU here: to try training on the CPU, run `curriculum train recipe=cpu-tiny` (a tiny model, 3 steps "
             "of 2 prompts x 2 generations, about a minute; data.shards=DIR for your curriculum), or give this recipe "
@@ -233,14 +242,6 @@ def _checkpoint_step(checkpoint: str) -> int | str:
         return int(tail) if tail.isdigit() else "?"
 
 
-def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
-    """Rows of the curriculum trained after ``global_step`` optimiser steps (where a resumed run continues):
-    HF's Trainer skips ``global_step x gradient_accumulation_steps`` dataloader batches, and TRL's sampler yields
-    each chunk of ``prompts_per_generation`` rows ``steps_per_generation x num_iterations`` times."""
-    per_chunk = args.steps_per_generation * args.num_iterations
-    return global_step * args.gradient_accumulation_steps // per_chunk * prompts_per_generation
-
-
 def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, policy: str) -> None:
     """Resuming on other rows, or with a batch that would continue elsewhere in the curriculum, would skip or
     repeat rows: refuse (or warn)."""
@@ -285,63 +286,8 @@ def _warn_mid_generation(checkpoint: str, args: Any) -> None:
             per_generation / args.gradient_accumulation_steps)
 
 
-@functools.cache
-def _classes() -> tuple[type, type]:
-    """TRL's GRPOTrainer with a hook that records the rows of each generation batch, and the callback that checks
-    and logs them per step (made on first use, so importing this module imports neither)."""
-    from transformers import TrainerCallback
-    from trl import GRPOTrainer
-
-    class CurriculumGRPOTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer``; also hands the rows of every training generation batch (all processes, sampler
-        order) to a :class:`StepRecorder` and logs their level and hops as ``curriculum/*`` metrics."""
-
-        recorder: StepRecorder | None = None
-
-        current_inputs: list | None = None  # the rows of the batch being generated (a rollout_func reads them)
-
-        def _generate_and_score_completions(self, inputs):
-            self.current_inputs = inputs
-            if self.model.training and self.recorder is not None:
-                rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
-                if self.accelerator.num_processes > 1:
-                    from accelerate.utils import gather_object
-
-                    rows = gather_object(rows)
-                self.recorder.add(rows)
-                for key, value in row_stats(distinct_rows(rows)).items():
-                    self._metrics["train"][f"curriculum/{key}"].append(value)
-            return super()._generate_and_score_completions(inputs)
-
-    class CurriculumCallback(TrainerCallback):
-        """Per optimiser step: check the rows against the curriculum and write them to ``curriculum_steps.jsonl``;
-        per checkpoint: save the batch plan beside it, so a resume can check it continues the same curriculum."""
-
-        def __init__(self, recorder: StepRecorder, plan: Mapping[str, Any]) -> None:
-            self.recorder = recorder
-            self.plan = dict(plan)
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]))
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.recorder.end_step(state.global_step)
-
-        def on_save(self, args, state, control, **kwargs):
-            if state.is_world_process_zero:
-                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-                if ckpt.is_dir():
-                    write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
-                        **self.plan, "global_step": state.global_step,
-                        "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))
-
-    return CurriculumGRPOTrainer, CurriculumCallback
-
-
 def load_curriculum(cfg: TrainConfig):
     """The shards as a ``datasets.Dataset`` in curriculum order (checked), and their manifest."""
-    from ..shards import load_hf_dataset
-
     manifest = validate_shards(cfg.data.shards, check_hashes=cfg.data.verify)
     if manifest.get("kind") not in (None, "curriculum"):  # an evaluation set (distractor / ideal / retrieved)
         raise ConfigError(f"data.shards={cfg.data.shards} holds a {manifest.get('kind')!r} evaluation set, not a "
@@ -370,8 +316,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
     if cfg.agent.retriever is not None:  # a search agent: the prompt is the agent's, made from the question
-        from ..agents._trl import search_prompts
-
         dataset = search_prompts(dataset, cfg.agent.template)
     if cfg.adaptive.controller is None and (manifest.get("config") or {}).get("schedule") == "adaptive":
         log.info("%s is an adaptive curriculum and no adaptive.controller is set: its rows are trained at the "
@@ -383,8 +327,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         enforce([problem], cfg.data.order_policy)
     pass_rates = None
     if cfg.data.pass_rates is not None:  # the measured pass rates: a learnable band first (docs/training.md)
-        from .pass_rates import apply_pass_rates
-
         dataset, pass_rates = apply_pass_rates(dataset, cfg.data)
         indices = list(dataset["curriculum_index"]) if indices is not None else None
         levels = list(dataset["level"]) if levels is not None else None
@@ -426,16 +368,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     hook = None
     search_curriculum = uses_search_curriculum(cfg)  # a search agent's level or p moved by a controller / schedule
     if cfg.adaptive.controller is not None or search_curriculum:  # before the model loads: checks the shards
-        from .adaptive import LEVELS_FILE, make_hook
-
         levels_file = out / LEVELS_FILE if args.process_index == 0 else None
         hook = (make_search_hook if search_curriculum else make_hook)(
             cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=levels_file)
         if levels_file is not None and resume is None and levels_file.exists():
             levels_file.unlink()
         if cfg.adaptive.from_pass_rates and resume is None:  # a resumed run restores the controller instead
-            from .pass_rates import read_pass_rates, warm_start
-
             K_of = hook.renderer.K_of
             keys = [(str(i), K_of({"id": i, "data_source": s}))
                     for i, s in zip(dataset["id"], dataset["data_source"], strict=True)]
@@ -443,8 +381,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                                                 read_pass_rates(cfg.data.pass_rates))
     dynamic = None
     if cfg.dynamic.enabled:
-        from . import dynamic as dyn
-
         if num_processes > 1:
             raise ConfigError(f"dynamic.enabled on {num_processes} processes: the TRL trainer's dynamic sampling runs "
                               "on one training process", hint="train multi-GPU with verl's algorithm.filter_groups "
@@ -460,13 +396,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         if steps_file is not None and resume is None and steps_file.exists():
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
 
-    from ..rewards.trl import reward_funcs_from_config
-
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
-    trainer_cls, callback_cls = _classes()
+    trainer_cls, callback_cls = curriculum_classes()
     if hook is not None:
-        from .adaptive import trainer_class
-
         trainer_cls = trainer_class()
     usable = len(dataset) - (plan.unseen_rows or 0)
     if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order
@@ -476,13 +408,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                             path=steps_file if args.process_index == 0 else None)
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
-        from ..agents._trl_tools import environment_from_config
-
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed)
         log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
     elif cfg.agent.retriever is not None:
-        from ..agents._trl import rollout_from_config
-
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed)
         log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
     trainer = trainer_cls(
@@ -491,8 +419,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     )
     trainer.recorder = recorder
     from transformers.trainer_callback import ProgressCallback
-
-    from .progress import compact_progress_callback
 
     if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
         trainer.add_callback(compact_progress_callback())
@@ -507,8 +433,6 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         hook.plot(out, title=f"{cfg.adaptive.controller or cfg.agent.p_schedule}, {cfg.agent.difficulty}, "
                              f"success = {cfg.adaptive.success}")
     elif hook is not None and hook.levels_file is not None and cfg.adaptive.plot and hook.levels_file.exists():
-        from .adaptive import PLOT_FILE, plot_levels, read_levels
-
         plot_levels(read_levels(hook.levels_file), out / PLOT_FILE, K=hook.controller.K,
                     title=f"{cfg.adaptive.controller} controller, success = {cfg.adaptive.success}",
                     success_range=(0.0, 1.0) if cfg.adaptive.success == "exact_match" else None)

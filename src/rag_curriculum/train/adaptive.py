@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_bytes
+from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
+from ..rewards._columns import completion_text, row_answers
+from ..rewards._scoring import get_parser, score_completion
+from ._trainer import curriculum_classes
 from .controllers import Controller, GroupResult, make_controller
 
 log = logging.getLogger(__name__)
@@ -68,9 +72,6 @@ class AdaptiveHook:
         """This process's per-completion success: exact match by the one scorer, or the total reward."""
         if self.success == "reward":
             return [float(t) for t in totals]
-        from ..rewards._columns import completion_text, row_answers
-        from ..rewards._scoring import get_parser, score_completion
-
         out = []
         for row, completion in zip(rows, completions, strict=True):
             template = row.get("template") or "rag-rl"
@@ -133,8 +134,6 @@ def _count(values: Any) -> dict[str, int]:
 def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, seed: int,
               levels_file: Path | None) -> AdaptiveHook:
     """The hook of a run whose ``adaptive.controller`` is set, on adaptive shards (refused otherwise)."""
-    from ..curricula.adaptive import LevelRenderer
-
     renderer = LevelRenderer(manifest, where=f"data.shards={cfg.data.shards}")
     a = cfg.adaptive
     controller = make_controller(a.controller, K=renderer.max_K, seed=seed if a.seed is None else a.seed,
@@ -195,12 +194,11 @@ def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: in
 
 @functools.cache
 def trainer_class() -> type:
-    """The toolkit's ``GRPOTrainer`` (:func:`~rag_curriculum.train._trl._classes`) with the adaptive hook."""
+    """The toolkit's ``GRPOTrainer`` (:func:`~rag_curriculum.train._trainer.curriculum_classes`) with the adaptive
+    hook."""
     import torch
 
-    from ._trl import _classes
-
-    base, _ = _classes()
+    base, _ = curriculum_classes()
 
     class AdaptiveGRPOTrainer(base):
         """Renders each training generation batch at the controller's levels before TRL generates it, and feeds the
