@@ -187,13 +187,21 @@ class IncompleteRunError(CurriculumError):
 class BatchError(CurriculumError, ValueError):
     """A batch that TRL cannot make (or that does not match the prompts per step asked for)."""
 
+    hint = "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
+
 
 class CurriculumOrderError(CurriculumError):
     """A setting (or an observed step) that breaks the curriculum order, under ``data.order_policy=refuse``."""
 
+    hint = ("curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on (a "
+            "--dry-run reports order problems as errors under either policy)")
+
 
 class PromptLengthError(CurriculumError):
     """A curriculum with prompts longer than a run's limits (the engine would truncate or drop them)."""
+
+    hint = ("an engine would truncate these prompts (their system prompt and first passages go first) or drop them, "
+            "and they are the hardest rows of the curriculum: raise the limit named above")
 
 
 @dataclass

@@ -20,8 +20,6 @@ from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
 from ..curricula.lengths import TokenizerError
 from ..train import (
-    BatchError,
-    CurriculumOrderError,
     RecipeError,
     TrainConfig,
     check_index_order,
@@ -31,7 +29,7 @@ from ..train import (
 from ..train import train as run_training
 from ..train._trl import grpo_kwargs, load_curriculum, resolve_num_processes
 from ..train.adaptive import make_hook
-from ..train.lengths import PromptLengthError, check_trl_lengths
+from ..train.lengths import check_trl_lengths
 from ..train.order import tail_rows
 from ..train.recipes import config_yaml
 from .common import console, out, reported_errors
@@ -143,14 +141,6 @@ def train(
 def _hint(e: BaseException) -> str | None:
     if isinstance(e, ImportError):
         return "training needs the train extra: pip install 'rag-curriculum[train]' (and [vllm] on a GPU)"
-    if isinstance(e, CurriculumOrderError):
-        return ("curriculum order is what this toolkit keeps: fix the setting, or data.order_policy=warn to go on "
-                "(a --dry-run reports order problems as errors under either policy)")
-    if isinstance(e, BatchError):
-        return "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
-    if isinstance(e, PromptLengthError):
-        return ("an engine would truncate these prompts (their system prompt and first passages go first) or drop "
-                "them, and they are the hardest rows of the curriculum: raise the limit named above")
     if isinstance(e, TokenizerError):
         return "the prompt lengths are counted with the model's tokenizer before the model is loaded"
     return None
