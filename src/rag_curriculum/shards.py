@@ -721,10 +721,34 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict[str, Any]:
+#: A check of the set of outputs a shard directory belongs to: ``(directory, manifest) -> problem or None``. The
+#: buckets of a partition are written as one set (``OUT/partition.json`` last) and a bucket inside its ``OUT`` is
+#: read only once its set is complete. The command that writes shard directories as a set owns that check and
+#: hands it down: registered with :func:`register_set_check` when the command's module is imported, or passed to
+#: :func:`validate_shards` by a reader. This module never imports the commands above it.
+SetCheck = Callable[[Path, Mapping[str, Any]], "str | None"]
+_SET_CHECKS: dict[str, SetCheck] = {}
+
+
+def register_set_check(section: str, check: SetCheck) -> None:
+    """Have :func:`validate_shards` ask ``check`` about every shard directory whose manifest holds a ``section``
+    object (``"partition"``: a bucket of a partition); registering the same section again replaces its check."""
+    _SET_CHECKS[section] = check
+
+
+def set_checks(manifest: Mapping[str, Any]) -> list[SetCheck]:
+    """The registered checks that apply to a directory with this manifest (one per section it holds)."""
+    return [check for section, check in _SET_CHECKS.items() if isinstance(manifest.get(section), Mapping)]
+
+
+def validate_shards(directory: str | Path, *, check_hashes: bool = True, set_check: SetCheck | None = None
+                    ) -> dict[str, Any]:
     """Check a shard directory against its manifest (files, row counts, content hashes, schema, and that
     ``curriculum_index`` increases across the shards in manifest order); return the manifest, or raise
-    :class:`ShardError` listing every problem found."""
+    :class:`ShardError` listing every problem found.
+
+    ``set_check``: the check of the set of outputs the directory belongs to (see :data:`SetCheck`); by default,
+    the checks registered for the sections its manifest holds (:func:`register_set_check`)."""
     d = Path(directory)
     manifest = read_manifest(d)
     problems: list[str] = []
@@ -764,10 +788,8 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True) -> dict
                 problems.append(f"{name}: optional column {f.name!r} has type "
                                 f"{schema.field(f.name).type}, expected {f.type}")
     problems += order_problems(readable)
-    if isinstance(manifest.get("partition"), Mapping):  # a bucket of a partition: only a complete set is read
-        from .partition import output_set_problem  # imported here: partition imports this module
-
-        if (problem := output_set_problem(d, manifest)) is not None:
+    for check in [set_check] if set_check is not None else set_checks(manifest):  # e.g. a partition's bucket:
+        if (problem := check(d, manifest)) is not None:  # only a complete set is read
             problems.append(problem)
     names = {name for name, _ in listed}
     on_disk = [p.relative_to(d).as_posix() for p in (*d.glob("part-*.parquet"), *d.glob(f"{DATA_DIR}/part-*.parquet"))]
