@@ -52,7 +52,17 @@ def _root(
     configure_logging(verbose=verbose, quiet=quiet)
 
 
-def main() -> None:
+#: Commands that also run alone as ``python -m rag_curriculum.<name>`` (one process per GPU under ``accelerate launch
+#: -m`` / ``torchrun -m``). That package's ``__main__`` reaches them through this ``curriculum`` entry point
+#: (``main(name)``), so the library never imports the CLI that sits above it.
+ALONE = {"train": _train.main}
+
+
+def main(alone: str | None = None) -> None:
+    """The ``curriculum`` command; ``main("train")``: the train command alone (``python -m rag_curriculum.train``)."""
+    if alone is not None:
+        ALONE[alone]()
+        return
     app()
 
 

@@ -3,6 +3,7 @@ recipe machinery refuses what it cannot run; the `curriculum train` command prin
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,6 +155,23 @@ def test_importing_the_package_imports_no_heavy_library():
             "bad = [m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_python_m_train_is_the_train_command_alone(tmp_path):
+    """``python -m rag_curriculum.train`` (accelerate launch -m, torchrun -m) runs `curriculum train`, reached
+    through the `curriculum` entry point (the train package does not import the CLI): its usage names the
+    ``-m`` form, and a usage error or an unknown recipe exits 2 with the CLI's message, no traceback."""
+    def run(*args: str) -> tuple[int, str]:
+        done = subprocess.run([sys.executable, "-m", "rag_curriculum.train", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+        return done.returncode, " ".join((done.stdout + done.stderr).split())
+
+    code, said = run("--bogus")
+    assert code == 2 and "Usage: python" in said and "-m rag_curriculum.train [OPTIONS] [args]..." in said
+    assert "No such option: --bogus" in said
+    code, said = run("recipe=no-such-recipe")
+    assert code == 2 and "error: unknown train recipe 'no-such-recipe'" in said and "rag-rl-min-max" in said
+    assert "Traceback" not in said
 
 
 def _app():
