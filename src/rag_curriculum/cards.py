@@ -58,7 +58,31 @@ def hub_ids(sources: Iterable[str]) -> list[str]:
     return sorted({get_loader(s).hub_path for s in sources})
 
 
-def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tags: Sequence[str] = ()) -> str:
+def dataset_info(shards: Sequence[Mapping[str, Any]], num_rows: int) -> list[str]:
+    """The card's ``dataset_info`` (YAML lines): the split's rows and the shards' bytes, from the manifest.
+
+    ``datasets.load_dataset(DIR)`` keys its cache by the folder's name, the card's ``configs`` and this block only
+    (not by the files' contents): without it two curricula in folders of the same name, or a bucket rewritten in
+    place, would load the rows cached for the first. The rows and the exact Parquet bytes make the key follow the
+    data. ``num_bytes`` is the Parquet bytes too (``datasets`` checks only ``num_examples``).
+
+    >>> for line in dataset_info([{"bytes": 10, "rows": 2}, {"bytes": 5, "rows": 1}], 3): print(line)
+    dataset_info:
+      config_name: default
+      download_size: 15
+      splits:
+      - name: train
+        num_bytes: 15
+        num_examples: 3
+    """
+    size = sum(int(s["bytes"]) for s in shards)
+    return ["dataset_info:", "  config_name: default", f"  download_size: {size}", "  splits:", "  - name: train",
+            f"    num_bytes: {size}", f"    num_examples: {int(num_rows)}"]
+
+
+def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tags: Sequence[str] = (),
+                 shards: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The card's YAML header; with the manifest's ``shards``, its :func:`dataset_info` too."""
     lic = licenses_for(sources)
     lines = ["---"]
     if len(lic) == 1:
@@ -71,7 +95,10 @@ def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tag
     lines += ["size_categories:", f"- {size_category(num_rows)}", "source_datasets:"]
     lines += [f"- {x}" for x in hub_ids(sources)]
     lines += [f"pretty_name: {pretty_name}", "configs:", "- config_name: default", "  data_files:",
-              "  - split: train", f"    path: {DATA_FILES}", "---", ""]
+              "  - split: train", f"    path: {DATA_FILES}"]
+    if shards is not None:
+        lines += dataset_info(shards, num_rows)
+    lines += ["---", ""]
     return "\n".join(lines)
 
 
@@ -179,7 +206,8 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
     card = render_card(
         TEMPLATE,
         front_matter=front_matter(sources=[s["dataset"] for s in manifest["sources"]],
-                                  num_rows=manifest["num_rows"], pretty_name=title).rstrip("\n"),
+                                  num_rows=manifest["num_rows"], pretty_name=title,
+                                  shards=manifest.get("shards")).rstrip("\n"),
         title=title,
         description=description,
         command=manifest["command"],
@@ -293,8 +321,10 @@ def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: s
     if manifest["num_rows"] == 0:  # the normal result for a weak model: say how it reads
         description += (" This bucket is empty: `rag_curriculum.shards.load_hf_dataset` (and every command of the "
                         "toolkit) reads it as an empty dataset with these columns, and `curriculum train` refuses "
-                        "it; `datasets.load_dataset` builds no split of 0 rows and raises \"corresponds to no "
-                        "data\".")
+                        "it; `datasets.load_dataset(DIR, split=\"train\", streaming=True)` reads it as an empty "
+                        "iterable dataset with these features, while `datasets.load_dataset` without streaming "
+                        "builds no split of 0 rows and raises \"corresponds to no data\" (its split reader skips "
+                        "a split of 0 examples).")
     bal = part["balance"]
     balanced = ""
     if bal["enabled"] and bucket != LEARNABLE:
@@ -315,7 +345,8 @@ def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: s
     card = render_card(
         PARTITION_TEMPLATE,
         front_matter=front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
-                                  tags=("pass-at-k", "accuracy-based-difficulty")).rstrip("\n"),
+                                  tags=("pass-at-k", "accuracy-based-difficulty"),
+                                  shards=manifest.get("shards")).rstrip("\n"),
         title=title,
         description=description,
         balance=balanced,

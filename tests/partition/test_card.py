@@ -31,7 +31,8 @@ def card_in_code(manifest: Mapping[str, Any], bucket: str, plot: bytes | None) -
     pretty = {ANSWERABLE: "base-answerable", UNANSWERABLE: "base-unanswerable", LEARNABLE: "learnable"}[bucket]
     title = f"RAG-RL {pretty} questions ({', '.join(sources) or '?'}, {Path(str(model)).name}, pass@{n})"
     lines = [front_matter(sources=sources, num_rows=manifest["num_rows"], pretty_name=title,
-                          tags=("pass-at-k", "accuracy-based-difficulty")), f"# {title}", ""]
+                          tags=("pass-at-k", "accuracy-based-difficulty"), shards=manifest.get("shards")),
+             f"# {title}", ""]
     lines += [
         f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
         f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend; temperature "
