@@ -6,7 +6,7 @@ about what depends on what, and the components free of import loops. Imports ins
 optional dependencies (torch, transformers, vLLM, Ray, bm25s, matplotlib ...) only. A module of the project that
 imports such a dependency at its top (or imports one that does) is itself heavy (:func:`heavy_modules`), and may be
 imported inside a function, so that ``curriculum --help`` does not pay for it; every other module of the project is
-imported at the top of the file (:data:`IN_FUNCTION_ALLOWED` names the files not there yet, and may only shrink).
+imported at the top of the file.
 The top-level imports between the project's modules form no loop (:func:`test_no_import_loop_between_modules`).
 """
 
@@ -23,12 +23,7 @@ PKG = ROOT / "src" / "rag_curriculum"
 DOC = ROOT / "docs" / "development.md"
 
 #: Top-level imports that point up or sideways today, each to be removed (never added to): (importer, imported).
-KNOWN_UPWARD = {
-    ("train", "_cli"),  # train/__main__.py runs the CLI's train command
-}
-
-#: Packages whose files import none of the project's modules inside a function.
-NO_IN_FUNCTION = ("curricula",)
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 #: Third-party packages slow to import or optional: a project module importing one at its top is heavy.
 HEAVY = frozenset({
@@ -36,28 +31,6 @@ HEAVY = frozenset({
     "fastapi", "uvicorn", "starlette", "verl", "sentence_transformers", "faiss", "openai", "datasets", "pandas",
     "networkx", "requests", "httpx", "tenacity", "huggingface_hub", "tokenizers", "msgspec",
 })
-
-#: file (relative to src/rag_curriculum) -> in-function imports of the project's own modules today. A number may
-#: only go down: lower it (or drop the file) when you move such an import to the top of its file.
-IN_FUNCTION_ALLOWED = {
-    "cards.py": 1, "cli.py": 2, "prompts.py": 1, "shards.py": 1,
-    "_cli/build.py": 5, "_cli/common.py": 8, "_cli/data.py": 6, "_cli/evaluate.py": 13, "_cli/index.py": 4,
-    "_cli/partition.py": 9, "_cli/recipes.py": 2, "_cli/train.py": 19,
-    "agents/_globalrag.py": 4, "agents/globalrag.py": 1,
-    "evaluation/_agent.py": 5, "evaluation/_config.py": 6, "evaluation/_craft.py": 4, "evaluation/_outcomes.py": 2,
-    "evaluation/_report.py": 1, "evaluation/_run.py": 4,
-    "generation/base.py": 5, "generation/engine.py": 3, "generation/hf_backend.py": 1,
-    "generation/ray_engine.py": 2, "generation/runner.py": 2, "generation/scripted.py": 2,
-    "loaders/flashrag.py": 1,
-    "partition/_agent.py": 8, "partition/_config.py": 3, "partition/_inputs.py": 4, "partition/_merge.py": 1,
-    "partition/_outputs.py": 3, "partition/_run.py": 2, "partition/_set.py": 2, "partition/_stats.py": 4,
-    "retrieval/_config.py": 1, "retrieval/_corpus.py": 2, "retrieval/_index.py": 4,
-    "rewards/_craft.py": 1, "rewards/_formats.py": 1, "rewards/_judge.py": 7, "rewards/_veritas.py": 3,
-    "rewards/verl.py": 1,
-    "train/_trl.py": 12, "train/adaptive.py": 4, "train/config.py": 4, "train/controllers.py": 2,
-    "train/dynamic.py": 3, "train/lengths.py": 1, "train/pass_rates.py": 1, "train/recipes.py": 2,
-    "train/verl.py": 4, "train/verl_adaptive.py": 2,
-}
 
 PACKAGE_ROOT = "rag_curriculum"  # the package's own __init__.py, as a component
 
@@ -247,21 +220,12 @@ def test_the_documented_layers_are_a_picture_of_today_not_a_wish():
     assert not allowed, f"{allowed} point down the layers: drop them from KNOWN_UPWARD"
 
 
-def test_no_in_function_import_of_the_projects_modules_in_the_reshaped_packages():
-    _, in_function, _ = scan()
-    offenders = {f: n for f, n in in_function.items() if n and f.split("/")[0] in NO_IN_FUNCTION}
-    assert not offenders, (f"imports of the project's own modules inside functions: {offenders}; import them at "
-                           "the top of the file (inside a function only heavy optional dependencies: torch, "
-                           "transformers, vllm, ray, bm25s, matplotlib ...)")
-
-
-def test_in_function_imports_elsewhere_only_shrink():
-    _, in_function, _ = scan()
-    grown = {f: (n, IN_FUNCTION_ALLOWED.get(f, 0)) for f, n in in_function.items()
-             if n > IN_FUNCTION_ALLOWED.get(f, 0) and f.split("/")[0] not in NO_IN_FUNCTION}
-    assert not grown, ("more imports of the project's own modules inside functions than allowed (file: (now, "
-                       f"allowed)): {grown}; import them at the top of the file instead")
-    assert not set(IN_FUNCTION_ALLOWED) & {f for f in IN_FUNCTION_ALLOWED if f.split("/")[0] in NO_IN_FUNCTION}
+def test_no_in_function_import_of_a_light_project_module():
+    """Inside a function, only heavy dependencies: third-party ones, or a project module importing one at its top."""
+    offenders = light_in_function_imports()
+    assert not offenders, (f"imports of the project's own (light) modules inside functions: {offenders}; import "
+                           "them at the top of the file (inside a function only heavy optional dependencies: torch, "
+                           "transformers, vllm, ray, bm25s, matplotlib, datasets ...)")
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
