@@ -18,6 +18,7 @@ from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.partition import PartitionConfig, partition
+from rag_curriculum.shards import ShardError, read_manifest, validate_shards
 
 TESTS = Path(__file__).resolve().parents[1]
 N_QUESTIONS = 12
@@ -279,6 +280,9 @@ def test_readers_refuse_a_bucket_of_an_unfinished_set(shards, tmp_path):
                                   k=2), command="t")
     with pytest.raises(Exception, match="command again"):
         load_buckets([out])
+    with pytest.raises(ShardError, match="command again"):  # every reader: validate_shards asks partition's check
+        validate_shards(out / "answerable")
+    assert validate_shards(copy)["num_rows"] == read_manifest(copy)["num_rows"]
 
 
 @pytest.mark.parametrize("step", [None, "answerable", "unanswerable", "stats.parquet"])

@@ -15,7 +15,7 @@ from typing import Any
 from .._plumbing import fsync_dir
 from .._plumbing._output_sets import stats_set_problem  # noqa: F401  (re-exported)
 from ..errors import CurriculumError, PartitionError
-from ..shards import MANIFEST, foreign_entries, toolkit_files
+from ..shards import MANIFEST, foreign_entries, register_set_check, toolkit_files
 from ._config import ALL_OUTPUTS, OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -210,6 +210,11 @@ def output_set_problem(directory: str | Path, manifest: Mapping[str, Any] | None
         return (f"{d} is one output of a partition whose outputs were not all written ({what} in {parent}); run "
                 "the same `curriculum partition` command again to write them")
     return None
+
+
+#: validate_shards (and every reader going through it) refuses a bucket of an unfinished set: shards sits below
+#: partition, so partition hands its check down when this module is imported (the command line always imports it).
+register_set_check("partition", output_set_problem)
 
 
 def check_output_set(directory: str | Path, manifest: Mapping[str, Any] | None = None) -> None:
