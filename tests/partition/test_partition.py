@@ -5,6 +5,7 @@ the CLI, and an end-to-end run with the transformers backend on a tiny model (re
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -261,6 +262,33 @@ def test_build_from_a_dataset_file_first(rows, tmp_path, shared_data):
     assert read_rows(tmp_path / "p" / "input") == rows  # the same build as `curriculum build --schedule max`
     again = partition(cfg, backend=oracle(rows), command="t")
     assert again.run.generated_chunks == 0
+
+
+def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(rows, tmp_path, shared_data):
+    """From a dataset file, partition runs the build's stages that make rows (sources, plan, render, shards and
+    manifest), not the whole build: OUT/input holds the shards and manifest `curriculum build --schedule max`
+    writes, without its data card and plot. An OUT/input with them (what earlier versions built) is reused as it
+    is, with the same outputs."""
+    out = tmp_path / "p"
+    cfg = PartitionConfig(dataset="musique", input=str(MUSIQUE_TRAIN), n=len(C), K=3, out=str(out),
+                          backend="scripted", k=K_SAMPLES, chunk_size=5)
+    partition(cfg, backend=oracle(rows), command="t")
+    built = out / "input"
+    assert sorted(p.name for p in built.iterdir()) == ["data", "manifest.json"]
+    mine = read_manifest(built)
+    full = tmp_path / "full" / "input"  # the same name: the manifest records it
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(C), K=3)], schedule="max",
+                                 out=str(full), seed=0, overwrite=True, allow_split_mismatch=True),
+                     command=mine["command"])
+    whole = read_manifest(full)
+    assert (mine.pop("files"), whole.pop("files")) == ([], ["README.md", "level_by_index.png"])
+    assert mine == whole  # shards (their hashes), counts, sources, config: the whole build's
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    shutil.rmtree(built)
+    full.rename(built)
+    again = partition(cfg, backend=oracle(rows), command="t")
+    assert again.run.generated_chunks == 0 and (built / "README.md").exists()  # reused, not built again
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_bad_configs():

@@ -12,12 +12,25 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._plumbing import mask_secrets, shards_digest
-from ..errors import PartitionError
+from .._plumbing import gc_paused, mask_secrets, shards_digest
+from ..curricula import BuildConfig, SourceSpec
+from ..curricula.builder import build_manifest, gather_sources, make_plan, same_build, write_plan
+from ..errors import BuildError, PartitionError
 from ..generation.base import GenerationBackend, get_backend
 from ..generation.base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
-from ..shards import MANIFEST, portable, read_manifest, write_json
+from ..loaders import get_loader
+from ..shards import (
+    MANIFEST,
+    ROW_SCHEMA,
+    ShardError,
+    check_output,
+    portable,
+    read_manifest,
+    validate_shards,
+    write_json,
+    write_shards,
+)
 from ._config import BUILT_INPUT, RECORD_FILE, PartitionConfig
 from ._set import check_output_set
 
@@ -34,10 +47,6 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
         d = Path(cfg.shards)
         check_output_set(d, read_manifest(d))  # a clear error when it is not a finished shard directory
         return d
-    from ..curricula import BuildConfig, SourceSpec, build_curriculum
-    from ..loaders import get_loader
-    from ..shards import ShardError, validate_shards
-
     built = out / BUILT_INPUT
     dataset = get_loader(cfg.dataset or "").name
     # Any split: the partition labels training questions, and dev questions too (the paper's evaluation subsets).
@@ -46,8 +55,6 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)
-            from ..curricula.builder import same_build
-
             if same_build(m, build):
                 return built
             if not cfg.overwrite:
@@ -55,10 +62,31 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
         except ShardError:
             pass
         log.info("building %s at level K from %s into %s", dataset, cfg.input, built)
-        build_curriculum(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} "
-                         f"--schedule max --seed {cfg.seed}" + (f" --n {cfg.n}" if cfg.n else "")
-                         + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
+        build_rows(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} "
+                   f"--schedule max --seed {cfg.seed}" + (f" --n {cfg.n}" if cfg.n else "")
+                   + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
     return built
+
+
+def build_rows(build: BuildConfig, *, command: str, progress: bool = False) -> dict[str, Any]:
+    """The stages of ``curriculum build`` that make rows: sources, plan, render, and the shards with their manifest
+    (:mod:`rag_curriculum.curricula`), without the data card and its plot (the partition's own copy of its input
+    is read, not published: no matplotlib, no figure). The shards and the manifest's record of them are those of
+    :func:`~rag_curriculum.curricula.build_curriculum` with the same config, so a build of either kind is reused
+    (:func:`~rag_curriculum.curricula.builder.same_build`). For the partition's level-K build: no tokenizer (no
+    ``prompt_tokens`` column), no index and no adaptive columns."""
+    check_output(build.out, overwrite=build.overwrite)
+    build.validate()
+    with gc_paused():
+        sources = gather_sources(build, progress=progress)  # 1. sources
+        plan = make_plan(build, sources, progress=progress)  # 2. plan
+        if not plan.rows:
+            raise BuildError("the build produced no rows")
+        manifest = build_manifest(build, sources, plan, command=command)
+        return write_shards(  # 3. render, 4. write (shards and manifest)
+            lambda d: write_plan(plan.rows, build, d, progress=progress, source=sources.distractors),
+            build.out, manifest=manifest, overwrite=build.overwrite, rows_per_shard=build.rows_per_shard,
+            schema=ROW_SCHEMA)
 
 
 class _Prompts(Sequence):
