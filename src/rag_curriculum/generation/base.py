@@ -43,7 +43,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigError, GenerationError, IdenticalSamplesError, PromptTooLongError  # noqa: F401  (re-exported)
+from .._plumbing import expected_type, init_hints, is_secret, mask_secrets
+from ..errors import (  # noqa: F401  (re-exported)
+    ConfigError,
+    GenerationError,
+    IdenticalSamplesError,
+    PromptTooLongError,
+    SettingError,
+    UsageError,
+)
 from ..registry import Registry
 
 Messages = list[dict[str, str]]
@@ -131,8 +139,6 @@ def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
 def seeded_call_supported(backend: Any) -> bool:
     """Whether ``backend.generate`` accepts per-prompt ``seeds`` (a backend without its own ``generate``, such as
     the Ray engine's pool, says so with ``seeded_calls``)."""
-    import inspect
-
     if getattr(backend, "seeded_calls", None) is not None:
         return bool(backend.seeded_calls)
     try:
@@ -174,8 +180,6 @@ def is_secret_option(name: str) -> bool:
     >>> [is_secret_option(k) for k in ("api_key", "hf_token", "tokenizer", "max_tokens", "password")]
     [True, True, False, False, True]
     """
-    from .._plumbing import is_secret
-
     return is_secret(name)
 
 
@@ -248,8 +252,6 @@ def backend_identity(backend: str | type, model: str | None, options: Mapping[st
         if p.default is not p.empty:
             resolved[p.name] = p.default
     resolved.update({k: v for k, v in options.items() if k != "model"})  # **engine_kwargs too
-    from .._plumbing import mask_secrets
-
     opts = {k: mask_secrets(_jsonable(v)) for k, v in sorted(resolved.items())  # nested secrets: extra_body
             if v is not None and k not in exclude and not is_secret_option(k)}
     identity: dict[str, Any] = {"backend": name, "model": None if model is None else str(model), "options": opts}
@@ -281,8 +283,6 @@ def check_backend_args(name: str, args: Mapping[str, Any], cls: Any = None) -> N
     mean" and the options it takes; a backend that passes unknown options on (vllm: to vLLM's engine) takes any."""
     import difflib
 
-    from ..errors import UsageError
-
     cls = cls if cls is not None else BACKENDS.get(name)
     params = inspect.signature(cls.__init__).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -296,12 +296,8 @@ def check_backend_args(name: str, args: Mapping[str, Any], cls: Any = None) -> N
         raise UsageError(f"the {name} backend has no option {key!r} (--backend-arg {key}=...)"
                          + (f"; did you mean {close[0]!r}?" if close else ""),
                          hint=f"its options: {', '.join(known)}")
-    from .._plumbing import expected_type, init_hints
-
     hints = init_hints(cls)
     for key, value in args.items():  # a value of the wrong type fails here, not as a TypeError deep inside
         want = expected_type(value, hints[key]) if key in hints else None
         if want is not None:
-            from ..errors import SettingError
-
             raise SettingError(f"--backend-arg {key}", value, f"a value of type {want} (the {name} backend)")

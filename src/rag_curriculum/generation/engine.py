@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._settings import MAX_COUNT, check_settings, rule
-from ..errors import ConfigError
+from ..errors import ConfigError, EngineError
+from .base import get_backend
+from .ray_engine import RAY_INSTALL_HINT, RayEngine
 
 __all__ = ["ENGINES", "ENGINE_FLAGS", "BackendSpec", "EngineConfig", "open_engine", "without_engine_options"]
 
 ENGINES = ("local", "ray")
-#: The pip extra that installs Ray (``--engine ray``).
-RAY_INSTALL_HINT = "pip install 'rag-curriculum[ray]'"
 
 
 @dataclass
@@ -65,8 +65,6 @@ class EngineConfig:
             import importlib.util
 
             if importlib.util.find_spec("ray") is None:
-                from ..errors import EngineError
-
                 raise EngineError("--engine ray needs Ray, which is not installed here",
                                   hint=f"{RAY_INSTALL_HINT}, or run with --engine local")
         else:
@@ -133,8 +131,6 @@ class BackendSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self) -> Any:
-        from .base import get_backend
-
         kwargs = dict(self.options)
         if self.model is not None:
             kwargs["model"] = self.model
@@ -163,8 +159,6 @@ def open_engine(cfg: EngineConfig | None) -> Iterator[Any]:
     if cfg is None or cfg.engine == "local":
         yield LocalEngine()
         return
-    from .ray_engine import RayEngine
-
     engine = RayEngine(cfg)
     try:
         yield engine

@@ -31,11 +31,17 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CurriculumError, EngineError
-from .engine import RAY_INSTALL_HINT, EngineConfig
-from .runner import Call
+from .base import replays, seeded_call_supported
+from .runner import Call, _generate
+
+if TYPE_CHECKING:  # engine.py opens this engine (and imports this module)
+    from .engine import EngineConfig
+
+#: The pip extra that installs Ray (``--engine ray``).
+RAY_INSTALL_HINT = "pip install 'rag-curriculum[ray]'"
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +117,6 @@ class _Worker:
         self.start_error: BaseException | None = None
 
     def start(self) -> dict[str, Any]:
-        from .base import replays, seeded_call_supported
-
         try:
             self.backend = self.factory()
         except BaseException as e:
@@ -127,8 +131,6 @@ class _Worker:
 
     def run(self, prompts: list[Any], sampling: Any, seeds: list[int] | None) -> tuple[list[Any], float]:
         from types import SimpleNamespace
-
-        from .runner import _generate
 
         if self.backend is None:
             raise EngineError(f"this worker could not build its backend: {self.start_error}")

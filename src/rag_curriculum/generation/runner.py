@@ -68,6 +68,7 @@ import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
 from ..errors import ConfigError, CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
+from ..shards import write_json
 from .base import (
     GenerationBackend,
     IdenticalSamplesError,
@@ -202,8 +203,6 @@ class WorkDir:
 
         ``overwrite`` discards a directory made by another run; it also discards the same run's results (start
         again) unless ``keep_same_run`` (shards sharing the directory: the others' chunks must survive)."""
-        from ..shards import write_json
-
         run = _normalise(run)
         with self.lock():
             old = self.read_run()
@@ -774,8 +773,6 @@ def record_backend(wd: WorkDir, backend: Any) -> None:
     """Write ``backend.describe()`` to the work directory (once: the run's first generating process), so the outputs
     can say how the engine resolved its settings; a process that resumes with a backend resolved differently is
     warned (its completions may differ numerically from the first process's)."""
-    from ..shards import write_json
-
     describe = getattr(backend, "describe", None)
     if not callable(describe):
         return

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, CurriculumError
+from ..errors import ConfigError, CurriculumError, UsageError
 from .base import Messages, SamplingConfig, cut_at_stop, report_progress
 
 
@@ -59,8 +59,6 @@ def _load_script(model: str) -> Any:
         return script
     if ":" in model:
         return _import_script(model)
-    from ..errors import UsageError
-
     what = "no such file" if p.suffix == ".json" else "not a JSON file nor module:attribute"
     raise UsageError(f"scripted backend: --model {model!r}: {what}; --model must be a JSON file of "
                      "{prompt: completions} or a dotted path 'module:attribute' to a mapping or callable")
@@ -73,8 +71,6 @@ _SCRIPT_HINT = ("the scripted backend's --model is a JSON file of {prompt: compl
 def _import_script(model: str) -> Any:
     import difflib
     import importlib
-
-    from ..errors import UsageError
 
     mod, _, attr = model.partition(":")
     try:
