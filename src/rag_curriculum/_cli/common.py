@@ -248,8 +248,8 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     r"""The command-line options of the config dataclass ``cls``, one per field, generated from the field (as TRL's
     ``HfArgumentParser`` builds the flags of its scripts from its config dataclasses): the flag is the field's
     ``flag`` metadata or ``--name-with-dashes`` (:func:`~rag_curriculum._settings.setting_flag`; a field with
-    ``flag=""`` has none); the type comes from the
-    annotation (:func:`option_type`; a bool is a ``--flag/--no-flag`` pair); the help is the field's own, plus
+    ``flag=""`` has none); the type comes from the annotation (:func:`option_type`; a bool is a
+    ``--flag/--no-flag`` pair); the help is the field's own, plus
     ``Repeatable.`` for a list or mapping, ``extra[name]`` and ``[default: ...]`` (``defaults[name]``, else the
     dataclass default). Every option defaults to None, "not given", so a recipe's value is kept. Each parameter is
     named as its field: the command receives the values as keyword arguments by field name (:func:`with_options`).
