@@ -74,3 +74,18 @@ def test_the_batch_call_and_a_plan_file_by_the_rows_id(tmp_path):
     assert batch[1]["score"] == 0.0 and batch[1]["has_gold_plan"] == 1.0
     with pytest.raises(ConfigError, match="no gold plan"):
         compute_globalrag_score("musique", response(), ["1946"], {"id": "other", "index": 0}, **kw)
+
+
+def test_concurrent_calls_as_verls_reward_loop_makes_them():
+    """verl's reward loop scores responses from an executor's threads: the same values as one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    infos = [{"gold_plan": GOLD.to_dict(), "index": i} for i in range(16)]
+    texts = [response("1946" if i % 2 else "1950", "1946") for i in range(16)]
+    kw = {"embedder": "hash", "prompts_per_step": 8}
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda a: compute_globalrag_score("musique", a[0], ["1946"], a[1], **kw),
+                            zip(texts, infos, strict=True)))
+    assert [g["sub_answers"] for g in got] == [0.5, 1.0] * 8
+    assert {g["train_step"] for g in got} <= {0.0, 1.0}
+    assert got[1] == compute_globalrag_score("musique", texts[1], ["1946"], {**infos[1], "global_step": 0}, **kw)

@@ -93,6 +93,9 @@ class StepClock:
 
 
 _CLOCKS: dict[int, StepClock] = {}
+#: verl's reward loop calls the function from an executor's threads: one scoring at a time per process (the
+#: reward's caches are not thread-safe; the work holds the GIL anyway).
+_SCORING = threading.Lock()
 
 
 def _number(value: Any) -> float | None:
@@ -165,9 +168,10 @@ def _scores(reward: GlobalRagReward, texts: Sequence[str], truths: Sequence[Any]
     out: list[dict[str, float] | None] = [None] * len(texts)
     for t in dict.fromkeys(steps):  # one batched call per step (one step in a training batch)
         rows = [k for k, s in enumerate(steps) if s == t]
-        got = reward.components([texts[k] for k in rows], [answers[k] for k in rows],
-                                gold_plan=[_plain(gold[k]) for k in rows], source_id=[sids[k] for k in rows],
-                                id=[ids[k] for k in rows], step=t)
+        with _SCORING:
+            got = reward.components([texts[k] for k in rows], [answers[k] for k in rows],
+                                    gold_plan=[_plain(gold[k]) for k in rows], source_id=[sids[k] for k in rows],
+                                    id=[ids[k] for k in rows], step=t)
         for k, b in zip(rows, got, strict=True):
             out[k] = {key: float(v) for key, v in _row(b, t).items()}
     return out  # type: ignore[return-value]
