@@ -4,6 +4,7 @@ leaves nothing, a "resuming from checkpoint" line, and a CPU training recipe tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -116,6 +117,9 @@ class SpyBar:
 
     def advance(self, questions, completions):
         self.events.append(("advance", questions))
+
+    def call(self, backend, call, n):  # the line under the bar while a call runs: not what these tests count
+        return contextlib.nullcontext()
 
     def close(self):
         pass
