@@ -155,7 +155,7 @@ def test_eval_short_data_option_and_default_backend(tmp_path):
 
 
 def test_eval_compare_refuses_unknown_sections(monkeypatch, tmp_path):
-    import rag_curriculum.evaluation as evaluation
+    import rag_curriculum._cli.evaluate as evaluation  # the command's own name for it (imported at its top)
 
     agg = {"answer_f1": 0.5, "citation_f1": 0.5, "joint_f1": 0.5}
     merged = {"runs": ["a"], "sampling": None, "evals": [
@@ -220,12 +220,13 @@ def test_one_error_handler(exc, words):
 
 
 def test_partition_write_failure_is_one_line(monkeypatch, tmp_path):
+    import rag_curriculum._cli.partition as command
     import rag_curriculum.partition as part
 
     def full_disk(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "p" / "unanswerable"))
 
-    monkeypatch.setattr(part, "partition", full_disk)
+    monkeypatch.setattr(command, "run_partition", full_disk)  # the command's name for it (imported at its top)
     monkeypatch.setattr(part.PartitionConfig, "validate", lambda self: None)
     r = invoke("partition", tmp_path, "--backend", "scripted", "-o", tmp_path / "p")
     assert_one_line(r, f"{tmp_path / 'p' / 'unanswerable'}: No space left on device", code=1)
