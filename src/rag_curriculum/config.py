@@ -123,10 +123,18 @@ def recipe_summary(kind: str, recipe: str) -> str:
     return ""
 
 
-def _hydra_overrides(kind: str, overrides: Sequence[str]) -> list[str]:
-    """``grpo.X=v`` (a free key of the kind) becomes ``++grpo.X=v`` (add or override)."""
+def _hydra_overrides(kind: str, overrides: Sequence[str], schema: type | None = None) -> list[str]:
+    """``grpo.X=v`` (a free key of the kind) becomes ``++grpo.X=v`` (add or override), and so does ``key=v`` for a
+    top-level field of ``schema`` (the config dataclass): a field is a recipe key whether or not the recipe writes
+    it, so a new field needs writing in no recipe."""
     free = _kind(kind).free_keys
-    return ["++" + o if free and "=" in o and re.match(free, o) else o for o in overrides]
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else set()
+
+    def field_key(o: str) -> bool:
+        key, sep, _ = o.partition("=")
+        return bool(sep) and key in fields
+
+    return ["++" + o if "=" in o and ((free and re.match(free, o)) or field_key(o)) else o for o in overrides]
 
 
 def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: bool = True,
@@ -140,7 +148,7 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
     from omegaconf import OmegaConf
 
     path = recipe_path(kind, recipe)
-    hydra_overrides = _hydra_overrides(kind, overrides)
+    hydra_overrides = _hydra_overrides(kind, overrides, schema)
     shipped = recipes_root() / kind
     if path.parent != shipped:  # a recipe of one's own may build on the shipped base
         hydra_overrides.append(f"hydra.searchpath=[file://{shipped}]")

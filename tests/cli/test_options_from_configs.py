@@ -255,3 +255,20 @@ def test_print_config_shows_every_field(tmp_path):
         shown = yaml.safe_load(r.stdout)
         assert set(shown) >= {f.name for f in dataclasses.fields(cls)}, (cls.__name__, set(shown))
     assert EngineConfig  # engine options are never recorded (nor printed): they do not change a completion
+
+
+def test_a_new_field_is_a_recipe_key_without_being_written_in_the_recipes():
+    from rag_curriculum.config import bind, compose, resolve
+
+    @dataclass
+    class MoreEval(EvalConfig):
+        new_field: int | None = rule(None, ge=1, help="A field added later, written nowhere else.")
+
+    data = compose("eval", "rag-rl", ["new_field=3", "limit=5"], schema=MoreEval)
+    assert "new_field" not in compose("eval", "rag-rl") and data["new_field"] == 3 and data["limit"] == 5
+    assert bind(MoreEval, data).new_field == 3
+    assert resolve(MoreEval, "eval", ["recipe=rag-rl"]).new_field is None  # the dataclass default
+    # a field the shipped recipe leaves out takes key=value too (it used to need +key=value)
+    assert resolve(EvalConfig, "eval", ["recipe=rag-rl", "index_base=1"]).index_base == 1
+    r = CliRunner().invoke(app, ["eval", "recipe=rag-rl", "idnex_base=1", "--print-config"])
+    assert r.exit_code == 2 and "did you mean 'index_base'?" in r.output  # a typo is still refused
