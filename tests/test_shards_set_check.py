@@ -54,3 +54,23 @@ def test_shards_imports_no_command_module():
     imported |= {a.name.removeprefix("rag_curriculum.") for n in ast.walk(tree) if isinstance(n, ast.Import)
                  for a in n.names}
     assert not {m for m in imported if m.split(".")[0] in ("partition", "evaluation", "train", "curricula")}
+
+
+def test_a_bucket_of_an_unfinished_partition_is_refused_by_a_process_that_never_imports_partition(tmp_path):
+    """The partition's own check sits below shards and is its default: a library reader (or a verl worker) that
+    imports only ``shards`` refuses a bucket of an interrupted partition too."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "part"
+    b = bucket(out / "answerable", partition={"set": "s1"})
+    (out / "work").mkdir()  # the partition's OUT, its partition.json not yet written
+    code = ("import sys; from rag_curriculum import shards\n"
+            "try:\n    shards.validate_shards(sys.argv[1])\nexcept shards.ShardError as e:\n    print('REFUSED', e)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('rag_curriculum.partition')))")
+    run = subprocess.run([sys.executable, "-c", code, str(b)], capture_output=True, text=True, check=True)
+    assert "REFUSED" in run.stdout and "no partition.json" in run.stdout, run.stdout + run.stderr
+    assert run.stdout.strip().endswith("[]")  # partition never imported
+    (out / "partition.json").write_text('{"set": "s1"}')
+    run = subprocess.run([sys.executable, "-c", code, str(b)], capture_output=True, text=True, check=True)
+    assert "REFUSED" not in run.stdout

@@ -37,6 +37,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._plumbing import atomic_write_bytes, atomic_write_text, fsync_dir
+from ._plumbing._output_sets import MANIFEST as _SET_MANIFEST
+from ._plumbing._output_sets import output_set_problem
 from .errors import (
     ConfigError,
     ShardError,  # noqa: F401  (re-exported)
@@ -45,7 +47,7 @@ from .errors import (
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-MANIFEST = "manifest.json"
+MANIFEST = _SET_MANIFEST  # "manifest.json"
 # While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
 # and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
 # the next ``--overwrite`` still recognises as the toolkit's.
@@ -723,11 +725,12 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 
 #: A check of the set of outputs a shard directory belongs to: ``(directory, manifest) -> problem or None``. The
 #: buckets of a partition are written as one set (``OUT/partition.json`` last) and a bucket inside its ``OUT`` is
-#: read only once its set is complete. The command that writes shard directories as a set owns that check and
-#: hands it down: registered with :func:`register_set_check` when the command's module is imported, or passed to
-#: :func:`validate_shards` by a reader. This module never imports the commands above it.
+#: read only once its set is complete. Its check (``_plumbing._output_sets.output_set_problem``, which needs only the
+#: file names of the set) sits below this module and is applied by default, in every process, whether or not the
+#: partition package was imported; another set's check is handed down with :func:`register_set_check`, or passed
+#: to :func:`validate_shards` by a reader. This module never imports the commands above it.
 SetCheck = Callable[[Path, Mapping[str, Any]], "str | None"]
-_SET_CHECKS: dict[str, SetCheck] = {}
+_SET_CHECKS: dict[str, SetCheck] = {"partition": output_set_problem}
 
 
 def register_set_check(section: str, check: SetCheck) -> None:

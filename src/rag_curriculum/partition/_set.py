@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import fsync_dir
-from .._plumbing._output_sets import stats_set_problem  # noqa: F401  (re-exported)
+from .._plumbing._output_sets import output_set_problem, stats_set_problem  # noqa: F401  (re-exported)
 from ..errors import CurriculumError, PartitionError
-from ..shards import MANIFEST, foreign_entries, register_set_check, toolkit_files
-from ._config import ALL_OUTPUTS, OUTPUTS, RECORD_FILE, STATS_FILE, SUMMARY_FILE, WORK
+from ..shards import MANIFEST, foreign_entries, toolkit_files
+from ._config import ALL_OUTPUTS, OUTPUTS, STATS_FILE, SUMMARY_FILE
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
 
@@ -180,41 +180,6 @@ def _commit_outputs(stage: Path, out: Path, names: tuple[str, ...] = OUTPUTS) ->
     if not keep_trash:
         shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(stage, ignore_errors=True)
-
-
-def output_set_problem(directory: str | Path, manifest: Mapping[str, Any] | None = None) -> str | None:
-    """Why a bucket directory of a partition (``OUT/answerable`` ...) must not be read, or None.
-
-    A bucket still inside its partition's ``OUT`` (beside ``partition_config.json`` or ``work/``) is part of a set:
-    it may be read only when ``OUT/partition.json`` is there and names the same set (an interrupted write leaves
-    none). A bucket copied elsewhere is read on its own. Readers (``validate``, loaders) call this."""
-    d = Path(directory)
-    if manifest is None:
-        try:
-            manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-    part = manifest.get("partition")
-    if not isinstance(part, Mapping) or "set" not in part:
-        return None
-    parent = d.parent
-    if not ((parent / RECORD_FILE).exists() or (parent / WORK).is_dir()):
-        return None
-    summary_path = parent / SUMMARY_FILE
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        summary = None
-    if not isinstance(summary, Mapping) or summary.get("set") != part["set"]:
-        what = "no partition.json" if summary is None else "partition.json belongs to another set of outputs"
-        return (f"{d} is one output of a partition whose outputs were not all written ({what} in {parent}); run "
-                "the same `curriculum partition` command again to write them")
-    return None
-
-
-#: validate_shards (and every reader going through it) refuses a bucket of an unfinished set: shards sits below
-#: partition, so partition hands its check down when this module is imported (the command line always imports it).
-register_set_check("partition", output_set_problem)
 
 
 def check_output_set(directory: str | Path, manifest: Mapping[str, Any] | None = None) -> None:
