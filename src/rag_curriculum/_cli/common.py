@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import errno as _errno
 import inspect
@@ -244,7 +245,7 @@ def _repeatable(tp: Any) -> bool:
 def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Iterable[str] = (),
                    short: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None,
                    defaults: Mapping[str, str] | None = None, types: Mapping[str, Any] | None = None,
-                   ) -> list[inspect.Parameter]:
+                   panel: str | None = None) -> list[inspect.Parameter]:
     r"""The command-line options of the config dataclass ``cls``, one per field, generated from the field (as TRL's
     ``HfArgumentParser`` builds the flags of its scripts from its config dataclasses): the flag is the field's
     ``flag`` metadata or ``--name-with-dashes`` (:func:`~rag_curriculum._settings.setting_flag`; a field with
@@ -255,7 +256,7 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     named as its field: the command receives the values as keyword arguments by field name (:func:`with_options`).
 
     ``only`` / ``exclude`` choose fields, ``short`` gives a field its short alias (``{"n": "-n"}``), ``types`` a
-    command-line type of its own (``{"out": Path}``).
+    command-line type of its own (``{"out": Path}``); ``panel`` groups the options under a heading of ``--help``.
 
     >>> from rag_curriculum.retrieval import IndexConfig
     >>> [p.name for p in config_options(IndexConfig, only=("k1", "b"))]
@@ -280,7 +281,7 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
         tp = types.get(name, option_type(hints[name]))
         decls = [f"{flag}/--no-{flag[2:]}" if tp is bool else flag, *([short[name]] if name in short else [])]
         text = " ".join(t for t in ("Repeatable." if _repeatable(hints[name]) else "", extra.get(name, "")) if t)
-        info = option(cls, name, *decls, extra=text, default=defaults.get(name))
+        info = option(cls, name, *decls, extra=text, default=defaults.get(name), rich_help_panel=panel)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                         annotation=Annotated[tp | None, info]))
     return params
@@ -289,14 +290,17 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def aliases(**options: Any) -> list[inspect.Parameter]:
-    """Options declared once as ``Annotated`` aliases (the backend block), as parameters for :func:`with_options`."""
-    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False if _is_switch(tp) else None,
-                              annotation=tp) for name, tp in options.items()]
-
-
-def _is_switch(tp: Any) -> bool:
-    return typing.get_origin(tp) is Annotated and typing.get_args(tp)[0] is bool
+def aliases(panel: str | None = None, /, **options: Any) -> list[inspect.Parameter]:
+    """Options declared once as ``Annotated`` aliases (the backend block), as parameters for :func:`with_options`,
+    under the ``--help`` heading ``panel``."""
+    params = []
+    for name, tp in options.items():
+        base, info = typing.get_args(tp)[:2]
+        info = copy.copy(info)
+        info.rich_help_panel = panel
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False if base is bool else None,
+                                        annotation=Annotated[base, info]))
+    return params
 
 
 def _leading(p: inspect.Parameter, tp: Any) -> bool:
@@ -409,13 +413,14 @@ BackendArg = Annotated[list[str] | None, typer.Option(
 
 
 # Where generation runs (`curriculum partition` and `curriculum eval`): EngineConfig's fields, never recorded.
-ENGINE_OPTIONS = config_options(_Engine)
+ENGINE_OPTIONS = config_options(_Engine, panel="Where generation runs (not recorded)")
 #: The parameters of those options (not fields of the commands' configs).
 ENGINE_PARAMS = tuple(p.name for p in ENGINE_OPTIONS)
 #: The backend option block partition and eval share (their values become the backend's arguments), declared once.
-BACKEND_OPTIONS = aliases(max_model_len=MaxModelLen, tensor_parallel_size=TensorParallelSize, dtype=Dtype,
-                          gpu_memory_utilization=GpuMemoryUtilization, batch_size=BatchSize, device=Device,
-                          base_url=BaseUrl, api_key=ApiKey, concurrency=Concurrency, backend_arg=BackendArg)
+BACKEND_OPTIONS = aliases("Generation backend", max_model_len=MaxModelLen, tensor_parallel_size=TensorParallelSize,
+                          dtype=Dtype, gpu_memory_utilization=GpuMemoryUtilization, batch_size=BatchSize,
+                          device=Device, base_url=BaseUrl, api_key=ApiKey, concurrency=Concurrency,
+                          backend_arg=BackendArg)
 #: Its parameters that become the backend's arguments when the chosen backend takes them.
 BACKEND_FLAGS = ("tensor_parallel_size", "max_model_len", "dtype", "gpu_memory_utilization", "batch_size", "device",
                  "base_url", "api_key", "concurrency")

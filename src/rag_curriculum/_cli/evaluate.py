@@ -58,7 +58,8 @@ OPTIONS = config_options(E, exclude=("backend_args",), types={"out": Path},
 #: A search agent's options (AgentEvalConfig's fields that EvalConfig has not; its template is --template's first,
 #: react_sentences a recipe key).
 AGENT_OPTIONS = config_options(A, only=[f.name for f in dataclasses.fields(A) if f.name != "template"
-                                         and f.name not in {g.name for g in dataclasses.fields(E)}])
+                                         and f.name not in {g.name for g in dataclasses.fields(E)}],
+                               panel="Search agents (--agent)")
 #: The options only an agent evaluation takes (ignored without one).
 AGENT_ONLY = tuple(p.name for p in AGENT_OPTIONS)
 #: The parameters of the command line only, not fields of EvalConfig.
