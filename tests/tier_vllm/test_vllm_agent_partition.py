@@ -53,10 +53,10 @@ class ForcedFirstTurn:
 def test_partition_agent_on_the_real_engine(engine, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    import rag_curriculum.agents as agents
+    import rag_curriculum.partition._agent as partition_agent
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
-    monkeypatch.setattr(agents, "open_retriever", lambda where: Titles())
+    monkeypatch.setattr(partition_agent, "open_retriever", lambda where: Titles())  # where the partition calls it
     rows = tmp_path / "rows"
     build_curriculum(
         BuildConfig(
