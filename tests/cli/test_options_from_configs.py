@@ -29,7 +29,7 @@ from rag_curriculum.evaluation import EvalConfig
 from rag_curriculum.evaluation._agent import AgentEvalConfig
 from rag_curriculum.generation import EngineConfig
 from rag_curriculum.partition import PartitionConfig
-from rag_curriculum.retrieval import IndexConfig
+from rag_curriculum.retrieval import IndexConfig, ServeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,8 @@ BEFORE = {
     "recipes": "",
     "train": "--dry-run --list --print-config",
 }
-ADDED = {"partition": {"--no-allow-identical-samples"}, "eval run": {"--max-context-tokens"}}
+ADDED = {"partition": {"--no-allow-identical-samples"}, "eval run": {"--max-context-tokens"},
+         "serve": {"--print-config"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {
@@ -81,6 +82,7 @@ CONFIGS = {
     "build": ([SourceSpec, BuildConfig], {"sources": "the SourceSpec options", "ability": "a recipe key",
                                           "K": "SourceSpec's: BuildConfig's --K"}),
     "index": ([IndexConfig], {}),
+    "serve": ([ServeConfig], {}),
 }
 
 
@@ -224,7 +226,7 @@ def test_the_docs_reference_tables_render_every_field():
     markers = hook.MARKER.findall(text)
     named = {cls for _, cls, _ in markers}
     assert {"BuildConfig", "SourceSpec", "IndexConfig", "PartitionConfig", "EvalConfig", "AgentEvalConfig",
-            "EngineConfig", "TrainConfig"} <= named
+            "EngineConfig", "TrainConfig", "ServeConfig"} <= named
     page = hook.on_page_markdown(text, page=None, config=None, files=None)
     assert "<!-- settings" not in page
     for module, name, keys in markers:
@@ -248,6 +250,7 @@ def test_print_config_shows_every_field(tmp_path):
         PartitionConfig: ["partition", str(tmp_path), "--backend", "scripted", "--model", "m"],
         IndexConfig: ["index", "-d", "musique", "-i", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o")],
         BuildConfig: ["build", "-d", "musique", "-i", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o")],
+        ServeConfig: ["serve", "--index", str(tmp_path / "nowhere"), "--port", "8123"],
     }
     for cls, args in cases.items():
         r = CliRunner().invoke(app, [*args, "--print-config"])
@@ -272,3 +275,41 @@ def test_a_new_field_is_a_recipe_key_without_being_written_in_the_recipes():
     assert resolve(EvalConfig, "eval", ["recipe=rag-rl", "index_base=1"]).index_base == 1
     r = CliRunner().invoke(app, ["eval", "recipe=rag-rl", "idnex_base=1", "--print-config"])
     assert r.exit_code == 2 and "did you mean 'index_base'?" in r.output  # a typo is still refused
+
+
+def test_serve_validates_through_its_config_and_its_limits_are_the_servers():
+    """serve's options are ServeConfig's: a value out of a field's range is one line naming the flag (exit 2),
+    --index is still required by click, a contradiction exits 1; the server's defaults are the config's."""
+    import inspect
+
+    from rag_curriculum.retrieval._server import make_app
+
+    for args, flag in ((["--port", "0"], "--port"), (["--max-body-bytes", "10"], "--max-body-bytes"),
+                       (["--workers", "1000"], "--workers"), (["--host", " "], "--host")):
+        r = CliRunner().invoke(app, ["serve", "--index", "nowhere", *args])
+        errors = [x for x in r.output.splitlines() if x.startswith("error:")]
+        assert r.exit_code == 2 and len(errors) == 1 and flag in errors[0] and "Traceback" not in r.output, r.output
+    r = CliRunner().invoke(app, ["serve", "--port", "8000"])
+    assert r.exit_code == 2 and "Missing option '--index'" in r.output
+    r = CliRunner().invoke(app, ["serve", "--index", "nowhere", "--default-topk", "9", "--max-topk", "5"])
+    assert r.exit_code == 1 and "--default-topk 9 is above --max-topk 5" in r.output
+    cfg = ServeConfig(index="x")
+    defaults = {k: v.default for k, v in inspect.signature(make_app).parameters.items() if k in cfg.limits()}
+    assert defaults == cfg.limits() and set(defaults) == set(cfg.limits())
+
+
+def test_partition_merge_overrides_are_partition_config_fields():
+    """partition-merge's overrides are PartitionConfig's options (its fields' help, under their own heading), not
+    given: the run's recorded value."""
+    from rag_curriculum._cli.partition import MERGE_FIELDS
+    from rag_curriculum.partition._merge import OUTPUT_OPTIONS
+
+    assert set(MERGE_FIELDS) <= set(OUTPUT_OPTIONS)
+    params = {p.name: p for p in _commands()["partition-merge"].params}
+    text = _help("partition-merge")
+    assert "Override the run's output settings" in text
+    for name in MERGE_FIELDS:
+        f = next(f for f in dataclasses.fields(PartitionConfig) if f.name == name)
+        assert setting_flag(f) in params[name].opts and params[name].default is None
+        assert params[name].help == field_help(PartitionConfig, name) + " \\[default: the run's]", name
+        assert " ".join(field_help(PartitionConfig, name).split()) in text

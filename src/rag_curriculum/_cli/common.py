@@ -245,7 +245,7 @@ def _repeatable(tp: Any) -> bool:
 def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Iterable[str] = (),
                    short: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None,
                    defaults: Mapping[str, str] | None = None, types: Mapping[str, Any] | None = None,
-                   panel: str | None = None) -> list[inspect.Parameter]:
+                   panel: str | None = None, required: Iterable[str] = ()) -> list[inspect.Parameter]:
     r"""The command-line options of the config dataclass ``cls``, one per field, generated from the field (as TRL's
     ``HfArgumentParser`` builds the flags of its scripts from its config dataclasses): the flag is the field's
     ``flag`` metadata or ``--name-with-dashes`` (:func:`~rag_curriculum._settings.setting_flag`; a field with
@@ -256,7 +256,9 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     named as its field: the command receives the values as keyword arguments by field name (:func:`with_options`).
 
     ``only`` / ``exclude`` choose fields, ``short`` gives a field its short alias (``{"n": "-n"}``), ``types`` a
-    command-line type of its own (``{"out": Path}``); ``panel`` groups the options under a heading of ``--help``.
+    command-line type of its own (``{"out": Path}``); ``panel`` groups the options under a heading of ``--help``;
+    ``required`` names fields whose option click itself requires (``Missing option '--index'``, exit 2), for a
+    command that has no other source of the value (no recipe).
 
     >>> from rag_curriculum.retrieval import IndexConfig
     >>> [p.name for p in config_options(IndexConfig, only=("k1", "b"))]
@@ -264,12 +266,12 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     >>> print(config_options(IndexConfig, only=("k1",))[0].annotation.__metadata__[0].help)
     BM25 k1 (term-frequency saturation); bm25s's default. \[default: 1.5]
     """
-    short, extra, defaults, types = short or {}, extra or {}, defaults or {}, types or {}
+    short, extra, defaults, types, required = short or {}, extra or {}, defaults or {}, types or {}, set(required)
     hints = typing.get_type_hints(cls)
     chosen = None if only is None else list(only)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted((set(chosen or ()) | set(exclude) | set(short) | set(extra) | set(defaults) | set(types))
-                     - set(fields))
+    unknown = sorted((set(chosen or ()) | set(exclude) | set(short) | set(extra) | set(defaults) | set(types)
+                      | required) - set(fields))
     if unknown:
         raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}")
     params = []
@@ -282,7 +284,8 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
         decls = [f"{flag}/--no-{flag[2:]}" if tp is bool else flag, *([short[name]] if name in short else [])]
         text = " ".join(t for t in ("Repeatable." if _repeatable(hints[name]) else "", extra.get(name, "")) if t)
         info = option(cls, name, *decls, extra=text, default=defaults.get(name), rich_help_panel=panel)
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=inspect.Parameter.empty if name in required else None,
                                         annotation=Annotated[tp | None, info]))
     return params
 

@@ -195,6 +195,14 @@ def print_summary(result: Any) -> None:
                                                                 for k, v in outputs.items()) + ", stats.parquet")
 
 
+#: The output settings a merge may change (PartitionConfig's fields, under a heading of their own): not given, the
+#: run's recorded value holds.
+MERGE_FIELDS = ("balance", "correct_f1", "strict_format", "keep_completions")
+MERGE_OPTIONS = config_options(P, only=MERGE_FIELDS, defaults=dict.fromkeys(MERGE_FIELDS, "the run's"),
+                               panel="Override the run's output settings")
+
+
+@with_options(MERGE_OPTIONS)
 def partition_merge(
     dirs: Annotated[list[Path], typer.Argument(help="The --out directories of the shard runs (one run, several "
                                                "machines). One directory re-writes its outputs.",
@@ -203,22 +211,12 @@ def partition_merge(
                                                  "\\[default: the first directory]", show_default=False)] = None,
     shards: Annotated[Path | None, typer.Option("--shards", help="The input shard directory, when it is no longer "
                                                 "where the runs recorded it.", show_default=False)] = None,
-    balance: Annotated[bool | None, typer.Option("--balance/--no-balance", help="Override the run's --balance.",
-                                                 show_default=False)] = None,
-    correct_f1: Annotated[float | None, typer.Option(help="Override the run's --correct-f1.",
-                                                     show_default=False)] = None,
-    strict_format: Annotated[bool | None, typer.Option("--strict-format/--no-strict-format",
-                                                       help="Override the run's --strict-format.",
-                                                       show_default=False)] = None,
-    keep_completions: Annotated[bool | None, typer.Option("--keep-completions/--no-keep-completions",
-                                                          help="Override the run's --keep-completions.",
-                                                          show_default=False)] = None,
+    **overrides: Any,
 ) -> None:
     """Join the work directories of a partition run that was sharded over several machines (copying each one's
     finished chunks into --out) and write answerable/, unanswerable/, learnable/ and stats.parquet. Output
     options can be changed here without generating again."""
-    options = {k: v for k, v in {"balance": balance, "correct_f1": correct_f1, "strict_format": strict_format,
-                                 "keep_completions": keep_completions}.items() if v is not None}
+    options = given(overrides)
     with reported_errors():
         result = merge_partitions(dirs, out=out_dir, shards=shards, command=current_command(), **options)
     print_summary(result)

@@ -7,14 +7,14 @@ import json
 import logging
 import os
 import socket
-from typing import Annotated
+from typing import Any
 
 import typer
 
-from ..errors import ConfigError
-from ..retrieval import CorpusIndex
+from ..config import bind, given
+from ..retrieval import CorpusIndex, ServeConfig
 from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
-from .common import fail, out, reported_errors
+from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
 SERVE_HINT = "install the server: pip install 'rag-curriculum[serve]'"
 
@@ -38,29 +38,12 @@ def _check_port(host: str, port: int) -> None:
                  "pass another --port (or stop what listens there), or check --host")
 
 
-def serve(
-    index: Annotated[str, typer.Option("--index", help="Index directory made by curriculum index.",
-                                       show_default=False)],
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface; there is no "
-                                      "authentication, so only on a trusted network).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
-    workers: Annotated[int, typer.Option(min=1, max=256, help=(
-        "Server processes (uvicorn workers), each with the index memory-mapped: the matrix and passages are "
-        "shared through the page cache."))] = 1,
-    max_batch: Annotated[int, typer.Option(min=1, max=1_000_000, help=(
-        "The most queries one request may carry; a larger batch gets a 422 saying so."))] = 512,
-    max_topk: Annotated[int, typer.Option(min=1, max=1_000_000, help=(
-        "The largest topk a request may ask (a list never holds more than the index's passages)."))] = 100,
-    default_topk: Annotated[int, typer.Option(min=1, max=1_000_000, help=(
-        "topk of a request that gives none (Search-R1's default)."))] = 3,
-    max_body_bytes: Annotated[int, typer.Option(min=1024, max=1 << 34, help=(
-        "The largest request body in bytes; a larger one gets a 413 before it is read."))] = 8 * 1024 * 1024,
-    max_query_chars: Annotated[int, typer.Option(min=1, max=1 << 24, help=(
-        "The longest query in characters; a longer one gets a 422 saying so."))] = 4096,
-    threads: Annotated[int, typer.Option(min=0, max=1024, help=(
-        "bm25s threads per retrieval batch; 0: one per CPU."))] = 0,
-    access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
-) -> None:
+#: ServeConfig's options, one per field (--index required by click, as before: there is no recipe to give it).
+OPTIONS = config_options(ServeConfig, required=("index",))
+
+
+@with_options(OPTIONS)
+def serve(print_config: PrintConfig = False, **options: Any) -> None:
     """Serve a BM25 index over HTTP with Search-R1's retriever protocol: POST /retrieve with
     {"queries": [...], "topk": 3, "return_scores": true} answers {"result": [[{"document": {"id", "contents"},
     "score"}, ...], ...]}, one list per query, best first: exactly the index's ranking in process (same tokenizer,
@@ -79,28 +62,29 @@ def serve(
     """
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     with reported_errors(_hint):
-        if max_topk < default_topk:
-            raise ConfigError(f"--default-topk {default_topk} is above --max-topk {max_topk}",
-                              hint="raise --max-topk or lower --default-topk")
+        cfg = bind(ServeConfig, given(options))  # a value out of its range: one line, exit 2
+        if print_config:
+            show_config(cfg)
+            return
         import fastapi  # noqa: F401  (missing: the hint names the extra)
         import uvicorn
 
-        ix = CorpusIndex(index, threads=threads)  # checks the directory against its manifest (fast: memory maps)
+        ix = CorpusIndex(cfg.index, threads=cfg.threads)  # checks the directory against its manifest (fast: mmaps)
+        host, port, workers = cfg.host, cfg.port, cfg.workers
         _check_port(host, port)
-        options = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
-                   "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({ix.dataset}; bm25s {ix.manifest['bm25s_version']}, "
                   f"{ix.manifest['bm25']['method']} k1={ix.manifest['bm25']['k1']} b={ix.manifest['bm25']['b']}) at "
                   f"{url}/retrieve ({workers} worker{'s' if workers > 1 else ''}); GET {url}/health, {url}/manifest",
                   soft_wrap=True)
-        kw = {"host": host, "port": port, "access_log": access_log, "log_level": "info", "timeout_graceful_shutdown": 5}
+        kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
+              "timeout_graceful_shutdown": 5}
         if workers == 1:
-            app = make_app(ix, **options)
+            app = make_app(ix, **cfg.limits())
             uvicorn.run(app, **kw)
         else:  # uvicorn's worker processes import the app: the index and limits go through the environment
-            os.environ[ENV_INDEX] = os.path.abspath(index)
-            os.environ[ENV_OPTIONS] = json.dumps({**options, "threads": threads})
+            os.environ[ENV_INDEX] = os.path.abspath(cfg.index)
+            os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads})
             del ix
             uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=workers, **kw)
 

@@ -6,10 +6,10 @@ stored rankings of the dataset's questions, for BM25 distractors and the ``retri
 1.5
 """
 
-from ._config import METHODS, SPLITTER, IndexConfig
+from ._config import METHODS, SPLITTER, IndexConfig, ServeConfig
 from ._index import CorpusIndex, IndexError_, Ranking, build_index, load_index, read_index_manifest
 
 RetrievalIndexError = IndexError_
 
-__all__ = ["METHODS", "SPLITTER", "CorpusIndex", "IndexConfig", "Ranking", "RetrievalIndexError", "build_index",
-           "load_index", "read_index_manifest"]
+__all__ = ["METHODS", "SPLITTER", "CorpusIndex", "IndexConfig", "Ranking", "RetrievalIndexError", "ServeConfig",
+           "build_index", "load_index", "read_index_manifest"]

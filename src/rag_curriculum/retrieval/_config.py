@@ -1,4 +1,5 @@
-"""The index configuration: what ``curriculum index`` reads, how it tokenizes and scores, and where it writes."""
+"""The index configuration: what ``curriculum index`` reads, how it tokenizes and scores, and where it writes; and
+the server's (``curriculum serve``): which index, where it listens and what a request may ask."""
 
 from __future__ import annotations
 
@@ -70,3 +71,50 @@ class IndexConfig:
     def bm25_params(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "method": self.method, "idf_method": self.method, "delta": self.delta,
                 "dtype": "float32"}
+
+
+@dataclass
+class ServeConfig:
+    """Everything ``curriculum serve`` takes: the index, where the server listens, its processes and the limits of
+    a request (:func:`rag_curriculum.retrieval._server.make_app`'s). Its fields are the command's options."""
+
+    index: str = rule(flag="--index", empty=False, help="Index directory made by curriculum index.")
+    host: str = rule("127.0.0.1", empty=False, help=(
+        "Address to listen on (0.0.0.0: every interface; there is no authentication, so only on a trusted "
+        "network)."))
+    port: int = rule(8000, ge=1, le=65535, help="Port to listen on.")
+    workers: int = rule(1, ge=1, le=256, help=(
+        "Server processes (uvicorn workers), each with the index memory-mapped: the matrix and passages are "
+        "shared through the page cache."))
+    max_batch: int = rule(512, ge=1, le=1_000_000, help=(
+        "The most queries one request may carry; a larger batch gets a 422 saying so."))
+    max_topk: int = rule(100, ge=1, le=1_000_000, help=(
+        "The largest topk a request may ask (a list never holds more than the index's passages)."))
+    default_topk: int = rule(3, ge=1, le=1_000_000, help="topk of a request that gives none (Search-R1's default).")
+    max_body_bytes: int = rule(8 * 1024 * 1024, ge=1024, le=1 << 34, help=(
+        "The largest request body in bytes; a larger one gets a 413 before it is read."))
+    max_query_chars: int = rule(4096, ge=1, le=1 << 24, help=(
+        "The longest query in characters; a longer one gets a 422 saying so."))
+    threads: int = rule(0, ge=0, le=1024, help="bm25s threads per retrieval batch; 0: one per CPU.")
+    access_log: bool = rule(False, help="Log every request (uvicorn's access log).")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        check_settings(self)
+        if self.max_topk < self.default_topk:
+            raise ConfigError(f"--default-topk {self.default_topk} is above --max-topk {self.max_topk}",
+                              hint="raise --max-topk or lower --default-topk")
+
+    def limits(self) -> dict[str, int]:
+        """The limits of a request, as :func:`~rag_curriculum.retrieval._server.make_app` takes them."""
+        return {"max_batch": self.max_batch, "max_topk": self.max_topk, "default_topk": self.default_topk,
+                "max_body_bytes": self.max_body_bytes, "max_query_chars": self.max_query_chars}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServeConfig:
+        return bind(cls, d)

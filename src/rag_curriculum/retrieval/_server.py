@@ -39,20 +39,22 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ._config import ServeConfig
 from ._index import CorpusIndex
 
 log = logging.getLogger(__name__)
 
+# The limits' defaults are ServeConfig's (written once, there; ``curriculum serve``'s options come from its fields).
 #: ``topk`` when a request gives none (Search-R1's ``--topk`` default).
-DEFAULT_TOPK = 3
+DEFAULT_TOPK = ServeConfig.default_topk
 #: The most queries one request may carry (``--max-batch``).
-DEFAULT_MAX_BATCH = 512
+DEFAULT_MAX_BATCH = ServeConfig.max_batch
 #: The largest ``topk`` a request may ask (``--max-topk``); an index never returns more than its passages.
-DEFAULT_MAX_TOPK = 100
+DEFAULT_MAX_TOPK = ServeConfig.max_topk
 #: The largest request body, in bytes (512 queries of 2,000 characters fit with room to spare).
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = ServeConfig.max_body_bytes
 #: The longest query, in characters (BM25's cost grows with the query's distinct words).
-DEFAULT_MAX_QUERY_CHARS = 4096
+DEFAULT_MAX_QUERY_CHARS = ServeConfig.max_query_chars
 #: What ``app_from_env`` reads (``curriculum serve --workers N`` sets them for its worker processes).
 ENV_INDEX = "RAG_CURRICULUM_SERVE_INDEX"
 ENV_OPTIONS = "RAG_CURRICULUM_SERVE_OPTIONS"
