@@ -44,7 +44,7 @@ exec bash "$HERE/run_search_r1.sh" \
   critic.ppo_mini_batch_size="$MINI_BATCH" \
   critic.use_dynamic_bsz=True \
   trainer.critic_warmup=0 \
-  reward.reward_manager.name=batch \
+  reward.reward_manager.name=naive \
   "reward.custom_reward_function.path=$REWARD_PY" \
   reward.custom_reward_function.name=compute_veritas_score \
   "$KW.weights.em=0.9" "$KW.weights.info_think=0.05" "$KW.weights.think_answer=0.02" \

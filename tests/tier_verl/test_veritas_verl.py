@@ -60,7 +60,10 @@ def test_the_ppo_command_composes_under_verls_config(overrides, compose_verl_con
     assert (
         cfg.actor_rollout_ref.rollout.multi_turn.format == "search-r1"
     )  # the search agent of run_search_r1.sh
-    assert cfg.reward.reward_manager.name == "batch"
+    assert cfg.reward.reward_manager.name == "naive"
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+    assert resolve_reward_manager_cls(cfg).__name__  # the manager the trainer will build exists in verl's registry
     assert cfg.reward.custom_reward_function.name == "compute_veritas_score"
     assert cfg.reward.custom_reward_function.path.endswith("rag_curriculum/rewards/verl_veritas.py")
     kw = cfg.reward.custom_reward_function.reward_kwargs

@@ -2,17 +2,18 @@
 multi-turn agent loop (``recipes/verl/veritas_ppo.sh``; docs/veritas.md). verl loads this file by path, so the
 imports below are absolute.
 
-    python -m verl.trainer.main_ppo ... reward.reward_manager.name=batch \\
+    python -m verl.trainer.main_ppo ... reward.reward_manager.name=naive \\
         reward.custom_reward_function.path=$(python -c "import rag_curriculum.rewards.verl_veritas as m; print(m.__file__)") \\
         reward.custom_reward_function.name=compute_veritas_score \\
         +reward.custom_reward_function.reward_kwargs.judge.backend=openai \\
         +reward.custom_reward_function.reward_kwargs.judge.model=veritas-rm \\
         +reward.custom_reward_function.reward_kwargs.judge.backend_args.base_url=http://HOST:8001/v1
 
-Called one response at a time (verl's ``naive`` reward manager: ``compute_veritas_score(data_source, solution_str,
-ground_truth, extra_info, **reward_kwargs)``) or a batch at a time (the ``batch`` manager: ``data_sources=``,
-``solution_strs=``, ``ground_truths=``, ``extra_infos=``), which sends the judge one batched request for all the
-responses' pairs: use ``batch``. ``reward_kwargs`` are :class:`~rag_curriculum.rewards._veritas.VeritasReward`'s
+Called one response at a time (verl 0.9.1's reward loop and its ``naive`` manager, which the recipe uses:
+``compute_veritas_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)``; the reward loop
+registers no ``batch`` manager) or a batch at a time (``data_sources=``, ``solution_strs=``, ``ground_truths=``,
+``extra_infos=``, as a batch manager of verl's legacy reward workers or your own calls it), which sends the judge one
+batched request for all the responses' pairs. ``reward_kwargs`` are :class:`~rag_curriculum.rewards._veritas.VeritasReward`'s
 fields (``weights``, ``judge`` with :class:`~rag_curriculum.rewards._veritas.VeritasJudge`'s, ``aggregate``, ...);
 the keyword arguments verl adds itself are ignored.
 
