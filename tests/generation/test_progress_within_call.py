@@ -94,7 +94,8 @@ def test_transformers_reports_each_batch(tiny_model_dir):
 def test_vllm_reported_bar_follows_vllms_use_tqdm_contract():
     """``_Reported`` is what vLLM's ``LLM.generate(use_tqdm=factory)`` builds: the calls vLLM makes on it
     (vllm/entrypoints/common/offline.py ``_run_engine``: the factory with total/desc/dynamic_ncols/postfix,
-    ``format_dict['elapsed']``, ``postfix =``, ``update(n)`` per finished request, ``n``, ``refresh``, ``close``)."""
+    ``format_dict['elapsed']``, ``postfix =``, ``update(n)`` per finished request, ``n``, ``refresh``, ``close``;
+    and vllm/utils/tqdm_utils.py ``maybe_tqdm``: the factory around an iterable, iterated)."""
     source, got = object(), []
     with listening(source, lambda p, c: got.append((p, c))):
         bar = _Reported(source, total=3, desc="Processed prompts", dynamic_ncols=True, postfix="x")
@@ -105,7 +106,9 @@ def test_vllm_reported_bar_follows_vllms_use_tqdm_contract():
         assert bar.n == 12
         bar.refresh()
         bar.close()
-    assert got == [(1, 4)] * 3
+        wrapped = _Reported(source, ["p0", "p1"], desc="Rendering prompts")  # vllm.utils.tqdm_utils.maybe_tqdm
+        assert list(wrapped) == ["p0", "p1"] and len(wrapped) == 2
+    assert got == [(1, 4)] * 3  # rendering reports nothing
 
 
 @pytest.fixture(scope="module")

@@ -72,12 +72,16 @@ def _is_cpu(platform: Any) -> bool:
 
 
 class _Reported:
-    """The progress bar vLLM's ``LLM.generate(use_tqdm=factory)`` drives (``update(n)`` per finished request, ``n``
-    its completions; ``format_dict["elapsed"]`` and ``postfix`` for its speed line), drawing nothing: each
-    finished request goes to :func:`~rag_curriculum.generation.base.report_progress`, which the runner's bar shows."""
+    """The progress bars vLLM's ``LLM.generate(use_tqdm=factory)`` makes, drawing nothing. The one over the engine's
+    steps (``update(n)`` per finished request, ``n`` its completions; ``format_dict["elapsed"]`` and ``postfix`` for
+    its speed line) sends each finished request to :func:`~rag_curriculum.generation.base.report_progress`, which
+    the runner's bar shows; one wrapped around an iterable (vLLM's ``maybe_tqdm``: rendering the prompts) only
+    passes its items through."""
 
-    def __init__(self, source: Any, *args: Any, total: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, source: Any, iterable: Any = None, *args: Any, total: int | None = None,
+                 **kwargs: Any) -> None:
         self.source = source
+        self.iterable = iterable
         self.total = total
         self.n = 0
         self.postfix: Any = None
@@ -86,6 +90,12 @@ class _Reported:
     @property
     def format_dict(self) -> dict[str, Any]:
         return {"n": self.n, "total": self.total, "elapsed": max(time.perf_counter() - self._start, 1e-6)}
+
+    def __iter__(self) -> Any:
+        return iter(self.iterable if self.iterable is not None else ())
+
+    def __len__(self) -> int:
+        return len(self.iterable)
 
     def update(self, n: int = 1) -> None:
         self.n += n
