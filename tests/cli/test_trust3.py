@@ -429,7 +429,7 @@ BASES = {
                   "--no-progress"],
     "eval": ["eval", "--model", "m=trust3_script:ok", "--data", "{EVAL}", "--backend", "scripted", "--no-plots",
              "-o", "{OUT}", "--no-progress"],
-    "serve": ["serve", "{IDX}"],
+    "serve": ["serve", "--index", "{IDX}"],
     "inspect": ["inspect", "{TRAIN}"],
     "train": ["train", "recipe=rag-rl-min-max", "data.shards={MAX}", "--print-config"],
     "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
