@@ -182,7 +182,10 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
     assert m["partition"]["bucket"] == WITH and "searched at least once" in m["partition"]["rule"]
     assert m["generation"]["fingerprint"]["task"] == "partition-agent"
     assert m["generation"]["fingerprint"]["agent"]["rollout"]["topk"] == 3
-    assert "answerable with search" in (out / WITH / "README.md").read_text()
+    card = (out / WITH / "README.md").read_text()
+    assert "answerable with search" in card
+    # the card's dataset_info (rows, Parquet bytes) keys datasets' cache by the data, as the other buckets' cards
+    assert f"num_examples: {m['num_rows']}" in card and f"download_size: {sum(s['bytes'] for s in m['shards'])}" in card
     summary = json.loads((out / "partition.json").read_text())
     assert summary["counts"][NO] + summary["counts"][WITH] + summary["counts"][UNANS] == 100
     assert summary["counts"]["status"] == {"answer": 200}

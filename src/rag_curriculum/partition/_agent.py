@@ -471,6 +471,7 @@ def write_agent_card(
             num_rows=manifest["num_rows"],
             pretty_name=title,
             tags=("pass-at-k", "search-agent"),
+            shards=manifest.get("shards"),
         ).rstrip("\n"),
         title=title,
         description=description,
