@@ -1,10 +1,11 @@
 """Plumbing written once: atomic writes, shard-directory digests, derived seeds and ids, secret masking, the
-trainer tail, distributions, the GC pause, forked side tasks and locks between processes (filelock). Private (no stable API); light to import (standard library only)."""
+trainer tail, distributions, the JSONL log reader, the GC pause, forked side tasks and locks between processes (filelock). Private (no stable API); light to import (standard library only)."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
 from ._fork import SideTask, die_with_parent
+from ._jsonl import read_jsonl_latest
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
@@ -30,6 +31,7 @@ __all__ = [
     "is_secret",
     "lazy_exports",
     "mask_secrets",
+    "read_jsonl_latest",
     "redact_command",
     "redact_overrides",
     "shards_digest",

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes
+from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..rewards._columns import completion_text, row_answers
@@ -144,13 +144,7 @@ def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, se
 
 def read_levels(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``curriculum_levels.jsonl``; for a batch written twice (a resumed run), the last one."""
-    by_batch: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rec = json.loads(line)
-                by_batch[rec["batch"]] = rec
-    return [by_batch[b] for b in sorted(by_batch)]
+    return read_jsonl_latest(path, "batch")
 
 
 def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "",

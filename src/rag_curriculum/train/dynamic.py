@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes
+from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..errors import ConfigError
 from ..rewards._columns import completion_text, row_answers
 from ..rewards._scoring import get_parser, score_completion
@@ -511,13 +511,7 @@ def callback_class() -> type:
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``curriculum_dynamic.jsonl``; for a batch written twice (a resumed run), the last one."""
-    by_batch: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rec = json.loads(line)
-                by_batch[rec["batch"]] = rec
-    return [by_batch[b] for b in sorted(by_batch)]
+    return read_jsonl_latest(path, "batch")
 
 
 def plot_dynamic(records: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import read_jsonl_latest
 from .order import CurriculumOrderError
 
 log = logging.getLogger(__name__)
@@ -131,13 +132,7 @@ def _short(values: Sequence[Any], n: int = 8) -> str:
 
 def read_steps(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``curriculum_steps.jsonl``; for a step written twice (a resumed run), the last one."""
-    by_step: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rec = json.loads(line)
-                by_step[rec["step"]] = rec
-    return [by_step[s] for s in sorted(by_step)]
+    return read_jsonl_latest(path, "step")
 
 
 #: The per-step numbers a training line shows, in this order, under short names (the rest stay in the logs:

@@ -1,0 +1,36 @@
+"""One reader for the toolkit's append-only JSONL logs (``curriculum_steps.jsonl``, ``curriculum_levels.jsonl``,
+``curriculum_dynamic.jsonl``): one JSON object per line, keyed by a step or batch number; a resumed run appends a
+key again, and the last record written for a key wins.
+
+>>> import os, tempfile
+>>> d = tempfile.mkdtemp(); p = os.path.join(d, "log.jsonl")
+>>> _ = open(p, "w").write('{"step": 2, "x": 1}\\n\\n{"step": 1, "x": 2}\\n{"step": 2, "x": 3}\\n')
+>>> read_jsonl_latest(p, "step")
+[{'step': 1, 'x': 2}, {'step': 2, 'x': 3}]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["read_jsonl_latest"]
+
+
+def read_jsonl_latest(path: str | Path, key: str) -> list[dict[str, Any]]:
+    """The records of the JSONL file ``path``, the last one per value of ``key``, sorted by that value (blank lines
+    skipped). A line that is not a JSON object with ``key`` raises ValueError naming the file and the line."""
+    by_key: dict[Any, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}, line {n}: not valid JSON ({e}); each line is one JSON object") from None
+            if not isinstance(rec, dict) or key not in rec:
+                raise ValueError(f"{path}, line {n}: expected a JSON object with a {key!r} field")
+            by_key[rec[key]] = rec
+    return [by_key[k] for k in sorted(by_key)]
