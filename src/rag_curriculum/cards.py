@@ -13,6 +13,11 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+# The card plots are drawn by the toolkit's one plotting module; their names stay here: ``pyplot`` (matplotlib on
+# Agg), ``plot_levels`` (level against curriculum index), ``plot_histogram`` (the partition card's pass rates).
+from ._plots import plot_build_levels as plot_levels
+from ._plots import plot_histogram as plot_histogram
+from ._plots import pyplot as pyplot
 from .difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
 from .loaders import get_loader
 
@@ -106,64 +111,6 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
     return "\n".join(out)
-
-
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend. Its first import leaves garbage reference cycles that hold the
-    frames of its callers, locals included (pyparsing keeps the exceptions it raised, with their tracebacks): a
-    long job imports it through this before it holds its data (see ``build_curriculum``), else a 90k-row build's
-    rows stay alive after it returns, and the collection that frees them costs seconds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_levels(levels: Sequence[int], path: Path, *, title: str) -> None:
-    """Level of each row against its curriculum index (the paper's Figure 2, for this build)."""
-    plt = pyplot()
-
-    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
-    # A step line through the points where the level changes (a few per schedule, even for 100k rows); an
-    # unordered curriculum (shuffled) is drawn as a thinned scatter instead.
-    xs: list[int] = []
-    ys: list[int] = []
-    for i, lv in enumerate(levels, 1):
-        if not ys or lv != ys[-1]:
-            xs.append(i)
-            ys.append(lv)
-    if len(xs) <= 2000:
-        if levels:
-            xs.append(len(levels))
-            ys.append(levels[-1])
-        ax.step(xs, ys, where="post", linewidth=1.4, color="#3465a4")
-    else:
-        step = max(1, len(levels) // 5000)
-        ax.scatter(range(1, len(levels) + 1, step), levels[::step], s=1, color="#3465a4")
-    ax.set_xlabel("row index i (training order)")
-    ax.set_ylabel("difficulty level l")
-    ax.set_title(title)
-    if levels:
-        ax.set_ylim(0, max(levels) + 1)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-
-
-def plot_histogram(values: Sequence[float], path: Path, *, title: str, xlabel: str, bins: int = 20) -> None:
-    plt = pyplot()
-
-    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=110)
-    ax.hist(list(values), bins=bins, range=(0, 1), color="#4e9a06", edgecolor="white")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("questions")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
 
 
 # -- the build card -------------------------------------------------------------------------------------------------

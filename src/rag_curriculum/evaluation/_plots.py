@@ -1,5 +1,6 @@
 """Plots of a summary (PNG, matplotlib's Agg backend): models side by side, overall and by number of hops,
-and joint F1 against the difficulty level. Every function reads a summary only (see :mod:`._report`)."""
+and joint F1 against the difficulty level. Every function reads a summary only (see :mod:`._report`) and hands
+the numbers to the toolkit's plotting module (:mod:`rag_curriculum._plots`), which draws them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_with
+from .._plots import bar_panels, plot_lines
 from ._report import (
     MAIN_METRICS,
     _dataset_order,
@@ -20,55 +21,6 @@ from ._report import (
 )
 
 __all__ = ["plot_by_hops", "plot_by_level", "plot_overview", "write_plots"]
-
-_COLORS = ("#3465a4", "#f57900", "#4e9a06", "#cc0000", "#75507b", "#c4a000", "#06989a", "#555753")
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_with(path, lambda tmp: fig.savefig(tmp, format="png", metadata={"Software": None}))
-
-
-def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> None:
-    n = max(len(series), 1)
-    width = 0.8 / n
-    for i, (name, values) in enumerate(series.items()):
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ys = [100 * v if v is not None else 0.0 for v in values]
-        bars = ax.bar(xs, ys, width=width, label=name, color=_COLORS[i % len(_COLORS)])
-        for b, v in zip(bars, values, strict=True):
-            if v is None:
-                b.set_alpha(0.0)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups)
-    ax.set_ylim(0, 100)
-    ax.grid(axis="y", alpha=0.3)
-
-
-def _panels(groups: Sequence[str], series_of: Any, *, title: str, xlabel: str, path: Path) -> Path:
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(MAIN_METRICS), figsize=(3.3 * len(MAIN_METRICS), 3.1), dpi=100, sharey=True)
-    for ax, metric in zip(axes, MAIN_METRICS, strict=True):
-        _grouped_bars(ax, groups, series_of(metric))
-        ax.set_title(metric_title(metric), fontsize=10)
-        ax.set_xlabel(xlabel)
-    axes[0].set_ylabel("score (x 100)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False, fontsize=9)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    _save(fig, path)
-    plt.close(fig)
-    return path
 
 
 def plot_overview(summary: Mapping[str, Any], setting: str, path: Path) -> Path:
@@ -84,6 +36,12 @@ def plot_overview(summary: Mapping[str, Any], setting: str, path: Path) -> Path:
 
     return _panels([dataset_title(d) for d in datasets], series, title=f"{setting_title(setting)} setting",
                    xlabel="dataset", path=path)
+
+
+def _panels(groups: Sequence[str], series_of: Any, *, title: str, xlabel: str, path: Path) -> Path:
+    """One panel per main metric, ``series_of(metric)``'s models as grouped bars over ``groups``."""
+    return bar_panels(groups, [(metric_title(m), series_of(m)) for m in MAIN_METRICS], title=title, xlabel=xlabel,
+                      path=path)
 
 
 def plot_by_hops(summary: Mapping[str, Any], dataset: str, setting: str, path: Path) -> Path | None:
@@ -116,23 +74,13 @@ def plot_by_level(summary: Mapping[str, Any], dataset: str, setting: str, path: 
     levels = sorted({int(lv) for m in models for lv in idx[(m, dataset, setting)].get("by_level") or {}})
     if len(levels) < 2:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
-    for i, m in enumerate(models):
+    lines = {}
+    for m in models:
         b = idx[(m, dataset, setting)].get("by_level") or {}
         xs = [lv for lv in levels if str(lv) in b]
-        ax.plot(xs, [100 * b[str(lv)]["joint_f1"] for lv in xs], marker="o", label=m,
-                color=_COLORS[i % len(_COLORS)])
-    ax.set_xlabel("difficulty level l")
-    ax.set_ylabel("joint F1 (x 100)")
-    ax.set_ylim(0, 100)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
-    ax.set_title(f"{dataset_title(dataset)}, {setting_title(setting).lower()} setting: joint F1 by level",
-                 fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+        lines[m] = (xs, [b[str(lv)]["joint_f1"] for lv in xs])
+    plot_lines(lines, path, xlabel="difficulty level l", ylabel="joint F1 (x 100)",
+               title=f"{dataset_title(dataset)}, {setting_title(setting).lower()} setting: joint F1 by level")
     return path
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plots import plot_adaptive_levels
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
@@ -147,43 +147,8 @@ def read_levels(path: str | Path) -> list[dict[str, Any]]:
     return read_jsonl_latest(path, "batch")
 
 
-def plot_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "",
-                success_range: tuple[float, float] | None = None) -> Path:
-    """Level (target and mean shown) and success against step, as a PNG (``success_range``: the success axis,
-    e.g. (0, 1) for exact match; None: from the data)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in records]
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
-    ax.plot(steps, [r["level_target"] for r in records], label="level target", color="tab:blue")
-    ax.plot(steps, [r["level_mean"] for r in records], label="level shown (mean)", color="tab:blue", ls="--",
-            marker=".")
-    ax.set_xlabel("step")
-    ax.set_ylabel("level")
-    ax.set_ylim(0.5, K + 0.5)
-    ax2 = ax.twinx()
-    ax2.plot(steps, [r["success"] if r["success"] is not None and not math.isnan(r["success"]) else None
-                     for r in records], label="success", color="tab:orange", marker=".")
-    ax2.set_ylabel("success")
-    if success_range is not None:
-        pad = (success_range[1] - success_range[0]) * 0.05
-        ax2.set_ylim(success_range[0] - pad, success_range[1] + pad)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", fontsize=8)
-    ax.set_title(title or "adaptive curriculum", fontsize=10)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, metadata={"Software": None})
-    plt.close(fig)
-    return out
+#: Level (target and mean shown) and success against step, as a PNG: drawn by the toolkit's plotting module.
+plot_levels = plot_adaptive_levels
 
 
 @functools.cache

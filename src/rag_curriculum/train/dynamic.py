@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic sampling
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..errors import ConfigError
 from ..rewards._columns import completion_text, row_answers
@@ -512,37 +513,3 @@ def callback_class() -> type:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``curriculum_dynamic.jsonl``; for a batch written twice (a resumed run), the last one."""
     return read_jsonl_latest(path, "batch")
-
-
-def plot_dynamic(records: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:
-    """Per step: the informative fraction of the groups generated and of the groups trained, the refills, and the
-    rows retired so far, as a PNG (beside ``curriculum_levels.png``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    steps = [r["step"] for r in records]
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
-    ax.plot(steps, [r["informative_groups"] / max(r["generated_groups"], 1) for r in records],
-            label="informative / generated", color="tab:blue", marker=".")
-    ax.plot(steps, [r["trained_fraction_informative"] for r in records], label="informative / trained",
-            color="tab:green", marker=".")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("step")
-    ax.set_ylabel("fraction of groups")
-    ax2 = ax.twinx()
-    ax2.bar(steps, [r["refills"] for r in records], alpha=0.25, color="tab:orange", label="refills")
-    ax2.plot(steps, [r["retired_total"] for r in records], color="tab:red", ls="--", label="rows retired (total)")
-    ax2.set_ylabel("refills / rows")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
-    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="lower left", fontsize=8)
-    ax.set_title(title or "dynamic sampling", fontsize=10)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, metadata={"Software": None})
-    plt.close(fig)
-    return out
