@@ -52,7 +52,7 @@ class HalfConstant:
 
 def run(kind: str, shards: Path, model: Path, out: Path, steps: int, prompts: int, refill: str) -> dict:
     from rag_curriculum.train import compose_train_config, train
-    from rag_curriculum.train.dynamic import read_records
+    from rag_curriculum.train._dynamic import read_records
 
     shutil.rmtree(out, ignore_errors=True)
     cfg = compose_train_config("rag-rl-min-max", [

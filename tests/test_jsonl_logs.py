@@ -1,5 +1,5 @@
 """The one reader of the toolkit's JSONL logs (_plumbing.read_jsonl_latest), through the three public names that use
-it: train.read_steps, train.adaptive.read_levels, train.dynamic.read_records."""
+it: train.read_steps, train.adaptive.read_levels, train._dynamic.read_records (train.dynamic.read_records, deprecated)."""
 
 import json
 
@@ -7,8 +7,8 @@ import pytest
 
 from rag_curriculum._plumbing import read_jsonl_latest
 from rag_curriculum.train import read_steps
+from rag_curriculum.train._dynamic import read_records
 from rag_curriculum.train.adaptive import read_levels
-from rag_curriculum.train.dynamic import read_records
 
 
 def _write(path, lines):

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from rag_curriculum import _plots, cards
-from rag_curriculum.train import adaptive, dynamic
+from rag_curriculum.train import _dynamic as dynamic
+from rag_curriculum.train import adaptive
 
 
 def test_public_plot_names_are_the_plotting_modules():
@@ -46,7 +47,7 @@ def test_each_plot_is_one_png_written_atomically_and_deterministic(tmp_path):
 
 def test_importing_the_plot_modules_does_not_import_matplotlib():
     code = ("import json, sys; import rag_curriculum._plots, rag_curriculum.cards, rag_curriculum.train.adaptive, "
-            "rag_curriculum.train.dynamic, rag_curriculum.evaluation._plots; "
+            "rag_curriculum.train._dynamic, rag_curriculum.evaluation._plots; "
             "print(json.dumps('matplotlib' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) is False

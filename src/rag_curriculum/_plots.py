@@ -5,7 +5,7 @@ records (the callers turn their manifests, logs and summaries into them); matplo
 functions, on first use (it is heavy), so importing this module costs nothing.
 
 The public names stay where the docs show them (``cards.plot_levels``, ``train.adaptive.plot_levels``,
-``train.dynamic.plot_dynamic``, ``evaluation.write_plots`` ...): they are this module's functions, or call them.
+``train._dynamic.plot_dynamic``, ``evaluation.write_plots`` ...): they are this module's functions, or call them.
 """
 
 from __future__ import annotations

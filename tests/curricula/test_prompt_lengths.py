@@ -203,7 +203,7 @@ def test_train_refuses_prompts_over_the_vllm_context_before_loading_the_model(wh
     """vllm_max_model_length 3000 with 800 completion tokens leaves 2200 per prompt: every level-1 prompt fits, some
     level-20 ones do not. With the column (built) or without it (plain: the model's tokenizer counts them)."""
     from rag_curriculum.train import compose_train_config, train
-    from rag_curriculum.train.lengths import PromptLengthError
+    from rag_curriculum.train._lengths import PromptLengthError
 
     shards = built if which == "built" else plain
     rows = read_rows(built)
@@ -267,7 +267,7 @@ def test_dry_run_refuses_too(built, tiny_model_dir, tmp_path, monkeypatch):
 
 
 def test_limits_of_trl(tiny_model_dir):
-    from rag_curriculum.train.lengths import trl_limits
+    from rag_curriculum.train._lengths import trl_limits
 
     args = SimpleNamespace(use_vllm=True, vllm_mode="colocate", vllm_max_model_length=None, max_completion_length=800)
     limits, notes = trl_limits(args, str(tiny_model_dir))  # unset: the model's max_position_embeddings (8192)
@@ -285,7 +285,7 @@ def test_limits_of_trl(tiny_model_dir):
 
 
 def test_column_is_recounted_when_it_does_not_match_the_run(built, tiny_model_dir, tmp_path):
-    from rag_curriculum.train.lengths import read_lengths, uses_column
+    from rag_curriculum.train._lengths import read_lengths, uses_column
 
     m = read_manifest(built)
     assert uses_column(m, str(tiny_model_dir)) and not uses_column(m, "other/model")

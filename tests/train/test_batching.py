@@ -16,8 +16,8 @@ from rag_curriculum.train import (
     order_issues,
     plan_batches,
 )
-from rag_curriculum.train.batching import apply_batch
-from rag_curriculum.train.order import enforce, tail_rows
+from rag_curriculum.train._batching import apply_batch
+from rag_curriculum.train._order import enforce, tail_rows
 
 
 @pytest.mark.parametrize(("num_processes", "per_device", "ga"), [(1, 7, 42), (1, 14, 21), (7, 7, 6), (7, 6, 7),

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from rag_curriculum.errors import ConfigError, UsageError
-from rag_curriculum.train.dynamic import DynamicFilter, DynamicHook, merge_outputs, metric_column
+from rag_curriculum.train._dynamic import DynamicFilter, DynamicHook, merge_outputs, metric_column
 
 
 def test_take_hands_out_rows_in_curriculum_order_until_used_up():
@@ -157,7 +157,7 @@ def test_the_run_stops_once_every_row_is_shown_at_a_generation_boundary():
     pytest.importorskip("transformers")
     from types import SimpleNamespace
 
-    from rag_curriculum.train.dynamic import callback_class
+    from rag_curriculum.train._dynamic import callback_class
 
     hook = DynamicHook(DynamicFilter(num_rows=3), metric="reward", reward_names=["r"], num_generations=2)
     stop = callback_class()(hook, {"steps_per_generation": 4, "num_iterations": 1})

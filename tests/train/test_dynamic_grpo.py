@@ -46,7 +46,7 @@ def _spy(monkeypatch, seen: list):
     """Record the rows (their loss mask and advantages) of every micro-batch TRL's loss is computed on."""
     from trl import GRPOTrainer
 
-    from rag_curriculum.train.dynamic import POSITION_KEY
+    from rag_curriculum.train._dynamic import POSITION_KEY
 
     inner = GRPOTrainer._compute_loss
 
@@ -109,7 +109,7 @@ def test_constant_groups_never_reach_the_loss(trained):
 
 def test_dropped_rows_recorded_and_metrics_logged(trained):
     from rag_curriculum.train import STEPS_FILE, read_steps
-    from rag_curriculum.train.dynamic import PLOT_FILE, read_records
+    from rag_curriculum.train._dynamic import PLOT_FILE, read_records
 
     result, _, _ = trained
     records = read_records(result.dynamic_file)
@@ -135,7 +135,7 @@ def test_dropped_rows_recorded_and_metrics_logged(trained):
 
 
 def test_resume_trains_the_same_rows(trained, tiny_model_dir, shards, tmp_path, monkeypatch):
-    from rag_curriculum.train.dynamic import read_records
+    from rag_curriculum.train._dynamic import read_records
 
     result, _, _ = trained
     out = tmp_path / "run"

@@ -12,8 +12,8 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.errors import ConfigError
+from rag_curriculum.train._pass_rates import PassRate, band_order, read_pass_rates, warm_start
 from rag_curriculum.train.controllers import make_controller
-from rag_curriculum.train.pass_rates import PassRate, band_order, read_pass_rates, warm_start
 
 #: Correct samples of 4 per question (curriculum position): pass rates 1, 0, .5, .25, 1, .75, 0, .5.
 C = [4, 0, 2, 1, 4, 3, 0, 2]

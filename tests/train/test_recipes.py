@@ -18,7 +18,7 @@ from rag_curriculum.train import (
     compose_train_config,
     list_recipes,
 )
-from rag_curriculum.train.recipes import train_recipes_dir
+from rag_curriculum.train._recipes import train_recipes_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

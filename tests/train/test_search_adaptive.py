@@ -1,4 +1,4 @@
-"""A search agent's difficulty moved during training (train/agent_adaptive.py): an adaptive controller drives the
+"""A search agent's difficulty moved during training (train/_agent_adaptive.py): an adaptive controller drives the
 level of each row's searches (agent.difficulty=hard-negatives) or the probability p its gold is withheld
 (withhold), ZeroSearch's schedule moves p without one; recorded per row in curriculum_levels.jsonl, the
 controller's state in every checkpoint.
@@ -28,7 +28,7 @@ from rag_curriculum.agents._difficulty import (
 )
 from rag_curriculum.agents._retrievers import Hit
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.train.agent_adaptive import SearchCurriculumHook, level_to_p, p_to_level
+from rag_curriculum.train._agent_adaptive import SearchCurriculumHook, level_to_p, p_to_level
 from rag_curriculum.train.controllers import make_controller
 
 

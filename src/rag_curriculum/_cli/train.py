@@ -27,11 +27,11 @@ from ..train import (
     order_issues,
 )
 from ..train import train as run_training
+from ..train._lengths import check_trl_lengths
+from ..train._order import tail_rows
+from ..train._recipes import config_yaml
 from ..train._trl import grpo_kwargs, load_curriculum, resolve_num_processes
 from ..train.adaptive import make_hook
-from ..train.lengths import check_trl_lengths
-from ..train.order import tail_rows
-from ..train.recipes import config_yaml
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 

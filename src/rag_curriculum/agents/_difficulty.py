@@ -38,7 +38,7 @@ from ._retrievers import Hit
 
 MODES = ("none", "hard-negatives", "withhold")
 #: A row column that sets the withholding probability of that row's searches (an adaptive controller or a schedule
-#: writes it, :mod:`rag_curriculum.train.agent_adaptive`); absent or None: ``SearchDifficulty.p``.
+#: writes it, :mod:`rag_curriculum.train._agent_adaptive`); absent or None: ``SearchDifficulty.p``.
 P_COLUMN = "search_p"
 
 

@@ -371,7 +371,7 @@ class SearchRollout:
 
 def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str, Any]] | None = None
                         ) -> SearchRollout:
-    """The rollout of a training config's ``agent`` section (:class:`~rag_curriculum.train.config.AgentConfig`):
+    """The rollout of a training config's ``agent`` section (:class:`~rag_curriculum.train._config.AgentConfig`):
     its retriever opened (an index directory or a server URL), its settings bound; ``seed`` when the section sets
     none. ``rows``: to find rows by prompt under a trainer that does not record them."""
     s = seed if agent.seed is None else int(agent.seed)

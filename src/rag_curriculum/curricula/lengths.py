@@ -5,7 +5,7 @@ template applied (``add_generation_prompt=True``) and tokenized without adding s
 
 ``curriculum build --tokenizer NAME_OR_PATH`` writes these counts as the ``prompt_tokens`` column and the longest
 prompt into the manifest, so that a trainer can refuse, before loading any model, a curriculum whose prompts do
-not fit its limits (``rag_curriculum.train.lengths``): an engine that truncates a prompt cuts the system prompt
+not fit its limits (``rag_curriculum.train._lengths``): an engine that truncates a prompt cuts the system prompt
 and the first passages, and the hardest levels, with the most passages, are hit first.
 
 transformers is imported only when a tokenizer is loaded.

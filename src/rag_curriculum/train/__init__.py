@@ -3,11 +3,14 @@
     cfg = compose_train_config("rag-rl-min-max", ["data.shards=outputs/musique-min-max"])
     result = train(cfg)
 
-* :mod:`~rag_curriculum.train.config`: the typed schema of a run (model, data, rewards, batch, run, grpo);
-* :mod:`~rag_curriculum.train.recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
-* :mod:`~rag_curriculum.train.batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
-* :mod:`~rag_curriculum.train.order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
-* :mod:`~rag_curriculum.train.progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
+Its private modules (their public names are exported here; the old paths, ``train.config`` ..., still
+import, with a DeprecationWarning):
+
+* :mod:`~rag_curriculum.train._config`: the typed schema of a run (model, data, rewards, batch, run, grpo);
+* :mod:`~rag_curriculum.train._recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
+* :mod:`~rag_curriculum.train._batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
+* :mod:`~rag_curriculum.train._order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
+* :mod:`~rag_curriculum.train._progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
 * :mod:`~rag_curriculum.train.controllers` and :mod:`~rag_curriculum.train.adaptive`: adaptive curricula, the level
   of each batch chosen from the model's success (``adaptive.controller``, docs/adaptive.md).
 
@@ -16,13 +19,13 @@ Importing this package imports neither torch, transformers nor TRL; :func:`train
 
 from __future__ import annotations
 
+from ._batching import BatchError, BatchPlan, derive_accumulation, plan_batches
+from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
+from ._order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
+from ._progress import STEPS_FILE, StepRecorder, read_steps
+from ._recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
 from ._trl import TrainResult, bind_grpo_config, check_recipe, train
-from .batching import BatchError, BatchPlan, derive_accumulation, plan_batches
-from .config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
-from .order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
-from .progress import STEPS_FILE, StepRecorder, read_steps
-from .recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
 
 __all__ = [
     "CONTROLLERS",

@@ -1,6 +1,6 @@
 """The toolkit's ``GRPOTrainer`` and its callback, below the run (:mod:`._trl`) and the hooks that subclass the
 trainer (:mod:`.adaptive`, :mod:`.dynamic`): TRL's ``GRPOTrainer`` with the rows of each generation batch handed
-to a :class:`~rag_curriculum.train.progress.StepRecorder`, and the callback that checks and logs them per step and
+to a :class:`~rag_curriculum.train._progress.StepRecorder`, and the callback that checks and logs them per step and
 saves the batch plan beside every checkpoint.
 
 transformers and TRL are imported inside the functions only.
@@ -15,7 +15,7 @@ from typing import Any
 
 from .._plumbing import mask_secrets
 from ..shards import write_json
-from .progress import ROW_KEYS, StepRecorder, distinct_rows, row_stats
+from ._progress import ROW_KEYS, StepRecorder, distinct_rows, row_stats
 
 #: The batch plan saved beside every checkpoint (a resume checks it continues the same curriculum).
 CHECKPOINT_PLAN = "curriculum_plan.json"

@@ -1,4 +1,4 @@
-"""TRL wiring: a :class:`~rag_curriculum.train.config.TrainConfig` becomes TRL's ``GRPOConfig`` and
+"""TRL wiring: a :class:`~rag_curriculum.train._config.TrainConfig` becomes TRL's ``GRPOConfig`` and
 ``GRPOTrainer``, with the toolkit's rewards, curriculum order kept and checked, and the rows of every step logged.
 
 torch, transformers and TRL are imported inside the functions only.
@@ -23,17 +23,17 @@ from ..agents._trl_tools import environment_from_config
 from ..errors import ConfigError, SettingError
 from ..rewards.trl import reward_funcs_from_config
 from ..shards import load_hf_dataset, validate_shards
-from . import dynamic as dyn
+from . import _dynamic as dyn
+from ._agent_adaptive import make_search_hook, uses_search_curriculum
+from ._batching import BatchError, BatchPlan, apply_batch, plan_batches
+from ._config import TrainConfig
+from ._lengths import check_trl_lengths
+from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
+from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
+from ._progress import STEPS_FILE, StepRecorder, compact_progress_callback
+from ._recipes import save_run_files
 from ._trainer import CHECKPOINT_PLAN, curriculum_classes, rows_done
 from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels, trainer_class
-from .agent_adaptive import make_search_hook, uses_search_curriculum
-from .batching import BatchError, BatchPlan, apply_batch, plan_batches
-from .config import TrainConfig
-from .lengths import check_trl_lengths
-from .order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
-from .pass_rates import apply_pass_rates, read_pass_rates, warm_start
-from .progress import STEPS_FILE, StepRecorder, compact_progress_callback
-from .recipes import save_run_files
 
 #: TRL's GRPOTrainer with the toolkit's row recorder, and its callback (:func:`._trainer.curriculum_classes`).
 _classes = curriculum_classes
@@ -212,7 +212,7 @@ def _checkpoints(output_dir: Path) -> list[Path]:
 
 
 def resolve_resume(cfg: TrainConfig) -> str | None:
-    """The checkpoint to resume from, per ``run.resume`` (see :class:`~rag_curriculum.train.config.RunConfig`)."""
+    """The checkpoint to resume from, per ``run.resume`` (see :class:`~rag_curriculum.train._config.RunConfig`)."""
     out = Path(cfg.run.output_dir)
     existing = _checkpoints(out) if out.is_dir() else []
     mode = cfg.run.resume

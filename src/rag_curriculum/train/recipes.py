@@ -1,94 +1,13 @@
-"""Training recipes: Hydra YAML files under ``recipes/train/``, composed with command-line overrides into a
-:class:`~rag_curriculum.train.config.TrainConfig` by the one config layer (:mod:`rag_curriculum.config`), and the
-run files saved with a run.
+"""Deprecated: moved to :mod:`rag_curriculum.train._recipes` (private); the package's public names are exported
+by :mod:`rag_curriculum.train`. Importing this module still works, with a DeprecationWarning."""
 
-The recipes travel with the package (the wheel force-includes ``recipes/`` as ``rag_curriculum/recipes``); an
-editable install reads the repository's ``recipes/``. Each curriculum recipe is a few lines on a shared
-``_base.yaml`` (Hydra defaults list). A recipe may also be a path to a YAML file of one's own, whose defaults
-list can name the shipped ``_base``.
+import warnings
 
-Overrides follow Hydra's grammar (``key=value``, ``+key=value`` to add, ``~key`` to delete); ``grpo.*`` and
-``*.kwargs.*`` may name any key, present in the recipe or not (any ``GRPOConfig`` field, any reward argument).
+from . import _recipes
 
->>> "rag-rl-min-max" in list_recipes()
-True
->>> cfg = compose_train_config("rag-rl-linear", ["dataset=hotpotqa", "grpo.max_steps=3"])
->>> cfg.curriculum, cfg.data.shards, cfg.grpo["max_steps"], cfg.grpo["beta"]
-('linear', 'outputs/hotpotqa-linear', 3, 0.01)
-"""
-
-from __future__ import annotations
-
-import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
-
-from .. import config
-from .._plumbing import atomic_write_bytes
-from ..errors import RecipeError  # noqa: F401  (re-exported)
-from ..shards import write_json
-from .config import TrainConfig
-
-TRAIN = "train"
-BASE = "_base"
-DEFAULT_RECIPE = config.KINDS[TRAIN].default or "rag-rl-min-max"
-CONFIG_FILE = "train_config.yaml"
-PLAN_FILE = "train_plan.json"
+warnings.warn("rag_curriculum.train.recipes is deprecated: it moved to the private rag_curriculum.train._recipes; import the "
+              "public names from rag_curriculum.train", DeprecationWarning, stacklevel=2)
 
 
-def recipes_root() -> Path:
-    """The folder holding the shipped recipes (``train/``, ``build/``, ``eval/``, ``accelerate/``, ``verl/``)."""
-    return config.recipes_root()
-
-
-def train_recipes_dir() -> Path:
-    return config.recipes_root() / TRAIN
-
-
-def list_recipes() -> list[str]:
-    """Names of the runnable training recipes (every YAML in ``recipes/train`` but the shared ``_base``)."""
-    return config.list_recipes(TRAIN)
-
-
-def recipe_path(recipe: str) -> Path:
-    """The YAML file of a recipe name (``rag-rl-min-max``) or path (``my/recipe.yaml``)."""
-    return config.recipe_path(TRAIN, recipe)
-
-
-def compose_raw(recipe: str | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The recipe composed with Hydra (defaults list + overrides), as plain data, interpolations unresolved."""
-    return config.compose(TRAIN, recipe or DEFAULT_RECIPE, overrides, resolve=False, schema=TrainConfig)
-
-
-def to_train_config(raw: Mapping[str, Any], *, recipe: str | None = None) -> TrainConfig:
-    """Bind composed data to the :class:`TrainConfig` schema (types checked, interpolations resolved)."""
-    data = dict(raw)
-    if recipe is not None:
-        data["recipe"] = recipe
-    return config.bind_typed(TrainConfig, data)
-
-
-def compose_train_config(recipe: str | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Compose a recipe (name or path; default ``rag-rl-min-max``) with Hydra overrides into a TrainConfig."""
-    args = [*([f"recipe={recipe}"] if recipe else []), *overrides]
-    return config.resolve(TrainConfig, TRAIN, args)
-
-
-def config_yaml(cfg: TrainConfig) -> str:
-    """The resolved config as YAML (what is printed and saved with the run)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_yaml(OmegaConf.create(cfg.to_dict()))
-
-
-def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[str, Any],
-                   overrides: Sequence[str] = ()) -> Path:
-    """Write ``train_config.yaml`` (resolved, with the command-line overrides in a header) and
-    ``train_plan.json`` (the batch mapping, tail and order facts) into ``output_dir``."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    header = f"# recipe: {cfg.recipe}\n# overrides: {json.dumps(list(overrides))}\n"
-    atomic_write_bytes(out / CONFIG_FILE, (header + config_yaml(cfg)).encode("utf-8"))
-    write_json(out / PLAN_FILE, dict(plan))
-    return out / CONFIG_FILE
+def __getattr__(name: str):
+    return getattr(_recipes, name)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, CurriculumError
 from ..shards import shard_files, validate_shards
-from .lengths import check_lengths, parse_verl_overrides, read_lengths, verl_limits
+from ._lengths import check_lengths, parse_verl_overrides, read_lengths, verl_limits
 
 
 def train_files(directory: str | Path, *, verify: bool = True) -> list[str]:
@@ -85,7 +85,7 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
 
 
 def prompt_lengths(directory: str | Path, model: str | None):
-    """The prompt lengths of the shards (see :func:`rag_curriculum.train.lengths.read_lengths`), with the source
+    """The prompt lengths of the shards (see :func:`rag_curriculum.train._lengths.read_lengths`), with the source
     and the longest prompt said on stderr."""
     lengths = read_lengths(directory, model)
     if lengths.tokens:
