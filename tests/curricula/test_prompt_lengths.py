@@ -193,7 +193,7 @@ def _no_model(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(trl_mod, "_classes", boom)
+    monkeypatch.setattr(trl_mod, "curriculum_classes", boom)
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
 
 
@@ -239,7 +239,7 @@ def test_train_accepts_a_curriculum_that_fits_and_records_the_longest(built, tin
     def stop(*a, **k):
         raise Stop  # the checks passed: this is where the trainer (and the model) would be made
 
-    monkeypatch.setattr(trl_mod, "_classes", stop)
+    monkeypatch.setattr(trl_mod, "curriculum_classes", stop)  # where the run builds the trainer
     cfg = compose_train_config("rag-rl-min-max", _overrides(tiny_model_dir, built, tmp_path / "run",
                                                             f"grpo.vllm_max_model_length={top + 800}"))
     with pytest.raises(Stop):
