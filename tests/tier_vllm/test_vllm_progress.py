@@ -4,8 +4,12 @@ asked of it otherwise."""
 
 from __future__ import annotations
 
+import pytest
+
 from rag_curriculum.generation import SamplingConfig
 from rag_curriculum.generation.base import listening
+
+pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
 
 
 def m(text):
