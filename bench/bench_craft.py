@@ -92,7 +92,7 @@ def main() -> None:
     print(f"rewards on {args.n} completions: craft {tc:.3f}s ({args.n / tc:,.0f}/s), rag-rl {tr:.3f}s "
           f"({args.n / tr:,.0f}/s); ratio craft / rag-rl = {tc / tr:.2f}")
 
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.rewards._judge import CraftJudge
 
     def judge(messages, n, seed):

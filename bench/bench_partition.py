@@ -102,7 +102,7 @@ def bench_own_cost(args: argparse.Namespace, work: Path) -> dict:
     """The partition with an instant backend: everything but generation. Timed at two input sizes, so the fixed
     cost (plot, cards, files) and the cost per question (prompts, chunks, parsing and F1 of k completions, rows)
     are told apart."""
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import PartitionConfig, partition
 
     filler = "The passages say several things about this. " * 20  # ~900 characters of reasoning

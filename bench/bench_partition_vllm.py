@@ -49,8 +49,8 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
 
     from rag_curriculum.generation import SamplingConfig
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
     from rag_curriculum.generation.runner import question_seed
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
     from rag_curriculum.partition import PartitionConfig, partition
     from rag_curriculum.shards import read_table
 

@@ -47,8 +47,8 @@ def main() -> None:
     import ray
 
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.generation.engine import EngineConfig
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._engine import EngineConfig
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import PartitionConfig, partition
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))

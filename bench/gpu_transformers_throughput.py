@@ -87,7 +87,7 @@ def main() -> None:
 
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.hf_backend import TransformersBackend
+    from rag_curriculum.generation._hf_backend import TransformersBackend
     from rag_curriculum.generation.runner import question_seed
     from rag_curriculum.partition import PartitionConfig, partition
     from rag_curriculum.shards import read_table

@@ -13,7 +13,7 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.partition import PartitionConfig, partition
 from rag_curriculum.shards import load_hf_dataset, read_manifest, read_rows
 

@@ -289,7 +289,7 @@ TEACHER_ROWS: dict[str, dict] = {}
 def test_teacher_path_applies_appendix_d_filters(index, min_max_rows):
     from rag_curriculum.agents import IndexRetriever
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
 
     examples = {e.id: e for e in load_examples("musique", MUSIQUE_TRAIN)}
     rows = [r for r in min_max_rows if len(examples[r["source_id"]].decomposition) == 2][:5]

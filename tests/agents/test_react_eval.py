@@ -247,7 +247,7 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
 
     from rag_curriculum.agents import HttpRetriever, IndexRetriever, ReActFormat, RolloutConfig, run_rollouts
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.retrieval import load_index
     from rag_curriculum.retrieval._server import make_app
 

@@ -26,7 +26,7 @@ from rag_curriculum.agents import (
     summarize,
 )
 from rag_curriculum.generation import SamplingConfig
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 
 pytest.importorskip("bm25s", reason="the retrieval extra is needed for the index")
 

@@ -43,7 +43,7 @@ class ForcedFirstTurn:
 
 
 def test_real_model_continues_after_the_information_block(tiny_model_dir, tmp_path, min_max_rows):
-    from rag_curriculum.generation.hf_backend import TransformersBackend
+    from rag_curriculum.generation._hf_backend import TransformersBackend
     from rag_curriculum.retrieval import IndexConfig, build_index, load_index
 
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(tmp_path / "ix"), depth=10))
@@ -83,7 +83,7 @@ def test_real_model_continues_after_the_information_block(tiny_model_dir, tmp_pa
 def test_stop_strings_end_a_real_models_turn(tiny_model_dir):
     """The transformers backend stops at a stop string and keeps it (stop strings that a random model hits often:
     common letters), with nothing after the first one."""
-    from rag_curriculum.generation.hf_backend import TransformersBackend
+    from rag_curriculum.generation._hf_backend import TransformersBackend
 
     real = TransformersBackend(str(tiny_model_dir), device="cpu", batch_size=8)
     prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(8)]

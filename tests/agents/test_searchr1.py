@@ -15,7 +15,7 @@ from rag_curriculum.agents import (
     parse_turn,
 )
 from rag_curriculum.errors import UnknownNameError
-from rag_curriculum.generation.base import cut_at_stop
+from rag_curriculum.generation._base import cut_at_stop
 
 
 def test_the_search_r1_prompt_is_veritas_appendix_a_with_the_garbled_words_restored():

@@ -220,7 +220,7 @@ def test_an_exception_in_the_users_script_names_the_function_and_its_error(max_d
 def test_the_scripted_backend_still_raises_what_library_callers_catch():
     from rag_curriculum.errors import CurriculumError, PromptTooLongError
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
 
     with pytest.raises(TypeError):
         ScriptedBackend(script=42)

@@ -392,8 +392,8 @@ def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
     import openai
     import tenacity
 
-    from rag_curriculum.generation.base import GenerationError
-    from rag_curriculum.generation.openai_backend import OpenAIBackend
+    from rag_curriculum.generation._base import GenerationError
+    from rag_curriculum.generation._openai_backend import OpenAIBackend
 
     calls = []
     real = tenacity.Retrying.__call__
@@ -636,8 +636,8 @@ def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
     from ray.exceptions import AuthenticationError
 
     from rag_curriculum.errors import EngineError
-    from rag_curriculum.generation.engine import EngineConfig
-    from rag_curriculum.generation.ray_engine import AUTH_HINT, RayEngine, is_auth_error
+    from rag_curriculum.generation._engine import EngineConfig
+    from rag_curriculum.generation._ray_engine import AUTH_HINT, RayEngine, is_auth_error
 
     def refuse(**kw):
         raise AuthenticationError("Authentication failed: the token does not match the cluster's")

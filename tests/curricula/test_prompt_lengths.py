@@ -99,7 +99,7 @@ def test_manifest_and_card_record_the_longest_prompt(built, tiny_model_dir):
     assert rec["add_generation_prompt"] is True  # a local tokenizer is recorded without its local path
     from transformers import AutoTokenizer
 
-    from rag_curriculum.curricula.lengths import template_fingerprint
+    from rag_curriculum.curricula._lengths import template_fingerprint
 
     assert rec["chat_template_sha256"] == template_fingerprint(AutoTokenizer.from_pretrained(str(tiny_model_dir)))
     assert Path(m["config"]["tokenizer"]).name == tiny_model_dir.name

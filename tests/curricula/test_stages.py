@@ -21,11 +21,11 @@ from rag_curriculum.curricula.distractors import DistractorSource
 CURRICULA = Path(_render.__file__).parent
 #: each module of curricula/ -> the modules of curricula/ it may import (the stages in order; adaptive on render)
 STAGES = {
-    "_sources": {"config", "distractors"},
-    "_plan": {"_sources", "config", "distractors", "leakage", "schedules"},
-    "_render": {"_plan", "config", "distractors", "lengths"},
-    "_write": {"_plan", "_render", "_sources", "config", "lengths"},
-    "adaptive": {"_plan", "_render", "config"},
+    "_sources": {"_config", "distractors"},
+    "_plan": {"_sources", "_config", "distractors", "_leakage", "_schedules"},
+    "_render": {"_plan", "_config", "distractors", "_lengths"},
+    "_write": {"_plan", "_render", "_sources", "_config", "_lengths"},
+    "adaptive": {"_plan", "_render", "_config"},
 }
 
 
@@ -39,7 +39,7 @@ def _own_imports(name: str) -> set[str]:
 def test_each_stage_imports_only_the_stages_before_it(name):
     got = _own_imports(name)
     assert got <= STAGES[name], f"curricula/{name}.py imports {sorted(got - STAGES[name])}"
-    assert "builder" not in got
+    assert "_builder" not in got and "builder" not in got
 
 
 def test_every_distractor_source_has_the_protocols_hooks():

@@ -275,7 +275,7 @@ def test_compare_and_cli(eval_sets, tmp_path, stats_file):
 def test_buckets_from_a_real_partition(eval_sets, tmp_path, caplog):
     """`curriculum partition` of the distractor set (scripted base model: right on every other question) gives
     the base-answerable / base-unanswerable breakdown of that set; the ideal set, not partitioned, gets none."""
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import PartitionConfig, partition
 
     rows = {_prompt_key(r): r for r in read_rows(eval_sets["musique-distractor"])}

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rag_curriculum.cli import app
 from rag_curriculum.errors import ConfigError, EngineError
-from rag_curriculum.generation.engine import EngineConfig, without_engine_options
+from rag_curriculum.generation._engine import EngineConfig, without_engine_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_engine_ray_without_ray_in_python(no_ray):
     with pytest.raises(EngineError, match="not installed") as e:
         EngineConfig(engine="ray").validate("scripted", {})
     assert "rag-curriculum[ray]" in e.value.hint
-    from rag_curriculum.generation.ray_engine import import_ray
+    from rag_curriculum.generation._ray_engine import import_ray
 
     with pytest.raises(EngineError, match="needs Ray"):
         import_ray()

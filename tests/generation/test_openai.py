@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("openai")
 
 from rag_curriculum.generation import BACKENDS, GenerationError, PromptTooLongError, SamplingConfig  # noqa: E402
-from rag_curriculum.generation.openai_backend import OpenAIBackend  # noqa: E402
+from rag_curriculum.generation._openai_backend import OpenAIBackend  # noqa: E402
 from rag_curriculum.generation.runner import RunMismatchError, read_completions, run_chunks  # noqa: E402
 
 
@@ -326,8 +326,8 @@ def test_every_hint_names_options_that_exist():
     import inspect
     import re
 
-    from rag_curriculum.generation.base import IdenticalSamplesError
-    from rag_curriculum.generation.openai_backend import HINTS
+    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation._openai_backend import HINTS
     from rag_curriculum.generation.runner import _IdenticalCheck
 
     check = _IdenticalCheck(OpenAIBackend("m", base_url="http://127.0.0.1:9/v1"), SamplingConfig(n=4),
@@ -360,8 +360,8 @@ def _chunk(completions):
 
 
 def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling_on(tmp_path):
-    from rag_curriculum.generation.base import IdenticalSamplesError
-    from rag_curriculum.generation.openai_backend import TRANSFORMERS_SERVE_SAMPLING
+    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation._openai_backend import TRANSFORMERS_SERVE_SAMPLING
 
     ids = [f"q{i}" for i in range(10)]
     prompts = [msgs(f"p{i}") for i in range(10)]

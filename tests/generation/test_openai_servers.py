@@ -36,7 +36,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum  # noqa: E402
-from rag_curriculum.generation.openai_backend import TRANSFORMERS_SERVE_SAMPLING  # noqa: E402
+from rag_curriculum.generation._openai_backend import TRANSFORMERS_SERVE_SAMPLING  # noqa: E402
 
 N_QUESTIONS = 8  # the identical-samples check judges at least 8 questions
 K = 4

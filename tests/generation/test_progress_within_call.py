@@ -17,9 +17,9 @@ from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.generation import SamplingConfig, runner
-from rag_curriculum.generation.base import listening, progress_listened, report_progress
-from rag_curriculum.generation.scripted import ScriptedBackend
-from rag_curriculum.generation.vllm_backend import _Reported
+from rag_curriculum.generation._base import listening, progress_listened, report_progress
+from rag_curriculum.generation._scripted import ScriptedBackend
+from rag_curriculum.generation._vllm_backend import _Reported
 from rag_curriculum.shards import read_rows
 
 
@@ -81,7 +81,7 @@ def test_progress_off_listens_to_nothing(tmp_path):
 
 
 def test_transformers_reports_each_batch(tiny_model_dir):
-    from rag_curriculum.generation.hf_backend import TransformersBackend
+    from rag_curriculum.generation._hf_backend import TransformersBackend
 
     backend = TransformersBackend(str(tiny_model_dir), device="cpu", batch_size=2)
     got: list = []

@@ -11,7 +11,8 @@ import pytest
 
 from rag_curriculum.errors import CurriculumError
 from rag_curriculum.generation import PromptTooLongError, SamplingConfig
-from rag_curriculum.generation.base import IdenticalSamplesError
+from rag_curriculum.generation._base import IdenticalSamplesError
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.generation.runner import (
     CHUNK_SCHEMA,
     ChunkPlan,
@@ -22,7 +23,6 @@ from rag_curriculum.generation.runner import (
     read_completions,
     run_chunks,
 )
-from rag_curriculum.generation.scripted import ScriptedBackend
 
 N_ITEMS = 11
 IDS = [f"q{i:02d}" for i in range(N_ITEMS)]

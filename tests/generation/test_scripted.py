@@ -16,7 +16,7 @@ from rag_curriculum.generation import (
     get_backend,
     seeded_call_supported,
 )
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 
 
 def m(text):
@@ -83,8 +83,8 @@ def test_registry_names_and_typos():
 def test_importing_the_toolkit_and_the_backends_never_imports_heavy_libraries():
     code = ("import sys, rag_curriculum, rag_curriculum.generation, rag_curriculum.generation.runner, "
             "rag_curriculum.partition, rag_curriculum.difficulty.accuracy, rag_curriculum._cli.partition, "
-            "rag_curriculum.generation.vllm_backend, rag_curriculum.generation.hf_backend, "
-            "rag_curriculum.generation.openai_backend, rag_curriculum.generation.scripted\n"
+            "rag_curriculum.generation._vllm_backend, rag_curriculum.generation._hf_backend, "
+            "rag_curriculum.generation._openai_backend, rag_curriculum.generation._scripted\n"
             "heavy = [m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules]\n"
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rag_curriculum.generation import PromptTooLongError, SamplingConfig, get_backend  # noqa: E402
-from rag_curriculum.generation.hf_backend import TransformersBackend  # noqa: E402
+from rag_curriculum.generation._hf_backend import TransformersBackend  # noqa: E402
 from rag_curriculum.generation.runner import read_completions, run_chunks  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ def test_a_missing_vllm_is_a_clear_error(monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_vllm)
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     with pytest.raises(GenerationError, match="pip install"):
         VLLMBackend("x")
@@ -115,7 +115,7 @@ def rendered(messages) -> str:
 
 
 def test_engine_arguments_and_explicit_sampling_params_per_question(fake_vllm):
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     b = VLLMBackend("Qwen/Qwen2.5-7B-Instruct", tensor_parallel_size=2, max_model_len=4096, dtype="bfloat16",
                     enforce_eager=True)
@@ -150,7 +150,7 @@ def test_engine_arguments_and_explicit_sampling_params_per_question(fake_vllm):
 
 def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination_is_refused(fake_vllm):
     """vLLM's CPU build crashes ('CPU Generator does not use offset') when a seeded request's prefill is chunked."""
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     fake_vllm.platforms.current_platform = _FakePlatform("cpu")
     b = VLLMBackend("m", max_model_len=300)
@@ -167,7 +167,7 @@ def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination
 
 
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", max_model_len=300)
     long = [{"role": "user", "content": "word " * 400}]
@@ -190,7 +190,7 @@ class _ByteTokenizer(_FakeTokenizer):
 
 def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, monkeypatch):
     """Byte-level tokenizers can give a character several tokens: the check counts tokens, never characters."""
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", max_model_len=1000)
     monkeypatch.setattr(_FakeLLM, "get_tokenizer", lambda self: _ByteTokenizer())
@@ -201,8 +201,8 @@ def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, mo
 
 
 def test_the_runner_drives_it_in_calls_of_call_size(fake_vllm, tmp_path):
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
     from rag_curriculum.generation.runner import read_completions, run_chunks
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
 
     b = VLLMBackend("m", call_size=6)
     ids = [f"q{i}" for i in range(10)]

@@ -27,7 +27,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def cuda_backend(tiny_model_dir):
-    from rag_curriculum.generation.hf_backend import TransformersBackend
+    from rag_curriculum.generation._hf_backend import TransformersBackend
 
     backend = TransformersBackend(str(tiny_model_dir), device="cuda", batch_size=2)  # dtype auto: bf16 on a GPU
     yield backend

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.difficulty.accuracy import pass_at_k_curve
 from rag_curriculum.generation import PromptTooLongError
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.partition import (
     STATS_SCHEMA,
     PartitionConfig,

@@ -41,7 +41,7 @@ def config(shards: Path, out: Path) -> PartitionConfig:
 
 def run_partition(shards: str, out: str, delay: float) -> None:
     """The body of the child process (and of the reference run)."""
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
 
     partition(config(Path(shards), Path(out)), backend=ScriptedBackend(script=seeded_answers, delay=delay),
               command="curriculum partition (resume test)")
@@ -313,7 +313,7 @@ def test_overwrite_keeps_a_users_files_in_the_buckets(shards, tmp_path):
     """--overwrite retires the previous set; the buckets' own files are replaced, a user's are carried over."""
     import dataclasses
 
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
 
     out = tmp_path / "out"
     run_partition(str(shards), str(out), 0.0)

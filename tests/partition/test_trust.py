@@ -16,8 +16,8 @@ from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN
 from rag_curriculum._plumbing import is_secret, mask_secrets, redact_command, redact_overrides
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.generation import runner
-from rag_curriculum.generation.base import SamplingConfig, backend_identity, is_secret_option
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._base import SamplingConfig, backend_identity, is_secret_option
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.partition import PartitionConfig, partition
 
 SECRETS = {"hf_token": "hf_SECRET_1", "api_key": "sk-SECRET-2", "password": "pw-SECRET-3"}

@@ -425,7 +425,7 @@ def test_a_search_agent_against_the_server_sees_what_it_sees_in_process(server, 
     the same trajectories as with the index in process, and no file of `eval --agent` holds the password."""
     from rag_curriculum.agents import HttpRetriever, IndexRetriever, run_rollouts
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
 
     rows = min_max_rows[:8]
     sampling = SamplingConfig(max_tokens=32)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rag_curriculum.errors import ConfigError, UnknownNameError
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.rewards import get_reward
 from rag_curriculum.rewards._judge import DEFAULT_PROMPT, CraftJudge
 

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.generation.scripted import ScriptedBackend
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.rewards import get_reward
 from rag_curriculum.rewards._veritas import (
     INFO_THINK_PROMPT,

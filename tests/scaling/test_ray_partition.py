@@ -16,9 +16,9 @@ from scaling._scripts import inside, tree
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.errors import ConfigError, EngineError
-from rag_curriculum.generation.engine import EngineConfig
+from rag_curriculum.generation._engine import EngineConfig
+from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.generation.runner import question_seed
-from rag_curriculum.generation.scripted import ScriptedBackend
 from rag_curriculum.partition import PartitionConfig, partition
 from rag_curriculum.shards import read_table
 
@@ -82,7 +82,7 @@ def test_cli_ray_run_writes_the_local_runs_files(ray_cluster, shards, tmp_path):
 def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run, tmp_path, monkeypatch, caplog):
     """ray.kill of a worker in the middle of a call: the call runs again on another worker (a fresh one replaces
     the dead), and the run ends with exactly the local engine's files."""
-    from rag_curriculum.generation.ray_engine import RayPool
+    from rag_curriculum.generation._ray_engine import RayPool
 
     killed: list[int] = []
     original = RayPool.generate_calls
@@ -96,7 +96,7 @@ def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run
             yield item
 
     monkeypatch.setattr(RayPool, "generate_calls", kill_one)
-    with caplog.at_level(logging.WARNING, logger="rag_curriculum.generation.ray_engine"), inside(tmp_path) as out:
+    with caplog.at_level(logging.WARNING, logger="rag_curriculum.generation._ray_engine"), inside(tmp_path) as out:
         result = partition(config(shards, out), backend=ScriptedBackend(script=_scripts.slow_answers),
                            command=COMMAND, engine=ray_engine())
         assert killed and result.complete and result.run.generated_chunks == N_QUESTIONS // CHUNK
@@ -137,7 +137,7 @@ def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards,
     import _thread
     import threading
 
-    from rag_curriculum.generation.ray_engine import RayPool
+    from rag_curriculum.generation._ray_engine import RayPool
 
     pools: list[RayPool] = []
     original = RayPool.generate_calls

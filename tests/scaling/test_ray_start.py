@@ -135,7 +135,7 @@ def test_a_command_without_the_clusters_token_names_the_cause_in_one_line(cluste
 
 def test_the_auth_cause_is_read_from_the_connection_errors_cause():
     """``ray.init(address=...)`` raises a bare ``Failed to connect`` whose cause holds Ray's paragraph."""
-    from rag_curriculum.generation.ray_engine import auth_cause, is_auth_error
+    from rag_curriculum.generation._ray_engine import auth_cause, is_auth_error
 
     try:
         try:

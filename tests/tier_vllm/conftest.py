@@ -32,7 +32,7 @@ def vllm_model_dir(tmp_path_factory, shared_data) -> Path:
 @pytest.fixture(scope="session")
 def engine(vllm_model_dir):
     """One real vLLM engine for the in-process tests (an engine start costs tens of seconds on 2 cores)."""
-    from rag_curriculum.generation.vllm_backend import VLLMBackend
+    from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     b = VLLMBackend(str(vllm_model_dir), **ENGINE)
     yield b

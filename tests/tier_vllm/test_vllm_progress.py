@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rag_curriculum.generation import SamplingConfig
-from rag_curriculum.generation.base import listening
+from rag_curriculum.generation._base import listening
 
 pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
 

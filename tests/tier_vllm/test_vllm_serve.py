@@ -120,7 +120,7 @@ def test_a_search_agents_turn_through_vllm_serve(vserve):
     in the text (put back from vLLM's stop_reason): each completion ends at its first stop string or the token
     cap, and differs from what the same seeds give when the assistant's turn is not continued."""
     from rag_curriculum.generation import SamplingConfig
-    from rag_curriculum.generation.openai_backend import OpenAIBackend
+    from rag_curriculum.generation._openai_backend import OpenAIBackend
 
     b = OpenAIBackend(SERVED, base_url=vserve, api_key="EMPTY")
     convs = [[{"role": "user", "content": f"Question: who wrote book {i}?"},

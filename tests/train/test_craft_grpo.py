@@ -28,7 +28,7 @@ class RecordingCraft:
     of each batch is replaced by a format-valid trace, so the judge is exercised inside the trainer too."""
 
     def __init__(self, **kwargs):
-        from rag_curriculum.generation.scripted import ScriptedBackend
+        from rag_curriculum.generation._scripted import ScriptedBackend
         from rag_curriculum.rewards import get_reward
         from rag_curriculum.rewards._judge import CraftJudge
 

@@ -98,7 +98,7 @@ class Recording:
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory, shared_data, tiny_model_dir):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.generation.scripted import ScriptedBackend
+    from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import PartitionConfig, partition
     from rag_curriculum.rewards import register_reward
     from rag_curriculum.shards import read_rows

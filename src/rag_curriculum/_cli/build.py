@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from ..config import resolve
 from ..curricula import build_curriculum
-from ..curricula.config import BuildConfig, SourceSpec, merge_flags
+from ..curricula._config import BuildConfig, SourceSpec, merge_flags
 from ..errors import DataError
 from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
 from .data import print_shard_summary

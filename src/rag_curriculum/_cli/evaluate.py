@@ -22,13 +22,13 @@ from typer.core import TyperGroup
 
 from .._settings import SettingError, suggest
 from ..config import bind, merge_flags, resolve
-from ..curricula.builder import current_command
+from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..evaluation import compare_summaries, main_table, render_report, run_eval, write_plots
 from ..evaluation._agent import AgentEvalConfig, run_agent_eval, table_rows
 from ..evaluation._config import EvalConfig
 from ..evaluation._veritas import veritas_table
-from ..generation.engine import without_engine_options
+from ..generation._engine import without_engine_options
 from ..rewards._veritas import agreement, read_labels
 from .common import (
     BACKEND_FLAGS,

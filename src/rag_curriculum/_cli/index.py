@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..config import bind, given
-from ..curricula.builder import current_command
+from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..retrieval import IndexConfig, build_index
 from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options

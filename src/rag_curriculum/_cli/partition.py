@@ -23,9 +23,9 @@ import typer
 
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
-from ..curricula.builder import current_command
+from ..curricula._builder import current_command
 from ..errors import UsageError
-from ..generation.engine import without_engine_options
+from ..generation._engine import without_engine_options
 from ..partition import PartitionConfig, merge_partitions
 from ..partition import partition as run_partition
 from .common import (

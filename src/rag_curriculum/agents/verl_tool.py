@@ -38,7 +38,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError, CurriculumError
-from ..generation.base import cut_at_stop
+from ..generation._base import cut_at_stop
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Hit, HttpRetriever, Retriever, open_retriever
 from ._searchr1 import STOP, parse_turn

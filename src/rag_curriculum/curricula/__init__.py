@@ -1,4 +1,11 @@
-"""Schedules and the curriculum builder."""
+"""Schedules and the curriculum builder.
+
+The build runs as stages (``_sources``, ``_plan``, ``_render``, ``_write``; ``_builder`` drives them); those, the
+build's config (``_config``), the schedules (``_schedules``), the leakage and prompt-length checks (``_leakage``,
+``_lengths``) are private modules whose public names are exported here. The old paths (``curricula.builder`` ...)
+still import, with a DeprecationWarning. :mod:`~rag_curriculum.curricula.distractors` (distractor sources) and
+:mod:`~rag_curriculum.curricula.adaptive` (rendering a row at any level) are public modules.
+"""
 
 from typing import TYPE_CHECKING
 
@@ -7,33 +14,33 @@ from .._plumbing import lazy_exports
 #: name -> the submodule defining it, imported on first use (the configs load without the build's stages,
 #: matplotlib or a tokenizer).
 _EXPORTS = {
-    "BuildError": ".builder",
-    "BuildResult": ".builder",
-    "build_curriculum": ".builder",
-    "select_documents": ".builder",
-    "DEFAULT_K": ".config",
-    "BuildConfig": ".config",
-    "SourceSpec": ".config",
-    "SCHEDULES": ".schedules",
-    "levels_for": ".schedules",
-    "linear": ".schedules",
-    "max_": ".schedules",
-    "min_max": ".schedules",
-    "parse_pieces": ".schedules",
-    "piecewise": ".schedules",
-    "register_schedule": ".schedules",
+    "BuildError": "._builder",
+    "BuildResult": "._builder",
+    "build_curriculum": "._builder",
+    "select_documents": "._builder",
+    "DEFAULT_K": "._config",
+    "BuildConfig": "._config",
+    "SourceSpec": "._config",
+    "SCHEDULES": "._schedules",
+    "levels_for": "._schedules",
+    "linear": "._schedules",
+    "max_": "._schedules",
+    "min_max": "._schedules",
+    "parse_pieces": "._schedules",
+    "piecewise": "._schedules",
+    "register_schedule": "._schedules",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from .builder import (
+    from ._builder import (
         BuildError,
         BuildResult,
         build_curriculum,
         select_documents,
     )
-    from .config import DEFAULT_K, BuildConfig, SourceSpec
-    from .schedules import (
+    from ._config import DEFAULT_K, BuildConfig, SourceSpec
+    from ._schedules import (
         SCHEDULES,
         levels_for,
         linear,

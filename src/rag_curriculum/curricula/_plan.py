@@ -16,11 +16,11 @@ from .._plumbing import derive_seed, distribution
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import BuildError
 from ..records import Example
+from ._config import DEFAULT_K, BuildConfig
+from ._leakage import LeakageIndex
+from ._schedules import resolve_schedule
 from ._sources import BuildSources, LoadedSource
-from .config import DEFAULT_K, BuildConfig
 from .distractors import PROVIDED, DistractorSource, _AnswerFilter
-from .leakage import LeakageIndex
-from .schedules import resolve_schedule
 
 log = logging.getLogger(__name__)
 

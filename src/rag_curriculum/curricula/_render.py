@@ -31,10 +31,10 @@ from ..shards import (
     row_schema,
     write_one_shard,
 )
+from ._config import BuildConfig
+from ._lengths import LengthStats, count_prompt_tokens
 from ._plan import Plan
-from .config import BuildConfig
 from .distractors import PROVIDED, DistractorSource, Shown, distractor_pool
-from .lengths import LengthStats, count_prompt_tokens
 
 #: The per-passage and per-row columns of an adaptive build (see :mod:`.adaptive`).
 SOURCE_POSITION = "source_position"

@@ -16,7 +16,7 @@ from ..loaders import guess_split, load_examples
 from ..records import Example
 from ..retrieval import load_index
 from ..shards import sha256_file
-from .config import BuildConfig, SourceSpec
+from ._config import BuildConfig, SourceSpec
 from .distractors import DistractorSource, make_source
 
 log = logging.getLogger(__name__)

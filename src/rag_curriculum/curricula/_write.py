@@ -27,11 +27,11 @@ from ..shards import (
     sha256_file,
     write_shards,
 )
+from ._config import BuildConfig
+from ._lengths import LengthStats, tokenizer_info
 from ._plan import BuildPlan, plan_summary, source_K
 from ._render import ADAPTIVE_COLUMNS, write_plan
 from ._sources import BuildSources, LoadedSource, _is_hub
-from .config import BuildConfig
-from .lengths import LengthStats, tokenizer_info
 
 log = logging.getLogger(__name__)
 

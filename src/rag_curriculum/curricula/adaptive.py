@@ -28,9 +28,9 @@ from typing import Any
 from ..difficulty.synthetic import num_distractors
 from ..errors import ConfigError, ShardError
 from ..records import Document, Example
+from ._config import BuildConfig
 from ._plan import PlannedRow
 from ._render import POOL_SIZE, SOURCE_POSITION, level_columns, render_rows
-from .config import BuildConfig
 
 #: The schedule name of an adaptive build (registered in :mod:`.schedules`: every row at the top level K).
 ADAPTIVE = "adaptive"

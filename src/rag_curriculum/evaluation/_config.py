@@ -12,7 +12,7 @@ from typing import Any
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..config import bind
 from ..errors import ConfigError, UsageError
-from ..generation.base import BACKENDS, is_secret_option
+from ..generation._base import BACKENDS, is_secret_option
 from ..prompts import get_template
 from ..rewards._formats import FORMATS
 
@@ -23,7 +23,7 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 def public_backend_args(args: dict[str, Any], *, mask: bool) -> dict[str, Any]:
     """``args`` without secrets (masked as ``"***"`` with ``mask``, else dropped); secrets are the option names
-    :func:`rag_curriculum.generation.base.is_secret_option` names (``api_key``, ``hf_token``, ``password``, ...).
+    :func:`rag_curriculum.generation._base.is_secret_option` names (``api_key``, ``hf_token``, ``password``, ...).
 
     >>> public_backend_args({"api_key": "sk-1", "hf_token": "hf_x", "base_url": "u"}, mask=True)
     {'api_key': '***', 'hf_token': '***', 'base_url': 'u'}

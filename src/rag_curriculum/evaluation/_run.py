@@ -33,8 +33,8 @@ from .._plumbing import (
 from .._plumbing._output_sets import stats_set_problem
 from ..errors import EvalError  # noqa: F401  (re-exported)
 from ..generation import runner
-from ..generation.base import GenerationBackend, SamplingConfig, backend_identity
-from ..generation.engine import BackendSpec, EngineConfig, open_engine
+from ..generation._base import GenerationBackend, SamplingConfig, backend_identity
+from ..generation._engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import read_backend
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json

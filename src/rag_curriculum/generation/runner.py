@@ -69,7 +69,7 @@ import pyarrow.parquet as pq
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
 from ..errors import ConfigError, CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
 from ..shards import write_json
-from .base import (
+from ._base import (
     GenerationBackend,
     IdenticalSamplesError,
     Messages,
@@ -356,7 +356,7 @@ class _Bar:
     @contextlib.contextmanager
     def call(self, backend: Any, call: Any, n: int) -> Iterator[None]:
         """While ``backend`` generates ``call``: a line under the bar with the call's prompts done and its
-        completions per second, from the backend's :func:`~rag_curriculum.generation.base.report_progress`
+        completions per second, from the backend's :func:`~rag_curriculum.generation._base.report_progress`
         (removed when the call returns; nothing at all when progress is off)."""
         if not self.enabled:
             yield

@@ -45,7 +45,7 @@ from ..agents import open_retriever, run_rollouts
 from ..cards import PARTITION_TEMPLATE, front_matter, md_table, render_card
 from ..difficulty.accuracy import LEARNABLE, UNANSWERABLE, question_stats
 from ..errors import PartitionError, UsageError
-from ..generation.base import PromptTooLongError, replays
+from ..generation._base import PromptTooLongError, replays
 from ..shards import read_table
 from ._config import (  # noqa: F401  (check_agent_config: where it was)
     AGENT_OUTPUTS,

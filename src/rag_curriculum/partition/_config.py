@@ -11,7 +11,7 @@ from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref
 from ..agents import RolloutConfig, SearchDifficulty
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
-from ..generation.base import BACKENDS, SamplingConfig
+from ..generation._base import BACKENDS, SamplingConfig
 
 if TYPE_CHECKING:  # for the annotation only
     from ..generation.runner import RunReport

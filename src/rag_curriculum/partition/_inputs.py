@@ -14,10 +14,10 @@ import pyarrow as pa
 
 from .._plumbing import gc_paused, mask_secrets, shards_digest
 from ..curricula import BuildConfig, SourceSpec
-from ..curricula.builder import build_manifest, gather_sources, make_plan, same_build, write_plan
+from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
 from ..errors import BuildError, PartitionError
-from ..generation.base import GenerationBackend, get_backend
-from ..generation.base import backend_identity as _backend_identity
+from ..generation._base import GenerationBackend, get_backend
+from ..generation._base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
 from ..loaders import get_loader
 from ..shards import (
@@ -73,7 +73,7 @@ def build_rows(build: BuildConfig, *, command: str, progress: bool = False) -> d
     (:mod:`rag_curriculum.curricula`), without the data card and its plot (the partition's own copy of its input
     is read, not published: no matplotlib, no figure). The shards and the manifest's record of them are those of
     :func:`~rag_curriculum.curricula.build_curriculum` with the same config, so a build of either kind is reused
-    (:func:`~rag_curriculum.curricula.builder.same_build`). For the partition's level-K build: no tokenizer (no
+    (:func:`~rag_curriculum.curricula._builder.same_build`). For the partition's level-K build: no tokenizer (no
     ``prompt_tokens`` column), no index and no adaptive columns."""
     check_output(build.out, overwrite=build.overwrite)
     build.validate()
@@ -106,7 +106,7 @@ def backend_identity(name: str, model: str | None, args: Mapping[str, Any]) -> d
     """What the completions depend on, from the backend's settings (before building it): its name, the model,
     every constructor option that can change a completion (``extra_body``, ``disable_server_defaults``, dtype,
     engine options, ...; not concurrency, timeouts, retries or secrets) and a digest of a local model directory's
-    config, tokenizer and chat template. See :func:`rag_curriculum.generation.base.backend_identity`."""
+    config, tokenizer and chat template. See :func:`rag_curriculum.generation._base.backend_identity`."""
     return _backend_identity(name, model, args)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_with
-from ..curricula.builder import current_command
+from ..curricula._builder import current_command
 from ..errors import PartitionError
 from ..generation.runner import BACKEND_FILE, WorkDir, read_backend
 from ..shards import read_manifest, write_json

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import held_or_refused
-from ..curricula.builder import current_command
+from ..curricula._builder import current_command
 from ..errors import PartitionError, UsageError
-from ..generation.base import GenerationBackend
-from ..generation.engine import BackendSpec, EngineConfig, open_engine
+from ..generation._base import GenerationBackend
+from ..generation._engine import BackendSpec, EngineConfig, open_engine
 from ..generation.runner import WorkDir, run_chunks
 from ..shards import MANIFEST, read_manifest, read_table
 from ._agent import agent_setup

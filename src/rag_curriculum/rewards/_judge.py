@@ -29,7 +29,7 @@ rendered judge prompt (question, documents, trace and the prompt template itself
 model, options that can change its output) and its sampling; a second audit of the same trace never calls the
 backend. ``cache_dir=None`` keeps verdicts in memory only.
 
->>> from rag_curriculum.generation.scripted import ScriptedBackend
+>>> from rag_curriculum.generation._scripted import ScriptedBackend
 >>> judge = CraftJudge(backend=ScriptedBackend(script=lambda m, n, s: ['{"reason_answer": 1, "grounding": 0}'] * n),
 ...                    cache_dir=None)
 >>> v = judge.audit([("Q?", [("1", "T", "text")], "<reason>doc [1] says</reason><answer>x</answer>", "craft-v4")])[0]
@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 from .._plumbing import atomic_write_text
 from ..errors import ConfigError
-from ..generation.base import BACKENDS, SamplingConfig, backend_identity, get_backend
+from ..generation._base import BACKENDS, SamplingConfig, backend_identity, get_backend
 from ._craft_format import CRAFT_VARIANTS, parse_craft
 
 __all__ = ["CHECKS", "DEFAULT_PROMPT", "CraftJudge", "Verdict", "checks_for"]

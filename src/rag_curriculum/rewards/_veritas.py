@@ -69,7 +69,7 @@ from .._metrics import answer_scores, normalize_answer
 from .._plumbing import derive_seed
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
-from ..generation.base import SamplingConfig
+from ..generation._base import SamplingConfig
 from ._columns import completion_text, row_answers
 from ._judge import CraftJudge
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..curricula.lengths import count_prompt_tokens, load_tokenizer, template_fingerprint
+from ..curricula._lengths import count_prompt_tokens, load_tokenizer, template_fingerprint
 from ..errors import CurriculumError, PromptLengthError  # noqa: F401  (re-exported)
 from ..shards import PROMPT_TOKENS, read_manifest, shard_files
 

@@ -1,0 +1,138 @@
+"""The builder: examples -> rows of controlled difficulty in curriculum order -> shards + manifest + data card.
+
+Reproduces RAG-RL's construction (sections 3.2, 4.4, appendix A): questions are sampled without replacement
+with the build seed; the schedule maps each row index ``i`` to a level ``l``; a row of level ``l`` holds every
+gold document and ``d = min(max(l + 2 - j, 0), k)`` distractors. Which distractors, and the order in which the
+documents are shown, come from a random generator seeded by ``(build seed, dataset, example id)`` only, so a row
+never changes when other rows are added, and the distractors of level ``l`` are a subset of those of ``l + 1``.
+
+Unanswerable rows (``--unanswerable-fraction P``): whether a row is one is decided by ``(build seed, dataset,
+example id)`` alone (:func:`is_unanswerable`), so a row's status never changes when other rows are added. Such a row
+shows no gold passage: each is replaced by the next unused distractor of the row's own seeded order (the
+replacement takes the gold passage's place, so the passage count holds and a row of level ``l`` still shows a
+subset of level ``l + 1``'s passages); its answer is the abstention answer, its ``gold_labels`` empty, its
+``answerable`` false. When the row's distractors run out (the dataset's are all shown already, as at the top
+levels of HotpotQA and in the distractor setting) the row shows the distractors it has: fewer passages, counted
+in the manifest (``unanswerable.short_rows``, ``missing_passages``) and warned about.
+
+The build runs in four stages, each a module with one typed hand-off: sources (:mod:`._sources`, the examples and
+the distractor source: :class:`BuildSources`) -> plan (:mod:`._plan`, levels and documents per row:
+:class:`BuildPlan`) -> render (:mod:`._render`, rows as Arrow columns, forked shard writers: the shards' entries)
+-> write (:mod:`._write`, shards, manifest and card). This module runs them in order; the names users and the
+other commands import from it stay importable here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._plumbing import gc_paused
+from ..cards import pyplot
+from ..errors import BuildError, SkipReport
+from ..loaders import get_loader
+from ..shards import check_output
+from ._config import DEFAULT_K, BuildConfig, SourceSpec
+from ._lengths import load_tokenizer
+from ._plan import (
+    BuildPlan,
+    Plan,
+    PlannedRow,
+    _adjust_quotas,
+    _monotone,
+    _sample,
+    assign_levels,
+    is_unanswerable,
+    make_plan,
+    plan_rows,
+    plan_summary,
+    source_K,
+    unanswerable_facts,
+)
+from ._render import PARALLEL_MIN_ROWS, ShardJob, _list_array, render_rows, select_documents, write_plan
+from ._sources import (
+    EVAL_SPLITS,
+    TRAIN_SPLITS,
+    BuildSources,
+    LoadedSource,
+    _default_split,
+    _is_hub,
+    check_split,
+    gather_sources,
+    load_source,
+    open_distractors,
+)
+from ._write import (
+    _RANK_BUCKETS,
+    _portable,
+    _rank_bucket,
+    _source_record,
+    build_manifest,
+    current_command,
+    origin_summary,
+    recorded_config,
+    same_build,
+    write_build,
+)
+from .distractors import PROVIDED as _PROVIDED
+from .distractors import DistractorSource, ProvidedSource, Shown, distractor_pool, make_source
+
+_source_K = source_K  # the name before the stages
+
+__all__ = [  # what this module has always offered, now defined in the stages
+    "DEFAULT_K", "EVAL_SPLITS", "PARALLEL_MIN_ROWS", "TRAIN_SPLITS", "BuildConfig", "BuildError", "BuildPlan", "BuildResult", "BuildSources",
+    "DistractorSource", "LoadedSource", "Plan", "PlannedRow", "ProvidedSource", "ShardJob", "Shown", "SkipReport", "SourceSpec",
+    "assign_levels", "build_curriculum", "build_manifest", "check_split", "current_command", "distractor_pool",
+    "gather_sources", "is_unanswerable", "load_source", "make_plan", "make_source", "open_distractors",
+    "origin_summary", "plan_rows", "plan_summary", "recorded_config", "render_rows", "same_build",
+    "select_documents", "source_K", "unanswerable_facts", "write_build", "write_plan",
+]
+_PRIVATE = (_PROVIDED, _adjust_quotas, _default_split, _is_hub, _list_array, _monotone, _portable, _RANK_BUCKETS,
+            _rank_bucket, _sample, _source_record)  # importable from here as before
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    manifest: dict[str, Any]
+    rows: int
+
+
+def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
+    """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
+    pyplot()  # for the card, imported here: its import would keep the build's frame, and its rows, alive
+    with gc_paused():
+        return _build(cfg, command=command, progress=progress)
+
+
+def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
+    check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
+    cfg.validate()
+    tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None  # fail before loading the data, too
+    for s in cfg.sources:
+        s.dataset = get_loader(s.dataset).name
+        s.input = str(s.input) if s.input is not None else None
+    cfg.eval_sets = [str(e) for e in cfg.eval_sets]
+    cfg.out = str(cfg.out)
+    names = [s.dataset for s in cfg.sources]
+    if len(set(names)) != len(names):
+        raise BuildError(f"a dataset appears twice in the mixture: {names}")
+    t0 = time.perf_counter()
+    sources = gather_sources(cfg, progress=progress)  # 1. sources
+    t1 = time.perf_counter()
+    plan = make_plan(cfg, sources, progress=progress)  # 2. plan
+    log.debug("loaded %d question(s) in %.2fs, planned %d row(s) in %.2fs",
+              sum(len(s.examples) for s in sources.loaded), t1 - t0, len(plan.rows), time.perf_counter() - t1)
+    if not plan.rows:
+        raise BuildError("the build produced no rows")
+    manifest = build_manifest(cfg, sources, plan, command=command)
+    t2 = time.perf_counter()
+    manifest = write_build(cfg, sources, plan, manifest, tokenizer=tokenizer, progress=progress)  # 3. render, 4. write
+    log.debug("rendered and wrote %d shard(s) with the card in %.2fs", len(manifest["shards"]),
+              time.perf_counter() - t2)
+    return BuildResult(Path(cfg.out), manifest, len(plan.rows))

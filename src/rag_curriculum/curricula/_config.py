@@ -1,0 +1,250 @@
+"""The build configuration: typed dataclasses are the schema (each field's type, range and help); recipes (YAML)
+and the command line fill them in, through :func:`rag_curriculum.config.resolve`.
+
+A build recipe names one dataset at the top level (``dataset``, ``input``, ``n``, ``split``) or several under
+``sources:``; :meth:`BuildConfig.from_dict` takes either.
+
+>>> cfg = BuildConfig.from_dict({"dataset": "musique", "n": "all", "schedule": "linear"})
+>>> cfg.sources, cfg.schedule
+([SourceSpec(dataset='musique', input=None, n=None, split=None, K=None)], 'linear')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
+from ..config import bind, given
+from ..errors import ConfigError
+from ..prompts import ABSTENTION_ANSWER, get_template
+from ..rewards._scoring import check_abstention_answer
+
+#: K per dataset, as in RAG-RL section 4.4.
+DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
+
+ORDERS = ("level", "shuffled", "hops-level")
+SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
+DISTRACTORS = ("provided", "bm25", "mixed")
+TAILS = ("keep", "trim", "pad")
+LEAKAGE = ("refuse", "drop", "warn")
+
+@dataclass
+class SourceSpec:
+    """One dataset in a build: where its records come from and how many questions to sample."""
+
+    dataset: str = rule(flag="--dataset", empty=False, help="hotpotqa | musique | 2wikimultihopqa.")
+    input: str | None = rule(None, empty=False, help=(
+        "Local file (official release JSON/JSONL, Hub JSONL/Parquet). Without it the dataset is downloaded from "
+        "the Hugging Face Hub."))
+    n: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Questions to sample without replacement (per dataset), or 'all'."))
+    split: str | None = rule(None, empty=False, help=(
+        "Split to read (train/dev); default: from the file name, or train (dev for evaluation sets)."))
+    K: int | None = rule(None, ge=1, le=MAX_K, help="Top level K of this source; default: DEFAULT_K[dataset].")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass
+class BuildConfig:
+    """Everything that determines a build's rows. Saved, resolved, in the manifest."""
+
+    sources: list[SourceSpec] = rule(default_factory=list, flag="--dataset", help=(
+        "The datasets of the build, each {dataset, input, n, split, K}."))
+    schedule: str = rule("min-max", empty=False, help=(
+        "max | linear | min-max | piecewise (with pieces) | a registered schedule."))
+    pieces: Any = rule(None, help=(
+        "Piecewise schedule as LEVEL:FRACTION,... ('K' = the top level), e.g. 1:0.25,5:0.25,K:0.5."))
+    order: str = rule("level", choices=ORDERS, help=(
+        "level (schedule order) | shuffled | hops-level (the paper's Table 3)."))
+    K: int | None = rule(None, ge=1, le=MAX_K, help="Top level K for every dataset (overrides the per-dataset K).")
+    seed: int = rule(0, ge=0, le=MAX_SEED, help="Build seed: sampling, distractors, order.")
+    setting: str = rule("curriculum", choices=SETTINGS, help=(
+        "curriculum (training) | distractor | ideal | retrieved (evaluation sets from the dev split; retrieved: "
+        "the --top-k best passages of a BM25 --index, gold not forced in)."))
+    distractors: str = rule("provided", choices=DISTRACTORS, help=(
+        "Where distractors come from: provided (the dataset's own, the paper's) | bm25 (the question's best "
+        "non-gold BM25 passages from --index, never a gold copy nor a passage containing the answer) | mixed "
+        "(provided and bm25 alternately, provided first)."))
+    index: str | None = rule(None, flag="--index", empty=False, help=(
+        "A BM25 index directory (curriculum index) for --distractors bm25|mixed and --setting retrieved."))
+    top_k: int = rule(10, ge=1, le=MAX_K, help="The retrieved setting: passages shown per question (recall@N).")
+    max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
+    template: str = rule("rag-rl", empty=False, help=(
+        "Prompt / output format, looked up in rag_curriculum.prompts: rag-rl, or CRAFT's craft-v1 ... craft-v5 "
+        "(numbered documents)."))
+    index_base: int | None = rule(None, ge=0, le=1, help=(
+        "Numbered templates (craft-v1 ... craft-v5): the first passage's number, 1 (their default: the CRAFT "
+        "paper's d_1..d_K) or 0. Passage and gold labels are these numbers."))
+    ability: str = rule("multi-hop-qa", flag="", help="verl's `ability` column.")
+    rows_per_shard: int = rule(10_000, ge=1, le=10_000_000, help="Rows per Parquet shard.")
+    workers: int | None = rule(None, ge=1, le=1024, help=(
+        "Processes that render and write shards (the output is the same); default: one per CPU from 3 CPUs and "
+        "4,096 rows on, else this process renders while a thread writes."))
+    batch_prompts: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "The trainer's prompts per step (RAG-RL: 42): report the rows it would never see."))
+    tail: str = rule("keep", choices=TAILS, help=(
+        "keep | trim | pad the row count to a multiple of batch_prompts."))
+    eval_sets: list[str] = rule(default_factory=list, flag="--eval-set", help=(
+        "Evaluation shard directories to check for train/eval leakage."))
+    leakage: str = rule("refuse", choices=LEAKAGE, help=(
+        "refuse | drop | warn when training questions are in an evaluation set."))
+    include_unanswerable: bool = rule(False, help="Keep MuSiQue-Full's unanswerable (answerable=false) questions.")
+    unanswerable_fraction: float = rule(0.0, ge=0, le=1, help=(
+        "Share of rows made unanswerable (seeded per question): every gold passage replaced by another distractor, "
+        "the answer becomes --abstention-answer, gold_labels empty, answerable=false; the prompts of such a build "
+        "say the model may abstain."))
+    abstention_answer: str = rule(ABSTENTION_ANSWER, empty=False, help=(
+        "The final answer that abstains on unanswerable rows; give the reward the same (rewards' abstention_answer)."))
+    allow_split_mismatch: bool = rule(False, help=(
+        "Allow a training curriculum from a dev/test file, or an evaluation set from a train file."))
+    on_error: str = rule("raise", choices=("raise", "skip"), help=(
+        "raise | skip bad source records (skips are counted and reported)."))
+    out: str = rule("outputs/curriculum", empty=False, help="Output shard directory.")
+    overwrite: bool = rule(False, help="Replace an existing output of this toolkit.")
+    tokenizer: str | None = rule(None, empty=False, help=(
+        "Tokenizer (Hub id or directory) of the model you will train: writes a prompt_tokens column (chat template "
+        "applied) and the longest prompt into the manifest, so trainers can refuse prompts they would truncate. "
+        "Needs the train extra."))
+
+    def __post_init__(self) -> None:
+        check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
+
+    def validate(self) -> None:
+        check_settings(self)  # again: a field may have been set after binding
+        for s in self.sources:
+            if not isinstance(s, SourceSpec):
+                raise ConfigError(f"sources: each entry must be a SourceSpec or a mapping, got {s!r}")
+            check_settings(s)
+        if not self.sources:
+            raise ConfigError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
+        if self.tail != "keep" and not self.batch_prompts:
+            raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
+        if self.index_base is not None:
+            get_template(self.template).with_index_base(self.index_base)  # a numbered template, 0 or 1
+        if self.unanswerable_fraction:
+            check_abstention_answer(self.abstention_answer, name="--abstention-answer")
+        if self.pieces and self.schedule != "piecewise":
+            raise ConfigError(f"--pieces is for --schedule piecewise, not {self.schedule!r}")
+        needs_index = self.distractors != "provided" or self.setting == "retrieved"
+        if needs_index and not self.index:
+            what = "--setting retrieved" if self.setting == "retrieved" else f"--distractors {self.distractors}"
+            raise ConfigError(f"{what} needs a BM25 index", hint=(
+                "build one with: curriculum index --dataset NAME --input FILE --out DIR, then pass --index DIR "
+                "(recipes: index=DIR)"))
+        if self.index and not needs_index:
+            raise ConfigError("--index is read by --distractors bm25|mixed and --setting retrieved; with the dataset's "
+                              "own distractors (--distractors provided) it would be ignored",
+                              hint="drop --index, or pass --distractors bm25 (or mixed)")
+        if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):
+            raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "
+                              "ideal setting has no distractors; the retrieved one shows what BM25 ranks)")
+        if needs_index and self.schedule == "adaptive" and self.setting == "curriculum":
+            raise ConfigError(f"--schedule adaptive re-renders rows at training time from the dataset's own "
+                              f"distractors; it does not take --distractors {self.distractors}",
+                              hint="use a fixed schedule (min-max, linear, ...) with BM25 distractors")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("tokenizer", "index_base"):  # unset: the config recorded as it always was
+            if d[key] is None:
+                del d[key]
+        if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
+            del d["unanswerable_fraction"], d["abstention_answer"]
+        if d["distractors"] == "provided" and d["setting"] != "retrieved":  # and one without an index
+            del d["distractors"]
+            if d["index"] is None:
+                del d["index"]
+        if d["setting"] != "retrieved":
+            del d["top_k"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BuildConfig:
+        """Bind a recipe (one dataset at the top level, or ``sources:`` for a mixture), refusing unknown keys with
+        a "did you mean"."""
+        return bind(cls, _with_sources(d))
+
+
+#: A recipe's single-dataset keys, gathered into ``sources``.
+SINGLE_SOURCE_KEYS = ("dataset", "input", "n", "split")
+
+
+def parse_n(value: Any) -> Any:
+    """``--n`` / ``n=``: a count, or 'all'. Anything that is not a string is left to the config's type check."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
+        return None
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            raise SettingError("n", value, "an integer >= 1, or 'all'", flag="--n") from None
+    return value
+
+
+def _with_sources(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat single-dataset form (``dataset``, ``input``, ``n``, ``split``) as one entry of ``sources``; each
+    source's ``n`` may be 'all'."""
+    d = dict(d)
+    single = {k: d.pop(k, None) for k in SINGLE_SOURCE_KEYS}
+    if not d.get("sources") and single["dataset"]:
+        d["sources"] = [SourceSpec(single["dataset"], single["input"], parse_n(single["n"]), single["split"])]
+    elif "sources" in d:
+        sources = d["sources"] or []
+        if not isinstance(sources, list) or not all(isinstance(s, dict | SourceSpec) for s in sources):
+            raise ConfigError(f"sources = {sources!r}: must be a list of {{dataset, input, n, split, K}} mappings")
+        d["sources"] = [s if isinstance(s, SourceSpec) else {**s, "n": parse_n(s.get("n"))} for s in sources]
+    return d
+
+
+def merge_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], *,
+                note: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """``curriculum build``'s flags on top of a recipe's data (None: no recipe). Flags are named after the fields,
+    None when not given; ``dataset`` is a list of ``NAME`` or ``NAME:N`` (a quota), paired in order with
+    ``input``; ``n`` and ``split`` apply to every source. Without a recipe, ``out`` defaults to
+    ``outputs/DATASETS-SCHEDULE`` (or ``-SETTING`` for evaluation sets). Returns the data :func:`~rag_curriculum.config.bind`
+    takes (one dataset at the top level gathered into ``sources``)."""
+    recipe = data is not None
+    mapping: dict[str, Any] = dict(data) if data is not None else {"n": None}
+    flags = given(flags)
+    dataset, inputs = flags.pop("dataset", None), flags.pop("input", None)
+    n, split = flags.pop("n", None), flags.pop("split", None)
+    if dataset:
+        if len(inputs or []) not in (0, len(dataset)):
+            raise ConfigError(f"{len(dataset)} --dataset but {len(inputs or [])} --input",
+                              hint="give one --input per --dataset, in order")
+        specs = []
+        for i, d in enumerate(dataset):
+            name, _, quota = d.partition(":")
+            specs.append({"dataset": name, "input": (inputs or [None] * len(dataset))[i],
+                          "n": quota or (n if n is not None else mapping.get("n")), "split": split})
+        recipe_dataset = mapping.pop("dataset", None)
+        mapping.pop("input", None)
+        mapping["sources"] = specs
+        if recipe and "K" not in flags and mapping.get("K") is not None and {s["dataset"] for s in specs} != {
+                recipe_dataset}:
+            # the recipe's K belongs to its dataset: the paper's K of each --dataset applies instead
+            note(f"recipe K={mapping['K']} is for {recipe_dataset}; using each --dataset's own K (pass --K to set one)")
+            mapping["K"] = None
+    elif inputs:
+        if len(inputs) != 1 or mapping.get("sources"):
+            raise ConfigError("--input without --dataset", hint="pass --dataset NAME for each --input")
+        mapping["input"] = inputs[0]
+    for key, value in (("n", n), ("split", split)):
+        if value is not None and not dataset:
+            mapping[key] = value
+            for src in mapping.get("sources") or []:  # a recipe's mixture: --n and --split are per dataset
+                src[key] = value
+    mapping.update(flags)
+    if not mapping.get("dataset") and not mapping.get("sources"):
+        raise ConfigError("no dataset given", hint="pass --dataset NAME --input PATH, or recipe=NAME (e.g. "
+                          "recipe=musique-min-max)")
+    if not recipe and "out" not in flags:
+        names = "+".join(s["dataset"] for s in mapping["sources"]) if mapping.get("sources") else mapping["dataset"]
+        setting = mapping.get("setting") or "curriculum"
+        what = (mapping.get("schedule") or "min-max") if setting == "curriculum" else setting
+        mapping["out"] = f"outputs/{names}-{what}"
+    return _with_sources(mapping)

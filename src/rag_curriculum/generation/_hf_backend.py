@@ -1,0 +1,197 @@
+"""The transformers backend: batched ``model.generate`` on the CPU or a GPU, for small models and machines
+without vLLM.
+
+Prompts are rendered with the tokenizer's chat template (``add_generation_prompt=True``), sorted by length so a
+batch holds prompts of similar length (less padding), padded on the left, and generated ``batch_size`` prompts at
+a time with ``num_return_sequences=n``. Every sampling setting is passed explicitly (temperature, top-p, and
+top-k, min-p, typical-p, repetition penalty switched off), so a model's ``generation_config.json`` defaults (such
+as Qwen2.5's top-k 20 and repetition penalty 1.05) never leak in; only its stop tokens are used.
+
+Seeding: each batch seeds torch's generator from the seeds of the prompts in it, so the same prompts with the same
+seeds and ``batch_size`` give the same completions, whatever ran before them.
+
+torch and transformers are imported when the backend is built, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from .._plumbing import derive_seed
+from ..errors import ConfigError
+from ._base import (
+    GenerationError,
+    Messages,
+    PromptTooLongError,
+    SamplingConfig,
+    backend_identity,
+    cut_at_stop,
+    report_progress,
+)
+
+log = logging.getLogger(__name__)
+
+_DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def _mix(seeds: Sequence[int]) -> int:
+    """One torch seed for a batch of per-prompt seeds."""
+    return derive_seed(*seeds, sep=",", bits=63)
+
+
+class TransformersBackend:
+    """``model.generate`` in batches of ``batch_size`` prompts (each expanded to ``n`` sequences).
+
+    ``device``: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...;
+    ``dtype``: ``"auto"`` (bfloat16 on a GPU that supports it, float32 on the CPU) or a torch dtype name;
+    ``max_model_len``: the longest prompt accepted, in tokens (default: the model's ``max_position_embeddings``);
+    longer prompts raise :class:`PromptTooLongError`.
+    """
+
+    name = "transformers"
+    #: Constructor options that change the completions (recorded with results; the rest only change speed).
+    output_options = ("dtype", "batch_size", "max_model_len")
+
+    def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 16,
+                 max_model_len: int | None = None, trust_remote_code: bool = False,
+                 attn_implementation: str | None = None) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if dtype not in _DTYPES:
+            raise ConfigError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_name = str(model)
+        self.batch_size = int(batch_size)
+        self.dtype_name = dtype
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if dtype == "auto":
+            if self.device.type == "cuda":
+                torch_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            else:
+                torch_dtype = torch.float32
+        else:
+            torch_dtype = getattr(torch, dtype)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_name, trust_remote_code=trust_remote_code)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs).to(self.device)
+        self.model.eval()
+        gen_eos = self.model.generation_config.eos_token_id
+        self.eos_token_id = gen_eos if gen_eos is not None else self.tokenizer.eos_token_id
+        if self.eos_token_id is None:
+            raise GenerationError(f"{self.model_name}: neither the generation config nor the tokenizer names an "
+                                  "end-of-sequence token, so generation would never stop before max_tokens")
+        self.max_model_len = int(max_model_len or getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
+        self.prompt_tokens = 0  # counters for throughput reports
+        self.generated_tokens = 0
+        log.info("transformers backend: %s on %s (%s), batch %d", self.model_name, self.device, torch_dtype,
+                 self.batch_size)
+
+    def describe(self) -> dict[str, Any]:
+        """What the completions depend on (:func:`~rag_curriculum.generation._base.backend_identity`): the model
+        (and a digest of its local directory's config, tokenizer and chat template), device, dtype, batch size,
+        context length, and the digest of the chat template the loaded tokenizer applies."""
+        identity = backend_identity(type(self), self.model_name, {
+            "device": str(self.device), "dtype": self.dtype_name, "batch_size": self.batch_size,
+            "max_model_len": self.max_model_len})
+        template = getattr(self.tokenizer, "chat_template", None)
+        if template:
+            text = template if isinstance(template, str) else repr(sorted(dict(template).items()))
+            identity["chat_template"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return identity
+
+    def render(self, messages: Messages) -> list[int]:
+        """The prompt's token ids, as the chat template renders it for generation; a conversation ending with an
+        assistant message is continued (``continue_final_message``: the message left open, no generation prompt),
+        as a search agent's turns are."""
+        messages = list(messages)
+        if messages and messages[-1].get("role") == "assistant":
+            text = self.tokenizer.apply_chat_template(messages, continue_final_message=True, tokenize=False)
+        else:
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _sampling_kwargs(self, sampling: SamplingConfig, n: int) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens, "num_beams": 1, "top_k": 0, "min_p": 0.0, "typical_p": 1.0,
+            "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+            "num_return_sequences": n, "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": self.eos_token_id,
+        }
+        if sampling.temperature > 0:
+            kw.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+        else:  # greedy: one sequence, copied n times by the caller
+            kw.update(do_sample=False, temperature=1.0, top_p=1.0, num_return_sequences=1)
+        return kw
+
+    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
+                 seeds: Sequence[int] | None = None, stop: Sequence[str] | None = None) -> list[list[str]]:
+        """``stop``: strings that end a completion (kept in it; transformers' ``stop_strings``, and the text cut
+        after the first of them, since a token may run past it)."""
+        import torch
+
+        if seeds is None:
+            seeds = [sampling.seed + i for i in range(len(prompts))]
+        if len(seeds) != len(prompts):
+            raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+        ids = [self.render(p) for p in prompts]
+        if self.max_model_len:
+            too_long = [i for i, t in enumerate(ids) if len(t) > self.max_model_len]
+            if too_long:
+                raise PromptTooLongError(too_long, limit=self.max_model_len)
+        order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+        greedy = sampling.temperature == 0
+        n_gen = 1 if greedy else sampling.n
+        kwargs = self._sampling_kwargs(sampling, n_gen)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
+        out: list[list[str] | None] = [None] * len(ids)
+        pad = self.tokenizer.pad_token_id
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            width = max(len(ids[i]) for i in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, i in enumerate(batch):
+                t = ids[i]
+                input_ids[r, width - len(t):] = torch.tensor(t, dtype=torch.long)
+                mask[r, width - len(t):] = 1
+            torch.manual_seed(_mix([seeds[i] for i in batch]))
+            with torch.no_grad():
+                gen = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                          **kwargs)
+            new_tokens = gen[:, width:]
+            self.prompt_tokens += int(mask.sum()) * n_gen
+            self.generated_tokens += int((new_tokens != pad).sum())
+            texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            for r, i in enumerate(batch):
+                got = texts[r * n_gen:(r + 1) * n_gen]
+                if stop:
+                    got = [cut_at_stop(g, stop) for g in got]
+                out[i] = got * sampling.n if greedy else got
+            report_progress(self, len(batch), len(batch) * sampling.n)
+        return [o if o is not None else [] for o in out]  # every slot is filled above
+
+    def close(self) -> None:
+        import gc
+
+        self.model = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # pragma: no cover - best effort
+            pass

@@ -1,0 +1,62 @@
+"""The index is built from flat token arrays (4 bytes a token, so a Wikipedia-sized corpus fits in memory), with the
+score matrix computed by numpy; it must be bm25s's own ``BM25.index`` of the same passages, byte for byte, for
+every BM25 variant, any parameters and any chunking."""
+
+from __future__ import annotations
+
+import filecmp
+
+import bm25s
+import numpy as np
+import pytest
+from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
+
+from rag_curriculum.retrieval._corpus import collect
+from rag_curriculum.retrieval._index import _tokenizer, index_flat, tokenize, tokenize_flat
+
+
+@pytest.fixture(scope="module", params=[("musique", MUSIQUE_TRAIN), ("2wikimultihopqa", TWOWIKI_TRAIN)],
+                ids=["musique", "2wiki"])
+def passages(request, shared_data):
+    col = collect(*request.param)
+    return col.titles, col.texts
+
+
+def _saved(retriever, path):
+    retriever.save(str(path), show_progress=False)
+    return sorted(p.name for p in path.iterdir())
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+@pytest.mark.parametrize(("stopwords", "k1", "b", "delta", "steps"),
+                         [("en", 1.5, 0.75, 0.5, (1 << 16, 1 << 22)), (None, 0.9, 0.4, 1.0, (37, 1001))],
+                         ids=["defaults", "odd-parameters-small-steps"])
+def test_the_flat_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path, method, stopwords, k1, b, delta, steps):
+    titles, texts = passages
+    old_tok, new_tok = _tokenizer(stopwords), _tokenizer(stopwords)
+    old = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
+    ids = tokenize(old_tok, [f"{t} {x}" for t, x in zip(titles, texts, strict=True)], update_vocab=True)
+    old_vocab = old_tok.get_vocab_dict()
+    old.index((ids, old_vocab), show_progress=False)
+
+    new = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
+    tokens, lengths = tokenize_flat(new_tok, titles, texts)
+    assert tokens.dtype == np.int32 and lengths.dtype == np.int64 and len(lengths) == len(titles)
+    assert tokens.tolist() == [i for doc in ids for i in doc] and lengths.tolist() == [len(d) for d in ids]
+    new_vocab = new_tok.get_vocab_dict()
+    index_flat(new, tokens, lengths, new_vocab, docs_per_step=steps[0], pairs_per_step=steps[1])
+
+    assert new_vocab == old_vocab and "" in new_vocab  # the empty token added to the same dict, as bm25s does
+    names = _saved(old, tmp_path / "old")
+    assert names == _saved(new, tmp_path / "new") and "data.csc.index.npy" in names
+    assert ("nonoccurrence_array.index.npy" in names) == (method in ("bm25l", "bm25+"))
+    for name in names:
+        assert filecmp.cmp(tmp_path / "old" / name, tmp_path / "new" / name, shallow=False), name
+    query = ids[3][:6]
+    got, want = new.get_scores_from_ids(query), old.get_scores_from_ids(query)
+    assert np.array_equal(got, want) and want.max() > 0
+
+
+def test_an_empty_passage_list_indexes_nothing(tmp_path):
+    tokens, lengths = tokenize_flat(_tokenizer("en"), [], [])
+    assert tokens.dtype == np.int32 and len(tokens) == 0 and len(lengths) == 0
