@@ -24,6 +24,7 @@ passage's text for BM25 is ``title + " " + text``; queries are the questions, to
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import mmap
@@ -109,6 +110,84 @@ def tokenize(tokenizer: Any, texts: list[str], *, update_vocab: bool, bar: Any =
         if bar is not None:
             bar.advance(task, min(CHUNK, len(texts) - start))
     return out
+
+
+def tokenize_flat(tokenizer: Any, titles: list[str], texts: list[str], *, bar: Any = None, task: Any = None):
+    """Token ids of each passage's ``title + " " + text``, as one flat int32 array and the passages' lengths
+    (int64): 4 bytes a token, where lists of Python ints take about 36. The vocabulary grows as
+    :func:`tokenize` makes it (the same chunks)."""
+    import numpy as np
+
+    parts, lens = [], []
+    for start in range(0, len(titles), CHUNK):
+        stop = start + CHUNK
+        ids = tokenizer.tokenize([f"{t} {x}" for t, x in zip(titles[start:stop], texts[start:stop], strict=True)],
+                                 update_vocab=True, return_as="ids", show_progress=False)
+        n = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        parts.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(n.sum())))
+        lens.append(n)
+        if bar is not None:
+            bar.advance(task, len(ids))
+    if not parts:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    return np.concatenate(parts), np.concatenate(lens)
+
+
+def index_flat(retriever: Any, tokens: Any, lengths: Any, vocab: dict, *, docs_per_step: int = 1 << 16,
+               pairs_per_step: int = 1 << 22) -> None:
+    """``retriever.index((ids, vocab))`` of bm25s, byte for byte (tests/retrieval/test_index_flat.py), from the flat
+    arrays of :func:`tokenize_flat`: bm25s counts each document's tokens, its document frequencies and scores in a
+    Python loop over lists of Python ints (about 36 bytes a token: a 5.2M-passage corpus would need some 15 GB);
+    here the (document, token, count) triples come from ``numpy.unique`` over blocks of ``docs_per_step``
+    documents, the scores are computed with bm25s's own IDF and term-frequency functions over blocks of
+    ``pairs_per_step`` triples, with the same float32 / float64 steps, and bm25s's CSC builder
+    (``retriever._np_csc``) makes the matrix. Like bm25s, it adds the empty token to ``vocab`` (the same dict)."""
+    import numpy as np
+    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+    dtype, int_dtype = np.dtype(retriever.dtype), np.dtype(retriever.int_dtype)
+    n_docs, n_vocab = len(lengths), len(vocab)
+    avg = np.asarray(lengths, dtype=np.int64).mean()
+    offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    docs, terms, tfs = [], [], []
+    for s in range(0, n_docs, docs_per_step):
+        e = min(n_docs, s + docs_per_step)
+        d = np.repeat(np.arange(s, e, dtype=np.int64), lengths[s:e])
+        key, tf = np.unique(d * n_vocab + tokens[offsets[s]:offsets[e]], return_counts=True)
+        docs.append((key // n_vocab).astype(int_dtype))
+        terms.append((key % n_vocab).astype(int_dtype))
+        tfs.append(tf.astype(dtype))
+    del d, key, tf
+    doc = np.concatenate(docs) if docs else np.zeros(0, int_dtype)
+    term = np.concatenate(terms) if terms else np.zeros(0, int_dtype)
+    tf = np.concatenate(tfs) if tfs else np.zeros(0, dtype)
+    del docs, terms, tfs
+    df = np.bincount(term, minlength=n_vocab)
+    idf_fn, tfc_fn = _select_idf_scorer(retriever.idf_method), _select_tfc_scorer(retriever.method)
+    k1, b, delta = retriever.k1, retriever.b, retriever.delta
+    values, inverse = np.unique(df, return_inverse=True)
+    idf = np.array([idf_fn(int(v), N=n_docs) if v else 0.0 for v in values])[inverse].astype(dtype)
+    nonocc = None
+    if retriever.method in retriever.methods_requiring_nonoccurrence:
+        tfc0 = tfc_fn(tf_array=0, l_d=avg, l_avg=avg, k1=k1, b=b, delta=delta)
+        nonocc = np.array([idf_fn(int(v), N=n_docs) * tfc0 if v else 0.0 for v in values])[inverse].astype(dtype)
+    scores = np.empty(len(doc), dtype=dtype)
+    for s in range(0, len(doc), pairs_per_step):
+        sl = slice(s, s + pairs_per_step)
+        tfc = tfc_fn(tf_array=tf[sl], l_d=lengths[doc[sl]], l_avg=avg, k1=k1, b=b, delta=delta)
+        sc = idf[term[sl]] * tfc
+        if nonocc is not None:
+            sc -= nonocc[term[sl]]
+        scores[sl] = sc
+    del tf
+    data, indices, indptr = retriever._np_csc(data=scores, rows=doc, cols=term, shape=(n_docs, n_vocab))
+    retriever.nonoccurrence_array = nonocc
+    retriever.scores = {"data": data.astype(dtype), "indices": indices, "indptr": indptr, "num_docs": n_docs}
+    if "" not in vocab:
+        vocab[""] = max(vocab.values()) + 1
+    retriever.vocab_dict = vocab
+    retriever.unique_token_ids_set = set(vocab.values())
 
 
 def rank(retriever: Any, queries: list[list[int]], depth: int, *, threads: int, empty_id: int | None,
@@ -214,11 +293,10 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
         retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, delta=cfg.delta, method=cfg.method, backend=backend)
         with maybe_progress(progress, unit="passages") as bar:
             task = bar.add_task("tokenizing passages", total=len(col)) if bar else None
-            corpus_ids = tokenize(tokenizer, [f"{t} {x}" for t, x in zip(col.titles, col.texts, strict=True)],
-                                  update_vocab=True, bar=bar, task=task)
+            tokens, lengths = tokenize_flat(tokenizer, col.titles, col.texts, bar=bar, task=task)
         vocab = tokenizer.get_vocab_dict()
-        retriever.index((corpus_ids, vocab), show_progress=False)
-        del corpus_ids
+        index_flat(retriever, tokens, lengths, vocab)
+        del tokens, lengths
         t2 = time.perf_counter()
         query_ids = tokenize(tokenizer, col.q_texts, update_vocab=False)
         tw = time.perf_counter()
