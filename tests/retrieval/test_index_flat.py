@@ -8,10 +8,12 @@ import filecmp
 
 import bm25s
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.retrieval._corpus import collect
+from rag_curriculum.retrieval import _index
+from rag_curriculum.retrieval._corpus import Collected, collect
 from rag_curriculum.retrieval._index import _tokenizer, index_flat, tokenize, tokenize_flat
 
 
@@ -60,3 +62,24 @@ def test_the_flat_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path, met
 def test_an_empty_passage_list_indexes_nothing(tmp_path):
     tokens, lengths = tokenize_flat(_tokenizer("en"), [], [])
     assert tokens.dtype == np.int32 and len(tokens) == 0 and len(lengths) == 0
+
+
+@pytest.mark.parametrize("rows", [7, 1 << 16])
+def test_passages_written_batch_by_batch_are_the_whole_tables_bytes(passages, tmp_path, monkeypatch, rows):
+    """passages.arrow is written one record batch at a time (the normalised texts of one batch in memory): the same
+    table in the same batches of ARROW_ROWS rows as the whole table written at once (the same bytes when it is one
+    batch; with several, Arrow lays a slice's buffers out otherwise, the same table, deterministic)."""
+    monkeypatch.setattr(_index, "ARROW_ROWS", rows)
+    titles, texts = passages
+    col = Collected(titles=list(titles), texts=list(texts), origins=["dataset"] * len(titles))
+    _index._write_passages(tmp_path / "streamed.arrow", col)
+    _index._write_arrow(tmp_path / "whole.arrow", {
+        "title": titles, "text": texts, "origin": col.origins,
+        "norm": [_index.normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]})
+    streamed, whole = (pa.ipc.open_file(pa.memory_map(str(tmp_path / f"{n}.arrow"))) for n in ("streamed", "whole"))
+    assert streamed.num_record_batches == whole.num_record_batches == -(-len(titles) // rows)
+    assert streamed.read_all().equals(whole.read_all())
+    if rows > len(titles):  # one batch (every index of the shared samples, the golden outputs): the same bytes
+        assert (tmp_path / "streamed.arrow").read_bytes() == (tmp_path / "whole.arrow").read_bytes()
+    _index._write_passages(tmp_path / "empty.arrow", Collected())
+    assert (tmp_path / "empty.arrow").stat().st_size > 0

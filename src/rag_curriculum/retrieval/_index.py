@@ -65,6 +65,7 @@ RANKED_IDS = "ranked_ids.npy"
 RANKED_SCORES = "ranked_scores.npy"
 KEYS = "passage_keys.npy"
 CHUNK = 4096  # passages / queries per progress step
+ARROW_ROWS = 1 << 16  # rows per record batch of the Arrow files
 
 
 class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
@@ -140,8 +141,8 @@ def index_flat(retriever: Any, tokens: Any, lengths: Any, vocab: dict, *, docs_p
     Python loop over lists of Python ints (about 36 bytes a token: a 5.2M-passage corpus would need some 15 GB);
     here the (document, token, count) triples come from ``numpy.unique`` over blocks of ``docs_per_step``
     documents, the scores are computed with bm25s's own IDF and term-frequency functions over blocks of
-    ``pairs_per_step`` triples, with the same float32 / float64 steps, and bm25s's CSC builder
-    (``retriever._np_csc``) makes the matrix. Like bm25s, it adds the empty token to ``vocab`` (the same dict)."""
+    ``pairs_per_step`` triples, with the same float32 / float64 steps, and the matrix is laid out as bm25s's CSC
+    builder lays it out. Like bm25s, it adds the empty token to ``vocab`` (the same dict)."""
     import numpy as np
     from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
 
@@ -181,7 +182,14 @@ def index_flat(retriever: Any, tokens: Any, lengths: Any, vocab: dict, *, docs_p
             sc -= nonocc[term[sl]]
         scores[sl] = sc
     del tf
-    data, indices, indptr = retriever._np_csc(data=scores, rows=doc, cols=term, shape=(n_docs, n_vocab))
+    # bm25s's CSC layout (tokens' columns, each one's documents ascending; indptr int64): a stable sort by token keeps
+    # the documents in order, with one int64 sorter where bm25s's builder also packs (token, document) keys
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
+    sorter = np.argsort(term, kind="stable")
+    del term
+    data, indices = scores[sorter], doc[sorter]
+    del sorter, scores, doc
     retriever.nonoccurrence_array = nonocc
     retriever.scores = {"data": data.astype(dtype), "indices": indices, "indptr": indptr, "num_docs": n_docs}
     if "" not in vocab:
@@ -238,7 +246,26 @@ def _write_arrow(path: Path, columns: dict[str, Any]) -> None:
 
     table = pa.table({k: v if isinstance(v, pa.Array) else pa.array(v, pa.string()) for k, v in columns.items()})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=1 << 16)
+        writer.write_table(table, max_chunksize=ARROW_ROWS)
+
+
+def _write_passages(path: Path, col: Any) -> None:
+    """``passages.arrow``, one record batch of ``ARROW_ROWS`` passages at a time (the bytes :func:`_write_arrow` writes
+    for the whole table, without holding every normalised text and a copy of every column at once)."""
+    import pyarrow as pa
+
+    n = len(col)
+    if not n:
+        _write_arrow(path, {"title": [], "text": [], "origin": [], "norm": []})
+        return
+    schema = pa.schema([(name, pa.string()) for name in ("title", "text", "origin", "norm")])
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for start in range(0, n, ARROW_ROWS):
+            titles, texts = col.titles[start:start + ARROW_ROWS], col.texts[start:start + ARROW_ROWS]
+            norm = [normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]
+            writer.write_batch(pa.record_batch([pa.array(titles, pa.string()), pa.array(texts, pa.string()),
+                                                pa.array(col.origins[start:start + ARROW_ROWS], pa.string()),
+                                                pa.array(norm, pa.string())], schema=schema))
 
 
 def _write_passage_side(tmp: Path, col: Any, cfg: IndexConfig) -> dict[str, str | None]:
@@ -248,9 +275,7 @@ def _write_passage_side(tmp: Path, col: Any, cfg: IndexConfig) -> dict[str, str 
     import pyarrow as pa
 
     n = len(col)
-    _write_arrow(tmp / PASSAGES, {
-        "title": col.titles, "text": col.texts, "origin": col.origins,
-        "norm": [normalize_passage(t, x) for t, x in zip(col.titles, col.texts, strict=True)]})
+    _write_passages(tmp / PASSAGES, col)
     _write_arrow(tmp / QUESTIONS, {"id": col.q_ids, "question": col.q_texts,
                                    "gold": pa.array(col.q_gold, pa.list_(pa.int32()))})
     np.save(tmp / KEYS, np.fromiter((passage_hash(t, x) for t, x in zip(col.titles, col.texts, strict=True)),
