@@ -21,7 +21,12 @@ each replica's words perturbed, so the index has the posting lists of a larger c
 ``--index DIR`` is used as it is. The queries are the input's questions (cycled).
 
     python bench/bench_serve.py [--replicas 40] [--batch 32] [--clients 4] [--topk 5] [--seconds 8] [--repeats 3]
-    python bench/bench_serve.py --index DIR [--workers 2]
+    python bench/bench_serve.py --index DIR [--workers 2] [--queries FILE] [--single-core]
+
+``--queries FILE`` takes the queries from a file's questions (a JSON list or JSONL); ``--single-core`` adds one
+caller on one bm25s thread (the single-core figure; bench/bench_serve_wiki.py uses both on a 5.2M-passage index).
+Only the batches the server answered are ranked in process for the check (on a big index ranking every batch
+would take hours).
 """
 
 from __future__ import annotations
@@ -75,6 +80,13 @@ def replicated_musique(src: Path, replicas: int, dest: Path) -> Path:
                                    for p in rec["paragraphs"]]
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
     return dest
+
+
+def read_questions(path: Path) -> list[str]:
+    """The ``question`` of each record of a JSON list or a JSONL file."""
+    text = path.read_text(encoding="utf-8")
+    recs = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    return [r["question"] for r in recs]
 
 
 def free_port() -> int:
@@ -149,6 +161,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each timed run")
     ap.add_argument("--repeats", type=int, default=5, help="rounds of alternated timed runs (medians)")
     ap.add_argument("--workers", type=int, default=1, help="curriculum serve --workers")
+    ap.add_argument("--queries", type=Path, help="take the queries from this file's questions (a JSON list or JSONL "
+                    "of records with a \"question\") instead of the index's")
+    ap.add_argument("--single-core", action="store_true", help="also time one caller on one thread (bm25s's "
+                    "n_threads=1): the single-core figure")
     args = ap.parse_args()
 
     import requests
@@ -167,11 +183,10 @@ def main() -> None:
             build_index(IndexConfig(dataset="musique", input=str(data), out=str(index_dir), depth=10))
             print(f"built the index of {args.replicas} x {args.input.name} in {time.perf_counter() - t:.1f} s")
         ix = load_index(index_dir)
-        questions = ix._q()[0]
+        questions = ix._q()[0] if args.queries is None else read_questions(args.queries)
         n_batches = max(1, len(questions) // args.batch)
         batches = [questions[i * args.batch:(i + 1) * args.batch] for i in range(n_batches)]
         ix.retrieve_many(batches[0], args.topk)  # warm: the matrix read, the tokenizer made
-        want = {b: ix.retrieve_many(batch, args.topk) for b, batch in enumerate(batches)}
 
         # the server: start-up time to healthy
         port = free_port()
@@ -210,19 +225,25 @@ def main() -> None:
         # warm-up of both, then alternated timed runs
         _run_clients(args.clients, batches, 1.0, in_process)
         _run_clients(args.clients, batches, 1.0, over_http)
-        rates: dict[str, list[float]] = {"in process": [], "in process, 1": [], "server": []}
+        rates: dict[str, list[float]] = {"in process": [], "in process, 1": [], "single core": [], "server": []}
+
+        def one_thread(state: dict, batch: list[str]):
+            return ix.retrieve_many(batch, args.topk, threads=1)
         seen: dict[int, object] = {}
         for _ in range(args.repeats):
             n, wall, _ = _run_clients(args.clients, batches, args.seconds, in_process)
             rates["in process"].append(n / wall)
             n, wall, _ = _run_clients(1, batches, args.seconds, in_process)
             rates["in process, 1"].append(n / wall)
+            if args.single_core:
+                n, wall, _ = _run_clients(1, batches, args.seconds, one_thread)
+                rates["single core"].append(n / wall)
             n, wall, answers = _run_clients(args.clients, batches, args.seconds, over_http)
             rates["server"].append(n / wall)
             seen.update(answers)
         # the server's answers are the in-process rankings
         for b, result in seen.items():
-            ids, scores = want[b]
+            ids, scores = ix.retrieve_many(batches[b], args.topk)
             for row_ids, row_scores, got in zip(ids.tolist(), scores.tolist(), result, strict=True):
                 exp = [(str(i), s) for i, s in zip(row_ids, row_scores, strict=True) if i >= 0]
                 assert [d["document"]["id"] for d in got] == [i for i, _ in exp], b
@@ -237,6 +258,7 @@ def main() -> None:
               f"{args.workers} server worker(s); {os.cpu_count()} CPUs")
         for name, key, what in ((f"in process, {args.clients} callers", "in process", "batches"),
                                 ("in process, 1 caller", "in process, 1", "batches"),
+                                *((("in process, 1 thread", "single core", "batches"),) if args.single_core else ()),
                                 (f"server, {args.clients} clients", "server", "requests")):
             rate = statistics.median(rates[key])
             print(f"{name:26s} {rate:9,.0f} queries/s  ({rate / args.batch:7,.1f} {what}/s; runs: "

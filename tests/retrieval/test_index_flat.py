@@ -83,3 +83,19 @@ def test_passages_written_batch_by_batch_are_the_whole_tables_bytes(passages, tm
         assert (tmp_path / "streamed.arrow").read_bytes() == (tmp_path / "whole.arrow").read_bytes()
     _index._write_passages(tmp_path / "empty.arrow", Collected())
     assert (tmp_path / "empty.arrow").stat().st_size > 0
+
+
+def test_auto_picks_numba_for_many_questions_or_a_big_index(monkeypatch):
+    import builtins
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))  # installed
+    assert _index._backend("auto", 100, 5_000) == "numpy"
+    assert _index._backend("auto", 20_000, 5_000) == _index._backend("auto", 0, 1_000_000) == "numba"
+    assert _index._backend("numpy", 0, 5_000_000) == "numpy" and _index._backend("numba") == "numba"
+    real = builtins.__import__
+    monkeypatch.delitem(sys.modules, "numba")
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "numba" else real(name, *a, **k))
+    assert _index._backend("auto", 0, 5_000_000) == "numpy"  # not installed: numpy, with the same scores

@@ -41,8 +41,8 @@ class IndexConfig:
         "passages from without retrieving again)."))
     threads: int = rule(0, ge=0, le=1024, help="Retrieval threads (bm25s n_threads); 0: one per CPU.")
     backend: str = rule("auto", choices=("auto", "numpy", "numba"), help=(
-        "bm25s retrieval backend: auto (numba when installed and there are 20,000 questions or more, since its "
-        "compilation takes about 30 s; else numpy) | numpy | numba. The scores are the same."))
+        "bm25s retrieval backend: auto (numba when installed and there are 20,000 questions or a million passages "
+        "or more, since its compilation takes 10 to 30 s; else numpy) | numpy | numba. The scores are the same."))
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")

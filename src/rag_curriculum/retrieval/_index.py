@@ -81,14 +81,17 @@ def _tokenizer(stopwords: str | None):
 
 
 #: ``backend="auto"`` picks numba (when installed) from this many queries on: its JIT compilation costs about
-#: half a minute per process, which pays off only on large batches.
+#: half a minute per process, which pays off only on large batches...
 NUMBA_MIN_QUERIES = 20_000
+#: ... or on an index of this many passages: there numpy's scoring of one query costs more than the compilation
+#: of a whole process (measured on 5.2M passages, one thread: 3.6 queries/s with numpy, 134 to 164 with numba).
+NUMBA_MIN_PASSAGES = 1_000_000
 
 
-def _backend(name: str, queries: int = 0) -> str:
+def _backend(name: str, queries: int = 0, passages: int = 0) -> str:
     if name != "auto":
         return name
-    if queries < NUMBA_MIN_QUERIES:
+    if queries < NUMBA_MIN_QUERIES and passages < NUMBA_MIN_PASSAGES:
         return "numpy"
     try:
         import numba  # noqa: F401
@@ -305,7 +308,7 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     if not len(col):
         raise IndexError_(f"{cfg.input}: no paragraph to index", hint="check --dataset and --input")
     t1 = time.perf_counter()
-    backend = _backend(cfg.backend, len(col.q_ids))
+    backend = _backend(cfg.backend, len(col.q_ids), len(col))
     depth = min(cfg.depth, len(col))
     remove_orphans(out, ("tmp", "old"))
     tmp = out.with_name(f".{out.name}.tmp-{owner_tag()}")
@@ -470,7 +473,9 @@ class CorpusIndex:
         if problems:
             raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems),
                               hint="build it again with curriculum index ... --overwrite")
-        self.backend = _backend(backend)  # auto: numpy (numba compiles for ~30 s; pass backend="numba" for big batches)
+        # auto: numba (when installed) on an index of a million passages or more, else numpy (numba compiles for
+        # ~10 to 30 s; pass backend="numba" for big batches on a smaller index)
+        self.backend = _backend(backend, passages=int(self.manifest["passages"]))
         self.threads = _threads(threads)
         params = json.loads((d / BM25_DIR / "params.index.json").read_text())
         saved = {k: params.get(k) for k in ("k1", "b", "method", "delta")}
