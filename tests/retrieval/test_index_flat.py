@@ -99,3 +99,14 @@ def test_auto_picks_numba_for_many_questions_or_a_big_index(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
                         if name == "numba" else real(name, *a, **k))
     assert _index._backend("auto", 0, 5_000_000) == "numpy"  # not installed: numpy, with the same scores
+
+
+def test_mismatched_arrays_are_refused_not_indexed(passages):
+    titles, texts = passages
+    tok = _tokenizer("en")
+    tokens, lengths = tokenize_flat(tok, titles[:50], texts[:50])
+    vocab = dict(tok.get_vocab_dict())
+    with pytest.raises(_index.IndexError_, match="vocabulary"):
+        index_flat(bm25s.BM25(), tokens, lengths, {w: i for w, i in vocab.items() if i < len(vocab) - 1})
+    with pytest.raises(_index.IndexError_, match="lengths summing"):
+        index_flat(bm25s.BM25(), tokens[:-1], lengths, vocab)

@@ -151,6 +151,13 @@ def index_flat(retriever: Any, tokens: Any, lengths: Any, vocab: dict, *, docs_p
 
     dtype, int_dtype = np.dtype(retriever.dtype), np.dtype(retriever.int_dtype)
     n_docs, n_vocab = len(lengths), len(vocab)
+    if int(np.sum(lengths)) != len(tokens) or (len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < n_vocab):
+        # the (document, token) keys below assume ids 0 .. n_vocab - 1 and one length per document: refuse, never
+        # mix up two tokens' counts silently
+        raise IndexError_(f"index_flat: {len(tokens):,} token ids for lengths summing to {int(np.sum(lengths)):,}, "
+                          f"ids in [{int(tokens.min()) if len(tokens) else 0}, "
+                          f"{int(tokens.max()) if len(tokens) else 0}] for a vocabulary of {n_vocab:,}",
+                          hint="pass tokenize_flat's arrays with the tokenizer's own vocabulary")
     avg = np.asarray(lengths, dtype=np.int64).mean()
     offsets = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -162,7 +169,6 @@ def index_flat(retriever: Any, tokens: Any, lengths: Any, vocab: dict, *, docs_p
         docs.append((key // n_vocab).astype(int_dtype))
         terms.append((key % n_vocab).astype(int_dtype))
         tfs.append(tf.astype(dtype))
-    del d, key, tf
     doc = np.concatenate(docs) if docs else np.zeros(0, int_dtype)
     term = np.concatenate(terms) if terms else np.zeros(0, int_dtype)
     tf = np.concatenate(tfs) if tfs else np.zeros(0, dtype)
@@ -253,8 +259,9 @@ def _write_arrow(path: Path, columns: dict[str, Any]) -> None:
 
 
 def _write_passages(path: Path, col: Any) -> None:
-    """``passages.arrow``, one record batch of ``ARROW_ROWS`` passages at a time (the bytes :func:`_write_arrow` writes
-    for the whole table, without holding every normalised text and a copy of every column at once)."""
+    """``passages.arrow``, one record batch of ``ARROW_ROWS`` passages at a time, without holding every normalised
+    text and a copy of every column at once: the table and batches :func:`_write_arrow` writes for the whole table
+    (its very bytes when the index is one batch; with several, Arrow lays out a slice's buffers otherwise)."""
     import pyarrow as pa
 
     n = len(col)
