@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["completion_text", "passage_labels", "row_answerable", "row_answers", "row_gold_labels"]
+from .._gold import GOLD_KEYS, NoGoldAnswerError, gold_answers
+from ..errors import ConfigError
+
+__all__ = ["GOLD_KEYS", "NoGoldAnswerError", "batch_answers", "completion_text", "gold_answers", "passage_labels", "row_gold",
+           "verl_answers",
+           "row_answerable", "row_answers", "row_gold_labels"]
 
 
 def _content_text(content: Any) -> str:
@@ -58,11 +63,52 @@ def _ground_truth(reward_model: Any) -> Mapping:
     return {}
 
 
-def row_answers(answers: Any = None, reward_model: Any = None) -> list[str]:
-    """The gold answer and its aliases: the ``answers`` column, else ``reward_model.ground_truth.answers``."""
-    if answers is not None:
-        return _str_list(answers)
-    return _str_list(_ground_truth(reward_model).get("answers"))
+def row_answers(answers: Any = None, reward_model: Any = None, golden_answers: Any = None, *,
+                where: str = "") -> list[str]:
+    """:func:`gold_answers` (the name the rewards used first)."""
+    return gold_answers(answers, reward_model, golden_answers, where=where)
+
+
+def row_gold(row: Mapping[str, Any]) -> list[str]:
+    """:func:`gold_answers` of a whole row (a dict of its columns), named by its ``id`` when it has one."""
+    rid = row.get("id")
+    return gold_answers(row.get("answers"), row.get("reward_model"), row.get("golden_answers"),
+                        where=f"row id {rid!r}" if rid is not None else "")
+
+
+def verl_answers(ground_truth: Any, data_source: Any = None, extra_info: Any = None) -> list[str]:
+    """:func:`gold_answers` of the ``reward_model.ground_truth`` verl hands a reward function (the toolkit's
+    ``{"answers": [...]}``, Search-R1's ``{"target": [...]}``, FlashRAG's ``{"golden_answers": [...]}``, or the
+    answers themselves); a row without any is an error naming its ``data_source`` and ``extra_info.index``.
+
+    >>> verl_answers({"target": ["Paris"]}, "nq"), verl_answers("Paris")
+    (['Paris'], ['Paris'])
+    """
+    where = f"data_source {data_source!r}" if data_source is not None else "a verl row"
+    if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
+        where += f", extra_info.index {extra_info.get('index')}"
+    return gold_answers(reward_model={"ground_truth": ground_truth}, where=where)
+
+
+def batch_answers(n: int, answers: Sequence[Any] | None = None, reward_model: Sequence[Any] | None = None,
+                  golden_answers: Sequence[Any] | None = None, *, ids: Sequence[Any] | None = None,
+                  who: str = "the reward") -> list[list[str]]:
+    """:func:`gold_answers` of each of ``n`` rows from the columns a trainer passes (one entry per completion; an
+    absent column is None). A column of another length, no answer column at all, or a row without a gold answer
+    is an error naming the row (its position in the batch, and its ``id`` when the ``id`` column is there)."""
+    cols = (("answers", answers), ("reward_model", reward_model), ("golden_answers", golden_answers))
+    for name, col in cols + (("id", ids),):
+        if col is not None and len(col) != n:
+            raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+    if all(col is None for _, col in cols):
+        raise ConfigError(f"{who} needs the gold answers and got none of the columns answers, golden_answers, "
+                          "reward_model (with ground_truth.answers or Search-R1's ground_truth.target)",
+                          hint="with TRL keep remove_unused_columns=False; with verl, keep reward_model")
+    out = []
+    for i in range(n):
+        where = f"completion {i} of the batch" + (f" (row id {ids[i]!r})" if ids is not None else "")
+        out.append(gold_answers(*(None if col is None else col[i] for _, col in cols), where=where))
+    return out
 
 
 def row_gold_labels(gold_labels: Any = None, reward_model: Any = None) -> list[str]:

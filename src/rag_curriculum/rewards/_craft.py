@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
+from ._columns import batch_answers, completion_text, row_answerable, row_gold_labels
 from ._craft_format import CRAFT_VARIANTS
 from ._formats import FORMATS
 from ._judge import CraftJudge, checks_for
@@ -229,24 +229,22 @@ class CraftReward:
                    gold_labels: Sequence[Any] | None = None, passages: Sequence[Any] | None = None, *,
                    question: Sequence[Any] | None = None, reward_model: Sequence[Any] | None = None,
                    extra_info: Sequence[Any] | None = None,
-                   answerable: Sequence[Any] | None = None) -> list[CraftBreakdown]:
+                   answerable: Sequence[Any] | None = None, golden_answers: Sequence[Any] | None = None,
+                   id: Sequence[Any] | None = None) -> list[CraftBreakdown]:
         """Per-completion breakdowns of a batch (one judge call for the whole batch)."""
         n = len(completions)
-        for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
-                          ("question", question), ("reward_model", reward_model), ("extra_info", extra_info),
-                          ("answerable", answerable)):
+        for name, col in (("gold_labels", gold_labels), ("passages", passages), ("question", question),
+                          ("extra_info", extra_info), ("answerable", answerable)):
             if col is not None and len(col) != n:
                 raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
-        if answers is None and reward_model is None:
-            raise ConfigError("the CRAFT reward needs the gold answers: pass the `answers` column or `reward_model` "
-                              "with ground_truth.answers; with TRL keep remove_unused_columns=False")
+        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the CRAFT reward")
         if self._needs_judge() and (passages is None or question is None):
             raise ConfigError("the CRAFT judge reads the `question` and `passages` columns; pass them (TRL passes "
                               "every dataset column with remove_unused_columns=False)")
         none = (None,) * n
-        rows = [(c, row_answers(a, rm), row_gold_labels(g, rm), q, p, row_answerable(ok, rm))
-                for c, a, g, q, p, rm, ok in zip(
-            completions, none if answers is None else answers, none if gold_labels is None else gold_labels,
+        rows = [(c, gold, row_gold_labels(g, rm), q, p, row_answerable(ok, rm))
+                for c, gold, g, q, p, rm, ok in zip(
+            completions, golds, none if gold_labels is None else gold_labels,
             none if question is None else question, none if passages is None else passages,
             none if reward_model is None else reward_model, none if answerable is None else answerable,
             strict=True)]
@@ -256,12 +254,14 @@ class CraftReward:
                  gold_labels: Sequence[Any] | None = None, passages: Sequence[Any] | None = None, *,
                  question: Sequence[Any] | None = None, reward_model: Sequence[Any] | None = None,
                  extra_info: Sequence[Any] | None = None, answerable: Sequence[Any] | None = None,
+                 golden_answers: Sequence[Any] | None = None,
                  log_metric: Callable[[str, float], None] | None = None,
                  log_extra: Callable[[str, list], None] | None = None, **kwargs: Any) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown; 0.0 where the
         component does not apply)."""
         breakdowns = self.components(completions, answers, gold_labels, passages, question=question,
-                                     reward_model=reward_model, extra_info=extra_info, answerable=answerable)
+                                     reward_model=reward_model, extra_info=extra_info, answerable=answerable,
+                                     golden_answers=golden_answers, id=kwargs.get("id"))
         if self.log_components and breakdowns:
             self._log(breakdowns, log_metric, log_extra)
         component = self.component

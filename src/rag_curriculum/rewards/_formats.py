@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..agents._searchr1 import parse_trajectory
 from ..prompts import PromptTemplate, get_template
 from ..registry import Registry
 from . import _craft_format
-from ._parser import parse_completion
+from ._parser import MISSING_TAG, ParsedCompletion, parse_completion
 
 __all__ = ["FORMATS", "OutputFormat", "get_format", "register_format"]
 
@@ -47,6 +48,20 @@ FORMATS: Registry[OutputFormat] = Registry("output format")
 FORMATS.register("rag-rl", OutputFormat("rag-rl", parse_completion))
 for _v in range(1, 6):  # CRAFT's trace formats (rewards/_craft_format.py): parsers with Table 12's error taxonomy
     FORMATS.register(f"craft-v{_v}", f"rag_curriculum.rewards._formats:_craft_format_{_v}")
+
+
+def parse_search_answer(text: str, labels: Any = None, *, max_chars: int | None = None) -> ParsedCompletion:
+    """A search agent's completion read as Search-R1 reads it: the answer is the last ``<answer>`` block (no
+    citations; valid when there is one)."""
+    answer = parse_trajectory(text or "").answer
+    if answer is None:
+        return ParsedCompletion("", (), False, MISSING_TAG, "no <answer> ... </answer> block")
+    return ParsedCompletion(answer, (), True)
+
+
+# Search agents' prompts (a build of Search-R1's questions): the answer of the last <answer> block
+FORMATS.register("search-r1", OutputFormat("search-r1", parse_search_answer))
+FORMATS.register("search-r1-original", OutputFormat("search-r1-original", parse_search_answer))
 
 
 def _craft(v: int) -> OutputFormat:

@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 from .._metrics import answer_f1, answer_scores
 from ..agents._globalrag import GlobalRagTrace, Plan, parse_globalrag, read_plans
 from ..errors import ConfigError
-from ._columns import completion_text, row_answers
+from ._columns import batch_answers, completion_text
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",
            "structural_reward"]
@@ -426,16 +426,14 @@ class GlobalRagReward:
     def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                    reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,
                    gold_plan: Sequence[Any] | None = None, source_id: Sequence[Any] | None = None,
-                   id: Sequence[Any] | None = None, step: float = 0) -> list[GlobalRagBreakdown]:
+                   id: Sequence[Any] | None = None, step: float = 0,
+                   golden_answers: Sequence[Any] | None = None) -> list[GlobalRagBreakdown]:
         """The terms of every completion of a batch, batched (see "Cost" in the module docstring)."""
         n = len(completions)
-        for name, col in (("answers", answers), ("reward_model", reward_model), ("trajectory", trajectory),
-                          ("gold_plan", gold_plan), ("source_id", source_id), ("id", id)):
+        for name, col in (("trajectory", trajectory), ("gold_plan", gold_plan), ("source_id", source_id)):
             if col is not None and len(col) != n:
                 raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
-        if answers is None and reward_model is None:
-            raise ConfigError("the GlobalRAG reward needs the gold answers: pass the `answers` column (or "
-                              "`reward_model` with ground_truth.answers)", hint="with TRL keep remove_unused_columns=False")
+        all_gold = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the GlobalRAG reward")
         traces: list[GlobalRagTrace] = []
         for i, c in enumerate(completions):
             t = trajectory[i] if trajectory is not None else None
@@ -461,8 +459,7 @@ class GlobalRagReward:
         w = self.weight(step)
         out: list[GlobalRagBreakdown] = []
         for i, (tr, g, maps) in enumerate(zip(traces, golds, pairs, strict=True)):
-            gold_answers = row_answers(None if answers is None else answers[i],
-                                       None if reward_model is None else reward_model[i])
+            gold_answers = all_gold[i]
             em = answer_scores(tr.answer, gold_answers)[0] if tr.answer else 0.0
             form = float(tr.valid)
             s_str = s_sem = s_step = 0.0
@@ -494,12 +491,14 @@ class GlobalRagReward:
                  reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,
                  gold_plan: Sequence[Any] | None = None, source_id: Sequence[Any] | None = None,
                  id: Sequence[Any] | None = None, trainer_state: Any = None,
+                 golden_answers: Sequence[Any] | None = None,
                  log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
         """TRL reward function: one float per completion; the step t is ``trainer_state.global_step`` (0 without
         a trainer state)."""
         step = float(getattr(trainer_state, "global_step", 0) or 0)
         scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory,
-                                 gold_plan=gold_plan, source_id=source_id, id=id, step=step)
+                                 gold_plan=gold_plan, source_id=source_id, id=id, step=step,
+                                 golden_answers=golden_answers)
         if self.log_components and log_metric is not None and scores:
             for attr in _LOGGED:
                 log_metric(f"globalrag/{attr}", sum(float(getattr(b, attr)) for b in scores) / len(scores))

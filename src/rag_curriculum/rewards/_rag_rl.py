@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 from .._metrics import _normalized_answers
 from ..errors import ConfigError
-from ._columns import completion_text, row_answerable, row_answers, row_gold_labels
+from ._columns import batch_answers, completion_text, row_answerable, row_gold_labels
 from ._formats import FORMATS
 from ._parser import DEFAULT_MAX_CHARS
 from ._scoring import (
@@ -209,25 +209,24 @@ class RagRlReward:
         reward_model: Sequence[Any] | None = None,
         extra_info: Sequence[Any] | None = None,
         answerable: Sequence[Any] | None = None,
+        golden_answers: Sequence[Any] | None = None,
+        id: Sequence[Any] | None = None,
     ) -> list[RewardBreakdown]:
-        """Per-completion breakdowns of a batch; the columns are lists with one entry per completion."""
+        """Per-completion breakdowns of a batch; the columns are lists with one entry per completion. The gold
+        answers come from ``answers``, ``golden_answers`` or ``reward_model`` (:func:`~._columns.batch_answers`:
+        a row without any is an error naming it)."""
         n = len(completions)
-        for name, col in (("answers", answers), ("gold_labels", gold_labels), ("passages", passages),
-                          ("reward_model", reward_model), ("extra_info", extra_info), ("answerable", answerable)):
+        for name, col in (("gold_labels", gold_labels), ("passages", passages), ("extra_info", extra_info),
+                          ("answerable", answerable)):
             if col is not None and len(col) != n:
                 raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
-        if answers is None and reward_model is None:
-            raise ConfigError(
-                "the RAG-RL reward needs the gold answers: pass the `answers` column (list of answer + aliases) "
-                "or `reward_model` with ground_truth.answers; with TRL keep remove_unused_columns=False"
-            )
+        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the RAG-RL reward")
         none = (None,) * n  # an absent column reads as None in every row
         score = self.score
         return [
-            score(completion, row_answers(a, rm), row_gold_labels(g, rm), passage_labels(p, x),
-                  answerable=row_answerable(ok, rm))
-            for completion, a, g, p, rm, x, ok in zip(
-                completions, none if answers is None else answers, none if gold_labels is None else gold_labels,
+            score(completion, gold, row_gold_labels(g, rm), passage_labels(p, x), answerable=row_answerable(ok, rm))
+            for completion, gold, g, p, rm, x, ok in zip(
+                completions, golds, none if gold_labels is None else gold_labels,
                 none if passages is None else passages, none if reward_model is None else reward_model,
                 none if extra_info is None else extra_info, none if answerable is None else answerable,
                 strict=True)
@@ -243,6 +242,7 @@ class RagRlReward:
         reward_model: Sequence[Any] | None = None,
         extra_info: Sequence[Any] | None = None,
         answerable: Sequence[Any] | None = None,
+        golden_answers: Sequence[Any] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs: Any,
@@ -250,7 +250,7 @@ class RagRlReward:
         """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
         breakdowns = self.components(
             completions, answers, gold_labels, passages, reward_model=reward_model, extra_info=extra_info,
-            answerable=answerable,
+            answerable=answerable, golden_answers=golden_answers, id=kwargs.get("id"),
         )
         if self.log_components and breakdowns:
             self._log(breakdowns, log_metric, log_extra)

@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 from .._metrics import answer_scores
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
-from ._columns import completion_text, row_answers
+from ._columns import batch_answers, completion_text
 
 __all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Reward", "SearchGoldFoundReward"]
 
@@ -132,29 +132,29 @@ class SearchEmReward:
 
     def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                    reward_model: Sequence[Any] | None = None,
-                   trajectory: Sequence[Any] | None = None) -> list[SearchBreakdown]:
-        """Per-completion breakdowns of a batch; the columns hold one entry per completion."""
+                   trajectory: Sequence[Any] | None = None, golden_answers: Sequence[Any] | None = None,
+                   id: Sequence[Any] | None = None) -> list[SearchBreakdown]:
+        """Per-completion breakdowns of a batch; the columns hold one entry per completion. The gold answers come
+        from ``answers``, ``golden_answers`` or ``reward_model`` (Search-R1's ``ground_truth.target`` too); a row
+        without any is an error naming it (:func:`~._columns.batch_answers`)."""
         n = len(completions)
-        for name, col in (("answers", answers), ("reward_model", reward_model), ("trajectory", trajectory)):
-            if col is not None and len(col) != n:
-                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
-        if answers is None and reward_model is None:
-            raise ConfigError("the search rewards need the gold answers: pass the `answers` column (the answer and "
-                              "its aliases) or `reward_model` with ground_truth.answers",
-                              hint="with TRL keep remove_unused_columns=False")
+        if trajectory is not None and len(trajectory) != n:
+            raise ConfigError(f"got {n} completions but {len(trajectory)} entries in column 'trajectory'")
+        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the search rewards")
         none = (None,) * n
-        return [self.score(c, row_answers(a, rm), t) for c, a, rm, t in zip(
-            completions, none if answers is None else answers, none if reward_model is None else reward_model,
-            none if trajectory is None else trajectory, strict=True)]
+        return [self.score(c, gold, t) for c, gold, t in zip(
+            completions, golds, none if trajectory is None else trajectory, strict=True)]
 
     def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                  reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,
+                 golden_answers: Sequence[Any] | None = None,
                  log_metric: Callable[[str, float], None] | None = None, environments: Sequence[Any] | None = None,
                  **kwargs: Any) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
         if trajectory is None and environments is not None:
             trajectory = from_environments(completions, environments)
-        scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory)
+        scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory,
+                                 golden_answers=golden_answers, id=kwargs.get("id"))
         if self.log_components and log_metric is not None and scores:
             for attr in _LOGGED:
                 log_metric(f"search/{attr}", sum(float(getattr(b, attr)) for b in scores) / len(scores))

@@ -70,7 +70,7 @@ from .._plumbing import derive_seed
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ..generation._base import SamplingConfig
-from ._columns import completion_text, row_answers
+from ._columns import batch_answers, completion_text
 from ._judge import CraftJudge
 
 __all__ = [
@@ -720,31 +720,17 @@ class VeritasReward:
         *,
         reward_model: Sequence[Any] | None = None,
         trajectory: Sequence[Any] | None = None,
+        golden_answers: Sequence[Any] | None = None,
+        id: Sequence[Any] | None = None,
     ) -> list[VeritasBreakdown]:
         """Per-trajectory breakdowns of a batch (one judge call for the batch)."""
         n = len(completions)
-        for name, col in (("answers", answers), ("reward_model", reward_model), ("trajectory", trajectory)):
-            if col is not None and len(col) != n:
-                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
-        if answers is None and reward_model is None:
-            raise ConfigError(
-                "the VERITAS reward needs the gold answers: pass the `answers` column (the answer and "
-                "its aliases) or `reward_model` with ground_truth.answers",
-                hint="with TRL keep remove_unused_columns=False",
-            )
+        if trajectory is not None and len(trajectory) != n:
+            raise ConfigError(f"got {n} completions but {len(trajectory)} entries in column 'trajectory'")
+        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the VERITAS reward")
         none = (None,) * n
         return self._breakdowns(
-            [
-                (c, row_answers(a, rm), t)
-                for c, a, rm, t in zip(
-                    completions,
-                    none if answers is None else answers,
-                    none if reward_model is None else reward_model,
-                    none if trajectory is None else trajectory,
-                    strict=True,
-                )
-            ]
-        )
+            list(zip(completions, golds, none if trajectory is None else trajectory, strict=True)))
 
     def __call__(
         self,
@@ -753,11 +739,13 @@ class VeritasReward:
         *,
         reward_model: Sequence[Any] | None = None,
         trajectory: Sequence[Any] | None = None,
+        golden_answers: Sequence[Any] | None = None,
         log_metric: Callable[[str, float], None] | None = None,
         **kwargs: Any,
     ) -> list[float]:
         """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
-        scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory)
+        scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory,
+                                 golden_answers=golden_answers, id=kwargs.get("id"))
         if self.log_components and log_metric is not None and scores:
             for attr in _LOGGED:
                 vals = [getattr(b, attr) for b in scores]

@@ -34,7 +34,7 @@ from typing import Any
 from rag_curriculum._metrics import answer_scores
 from rag_curriculum.agents._searchr1 import parse_trajectory
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_answers, row_gold_labels
+from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_gold_labels, verl_answers
 from rag_curriculum.rewards._craft import CraftReward
 from rag_curriculum.rewards._rag_rl import RagRlReward
 
@@ -82,9 +82,7 @@ def compute_score(
     options = tuple(sorted((k, v) for k, v in kwargs.items() if k in _FIELDS and k != "log_components"))
     reward = _reward(options)
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
-    answers = row_answers(gt.get("answers"))
-    if not answers:
-        logger.warning("no gold answers in ground_truth for data_source %r: the answer reward will be 0", data_source)
+    answers = verl_answers(ground_truth, data_source, extra_info)
     b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), passage_labels(None, extra_info),
                      answerable=row_answerable(gt.get("answerable")))
     return {
@@ -136,7 +134,8 @@ def compute_craft_score(
                           "passages", hint="drop reward_kwargs.judge, or train with TRL (rewards: craft with judge)")
     reward = _craft_reward(json.dumps({k: v for k, v in kwargs.items() if k in _CRAFT_OPTIONS}, sort_keys=True))
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
-    b = reward.score(solution_str, row_answers(gt.get("answers")), row_gold_labels(gt.get("gold_labels")),
+    b = reward.score(solution_str, verl_answers(ground_truth, data_source, extra_info),
+                     row_gold_labels(gt.get("gold_labels")),
                      answerable=row_answerable(gt.get("answerable")))  # <gold_docs>[] is right on an unanswerable row
     return {
         "score": b.total,
@@ -175,8 +174,7 @@ def compute_search_score(
     if metric not in ("em", "f1"):
         raise ConfigError(f"compute_search_score: metric={metric!r}; choose em or f1",
                           hint="set +reward.custom_reward_function.reward_kwargs.metric=em|f1")
-    gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
-    answers = row_answers(gt.get("answers"))
+    answers = verl_answers(ground_truth, data_source, extra_info)
     parsed = parse_trajectory(solution_str or "")
     em, f1 = answer_scores(parsed.answer, answers) if parsed.answer and answers else (0.0, 0.0)
     return {

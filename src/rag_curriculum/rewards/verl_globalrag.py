@@ -61,7 +61,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.rewards._columns import row_answers
+from rag_curriculum.rewards._columns import verl_answers
 from rag_curriculum.rewards._globalrag import GlobalRagBreakdown, GlobalRagReward
 from rag_curriculum.rewards.verl_veritas import verl_segments
 
@@ -161,7 +161,7 @@ def _scores(reward: GlobalRagReward, texts: Sequence[str], truths: Sequence[Any]
     infos = [i if isinstance(i, Mapping) else {} for i in infos]
     steps = [training_step(i, **step_options) for i in infos]
     texts = ["".join(s["text"] for s in verl_segments(t or "", tag)) for t in texts]
-    answers = [row_answers((g if isinstance(g, Mapping) else {"answers": g}).get("answers")) for g in truths]
+    answers = [verl_answers(g, None, i) for g, i in zip(truths, infos, strict=True)]
     gold = [i.get("gold_plan") if isinstance(i.get("gold_plan"), Mapping) else None for i in infos]
     sids = [i.get("source_id") for i in infos]
     ids = [i.get("id") for i in infos]

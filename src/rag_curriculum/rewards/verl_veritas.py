@@ -35,10 +35,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from rag_curriculum.rewards._columns import row_answers
+from rag_curriculum.rewards._columns import verl_answers
 from rag_curriculum.rewards._veritas import VeritasReward
 
 __all__ = ["compute_veritas_score", "verl_segments"]
@@ -83,7 +83,7 @@ def _scores(
     reward: VeritasReward, texts: Sequence[str], truths: Sequence[Any], tag: str
 ) -> list[dict[str, float]]:
     trajs = [{"segments": verl_segments(t, tag)} for t in texts]
-    answers = [row_answers((g if isinstance(g, Mapping) else {"answers": g}).get("answers")) for g in truths]
+    answers = [verl_answers(g) for g in truths]
     out = []
     for text, b in zip(texts, reward.components(list(texts), answers, trajectory=trajs), strict=True):
         d = {

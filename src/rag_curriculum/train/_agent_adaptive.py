@@ -41,7 +41,7 @@ from typing import Any
 from .._plumbing import atomic_write_bytes
 from ..agents._difficulty import P_COLUMN, noise_probability
 from ..errors import ConfigError
-from ..rewards._columns import row_answers
+from ..rewards._columns import row_gold
 from ..rewards._search import SearchEmReward
 from .adaptive import PLOT_FILE, STATE_FILE, _count, plot_levels, read_levels
 from .controllers import Controller, GroupResult, batch_success, make_controller
@@ -145,7 +145,7 @@ class SearchCurriculumHook:
         if self.success == "reward":
             return [float(t) for t in totals]
         em = SearchEmReward(log_components=False)
-        return [em.score(c, row_answers(r.get("answers"), r.get("reward_model")), r.get("trajectory")).exact_match
+        return [em.score(c, row_gold(r), r.get("trajectory")).exact_match
                 for r, c in zip(rows, completions, strict=True)]
 
     def update(self, entries: Sequence[Sequence[Any]], scores: Sequence[float], *, step: int) -> dict[str, float]:

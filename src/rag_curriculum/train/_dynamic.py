@@ -51,7 +51,7 @@ from typing import Any
 from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic sampling
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..errors import ConfigError
-from ..rewards._columns import completion_text, row_answers
+from ..rewards._columns import completion_text, row_gold
 from ..rewards._scoring import get_parser, score_completion
 from ._progress import ROW_KEYS, distinct_rows, row_stats
 
@@ -285,8 +285,7 @@ class DynamicHook:
             for row, completion in zip(rows, completions, strict=True):
                 template = row.get("template") or "rag-rl"
                 parse = self._parsers.get(template) or self._parsers.setdefault(template, get_parser(template))
-                out.append(float(score_completion(completion_text(completion), row_answers(
-                    row.get("answers"), row.get("reward_model")), parse=parse).exact_match))
+                out.append(float(score_completion(completion_text(completion), row_gold(row), parse=parse).exact_match))
             return out
         if self.column is not None:
             return rewards_per_func[:, self.column].tolist()

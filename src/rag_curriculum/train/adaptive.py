@@ -30,7 +30,7 @@ from .._plots import plot_adaptive_levels
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
-from ..rewards._columns import completion_text, row_answers
+from ..rewards._columns import completion_text, row_gold
 from ..rewards._scoring import get_parser, score_completion
 from ._trainer import curriculum_classes
 from .controllers import Controller, GroupResult, make_controller
@@ -76,7 +76,7 @@ class AdaptiveHook:
         for row, completion in zip(rows, completions, strict=True):
             template = row.get("template") or "rag-rl"
             parse = self._parsers.get(template) or self._parsers.setdefault(template, get_parser(template))
-            out.append(score_completion(completion_text(completion), row_answers(row.get("answers"), row.get("reward_model")),
+            out.append(score_completion(completion_text(completion), row_gold(row),
                                         parse=parse).exact_match)
         return out
 

@@ -1,0 +1,93 @@
+"""The one reader of a row's gold answers, wherever a trainer, a data file or the toolkit keeps them: the toolkit's
+``answers``, Search-R1's ``reward_model.ground_truth.target`` and FlashRAG's ``golden_answers``. The rewards (TRL's,
+verl's, the toolkit's), the evaluation, the partition and the loaders all read answers through it, so a row scores
+the same everywhere, and a row without a gold answer is an error, never a silent 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import DataError
+
+
+def _ground_truth(reward_model: Any) -> Mapping:
+    if isinstance(reward_model, Mapping):
+        gt = reward_model.get("ground_truth", reward_model)
+        return gt if isinstance(gt, Mapping) else {"answers": gt}
+    return {}
+
+
+#: Where the gold answers of a row are looked for, in this order: the toolkit's ``answers`` column, FlashRAG's
+#: ``golden_answers`` column, then inside ``reward_model.ground_truth`` the toolkit's ``answers``, Search-R1's
+#: ``target`` (``scripts/data_process/nq_search.py``) and FlashRAG's ``golden_answers`` (a ground truth that is
+#: itself a string or a list is the answers).
+GOLD_KEYS = ("answers", "golden_answers", "reward_model.ground_truth.answers", "reward_model.ground_truth.target",
+             "reward_model.ground_truth.golden_answers")
+
+
+class NoGoldAnswerError(DataError):
+    """A row with no gold answer under any of :data:`GOLD_KEYS` (or only empty ones, or one that is not text):
+    scoring it would give 0 whatever the model wrote."""
+
+
+def _answer_list(value: Any, key: str, where: str) -> list[str] | None:
+    """The non-empty answers of one key's value (None when the key holds nothing); a value that is not text, or a
+    list holding something else than text, is an error naming the key."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise NoGoldAnswerError(f"{key} holds {_show(value)} ({type(value).__name__}), not an answer or a list of "
+                                "answers", kind="wrong_type", record=where or None, field=key)
+    else:
+        items = list(value)
+    out = []
+    for j, a in enumerate(items):
+        if not isinstance(a, str):
+            raise NoGoldAnswerError(f"{key}[{j}] is {_show(a)} ({type(a).__name__}), not a string",
+                                    kind="wrong_type", record=where or None, field=key)
+        if a.strip():
+            out.append(str(a))
+    return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def gold_answers(answers: Any = None, reward_model: Any = None, golden_answers: Any = None, *,
+                 where: str = "") -> list[str]:
+    """The gold answer and its aliases of one row, from the first of :data:`GOLD_KEYS` that holds any: the one
+    reader of gold answers of every reward (TRL's, verl's, the toolkit's) and of the evaluation. Rows of the
+    toolkit, Search-R1's data files (``reward_model.ground_truth.target``) and FlashRAG's (``golden_answers``) all
+    read the same way. A row with none raises :class:`NoGoldAnswerError` naming the row (``where``) and the keys
+    looked for: never a silent score of 0.
+
+    >>> gold_answers(["Paris", "Paris, France"])
+    ['Paris', 'Paris, France']
+    >>> gold_answers(reward_model={"style": "rule", "ground_truth": {"target": ["Paris"]}})
+    ['Paris']
+    >>> gold_answers(reward_model={"ground_truth": {"target": "Paris"}}), gold_answers(golden_answers=("Paris",))
+    (['Paris'], ['Paris'])
+    >>> gold_answers(reward_model={"ground_truth": {"gold_labels": ["A"]}}, where="row 3")
+    Traceback (most recent call last):
+    ...
+    rag_curriculum._gold.NoGoldAnswerError: row 3: no gold answer under answers, golden_answers, reward_model.ground_truth.answers, reward_model.ground_truth.target, reward_model.ground_truth.golden_answers
+    """
+    gt = _ground_truth(reward_model)
+    for key, value in (("answers", answers), ("golden_answers", golden_answers),
+                       ("reward_model.ground_truth.answers", gt.get("answers")),
+                       ("reward_model.ground_truth.target", gt.get("target")),
+                       ("reward_model.ground_truth.golden_answers", gt.get("golden_answers"))):
+        got = _answer_list(value, key, where)
+        if got:
+            return got
+    raise NoGoldAnswerError(f"no gold answer under {', '.join(GOLD_KEYS)}", kind="no_gold_answer",
+                            record=where or None)
+
+
+
+__all__ = ["GOLD_KEYS", "NoGoldAnswerError", "gold_answers"]
