@@ -78,3 +78,31 @@ def react_search_then_finish(messages, n, seed):
 def closed_book_x(messages, n, seed):
     """Not a search agent: a closed-context (RAG-RL format) completion answering "x" to everything."""
     return ["<reasoning>r</reasoning><answer>Final answer: x\nSupporting passages: 1</answer>"] * n
+
+
+_ANSWERS: dict[str, str] = {}
+
+
+def _any_gold(question):
+    """The gold answer of a question of the shared HotpotQA or MuSiQue training sample, matched without a trailing
+    "?" (Search-R1's data script appends one)."""
+    if not _ANSWERS:
+        import json
+        from pathlib import Path
+
+        data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        for r in json.loads((data / "hotpotqa" / "hotpot_train_v1.1.sample100.json").read_text(encoding="utf-8")):
+            _ANSWERS[r["question"].strip().rstrip("?")] = r["answer"]
+        for line in (data / "musique" / "musique_ans_v1.0_train.sample100.jsonl").read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            _ANSWERS[r["question"].strip().rstrip("?")] = r["answer"]
+    return _ANSWERS.get(question.strip().rstrip("?"), "no idea")
+
+
+def search_then_gold(messages, n, seed):
+    """Search the question, then answer it right (from the shared samples), except questions of even length,
+    answered "no idea"."""
+    q = _question(messages)
+    if messages[-1]["role"] == "user":
+        return f"<think>look up</think><search> {q} </search>"
+    return f"<think>found</think><answer> {_any_gold(q) if len(q) % 2 else 'no idea'} </answer>"

@@ -122,6 +122,7 @@ class PromptTemplate:
     citation: str = "label"  # what the model cites: "label" (the unique title) or "index" (the passage's number)
     index_base: int = 1  # the first passage's number when citation == "index" (CRAFT: 1, the paper's d_1..d_K)
     abstain_instruction: str = ABSTAIN_INSTRUCTION  # appended to the instructions when a build may abstain
+    shows_passages: bool = True  # False: a search agent's prompt (QuestionTemplate), made from the question alone
 
     def with_abstention(self, answer: str) -> PromptTemplate:
         """This template with :attr:`abstain_instruction` (``{answer}`` filled in) after its instructions: the
@@ -181,6 +182,22 @@ class PromptTemplate:
         return [{"role": "user", "content": user}]
 
 
+@dataclass(frozen=True)
+class QuestionTemplate(PromptTemplate):
+    """A search agent's prompt as a build template: one user message, ``question_format`` filled with the question
+    (stripped); no system prompt and no passages (the agent searches for them). What ``curriculum build
+    --template search-r1 | search-r1-original`` writes in the ``prompt`` column, the same text the agent's rollout
+    starts from (``rag_curriculum.agents``)."""
+
+    system_prompt: str = ""
+    instructions: str = ""
+    shows_passages: bool = False
+
+    def render_fields(self, question: str, labels: Sequence[str], titles: Sequence[str],
+                      texts: Sequence[str]) -> list[dict[str, str]]:
+        return [{"role": "user", "content": self.question_format.format(question=question.strip())}]
+
+
 TEMPLATES: Registry[PromptTemplate] = Registry("template")
 TEMPLATES.register(
     "rag-rl",
@@ -188,6 +205,9 @@ TEMPLATES.register(
 )
 for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
     TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
+# Search agents' prompts (docs/search-agents.md), for rows of questions without passages (Search-R1's data files)
+TEMPLATES.register("search-r1", "rag_curriculum.agents._searchr1:SEARCH_R1_BUILD_TEMPLATE")
+TEMPLATES.register("search-r1-original", "rag_curriculum.agents._searchr1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..prompts import QuestionTemplate
 from ..registry import Registry
 
 #: Where one turn's generation stops.
@@ -97,6 +98,12 @@ class SearchTemplate:
     def render(self, question: str) -> list[dict[str, str]]:
         return [{"role": "user", "content": self.text.format(question=question.strip())}]
 
+
+#: The same prompts as build templates (``curriculum build --template search-r1 | search-r1-original``): the rows'
+#: ``prompt`` column holds exactly what the agent's rollout starts from.
+SEARCH_R1_BUILD_TEMPLATE = QuestionTemplate(name="search-r1", question_format=SEARCH_R1_PROMPT)
+SEARCH_R1_ORIGINAL_BUILD_TEMPLATE = QuestionTemplate(name="search-r1-original",
+                                                     question_format=SEARCH_R1_ORIGINAL_PROMPT)
 
 AGENT_TEMPLATES: Registry[SearchTemplate] = Registry("search-agent template")
 AGENT_TEMPLATES.register("search-r1", SearchTemplate("search-r1", SEARCH_R1_PROMPT))

@@ -18,11 +18,13 @@ from typing import Any
 from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
 from ..config import bind, given
 from ..errors import ConfigError
+from ..loaders import questions_only
 from ..prompts import ABSTENTION_ANSWER, get_template
 from ..rewards._scoring import check_abstention_answer
 
 #: K per dataset, as in RAG-RL section 4.4.
-DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10}
+# search-r1: questions without passages, so every level is the same row (one level unless --K says otherwise)
+DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10, "search-r1": 1}
 
 ORDERS = ("level", "shuffled", "hops-level")
 SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
@@ -142,10 +144,38 @@ class BuildConfig:
         if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):
             raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "
                               "ideal setting has no distractors; the retrieved one shows what BM25 ranks)")
+        self._check_questions_only()
         if needs_index and self.schedule == "adaptive" and self.setting == "curriculum":
             raise ConfigError(f"--schedule adaptive re-renders rows at training time from the dataset's own "
                               f"distractors; it does not take --distractors {self.distractors}",
                               hint="use a fixed schedule (min-max, linear, ...) with BM25 distractors")
+
+    def _check_questions_only(self) -> None:
+        """Sources of questions without passages (Search-R1's data files) make rows for search agents: a search
+        agent's prompt, no distractors, no unanswerable rows; a template that shows passages is the other way
+        round (a passage-free source under it would show none)."""
+        bare = [s.dataset for s in self.sources if questions_only(s.dataset)]
+        shows = get_template(self.template).shows_passages
+        if not bare:
+            if not shows:
+                raise ConfigError(f"--template {self.template} is a search agent's prompt (no passages shown); the "
+                                  f"{self.sources[0].dataset} rows would lose their passages",
+                                  hint="build closed-context rows with --template rag-rl (or craft-v*); search "
+                                       "agents replace the prompt themselves (agent.template)")
+            return
+        hint = ("rows of questions without passages are for search agents: curriculum build --dataset search-r1 "
+                "--input train.parquet --template search-r1-original (or search-r1)")
+        if len(bare) != len(self.sources):
+            raise ConfigError(f"{bare[0]} (questions without passages) mixed with datasets that have passages",
+                              hint="build them apart")
+        if shows:
+            raise ConfigError(f"--template {self.template} shows passages, and {bare[0]}'s questions have none",
+                              hint=hint)
+        if self.setting != "curriculum" or self.distractors != "provided" or self.unanswerable_fraction \
+                or self.schedule == "adaptive":
+            raise ConfigError(f"{bare[0]}'s questions have no passages: no --setting ideal|distractor|retrieved, "
+                              "--distractors bm25|mixed, --unanswerable-fraction or --schedule adaptive",
+                              hint=hint + "; search difficulty is the agent's (agent.difficulty in training)")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

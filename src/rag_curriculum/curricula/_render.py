@@ -108,7 +108,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         gold = [doc.is_gold for doc in docs]
         gold_labels = [lb for lb, g in zip(labels, gold, strict=True) if g]
         ids.append(f"{ex.source}-{ex.id}")
-        sources.append(ex.source)
+        sources.append(ex.extra.get("data_source") or ex.source)  # Search-R1's rows keep their own
         questions.append(ex.question)
         contents.append(template.render_fields(ex.question, labels, titles, texts)[-1]["content"])
         splits.append(ex.split)

@@ -96,6 +96,7 @@ def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -
     examples: list[Example] = []
     excluded: Counter = Counter()
     seen: set[str] = set()
+    no_passages = bool(getattr(stream.loader, "questions_only", False))  # Search-R1's rows: no gold to count
     for ex in track(stream, f"loading {spec.dataset}", enabled=progress):
         if ex.id in seen:  # the same question twice (a duplicated record, or identical Hub rows without an id)
             excluded["duplicate_id"] += 1
@@ -104,7 +105,7 @@ def load_source(cfg: BuildConfig, spec: SourceSpec, *, progress: bool = False) -
         if ex.extra.get("answerable") is False and not cfg.include_unanswerable:
             excluded["unanswerable"] += 1
             continue
-        if ex.hops == 0:
+        if ex.hops == 0 and not no_passages:
             excluded["no_gold"] += 1
             continue
         examples.append(ex)

@@ -49,7 +49,7 @@ from ..agents import (
 )
 from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
-from ..loaders import load_flashrag
+from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
 from ..retrieval._index import passage_hash
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
@@ -196,10 +196,11 @@ _COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "lev
 
 def load_question_sets(directory: str | Path, *, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(dataset, rows) per dataset of a shard directory, in row order; or the one set of a FlashRAG question file
-    (:func:`~rag_curriculum.loaders.load_flashrag`: evaluation only, no gold passages)."""
+    (:func:`~rag_curriculum.loaders.load_flashrag`: evaluation only, no gold passages); or the sets of a Search-R1
+    data file, one per ``data_source`` (:func:`~rag_curriculum.loaders.load_search_r1`)."""
     if Path(directory).is_file():
-        got = load_flashrag(directory)
-        return [(got.name, got.rows[:limit] if limit else got.rows)]
+        sets = load_search_r1(directory) if is_search_r1_file(directory) else [load_flashrag(directory)]
+        return [(got.name, got.rows[:limit] if limit else got.rows) for got in sets]
     table = read_table(directory)
     cols = [c for c in _COLUMNS if c in table.schema.names]
     missing = {"id", "data_source", "question", "answers"} - set(cols)

@@ -4,7 +4,7 @@ ships them), evaluation only.
 
 >>> from rag_curriculum.loaders import DATASETS
 >>> DATASETS.names()
-['2wikimultihopqa', 'hotpotqa', 'musique']
+['2wikimultihopqa', 'hotpotqa', 'musique', 'search-r1']
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ._io import guess_split, iter_records
 from .flashrag import FLASHRAG_SETS, FlashRAGLoader, FlashRAGSet, load_flashrag
 from .hotpotqa import HotpotQALoader
 from .musique import MuSiQueLoader
+from .searchr1 import SEARCH_R1_SOURCES, SearchR1Loader, is_search_r1_file
 from .twowiki import TwoWikiLoader
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,18 @@ DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
 DATASETS.register("hotpotqa", HotpotQALoader)
 DATASETS.register("musique", MuSiQueLoader)
 DATASETS.register("2wikimultihopqa", TwoWikiLoader)
+DATASETS.register("search-r1", SearchR1Loader)  # questions without passages, for search agents
 
-ALIASES = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa", "hotpot_qa": "hotpotqa", "2wikimqa": "2wikimultihopqa"}
+ALIASES = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa", "hotpot_qa": "hotpotqa", "2wikimqa": "2wikimultihopqa",
+           "searchr1": "search-r1", "search_r1": "search-r1"}
 
 OnError = Literal["raise", "skip"]
+
+
+def questions_only(dataset: str) -> bool:
+    """Whether ``dataset``'s records are questions without passages (Search-R1's data files): rows for search
+    agents, which find their passages themselves."""
+    return bool(getattr(get_loader(dataset), "questions_only", False))
 
 
 def get_loader(dataset: str) -> type[DatasetLoader]:
@@ -185,6 +194,24 @@ def load_examples(dataset: str, path: str | Path | None = None, *, split: str | 
     return ExampleStream(dataset, path, split, on_error, report)
 
 
+def load_search_r1(path: str | Path, *, on_error: str = "raise") -> list[FlashRAGSet]:
+    """The questions of a Search-R1 data file as question sets, one per ``data_source`` in order of first
+    appearance (a merged file holds several): rows ``id`` (``{data_source}-{id}``), ``data_source``, ``question``,
+    ``answers``, ``passages`` (empty), ``hops`` (None), as :func:`load_flashrag` gives them."""
+    stream = load_examples("search-r1", path, on_error=on_error)  # type: ignore[arg-type]
+    sets: dict[str, FlashRAGSet] = {}
+    for ex in stream:
+        name = ex.extra["data_source"]
+        got = sets.get(name)
+        if got is None:
+            got = sets[name] = FlashRAGSet(name, ex.split, str(path), report=stream.report)
+        got.rows.append({"id": ex.id, "data_source": name, "question": ex.question, "answers": list(ex.answers),
+                         "passages": [], "hops": None, "qtype": None})
+    if not sets:
+        raise DataError("no records", kind="invalid_json", path=str(path))
+    return list(sets.values())
+
+
 def hub_records(loader: type[DatasetLoader], split: str | None, repo: str | None = None,
                 config: str | None = None) -> Iterator[tuple[str, Any]]:
     """Rows of the Hub copy of a dataset, through ``datasets`` (streamed, so nothing is held whole)."""
@@ -209,5 +236,6 @@ def hub_records(loader: type[DatasetLoader], split: str | None, repo: str | None
         yield f"row {i}", row
 
 
-__all__ = ["DATASETS", "FLASHRAG_SETS", "ExampleStream", "FlashRAGLoader", "FlashRAGSet", "get_loader", "guess_split",
+__all__ = ["DATASETS", "FLASHRAG_SETS", "SEARCH_R1_SOURCES", "ExampleStream", "FlashRAGLoader", "FlashRAGSet",
+           "SearchR1Loader", "get_loader", "guess_split", "is_search_r1_file", "load_search_r1", "questions_only",
            "load_examples", "load_flashrag", "sniff_dataset"]

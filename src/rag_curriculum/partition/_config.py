@@ -12,6 +12,7 @@ from ..agents import RolloutConfig, SearchDifficulty
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
 from ..generation._base import BACKENDS, SamplingConfig
+from ..loaders import questions_only
 
 if TYPE_CHECKING:  # for the annotation only
     from ..generation.runner import RunReport
@@ -132,6 +133,10 @@ class PartitionConfig:
         self.sampling()  # validates the sampling settings
         if self.agent is None and self.retriever:
             raise UsageError("--retriever is for a search agent's partition: add --agent search-r1")
+        if self.agent is None and self.dataset and questions_only(self.dataset):
+            raise UsageError(f"{self.dataset}'s questions have no passages, so a closed-context partition has "
+                             "nothing to show the model", hint="partition them as a search agent: add --agent "
+                             "search-r1 --retriever DIR|URL")
         if self.agent is not None:
             check_agent_config(self)
 

@@ -19,7 +19,7 @@ from ..errors import BuildError, PartitionError
 from ..generation._base import GenerationBackend, get_backend
 from ..generation._base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
-from ..loaders import get_loader
+from ..loaders import get_loader, questions_only
 from ..shards import (
     MANIFEST,
     ROW_SCHEMA,
@@ -50,8 +50,11 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     built = out / BUILT_INPUT
     dataset = get_loader(cfg.dataset or "").name
     # Any split: the partition labels training questions, and dev questions too (the paper's evaluation subsets).
+    # questions without passages (Search-R1's data files): a search agent's rows, its prompt (replaced by the
+    # agent's template when asked, as every row's is)
+    extra = {"template": "search-r1"} if questions_only(dataset) else {}
     build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="max",
-                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True)
+                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True, **extra)
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)
@@ -63,7 +66,7 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
             pass
         log.info("building %s at level K from %s into %s", dataset, cfg.input, built)
         build_rows(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} "
-                   f"--schedule max --seed {cfg.seed}" + (f" --n {cfg.n}" if cfg.n else "")
+                   f"--schedule max --seed {cfg.seed}" + (" --template search-r1" if extra else "") + (f" --n {cfg.n}" if cfg.n else "")
                    + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
     return built
 

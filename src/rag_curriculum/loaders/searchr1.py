@@ -1,0 +1,105 @@
+"""Search-R1's data files: the Parquet that its ``scripts/data_process/nq_search.py``,
+``qa_search_train_merge.py`` and ``qa_search_test_merge.py`` write (``train.parquet`` / ``test.parquet``), one row
+per question::
+
+    id              FlashRAG's id ("train_0")
+    question        the question, stripped, with a "?" appended when it had none
+    golden_answers  the answer and its aliases (FlashRAG's column, kept by the script)
+    data_source     the set the row comes from (nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, bamboogle)
+    prompt          [{"role": "user", "content": make_prefix(question)}]
+    ability         "fact-reasoning"
+    reward_model    {"style": "rule", "ground_truth": {"target": [answers]}}
+    extra_info      {"split": "train" | "test", "index": row index within its source split}
+
+Questions without passages (a search agent finds its own), so the rows are for search agents: ``curriculum build
+--dataset search-r1`` writes them as the toolkit's rows (no passages, every level the same row; ``--template
+search-r1-original`` gives the file's own prompt byte for byte), ``partition --agent`` and ``train`` with an
+``agent:`` section use them, and ``eval --agent --data FILE.parquet`` asks them.
+
+The answers are read by the toolkit's one gold reader (:func:`~rag_curriculum.rewards._columns.gold_answers`):
+``golden_answers``, else ``reward_model.ground_truth.target`` (a list or a string), so a file that keeps only one of
+them reads the same. A row keeps its own ``data_source`` (a merged file holds several). Errors name the file, the
+row and the field, as the other loaders' do.
+
+>>> SearchR1Loader.looks_like({"question": "q?", "data_source": "nq", "reward_model": {"ground_truth": {"target": ["a"]}}})
+True
+>>> SearchR1Loader.looks_like({"id": "test_0", "question": "q?", "golden_answers": ["a"]})  # FlashRAG's own layout
+False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._gold import gold_answers
+from ..errors import DataError
+from ..records import Example
+from ._base import DatasetLoader, RecordContext, json_type, require_question
+from ._io import iter_records
+
+#: The sets Search-R1's paper trains and evaluates on (its ``main_ppo.py`` routes these to its exact-match reward).
+SEARCH_R1_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+
+
+class SearchR1Loader(DatasetLoader):
+    """One row of Search-R1's Parquet to a question (no passages): see the module docstring."""
+
+    name = "search-r1"
+    hub_path = "PeterJinGo/nq_hotpotqa_train"
+    license = "the licence of each source set (NQ: CC BY-SA 3.0; HotpotQA: CC BY-SA 4.0; ...)"
+    release_files = "train.parquet / test.parquet written by Search-R1's scripts/data_process/nq_search.py"
+    #: Rows without passages: a build writes them for search agents, not closed-context curricula.
+    questions_only = True
+
+    @classmethod
+    def looks_like(cls, rec: Any) -> bool:
+        if not isinstance(rec, Mapping) or "question" not in rec:
+            return False
+        rm = rec.get("reward_model")
+        gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
+        return isinstance(gt, Mapping) and "target" in gt or ("data_source" in rec and "prompt" in rec
+                                                              and "golden_answers" in rec)
+
+    @classmethod
+    def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
+        if not isinstance(rec, Mapping):
+            raise ctx.error(f"the record is {json_type(rec)}, expected an object", kind="wrong_type")
+        source = rec.get("data_source")
+        if source is not None and not (isinstance(source, str) and source.strip()):
+            raise ctx.error(f"expected a non-empty string, got {json_type(source)}", kind="wrong_type",
+                            field="data_source")
+        info = rec.get("extra_info")
+        info = info if isinstance(info, Mapping) else {}
+        rid = rec.get("id")
+        if isinstance(rid, int) and not isinstance(rid, bool):
+            rid = str(rid)
+        if rid is None and info.get("index") is not None:  # a file of the user's own without FlashRAG's ids
+            rid = f"{source or 'row'}_{info['index']}"
+        if not isinstance(rid, str) or not rid.strip():
+            raise ctx.error("missing" if rid is None else f"expected a string, got {json_type(rid)}",
+                            kind="missing_field" if rid is None else "wrong_type", field="id")
+        ctx.id = rid
+        question = require_question(rec, ctx)
+        try:
+            answers = gold_answers(None, rec.get("reward_model"), rec.get("golden_answers"))
+        except DataError as e:
+            raise ctx.error(str(e), kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
+                            field=e.field or "golden_answers / reward_model.ground_truth.target") from None
+        extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
+        row_split = info.get("split")
+        # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question
+        return Example(id=f"{source}-{rid}" if source else rid, source=cls.name,
+                       split=row_split if isinstance(row_split, str) else split, question=question,
+                       answers=list(dict.fromkeys(answers)), documents=[], extra=extra)
+
+
+def is_search_r1_file(path: str | Path) -> bool:
+    """Whether a data file's first record is in Search-R1's layout."""
+    for _, rec in iter_records(Path(path), lambda err: None):
+        return SearchR1Loader.looks_like(rec)
+    return False
+
+
+__all__ = ["SEARCH_R1_SOURCES", "SearchR1Loader", "is_search_r1_file"]
