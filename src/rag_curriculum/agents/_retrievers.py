@@ -77,7 +77,7 @@ class IndexRetriever:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "index", **self.index.describe()}
+        return {"kind": "index", **self.index.describe(), "fingerprint": self.index.fingerprint}
 
 
 class HttpRetriever:
@@ -87,6 +87,12 @@ class HttpRetriever:
     ``url`` is the full endpoint (``http://127.0.0.1:8000/retrieve``; a bare ``host:port`` gets ``/retrieve``).
     ``retries``/``backoff``: urllib3's ``Retry(total, backoff_factor)`` on connection errors and 502/503/504.
     ``batch``: queries per request.
+
+    **Which index answers.** Before its first search the client reads the server's ``GET /manifest`` (beside
+    ``/retrieve``): the index's fingerprint, kind and sources, which :meth:`describe` returns, so a run records
+    them (and a resume compares them). ``curriculum serve`` sends the fingerprint with every answer: an answer
+    from another index (the server restarted on another one at the same URL) stops the run with one line naming
+    both. A server without ``/manifest`` (Search-R1's own) cannot be checked: a warning says so, once.
     """
 
     def __init__(self, url: str, *, timeout: float = 60.0, retries: int = 5, backoff: float = 0.5,
@@ -100,6 +106,9 @@ class HttpRetriever:
         if url.rstrip("/").count("/") == 2:  # no path: the protocol's endpoint
             url = url.rstrip("/") + "/retrieve"
         self.url = url
+        self.manifest_url = url.rsplit("/", 1)[0] + "/manifest"
+        self._index: dict[str, Any] | None = None  # the server's /manifest, read before the first search
+        self._identified = False
         self.timeout = timeout
         self.batch = batch
         self.session = requests.Session()
@@ -113,10 +122,48 @@ class HttpRetriever:
         return mask_secrets(self.url)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        self.identify()
         out: list[list[Hit]] = []
         for start in range(0, len(queries), self.batch):
             out += self._post(list(queries[start:start + self.batch]), k)
         return out
+
+    def identify(self) -> dict[str, Any] | None:
+        """The server's index as its ``GET /manifest`` says (fingerprint, kind, passages, sources), read once; None
+        for a server without one (then nothing can be checked, and a warning says so)."""
+        if self._identified:
+            return self._index
+        import requests
+
+        try:
+            r = self.session.get(self.manifest_url, timeout=self.timeout)
+            m = r.json() if r.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            m = None
+        self._identified = True
+        if not isinstance(m, dict) or not m.get("fingerprint"):
+            log.warning("retriever %s has no /manifest with a fingerprint (not a `curriculum serve` server?): a server "
+                        "restarted on another index at this URL would go unnoticed", self._where())
+            return None
+        keep = ("fingerprint", "kind", "retriever", "index", "dataset", "passages")
+        self._index = {k: m.get(k) for k in keep if k in m}
+        self._index["sources"] = [{k: s.get(k) for k in ("kind", "input", "sha256")}
+                                  for s in m.get("sources") or [] if isinstance(s, dict)]
+        return self._index
+
+    def _check_fingerprint(self, body: Any) -> None:
+        """An answer from another index than the one this client identified first stops the run."""
+        want = (self._index or {}).get("fingerprint")
+        if want is None:
+            return
+        got = body.get("fingerprint") if isinstance(body, dict) else None
+        if got != want:
+            now = f"fingerprint {got[:12]}" if isinstance(got, str) else "no fingerprint"
+            raise RetrieverError(f"retriever {self._where()} now answers from another index ({now}); this run began "
+                                 f"with index {self._index.get('index')!r} (fingerprint {want[:12]}): its results "
+                                 "would mix two indexes",
+                                 hint="restart the server on the index the run began with, or start a new run "
+                                      "(another --out) for the new index")
 
     def _post(self, queries: list[str], k: int) -> list[list[Hit]]:
         import requests
@@ -131,11 +178,13 @@ class HttpRetriever:
             raise RetrieverError(f"retriever {self._where()} answered HTTP {r.status_code}: {r.text[:300]}",
                                  hint="check the server's log")
         try:
-            result = r.json()["result"]
+            body = r.json()
+            result = body["result"]
         except (ValueError, KeyError, TypeError):
             raise RetrieverError(f"retriever {self._where()}: the response is not Search-R1's "
                                  '{"result": [[...], ...]} (got ' + repr(r.text[:200]) + ")",
                                  hint="point --retriever at a server speaking POST /retrieve") from None
+        self._check_fingerprint(body)
         if not isinstance(result, list) or len(result) != len(queries):
             raise RetrieverError(f"retriever {self._where()}: {len(result) if isinstance(result, list) else 'no'} "
                                  f"result list(s) for {len(queries)} queries",
@@ -152,7 +201,8 @@ class HttpRetriever:
         return Hit(str(doc.get("id", "")), title, text, None if score is None else float(score))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "http", "url": self._where()}
+        """Where the server is and which index it serves (its ``/manifest``: fingerprint, sources)."""
+        return {"kind": "http", "url": self._where(), "index": self.identify()}
 
     def close(self) -> None:
         self.session.close()

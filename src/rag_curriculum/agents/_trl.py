@@ -369,18 +369,19 @@ class SearchRollout:
             metrics[mode][k].append(float(v))
 
 
-def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str, Any]] | None = None
-                        ) -> SearchRollout:
+def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str, Any]] | None = None,
+                        retriever: Any = None) -> SearchRollout:
     """The rollout of a training config's ``agent`` section (:class:`~rag_curriculum.train._config.AgentConfig`):
     its retriever opened (an index directory or a server URL), its settings bound; ``seed`` when the section sets
-    none. ``rows``: to find rows by prompt under a trainer that does not record them."""
+    none. ``rows``: to find rows by prompt under a trainer that does not record them; ``retriever``: one already
+    opened (else ``agent.retriever`` is opened)."""
     s = seed if agent.seed is None else int(agent.seed)
     kwargs = dict(config=RolloutConfig(template=agent.template, topk=agent.topk, max_turns=agent.max_turns,
                                        max_context_tokens=agent.max_context_tokens, on_invalid=agent.on_invalid,
                                        seed=s),
                   difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),
                   max_turn_tokens=agent.max_turn_tokens, first_turn=agent.first_turn)
-    retriever = open_retriever(agent.retriever)
+    retriever = retriever if retriever is not None else open_retriever(agent.retriever)
     if rows is not None:
         return SearchRollout.from_rows(rows, retriever, **kwargs)
     return SearchRollout(retriever, **kwargs)

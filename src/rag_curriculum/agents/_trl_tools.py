@@ -110,10 +110,10 @@ class SearchEnvironment:
         return "\n".join(f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(hits, 1))
 
 
-def environment_from_config(agent: Any, *, seed: int = 0) -> Callable[[], SearchEnvironment]:
+def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None) -> Callable[[], SearchEnvironment]:
     """TRL's ``environment_factory`` for a training config's ``agent`` section: one retriever opened and shared,
     a fresh :class:`SearchEnvironment` per rollout."""
     s = seed if agent.seed is None else int(agent.seed)
-    retriever = open_retriever(agent.retriever)
+    retriever = retriever if retriever is not None else open_retriever(agent.retriever)
     return functools.partial(SearchEnvironment, retriever, topk=agent.topk,
                              difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s))

@@ -369,12 +369,17 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")
                 and not (cfg.agent != "react" and k in _REACT_ONLY)
                 and not (cfg.faithfulness is None and k in _VERITAS_ONLY)}
-    summary: dict[str, Any] = {"agent": cfg.agent, "retriever": retriever.describe(), "evals": []}
+    described = retriever.describe()
+    # which index answers (its content: sources, fingerprint), not where it is: a rerun reuses results only
+    # from the same index, and a server swapped behind the URL stops the run (HttpRetriever)
+    content = mask_secrets({k: v for k, v in described.items() if k not in ("path", "url")})
+    summary: dict[str, Any] = {"agent": cfg.agent, "retriever": described, "evals": []}
     for model in cfg.models:
         backend = None
         try:
             for (d, ds, rows), key in zip(sets, keys, strict=True):
-                fp = {"settings": settings, "model": mask_secrets(model.path), "rows": _rows_digest(rows)}
+                fp = {"settings": settings, "model": mask_secrets(model.path), "rows": _rows_digest(rows),
+                      "retriever": content}
                 res_path = out / "results" / model.name / f"{key}.json"
                 if res_path.is_file():
                     old = json.loads(res_path.read_text())

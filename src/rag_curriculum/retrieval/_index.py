@@ -511,6 +511,7 @@ class CorpusIndex:
         self._cache: dict[int, tuple[str, str]] = {}
         self._norms: dict[int, str] = {}
         self._spans: tuple[Any, Any, Any] | None = None
+        self._fingerprint: str | None = None
 
     @property
     def bm25(self) -> Any:
@@ -535,6 +536,15 @@ class CorpusIndex:
 
     def __len__(self) -> int:
         return int(self.manifest["passages"])
+
+    @property
+    def fingerprint(self) -> str:
+        """The index's identity: the SHA-256 of its ``manifest.json`` (which holds its sources' checksums, its
+        settings and the sizes of its files; the same inputs make the same index, byte for byte). The server
+        sends it with every answer, so a client notices an index swapped behind a URL."""
+        if self._fingerprint is None:
+            self._fingerprint = hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
+        return self._fingerprint
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:
         """What a build's manifest records about the index it used."""

@@ -8,8 +8,10 @@ Search-R1, verl's ``search_r1_like`` tool and TRL scripts that call a retriever 
     POST /retrieve  {"queries": [...], "topk": 3}            (no scores: each list holds the documents alone)
       -> {"result": [[{"id": "17", "contents": "Title\\ntext"}, ...], ...]}
     POST /retrieve  {"query": "q", "topk": 3}                (one query: the same response, a list of one list)
-    GET  /health    200 {"status": "ok", ...} once the index is loaded, 503 before
-    GET  /manifest  (and GET /) what the index is: dataset, passages, BM25 parameters, tokenizer, sources
+    GET  /health    200 {"status": "ok", ..., "fingerprint"} once the index is loaded, 503 before
+    GET  /manifest  (and GET /) what the index is: dataset, passages, BM25 parameters, tokenizer, sources, and its
+                    fingerprint (the SHA-256 of its manifest.json), which every /retrieve answer also carries
+                    beside "result"
 
 One list per query, best first: exactly :meth:`CorpusIndex.retrieve_many`'s ranking for that ``topk`` (the same
 tokenizer, parameters and tie order, by lower passage id). A query with no indexed word gets an empty list; a list
@@ -70,6 +72,7 @@ def _public_manifest(ix: CorpusIndex, limits: dict[str, int]) -> dict[str, Any]:
             "bm25", "tokenizer")
     out = {k: m.get(k) for k in keep}
     out["index"] = ix.path.name
+    out["fingerprint"] = ix.fingerprint
     out["sources"] = [{k: v for k, v in s.items() if k != "path"} for s in m.get("sources", [])]
     out["server"] = {**limits, "protocol": "Search-R1 retrieval_server (POST /retrieve)"}
     return out
@@ -278,7 +281,8 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         if not state.ready:
             return not_ready()
         ix = state.ix
-        return {"status": "ok", "index": ix.path.name, "dataset": ix.dataset, "passages": len(ix)}
+        return {"status": "ok", "index": ix.path.name, "dataset": ix.dataset, "passages": len(ix),
+                "fingerprint": ix.fingerprint}
 
     @app.get("/manifest")
     async def manifest() -> Any:
@@ -311,7 +315,8 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         topk = req.topk or default_topk
         try:
             ids, scores = await state.batcher.rank(queries, topk)
-            payload = await run_in_threadpool(_respond, state.passages, ids, scores, req.return_scores)
+            payload = await run_in_threadpool(_respond, state.passages, ids, scores, req.return_scores,
+                                              state.ix.fingerprint)
         except Exception as e:  # noqa: BLE001  (one line to the client, the traceback to the log)
             log.exception("retrieval failed")
             return JSONResponse({"detail": f"retrieval failed: {type(e).__name__}: {e}"}, status_code=500)
@@ -366,9 +371,10 @@ class _Passages:
         return out
 
 
-def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool) -> bytes:
+def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool, fingerprint: str | None = None) -> bytes:
     """The response body: per query, its ranked passages (id -1, "no indexed word", left out) as Search-R1's
-    documents, with or without scores."""
+    documents, with or without scores; and the index's ``fingerprint`` beside ``result`` (Search-R1's clients read
+    ``result`` alone; the toolkit's check it against the index the run began with)."""
     import numpy as np
     import orjson
 
@@ -383,7 +389,7 @@ def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool) -> b
                            if i >= 0])
         else:
             result.append([docs[i] for i in row_ids if i >= 0])
-    return orjson.dumps({"result": result})
+    return orjson.dumps({"result": result, "fingerprint": fingerprint} if fingerprint else {"result": result})
 
 
 def app_from_env() -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
+from ..agents import open_retriever
 from ..agents._trl import rollout_from_config, search_prompts
 from ..agents._trl_tools import environment_from_config
 from ..errors import ConfigError, SettingError
@@ -254,6 +255,9 @@ def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, poli
     saved = json.loads(p.read_text())
     problems = [f"{k} was {saved.get(k)!r}, now {plan.get(k)!r}" for k in ("shards_fingerprint", "num_rows")
                 if k in saved and saved.get(k) != plan.get(k)]
+    if "retriever" in saved and saved["retriever"] != plan.get("retriever"):
+        was, now = (((x or {}).get("index") or x or {}).get("fingerprint") for x in (saved["retriever"], plan.get("retriever")))
+        problems.append(f"its searches went to another index (fingerprint {str(was)[:12]}, now {str(now)[:12]})")
     if "rows_done" in saved and "global_step" in saved:
         here = rows_done(int(saved["global_step"]), args, int(plan["prompts_per_generation"]))
         if here != saved["rows_done"]:
@@ -360,6 +364,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     }
     if pass_rates is not None:
         run_plan["pass_rates"] = pass_rates
+    retriever = None
+    if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
+        retriever = open_retriever(cfg.agent.retriever)
+        run_plan["retriever"] = mask_secrets({k: v for k, v in retriever.describe().items() if k not in ("path", "url")})
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
         log.info("resuming from checkpoint %s (step %s)", resume, _checkpoint_step(resume))
@@ -408,10 +416,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                             path=steps_file if args.process_index == 0 else None)
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
-        extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed)
+        extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
         log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
     elif cfg.agent.retriever is not None:
-        extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed)
+        extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
         log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
