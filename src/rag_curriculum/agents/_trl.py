@@ -168,8 +168,15 @@ class PolicyBackend:
             full = text_of(lo)
             ends = [i + len(s) for s in stop if (i := full.find(s)) >= 0]
             full = full[:min(ends)]
-        elif eos is None:
-            ids = [t for t in ids if t != self.pad_token_id] if self.pad_token_id not in self.eos_token_ids else ids
+        elif eos is None and self.pad_token_id not in self.eos_token_ids:
+            # only trailing padding goes (a row of the batch that finished early); a pad id the model sampled
+            # inside its turn is one of its tokens, kept
+            n = len(ids)
+            while n and ids[n - 1] == self.pad_token_id:
+                n -= 1
+            if n < len(ids):
+                ids = ids[:n]
+                full = text_of(n)
         return ids, full
 
     # -- the backend protocol ----------------------------------------------------------------------------------
