@@ -66,3 +66,40 @@ def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, la
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(out_dir)
     return out_dir
+
+
+def build_wordlevel_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 32, seed: int = 0) -> Path:
+    """A tiny random Granite (Llama-style) model whose tokenizer is a WordLevel one (whitespace words of fixture
+    text, the search protocol's tags as words): a tokenizer transformers' ``stop_strings`` cannot read. (Granite:
+    ``AutoTokenizer`` loads a Granite model's ``tokenizer.json`` as it is, where a Qwen2 model's is re-read as
+    Qwen2's byte-level BPE.)"""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import GraniteConfig, GraniteForCausalLM, PreTrainedTokenizerFast
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tags = ["<search>", "</search>", "<answer>", "</answer>", "<think>", "</think>", "<information>",
+            "</information>"]
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # no decoder: the tokens decode joined by spaces (what breaks transformers' StopStringCriteria)
+    trainer = trainers.WordLevelTrainer(vocab_size=600, special_tokens=["[UNK]", *SPECIAL], show_progress=False)
+    tok.train_from_iterator([" ".join(tags)] * 50 + corpus_texts(data_dir, limit=200), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   unk_token="[UNK]", bos_token=None)
+    fast.chat_template = CHATML_TEMPLATE
+    fast.padding_side = "left"
+    fast.save_pretrained(out_dir)
+    torch.manual_seed(seed)
+    config = GraniteConfig(vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=4096, tie_word_embeddings=True,
+                         eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
+                         pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None)
+    model = GraniteForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(out_dir)
+    return out_dir
+

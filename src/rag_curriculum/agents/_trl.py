@@ -42,6 +42,7 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError
+from ..generation._hf_backend import stop_kwargs
 from ..shards import PROMPT_TOKENS
 from ._difficulty import SearchDifficulty
 from ._retrievers import Retriever, open_retriever
@@ -212,7 +213,7 @@ class PolicyBackend:
             "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
             "repetition_penalty": sampling.repetition_penalty, "no_repeat_ngram_size": 0,
             "pad_token_id": self.pad_token_id, "eos_token_id": self.eos_token_ids,
-            "stop_strings": stop, "tokenizer": self.tokenizer,
+            **stop_kwargs(self.tokenizer, stop, width),
         }
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)

@@ -42,6 +42,53 @@ def _mix(seeds: Sequence[int]) -> int:
     return derive_seed(*seeds, sep=",", bits=63)
 
 
+class DecodedStop:
+    """A stopping criterion for ``model.generate`` that ends a row once the text of its new tokens (decoded from
+    ``start``) holds one of ``stop``: what transformers' ``stop_strings`` does, for tokenizers whose vocabulary its
+    ``StopStringCriteria`` cannot read (a WordLevel tokenizer: "substring not found"). It decodes each row's new
+    tokens at every step, so it is slower; it is used only for such tokenizers."""
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], start: int) -> None:
+        self.tokenizer, self.stop, self.start = tokenizer, list(stop), start
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        texts = self.tokenizer.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stop) for t in texts], dtype=torch.bool,
+                            device=input_ids.device)
+
+
+_STOP_STRINGS_OK: dict[int, bool] = {}
+
+
+def stop_kwargs(tokenizer: Any, stop: Sequence[str], start: int) -> dict[str, Any]:
+    """The ``generate`` arguments that end a completion at ``stop`` (new tokens from position ``start``):
+    transformers' ``stop_strings`` when its ``StopStringCriteria`` can read the tokenizer's vocabulary, else
+    :class:`DecodedStop` (one warning per tokenizer says so)."""
+    if not stop:
+        return {}
+    key = id(tokenizer)
+    ok = _STOP_STRINGS_OK.get(key)
+    if ok is None:
+        from transformers import StopStringCriteria
+
+        try:
+            StopStringCriteria(tokenizer, list(stop))
+            ok = True
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            ok = False
+            log.warning("transformers' stop strings cannot read the vocabulary of %s (%s: %s); stopping on the "
+                        "decoded text instead (slower, the same turns)", type(tokenizer).__name__,
+                        type(e).__name__, e)
+        _STOP_STRINGS_OK[key] = ok
+    if ok:
+        return {"stop_strings": list(stop), "tokenizer": tokenizer}
+    from transformers import StoppingCriteriaList
+
+    return {"stopping_criteria": StoppingCriteriaList([DecodedStop(tokenizer, stop, start)])}
+
+
 class TransformersBackend:
     """``model.generate`` in batches of ``batch_size`` prompts (each expanded to ``n`` sequences).
 
@@ -154,8 +201,6 @@ class TransformersBackend:
         greedy = sampling.temperature == 0
         n_gen = 1 if greedy else sampling.n
         kwargs = self._sampling_kwargs(sampling, n_gen)
-        if stop:
-            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         out: list[list[str] | None] = [None] * len(ids)
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(order), self.batch_size):
@@ -170,7 +215,7 @@ class TransformersBackend:
             torch.manual_seed(_mix([seeds[i] for i in batch]))
             with torch.no_grad():
                 gen = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                          **kwargs)
+                                          **kwargs, **stop_kwargs(self.tokenizer, stop or (), width))
             new_tokens = gen[:, width:]
             self.prompt_tokens += int(mask.sum()) * n_gen
             self.generated_tokens += int((new_tokens != pad).sum())
