@@ -9,13 +9,13 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from searchr1_files import flashrag_rows, write_search_r1_parquet
 from typer.testing import CliRunner
 
 from rag_curriculum import load_examples
 from rag_curriculum.cli import app
 from rag_curriculum.errors import DataError
 from rag_curriculum.rewards import get_reward
-from searchr1_files import flashrag_rows, write_search_r1_parquet
 
 runner = CliRunner()
 
