@@ -92,7 +92,6 @@ open({out!r} + ".seconds.json", "w").write(json.dumps(m["seconds"]))
 ALONE = """
 import re, numpy as np, bm25s, os
 from bm25s.tokenization import Tokenizer
-from rag_curriculum.retrieval._index import NUMBA_MIN_QUERIES
 data = json.load(open({path!r}, encoding="utf-8"))
 seen, titles, texts, questions = {{}}, [], [], []
 for rec in data:
@@ -103,9 +102,7 @@ for rec in data:
             seen[key] = len(titles)
             titles.append(title)
             texts.append(key[1])
-backend = {backend!r}
-if backend == "auto":
-    backend = "numba" if len(questions) >= NUMBA_MIN_QUERIES else "numpy"
+backend = {backend!r}  # bm25s's auto: numba when installed, as the toolkit's
 tok = Tokenizer(lower=True, splitter=re.compile(r"(?u)\\b\\w\\w+\\b").findall, stopwords="en", stemmer=None)
 ids = tok.tokenize([f"{{a}} {{x}}" for a, x in zip(titles, texts)], update_vocab=True, return_as="ids",
                    show_progress=False)

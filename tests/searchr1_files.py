@@ -87,11 +87,12 @@ def search_r1_documents(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def search_r1_passages_string(documents: Sequence[dict[str, Any]]) -> str:
-    """Search-R1's client (``_passages2string``): title = first line of ``contents`` as it is, text = the rest."""
+def search_r1_passages_string(hits: Sequence[dict[str, Any]]) -> str:
+    """Search-R1's client (``_passages2string``) on one query's hits (``{"document": {...}, "score"}``): title = the
+    first line of the document's ``contents`` as it is, text = the rest."""
     out = ""
-    for i, doc in enumerate(documents):
-        content = doc["contents"]
+    for i, doc in enumerate(hits):
+        content = doc["document"]["contents"]
         title = content.split("\n")[0]
         text = "\n".join(content.split("\n")[1:])
         out += f"Doc {i + 1}(Title: {title}) {text}\n"

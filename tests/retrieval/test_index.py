@@ -97,8 +97,8 @@ def test_ranks_and_scores_agree_with_the_bm25_formula(built, examples, tmp_path,
 def test_manifest_records_sources_tokenizer_and_parameters(built):
     out, m = built
     assert {k: v for k, v in m.items() if k != "seconds"} == json.loads((out / "manifest.json").read_text())
-    assert set(m["seconds"]) == {"read", "index", "rank", "wait"}
-    assert m["kind"] == "bm25-index" and m["dataset"] == "musique"
+    assert set(m["seconds"]) == {"read_index", "finish", "rank", "wait"}
+    assert m["kind"] == "index" and m["retriever"] == "bm25" and m["format"] == 4 and m["dataset"] == "musique"
     src = m["sources"][0]
     assert src["sha256"] == sha256_file(MUSIQUE_TRAIN) and src["questions"] == 100
     assert src["paragraphs"] == 100 * 20 and src["distinct"] == m["passages"] < src["paragraphs"]
@@ -123,7 +123,7 @@ def test_the_same_inputs_make_the_same_index_bytes(built, tmp_path):
 def test_loading_memory_maps(built):
     ix = load_index(built[0])
     assert isinstance(ix.ranked_ids, np.memmap) and isinstance(ix.ranked_scores, np.memmap)
-    assert isinstance(ix.bm25.scores["data"], np.memmap)
+    assert isinstance(ix.searcher.data, np.memmap) and isinstance(ix.searcher.indices, np.memmap)
     assert ix.passages.column("text").chunk(0).buffers()[2].is_cpu  # an Arrow table over the mapped file
 
 
@@ -161,22 +161,31 @@ def test_refuses_to_replace_what_is_not_an_index(built, tmp_path):
         build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(built[0])))
 
 
-def test_a_corpus_adds_passages_once(built, tmp_path, examples):
+def test_a_corpus_adds_every_line_after_the_dataset(built, tmp_path, examples):
+    """Every corpus line is one passage, in line order, after the dataset's (a line that repeats a dataset
+    paragraph too: a server over the corpus answers what Search-R1's own would, line for line)."""
     corpus = tmp_path / "corpus.jsonl"
     first = examples[0].documents[0]
     lines = [{"title": "Zanzibar Quokka", "text": "The Zanzibar quokka is a made-up marsupial."},
-             {"title": first.title, "text": first.text}]  # already in the dataset: indexed once
+             {"title": first.title, "text": first.text}]  # the same as a dataset paragraph: kept, after it
     corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "with-corpus"
     m = build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), corpus=str(corpus), out=str(out),
                                 depth=5))
-    assert m["passages"] == built[1]["passages"] + 1
+    n = built[1]["passages"]
+    assert m["passages"] == n + 2
     assert m["sources"][1] == {"kind": "corpus", "input": "corpus.jsonl", "path": "../corpus.jsonl",
-                               "sha256": sha256_file(corpus), "lines": 2, "duplicates": 1, "added": 1}
+                               "sha256": sha256_file(corpus), "lines": 2}
     ix = load_index(out)
     (best, _), *_ = ix.retrieve("Which marsupial is from Zanzibar?", 3)
-    assert ix.passage(best) == ("Zanzibar Quokka", lines[0]["text"])
+    assert best == n and ix.passage(best) == ("Zanzibar Quokka", lines[0]["text"])
     assert ix.passages.column("origin")[best].as_py() == "corpus"
+    copy = ix.keys[n + 1]
+    assert copy in set(ix.keys[:n].tolist())  # a copy of a dataset paragraph, by content
+    # the copy ranks right after the original (the same score, the higher id)
+    got = ix.retrieve(first.title + " " + first.text, 5)
+    original = next(p for p in range(n) if ix.passage(p) == (first.title, first.text))
+    assert [p for p, _ in got[:2]] == [original, n + 1] and got[0][1] == got[1][1]
 
 
 @pytest.mark.parametrize("line,match", [
@@ -213,7 +222,7 @@ def test_the_index_stores_each_passage_normalised_and_each_questions_gold_ids(bu
     """What the build reads instead of computing: the ``norm`` column (the passage SQuAD-normalised, padded) and the
     hashes of a question's gold paragraphs, through their passage ids."""
     from rag_curriculum._metrics import normalize_answer
-    from rag_curriculum.retrieval._index import normalize_passage, passage_hash
+    from rag_curriculum.retrieval import normalize_passage, passage_hash
 
     ix = load_index(built[0])
     for pid in range(len(ix)):
@@ -266,7 +275,7 @@ def test_an_index_of_another_format_is_refused(built, tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     m["format"] = 2
     (out / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 3") as e:
+    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 4") as e:
         load_index(out)
     assert "build the index again" in e.value.hint
 
@@ -280,12 +289,12 @@ def test_a_failing_passage_side_worker_fails_the_index_and_leaves_nothing(tmp_pa
 
     from rag_curriculum.retrieval import _index
 
-    def broken(tmp, col, cfg):
+    def broken(tmp, cfg, dataset):
         if how == "raises":
             raise OSError(28, "No space left on device")
         os.kill(os.getpid(), signal.SIGKILL)
 
-    monkeypatch.setattr(_index, "_write_passage_side", broken)
+    monkeypatch.setattr(_index, "_write_store", broken)
     out = tmp_path / "idx"
     match = "No space left" if how == "raises" else "ended without a result"
     with pytest.raises((OSError, RuntimeError), match=match):

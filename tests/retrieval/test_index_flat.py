@@ -1,6 +1,7 @@
-"""The index is built from flat token arrays (4 bytes a token, so a Wikipedia-sized corpus fits in memory), with the
-score matrix computed by numpy; it must be bm25s's own ``BM25.index`` of the same passages, byte for byte, for
-every BM25 variant, any parameters and any chunking."""
+"""The BM25 kind in bounded memory: its matrix is written in two passes over blocks of documents from flat token
+arrays, and must be bm25s's own ``BM25.index`` + ``BM25.save`` of the same passages, byte for byte, for every BM25
+variant, any parameters and any block size; its search (without bm25s's vocabulary dict) must tokenize queries as
+bm25s's tokenizer does and rank as bm25s scores, with ties broken by the lower passage id on both backends."""
 
 from __future__ import annotations
 
@@ -12,101 +13,176 @@ import pyarrow as pa
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.retrieval import _index
-from rag_curriculum.retrieval._corpus import Collected, collect
-from rag_curriculum.retrieval._index import _tokenizer, index_flat, tokenize, tokenize_flat
+from rag_curriculum.retrieval import _bm25, _store
+from rag_curriculum.retrieval._corpus import Passages, Sources, passage_blocks
 
 
 @pytest.fixture(scope="module", params=[("musique", MUSIQUE_TRAIN), ("2wikimultihopqa", TWOWIKI_TRAIN)],
                 ids=["musique", "2wiki"])
 def passages(request, shared_data):
-    col = collect(*request.param)
-    return col.titles, col.texts
+    titles, texts = [], []
+    for block in passage_blocks(request.param[0], str(request.param[1]), None):
+        titles += block.titles
+        texts += block.texts
+    return titles, texts
 
 
-def _saved(retriever, path):
-    retriever.save(str(path), show_progress=False)
-    return sorted(p.name for p in path.iterdir())
+def _params(method, k1, b, delta):
+    return {"k1": k1, "b": b, "method": method, "idf_method": method, "delta": delta, "dtype": "float32"}
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 @pytest.mark.parametrize(("stopwords", "k1", "b", "delta", "steps"),
                          [("en", 1.5, 0.75, 0.5, (1 << 16, 1 << 22)), (None, 0.9, 0.4, 1.0, (37, 1001))],
                          ids=["defaults", "odd-parameters-small-steps"])
-def test_the_flat_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path, method, stopwords, k1, b, delta, steps):
+def test_the_streamed_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path, method, stopwords, k1, b, delta,
+                                                            steps):
     titles, texts = passages
-    old_tok, new_tok = _tokenizer(stopwords), _tokenizer(stopwords)
+    old_tok, new_tok = _bm25.tokenizer(stopwords), _bm25.tokenizer(stopwords)
     old = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
-    ids = tokenize(old_tok, [f"{t} {x}" for t, x in zip(titles, texts, strict=True)], update_vocab=True)
-    old_vocab = old_tok.get_vocab_dict()
-    old.index((ids, old_vocab), show_progress=False)
+    ids = _bm25.tokenize(old_tok, [f"{t} {x}" for t, x in zip(titles, texts, strict=True)], update_vocab=True)
+    old.index((ids, old_tok.get_vocab_dict()), show_progress=False)
+    old.save(str(tmp_path / "old"), show_progress=False)
 
-    new = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
-    tokens, lengths = tokenize_flat(new_tok, titles, texts)
+    tokens, lengths = _bm25.tokenize_flat(new_tok, titles, texts)
     assert tokens.dtype == np.int32 and lengths.dtype == np.int64 and len(lengths) == len(titles)
     assert tokens.tolist() == [i for doc in ids for i in doc] and lengths.tolist() == [len(d) for d in ids]
-    new_vocab = new_tok.get_vocab_dict()
-    index_flat(new, tokens, lengths, new_vocab, docs_per_step=steps[0], pairs_per_step=steps[1])
-
-    assert new_vocab == old_vocab and "" in new_vocab  # the empty token added to the same dict, as bm25s does
-    names = _saved(old, tmp_path / "old")
-    assert names == _saved(new, tmp_path / "new") and "data.csc.index.npy" in names
+    mm = tmp_path / "tokens.int32"  # as the build reads them: a memory map of the token file
+    mm.write_bytes(tokens.tobytes())
+    vocab = new_tok.get_vocab_dict()
+    _bm25.write_csc(tmp_path / "new", np.memmap(mm, dtype=np.int32, mode="r"), lengths, vocab,
+                    _params(method, k1, b, delta), docs_per_step=steps[0], pairs_per_step=steps[1])
+    assert vocab == old.vocab_dict and "" in vocab
+    names = sorted(p.name for p in (tmp_path / "old").iterdir())
+    ours = sorted(p.name for p in (tmp_path / "new").iterdir())
+    assert ours == sorted([*names, _bm25.VOCAB]) and "data.csc.index.npy" in names
     assert ("nonoccurrence_array.index.npy" in names) == (method in ("bm25l", "bm25+"))
     for name in names:
         assert filecmp.cmp(tmp_path / "old" / name, tmp_path / "new" / name, shallow=False), name
+    back = bm25s.BM25.load(str(tmp_path / "new"))  # bm25s reads it as its own
     query = ids[3][:6]
-    got, want = new.get_scores_from_ids(query), old.get_scores_from_ids(query)
-    assert np.array_equal(got, want) and want.max() > 0
+    assert np.array_equal(back.get_scores_from_ids(query), old.get_scores_from_ids(query))
 
 
-def test_an_empty_passage_list_indexes_nothing(tmp_path):
-    tokens, lengths = tokenize_flat(_tokenizer("en"), [], [])
-    assert tokens.dtype == np.int32 and len(tokens) == 0 and len(lengths) == 0
-
-
-@pytest.mark.parametrize("rows", [7, 1 << 16])
-def test_passages_written_batch_by_batch_are_the_whole_tables_bytes(passages, tmp_path, monkeypatch, rows):
-    """passages.arrow is written one record batch at a time (the normalised texts of one batch in memory): the same
-    table in the same batches of ARROW_ROWS rows as the whole table written at once (the same bytes when it is one
-    batch; with several, Arrow lays a slice's buffers out otherwise, the same table, deterministic)."""
-    monkeypatch.setattr(_index, "ARROW_ROWS", rows)
+@pytest.fixture(scope="module")
+def built(passages, tmp_path_factory):
+    """bm25s's index of the passages, and the BM25 kind's files of the same passages."""
     titles, texts = passages
-    col = Collected(titles=list(titles), texts=list(texts), origins=["dataset"] * len(titles))
-    _index._write_passages(tmp_path / "streamed.arrow", col)
-    _index._write_arrow(tmp_path / "whole.arrow", {
-        "title": titles, "text": texts, "origin": col.origins,
-        "norm": [_index.normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]})
-    streamed, whole = (pa.ipc.open_file(pa.memory_map(str(tmp_path / f"{n}.arrow"))) for n in ("streamed", "whole"))
-    assert streamed.num_record_batches == whole.num_record_batches == -(-len(titles) // rows)
-    assert streamed.read_all().equals(whole.read_all())
-    if rows > len(titles):  # one batch (every index of the shared samples, the golden outputs): the same bytes
-        assert (tmp_path / "streamed.arrow").read_bytes() == (tmp_path / "whole.arrow").read_bytes()
-    _index._write_passages(tmp_path / "empty.arrow", Collected())
-    assert (tmp_path / "empty.arrow").stat().st_size > 0
+    d = tmp_path_factory.mktemp("bm25")
+    tok = _bm25.tokenizer("en")
+    tokens, lengths = _bm25.tokenize_flat(tok, titles, texts)
+    _bm25.write_csc(d / _bm25.BM25_DIR, tokens, lengths, tok.get_vocab_dict(), _params("lucene", 1.5, 0.75, 0.5))
+    manifest = {"bm25": _params("lucene", 1.5, 0.75, 0.5), "passages": len(titles), "tokenizer": {"stopwords": "en"}}
+    ref = bm25s.BM25.load(str(d / _bm25.BM25_DIR), load_vocab=True)
+    return d, manifest, ref, tok
 
 
-def test_auto_picks_numba_for_many_questions_or_a_big_index(monkeypatch):
+def test_queries_are_tokenized_as_bm25s_does_without_its_dict(built, shared_data):
+    import json
+
+    d, manifest, ref, tok = built
+    s = _bm25.BM25Searcher(d, manifest, backend_name="numpy")
+    questions = [json.loads(x)["question"] for x in MUSIQUE_TRAIN.read_text().splitlines()]
+    questions += ["", "the of and", "zzqxj unknownword", "Who?  WHO? who", "É tudo? naïve café"]
+    want = tok.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False)
+    assert [s.token_ids(q) for q in questions] == want
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_rankings_are_bm25s_scores_with_ties_by_lower_id(built, backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    d, manifest, ref, tok = built
+    s = _bm25.BM25Searcher(d, manifest, backend_name=backend, threads=2)
+    assert s.backend == backend
+    questions = ["Who founded the company", "river in Europe", "the album of the band", "zzqxj", ""]
+    ids, scores = s.search(questions, 7)
+    for q, row_ids, row_scores in zip(questions, ids, scores, strict=True):
+        qid = s.token_ids(q)
+        if qid == [s.empty]:
+            assert (row_ids == -1).all()
+            continue
+        full = ref.get_scores_from_ids(qid)
+        order = np.lexsort((np.arange(len(full)), -full))[:7]  # score descending, then id ascending
+        assert row_ids.tolist() == order.tolist()
+        assert np.array_equal(row_scores, full[order])
+    # a tie at the cut: every passage scores 0 for a query of one word none of them holds beyond the first few
+    rare = next(w for w, i in sorted(ref.vocab_dict.items()) if w and len(ref.get_scores_from_ids([i]).nonzero()[0]) == 1)
+    ids, scores = s.search([rare], 5)
+    assert scores[0][0] > 0 and ids[0][1:].tolist() == sorted(ids[0][1:].tolist())
+    assert ids[0][1:].tolist() == [i for i in range(6) if i != ids[0][0]][:4]  # the zero scores: the lowest ids
+
+
+def test_both_backends_rank_alike_in_batches(built):
+    pytest.importorskip("numba")
+    d, manifest, ref, tok = built
+    qs = [" ".join(w for w in list(ref.vocab_dict)[i:i + 3] if w) or "x" for i in range(0, 600, 5)]
+    a = _bm25.BM25Searcher(d, manifest, backend_name="numpy").search(qs, 10)
+    b = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=1).search(qs, 10)
+    c = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=2).search(qs, 10)
+    for x, y in ((a, b), (b, c)):
+        assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
+
+
+def test_the_vocabulary_file_reads_every_word(built):
+    d, manifest, ref, tok = built
+    v = _bm25.Vocabulary(d / _bm25.BM25_DIR / _bm25.VOCAB)
+    assert len(v) == len(ref.vocab_dict)
+    for w, i in list(ref.vocab_dict.items())[::7]:
+        assert v.get(w) == i
+    assert v.get("zzqxj-not-a-word") is None
+
+
+def test_auto_takes_numba_whenever_it_is_installed(monkeypatch):
     import builtins
     import sys
     import types
 
     monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))  # installed
-    assert _index._backend("auto", 100, 5_000) == "numpy"
-    assert _index._backend("auto", 20_000, 5_000) == _index._backend("auto", 0, 1_000_000) == "numba"
-    assert _index._backend("numpy", 0, 5_000_000) == "numpy" and _index._backend("numba") == "numba"
+    assert _bm25.backend("auto") == "numba" and _bm25.backend("numpy") == "numpy"
     real = builtins.__import__
     monkeypatch.delitem(sys.modules, "numba")
     monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
                         if name == "numba" else real(name, *a, **k))
-    assert _index._backend("auto", 0, 5_000_000) == "numpy"  # not installed: numpy, with the same scores
+    assert _bm25.backend("auto") == "numpy"  # not installed: numpy, with the same rankings
 
 
-def test_mismatched_arrays_are_refused_not_indexed(passages):
+def test_mismatched_arrays_are_refused_not_indexed(passages, tmp_path):
     titles, texts = passages
-    tok = _tokenizer("en")
-    tokens, lengths = tokenize_flat(tok, titles[:50], texts[:50])
+    tok = _bm25.tokenizer("en")
+    tokens, lengths = _bm25.tokenize_flat(tok, titles[:50], texts[:50])
     vocab = dict(tok.get_vocab_dict())
-    with pytest.raises(_index.IndexError_, match="vocabulary"):
-        index_flat(bm25s.BM25(), tokens, lengths, {w: i for w, i in vocab.items() if i < len(vocab) - 1})
-    with pytest.raises(_index.IndexError_, match="lengths summing"):
-        index_flat(bm25s.BM25(), tokens[:-1], lengths, vocab)
+    with pytest.raises(_bm25.BM25Error, match="vocabulary"):
+        _bm25.write_csc(tmp_path / "a", tokens, lengths, {w: i for w, i in vocab.items() if i < len(vocab) - 1},
+                        _params("lucene", 1.5, 0.75, 0.5))
+    with pytest.raises(_bm25.BM25Error, match="lengths summing"):
+        _bm25.write_csc(tmp_path / "b", tokens[:-1], lengths, vocab, _params("lucene", 1.5, 0.75, 0.5))
+
+
+@pytest.mark.parametrize("rows", [7, 1 << 16])
+def test_the_store_is_written_block_by_block(passages, tmp_path, monkeypatch, rows):
+    """passages.arrow is written a block at a time, in record batches of at most ARROW_ROWS rows: the same table
+    whatever the batches."""
+    monkeypatch.setattr(_store, "ARROW_ROWS", rows)
+    titles, texts = passages
+    w = _store.StoreWriter(tmp_path)
+    for start in range(0, len(titles), 300):
+        block = Passages()
+        for t, x in zip(titles[start:start + 300], texts[start:start + 300], strict=True):
+            block.add(t, x, "dataset")
+        w.add(block)
+    w.finish([], [], [])
+    table = pa.ipc.open_file(pa.memory_map(str(tmp_path / _store.PASSAGES))).read_all()
+    assert table.column("title").to_pylist() == titles and table.column("text").to_pylist() == texts
+    assert table.column("norm").to_pylist() == [_store.normalize_passage(t, x) for t, x in zip(titles, texts)]
+    assert table.column("doc_id").null_count == len(titles)
+    assert max(len(b) for b in table.to_batches()) <= rows
+    keys = np.load(tmp_path / _store.KEYS)
+    assert keys.tolist() == [_store.passage_hash(t, x) for t, x in zip(titles, texts, strict=True)]
+
+
+def test_blocks_hold_at_most_block_passages_and_count_the_sources(shared_data):
+    found = Sources()
+    blocks = list(passage_blocks("musique", str(MUSIQUE_TRAIN), None, block=100, found=found))
+    assert all(len(b) <= 100 for b in blocks) and sum(map(len, blocks)) == found.distinct == found.passages
+    assert found.paragraphs == 2000 and len(found.q_ids) == 100

@@ -148,10 +148,12 @@ def test_a_bad_request_gets_a_readable_4xx_and_the_server_goes_on(server, ix, qu
 def test_health_and_the_manifest(server, ix, index_dir):
     h = requests.get(server + "/health", timeout=60)
     assert h.status_code == 200
-    assert h.json() == {"status": "ok", "index": "musique", "dataset": "musique", "passages": len(ix)}
+    assert h.json() == {"status": "ok", "index": "musique", "dataset": "musique", "passages": len(ix),
+                        "fingerprint": ix.fingerprint}
     text = requests.get(server + "/manifest", timeout=60).text
     m = json.loads(text)
-    assert m["dataset"] == "musique" and m["passages"] == len(ix) and m["kind"] == "bm25-index"
+    assert m["dataset"] == "musique" and m["passages"] == len(ix) and m["kind"] == "index"
+    assert m["retriever"] == "bm25" and m["fingerprint"] == ix.fingerprint
     assert m["bm25"] == ix.manifest["bm25"] and m["tokenizer"] == ix.manifest["tokenizer"]
     assert m["sources"][0]["input"] == MUSIQUE_TRAIN.name and m["sources"][0]["sha256"]
     assert m["server"]["max_batch"] == 64 and m["server"]["max_topk"] == 50 and m["server"]["default_topk"] == 3
@@ -299,21 +301,27 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
 
 
-def test_passages_are_read_chunk_by_chunk_in_the_order_asked():
+def test_documents_are_read_chunk_by_chunk_in_the_order_asked():
     """A large index's passages table has many Arrow chunks (65,536 rows each): every id is read from its own
     chunk, in the order asked, without concatenating the column."""
     import pyarrow as pa
 
-    from rag_curriculum.retrieval._server import _Passages
+    from rag_curriculum.retrieval._store import PASSAGE_COLUMNS, Documents
 
     titles = [f"t{i}" for i in range(10)]
     texts = [f"text {i}" for i in range(10)]
-    schema = pa.schema([("title", pa.string()), ("text", pa.string())])
-    table = pa.Table.from_batches([pa.record_batch({"title": titles[a:b], "text": texts[a:b]}, schema=schema)
+    ids = [None, "w-1", None, "w-3", None, None, None, None, "w-8", None]
+    prefixes = [None, '"t1"\n', None, None, None, None, None, None, "", None]
+    cols = {"title": titles, "text": texts, "origin": ["corpus"] * 10, "norm": texts, "doc_id": ids,
+            "prefix": prefixes}
+    schema = pa.schema([(c, pa.string()) for c in PASSAGE_COLUMNS])
+    table = pa.Table.from_batches([pa.record_batch({c: v[a:b] for c, v in cols.items()}, schema=schema)
                                    for a, b in ((0, 3), (3, 4), (4, 4), (4, 10))])
     assert table.column("title").num_chunks == 4
-    pids = np.array([9, 0, 3, 4, 2, 8], dtype=np.int64)
-    assert _Passages(table).get(pids) == [[titles[i] for i in pids], [texts[i] for i in pids]]
+    pids = np.array([9, 0, 3, 1, 8, 2], dtype=np.int64)
+    got = Documents(table).get(pids)
+    assert [g[0] for g in got] == ["9", "0", "w-3", "w-1", "w-8", "2"]
+    assert [g[1] for g in got] == ["t9\ntext 9", "t0\ntext 0", "t3\ntext 3", '"t1"\ntext 1', "text 8", "t2\ntext 2"]
 
 
 def test_make_app_refuses_bad_limits(index_dir):
@@ -365,15 +373,16 @@ def test_serve_help_shows_the_protocol_and_an_example():
 
 
 def test_a_corpus_of_id_contents_lines_is_indexed_and_served_as_search_r1_ships_it(tmp_path, shared_data):
-    """FlashRAG / Search-R1 lines (``contents`` = title, newline, text; wiki-18's quoted titles lose their quotes;
-    no newline: no title) and ``{"title", "text"}`` lines in one file, through ``curriculum index --corpus``."""
+    """FlashRAG / Search-R1 lines (``contents`` = title, newline, text; wiki-18's quoted titles; no newline: no
+    title) and ``{"title", "text"}`` lines in one file, through ``curriculum index --corpus``: ranked by their title
+    and text (a quoted title without its quotes), and served as their lines, byte for byte, with their own ids."""
     from fastapi.testclient import TestClient
 
     from rag_curriculum.retrieval._server import make_app
 
     lines = [
-        {"id": "0", "contents": '"Zanzibar Quokka"\nThe Zanzibar quokka is a made-up marsupial.'},
-        {"id": "1", "contents": "Glimmerfen Abbey\nGlimmerfen Abbey is an invented ruin.\nIt has two towers."},
+        {"id": "wiki-0", "contents": '"Zanzibar Quokka"\nThe Zanzibar quokka is a made-up marsupial.'},
+        {"id": "wiki-1", "contents": "Glimmerfen Abbey\nGlimmerfen Abbey is an invented ruin.\nIt has two towers."},
         {"id": 2, "contents": "A titleless passage about the borogove of Quillmere."},
         {"title": "Snarkhaven", "text": "Snarkhaven is a fictional harbour town."},
         {"id": "4", "contents": '"Quoted "inside" title"\nText with a "quote".', "title": "ignored"},
@@ -386,17 +395,60 @@ def test_a_corpus_of_id_contents_lines_is_indexed_and_served_as_search_r1_ships_
     assert r.exit_code == 0, r.output
     ix = load_index(out)
     origin = ix.passages.column("origin").to_pylist()
-    added = [ix.passage(i) for i, o in enumerate(origin) if o == "corpus"]
-    assert added == [("Zanzibar Quokka", "The Zanzibar quokka is a made-up marsupial."),
-                     ("Glimmerfen Abbey", "Glimmerfen Abbey is an invented ruin.\nIt has two towers."),
-                     ("", "A titleless passage about the borogove of Quillmere."),
-                     ("Snarkhaven", "Snarkhaven is a fictional harbour town."),
-                     ('Quoted "inside" title', 'Text with a "quote".')]
+    added = [i for i, o in enumerate(origin) if o == "corpus"]
+    assert [ix.passage(i) for i in added] == [
+        ("Zanzibar Quokka", "The Zanzibar quokka is a made-up marsupial."),
+        ("Glimmerfen Abbey", "Glimmerfen Abbey is an invented ruin.\nIt has two towers."),
+        ("", "A titleless passage about the borogove of Quillmere."),
+        ("Snarkhaven", "Snarkhaven is a fictional harbour town."),
+        ('Quoted "inside" title', 'Text with a "quote".')]
+    docs = ix.documents(added)
+    assert [d[0] for d in docs] == ["wiki-0", "wiki-1", "2", str(added[3]), "4"]
+    assert [d[1] for d in docs] == [x["contents"] for x in lines[:3]] + [
+        "Snarkhaven\nSnarkhaven is a fictional harbour town.", lines[4]["contents"]]
     with TestClient(make_app(ix)) as c:
         res = c.post("/retrieve", json={"query": "Which marsupial is from Zanzibar?", "topk": 1}).json()["result"]
-        assert res[0][0]["contents"] == "Zanzibar Quokka\nThe Zanzibar quokka is a made-up marsupial."
+        assert res[0][0] == {"id": "wiki-0", "contents": lines[0]["contents"]}
         res = c.post("/retrieve", json={"query": "borogove Quillmere", "topk": 1}).json()["result"]
-        assert res[0][0]["contents"] == "\nA titleless passage about the borogove of Quillmere."
+        assert res[0][0] == {"id": "2", "contents": lines[2]["contents"]}
+
+
+def test_a_corpus_alone_is_served_as_search_r1_serves_it(tmp_path):
+    """A corpus-only index (``curriculum index --corpus FILE --out DIR``) of wiki-18-style lines: each hit's
+    document is the corpus line as Search-R1's own retrieval_server.py returns it (the row it read from the same
+    file), and Search-R1's client code prints the same ``Doc i(Title: ...)`` text from our answer as from its own
+    server's: quoted titles keep their quotes."""
+    from fastapi.testclient import TestClient
+    from searchr1_files import search_r1_documents, search_r1_passages_string, write_search_r1_corpus
+
+    from rag_curriculum.agents import IndexRetriever
+    from rag_curriculum.agents._retrievers import doc_lines
+    from rag_curriculum.retrieval._server import make_app
+
+    passages = [(f"Album {i} (band {i % 7})", f"Album {i} is the {i}th record of band {i % 7}, made in Ruritania "
+                 f"in {1950 + i}.") for i in range(60)]
+    corpus = write_search_r1_corpus(tmp_path / "wiki-18.jsonl", passages, id_format="wiki-{}")
+    out = tmp_path / "wiki18"
+    r = runner.invoke(cli_app, ["index", "--corpus", str(corpus), "--out", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "60 passages (60 corpus lines)" in r.output
+    theirs = search_r1_documents(corpus)  # Search-R1's server: corpus[i] for the i-th vector / line
+    ix = load_index(out)
+    assert ix.dataset is None and ix.manifest["questions"] == 0 and len(ix) == 60
+    with TestClient(make_app(ix)) as c:
+        body = c.post("/retrieve", json={"queries": ["record of band 3 made in 1953", "Album 42"], "topk": 3,
+                                         "return_scores": True}).json()
+    for q, row in enumerate(body["result"]):
+        ids, _ = ix.retrieve_many([["record of band 3 made in 1953", "Album 42"][q]], 3)
+        want = [theirs[i] for i in ids[0].tolist()]  # their document for the same passages
+        assert [h["document"] for h in row] == [{"id": w["id"], "contents": w["contents"]} for w in want]
+        # Search-R1's client prints exactly what it prints over its own server's answer
+        assert search_r1_passages_string([h for h in row]).count("(Title: \"Album") == 3
+        assert search_r1_passages_string(row) == search_r1_passages_string([{"document": w} for w in want])
+    hits = IndexRetriever(ix).search(["Album 42"], 3)[0]
+    assert doc_lines(hits) + "\n" == search_r1_passages_string([{"document": theirs[int(h.id.split("-")[1])]}
+                                                                for h in hits])
+    assert hits[0].title == "Album 42 (band 0)" and hits[0].id == "wiki-42"  # the gold test reads it unquoted
 
 
 @pytest.mark.parametrize("line,match", [

@@ -137,8 +137,8 @@ def inspect(
                  "pass one source data file (JSON, JSONL or Parquet), or a finished build output")
         with reported_errors(lambda e: f"build it again; `curriculum validate {path}` lists what is wrong"):
             manifest = read_manifest(path)
-            if manifest.get("kind") == "bm25-index":
-                raise ShardError(f"{path} is a BM25 index (made by `curriculum index`), not a shard directory",
+            if manifest.get("kind") in ("index", "bm25-index"):
+                raise ShardError(f"{path} is an index (made by `curriculum index`), not a shard directory",
                                  hint=f"`curriculum validate {path}` checks it")
             if not is_toolkit_manifest(manifest):
                 raise ShardError(f"{path}/{MANIFEST} is not a shard manifest of this toolkit (no toolkit name, "
@@ -185,7 +185,7 @@ def validate(
             directory.glob("data/part-*.parquet")):
         fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
     kind = _manifest_kind(directory / MANIFEST)
-    if kind == "bm25-index":  # an index of `curriculum index`: its own checks, not a shard directory's
+    if kind in ("index", "bm25-index"):  # an index of `curriculum index`: its own checks, not a shard directory's
         _validate_index(directory)
         return
     with reported_errors(lambda e: "rebuild the directory (an interrupted build never leaves a valid one)"
@@ -204,12 +204,12 @@ def _manifest_kind(path: Path) -> str | None:
 
 
 def _validate_index(directory: Path) -> None:
-    """``curriculum validate`` on a BM25 index: its manifest, and its files and counts against it (what a build
-    checks when it loads the index)."""
+    """``curriculum validate`` on an index: its manifest, and its files and counts against it (what a build checks
+    when it loads the index)."""
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory)
         m = idx.manifest
-    out.print(f"[green]valid[/]: {directory} (a BM25 index: {m['passages']:,} passages, {m['questions']:,} "
+    out.print(f"[green]valid[/]: {directory} (a {m['retriever']} index: {m['passages']:,} passages, {m['questions']:,} "
               f"questions ranked to depth {m['depth']}; files and counts match its manifest)")
 
 

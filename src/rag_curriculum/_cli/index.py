@@ -25,9 +25,10 @@ def index(
     print_config: PrintConfig = False,
     **options: Any,
 ) -> None:
-    """Index every distinct paragraph (title + text) of a dataset file, and optionally a corpus of
-    {"title", "text"} or {"id", "contents"} JSONL lines (Search-R1's wiki-18 layout), with BM25 (bm25s), and store
-    each question's ranking of the best --depth passages. Builds then draw BM25 distractors (--distractors
+    """Index every distinct paragraph (title + text) of a dataset file, and/or every line of a corpus of
+    {"title", "text"} or {"id", "contents"} JSONL lines (Search-R1's wiki-18 layout, each line kept with its own id
+    and contents), with BM25 (bm25s), and store each of the dataset's questions' ranking of the best --depth
+    passages. Builds then draw BM25 distractors (--distractors
     bm25|mixed --index DIR) or retrieved passages (--setting retrieved --index DIR) from it. The directory holds
     bm25s's matrix (memory-mapped when loaded), the passages, the rankings and a manifest (source checksums,
     tokenizer, BM25 parameters, counts), written last.
@@ -36,28 +37,46 @@ def index(
 
       curriculum index --dataset hotpotqa --input hotpot_train_v1.1.json --out indexes/hotpotqa-train
 
-      curriculum index -d musique -i musique_ans_v1.0_dev.jsonl --corpus wiki-18.jsonl -o indexes/wiki18
+      curriculum index -d musique -i musique_ans_v1.0_dev.jsonl --corpus wiki-18.jsonl -o indexes/wiki18-musique
+
+      curriculum index --corpus wiki-18.jsonl -o indexes/wiki18
 
     Serve it to RL trainers (Search-R1's protocol): curriculum serve --index indexes/wiki18
     """
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-step debug lines are not for users
     flags = given(options)
     with reported_errors(lambda e: "check --input, --corpus and --out" if isinstance(e, OSError) else None):
-        if "dataset" not in flags or "input" not in flags:
-            raise UsageError("curriculum index needs --dataset and --input",
-                             hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
-                                  "--out indexes/musique-dev")
+        if not ("dataset" in flags and "input" in flags) and "corpus" not in flags:
+            raise UsageError("curriculum index needs --dataset and --input (a dataset file), --corpus (a corpus), or "
+                             "both", hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "
+                                          "--out indexes/musique-dev, or curriculum index --corpus wiki-18.jsonl "
+                                          "--out indexes/wiki18")
         cfg = bind(IndexConfig, flags)
         if print_config:
             show_config(cfg)
             return
         m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
-    src = m["sources"][0]
-    out.print(f"[green]indexed[/] {m['passages']:,} passages ({src['paragraphs']:,} paragraphs of {src['questions']:,} "
-              f"questions before deduplication{', plus a corpus' if len(m['sources']) > 1 else ''}; vocabulary "
-              f"{m['vocab_size']:,}) and ranked {m['questions']:,} questions to depth {m['depth']} into "
-              f"[bold]{cfg.out}[/] (bm25s {m['bm25s_version']}, {m['bm25']['method']} k1={m['bm25']['k1']} "
-              f"b={m['bm25']['b']})")
+    out.print(f"[green]indexed[/] {m['passages']:,} passages ({_sources(m)}) into [bold]{cfg.out}[/] ({_kind(m)})"
+              + (f"; ranked {m['questions']:,} questions to depth {m['depth']}" if m["questions"] else ""))
+
+
+def _sources(m: dict[str, Any]) -> str:
+    parts = []
+    for s in m["sources"]:
+        if s["kind"] == "dataset":
+            parts.append(f"{s['distinct']:,} distinct of {s['paragraphs']:,} paragraphs of {s['questions']:,} "
+                         "questions")
+        else:
+            parts.append(f"{s['lines']:,} corpus lines")
+    return " + ".join(parts)
+
+
+def _kind(m: dict[str, Any]) -> str:
+    parts = []
+    if "bm25" in m:
+        parts.append(f"BM25: bm25s {m['bm25s_version']}, {m['bm25']['method']} k1={m['bm25']['k1']} "
+                     f"b={m['bm25']['b']}, vocabulary {m['vocab_size']:,}")
+    return "; ".join(parts) or m["retriever"]
 
 
 def register(app: typer.Typer) -> None:

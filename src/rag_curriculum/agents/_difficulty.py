@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..retrieval._index import passage_hash
+from ..retrieval import passage_hash
 from ._retrievers import Hit
 
 MODES = ("none", "hard-negatives", "withhold")

@@ -6,10 +6,14 @@ The HTTP client retries with urllib3's own backoff (``Retry``: connection errors
 backoff), then fails with one :class:`RetrieverError` naming the URL. A response that is not Search-R1's shape is an
 error naming what is wrong, never an empty result.
 
->>> split_contents('"Paris"\\nParis is the capital of France.')
-('Paris', 'Paris is the capital of France.')
->>> split_contents("no title line")
-('', 'no title line')
+A hit keeps what the retriever returned as it was: its ``id`` (a corpus line's own) and its ``contents`` (the
+line's, byte for byte); its ``title`` and ``text`` are :func:`split_contents`'s (a quoted title without its quotes:
+what the gold test reads), and what the agent is shown is Search-R1's client's rendering of ``contents``
+(:meth:`Hit.shown`), so a Search-R1 checkpoint sees the text it was trained on.
+
+>>> h = Hit("wiki-42", "Tinted Windows (album)", "An album.", contents='"Tinted Windows (album)"\\nAn album.')
+>>> h.shown()
+('"Tinted Windows (album)"', 'An album.')
 """
 
 from __future__ import annotations
@@ -33,12 +37,27 @@ class RetrieverError(CurriculumError):
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved passage: its id in the retriever (a string), title, text and score."""
+    """One retrieved passage: its id in the retriever (a string), title, text, score, and the ``contents`` string
+    the retriever returned (None: ``title + "\\n" + text``)."""
 
     id: str
     title: str
     text: str
     score: float | None = None
+    contents: str | None = None
+
+    def shown(self) -> tuple[str, str]:
+        """(title, text) as Search-R1's client shows a document: the first line of ``contents`` as it is (a
+        quoted title keeps its quotes), and the rest."""
+        if self.contents is None:
+            return self.title, self.text
+        title, _, text = self.contents.partition("\n")
+        return title, text
+
+
+def doc_lines(hits: Sequence[Hit]) -> str:
+    """The search results as Search-R1 shows them: ``Doc {i}(Title: {title}) {text}`` per hit, one per line."""
+    return "\n".join(f"Doc {i}(Title: {t}) {x}" for i, (t, x) in enumerate((h.shown() for h in hits), 1))
 
 
 @runtime_checkable
@@ -52,8 +71,8 @@ class Retriever(Protocol):
 
 
 class IndexRetriever:
-    """The toolkit's BM25 index (``curriculum index``), in this process: exactly the ranking the index stores and
-    the server returns (same tokenizer, parameters and tie order)."""
+    """The toolkit's index (``curriculum index``, any kind), in this process: exactly the ranking the index stores and
+    the server returns (same retriever, settings and tie order), and the same documents."""
 
     def __init__(self, index: Any) -> None:
         if not hasattr(index, "retrieve_many"):
@@ -63,16 +82,19 @@ class IndexRetriever:
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if not queries:
             return []
+        import numpy as np
+
         ids, scores = self.index.retrieve_many(list(queries), k)
-        self.index.prefetch(ids.ravel())
+        flat = np.unique(ids[ids >= 0]).astype(np.int64)
+        docs = dict(zip(flat.tolist(), self.index.documents(flat), strict=True))
         out = []
         for row_ids, row_scores in zip(ids, scores, strict=True):
             hits = []
             for pid, s in zip(row_ids.tolist(), row_scores.tolist(), strict=True):
                 if pid < 0:
                     break
-                title, text = self.index.passage(pid)
-                hits.append(Hit(str(pid), title, text, float(s)))
+                doc_id, contents, title, text = docs[pid]
+                hits.append(Hit(doc_id, title, text, float(s), contents))
             out.append(hits)
         return out
 
@@ -198,7 +220,7 @@ class HttpRetriever:
                                  f"document.contents string (got {str(h)[:120]!r})",
                                  hint="the server must answer Search-R1's document layout")
         title, text = split_contents(doc["contents"])
-        return Hit(str(doc.get("id", "")), title, text, None if score is None else float(score))
+        return Hit(str(doc.get("id", "")), title, text, None if score is None else float(score), doc["contents"])
 
     def describe(self) -> dict[str, Any]:
         """Where the server is and which index it serves (its ``/manifest``: fingerprint, sources)."""

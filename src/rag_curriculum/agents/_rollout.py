@@ -66,7 +66,7 @@ class SearchR1Format:
         return parse_turn(text)
 
     def observe(self, hits: Sequence[Any], traj: Trajectory) -> str:
-        return information_block([(h.title, h.text) for h in hits])
+        return information_block([h.shown() for h in hits])
 
     def invalid(self, turn: Any, traj: Trajectory) -> str:
         return INVALID_ACTION

@@ -43,7 +43,7 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ._difficulty import RowView, SearchDifficulty
-from ._retrievers import Retriever, open_retriever
+from ._retrievers import Retriever, doc_lines, open_retriever
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
 
 __all__ = ["SEARCH_TOOLS_PROMPT", "SearchEnvironment", "environment_from_config"]
@@ -107,7 +107,7 @@ class SearchEnvironment:
         searches.append({"turn": len(searches) + 1, "query": query.strip(), "ids": [h.id for h in hits],
                          "gold": [view.is_gold(h) if view is not None else False for h in hits],
                          "short": len(hits) < k, "shaped": shaped})
-        return "\n".join(f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(hits, 1))
+        return doc_lines(hits)
 
 
 def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None) -> Callable[[], SearchEnvironment]:

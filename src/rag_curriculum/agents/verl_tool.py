@@ -40,7 +40,7 @@ from .._plumbing import derive_seed
 from ..errors import ConfigError, CurriculumError
 from ..generation._base import cut_at_stop
 from ._difficulty import RowView, SearchDifficulty
-from ._retrievers import Hit, HttpRetriever, Retriever, open_retriever
+from ._retrievers import Hit, HttpRetriever, Retriever, doc_lines, open_retriever
 from ._searchr1 import STOP, parse_turn
 
 __all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
@@ -67,7 +67,7 @@ _KEYS = ("type", "retriever", "topk", "difficulty", "timeout")
 def format_passages(hits: list[Hit]) -> str:
     """Search-R1's passage layout without the ``<information>`` tags (verl's chat template wraps a tool's answer):
     ``Doc 1(Title: t) text`` per line."""
-    return "\n".join(f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(hits, 1))
+    return doc_lines(hits)
 
 
 class SearchTool(BaseTool):

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple, Protocol
 from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
 from ..records import Document, Example
-from ..retrieval._index import normalize_passage, passage_hash
+from ..retrieval import normalize_passage, passage_hash
 
 log = logging.getLogger(__name__)
 

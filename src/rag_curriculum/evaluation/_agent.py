@@ -50,7 +50,7 @@ from ..agents import (
 from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..retrieval._index import passage_hash
+from ..retrieval import passage_hash
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._veritas import check_config, render_veritas_table, veritas_entry

@@ -20,14 +20,16 @@ SPLITTER = r"(?u)\b\w\w+\b"
 class IndexConfig:
     """Everything that determines an index. Recorded in the index's manifest."""
 
-    dataset: str = rule(flag="--dataset", empty=False, help="hotpotqa | musique | 2wikimultihopqa.")
-    input: str = rule(flag="--input", empty=False, help=(
+    dataset: str | None = rule(None, flag="--dataset", empty=False, help=(
+        "hotpotqa | musique | 2wikimultihopqa: the dataset --input holds."))
+    input: str | None = rule(None, flag="--input", empty=False, help=(
         "The dataset file whose paragraphs are indexed (every distinct title + text once) and whose questions "
-        "get their rankings stored, read by the toolkit's loader."))
+        "get their rankings stored, read by the toolkit's loader. Optional with --corpus."))
     corpus: str | None = rule(None, flag="--corpus", empty=False, help=(
-        'Extra passages to index: a JSONL file of {"title", "text"} lines, or {"id", "contents"} lines with the '
-        "title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout); a passage already in the "
-        "dataset is indexed once."))
+        "Passages to index, after the dataset's: a JSONL file of {\"title\", \"text\"} lines, or {\"id\", \"contents\"} "
+        "lines with the title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout). Every "
+        "line is one passage, in line order, keeping its own id and contents (what the server returns)."))
+    kind: str = rule("bm25", choices=("bm25",), help="The retriever: bm25 (bm25s).")
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
     k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
     b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
@@ -41,8 +43,8 @@ class IndexConfig:
         "passages from without retrieving again)."))
     threads: int = rule(0, ge=0, le=1024, help="Retrieval threads (bm25s n_threads); 0: one per CPU.")
     backend: str = rule("auto", choices=("auto", "numpy", "numba"), help=(
-        "bm25s retrieval backend: auto (numba when installed and there are 20,000 questions or a million passages "
-        "or more, since its compilation takes 10 to 30 s; else numpy) | numpy | numba. The scores are the same."))
+        "BM25 search backend: auto (numba when installed: compiled once per machine and cached; else numpy) | "
+        "numpy | numba. The rankings are the same."))
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")
@@ -52,8 +54,13 @@ class IndexConfig:
 
     def validate(self) -> None:
         check_settings(self)
-        if not self.input:
-            raise ConfigError("no --input given", hint="pass --dataset NAME --input FILE (the dataset file to index)")
+        if not self.input and not self.corpus:
+            raise ConfigError("nothing to index", hint="pass --dataset NAME --input FILE (a dataset file), "
+                              "--corpus FILE.jsonl (a corpus), or both")
+        if bool(self.dataset) != bool(self.input):
+            raise ConfigError("--dataset and --input go together (the dataset a file holds)" if self.input else
+                              f"--dataset {self.dataset} without --input: which file?",
+                              hint="pass both --dataset NAME and --input FILE, or neither (a corpus alone)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,20 @@
-"""The passages an index holds: every distinct paragraph (title + text) of a dataset file, read through the
-toolkit's loader, then the passages of an optional user corpus (JSONL of ``{"title", "text"}`` or, as FlashRAG and
-Search-R1 ship Wikipedia, ``{"id", "contents"}``), each exact (title, text) pair once, in first-seen order; and the
-questions of the dataset file, whose rankings the index stores."""
+"""The passages an index holds, streamed in blocks: every distinct paragraph (title + text) of a dataset file, read
+through the toolkit's loader (each exact (title, text) pair once, in first-seen order), then every line of a user
+corpus as it is given (JSONL of ``{"title", "text"}`` or, as FlashRAG and Search-R1 ship Wikipedia,
+``{"id", "contents"}``): one passage per line, in line order, keeping the line's own ``id`` and the exact
+``contents`` string, so a server returns what Search-R1's own server returns over the same corpus, and a FAISS
+index made over the same file lines up with it vector for vector. And the questions of the dataset file, whose
+rankings the index stores.
+
+Nothing here holds the whole corpus: :func:`passage_blocks` yields :class:`Passages` of at most ``block``
+passages; the dataset's paragraphs are deduplicated with a dictionary the size of the dataset file, never of the
+corpus.
+
+>>> split_contents('"Paris"\\nParis is the capital of France.')
+('Paris', 'Paris is the capital of France.')
+>>> split_contents("no title line")
+('', 'no title line')
+"""
 
 from __future__ import annotations
 
@@ -11,68 +24,109 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._progress import track
 from ..errors import DataError, SkipReport
 from ..loaders import load_examples
 
+#: Passages per block (what a builder holds at once).
+BLOCK = 1 << 16
+
 
 @dataclass
-class Collected:
+class Passages:
+    """A block of passages: title and text (what BM25 and the gold test read; a quoted title loses its quotes),
+    origin (``dataset`` | ``corpus``), the corpus line's own id (None: the index numbers it) and the part of the
+    line's ``contents`` before the text (None: ``title + "\\n"``), so ``contents = prefix + text`` byte for byte."""
+
     titles: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)  # "dataset" | "corpus"
-    q_ids: list[str] = field(default_factory=list)
-    q_texts: list[str] = field(default_factory=list)
-    q_gold: list[list[int]] = field(default_factory=list)  # per question, its gold paragraphs' passage ids
-    paragraphs: int = 0  # dataset paragraphs before deduplication
-    corpus_lines: int = 0
-    corpus_duplicates: int = 0
-    report: SkipReport = field(default_factory=SkipReport)
-    dataset: str = ""
+    origins: list[str] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    prefixes: list[str | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.titles)
 
+    def add(self, title: str, text: str, origin: str, pid: str | None = None, prefix: str | None = None) -> None:
+        self.titles.append(title)
+        self.texts.append(text)
+        self.origins.append(origin)
+        self.ids.append(pid)
+        self.prefixes.append(prefix)
 
-def collect(dataset: str, input: str, corpus: str | None = None, *, on_error: str = "raise",
-            progress: bool = False) -> Collected:
-    """Read the dataset file with its loader and the corpus file, deduplicating exact (title, text) pairs."""
-    out = Collected()
-    seen: dict[tuple[str, str], int] = {}
-    titles, texts, origins = out.titles, out.texts, out.origins
-    stream = load_examples(dataset, input, on_error=on_error, report=out.report)
-    out.dataset = stream.dataset
-    q_seen: set[str] = set()
-    for ex in track(stream, f"reading {stream.dataset}", enabled=progress, unit="questions"):
-        gold = []
-        for d in ex.documents:
-            out.paragraphs += 1
-            key = (d.title, d.text)
-            pid = seen.get(key)
-            if pid is None:
-                pid = seen[key] = len(titles)
-                titles.append(d.title)
-                texts.append(d.text)
-            if d.is_gold:
-                gold.append(pid)
-        if ex.id not in q_seen:
-            q_seen.add(ex.id)
-            out.q_ids.append(ex.id)
-            out.q_texts.append(ex.question)
-            out.q_gold.append(gold)
-    origins.extend(["dataset"] * len(titles))
+    def contents(self) -> list[str]:
+        """Each passage as its corpus line has it (``prefix + text``; ``title + "\\n" + text`` when it has no
+        line of its own)."""
+        return [(t.replace("\n", " ") + "\n" if p is None else p) + x
+                for t, x, p in zip(self.titles, self.texts, self.prefixes, strict=True)]
+
+
+@dataclass
+class Sources:
+    """What reading the sources found besides the passages: the dataset's questions (ids, texts, the passage ids
+    of their gold paragraphs), counts, and what ``on_error="skip"`` left out."""
+
+    dataset: str | None = None
+    q_ids: list[str] = field(default_factory=list)
+    q_texts: list[str] = field(default_factory=list)
+    q_gold: list[list[int]] = field(default_factory=list)
+    paragraphs: int = 0  # dataset paragraphs before deduplication
+    distinct: int = 0  # the dataset's distinct paragraphs (the first passages of the index)
+    corpus_lines: int = 0
+    report: SkipReport = field(default_factory=SkipReport)
+
+    @property
+    def passages(self) -> int:
+        return self.distinct + self.corpus_lines
+
+
+def passage_blocks(dataset: str | None, input: str | None, corpus: str | None, *, on_error: str = "raise",
+                   block: int = BLOCK, found: Sources | None = None, bar: Any = None,
+                   task: Any = None) -> Iterator[Passages]:
+    """The index's passages in order, in blocks of at most ``block``: the dataset's distinct paragraphs, then the
+    corpus's lines; ``found`` (a :class:`Sources`) gets the questions and the counts as they are read."""
+    found = found if found is not None else Sources()
+    out = Passages()
+    if dataset and input:
+        seen: dict[tuple[str, str], int] = {}
+        stream = load_examples(dataset, input, on_error=on_error, report=found.report)  # type: ignore[arg-type]
+        found.dataset = stream.dataset
+        q_seen: set[str] = set()
+        for ex in stream:
+            gold = []
+            for d in ex.documents:
+                found.paragraphs += 1
+                key = (d.title, d.text)
+                pid = seen.get(key)
+                if pid is None:
+                    pid = seen[key] = len(seen)
+                    out.add(d.title, d.text, "dataset")
+                    if len(out) >= block:
+                        yield _advance(out, bar, task)
+                        out = Passages()
+                if d.is_gold:
+                    gold.append(pid)
+            if ex.id not in q_seen:
+                q_seen.add(ex.id)
+                found.q_ids.append(ex.id)
+                found.q_texts.append(ex.question)
+                found.q_gold.append(gold)
+        found.distinct = len(seen)
+        del seen
     if corpus:
-        for title, text in track(read_corpus(corpus), "reading corpus", enabled=progress, unit="passages"):
-            out.corpus_lines += 1
-            key = (title, text)
-            if key in seen:
-                out.corpus_duplicates += 1
-                continue
-            seen[key] = len(titles)
-            titles.append(title)
-            texts.append(text)
-            origins.append("corpus")
-    return out
+        for title, text, pid, prefix in read_corpus(corpus):
+            found.corpus_lines += 1
+            out.add(title, text, "corpus", pid, prefix)
+            if len(out) >= block:
+                yield _advance(out, bar, task)
+                out = Passages()
+    if len(out):
+        yield _advance(out, bar, task)
+
+
+def _advance(block: Passages, bar: Any, task: Any) -> Passages:
+    if bar is not None:
+        bar.advance(task, len(block))
+    return block
 
 
 def _bad(path: Path, line: int | None, message: str, kind: str, hint: str, field: str | None = None) -> DataError:
@@ -88,7 +142,7 @@ _SHAPE = ('each line of --corpus is one JSON object, {"title": "...", "text": ".
 def split_contents(contents: str) -> tuple[str, str]:
     """A ``contents`` string of the FlashRAG / Search-R1 layout as (title, text): the title is its first line, the
     text the rest (no newline: no title, all text); a title in double quotes, as in Search-R1's wiki-18 dump
-    (``"\\"Title\\"\\ntext"``), loses one pair of them."""
+    (``"\\"Title\\"\\ntext"``), loses one pair of them (for matching and ranking; the line itself is kept)."""
     title, sep, text = contents.partition("\n")
     if not sep:
         return "", contents
@@ -97,36 +151,78 @@ def split_contents(contents: str) -> tuple[str, str]:
     return title, text
 
 
-def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
-    """(title, text) per line of a JSONL corpus. A line is ``{"title": str, "text": str}``, or ``{"id": ...,
-    "contents": str}`` (FlashRAG's and Search-R1's layout: title and text in one string, split at the first
-    newline by :func:`_title_and_text`; the id is not kept, passages get the index's own ids); a line with a
-    ``contents`` and no ``text`` is read the second way. Each line on its own, so one file may mix them. A line
-    that is not such an object, or whose text is empty, is an error naming the file, the line and the field."""
+def _line_id(rec: dict[str, Any], p: Path, n: int) -> str | None:
+    rid = rec.get("id")
+    if rid is None:
+        return None
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        raise _bad(p, n, f"a {type(rid).__name__}, not a string or an integer", "wrong_type", _SHAPE, "id")
+    return str(rid)
+
+
+def _decode(raw: bytes, p: Path, n: int) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(p, n, f"not UTF-8 (byte {raw[e.start:e.start + 1]!r} at column {e.start + 1})", "invalid_utf8",
+                   "save the corpus as UTF-8 JSONL (one object per line)") from None
+    try:
+        rec = json.loads(text)
+    except RecursionError:
+        raise _bad(p, n, "nested too deeply to read", "invalid_json", _SHAPE) from None
+    except json.JSONDecodeError as e:
+        raise _bad(p, n, f"not JSON ({e.msg}, column {e.colno})", "invalid_json", _SHAPE) from None
+    return rec
+
+
+def _clean(value: str, p: Path, n: int, key: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape (\ud800): no UTF-8 text can hold it
+        raise _bad(p, n, "holds a lone surrogate escape (such as \\ud800), which is no character", "invalid_utf8",
+                   "fix or remove that line's escape", key) from None
+    return value
+
+
+def read_corpus(path: str | Path) -> Iterator[tuple[str, str, str | None, str | None]]:
+    """(title, text, id, prefix) per line of a JSONL corpus (see :class:`Passages`). A line is ``{"title": str,
+    "text": str}`` (an ``id`` kept when it has one), or ``{"id": ..., "contents": str}`` (FlashRAG's and Search-R1's
+    layout: the title is the first line of ``contents``, :func:`split_contents`); a line with a ``contents`` and no
+    ``text`` is read the second way. Each line on its own, so one file may mix them. Blank lines are skipped. A
+    line that is not such an object, is not UTF-8, or whose text is empty is an error naming the file, the line and
+    the field; so is a compressed file, and a file with no passage at all."""
     p = Path(path)
     if p.is_dir():
         raise _bad(p, None, "a directory, not a file", "corpus", "--corpus takes a JSONL file: " + _SHAPE)
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    with open(p, "rb") as f:
+        head = f.read(4)
+        if head[:2] == b"\x1f\x8b" or head[:4] in (b"PK\x03\x04", b"BZh9", b"\xfd7zX", b"\x28\xb5\x2f\xfd"):
+            raise _bad(p, None, "a compressed file, not JSONL", "corpus",
+                       "decompress it first (gzip -d wiki-18.jsonl.gz), then pass the .jsonl")
+        f.seek(0)
+        any_line = False
+        for n, raw in enumerate(f, 1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
                 continue
-            try:
-                rec: Any = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise _bad(p, n, f"not JSON ({e.msg})", "invalid_json", _SHAPE) from None
+            rec = _decode(raw, p, n)
             if not isinstance(rec, dict):
                 raise _bad(p, n, f"a JSON {type(rec).__name__}, not an object", "wrong_type", _SHAPE)
+            any_line = True
             if "text" not in rec and ("contents" in rec or ("id" in rec and "title" not in rec)):
                 if "contents" not in rec:
                     raise _bad(p, n, "missing", "missing_field", _SHAPE, "contents")
                 contents = rec["contents"]
                 if not isinstance(contents, str):
                     raise _bad(p, n, f"a {type(contents).__name__}, not a string", "wrong_type", _SHAPE, "contents")
+                contents = _clean(contents, p, n, "contents")
                 title, text = split_contents(contents)
                 if not text.strip():
                     raise _bad(p, n, "no text after the title line" if "\n" in contents else "empty", "empty_text",
                                "remove passages without text from the corpus", "contents")
-                yield title, text
+                prefix = contents[:len(contents) - len(text)]
+                yield title, text, _line_id(rec, p, n), None if prefix == f"{title}\n" else prefix
                 continue
             for key in ("title", "text"):
                 if key not in rec:
@@ -135,4 +231,7 @@ def read_corpus(path: str | Path) -> Iterator[tuple[str, str]]:
                     raise _bad(p, n, f"a {type(rec[key]).__name__}, not a string", "wrong_type", _SHAPE, key)
             if not rec["text"].strip():
                 raise _bad(p, n, "empty", "empty_text", "remove passages without text from the corpus", "text")
-            yield rec["title"], rec["text"]
+            yield _clean(rec["title"], p, n, "title"), _clean(rec["text"], p, n, "text"), _line_id(rec, p, n), None
+    if not any_line:
+        raise _bad(p, None, "no passage (the file is empty or holds only blank lines)", "empty_corpus",
+                   "pass a corpus with at least one line, or leave --corpus out")

@@ -15,9 +15,10 @@ Search-R1, verl's ``search_r1_like`` tool and TRL scripts that call a retriever 
 
 One list per query, best first: exactly :meth:`CorpusIndex.retrieve_many`'s ranking for that ``topk`` (the same
 tokenizer, parameters and tie order, by lower passage id). A query with no indexed word gets an empty list; a list
-is shorter than ``topk`` when the index holds fewer passages. A document's ``id`` is the index's passage id, as a
-string (Search-R1's wiki-18 ids are strings too); ``contents`` is ``title + "\\n" + text``, the layout Search-R1's
-trainer splits at the first newline (a newline inside a title is sent as a space).
+is shorter than ``topk`` when the index holds fewer passages. A corpus passage comes back as its line: its own
+``id`` and its ``contents``, byte for byte (what Search-R1's own server returns over the same corpus); a dataset
+paragraph's ``id`` is its passage number, as a string, and its ``contents`` ``title + "\\n" + text``, the layout
+Search-R1's trainer splits at the first newline (a newline inside a title is sent as a space).
 
 A bad request (a missing or mistyped field, ``topk`` out of 1..``max_topk``, no query, more than ``max_batch``
 queries, a query longer than ``max_query_chars``, a body that is not JSON) gets a 422 (400 for a body that is not
@@ -68,8 +69,8 @@ SEND = f"send a JSON object such as {EXAMPLE} (or {{\"query\": \"...\", \"topk\"
 def _public_manifest(ix: CorpusIndex, limits: dict[str, int]) -> dict[str, Any]:
     """What the index is, without this machine's paths: the manifest's facts, the sources without their paths."""
     m = ix.manifest
-    keep = ("kind", "format", "toolkit", "bm25s_version", "dataset", "passages", "vocab_size", "depth", "questions",
-            "bm25", "tokenizer")
+    keep = ("kind", "format", "retriever", "toolkit", "dataset", "passages", "depth", "questions",
+            *ix.kind.manifest_keys)
     out = {k: m.get(k) for k in keep}
     out["index"] = ix.path.name
     out["fingerprint"] = ix.fingerprint
@@ -183,7 +184,6 @@ class _State:
         self.ix: CorpusIndex | None = None
         self.ready = False
         self.batcher: _Batcher | None = None
-        self.passages: _Passages | None = None
         self._lock = threading.Lock()
 
     def load(self) -> CorpusIndex:
@@ -192,8 +192,7 @@ class _State:
                 src = self.source
                 self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads)
             ix = self.ix
-            ix.bm25  # noqa: B018  (the matrix and vocabulary, memory-mapped, and the query tokenizer)
-            ix.retrieve_many(["warm up"], 1)
+            ix.warm()  # the retriever opened (files mapped, search compiled or loaded, models loaded), one query run
             return ix
 
 
@@ -263,7 +262,6 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     async def lifespan(app: FastAPI):
         ix = await run_in_threadpool(state.load)
         state.batcher = _Batcher(ix, max_batch)
-        state.passages = _Passages(ix.passages)
         state.ready = True
         log.info("serving %s passages of %s (%s)", f"{len(ix):,}", ix.path.name, ix.dataset)
         yield
@@ -315,7 +313,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         topk = req.topk or default_topk
         try:
             ids, scores = await state.batcher.rank(queries, topk)
-            payload = await run_in_threadpool(_respond, state.passages, ids, scores, req.return_scores,
+            payload = await run_in_threadpool(_respond, state.ix, ids, scores, req.return_scores,
                                               state.ix.fingerprint)
         except Exception as e:  # noqa: BLE001  (one line to the client, the traceback to the log)
             log.exception("retrieval failed")
@@ -342,36 +340,7 @@ async def _read_capped(request: Any, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-class _Passages:
-    """Titles and texts of many passages at once, read from the memory-mapped Arrow table chunk by chunk: one
-    ``take`` per chunk the ids fall in. (``ChunkedArray.take`` would first concatenate the whole column into memory,
-    and the index's own per-passage cache would grow with every passage a long-running server ever returned.)"""
-
-    def __init__(self, table: Any) -> None:
-        import numpy as np
-
-        self.cols = [table.column("title"), table.column("text")]
-        self.bounds = [np.cumsum([0] + [len(c) for c in col.chunks]) for col in self.cols]
-
-    def get(self, pids: Any) -> list[list[str]]:
-        """[titles, texts] of ``pids`` (an int64 array of valid ids), in their order."""
-        import numpy as np
-        import pyarrow as pa
-
-        out = []
-        for col, bounds in zip(self.cols, self.bounds, strict=True):
-            which = np.searchsorted(bounds, pids, side="right") - 1
-            values: list[str] = [""] * len(pids)
-            for c in np.unique(which).tolist():
-                sel = np.flatnonzero(which == c)
-                got = col.chunk(c).take(pa.array(pids[sel] - bounds[c])).to_pylist()
-                for j, v in zip(sel.tolist(), got, strict=True):
-                    values[j] = v
-            out.append(values)
-        return out
-
-
-def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool, fingerprint: str | None = None) -> bytes:
+def _respond(ix: CorpusIndex, ids: Any, scores: Any, with_scores: bool, fingerprint: str | None = None) -> bytes:
     """The response body: per query, its ranked passages (id -1, "no indexed word", left out) as Search-R1's
     documents, with or without scores; and the index's ``fingerprint`` beside ``result`` (Search-R1's clients read
     ``result`` alone; the toolkit's check it against the index the run began with)."""
@@ -379,9 +348,8 @@ def _respond(passages: _Passages, ids: Any, scores: Any, with_scores: bool, fing
     import orjson
 
     flat = np.unique(ids[ids >= 0]).astype(np.int64)
-    titles, texts = passages.get(flat)
-    docs = {pid: {"id": str(pid), "contents": f"{t.replace(chr(10), ' ')}\n{x}"}
-            for pid, t, x in zip(flat.tolist(), titles, texts, strict=True)}
+    docs = {pid: {"id": doc_id, "contents": contents}
+            for pid, (doc_id, contents, _, _) in zip(flat.tolist(), ix.documents(flat), strict=True)}
     result = []
     for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
         if with_scores:

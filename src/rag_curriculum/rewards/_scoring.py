@@ -30,7 +30,7 @@ another parser (which would score every completion of a different format as inva
 >>> get_parser("rag-rll")
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UnknownNameError: no output format is registered for the template 'rag-rll'; did you mean 'rag-rl'? Known: craft-v1, craft-v2, craft-v3, craft-v4, craft-v5, rag-rl
+rag_curriculum.errors.UnknownNameError: no output format is registered for the template 'rag-rll'; did you mean 'rag-rl'? Known: craft-v1, craft-v2, craft-v3, craft-v4, craft-v5, rag-rl, search-r1, search-r1-original
 """
 
 from __future__ import annotations
