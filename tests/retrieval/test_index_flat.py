@@ -186,3 +186,22 @@ def test_blocks_hold_at_most_block_passages_and_count_the_sources(shared_data):
     blocks = list(passage_blocks("musique", str(MUSIQUE_TRAIN), None, block=100, found=found))
     assert all(len(b) <= 100 for b in blocks) and sum(map(len, blocks)) == found.distinct == found.passages
     assert found.paragraphs == 2000 and len(found.q_ids) == 100
+
+
+def test_the_compiled_search_is_cached_across_processes(built):
+    """numba compiles the search once per machine: a second process loads it from the cache (no compilation), so
+    a server started again is healthy in about a second."""
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+
+    d, manifest, _, _ = built
+    code = ("import json, sys\n"
+            "from rag_curriculum.retrieval import _bm25, _bm25_numba as nb\n"
+            f"s = _bm25.BM25Searcher({str(d)!r}, {manifest!r}, backend_name='numba', threads=1)\n"
+            "s.warm()\n"
+            "print(json.dumps([sum(nb.search_serial.stats.cache_hits.values()), "
+            "sum(nb.search_serial.stats.cache_misses.values())]))\n")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in range(2)]
+    hits, misses = (int(x) for x in runs[1].stdout.strip().splitlines()[-1].strip("[]").split(","))
+    assert (hits, misses) == (1, 0), runs[1].stdout

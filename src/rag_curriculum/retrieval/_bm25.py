@@ -336,8 +336,11 @@ class BM25Searcher:
         return {"kind": "bm25", "backend": self.backend}
 
     def warm(self) -> None:
-        """Compile (or load from the cache) the search and touch the matrix: the first request is not slow."""
-        self.search(["warm up"], 1)
+        """Compile (or load from the cache) the search, one query at a time and a batch across threads, and touch
+        the matrix: the first request is not slow."""
+        self.search(["warm up"], 1, threads=1)
+        if self.threads > 1:
+            self.search(["warm up", "warm up again"], 1)
 
     def search(self, queries: list[str], k: int, *, threads: int | None = None):
         """The ``k`` best passages of each query: (ids int32, scores float32), one row per query, best first,
