@@ -174,7 +174,7 @@ def test_the_store_is_written_block_by_block(passages, tmp_path, monkeypatch, ro
     w.finish([], [], [])
     table = pa.ipc.open_file(pa.memory_map(str(tmp_path / _store.PASSAGES))).read_all()
     assert table.column("title").to_pylist() == titles and table.column("text").to_pylist() == texts
-    assert table.column("norm").to_pylist() == [_store.normalize_passage(t, x) for t, x in zip(titles, texts)]
+    assert table.column("norm").to_pylist() == [_store.normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]
     assert table.column("doc_id").null_count == len(titles)
     assert max(len(b) for b in table.to_batches()) <= rows
     keys = np.load(tmp_path / _store.KEYS)
