@@ -103,3 +103,42 @@ def build_wordlevel_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 3
     model.save_pretrained(out_dir)
     return out_dir
 
+
+
+def build_tiny_encoder(out_dir: Path, data_dir: Path, *, dim: int = 32, seed: int = 0,
+                       prompts: dict[str, str] | None = None) -> Path:
+    """A tiny sentence-transformers encoder made on the spot: a 2-layer BERT with random weights, a WordPiece
+    tokenizer trained on fixture text, mean pooling and normalisation (e5's layout, without its weights)."""
+    import warnings
+
+    import torch
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import models as tm
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    out_dir = Path(out_dir)
+    tok = Tokenizer(tm.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(["query: passage:"] * 20 + corpus_texts(data_dir, limit=300), trainers.WordPieceTrainer(
+        vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                     sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=dim, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=2 * dim, max_position_embeddings=512)
+    raw = out_dir.with_name(out_dir.name + "-hf")
+    BertModel(cfg).save_pretrained(raw)
+    hf_tok.save_pretrained(raw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sentence-transformers 6 moved its module classes: the old path warns
+        from sentence_transformers import SentenceTransformer, models
+
+        st = SentenceTransformer(modules=[models.Transformer(str(raw), max_seq_length=256),
+                                          models.Pooling(dim, pooling_mode="mean"), models.Normalize()],
+                                 device="cpu", prompts=prompts or {})
+        st.save(str(out_dir))
+    return out_dir

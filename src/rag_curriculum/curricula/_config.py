@@ -28,7 +28,7 @@ DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10, "search-r1": 
 
 ORDERS = ("level", "shuffled", "hops-level")
 SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
-DISTRACTORS = ("provided", "bm25", "mixed")
+DISTRACTORS = ("provided", "bm25", "dense", "hybrid", "mixed")
 TAILS = ("keep", "trim", "pad")
 LEAKAGE = ("refuse", "drop", "warn")
 
@@ -69,10 +69,11 @@ class BuildConfig:
         "the --top-k best passages of a BM25 --index, gold not forced in)."))
     distractors: str = rule("provided", choices=DISTRACTORS, help=(
         "Where distractors come from: provided (the dataset's own, the paper's) | bm25 (the question's best "
-        "non-gold BM25 passages from --index, never a gold copy nor a passage containing the answer) | mixed "
+        "non-gold BM25 passages from --index, never a gold copy nor a passage containing the answer) | dense | "
+        "hybrid (the same from a dense or hybrid --index: dense near-misses) | mixed "
         "(provided and bm25 alternately, provided first)."))
     index: str | None = rule(None, flag="--index", empty=False, help=(
-        "A BM25 index directory (curriculum index) for --distractors bm25|mixed and --setting retrieved."))
+        "An index directory (curriculum index) for --distractors bm25|dense|hybrid|mixed and --setting retrieved."))
     top_k: int = rule(10, ge=1, le=MAX_K, help="The retrieved setting: passages shown per question (recall@N).")
     max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
     template: str = rule("rag-rl", empty=False, help=(
@@ -134,11 +135,11 @@ class BuildConfig:
         needs_index = self.distractors != "provided" or self.setting == "retrieved"
         if needs_index and not self.index:
             what = "--setting retrieved" if self.setting == "retrieved" else f"--distractors {self.distractors}"
-            raise ConfigError(f"{what} needs a BM25 index", hint=(
+            raise ConfigError(f"{what} needs an index", hint=(
                 "build one with: curriculum index --dataset NAME --input FILE --out DIR, then pass --index DIR "
                 "(recipes: index=DIR)"))
         if self.index and not needs_index:
-            raise ConfigError("--index is read by --distractors bm25|mixed and --setting retrieved; with the dataset's "
+            raise ConfigError("--index is read by --distractors bm25|dense|hybrid|mixed and --setting retrieved; with the dataset's "
                               "own distractors (--distractors provided) it would be ignored",
                               hint="drop --index, or pass --distractors bm25 (or mixed)")
         if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):

@@ -41,12 +41,13 @@ from typing import Any, NamedTuple, Protocol
 
 from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
+from ..errors import ConfigError
 from ..records import Document, Example
 from ..retrieval import normalize_passage, passage_hash
 
 log = logging.getLogger(__name__)
 
-DISTRACTOR_SOURCES = ("provided", "bm25", "mixed")
+DISTRACTOR_SOURCES = ("provided", "bm25", "dense", "hybrid", "mixed")
 #: A provided passage (gold, or a provided distractor in ``mixed``) records its ``bm25_rank`` when it is among
 #: this many best passages of the question's ranking; BM25 distractors always record theirs.
 RANK_WINDOW = 32
@@ -263,13 +264,23 @@ class _Walk:
 
 
 class BM25Source(ProvidedSource):
-    """BM25 hard negatives from a corpus index."""
+    """Hard negatives from an index's ranking: BM25's (``bm25``), a dense retriever's (``dense``: near-misses by
+    meaning) or their fusion (``hybrid``); the kind asked must be the index's."""
 
     name = "bm25"
 
-    def __init__(self, index: Any, seed: int = 0) -> None:
+    def __init__(self, index: Any, seed: int = 0, kind: str | None = None) -> None:
         super().__init__(seed)
         self.index = index
+        #: what a shown passage's ``origin`` says: the index's retriever kind (bm25, dense, hybrid)
+        self.origin = getattr(index, "retriever", "bm25")
+        if kind is not None:
+            self.name = kind
+        have = self.origin
+        if kind is not None and kind != have and index is not None:
+            raise ConfigError(f"--distractors {kind}: the index {getattr(index, 'path', '')} is a {have} index",
+                              hint=f"pass --distractors {have}, or build a {kind} index (curriculum index --kind "
+                                   f"{kind} ...)")
         self.rankings: dict[str, Any] = {}
         self.excluded: Counter = Counter()
         self._walks: dict[str, _Walk] = {}
@@ -557,7 +568,7 @@ class BM25Source(ProvidedSource):
         walk = self._walks[ex.id]
         shown = walk.shown
         for pid, rank in accepted[len(shown):want]:
-            shown.append(Shown(*self.index.passage(pid), False, "bm25", rank))
+            shown.append(Shown(*self.index.passage(pid), False, self.origin, rank))
         return shown[:want]
 
     def rank_of(self, ex: Example) -> dict[int, int]:
@@ -649,7 +660,7 @@ class RetrievedSource(BM25Source):
             is_gold = key in gold
             title, text = self.index.passage(pid)
             if not (skip_gold and (is_gold or has_answer.in_norm(self.index.norm(pid)))):
-                out.append(Shown(title, text, is_gold, "bm25", pos))
+                out.append(Shown(title, text, is_gold, self.origin, pos))
         return out
 
     def select(self, ex: Example, d: int, seed: int | None = None, *, unanswerable: bool = False) -> list[Shown]:
@@ -678,8 +689,8 @@ PROVIDED: DistractorSource = ProvidedSource()
 def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = None) -> DistractorSource:
     if kind == "provided":
         return ProvidedSource(seed)
-    if kind == "bm25":
-        return BM25Source(index, seed)
+    if kind in ("bm25", "dense", "hybrid"):
+        return BM25Source(index, seed, kind)
     if kind == "mixed":
         return MixedSource(index, seed)
     if kind == "retrieved":

@@ -256,12 +256,15 @@ class BM25Builder:
         self._file = open(tmp / TOKENS, "wb")
         self._lengths: list[Any] = []
         self.tokens = 0
+        self.progress = None  # set by the build: called with the passages done
 
     def add(self, block: Any) -> None:
         tokens, lengths = tokenize_flat(self.tok, block.titles, block.texts)
         self._file.write(tokens.tobytes())
         self._lengths.append(lengths)
         self.tokens += len(tokens)
+        if self.progress:
+            self.progress(len(block))
 
     def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
         """bm25s's files into ``tmp/bm25`` (the temporary token file is removed); the manifest's BM25 facts."""
@@ -453,7 +456,7 @@ MANIFEST_KEYS = ("bm25", "tokenizer", "bm25s_version", "backend", "vocab_size")
 
 
 def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
-          device: str | None = None) -> BM25Searcher:
+          device: str | None = None, encoder: str | None = None) -> BM25Searcher:
     return BM25Searcher(directory, manifest, backend_name=backend, threads=threads)
 
 

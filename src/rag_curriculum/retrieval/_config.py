@@ -10,6 +10,13 @@ from .._settings import check_settings, rule
 from ..config import bind
 from ..errors import ConfigError
 
+#: The retriever kinds (rag_curriculum.retrieval._kinds registers them).
+KIND_NAMES = ("bm25", "dense", "hybrid")
+#: The dense kind's options (left out of a BM25 index's recorded config).
+DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
+                "device", "faiss", "max_memory", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
+                "compress")
+
 #: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 #: The token pattern (bm25s's default splitter): runs of two or more word characters.
@@ -29,7 +36,9 @@ class IndexConfig:
         "Passages to index, after the dataset's: a JSONL file of {\"title\", \"text\"} lines, or {\"id\", \"contents\"} "
         "lines with the title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout). Every "
         "line is one passage, in line order, keeping its own id and contents (what the server returns)."))
-    kind: str = rule("bm25", choices=("bm25",), help="The retriever: bm25 (bm25s).")
+    kind: str = rule("bm25", choices=KIND_NAMES, help=(
+        "The retriever: bm25 (bm25s) | dense (a sentence-transformers encoder and a FAISS index) | hybrid (both, "
+        "fused by reciprocal rank)."))
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
     k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
     b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
@@ -45,6 +54,40 @@ class IndexConfig:
     backend: str = rule("auto", choices=("auto", "numpy", "numba"), help=(
         "BM25 search backend: auto (numba when installed: compiled once per machine and cached; else numpy) | "
         "numpy | numba. The rankings are the same."))
+    # -- dense and hybrid
+    encoder: str | None = rule(None, empty=False, help=(
+        "dense / hybrid: the sentence-transformers encoder, a Hub name or a local folder (Search-R1's: "
+        "intfloat/e5-base-v2)."))
+    query_prefix: str = rule("query: ", help="dense: what a query is prefixed with (e5's, Search-R1's, FlashRAG's).")
+    passage_prefix: str = rule("passage: ", help="dense: what a passage is prefixed with (e5's).")
+    pooling: str = rule("mean", choices=("mean", "cls", "max", "lasttoken"), help=(
+        "dense: pooling of an encoder folder that has no sentence-transformers config (a model that has one uses "
+        "its own; the manifest records which)."))
+    normalize: bool = rule(True, help="dense: normalise the vectors (cosine similarity by inner product).")
+    max_length: int = rule(256, ge=8, le=1_000_000, help="dense: tokens per text (Search-R1: 256).")
+    batch_size: int = rule(64, ge=1, le=1_000_000, help="dense: texts per encoder batch.")
+    device: str | None = rule(None, empty=False, help="dense: the encoder's device (default: cuda when there is one).")
+    faiss: str | None = rule(None, empty=False, help=(
+        "dense: the FAISS index, as an index-factory string (Flat, HNSW32, SQ8, IVF4096,PQ64, ...); default: "
+        "picked under --max-memory (Flat without it)."))
+    max_memory: str | None = rule(None, empty=False, help=(
+        "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
+        "largest PQ code that fits."))
+    train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
+        "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
+    nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")
+    ef_search: int = rule(64, ge=1, le=1 << 20, help="dense: HNSW's search breadth (efSearch).")
+    refine: int = rule(4, ge=0, le=1000, help=(
+        "dense: with a compressed index (PQ, SQ), score the refine * k best candidates again exactly from the "
+        "float16 vectors (0: no re-ranking)."))
+    import_faiss: str | None = rule(None, empty=False, help=(
+        "dense: adopt this FAISS index (Search-R1's or FlashRAG's e5_Flat.index) over --corpus, without encoding: "
+        "the corpus's line order is the index's vector order."))
+    compress: str | None = rule(None, empty=False, help=(
+        "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
+        "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
+    rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")
@@ -57,13 +100,52 @@ class IndexConfig:
         if not self.input and not self.corpus:
             raise ConfigError("nothing to index", hint="pass --dataset NAME --input FILE (a dataset file), "
                               "--corpus FILE.jsonl (a corpus), or both")
+        self._check_kind()
         if bool(self.dataset) != bool(self.input):
             raise ConfigError("--dataset and --input go together (the dataset a file holds)" if self.input else
                               f"--dataset {self.dataset} without --input: which file?",
                               hint="pass both --dataset NAME and --input FILE, or neither (a corpus alone)")
 
+    def _check_kind(self) -> None:
+        dense = self.kind in ("dense", "hybrid")
+        if dense and not self.encoder:
+            raise ConfigError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
+                              "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+        given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device")
+                 if getattr(self, f) is not None]
+        if not dense and given:
+            raise ConfigError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
+                              hint="add --kind dense (or hybrid), or drop it")
+        if self.faiss and self.max_memory:
+            raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+        if self.compress and not self.import_faiss:
+            raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
+                              hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+        if self.import_faiss:
+            if self.kind != "dense":
+                raise ConfigError("--import-faiss adopts a dense index: use --kind dense")
+            if not self.corpus or self.input:
+                raise ConfigError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
+                                  "and no --input", hint="the corpus's line order is the index's vector order")
+            if self.faiss or self.max_memory:
+                raise ConfigError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
+                                  hint="to change it, give --compress FACTORY")
+
+    def dense_settings(self) -> dict[str, Any]:
+        """The dense options, as recorded."""
+        return {k: getattr(self, k) for k in ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize",
+                                              "max_length", "faiss", "max_memory", "train_sample", "nprobe",
+                                              "ef_search", "refine", "import_faiss", "compress")}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.kind == "bm25":  # a BM25 index's record as it always was
+            for k in DENSE_FIELDS:
+                d.pop(k, None)
+        if self.kind != "hybrid":
+            d.pop("rrf_k", None)
+            d.pop("rrf_depth", None)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IndexConfig:

@@ -114,11 +114,12 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     try:
         side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, hashes, checksums")
         found = Sources()
-        builder = kind.builder(cfg, tmp, progress=progress)
+        builder = kind.builder(cfg, tmp, progress=progress, out=out)
+        verb = "encoding" if kind.name in ("dense", "hybrid") and not cfg.import_faiss else "reading and indexing"
         with maybe_progress(progress, unit="passages") as bar:
-            task = bar.add_task("reading and indexing passages", total=None) if bar else None
-            for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
-                                        bar=bar, task=task):
+            task = bar.add_task(f"{verb} passages", total=None) if bar else None
+            builder.progress = (lambda n: bar.advance(task, n)) if bar is not None else None
+            for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found):
                 builder.add(block)
         if not found.passages:
             raise IndexError_(f"{cfg.input or cfg.corpus}: no passage to index", hint="check --dataset, --input "
@@ -166,6 +167,8 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
         recorded = cfg.to_dict()
         recorded.update(input=portable_path(cfg.input, out) if cfg.input else None, out=out.name,
                         corpus=portable_path(cfg.corpus, out) if cfg.corpus else None)
+        if recorded.get("import_faiss"):
+            recorded["import_faiss"] = portable_path(cfg.import_faiss, out)
         manifest = {
             "kind": KIND, "format": FORMAT, "retriever": kind.name,
             "toolkit": {"name": "rag-curriculum", "version": __version__}, "dataset": dataset, "config": recorded,
@@ -266,12 +269,13 @@ class Ranking:
 
 class CorpusIndex(PassageStore):
     """A loaded index: its passage store and stored rankings memory-mapped (:class:`._store.PassageStore`), and its
-    retriever kind's searcher, opened on first use (``backend``, ``threads`` and ``device`` are the kind's options).
+    retriever kind's searcher, opened on first use (``backend``, ``threads``, ``device`` and ``encoder``, another
+    copy of a dense index's encoder, are the kind's options).
     ``retrieve`` / ``retrieve_many`` rank passages for new questions; ``stored`` / ``rankings`` give the stored
     rankings of the indexed dataset's questions."""
 
     def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0,
-                 device: str | None = None) -> None:
+                 device: str | None = None, encoder: str | None = None) -> None:
         d = Path(directory)
         self.path = d
         self.manifest = m = read_index_manifest(d)
@@ -288,7 +292,7 @@ class CorpusIndex(PassageStore):
             raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems),
                               hint="build it again with curriculum index ... --overwrite")
         self.kind = get_kind(m["retriever"])
-        self._options = {"backend": backend, "threads": threads, "device": device}
+        self._options = {"backend": backend, "threads": threads, "device": device, "encoder": encoder}
         self._searcher: Any = None
         self._fingerprint: str | None = None
 

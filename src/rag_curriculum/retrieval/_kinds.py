@@ -39,6 +39,8 @@ class RetrieverKind:
 
 KINDS: Registry[RetrieverKind] = Registry("retriever kind")
 KINDS.register("bm25", "rag_curriculum.retrieval._bm25:KIND")
+KINDS.register("dense", "rag_curriculum.retrieval._dense:KIND")
+KINDS.register("hybrid", "rag_curriculum.retrieval._hybrid:KIND")
 
 
 def get_kind(name: str) -> RetrieverKind:

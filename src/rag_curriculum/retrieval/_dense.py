@@ -1,0 +1,508 @@
+"""The dense retriever kind: a sentence-transformers encoder (:mod:`._encoder`) and a FAISS index, with the e5
+conventions of Search-R1 and FlashRAG by default.
+
+**Build** (:class:`DenseBuilder`). Each block of passages is encoded (its corpus ``contents``, as Search-R1's and
+FlashRAG's index builders encode them, after the passage prefix) on the GPU when there is one; the vectors are
+appended to ``dense/vectors.f16`` (float16, row-major: half of float32's footprint, memory-mapped when read). Then
+the FAISS index named by ``--faiss`` (an index-factory string: ``Flat``, ``HNSW32``, ``SQ8``, ``IVF4096,PQ64``, ...;
+or picked under ``--max-memory``) is trained on a seeded sample of the vectors (its k-means seeded too), filled a
+block at a time and written to ``dense/faiss.index``; inner product (the vectors are normalised: cosine).
+
+**Import** (``--import-faiss``). A Search-R1 / FlashRAG e5 index and its corpus are adopted as they ship them: the
+corpus's line order is the index's vector order, so nothing is encoded (the encoder is loaded to check its
+dimension). ``--compress FACTORY`` turns an adopted flat index into a compressed one, reading the flat vectors
+memory-mapped a block at a time (never the whole index in memory; the float16 copy of the vectors is kept for
+re-ranking), and reports recall@k of the compressed ranking against the exact one on a seeded sample of queries.
+
+**Search** (:class:`DenseSearcher`). The FAISS index is read memory-mapped (``IO_FLAG_MMAP_IFC``: the vectors or
+codes stay in the page cache, not in the process's own memory; IVF lists with ``IO_FLAG_MMAP`` on older FAISS), so
+a server is healthy once the encoder is loaded. Queries are encoded in one batch per call (the server merges
+concurrent requests into one). With a compressed index and ``--refine R``, the ``R * k`` best candidates are
+scored again exactly from the float16 vectors. Results are sorted by score, ties by the lower passage id.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import CurriculumError
+from ._config import IndexConfig
+from ._encoder import Encoder, EncoderError, EncoderSettings
+from ._kinds import RetrieverKind
+
+log = logging.getLogger(__name__)
+
+DENSE_DIR = "dense"
+VECTORS = "vectors.f16"
+FAISS_INDEX = "faiss.index"
+ADD_ROWS = 1 << 16  # vectors per add / conversion step
+FLAT_FOURCC = (b"IxFI", b"IxF2", b"IxFl")  # faiss's IndexFlat files: inner product, L2, other metrics
+
+
+class DenseError(CurriculumError):
+    """A dense index that cannot be built, imported or read as asked."""
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as e:
+        raise DenseError(f"dense retrieval needs FAISS ({e})", hint="pip install 'rag-curriculum[dense]' "
+                         "(faiss-cpu; faiss-gpu where a GPU is)") from None
+    return faiss
+
+
+def settings(cfg: IndexConfig) -> EncoderSettings:
+    return EncoderSettings(name=str(cfg.encoder), query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix,
+                           pooling=cfg.pooling, normalize=cfg.normalize, max_length=cfg.max_length)
+
+
+def parse_bytes(text: str) -> int:
+    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30).
+
+    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
+    (8000000000, 1073741824, 500000000)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?)b?\s*", str(text).lower())
+    if not m:
+        raise DenseError(f"--max-memory {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
+    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[m.group(2)]
+    return int(float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale))
+
+
+def _nlist(n: int) -> int:
+    """IVF lists for ``n`` vectors: a power of two near 4 sqrt(n), at most n / 39 (FAISS wants 39 training points
+    per centroid), at least 1."""
+    want = max(1, int(4 * n ** 0.5))
+    p = 1 << max(0, want.bit_length() - 1)
+    while p > 1 and p * 39 > n:
+        p >>= 1
+    return p
+
+
+def pick_factory(n: int, d: int, max_memory: str | None) -> str:
+    """The index for ``n`` vectors of dimension ``d`` under ``--max-memory``: Flat (exact, 4d bytes a vector) when
+    it fits, else SQ8 (d bytes), else IVF with the largest PQ code that fits (m bytes + 8 for its id); without a
+    budget, Flat."""
+    if not max_memory:
+        return "Flat"
+    budget = parse_bytes(max_memory)
+    if 4 * d * n <= budget:
+        return "Flat"
+    if d * n <= budget:
+        return "SQ8"
+    nlist = _nlist(n)
+    for m in sorted({x for x in (d // 2, d // 3, d // 4, d // 6, d // 8, d // 12, d // 16, d // 24, d // 32, 8, 4)
+                     if x >= 1 and d % x == 0}, reverse=True):
+        if (m + 8) * n + 4 * d * nlist <= budget:
+            return f"IVF{nlist},PQ{m}"
+    raise DenseError(f"--max-memory {max_memory}: {n:,} vectors of dimension {d} do not fit even as IVF{nlist},PQ4",
+                     hint="raise --max-memory, or give --faiss yourself")
+
+
+def _check_factory(factory: str, d: int) -> None:
+    faiss = _faiss()
+    try:
+        faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise DenseError(f"--faiss {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
+                         hint="give an index-factory string such as Flat, HNSW32, SQ8, IVF4096,PQ64") from None
+
+
+def _faiss_message(e: BaseException) -> str:
+    """FAISS's error without its C++ location."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return re.sub(r"^Error in .*? at [^:]+:\d+: (Error: )?", "", text)
+
+
+def _seeded(index: Any, seed: int) -> None:
+    """k-means seeds of an IVF's coarse quantizer and of its PQ, so training is the same every run."""
+    faiss = _faiss()
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        ivf = None
+    if ivf is not None:
+        ivf.cp.seed = seed
+        pq = getattr(faiss.downcast_index(ivf), "pq", None)
+        if pq is not None:
+            pq.cp.seed = seed
+    pq = getattr(faiss.downcast_index(index), "pq", None)
+    if pq is not None:
+        pq.cp.seed = seed
+
+
+class VectorFile:
+    """Row-major vectors on disk, read memory-mapped a block at a time: ``vectors.f16`` (float16) or the float32
+    rows of a FAISS IndexFlat file (its layout: a 45-byte header, then the vectors)."""
+
+    def __init__(self, path: Path, n: int, d: int, dtype: str = "<f2", offset: int = 0) -> None:
+        import numpy as np
+
+        self.path, self.n, self.d = path, n, d
+        self.rows = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n, d)) if n else \
+            np.zeros((0, d), dtype=dtype)
+
+    def block(self, a: int, b: int) -> Any:
+        import numpy as np
+
+        return np.ascontiguousarray(self.rows[a:b], dtype=np.float32)
+
+    def take(self, ids: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(self.rows[np.asarray(ids)], dtype=np.float32)
+
+
+def flat_layout(path: Path) -> tuple[int, int, int, int]:
+    """(dimension, vectors, data offset, metric) of a FAISS IndexFlat file (what ``faiss.write_index`` writes)."""
+    with open(path, "rb") as f:
+        h = f.read(64)
+    if h[:4] not in FLAT_FOURCC:
+        raise DenseError(f"{path}: not a flat FAISS index (its type is {h[:4]!r})",
+                         hint="--compress reads a flat index (Search-R1's e5_Flat.index)")
+    d, ntotal = struct.unpack_from("<iq", h, 4)
+    (metric,) = struct.unpack_from("<i", h, 33)
+    off = 37 + (4 if metric > 1 else 0)
+    (nfloat,) = struct.unpack_from("<Q", h, off)
+    if nfloat != ntotal * d:
+        raise DenseError(f"{path}: a flat index whose header does not add up ({nfloat} floats for {ntotal} vectors "
+                         f"of dimension {d})", hint="the file is damaged: download it again")
+    return d, ntotal, off + 8, metric
+
+
+def read_faiss_header(path: Path) -> Any:
+    """The FAISS index in ``path`` (memory-mapped where FAISS can), or one error line for a file that is not one."""
+    faiss = _faiss()
+    if not Path(path).is_file():
+        raise DenseError(f"--import-faiss {path}: no such file", hint="pass the .index file (e5_Flat.index)")
+    try:
+        return faiss.read_index(str(path), _mmap_flags(faiss))
+    except RuntimeError as e:
+        raise DenseError(f"--import-faiss {path}: not a FAISS index ({_faiss_message(e)})",
+                         hint="pass the .index file FAISS wrote (Search-R1's e5_Flat.index)") from None
+
+
+def _mmap_flags(faiss: Any) -> int:
+    """FAISS's read flags that map a whole index file (vectors, codes, graph, lists) without copying it, where this
+    FAISS has them."""
+    ifc = getattr(faiss, "IO_FLAG_MMAP_IFC", 0)  # faiss >= 1.11: any index type; before: IVF lists alone
+    return (ifc or faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
+
+
+class DenseBuilder:
+    """The dense kind's side of a build: ``add`` encodes each block (or, importing, only counts it); ``finish``
+    makes the FAISS index."""
+
+    def __init__(self, cfg: IndexConfig, tmp: Path, *, out: Path | None = None, **kw: Any) -> None:
+        self.cfg, self.dir, self.out = cfg, tmp / DENSE_DIR, out
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.encoder = Encoder(settings(cfg), device=cfg.device)
+        self.n = 0
+        self.progress = None  # set by the build: called with the passages done
+        self._file = None if cfg.import_faiss else open(self.dir / VECTORS, "wb")
+        if cfg.faiss and not cfg.import_faiss:
+            _check_factory(cfg.faiss, self.encoder.dim)  # before hours of encoding
+        if cfg.import_faiss:
+            self.imported = read_faiss_header(Path(cfg.import_faiss))
+            if self.imported.d != self.encoder.dim:
+                raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
+                                 f"{cfg.import_faiss} holds dimension {self.imported.d}",
+                                 hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
+            if cfg.compress:
+                _check_factory(cfg.compress, self.imported.d)
+
+    def add(self, block: Any) -> None:
+        import numpy as np
+
+        if self._file is None:  # importing: the vectors exist, one per corpus line
+            self.n += len(block)
+            if self.progress:
+                self.progress(len(block))
+            return
+        texts = block.contents()
+        step = max(1, self.cfg.batch_size) * 8
+        for start in range(0, len(texts), step):
+            vecs = self.encoder.encode(texts[start:start + step], "passage", batch_size=self.cfg.batch_size)
+            self._file.write(vecs.astype(np.float16).tobytes())
+            self.n += len(vecs)
+            if self.progress:
+                self.progress(len(vecs))
+
+    def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
+        faiss = _faiss()
+        cfg, d = self.cfg, self.encoder.dim
+        facts: dict[str, Any] = {"encoder": _recorded_encoder(str(cfg.encoder), self.out), "dim": d,
+                                 "pooling": self.encoder.pooling,
+                                 "normalize": cfg.normalize, "query_prefix": cfg.query_prefix,
+                                 "passage_prefix": cfg.passage_prefix, "max_length": cfg.max_length,
+                                 "metric": "inner_product", "text": "contents",
+                                 "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version()}
+        if cfg.import_faiss:
+            facts.update(self._import(bar, task))
+        else:
+            self._file.close()
+            vectors = VectorFile(self.dir / VECTORS, self.n, d)
+            factory = cfg.faiss or pick_factory(self.n, d, cfg.max_memory)
+            index = self._train_and_fill(factory, vectors, bar, task)
+            faiss.write_index(index, str(self.dir / FAISS_INDEX))
+            facts.update({"faiss": factory, "vectors": {"file": VECTORS, "dtype": "float16", "rows": self.n}})
+        facts.update(_search_params(cfg, facts["faiss"]))
+        return {"dense": facts}
+
+    def _train_and_fill(self, factory: str, vectors: VectorFile, bar: Any, task: Any) -> Any:
+        import numpy as np
+
+        faiss = _faiss()
+        index = faiss.index_factory(vectors.d, factory, faiss.METRIC_INNER_PRODUCT)
+        if not index.is_trained:
+            _seeded(index, self.cfg.seed)
+            rng = np.random.default_rng(self.cfg.seed)
+            take = np.sort(rng.choice(vectors.n, size=min(self.cfg.train_sample, vectors.n), replace=False))
+            threads = faiss.omp_get_max_threads()
+            if "OPQ" in factory:  # OPQ's training differs with the thread count: one thread, the same every run
+                faiss.omp_set_num_threads(1)
+            try:
+                index.train(vectors.take(take))
+            except RuntimeError as e:
+                raise DenseError(f"--faiss {factory!r}: training on {len(take):,} vectors failed "
+                                 f"({_faiss_message(e)})", hint="choose fewer IVF lists, or index more passages") \
+                    from None
+            finally:
+                faiss.omp_set_num_threads(threads)
+        for a in range(0, vectors.n, ADD_ROWS):
+            index.add(vectors.block(a, min(vectors.n, a + ADD_ROWS)))
+            if bar is not None:
+                bar.advance(task, min(vectors.n, a + ADD_ROWS) - a)
+        return index
+
+    def _import(self, bar: Any, task: Any) -> dict[str, Any]:
+        """Adopt ``--import-faiss`` (linked, else copied, into the index); with ``--compress``, a compressed index
+        made from its flat vectors instead, with recall@k against the exact ranking."""
+        cfg, src = self.cfg, Path(self.cfg.import_faiss)
+        if self.imported.ntotal != self.n:
+            raise DenseError(f"--import-faiss {src} holds {self.imported.ntotal:,} vectors, --corpus {cfg.corpus} "
+                             f"{self.n:,} passages: the corpus's line order must be the index's vector order",
+                             hint="pass the corpus the index was built from (Search-R1's wiki-18.jsonl for "
+                                  "e5_Flat.index)")
+        imported = {"file": src.name, "bytes": src.stat().st_size, "type": type(self.imported).__name__}
+        if not cfg.compress:
+            dest = self.dir / FAISS_INDEX
+            try:
+                os.link(src, dest)  # the same file, no copy (64 GB for wiki-18)
+            except OSError:
+                shutil.copyfile(src, dest)
+            return {"faiss": _factory_of(self.imported), "imported": imported}
+        d, n, offset, _ = flat_layout(src)
+        flat = VectorFile(src, n, d, dtype="<f4", offset=offset)
+        with open(self.dir / VECTORS, "wb") as f:  # the float16 copy, for re-ranking
+            for a in range(0, n, ADD_ROWS):
+                f.write(flat.block(a, min(n, a + ADD_ROWS)).astype("<f2").tobytes())
+        index = self._train_and_fill(cfg.compress, VectorFile(self.dir / VECTORS, n, d), bar, task)
+        _faiss().write_index(index, str(self.dir / FAISS_INDEX))
+        recall = compressed_recall(index, flat, self.encoder, cfg)
+        log.info("compressed %s to %s: recall@%d %.4f on %d queries", src.name, cfg.compress, recall["k"],
+                 recall["recall"], recall["queries"])
+        return {"faiss": cfg.compress, "imported": imported, "compressed_from": _factory_of(self.imported),
+                "recall": recall, "vectors": {"file": VECTORS, "dtype": "float16", "rows": n}}
+
+
+def _recorded_encoder(name: str, out: Path | None) -> str:
+    """A Hub name as it is; a local folder relative to the index (``../models/e5``), as manifests record paths."""
+    if out is None or not os.path.isdir(name):
+        return name
+    from ..shards import portable_path
+
+    return portable_path(name, out)
+
+
+def resolve_encoder(recorded: str, directory: Path) -> str:
+    """The encoder a manifest names: a folder relative to the index when there is one, else the name as it is."""
+    here = Path(directory) / recorded
+    return str(here) if not os.path.isabs(recorded) and here.is_dir() else recorded
+
+
+def _factory_of(index: Any) -> str:
+    name = type(index).__name__
+    return {"IndexFlatIP": "Flat", "IndexFlatL2": "Flat", "IndexFlat": "Flat"}.get(name, name)
+
+
+def _search_params(cfg: IndexConfig, factory: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "IVF" in factory:
+        out["nprobe"] = cfg.nprobe
+    if "HNSW" in factory:
+        out["ef_search"] = cfg.ef_search
+    compressed = any(t in factory for t in ("PQ", "SQ", "LSH", "RaBitQ"))
+    out["refine"] = cfg.refine if compressed else 0
+    return out
+
+
+def _st_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("sentence-transformers")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def compressed_recall(index: Any, flat: VectorFile, encoder: Encoder, cfg: IndexConfig, *, queries: int = 1000,
+                      k: int = 10) -> dict[str, Any]:
+    """recall@k of ``index`` against exact search over ``flat`` on a seeded sample of queries: seeded corpus
+    vectors used as queries (the corpus's own distribution), searched exactly block by block."""
+    import numpy as np
+
+    rng = np.random.default_rng(cfg.seed + 1)
+    n = flat.n
+    q_ids = np.sort(rng.choice(n, size=min(queries, n), replace=False))
+    q = flat.take(q_ids)
+    exact = exact_top_k(flat, q, k)
+    _set_params(index, {"nprobe": cfg.nprobe, "ef_search": cfg.ef_search})
+    _, got = index.search(q, k)
+    hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact, strict=True))
+    return {"k": k, "queries": len(q_ids), "recall": round(hits / (k * len(q_ids)), 4),
+            "queries_from": "a seeded sample of the corpus's vectors"}
+
+
+def exact_top_k(flat: VectorFile, q: Any, k: int) -> Any:
+    """The exact ``k`` best rows of ``flat`` for each query (inner product), block by block, ties by lower id."""
+    import numpy as np
+
+    best_s = np.full((len(q), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(q), 0), dtype=np.int64)
+    for a in range(0, flat.n, ADD_ROWS):
+        block = flat.block(a, min(flat.n, a + ADD_ROWS))
+        s = q @ block.T
+        ids = np.broadcast_to(np.arange(a, a + len(block)), s.shape)
+        cs, ci = np.concatenate([best_s, s], axis=1), np.concatenate([best_i, ids], axis=1)
+        order = np.lexsort((ci, -cs), axis=1)[:, :k]
+        best_s, best_i = np.take_along_axis(cs, order, 1), np.take_along_axis(ci, order, 1)
+    return best_i
+
+
+def _set_params(index: Any, params: dict[str, Any]) -> None:
+    faiss = _faiss()
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        ivf = None
+    if ivf is not None and params.get("nprobe"):
+        ivf.nprobe = int(params["nprobe"])
+    hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
+    if hnsw is not None and params.get("ef_search"):
+        hnsw.efSearch = int(params["ef_search"])
+
+
+class DenseSearcher:
+    """A dense index's FAISS index (memory-mapped) and its encoder (loaded on first use, or by :meth:`warm`)."""
+
+    def __init__(self, directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
+                 device: str | None = None, encoder: str | None = None) -> None:
+        faiss = _faiss()
+        self.m = m = manifest["dense"]
+        self.encoder_name = encoder or resolve_encoder(m["encoder"], Path(directory))
+        self.dir = Path(directory) / DENSE_DIR
+        self.device = device
+        self.threads = threads
+        try:
+            self.index = faiss.read_index(str(self.dir / FAISS_INDEX), _mmap_flags(faiss))
+        except RuntimeError as e:
+            raise DenseError(f"{directory}: its FAISS index cannot be read ({_faiss_message(e)})",
+                             hint="build the index again with curriculum index ... --overwrite") from None
+        if self.index.ntotal != manifest["passages"] or self.index.d != m["dim"]:
+            raise DenseError(f"{directory}: the FAISS index holds {self.index.ntotal:,} vectors of dimension "
+                             f"{self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
+                             hint="build the index again with curriculum index ... --overwrite")
+        _set_params(self.index, m)
+        vec = m.get("vectors")
+        self.vectors = VectorFile(self.dir / vec["file"], vec["rows"], m["dim"]) if vec else None
+        self.refine = int(m.get("refine") or 0) if self.vectors is not None else 0
+        self._encoder: Encoder | None = None
+        self._lock = threading.Lock()
+        self.backend = "faiss"
+
+    @property
+    def encoder(self) -> Encoder:
+        with self._lock:
+            if self._encoder is None:
+                m = self.m
+                self._encoder = Encoder(EncoderSettings(name=self.encoder_name, query_prefix=m["query_prefix"],
+                                                        passage_prefix=m["passage_prefix"], pooling=m["pooling"],
+                                                        normalize=m["normalize"], max_length=m["max_length"]),
+                                        device=self.device)
+                if self._encoder.dim != m["dim"]:
+                    raise EncoderError(f"the encoder {m['encoder']} now makes vectors of dimension "
+                                       f"{self._encoder.dim}; the index holds {m['dim']}",
+                                       hint="use the encoder the index was built with")
+            return self._encoder
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "dense", "encoder": self.m["encoder"], "faiss": self.m["faiss"]}
+
+    def warm(self) -> None:
+        self.search(["warm up"], 1)
+
+    def encode(self, queries: list[str]) -> Any:
+        return self.encoder.encode(list(queries), "query")
+
+    def search(self, queries: list[str], k: int, *, threads: int | None = None):
+        """The ``k`` best passages of each query: (ids int32, scores float32), best first, ties by lower id."""
+        import numpy as np
+
+        n = len(queries)
+        if not n or not k:
+            return np.full((n, k), -1, dtype=np.int32), np.zeros((n, k), dtype=np.float32)
+        return self.search_vectors(self.encode(queries), k)
+
+    def search_vectors(self, q: Any, k: int):
+        import numpy as np
+
+        kk = min(self.index.ntotal, k * max(1, self.refine) + 1)  # one more: a tie at the cut is seen
+        scores, ids = self.index.search(np.ascontiguousarray(q, dtype=np.float32), kk)
+        if self.refine:  # exact scores of the candidates from the float16 vectors
+            live = ids >= 0
+            exact = np.full(ids.shape, -np.inf, dtype=np.float32)
+            for r in range(len(q)):
+                cand = ids[r][live[r]]
+                exact[r, :len(cand)] = self.vectors.take(cand) @ q[r]
+                ids[r, :len(cand)] = cand
+                ids[r, len(cand):] = -1
+            scores = exact
+        scores = np.where(ids >= 0, scores, -np.inf)
+        big = np.iinfo(np.int64).max
+        order = np.lexsort((np.where(ids >= 0, ids, big), -scores), axis=1)[:, :k]
+        out_ids = np.take_along_axis(ids, order, 1).astype(np.int32)
+        out_scores = np.take_along_axis(scores, order, 1).astype(np.float32)
+        out_scores[out_ids < 0] = 0.0
+        if out_ids.shape[1] < k:
+            pad = k - out_ids.shape[1]
+            out_ids = np.pad(out_ids, ((0, 0), (0, pad)), constant_values=-1)
+            out_scores = np.pad(out_scores, ((0, 0), (0, pad)))
+        return out_ids, out_scores
+
+
+def check(manifest: dict[str, Any], directory: Path) -> None:
+    m = manifest.get("dense")
+    if not isinstance(m, dict) or not m.get("encoder"):
+        raise DenseError("the manifest has no dense section", hint="build the index again")
+
+
+def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:
+    return DenseBuilder(cfg, tmp, **kw)
+
+
+def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
+          device: str | None = None, encoder: str | None = None) -> DenseSearcher:
+    return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder)
+
+
+KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",),
+                     description="dense (sentence-transformers encoder + FAISS)")

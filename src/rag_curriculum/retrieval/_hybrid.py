@@ -1,0 +1,93 @@
+"""The hybrid retriever kind: BM25 and dense over the same passages (both kinds' files in one index), fused by
+reciprocal rank fusion: a passage's score is the sum over the two rankings of ``1 / (rrf_k + rank)`` (rank from 1,
+each ranking cut at ``rrf_depth``); ties by the lower passage id, so the fused ranking is deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import _bm25, _dense
+from ._config import IndexConfig
+from ._kinds import RetrieverKind
+
+
+class HybridBuilder:
+    def __init__(self, cfg: IndexConfig, tmp: Path, **kw: Any) -> None:
+        self.cfg = cfg
+        self.parts = [_bm25.BM25Builder(cfg, tmp, backend=_bm25.backend(cfg.backend)),
+                      _dense.DenseBuilder(cfg, tmp, **kw)]
+        self.progress = None
+
+    def add(self, block: Any) -> None:
+        self.parts[0].add(block)
+        self.parts[1].progress = self.progress  # the encoder's batches show (the slower part)
+        self.parts[1].add(block)
+
+    def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
+        for part in self.parts:
+            facts.update(part.finish(bar=bar, task=task))
+        facts["hybrid"] = {"fusion": "reciprocal rank", "rrf_k": self.cfg.rrf_k, "rrf_depth": self.cfg.rrf_depth}
+        return facts
+
+
+def fuse(rankings: list[tuple[Any, Any]], k: int, rrf_k: int) -> tuple[Any, Any]:
+    """Reciprocal rank fusion of several rankings (each an (ids, scores) pair of arrays, one row per query; ids -1
+    past the end): the ``k`` best by fused score, ties by the lower passage id.
+
+    >>> import numpy as np
+    >>> a = (np.array([[3, 1, 2]]), np.zeros((1, 3))); b = (np.array([[1, 3, -1]]), np.zeros((1, 3)))
+    >>> ids, scores = fuse([a, b], 3, 60)
+    >>> ids.tolist()   # 1 and 3 tie (ranks 1 + 2 each): the lower id first
+    [[1, 3, 2]]
+    """
+    import numpy as np
+
+    n = len(rankings[0][0])
+    out_ids = np.full((n, k), -1, dtype=np.int32)
+    out_scores = np.zeros((n, k), dtype=np.float32)
+    for r in range(n):
+        fused: dict[int, float] = {}
+        for ids, _ in rankings:
+            for rank, pid in enumerate(ids[r].tolist(), 1):
+                if pid >= 0:
+                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (rrf_k + rank)
+        best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        for j, (pid, score) in enumerate(best):
+            out_ids[r, j] = pid
+            out_scores[r, j] = score
+    return out_ids, out_scores
+
+
+class HybridSearcher:
+    def __init__(self, directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
+                 device: str | None = None, encoder: str | None = None) -> None:
+        self.bm25 = _bm25.BM25Searcher(directory, manifest, backend_name=backend, threads=threads)
+        self.dense = _dense.DenseSearcher(directory, manifest, threads=threads, device=device, encoder=encoder)
+        self.h = manifest["hybrid"]
+        self.backend = self.bm25.backend
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "hybrid", "bm25": self.bm25.describe(), "dense": self.dense.describe(), **self.h}
+
+    def warm(self) -> None:
+        self.bm25.warm()
+        self.dense.warm()
+
+    def search(self, queries: list[str], k: int, *, threads: int | None = None):
+        depth = max(k, int(self.h["rrf_depth"]))
+        depth_b = min(depth, self.bm25.num_docs)
+        return fuse([self.bm25.search(queries, depth_b, threads=threads), self.dense.search(queries, depth_b)], k,
+                    int(self.h["rrf_k"]))
+
+
+def check(manifest: dict[str, Any], directory: Path) -> None:
+    _bm25.check_version(manifest, directory)
+    _dense.check(manifest, directory)
+
+
+KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg, tmp, **kw),
+                     open=lambda d, m, **kw: HybridSearcher(d, m, **kw), check=check,
+                     manifest_keys=(*_bm25.MANIFEST_KEYS, "dense", "hybrid"),
+                     description="hybrid: BM25 and dense fused by reciprocal rank")
