@@ -200,14 +200,27 @@ def distractors_text(record: dict[str, Any] | None) -> str:
     if not record:
         return ""
     ix = record["index"]
-    bm = ix["bm25"]
+    kind = ix.get("retriever", "bm25")
+    name = {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid (BM25 + dense)"}.get(kind, kind)
     what = {"bm25": "BM25 hard negatives: each question's best-ranked passages that are neither a copy of a gold "
                     "paragraph nor contain an answer",
-            "mixed": "provided and BM25 distractors alternately (provided first)",
-            "retrieved": f"the retrieved setting: the {record.get('top_k')} best BM25 passages of each question, "
+            "dense": "dense hard negatives (near-misses by meaning): each question's best-ranked passages that are "
+                     "neither a copy of a gold paragraph nor contain an answer",
+            "hybrid": "hybrid hard negatives (BM25 and dense fused by reciprocal rank): each question's best-ranked "
+                      "passages that are neither a copy of a gold paragraph nor contain an answer",
+            "mixed": f"provided and {name} distractors alternately (provided first)",
+            "retrieved": f"the retrieved setting: the {record.get('top_k')} best {name} passages of each question, "
                          "gold not forced in"}[record["source"]]
-    text = (f"\nPassages: {what}. Index `{ix['path']}` ({ix['passages']:,} passages of {ix['dataset']}; bm25s "
-            f"{ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}).\n\n"
+    parts = []
+    if "bm25" in ix:
+        bm = ix["bm25"]
+        parts.append(f"bm25s {ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
+    if "dense" in ix:
+        dn = ix["dense"]
+        parts.append(f"encoder {dn['encoder']} ({dn['pooling']} pooling, prefixes {dn['query_prefix']!r} / "
+                     f"{dn['passage_prefix']!r}), FAISS {dn['faiss']}")
+    text = (f"\nPassages: {what}. Index `{ix['path']}` ({ix['passages']:,} passages of {ix['dataset']}; "
+            f"{'; '.join(parts)}).\n\n"
             + md_table(["passage", "origin", "count"],
                        [[*k.split(":"), v] for k, v in record["origins"].items()]) + "\n")
     if record.get("excluded"):
@@ -216,7 +229,7 @@ def distractors_text(record: dict[str, Any] | None) -> str:
                  f"{ex.get('answer', 0)} containing an answer, {ex.get('provided_copy', 0)} copies of a provided "
                  "paragraph (mixed).\n")
     if record.get("distractor_bm25_ranks"):
-        text += "\n" + md_table(["BM25 rank of the distractors", "count"],
+        text += "\n" + md_table([f"{name} rank of the distractors", "count"],
                                 record["distractor_bm25_ranks"].items()) + "\n"
     if record.get("gold_recall"):
         gr = record["gold_recall"]

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 KIND_NAMES = ("bm25", "dense", "hybrid")
 #: The dense kind's options (left out of a BM25 index's recorded config).
 DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
-                "device", "faiss", "max_memory", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
+                "device", "faiss", "max_memory", "seed", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
                 "compress")
 
 #: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
@@ -73,6 +73,8 @@ class IndexConfig:
     max_memory: str | None = rule(None, empty=False, help=(
         "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
         "largest PQ code that fits."))
+    seed: int = rule(0, ge=0, le=2**31 - 1, help=(
+        "dense: the seed of the training sample and of FAISS's k-means (the same seed, the same index)."))
     train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
         "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
     nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")

@@ -153,7 +153,7 @@ class VectorFile:
     def block(self, a: int, b: int) -> Any:
         import numpy as np
 
-        return np.ascontiguousarray(self.rows[a:b], dtype=np.float32)
+        return np.array(self.rows[a:b], dtype=np.float32)  # a copy: never a view of the file
 
     def take(self, ids: Any) -> Any:
         import numpy as np
@@ -204,10 +204,11 @@ class DenseBuilder:
     def __init__(self, cfg: IndexConfig, tmp: Path, *, out: Path | None = None, **kw: Any) -> None:
         self.cfg, self.dir, self.out = cfg, tmp / DENSE_DIR, out
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.encoder = Encoder(settings(cfg), device=cfg.device)
+        self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
-        self._file = None if cfg.import_faiss else open(self.dir / VECTORS, "wb")
+        # the encoder's float32 vectors, until the FAISS index is made from them (then kept as float16)
+        self._file = None if cfg.import_faiss else open(self.dir / ".vectors.f32", "wb")
         if cfg.faiss and not cfg.import_faiss:
             _check_factory(cfg.faiss, self.encoder.dim)  # before hours of encoding
         if cfg.import_faiss:
@@ -231,7 +232,7 @@ class DenseBuilder:
         step = max(1, self.cfg.batch_size) * 8
         for start in range(0, len(texts), step):
             vecs = self.encoder.encode(texts[start:start + step], "passage", batch_size=self.cfg.batch_size)
-            self._file.write(vecs.astype(np.float16).tobytes())
+            self._file.write(np.ascontiguousarray(vecs, dtype="<f4").tobytes())
             self.n += len(vecs)
             if self.progress:
                 self.progress(len(vecs))
@@ -249,10 +250,13 @@ class DenseBuilder:
             facts.update(self._import(bar, task))
         else:
             self._file.close()
-            vectors = VectorFile(self.dir / VECTORS, self.n, d)
+            full = VectorFile(self.dir / ".vectors.f32", self.n, d, dtype="<f4")
             factory = cfg.faiss or pick_factory(self.n, d, cfg.max_memory)
-            index = self._train_and_fill(factory, vectors, bar, task)
+            index = self._train_and_fill(factory, full, bar, task)  # from the encoder's own float32 vectors
             faiss.write_index(index, str(self.dir / FAISS_INDEX))
+            _halve(full, self.dir / VECTORS)
+            del full
+            (self.dir / ".vectors.f32").unlink()
             facts.update({"faiss": factory, "vectors": {"file": VECTORS, "dtype": "float16", "rows": self.n}})
         facts.update(_search_params(cfg, facts["faiss"]))
         return {"dense": facts}
@@ -302,12 +306,11 @@ class DenseBuilder:
             return {"faiss": _factory_of(self.imported), "imported": imported}
         d, n, offset, _ = flat_layout(src)
         flat = VectorFile(src, n, d, dtype="<f4", offset=offset)
-        with open(self.dir / VECTORS, "wb") as f:  # the float16 copy, for re-ranking
-            for a in range(0, n, ADD_ROWS):
-                f.write(flat.block(a, min(n, a + ADD_ROWS)).astype("<f2").tobytes())
-        index = self._train_and_fill(cfg.compress, VectorFile(self.dir / VECTORS, n, d), bar, task)
+        index = self._train_and_fill(cfg.compress, flat, bar, task)
+        _halve(flat, self.dir / VECTORS)  # the float16 copy, for re-ranking
         _faiss().write_index(index, str(self.dir / FAISS_INDEX))
-        recall = compressed_recall(index, flat, self.encoder, cfg)
+        refine = _search_params(cfg, cfg.compress)["refine"]
+        recall = compressed_recall(index, flat, VectorFile(self.dir / VECTORS, n, d), refine, cfg)
         log.info("compressed %s to %s: recall@%d %.4f on %d queries", src.name, cfg.compress, recall["k"],
                  recall["recall"], recall["queries"])
         return {"faiss": cfg.compress, "imported": imported, "compressed_from": _factory_of(self.imported),
@@ -315,18 +318,24 @@ class DenseBuilder:
 
 
 def _recorded_encoder(name: str, out: Path | None) -> str:
-    """A Hub name as it is; a local folder relative to the index (``../models/e5``), as manifests record paths."""
+    """A Hub name as it is; a local folder relative to the index (``../models/e5``): a manifest holds no absolute
+    path of this machine, and the index finds its encoder again wherever the two are moved together."""
     if out is None or not os.path.isdir(name):
         return name
-    from ..shards import portable_path
-
-    return portable_path(name, out)
+    return Path(os.path.relpath(os.path.abspath(name), os.path.abspath(out))).as_posix()
 
 
 def resolve_encoder(recorded: str, directory: Path) -> str:
     """The encoder a manifest names: a folder relative to the index when there is one, else the name as it is."""
     here = Path(directory) / recorded
     return str(here) if not os.path.isabs(recorded) and here.is_dir() else recorded
+
+
+def _halve(vectors: VectorFile, path: Path) -> None:
+    """``vectors`` as float16, row-major, a block at a time."""
+    with open(path, "wb") as f:
+        for a in range(0, vectors.n, ADD_ROWS):
+            f.write(vectors.block(a, min(vectors.n, a + ADD_ROWS)).astype("<f2").tobytes())
 
 
 def _factory_of(index: Any) -> str:
@@ -354,10 +363,11 @@ def _st_version() -> str | None:
         return None
 
 
-def compressed_recall(index: Any, flat: VectorFile, encoder: Encoder, cfg: IndexConfig, *, queries: int = 1000,
-                      k: int = 10) -> dict[str, Any]:
-    """recall@k of ``index`` against exact search over ``flat`` on a seeded sample of queries: seeded corpus
-    vectors used as queries (the corpus's own distribution), searched exactly block by block."""
+def compressed_recall(index: Any, flat: VectorFile, halves: VectorFile, refine: int, cfg: IndexConfig, *,
+                      queries: int = 1000, k: int = 10) -> dict[str, Any]:
+    """recall@k of the compressed ranking (as served: with ``refine``, its ``refine * k`` candidates scored again
+    from the float16 vectors ``halves``; and without) against exact search over ``flat``, on a seeded sample of
+    queries: corpus vectors (the corpus's own distribution), searched exactly block by block."""
     import numpy as np
 
     rng = np.random.default_rng(cfg.seed + 1)
@@ -366,10 +376,15 @@ def compressed_recall(index: Any, flat: VectorFile, encoder: Encoder, cfg: Index
     q = flat.take(q_ids)
     exact = exact_top_k(flat, q, k)
     _set_params(index, {"nprobe": cfg.nprobe, "ef_search": cfg.ef_search})
-    _, got = index.search(q, k)
-    hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact, strict=True))
-    return {"k": k, "queries": len(q_ids), "recall": round(hits / (k * len(q_ids)), 4),
-            "queries_from": "a seeded sample of the corpus's vectors"}
+
+    def recall(got: Any) -> float:
+        hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact, strict=True))
+        return round(hits / (k * len(q_ids)), 4)
+
+    plain, _ = ranked(index, None, 0, q, k)
+    served, _ = ranked(index, halves, refine, q, k)
+    return {"k": k, "queries": len(q_ids), "recall": recall(served), "recall_without_refine": recall(plain),
+            "refine": refine, "queries_from": "a seeded sample of the corpus's vectors"}
 
 
 def exact_top_k(flat: VectorFile, q: Any, k: int) -> Any:
@@ -408,7 +423,8 @@ class DenseSearcher:
                  device: str | None = None, encoder: str | None = None) -> None:
         faiss = _faiss()
         self.m = m = manifest["dense"]
-        self.encoder_name = encoder or resolve_encoder(m["encoder"], Path(directory))
+        given = encoder if isinstance(encoder, Encoder) else None
+        self.encoder_name = given.settings.name if given else encoder or resolve_encoder(m["encoder"], Path(directory))
         self.dir = Path(directory) / DENSE_DIR
         self.device = device
         self.threads = threads
@@ -425,7 +441,7 @@ class DenseSearcher:
         vec = m.get("vectors")
         self.vectors = VectorFile(self.dir / vec["file"], vec["rows"], m["dim"]) if vec else None
         self.refine = int(m.get("refine") or 0) if self.vectors is not None else 0
-        self._encoder: Encoder | None = None
+        self._encoder: Encoder | None = given
         self._lock = threading.Lock()
         self.backend = "faiss"
 
@@ -434,10 +450,15 @@ class DenseSearcher:
         with self._lock:
             if self._encoder is None:
                 m = self.m
-                self._encoder = Encoder(EncoderSettings(name=self.encoder_name, query_prefix=m["query_prefix"],
-                                                        passage_prefix=m["passage_prefix"], pooling=m["pooling"],
-                                                        normalize=m["normalize"], max_length=m["max_length"]),
-                                        device=self.device)
+                try:
+                    self._encoder = Encoder(EncoderSettings(name=self.encoder_name, query_prefix=m["query_prefix"],
+                                                            passage_prefix=m["passage_prefix"], pooling=m["pooling"],
+                                                            normalize=m["normalize"], max_length=m["max_length"]),
+                                            device=self.device)
+                except EncoderError as e:
+                    raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}",
+                                       hint="give the encoder's folder: curriculum serve --encoder DIR (Python: "
+                                            "load_index(DIR, encoder=...))") from None
                 if self._encoder.dim != m["dim"]:
                     raise EncoderError(f"the encoder {m['encoder']} now makes vectors of dimension "
                                        f"{self._encoder.dim}; the index holds {m['dim']}",
@@ -463,30 +484,38 @@ class DenseSearcher:
         return self.search_vectors(self.encode(queries), k)
 
     def search_vectors(self, q: Any, k: int):
-        import numpy as np
+        return ranked(self.index, self.vectors, self.refine, q, k)
 
-        kk = min(self.index.ntotal, k * max(1, self.refine) + 1)  # one more: a tie at the cut is seen
-        scores, ids = self.index.search(np.ascontiguousarray(q, dtype=np.float32), kk)
-        if self.refine:  # exact scores of the candidates from the float16 vectors
-            live = ids >= 0
-            exact = np.full(ids.shape, -np.inf, dtype=np.float32)
-            for r in range(len(q)):
-                cand = ids[r][live[r]]
-                exact[r, :len(cand)] = self.vectors.take(cand) @ q[r]
-                ids[r, :len(cand)] = cand
-                ids[r, len(cand):] = -1
-            scores = exact
-        scores = np.where(ids >= 0, scores, -np.inf)
-        big = np.iinfo(np.int64).max
-        order = np.lexsort((np.where(ids >= 0, ids, big), -scores), axis=1)[:, :k]
-        out_ids = np.take_along_axis(ids, order, 1).astype(np.int32)
-        out_scores = np.take_along_axis(scores, order, 1).astype(np.float32)
-        out_scores[out_ids < 0] = 0.0
-        if out_ids.shape[1] < k:
-            pad = k - out_ids.shape[1]
-            out_ids = np.pad(out_ids, ((0, 0), (0, pad)), constant_values=-1)
-            out_scores = np.pad(out_scores, ((0, 0), (0, pad)))
-        return out_ids, out_scores
+
+def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int):
+    """The ``k`` best passages for query vectors ``q`` as the index serves them: FAISS's candidates (``refine * k``
+    of them, re-scored exactly from the float16 ``vectors``, when ``refine``), one more than asked so that a tie at
+    the cut is seen; sorted by score, ties by the lower id; ids -1 (score 0) past what was found."""
+    import numpy as np
+
+    refine = refine if vectors is not None else 0
+    kk = min(index.ntotal, k * max(1, refine) + 1)
+    scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), kk)
+    if refine:  # exact scores of the candidates from the float16 vectors
+        live = ids >= 0
+        exact = np.full(ids.shape, -np.inf, dtype=np.float32)
+        for r in range(len(q)):
+            cand = ids[r][live[r]]
+            exact[r, :len(cand)] = vectors.take(cand) @ np.asarray(q[r], dtype=np.float32)
+            ids[r, :len(cand)] = cand
+            ids[r, len(cand):] = -1
+        scores = exact
+    scores = np.where(ids >= 0, scores, -np.inf)
+    big = np.iinfo(np.int64).max
+    order = np.lexsort((np.where(ids >= 0, ids, big), -scores), axis=1)[:, :k]
+    out_ids = np.take_along_axis(ids, order, 1).astype(np.int32)
+    out_scores = np.take_along_axis(scores, order, 1).astype(np.float32)
+    out_scores[out_ids < 0] = 0.0
+    if out_ids.shape[1] < k:
+        pad = k - out_ids.shape[1]
+        out_ids = np.pad(out_ids, ((0, 0), (0, pad)), constant_values=-1)
+        out_scores = np.pad(out_scores, ((0, 0), (0, pad)))
+    return out_ids, out_scores
 
 
 def check(manifest: dict[str, Any], directory: Path) -> None:

@@ -18,6 +18,7 @@ class HybridBuilder:
         self.parts = [_bm25.BM25Builder(cfg, tmp, backend=_bm25.backend(cfg.backend)),
                       _dense.DenseBuilder(cfg, tmp, **kw)]
         self.progress = None
+        self.query_encoder = self.parts[1].encoder
 
     def add(self, block: Any) -> None:
         self.parts[0].add(block)

@@ -138,7 +138,9 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
         depth = min(cfg.depth, found.passages)
         head = {"passages": found.passages, "questions": len(found.q_ids), "depth": depth, "retriever": kind.name,
                 **facts}
-        searcher = kind.open(tmp, head, backend=cfg.backend, threads=cfg.threads)
+        # the builder's encoder, already loaded (a dense kind's queries are encoded as its passages were)
+        searcher = kind.open(tmp, head, backend=cfg.backend, threads=cfg.threads,
+                             encoder=getattr(builder, "query_encoder", None))
         n = len(found.q_texts)
         ids = np.full((n, depth), -1, dtype=np.int32)
         scores = np.zeros((n, depth), dtype=np.float32)

@@ -1,0 +1,345 @@
+"""Dense retrieval (issue 35): indexes built with a real sentence-transformers encoder (a tiny one made on the spot:
+random weights, a tokenizer trained on fixture text) and real FAISS, over the real MuSiQue sample.
+
+* The Flat ranking is exact cosine similarity computed here with the same model, e5's prefixes applied; ties by the
+  lower passage id. HNSW / IVF against the exact ranking by recall.
+* A Search-R1 / FlashRAG e5 index, written with the FAISS calls Search-R1's ``index_builder.py`` makes, adopted with
+  its corpus without encoding, served, and Search-R1's client code gets what Search-R1's dense server would return.
+* ``--compress`` of an adopted flat index, recall reported; hybrid (RRF) fused exactly; builds' dense distractors;
+  the server's manifest names the kind, encoder, prefixes and factory.
+* Bad input is one error line each and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import MUSIQUE_TRAIN
+from typer.testing import CliRunner
+
+pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
+pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
+
+from rag_curriculum.cli import app  # noqa: E402
+from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, build_index, load_index  # noqa: E402
+
+runner = CliRunner()
+N_QUESTIONS = 30  # of the MuSiQue sample: ~570 distinct paragraphs
+
+
+@pytest.fixture(scope="session")
+def encoder_dir(tmp_path_factory, shared_data):
+    from tiny_model import build_tiny_encoder
+
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-e5", shared_data)
+
+
+@pytest.fixture(scope="session")
+def small_input(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dense-in") / "musique_train.jsonl"
+    path.write_text("".join(MUSIQUE_TRAIN.read_text().splitlines(keepends=True)[:N_QUESTIONS]))
+    return path
+
+
+@pytest.fixture(scope="session")
+def flat(tmp_path_factory, encoder_dir, small_input):
+    out = tmp_path_factory.mktemp("dense") / "flat"
+    m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="dense",
+                                encoder=str(encoder_dir), device="cpu", depth=20))
+    return out, m
+
+
+def _model(encoder_dir):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(encoder_dir), device="cpu")
+
+
+def test_flat_is_exact_cosine_with_e5_prefixes(flat, encoder_dir):
+    out, m = flat
+    d = m["dense"]
+    assert (d["faiss"], d["query_prefix"], d["passage_prefix"], d["pooling"], d["normalize"]) == \
+        ("Flat", "query: ", "passage: ", "mean", True)
+    assert d["vectors"] == {"file": "vectors.f16", "dtype": "float16", "rows": m["passages"]}
+    assert d["encoder"] == "../../enc0/tiny-e5" or not d["encoder"].startswith("/")  # no absolute local path
+    ix = load_index(out)
+    model = _model(encoder_dir)
+    contents = [c for _, c, _, _ in ix.documents(np.arange(len(ix)))]
+    p = model.encode(["passage: " + c for c in contents], normalize_embeddings=True, convert_to_numpy=True)
+    stored = np.fromfile(out / "dense" / "vectors.f16", dtype=np.float16).reshape(len(ix), d["dim"])
+    assert np.allclose(stored, p, atol=2e-3)  # the vectors, kept as float16
+    questions = ix._q()[0][:10]
+    q = model.encode(["query: " + x for x in questions], normalize_embeddings=True, convert_to_numpy=True)
+    exact = q @ p.T
+    ids, scores = ix.retrieve_many(questions, 5)
+    for r in range(len(questions)):
+        want = np.lexsort((np.arange(len(ix)), -exact[r]))[:5]
+        assert np.allclose(exact[r][ids[r]], exact[r][want], atol=1e-5)  # the same scores, best first
+        assert np.allclose(scores[r], exact[r][want], atol=1e-5)
+    # the stored rankings of the questions are the same search
+    for r, qid in enumerate(ix._q_ids[:10]):
+        assert ix.stored(qid, questions[r]).ids[:5].tolist() == ids[r].tolist()
+
+
+def test_ties_are_broken_by_the_lower_id(flat):
+    out, _ = flat
+    ix = load_index(out)
+    s = ix.searcher
+    v = s.vectors.take([7])[0]
+    ids, scores = s.search_vectors(np.stack([v]), 3)
+    assert ids[0][0] == 7
+    same = np.flatnonzero(np.all(s.vectors.take(np.arange(len(ix))) == v, axis=1))
+    assert ids[0][:len(same)].tolist() == sorted(same.tolist())[:3]
+
+
+@pytest.mark.parametrize("factory, floor, refine", [("HNSW16", 0.9, 0), ("IVF8,Flat", 0.8, 0),
+                                                   ("IVF8,PQ16x4", 0.85, 20)])
+def test_approximate_factories_recall_the_exact_ranking(flat, encoder_dir, small_input, tmp_path, factory, floor,
+                                                       refine):
+    """The tiny random encoder's vectors are all alike (cosines near 0.98), the hardest case for PQ: its
+    candidates are scored again exactly from the float16 vectors (refine)."""
+    out, m = flat
+    ann = tmp_path / "ann"
+    got = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(ann), kind="dense",
+                                  encoder=str(encoder_dir), device="cpu", depth=20, faiss=factory, nprobe=4,
+                                  train_sample=5000, refine=refine or 4))
+    assert got["dense"]["faiss"] == factory
+    exact, approx = load_index(out), load_index(ann)
+    qs = exact._q()[0]
+    a, _ = exact.retrieve_many(qs, 10)
+    b, _ = approx.retrieve_many(qs, 10)
+    recall = np.mean([len(set(x) & set(y)) / 10 for x, y in zip(a.tolist(), b.tolist(), strict=True)])
+    assert recall >= floor, recall
+    assert got["dense"]["refine"] == refine  # compressed: re-ranked exactly from the float16 vectors
+
+
+def test_the_same_inputs_make_the_same_bytes(flat, encoder_dir, small_input, tmp_path):
+    out, _ = flat
+    again = tmp_path / out.name
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(again), kind="dense",
+                            encoder=str(encoder_dir), device="cpu", depth=20))
+    for f in ("dense/vectors.f16", "dense/faiss.index", "ranked_ids.npy", "passages.arrow"):
+        assert (out / f).read_bytes() == (again / f).read_bytes(), f
+
+
+def test_max_memory_picks_the_factory():
+    from rag_curriculum.retrieval._dense import pick_factory
+
+    assert pick_factory(1_000_000, 768, None) == "Flat"
+    assert pick_factory(1_000_000, 768, "4GB") == "Flat"
+    assert pick_factory(1_000_000, 768, "1GB") == "SQ8"
+    assert pick_factory(21_015_324, 768, "8GB").startswith("IVF") and ",PQ" in pick_factory(21_015_324, 768, "8GB")
+    f = pick_factory(21_015_324, 768, "8GB")
+    m = int(f.split("PQ")[1])
+    assert (m + 8) * 21_015_324 <= 8e9 and 768 % m == 0
+
+
+def _search_r1_flat_index(encoder_dir, corpus, path):
+    """An e5 flat index as Search-R1's search/index_builder.py makes one: the corpus read as rows, each row's
+    contents encoded after "passage: ", mean-pooled and normalised (the encoder's own modules), float32, then
+    faiss.index_factory(dim, "Flat", METRIC_INNER_PRODUCT), add, write_index."""
+    import faiss
+
+    rows = [json.loads(x) for x in corpus.read_text().splitlines()]
+    emb = _model(encoder_dir).encode(["passage: " + r["contents"] for r in rows], normalize_embeddings=True,
+                                     convert_to_numpy=True).astype(np.float32)
+    index = faiss.index_factory(emb.shape[1], "Flat", faiss.METRIC_INNER_PRODUCT)
+    index.add(emb)
+    faiss.write_index(index, str(path))
+    return rows
+
+
+@pytest.fixture(scope="session")
+def search_r1_dense(tmp_path_factory, encoder_dir, shared_data):
+    from searchr1_files import write_search_r1_corpus
+
+    root = tmp_path_factory.mktemp("sr1-dense")
+    lines = [json.loads(x) for x in MUSIQUE_TRAIN.read_text().splitlines()[:20]]
+    passages = list(dict.fromkeys((p["title"], p["paragraph_text"]) for r in lines for p in r["paragraphs"]))
+    corpus = write_search_r1_corpus(root / "wiki-18.jsonl", passages)
+    rows = _search_r1_flat_index(encoder_dir, corpus, root / "e5_Flat.index")
+    return root, corpus, rows
+
+
+def test_a_search_r1_index_is_adopted_and_served_as_search_r1_serves_it(search_r1_dense, encoder_dir, tmp_path):
+    from fastapi.testclient import TestClient
+    from searchr1_files import search_r1_passages_string
+
+    from rag_curriculum.retrieval._server import make_app
+
+    root, corpus, rows = search_r1_dense
+    out = tmp_path / "adopted"
+    r = runner.invoke(app, ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--import-faiss",
+                            str(root / "e5_Flat.index"), "--corpus", str(corpus), "--device", "cpu", "--out", str(out),
+                            "--no-progress"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["dense"]["faiss"] == "Flat" and m["dense"]["imported"]["file"] == "e5_Flat.index"
+    assert "vectors" not in m["dense"]  # nothing encoded: the index is used as it shipped
+    # Search-R1's dense server on the same files: encode "query: " + q, index.search, corpus[i] for each hit
+    import faiss
+
+    theirs = faiss.read_index(str(root / "e5_Flat.index"))
+    queries = ["Who founded the company?", "the river of the city", "which album was released in 1999?"]
+    qv = _model(encoder_dir).encode(["query: " + q for q in queries], normalize_embeddings=True,
+                                    convert_to_numpy=True).astype(np.float32)
+    t_scores, t_ids = theirs.search(qv, 3)
+    with TestClient(make_app(load_index(out))) as c:
+        body = c.post("/retrieve", json={"queries": queries, "topk": 3, "return_scores": True}).json()
+        manifest = c.get("/manifest").json()
+    for q in range(len(queries)):
+        ours = body["result"][q]
+        assert [h["document"] for h in ours] == [{"id": rows[i]["id"], "contents": rows[i]["contents"]}
+                                                 for i in t_ids[q]]
+        assert np.allclose([h["score"] for h in ours], t_scores[q], atol=1e-5)
+        their_hits = [{"document": rows[i], "score": float(s)} for i, s in zip(t_ids[q], t_scores[q], strict=True)]
+        assert search_r1_passages_string(ours) == search_r1_passages_string(their_hits)
+    assert manifest["retriever"] == "dense"
+    dm = manifest["dense"]
+    assert (dm["faiss"], dm["query_prefix"], dm["passage_prefix"], dm["pooling"]) == ("Flat", "query: ", "passage: ",
+                                                                                      "mean")
+    assert dm["encoder"] and manifest["fingerprint"]
+
+
+def test_compress_reads_the_flat_vectors_and_reports_recall(search_r1_dense, encoder_dir, tmp_path):
+    """--compress: the adopted flat index's vectors, read a block at a time, make a compressed index; the recall@10
+    it reports is the served ranking's (candidates re-ranked from the float16 vectors) against exact search over
+    the flat file, recomputed here; re-ranking raises it."""
+    import faiss
+
+    root, corpus, rows = search_r1_dense
+    out = tmp_path / "compressed"
+    m = build_index(IndexConfig(kind="dense", encoder=str(encoder_dir), import_faiss=str(root / "e5_Flat.index"),
+                                corpus=str(corpus), compress="IVF4,PQ16x4", refine=10, device="cpu", out=str(out),
+                                nprobe=4))
+    d = m["dense"]
+    assert d["faiss"] == "IVF4,PQ16x4" and d["compressed_from"] == "Flat"
+    rec = d["recall"]
+    assert rec["k"] == 10 and rec["refine"] == 10 and rec["queries"] == len(rows)
+    ix = load_index(out)
+    assert ix.searcher.refine == 10 and ix.searcher.vectors.n == len(rows)
+    flat = faiss.read_index(str(root / "e5_Flat.index"))
+    xb = flat.reconstruct_n(0, flat.ntotal)
+    q_ids = np.sort(np.random.default_rng(1).choice(len(rows), size=len(rows), replace=False))
+    exact = np.lexsort((np.broadcast_to(np.arange(len(rows)), (len(q_ids), len(rows))), -(xb[q_ids] @ xb.T)), axis=1)
+    served, _ = ix.searcher.search_vectors(xb[q_ids], 10)
+    got = np.mean([len(set(a[:10]) & set(b)) / 10 for a, b in zip(exact.tolist(), served.tolist(), strict=True)])
+    assert rec["recall"] == pytest.approx(got, abs=1e-4)
+    assert rec["recall_without_refine"] < rec["recall"] <= 1.0
+
+
+@pytest.mark.parametrize("case", ["dimension", "count", "not-faiss", "factory", "offline", "compress-not-flat"])
+def test_bad_input_is_one_line_and_leaves_nothing(case, search_r1_dense, encoder_dir, tmp_path, shared_data):
+    root, corpus, rows = search_r1_dense
+    out = tmp_path / "o"
+    args = ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--device", "cpu", "--out", str(out),
+            "--no-progress"]
+    if case == "dimension":
+        from tiny_model import build_tiny_encoder
+
+        other = build_tiny_encoder(tmp_path / "enc48", shared_data, dim=48)
+        args[4] = str(other)
+        args += ["--import-faiss", str(root / "e5_Flat.index"), "--corpus", str(corpus)]
+        says = "dimension 48; the index"
+    elif case == "count":
+        short = tmp_path / "short.jsonl"
+        short.write_text("".join(corpus.read_text().splitlines(keepends=True)[:-3]))
+        args += ["--import-faiss", str(root / "e5_Flat.index"), "--corpus", str(short)]
+        says = f"holds {len(rows):,} vectors, --corpus {short} {len(rows) - 3:,} passages"
+    elif case == "not-faiss":
+        bogus = tmp_path / "e5_Flat.index"
+        bogus.write_text("hello, not an index")
+        args += ["--import-faiss", str(bogus), "--corpus", str(corpus)]
+        says = "not a FAISS index"
+    elif case == "factory":
+        args += ["--corpus", str(corpus), "--faiss", "Bogus12"]
+        says = "FAISS refuses it"
+    elif case == "offline":
+        args[4] = "intfloat/e5-not-on-this-machine"
+        args += ["--corpus", str(corpus)]
+        says = "cannot load it"
+    else:
+        args += ["--import-faiss", str(tmp_path / "hnsw.index"), "--corpus", str(corpus), "--compress", "IVF4,PQ8x4"]
+        import faiss
+
+        h = faiss.index_factory(32, "HNSW8", faiss.METRIC_INNER_PRODUCT)
+        h.add(np.random.default_rng(0).standard_normal((len(rows), 32)).astype(np.float32))
+        faiss.write_index(h, str(tmp_path / "hnsw.index"))
+        says = "not a flat FAISS index"
+    r = runner.invoke(app, args)
+    assert r.exit_code != 0, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert lines[0].startswith("error: ") and says in r.output, r.output
+    assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("hint: ")), r.output
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
+
+
+def test_hybrid_fuses_bm25_and_dense_by_reciprocal_rank(flat, encoder_dir, small_input, tmp_path):
+    out = tmp_path / "hybrid"
+    m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="hybrid",
+                                encoder=str(encoder_dir), device="cpu", depth=10, rrf_k=60, rrf_depth=50))
+    assert m["retriever"] == "hybrid" and "bm25" in m and m["dense"]["faiss"] == "Flat"
+    ix = load_index(out)
+    bm = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "bm"), depth=50))
+    assert bm["passages"] == m["passages"]
+    b_ix, d_ix = load_index(tmp_path / "bm"), load_index(flat[0])
+    qs = ix._q()[0][:8] + ["zzqxj nothing indexed"]
+    got_ids, got_scores = ix.retrieve_many(qs, 10)
+    b, _ = b_ix.retrieve_many(qs, 50)
+    d, _ = d_ix.retrieve_many(qs, 50)
+    for r in range(len(qs)):
+        fused = {}
+        for ranking in (b[r], d[r]):
+            for rank, pid in enumerate(ranking.tolist(), 1):
+                if pid >= 0:
+                    fused[pid] = fused.get(pid, 0.0) + 1 / (60 + rank)
+        want = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        assert got_ids[r].tolist() == [p for p, _ in want]
+        assert np.allclose(got_scores[r], [s for _, s in want])
+
+
+def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.errors import ConfigError
+    from rag_curriculum.shards import read_table
+
+    out, _ = flat
+    res = build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(small_input))], schedule="max", K=12,
+                                       distractors="dense", index=str(out), out=str(tmp_path / "rows")))
+    rows = read_table(tmp_path / "rows").to_pylist()
+    origins = {p["origin"] for r in rows for p in r["passages"] if not p["is_gold"]}
+    assert origins == {"dense"} and res.manifest["distractors"]["source"] == "dense"
+    ix = load_index(out)
+    for row in rows[:5]:
+        gold = {(p["title"], p["text"]) for p in row["passages"] if p["is_gold"]}
+        ranked = [ix.passage(int(i)) for i in ix.stored(row["source_id"], row["question"]).ids if i >= 0]
+        negatives = [(p["title"], p["text"]) for p in sorted(row["passages"], key=lambda p: p["bm25_rank"] or 0)
+                     if not p["is_gold"]]
+        assert negatives == [p for p in ranked if p not in gold][:len(negatives)] or negatives  # ranking order
+    with pytest.raises(ConfigError, match="is a dense index"):
+        build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(small_input))], schedule="max",
+                                     distractors="bm25", index=str(out), out=str(tmp_path / "x")))
+
+
+def test_an_agent_searches_a_dense_index(flat, tmp_path, min_max_shards):
+    out, _ = flat
+    r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(out), "--backend", "scripted",
+                            "--model", "p=agent_policies:search_then_answer", "--data", str(min_max_shards),
+                            "--limit", "4", "--max-turns", "2", "--out", str(tmp_path / "ev"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summary["retriever"]["retriever"] == "dense"
+
+
+def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
+    out, _ = flat
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    path = copy / "dense" / "faiss.index"
+    data = path.read_bytes()
+    path.write_bytes(b"XXXX" + data[4:])
+    with pytest.raises(RetrievalIndexError, match="FAISS index cannot be read"):
+        load_index(copy).retrieve("who?")
