@@ -69,24 +69,59 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         import fastapi  # noqa: F401  (missing: the hint names the extra)
         import uvicorn
 
-        ix = CorpusIndex(cfg.index, threads=cfg.threads)  # checks the directory against its manifest (fast: mmaps)
+        # checks the directory against its manifest (fast: mmaps)
+        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device)
         host, port, workers = cfg.host, cfg.port, cfg.workers
         _check_port(host, port)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-        out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({ix.dataset}; bm25s {ix.manifest['bm25s_version']}, "
-                  f"{ix.manifest['bm25']['method']} k1={ix.manifest['bm25']['k1']} b={ix.manifest['bm25']['b']}) at "
-                  f"{url}/retrieve ({workers} worker{'s' if workers > 1 else ''}); GET {url}/health, {url}/manifest",
-                  soft_wrap=True)
+        how = (f"{cfg.replicas} Ray Serve replica{'s' if cfg.replicas > 1 else ''}" if cfg.engine == "ray" else
+               f"{workers} worker{'s' if workers > 1 else ''}")
+        out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
+                  f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
               "timeout_graceful_shutdown": 5}
+        if cfg.engine == "ray":
+            del ix  # each replica maps its own copy
+            _serve_ray(cfg, url)
+            return
         if workers == 1:
             app = make_app(ix, **cfg.limits())
             uvicorn.run(app, **kw)
         else:  # uvicorn's worker processes import the app: the index and limits go through the environment
             os.environ[ENV_INDEX] = os.path.abspath(cfg.index)
-            os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads})
+            os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder,
+                                                  "device": cfg.device})
             del ix
             uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=workers, **kw)
+
+
+def _serve_ray(cfg: ServeConfig, url: str) -> None:
+    try:
+        import ray.serve  # noqa: F401
+    except ImportError as e:
+        fail(f"--engine ray needs Ray Serve ({e})", "pip install 'rag-curriculum[ray]' (ray[serve])")
+    from ..retrieval._ray_serve import run
+
+    options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device}
+    try:
+        run(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,
+            num_gpus=cfg.replica_gpus, address=cfg.ray_address,
+            on_ready=lambda: out.print(f"{cfg.replicas} replica{'s' if cfg.replicas > 1 else ''} ready on Ray Serve "
+                                       f"at {url}/retrieve", soft_wrap=True))
+    except KeyboardInterrupt:
+        pass
+
+
+def describe_index(m: dict[str, Any]) -> str:
+    """One line on what an index is: its dataset or corpus, its retriever and settings."""
+    parts = [m.get("dataset") or "a corpus", f"{m.get('retriever', 'bm25')}"]
+    if "bm25" in m:
+        bm = m["bm25"]
+        parts.append(f"bm25s {m['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
+    if "dense" in m:
+        dn = m["dense"]
+        parts.append(f"encoder {dn['encoder']}, FAISS {dn['faiss']}")
+    return "; ".join(parts)
 
 
 def register(app: typer.Typer) -> None:

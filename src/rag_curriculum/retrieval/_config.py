@@ -177,6 +177,15 @@ class ServeConfig:
     workers: int = rule(1, ge=1, le=256, help=(
         "Server processes (uvicorn workers), each with the index memory-mapped: the matrix and passages are "
         "shared through the page cache."))
+    engine: str = rule("uvicorn", choices=("uvicorn", "ray"), help=(
+        "uvicorn (this machine's processes, --workers) | ray (Ray Serve: --replicas across a Ray cluster, behind "
+        "Ray Serve's HTTP proxy; the same protocol and answers)."))
+    replicas: int = rule(1, ge=1, le=4096, help="--engine ray: the servers Ray Serve runs (across the cluster).")
+    ray_address: str | None = rule(None, empty=False, help=(
+        "--engine ray: the cluster to join (auto: the one `ray start --head` made here); default: a local one."))
+    replica_cpus: float = rule(1.0, ge=0, le=1024, help="--engine ray: CPUs each replica reserves.")
+    replica_gpus: float = rule(0.0, ge=0, le=64, help=(
+        "--engine ray: GPUs each replica reserves (a dense index's encoder then runs on it)."))
     max_batch: int = rule(512, ge=1, le=1_000_000, help=(
         "The most queries one request may carry; a larger batch gets a 422 saying so."))
     max_topk: int = rule(100, ge=1, le=1_000_000, help=(
@@ -186,7 +195,11 @@ class ServeConfig:
         "The largest request body in bytes; a larger one gets a 413 before it is read."))
     max_query_chars: int = rule(4096, ge=1, le=1 << 24, help=(
         "The longest query in characters; a longer one gets a 422 saying so."))
-    threads: int = rule(0, ge=0, le=1024, help="bm25s threads per retrieval batch; 0: one per CPU.")
+    threads: int = rule(0, ge=0, le=1024, help="BM25 threads per retrieval batch; 0: one per CPU.")
+    encoder: str | None = rule(None, empty=False, help=(
+        "A dense or hybrid index: the encoder's folder, when it is not where the index's manifest says."))
+    device: str | None = rule(None, empty=False, help=(
+        "A dense or hybrid index: the encoder's device (default: cuda when there is one)."))
     access_log: bool = rule(False, help="Log every request (uvicorn's access log).")
 
     def __post_init__(self) -> None:
@@ -197,6 +210,13 @@ class ServeConfig:
         if self.max_topk < self.default_topk:
             raise ConfigError(f"--default-topk {self.default_topk} is above --max-topk {self.max_topk}",
                               hint="raise --max-topk or lower --default-topk")
+        if self.engine != "ray" and (self.replicas != 1 or self.ray_address or self.replica_gpus
+                                     or self.replica_cpus != 1.0):
+            raise ConfigError("--replicas, --ray-address, --replica-cpus and --replica-gpus are for --engine ray",
+                              hint="add --engine ray, or use --workers for processes on this machine")
+        if self.engine == "ray" and self.workers != 1:
+            raise ConfigError("--workers is for --engine uvicorn; Ray Serve runs --replicas",
+                              hint="give --replicas N instead")
 
     def limits(self) -> dict[str, int]:
         """The limits of a request, as :func:`~rag_curriculum.retrieval._server.make_app` takes them."""

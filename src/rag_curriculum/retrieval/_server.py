@@ -178,9 +178,11 @@ class _Batcher:
 class _State:
     """The index behind the app: loaded (and warmed) once, in the lifespan."""
 
-    def __init__(self, source: "str | Path | CorpusIndex", threads: int) -> None:
+    def __init__(self, source: "str | Path | CorpusIndex", threads: int, encoder: str | None = None,
+                 device: str | None = None) -> None:
         self.source = source
         self.threads = threads
+        self.options = {"encoder": encoder, "device": device}
         self.ix: CorpusIndex | None = None
         self.ready = False
         self.batcher: _Batcher | None = None
@@ -190,7 +192,7 @@ class _State:
         with self._lock:
             if self.ix is None:
                 src = self.source
-                self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads)
+                self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads, **self.options)
             ix = self.ix
             ix.warm()  # the retriever opened (files mapped, search compiled or loaded, models loaded), one query run
             return ix
@@ -198,7 +200,8 @@ class _State:
 
 def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_BATCH,
              max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
-             max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS) -> Any:
+             max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+             encoder: str | None = None, device: str | None = None) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
@@ -217,7 +220,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
-    state = _State(index, threads)
+    state = _State(index, threads, encoder, device)
     limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
               "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 
@@ -258,17 +261,25 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
                                  "(curriculum serve --max-topk)")
             return self
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        ix = await run_in_threadpool(state.load)
+    def start() -> None:
+        """Load and warm the index, then answer: the lifespan's work, also called by a Ray Serve replica (which
+        runs no lifespan)."""
+        if state.ready:
+            return
+        ix = state.load()
         state.batcher = _Batcher(ix, max_batch)
         state.ready = True
-        log.info("serving %s passages of %s (%s)", f"{len(ix):,}", ix.path.name, ix.dataset)
+        log.info("serving %s passages of %s (%s)", f"{len(ix):,}", ix.path.name, ix.dataset or "a corpus")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await run_in_threadpool(start)
         yield
         state.ready = False
 
     app = FastAPI(title="rag-curriculum retriever", lifespan=lifespan,
-                  description="BM25 (bm25s) over an index of `curriculum index`, with Search-R1's retriever protocol.")
+                  description="An index of `curriculum index` (BM25, dense or hybrid), with Search-R1's retriever "
+                              "protocol.")
 
     def not_ready() -> JSONResponse:
         return JSONResponse({"status": "loading", "detail": "the index is still loading; try again shortly"},
@@ -322,6 +333,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
 
     app.state.index = state
     app.state.limits = limits
+    app.state.start = start
     return app
 
 
