@@ -122,6 +122,12 @@ def _faiss_message(e: BaseException) -> str:
     return re.sub(r"^Error in .*? at [^:]+:\d+: (Error: )?", "", text)
 
 
+def _gpus(faiss: Any, device: str | None) -> bool:
+    """Whether FAISS can build on GPUs here: faiss-gpu installed, a GPU it sees, and a CUDA device asked for."""
+    return (str(device or "").startswith("cuda") and hasattr(faiss, "index_cpu_to_all_gpus")
+            and getattr(faiss, "get_num_gpus", lambda: 0)() > 0)
+
+
 def _seeded(index: Any, seed: int) -> None:
     """k-means seeds of an IVF's coarse quantizer and of its PQ, so training is the same every run."""
     faiss = _faiss()
@@ -266,6 +272,11 @@ class DenseBuilder:
 
         faiss = _faiss()
         index = faiss.index_factory(vectors.d, factory, faiss.METRIC_INNER_PRODUCT)
+        cpu_index = index
+        if _gpus(faiss, self.cfg.device or self.encoder.device):  # faiss-gpu: train and fill on the GPUs (as
+            co = faiss.GpuMultipleClonerOptions()              # Search-R1's builder does), then back to the CPU
+            co.shard = True
+            index = faiss.index_cpu_to_all_gpus(index, co=co)
         if not index.is_trained:
             _seeded(index, self.cfg.seed)
             rng = np.random.default_rng(self.cfg.seed)
@@ -285,7 +296,7 @@ class DenseBuilder:
             index.add(vectors.block(a, min(vectors.n, a + ADD_ROWS)))
             if bar is not None:
                 bar.advance(task, min(vectors.n, a + ADD_ROWS) - a)
-        return index
+        return index if index is cpu_index else faiss.index_gpu_to_cpu(index)
 
     def _import(self, bar: Any, task: Any) -> dict[str, Any]:
         """Adopt ``--import-faiss`` (linked, else copied, into the index); with ``--compress``, a compressed index
