@@ -8,6 +8,7 @@ import json
 import math
 import re
 import shutil
+import time
 from collections import Counter
 
 import numpy as np
@@ -311,3 +312,38 @@ def test_side_task_returns_raises_and_runs_inline_without_fork():
         task.result()
     inline = SideTask(lambda: 7, "inline", enabled=False)
     assert not inline.forked and inline.result() == 7
+
+
+def test_a_second_index_to_the_same_out_is_refused_at_once(tmp_path):
+    """While one `curriculum index` writes --out, another to the same --out is refused at once (issue 37 item 9),
+    not after building for its whole run."""
+    from filelock import FileLock
+
+    out = tmp_path / "idx"
+    with FileLock(str(tmp_path / ".idx.index.lock")):  # what a running build holds
+        t = time.perf_counter()
+        with pytest.raises(RetrievalIndexError, match="another `curriculum index` is writing") as e:
+            build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
+        assert time.perf_counter() - t < 1.0 and "another --out" in e.value.hint
+    assert not out.exists()
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
+    assert not (tmp_path / ".idx.index.lock").exists()
+
+
+@pytest.mark.parametrize("data, says", [
+    (b'{"title": "A", "text": "caf\xe9"}\n', r"line 1: not UTF-8 \(byte b'\\xe9' at column 28\)"),
+    (b'\x1f\x8b\x08\x00garbage', r"a compressed file, not JSONL"),
+    (b'{"title": "A", "text": "x \\ud800 y"}\n', r"line 1, field 'text': holds a lone surrogate escape"),
+    (b'{"title": "A", "text": "ok"}\n' + b'[' * 100_000 + b']' * 100_000 + b'\n', r"line 2: nested too deeply"),
+    (b"", r"no passage \(the file is empty or holds only blank lines\)"),
+    (b"\n  \n\n", r"no passage"),
+])
+def test_bad_corpus_bytes_are_named_by_file_and_line(tmp_path, data, says):
+    """issue 37 item 4: non-UTF-8 bytes, a gzip file, a lone surrogate, a line nested too deeply, an empty or
+    blank-only corpus: one error naming the file (and the line), nothing left."""
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_bytes(data)
+    with pytest.raises(DataError, match=says) as e:
+        build_index(IndexConfig(corpus=str(corpus), out=str(tmp_path / "o")))
+    assert "bad.jsonl" in str(e.value) and e.value.hint
+    assert not (tmp_path / "o").exists()

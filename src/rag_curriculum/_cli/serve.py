@@ -13,6 +13,7 @@ import typer
 
 from ..config import bind, given
 from ..retrieval import CorpusIndex, ServeConfig
+from ..retrieval._ray_serve import run as run_ray_serve
 from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
@@ -78,8 +79,14 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                f"{workers} worker{'s' if workers > 1 else ''}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
+        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap
+
+        # idle or half-sent connections cannot take the server down: a deadline on a request's headers, a cap
+        # on open connections below the descriptor limit (retrieval/_guard.py)
+        os.environ[ENV_LIMITS] = json.dumps({"max_connections": descriptor_cap(cfg.max_connections),
+                                             "header_timeout": cfg.header_timeout})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5}
+              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
             _serve_ray(cfg, url)
@@ -100,11 +107,9 @@ def _serve_ray(cfg: ServeConfig, url: str) -> None:
         import ray.serve  # noqa: F401
     except ImportError as e:
         fail(f"--engine ray needs Ray Serve ({e})", "pip install 'rag-curriculum[ray]' (ray[serve])")
-    from ..retrieval._ray_serve import run
-
     options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device}
     try:
-        run(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,
+        run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,
             num_gpus=cfg.replica_gpus, address=cfg.ray_address,
             on_ready=lambda: out.print(f"{cfg.replicas} replica{'s' if cfg.replicas > 1 else ''} ready on Ray Serve "
                                        f"at {url}/retrieve", soft_wrap=True))

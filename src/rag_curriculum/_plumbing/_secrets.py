@@ -64,7 +64,7 @@ def _mask_text(text: str) -> str:
     if ":/" not in text and "=" not in text:
         return text
     text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    if ":/" in text:
+    if ":/" in text or "?" in text:  # a URL, or a URL's path and query (urllib3 logs "/retrieve?api_key=...")
         text = _QUERY.sub(lambda m: f"{m['name']}={MASK}" if is_secret(m["name"][1:]) else m[0], text)
     return text
 

@@ -101,13 +101,18 @@ class IndexRetriever:
     def describe(self) -> dict[str, Any]:
         return {"kind": "index", **self.index.describe(), "fingerprint": self.index.fingerprint}
 
+    def probe(self) -> None:
+        """Loaded and checked against its manifest already: nothing more to try."""
+
 
 class HttpRetriever:
     """A retriever server speaking Search-R1's protocol: ``POST {url}`` with ``{"queries", "topk",
     "return_scores": true}``, answered ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``.
 
     ``url`` is the full endpoint (``http://127.0.0.1:8000/retrieve``; a bare ``host:port`` gets ``/retrieve``).
-    ``retries``/``backoff``: urllib3's ``Retry(total, backoff_factor)`` on connection errors and 502/503/504.
+    ``retries``/``backoff``: urllib3's ``Retry(total, backoff_factor)`` on connection errors and 502/503/504;
+    ``timeout``: seconds a request may wait for its answer, tried ``1 + read_retries`` times (a server that accepts
+    and never answers stops the run after about ``timeout * (1 + read_retries)`` seconds, in one line naming it).
     ``batch``: queries per request.
 
     **Which index answers.** Before its first search the client reads the server's ``GET /manifest`` (beside
@@ -117,8 +122,8 @@ class HttpRetriever:
     both. A server without ``/manifest`` (Search-R1's own) cannot be checked: a warning says so, once.
     """
 
-    def __init__(self, url: str, *, timeout: float = 60.0, retries: int = 5, backoff: float = 0.5,
-                 batch: int = 256) -> None:
+    def __init__(self, url: str, *, timeout: float = 30.0, retries: int = 5, backoff: float = 0.5,
+                 batch: int = 256, read_retries: int = 1) -> None:
         import requests
         from requests.adapters import HTTPAdapter
         from urllib3.util.retry import Retry
@@ -134,7 +139,8 @@ class HttpRetriever:
         self.timeout = timeout
         self.batch = batch
         self.session = requests.Session()
-        retry = Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=backoff,
+        self.attempts = 1 + read_retries
+        retry = Retry(total=retries, connect=retries, read=read_retries, status=retries, backoff_factor=backoff,
                       status_forcelist=(502, 503, 504), allowed_methods=frozenset({"POST"}),
                       raise_on_status=False)
         self.session.mount("http://", HTTPAdapter(max_retries=retry))
@@ -160,7 +166,9 @@ class HttpRetriever:
         try:
             r = self.session.get(self.manifest_url, timeout=self.timeout)
             m = r.json() if r.status_code == 200 else None
-        except (requests.RequestException, ValueError):
+        except requests.RequestException as e:
+            raise self._failed(e) from None
+        except ValueError:
             m = None
         self._identified = True
         if not isinstance(m, dict) or not m.get("fingerprint"):
@@ -194,8 +202,7 @@ class HttpRetriever:
             r = self.session.post(self.url, json={"queries": queries, "topk": k, "return_scores": True},
                                   timeout=self.timeout)
         except requests.RequestException as e:
-            raise RetrieverError(f"retriever {self._where()} unreachable ({type(e).__name__}) after retrying",
-                                 hint="start it (curriculum serve --index DIR) or check --retriever") from None
+            raise self._failed(e) from None
         if r.status_code != 200:
             raise RetrieverError(f"retriever {self._where()} answered HTTP {r.status_code}: {r.text[:300]}",
                                  hint="check the server's log")
@@ -222,6 +229,23 @@ class HttpRetriever:
         title, text = split_contents(doc["contents"])
         return Hit(str(doc.get("id", "")), title, text, None if score is None else float(score), doc["contents"])
 
+    def probe(self) -> None:
+        """One query, before a run writes anything: an unreachable server, a 404 or 405 (no ``POST /retrieve``
+        there) or an answer that is not Search-R1's shape fails here, in one line."""
+        self.search(["probe"], 1)
+
+    def _failed(self, e: BaseException) -> RetrieverError:
+        """One line for a request that did not get an answer: a server that never answered, or none there."""
+        import requests
+
+        slow = isinstance(e, requests.Timeout) or "timed out" in str(e).lower() or "Read timed out" in str(e)
+        if slow and not isinstance(e, requests.ConnectTimeout):
+            return RetrieverError(f"retriever {self._where()} did not answer within {self.timeout:g} s "
+                                  f"({self.attempts} attempt{'s' if self.attempts > 1 else ''})",
+                                  hint="check the server (its log), or give it longer with --retriever-timeout")
+        return RetrieverError(f"retriever {self._where()} unreachable ({type(e).__name__}) after retrying",
+                              hint="start it (curriculum serve --index DIR) or check --retriever")
+
     def describe(self) -> dict[str, Any]:
         """Where the server is and which index it serves (its ``/manifest``: fingerprint, sources)."""
         return {"kind": "http", "url": self._where(), "index": self.identify()}
@@ -230,12 +254,21 @@ class HttpRetriever:
         self.session.close()
 
 
-def open_retriever(where: str | Any) -> Retriever:
-    """A retriever from ``--retriever``: an ``http(s)://`` URL (a server), or an index directory."""
+#: Seconds a retriever server may take to answer one request (``--retriever-timeout``).
+DEFAULT_TIMEOUT = 30.0
+
+
+def open_retriever(where: str | Any, *, timeout: float | None = None) -> Retriever:
+    """A retriever from ``--retriever``: an ``http(s)://`` URL (a server), or an index directory; ``timeout``: a
+    server's seconds per request (:data:`DEFAULT_TIMEOUT`)."""
     if not isinstance(where, str):
         return where
     if where.startswith(("http://", "https://")):
-        return HttpRetriever(where)
+        return HttpRetriever(where, timeout=timeout or DEFAULT_TIMEOUT)
+    scheme = where.split("://", 1)[0] if "://" in where else None
+    if scheme and scheme.replace("+", "").replace(".", "").replace("-", "").isalnum():
+        raise RetrieverError(f"--retriever {mask_secrets(where)}: the scheme {scheme}:// is not supported",
+                             hint="give an http(s):// URL of a server (curriculum serve) or an index directory")
     try:
         return IndexRetriever(where)
     except CurriculumError as e:

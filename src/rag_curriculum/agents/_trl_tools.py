@@ -114,6 +114,7 @@ def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None)
     """TRL's ``environment_factory`` for a training config's ``agent`` section: one retriever opened and shared,
     a fresh :class:`SearchEnvironment` per rollout."""
     s = seed if agent.seed is None else int(agent.seed)
-    retriever = retriever if retriever is not None else open_retriever(agent.retriever)
+    retriever = retriever if retriever is not None else open_retriever(
+        agent.retriever, timeout=getattr(agent, "retriever_timeout", None))
     return functools.partial(SearchEnvironment, retriever, topk=agent.topk,
                              difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s))

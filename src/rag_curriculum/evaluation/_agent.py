@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -73,6 +74,9 @@ class AgentEvalConfig:
     retriever: str | None = rule(None, empty=False, help=(
         "What the agent's searches call: an index directory (`curriculum index`) or a server URL "
         "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
+    retriever_timeout: float = rule(30.0, gt=0, le=86_400, help=(
+        "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
+        "answers stops the run in one line naming it."))
     models: list[ModelSpec] = rule(default_factory=list, flag="--model", help="Models: PATH or NAME=PATH.")
     data: list[str] = rule(default_factory=list, flag="--data", help=(
         "Shard directories whose questions are asked (evaluation sets or curricula: question, answers and gold "
@@ -331,7 +335,9 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
     _check_out(out)
     sets = [(d, ds, rows) for d in cfg.data for ds, rows in load_question_sets(d, limit=cfg.limit)]
     keys = [f"{ds}-{Path(d).name}" for d, ds, _ in sets]
-    retriever = open_retriever(cfg.retriever)
+    retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
+    getattr(retriever, "probe", lambda: None)()  # a retriever that cannot answer fails before anything is written
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(out / LOCK))
     try:
@@ -342,8 +348,14 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
     try:
         return _run(cfg, out, sets, keys, retriever, progress=progress, command=command,
                     backend_factory=backend_factory)
+    except BaseException:
+        if created and not (out / "results").exists():  # a run that failed before its first result leaves no --out
+            lock.release()
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
-        lock.release()
+        if lock.is_locked:
+            lock.release()
 
 
 def _check_out(out: Path) -> None:
@@ -366,7 +378,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
          command: str | None, backend_factory: Any) -> dict[str, Any]:
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
-    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit")
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit",
+                                                                    "retriever_timeout")
                 and not (cfg.agent != "react" and k in _REACT_ONLY)
                 and not (cfg.faithfulness is None and k in _VERITAS_ONLY)}
     described = retriever.describe()

@@ -100,6 +100,9 @@ class PartitionConfig:
     retriever: str | None = rule(None, empty=False, help=(
         "With --agent: what the searches call, an index directory (`curriculum index`) or a server URL "
         "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
+    retriever_timeout: float = rule(30.0, gt=0, le=86_400, help=(
+        "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
+        "answers stops the run in one line naming it."))
     template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
         "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
         "make_prefix)."))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import held_or_refused
+from ..agents import open_retriever
 from ..curricula._builder import current_command
 from ..errors import PartitionError, UsageError
 from ..generation._base import GenerationBackend
@@ -56,6 +57,9 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
     check_partition_out(cfg, out)
+    if cfg.agent:  # a retriever that cannot answer fails before anything is built or written
+        probe = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
+        getattr(probe, "probe", lambda: None)()
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     shard = f" (shard {cfg.shard_index} of {cfg.num_shards})" if cfg.num_shards > 1 else ""

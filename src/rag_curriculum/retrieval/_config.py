@@ -200,6 +200,11 @@ class ServeConfig:
         "A dense or hybrid index: the encoder's folder, when it is not where the index's manifest says."))
     device: str | None = rule(None, empty=False, help=(
         "A dense or hybrid index: the encoder's device (default: cuda when there is one)."))
+    max_connections: int = rule(1024, ge=16, le=1 << 20, help=(
+        "The most open connections (kept below the descriptor limit); one more closes the one that has waited "
+        "longest without a complete request."))
+    header_timeout: float = rule(10.0, gt=0, le=3600, help=(
+        "Seconds a connection may take to send a complete request line and headers before it is closed."))
     access_log: bool = rule(False, help="Log every request (uvicorn's access log).")
 
     def __post_init__(self) -> None:

@@ -93,8 +93,23 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
     reading + indexing, finishing the kind's files, waiting for the passage store, and ranking; the file does not
     record them). The cyclic garbage collector is paused meanwhile: the passages are millions of acyclic objects,
     which its full collections would walk again and again."""
-    with gc_paused():
-        return _build_index(cfg, progress=progress, command=command)
+    from filelock import FileLock, Timeout
+
+    out = Path(cfg.out)
+    _check_out(out, cfg.overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out.parent / f".{out.name}.index.lock"))
+    try:
+        lock.acquire(timeout=0)  # a second `curriculum index` to the same --out is refused at once
+    except Timeout:
+        raise IndexError_(f"another `curriculum index` is writing {out}",
+                          hint="wait for it to finish, or choose another --out") from None
+    try:
+        with gc_paused():
+            return _build_index(cfg, progress=progress, command=command)
+    finally:
+        lock.release()
+        Path(lock.lock_file).unlink(missing_ok=True)
 
 
 def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> dict[str, Any]:

@@ -15,6 +15,8 @@ import logging
 import os
 from typing import Any
 
+from ._server import make_app
+
 log = logging.getLogger(__name__)
 
 #: Ray Serve's application name for the retriever.
@@ -30,8 +32,6 @@ def deployment(index: str, options: dict[str, Any], *, replicas: int, num_cpus: 
     class Retriever:
         def __init__(self, index: str, options: dict[str, Any]) -> None:
             import httpx
-
-            from ._server import make_app
 
             self.app = make_app(index, **options)
             self.app.state.start()  # the index loaded and warmed before the replica takes requests

@@ -366,7 +366,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         run_plan["pass_rates"] = pass_rates
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
-        retriever = open_retriever(cfg.agent.retriever)
+        retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout)
         run_plan["retriever"] = mask_secrets({k: v for k, v in retriever.describe().items() if k not in ("path", "url")})
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)

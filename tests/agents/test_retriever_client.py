@@ -1,0 +1,135 @@
+"""The HTTP retriever client under faults (issue 37, items 2, 3 and 6): a server that accepts and never answers
+stops a run after --retriever-timeout (tried twice) in one line naming the URL; a key in the URL never reaches a
+log line, urllib3's retry warnings included; a scheme other than http(s) is refused as such."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rag_curriculum.agents import HttpRetriever, RetrieverError, open_retriever
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP server that accepts connections, reads, and never answers."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held, stop = [], threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+                held.append(conn)
+            except OSError:
+                pass
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    th.join()
+    for c in held:
+        c.close()
+    srv.close()
+
+
+def test_a_hung_server_stops_the_run_after_the_timeout(silent_server):
+    client = HttpRetriever(f"http://127.0.0.1:{silent_server}/retrieve?api_key=SECRET", timeout=1.0)
+    t = time.perf_counter()
+    with pytest.raises(RetrieverError) as e:
+        client.search(["who?"], 3)
+    took = time.perf_counter() - t
+    assert "did not answer within 1 s (2 attempts)" in str(e.value) and "--retriever-timeout" in e.value.hint
+    assert "SECRET" not in str(e.value) and f"127.0.0.1:{silent_server}" in str(e.value)
+    assert took < 10
+
+
+def test_the_cli_names_the_url_and_leaks_no_key(silent_server, tmp_path, min_max_shards):
+    """Through the command line: one error line, and no log line (the toolkit's or urllib3's) holds the key."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: urllib3 retries, and logs each retry with the path and query
+    env = {"PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
+    for url, says in ((f"http://u:pw@127.0.0.1:{port}/retrieve?api_key=SECRET", "unreachable"),
+                      (f"http://127.0.0.1:{silent_server}/retrieve?token=SECRET", "did not answer within 1 s")):
+        r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "eval", "--agent", "search-r1",
+                            "--retriever", url, "--retriever-timeout", "1", "--backend", "scripted", "--model",
+                            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
+                            "--out", str(tmp_path / "ev"), "--no-progress"], capture_output=True, text=True,
+                           env={**__import__("os").environ, **env}, timeout=300)
+        out = r.stdout + r.stderr
+        assert r.returncode == 1 and says in out, out
+        assert "SECRET" not in out and "pw@" not in out, out
+        assert [x for x in out.splitlines() if x.startswith("error: ")][0].count("127.0.0.1") == 1
+
+
+@pytest.mark.parametrize("where", ["file:///etc/passwd", "ftp://example.org/retrieve", "s3://bucket/index"])
+def test_another_scheme_is_refused_as_such(where):
+    with pytest.raises(RetrieverError, match=r"the scheme \w+:// is not supported") as e:
+        open_retriever(where)
+    assert "http(s)://" in e.value.hint
+
+
+@pytest.fixture
+def odd_servers():
+    """HTTP servers that answer /retrieve wrongly: 404, 405, and a body that is not Search-R1's shape."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    def make(status, body):
+        class H(BaseHTTPRequestHandler):
+            def _answer(self):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer  # noqa: N815
+
+            def log_message(self, *a):
+                pass
+
+        srv = HTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        return srv
+
+    servers = {"404": make(404, b"not found"), "405": make(405, b"method not allowed"),
+               "shape": make(200, b'{"results": []}')}
+    yield {k: f"http://127.0.0.1:{s.server_port}/retrieve" for k, s in servers.items()}
+    for s in servers.values():
+        s.shutdown()
+
+
+@pytest.mark.parametrize("which", ["404", "405", "shape"])
+def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_max_shards):
+    """issue 37 item 8: the retriever is tried before anything is written: eval leaves no eval_config.json nor
+    lock, partition builds no OUT/input."""
+    from typer.testing import CliRunner
+
+    from conftest import MUSIQUE_TRAIN
+    from rag_curriculum.cli import app
+
+    runner = CliRunner()
+    url = odd_servers[which]
+    r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
+                            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
+                            "--out", str(tmp_path / "ev"), "--no-progress"])
+    assert r.exit_code == 1 and "retriever" in r.output, r.output
+    assert not (tmp_path / "ev").exists()
+    r = runner.invoke(app, ["partition", "--agent", "search-r1", "--retriever", url, "--dataset", "musique", "--input",
+                            str(MUSIQUE_TRAIN), "--n", "2", "--backend", "scripted", "--model",
+                            "agent_policies:search_then_answer", "--out", str(tmp_path / "part"), "--no-progress"])
+    assert r.exit_code == 1 and "retriever" in r.output, r.output
+    assert not (tmp_path / "part").exists()
