@@ -116,9 +116,9 @@ def odd_servers():
 def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_max_shards):
     """issue 37 item 8: the retriever is tried before anything is written: eval leaves no eval_config.json nor
     lock, partition builds no OUT/input."""
+    from conftest import MUSIQUE_TRAIN
     from typer.testing import CliRunner
 
-    from conftest import MUSIQUE_TRAIN
     from rag_curriculum.cli import app
 
     runner = CliRunner()
