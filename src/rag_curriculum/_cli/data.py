@@ -209,7 +209,8 @@ def _validate_index(directory: Path) -> None:
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory)
         m = idx.manifest
-    out.print(f"[green]valid[/]: {directory} (a {m['retriever']} index: {m['passages']:,} passages, {m['questions']:,} "
+    kind = {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid"}.get(m["retriever"], m["retriever"])
+    out.print(f"[green]valid[/]: {directory} (a {kind} index: {m['passages']:,} passages, {m['questions']:,} "
               f"questions ranked to depth {m['depth']}; files and counts match its manifest)")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,8 +134,17 @@ class PartitionConfig:
         if self.model is None and self.backend != "scripted":
             raise ConfigError(f"the {self.backend} backend needs --model")
         self.sampling()  # validates the sampling settings
-        if self.agent is None and self.retriever:
-            raise UsageError("--retriever is for a search agent's partition: add --agent search-r1")
+        if self.agent is None:
+            defaults = {f.name: f.default for f in fields(self)}
+            agent_only = [n for n in ("retriever", "retriever_timeout", "template", "topk", "max_turns",
+                                      "max_context_tokens", "search_difficulty", "withhold_p")
+                          if getattr(self, n) != defaults[n]]
+            if agent_only:
+                raise UsageError(f"--{agent_only[0].replace('_', '-')} is for a search agent's partition",
+                                 hint="add --agent search-r1 (with --retriever), or drop it")
+        if self.withhold_p and self.search_difficulty != "withhold":
+            raise UsageError(f"--withhold-p {self.withhold_p} does nothing without --search-difficulty withhold",
+                             hint="add --search-difficulty withhold, or drop --withhold-p")
         if self.agent is None and self.dataset and questions_only(self.dataset):
             raise UsageError(f"{self.dataset}'s questions have no passages, so a closed-context partition has "
                              "nothing to show the model", hint="partition them as a search agent: add --agent "
