@@ -116,14 +116,26 @@ def test_partition_settings(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
-@pytest.mark.parametrize("model", ["Qwn/x/y", "../no/such-model", "./nope"])
-def test_mistyped_model_is_one_line_before_loading(tmp_path, model):
+@pytest.mark.parametrize("model, says", [("Qwn/x/y", "not a local directory and not a valid Hub id"),
+                                         ("../no/such-model", "no such folder"), ("./nope", "no such folder")])
+def test_mistyped_model_is_one_line_before_loading(tmp_path, model, says):
     r = invoke("partition", tmp_path, "--backend", "transformers", "--model", model, "-o", tmp_path / "p")
-    assert_one_line(r, f"model {model!r}: not a local directory and not a valid Hub id")
+    assert_one_line(r, f"model {model!r}: {says}")
     r = invoke("eval", "--model", f"m={model}", "-D", tmp_path, "--backend", "transformers", "-o", tmp_path / "e")
-    assert_one_line(r, f"model m {model!r}: not a local directory and not a valid Hub id")
+    assert_one_line(r, f"model m {model!r}: {says}")
     r = invoke("train", "recipe=rag-rl-min-max", f"model.name_or_path={model}", "--dry-run")
-    assert_one_line(r, f"model.name_or_path {model!r}: not a local directory")
+    assert_one_line(r, f"model.name_or_path {model!r}: {says}")
+
+
+def test_a_missing_local_model_is_named_even_where_it_reads_as_a_hub_id(tmp_path, monkeypatch):
+    """issue 37 item 13: outputs/tiny-model (a valid Hub id) when ./outputs exists is this machine's missing folder,
+    named as such, not sent to the Hub."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    with pytest.raises(SettingError, match=r"'outputs/tiny-model': no such folder") as e:
+        check_model_ref("outputs/tiny-model", backend="transformers")
+    assert "step 0" in e.value.hint
+    check_model_ref("Qwen/Qwen2.5-0.5B-Instruct", backend="transformers")  # no ./Qwen here: a Hub id
 
 
 def test_model_refs():
@@ -136,7 +148,7 @@ def test_model_refs():
 
 def test_eval_model_with_path_like_name_is_one_line(tmp_path):
     r = invoke("eval", "--model", "../x=...", "--data", tmp_path, "-o", tmp_path / "e")
-    assert_one_line(r, "'../x=...'", "not a local directory and not a valid Hub id")
+    assert_one_line(r, "'../x=...'", "no such folder")
 
 
 def test_eval_short_data_option_and_default_backend(tmp_path):

@@ -315,8 +315,17 @@ def check_model_ref(model: str | None, *, backend: str | None = None, label: str
     if os.path.exists(os.path.expanduser(text)):
         return
     looks_local = text.startswith(("/", "./", "../", "~", "\\")) or text in (".", "..")
-    if not looks_local and is_hub_id(text):
+    head = text.split("/", 1)[0]
+    # "outputs/tiny-model" is a valid Hub id, but when ./outputs exists it is surely this machine's folder
+    beside = "/" in text and head not in ("", ".", "..") and os.path.isdir(head)
+    if not looks_local and not beside and is_hub_id(text):
         return
+    if looks_local or beside:
+        e = SettingError(label, text, "a local directory or a Hub id", message=(
+            f"{label} {text!r}: no such folder ({os.path.abspath(os.path.expanduser(text))})"))
+        e.hint = ("make it first (the README's walkthrough makes outputs/tiny-model in its step 0), or check the "
+                  "path: relative paths start from the current directory")
+        raise e
     raise SettingError(label, text, "a local directory or a Hub id", message=(
         f"{label} {text!r}: not a local directory and not a valid Hub id (name or namespace/name); check the "
         "path (relative paths start from the current directory)"))
