@@ -82,3 +82,28 @@ def compare(name_a: str, body_a: str, name_b: str, body_b: str, repeats: int = 3
                 if all(k in x for x in runs)}
 
     return {name_a: summary(a), name_b: summary(b)}
+
+
+def seconds_to_healthy(argv: list[str], port: int, env: dict | None = None) -> float:
+    """Start a server (``argv``, listening on ``port``), poll its ``/health`` until it answers 200, stop it; the
+    seconds from start to healthy."""
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+    t = time.perf_counter()
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - t
+            except OSError:
+                time.sleep(0.1)
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(argv[:4])} ... exited before it was healthy")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+

@@ -27,10 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, seconds_to_healthy
 
 WIKI18 = 21_015_324
 
@@ -143,26 +142,6 @@ def child(code: str, *args: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def healthy_after(index: Path, encoder: Path, port: int) -> float:
-    proc = subprocess.Popen([sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port",
-                             str(port), "--encoder", str(encoder), "--device", "cpu"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    t = time.perf_counter()
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        return time.perf_counter() - t
-            except OSError:
-                time.sleep(0.1)
-            if proc.poll() is not None:
-                raise RuntimeError("curriculum serve exited before it was healthy")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vectors", type=int, default=1_000_000)
@@ -219,7 +198,9 @@ def main() -> None:
             sys.exit(r.stdout + r.stderr)
         print(f"curriculum index --import-faiss (the passage store of {args.vectors:,} corpus lines): "
               f"{time.perf_counter() - t:.0f} s", flush=True)
-    first, again = healthy_after(index, encoder, 8793), healthy_after(index, encoder, 8793)
+    serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793",
+             "--encoder", str(encoder), "--device", "cpu"]
+    first, again = (seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"}) for _ in range(2))
     print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s, again {again:.2f} s", flush=True)
     qs = out / "questions.json"
     qs.write_text(json.dumps([f"which passage is about topic {i} and place {i % 101}?" for i in range(200)]))

@@ -35,10 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from _common import HOTPOT_TRAIN_RECORDS, ROOT, run_child
+from _common import HOTPOT_TRAIN_RECORDS, ROOT, run_child, seconds_to_healthy
 from bench_index import synth_file
 from bench_serve_wiki import corpus_file
 
@@ -100,25 +99,6 @@ def _last_json(out: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _health_seconds(index: Path, port: int) -> float:
-    proc = subprocess.Popen([sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t = time.perf_counter()
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        return time.perf_counter() - t
-            except OSError:
-                time.sleep(0.1)
-            if proc.poll() is not None:
-                raise RuntimeError("curriculum serve exited before it was healthy")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pyserini-python", type=Path, help="a Python with pyserini 0.22.1 (and JAVA_HOME set)")
@@ -173,8 +153,8 @@ def main() -> None:
         cache = ROOT / "src" / "rag_curriculum" / "retrieval" / "__pycache__"
         for f in cache.glob("_bm25_numba*.nb*"):
             f.unlink()
-        first = _health_seconds(ours, 8791)
-        again = _health_seconds(ours, 8791)
+        serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(ours), "--port", "8791"]
+        first, again = seconds_to_healthy(serve, 8791), seconds_to_healthy(serve, 8791)
         print(f"curriculum serve healthy after {first:.2f} s (compiled search not cached), {again:.2f} s (cached)")
     finally:
         if not args.keep:

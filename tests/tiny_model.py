@@ -142,3 +142,19 @@ def build_tiny_encoder(out_dir: Path, data_dir: Path, *, dim: int = 32, seed: in
                                  device="cpu", prompts=prompts or {})
         st.save(str(out_dir))
     return out_dir
+
+
+class ForceAt:
+    """A logits processor for ``model.generate``: at the given new-token positions (counted from ``start``, the
+    prompt's length), all the probability on one token: a real model made to sample a chosen token there."""
+
+    def __init__(self, start: int, at: dict[int, int]) -> None:
+        self.start, self.at = start, at
+
+    def __call__(self, input_ids, scores):
+        step = input_ids.shape[1] - self.start
+        if step in self.at:
+            scores[:] = float("-inf")
+            scores[:, self.at[step]] = 0.0
+        return scores
+

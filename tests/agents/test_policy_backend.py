@@ -5,22 +5,9 @@ end-of-sequence token) in the middle of a turn, through a logits processor hande
 from __future__ import annotations
 
 import pytest
+from tiny_model import ForceAt
 
 pytest.importorskip("transformers")
-
-
-class ForceAt:
-    """A logits processor: at the new-token positions given, all mass on one token."""
-
-    def __init__(self, start: int, at: dict[int, int]) -> None:
-        self.start, self.at = start, at
-
-    def __call__(self, input_ids, scores):
-        step = input_ids.shape[1] - self.start
-        if step in self.at:
-            scores[:] = float("-inf")
-            scores[:, self.at[step]] = 0.0
-        return scores
 
 
 def test_a_pad_token_sampled_mid_turn_is_kept(tiny_model_dir):

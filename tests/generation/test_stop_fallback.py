@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from tiny_model import ForceAt
 from typer.testing import CliRunner
 
 pytest.importorskip("transformers")
@@ -17,18 +18,6 @@ def wordlevel_dir(tmp_path_factory, shared_data):
     from tiny_model import build_wordlevel_model
 
     return build_wordlevel_model(tmp_path_factory.mktemp("wordlevel") / "m", shared_data)
-
-
-class ForceAt:
-    def __init__(self, start, at):
-        self.start, self.at = start, at
-
-    def __call__(self, input_ids, scores):
-        step = input_ids.shape[1] - self.start
-        if step in self.at:
-            scores[:] = float("-inf")
-            scores[:, self.at[step]] = 0.0
-        return scores
 
 
 def test_transformers_stop_strings_cannot_read_this_tokenizer(wordlevel_dir):
