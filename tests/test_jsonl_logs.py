@@ -1,5 +1,5 @@
 """The one reader of the toolkit's JSONL logs (_plumbing.read_jsonl_latest), through the three public names that use
-it: train.read_steps, train.adaptive.read_levels, train._dynamic.read_records (train.dynamic.read_records, deprecated)."""
+it: train.read_steps, train.adaptive.read_levels, train._dynamic.read_records."""
 
 import json
 

@@ -2,9 +2,9 @@
 
 The build runs as stages (``_sources``, ``_plan``, ``_render``, ``_write``; ``_builder`` drives them); those, the
 build's config (``_config``), the schedules (``_schedules``), the leakage and prompt-length checks (``_leakage``,
-``_lengths``) are private modules whose public names are exported here. The old paths (``curricula.builder`` ...)
-still import, with a DeprecationWarning. :mod:`~rag_curriculum.curricula.distractors` (distractor sources) and
-:mod:`~rag_curriculum.curricula.adaptive` (rendering a row at any level) are public modules.
+``_lengths``) are private modules whose public names are exported here.
+:mod:`~rag_curriculum.curricula.distractors` (distractor sources) and :mod:`~rag_curriculum.curricula.adaptive`
+(rendering a row at any level) are public modules.
 """
 
 from typing import TYPE_CHECKING

@@ -6,7 +6,7 @@ process or on a Ray cluster (:class:`EngineConfig`, ``--engine ray``: :mod:`rag_
 
 Every other module is private (``_base``: the interface, sampling and the registry; ``_engine``: in-process or Ray;
 ``_vllm_backend``, ``_openai_backend``, ``_hf_backend``, ``_scripted``: the shipped backends; ``_ray_engine``): the
-public names are exported here, and the old paths (``generation.base`` ...) still import, with a DeprecationWarning.
+public names are exported here.
 
 >>> sorted(BACKENDS.names())
 ['openai', 'scripted', 'transformers', 'vllm']

@@ -3,8 +3,7 @@
     cfg = compose_train_config("rag-rl-min-max", ["data.shards=outputs/musique-min-max"])
     result = train(cfg)
 
-Its private modules (their public names are exported here; the old paths, ``train.config`` ..., still
-import, with a DeprecationWarning):
+Its private modules (their public names are exported here):
 
 * :mod:`~rag_curriculum.train._config`: the typed schema of a run (model, data, rewards, batch, run, grpo);
 * :mod:`~rag_curriculum.train._recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
