@@ -6,4 +6,4 @@ import importlib.util
 # installed (the verl tier's environment).
 collect_ignore = []
 if importlib.util.find_spec("verl") is None:
-    collect_ignore.append("src/rag_curriculum/agents/verl_tool.py")
+    collect_ignore.append("src/rag_curriculum/verl/tool.py")

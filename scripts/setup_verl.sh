@@ -77,7 +77,7 @@ PY
 fi
 (( ${#todo[@]} == 0 )) || pip_install "${todo[@]}"
 
-if [ -n "$installed" ] && ! "$PY" -c "import verl.trainer.ppo.utils, rag_curriculum.rewards.verl"; then
+if [ -n "$installed" ] && ! "$PY" -c "import verl.trainer.ppo.utils, rag_curriculum.verl.rewards"; then
   echo "error: verl does not import in $VENV; remove $VENV and run this again" >&2
   exit 1
 fi

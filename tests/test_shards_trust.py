@@ -199,7 +199,7 @@ def test_a_reordered_manifest_is_refused_by_validate_and_every_reader(shared_dat
                  lambda d: load_hf_dataset(d, verify=False), read_table, load_hf_dataset):
         with pytest.raises(ShardError, match=message):
             read(out)
-    from rag_curriculum.train.verl import train_files
+    from rag_curriculum.verl.data import train_files
 
     with pytest.raises(ShardError, match="out of curriculum order"):
         train_files(out, verify=False)
@@ -276,12 +276,12 @@ def test_a_shard_directory_reads_as_a_parquet_dataset_in_curriculum_order(shared
 
 
 def test_every_consumer_reads_the_data_layout(shared_data, tmp_path):
-    from rag_curriculum.train.verl import train_files
+    from rag_curriculum.verl.data import train_files
 
     out = tmp_path / "out"
     build(out, 25, rows_per_shard=10)
     assert train_files(out) == [str((out / "data" / f"part-0000{k}.parquet").resolve()) for k in range(3)]
-    r = subprocess.run([sys.executable, "-m", "rag_curriculum.train.verl", "train-files", str(out)],
+    r = subprocess.run([sys.executable, "-m", "rag_curriculum.verl", "train-files", str(out)],
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode == 0 and "data/part-00002.parquet" in r.stdout, r.stderr
     for args in (("validate", out), ("inspect", out)):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GlobalRAG's GRPO run on verl's multi-turn search agent (recipes/verl/run_search_r1.sh: verl's tool_agent loop, the
 # toolkit's retriever as the search tool, the curriculum's rows in order) with GlobalRAG's prompt (Figure 7) and its
-# reward R(t) = w_t (0.1 R_form + 0.5 R_str + 0.5 R_sem + 0.5 R_step) + R_answ (rewards/verl_globalrag.py,
+# reward R(t) = w_t (0.1 R_form + 0.5 R_str + 0.5 R_sem + 0.5 R_step) + R_answ (rag_curriculum/verl/rewards.py,
 # compute_globalrag_score). docs/globalrag.md. Values marked [G] are the paper's (appendix E.4), [T] the toolkit's
 # choices. The same run on TRL is recipes/train/globalrag.yaml.
 #   curriculum serve --index indexes/musique-train --port 8000 &    # the retriever, reachable from every worker
@@ -12,8 +12,8 @@
 #   DRY_RUN=1 SHARDS=outputs/musique-min-max PLANS=plans/musique-train.jsonl bash recipes/verl/globalrag_grpo.sh
 # The step t of w_t: verl does not pass its global step to reward functions; the reward derives it from the row's
 # curriculum index and prompts_per_step (rows in order, validation off; when resuming, STEP_OFFSET=the steps of the
-# epochs already done: rewards/verl_globalrag.py). Extra arguments are verl Hydra overrides and win over the ones
-# below (and over run_search_r1.sh's), e.g. +reward.custom_reward_function.reward_kwargs.schedule=constant.
+# epochs already done: compute_globalrag_score's docstring). Extra arguments are verl Hydra overrides and win over
+# the ones below (and over run_search_r1.sh's), e.g. +reward.custom_reward_function.reward_kwargs.schedule=constant.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,7 +33,7 @@ EMBEDDER=${EMBEDDER:-intfloat/e5-base}               # [G] E5-base; [T] its "que
 EMBED_DEVICE=${EMBED_DEVICE:-cpu}                    # [T] the reward workers are CPU actors
 T=${T:-50}                                           # [G] appendix E.4
 STEP_OFFSET=${STEP_OFFSET:-0}
-REWARD_PY=$("$PYTHON" -c "import rag_curriculum.rewards.verl_globalrag as m; print(m.__file__)")
+REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
 KW=+reward.custom_reward_function.reward_kwargs
 
 exec bash "$HERE/run_search_r1.sh" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # RAG-RL GRPO on verl (Ray): the toolkit's shards read in curriculum order (data.shuffle=False, files in manifest
-# order) and scored by the toolkit's compute_score (rag_curriculum/rewards/verl.py), with the paper's settings:
+# order) and scored by the toolkit's compute_score (rag_curriculum/verl/rewards.py), with the paper's settings:
 # Qwen2.5-7B-Instruct, lr 1e-6 constant, KL 0.01, clip 0.2, 42 prompts x 7 rollouts, 1 epoch, 800 tokens, vLLM, bf16.
 #   SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh
 #   SHARDS=outputs/musique-linear NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
@@ -42,12 +42,12 @@ if (( PROMPTS_PER_STEP * ROLLOUTS % GPUS != 0 )); then
   exit 2
 fi
 
-TRAIN_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$SHARDS")
-VAL_FILES=$("$PYTHON" -m rag_curriculum.train.verl train-files "$VAL_SHARDS")
-REWARD_PY=$("$PYTHON" -m rag_curriculum.train.verl reward-path)
+TRAIN_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$SHARDS")
+VAL_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$VAL_SHARDS")
+REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
 # The prompt lengths against data.max_prompt_length, rollout.prompt_length and rollout.max_model_len (also as given
 # in the extra overrides): exit status 2 and the rows, levels and setting when a prompt does not fit.
-MAX_PROMPT=$("$PYTHON" -m rag_curriculum.train.verl check-lengths "$SHARDS" --model "$MODEL" \
+MAX_PROMPT=$("$PYTHON" -m rag_curriculum.verl check-lengths "$SHARDS" --model "$MODEL" \
              --prompt-length "$MAX_PROMPT" --response-length "$MAX_RESPONSE" "$@") || exit $?
 echo "data.max_prompt_length=$MAX_PROMPT data.max_response_length=$MAX_RESPONSE" >&2
 ROWS=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['num_rows'])" "$SHARDS")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Search-R1 agent trained with GRPO on verl (Ray, vLLM rollouts): verl's multi-turn agent loop (tool_agent) with
-# the toolkit's retriever as its search tool (rag_curriculum.agents.verl_tool.SearchTool, calling `curriculum
+# the toolkit's retriever as its search tool (rag_curriculum.verl.tool.SearchTool, calling `curriculum
 # serve`), the Search-R1 tag protocol as the tool-call format (multi_turn.format=search-r1), the curriculum's rows
 # in curriculum order, and Search-R1's exact-match reward (compute_search_score). Values marked [S] are Search-R1's
 # published ones, [T] the toolkit's choices (as in recipes/train/search-r1.yaml).
@@ -9,7 +9,7 @@
 #   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_search_r1.sh     # print the command only
 # DIFFICULTY=hard-negatives (or withhold with P=0.3) makes each row's level (or p) shape what its searches return.
 # Extra arguments are verl Hydra overrides and win over the ones below. Writes $OUT/agent.parquet (the rows as
-# verl search-agent rows: python -m rag_curriculum.agents.verl_data) and $OUT/search_tool.yaml (the tool config).
+# verl search-agent rows: python -m rag_curriculum.verl agent-data) and $OUT/search_tool.yaml (the tool config).
 set -euo pipefail
 
 SHARDS=${SHARDS:?set SHARDS to a shard directory written by curriculum build}
@@ -34,7 +34,7 @@ PYTHON=${PYTHON:-python3}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 mkdir -p "$OUT"
-"$PYTHON" -m rag_curriculum.agents.verl_data "$SHARDS" "$OUT/agent.parquet" --template "$TEMPLATE" --overwrite
+"$PYTHON" -m rag_curriculum.verl agent-data "$SHARDS" "$OUT/agent.parquet" --template "$TEMPLATE" --overwrite
 "$PYTHON" - "$HERE/search_tool.yaml" "$OUT/search_tool.yaml" "$RETRIEVER" "$TOPK" "$DIFFICULTY" "$P" <<'PY'
 import sys
 
@@ -47,7 +47,7 @@ cfg.update(retriever=retriever, topk=int(topk), difficulty={**cfg.get("difficult
 with open(dst, "w") as f:
     yaml.safe_dump(doc, f, sort_keys=False)
 PY
-REWARD_PY=$("$PYTHON" -m rag_curriculum.train.verl reward-path)
+REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
 
 cmd=(
   "$PYTHON" -m verl.trainer.main_ppo

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # VERITAS's own run: PPO with GAE on verl's multi-turn search agent (recipes/verl/run_search_r1.sh: verl's
 # tool_agent loop, the toolkit's retriever as the search tool, Search-R1's tags, the curriculum's rows in order),
-# rewarded by VERITAS's Eq. 1, R = 0.9 EM + 0.05 Info-Think + 0.02 Think-Answer (rewards/verl_veritas.py,
+# rewarded by VERITAS's Eq. 1, R = 0.9 EM + 0.05 Info-Think + 0.02 Think-Answer (rag_curriculum/verl/rewards.py,
 # compute_veritas_score, batched: one judge request for a whole batch's pairs). docs/veritas.md.
 # Values marked [V] are the paper's (section 5.1, appendix C), [S] Search-R1's train_ppo.sh (PeterGriffinJin/
 # Search-R1 at 19efcf7), [T] the toolkit's choices. The GRPO alternative on TRL is recipes/train/veritas.yaml.
@@ -24,7 +24,7 @@ export NAME=${NAME:-veritas-ppo-$(basename "${SHARDS:?set SHARDS to a shard dire
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}     # [T] an OpenAI-compatible server: vllm serve of the RM, or an API
 JUDGE_MODEL=${JUDGE_MODEL:-veritas-rm}               # [V] the LoRA-tuned Qwen2.5-14B-Instruct reward model
 CACHE=${CACHE:-outputs/judge-cache/veritas}          # [T] verdicts keyed on content (shared by every reward worker)
-REWARD_PY=$("$PYTHON" -c "import rag_curriculum.rewards.verl_veritas as m; print(m.__file__)")
+REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
 KW=+reward.custom_reward_function.reward_kwargs
 
 exec bash "$HERE/run_search_r1.sh" \

@@ -352,8 +352,8 @@ def test_craft_rewards_score_an_unanswerable_row_as_the_eval_does(shared_data, t
     from rag_curriculum.evaluation._scoring import score_row
     from rag_curriculum.rewards import get_reward
     from rag_curriculum.rewards._craft_format import parse_craft
-    from rag_curriculum.rewards.verl import compute_craft_score
     from rag_curriculum.shards import load_hf_dataset
+    from rag_curriculum.verl.rewards import compute_craft_score
 
     out = tmp_path / "craft"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 8, K=2)], schedule="max",

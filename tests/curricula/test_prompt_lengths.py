@@ -349,11 +349,11 @@ def test_verl_script_refuses_prompts_over_its_limits(built, tiny_model_dir):
 
 
 def test_verl_lengths_helper(built, plain, tiny_model_dir):
-    from rag_curriculum.train.verl import main
+    from rag_curriculum.verl.data import main
 
     top = read_manifest(built)["prompt_tokens"]["longest"]["tokens"]
     for shards in (built, plain):
-        r = subprocess.run([sys.executable, "-m", "rag_curriculum.train.verl", "lengths", str(shards), "--model",
+        r = subprocess.run([sys.executable, "-m", "rag_curriculum.verl", "lengths", str(shards), "--model",
                             str(tiny_model_dir)], capture_output=True, text=True)
         assert r.returncode == 0 and r.stdout == f"{top}\n", r.stderr
     assert main(["lengths", str(built)]) == 0  # the column alone, no model named

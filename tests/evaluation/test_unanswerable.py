@@ -1,6 +1,6 @@
 """Unanswerable rows end to end on ../shared/data: an evaluation set built by `curriculum build
 --unanswerable-fraction`, read back as TRL and verl read it and scored by the TRL reward functions
-(rewards/trl.py) and verl's compute_score; then `curriculum eval` with the scripted backend reports abstention
+(rag_curriculum.train.reward_funcs_from_config) and verl's compute_score; then `curriculum eval` with the scripted backend reports abstention
 precision / recall and the scores on each kind of row, the retrieved setting (a BM25 index over the dev file) as a
 row of the main table with its scores by retrieval outcome, and nothing new for a set without either."""
 
@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from rag_curriculum.cli import app
 from rag_curriculum.evaluation import load_summary
-from rag_curriculum.rewards.trl import reward_funcs_from_config
-from rag_curriculum.rewards.verl import compute_score
 from rag_curriculum.shards import shard_files
+from rag_curriculum.train import reward_funcs_from_config
+from rag_curriculum.verl.rewards import compute_score
 
 N = 30
 

@@ -31,9 +31,9 @@ def test_transformers_stop_strings_cannot_read_this_tokenizer(wordlevel_dir):
 def test_both_backends_stop_on_the_decoded_text(wordlevel_dir, caplog):
     from transformers import LogitsProcessorList
 
-    from rag_curriculum.agents._trl import PolicyBackend, TurnSampling
     from rag_curriculum.generation import SamplingConfig
     from rag_curriculum.generation._hf_backend import TransformersBackend
+    from rag_curriculum.train import PolicyBackend, TurnSampling
 
     hf = TransformersBackend(str(wordlevel_dir), device="cpu")
     tok, model = hf.tokenizer, hf.model

@@ -12,8 +12,8 @@ from rag_curriculum.prompts import Passage, get_template
 from rag_curriculum.rewards import get_format, get_parser, get_reward, score_completion
 from rag_curriculum.rewards._craft import CraftReward, boundary_check
 from rag_curriculum.rewards._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, cited_documents, parse_craft
-from rag_curriculum.rewards.trl import reward_funcs_from_config
-from rag_curriculum.rewards.verl import compute_craft_score
+from rag_curriculum.train import reward_funcs_from_config
+from rag_curriculum.verl.rewards import compute_craft_score
 
 # Table 3 (HotpotQA, CRAFT_v1), verbatim, in the tags the paper names.
 TABLE3 = """<plan>

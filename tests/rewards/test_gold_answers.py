@@ -12,9 +12,13 @@ from searchr1_files import write_search_r1_parquet
 from rag_curriculum._gold import GOLD_KEYS, NoGoldAnswerError, gold_answers
 from rag_curriculum.errors import CurriculumError
 from rag_curriculum.rewards import get_reward
-from rag_curriculum.rewards.verl import compute_craft_score, compute_score, compute_search_score
-from rag_curriculum.rewards.verl_globalrag import compute_globalrag_score
-from rag_curriculum.rewards.verl_veritas import compute_veritas_score
+from rag_curriculum.verl.rewards import (
+    compute_craft_score,
+    compute_globalrag_score,
+    compute_score,
+    compute_search_score,
+    compute_veritas_score,
+)
 
 SEARCH = "<think>t</think><search> capital of France </search><answer> Paris </answer>"
 RAG_RL = "<reasoning>r</reasoning><answer>Final answer: Paris\nSupporting passages: France</answer>"

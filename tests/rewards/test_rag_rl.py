@@ -25,10 +25,10 @@ from rag_curriculum.rewards import (
     get_reward,
     register_reward,
 )
-from rag_curriculum.rewards.trl import reward_funcs_from_config
+from rag_curriculum.train import reward_funcs_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
-VERL_FILE = ROOT / "src" / "rag_curriculum" / "rewards" / "verl.py"
+VERL_FILE = ROOT / "src" / "rag_curriculum" / "verl" / "rewards.py"
 
 
 def completion(answer: str = "Paris", cites: str = "France, Paris", reasoning: str = "Because.") -> str:
@@ -294,7 +294,7 @@ def test_public_api_is_listed():
 
 
 def test_importing_rewards_imports_no_heavy_library():
-    code = ("import sys, rag_curriculum.rewards, rag_curriculum.rewards.trl, rag_curriculum.rewards.verl; "
+    code = ("import sys, rag_curriculum.rewards, rag_curriculum.train, rag_curriculum.verl.rewards; "
             "print([m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=_env()).stdout

@@ -7,8 +7,8 @@ from conftest import HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.rewards import RagRlReward, get_format, parse_completion
-from rag_curriculum.rewards.trl import reward_funcs_from_config
 from rag_curriculum.shards import shard_files
+from rag_curriculum.train import reward_funcs_from_config
 
 datasets = pytest.importorskip("datasets")
 

@@ -8,8 +8,8 @@ import pytest
 
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.rewards import RagRlReward, is_abstention, score_completion
-from rag_curriculum.rewards.trl import reward_funcs_from_config
-from rag_curriculum.rewards.verl import compute_score
+from rag_curriculum.train import reward_funcs_from_config
+from rag_curriculum.verl.rewards import compute_score
 
 
 def completion(answer: str, cites: str = "") -> str:

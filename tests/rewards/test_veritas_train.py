@@ -20,9 +20,8 @@ ROLLOUTS: list[dict] = []
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from rag_curriculum.agents._trl import SearchRollout
     from rag_curriculum.retrieval import IndexConfig, build_index
-    from rag_curriculum.train import compose_train_config, train
+    from rag_curriculum.train import SearchRollout, compose_train_config, train
 
     index = tmp_path_factory.mktemp("veritas-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=20))
@@ -100,8 +99,7 @@ def test_three_steps_logged_by_component(trained):
 def test_dry_run_of_the_recipes(tmp_path):
     """Both recipes bind to TRL's GRPOConfig and build their reward: the paper's weights, the judge an
     OpenAI-compatible server (veritas) or lexical_judge on the scripted backend (veritas-cpu-tiny)."""
-    from rag_curriculum.rewards.trl import reward_funcs_from_config
-    from rag_curriculum.train import compose_train_config
+    from rag_curriculum.train import compose_train_config, reward_funcs_from_config
     from rag_curriculum.train._trl import check_recipe
 
     for recipe, backend in (("veritas", "openai"), ("veritas-cpu-tiny", "scripted")):

@@ -1,5 +1,5 @@
 """The toolkit with its core dependencies only (``pip install rag-curriculum``, no extras), as on the Ray nodes
-of a verl cluster, which only need ``rag_curriculum.rewards.verl``. These tests run in the environment
+of a verl cluster, which only need ``rag_curriculum.verl.rewards``. These tests run in the environment
 ``scripts/setup_core.sh`` makes::
 
     bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/tier_core

@@ -22,7 +22,7 @@ def test_compute_craft_score_on_real_craft_rows(tmp_path):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.rewards import CraftReward
     from rag_curriculum.shards import read_rows
-    from rag_curriculum.train.verl import reward_path
+    from rag_curriculum.verl.data import reward_path
 
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 20)], schedule="max",
                                  template="craft-v1", out=str(tmp_path / "v1"), workers=1))
@@ -43,7 +43,7 @@ def test_compute_craft_score_on_real_craft_rows(tmp_path):
 def test_craft_reward_imports_no_ml_stack():
     code = (
         "import json, sys\n"
-        "from rag_curriculum.rewards.verl import compute_craft_score\n"
+        "from rag_curriculum.verl.rewards import compute_craft_score\n"
         "out = compute_craft_score('m', '<reason>doc [1]</reason><answer>Paris</answer>', "
         "{'answers': ['Paris'], 'gold_labels': ['1']}, output_format='craft-v4')\n"
         f"print(json.dumps([out['score'], sorted(m for m in sys.modules if m.split('.')[0] in {list(HEAVY)!r})]))\n"

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from rag_curriculum.rewards import RagRlReward
-from rag_curriculum.rewards.verl import compute_score
-from rag_curriculum.train.verl import hydra_list, reward_path, train_files
+from rag_curriculum.verl.data import hydra_list, reward_path, train_files
+from rag_curriculum.verl.rewards import compute_score
 
 ML_STACK = ("torch", "transformers", "trl", "vllm")
 
@@ -57,8 +57,8 @@ def test_no_ml_stack_installed():
 def test_import_and_reward_path_load_no_ml_stack():
     code = (
         "import json, sys\n"
-        "import rag_curriculum, rag_curriculum.rewards, rag_curriculum.train.verl\n"
-        "from rag_curriculum.rewards.verl import compute_score\n"
+        "import rag_curriculum, rag_curriculum.rewards, rag_curriculum.verl.data\n"
+        "from rag_curriculum.verl.rewards import compute_score\n"
         "out = compute_score('musique', '<reasoning></reasoning><answer>Final answer: Paris\\n"
         "Supporting passages: France</answer>', {'answers': ['Paris'], 'gold_labels': ['France']})\n"
         f"print(json.dumps([out['score'], sorted(m for m in sys.modules if m.split('.')[0] in {list(HEAVY)!r})]))\n"
@@ -118,7 +118,7 @@ def test_compute_score_loaded_by_path_as_verl_does(core_rows):
 def test_launch_helpers_run_on_a_core_install(core_shards):
     """The two helpers recipes/verl/run_grpo.sh calls for the file lists and the reward path."""
     def helper(*args: str) -> str:
-        return subprocess.run([sys.executable, "-m", "rag_curriculum.train.verl", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "rag_curriculum.verl", *args], capture_output=True,
                               text=True, check=True).stdout.strip()
 
     assert helper("reward-path") == reward_path()

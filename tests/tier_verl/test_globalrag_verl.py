@@ -60,7 +60,7 @@ def test_the_grpo_command_composes_under_verls_config(run, compose_verl_config, 
     assert rollout.multi_turn.max_assistant_turns == 4 and rollout.multi_turn.format == "search-r1"
     assert cfg.reward.reward_manager.name == "naive"
     assert cfg.reward.custom_reward_function.name == "compute_globalrag_score"
-    assert cfg.reward.custom_reward_function.path.endswith("rag_curriculum/rewards/verl_globalrag.py")
+    assert cfg.reward.custom_reward_function.path.endswith("rag_curriculum/verl/rewards.py")
     kw = cfg.reward.custom_reward_function.reward_kwargs
     assert kw.prompts_per_step == 4 and kw.T == 50 and kw.alpha == 0.1 and kw.lam == kw.gamma == kw.delta == 0.5
     assert kw.prefix == "query: " and kw.embedder == "hash" and kw.plans == str(run["out"] / "plans.jsonl")

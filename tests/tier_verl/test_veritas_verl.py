@@ -65,7 +65,7 @@ def test_the_ppo_command_composes_under_verls_config(overrides, compose_verl_con
 
     assert resolve_reward_manager_cls(cfg).__name__  # the manager the trainer will build exists in verl's registry
     assert cfg.reward.custom_reward_function.name == "compute_veritas_score"
-    assert cfg.reward.custom_reward_function.path.endswith("rag_curriculum/rewards/verl_veritas.py")
+    assert cfg.reward.custom_reward_function.path.endswith("rag_curriculum/verl/rewards.py")
     kw = cfg.reward.custom_reward_function.reward_kwargs
     assert dict(kw.weights) == {"em": 0.9, "info_think": 0.05, "think_answer": 0.02}
     assert kw.judge.backend == "openai" and kw.judge.backend_args.base_url == "http://judge:8001/v1"

@@ -37,7 +37,7 @@ def adaptive_config(launch, compose_verl_config, adaptive_shards):
     import shlex
 
     res = launch(adaptive_shards, "data.dataloader_num_workers=0", f"data.train_batch_size={PROMPTS}",
-                 "data.custom_cls.path=pkg://rag_curriculum.train.verl_adaptive",
+                 "data.custom_cls.path=pkg://rag_curriculum.verl.adaptive",
                  "data.custom_cls.name=AdaptiveRLHFDataset", "+data.adaptive.controller=target-band",
                  "+data.adaptive.success=exact_match", "+data.adaptive.state_dir=null")
     assert res.returncode == 0, res.stderr

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rag_curriculum.train.verl import hydra_list, reward_path, train_files
+from rag_curriculum.verl.data import hydra_list, reward_path, train_files
 
 # tests/ is on sys.path (pytest's pythonpath), so without verl installed `verl` would resolve to this folder as a
 # namespace package: only a regular package (one with an __init__.py, an origin) is verl.

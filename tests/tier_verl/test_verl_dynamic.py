@@ -36,7 +36,7 @@ def test_filter_groups_compose_and_verl_accepts_the_metric(dynamic_config):
 
 
 def test_the_toolkits_reward_carries_the_metric(shard_rows):
-    from rag_curriculum.rewards.verl import compute_score
+    from rag_curriculum.verl.rewards import compute_score
 
     row = shard_rows[0]
     answer = row["answers"][0]

@@ -1,7 +1,7 @@
 """What verl 0.9.1 itself does with a prompt longer than ``data.max_prompt_length``, on the real curriculum.
 
 Why the toolkit refuses an overlong curriculum before verl starts (``recipes/verl/run_grpo.sh``,
-``rag_curriculum.train.verl``):
+``rag_curriculum.verl.data``):
 
 * ``data.truncation=error`` does not stop it: 0.9.1's ``RLHFDataset`` no longer tokenizes and never reads the
   setting, so the row reaches the rollout untouched;

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rag_curriculum.rewards import RagRlReward
-from rag_curriculum.train.verl import reward_path
+from rag_curriculum.verl.data import reward_path
 
 # tests/ is on sys.path (pytest's pythonpath), so without verl installed `verl` would resolve to this folder as a
 # namespace package: only a regular package (one with an __init__.py, an origin) is verl.
@@ -91,13 +91,13 @@ def _score_with_reward_loop(cfg, data):
 def test_custom_reward_fn_is_the_toolkits_compute_score(verl_config, dataset):
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    from rag_curriculum.rewards.verl import compute_score
+    from rag_curriculum.verl.rewards import compute_score
 
     fn = get_custom_reward_fn(verl_config)
     raw = fn.args[0]  # verl wraps it in a partial that merges reward_kwargs
     assert raw.__name__ == "compute_score"
     assert Path(inspect.getsourcefile(raw)).resolve() == Path(reward_path()).resolve()
-    # verl executes the file as a module of its own (by path), not as rag_curriculum.rewards.verl
+    # verl executes the file as a module of its own (by path), not as rag_curriculum.verl.rewards
     assert raw is not compute_score and raw.__module__ != compute_score.__module__
     item = dataset[0]
     text = _responses([dataset[i] for i in ROWS])[0]

@@ -332,7 +332,7 @@ def test_craft_v1_recipe_has_the_papers_settings():
     # full CRAFT: the judge term through an override of the reward's kwargs
     judged = compose_train_config("craft-v1", [
         "+rewards.0.kwargs.judge={backend: openai, model: Qwen3-Max, backend_args: {base_url: 'http://x/v1'}}"])
-    from rag_curriculum.rewards.trl import reward_funcs_from_config
+    from rag_curriculum.train import reward_funcs_from_config
 
     (reward,), _ = reward_funcs_from_config([{"name": r.name, "kwargs": r.kwargs} for r in judged.rewards])
     assert reward.terms == ("format", "answer", "evidence", "judge") and reward._judge.model == "Qwen3-Max"

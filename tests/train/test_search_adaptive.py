@@ -70,7 +70,7 @@ def test_a_rows_search_p_overrides_the_settings_p_and_is_recorded():
 
 
 def test_the_tool_environment_reads_the_rows_level_and_p():
-    from rag_curriculum.agents import SearchEnvironment
+    from rag_curriculum.train import SearchEnvironment
 
     class Fixed:
         def search(self, queries, k):
@@ -231,8 +231,7 @@ TOPK = 1  # one passage per search: the shortest trajectories (the test's time i
 
 
 def _train(base, tiny_model_dir, name, *overrides):
-    from rag_curriculum.agents._trl import SearchRollout
-    from rag_curriculum.train import compose_train_config, train
+    from rag_curriculum.train import SearchRollout, compose_train_config, train
 
     calls: list[tuple[list[dict], dict]] = []
     call = SearchRollout.__call__

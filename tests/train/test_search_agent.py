@@ -1,5 +1,5 @@
 """A search agent trained for real: TRL's GRPOTrainer runs 3 steps of the tiny model through ``curriculum train``'s
-``search-r1-cpu-tiny`` recipe, the toolkit's rollout function (agents/_trl.py) driving the search environment
+``search-r1-cpu-tiny`` recipe, the toolkit's rollout function (train/_rollout.py) driving the search environment
 against the real BM25 index of the MuSiQue sample, on rows of a built curriculum. The first turn is scripted (a
 search for the question: a random model never writes one) and the model writes the second.
 
@@ -24,9 +24,8 @@ ROLLOUTS: list[dict] = []  # what the rollout function returned
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from rag_curriculum.agents._trl import SearchRollout
     from rag_curriculum.retrieval import IndexConfig, build_index
-    from rag_curriculum.train import compose_train_config, train
+    from rag_curriculum.train import SearchRollout, compose_train_config, train
     from rag_curriculum.train._trl import _classes
 
     index = tmp_path_factory.mktemp("search-index") / "ix"
@@ -155,9 +154,10 @@ def test_rollout_under_a_plain_trainer_finds_rows_by_prompt(tiny_model_dir, min_
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from rag_curriculum.agents import SearchRollout, get_agent_template
+    from rag_curriculum.agents import get_agent_template
     from rag_curriculum.agents._retrievers import Hit
     from rag_curriculum.errors import ConfigError
+    from rag_curriculum.train import SearchRollout
 
     class Fixed:
         def search(self, queries, k):

@@ -1,5 +1,5 @@
 """A search agent on TRL's native tool calling, trained for real: ``curriculum train`` with ``agent.protocol=tools``
-hands TRL's GRPOTrainer an ``environment_factory`` (:class:`rag_curriculum.agents.SearchEnvironment`), and TRL's
+hands TRL's GRPOTrainer an ``environment_factory`` (:class:`rag_curriculum.train.SearchEnvironment`), and TRL's
 own tool loop parses the model's ``<tool_call>``, runs the environment's ``search`` against the real BM25 index of
 the MuSiQue sample, appends the result as a ``tool`` message and generates again, for 3 GRPO steps of the tiny
 model. The tiny tokenizer carries Qwen2.5's chat template (TRL's own copy, read from TRL's package), the one TRL
@@ -44,9 +44,8 @@ def qwen_template_model(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, qwen_template_model, min_max_shards):
-    from rag_curriculum.agents import SearchEnvironment
     from rag_curriculum.retrieval import IndexConfig, build_index
-    from rag_curriculum.train import compose_train_config, train
+    from rag_curriculum.train import SearchEnvironment, compose_train_config, train
     from rag_curriculum.train._trl import _classes
 
     index = tmp_path_factory.mktemp("tools-index") / "ix"

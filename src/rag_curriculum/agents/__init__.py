@@ -45,6 +45,7 @@ from ._retrievers import (
     IndexRetriever,
     Retriever,
     RetrieverError,
+    doc_lines,
     open_retriever,
     split_contents,
 )
@@ -52,6 +53,7 @@ from ._rollout import STATUSES, RolloutConfig, SearchCall, SearchR1Format, Traje
 from ._searchr1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
+    SEARCH_TOOLS_PROMPT,
     STOP,
     TURN_ERRORS,
     ParsedTrajectory,
@@ -63,18 +65,13 @@ from ._searchr1 import (
     parse_trajectory,
     parse_turn,
 )
-from ._trl import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
-from ._trl_tools import SEARCH_TOOLS_PROMPT, SearchEnvironment, environment_from_config
 
 __all__ = [
-    # TRL's native tool calling (environment_factory)
-    "SEARCH_TOOLS_PROMPT", "SearchEnvironment", "environment_from_config",
-    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "STATUSES", "STOP", "TURN_ERRORS", "Hit", "HttpRetriever",
-    "IndexRetriever", "ParsedTrajectory", "PolicyBackend", "Retriever", "RetrieverError", "RolloutConfig",
-    "RowView", "SearchCall", "SearchDifficulty", "SearchRollout", "SearchTemplate", "Segment", "Trajectory",
-    "Turn", "TurnSampling", "get_agent_template", "hard_negative_count", "information_block",
-    "noise_probability", "open_retriever", "parse_trajectory", "parse_turn", "rollout_from_config",
-    "run_rollouts", "search_prompts", "split_contents", "summarize",
+    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "STOP", "TURN_ERRORS", "Hit",
+    "HttpRetriever", "IndexRetriever", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig",
+    "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Segment", "Trajectory", "Turn", "doc_lines",
+    "get_agent_template", "hard_negative_count", "information_block", "noise_probability", "open_retriever",
+    "parse_trajectory", "parse_turn", "run_rollouts", "split_contents", "summarize",
     # ReAct (+ the CRAG-inspired consistency ranking)
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
     "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",

@@ -109,6 +109,17 @@ AGENT_TEMPLATES: Registry[SearchTemplate] = Registry("search-agent template")
 AGENT_TEMPLATES.register("search-r1", SearchTemplate("search-r1", SEARCH_R1_PROMPT))
 AGENT_TEMPLATES.register("search-r1-original", SearchTemplate("search-r1-original", SEARCH_R1_ORIGINAL_PROMPT))
 
+#: The prompt of a tool-calling search agent (TRL's native tool calling, :class:`rag_curriculum.train.SearchEnvironment`;
+#: [T]: the toolkit's words; the tool itself is described by the chat template from the environment's ``search``
+#: docstring).
+SEARCH_TOOLS_PROMPT = (
+    "Answer the given question. Think step by step. If you lack some knowledge, call the search tool with a query; "
+    "it returns the top passages for it. You can search as many times as you want. When no further knowledge is "
+    "needed, give the final answer inside <answer> and </answer>, without detailed illustrations. For example, "
+    "<answer> Beijing </answer>.\n\nQuestion: {question}"
+)
+AGENT_TEMPLATES.register("search-tools", SearchTemplate("search-tools", SEARCH_TOOLS_PROMPT))
+
 
 def get_agent_template(name: str) -> SearchTemplate:
     return AGENT_TEMPLATES.get(name)

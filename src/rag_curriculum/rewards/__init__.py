@@ -25,9 +25,9 @@ GlobalRAG (docs/globalrag.md): :class:`GlobalRagReward` (``"globalrag"``: Eq. 7,
 ``"globalrag-step"``, ``"globalrag-answer"``) and :func:`anneal_weight` (Eq. 6).
 
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
-registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``;
-:mod:`rag_curriculum.rewards.trl` builds them from a recipe, :mod:`rag_curriculum.rewards.verl` is verl's
-``compute_score``.
+registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``.
+The engines' adapters are in their wings: :func:`rag_curriculum.train.reward_funcs_from_config` builds TRL's reward
+functions from a recipe, :mod:`rag_curriculum.verl.rewards` holds verl's ``compute_score`` and the others.
 
 >>> p = parse_completion("<reasoning>...</reasoning><answer>Final answer: the Sun\\nSupporting passages: Sun</answer>")
 >>> exact_match(p.answer, ["Sol", "Sun"]), citation_scores(p.citations, ["Sun", "Earth"]).recall

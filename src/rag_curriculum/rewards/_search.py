@@ -10,10 +10,10 @@
   a positive one for a bonus, 0 to log it only).
 
 The answer and the searches are read from the ``trajectory`` column the toolkit's rollout function returns
-(:class:`~rag_curriculum.agents.SearchRollout`: one dict per completion, the environment's record of what was
+(:class:`~rag_curriculum.train.SearchRollout`: one dict per completion, the environment's record of what was
 searched, what came back and which answer it accepted); without it (a completion scored outside a rollout), the
 answer is the last ``<answer>`` block of the completion text, as Search-R1 parses it, and there are no searches.
-Under TRL's native tool calling (``environment_factory``, :class:`~rag_curriculum.agents.SearchEnvironment`) the
+Under TRL's native tool calling (``environment_factory``, :class:`~rag_curriculum.train.SearchEnvironment`) the
 searches come from each rollout's environment (TRL passes ``environments``) and the answer is the last ``<answer>``
 block of the final assistant message.
 
@@ -86,7 +86,7 @@ def from_environments(completions: Sequence[Any], environments: Sequence[Any]) -
         record = getattr(env, "record", None)
         if not isinstance(record, Mapping):
             raise ConfigError(f"the environment {type(env).__name__} keeps no `record` of its searches",
-                              hint="use rag_curriculum.agents.SearchEnvironment as the environment_factory")
+                              hint="use rag_curriculum.train.SearchEnvironment as the environment_factory")
         searches = [dict(x) for x in record.get("searches") or []]
         if isinstance(c, Sequence) and not isinstance(c, str):
             # TRL drops a tool result that would push the completion past max_completion_length (the model never

@@ -3,6 +3,13 @@
     cfg = compose_train_config("rag-rl-min-max", ["data.shards=outputs/musique-min-max"])
     result = train(cfg)
 
+This package is the toolkit's TRL wing: what TRL calls is here, and nowhere else. :func:`reward_funcs_from_config`
+makes a recipe's rewards into TRL's ``reward_funcs`` and ``reward_weights``; :class:`SearchRollout`
+(:func:`rollout_from_config`) is a ``rollout_func`` running the Search-R1 tag protocol with the policy being
+trained; :class:`SearchEnvironment` (:func:`environment_from_config`) an ``environment_factory`` for TRL's native
+tool calling; and the toolkit's ``GRPOTrainer`` subclass, the one place that overrides TRL's private methods, is in
+``_trainer``. verl's counterpart is :mod:`rag_curriculum.verl`.
+
 Its private modules (their public names are exported here):
 
 * :mod:`~rag_curriculum.train._config`: the typed schema of a run (model, data, rewards, batch, run, grpo);
@@ -10,6 +17,8 @@ Its private modules (their public names are exported here):
 * :mod:`~rag_curriculum.train._batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
 * :mod:`~rag_curriculum.train._order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
 * :mod:`~rag_curriculum.train._progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
+* :mod:`~rag_curriculum.train._trl`: a run wired to TRL (:func:`train`); ``_rewards``, ``_rollout``, ``_tools``:
+  the adapters above; ``_trainer``: the ``GRPOTrainer`` subclass and its callback;
 * :mod:`~rag_curriculum.train.controllers` and :mod:`~rag_curriculum.train.adaptive`: adaptive curricula, the level
   of each batch chosen from the model's success (``adaptive.controller``, docs/adaptive.md).
 
@@ -23,6 +32,9 @@ from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, Rewar
 from ._order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
 from ._progress import STEPS_FILE, StepRecorder, read_steps
 from ._recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
+from ._rewards import reward_funcs_from_config
+from ._rollout import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
+from ._tools import SearchEnvironment, environment_from_config
 from ._trl import TrainResult, bind_grpo_config, check_recipe, train
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 
@@ -40,22 +52,30 @@ __all__ = [
     "GroupResult",
     "ModelConfig",
     "OrderIssue",
+    "PolicyBackend",
     "RecipeError",
     "RewardSpec",
     "RunConfig",
+    "SearchEnvironment",
+    "SearchRollout",
     "StepRecorder",
     "TrainConfig",
     "TrainResult",
+    "TurnSampling",
     "bind_grpo_config",
     "check_index_order",
     "check_recipe",
     "compose_train_config",
     "derive_accumulation",
+    "environment_from_config",
     "list_recipes",
     "make_controller",
     "order_issues",
     "plan_batches",
     "read_steps",
     "register_controller",
+    "reward_funcs_from_config",
+    "rollout_from_config",
+    "search_prompts",
     "train",
 ]

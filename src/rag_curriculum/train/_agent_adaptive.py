@@ -14,7 +14,7 @@ processes, the checkpoints and the resume are the closed-context curriculum's:
    at the top level ``agent.p_levels``, linear between). With ``agent.p_schedule=zerosearch`` and no controller
    every row gets ZeroSearch's ``p(t)`` (:func:`~rag_curriculum.agents._difficulty.noise_probability`), ``t`` the
    optimiser steps done, ``T`` the run's. Both training routes read these columns: the tag protocol's rollout
-   (:class:`~rag_curriculum.agents.SearchRollout`) and TRL's tool loop, whose ``reset(**row)`` gets the row;
+   (:class:`~rag_curriculum.train.SearchRollout`) and TRL's tool loop, whose ``reset(**row)`` gets the row;
 2. once TRL has scored the completions, each group's success (Search-R1's exact match of the answer the
    trajectory gave, :class:`~rag_curriculum.rewards.SearchEmReward`; or the weighted total reward) goes to the
    controller;

@@ -19,10 +19,7 @@ from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
-from ..agents._trl import rollout_from_config, search_prompts
-from ..agents._trl_tools import environment_from_config
 from ..errors import ConfigError, SettingError
-from ..rewards.trl import reward_funcs_from_config
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
@@ -33,6 +30,9 @@ from ._order import CurriculumOrderError, check_index_order, enforce, order_issu
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import STEPS_FILE, StepRecorder, compact_progress_callback
 from ._recipes import save_run_files
+from ._rewards import reward_funcs_from_config
+from ._rollout import rollout_from_config, search_prompts
+from ._tools import environment_from_config
 from ._trainer import CHECKPOINT_PLAN, curriculum_classes, rows_done
 from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels, trainer_class
 

@@ -1,6 +1,6 @@
 """A search agent on TRL's native tool calling: ``GRPOTrainer(environment_factory=...)`` with the toolkit's
 retriever as the environment's ``search`` tool (the other training route is the Search-R1 tag protocol through the
-toolkit's ``rollout_func``, :mod:`rag_curriculum.agents._trl`).
+toolkit's ``rollout_func``, :class:`~rag_curriculum.train.SearchRollout`).
 
 TRL 1.16's contract (experimental there): ``environment_factory()`` makes one environment per rollout; TRL calls
 ``reset(**row)`` with the example's columns before generating, exposes the environment's public methods as tools
@@ -42,21 +42,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._plumbing import derive_seed
-from ._difficulty import RowView, SearchDifficulty
-from ._retrievers import Retriever, doc_lines, open_retriever
-from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
+from ..agents import Retriever, RowView, SearchDifficulty, doc_lines, open_retriever
 
-__all__ = ["SEARCH_TOOLS_PROMPT", "SearchEnvironment", "environment_from_config"]
-
-#: The prompt of a tool-calling search agent ([T]: the toolkit's words; the tool itself is described by the chat
-#: template from ``SearchEnvironment.search``'s docstring).
-SEARCH_TOOLS_PROMPT = (
-    "Answer the given question. Think step by step. If you lack some knowledge, call the search tool with a query; "
-    "it returns the top passages for it. You can search as many times as you want. When no further knowledge is "
-    "needed, give the final answer inside <answer> and </answer>, without detailed illustrations. For example, "
-    "<answer> Beijing </answer>.\n\nQuestion: {question}"
-)
-AGENT_TEMPLATES.register("search-tools", SearchTemplate("search-tools", SEARCH_TOOLS_PROMPT))
+__all__ = ["SearchEnvironment", "environment_from_config"]
 
 
 class SearchEnvironment:

@@ -1,4 +1,4 @@
-"""The verl adapter of GlobalRAG's reward without verl (``rewards/verl_globalrag.py``): the step t of w_t from
+"""The verl adapter of GlobalRAG's reward without verl (``compute_globalrag_score`` in ``rag_curriculum/verl/rewards.py``): the step t of w_t from
 extra_info, a fixed step, or the curriculum index (epochs counted when the indices start again), an error when none
 is given; the tool answers verl renders read as <information> blocks; the batch call equal to the single one; the
 gold plan from the row or from a plan file by the row's id. tests/tier_verl/test_globalrag_verl.py drives it through
@@ -13,7 +13,7 @@ import pytest
 
 from rag_curriculum.agents._globalrag import plan_from_questions, write_plans
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.rewards.verl_globalrag import StepClock, compute_globalrag_score, training_step
+from rag_curriculum.verl.rewards import StepClock, compute_globalrag_score, training_step
 
 GOLD = plan_from_questions([("Who directed Jaws?", "#1", "Steven Spielberg"), ("When was #1 born?", "#2", "1946")])
 PLAN = json.dumps({"Q1": ["Who directed Jaws?", "#1"], "Q2": ["When was #1 born?", "#2"]})

@@ -1,10 +1,11 @@
-"""TRL adapter: reward functions ``GRPOTrainer(reward_funcs=...)`` takes as they are.
+"""The rewards of a recipe as TRL's ``GRPOTrainer(reward_funcs=..., args=GRPOConfig(reward_weights=...))``.
 
-Every reward here is batched (``completions`` in standard or conversational form, one float back per completion),
-reads the shard columns TRL passes as keyword arguments (``answers``, ``gold_labels``, ``passages``, or
-``reward_model`` / ``extra_info``), ignores the others (``prompts``, ``completion_ids``, ``trainer_state``, ...),
-is a picklable class instance (workers and vLLM cross process boundaries), and logs its components through TRL's
-``log_metric`` when the trainer provides it. Nothing here imports TRL.
+Every reward the toolkit registers (:data:`rag_curriculum.rewards.REWARDS`) is what TRL takes as it is: batched
+(``completions`` in standard or conversational form, one float back per completion), reading the shard columns TRL
+passes as keyword arguments (``answers``, ``gold_labels``, ``passages``, or ``reward_model`` / ``extra_info``),
+ignoring the others (``prompts``, ``completion_ids``, ``trainer_state``, ...), a picklable class instance (workers
+and vLLM cross process boundaries), and logging its components through TRL's ``log_metric`` when the trainer
+provides it. Nothing here imports TRL.
 
 From a recipe, name the rewards and their weights and hand both lists to TRL::
 
@@ -32,18 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ._columns import completion_text
-from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward
-from ._registry import get_reward
+from ..rewards import get_reward
 
-__all__ = [
-    "RagRlAnswerReward",
-    "RagRlCitationReward",
-    "RagRlFormatReward",
-    "RagRlReward",
-    "completion_text",
-    "reward_funcs_from_config",
-]
+__all__ = ["reward_funcs_from_config"]
 
 
 def _spec_entry(spec: Any) -> tuple[str, float, dict[str, Any]]:

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 def test_a_pad_token_sampled_mid_turn_is_kept(tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-    from rag_curriculum.agents._trl import PolicyBackend, TurnSampling
+    from rag_curriculum.train import PolicyBackend, TurnSampling
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))

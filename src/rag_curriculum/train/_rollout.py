@@ -41,13 +41,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._plumbing import derive_seed
+from ..agents import (
+    STOP,
+    Retriever,
+    RolloutConfig,
+    SearchDifficulty,
+    Trajectory,
+    get_agent_template,
+    open_retriever,
+    run_rollouts,
+    summarize,
+)
 from ..errors import ConfigError
 from ..generation._hf_backend import stop_kwargs
 from ..shards import PROMPT_TOKENS
-from ._difficulty import SearchDifficulty
-from ._retrievers import Retriever, open_retriever
-from ._rollout import RolloutConfig, Trajectory, run_rollouts, summarize
-from ._searchr1 import STOP, get_agent_template
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import MUSIQUE_TRAIN
 
-from rag_curriculum.train.verl import hydra_list, reward_path, train_files
+from rag_curriculum.verl.data import hydra_list, reward_path, train_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_grpo.sh"
@@ -54,7 +54,7 @@ def test_train_files_in_curriculum_order(shards):
 
 
 def test_compute_score_file_is_the_toolkits():
-    from rag_curriculum.rewards.verl import compute_score
+    from rag_curriculum.verl.rewards import compute_score
 
     assert Path(reward_path()) == Path(sys.modules[compute_score.__module__].__file__)
 

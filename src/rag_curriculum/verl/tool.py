@@ -6,7 +6,7 @@ Two pieces, both loaded by verl from its own configuration (this module imports 
   ``{"query_list": [...]}``) goes to ``curriculum serve`` (an ``http(s)://`` URL) or to an index directory read in
   the worker (``curriculum index``), and comes back as the passages in Search-R1's ``Doc i(Title: t) text`` layout.
   When the row carries its curriculum row in ``extra_info.tools_kwargs.search.create_kwargs.row`` (what
-  ``python -m rag_curriculum.agents.verl_data`` writes), the row's search difficulty applies (hard negatives above
+  ``python -m rag_curriculum.verl agent-data`` writes), the row's search difficulty applies (hard negatives above
   its gold passages at its level, or gold withheld with probability ``p``; :class:`~rag_curriculum.agents.
   SearchDifficulty`) and the tool's metrics say whether a gold passage came back.
   ``recipes/verl/search_tool.yaml`` declares it; ``recipes/verl/run_search_r1.sh`` points verl at it.
@@ -37,11 +37,19 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from .._plumbing import derive_seed
+from ..agents import (
+    STOP,
+    Hit,
+    HttpRetriever,
+    Retriever,
+    RowView,
+    SearchDifficulty,
+    doc_lines,
+    open_retriever,
+    parse_turn,
+)
 from ..errors import ConfigError, CurriculumError
 from ..generation._base import cut_at_stop
-from ._difficulty import RowView, SearchDifficulty
-from ._retrievers import Hit, HttpRetriever, Retriever, doc_lines, open_retriever
-from ._searchr1 import STOP, parse_turn
 
 __all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
 

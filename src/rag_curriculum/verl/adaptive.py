@@ -7,7 +7,7 @@ trainer has no such call), a call to ``train_dataset.on_batch_end(batch=...)`` a
 in verl's source)::
 
     python -m verl.trainer.main_ppo ... trainer.use_v1=false data.shuffle=false \\
-        data.custom_cls.path=pkg://rag_curriculum.train.verl_adaptive data.custom_cls.name=AdaptiveRLHFDataset \\
+        data.custom_cls.path=pkg://rag_curriculum.verl.adaptive data.custom_cls.name=AdaptiveRLHFDataset \\
         data.dataloader_num_workers=0 \\
         +data.adaptive.controller=target-band +data.adaptive.success=exact_match \\
         +data.adaptive.kwargs.target=0.5 +data.adaptive.state_dir=$CHECKPOINT_DIR
@@ -38,7 +38,7 @@ from .._plumbing import atomic_write_bytes
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..shards import read_manifest
-from .controllers import GroupResult, make_controller
+from ..train.controllers import GroupResult, make_controller
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def _make_class() -> type:
             if self.success == "exact_match":
                 if "acc" not in nt:
                     raise ConfigError("the scored batch has no 'acc' (exact match) from the reward",
-                                      hint="use the toolkit's compute_score (rewards/verl.py) as the reward, or "
+                                      hint="use the toolkit's compute_score (rag_curriculum/verl/rewards.py) as the reward, or "
                                            "data.adaptive.success=reward")
                 scores = [float(x) for x in nt["acc"]]
             else:
