@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import ConfigError, CurriculumError, DataError, SkipReport, WrongDatasetError
-from .loaders import load_examples, sniff_dataset
 from .records import Document, Example
 
-#: name -> "module:attribute", imported on first use.
+#: name -> "module:attribute", imported on first use (a module of the package, ``rag_curriculum.verl.rewards`` in a
+#: verl reward worker say, imports this ``__init__`` first: it pays for none of them).
 _LAZY = {
+    "load_examples": "rag_curriculum.loaders:load_examples",
+    "sniff_dataset": "rag_curriculum.loaders:sniff_dataset",
     "build_curriculum": "rag_curriculum.curricula:build_curriculum",
     "BuildConfig": "rag_curriculum.curricula:BuildConfig",
     "run_partition": "rag_curriculum.partition:partition",
@@ -39,6 +41,7 @@ _LAZY = {
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
     from .curricula import BuildConfig, build_curriculum
     from .evaluation import EvalConfig, run_eval
+    from .loaders import load_examples, sniff_dataset
     from .partition import PartitionConfig
     from .partition import partition as run_partition
     from .rewards import RagRlReward

@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.agents import get_agent_template
+from rag_curriculum.agents import get_agent_template, teacher_plans
 from rag_curriculum.agents._globalrag import (
     FORMAT_ERRORS,
     PLAN_ERRORS,
@@ -23,7 +23,6 @@ from rag_curriculum.agents._globalrag import (
     plan_from_questions,
     read_plans,
     render_table1,
-    teacher_plans,
     write_plans,
 )
 from rag_curriculum.agents.globalrag import main

@@ -11,7 +11,9 @@ process, or a server speaking ``POST /retrieve``) of rows.
 
 from __future__ import annotations
 
-from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+from typing import TYPE_CHECKING
+
+from .._plumbing import lazy_exports
 from ._globalrag import (  # GlobalRAG (docs/globalrag.md): its templates register on import
     GlobalRagTrace,
     Plan,
@@ -23,7 +25,6 @@ from ._globalrag import (  # GlobalRAG (docs/globalrag.md): its templates regist
     parse_plan,
     read_plans,
     render_table1,
-    teacher_plans,
     write_plans,
 )
 from ._react import (
@@ -39,17 +40,6 @@ from ._react import (
     react_steps,
     self_consistency,
 )
-from ._retrievers import (
-    Hit,
-    HttpRetriever,
-    IndexRetriever,
-    Retriever,
-    RetrieverError,
-    doc_lines,
-    open_retriever,
-    split_contents,
-)
-from ._rollout import STATUSES, RolloutConfig, SearchCall, SearchR1Format, Trajectory, run_rollouts, summarize
 from ._searchr1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
@@ -66,6 +56,44 @@ from ._searchr1 import (
     parse_turn,
 )
 
+#: The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), imported on first use:
+#: it reads indexes and calls backends, and a reward that parses a trajectory needs none of it. The formats above
+#: (templates, parsers) load with the package, so every template is registered as soon as one is asked for.
+_EXPORTS = {
+    "MODES": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
+    "hard_negative_count": "._difficulty", "noise_probability": "._difficulty",
+    "Hit": "._retrievers", "HttpRetriever": "._retrievers", "IndexRetriever": "._retrievers",
+    "Retriever": "._retrievers", "RetrieverError": "._retrievers", "doc_lines": "._retrievers",
+    "open_retriever": "._retrievers", "split_contents": "._retrievers",
+    "STATUSES": "._rollout", "RolloutConfig": "._rollout", "SearchCall": "._rollout", "SearchR1Format": "._rollout",
+    "Trajectory": "._rollout", "run_rollouts": "._rollout", "summarize": "._rollout",
+    "TeacherResult": "._teacher", "teacher_plans": "._teacher",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
+    from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+    from ._retrievers import (
+        Hit,
+        HttpRetriever,
+        IndexRetriever,
+        Retriever,
+        RetrieverError,
+        doc_lines,
+        open_retriever,
+        split_contents,
+    )
+    from ._rollout import (
+        STATUSES,
+        RolloutConfig,
+        SearchCall,
+        SearchR1Format,
+        Trajectory,
+        run_rollouts,
+        summarize,
+    )
+    from ._teacher import TeacherResult, teacher_plans
+
 __all__ = [
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "STOP", "TURN_ERRORS", "Hit",
     "HttpRetriever", "IndexRetriever", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig",
@@ -78,5 +106,5 @@ __all__ = [
     "self_consistency",
     # GlobalRAG
     "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "gold_plan", "gold_plans", "parse_globalrag",
-    "parse_plan", "read_plans", "render_table1", "teacher_plans", "write_plans",
+    "parse_plan", "read_plans", "render_table1", "TeacherResult", "teacher_plans", "write_plans",
 ]

@@ -1,6 +1,7 @@
 """GlobalRAG's protocol (Luo et al., ``../shared/papers/globalrag.txt`` section 3, appendices A, D, E): the prompt
 of Figure 7, the ``<plan>`` / ``<subPlan>`` / ``<search>`` / ``<subAnswer>`` / ``<answer>`` format, the plan's
-dependency graph, gold plan graphs from the datasets' own annotations, and the teacher path of appendix D.
+dependency graph, and gold plan graphs from the datasets' own annotations (the teacher path of appendix D,
+which runs rollouts, is :mod:`rag_curriculum.agents._teacher`).
 
 **The format** (the paper's case studies)::
 
@@ -45,16 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._metrics import exact_match, normalize_answer
+from .._metrics import normalize_answer
 from .._plumbing import atomic_write_bytes
 from ..errors import ConfigError, DataError
-from ._rollout import RolloutConfig, run_rollouts
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
 
 __all__ = [
     "FORMAT_ERRORS", "GLOBALRAG_PROMPT", "PLAN_ERRORS", "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError",
-    "PlanNode", "SubPlan", "TeacherResult", "gold_plan", "gold_plans", "parse_globalrag", "parse_plan",
-    "plan_from_questions", "read_plans", "render_table1", "teacher_plans", "write_plans",
+    "PlanNode", "SubPlan", "gold_plan", "gold_plans", "parse_globalrag", "parse_plan",
+    "plan_from_questions", "read_plans", "render_table1", "write_plans",
 ]
 
 #: Figure 7 of the paper (appendix A), verbatim; ``{question}`` takes the question.
@@ -608,59 +608,6 @@ def read_plans(path: str | Path) -> dict[str, Plan]:
                 raise DataError(str(e), kind=e.kind, path=str(path), record=f"line {i} (id {rec['id']})",
                                 field="nodes") from None
     return out
-
-
-# -- the teacher path (appendix D) ------------------------------------------------------------------------------
-@dataclass
-class TeacherResult:
-    """What a teacher run kept (plan-file records, origin ``teacher:MODEL``) and what it rejected, by filter:
-    ``topology`` (no valid acyclic plan), ``retrieval_budget`` (a sub-question searched more than
-    ``max_retrievals`` times or was never answered), ``answer`` (the final answer is not an exact match)."""
-
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    rejected: dict[str, list[str]] = field(default_factory=lambda: {"topology": [], "retrieval_budget": [],
-                                                                    "answer": []})
-
-
-def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: Any, sampling: Any, *,
-                  model: str, max_retrievals: int = 15, max_nodes: int = 6, template: str = "globalrag",
-                  topk: int = 3, max_context_tokens: int = 32768, seed: int = 0) -> TeacherResult:
-    """Golden trajectories through a teacher (any generation backend of the toolkit) following appendix D: the
-    teacher answers each row in GlobalRAG's format through the search environment (one rollout loop,
-    :func:`~rag_curriculum.agents.run_rollouts`, with a turn budget of ``max_nodes x max_retrievals + 1``), and the
-    trajectory is kept only if (1) its plan is topologically valid (parses, acyclic), (2) every sub-question was
-    answered within ``max_retrievals`` searches, (3) its final answer matches a gold answer exactly (SQuAD
-    normalisation). Kept plans carry the teacher's sub-answers and ``origin = "teacher:" + model``."""
-    if max_retrievals < 1 or max_nodes < 1:
-        raise ConfigError(f"max_retrievals and max_nodes must be >= 1 (got {max_retrievals}, {max_nodes})")
-    cfg = RolloutConfig(template=template, topk=topk, max_turns=max_nodes * max_retrievals + 1,
-                        max_context_tokens=max_context_tokens, seed=seed)
-    trajs = run_rollouts(backend, rows, retriever, sampling, n=1, config=cfg)
-    res = TeacherResult()
-    for row, t in zip(rows, trajs, strict=True):
-        rid = str(row["id"])
-        trace = parse_globalrag(t.text, require_search=False, require_all_subanswers=False, strict_end=False)
-        if trace.plan is None or len(trace.plan.nodes) > max_nodes:
-            res.rejected["topology"].append(rid)
-            continue
-        per_node: dict[str, int] = {}
-        for sp in trace.subplans:
-            for ph, _ in sp.bindings or [("?", "")]:
-                per_node[ph] = per_node.get(ph, 0) + len(sp.searches)
-        if any(v > max_retrievals for v in per_node.values()) or any(
-                n.placeholder not in trace.sub_answers for n in trace.plan.nodes):
-            res.rejected["retrieval_budget"].append(rid)
-            continue
-        answers = list(row.get("answers") or [])
-        if trace.answer is None or not exact_match(trace.answer, answers):
-            res.rejected["answer"].append(rid)
-            continue
-        plan = plan_from_questions([(n.question, n.placeholder, trace.sub_answers[n.placeholder])
-                                    for n in trace.plan.nodes], origin=f"teacher:{model}")
-        res.kept.append({"id": rid, "source": row.get("data_source") or row.get("source"),
-                         "question": row.get("question"), "answers": answers, **plan.to_dict(),
-                         "trajectory": t.text})
-    return res
 
 
 # -- the evaluation table (Table 1's layout) --------------------------------------------------------------------

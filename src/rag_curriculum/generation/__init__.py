@@ -14,6 +14,9 @@ public names are exported here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._plumbing import lazy_exports
 from ._base import (
     BACKENDS,
     GenerationBackend,
@@ -25,7 +28,13 @@ from ._base import (
     report_progress,
     seeded_call_supported,
 )
-from ._engine import EngineConfig
+
+#: In-process or Ray (``_engine``, with the Ray engine and the chunked runner behind it), imported on first use: a
+#: judge that calls a backend (the rewards') needs the interface above, not the runner or its shards.
+__getattr__, __dir__ = lazy_exports(__name__, {"EngineConfig": "._engine"}, globals())
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from ._engine import EngineConfig
 
 __all__ = [
     "BACKENDS", "EngineConfig", "GenerationBackend", "GenerationError", "IdenticalSamplesError", "PromptTooLongError", "SamplingConfig",

@@ -1,5 +1,7 @@
 """Rewards and metrics: the RAG-RL completion parser, answer / citation / joint metrics, the RAG-RL reward, and
-the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL.
+the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL,
+and its names load on first use (module ``__getattr__``), each from its private module: a reward loads what it
+needs (a judge's backend, an embedder, an agent's trajectory parser) and nothing of the others.
 
 Metrics (used by partition and eval as well as by the rewards):
 
@@ -29,12 +31,15 @@ registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-ci
 The engines' adapters are in their wings: :func:`rag_curriculum.train.reward_funcs_from_config` builds TRL's reward
 functions from a recipe, :mod:`rag_curriculum.verl.rewards` holds verl's ``compute_score`` and the others.
 
+>>> from rag_curriculum.rewards import citation_scores, exact_match, parse_completion
 >>> p = parse_completion("<reasoning>...</reasoning><answer>Final answer: the Sun\\nSupporting passages: Sun</answer>")
 >>> exact_match(p.answer, ["Sol", "Sun"]), citation_scores(p.citations, ["Sun", "Earth"]).recall
 (1.0, 0.5)
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .._metrics import (
     CitationScores,
@@ -47,39 +52,73 @@ from .._metrics import (
     joint_f1,
     normalize_answer,
 )
-from ._columns import completion_text
-from ._craft import (
-    CraftAnswerReward,
-    CraftBoundaryReward,
-    CraftBreakdown,
-    CraftEvidenceReward,
-    CraftFormatReward,
-    CraftJudgeReward,
-    CraftReward,
-)
-from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
-from ._formats import FORMATS, OutputFormat, get_format, register_format
-from ._globalrag import GlobalRagReward, anneal_weight
-from ._judge import CraftJudge
-from ._parser import (
-    DEFAULT_MAX_CHARS,
-    REASONS,
-    ParsedCompletion,
-    find_non_english,
-    parse_completion,
-    split_citations,
-)
-from ._rag_rl import RagRlAnswerReward, RagRlCitationReward, RagRlFormatReward, RagRlReward, RewardBreakdown
-from ._registry import REWARDS, get_reward, register_reward
-from ._scoring import (
-    ABSTENTION_ANSWER,
-    CompletionScore,
-    get_parser,
-    is_abstention,
-    passage_labels,
-    score_completion,
-)
-from ._veritas import VeritasJudge, VeritasReward, agreement, think_answer, trajectory_pairs
+from .._plumbing import lazy_exports
+
+#: name -> the private module defining it, imported on first use: importing one reward (verl's reward file loads
+#: ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or agent format.
+_EXPORTS = {
+    "completion_text": "._columns",
+    "CraftAnswerReward": "._craft", "CraftBoundaryReward": "._craft", "CraftBreakdown": "._craft",
+    "CraftEvidenceReward": "._craft", "CraftFormatReward": "._craft", "CraftJudgeReward": "._craft",
+    "CraftReward": "._craft",
+    "CRAFT_REASONS": "._craft_format", "CRAFT_VARIANTS": "._craft_format", "CraftParse": "._craft_format",
+    "cited_documents": "._craft_format", "parse_craft": "._craft_format",
+    "FORMATS": "._formats", "OutputFormat": "._formats", "get_format": "._formats",
+    "register_format": "._formats",
+    "GlobalRagReward": "._globalrag", "anneal_weight": "._globalrag",
+    "CraftJudge": "._judge",
+    "DEFAULT_MAX_CHARS": "._parser", "ParsedCompletion": "._parser", "REASONS": "._parser",
+    "find_non_english": "._parser", "parse_completion": "._parser", "split_citations": "._parser",
+    "RagRlAnswerReward": "._rag_rl", "RagRlCitationReward": "._rag_rl", "RagRlFormatReward": "._rag_rl",
+    "RagRlReward": "._rag_rl", "RewardBreakdown": "._rag_rl",
+    "REWARDS": "._registry", "get_reward": "._registry", "register_reward": "._registry",
+    "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "get_parser": "._scoring",
+    "is_abstention": "._scoring", "passage_labels": "._scoring", "score_completion": "._scoring",
+    "VeritasJudge": "._veritas", "VeritasReward": "._veritas", "agreement": "._veritas",
+    "think_answer": "._veritas", "trajectory_pairs": "._veritas",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
+    from ._columns import completion_text
+    from ._craft import (
+        CraftAnswerReward,
+        CraftBoundaryReward,
+        CraftBreakdown,
+        CraftEvidenceReward,
+        CraftFormatReward,
+        CraftJudgeReward,
+        CraftReward,
+    )
+    from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
+    from ._formats import FORMATS, OutputFormat, get_format, register_format
+    from ._globalrag import GlobalRagReward, anneal_weight
+    from ._judge import CraftJudge
+    from ._parser import (
+        DEFAULT_MAX_CHARS,
+        REASONS,
+        ParsedCompletion,
+        find_non_english,
+        parse_completion,
+        split_citations,
+    )
+    from ._rag_rl import (
+        RagRlAnswerReward,
+        RagRlCitationReward,
+        RagRlFormatReward,
+        RagRlReward,
+        RewardBreakdown,
+    )
+    from ._registry import REWARDS, get_reward, register_reward
+    from ._scoring import (
+        ABSTENTION_ANSWER,
+        CompletionScore,
+        get_parser,
+        is_abstention,
+        passage_labels,
+        score_completion,
+    )
+    from ._veritas import VeritasJudge, VeritasReward, agreement, think_answer, trajectory_pairs
 
 __all__ = [
     "CRAFT_REASONS",

@@ -24,6 +24,10 @@ the row's ``reward_model.ground_truth`` and ``extra_info``; the gold answers are
 ``reward_kwargs`` (in the config) set the reward's options; the keyword arguments verl adds itself are ignored.
 Each result is a dict: ``score`` (the total) plus every component and metric as a number (``acc`` is the exact
 match, the metric for DAPO-style group filtering).
+
+Loading this file loads the scoring code only: no generation backend, shard reader, retriever, pyarrow, numpy or
+torch (``tests/verl_wing/test_reward_imports.py`` holds it); a judge's backend (VERITAS's, behind a server) or an
+embedder (GlobalRAG's semantic term) is imported when a reward that uses one is built.
 """
 
 from __future__ import annotations
