@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install rag-curriculum with the training, test and Ray extras.
 # Sourced by scripts/quickstart.sh and scripts/test.sh; safe to run again (it only installs what is missing).
+# VENV=DIR makes the environment there instead (scripts/setup_trl_newest.sh does).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
 fi
 # shellcheck disable=SC1091
-. .venv/bin/activate
+. "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # PyTorch first, pinned. Which build:
 #   - TORCH_INDEX_URL=URL takes torch from that index, e.g. the CPU wheels (small, no CUDA libraries):

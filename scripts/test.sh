@@ -6,6 +6,8 @@
 #   verl  .venv-verl  verl 0.9.1's own dataset, sampler, data loader and reward loop on the toolkit's shards
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
+#   trl-newest .venv-trl-newest  (not by default; a scheduled job) the trainer's tests against the newest TRL the
+#                     pin allows: the toolkit's GRPOTrainer overrides two private TRL methods (train/_trainer.py)
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's); the engine tiers
 # skip themselves in the main environment. Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
 # While the main tier's tests run, the engine tiers' environments are made in the background, one after another
@@ -19,6 +21,9 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
+# The tests that drive TRL's GRPOTrainer (the trl-newest tier runs them)
+TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
+               tests/curricula/test_prompt_lengths.py)
 # What each tier runs and how long it took on a fresh clone of a 2-core CI machine (docs/development.md; a loaded
 # machine takes up to twice as long): said before the tier starts.
 about() {
@@ -28,6 +33,7 @@ about() {
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
+    trl-newest) echo "the trainer's tests against the newest TRL the pin allows in .venv-trl-newest; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
   esac
 }
@@ -70,7 +76,10 @@ for tier in $TIERS; do
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
         --ignore=tests/tier_core "$@" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, notrain)" >&2; exit 2 ;;
+    trl-newest)
+      bash scripts/setup_trl_newest.sh
+      .venv-trl-newest/bin/python "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, notrain, trl-newest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included)"
 done

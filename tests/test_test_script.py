@@ -60,3 +60,21 @@ def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broke
     assert f"{broken}-setup-broke" in r.stdout + r.stderr
     assert f"tier {broken}: passed" not in r.stdout and f"{broken}-tests-ran" not in r.stdout
     assert "tier main: passed" in r.stdout
+
+
+def test_the_trl_newest_tier_is_opt_in_and_runs_the_trainer_tests(sandbox):
+    """``TIERS=trl-newest``: its own setup (TRL upgraded within the pin), then the tests that drive TRL's
+    GRPOTrainer, every one of which exists; the default run leaves it out (a scheduled job runs it)."""
+    (sandbox / "scripts" / "setup_trl_newest.sh").write_text("echo trl-newest-setup\n")
+    py = sandbox / ".venv-trl-newest" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text('#!/usr/bin/env bash\necho "trl-newest-tests-ran $*"\n')
+    py.chmod(0o755)
+    assert "trl-newest" not in _run(sandbox).stdout
+    r = _run(sandbox, TIERS="trl-newest")
+    assert r.returncode == 0, r.stderr
+    assert "trl-newest-setup" in r.stdout and "tier trl-newest: passed" in r.stdout
+    ran = next(line for line in r.stdout.splitlines() if line.startswith("trl-newest-tests-ran"))
+    paths = [a for a in ran.split() if a.startswith("tests/")]
+    assert len(paths) == 4 and "tests/train" in paths
+    assert all((ROOT / p).exists() for p in paths), paths

@@ -26,12 +26,11 @@ ROLLOUTS: list[dict] = []  # what the rollout function returned
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.train import SearchRollout, compose_train_config, train
-    from rag_curriculum.train._trl import _classes
+    from rag_curriculum.train._trainer import CurriculumGRPOTrainer as trainer_cls
 
     index = tmp_path_factory.mktemp("search-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=20))
     out = tmp_path_factory.mktemp("search-run") / "run"
-    trainer_cls, _ = _classes()
     original = trainer_cls._generate_and_score_completions
     call = SearchRollout.__call__
 

@@ -46,12 +46,11 @@ def qwen_template_model(tiny_model_dir, tmp_path_factory) -> Path:
 def trained(tmp_path_factory, qwen_template_model, min_max_shards):
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.train import SearchEnvironment, compose_train_config, train
-    from rag_curriculum.train._trl import _classes
+    from rag_curriculum.train._trainer import CurriculumGRPOTrainer as trainer_cls
 
     index = tmp_path_factory.mktemp("tools-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=20))
     out = tmp_path_factory.mktemp("tools-run") / "run"
-    trainer_cls, _ = _classes()
     original_score = trainer_cls._generate_and_score_completions
     original_turn = trainer_cls._generate_single_turn
 

@@ -3,7 +3,7 @@ the level of each row's searches, or the probability ``p`` that their gold passa
 schedule moves ``p`` over the run's steps (docs/search-agents.md, "Difficulty a searching model feels").
 
 :class:`SearchCurriculumHook` has the interface of :class:`~rag_curriculum.train.adaptive.AdaptiveHook` and sits in
-the same trainer (:func:`~rag_curriculum.train.adaptive.trainer_class`), so TRL's grouping, the gathering across
+the same trainer (``train/_trainer.py``, ``trainer.adaptive``), so TRL's grouping, the gathering across
 processes, the checkpoints and the resume are the closed-context curriculum's:
 
 1. before a training generation batch is generated, each row gets the controller's level for it (per question for

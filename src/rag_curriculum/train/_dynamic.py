@@ -319,172 +319,154 @@ def make_hook(cfg: Any, *, num_rows: int, num_generations: int, rows_file: Path 
                        rows_file=rows_file)
 
 
-@functools.cache
-def trainer_class(base: type) -> type:
-    """``base`` (the toolkit's ``GRPOTrainer``, adaptive or not) with dynamic sampling."""
+def _pad_token_id(trainer: Any) -> int:
+    """The pad token of the trainer's tokenizer (``processing_class``, or a processor's ``tokenizer``)."""
+    pc = trainer.processing_class
+    return int(getattr(pc, "tokenizer", pc).pad_token_id)
+
+
+def dynamic_batch(trainer: Any, hook: DynamicHook, want: int) -> tuple[dict[str, Any], dict[str, float]]:
+    """One training generation batch of ``want`` informative groups, in curriculum order: generates and scores the
+    next rows (``trainer.generate_and_score``: TRL's own code), drops the groups the filter finds uninformative,
+    refills up to ``max_refills`` times, and merges the kept groups (the slots left short masked) into one batch of
+    the usual shape. Returns the batch and the metrics to log (``dynamic/*``, and the trained rows' ``curriculum/*``).
+    The trainer's last scored batch (``trainer.scored``: rewards per function, rows, completions) is what the filter
+    reads."""
     import torch
 
-    class DynamicGRPOTrainer(base):
-        """Generates, scores and filters each training generation batch until it holds only informative groups
-        (or ``max_refills`` is spent), in curriculum order; saves and restores the filter with the checkpoints."""
-
-        dynamic: DynamicHook | None = None
-        _dyn_scored: tuple | None = None
-
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            if self.dynamic is not None and self.model.training:
-                self._dyn_scored = (rewards_per_func.detach(), list(inputs), list(completions))
-            return rewards_per_func
-
-        def _generate_and_score_completions(self, inputs):
-            hook = self.dynamic if self.model.training else None
-            if hook is None:
-                return super()._generate_and_score_completions(inputs)
-            return self._dynamic_batch(hook, len(inputs) // self.num_generations)
-
-        def _dynamic_batch(self, hook: DynamicHook, want: int) -> dict[str, Any]:
-            flt, g = hook.filter, self.num_generations
-            recorder, self.recorder = self.recorder, None  # the trained rows are recorded below
-            pieces: list[tuple[dict, list]] = []  # (TRL's output, the rows it scored: G copies each)
-            kept: list[tuple[int, int, int]] = []  # (piece, first completion, dataset position), curriculum order
-            spare: list[tuple[int, int, int]] = []  # dropped groups: they fill a batch the refills left short
-            generated: list[int] = []
-            rewound: list[int] = []
-            informative = 0
-            fates: dict[int, str] = {}
-            spreads: dict[int, float | None] = {}
-            retried = refills = 0
-            gen_seconds, t0 = 0.0, time.perf_counter()
-            positions = flt.take(want)
-            if not positions:
-                raise ConfigError("dynamic sampling: no rows left to generate from (every row of the curriculum "
-                                  "has been shown); the run should have ended at the step before")
-            try:
-                while positions:
-                    retried += sum(1 for p in positions if flt.attempts.get(p, 0))
-                    rows = [self.train_dataset[p] for p in positions]
-                    t = time.perf_counter()
-                    out = super()._generate_and_score_completions([r for r in rows for _ in range(g)])
-                    gen_seconds += time.perf_counter() - t
-                    rewards_per_func, scored_rows, completions = self._dyn_scored
-                    values = hook.values(rewards_per_func, self.reward_weights, scored_rows, completions)
-                    groups = [values[i * g:(i + 1) * g] for i in range(len(positions))]
-                    pieces.append((out, scored_rows))
-                    for k, (pos, ok) in enumerate(zip(positions, flt.informative(groups), strict=True)):
-                        generated.append(pos)
-                        informative += ok
-                        finite = [v for v in groups[k] if not math.isnan(v)]
-                        spreads[pos] = (max(finite) - min(finite)) if finite else None
-                        if len(kept) >= want:  # past the batch's need: given back, shown first next batch
-                            rewound.append(pos)
-                        elif ok:
-                            kept.append((len(pieces) - 1, k * g, pos))
-                        else:
-                            spare.append((len(pieces) - 1, k * g, pos))
-                            fates[pos] = flt.drop(pos)
-                    if rewound:
-                        flt.give_back(rewound)
-                    if len(kept) >= want or refills >= flt.max_refills:
-                        break
-                    positions = flt.take(flt.refill_size(want - len(kept), want, informative=informative,
-                                                         generated=len(generated)))
-                    refills += bool(positions)
-            finally:
-                self.recorder = recorder
-            # the batch TRL trains on: the informative groups in order; slots left short hold dropped groups (or,
-            # at the very end of the curriculum, copies of the last group) with their loss mask zeroed
-            layout = [(p, s, pos, False) for p, s, pos in kept[:want]]
-            filler = spare or kept
-            n_masked = want - len(layout)
-            layout += [(*filler[i % len(filler)], True) for i in range(n_masked)]
-            selections: list[tuple[dict, list[int]]] = []
-            for p, s, _pos, _m in layout:  # consecutive groups of one generation call: one selection
-                if selections and selections[-1][0] is pieces[p][0]:
-                    selections[-1][1].extend(range(s, s + g))
+    flt, g = hook.filter, trainer.num_generations
+    recorder, trainer.recorder = trainer.recorder, None  # the trained rows are recorded below
+    pieces: list[tuple[dict, list]] = []  # (TRL's output, the rows it scored: G copies each)
+    kept: list[tuple[int, int, int]] = []  # (piece, first completion, dataset position), curriculum order
+    spare: list[tuple[int, int, int]] = []  # dropped groups: they fill a batch the refills left short
+    generated: list[int] = []
+    rewound: list[int] = []
+    informative = 0
+    fates: dict[int, str] = {}
+    spreads: dict[int, float | None] = {}
+    retried = refills = 0
+    gen_seconds, t0 = 0.0, time.perf_counter()
+    positions = flt.take(want)
+    if not positions:
+        raise ConfigError("dynamic sampling: no rows left to generate from (every row of the curriculum "
+                          "has been shown); the run should have ended at the step before")
+    try:
+        while positions:
+            retried += sum(1 for p in positions if flt.attempts.get(p, 0))
+            rows = [trainer.train_dataset[p] for p in positions]
+            t = time.perf_counter()
+            out = trainer.generate_and_score([r for r in rows for _ in range(g)])
+            gen_seconds += time.perf_counter() - t
+            rewards_per_func, scored_rows, completions = trainer.scored
+            values = hook.values(rewards_per_func, trainer.reward_weights, scored_rows, completions)
+            groups = [values[i * g:(i + 1) * g] for i in range(len(positions))]
+            pieces.append((out, scored_rows))
+            for k, (pos, ok) in enumerate(zip(positions, flt.informative(groups), strict=True)):
+                generated.append(pos)
+                informative += ok
+                finite = [v for v in groups[k] if not math.isnan(v)]
+                spreads[pos] = (max(finite) - min(finite)) if finite else None
+                if len(kept) >= want:  # past the batch's need: given back, shown first next batch
+                    rewound.append(pos)
+                elif ok:
+                    kept.append((len(pieces) - 1, k * g, pos))
                 else:
-                    selections.append((pieces[p][0], list(range(s, s + g))))
-            masked = [m for _p, _s, _pos, m in layout for _ in range(g)]
-            merged = merge_outputs(selections, pad_token_id=int(self._tokenizer.pad_token_id),
-                                   pad_to_multiple_of=self.pad_to_multiple_of, masked=masked)
-            merged[POSITION_KEY] = torch.tensor([pos for _p, _s, pos, _m in layout for _ in range(g)],
-                                                dtype=torch.long, device=merged["advantages"].device)
-            loss_mask = merged["completion_mask"]
-            if "tool_mask" in merged:
-                loss_mask = loss_mask * merged["tool_mask"]
-            merged["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-            trained_rows = [pieces[p][1][s] for p, s, _pos, m in layout if not m]
-            self._dyn_record(hook, recorder, [pos for _p, _s, pos, m in layout if not m], trained_rows, generated,
-                             informative, rewound, fates, spreads, refills, n_masked, retried, want, gen_seconds,
-                             time.perf_counter() - t0)
-            return merged
+                    spare.append((len(pieces) - 1, k * g, pos))
+                    fates[pos] = flt.drop(pos)
+            if rewound:
+                flt.give_back(rewound)
+            if len(kept) >= want or refills >= flt.max_refills:
+                break
+            positions = flt.take(flt.refill_size(want - len(kept), want, informative=informative,
+                                                 generated=len(generated)))
+            refills += bool(positions)
+    finally:
+        trainer.recorder = recorder
+    # the batch TRL trains on: the informative groups in order; slots left short hold dropped groups (or, at the
+    # very end of the curriculum, copies of the last group) with their loss mask zeroed
+    layout = [(p, s, pos, False) for p, s, pos in kept[:want]]
+    filler = spare or kept
+    n_masked = want - len(layout)
+    layout += [(*filler[i % len(filler)], True) for i in range(n_masked)]
+    selections: list[tuple[dict, list[int]]] = []
+    for p, s, _pos, _m in layout:  # consecutive groups of one generation call: one selection
+        if selections and selections[-1][0] is pieces[p][0]:
+            selections[-1][1].extend(range(s, s + g))
+        else:
+            selections.append((pieces[p][0], list(range(s, s + g))))
+    masked = [m for _p, _s, _pos, m in layout for _ in range(g)]
+    merged = merge_outputs(selections, pad_token_id=_pad_token_id(trainer),
+                           pad_to_multiple_of=trainer.pad_to_multiple_of, masked=masked)
+    merged[POSITION_KEY] = torch.tensor([pos for _p, _s, pos, _m in layout for _ in range(g)],
+                                        dtype=torch.long, device=merged["advantages"].device)
+    loss_mask = merged["completion_mask"]
+    if "tool_mask" in merged:
+        loss_mask = loss_mask * merged["tool_mask"]
+    merged["num_items_in_batch"] = trainer.accelerator.gather(loss_mask.sum()).sum()
+    trained_rows = [pieces[p][1][s] for p, s, _pos, m in layout if not m]
+    metrics = _record(trainer, hook, recorder, [pos for _p, _s, pos, m in layout if not m], trained_rows,
+                      generated, informative, rewound, fates, spreads, refills, n_masked, retried, want, gen_seconds,
+                      time.perf_counter() - t0)
+    return merged, metrics
 
-        def _dyn_record(self, hook, recorder, trained, trained_rows, generated, informative, rewound, fates,
-                        spreads, refills, n_masked, retried, want, gen_seconds, seconds) -> None:
-            flt, g = hook.filter, self.num_generations
-            index = self._dyn_index
-            if recorder is not None:  # the rows the loss sees, G copies each, masked groups left out
-                rows = [{k: r.get(k) for k in ROW_KEYS if k in r} for r in trained_rows]
-                recorder.add([r for r in rows for _ in range(g)])
-                for key, value in row_stats(distinct_rows(rows)).items():
-                    if getattr(self, "adaptive", None) is not None and key.startswith("level"):
-                        continue  # the adaptive hook logs the levels it rendered
-                    self._metrics["train"][f"curriculum/{key}"].append(value)
-            dropped = list(fates)
-            t = flt.totals
-            t["batches"] += 1
-            t["generated_groups"] += len(generated)
-            t["informative_groups"] += informative
-            t["trained_groups"] += len(trained)
-            t["masked_groups"] += n_masked
-            t["dropped_groups"] += len(dropped)
-            t["refills"] += refills
-            t["retried_rows"] += retried
-            record = {
-                "step": self.state.global_step + 1, "batch": flt.batch, "refills": refills,
-                "generated": [index(p) for p in generated], "trained": [index(p) for p in trained],
-                "dropped": [index(p) for p in dropped],
-                "retired": [index(p) for p, f in fates.items() if f == "retired"],
-                "requeued": [index(p) for p, f in fates.items() if f == "retry"], "retried": retried,
-                "rewound": [index(p) for p in rewound],
-                "masked_groups": n_masked, "generated_groups": len(generated), "informative_groups": informative,
-                "trained_fraction_informative": len(trained) / want,
-                "generation_per_informative_group": len(generated) / max(len(trained), 1),
-                "spread": {str(index(p)): s for p, s in spreads.items()},
-                "cursor": flt.cursor, "waiting_retry": len(flt.retries), "retired_total": t["retired_rows"],
-                "filter_seconds": max(seconds - gen_seconds, 0.0), "generation_seconds": gen_seconds,
-            }
-            hook.write(record)
-            flt.batch += 1
-            m = self._metrics["train"]
-            m["dynamic/informative_fraction"].append(informative / max(len(generated), 1))
-            m["dynamic/trained_informative_fraction"].append(len(trained) / want)
-            m["dynamic/refills"].append(float(refills))
-            m["dynamic/generated_groups"].append(float(len(generated)))
-            m["dynamic/generation_per_informative_group"].append(len(generated) / max(len(trained), 1))
-            m["dynamic/masked_groups"].append(float(n_masked))
-            m["dynamic/retired_rows"].append(float(t["retired_rows"]))
-            m["dynamic/rows_left"].append(float(flt.remaining()))
-            m["dynamic/filter_seconds"].append(record["filter_seconds"])
 
-        def _dyn_index(self, position: int) -> Any:
-            cols = self.train_dataset.column_names
-            key = "curriculum_index" if "curriculum_index" in cols else "id" if "id" in cols else None
-            return self.train_dataset[position][key] if key else position
+def _record(trainer, hook, recorder, trained, trained_rows, generated, informative, rewound, fates, spreads,
+            refills, n_masked, retried, want, gen_seconds, seconds) -> dict[str, float]:
+    """The batch's record (``curriculum_dynamic.jsonl``), the trained rows handed to the step recorder, the filter's
+    totals counted; returns the metrics to log."""
+    flt, g = hook.filter, trainer.num_generations
 
-        def _save_checkpoint(self, model, trial):
-            super()._save_checkpoint(model, trial)
-            if self.dynamic is not None and self.args.should_save:
-                ckpt = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-                if ckpt.is_dir():
-                    self.dynamic.save(ckpt)
+    def index(position: int) -> Any:
+        cols = trainer.train_dataset.column_names
+        key = "curriculum_index" if "curriculum_index" in cols else "id" if "id" in cols else None
+        return trainer.train_dataset[position][key] if key else position
 
-        def _load_optimizer_and_scheduler(self, checkpoint):
-            super()._load_optimizer_and_scheduler(checkpoint)
-            if self.dynamic is not None and checkpoint is not None:
-                self.dynamic.load(Path(checkpoint))
-
-    return DynamicGRPOTrainer
+    metrics: dict[str, float] = {}
+    if recorder is not None:  # the rows the loss sees, G copies each, masked groups left out
+        rows = [{k: r.get(k) for k in ROW_KEYS if k in r} for r in trained_rows]
+        recorder.add([r for r in rows for _ in range(g)])
+        for key, value in row_stats(distinct_rows(rows)).items():
+            if trainer.adaptive is not None and key.startswith("level"):
+                continue  # the adaptive hook logs the levels it rendered
+            metrics[f"curriculum/{key}"] = value
+    dropped = list(fates)
+    t = flt.totals
+    t["batches"] += 1
+    t["generated_groups"] += len(generated)
+    t["informative_groups"] += informative
+    t["trained_groups"] += len(trained)
+    t["masked_groups"] += n_masked
+    t["dropped_groups"] += len(dropped)
+    t["refills"] += refills
+    t["retried_rows"] += retried
+    record = {
+        "step": trainer.state.global_step + 1, "batch": flt.batch, "refills": refills,
+        "generated": [index(p) for p in generated], "trained": [index(p) for p in trained],
+        "dropped": [index(p) for p in dropped],
+        "retired": [index(p) for p, f in fates.items() if f == "retired"],
+        "requeued": [index(p) for p, f in fates.items() if f == "retry"], "retried": retried,
+        "rewound": [index(p) for p in rewound],
+        "masked_groups": n_masked, "generated_groups": len(generated), "informative_groups": informative,
+        "trained_fraction_informative": len(trained) / want,
+        "generation_per_informative_group": len(generated) / max(len(trained), 1),
+        "spread": {str(index(p)): s for p, s in spreads.items()},
+        "cursor": flt.cursor, "waiting_retry": len(flt.retries), "retired_total": t["retired_rows"],
+        "filter_seconds": max(seconds - gen_seconds, 0.0), "generation_seconds": gen_seconds,
+    }
+    hook.write(record)
+    flt.batch += 1
+    metrics.update({
+        "dynamic/informative_fraction": informative / max(len(generated), 1),
+        "dynamic/trained_informative_fraction": len(trained) / want,
+        "dynamic/refills": float(refills),
+        "dynamic/generated_groups": float(len(generated)),
+        "dynamic/generation_per_informative_group": len(generated) / max(len(trained), 1),
+        "dynamic/masked_groups": float(n_masked),
+        "dynamic/retired_rows": float(t["retired_rows"]),
+        "dynamic/rows_left": float(flt.remaining()),
+        "dynamic/filter_seconds": record["filter_seconds"],
+    })
+    return metrics
 
 
 @functools.cache

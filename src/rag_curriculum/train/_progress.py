@@ -35,6 +35,16 @@ log = logging.getLogger(__name__)
 #: The columns recorded per row (everything else in a row stays with the trainer).
 ROW_KEYS = ("curriculum_index", "id", "level", "hops")
 STEPS_FILE = "curriculum_steps.jsonl"
+#: The batch plan saved beside every checkpoint (a resume checks it continues the same curriculum).
+CHECKPOINT_PLAN = "curriculum_plan.json"
+
+
+def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
+    """Rows of the curriculum trained after ``global_step`` optimiser steps (where a resumed run continues):
+    HF's Trainer skips ``global_step x gradient_accumulation_steps`` dataloader batches, and TRL's sampler yields
+    each chunk of ``prompts_per_generation`` rows ``steps_per_generation x num_iterations`` times."""
+    per_chunk = args.steps_per_generation * args.num_iterations
+    return global_step * args.gradient_accumulation_steps // per_chunk * prompts_per_generation
 
 
 def _key(row: Mapping[str, Any]) -> Any:

@@ -1,82 +1,137 @@
-"""The toolkit's ``GRPOTrainer`` and its callback, below the run (:mod:`._trl`) and the hooks that subclass the
-trainer (:mod:`.adaptive`, :mod:`.dynamic`): TRL's ``GRPOTrainer`` with the rows of each generation batch handed
-to a :class:`~rag_curriculum.train._progress.StepRecorder`, and the callback that checks and logs them per step and
-saves the batch plan beside every checkpoint.
+"""The toolkit's ``GRPOTrainer`` and its callback: the one module that overrides TRL's private methods.
 
-transformers and TRL are imported inside the functions only.
+TRL gives a run public hooks for what it hands the trainer (reward functions, ``rollout_func``,
+``environment_factory``, callbacks), and the toolkit uses them wherever they reach: the rewards, the search agents'
+rollouts and tools, and everything a checkpoint keeps (:class:`CurriculumCallback`, through transformers'
+``on_train_begin`` / ``on_step_end`` / ``on_save``). Two needs of a curriculum no public hook meets, so
+:class:`CurriculumGRPOTrainer` overrides two private methods, each a few lines that hand the work to the hooks a run
+sets on the trainer (``recorder``: the rows of each step, :mod:`._progress`; ``adaptive``: the levels of an
+adaptive curriculum, :mod:`.adaptive` or :mod:`._agent_adaptive`; ``dynamic``: dynamic sampling, :mod:`._dynamic`):
+
+* ``_generate_and_score_completions(inputs)``: the rows of a generation batch, before TRL generates them;
+* ``_calculate_rewards(inputs, prompts, completions, completion_ids_list)``: the batch's rewards of every reward
+  function, gathered from every process.
+
+Besides them the trainer reads TRL's ``_metrics["train"]`` (the per-step metric lists TRL logs; a reward function's
+``log_metric`` logs one function's values, not a batch's level or refills) and the public attributes
+``accelerator``, ``num_generations``, ``reward_weights``, ``pad_to_multiple_of``, ``processing_class``,
+``train_dataset`` and ``state``.
+
+TRL versions checked: 1.0.0 (the floor of the pin ``trl>=1.0,<2``; its source read) and 1.16.0 (the newest 1.x
+release on PyPI, which the tests run on): both define the two methods with these signatures,
+``_generate_and_score_completions`` calls ``_calculate_rewards`` once, which returns the rewards gathered from every
+process, and ``_metrics`` is a dict of ``defaultdict(list)`` by mode. ``TIERS=trl-newest bash scripts/test.sh`` runs
+the trainer's tests against the newest TRL the pin allows (docs/development.md).
+
+TRL and transformers are imported at the top of this module: :func:`rag_curriculum.train.train` imports it inside
+the function, so importing the package stays light.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
 from .._plumbing import mask_secrets
 from ..shards import write_json
-from ._progress import ROW_KEYS, StepRecorder, distinct_rows, row_stats
+from ._dynamic import dynamic_batch
+from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
+from .adaptive import feed_back
 
-#: The batch plan saved beside every checkpoint (a resume checks it continues the same curriculum).
-CHECKPOINT_PLAN = "curriculum_plan.json"
-
-
-def rows_done(global_step: int, args: Any, prompts_per_generation: int) -> int:
-    """Rows of the curriculum trained after ``global_step`` optimiser steps (where a resumed run continues):
-    HF's Trainer skips ``global_step x gradient_accumulation_steps`` dataloader batches, and TRL's sampler yields
-    each chunk of ``prompts_per_generation`` rows ``steps_per_generation x num_iterations`` times."""
-    per_chunk = args.steps_per_generation * args.num_iterations
-    return global_step * args.gradient_accumulation_steps // per_chunk * prompts_per_generation
+__all__ = ["CurriculumCallback", "CurriculumGRPOTrainer"]
 
 
-@functools.cache
-def curriculum_classes() -> tuple[type, type]:
-    """TRL's GRPOTrainer with a hook that records the rows of each generation batch, and the callback that checks
-    and logs them per step (made on first use, so importing this module imports neither)."""
-    from transformers import TrainerCallback
-    from trl import GRPOTrainer
+class CurriculumGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` in curriculum order: hands the rows of every training generation batch (all processes,
+    sampler order) to the :class:`~rag_curriculum.train._progress.StepRecorder` and logs their level and hops as
+    ``curriculum/*`` metrics; renders each batch at an adaptive controller's levels and feeds the scored batch back
+    (``adaptive``); with dynamic sampling (``dynamic``), generates until a batch holds informative groups only."""
 
-    class CurriculumGRPOTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer``; also hands the rows of every training generation batch (all processes, sampler
-        order) to a :class:`StepRecorder` and logs their level and hops as ``curriculum/*`` metrics."""
+    recorder: StepRecorder | None = None
+    adaptive: Any = None  # an AdaptiveHook or a SearchCurriculumHook
+    dynamic: Any = None  # a DynamicHook
+    current_inputs: list | None = None  # the rows of the batch being generated (the search rollout reads them)
+    scored: tuple | None = None  # (rewards per function, rows, completions) of the last batch scored
 
-        recorder: StepRecorder | None = None
+    def _generate_and_score_completions(self, inputs):
+        # No public hook sees a generation batch's rows before TRL generates them (``rollout_func`` gets the prompts
+        # only, and replaces generation), and none lets a batch be generated again: the curriculum records the rows,
+        # renders them at the controller's levels, and dynamic sampling refills the batch.
+        if self.dynamic is not None and self.model.training:
+            batch, metrics = dynamic_batch(self, self.dynamic, len(inputs) // self.num_generations)
+            self._log_train(metrics)
+            return batch
+        return self.generate_and_score(inputs)
 
-        current_inputs: list | None = None  # the rows of the batch being generated (a rollout_func reads them)
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # No public hook sees a batch's rewards: each reward function sees its own scores of this process's
+        # completions; the adaptive controller and dynamic sampling read every function's, from every process.
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training:
+            if self.adaptive is not None:
+                metrics = feed_back(self, self.adaptive, rewards_per_func, inputs, prompts, completions)
+                if self.recorder is not None:  # the recorder logs the level shown from the same rows
+                    metrics.pop("curriculum/level_mean", None)
+                self._log_train(metrics)
+            if self.dynamic is not None:
+                self.scored = (rewards_per_func.detach(), list(inputs), list(completions))
+        return rewards_per_func
 
-        def _generate_and_score_completions(self, inputs):
-            self.current_inputs = inputs
-            if self.model.training and self.recorder is not None:
-                rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
-                if self.accelerator.num_processes > 1:
-                    from accelerate.utils import gather_object
+    def generate_and_score(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """TRL's generation and scoring of ``inputs`` (this process's rows, each prompt ``num_generations`` times in
+        a row), after the adaptive hook renders them at its levels; a training batch's rows are recorded."""
+        training = self.model.training
+        if self.adaptive is not None and training:
+            inputs = self.adaptive.render(inputs)
+        self.current_inputs = inputs
+        if training and self.recorder is not None:
+            rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
+            if self.accelerator.num_processes > 1:
+                from accelerate.utils import gather_object
 
-                    rows = gather_object(rows)
-                self.recorder.add(rows)
-                for key, value in row_stats(distinct_rows(rows)).items():
-                    self._metrics["train"][f"curriculum/{key}"].append(value)
-            return super()._generate_and_score_completions(inputs)
+                rows = gather_object(rows)
+            self.recorder.add(rows)
+            self._log_train({f"curriculum/{key}": value for key, value in row_stats(distinct_rows(rows)).items()})
+        return super()._generate_and_score_completions(inputs)
 
-    class CurriculumCallback(TrainerCallback):
-        """Per optimiser step: check the rows against the curriculum and write them to ``curriculum_steps.jsonl``;
-        per checkpoint: save the batch plan beside it, so a resume can check it continues the same curriculum."""
+    def _log_train(self, metrics: Mapping[str, float]) -> None:
+        for name, value in metrics.items():
+            self._metrics["train"][name].append(value)
 
-        def __init__(self, recorder: StepRecorder, plan: Mapping[str, Any]) -> None:
-            self.recorder = recorder
-            self.plan = dict(plan)
 
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]))
+class CurriculumCallback(TrainerCallback):
+    """Per optimiser step: check the rows against the curriculum and write them to ``curriculum_steps.jsonl``;
+    per checkpoint: save the batch plan beside it (a resume checks it continues the same curriculum) and the state of
+    every hook (the adaptive controller, the dynamic filter); on resume, restore those states first."""
 
-        def on_step_end(self, args, state, control, **kwargs):
-            self.recorder.end_step(state.global_step)
+    def __init__(self, recorder: StepRecorder, plan: Mapping[str, Any], *, hooks: Sequence[Any] = (),
+                 resume: str | None = None) -> None:
+        self.recorder = recorder
+        self.plan = dict(plan)
+        self.hooks = [h for h in hooks if h is not None]
+        self.resume = resume
 
-        def on_save(self, args, state, control, **kwargs):
-            if state.is_world_process_zero:
-                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-                if ckpt.is_dir():
-                    write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
-                        **self.plan, "global_step": state.global_step,
-                        "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.resume is not None:
+            for hook in self.hooks:
+                hook.load(Path(self.resume))
+        self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]))
 
-    return CurriculumGRPOTrainer, CurriculumCallback
+    def on_step_end(self, args, state, control, **kwargs):
+        self.recorder.end_step(state.global_step)
+
+    def on_save(self, args, state, control, **kwargs):
+        ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if not ckpt.is_dir():
+            return
+        if args.should_save:
+            for hook in self.hooks:
+                hook.save(ckpt)
+        if state.is_world_process_zero:
+            write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
+                **self.plan, "global_step": state.global_step,
+                "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))

@@ -28,16 +28,12 @@ from ._config import TrainConfig
 from ._lengths import check_trl_lengths
 from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
-from ._progress import STEPS_FILE, StepRecorder, compact_progress_callback
+from ._progress import CHECKPOINT_PLAN, STEPS_FILE, StepRecorder, compact_progress_callback, rows_done
 from ._recipes import save_run_files
 from ._rewards import reward_funcs_from_config
 from ._rollout import rollout_from_config, search_prompts
 from ._tools import environment_from_config
-from ._trainer import CHECKPOINT_PLAN, curriculum_classes, rows_done
-from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels, trainer_class
-
-#: TRL's GRPOTrainer with the toolkit's row recorder, and its callback (:func:`._trainer.curriculum_classes`).
-_classes = curriculum_classes
+from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +286,13 @@ def _warn_mid_generation(checkpoint: str, args: Any) -> None:
             per_generation / args.gradient_accumulation_steps)
 
 
+def curriculum_classes() -> tuple[type, type]:
+    """The toolkit's ``GRPOTrainer`` and its callback (:mod:`._trainer`, which imports TRL and transformers)."""
+    from ._trainer import CurriculumCallback, CurriculumGRPOTrainer
+
+    return CurriculumGRPOTrainer, CurriculumCallback
+
+
 def load_curriculum(cfg: TrainConfig):
     """The shards as a ``datasets.Dataset`` in curriculum order (checked), and their manifest."""
     manifest = validate_shards(cfg.data.shards, check_hashes=cfg.data.verify)
@@ -406,11 +409,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
     trainer_cls, callback_cls = curriculum_classes()
-    if hook is not None:
-        trainer_cls = trainer_class()
     usable = len(dataset) - (plan.unseen_rows or 0)
     if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order
-        trainer_cls = dyn.trainer_class(trainer_cls)
         callbacks = [*callbacks, dyn.callback_class()(dynamic, plan.to_dict())]
     recorder = StepRecorder(indices if dynamic is None else None, usable=usable, policy=cfg.data.order_policy,
                             path=steps_file if args.process_index == 0 else None)
@@ -423,7 +423,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
-        callbacks=[callback_cls(recorder, run_plan), *callbacks], **extra,
+        callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
     )
     trainer.recorder = recorder
     from transformers.trainer_callback import ProgressCallback

@@ -1,6 +1,6 @@
 """Adaptive curricula on TRL: the level of each generation batch follows the model (docs/adaptive.md).
 
-:class:`AdaptiveHook` sits in the toolkit's ``GRPOTrainer`` subclass (:func:`trainer_class`):
+:class:`AdaptiveHook` sits in the toolkit's ``GRPOTrainer`` subclass (``train/_trainer.py``, ``trainer.adaptive``):
 
 1. before a training generation batch is generated, each row (TRL's sampler gives every prompt
    ``num_generations`` times, in curriculum order) is rendered at the level the controller picks for it, by the
@@ -8,7 +8,7 @@
    reward columns, exactly as a fixed build of that level. TRL's grouping, its accumulation and the rows' order
    are untouched, only their content changes;
 2. once TRL has scored the completions (all processes gathered), each group's success (exact match, or the
-   weighted total reward) goes to the controller, which moves the level for the next batch;
+   weighted total reward) goes to the controller (:func:`feed_back`), which moves the level for the next batch;
 3. ``curriculum/level_target``, ``curriculum/level_mean`` and ``curriculum/success`` are logged per step, one
    line per batch goes to ``curriculum_levels.jsonl``, the controller's state into every checkpoint
    (``curriculum_controller.json``; restored on resume, so a resumed run draws the same levels), and after the run
@@ -19,7 +19,6 @@ torch, transformers and TRL are imported inside the functions only.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -32,7 +31,6 @@ from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..rewards._columns import completion_text, row_gold
 from ..rewards._scoring import get_parser, score_completion
-from ._trainer import curriculum_classes
 from .controllers import Controller, GroupResult, make_controller
 
 log = logging.getLogger(__name__)
@@ -151,63 +149,27 @@ def read_levels(path: str | Path) -> list[dict[str, Any]]:
 plot_levels = plot_adaptive_levels
 
 
-@functools.cache
-def trainer_class() -> type:
-    """The toolkit's ``GRPOTrainer`` (:func:`~rag_curriculum.train._trainer.curriculum_classes`) with the adaptive
-    hook."""
+def feed_back(trainer: Any, hook: Any, rewards_per_func: Any, inputs: Sequence[Mapping[str, Any]],
+              prompts: Sequence[Any], completions: Sequence[Any]) -> dict[str, float]:
+    """Once TRL has scored a training generation batch (``rewards_per_func``: every process's completions, process
+    order), this process's success per completion goes to ``hook`` (an :class:`AdaptiveHook` or a search agent's
+    :class:`~rag_curriculum.train._agent_adaptive.SearchCurriculumHook`), gathered with the rows' keys from every
+    process, and the controller moves; returns the metrics to log (none when the batch was not rendered by it)."""
+    if hook.pending is None:
+        return {}
     import torch
 
-    base, _ = curriculum_classes()
+    n = len(prompts)
+    start = trainer.accelerator.process_index * n
+    totals = (rewards_per_func * trainer.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    local = hook.scores(inputs, completions, totals[start:start + n].tolist())
+    entries = hook.pending
+    hook.pending = None
+    if trainer.accelerator.num_processes > 1:
+        from accelerate.utils import gather, gather_object
 
-    class AdaptiveGRPOTrainer(base):
-        """Renders each training generation batch at the controller's levels before TRL generates it, and feeds the
-        scored batch back; saves and restores the controller with the checkpoints."""
-
-        adaptive: AdaptiveHook | None = None
-
-        def _generate_and_score_completions(self, inputs):
-            hook = self.adaptive if self.model.training else None
-            if hook is not None:
-                inputs = hook.render(inputs)
-                self._adaptive_rows = inputs
-            return super()._generate_and_score_completions(inputs)
-
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            hook = self.adaptive if self.model.training else None
-            if hook is None or hook.pending is None:
-                return rewards_per_func
-            # rewards_per_func is gathered (every process's completions, process order); this process's share:
-            n = len(prompts)
-            start = self.accelerator.process_index * n
-            totals = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-            local = hook.scores(inputs, completions, totals[start:start + n].tolist())
-            entries = hook.pending
-            hook.pending = None
-            if self.accelerator.num_processes > 1:
-                from accelerate.utils import gather, gather_object
-
-                entries = gather_object(list(entries))
-                scores = gather(torch.tensor(local, dtype=torch.float32, device=rewards_per_func.device)).tolist()
-            else:
-                scores = local
-            metrics = hook.update(entries, scores, step=self.state.global_step + 1)
-            for name, value in metrics.items():
-                if name == "curriculum/level_mean" and self.recorder is not None:
-                    continue  # the base class logs it from the same rows
-                self._metrics["train"][name].append(value)
-            return rewards_per_func
-
-        def _save_checkpoint(self, model, trial):
-            super()._save_checkpoint(model, trial)
-            if self.adaptive is not None and self.args.should_save:
-                ckpt = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-                if ckpt.is_dir():
-                    self.adaptive.save(ckpt)
-
-        def _load_optimizer_and_scheduler(self, checkpoint):
-            super()._load_optimizer_and_scheduler(checkpoint)
-            if self.adaptive is not None and checkpoint is not None:
-                self.adaptive.load(Path(checkpoint))
-
-    return AdaptiveGRPOTrainer
+        entries = gather_object(list(entries))
+        scores = gather(torch.tensor(local, dtype=torch.float32, device=rewards_per_func.device)).tolist()
+    else:
+        scores = local
+    return hook.update(entries, scores, step=trainer.state.global_step + 1)
