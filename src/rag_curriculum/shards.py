@@ -4,30 +4,30 @@ A shard directory has the Hugging Face dataset layout: ``data/part-00000.parquet
 order, fixed rows per shard, zstd) under ``data/``, and the data card ``README.md``, its plots and
 ``manifest.json`` at the top, so ``pyarrow.parquet.read_table(d / "data")``, ``pandas.read_parquet``, polars and
 ``datasets.load_dataset(d)`` read it as a dataset. Directories written before (shards at the top) are read by
-following the manifest, whose shard paths are relative. Everything is written into a hidden temporary directory
-beside the target (named after the writing process, so the next write of the same output removes it when that
-process died) and moved into place at the end, and the manifest is the last file written, so an interrupted
-write never leaves a directory that passes :func:`validate_shards`.
+following the manifest, whose shard paths are relative.
 
-``--overwrite`` replaces only an output whose manifest is the toolkit's, and removes only the files that manifest
-lists as written by the toolkit (:func:`toolkit_files`); files a user added are kept. Readers check that
-``curriculum_index`` increases across the shards in manifest order.
-
+**Reading** (``__all__``): :func:`read_manifest` (the manifest, checked to be one), :func:`validate_shards` (every
+shard there, its content hash, ``curriculum_index`` increasing across the shards in manifest order, and the checks
+registered for the manifest's sections with :func:`register_set_check`), :func:`shard_files` (the files in
+curriculum order), :func:`read_table` / :func:`read_rows` (the rows, older layouts upgraded to
+:data:`ROW_SCHEMA`), :func:`load_hf_dataset` (a ``datasets.Dataset`` in curriculum order) and :func:`sha256_file`.
 ``datasets.load_dataset("parquet", data_files=shard_files(d))`` reads the shards as they are.
+
+**Writing**: :func:`write_shards` writes a whole directory, the manifest last, through the commit protocol of
+:mod:`rag_curriculum._commit` (a private module: a hidden temporary folder beside the target, moved into place whole;
+``--overwrite`` replaces only the toolkit's own outputs and files; what dead writers left is removed), so an
+interrupted write never leaves a directory that passes :func:`validate_shards`. The commit protocol's names
+(``check_output``, ``commit_output``, ``toolkit_files`` ...) are importable from here too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import re
 import shlex
 import shutil
-import socket
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,26 +36,40 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._plumbing import atomic_write_bytes, atomic_write_text, fsync_dir
+from ._commit import (  # noqa: F401  (the commit protocol's names: importable from here, as before it moved out)
+    LEGACY_OWNED,
+    REPLACING,
+    TOOLKIT,
+    check_output,
+    commit_output,
+    files_under,
+    foreign_entries,
+    is_toolkit_manifest,
+    listed_shards,
+    owner_alive,
+    owner_tag,
+    prepare_output,
+    remove_orphans,
+    remove_output,
+    replace_in_place,
+    toolkit_files,
+)
+from ._plumbing import atomic_write_bytes
 from ._plumbing._output_sets import MANIFEST as _SET_MANIFEST
 from ._plumbing._output_sets import output_set_problem
-from .errors import (
-    ConfigError,
-    ShardError,  # noqa: F401  (re-exported)
-)
+from .errors import ConfigError, ShardError
+
+__all__ = [
+    "DATA_DIR", "MANIFEST", "OPTIONAL_FIELDS", "PROMPT_TOKENS", "ROW_FIELDS", "ROW_SCHEMA", "SCHEMA_VERSION",
+    "ShardError", "load_hf_dataset", "read_manifest", "read_rows", "read_table", "register_set_check", "row_schema",
+    "sha256_file", "shard_files", "validate_shards", "write_shards",
+]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MANIFEST = _SET_MANIFEST  # "manifest.json"
-# While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
-# and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
-# the next ``--overwrite`` still recognises as the toolkit's.
-REPLACING = ".manifest.json.replacing"
-TOOLKIT = "rag-curriculum"
 DATA_DIR = "data"  # the shards' folder (the Hugging Face layout)
-#: What a manifest without a ``files`` list (written before it existed) owns besides its shards: the card and plots.
-LEGACY_OWNED = ("README.md", "level_by_index.png", "pass_rate.png")
 DEFAULT_ROWS_PER_SHARD = 10_000
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 3
@@ -145,16 +159,6 @@ def shard_name(k: int) -> str:
     return f"{DATA_DIR}/part-{k:05d}.parquet"
 
 
-def _listed(d: Path, manifest: dict[str, Any]) -> list[tuple[str, Path]]:
-    """The manifest's shard entries as (relative name, path), refusing names that leave the directory."""
-    out = []
-    for entry in manifest.get("shards") or []:
-        name = str(entry.get("file", "")) if isinstance(entry, dict) else ""
-        parts = Path(name).parts
-        if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
-            raise ShardError(f"{d / MANIFEST}: shard path {name!r} is not a file inside the directory")
-        out.append((name, d / name))
-    return out
 
 
 def shard_files(directory: str | Path, *, check_order: bool = True) -> list[Path]:
@@ -164,7 +168,7 @@ def shard_files(directory: str | Path, *, check_order: bool = True) -> list[Path
     d = Path(directory)
     mpath = d / MANIFEST
     if mpath.exists():
-        listed = _listed(d, read_manifest(d))
+        listed = listed_shards(d, read_manifest(d))
         if check_order:
             problems = order_problems(listed)
             if problems:
@@ -334,278 +338,6 @@ def portable(obj: Any, base: str | Path, *, key: str | None = None) -> Any:
     return obj
 
 
-# -- what the toolkit owns -------------------------------------------------------------------------------------
-def is_toolkit_manifest(manifest: Any) -> bool:
-    """A manifest as :func:`write_shards` writes it: the toolkit's name, a kind, a schema version, a shard list."""
-    return (isinstance(manifest, dict) and isinstance(manifest.get("toolkit"), dict)
-            and manifest["toolkit"].get("name") == TOOLKIT and "kind" in manifest
-            and isinstance(manifest.get("schema_version"), int) and isinstance(manifest.get("shards"), list))
-
-
-def _toolkit_manifest(d: Path) -> dict[str, Any]:
-    """The manifest of an output that ``--overwrite`` may replace, or a one-line :class:`ShardError`."""
-    what = "choose another --out, or move its files away yourself"
-    path = d / MANIFEST
-    if not path.exists() and (d / REPLACING).is_file():  # an --overwrite in place that did not finish
-        path = d / REPLACING
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ShardError(f"{d} holds a {MANIFEST} that cannot be read ({type(e).__name__}), so it is not known "
-                         f"to be an output of this toolkit; --overwrite only replaces those: {what}") from None
-    if not is_toolkit_manifest(manifest):
-        raise ShardError(f"{d} holds a {MANIFEST} that {TOOLKIT} did not write (no toolkit.name {TOOLKIT!r}, kind, "
-                         f"schema_version and shard list); --overwrite only replaces this toolkit's outputs: {what}")
-    return manifest
-
-
-def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
-    """The files (relative POSIX paths) a toolkit output's manifest says the toolkit wrote: the manifest, the
-    shards, and its ``files`` (card, plots); for a manifest from before ``files`` existed, the card and plots
-    by their fixed names."""
-    d = Path(directory)
-    owned = {MANIFEST, REPLACING, *(name for name, _ in _listed(d, manifest))}
-    files = manifest.get("files")
-    for name in (files if isinstance(files, list) else LEGACY_OWNED):
-        name = str(name)
-        if name and not Path(name).is_absolute() and ".." not in Path(name).parts:
-            owned.add(Path(name).as_posix())
-    return owned
-
-
-def foreign_entries(directory: str | Path, owned: set[str]) -> list[str]:
-    """What in ``directory`` the toolkit did not write (a folder wholly foreign is named once, ``name/``)."""
-    d = Path(directory)
-    owned_dirs = {Path(o).parent.as_posix() for o in owned}
-    owned_dirs |= {p.as_posix() for o in owned for p in Path(o).parents}
-    out: list[str] = []
-
-    def walk(sub: Path, rel: str) -> None:
-        for p in sorted(sub.iterdir()):
-            r = f"{rel}{p.name}"
-            if p.is_dir() and not p.is_symlink():
-                if r in owned_dirs:
-                    walk(p, r + "/")
-                else:
-                    out.append(r + "/")
-            elif r not in owned:
-                out.append(r)
-
-    walk(d, "")
-    return out
-
-
-def remove_output(directory: str | Path) -> list[str]:
-    """Remove a toolkit output by the ``--overwrite`` rule: only the files its manifest lists as the toolkit's
-    (the manifest first, so a half-removed directory never validates), then the folders that leaves empty.
-    Refuses (:class:`ShardError`) when the manifest is not the toolkit's. Returns what was kept."""
-    d = Path(directory)
-    owned = toolkit_files(d, _toolkit_manifest(d))
-    _no_links_on_the_way(d, owned)
-    for name in [MANIFEST, *sorted(owned - {MANIFEST})]:
-        p = d / name
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-    _remove_empty_dirs(d, owned)
-    kept = foreign_entries(d, set()) if d.exists() else []
-    if kept:
-        log.warning("%s: kept %d file(s) the toolkit did not write: %s", d, len(kept), ", ".join(kept))
-    return kept
-
-
-def _no_links_on_the_way(d: Path, names: Iterable[str]) -> None:
-    """Refuse to replace or remove files reached through a symbolic link inside an output (``data -> /datasets``):
-    the link's target is not the toolkit's to change."""
-    for name in sorted(names):
-        sub = d
-        for part in Path(name).parts[:-1]:
-            sub = sub / part
-            if sub.is_symlink():
-                raise ShardError(f"{sub} is a symbolic link: --overwrite does not change files through it (its "
-                                 "target is not the toolkit's); replace the link with a folder, or choose another "
-                                 "output")
-
-
-def _remove_empty_dirs(d: Path, owned: set[str], *, top: bool = True) -> None:
-    """Remove the folders of ``owned`` files that are left empty (and ``d`` itself, with ``top``)."""
-    dirs = sorted({p for o in owned for p in Path(o).parents if p != Path(".")}, key=lambda p: -len(p.parts))
-    for sub in [d / s for s in dirs] + ([d] if top else []):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-
-
-# -- the write protocol ----------------------------------------------------------------------------------------
-def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Refuse an output that exists, unless it is empty, or ``overwrite`` and it is one of the toolkit's outputs
-    (its ``manifest.json`` is the toolkit's, :func:`is_toolkit_manifest`): ``--overwrite`` never deletes a
-    directory of anything else."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ShardError(f"--out {out} is a file, not a directory; choose another --out")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise ShardError(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace "
-                             "it, or choose another --out")
-        if not (out / MANIFEST).is_file() and not (out / REPLACING).is_file():
-            raise ShardError(f"{out} exists and is not an output of this toolkit (no {MANIFEST}); --overwrite only "
-                             "replaces earlier outputs. Choose another --out, or remove it yourself")
-        _toolkit_manifest(out)
-    return out
-
-
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def _start_time(pid: int) -> int:
-    """The process's start time in clock ticks since boot (Linux), 0 where unknown: with the PID it names one
-    process, even after the PID is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def owner_tag() -> str:
-    """``PID-NS-HOST-START``: who writes a temporary folder, so a later run can tell whether it died."""
-    pid = os.getpid()
-    return f"{pid}-{time.time_ns()}-{_HOST}-{_start_time(pid)}"
-
-
-def owner_alive(pid: int, host: str | None, start: int | None) -> bool:
-    if host is not None and host != _HOST:
-        return True  # another machine sharing the file system: it cannot be checked from here, so it is kept
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        if fields[0] == b"Z":  # a zombie: dead, its parent has not collected it
-            return False
-        if start and int(fields[19]) != start:
-            return False  # the PID was reused by another process
-    except (OSError, IndexError, ValueError):
-        pass
-    return True
-
-
-def _orphan_re(out: Path, kinds: Sequence[str]) -> re.Pattern[str]:
-    # .OUT.KIND-PID-NS[-HOST-START] (the owner tag), or .OUT.KIND-PID-HEX8 (an index written before the tag)
-    alts = "|".join(re.escape(k) for k in kinds)
-    return re.compile(rf"^\.{re.escape(out.name)}\.(?:{alts})-(\d+)-(?:(\d+)(?:-([0-9a-f]{{8}})-(\d+))?|[0-9a-f]{{8}})$")
-
-
-def remove_orphans(out_dir: str | Path, kinds: Sequence[str] = ("partial", "old")) -> list[Path]:
-    """Remove the hidden temporary folders of earlier writes of this output (``.OUT.partial-*``, ``.OUT.old-*``;
-    ``kinds`` names other prefixes, such as an index's ``tmp``) whose writing process is dead (killed, or its
-    machine crashed). Folders of a live process, or of another machine, are left alone. Returns what was
-    removed."""
-    out = Path(out_dir)
-    pattern = _orphan_re(out, kinds)
-    removed = []
-    try:
-        entries = list(out.parent.iterdir())
-    except OSError:
-        return removed
-    for p in entries:
-        m = pattern.match(p.name)
-        if not m or not p.is_dir() or p.is_symlink():
-            continue
-        pid, host, start = int(m.group(1)), m.group(3), int(m.group(4)) if m.group(4) else None
-        if owner_alive(pid, host, start):
-            continue
-        shutil.rmtree(p, ignore_errors=True)
-        if not p.exists():
-            removed.append(p)
-    if removed:
-        log.info("removed %d folder(s) left by interrupted writes of %s: %s", len(removed), out,
-                 ", ".join(p.name for p in removed))
-    return removed
-
-
-def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Check the output (see :func:`check_output`), remove what dead writers of it left behind
-    (:func:`remove_orphans`), and return a hidden temporary directory beside it to write into."""
-    out = check_output(out_dir, overwrite=overwrite)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ShardError(f"cannot create {out}: a parent path is a file; choose another --out") from None
-    remove_orphans(out)
-    tmp = out.parent / f".{out.name}.partial-{owner_tag()}"
-    tmp.mkdir()
-    return tmp
-
-
-def _files_under(d: Path) -> list[str]:
-    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() or p.is_symlink())
-
-
-def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> Path:
-    """Move a finished temporary directory into place (replacing an old one only now, at the very end).
-
-    The existence check is made again here, so of two builds racing to one output without ``overwrite`` the
-    second fails instead of replacing the first. An old output holding only the toolkit's files is swapped out
-    whole; one holding files a user added keeps them: only the files its manifest lists are replaced (the new
-    manifest last), and the kept files are named in a warning."""
-    out = Path(out_dir)
-    if out.exists():
-        check_output(out, overwrite=overwrite)
-        if not any(out.iterdir()):
-            out.rmdir()
-    if out.exists():
-        old_manifest = _toolkit_manifest(out)
-        old = toolkit_files(out, old_manifest)
-        kept = foreign_entries(out, old)
-        if kept:
-            replace_in_place(tmp, out, old, old_manifest)
-            log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
-                        len(kept), ", ".join(kept))
-            return out
-        trash = out.parent / f".{out.name}.old-{owner_tag()}"
-        os.replace(out, trash)
-        os.replace(tmp, out)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        try:
-            os.rename(tmp, out)
-        except OSError:
-            raise ShardError(f"{out} appeared while this output was being written (another run?); nothing was "
-                             "replaced. Pass --overwrite to replace it") from None
-    return out
-
-
-def replace_in_place(tmp: Path, out: Path, old: set[str], old_manifest: dict[str, Any]) -> None:
-    """Replace the toolkit's files ``old`` of output ``out`` (a shard directory or an index) by those of ``tmp``,
-    keeping every other file: the old manifest moved aside first (:data:`REPLACING`), the new manifest last."""
-    new = _files_under(tmp)
-    _no_links_on_the_way(out, set(old) | set(new))
-    # Move the old manifest aside first (see REPLACING): from here until the new manifest lands, the folder has no
-    # manifest.json, so a crash never leaves the old manifest describing a mix of old and new files.
-    if not (out / REPLACING).is_file():
-        marker = {**old_manifest, "files": sorted((old | set(new)) - {MANIFEST, REPLACING})}
-        atomic_write_text(out / REPLACING, json.dumps(marker, indent=2) + "\n")
-    (out / MANIFEST).unlink(missing_ok=True)
-    fsync_dir(out)
-    for name in sorted(old - set(new) - {MANIFEST, REPLACING}):  # the old files the new output does not have
-        p = out / name
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-    for name in [n for n in new if n != MANIFEST] + [MANIFEST]:  # the manifest last: complete only at the end
-        target = out / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / name, target)
-    (out / REPLACING).unlink(missing_ok=True)
-    _remove_empty_dirs(out, old - set(new), top=False)
-    shutil.rmtree(tmp, ignore_errors=True)
-
 
 ROW_GROUP_SIZE = 1024
 
@@ -690,7 +422,7 @@ def write_shards(
         if card is not None:
             card(tmp, full)
         shards = {e["file"] for e in entries}
-        full["files"] = [f for f in _files_under(tmp) if f not in shards and f != MANIFEST]
+        full["files"] = [f for f in files_under(tmp) if f not in shards and f != MANIFEST]
         write_json(tmp / MANIFEST, full)
         commit_output(tmp, out_dir, overwrite=overwrite)
     except BaseException:
@@ -758,7 +490,7 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True, set_che
     if manifest.get("schema_version") != SCHEMA_VERSION:
         problems.append(f"schema_version {manifest.get('schema_version')!r} (this toolkit reads {SCHEMA_VERSION})")
     total = 0
-    listed = _listed(d, manifest)
+    listed = listed_shards(d, manifest)
     entries = [e for e in manifest.get("shards") or []]
     readable: list[tuple[str, Path]] = []
     for (name, p), entry in zip(listed, entries, strict=True):

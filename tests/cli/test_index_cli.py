@@ -74,7 +74,7 @@ def test_an_unfinished_overwrite_in_place_is_finished_by_the_next_overwrite(shar
 
 
 def test_the_temporary_folders_of_killed_runs_are_removed_by_the_next_run(shared_data, tmp_path):
-    from rag_curriculum.shards import _HOST, owner_tag
+    from rag_curriculum._commit import _HOST, owner_tag
 
     out = tmp_path / "idx"
     dead = _dead_pid()
