@@ -20,7 +20,9 @@ CRAFT (docs/craft.md): :func:`parse_craft` (the craft-v1 ... craft-v5 formats, T
 VERITAS (docs/veritas.md): :class:`VeritasReward` (``"veritas"``: Eq. 1, 0.9 EM + 0.05 Info-Think + 0.02
 Think-Answer, with ``"veritas-em"``, ``"veritas-info-think"``, ``"veritas-think-answer"``,
 ``"veritas-think-search"``), :class:`VeritasJudge` (appendix B's prompts through a generation backend),
-:func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement`.
+:func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement` and :func:`read_labels` (a judge's labels against
+reference labels), :data:`THINK_SEARCH_PROMPT` and :data:`INFO_THINK_PROMPT` (appendix B's judge prompts),
+:func:`lexical_judge` (a word-overlap stand-in judge for CPU smoke runs, not the paper's).
 
 GlobalRAG (docs/globalrag.md): :class:`GlobalRagReward` (``"globalrag"``: Eq. 7, w_t (0.1 R_form + 0.5 R_str +
 0.5 R_sem + 0.5 R_step) + R_answ, with ``"globalrag-format"``, ``"globalrag-structure"``, ``"globalrag-semantic"``,
@@ -74,7 +76,8 @@ _EXPORTS = {
     "REWARDS": "._registry", "get_reward": "._registry", "register_reward": "._registry",
     "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "get_parser": "._scoring",
     "is_abstention": "._scoring", "passage_labels": "._scoring", "score_completion": "._scoring",
-    "VeritasJudge": "._veritas", "VeritasReward": "._veritas", "agreement": "._veritas",
+    "INFO_THINK_PROMPT": "._veritas", "THINK_SEARCH_PROMPT": "._veritas", "VeritasJudge": "._veritas",
+    "VeritasReward": "._veritas", "agreement": "._veritas", "lexical_judge": "._veritas", "read_labels": "._veritas",
     "think_answer": "._veritas", "trajectory_pairs": "._veritas",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
@@ -118,7 +121,17 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         passage_labels,
         score_completion,
     )
-    from ._veritas import VeritasJudge, VeritasReward, agreement, think_answer, trajectory_pairs
+    from ._veritas import (
+        INFO_THINK_PROMPT,
+        THINK_SEARCH_PROMPT,
+        VeritasJudge,
+        VeritasReward,
+        agreement,
+        lexical_judge,
+        read_labels,
+        think_answer,
+        trajectory_pairs,
+    )
 
 __all__ = [
     "CRAFT_REASONS",
@@ -170,9 +183,13 @@ __all__ = [
     "split_citations",
     "GlobalRagReward",
     "anneal_weight",
+    "INFO_THINK_PROMPT",
+    "THINK_SEARCH_PROMPT",
     "VeritasJudge",
     "VeritasReward",
     "agreement",
+    "lexical_judge",
+    "read_labels",
     "think_answer",
     "trajectory_pairs",
 ]

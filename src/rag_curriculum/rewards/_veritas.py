@@ -904,7 +904,7 @@ _WORD = re.compile(r"[a-z0-9]{4,}")
 
 def lexical_judge(messages: Sequence[Mapping[str, str]], n: int, seed: int) -> list[str]:
     """A stand-in judge for the scripted backend (``backend: scripted, model:
-    rag_curriculum.rewards._veritas:lexical_judge``): it answers the paper's two prompts by word overlap, "1" when
+    rag_curriculum.rewards:lexical_judge``): it answers the paper's two prompts by word overlap, "1" when
     the think shares a word of four or more letters with the information (Info-Think) or the search with the think
     (Think-Search), else "0". For CPU smoke runs and demos of the pipeline: **not** the paper's judge.
 
