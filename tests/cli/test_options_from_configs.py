@@ -69,8 +69,15 @@ BEFORE = {
     "recipes": "",
     "train": "--dry-run --list --print-config",
 }
-ADDED = {"partition": {"--no-allow-identical-samples"}, "eval run": {"--max-context-tokens"},
-         "serve": {"--print-config"}}
+ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
+         "eval run": {"--max-context-tokens", "--retriever-timeout"},
+         "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
+                   "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout"},
+         # issue 35: dense and hybrid indexes
+         "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
+                   "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",
+                   "--train-sample", "--nprobe", "--ef-search", "--refine", "--import-faiss", "--compress", "--rrf-k",
+                   "--rrf-depth"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {
