@@ -55,7 +55,7 @@ def test_the_streamed_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path,
     assert vocab == old.vocab_dict and "" in vocab
     names = sorted(p.name for p in (tmp_path / "old").iterdir())
     ours = sorted(p.name for p in (tmp_path / "new").iterdir())
-    assert ours == sorted([*names, _bm25.VOCAB]) and "data.csc.index.npy" in names
+    assert ours == sorted([*names, _bm25.VOCAB, _bm25.BOUNDS]) and "data.csc.index.npy" in names
     assert ("nonoccurrence_array.index.npy" in names) == (method in ("bm25l", "bm25+"))
     for name in names:
         assert filecmp.cmp(tmp_path / "old" / name, tmp_path / "new" / name, shallow=False), name
@@ -200,8 +200,33 @@ def test_the_compiled_search_is_cached_across_processes(built):
             "from rag_curriculum.retrieval import _bm25, _bm25_numba as nb\n"
             f"s = _bm25.BM25Searcher({str(d)!r}, {manifest!r}, backend_name='numba', threads=1)\n"
             "s.warm()\n"
-            "print(json.dumps([sum(nb.search_serial.stats.cache_hits.values()), "
-            "sum(nb.search_serial.stats.cache_misses.values())]))\n")
+            "print(json.dumps([sum(f.stats.cache_hits.values()) for f in (nb.wand_serial, nb.exhaustive_serial)]"
+            " + [sum(f.stats.cache_misses.values()) for f in (nb.wand_serial, nb.exhaustive_serial)]))\n")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in range(2)]
-    hits, misses = (int(x) for x in runs[1].stdout.strip().splitlines()[-1].strip("[]").split(","))
-    assert (hits, misses) == (1, 0), runs[1].stdout
+    got = [int(x) for x in runs[1].stdout.strip().splitlines()[-1].strip("[]").split(",")]
+    assert got == [1, 1, 0, 0], runs[1].stdout  # both searches loaded from the cache, none compiled
+
+
+def test_pruned_search_is_the_exhaustive_search(built):
+    """WAND (dynamic pruning) gives exactly what summing every passage gives: the same ids and float32 scores,
+    for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time and across threads."""
+    pytest.importorskip("numba")
+    import random
+
+    d, manifest, ref, tok = built
+    words = [w for w in ref.vocab_dict if w]
+    rng = random.Random(0)
+    common = sorted(words, key=lambda w: -int(np.diff(ref.scores["indptr"])[ref.vocab_dict[w]]))[:40]
+    qs = [" ".join(rng.choice(common if rng.random() < 0.5 else words) for _ in range(rng.randint(1, 12)))
+          for _ in range(300)]
+    qs += [f"{common[0]} {common[0]} {common[1]}", common[2]]
+    pruned = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=1)
+    full = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=1)
+    full.prune = False
+    for k in (1, 3, 10, 50):
+        a, b = pruned.search(qs, k), full.search(qs, k)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), k
+    threaded = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=2)
+    c = threaded.search(qs, 10)
+    b = full.search(qs, 10)
+    assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1])

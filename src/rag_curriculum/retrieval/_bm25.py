@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BM25_DIR = "bm25"
 VOCAB = "vocab.arrow"  # inside BM25_DIR: the sorted words and their ids
+BOUNDS = "column_bounds.npy"  # inside BM25_DIR: each term's largest and smallest score (WAND's bounds)
 TOKENS = ".tokens.int32"  # the build's temporary token file
 DOCS_PER_STEP = 1 << 16  # documents per block of the two passes
 PAIRS_PER_STEP = 1 << 22  # (document, term) pairs per scoring step
@@ -181,6 +182,7 @@ def write_csc(directory: Path, tokens: Any, lengths: Any, vocab: dict[str, int],
             bar.advance(task, e - s)
     data.flush()
     indices.flush()
+    _npy(directory / BOUNDS, column_bounds(data, indptr))
     del data, indices
     _npy(directory / "indptr.csc.index.npy", indptr)
     if nonocc is not None:
@@ -195,6 +197,21 @@ def write_csc(directory: Path, tokens: Any, lengths: Any, vocab: dict[str, int],
                        backend=backend), f, indent=4)
     write_vocab(directory / VOCAB, vocab)
     return {"nnz": nnz}
+
+
+def column_bounds(data: Any, indptr: Any) -> Any:
+    """(largest, smallest) score of each column (term) of the matrix, float32 (0, 0 for a term in no passage):
+    what the search's dynamic pruning needs to know a term can add at most."""
+    import numpy as np
+
+    n = len(indptr) - 1
+    out = np.zeros((n, 2), dtype=np.float32)
+    live = np.flatnonzero(indptr[1:] > indptr[:-1])
+    if len(live):
+        starts = np.asarray(indptr[:-1][live], dtype=np.int64)
+        out[live, 0] = np.maximum.reduceat(data, starts)
+        out[live, 1] = np.minimum.reduceat(data, starts)
+    return out
 
 
 def write_vocab(path: Path, vocab: dict[str, int]) -> None:
@@ -319,8 +336,13 @@ class BM25Searcher:
         self.indptr = np.load(d / "indptr.csc.index.npy", mmap_mode="r")
         nn = d / "nonoccurrence_array.index.npy"
         self.nonocc = np.load(nn) if nn.exists() else None
+        bounds = d / BOUNDS
+        b = np.load(bounds, mmap_mode="r") if bounds.exists() else column_bounds(self.data, self.indptr)
+        self.colmax = np.ascontiguousarray(b[:, 0])
+        self.colmin = np.ascontiguousarray(b[:, 1])
         self.num_docs = int(params["num_docs"])
         self.vocab = Vocabulary(d / VOCAB)
+        self.prune = True  # WAND where it applies (False: the exhaustive sum for every query; the same answers)
         self.empty = self.vocab.get("")
         self._split = re.compile(SPLITTER).findall  # stop words are never in the vocabulary: dropped as unknown
 
@@ -339,11 +361,25 @@ class BM25Searcher:
         return {"kind": "bm25", "backend": self.backend}
 
     def warm(self) -> None:
-        """Compile (or load from the cache) the search, one query at a time and a batch across threads, and touch
-        the matrix: the first request is not slow."""
-        self.search(["warm up"], 1, threads=1)
+        """Compile (or load from the cache) every search the queries may take, one query at a time and a batch
+        across threads, over a term of the index, and touch the matrix: the first request is not slow."""
+        import numpy as np
+
+        if self.backend != "numba" or not self.num_docs:
+            self.search(["warm up"], 1)
+            return
+        from . import _bm25_numba as nb
+
+        t = int(np.argmax(np.asarray(self.indptr[1:]) > np.asarray(self.indptr[:-1])))  # a term some passage holds
+        flat, ptr = np.array([t, t], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
+        base = (flat, ptr, 1, self.data, self.indptr, self.indices, self.num_docs)
+        out = (np.zeros((2, 1), dtype=self.data.dtype), np.zeros((2, 1), dtype=np.int64))
+        offsets = np.zeros(2, dtype=self.data.dtype)
+        nb.wand_serial(*base, self.colmax, *out)
+        nb.exhaustive_serial(*base, offsets, *out)
         if self.threads > 1:
-            self.search(["warm up", "warm up again"], 1)
+            nb.wand_parallel(*base, self.colmax, *out)
+            nb.exhaustive_parallel(*base, offsets, *out, 2)
 
     def search(self, queries: list[str], k: int, *, threads: int | None = None):
         """The ``k`` best passages of each query: (ids int32, scores float32), one row per query, best first,
@@ -378,21 +414,43 @@ class BM25Searcher:
         return ids, scores
 
     def _numba(self, flat, ptr, k, offsets, vals, got, threads: int) -> None:
+        """WAND for the queries whose columns hold only positive scores (and no score for absent words), the
+        exhaustive sum for the others: the same answers (see :mod:`._bm25_numba`)."""
+        import numpy as np
+
         from . import _bm25_numba as nb
 
-        args = (flat, ptr, k, self.data, self.indptr, self.indices, self.num_docs, offsets, vals, got)
-        if threads <= 1 or len(ptr) <= 2:
-            nb.search_serial(*args)
-            return
-        import numba
+        nq = len(ptr) - 1
+        prune = np.array([self.prune and self.nonocc is None and bool((self.colmin[flat[ptr[i]:ptr[i + 1]]] > 0).all())
+                          for i in range(nq)], dtype=bool)
+        for fast, rows in ((True, np.flatnonzero(prune)), (False, np.flatnonzero(~prune))):
+            if not len(rows):
+                continue
+            sub_flat = np.concatenate([flat[ptr[i]:ptr[i + 1]] for i in rows])
+            sub_ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum(ptr[rows + 1] - ptr[rows], out=sub_ptr[1:])
+            v = np.zeros((len(rows), k), dtype=vals.dtype)
+            g = np.zeros((len(rows), k), dtype=got.dtype)
+            base = (sub_flat, sub_ptr, k, self.data, self.indptr, self.indices, self.num_docs)
+            tail = (self.colmax, v, g) if fast else (offsets[rows], v, g)
+            if threads <= 1 or len(rows) == 1:
+                (nb.wand_serial if fast else nb.exhaustive_serial)(*base, *tail)
+            else:
+                import numba
 
-        with _NUMBA_THREADS:  # numba's thread count is global to the process
-            before = numba.get_num_threads()
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            try:
-                nb.search_parallel(*args)
-            finally:
-                numba.set_num_threads(before)
+                with _NUMBA_THREADS:  # numba's thread count is global to the process
+                    before = numba.get_num_threads()
+                    t = min(threads, numba.config.NUMBA_NUM_THREADS)
+                    numba.set_num_threads(t)
+                    try:
+                        if fast:
+                            nb.wand_parallel(*base, *tail)
+                        else:
+                            nb.exhaustive_parallel(*base, *tail, min(t, len(rows)))
+                    finally:
+                        numba.set_num_threads(before)
+            vals[rows] = v
+            got[rows] = g
 
     def _numpy_one(self, q, k: int, offset: Any):
         """One query with numpy: the same float32 sums as the numba loop, the same exact top ``k``."""
