@@ -108,20 +108,30 @@ def build_wordlevel_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 3
 def build_tiny_encoder(out_dir: Path, data_dir: Path, *, dim: int = 32, seed: int = 0,
                        prompts: dict[str, str] | None = None) -> Path:
     """A tiny sentence-transformers encoder made on the spot: a 2-layer BERT with random weights, a WordPiece
-    tokenizer trained on fixture text, mean pooling and normalisation (e5's layout, without its weights)."""
+    tokenizer over fixture text's characters and most frequent words, mean pooling and normalisation (e5's layout,
+    without its weights)."""
     import warnings
 
     import torch
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
     from tokenizers import models as tm
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
+    from collections import Counter
+
     out_dir = Path(out_dir)
-    tok = Tokenizer(tm.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(["query: passage:"] * 20 + corpus_texts(data_dir, limit=300), trainers.WordPieceTrainer(
-        vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    # the vocabulary chosen here, not by tokenizers' trainer (whose ties fall differently from run to run, so each
+    # session's encoder, and every recall measured with it, would differ): the special tokens, every character
+    # seen (alone and as a continuation), then the most frequent words, ties by the word
+    norm, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    counts: Counter[str] = Counter()
+    for text in ["query: passage:"] * 20 + corpus_texts(data_dir, limit=300):
+        counts.update(w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text)))
+    chars = sorted({c for w in counts for c in w})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars]
+    vocab += [w for w, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0])) if len(w) > 1][:max(0, 800 - len(vocab))]
+    tok = Tokenizer(tm.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = norm, pre
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
                                                        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])

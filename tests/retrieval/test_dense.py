@@ -95,7 +95,7 @@ def test_ties_are_broken_by_the_lower_id(flat):
     assert ids[0][:len(same)].tolist() == sorted(same.tolist())[:3]
 
 
-@pytest.mark.parametrize("factory, floor, refine", [("HNSW16", 0.9, 0), ("IVF8,Flat", 0.8, 0),
+@pytest.mark.parametrize("factory, floor, refine", [("HNSW16", 0.9, 0), ("IVF8,Flat", 0.9, 0),
                                                    ("IVF8,PQ16x4", 0.85, 20)])
 def test_approximate_factories_recall_the_exact_ranking(flat, encoder_dir, small_input, tmp_path, factory, floor,
                                                        refine):

@@ -316,7 +316,18 @@ def backend(name: str) -> str:
     return "numba"
 
 
-_NUMBA_THREADS = threading.Lock()
+_POOLS: dict[int, Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> Any:
+    """A process-wide pool of ``threads`` threads for the compiled search (which releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="bm25")
+        return _POOLS[threads]
 
 
 class BM25Searcher:
@@ -340,6 +351,8 @@ class BM25Searcher:
         b = np.load(bounds, mmap_mode="r") if bounds.exists() else column_bounds(self.data, self.indptr)
         self.colmax = np.ascontiguousarray(b[:, 0])
         self.colmin = np.ascontiguousarray(b[:, 1])
+        # a column WAND can walk: all its scores positive, or no passage holds its word
+        self.prunable = (self.colmin > 0) | (np.asarray(self.indptr[1:]) == np.asarray(self.indptr[:-1]))
         self.num_docs = int(params["num_docs"])
         self.vocab = Vocabulary(d / VOCAB)
         self.prune = True  # WAND where it applies (False: the exhaustive sum for every query; the same answers)
@@ -361,8 +374,9 @@ class BM25Searcher:
         return {"kind": "bm25", "backend": self.backend}
 
     def warm(self) -> None:
-        """Compile (or load from the cache) every search the queries may take, one query at a time and a batch
-        across threads, over a term of the index, and touch the matrix: the first request is not slow."""
+        """Compile (or load from the cache) every search the queries of this index may take (WAND; the exhaustive
+        sum only where some column cannot be pruned), one query at a time and a batch across threads: the first
+        request is not slow."""
         import numpy as np
 
         if self.backend != "numba" or not self.num_docs:
@@ -375,11 +389,11 @@ class BM25Searcher:
         base = (flat, ptr, 1, self.data, self.indptr, self.indices, self.num_docs)
         out = (np.zeros((2, 1), dtype=self.data.dtype), np.zeros((2, 1), dtype=np.int64))
         offsets = np.zeros(2, dtype=self.data.dtype)
-        nb.wand_serial(*base, self.colmax, *out)
-        nb.exhaustive_serial(*base, offsets, *out)
-        if self.threads > 1:
-            nb.wand_parallel(*base, self.colmax, *out)
-            nb.exhaustive_parallel(*base, offsets, *out, 2)
+        pruned = self.prune and self.nonocc is None
+        if pruned:
+            nb.wand(*base, self.colmax, *out)
+        if not pruned or not bool(self.prunable.all()):  # an index some query cannot prune (bm25l, bm25+, ...)
+            nb.exhaustive(*base, offsets, *out)
 
     def search(self, queries: list[str], k: int, *, threads: int | None = None):
         """The ``k`` best passages of each query: (ids int32, scores float32), one row per query, best first,
@@ -421,7 +435,7 @@ class BM25Searcher:
         from . import _bm25_numba as nb
 
         nq = len(ptr) - 1
-        prune = np.array([self.prune and self.nonocc is None and bool((self.colmin[flat[ptr[i]:ptr[i + 1]]] > 0).all())
+        prune = np.array([self.prune and self.nonocc is None and bool(self.prunable[flat[ptr[i]:ptr[i + 1]]].all())
                           for i in range(nq)], dtype=bool)
         for fast, rows in ((True, np.flatnonzero(prune)), (False, np.flatnonzero(~prune))):
             if not len(rows):
@@ -431,24 +445,20 @@ class BM25Searcher:
             np.cumsum(ptr[rows + 1] - ptr[rows], out=sub_ptr[1:])
             v = np.zeros((len(rows), k), dtype=vals.dtype)
             g = np.zeros((len(rows), k), dtype=got.dtype)
-            base = (sub_flat, sub_ptr, k, self.data, self.indptr, self.indices, self.num_docs)
-            tail = (self.colmax, v, g) if fast else (offsets[rows], v, g)
-            if threads <= 1 or len(rows) == 1:
-                (nb.wand_serial if fast else nb.exhaustive_serial)(*base, *tail)
-            else:
-                import numba
+            kernel = nb.wand if fast else nb.exhaustive
+            extra = self.colmax if fast else offsets[rows]
 
-                with _NUMBA_THREADS:  # numba's thread count is global to the process
-                    before = numba.get_num_threads()
-                    t = min(threads, numba.config.NUMBA_NUM_THREADS)
-                    numba.set_num_threads(t)
-                    try:
-                        if fast:
-                            nb.wand_parallel(*base, *tail)
-                        else:
-                            nb.exhaustive_parallel(*base, *tail, min(t, len(rows)))
-                    finally:
-                        numba.set_num_threads(before)
+            def run(lo: int, hi: int, kernel=kernel, extra=extra, sub_flat=sub_flat, sub_ptr=sub_ptr, v=v, g=g) -> None:
+                kernel(sub_flat, sub_ptr[lo:hi + 1], k, self.data, self.indptr, self.indices, self.num_docs,
+                       extra if fast else extra[lo:hi], v[lo:hi], g[lo:hi])
+
+            n = len(rows)
+            if threads <= 1 or n == 1:
+                run(0, n)
+            else:  # the compiled search releases the GIL: slices of the batch on a pool of threads, a few per thread
+                parts = min(n, threads * (4 if fast else 1))  # (the exhaustive sum needs a score array each)
+                cuts = [n * i // parts for i in range(parts + 1)]
+                list(_pool(threads).map(run, cuts[:-1], cuts[1:]))
             vals[rows] = v
             got[rows] = g
 

@@ -13,12 +13,15 @@ query's order; the ``k`` best with ties broken by the lower passage id, a heap k
   Used when every score in the query's columns is positive (BM25's usual case).
 * **Exhaustive**: every passage's score summed column by column (bm25s's own loop), then the heap over all of them:
   for variants with negative or zero scores in a column, or a score for passages without the word (bm25l, bm25+).
+
+Both release the GIL (``nogil``): a batch runs on a pool of Python threads, slices of it at once
+(:meth:`rag_curriculum.retrieval._bm25.BM25Searcher.search`), so no second, parallel compilation is needed.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
 @njit(cache=True, nogil=True)
@@ -102,23 +105,12 @@ def _exhaustive_one(q, k, offset, data, indptr, indices, scores, out_vals, out_i
 
 
 @njit(cache=True, nogil=True)
-def exhaustive_serial(flat, ptr, k, data, indptr, indices, num_docs, offsets, out_vals, out_ids):
+def exhaustive(flat, ptr, k, data, indptr, indices, num_docs, offsets, out_vals, out_ids):
     scores = np.zeros(num_docs, data.dtype)
     for i in range(ptr.shape[0] - 1):
         if ptr[i + 1] > ptr[i]:
             _exhaustive_one(flat[ptr[i]:ptr[i + 1]], k, offsets[i], data, indptr, indices, scores, out_vals[i],
                             out_ids[i])
-
-
-@njit(cache=True, parallel=True)
-def exhaustive_parallel(flat, ptr, k, data, indptr, indices, num_docs, offsets, out_vals, out_ids, chunks):
-    nq = ptr.shape[0] - 1
-    for c in prange(chunks):
-        scores = np.zeros(num_docs, data.dtype)
-        for i in range(c * nq // chunks, (c + 1) * nq // chunks):
-            if ptr[i + 1] > ptr[i]:
-                _exhaustive_one(flat[ptr[i]:ptr[i + 1]], k, offsets[i], data, indptr, indices, scores,
-                                out_vals[i], out_ids[i])
 
 
 # -- WAND -------------------------------------------------------------------------------------------------------
@@ -150,11 +142,19 @@ def _gallop(indices, lo, hi, d):
 
 @njit(cache=True, nogil=True)
 def _wand_one(q, k, data, indptr, indices, num_docs, colmax, out_vals, out_ids):
-    u = np.unique(q)  # the query's distinct terms, and how often each occurs
-    nt = u.shape[0]
-    mult = np.zeros(nt, np.int64)
+    # the query's distinct terms and how often each occurs (a short loop: np.unique would double the compile time)
+    u = np.empty(q.shape[0], np.int64)
+    mult = np.zeros(q.shape[0], np.int64)
+    nt = 0
     for t in q:
-        mult[np.searchsorted(u, t)] += 1
+        j = 0
+        while j < nt and u[j] != t:
+            j += 1
+        if j == nt:
+            u[nt] = t
+            nt += 1
+        mult[j] += 1
+    u = u[:nt]
     big = np.int64(num_docs) + 1
     ub = np.empty(nt, np.float64)
     pos = np.empty(nt, np.int64)
@@ -230,14 +230,7 @@ def _wand_one(q, k, data, indptr, indices, num_docs, colmax, out_vals, out_ids):
 
 
 @njit(cache=True, nogil=True)
-def wand_serial(flat, ptr, k, data, indptr, indices, num_docs, colmax, out_vals, out_ids):
+def wand(flat, ptr, k, data, indptr, indices, num_docs, colmax, out_vals, out_ids):
     for i in range(ptr.shape[0] - 1):
-        if ptr[i + 1] > ptr[i]:
-            _wand_one(flat[ptr[i]:ptr[i + 1]], k, data, indptr, indices, num_docs, colmax, out_vals[i], out_ids[i])
-
-
-@njit(cache=True, parallel=True)
-def wand_parallel(flat, ptr, k, data, indptr, indices, num_docs, colmax, out_vals, out_ids):
-    for i in prange(ptr.shape[0] - 1):
         if ptr[i + 1] > ptr[i]:
             _wand_one(flat[ptr[i]:ptr[i + 1]], k, data, indptr, indices, num_docs, colmax, out_vals[i], out_ids[i])
