@@ -77,7 +77,7 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",
                    "--train-sample", "--nprobe", "--ef-search", "--refine", "--import-faiss", "--compress", "--rrf-k",
-                   "--rrf-depth"}}
+                   "--rrf-depth", "--block"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {

@@ -6,6 +6,7 @@ bm25s's tokenizer does and rank as bm25s scores, with ties broken by the lower p
 from __future__ import annotations
 
 import filecmp
+import json
 
 import bm25s
 import numpy as np
@@ -260,3 +261,20 @@ def test_pruned_search_is_the_exhaustive_search(built):
     b = full.search(qs, 10)
     for c in (threaded.search(qs, 10), threaded_full.search(qs, 10)):  # slices of the batch on a pool of threads
         assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1])
+
+
+def test_the_block_setting_paces_the_build_and_changes_no_byte(shared_data, tmp_path):
+    """--block (passages per block: what the build holds besides the vocabulary) gives the same index: every
+    file of a build of 256-passage blocks equals the default build's, the manifest's record included."""
+    from rag_curriculum.retrieval import IndexConfig, build_index
+
+    small, default = tmp_path / "small" / "ix", tmp_path / "default" / "ix"
+    for out, block in ((small, 256), (default, 1 << 16)):
+        build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), block=block, depth=10))
+    files = sorted(p.relative_to(default) for p in default.rglob("*") if p.is_file())
+    assert len(files) > 8 and files == sorted(p.relative_to(small) for p in small.rglob("*") if p.is_file())
+    for f in files:
+        if f.name != "manifest.json":
+            assert (small / f).read_bytes() == (default / f).read_bytes(), f
+    a, b = (json.loads((d / "manifest.json").read_text()) for d in (small, default))
+    assert "block" not in a["config"] and a["config"] == b["config"]

@@ -295,7 +295,7 @@ class BM25Builder:
         vocab = self.tok.get_vocab_dict()
         try:
             write_csc(self.tmp / BM25_DIR, tokens, lengths, vocab, self.cfg.bm25_params(), backend=self.backend,
-                      bar=bar, task=task)
+                      bar=bar, task=task, docs_per_step=self.cfg.block)
         finally:
             del tokens
             path.unlink(missing_ok=True)

@@ -90,6 +90,10 @@ class IndexConfig:
         "vectors, read a block at a time, and report recall@10 against the exact ranking."))
     rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
     rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
+    block: int = rule(1 << 16, ge=256, le=1 << 24, help=(
+        "Passages per block of the build: read, tokenized and scored (BM25) or encoded (dense) a block at a time. "
+        "The build holds one block besides the vocabulary, so a smaller block bounds its memory (the index's bytes "
+        "are the same whatever the block)."))
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")
@@ -141,6 +145,7 @@ class IndexConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("block")  # how the build was paced, not what it made (the same bytes whatever the block)
         if self.kind == "bm25":  # a BM25 index's record as it always was
             for k in DENSE_FIELDS:
                 d.pop(k, None)

@@ -78,7 +78,8 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, 
     writer = StoreWriter(tmp)
     found = Sources()
     try:
-        for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found):
+        for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
+                                    block=cfg.block):
             writer.add(block)
         writer.finish(found.q_ids, found.q_texts, found.q_gold)
     except BaseException:
@@ -134,7 +135,8 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
         with maybe_progress(progress, unit="passages") as bar:
             task = bar.add_task(f"{verb} passages", total=None) if bar else None
             builder.progress = (lambda n: bar.advance(task, n)) if bar is not None else None
-            for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found):
+            for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
+                                        block=cfg.block):
                 builder.add(block)
         if not found.passages:
             raise IndexError_(f"{cfg.input or cfg.corpus}: no passage to index", hint="check --dataset, --input "

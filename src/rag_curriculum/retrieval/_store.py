@@ -50,8 +50,8 @@ def _schema():
 
 
 class StoreWriter:
-    """``passages.arrow`` and ``passage_keys.npy``, a block of passages at a time (each Arrow record batch at most
-    :data:`ARROW_ROWS` rows), then ``questions.arrow``."""
+    """``passages.arrow`` and ``passage_keys.npy``, a block of passages at a time (record batches of
+    :data:`ARROW_ROWS` rows, the last shorter), then ``questions.arrow``."""
 
     def __init__(self, tmp: Path) -> None:
         import pyarrow as pa
@@ -60,26 +60,38 @@ class StoreWriter:
         self._sink = pa.OSFile(str(tmp / PASSAGES), "wb")
         self._writer = pa.ipc.new_file(self._sink, _schema())
         self._keys: list[Any] = []
+        self._pending: list[list[Any]] = [[] for _ in PASSAGE_COLUMNS]  # rows not yet in a record batch
         self.rows = 0
 
     def add(self, block: Any) -> None:
         import numpy as np
-        import pyarrow as pa
 
-        for start in range(0, len(block), ARROW_ROWS):
-            sl = slice(start, start + ARROW_ROWS)
-            titles, texts = block.titles[sl], block.texts[sl]
-            norm = [normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]
-            cols = [titles, texts, block.origins[sl], norm, block.ids[sl], block.prefixes[sl]]
-            self._writer.write_batch(pa.record_batch([pa.array(c, pa.string()) for c in cols], schema=_schema()))
+        norm = [normalize_passage(t, x) for t, x in zip(block.titles, block.texts, strict=True)]
+        for col, values in zip(self._pending, (block.titles, block.texts, block.origins, norm, block.ids,
+                                               block.prefixes), strict=True):
+            col.extend(values)
+        while len(self._pending[0]) >= ARROW_ROWS:
+            self._flush(ARROW_ROWS)
         self._keys.append(np.fromiter((passage_hash(t, x) for t, x in zip(block.titles, block.texts, strict=True)),
                                       dtype=np.int64, count=len(block)))
         self.rows += len(block)
+
+    def _flush(self, n: int) -> None:
+        """The first ``n`` pending rows as one record batch: batches of ARROW_ROWS whatever the blocks, so the
+        file's bytes do not depend on how the build was paced (``--block``)."""
+        import pyarrow as pa
+
+        cols = [pa.array(c[:n], pa.string()) for c in self._pending]
+        self._writer.write_batch(pa.record_batch(cols, schema=_schema()))
+        for c in self._pending:
+            del c[:n]
 
     def finish(self, q_ids: list[str], q_texts: list[str], q_gold: list[list[int]]) -> None:
         import numpy as np
         import pyarrow as pa
 
+        if self._pending[0]:
+            self._flush(len(self._pending[0]))
         self._writer.close()
         self._sink.close()
         np.save(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64))
