@@ -111,13 +111,12 @@ def build_tiny_encoder(out_dir: Path, data_dir: Path, *, dim: int = 32, seed: in
     tokenizer over fixture text's characters and most frequent words, mean pooling and normalisation (e5's layout,
     without its weights)."""
     import warnings
+    from collections import Counter
 
     import torch
     from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
     from tokenizers import models as tm
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    from collections import Counter
 
     out_dir = Path(out_dir)
     # the vocabulary chosen here, not by tokenizers' trainer (whose ties fall differently from run to run, so each

@@ -447,18 +447,18 @@ class BM25Searcher:
             g = np.zeros((len(rows), k), dtype=got.dtype)
             kernel = nb.wand if fast else nb.exhaustive
             extra = self.colmax if fast else offsets[rows]
-
-            def run(lo: int, hi: int, kernel=kernel, extra=extra, sub_flat=sub_flat, sub_ptr=sub_ptr, v=v, g=g) -> None:
-                kernel(sub_flat, sub_ptr[lo:hi + 1], k, self.data, self.indptr, self.indices, self.num_docs,
-                       extra if fast else extra[lo:hi], v[lo:hi], g[lo:hi])
-
             n = len(rows)
             if threads <= 1 or n == 1:
-                run(0, n)
+                cuts = [0, n]
             else:  # the compiled search releases the GIL: slices of the batch on a pool of threads, a few per thread
                 parts = min(n, threads * (4 if fast else 1))  # (the exhaustive sum needs a score array each)
                 cuts = [n * i // parts for i in range(parts + 1)]
-                list(_pool(threads).map(run, cuts[:-1], cuts[1:]))
+            calls = [(kernel, sub_flat, sub_ptr[lo:hi + 1], k, self.data, self.indptr, self.indices, self.num_docs,
+                      extra if fast else extra[lo:hi], v[lo:hi], g[lo:hi]) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+            if len(calls) == 1:
+                kernel(*calls[0][1:])
+            else:
+                list(_pool(threads).map(lambda c: c[0](*c[1:]), calls))
             vals[rows] = v
             got[rows] = g
 
