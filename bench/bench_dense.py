@@ -2,20 +2,24 @@
 (flat) search in the same run.
 
 The vectors are synthetic (say so when quoting): ``--vectors`` (1,000,000) unit vectors of dimension ``--dim`` (768,
-e5-base's) drawn around ``--clusters`` seeded centres (a corpus has topics; uniform random vectors have no
-neighbours worth finding), and ``--queries`` more drawn the same way. For each factory (``--factories``: Flat,
-HNSW32, IVF4096,PQ64 with and without re-ranking from float16 vectors, SQ8):
+e5-base's) and ``--queries`` more drawn the same way, around ``--clusters`` seeded topic centres (a corpus has
+topics; uniform random vectors have no neighbours worth finding). By default the points lie near a space of
+``--intrinsic`` (32) dimensions mapped into the full one (text embeddings' neighbourhoods are low-dimensional:
+nearer neighbours are clearly nearer); ``--intrinsic 0`` draws isotropic clusters in the full dimension instead,
+where a cluster's members are all about equally near a query: an adversarial set for every approximate index.
+For each factory (``--factories``: Flat, HNSW32, IVF4096,PQ64, SQ8):
 
 1. the index is built (trained on a seeded sample of 100,000, filled a block at a time) and written; its size on
-   disk and per vector;
-2. a fresh process reads it as ``curriculum serve`` does (memory-mapped: ``IO_FLAG_MMAP_IFC``), runs the queries on
-   one thread, and reports its resident memory (private and file-backed), the read time, queries/s (search alone)
-   and recall@10 against the flat ranking; wiki-18's footprint (21,015,324 passages) extrapolated per vector;
+   disk and per vector, and the RAM an index of wiki-18's size (21,015,324 passages) would hold;
+2. for each search setting (IVF: nprobe and re-ranking ``refine * k`` candidates exactly from the float16 vectors,
+   as the toolkit's ``--refine`` does; HNSW: efSearch), a fresh process reads the index as ``curriculum serve``
+   does (memory-mapped: ``IO_FLAG_MMAP_IFC``), runs the queries on one thread, and reports its resident memory
+   (private and file-backed), the read time, queries/s (search alone) and recall@10 against the flat ranking;
 3. the whole server: the toolkit's dense index adopted from the flat file (``--import-faiss``, with a corpus of as
    many lines and an encoder of that dimension made on the spot: random weights), ``curriculum serve`` timed to
    healthy, and queries/s with query encoding (one core), the share of a batch spent encoding.
 
-    python bench/bench_dense.py [--vectors 1000000] [--dim 768] [--queries 1000] [--factories Flat,HNSW32,...]
+    python bench/bench_dense.py [--vectors 1000000] [--dim 768] [--intrinsic 32] [--factories Flat,HNSW32,...]
 """
 
 from __future__ import annotations
@@ -35,17 +39,26 @@ WIKI18 = 21_015_324
 
 MAKE = r"""
 import numpy as np, sys
-n, d, c, q, seed, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), 0, sys.argv[5]
-rng = np.random.default_rng(seed)
-centres = rng.standard_normal((c, d)).astype(np.float32)
+n, d, c, q, intrinsic, out = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+                              sys.argv[6])
+rng = np.random.default_rng(0)
+if intrinsic:  # points of a 'intrinsic'-dimensional space (topics as centres there) mapped into d dimensions
+    basis = rng.standard_normal((intrinsic, d)).astype(np.float32) / np.sqrt(intrinsic)
+    centres = 2.0 * rng.standard_normal((c, intrinsic)).astype(np.float32)
+else:  # isotropic clusters in d dimensions: a cluster's members all about as near as each other (adversarial)
+    centres = rng.standard_normal((c, d)).astype(np.float32)
 def draw(m, r):
-    x = centres[r.integers(0, c, m)] + 0.6 * r.standard_normal((m, d)).astype(np.float32)
+    if intrinsic:
+        z = centres[r.integers(0, c, m)] + r.standard_normal((m, intrinsic)).astype(np.float32)
+        x = z @ basis + 0.05 * r.standard_normal((m, d)).astype(np.float32)
+    else:
+        x = centres[r.integers(0, c, m)] + 0.6 * r.standard_normal((m, d)).astype(np.float32)
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 mm = np.lib.format.open_memmap(out + "/corpus.npy", mode="w+", dtype=np.float32, shape=(n, d))
 for a in range(0, n, 100_000):
-    mm[a:a + 100_000] = draw(min(100_000, n - a), np.random.default_rng(seed + 1 + a))
+    mm[a:a + 100_000] = draw(min(100_000, n - a), np.random.default_rng(1 + a))
 mm.flush()
-np.save(out + "/queries.npy", draw(q, np.random.default_rng(seed + 10**9)))
+np.save(out + "/queries.npy", draw(q, np.random.default_rng(10**9)))
 print("{}")
 """
 
@@ -74,7 +87,7 @@ SEARCH = r"""
 import faiss, numpy as np, sys, time, json, os
 os.sched_setaffinity(0, {0})
 faiss.omp_set_num_threads(1)
-out, factory, refine = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, factory, refine, nprobe, ef = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 def status():
     f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
     return {k: int(f[k].split()[0]) // 1024 for k in ("VmRSS", "RssAnon", "RssFile")}
@@ -83,12 +96,12 @@ index = faiss.read_index(out + "/" + factory.replace(",", "_") + ".index",
                          faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
 read_s = time.perf_counter() - t
 try:
-    faiss.extract_index_ivf(index).nprobe = 32
+    faiss.extract_index_ivf(index).nprobe = nprobe
 except RuntimeError:
     pass
 hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
 if hnsw is not None:
-    hnsw.efSearch = 64
+    hnsw.efSearch = ef
 q = np.load(out + "/queries.npy")
 half = np.load(out + "/corpus_f16.npy", mmap_mode="r") if refine else None
 k = 10
@@ -147,34 +160,45 @@ def main() -> None:
     ap.add_argument("--vectors", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--clusters", type=int, default=2000)
+    ap.add_argument("--intrinsic", type=int, default=32, help="the vectors' intrinsic dimension (0: isotropic "
+                    "clusters in the full dimension, where a cluster's members are all about as near: adversarial)")
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--factories", default="Flat,HNSW32,IVF4096_PQ64,IVF4096_PQ64+refine,SQ8")
+    ap.add_argument("--factories", default="Flat,HNSW32,IVF4096_PQ64,SQ8")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    out = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-dense-{args.vectors}-{args.dim}"
+    out = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-dense-{args.vectors}-{args.dim}-{args.intrinsic}"
     out.mkdir(exist_ok=True)
     if not (out / "queries.npy").exists():
-        child(MAKE, str(args.vectors), str(args.dim), str(args.clusters), str(args.queries), str(out))
-    print(f"{args.vectors:,} synthetic unit vectors of dimension {args.dim} around {args.clusters:,} centres; "
-          f"{args.queries:,} queries; one core; recall@10 against exact (flat) search", flush=True)
-    rows = []
+        child(MAKE, str(args.vectors), str(args.dim), str(args.clusters), str(args.queries), str(args.intrinsic),
+              str(out))
+    shape = (f"of intrinsic dimension {args.intrinsic}" if args.intrinsic else "in isotropic clusters (adversarial)")
+    print(f"{args.vectors:,} synthetic unit vectors of dimension {args.dim} {shape}, around {args.clusters:,} "
+          f"centres; {args.queries:,} queries; one core; recall@10 against exact (flat) search; wiki-18 RAM: the "
+          "index's bytes per vector (held in memory to be fast) times 21,015,324, the float16 vectors of a refine "
+          "read from disk", flush=True)
     for spec in ["Flat"] + [f for f in args.factories.split(",") if f != "Flat"]:
-        refine = 4 if spec.endswith("+refine") else 0
-        factory = spec.replace("+refine", "").replace("_", ",")
+        factory = spec.replace("_", ",")
         path = out / (factory.replace(",", "_") + ".index")
         built = {"build_s": None}
         if not path.exists():
             built = child(BUILD, str(out), factory)
         if factory == "Flat" and not (out / "exact.npy").exists():
             child(EXACT, str(out))
-        got = child(SEARCH, str(out), factory, str(refine))
-        size = path.stat().st_size + (args.vectors * args.dim * 2 if refine else 0)
-        per = size / args.vectors
-        rows.append((spec, built["build_s"], size, per, got))
-        print(f"{spec:22} build {built['build_s'] or 0:7.1f} s  on disk {size / 1e9:6.2f} GB ({per:7.1f} B/vector)  "
-              f"read {got['read_s']:5.2f} s  RSS {got['VmRSS']:6,} MB (private {got['RssAnon']:5,}, file "
-              f"{got['RssFile']:6,})  {got['qps']:8.1f} q/s  recall@10 {got['recall']:.3f}  wiki-18: "
-              f"{per * WIKI18 / 1e9:6.1f} GB", flush=True)
+        per = path.stat().st_size / args.vectors
+        print(f"{spec:14} build {built['build_s'] or 0:6.1f} s, on disk {path.stat().st_size / 1e9:5.2f} GB "
+              f"({per:6.1f} B/vector), wiki-18 RAM {per * WIKI18 / 1e9:5.1f} GB", flush=True)
+        if factory.startswith("IVF"):
+            settings = [(0, 32, 0), (4, 32, 0), (16, 32, 0), (16, 128, 0), (64, 128, 0)]
+        elif factory.startswith("HNSW"):
+            settings = [(0, 0, 64), (0, 0, 256), (4, 0, 64)]
+        else:
+            settings = [(0, 0, 0), (4, 0, 0)] if factory != "Flat" else [(0, 0, 0)]
+        for refine, nprobe, ef in settings:
+            got = child(SEARCH, str(out), factory, str(refine), str(nprobe), str(ef))
+            knob = ", ".join(x for x in (f"nprobe {nprobe}" if nprobe else "", f"efSearch {ef}" if ef else "",
+                                         f"refine {refine}" if refine else "") if x) or "-"
+            print(f"    {knob:28} read {got['read_s']:5.2f} s  RSS {got['VmRSS']:6,} MB (private {got['RssAnon']:4,},"
+                  f" file {got['RssFile']:6,})  {got['qps']:8.1f} q/s  recall@10 {got['recall']:.3f}", flush=True)
     # the whole server: the flat index adopted, with a corpus of as many lines and an encoder of that dimension
     from tiny_model import build_tiny_encoder
 

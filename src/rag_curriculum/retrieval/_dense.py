@@ -480,7 +480,14 @@ class DenseSearcher:
         return {"kind": "dense", "encoder": self.m["encoder"], "faiss": self.m["faiss"]}
 
     def warm(self) -> None:
-        self.search(["warm up"], 1)
+        """Load the encoder and encode one query; search with it only where a search reads a small part of the
+        index (a flat index is read whole by each search: from a cold page cache, seconds per GB, which the first
+        request pays, not the start-up)."""
+        import numpy as np
+
+        v = self.encode(["warm up"])
+        if self.index.ntotal and not _is_flat(self.index):
+            self.search_vectors(np.asarray(v), 1)
 
     def encode(self, queries: list[str]) -> Any:
         return self.encoder.encode(list(queries), "query")
@@ -496,6 +503,12 @@ class DenseSearcher:
 
     def search_vectors(self, q: Any, k: int):
         return ranked(self.index, self.vectors, self.refine, q, k)
+
+
+def _is_flat(index: Any) -> bool:
+    import faiss
+
+    return isinstance(faiss.downcast_index(index), faiss.IndexFlat)
 
 
 def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int):
