@@ -56,7 +56,11 @@ def test_partition_agent_on_the_real_engine(engine, tmp_path, monkeypatch):
     import rag_curriculum.partition._agent as partition_agent
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
-    monkeypatch.setattr(partition_agent, "open_retriever", lambda where: Titles())  # where the partition calls it
+    import rag_curriculum.partition._run as partition_run
+
+    # where the partition calls it: the check before anything is written, then the run
+    monkeypatch.setattr(partition_run, "open_retriever", lambda where, **kw: Titles())
+    monkeypatch.setattr(partition_agent, "open_retriever", lambda where, **kw: Titles())
     rows = tmp_path / "rows"
     build_curriculum(
         BuildConfig(
