@@ -1,0 +1,96 @@
+"""Issue 37 ("Trust, round four, and the first hour"): the dry run refuses what the real run refuses (item 12), the
+documented hard-negatives route trains on a max curriculum (item 10), and the output and text a person reads
+(items 15, 16, 17). The bad-input cases of item 12 are in the command line's corpus (tests/cli/test_trust3.py), the
+rewards' in tests/rewards/test_bad_reward_inputs.py, the finished and re-targeted runs of item 11 in
+tests/train/test_grpo.py and tests/train/test_search_agent.py."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from cli_runs import one_error, run
+from conftest import MUSIQUE_TRAIN
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, shared_data) -> Path:
+    pytest.importorskip("bm25s")
+    from rag_curriculum.retrieval import IndexConfig, build_index
+
+    out = tmp_path_factory.mktemp("t4") / "idx"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
+    return out
+
+
+def _build(tmp_path_factory, schedule: str, n: int) -> Path:
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    out = tmp_path_factory.mktemp("t4") / f"musique-{schedule}"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n, K=3)], schedule=schedule,
+                                 out=str(out), seed=0), command="t")
+    return out
+
+
+@pytest.fixture(scope="module")
+def max_dir(tmp_path_factory, shared_data) -> Path:
+    return _build(tmp_path_factory, "max", 8)
+
+
+@pytest.fixture(scope="module")
+def min_max_dir(tmp_path_factory, shared_data) -> Path:
+    return _build(tmp_path_factory, "min-max", 8)
+
+
+# -- item 12: the dry run runs every check of the real run before the model loads ------------------------------------
+@pytest.mark.parametrize("overrides, words", [
+    (["recipe=cpu-tiny", "batch.prompts_per_step=16"], "8 row(s) to train on, fewer than one batch of 16 prompts"),
+    (["recipe=search-r1", "agent.retriever={IDX}"], "8 row(s) to train on, fewer than one batch of 512 prompts"),
+])
+def test_the_dry_run_refuses_a_curriculum_shorter_than_one_batch(overrides, words, max_dir, index_dir):
+    pytest.importorskip("trl")
+    for more in (["--dry-run"], []):  # the same line from both, before any model loads
+        r = run("train", *[o.format(IDX=index_dir) for o in overrides], f"data.shards={max_dir}", *more)
+        assert words in one_error(r), r.output
+        assert "hint: lower batch.prompts_per_step" in r.output
+
+
+# -- item 10: the documented route of hard negatives moved during training -------------------------------------------
+def _documented_hard_negatives_command() -> list[str]:
+    text = (ROOT / "docs" / "search-agents.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    block = next(b for b in blocks if "agent.difficulty=hard-negatives adaptive.controller=target-band" in b)
+    lines = block.replace("\\\n", " ").splitlines()
+    build = next(line for line in lines if line.startswith("curriculum build"))
+    assert "recipe=musique-max" in build and "outputs/musique-max" in build  # the build it trains on is shown
+    train = next(line for line in lines if "agent.difficulty=hard-negatives" in line)
+    return shlex.split(train.split("#")[0])[1:]
+
+
+@pytest.mark.parametrize("schedule", ["max", "min-max"])
+def test_the_documented_hard_negatives_route_runs_on_a_max_build(schedule, max_dir, min_max_dir, index_dir,
+                                                                 tiny_model_dir, caplog):
+    """The command docs/search-agents.md gives (on this machine's index, model and a small batch) passes the dry run
+    on a max build; a min-max build is warned about, not refused: a search agent's controller moves the level of
+    its searches, it does not re-render the rows (no adaptive build needed)."""
+    pytest.importorskip("trl")
+    import logging
+
+    args = _documented_hard_negatives_command()
+    assert "data.shards=outputs/musique-max" in args
+    shards = max_dir if schedule == "max" else min_max_dir
+    args = [f"data.shards={shards}" if a.startswith("data.shards=") else a for a in args]
+    small = [f"agent.retriever={index_dir}", f"model.name_or_path={tiny_model_dir}", "batch.prompts_per_step=2",
+             "batch.per_device_completions=2", "grpo.num_generations=2", "grpo.bf16=false", "grpo.use_vllm=false",
+             "grpo.max_steps=1", "grpo.max_completion_length=16"]
+    with caplog.at_level(logging.WARNING):
+        r = run(*args, *small, "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "ok: binds to trl.GRPOConfig" in " ".join(r.output.split())
+    assert "not an adaptive one" not in r.output
+    warned = "a row's hard negatives are its own distractors" in caplog.text
+    assert warned == (schedule == "min-max"), caplog.text
