@@ -94,3 +94,79 @@ def test_the_documented_hard_negatives_route_runs_on_a_max_build(schedule, max_d
     assert "not an adaptive one" not in r.output
     warned = "a row's hard negatives are its own distractors" in caplog.text
     assert warned == (schedule == "min-max"), caplog.text
+
+
+SCRIPT = '''
+def wrong(messages, n, seed):
+    return ["<think>t</think> Final answer: zzzq"] * n
+'''
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory):
+    import sys
+
+    d = tmp_path_factory.mktemp("scripts")
+    (d / "trust4_script.py").write_text(SCRIPT)
+    sys.path.insert(0, str(d))
+    yield "trust4_script"
+    sys.path.remove(str(d))
+    sys.modules.pop("trust4_script", None)
+
+
+# -- item 16: text a person reads ----------------------------------------------------------------------------------
+def test_recipe_summaries_are_whole_sentences_and_cite_no_internal_issue():
+    from rag_curriculum.config import KINDS, list_recipes, recipe_path, recipe_summary
+
+    seen = 0
+    for kind in KINDS:
+        for name in list_recipes(kind):
+            seen += 1
+            summary = recipe_summary(kind, name)
+            assert summary.endswith("."), (kind, name, summary)  # the whole first sentence, never cut
+            header = "".join(line for line in recipe_path(kind, name).read_text().splitlines(True)
+                             if line.startswith("#"))
+            assert not re.search(r"\bissue \d+", header), (kind, name)
+    assert seen >= 40
+    r = run("recipes", "train")
+    assert r.exit_code == 0 and "curriculum order, checkpoints, curriculum_steps.jsonl) before renting GPUs." in \
+        " ".join(r.output.replace("│", " ").split())
+
+
+def test_serve_help_names_the_toolkits_verl_tool_not_the_removed_one():
+    r = run("serve", "--help")
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    assert "search_r1_like" not in text and "rag_curriculum.verl.tool.SearchTool" in text
+    from rag_curriculum.retrieval import _server
+
+    assert "search_r1_like" not in (_server.__doc__ or "")
+
+
+def test_the_partition_table_counts_samples_with_k(max_dir, script, tmp_path):
+    out = tmp_path / "p"
+    r = run("partition", max_dir, "--backend", "scripted", "--model", f"{script}:wrong", "--pass-at", 2,
+            "--no-progress", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "learnable (0 < c < k)" in r.output and "c < n" not in r.output
+    card = (out / "learnable" / "README.md").read_text()
+    assert "learnable (0 < c < k)" in card and "pass rate c/k" in card and "c < n" not in card
+
+
+def test_the_quickstart_says_what_to_run_next():
+    from rag_curriculum.cli import app
+
+    text = (ROOT / "scripts" / "quickstart.sh").read_text()
+    after = text.split("curriculum validate outputs/musique-min-max", 1)[1]
+    assert "Next:" in after
+    named = re.findall(r"^\s+curriculum (\w+)", after, re.M)
+    assert named == ["inspect", "train", "train"]
+    assert set(named) <= {c.name for c in app.registered_commands}
+    assert "Every stage on a CPU" in after and "## Every stage on a CPU" in (ROOT / "README.md").read_text()
+
+
+def test_development_md_documents_the_quick_way_to_run_one_file():
+    text = (ROOT / "docs" / "development.md").read_text()
+    assert ".venv/bin/python -m pytest -q tests/rewards/test_rag_rl.py" in text
+    for path in re.findall(r"python -m pytest -q (tests/\S+\.py)", text):
+        assert (ROOT / path).is_file(), path

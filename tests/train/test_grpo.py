@@ -136,6 +136,12 @@ def test_checkpoints_config_and_plan_saved(trained):
     assert plan["steps_per_epoch"] == 3
     manifest = json.loads((Path(cfg.data.shards) / "manifest.json").read_text())
     assert plan["longest_prompt_tokens"] == manifest["prompt_tokens"]["longest"]["tokens"]
+    card = (out / "README.md").read_text()  # the toolkit's card, not TRL's "fine-tuned version of [None]" (issue 37)
+    assert "[None]" not in card and "generated_from_trainer" not in card
+    for line in (f"| base model | `{cfg.model.name_or_path}` (a local folder) |", "| steps | 3 of 3 |",
+                 "| recipe | `rag-rl-min-max`", f"{ROWS} rows of musique (K = 3), built with the `min-max` schedule",
+                 "2 prompts x 2 generations per step", "| rewards | `test-recording-rag-rl` (1) |"):
+        assert line in card, (line, card)
 
 
 def test_resume_continues_the_curriculum(trained, tiny_model_dir, shards, tmp_path):

@@ -29,7 +29,7 @@ from ._lengths import check_trl_lengths
 from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import CHECKPOINT_PLAN, STEPS_FILE, StepRecorder, compact_progress_callback, rows_done
-from ._recipes import save_run_files
+from ._recipes import model_card, save_run_files
 from ._rewards import reward_funcs_from_config
 from ._rollout import rollout_from_config, search_prompts
 from ._tools import environment_from_config
@@ -482,6 +482,19 @@ def _finished_result(run: PreparedRun) -> TrainResult:
                        log_history=history, finished=True)
 
 
+def _versions() -> dict[str, str]:
+    """The versions a model card names: the toolkit's, TRL's and transformers'."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("rag-curriculum", "trl", "transformers"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:  # pragma: no cover - a source checkout without metadata
+            pass
+    return out
+
+
 def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequence[Any] = ()) -> TrainResult:
     """Train with TRL's GRPOTrainer on the curriculum in ``cfg.data.shards``, in curriculum order.
 
@@ -531,6 +544,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
     )
     trainer.recorder = recorder
+    card_plan, versions = mask_secrets(run_plan), _versions()
+    trainer.card = lambda step: model_card(cfg, card_plan, run.manifest, step=step, versions=versions)
     from transformers.trainer_callback import ProgressCallback
 
     if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
@@ -554,6 +569,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                          title=f"dynamic sampling on {cfg.dynamic.metric} (spread > {cfg.dynamic.max_spread:g})")
     if cfg.run.save_final:
         trainer.save_model(str(out))
+    trainer.create_model_card()  # the card of the run as it ended (its steps)
     log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",
              trainer.state.global_step, output.training_loss, recorder.out_of_order, len(recorder.records))
     return TrainResult(
