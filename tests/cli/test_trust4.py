@@ -170,3 +170,106 @@ def test_development_md_documents_the_quick_way_to_run_one_file():
     assert ".venv/bin/python -m pytest -q tests/rewards/test_rag_rl.py" in text
     for path in re.findall(r"python -m pytest -q (tests/\S+\.py)", text):
         assert (ROOT / path).is_file(), path
+
+
+# -- item 15: output a person reads ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory, index_dir, shared_data):
+    """An agent evaluation through the command (not a terminal, as when piped) at 80 columns, on a set whose folder
+    name starts with its dataset's; with its INFO log lines."""
+    import logging
+
+    from rag_curriculum._cli import common
+
+    data = _build(tmp_path_factory, "max", 4)
+    named = data.parent / "musique-dev"
+    data.rename(named)
+    out = tmp_path_factory.mktemp("t4") / "eval-agent"
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("rag_curriculum")
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO  # the command line's level (pytest's root handler stays)
+    width = common.out.width
+    common.out.width = 80
+    try:
+        r = run("eval", "--agent", "search-r1", "--retriever", index_dir, "--backend", "scripted", "--model",
+                "policy=agent_policies:search_then_answer", "--data", named, "--samples", 2, "--max-turns", 3,
+                "--out", out)
+    finally:
+        common.out.width = width
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert r.exit_code == 0, r.output
+    return r, out, [x.getMessage() for x in records]
+
+
+def test_an_agent_eval_shows_progress_lines_when_not_on_a_terminal(agent_run):
+    _, _, lines = agent_run
+    ours = [x for x in lines if x.startswith("policy · musique-dev")]
+    assert ours[0] == "policy · musique-dev: 4 question(s) x 2 sample(s), at most 3 turn(s) each"
+    assert any(re.match(r"policy · musique-dev: turn 2 of 3, \d+ trajectory\(ies\) going", x) for x in ours), ours
+    assert re.match(r"policy · musique-dev: done in \d+ s: EM [\d.]+, F1 [\d.]+", ours[-1]), ours
+
+
+def test_an_agent_eval_reads_whole_at_80_columns_and_names_sets_once(agent_run):
+    r, out, _ = agent_run
+    assert "…" not in r.output and "musique-musique" not in r.output
+    text = " ".join(r.output.replace("│", " ").split())
+    assert "format errors and how trajectories ended" in text and "unclosed_search" in text
+    assert "searches / q" in text and "2 plot(s) in plots/" in text
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert [e["set"] for e in summary["evals"]] == ["musique-dev"]
+    assert summary["plots"] == ["plots/scores.png", "plots/ended.png"]
+    assert all((out / p).stat().st_size > 0 for p in summary["plots"])
+    table = (out / "table.md").read_text()
+    assert "| model | set | trajectories | format errors | ended |" in table
+    (entry,) = summary["evals"]
+    assert f"unclosed_search {entry['format_errors']['unclosed_search']}" in table and "answer " in table
+
+
+def test_bars_carry_their_values_and_a_column_of_equal_values_has_no_best(monkeypatch, tmp_path):
+    from rag_curriculum import _plots
+    from rag_curriculum.evaluation._report import main_table
+
+    figs = []
+    monkeypatch.setattr(_plots, "save_png", lambda fig, path: figs.append(fig) or Path(path))
+    _plots.bar_panels(["musique"], [("F1", {"a": [0.0], "b": [0.0]})], title="zeros", xlabel="dataset",
+                      path=tmp_path / "x.png")
+    labels = [t.get_text() for ax in figs[0].axes for t in ax.texts]
+    assert labels == ["0.0", "0.0"]
+    entry = {"dataset": "musique", "setting": "distractor", "overall": {"answer_f1": 0.0, "citation_f1": 0.0,
+                                                                        "joint_f1": 0.0}}
+    _, rows = main_table({"evals": [{**entry, "model": "a"}, {**entry, "model": "b"}]})
+    assert not any("**" in c for row in rows for c in row), rows
+    entry_b = {**entry, "model": "b", "overall": {"answer_f1": 0.5, "citation_f1": 0.0, "joint_f1": 0.0}}
+    _, rows = main_table({"evals": [{**entry, "model": "a"}, entry_b]})
+    assert [c for row in rows for c in row if "**" in c] == ["**50.00**"]
+
+
+def test_a_withholding_curriculum_shows_p_not_the_rows_level(tmp_path, monkeypatch):
+    import json
+
+    from rag_curriculum import _plots
+    from rag_curriculum.train._agent_adaptive import SearchCurriculumHook
+    from rag_curriculum.train._progress import step_line
+
+    line = step_line({"loss": 0.0, "curriculum/level_mean": 1.0, "curriculum/p_mean": 0.3,
+                      "rollout/searches": 1.25, "rollout/gold_found": 0.5}, 2, 3)
+    assert line == "step 2/3  loss 0  p 0.3  searches 1.25  gold_found 0.5"
+    assert "level 2" in step_line({"loss": 0.0, "curriculum/level_mean": 2.0}, 1, 3)
+    levels = tmp_path / "curriculum_levels.jsonl"
+    levels.write_text("".join(json.dumps({"step": s, "batch": s, "p_target": p, "p_mean": p, "success": 0.5}) + "\n"
+                              for s, p in ((1, 0.0), (2, 0.1), (3, 0.2))))
+    hook = SearchCurriculumHook(None, mode="withhold", K_of=lambda r: 6, num_generations=2, levels_file=levels,
+                                schedule="zerosearch", p_start=0.0, p_end=0.5)
+    figs = []
+    monkeypatch.setattr(_plots, "save_png", lambda fig, path: figs.append(fig) or Path(path))
+    hook.plot(tmp_path)
+    ax = figs[0].axes[0]
+    assert ax.get_ylabel() == "withholding probability p"
+    assert [round(y, 3) for y in ax.lines[0].get_ydata()] == [0.0, 0.1, 0.2]
+    assert ax.get_ylim()[0] < 0 < 0.5 < ax.get_ylim()[1] < 1

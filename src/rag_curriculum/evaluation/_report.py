@@ -72,13 +72,14 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
 
 
 def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
-    """Bold the best value of each column (when more than one row has a value), in place. Values are compared as
-    printed (x 100, two decimals), so every cell that shows the best number is bolded."""
+    """Bold the best value of each column (when more than one row has a value and they are not all the same: a
+    column of equal values, all 0.00 say, has no best), in place. Values are compared as printed (x 100, two
+    decimals), so every cell that shows the best number is bolded."""
     if len(cells) < 2:
         return
     for c in range(len(values[0])):
         shown = [pct(v[c]) for v in values if v[c] is not None]
-        if len(shown) < 2:
+        if len(shown) < 2 or len(set(shown)) == 1:
             continue
         best = max(shown, key=float)
         for r, row in enumerate(values):
