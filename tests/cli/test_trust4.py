@@ -273,3 +273,96 @@ def test_a_withholding_curriculum_shows_p_not_the_rows_level(tmp_path, monkeypat
     assert ax.get_ylabel() == "withholding probability p"
     assert [round(y, 3) for y in ax.lines[0].get_ydata()] == [0.0, 0.1, 0.2]
     assert ax.get_ylim()[0] < 0 < 0.5 < ax.get_ylim()[1] < 1
+
+
+# -- item 17: readers ---------------------------------------------------------------------------------------------
+def test_an_agent_evals_out_loads_as_its_trajectories_and_writes_back_to_parquet(agent_run, tmp_path):
+    """``datasets.load_dataset(OUT, split="test")`` reads the trajectories (its card's configs), not eval_config.json;
+    trajectories read with pandas write back to Parquet (no empty ``shaped`` struct)."""
+    import datasets
+    import pandas as pd
+
+    _, out, _ = agent_run
+    ds = datasets.load_dataset(str(out), split="test")
+    assert ds.num_rows == 8 and {"model", "set", "row_id", "searches", "answer"} <= set(ds.column_names)
+    assert set(ds["model"]) == {"policy"} and "config" not in ds.column_names
+    (path,) = (out / "trajectories" / "policy").glob("*.jsonl")
+    frame = pd.read_json(path, lines=True)
+    assert any(s for s in frame["searches"])  # searches there, each with its shaped record
+    frame.to_parquet(tmp_path / "t.parquet")
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    from rag_curriculum.rewards import get_reward
+
+    em = get_reward("search-em", log_components=False)
+    rows = back.to_dict("records")
+    assert em(["x"] * len(rows), answers=[["Paris"]] * len(rows), trajectory=[r for r in rows]) == [0.0] * len(rows)
+
+
+def test_a_closed_context_evals_out_loads_as_its_results(tmp_path, shared_data, script):
+    import datasets
+    from conftest import MUSIQUE_DEV
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    data = tmp_path / "musique-distractor"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), 3)], setting="distractor",
+                                 out=str(data), seed=0), command="t")
+    out = tmp_path / "run"
+    r = run("eval", "--model", f"m={script}:wrong", "--data", data, "--backend", "scripted", "--no-plots",
+            "--samples", 2, "-o", out)
+    assert r.exit_code == 0, r.output
+    ds = datasets.load_dataset(str(out), split="test")
+    assert ds.num_rows == 3 and ds["model"] == ["m"] * 3 and len(ds["completions"][0]) == 2
+
+
+def test_search_environment_resets_from_a_pandas_row_and_says_when_nothing_matched(index_dir, max_dir):
+    import pandas as pd
+
+    from rag_curriculum.agents import NO_RESULTS
+    from rag_curriculum.shards import read_table
+    from rag_curriculum.train import SearchEnvironment
+
+    frame = read_table(max_dir).to_pandas()
+    row = frame.iloc[0]
+    assert type(row["passages"]).__name__ == "ndarray"
+    env = SearchEnvironment(str(index_dir), topk=2)
+    assert env.reset(**row) is None  # NumPy arrays read as lists, not refused
+    assert env.search(row["question"]).startswith("Doc 1(Title: ")
+    assert env.search("the of and") == NO_RESULTS and env.record["searches"][-1]["ids"] == []
+    assert env.record["searches"][0]["shaped"] is None  # not {}: pandas could not write it back
+    pd.DataFrame([env.record]).to_parquet(index_dir.parent / "record.parquet")
+
+
+def test_the_tool_route_searches_first_when_its_first_turn_is_a_search(index_dir, max_dir):
+    from rag_curriculum.rewards._search import from_environments
+    from rag_curriculum.shards import read_rows
+    from rag_curriculum.train import SearchEnvironment
+
+    row = read_rows(max_dir)[0]
+    env = SearchEnvironment(str(index_dir), topk=2, first_search="<think>t</think><search> {question} </search>")
+    observation = env.reset(**row)
+    assert observation.startswith(f'\n\nResults of a first search for "{row["question"].strip()}":\nDoc 1(Title: ')
+    (first,) = env.record["searches"]
+    assert first["scripted"] is True and first["query"] == row["question"].strip()
+    completion = [{"role": "assistant", "content": "<answer>x</answer>"}]  # no tool message: nothing dropped
+    (traj,) = from_environments([completion], [env])
+    assert traj["searches"][0]["gold"] == first["gold"] and "dropped" not in traj["searches"][0]
+
+
+def test_search_prompts_is_documented_beside_from_rows_and_the_snippet_runs(tmp_path, index_dir, max_dir,
+                                                                          monkeypatch):
+    import trl
+
+    text = (ROOT / "docs" / "search-agents.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "search_prompts(" in b)
+    head = block.split("trainer = GRPOTrainer(", 1)[0]  # everything but building the trainer (a model download)
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "agent-rows").symlink_to(max_dir)
+    (tmp_path / "indexes").mkdir()
+    (tmp_path / "indexes" / "musique-train").symlink_to(index_dir)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(head, "search-agents.md", "exec"), scope)  # noqa: S102 - the page's own code
+    rows, rollout = scope["rows"], scope["rollout"]
+    assert rows[0]["prompt"][0]["content"].rstrip().endswith(rows[0]["question"].strip())
+    assert len(rollout.rows) == len(rows) and scope["weights"] == [1.0] and trl

@@ -56,6 +56,7 @@ from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
 from ..retrieval import passage_hash
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
+from ._report import write_dataset_card
 from ._veritas import check_config, render_veritas_table, veritas_entry
 
 log = logging.getLogger(__name__)
@@ -441,7 +442,7 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
 
                     trajs = run_rollouts(backend, rows, retriever, cfg.sampling(), n=cfg.m, config=cfg.rollout(),
                                          on_turn=on_turn, fmt=cfg.fmt())
-                dicts = [t.to_dict() for t in trajs]
+                dicts = [{"model": model.name, "set": key, **t.to_dict()} for t in trajs]
                 react = None
                 if cfg.agent == "react":
                     react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
@@ -475,6 +476,9 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
     write_json(out / "summary.json", summary)
     atomic_write_text(out / "table.md", render_table(summary))
+    write_dataset_card(out, data_files="trajectories/*/*.jsonl", title="Search-agent evaluation: trajectories",
+                       rows="one row per trajectory (model, set, row_id, sample, prompt, segments, searches with "
+                            "their passage ids and gold flags, errors, answer, status, turns)")
     if cfg.faithfulness is not None:
         atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
     return summary

@@ -100,7 +100,8 @@ def from_environments(completions: Sequence[Any], environments: Sequence[Any]) -
             # TRL drops a tool result that would push the completion past max_completion_length (the model never
             # sees it): such a search counts for nothing, and is flagged
             seen = sum(1 for m in c if isinstance(m, Mapping) and m.get("role") == "tool")
-            for x in searches[seen:]:
+            called = [x for x in searches if not x.get("scripted")]  # a scripted first search is no tool message
+            for x in called[seen:]:
                 x["gold"], x["dropped"] = [False] * len(x.get("gold") or []), True
         out.append({"answer": last_answer(completion_text(c)), "searches": searches, "errors": []})
     return out

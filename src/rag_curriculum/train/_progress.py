@@ -150,7 +150,8 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
 STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("kl", "kl"),
              ("grad_norm", "grad_norm"), ("learning_rate", "lr"), ("completions/mean_length", "len"),
              ("curriculum/level_mean", "level"), ("curriculum/p_mean", "p"), ("rollout/searches", "searches"),
-             ("rollout/gold_found", "gold_found"), ("train_loss", "train_loss"), ("train_runtime", "runtime_s"),
+             ("rollout/gold_found", "gold_found"), ("search/searches", "searches"), ("search/gold_found", "gold_found"),
+             ("tools/call_frequency", "tool_calls"), ("train_loss", "train_loss"), ("train_runtime", "runtime_s"),
              ("epoch", "epoch"))
 
 
@@ -159,7 +160,8 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
     numbers (``.4g``), not TRL's quoted dict of ~1,500 characters; None for logs without any of :data:`STEP_KEYS`
     (the final summary prints its own line).
 
-    A search agent's line adds its searches per trajectory and the share that found a gold passage; under a
+    A search agent's line adds its searches per trajectory and the share that found a gold passage (the
+    rollout's, else the search rewards'), and under TRL's tool calling the tool calls per turn; under a
     withholding curriculum (``curriculum/p_mean`` logged) it shows p, which moves, and not the rows' level, which
     does not.
 
@@ -170,8 +172,13 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
     'step 2/3  loss 0  p 0.2  searches 1.5'
     """
     skip = {"curriculum/level_mean"} if "curriculum/p_mean" in logs else set()
-    parts = [f"{short} {logs[key]:.4g}" for key, short in STEP_KEYS
-             if key not in skip and isinstance(logs.get(key), (int, float)) and not isinstance(logs.get(key), bool)]
+    parts, shown = [], set()
+    for key, short in STEP_KEYS:  # the rollout's searches, else the search rewards' (TRL's tool route): once
+        value = logs.get(key)
+        if key in skip or short in shown or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        parts.append(f"{short} {value:.4g}")
+        shown.add(short)
     if len(parts) <= ("epoch" in logs):  # nothing but the epoch: not a line of its own
         return None
     return f"step {step}/{max_steps}  " + "  ".join(parts)
