@@ -240,6 +240,7 @@ def test_bars_carry_their_values_and_a_column_of_equal_values_has_no_best(monkey
     _plots.bar_panels(["musique"], [("F1", {"a": [0.0], "b": [0.0]})], title="zeros", xlabel="dataset",
                       path=tmp_path / "x.png")
     labels = [t.get_text() for ax in figs[0].axes for t in ax.texts]
+    _plots.pyplot().close(figs[0])  # save_png (replaced here) closes what it writes
     assert labels == ["0.0", "0.0"]
     entry = {"dataset": "musique", "setting": "distractor", "overall": {"answer_f1": 0.0, "citation_f1": 0.0,
                                                                         "joint_f1": 0.0}}
@@ -270,9 +271,10 @@ def test_a_withholding_curriculum_shows_p_not_the_rows_level(tmp_path, monkeypat
     monkeypatch.setattr(_plots, "save_png", lambda fig, path: figs.append(fig) or Path(path))
     hook.plot(tmp_path)
     ax = figs[0].axes[0]
-    assert ax.get_ylabel() == "withholding probability p"
-    assert [round(y, 3) for y in ax.lines[0].get_ydata()] == [0.0, 0.1, 0.2]
-    assert ax.get_ylim()[0] < 0 < 0.5 < ax.get_ylim()[1] < 1
+    label, ys, ylim = ax.get_ylabel(), [round(y, 3) for y in ax.lines[0].get_ydata()], ax.get_ylim()
+    _plots.pyplot().close(figs[0])
+    assert label == "withholding probability p" and ys == [0.0, 0.1, 0.2]
+    assert ylim[0] < 0 < 0.5 < ylim[1] < 1
 
 
 # -- item 17: readers ---------------------------------------------------------------------------------------------
