@@ -30,6 +30,9 @@ class NoGoldAnswerError(DataError):
     """A row with no gold answer under any of :data:`GOLD_KEYS` (or only empty ones, or one that is not text):
     scoring it would give 0 whatever the model wrote."""
 
+    hint = ("give every row its gold answers as a non-empty list of strings: the toolkit's `answers` column, "
+            "FlashRAG's `golden_answers`, or Search-R1's `reward_model.ground_truth.target`")
+
 
 def _answer_list(value: Any, key: str, where: str) -> list[str] | None:
     """The non-empty answers of one key's value (None when the key holds nothing); a value that is not text, or a
@@ -87,7 +90,6 @@ def gold_answers(answers: Any = None, reward_model: Any = None, golden_answers: 
             return got
     raise NoGoldAnswerError(f"no gold answer under {', '.join(GOLD_KEYS)}", kind="no_gold_answer",
                             record=where or None)
-
 
 
 __all__ = ["GOLD_KEYS", "NoGoldAnswerError", "gold_answers"]

@@ -105,20 +105,27 @@ def plot_histogram(values: Sequence[float], path: str | Path, *, title: str, xla
 
 # -- training runs --------------------------------------------------------------------------------------------------
 def plot_adaptive_levels(records: Sequence[Mapping[str, Any]], path: str | Path, *, K: int, title: str = "",
-                         success_range: tuple[float, float] | None = None) -> Path:
+                         success_range: tuple[float, float] | None = None,
+                         p_range: tuple[float, float] | None = None) -> Path:
     """Level (target and mean shown) and success against step, as a PNG (``success_range``: the success axis,
-    e.g. (0, 1) for exact match; None: from the data). ``records``: ``curriculum_levels.jsonl``'s."""
+    e.g. (0, 1) for exact match; None: from the data). ``records``: ``curriculum_levels.jsonl``'s. With
+    ``p_range`` (a search agent's withholding curriculum), the withholding probability p (``p_target``,
+    ``p_mean``) is drawn on a p axis over that range instead of a level."""
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     steps = [r["step"] for r in records]
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
-    ax.plot(steps, [r["level_target"] for r in records], label="level target", color="tab:blue")
-    ax.plot(steps, [r["level_mean"] for r in records], label="level shown (mean)", color="tab:blue", ls="--",
+    what, lo, hi = ("level", 0.5, K + 0.5) if p_range is None else ("p", *p_range)
+    if p_range is not None:
+        pad = (max(hi - lo, 1e-9)) * 0.05
+        lo, hi = lo - pad, hi + pad
+    ax.plot(steps, [r[f"{what}_target"] for r in records], label=f"{what} target", color="tab:blue")
+    ax.plot(steps, [r[f"{what}_mean"] for r in records], label=f"{what} shown (mean)", color="tab:blue", ls="--",
             marker=".")
     ax.set_xlabel("step")
-    ax.set_ylabel("level")
-    ax.set_ylim(0.5, K + 0.5)
+    ax.set_ylabel("level" if p_range is None else "withholding probability p")
+    ax.set_ylim(lo, hi)
     ax2 = ax.twinx()
     ax2.plot(steps, [r["success"] if r["success"] is not None and not math.isnan(r["success"]) else None
                      for r in records], label="success", color="tab:orange", marker=".")
@@ -127,7 +134,8 @@ def plot_adaptive_levels(records: Sequence[Mapping[str, Any]], path: str | Path,
         pad = (success_range[1] - success_range[0]) * 0.05
         ax2.set_ylim(success_range[0] - pad, success_range[1] + pad)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if p_range is None:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", fontsize=8)
@@ -175,24 +183,29 @@ def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[
         for b, v in zip(bars, values, strict=True):
             if v is None:
                 b.set_alpha(0.0)
+        # every bar's value above it, zeros included: a bar of 0 is otherwise indistinguishable from no result
+        ax.bar_label(bars, labels=[f"{100 * v:.1f}" if v is not None else "" for v in values], fontsize=7,
+                     padding=1)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups)
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 110)  # room for the label of a bar at 100
+    ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3)
 
 
 def bar_panels(groups: Sequence[str], panels: Sequence[tuple[str, Mapping[str, Sequence[float | None]]]], *,
-               title: str, xlabel: str, path: str | Path) -> Path:
+               title: str, xlabel: str, path: str | Path, ylabel: str = "score (x 100)") -> Path:
     """One panel per ``(panel title, {series name: a score in [0, 1] or None per group})``, side by side, the
-    series as grouped bars (x 100; None: no bar), one legend below them."""
+    series as grouped bars (x 100; None: no bar), each bar's value above it, one legend below them."""
     plt = pyplot()
-    fig, grid = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.1), dpi=100, sharey=True, squeeze=False)
+    width = max(3.3 * len(panels), 0.075 * len(title) + 1.0)  # the title fits however few panels there are
+    fig, grid = plt.subplots(1, len(panels), figsize=(width, 3.1), dpi=100, sharey=True, squeeze=False)
     axes = grid[0]
     for ax, (panel_title, series) in zip(axes, panels, strict=True):
         _grouped_bars(ax, groups, series)
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel(xlabel)
-    axes[0].set_ylabel("score (x 100)")
+    axes[0].set_ylabel(ylabel)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False, fontsize=9)
     fig.suptitle(title, fontsize=11)

@@ -116,11 +116,39 @@ def recipe_path(kind: str, recipe: str) -> Path:
 
 
 def recipe_summary(kind: str, recipe: str) -> str:
-    """What a recipe is for: its first comment line."""
+    """What a recipe is for: the first sentence of its header comment (its prose may run over several lines; the
+    indented lines after it are commands), never cut inside a sentence.
+
+    >>> recipe_summary("train", "cpu-tiny")  # doctest: +ELLIPSIS
+    'Try training on a CPU: GRPO on a tiny model for 3 steps, ... before renting GPUs.'
+    """
+    prose: list[str] = []
     for line in recipe_path(kind, recipe).read_text(encoding="utf-8").splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-    return ""
+        if not line.startswith("#"):
+            break
+        text = line[1:]
+        if text.startswith("   ") or not text.strip():  # a command line of the header, or a blank one: prose ends
+            break
+        prose.append(text.strip())
+    return first_sentence(" ".join(prose))
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence: a period (or ! ?) followed by a space and a capital, outside
+    parentheses (so "App. B" or "et al." inside them does not end it); the whole text when there is none.
+
+    >>> first_sentence("One (CRAFT App. B): ten. Two.")
+    'One (CRAFT App. B): ten.'
+    """
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(depth - 1, 0)
+        elif ch in ".!?" and depth == 0 and text[i + 1:i + 2] == " " and text[i + 2:i + 3].isupper():
+            return text[:i + 1]
+    return text
 
 
 def _hydra_overrides(kind: str, overrides: Sequence[str], schema: type | None = None) -> list[str]:

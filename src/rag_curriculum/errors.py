@@ -90,13 +90,26 @@ class DataError(CurriculumError, ValueError):
     """
 
     def __init__(self, message: str, *, kind: str, path: str | None = None, record: str | None = None,
-                 field: str | None = None) -> None:
+                 field: str | None = None, hint: str | None = None) -> None:
         self.kind = kind
         self.path = path
         self.record = record
         self.field = field
         where = ", ".join(x for x in (path, record, f"field {field!r}" if field else None) if x)
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class RewardInputError(DataError, ConfigError):
+    """A reward function called with an argument it cannot score: a completion that is neither text nor chat
+    messages, a column of another length than the completions, a ``trajectory`` (or one of its segments or
+    searches) of the wrong shape, a ``gold_plan`` that is not a plan. ``field`` names the argument
+    (``completions``, ``trajectory``, ``gold_plan``, a column), ``record`` the completion (its position in the
+    batch). Every reward raises it (or the ``NoGoldAnswerError`` of :mod:`rag_curriculum._gold` for the gold
+    answers, a :class:`DataError` too) instead of scoring such an input 0. It is a :class:`ConfigError` as well, as
+    the refusals it replaces (a column of another length) were."""
+
+    hint = ("pass what TRL passes: completions as strings or lists of chat messages, and every other argument as a "
+            "column with one entry per completion, as the toolkit's shards and SearchRollout write them")
 
 
 class InputIsADirectoryError(CurriculumError, IsADirectoryError):

@@ -12,10 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_runs import one_error, run, tree
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN
-from typer.testing import CliRunner
-
-from rag_curriculum.cli import app
 
 SCRIPT = '''
 import threading
@@ -34,28 +32,6 @@ def slow(messages, n, seed):
     assert release.wait(60), "never released"
     return ["<think>t</think> Final answer: yes"] * n
 '''
-
-
-def run(*args):
-    import logging
-
-    root = logging.getLogger()  # the CLI's handler of an earlier in-process run writes to that run's closed stream
-    for h in [h for h in root.handlers if getattr(getattr(h, "stream", None), "closed", False)]:
-        root.removeHandler(h)
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_error(r, code: int = 1) -> str:
-    """The one ``error:`` line of a refused command (no traceback), after checking its exit status."""
-    assert r.exit_code == code, (r.exit_code, r.output, r.exception)
-    assert isinstance(r.exception, SystemExit) and "Traceback" not in r.output, r.output
-    errors = [line for line in r.output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, r.output
-    return errors[0]
-
-
-def tree(d: Path) -> dict[str, bytes]:
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -432,6 +408,7 @@ BASES = {
     "serve": ["serve", "--index", "{IDX}"],
     "inspect": ["inspect", "{TRAIN}"],
     "train": ["train", "recipe=rag-rl-min-max", "data.shards={MAX}", "--print-config"],
+    "train --dry-run": ["train", "recipe=cpu-tiny", "data.shards={MAX}", "--dry-run"],
     "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
     "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
 }
@@ -478,6 +455,9 @@ OPTIONS = {  # option: the bad values tried (each a case)
                    "data.order_policy=nosuch", "model.dtype=float7", "run.resume=", "data.max_rows=-1",
                    "data.max_rows=abc", "adaptive.controller=nosuch", "adaptive.controller=nosuchmod:Cls",
                    "dynamic.enabled=true dynamic.metric=nosuch", "=1", "data.shards=", "model.name_or_path={MISSING}/m")},
+    # issue 37 item 12: what the real run refuses before its model loads, the dry run refuses too
+    "train --dry-run": {"": ("batch.prompts_per_step=16", "data.max_rows=1", "run.resume=last", "run.resume={MISSING}",
+                             "batch.prompts_per_step=512 +agent.retriever={IDX}")},
     "partition-merge": {"--correct-f1": ("abc", "-1", "2"), "--shards": ("{MISSING}",), "": ("{MISSING}",
                                                                                               "{DIR}")},
     "eval compare": {"--section": ("nosuch",), "": ("{MISSING}", "{DIR}", "{FILE}")},
@@ -508,7 +488,9 @@ def corpus_cases() -> list[tuple[str, list[str]]]:
 CORPUS = corpus_cases()
 #: Cases that fail while the command runs (exit 1) although their value is not a path: a file's contents disagree
 #: with the value, or a required setting was left empty.
-EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='"}
+EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='",
+          "train --dry-run  'batch.prompts_per_step=16'", "train --dry-run  'data.max_rows=1'",
+          "train --dry-run  'run.resume=last'"}
 #: Path-valued cases that are usage errors (exit 2): a model reference that is neither a folder nor a Hub id.
 EXIT_2 = {"train  'model.name_or_path={MISSING}/m'"}
 CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option")

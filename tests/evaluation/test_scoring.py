@@ -226,7 +226,8 @@ def test_records_survive_pickle(records):
 
 def test_table_bolds_every_value_that_prints_as_the_best():
     """Two models tied at the printed precision are both bolded (the reader cannot tell them apart), and the best
-    is found per evaluation setting (the paper bolds per block of Table 1)."""
+    is found per evaluation setting (the paper bolds per block of Table 1); a column where every model prints the
+    same value has no best, so nothing is bolded there (issue 37 item 15: a table of zeros bolded every 0.00)."""
     from rag_curriculum.evaluation import main_table
 
     def entry(model, setting, a, c):
@@ -234,10 +235,15 @@ def test_table_bolds_every_value_that_prints_as_the_best():
                 "overall": {"answer_f1": a, "citation_f1": c, "joint_f1": float(h(F(a), F(c)))}}
 
     summary = {"evals": [entry("x", "distractor", 0.68712, 0.5), entry("y", "distractor", 0.68708, 0.6),
-                         entry("x", "ideal", 0.2, 0.9), entry("y", "ideal", 0.3, 0.1)]}
+                         entry("z", "distractor", 0.5, 0.5),
+                         entry("x", "ideal", 0.2, 0.9), entry("y", "ideal", 0.3, 0.1), entry("z", "ideal", 0.0, 0.0)]}
     header, rows = main_table(summary)
     assert header == ["Eval setting", "Model", "MuSiQue Answer F1", "MuSiQue Citation F1", "MuSiQue Joint F1"]
     assert rows == [["Distractor", "x", "**68.71**", "50.00", "57.88"],
                     ["", "y", "**68.71**", "**60.00**", "**64.06**"],
+                    ["", "z", "50.00", "50.00", "50.00"],
                     ["Ideal Retrieval", "x", "20.00", "**90.00**", "**32.73**"],
-                    ["", "y", "**30.00**", "10.00", "15.00"]]
+                    ["", "y", "**30.00**", "10.00", "15.00"],
+                    ["", "z", "0.00", "0.00", "0.00"]]
+    zeros = {"evals": [entry("x", "ideal", 0.0, 0.0), entry("y", "ideal", 0.0, 0.0)]}
+    assert not any("**" in c for row in main_table(zeros)[1] for c in row)

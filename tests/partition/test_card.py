@@ -40,7 +40,8 @@ def card_in_code(manifest: Mapping[str, Any], bucket: str, plot: bytes | None) -
         f"{sampling['seed']}); each final answer was scored by answer F1 against the gold answer and its aliases "
         "(RAG-RL section 3.2, appendix A). Rows keep the input's columns and order (`curriculum_index` is "
         "renumbered; `input_index` is the input position) and add `n`, `c` (samples with F1 = 1), `sample_f1`, "
-        "`max_f1`, `mean_f1`, `pass_rate` (c/n), `pass_at_k` (unbiased pass@k for k = 1..n) and "
+        "`max_f1`, `mean_f1`, `pass_rate` (c/n: c correct of the n = --pass-at samples), `pass_at_k` (unbiased "
+        "pass@j for j = 1..n) and "
         "`num_valid_format`.", ""]
     bal = part["balance"]
     if bal["enabled"] and bucket != LEARNABLE:
@@ -52,10 +53,10 @@ def card_in_code(manifest: Mapping[str, Any], bucket: str, plot: bytes | None) -
         ["questions", f"{counts['questions']:,}"], ["skipped (prompt too long)", f"{counts['skipped']:,}"],
         ["base-answerable (c > 0)", f"{counts[ANSWERABLE]:,}"],
         ["base-unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
-        ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"]]), ""]
+        ["learnable (0 < c < k)", f"{counts[LEARNABLE]:,}"]]), ""]
     scored = max(counts["scored"], 1)
-    lines += ["Distribution of pass rates (correct samples c out of n):", "", md_table(
-        ["c", "pass rate c/n", "questions", "share"],
+    lines += ["Distribution of pass rates (c correct samples out of k):", "", md_table(
+        ["c", "pass rate c/k", "questions", "share"],
         [[c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
          for c, q in counts["correct_samples_histogram"].items()]), ""]
     lines += ["Mean unbiased pass@k over the questions:", "", md_table(

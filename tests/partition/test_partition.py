@@ -143,7 +143,7 @@ def test_outputs_are_shard_directories_in_the_builder_schema_plus_statistics(max
                 assert r[k] == src[k]
             assert r["c"] == C[r["input_index"]]
         card = (d / "README.md").read_text()
-        assert card.startswith("---\nlicense:") and "pass@4" in card and "| c | pass rate c/n |" in card
+        assert card.startswith("---\nlicense:") and "pass@4" in card and "| c | pass rate c/k |" in card
         assert "![distribution of pass rates](pass_rate.png)" in card and (d / "pass_rate.png").stat().st_size > 0
     summary = json.loads((tmp_path / "p" / "partition.json").read_text())
     assert summary["outputs"] == {"answerable": {"path": "answerable", "rows": 7},

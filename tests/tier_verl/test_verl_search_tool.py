@@ -126,6 +126,17 @@ def test_a_rows_level_puts_its_hard_negatives_above_its_gold_passages(dry_run, i
     assert len(shown) == 3 and set(shown) <= negatives
 
 
+def test_a_query_of_stop_words_only_says_nothing_was_found(dry_run):
+    """BM25 finds nothing for "the of and" (issue 37 item 17): the tool says so, never an empty message (Search-R1's
+    loop shows an empty <information></information> block; an empty tool message reads as a failed call)."""
+    from rag_curriculum.agents import NO_RESULTS
+
+    tools = _tools(dry_run[0] / "search_tool.yaml")
+    tools["search"].difficulty.mode = "none"
+    resp, _, metrics = _call(tools, "the of and")
+    assert resp.text == NO_RESULTS == "No search results found." and metrics == {"searched": 1, "short": 1}
+
+
 def test_a_bad_call_gets_an_error_message_and_no_search(dry_run):
     from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
     from verl.experimental.agent_loop.tool_parser import FunctionCall

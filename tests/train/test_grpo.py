@@ -136,6 +136,12 @@ def test_checkpoints_config_and_plan_saved(trained):
     assert plan["steps_per_epoch"] == 3
     manifest = json.loads((Path(cfg.data.shards) / "manifest.json").read_text())
     assert plan["longest_prompt_tokens"] == manifest["prompt_tokens"]["longest"]["tokens"]
+    card = (out / "README.md").read_text()  # the toolkit's card, not TRL's "fine-tuned version of [None]" (issue 37)
+    assert "[None]" not in card and "generated_from_trainer" not in card
+    for line in (f"| base model | `{cfg.model.name_or_path}` (a local folder) |", "| steps | 3 of 3 |",
+                 "| recipe | `rag-rl-min-max`", f"{ROWS} rows of musique (K = 3), built with the `min-max` schedule",
+                 "2 prompts x 2 generations per step", "| rewards | `test-recording-rag-rl` (1) |"):
+        assert line in card, (line, card)
 
 
 def test_resume_continues_the_curriculum(trained, tiny_model_dir, shards, tmp_path):
@@ -171,6 +177,46 @@ def test_resume_with_another_batch_is_refused(trained, tiny_model_dir, shards, t
     # Another batch that still continues after row 4 (3 generations of 2 prompts per step) is accepted.
     args = SimpleNamespace(gradient_accumulation_steps=3, steps_per_generation=3, num_iterations=1)
     assert rows_done(2, args, PROMPTS) == 4
+
+
+def test_a_finished_run_says_so_and_trains_nothing(trained, tiny_model_dir, shards, tmp_path):
+    """Run again after it reached its steps (issue 37 item 11): nothing is trained, no step 4, checkpoint-3 is kept
+    as it was, and the run says it is finished (the library's result, the command's last line and its dry run)."""
+    from cli_runs import run
+    from cli_runs import tree as files
+
+    from rag_curriculum.train import compose_train_config, train
+
+    result, _, _ = trained
+    out = tmp_path / "run"
+    shutil.copytree(result.output_dir, out)
+    before = files(out)
+    overrides = _overrides(tiny_model_dir, shards, out)
+    again = train(compose_train_config("rag-rl-min-max", overrides))
+    assert again.finished and again.global_step == 3
+    assert [p.name for p in again.checkpoints] == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    assert files(out) == before  # nothing written, nothing replaced
+    for more in ([], ["--dry-run"]):
+        r = run("train", "recipe=rag-rl-min-max", *overrides, *more)
+        assert r.exit_code == 0, r.output
+        text = " ".join(r.output.split())
+        assert "is a finished run: checkpoint-3 is step 3 of its 3; nothing to train" in text or (
+            "nothing trained" in text and "already reached its 3 steps" in text), text
+        assert "run.name=NEW" in text and "ok: binds" not in text
+    assert files(out) == before
+    r = run("train", "recipe=rag-rl-min-max", *overrides, "grpo.max_steps=4", "--dry-run")  # more steps asked for
+    assert r.exit_code == 0 and "resumes from" in r.output and "is a finished run" not in r.output, r.output
+
+
+def test_resuming_onto_other_data_names_the_way_to_start_fresh(trained, tiny_model_dir, shards, tmp_path):
+    from cli_runs import one_error, run
+
+    result, _, _ = trained
+    out = tmp_path / "run"
+    shutil.copytree(result.output_dir, out, ignore=shutil.ignore_patterns("checkpoint-3"))
+    r = run("train", "recipe=rag-rl-min-max", *_overrides(tiny_model_dir, shards, out, "data.max_rows=6"))
+    assert "num_rows was 7, now 6" in one_error(r)
+    assert "run.name=NEW" in r.output and "run.resume=PATH" in r.output
 
 
 def test_shuffle_refused_before_loading_anything(tiny_model_dir, shards, tmp_path):

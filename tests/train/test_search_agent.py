@@ -129,6 +129,33 @@ def test_search_rewards_logged_by_component(trained):
     assert all(t["searches"][0]["ids"] for r in rollouts for t in r["trajectory"])
 
 
+def test_resuming_with_another_index_is_refused_and_names_the_way_to_start_fresh(trained, tmp_path):
+    """The checkpoint records the fingerprint of the index its searches went to: a resume against another index
+    (issue 37 item 11) is refused in one line, by the dry run too, and the hint names run.name= for a fresh run."""
+    import shutil
+
+    import yaml
+    from cli_runs import one_error, run
+    from conftest import MUSIQUE_DEV
+
+    from rag_curriculum.retrieval import IndexConfig, build_index
+
+    result, _, _ = trained
+    out = tmp_path / "run"
+    shutil.copytree(result.output_dir, out)  # its one checkpoint is the last step's (save_total_limit 1)
+    saved = yaml.safe_load((out / "train_config.yaml").read_text())
+    other = tmp_path / "other-index"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_DEV), out=str(other), depth=5))
+    base = ["train", "recipe=search-r1-cpu-tiny", f"model.name_or_path={saved['model']['name_or_path']}",
+            f"data.shards={saved['data']['shards']}", f"run.output_dir={out}", "agent.max_turn_tokens=12"]
+    for more in (["--dry-run"], []):
+        r = run(*base, f"agent.retriever={other}", *more)
+        assert "its searches went to another index" in one_error(r), r.output
+        assert "run.name=NEW" in r.output
+    r = run(*base, f"agent.retriever={saved['agent']['retriever']}", "--dry-run")  # the same index: finished
+    assert r.exit_code == 0 and "is a finished run" in " ".join(r.output.split()), r.output
+
+
 def test_dry_run_of_the_recipes(tmp_path):
     from rag_curriculum.train import compose_train_config
     from rag_curriculum.train._trl import check_recipe

@@ -25,7 +25,7 @@ from ..config import bind, merge_flags, resolve
 from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..evaluation import compare_summaries, main_table, render_report, run_eval, write_plots
-from ..evaluation._agent import AgentEvalConfig, run_agent_eval, table_rows
+from ..evaluation._agent import AgentEvalConfig, endings, format_errors, run_agent_eval, table_rows
 from ..evaluation._config import EvalConfig
 from ..evaluation._veritas import veritas_table
 from ..generation._engine import without_engine_options
@@ -197,18 +197,22 @@ def _run_agent(p: dict[str, Any]) -> None:
         cfg = bind(AgentEvalConfig, flags)
         summary = run_agent_eval(cfg, progress=p.get("progress", True) and console.is_terminal,
                                  command=redacted(current_command()))
+    # two tables, every column folded rather than cut: read whole at 80 columns (a name breaks across lines, never
+    # ends in an ellipsis)
     table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
-    for h in ("model", "set", "EM", "F1", "searches/q", "gold recall", "format errors", "ended"):
-        table.add_column(h, justify="left" if h in ("model", "set", "format errors", "ended") else "right")
+    for h in ("model", "set", "EM", "F1", "searches / q", "gold recall"):
+        table.add_column(h, justify="left" if h in ("model", "set") else "right", overflow="fold")
+    ended = Table(title="format errors and how trajectories ended", header_style="bold")
+    for h in ("model", "set", "format errors", "ended"):
+        ended.add_column(h, overflow="fold")
     for e in summary["evals"]:
-        errors = ", ".join(f"{k} {v}" for k, v in sorted(e["format_errors"].items())) or "none"
-        ended = ", ".join(f"{k} {v}" for k, v in sorted(e["status"].items()))
-        for j, (label, (o,)) in enumerate(table_rows(e["model"], [e])):
+        for label, (o,) in table_rows(e["model"], [e]):
             table.add_row(label, e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}",
                           f"{o['searches']:.2f}" if "searches" in o else "-",
-                          f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
-                          errors if j == 0 else "", ended if j == 0 else "")
+                          f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-")
+        ended.add_row(e["model"], e["set"], format_errors(e), endings(e))
     out.print(table)
+    out.print(ended)
     if cfg.faithfulness:  # VERITAS's Table 6 layout (evaluation/_veritas.py), as in veritas.md
         got = veritas_table(summary)
         if got is not None:
@@ -221,7 +225,9 @@ def _run_agent(p: dict[str, Any]) -> None:
                     r = [f"[bold]{r[0]}[/]", *r[1:]]
                 vt.add_row(*r)
             out.print(vt)
+    plots = summary.get("plots") or []
     console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/"
+                  + (f", {len(plots)} plot(s) in plots/" if plots else "")
                   + (", veritas.md (Table 6 layout), pairs/" if cfg.faithfulness else ""))
 
 

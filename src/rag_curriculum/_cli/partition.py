@@ -163,11 +163,11 @@ def print_summary(result: Any) -> None:
     if c.get("skipped"):
         t.add_row("skipped (prompt too long)", f"{c['skipped']:,}", "")
     rows = (("answerable", "base-answerable (c > 0)"), ("unanswerable", "base-unanswerable (c = 0)"),
-            ("learnable", "learnable (0 < c < n)"))
+            ("learnable", "learnable (0 < c < k)"))
     if "answerable-with-search" in c:  # a search agent's partition (--agent)
         rows = (("answerable-without-search", "answerable without search"),
                 ("answerable-with-search", "answerable with search only"), ("unanswerable", "unanswerable (c = 0)"),
-                ("learnable", "learnable (0 < c < n)"))
+                ("learnable", "learnable (0 < c < k)"))
     for key, label in rows:
         t.add_row(label, f"{c.get(key, 0):,}", f"{c.get(key, 0) / scored:.1%}")
     bal = s.get("balance") or {}

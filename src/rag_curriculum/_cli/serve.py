@@ -1,5 +1,5 @@
 """`curriculum serve`: an index of `curriculum index` behind HTTP, with Search-R1's retriever protocol (POST
-/retrieve), for RL trainers that call a search tool (Search-R1, verl's search_r1_like tool, TRL scripts)."""
+/retrieve), for RL trainers that call a search tool (Search-R1, the toolkit's verl search tool, TRL scripts)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,9 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
 
       curriculum serve --index indexes/wiki18 --host 0.0.0.0 --workers 4 --max-batch 1024
 
-    Search-R1 then trains with retriever.url=http://127.0.0.1:8000/retrieve (its search_url), verl's
-    search_r1_like tool with retrieval_service_url=http://127.0.0.1:8000/retrieve.
+    Search-R1 then trains with retriever.url=http://127.0.0.1:8000/retrieve (its search_url); a verl run with the
+    toolkit's search tool (rag_curriculum.verl.tool.SearchTool) with retriever: http://127.0.0.1:8000 in
+    recipes/verl/search_tool.yaml; this toolkit's agents with --retriever http://127.0.0.1:8000/retrieve.
     """
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     with reported_errors(_hint):

@@ -22,16 +22,11 @@ from ..curricula._lengths import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,
-    check_index_order,
-    check_recipe,
     order_issues,
 )
 from ..train import train as run_training
-from ..train._lengths import check_trl_lengths
-from ..train._order import tail_rows
 from ..train._recipes import config_yaml
-from ..train._trl import grpo_kwargs, load_curriculum, resolve_num_processes
-from ..train.adaptive import make_hook
+from ..train._trl import finished_message, grpo_kwargs, prepare
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 
@@ -133,7 +128,10 @@ def train(
             _dry_run(cfg)
             return
         result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
-    if main:
+    if main and result.finished:
+        out.print(f"[yellow]nothing trained:[/] {escape(str(result.output_dir))} had already reached its "
+                  f"{result.global_step} steps (run.name=NEW starts another run)")
+    elif main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
 
@@ -147,42 +145,44 @@ def _hint(e: BaseException) -> str | None:
 
 
 def _dry_run(cfg: Any) -> None:
-    tail = None
-    # the shards are read and checked as the real run reads them (missing, damaged, empty or an evaluation set:
-    # refused here as there, in one line)
-    dataset, manifest = load_curriculum(cfg)
-    num_rows = len(dataset)
-    args, plan = check_recipe(cfg, num_processes=resolve_num_processes(cfg), num_rows=num_rows)
-    if cfg.adaptive.controller is not None:  # the controller with its settings, as the real run makes it
-        make_hook(cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=None)
-    if dataset is not None:
-        try:  # a prompt too long for the run's limits is an error here as in training (PromptLengthError)
-            lengths = check_trl_lengths(cfg, args, dataset, manifest)
-        except TokenizerError as e:  # training would stop on it; a dry run says so and goes on
-            lengths = None
-            console.print(f"[yellow]prompt lengths not checked:[/] {escape(str(e))} (training refuses to start without them; "
-                          "build with --tokenizer MODEL to record them in the shards)")
-        if lengths is not None and lengths.tokens:
-            top = lengths.longest()
-            completion = args.max_completion_length or 0
-            out.print(escape(f"longest prompt: {lengths.tokens[top]} tokens ({lengths.describe(top)}) + {completion} "
-                             f"completion tokens; counted from {lengths.source}"))
-
-        indices = list(dataset["curriculum_index"])
-        problem = check_index_order(indices)
-        if problem is not None:
-            console.print(f"[red]{problem.severity}:[/] {problem.message}")
-        tail = tail_rows(plan, indices, list(dataset["level"]))
-        fitted = (manifest.get("trainer_tail") or {}).get("batch_prompts")
-        if fitted and fitted != plan.prompts_per_generation:
-            console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
-                          f"takes {plan.prompts_per_generation} per batch")
-    _print_plan(plan, tail)  # the tail warned once, here (the real run logs it with report_tail)
-    for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan):
-        if issue.severity != "error":  # errors were raised by check_recipe
+    """Every check of the real run before its model loads (``prepare``: the shards, the batch, the order, TRL's
+    config, the prompt lengths, the retriever, the resume point, the controller), then what it found."""
+    run = prepare(cfg, dry_run=True)
+    plan, args, manifest = run.plan, run.args, run.manifest
+    if run.lengths_error is not None:  # training would stop on it; a dry run says so and goes on
+        console.print(f"[yellow]prompt lengths not checked:[/] {escape(str(run.lengths_error))} (training refuses "
+                      "to start without them; build with --tokenizer MODEL to record them in the shards)")
+    elif run.lengths is not None and run.lengths.tokens:
+        top = run.lengths.longest()
+        completion = args.max_completion_length or 0
+        out.print(escape(f"longest prompt: {run.lengths.tokens[top]} tokens ({run.lengths.describe(top)}) + "
+                         f"{completion} completion tokens; counted from {run.lengths.source}"))
+    fitted = (manifest.get("trainer_tail") or {}).get("batch_prompts")
+    if fitted and fitted != plan.prompts_per_generation:
+        console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
+                      f"takes {plan.prompts_per_generation} per batch")
+    _print_plan(plan, run.tail)  # the tail warned once, here (the real run logs it with report_tail)
+    for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan,
+                              resuming=run.resume is not None):
+        if issue.severity != "error":  # errors were raised by prepare
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
+    if run.retriever is not None:
+        out.print(escape(f"retriever: {cfg.agent.retriever} ({_describe_retriever(run.retriever)})"))
+    if run.finished is not None:
+        out.print(escape(finished_message(run)))
+        return
+    if run.resume is not None:
+        out.print(escape(f"resumes from {run.resume}"))
     out.print(f"[green]ok:[/] binds to trl.GRPOConfig (output_dir={args.output_dir}, "
-              f"shuffle_dataset={args.shuffle_dataset})")
+              f"shuffle_dataset={args.shuffle_dataset})" + ("; the prompt lengths not checked"
+                                                            if run.lengths_error is not None else ""))
+
+
+def _describe_retriever(retriever: Any) -> str:
+    d = retriever.describe()
+    index = d.get("index") if isinstance(d.get("index"), dict) else d
+    fp = (index or {}).get("fingerprint")
+    return f"{d.get('kind', 'index')}, fingerprint {str(fp)[:12]}" if fp else str(d.get("kind", "retriever"))
 
 
 def register(app: typer.Typer) -> None:

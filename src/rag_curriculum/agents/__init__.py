@@ -63,7 +63,8 @@ _EXPORTS = {
     "MODES": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
     "hard_negative_count": "._difficulty", "noise_probability": "._difficulty",
     "Hit": "._retrievers", "HttpRetriever": "._retrievers", "IndexRetriever": "._retrievers",
-    "Retriever": "._retrievers", "RetrieverError": "._retrievers", "doc_lines": "._retrievers",
+    "NO_RESULTS": "._retrievers", "Retriever": "._retrievers", "RetrieverError": "._retrievers",
+    "doc_lines": "._retrievers",
     "open_retriever": "._retrievers", "split_contents": "._retrievers",
     "STATUSES": "._rollout", "RolloutConfig": "._rollout", "SearchCall": "._rollout", "SearchR1Format": "._rollout",
     "Trajectory": "._rollout", "run_rollouts": "._rollout", "summarize": "._rollout",
@@ -74,6 +75,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
     from ._retrievers import (
+        NO_RESULTS,
         Hit,
         HttpRetriever,
         IndexRetriever,
@@ -96,7 +98,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
 
 __all__ = [
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "STOP", "TURN_ERRORS", "Hit",
-    "HttpRetriever", "IndexRetriever", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig",
+    "HttpRetriever", "IndexRetriever", "NO_RESULTS", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig",
     "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Segment", "Trajectory", "Turn", "doc_lines",
     "get_agent_template", "hard_negative_count", "information_block", "noise_probability", "open_retriever",
     "parse_trajectory", "parse_turn", "run_rollouts", "split_contents", "summarize",

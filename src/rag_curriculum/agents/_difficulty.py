@@ -104,6 +104,17 @@ class SearchDifficulty:
         return out[:k], {"hard_negatives": d}
 
 
+def _as_list(value: Any) -> list[Any]:
+    """A row's list column as a list: None is empty; a NumPy array (a pandas row, datasets' numpy format) or a
+    tuple is read as the list it holds (an array's truth value is an error, never a silent empty list)."""
+    if value is None:
+        return []
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and not isinstance(value, (str, bytes)):
+        value = tolist()
+    return list(value)
+
+
 class RowView:
     """What the search environment needs of a row: its id, question, answers, level, gold passage keys, hard
     negatives (the non-gold passages of its curriculum row, as hits) and its own withholding probability (the
@@ -113,15 +124,18 @@ class RowView:
         self.row = row
         self.id = str(row["id"])
         self.question = str(row["question"])
-        self.answers = list(row.get("answers") or [])
-        self.level = int(row.get("level") or 1)
-        passages: Sequence[dict[str, Any]] = row.get("passages") or []
+        self.answers = _as_list(row.get("answers"))
+        level = row.get("level")
+        self.level = int(level) if level is not None and int(level) else 1
+        passages: Sequence[dict[str, Any]] = _as_list(row.get("passages"))
         self.gold = {passage_hash(p["title"], p["text"]) for p in passages if p.get("is_gold")}
         self.negatives = [Hit(f"row:{i}", p["title"], p["text"]) for i, p in enumerate(passages)
                           if not p.get("is_gold")]
         self.neg_keys = [passage_hash(h.title, h.text) for h in self.negatives]
         self.answerable = bool(row.get("answerable", True))
         p = row.get(P_COLUMN)
+        if isinstance(p, float) and p != p:  # NaN: a missing value of a pandas column
+            p = None
         if p is not None and not (isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0):
             raise ConfigError(f"row {self.id!r}: {P_COLUMN}={p!r} is not a probability", hint="give 0 <= p <= 1")
         self.p: float | None = None if p is None else float(p)

@@ -55,6 +55,12 @@ class Hit:
         return title, text
 
 
+#: What a search tool answers when nothing matched (a query of stop words only, or of words the index lacks): the text
+#: verl's own search tool gave. The tag protocol keeps Search-R1's empty ``<information></information>`` block; a
+#: tool message (verl's agent loop, TRL's tool calling) that is empty would read as a failed call.
+NO_RESULTS = "No search results found."
+
+
 def doc_lines(hits: Sequence[Hit]) -> str:
     """The search results as Search-R1 shows them: ``Doc {i}(Title: {title}) {text}`` per hit, one per line."""
     return "\n".join(f"Doc {i}(Title: {t}) {x}" for i, (t, x) in enumerate((h.shown() for h in hits), 1))

@@ -140,6 +140,8 @@ class Trajectory:
         d = asdict(self)
         d.pop("state", None)
         d["segments"] = [{"source": s.source, "text": s.text} for s in self.segments]
+        for s in d["searches"]:  # an empty {} would be a struct without fields: pandas / polars cannot write it back
+            s["shaped"] = s["shaped"] or None
         return d
 
 

@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..errors import ConfigError
 from ..prompts import QuestionTemplate
 from ..registry import Registry
 
@@ -187,6 +188,18 @@ def information_block(passages: Sequence[tuple[str, str]]) -> str:
 
 
 # -- a whole trajectory -----------------------------------------------------------------------------------------
+def first_search_query(first_turn: str, question: str) -> str:
+    """The query of ``agent.first_turn``'s ``<search>`` block, ``{question}`` filled in (a ConfigError when the turn
+    holds no well-formed search: under ``protocol=tools`` it is a search, not a turn the model writes)."""
+    turn = parse_turn(first_turn.format(question=question))
+    if turn.action != "search" or not turn.content:
+        raise ConfigError(f"agent.first_turn={first_turn!r} holds no <search> query: with agent.protocol=tools it "
+                          "is the search the environment runs when a rollout starts",
+                          hint='e.g. agent.first_turn="<search> {question} </search>", or null')
+    return turn.content
+
+
+
 class Segment(NamedTuple):
     """A piece of a trajectory's text: written by the ``model`` or appended by the ``env``."""
 

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +34,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from .._metrics import answer_scores
+from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, rule
@@ -54,6 +56,7 @@ from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
 from ..retrieval import passage_hash
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
+from ._report import write_dataset_card
 from ._veritas import check_config, render_veritas_table, veritas_entry
 
 log = logging.getLogger(__name__)
@@ -113,6 +116,7 @@ class AgentEvalConfig:
     judge: str | None = rule(None, empty=False, help=(
         "VERITAS's judge as BACKEND:MODEL (e.g. openai:veritas-rm behind vllm serve, the paper's distilled reward "
         "model); without it only Think-Answer is scored."))
+    plots: bool = rule(True, help="Write PNG plots into plots/ (scores per set, how trajectories ended).")
     judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
         "VERITAS options KEY=VALUE: the judge's (votes, vote, temperature, max_tokens, cache_dir, ...), the "
         "reward's (think_answer_scope, aggregate, judge_failure_value, missing_value, ...); any other key goes to "
@@ -334,7 +338,11 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
     out = Path(cfg.out)
     _check_out(out)
     sets = [(d, ds, rows) for d in cfg.data for ds, rows in load_question_sets(d, limit=cfg.limit)]
-    keys = [f"{ds}-{Path(d).name}" for d, ds, _ in sets]
+    keys = [set_name(ds, d) for d, ds, _ in sets]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise UsageError(f"two --data sets would both be named {', '.join(twice)} in the results",
+                         hint="give the folders distinct names")
     retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
     getattr(retriever, "probe", lambda: None)()  # a retriever that cannot answer fails before anything is written
     created = not out.exists()
@@ -358,6 +366,18 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
             lock.release()
 
 
+def set_name(dataset: str, data: str | Path) -> str:
+    """The name of one question set in the results: the ``--data`` folder's (or file's) name, prefixed by its
+    dataset unless the name already starts with it (``eval/musique-distractor`` is ``musique-distractor``, not
+    ``musique-musique-distractor``; a Search-R1 file's ``nq`` rows of ``test.parquet`` are ``nq-test.parquet``).
+
+    >>> set_name("musique", "eval/musique-distractor"), set_name("musique", "outputs/agent-rows")
+    ('musique-distractor', 'musique-agent-rows')
+    """
+    name = Path(data).name
+    return name if name == dataset or name.startswith(f"{dataset}-") else f"{dataset}-{name}"
+
+
 def _check_out(out: Path) -> None:
     """``--out`` is a new or empty folder, or one an agent evaluation wrote (its ``eval_config.json`` says so):
     results land beside the toolkit's own files only, never inside a folder of the user's."""
@@ -379,7 +399,7 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit",
-                                                                    "retriever_timeout")
+                                                                    "retriever_timeout", "plots")
                 and not (cfg.agent != "react" and k in _REACT_ONLY)
                 and not (cfg.faithfulness is None and k in _VERITAS_ONLY)}
     described = retriever.describe()
@@ -405,18 +425,24 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                 if backend is None:
                     backend = (backend_factory(model) if backend_factory
                                else get_backend(cfg.backend, model=model.path, **cfg.backend_args))
+                label = f"{model.name} · {key}"
+                started = time.monotonic()
+                log.info("%s: %d question(s) x %d sample(s), at most %d turn(s) each", label, len(rows), cfg.m,
+                         cfg.max_turns)
                 with maybe_progress(progress, unit="turns") as bar:
-                    task = bar.add_task(f"{model.name} · {key}", total=cfg.max_turns) if bar else None
+                    task = bar.add_task(label, total=cfg.max_turns) if bar else None
 
-                    label = f"{model.name} · {key}"
-
-                    def on_turn(turn: int, active: int, bar: Any = bar, task: Any = task, label: str = label) -> None:
+                    def on_turn(turn: int, active: int, bar: Any = bar, task: Any = task, label: str = label,
+                                started: float = started) -> None:
                         if bar is not None:
                             bar.update(task, completed=turn, description=f"{label} · {active} active")
+                        else:  # not on a terminal (piped, logged): a line per turn, as the other commands log
+                            log.info("%s: turn %d of %d, %d trajectory(ies) going (%.0f s so far)", label,
+                                     turn + 1, cfg.max_turns, active, time.monotonic() - started)
 
                     trajs = run_rollouts(backend, rows, retriever, cfg.sampling(), n=cfg.m, config=cfg.rollout(),
                                          on_turn=on_turn, fmt=cfg.fmt())
-                dicts = [t.to_dict() for t in trajs]
+                dicts = [{"model": model.name, "set": key, **t.to_dict()} for t in trajs]
                 react = None
                 if cfg.agent == "react":
                     react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
@@ -440,11 +466,19 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                 res_path.parent.mkdir(parents=True, exist_ok=True)
                 write_json(res_path, {"fingerprint": fp, "entry": entry})
                 summary["evals"].append(entry)
+                o = entry["overall"]
+                log.info("%s: done in %.0f s: EM %.1f, F1 %.1f, %.2f searches / question", label,
+                         time.monotonic() - started, o.get("em", 0.0), o.get("f1", 0.0), o.get("searches", 0.0))
         finally:
             if backend is not None:
                 backend.close()
+    plots = write_agent_plots(summary, out / "plots") if cfg.plots and summary["evals"] else []
+    summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
     write_json(out / "summary.json", summary)
     atomic_write_text(out / "table.md", render_table(summary))
+    write_dataset_card(out, data_files="trajectories/*/*.jsonl", title="Search-agent evaluation: trajectories",
+                       rows="one row per trajectory (model, set, row_id, sample, prompt, segments, searches with "
+                            "their passage ids and gold flags, errors, answer, status, turns)")
     if cfg.faithfulness is not None:
         atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
     return summary
@@ -465,7 +499,55 @@ def render_table(summary: dict[str, Any]) -> str:
             recall = [v["gold_recall"] for v in vals if "gold_recall" in v]
             lines.append(f"| {label} | {scores} | {f'{_mean(searches):.2f}' if searches else '-'} | "
                          f"{f'{_mean(recall):.1f}' if recall else '-'} |")
+    lines += ["", "## Format errors and how trajectories ended", "",
+              "| model | set | trajectories | format errors | ended |", "|---|---|---|---|---|"]
+    for e in summary["evals"]:
+        lines.append(f"| {e['model']} | {e['set']} | {e['questions'] * e['samples']} | {format_errors(e)} | "
+                     f"{endings(e)} |")
+    for p in summary.get("plots") or []:
+        lines += ["", f"![{Path(p).stem}]({p})"]
     return "\n".join(lines) + "\n"
+
+
+def format_errors(entry: dict[str, Any]) -> str:
+    """An entry's format errors by type (``no_action 24, malformed_tag 2``), or ``none``."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(entry.get("format_errors", {}).items())) or "none"
+
+
+def endings(entry: dict[str, Any]) -> str:
+    """How an entry's trajectories ended, by status (``answer 6, turn_budget 2``)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(entry.get("status", {}).items())) or "-"
+
+
+def write_agent_plots(summary: dict[str, Any], directory: Path) -> list[Path]:
+    """``scores.png`` (EM, F1 and, where the sets have gold passages, gold recall: models side by side over the
+    sets) and ``ended.png`` (the share of trajectories by how they ended, per model and set)."""
+    evals = summary["evals"]
+    sets = list(dict.fromkeys(e["set"] for e in evals))
+    models = list(dict.fromkeys(e["model"] for e in evals))
+    at = {(e["model"], e["set"]): e for e in evals}
+
+    def series(metric: str) -> dict[str, list[float | None]]:
+        return {m: [at[(m, s)]["overall"][metric] / 100 if (m, s) in at and metric in at[(m, s)]["overall"]
+                    else None for s in sets] for m in models}
+
+    metrics = [("em", "EM"), ("f1", "F1")] + ([("gold_recall", "gold recall")]
+                                              if any("gold_recall" in e["overall"] for e in evals) else [])
+    written = [bar_panels(sets, [(title, series(m)) for m, title in metrics], xlabel="set", path=directory /
+                          "scores.png", title=f"search agent ({summary['agent']}): scores (x 100)")]
+    statuses = sorted({k for e in evals for k in e.get("status", {})})
+    if statuses:
+        panels = []
+        for m in models:
+            shares = {}
+            for s in sets:
+                e = at.get((m, s))
+                total = sum((e or {}).get("status", {}).values())
+                shares[s] = [e["status"].get(k, 0) / total if e and total else None for k in statuses]
+            panels.append((m, shares))
+        written.append(bar_panels(statuses, panels, xlabel="how the trajectory ended", path=directory / "ended.png",
+                                  title="how trajectories ended, per model", ylabel="% of the set's trajectories"))
+    return written
 
 
 def table_rows(model: str, entries: Sequence[dict[str, Any] | None]) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -107,8 +107,10 @@ class EvalConfig:
     index_base: int | None = rule(None, ge=0, le=1, help=(
         "With --template craft-v*: number the passages from 0 or 1 (default 1)."))
     judge: str | None = rule(None, empty=False, help=(
-        "CRAFT faithfulness judge as BACKEND:MODEL (e.g. openai:Qwen3-Max, the paper's; transformers:PATH; "
-        "scripted:FILE.json): audits every CRAFT trace with Algorithm 1's checks, cached on disk."))
+        "The faithfulness judge as BACKEND:MODEL. CRAFT's (e.g. openai:Qwen3-Max, the paper's; transformers:PATH; "
+        "scripted:FILE.json) audits every CRAFT trace with Algorithm 1's checks; with --agent ... --faithfulness "
+        "veritas, VERITAS's judges Info-Think and Think-Search (openai:veritas-rm behind vllm serve; "
+        "scripted:rag_curriculum.rewards:lexical_judge, a word-overlap stand-in for CPU runs). Cached on disk."))
     judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
         "Judge options KEY=VALUE: cache_dir, prompt (a template file), citation_check (judge|rule), max_tokens; "
         "any other key goes to the judge's backend (base_url, api_key, ...)."))

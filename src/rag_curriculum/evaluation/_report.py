@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import atomic_write_text
 from ..cards import md_table
 from ..errors import ConfigError
 from ._craft import render_variants_table
@@ -72,18 +73,39 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
 
 
 def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
-    """Bold the best value of each column (when more than one row has a value), in place. Values are compared as
-    printed (x 100, two decimals), so every cell that shows the best number is bolded."""
+    """Bold the best value of each column (when more than one row has a value and they are not all the same: a
+    column of equal values, all 0.00 say, has no best), in place. Values are compared as printed (x 100, two
+    decimals), so every cell that shows the best number is bolded."""
     if len(cells) < 2:
         return
     for c in range(len(values[0])):
         shown = [pct(v[c]) for v in values if v[c] is not None]
-        if len(shown) < 2:
+        if len(shown) < 2 or len(set(shown)) == 1:
             continue
         best = max(shown, key=float)
         for r, row in enumerate(values):
             if row[c] is not None and pct(row[c]) == best:
                 cells[r][c] = f"**{cells[r][c]}**"
+
+
+#: The card that makes an evaluation's --out a Hugging Face dataset: ``datasets.load_dataset(OUT, split="test")``
+#: reads its per-question records (the folder holds other JSON files, eval_config.json and summary.json, that
+#: datasets' file inference would otherwise take for the test split).
+CARD_FILE = "README.md"
+
+
+def write_dataset_card(out: str | Path, *, data_files: str, rows: str, title: str) -> Path:
+    """``OUT/README.md``: a dataset card whose ``configs`` point ``load_dataset(OUT, split="test")`` at
+    ``data_files`` (a glob under ``out``), saying what one row is."""
+    text = "\n".join([
+        "---", "configs:", "- config_name: default", "  data_files:", "  - split: test", f"    path: {data_files}",
+        "---", "", f"# {title}", "",
+        f"`datasets.load_dataset(\"{Path(out).name}\", split=\"test\")` (the path of this folder) reads "
+        f"`{data_files}`: {rows}. The tables are in `table.md`, the aggregates in `summary.json`, the settings in "
+        "`eval_config.json`.", ""])
+    path = Path(out) / CARD_FILE
+    atomic_write_text(path, text)
+    return path
 
 
 def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS,

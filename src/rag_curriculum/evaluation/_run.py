@@ -41,7 +41,14 @@ from ..shards import read_manifest, read_table, write_json
 from . import _craft as craft
 from ._config import EvalConfig, ModelSpec
 from ._plots import write_plots
-from ._report import SUMMARY_FILE, SUMMARY_KIND, SUMMARY_VERSION, render_report, summarize_entry
+from ._report import (
+    SUMMARY_FILE,
+    SUMMARY_KIND,
+    SUMMARY_VERSION,
+    render_report,
+    summarize_entry,
+    write_dataset_card,
+)
 from ._scoring import SAMPLE_METRICS, score_row
 
 log = logging.getLogger(__name__)
@@ -441,6 +448,9 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
     write_json(out / SUMMARY_FILE, summary)
     report = render_report(summary, plots=summary["plots"])
     atomic_write_text(out / "table.md", report)
+    write_dataset_card(out, data_files="results/*/*.parquet", title="Evaluation results",
+                       rows="one row per model and question (model, id, data_source, setting, question, answers, "
+                            "the m completions, each sample's answer and scores, and their means)")
     return EvalResult(out, summary, generated)
 
 

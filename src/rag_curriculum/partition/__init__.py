@@ -7,7 +7,7 @@ gold aliases), and split the questions:
 - ``answerable/``: some sample reaches F1 = 1 (max F1 = 1, pass@k = 1), *base-answerable*;
 - ``unanswerable/``: none does, *base-unanswerable*; with ``balance`` both are clipped to the same size with the
   seed, as the paper does;
-- ``learnable/``: ``0 < c < n``, the questions whose GRPO groups have a non-zero advantage;
+- ``learnable/``: ``0 < c < k`` (c correct of the k = ``--pass-at`` samples), the questions whose GRPO groups have a non-zero advantage;
 - ``stats.parquet``: one row per question: ``n``, ``c``, every sample's F1, max / mean F1, pass@k for every
   k <= n (unbiased estimator), format validity, the parsed answers, the bucket.
 

@@ -421,7 +421,7 @@ def agent_rule(bucket: str, cfg: PartitionConfig) -> str:
         NO_SEARCH: f"some sample with search available has {ok} and made no search",
         WITH_SEARCH: f"some sample has {ok}, and every such sample searched at least once",
         UNANSWERABLE: f"no sample, searching or not, has {ok} (c = 0)",
-        LEARNABLE: "0 < c < n: the samples disagree, so GRPO gets a non-zero advantage",
+        LEARNABLE: "0 < c < k: the k samples disagree, so GRPO gets a non-zero advantage",
     }[bucket]
 
 
@@ -485,11 +485,11 @@ def write_agent_card(
                 ["answerable without search", f"{counts[NO_SEARCH]:,}"],
                 ["answerable with search", f"{counts[WITH_SEARCH]:,}"],
                 ["unanswerable (c = 0)", f"{counts[UNANSWERABLE]:,}"],
-                ["learnable (0 < c < n)", f"{counts[LEARNABLE]:,}"],
+                ["learnable (0 < c < k)", f"{counts[LEARNABLE]:,}"],
             ],
         ),
         histogram_table=md_table(
-            ["c", "pass rate c/n", "questions", "share"],
+            ["c", "pass rate c/k", "questions", "share"],
             [
                 [c, f"{int(c) / n:.3f}", f"{q:,}", f"{q / scored:.1%}"]
                 for c, q in counts["correct_samples_histogram"].items()

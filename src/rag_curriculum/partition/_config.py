@@ -21,7 +21,7 @@ STATS_FILE = "stats.parquet"
 BUILT_INPUT = "input"
 OUTPUTS = (ANSWERABLE, UNANSWERABLE, LEARNABLE)
 #: The buckets of a search agent's partition (``--agent search-r1``): answerable without a search, answerable only
-#: with one, neither; and ``learnable`` (0 < c < n) as in the closed-context partition (see ``_agent``).
+#: with one, neither; and ``learnable`` (0 < c < k) as in the closed-context partition (see ``_agent``).
 NO_SEARCH = "answerable-without-search"
 WITH_SEARCH = "answerable-with-search"
 AGENT_OUTPUTS = (NO_SEARCH, WITH_SEARCH, UNANSWERABLE, LEARNABLE)

@@ -182,8 +182,8 @@ def _plot_bytes(out: Path, stats: pa.Table, n: int) -> bytes | None:
         return None
     tmp = out / f".tmp-{os.getpid()}-{PASS_RATE_PLOT}"
     try:
-        plot_histogram(rates, tmp, title=f"pass rate c/n over {len(rates):,} questions (n = {n})",
-                       xlabel="pass rate c/n (pass@1)", bins=n + 1)
+        plot_histogram(rates, tmp, title=f"pass rate c/k over {len(rates):,} questions (k = {n} samples each)",
+                       xlabel="pass rate c/k (pass@1)", bins=n + 1)
         return tmp.read_bytes()
     finally:
         tmp.unlink(missing_ok=True)

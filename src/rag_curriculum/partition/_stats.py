@@ -171,7 +171,7 @@ def _rule(bucket: str, cfg: PartitionConfig) -> str:
     fmt = " (format-valid samples only)" if cfg.strict_format else ""
     return {ANSWERABLE: f"some sample has answer F1{f or ' = 1'}{fmt} (c > 0)",
             UNANSWERABLE: f"no sample has answer F1{f or ' = 1'}{fmt} (c = 0)",
-            LEARNABLE: "0 < c < n: the samples disagree, so GRPO gets a non-zero advantage"}[bucket]
+            LEARNABLE: "0 < c < k: the k samples disagree, so GRPO gets a non-zero advantage"}[bucket]
 
 
 def _row_counts(table: pa.Table) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """`curriculum serve`: a BM25 index behind HTTP, speaking the protocol of Search-R1's ``retrieval_server.py``, so
-Search-R1, verl's ``search_r1_like`` tool and TRL scripts that call a retriever can use an index of this toolkit.
+Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`) and TRL scripts that call a retriever can
+use an index of this toolkit.
 
 ::
 

@@ -11,24 +11,58 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._gold import GOLD_KEYS, NoGoldAnswerError, gold_answers
-from ..errors import ConfigError
+from ..errors import RewardInputError
 
-__all__ = ["GOLD_KEYS", "NoGoldAnswerError", "batch_answers", "completion_text", "gold_answers", "passage_labels", "row_gold",
-           "verl_answers",
-           "row_answerable", "row_answers", "row_gold_labels"]
+__all__ = ["GOLD_KEYS", "NoGoldAnswerError", "RewardInputError", "batch_answers", "check_columns", "check_lengths",
+           "completion_text", "completion_texts", "gold_answers", "passage_labels", "row_answerable", "row_answers", "row_gold", "row_gold_labels",
+           "trajectory_record", "verl_answers"]
 
 
-def _content_text(content: Any) -> str:
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: What a ``trajectory`` entry holds (:meth:`~rag_curriculum.agents.Trajectory.to_dict`).
+TRAJECTORY_HINT = ("pass the `trajectory` dicts the toolkit's SearchRollout returns (Trajectory.to_dict): segments "
+                   "[{source: model|env, text}], searches [{query, ids, gold: [true|false]}], errors [str], answer")
+
+
+def _bad(message: str, where: str, field: str) -> RewardInputError:
+    return RewardInputError(message, kind="wrong_type", record=where or None, field=field,
+                            hint=TRAJECTORY_HINT if field == "trajectory" else None)
+
+
+def _items(value: Any) -> list[Any] | None:
+    """A list of a sequence value (a list, a tuple, a NumPy array from a Parquet reader); None for anything else."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    tolist = getattr(value, "tolist", None)  # numpy.ndarray (pandas and datasets' numpy format hand these back)
+    if callable(tolist) and getattr(value, "ndim", 1) == 1:
+        got = tolist()
+        return got if isinstance(got, list) else None
+    return None
+
+
+def _content_text(content: Any, where: str = "", field: str = "completions") -> str:
     if isinstance(content, str):
         return content
     if content is None:
         return ""
+    parts = _items(content)
+    if parts is None or not all(isinstance(p, Mapping) for p in parts):
+        raise _bad(f"a message's content is {_show(content)} ({type(content).__name__}), not text or a list of "
+                   "content parts", where, field)
     # multimodal content parts: [{"type": "text", "text": ...}, ...]
-    return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return "".join(str(p.get("text") or "") for p in parts)
 
 
-def completion_text(completion: Any) -> str:
-    """The text of one completion: a string, a message, or a list of messages (the last assistant message).
+def completion_text(completion: Any, *, where: str = "") -> str:
+    """The text of one completion: a string, a message, or a list of messages (the last assistant message). Anything
+    else (a number, None, a list of strings) is a :class:`~rag_curriculum.errors.RewardInputError` naming
+    ``where`` (the completion's place in the batch), never read as an empty completion.
 
     >>> completion_text("<answer>...</answer>"), completion_text([{"role": "assistant", "content": "hi"}])
     ('<answer>...</answer>', 'hi')
@@ -36,14 +70,122 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Mapping):
-        return _content_text(completion.get("content"))
-    if isinstance(completion, Sequence) and completion:
-        for message in reversed(completion):
-            if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
-                return _content_text(message.get("content"))
-        last = completion[-1]
-        return _content_text(last.get("content") if isinstance(last, Mapping) else last)
-    return ""
+        return _content_text(completion.get("content"), where)
+    messages = _items(completion)
+    if messages is None:
+        raise _bad(f"a completion is {_show(completion)} ({type(completion).__name__}), not a string or a list of "
+                   "chat messages", where, "completions")
+    for j, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise _bad(f"message {j} of a completion is {_show(message)} ({type(message).__name__}), not a "
+                       "{role, content} dict", where, "completions")
+    for message in reversed(messages):
+        if message.get("role", "assistant") == "assistant":
+            return _content_text(message.get("content"), where)
+    return _content_text(messages[-1].get("content"), where) if messages else ""
+
+
+def completion_texts(completions: Any) -> list[str]:
+    """The text of every completion of a batch (:func:`completion_text`, each named by its place on error)."""
+    return [completion_text(c, where=f"completion {i} of the batch") for i, c in enumerate(completions)]
+
+
+def check_columns(completions: Any, columns: Mapping[str, Any], *, who: str = "the reward") -> int:
+    """The number of completions, after checking that ``completions`` is a sequence (not one string) and that
+    every column given (not None) has one entry per completion; a :class:`RewardInputError` names the column."""
+    if isinstance(completions, (str, bytes, Mapping)) or _items(completions) is None:
+        raise RewardInputError(f"{who} got completions={_show(completions)} ({type(completions).__name__}), not a "
+                               "list with one completion per row", kind="wrong_type", field="completions")
+    n = len(completions)
+    check_lengths(n, columns)
+    return n
+
+
+def check_lengths(n: int, columns: Mapping[str, Any]) -> None:
+    """Every column given (not None) is a sequence with ``n`` entries (one per completion)."""
+    for name, col in columns.items():
+        if col is None:
+            continue
+        if isinstance(col, (str, bytes, Mapping)) or _items(col) is None:
+            raise RewardInputError(f"column {name!r} is {_show(col)} ({type(col).__name__}), not a list with one "
+                                   "entry per completion", kind="wrong_type", field=name)
+        if len(col) != n:
+            raise RewardInputError(f"got {n} completions but {len(col)} entries in column {name!r}",
+                                   kind="wrong_length", field=name)
+
+
+def trajectory_record(value: Any, *, where: str = "") -> dict[str, Any] | None:
+    """One entry of the ``trajectory`` column (:meth:`~rag_curriculum.agents.Trajectory.to_dict`'s layout), checked
+    and in plain Python: ``segments`` as ``{source, text}`` dicts (a ``Segment`` tuple is read too), ``searches`` as
+    dicts with their ``gold`` flags a list of bools, ``errors`` a list of strings, ``answer`` a string or None. Lists
+    may come as tuples or NumPy arrays (a trajectory read back with pandas). Anything of another shape is a
+    :class:`RewardInputError` naming the key and its place, never skipped.
+
+    >>> trajectory_record({"answer": "x", "segments": [("model", "<answer>x</answer>")]})["segments"]
+    [{'source': 'model', 'text': '<answer>x</answer>'}]
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(f"the trajectory is {_show(value)} ({type(value).__name__}), not a dict", where, "trajectory")
+    out = dict(value)
+    if value.get("segments") is not None:
+        segs = _items(value["segments"])
+        if segs is None:
+            raise _bad(f"trajectory.segments is {_show(value['segments'])}, not a list", where, "trajectory")
+        norm = []
+        for j, seg in enumerate(segs):
+            if isinstance(seg, Mapping):
+                source, text = seg.get("source"), seg.get("text")
+            elif isinstance(seg, (tuple, list)) and len(seg) == 2:
+                source, text = seg
+            else:
+                raise _bad(f"trajectory.segments[{j}] is {_show(seg)} ({type(seg).__name__}), not a {{source, text}} "
+                           "dict", where, "trajectory")
+            if source not in ("model", "env"):
+                raise _bad(f"trajectory.segments[{j}].source is {_show(source)}: must be 'model' or 'env'", where,
+                           "trajectory")
+            if not isinstance(text, str):
+                raise _bad(f"trajectory.segments[{j}].text is {_show(text)} ({type(text).__name__}), not text", where,
+                           "trajectory")
+            norm.append({"source": source, "text": text})
+        out["segments"] = norm
+    if value.get("searches") is not None:
+        found = _items(value["searches"])
+        if found is None:
+            raise _bad(f"trajectory.searches is {_show(value['searches'])}, not a list", where, "trajectory")
+        searches = []
+        for j, x in enumerate(found):
+            if not isinstance(x, Mapping):
+                raise _bad(f"trajectory.searches[{j}] is {_show(x)} ({type(x).__name__}), not a search record (a "
+                           "dict)", where, "trajectory")
+            x = dict(x)
+            if x.get("gold") is not None:
+                flags = _items(x["gold"])
+                if flags is None or not all(isinstance(f, bool) or type(f).__name__ in ("bool", "bool_") for f in flags):
+                    raise _bad(f"trajectory.searches[{j}].gold is {_show(x['gold'])}, not a list of true/false "
+                               "flags", where, "trajectory")
+                x["gold"] = [bool(f) for f in flags]
+            searches.append(x)
+        out["searches"] = searches
+    if value.get("errors") is not None:
+        errors = _items(value["errors"])
+        if errors is None or not all(isinstance(e, str) for e in errors):
+            raise _bad(f"trajectory.errors is {_show(value['errors'])}, not a list of error types", where,
+                       "trajectory")
+        out["errors"] = errors
+    answer = value.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        raise _bad(f"trajectory.answer is {_show(answer)} ({type(answer).__name__}), not text or null", where,
+                   "trajectory")
+    return out
+
+
+def trajectory_column(trajectory: Any, n: int) -> list[dict[str, Any] | None]:
+    """Every entry of a ``trajectory`` column (None: the column is absent) through :func:`trajectory_record`."""
+    if trajectory is None:
+        return [None] * n
+    return [trajectory_record(t, where=f"completion {i} of the batch") for i, t in enumerate(_items(trajectory) or [])]
 
 
 def _str_list(value: Any) -> list[str]:
@@ -97,13 +239,12 @@ def batch_answers(n: int, answers: Sequence[Any] | None = None, reward_model: Se
     absent column is None). A column of another length, no answer column at all, or a row without a gold answer
     is an error naming the row (its position in the batch, and its ``id`` when the ``id`` column is there)."""
     cols = (("answers", answers), ("reward_model", reward_model), ("golden_answers", golden_answers))
-    for name, col in cols + (("id", ids),):
-        if col is not None and len(col) != n:
-            raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+    check_lengths(n, dict(cols + (("id", ids),)))
     if all(col is None for _, col in cols):
-        raise ConfigError(f"{who} needs the gold answers and got none of the columns answers, golden_answers, "
-                          "reward_model (with ground_truth.answers or Search-R1's ground_truth.target)",
-                          hint="with TRL keep remove_unused_columns=False; with verl, keep reward_model")
+        raise RewardInputError(f"{who} needs the gold answers and got none of the columns answers, golden_answers, "
+                               "reward_model (with ground_truth.answers or Search-R1's ground_truth.target)",
+                               kind="missing_field", field="answers",
+                               hint="with TRL keep remove_unused_columns=False; with verl, keep reward_model")
     out = []
     for i in range(n):
         where = f"completion {i} of the batch" + (f" (row id {ids[i]!r})" if ids is not None else "")

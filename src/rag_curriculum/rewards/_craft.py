@@ -47,7 +47,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ._columns import batch_answers, completion_text, row_answerable, row_gold_labels
+from ._columns import (
+    batch_answers,
+    check_columns,
+    completion_text,
+    completion_texts,
+    row_answerable,
+    row_gold_labels,
+)
 from ._craft_format import CRAFT_VARIANTS
 from ._formats import FORMATS
 from ._judge import CraftJudge, checks_for
@@ -103,7 +110,8 @@ class CraftBreakdown:
 
 def _check_weight(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"CRAFT weight {name} must be a finite number >= 0, got {value!r}")
+        raise ConfigError(f"CRAFT weight {name} must be a finite number >= 0, got {value!r}",
+                          hint="appendix B sets every weight to 1.0; 0 switches a term off")
     return float(value)
 
 
@@ -232,11 +240,9 @@ class CraftReward:
                    answerable: Sequence[Any] | None = None, golden_answers: Sequence[Any] | None = None,
                    id: Sequence[Any] | None = None) -> list[CraftBreakdown]:
         """Per-completion breakdowns of a batch (one judge call for the whole batch)."""
-        n = len(completions)
-        for name, col in (("gold_labels", gold_labels), ("passages", passages), ("question", question),
-                          ("extra_info", extra_info), ("answerable", answerable)):
-            if col is not None and len(col) != n:
-                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+        n = check_columns(completions, {"gold_labels": gold_labels, "passages": passages, "question": question,
+                                        "extra_info": extra_info, "answerable": answerable}, who="the CRAFT reward")
+        texts = completion_texts(completions)
         golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the CRAFT reward")
         if self._needs_judge() and (passages is None or question is None):
             raise ConfigError("the CRAFT judge reads the `question` and `passages` columns; pass them (TRL passes "
@@ -244,7 +250,7 @@ class CraftReward:
         none = (None,) * n
         rows = [(c, gold, row_gold_labels(g, rm), q, p, row_answerable(ok, rm))
                 for c, gold, g, q, p, rm, ok in zip(
-            completions, golds, none if gold_labels is None else gold_labels,
+            texts, golds, none if gold_labels is None else gold_labels,
             none if question is None else question, none if passages is None else passages,
             none if reward_model is None else reward_model, none if answerable is None else answerable,
             strict=True)]

@@ -52,9 +52,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from .._metrics import answer_f1, answer_scores
-from ..agents._globalrag import GlobalRagTrace, Plan, parse_globalrag, read_plans
-from ..errors import ConfigError
-from ._columns import batch_answers, completion_text
+from ..agents._globalrag import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
+from ..errors import ConfigError, RewardInputError
+from ._columns import batch_answers, check_columns, completion_texts, trajectory_column
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",
            "structural_reward"]
@@ -384,8 +384,21 @@ class GlobalRagReward:
             raise ConfigError(f"tie_break={self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}")
         if self.missing_plan not in ("error", "zero"):
             raise ConfigError(f"missing_plan={self.missing_plan!r}; choose error or zero")
-        if self.temperature <= 0 or self.T < 0:
-            raise ConfigError(f"temperature must be > 0 and T >= 0 (got {self.temperature}, {self.T})")
+        for name in ("alpha", "lam", "gamma", "delta", "T", "midpoint_ratio", "temperature"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (name == "temperature" and value == 0):
+                raise ConfigError(f"GlobalRAG {name} must be a finite number {'> 0' if name == 'temperature' else '>= 0'}"
+                                  f", got {value!r}", hint="alpha, lam, gamma and delta weigh Eq. 7's terms (0 "
+                                  "switches one off); T, midpoint_ratio and temperature set Eq. 6's annealing")
+        if self.ged_timeout is not None and (isinstance(self.ged_timeout, bool)
+                                             or not isinstance(self.ged_timeout, (int, float))
+                                             or not math.isfinite(self.ged_timeout) or self.ged_timeout <= 0):
+            raise ConfigError(f"GlobalRAG ged_timeout must be a number of seconds > 0 or null, got "
+                              f"{self.ged_timeout!r}", hint="null: no limit on the graph edit distance's search")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ConfigError(f"GlobalRAG batch_size must be an integer >= 1, got {self.batch_size!r}",
+                              hint="the embedder's batch (texts per call), 64 by default")
 
     # lazily built, per process (the instance stays picklable: nothing heavy is held until first use)
     def _state(self) -> dict[str, Any]:
@@ -411,7 +424,19 @@ class GlobalRagReward:
               ids: Sequence[Any] | None) -> Plan | None:
         if gold_plan is not None and gold_plan[i] is not None:
             g = gold_plan[i]
-            return g if isinstance(g, Plan) else _plan_of(json.dumps(g, sort_keys=True, default=str))
+            if isinstance(g, Plan):
+                return g
+            where = f"completion {i} of the batch"
+            if not isinstance(g, Mapping):
+                raise RewardInputError(f"gold_plan is {_show(g)} ({type(g).__name__}), not a plan (a dict with "
+                                       "'nodes')", kind="wrong_type", record=where, field="gold_plan",
+                                       hint="a gold plan is {nodes: [{question, placeholder, answer}], edges}: "
+                                            "python -m rag_curriculum.agents.globalrag plans writes them")
+            try:
+                return _plan_of(json.dumps(_plain(g), sort_keys=True, default=str))
+            except PlanError as e:
+                raise RewardInputError(f"gold_plan is not a valid plan: {e}", kind=e.kind, record=where,
+                                       field="gold_plan") from None
         table = self._state()["plans"]
         for col in (source_id, ids):
             if col is not None and col[i] is not None and str(col[i]) in table:
@@ -429,16 +454,14 @@ class GlobalRagReward:
                    id: Sequence[Any] | None = None, step: float = 0,
                    golden_answers: Sequence[Any] | None = None) -> list[GlobalRagBreakdown]:
         """The terms of every completion of a batch, batched (see "Cost" in the module docstring)."""
-        n = len(completions)
-        for name, col in (("trajectory", trajectory), ("gold_plan", gold_plan), ("source_id", source_id)):
-            if col is not None and len(col) != n:
-                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+        n = check_columns(completions, {"trajectory": trajectory, "gold_plan": gold_plan, "source_id": source_id},
+                          who="the GlobalRAG reward")
+        texts = completion_texts(completions)
+        trajectories = trajectory_column(trajectory, n)
         all_gold = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the GlobalRAG reward")
         traces: list[GlobalRagTrace] = []
-        for i, c in enumerate(completions):
-            t = trajectory[i] if trajectory is not None else None
-            text = "".join(s["text"] for s in t["segments"]) if isinstance(t, Mapping) and t.get("segments") \
-                else completion_text(c)
+        for c, t in zip(texts, trajectories, strict=True):
+            text = "".join(s["text"] for s in t["segments"]) if t is not None and t.get("segments") else c
             traces.append(parse_globalrag(text, require_search=self.require_search,
                                           require_all_subanswers=self.require_all_subanswers,
                                           strict_end=self.strict_end))
@@ -507,6 +530,21 @@ class GlobalRagReward:
 
 
 _STATE: dict[int, dict[str, Any]] = {}
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _plain(value: Any) -> Any:
+    """A plan read back with pandas (NumPy arrays for its lists) as plain Python."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    tolist = getattr(value, "tolist", None)
+    return _plain(tolist()) if callable(tolist) and not isinstance(value, (str, bytes)) else value
 
 
 @functools.lru_cache(maxsize=65536)

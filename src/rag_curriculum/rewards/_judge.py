@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -73,6 +74,25 @@ AGGREGATES = ("mean", "all")
 CITATION_CHECKS = ("judge", "rule")
 DEFAULT_PROMPT = Path(__file__).with_name("templates") / "craft_judge.txt"
 _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def check_cache_dir(cache_dir: Any) -> None:
+    """A judge's ``cache_dir``: None (verdicts in memory), or a folder that is there or can be made (no file on
+    the way); refused at construction, not at the first verdict stored."""
+    if cache_dir is None:
+        return
+    if not isinstance(cache_dir, (str, Path)) or not str(cache_dir).strip():
+        raise ConfigError(f"judge cache_dir must be a folder path or null, got {cache_dir!r}",
+                          hint="cache_dir=null keeps the verdicts in memory only")
+    path = Path(cache_dir).expanduser()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                which = "is" if p == path else f"is inside {p}, which is"
+                raise ConfigError(f"judge cache_dir {cache_dir} {which} a file, not a folder",
+                                  hint="give a folder (made if missing) for the verdict cache, or cache_dir=null to "
+                                       "keep the verdicts in memory only")
+            return
 
 
 def checks_for(tags: Sequence[str]) -> tuple[str, ...]:
@@ -137,6 +157,16 @@ class CraftJudge:
             if self.model is None and self.backend != "scripted":
                 raise ConfigError(f"the judge's {self.backend} backend needs a model (e.g. model=Qwen3-Max, the "
                                   "paper's judge)", hint="set judge.model (judge_model on the command line)")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ConfigError(f"judge max_tokens must be an integer >= 1, got {self.max_tokens!r}",
+                              hint="the tokens a judge's reply may take (CRAFT: 256, VERITAS: 16)")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
+                or not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(f"judge temperature must be a finite number >= 0, got {self.temperature!r}",
+                              hint="0 decodes greedily (the default); sample with votes > 1 at a temperature > 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"judge seed must be an integer, got {self.seed!r}", hint="seed=0 by default")
+        check_cache_dir(self.cache_dir)
         path = Path(self.prompt) if self.prompt else DEFAULT_PROMPT
         try:
             self._template = string.Template(path.read_text(encoding="utf-8"))

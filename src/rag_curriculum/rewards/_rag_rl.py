@@ -43,7 +43,14 @@ from typing import Any, ClassVar
 
 from .._metrics import _normalized_answers
 from ..errors import ConfigError
-from ._columns import batch_answers, completion_text, row_answerable, row_gold_labels
+from ._columns import (
+    batch_answers,
+    check_columns,
+    completion_text,
+    completion_texts,
+    row_answerable,
+    row_gold_labels,
+)
 from ._formats import FORMATS
 from ._parser import DEFAULT_MAX_CHARS
 from ._scoring import (
@@ -99,9 +106,9 @@ _LOGGED = (
 def _check_weight(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ConfigError(
-            f"{name} must be a finite number >= 0, got {value!r}; it is a magnitude (penalties are subtracted), "
-            f"set it to 0 to switch the term off"
-        )
+            f"{name} must be a finite number >= 0, got {value!r}; it is a magnitude (penalties are subtracted)",
+            hint=f"set {name} to 0 to switch the term off (the paper: gamma_answer 5, gamma_correct 5, "
+                 "gamma_incorrect 2)")
 
 
 @dataclass(frozen=True)
@@ -215,18 +222,16 @@ class RagRlReward:
         """Per-completion breakdowns of a batch; the columns are lists with one entry per completion. The gold
         answers come from ``answers``, ``golden_answers`` or ``reward_model`` (:func:`~._columns.batch_answers`:
         a row without any is an error naming it)."""
-        n = len(completions)
-        for name, col in (("gold_labels", gold_labels), ("passages", passages), ("extra_info", extra_info),
-                          ("answerable", answerable)):
-            if col is not None and len(col) != n:
-                raise ConfigError(f"got {n} completions but {len(col)} entries in column {name!r}")
+        n = check_columns(completions, {"gold_labels": gold_labels, "passages": passages, "extra_info": extra_info,
+                                        "answerable": answerable}, who="the RAG-RL reward")
+        texts = completion_texts(completions)
         golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the RAG-RL reward")
         none = (None,) * n  # an absent column reads as None in every row
         score = self.score
         return [
             score(completion, gold, row_gold_labels(g, rm), passage_labels(p, x), answerable=row_answerable(ok, rm))
             for completion, gold, g, p, rm, x, ok in zip(
-                completions, golds, none if gold_labels is None else gold_labels,
+                texts, golds, none if gold_labels is None else gold_labels,
                 none if passages is None else passages, none if reward_model is None else reward_model,
                 none if extra_info is None else extra_info, none if answerable is None else answerable,
                 strict=True)

@@ -42,8 +42,15 @@ from typing import Any, ClassVar
 
 from .._metrics import answer_scores
 from ..agents._searchr1 import parse_trajectory
-from ..errors import ConfigError
-from ._columns import batch_answers, completion_text
+from ..errors import ConfigError, RewardInputError
+from ._columns import (
+    batch_answers,
+    check_columns,
+    completion_text,
+    completion_texts,
+    trajectory_column,
+    trajectory_record,
+)
 
 __all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Reward", "SearchGoldFoundReward"]
 
@@ -80,7 +87,8 @@ def from_environments(completions: Sequence[Any], environments: Sequence[Any]) -
     """Trajectory records of tool-calling rollouts: each environment's searches (its ``record``) and the last
     ``<answer>`` of the completion's final assistant message."""
     if len(environments) != len(completions):
-        raise ConfigError(f"got {len(completions)} completions but {len(environments)} environments")
+        raise RewardInputError(f"got {len(completions)} completions but {len(environments)} environments",
+                               kind="wrong_length", field="environments")
     out = []
     for c, env in zip(completions, environments, strict=True):
         record = getattr(env, "record", None)
@@ -92,15 +100,15 @@ def from_environments(completions: Sequence[Any], environments: Sequence[Any]) -
             # TRL drops a tool result that would push the completion past max_completion_length (the model never
             # sees it): such a search counts for nothing, and is flagged
             seen = sum(1 for m in c if isinstance(m, Mapping) and m.get("role") == "tool")
-            for x in searches[seen:]:
+            called = [x for x in searches if not x.get("scripted")]  # a scripted first search is no tool message
+            for x in called[seen:]:
                 x["gold"], x["dropped"] = [False] * len(x.get("gold") or []), True
         out.append({"answer": last_answer(completion_text(c)), "searches": searches, "errors": []})
     return out
 
 
 def _searches(trajectory: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    found = trajectory.get("searches") or []
-    return [s for s in found if isinstance(s, Mapping)]
+    return list(trajectory.get("searches") or [])  # checked by trajectory_record: every entry a dict
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,7 @@ class SearchEmReward:
     def score(self, completion: Any, answers: Sequence[str] | str,
               trajectory: Mapping[str, Any] | None = None) -> SearchBreakdown:
         """The scores of one completion (``trajectory``: the rollout's record of it, when there is one)."""
-        if trajectory is not None and not isinstance(trajectory, Mapping):
-            raise ConfigError(f"the trajectory column holds {type(trajectory).__name__}, not a dict",
-                              hint="pass the `trajectory` dicts the toolkit's SearchRollout returns")
+        trajectory = trajectory_record(trajectory)
         if trajectory is not None:
             answer = trajectory.get("answer")
             searches = _searches(trajectory)
@@ -137,13 +143,11 @@ class SearchEmReward:
         """Per-completion breakdowns of a batch; the columns hold one entry per completion. The gold answers come
         from ``answers``, ``golden_answers`` or ``reward_model`` (Search-R1's ``ground_truth.target`` too); a row
         without any is an error naming it (:func:`~._columns.batch_answers`)."""
-        n = len(completions)
-        if trajectory is not None and len(trajectory) != n:
-            raise ConfigError(f"got {n} completions but {len(trajectory)} entries in column 'trajectory'")
+        n = check_columns(completions, {"trajectory": trajectory}, who="the search rewards")
+        texts = completion_texts(completions)
         golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the search rewards")
-        none = (None,) * n
-        return [self.score(c, gold, t) for c, gold, t in zip(
-            completions, golds, none if trajectory is None else trajectory, strict=True)]
+        return [self.score(c, gold, t) for c, gold, t in zip(texts, golds, trajectory_column(trajectory, n),
+                                                              strict=True)]
 
     def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                  reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,

@@ -70,7 +70,14 @@ from .._plumbing import derive_seed
 from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ..generation._base import SamplingConfig
-from ._columns import batch_answers, completion_text
+from ._columns import (
+    batch_answers,
+    check_columns,
+    completion_text,
+    completion_texts,
+    trajectory_column,
+    trajectory_record,
+)
 from ._judge import CraftJudge
 
 __all__ = [
@@ -139,12 +146,13 @@ def trajectory_blocks(completion: Any, trajectory: Mapping[str, Any] | None = No
     >>> trajectory_blocks("", {"segments": segs})
     [('think', 'a'), ('search', 'q'), ('information', 'real')]
     """
-    segments = trajectory.get("segments") if isinstance(trajectory, Mapping) else None
+    trajectory = trajectory_record(trajectory)
+    segments = trajectory.get("segments") if trajectory is not None else None
     if not segments:
         return parse_trajectory(completion_text(completion)).blocks
     out: list[tuple[str, str]] = []
     for seg in segments:
-        source, text = (seg.get("source"), seg.get("text", "")) if isinstance(seg, Mapping) else seg
+        source, text = seg["source"], seg["text"]
         if source == "env":
             out.extend(("information", m.group(1).strip()) for m in _INFO.finditer(text or ""))
         else:
@@ -555,7 +563,8 @@ def _number(name: str, value: Any, *, allow_none: bool = False) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(
-            f"VERITAS {name} must be a finite number{' or null' if allow_none else ''}, got {value!r}"
+            f"VERITAS {name} must be a finite number{' or null' if allow_none else ''}, got {value!r}",
+            hint="the paper's weights: em 0.9, info_think 0.05, think_answer 0.02 (section 5.1)",
         )
     return float(value)
 
@@ -649,12 +658,8 @@ class VeritasReward:
     def _breakdowns(self, rows: Sequence[tuple[Any, Any, Any]]) -> list[VeritasBreakdown]:
         judged = self.judged_terms()
         parsed = []
+        rows = [(c, a, trajectory_record(t)) for c, a, t in rows]
         for completion, _, traj in rows:
-            if traj is not None and not isinstance(traj, Mapping):
-                raise ConfigError(
-                    f"the trajectory column holds {type(traj).__name__}, not a dict",
-                    hint="pass the `trajectory` dicts the toolkit's SearchRollout returns",
-                )
             blocks = trajectory_blocks(completion, traj)
             pairs = trajectory_pairs(completion, traj, kinds=judged, blocks=blocks) if judged else []
             parsed.append((blocks, pairs))
@@ -724,13 +729,10 @@ class VeritasReward:
         id: Sequence[Any] | None = None,
     ) -> list[VeritasBreakdown]:
         """Per-trajectory breakdowns of a batch (one judge call for the batch)."""
-        n = len(completions)
-        if trajectory is not None and len(trajectory) != n:
-            raise ConfigError(f"got {n} completions but {len(trajectory)} entries in column 'trajectory'")
+        n = check_columns(completions, {"trajectory": trajectory}, who="the VERITAS reward")
+        texts = completion_texts(completions)
         golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the VERITAS reward")
-        none = (None,) * n
-        return self._breakdowns(
-            list(zip(completions, golds, none if trajectory is None else trajectory, strict=True)))
+        return self._breakdowns(list(zip(texts, golds, trajectory_column(trajectory, n), strict=True)))
 
     def __call__(
         self,

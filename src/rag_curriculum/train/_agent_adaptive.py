@@ -226,13 +226,10 @@ class SearchCurriculumHook:
         if self.mode == "hard-negatives":
             return plot_levels(records, out_dir / PLOT_FILE, K=self.controller.K if self.controller else 1,
                                title=title, success_range=success_range)
-        # withhold: p in the level's place (level axis 1..p_levels shows p through the mapping)
-        as_levels = [{**r, "level_target": p_to_level(r["p_target"], self.p_levels, self.p_start, self.p_end),
-                      "level_mean": p_to_level(r["p_mean"], self.p_levels, self.p_start, self.p_end)}
-                     for r in records]
-        return plot_levels(as_levels, out_dir / PLOT_FILE, K=self.p_levels,
-                           title=(title or "search curriculum") + f" (withhold: level l = p {self.p_start:g}.."
-                                                                  f"{self.p_end:g})", success_range=success_range)
+        # withhold: p itself, on a p axis from p_start to p_end (the rows' level does not move)
+        return plot_levels(records, out_dir / PLOT_FILE, K=self.p_levels, title=title or "search curriculum",
+                           success_range=success_range, p_range=(min(self.p_start, self.p_end),
+                                                                 max(self.p_start, self.p_end)))
 
 
 def make_search_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, seed: int,

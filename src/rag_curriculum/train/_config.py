@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
+from ..agents._searchr1 import first_search_query
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ..rewards import REWARDS
@@ -208,7 +209,9 @@ class AgentConfig:
         "(p_levels - 1) * (p_end - p_start) (6: steps of 0.1 over 0..0.5)."))
     first_turn: str | None = rule(None, help=(
         "A scripted first turn (``{question}`` filled in), e.g. ``<search> {question} </search>``, written instead "
-        "of the model's and masked out of the loss: a warm start, and how a tiny random model is made to search."))
+        "of the model's and masked out of the loss: a warm start, and how a tiny random model is made to search. "
+        "Under protocol=tools its <search> is run by the environment when a rollout starts, the passages appended "
+        "to the question (TRL's reset) and the search recorded."))
     seed: int | None = rule(None, ge=0, help="Seed of the rollouts and of the difficulty's draws; null: grpo.seed.")
 
 
@@ -327,9 +330,6 @@ class TrainConfig:
             raise ConfigError(f"agent.protocol={self.agent.protocol} with agent.template={self.agent.template}: the "
                               "search-tools prompt asks for tool calls, the others for <search> tags",
                               hint="protocol=tools goes with template=search-tools; protocol=tags with the others")
-        if tools and self.agent.first_turn:
-            raise ConfigError("agent.first_turn with agent.protocol=tools: TRL's tool loop has no scripted turn",
-                              hint="set agent.first_turn=null, or use protocol=tags")
         if self.grpo.get("use_vllm") and not tools:
             raise ConfigError("agent.retriever with grpo.use_vllm=true: the search rollout generates with the policy "
                               "in the trainer's process (transformers)", hint="set grpo.use_vllm=false")
@@ -338,6 +338,8 @@ class TrainConfig:
         if "{" in rest or "}" in rest:
             raise ConfigError(f"agent.first_turn={self.agent.first_turn!r}: the only field it may name is "
                               "{question} (write a literal brace twice: {{ }})")
+        if tools and self.agent.first_turn:  # the environment's first search (train/_tools.py): one it can run
+            first_search_query(self.agent.first_turn, "a question")
 
     def _validate_agent_curriculum(self) -> None:
         """What moves a search agent's difficulty during training (docs/search-agents.md, "Difficulty"): a

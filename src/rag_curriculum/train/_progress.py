@@ -149,7 +149,9 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
 #: trainer_state.json, and report_to's trackers).
 STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("kl", "kl"),
              ("grad_norm", "grad_norm"), ("learning_rate", "lr"), ("completions/mean_length", "len"),
-             ("curriculum/level_mean", "level"), ("train_loss", "train_loss"), ("train_runtime", "runtime_s"),
+             ("curriculum/level_mean", "level"), ("curriculum/p_mean", "p"), ("rollout/searches", "searches"),
+             ("rollout/gold_found", "gold_found"), ("search/searches", "searches"), ("search/gold_found", "gold_found"),
+             ("tools/call_frequency", "tool_calls"), ("train_loss", "train_loss"), ("train_runtime", "runtime_s"),
              ("epoch", "epoch"))
 
 
@@ -158,11 +160,25 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
     numbers (``.4g``), not TRL's quoted dict of ~1,500 characters; None for logs without any of :data:`STEP_KEYS`
     (the final summary prints its own line).
 
+    A search agent's line adds its searches per trajectory and the share that found a gold passage (the
+    rollout's, else the search rewards'), and under TRL's tool calling the tool calls per turn; under a
+    withholding curriculum (``curriculum/p_mean`` logged) it shows p, which moves, and not the rows' level, which
+    does not.
+
     >>> step_line({"loss": 0.01234567, "reward": 0.5, "learning_rate": 1e-06, "total_flos": 0.0}, 3, 10)
     'step 3/10  loss 0.01235  reward 0.5  lr 1e-06'
+    >>> step_line({"loss": 0.0, "curriculum/level_mean": 1.0, "curriculum/p_mean": 0.2,
+    ...            "rollout/searches": 1.5}, 2, 3)
+    'step 2/3  loss 0  p 0.2  searches 1.5'
     """
-    parts = [f"{short} {logs[key]:.4g}" for key, short in STEP_KEYS
-             if isinstance(logs.get(key), (int, float)) and not isinstance(logs.get(key), bool)]
+    skip = {"curriculum/level_mean"} if "curriculum/p_mean" in logs else set()
+    parts, shown = [], set()
+    for key, short in STEP_KEYS:  # the rollout's searches, else the search rewards' (TRL's tool route): once
+        value = logs.get(key)
+        if key in skip or short in shown or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        parts.append(f"{short} {value:.4g}")
+        shown.add(short)
     if len(parts) <= ("epoch" in logs):  # nothing but the epoch: not a line of its own
         return None
     return f"step {step}/{max_steps}  " + "  ".join(parts)

@@ -92,3 +92,62 @@ def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[st
     atomic_write_bytes(out / CONFIG_FILE, (header + config_yaml(cfg)).encode("utf-8"))
     write_json(out / PLAN_FILE, dict(plan))
     return out / CONFIG_FILE
+
+
+CARD_FILE = "README.md"
+
+
+def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str, Any], *, step: int,
+               versions: Mapping[str, str] | None = None) -> str:
+    """The run's model card (``README.md`` in ``run.output_dir``, rewritten at every checkpoint and at the end):
+    the base model, the data (rows, datasets, schedule, K, fingerprint), the recipe, the curriculum and batch, the
+    rewards, the search agent or controller when there is one, and the steps done of the run's. Written instead of
+    TRL's generic card, which names no base model for a local path and nothing of the curriculum.
+
+    >>> cfg = compose_train_config("cpu-tiny")
+    >>> text = model_card(cfg, {"total_steps": 3, "prompts_per_step": 2, "num_generations": 2, "num_rows": 6},
+    ...                   {"config": {"schedule": "min-max"}, "K": {"musique": 3}}, step=3)
+    >>> "| base model | `trl-internal-testing/tiny-Qwen2ForCausalLM-2.5` |" in text, "| steps | 3 of 3 |" in text
+    (True, True)
+    """
+    built = manifest.get("config") or {}
+    schedule = built.get("schedule") or cfg.curriculum or "?"
+    Ks = manifest.get("K") or {}
+    datasets = ", ".join(f"{d} (K = {k})" for d, k in sorted(Ks.items())) or "?"
+    base = cfg.model.name_or_path
+    local = Path(str(base)).expanduser().exists()
+    front = ["---", "library_name: transformers", "pipeline_tag: text-generation",
+             *([f"base_model: {base}"] if not local else []),
+             "tags:", "- rag-curriculum", "- curriculum-learning", "- grpo", "- trl", "---", ""]
+    total = plan.get("total_steps")
+    rows = f"{plan['num_rows']} rows" if plan.get("num_rows") is not None else "rows"
+    fingerprint = plan.get("shards_fingerprint")
+    data = (f"`{plan.get('shards') or cfg.data.shards}`: {rows} of {datasets}, built with the `{schedule}` "
+            f"schedule" + (f" (fingerprint `{fingerprint}`)" if fingerprint else ""))
+    order = "in curriculum order" if not cfg.grpo.get("shuffle_dataset") else "shuffled"
+    rewards = ", ".join(f"`{r.name}` ({r.weight:g})" for r in cfg.rewards)
+    table = [
+        ("base model", f"`{base}`" + (" (a local folder)" if local else "")),
+        ("data", data),
+        ("recipe", f"`{cfg.recipe or DEFAULT_RECIPE}` (resolved: `{CONFIG_FILE}`; batch plan: `{PLAN_FILE}`)"),
+        ("curriculum", f"`{schedule}`, {order}; {plan.get('prompts_per_step', '?')} prompts x "
+                       f"{plan.get('num_generations', '?')} generations per step"),
+        ("rewards", rewards),
+    ]
+    if cfg.agent.retriever is not None:
+        r = plan.get("retriever") or {}
+        fp = r.get("fingerprint") or (r.get("index") or {}).get("fingerprint")
+        table.append(("search agent", f"template `{cfg.agent.template}`, protocol `{cfg.agent.protocol}`, top "
+                      f"{cfg.agent.topk}, {cfg.agent.max_turns} turns; index fingerprint `{str(fp)[:16]}`"))
+    if cfg.adaptive.controller is not None:
+        table.append(("adaptive", f"controller `{cfg.adaptive.controller}` on {cfg.adaptive.success}"))
+    table.append(("steps", f"{step} of {total}" if total is not None else str(step)))
+    if versions:
+        table.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
+    lines = [*front, f"# {cfg.run.name}", "",
+             f"A GRPO run of the rag-curriculum toolkit on a {schedule} curriculum. The rows each step "
+             "trained on are in `curriculum_steps.jsonl`; the checkpoints are `checkpoint-N/`.", "",
+             "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in table], "",
+             "```python", "from transformers import pipeline", "",
+             f'generator = pipeline("text-generation", model="{cfg.run.output_dir}")', "```", ""]
+    return "\n".join(lines)

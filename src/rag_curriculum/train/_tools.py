@@ -42,7 +42,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._plumbing import derive_seed
-from ..agents import Retriever, RowView, SearchDifficulty, doc_lines, open_retriever
+from ..agents import NO_RESULTS, Retriever, RowView, SearchDifficulty, doc_lines, open_retriever
+from ..agents._searchr1 import first_search_query
 
 __all__ = ["SearchEnvironment", "environment_from_config"]
 
@@ -54,20 +55,31 @@ class SearchEnvironment:
     a message and no search (None: no limit; TRL's ``max_tool_calling_iterations`` bounds the turns)."""
 
     def __init__(self, retriever: Retriever | str, *, topk: int = 3, difficulty: SearchDifficulty | None = None,
-                 max_searches: int | None = None) -> None:
+                 max_searches: int | None = None, first_search: str | None = None) -> None:
         self._retriever = open_retriever(retriever) if isinstance(retriever, str) else retriever
         self._topk = int(topk)
         self._difficulty = difficulty or SearchDifficulty()
         self._max_searches = max_searches
+        self._first_search = first_search
         self._view: RowView | None = None
         self.record: dict[str, Any] = {"row_id": None, "searches": []}
 
-    def reset(self, **row: Any) -> None:
-        """A new rollout of ``row`` (TRL passes the example's columns): the row's gold passages and level for the
-        difficulty and the gold flags, an empty record."""
+    def reset(self, **row: Any) -> str | None:
+        """A new rollout of ``row`` (TRL passes the example's columns; a pandas row's arrays are read as lists): the
+        row's gold passages and level for the difficulty and the gold flags, an empty record.
+
+        With ``first_search`` (``agent.first_turn`` under ``protocol=tools``: a turn holding ``<search> {question}
+        </search>``), the environment runs that search now, records it (``scripted: true``) and returns its
+        passages, which TRL appends to the question (its public ``reset`` contract): a model that never calls the
+        tool (a tiny random one) still starts from search results, and the search rewards count the search."""
         self._view = RowView(row) if row.get("question") is not None and row.get("id") is not None else None
         self.record = {"row_id": None if self._view is None else self._view.id, "searches": []}
-        return None
+        if self._first_search is None or self._view is None:
+            return None
+        query = first_search_query(self._first_search, self._view.question)
+        text = self.search(query)
+        self.record["searches"][-1]["scripted"] = True
+        return f"\n\nResults of a first search for \"{query}\":\n{text}"
 
     def search(self, query: str) -> str:
         """Search the passage collection and return the passages most relevant to the query.
@@ -94,8 +106,8 @@ class SearchEnvironment:
             hits = hits[:k]
         searches.append({"turn": len(searches) + 1, "query": query.strip(), "ids": [h.id for h in hits],
                          "gold": [view.is_gold(h) if view is not None else False for h in hits],
-                         "short": len(hits) < k, "shaped": shaped})
-        return doc_lines(hits)
+                         "short": len(hits) < k, "shaped": shaped or None})
+        return doc_lines(hits) or NO_RESULTS
 
 
 def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None) -> Callable[[], SearchEnvironment]:
@@ -105,4 +117,5 @@ def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None)
     retriever = retriever if retriever is not None else open_retriever(
         agent.retriever, timeout=getattr(agent, "retriever_timeout", None))
     return functools.partial(SearchEnvironment, retriever, topk=agent.topk,
-                             difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s))
+                             difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),
+                             first_search=getattr(agent, "first_turn", None))

@@ -12,6 +12,9 @@ adaptive curriculum, :mod:`.adaptive` or :mod:`._agent_adaptive`; ``dynamic``: d
 * ``_calculate_rewards(inputs, prompts, completions, completion_ids_list)``: the batch's rewards of every reward
   function, gathered from every process.
 
+It also replaces TRL's public ``create_model_card`` (called at every checkpoint) with the run's own card
+(``README.md``: base model, data, recipe, curriculum, steps; :func:`~rag_curriculum.train._recipes.model_card`).
+
 Besides them the trainer reads TRL's ``_metrics["train"]`` (the per-step metric lists TRL logs; a reward function's
 ``log_metric`` logs one function's values, not a batch's level or refills) and the public attributes
 ``accelerator``, ``num_generations``, ``reward_weights``, ``pad_to_multiple_of``, ``processing_class``,
@@ -36,10 +39,11 @@ from typing import Any
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from .._plumbing import mask_secrets
+from .._plumbing import atomic_write_bytes, mask_secrets
 from ..shards import write_json
 from ._dynamic import dynamic_batch
 from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
+from ._recipes import CARD_FILE
 from .adaptive import feed_back
 
 __all__ = ["CurriculumCallback", "CurriculumGRPOTrainer"]
@@ -56,6 +60,18 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     dynamic: Any = None  # a DynamicHook
     current_inputs: list | None = None  # the rows of the batch being generated (the search rollout reads them)
     scored: tuple | None = None  # (rewards per function, rows, completions) of the last batch scored
+    card: Any = None  # the run's model card: a callable, the optimiser step -> README.md's text
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
+        # TRL writes its generic card into output_dir at every checkpoint ("a fine-tuned version of [None]" for a local
+        # model, nothing of the curriculum); the toolkit's card (train._recipes.model_card) replaces it
+        if self.card is None:
+            return super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags, **kwargs)
+        if self.is_world_process_zero():
+            out = Path(self.args.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(out / CARD_FILE, self.card(self.state.global_step).encode("utf-8"))
+        return None
 
     def _generate_and_score_completions(self, inputs):
         # No public hook sees a generation batch's rows before TRL generates them (``rollout_func`` gets the prompts

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._plumbing import mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
-from ..errors import ConfigError, SettingError
+from ..errors import ConfigError, SettingError, TokenizerError
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
@@ -29,7 +29,7 @@ from ._lengths import check_trl_lengths
 from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import CHECKPOINT_PLAN, STEPS_FILE, StepRecorder, compact_progress_callback, rows_done
-from ._recipes import save_run_files
+from ._recipes import model_card, save_run_files
 from ._rewards import reward_funcs_from_config
 from ._rollout import rollout_from_config, search_prompts
 from ._tools import environment_from_config
@@ -64,6 +64,8 @@ class TrainResult:
     """``curriculum_levels.jsonl`` of an adaptive run (level target, level shown, success per batch)."""
     dynamic_file: Path | None = None
     """``curriculum_dynamic.jsonl`` of a run with dynamic sampling (rows generated, trained, dropped per batch)."""
+    finished: bool = False
+    """The run had already reached its steps: nothing was trained (see :func:`finished_message`)."""
 
 
 def resolve_num_processes(cfg: TrainConfig) -> int:
@@ -208,6 +210,11 @@ def _checkpoints(output_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
+#: How to start afresh instead of resuming (``run.resume=auto`` continues whatever ``run.output_dir`` holds).
+FRESH_RUN_HINT = ("to start a fresh run, give it another name: run.name=NEW (its output_dir is outputs/train/NEW), or "
+                  "another run.output_dir; run.resume=PATH resumes one given checkpoint")
+
+
 def resolve_resume(cfg: TrainConfig) -> str | None:
     """The checkpoint to resume from, per ``run.resume`` (see :class:`~rag_curriculum.train._config.RunConfig`)."""
     out = Path(cfg.run.output_dir)
@@ -215,8 +222,9 @@ def resolve_resume(cfg: TrainConfig) -> str | None:
     mode = cfg.run.resume
     if mode is None or str(mode).lower() in ("null", "none", "false"):
         if existing:
-            raise ConfigError(f"{out} already holds checkpoints ({existing[-1].name}); continue with run.resume=auto, "
-                             "or start a new run in another run.output_dir")
+            raise ConfigError(f"{out} already holds checkpoints ({existing[-1].name}): run.resume=null starts a run "
+                              "only in an output_dir without checkpoints",
+                              hint="continue it with run.resume=auto, or " + FRESH_RUN_HINT)
         return None
     if mode == "auto":
         return str(existing[-1]) if existing else None
@@ -261,9 +269,9 @@ def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, poli
                             f"continue after row {here}")
     if problems:
         msg = (f"resuming {checkpoint} would skip or repeat curriculum rows: " + "; ".join(problems)
-               + " (keep the batch of the run being resumed)")
+               + " (keep the data, batch and retriever of the run being resumed)")
         if policy == "refuse":
-            raise CurriculumOrderError(msg + "; data.order_policy=warn resumes anyway")
+            raise CurriculumOrderError(msg, hint=FRESH_RUN_HINT + "; data.order_policy=warn resumes anyway")
         log.warning("CURRICULUM ORDER: %s", msg)
 
 
@@ -311,14 +319,44 @@ def load_curriculum(cfg: TrainConfig):
     return dataset, manifest
 
 
-def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequence[Any] = ()) -> TrainResult:
-    """Train with TRL's GRPOTrainer on the curriculum in ``cfg.data.shards``, in curriculum order.
+@dataclass
+class PreparedRun:
+    """Everything a run checks and makes before its model loads (:func:`prepare`): what ``train`` goes on with, and
+    what ``curriculum train --dry-run`` reports. Nothing on disk is written or removed by preparing."""
 
-    Checks before anything heavy is built: the shards and their order, the batch mapping (and the tail rows it
-    leaves unseen), every setting that would reorder the curriculum (refused under ``data.order_policy=refuse``),
-    the prompt lengths against the generation limits (refused: see :mod:`.lengths`), the resume point. Then saves the resolved config and plan into ``run.output_dir`` and trains, checking every
-    step's rows against the curriculum and logging their level and hops.
-    """
+    cfg: TrainConfig
+    dataset: Any
+    manifest: Mapping[str, Any]
+    plan: BatchPlan
+    args: Any
+    """TRL's ``GRPOConfig`` (bound on the CPU by a dry run on a machine without a GPU)."""
+    tail: dict[str, Any]
+    run_plan: dict[str, Any]
+    resume: str | None
+    num_processes: int
+    lengths: Any = None
+    lengths_error: Exception | None = None
+    """Why a dry run could not count the prompt lengths (a real run stops on it)."""
+    retriever: Any = None
+    hook: Any = None
+    dynamic: Any = None
+    search_curriculum: bool = False
+    finished: int | None = None
+    """The step of the checkpoint a finished run stopped at (it reached the run's steps): nothing is left to train."""
+
+
+def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
+    """Every check of a run, in the order the run makes them, before any model loads: the config, the shards and
+    their order, the batch (a curriculum shorter than one batch is refused), the order settings, ``GRPOConfig``,
+    the prompt lengths against its limits, the retriever (opened, its index fingerprinted), the resume point (the
+    same rows, batch and index as the run being resumed; a run that already reached its steps is ``finished``),
+    the adaptive controller or the search curriculum's hook and dynamic sampling. ``train`` and
+    ``curriculum train --dry-run`` both call it, so a dry run refuses what the real run refuses.
+
+    ``dry_run``: the order checks' errors are raised under either ``data.order_policy``; ``GRPOConfig`` is bound on
+    the CPU when there is no GPU (a GPU recipe is checked on a laptop); the number of running processes is not
+    compared with the plan's (a dry run is not launched); a tokenizer that cannot be loaded is reported in
+    ``lengths_error`` instead of raised."""
     cfg.validate()
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
@@ -331,7 +369,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     levels = list(dataset["level"]) if "level" in dataset.column_names else None
     problem = check_index_order(indices) if indices is not None else None
     if problem is not None:
-        enforce([problem], cfg.data.order_policy)
+        enforce([problem], "refuse" if dry_run else cfg.data.order_policy)
     pass_rates = None
     if cfg.data.pass_rates is not None:  # the measured pass rates: a learnable band first (docs/training.md)
         dataset, pass_rates = apply_pass_rates(dataset, cfg.data)
@@ -341,29 +379,44 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     kw = grpo_kwargs(cfg, num_processes=num_processes)
     plan = plan_batches(kw, num_processes=num_processes, num_rows=len(dataset))
     if not plan.steps_per_epoch:
-        raise BatchError(f"{len(dataset)} rows are fewer than one batch of {plan.prompts_per_generation} prompts; "
-                         "nothing would be trained")
+        raise BatchError(f"data.shards={cfg.data.shards}: {len(dataset)} row(s) to train on, fewer than one batch of "
+                         f"{plan.prompts_per_generation} prompts; nothing would be trained",
+                         hint=f"lower batch.prompts_per_step (now {cfg.batch.prompts_per_step:g}) to at most "
+                              f"{len(dataset)}, or train on a curriculum of more rows")
     resume = resolve_resume(cfg)
-    enforce(order_issues(kw, plan, resuming=resume is not None), cfg.data.order_policy)
+    issues = order_issues(kw, plan, resuming=resume is not None)
+    if dry_run:  # errors under either policy; the warnings are the caller's to print
+        errors = [i for i in issues if i.severity == "error"]
+        if errors:
+            raise CurriculumOrderError("; ".join(i.message for i in errors))
+    else:
+        enforce(issues, cfg.data.order_policy)
     tail = tail_rows(plan, indices, levels)
-    report_tail(tail, manifest.get("trainer_tail"))
     log.info("batch: %s", plan.describe())
 
+    import torch
+
     try:
-        args = bind_grpo_config(kw)
+        args = bind_grpo_config(kw, cpu=dry_run and not torch.cuda.is_available())
     except ValueError as e:
         if "bf16" in str(e) and not isinstance(e, SettingError):  # TRL's own "bf16 needs a GPU"
             raise ConfigError(f"{e}. {CPU_HINT}") from None
         raise
-    if args.world_size != num_processes:
+    if not dry_run and args.world_size != num_processes:
         raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "
                          "launch with accelerate / torchrun (they set WORLD_SIZE) or set batch.num_processes")
     # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
-    lengths = check_trl_lengths(cfg, args, dataset, manifest)
+    lengths, lengths_error = None, None
+    try:
+        lengths = check_trl_lengths(cfg, args, dataset, manifest)
+    except TokenizerError as e:
+        if not dry_run:
+            raise
+        lengths_error = e
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, "model": cfg.model.name_or_path,
-        "longest_prompt_tokens": lengths.max_tokens,
+        "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
     if pass_rates is not None:
         run_plan["pass_rates"] = pass_rates
@@ -371,19 +424,21 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
         retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout)
         run_plan["retriever"] = mask_secrets({k: v for k, v in retriever.describe().items() if k not in ("path", "url")})
+    finished = None
     if resume is not None:
         _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
-        log.info("resuming from checkpoint %s (step %s)", resume, _checkpoint_step(resume))
+        step = _checkpoint_step(resume)
+        if isinstance(step, int) and plan.total_steps is not None and step >= plan.total_steps:
+            finished = step
+        else:
+            log.info("resuming from checkpoint %s (step %s)", resume, step)
     out = Path(args.output_dir)
-    steps_file = out / STEPS_FILE if cfg.run.log_rows else None
     hook = None
     search_curriculum = uses_search_curriculum(cfg)  # a search agent's level or p moved by a controller / schedule
     if cfg.adaptive.controller is not None or search_curriculum:  # before the model loads: checks the shards
         levels_file = out / LEVELS_FILE if args.process_index == 0 else None
         hook = (make_search_hook if search_curriculum else make_hook)(
             cfg, manifest, num_generations=args.num_generations, seed=args.seed, levels_file=levels_file)
-        if levels_file is not None and resume is None and levels_file.exists():
-            levels_file.unlink()
         if cfg.adaptive.from_pass_rates and resume is None:  # a resumed run restores the controller instead
             K_of = hook.renderer.K_of
             keys = [(str(i), K_of({"id": i, "data_source": s}))
@@ -399,8 +454,71 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         dynamic_file = out / dyn.ROWS_FILE if args.process_index == 0 else None
         dynamic = dyn.make_hook(cfg, num_rows=len(dataset), num_generations=args.num_generations,
                                 rows_file=dynamic_file)
-        if dynamic_file is not None and resume is None and dynamic_file.exists():
-            dynamic_file.unlink()
+    return PreparedRun(cfg=cfg, dataset=dataset, manifest=manifest, plan=plan, args=args, tail=tail,
+                       run_plan=run_plan, resume=resume, num_processes=num_processes, lengths=lengths,
+                       lengths_error=lengths_error, retriever=retriever, hook=hook, dynamic=dynamic,
+                       search_curriculum=search_curriculum, finished=finished)
+
+
+def finished_message(run: PreparedRun) -> str:
+    """What a run that already reached its steps says instead of training."""
+    return (f"{run.args.output_dir} is a finished run: {Path(str(run.resume)).name} is step {run.finished} of its "
+            f"{run.plan.total_steps}; nothing to train. To train further, raise grpo.max_steps (or "
+            "grpo.num_train_epochs); to start a new run, give it another name: run.name=NEW")
+
+
+def _finished_result(run: PreparedRun) -> TrainResult:
+    out = Path(run.args.output_dir)
+    history: list[dict[str, Any]] = []
+    try:
+        history = list(json.loads((Path(str(run.resume)) / "trainer_state.json").read_text()).get("log_history") or [])
+    except (OSError, ValueError):
+        pass
+    losses = [h["train_loss"] for h in history if "train_loss" in h] or [h["loss"] for h in history if "loss" in h]
+    steps_file = out / STEPS_FILE
+    return TrainResult(output_dir=out, global_step=int(run.finished or 0),
+                       training_loss=float(losses[-1]) if losses else float("nan"), plan=run.plan,
+                       steps_file=steps_file if steps_file.exists() else None, checkpoints=_checkpoints(out),
+                       log_history=history, finished=True)
+
+
+def _versions() -> dict[str, str]:
+    """The versions a model card names: the toolkit's, TRL's and transformers'."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("rag-curriculum", "trl", "transformers"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:  # pragma: no cover - a source checkout without metadata
+            pass
+    return out
+
+
+def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequence[Any] = ()) -> TrainResult:
+    """Train with TRL's GRPOTrainer on the curriculum in ``cfg.data.shards``, in curriculum order.
+
+    Checks before anything heavy is built (:func:`prepare`): the shards and their order, the batch mapping (and the
+    tail rows it leaves unseen), every setting that would reorder the curriculum (refused under
+    ``data.order_policy=refuse``), the prompt lengths against the generation limits (refused: see :mod:`.lengths`),
+    the resume point. A run whose last checkpoint already reached the run's steps trains nothing and says so
+    (``TrainResult.finished``). Then saves the resolved config and plan into ``run.output_dir`` and trains, checking
+    every step's rows against the curriculum and logging their level and hops.
+    """
+    run = prepare(cfg)
+    if run.finished is not None:
+        log.warning("%s", finished_message(run))
+        return _finished_result(run)
+    dataset, plan, args, resume, run_plan = run.dataset, run.plan, run.args, run.resume, run.run_plan
+    hook, dynamic, retriever, search_curriculum = run.hook, run.dynamic, run.retriever, run.search_curriculum
+    indices = list(dataset["curriculum_index"]) if "curriculum_index" in dataset.column_names else None
+    report_tail(run.tail, run.manifest.get("trainer_tail"))
+    out = Path(args.output_dir)
+    steps_file = out / STEPS_FILE if cfg.run.log_rows else None
+    if hook is not None and hook.levels_file is not None and resume is None and hook.levels_file.exists():
+        hook.levels_file.unlink()
+    if dynamic is not None and dynamic.rows_file is not None and resume is None and dynamic.rows_file.exists():
+        dynamic.rows_file.unlink()
     if args.process_index == 0:  # the resolved config, the plan and the overrides, secrets masked (one rule)
         save_run_files(TrainConfig.from_dict(mask_secrets(cfg.to_dict())), out, plan=mask_secrets(run_plan),
                        overrides=redact_overrides(overrides))
@@ -426,6 +544,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
     )
     trainer.recorder = recorder
+    card_plan, versions = mask_secrets(run_plan), _versions()
+    trainer.card = lambda step: model_card(cfg, card_plan, run.manifest, step=step, versions=versions)
     from transformers.trainer_callback import ProgressCallback
 
     if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
@@ -449,6 +569,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                          title=f"dynamic sampling on {cfg.dynamic.metric} (spread > {cfg.dynamic.max_spread:g})")
     if cfg.run.save_final:
         trainer.save_model(str(out))
+    trainer.create_model_card()  # the card of the run as it ended (its steps)
     log.info("trained %d steps (loss %.4g); %d of %d steps' rows were out of curriculum order",
              trainer.state.global_step, output.training_loss, recorder.out_of_order, len(recorder.records))
     return TrainResult(

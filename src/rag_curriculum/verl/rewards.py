@@ -422,7 +422,7 @@ def _globalrag_scores(reward: GlobalRagReward, texts: Sequence[str], truths: Seq
     steps = [training_step(i, **step_options) for i in infos]
     texts = ["".join(s["text"] for s in verl_segments(t or "", tag)) for t in texts]
     answers = [verl_answers(g, None, i) for g, i in zip(truths, infos, strict=True)]
-    gold = [i.get("gold_plan") if isinstance(i.get("gold_plan"), Mapping) else None for i in infos]
+    gold = [i.get("gold_plan") for i in infos]  # checked by the reward: one that is not a plan is an error
     sids = [i.get("source_id") for i in infos]
     ids = [i.get("id") for i in infos]
     out: list[dict[str, float] | None] = [None] * len(texts)

@@ -38,6 +38,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from .._plumbing import derive_seed
 from ..agents import (
+    NO_RESULTS,
     STOP,
     Hit,
     HttpRetriever,
@@ -143,7 +144,7 @@ class SearchTool(BaseTool):
             else:
                 shown = list(hits)[:k]
             short += len(shown) < k
-            texts.append(format_passages(shown))
+            texts.append(format_passages(shown) or NO_RESULTS)
         metrics: dict[str, Any] = {"searched": len(queries), "short": short}
         if view is not None:
             metrics["gold_found"] = gold
