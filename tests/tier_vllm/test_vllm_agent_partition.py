@@ -54,9 +54,8 @@ def test_partition_agent_on_the_real_engine(engine, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
     import rag_curriculum.partition._agent as partition_agent
-    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-
     import rag_curriculum.partition._run as partition_run
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     # where the partition calls it: the check before anything is written, then the run
     monkeypatch.setattr(partition_run, "open_retriever", lambda where, **kw: Titles())
