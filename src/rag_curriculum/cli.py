@@ -13,6 +13,7 @@ from ._cli import partition as _partition
 from ._cli import recipes as _recipes
 from ._cli import serve as _serve
 from ._cli import train as _train
+from ._cli import warm as _warm
 from ._cli.common import configure_logging
 from ._version import __version__
 
@@ -29,8 +30,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# Each module registers its own commands (build; index; serve; inspect/validate; partition; train; eval; recipes).
-for _module in (_build, _index, _serve, _data, _partition, _train, _eval, _recipes):
+# Each module registers its own commands (build; index; serve; inspect/validate; partition; train; warm-start;
+# eval; recipes).
+for _module in (_build, _index, _serve, _data, _partition, _train, _warm, _eval, _recipes):
     _module.register(app)
 
 

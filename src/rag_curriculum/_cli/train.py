@@ -22,6 +22,7 @@ from ..curricula._lengths import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,
+    learning_summary,
     order_issues,
 )
 from ..train import train as run_training
@@ -134,6 +135,16 @@ def train(
     elif main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
+        _print_change(result.log_history)
+
+
+def _print_change(history: list[dict[str, Any]]) -> None:
+    """The run's first steps against its last: mean reward and exact match (when logged)."""
+    names = sorted({k for h in history for k in h if k.endswith("exact_match")})
+    for key, s in learning_summary(history, keys=["reward", *names]).items():
+        k = int(s["steps"])
+        out.print(f"{key}: {s['first']:.4g} over the first {k} step{'s' * (k > 1)}, {s['last']:.4g} over the "
+                  f"last {k} ({s['last'] - s['first']:+.4g})")
 
 
 def _hint(e: BaseException) -> str | None:

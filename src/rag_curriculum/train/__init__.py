@@ -30,12 +30,13 @@ from __future__ import annotations
 from ._batching import BatchError, BatchPlan, derive_accumulation, plan_batches
 from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
 from ._order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
-from ._progress import STEPS_FILE, StepRecorder, read_steps
+from ._progress import STEPS_FILE, StepRecorder, learning_summary, read_steps
 from ._recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
 from ._rewards import reward_funcs_from_config
 from ._rollout import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
 from ._tools import SearchEnvironment, environment_from_config
 from ._trl import TrainResult, bind_grpo_config, check_recipe, train
+from ._warm import WarmStartConfig, WarmStartResult, make_tiny_model, warm_start
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "SearchEnvironment",
     "SearchRollout",
     "StepRecorder",
+    "WarmStartConfig",
+    "WarmStartResult",
     "TrainConfig",
     "TrainResult",
     "TurnSampling",
@@ -72,10 +75,13 @@ __all__ = [
     "make_controller",
     "order_issues",
     "plan_batches",
+    "learning_summary",
+    "make_tiny_model",
     "read_steps",
     "register_controller",
     "reward_funcs_from_config",
     "rollout_from_config",
     "search_prompts",
     "train",
+    "warm_start",
 ]

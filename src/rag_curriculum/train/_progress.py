@@ -196,3 +196,47 @@ def compact_progress_callback() -> type:
                     (self.training_bar.write if self.training_bar is not None else print)(line)
 
     return CompactProgress
+
+
+NOTHING_TO_LEARN = (
+    "step {step}: every group's rewards are equal (frac_reward_zero_std {frac:.3g}): GRPO's advantages are all zero, "
+    "so this step changes nothing. A model whose samples all score alike (a random one, or one that solves or "
+    "fails every prompt) has nothing to learn from; warm-start it (curriculum warm-start), sample more completions "
+    "per prompt (grpo.num_generations), or drop such groups and refill (dynamic.enabled=true)")
+
+
+def nothing_to_learn_callback() -> type:
+    """A transformers callback that warns once, at the first logged step whose groups all have zero reward
+    variance (TRL's ``frac_reward_zero_std`` 1.0: every advantage zero, no gradient), with what to do."""
+    from transformers import TrainerCallback
+
+    class NothingToLearn(TrainerCallback):
+        warned = False
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
+            frac = (logs or {}).get("frac_reward_zero_std")
+            if not self.warned and state.is_world_process_zero and isinstance(frac, (int, float)) and frac >= 1.0:
+                self.warned = True
+                log.warning(NOTHING_TO_LEARN.format(step=state.global_step, frac=frac))
+
+    return NothingToLearn
+
+
+def learning_summary(log_history: Sequence[Mapping[str, Any]], *, keys: Sequence[str] = ("reward",),
+                     window: int | None = None) -> dict[str, dict[str, float]]:
+    """The mean of each of ``keys`` over a run's first and last ``window`` logged steps (default: a quarter of the
+    steps, at least 1), for the closing line of a run: ``{"reward": {"first": .., "last": .., "steps": k}}``.
+    Keys never logged are left out; a run of one step has no change to show (empty).
+
+    >>> learning_summary([{"reward": r} for r in (0.0, 1.0, 2.0, 3.0)])
+    {'reward': {'first': 0.0, 'last': 3.0, 'steps': 1}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for key in keys:
+        values = [float(h[key]) for h in log_history if isinstance(h.get(key), (int, float)) and "step" in h]
+        if len(values) < 2:
+            continue
+        k = window or max(1, len(values) // 4)
+        k = min(k, len(values) // 2)
+        out[key] = {"first": sum(values[:k]) / k, "last": sum(values[-k:]) / k, "steps": k}
+    return out

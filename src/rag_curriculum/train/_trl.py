@@ -28,7 +28,14 @@ from ._config import TrainConfig
 from ._lengths import check_trl_lengths
 from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
-from ._progress import CHECKPOINT_PLAN, STEPS_FILE, StepRecorder, compact_progress_callback, rows_done
+from ._progress import (
+    CHECKPOINT_PLAN,
+    STEPS_FILE,
+    StepRecorder,
+    compact_progress_callback,
+    nothing_to_learn_callback,
+    rows_done,
+)
 from ._recipes import model_card, save_run_files
 from ._rewards import reward_funcs_from_config
 from ._rollout import rollout_from_config, search_prompts
@@ -550,6 +557,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
 
     if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
         trainer.add_callback(compact_progress_callback())
+    trainer.add_callback(nothing_to_learn_callback())  # a step with nothing to learn says so, once
     if hook is not None:
         trainer.adaptive = hook
         if search_curriculum:

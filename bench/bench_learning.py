@@ -1,0 +1,121 @@
+"""Does GRPO teach the warm-started tiny model, and would the learning test see a broken trainer? On a CPU.
+
+One warm start (``curriculum warm-start``, seed 0) of the tiny model on the first 8 rows of a min-max MuSiQue build,
+then ``recipe=cpu-learn`` (32 GRPO steps of 2 prompts x 4 generations over those rows) run:
+
+1. with ``--seeds`` GRPO seeds (0, 1, 2): the gain of the mean reward of the last 8 steps over the first 8, its mean
+   and its spread across seeds (the learning test, tests/train/test_learning.py, asserts a margin set from these);
+2. with a bug planted in TRL's GRPO step, seed 0 (what Search-R1 PR#21, RAGEN#71, TRL#4974, verl#3720/#3960 found
+   in the field): the advantages zeroed; the rewards shuffled across the batch's samples (each completion scored
+   with another's reward); the completion loss mask inverted (the loss on the padding after each completion, none
+   on the completion). Each should gain nothing: the learning test must fail on each.
+
+    python bench/bench_learning.py [--seeds 3] [--data ../shared/data]
+
+Prints one row per run (gain, first and last mean reward and exact match, wall time) and the ratio of the smallest
+healthy gain to the largest gain of a planted bug. No timed assertion: these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = 8
+
+
+def build_and_warm(tmp: Path, data: Path) -> tuple[Path, Path]:
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.train import WarmStartConfig, warm_start
+
+    rows = tmp / "musique-learn"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(data / "musique" /
+                                                     "musique_ans_v1.0_train.sample100.jsonl"), n=48, K=3)],
+                                 schedule="min-max", out=str(rows), seed=0), command="bench")
+    model = warm_start(WarmStartConfig(shards=str(rows), out=str(tmp / "tiny-warm"))).out
+    return rows, model
+
+
+def run(rows: Path, model: Path, out: Path, seed: int, bug: str | None = None) -> dict:
+    """One cpu-learn run; ``bug`` planted in TRL's GRPOTrainer for its duration."""
+    import torch
+    from trl import GRPOTrainer
+
+    from rag_curriculum.train import compose_train_config, learning_summary, train
+
+    original = GRPOTrainer._generate_and_score_completions
+
+    def planted(self, inputs):
+        batch = original(self, inputs)
+        if bug == "advantages zeroed":
+            batch["advantages"] = torch.zeros_like(batch["advantages"])
+        elif bug == "rewards shuffled":  # each completion credited with another's advantage
+            g = torch.Generator().manual_seed(int(self.state.global_step))
+            batch["advantages"] = batch["advantages"][torch.randperm(len(batch["advantages"]), generator=g)]
+        elif bug == "loss mask inverted":
+            batch["completion_mask"] = 1 - batch["completion_mask"]
+        return batch
+
+    cfg = compose_train_config("cpu-learn", [f"model.name_or_path={model}", f"data.shards={rows}",
+                                             f"run.output_dir={out}", f"grpo.seed={seed}", "grpo.save_strategy=no"])
+    GRPOTrainer._generate_and_score_completions = planted if bug else original
+    try:
+        start = time.perf_counter()
+        result = train(cfg)
+        seconds = time.perf_counter() - start
+    finally:
+        GRPOTrainer._generate_and_score_completions = original
+    s = learning_summary(result.log_history, keys=["reward", "rag_rl/exact_match"], window=WINDOW)
+    return {"seed": seed, "bug": bug or "-", "gain": s["reward"]["last"] - s["reward"]["first"],
+            "first": s["reward"]["first"], "last": s["reward"]["last"],
+            "em_first": s["rag_rl/exact_match"]["first"], "em_last": s["rag_rl/exact_match"]["last"],
+            "seconds": seconds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--bugs", default="advantages zeroed,rewards shuffled,loss mask inverted")
+    a = ap.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    with tempfile.TemporaryDirectory(prefix="bench-learning-") as t:
+        tmp = Path(t)
+        start = time.perf_counter()
+        rows, model = build_and_warm(tmp, a.data)
+        warm = time.perf_counter() - start
+        results = [run(rows, model, tmp / f"seed{s}", s) for s in range(a.seeds)]
+        results += [run(rows, model, tmp / f"bug{i}", 0, bug) for i, bug in enumerate(a.bugs.split(",")) if bug]
+    table = Table(title=f"cpu-learn: mean reward of the last {WINDOW} steps minus the first {WINDOW} "
+                        f"(warm start {warm:.0f} s)", title_justify="left")
+    for col in ("seed", "planted bug", "gain", "reward first", "reward last", "EM first", "EM last", "seconds"):
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(str(r["seed"]), r["bug"], f"{r['gain']:+.2f}", f"{r['first']:.2f}", f"{r['last']:.2f}",
+                      f"{r['em_first']:.2f}", f"{r['em_last']:.2f}", f"{r['seconds']:.0f}")
+    Console(width=120).print(table)
+    healthy = [r["gain"] for r in results if r["bug"] == "-"]
+    broken = [r["gain"] for r in results if r["bug"] != "-"]
+    if len(healthy) > 1:
+        print(f"healthy gain {statistics.mean(healthy):.2f} +- {statistics.stdev(healthy):.2f} (sd over "
+              f"{len(healthy)} seeds), smallest {min(healthy):.2f}")
+    if broken:
+        print(f"largest gain with a planted bug {max(broken):.2f}; smallest healthy / largest broken: "
+              f"{min(healthy) / max(max(broken), 1e-9):.1f}x" if max(broken) > 0 else
+              f"largest gain with a planted bug {max(broken):.2f} (none positive)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
