@@ -68,6 +68,9 @@ BEFORE = {
     "validate": "",
     "recipes": "",
     "train": "--dry-run --list --print-config",
+    # issue 36: a command added after the options were generated (its own flags, no config's)
+    "warm-start": "--copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
+    "--no-overwrite --plain --rows --seed",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout"},

@@ -411,6 +411,7 @@ BASES = {
     "train --dry-run": ["train", "recipe=cpu-tiny", "data.shards={MAX}", "--dry-run"],
     "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
     "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
+    "warm-start": ["warm-start", "{MAX}", "--out", "{OUT}"],
 }
 INT, FLOAT = ("abc", "-7", "1.5", "99999999999999999999"), ("abc", "-1", "1e999", "nan")
 OPTIONS = {  # option: the bad values tried (each a case)
@@ -461,6 +462,11 @@ OPTIONS = {  # option: the bad values tried (each a case)
     "partition-merge": {"--correct-f1": ("abc", "-1", "2"), "--shards": ("{MISSING}",), "": ("{MISSING}",
                                                                                               "{DIR}")},
     "eval compare": {"--section": ("nosuch",), "": ("{MISSING}", "{DIR}", "{FILE}")},
+    # issue 36: every bad value refused before a model is made or a folder written
+    "warm-start": {"--rows": INT + ("0",), "--copies": INT + ("0",), "--epochs": FLOAT + ("0",),
+                   "--plain": FLOAT + ("1",), "--learning-rate": FLOAT, "--seed": INT[:2] + INT[3:],
+                   "--hidden-size": INT, "--layers": ("abc", "0", "99999999999999999999"),
+                   "--model": ("{MISSING}", "{FILE}", "{DIR}")},
 }
 
 

@@ -19,6 +19,7 @@ teaching first is the format and the citations, as in the first steps of a real 
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from collections.abc import Iterable, Sequence
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (
@@ -126,13 +127,24 @@ class WarmStartConfig:
     overwrite: bool = False
 
     def validate(self) -> None:
-        for name in ("rows", "copies", "batch_size", "hidden_size", "layers", "vocab_size"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if not (self.epochs > 0 and self.learning_rate > 0):
-            raise ConfigError(f"--epochs {self.epochs} / --learning-rate {self.learning_rate}: must be positive")
+        limits = {"rows": 10**7, "copies": 1000, "batch_size": 4096, "hidden_size": 8192, "layers": 128,
+                  "vocab_size": 10**6}
+        for name, most in limits.items():
+            value = getattr(self, name)
+            if not 1 <= int(value) <= most:
+                raise UsageError(f"--{name.replace('_', '-')} {value}: must be between 1 and {most:,}")
+        if not 0 <= int(self.seed) < 2**32:
+            raise UsageError(f"--seed {self.seed}: must be between 0 and 2**32 - 1")
+        for name in ("epochs", "learning_rate"):
+            value = float(getattr(self, name))
+            if not (math.isfinite(value) and value > 0):
+                raise UsageError(f"--{name.replace('_', '-')} {value}: must be a positive number")
         if not 0 <= self.plain < 1:
-            raise ConfigError(f"--plain {self.plain}: a fraction in [0, 1) (1 would never show the format)")
+            raise UsageError(f"--plain {self.plain}: a fraction in [0, 1) (1 would never show the format)")
+        if self.model and not (Path(self.model) / "config.json").is_file():
+            raise ConfigError(f"--model {self.model}: not a local model folder (no config.json)",
+                              hint="give a folder saved with save_pretrained, or leave --model out to make a tiny "
+                                   "model here")
 
 
 def _examples(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
