@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..train import WarmStartConfig
+from ..train import warm_start as run
 from .common import out, reported_errors
 
 
@@ -51,8 +52,6 @@ def warm_start(
 
       curriculum train recipe=cpu-learn
     """
-    from ..train import warm_start as run
-
     with reported_errors():
         result = run(WarmStartConfig(
             shards=str(shards), out=str(out_dir), model=model, rows=rows, epochs=epochs, copies=copies, plain=plain,

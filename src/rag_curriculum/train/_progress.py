@@ -228,7 +228,7 @@ def learning_summary(log_history: Sequence[Mapping[str, Any]], *, keys: Sequence
     steps, at least 1), for the closing line of a run: ``{"reward": {"first": .., "last": .., "steps": k}}``.
     Keys never logged are left out; a run of one step has no change to show (empty).
 
-    >>> learning_summary([{"reward": r} for r in (0.0, 1.0, 2.0, 3.0)])
+    >>> learning_summary([{"reward": r, "step": i} for i, r in enumerate((0.0, 1.0, 2.0, 3.0))])
     {'reward': {'first': 0.0, 'last': 3.0, 'steps': 1}}
     """
     out: dict[str, dict[str, float]] = {}
