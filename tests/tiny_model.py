@@ -6,14 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+from rag_curriculum.train._warm import CHATML_TEMPLATE, SPECIAL, save_tiny_qwen2
 
 
 def corpus_texts(data_dir: Path, limit: int = 400) -> list[str]:
@@ -35,9 +28,8 @@ def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, la
                      vocab_size: int = 1024, seed: int = 0, heads: int = 4) -> Path:
     """``heads`` attention heads (head size ``hidden_size // heads``; vLLM's CPU attention needs a head size of
     at least 32, e.g. hidden_size=128, heads=2), with ``min(heads, 2)`` key/value heads."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -49,23 +41,7 @@ def build_tiny_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 64, la
     tok.train_from_iterator(corpus_texts(data_dir), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    bos_token=None, unk_token=None)
-    fast.chat_template = CHATML_TEMPLATE
-    fast.padding_side = "left"
-    fast.save_pretrained(out_dir)
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=min(heads, 2),
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,
-    )
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = config.eos_token_id
-    model.generation_config.pad_token_id = config.pad_token_id
-    model.save_pretrained(out_dir)
-    return out_dir
+    return save_tiny_qwen2(fast, out_dir, hidden_size=hidden_size, layers=layers, heads=heads, seed=seed)
 
 
 def build_wordlevel_model(out_dir: Path, data_dir: Path, *, hidden_size: int = 32, seed: int = 0) -> Path:

@@ -19,14 +19,19 @@ teaching first is the format and the citations, as in the first steps of a real 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import random
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .._commit import files_under, owner_tag, remove_orphans
+from .._plumbing import atomic_write_text, held_or_refused
 from ..errors import ConfigError, UsageError
 from ..shards import read_rows
 
@@ -41,6 +46,7 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TAGS = ["<reasoning>", "</reasoning>", "<answer>", "</answer>", "Final answer:", "Supporting passages:",
         "<think>", "</think>", "<search>", "</search>", "<information>", "</information>"]
 WARM_CARD = "warm_start.json"
+log = logging.getLogger(__name__)
 
 
 def _row_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
@@ -57,9 +63,8 @@ def make_tiny_model(out: str | Path, texts: Sequence[str], *, hidden_size: int =
                     heads: int = 4, vocab_size: int = 2048, seed: int = 0) -> Path:
     """A few-layer Qwen2-style causal LM with random weights (seeded) and a byte-level BPE tokenizer trained on
     ``texts``, with a ChatML chat template and :data:`TAGS` as single tokens, saved to ``out``."""
-    import torch
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,16 +77,28 @@ def make_tiny_model(out: str | Path, texts: Sequence[str], *, hidden_size: int =
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in TAGS])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    bos_token=None, unk_token=None)
-    fast.chat_template = CHATML_TEMPLATE
-    fast.padding_side = "left"
-    fast.save_pretrained(out)
+    return save_tiny_qwen2(fast, out, hidden_size=hidden_size, layers=layers, heads=heads, seed=seed)
+
+
+def save_tiny_qwen2(tokenizer: Any, out: str | Path, *, hidden_size: int, layers: int, heads: int,
+                    seed: int) -> Path:
+    """Save ``tokenizer`` (a ``PreTrainedTokenizerFast`` whose eos is ``<|im_end|>`` and pad ``<|endoftext|>``)
+    with the ChatML template and left padding, and a Qwen2 causal LM of its vocabulary with random weights drawn
+    under ``seed`` (``heads`` attention heads, ``min(heads, 2)`` key/value heads), to ``out``."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out)
+    tokenizer.chat_template = CHATML_TEMPLATE
+    tokenizer.padding_side = "left"
+    tokenizer.save_pretrained(out)
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=min(heads, 2),
         max_position_embeddings=8192, tie_word_embeddings=True,
-        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"), bos_token_id=None,
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = config.eos_token_id
@@ -166,37 +183,92 @@ class WarmStartResult:
 
 def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     """Make (or load) the model, fine-tune it on the completions of ``cfg.rows`` training rows, save it to
-    ``cfg.out`` with ``warm_start.json`` (the settings and the loss curve)."""
+    ``cfg.out`` with ``warm_start.json`` (the settings, the loss curve and the files written).
+
+    The output follows the toolkit's rules: written in a hidden ``.OUT.partial-OWNER`` folder beside it and moved
+    into place at the end (a killed run leaves no folder that looks complete; the next run removes what a dead one
+    left); a second run to the same ``--out`` is refused at once; ``--overwrite`` replaces only an earlier warm
+    start's files (those its ``warm_start.json`` lists) and keeps every file it did not write."""
     import time
 
     cfg.validate()
     out = Path(cfg.out)
-    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise ConfigError(f"--out {out}: exists and is not empty", hint="choose another --out, or --overwrite")
+    owned = _replaceable(out, cfg.overwrite)
     every = read_rows(cfg.shards)
     rows = every[: cfg.rows]
     if not rows:
         raise ConfigError(f"{cfg.shards}: no rows", hint="give a curriculum build (curriculum build ... --out DIR)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"cannot create {out}: a parent path is a file", hint="choose another --out") from None
+    lock = out.parent / f".{out.name}.warm.lock"
+    busy = partial(ConfigError, f"another `curriculum warm-start` is writing {out}",
+                   hint="wait for it to finish, or choose another --out")
     start = time.perf_counter()
-    work = out.with_name(out.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)
-    model_dir = cfg.model
-    if not model_dir:
-        model_dir = str(make_tiny_model(work / "init", _row_texts(every),
-                                        hidden_size=cfg.hidden_size, layers=cfg.layers,
-                                        vocab_size=cfg.vocab_size, seed=cfg.seed))
-    examples = _examples(cfg, rows)
-    random.Random(cfg.seed).shuffle(examples)
-    history = _sft(model_dir, examples, work / "sft", cfg)
-    losses = [h["loss"] for h in history if "loss" in h]
-    (work / "sft" / WARM_CARD).write_text(json.dumps({
-        "settings": asdict(cfg), "examples": len(examples), "loss": losses}, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    (work / "sft").rename(out)
-    shutil.rmtree(work, ignore_errors=True)
+    with held_or_refused(lock, busy):
+        remove_orphans(out, kinds=("partial",))
+        work = out.parent / f".{out.name}.partial-{owner_tag()}"
+        work.mkdir()
+        try:
+            model_dir = cfg.model or str(make_tiny_model(
+                work / "init", _row_texts(every), hidden_size=cfg.hidden_size, layers=cfg.layers,
+                vocab_size=cfg.vocab_size, seed=cfg.seed))
+            examples = _examples(cfg, rows)
+            random.Random(cfg.seed).shuffle(examples)
+            done = work / "sft"
+            history = _sft(model_dir, examples, done, cfg)
+            losses = [h["loss"] for h in history if "loss" in h]
+            files = [f for f in files_under(done) if f != WARM_CARD]
+            atomic_write_text(done / WARM_CARD, json.dumps({
+                "settings": asdict(cfg), "examples": len(examples), "loss": losses, "files": files}, indent=2) + "\n")
+            _commit(done, out, owned)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            lock.unlink(missing_ok=True)
     return WarmStartResult(out, len(examples), losses[0] if losses else float("nan"),
                            losses[-1] if losses else float("nan"), time.perf_counter() - start)
+
+
+def _replaceable(out: Path, overwrite: bool) -> set[str] | None:
+    """The files of an earlier warm start in ``out`` that ``--overwrite`` may replace (None: nothing there);
+    refused when ``out`` is not empty and either ``overwrite`` is off or it is not a warm start's output."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder", hint="choose another --out")
+    if not out.is_dir() or not any(out.iterdir()):
+        return None
+    if not overwrite:
+        raise ConfigError(f"--out {out} exists and is not empty", hint="choose another --out, or pass --overwrite")
+    try:
+        card = json.loads((out / WARM_CARD).read_text(encoding="utf-8"))
+        files = card["files"]
+        assert isinstance(files, list)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        raise ConfigError(f"--out {out} is not a warm start's output (no readable {WARM_CARD} listing its files); "
+                          "--overwrite replaces only those", hint="choose another --out, or remove it yourself") from None
+    return {str(f) for f in files if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+
+
+def _commit(done: Path, out: Path, owned: set[str] | None) -> None:
+    """Move the finished model into ``out``: whole when nothing is there; over an earlier warm start, its card
+    removed first (a half-replaced folder has none, so it is not taken for a warm start), its files replaced, the
+    files it did not write kept, the new card last."""
+    if owned is None:
+        if out.is_dir():
+            out.rmdir()  # empty
+        os.rename(done, out)
+        return
+    (out / WARM_CARD).unlink(missing_ok=True)
+    new = files_under(done)
+    for name in sorted(owned - set(new)):
+        (out / name).unlink(missing_ok=True)
+    for name in [n for n in new if n != WARM_CARD] + [WARM_CARD]:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(done / name, out / name)
+    kept = [f for f in files_under(out) if f not in set(new)]
+    if kept:
+        log.warning("%s: replaced the earlier warm start's files and kept %d it did not write: %s", out, len(kept),
+                    ", ".join(kept))
 
 
 def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmStartConfig) -> list[dict[str, Any]]:

@@ -1,0 +1,77 @@
+"""`curriculum warm-start`'s output follows the toolkit's rules: --overwrite replaces only an earlier warm start's
+files and keeps the rest, a folder it did not write is refused, a second run to one --out is refused at once, and
+what a killed run left is removed by the next (a real, very small SFT each time: 1 row, 1 epoch, width 16)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from cli_runs import one_error, run
+from conftest import MUSIQUE_TRAIN
+
+pytest.importorskip("trl", reason="the `train` extra is needed for the warm start")
+
+SMALL = ["--rows", 1, "--epochs", 1, "--copies", 2, "--hidden-size", 16, "--layers", 1]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    d = tmp_path_factory.mktemp("warm") / "rows"
+    r = run("build", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--schedule", "max", "--K", 2, "--n", 3,
+            "--out", d)
+    assert r.exit_code == 0, r.output
+    return d
+
+
+def test_overwrite_replaces_the_warm_starts_files_and_keeps_the_users(rows, tmp_path):
+    out = tmp_path / "m"
+    assert run("warm-start", rows, "--out", out, *SMALL).exit_code == 0
+    card = json.loads((out / "warm_start.json").read_text())
+    assert "model.safetensors" in card["files"] and "config.json" in card["files"]
+    (out / "NOTES.md").write_text("mine")
+    one = (out / "model.safetensors").read_bytes()
+    assert "not empty" in one_error(run("warm-start", rows, "--out", out, *SMALL))  # no --overwrite: refused
+    r = run("warm-start", rows, "--out", out, *SMALL, "--seed", 1, "--overwrite")
+    assert r.exit_code == 0, r.output
+    assert (out / "NOTES.md").read_text() == "mine"
+    assert (out / "model.safetensors").read_bytes() != one  # another seed: other weights
+    assert json.loads((out / "warm_start.json").read_text())["settings"]["seed"] == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder, no lock left
+
+
+def test_overwrite_refuses_a_folder_it_did_not_write(rows, tmp_path):
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / "weights.bin").write_bytes(b"x")
+    line = one_error(run("warm-start", rows, "--out", out, *SMALL, "--overwrite"))
+    assert "not a warm start's output" in line
+    assert sorted(p.name for p in out.iterdir()) == ["weights.bin"]
+
+
+def test_a_second_run_to_the_same_out_is_refused_at_once(rows, tmp_path):
+    from filelock import FileLock
+
+    out = tmp_path / "m"
+    with FileLock(str(tmp_path / ".m.warm.lock")):  # another process writing it
+        line = one_error(run("warm-start", rows, "--out", out, *SMALL))
+    assert "another `curriculum warm-start` is writing" in line
+    assert not out.exists()
+
+
+def test_a_dead_runs_temporary_folder_is_removed_by_the_next(rows, tmp_path):
+    from rag_curriculum._commit import owner_tag
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    tag = owner_tag().split("-", 1)[1]  # this machine's tag, with the dead process's pid
+    orphan = tmp_path / f".m.partial-{pid}-{tag}"
+    (orphan / "sft").mkdir(parents=True)
+    (orphan / "sft" / "model.safetensors").write_bytes(b"half")
+    assert not os.path.exists(f"/proc/{pid}")
+    assert run("warm-start", rows, "--out", tmp_path / "m", *SMALL).exit_code == 0
+    assert not orphan.exists()
+    assert (tmp_path / "m" / "warm_start.json").is_file()
