@@ -133,7 +133,7 @@ def _plot(rows: list[dict], path: Path) -> None:
 
     fig, axes = plt.subplots(1, len(METRICS), figsize=(3.2 * len(METRICS), 3.4), sharey=False)
     names = [r["curriculum"].replace("warm start, untrained", "untrained") for r in rows]
-    for ax, k in zip(axes, METRICS):
+    for ax, k in zip(axes, METRICS, strict=True):
         means = [100 * r[k]["mean"] for r in rows]
         errs = [0 if math.isnan(r[k]["ci95"]) else 100 * r[k]["ci95"] for r in rows]
         bars = ax.bar(names, means, yerr=errs, capsize=4, color=["#999"] + ["#4878a8"] * (len(rows) - 1))
