@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._commit import files_under, owner_tag, remove_orphans
-from .._plumbing import atomic_write_text, held_or_refused
+from .._plumbing import atomic_write_text, held_or_refused, mask_secrets
 from ..errors import ConfigError, UsageError
 from ..shards import read_rows
 
@@ -221,7 +221,7 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(done) if f != WARM_CARD]
             atomic_write_text(done / WARM_CARD, json.dumps({
-                "settings": asdict(cfg), "examples": len(examples), "loss": losses, "files": files}, indent=2) + "\n")
+                "settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files}, indent=2) + "\n")
             _commit(done, out, owned)
         finally:
             shutil.rmtree(work, ignore_errors=True)
