@@ -138,6 +138,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         errs = [0 if math.isnan(r[k]["ci95"]) else 100 * r[k]["ci95"] for r in rows]
         bars = ax.bar(names, means, yerr=errs, capsize=4, color=["#999"] + ["#4878a8"] * (len(rows) - 1))
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
+        ax.set_ylim(0, max(1.0, *(m + e for m, e in zip(means, errs, strict=True))) * 1.15)  # scores are >= 0
         ax.set_title(k.replace("_", " "))
         ax.tick_params(axis="x", rotation=45, labelsize=8)
     axes[0].set_ylabel("% (95% CI over seeds)")
