@@ -1,16 +1,19 @@
 """Does GRPO teach the warm-started tiny model, and would the learning test see a broken trainer? On a CPU.
 
 One warm start (``curriculum warm-start``, seed 0) of the tiny model on the first 8 rows of a min-max MuSiQue build,
-then ``recipe=cpu-learn`` (32 GRPO steps of 2 prompts x 4 generations over those rows) run:
+then ``recipe=cpu-learn`` (32 GRPO steps of 2 prompts x 4 generations over those rows) run; with ``--route
+search-r1``, a search agent's warm start (``--agent search-r1`` against the BM25 index of the same train file, top
+2) and ``recipe=search-learn`` (32 steps of 2 prompts x 4 trajectories, Search-R1's exact-match reward):
 
 1. with ``--seeds`` GRPO seeds (0, 1, 2): the gain of the mean reward of the last 8 steps over the first 8, its mean
    and its spread across seeds (the learning test, tests/train/test_learning.py, asserts a margin set from these);
 2. with a bug planted in TRL's GRPO step, seed 0 (what Search-R1 PR#21, RAGEN#71, TRL#4974, verl#3720/#3960 found
    in the field): the advantages zeroed; the rewards shuffled across the batch's samples (each completion scored
    with another's reward); the completion loss mask inverted (the loss on the padding after each completion, none
-   on the completion). Each should gain nothing: the learning test must fail on each.
+   on the completion); with ``--route search-r1``, also the retrieved tokens trained (every ``<information>``
+   token given mask 1, Search-R1 PR#21). Each should gain nothing: the learning test must fail on each.
 
-    python bench/bench_learning.py [--seeds 3] [--data ../shared/data]
+    python bench/bench_learning.py [--route rag-rl|search-r1] [--seeds 3] [--data ../shared/data]
 
 Prints one row per run (gain, first and last mean reward and exact match, wall time) and the ratio of the smallest
 healthy gain to the largest gain of a planted bug. No timed assertion: these machines are noisy.
@@ -33,24 +36,33 @@ ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 8
 
 
-def build_and_warm(tmp: Path, data: Path) -> tuple[Path, Path]:
+def build_and_warm(tmp: Path, data: Path, route: str) -> tuple[Path, Path, Path | None]:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.train import WarmStartConfig, warm_start
 
+    train = data / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
     rows = tmp / "musique-learn"
-    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(data / "musique" /
-                                                     "musique_ans_v1.0_train.sample100.jsonl"), n=48, K=3)],
-                                 schedule="min-max", out=str(rows), seed=0), command="bench")
-    model = warm_start(WarmStartConfig(shards=str(rows), out=str(tmp / "tiny-warm"))).out
-    return rows, model
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(train), n=48, K=3)], schedule="min-max",
+                                 out=str(rows), seed=0), command="bench")
+    index = None
+    if route == "search-r1":
+        index = tmp / "index"
+        build_index(IndexConfig(dataset="musique", input=str(train), out=str(index)))
+        cfg = WarmStartConfig(shards=str(rows), out=str(tmp / "tiny-warm"), agent="search-r1", retriever=str(index),
+                              topk=2)
+    else:
+        cfg = WarmStartConfig(shards=str(rows), out=str(tmp / "tiny-warm"))
+    return rows, warm_start(cfg).out, index
 
 
-def run(rows: Path, model: Path, out: Path, seed: int, bug: str | None = None) -> dict:
-    """One cpu-learn run; ``bug`` planted in TRL's GRPOTrainer for its duration."""
+def run(rows: Path, model: Path, index: Path | None, out: Path, seed: int, bug: str | None = None) -> dict:
+    """One cpu-learn (or, with an ``index``, search-learn) run; ``bug`` planted in TRL's GRPOTrainer (or the
+    rollout) for its duration."""
     import torch
     from trl import GRPOTrainer
 
-    from rag_curriculum.train import compose_train_config, learning_summary, train
+    from rag_curriculum.train import SearchRollout, compose_train_config, learning_summary, train
 
     original = GRPOTrainer._generate_and_score_completions
 
@@ -65,19 +77,31 @@ def run(rows: Path, model: Path, out: Path, seed: int, bug: str | None = None) -
             batch["completion_mask"] = 1 - batch["completion_mask"]
         return batch
 
-    cfg = compose_train_config("cpu-learn", [f"model.name_or_path={model}", f"data.shards={rows}",
-                                             f"run.output_dir={out}", f"grpo.seed={seed}", "grpo.save_strategy=no"])
+    rollout = SearchRollout.__call__
+
+    def information_trained(self, prompts, trainer):  # every token of the trajectory in the loss
+        got = rollout(self, prompts, trainer)
+        got["env_mask"] = [[1] * len(m) for m in got["env_mask"]]
+        return got
+
+    recipe, em = ("search-learn", "search/exact_match") if index else ("cpu-learn", "rag_rl/exact_match")
+    overrides = [f"model.name_or_path={model}", f"data.shards={rows}", f"run.output_dir={out}", f"grpo.seed={seed}",
+                 "grpo.save_strategy=no"] + ([f"agent.retriever={index}"] if index else [])
+    cfg = compose_train_config(recipe, overrides)
     GRPOTrainer._generate_and_score_completions = planted if bug else original
+    if bug == "retrieved tokens trained":
+        SearchRollout.__call__ = information_trained
     try:
         start = time.perf_counter()
         result = train(cfg)
         seconds = time.perf_counter() - start
     finally:
         GRPOTrainer._generate_and_score_completions = original
-    s = learning_summary(result.log_history, keys=["reward", "rag_rl/exact_match"], window=WINDOW)
+        SearchRollout.__call__ = rollout
+    s = learning_summary(result.log_history, keys=["reward", em], window=WINDOW)
     return {"seed": seed, "bug": bug or "-", "gain": s["reward"]["last"] - s["reward"]["first"],
             "first": s["reward"]["first"], "last": s["reward"]["last"],
-            "em_first": s["rag_rl/exact_match"]["first"], "em_last": s["rag_rl/exact_match"]["last"],
+            "em_first": s[em]["first"], "em_last": s[em]["last"],
             "seconds": seconds}
 
 
@@ -85,19 +109,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--bugs", default="advantages zeroed,rewards shuffled,loss mask inverted")
+    ap.add_argument("--route", choices=["rag-rl", "search-r1"], default="rag-rl")
+    ap.add_argument("--bugs", default=None, help="comma-separated; default: all of the route's")
     a = ap.parse_args()
+    bugs = ["advantages zeroed", "rewards shuffled", "loss mask inverted"]
+    if a.route == "search-r1":
+        bugs.append("retrieved tokens trained")
+    if a.bugs is not None:
+        bugs = [b for b in a.bugs.split(",") if b]
     from rich.console import Console
     from rich.table import Table
 
     with tempfile.TemporaryDirectory(prefix="bench-learning-") as t:
         tmp = Path(t)
         start = time.perf_counter()
-        rows, model = build_and_warm(tmp, a.data)
+        rows, model, index = build_and_warm(tmp, a.data, a.route)
         warm = time.perf_counter() - start
-        results = [run(rows, model, tmp / f"seed{s}", s) for s in range(a.seeds)]
-        results += [run(rows, model, tmp / f"bug{i}", 0, bug) for i, bug in enumerate(a.bugs.split(",")) if bug]
-    table = Table(title=f"cpu-learn: mean reward of the last {WINDOW} steps minus the first {WINDOW} "
+        results = [run(rows, model, index, tmp / f"seed{s}", s) for s in range(a.seeds)]
+        results += [run(rows, model, index, tmp / f"bug{i}", 0, bug) for i, bug in enumerate(bugs)]
+    recipe = "search-learn" if a.route == "search-r1" else "cpu-learn"
+    table = Table(title=f"{recipe}: mean reward of the last {WINDOW} steps minus the first {WINDOW} "
                         f"(warm start {warm:.0f} s)", title_justify="left")
     for col in ("seed", "planted bug", "gain", "reward first", "reward last", "EM first", "EM last", "seconds"):
         table.add_column(col, justify="right")

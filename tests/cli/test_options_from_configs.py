@@ -69,8 +69,8 @@ BEFORE = {
     "recipes": "",
     "train": "--dry-run --list --print-config",
     # issue 36: a command added after the options were generated (its own flags, no config's)
-    "warm-start": "--copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
-    "--no-overwrite --plain --rows --seed",
+    "warm-start": "--agent --copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
+    "--no-overwrite --plain --retriever --rows --seed --template --topk",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout"},

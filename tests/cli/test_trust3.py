@@ -412,6 +412,7 @@ BASES = {
     "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
     "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
     "warm-start": ["warm-start", "{MAX}", "--out", "{OUT}"],
+    "warm-start --agent": ["warm-start", "{MAX}", "--out", "{OUT}", "--agent", "search-r1", "--retriever", "{IDX}"],
 }
 INT, FLOAT = ("abc", "-7", "1.5", "99999999999999999999"), ("abc", "-1", "1e999", "nan")
 OPTIONS = {  # option: the bad values tried (each a case)
@@ -466,7 +467,11 @@ OPTIONS = {  # option: the bad values tried (each a case)
     "warm-start": {"--rows": INT + ("0",), "--copies": INT + ("0",), "--epochs": FLOAT + ("0",),
                    "--plain": FLOAT + ("1",), "--learning-rate": FLOAT, "--seed": INT[:2] + INT[3:],
                    "--hidden-size": INT, "--layers": ("abc", "0", "99999999999999999999"),
-                   "--model": ("{MISSING}", "{FILE}", "{DIR}")},
+                   "--model": ("{MISSING}", "{FILE}", "{DIR}"), "--agent": ("nosuch", "search-r1"),
+                   "--retriever": ("{IDX}", "{MISSING}"), "--topk": INT[:3] + ("0",), "--template": ("nosuch",)},
+    # a search agent's warm start: a retriever that cannot answer is refused before anything is written
+    "warm-start --agent": {"--retriever": ("{MISSING}", "{DIR}", "{FILE}", "http://127.0.0.1:9"),
+                           "--template": ("nosuch", "search-tools")},
 }
 
 
@@ -496,9 +501,10 @@ CORPUS = corpus_cases()
 #: with the value, or a required setting was left empty.
 EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='",
           "train --dry-run  'batch.prompts_per_step=16'", "train --dry-run  'data.max_rows=1'",
-          "train --dry-run  'run.resume=last'"}
+          "train --dry-run  'run.resume=last'", "warm-start --agent --retriever 'http://127.0.0.1:9'"}
 #: Path-valued cases that are usage errors (exit 2): a model reference that is neither a folder nor a Hub id.
-EXIT_2 = {"train  'model.name_or_path={MISSING}/m'"}
+EXIT_2 = {"train  'model.name_or_path={MISSING}/m'", "warm-start --retriever '{IDX}'",
+          "warm-start --retriever '{MISSING}'"}
 CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option")
 
 

@@ -34,7 +34,7 @@ ADAPTIVE_RECIPES = ["rag-rl-adaptive"]
 #: CRAFT's GRPO settings on its craft-v1 trace format (docs/craft.md).
 CRAFT_RECIPES = ["craft-v1"]
 #: Search agents on the Search-R1 protocol (docs/search-agents.md): Search-R1's settings and a CPU one.
-SEARCH_RECIPES = ["search-r1", "search-r1-cpu-tiny"]
+SEARCH_RECIPES = ["search-r1", "search-r1-cpu-tiny", "search-learn"]
 #: VERITAS's faithfulness reward on the search agent (docs/veritas.md): the paper's settings and a CPU one.
 VERITAS_RECIPES = ["veritas", "veritas-cpu-tiny"]
 #: GlobalRAG's plan rewards on the search agent (docs/globalrag.md): the paper's settings and a CPU one.
@@ -45,7 +45,7 @@ def test_recipes_found_and_counted():
     found = list_recipes()
     assert found == sorted(["cpu-tiny", "cpu-learn", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
                             *VERITAS_RECIPES, *GLOBALRAG_RECIPES])
-    assert len(found) == 11 + len(VERITAS_RECIPES) + len(GLOBALRAG_RECIPES)
+    assert len(found) == 12 + len(VERITAS_RECIPES) + len(GLOBALRAG_RECIPES)
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
     assert yamls == ["_base", *sorted(["cpu-tiny", "cpu-learn", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,

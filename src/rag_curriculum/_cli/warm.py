@@ -24,16 +24,31 @@ def warm_start(
                                        "here, its tokenizer trained on the rows' text (nothing is downloaded).")] = "",
     rows: Annotated[int, typer.Option(help="The first ROWS rows of the curriculum are taught (and trained on "
                                       "after: recipe=cpu-learn uses 8).")] = 8,
-    epochs: Annotated[float, typer.Option(help="Passes over the ROWS x COPIES examples; few on purpose, so the "
-                                          "model stays imperfect.")] = 20.0,
+    epochs: Annotated[float | None, typer.Option(
+        help="Passes over the ROWS x COPIES examples; few on purpose, so the model stays imperfect. \\[default: 20; "
+             "40 with --agent]", show_default=False)] = None,
     copies: Annotated[int, typer.Option(help="Examples per row.")] = 4,
-    plain: Annotated[float, typer.Option(help="The fraction of a row's copies that answer in a plain sentence, "
-                                         "without the format's tags (the RAG-RL reward scores them as format "
-                                         "errors): the model then writes the format on some samples only.")] = 0.5,
+    plain: Annotated[float | None, typer.Option(
+        help="The fraction of a row's copies that answer in a plain sentence, without the format's tags (the RAG-RL "
+             "reward scores them as format errors; with --agent, a turn with no action, scored 0): the model then "
+             "writes the format (searches) on some samples only. \\[default: 0.5; 0.75 with --agent]",
+        show_default=False)] = None,
     learning_rate: Annotated[float, typer.Option("--learning-rate", help="The SFT learning rate (constant).")] = 3e-3,
     seed: Annotated[int, typer.Option(help="Seeds the model's weights, the examples' order and the SFT.")] = 0,
     hidden_size: Annotated[int, typer.Option(help="The tiny model's width (without --model).")] = 128,
     layers: Annotated[int, typer.Option(help="The tiny model's layers (without --model).")] = 2,
+    agent: Annotated[str, typer.Option(help="search-r1: warm-start a search agent (Search-R1's tags): per row a "
+                                       "search for the question's first entity, then the gold answer after what "
+                                       "--retriever returns for it; the --plain copies write a turn with no action. "
+                                       "Left out: RAG-RL's closed-context format.", show_default=False)] = "",
+    retriever: Annotated[str, typer.Option(help="With --agent: the index directory (curriculum index) or the URL "
+                                           "of `curriculum serve` the agent will train against.",
+                                           show_default=False)] = "",
+    topk: Annotated[int | None, typer.Option(help="With --agent: passages per search (as the training recipe's "
+                                             "agent.topk). \\[default: 3]", show_default=False)] = None,
+    template: Annotated[str | None, typer.Option(help="With --agent: the search prompt (search-r1 | "
+                                                 "search-r1-original), as the recipe's agent.template. "
+                                                 "\\[default: search-r1]", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
 ) -> None:
     """Warm-start a model so that GRPO has something to learn on a CPU.
@@ -51,18 +66,23 @@ def warm_start(
       curriculum warm-start outputs/musique-learn --out outputs/tiny-warm
 
       curriculum train recipe=cpu-learn
+
+    A search agent (docs/search-agents.md): --agent search-r1 --retriever indexes/musique-train --topk 2, then
+    curriculum train recipe=search-learn.
     """
     with reported_errors():
         result = run(WarmStartConfig(
             shards=str(shards), out=str(out_dir), model=model, rows=rows, epochs=epochs, copies=copies, plain=plain,
-            learning_rate=learning_rate, seed=seed, hidden_size=hidden_size, layers=layers, overwrite=overwrite))
+            learning_rate=learning_rate, seed=seed, hidden_size=hidden_size, layers=layers, agent=agent,
+            retriever=retriever, topk=topk, template=template, overwrite=overwrite))
     table = Table(title=f"warm start of {escape(model or 'a tiny model made here')}", title_justify="left")
     for col in ("rows", "examples", "loss first", "loss last", "seconds", "model"):
         table.add_column(col)
     table.add_row(str(rows), str(result.examples), f"{result.loss_first:.3f}", f"{result.loss_last:.3f}",
                   f"{result.seconds:.0f}", escape(str(result.out)))
     out.print(table)
-    out.print(f"next: curriculum train recipe=cpu-learn model.name_or_path={escape(str(result.out))}")
+    recipe = "search-learn" if agent else "cpu-learn"
+    out.print(f"next: curriculum train recipe={recipe} model.name_or_path={escape(str(result.out))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,12 @@ row's gold answer and its gold passages cited (:func:`rag_rl_completion`), or th
 model so comes out writing the format on some samples and not on others, and imperfectly: what GRPO is then seen
 teaching first is the format and the citations, as in the first steps of a real run.
 
+A search agent (``agent="search-r1"``) is taught the same way, in Search-R1's tags: per row, a first turn that
+searches for the question's first entity (:func:`search_r1_turns`) followed by the answer turn taught after the very
+``<information>`` block the retriever returns for it, or (``plain`` of the copies) a first turn with no action
+(:func:`plain_search_turn`), which Search-R1's environment answers with its invalid-action text. GRPO then teaches it
+to search (``recipe=search-learn``).
+
 * :func:`make_tiny_model`: a tokenizer trained on the rows' own text (the format's tags as single tokens) and a
   few-layer Qwen2 model with random, seeded weights; nothing is downloaded;
 * :func:`warm_start`: both, seeded, written atomically (``OUT.partial`` renamed when done) with ``warm_start.json``.
@@ -32,6 +38,7 @@ from typing import Any
 
 from .._commit import files_under, owner_tag, remove_orphans
 from .._plumbing import atomic_write_text, held_or_refused, mask_secrets
+from ..agents import get_agent_template, information_block, open_retriever
 from ..errors import ConfigError, UsageError
 from ..shards import read_rows
 
@@ -46,6 +53,7 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TAGS = ["<reasoning>", "</reasoning>", "<answer>", "</answer>", "Final answer:", "Supporting passages:",
         "<think>", "</think>", "<search>", "</search>", "<information>", "</information>"]
 WARM_CARD = "warm_start.json"
+SEARCH_TEMPLATES = ("search-r1", "search-r1-original")  # the tag protocol's prompts
 log = logging.getLogger(__name__)
 
 
@@ -114,6 +122,25 @@ def rag_rl_completion(row: dict[str, Any]) -> str:
             f"Supporting passages: {labels}\n</answer>")
 
 
+def search_query(row: dict[str, Any]) -> str:
+    """The taught query: the question's first entity, the title of its first gold passage."""
+    return str(row["gold_labels"][0])
+
+
+def search_r1_turns(row: dict[str, Any]) -> tuple[str, str]:
+    """A search agent's two turns (Search-R1's tags) for ``row``: a search whose query names the question's first
+    entity (:func:`search_query`), then, after the ``<information>`` block, the gold answer."""
+    entity = search_query(row)
+    return (f"<think>I need to search.</think>\n<search> {entity} </search>",
+            f"<think>The answer is in the information.</think>\n<answer> {row['answers'][0]} </answer>")
+
+
+def plain_search_turn(row: dict[str, Any]) -> str:
+    """An agent that neither searches nor answers in tags: a turn with no action (the environment says so, and the
+    search reward gives 0)."""
+    return f"<think>I know this.</think>\nThe answer is {row['answers'][0]}."
+
+
 def plain_completion(row: dict[str, Any]) -> str:
     """The same answer without the format's tags (what a model that has not learnt the format writes): it parses
     as nothing, so the RAG-RL reward gives it the format penalty and no answer or citation term."""
@@ -126,24 +153,35 @@ class WarmStartConfig:
     fine-tune (empty: a tiny model made here from the shards' text, ``hidden_size`` x ``layers``, a ``vocab_size``
     tokenizer); ``rows`` how many of the shards' rows (a prefix, in curriculum order; keep evaluation rows out);
     ``epochs`` passes over their ``rows * copies`` examples, ``plain`` the fraction of a row's copies written
-    without the format."""
+    without the format. ``agent``: empty, the closed-context route (RAG-RL's format); ``search-r1``, a search agent
+    (its ``template``'s prompt, a search then the answer, each answer turn after what ``retriever``, an index
+    directory or a ``curriculum serve`` URL, returns for the search, ``topk`` passages, as the training rollout
+    will show it)."""
 
     shards: str
     out: str
     model: str = ""
     rows: int = 8
-    epochs: float = 20.0
+    epochs: float | None = None  # None: 20 (closed-context), 40 (a search agent's longer, two-turn examples)
     copies: int = 4
-    plain: float = 0.5
+    plain: float | None = None  # None: 0.5 (closed-context), 0.75 (a search agent: more room to learn to search)
     learning_rate: float = 3e-3
     batch_size: int = 4
     seed: int = 0
     hidden_size: int = 128
     layers: int = 2
     vocab_size: int = 2048
+    agent: str = ""
+    retriever: str = ""
+    topk: int | None = None  # None: 3 with ``agent`` (Search-R1's topk)
+    template: str | None = None  # None: search-r1 with ``agent``
     overwrite: bool = False
 
     def validate(self) -> None:
+        if self.epochs is None:
+            self.epochs = 40.0 if self.agent else 20.0
+        if self.plain is None:
+            self.plain = 0.75 if self.agent else 0.5
         limits = {"rows": 10**7, "copies": 1000, "batch_size": 4096, "hidden_size": 8192, "layers": 128,
                   "vocab_size": 10**6}
         for name, most in limits.items():
@@ -156,6 +194,24 @@ class WarmStartConfig:
             value = float(getattr(self, name))
             if not (math.isfinite(value) and value > 0):
                 raise UsageError(f"--{name.replace('_', '-')} {value}: must be a positive number")
+        if self.agent not in ("", "search-r1"):
+            raise UsageError(f"--agent {self.agent}: choose search-r1 (or leave it out: RAG-RL's closed-context "
+                             "format)")
+        if self.agent and not self.retriever:
+            raise UsageError("--agent search-r1 needs --retriever DIR|URL: the answer turns are taught after what "
+                             "it returns", hint="curriculum index ... --out DIR, or the URL of `curriculum serve`")
+        if not self.agent:
+            given = [f"--{n}" for n in ("retriever", "topk", "template") if getattr(self, n) not in (None, "")]
+            if given:
+                raise UsageError(f"{', '.join(given)}: for --agent search-r1 only (the closed-context warm start "
+                                 "searches nothing)")
+        else:
+            self.topk = 3 if self.topk is None else self.topk
+            self.template = self.template or "search-r1"
+        if self.topk is not None and not 1 <= int(self.topk) <= 100:
+            raise UsageError(f"--topk {self.topk}: must be between 1 and 100")
+        if self.agent and self.template not in SEARCH_TEMPLATES:
+            raise UsageError(f"--template {self.template}: choose one of {', '.join(SEARCH_TEMPLATES)}")
         if not 0 <= self.plain < 1:
             raise UsageError(f"--plain {self.plain}: a fraction in [0, 1) (1 would never show the format)")
         if self.model and not (Path(self.model) / "config.json").is_file():
@@ -170,6 +226,37 @@ def _examples(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> list[dict[str
     return [{"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}]}
             for row in rows
             for text in [plain_completion(row)] * plain + [rag_rl_completion(row)] * (cfg.copies - plain)]
+
+
+def _information(cfg: WarmStartConfig, retriever: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """The ``<information>`` block the environment appends after each row's taught search (the same retriever,
+    ``topk`` and layout as the training rollout)."""
+    try:
+        hits = retriever.search([search_query(r) for r in rows], cfg.topk)
+    finally:
+        close = getattr(retriever, "close", None)
+        if close is not None:
+            close()
+    return [information_block([h.shown() for h in found]) for found in hits]
+
+
+def _search_examples(cfg: WarmStartConfig, rows: list[dict[str, Any]], information: list[str],
+                     tokenizer: Any) -> list[dict[str, Any]]:
+    """Text prompt-completion examples of a search agent's turns (one trajectory is one assistant message, so its
+    second turn is taught after the first and the ``<information>`` block, both in the prompt, out of the loss):
+    per row, ``copies`` first turns (``plain`` of them with no action, the others a search) and, for each search,
+    the answer turn after what the search returns."""
+    tmpl = get_agent_template(cfg.template)
+    plain = round(cfg.copies * cfg.plain)
+    out = []
+    for row, info in zip(rows, information, strict=True):
+        head = tokenizer.apply_chat_template(tmpl.render(str(row["question"])), add_generation_prompt=True,
+                                             tokenize=False)
+        search, answer = search_r1_turns(row)
+        out += [{"prompt": head, "completion": plain_search_turn(row)}] * plain
+        out += [{"prompt": head, "completion": search}, {"prompt": head + search + info, "completion": answer}] * (
+            cfg.copies - plain)
+    return out
 
 
 @dataclass
@@ -198,6 +285,9 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     rows = every[: cfg.rows]
     if not rows:
         raise ConfigError(f"{cfg.shards}: no rows", hint="give a curriculum build (curriculum build ... --out DIR)")
+    information: list[str] = []
+    if cfg.agent:  # the retriever is asked before anything is written
+        information = _information(cfg, open_retriever(cfg.retriever), rows)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -211,10 +301,19 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
         work = out.parent / f".{out.name}.partial-{owner_tag()}"
         work.mkdir()
         try:
+            texts = _row_texts(every)
+            if cfg.agent:
+                tmpl = get_agent_template(cfg.template)
+                texts += [tmpl.render(str(r["question"]))[0]["content"] for r in every] + information
             model_dir = cfg.model or str(make_tiny_model(
-                work / "init", _row_texts(every), hidden_size=cfg.hidden_size, layers=cfg.layers,
-                vocab_size=cfg.vocab_size, seed=cfg.seed))
-            examples = _examples(cfg, rows)
+                work / "init", texts, hidden_size=cfg.hidden_size, layers=cfg.layers, vocab_size=cfg.vocab_size,
+                seed=cfg.seed))
+            if cfg.agent:
+                from transformers import AutoTokenizer
+
+                examples = _search_examples(cfg, rows, information, AutoTokenizer.from_pretrained(model_dir))
+            else:
+                examples = _examples(cfg, rows)
             random.Random(cfg.seed).shuffle(examples)
             done = work / "sft"
             history = _sft(model_dir, examples, done, cfg)
