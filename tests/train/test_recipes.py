@@ -36,7 +36,7 @@ CRAFT_RECIPES = ["craft-v1"]
 #: Search agents on the Search-R1 protocol (docs/search-agents.md): Search-R1's settings and a CPU one.
 SEARCH_RECIPES = ["search-r1", "search-r1-cpu-tiny", "search-learn"]
 #: VERITAS's faithfulness reward on the search agent (docs/veritas.md): the paper's settings and a CPU one.
-VERITAS_RECIPES = ["veritas", "veritas-cpu-tiny"]
+VERITAS_RECIPES = ["veritas", "veritas-cpu-tiny", "veritas-learn"]
 #: GlobalRAG's plan rewards on the search agent (docs/globalrag.md): the paper's settings and a CPU one.
 GLOBALRAG_RECIPES = ["globalrag", "globalrag-cpu-tiny"]
 
