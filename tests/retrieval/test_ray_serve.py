@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -47,4 +48,9 @@ def test_ray_serve_replicas_answer_as_the_index_does(tmp_path):
         assert bad.status_code == 422 and "at most 8" in bad.json()["detail"]
         m = requests.get(f"{url}/manifest", timeout=60).json()
         assert m["fingerprint"] == ix.fingerprint and m["server"]["max_batch"] == 8
+        # the ready line is printed when serve.run returns (Serve reports the app RUNNING), which can come a few
+        # seconds after the proxy already routes requests: waited for, bounded, before the server is stopped
+        deadline = time.monotonic() + 120
+        while "2 replicas ready on Ray Serve" not in (tmp_path / "serve.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
     assert "2 replicas ready on Ray Serve" in (tmp_path / "serve.log").read_text()
