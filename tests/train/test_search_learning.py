@@ -1,15 +1,15 @@
 """A search agent learns, on a CPU, against a real `curriculum serve`, through the commands docs/learning.md gives:
 `curriculum warm-start --agent search-r1` makes the tiny agent (offline, seeded; its answer turns taught after what
 the server returns), `curriculum train recipe=search-learn` trains it with TRL's GRPOTrainer and the toolkit's
-rollout, every search a request to the server, and Search-R1's exact-match reward of the last 8 steps exceeds that
-of the first 8 by a margin set from the measured spread across seeds.
+rollout, every search a request to the server, and Search-R1's exact-match reward of the last 12 steps exceeds that
+of the first 12 by a margin set from the measured spread across seeds.
 
 bench/bench_learning.py --route search-r1 measured (GRPO seeds 0, 1, 2 on one warm start, the index searched in
-process: the same rankings as the server's): gains of +0.34, +0.52 and +0.28 (0.38 +- 0.12), and +0.41 with the
-recipe's seed 42 that this test runs; each planted bug gains nothing (advantages zeroed +0.02, rewards shuffled
--0.16, the loss mask inverted -0.02, the retrieved tokens trained -0.22). MARGIN = 0.2 sits between them, about 1.5
-seed-to-seed spreads from either side (the closed-context test's margin sits 2.7 from either side: a binary reward on
-8 trajectories a step is noisier). The run is seeded, so this test's number is the same on every run of one machine.
+process: the same rankings as the server's): gains of +0.47, +0.36 and +0.33 (0.39 +- 0.07), and +0.43 with the
+recipe's seed 42 that this test runs; each planted bug gains nothing (advantages zeroed +0.01, rewards shuffled
+-0.10, the loss mask inverted -0.09, the retrieved tokens trained -0.17). MARGIN = 0.2 sits between them, about 2.7
+seed-to-seed spreads from either side (as the closed-context test's). The run is seeded, so this test's number is
+the same on every run of one machine.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytest.importorskip("fastapi", reason="the serve extra is needed: pip install 'r
 pytest.importorskip("bm25s")
 
 MARGIN = 0.2
-WINDOW = 8
+WINDOW = 12  # a quarter of the 48 steps, as the run's closing lines
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +63,15 @@ def test_a_search_agent_learns_against_curriculum_serve(served):
     r = run("train", "recipe=search-learn", f"model.name_or_path={model}", f"data.shards={rows}",
             f"agent.retriever={url}", f"run.output_dir={out}")
     assert r.exit_code == 0, r.output
-    history = json.loads((out / "checkpoint-32" / "trainer_state.json").read_text())["log_history"]
+    history = json.loads((out / "checkpoint-48" / "trainer_state.json").read_text())["log_history"]
     steps = [h for h in history if "reward" in h]
-    assert len(steps) == 32
+    assert len(steps) == 48
     reward = [h["reward"] for h in steps]
     first, last = sum(reward[:WINDOW]) / WINDOW, sum(reward[-WINDOW:]) / WINDOW
     assert last - first > MARGIN, (first, last, reward)
     # what it learnt is to search: searches per trajectory rise, and the answers follow the passages found
     searches = [h["rollout/searches"] for h in steps]
     assert sum(searches[-WINDOW:]) > sum(searches[:WINDOW]), searches
-    assert sum(h["grad_norm"] > 0 for h in steps) >= 24, [h["grad_norm"] for h in steps]
+    assert sum(h["grad_norm"] > 0 for h in steps) >= 32, [h["grad_norm"] for h in steps]
     assert all(math.isfinite(h["loss"]) for h in steps)
-    assert "over the first 8 steps" in r.output and "search/exact_match:" in r.output
+    assert "over the first 12 steps" in r.output and "search/exact_match:" in r.output
