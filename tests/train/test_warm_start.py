@@ -75,3 +75,20 @@ def test_a_dead_runs_temporary_folder_is_removed_by_the_next(rows, tmp_path):
     assert run("warm-start", rows, "--out", tmp_path / "m", *SMALL).exit_code == 0
     assert not orphan.exists()
     assert (tmp_path / "m" / "warm_start.json").is_file()
+
+
+@pytest.mark.parametrize("field, agent", [("answers", []), ("gold_labels", ["--agent", "search-r1"])])
+def test_a_row_with_nothing_to_teach_is_named(rows, tmp_path, monkeypatch, field, agent):
+    """A row without a gold answer (or, for a search agent, without a gold passage to search for) is refused naming
+    the shards, the row and the field, before the retriever is asked or anything is written."""
+    from rag_curriculum.shards import read_rows
+    from rag_curriculum.train import _warm
+
+    got = read_rows(rows)
+    got[1] = {**got[1], field: []}
+    monkeypatch.setattr(_warm, "read_rows", lambda _: got)
+    out = tmp_path / "w"
+    line = one_error(run("warm-start", rows, "--out", out, *agent, *(["--retriever", tmp_path / "nowhere"] if agent
+                                                                      else [])))
+    assert f"row 1 (id {got[1]['id']!r})" in line and f"field {field!r}" in line and str(rows) in line, line
+    assert not out.exists() and not list(tmp_path.glob(".w*"))

@@ -39,7 +39,7 @@ from typing import Any
 from .._commit import files_under, owner_tag, remove_orphans
 from .._plumbing import atomic_write_text, held_or_refused, mask_secrets
 from ..agents import get_agent_template, information_block, open_retriever
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, DataError, UsageError
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (
@@ -228,6 +228,21 @@ def _examples(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> list[dict[str
             for text in [plain_completion(row)] * plain + [rag_rl_completion(row)] * (cfg.copies - plain)]
 
 
+def _check_rows(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> None:
+    """Every taught row has a gold answer (and, for a search agent, a gold passage whose title is the query):
+    refused naming the row and the field, before anything is written."""
+    need = ("answers", "gold_labels") if cfg.agent else ("answers",)
+    for i, row in enumerate(rows):
+        for name in need:
+            values = row.get(name)
+            if not values or not str(values[0]).strip():
+                what = "a gold answer" if name == "answers" else "a search for the first gold passage's title"
+                raise DataError(f"empty: the warm start teaches {what} per row", kind="no_gold", path=str(cfg.shards),
+                                record=f"row {i} (id {row.get('id')!r})", field=name,
+                                hint="warm-start on answerable rows (a build with --unanswerable-fraction 0), or "
+                                     "lower --rows")
+
+
 def _information(cfg: WarmStartConfig, retriever: Any, rows: list[dict[str, Any]]) -> list[str]:
     """The ``<information>`` block the environment appends after each row's taught search (the same retriever,
     ``topk`` and layout as the training rollout)."""
@@ -285,6 +300,7 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     rows = every[: cfg.rows]
     if not rows:
         raise ConfigError(f"{cfg.shards}: no rows", hint="give a curriculum build (curriculum build ... --out DIR)")
+    _check_rows(cfg, rows)
     information: list[str] = []
     if cfg.agent:  # the retriever is asked before anything is written
         information = _information(cfg, open_retriever(cfg.retriever), rows)
