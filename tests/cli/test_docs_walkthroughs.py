@@ -10,6 +10,7 @@ tree under test, even where a command sets ``PYTHONPATH`` itself)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -86,13 +87,46 @@ def _check_search_agents(repo: Path, output: str) -> None:
     assert config["agent"]["retriever"] == "http://127.0.0.1:8765/retrieve"
     assert config["model"]["name_or_path"] == "outputs/tiny-search-warm"
     assert "serving" in (repo / "outputs/serve.log").read_text()
-    # the warm-started agent learnt (the page quotes the measured lines; tests/train/test_search_learning.py holds
-    # the margin)
-    got = re.search(r"search/exact_match:\s+([\d.]+)\s+over\s+the\s+first\s+12\s+steps,\s+([\d.]+)\s+over", output)
-    assert got and float(got.group(2)) > float(got.group(1)), output[-3000:]
+    _check_search_agent_learnt(repo, run, output)
     # the tool route searched (the environment's first search), as its step line shows
     assert re.search(r"step 1/1 .* searches 1  gold_found [\d.]+  tool_calls 0", output), output[-3000:]
     assert (repo / "outputs/train/search-tools-cpu-tiny/train_config.yaml").is_file()
+
+
+#: The search route's learning test (issue 36), run on the page's own commands: `curriculum warm-start --agent
+#: search-r1` against a real `curriculum serve`, then `curriculum train recipe=search-learn` with every search a
+#: request to that server. bench/bench_learning.py --route search-r1 measured (GRPO seeds 0, 1, 2 on one warm start,
+#: the index searched in process: the same rankings as the server's) gains of the mean exact match of the last 12
+#: steps over the first 12 of +0.47, +0.36 and +0.33 (0.39 +- 0.07), and +0.43 with the recipe's seed 42 that this
+#: page runs; each planted bug gains nothing (advantages zeroed +0.01, rewards shuffled -0.10, the loss mask inverted
+#: -0.09, the retrieved tokens trained -0.17). SEARCH_MARGIN sits between them, about 2.7 seed-to-seed spreads from
+#: either side, as tests/train/test_learning.py's margin for the closed-context route. The run is seeded, so its number
+#: is the same on every run of one machine.
+SEARCH_MARGIN = 0.2
+SEARCH_WINDOW = 12  # a quarter of the 48 steps, as the run's closing lines
+
+
+def _check_search_agent_learnt(repo: Path, run: Path, output: str) -> None:
+    model = repo / "outputs/tiny-search-warm"
+    card = json.loads((model / "warm_start.json").read_text())
+    assert card["settings"]["agent"] == "search-r1" and card["settings"]["epochs"] == 40
+    assert card["settings"]["plain"] == 0.75 and card["settings"]["retriever"] == "http://127.0.0.1:8765/retrieve"
+    assert card["examples"] == 8 * (3 + 2)  # per row: 3 plain first turns, a search and its answer turn
+    (ckpt,) = run.glob("checkpoint-*")
+    steps = [h for h in json.loads((ckpt / "trainer_state.json").read_text())["log_history"] if "reward" in h]
+    assert len(steps) == 48
+    w = SEARCH_WINDOW
+    em = [h["search/exact_match"] for h in steps]
+    first, last = sum(em[:w]) / w, sum(em[-w:]) / w
+    assert last - first > SEARCH_MARGIN, (first, last, em)
+    # what it learnt is to search: searches per trajectory rise, and the answers follow the passages found
+    searches = [h["rollout/searches"] for h in steps]
+    assert sum(searches[-w:]) > sum(searches[:w]), searches
+    assert sum(h["grad_norm"] > 0 for h in steps) >= 32, [h["grad_norm"] for h in steps]
+    assert all(math.isfinite(h["loss"]) for h in steps)
+    # the closing lines compare the first quarter of the steps with the last, as measured on the page
+    got = re.search(r"search/exact_match:\s+([\d.]+)\s+over\s+the\s+first\s+12\s+steps,\s+([\d.]+)\s+over", output)
+    assert got and float(got.group(1)) == pytest.approx(first, abs=1e-3), output[-3000:]
 
 
 def _check_veritas(repo: Path, output: str) -> None:
