@@ -107,6 +107,8 @@ SEARCH_WINDOW = 12  # a quarter of the 48 steps, as the run's closing lines
 
 
 def _check_search_agent_learnt(repo: Path, run: Path, output: str) -> None:
+    from rag_curriculum.train import learning_summary
+
     model = repo / "outputs/tiny-search-warm"
     card = json.loads((model / "warm_start.json").read_text())
     assert card["settings"]["agent"] == "search-r1" and card["settings"]["epochs"] == 40
@@ -115,13 +117,11 @@ def _check_search_agent_learnt(repo: Path, run: Path, output: str) -> None:
     (ckpt,) = run.glob("checkpoint-*")
     steps = [h for h in json.loads((ckpt / "trainer_state.json").read_text())["log_history"] if "reward" in h]
     assert len(steps) == 48
-    w = SEARCH_WINDOW
-    em = [h["search/exact_match"] for h in steps]
-    first, last = sum(em[:w]) / w, sum(em[-w:]) / w
-    assert last - first > SEARCH_MARGIN, (first, last, em)
+    s = learning_summary(steps, keys=["search/exact_match", "rollout/searches"], window=SEARCH_WINDOW)
+    first, last = s["search/exact_match"]["first"], s["search/exact_match"]["last"]
+    assert last - first > SEARCH_MARGIN, (first, last, [h["search/exact_match"] for h in steps])
     # what it learnt is to search: searches per trajectory rise, and the answers follow the passages found
-    searches = [h["rollout/searches"] for h in steps]
-    assert sum(searches[-w:]) > sum(searches[:w]), searches
+    assert s["rollout/searches"]["last"] > s["rollout/searches"]["first"], s
     assert sum(h["grad_norm"] > 0 for h in steps) >= 32, [h["grad_norm"] for h in steps]
     assert all(math.isfinite(h["loss"]) for h in steps)
     # the closing lines compare the first quarter of the steps with the last, as measured on the page

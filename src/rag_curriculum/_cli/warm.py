@@ -18,8 +18,9 @@ def warm_start(
     shards: Annotated[Path, typer.Argument(help="The training rows: a curriculum build (curriculum build ... --out "
                                            "DIR). Evaluate on rows built from another file (the dev set).",
                                            show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", help="Where the warm-started model goes (written as "
-                                          "OUT.partial, renamed when done).", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the warm-started model goes (written in a "
+                                          "hidden folder beside it, moved into place when done).",
+                                          show_default=False)],
     model: Annotated[str, typer.Option(help="A local model to fine-tune; empty: a tiny Qwen2-style model made "
                                        "here, its tokenizer trained on the rows' text (nothing is downloaded).")] = "",
     rows: Annotated[int, typer.Option(help="The first ROWS rows of the curriculum are taught (and trained on "

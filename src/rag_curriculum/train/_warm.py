@@ -19,7 +19,8 @@ to search (``recipe=search-learn``).
 
 * :func:`make_tiny_model`: a tokenizer trained on the rows' own text (the format's tags as single tokens) and a
   few-layer Qwen2 model with random, seeded weights; nothing is downloaded;
-* :func:`warm_start`: both, seeded, written atomically (``OUT.partial`` renamed when done) with ``warm_start.json``.
+* :func:`warm_start`: both, seeded, written atomically (a hidden ``.OUT.partial-OWNER`` folder moved into place when
+  done) with ``warm_start.json``.
 """
 
 from __future__ import annotations
