@@ -92,3 +92,38 @@ def test_a_row_with_nothing_to_teach_is_named(rows, tmp_path, monkeypatch, field
                                                                       else [])))
     assert f"row 1 (id {got[1]['id']!r})" in line and f"field {field!r}" in line and str(rows) in line, line
     assert not out.exists() and not list(tmp_path.glob(".w*"))
+
+
+def test_a_search_agents_answer_turn_is_taught_after_what_the_retriever_returns(rows, tmp_path, tiny_model_dir):
+    """The search warm start's examples, on the real BM25 index of the same train file: per row, the plain first turns,
+    then the search and its answer turn, whose prompt is the search prompt, the search and exactly the
+    ``<information>`` block the index returns for the query (what the training rollout will show); the loss is on
+    the completion only (TRL's prompt-completion format)."""
+    from transformers import AutoTokenizer
+
+    from rag_curriculum.agents import get_agent_template, information_block, open_retriever
+    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_curriculum.shards import read_rows
+    from rag_curriculum.train import WarmStartConfig
+    from rag_curriculum.train._warm import _information, _search_examples, search_r1_turns
+
+    index = tmp_path / "ix"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))
+    got = read_rows(rows)
+    cfg = WarmStartConfig(shards=str(rows), out=str(tmp_path / "w"), agent="search-r1", retriever=str(index), topk=2)
+    cfg.validate()
+    info = _information(cfg, open_retriever(str(index)), got)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    examples = _search_examples(cfg, got, info, tok)
+    assert len(examples) == len(got) * (3 + 2)
+    for i, row in enumerate(got):
+        hits = open_retriever(str(index)).search([row["gold_labels"][0]], 2)[0]
+        want = information_block([h.shown() for h in hits])
+        head = tok.apply_chat_template(get_agent_template("search-r1").render(row["question"]),
+                                       add_generation_prompt=True, tokenize=False)
+        search, answer = search_r1_turns(row)
+        plain, first, second = examples[5 * i], examples[5 * i + 3], examples[5 * i + 4]
+        assert plain["prompt"] == head and "<search>" not in plain["completion"]
+        assert first == {"prompt": head, "completion": search} and f"<search> {row['gold_labels'][0]} </search>" in search
+        assert second == {"prompt": head + search + want, "completion": answer}
+        assert f"<answer> {row['answers'][0]} </answer>" in answer and want.count("Doc ") == 2
