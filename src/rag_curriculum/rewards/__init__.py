@@ -1,7 +1,7 @@
 """Rewards and metrics: the RAG-RL completion parser, answer / citation / joint metrics, the RAG-RL reward, and
 the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL,
 and its names load on first use (module ``__getattr__``), each from its private module: a reward loads what it
-needs (a judge's backend, an embedder, an agent's trajectory parser) and nothing of the others.
+needs (a judge's backend, an embedder, the trajectory grammar) and nothing of the others.
 
 Metrics (used by partition and eval as well as by the rewards):
 

@@ -39,8 +39,9 @@ from typing import Any
 
 from .._commit import files_under, owner_tag, remove_orphans
 from .._plumbing import atomic_write_text, held_or_refused, mask_secrets
-from ..agents import get_agent_template, information_block, open_retriever
+from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
+from ..grammar import information_block
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (

@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rag_curriculum._metrics import answer_scores
-from rag_curriculum.agents._searchr1 import parse_trajectory
 from rag_curriculum.errors import ConfigError
+from rag_curriculum.grammar import parse_trajectory
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_gold_labels, verl_answers
 from rag_curriculum.rewards._craft import CraftReward
 from rag_curriculum.rewards._globalrag import GlobalRagBreakdown, GlobalRagReward
