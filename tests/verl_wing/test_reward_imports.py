@@ -27,7 +27,7 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["custom_module"] = module
 spec.loader.exec_module(module)
 names = ["compute_score", "compute_craft_score", "compute_search_score", "compute_globalrag_score",
-         "compute_veritas_score"]
+         "compute_veritas_score", "compute_search_r1_score"]
 print(json.dumps({"added": sorted(set(sys.modules) - before), "callable": [callable(getattr(module, n)) for n in names],
                   "score": module.compute_search_score("nq", "<answer>Paris</answer>", ["Paris"])["score"]}))
 """
@@ -37,7 +37,7 @@ def test_the_verl_reward_file_loads_the_scoring_code_only():
     out = subprocess.run([sys.executable, "-c", CODE, reward_path()], capture_output=True, text=True, check=True)
     got = json.loads(out.stdout)
     added = set(got["added"])
-    assert got["callable"] == [True] * 5 and got["score"] == 1.0
+    assert got["callable"] == [True] * 6 and got["score"] == 1.0
     assert "rag_curriculum.rewards._rag_rl" in added and "rag_curriculum.grammar._searchr1" in added  # it was measured
     loaded = sorted(m for m in added if m in NEVER or m.split(".")[0] in NEVER)
     assert not loaded, f"loading the verl reward file imported {loaded}"

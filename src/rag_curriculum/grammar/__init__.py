@@ -4,7 +4,8 @@ without importing the environment that made it.
 
 * Search-R1's tags (``_searchr1``): :data:`STOP`, :func:`parse_turn` (one model turn, classified by
   :data:`TURN_ERRORS`), :func:`information_block` (what the environment appends after a search),
-  :func:`parse_trajectory` (a whole trajectory's blocks, the answer being the last ``<answer>``);
+  :func:`parse_trajectory` (a whole trajectory's blocks, the answer being the last ``<answer>``),
+  :func:`search_r1_answer_matches` (every ``<answer>`` match, as Search-R1's own reward reads a trajectory);
 * GlobalRAG's plan format (``_globalrag``): :func:`parse_plan`, :class:`Plan` and its graph,
   :func:`parse_globalrag` (a whole trajectory with :data:`FORMAT_ERRORS`), the plan files (:func:`read_plans`,
   :func:`write_plans`).
@@ -43,10 +44,12 @@ from ._searchr1 import (
     information_block,
     parse_trajectory,
     parse_turn,
+    search_r1_answer_matches,
 )
 
 __all__ = [
     "FORMAT_ERRORS", "PLAN_ERRORS", "STOP", "TURN_ERRORS", "GlobalRagTrace", "ParsedTrajectory", "Plan",
     "PlanCycleError", "PlanError", "PlanNode", "Segment", "SubPlan", "Turn", "information_block", "parse_globalrag",
-    "parse_plan", "parse_trajectory", "parse_turn", "plan_from_questions", "read_plans", "write_plans",
+    "parse_plan", "parse_trajectory", "parse_turn", "plan_from_questions", "read_plans", "search_r1_answer_matches",
+    "write_plans",
 ]

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = ["STOP", "TURN_ERRORS", "ParsedTrajectory", "Segment", "Turn", "information_block", "parse_trajectory",
-           "parse_turn"]
+           "parse_turn", "search_r1_answer_matches"]
 
 #: Where one turn's generation stops.
 STOP = ("</search>", "</answer>")
@@ -155,3 +155,17 @@ def parse_trajectory(text: str) -> ParsedTrajectory:
     answers = out.of("answer")
     out.answer = answers[-1] if answers else None
     return out
+
+
+_ANSWER_MATCH = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def search_r1_answer_matches(text: str) -> list[re.Match[str]]:
+    """Every ``<answer>(.*?)</answer>`` match of ``text`` (``re.DOTALL``), in order, wherever it stands (inside
+    ``<think>`` or ``<information>`` too): what Search-R1's own reward (``qa_em.extract_solution``) reads, on the
+    prompt and the response together.
+
+    >>> [m.group(1) for m in search_r1_answer_matches("<answer>a</answer><think><answer>b</answer></think>")]
+    ['a', 'b']
+    """
+    return list(_ANSWER_MATCH.finditer(text))
