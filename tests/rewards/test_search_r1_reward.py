@@ -142,3 +142,46 @@ def test_targets_and_bad_input():
     for bad in ({"format_score": math.nan}, {"score": "1"}, {"tokenizer": ""}):
         with pytest.raises(ConfigError):
             SearchR1Reward(**bad)
+
+
+def test_the_verl_function_needs_the_prompt_and_names_a_row_without_gold():
+    from rag_curriculum.verl.rewards import compute_search_r1_score
+
+    with pytest.raises(ConfigError, match="handed it the response alone"):
+        compute_search_r1_score("nq", "<answer> Paris </answer>", {"target": ["Paris"]})
+    with pytest.raises(DataError) as e:
+        compute_search_r1_score("nq", "<answer> x </answer>", {"target": []}, {"index": 4}, prompt_str="p")
+    assert str(e.value).startswith("data_source 'nq', extra_info.index 4, field 'reward_model.ground_truth.target'")
+    with pytest.raises(DataError, match="no gold answer under"):
+        compute_search_r1_score("nq", "<answer> x </answer>", {"gold_labels": ["a"]}, prompt_str="p")
+    p = "Answer in <answer> and </answer>, e.g. <answer> Beijing </answer>. Q?"
+    assert compute_search_r1_score("nq", "<answer> the Paris. </answer>", {"target": "Paris"}, prompt_str=p) == {
+        "score": 1.0, "acc": 1.0, "extracted": 1.0, "from_prompt": 0.0}
+
+
+def test_the_documented_original_behaviour_composes():
+    """docs/search-agents.md's "Search-R1's behaviour, end to end": its train command's overrides make a run whose
+    rewards are search-r1 alone, with the model's tokenizer (as `curriculum train` binds it), and its eval command's
+    flags are the eval options."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from rag_curriculum.evaluation._agent import AgentEvalConfig
+    from rag_curriculum.train import compose_train_config, reward_funcs_from_config
+    from rag_curriculum.train._rewards import with_model_tokenizer
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "search-agents.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "--reward search-r1" in b)
+    lines = [x.split("#")[0] for x in block.replace("\\\n", " ").splitlines()]
+    train = shlex.split(next(x for x in lines if x.startswith("curriculum train")))[2:]
+    cfg = compose_train_config(None, train)
+    assert [r.name for r in cfg.rewards] == ["search-r1"] and cfg.agent.template == "search-r1-original"
+    funcs, weights = reward_funcs_from_config([{"name": r.name, "weight": r.weight, "kwargs": r.kwargs}
+                                               for r in cfg.rewards])
+    (f,) = with_model_tokenizer(funcs, cfg.model.name_or_path)
+    assert isinstance(f, SearchR1Reward) and f.tokenizer == cfg.model.name_or_path and weights == [1.0]
+    verl = next(x for x in lines if "run_search_r1.sh" in x or x.startswith("REWARD="))
+    assert "REWARD=search-r1" in verl and "TEMPLATE=search-r1-original" in verl
+    ev = next(x for x in lines if x.startswith("curriculum eval"))
+    assert {"--reward", "--template"} <= set(shlex.split(ev)) and "reward" in AgentEvalConfig.__dataclass_fields__
