@@ -191,3 +191,28 @@ def test_built_rows_are_read_by_search_r1s_reward(tmp_path, compose_verl_config,
                     assert theirs == ours["score"], (d.name, i, resp)
                     checked += 1
     assert checked >= 40
+
+
+def test_the_launch_script_sets_search_r1s_manager(shards, tiny_model_dir, compose_verl_config, tmp_path):
+    """REWARD=search-r1 bash recipes/verl/run_search_r1.sh: the command composes under verl's config with the
+    toolkit's compute_search_r1_score and SearchR1RewardManager, which verl resolves from its path."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
+
+    env = {**os.environ, "SHARDS": str(shards), "MODEL": str(tiny_model_dir), "DRY_RUN": "1", "OUT": str(tmp_path),
+           "PYTHON": sys.executable, "REWARD": "search-r1"}
+    res = subprocess.run(["bash", str(ROOT / "recipes" / "verl" / "run_search_r1.sh")], capture_output=True,
+                         text=True, env=env, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    cfg = compose_verl_config(shlex.split(res.stdout)[3:])
+    assert cfg.reward.custom_reward_function.name == "compute_search_r1_score"
+    assert resolve_reward_manager_cls(cfg).__name__ == "SearchR1RewardManager"
+    assert get_custom_reward_fn(cfg).args[0].__name__ == "compute_search_r1_score"
+    bad = subprocess.run(["bash", str(ROOT / "recipes" / "verl" / "run_search_r1.sh")], capture_output=True,
+                         text=True, env={**env, "REWARD": "nosuch"}, cwd=ROOT)
+    assert bad.returncode == 2 and "REWARD=nosuch: search-em or search-r1" in bad.stderr
