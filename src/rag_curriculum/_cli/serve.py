@@ -80,14 +80,17 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                f"{workers} worker{'s' if workers > 1 else ''}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
-        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap
+        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap, log_config
 
-        # idle or half-sent connections cannot take the server down: a deadline on a request's headers, a cap
-        # on open connections below the descriptor limit (retrieval/_guard.py)
+        # idle or half-sent connections cannot take the server down: deadlines on a request's headers and body, a
+        # cap on open connections below the descriptor limit that sheds idle ones (retrieval/_guard.py); secrets
+        # in the access log's query strings masked
         os.environ[ENV_LIMITS] = json.dumps({"max_connections": descriptor_cap(cfg.max_connections),
-                                             "header_timeout": cfg.header_timeout})
+                                             "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
+                                             "min_body_rate": cfg.min_body_rate})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5}
+              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5,
+              "log_config": log_config()}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
             _serve_ray(cfg, url)
