@@ -119,9 +119,9 @@ def train(
 
         out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
     elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml)
-        console.print(f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); "
-                      f"the resolved config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config "
-                      "shows it without training)")
+        console.print(escape(mask_secrets(
+            f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); the resolved "
+            f"config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config shows it without training)")))
     if print_config:
         return
     with reported_errors(_hint):
@@ -178,7 +178,7 @@ def _dry_run(cfg: Any) -> None:
         if issue.severity != "error":  # errors were raised by prepare
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
     if run.retriever is not None:
-        out.print(escape(f"retriever: {cfg.agent.retriever} ({_describe_retriever(run.retriever)})"))
+        out.print(escape(mask_secrets(f"retriever: {cfg.agent.retriever} ({_describe_retriever(run.retriever)})")))
     if run.finished is not None:
         out.print(escape(finished_message(run)))
         return

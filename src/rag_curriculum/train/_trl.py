@@ -542,10 +542,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
+        log.info("search agent (tool calling): retriever %s, topk %s", mask_secrets(str(cfg.agent.retriever)),
+                 cfg.agent.topk)
     elif cfg.agent.retriever is not None:
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
+        log.info("search agent: retriever %s, %s", mask_secrets(str(cfg.agent.retriever)),
+                 mask_secrets(extra["rollout_func"].config.to_dict()))
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,

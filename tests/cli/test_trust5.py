@@ -1,0 +1,132 @@
+"""Issue 46 ("Trust, round five"), the command line's items: a retriever URL's secrets never printed by the dry run
+(item 2), an unreachable retriever in one line without urllib3's warnings (item 12). The bad-input cases are in
+the command line's corpus (tests/cli/test_trust3.py), the server's in tests/retrieval/test_serve_guard.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from cli_runs import one_error, run
+from conftest import MUSIQUE_TRAIN
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "SECRET123"
+
+
+class _SearchServer:
+    """A Search-R1 retriever on 127.0.0.1 (``GET /manifest``, ``POST /retrieve``) that records the paths asked."""
+
+    def __init__(self) -> None:
+        paths: list[str] = []
+        self.paths = paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, payload: dict) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802
+                paths.append(self.path)
+                self._send({"fingerprint": "f" * 64, "kind": "bm25", "index": "ix", "passages": 1, "sources": []})
+
+            def do_POST(self):  # noqa: N802
+                paths.append(self.path)
+                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                hit = {"document": {"id": "0", "contents": "Paris\nParis is in France."}, "score": 1.0}
+                self._send({"result": [[hit] for _ in req["queries"]], "fingerprint": "f" * 64})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def max_dir(tmp_path_factory, shared_data) -> Path:
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    out = tmp_path_factory.mktemp("t5") / "musique-max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 4, K=2)], schedule="max",
+                                 out=str(out), seed=0), command="t")
+    return out
+
+
+# -- item 2: the dry run prints a retriever URL's secrets masked ------------------------------------------------------
+def test_the_dry_run_masks_the_retrievers_secrets_and_the_client_sends_its_query_to_both_endpoints(
+        max_dir, tiny_model_dir, caplog):
+    pytest.importorskip("trl")
+    with _SearchServer() as server, caplog.at_level(logging.INFO):
+        url = f"http://user:{SECRET}@127.0.0.1:{server.port}/retrieve?api_key={SECRET}"
+        r = run("train", "recipe=search-r1", f"agent.retriever='{url}'", f"data.shards={max_dir}",
+                f"model.name_or_path={tiny_model_dir}", "batch.prompts_per_step=2", "batch.per_device_completions=2",
+                "grpo.num_generations=2", "grpo.bf16=false", "grpo.use_vllm=false", "--dry-run")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert SECRET not in r.output and SECRET not in caplog.text, r.output
+    assert f"retriever: http://***@127.0.0.1:{server.port}/retrieve?api_key=*** (http, fingerprint ffffffffffff)" \
+        in text, text
+    # the gateway's key goes with every request of the toolkit's client, /manifest included
+    assert server.paths and all(p.endswith(f"?api_key={SECRET}") for p in server.paths), server.paths
+    assert server.paths[0].startswith("/manifest?")
+
+
+# -- item 12: an unreachable retriever is one line ---------------------------------------------------------------------
+def test_an_unreachable_retriever_is_one_line_without_urllib3s_retry_warnings(caplog):
+    import socket
+
+    from rag_curriculum.agents import RetrieverError
+    from rag_curriculum.agents._retrievers import HttpRetriever
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = HttpRetriever(f"http://u:{SECRET}@127.0.0.1:{port}/retrieve", retries=3, backoff=0.01)
+    with caplog.at_level(logging.DEBUG), pytest.raises(RetrieverError) as ei:
+        client.probe()
+    assert str(ei.value) == f"retriever http://***@127.0.0.1:{port}/retrieve unreachable (Connection refused) " \
+        "after 3 retries", str(ei.value)
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [], [r.getMessage() for r in warned]
+    retried = [r.getMessage() for r in caplog.records if "retrying a retriever request" in r.getMessage()]
+    assert len(retried) == 3 and SECRET not in caplog.text  # kept at DEBUG (--verbose)
+    # another client's retries are still urllib3's warnings
+    import urllib3
+
+    pool = urllib3.PoolManager(retries=urllib3.Retry(1, backoff_factor=0.01))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(urllib3.exceptions.MaxRetryError):
+        pool.request("GET", f"http://127.0.0.1:{port}/")
+    assert any("Retrying" in r.getMessage() for r in caplog.records)
+
+
+def test_warm_start_against_an_unreachable_retriever_is_one_line(max_dir, tmp_path, monkeypatch):
+    from rag_curriculum.agents import _retrievers
+
+    real = _retrievers.HttpRetriever.__init__
+    monkeypatch.setattr(_retrievers.HttpRetriever, "__init__",
+                        lambda self, url, **kw: real(self, url, **{**kw, "backoff": 0.01}))
+    r = run("warm-start", max_dir, "--out", tmp_path / "w", "--agent", "search-r1", "--retriever",
+            "http://127.0.0.1:9/retrieve")
+    line = one_error(r)
+    assert line == "error: retriever http://127.0.0.1:9/retrieve unreachable (Connection refused) after 5 retries", \
+        line
