@@ -130,3 +130,23 @@ def test_warm_start_against_an_unreachable_retriever_is_one_line(max_dir, tmp_pa
     line = one_error(r)
     assert line == "error: retriever http://127.0.0.1:9/retrieve unreachable (Connection refused) after 5 retries", \
         line
+
+
+# -- item 8: a corpus id reused by another passage -------------------------------------------------------------------
+def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_path):
+    pytest.importorskip("bm25s")
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [{"id": "1", "contents": "A\nalpha"}, {"id": "2", "contents": "B\nbeta"},
+             {"id": "1", "contents": "C\ngamma"},  # id 1 again, another passage: bad
+             {"id": "x7", "title": "D", "text": "delta"}, {"id": "x7", "title": "D", "text": "delta"},  # a repeat
+             {"id": "x7", "title": "E", "text": "epsilon"}, {"id": "2", "contents": "B\nbeta"}]
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    line = one_error(run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress"))
+    assert line == (f"error: {corpus}, line 3, field 'id': the id '1' is already used by line 1, another passage; ids "
+                    "must be unique"), line
+    assert not (tmp_path / "ix").exists()
+    r = run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress", "--on-error", "skip")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    (source,) = manifest["sources"]
+    assert manifest["passages"] == 5 and source["skipped"] == {"conflicting_id": 2}, manifest
