@@ -150,3 +150,32 @@ def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     (source,) = manifest["sources"]
     assert manifest["passages"] == 5 and source["skipped"] == {"conflicting_id": 2}, manifest
+
+
+# -- item 7: a Search-R1 row whose two gold fields disagree ------------------------------------------------------------
+def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_once(tmp_path, caplog, shared_data):
+    """The README's rule (gold answers from ``reward_model.ground_truth.target``, what Search-R1's reward scores
+    against) is the build's: two rows whose ``golden_answers`` say otherwise build with ``target``'s answers, and
+    one warning names the file, the first such row and how many there are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from searchr1_files import write_search_r1_parquet
+
+    from rag_curriculum.shards import read_rows
+
+    path = write_search_r1_parquet(tmp_path / "train.parquet", [("hotpotqa", 6)])
+    rows = pq.read_table(path).to_pylist()
+    for i in (2, 4):
+        rows[i]["golden_answers"] = ["a disagreeing answer"]
+    targets = {r["id"]: r["reward_model"]["ground_truth"]["target"] for r in rows}
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with caplog.at_level(logging.WARNING):
+        r = run("build", "--dataset", "search-r1", "--input", path, "--template", "search-r1", "--n", "all", "-o",
+                tmp_path / "out", "--no-progress")
+    assert r.exit_code == 0, r.output
+    built = {row["id"].rsplit("-", 1)[-1]: row["answers"] for row in read_rows(tmp_path / "out")}
+    assert built == targets and not any("a disagreeing answer" in a for a in built.values())
+    told = [x.getMessage() for x in caplog.records if "differ from reward_model.ground_truth.target" in x.getMessage()]
+    assert len(told) == 1, told
+    assert told[0].startswith(f"{path}: 2 record(s) like row 2 (id train_2): golden_answers "), told[0]
+    assert "the gold answers are target's" in told[0]
