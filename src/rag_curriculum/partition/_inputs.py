@@ -14,8 +14,15 @@ import pyarrow as pa
 
 from .._plumbing import gc_paused, mask_secrets, shards_digest
 from ..curricula import BuildConfig, SourceSpec
-from ..curricula._builder import build_manifest, gather_sources, make_plan, no_rows_error, same_build, write_plan
-from ..errors import BuildError, PartitionError
+from ..curricula._builder import (
+    build_manifest,
+    gather_sources,
+    make_plan,
+    no_rows_error,
+    same_build,
+    write_plan,
+)
+from ..errors import PartitionError
 from ..generation._base import GenerationBackend, get_backend
 from ..generation._base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
