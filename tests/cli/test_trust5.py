@@ -132,26 +132,6 @@ def test_warm_start_against_an_unreachable_retriever_is_one_line(max_dir, tmp_pa
         line
 
 
-# -- item 8: a corpus id reused by another passage -------------------------------------------------------------------
-def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_path):
-    pytest.importorskip("bm25s")
-    corpus = tmp_path / "corpus.jsonl"
-    lines = [{"id": "1", "contents": "A\nalpha"}, {"id": "2", "contents": "B\nbeta"},
-             {"id": "1", "contents": "C\ngamma"},  # id 1 again, another passage: bad
-             {"id": "x7", "title": "D", "text": "delta"}, {"id": "x7", "title": "D", "text": "delta"},  # a repeat
-             {"id": "x7", "title": "E", "text": "epsilon"}, {"id": "2", "contents": "B\nbeta"}]
-    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    line = one_error(run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress"))
-    assert line == (f"error: {corpus}, line 3, field 'id': the id '1' is already used by line 1, another passage; ids "
-                    "must be unique"), line
-    assert not (tmp_path / "ix").exists()
-    r = run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress", "--on-error", "skip")
-    assert r.exit_code == 0, r.output
-    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
-    (source,) = manifest["sources"]
-    assert manifest["passages"] == 5 and source["skipped"] == {"conflicting_id": 2}, manifest
-
-
 # -- item 7: a Search-R1 row whose two gold fields disagree ------------------------------------------------------------
 def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_once(tmp_path, caplog, shared_data):
     """The README's rule (gold answers from ``reward_model.ground_truth.target``, what Search-R1's reward scores
@@ -179,3 +159,56 @@ def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_onc
     assert len(told) == 1, told
     assert told[0].startswith(f"{path}: 2 record(s) like row 2 (id train_2): golden_answers "), told[0]
     assert "the gold answers are target's" in told[0]
+
+
+# -- item 8: a corpus id reused by another passage -------------------------------------------------------------------
+def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_path):
+    pytest.importorskip("bm25s")
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [{"id": "1", "contents": "A\nalpha"}, {"id": "2", "contents": "B\nbeta"},
+             {"id": "1", "contents": "C\ngamma"},  # id 1 again, another passage: bad
+             {"id": "x7", "title": "D", "text": "delta"}, {"id": "x7", "title": "D", "text": "delta"},  # a repeat
+             {"id": "x7", "title": "E", "text": "epsilon"}, {"id": "2", "contents": "B\nbeta"}]
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    line = one_error(run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress"))
+    assert line == (f"error: {corpus}, line 3, field 'id': the id '1' is already used by line 1, another passage; ids "
+                    "must be unique"), line
+    assert not (tmp_path / "ix").exists()
+    r = run("index", "--corpus", corpus, "-o", tmp_path / "ix", "--no-progress", "--on-error", "skip")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    (source,) = manifest["sources"]
+    assert manifest["passages"] == 5 and source["skipped"] == {"conflicting_id": 2}, manifest
+
+
+# -- item 15: a training run that stops still ends with its closing lines --------------------------------------------
+def _flaky_reward():
+    calls = {"n": 0}
+
+    def flaky(completions, **kw):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("the reward server went away")
+        return [float(len(str(c)) % 3) for c in completions]
+
+    return flaky
+
+
+def test_a_training_run_that_stops_still_prints_what_its_steps_did(max_dir, tiny_model_dir, tmp_path):
+    pytest.importorskip("trl")
+    from rag_curriculum.rewards import register_reward
+    from rag_curriculum.rewards._registry import REWARDS
+
+    register_reward("test-flaky", _flaky_reward)
+    try:
+        r = run("train", "recipe=cpu-learn", f"model.name_or_path={tiny_model_dir}", f"data.shards={max_dir}",
+                "data.max_rows=4", "rewards=[{name: test-flaky}]", "grpo.max_steps=6", "grpo.max_completion_length=8",
+                "grpo.save_strategy=no", f"run.output_dir={tmp_path / 'run'}")
+    finally:
+        REWARDS._entries.pop("test-flaky")
+    line = one_error(r)
+    assert "the reward server went away" in line, line
+    text = " ".join(r.output.split())
+    assert "stopped after 3 logged steps; what they did:" in text, r.output
+    assert "reward: " in text and "over the first 1 step, " in text, r.output
+    assert text.index("stopped after") < text.index("error:")
