@@ -212,3 +212,94 @@ def test_a_training_run_that_stops_still_prints_what_its_steps_did(max_dir, tiny
     assert "stopped after 3 logged steps; what they did:" in text, r.output
     assert "reward: " in text and "over the first 1 step, " in text, r.output
     assert text.index("stopped after") < text.index("error:")
+
+
+# -- item 16: what a new user trips on -------------------------------------------------------------------------------
+def _documented_writes() -> list[tuple[str, str, str, bool]]:
+    """(file, command, --out, has --overwrite) of every `curriculum index|build|warm-start` in the bash blocks of the
+    README and docs/ that runs on the shared samples (a CPU walkthrough), continuation lines joined."""
+    import re
+    import shlex
+
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                m = re.search(r"(?:^|[;&|]\s*)\s*(curriculum (index|build|warm-start)\b.*)", line)
+                if not m or line.lstrip().startswith("#"):
+                    continue
+                cmd = m.group(1).split("  #")[0]
+                args = shlex.split(cmd)
+                out = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--out", "-o")), None)
+                on_samples = any(x in cmd for x in ("$TRAIN", "$DEV", "../shared")) or m.group(2) == "warm-start"
+                if out and on_samples:
+                    found.append((path.name, cmd, out, "--overwrite" in args))
+    return found
+
+
+def test_walkthroughs_that_share_an_output_each_run_after_the_other():
+    """docs/search-agents.md's CPU block stopped under `set -e` because the README's learn section had made
+    indexes/musique-train already: every documented command that writes an output another documented command
+    writes too (an index, rows, a warm start) replaces it (--overwrite), so the pages run in any order."""
+    writes = _documented_writes()
+    by_out: dict[str, list] = {}
+    for w in writes:
+        by_out.setdefault(w[2], []).append(w)
+    shared = {o: ws for o, ws in by_out.items() if len(ws) > 1}
+    assert "indexes/musique-train" in shared and len(shared["indexes/musique-train"]) >= 5, sorted(shared)
+    missing = [(f, cmd) for ws in shared.values() for f, cmd, _, ow in ws if not ow]
+    assert not missing, missing
+
+
+def test_the_commands_help_says_serve_serves_any_kind_of_index():
+    r = run("--help")
+    assert r.exit_code == 0
+    text = " ".join(r.output.replace("│", " ").split())
+    assert "Serve a BM25 index" not in text and "Serve an index of curriculum index (BM25, dense or hybrid)" in text
+
+
+def test_what_the_toolkit_knows_to_be_harmless_is_not_shown_and_the_rest_is(caplog):
+    """faiss's loader trying its CPU builds (INFO lines ending in ModuleNotFoundError) and TRL's notice on the
+    experimental trainer hooks the search agents use are hidden on the command line; a faiss warning, and any
+    other library's warning, still show."""
+    import warnings
+
+    from rag_curriculum._cli.common import configure_logging
+
+    configure_logging()
+    handlers = logging.getLogger().handlers
+
+    def shown(name: str, level: int, msg: str) -> bool:
+        record = logging.LogRecord(name, level, "x", 1, msg, None, None)
+        return all(f(record) if callable(f) else f.filter(record) for h in handlers for f in h.filters)
+
+    assert not shown("faiss.loader", logging.INFO, "Could not load library with AVX512 support due to: "
+                     "ModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512'\")")
+    assert shown("faiss.loader", logging.WARNING, "something faiss warns about")
+    assert shown("rag_curriculum.retrieval", logging.INFO, "indexed 12 passages")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        configure_logging()
+        for hook in ("rollout_func", "environment_factory"):
+            warnings.warn(f"You are using '{hook}', which is an experimental feature. This API may change or be "
+                          "removed at any time without prior notice.", UserWarning, stacklevel=1)
+        warnings.warn("You are using 'something_else', which is an experimental feature.", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["You are using 'something_else', which is an experimental feature."]
+
+
+def test_the_warm_start_config_raises_no_deprecation_warning(tmp_path):
+    """TRL's SFTConfig default (gradient_checkpointing=True) made transformers warn on every warm start; the warm
+    start says activation_checkpointing=False by its current name (a tiny model saves nothing by it)."""
+    pytest.importorskip("trl")
+    import warnings
+
+    from rag_curriculum.train import WarmStartConfig
+    from rag_curriculum.train._warm import sft_args
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        cfg = WarmStartConfig(shards=str(tmp_path), out=str(tmp_path / "w"))
+        cfg.validate()
+        args = sft_args(tmp_path, cfg, 32)
+    assert not [str(w.message) for w in seen if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    assert getattr(args, "activation_checkpointing", args.gradient_checkpointing) is False

@@ -43,8 +43,10 @@ EXIT_USAGE = 2
 
 
 #: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL),
-#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG).
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
+#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG), faiss's loader trying
+#: its CPU builds in turn ("Could not load library with AVX512 support due to: ModuleNotFoundError(...)": the
+#: normal path on a CPU without those instructions, not a fault). Their warnings and errors are kept.
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s", "faiss")
 
 
 #: Deprecation warnings of dependencies that a user of the command line can do nothing about (the library calls
@@ -52,6 +54,9 @@ QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
 #: (category, message regex).
 KNOWN_WARNINGS = (
     (FutureWarning, r"`is_gradient_checkpointing` is deprecated"),  # transformers 5, called by TRL's trainer
+    # TRL's notice on the two trainer hooks the search agents are built on (train/_rollout.py, train/_tools.py),
+    # chosen knowingly and pinned by the trl-newest tier; TRL_EXPERIMENTAL_SILENCE=1 is its own switch for it
+    (UserWarning, r"You are using '(rollout_func|environment_factory)', which is an experimental feature"),
 )
 
 

@@ -45,10 +45,10 @@ OPTIONS = config_options(ServeConfig, required=("index",))
 
 @with_options(OPTIONS)
 def serve(print_config: PrintConfig = False, **options: Any) -> None:
-    """Serve a BM25 index over HTTP with Search-R1's retriever protocol: POST /retrieve with
-    {"queries": [...], "topk": 3, "return_scores": true} answers {"result": [[{"document": {"id", "contents"},
-    "score"}, ...], ...]}, one list per query, best first: exactly the index's ranking in process (same tokenizer,
-    BM25 parameters and tie order). Without return_scores each list holds the documents alone;
+    """Serve an index of curriculum index (BM25, dense or hybrid) over HTTP with Search-R1's retriever protocol:
+    POST /retrieve with {"queries": [...], "topk": 3, "return_scores": true} answers {"result": [[{"document":
+    {"id", "contents"}, "score"}, ...], ...]}, one list per query, best first: exactly the index's ranking in process (same tokenizer,
+    parameters and tie order). Without return_scores each list holds the documents alone;
     {"query": "...", "topk": 3} asks for one query. GET /health answers 200 once the index is loaded, GET /manifest
     what the index is. A bad request gets a 4xx with a one-line "detail"; the server goes on serving.
 

@@ -1,6 +1,6 @@
-"""`curriculum serve`: a BM25 index behind HTTP, speaking the protocol of Search-R1's ``retrieval_server.py``, so
-Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`) and TRL scripts that call a retriever can
-use an index of this toolkit.
+"""`curriculum serve`: an index of ``curriculum index`` (BM25, dense or hybrid) behind HTTP, speaking the protocol
+of Search-R1's ``retrieval_server.py``, so Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`)
+and TRL scripts that call a retriever can use an index of this toolkit.
 
 ::
 
