@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -219,3 +220,32 @@ def test_the_access_log_masks_query_string_secrets_and_a_client_gone_mid_body_is
     assert len(gone) == 3, text[-3000:]
     timed = [line for line in text.splitlines() if "request body timed out" in line]
     assert timed, text[-3000:]
+
+
+#: Request framing an HTTP parser must refuse (issue 46's HTTP corpus): each gets a 4xx and its connection closed,
+#: and the server goes on answering.
+MALFORMED = {
+    "bad chunk size": HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    "length and chunked": HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    "negative length": HEAD + b"Content-Length: -1\r\n\r\n{}",
+    "length not a number": HEAD + b"Content-Length: abc\r\n\r\n{}",
+    "header without a colon": b"POST /retrieve HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+    "header of 1 MiB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_framing_gets_a_4xx_and_the_server_goes_on(guarded, name):
+    _, port, url, _ = guarded
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        try:
+            s.sendall(MALFORMED[name])
+        except OSError:  # the server may close before the whole header of 1 MiB is sent
+            pass
+        got = _answer(s, 5.0)
+    finally:
+        s.close()
+    assert not got.startswith(b"?"), (name, got[:200])  # closed, not left open
+    assert got == b"" or re.match(rb"HTTP/1\.1 4\d\d ", got), (name, got[:200])
+    assert _health(url) < 2.0
