@@ -303,3 +303,21 @@ def test_the_warm_start_config_raises_no_deprecation_warning(tmp_path):
         args = sft_args(tmp_path, cfg, 32)
     assert not [str(w.message) for w in seen if issubclass(w.category, (FutureWarning, DeprecationWarning))]
     assert getattr(args, "activation_checkpointing", args.gradient_checkpointing) is False
+
+
+def test_a_finished_run_asked_again_prints_what_its_steps_did(max_dir, tiny_model_dir, tmp_path):
+    """The same training asked twice (as two pages of the docs do): the second trains nothing and says so, then
+    prints the closing lines of the steps the first run took (before: nothing after "nothing trained")."""
+    pytest.importorskip("trl")
+    args = ["train", "recipe=cpu-learn", f"model.name_or_path={tiny_model_dir}", f"data.shards={max_dir}",
+            "data.max_rows=4", "grpo.max_steps=2", "grpo.save_steps=2", "grpo.max_completion_length=8",
+            f"run.output_dir={tmp_path / 'run'}"]
+    first = run(*args)
+    assert first.exit_code == 0, first.output
+    closing = [line for line in first.output.splitlines() if line.startswith(("reward: ", "rag_rl/exact_match: "))]
+    assert len(closing) == 2, first.output
+    again = run(*args)
+    assert again.exit_code == 0, again.output
+    assert "nothing trained:" in again.output and "what those steps did:" in " ".join(again.output.split())
+    assert [line for line in again.output.splitlines() if line.startswith(("reward: ", "rag_rl/exact_match: "))] \
+        == closing
