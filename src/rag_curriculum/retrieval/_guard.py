@@ -181,7 +181,7 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
-            victim = next(iter(self._idle), None)
+            victim = next((c for c in self._idle if not c._closing()), None)  # (one closing frees its place)
             if victim is None:  # every connection has a complete request being answered: the newcomer waits
                 transport.close()
                 return
