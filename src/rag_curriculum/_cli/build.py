@@ -12,7 +12,16 @@ from ..config import resolve
 from ..curricula import build_curriculum
 from ..curricula._config import BuildConfig, SourceSpec, merge_flags
 from ..errors import DataError
-from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .common import (
+    PrintConfig,
+    config_options,
+    console,
+    data_error_hint,
+    out,
+    reported_errors,
+    show_config,
+    with_options,
+)
 from .data import print_shard_summary
 
 B = BuildConfig
@@ -79,7 +88,7 @@ def _note(message: str) -> None:
 
 def _hint(e: BaseException) -> str | None:
     if isinstance(e, DataError):
-        return "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
+        return data_error_hint(e)
     if isinstance(e, OSError):
         return "check --input and --out"
     return None

@@ -47,6 +47,7 @@ from ._plan import (
     assign_levels,
     is_unanswerable,
     make_plan,
+    no_rows_error,
     plan_rows,
     plan_summary,
     source_K,
@@ -86,7 +87,7 @@ __all__ = [  # what this module has always offered, now defined in the stages
     "DEFAULT_K", "EVAL_SPLITS", "PARALLEL_MIN_ROWS", "TRAIN_SPLITS", "BuildConfig", "BuildError", "BuildPlan", "BuildResult", "BuildSources",
     "DistractorSource", "LoadedSource", "Plan", "PlannedRow", "ProvidedSource", "ShardJob", "Shown", "SkipReport", "SourceSpec",
     "assign_levels", "build_curriculum", "build_manifest", "check_split", "current_command", "distractor_pool",
-    "gather_sources", "is_unanswerable", "load_source", "make_plan", "make_source", "open_distractors",
+    "gather_sources", "is_unanswerable", "load_source", "make_plan", "make_source", "no_rows_error", "open_distractors",
     "origin_summary", "plan_rows", "plan_summary", "recorded_config", "render_rows", "same_build",
     "select_documents", "source_K", "unanswerable_facts", "write_build", "write_plan",
 ]
@@ -129,7 +130,7 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     log.debug("loaded %d question(s) in %.2fs, planned %d row(s) in %.2fs",
               sum(len(s.examples) for s in sources.loaded), t1 - t0, len(plan.rows), time.perf_counter() - t1)
     if not plan.rows:
-        raise BuildError("the build produced no rows")
+        raise no_rows_error(sources)
     manifest = build_manifest(cfg, sources, plan, command=command)
     t2 = time.perf_counter()
     manifest = write_build(cfg, sources, plan, manifest, tokenizer=tokenizer, progress=progress)  # 3. render, 4. write

@@ -55,11 +55,34 @@ class BuildPlan:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+def _where(src: LoadedSource) -> str:
+    """A source as a message names it: its file (or the Hub) and its dataset."""
+    return f"{src.spec.input} ({src.dataset})" if src.spec.input else f"{src.dataset} (from the Hub)"
+
+
+def _found(src: LoadedSource) -> str:
+    """What a source's reading found: usable questions, and what was excluded or skipped."""
+    parts = [f"{len(src.examples)} usable question(s)"]
+    if src.excluded:
+        parts.append("excluded: " + ", ".join(f"{k} {v}" for k, v in sorted(src.excluded.items())))
+    if src.report.total:
+        parts.append(src.report.summary())
+    return "; ".join(parts)
+
+
+def no_rows_error(sources: BuildSources) -> BuildError:
+    """The error of a build that made no row: each input file named with what its reading found."""
+    found = " | ".join(f"{_where(s)}: {_found(s)}" for s in sources.loaded)
+    return BuildError(f"the build produced no rows: {found}" if found else "the build produced no rows",
+                      hint="check --input: it must hold questions of the dataset (the file may be empty or hold "
+                           "an empty list)")
+
+
 def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
     pool = src.examples
     if n is not None and n > len(pool):
         raise BuildError(
-            f"{src.dataset}: asked for n={n} questions but only {len(pool)} are available"
+            f"{_where(src)}: asked for n={n} questions but only {len(pool)} are available"
             f"{' after exclusions' if src.excluded else ''}; lower --n, or pass --n all to use every question")
     rng = random.Random(derive_seed(seed, "sample", src.dataset))
     idx = rng.sample(range(len(pool)), len(pool) if n is None else n)

@@ -160,7 +160,7 @@ class EvalConfig:
     def check_models(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
         for mspec in self.models:
-            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}")
+            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}", loads=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""

@@ -154,7 +154,7 @@ class PartitionConfig:
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend)
+        check_model_ref(self.model, backend=self.backend, loads=True)
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,

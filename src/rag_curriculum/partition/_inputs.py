@@ -14,8 +14,15 @@ import pyarrow as pa
 
 from .._plumbing import gc_paused, mask_secrets, shards_digest
 from ..curricula import BuildConfig, SourceSpec
-from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
-from ..errors import BuildError, PartitionError
+from ..curricula._builder import (
+    build_manifest,
+    gather_sources,
+    make_plan,
+    no_rows_error,
+    same_build,
+    write_plan,
+)
+from ..errors import PartitionError
 from ..generation._base import GenerationBackend, get_backend
 from ..generation._base import backend_identity as _backend_identity
 from ..generation.runner import WorkDir
@@ -84,7 +91,7 @@ def build_rows(build: BuildConfig, *, command: str, progress: bool = False) -> d
         sources = gather_sources(build, progress=progress)  # 1. sources
         plan = make_plan(build, sources, progress=progress)  # 2. plan
         if not plan.rows:
-            raise BuildError("the build produced no rows")
+            raise no_rows_error(sources)
         manifest = build_manifest(build, sources, plan, command=command)
         return write_shards(  # 3. render, 4. write (shards and manifest)
             lambda d: write_plan(plan.rows, build, d, progress=progress, source=sources.distractors),

@@ -6,6 +6,7 @@ torch, transformers and TRL are imported inside the functions only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -54,6 +55,16 @@ _ALIASES = (("activation_checkpointing", "gradient_checkpointing"),)
 # GRPOConfig fields newer TRLs added, with the value that keeps what older TRLs (without the field) do: a recipe
 # that asks for that value binds there too, the field dropped.
 _LEGACY_VALUES = {"use_bias_correction_kl": False}
+
+
+#: The attribute of an exception that stopped a training run holding the steps it logged before (a list of dicts,
+#: as ``TrainResult.log_history``), so that the command prints its closing lines also when the run fails.
+PARTIAL_HISTORY = "rag_curriculum_log_history"
+
+
+def partial_history(e: BaseException) -> list[dict[str, Any]]:
+    """The steps a failed run logged before ``e`` stopped it (empty when it logged none)."""
+    return list(getattr(e, PARTIAL_HISTORY, None) or [])
 
 
 @dataclass
@@ -543,10 +554,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
+        log.info("search agent (tool calling): retriever %s, topk %s", mask_secrets(str(cfg.agent.retriever)),
+                 cfg.agent.topk)
     elif cfg.agent.retriever is not None:
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
+        log.info("search agent: retriever %s, %s", mask_secrets(str(cfg.agent.retriever)),
+                 mask_secrets(extra["rollout_func"].config.to_dict()))
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
@@ -565,7 +578,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             hook.bind(trainer)
     if dynamic is not None:
         trainer.dynamic = dynamic
-    output = trainer.train(resume_from_checkpoint=resume)
+    try:
+        output = trainer.train(resume_from_checkpoint=resume)
+    except BaseException as e:  # the steps logged before it stopped, for the run's closing lines
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(e, PARTIAL_HISTORY, list(trainer.state.log_history))
+        raise
     if search_curriculum and cfg.adaptive.plot:
         hook.plot(out, title=f"{cfg.adaptive.controller or cfg.agent.p_schedule}, {cfg.agent.difficulty}, "
                              f"success = {cfg.adaptive.success}")
