@@ -214,7 +214,8 @@ def distractors_text(record: dict[str, Any] | None) -> str:
     parts = []
     if "bm25" in ix:
         bm = ix["bm25"]
-        parts.append(f"bm25s {ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
+        parts.append(f"lucene (pyserini's defaults) k1={bm['k1']} b={bm['b']}" if bm.get("preset") == "lucene" else
+                     f"bm25s {ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
     if "dense" in ix:
         dn = ix["dense"]
         parts.append(f"encoder {dn['encoder']} ({dn['pooling']} pooling, prefixes {dn['query_prefix']!r} / "

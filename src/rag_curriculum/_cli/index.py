@@ -78,8 +78,10 @@ def _sources(m: dict[str, Any]) -> str:
 def _kind(m: dict[str, Any]) -> str:
     parts = []
     if "bm25" in m:
-        parts.append(f"BM25: bm25s {m['bm25s_version']}, {m['bm25']['method']} k1={m['bm25']['k1']} "
-                     f"b={m['bm25']['b']}, vocabulary {m['vocab_size']:,}")
+        bm = m["bm25"]
+        what = (f"lucene (pyserini's defaults) k1={bm['k1']} b={bm['b']}" if bm.get("preset") == "lucene" else
+                f"bm25s {m['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
+        parts.append(f"BM25: {what}, vocabulary {m['vocab_size']:,}")
     return "; ".join(parts) or m["retriever"]
 
 

@@ -123,7 +123,8 @@ def describe_index(m: dict[str, Any]) -> str:
     parts = [m.get("dataset") or "a corpus", f"{m.get('retriever', 'bm25')}"]
     if "bm25" in m:
         bm = m["bm25"]
-        parts.append(f"bm25s {m['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
+        parts.append(f"lucene (pyserini's defaults) k1={bm['k1']} b={bm['b']}" if bm.get("preset") == "lucene" else
+                     f"bm25s {m['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
     if "dense" in m:
         dn = m["dense"]
         parts.append(f"encoder {dn['encoder']}, FAISS {dn['faiss']}")

@@ -21,6 +21,27 @@ DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normali
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 #: The token pattern (bm25s's default splitter): runs of two or more word characters.
 SPLITTER = r"(?u)\b\w\w+\b"
+#: ``--bm25``: the BM25 scoring presets (``auto`` picks one from the input).
+BM25_PRESETS = ("auto", "bm25s", "lucene")
+#: Each preset's k1 and b (bm25s's defaults; Anserini's, which pyserini and Search-R1 run).
+PRESET_K1_B = {"bm25s": (1.5, 0.75), "lucene": (0.9, 0.4)}
+
+
+def search_r1_corpus(path: str | None) -> bool:
+    """Whether the corpus file's first line is Search-R1's (and FlashRAG's) ``{"id", "contents"}`` layout."""
+    import json
+
+    if not path:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    return isinstance(rec, dict) and "contents" in rec and "text" not in rec
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return False
 
 
 @dataclass
@@ -40,8 +61,15 @@ class IndexConfig:
         "The retriever: bm25 (bm25s) | dense (a sentence-transformers encoder and a FAISS index) | hybrid (both, "
         "fused by reciprocal rank)."))
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
-    k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
-    b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
+    bm25: str = rule("auto", choices=BM25_PRESETS, help=(
+        "BM25 scoring: auto (lucene for a Search-R1 corpus of {\"id\", \"contents\"} lines or --dataset search-r1, "
+        "else bm25s) | bm25s (bm25s's tokenizer and variants: --method, --stopwords, --k1 1.5, --b 0.75) | lucene "
+        "(pyserini's defaults, what Search-R1's BM25 retriever ranks with: Lucene's English analyzer on each "
+        "passage's contents, Lucene's BM25 with k1 0.9 and b 0.4, its length norms and tie order)."))
+    k1: float | None = rule(None, ge=0, le=100, help=(
+        "BM25 k1 (term-frequency saturation); default: the preset's (bm25s 1.5, lucene 0.9)."))
+    b: float | None = rule(None, ge=0, le=1, help=(
+        "BM25 b (length normalisation); default: the preset's (bm25s 0.75, lucene 0.4)."))
     method: str = rule("lucene", choices=METHODS, help=(
         "BM25 variant (bm25s method): lucene (default) | robertson | atire | bm25l | bm25+."))
     delta: float = rule(0.5, ge=0, le=100, help="delta of the bm25l and bm25+ variants (ignored by the others).")
@@ -107,10 +135,32 @@ class IndexConfig:
             raise ConfigError("nothing to index", hint="pass --dataset NAME --input FILE (a dataset file), "
                               "--corpus FILE.jsonl (a corpus), or both")
         self._check_kind()
+        self._resolve_bm25()
         if bool(self.dataset) != bool(self.input):
             raise ConfigError("--dataset and --input go together (the dataset a file holds)" if self.input else
                               f"--dataset {self.dataset} without --input: which file?",
                               hint="pass both --dataset NAME and --input FILE, or neither (a corpus alone)")
+
+    def _resolve_bm25(self) -> None:
+        """``--bm25 auto`` made a preset (recorded as such), the preset's k1 and b where none were given; bm25s's
+        options refused for the Lucene preset."""
+        if self.bm25 == "auto":
+            self.bm25 = "lucene" if (self.dataset == "search-r1" or search_r1_corpus(self.corpus)) else "bm25s"
+        if self.bm25 == "lucene":
+            given = [f"--{f}" for f, default in (("method", "lucene"), ("stopwords", "en"), ("delta", 0.5))
+                     if getattr(self, f) != default]
+            if given:
+                raise ConfigError(f"{given[0]} is a bm25s option; --bm25 lucene analyzes and scores as pyserini does",
+                                  hint="drop it, or pass --bm25 bm25s")
+        k1, b = PRESET_K1_B[self.bm25]
+        self.k1 = k1 if self.k1 is None else self.k1
+        self.b = b if self.b is None else self.b
+
+    def bm25_preset(self) -> str:
+        """The BM25 preset (``auto`` resolved)."""
+        if self.bm25 == "auto" or self.k1 is None or self.b is None:
+            self._resolve_bm25()
+        return self.bm25
 
     def _check_kind(self) -> None:
         dense = self.kind in ("dense", "hybrid")
@@ -160,11 +210,20 @@ class IndexConfig:
 
     def tokenizer_info(self) -> dict[str, Any]:
         """The tokenizer, as the manifest records it (queries are tokenized the same way)."""
+        if self.bm25_preset() == "lucene":
+            return {"library": "rag-curriculum", "analyzer": "lucene-english",
+                    "as": "pyserini's default (Anserini DefaultEnglishAnalyzer, Lucene 9.5)",
+                    "chain": ["StandardTokenizer (UAX#29, max 255)", "EnglishPossessiveFilter", "LowerCaseFilter",
+                              "StopFilter (33 English stop words)", "PorterStemFilter"], "fields": "contents"}
         return {"library": "bm25s", "class": "bm25s.tokenization.Tokenizer", "lower": True,
                 "splitter": SPLITTER, "stopwords": None if self.stopwords == "none" else self.stopwords,
                 "stemmer": None, "fields": "title + ' ' + text"}
 
     def bm25_params(self) -> dict[str, Any]:
+        if self.bm25_preset() == "lucene":
+            return {"preset": "lucene", "k1": self.k1, "b": self.b, "similarity": "BM25Similarity (Lucene 9.5)",
+                    "norms": "one byte (SmallFloat.intToByte4)", "query": "bag of words, boosted by counts",
+                    "ties": "id string", "scores": "pyserini's (rounded to 1e-4, ties lowered by 1e-6)"}
         return {"k1": self.k1, "b": self.b, "method": self.method, "idf_method": self.method, "delta": self.delta,
                 "dtype": "float32"}
 

@@ -63,7 +63,7 @@ from ._store import (
 log = logging.getLogger(__name__)
 
 KIND = "index"
-FORMAT = 4  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed
+FORMAT = 5  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed; 5: compressed BM25 postings, the lucene preset
 MANIFEST = "manifest.json"
 CHUNK = 4096  # queries per ranking step
 

@@ -1,0 +1,865 @@
+"""The BM25 index's postings, compressed, and the compiled search that decodes them (numba, cached on disk; the same
+functions run as plain Python where numba is not installed: slow, the same answers).
+
+**Format.** Each term's postings (the passages holding it, ascending, with the term's frequency there) are cut into
+blocks of :data:`BLOCK` postings; a block stores its passages as gaps (minus one) and its frequencies (minus one),
+each list bit-packed at the width of its largest value, in 32-bit words. Per block: its last passage (to skip
+blocks unread), where its words start, the two widths, and the most any of its postings can score (block-max
+pruning); per term: its first block, its document frequency and the most it can score. Scores are computed in
+the loop from the frequency and the passage's length, exactly as the index's scoring preset computes them
+(:class:`Scoring`), never stored: a posting costs about 1 to 2 bytes where a stored float32 score and int32 passage
+took 8.
+
+**Search.** Block-max WAND (Ding and Suel, 2011, on Broder et al.'s WAND): the query's lists walked in order of
+their current passage; a passage is scored only when the bounds of the lists that may hold it (each term's largest
+score, then each block's) reach the current ``k``-th score less a margin wider than float rounding; otherwise the
+lists skip ahead (whole blocks unread). The ``k`` best are exact, ties broken by the tie key (the lower passage
+id, or for the Lucene preset Lucene's order: the ``id`` string's bytes). An exhaustive sum serves the bm25s
+variants that score passages without the word (bm25l, bm25+).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from typing import Any
+
+BLOCK = 128  # postings per block
+
+# scoring presets (the kernels' ``mode``)
+BM25S, LUCENE = 0, 1
+# bm25s's methods (the kernels' ``method``)
+METHOD_CODES = {"lucene": 0, "robertson": 0, "atire": 1, "bm25l": 2, "bm25+": 3}
+
+
+# -- bit packing ------------------------------------------------------------------------------------------------
+def _bits(v):
+    n = 0
+    while v:
+        v >>= 1
+        n += 1
+    return n
+
+
+def _words(n, w):
+    """32-bit words holding ``n`` values of ``w`` bits."""
+    return (n * w + 31) >> 5
+
+
+def _pack(values, n, w, words, at):
+    """``values[:n]``, ``w`` bits each, into ``words`` from word ``at`` (zeroed beforehand)."""
+    if w == 0:
+        return
+    bit = 0
+    for i in range(n):
+        v = values[i]
+        wi = at + (bit >> 5)
+        sh = bit & 31
+        words[wi] |= (v << sh) & 0xFFFFFFFF
+        if sh + w > 32:
+            words[wi + 1] |= v >> (32 - sh)
+        bit += w
+
+
+def _unpack(words, at, n, w, out):
+    if w == 0:
+        for i in range(n):
+            out[i] = 0
+        return
+    mask = (1 << w) - 1
+    bit = 0
+    for i in range(n):
+        wi = at + (bit >> 5)
+        two = np_int64(words[wi]) | (np_int64(words[wi + 1]) << 32)  # the stream is padded with a word at its end
+        out[i] = (two >> (bit & 31)) & mask
+        bit += w
+
+
+def encode(docs, tfs, term_starts, block_first, block_last, block_off, block_bits, words, scratch):
+    """Encode every term's postings (``docs`` / ``tfs`` term after term, ``term_starts`` their bounds) into blocks:
+    with ``words`` None, only the blocks' word offsets (``block_off``, the total last) and widths are filled (the
+    sizing pass); otherwise the words themselves. ``block_first[t]``: term ``t``'s first block."""
+    gaps = scratch[0]
+    fr = scratch[1]
+    for t in range(term_starts.shape[0] - 1):
+        s, e = term_starts[t], term_starts[t + 1]
+        prev = -1
+        blk = block_first[t]
+        for a in range(s, e, BLOCK):
+            z = min(e, a + BLOCK)
+            n = z - a
+            mg = 0
+            mf = 0
+            for i in range(n):
+                dv = np_int64(docs[a + i])
+                g = dv - prev - 1
+                prev = dv
+                gaps[i] = g
+                f = tfs[a + i] - 1
+                fr[i] = f
+                if g > mg:
+                    mg = g
+                if f > mf:
+                    mf = f
+            wd = _bits(mg)
+            wf = _bits(mf)
+            if words.shape[0] == 0:
+                block_bits[blk, 0] = wd
+                block_bits[blk, 1] = wf
+                block_last[blk] = prev
+                block_off[blk + 1] = block_off[blk] + _words(n, wd) + _words(n, wf)
+            else:
+                at = block_off[blk]
+                _pack(gaps, n, wd, words, at)
+                _pack(fr, n, wf, words, at + _words(n, wd))
+            blk += 1
+
+
+def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_out, tfs_out):
+    """Block ``blk`` (``first``: its term's first block; ``n``: its postings) into ``docs_out`` / ``tfs_out``."""
+    wd = block_bits[blk, 0]
+    wf = block_bits[blk, 1]
+    at = block_off[blk]
+    _unpack(words, at, n, wd, docs_out)
+    _unpack(words, at + _words(n, wd), n, wf, tfs_out)
+    d = np_int64(-1) if blk == first else np_int64(block_last[blk - 1])
+    for i in range(n):
+        d += docs_out[i] + 1
+        docs_out[i] = d
+        tfs_out[i] += 1
+
+
+def np_int64(v):  # replaced by numba's int64 when compiled
+    return int(v)
+
+
+# -- scoring ----------------------------------------------------------------------------------------------------
+def _score(mode, method, w, idf, nonocc, tf, dl, cache, avg, k1, b, delta):
+    """One posting's score, float32, as the preset computes it: ``w`` the term's weight (Lucene: boost x idf,
+    float32), ``idf`` the term's float32 idf (bm25s), ``dl`` the passage's length (bm25s) or norm byte (Lucene)."""
+    if mode == LUCENE:
+        v = f32(f32(tf) * cache[dl])
+        return f32(w - f32(w / f32(f32(1.0) + v)))
+    t = f64(f32(tf))
+    ld = f64(dl)
+    if method == 0:  # lucene / robertson: tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf), float64
+        tfc = t / (k1 * ((1.0 - b) + b * ld / avg) + t)
+    elif method == 1:  # atire: the numerator in float32 (NumPy's weak Python scalar), the rest float64
+        tfc = f64(f32(f32(tf) * f32(k1 + 1.0))) / (t + k1 * (1.0 - b + b * ld / avg))
+    elif method == 2:  # bm25l
+        c = t / (1.0 - b + b * ld / avg)
+        tfc = ((k1 + 1.0) * (c + delta)) / (k1 + c + delta)
+    else:  # bm25+: the numerator in float32
+        tfc = (f64(f32(f32(k1 + 1.0) * f32(tf))) / (k1 * (1.0 - b + b * ld / avg) + t)) + delta
+    s = f64(idf) * tfc
+    if method >= 2:
+        s = s - f64(nonocc)
+    return f32(s)
+
+
+def f32(v):  # replaced by numba's float32 when compiled
+    import numpy as np
+
+    return np.float32(v)
+
+
+def f64(v):
+    return float(v)
+
+
+def lucene_value_bound(vmax, w):
+    """The most a Lucene term of weight ``w`` can score, from the largest ``freq * cache[norm]`` of its postings (a
+    score grows with it), in float64 (a bound, not the float32 score)."""
+    return w - w / (1.0 + vmax)
+
+
+# -- the top k ----------------------------------------------------------------------------------------------------
+def _worse(s1, k1_, s2, k2_):
+    return s1 < s2 or (s1 == s2 and k1_ > k2_)
+
+
+def _sift_down(vals, keys, ids, n, j):
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            return
+        if c + 1 < n and _worse(vals[c + 1], keys[c + 1], vals[c], keys[c]):
+            c += 1
+        if _worse(vals[c], keys[c], vals[j], keys[j]):
+            vals[j], vals[c] = vals[c], vals[j]
+            keys[j], keys[c] = keys[c], keys[j]
+            ids[j], ids[c] = ids[c], ids[j]
+            j = c
+        else:
+            return
+
+
+def _push(vals, keys, ids, n, k, s, key, d):
+    """Offer (score ``s``, tie key ``key``, passage ``d``) to the heap of the ``k`` best (its root the worst)."""
+    if n < k:
+        j = n
+        vals[j] = s
+        keys[j] = key
+        ids[j] = d
+        while j > 0:
+            p = (j - 1) // 2
+            if _worse(vals[j], keys[j], vals[p], keys[p]):
+                vals[j], vals[p] = vals[p], vals[j]
+                keys[j], keys[p] = keys[p], keys[j]
+                ids[j], ids[p] = ids[p], ids[j]
+                j = p
+            else:
+                break
+        return n + 1
+    if _worse(vals[0], keys[0], s, key):
+        vals[0] = s
+        keys[0] = key
+        ids[0] = d
+        _sift_down(vals, keys, ids, n, 0)
+    return n
+
+
+def _pop_all(vals, keys, ids, n, out_vals, out_ids):
+    for m in range(n - 1, -1, -1):
+        out_vals[m] = vals[0]
+        out_ids[m] = ids[0]
+        vals[0] = vals[m]
+        keys[0] = keys[m]
+        ids[0] = ids[m]
+        _sift_down(vals, keys, ids, m, 0)
+
+
+# -- block-max WAND ---------------------------------------------------------------------------------------------
+def _seek_block(block_last, lo, hi, d):
+    """The first block in [lo, hi) whose last passage is >= d (hi: none)."""
+    step = 1
+    prev = lo
+    j = lo
+    while j < hi and block_last[j] < d:
+        prev = j + 1
+        j = lo + step
+        step <<= 1
+    if j > hi:
+        j = hi
+    while prev < j:
+        mid = (prev + j) >> 1
+        if block_last[mid] < d:
+            prev = mid + 1
+        else:
+            j = mid
+    return prev
+
+
+def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
+               block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals, out_ids,
+               bufd, buft):
+    """The ``k`` best passages of one query. ``q_terms``: its distinct terms; ``q_order``: its tokens in order, as
+    indices into ``q_terms`` (bm25s adds a repeated word again, in order); ``q_weight``: each distinct term's
+    Lucene weight (boost x idf). ``fill``: complete a short list with score-0 passages (bm25s's way). Writes
+    ``out_vals`` / ``out_ids`` (ids -1 past the end); returns how many."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    nt = q_terms.shape[0]
+    big = np_int64(num_docs) + 1
+    mult = np.zeros(nt, np.int64)
+    for i in range(q_order.shape[0]):
+        mult[q_order[i]] += 1
+    ub = np.empty(nt, np.float64)
+    blk = np.empty(nt, np.int64)
+    bend = np.empty(nt, np.int64)
+    first = np.empty(nt, np.int64)
+    pos = np.zeros(nt, np.int64)
+    nbuf = np.zeros(nt, np.int64)
+    cur = np.empty(nt, np.int64)
+    sc = np.zeros(nt, np.float64)  # a term's score at the passage being scored
+    for i in range(nt):
+        t = q_terms[i]
+        if mode == LUCENE:
+            ub[i] = lucene_value_bound(f64(term_max[t]), f64(q_weight[i]))
+        else:
+            ub[i] = mult[i] * f64(term_max[t])
+        first[i] = term_first[t]
+        blk[i] = term_first[t]
+        bend[i] = term_first[t + 1]
+        if blk[i] < bend[i]:
+            n = min(BLOCK, term_df[t])
+            decode_block(words, block_off, block_bits, block_last, blk[i], first[i], n, bufd[i], buft[i])
+            nbuf[i] = n
+            cur[i] = bufd[i, 0]
+        else:
+            cur[i] = big
+    order = np.arange(nt)
+    rel = max(1e-5, (q_order.shape[0] + 4) * 2.4e-7)  # wider than float32's rounding of a sum of the terms
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    n = 0
+    floor = -np.inf
+    while True:
+        for a in range(1, nt):  # lists by current passage (nearly sorted already)
+            x = order[a]
+            c = a - 1
+            while c >= 0 and cur[order[c]] > cur[x]:
+                order[c + 1] = order[c]
+                c -= 1
+            order[c + 1] = x
+        acc = 0.0
+        pivot = -1
+        for j in range(nt):
+            i = order[j]
+            if cur[i] == big:
+                break
+            acc += ub[i]
+            if acc >= floor:
+                pivot = j
+                break
+        if pivot < 0:
+            break
+        pd = cur[order[pivot]]
+        while pivot + 1 < nt and cur[order[pivot + 1]] == pd:
+            pivot += 1
+        # block-max check: the blocks holding pd, of the lists up to the pivot
+        if n == k:
+            bm = 0.0
+            nxt = big
+            for j in range(pivot + 1):
+                i = order[j]
+                t = q_terms[i]
+                bb = _seek_block(block_last, blk[i], bend[i], pd) if cur[i] < pd else blk[i]
+                if bb >= bend[i]:
+                    continue
+                if mode == LUCENE:
+                    bm += lucene_value_bound(f64(block_max[bb]), f64(q_weight[i]))
+                else:
+                    bm += mult[i] * f64(block_max[bb])
+                if block_last[bb] + 1 < nxt:
+                    nxt = block_last[bb] + 1
+            if bm < floor:  # no passage up to the nearest block end can make it: skip there
+                if pivot + 1 < nt and cur[order[pivot + 1]] < nxt:
+                    nxt = cur[order[pivot + 1]]
+                if nxt <= pd:
+                    nxt = pd + 1
+                for j in range(pivot + 1):
+                    i = order[j]
+                    if cur[i] < nxt:
+                        _advance(i, nxt, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk,
+                                 bend, first, pos, nbuf, cur, bufd, buft, big)
+                continue
+        if cur[order[0]] == pd:  # every list up to the pivot is at pd: score it
+            for j in range(nt):
+                sc[j] = 0.0
+            for j in range(pivot + 1):
+                i = order[j]
+                t = q_terms[i]
+                dl = doc_len[pd]
+                sc[i] = f64(_score(mode, method, q_weight[i], idf[t], nonocc[t], buft[i, pos[i]], dl, cache, avg, k1,
+                                   b, delta))
+            if mode == LUCENE:
+                s = 0.0
+                for j in range(pivot + 1):
+                    s += sc[order[j]]
+                score = f32(s)
+            else:  # bm25s: float32 sums in the query's token order
+                score = f32(0.0)
+                for j in range(q_order.shape[0]):
+                    score = f32(score + f32(sc[q_order[j]]))
+            if f64(score) >= floor:
+                n = _push(vals, keys, ids, n, k, score, np_int64(tie[pd]) if tie.shape[0] else pd, pd)
+                if n == k:
+                    theta = f64(vals[0])
+                    floor = theta - (abs(theta) * rel + 1e-6)
+            for j in range(pivot + 1):
+                i = order[j]
+                _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
+                      pos, nbuf, cur, bufd, buft, big)
+        else:  # the lists before pd jump to it
+            for j in range(pivot):
+                i = order[j]
+                if cur[i] < pd:
+                    _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
+                             first, pos, nbuf, cur, bufd, buft, big)
+    if fill and n < k:  # bm25s: the lowest passages holding no query word, score 0
+        i = 0
+        while n < k and i < num_docs:
+            hit = False
+            for u in range(nt):
+                if _contains(q_terms[u], i, words, block_off, block_bits, block_last, term_df, term_first,
+                             bufd[nt], buft[nt]):
+                    hit = True
+                    break
+            if not hit:
+                n = _push(vals, keys, ids, n, k, f32(0.0), i, i)
+            i += 1
+    _pop_all(vals, keys, ids, n, out_vals, out_ids)
+    return n
+
+
+def _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd, buft):
+    t = q_terms[i]
+    nb = min(BLOCK, term_df[t] - (bb - first[i]) * BLOCK)
+    decode_block(words, block_off, block_bits, block_last, bb, first[i], nb, bufd[i], buft[i])
+    blk[i] = bb
+    nbuf[i] = nb
+    pos[i] = 0
+    cur[i] = bufd[i, 0]
+
+
+def _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos, nbuf,
+          cur, bufd, buft, big):
+    pos[i] += 1
+    if pos[i] < nbuf[i]:
+        cur[i] = bufd[i, pos[i]]
+    elif blk[i] + 1 < bend[i]:
+        _load(i, blk[i] + 1, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur,
+              bufd, buft)
+    else:
+        cur[i] = big
+
+
+def _advance(i, d, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos,
+             nbuf, cur, bufd, buft, big):
+    """List ``i`` to its first passage >= ``d``."""
+    if block_last[blk[i]] < d:
+        bb = _seek_block(block_last, blk[i] + 1, bend[i], d)
+        if bb >= bend[i]:
+            cur[i] = big
+            return
+        _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd,
+              buft)
+    p = pos[i]
+    while bufd[i, p] < d:
+        p += 1
+    pos[i] = p
+    cur[i] = bufd[i, p]
+
+
+def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_first, bd, bt):
+    f = term_first[t]
+    e = term_first[t + 1]
+    bb = _seek_block(block_last, f, e, d)
+    if bb >= e:
+        return False
+    nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+    decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+    for j in range(nb):
+        if bd[j] == d:
+            return True
+    return False
+
+
+def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
+                block_last, block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill,
+                out_vals, out_ids, counts):
+    """:func:`search_one` for each query of a batch (``flat[ptr[i]:ptr[i+1]]`` its distinct terms,
+    ``order_flat[order_ptr[i]:order_ptr[i+1]]`` its token order, ``weights`` beside ``flat``)."""
+    nmax = 1
+    for i in range(ptr.shape[0] - 1):
+        if ptr[i + 1] - ptr[i] > nmax:
+            nmax = ptr[i + 1] - ptr[i]
+    bufd = np.empty((nmax + 1, BLOCK), np.int64)
+    buft = np.empty((nmax + 1, BLOCK), np.int64)
+    for i in range(ptr.shape[0] - 1):
+        if ptr[i + 1] > ptr[i]:
+            counts[i] = search_one(flat[ptr[i]:ptr[i + 1]], order_flat[order_ptr[i]:order_ptr[i + 1]],
+                                   weights[ptr[i]:ptr[i + 1]], k, mode, method, params, words, block_off, block_bits,
+                                   block_last, block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie,
+                                   num_docs, fill, out_vals[i], out_ids[i], bufd, buft)
+
+
+def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
+                    block_bits, block_last, term_first, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
+                    out_ids, counts):
+    """Every passage scored, term after term in the query's token order (bm25s's own loop), plus ``offsets[i]``
+    (the non-occurrence scores bm25l and bm25+ give every passage), then the ``k`` best."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    scores = np.zeros(num_docs, np.float32)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    for q in range(ptr.shape[0] - 1):
+        if ptr[q + 1] == ptr[q]:
+            continue
+        scores[:] = 0
+        terms = flat[ptr[q]:ptr[q + 1]]
+        for j in range(order_ptr[q], order_ptr[q + 1]):
+            u = order_flat[j]
+            t = terms[u]
+            f = term_first[t]
+            for bb in range(f, term_first[t + 1]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    scores[d] = f32(scores[d] + _score(mode, method, weights[ptr[q] + u], idf[t], nonocc[t], bt[x],
+                                                       doc_len[d], cache, avg, k1, b, delta))
+        n = 0
+        off = offsets[q]
+        for d in range(num_docs):
+            if mode == LUCENE and scores[d] == 0:  # Lucene lists only the passages holding a query term
+                continue
+            s = f32(scores[d] + off)
+            key = np_int64(tie[d]) if tie.shape[0] else d
+            if n < k or _worse(vals[0], keys[0], s, key):
+                n = _push(vals, keys, ids, n, k, s, key, d)
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
+def tie_adjust(vals, counts):
+    """In place, the scores pyserini's ``LuceneSearcher.search`` returns for ranked lists (Anserini's
+    ``ScoreTiesAdjusterReranker``): each rounded to 1e-4 (``Math.round(score * 1e4) / 1e4`` in double, then
+    float), and in a run of scores each within 1e-4 of the one before, the i-th after the run's first lowered by
+    ``1e-6 * i`` (float)."""
+    for q in range(vals.shape[0]):
+        dup = 0
+        for i in range(counts[q]):
+            vals[q, i] = f32(np.floor(f64(vals[q, i]) * 10000.0 + 0.5) / 10000.0)
+            if i == 0 or f32(vals[q, i - 1] - vals[q, i]) > f32(1e-4):
+                dup = 0
+            else:
+                dup += 1
+                vals[q, i] = f32(vals[q, i] - f32(f32(1e-6) * f32(dup)))
+
+
+def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, mode, method, params, idf, nonocc,
+                doc_len, block_max, term_max):
+    """Each block's and each term's largest score (bm25s: the float32 score; Lucene: the largest
+    ``float32(freq * cache[norm])``, from which a query's weight gives the bound)."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    for t in range(term_df.shape[0]):
+        f = term_first[t]
+        tm = f32(-np.inf)
+        for bb in range(f, term_first[t + 1]):
+            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+            m = f32(-np.inf)
+            for x in range(nb):
+                if mode == LUCENE:
+                    v = f32(f32(bt[x]) * cache[doc_len[bd[x]]])
+                else:
+                    v = _score(mode, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[bd[x]], cache, avg, k1, b,
+                               delta)
+                if v > m:
+                    m = v
+            block_max[bb] = m
+            if m > tm:
+                tm = m
+        term_max[t] = tm if term_first[t + 1] > f else f32(0.0)
+
+
+import numpy as np  # noqa: E402  (the kernels read it as a global)
+
+_KERNELS: dict[str, Any] | None = None
+
+
+def kernels() -> dict[str, Any]:
+    """The kernels, compiled by numba (cached on disk) where it is installed."""
+    global _KERNELS
+    if _KERNELS is None:
+        g = globals()
+        names = ("_bits", "_words", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
+                 "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds")
+        try:
+            from numba import float32, float64, int64, njit
+        except ImportError:
+            pass
+        else:
+            g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
+            for name in names:
+                g[name] = njit(cache=True, nogil=True)(g[name])
+        _KERNELS = {name: g[name] for name in names}
+    return _KERNELS
+
+
+# -- build ------------------------------------------------------------------------------------------------------
+FILES = ("words.npy", "block_off.npy", "block_bits.npy", "block_last.npy", "block_max.npy", "term_first.npy",
+         "term_df.npy", "term_max.npy", "idf.npy")
+
+
+def int_to_byte4(n: Any) -> Any:
+    """Lucene's ``SmallFloat.intToByte4`` on an int64 array: a length as one byte (exact below 24, then 4
+    significant bits)."""
+    n = np.asarray(n, dtype=np.int64)
+    free = 255 - _long_to_int4(np.array([2**31 - 1]))[0]  # NUM_FREE_VALUES: 24
+    small = n < free
+    out = np.where(small, n, 0)
+    big = n[~small] - free
+    out[~small] = free + _long_to_int4(big)
+    return out.astype(np.uint8)
+
+
+def _long_to_int4(i: Any) -> Any:
+    i = np.asarray(i, dtype=np.int64)
+    nbits = np.where(i > 0, np.floor(np.log2(np.maximum(i, 1))).astype(np.int64) + 1, 0)
+    # exact bit length (log2 can round up near powers of two)
+    nbits = np.where((nbits > 0) & ((np.int64(1) << np.maximum(nbits - 1, 0)) > i), nbits - 1, nbits)
+    nbits = np.where((np.int64(1) << np.minimum(nbits, 62)) <= i, nbits + 1, nbits)
+    shift = np.maximum(nbits - 4, 0)
+    enc = ((i >> shift) & 7) | ((shift + 1) << 3)
+    return np.where(nbits < 4, i, enc)
+
+
+def byte4_to_int(b: Any) -> Any:
+    """Lucene's ``SmallFloat.byte4ToInt``: the length a norm byte stands for (``LENGTH_TABLE``)."""
+    b = np.asarray(b, dtype=np.int64)
+    free = 24
+    i = b - free
+    bits = i & 7
+    shift = (i >> 3) - 1
+    dec = np.where(shift == -1, bits, (bits | 8) << np.maximum(shift, 0))
+    return np.where(b < free, b, free + dec)
+
+
+def lucene_cache(k1: float, b: float, avgdl: Any) -> Any:
+    """Lucene's 256 per-norm factors ``1 / (k1 * ((1 - b) + b * LENGTH_TABLE[i] / avgdl))``, float32 throughout."""
+    f = np.float32
+    k1, b, avgdl = f(k1), f(b), f(avgdl)
+    table = byte4_to_int(np.arange(256)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        return (f(1) / (k1 * ((f(1) - b) + (b * table) / avgdl))).astype(np.float32)
+
+
+def _pairs(tokens: Any, offsets: Any, lengths: Any, s: int, e: int, n_vocab: int, perm: Any):
+    """The (document, term, frequency) triples of documents ``s .. e-1``, by document then term (``perm``: the
+    terms' new ids)."""
+    d = np.repeat(np.arange(s, e, dtype=np.int64), lengths[s:e])
+    t = perm[np.asarray(tokens[offsets[s]:offsets[e]], dtype=np.int64)]
+    key, tf = np.unique(d * n_vocab + t, return_counts=True)
+    return key // n_vocab, key % n_vocab, tf
+
+
+def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, int], params: dict[str, Any], *,
+                   doc_ids: list[str] | None = None, docs_per_step: int = 1 << 16, bar: Any = None,
+                   task: Any = None) -> dict[str, Any]:
+    """The compressed postings of the documents whose term ids are ``tokens`` (flat, ``lengths`` per document; may
+    be a memory map), their vocabulary (renumbered in UTF-8 byte order), per-document lengths (bm25s) or norms and
+    tie order (Lucene: ``doc_ids``, each document's ``id``), the idf and the bounds, into ``directory``. Two passes
+    over blocks of ``docs_per_step`` documents (the document frequencies; then the postings into term order, in
+    temporary memory-mapped files), then the encoding. Returns the collection's facts."""
+    from pathlib import Path
+
+    from ._bm25 import BM25Error, write_vocab
+
+    k = kernels()
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    preset = params.get("preset", "bm25s")
+    n_docs, n_vocab = len(lengths), len(vocab)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if int(lengths.sum()) != len(tokens) or (len(tokens) and not 0 <= int(np.min(tokens)) <= int(np.max(tokens))
+                                             < n_vocab):
+        raise BM25Error(f"write_postings: {len(tokens):,} token ids for lengths summing to {int(lengths.sum()):,}, "
+                        f"ids in [{int(np.min(tokens)) if len(tokens) else 0}, "
+                        f"{int(np.max(tokens)) if len(tokens) else 0}] for a vocabulary of {n_vocab:,}",
+                        hint="pass the tokenizer's arrays and its own vocabulary")
+    words_sorted = sorted(vocab, key=lambda w: w.encode("utf-8"))
+    perm = np.empty(n_vocab, dtype=np.int64)
+    perm[np.fromiter((vocab[w] for w in words_sorted), dtype=np.int64, count=n_vocab)] = np.arange(n_vocab)
+    offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # pass 1: document frequencies
+    df = np.zeros(n_vocab, dtype=np.int64)
+    for s in range(0, n_docs, docs_per_step):
+        e = min(n_docs, s + docs_per_step)
+        _, term, _ = _pairs(tokens, offsets, lengths, s, e, n_vocab, perm)
+        df += np.bincount(term, minlength=n_vocab)
+        if bar is not None:
+            bar.advance(task, e - s)
+    starts = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=starts[1:])
+    nnz = int(starts[-1])
+    # pass 2: postings into term order (temporary, memory-mapped)
+    tmp_d, tmp_f = directory / ".docs.tmp", directory / ".tfs.tmp"
+    docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+    tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+    try:
+        cursor = starts[:-1].copy()
+        for s in range(0, n_docs, docs_per_step):
+            e = min(n_docs, s + docs_per_step)
+            doc, term, tf = _pairs(tokens, offsets, lengths, s, e, n_vocab, perm)
+            order = np.argsort(term, kind="stable")  # a block's documents stay ascending within each term
+            t_sorted = term[order]
+            uniq, first, counts = np.unique(t_sorted, return_index=True, return_counts=True)
+            pos = cursor[t_sorted] + (np.arange(len(t_sorted)) - np.repeat(first, counts))
+            docs[pos] = doc[order]
+            tfs[pos] = tf[order]
+            cursor[uniq] += counts
+            if bar is not None:
+                bar.advance(task, e - s)
+        # the blocks: sizes, then the words
+        nblocks = (df + BLOCK - 1) // BLOCK
+        term_first = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(nblocks, out=term_first[1:])
+        nb = int(term_first[-1])
+        block_off = np.zeros(nb + 1, dtype=np.int64)
+        block_bits = np.zeros((nb, 2), dtype=np.uint8)
+        block_last = np.zeros(nb, dtype=np.uint32)
+        scratch = np.zeros((2, BLOCK), dtype=np.int64)
+        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, np.zeros(0, np.uint32),
+                    scratch)
+        words = np.zeros(int(block_off[-1]) + 2, dtype=np.uint32)  # padded: the decoder reads a word past the end
+        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
+    finally:
+        del docs, tfs
+        tmp_d.unlink(missing_ok=True)
+        tmp_f.unlink(missing_ok=True)
+    facts: dict[str, Any] = {"engine": 1, **params, "num_docs": n_docs, "postings": nnz, "blocks": nb}
+    if preset == "lucene":
+        doc_count = int((lengths > 0).sum())
+        sum_ttf = int(lengths.sum())
+        avgdl = float(np.float32(sum_ttf / doc_count)) if doc_count else 0.0
+        idf = np.zeros(n_vocab, dtype=np.float32)
+        vals, inv = np.unique(df, return_inverse=True)
+        idf[:] = np.array([float(np.float32(math.log(1 + (doc_count - int(v) + 0.5) / (int(v) + 0.5)))) if v else 0.0
+                           for v in vals], dtype=np.float32)[inv]
+        doc_len = int_to_byte4(lengths)
+        cache = lucene_cache(params["k1"], params["b"], avgdl)
+        facts.update(doc_count=doc_count, sum_total_term_freq=sum_ttf, avgdl=avgdl)
+        ids = np.asarray(doc_ids if doc_ids is not None else [str(i) for i in range(n_docs)])
+        order = np.argsort(ids, kind="stable") if n_docs else np.zeros(0, np.int64)  # code point order = UTF-8's
+        tie = np.empty(n_docs, dtype=np.uint32)
+        tie[order] = np.arange(n_docs, dtype=np.uint32)
+        np.save(directory / "doc_tie.npy", tie)
+        nonocc = np.zeros(n_vocab, dtype=np.float32)
+        mode, method, avg = LUCENE, 0, avgdl
+    else:
+        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+        avg = lengths.mean() if n_docs else 0.0  # float64, as bm25s computes it
+        facts.update(avgdl=float(avg))
+        idf_fn, tfc_fn = _select_idf_scorer(params["method"]), _select_tfc_scorer(params["method"])
+        vals, inv = np.unique(df, return_inverse=True)
+        idf = np.array([idf_fn(int(v), N=n_docs) if v else 0.0 for v in vals])[inv].astype(np.float32)
+        nonocc = np.zeros(n_vocab, dtype=np.float32)
+        if params["method"] in ("bm25l", "bm25+"):
+            tfc0 = tfc_fn(tf_array=0, l_d=avg, l_avg=avg, k1=params["k1"], b=params["b"], delta=params["delta"])
+            nonocc = np.array([idf_fn(int(v), N=n_docs) * tfc0 if v else 0.0 for v in vals])[inv].astype(np.float32)
+            np.save(directory / "nonocc.npy", nonocc)
+        doc_len = lengths.astype(np.uint32)
+        cache = np.zeros(256, dtype=np.float32)
+        mode, method = BM25S, METHOD_CODES[params["method"]]
+    kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(avg)],
+                              cache.astype(np.float64)]).astype(np.float64)
+    block_max = np.zeros(nb, dtype=np.float32)
+    term_max = np.zeros(n_vocab, dtype=np.float32)
+    term_df = df.astype(np.uint32)
+    k["term_bounds"](words, block_off, block_bits, block_last, term_first, term_df, mode, method, kparams, idf,
+                     nonocc, doc_len, block_max, term_max)
+    for name, arr in (("words.npy", words), ("block_off.npy", block_off), ("block_bits.npy", block_bits),
+                      ("block_last.npy", block_last), ("block_max.npy", block_max), ("term_first.npy", term_first),
+                      ("term_df.npy", term_df), ("term_max.npy", term_max), ("idf.npy", idf),
+                      ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
+        np.save(directory / name, arr, allow_pickle=False)
+    (directory / "params.json").write_text(json.dumps(facts, indent=1) + "\n")
+    write_vocab(directory / "vocab.arrow", words_sorted)
+    return facts
+
+
+# -- search -------------------------------------------------------------------------------------------------------
+class PostingsIndex:
+    """A ``bm25/`` directory's postings, memory-mapped, and the compiled search over them."""
+
+    def __init__(self, directory: Any, params: dict[str, Any], *, compiled: bool = True) -> None:
+        from pathlib import Path
+
+        d = Path(directory)
+        self.params = params
+        self.preset = params.get("preset", "bm25s")
+        self.num_docs = int(params["num_docs"])
+        load = lambda name: np.asarray(np.load(d / name, mmap_mode="r"))  # noqa: E731  (a plain view: numba types it fast)
+        self.words, self.block_off, self.block_bits = load("words.npy"), load("block_off.npy"), load("block_bits.npy")
+        self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
+        self.term_first, self.term_df, self.term_max = load("term_first.npy"), load("term_df.npy"), load("term_max.npy")
+        self.idf = load("idf.npy")
+        if self.preset == "lucene":
+            self.mode, self.method = LUCENE, 0
+            self.doc_len = load("doc_norm.npy")
+            self.tie = load("doc_tie.npy")
+            cache = lucene_cache(params["k1"], params["b"], params["avgdl"])
+            avg = float(params["avgdl"])
+        else:
+            self.mode, self.method = BM25S, METHOD_CODES[params["method"]]
+            self.doc_len = load("doc_len.npy")
+            self.tie = np.zeros(0, np.uint32)
+            cache = np.zeros(256, np.float32)
+            avg = float(params["avgdl"])
+        self.nonocc = load("nonocc.npy") if (d / "nonocc.npy").exists() else np.zeros(len(self.idf), np.float32)
+        self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
+        self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), avg],
+                                       cache.astype(np.float64)]).astype(np.float64)
+        self.k = kernels()
+
+    def _args(self):
+        return (self.words, self.block_off, self.block_bits, self.block_last)
+
+    def warm(self, threads: int = 1) -> None:
+        live = np.flatnonzero(np.asarray(self.term_df) > 0)
+        if len(live):
+            t = int(live[0])
+            self.search([([t], [0], [1.0])], 1, threads=1, prune=True)
+            self.search([([t], [0], [1.0])], 1, threads=1, prune=False)
+
+    def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
+               prune: bool = True):
+        n = len(parsed)
+        ids = np.full((n, k), -1, dtype=np.int32)
+        scores = np.zeros((n, k), dtype=np.float32)
+        live = [i for i, (terms, _, _) in enumerate(parsed) if terms]
+        if not live or not k:
+            return ids, scores
+        flat = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
+        ptr = np.zeros(len(live) + 1, dtype=np.int64)
+        np.cumsum([len(parsed[i][0]) for i in live], out=ptr[1:])
+        oflat = np.fromiter(itertools.chain.from_iterable(parsed[i][1] for i in live), dtype=np.int64)
+        optr = np.zeros(len(live) + 1, dtype=np.int64)
+        np.cumsum([len(parsed[i][1]) for i in live], out=optr[1:])
+        boosts = np.fromiter(itertools.chain.from_iterable(parsed[i][2] for i in live), dtype=np.float32)
+        weights = (boosts * np.asarray(self.idf)[flat]).astype(np.float32)  # Lucene: boost x idf, in float32
+        vals = np.zeros((len(live), k), dtype=np.float32)
+        got = np.full((len(live), k), -1, dtype=np.int64)
+        counts = np.zeros(len(live), dtype=np.int64)
+        exhaustive = self.exhaustive or not prune
+        offsets = np.zeros(len(live), dtype=np.float32)
+        if self.exhaustive:
+            nonocc = np.asarray(self.nonocc)
+            for j in range(len(live)):
+                toks = flat[ptr[j] + oflat[optr[j]:optr[j + 1]]]
+                offsets[j] = nonocc[toks].sum()
+        fill = self.mode == BM25S
+
+        def run(lo: int, hi: int) -> None:
+            if exhaustive:
+                self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
+                                          self.mode, self.method, self.kparams, *self._args(), self.term_first,
+                                          self.term_df, self.idf, self.nonocc, self.doc_len, self.tie, self.num_docs,
+                                          vals[lo:hi], got[lo:hi], counts[lo:hi])
+            else:
+                self.k["search_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
+                                      self.method, self.kparams, *self._args(), self.block_max, self.term_first,
+                                      self.term_df, self.term_max, self.idf, self.nonocc, self.doc_len, self.tie,
+                                      self.num_docs, fill, vals[lo:hi], got[lo:hi], counts[lo:hi])
+
+        m = len(live)
+        if threads <= 1 or m == 1:
+            run(0, m)
+        else:
+            from ._bm25 import _pool
+
+            parts = min(m, threads * 4)
+            cuts = [m * i // parts for i in range(parts + 1)]
+            list(_pool(threads).map(lambda c: run(*c), zip(cuts[:-1], cuts[1:], strict=True)))
+        if self.mode == LUCENE:
+            self.k["tie_adjust"](vals, counts)
+        ids[live] = np.where(got >= 0, got, -1).astype(np.int32)
+        scores[live] = np.where(got >= 0, vals, 0).astype(np.float32)
+        return ids, scores
+
+
