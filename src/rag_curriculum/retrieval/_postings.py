@@ -474,7 +474,8 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
     (the non-occurrence scores bm25l and bm25+ give every passage), then the ``k`` best."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
-    scores = np.zeros(num_docs, np.float32)
+    scores = np.zeros(num_docs, np.float32)  # bm25s: float32 sums
+    wide = np.zeros(num_docs if mode == LUCENE else 0, np.float64)  # Lucene: double sums, then float
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
     vals = np.empty(k, np.float32)
@@ -484,6 +485,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
         if ptr[q + 1] == ptr[q]:
             continue
         scores[:] = 0
+        wide[:] = 0
         terms = flat[ptr[q]:ptr[q + 1]]
         for j in range(order_ptr[q], order_ptr[q + 1]):
             u = order_flat[j]
@@ -494,8 +496,15 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
                     d = bd[x]
-                    scores[d] = f32(scores[d] + _score(mode, method, weights[ptr[q] + u], idf[t], nonocc[t], bt[x],
-                                                       doc_len[d], cache, avg, k1, b, delta))
+                    v = _score(mode, method, weights[ptr[q] + u], idf[t], nonocc[t], bt[x], doc_len[d], cache, avg, k1,
+                               b, delta)
+                    if mode == LUCENE:
+                        wide[d] += f64(v)
+                    else:
+                        scores[d] = f32(scores[d] + v)
+        if mode == LUCENE:
+            for d in range(num_docs):
+                scores[d] = f32(wide[d])
         n = 0
         off = offsets[q]
         for d in range(num_docs):
@@ -795,12 +804,15 @@ class PostingsIndex:
         self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
         self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), avg],
                                        cache.astype(np.float64)]).astype(np.float64)
-        self.k = kernels()
+        self.compiled = compiled
+        self.k = kernels() if compiled else {}
 
     def _args(self):
         return (self.words, self.block_off, self.block_bits, self.block_last)
 
     def warm(self, threads: int = 1) -> None:
+        if not self.compiled:
+            return
         live = np.flatnonzero(np.asarray(self.term_df) > 0)
         if len(live):
             t = int(live[0])
@@ -809,6 +821,10 @@ class PostingsIndex:
 
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
                prune: bool = True):
+        """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
+        int32, scores float32), ids -1 past the end."""
+        if not self.compiled:
+            return numpy_search(self, parsed, k)
         n = len(parsed)
         ids = np.full((n, k), -1, dtype=np.int32)
         scores = np.zeros((n, k), dtype=np.float32)
@@ -863,3 +879,102 @@ class PostingsIndex:
         return ids, scores
 
 
+
+
+# -- the numpy backend: every passage scored with NumPy (no numba), the same answers ------------------------------
+def numpy_postings(ix: PostingsIndex, t: int) -> tuple[Any, Any]:
+    """Term ``t``'s postings (passages, frequencies), decoded with NumPy."""
+    f, e = int(ix.term_first[t]), int(ix.term_first[t + 1])
+    df = int(ix.term_df[t])
+    docs, tfs = [], []
+    words = ix.words
+    for bb in range(f, e):
+        n = min(BLOCK, df - (bb - f) * BLOCK)
+        at = int(ix.block_off[bb])
+        out = []
+        for w in (int(ix.block_bits[bb, 0]), int(ix.block_bits[bb, 1])):
+            if w == 0:
+                out.append(np.zeros(n, np.int64))
+                continue
+            bit = np.arange(n, dtype=np.int64) * w
+            wi = at + (bit >> 5)
+            two = words[wi].astype(np.uint64) | (words[wi + 1].astype(np.uint64) << np.uint64(32))
+            out.append(((two >> (bit & 31).astype(np.uint64)) & np.uint64((1 << w) - 1)).astype(np.int64))
+            at += (n * w + 31) >> 5
+        base = -1 if bb == f else int(ix.block_last[bb - 1])
+        docs.append(base + np.cumsum(out[0] + 1))
+        tfs.append(out[1] + 1)
+    if not docs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(docs), np.concatenate(tfs)
+
+
+def numpy_scores(ix: PostingsIndex, t: int, weight: float, docs: Any, tfs: Any) -> Any:
+    """The float32 scores of term ``t``'s postings, with NumPy (bm25s: bm25s's own functions, as it scores)."""
+    if ix.mode == LUCENE:
+        f = np.float32
+        cache = lucene_cache(ix.params["k1"], ix.params["b"], ix.params["avgdl"])
+        v = tfs.astype(np.float32) * cache[np.asarray(ix.doc_len)[docs]]
+        w = f(weight)
+        return (w - w / (f(1) + v)).astype(np.float32)
+    from bm25s.scoring import _select_tfc_scorer
+
+    p = ix.params
+    tfc = _select_tfc_scorer(p["method"])(tf_array=tfs.astype(np.float32), l_d=np.asarray(ix.doc_len)[docs]
+                                          .astype(np.int64), l_avg=np.float64(p["avgdl"]), k1=p["k1"], b=p["b"],
+                                          delta=p["delta"])
+    sc = ix.idf[t] * tfc
+    if ix.exhaustive:
+        sc -= ix.nonocc[t]
+    return sc.astype(np.float32)
+
+
+def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], list[float]]], k: int):
+    """:meth:`PostingsIndex.search` without numba: every passage scored (bm25s: float32 sums in the query's token
+    order; Lucene: double sums of the distinct terms, then float), the ``k`` best by score then tie key."""
+    n = len(parsed)
+    ids = np.full((n, k), -1, dtype=np.int32)
+    scores = np.zeros((n, k), dtype=np.float32)
+    tie = np.asarray(ix.tie) if ix.mode == LUCENE else np.arange(ix.num_docs)
+    for q, (terms, order, boosts) in enumerate(parsed):
+        if not terms or not k:
+            continue
+        posts = [numpy_postings(ix, t) for t in terms]
+        if ix.mode == LUCENE:
+            acc = np.zeros(ix.num_docs, np.float64)
+            hit = np.zeros(ix.num_docs, bool)
+            for (docs, tfs), t, boost in zip(posts, terms, boosts, strict=True):
+                w = np.float32(boost) * ix.idf[t]
+                acc[docs] += numpy_scores(ix, t, w, docs, tfs)
+                hit[docs] = True
+            total = acc.astype(np.float32)
+            cand = np.flatnonzero(hit)
+        else:
+            total = np.zeros(ix.num_docs, np.float32)
+            for u in order:
+                docs, tfs = posts[u]
+                total[docs] += numpy_scores(ix, terms[u], 0.0, docs, tfs)
+            if ix.exhaustive:
+                total += np.asarray(ix.nonocc)[[terms[u] for u in order]].sum()
+            cand = np.arange(ix.num_docs)
+        best = cand[np.lexsort((tie[cand], -total[cand]))][:k]
+        ids[q, :len(best)] = best
+        scores[q, :len(best)] = total[best]
+        if ix.mode == LUCENE:
+            row = scores[q:q + 1].copy()
+            _tie_adjust_py(row, np.array([len(best)]))
+            scores[q] = row[0]
+    return ids, scores
+
+
+def _tie_adjust_py(vals: Any, counts: Any) -> None:
+    f = np.float32
+    for q in range(vals.shape[0]):
+        dup = 0
+        for i in range(int(counts[q])):
+            vals[q, i] = f(np.floor(float(vals[q, i]) * 10000.0 + 0.5) / 10000.0)
+            if i == 0 or f(vals[q, i - 1] - vals[q, i]) > f(1e-4):
+                dup = 0
+            else:
+                dup += 1
+                vals[q, i] = f(vals[q, i] - f(f(1e-6) * f(dup)))
