@@ -31,6 +31,9 @@ ENGLISH_STOP_WORDS = frozenset((
     "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will",
     "with"))
 
+#: Characters the tokenizer scans at once (its token spans: 16 bytes a character at most).
+SCAN_CHARS = 1 << 20
+
 _TABLES: tuple[Any, Any, Any] | None = None
 _TABLES_LOCK = threading.Lock()
 
@@ -72,23 +75,35 @@ class LuceneEnglishAnalyzer:
 
     def surfaces(self, texts: list[str]):
         """The tokens of every text after the tokenizer, the possessive filter and lower-casing (before stop words
-        and stemming): one flat list of strings and each text's count (int64 array)."""
+        and stemming): one flat list of strings and each text's count (int64 array). Scanned in slices of about
+        :data:`SCAN_CHARS` characters (a slice's token spans take 16 bytes a character at most)."""
+        import numpy as np
+
+        n = len(texts)
+        counts = np.zeros(n, dtype=np.int64)
+        out: list[str] = []
+        lo = 0
+        while lo < n:
+            hi, size = lo, 0
+            while hi < n and (hi == lo or size + len(texts[hi]) <= SCAN_CHARS):
+                size += len(texts[hi])
+                hi += 1
+            out += self._scan(texts[lo:hi], counts[lo:hi])
+            lo = hi
+        return out, counts
+
+    def _scan(self, texts: list[str], counts: Any) -> list[str]:
         import numpy as np
 
         cls, lower, scan = _tables()
-        n = len(texts)
-        if not n:
-            return [], np.zeros(0, np.int64)
         joined = "".join(texts)
         cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
-        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n))
-        counts = np.zeros(n, dtype=np.int64)
-        cap = max(1, len(cps) // 2 + 1)  # a token is at least one code point and tokens are separated
-        starts = np.empty(cap + 1, dtype=np.int64)
-        stops = np.empty(cap + 1, dtype=np.int64)
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        starts = np.empty(len(cps) + 1, dtype=np.int64)  # at most one token a code point
+        stops = np.empty(len(cps) + 1, dtype=np.int64)
         t = scan(cls, lower, cps, ends, starts, stops, counts, True)
         low = cps.tobytes().decode("utf-32-le", "surrogatepass")
-        return [low[a:b] for a, b in zip(starts[:t].tolist(), stops[:t].tolist(), strict=True)], counts
+        return [low[a:b] for a, b in zip(starts[:t].tolist(), stops[:t].tolist(), strict=True)]
 
     def terms_of(self, surfaces: list[str]) -> list[str | None]:
         """Each surface form's term (None: a stop word), through the cache."""
