@@ -93,6 +93,13 @@ class LuceneEnglishAnalyzer:
         return out, counts
 
     def _scan(self, texts: list[str], counts: Any) -> list[str]:
+        cps, starts, stops, t = self.spans(texts, counts)
+        low = cps.tobytes().decode("utf-32-le", "surrogatepass")
+        return [low[a:b] for a, b in zip(starts[:t].tolist(), stops[:t].tolist(), strict=True)]
+
+    def spans(self, texts: list[str], counts: Any):
+        """The tokenizer on ``texts`` (their code points lower-cased in place as Lucene lower-cases tokens, the
+        possessive cut): (code points, token starts, token ends, number of tokens); ``counts`` gets each text's."""
         import numpy as np
 
         cls, lower, scan = _tables()
@@ -102,8 +109,7 @@ class LuceneEnglishAnalyzer:
         starts = np.empty(len(cps) + 1, dtype=np.int64)  # at most one token a code point
         stops = np.empty(len(cps) + 1, dtype=np.int64)
         t = scan(cls, lower, cps, ends, starts, stops, counts, True)
-        low = cps.tobytes().decode("utf-32-le", "surrogatepass")
-        return [low[a:b] for a, b in zip(starts[:t].tolist(), stops[:t].tolist(), strict=True)]
+        return cps, starts, stops, t
 
     def terms_of(self, surfaces: list[str]) -> list[str | None]:
         """Each surface form's term (None: a stop word), through the cache."""
@@ -133,33 +139,138 @@ class LuceneEnglishAnalyzer:
         return out
 
 
-class TermIds:
-    """A growing vocabulary over an analyzer: :meth:`ids` turns a block of texts into one flat int32 array of term
-    ids (stop words dropped) and each text's length in terms (int64), the ids given in order of first sight."""
+_WORD: Any = None
 
-    def __init__(self, analyzer: LuceneEnglishAnalyzer) -> None:
+
+def _isword():
+    """Python's ``\\w`` (what bm25s's splitter matches), per code point."""
+    global _WORD
+    with _TABLES_LOCK:
+        if _WORD is None:
+            import re
+
+            import numpy as np
+
+            chars = "".join(chr(c) if not 0xD800 <= c < 0xE000 else " " for c in range(0x110000))
+            flags = np.zeros(0x110000, dtype=np.bool_)
+            flags[[m.start() for m in re.finditer(r"\w", chars)]] = True
+            _WORD = flags
+        return _WORD
+
+
+class Bm25sWords:
+    """bm25s's tokenizer as the bm25s preset uses it (``lower=True``, the splitter ``(?u)\\b\\w\\w+\\b``, the stop
+    words, no stemmer), in the form :class:`TermIds` reads: a text's tokens are the runs of two or more of Python's
+    word characters in ``text.lower()``; a text with none is one empty token (as bm25s makes it)."""
+
+    name = "bm25s"
+    empty_token = True
+
+    def __init__(self, stopwords: list[str]) -> None:
+        self.stop = frozenset(stopwords)
+
+    def spans(self, texts: list[str], counts: Any):
+        import numpy as np
+
+        from ._uax29 import hash_kernels
+
+        word_spans = hash_kernels()[0]
+        lowered = [t.lower() for t in texts]  # text by text: str.lower's final sigma looks at its neighbours
+        cps = np.frombuffer("".join(lowered).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        ends = np.cumsum(np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered)))
+        starts = np.empty(len(cps) // 2 + 1, dtype=np.int64)  # a token is two code points at least, then a break
+        stops = np.empty(len(cps) // 2 + 1, dtype=np.int64)
+        t = word_spans(_isword(), cps, ends, starts, stops, counts)
+        return cps, starts, stops, t
+
+    def terms_of(self, surfaces: list[str]) -> list[str | None]:
+        return [None if s in self.stop else s for s in surfaces]
+
+
+class TermIds:
+    """A growing vocabulary over an analyzer (:class:`LuceneEnglishAnalyzer` or :class:`Bm25sWords`): :meth:`ids`
+    turns a block of texts into one flat int32 array of term ids (stop words dropped) and each text's length in
+    terms (int64), the ids given in order of first sight. Tokens are looked up by two 64-bit hashes of their code
+    points in a table (compiled), so a string is made only for a surface form seen for the first time."""
+
+    def __init__(self, analyzer: Any) -> None:
+        import numpy as np
+
         self.analyzer = analyzer
         self.vocab: dict[str, int] = {}
-        self._ids: dict[str, int] = {}  # surface -> term id, -1: a stop word
+        self._keys1 = np.zeros(1 << 16, dtype=np.uint64)
+        self._keys2 = np.zeros(1 << 16, dtype=np.uint64)
+        self._vals = np.zeros(1 << 16, dtype=np.int64)
+        self._used = 0
+        if getattr(analyzer, "empty_token", False):
+            self.vocab[""] = 0
+
+    def _reserve(self, more: int) -> None:
+        import numpy as np
+
+        from ._uax29 import hash_kernels
+
+        need = 2 * (self._used + more)
+        cap = len(self._keys1)
+        if need <= cap:
+            return
+        while cap < need:
+            cap *= 2
+        k1, k2, v = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64), np.zeros(cap, np.int64)
+        hash_kernels()[4](self._keys1, self._keys2, self._vals, k1, k2, v)
+        self._keys1, self._keys2, self._vals = k1, k2, v
 
     def ids(self, texts: list[str]):
         import numpy as np
 
-        surfaces, counts = self.analyzer.surfaces(texts)
-        cache = self._ids
-        new = [s for s in dict.fromkeys(surfaces) if s not in cache]  # in order of first sight: deterministic ids
-        if new:
-            vocab = self.vocab
-            for s, term in zip(new, self.analyzer.terms_of(new), strict=True):
-                if term is None:
-                    cache[s] = -1
-                else:
-                    tid = vocab.get(term)
-                    if tid is None:
-                        tid = vocab[term] = len(vocab)
-                    cache[s] = tid
-        flat = np.fromiter(map(cache.__getitem__, surfaces), dtype=np.int64, count=len(surfaces))
-        keep = flat >= 0
-        doc = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
-        lengths = np.bincount(doc[keep], minlength=len(texts)).astype(np.int64)
-        return flat[keep].astype(np.int32), lengths
+        from ._uax29 import hash_kernels
+
+        _, hash_spans, lookup, resolve, _ = hash_kernels()
+        n = len(texts)
+        flats, lens = [], []
+        lo = 0
+        while lo < n:  # slices of about SCAN_CHARS characters
+            hi, size = lo, 0
+            while hi < n and (hi == lo or size + len(texts[hi]) <= SCAN_CHARS):
+                size += len(texts[hi])
+                hi += 1
+            counts = np.zeros(hi - lo, dtype=np.int64)
+            cps, starts, stops, t = self.analyzer.spans(texts[lo:hi], counts)
+            h1, h2 = np.empty(t, np.uint64), np.empty(t, np.uint64)
+            with np.errstate(over="ignore"):
+                hash_spans(cps, starts, stops, t, h1, h2)
+            self._reserve(t)
+            out = np.empty(t, dtype=np.int64)
+            first = np.empty(t, dtype=np.int64)
+            nnew = lookup(self._keys1, self._keys2, self._vals, h1, h2, t, out, first)
+            if nnew:
+                self._used += nnew
+                text = cps.tobytes().decode("utf-32-le", "surrogatepass")
+                firsts = first[:nnew].tolist()
+                surfaces = [text[a:b] for a, b in zip(starts[firsts].tolist(), stops[firsts].tolist(), strict=True)]
+                vocab = self.vocab
+                new_ids = np.empty(nnew, dtype=np.int64)
+                for j, term in enumerate(self.analyzer.terms_of(surfaces)):
+                    if term is None:
+                        new_ids[j] = -1
+                    else:
+                        tid = vocab.get(term)
+                        if tid is None:
+                            tid = vocab[term] = len(vocab)
+                        new_ids[j] = tid
+                resolve(self._keys1, self._vals, out, t, new_ids)
+            keep = out >= 0
+            doc = np.repeat(np.arange(hi - lo, dtype=np.int64), counts)
+            length = np.bincount(doc[keep], minlength=hi - lo).astype(np.int64)
+            flat = out[keep]
+            if getattr(self.analyzer, "empty_token", False) and (length == 0).any():  # bm25s: [""], no word left
+                empty = np.flatnonzero(length == 0)
+                offsets = np.concatenate([[0], np.cumsum(length)])[empty]
+                flat = np.insert(flat, offsets, self.vocab[""])
+                length[empty] = 1
+            flats.append(flat.astype(np.int32))
+            lens.append(length)
+            lo = hi
+        if not flats:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64)
+        return np.concatenate(flats), np.concatenate(lens)

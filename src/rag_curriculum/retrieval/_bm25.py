@@ -153,13 +153,13 @@ class BM25Builder:
     def __init__(self, cfg: IndexConfig, tmp: Path, *, backend: str) -> None:
         self.cfg, self.tmp, self.backend = cfg, tmp, backend
         self.preset = cfg.bm25_preset()
-        if self.preset == "lucene":
-            from ._analysis import LuceneEnglishAnalyzer, TermIds
+        from ._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
 
+        if self.preset == "lucene":
             self.terms = TermIds(LuceneEnglishAnalyzer())
             self.doc_ids: list[str] = []  # each passage's served id (Lucene's tie order)
-        else:
-            self.tok = tokenizer(None if cfg.stopwords == "none" else cfg.stopwords)
+        else:  # bm25s's tokenizer, its tokens and lengths exactly (tests/retrieval/test_index_flat.py)
+            self.terms = TermIds(Bm25sWords(stopword_list(None if cfg.stopwords == "none" else cfg.stopwords)))
         self._file = open(tmp / TOKENS, "wb")
         self._lengths: list[Any] = []
         self.tokens = 0
@@ -171,7 +171,7 @@ class BM25Builder:
             tokens, lengths = self.terms.ids(block.contents())
             self.doc_ids.extend(str(self.passages + i) if pid is None else pid for i, pid in enumerate(block.ids))
         else:
-            tokens, lengths = tokenize_flat(self.tok, block.titles, block.texts)
+            tokens, lengths = self.terms.ids([f"{t} {x}" for t, x in zip(block.titles, block.texts, strict=True)])
         self._file.write(tokens.tobytes())
         self._lengths.append(lengths)
         self.tokens += len(tokens)
@@ -189,7 +189,7 @@ class BM25Builder:
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
         path = self.tmp / TOKENS
         tokens = np.memmap(path, dtype=np.int32, mode="r") if self.tokens else np.zeros(0, np.int32)
-        vocab = self.terms.vocab if self.preset == "lucene" else self.tok.get_vocab_dict()
+        vocab = self.terms.vocab
         params = self.cfg.bm25_params()
         try:
             stats = write_postings(self.tmp / BM25_DIR, tokens, lengths, vocab, params,
@@ -290,8 +290,9 @@ class BM25Searcher:
         return {"kind": "bm25", "backend": self.backend, "preset": self.preset}
 
     def warm(self) -> None:
-        """Compile (or load from the cache) the search and run one query of a word the index holds: the first
-        request is not slow."""
+        """Compile (or load from the cache) the search and the query analyzer, and run a query of a word the index
+        holds: the first request is not slow."""
+        self.query_terms("warm up")
         self.postings.warm(self.threads)
 
     def search(self, queries: list[str], k: int, *, threads: int | None = None):

@@ -235,8 +235,9 @@ def compiled():
             _COMPILED = (stem_words, _rules())
         else:
             g = globals()
-            for name in ("_vowel", "_cons", "_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_replace", "_stem",
-                         "stem_words"):
+            for name in ("_vowel", "_cons", "_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_replace"):
+                g[name] = njit(cache=True, nogil=True, inline="always")(g[name])
+            for name in ("_stem", "stem_words"):
                 g[name] = njit(cache=True, nogil=True)(g[name])
             _COMPILED = (g["stem_words"], _rules())
     return _COMPILED

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 BLOCK = 128  # postings per block
+INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
 # scoring presets (the kernels' ``mode``)
 BM25S, LUCENE = 0, 1
@@ -582,8 +583,10 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
+            small = ("_bits", "_words", "_unpack", "decode_block", "_score", "lucene_value_bound", "_worse",
+                     "_seek_block", "_load", "_next", "_advance")
             for name in names:
-                g[name] = njit(cache=True, nogil=True)(g[name])
+                g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}
     return _KERNELS
 
@@ -811,13 +814,16 @@ class PostingsIndex:
         return (self.words, self.block_off, self.block_bits, self.block_last)
 
     def warm(self, threads: int = 1) -> None:
+        """Compile (or load from the cache) the search this index's queries take (block-max WAND; the exhaustive
+        sum for bm25l and bm25+ only), one query alone and a batch across threads."""
         if not self.compiled:
             return
         live = np.flatnonzero(np.asarray(self.term_df) > 0)
         if len(live):
-            t = int(live[0])
-            self.search([([t], [0], [1.0])], 1, threads=1, prune=True)
-            self.search([([t], [0], [1.0])], 1, threads=1, prune=False)
+            q = ([int(live[0])], [0], [1.0])
+            self.search([q], 1, threads=1)
+            if threads > 1:
+                self.search([q, q], 1, threads=threads)
 
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
                prune: bool = True):

@@ -238,6 +238,137 @@ def compile_all():
     except ImportError:
         return tokenize_spans
     g = globals()
-    for name in ("_skip_x", "_skip_xs", "_word", "_emoji_seq", "_emoji", "_match", "_window", "tokenize_spans"):
-        g[name] = njit(cache=True, nogil=True)(g[name])
+    for name in ("_skip_x", "_skip_xs", "_word", "_emoji_seq", "_emoji", "_match", "_window"):
+        g[name] = njit(cache=True, nogil=True, inline="always")(g[name])  # no call (nor reference count) a character
+    g["tokenize_spans"] = njit(cache=True, nogil=True)(g["tokenize_spans"])
     return g["tokenize_spans"]
+
+
+# -- bm25s's splitter, for the bm25s preset -------------------------------------------------------------------------
+def word_spans(isword, cps, doc_ends, starts, ends, counts):
+    """bm25s's ``(?u)\\b\\w\\w+\\b`` on each document: the maximal runs of word characters (``isword``: Python's
+    ``\\w``, per code point), two or more long. Returns the number of tokens."""
+    t = 0
+    s = 0
+    for d in range(doc_ends.shape[0]):
+        n = doc_ends[d]
+        t0 = t
+        p = s
+        while p < n:
+            if cps[p] < isword.shape[0] and isword[cps[p]]:
+                e = p + 1
+                while e < n and cps[e] < isword.shape[0] and isword[cps[e]]:
+                    e += 1
+                if e - p >= 2:
+                    starts[t] = p
+                    ends[t] = e
+                    t += 1
+                p = e
+            else:
+                p += 1
+        counts[d] = t - t0
+        s = n
+    return t
+
+
+# -- surfaces to ids without making strings: a table keyed on two 64-bit hashes of each token -------------------
+_M1 = 1099511628211
+_M2 = 0x9E3779B97F4A7C15
+
+
+def hash_spans(cps, starts, ends, t, h1, h2):
+    """Two independent 64-bit hashes of each token's code points (h1 never 0: 0 marks an empty slot)."""
+    for i in range(t):
+        a = np_u64(14695981039346656037)
+        b = np_u64(0x243F6A8885A308D3)
+        for j in range(starts[i], ends[i]):
+            c = np_u64(cps[j])
+            a = (a ^ c) * np_u64(_M1)
+            b = (b + c + np_u64(1)) * np_u64(_M2)
+            b ^= b >> np_u64(29)
+        n = np_u64(ends[i] - starts[i])
+        h1[i] = a ^ (n << np_u64(56)) | np_u64(1)
+        h2[i] = b ^ n
+
+
+def table_lookup(keys1, keys2, vals, h1, h2, t, out, first):
+    """Each token's id from the table (open addressing, linear probing; ``len(keys1)`` a power of two); a token not
+    there is inserted with ``-2 - j`` (``j``: its rank among this call's new tokens, whose first occurrence goes to
+    ``first[j]``). Returns the number of new tokens."""
+    mask = keys1.shape[0] - 1
+    nnew = 0
+    for i in range(t):
+        a = h1[i]
+        b = h2[i]
+        slot = np_i64(a & np_u64(mask))
+        while True:
+            k = keys1[slot]
+            if k == 0:
+                keys1[slot] = a
+                keys2[slot] = b
+                vals[slot] = -2 - nnew
+                first[nnew] = i
+                out[i] = -2 - nnew
+                nnew += 1
+                break
+            if k == a and keys2[slot] == b:
+                out[i] = vals[slot]
+                break
+            slot = (slot + 1) & mask
+    return nnew
+
+
+def table_resolve(keys1, vals, out, t, new_ids):
+    """Placeholders ``-2 - j`` (in the table and in ``out``) replaced by ``new_ids[j]``."""
+    for s in range(keys1.shape[0]):
+        v = vals[s]
+        if keys1[s] != 0 and v <= -2:
+            vals[s] = new_ids[-2 - v]
+    for i in range(t):
+        v = out[i]
+        if v <= -2:
+            out[i] = new_ids[-2 - v]
+
+
+def table_grow(keys1, keys2, vals, new1, new2, newv):
+    mask = new1.shape[0] - 1
+    for s in range(keys1.shape[0]):
+        a = keys1[s]
+        if a != 0:
+            slot = np_i64(a & np_u64(mask))
+            while new1[slot] != 0:
+                slot = (slot + 1) & mask
+            new1[slot] = a
+            new2[slot] = keys2[s]
+            newv[slot] = vals[s]
+
+
+def np_u64(v):  # replaced by numba's uint64 when compiled
+    import numpy as np
+
+    return np.uint64(v)
+
+
+def np_i64(v):
+    return int(v)
+
+
+_HASH_KERNELS = None
+
+
+def hash_kernels():
+    """(word_spans, hash_spans, table_lookup, table_resolve, table_grow), compiled where numba is installed."""
+    global _HASH_KERNELS
+    if _HASH_KERNELS is None:
+        g = globals()
+        names = ("word_spans", "hash_spans", "table_lookup", "table_resolve", "table_grow")
+        try:
+            from numba import int64, njit, uint64
+        except ImportError:
+            pass
+        else:
+            g["np_u64"], g["np_i64"] = uint64, int64
+            for name in names:
+                g[name] = njit(cache=True, nogil=True)(g[name])
+        _HASH_KERNELS = tuple(g[name] for name in names)
+    return _HASH_KERNELS
