@@ -98,7 +98,8 @@ def write_vocab(path: Path, words: list[str]) -> None:
     """The vocabulary as an Arrow file: ``word``, sorted by UTF-8 bytes (a word's id is its row)."""
     import pyarrow as pa
 
-    table = pa.table({"word": pa.array(words, pa.large_string())})
+    big = sum(len(w.encode("utf-8")) for w in words) >= (1 << 31) - 1  # 4-byte offsets while they fit
+    table = pa.table({"word": pa.array(words, pa.large_string() if big else pa.string())})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
@@ -112,10 +113,11 @@ class Vocabulary:
         import pyarrow as pa
 
         table = pa.ipc.open_file(pa.memory_map(str(path))).read_all().combine_chunks()
-        words = table.column("word").chunk(0) if table.num_rows else pa.array([], pa.large_string())
+        words = table.column("word").chunk(0) if table.num_rows else pa.array([], pa.string())
         _, offs, data = words.buffers()
-        self._offsets = np.frombuffer(offs, np.int64)[words.offset:words.offset + len(words) + 1] if len(words) \
-            else np.zeros(1, np.int64)
+        wide = pa.types.is_large_string(words.type)
+        self._offsets = np.frombuffer(offs, np.int64 if wide else np.int32)[words.offset:words.offset + len(words) + 1] \
+            if len(words) else np.zeros(1, np.int64)
         self._data = memoryview(data) if data is not None else memoryview(b"")
         self._n = len(words)
         self._cache: dict[str, int | None] = {}

@@ -103,15 +103,15 @@ def encode(docs, tfs, term_starts, block_first, block_last, block_off, block_bit
                     mg = g
                 if f > mf:
                     mf = f
-            wd = _bits(mg)
+            wd = _bits(mg) if n > 1 else 0  # one posting: its passage is the block's last, no gap stored
             wf = _bits(mf)
             if words.shape[0] == 0:
                 block_bits[blk, 0] = wd
                 block_bits[blk, 1] = wf
                 block_last[blk] = prev
-                block_off[blk + 1] = block_off[blk] + _words(n, wd) + _words(n, wf)
+                block_off[blk + 1] = np_int64(block_off[blk]) + _words(n, wd) + _words(n, wf)
             else:
-                at = block_off[blk]
+                at = np_int64(block_off[blk])
                 _pack(gaps, n, wd, words, at)
                 _pack(fr, n, wf, words, at + _words(n, wd))
             blk += 1
@@ -121,14 +121,18 @@ def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_o
     """Block ``blk`` (``first``: its term's first block; ``n``: its postings) into ``docs_out`` / ``tfs_out``."""
     wd = block_bits[blk, 0]
     wf = block_bits[blk, 1]
-    at = block_off[blk]
-    _unpack(words, at, n, wd, docs_out)
+    at = np_int64(block_off[blk])
     _unpack(words, at + _words(n, wd), n, wf, tfs_out)
+    for i in range(n):
+        tfs_out[i] += 1
+    if n == 1:  # a block of one posting stores no gap: its passage is its last
+        docs_out[0] = np_int64(block_last[blk])
+        return
+    _unpack(words, at, n, wd, docs_out)
     d = np_int64(-1) if blk == first else np_int64(block_last[blk - 1])
     for i in range(n):
         d += docs_out[i] + 1
         docs_out[i] = d
-        tfs_out[i] += 1
 
 
 def np_int64(v):  # replaced by numba's int64 when compiled
@@ -253,8 +257,8 @@ def _seek_block(block_last, lo, hi, d):
 
 
 def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
-               block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals, out_ids,
-               bufd, buft):
+               block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals,
+               out_ids, bufd, buft):
     """The ``k`` best passages of one query. ``q_terms``: its distinct terms; ``q_order``: its tokens in order, as
     indices into ``q_terms`` (bm25s adds a repeated word again, in order); ``q_weight``: each distinct term's
     Lucene weight (boost x idf). ``fill``: complete a short list with score-0 passages (bm25s's way). Writes
@@ -282,7 +286,7 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
             ub[i] = mult[i] * f64(term_max[t])
         first[i] = term_first[t]
         blk[i] = term_first[t]
-        bend[i] = term_first[t + 1]
+        bend[i] = term_end[t]
         if blk[i] < bend[i]:
             n = min(BLOCK, term_df[t])
             decode_block(words, block_off, block_bits, block_last, blk[i], first[i], n, bufd[i], buft[i])
@@ -385,7 +389,7 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
         while n < k and i < num_docs:
             hit = False
             for u in range(nt):
-                if _contains(q_terms[u], i, words, block_off, block_bits, block_last, term_df, term_first,
+                if _contains(q_terms[u], i, words, block_off, block_bits, block_last, term_df, term_first, term_end,
                              bufd[nt], buft[nt]):
                     hit = True
                     break
@@ -435,9 +439,9 @@ def _advance(i, d, q_terms, words, block_off, block_bits, block_last, term_df, t
     cur[i] = bufd[i, p]
 
 
-def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_first, bd, bt):
+def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_first, term_end, bd, bt):
     f = term_first[t]
-    e = term_first[t + 1]
+    e = term_end[t]
     bb = _seek_block(block_last, f, e, d)
     if bb >= e:
         return False
@@ -450,7 +454,8 @@ def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_firs
 
 
 def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
-                block_last, block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill,
+                block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs,
+                fill,
                 out_vals, out_ids, counts):
     """:func:`search_one` for each query of a batch (``flat[ptr[i]:ptr[i+1]]`` its distinct terms,
     ``order_flat[order_ptr[i]:order_ptr[i+1]]`` its token order, ``weights`` beside ``flat``)."""
@@ -464,12 +469,13 @@ def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
         if ptr[i + 1] > ptr[i]:
             counts[i] = search_one(flat[ptr[i]:ptr[i + 1]], order_flat[order_ptr[i]:order_ptr[i + 1]],
                                    weights[ptr[i]:ptr[i + 1]], k, mode, method, params, words, block_off, block_bits,
-                                   block_last, block_max, term_first, term_df, term_max, idf, nonocc, doc_len, tie,
+                                   block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len,
+                                   tie,
                                    num_docs, fill, out_vals[i], out_ids[i], bufd, buft)
 
 
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
-                    block_bits, block_last, term_first, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
+                    block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
                     out_ids, counts):
     """Every passage scored, term after term in the query's token order (bm25s's own loop), plus ``offsets[i]``
     (the non-occurrence scores bm25l and bm25+ give every passage), then the ``k`` best."""
@@ -492,7 +498,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
             u = order_flat[j]
             t = terms[u]
             f = term_first[t]
-            for bb in range(f, term_first[t + 1]):
+            for bb in range(f, term_end[t]):
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
@@ -536,16 +542,15 @@ def tie_adjust(vals, counts):
 
 
 def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, mode, method, params, idf, nonocc,
-                doc_len, block_max, term_max):
-    """Each block's and each term's largest score (bm25s: the float32 score; Lucene: the largest
-    ``float32(freq * cache[norm])``, from which a query's weight gives the bound)."""
+                doc_len, block_max):
+    """Each block's largest score (bm25s: the float32 score; Lucene: the largest ``float32(freq * cache[norm])``,
+    from which a query's weight gives the bound)."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
     for t in range(term_df.shape[0]):
         f = term_first[t]
-        tm = f32(-np.inf)
         for bb in range(f, term_first[t + 1]):
             nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
             decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
@@ -559,9 +564,16 @@ def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, m
                 if v > m:
                     m = v
             block_max[bb] = m
-            if m > tm:
-                tm = m
-        term_max[t] = tm if term_first[t + 1] > f else f32(0.0)
+
+
+def term_maxima(block_max, first, end, out):
+    """Each term's largest block maximum (its ``[first, end)`` blocks; 0 for none)."""
+    for i in range(first.shape[0]):
+        m = f32(0.0)
+        for bb in range(first[i], end[i]):
+            if block_max[bb] > m:
+                m = block_max[bb]
+        out[i] = m
 
 
 import numpy as np  # noqa: E402  (the kernels read it as a global)
@@ -576,7 +588,8 @@ def kernels() -> dict[str, Any]:
         g = globals()
         names = ("_bits", "_words", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
-                 "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds")
+                 "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds",
+                 "term_maxima")
         try:
             from numba import float32, float64, int64, njit
         except ImportError:
@@ -592,8 +605,6 @@ def kernels() -> dict[str, Any]:
 
 
 # -- build ------------------------------------------------------------------------------------------------------
-FILES = ("words.npy", "block_off.npy", "block_bits.npy", "block_last.npy", "block_max.npy", "term_first.npy",
-         "term_df.npy", "term_max.npy", "idf.npy")
 
 
 def int_to_byte4(n: Any) -> Any:
@@ -728,10 +739,7 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         doc_count = int((lengths > 0).sum())
         sum_ttf = int(lengths.sum())
         avgdl = float(np.float32(sum_ttf / doc_count)) if doc_count else 0.0
-        idf = np.zeros(n_vocab, dtype=np.float32)
-        vals, inv = np.unique(df, return_inverse=True)
-        idf[:] = np.array([float(np.float32(math.log(1 + (doc_count - int(v) + 0.5) / (int(v) + 0.5)))) if v else 0.0
-                           for v in vals], dtype=np.float32)[inv]
+        idf = Idf(facts | {"preset": "lucene", "doc_count": doc_count}).many(df)
         doc_len = int_to_byte4(lengths)
         cache = lucene_cache(params["k1"], params["b"], avgdl)
         facts.update(doc_count=doc_count, sum_total_term_freq=sum_ttf, avgdl=avgdl)
@@ -743,36 +751,68 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         nonocc = np.zeros(n_vocab, dtype=np.float32)
         mode, method, avg = LUCENE, 0, avgdl
     else:
-        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
-
         avg = lengths.mean() if n_docs else 0.0  # float64, as bm25s computes it
         facts.update(avgdl=float(avg))
-        idf_fn, tfc_fn = _select_idf_scorer(params["method"]), _select_tfc_scorer(params["method"])
-        vals, inv = np.unique(df, return_inverse=True)
-        idf = np.array([idf_fn(int(v), N=n_docs) if v else 0.0 for v in vals])[inv].astype(np.float32)
-        nonocc = np.zeros(n_vocab, dtype=np.float32)
-        if params["method"] in ("bm25l", "bm25+"):
-            tfc0 = tfc_fn(tf_array=0, l_d=avg, l_avg=avg, k1=params["k1"], b=params["b"], delta=params["delta"])
-            nonocc = np.array([idf_fn(int(v), N=n_docs) * tfc0 if v else 0.0 for v in vals])[inv].astype(np.float32)
-            np.save(directory / "nonocc.npy", nonocc)
+        stats = Idf(facts)
+        idf, nonocc = stats.many(df), stats.many(df, nonocc=True)
         doc_len = lengths.astype(np.uint32)
         cache = np.zeros(256, dtype=np.float32)
         mode, method = BM25S, METHOD_CODES[params["method"]]
     kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(avg)],
                               cache.astype(np.float64)]).astype(np.float64)
     block_max = np.zeros(nb, dtype=np.float32)
-    term_max = np.zeros(n_vocab, dtype=np.float32)
     term_df = df.astype(np.uint32)
     k["term_bounds"](words, block_off, block_bits, block_last, term_first, term_df, mode, method, kparams, idf,
-                     nonocc, doc_len, block_max, term_max)
-    for name, arr in (("words.npy", words), ("block_off.npy", block_off), ("block_bits.npy", block_bits),
-                      ("block_last.npy", block_last), ("block_max.npy", block_max), ("term_first.npy", term_first),
-                      ("term_df.npy", term_df), ("term_max.npy", term_max), ("idf.npy", idf),
-                      ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
+                     nonocc, doc_len, block_max)
+    small = int(block_off[-1]) < (1 << 32) and nb < (1 << 32)  # 4-byte offsets while they fit
+    for name, arr in (("words.npy", words), ("block_off.npy", block_off.astype(np.uint32) if small else block_off),
+                      ("block_bits.npy", block_bits), ("block_last.npy", block_last), ("block_max.npy", block_max),
+                      ("term_first.npy", term_first.astype(np.uint32) if small else term_first),
+                      ("term_df.npy", term_df), ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
         np.save(directory / name, arr, allow_pickle=False)
     (directory / "params.json").write_text(json.dumps(facts, indent=1) + "\n")
     write_vocab(directory / "vocab.arrow", words_sorted)
     return facts
+
+
+class Idf:
+    """A term's idf (float32) from its document frequency, as the preset computes it (Lucene's ``BM25Similarity``,
+    or bm25s's variant), and bm25l's / bm25+'s score for passages without the term; computed when asked (an index
+    stores only the frequencies), the same arithmetic as bm25s's and Lucene's."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+        self.lucene = params.get("preset", "bm25s") == "lucene"
+        self._cache: dict[tuple[int, bool], float] = {}
+        if not self.lucene:
+            from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+            self._idf = _select_idf_scorer(params["method"])
+            self._nonocc = params["method"] in ("bm25l", "bm25+")
+            avg = np.float64(params["avgdl"])
+            self._tfc0 = _select_tfc_scorer(params["method"])(tf_array=0, l_d=avg, l_avg=avg, k1=params["k1"],
+                                                               b=params["b"], delta=params["delta"])
+
+    def one(self, df: int, *, nonocc: bool = False) -> float:
+        key = (df, nonocc)
+        got = self._cache.get(key)
+        if got is None:
+            if not df:
+                got = 0.0
+            elif self.lucene:
+                n = self.params["doc_count"]
+                got = 0.0 if nonocc else float(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))
+            elif nonocc:
+                got = float(np.float32(self._idf(df, N=self.params["num_docs"]) * self._tfc0)) if self._nonocc else 0.0
+            else:
+                got = float(np.float32(self._idf(df, N=self.params["num_docs"])))
+            if len(self._cache) < 1_000_000:
+                self._cache[key] = got
+        return got
+
+    def many(self, dfs: Any, *, nonocc: bool = False) -> Any:
+        vals, inv = np.unique(np.asarray(dfs, dtype=np.int64), return_inverse=True)
+        return np.array([self.one(int(v), nonocc=nonocc) for v in vals], dtype=np.float32)[inv].reshape(-1)
 
 
 # -- search -------------------------------------------------------------------------------------------------------
@@ -789,26 +829,40 @@ class PostingsIndex:
         load = lambda name: np.asarray(np.load(d / name, mmap_mode="r"))  # noqa: E731  (a plain view: numba types it fast)
         self.words, self.block_off, self.block_bits = load("words.npy"), load("block_off.npy"), load("block_bits.npy")
         self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
-        self.term_first, self.term_df, self.term_max = load("term_first.npy"), load("term_df.npy"), load("term_max.npy")
-        self.idf = load("idf.npy")
+        self.term_first, self.term_df = load("term_first.npy"), load("term_df.npy")
+        self.stats = Idf(params)
         if self.preset == "lucene":
             self.mode, self.method = LUCENE, 0
             self.doc_len = load("doc_norm.npy")
             self.tie = load("doc_tie.npy")
             cache = lucene_cache(params["k1"], params["b"], params["avgdl"])
-            avg = float(params["avgdl"])
         else:
             self.mode, self.method = BM25S, METHOD_CODES[params["method"]]
             self.doc_len = load("doc_len.npy")
             self.tie = np.zeros(0, np.uint32)
             cache = np.zeros(256, np.float32)
-            avg = float(params["avgdl"])
-        self.nonocc = load("nonocc.npy") if (d / "nonocc.npy").exists() else np.zeros(len(self.idf), np.float32)
         self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
-        self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), avg],
+        self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(params["avgdl"])],
                                        cache.astype(np.float64)]).astype(np.float64)
         self.compiled = compiled
         self.k = kernels() if compiled else {}
+
+    def terms(self, terms: Any) -> dict[str, Any]:
+        """The arrays the search reads of ``terms`` (term ids): first and end block, document frequency, idf,
+        non-occurrence score (bm25l, bm25+) and largest block maximum, each an array beside ``terms``."""
+        t = np.asarray(terms, dtype=np.int64)
+        first = self.term_first[t].astype(np.int64)
+        end = self.term_first[t + 1].astype(np.int64)
+        df = self.term_df[t].astype(np.int64)
+        out = {"first": first, "end": end, "df": df, "idf": np.array([self.stats.one(int(x)) for x in df], np.float32),
+               "nonocc": np.array([self.stats.one(int(x), nonocc=True) for x in df], np.float32),
+               "max": np.zeros(len(t), np.float32)}
+        if self.compiled:
+            self.k["term_maxima"](self.block_max, first, end, out["max"])
+        else:
+            out["max"] = np.array([self.block_max[f:e].max() if e > f else 0 for f, e in zip(first, end, strict=True)],
+                                  np.float32)
+        return out
 
     def _args(self):
         return (self.words, self.block_off, self.block_bits, self.block_last)
@@ -837,37 +891,39 @@ class PostingsIndex:
         live = [i for i, (terms, _, _) in enumerate(parsed) if terms]
         if not live or not k:
             return ids, scores
-        flat = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
+        glob = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
+        uniq, flat = np.unique(glob, return_inverse=True)  # the batch's terms, and each query's as indices into them
+        flat = flat.reshape(-1).astype(np.int64)
+        ta = self.terms(uniq)
         ptr = np.zeros(len(live) + 1, dtype=np.int64)
         np.cumsum([len(parsed[i][0]) for i in live], out=ptr[1:])
         oflat = np.fromiter(itertools.chain.from_iterable(parsed[i][1] for i in live), dtype=np.int64)
         optr = np.zeros(len(live) + 1, dtype=np.int64)
         np.cumsum([len(parsed[i][1]) for i in live], out=optr[1:])
         boosts = np.fromiter(itertools.chain.from_iterable(parsed[i][2] for i in live), dtype=np.float32)
-        weights = (boosts * np.asarray(self.idf)[flat]).astype(np.float32)  # Lucene: boost x idf, in float32
+        weights = (boosts * ta["idf"][flat]).astype(np.float32)  # Lucene: boost x idf, in float32
         vals = np.zeros((len(live), k), dtype=np.float32)
         got = np.full((len(live), k), -1, dtype=np.int64)
         counts = np.zeros(len(live), dtype=np.int64)
         exhaustive = self.exhaustive or not prune
         offsets = np.zeros(len(live), dtype=np.float32)
         if self.exhaustive:
-            nonocc = np.asarray(self.nonocc)
-            for j in range(len(live)):
-                toks = flat[ptr[j] + oflat[optr[j]:optr[j + 1]]]
-                offsets[j] = nonocc[toks].sum()
+            for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
+                offsets[j] = ta["nonocc"][flat[ptr[j] + oflat[optr[j]:optr[j + 1]]]].sum()
         fill = self.mode == BM25S
+        common = (ta["first"], ta["end"], ta["df"])
 
         def run(lo: int, hi: int) -> None:
             if exhaustive:
                 self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
-                                          self.mode, self.method, self.kparams, *self._args(), self.term_first,
-                                          self.term_df, self.idf, self.nonocc, self.doc_len, self.tie, self.num_docs,
-                                          vals[lo:hi], got[lo:hi], counts[lo:hi])
+                                          self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
+                                          ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
+                                          got[lo:hi], counts[lo:hi])
             else:
                 self.k["search_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
-                                      self.method, self.kparams, *self._args(), self.block_max, self.term_first,
-                                      self.term_df, self.term_max, self.idf, self.nonocc, self.doc_len, self.tie,
-                                      self.num_docs, fill, vals[lo:hi], got[lo:hi], counts[lo:hi])
+                                      self.method, self.kparams, *self._args(), self.block_max, *common, ta["max"],
+                                      ta["idf"], ta["nonocc"], self.doc_len, self.tie, self.num_docs, fill,
+                                      vals[lo:hi], got[lo:hi], counts[lo:hi])
 
         m = len(live)
         if threads <= 1 or m == 1:
@@ -883,8 +939,6 @@ class PostingsIndex:
         ids[live] = np.where(got >= 0, got, -1).astype(np.int32)
         scores[live] = np.where(got >= 0, vals, 0).astype(np.float32)
         return ids, scores
-
-
 
 
 # -- the numpy backend: every passage scored with NumPy (no numba), the same answers ------------------------------
@@ -908,7 +962,8 @@ def numpy_postings(ix: PostingsIndex, t: int) -> tuple[Any, Any]:
             out.append(((two >> (bit & 31).astype(np.uint64)) & np.uint64((1 << w) - 1)).astype(np.int64))
             at += (n * w + 31) >> 5
         base = -1 if bb == f else int(ix.block_last[bb - 1])
-        docs.append(base + np.cumsum(out[0] + 1))
+        # a block of one posting stores no gap: its passage is its last
+        docs.append(np.array([int(ix.block_last[bb])]) if n == 1 else base + np.cumsum(out[0] + 1))
         tfs.append(out[1] + 1)
     if not docs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -929,9 +984,9 @@ def numpy_scores(ix: PostingsIndex, t: int, weight: float, docs: Any, tfs: Any) 
     tfc = _select_tfc_scorer(p["method"])(tf_array=tfs.astype(np.float32), l_d=np.asarray(ix.doc_len)[docs]
                                           .astype(np.int64), l_avg=np.float64(p["avgdl"]), k1=p["k1"], b=p["b"],
                                           delta=p["delta"])
-    sc = ix.idf[t] * tfc
+    sc = np.float32(ix.stats.one(int(ix.term_df[t]))) * tfc
     if ix.exhaustive:
-        sc -= ix.nonocc[t]
+        sc -= np.float32(ix.stats.one(int(ix.term_df[t]), nonocc=True))
     return sc.astype(np.float32)
 
 
@@ -950,7 +1005,7 @@ def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], lis
             acc = np.zeros(ix.num_docs, np.float64)
             hit = np.zeros(ix.num_docs, bool)
             for (docs, tfs), t, boost in zip(posts, terms, boosts, strict=True):
-                w = np.float32(boost) * ix.idf[t]
+                w = np.float32(boost) * np.float32(ix.stats.one(int(ix.term_df[t])))
                 acc[docs] += numpy_scores(ix, t, w, docs, tfs)
                 hit[docs] = True
             total = acc.astype(np.float32)
@@ -961,7 +1016,8 @@ def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], lis
                 docs, tfs = posts[u]
                 total[docs] += numpy_scores(ix, terms[u], 0.0, docs, tfs)
             if ix.exhaustive:
-                total += np.asarray(ix.nonocc)[[terms[u] for u in order]].sum()
+                total += np.array([ix.stats.one(int(ix.term_df[terms[u]]), nonocc=True) for u in order],
+                                  np.float32).sum()
             cand = np.arange(ix.num_docs)
         best = cand[np.lexsort((tie[cand], -total[cand]))][:k]
         ids[q, :len(best)] = best
