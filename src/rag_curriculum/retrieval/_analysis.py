@@ -23,7 +23,8 @@ import threading
 from typing import Any
 
 from ._porter import stem_many
-from ._uax29 import compile_all
+from ._uax29 import compile_all, hash_kernels
+from ._uax29_table import LOWER, RUNS
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (pyserini's default stop words).
 ENGLISH_STOP_WORDS = frozenset((
@@ -44,8 +45,6 @@ def _tables():
     with _TABLES_LOCK:
         if _TABLES is None:
             import numpy as np
-
-            from ._uax29_table import LOWER, RUNS
 
             runs = np.asarray(RUNS, dtype=np.int64).reshape(-1, 2)
             lengths = np.diff(np.append(runs[:, 0], 0x110000))
@@ -172,8 +171,6 @@ class Bm25sWords:
     def spans(self, texts: list[str], counts: Any):
         import numpy as np
 
-        from ._uax29 import hash_kernels
-
         word_spans = hash_kernels()[0]
         lowered = [t.lower() for t in texts]  # text by text: str.lower's final sigma looks at its neighbours
         cps = np.frombuffer("".join(lowered).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
@@ -208,8 +205,6 @@ class TermIds:
     def _reserve(self, more: int) -> None:
         import numpy as np
 
-        from ._uax29 import hash_kernels
-
         need = 2 * (self._used + more)
         cap = len(self._keys1)
         if need <= cap:
@@ -222,8 +217,6 @@ class TermIds:
 
     def ids(self, texts: list[str]):
         import numpy as np
-
-        from ._uax29 import hash_kernels
 
         _, hash_spans, lookup, resolve, _ = hash_kernels()
         n = len(texts)

@@ -30,12 +30,16 @@ import os
 import re
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import CurriculumError
-from ._config import SPLITTER, IndexConfig
+from .._settings import rule
+from ..errors import CurriculumError, UsageError
 from ._kinds import RetrieverKind
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,103 @@ VOCAB = "vocab.arrow"  # inside BM25_DIR: the words sorted by their UTF-8 bytes 
 PARAMS = "params.json"  # inside BM25_DIR: the preset, its parameters and the collection's statistics
 TOKENS = ".tokens.int32"  # the build's temporary token file
 ENGINE = 1  # the postings format's version (params.json)
+
+
+#: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+#: The token pattern (bm25s's default splitter): runs of two or more word characters.
+SPLITTER = r"(?u)\b\w\w+\b"
+#: ``--bm25``: the BM25 scoring presets (``auto`` picks one from the input).
+BM25_PRESETS = ("auto", "bm25s", "lucene")
+#: Each preset's k1 and b (bm25s's defaults; Anserini's, which pyserini and Search-R1 run).
+PRESET_K1_B = {"bm25s": (1.5, 0.75), "lucene": (0.9, 0.4)}
+
+
+@dataclass
+class BM25Options:
+    """The BM25 kind's options (``curriculum index --k1 ...``; fields of IndexConfig)."""
+
+    k1: float | None = rule(None, ge=0, le=100, help=(
+        "BM25 k1 (term-frequency saturation); default: the preset's (bm25s 1.5, lucene 0.9)."))
+    b: float | None = rule(None, ge=0, le=1, help=(
+        "BM25 b (length normalisation); default: the preset's (bm25s 0.75, lucene 0.4)."))
+    method: str = rule("lucene", choices=METHODS, help=(
+        "BM25 variant (bm25s method): lucene (default) | robertson | atire | bm25l | bm25+. bm25s preset only."))
+    delta: float = rule(0.5, ge=0, le=100, help="delta of the bm25l and bm25+ variants (ignored by the others).")
+    stopwords: str = rule("en", choices=("en", "none"), help=(
+        "Stop words dropped by the tokenizer: en (bm25s's English list) | none. bm25s preset only."))
+    bm25: str = rule("auto", choices=BM25_PRESETS, help=(
+        "BM25 scoring: auto (lucene for a Search-R1 corpus of {\"id\", \"contents\"} lines or --dataset search-r1, "
+        "else bm25s) | bm25s (bm25s's tokenizer and variants: --method, --stopwords, --k1 1.5, --b 0.75) | lucene "
+        "(pyserini's defaults, what Search-R1's BM25 retriever ranks with: Lucene's English analyzer on each "
+        "passage's contents, Lucene's BM25 with k1 0.9 and b 0.4, its length norms and tie order)."))
+
+
+def search_r1_corpus(path: str | None) -> bool:
+    """Whether the corpus file's first line is Search-R1's (and FlashRAG's) ``{"id", "contents"}`` layout."""
+    if not path:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    return isinstance(rec, dict) and "contents" in rec and "text" not in rec
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return False
+
+
+def check_config(cfg: IndexConfig) -> None:
+    """``--bm25 auto`` made a preset (recorded as such), the preset's k1 and b where none were given; a bm25s
+    option given to the Lucene preset refused (one line, before anything is written)."""
+    if cfg.bm25 == "auto":
+        cfg.bm25 = "lucene" if (cfg.dataset == "search-r1" or search_r1_corpus(cfg.corpus)) else "bm25s"
+    if cfg.bm25 == "lucene":
+        given = [f"--{f}" for f, default in (("method", "lucene"), ("stopwords", "en"), ("delta", 0.5))
+                 if getattr(cfg, f) != default]
+        if given:
+            raise UsageError(f"{given[0]} is a bm25s option; --bm25 lucene analyzes and scores as pyserini does",
+                             hint="drop it, or pass --bm25 bm25s")
+    k1, b = PRESET_K1_B[cfg.bm25]
+    cfg.k1 = k1 if cfg.k1 is None else cfg.k1
+    cfg.b = b if cfg.b is None else cfg.b
+
+
+def preset(cfg: IndexConfig) -> str:
+    """The configuration's BM25 preset (``auto`` resolved)."""
+    if cfg.bm25 == "auto" or cfg.k1 is None or cfg.b is None:
+        check_config(cfg)
+    return cfg.bm25
+
+
+def tokenizer_info(cfg: IndexConfig) -> dict[str, Any]:
+    """The tokenizer, as the manifest records it (queries are tokenized the same way)."""
+    if preset(cfg) == "lucene":
+        return {"library": "rag-curriculum", "analyzer": "lucene-english",
+                "as": "pyserini's default (Anserini DefaultEnglishAnalyzer, Lucene 9)",
+                "chain": ["StandardTokenizer (UAX#29, max 255)", "EnglishPossessiveFilter", "LowerCaseFilter",
+                          "StopFilter (33 English stop words)", "PorterStemFilter"], "fields": "contents"}
+    return {"library": "bm25s", "class": "bm25s.tokenization.Tokenizer", "lower": True,
+            "splitter": SPLITTER, "stopwords": None if cfg.stopwords == "none" else cfg.stopwords,
+            "stemmer": None, "fields": "title + ' ' + text"}
+
+
+def bm25_params(cfg: IndexConfig) -> dict[str, Any]:
+    """The scoring parameters, as the manifest records them (the bm25s preset's as they always were).
+
+    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> bm25_params(IndexConfig(dataset="musique", input="f.jsonl"))["k1"]
+    1.5
+    >>> bm25_params(IndexConfig(dataset="musique", input="f.jsonl", bm25="lucene"))["k1"]
+    0.9
+    """
+    if preset(cfg) == "lucene":
+        return {"preset": "lucene", "k1": cfg.k1, "b": cfg.b, "similarity": "BM25Similarity (Lucene 9)",
+                "norms": "one byte (SmallFloat.intToByte4)", "query": "bag of words, boosted by counts",
+                "ties": "id string", "scores": "pyserini's (rounded to 1e-4, ties lowered by 1e-6)"}
+    return {"k1": cfg.k1, "b": cfg.b, "method": cfg.method, "idf_method": cfg.method, "delta": cfg.delta,
+            "dtype": "float32"}
 
 
 class BM25Error(CurriculumError):
@@ -143,18 +244,12 @@ class Vocabulary:
         return got
 
 
-# -- presets -----------------------------------------------------------------------------------------------------
-PRESETS = ("bm25s", "lucene")
-#: The Lucene preset's parameters: Anserini's defaults (SearchCollection: bm25.k1 0.9, bm25.b 0.4).
-LUCENE_K1, LUCENE_B = 0.9, 0.4
-
-
 class BM25Builder:
     """The BM25 kind's side of a build: :meth:`add` each block of passages, then :meth:`finish`."""
 
     def __init__(self, cfg: IndexConfig, tmp: Path, *, backend: str) -> None:
         self.cfg, self.tmp, self.backend = cfg, tmp, backend
-        self.preset = cfg.bm25_preset()
+        self.preset = preset(cfg)
         from ._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
 
         if self.preset == "lucene":
@@ -192,7 +287,7 @@ class BM25Builder:
         path = self.tmp / TOKENS
         tokens = np.memmap(path, dtype=np.int32, mode="r") if self.tokens else np.zeros(0, np.int32)
         vocab = self.terms.vocab
-        params = self.cfg.bm25_params()
+        params = bm25_params(self.cfg)
         try:
             stats = write_postings(self.tmp / BM25_DIR, tokens, lengths, vocab, params,
                                    doc_ids=self.doc_ids if self.preset == "lucene" else None,
@@ -200,7 +295,7 @@ class BM25Builder:
         finally:
             del tokens
             path.unlink(missing_ok=True)
-        facts: dict[str, Any] = {"bm25": params, "tokenizer": self.cfg.tokenizer_info()}
+        facts: dict[str, Any] = {"bm25": params, "tokenizer": tokenizer_info(self.cfg)}
         if self.preset == "bm25s":
             import bm25s
 
@@ -348,5 +443,15 @@ def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> BM25Builder:
     return BM25Builder(cfg, tmp, backend=backend(cfg.backend))
 
 
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a BM25 index's settings."""
+    bm = manifest["bm25"]
+    if bm.get("preset") == "lucene":
+        return f"lucene (pyserini's defaults) k1={bm['k1']} b={bm['b']}"
+    return f"bm25s {manifest['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}"
+
+
 KIND = RetrieverKind("bm25", builder=_builder, open=_open, check=check_version, manifest_keys=MANIFEST_KEYS,
-                     description="BM25 (bm25s's scoring, or Lucene's as pyserini runs it): sparse lexical ranking")
+                     description="BM25 (bm25s's scoring, or Lucene's as pyserini runs it): sparse lexical ranking",
+                     options=BM25Options, check_config=check_config, label="BM25", negatives="BM25 hard negatives",
+                     summary=summary, warm_on_build=True)

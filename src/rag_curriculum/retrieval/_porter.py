@@ -11,6 +11,11 @@ word).
 
 from __future__ import annotations
 
+try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
+    import numba
+except ImportError:  # pragma: no cover
+    numba = None
+
 _A, _E, _I, _O, _U, _Y = 97, 101, 105, 111, 117, 121
 
 

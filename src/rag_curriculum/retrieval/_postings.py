@@ -25,6 +25,13 @@ import json
 import math
 from typing import Any
 
+from ._bm25 import BM25Error, _pool, write_vocab
+
+try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
+    import numba
+except ImportError:  # pragma: no cover
+    numba = None
+
 BLOCK = 128  # postings per block
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
@@ -669,8 +676,6 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
     temporary memory-mapped files), then the encoding. Returns the collection's facts."""
     from pathlib import Path
 
-    from ._bm25 import BM25Error, write_vocab
-
     k = kernels()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -929,8 +934,6 @@ class PostingsIndex:
         if threads <= 1 or m == 1:
             run(0, m)
         else:
-            from ._bm25 import _pool
-
             parts = min(m, threads * 4)
             cuts = [m * i // parts for i in range(parts + 1)]
             list(_pool(threads).map(lambda c: run(*c), zip(cuts[:-1], cuts[1:], strict=True)))

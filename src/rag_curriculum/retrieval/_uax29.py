@@ -21,6 +21,11 @@ there and the rest scanned on its own.
 
 from __future__ import annotations
 
+try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
+    import numba
+except ImportError:  # pragma: no cover
+    numba = None
+
 # the low 4 bits of a class: the character's word-break value (UAX#29, as Lucene's grammar reads it)
 OTHER, ALETTER, HEBREW, NUMERIC, KATAKANA, MIDLETTER, MIDNUM, MIDNUMLET, SQUOTE, DQUOTE, EXTNUMLET, EXTEND, ZWJ, \
     REGIONAL, PRESSEL = range(15)
