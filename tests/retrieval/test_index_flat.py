@@ -207,7 +207,7 @@ def test_the_postings_decode_to_what_was_encoded(tmp_path):
     enc = _postings.kernels()["encode"]
     scratch = np.zeros((2, 128), np.int64)
     enc(docs, tfs, starts, first, last, off, bits, np.zeros(0, np.uint32), scratch)
-    words = np.zeros(int(off[-1]) + 2, np.uint32)
+    words = np.zeros((int(off[-1]) + 3) // 4 + 2, np.uint32)  # block offsets are in bytes
     enc(docs, tfs, starts, first, last, off, bits, words, scratch)
     assert bits.max() == 32 and bits.min() == 0
 
@@ -216,7 +216,8 @@ def test_the_postings_decode_to_what_was_encoded(tmp_path):
 
     ix = Ix()
     ix.words, ix.block_off, ix.block_bits, ix.block_last, ix.term_first = words, off, bits, last, first
-    ix.term_df = np.array([len(d) for d, _ in terms], np.uint32)
+    dfs = np.array([len(d) for d, _ in terms], np.int64)
+    ix.df = lambda t: dfs[np.asarray(t)]
     for t, (d, f) in enumerate(terms):
         got_d, got_f = _postings.numpy_postings(ix, t)
         assert got_d.tolist() == d.tolist() and got_f.tolist() == f.tolist(), t

@@ -22,7 +22,6 @@ row: binary search, nothing loaded at start-up).
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import json
 import logging
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BM25_DIR = "bm25"
-VOCAB = "vocab.arrow"  # inside BM25_DIR: the words sorted by their UTF-8 bytes (a word's id is its row)
+VOCAB = "vocab"  # inside BM25_DIR: vocab.npy / vocab_off.npy, the words front-coded in UTF-8 byte order
 PARAMS = "params.json"  # inside BM25_DIR: the preset, its parameters and the collection's statistics
 TOKENS = ".tokens.int32"  # the build's temporary token file
 ENGINE = 1  # the postings format's version (params.json)
@@ -195,48 +194,124 @@ def tokenize_flat(tok: Any, titles: list[str], texts: list[str], *, chunk: int =
     return np.concatenate(parts), np.concatenate(lens)
 
 
-def write_vocab(path: Path, words: list[str]) -> None:
-    """The vocabulary as an Arrow file: ``word``, sorted by UTF-8 bytes (a word's id is its row)."""
-    import pyarrow as pa
+#: Words per block of the front-coded vocabulary (each block's first word whole, the others as what they share with
+#: the word before and the rest).
+VOCAB_BLOCK = 16
 
-    big = sum(len(w.encode("utf-8")) for w in words) >= (1 << 31) - 1  # 4-byte offsets while they fit
-    table = pa.table({"word": pa.array(words, pa.large_string() if big else pa.string())})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def write_vocab(path: Path, words: list[str]) -> None:
+    """The vocabulary, front-coded (``vocab.npy``: the bytes; ``vocab_off.npy``: where each block of
+    :data:`VOCAB_BLOCK` words starts, then the number of words): the words sorted by their UTF-8 bytes, a word's id
+    its rank. Each word is (its shared prefix with the word before, one byte; the rest's length, a varint; the
+    rest), the first of each block sharing nothing."""
+    import numpy as np
+
+    blob = bytearray()
+    offs = []
+    prev = b""
+    for i, w in enumerate(words):
+        key = w.encode("utf-8")
+        if i % VOCAB_BLOCK == 0:
+            offs.append(len(blob))
+            shared = 0
+        else:
+            shared = 0
+            top = min(len(prev), len(key), 255)
+            while shared < top and prev[shared] == key[shared]:
+                shared += 1
+        blob.append(shared)
+        blob += _varint(len(key) - shared)
+        blob += key[shared:]
+        prev = key
+    offs.append(len(blob))
+    offs.append(len(words))
+    path = Path(path)
+    np.save(path.with_name(path.stem + ".npy"), np.frombuffer(bytes(blob), dtype=np.uint8), allow_pickle=False)
+    np.save(path.with_name(path.stem + "_off.npy"), np.asarray(offs, dtype=np.int64), allow_pickle=False)
 
 
 class Vocabulary:
-    """Word -> id over ``vocab.arrow``, memory-mapped: a binary search over the sorted UTF-8 words (no dict is
-    built, so a vocabulary of millions of words is ready at once); found words are kept in a small cache."""
+    """Word -> id over the front-coded vocabulary (:func:`write_vocab`), memory-mapped: a binary search over the
+    blocks' first words, then the block decoded (no dict is built, so a vocabulary of millions of words is ready
+    at once); found words are kept in a small cache."""
 
     def __init__(self, path: Path) -> None:
         import numpy as np
-        import pyarrow as pa
 
-        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all().combine_chunks()
-        words = table.column("word").chunk(0) if table.num_rows else pa.array([], pa.string())
-        _, offs, data = words.buffers()
-        wide = pa.types.is_large_string(words.type)
-        self._offsets = np.frombuffer(offs, np.int64 if wide else np.int32)[words.offset:words.offset + len(words) + 1] \
-            if len(words) else np.zeros(1, np.int64)
-        self._data = memoryview(data) if data is not None else memoryview(b"")
-        self._n = len(words)
+        path = Path(path)
+        self._blob = memoryview(np.load(path.with_name(path.stem + ".npy"), mmap_mode="r"))
+        off = np.load(path.with_name(path.stem + "_off.npy"), mmap_mode="r")
+        self._off = off[:-1]
+        self._n = int(off[-1])
+        self._blocks = len(self._off) - 1
         self._cache: dict[str, int | None] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i: int) -> bytes:  # the i-th word's bytes (bisect reads it as a sequence)
-        return bytes(self._data[self._offsets[i]:self._offsets[i + 1]])
+    def _entry(self, p: int, prev: bytes) -> tuple[bytes, int]:
+        blob = self._blob
+        shared = blob[p]
+        p += 1
+        n = shift = 0
+        while True:
+            byte = blob[p]
+            p += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        return prev[:shared] + bytes(blob[p:p + n]), p + n
+
+    def _head(self, b: int) -> bytes:
+        return self._entry(int(self._off[b]), b"")[0]
+
+    def block(self, b: int) -> list[bytes]:
+        """The words of block ``b``."""
+        p, end = int(self._off[b]), int(self._off[b + 1])
+        out, prev = [], b""
+        while p < end:
+            prev, p = self._entry(p, prev)
+            out.append(prev)
+        return out
+
+    def __getitem__(self, i: int) -> bytes:  # the i-th word's bytes
+        return self.block(i // VOCAB_BLOCK)[i % VOCAB_BLOCK]
 
     def get(self, word: str) -> int | None:
         hit = self._cache.get(word, -1)
         if hit != -1:
             return hit  # type: ignore[return-value]
         key = word.encode("utf-8")
-        i = bisect.bisect_left(self, key)  # type: ignore[arg-type]
-        got = i if i < self._n and self[i] == key else None
+        lo, hi = 0, self._blocks  # the last block whose first word is <= key
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self._head(mid) <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        got = None
+        if lo:
+            b = lo - 1
+            for j, w in enumerate(self.block(b)):
+                if w == key:
+                    got = b * VOCAB_BLOCK + j
+                    break
+                if w > key:
+                    break
         with self._lock:
             if len(self._cache) > 200_000:
                 self._cache.clear()

@@ -50,19 +50,30 @@ def _bits(v):
     return n
 
 
-def _words(n, w):
-    """32-bit words holding ``n`` values of ``w`` bits."""
-    return (n * w + 31) >> 5
+def _bytes(n, wd, wf):
+    """Bytes a block of ``n`` postings takes: its gaps (``wd`` bits each) and frequencies (``wf``), packed."""
+    return (n * (wd + wf) + 7) >> 3
 
 
-def _pack(values, n, w, words, at):
-    """``values[:n]``, ``w`` bits each, into ``words`` from word ``at`` (zeroed beforehand)."""
+#: Block maxima are stored as 16-bit steps of 1/1024 on a log scale from QMIN: a bound a hair above the true maximum.
+QMIN = 1e-6
+QLOG = math.log1p(1.0 / 1024.0)
+
+
+def _qmax(q):
+    """The bound a stored block maximum stands for (0 for 0)."""
+    if q == 0:
+        return 0.0
+    return QMIN * math.exp(q * QLOG)
+
+
+def _pack(values, n, w, words, bit):
+    """``values[:n]``, ``w`` bits each, into ``words`` from bit ``bit`` (zeroed beforehand)."""
     if w == 0:
         return
-    bit = 0
     for i in range(n):
         v = values[i]
-        wi = at + (bit >> 5)
+        wi = bit >> 5
         sh = bit & 31
         words[wi] |= (v << sh) & 0xFFFFFFFF
         if sh + w > 32:
@@ -70,15 +81,15 @@ def _pack(values, n, w, words, at):
         bit += w
 
 
-def _unpack(words, at, n, w, out):
+def _unpack(words, bit, n, w, out):
+    """``n`` values of ``w`` bits from bit ``bit`` of ``words``."""
     if w == 0:
         for i in range(n):
             out[i] = 0
         return
     mask = (1 << w) - 1
-    bit = 0
     for i in range(n):
-        wi = at + (bit >> 5)
+        wi = bit >> 5
         two = np_int64(words[wi]) | (np_int64(words[wi + 1]) << 32)  # the stream is padded with a word at its end
         out[i] = (two >> (bit & 31)) & mask
         bit += w
@@ -116,11 +127,11 @@ def encode(docs, tfs, term_starts, block_first, block_last, block_off, block_bit
                 block_bits[blk, 0] = wd
                 block_bits[blk, 1] = wf
                 block_last[blk] = prev
-                block_off[blk + 1] = np_int64(block_off[blk]) + _words(n, wd) + _words(n, wf)
+                block_off[blk + 1] = np_int64(block_off[blk]) + _bytes(n, wd, wf)
             else:
-                at = np_int64(block_off[blk])
-                _pack(gaps, n, wd, words, at)
-                _pack(fr, n, wf, words, at + _words(n, wd))
+                bit = np_int64(block_off[blk]) * 8
+                _pack(gaps, n, wd, words, bit)
+                _pack(fr, n, wf, words, bit + n * wd)
             blk += 1
 
 
@@ -128,14 +139,14 @@ def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_o
     """Block ``blk`` (``first``: its term's first block; ``n``: its postings) into ``docs_out`` / ``tfs_out``."""
     wd = block_bits[blk, 0]
     wf = block_bits[blk, 1]
-    at = np_int64(block_off[blk])
-    _unpack(words, at + _words(n, wd), n, wf, tfs_out)
+    bit = np_int64(block_off[blk]) * 8
+    _unpack(words, bit + n * wd, n, wf, tfs_out)
     for i in range(n):
         tfs_out[i] += 1
     if n == 1:  # a block of one posting stores no gap: its passage is its last
         docs_out[0] = np_int64(block_last[blk])
         return
-    _unpack(words, at, n, wd, docs_out)
+    _unpack(words, bit, n, wd, docs_out)
     d = np_int64(-1) if blk == first else np_int64(block_last[blk - 1])
     for i in range(n):
         d += docs_out[i] + 1
@@ -342,9 +353,9 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
                 if bb >= bend[i]:
                     continue
                 if mode == LUCENE:
-                    bm += lucene_value_bound(f64(block_max[bb]), f64(q_weight[i]))
+                    bm += lucene_value_bound(_qmax(block_max[bb]), f64(q_weight[i]))
                 else:
-                    bm += mult[i] * f64(block_max[bb])
+                    bm += mult[i] * _qmax(block_max[bb])
                 if block_last[bb] + 1 < nxt:
                     nxt = block_last[bb] + 1
             if bm < floor:  # no passage up to the nearest block end can make it: skip there
@@ -574,13 +585,13 @@ def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, m
 
 
 def term_maxima(block_max, first, end, out):
-    """Each term's largest block maximum (its ``[first, end)`` blocks; 0 for none)."""
+    """Each term's largest block maximum (its ``[first, end)`` blocks, stored quantized; 0 for none), float64."""
     for i in range(first.shape[0]):
-        m = f32(0.0)
+        m = 0
         for bb in range(first[i], end[i]):
             if block_max[bb] > m:
                 m = block_max[bb]
-        out[i] = m
+        out[i] = _qmax(m)
 
 
 import numpy as np  # noqa: E402  (the kernels read it as a global)
@@ -593,7 +604,7 @@ def kernels() -> dict[str, Any]:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        names = ("_bits", "_words", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
+        names = ("_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds",
                  "term_maxima")
@@ -603,7 +614,7 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
-            small = ("_bits", "_words", "_unpack", "decode_block", "_score", "lucene_value_bound", "_worse",
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "decode_block", "_score", "lucene_value_bound", "_worse",
                      "_seek_block", "_load", "_next", "_advance")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
@@ -733,7 +744,7 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         scratch = np.zeros((2, BLOCK), dtype=np.int64)
         k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, np.zeros(0, np.uint32),
                     scratch)
-        words = np.zeros(int(block_off[-1]) + 2, dtype=np.uint32)  # padded: the decoder reads a word past the end
+        words = np.zeros((int(block_off[-1]) + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
         k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
     finally:
         del docs, tfs
@@ -770,14 +781,31 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
     k["term_bounds"](words, block_off, block_bits, block_last, term_first, term_df, mode, method, kparams, idf,
                      nonocc, doc_len, block_max)
     small = int(block_off[-1]) < (1 << 32) and nb < (1 << 32)  # 4-byte offsets while they fit
+    last_n = np.where(df > 0, df - (nblocks - 1) * BLOCK, 0).astype(np.uint8)  # postings in a term's last block
     for name, arr in (("words.npy", words), ("block_off.npy", block_off.astype(np.uint32) if small else block_off),
-                      ("block_bits.npy", block_bits), ("block_last.npy", block_last), ("block_max.npy", block_max),
+                      ("block_bits.npy", block_bits), ("block_last.npy", block_last),
+                      ("block_max.npy", quantize_max(block_max)),
                       ("term_first.npy", term_first.astype(np.uint32) if small else term_first),
-                      ("term_df.npy", term_df), ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
+                      ("term_last_n.npy", last_n), ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
         np.save(directory / name, arr, allow_pickle=False)
     (directory / "params.json").write_text(json.dumps(facts, indent=1) + "\n")
-    write_vocab(directory / "vocab.arrow", words_sorted)
+    write_vocab(directory / "vocab", words_sorted)
     return facts
+
+
+def quantize_max(block_max: Any) -> Any:
+    """Block maxima as 16-bit steps (see :data:`QMIN`): the smallest step whose bound is at least the maximum."""
+    v = np.asarray(block_max, dtype=np.float64)
+    q = np.zeros(len(v), dtype=np.int64)
+    pos = v > 0
+    q[pos] = np.ceil(np.log(np.maximum(v[pos], QMIN) / QMIN) / QLOG).astype(np.int64)
+    q[pos] = np.maximum(q[pos], 1)
+    low = pos & (QMIN * np.exp(q * QLOG) < v)  # a float rounding below the maximum: one step up
+    q[low] += 1
+    if (q > 65535).any():
+        raise BM25Error("a block's largest score is beyond the 16-bit scale (above 1e22)",
+                        hint="a BM25 score that large means broken parameters")
+    return q.astype(np.uint16)
 
 
 class Idf:
@@ -834,7 +862,7 @@ class PostingsIndex:
         load = lambda name: np.asarray(np.load(d / name, mmap_mode="r"))  # noqa: E731  (a plain view: numba types it fast)
         self.words, self.block_off, self.block_bits = load("words.npy"), load("block_off.npy"), load("block_bits.npy")
         self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
-        self.term_first, self.term_df = load("term_first.npy"), load("term_df.npy")
+        self.term_first, self.term_last_n = load("term_first.npy"), load("term_last_n.npy")
         self.stats = Idf(params)
         if self.preset == "lucene":
             self.mode, self.method = LUCENE, 0
@@ -858,16 +886,19 @@ class PostingsIndex:
         t = np.asarray(terms, dtype=np.int64)
         first = self.term_first[t].astype(np.int64)
         end = self.term_first[t + 1].astype(np.int64)
-        df = self.term_df[t].astype(np.int64)
+        df = self.df(t)
         out = {"first": first, "end": end, "df": df, "idf": np.array([self.stats.one(int(x)) for x in df], np.float32),
                "nonocc": np.array([self.stats.one(int(x), nonocc=True) for x in df], np.float32),
-               "max": np.zeros(len(t), np.float32)}
+               "max": np.zeros(len(t), np.float64)}
         if self.compiled:
             self.k["term_maxima"](self.block_max, first, end, out["max"])
-        else:
-            out["max"] = np.array([self.block_max[f:e].max() if e > f else 0 for f, e in zip(first, end, strict=True)],
-                                  np.float32)
         return out
+
+    def df(self, terms: Any) -> Any:
+        """Document frequencies (int64) of ``terms``: 128 a block, the last block's own count."""
+        t = np.asarray(terms, dtype=np.int64)
+        nblocks = self.term_first[t + 1].astype(np.int64) - self.term_first[t].astype(np.int64)
+        return np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
 
     def _args(self):
         return (self.words, self.block_off, self.block_bits, self.block_last)
@@ -877,7 +908,7 @@ class PostingsIndex:
         sum for bm25l and bm25+ only), one query alone and a batch across threads."""
         if not self.compiled:
             return
-        live = np.flatnonzero(np.asarray(self.term_df) > 0)
+        live = np.flatnonzero(np.diff(np.asarray(self.term_first[:1 << 16])) > 0)
         if len(live):
             q = ([int(live[0])], [0], [1.0])
             self.search([q], 1, threads=1)
@@ -948,22 +979,22 @@ class PostingsIndex:
 def numpy_postings(ix: PostingsIndex, t: int) -> tuple[Any, Any]:
     """Term ``t``'s postings (passages, frequencies), decoded with NumPy."""
     f, e = int(ix.term_first[t]), int(ix.term_first[t + 1])
-    df = int(ix.term_df[t])
+    df = int(ix.df([t])[0])
     docs, tfs = [], []
     words = ix.words
     for bb in range(f, e):
         n = min(BLOCK, df - (bb - f) * BLOCK)
-        at = int(ix.block_off[bb])
+        bit = int(ix.block_off[bb]) * 8
         out = []
         for w in (int(ix.block_bits[bb, 0]), int(ix.block_bits[bb, 1])):
             if w == 0:
                 out.append(np.zeros(n, np.int64))
                 continue
-            bit = np.arange(n, dtype=np.int64) * w
-            wi = at + (bit >> 5)
+            pos = bit + np.arange(n, dtype=np.int64) * w
+            wi = pos >> 5
             two = words[wi].astype(np.uint64) | (words[wi + 1].astype(np.uint64) << np.uint64(32))
-            out.append(((two >> (bit & 31).astype(np.uint64)) & np.uint64((1 << w) - 1)).astype(np.int64))
-            at += (n * w + 31) >> 5
+            out.append(((two >> (pos & 31).astype(np.uint64)) & np.uint64((1 << w) - 1)).astype(np.int64))
+            bit += n * w
         base = -1 if bb == f else int(ix.block_last[bb - 1])
         # a block of one posting stores no gap: its passage is its last
         docs.append(np.array([int(ix.block_last[bb])]) if n == 1 else base + np.cumsum(out[0] + 1))
@@ -987,9 +1018,9 @@ def numpy_scores(ix: PostingsIndex, t: int, weight: float, docs: Any, tfs: Any) 
     tfc = _select_tfc_scorer(p["method"])(tf_array=tfs.astype(np.float32), l_d=np.asarray(ix.doc_len)[docs]
                                           .astype(np.int64), l_avg=np.float64(p["avgdl"]), k1=p["k1"], b=p["b"],
                                           delta=p["delta"])
-    sc = np.float32(ix.stats.one(int(ix.term_df[t]))) * tfc
+    sc = np.float32(ix.stats.one(int(ix.df([t])[0]))) * tfc
     if ix.exhaustive:
-        sc -= np.float32(ix.stats.one(int(ix.term_df[t]), nonocc=True))
+        sc -= np.float32(ix.stats.one(int(ix.df([t])[0]), nonocc=True))
     return sc.astype(np.float32)
 
 
@@ -1008,7 +1039,7 @@ def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], lis
             acc = np.zeros(ix.num_docs, np.float64)
             hit = np.zeros(ix.num_docs, bool)
             for (docs, tfs), t, boost in zip(posts, terms, boosts, strict=True):
-                w = np.float32(boost) * np.float32(ix.stats.one(int(ix.term_df[t])))
+                w = np.float32(boost) * np.float32(ix.stats.one(int(ix.df([t])[0])))
                 acc[docs] += numpy_scores(ix, t, w, docs, tfs)
                 hit[docs] = True
             total = acc.astype(np.float32)
@@ -1019,7 +1050,7 @@ def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], lis
                 docs, tfs = posts[u]
                 total[docs] += numpy_scores(ix, terms[u], 0.0, docs, tfs)
             if ix.exhaustive:
-                total += np.array([ix.stats.one(int(ix.term_df[terms[u]]), nonocc=True) for u in order],
+                total += np.array([ix.stats.one(int(ix.df([terms[u]])[0]), nonocc=True) for u in order],
                                   np.float32).sum()
             cand = np.arange(ix.num_docs)
         best = cand[np.lexsort((tie[cand], -total[cand]))][:k]
