@@ -179,6 +179,23 @@ def test_the_vocabulary_file_reads_every_word(built):
     assert v.get("zzqxj-not-a-word") is None
 
 
+def test_the_front_coded_vocabulary_finds_every_word(tmp_path):
+    """Blocks of 16 words, each stored as what it shares with the word before and the rest: words sharing more
+    than 255 bytes, words longer than a one-byte length, accents, CJK, emoji, the empty word, block edges."""
+    words = {"", "a", "ab", "abc", "b", "é", "éa", "東京", "😀", "x" * 300, "x" * 300 + "y", "x" * 299 + "z", "y" * 200}
+    words |= {f"w{i:05d}" for i in range(1000)} | {f"w{i:05d}suffix" for i in range(0, 1000, 3)}
+    ordered = sorted(words, key=lambda w: w.encode("utf-8"))
+    _bm25.write_vocab(tmp_path / "vocab", ordered)
+    v = _bm25.Vocabulary(tmp_path / "vocab")
+    assert len(v) == len(ordered)
+    for i, w in enumerate(ordered):
+        assert v.get(w) == i and v[i] == w.encode("utf-8"), w[:20]
+    for w in ("zzz", "w00001x", "x" * 301, "aa", "\U0010ffff"):
+        assert v.get(w) is None
+    _bm25.write_vocab(tmp_path / "none", [])
+    assert len(_bm25.Vocabulary(tmp_path / "none")) == 0 and _bm25.Vocabulary(tmp_path / "none").get("a") is None
+
+
 def test_the_postings_decode_to_what_was_encoded(tmp_path):
     """Blocks of every width from 0 to 32 bits (gaps of 1, huge gaps, frequencies of 1 and of 2**32 - 2), partial last
     blocks, terms of one posting: decoded by the compiled loop's reader (through the NumPy one) as written."""
