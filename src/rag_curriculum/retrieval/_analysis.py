@@ -110,6 +110,13 @@ class LuceneEnglishAnalyzer:
         t = scan(cls, lower, cps, ends, starts, stops, counts, True)
         return cps, starts, stops, t
 
+    def new_terms(self, surfaces: list[str]) -> list[str | None]:
+        """Each (distinct) surface form's term, None for a stop word, without keeping them (:class:`TermIds`
+        keeps its own table)."""
+        keep = [s for s in surfaces if s not in ENGLISH_STOP_WORDS]
+        stems = dict(zip(keep, stem_many(keep), strict=True))
+        return [stems.get(s) for s in surfaces]
+
     def terms_of(self, surfaces: list[str]) -> list[str | None]:
         """Each surface form's term (None: a stop word), through the cache."""
         cache = self._terms
@@ -180,7 +187,7 @@ class Bm25sWords:
         t = word_spans(_isword(), cps, ends, starts, stops, counts)
         return cps, starts, stops, t
 
-    def terms_of(self, surfaces: list[str]) -> list[str | None]:
+    def new_terms(self, surfaces: list[str]) -> list[str | None]:
         return [None if s in self.stop else s for s in surfaces]
 
 
@@ -243,7 +250,7 @@ class TermIds:
                 surfaces = [text[a:b] for a, b in zip(starts[firsts].tolist(), stops[firsts].tolist(), strict=True)]
                 vocab = self.vocab
                 new_ids = np.empty(nnew, dtype=np.int64)
-                for j, term in enumerate(self.analyzer.terms_of(surfaces)):
+                for j, term in enumerate(self.analyzer.new_terms(surfaces)):
                     if term is None:
                         new_ids[j] = -1
                     else:
