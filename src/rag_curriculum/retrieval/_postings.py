@@ -668,13 +668,12 @@ def lucene_cache(k1: float, b: float, avgdl: Any) -> Any:
         return (f(1) / (k1 * ((f(1) - b) + (b * table) / avgdl))).astype(np.float32)
 
 
-def _pairs(tokens: Any, offsets: Any, lengths: Any, s: int, e: int, n_vocab: int, perm: Any):
-    """The (document, term, frequency) triples of documents ``s .. e-1``, by document then term (``perm``: the
-    terms' new ids)."""
+def _pairs(tokens: Any, offsets: Any, lengths: Any, s: int, e: int, n_docs: int, perm: Any):
+    """The distinct (term, document) pairs of documents ``s .. e-1`` as keys ``term * n_docs + document``, sorted
+    (by term, then document), and each pair's frequency (``perm``: the terms' new ids)."""
     d = np.repeat(np.arange(s, e, dtype=np.int64), lengths[s:e])
     t = perm[np.asarray(tokens[offsets[s]:offsets[e]], dtype=np.int64)]
-    key, tf = np.unique(d * n_vocab + t, return_counts=True)
-    return key // n_vocab, key % n_vocab, tf
+    return np.unique(t * max(n_docs, 1) + d, return_counts=True)
 
 
 def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, int], params: dict[str, Any], *,
@@ -704,35 +703,45 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
     perm[np.fromiter((vocab[w] for w in words_sorted), dtype=np.int64, count=n_vocab)] = np.arange(n_vocab)
     offsets = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # pass 1: document frequencies
+    # pass 1: each block's distinct (term, document) pairs, sorted, into a temporary file; document frequencies
     df = np.zeros(n_vocab, dtype=np.int64)
-    for s in range(0, n_docs, docs_per_step):
-        e = min(n_docs, s + docs_per_step)
-        _, term, _ = _pairs(tokens, offsets, lengths, s, e, n_vocab, perm)
-        df += np.bincount(term, minlength=n_vocab)
-        if bar is not None:
-            bar.advance(task, e - s)
-    starts = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=starts[1:])
-    nnz = int(starts[-1])
-    # pass 2: postings into term order (temporary, memory-mapped)
-    tmp_d, tmp_f = directory / ".docs.tmp", directory / ".tfs.tmp"
-    docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
-    tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+    tmp_k, tmp_d, tmp_f = directory / ".pairs.tmp", directory / ".docs.tmp", directory / ".tfs.tmp"
+    sizes = []
+    nd = max(n_docs, 1)
     try:
+        with open(tmp_k, "wb") as f:
+            for s in range(0, n_docs, docs_per_step):
+                e = min(n_docs, s + docs_per_step)
+                key, tf = _pairs(tokens, offsets, lengths, s, e, n_docs, perm)
+                df += np.bincount(key // nd, minlength=n_vocab)
+                f.write(key.tobytes())
+                f.write(tf.astype(np.int64).tobytes())
+                sizes.append(len(key))
+                if bar is not None:
+                    bar.advance(task, e - s)
+        starts = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(df, out=starts[1:])
+        nnz = int(starts[-1])
+        # pass 2: the pairs into term order (temporary, memory-mapped)
+        docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+        tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+        pairs = np.memmap(tmp_k, dtype=np.int64, mode="r") if nnz else np.zeros(0, np.int64)
         cursor = starts[:-1].copy()
-        for s in range(0, n_docs, docs_per_step):
-            e = min(n_docs, s + docs_per_step)
-            doc, term, tf = _pairs(tokens, offsets, lengths, s, e, n_vocab, perm)
-            order = np.argsort(term, kind="stable")  # a block's documents stay ascending within each term
-            t_sorted = term[order]
-            uniq, first, counts = np.unique(t_sorted, return_index=True, return_counts=True)
-            pos = cursor[t_sorted] + (np.arange(len(t_sorted)) - np.repeat(first, counts))
-            docs[pos] = doc[order]
-            tfs[pos] = tf[order]
-            cursor[uniq] += counts
-            if bar is not None:
-                bar.advance(task, e - s)
+        at = 0
+        for n in sizes:
+            key, tf = pairs[at:at + n], pairs[at + n:at + 2 * n]
+            at += 2 * n
+            if not n:  # a block of passages without a term
+                continue
+            term = key // nd
+            first = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])  # each term's run
+            counts = np.diff(np.append(first, n))
+            t_first = term[first]
+            pos = np.repeat(cursor[t_first], counts) + (np.arange(n) - np.repeat(first, counts))
+            docs[pos] = key % nd
+            tfs[pos] = tf
+            cursor[t_first] += counts
+        del pairs
         # the blocks: sizes, then the words
         nblocks = (df + BLOCK - 1) // BLOCK
         term_first = np.zeros(n_vocab + 1, dtype=np.int64)
@@ -747,9 +756,9 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         words = np.zeros((int(block_off[-1]) + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
         k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
     finally:
-        del docs, tfs
-        tmp_d.unlink(missing_ok=True)
-        tmp_f.unlink(missing_ok=True)
+        docs = tfs = None
+        for f in (tmp_k, tmp_d, tmp_f):
+            f.unlink(missing_ok=True)
     facts: dict[str, Any] = {"engine": 1, **params, "num_docs": n_docs, "postings": nnz, "blocks": nb}
     if preset == "lucene":
         doc_count = int((lengths > 0).sum())
