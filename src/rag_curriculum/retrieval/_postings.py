@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BLOCK = 128  # postings per block
+USE_BMW = True  # block-max checks in WAND (see bench/bench_pyserini.py)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
 # scoring presets (the kernels' ``mode``)
@@ -343,7 +344,7 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
         while pivot + 1 < nt and cur[order[pivot + 1]] == pd:
             pivot += 1
         # block-max check: the blocks holding pd, of the lists up to the pivot
-        if n == k:
+        if n == k and USE_BMW:
             bm = 0.0
             nxt = big
             for j in range(pivot + 1):
