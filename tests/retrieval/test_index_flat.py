@@ -185,13 +185,16 @@ def test_the_front_coded_vocabulary_finds_every_word(tmp_path):
     words = {"", "a", "ab", "abc", "b", "é", "éa", "東京", "😀", "x" * 300, "x" * 300 + "y", "x" * 299 + "z", "y" * 200}
     words |= {f"w{i:05d}" for i in range(1000)} | {f"w{i:05d}suffix" for i in range(0, 1000, 3)}
     ordered = sorted(words, key=lambda w: w.encode("utf-8"))
+    words |= {"x" * 256, "x" * 255 + "a", "x" * 400 + "b"}  # shared prefixes capped at 255 bytes
+    ordered = sorted(words, key=lambda w: w.encode("utf-8"))
     _bm25.write_vocab(tmp_path / "vocab", ordered)
-    v = _bm25.Vocabulary(tmp_path / "vocab")
-    assert len(v) == len(ordered)
-    for i, w in enumerate(ordered):
-        assert v.get(w) == i and v[i] == w.encode("utf-8"), w[:20]
-    for w in ("zzz", "w00001x", "x" * 301, "aa", "\U0010ffff"):
-        assert v.get(w) is None
+    for compiled in (False, True):  # the Python walk and the compiled one (what a numba search uses)
+        v = _bm25.Vocabulary(tmp_path / "vocab", compiled=compiled)
+        assert len(v) == len(ordered)
+        for i, w in enumerate(ordered):
+            assert v.get(w) == i and v[i] == w.encode("utf-8"), w[:20]
+        for w in ("zzz", "w00001x", "x" * 301, "x" * 255, "x" * 257, "aa", "w0", "w00001suffi", "\U0010ffff"):
+            assert v.get(w) is None, w[:20]
     _bm25.write_vocab(tmp_path / "none", [])
     assert len(_bm25.Vocabulary(tmp_path / "none")) == 0 and _bm25.Vocabulary(tmp_path / "none").get("a") is None
 

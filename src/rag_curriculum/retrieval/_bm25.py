@@ -247,7 +247,7 @@ class Vocabulary:
     blocks' first words, then the block decoded (no dict is built, so a vocabulary of millions of words is ready
     at once); found words are kept in a small cache."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, compiled: bool = False) -> None:
         import numpy as np
 
         path = Path(path)
@@ -258,6 +258,13 @@ class Vocabulary:
         self._blocks = len(self._off) - 1
         self._cache: dict[str, int | None] = {}
         self._lock = threading.Lock()
+        self._arr = np.asarray(np.load(path.with_name(path.stem + ".npy"), mmap_mode="r"))
+        self._offs = np.asarray(off[:-1], dtype=np.int64)
+        self._find = None
+        if compiled:
+            from ._postings import kernels
+
+            self._find = kernels()["vocab_find"]
 
     def __len__(self) -> int:
         return self._n
@@ -296,6 +303,16 @@ class Vocabulary:
         if hit != -1:
             return hit  # type: ignore[return-value]
         key = word.encode("utf-8")
+        if self._find is not None:
+            import numpy as np
+
+            i = self._find(self._arr, self._offs, np.frombuffer(key, np.uint8), VOCAB_BLOCK)
+            got = None if i < 0 else int(i)
+            with self._lock:
+                if len(self._cache) > 200_000:
+                    self._cache.clear()
+                self._cache[word] = got
+            return got
         lo, hi = 0, self._blocks  # the last block whose first word is <= key
         while lo < hi:
             mid = (lo + hi) >> 1
@@ -421,7 +438,7 @@ class BM25Searcher:
         self.postings = PostingsIndex(d, params, compiled=self.backend == "numba")
         self.preset = self.postings.preset
         self.num_docs = self.postings.num_docs
-        self.vocab = Vocabulary(d / VOCAB)
+        self.vocab = Vocabulary(d / VOCAB, compiled=self.backend == "numba")
         self.prune = True  # block-max WAND where it applies (False: the exhaustive sum; the same answers)
         self._split = re.compile(SPLITTER).findall  # stop words are never in the vocabulary: dropped as unknown
         self._analyzer = None

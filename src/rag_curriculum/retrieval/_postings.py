@@ -585,6 +585,74 @@ def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, m
             block_max[bb] = m
 
 
+def _varint_at(blob, p):
+    """(value, next position) of the varint at ``p``."""
+    n = 0
+    shift = 0
+    while True:
+        byte = np_int64(blob[p])
+        p += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return n, p
+
+
+def vocab_find(blob, off, key, block):
+    """The id of the word ``key`` (UTF-8 bytes) in the front-coded vocabulary (``blob``; ``off``: each block's start,
+    then the end; ``block`` words a block), or -1: a binary search over the blocks' first words, then the block
+    walked with how much of ``key`` the word before matched (a word sharing less with its predecessor than that
+    is past ``key``)."""
+    nk = key.shape[0]
+    lo = 0
+    hi = off.shape[0] - 1
+    while lo < hi:  # the first block whose first word is > key
+        mid = (lo + hi) >> 1
+        n, p = _varint_at(blob, off[mid] + 1)
+        c = 0
+        i = 0
+        while i < n and i < nk:
+            if blob[p + i] != key[i]:
+                c = -1 if blob[p + i] < key[i] else 1
+                break
+            i += 1
+        if c == 0:
+            c = -1 if n < nk else (1 if n > nk else 0)
+        if c <= 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return -1
+    b = lo - 1
+    p = off[b]
+    end = off[b + 1]
+    m = 0  # bytes of key the word before matched
+    j = 0
+    while p < end:
+        shared = np_int64(blob[p])
+        n, p = _varint_at(blob, p + 1)
+        if shared == 255 and m > 255:  # a shared prefix capped at 255: compare from there
+            m = 255
+        if shared > m:  # shares with key what the word before did, and is as far below it
+            p += n
+            j += 1
+            continue
+        if shared < m:  # past key
+            return -1
+        i = 0
+        while i < n and m + i < nk and blob[p + i] == key[m + i]:
+            i += 1
+        if i == n and m + i == nk:
+            return b * block + j
+        if m + i == nk or (i < n and blob[p + i] > key[m + i]):  # key is a prefix of it, or it is above key
+            return -1
+        m += i
+        p += n
+        j += 1
+    return -1
+
+
 def term_maxima(block_max, first, end, out):
     """Each term's largest block maximum (its ``[first, end)`` blocks, stored quantized; 0 for none), float64."""
     for i in range(first.shape[0]):
@@ -605,7 +673,7 @@ def kernels() -> dict[str, Any]:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        names = ("_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
+        names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds",
                  "term_maxima")
