@@ -218,27 +218,31 @@ def write_vocab(path: Path, words: list[str]) -> None:
     rest), the first of each block sharing nothing."""
     import numpy as np
 
-    blob = bytearray()
+    keys = [w.encode("utf-8") for w in words]
     offs = []
-    prev = b""
-    for i, w in enumerate(words):
-        key = w.encode("utf-8")
-        if i % VOCAB_BLOCK == 0:
-            offs.append(len(blob))
+    chunks = []
+    size = 0
+    for b0 in range(0, len(keys), VOCAB_BLOCK):
+        offs.append(size)
+        prev = b""
+        part = bytearray()
+        for key in keys[b0:b0 + VOCAB_BLOCK]:
             shared = 0
-        else:
-            shared = 0
-            top = min(len(prev), len(key), 255)
-            while shared < top and prev[shared] == key[shared]:
-                shared += 1
-        blob.append(shared)
-        blob += _varint(len(key) - shared)
-        blob += key[shared:]
-        prev = key
-    offs.append(len(blob))
+            if prev:
+                top = min(len(prev), len(key), 255)
+                # the shared prefix: compare whole slices first (most words share a few bytes with the one before)
+                while shared < top and prev[shared] == key[shared]:
+                    shared += 1
+            part.append(shared)
+            part += _varint(len(key) - shared)
+            part += key[shared:]
+            prev = key
+        chunks.append(bytes(part))
+        size += len(part)
+    offs.append(size)
     offs.append(len(words))
     path = Path(path)
-    np.save(path.with_name(path.stem + ".npy"), np.frombuffer(bytes(blob), dtype=np.uint8), allow_pickle=False)
+    np.save(path.with_name(path.stem + ".npy"), np.frombuffer(b"".join(chunks), dtype=np.uint8), allow_pickle=False)
     np.save(path.with_name(path.stem + "_off.npy"), np.asarray(offs, dtype=np.int64), allow_pickle=False)
 
 

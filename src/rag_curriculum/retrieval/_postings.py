@@ -767,7 +767,7 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
                         f"ids in [{int(np.min(tokens)) if len(tokens) else 0}, "
                         f"{int(np.max(tokens)) if len(tokens) else 0}] for a vocabulary of {n_vocab:,}",
                         hint="pass the tokenizer's arrays and its own vocabulary")
-    words_sorted = sorted(vocab, key=lambda w: w.encode("utf-8"))
+    words_sorted = sorted(vocab)  # code point order is UTF-8 byte order (the readers refuse lone surrogates)
     perm = np.empty(n_vocab, dtype=np.int64)
     perm[np.fromiter((vocab[w] for w in words_sorted), dtype=np.int64, count=n_vocab)] = np.arange(n_vocab)
     offsets = np.zeros(n_docs + 1, dtype=np.int64)
