@@ -32,6 +32,8 @@ ENGLISH_STOP_WORDS = frozenset((
     "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will",
     "with"))
 
+#: Surface forms whose terms a query analyzer keeps (then it starts again).
+CACHE_TERMS = 1 << 20
 #: Characters the tokenizer scans at once (its token spans: 16 bytes a character at most).
 SCAN_CHARS = 1 << 20
 
@@ -121,14 +123,17 @@ class LuceneEnglishAnalyzer:
         """Each surface form's term (None: a stop word), through the cache."""
         cache = self._terms
         missing = set(surfaces).difference(cache)
-        if missing:
-            new = list(missing)
-            keep = [s for s in new if s not in ENGLISH_STOP_WORDS]
-            stems = dict(zip(keep, stem_many(keep), strict=True))
-            with self._lock:
-                for s in new:
-                    cache[s] = stems.get(s)
-        return list(map(cache.__getitem__, surfaces))
+        if not missing:
+            return list(map(cache.__getitem__, surfaces))
+        new = list(missing)
+        keep = [s for s in new if s not in ENGLISH_STOP_WORDS]
+        stems = dict(zip(keep, stem_many(keep), strict=True))
+        with self._lock:
+            if len(cache) > CACHE_TERMS:  # a long-running server's queries: the cache stays bounded
+                cache.clear()
+            for s in new:
+                cache[s] = stems.get(s)
+        return [cache[s] if s in cache else stems.get(s) for s in surfaces]
 
     def terms(self, text: str) -> list[str]:
         """The analyzed terms of one text, in order (stop words dropped)."""
