@@ -876,11 +876,11 @@ def block_offsets(term_first: Any, last_n: Any, bits: Any) -> Any:
     the index is opened (a few hundred milliseconds at ten million blocks) rather than stored."""
     first = np.asarray(term_first, dtype=np.int64)
     nb = int(first[-1])
-    n = np.full(nb, BLOCK, dtype=np.int64)
+    n = np.full(nb, BLOCK, dtype=np.int32)
     has = first[1:] > first[:-1]
     n[first[1:][has] - 1] = np.asarray(last_n)[has]
-    width = np.asarray(bits, dtype=np.int64)
-    size = (n * (width[:, 0] + width[:, 1]) + 7) >> 3
+    width = np.asarray(bits)
+    size = (n * (width[:, 0].astype(np.int32) + width[:, 1]) + 7) >> 3  # int32: at most 128 x 64 bits
     off = np.zeros(nb + 1, dtype=np.int64)
     np.cumsum(size, out=off[1:])
     return off.astype(np.uint32) if off[-1] < (1 << 32) else off
