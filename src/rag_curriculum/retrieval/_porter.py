@@ -85,97 +85,81 @@ def _cvc(b, i):
     return not (c == 119 or c == 120 or c == _Y)  # w x y
 
 
-def _ends(b, k, s):
-    """Whether ``b[0..k]`` ends with ``s`` (a code-point array); the stem's last index then is ``k - len(s)``."""
-    n = s.shape[0]
+def _ends(b, k, chars, offs, r):
+    """Whether ``b[0..k]`` ends with suffix ``r`` of the table; the stem's last index then is ``k - len``."""
+    lo, hi = offs[r], offs[r + 1]
+    n = hi - lo
     if n > k + 1:
         return False
     for i in range(n):
-        if b[k - n + 1 + i] != s[i]:
+        if b[k - n + 1 + i] != chars[lo + i]:
             return False
     return True
 
 
-def _setto(b, j, s):
-    """``s`` after ``b[0..j]``; the new last index."""
-    for i in range(s.shape[0]):
-        b[j + 1 + i] = s[i]
-    return j + s.shape[0]
+def _setto(b, j, chars, offs, r):
+    """Suffix ``r`` of the table after ``b[0..j]``; the new last index."""
+    lo, hi = offs[r], offs[r + 1]
+    for i in range(hi - lo):
+        b[j + 1 + i] = chars[lo + i]
+    return j + hi - lo
 
 
-def _replace(b, k, old, new, need_m):
-    """If ``b[0..k]`` ends with ``old``: (True, k after replacing it by ``new`` when the stem's measure is above
-    ``need_m``); else (False, k)."""
-    if not _ends(b, k, old):
-        return False, k
-    j = k - old.shape[0]
-    if _m(b, j) > need_m:
-        return True, _setto(b, j, new)
-    return True, k
-
-
-def _stem(b, k, rules):
-    """Stem ``b[0..k]`` in place; the new last index. ``rules``: the suffix tables (see :func:`_rules`)."""
+def _stem(b, k, chars, offs):
+    """Stem ``b[0..k]`` in place; the new last index. ``chars`` / ``offs``: the suffix table (:data:`SUFFIXES`)."""
     if k <= 1:
         return k
-    (sses, ies, eed, ed, ing, at, ate, bl, ble, iz, ize, y, step2_old, step2_new, step3_old, step3_new,
-     step4, ion) = rules
     # step 1ab: plurals, -ed, -ing
     if b[k] == 115:  # s
-        if _ends(b, k, sses):
+        if _ends(b, k, chars, offs, _SSES):
             k -= 2
-        elif _ends(b, k, ies):
-            k = _setto(b, k - 3, ies[:1])
+        elif _ends(b, k, chars, offs, _IES):
+            k = _setto(b, k - 3, chars, offs, _I1)
         elif b[k - 1] != 115:
             k -= 1
-    if _ends(b, k, eed):
+    if _ends(b, k, chars, offs, _EED):
         if _m(b, k - 3) > 0:
             k -= 1
     else:
         j = -1
-        if _ends(b, k, ed) and _vowel_in(b, k - 2):
+        if _ends(b, k, chars, offs, _ED) and _vowel_in(b, k - 2):
             j = k - 2
-        elif _ends(b, k, ing) and _vowel_in(b, k - 3):
+        elif _ends(b, k, chars, offs, _ING) and _vowel_in(b, k - 3):
             j = k - 3
         if j >= 0:
             k = j
-            if _ends(b, k, at):
-                k = _setto(b, k - 2, ate)
-            elif _ends(b, k, bl):
-                k = _setto(b, k - 2, ble)
-            elif _ends(b, k, iz):
-                k = _setto(b, k - 2, ize)
+            if _ends(b, k, chars, offs, _AT):
+                k = _setto(b, k - 2, chars, offs, _ATE)
+            elif _ends(b, k, chars, offs, _BL):
+                k = _setto(b, k - 2, chars, offs, _BLE)
+            elif _ends(b, k, chars, offs, _IZ):
+                k = _setto(b, k - 2, chars, offs, _IZE)
             elif _double(b, k):
                 c = b[k]
                 if not (c == 108 or c == 115 or c == 122):  # l s z
                     k -= 1
             elif _m(b, k) == 1 and _cvc(b, k):
-                k = _setto(b, k, ate[2:])  # "e"
+                k = _setto(b, k, chars, offs, _E1)
     # step 1c: y -> i after a vowel in the stem
-    if _ends(b, k, y) and _vowel_in(b, k - 1):
+    if _ends(b, k, chars, offs, _YS) and _vowel_in(b, k - 1):
         b[k] = _I
-    # step 2 (the suffix table, first match wins; m > 0)
-    if k >= 1:
-        for r in range(len(step2_old)):
-            hit, k2 = _replace(b, k, step2_old[r], step2_new[r], 0)
-            if hit:
-                k = k2
+    # steps 2 and 3: the first suffix of the table that ends the word; replaced where the stem's measure is > 0
+    for lo, hi in ((_STEP2, _STEP3), (_STEP3, _STEP4)):
+        if lo == _STEP2 and k < 1:
+            continue
+        for r in range(lo, hi, 2):
+            if _ends(b, k, chars, offs, r):
+                j = k - (offs[r + 1] - offs[r])
+                if _m(b, j) > 0:
+                    k = _setto(b, j, chars, offs, r + 1)
                 break
-    # step 3
-    for r in range(len(step3_old)):
-        hit, k2 = _replace(b, k, step3_old[r], step3_new[r], 0)
-        if hit:
-            k = k2
-            break
     # step 4: drop a suffix where m > 1
     if k >= 1:
-        for r in range(len(step4)):
-            s = step4[r]
-            if _ends(b, k, s):
-                j = k - s.shape[0]
-                if s.shape[0] == 3 and s[0] == ion[0] and s[1] == ion[1] and s[2] == ion[2]:
-                    if j < 0 or not (b[j] == 115 or b[j] == 116):  # -ion after s or t only
-                        continue
+        for r in range(_STEP4, _END):
+            if _ends(b, k, chars, offs, r):
+                j = k - (offs[r + 1] - offs[r])
+                if r == _ION and (j < 0 or not (b[j] == 115 or b[j] == 116)):  # -ion after s or t only
+                    continue
                 if _m(b, j) > 1:
                     k = j
                 break
@@ -189,62 +173,60 @@ def _stem(b, k, rules):
     return k
 
 
-def stem_words(buf, starts, lengths, out, rules):
+def stem_words(buf, starts, lengths, out, chars, offs):
     """Stem each word ``buf[starts[i]:starts[i] + lengths[i]]`` in place; its new length into ``out[i]``."""
     for i in range(starts.shape[0]):
         s = starts[i]
         b = buf[s:s + lengths[i]]
-        out[i] = _stem(b, lengths[i] - 1, rules) + 1
+        out[i] = _stem(b, lengths[i] - 1, chars, offs) + 1
 
 
-def _arr(word):
+#: The suffix table: the fixed strings, then step 2's and step 3's (old, new) pairs and step 4's suffixes, in the
+#: reference implementation's order (the first that ends a word is the one that applies).
+_FIXED = ["sses", "ies", "i", "eed", "ed", "ing", "at", "ate", "bl", "ble", "iz", "ize", "e", "y"]
+_STEP2_PAIRS = [("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+                ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"), ("ization", "ize"),
+                ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"), ("fulness", "ful"),
+                ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log")]
+_STEP3_PAIRS = [("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""),
+                ("ness", "")]
+_STEP4_LIST = ["al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou", "ism",
+               "ate", "iti", "ous", "ive", "ize"]
+SUFFIXES = _FIXED + [x for pair in _STEP2_PAIRS for x in pair] + [x for pair in _STEP3_PAIRS for x in pair] \
+    + _STEP4_LIST
+(_SSES, _IES, _I1, _EED, _ED, _ING, _AT, _ATE, _BL, _BLE, _IZ, _IZE, _E1, _YS) = range(len(_FIXED))
+_STEP2 = len(_FIXED)
+_STEP3 = _STEP2 + 2 * len(_STEP2_PAIRS)
+_STEP4 = _STEP3 + 2 * len(_STEP3_PAIRS)
+_END = _STEP4 + len(_STEP4_LIST)
+_ION = _STEP4 + _STEP4_LIST.index("ion")
+
+
+def _table():
     import numpy as np
 
-    return np.array([ord(c) for c in word], dtype=np.uint32)
-
-
-def _rules():
-    """The suffix tables, as numba-typed lists of code-point arrays (plain lists without numba)."""
-    step2 = [("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
-             ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"), ("ization", "ize"),
-             ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"), ("fulness", "ful"),
-             ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log")]
-    step3 = [("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""),
-             ("ness", "")]
-    step4 = ["al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou", "ism",
-             "ate", "iti", "ous", "ive", "ize"]
-    try:
-        from numba.typed import List
-    except ImportError:
-        List = list  # noqa: N806
-    def lst(words):  # noqa: E306
-        out = List()
-        for w in words:
-            out.append(_arr(w))
-        return out
-    return (_arr("sses"), _arr("ies"), _arr("eed"), _arr("ed"), _arr("ing"), _arr("at"), _arr("ate"), _arr("bl"),
-            _arr("ble"), _arr("iz"), _arr("ize"), _arr("y"), lst([o for o, _ in step2]), lst([n for _, n in step2]),
-            lst([o for o, _ in step3]), lst([n for _, n in step3]), lst(step4), _arr("ion"))
+    chars = np.array([ord(c) for w in SUFFIXES for c in w], dtype=np.uint32)
+    offs = np.zeros(len(SUFFIXES) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in SUFFIXES], out=offs[1:])
+    return chars, offs
 
 
 _COMPILED = None
 
 
 def compiled():
-    """(stem_words, rules): compiled by numba (cached on disk) where it is installed."""
+    """(stem_words, chars, offs): compiled by numba (cached on disk) where it is installed."""
     global _COMPILED
     if _COMPILED is None:
-        try:
+        g = globals()
+        if numba is not None:
             from numba import njit
-        except ImportError:
-            _COMPILED = (stem_words, _rules())
-        else:
-            g = globals()
-            for name in ("_vowel", "_cons", "_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_replace"):
+
+            for name in ("_vowel", "_cons"):
                 g[name] = njit(cache=True, nogil=True, inline="always")(g[name])
-            for name in ("_stem", "stem_words"):
+            for name in ("_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_stem", "stem_words"):
                 g[name] = njit(cache=True, nogil=True)(g[name])
-            _COMPILED = (g["stem_words"], _rules())
+        _COMPILED = (g["stem_words"], *_table())
     return _COMPILED
 
 
@@ -254,13 +236,13 @@ def stem_many(words: list[str]) -> list[str]:
 
     if not words:
         return []
-    fn, rules = compiled()
+    fn, chars, offs = compiled()
     joined = "".join(words)
     buf = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
     starts = np.zeros(len(words), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     out = np.empty(len(words), dtype=np.int64)
-    fn(buf, starts, lengths, out, rules)
+    fn(buf, starts, lengths, out, chars, offs)
     text = buf.tobytes().decode("utf-32-le", "surrogatepass")
     return [text[s:s + n] for s, n in zip(starts.tolist(), out.tolist(), strict=True)]

@@ -683,8 +683,7 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
-            small = ("_bits", "_bytes", "_qmax", "_unpack", "decode_block", "_score", "lucene_value_bound", "_worse",
-                     "_seek_block", "_load", "_next", "_advance")
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "_score", "lucene_value_bound", "_worse")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}

@@ -243,8 +243,10 @@ def compile_all():
     except ImportError:
         return tokenize_spans
     g = globals()
-    for name in ("_skip_x", "_skip_xs", "_word", "_emoji_seq", "_emoji", "_match", "_window"):
-        g[name] = njit(cache=True, nogil=True, inline="always")(g[name])  # no call (nor reference count) a character
+    for name in ("_skip_x", "_skip_xs", "_word"):  # no call (nor reference count) a character
+        g[name] = njit(cache=True, nogil=True, inline="always")(g[name])
+    for name in ("_emoji_seq", "_emoji", "_match", "_window"):
+        g[name] = njit(cache=True, nogil=True)(g[name])
     g["tokenize_spans"] = njit(cache=True, nogil=True)(g["tokenize_spans"])
     return g["tokenize_spans"]
 
