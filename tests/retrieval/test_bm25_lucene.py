@@ -107,8 +107,9 @@ def test_the_lucene_preset_ranks_as_anserini_on_the_shared_data(lucene_index):
         assert row_scores[:len(w)].tolist() == np.float32([x[1] for x in w]).tolist(), q
     pruned = ix.searcher
     parsed = [pruned.query_terms(q) for q in questions[:300]]
-    full = pruned.postings.search(parsed, 10, prune=False)  # block-max WAND == every passage scored
-    assert np.array_equal(full[0], ids[:300]) and np.array_equal(full[1], scores[:300])
+    for how in ({"prune": False}, {"daat": True}):  # every posting scored; MaxScore's pruning: the same
+        got = pruned.postings.search(parsed, 10, **how)
+        assert np.array_equal(got[0], ids[:300]) and np.array_equal(got[1], scores[:300])
     plain = _postings.numpy_search(pruned.postings, parsed, 10)  # and the NumPy backend's own arithmetic
     assert np.array_equal(plain[0], ids[:300]) and np.array_equal(plain[1], scores[:300])
 

@@ -70,7 +70,7 @@ def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, 
     qs = [t for t in titles[::25]] + [x[:80] for x in texts[::40]] + ["river river river Europe", "the of", "zzqx"]
     pairs = [_parsed(tok, words, q) for q in qs]
     parsed = [p for _, p in pairs]
-    wand, full = ix.search(parsed, 10), ix.search(parsed, 10, prune=False)
+    wand, full = ix.search(parsed, 10, daat=True), ix.search(parsed, 10, prune=False)
     plain = _postings.numpy_search(_postings.PostingsIndex(ix_dir := tmp_path / "bm25", ix.params, compiled=False),
                                    parsed, 10)
     assert ix_dir.is_dir()
@@ -342,15 +342,16 @@ def test_the_compiled_search_is_cached_across_processes(built):
             " + [sum(k[f].stats.cache_misses.values()) for f in ('search_many', 'exhaustive_many')]))\n")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in range(2)]
     got = [int(x) for x in runs[1].stdout.strip().splitlines()[-1].strip("[]").split(",")]
-    # the search loaded from the cache, nothing compiled; the exhaustive sum, which no query of this index takes,
-    # neither compiled nor loaded (a first start compiles only what the index needs)
-    assert got == [1, 0, 0, 0], runs[1].stdout
+    assert got == [1, 1, 0, 0], runs[1].stdout  # both strategies loaded from the cache, nothing compiled
 
 
-def test_pruned_search_is_the_exhaustive_search(built):
-    """Block-max WAND gives exactly what summing every passage gives: the same ids and float32 scores, for queries
-    of 1 to 12 words (repeats included), k from 1 to 50, one at a time and across threads."""
+@pytest.mark.parametrize("daat_postings", [0, 300], ids=["maxscore-always", "mixed"])
+def test_pruned_search_is_the_exhaustive_search(built, monkeypatch, daat_postings):
+    """MaxScore (dynamic pruning) gives exactly what scoring every posting gives: the same ids and float32 scores,
+    for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time and across threads; with every
+    query pruned, and with a batch mixing both strategies."""
     pytest.importorskip("numba")
+    monkeypatch.setattr(_postings, "DAAT_POSTINGS", daat_postings)
     import random
 
     d, manifest, ref, tok = built

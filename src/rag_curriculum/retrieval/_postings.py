@@ -33,7 +33,9 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BLOCK = 128  # postings per block
-USE_BMW = True  # block-max checks in WAND (see bench/bench_pyserini.py)
+#: A query whose lists hold more postings than this is searched with MaxScore's pruning; a smaller one term by
+#: term, every posting (cheaper when there are few: no per-passage bookkeeping). The same answers either way.
+DAAT_POSTINGS = 1 << 18
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
 # scoring presets (the kernels' ``mode``)
@@ -313,77 +315,59 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
             cur[i] = bufd[i, 0]
         else:
             cur[i] = big
-    order = np.arange(nt)
+    # MaxScore (Turtle and Flood): the lists by bound, ascending; the first ``ess`` of them (the non-essential
+    # ones) together cannot reach the k-th score, so only passages of the essential lists are candidates, and a
+    # candidate's non-essential lists are looked up (skipping ahead) only while its score could still get there
+    order = np.argsort(ub)
+    pre = np.zeros(nt + 1, np.float64)  # pre[j]: the bounds of order[0..j) summed
+    for j in range(nt):
+        pre[j + 1] = pre[j] + ub[order[j]]
     rel = max(1e-5, (q_order.shape[0] + 4) * 2.4e-7)  # wider than float32's rounding of a sum of the terms
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
     n = 0
     floor = -np.inf
+    ess = 0
     while True:
-        for a in range(1, nt):  # lists by current passage (nearly sorted already)
-            x = order[a]
-            c = a - 1
-            while c >= 0 and cur[order[c]] > cur[x]:
-                order[c + 1] = order[c]
-                c -= 1
-            order[c + 1] = x
-        acc = 0.0
-        pivot = -1
-        for j in range(nt):
-            i = order[j]
-            if cur[i] == big:
-                break
-            acc += ub[i]
-            if acc >= floor:
-                pivot = j
-                break
-        if pivot < 0:
+        pd = big  # the next candidate: the lowest current passage of the essential lists
+        for j in range(ess, nt):
+            c = cur[order[j]]
+            if c < pd:
+                pd = c
+        if pd == big:
             break
-        pd = cur[order[pivot]]
-        while pivot + 1 < nt and cur[order[pivot + 1]] == pd:
-            pivot += 1
-        # block-max check: the blocks holding pd, of the lists up to the pivot
-        if n == k and USE_BMW:
-            bm = 0.0
-            nxt = big
-            for j in range(pivot + 1):
-                i = order[j]
-                t = q_terms[i]
-                bb = _seek_block(block_last, blk[i], bend[i], pd) if cur[i] < pd else blk[i]
-                if bb >= bend[i]:
-                    continue
-                if mode == LUCENE:
-                    bm += lucene_value_bound(_qmax(block_max[bb]), f64(q_weight[i]))
-                else:
-                    bm += mult[i] * _qmax(block_max[bb])
-                if block_last[bb] + 1 < nxt:
-                    nxt = block_last[bb] + 1
-            if bm < floor:  # no passage up to the nearest block end can make it: skip there
-                if pivot + 1 < nt and cur[order[pivot + 1]] < nxt:
-                    nxt = cur[order[pivot + 1]]
-                if nxt <= pd:
-                    nxt = pd + 1
-                for j in range(pivot + 1):
-                    i = order[j]
-                    if cur[i] < nxt:
-                        _advance(i, nxt, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk,
-                                 bend, first, pos, nbuf, cur, bufd, buft, big)
-                continue
-        if cur[order[0]] == pd:  # every list up to the pivot is at pd: score it
-            for j in range(nt):
-                sc[j] = 0.0
-            for j in range(pivot + 1):
-                i = order[j]
-                t = q_terms[i]
-                dl = doc_len[pd]
-                sc[i] = f64(_score(mode, method, q_weight[i], idf[t], nonocc[t], buft[i, pos[i]], dl, cache, avg, k1,
-                                   b, delta))
-            if mode == LUCENE:
-                s = 0.0
-                for j in range(pivot + 1):
-                    s += sc[order[j]]
-                score = f32(s)
+        s64 = 0.0
+        for j in range(ess, nt):  # the essential lists at pd
+            i = order[j]
+            if cur[i] == pd:
+                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                               doc_len[pd], cache, avg, k1, b, delta))
+                sc[i] = v
+                s64 += v * mult[i] if mode != LUCENE else v
+            else:
+                sc[i] = 0.0
+        ok = True
+        for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
+            if s64 + pre[j + 1] < floor:
+                ok = False
+                for jj in range(j, -1, -1):
+                    sc[order[jj]] = 0.0
+                break
+            i = order[j]
+            if cur[i] < pd:
+                _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
+                         first, pos, nbuf, cur, bufd, buft, big)
+            if cur[i] == pd:
+                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                               doc_len[pd], cache, avg, k1, b, delta))
+                sc[i] = v
+                s64 += v * mult[i] if mode != LUCENE else v
+            else:
+                sc[i] = 0.0
+        if ok and s64 >= floor:
+            if mode == LUCENE:  # the clauses' float scores summed in double, then float
+                score = f32(s64)
             else:  # bm25s: float32 sums in the query's token order
                 score = f32(0.0)
                 for j in range(q_order.shape[0]):
@@ -393,16 +377,13 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
                 if n == k:
                     theta = f64(vals[0])
                     floor = theta - (abs(theta) * rel + 1e-6)
-            for j in range(pivot + 1):
-                i = order[j]
+                    while ess < nt and pre[ess + 1] < floor:  # lists that alone cannot make it leave the essentials
+                        ess += 1
+        for j in range(ess, nt):  # the essential lists past pd
+            i = order[j]
+            if cur[i] == pd:
                 _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
                       pos, nbuf, cur, bufd, buft, big)
-        else:  # the lists before pd jump to it
-            for j in range(pivot):
-                i = order[j]
-                if cur[i] < pd:
-                    _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
-                             first, pos, nbuf, cur, bufd, buft, big)
     if fill and n < k:  # bm25s: the lowest passages holding no query word, score 0
         i = 0
         while n < k and i < num_docs:
@@ -496,12 +477,23 @@ def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
                     block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
                     out_ids, counts):
-    """Every passage scored, term after term in the query's token order (bm25s's own loop), plus ``offsets[i]``
-    (the non-occurrence scores bm25l and bm25+ give every passage), then the ``k`` best."""
+    """Every posting of the query scored, term after term in the query's token order (bm25s's own loop: float32
+    sums; Lucene: double sums, then float), plus ``offsets[i]`` (the non-occurrence scores bm25l and bm25+ give
+    every passage), then the ``k`` best: the passages the query touched, and for bm25s the others (score 0, or the
+    offset) by lower id where they can still enter. The cost is the query's postings, not the corpus."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     scores = np.zeros(num_docs, np.float32)  # bm25s: float32 sums
     wide = np.zeros(num_docs if mode == LUCENE else 0, np.float64)  # Lucene: double sums, then float
+    mark = np.zeros(num_docs, np.bool_)
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
     vals = np.empty(k, np.float32)
@@ -510,8 +502,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
     for q in range(ptr.shape[0] - 1):
         if ptr[q + 1] == ptr[q]:
             continue
-        scores[:] = 0
-        wide[:] = 0
+        m = 0
         terms = flat[ptr[q]:ptr[q + 1]]
         for j in range(order_ptr[q], order_ptr[q + 1]):
             u = order_flat[j]
@@ -522,24 +513,40 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
                     d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
                     v = _score(mode, method, weights[ptr[q] + u], idf[t], nonocc[t], bt[x], doc_len[d], cache, avg, k1,
                                b, delta)
                     if mode == LUCENE:
                         wide[d] += f64(v)
                     else:
                         scores[d] = f32(scores[d] + v)
-        if mode == LUCENE:
-            for d in range(num_docs):
-                scores[d] = f32(wide[d])
         n = 0
         off = offsets[q]
-        for d in range(num_docs):
-            if mode == LUCENE and scores[d] == 0:  # Lucene lists only the passages holding a query term
-                continue
-            s = f32(scores[d] + off)
+        for x in range(m):
+            d = touched[x]
+            s = f32(wide[d]) if mode == LUCENE else f32(scores[d] + off)
             key = np_int64(tie[d]) if tie.shape[0] else d
             if n < k or _worse(vals[0], keys[0], s, key):
                 n = _push(vals, keys, ids, n, k, s, key, d)
+        if mode != LUCENE:  # bm25s ranks every passage: the untouched ones score 0 (plus the offset), lower id first
+            s0 = f32(f32(0.0) + off)
+            d = 0
+            while d < num_docs:
+                if not mark[d]:
+                    if n < k or _worse(vals[0], keys[0], s0, d):
+                        n = _push(vals, keys, ids, n, k, s0, d, d)
+                    else:
+                        break  # a higher id cannot enter either
+                d += 1
+        for x in range(m):
+            d = touched[x]
+            mark[d] = False
+            scores[d] = 0
+            if mode == LUCENE:
+                wide[d] = 0
         _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
         counts[q] = n
 
@@ -1004,12 +1011,13 @@ class PostingsIndex:
         live = np.flatnonzero(np.diff(np.asarray(self.term_first[:1 << 16])) > 0)
         if len(live):
             q = ([int(live[0])], [0], [1.0])
-            self.search([q], 1, threads=1)
+            for daat in (False, True):  # both strategies: a query may take either
+                self.search([q], 1, threads=1, daat=daat)
             if threads > 1:
                 self.search([q, q], 1, threads=threads)
 
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
-               prune: bool = True):
+               prune: bool = True, daat: bool | None = None):
         """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
         int32, scores float32), ids -1 past the end."""
         if not self.compiled:
@@ -1035,6 +1043,11 @@ class PostingsIndex:
         got = np.full((len(live), k), -1, dtype=np.int64)
         counts = np.zeros(len(live), dtype=np.int64)
         exhaustive = self.exhaustive or not prune
+        tot = np.add.reduceat(ta["df"][flat], ptr[:-1]) if len(flat) else np.zeros(0, np.int64)
+        if exhaustive:
+            daat = np.zeros(len(live), dtype=bool)
+        else:  # MaxScore for queries of many postings (``daat`` forces a strategy)
+            daat = tot > DAAT_POSTINGS if daat is None else np.full(len(live), bool(daat))
         offsets = np.zeros(len(live), dtype=np.float32)
         if self.exhaustive:
             for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
@@ -1042,8 +1055,10 @@ class PostingsIndex:
         fill = self.mode == BM25S
         common = (ta["first"], ta["end"], ta["df"])
 
-        def run(lo: int, hi: int) -> None:
-            if exhaustive:
+        def run(rows: Any) -> None:
+            """The queries ``rows`` (consecutive, all of one strategy)."""
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            if not daat[lo]:
                 self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
                                           self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
                                           ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
@@ -1055,12 +1070,16 @@ class PostingsIndex:
                                       vals[lo:hi], got[lo:hi], counts[lo:hi])
 
         m = len(live)
-        if threads <= 1 or m == 1:
-            run(0, m)
-        else:
+        cuts = [0, *(np.flatnonzero(daat[1:] != daat[:-1]) + 1).tolist(), m]  # runs of one strategy
+        if threads > 1 and m > 1:  # and slices of them, a few per thread
             parts = min(m, threads * 4)
-            cuts = [m * i // parts for i in range(parts + 1)]
-            list(_pool(threads).map(lambda c: run(*c), zip(cuts[:-1], cuts[1:], strict=True)))
+            cuts = sorted(set(cuts) | {m * i // parts for i in range(parts + 1)})
+        runs = [np.arange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+        if threads <= 1 or len(runs) == 1:
+            for r in runs:
+                run(r)
+        else:
+            list(_pool(threads).map(run, runs))
         if self.mode == LUCENE:
             self.k["tie_adjust"](vals, counts)
         ids[live] = np.where(got >= 0, got, -1).astype(np.int32)
