@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import threading
 from typing import Any
 
 from ._bm25 import BM25Error, _pool, write_vocab
@@ -476,16 +477,15 @@ def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
 
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
                     block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
-                    out_ids, counts):
+                    out_ids, counts, scores, wide, mark):
     """Every posting of the query scored, term after term in the query's token order (bm25s's own loop: float32
     sums; Lucene: double sums, then float), plus ``offsets[i]`` (the non-occurrence scores bm25l and bm25+ give
     every passage), then the ``k`` best: the passages the query touched, and for bm25s the others (score 0, or the
-    offset) by lower id where they can still enter. The cost is the query's postings, not the corpus."""
+    offset) by lower id where they can still enter. The cost is the query's postings, not the corpus.
+    ``scores`` (float32), ``wide`` (float64, Lucene) and ``mark`` (bool): one per passage, zero, left zero (a
+    thread's own, reused)."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
-    scores = np.zeros(num_docs, np.float32)  # bm25s: float32 sums
-    wide = np.zeros(num_docs if mode == LUCENE else 0, np.float64)  # Lucene: double sums, then float
-    mark = np.zeros(num_docs, np.bool_)
     most = 0
     for q in range(ptr.shape[0] - 1):
         tot = 0
@@ -979,6 +979,17 @@ class PostingsIndex:
                                        cache.astype(np.float64)]).astype(np.float64)
         self.compiled = compiled
         self.k = kernels() if compiled else {}
+        self._scratch = threading.local()
+
+    def scratch(self) -> tuple[Any, Any, Any]:
+        """This thread's accumulators for the term-by-term search (one entry a passage, kept zero between queries:
+        allocated once, not per query)."""
+        got = getattr(self._scratch, "arrays", None)
+        if got is None:
+            got = self._scratch.arrays = (np.zeros(self.num_docs, np.float32),
+                                          np.zeros(self.num_docs if self.mode == LUCENE else 0, np.float64),
+                                          np.zeros(self.num_docs, np.bool_))
+        return got
 
     def terms(self, terms: Any) -> dict[str, Any]:
         """The arrays the search reads of ``terms`` (term ids): first and end block, document frequency, idf,
@@ -1062,7 +1073,7 @@ class PostingsIndex:
                 self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
                                           self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
                                           ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
-                                          got[lo:hi], counts[lo:hi])
+                                          got[lo:hi], counts[lo:hi], *self.scratch())
             else:
                 self.k["search_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
                                       self.method, self.kparams, *self._args(), self.block_max, *common, ta["max"],
