@@ -551,6 +551,129 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
         counts[q] = n
 
 
+def _kth(wide, touched, m, k, tie, vals, keys, ids):
+    """The ``k``-th best float32 score among the ``m`` touched passages (-inf when fewer)."""
+    n = 0
+    for x in range(m):
+        d = touched[x]
+        sc = f32(wide[d])
+        key = np_int64(tie[d]) if tie.shape[0] else d
+        if n < k or _worse(vals[0], keys[0], sc, key):
+            n = _push(vals, keys, ids, n, k, sc, key, d)
+    return f64(vals[0]) if n == k else -np.inf
+
+
+def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, term_first, term_end,
+                       term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide, mark):
+    """The Lucene preset's search, term at a time with pruning (Lucene sums a passage's clauses in double, so their
+    order is free): the terms by the most they can add, highest first, every posting of each added up until the
+    terms left could not lift an untouched passage to the current ``k``-th score; then only the touched passages
+    that could still reach it are looked up in the lists left (skipping ahead block by block). Exact."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    for q in range(ptr.shape[0] - 1):
+        nt = ptr[q + 1] - ptr[q]
+        if nt == 0:
+            continue
+        ub = np.empty(nt, np.float64)
+        for j in range(nt):
+            ub[j] = lucene_value_bound(f64(term_max[flat[ptr[q] + j]]), f64(weights[ptr[q] + j]))
+        order = np.argsort(-ub)
+        rest = np.zeros(nt + 1, np.float64)  # rest[j]: the bounds of order[j..] summed
+        for j in range(nt - 1, -1, -1):
+            rest[j] = rest[j + 1] + ub[order[j]]
+        rel = max(1e-5, (nt + 4) * 2.4e-7)
+        m = 0
+        j = 0
+        theta = -np.inf
+        while j < nt:  # phase A: every posting of the terms with the highest bounds
+            u = order[j]
+            t = flat[ptr[q] + u]
+            w = weights[ptr[q] + u]
+            f = term_first[t]
+            for bb in range(f, term_end[t]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
+                    wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
+                                          delta))
+            j += 1
+            if j < nt and m >= k:
+                theta = _kth(wide, touched, m, k, tie, vals, keys, ids)
+                if rest[j] < theta - (abs(theta) * rel + 1e-6):
+                    break
+        if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
+            floor = theta - (abs(theta) * rel + 1e-6)
+            c = 0
+            for x in range(m):
+                d = touched[x]
+                if wide[d] + rest[j] >= floor:
+                    touched[c] = d
+                    c += 1
+                else:
+                    mark[d] = False
+                    wide[d] = 0.0
+            cand = np.sort(touched[:c])
+            for x in range(c):
+                touched[x] = cand[x]
+            m = c
+            for jj in range(j, nt):
+                u = order[jj]
+                t = flat[ptr[q] + u]
+                w = weights[ptr[q] + u]
+                f = term_first[t]
+                e = term_end[t]
+                bb = f
+                nb = 0
+                p = 0
+                loaded = -1
+                for x in range(m):
+                    d = touched[x]
+                    if block_last[bb] < d:
+                        bb = _seek_block(block_last, bb + 1, e, d)
+                        if bb >= e:
+                            break
+                    if loaded != bb:
+                        nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                        decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                        loaded = bb
+                        p = 0
+                    while p < nb and bd[p] < d:
+                        p += 1
+                    if p < nb and bd[p] == d:
+                        wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[p], doc_len[d], cache, avg, k1,
+                                              b, delta))
+        n = 0
+        for x in range(m):
+            d = touched[x]
+            sc = f32(wide[d])
+            key = np_int64(tie[d]) if tie.shape[0] else d
+            if n < k or _worse(vals[0], keys[0], sc, key):
+                n = _push(vals, keys, ids, n, k, sc, key, d)
+            mark[d] = False
+            wide[d] = 0.0
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
 def tie_adjust(vals, counts):
     """In place, the scores pyserini's ``LuceneSearcher.search`` returns for ranked lists (Anserini's
     ``ScoreTiesAdjusterReranker``): each rounded to 1e-4 (``Math.round(score * 1e4) / 1e4`` in double, then
@@ -682,7 +805,8 @@ def kernels() -> dict[str, Any]:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
-                 "_advance", "_contains", "search_many", "exhaustive_many", "tie_adjust", "term_bounds",
+                 "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
+                 "tie_adjust", "term_bounds",
                  "term_maxima")
         try:
             from numba import float32, float64, int64, njit
@@ -1055,10 +1179,15 @@ class PostingsIndex:
         counts = np.zeros(len(live), dtype=np.int64)
         exhaustive = self.exhaustive or not prune
         tot = np.add.reduceat(ta["df"][flat], ptr[:-1]) if len(flat) else np.zeros(0, np.int64)
+        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning (Lucene)
         if exhaustive:
-            daat = np.zeros(len(live), dtype=bool)
-        else:  # MaxScore for queries of many postings (``daat`` forces a strategy)
-            daat = tot > DAAT_POSTINGS if daat is None else np.full(len(live), bool(daat))
+            plan = np.zeros(len(live), dtype=np.int64)
+        elif daat is not None:  # forced (tests, benchmarks)
+            plan = np.full(len(live), 1 if daat else 0, dtype=np.int64)
+        elif self.mode == LUCENE:
+            plan = np.full(len(live), 2, dtype=np.int64)
+        else:
+            plan = np.where(tot > DAAT_POSTINGS, 1, 0).astype(np.int64)
         offsets = np.zeros(len(live), dtype=np.float32)
         if self.exhaustive:
             for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
@@ -1069,7 +1198,12 @@ class PostingsIndex:
         def run(rows: Any) -> None:
             """The queries ``rows`` (consecutive, all of one strategy)."""
             lo, hi = int(rows[0]), int(rows[-1]) + 1
-            if not daat[lo]:
+            if plan[lo] == 2:
+                scores, wide, mark = self.scratch()
+                self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(), *common,
+                                             ta["max"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
+                                             got[lo:hi], counts[lo:hi], wide, mark)
+            elif plan[lo] == 0:
                 self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
                                           self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
                                           ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
@@ -1081,7 +1215,7 @@ class PostingsIndex:
                                       vals[lo:hi], got[lo:hi], counts[lo:hi])
 
         m = len(live)
-        cuts = [0, *(np.flatnonzero(daat[1:] != daat[:-1]) + 1).tolist(), m]  # runs of one strategy
+        cuts = [0, *(np.flatnonzero(plan[1:] != plan[:-1]) + 1).tolist(), m]  # runs of one strategy
         if threads > 1 and m > 1:  # and slices of them, a few per thread
             parts = min(m, threads * 4)
             cuts = sorted(set(cuts) | {m * i // parts for i in range(parts + 1)})
