@@ -70,7 +70,9 @@ def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, 
     qs = [t for t in titles[::25]] + [x[:80] for x in texts[::40]] + ["river river river Europe", "the of", "zzqx"]
     pairs = [_parsed(tok, words, q) for q in qs]
     parsed = [p for _, p in pairs]
-    wand, full = ix.search(parsed, 10, daat=True), ix.search(parsed, 10, prune=False)
+    wand, full = ix.search(parsed, 10), ix.search(parsed, 10, prune=False)
+    daat = ix.search(parsed, 10, daat=True)
+    assert np.array_equal(daat[0], full[0]) and np.array_equal(daat[1], full[1])
     plain = _postings.numpy_search(_postings.PostingsIndex(ix_dir := tmp_path / "bm25", ix.params, compiled=False),
                                    parsed, 10)
     assert ix_dir.is_dir()
@@ -345,13 +347,11 @@ def test_the_compiled_search_is_cached_across_processes(built):
     assert got == [1, 1, 0, 0], runs[1].stdout  # both strategies loaded from the cache, nothing compiled
 
 
-@pytest.mark.parametrize("daat_postings", [0, 300], ids=["maxscore-always", "mixed"])
-def test_pruned_search_is_the_exhaustive_search(built, monkeypatch, daat_postings):
-    """MaxScore (dynamic pruning) gives exactly what scoring every posting gives: the same ids and float32 scores,
-    for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time and across threads; with every
-    query pruned, and with a batch mixing both strategies."""
+def test_pruned_search_is_the_exhaustive_search(built):
+    """The pruned term-at-a-time search (the default) and MaxScore give exactly what scoring every posting gives:
+    the same ids and float32 scores, for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time
+    and across threads."""
     pytest.importorskip("numba")
-    monkeypatch.setattr(_postings, "DAAT_POSTINGS", daat_postings)
     import random
 
     d, manifest, ref, tok = built
@@ -368,6 +368,9 @@ def test_pruned_search_is_the_exhaustive_search(built, monkeypatch, daat_posting
     for k in (1, 3, 10, 50):
         a, b = pruned.search(qs, k), full.search(qs, k)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), k
+        parsed = [pruned.query_terms(q) for q in qs]
+        c = pruned.postings.search(parsed, k, daat=True)
+        assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), k
     threaded = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=2)
     threaded_full = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=3)
     threaded_full.prune = False

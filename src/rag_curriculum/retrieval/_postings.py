@@ -34,9 +34,6 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BLOCK = 128  # postings per block
-#: A query whose lists hold more postings than this is searched with MaxScore's pruning; a smaller one term by
-#: term, every posting (cheaper when there are few: no per-passage bookkeeping). The same answers either way.
-DAAT_POSTINGS = 1 << 18
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
 # scoring presets (the kernels' ``mode``)
@@ -674,6 +671,140 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
         counts[q] = n
 
 
+def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, bd, bt, out_tf):
+    """Term ``t``'s frequency in each of the ``c`` sorted passages ``cand`` (0 where absent), skipping blocks."""
+    bb = f
+    nb = 0
+    p = 0
+    loaded = -1
+    for x in range(c):
+        out_tf[x] = 0
+    for x in range(c):
+        d = cand[x]
+        if block_last[bb] < d:
+            bb = _seek_block(block_last, bb + 1, e, d)
+            if bb >= e:
+                return
+        if loaded != bb:
+            nb = min(BLOCK, df - (bb - f) * BLOCK)
+            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+            loaded = bb
+            p = 0
+        while p < nb and bd[p] < d:
+            p += 1
+        if p < nb and bd[p] == d:
+            out_tf[x] = bt[p]
+
+
+def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words, block_off, block_bits, block_last,
+                      term_first, term_end, term_df, term_max, idf, nonocc, doc_len, num_docs, out_vals, out_ids,
+                      counts, scores, wide, mark):
+    """The bm25s preset's search, term at a time with pruning: candidates chosen as the Lucene preset's search
+    chooses them (double sums, the terms by bound, a margin wider than float32's rounding), then each candidate's
+    exact score summed as bm25s sums it (float32, in the query's word order), and untouched passages at score 0 by
+    lower id where they can still enter. Exact."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    empty_tie = np.zeros(0, np.uint32)
+    for q in range(ptr.shape[0] - 1):
+        nt = ptr[q + 1] - ptr[q]
+        if nt == 0:
+            continue
+        mult = np.zeros(nt, np.int64)
+        for j in range(order_ptr[q], order_ptr[q + 1]):
+            mult[order_flat[j]] += 1
+        ub = np.empty(nt, np.float64)
+        for j in range(nt):
+            ub[j] = mult[j] * f64(term_max[flat[ptr[q] + j]])
+        order = np.argsort(-ub)
+        rest = np.zeros(nt + 1, np.float64)
+        for j in range(nt - 1, -1, -1):
+            rest[j] = rest[j + 1] + ub[order[j]]
+        rel = max(1e-5, (order_ptr[q + 1] - order_ptr[q] + 4) * 2.4e-7)
+        m = 0
+        j = 0
+        theta = -np.inf
+        while j < nt:
+            u = order[j]
+            t = flat[ptr[q] + u]
+            f = term_first[t]
+            for bb in range(f, term_end[t]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
+                    wide[d] += mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
+                                                    cache, avg, k1, b, delta))
+            j += 1
+            if j < nt and m >= k:
+                theta = _kth(wide, touched, m, k, empty_tie, vals, keys, ids)
+                if rest[j] < theta - (abs(theta) * rel + 1e-6):
+                    break
+        c = m
+        if j < nt:
+            floor = theta - (abs(theta) * rel + 1e-6)
+            c = 0
+            for x in range(m):
+                d = touched[x]
+                if wide[d] + rest[j] >= floor:
+                    touched[c] = d
+                    c += 1
+                else:
+                    mark[d] = False
+                wide[d] = 0.0
+        else:
+            for x in range(m):
+                wide[touched[x]] = 0.0
+        cand = np.sort(touched[:c])
+        tf = np.empty((nt, c), np.int64)
+        for u in range(nt):  # each candidate's frequency in every list, for its exact score
+            t = flat[ptr[q] + u]
+            _lookup_all(t, term_first[t], term_end[t], term_df[t], cand, c, words, block_off, block_bits, block_last,
+                        bd, bt, tf[u])
+        n = 0
+        for x in range(c):
+            d = cand[x]
+            sc = f32(0.0)
+            for jj in range(order_ptr[q], order_ptr[q + 1]):  # bm25s: float32 sums in the query's word order
+                u = order_flat[jj]
+                if tf[u, x] > 0:
+                    t = flat[ptr[q] + u]
+                    sc = f32(sc + _score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf[u, x], doc_len[d], cache,
+                                         avg, k1, b, delta))
+            if n < k or _worse(vals[0], keys[0], sc, d):
+                n = _push(vals, keys, ids, n, k, sc, d, d)
+        s0 = f32(0.0)  # the untouched passages: score 0, lower id first, where they can still enter
+        d = 0
+        while d < num_docs:
+            if not mark[d]:
+                if n < k or _worse(vals[0], keys[0], s0, d):
+                    n = _push(vals, keys, ids, n, k, s0, d, d)
+                else:
+                    break
+            d += 1
+        for x in range(c):
+            mark[cand[x]] = False
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
 def tie_adjust(vals, counts):
     """In place, the scores pyserini's ``LuceneSearcher.search`` returns for ranked lists (Anserini's
     ``ScoreTiesAdjusterReranker``): each rounded to 1e-4 (``Math.round(score * 1e4) / 1e4`` in double, then
@@ -806,6 +937,7 @@ def kernels() -> dict[str, Any]:
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
+                 "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
         try:
@@ -1111,7 +1243,7 @@ class PostingsIndex:
         got = getattr(self._scratch, "arrays", None)
         if got is None:
             got = self._scratch.arrays = (np.zeros(self.num_docs, np.float32),
-                                          np.zeros(self.num_docs if self.mode == LUCENE else 0, np.float64),
+                                          np.zeros(self.num_docs, np.float64),
                                           np.zeros(self.num_docs, np.bool_))
         return got
 
@@ -1178,16 +1310,13 @@ class PostingsIndex:
         got = np.full((len(live), k), -1, dtype=np.int64)
         counts = np.zeros(len(live), dtype=np.int64)
         exhaustive = self.exhaustive or not prune
-        tot = np.add.reduceat(ta["df"][flat], ptr[:-1]) if len(flat) else np.zeros(0, np.int64)
-        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning (Lucene)
+        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning
         if exhaustive:
             plan = np.zeros(len(live), dtype=np.int64)
         elif daat is not None:  # forced (tests, benchmarks)
             plan = np.full(len(live), 1 if daat else 0, dtype=np.int64)
-        elif self.mode == LUCENE:
+        else:  # term by term with pruning (bm25l and bm25+ score absent words: every posting)
             plan = np.full(len(live), 2, dtype=np.int64)
-        else:
-            plan = np.where(tot > DAAT_POSTINGS, 1, 0).astype(np.int64)
         offsets = np.zeros(len(live), dtype=np.float32)
         if self.exhaustive:
             for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
@@ -1198,7 +1327,12 @@ class PostingsIndex:
         def run(rows: Any) -> None:
             """The queries ``rows`` (consecutive, all of one strategy)."""
             lo, hi = int(rows[0]), int(rows[-1]) + 1
-            if plan[lo] == 2:
+            if plan[lo] == 2 and self.mode == BM25S:
+                scores, wide, mark = self.scratch()
+                self.k["bm25s_pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], k, self.method, self.kparams,
+                                            *self._args(), *common, ta["max"], ta["idf"], ta["nonocc"], self.doc_len,
+                                            self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
+            elif plan[lo] == 2:
                 scores, wide, mark = self.scratch()
                 self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(), *common,
                                              ta["max"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
