@@ -613,7 +613,8 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                     wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
                                           delta))
             j += 1
-            if j < nt and m >= k:
+            # theta is at most the bounds processed so far summed: only then can the rest fall below it
+            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:
                 theta = _kth(wide, touched, m, k, tie, vals, keys, ids)
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
@@ -753,7 +754,7 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                     wide[d] += mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
                                                     cache, avg, k1, b, delta))
             j += 1
-            if j < nt and m >= k:
+            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:  # (as in lucene_pruned_many)
                 theta = _kth(wide, touched, m, k, empty_tie, vals, keys, ids)
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
