@@ -8,10 +8,11 @@ block at a time (:class:`StoreWriter`), read memory-mapped (:class:`PassageStore
 ranking and the gold test read), ``origin`` (``dataset`` | ``corpus``), ``doc_id`` (a corpus line's own ``id``;
 null: the passage's number) and ``prefix`` (the line's ``contents`` before its text; null: ``title + "\\n"``), so
 :meth:`PassageStore.documents` gives back a corpus line's ``id`` and ``contents`` byte for byte. A passage is
-written as five little-endian uint32 lengths (0xFFFFFFFF: null) and the five fields' UTF-8 bytes; :data:`DOC_ROWS`
-passages make a block, compressed with raw DEFLATE (zlib, level :data:`LEVEL`) against a 32 KB preset dictionary
-sampled from the corpus's first passages (kept in the file), so a served passage costs one small block's
-decompression (about 8 µs) and the store stays about 2.5 times smaller than its text.
+stored in blocks of :data:`DOC_ROWS` passages: each field's length (uint32, 0xFFFFFFFF: null), passage after
+passage, then the fields' UTF-8 bytes in the same order, compressed with raw DEFLATE (zlib, level :data:`LEVEL`)
+against a 32 KB preset dictionary sampled from the corpus's first passages (kept in the file). A served passage
+costs the decompression of its block up to its own end (a few KB), and the store is about 2.5 times smaller than
+its text.
 
 **The normalised texts** (``norms.bin``, another :class:`BlockFile`): per passage ``title + " " + text``
 SQuAD-normalised and padded with a space at each end (:func:`normalize_passage`), what a build's "contains an
@@ -24,8 +25,9 @@ place). Its bytes depend on the passages alone (the blocks' size is fixed, whate
 so the same corpus makes the same file with the same zlib; it is written in bounded memory (the dictionary's
 sample, the first :data:`SAMPLE_ROWS` passages, is the most it holds).
 
-:attr:`StoreWriter.digest` is the SHA-256 of the passages' serialised fields in order (the bytes above before
-compression), the passages' part of the index's content fingerprint.
+:attr:`StoreWriter.digest` is the SHA-256 of the passages' fields in order (each passage as its five uint32
+lengths and its fields' bytes: a digest of the content, not of the blocks), the passages' part of the index's
+content fingerprint.
 """
 
 from __future__ import annotations
@@ -71,7 +73,17 @@ def normalize_passage(title: str, text: str) -> str:
 
 
 def _row_bytes(fields: tuple[str | None, ...]) -> bytes:
-    """One passage as stored (and digested): its fields' uint32 lengths (:data:`NULL` for None), then their bytes."""
+    """One passage as digested: its fields' uint32 lengths (:data:`NULL` for None), then their bytes."""
+    data = [b"" if f is None else f.encode("utf-8", "surrogatepass") for f in fields]
+    lens = [NULL if f is None else len(b) for f, b in zip(fields, data, strict=True)]
+    return struct.pack(f"<{len(lens)}I", *lens) + b"".join(data)
+
+
+def _doc_block(rows: list[tuple[str | None, ...]]) -> bytes:
+    """A block of passages as stored: every field's uint32 length (:data:`NULL` for None), row after row, then
+    every field's bytes in the same order (the lengths first, so a reader decompresses only as far as the passage
+    it wants)."""
+    fields = [f for row in rows for f in row]
     data = [b"" if f is None else f.encode("utf-8", "surrogatepass") for f in fields]
     lens = [NULL if f is None else len(b) for f, b in zip(fields, data, strict=True)]
     return struct.pack(f"<{len(lens)}I", *lens) + b"".join(data)
@@ -112,12 +124,15 @@ class BlockFile:
         avg = max(1, sum(map(len, raw)) // max(1, len(raw)))
         step = max(1, len(raw) * avg // DICT_BYTES)
         self._dict = b"".join(raw[::step])[-DICT_BYTES:]
+        # primed once with the dictionary, copied for each block (the same bytes as a fresh compressor each time,
+        # without hashing the dictionary again for every block)
+        self._primed = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=self._dict)
 
     def _flush(self, final: bool) -> None:
         per, held = self.per, self._held
         full = len(held) if final else len(held) - len(held) % per
         for a in range(0, full, per):
-            c = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=self._dict)
+            c = self._primed.copy()
             data = c.compress(self.join(held[a:a + per])) + c.flush()
             self.f.write(data)
             self._offsets.append(self._offsets[-1] + len(data))
@@ -145,7 +160,7 @@ class StoreWriter:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS)
+        self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS, join=_doc_block)
         self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block)
         self._keys: list[Any] = []
         self._sha = hashlib.sha256()
@@ -154,10 +169,8 @@ class StoreWriter:
     def add(self, block: Any) -> None:
         import numpy as np
 
-        rows = [_row_bytes(f) for f in zip(block.titles, block.texts, block.origins, block.ids, block.prefixes,
-                                            strict=True)]
-        for r in rows:
-            self._sha.update(r)
+        rows = list(zip(block.titles, block.texts, block.origins, block.ids, block.prefixes, strict=True))
+        self._sha.update(b"".join(map(_row_bytes, rows)))
         self._docs.add(rows)
         self._norms.add([normalize_passage(t, x).encode("utf-8", "surrogatepass")
                          for t, x in zip(block.titles, block.texts, strict=True)])
@@ -215,24 +228,26 @@ class BlockReader:
         d = zlib.decompressobj(-15, zdict=self.zdict)
         return d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]])
 
-
-def _parse_docs(raw: bytes, n: int) -> list[tuple[str | None, ...]]:
-    """The ``n`` passages of a decompressed block of passages.bin, as tuples of their five fields."""
-    out = []
-    at = 0
-    k = len(PASSAGE_FIELDS)
-    for _ in range(n):
-        lens = struct.unpack_from(f"<{k}I", raw, at)
-        at += 4 * k
-        row: list[str | None] = []
+    def rows_of(self, b: int, wanted: list[int]) -> dict[int, tuple[str | None, ...]]:
+        """Passages ``wanted`` (indices within block ``b`` of passages.bin) as tuples of their five fields,
+        decompressing the block only as far as the last of them ends."""
+        k = len(PASSAGE_FIELDS)
+        n = min(self.per, self.rows - b * self.per)
+        d = zlib.decompressobj(-15, zdict=self.zdict)
+        head = 4 * k * n
+        raw = d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]], head)
+        lens = struct.unpack_from(f"<{k * n}I", raw)
+        starts = [head]
         for ln in lens:
-            if ln == NULL:
-                row.append(None)
-            else:
-                row.append(raw[at:at + ln].decode("utf-8", "surrogatepass"))
-                at += ln
-        out.append(tuple(row))
-    return out
+            starts.append(starts[-1] + (0 if ln == NULL else ln))
+        end = starts[k * (max(wanted) + 1)]
+        while len(raw) < end:  # on from where the lengths stopped, to the end of the last passage wanted
+            more = d.decompress(d.unconsumed_tail, end - len(raw))
+            if not more:
+                break
+            raw += more
+        return {r: tuple(None if lens[i] == NULL else raw[starts[i]:starts[i + 1]].decode("utf-8", "surrogatepass")
+                         for i in range(k * r, k * r + k)) for r in wanted}
 
 
 class PassageStore:
@@ -270,20 +285,16 @@ class PassageStore:
     # -- passages
     def rows(self, pids: Any) -> list[tuple[str | None, ...]]:
         """The five stored fields (:data:`PASSAGE_FIELDS`) of each passage, in the order asked; each block
-        decompressed once per call."""
-        per = self._docs.per
-        blocks: dict[int, list[tuple[str | None, ...]]] = {}
-        out = []
+        decompressed once per call, only as far as the passages wanted in it."""
+        per, n = self._docs.per, self._docs.rows
+        pids = [int(p) for p in pids]
+        by_block: dict[int, list[int]] = {}
         for pid in pids:
-            pid = int(pid)
-            if not 0 <= pid < self._docs.rows:
-                raise IndexError(f"passage {pid} is not in this index of {self._docs.rows:,} passages")
-            b = pid // per
-            got = blocks.get(b)
-            if got is None:
-                got = blocks[b] = _parse_docs(self._docs.block(b), min(per, self._docs.rows - b * per))
-            out.append(got[pid - b * per])
-        return out
+            if not 0 <= pid < n:
+                raise IndexError(f"passage {pid} is not in this index of {n:,} passages")
+            by_block.setdefault(pid // per, []).append(pid % per)
+        got = {b: self._docs.rows_of(b, rs) for b, rs in by_block.items()}
+        return [got[pid // per][pid % per] for pid in pids]
 
     def passage(self, pid: int) -> tuple[str, str]:
         """(title, text) of passage ``pid``."""
