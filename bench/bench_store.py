@@ -8,7 +8,7 @@ uncompressed Arrow file with the normalised texts beside the texts), on the same
    fresh process from the same passage blocks: wall time and peak RSS (both include reading the corpus), then the
    size of its files. The baseline's code is ``--baseline`` (a git revision; default: the commit before index
    format 5), exported to a temporary folder. This tree's store is written twice more, with other ``--block``
-   values, and must be the same bytes.
+   values, and must be the same bytes (``--no-rewrite`` skips that).
 3. Served: ``--queries`` queries of ``--k`` hits each (passage ids drawn at random, seeded: no locality to help
    either format), each query's documents read as the server reads them (``documents(ids)``: id, contents, title,
    text), after one untimed pass (the file in the page cache); milliseconds per query.
@@ -124,6 +124,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--baseline", default=None, help="a git revision with the old store (default: before format 5)")
+    ap.add_argument("--no-rewrite", action="store_true", help="skip writing this tree's store twice more")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "rag-curriculum-bench-store")
     args = ap.parse_args()
     corpus = searchr1_corpus(args.passages)
@@ -148,7 +149,7 @@ def main() -> None:
           f"served: {b['ms_per_query'] / a['ms_per_query']:.2f}x the baseline's time a query; "
           f"written: {b['wall'] / a['wall']:.2f}x its wall time")
     first = _digest(work / "this-tree")
-    for block in (8192, 1000):
+    for block in () if args.no_rewrite else (8192, 1000):
         out = work / f"this-tree-block-{block}"
         _write(out, corpus, block, new_src)
         same = _digest(out) == first
