@@ -50,8 +50,9 @@ def _write(d, rows, size, *, check_memory=False):
     w = _store.StoreWriter(d)
     for b in _blocks(rows, size):
         w.add(b)
-        if check_memory:  # what it holds: at most the dictionary's sample and one block of the build
-            assert len(w._docs._held) <= _store.SAMPLE_ROWS + size and len(w._norms._held) <= _store.SAMPLE_ROWS + size
+        if check_memory:  # what it holds: at most the dictionary's sample (or a block of norms) and a block of the build
+            assert len(w._docs._held) <= _store.SAMPLE_ROWS + size
+            assert len(w._norms._held) < _store.NORM_ROWS + size
     w.finish([], [], [])
     np.save(d / _store.RANKED_IDS, np.zeros((0, 0), np.int32))
     np.save(d / _store.RANKED_SCORES, np.zeros((0, 0), np.float32))

@@ -16,14 +16,15 @@ its text.
 
 **The normalised texts** (``norms.bin``, another :class:`BlockFile`): per passage ``title + " " + text``
 SQuAD-normalised and padded with a space at each end (:func:`normalize_passage`), what a build's "contains an
-answer" test searches; blocks of :data:`NORM_ROWS` passages (their uint32 lengths, then their bytes). Only builds
-read them, all at once, the first time they ask (:meth:`PassageStore.norm_spans`); a server never does.
+answer" test searches; blocks of :data:`NORM_ROWS` passages (their uint32 lengths, then their bytes), each
+compressed with zstd (level :data:`NORM_LEVEL`, pyarrow's) after its decompressed size (uint64). Only builds read
+them, all at once, the first time they ask (:meth:`PassageStore.norm_spans`); a server never does.
 
 **A block file**: the compressed blocks one after another, then the dictionary, then the blocks' offsets (uint64,
-one more than the blocks), then a 64-byte footer (magic, version, rows, rows per block, blocks, the dictionary's
-place). Its bytes depend on the passages alone (the blocks' size is fixed, whatever ``--block`` paced the build),
-so the same corpus makes the same file with the same zlib; it is written in bounded memory (the dictionary's
-sample, the first :data:`SAMPLE_ROWS` passages, is the most it holds).
+one more than the blocks), then a 56-byte footer (magic, codec, rows per block, rows, blocks, the dictionary's
+place and size, the offsets' place). Its bytes depend on the passages alone (the blocks' size is fixed, whatever
+``--block`` paced the build), so the same corpus makes the same file with the same zlib and zstd; it is written in
+bounded memory (the dictionary's sample, the first :data:`SAMPLE_ROWS` passages, is the most it holds).
 
 :attr:`StoreWriter.digest` is the SHA-256 of the passages' fields in order (each passage as its five uint32
 lengths and its fields' bytes: a digest of the content, not of the blocks), the passages' part of the index's
@@ -49,14 +50,15 @@ KEYS = "passage_keys.npy"
 ARROW_ROWS = 1 << 16  # rows per record batch of questions.arrow
 PASSAGE_FIELDS = ("title", "text", "origin", "doc_id", "prefix")
 DOC_ROWS = 8  # passages per block of passages.bin: a served passage decompresses this many
-NORM_ROWS = 256  # passages per block of norms.bin: only ever read whole
+NORM_ROWS = 4096  # passages per block of norms.bin: only ever read whole, so large blocks (zstd sees more context)
 LEVEL = 4  # zlib's level: 6 makes files 4 to 5% smaller and writes 2 to 3 times slower
+NORM_LEVEL = 6  # zstd's level for norms.bin: 9 makes it 10% smaller and writes 1.6 times slower
 SAMPLE_ROWS = 1 << 16  # the passages the dictionary is sampled from (the first ones): held until it is made
 DICT_BYTES = 32 * 1024  # zlib's window: a larger preset dictionary would not be seen
 NULL = 0xFFFFFFFF  # a null field's length
 MAGIC = b"RAGCBLK1"
-_FOOTER = struct.Struct("<8sIIQQQQQ")  # magic, version, rows per block, rows, blocks, dict offset, dict size, index
-_VERSION = 1
+_FOOTER = struct.Struct("<8sIIQQQQQ")  # magic, codec, rows per block, rows, blocks, dict offset, dict size, index
+DEFLATE, ZSTD = 1, 2  # the codecs (the footer's second field): raw DEFLATE with a preset dictionary; zstd
 
 
 def passage_hash(title: str, text: str) -> int:
@@ -99,13 +101,14 @@ class BlockFile:
     ``rows_per_block`` rows is compressed and written; :meth:`close` writes the last block, the dictionary, the
     offsets and the footer. ``join`` makes a block's bytes from its rows."""
 
-    def __init__(self, path: Path, rows_per_block: int, join: Any = b"".join) -> None:
+    def __init__(self, path: Path, rows_per_block: int, join: Any = b"".join, codec: int = DEFLATE) -> None:
         self.f = open(path, "wb")
         self.per = rows_per_block
         self.join = join
+        self.codec = codec
         self.rows = 0
         self._held: list[Any] = []
-        self._dict: bytes | None = None
+        self._dict: bytes | None = None if codec == DEFLATE else b""  # zstd: no dictionary (large blocks)
         self._offsets = [0]
 
     def add(self, rows: list[Any]) -> None:
@@ -132,8 +135,14 @@ class BlockFile:
         per, held = self.per, self._held
         full = len(held) if final else len(held) - len(held) % per
         for a in range(0, full, per):
-            c = self._primed.copy()
-            data = c.compress(self.join(held[a:a + per])) + c.flush()
+            if self.codec == DEFLATE:
+                c = self._primed.copy()
+                data = c.compress(self.join(held[a:a + per])) + c.flush()
+            else:
+                import pyarrow as pa
+
+                raw = self.join(held[a:a + per])  # (its size first: pyarrow's zstd wants it to decompress)
+                data = struct.pack("<Q", len(raw)) + pa.Codec("zstd", NORM_LEVEL).compress(raw, asbytes=True)
             self.f.write(data)
             self._offsets.append(self._offsets[-1] + len(data))
         del held[:full]
@@ -146,7 +155,7 @@ class BlockFile:
         assert self._dict is not None
         self.f.write(self._dict)
         self.f.write(struct.pack(f"<{len(self._offsets)}Q", *self._offsets))
-        self.f.write(_FOOTER.pack(MAGIC, _VERSION, self.per, self.rows, len(self._offsets) - 1, at, len(self._dict),
+        self.f.write(_FOOTER.pack(MAGIC, self.codec, self.per, self.rows, len(self._offsets) - 1, at, len(self._dict),
                                   at + len(self._dict)))
         self.f.close()
 
@@ -161,7 +170,7 @@ class StoreWriter:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS, join=_doc_block)
-        self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block)
+        self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block, codec=ZSTD)
         self._keys: list[Any] = []
         self._sha = hashlib.sha256()
         self.rows = 0
@@ -216,17 +225,23 @@ class BlockReader:
         buf = self._mm if self._mm is not None else b""
         if size < _FOOTER.size:
             raise ValueError(f"{path.name}: {size} bytes, too short for a block file")
-        magic, version, self.per, self.rows, self.blocks, d_at, d_len, i_at = _FOOTER.unpack_from(
+        magic, self.codec, self.per, self.rows, self.blocks, d_at, d_len, i_at = _FOOTER.unpack_from(
             buf, size - _FOOTER.size)
-        if magic != MAGIC or version != _VERSION or i_at + 8 * (self.blocks + 1) + _FOOTER.size != size:
+        if magic != MAGIC or self.codec not in (DEFLATE, ZSTD) or i_at + 8 * (self.blocks + 1) + _FOOTER.size != size:
             raise ValueError(f"{path.name}: not a block file of this version")
         self.zdict = bytes(buf[d_at:d_at + d_len])
         self.offsets = np.frombuffer(buf, dtype="<u8", count=self.blocks + 1, offset=i_at).astype(np.int64)
         self._view = memoryview(buf)
 
     def block(self, b: int) -> bytes:
-        d = zlib.decompressobj(-15, zdict=self.zdict)
-        return d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]])
+        """Block ``b`` decompressed."""
+        data = self._view[self.offsets[b]:self.offsets[b + 1]]
+        if self.codec == ZSTD:  # its decompressed size, then a zstd frame
+            import pyarrow as pa
+
+            (size,) = struct.unpack_from("<Q", data)
+            return pa.Codec("zstd").decompress(data[8:], decompressed_size=size, asbytes=True)
+        return zlib.decompressobj(-15, zdict=self.zdict).decompress(data)
 
     def rows_of(self, b: int, wanted: list[int]) -> dict[int, tuple[str | None, ...]]:
         """Passages ``wanted`` (indices within block ``b`` of passages.bin) as tuples of their five fields,
