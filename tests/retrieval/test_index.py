@@ -126,7 +126,7 @@ def test_loading_memory_maps(built):
     assert isinstance(ix.ranked_ids, np.memmap) and isinstance(ix.ranked_scores, np.memmap)
     p = ix.searcher.postings  # plain views of the mapped files (numba types those fast)
     assert isinstance(p.words.base, np.memmap) and isinstance(p.block_last.base, np.memmap)
-    assert ix.passages.column("text").chunk(0).buffers()[2].is_cpu  # an Arrow table over the mapped file
+    assert ix._docs._mm is not None and ix._norm_file._mm is not None  # the passage store's files, mapped
 
 
 def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
@@ -181,7 +181,7 @@ def test_a_corpus_adds_every_line_after_the_dataset(built, tmp_path, examples):
     ix = load_index(out)
     (best, _), *_ = ix.retrieve("Which marsupial is from Zanzibar?", 3)
     assert best == n and ix.passage(best) == ("Zanzibar Quokka", lines[0]["text"])
-    assert ix.passages.column("origin")[best].as_py() == "corpus"
+    assert ix.origin(best) == "corpus" and ix.origin(0) == "dataset"
     copy = ix.keys[n + 1]
     assert copy in set(ix.keys[:n].tolist())  # a copy of a dataset paragraph, by content
     # the copy ranks right after the original (the same score, the higher id)

@@ -9,12 +9,11 @@ import json
 
 import bm25s
 import numpy as np
-import pyarrow as pa
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.retrieval import _bm25, _postings, _store
-from rag_curriculum.retrieval._corpus import Passages, Sources, passage_blocks
+from rag_curriculum.retrieval import _bm25, _postings
+from rag_curriculum.retrieval._corpus import Sources, passage_blocks
 
 
 @pytest.fixture(scope="module", params=[("musique", MUSIQUE_TRAIN), ("2wikimultihopqa", TWOWIKI_TRAIN)],
@@ -270,54 +269,6 @@ def test_mismatched_arrays_are_refused_not_indexed(passages, tmp_path):
                                  _params("lucene", 1.5, 0.75, 0.5))
     with pytest.raises(_bm25.BM25Error, match="lengths summing"):
         _postings.write_postings(tmp_path / "b", tokens[:-1], lengths, vocab, _params("lucene", 1.5, 0.75, 0.5))
-
-
-@pytest.mark.parametrize("rows", [7, 1 << 16])
-def test_the_store_is_written_block_by_block(passages, tmp_path, monkeypatch, rows):
-    """passages.arrow is written a block at a time, in record batches of at most ARROW_ROWS rows: the same table
-    whatever the batches."""
-    monkeypatch.setattr(_store, "ARROW_ROWS", rows)
-    titles, texts = passages
-    w = _store.StoreWriter(tmp_path)
-    for start in range(0, len(titles), 300):
-        block = Passages()
-        for t, x in zip(titles[start:start + 300], texts[start:start + 300], strict=True):
-            block.add(t, x, "dataset")
-        w.add(block)
-    w.finish([], [], [])
-    table = pa.ipc.open_file(pa.memory_map(str(tmp_path / _store.PASSAGES))).read_all()
-    assert table.column("title").to_pylist() == titles and table.column("text").to_pylist() == texts
-    assert table.column("norm").to_pylist() == [_store.normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]
-    assert table.column("doc_id").null_count == len(titles)
-    assert max(len(b) for b in table.to_batches()) <= rows
-    keys = np.load(tmp_path / _store.KEYS)
-    assert keys.tolist() == [_store.passage_hash(t, x) for t, x in zip(titles, texts, strict=True)]
-
-
-@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
-def test_documents_read_the_arrow_buffers_as_pyarrow_does(kind):
-    """Documents slices each string from the memory-mapped buffers: the same values as pyarrow, across chunks,
-    in a chunk that starts inside its buffers (a slice) and at nulls (a passage with no doc_id or prefix)."""
-    rng = np.random.default_rng(0)
-    n = 300
-    cols = {
-        "title": [f"T{i} é\n" for i in range(n)],
-        "text": ["" if i % 17 == 0 else "wörd " * (i % 5) + str(i) for i in range(n)],
-        "doc_id": [None if i % 3 else f"d{i}" for i in range(n)],
-        "prefix": [None if i % 4 else f"P{i}:" for i in range(n)],
-    }
-    whole = pa.table({c: pa.array(v, kind) for c, v in cols.items()})
-    table = pa.concat_tables([whole.slice(0, 10), whole.slice(10, 1), whole.slice(11, 150), whole.slice(161)])
-    assert table.column("title").chunk(2).offset > 0
-    docs = _store.Documents(table)
-    pids = rng.integers(0, n, 200).tolist() + [0, n - 1, 10, 11, 160, 161]
-    got = docs.get(pids)
-    for pid, (did, contents, title, text) in zip(pids, got, strict=True):
-        t, x, d, p = (cols[c][pid] for c in ("title", "text", "doc_id", "prefix"))
-        assert (title, text) == (t, x)
-        assert did == (str(pid) if d is None else d)
-        assert contents == (t.replace("\n", " ") + "\n" if p is None else p) + x
-    assert docs.get([]) == []
 
 
 def test_blocks_hold_at_most_block_passages_and_count_the_sources(shared_data):
