@@ -110,6 +110,9 @@ print(json.dumps({{"wall": wall, "peak_mb": me.ru_maxrss / 1024, "worker_peak_mb
 """
 
 
+STORE_FILES = ("passages.bin", "norms.bin", "passage_keys.npy")  # the passage store (retrieval/_store.py)
+
+
 def searchr1_corpus(passages: int, work: Path) -> Path:
     """bench_serve_wiki's corpus in Search-R1's layout, made once (under ``work``)."""
     path = work / f"rag-curriculum-bench-wiki-{passages}.searchr1.jsonl"
@@ -198,8 +201,8 @@ def main() -> None:
                   f"{', raw documents' if args.store_raw else ''}): {got['wall']:,.0f} s, peak RSS "
                   f"{got['peak_mb']:,.0f} MB", flush=True)
         m = json.loads((ours / "manifest.json").read_text())
-        bm25_b, store_b, total_b, lucene_b = (_bytes(ours / "bm25"), _bytes(ours / "passages.arrow"), _bytes(ours),
-                                              _bytes(theirs))
+        bm25_b, total_b, lucene_b = _bytes(ours / "bm25"), _bytes(ours), _bytes(theirs)
+        store_b = sum(_bytes(ours / f) for f in STORE_FILES if (ours / f).exists())
         print(f"on disk: curriculum {_gb(total_b)} (BM25 {_gb(bm25_b)}, passages {_gb(store_b)}, the rest "
               f"{_gb(total_b - bm25_b - store_b)}); pyserini {_gb(lucene_b)}: {total_b / lucene_b:.2f}x in all, BM25 "
               f"alone {bm25_b / lucene_b:.2f}x", flush=True)

@@ -80,9 +80,10 @@ def test_a_rebuild_elsewhere_matches_and_any_changed_passage_or_parameter_does_n
             **r, "id": "x" if i == 7 else r["id"]}), tmp_path / "c2"),
         "a passage less": _index(_corpus(tmp_path / "c3.jsonl", 299), tmp_path / "c3"),
         "k1": _index(corpus, tmp_path / "k1", "--k1", "1.2"),
-        "b": _index(corpus, tmp_path / "b", "--b", "0.4"),
-        "the BM25 variant": _index(corpus, tmp_path / "m", "--method", "robertson"),
-        "the stop words": _index(corpus, tmp_path / "s", "--stopwords", "none"),
+        "b": _index(corpus, tmp_path / "b", "--b", "0.5"),
+        "the preset": _index(corpus, tmp_path / "p", "--bm25", "bm25s"),
+        "the BM25 variant": _index(corpus, tmp_path / "m", "--bm25", "bm25s", "--method", "robertson"),
+        "the stop words": _index(corpus, tmp_path / "s", "--bm25", "bm25s", "--stopwords", "none"),
     }
     prints = {what: m["fingerprint"] for what, m in changed.items()}
     assert base["fingerprint"] not in prints.values(), prints
