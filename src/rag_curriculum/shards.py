@@ -16,8 +16,7 @@ curriculum order), :func:`read_table` / :func:`read_rows` (the rows, older layou
 **Writing**: :func:`write_shards` writes a whole directory, the manifest last, through the commit protocol of
 :mod:`rag_curriculum._commit` (a private module: a hidden temporary folder beside the target, moved into place whole;
 ``--overwrite`` replaces only the toolkit's own outputs and files; what dead writers left is removed), so an
-interrupted write never leaves a directory that passes :func:`validate_shards`. The commit protocol's names
-(``check_output``, ``commit_output``, ``toolkit_files`` ...) are importable from here too.
+interrupted write never leaves a directory that passes :func:`validate_shards`.
 """
 
 from __future__ import annotations
@@ -36,27 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._commit import (  # noqa: F401  (the commit protocol's names: importable from here, as before it moved out)
-    LEGACY_OWNED,
-    REPLACING,
-    TOOLKIT,
-    check_output,
-    commit_output,
-    files_under,
-    foreign_entries,
-    is_toolkit_manifest,
-    listed_shards,
-    owner_alive,
-    owner_tag,
-    prepare_output,
-    remove_orphans,
-    remove_output,
-    replace_in_place,
-    toolkit_files,
-)
-from ._plumbing import atomic_write_bytes
-from ._plumbing._output_sets import MANIFEST as _SET_MANIFEST
-from ._plumbing._output_sets import output_set_problem
+from ._commit import REPLACING, commit_output, files_under, listed_shards, prepare_output
+from ._plumbing import MANIFEST, atomic_write_bytes, output_set_problem
 from .errors import ConfigError, ShardError
 
 __all__ = [
@@ -68,7 +48,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-MANIFEST = _SET_MANIFEST  # "manifest.json"
 DATA_DIR = "data"  # the shards' folder (the Hugging Face layout)
 DEFAULT_ROWS_PER_SHARD = 10_000
 COMPRESSION = "zstd"
@@ -457,7 +436,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 
 #: A check of the set of outputs a shard directory belongs to: ``(directory, manifest) -> problem or None``. The
 #: buckets of a partition are written as one set (``OUT/partition.json`` last) and a bucket inside its ``OUT`` is
-#: read only once its set is complete. Its check (``_plumbing._output_sets.output_set_problem``, which needs only the
+#: read only once its set is complete. Its check (``_plumbing.output_set_problem``, which needs only the
 #: file names of the set) sits below this module and is applied by default, in every process, whether or not the
 #: partition package was imported; another set's check is handed down with :func:`register_set_check`, or passed
 #: to :func:`validate_shards` by a reader. This module never imports the commands above it.

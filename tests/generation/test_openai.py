@@ -381,7 +381,7 @@ def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling
 
 # -- what the completions depend on -----------------------------------------------------------------------------------
 def test_describe_records_every_option_that_can_change_a_completion_and_no_secret():
-    from rag_curriculum.partition import backend_identity
+    from rag_curriculum.generation import backend_identity
 
     args = dict(base_url="http://127.0.0.1:9/v1", api_key="sk-secret", concurrency=7, max_retries=2, timeout=5.0,
                 max_n_per_request=2, disable_server_defaults=False, extra_body={"do_sample": True})

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._commit import check_output
 from .._plumbing import gc_paused
 from ..cards import pyplot
 from ..errors import BuildError, SkipReport
 from ..loaders import get_loader
-from ..shards import check_output
 from ._config import DEFAULT_K, BuildConfig, SourceSpec
 from ._lengths import load_tokenizer
 from ._plan import (

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import cards
-from .._plumbing import trainer_tail
+from .._plumbing import current_command, trainer_tail
 from .._version import __version__
 from ..loaders import get_loader
 from ..retrieval import get_kind
@@ -80,14 +78,6 @@ _RANK_BUCKETS = ("1-5", "6-10", "11-20", "21-50", "51+")
 
 def _rank_bucket(rank: int) -> str:
     return "1-5" if rank <= 5 else "6-10" if rank <= 10 else "11-20" if rank <= 20 else "21-50" if rank <= 50 else "51+"
-
-
-def current_command() -> str:
-    argv = list(sys.argv)
-    if argv and argv[0].endswith(("curriculum", "cli.py", "__main__.py")):
-        argv[0] = "curriculum"
-    return shlex.join(argv)
-
 
 
 def _portable(path: str | None, out: str | Path) -> str | None:

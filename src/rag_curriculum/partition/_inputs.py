@@ -12,26 +12,25 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._plumbing import gc_paused, mask_secrets, shards_digest
+from .._commit import check_output
+from .._plumbing import RECORD_FILE, gc_paused, mask_secrets, shards_digest
 from ..curricula import BuildConfig, SourceSpec
 from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
 from ..errors import BuildError, PartitionError
-from ..generation._base import GenerationBackend, get_backend
-from ..generation._base import backend_identity as _backend_identity
+from ..generation import GenerationBackend, get_backend
 from ..generation.runner import WorkDir
 from ..loaders import get_loader, questions_only
 from ..shards import (
     MANIFEST,
     ROW_SCHEMA,
     ShardError,
-    check_output,
     portable,
     read_manifest,
     validate_shards,
     write_json,
     write_shards,
 )
-from ._config import BUILT_INPUT, RECORD_FILE, PartitionConfig
+from ._config import BUILT_INPUT, PartitionConfig
 from ._set import check_output_set
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -103,14 +102,6 @@ class _Prompts(Sequence):
 
     def __getitem__(self, i: Any) -> Any:
         return self.column[i].as_py()
-
-
-def backend_identity(name: str, model: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What the completions depend on, from the backend's settings (before building it): its name, the model,
-    every constructor option that can change a completion (``extra_body``, ``disable_server_defaults``, dtype,
-    engine options, ...; not concurrency, timeouts, retries or secrets) and a digest of a local model directory's
-    config, tokenizer and chat template. See :func:`rag_curriculum.generation._base.backend_identity`."""
-    return _backend_identity(name, model, args)
 
 
 def build_backend(name: str, model: str | None, args: Mapping[str, Any]) -> GenerationBackend:

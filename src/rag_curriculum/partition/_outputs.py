@@ -16,14 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, redact_command
+from .._plumbing import SUMMARY_FILE, WORK, atomic_write_with, redact_command
 from .._version import __version__
 from ..cards import plot_histogram, write_partition_card
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import portable, read_manifest, read_table, write_json, write_shards
 from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
-from ._config import PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
+from ._config import PASS_RATE_PLOT, STATS_FILE, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
 from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
 from ._stats import (

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import fsync_dir
-from .._plumbing._output_sets import output_set_problem, stats_set_problem  # noqa: F401  (re-exported)
+from .._commit import foreign_entries, toolkit_files
+from .._plumbing import SUMMARY_FILE, fsync_dir, output_set_problem
 from ..errors import CurriculumError, PartitionError
-from ..shards import MANIFEST, foreign_entries, toolkit_files
-from ._config import ALL_OUTPUTS, OUTPUTS, STATS_FILE, SUMMARY_FILE
+from ..shards import MANIFEST
+from ._config import ALL_OUTPUTS, OUTPUTS, STATS_FILE
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
 
