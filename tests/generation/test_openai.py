@@ -326,7 +326,7 @@ def test_every_hint_names_options_that_exist():
     import inspect
     import re
 
-    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation import IdenticalSamplesError
     from rag_curriculum.generation._openai_backend import HINTS
     from rag_curriculum.generation.runner import _IdenticalCheck
 
@@ -360,7 +360,7 @@ def _chunk(completions):
 
 
 def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling_on(tmp_path):
-    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation import IdenticalSamplesError
     from rag_curriculum.generation._openai_backend import TRANSFORMERS_SERVE_SAMPLING
 
     ids = [f"q{i}" for i in range(10)]

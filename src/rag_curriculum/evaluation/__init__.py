@@ -32,7 +32,7 @@ _EXPORTS = {
     "render_table": "._report",
     "summarize_entry": "._report",
     "RESULT_SCHEMA": "._run",
-    "EvalError": "._run",
+    "EvalError": "..errors",
     "EvalResult": "._run",
     "EvalSet": "._run",
     "generate_completions": "._run",
@@ -52,6 +52,7 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
+    from ..errors import EvalError
     from ._config import EvalConfig, ModelSpec
     from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
     from ._report import (
@@ -65,7 +66,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     )
     from ._run import (
         RESULT_SCHEMA,
-        EvalError,
         EvalResult,
         EvalSet,
         generate_completions,

@@ -29,12 +29,18 @@ from .._plumbing import (
     mask_secrets,
     redact_command,
     shards_digest,
+    stats_set_problem,
 )
-from .._plumbing._output_sets import stats_set_problem
-from ..errors import EvalError  # noqa: F401  (re-exported)
-from ..generation import runner
-from ..generation._base import GenerationBackend, SamplingConfig, backend_identity
-from ..generation._engine import BackendSpec, EngineConfig, open_engine
+from ..errors import EvalError
+from ..generation import (
+    BackendSpec,
+    EngineConfig,
+    GenerationBackend,
+    SamplingConfig,
+    backend_identity,
+    open_engine,
+    runner,
+)
 from ..generation.runner import read_backend
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
@@ -53,7 +59,7 @@ from ._scoring import SAMPLE_METRICS, score_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RESULT_SCHEMA", "EvalError", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
+__all__ = ["RESULT_SCHEMA", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
            "load_eval_sets", "read_results", "run_eval"]
 
 EVAL_SETTINGS = ("distractor", "ideal", "retrieved")

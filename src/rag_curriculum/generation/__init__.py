@@ -17,12 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
+from ..errors import GenerationError, IdenticalSamplesError, PromptTooLongError
 from ._base import (
     BACKENDS,
     GenerationBackend,
-    GenerationError,
-    IdenticalSamplesError,
-    PromptTooLongError,
     SamplingConfig,
     backend_identity,
     check_backend_args,
