@@ -297,7 +297,7 @@ def portable_command(command: str, base: str | Path) -> str:
 
 
 #: Manifest keys whose values are left as they are by :func:`portable` (none: a local tokenizer the prompt lengths
-#: were counted with is recorded by its folder's name too; ``train._lengths.uses_column`` matches it by name, chat
+#: were counted with is recorded by its folder's name too; ``lengths.uses_column`` matches it by name, chat
 #: template and vocabulary).
 PORTABLE_EXEMPT: tuple[str, ...] = ()
 

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
-from ..curricula._lengths import TokenizerError
+from ..errors import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,

@@ -1,8 +1,8 @@
 """Schedules and the curriculum builder.
 
 The build runs as stages (``_sources``, ``_plan``, ``_render``, ``_write``; ``_builder`` drives them); those, the
-build's config (``_config``), the schedules (``_schedules``), the leakage and prompt-length checks (``_leakage``,
-``_lengths``) are private modules whose public names are exported here.
+build's config (``_config``), the schedules (``_schedules``) and the leakage check (``_leakage``) are private
+modules whose public names are exported here; the prompts' token counts are :mod:`rag_curriculum.lengths`'.
 :mod:`~rag_curriculum.curricula.distractors` (distractor sources) and :mod:`~rag_curriculum.curricula.adaptive`
 (rendering a row at any level) are public modules.
 """

@@ -34,9 +34,9 @@ from .._commit import check_output
 from .._plumbing import gc_paused
 from ..cards import pyplot
 from ..errors import BuildError, SkipReport
+from ..lengths import load_tokenizer
 from ..loaders import get_loader
 from ._config import DEFAULT_K, BuildConfig, SourceSpec
-from ._lengths import load_tokenizer
 from ._plan import (
     BuildPlan,
     Plan,

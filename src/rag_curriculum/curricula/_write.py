@@ -15,6 +15,7 @@ import pyarrow as pa
 from .. import cards
 from .._plumbing import current_command, trainer_tail
 from .._version import __version__
+from ..lengths import LengthStats, tokenizer_info
 from ..loaders import get_loader
 from ..retrieval import get_kind
 from ..shards import (
@@ -27,7 +28,6 @@ from ..shards import (
     write_shards,
 )
 from ._config import BuildConfig
-from ._lengths import LengthStats, tokenizer_info
 from ._plan import BuildPlan, plan_summary, source_K
 from ._render import ADAPTIVE_COLUMNS, write_plan
 from ._sources import BuildSources, LoadedSource, _is_hub

@@ -53,7 +53,7 @@ from ..agents import (
     summarize,
 )
 from ..errors import ConfigError
-from ..generation._hf_backend import stop_kwargs
+from ..generation import stop_kwargs
 from ..shards import PROMPT_TOKENS
 
 log = logging.getLogger(__name__)
