@@ -17,7 +17,6 @@ from .._plumbing import RECORD_FILE, gc_paused, mask_secrets, shards_digest
 from ..curricula import BuildConfig, SourceSpec
 from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
 from ..errors import BuildError, PartitionError
-from ..generation import GenerationBackend, get_backend
 from ..generation.runner import WorkDir
 from ..loaders import get_loader, questions_only
 from ..shards import (
@@ -102,13 +101,6 @@ class _Prompts(Sequence):
 
     def __getitem__(self, i: Any) -> Any:
         return self.column[i].as_py()
-
-
-def build_backend(name: str, model: str | None, args: Mapping[str, Any]) -> GenerationBackend:
-    kwargs = dict(args)
-    if model is not None:
-        kwargs["model"] = model
-    return get_backend(name, **kwargs)
 
 
 def _check_levels(input_dir: Path, manifest: Mapping[str, Any]) -> None:

@@ -56,19 +56,6 @@ def recipe_path(recipe: str) -> Path:
     return config.recipe_path(TRAIN, recipe)
 
 
-def compose_raw(recipe: str | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The recipe composed with Hydra (defaults list + overrides), as plain data, interpolations unresolved."""
-    return config.compose(TRAIN, recipe or DEFAULT_RECIPE, overrides, resolve=False, schema=TrainConfig)
-
-
-def to_train_config(raw: Mapping[str, Any], *, recipe: str | None = None) -> TrainConfig:
-    """Bind composed data to the :class:`TrainConfig` schema (types checked, interpolations resolved)."""
-    data = dict(raw)
-    if recipe is not None:
-        data["recipe"] = recipe
-    return config.bind_typed(TrainConfig, data)
-
-
 def compose_train_config(recipe: str | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Compose a recipe (name or path; default ``rag-rl-min-max``) with Hydra overrides into a TrainConfig."""
     args = [*([f"recipe={recipe}"] if recipe else []), *overrides]
