@@ -13,7 +13,8 @@ curriculum order), :func:`read_table` / :func:`read_rows` (the rows, older layou
 :data:`ROW_SCHEMA`), :func:`load_hf_dataset` (a ``datasets.Dataset`` in curriculum order) and :func:`sha256_file`.
 ``datasets.load_dataset("parquet", data_files=shard_files(d))`` reads the shards as they are.
 
-**Writing**: :func:`write_shards` writes a whole directory, the manifest last, through the commit protocol of
+**Writing**: :func:`write_shards` writes a whole directory (:class:`ShardOutput`: the shards, the card, the
+manifest last, for a writer of its own such as the builder's), through the commit protocol of
 :mod:`rag_curriculum._commit` (a private module: a hidden temporary folder beside the target, moved into place whole;
 ``--overwrite`` replaces only the toolkit's own outputs and files; what dead writers left is removed), so an
 interrupted write never leaves a directory that passes :func:`validate_shards`.
@@ -345,69 +346,83 @@ def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int =
     return [write_one_shard(table.slice(start, rows_per_shard), directory, k) for k, start in enumerate(starts)]
 
 
-ShardWriter = Callable[[Path], list[dict[str, Any]]]
+class ShardOutput:
+    """A shard directory being written, in the order its readers rely on: the shards (``data/``), then what
+    describes them (the data card, its plots), then the manifest, last; in a partial folder beside ``out`` that the
+    commit protocol (:mod:`rag_curriculum._commit`) moves into place whole (``--overwrite``'s rule, one writer).
+    Leaving the ``with`` block by an error removes the partial folder. The builder writes its shards into
+    :attr:`path` from forked workers, and :func:`write_shards` writes a table the same way::
+
+        with ShardOutput(out, overwrite=False) as o:
+            entries = write_shard_files(table, o.path)
+            manifest = o.manifest(record, entries, columns=table.schema.names)
+            ...  # the card, into o.path
+            o.commit(manifest)
+    """
+
+    def __init__(self, out: str | Path, *, overwrite: bool = False,
+                 rows_per_shard: int = DEFAULT_ROWS_PER_SHARD) -> None:
+        self.out = out
+        self.overwrite = overwrite
+        self.rows_per_shard = rows_per_shard
+        self.path = prepare_output(out, overwrite=overwrite)
+
+    def __enter__(self) -> ShardOutput:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def manifest(self, record: Mapping[str, Any], entries: list[dict[str, Any]], *,
+                 columns: Sequence[str]) -> dict[str, Any]:
+        """The manifest of the shards written (``entries``): ``record`` (what made the rows: config, seed, sources,
+        counts) with every absolute local path in it made portable (:func:`portable`), and the schema version, the
+        row count, the columns and the shard list with a content hash per shard."""
+        full = portable(dict(record), self.out)
+        full.update({
+            "schema_version": SCHEMA_VERSION,
+            "num_rows": sum(e["rows"] for e in entries),
+            "rows_per_shard": self.rows_per_shard,
+            "columns": list(columns),
+            "shards": entries,
+        })
+        return full
+
+    def commit(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Record the other files written (``files``: what a later ``--overwrite`` may remove), write the manifest
+        (last) and move the folder into place; the manifest."""
+        shards = {e["file"] for e in manifest["shards"]}
+        manifest["files"] = [f for f in files_under(self.path) if f not in shards and f != MANIFEST]
+        write_json(self.path / MANIFEST, manifest)
+        commit_output(self.path, self.out, overwrite=self.overwrite)
+        return manifest
 
 
 def write_shards(
-    table: pa.Table | Sequence[dict[str, Any]] | ShardWriter,
+    table: pa.Table | Sequence[dict[str, Any]],
     out_dir: str | Path,
     *,
     manifest: dict[str, Any],
     overwrite: bool = False,
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
     card: Callable[[Path, dict[str, Any]], None] | None = None,
-    extra_files: dict[str, bytes] | None = None,
     schema: pa.Schema = ROW_SCHEMA,
 ) -> dict[str, Any]:
-    """Write a complete shard directory atomically; return the manifest.
-
-    ``manifest`` holds what made the rows (config, seed, sources, counts); this adds the schema version, the
-    shard list with a content hash per shard, the row count and the other files written (``files``: what a later
-    ``overwrite`` may remove), and makes every absolute local path in it portable (:func:`portable`).
-    ``card(tmp_dir, manifest)`` writes the data card (and plots) before the manifest; ``extra_files`` are written
-    as they are. The manifest is written last.
-
-    ``table`` may also be a writer ``f(directory) -> shard entries`` that writes the ``data/part-*.parquet`` files
-    itself (in ``schema``; the builder uses this to write shards in parallel worker processes).
-    """
-    if callable(table):
-        writer: ShardWriter = table
-        columns = schema.names
-    else:
-        if not isinstance(table, pa.Table):
-            table = rows_to_table(table, schema)
-        missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
-        if missing:
-            raise ShardError(f"rows lack the required columns {missing}")
-        columns = table.schema.names
-        tbl = table
-
-        def writer(d: Path) -> list[dict[str, Any]]:
-            return write_shard_files(tbl, d, rows_per_shard=rows_per_shard)
-
-    tmp = prepare_output(out_dir, overwrite=overwrite)
-    try:
-        entries = writer(tmp)
-        full = portable(dict(manifest), out_dir)
-        full.update({
-            "schema_version": SCHEMA_VERSION,
-            "num_rows": sum(e["rows"] for e in entries),
-            "rows_per_shard": rows_per_shard,
-            "columns": columns,
-            "shards": entries,
-        })
-        for name, data in (extra_files or {}).items():
-            atomic_write_bytes(tmp / name, data)
+    """Write a complete shard directory of ``table`` (or rows, in ``schema``) atomically (:class:`ShardOutput`);
+    return the manifest: ``manifest`` (what made the rows) completed with the shards' record. ``card(directory,
+    manifest)`` writes the data card (and plots) before the manifest, which is written last."""
+    if not isinstance(table, pa.Table):
+        table = rows_to_table(table, schema)
+    missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
+    if missing:
+        raise ShardError(f"rows lack the required columns {missing}")
+    with ShardOutput(out_dir, overwrite=overwrite, rows_per_shard=rows_per_shard) as o:
+        entries = write_shard_files(table, o.path, rows_per_shard=rows_per_shard)
+        full = o.manifest(manifest, entries, columns=table.schema.names)
         if card is not None:
-            card(tmp, full)
-        shards = {e["file"] for e in entries}
-        full["files"] = [f for f in files_under(tmp) if f not in shards and f != MANIFEST]
-        write_json(tmp / MANIFEST, full)
-        commit_output(tmp, out_dir, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return full
+            card(o.path, full)
+        return o.commit(full)
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:

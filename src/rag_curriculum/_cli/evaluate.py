@@ -20,10 +20,10 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .._settings import SettingError, suggest
+from .._plumbing import current_command
+from .._settings import suggest
 from ..config import bind, merge_flags, resolve
-from ..curricula._builder import current_command
-from ..errors import UsageError
+from ..errors import SettingError, UsageError
 from ..evaluation import compare_summaries, main_table, render_report, run_eval, write_plots
 from ..evaluation._agent import AgentEvalConfig, endings, format_errors, run_agent_eval, table_rows
 from ..evaluation._config import EvalConfig

@@ -12,22 +12,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._commit import check_output
-from .._plumbing import RECORD_FILE, gc_paused, mask_secrets, shards_digest
-from ..curricula import BuildConfig, SourceSpec
-from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
-from ..errors import BuildError, PartitionError
+from .._plumbing import RECORD_FILE, mask_secrets, shards_digest
+from ..curricula import BuildConfig, SourceSpec, build_rows, same_build
+from ..errors import PartitionError
 from ..generation.runner import WorkDir
 from ..loaders import get_loader, questions_only
 from ..shards import (
     MANIFEST,
-    ROW_SCHEMA,
     ShardError,
     portable,
     read_manifest,
     validate_shards,
     write_json,
-    write_shards,
 )
 from ._config import BUILT_INPUT, PartitionConfig
 from ._set import check_output_set
@@ -67,27 +63,6 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
                    f"--schedule max --seed {cfg.seed}" + (" --template search-r1" if extra else "") + (f" --n {cfg.n}" if cfg.n else "")
                    + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
     return built
-
-
-def build_rows(build: BuildConfig, *, command: str, progress: bool = False) -> dict[str, Any]:
-    """The stages of ``curriculum build`` that make rows: sources, plan, render, and the shards with their manifest
-    (:mod:`rag_curriculum.curricula`), without the data card and its plot (the partition's own copy of its input
-    is read, not published: no matplotlib, no figure). The shards and the manifest's record of them are those of
-    :func:`~rag_curriculum.curricula.build_curriculum` with the same config, so a build of either kind is reused
-    (:func:`~rag_curriculum.curricula._builder.same_build`). For the partition's level-K build: no tokenizer (no
-    ``prompt_tokens`` column), no index and no adaptive columns."""
-    check_output(build.out, overwrite=build.overwrite)
-    build.validate()
-    with gc_paused():
-        sources = gather_sources(build, progress=progress)  # 1. sources
-        plan = make_plan(build, sources, progress=progress)  # 2. plan
-        if not plan.rows:
-            raise BuildError("the build produced no rows")
-        manifest = build_manifest(build, sources, plan, command=command)
-        return write_shards(  # 3. render, 4. write (shards and manifest)
-            lambda d: write_plan(plan.rows, build, d, progress=progress, source=sources.distractors),
-            build.out, manifest=manifest, overwrite=build.overwrite, rows_per_shard=build.rows_per_shard,
-            schema=ROW_SCHEMA)
 
 
 class _Prompts(Sequence):
