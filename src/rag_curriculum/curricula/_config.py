@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
+from .._settings import MAX_COUNT, MAX_K, MAX_SEED, check_settings, rule
 from ..config import bind, given
-from ..errors import ConfigError
+from ..errors import ConfigError, SettingError
 from ..loaders import questions_only
 from ..prompts import ABSTENTION_ANSWER, get_template
 from ..retrieval import kind_names

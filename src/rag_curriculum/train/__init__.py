@@ -27,11 +27,12 @@ Importing this package imports neither torch, transformers nor TRL; :func:`train
 
 from __future__ import annotations
 
-from ._batching import BatchError, BatchPlan, derive_accumulation, plan_batches
+from ..errors import BatchError, CurriculumOrderError, RecipeError
+from ._batching import BatchPlan, derive_accumulation, plan_batches
 from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
-from ._order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
+from ._order import OrderIssue, check_index_order, order_issues
 from ._progress import STEPS_FILE, StepRecorder, learning_summary, read_steps
-from ._recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
+from ._recipes import DEFAULT_RECIPE, compose_train_config, list_recipes
 from ._rewards import reward_funcs_from_config
 from ._rollout import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
 from ._tools import SearchEnvironment, environment_from_config

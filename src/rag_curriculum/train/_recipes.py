@@ -26,7 +26,6 @@ from typing import Any
 
 from .. import config
 from .._plumbing import atomic_write_bytes
-from ..errors import RecipeError  # noqa: F401  (re-exported)
 from ..shards import write_json
 from ._config import TrainConfig
 

@@ -19,14 +19,14 @@ from typing import Any
 
 from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
-from ..errors import ConfigError, SettingError, TokenizerError
+from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
-from ._batching import BatchError, BatchPlan, apply_batch, plan_batches
+from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
 from ._lengths import check_trl_lengths
-from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
+from ._order import check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import (
     CHECKPOINT_PLAN,
