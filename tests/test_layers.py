@@ -49,11 +49,7 @@ KNOWN_REACHES: set[tuple[str, str]] = {
     ('curricula/_config.py', 'rag_curriculum.rewards._scoring'),
     ('evaluation/_craft.py', 'rag_curriculum.rewards._craft'),
     ('evaluation/_veritas.py', 'rag_curriculum.rewards._veritas'),
-    ('rewards/_formats.py', 'rag_curriculum.agents._searchr1'),
-    ('rewards/_globalrag.py', 'rag_curriculum.agents._globalrag'),
     ('rewards/_judge.py', 'rag_curriculum.generation._base'),
-    ('rewards/_search.py', 'rag_curriculum.agents._searchr1'),
-    ('rewards/_veritas.py', 'rag_curriculum.agents._searchr1'),
     ('rewards/_veritas.py', 'rag_curriculum.generation._base'),
     ('train/_agent_adaptive.py', 'rag_curriculum.agents._difficulty'),
     ('train/_agent_adaptive.py', 'rag_curriculum.rewards._columns'),
@@ -64,11 +60,11 @@ KNOWN_REACHES: set[tuple[str, str]] = {
     ('train/_tools.py', 'rag_curriculum.agents._searchr1'),
     ('train/adaptive.py', 'rag_curriculum.rewards._columns'),
     ('train/adaptive.py', 'rag_curriculum.rewards._scoring'),
-    ('verl/rewards.py', 'rag_curriculum.agents._searchr1'),
     ('verl/rewards.py', 'rag_curriculum.rewards._columns'),
     ('verl/rewards.py', 'rag_curriculum.rewards._craft'),
     ('verl/rewards.py', 'rag_curriculum.rewards._globalrag'),
     ('verl/rewards.py', 'rag_curriculum.rewards._rag_rl'),
+    ('verl/rewards.py', 'rag_curriculum.rewards._search_r1'),
     ('verl/rewards.py', 'rag_curriculum.rewards._veritas'),
     ('verl/tool.py', 'rag_curriculum.generation._base'),
 }
@@ -433,3 +429,18 @@ def test_the_private_module_rule_tells_a_package_from_its_neighbours():
     reach = [m for n in ast.parse(src).body for m in _reaches(n, parts, is_pkg)]
     assert reach == ["rag_curriculum.generation._base", "rag_curriculum._plumbing._output_sets",
                      "rag_curriculum.retrieval._config", "rag_curriculum.curricula._builder"]
+
+
+def test_rewards_read_trajectories_through_the_grammar_not_the_agents():
+    """Issue 43, item 4: the trajectory grammar (tags, turn and trajectory parsers, GlobalRAG's plans) is a leaf
+    below both the agents and the rewards. The two share a layer, so an import of one by the other at a file's top
+    is sideways and fails :func:`test_top_level_imports_only_point_down_the_layers`; none hides inside a function
+    either."""
+    layers = documented_layers()
+    assert layers["rewards"] == layers["agents"] > layers["grammar"]
+    edges, _, _ = scan()
+    assert ("rewards", "grammar") in edges and ("agents", "grammar") in edges
+    assert ("rewards", "agents") not in edges and ("agents", "rewards") not in edges
+    inner = module_graph()[2]
+    assert not [(f, mods) for f, found in inner.items() if f.startswith("rewards/")
+                for _, mods in found if any(m.startswith("rag_curriculum.agents") for m in mods)]
