@@ -25,7 +25,7 @@ from .._plumbing import current_command
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
 from ..errors import UsageError
-from ..generation._engine import without_engine_options
+from ..generation import without_engine_options
 from ..partition import PartitionConfig, merge_partitions
 from ..partition import partition as run_partition
 from .common import (

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError
-from ..generation._base import cut_at_stop
+from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Retriever

@@ -23,6 +23,7 @@ _EXPORTS = {
     "DEFAULT_K": "._config",
     "BuildConfig": "._config",
     "SourceSpec": "._config",
+    "merge_build_flags": "._config",
     "SCHEDULES": "._schedules",
     "levels_for": "._schedules",
     "linear": "._schedules",
@@ -37,7 +38,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ..errors import BuildError
     from ._builder import BuildResult, build_curriculum, build_rows
-    from ._config import DEFAULT_K, BuildConfig, SourceSpec
+    from ._config import DEFAULT_K, BuildConfig, SourceSpec, merge_build_flags
     from ._render import select_documents
     from ._schedules import (
         SCHEDULES,
@@ -53,6 +54,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs
 
 __all__ = [
     "DEFAULT_K", "SCHEDULES", "BuildConfig", "BuildError", "BuildResult", "SourceSpec", "build_curriculum",
-    "build_rows", "levels_for", "linear", "max_", "min_max", "parse_pieces", "piecewise", "register_schedule",
+    "build_rows", "levels_for", "linear", "max_", "merge_build_flags", "min_max", "parse_pieces", "piecewise", "register_schedule",
     "same_build", "select_documents",
 ]

@@ -53,8 +53,7 @@ from typing import Any
 from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic sampling
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..errors import ConfigError
-from ..rewards._columns import completion_text, row_gold
-from ..rewards._scoring import get_parser, score_completion
+from ..rewards import completion_text, get_parser, row_gold, score_completion
 from ._progress import ROW_KEYS, distinct_rows, row_stats
 
 log = logging.getLogger(__name__)
