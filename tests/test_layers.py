@@ -33,8 +33,6 @@ KNOWN_REACHES: set[tuple[str, str]] = {
     ('_cli/serve.py', 'rag_curriculum.retrieval._guard'),
     ('_cli/serve.py', 'rag_curriculum.retrieval._ray_serve'),
     ('_cli/serve.py', 'rag_curriculum.retrieval._server'),
-    ('_cli/train.py', 'rag_curriculum.train._recipes'),
-    ('_cli/train.py', 'rag_curriculum.train._trl'),
     ('agents/_retrievers.py', 'rag_curriculum.retrieval._corpus'),
 }
 

@@ -22,12 +22,14 @@ from ..errors import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,
+    config_yaml,
+    finished_message,
+    grpo_kwargs,
     learning_summary,
     order_issues,
+    prepare,
 )
 from ..train import train as run_training
-from ..train._recipes import config_yaml
-from ..train._trl import finished_message, grpo_kwargs, prepare
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 
