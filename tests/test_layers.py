@@ -29,12 +29,7 @@ DOC = ROOT / "docs" / "development.md"
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 #: Imports of another package's private module today, each to be removed (never added to): (file, module).
-KNOWN_REACHES: set[tuple[str, str]] = {
-    ('_cli/serve.py', 'rag_curriculum.retrieval._guard'),
-    ('_cli/serve.py', 'rag_curriculum.retrieval._ray_serve'),
-    ('_cli/serve.py', 'rag_curriculum.retrieval._server'),
-    ('agents/_retrievers.py', 'rag_curriculum.retrieval._corpus'),
-}
+KNOWN_REACHES: set[tuple[str, str]] = set()
 
 #: Third-party packages slow to import or optional: a project module importing one at its top is heavy.
 HEAVY = frozenset({

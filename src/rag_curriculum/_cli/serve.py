@@ -12,9 +12,8 @@ from typing import Any
 import typer
 
 from ..config import bind, given
-from ..retrieval import CorpusIndex, ServeConfig, get_kind
-from ..retrieval._ray_serve import run as run_ray_serve
-from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
+from ..retrieval import CorpusIndex, ServeConfig, get_kind, serving
+from ..retrieval.serving import ENV_INDEX, ENV_OPTIONS, make_app, run_ray_serve
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
 SERVE_HINT = "install the server: pip install 'rag-curriculum[serve]'"
@@ -80,17 +79,16 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                f"{workers} worker{'s' if workers > 1 else ''}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
-        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap, log_config
 
         # idle or half-sent connections cannot take the server down: deadlines on a request's headers and body, a
         # cap on open connections below the descriptor limit that sheds idle ones (retrieval/_guard.py); secrets
         # in the access log's query strings masked
-        os.environ[ENV_LIMITS] = json.dumps({"max_connections": descriptor_cap(cfg.max_connections),
-                                             "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
-                                             "min_body_rate": cfg.min_body_rate})
+        os.environ[serving.ENV_LIMITS] = json.dumps({"max_connections": serving.descriptor_cap(cfg.max_connections),
+                                                     "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
+                                                     "min_body_rate": cfg.min_body_rate})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5,
-              "log_config": log_config()}
+              "timeout_graceful_shutdown": 5, "http": serving.GuardedH11Protocol, "timeout_keep_alive": 5,
+              "log_config": serving.log_config()}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
             _serve_ray(cfg, url)

@@ -25,8 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._plumbing import mask_secrets
 from ..errors import CurriculumError
-from ..retrieval import load_index
-from ..retrieval._corpus import split_contents
+from ..retrieval import load_index, split_contents
 
 log = logging.getLogger(__name__)
 
