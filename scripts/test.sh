@@ -5,6 +5,9 @@
 #   vllm  .venv-vllm  the real vLLM engine (its CPU build): backend, partition and eval CLIs, `vllm serve`
 #   verl  .venv-verl  verl 0.9.1's own dataset, sampler, data loader and reward loop on the toolkit's shards
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
+#   pyserini .venv-pyserini  pyserini 0.25.0 (Lucene 9.9.1) beside the toolkit's BM25: the Lucene preset's parity
+#                     with Search-R1's BM25 retriever; skipped, saying so, where there is no Java (`java` on PATH or
+#                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
 #   trl-newest .venv-trl-newest  (not by default; a scheduled job) the trainer's tests against the newest TRL the
 #                     pin allows: the toolkit's GRPOTrainer overrides two private TRL methods (train/_trainer.py)
@@ -16,7 +19,7 @@
 #   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-TIERS=${TIERS:-main vllm verl core}
+TIERS=${TIERS:-main vllm verl core pyserini}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
@@ -34,6 +37,7 @@ about() {
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
+    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (45 s of tests measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
     trl-newest) echo "the trainer's tests against the newest TRL the pin allows in .venv-trl-newest; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
@@ -42,8 +46,15 @@ about() {
 setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
 chain=""
 trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true; rm -rf "$setups"' EXIT
+# Java for pyserini: $JAVA_HOME/bin/java, else `java` on PATH (JAVA=CMD: another command)
+have_java() {
+  if [ -n "${JAVA:-}" ]; then command -v "$JAVA" >/dev/null; return; fi
+  [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ] && return 0
+  command -v java >/dev/null
+}
 engine_setups() {  # never two pip installs of this tree at once: after the main tier's, one after another
-  for t in vllm verl core; do
+  for t in vllm verl core pyserini; do
+    [ "$t" != pyserini ] || have_java || continue  # its tier is skipped: no environment to make
     case " $TIERS " in *" $t "*)
       rc=0
       bash "scripts/setup_$t.sh" >"$setups/$t.log" 2>&1 || rc=$?
@@ -77,6 +88,12 @@ for tier in $TIERS; do
     vllm) setup vllm; .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
     verl) setup verl; .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
     core) setup core; .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
+    pyserini)
+      if ! have_java; then
+        echo "tier pyserini: skipped: no Java here (pyserini runs Lucene in a JVM: install a JDK or JRE, 11 or later, or set JAVA_HOME)"
+        continue
+      fi
+      setup pyserini; .venv-pyserini/bin/python "${PYTEST[@]}" tests/tier_pyserini ;;
     notrain)
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
@@ -84,7 +101,7 @@ for tier in $TIERS; do
     trl-newest)
       bash scripts/setup_trl_newest.sh
       .venv-trl-newest/bin/python "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, notrain, trl-newest)" >&2; exit 2 ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"

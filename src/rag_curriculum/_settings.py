@@ -32,7 +32,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import SettingError  # noqa: F401  (re-exported)
+from .errors import SettingError
 
 #: Seeds are stored as int64 (manifests, Parquet) and handed to numpy, torch and vLLM.
 MAX_SEED = 2**63 - 1

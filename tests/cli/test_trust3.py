@@ -368,7 +368,7 @@ def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
     import openai
     import tenacity
 
-    from rag_curriculum.generation._base import GenerationError
+    from rag_curriculum.generation import GenerationError
     from rag_curriculum.generation._openai_backend import OpenAIBackend
 
     calls = []

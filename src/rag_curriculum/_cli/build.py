@@ -9,8 +9,7 @@ import typer
 from rich.markup import escape
 
 from ..config import resolve
-from ..curricula import build_curriculum
-from ..curricula._config import BuildConfig, SourceSpec, merge_flags
+from ..curricula import BuildConfig, SourceSpec, build_curriculum, merge_build_flags
 from ..errors import DataError
 from .common import (
     PrintConfig,
@@ -67,7 +66,7 @@ def build(
       curriculum build --setting retrieved --index idx/musique-dev --top-k 10 -d musique -i musique_ans_v1.0_dev.jsonl
     """
     with reported_errors(_hint):
-        cfg = resolve(BuildConfig, "build", overrides, options, merge=partial(merge_flags, note=_note))
+        cfg = resolve(BuildConfig, "build", overrides, options, merge=partial(merge_build_flags, note=_note))
         if print_config:
             cfg.validate()
             show_config(cfg)

@@ -27,8 +27,8 @@ from .._plumbing import MaskingFilter, mask_secrets, redact_command
 from .._settings import setting_flag
 from ..config import field_help
 from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
-from ..generation._base import BACKENDS, check_backend_args
-from ..generation._engine import EngineConfig as _Engine
+from ..generation import BACKENDS, check_backend_args
+from ..generation import EngineConfig as _Engine
 
 console = Console(stderr=True)
 out = Console()

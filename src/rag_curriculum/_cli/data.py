@@ -9,10 +9,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._commit import is_toolkit_manifest
 from ..errors import DataError
 from ..loaders.stats import source_summary
 from ..retrieval import get_kind, load_index
-from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, read_table, validate_shards
+from ..shards import MANIFEST, ShardError, read_manifest, read_table, validate_shards
 from .common import EXIT_USAGE, data_error_hint, fail, out, reported_errors
 
 

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from .._plumbing import current_command
 from ..config import bind, given
-from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..retrieval import IndexConfig, build_index, get_kind, load_index
 from .common import (

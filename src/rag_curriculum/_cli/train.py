@@ -18,16 +18,19 @@ from rich.table import Table
 
 from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
-from ..curricula._lengths import TokenizerError
+from ..errors import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,
+    config_yaml,
+    finished_message,
+    grpo_kwargs,
     learning_summary,
     order_issues,
+    partial_history,
+    prepare,
 )
 from ..train import train as run_training
-from ..train._recipes import config_yaml
-from ..train._trl import finished_message, grpo_kwargs, partial_history, prepare
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 

@@ -12,9 +12,9 @@ from typing import Any
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..config import bind
 from ..errors import ConfigError, UsageError
-from ..generation._base import BACKENDS, is_secret_option
+from ..generation import BACKENDS, is_secret_option
 from ..prompts import get_template
-from ..rewards._formats import FORMATS
+from ..rewards import FORMATS
 
 __all__ = ["EvalConfig", "ModelSpec"]
 

@@ -87,6 +87,16 @@ class SearchR1Loader(DatasetLoader):
                             kind="missing_field" if rid is None else "wrong_type", field="id")
         ctx.id = rid
         question = require_question(rec, ctx)
+        extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
+        rm = rec.get("reward_model")
+        gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
+        if isinstance(gt, Mapping) and "target" in gt:  # Search-R1's reward reads this key alone: kept as it is
+            try:
+                target = read_target(gt["target"])
+            except DataError as e:
+                raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
+                                field=TARGET) from None
+            extra["target"] = [target] if isinstance(target, str) else target
         try:  # target first: what Search-R1's reward scores against (its main_ppo.py reads ground_truth)
             answers = gold_answers(None, rec.get("reward_model"))
         except DataError as e:
@@ -105,16 +115,6 @@ class SearchR1Loader(DatasetLoader):
         elif golden is not None and set(golden) != set(answers):
             ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
                      f"{show(answers)}: the gold answers are target's, what Search-R1's reward scores against")
-        extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
-        rm = rec.get("reward_model")
-        gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
-        if isinstance(gt, Mapping) and "target" in gt:  # Search-R1's reward reads this key alone: kept as it is
-            try:
-                target = read_target(gt["target"])
-            except DataError as e:
-                raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
-                                field=TARGET) from None
-            extra["target"] = [target] if isinstance(target, str) else target
         row_split = info.get("split")
         # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question
         return Example(id=f"{source}-{rid}" if source else rid, source=cls.name,

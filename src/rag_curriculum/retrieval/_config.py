@@ -147,8 +147,8 @@ def _assemble() -> type:
 
     >>> from rag_curriculum.retrieval import IndexConfig
     >>> cfg = IndexConfig(dataset="musique", input="f.jsonl")
-    >>> cfg.k1, cfg.option_owner["k1"], cfg.option_owner["encoder"], cfg.option_owner["rrf_k"]
-    (1.5, 'bm25', 'dense', 'hybrid')
+    >>> cfg.bm25, cfg.option_owner["k1"], cfg.option_owner["encoder"], cfg.option_owner["rrf_k"]
+    ('auto', 'bm25', 'dense', 'hybrid')
     >>> list(cfg.to_dict())[5:10]   # a BM25 index records no dense or hybrid option
     ['k1', 'b', 'method', 'delta', 'stopwords']
     """

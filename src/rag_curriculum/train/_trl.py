@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import mask_secrets, redact_overrides, shards_digest
+from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
-from ..errors import ConfigError, SettingError, TokenizerError
+from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
-from ._batching import BatchError, BatchPlan, apply_batch, plan_batches
+from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
 from ._lengths import check_trl_lengths
-from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
+from ._order import check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import (
     CHECKPOINT_PLAN,
@@ -137,31 +137,12 @@ def _grpo_types() -> dict[str, Any]:
 
 def _check_grpo_type(key: str, value: Any) -> None:
     """Refuse a value of the wrong type for a plain-typed ``GRPOConfig`` field (a number, a flag, a string), as the
-    real run would fail on it later (``grpo.learning_rate=abc``: a TypeError in the optimiser)."""
-    import types
-    import typing
-
+    real run would fail on it later (``grpo.learning_rate=abc``: a TypeError in the optimiser); lists, dicts and
+    enums are left to TRL's own checks."""
     hint = _grpo_types().get(key)
-    if hint is None:
-        return
-    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-    if not all(a in (bool, int, float, str, type(None)) for a in allowed):
-        return  # lists, dicts, enums: TRL's own checks
-    if value is None:
-        ok = type(None) in allowed
-    elif isinstance(value, bool):
-        ok = bool in allowed
-    elif isinstance(value, int):
-        ok = int in allowed or float in allowed
-    elif isinstance(value, float):
-        ok = float in allowed
-    elif isinstance(value, str):
-        ok = str in allowed
-    else:
-        ok = False
-    if not ok:
-        names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
-        raise SettingError(f"grpo.{key}", value, f"a value of type {names} (trl.GRPOConfig)")
+    want = None if hint is None else expected_type(value, hint, number_as_string=False)
+    if want is not None:
+        raise SettingError(f"grpo.{key}", value, f"a value of type {want} (trl.GRPOConfig)")
 
 
 def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
