@@ -5,18 +5,27 @@ then ``recipe=cpu-learn`` (32 GRPO steps of 2 prompts x 4 generations over those
 search-r1``, a search agent's warm start (``--agent search-r1`` against the BM25 index of the same train file, top
 2) and ``recipe=search-learn`` (48 steps of 2 prompts x 4 trajectories, Search-R1's exact-match reward):
 
-1. with ``--seeds`` GRPO seeds (0, 1, 2): the gain of the mean reward of the last quarter of the steps (8 of 32, 12 of 48) over the first, its mean
-   and its spread across seeds (the learning test, tests/train/test_learning.py, asserts a margin set from these);
-2. with a bug planted in TRL's GRPO step, seed 0 (what Search-R1 PR#21, RAGEN#71, TRL#4974, verl#3720/#3960 found
-   in the field): the advantages zeroed; the rewards shuffled across the batch's samples (each completion scored
-   with another's reward); the completion loss mask inverted (the loss on the padding after each completion, none
-   on the completion); with ``--route search-r1``, also the retrieved tokens trained (every ``<information>``
-   token given mask 1, Search-R1 PR#21). Each should gain nothing: the learning test must fail on each.
+1. with ``--seeds`` GRPO seeds (0, 1, 2; ``--seed 42 ...`` names them): the gain of the mean reward of the last
+   quarter of the steps (8 of 32, 12 of 48) over the first, its mean and its spread across seeds (the learning
+   test, tests/train/test_learning.py, asserts a margin set from these);
+2. with a bug planted in TRL's GRPO step, the first seed (what Search-R1 PR#21, RAGEN#71, TRL#4974,
+   verl#3720/#3960 found in the field): the advantages zeroed; the rewards shuffled across the batch's samples
+   (each completion scored with another's reward); the completion loss mask inverted (the loss on the padding after
+   each completion, none on the completion); with ``--route search-r1``, also the retrieved tokens trained (every
+   ``<information>`` token given mask 1, Search-R1 PR#21). Each should gain nothing: the learning test must fail
+   on each;
+3. with ``--control``, each seed again at learning rate 0 (nothing learnt): its "gain" is what the schedule alone
+   moves between the first and the last steps (other rows, other levels), the baseline a gain is read against.
 
-    python bench/bench_learning.py [--route rag-rl|search-r1] [--seeds 3] [--data ../shared/data]
+``--rows dev`` builds from the MuSiQue dev sample instead of the train sample the recipes were tuned on (held-out
+rows: the warm start, the index and the training all on them).
 
-Prints one row per run (gain, first and last mean reward and exact match, wall time) and the ratio of the smallest
-healthy gain to the largest gain of a planted bug. No timed assertion: these machines are noisy.
+    python bench/bench_learning.py [--route rag-rl|search-r1] [--seeds 3 | --seed 42 ...] [--rows train|dev]
+                                   [--control] [--bugs ''] [--data ../shared/data]
+
+Prints a line as each run ends, then one row per run (gain, first and last mean reward and exact match, wall
+time), the controls' gain and each seed's gain over its control, and the ratio of the smallest healthy gain to the
+largest gain of a planted bug. No timed assertion: these machines are noisy.
 """
 
 from __future__ import annotations
@@ -35,15 +44,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_and_warm(tmp: Path, data: Path, route: str) -> tuple[Path, Path, Path | None]:
+ROWS = {"train": "musique_ans_v1.0_train.sample100.jsonl", "dev": "musique_ans_v1.0_dev.sample200.jsonl"}
+
+
+def build_and_warm(tmp: Path, data: Path, route: str, rows_from: str = "train") -> tuple[Path, Path, Path | None]:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.train import WarmStartConfig, warm_start
 
-    train = data / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
+    train = data / "musique" / ROWS[rows_from]
     rows = tmp / "musique-learn"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(train), n=48, K=3)], schedule="min-max",
-                                 out=str(rows), seed=0), command="bench")
+                                 out=str(rows), seed=0, allow_split_mismatch=rows_from != "train"), command="bench")
     index = None
     if route == "search-r1":
         index = tmp / "index"
@@ -86,6 +98,12 @@ def run(rows: Path, model: Path, index: Path | None, out: Path, seed: int, bug: 
     recipe, em = ("search-learn", "search/exact_match") if index else ("cpu-learn", "rag_rl/exact_match")
     overrides = [f"model.name_or_path={model}", f"data.shards={rows}", f"run.output_dir={out}", f"grpo.seed={seed}",
                  "grpo.save_strategy=no"] + ([f"agent.retriever={index}"] if index else [])
+    if bug == "learning rate 0":  # the control: the same run, nothing learnt
+        overrides.append("grpo.learning_rate=0")
+        bug = None
+        control = True
+    else:
+        control = False
     cfg = compose_train_config(recipe, overrides)
     GRPOTrainer._generate_and_score_completions = planted if bug else original
     if bug == "retrieved tokens trained":
@@ -98,7 +116,8 @@ def run(rows: Path, model: Path, index: Path | None, out: Path, seed: int, bug: 
         GRPOTrainer._generate_and_score_completions = original
         SearchRollout.__call__ = rollout
     s = learning_summary(result.log_history, keys=["reward", em])  # a quarter of the steps, as the run prints
-    return {"seed": seed, "bug": bug or "-", "gain": s["reward"]["last"] - s["reward"]["first"],
+    return {"seed": seed, "bug": "learning rate 0" if control else bug or "-",
+            "gain": s["reward"]["last"] - s["reward"]["first"],
             "first": s["reward"]["first"], "last": s["reward"]["last"],
             "em_first": s[em]["first"], "em_last": s[em]["last"],
             "seconds": seconds}
@@ -106,10 +125,13 @@ def run(rows: Path, model: Path, index: Path | None, out: Path, seed: int, bug: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="GRPO seeds 0 to N-1")
+    ap.add_argument("--seed", type=int, action="append", help="these GRPO seeds instead (repeatable; 42: the recipe's)")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--route", choices=["rag-rl", "search-r1"], default="rag-rl")
     ap.add_argument("--bugs", default=None, help="comma-separated; default: all of the route's")
+    ap.add_argument("--rows", choices=sorted(ROWS), default="train", help="the MuSiQue sample the rows come from")
+    ap.add_argument("--control", action="store_true", help="each seed again at learning rate 0")
     a = ap.parse_args()
     bugs = ["advantages zeroed", "rewards shuffled", "loss mask inverted"]
     if a.route == "search-r1":
@@ -122,13 +144,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-learning-") as t:
         tmp = Path(t)
         start = time.perf_counter()
-        rows, model, index = build_and_warm(tmp, a.data, a.route)
+        rows, model, index = build_and_warm(tmp, a.data, a.route, a.rows)
         warm = time.perf_counter() - start
-        results = [run(rows, model, index, tmp / f"seed{s}", s) for s in range(a.seeds)]
-        results += [run(rows, model, index, tmp / f"bug{i}", 0, bug) for i, bug in enumerate(bugs)]
+        seeds = a.seed or list(range(a.seeds))
+        runs = [(tmp / f"seed{s}", s, None) for s in seeds]
+        if a.control:
+            runs += [(tmp / f"control{s}", s, "learning rate 0") for s in seeds]
+        runs += [(tmp / f"bug{i}", seeds[0], bug) for i, bug in enumerate(bugs)]
+        results = []
+        for out, seed, bug in runs:  # each run's line as it ends: a bench stopped midway keeps what it measured
+            results.append(r := run(rows, model, index, out, seed, bug))
+            print(f"bench run: seed {seed}, {r['bug']}: gain {r['gain']:+.3f} (reward {r['first']:.3f} -> "
+                  f"{r['last']:.3f}, EM {r['em_first']:.3f} -> {r['em_last']:.3f}), {r['seconds']:.0f} s", flush=True)
     recipe = "search-learn" if a.route == "search-r1" else "cpu-learn"
-    table = Table(title=f"{recipe}: mean reward of the last quarter of the steps minus the first quarter "
-                        f"(warm start {warm:.0f} s)", title_justify="left")
+    table = Table(title=f"{recipe} on the {a.rows} sample's rows: mean reward of the last quarter of the steps minus "
+                        f"the first quarter (warm start {warm:.0f} s)", title_justify="left")
     for col in ("seed", "planted bug", "gain", "reward first", "reward last", "EM first", "EM last", "seconds"):
         table.add_column(col, justify="right")
     for r in results:
@@ -136,10 +166,15 @@ def main() -> None:
                       f"{r['em_first']:.2f}", f"{r['em_last']:.2f}", f"{r['seconds']:.0f}")
     Console(width=120).print(table)
     healthy = [r["gain"] for r in results if r["bug"] == "-"]
-    broken = [r["gain"] for r in results if r["bug"] != "-"]
+    controls = [r["gain"] for r in results if r["bug"] == "learning rate 0"]
+    broken = [r["gain"] for r in results if r["bug"] not in ("-", "learning rate 0")]
     if len(healthy) > 1:
         print(f"healthy gain {statistics.mean(healthy):.2f} +- {statistics.stdev(healthy):.2f} (sd over "
               f"{len(healthy)} seeds), smallest {min(healthy):.2f}")
+    if controls:
+        over = [h - c for h, c in zip(healthy, controls, strict=False)]
+        print(f"learning rate 0 (the control): gain {statistics.mean(controls):.2f}; healthy minus control, seed by "
+              f"seed: {', '.join(f'{x:+.2f}' for x in over)} (mean {statistics.mean(over):.2f})")
     if broken:
         print(f"largest gain with a planted bug {max(broken):.2f}; smallest healthy / largest broken: "
               f"{min(healthy) / max(max(broken), 1e-9):.1f}x" if max(broken) > 0 else

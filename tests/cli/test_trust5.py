@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -336,3 +338,23 @@ def test_the_learning_walkthroughs_state_measured_times_with_their_load():
         assert words in text, words
     learning = " ".join((ROOT / "docs" / "learning.md").read_text(encoding="utf-8").split())
     assert "the warm start 250 s, the training 187 s" in learning and "start 498 s, the training 331 s" in learning
+
+
+# -- item 15: what the learning claims hold on -----------------------------------------------------------------------
+def test_the_learning_claims_say_which_rows_they_hold_on():
+    """Issue 46: on held-out MuSiQue rows (the dev sample, not the train sample the recipes were tuned on) the
+    closed-context run learnt, by less than the 0.5 the docs promised. The docs now give both kinds of rows' figures,
+    each with the bench command that measures it, and say which the learning test's margin holds on."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "docs/learning.md#on-rows-the-recipes-were-not-tuned-on" in readme
+    learning = (ROOT / "docs" / "learning.md").read_text(encoding="utf-8")
+    assert "### On rows the recipes were not tuned on" in learning
+    flat = " ".join(learning.split())
+    for command in ("python bench/bench_learning.py --rows dev --control",
+                    "python bench/bench_learning.py --rows train --control",
+                    "python bench/bench_learning.py --route search-r1 --rows dev --control"):
+        assert command in flat, command
+    assert "the margin of 0.5 is a promise about the train sample's rows" in flat
+    bench = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_learning.py"), "--help"], capture_output=True,
+                           text=True, check=True).stdout
+    assert "--rows {dev,train}" in bench and "--control" in bench and "--seed SEED" in bench
