@@ -3,12 +3,14 @@ the server's (``curriculum serve``): which index, where it listens and what a re
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._settings import check_settings, rule
 from ..config import bind
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
+from ._encoder import check_device
 
 #: The retriever kinds (rag_curriculum.retrieval._kinds registers them).
 KIND_NAMES = ("bm25", "dense", "hybrid")
@@ -21,6 +23,23 @@ DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normali
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 #: The token pattern (bm25s's default splitter): runs of two or more word characters.
 SPLITTER = r"(?u)\b\w\w+\b"
+
+
+def parse_bytes(text: str, flag: str = "--max-memory") -> int:
+    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30); anything else (``abc``,
+    ``nan``, ``-1GB``, ``0``, ``1e400GB``) a usage error naming ``flag``.
+
+    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
+    (8000000000, 1073741824, 500000000)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*", str(text).lower())
+    if not m:
+        raise UsageError(f"{flag} {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
+    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}[m.group(2)]
+    value = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale)
+    if not 1 <= value < 2**63:
+        raise UsageError(f"{flag} {text!r}: must be between 1 byte and 8 EiB", hint="give a size such as 8GB")
+    return int(value)
 
 
 @dataclass
@@ -115,27 +134,31 @@ class IndexConfig:
     def _check_kind(self) -> None:
         dense = self.kind in ("dense", "hybrid")
         if dense and not self.encoder:
-            raise ConfigError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
-                              "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+            raise UsageError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
+                             "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+        if dense:  # a bad value of a dense option is a usage error, found before any model loads
+            check_device(self.device)
+            if self.max_memory is not None:
+                parse_bytes(self.max_memory)
         given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device")
                  if getattr(self, f) is not None]
         if not dense and given:
-            raise ConfigError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
-                              hint="add --kind dense (or hybrid), or drop it")
+            raise UsageError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
+                             hint="add --kind dense (or hybrid), or drop it")
         if self.faiss and self.max_memory:
-            raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+            raise UsageError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
         if self.compress and not self.import_faiss:
-            raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
-                              hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+            raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
+                             hint="for an index you build, give --faiss FACTORY (or --max-memory)")
         if self.import_faiss:
             if self.kind != "dense":
-                raise ConfigError("--import-faiss adopts a dense index: use --kind dense")
+                raise UsageError("--import-faiss adopts a dense index: use --kind dense")
             if not self.corpus or self.input:
-                raise ConfigError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
-                                  "and no --input", hint="the corpus's line order is the index's vector order")
+                raise UsageError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
+                                 "and no --input", hint="the corpus's line order is the index's vector order")
             if self.faiss or self.max_memory:
-                raise ConfigError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
-                                  hint="to change it, give --compress FACTORY")
+                raise UsageError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
+                                 hint="to change it, give --compress FACTORY")
 
     def dense_settings(self) -> dict[str, Any]:
         """The dense options, as recorded."""
@@ -217,6 +240,7 @@ class ServeConfig:
 
     def validate(self) -> None:
         check_settings(self)
+        check_device(self.device)
         if self.max_topk < self.default_topk:
             raise ConfigError(f"--default-topk {self.default_topk} is above --max-topk {self.max_topk}",
                               hint="raise --max-topk or lower --default-topk")

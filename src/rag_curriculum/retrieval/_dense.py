@@ -32,9 +32,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import CurriculumError
-from ._config import IndexConfig
-from ._encoder import Encoder, EncoderError, EncoderSettings
+from ..errors import CurriculumError, UsageError
+from ._config import IndexConfig, parse_bytes
+from ._encoder import Encoder, EncoderError, EncoderSettings, check_source, looks_local
 from ._kinds import RetrieverKind
 
 log = logging.getLogger(__name__)
@@ -62,19 +62,6 @@ def _faiss() -> Any:
 def settings(cfg: IndexConfig) -> EncoderSettings:
     return EncoderSettings(name=str(cfg.encoder), query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix,
                            pooling=cfg.pooling, normalize=cfg.normalize, max_length=cfg.max_length)
-
-
-def parse_bytes(text: str) -> int:
-    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30).
-
-    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
-    (8000000000, 1073741824, 500000000)
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?)b?\s*", str(text).lower())
-    if not m:
-        raise DenseError(f"--max-memory {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
-    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[m.group(2)]
-    return int(float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale))
 
 
 def _nlist(n: int) -> int:
@@ -107,13 +94,82 @@ def pick_factory(n: int, d: int, max_memory: str | None) -> str:
                      hint="raise --max-memory, or give --faiss yourself")
 
 
-def _check_factory(factory: str, d: int) -> None:
+def _check_factory(factory: str, d: int, flag: str = "--faiss") -> None:
+    """Refuse, as a usage error naming ``flag`` (``--faiss`` or ``--compress``), a factory string FAISS rejects."""
     faiss = _faiss()
     try:
         faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
-        raise DenseError(f"--faiss {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
+        raise UsageError(f"{flag} {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
                          hint="give an index-factory string such as Flat, HNSW32, SQ8, IVF4096,PQ64") from None
+
+
+#: The metrics the toolkit serves, by FAISS's metric type: the name the manifest records.
+METRICS = {0: "inner_product", 1: "l2"}
+
+
+def metric_of(index: Any, where: str) -> str:
+    """The metric of a FAISS index, read from the index itself (``inner_product`` or ``l2``); another metric
+    (L1, Linf, ...) is refused in one line: its scores cannot be ranked as the toolkit ranks."""
+    kind = int(index.metric_type)
+    if kind not in METRICS:
+        names = {getattr(_faiss(), n): n for n in dir(_faiss()) if n.startswith("METRIC_")}
+        raise DenseError(f"{where}: its metric is {names.get(kind, kind)}; the toolkit serves inner-product and L2 "
+                         "indexes", hint="make the index with faiss.METRIC_INNER_PRODUCT (Search-R1's) or METRIC_L2")
+    return METRICS[kind]
+
+
+def nonfinite_rows(vectors: VectorFile) -> tuple[int, list[int]]:
+    """How many rows of ``vectors`` hold a NaN or an infinity, and the first few of them (read a block at a time)."""
+    import numpy as np
+
+    count, first = 0, []
+    for a in range(0, vectors.n, ADD_ROWS):
+        bad = np.flatnonzero(~np.isfinite(vectors.block(a, min(vectors.n, a + ADD_ROWS))).all(axis=1))
+        count += len(bad)
+        first.extend((bad[:max(0, 3 - len(first))] + a).tolist())
+    return count, first
+
+
+def index_vectors(index: Any, path: Path) -> VectorFile | None:
+    """The float32 vectors a FAISS index file holds, memory-mapped, where they can be read without decoding: a
+    flat index's (from its file), an HNSW index's flat storage (reconstructed a block at a time otherwise); None
+    for an index that keeps only codes (PQ, SQ: their decoded vectors are finite whatever was added)."""
+    with open(path, "rb") as f:
+        fourcc = f.read(4)
+    if fourcc in FLAT_FOURCC:
+        d, n, offset, _ = flat_layout(path)
+        return VectorFile(path, n, d, dtype="<f4", offset=offset)
+    faiss = _faiss()
+    inner = faiss.downcast_index(index)
+    storage = getattr(inner, "storage", None)
+    if storage is not None and isinstance(faiss.downcast_index(storage), faiss.IndexFlat):
+        return _Reconstructed(index)
+    return None
+
+
+class _Reconstructed:
+    """``VectorFile``'s ``n``, ``d`` and ``block`` over an index's ``reconstruct_n``."""
+
+    def __init__(self, index: Any) -> None:
+        self.index, self.n, self.d = index, index.ntotal, index.d
+
+    def block(self, a: int, b: int) -> Any:
+        return self.index.reconstruct_n(a, b - a)
+
+
+def check_finite(vectors: Any, where: str, *, corpus: bool = False) -> None:
+    """Refuse vectors holding a NaN or an infinity (a passage that could never be retrieved), naming the first
+    rows (``corpus``: the rows are the corpus's lines, as in an imported index)."""
+    if vectors is None:
+        return
+    count, first = nonfinite_rows(vectors)
+    if count:
+        rows = ", ".join(str(i) for i in first) + (", ..." if count > len(first) else "")
+        line = f"; the corpus's line {first[0] + 1} for the first" if corpus else ""
+        raise DenseError(f"{where}: {count:,} vector{'s' if count > 1 else ''} not finite (NaN or infinity): "
+                         f"passage{'s' if count > 1 else ''} {rows} (0-based{line})",
+                         hint="encode those passages again, or drop them from the index and its corpus")
 
 
 def _faiss_message(e: BaseException) -> str:
@@ -210,6 +266,15 @@ class DenseBuilder:
     def __init__(self, cfg: IndexConfig, tmp: Path, *, out: Path | None = None, **kw: Any) -> None:
         self.cfg, self.dir, self.out = cfg, tmp / DENSE_DIR, out
         self.dir.mkdir(parents=True, exist_ok=True)
+        check_source(str(cfg.encoder))  # a missing or broken folder, before anything loads
+        self.metric = "inner_product"
+        if cfg.import_faiss:  # what the index file says, before the encoder loads
+            where = f"--import-faiss {cfg.import_faiss}"
+            self.imported = read_faiss_header(Path(cfg.import_faiss))
+            self.metric = metric_of(self.imported, where)
+            if cfg.compress:
+                _check_factory(cfg.compress, self.imported.d, "--compress")
+            check_finite(index_vectors(self.imported, Path(cfg.import_faiss)), where, corpus=True)
         self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
@@ -217,14 +282,10 @@ class DenseBuilder:
         self._file = None if cfg.import_faiss else open(self.dir / ".vectors.f32", "wb")
         if cfg.faiss and not cfg.import_faiss:
             _check_factory(cfg.faiss, self.encoder.dim)  # before hours of encoding
-        if cfg.import_faiss:
-            self.imported = read_faiss_header(Path(cfg.import_faiss))
-            if self.imported.d != self.encoder.dim:
-                raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
-                                 f"{cfg.import_faiss} holds dimension {self.imported.d}",
-                                 hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
-            if cfg.compress:
-                _check_factory(cfg.compress, self.imported.d)
+        if cfg.import_faiss and self.imported.d != self.encoder.dim:
+            raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
+                             f"{cfg.import_faiss} holds dimension {self.imported.d}",
+                             hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
 
     def add(self, block: Any) -> None:
         import numpy as np
@@ -238,6 +299,11 @@ class DenseBuilder:
         step = max(1, self.cfg.batch_size) * 8
         for start in range(0, len(texts), step):
             vecs = self.encoder.encode(texts[start:start + step], "passage", batch_size=self.cfg.batch_size)
+            if not np.isfinite(vecs).all():
+                row = self.n + int(np.flatnonzero(~np.isfinite(vecs).all(axis=1))[0])
+                raise DenseError(f"--encoder {self.cfg.encoder} made a vector that is not finite (NaN or infinity) "
+                                 f"for passage {row}", hint="check the encoder (its weights, --max-length, the "
+                                                            "device's precision)")
             self._file.write(np.ascontiguousarray(vecs, dtype="<f4").tobytes())
             self.n += len(vecs)
             if self.progress:
@@ -250,7 +316,7 @@ class DenseBuilder:
                                  "pooling": self.encoder.pooling,
                                  "normalize": cfg.normalize, "query_prefix": cfg.query_prefix,
                                  "passage_prefix": cfg.passage_prefix, "max_length": cfg.max_length,
-                                 "metric": "inner_product", "text": "contents",
+                                 "metric": self.metric, "text": "contents",
                                  "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version()}
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
@@ -271,7 +337,8 @@ class DenseBuilder:
         import numpy as np
 
         faiss = _faiss()
-        index = faiss.index_factory(vectors.d, factory, faiss.METRIC_INNER_PRODUCT)
+        metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT  # an L2 flat stays L2
+        index = faiss.index_factory(vectors.d, factory, metric)
         cpu_index = index
         if _gpus(faiss, self.cfg.device or self.encoder.device):  # faiss-gpu: train and fill on the GPUs (as
             co = faiss.GpuMultipleClonerOptions()              # Search-R1's builder does), then back to the CPU
@@ -321,7 +388,8 @@ class DenseBuilder:
         _halve(flat, self.dir / VECTORS)  # the float16 copy, for re-ranking
         _faiss().write_index(index, str(self.dir / FAISS_INDEX))
         refine = _search_params(cfg, cfg.compress)["refine"]
-        recall = compressed_recall(index, flat, VectorFile(self.dir / VECTORS, n, d), refine, cfg)
+        recall = compressed_recall(index, flat, VectorFile(self.dir / VECTORS, n, d), refine, cfg,
+                                   l2=self.metric == "l2")
         log.info("compressed %s to %s: recall@%d %.4f on %d queries", src.name, cfg.compress, recall["k"],
                  recall["recall"], recall["queries"])
         return {"faiss": cfg.compress, "imported": imported, "compressed_from": _factory_of(self.imported),
@@ -340,6 +408,29 @@ def resolve_encoder(recorded: str, directory: Path) -> str:
     """The encoder a manifest names: a folder relative to the index when there is one, else the name as it is."""
     here = Path(directory) / recorded
     return str(here) if not os.path.isabs(recorded) and here.is_dir() else recorded
+
+
+#: What to do when the encoder folder an index records is not where the index says.
+MOVED_HINT = ("pass where the encoder is now: curriculum serve --index DIR --encoder FOLDER (Python: "
+              "load_index(DIR, encoder=FOLDER))")
+
+
+def check_encoder(recorded: str, directory: Path, override: str | None = None) -> None:
+    """Refuse, in one line and before any model loads, an encoder a dense index cannot find: ``--encoder
+    OVERRIDE`` named when given (no such folder, not a model folder, a broken JSON file); else the folder the
+    manifest records (relative to the index), with the flag that overrides it when it moved."""
+    if override:
+        check_source(override, "--encoder")
+        return
+    resolved = resolve_encoder(recorded, Path(directory))
+    if looks_local(recorded) and not os.path.isdir(resolved):
+        where = os.path.normpath(Path(directory) / recorded) if not os.path.isabs(recorded) else recorded
+        raise EncoderError(f"{directory}: the index's encoder folder {recorded} (recorded in its manifest.json, "
+                           f"relative to the index: {where}) is not there", hint=MOVED_HINT)
+    try:
+        check_source(resolved, "encoder")
+    except EncoderError as e:
+        raise EncoderError(f"{directory}: the index's {e}", hint=MOVED_HINT) from None
 
 
 def _halve(vectors: VectorFile, path: Path) -> None:
@@ -375,7 +466,7 @@ def _st_version() -> str | None:
 
 
 def compressed_recall(index: Any, flat: VectorFile, halves: VectorFile, refine: int, cfg: IndexConfig, *,
-                      queries: int = 1000, k: int = 10) -> dict[str, Any]:
+                      queries: int = 1000, k: int = 10, l2: bool = False) -> dict[str, Any]:
     """recall@k of the compressed ranking (as served: with ``refine``, its ``refine * k`` candidates scored again
     from the float16 vectors ``halves``; and without) against exact search over ``flat``, on a seeded sample of
     queries: corpus vectors (the corpus's own distribution), searched exactly block by block."""
@@ -385,33 +476,45 @@ def compressed_recall(index: Any, flat: VectorFile, halves: VectorFile, refine: 
     n = flat.n
     q_ids = np.sort(rng.choice(n, size=min(queries, n), replace=False))
     q = flat.take(q_ids)
-    exact = exact_top_k(flat, q, k)
+    exact = exact_top_k(flat, q, k, l2=l2)
     _set_params(index, {"nprobe": cfg.nprobe, "ef_search": cfg.ef_search})
 
     def recall(got: Any) -> float:
         hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact, strict=True))
         return round(hits / (k * len(q_ids)), 4)
 
-    plain, _ = ranked(index, None, 0, q, k)
-    served, _ = ranked(index, halves, refine, q, k)
+    plain, _ = ranked(index, None, 0, q, k, l2=l2)
+    served, _ = ranked(index, halves, refine, q, k, l2=l2)
     return {"k": k, "queries": len(q_ids), "recall": recall(served), "recall_without_refine": recall(plain),
             "refine": refine, "queries_from": "a seeded sample of the corpus's vectors"}
 
 
-def exact_top_k(flat: VectorFile, q: Any, k: int) -> Any:
-    """The exact ``k`` best rows of ``flat`` for each query (inner product), block by block, ties by lower id."""
+def exact_top_k(flat: VectorFile, q: Any, k: int, *, l2: bool = False) -> Any:
+    """The exact ``k`` best rows of ``flat`` for each query (inner product; with ``l2``, the nearest by Euclidean
+    distance), block by block, ties by lower id."""
     import numpy as np
 
     best_s = np.full((len(q), 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(q), 0), dtype=np.int64)
     for a in range(0, flat.n, ADD_ROWS):
         block = flat.block(a, min(flat.n, a + ADD_ROWS))
-        s = q @ block.T
+        s = _scores(q, block, l2)
         ids = np.broadcast_to(np.arange(a, a + len(block)), s.shape)
         cs, ci = np.concatenate([best_s, s], axis=1), np.concatenate([best_i, ids], axis=1)
         order = np.lexsort((ci, -cs), axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(cs, order, 1), np.take_along_axis(ci, order, 1)
     return best_i
+
+
+def _scores(q: Any, block: Any, l2: bool) -> Any:
+    """Each query's score of each row, higher better: the inner product, or for an L2 index the negated squared
+    distance ``-|q - v|^2`` (FAISS's L2 distances, negated: the toolkit's one convention, best first)."""
+    import numpy as np
+
+    s = q @ block.T
+    if l2:
+        s = 2 * s - (block * block).sum(axis=1)[None, :] - (q * q).sum(axis=1)[:, None]
+    return s.astype(np.float32, copy=False)
 
 
 def _set_params(index: Any, params: dict[str, Any]) -> None:
@@ -435,7 +538,10 @@ class DenseSearcher:
         faiss = _faiss()
         self.m = m = manifest["dense"]
         given = encoder if isinstance(encoder, Encoder) else None
+        self.override = encoder if isinstance(encoder, str) else None
         self.encoder_name = given.settings.name if given else encoder or resolve_encoder(m["encoder"], Path(directory))
+        if given is None:  # a missing or broken encoder folder, said before the server announces anything
+            check_encoder(m["encoder"], Path(directory), self.override)
         self.dir = Path(directory) / DENSE_DIR
         self.device = device
         self.threads = threads
@@ -449,6 +555,7 @@ class DenseSearcher:
                              f"{self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
                              hint="build the index again with curriculum index ... --overwrite")
         _set_params(self.index, m)
+        self.l2 = metric_of(self.index, str(directory)) == "l2"  # the index's own metric, whatever was recorded
         vec = m.get("vectors")
         self.vectors = VectorFile(self.dir / vec["file"], vec["rows"], m["dim"]) if vec else None
         self.refine = int(m.get("refine") or 0) if self.vectors is not None else 0
@@ -467,13 +574,13 @@ class DenseSearcher:
                                                             normalize=m["normalize"], max_length=m["max_length"]),
                                             device=self.device)
                 except EncoderError as e:
-                    raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}",
-                                       hint="give the encoder's folder: curriculum serve --encoder DIR (Python: "
-                                            "load_index(DIR, encoder=...))") from None
+                    if self.override:  # the message names the encoder given, not the one recorded
+                        raise
+                    raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}", hint=MOVED_HINT) from None
                 if self._encoder.dim != m["dim"]:
-                    raise EncoderError(f"the encoder {m['encoder']} now makes vectors of dimension "
-                                       f"{self._encoder.dim}; the index holds {m['dim']}",
-                                       hint="use the encoder the index was built with")
+                    name = f"--encoder {self.override}" if self.override else f"the encoder {m['encoder']}"
+                    raise EncoderError(f"{name} makes vectors of dimension {self._encoder.dim}; the index holds "
+                                       f"{m['dim']}", hint="use the encoder the index was built with")
             return self._encoder
 
     def describe(self) -> dict[str, Any]:
@@ -502,7 +609,7 @@ class DenseSearcher:
         return self.search_vectors(self.encode(queries), k)
 
     def search_vectors(self, q: Any, k: int):
-        return ranked(self.index, self.vectors, self.refine, q, k)
+        return ranked(self.index, self.vectors, self.refine, q, k, l2=self.l2)
 
 
 def _is_flat(index: Any) -> bool:
@@ -511,21 +618,29 @@ def _is_flat(index: Any) -> bool:
     return isinstance(faiss.downcast_index(index), faiss.IndexFlat)
 
 
-def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int):
+def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int, *, l2: bool = False):
     """The ``k`` best passages for query vectors ``q`` as the index serves them: FAISS's candidates (``refine * k``
     of them, re-scored exactly from the float16 ``vectors``, when ``refine``), one more than asked so that a tie at
-    the cut is seen; sorted by score, ties by the lower id; ids -1 (score 0) past what was found."""
+    the cut is seen; sorted by score, ties by the lower id; ids -1 (score 0) past what was found. An L2 index
+    (``l2``) ranks by ascending distance, and its score is the negated squared distance (higher is better)."""
     import numpy as np
 
     refine = refine if vectors is not None else 0
     kk = min(index.ntotal, k * max(1, refine) + 1)
-    scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), kk)
+    q = np.ascontiguousarray(q, dtype=np.float32)
+    scores, ids = index.search(q, kk)
+    if l2:
+        scores = -scores
     if refine:  # exact scores of the candidates from the float16 vectors
         live = ids >= 0
         exact = np.full(ids.shape, -np.inf, dtype=np.float32)
         for r in range(len(q)):
             cand = ids[r][live[r]]
-            exact[r, :len(cand)] = vectors.take(cand) @ np.asarray(q[r], dtype=np.float32)
+            block = vectors.take(cand)
+            s = block @ q[r]
+            if l2:
+                s = 2 * s - (block * block).sum(axis=1) - q[r] @ q[r]
+            exact[r, :len(cand)] = s
             ids[r, :len(cand)] = cand
             ids[r, len(cand):] = -1
         scores = exact
@@ -548,6 +663,24 @@ def check(manifest: dict[str, Any], directory: Path) -> None:
         raise DenseError("the manifest has no dense section", hint="build the index again")
 
 
+def verify(directory: Path, manifest: dict[str, Any]) -> None:
+    """``curriculum validate``'s reading of a dense index: every vector it holds is finite (its FAISS index's, where
+    they can be read, and the float16 copy's), read a block at a time."""
+    faiss = _faiss()
+    d = Path(directory) / DENSE_DIR
+    m = manifest["dense"]
+    try:
+        index = faiss.read_index(str(d / FAISS_INDEX), _mmap_flags(faiss))
+    except RuntimeError as e:
+        raise DenseError(f"{directory}: its FAISS index cannot be read ({_faiss_message(e)})",
+                         hint="build the index again with curriculum index ... --overwrite") from None
+    metric_of(index, str(directory))
+    check_finite(index_vectors(index, d / FAISS_INDEX), f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
+    vec = m.get("vectors")
+    if vec:
+        check_finite(VectorFile(d / vec["file"], vec["rows"], m["dim"]), f"{directory}: {DENSE_DIR}/{vec['file']}")
+
+
 def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:
     return DenseBuilder(cfg, tmp, **kw)
 
@@ -557,5 +690,5 @@ def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", t
     return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder)
 
 
-KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",),
+KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",), verify=verify,
                      description="dense (sentence-transformers encoder + FAISS)")

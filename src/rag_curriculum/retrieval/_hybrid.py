@@ -91,4 +91,4 @@ def check(manifest: dict[str, Any], directory: Path) -> None:
 KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg, tmp, **kw),
                      open=lambda d, m, **kw: HybridSearcher(d, m, **kw), check=check,
                      manifest_keys=(*_bm25.MANIFEST_KEYS, "dense", "hybrid"),
-                     description="hybrid: BM25 and dense fused by reciprocal rank")
+                     description="hybrid: BM25 and dense fused by reciprocal rank", verify=_dense.verify)

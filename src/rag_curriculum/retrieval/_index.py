@@ -333,6 +333,15 @@ class CorpusIndex(PassageStore):
         """Open the searcher and run one query (compile, load models, touch the files)."""
         self.searcher.warm()
 
+    def verify(self) -> None:
+        """What ``curriculum validate`` checks beyond loading: the kind's own reading of its files (a dense index's
+        vectors all finite), which may read them whole."""
+        if self.kind.verify is not None:
+            try:
+                self.kind.verify(self.path, self.manifest)
+            except CurriculumError as e:
+                raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
+
     # -- facts
     @property
     def dataset(self) -> str | None:

@@ -15,7 +15,9 @@ A kind provides:
   ``describe()`` says what it is (the kind's settings);
 * ``check(manifest, directory)``: refuses an index this environment cannot read faithfully (another library
   version, a missing file), before anything is loaded;
-* ``manifest_keys``: the manifest keys the kind writes (what ``/manifest`` shows of it).
+* ``manifest_keys``: the manifest keys the kind writes (what ``/manifest`` shows of it);
+* ``verify(directory, manifest)`` (optional): what ``curriculum validate`` checks of the kind's files beyond what
+  loading checks (it may read them whole: a dense index's vectors, for NaN or infinity).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class RetrieverKind:
     check: Callable[[dict[str, Any], Any], None]
     manifest_keys: tuple[str, ...]
     description: str = ""
+    verify: Callable[[Any, dict[str, Any]], None] | None = None
 
 
 KINDS: Registry[RetrieverKind] = Registry("retriever kind")
