@@ -317,7 +317,8 @@ class DenseBuilder:
                                  "normalize": cfg.normalize, "query_prefix": cfg.query_prefix,
                                  "passage_prefix": cfg.passage_prefix, "max_length": cfg.max_length,
                                  "metric": self.metric, "text": "contents",
-                                 "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version()}
+                                 "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version(),
+                                 "runtime": self.encoder.runtime}
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
         else:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CurriculumError, UsageError
+from ._bert import LightEncoder
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +115,27 @@ def check_source(name: str, flag: str = "--encoder") -> None:
 
 class Encoder:
     """A loaded sentence-transformers model applying :class:`EncoderSettings`: ``encode(texts, kind)`` gives
-    float32 vectors (``kind`` ``"query"`` or ``"passage"`` picks the prefix)."""
+    float32 vectors (``kind`` ``"query"`` or ``"passage"`` picks the prefix).
+
+    A local BERT-family folder (e5, MiniLM, bge, multilingual-e5) runs on the toolkit's light runtime
+    (:mod:`._bert`: torch, tokenizers and safetensors, without importing sentence-transformers: a server is healthy
+    seconds sooner); anything else, and every folder when ``RAG_CURRICULUM_ENCODER_RUNTIME=sentence-transformers``,
+    on sentence-transformers. ``runtime`` says which."""
 
     def __init__(self, settings: EncoderSettings, *, device: str | None = None) -> None:
         self.settings = settings
         self.device = device or default_device()
+        check_source(settings.name)
+        light = LightEncoder.load(settings.name, pooling=settings.pooling, normalize=settings.normalize,
+                                  max_length=settings.max_length, device=self.device)
+        if light is not None:
+            self.model, self.dim, self.pooling, self.runtime = light, light.dim, light.pooling, light.runtime
+            self.pooling = {"lasttoken": "last"}.get(light.pooling, light.pooling)
+            return
         self.model = _load(settings, self.device)
         self.dim = int(_dimension(self.model))
         self.pooling = _pooling_of(self.model) or settings.pooling
+        self.runtime = "sentence-transformers"
 
     def encode(self, texts: list[str], kind: str, *, batch_size: int = 64) -> Any:
         import numpy as np
@@ -130,8 +144,11 @@ class Encoder:
         prefix = s.query_prefix if kind == "query" else s.passage_prefix
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=s.normalize, show_progress_bar=False)
+        if isinstance(self.model, LightEncoder):
+            vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size)
+        else:
+            vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size, convert_to_numpy=True,
+                                     normalize_embeddings=s.normalize, show_progress_bar=False)
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
