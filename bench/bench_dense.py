@@ -17,7 +17,9 @@ For each factory (``--factories``: Flat, HNSW32, IVF4096,PQ64, SQ8):
    (private and file-backed), the read time, queries/s (search alone) and recall@10 against the flat ranking;
 3. the whole server: the toolkit's dense index adopted from the flat file (``--import-faiss``, with a corpus of as
    many lines and an encoder of that dimension made on the spot: random weights), ``curriculum serve`` timed to
-   healthy, and queries/s with query encoding (one core), the share of a batch spent encoding.
+   healthy (first start; then ``--rounds`` start-ups with the encoder's light runtime alternated with as many
+   loading it through sentence-transformers, the load path it replaced: the ratio of the medians), and queries/s
+   with query encoding (one core), the share of a batch spent encoding.
 
     python bench/bench_dense.py [--vectors 1000000] [--dim 768] [--intrinsic 32] [--factories Flat,HNSW32,...]
 """
@@ -165,6 +167,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--factories", default="Flat,HNSW32,IVF4096_PQ64,SQ8")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="start-ups of the server per load path (alternated)")
     args = ap.parse_args()
     out = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-dense-{args.vectors}-{args.dim}-{args.intrinsic}"
     out.mkdir(exist_ok=True)
@@ -224,8 +227,22 @@ def main() -> None:
               f"{time.perf_counter() - t:.0f} s", flush=True)
     serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793",
              "--encoder", str(encoder), "--device", "cpu"]
-    first, again = (seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"}) for _ in range(2))
-    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s, again {again:.2f} s", flush=True)
+    first = seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"})
+    # the encoder's light runtime (torch + tokenizers + safetensors) against the sentence-transformers load path it
+    # replaced (the baseline, asked for by RAG_CURRICULUM_ENCODER_RUNTIME), alternated, medians of --rounds
+    light, st = [], []
+    for _ in range(args.rounds):
+        st.append(seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1",
+                                                   "RAG_CURRICULUM_ENCODER_RUNTIME": "sentence-transformers"}))
+        light.append(seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"}))
+    import statistics
+
+    a, b = statistics.median(light), statistics.median(st)
+    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s (first start), then (medians of "
+          f"{args.rounds}, alternated) {a:.2f} s with the encoder's light runtime, {b:.2f} s loading it with "
+          f"sentence-transformers: {b / a:.2f}x sooner (runs {', '.join(f'{x:.2f}' for x in light)} against "
+          f"{', '.join(f'{x:.2f}' for x in st)}); the machine's load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     qs = out / "questions.json"
     qs.write_text(json.dumps([f"which passage is about topic {i} and place {i % 101}?" for i in range(200)]))
     got = child(SERVED, str(index), str(qs))

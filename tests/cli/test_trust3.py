@@ -414,6 +414,8 @@ BASES = {
     "index --import-faiss": ["index", "--kind", "dense", "--encoder", "{ENC}", "--import-faiss", "{FLAT}", "--corpus",
                              "{CORPUS}", "-o", "{OUT}", "--device", "cpu", "--no-progress"],
     "serve dense": ["serve", "--index", "{MOVED}", "--port", "1"],
+    "index --engine ray": ["index", "--kind", "dense", "--encoder", "{ENC}", "--corpus", "{CORPUS}", "-o", "{OUT}",
+                           "--device", "cpu", "--no-progress", "--engine", "ray"],
     "inspect": ["inspect", "{TRAIN}"],
     "train": ["train", "recipe=rag-rl-min-max", "data.shards={MAX}", "--print-config"],
     "train --dry-run": ["train", "recipe=cpu-tiny", "data.shards={MAX}", "--dry-run"],
@@ -437,14 +439,19 @@ OPTIONS = {  # option: the bad values tried (each a case)
               "--threads": ("abc", "-3"), "--method": ("nosuch",), "--stopwords": ("klingon",),
               "--backend": ("nosuch",), "--on-error": ("ignore",), "-d": ("nosuch",),
               "--corpus": ("{MISSING}", "{JUNK}", "{DIR}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}"),
-              "--kind": ("dense", "hybrid", "nosuch"), "--max-memory": ("8GB",), "--encoder": ("{ENC}",)},
+              "--kind": ("dense", "hybrid", "nosuch"), "--max-memory": ("8GB",), "--encoder": ("{ENC}",),
+              "--engine": ("ray", "nosuch")},
     # issue 46 items 1, 6, 9, 10: every bad dense value refused in one line (exit 2 before any model loads)
     "index --kind dense": {"--max-memory": ("abc", "nan", "-1GB", "1e400GB", "0"), "--device": ("bogus", ""),
                            "--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--faiss": ("Bogus",),
                            "--compress": ("IVF4,Flat",), "--import-faiss": ("{NANIDX}", "{L1IDX}", "{MISSING}",
                                                                            "{FILE}")},
     "index --import-faiss": {"--compress": ("Bogus", ""), "--import-faiss": ("{NANIDX}", "{L1IDX}"),
-                             "--faiss": ("HNSW8",), "--max-memory": ("1GB",)},
+                             "--faiss": ("HNSW8",), "--max-memory": ("1GB",), "--engine": ("ray",)},
+    # issue 45 item 6: the Ray Data encoding's options; a cluster that cannot be reached (refused in seconds)
+    "index --engine ray": {"--ray-address": ("127.0.0.1:9", ""), "--num-workers": ("abc", "0", "-1"),
+                           "--cpus-per-worker": ("abc", "0", "-1"), "--gpus-per-worker": ("abc", "-1"),
+                           "--engine": ("nosuch",), "--import-faiss": ("{FLAT}",)},
     # item 5: a dense index whose encoder moved, refused before "serving ..." is printed
     "serve dense": {"--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--device": ("bogus",),
                     "--engine": ("nosuch",), "--index": ("{MOVED}",)},
@@ -520,10 +527,11 @@ CORPUS = corpus_cases()
 #: with the value, or a required setting was left empty.
 EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='",
           "train --dry-run  'batch.prompts_per_step=16'", "train --dry-run  'data.max_rows=1'",
-          "train --dry-run  'run.resume=last'", "warm-start --agent --retriever 'http://127.0.0.1:9'"}
+          "train --dry-run  'run.resume=last'", "warm-start --agent --retriever 'http://127.0.0.1:9'",
+          "index --engine ray --ray-address '127.0.0.1:9'"}
 #: Path-valued cases that are usage errors (exit 2): a model reference that is neither a folder nor a Hub id.
 EXIT_2 = {"train  'model.name_or_path={MISSING}/m'", "warm-start --retriever '{IDX}'",
-          "warm-start --retriever '{MISSING}'", "index --encoder '{ENC}'"}
+          "warm-start --retriever '{MISSING}'", "index --encoder '{ENC}'", "index --engine ray --import-faiss '{FLAT}'"}
 CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option")
 
 

@@ -263,3 +263,27 @@ def test_engine_ray_without_ray_serve_announces_nothing(moved, files, monkeypatc
     r = run("serve", "--index", ix, "--engine", "ray", "--port", 1)
     line = one_error(r)
     assert "--engine ray needs Ray Serve" in line and "serving" not in r.output, r.output
+
+
+# -- issue 45 item 6's bad input: a Ray cluster that cannot be reached ---------------------------------------------
+def test_an_unreachable_ray_cluster_is_one_line_in_seconds(files, tmp_path):
+    """No cluster at the address: refused before anything is encoded or written (ray.init alone would wait without
+    end), and the engine options are usage errors where they do not apply."""
+    import time
+
+    ray = pytest.importorskip("ray", reason="the `ray` extra is needed for --engine ray")
+    if ray.is_initialized():  # pragma: no cover - a cluster of another test in this process
+        pytest.skip("a Ray cluster is running in this process")
+    base = ["index", "--kind", "dense", "--encoder", files["enc"], "--corpus", files["corpus"], "--out",
+            tmp_path / "o", "--device", "cpu", "--no-progress"]
+    t = time.perf_counter()
+    line = one_error(run(*base, "--engine", "ray", "--ray-address", "127.0.0.1:9"))
+    assert "could not connect to the Ray cluster at 127.0.0.1:9: connection refused" in line, line
+    assert time.perf_counter() - t < 60 and not list(tmp_path.iterdir()) and not ray.is_initialized()
+    for more, says in ((["--num-workers", "2"], "--num-workers only apply to --engine ray"),
+                       (["--engine", "ray", "--import-faiss", files["root"] / "ip.index"],
+                        "--import-faiss encodes nothing")):
+        assert says in one_error(run(*base, *more), code=2)
+    assert "a BM25 index has none to encode" in one_error(run("index", "--corpus", files["corpus"], "--out",
+                                                              tmp_path / "o", "--engine", "ray"), code=2)
+    assert not list(tmp_path.iterdir())

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
+from .._plumbing._ray import drop_options
 from ..config import bind, given
 from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..retrieval import IndexConfig, build_index, load_index
+from ..retrieval._ray_encode import RAY_FLAGS
 from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
 
 C = IndexConfig
@@ -56,7 +58,9 @@ def index(
         if print_config:
             show_config(cfg)
             return
-        m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
+        # the engine options say where the passages were encoded, not what was made: left out of the record
+        m = build_index(cfg, progress=progress and console.is_terminal,
+                        command=drop_options(current_command(), RAY_FLAGS))
         if m["retriever"] == "bm25":  # compile the search for this machine now: the first serve starts cached
             with console.status("compiling the search (cached for every later start on this machine)"):
                 load_index(cfg.out).warm()

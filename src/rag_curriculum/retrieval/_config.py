@@ -18,6 +18,8 @@ KIND_NAMES = ("bm25", "dense", "hybrid")
 DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
                 "device", "faiss", "max_memory", "seed", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
                 "compress")
+#: Where a dense index's passages are encoded (``--engine ray``): placement, not identity (never recorded).
+ENGINE_FIELDS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker")
 
 #: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -107,6 +109,20 @@ class IndexConfig:
     compress: str | None = rule(None, empty=False, help=(
         "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
         "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    engine: str = rule("local", choices=("local", "ray"), help=(
+        "dense / hybrid: where the passages are encoded: local (this process) | ray (Ray Data: shards of passages "
+        "streamed to encoder actors on a Ray cluster's CPUs or GPUs, each shard's vectors kept as it finishes, a "
+        "stopped run resumed from them; the same index as local)."))
+    ray_address: str | None = rule(None, empty=False, help=(
+        "--engine ray: the cluster (auto, HOST:6379, ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local "
+        "cluster started for the run."))
+    num_workers: int | None = rule(None, ge=1, le=1_000_000, help=(
+        "--engine ray: encoder actors, each loading the encoder once. Unset: one per GPU of the cluster, else one "
+        "per --cpus-per-worker CPUs."))
+    gpus_per_worker: float | None = rule(None, ge=0, le=64, help=(
+        "--engine ray: GPUs per encoder actor (the encoder runs on cuda there). Unset: 1 when the cluster has "
+        "GPUs, else 0."))
+    cpus_per_worker: float = rule(1.0, ge=0.01, le=1024, help="--engine ray: CPUs per encoder actor.")
     rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
     rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
     block: int = rule(1 << 16, ge=256, le=1 << 24, help=(
@@ -150,6 +166,7 @@ class IndexConfig:
         if self.compress and not self.import_faiss:
             raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
                              hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+        self._check_engine(dense)
         if self.import_faiss:
             if self.kind != "dense":
                 raise UsageError("--import-faiss adopts a dense index: use --kind dense")
@@ -160,6 +177,20 @@ class IndexConfig:
                 raise UsageError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
                                  hint="to change it, give --compress FACTORY")
 
+    def _check_engine(self, dense: bool) -> None:
+        ray_given = [f"--{f.replace('_', '-')}" for f in ENGINE_FIELDS[1:] if getattr(self, f) != getattr(type(self), f)]
+        if self.engine != "ray":
+            if ray_given:
+                raise UsageError(f"{', '.join(ray_given)} only apply to --engine ray",
+                                 hint="add --engine ray (with --kind dense or hybrid), or leave them out")
+            return
+        if not dense:
+            raise UsageError("--engine ray encodes a dense index's passages on a Ray cluster; a BM25 index has none "
+                             "to encode", hint="add --kind dense (or hybrid) --encoder NAME, or drop --engine ray")
+        if self.import_faiss:
+            raise UsageError("--import-faiss encodes nothing (the vectors exist): --engine ray does not apply",
+                             hint="drop --engine ray")
+
     def dense_settings(self) -> dict[str, Any]:
         """The dense options, as recorded."""
         return {k: getattr(self, k) for k in ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize",
@@ -169,6 +200,8 @@ class IndexConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("block")  # how the build was paced, not what it made (the same bytes whatever the block)
+        for k in ENGINE_FIELDS:  # where the passages were encoded, not what was made (the same bytes)
+            d.pop(k, None)
         if self.kind == "bm25":  # a BM25 index's record as it always was
             for k in DENSE_FIELDS:
                 d.pop(k, None)

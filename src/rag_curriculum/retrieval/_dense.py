@@ -36,6 +36,7 @@ from ..errors import CurriculumError, UsageError
 from ._config import IndexConfig, parse_bytes
 from ._encoder import Encoder, EncoderError, EncoderSettings, check_source, looks_local
 from ._kinds import RetrieverKind
+from ._ray_encode import RayEncoding
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,10 @@ class DenseBuilder:
             raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
                              f"{cfg.import_faiss} holds dimension {self.imported.d}",
                              hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
+        # --engine ray: the passages go to encoder actors on a Ray cluster (this process keeps the query encoder)
+        self.ray = RayEncoding(cfg, out if out is not None else tmp, settings(cfg), self.encoder.dim) \
+            if cfg.engine == "ray" and not cfg.import_faiss else None
+        self.encoding: dict[str, Any] | None = None  # what the Ray encoding ran (not recorded: placement)
 
     def add(self, block: Any) -> None:
         import numpy as np
@@ -296,6 +301,12 @@ class DenseBuilder:
                 self.progress(len(block))
             return
         texts = block.contents()
+        if self.ray is not None:  # handed to Ray; encoded in finish()
+            skipped = self.ray.add(texts, self.n)
+            self.n += len(texts)
+            if self.progress and skipped:
+                self.progress(skipped)
+            return
         step = max(1, self.cfg.batch_size) * 8
         for start in range(0, len(texts), step):
             vecs = self.encoder.encode(texts[start:start + step], "passage", batch_size=self.cfg.batch_size)
@@ -322,6 +333,12 @@ class DenseBuilder:
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
         else:
+            if self.ray is not None:
+                try:
+                    self.encoding = self.ray.run(self._file, (lambda n: bar.advance(task, n)) if bar is not None
+                                                 else None)
+                finally:
+                    self.ray.close()
             self._file.close()
             full = VectorFile(self.dir / ".vectors.f32", self.n, d, dtype="<f4")
             factory = cfg.faiss or pick_factory(self.n, d, cfg.max_memory)
@@ -333,6 +350,16 @@ class DenseBuilder:
             facts.update({"faiss": factory, "vectors": {"file": VECTORS, "dtype": "float16", "rows": self.n}})
         facts.update(_search_params(cfg, facts["faiss"]))
         return {"dense": facts}
+
+    def committed(self) -> None:
+        """The index is in place (called by the build after its commit): a Ray encoding's work folder goes."""
+        if self.ray is not None:
+            self.ray.committed()
+
+    def abort(self) -> None:
+        """The build failed: a local Ray cluster started for the encoding is shut down (its shards stay)."""
+        if self.ray is not None:
+            self.ray.close()
 
     def _train_and_fill(self, factory: str, vectors: VectorFile, bar: Any, task: Any) -> Any:
         import numpy as np

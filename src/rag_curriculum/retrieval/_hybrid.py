@@ -25,6 +25,16 @@ class HybridBuilder:
         self.parts[1].progress = self.progress  # the encoder's batches show (the slower part)
         self.parts[1].add(block)
 
+    def committed(self) -> None:
+        self.parts[1].committed()
+
+    def abort(self) -> None:
+        self.parts[1].abort()
+
+    @property
+    def encoding(self) -> dict[str, Any] | None:
+        return self.parts[1].encoding
+
     def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
         facts: dict[str, Any] = {}
         for part in self.parts:

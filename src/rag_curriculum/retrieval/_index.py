@@ -126,7 +126,7 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     remove_orphans(out, ("tmp", "old"))
     tmp = out.with_name(f".{out.name}.tmp-{owner_tag()}")
     tmp.mkdir(parents=True)
-    side = None
+    side = builder = None
     try:
         side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, hashes, checksums")
         found = Sources()
@@ -200,12 +200,17 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     except BaseException:
         if side is not None:
             side.cancel()
+        if builder is not None and hasattr(builder, "abort"):
+            builder.abort()  # a kind's own clean-up (a Ray cluster it started; its resumable work stays)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if hasattr(builder, "committed"):
+        builder.committed()  # the index is in place: a kind's resumable work (a Ray encoding's shards) goes
     log.info("indexed %d passages (%d questions ranked) in %.1fs", found.passages, len(found.q_ids), t4 - t0)
     # timings are returned, not written: the same inputs make the same index, byte for byte
     return {**manifest, "seconds": {"read_index": round(t1 - t0, 2), "finish": round(t2 - t1, 2),
-                                    "wait": round(t3 - t2, 2), "rank": round(t4 - t3, 2)}}
+                                    "wait": round(t3 - t2, 2), "rank": round(t4 - t3, 2)},
+            **({"encoding": builder.encoding} if getattr(builder, "encoding", None) else {})}
 
 
 #: Marks an ``--overwrite`` in place (an index folder holding files the toolkit did not write) that has not
