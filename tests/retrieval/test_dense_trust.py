@@ -284,6 +284,6 @@ def test_an_unreachable_ray_cluster_is_one_line_in_seconds(files, tmp_path):
                        (["--engine", "ray", "--import-faiss", files["root"] / "ip.index"],
                         "--import-faiss encodes nothing")):
         assert says in one_error(run(*base, *more), code=2)
-    assert "a BM25 index has none to encode" in one_error(run("index", "--corpus", files["corpus"], "--out",
+    assert "--engine is for --kind dense or hybrid, not bm25" in one_error(run("index", "--corpus", files["corpus"], "--out",
                                                               tmp_path / "o", "--engine", "ray"), code=2)
     assert not list(tmp_path.iterdir())

@@ -3,50 +3,23 @@ the server's (``curriculum serve``): which index, where it listens and what a re
 
 from __future__ import annotations
 
-import re
+import dataclasses
+import logging
+import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import check_settings, rule
+from .._settings import check_settings, rule, setting_flag
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ._encoder import check_device
+from ._kinds import BUILTIN, ENTRY_POINTS, KINDS, get_kind, kind_names, kinds_using, loaded_kinds
 
-#: The retriever kinds (rag_curriculum.retrieval._kinds registers them).
-KIND_NAMES = ("bm25", "dense", "hybrid")
-#: The dense kind's options (left out of a BM25 index's recorded config).
-DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
-                "device", "faiss", "max_memory", "seed", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
-                "compress")
-#: Where a dense index's passages are encoded (``--engine ray``): placement, not identity (never recorded).
-ENGINE_FIELDS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker")
-
-#: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
-METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-#: The token pattern (bm25s's default splitter): runs of two or more word characters.
-SPLITTER = r"(?u)\b\w\w+\b"
-
-
-def parse_bytes(text: str, flag: str = "--max-memory") -> int:
-    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30); anything else (``abc``,
-    ``nan``, ``-1GB``, ``0``, ``1e400GB``) a usage error naming ``flag``.
-
-    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
-    (8000000000, 1073741824, 500000000)
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*", str(text).lower())
-    if not m:
-        raise UsageError(f"{flag} {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
-    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}[m.group(2)]
-    value = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale)
-    if not 1 <= value < 2**63:
-        raise UsageError(f"{flag} {text!r}: must be between 1 byte and 8 EiB", hint="give a size such as 8GB")
-    return int(value)
-
+log = logging.getLogger(__name__)
 
 @dataclass
-class IndexConfig:
-    """Everything that determines an index. Recorded in the index's manifest."""
+class _Where:
+    """What an index is made from and where it goes (the first options of every index)."""
 
     dataset: str | None = rule(None, flag="--dataset", empty=False, help=(
         "hotpotqa | musique | 2wikimultihopqa: the dataset --input holds."))
@@ -57,17 +30,17 @@ class IndexConfig:
         "Passages to index, after the dataset's: a JSONL file of {\"title\", \"text\"} lines, or {\"id\", \"contents\"} "
         "lines with the title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout). Every "
         "line is one passage, in line order, keeping its own id and contents (what the server returns)."))
-    kind: str = rule("bm25", choices=KIND_NAMES, help=(
+    kind: str = rule("bm25", choices=kind_names, help=(
         "The retriever: bm25 (bm25s) | dense (a sentence-transformers encoder and a FAISS index) | hybrid (both, "
-        "fused by reciprocal rank)."))
+        "fused by reciprocal rank) | a kind an installed package registers."))
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
-    k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
-    b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
-    method: str = rule("lucene", choices=METHODS, help=(
-        "BM25 variant (bm25s method): lucene (default) | robertson | atire | bm25l | bm25+."))
-    delta: float = rule(0.5, ge=0, le=100, help="delta of the bm25l and bm25+ variants (ignored by the others).")
-    stopwords: str = rule("en", choices=("en", "none"), help=(
-        "Stop words dropped by the tokenizer: en (bm25s's English list) | none."))
+
+
+@dataclass
+class _Search:
+    """How the dataset's questions are ranked, whatever the kind (after the default kind's options, as recorded
+    since the first index)."""
+
     depth: int = rule(100, ge=1, le=10_000, help=(
         "Passages ranked and stored per question of --input (what builds draw BM25 distractors and retrieved "
         "passages from without retrieving again)."))
@@ -75,56 +48,12 @@ class IndexConfig:
     backend: str = rule("auto", choices=("auto", "numpy", "numba"), help=(
         "BM25 search backend: auto (numba when installed: compiled once per machine and cached; else numpy) | "
         "numpy | numba. The rankings are the same."))
-    # -- dense and hybrid
-    encoder: str | None = rule(None, empty=False, help=(
-        "dense / hybrid: the sentence-transformers encoder, a Hub name or a local folder (Search-R1's: "
-        "intfloat/e5-base-v2)."))
-    query_prefix: str = rule("query: ", help="dense: what a query is prefixed with (e5's, Search-R1's, FlashRAG's).")
-    passage_prefix: str = rule("passage: ", help="dense: what a passage is prefixed with (e5's).")
-    pooling: str = rule("mean", choices=("mean", "cls", "max", "lasttoken"), help=(
-        "dense: pooling of an encoder folder that has no sentence-transformers config (a model that has one uses "
-        "its own; the manifest records which)."))
-    normalize: bool = rule(True, help="dense: normalise the vectors (cosine similarity by inner product).")
-    max_length: int = rule(256, ge=8, le=1_000_000, help="dense: tokens per text (Search-R1: 256).")
-    batch_size: int = rule(64, ge=1, le=1_000_000, help="dense: texts per encoder batch.")
-    device: str | None = rule(None, empty=False, help="dense: the encoder's device (default: cuda when there is one).")
-    faiss: str | None = rule(None, empty=False, help=(
-        "dense: the FAISS index, as an index-factory string (Flat, HNSW32, SQ8, IVF4096,PQ64, ...); default: "
-        "picked under --max-memory (Flat without it)."))
-    max_memory: str | None = rule(None, empty=False, help=(
-        "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
-        "largest PQ code that fits."))
-    seed: int = rule(0, ge=0, le=2**31 - 1, help=(
-        "dense: the seed of the training sample and of FAISS's k-means (the same seed, the same index)."))
-    train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
-        "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
-    nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")
-    ef_search: int = rule(64, ge=1, le=1 << 20, help="dense: HNSW's search breadth (efSearch).")
-    refine: int = rule(4, ge=0, le=1000, help=(
-        "dense: with a compressed index (PQ, SQ), score the refine * k best candidates again exactly from the "
-        "float16 vectors (0: no re-ranking)."))
-    import_faiss: str | None = rule(None, empty=False, help=(
-        "dense: adopt this FAISS index (Search-R1's or FlashRAG's e5_Flat.index) over --corpus, without encoding: "
-        "the corpus's line order is the index's vector order."))
-    compress: str | None = rule(None, empty=False, help=(
-        "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
-        "vectors, read a block at a time, and report recall@10 against the exact ranking."))
-    engine: str = rule("local", choices=("local", "ray"), help=(
-        "dense / hybrid: where the passages are encoded: local (this process) | ray (Ray Data: shards of passages "
-        "streamed to encoder actors on a Ray cluster's CPUs or GPUs, each shard's vectors kept as it finishes, a "
-        "stopped run resumed from them; the same index as local)."))
-    ray_address: str | None = rule(None, empty=False, help=(
-        "--engine ray: the cluster (auto, HOST:6379, ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local "
-        "cluster started for the run."))
-    num_workers: int | None = rule(None, ge=1, le=1_000_000, help=(
-        "--engine ray: encoder actors, each loading the encoder once. Unset: one per GPU of the cluster, else one "
-        "per --cpus-per-worker CPUs."))
-    gpus_per_worker: float | None = rule(None, ge=0, le=64, help=(
-        "--engine ray: GPUs per encoder actor (the encoder runs on cuda there). Unset: 1 when the cluster has "
-        "GPUs, else 0."))
-    cpus_per_worker: float = rule(1.0, ge=0.01, le=1024, help="--engine ray: CPUs per encoder actor.")
-    rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
-    rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
+
+
+@dataclass
+class _Run:
+    """How the build runs (the last options)."""
+
     block: int = rule(1 << 16, ge=256, le=1 << 24, help=(
         "Passages per block of the build: read, tokenized and scored (BM25) or encoded (dense) a block at a time. "
         "The build holds one block besides the vocabulary, so a smaller block bounds its memory (the index's bytes "
@@ -132,6 +61,13 @@ class IndexConfig:
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")
+
+
+class _IndexConfigMethods:
+    """The methods of :class:`IndexConfig` (whose fields are assembled from the kinds below)."""
+
+    #: The kind that declares each kind option (``k1``: ``bm25``); set on the assembled class.
+    option_owner: dict[str, str] = {}
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -148,81 +84,129 @@ class IndexConfig:
                               hint="pass both --dataset NAME and --input FILE, or neither (a corpus alone)")
 
     def _check_kind(self) -> None:
-        dense = self.kind in ("dense", "hybrid")
-        if dense and not self.encoder:
-            raise UsageError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
-                             "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
-        if dense:  # a bad value of a dense option is a usage error, found before any model loads
-            check_device(self.device)
-            if self.max_memory is not None:
-                parse_bytes(self.max_memory)
-        given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device")
-                 if getattr(self, f) is not None]
-        if not dense and given:
-            raise UsageError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
-                             hint="add --kind dense (or hybrid), or drop it")
-        if self.faiss and self.max_memory:
-            raise UsageError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
-        if self.compress and not self.import_faiss:
-            raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
-                             hint="for an index you build, give --faiss FACTORY (or --max-memory)")
-        self._check_engine(dense)
-        if self.import_faiss:
-            if self.kind != "dense":
-                raise UsageError("--import-faiss adopts a dense index: use --kind dense")
-            if not self.corpus or self.input:
-                raise UsageError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
-                                 "and no --input", hint="the corpus's line order is the index's vector order")
-            if self.faiss or self.max_memory:
-                raise UsageError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
-                                 hint="to change it, give --compress FACTORY")
-
-    def _check_engine(self, dense: bool) -> None:
-        ray_given = [f"--{f.replace('_', '-')}" for f in ENGINE_FIELDS[1:] if getattr(self, f) != getattr(type(self), f)]
-        if self.engine != "ray":
-            if ray_given:
-                raise UsageError(f"{', '.join(ray_given)} only apply to --engine ray",
-                                 hint="add --engine ray (with --kind dense or hybrid), or leave them out")
-            return
-        if not dense:
-            raise UsageError("--engine ray encodes a dense index's passages on a Ray cluster; a BM25 index has none "
-                             "to encode", hint="add --kind dense (or hybrid) --encoder NAME, or drop --engine ray")
-        if self.import_faiss:
-            raise UsageError("--import-faiss encodes nothing (the vectors exist): --engine ray does not apply",
-                             hint="drop --engine ray")
-
-    def dense_settings(self) -> dict[str, Any]:
-        """The dense options, as recorded."""
-        return {k: getattr(self, k) for k in ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize",
-                                              "max_length", "faiss", "max_memory", "train_sample", "nprobe",
-                                              "ef_search", "refine", "import_faiss", "compress")}
+        """Options of another kind are refused (each kind's options are its own and those of the kinds it uses),
+        then the kind runs its own checks, and those of the kinds it uses."""
+        kind = get_kind(self.kind)
+        missing = [n for n in kind.option_names() if n not in self.option_owner]
+        if missing:
+            raise ConfigError(f"retriever kind {kind.name!r} declares option(s) {', '.join(missing)} that "
+                              "IndexConfig was assembled without (it was registered after rag_curriculum.retrieval "
+                              "was imported)", hint=f"register it through the entry point group {ENTRY_POINTS}, "
+                              "read at that import, or declare no options of its own")
+        used = {kind.name, *kind.uses}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            owner = self.option_owner.get(f.name)
+            if owner is None or owner in used or _unchanged(f, getattr(self, f.name)):
+                continue
+            users = kinds_using(owner)
+            also = f" (or {', '.join(users[1:])})" if users[1:] else ""
+            flag = setting_flag(f) or f.name
+            raise UsageError(f"{flag} is for --kind {' or '.join(users)}, not {self.kind}",
+                              hint=f"add --kind {users[0]}{also}, or drop it")
+        for name in (*kind.uses, kind.name):
+            check = get_kind(name).check_config
+            if check is not None:
+                check(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("block")  # how the build was paced, not what it made (the same bytes whatever the block)
-        for k in ENGINE_FIELDS:  # where the passages were encoded, not what was made (the same bytes)
-            d.pop(k, None)
-        if self.kind == "bm25":  # a BM25 index's record as it always was
-            for k in DENSE_FIELDS:
-                d.pop(k, None)
-        if self.kind != "hybrid":
-            d.pop("rrf_k", None)
-            d.pop("rrf_depth", None)
-        return d
+        """The configuration an index's manifest records: every option but ``block`` (how the build was paced, not
+        what it made: the same bytes whatever the block) and the kinds' placement options (where the work ran:
+        ``--engine ray``), less the options of kinds this kind does not use."""
+        kind = get_kind(self.kind)
+        used = {kind.name, *kind.uses}
+        unrecorded = {"block", *placement_fields()}
+        return {k: v for k, v in asdict(self).items()  # type: ignore[call-overload]
+                if k not in unrecorded and self.option_owner.get(k, kind.name) in used}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> IndexConfig:
+    def from_dict(cls, d: dict[str, Any]) -> Any:
         return bind(cls, d)
 
-    def tokenizer_info(self) -> dict[str, Any]:
-        """The tokenizer, as the manifest records it (queries are tokenized the same way)."""
-        return {"library": "bm25s", "class": "bm25s.tokenization.Tokenizer", "lower": True,
-                "splitter": SPLITTER, "stopwords": None if self.stopwords == "none" else self.stopwords,
-                "stemmer": None, "fields": "title + ' ' + text"}
 
-    def bm25_params(self) -> dict[str, Any]:
-        return {"k1": self.k1, "b": self.b, "method": self.method, "idf_method": self.method, "delta": self.delta,
-                "dtype": "float32"}
+def placement_fields() -> tuple[str, ...]:
+    """The options of every registered kind that say where a build's work runs (``engine``, ``num_workers``, ...:
+    a kind's ``placement``), never recorded."""
+    return tuple(dict.fromkeys(name for kind in loaded_kinds() for name in kind.placement))
+
+
+def placement_flags() -> tuple[str, ...]:
+    """Their command-line flags (``--engine``, ``--num-workers``, ...), left out of the command a manifest records.
+
+    >>> "--engine" in placement_flags() and "--ray-address" in placement_flags()
+    True
+    """
+    return tuple(f"--{name.replace('_', '-')}" for name in placement_fields())
+
+
+def _unchanged(f: dataclasses.Field, value: Any) -> bool:
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return value == default
+
+
+def _fields(cls: type) -> list[tuple[str, Any, dataclasses.Field]]:
+    """``cls``'s fields as :func:`dataclasses.make_dataclass` takes them (name, resolved type, a fresh field)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        kw: dict[str, Any] = {"metadata": f.metadata}
+        if f.default_factory is not dataclasses.MISSING:
+            kw["default_factory"] = f.default_factory
+        else:
+            kw["default"] = f.default
+        out.append((f.name, hints[f.name], dataclasses.field(**kw)))
+    return out
+
+
+def _assemble() -> type:
+    """IndexConfig: the options every index has, then each registered kind's own (:mod:`._kinds`, in registration
+    order; the default kind's first, then the ranking options, as the manifests have always recorded them), then
+    how the build runs; and which kind owns each kind option. A kind an installed package declares whose options
+    collide with another's is left out with a warning (the toolkit's own never collide).
+
+    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> cfg = IndexConfig(dataset="musique", input="f.jsonl")
+    >>> cfg.k1, cfg.option_owner["k1"], cfg.option_owner["encoder"], cfg.option_owner["rrf_k"]
+    (1.5, 'bm25', 'dense', 'hybrid')
+    >>> list(cfg.to_dict())[5:10]   # a BM25 index records no dense or hybrid option
+    ['k1', 'b', 'method', 'delta', 'stopwords']
+    """
+    head, tail = _fields(_Where), [*_fields(_Search), *_fields(_Run)]
+    default = _Where.__dataclass_fields__["kind"].default
+    kinds = sorted(loaded_kinds(), key=lambda k: k.name != default)  # stable: registration order otherwise
+    taken = {name for name, _, _ in head + tail}
+    owner: dict[str, str] = {}
+    own: list[tuple[str, Any, dataclasses.Field]] = []
+    for kind in kinds:
+        fields = _fields(kind.options) if kind.options is not None else []
+        clash = sorted(name for name, _, _ in fields if name in taken)
+        if clash:
+            if kind.name in BUILTIN:
+                raise TypeError(f"retriever kind {kind.name!r}: option(s) {', '.join(clash)} already taken")
+            log.warning("retriever kind %r left out: its option(s) %s are another's", kind.name, ", ".join(clash))
+            KINDS.drop(kind.name)
+            continue
+        taken.update(name for name, _, _ in fields)
+        owner.update((name, kind.name) for name, _, _ in fields)
+        own += fields
+        if kind.name == default:
+            own += _fields(_Search)
+    rest = [f for f in tail if f[0] not in {name for name, _, _ in own}]
+    cls = dataclasses.make_dataclass("IndexConfig", [*head, *own, *rest], bases=(_IndexConfigMethods,),
+                                     namespace={"__module__": __name__, "option_owner": owner})
+    cls.__doc__ = ("Everything that determines an index: where it reads and writes, the options of its kind (each "
+                   "kind's declared in its module), how its questions are ranked and how the build runs. Recorded "
+                   "in the index's manifest.")
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    """``IndexConfig``, assembled from the registered kinds (:func:`_assemble`) the first time it is asked for:
+    after :mod:`rag_curriculum.retrieval` has been imported whole, so a kind's module (an installed package's too)
+    may import from it."""
+    if name == "IndexConfig":
+        globals()["IndexConfig"] = cls = _assemble()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass

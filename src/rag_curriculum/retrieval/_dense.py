@@ -29,14 +29,18 @@ import re
 import shutil
 import struct
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._settings import rule
 from ..errors import CurriculumError, UsageError
-from ._config import IndexConfig, parse_bytes
-from ._encoder import Encoder, EncoderError, EncoderSettings, check_source, looks_local
+from ._encoder import Encoder, EncoderError, EncoderSettings, check_device, check_source, looks_local
 from ._kinds import RetrieverKind
 from ._ray_encode import RayEncoding
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,116 @@ FLAT_FOURCC = (b"IxFI", b"IxF2", b"IxFl")  # faiss's IndexFlat files: inner prod
 
 class DenseError(CurriculumError):
     """A dense index that cannot be built, imported or read as asked."""
+
+
+@dataclass
+class DenseOptions:
+    """The dense kind's options (``curriculum index --kind dense --encoder ...``; fields of IndexConfig), which the
+    hybrid kind reads too."""
+
+    encoder: str | None = rule(None, empty=False, help=(
+        "dense / hybrid: the sentence-transformers encoder, a Hub name or a local folder (Search-R1's: "
+        "intfloat/e5-base-v2)."))
+    query_prefix: str = rule("query: ", help="dense: what a query is prefixed with (e5's, Search-R1's, FlashRAG's).")
+    passage_prefix: str = rule("passage: ", help="dense: what a passage is prefixed with (e5's).")
+    pooling: str = rule("mean", choices=("mean", "cls", "max", "lasttoken"), help=(
+        "dense: pooling of an encoder folder that has no sentence-transformers config (a model that has one uses "
+        "its own; the manifest records which)."))
+    normalize: bool = rule(True, help="dense: normalise the vectors (cosine similarity by inner product).")
+    max_length: int = rule(256, ge=8, le=1_000_000, help="dense: tokens per text (Search-R1: 256).")
+    batch_size: int = rule(64, ge=1, le=1_000_000, help="dense: texts per encoder batch.")
+    device: str | None = rule(None, empty=False, help="dense: the encoder's device (default: cuda when there is one).")
+    faiss: str | None = rule(None, empty=False, help=(
+        "dense: the FAISS index, as an index-factory string (Flat, HNSW32, SQ8, IVF4096,PQ64, ...); default: "
+        "picked under --max-memory (Flat without it)."))
+    max_memory: str | None = rule(None, empty=False, help=(
+        "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
+        "largest PQ code that fits."))
+    seed: int = rule(0, ge=0, le=2**31 - 1, help=(
+        "dense: the seed of the training sample and of FAISS's k-means (the same seed, the same index)."))
+    train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
+        "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
+    nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")
+    ef_search: int = rule(64, ge=1, le=1 << 20, help="dense: HNSW's search breadth (efSearch).")
+    refine: int = rule(4, ge=0, le=1000, help=(
+        "dense: with a compressed index (PQ, SQ), score the refine * k best candidates again exactly from the "
+        "float16 vectors (0: no re-ranking)."))
+    import_faiss: str | None = rule(None, empty=False, help=(
+        "dense: adopt this FAISS index (Search-R1's or FlashRAG's e5_Flat.index) over --corpus, without encoding: "
+        "the corpus's line order is the index's vector order."))
+    compress: str | None = rule(None, empty=False, help=(
+        "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
+        "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    # -- where the passages are encoded (placement, not identity: never recorded; the same index either way)
+    engine: str = rule("local", choices=("local", "ray"), help=(
+        "dense / hybrid: where the passages are encoded: local (this process) | ray (Ray Data: shards of passages "
+        "streamed to encoder actors on a Ray cluster's CPUs or GPUs, each shard's vectors kept as it finishes, a "
+        "stopped run resumed from them; the same index as local)."))
+    ray_address: str | None = rule(None, empty=False, help=(
+        "--engine ray: the cluster (auto, HOST:6379, ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local "
+        "cluster started for the run."))
+    num_workers: int | None = rule(None, ge=1, le=1_000_000, help=(
+        "--engine ray: encoder actors, each loading the encoder once. Unset: one per GPU of the cluster, else one "
+        "per --cpus-per-worker CPUs."))
+    gpus_per_worker: float | None = rule(None, ge=0, le=64, help=(
+        "--engine ray: GPUs per encoder actor (the encoder runs on cuda there). Unset: 1 when the cluster has "
+        "GPUs, else 0."))
+    cpus_per_worker: float = rule(1.0, ge=0.01, le=1024, help="--engine ray: CPUs per encoder actor.")
+
+
+#: Where a dense index's passages are encoded (``--engine ray``): the kind's placement options.
+ENGINE_FIELDS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker")
+
+
+def check_config(cfg: IndexConfig) -> None:
+    """The dense options' checks (for ``--kind dense`` and ``hybrid``), before anything is read or any model loads:
+    each a usage error (exit 2) naming its flag."""
+    if not cfg.encoder:
+        raise UsageError(f"--kind {cfg.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
+                         "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+    check_device(cfg.device)
+    if cfg.max_memory is not None:
+        parse_bytes(cfg.max_memory)
+    if cfg.faiss and cfg.max_memory:
+        raise UsageError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+    if cfg.compress and not cfg.import_faiss:
+        raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
+                         hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+    if cfg.import_faiss:
+        if cfg.kind != "dense":
+            raise UsageError("--import-faiss adopts a dense index: use --kind dense")
+        if not cfg.corpus or cfg.input:
+            raise UsageError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
+                             "and no --input", hint="the corpus's line order is the index's vector order")
+        if cfg.faiss or cfg.max_memory:
+            raise UsageError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
+                             hint="to change it, give --compress FACTORY")
+    ray_given = [f"--{f.replace('_', '-')}" for f in ENGINE_FIELDS[1:]
+                 if getattr(cfg, f) != getattr(DenseOptions, f)]
+    if cfg.engine != "ray":
+        if ray_given:
+            raise UsageError(f"{', '.join(ray_given)} only apply to --engine ray",
+                             hint="add --engine ray, or leave them out")
+    elif cfg.import_faiss:
+        raise UsageError("--import-faiss encodes nothing (the vectors exist): --engine ray does not apply",
+                         hint="drop --engine ray")
+
+
+def parse_bytes(text: str, flag: str = "--max-memory") -> int:
+    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30); anything else (``abc``,
+    ``nan``, ``-1GB``, ``0``, ``1e400GB``) a usage error naming ``flag``.
+
+    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
+    (8000000000, 1073741824, 500000000)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*", str(text).lower())
+    if not m:
+        raise UsageError(f"{flag} {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
+    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}[m.group(2)]
+    value = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale)
+    if not 1 <= value < 2**63:
+        raise UsageError(f"{flag} {text!r}: must be between 1 byte and 8 EiB", hint="give a size such as 8GB")
+    return int(value)
 
 
 def _faiss() -> Any:
@@ -277,6 +391,7 @@ class DenseBuilder:
                 _check_factory(cfg.compress, self.imported.d, "--compress")
             check_finite(index_vectors(self.imported, Path(cfg.import_faiss)), where, corpus=True)
         self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
+        self.verb = "reading and indexing" if cfg.import_faiss else "encoding"  # what the progress bar says
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
         # the encoder's float32 vectors, until the FAISS index is made from them (then kept as float16)
@@ -718,5 +833,15 @@ def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", t
     return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder)
 
 
-KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",), verify=verify,
-                     description="dense (sentence-transformers encoder + FAISS)")
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a dense index's settings."""
+    dn = manifest["dense"]
+    return (f"encoder {dn['encoder']} ({dn['pooling']} pooling, prefixes {dn['query_prefix']!r} / "
+            f"{dn['passage_prefix']!r}), FAISS {dn['faiss']}")
+
+
+KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",),
+                     description="dense (sentence-transformers encoder + FAISS)", options=DenseOptions,
+                     check_config=check_config, label="dense",
+                     negatives="dense hard negatives (near-misses by meaning)", summary=summary, verify=verify,
+                     placement=ENGINE_FIELDS)

@@ -32,13 +32,15 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._plumbing import atomic_write_bytes, atomic_write_text
 from .._plumbing._ray import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
 from ..errors import CurriculumError, EngineError
-from ._config import IndexConfig
 from ._encoder import Encoder, EncoderError, EncoderSettings
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +48,6 @@ log = logging.getLogger(__name__)
 SHARD_STEPS = 16
 #: The work folder's format.
 FORMAT = 1
-#: The options that say where the encoding ran, not what it made (left out of the index's record).
-RAY_FIELDS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker")
-RAY_FLAGS = tuple(f"--{k.replace('_', '-')}" for k in RAY_FIELDS)
 
 
 class EncodingError(CurriculumError):
@@ -339,4 +338,4 @@ def _unwrap(e: BaseException) -> BaseException:
                          hint="the shards written so far are kept: run the same command again to resume")
 
 
-__all__ = ["RAY_FIELDS", "RAY_FLAGS", "EncodingError", "RayEncoding", "work_dir"]
+__all__ = ["EncodingError", "RayEncoding", "work_dir"]
