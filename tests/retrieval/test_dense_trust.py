@@ -287,3 +287,25 @@ def test_an_unreachable_ray_cluster_is_one_line_in_seconds(files, tmp_path):
     assert "--engine is for --kind dense or hybrid, not bm25" in one_error(run("index", "--corpus", files["corpus"], "--out",
                                                               tmp_path / "o", "--engine", "ray"), code=2)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_ray_workers_own_error_is_its_one_line():
+    """Ray Data hands back a worker's error as a UserCodeException whose text holds the worker's traceback (its
+    cause is not kept): the toolkit's error in it is what the driver says (seen with an encoder of NaN weights:
+    `a Ray worker stopped the encoding: the encoder made a vector that is not finite ... for passage 0`)."""
+    from rag_curriculum.retrieval._encoder import EncoderError
+    from rag_curriculum.retrieval._ray_encode import EncodingError, _unwrap
+
+    text = ("ray::MapWorker(MapBatches(_ShardEncoder)).submit()\n  File \"_ray_encode.py\", line 90, in __call__\n"
+            "rag_curriculum.retrieval._encoder.EncoderError: the encoder made a vector that is not finite (NaN or "
+            "infinity) for passage 7\n\nThe above exception was the direct cause of the following exception:\n"
+            "ray.exceptions.UserCodeException: UDF failed to process a data block.")
+    got = _unwrap(RuntimeError(text))
+    assert isinstance(got, EncodingError) and str(got) == ("a Ray worker stopped the encoding: the encoder made a "
+                                                           "vector that is not finite (NaN or infinity) for passage 7")
+    own = EncoderError("x")
+    wrapped = RuntimeError("task failed")
+    wrapped.cause = own  # a RayTaskError keeps its cause here
+    assert _unwrap(wrapped) is own
+    other = _unwrap(RuntimeError("ObjectLostError: object abc lost\nmore"))
+    assert str(other) == "the encoding failed on a Ray worker: RuntimeError: ObjectLostError: object abc lost"

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -296,7 +297,8 @@ class RayEncoding:
 
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False  # the build's own bar counts the passages
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its execution plan and "progress bars disabled"
+        # its execution plan, "progress bars disabled", and its own report of a worker's error (said in one line here)
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         ds = ray.data.from_arrow_refs([s["ref"] for s in todo])
         return ds.map_batches(_ShardEncoder, batch_size=None, batch_format="numpy",
                               compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus, num_gpus=gpus or None,
@@ -321,18 +323,25 @@ class RayEncoding:
         self.started = False
 
 
+_TOOLKIT_ERROR = re.compile(r"^rag_curriculum\.[\w.]+\.(\w+): (.+)$", re.M)
+
+
 def _unwrap(e: BaseException) -> BaseException:
-    """The toolkit's own error inside a Ray task's (a worker's EncoderError), or one line naming Ray's."""
+    """The toolkit's own error raised on a worker (an actor's EncoderError), in one line, or one line naming Ray's.
+    Ray Data hands back a ``UserCodeException`` whose text holds the worker's traceback; its last toolkit error is
+    the cause."""
     seen = e
     for _ in range(8):
-        cause = getattr(seen, "cause", None) or seen.__cause__
         if isinstance(seen, CurriculumError):
             return seen
+        cause = getattr(seen, "cause", None) or seen.__cause__
         if cause is None:
             break
         seen = cause
-    if isinstance(seen, CurriculumError):
-        return seen
+    found = _TOOLKIT_ERROR.findall(str(e))
+    if found:
+        return EncodingError(f"a Ray worker stopped the encoding: {found[-1][1].strip()[:300]}",
+                             hint="the shards written so far are kept: fix the cause and run the same command again")
     text = next((line.strip() for line in str(seen).splitlines() if line.strip()), type(seen).__name__)
     return EncodingError(f"the encoding failed on a Ray worker: {type(seen).__name__}: {text[:300]}",
                          hint="the shards written so far are kept: run the same command again to resume")
