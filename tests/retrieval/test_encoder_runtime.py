@@ -128,6 +128,15 @@ def test_a_folder_it_does_not_cover_loads_through_sentence_transformers(tiny, te
     e = Encoder(EncoderSettings(name=str(folder)), device="cpu")
     assert e.runtime == "sentence-transformers" and e.dim == 16
     assert np.abs(e.encode(texts, "passage") - reference(folder, texts)).max() < 1e-5
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    half = tmp_path / "half"  # half-precision weights: sentence-transformers decides how they run
+    shutil.copytree(tiny, half)
+    save_file({k: v.half() for k, v in load_file(str(half / "model.safetensors")).items()},
+              str(half / "model.safetensors"))
+    assert Encoder(EncoderSettings(name=str(half)), device="cpu").runtime == "sentence-transformers"
     monkeypatch.setenv("RAG_CURRICULUM_ENCODER_RUNTIME", "sentence-transformers")  # asked for
     assert Encoder(EncoderSettings(name=str(tiny)), device="cpu").runtime == "sentence-transformers"
 

@@ -12,7 +12,8 @@ tokens) and batched as sentence-transformers batches them (sorted by length). Th
 ``SentenceTransformer.encode``'s on the same folder.
 
 :meth:`LightEncoder.load` returns None for a folder it does not cover exactly (another architecture, a Dense or any
-other module, prompts, lower-casing, sharded or ``.bin`` weights, a slow tokenizer without ``tokenizer.json``):
+other module, prompts, lower-casing, sharded, ``.bin`` or half-precision weights, a slow tokenizer without
+``tokenizer.json``):
 the caller then loads it with sentence-transformers, as before.
 """
 
@@ -91,7 +92,22 @@ def plan(folder: str, pooling: str, normalize: bool) -> dict[str, Any] | None:
         return None
     if not all(os.path.isfile(os.path.join(root, f)) for f in ("tokenizer.json", "model.safetensors")):
         return None
+    if {d for d in _dtypes(os.path.join(root, "model.safetensors")) if d.startswith(("F", "BF"))} != {"F32"}:
+        return None  # half-precision weights: sentence-transformers decides how they run
     return {"root": root, "config": config, "pooling": mode, "normalize": bool(norm)}
+
+
+def _dtypes(path: str) -> set[str]:
+    """The tensor dtypes a safetensors file holds, from its header (nothing else is read)."""
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size < 1 << 26:
+                return set()
+            header = json.loads(f.read(size))
+    except (OSError, ValueError):
+        return set()
+    return {str(v.get("dtype")) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
 
 
 class LightEncoder:
@@ -116,7 +132,8 @@ class LightEncoder:
         tok.enable_truncation(self.max_length)
         self.tok = tok
         raw = load_file(os.path.join(p["root"], "model.safetensors"), device="cpu")
-        self.w = {self._name(k): v.to(device=device, dtype=torch.float32) for k, v in raw.items()}
+        self.w = {self._name(k): v.to(device=device, dtype=torch.float32) for k, v in raw.items()
+                  if v.is_floating_point()}  # (an old checkpoint's int64 position_ids buffer is not a weight)
         self.layers = int(cfg["num_hidden_layers"])
         self.heads = int(cfg["num_attention_heads"])
         self.dim = int(cfg["hidden_size"])
