@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,8 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
+from .._commit import check_resumable, resumable_output
 from .._metrics import answer_scores
 from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
@@ -345,25 +343,10 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
                          hint="give the folders distinct names")
     retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
     getattr(retriever, "probe", lambda: None)()  # a retriever that cannot answer fails before anything is written
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out / LOCK))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise EvalError(f"another `curriculum eval --agent` is writing {out}", hint="wait for it to finish, or "
-                        "choose another --out") from None
-    try:
+    # a run that failed before its first result leaves no --out
+    with resumable_output(out, LOCK, "eval --agent", EvalError, started=(out / "results").exists):
         return _run(cfg, out, sets, keys, retriever, progress=progress, command=command,
                     backend_factory=backend_factory)
-    except BaseException:
-        if created and not (out / "results").exists():  # a run that failed before its first result leaves no --out
-            lock.release()
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    finally:
-        if lock.is_locked:
-            lock.release()
 
 
 def set_name(dataset: str, data: str | Path) -> str:
@@ -381,17 +364,15 @@ def set_name(dataset: str, data: str | Path) -> str:
 def _check_out(out: Path) -> None:
     """``--out`` is a new or empty folder, or one an agent evaluation wrote (its ``eval_config.json`` says so):
     results land beside the toolkit's own files only, never inside a folder of the user's."""
-    if out.exists() and not out.is_dir():
-        raise EvalError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
-    if not out.is_dir() or not any(p.name != LOCK for p in out.iterdir()):
-        return
+    check_resumable(out, written=_agent_eval_wrote, what="the output of an agent evaluation", error=EvalError,
+                    ignore=(LOCK,))
+
+
+def _agent_eval_wrote(out: Path, entries: list[str]) -> bool:
     try:
-        made = json.loads((out / "eval_config.json").read_text()).get("config", {}).get("agent") is not None
+        return json.loads((out / "eval_config.json").read_text()).get("config", {}).get("agent") is not None
     except (OSError, ValueError, AttributeError):
-        made = False
-    if not made:
-        raise EvalError(f"--out {out} holds files and is not the output of an agent evaluation: nothing is "
-                        "written into it", hint="choose a new folder for --out")
+        return False
 
 
 def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retriever: Any, *, progress: bool,
