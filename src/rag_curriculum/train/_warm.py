@@ -45,8 +45,9 @@ from .._commit import (
     prepare_output,
 )
 from .._plumbing import atomic_write_text, mask_secrets
-from ..agents import get_agent_template, information_block, open_retriever
+from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
+from ..grammar import information_block
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (
