@@ -17,9 +17,10 @@ For each factory (``--factories``: Flat, HNSW32, IVF4096,PQ64, SQ8):
    (private and file-backed), the read time, queries/s (search alone) and recall@10 against the flat ranking;
 3. the whole server: the toolkit's dense index adopted from the flat file (``--import-faiss``, with a corpus of as
    many lines and an encoder of that dimension made on the spot: random weights), ``curriculum serve`` timed to
-   healthy (first start; then ``--rounds`` start-ups with the encoder's light runtime alternated with as many
-   loading it through sentence-transformers, the load path it replaced: the ratio of the medians), and queries/s
-   with query encoding (one core), the share of a batch spent encoding.
+   healthy (first start; then ``--rounds`` start-ups serving the encoder's ONNX export, made by the index, with
+   onnxruntime, alternated with as many loading the encoder through sentence-transformers, the load path it
+   replaced: the ratio of the medians), and queries/s with query encoding (one core), the share of a batch spent
+   encoding.
 
     python bench/bench_dense.py [--vectors 1000000] [--dim 768] [--intrinsic 32] [--factories Flat,HNSW32,...]
     python bench/bench_dense.py --only-serve --keep --rounds 5      # step 3 alone (the start-up figures)
@@ -230,10 +231,11 @@ def main() -> None:
             sys.exit(r.stdout + r.stderr)
         print(f"curriculum index --import-faiss (the passage store of {args.vectors:,} corpus lines): "
               f"{time.perf_counter() - t:.0f} s", flush=True)
-    serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793",
-             "--encoder", str(encoder), "--device", "cpu"]
+    serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793"]
+    if "onnx" not in json.loads((index / "manifest.json").read_text())["dense"]:
+        sys.exit(f"{index} has no ONNX export of its encoder (made before it): remove it and run again")
     first = seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"})
-    # the encoder's light runtime (torch + tokenizers + safetensors) against the sentence-transformers load path it
+    # the encoder's ONNX export (onnxruntime + tokenizers, no torch) against the sentence-transformers load path it
     # replaced (the baseline, asked for by RAG_CURRICULUM_ENCODER_RUNTIME), alternated, medians of --rounds; wall
     # seconds and the server's CPU seconds when it answered (the latter hardly grows with the machine's load)
     light, st = [], []
@@ -247,7 +249,7 @@ def main() -> None:
     ca, cb = (statistics.median(c for _, c in runs) if all(c is not None for _, c in runs) else float("nan")
               for runs in (light, st))
     print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s (first start), then (medians of "
-          f"{args.rounds}, alternated) {a:.2f} s ({ca:.2f} CPU-s) with the encoder's light runtime, {b:.2f} s "
+          f"{args.rounds}, alternated) {a:.2f} s ({ca:.2f} CPU-s) serving the encoder's ONNX export, {b:.2f} s "
           f"({cb:.2f} CPU-s) loading it with sentence-transformers: {b / a:.2f}x sooner (runs "
           f"{', '.join(f'{w:.2f}' for w, _ in light)} against {', '.join(f'{w:.2f}' for w, _ in st)}); the "
           f"machine's load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)

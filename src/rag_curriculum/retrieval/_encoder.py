@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CurriculumError, UsageError
-from ._bert import LightEncoder
+from ._onnx import OnnxEncoder, wanted
 
 log = logging.getLogger(__name__)
 
@@ -114,24 +114,27 @@ def check_source(name: str, flag: str = "--encoder") -> None:
 
 
 class Encoder:
-    """A loaded sentence-transformers model applying :class:`EncoderSettings`: ``encode(texts, kind)`` gives
-    float32 vectors (``kind`` ``"query"`` or ``"passage"`` picks the prefix).
+    """A loaded encoder applying :class:`EncoderSettings`: ``encode(texts, kind)`` gives float32 vectors (``kind``
+    ``"query"`` or ``"passage"`` picks the prefix).
 
-    A local BERT-family folder (e5, MiniLM, bge, multilingual-e5) runs on the toolkit's light runtime
-    (:mod:`._bert`: torch, tokenizers and safetensors, without importing sentence-transformers: a server is healthy
-    seconds sooner); anything else, and every folder when ``RAG_CURRICULUM_ENCODER_RUNTIME=sentence-transformers``,
-    on sentence-transformers. ``runtime`` says which."""
+    ``exported``: the encoder exported to ONNX at index time (``(folder, record)``: the index's ``dense/encoder``
+    folder and the manifest's ``dense.onnx``, see :mod:`._onnx`): it runs on onnxruntime and tokenizers, without
+    importing torch or sentence-transformers (a server is healthy seconds sooner), on the CPU (``device`` None or
+    ``cpu``). Anything else (no export, another device, ``RAG_CURRICULUM_ENCODER_RUNTIME=sentence-transformers``)
+    loads the model with sentence-transformers. ``runtime`` says which."""
 
-    def __init__(self, settings: EncoderSettings, *, device: str | None = None) -> None:
+    def __init__(self, settings: EncoderSettings, *, device: str | None = None,
+                 exported: tuple[Any, dict[str, Any]] | None = None) -> None:
         self.settings = settings
+        if exported is not None and wanted() and (device or "cpu") == "cpu":
+            folder, record = exported
+            self.device = "cpu"
+            self.model = OnnxEncoder(folder, record)
+            self.dim, self.runtime = self.model.dim, self.model.runtime
+            self.pooling = {"lasttoken": "last"}.get(self.model.pooling, self.model.pooling)
+            return
         self.device = device or default_device()
         check_source(settings.name)
-        light = LightEncoder.load(settings.name, pooling=settings.pooling, normalize=settings.normalize,
-                                  max_length=settings.max_length, device=self.device)
-        if light is not None:
-            self.model, self.dim, self.pooling, self.runtime = light, light.dim, light.pooling, light.runtime
-            self.pooling = {"lasttoken": "last"}.get(light.pooling, light.pooling)
-            return
         self.model = _load(settings, self.device)
         self.dim = int(_dimension(self.model))
         self.pooling = _pooling_of(self.model) or settings.pooling
@@ -144,7 +147,7 @@ class Encoder:
         prefix = s.query_prefix if kind == "query" else s.passage_prefix
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if isinstance(self.model, LightEncoder):
+        if isinstance(self.model, OnnxEncoder):
             vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size)
         else:
             vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size, convert_to_numpy=True,

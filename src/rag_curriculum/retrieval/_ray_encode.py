@@ -72,8 +72,9 @@ def _digest(texts: list[str]) -> str:
 class _ShardEncoder:
     """The Ray Data actor: loads the encoder once; each batch (one shard) is encoded in the local build's calls."""
 
-    def __init__(self, settings: dict[str, Any], device: str, batch_size: int, step: int) -> None:
-        self.encoder = Encoder(EncoderSettings(**settings), device=device)
+    def __init__(self, settings: dict[str, Any], device: str, batch_size: int, step: int,
+                 exported: tuple[str, dict[str, Any]] | None = None) -> None:
+        self.encoder = Encoder(EncoderSettings(**settings), device=device, exported=exported)
         self.batch_size, self.step = batch_size, step
         self.worker = f"{os.uname().nodename}:{os.getpid()}"
 
@@ -101,8 +102,11 @@ class RayEncoding:
     block (:meth:`add`), runs the Ray Data pipeline over the shards left (:meth:`run`), and removes the work folder
     once the index is committed (:meth:`committed`)."""
 
-    def __init__(self, cfg: IndexConfig, out: Path, settings: EncoderSettings, dim: int) -> None:
+    def __init__(self, cfg: IndexConfig, out: Path, settings: EncoderSettings, dim: int,
+                 exported: tuple[Path, dict[str, Any]] | None = None) -> None:
         self.cfg, self.out, self.dim = cfg, out, dim
+        # the index's ONNX export (the workers run it as the local build does; its digest, not its path, recorded)
+        self.exported = (os.path.abspath(exported[0]), exported[1]) if exported else None
         self.work = work_dir(out)
         self.step = max(1, cfg.batch_size) * 8
         self.shard_rows = self.step * SHARD_STEPS
@@ -111,6 +115,7 @@ class RayEncoding:
                          "passage_prefix": settings.passage_prefix, "pooling": settings.pooling,
                          "normalize": settings.normalize, "max_length": settings.max_length}
         self.record = {"format": FORMAT, "kind": "dense-encoding", "encoder": self.settings, "dim": dim,
+                       "onnx": exported[1]["sha256"] if exported else None,
                        "batch_size": cfg.batch_size, "block": cfg.block, "shard_rows": self.shard_rows}
         self.shards: list[dict[str, Any]] = []  # start, rows, sha256, done (bool), ref (an ObjectRef to encode)
         self.started = False
@@ -167,7 +172,7 @@ class RayEncoding:
         if not isinstance(old, dict) or old.get("kind") != "dense-encoding":
             raise EncodingError(f"{self.work} exists and is not a stopped encoding of this toolkit (no readable "
                                 "encoding.json)", hint=f"move it away or remove it: rm -r {self.work}")
-        differ = [k for k in ("encoder", "dim", "batch_size", "block", "shard_rows", "format")
+        differ = [k for k in ("encoder", "onnx", "dim", "batch_size", "block", "shard_rows", "format")
                   if old.get(k) != self.record.get(k)]
         if differ:
             k = differ[0]
@@ -303,7 +308,8 @@ class RayEncoding:
         return ds.map_batches(_ShardEncoder, batch_size=None, batch_format="numpy",
                               compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus, num_gpus=gpus or None,
                               fn_constructor_kwargs={"settings": self.settings, "device": device,
-                                                     "batch_size": self.cfg.batch_size, "step": self.step})
+                                                     "batch_size": self.cfg.batch_size, "step": self.step,
+                                                     "exported": self.exported})
 
     def _write_shard(self, i: int, shard: dict[str, Any], vecs: Any) -> None:
         """Shard ``i``'s vectors, then its record: a shard counts as done only when both are whole."""
