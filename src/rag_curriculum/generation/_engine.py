@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._plumbing._ray import drop_options
+from .._plumbing import drop_options
 from .._settings import MAX_COUNT, check_settings, rule
 from ..errors import ConfigError, EngineError
 from ._base import get_backend

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing._ray import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
+from .._plumbing import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
 from ..errors import CurriculumError, EngineError
 from ._base import replays, seeded_call_supported
 from .runner import Call, _generate

@@ -35,8 +35,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import atomic_write_bytes, atomic_write_text
-from .._plumbing._ray import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
+from .._plumbing import (
+    AUTH_HINT,
+    UNREACHABLE_HINT,
+    atomic_write_bytes,
+    atomic_write_text,
+    auth_cause,
+    is_auth_error,
+    unreachable,
+)
 from ..errors import CurriculumError, EngineError
 from ._encoder import Encoder, EncoderError, EncoderSettings
 
