@@ -129,7 +129,13 @@ class Encoder:
         if exported is not None and wanted() and (device or "cpu") == "cpu":
             folder, record = exported
             self.device = "cpu"
-            self.model = OnnxEncoder(folder, record)
+            try:
+                self.model = OnnxEncoder(folder, record)
+            except Exception as e:  # onnxruntime's own errors (a damaged file: InvalidProtobuf, Fail), a bad record
+                raise EncoderError(f"{folder}: the index's exported encoder cannot be loaded ({type(e).__name__}: "
+                                   f"{str(e).splitlines()[0][:160] if str(e) else ''})",
+                                   hint="curriculum validate names a changed file; build the index again with "
+                                        "curriculum index ... --overwrite") from None
             self.dim, self.runtime = self.model.dim, self.model.runtime
             self.pooling = {"lasttoken": "last"}.get(self.model.pooling, self.model.pooling)
             return

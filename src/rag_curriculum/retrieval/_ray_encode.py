@@ -81,6 +81,8 @@ class _ShardEncoder:
 
     def __init__(self, settings: dict[str, Any], device: str, batch_size: int, step: int,
                  exported: tuple[str, dict[str, Any]] | None = None) -> None:
+        if exported and not os.path.isfile(os.path.join(exported[0], exported[1]["model"])):
+            exported = None  # another node, not sharing the driver's disk: the model itself (within 1e-6)
         self.encoder = Encoder(EncoderSettings(**settings), device=device, exported=exported)
         self.batch_size, self.step = batch_size, step
         self.worker = f"{os.uname().nodename}:{os.getpid()}"
