@@ -17,9 +17,13 @@ For each factory (``--factories``: Flat, HNSW32, IVF4096,PQ64, SQ8):
    (private and file-backed), the read time, queries/s (search alone) and recall@10 against the flat ranking;
 3. the whole server: the toolkit's dense index adopted from the flat file (``--import-faiss``, with a corpus of as
    many lines and an encoder of that dimension made on the spot: random weights), ``curriculum serve`` timed to
-   healthy, and queries/s with query encoding (one core), the share of a batch spent encoding.
+   healthy (first start; then ``--rounds`` start-ups serving the encoder's ONNX export, made by the index, with
+   onnxruntime, alternated with as many loading the encoder through sentence-transformers, the load path it
+   replaced: the ratio of the medians), and queries/s with query encoding (one core), the share of a batch spent
+   encoding.
 
     python bench/bench_dense.py [--vectors 1000000] [--dim 768] [--intrinsic 32] [--factories Flat,HNSW32,...]
+    python bench/bench_dense.py --only-serve --keep --rounds 5      # step 3 alone (the start-up figures)
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, seconds_to_healthy
+from _common import ROOT, healthy_times, seconds_to_healthy
 
 WIKI18 = 21_015_324
 
@@ -165,6 +169,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--factories", default="Flat,HNSW32,IVF4096_PQ64,SQ8")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="start-ups of the server per load path (alternated)")
+    ap.add_argument("--only-serve", action="store_true", help="only the flat index and the whole server (step 3)")
     args = ap.parse_args()
     out = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-dense-{args.vectors}-{args.dim}-{args.intrinsic}"
     out.mkdir(exist_ok=True)
@@ -176,7 +182,8 @@ def main() -> None:
           f"centres; {args.queries:,} queries; one core; recall@10 against exact (flat) search; wiki-18 RAM: the "
           "index's bytes per vector (held in memory to be fast) times 21,015,324, the float16 vectors of a refine "
           "read from disk", flush=True)
-    for spec in ["Flat"] + [f for f in args.factories.split(",") if f != "Flat"]:
+    specs = ["Flat"] + [f for f in args.factories.split(",") if f != "Flat"]
+    for spec in specs[:1] if args.only_serve else specs:
         factory = spec.replace("_", ",")
         path = out / (factory.replace(",", "_") + ".index")
         built = {"build_s": None}
@@ -187,6 +194,8 @@ def main() -> None:
         per = path.stat().st_size / args.vectors
         print(f"{spec:14} build {built['build_s'] or 0:6.1f} s, on disk {path.stat().st_size / 1e9:5.2f} GB "
               f"({per:6.1f} B/vector), wiki-18 RAM {per * WIKI18 / 1e9:5.1f} GB", flush=True)
+        if args.only_serve:
+            continue
         if factory.startswith("IVF"):
             settings = [(0, 32, 0), (4, 32, 0), (16, 32, 0), (16, 128, 0), (64, 128, 0)]
         elif factory.startswith("HNSW"):
@@ -222,10 +231,28 @@ def main() -> None:
             sys.exit(r.stdout + r.stderr)
         print(f"curriculum index --import-faiss (the passage store of {args.vectors:,} corpus lines): "
               f"{time.perf_counter() - t:.0f} s", flush=True)
-    serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793",
-             "--encoder", str(encoder), "--device", "cpu"]
-    first, again = (seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"}) for _ in range(2))
-    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s, again {again:.2f} s", flush=True)
+    serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", "8793"]
+    if "onnx" not in json.loads((index / "manifest.json").read_text())["dense"]:
+        sys.exit(f"{index} has no ONNX export of its encoder (made before it): remove it and run again")
+    first = seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"})
+    # the encoder's ONNX export (onnxruntime + tokenizers, no torch) against the sentence-transformers load path it
+    # replaced (the baseline, asked for by RAG_CURRICULUM_ENCODER_RUNTIME), alternated, medians of --rounds; wall
+    # seconds and the server's CPU seconds when it answered (the latter hardly grows with the machine's load)
+    light, st = [], []
+    for _ in range(args.rounds):
+        st.append(healthy_times(serve, 8793, {"HF_HUB_OFFLINE": "1",
+                                              "RAG_CURRICULUM_ENCODER_RUNTIME": "sentence-transformers"}))
+        light.append(healthy_times(serve, 8793, {"HF_HUB_OFFLINE": "1"}))
+    import statistics
+
+    a, b = statistics.median(w for w, _ in light), statistics.median(w for w, _ in st)
+    ca, cb = (statistics.median(c for _, c in runs) if all(c is not None for _, c in runs) else float("nan")
+              for runs in (light, st))
+    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s (first start), then (medians of "
+          f"{args.rounds}, alternated) {a:.2f} s ({ca:.2f} CPU-s) serving the encoder's ONNX export, {b:.2f} s "
+          f"({cb:.2f} CPU-s) loading it with sentence-transformers: {b / a:.2f}x sooner (runs "
+          f"{', '.join(f'{w:.2f}' for w, _ in light)} against {', '.join(f'{w:.2f}' for w, _ in st)}); the "
+          f"machine's load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     qs = out / "questions.json"
     qs.write_text(json.dumps([f"which passage is about topic {i} and place {i % 101}?" for i in range(200)]))
     got = child(SERVED, str(index), str(qs))

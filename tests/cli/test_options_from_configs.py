@@ -82,7 +82,9 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",
                    "--train-sample", "--nprobe", "--ef-search", "--refine", "--import-faiss", "--compress", "--rrf-k",
-                   "--rrf-depth", "--block"}}
+                   "--rrf-depth", "--block",
+                   # issue 45 item 6: the passages encoded on a Ray cluster (Ray Data)
+                   "--engine", "--ray-address", "--num-workers", "--gpus-per-worker", "--cpus-per-worker"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {

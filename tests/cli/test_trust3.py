@@ -397,7 +397,10 @@ def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
 #: Placeholders: {MAX} a shard directory, {EVAL} an evaluation set, {IDX} a BM25 index, {TRAIN} MuSiQue's shared
 #: sample, {OUT} where an output would go (must not appear), {FILE} a text file, {EMPTY} an empty file, {JUNK}
 #: binary junk named .jsonl, {TRUNC} a truncated JSON file, {DIR} an empty folder, {MISSING} a path that is not,
-#: {PART} a finished partition, {RUN} a finished evaluation.
+#: {PART} a finished partition, {RUN} a finished evaluation. Dense (issue 46 items 1, 5, 6, 9, 10): {ENC} a tiny
+#: sentence-transformers encoder, {CORPUS} a corpus of 20 lines, {FLAT} an inner-product flat FAISS index of as many
+#: vectors, {NANIDX} the same with a NaN and an infinity, {L1IDX} one of metric L1, {BADENC} an encoder folder with a
+#: broken config.json, {MOVED} a dense index whose encoder folder was moved away.
 BASES = {
     "build": ["build", "-d", "musique", "-i", "{TRAIN}", "-o", "{OUT}", "--n", "3", "--no-progress"],
     "index": ["index", "-d", "musique", "-i", "{TRAIN}", "-o", "{OUT}", "--depth", "5", "--no-progress"],
@@ -406,6 +409,13 @@ BASES = {
     "eval": ["eval", "--model", "m=trust3_script:ok", "--data", "{EVAL}", "--backend", "scripted", "--no-plots",
              "-o", "{OUT}", "--no-progress"],
     "serve": ["serve", "--index", "{IDX}"],
+    "index --kind dense": ["index", "--kind", "dense", "--encoder", "{ENC}", "--corpus", "{CORPUS}", "-o", "{OUT}",
+                           "--device", "cpu", "--no-progress"],
+    "index --import-faiss": ["index", "--kind", "dense", "--encoder", "{ENC}", "--import-faiss", "{FLAT}", "--corpus",
+                             "{CORPUS}", "-o", "{OUT}", "--device", "cpu", "--no-progress"],
+    "serve dense": ["serve", "--index", "{MOVED}", "--port", "1"],
+    "index --engine ray": ["index", "--kind", "dense", "--encoder", "{ENC}", "--corpus", "{CORPUS}", "-o", "{OUT}",
+                           "--device", "cpu", "--no-progress", "--engine", "ray"],
     "inspect": ["inspect", "{TRAIN}"],
     "train": ["train", "recipe=rag-rl-min-max", "data.shards={MAX}", "--print-config"],
     "train --dry-run": ["train", "recipe=cpu-tiny", "data.shards={MAX}", "--dry-run"],
@@ -432,7 +442,23 @@ OPTIONS = {  # option: the bad values tried (each a case)
     "index": {"--k1": FLOAT, "--b": FLOAT + ("1.5",), "--delta": ("abc", "-1"), "--depth": INT[:3] + ("0",),
               "--threads": ("abc", "-3"), "--method": ("nosuch",), "--stopwords": ("klingon",),
               "--backend": ("nosuch",), "--on-error": ("ignore",), "-d": ("nosuch",),
-              "--corpus": ("{MISSING}", "{JUNK}", "{DIR}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}")},
+              "--corpus": ("{MISSING}", "{JUNK}", "{DIR}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}"),
+              "--kind": ("dense", "hybrid", "nosuch"), "--max-memory": ("8GB",), "--encoder": ("{ENC}",),
+              "--engine": ("ray", "nosuch")},
+    # issue 46 items 1, 6, 9, 10: every bad dense value refused in one line (exit 2 before any model loads)
+    "index --kind dense": {"--max-memory": ("abc", "nan", "-1GB", "1e400GB", "0"), "--device": ("bogus", ""),
+                           "--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--faiss": ("Bogus",),
+                           "--compress": ("IVF4,Flat",), "--import-faiss": ("{NANIDX}", "{L1IDX}", "{MISSING}",
+                                                                           "{FILE}")},
+    "index --import-faiss": {"--compress": ("Bogus", ""), "--import-faiss": ("{NANIDX}", "{L1IDX}"),
+                             "--faiss": ("HNSW8",), "--max-memory": ("1GB",), "--engine": ("ray",)},
+    # issue 45 item 6: the Ray Data encoding's options; a cluster that cannot be reached (refused in seconds)
+    "index --engine ray": {"--ray-address": ("127.0.0.1:9", ""), "--num-workers": ("abc", "0", "-1"),
+                           "--cpus-per-worker": ("abc", "0", "-1"), "--gpus-per-worker": ("abc", "-1"),
+                           "--engine": ("nosuch",), "--import-faiss": ("{FLAT}",)},
+    # item 5: a dense index whose encoder moved, refused before "serving ..." is printed
+    "serve dense": {"--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--device": ("bogus",),
+                    "--engine": ("nosuch",), "--index": ("{MOVED}",)},
     "partition": {"--n": INT, "--K": INT, "--pass-at": INT + ("0", "2000"), "--temperature": FLOAT,
                   "--top-p": FLOAT + ("0", "1.5"), "--max-tokens": INT + ("0",), "--seed": INT,
                   "--correct-f1": FLOAT + ("0", "2"), "--chunk-size": INT + ("0",), "--chunks-per-call": INT[:3],
@@ -516,10 +542,12 @@ CORPUS = corpus_cases()
 #: with the value, or a required setting was left empty.
 EXIT_1 = {"build --split 'nosuch'", "build --pieces 'nosuch'", "build --pieces '1:2:3'", "train  'data.shards='",
           "train --dry-run  'batch.prompts_per_step=16'", "train --dry-run  'data.max_rows=1'",
-          "train --dry-run  'run.resume=last'", "warm-start --agent --retriever 'http://127.0.0.1:9'"}
+          "train --dry-run  'run.resume=last'", "warm-start --agent --retriever 'http://127.0.0.1:9'",
+          "index --engine ray --ray-address '127.0.0.1:9'"}
 #: Path-valued cases that are usage errors (exit 2): a model reference that is neither a folder nor a Hub id.
 EXIT_2 = {"train  'model.name_or_path={MISSING}/m'", "warm-start --retriever '{IDX}'",
-          "warm-start --retriever '{MISSING}'", "eval transformers --model 'm={MISSING}/m'"}
+          "warm-start --retriever '{MISSING}'", "index --encoder '{ENC}'", "index --engine ray --import-faiss '{FLAT}'",
+          "eval transformers --model 'm={MISSING}/m'"}
 CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option")
 
 
@@ -563,7 +591,44 @@ def corpus_paths(tmp_path_factory, max_dir, eval_dir, script) -> dict[str, Path]
             "JUNK": root / "junk.jsonl", "TRUNC": root / "trunc.json", "DIR": root / "dir",
             "MISSING": root / "missing", "HOTPOT": HOTPOT_TRAIN, "HPSTRING": root / "hotpot-string.json",
             "EMPTYLIST": root / "empty-list.json", "CUTJSONL": root / "cut.jsonl",
-            "DUPCORPUS": root / "dup-corpus.jsonl"}
+            "DUPCORPUS": root / "dup-corpus.jsonl", **_dense_paths(root)}
+
+
+def _dense_paths(root: Path) -> dict[str, Path]:
+    """The dense cases' inputs (placeholders above), or paths that are not there without the dense extra (those
+    cases then fail as their missing inputs do)."""
+    import shutil
+
+    out = {k: root / "no-dense" / k for k in ("ENC", "CORPUS", "FLAT", "NANIDX", "L1IDX", "BADENC", "MOVED")}
+    try:
+        import faiss
+        import numpy as np
+        from tiny_model import build_tiny_encoder
+    except ImportError:
+        return out
+    from conftest import SHARED_DATA
+
+    enc = build_tiny_encoder(root / "enc", SHARED_DATA)
+    corpus = root / "corpus.jsonl"
+    lines = [json.loads(x) for x in MUSIQUE_TRAIN.read_text().splitlines()[:2]]
+    paragraphs = [p for r in lines for p in r["paragraphs"]][:20]
+    corpus.write_text("".join(json.dumps({"id": str(i), "contents": f"{p['title']}\n{p['paragraph_text']}"}) + "\n"
+                              for i, p in enumerate(paragraphs)))
+    x = np.random.default_rng(0).standard_normal((len(paragraphs), 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    for name, index, vecs in (("flat", faiss.IndexFlatIP(32), x), ("l1", faiss.IndexFlat(32, faiss.METRIC_L1), x),
+                              ("nan", faiss.IndexFlatIP(32), np.where(np.eye(len(x), 32, 3) > 0, np.nan, x))):
+        index.add(np.ascontiguousarray(vecs, dtype=np.float32))
+        faiss.write_index(index, str(root / f"{name}.index"))
+    shutil.copytree(enc, root / "badenc")
+    (root / "badenc" / "config.json").write_text("{")
+    shutil.copytree(enc, root / "enc-moving")
+    r = run("index", "--kind", "dense", "--encoder", root / "enc-moving", "--import-faiss", root / "flat.index",
+            "--corpus", corpus, "-o", root / "moved", "--device", "cpu", "--no-progress")
+    assert r.exit_code == 0, r.output
+    (root / "enc-moving").rename(root / "enc-moved")
+    return {"ENC": enc, "CORPUS": corpus, "FLAT": root / "flat.index", "NANIDX": root / "nan.index",
+            "L1IDX": root / "l1.index", "BADENC": root / "badenc", "MOVED": root / "moved"}
 
 
 def _state(paths: dict[str, Path]) -> dict[str, tuple[int, int]]:

@@ -121,8 +121,51 @@ def test_the_same_inputs_make_the_same_bytes(flat, encoder_dir, small_input, tmp
     again = tmp_path / out.name
     build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(again), kind="dense",
                             encoder=str(encoder_dir), device="cpu", depth=20))
-    for f in ("dense/vectors.f16", "dense/faiss.index", "ranked_ids.npy", "passages.bin", "norms.bin"):
+    for f in ("dense/vectors.f16", "dense/faiss.index", "ranked_ids.npy", "passages.bin", "norms.bin",
+              "dense/encoder/encoder.onnx", "dense/encoder/tokenizer.json", "manifest.json"):
         assert (out / f).read_bytes() == (again / f).read_bytes(), f
+
+
+def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
+    """The encoder exported at index time (dense/encoder/: its files and digests in the content fingerprint)
+    encodes the passages and serves the queries; an index made before it (no dense.onnx) is served through
+    sentence-transformers with the same ranking; ``validate`` notices a changed export."""
+    from cli_runs import one_error, run
+
+    from rag_curriculum.retrieval._onnx import sha256_of
+
+    out, m = flat
+    d = m["dense"]
+    rec = d["onnx"]
+    assert d["runtime"] == "onnxruntime" and rec["pooling"] == "mean" and rec["normalize"] is True
+    assert rec["sha256"] == sha256_of(out / "dense" / "encoder" / "encoder.onnx")
+    assert rec["tokenizer_sha256"] == sha256_of(out / "dense" / "encoder" / "tokenizer.json")
+    ix = load_index(out)
+    assert ix.searcher.encoder.runtime == "onnxruntime"
+    questions = ix._q()[0][:10]
+    ids, scores = ix.retrieve_many(questions, 5)
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    shutil.rmtree(old / "dense" / "encoder")
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["dense"]["onnx"]
+    manifest["dense"]["runtime"] = "sentence-transformers"
+    for f in ("dense/encoder/encoder.onnx", "dense/encoder/tokenizer.json"):
+        del manifest["files"][f]
+    (old / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    ox = load_index(old)
+    assert ox.searcher.encoder.runtime == "sentence-transformers"
+    ids2, scores2 = ox.retrieve_many(questions, 5)
+    assert ids2.tolist() == ids.tolist() and np.abs(scores2 - scores).max() < 1e-5
+    assert run("validate", old).exit_code == 0
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    f = changed / "dense" / "encoder" / "encoder.onnx"
+    data = f.read_bytes()
+    f.unlink()
+    f.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    line = one_error(run("validate", changed))
+    assert "dense/encoder/encoder.onnx: its SHA-256 is not the one manifest.json records" in line, line
 
 
 def test_max_memory_picks_the_factory():

@@ -190,3 +190,81 @@ def test_the_search_reward_through_verls_reward_loader(dry_run, compose_verl_con
     y = "<think>t</think><search>q</search>Doc 1(Title: x) y<answer> Senegal </answer>"
     assert fn("musique", y, {"answers": ["Senegal", "SEN"]}, {})["score"] == 1.0
     assert fn("musique", "<answer>Gambia</answer>", {"answers": ["Senegal"]}, {})["score"] == 0.0
+
+
+# -- issue 45 item 7: coming from verl's search tool (removed from verl by its PR #7731) ----------------------------
+def _docs_tool_config() -> str:
+    """The tool config docs/search-agents.md gives under "Coming from verl's search tool", as written."""
+    import re
+
+    section = (ROOT / "docs" / "search-agents.md").read_text().split("### Coming from verl's search tool", 1)[1]
+    return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+
+
+def _verls_removed_tool_text(answer: dict) -> str:
+    """What verl's removed search tool made of a retrieval server's answer, restated from its source
+    (``verl/tools/utils/search_r1_like_utils.py``: ``_passages2string`` per query, the queries joined by
+    ``\\n---\\n``, the whole as the ``result`` of a JSON object): an oracle independent of the toolkit's code."""
+    def passages2string(retrieval: list) -> str:
+        out = ""
+        for idx, doc_item in enumerate(retrieval):
+            content = doc_item["document"]["contents"]
+            title = content.split("\n")[0]
+            text = "\n".join(content.split("\n")[1:])
+            out += f"Doc {idx + 1} (Title: {title})\n{text}\n\n"
+        return out.strip()
+
+    raw = answer.get("result", [])
+    if not raw:
+        return json.dumps({"result": "No search results found."}, ensure_ascii=False)
+    return json.dumps({"result": "\n---\n".join(passages2string(r) for r in raw)}, ensure_ascii=False)
+
+
+def _call_with(tools, arguments: dict):
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.experimental.agent_loop.tool_parser import FunctionCall
+
+    loop = SimpleNamespace(tools=tools, max_tool_response_length=100000, tool_response_truncate_side="middle")
+    call = FunctionCall(name="search", arguments=json.dumps(arguments))
+    return asyncio.run(ToolAgentLoop._call_tool(loop, call, {}, SimpleNamespace(assistant_turns=1)))
+
+
+def test_verls_own_search_tool_config_works_with_its_class_name_changed(server, index_dir, shard_rows, tmp_path):
+    """verl's search_tool_config.yaml (its keys, its ``query_list`` schema), the class name changed, loaded by verl
+    0.9.1 and called through its agent loop against ``curriculum serve``: the answer is, byte for byte, the text
+    verl's removed tool made of the same server answer; without ``result_format`` it is Search-R1's lines."""
+    import requests
+
+    from rag_curriculum.agents import NO_RESULTS
+
+    text = _docs_tool_config().replace("http://127.0.0.1:8000/retrieve", f"{server}/retrieve")
+    assert "verl.tools.search_tool.SearchTool" in text and "num_workers: 120" in text  # verl's config, as documented
+    path = tmp_path / "search_tool_config.yaml"
+    path.write_text(text)
+    tools = _tools(path)
+    tool = tools["search"]
+    assert type(tool).__name__ == "SearchTool" and tool.result_format == "verl"
+    assert list(tool.tool_schema.function.parameters.properties) == ["query_list"]
+    queries = [shard_rows[0]["question"], shard_rows[1]["question"], "the of and"]  # the last finds nothing
+    resp, reward, metrics = _call_with(tools, {"query_list": queries})
+    answer = requests.post(f"{server}/retrieve", json={"queries": queries, "topk": 3, "return_scores": True},
+                           timeout=60).json()
+    assert resp.text == _verls_removed_tool_text(answer)
+    assert reward == 0.0 and metrics == {"searched": 3, "short": 1}
+    path.write_text(text.replace("      result_format: verl", ""))
+    resp, _, _ = _call_with(_tools(path), {"query_list": queries})
+    want = IndexRetriever(index_dir).search(queries, 3)
+    assert resp.text == "\n\n".join("\n".join(f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(hits, 1))
+                                    or NO_RESULTS for hits in want)
+
+
+def test_a_verl_tool_config_that_contradicts_itself_is_refused(server, tmp_path):
+    from rag_curriculum.errors import ConfigError
+    from rag_curriculum.verl.tool import SearchTool
+
+    with pytest.raises(ConfigError, match="`retrieval_service_url` .* and `retriever` .* disagree"):
+        SearchTool({"retrieval_service_url": f"{server}/retrieve", "retriever": "http://elsewhere:1"})
+    with pytest.raises(ConfigError, match="result_format='json'"):
+        SearchTool({"retriever": server, "result_format": "json"})
+    with pytest.raises(ConfigError, match="unknown key.*sandbox_fusion_url"):
+        SearchTool({"retriever": server, "sandbox_fusion_url": "x"})

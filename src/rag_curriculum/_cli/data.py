@@ -201,6 +201,7 @@ def _validate_index(directory: Path) -> None:
     when it loads the index)."""
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory)
+        idx.verify()  # the kind's own reading of its files (a dense index's vectors: all finite)
         m = idx.manifest
     kind = get_kind(m["retriever"]).title()
     out.print(f"[green]valid[/]: {directory} (a {kind} index: {m['passages']:,} passages, {m['questions']:,} "

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from .._plumbing import current_command
+from .._plumbing import current_command, drop_options
 from ..config import bind, given
 from ..errors import UsageError
-from ..retrieval import IndexConfig, build_index, get_kind, load_index
+from ..retrieval import IndexConfig, build_index, get_kind, load_index, placement_flags
 from .common import (
     PrintConfig,
     config_options,
@@ -67,7 +67,9 @@ def index(
         if print_config:
             show_config(cfg)
             return
-        m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
+        # the placement options (--engine ray ...) say where the work ran, not what it made: left out of the record
+        m = build_index(cfg, progress=progress and console.is_terminal,
+                        command=drop_options(current_command(), placement_flags()))
         if get_kind(m["retriever"]).warm_on_build:  # BM25: the search compiled now, so the first serve starts cached
             with console.status("compiling the search (cached for every later start on this machine)"):
                 load_index(cfg.out).warm()

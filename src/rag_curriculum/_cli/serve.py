@@ -72,6 +72,9 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
 
         # checks the directory against its manifest (fast: mmaps)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device)
+        ix.searcher  # noqa: B018  (opened: a dense index's FAISS file and encoder folder checked before the announcement)
+        if cfg.engine == "ray":
+            _import_ray_serve()
         host, port, workers = cfg.host, cfg.port, cfg.workers
         _check_port(host, port)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
@@ -104,11 +107,15 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
             uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=workers, **kw)
 
 
-def _serve_ray(cfg: ServeConfig, url: str) -> None:
+def _import_ray_serve() -> None:
+    """Refuse --engine ray without Ray Serve, in one line, before anything is announced."""
     try:
         import ray.serve  # noqa: F401
     except ImportError as e:
         fail(f"--engine ray needs Ray Serve ({e})", "pip install 'rag-curriculum[ray]' (ray[serve])")
+
+
+def _serve_ray(cfg: ServeConfig, url: str) -> None:
     options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device}
     try:
         run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,

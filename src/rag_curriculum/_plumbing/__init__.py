@@ -13,31 +13,37 @@ from ._jsonl import read_jsonl_latest
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
+from ._ray import AUTH_HINT, UNREACHABLE_HINT, auth_cause, drop_options, is_auth_error, unreachable
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import expected_type, init_hints
 
 __all__ = [
+    "AUTH_HINT",
     "MANIFEST",
     "MASK",
     "MaskingFilter",
     "RECORD_FILE",
     "SUMMARY_FILE",
-    "WORK",
     "SideTask",
+    "UNREACHABLE_HINT",
+    "WORK",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_with",
+    "auth_cause",
     "current_command",
     "derive_seed",
     "die_with_parent",
     "distribution",
+    "drop_options",
     "expected_type",
     "fsync_dir",
     "gc_paused",
     "hash64",
-    "init_hints",
     "held_or_refused",
+    "init_hints",
+    "is_auth_error",
     "is_secret",
     "lazy_exports",
     "mask_secrets",
@@ -50,5 +56,6 @@ __all__ = [
     "stats_set_problem",
     "tmp_name",
     "trainer_tail",
+    "unreachable",
     "waited",
 ]

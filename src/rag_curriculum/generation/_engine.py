@@ -18,11 +18,11 @@ recorded command (:func:`without_engine_options`).
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._plumbing import drop_options
 from .._settings import MAX_COUNT, check_settings, rule
 from ..errors import ConfigError, EngineError
 from ._base import get_backend
@@ -98,24 +98,7 @@ def without_engine_options(command: str | None) -> str | None:
     >>> without_engine_options("curriculum partition in --engine ray --num-workers=4 --pass-at 8 --ray-address auto")
     'curriculum partition in --pass-at 8'
     """
-    if command is None:
-        return None
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return command
-    out: list[str] = []
-    skip = False
-    for p in parts:
-        if skip:
-            skip = False
-            continue
-        flag, sep, _ = p.partition("=")
-        if flag in ENGINE_FLAGS:
-            skip = not sep
-            continue
-        out.append(p)
-    return shlex.join(out)
+    return drop_options(command, ENGINE_FLAGS)
 
 
 @dataclass

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._plumbing import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
 from ..errors import CurriculumError, EngineError
 from ._base import replays, seeded_call_supported
 from .runner import Call, _generate
@@ -46,50 +46,7 @@ RAY_INSTALL_HINT = "pip install 'rag-curriculum[ray]'"
 log = logging.getLogger(__name__)
 
 
-#: Ray 2.52+ authenticates with a token: a cluster and a driver that disagree on it fail in ways that look like a
-#: missing toolkit; the hint names the real cause and both ways out (docs/scaling.md, "Token authentication").
-AUTH_HINT = ("Ray's token authentication: the cluster (`ray start`) and this command must agree. Either use one "
-             "token on both sides (RAY_AUTH_MODE=token, the token in ~/.ray/auth_token on every node, made by `ray "
-             "get-auth-token --generate`, or in RAY_AUTH_TOKEN), or turn it off on both (RAY_AUTH_MODE=disabled "
-             "when you run `ray start` and the command; a trusted network only); see docs/scaling.md")
-_AUTH_WORDS = re.compile(r"authenticat|auth[_ ]token|RAY_AUTH|unauthenticated|x-ray-authorization", re.I)
-
-
-def _chain(e: BaseException | None) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        yield e
-        e = e.__cause__ or e.__context__
-
-
-def is_auth_error(e: BaseException) -> bool:
-    """A refusal by Ray's token authentication (its AuthenticationError, or a message that says so), anywhere in
-    the exception's chain: ``ray.init(address=...)`` against a cluster that wants a token raises a bare
-    ``ConnectionError: Failed to connect to Ray cluster at ...`` whose cause says ``InvalidAuthToken``."""
-    return any(type(x).__name__ == "AuthenticationError" or _AUTH_WORDS.search(str(x)) for x in _chain(e))
-
-
-_AUTH_SENTENCE = re.compile(r"(InvalidAuthToken: [^.\n]*|Token authentication is enabled but no authentication "
-                            r"token was found|[^.\n]*(?:RAY_AUTH_MODE is currently '\w+'|token is missing or "
-                            r"incorrect)[^.\n]*)")
-
-
-def auth_cause(e: BaseException) -> str:
-    """Ray's own words for an authentication refusal, one line (its messages run to a paragraph, and the
-    connecting error hides them in its cause): ``InvalidAuthToken: Authentication token is missing or incorrect;
-    RAY_AUTH_MODE is currently 'disabled' (not 'token')``."""
-    found: list[str] = []
-    for x in _chain(e):
-        for m in _AUTH_SENTENCE.finditer(str(x)):
-            part = m.group(1).strip().removeprefix("Note: ")
-            if part and part not in found:
-                found.append(part)
-    if found:
-        return "; ".join(found)
-    return next((str(x).splitlines()[0][:200] for x in _chain(e) if str(x).strip()), type(e).__name__)
-
-__all__ = ["RayEngine", "RayPool", "import_ray"]
+__all__ = ["AUTH_HINT", "RayEngine", "RayPool", "auth_cause", "import_ray", "is_auth_error"]
 
 #: How often the driver wakes up while waiting for results (Ctrl-C and progress stay responsive).
 _POLL_SECONDS = 0.2
@@ -162,6 +119,9 @@ class RayEngine:
         address = self.cfg.ray_address or os.environ.get("RAY_ADDRESS") or None
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                   "logging_level": logging.WARNING}
+        why = unreachable(address)  # ray.init would wait for an address nothing answers without end
+        if why:
+            raise EngineError(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
         try:
             if address:
                 log.info("connecting to the Ray cluster at %s", address)
@@ -178,9 +138,7 @@ class RayEngine:
                                   hint=AUTH_HINT) from e
             if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
                 raise
-            raise EngineError(f"could not {where}: {e}", hint="start one with `ray start --head` and pass its address "
-                              "(--ray-address HOST:6379, or RAY_ADDRESS), or leave both unset for a local "
-                              "cluster") from e
+            raise EngineError(f"could not {where}: {e}", hint=UNREACHABLE_HINT) from e
         return ray
 
     def wrap(self, factory: Callable[[], Any], *, backend: str | None = None,
@@ -294,7 +252,7 @@ class RayPool:
                             self._largest_node())
             refs = {ref: w for w, ref in self.starts.items() if w not in self.profiles}
             if not refs:
-                auth = any(_AUTH_WORDS.search(f) for f in failures)
+                auth = any(is_auth_error(RuntimeError(f)) for f in failures)
                 raise EngineError("no Ray worker could build the backend: " + "; ".join(failures[-3:]),
                                   hint=AUTH_HINT if auth else "the workers' errors are above; check that every node "
                                   "has the toolkit, the backend's libraries and the model")

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _config
 from ._bm25 import METHODS, SPLITTER
-from ._config import ServeConfig
+from ._config import ServeConfig, placement_flags
 from ._corpus import split_contents
 from ._index import CorpusIndex, IndexError_, Ranking, build_index, load_index, read_index_manifest
 from ._kinds import ENTRY_POINTS, KINDS, RetrieverKind, get_kind, kind_names, kinds_table
@@ -30,4 +30,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ENTRY_POINTS", "KINDS", "METHODS", "SPLITTER", "CorpusIndex", "IndexConfig", "Ranking",
            "RetrievalIndexError", "RetrieverKind", "ServeConfig", "build_index", "get_kind", "kind_names",
-           "kinds_table", "load_index", "normalize_passage", "passage_hash", "read_index_manifest", "split_contents"]
+           "kinds_table", "load_index", "normalize_passage", "passage_hash", "placement_flags", "read_index_manifest",
+           "split_contents"]

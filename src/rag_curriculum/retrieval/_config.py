@@ -12,6 +12,7 @@ from typing import Any
 from .._settings import check_settings, rule, setting_flag
 from ..config import bind
 from ..errors import ConfigError, UsageError
+from ._encoder import check_device
 from ._kinds import BUILTIN, ENTRY_POINTS, KINDS, get_kind, kind_names, kinds_using, loaded_kinds
 
 log = logging.getLogger(__name__)
@@ -109,15 +110,32 @@ class _IndexConfigMethods:
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration an index's manifest records: every option but ``block`` (how the build was paced, not
-        what it made: the same bytes whatever the block), less the options of kinds this kind does not use."""
+        what it made: the same bytes whatever the block) and the kinds' placement options (where the work ran:
+        ``--engine ray``), less the options of kinds this kind does not use."""
         kind = get_kind(self.kind)
         used = {kind.name, *kind.uses}
+        unrecorded = {"block", *placement_fields()}
         return {k: v for k, v in asdict(self).items()  # type: ignore[call-overload]
-                if k != "block" and self.option_owner.get(k, kind.name) in used}
+                if k not in unrecorded and self.option_owner.get(k, kind.name) in used}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
         return bind(cls, d)
+
+
+def placement_fields() -> tuple[str, ...]:
+    """The options of every registered kind that say where a build's work runs (``engine``, ``num_workers``, ...:
+    a kind's ``placement``), never recorded."""
+    return tuple(dict.fromkeys(name for kind in loaded_kinds() for name in kind.placement))
+
+
+def placement_flags() -> tuple[str, ...]:
+    """Their command-line flags (``--engine``, ``--num-workers``, ...), left out of the command a manifest records.
+
+    >>> "--engine" in placement_flags() and "--ray-address" in placement_flags()
+    True
+    """
+    return tuple(f"--{name.replace('_', '-')}" for name in placement_fields())
 
 
 def _unchanged(f: dataclasses.Field, value: Any) -> bool:
@@ -244,6 +262,7 @@ class ServeConfig:
 
     def validate(self) -> None:
         check_settings(self)
+        check_device(self.device)
         if self.max_topk < self.default_topk:
             raise ConfigError(f"--default-topk {self.default_topk} is above --max-topk {self.max_topk}",
                               hint="raise --max-topk or lower --default-topk")

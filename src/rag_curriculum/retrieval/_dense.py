@@ -34,9 +34,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._settings import rule
-from ..errors import ConfigError, CurriculumError
-from ._encoder import Encoder, EncoderError, EncoderSettings
+from ..errors import CurriculumError, UsageError
+from ._encoder import (
+    Encoder,
+    EncoderError,
+    EncoderSettings,
+    check_device,
+    check_source,
+    default_device,
+    looks_local,
+)
 from ._kinds import RetrieverKind
+from ._onnx import FOLDER as ONNX_FOLDER
+from ._onnx import RUNTIME as ONNX_RUNTIME
+from ._onnx import export as export_encoder
+from ._onnx import sha256_of
+from ._ray_encode import RayEncoding
 
 if TYPE_CHECKING:
     from ._config import IndexConfig
@@ -92,27 +105,76 @@ class DenseOptions:
     compress: str | None = rule(None, empty=False, help=(
         "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
         "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    # -- where the passages are encoded (placement, not identity: never recorded; the same index either way)
+    engine: str = rule("local", choices=("local", "ray"), help=(
+        "dense / hybrid: where the passages are encoded: local (this process) | ray (Ray Data: shards of passages "
+        "streamed to encoder actors on a Ray cluster's CPUs or GPUs, each shard's vectors kept as it finishes, a "
+        "stopped run resumed from them; the same index as local)."))
+    ray_address: str | None = rule(None, empty=False, help=(
+        "--engine ray: the cluster (auto, HOST:6379, ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local "
+        "cluster started for the run."))
+    num_workers: int | None = rule(None, ge=1, le=1_000_000, help=(
+        "--engine ray: encoder actors, each loading the encoder once. Unset: one per GPU of the cluster, else one "
+        "per --cpus-per-worker CPUs."))
+    gpus_per_worker: float | None = rule(None, ge=0, le=64, help=(
+        "--engine ray: GPUs per encoder actor (the encoder runs on cuda there). Unset: 1 when the cluster has "
+        "GPUs, else 0."))
+    cpus_per_worker: float = rule(1.0, ge=0.01, le=1024, help="--engine ray: CPUs per encoder actor.")
+
+
+#: Where a dense index's passages are encoded (``--engine ray``): the kind's placement options.
+ENGINE_FIELDS = ("engine", "ray_address", "num_workers", "gpus_per_worker", "cpus_per_worker")
 
 
 def check_config(cfg: IndexConfig) -> None:
-    """The dense options' checks (for ``--kind dense`` and ``hybrid``), before anything is read."""
+    """The dense options' checks (for ``--kind dense`` and ``hybrid``), before anything is read or any model loads:
+    each a usage error (exit 2) naming its flag."""
     if not cfg.encoder:
-        raise ConfigError(f"--kind {cfg.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
-                          "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+        raise UsageError(f"--kind {cfg.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
+                         "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+    check_device(cfg.device)
+    if cfg.max_memory is not None:
+        parse_bytes(cfg.max_memory)
     if cfg.faiss and cfg.max_memory:
-        raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+        raise UsageError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
     if cfg.compress and not cfg.import_faiss:
-        raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
-                          hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+        raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
+                         hint="for an index you build, give --faiss FACTORY (or --max-memory)")
     if cfg.import_faiss:
         if cfg.kind != "dense":
-            raise ConfigError("--import-faiss adopts a dense index: use --kind dense")
+            raise UsageError("--import-faiss adopts a dense index: use --kind dense")
         if not cfg.corpus or cfg.input:
-            raise ConfigError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
-                              "and no --input", hint="the corpus's line order is the index's vector order")
+            raise UsageError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
+                             "and no --input", hint="the corpus's line order is the index's vector order")
         if cfg.faiss or cfg.max_memory:
-            raise ConfigError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
-                              hint="to change it, give --compress FACTORY")
+            raise UsageError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
+                             hint="to change it, give --compress FACTORY")
+    ray_given = [f"--{f.replace('_', '-')}" for f in ENGINE_FIELDS[1:]
+                 if getattr(cfg, f) != getattr(DenseOptions, f)]
+    if cfg.engine != "ray":
+        if ray_given:
+            raise UsageError(f"{', '.join(ray_given)} only apply to --engine ray",
+                             hint="add --engine ray, or leave them out")
+    elif cfg.import_faiss:
+        raise UsageError("--import-faiss encodes nothing (the vectors exist): --engine ray does not apply",
+                         hint="drop --engine ray")
+
+
+def parse_bytes(text: str, flag: str = "--max-memory") -> int:
+    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30); anything else (``abc``,
+    ``nan``, ``-1GB``, ``0``, ``1e400GB``) a usage error naming ``flag``.
+
+    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
+    (8000000000, 1073741824, 500000000)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgtp]?)(i?)b?\s*", str(text).lower())
+    if not m:
+        raise UsageError(f"{flag} {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
+    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}[m.group(2)]
+    value = float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale)
+    if not 1 <= value < 2**63:
+        raise UsageError(f"{flag} {text!r}: must be between 1 byte and 8 EiB", hint="give a size such as 8GB")
+    return int(value)
 
 
 def _faiss() -> Any:
@@ -127,19 +189,6 @@ def _faiss() -> Any:
 def settings(cfg: IndexConfig) -> EncoderSettings:
     return EncoderSettings(name=str(cfg.encoder), query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix,
                            pooling=cfg.pooling, normalize=cfg.normalize, max_length=cfg.max_length)
-
-
-def parse_bytes(text: str) -> int:
-    """``"8GB"``, ``"512MiB"``, ``"1.5G"``, ``"2000000"`` as bytes (GB = 10^9, GiB = 2^30).
-
-    >>> parse_bytes("8GB"), parse_bytes("1GiB"), parse_bytes("500m")
-    (8000000000, 1073741824, 500000000)
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?)b?\s*", str(text).lower())
-    if not m:
-        raise DenseError(f"--max-memory {text!r}: not a size", hint="give a size such as 8GB or 512MiB")
-    scale = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[m.group(2)]
-    return int(float(m.group(1)) * ((1024 if m.group(3) else 1000) ** scale))
 
 
 def _nlist(n: int) -> int:
@@ -172,13 +221,82 @@ def pick_factory(n: int, d: int, max_memory: str | None) -> str:
                      hint="raise --max-memory, or give --faiss yourself")
 
 
-def _check_factory(factory: str, d: int) -> None:
+def _check_factory(factory: str, d: int, flag: str = "--faiss") -> None:
+    """Refuse, as a usage error naming ``flag`` (``--faiss`` or ``--compress``), a factory string FAISS rejects."""
     faiss = _faiss()
     try:
         faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
-        raise DenseError(f"--faiss {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
+        raise UsageError(f"{flag} {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
                          hint="give an index-factory string such as Flat, HNSW32, SQ8, IVF4096,PQ64") from None
+
+
+#: The metrics the toolkit serves, by FAISS's metric type: the name the manifest records.
+METRICS = {0: "inner_product", 1: "l2"}
+
+
+def metric_of(index: Any, where: str) -> str:
+    """The metric of a FAISS index, read from the index itself (``inner_product`` or ``l2``); another metric
+    (L1, Linf, ...) is refused in one line: its scores cannot be ranked as the toolkit ranks."""
+    kind = int(index.metric_type)
+    if kind not in METRICS:
+        names = {getattr(_faiss(), n): n for n in dir(_faiss()) if n.startswith("METRIC_")}
+        raise DenseError(f"{where}: its metric is {names.get(kind, kind)}; the toolkit serves inner-product and L2 "
+                         "indexes", hint="make the index with faiss.METRIC_INNER_PRODUCT (Search-R1's) or METRIC_L2")
+    return METRICS[kind]
+
+
+def nonfinite_rows(vectors: VectorFile) -> tuple[int, list[int]]:
+    """How many rows of ``vectors`` hold a NaN or an infinity, and the first few of them (read a block at a time)."""
+    import numpy as np
+
+    count, first = 0, []
+    for a in range(0, vectors.n, ADD_ROWS):
+        bad = np.flatnonzero(~np.isfinite(vectors.block(a, min(vectors.n, a + ADD_ROWS))).all(axis=1))
+        count += len(bad)
+        first.extend((bad[:max(0, 3 - len(first))] + a).tolist())
+    return count, first
+
+
+def index_vectors(index: Any, path: Path) -> VectorFile | None:
+    """The float32 vectors a FAISS index file holds, memory-mapped, where they can be read without decoding: a
+    flat index's (from its file), an HNSW index's flat storage (reconstructed a block at a time otherwise); None
+    for an index that keeps only codes (PQ, SQ: their decoded vectors are finite whatever was added)."""
+    with open(path, "rb") as f:
+        fourcc = f.read(4)
+    if fourcc in FLAT_FOURCC:
+        d, n, offset, _ = flat_layout(path)
+        return VectorFile(path, n, d, dtype="<f4", offset=offset)
+    faiss = _faiss()
+    inner = faiss.downcast_index(index)
+    storage = getattr(inner, "storage", None)
+    if storage is not None and isinstance(faiss.downcast_index(storage), faiss.IndexFlat):
+        return _Reconstructed(index)
+    return None
+
+
+class _Reconstructed:
+    """``VectorFile``'s ``n``, ``d`` and ``block`` over an index's ``reconstruct_n``."""
+
+    def __init__(self, index: Any) -> None:
+        self.index, self.n, self.d = index, index.ntotal, index.d
+
+    def block(self, a: int, b: int) -> Any:
+        return self.index.reconstruct_n(a, b - a)
+
+
+def check_finite(vectors: Any, where: str, *, corpus: bool = False) -> None:
+    """Refuse vectors holding a NaN or an infinity (a passage that could never be retrieved), naming the first
+    rows (``corpus``: the rows are the corpus's lines, as in an imported index)."""
+    if vectors is None:
+        return
+    count, first = nonfinite_rows(vectors)
+    if count:
+        rows = ", ".join(str(i) for i in first) + (", ..." if count > len(first) else "")
+        line = f"; the corpus's line {first[0] + 1} for the first" if corpus else ""
+        raise DenseError(f"{where}: {count:,} vector{'s' if count > 1 else ''} not finite (NaN or infinity): "
+                         f"passage{'s' if count > 1 else ''} {rows} (0-based{line})",
+                         hint="encode those passages again, or drop them from the index and its corpus")
 
 
 def _faiss_message(e: BaseException) -> str:
@@ -275,7 +393,22 @@ class DenseBuilder:
     def __init__(self, cfg: IndexConfig, tmp: Path, *, out: Path | None = None, **kw: Any) -> None:
         self.cfg, self.dir, self.out = cfg, tmp / DENSE_DIR, out
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
+        check_source(str(cfg.encoder))  # a missing or broken folder, before anything loads
+        self.metric = "inner_product"
+        if cfg.import_faiss:  # what the index file says, before the encoder loads
+            where = f"--import-faiss {cfg.import_faiss}"
+            self.imported = read_faiss_header(Path(cfg.import_faiss))
+            self.metric = metric_of(self.imported, where)
+            if cfg.compress:
+                _check_factory(cfg.compress, self.imported.d, "--compress")
+            check_finite(index_vectors(self.imported, Path(cfg.import_faiss)), where, corpus=True)
+        # the encoder exported to ONNX, once, into the index (served with onnxruntime; None: sentence-transformers)
+        self.onnx = export_encoder(str(cfg.encoder), self.dir / ONNX_FOLDER, pooling=cfg.pooling,
+                                   normalize=cfg.normalize, max_length=cfg.max_length)
+        exported = (self.dir / ONNX_FOLDER, self.onnx) if self.onnx else None
+        # the passages on the GPU when there is one (sentence-transformers there), else with the export on the CPU
+        self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device or default_device(),
+                                                    exported=exported)
         self.verb = "reading and indexing" if cfg.import_faiss else "encoding"  # what the progress bar says
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
@@ -283,14 +416,15 @@ class DenseBuilder:
         self._file = None if cfg.import_faiss else open(self.dir / ".vectors.f32", "wb")
         if cfg.faiss and not cfg.import_faiss:
             _check_factory(cfg.faiss, self.encoder.dim)  # before hours of encoding
-        if cfg.import_faiss:
-            self.imported = read_faiss_header(Path(cfg.import_faiss))
-            if self.imported.d != self.encoder.dim:
-                raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
-                                 f"{cfg.import_faiss} holds dimension {self.imported.d}",
-                                 hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
-            if cfg.compress:
-                _check_factory(cfg.compress, self.imported.d)
+        if cfg.import_faiss and self.imported.d != self.encoder.dim:
+            raise DenseError(f"--encoder {cfg.encoder} makes vectors of dimension {self.encoder.dim}; the index "
+                             f"{cfg.import_faiss} holds dimension {self.imported.d}",
+                             hint="pass the encoder the index was made with (Search-R1's: intfloat/e5-base-v2)")
+        # --engine ray: the passages go to encoder actors on a Ray cluster (this process keeps the query encoder)
+        self.ray = RayEncoding(cfg, out if out is not None else tmp, settings(cfg), self.encoder.dim,
+                               exported if self.encoder.runtime == ONNX_RUNTIME else None) \
+            if cfg.engine == "ray" and not cfg.import_faiss else None
+        self.encoding: dict[str, Any] | None = None  # what the Ray encoding ran (not recorded: placement)
 
     def add(self, block: Any) -> None:
         import numpy as np
@@ -301,9 +435,20 @@ class DenseBuilder:
                 self.progress(len(block))
             return
         texts = block.contents()
+        if self.ray is not None:  # handed to Ray; encoded in finish()
+            skipped = self.ray.add(texts, self.n)
+            self.n += len(texts)
+            if self.progress and skipped:
+                self.progress(skipped)
+            return
         step = max(1, self.cfg.batch_size) * 8
         for start in range(0, len(texts), step):
             vecs = self.encoder.encode(texts[start:start + step], "passage", batch_size=self.cfg.batch_size)
+            if not np.isfinite(vecs).all():
+                row = self.n + int(np.flatnonzero(~np.isfinite(vecs).all(axis=1))[0])
+                raise DenseError(f"--encoder {self.cfg.encoder} made a vector that is not finite (NaN or infinity) "
+                                 f"for passage {row}", hint="check the encoder (its weights, --max-length, the "
+                                                            "device's precision)")
             self._file.write(np.ascontiguousarray(vecs, dtype="<f4").tobytes())
             self.n += len(vecs)
             if self.progress:
@@ -316,11 +461,20 @@ class DenseBuilder:
                                  "pooling": self.encoder.pooling,
                                  "normalize": cfg.normalize, "query_prefix": cfg.query_prefix,
                                  "passage_prefix": cfg.passage_prefix, "max_length": cfg.max_length,
-                                 "metric": "inner_product", "text": "contents",
-                                 "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version()}
+                                 "metric": self.metric, "text": "contents",
+                                 "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version(),
+                                 "runtime": self.encoder.runtime}
+        if self.onnx:  # what serves the queries (its files' digests: part of the manifest, so of the fingerprint)
+            facts["onnx"] = self.onnx
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
         else:
+            if self.ray is not None:
+                try:
+                    self.encoding = self.ray.run(self._file, (lambda n: bar.advance(task, n)) if bar is not None
+                                                 else None)
+                finally:
+                    self.ray.close()
             self._file.close()
             full = VectorFile(self.dir / ".vectors.f32", self.n, d, dtype="<f4")
             factory = cfg.faiss or pick_factory(self.n, d, cfg.max_memory)
@@ -333,11 +487,22 @@ class DenseBuilder:
         facts.update(_search_params(cfg, facts["faiss"]))
         return {"dense": facts}
 
+    def committed(self) -> None:
+        """The index is in place (called by the build after its commit): a Ray encoding's work folder goes."""
+        if self.ray is not None:
+            self.ray.committed()
+
+    def abort(self) -> None:
+        """The build failed: a local Ray cluster started for the encoding is shut down (its shards stay)."""
+        if self.ray is not None:
+            self.ray.close()
+
     def _train_and_fill(self, factory: str, vectors: VectorFile, bar: Any, task: Any) -> Any:
         import numpy as np
 
         faiss = _faiss()
-        index = faiss.index_factory(vectors.d, factory, faiss.METRIC_INNER_PRODUCT)
+        metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT  # an L2 flat stays L2
+        index = faiss.index_factory(vectors.d, factory, metric)
         cpu_index = index
         if _gpus(faiss, self.cfg.device or self.encoder.device):  # faiss-gpu: train and fill on the GPUs (as
             co = faiss.GpuMultipleClonerOptions()              # Search-R1's builder does), then back to the CPU
@@ -387,7 +552,8 @@ class DenseBuilder:
         _halve(flat, self.dir / VECTORS)  # the float16 copy, for re-ranking
         _faiss().write_index(index, str(self.dir / FAISS_INDEX))
         refine = _search_params(cfg, cfg.compress)["refine"]
-        recall = compressed_recall(index, flat, VectorFile(self.dir / VECTORS, n, d), refine, cfg)
+        recall = compressed_recall(index, flat, VectorFile(self.dir / VECTORS, n, d), refine, cfg,
+                                   l2=self.metric == "l2")
         log.info("compressed %s to %s: recall@%d %.4f on %d queries", src.name, cfg.compress, recall["k"],
                  recall["recall"], recall["queries"])
         return {"faiss": cfg.compress, "imported": imported, "compressed_from": _factory_of(self.imported),
@@ -406,6 +572,29 @@ def resolve_encoder(recorded: str, directory: Path) -> str:
     """The encoder a manifest names: a folder relative to the index when there is one, else the name as it is."""
     here = Path(directory) / recorded
     return str(here) if not os.path.isabs(recorded) and here.is_dir() else recorded
+
+
+#: What to do when the encoder folder an index records is not where the index says.
+MOVED_HINT = ("pass where the encoder is now: curriculum serve --index DIR --encoder FOLDER (Python: "
+              "load_index(DIR, encoder=FOLDER))")
+
+
+def check_encoder(recorded: str, directory: Path, override: str | None = None) -> None:
+    """Refuse, in one line and before any model loads, an encoder a dense index cannot find: ``--encoder
+    OVERRIDE`` named when given (no such folder, not a model folder, a broken JSON file); else the folder the
+    manifest records (relative to the index), with the flag that overrides it when it moved."""
+    if override:
+        check_source(override, "--encoder")
+        return
+    resolved = resolve_encoder(recorded, Path(directory))
+    if looks_local(recorded) and not os.path.isdir(resolved):
+        where = os.path.normpath(Path(directory) / recorded) if not os.path.isabs(recorded) else recorded
+        raise EncoderError(f"{directory}: the index's encoder folder {recorded} (recorded in its manifest.json, "
+                           f"relative to the index: {where}) is not there", hint=MOVED_HINT)
+    try:
+        check_source(resolved, "encoder")
+    except EncoderError as e:
+        raise EncoderError(f"{directory}: the index's {e}", hint=MOVED_HINT) from None
 
 
 def _halve(vectors: VectorFile, path: Path) -> None:
@@ -441,7 +630,7 @@ def _st_version() -> str | None:
 
 
 def compressed_recall(index: Any, flat: VectorFile, halves: VectorFile, refine: int, cfg: IndexConfig, *,
-                      queries: int = 1000, k: int = 10) -> dict[str, Any]:
+                      queries: int = 1000, k: int = 10, l2: bool = False) -> dict[str, Any]:
     """recall@k of the compressed ranking (as served: with ``refine``, its ``refine * k`` candidates scored again
     from the float16 vectors ``halves``; and without) against exact search over ``flat``, on a seeded sample of
     queries: corpus vectors (the corpus's own distribution), searched exactly block by block."""
@@ -451,33 +640,45 @@ def compressed_recall(index: Any, flat: VectorFile, halves: VectorFile, refine: 
     n = flat.n
     q_ids = np.sort(rng.choice(n, size=min(queries, n), replace=False))
     q = flat.take(q_ids)
-    exact = exact_top_k(flat, q, k)
+    exact = exact_top_k(flat, q, k, l2=l2)
     _set_params(index, {"nprobe": cfg.nprobe, "ef_search": cfg.ef_search})
 
     def recall(got: Any) -> float:
         hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, exact, strict=True))
         return round(hits / (k * len(q_ids)), 4)
 
-    plain, _ = ranked(index, None, 0, q, k)
-    served, _ = ranked(index, halves, refine, q, k)
+    plain, _ = ranked(index, None, 0, q, k, l2=l2)
+    served, _ = ranked(index, halves, refine, q, k, l2=l2)
     return {"k": k, "queries": len(q_ids), "recall": recall(served), "recall_without_refine": recall(plain),
             "refine": refine, "queries_from": "a seeded sample of the corpus's vectors"}
 
 
-def exact_top_k(flat: VectorFile, q: Any, k: int) -> Any:
-    """The exact ``k`` best rows of ``flat`` for each query (inner product), block by block, ties by lower id."""
+def exact_top_k(flat: VectorFile, q: Any, k: int, *, l2: bool = False) -> Any:
+    """The exact ``k`` best rows of ``flat`` for each query (inner product; with ``l2``, the nearest by Euclidean
+    distance), block by block, ties by lower id."""
     import numpy as np
 
     best_s = np.full((len(q), 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(q), 0), dtype=np.int64)
     for a in range(0, flat.n, ADD_ROWS):
         block = flat.block(a, min(flat.n, a + ADD_ROWS))
-        s = q @ block.T
+        s = _scores(q, block, l2)
         ids = np.broadcast_to(np.arange(a, a + len(block)), s.shape)
         cs, ci = np.concatenate([best_s, s], axis=1), np.concatenate([best_i, ids], axis=1)
         order = np.lexsort((ci, -cs), axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(cs, order, 1), np.take_along_axis(ci, order, 1)
     return best_i
+
+
+def _scores(q: Any, block: Any, l2: bool) -> Any:
+    """Each query's score of each row, higher better: the inner product, or for an L2 index the negated squared
+    distance ``-|q - v|^2`` (FAISS's L2 distances, negated: the toolkit's one convention, best first)."""
+    import numpy as np
+
+    s = q @ block.T
+    if l2:
+        s = 2 * s - (block * block).sum(axis=1)[None, :] - (q * q).sum(axis=1)[:, None]
+    return s.astype(np.float32, copy=False)
 
 
 def _set_params(index: Any, params: dict[str, Any]) -> None:
@@ -501,7 +702,10 @@ class DenseSearcher:
         faiss = _faiss()
         self.m = m = manifest["dense"]
         given = encoder if isinstance(encoder, Encoder) else None
+        self.override = encoder if isinstance(encoder, str) else None
         self.encoder_name = given.settings.name if given else encoder or resolve_encoder(m["encoder"], Path(directory))
+        if given is None:  # a missing or broken encoder folder, said before the server announces anything
+            check_encoder(m["encoder"], Path(directory), self.override)
         self.dir = Path(directory) / DENSE_DIR
         self.device = device
         self.threads = threads
@@ -515,6 +719,7 @@ class DenseSearcher:
                              f"{self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
                              hint="build the index again with curriculum index ... --overwrite")
         _set_params(self.index, m)
+        self.l2 = metric_of(self.index, str(directory)) == "l2"  # the index's own metric, whatever was recorded
         vec = m.get("vectors")
         self.vectors = VectorFile(self.dir / vec["file"], vec["rows"], m["dim"]) if vec else None
         self.refine = int(m.get("refine") or 0) if self.vectors is not None else 0
@@ -531,16 +736,30 @@ class DenseSearcher:
                     self._encoder = Encoder(EncoderSettings(name=self.encoder_name, query_prefix=m["query_prefix"],
                                                             passage_prefix=m["passage_prefix"], pooling=m["pooling"],
                                                             normalize=m["normalize"], max_length=m["max_length"]),
-                                            device=self.device)
+                                            device=self.device, exported=self._exported())
                 except EncoderError as e:
-                    raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}",
-                                       hint="give the encoder's folder: curriculum serve --encoder DIR (Python: "
-                                            "load_index(DIR, encoder=...))") from None
+                    if self.override:  # the message names the encoder given, not the one recorded
+                        raise
+                    raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}", hint=MOVED_HINT) from None
                 if self._encoder.dim != m["dim"]:
-                    raise EncoderError(f"the encoder {m['encoder']} now makes vectors of dimension "
-                                       f"{self._encoder.dim}; the index holds {m['dim']}",
-                                       hint="use the encoder the index was built with")
+                    name = f"--encoder {self.override}" if self.override else f"the encoder {m['encoder']}"
+                    raise EncoderError(f"{name} makes vectors of dimension {self._encoder.dim}; the index holds "
+                                       f"{m['dim']}", hint="use the encoder the index was built with")
             return self._encoder
+
+    def _exported(self) -> tuple[Path, dict[str, Any]] | None:
+        """The index's ONNX export of its encoder (``dense.onnx``) when it serves the queries: recorded, its files
+        there, and no other encoder given (``--encoder`` loads that one with sentence-transformers)."""
+        rec = self.m.get("onnx")
+        if not isinstance(rec, dict) or self.override:
+            return None
+        folder = self.dir / str(rec.get("folder", ONNX_FOLDER))
+        missing = [f for f in (rec.get("model"), rec.get("tokenizer")) if not f or not (folder / f).is_file()]
+        if missing:
+            raise EncoderError(f"{folder}: the index's exported encoder {missing[0]} is not there (recorded in "
+                               "its manifest.json)", hint="build the index again with curriculum index ... "
+                                                          "--overwrite")
+        return folder, rec
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "dense", "encoder": self.m["encoder"], "faiss": self.m["faiss"]}
@@ -568,7 +787,7 @@ class DenseSearcher:
         return self.search_vectors(self.encode(queries), k)
 
     def search_vectors(self, q: Any, k: int):
-        return ranked(self.index, self.vectors, self.refine, q, k)
+        return ranked(self.index, self.vectors, self.refine, q, k, l2=self.l2)
 
 
 def _is_flat(index: Any) -> bool:
@@ -577,21 +796,29 @@ def _is_flat(index: Any) -> bool:
     return isinstance(faiss.downcast_index(index), faiss.IndexFlat)
 
 
-def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int):
+def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int, *, l2: bool = False):
     """The ``k`` best passages for query vectors ``q`` as the index serves them: FAISS's candidates (``refine * k``
     of them, re-scored exactly from the float16 ``vectors``, when ``refine``), one more than asked so that a tie at
-    the cut is seen; sorted by score, ties by the lower id; ids -1 (score 0) past what was found."""
+    the cut is seen; sorted by score, ties by the lower id; ids -1 (score 0) past what was found. An L2 index
+    (``l2``) ranks by ascending distance, and its score is the negated squared distance (higher is better)."""
     import numpy as np
 
     refine = refine if vectors is not None else 0
     kk = min(index.ntotal, k * max(1, refine) + 1)
-    scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), kk)
+    q = np.ascontiguousarray(q, dtype=np.float32)
+    scores, ids = index.search(q, kk)
+    if l2:
+        scores = -scores
     if refine:  # exact scores of the candidates from the float16 vectors
         live = ids >= 0
         exact = np.full(ids.shape, -np.inf, dtype=np.float32)
         for r in range(len(q)):
             cand = ids[r][live[r]]
-            exact[r, :len(cand)] = vectors.take(cand) @ np.asarray(q[r], dtype=np.float32)
+            block = vectors.take(cand)
+            s = block @ q[r]
+            if l2:
+                s = 2 * s - (block * block).sum(axis=1) - q[r] @ q[r]
+            exact[r, :len(cand)] = s
             ids[r, :len(cand)] = cand
             ids[r, len(cand):] = -1
         scores = exact
@@ -614,6 +841,35 @@ def check(manifest: dict[str, Any], directory: Path) -> None:
         raise DenseError("the manifest has no dense section", hint="build the index again")
 
 
+def verify(directory: Path, manifest: dict[str, Any]) -> None:
+    """``curriculum validate``'s reading of a dense index: every vector it holds is finite (its FAISS index's, where
+    they can be read, and the float16 copy's), read a block at a time."""
+    faiss = _faiss()
+    d = Path(directory) / DENSE_DIR
+    m = manifest["dense"]
+    try:
+        index = faiss.read_index(str(d / FAISS_INDEX), _mmap_flags(faiss))
+    except RuntimeError as e:
+        raise DenseError(f"{directory}: its FAISS index cannot be read ({_faiss_message(e)})",
+                         hint="build the index again with curriculum index ... --overwrite") from None
+    metric_of(index, str(directory))
+    check_finite(index_vectors(index, d / FAISS_INDEX), f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
+    vec = m.get("vectors")
+    if vec:
+        check_finite(VectorFile(d / vec["file"], vec["rows"], m["dim"]), f"{directory}: {DENSE_DIR}/{vec['file']}")
+    rec = m.get("onnx")
+    if isinstance(rec, dict):  # the exported encoder: the files the manifest's digests name
+        for key in ("model", "tokenizer"):
+            path = d / str(rec.get("folder", ONNX_FOLDER)) / str(rec.get(key))
+            where = f"{directory}: {path.relative_to(directory)}"
+            if not path.is_file():
+                raise DenseError(f"{where}: the exported encoder's file is not there (recorded in manifest.json)",
+                                 hint="build the index again with curriculum index ... --overwrite")
+            if sha256_of(path) != rec.get(f"{key}_sha256" if key == "tokenizer" else "sha256"):
+                raise DenseError(f"{where}: its SHA-256 is not the one manifest.json records (the file changed)",
+                                 hint="build the index again with curriculum index ... --overwrite")
+
+
 def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:
     return DenseBuilder(cfg, tmp, **kw)
 
@@ -633,4 +889,5 @@ def summary(manifest: dict[str, Any]) -> str:
 KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",),
                      description="dense (sentence-transformers encoder + FAISS)", options=DenseOptions,
                      check_config=check_config, label="dense",
-                     negatives="dense hard negatives (near-misses by meaning)", summary=summary)
+                     negatives="dense hard negatives (near-misses by meaning)", summary=summary, verify=verify,
+                     placement=ENGINE_FIELDS)

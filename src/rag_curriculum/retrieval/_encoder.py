@@ -2,17 +2,22 @@
 default (``query: `` / ``passage: `` prefixes, mean pooling, normalised vectors), each setting explicit, recorded in
 the index's manifest and applied the same way when the index is built and when it is queried.
 
-A model that cannot be loaded offline (a Hub name with no copy on this machine) is one error line saying what to do.
+A model that cannot be loaded is one error line saying what to do: a path that looks local (``/x``, ``./x``, ``../x``,
+``~/x``, ``a/b/c``) and is not there is "no such folder" (never a Hub download hint); a folder with a broken JSON file
+names the file; a Hub name with no copy on this machine, offline, says how to download it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CurriculumError
+from ..errors import CurriculumError, UsageError
+from ._onnx import OnnxEncoder, wanted
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +52,99 @@ def _is_sentence_transformers_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, "modules.json"))
 
 
-class Encoder:
-    """A loaded sentence-transformers model applying :class:`EncoderSettings`: ``encode(texts, kind)`` gives
-    float32 vectors (``kind`` ``"query"`` or ``"passage"`` picks the prefix)."""
+#: What a Hugging Face Hub model id looks like: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+#: Devices an encoder may run on: torch's device types, with an optional index (``cuda:1``).
+DEVICE = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu|xla|meta|mtia|privateuseone)(:\d+)?")
 
-    def __init__(self, settings: EncoderSettings, *, device: str | None = None) -> None:
+
+def looks_local(name: str) -> bool:
+    """Whether ``name`` is a path rather than a Hub model id: absolute, ``./`` ``../`` ``~``, a Windows drive, or
+    more than one ``/`` (a Hub id has at most one).
+
+    >>> [looks_local(x) for x in ("intfloat/e5-base-v2", "bert-base-uncased", "./e5", "../models/e5", "/m/e5",
+    ...                           "~/e5", "models/e5/v2", "..")]
+    [False, False, True, True, True, True, True, True]
+    """
+    name = str(name)
+    return (os.path.isabs(name) or name.startswith(("./", "../", "~", ".\\", "..\\")) or name in (".", "..")
+            or re.match(r"[A-Za-z]:[\\/]", name) is not None or not _HUB_ID.fullmatch(name))
+
+
+def check_device(device: str | None, flag: str = "--device") -> None:
+    """Refuse a device torch does not know (``bogus``), in one line, before any model loads."""
+    if device is not None and not DEVICE.fullmatch(str(device).strip()):
+        raise UsageError(f"{flag} {device!r}: not a device", hint="give cpu, cuda, cuda:N or mps")
+
+
+def check_source(name: str, flag: str = "--encoder") -> None:
+    """Refuse, in one line naming ``flag``, an encoder that cannot be a model before anything loads it: a path
+    that looks local and is not there ("no such folder"), a file where a folder is needed, a folder holding neither
+    ``modules.json`` (sentence-transformers) nor ``config.json`` (transformers), or a folder whose JSON files do not
+    parse (the file named). A Hub id is left to the loader."""
+    path = os.path.expanduser(str(name))
+    if not os.path.exists(path):
+        if looks_local(str(name)):
+            raise EncoderError(f"{flag} {name}: no such folder",
+                               hint="give the folder of a sentence-transformers model (or a Hub name such as "
+                                    "intfloat/e5-base-v2)")
+        return
+    if not os.path.isdir(path):
+        raise EncoderError(f"{flag} {name}: a file, not a model folder",
+                           hint="give the folder of a sentence-transformers model")
+    if not any(os.path.isfile(os.path.join(path, f)) for f in ("modules.json", "config.json")):
+        raise EncoderError(f"{flag} {name}: not a sentence-transformers or transformers model folder (no "
+                           "modules.json, no config.json)", hint="give the folder of a sentence-transformers model")
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if root == path else []  # modules: one level
+        for f in sorted(files):
+            if not f.endswith(".json"):
+                continue
+            p = os.path.join(root, f)
+            try:
+                with open(p, encoding="utf-8") as fh:
+                    json.load(fh)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise EncoderError(f"{flag} {name}: {os.path.relpath(p, path)} is not valid JSON "
+                                   f"({str(e).splitlines()[0][:120]})",
+                                   hint="the model folder is damaged: copy or download it again") from None
+            except OSError as e:
+                raise EncoderError(f"{flag} {name}: cannot read {os.path.relpath(p, path)} ({e.strerror or e})",
+                                   hint="check the folder's permissions") from None
+
+
+class Encoder:
+    """A loaded encoder applying :class:`EncoderSettings`: ``encode(texts, kind)`` gives float32 vectors (``kind``
+    ``"query"`` or ``"passage"`` picks the prefix).
+
+    ``exported``: the encoder exported to ONNX at index time (``(folder, record)``: the index's ``dense/encoder``
+    folder and the manifest's ``dense.onnx``, see :mod:`._onnx`): it runs on onnxruntime and tokenizers, without
+    importing torch or sentence-transformers (a server is healthy seconds sooner), on the CPU (``device`` None or
+    ``cpu``). Anything else (no export, another device, ``RAG_CURRICULUM_ENCODER_RUNTIME=sentence-transformers``)
+    loads the model with sentence-transformers. ``runtime`` says which."""
+
+    def __init__(self, settings: EncoderSettings, *, device: str | None = None,
+                 exported: tuple[Any, dict[str, Any]] | None = None) -> None:
         self.settings = settings
+        if exported is not None and wanted() and (device or "cpu") == "cpu":
+            folder, record = exported
+            self.device = "cpu"
+            try:
+                self.model = OnnxEncoder(folder, record)
+            except Exception as e:  # onnxruntime's own errors (a damaged file: InvalidProtobuf, Fail), a bad record
+                raise EncoderError(f"{folder}: the index's exported encoder cannot be loaded ({type(e).__name__}: "
+                                   f"{str(e).splitlines()[0][:160] if str(e) else ''})",
+                                   hint="curriculum validate names a changed file; build the index again with "
+                                        "curriculum index ... --overwrite") from None
+            self.dim, self.runtime = self.model.dim, self.model.runtime
+            self.pooling = {"lasttoken": "last"}.get(self.model.pooling, self.model.pooling)
+            return
         self.device = device or default_device()
+        check_source(settings.name)
         self.model = _load(settings, self.device)
         self.dim = int(_dimension(self.model))
         self.pooling = _pooling_of(self.model) or settings.pooling
+        self.runtime = "sentence-transformers"
 
     def encode(self, texts: list[str], kind: str, *, batch_size: int = 64) -> Any:
         import numpy as np
@@ -65,8 +153,11 @@ class Encoder:
         prefix = s.query_prefix if kind == "query" else s.passage_prefix
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=s.normalize, show_progress_bar=False)
+        if isinstance(self.model, OnnxEncoder):
+            vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size)
+        else:
+            vecs = self.model.encode([prefix + t for t in texts], batch_size=batch_size, convert_to_numpy=True,
+                                     normalize_embeddings=s.normalize, show_progress_bar=False)
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
@@ -108,6 +199,7 @@ def _load(settings: EncoderSettings, device: str) -> Any:
         raise EncoderError(f"dense retrieval needs sentence-transformers ({e})",
                            hint="pip install 'rag-curriculum[dense]'") from None
     name = settings.name
+    check_source(name)
     try:
         from transformers.utils import logging as hf_logging
 
@@ -149,4 +241,5 @@ def _word_dimension(word: Any) -> int:
     raise EncoderError("cannot tell the encoder's hidden size")  # pragma: no cover
 
 
-__all__ = ["Encoder", "EncoderError", "EncoderSettings", "default_device"]
+__all__ = ["DEVICE", "Encoder", "EncoderError", "EncoderSettings", "check_device", "check_source", "default_device",
+           "looks_local"]

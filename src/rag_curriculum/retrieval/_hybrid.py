@@ -38,6 +38,16 @@ class HybridBuilder:
         self.parts[1].progress = self.progress  # the encoder's batches show (the slower part)
         self.parts[1].add(block)
 
+    def committed(self) -> None:
+        self.parts[1].committed()
+
+    def abort(self) -> None:
+        self.parts[1].abort()
+
+    @property
+    def encoding(self) -> dict[str, Any] | None:
+        return self.parts[1].encoding
+
     def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
         facts: dict[str, Any] = {}
         for part in self.parts:
@@ -111,4 +121,5 @@ KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg,
                      manifest_keys=(*_bm25.MANIFEST_KEYS, "dense", "hybrid"),
                      description="hybrid: BM25 and dense fused by reciprocal rank", options=HybridOptions,
                      uses=("bm25", "dense"), label="hybrid (BM25 + dense)",
-                     negatives="hybrid hard negatives (BM25 and dense fused by reciprocal rank)", summary=summary)
+                     negatives="hybrid hard negatives (BM25 and dense fused by reciprocal rank)", summary=summary,
+                     verify=_dense.verify)

@@ -114,7 +114,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
     kind = get_kind(cfg.kind)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    side = None
+    side = builder = None
     try:
         side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, hashes, checksums")
         found = Sources()
@@ -194,11 +194,16 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
     except BaseException:
         if side is not None:
             side.cancel()
+        if builder is not None and hasattr(builder, "abort"):
+            builder.abort()  # a kind's own clean-up (a Ray cluster it started; its resumable work stays)
         raise
+    if hasattr(builder, "committed"):
+        builder.committed()  # the index is in place: a kind's resumable work (a Ray encoding's shards) goes
     log.info("indexed %d passages (%d questions ranked) in %.1fs", found.passages, len(found.q_ids), t4 - t0)
     # timings are returned, not written: the same inputs make the same index, byte for byte
     return {**manifest, "seconds": {"read_index": round(t1 - t0, 2), "finish": round(t2 - t1, 2),
-                                    "wait": round(t3 - t2, 2), "rank": round(t4 - t3, 2)}}
+                                    "wait": round(t3 - t2, 2), "rank": round(t4 - t3, 2)},
+            **({"encoding": builder.encoding} if getattr(builder, "encoding", None) else {})}
 
 
 def _mismatch(manifest: Any) -> str | None:
@@ -275,6 +280,15 @@ class CorpusIndex(PassageStore):
     def warm(self) -> None:
         """Open the searcher and run one query (compile, load models, touch the files)."""
         self.searcher.warm()
+
+    def verify(self) -> None:
+        """What ``curriculum validate`` checks beyond loading: the kind's own reading of its files (a dense index's
+        vectors all finite), which may read them whole."""
+        if self.kind.verify is not None:
+            try:
+                self.kind.verify(self.path, self.manifest)
+            except CurriculumError as e:
+                raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
 
     # -- facts
     @property

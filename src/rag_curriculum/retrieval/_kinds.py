@@ -30,7 +30,11 @@ A kind declares:
   index (:class:`~rag_curriculum.curricula.distractors.BM25Source`: best first, gold copies and passages holding
   an answer skipped), or a factory ``(index, seed) -> DistractorSource`` (or its dotted path) of the kind's own;
 * ``warm_on_build``: ``curriculum index`` warms the new index before it returns (BM25: the search compiled and
-  cached for the machine, so ``serve`` starts fast).
+  cached for the machine, so ``serve`` starts fast);
+* ``verify(directory, manifest)``: what ``curriculum validate`` checks of the kind's files beyond what loading
+  checks (it may read them whole: a dense index's vectors, for NaN or infinity);
+* ``placement``: the options (of its ``options``) that say where the build's work runs, not what it makes (the
+  dense kind's ``--engine ray`` and its workers): never recorded in the manifest, left out of its command.
 
 Outside the toolkit, a kind is registered by an entry point in the group ``rag_curriculum.retriever_kinds``
 (``toy = "my_pkg.toy:KIND"``), read when :mod:`rag_curriculum.retrieval` is first imported: then its options are
@@ -74,6 +78,8 @@ class RetrieverKind:
     summary: Callable[[dict[str, Any]], str] | None = None
     distractors: Any = None
     warm_on_build: bool = False
+    verify: Callable[[Any, dict[str, Any]], None] | None = None
+    placement: tuple[str, ...] = ()
 
     def option_names(self) -> tuple[str, ...]:
         """The settings this kind declares itself (its ``options`` dataclass's fields)."""

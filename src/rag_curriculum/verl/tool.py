@@ -17,6 +17,15 @@ Two pieces, both loaded by verl from its own configuration (this module imports 
   ``<search>`` becomes a call; a malformed or unclosed tag, or an ``<information>`` block the model wrote itself,
   is no call (and is logged with its error type), never a silent search.
 
+**Coming from verl's search tool.** verl removed its in-tree ``verl.tools.search_tool.SearchTool`` and its
+Search-R1 example (verl PR #7731); this tool replaces it. A tool config written for verl's tool works with its
+``class_name`` changed to ``rag_curriculum.verl.tool.SearchTool``: ``retrieval_service_url`` is read as
+``retriever``, ``default_timeout`` as ``timeout``, the schema's ``query_list`` is searched query by query, and
+``num_workers``, ``rate_limit`` and ``enable_global_rate_limit`` (verl's Ray pool and rate limiter) are accepted
+and not needed (``curriculum serve`` batches concurrent requests itself). ``result_format: verl`` returns the text
+verl's tool returned (a JSON object ``{"result": "Doc 1 (Title: t)\\ntext\\n\\n..."}``, queries separated by
+``\\n---\\n``), for a model trained on it; the default is Search-R1's ``Doc i(Title: t) text`` lines.
+
 verl differs from the toolkit's own loop (:func:`~rag_curriculum.agents.run_rollouts`) in two ways a user should
 know: it stops a turn on token ids only (a multi-token ``</search>`` does not stop generation, so text after it
 stays in the trajectory; the parser ignores it), and it renders the tool's answer as a ``tool`` message through the
@@ -51,7 +60,7 @@ from ..errors import ConfigError, CurriculumError
 from ..generation import cut_at_stop
 from ..grammar import STOP, parse_turn
 
-__all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
+__all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages", "verl_result"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +78,32 @@ SEARCH_SCHEMA: dict[str, Any] = {
     },
 }
 
-_KEYS = ("type", "retriever", "topk", "difficulty", "timeout")
+_KEYS = ("type", "retriever", "topk", "difficulty", "timeout", "result_format")
+#: verl's removed search tool's config keys: the same settings under its names, or what it needed and this does not.
+VERL_ALIASES = {"retrieval_service_url": "retriever", "default_timeout": "timeout"}
+VERL_UNUSED = ("num_workers", "rate_limit", "enable_global_rate_limit")
+#: ``result_format``: Search-R1's ``Doc i(Title: t) text`` lines, or the JSON text verl's removed tool returned.
+RESULT_FORMATS = ("search-r1", "verl")
 
 
 def format_passages(hits: list[Hit]) -> str:
     """Search-R1's passage layout without the ``<information>`` tags (verl's chat template wraps a tool's answer):
     ``Doc 1(Title: t) text`` per line."""
     return doc_lines(hits)
+
+
+def verl_result(results: list[list[Hit]]) -> str:
+    r"""The text verl's removed search tool returned for a call's queries (its ``perform_single_search_batch``):
+    per query ``Doc i (Title: t)\ntext`` blocks separated by a blank line, queries by ``\n---\n``, as the
+    ``result`` of a JSON object.
+
+    >>> print(verl_result([[Hit("1", "Paris", "The capital.", contents="Paris\nThe capital.")], []]))
+    {"result": "Doc 1 (Title: Paris)\nThe capital.\n---\n"}
+    """
+    def one(hits: list[Hit]) -> str:
+        return "".join(f"Doc {i} (Title: {t})\n{x}\n\n" for i, (t, x) in enumerate((h.shown() for h in hits), 1)).strip()
+
+    return json.dumps({"result": "\n---\n".join(one(h) for h in results)}, ensure_ascii=False)
 
 
 class SearchTool(BaseTool):
@@ -86,10 +114,28 @@ class SearchTool(BaseTool):
 
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None):
         config = dict(config or {})
+        for old, new in VERL_ALIASES.items():  # a config written for verl's removed search tool
+            if old in config:
+                value = config.pop(old)
+                if config.get(new) not in (None, value):
+                    raise ConfigError(f"search tool config: `{old}` ({value!r}) and `{new}` ({config[new]!r}) "
+                                      "disagree", hint=f"give one of them (`{old}` is verl's name for `{new}`)")
+                config[new] = value
+        unused = [k for k in VERL_UNUSED if k in config]
+        for k in unused:
+            config.pop(k)
+        if unused:
+            logger.info("search tool: %s (verl's search tool's Ray pool and rate limit) not needed: the calls go "
+                        "straight to the retriever, and curriculum serve batches concurrent requests", ", ".join(unused))
         unknown = sorted(set(config) - set(_KEYS))
         if unknown:
             raise ConfigError(f"search tool config: unknown key(s) {', '.join(unknown)}",
-                              hint=f"the keys are {', '.join(_KEYS)}")
+                              hint=f"the keys are {', '.join(_KEYS)} (verl's search tool's "
+                                   f"{', '.join([*VERL_ALIASES, *VERL_UNUSED])} are read too)")
+        self.result_format = config.get("result_format", "search-r1")
+        if self.result_format not in RESULT_FORMATS:
+            raise ConfigError(f"search tool config: result_format={self.result_format!r}",
+                              hint=f"give one of {', '.join(RESULT_FORMATS)}")
         if not config.get("retriever"):
             raise ConfigError("search tool config: `retriever` is required (a curriculum serve URL or an index "
                               "directory)", hint="set config.retriever in the tool YAML (recipes/verl/search_tool.yaml)")
@@ -131,7 +177,7 @@ class SearchTool(BaseTool):
             # verl turns an exception into a message to the model and a warning; say what failed, once, loudly
             logger.error("search tool: %s", e)
             raise
-        texts, gold, short, shaped_all = [], 0, 0, []
+        texts, gold, short, shaped_all, shown_all = [], 0, 0, [], []
         agent_data = kwargs.get("agent_data")
         turn = getattr(agent_data, "assistant_turns", 0)
         for q, hits in zip(queries, results, strict=True):
@@ -143,6 +189,7 @@ class SearchTool(BaseTool):
             else:
                 shown = list(hits)[:k]
             short += len(shown) < k
+            shown_all.append(shown)
             texts.append(format_passages(shown) or NO_RESULTS)
         metrics: dict[str, Any] = {"searched": len(queries), "short": short}
         if view is not None:
@@ -151,6 +198,8 @@ class SearchTool(BaseTool):
                 for key, value in shaped.items():
                     if key != "p":
                         metrics[key] = metrics.get(key, 0) + value
+        if self.result_format == "verl":
+            return ToolResponse(text=verl_result(shown_all)), 0.0, metrics
         return ToolResponse(text="\n\n".join(texts)), 0.0, metrics
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:

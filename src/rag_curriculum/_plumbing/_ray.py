@@ -1,0 +1,116 @@
+"""Connecting to a Ray cluster, written once for every ``--engine ray`` (partition and eval's actor pools, the dense
+index's Ray Data encoding): an address that nothing answers is refused in seconds (``ray.init`` would wait for it
+without end), and a refusal by Ray's token authentication is named as such. Standard library only: Ray is imported
+by the callers, inside their functions."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+from collections.abc import Iterable, Iterator
+
+#: Ray 2.52+ authenticates with a token: a cluster and a driver that disagree on it fail in ways that look like a
+#: missing toolkit; the hint names the real cause and both ways out (docs/scaling.md, "Token authentication").
+AUTH_HINT = ("Ray's token authentication: the cluster (`ray start`) and this command must agree. Either use one "
+             "token on both sides (RAY_AUTH_MODE=token, the token in ~/.ray/auth_token on every node, made by `ray "
+             "get-auth-token --generate`, or in RAY_AUTH_TOKEN), or turn it off on both (RAY_AUTH_MODE=disabled "
+             "when you run `ray start` and the command; a trusted network only); see docs/scaling.md")
+#: What to do when no cluster answers at an address.
+UNREACHABLE_HINT = ("start one with `ray start --head` and pass its address (--ray-address HOST:6379, or "
+                    "RAY_ADDRESS), or leave both unset for a local cluster")
+_AUTH_WORDS = re.compile(r"authenticat|auth[_ ]token|RAY_AUTH|unauthenticated|x-ray-authorization", re.I)
+
+
+def _chain(e: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def is_auth_error(e: BaseException) -> bool:
+    """A refusal by Ray's token authentication (its AuthenticationError, or a message that says so), anywhere in
+    the exception's chain: ``ray.init(address=...)`` against a cluster that wants a token raises a bare
+    ``ConnectionError: Failed to connect to Ray cluster at ...`` whose cause says ``InvalidAuthToken``."""
+    return any(type(x).__name__ == "AuthenticationError" or _AUTH_WORDS.search(str(x)) for x in _chain(e))
+
+
+_AUTH_SENTENCE = re.compile(r"(InvalidAuthToken: [^.\n]*|Token authentication is enabled but no authentication "
+                            r"token was found|[^.\n]*(?:RAY_AUTH_MODE is currently '\w+'|token is missing or "
+                            r"incorrect)[^.\n]*)")
+
+
+def auth_cause(e: BaseException) -> str:
+    """Ray's own words for an authentication refusal, one line (its messages run to a paragraph, and the
+    connecting error hides them in its cause): ``InvalidAuthToken: Authentication token is missing or incorrect;
+    RAY_AUTH_MODE is currently 'disabled' (not 'token')``."""
+    found: list[str] = []
+    for x in _chain(e):
+        for m in _AUTH_SENTENCE.finditer(str(x)):
+            part = m.group(1).strip().removeprefix("Note: ")
+            if part and part not in found:
+                found.append(part)
+    if found:
+        return "; ".join(found)
+    return next((str(x).splitlines()[0][:200] for x in _chain(e) if str(x).strip()), type(e).__name__)
+
+
+def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
+    """Why nothing answers at a Ray cluster's ``HOST:PORT`` (or ``ray://HOST:PORT``) address, in a few words, or
+    None when something listens there (or the address names no port: ``auto``, unset). ``ray.init`` itself keeps
+    retrying an address that refuses connections without a time limit; this is asked first.
+
+    >>> unreachable("auto") is None and unreachable(None) is None
+    True
+    >>> unreachable("127.0.0.1:1")
+    'connection refused'
+    """
+    if not address:
+        return None
+    m = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address.strip())
+    if not m:
+        return None
+    host, port = m.group(1), int(m.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except socket.gaierror as e:
+        return f"unknown host ({e.strerror or e})"
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+
+
+def drop_options(command: str | None, flags: Iterable[str]) -> str | None:
+    """The command line as outputs record it: without ``flags`` and their values (the engine options, which say
+    where the work ran, not what it made), whether given as ``--flag value`` or ``--flag=value``.
+
+    >>> drop_options("curriculum index --engine ray --num-workers=4 --kind dense --ray-address auto",
+    ...              ("--engine", "--num-workers", "--ray-address"))
+    'curriculum index --kind dense'
+    """
+    if command is None:
+        return None
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return command
+    flags = set(flags)
+    out: list[str] = []
+    skip = False
+    for p in parts:
+        if skip:
+            skip = False
+            continue
+        flag, sep, _ = p.partition("=")
+        if flag in flags:
+            skip = not sep
+            continue
+        out.append(p)
+    return shlex.join(out)
+
+
+__all__ = ["AUTH_HINT", "UNREACHABLE_HINT", "auth_cause", "drop_options", "is_auth_error", "unreachable"]

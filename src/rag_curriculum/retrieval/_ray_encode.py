@@ -1,0 +1,365 @@
+"""``curriculum index --kind dense --engine ray``: a dense index's passages encoded through Ray Data, on a Ray cluster's
+CPUs or GPUs, each shard of vectors written as it finishes, a stopped run resumed from them.
+
+**How.** This process (the driver) reads the passages as any build does (the same blocks, the same order) and cuts
+each block into shards of ``16 * 8 * --batch-size`` passages; every shard not yet encoded goes to Ray's object store
+as an Arrow table (spilled to disk beyond the store's memory). Ray Data streams them to a pool of encoder actors
+(``map_batches`` with an actor class: ``--num-workers`` actors, each holding ``--cpus-per-worker`` CPUs and
+``--gpus-per-worker`` GPUs, each loading the encoder once); an actor encodes its shard in exactly the calls a local
+build makes (``8 * --batch-size`` passages at a time), so the vectors are the local build's. The vectors come back
+to the driver, which writes each shard whole (atomically) into a work folder beside the index as soon as its last
+row arrives; when every shard is there, they are joined in passage order and the build goes on as a local one
+(the FAISS index, the float16 copy, the manifest), and the work folder is removed once the index is in place.
+
+**Resume.** The work folder is ``.NAME.encoding/`` beside ``--out NAME`` (never where the index is expected):
+``encoding.json`` records what the vectors depend on (the encoder and its settings, the batch size, the block), and
+each finished shard is ``shard-NNNNNN.f32`` (float32 rows) with ``shard-NNNNNN.json`` (its rows and the SHA-256 of
+its passages' texts). The same command after a stop (Ctrl-C, a lost driver, a failed node) encodes only the shards
+that are not there. A shard whose passages differ from those it was encoded from (the corpus changed), or other
+settings, are refused in one line naming the work folder: remove it to start over.
+
+**No shared filesystem.** Only the driver reads the sources and writes files; passages and vectors travel through
+Ray. Every node needs the toolkit and the encoder (a local folder at the same path on each node, or a Hub name each
+can load). An address nothing answers is refused in seconds (``ray.init`` would wait for it without end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._plumbing import (
+    AUTH_HINT,
+    UNREACHABLE_HINT,
+    atomic_write_bytes,
+    atomic_write_text,
+    auth_cause,
+    is_auth_error,
+    unreachable,
+)
+from ..errors import CurriculumError, EngineError
+from ._encoder import Encoder, EncoderError, EncoderSettings
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
+
+log = logging.getLogger(__name__)
+
+#: A shard is this many encoder calls (each ``8 * --batch-size`` passages, as a local build makes them).
+SHARD_STEPS = 16
+#: The work folder's format.
+FORMAT = 1
+
+
+class EncodingError(CurriculumError):
+    """A Ray encoding that cannot start or resume as asked."""
+
+
+def work_dir(out: Path) -> Path:
+    """The work folder of the index ``out``: hidden, beside it."""
+    return out.with_name(f".{out.name}.encoding")
+
+
+def _digest(texts: list[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+class _ShardEncoder:
+    """The Ray Data actor: loads the encoder once; each batch (one shard) is encoded in the local build's calls."""
+
+    def __init__(self, settings: dict[str, Any], device: str, batch_size: int, step: int,
+                 exported: tuple[str, dict[str, Any]] | None = None) -> None:
+        if exported and not os.path.isfile(os.path.join(exported[0], exported[1]["model"])):
+            exported = None  # another node, not sharing the driver's disk: the model itself (within 1e-6)
+        self.encoder = Encoder(EncoderSettings(**settings), device=device, exported=exported)
+        self.batch_size, self.step = batch_size, step
+        self.worker = f"{os.uname().nodename}:{os.getpid()}"
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        texts = [str(t) for t in batch["text"]]
+        t = time.perf_counter()
+        parts = [self.encoder.encode(texts[a:a + self.step], "passage", batch_size=self.batch_size)
+                 for a in range(0, len(texts), self.step)]
+        vecs = np.concatenate(parts) if parts else np.zeros((0, self.encoder.dim), dtype=np.float32)
+        seconds = time.perf_counter() - t
+        bad = np.flatnonzero(~np.isfinite(vecs).all(axis=1))
+        if len(bad):
+            raise EncoderError(f"the encoder made a vector that is not finite (NaN or infinity) for passage "
+                               f"{int(batch['pid'][bad[0]])}", hint="check the encoder (its weights, --max-length, "
+                                                                     "the device's precision)")
+        n = len(texts)
+        return {"shard": batch["shard"], "row": batch["row"], "vector": vecs,
+                "seconds": np.full(n, seconds / max(n, 1)), "worker": np.array([self.worker] * n, dtype=object)}
+
+
+class RayEncoding:
+    """The driver's side: connects (or starts a local cluster), checks the work folder, takes the passages block by
+    block (:meth:`add`), runs the Ray Data pipeline over the shards left (:meth:`run`), and removes the work folder
+    once the index is committed (:meth:`committed`)."""
+
+    def __init__(self, cfg: IndexConfig, out: Path, settings: EncoderSettings, dim: int,
+                 exported: tuple[Path, dict[str, Any]] | None = None) -> None:
+        self.cfg, self.out, self.dim = cfg, out, dim
+        # the index's ONNX export (the workers run it as the local build does; its digest, not its path, recorded)
+        self.exported = (os.path.abspath(exported[0]), exported[1]) if exported else None
+        self.work = work_dir(out)
+        self.step = max(1, cfg.batch_size) * 8
+        self.shard_rows = self.step * SHARD_STEPS
+        name = os.path.abspath(settings.name) if os.path.isdir(settings.name) else settings.name
+        self.settings = {"name": name, "query_prefix": settings.query_prefix,
+                         "passage_prefix": settings.passage_prefix, "pooling": settings.pooling,
+                         "normalize": settings.normalize, "max_length": settings.max_length}
+        self.record = {"format": FORMAT, "kind": "dense-encoding", "encoder": self.settings, "dim": dim,
+                       "onnx": exported[1]["sha256"] if exported else None,
+                       "batch_size": cfg.batch_size, "block": cfg.block, "shard_rows": self.shard_rows}
+        self.shards: list[dict[str, Any]] = []  # start, rows, sha256, done (bool), ref (an ObjectRef to encode)
+        self.started = False
+        self.workers: dict[str, list[float]] = {}  # worker -> [passages, seconds]
+        self.ray = self._connect()
+        self._check_work()
+
+    # -- setting up
+    def _connect(self) -> Any:
+        try:
+            import ray
+            import ray.data  # noqa: F401
+        except ImportError as e:
+            raise EngineError(f"--engine ray needs Ray Data, which is not installed here ({e})",
+                              hint="pip install 'rag-curriculum[ray]', or run with --engine local") from None
+        if ray.is_initialized():
+            return ray
+        address = self.cfg.ray_address or os.environ.get("RAY_ADDRESS") or None
+        why = unreachable(address)
+        if why:
+            raise EngineError(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "logging_level": logging.WARNING}
+        try:
+            if address:
+                log.info("connecting to the Ray cluster at %s", address)
+                ray.init(address=address, **kwargs)
+            else:
+                log.info("starting a local Ray cluster for the encoding (--ray-address or RAY_ADDRESS to use a "
+                         "running one)")
+                ray.init(**{**kwargs, "logging_level": logging.ERROR})  # not its token notice: a cluster of ours
+                self.started = True
+        except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
+            where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
+            if is_auth_error(e):
+                raise EngineError(f"could not {where}: Ray's token authentication refused it ({auth_cause(e)})",
+                                  hint=AUTH_HINT) from None
+            if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
+                raise
+            raise EngineError(f"could not {where}: {str(e).splitlines()[0][:200]}", hint=UNREACHABLE_HINT) from None
+        return ray
+
+    def _check_work(self) -> None:
+        path = self.work / "encoding.json"
+        if not self.work.exists():
+            self.work.mkdir(parents=True)
+            atomic_write_text(path, json.dumps(self.record, indent=1) + "\n")
+            return
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = None
+        if not isinstance(old, dict) or old.get("kind") != "dense-encoding":
+            raise EncodingError(f"{self.work} exists and is not a stopped encoding of this toolkit (no readable "
+                                "encoding.json)", hint=f"move it away or remove it: rm -r {self.work}")
+        differ = [k for k in ("encoder", "onnx", "dim", "batch_size", "block", "shard_rows", "format")
+                  if old.get(k) != self.record.get(k)]
+        if differ:
+            k = differ[0]
+            raise EncodingError(f"the stopped encoding in {self.work} was made with other settings ({k}: "
+                                f"{json.dumps(old.get(k))[:120]}, now {json.dumps(self.record.get(k))[:120]})",
+                                hint=f"run with the settings it was started with, or remove it to encode from the "
+                                     f"start: rm -r {self.work}")
+        done = len(list(self.work.glob("shard-*.json")))
+        if done:
+            log.info("resuming the encoding in %s: %d shard(s) already encoded", self.work, done)
+
+    # -- the passages
+    def _done(self, i: int) -> dict[str, Any] | None:
+        meta, data = self.work / f"shard-{i:06d}.json", self.work / f"shard-{i:06d}.f32"
+        if not meta.is_file() or not data.is_file():
+            return None
+        try:
+            m = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            return None
+        if data.stat().st_size != 4 * self.dim * int(m.get("rows", -1)):
+            return None
+        return m
+
+    def add(self, texts: list[str], start: int) -> int:
+        """Take one block of passage texts (passage ``start`` on); return how many were already encoded."""
+        import pyarrow as pa
+
+        skipped = 0
+        for a in range(0, len(texts), self.shard_rows):
+            part = texts[a:a + self.shard_rows]
+            i, sha = len(self.shards), _digest(part)
+            shard = {"i": i, "start": start + a, "rows": len(part), "sha256": sha, "ref": None}
+            done = self._done(i)
+            if done is not None:
+                if done.get("sha256") != sha or done.get("start") != shard["start"]:
+                    raise EncodingError(
+                        f"the passages changed since the encoding in {self.work} stopped: shard {i} (passages "
+                        f"{shard['start']:,}..{shard['start'] + len(part) - 1:,}) holds other texts than those it "
+                        "was encoded from", hint="pass the corpus and dataset the encoding was started with, or "
+                                                 f"remove it to encode from the start: rm -r {self.work}")
+                skipped += len(part)
+            else:
+                import numpy as np
+
+                shard["ref"] = self.ray.put(pa.table({
+                    "shard": pa.array(np.full(len(part), i, dtype=np.int32)),
+                    "row": pa.array(np.arange(len(part), dtype=np.int32)),
+                    "pid": pa.array(np.arange(shard["start"], shard["start"] + len(part), dtype=np.int64)),
+                    "text": pa.array(part, type=pa.large_string())}))
+            self.shards.append(shard)
+        return skipped
+
+    # -- the pipeline
+    def _resources(self) -> tuple[int, float, float, str]:
+        cfg = self.cfg
+        total = self.ray.cluster_resources()
+        gpus_here = float(total.get("GPU", 0))
+        gpus = cfg.gpus_per_worker if cfg.gpus_per_worker is not None else (1.0 if gpus_here else 0.0)
+        if cfg.num_workers:
+            workers = cfg.num_workers
+        elif gpus:
+            workers = max(1, int(gpus_here // gpus))
+        else:
+            workers = max(1, int(float(total.get("CPU", 1)) // max(cfg.cpus_per_worker, 1e-9)))
+        return workers, cfg.cpus_per_worker, gpus, "cuda" if gpus else "cpu"
+
+    def run(self, sink: Any, progress: Any = None) -> dict[str, Any]:
+        """Encode the shards left on the cluster (writing each into the work folder as it finishes), then write
+        every shard's vectors in passage order to ``sink`` (a binary file). Returns what ran where."""
+        import numpy as np
+
+        todo = [s for s in self.shards if s["ref"] is not None]
+        done_rows = sum(s["rows"] for s in self.shards if s["ref"] is None)
+        t0 = time.perf_counter()
+        workers = 0
+        if todo:
+            workers, cpus, gpus, device = self._resources()
+            workers = min(workers, len(todo))  # an actor per shard at most
+            ds = self._dataset(todo, workers, cpus, gpus, device)
+            pending = {s["i"]: (s, np.zeros((s["rows"], self.dim), dtype=np.float32), np.zeros(s["rows"], dtype=bool))
+                       for s in todo}
+            try:
+                for batch in ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=1):
+                    for i in np.unique(batch["shard"]).tolist():
+                        rows = batch["shard"] == i
+                        shard, vecs, seen = pending[i]
+                        r = batch["row"][rows]
+                        vecs[r] = np.stack(list(batch["vector"][rows])) if batch["vector"].dtype == object else \
+                            batch["vector"][rows]
+                        seen[r] = True
+                        for w, s in zip(batch["worker"][rows].tolist(), batch["seconds"][rows].tolist(),
+                                        strict=True):
+                            acc = self.workers.setdefault(str(w), [0, 0.0])
+                            acc[0] += 1
+                            acc[1] += s
+                        if progress:
+                            progress(int(rows.sum()))
+                        if seen.all():
+                            self._write_shard(i, shard, vecs)
+                            del pending[i]
+            except Exception as e:  # noqa: BLE001  (a worker's error, unwrapped to one line)
+                raise _unwrap(e) from None
+            if pending:  # pragma: no cover - Ray Data returned fewer rows than it was given
+                raise EncodingError(f"Ray Data returned no vectors for shard(s) {sorted(pending)[:5]}",
+                                    hint="run the same command again: the shards written are kept")
+        seconds = time.perf_counter() - t0
+        for i, shard in enumerate(self.shards):
+            data = (self.work / f"shard-{i:06d}.f32").read_bytes()
+            if len(data) != 4 * self.dim * shard["rows"]:  # pragma: no cover - checked when written
+                raise EncodingError(f"{self.work}: shard {i} is damaged", hint=f"remove it: rm -r {self.work}")
+            sink.write(data)
+        encoded = sum(s["rows"] for s in todo)
+        report = {"shards": len(self.shards), "resumed_shards": len(self.shards) - len(todo),
+                  "resumed_passages": done_rows, "encoded": encoded, "seconds": round(seconds, 2),
+                  "workers": workers, "per_worker": {w: round(n / s, 1) if s else None
+                                                     for w, (n, s) in sorted(self.workers.items())}}
+        if encoded:
+            log.info("encoded %s passages on %d Ray worker(s) in %.1f s (%.1f passages/s; per worker, encoding "
+                     "alone: %s)%s", f"{encoded:,}", workers, seconds, encoded / max(seconds, 1e-9),
+                     ", ".join(f"{v:.1f}/s" for v in report["per_worker"].values() if v),
+                     f"; {done_rows:,} were already encoded" if done_rows else "")
+        return report
+
+    def _dataset(self, todo: list[dict[str, Any]], workers: int, cpus: float, gpus: float, device: str) -> Any:
+        import ray.data
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False  # the build's own bar counts the passages
+        # its execution plan, "progress bars disabled", and its own report of a worker's error (said in one line here)
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+        ds = ray.data.from_arrow_refs([s["ref"] for s in todo])
+        return ds.map_batches(_ShardEncoder, batch_size=None, batch_format="numpy",
+                              compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus, num_gpus=gpus or None,
+                              fn_constructor_kwargs={"settings": self.settings, "device": device,
+                                                     "batch_size": self.cfg.batch_size, "step": self.step,
+                                                     "exported": self.exported})
+
+    def _write_shard(self, i: int, shard: dict[str, Any], vecs: Any) -> None:
+        """Shard ``i``'s vectors, then its record: a shard counts as done only when both are whole."""
+        atomic_write_bytes(self.work / f"shard-{i:06d}.f32", vecs.astype("<f4").tobytes())
+        atomic_write_text(self.work / f"shard-{i:06d}.json", json.dumps(
+            {"start": shard["start"], "rows": shard["rows"], "sha256": shard["sha256"]}) + "\n")
+
+    # -- the end
+    def committed(self) -> None:
+        """The index is in place: the work folder is no longer needed."""
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.started and self.ray.is_initialized():
+            log.info("shutting down the local Ray cluster")
+            self.ray.shutdown()
+        self.started = False
+
+
+_TOOLKIT_ERROR = re.compile(r"^rag_curriculum\.[\w.]+\.(\w+): (.+)$", re.M)
+
+
+def _unwrap(e: BaseException) -> BaseException:
+    """The toolkit's own error raised on a worker (an actor's EncoderError), in one line, or one line naming Ray's.
+    Ray Data hands back a ``UserCodeException`` whose text holds the worker's traceback; its last toolkit error is
+    the cause."""
+    seen = e
+    for _ in range(8):
+        if isinstance(seen, CurriculumError):
+            return seen
+        cause = getattr(seen, "cause", None) or seen.__cause__
+        if cause is None:
+            break
+        seen = cause
+    found = _TOOLKIT_ERROR.findall(str(e))
+    if found:
+        return EncodingError(f"a Ray worker stopped the encoding: {found[-1][1].strip()[:300]}",
+                             hint="the shards written so far are kept: fix the cause and run the same command again")
+    text = next((line.strip() for line in str(seen).splitlines() if line.strip()), type(seen).__name__)
+    return EncodingError(f"the encoding failed on a Ray worker: {type(seen).__name__}: {text[:300]}",
+                         hint="the shards written so far are kept: run the same command again to resume")
+
+
+__all__ = ["EncodingError", "RayEncoding", "work_dir"]
