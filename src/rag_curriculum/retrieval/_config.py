@@ -15,7 +15,7 @@ KIND_NAMES = ("bm25", "dense", "hybrid")
 #: The dense kind's options (left out of a BM25 index's recorded config).
 DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
                 "device", "faiss", "max_memory", "seed", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
-                "compress")
+                "compress", "target_recall", "tune_queries")
 
 #: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -88,6 +88,14 @@ class IndexConfig:
     compress: str | None = rule(None, empty=False, help=(
         "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
         "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    target_recall: float | None = rule(None, gt=0, le=1, help=(
+        "dense: the recall@10 of the exact ranking the index must reach: its search settings (IVF nprobe, HNSW "
+        "efSearch, the float16 re-rank depth) are tuned at build time, the cheapest that reach it on the tuning "
+        "queries (--tune-queries, else 1,000 of the corpus's own vectors, each with itself left out); a build that "
+        "cannot reach it stops, saying the best it reaches. Replaces --nprobe, --ef-search and --refine."))
+    tune_queries: str | None = rule(None, empty=False, help=(
+        "dense, with --target-recall: the queries to tune on: a text file (one query a line, encoded with the query "
+        "prefix) or a .npy file of query vectors (float32, one row a query)."))
     rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
     rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
     block: int = rule(1 << 16, ge=256, le=1 << 24, help=(
@@ -117,13 +125,16 @@ class IndexConfig:
         if dense and not self.encoder:
             raise ConfigError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
                               "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
-        given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device")
-                 if getattr(self, f) is not None]
+        given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device", "target_recall",
+                             "tune_queries") if getattr(self, f) is not None]
         if not dense and given:
             raise ConfigError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
                               hint="add --kind dense (or hybrid), or drop it")
         if self.faiss and self.max_memory:
             raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+        if self.tune_queries and self.target_recall is None:
+            raise ConfigError("--tune-queries are the queries --target-recall is tuned on: give --target-recall too",
+                              hint="e.g. --target-recall 0.95 --tune-queries questions.txt")
         if self.compress and not self.import_faiss:
             raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
                               hint="for an index you build, give --faiss FACTORY (or --max-memory)")
@@ -141,7 +152,8 @@ class IndexConfig:
         """The dense options, as recorded."""
         return {k: getattr(self, k) for k in ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize",
                                               "max_length", "faiss", "max_memory", "train_sample", "nprobe",
-                                              "ef_search", "refine", "import_faiss", "compress")}
+                                              "ef_search", "refine", "import_faiss", "compress", "target_recall",
+                                              "tune_queries")}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
