@@ -560,10 +560,12 @@ def tune(index: Any, flat: VectorFile, halves: VectorFile, cfg: IndexConfig, enc
     if best is None:
         setting = ", ".join(x for x in ((f"{_flag(knob)} {top[0]}" if knob else ""),
                                         (f"--refine {top[1]}" if compressed else "")) if x)
-        raise DenseError(f"--target-recall {target:g}: {what} reaches at most recall@{k} {top[2]:.4f} on {source}"
+        err = DenseError(f"--target-recall {target:g}: {what} reaches at most recall@{k} {top[2]:.4f} on {source}"
                          + (f" ({setting})" if setting else ""),
                          hint="lower --target-recall, or give an index with larger codes (--faiss, --compress) or "
                               "more memory (--max-memory)")
+        err.tried = tried  # every setting tried and its recall, for a caller that wants the frontier
+        raise err
     _, value, refine, r = best
     plain = next(t[2] for t in tried if t[0] == value and t[1] == 0)
     out: dict[str, Any] = {"target_recall": target, "k": k, "queries": len(q), "queries_from": source, "recall": r,
