@@ -29,7 +29,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import SettingError  # noqa: F401  (re-exported)
@@ -51,10 +51,12 @@ def _show(value: Any) -> str:
 
 
 def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, ge: float | None = None,
-            le: float | None = None, gt: float | None = None, choices: Sequence[str] | None = None,
+            le: float | None = None, gt: float | None = None,
+            choices: Sequence[str] | Callable[[], Sequence[str]] | None = None,
             flag: str | None = None, empty: bool = True, help: str | None = None) -> Any:
     """A dataclass field with its allowed values and what it is for: ``ge`` / ``le`` / ``gt`` bounds for numbers,
-    ``choices`` for strings, ``empty=False`` for a string that must not be empty; ``flag`` is the command-line
+    ``choices`` for strings (or a function returning them, read at each check: a registry's names, which grow as
+    users register more), ``empty=False`` for a string that must not be empty; ``flag`` is the command-line
     option that sets it (default ``--name-with-dashes``; ``""`` for none); ``help`` says what the setting does,
     once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs).
 
@@ -65,7 +67,9 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     >>> fields(Demo)[0].metadata["help"]
     'Sampling seed.'
     """
-    meta = {"ge": ge, "le": le, "gt": gt, "choices": tuple(choices) if choices is not None else None,
+    if choices is not None and not callable(choices):
+        choices = tuple(choices)
+    meta = {"ge": ge, "le": le, "gt": gt, "choices": choices,
             "flag": flag, "empty": empty}
     metadata: dict[str, Any] = {"setting": meta}
     if help is not None:
@@ -107,11 +111,20 @@ def _range_text(kind: str, ge: float | None, le: float | None, gt: float | None)
     return kind
 
 
+def choices_of(meta: dict[str, Any] | None) -> tuple[str, ...]:
+    """The values a string setting may take (:func:`rule`'s ``choices``, called when it is a function); () when any
+    string goes."""
+    choices = (meta or {}).get("choices")
+    if callable(choices):
+        choices = choices()
+    return tuple(choices or ())
+
+
 def describe(tp: Any, meta: dict[str, Any] | None, optional: bool = False) -> str:
     """What a setting allows, in words (``an integer in 1..1024``, ``one of a, b``)."""
     meta = meta or {}
-    if meta.get("choices"):
-        text = f"one of {', '.join(meta['choices'])}"
+    if choices_of(meta):
+        text = f"one of {', '.join(choices_of(meta))}"
     elif tp in (int, float):
         text = _range_text(_type_name(tp), meta.get("ge"), meta.get("le"), meta.get("gt"))
     else:
@@ -158,8 +171,9 @@ def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = No
             raise bad
         if not meta.get("empty", True) and not value.strip():
             raise SettingError(name, value, "a non-empty string", flag=flag)
-        if meta.get("choices") and value not in meta["choices"]:
-            raise SettingError(name, value, describe(tp, meta) + suggest(value, meta["choices"]), flag=flag)
+        choices = choices_of(meta)
+        if choices and value not in choices:
+            raise SettingError(name, value, describe(tp, meta) + suggest(value, choices), flag=flag)
         return
     elif origin is list:
         (item,) = typing.get_args(tp) or (Any,)

@@ -136,7 +136,9 @@ def describe(manifest: dict[str, Any]) -> tuple[str, str]:
     return title, text
 
 
-def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence[int]) -> None:
+def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence[int],
+                     retriever: Mapping[str, str] | None = None) -> None:
+    """The build's data card (``README.md``) and level plot; ``retriever``: :func:`distractors_text`'s."""
     title, description = describe(manifest)
     plot_levels(levels, directory / LEVEL_PLOT, title=title)
     counts = manifest["counts"]
@@ -149,7 +151,7 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         lk = manifest["leakage"]
         leakage = (f"\nLeakage check against {lk['eval_sets']}: {lk['by_id']} shared by id, {lk['by_question']} by "
                    f"question text (policy `{lk['policy']}`).\n")
-    lengths = prompt_lengths_text(manifest.get("prompt_tokens")) + distractors_text(manifest.get("distractors"))
+    lengths = prompt_lengths_text(manifest.get("prompt_tokens")) + distractors_text(manifest.get("distractors"), retriever)
     card = render_card(
         TEMPLATE,
         front_matter=front_matter(sources=[s["dataset"] for s in manifest["sources"]],
@@ -195,30 +197,20 @@ def unanswerable_text(record: dict[str, Any] | None) -> str:
             f"of this set tells the model it may give that answer.{short}\n\n{table}\n")
 
 
-def distractors_text(record: dict[str, Any] | None) -> str:
-    """The card's paragraph on where the passages came from (builds with a BM25 index), or nothing."""
+def distractors_text(record: dict[str, Any] | None, retriever: Mapping[str, str] | None = None) -> str:
+    """The card's paragraph on where the passages came from (builds with an index), or nothing. ``retriever``: what
+    the index's kind says of itself (``label``, ``what`` its distractors are, its ``settings`` in one line), given
+    by the build, which knows the kinds."""
     if not record:
         return ""
     ix = record["index"]
     kind = ix.get("retriever", "bm25")
-    name = {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid (BM25 + dense)"}.get(kind, kind)
-    what = {"bm25": "BM25 hard negatives: each question's best-ranked passages that are neither a copy of a gold "
-                    "paragraph nor contain an answer",
-            "dense": "dense hard negatives (near-misses by meaning): each question's best-ranked passages that are "
-                     "neither a copy of a gold paragraph nor contain an answer",
-            "hybrid": "hybrid hard negatives (BM25 and dense fused by reciprocal rank): each question's best-ranked "
-                      "passages that are neither a copy of a gold paragraph nor contain an answer",
-            "mixed": f"provided and {name} distractors alternately (provided first)",
+    retriever = retriever or {}
+    name = retriever.get("label") or kind
+    what = {"mixed": f"provided and {name} distractors alternately (provided first)",
             "retrieved": f"the retrieved setting: the {record.get('top_k')} best {name} passages of each question, "
-                         "gold not forced in"}[record["source"]]
-    parts = []
-    if "bm25" in ix:
-        bm = ix["bm25"]
-        parts.append(f"bm25s {ix['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
-    if "dense" in ix:
-        dn = ix["dense"]
-        parts.append(f"encoder {dn['encoder']} ({dn['pooling']} pooling, prefixes {dn['query_prefix']!r} / "
-                     f"{dn['passage_prefix']!r}), FAISS {dn['faiss']}")
+                         "gold not forced in"}.get(record["source"]) or retriever.get("what") or f"{name} distractors"
+    parts = [retriever["settings"]] if retriever.get("settings") else []
     text = (f"\nPassages: {what}. Index `{ix['path']}` ({ix['passages']:,} passages of {ix['dataset']}; "
             f"{'; '.join(parts)}).\n\n"
             + md_table(["passage", "origin", "count"],

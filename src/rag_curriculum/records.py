@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-SOURCES = ("hotpotqa", "musique", "2wikimultihopqa")
-
 
 class Document(NamedTuple):
     """One paragraph: its title, its text (sentences joined as the source gives them) and whether it is gold.

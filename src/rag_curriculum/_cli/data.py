@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..errors import DataError
 from ..loaders.stats import source_summary
-from ..retrieval import load_index
+from ..retrieval import get_kind, load_index
 from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, read_table, validate_shards
 from .common import EXIT_USAGE, fail, out, reported_errors
 
@@ -209,7 +209,7 @@ def _validate_index(directory: Path) -> None:
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory)
         m = idx.manifest
-    kind = {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid"}.get(m["retriever"], m["retriever"])
+    kind = get_kind(m["retriever"]).title()
     out.print(f"[green]valid[/]: {directory} (a {kind} index: {m['passages']:,} passages, {m['questions']:,} "
               f"questions ranked to depth {m['depth']}; files and counts match its manifest)")
 

@@ -1,5 +1,6 @@
-"""`curriculum index`: a BM25 index (bm25s) over a dataset file's paragraphs and an optional corpus, with the
-rankings of the file's questions, for --distractors bm25|mixed and --setting retrieved builds."""
+"""`curriculum index`: an index of a retriever kind (bm25, dense, hybrid, or a registered one; its options are
+IndexConfig's, each kind's declared in its module) over a dataset file's paragraphs and an optional corpus, with
+the rankings of the file's questions, for --distractors KIND|mixed and --setting retrieved builds."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 from ..config import bind, given
 from ..curricula._builder import current_command
 from ..errors import UsageError
-from ..retrieval import IndexConfig, build_index, load_index
+from ..retrieval import IndexConfig, build_index, get_kind, load_index
 from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
 
 C = IndexConfig
@@ -57,7 +58,7 @@ def index(
             show_config(cfg)
             return
         m = build_index(cfg, progress=progress and console.is_terminal, command=current_command())
-        if m["retriever"] == "bm25":  # compile the search for this machine now: the first serve starts cached
+        if get_kind(m["retriever"]).warm_on_build:  # BM25: the search compiled now, so the first serve starts cached
             with console.status("compiling the search (cached for every later start on this machine)"):
                 load_index(cfg.out).warm()
     out.print(f"[green]indexed[/] {m['passages']:,} passages ({_sources(m)}) into [bold]{cfg.out}[/] ({_kind(m)})"
@@ -76,11 +77,9 @@ def _sources(m: dict[str, Any]) -> str:
 
 
 def _kind(m: dict[str, Any]) -> str:
-    parts = []
-    if "bm25" in m:
-        parts.append(f"BM25: bm25s {m['bm25s_version']}, {m['bm25']['method']} k1={m['bm25']['k1']} "
-                     f"b={m['bm25']['b']}, vocabulary {m['vocab_size']:,}")
-    return "; ".join(parts) or m["retriever"]
+    kind = get_kind(m["retriever"])
+    vocabulary = f", vocabulary {m['vocab_size']:,}" if "vocab_size" in m else ""
+    return f"{kind.title()}: {kind.settings_line(m)}{vocabulary}"
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from ..config import bind, given
-from ..retrieval import CorpusIndex, ServeConfig
+from ..retrieval import CorpusIndex, ServeConfig, get_kind
 from ..retrieval._ray_serve import run as run_ray_serve
 from ..retrieval._server import ENV_INDEX, ENV_OPTIONS, make_app
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
@@ -119,15 +119,9 @@ def _serve_ray(cfg: ServeConfig, url: str) -> None:
 
 
 def describe_index(m: dict[str, Any]) -> str:
-    """One line on what an index is: its dataset or corpus, its retriever and settings."""
-    parts = [m.get("dataset") or "a corpus", f"{m.get('retriever', 'bm25')}"]
-    if "bm25" in m:
-        bm = m["bm25"]
-        parts.append(f"bm25s {m['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}")
-    if "dense" in m:
-        dn = m["dense"]
-        parts.append(f"encoder {dn['encoder']}, FAISS {dn['faiss']}")
-    return "; ".join(parts)
+    """One line on what an index is: its dataset or corpus, its retriever and settings (as its kind says them)."""
+    kind = get_kind(m.get("retriever", "bm25"))
+    return "; ".join([m.get("dataset") or "a corpus", kind.name, kind.settings_line(m)])
 
 
 def register(app: typer.Typer) -> None:

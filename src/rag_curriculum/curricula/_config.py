@@ -20,6 +20,7 @@ from ..config import bind, given
 from ..errors import ConfigError
 from ..loaders import questions_only
 from ..prompts import ABSTENTION_ANSWER, get_template
+from ..retrieval import kind_names
 from ..rewards._scoring import check_abstention_answer
 
 #: K per dataset, as in RAG-RL section 4.4.
@@ -28,7 +29,14 @@ DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10, "search-r1": 
 
 ORDERS = ("level", "shuffled", "hops-level")
 SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
-DISTRACTORS = ("provided", "bm25", "dense", "hybrid", "mixed")
+
+
+def distractor_choices() -> tuple[str, ...]:
+    """``--distractors``: the dataset's own (``provided``), each retriever kind's ranking over the ``--index``
+    (``bm25``, ``dense``, ``hybrid``, and any kind registered since: :mod:`rag_curriculum.retrieval`'s kinds), or
+    provided and ranked alternately (``mixed``)."""
+    return ("provided", *kind_names(), "mixed")
+
 TAILS = ("keep", "trim", "pad")
 LEAKAGE = ("refuse", "drop", "warn")
 
@@ -67,13 +75,14 @@ class BuildConfig:
     setting: str = rule("curriculum", choices=SETTINGS, help=(
         "curriculum (training) | distractor | ideal | retrieved (evaluation sets from the dev split; retrieved: "
         "the --top-k best passages of a BM25 --index, gold not forced in)."))
-    distractors: str = rule("provided", choices=DISTRACTORS, help=(
+    distractors: str = rule("provided", choices=distractor_choices, help=(
         "Where distractors come from: provided (the dataset's own, the paper's) | bm25 (the question's best "
         "non-gold BM25 passages from --index, never a gold copy nor a passage containing the answer) | dense | "
-        "hybrid (the same from a dense or hybrid --index: dense near-misses) | mixed "
-        "(provided and bm25 alternately, provided first)."))
+        "hybrid (the same from a dense or hybrid --index: dense near-misses) | another retriever kind's name (the "
+        "same from an index of that kind) | mixed (provided and the index's alternately, provided first)."))
     index: str | None = rule(None, flag="--index", empty=False, help=(
-        "An index directory (curriculum index) for --distractors bm25|dense|hybrid|mixed and --setting retrieved."))
+        "An index directory (curriculum index) for --distractors KIND|mixed (bm25, dense, hybrid, ...) and "
+        "--setting retrieved."))
     top_k: int = rule(10, ge=1, le=MAX_K, help="The retrieved setting: passages shown per question (recall@N).")
     max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
     template: str = rule("rag-rl", empty=False, help=(
@@ -139,8 +148,9 @@ class BuildConfig:
                 "build one with: curriculum index --dataset NAME --input FILE --out DIR, then pass --index DIR "
                 "(recipes: index=DIR)"))
         if self.index and not needs_index:
-            raise ConfigError("--index is read by --distractors bm25|dense|hybrid|mixed and --setting retrieved; with the dataset's "
-                              "own distractors (--distractors provided) it would be ignored",
+            kinds = "|".join(kind_names())
+            raise ConfigError(f"--index is read by --distractors {kinds}|mixed and --setting retrieved; with the "
+                              "dataset's own distractors (--distractors provided) it would be ignored",
                               hint="drop --index, or pass --distractors bm25 (or mixed)")
         if self.distractors != "provided" and self.setting in ("ideal", "retrieved"):
             raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "

@@ -18,6 +18,7 @@ from .. import cards
 from .._plumbing import trainer_tail
 from .._version import __version__
 from ..loaders import get_loader
+from ..retrieval import get_kind
 from ..shards import (
     PROMPT_TOKENS,
     ROW_SCHEMA,
@@ -206,4 +207,21 @@ def write_build(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, manife
 
     return write_shards(writer, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
                         rows_per_shard=cfg.rows_per_shard, schema=schema,
-                        card=lambda d, m: cards.write_build_card(d, m, levels))
+                        card=lambda d, m: cards.write_build_card(d, m, levels, retriever_text(m)))
+
+
+#: What a source that draws from the index's ranking gives (a kind's ``distractors`` left None).
+RANKED = "each question's best-ranked passages that are neither a copy of a gold paragraph nor contain an answer"
+
+
+def retriever_text(manifest: dict[str, Any]) -> dict[str, str] | None:
+    """What the data card says of the index a build drew from, as its retriever kind declares it (its label, what
+    its distractors are, its settings in one line); None for a build without an index."""
+    record = manifest.get("distractors")
+    if not record:
+        return None
+    ix = record["index"]
+    kind = get_kind(ix.get("retriever", "bm25"))
+    negatives = kind.negatives or f"{kind.title()} hard negatives"
+    return {"label": kind.title(), "what": f"{negatives}: {RANKED}" if kind.distractors is None else negatives,
+            "settings": kind.settings_line(ix)}

@@ -13,6 +13,9 @@ gold passage, in an order shuffled by the question's own generator (``derive_see
     contains an answer after SQuAD normalisation (``answer``: it would be gold in disguise; yes/no answers,
     answers made only of stop words and aliases of one or two characters are not matched). ``k`` = the ranked
     passages left, up to the index's depth, so it is no longer capped by the dataset.
+``dense``, ``hybrid``, any other retriever kind
+    the same walk over that kind's ranking (:mod:`rag_curriculum.retrieval`'s registry: ``--distractors NAME``
+    takes every registered kind's name); a kind may declare a source of its own (``RetrieverKind.distractors``).
 ``mixed``
     provided and BM25 distractors alternately, provided first (p1, b1, p2, b2, ...; when one list runs out the
     other continues); the BM25 list also skips passages equal to one of the question's provided paragraphs
@@ -43,11 +46,11 @@ from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
 from ..errors import ConfigError
 from ..records import Document, Example
-from ..retrieval import normalize_passage, passage_hash
+from ..registry import import_dotted
+from ..retrieval import get_kind, normalize_passage, passage_hash
 
 log = logging.getLogger(__name__)
 
-DISTRACTOR_SOURCES = ("provided", "bm25", "dense", "hybrid", "mixed")
 #: A provided passage (gold, or a provided distractor in ``mixed``) records its ``bm25_rank`` when it is among
 #: this many best passages of the question's ranking; BM25 distractors always record theirs.
 RANK_WINDOW = 32
@@ -276,11 +279,6 @@ class BM25Source(ProvidedSource):
         self.origin = getattr(index, "retriever", "bm25")
         if kind is not None:
             self.name = kind
-        have = self.origin
-        if kind is not None and kind != have and index is not None:
-            raise ConfigError(f"--distractors {kind}: the index {getattr(index, 'path', '')} is a {have} index",
-                              hint=f"pass --distractors {have}, or build a {kind} index (curriculum index --kind "
-                                   f"{kind} ...)")
         self.rankings: dict[str, Any] = {}
         self.excluded: Counter = Counter()
         self._walks: dict[str, _Walk] = {}
@@ -687,12 +685,25 @@ PROVIDED: DistractorSource = ProvidedSource()
 
 
 def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = None) -> DistractorSource:
+    """The build's distractor source: ``provided`` (the dataset's own), ``mixed`` (provided and the index's
+    ranking alternately), ``retrieved`` (the retrieved setting), or a retriever kind's name: that kind's source
+    (:class:`~rag_curriculum.retrieval.RetrieverKind`'s ``distractors``; by default :class:`BM25Source`, its
+    index's ranking), over an index of that kind."""
     if kind == "provided":
         return ProvidedSource(seed)
-    if kind in ("bm25", "dense", "hybrid"):
-        return BM25Source(index, seed, kind)
     if kind == "mixed":
         return MixedSource(index, seed)
     if kind == "retrieved":
         return RetrievedSource(index, int(top_k or 10), seed)
-    raise ValueError(f"unknown distractor source {kind!r}")
+    retriever = get_kind(kind)  # an unknown name: one line with a "did you mean"
+    have = getattr(index, "retriever", None)
+    if index is not None and have != kind:
+        raise ConfigError(f"--distractors {kind}: the index {getattr(index, 'path', '')} is a {have} index",
+                          hint=f"pass --distractors {have}, or build a {kind} index (curriculum index --kind "
+                               f"{kind} ...)")
+    factory = retriever.distractors
+    if factory is None:
+        return BM25Source(index, seed, kind)
+    if isinstance(factory, str):
+        factory = import_dotted(factory)
+    return factory(index, seed)

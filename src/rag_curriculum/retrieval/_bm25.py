@@ -26,12 +26,16 @@ import logging
 import os
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._settings import rule
 from ..errors import CurriculumError
-from ._config import SPLITTER, IndexConfig
 from ._kinds import RetrieverKind
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,43 @@ BOUNDS = "column_bounds.npy"  # inside BM25_DIR: each term's largest and smalles
 TOKENS = ".tokens.int32"  # the build's temporary token file
 DOCS_PER_STEP = 1 << 16  # documents per block of the two passes
 PAIRS_PER_STEP = 1 << 22  # (document, term) pairs per scoring step
+
+
+#: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+#: The token pattern (bm25s's default splitter): runs of two or more word characters.
+SPLITTER = r"(?u)\b\w\w+\b"
+
+
+@dataclass
+class BM25Options:
+    """The BM25 kind's options (``curriculum index --k1 ...``; fields of IndexConfig)."""
+
+    k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
+    b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
+    method: str = rule("lucene", choices=METHODS, help=(
+        "BM25 variant (bm25s method): lucene (default) | robertson | atire | bm25l | bm25+."))
+    delta: float = rule(0.5, ge=0, le=100, help="delta of the bm25l and bm25+ variants (ignored by the others).")
+    stopwords: str = rule("en", choices=("en", "none"), help=(
+        "Stop words dropped by the tokenizer: en (bm25s's English list) | none."))
+
+
+def tokenizer_info(cfg: IndexConfig) -> dict[str, Any]:
+    """The tokenizer, as the manifest records it (queries are tokenized the same way)."""
+    return {"library": "bm25s", "class": "bm25s.tokenization.Tokenizer", "lower": True,
+            "splitter": SPLITTER, "stopwords": None if cfg.stopwords == "none" else cfg.stopwords,
+            "stemmer": None, "fields": "title + ' ' + text"}
+
+
+def bm25_params(cfg: IndexConfig) -> dict[str, Any]:
+    """The scoring parameters, as the manifest records them.
+
+    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> bm25_params(IndexConfig(dataset="musique", input="f.jsonl"))["k1"]
+    1.5
+    """
+    return {"k1": cfg.k1, "b": cfg.b, "method": cfg.method, "idf_method": cfg.method, "delta": cfg.delta,
+            "dtype": "float32"}
 
 
 class BM25Error(CurriculumError):
@@ -294,12 +335,12 @@ class BM25Builder:
         tokens = np.memmap(path, dtype=np.int32, mode="r") if self.tokens else np.zeros(0, np.int32)
         vocab = self.tok.get_vocab_dict()
         try:
-            write_csc(self.tmp / BM25_DIR, tokens, lengths, vocab, self.cfg.bm25_params(), backend=self.backend,
+            write_csc(self.tmp / BM25_DIR, tokens, lengths, vocab, bm25_params(self.cfg), backend=self.backend,
                       bar=bar, task=task, docs_per_step=self.cfg.block)
         finally:
             del tokens
             path.unlink(missing_ok=True)
-        return {"bm25": self.cfg.bm25_params(), "tokenizer": self.cfg.tokenizer_info(),
+        return {"bm25": bm25_params(self.cfg), "tokenizer": tokenizer_info(self.cfg),
                 "bm25s_version": bm25s.__version__, "backend": self.backend, "vocab_size": len(vocab)}
 
 
@@ -532,5 +573,12 @@ def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> BM25Builder:
     return BM25Builder(cfg, tmp, backend=backend(cfg.backend))
 
 
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a BM25 index's settings."""
+    bm = manifest["bm25"]
+    return f"bm25s {manifest['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}"
+
+
 KIND = RetrieverKind("bm25", builder=_builder, open=_open, check=check_version, manifest_keys=MANIFEST_KEYS,
-                     description="BM25 (bm25s): sparse lexical ranking")
+                     description="BM25 (bm25s): sparse lexical ranking", options=BM25Options, label="BM25",
+                     negatives="BM25 hard negatives", summary=summary, warm_on_build=True)

@@ -3,29 +3,22 @@ the server's (``curriculum serve``): which index, where it listens and what a re
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import check_settings, rule
+from .._settings import check_settings, rule, setting_flag
 from ..config import bind
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
+from ._kinds import BUILTIN, ENTRY_POINTS, KINDS, get_kind, kind_names, kinds_using, loaded_kinds
 
-#: The retriever kinds (rag_curriculum.retrieval._kinds registers them).
-KIND_NAMES = ("bm25", "dense", "hybrid")
-#: The dense kind's options (left out of a BM25 index's recorded config).
-DENSE_FIELDS = ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize", "max_length", "batch_size",
-                "device", "faiss", "max_memory", "seed", "train_sample", "nprobe", "ef_search", "refine", "import_faiss",
-                "compress", "target_recall", "tune_queries")
-
-#: bm25s's scoring variants the index accepts (``BM25(method=...)``; the IDF uses the same variant).
-METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-#: The token pattern (bm25s's default splitter): runs of two or more word characters.
-SPLITTER = r"(?u)\b\w\w+\b"
-
+log = logging.getLogger(__name__)
 
 @dataclass
-class IndexConfig:
-    """Everything that determines an index. Recorded in the index's manifest."""
+class _Where:
+    """What an index is made from and where it goes (the first options of every index)."""
 
     dataset: str | None = rule(None, flag="--dataset", empty=False, help=(
         "hotpotqa | musique | 2wikimultihopqa: the dataset --input holds."))
@@ -36,17 +29,17 @@ class IndexConfig:
         "Passages to index, after the dataset's: a JSONL file of {\"title\", \"text\"} lines, or {\"id\", \"contents\"} "
         "lines with the title on the first line of contents (FlashRAG's and Search-R1's Wikipedia layout). Every "
         "line is one passage, in line order, keeping its own id and contents (what the server returns)."))
-    kind: str = rule("bm25", choices=KIND_NAMES, help=(
+    kind: str = rule("bm25", choices=kind_names, help=(
         "The retriever: bm25 (bm25s) | dense (a sentence-transformers encoder and a FAISS index) | hybrid (both, "
-        "fused by reciprocal rank)."))
+        "fused by reciprocal rank) | a kind an installed package registers."))
     out: str = rule("outputs/index", flag="--out", empty=False, help="Index directory to write.")
-    k1: float = rule(1.5, ge=0, le=100, help="BM25 k1 (term-frequency saturation); bm25s's default.")
-    b: float = rule(0.75, ge=0, le=1, help="BM25 b (length normalisation); bm25s's default.")
-    method: str = rule("lucene", choices=METHODS, help=(
-        "BM25 variant (bm25s method): lucene (default) | robertson | atire | bm25l | bm25+."))
-    delta: float = rule(0.5, ge=0, le=100, help="delta of the bm25l and bm25+ variants (ignored by the others).")
-    stopwords: str = rule("en", choices=("en", "none"), help=(
-        "Stop words dropped by the tokenizer: en (bm25s's English list) | none."))
+
+
+@dataclass
+class _Search:
+    """How the dataset's questions are ranked, whatever the kind (after the default kind's options, as recorded
+    since the first index)."""
+
     depth: int = rule(100, ge=1, le=10_000, help=(
         "Passages ranked and stored per question of --input (what builds draw BM25 distractors and retrieved "
         "passages from without retrieving again)."))
@@ -54,50 +47,12 @@ class IndexConfig:
     backend: str = rule("auto", choices=("auto", "numpy", "numba"), help=(
         "BM25 search backend: auto (numba when installed: compiled once per machine and cached; else numpy) | "
         "numpy | numba. The rankings are the same."))
-    # -- dense and hybrid
-    encoder: str | None = rule(None, empty=False, help=(
-        "dense / hybrid: the sentence-transformers encoder, a Hub name or a local folder (Search-R1's: "
-        "intfloat/e5-base-v2)."))
-    query_prefix: str = rule("query: ", help="dense: what a query is prefixed with (e5's, Search-R1's, FlashRAG's).")
-    passage_prefix: str = rule("passage: ", help="dense: what a passage is prefixed with (e5's).")
-    pooling: str = rule("mean", choices=("mean", "cls", "max", "lasttoken"), help=(
-        "dense: pooling of an encoder folder that has no sentence-transformers config (a model that has one uses "
-        "its own; the manifest records which)."))
-    normalize: bool = rule(True, help="dense: normalise the vectors (cosine similarity by inner product).")
-    max_length: int = rule(256, ge=8, le=1_000_000, help="dense: tokens per text (Search-R1: 256).")
-    batch_size: int = rule(64, ge=1, le=1_000_000, help="dense: texts per encoder batch.")
-    device: str | None = rule(None, empty=False, help="dense: the encoder's device (default: cuda when there is one).")
-    faiss: str | None = rule(None, empty=False, help=(
-        "dense: the FAISS index, as an index-factory string (Flat, HNSW32, SQ8, IVF4096,PQ64, ...); default: "
-        "picked under --max-memory (Flat without it)."))
-    max_memory: str | None = rule(None, empty=False, help=(
-        "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
-        "largest PQ code that fits."))
-    seed: int = rule(0, ge=0, le=2**31 - 1, help=(
-        "dense: the seed of the training sample and of FAISS's k-means (the same seed, the same index)."))
-    train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
-        "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
-    nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")
-    ef_search: int = rule(64, ge=1, le=1 << 20, help="dense: HNSW's search breadth (efSearch).")
-    refine: int = rule(4, ge=0, le=1000, help=(
-        "dense: with a compressed index (PQ, SQ), score the refine * k best candidates again exactly from the "
-        "float16 vectors (0: no re-ranking)."))
-    import_faiss: str | None = rule(None, empty=False, help=(
-        "dense: adopt this FAISS index (Search-R1's or FlashRAG's e5_Flat.index) over --corpus, without encoding: "
-        "the corpus's line order is the index's vector order."))
-    compress: str | None = rule(None, empty=False, help=(
-        "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
-        "vectors, read a block at a time, and report recall@10 against the exact ranking."))
-    target_recall: float | None = rule(None, gt=0, le=1, help=(
-        "dense: the recall@10 of the exact ranking the index must reach: its search settings (IVF nprobe, HNSW "
-        "efSearch, the float16 re-rank depth) are tuned at build time, the cheapest that reach it on the tuning "
-        "queries (--tune-queries, else 1,000 of the corpus's own vectors, each with itself left out); a build that "
-        "cannot reach it stops, saying the best it reaches. Replaces --nprobe, --ef-search and --refine."))
-    tune_queries: str | None = rule(None, empty=False, help=(
-        "dense, with --target-recall: the queries to tune on: a text file (one query a line, encoded with the query "
-        "prefix) or a .npy file of query vectors (float32, one row a query)."))
-    rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
-    rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
+
+
+@dataclass
+class _Run:
+    """How the build runs (the last options)."""
+
     block: int = rule(1 << 16, ge=256, le=1 << 24, help=(
         "Passages per block of the build: read, tokenized and scored (BM25) or encoded (dense) a block at a time. "
         "The build holds one block besides the vocabulary, so a smaller block bounds its memory (the index's bytes "
@@ -105,6 +60,13 @@ class IndexConfig:
     on_error: str = rule("raise", choices=("raise", "skip"), help=(
         "raise | skip bad source records (skips are counted and reported)."))
     overwrite: bool = rule(False, help="Replace an existing index of this toolkit.")
+
+
+class _IndexConfigMethods:
+    """The methods of :class:`IndexConfig` (whose fields are assembled from the kinds below)."""
+
+    #: The kind that declares each kind option (``k1``: ``bm25``); set on the assembled class.
+    option_owner: dict[str, str] = {}
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -121,64 +83,112 @@ class IndexConfig:
                               hint="pass both --dataset NAME and --input FILE, or neither (a corpus alone)")
 
     def _check_kind(self) -> None:
-        dense = self.kind in ("dense", "hybrid")
-        if dense and not self.encoder:
-            raise ConfigError(f"--kind {self.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
-                              "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
-        given = [f for f in ("encoder", "faiss", "max_memory", "import_faiss", "compress", "device", "target_recall",
-                             "tune_queries") if getattr(self, f) is not None]
-        if not dense and given:
-            raise ConfigError(f"--{given[0].replace('_', '-')} is for --kind dense or hybrid, not {self.kind}",
-                              hint="add --kind dense (or hybrid), or drop it")
-        if self.faiss and self.max_memory:
-            raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
-        if self.tune_queries and self.target_recall is None:
-            raise ConfigError("--tune-queries are the queries --target-recall is tuned on: give --target-recall too",
-                              hint="e.g. --target-recall 0.95 --tune-queries questions.txt")
-        if self.compress and not self.import_faiss:
-            raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
-                              hint="for an index you build, give --faiss FACTORY (or --max-memory)")
-        if self.import_faiss:
-            if self.kind != "dense":
-                raise ConfigError("--import-faiss adopts a dense index: use --kind dense")
-            if not self.corpus or self.input:
-                raise ConfigError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
-                                  "and no --input", hint="the corpus's line order is the index's vector order")
-            if self.faiss or self.max_memory:
-                raise ConfigError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
-                                  hint="to change it, give --compress FACTORY")
-
-    def dense_settings(self) -> dict[str, Any]:
-        """The dense options, as recorded."""
-        return {k: getattr(self, k) for k in ("encoder", "query_prefix", "passage_prefix", "pooling", "normalize",
-                                              "max_length", "faiss", "max_memory", "train_sample", "nprobe",
-                                              "ef_search", "refine", "import_faiss", "compress", "target_recall",
-                                              "tune_queries")}
+        """Options of another kind are refused (each kind's options are its own and those of the kinds it uses),
+        then the kind runs its own checks, and those of the kinds it uses."""
+        kind = get_kind(self.kind)
+        missing = [n for n in kind.option_names() if n not in self.option_owner]
+        if missing:
+            raise ConfigError(f"retriever kind {kind.name!r} declares option(s) {', '.join(missing)} that "
+                              "IndexConfig was assembled without (it was registered after rag_curriculum.retrieval "
+                              "was imported)", hint=f"register it through the entry point group {ENTRY_POINTS}, "
+                              "read at that import, or declare no options of its own")
+        used = {kind.name, *kind.uses}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            owner = self.option_owner.get(f.name)
+            if owner is None or owner in used or _unchanged(f, getattr(self, f.name)):
+                continue
+            users = kinds_using(owner)
+            also = f" (or {', '.join(users[1:])})" if users[1:] else ""
+            flag = setting_flag(f) or f.name
+            raise UsageError(f"{flag} is for --kind {' or '.join(users)}, not {self.kind}",
+                              hint=f"add --kind {users[0]}{also}, or drop it")
+        for name in (*kind.uses, kind.name):
+            check = get_kind(name).check_config
+            if check is not None:
+                check(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("block")  # how the build was paced, not what it made (the same bytes whatever the block)
-        if self.kind == "bm25":  # a BM25 index's record as it always was
-            for k in DENSE_FIELDS:
-                d.pop(k, None)
-        if self.kind != "hybrid":
-            d.pop("rrf_k", None)
-            d.pop("rrf_depth", None)
-        return d
+        """The configuration an index's manifest records: every option but ``block`` (how the build was paced, not
+        what it made: the same bytes whatever the block), less the options of kinds this kind does not use."""
+        kind = get_kind(self.kind)
+        used = {kind.name, *kind.uses}
+        return {k: v for k, v in asdict(self).items()  # type: ignore[call-overload]
+                if k != "block" and self.option_owner.get(k, kind.name) in used}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> IndexConfig:
+    def from_dict(cls, d: dict[str, Any]) -> Any:
         return bind(cls, d)
 
-    def tokenizer_info(self) -> dict[str, Any]:
-        """The tokenizer, as the manifest records it (queries are tokenized the same way)."""
-        return {"library": "bm25s", "class": "bm25s.tokenization.Tokenizer", "lower": True,
-                "splitter": SPLITTER, "stopwords": None if self.stopwords == "none" else self.stopwords,
-                "stemmer": None, "fields": "title + ' ' + text"}
 
-    def bm25_params(self) -> dict[str, Any]:
-        return {"k1": self.k1, "b": self.b, "method": self.method, "idf_method": self.method, "delta": self.delta,
-                "dtype": "float32"}
+def _unchanged(f: dataclasses.Field, value: Any) -> bool:
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return value == default
+
+
+def _fields(cls: type) -> list[tuple[str, Any, dataclasses.Field]]:
+    """``cls``'s fields as :func:`dataclasses.make_dataclass` takes them (name, resolved type, a fresh field)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        kw: dict[str, Any] = {"metadata": f.metadata}
+        if f.default_factory is not dataclasses.MISSING:
+            kw["default_factory"] = f.default_factory
+        else:
+            kw["default"] = f.default
+        out.append((f.name, hints[f.name], dataclasses.field(**kw)))
+    return out
+
+
+def _assemble() -> type:
+    """IndexConfig: the options every index has, then each registered kind's own (:mod:`._kinds`, in registration
+    order; the default kind's first, then the ranking options, as the manifests have always recorded them), then
+    how the build runs; and which kind owns each kind option. A kind an installed package declares whose options
+    collide with another's is left out with a warning (the toolkit's own never collide).
+
+    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> cfg = IndexConfig(dataset="musique", input="f.jsonl")
+    >>> cfg.k1, cfg.option_owner["k1"], cfg.option_owner["encoder"], cfg.option_owner["rrf_k"]
+    (1.5, 'bm25', 'dense', 'hybrid')
+    >>> list(cfg.to_dict())[5:10]   # a BM25 index records no dense or hybrid option
+    ['k1', 'b', 'method', 'delta', 'stopwords']
+    """
+    head, tail = _fields(_Where), [*_fields(_Search), *_fields(_Run)]
+    default = _Where.__dataclass_fields__["kind"].default
+    kinds = sorted(loaded_kinds(), key=lambda k: k.name != default)  # stable: registration order otherwise
+    taken = {name for name, _, _ in head + tail}
+    owner: dict[str, str] = {}
+    own: list[tuple[str, Any, dataclasses.Field]] = []
+    for kind in kinds:
+        fields = _fields(kind.options) if kind.options is not None else []
+        clash = sorted(name for name, _, _ in fields if name in taken)
+        if clash:
+            if kind.name in BUILTIN:
+                raise TypeError(f"retriever kind {kind.name!r}: option(s) {', '.join(clash)} already taken")
+            log.warning("retriever kind %r left out: its option(s) %s are another's", kind.name, ", ".join(clash))
+            KINDS.drop(kind.name)
+            continue
+        taken.update(name for name, _, _ in fields)
+        owner.update((name, kind.name) for name, _, _ in fields)
+        own += fields
+        if kind.name == default:
+            own += _fields(_Search)
+    rest = [f for f in tail if f[0] not in {name for name, _, _ in own}]
+    cls = dataclasses.make_dataclass("IndexConfig", [*head, *own, *rest], bases=(_IndexConfigMethods,),
+                                     namespace={"__module__": __name__, "option_owner": owner})
+    cls.__doc__ = ("Everything that determines an index: where it reads and writes, the options of its kind (each "
+                   "kind's declared in its module), how its questions are ranked and how the build runs. Recorded "
+                   "in the index's manifest.")
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    """``IndexConfig``, assembled from the registered kinds (:func:`_assemble`) the first time it is asked for:
+    after :mod:`rag_curriculum.retrieval` has been imported whole, so a kind's module (an installed package's too)
+    may import from it."""
+    if name == "IndexConfig":
+        globals()["IndexConfig"] = cls = _assemble()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass

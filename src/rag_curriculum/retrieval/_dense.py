@@ -29,13 +29,17 @@ import re
 import shutil
 import struct
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import CurriculumError
-from ._config import IndexConfig
+from .._settings import rule
+from ..errors import ConfigError, CurriculumError
 from ._encoder import Encoder, EncoderError, EncoderSettings
 from ._kinds import RetrieverKind
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,78 @@ FLAT_FOURCC = (b"IxFI", b"IxF2", b"IxFl")  # faiss's IndexFlat files: inner prod
 
 class DenseError(CurriculumError):
     """A dense index that cannot be built, imported or read as asked."""
+
+
+@dataclass
+class DenseOptions:
+    """The dense kind's options (``curriculum index --kind dense --encoder ...``; fields of IndexConfig), which the
+    hybrid kind reads too."""
+
+    encoder: str | None = rule(None, empty=False, help=(
+        "dense / hybrid: the sentence-transformers encoder, a Hub name or a local folder (Search-R1's: "
+        "intfloat/e5-base-v2)."))
+    query_prefix: str = rule("query: ", help="dense: what a query is prefixed with (e5's, Search-R1's, FlashRAG's).")
+    passage_prefix: str = rule("passage: ", help="dense: what a passage is prefixed with (e5's).")
+    pooling: str = rule("mean", choices=("mean", "cls", "max", "lasttoken"), help=(
+        "dense: pooling of an encoder folder that has no sentence-transformers config (a model that has one uses "
+        "its own; the manifest records which)."))
+    normalize: bool = rule(True, help="dense: normalise the vectors (cosine similarity by inner product).")
+    max_length: int = rule(256, ge=8, le=1_000_000, help="dense: tokens per text (Search-R1: 256).")
+    batch_size: int = rule(64, ge=1, le=1_000_000, help="dense: texts per encoder batch.")
+    device: str | None = rule(None, empty=False, help="dense: the encoder's device (default: cuda when there is one).")
+    faiss: str | None = rule(None, empty=False, help=(
+        "dense: the FAISS index, as an index-factory string (Flat, HNSW32, SQ8, IVF4096,PQ64, ...); default: "
+        "picked under --max-memory (Flat without it)."))
+    max_memory: str | None = rule(None, empty=False, help=(
+        "dense: the most memory the index may take (8GB, 512MiB): Flat when it fits, else SQ8, else IVF with the "
+        "largest PQ code that fits."))
+    seed: int = rule(0, ge=0, le=2**31 - 1, help=(
+        "dense: the seed of the training sample and of FAISS's k-means (the same seed, the same index)."))
+    train_sample: int = rule(100_000, ge=1, le=1 << 40, help=(
+        "dense: vectors the FAISS index is trained on (a seeded sample; IVF, PQ, SQ)."))
+    nprobe: int = rule(32, ge=1, le=1 << 20, help="dense: IVF lists searched per query.")
+    ef_search: int = rule(64, ge=1, le=1 << 20, help="dense: HNSW's search breadth (efSearch).")
+    refine: int = rule(4, ge=0, le=1000, help=(
+        "dense: with a compressed index (PQ, SQ, RaBitQ), score the refine * k best candidates again exactly from the "
+        "float16 vectors (0: no re-ranking)."))
+    import_faiss: str | None = rule(None, empty=False, help=(
+        "dense: adopt this FAISS index (Search-R1's or FlashRAG's e5_Flat.index) over --corpus, without encoding: "
+        "the corpus's line order is the index's vector order."))
+    compress: str | None = rule(None, empty=False, help=(
+        "dense, with --import-faiss of a flat index: build this compressed index (a factory string) from its "
+        "vectors, read a block at a time, and report recall@10 against the exact ranking."))
+    target_recall: float | None = rule(None, gt=0, le=1, help=(
+        "dense: the recall@10 of the exact ranking the index must reach: its search settings (IVF nprobe, HNSW "
+        "efSearch, the float16 re-rank depth) are tuned at build time, the cheapest that reach it on the tuning "
+        "queries (--tune-queries, else 1,000 of the corpus's own vectors, each with itself left out); a build that "
+        "cannot reach it stops, saying the best it reaches. Replaces --nprobe, --ef-search and --refine."))
+    tune_queries: str | None = rule(None, empty=False, help=(
+        "dense, with --target-recall: the queries to tune on: a text file (one query a line, encoded with the query "
+        "prefix) or a .npy file of query vectors (float32, one row a query)."))
+
+
+def check_config(cfg: IndexConfig) -> None:
+    """The dense options' checks (for ``--kind dense`` and ``hybrid``), before anything is read."""
+    if not cfg.encoder:
+        raise ConfigError(f"--kind {cfg.kind} needs --encoder", hint="pass --encoder NAME_OR_PATH (a "
+                          "sentence-transformers model; Search-R1's is intfloat/e5-base-v2)")
+    if cfg.faiss and cfg.max_memory:
+        raise ConfigError("--faiss and --max-memory both choose the FAISS index", hint="give one of them")
+    if cfg.tune_queries and cfg.target_recall is None:
+        raise ConfigError("--tune-queries are the queries --target-recall is tuned on: give --target-recall too",
+                          hint="e.g. --target-recall 0.95 --tune-queries questions.txt")
+    if cfg.compress and not cfg.import_faiss:
+        raise ConfigError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
+                          hint="for an index you build, give --faiss FACTORY (or --max-memory)")
+    if cfg.import_faiss:
+        if cfg.kind != "dense":
+            raise ConfigError("--import-faiss adopts a dense index: use --kind dense")
+        if not cfg.corpus or cfg.input:
+            raise ConfigError("--import-faiss adopts an index of a corpus: pass the --corpus it was built from, "
+                              "and no --input", hint="the corpus's line order is the index's vector order")
+        if cfg.faiss or cfg.max_memory:
+            raise ConfigError("--import-faiss keeps the index's own type; --faiss / --max-memory do not apply",
+                              hint="to change it, give --compress FACTORY")
 
 
 def _faiss() -> Any:
@@ -211,6 +287,7 @@ class DenseBuilder:
         self.cfg, self.dir, self.out = cfg, tmp / DENSE_DIR, out
         self.dir.mkdir(parents=True, exist_ok=True)
         self.encoder = self.query_encoder = Encoder(settings(cfg), device=cfg.device)
+        self.verb = "reading and indexing" if cfg.import_faiss else "encoding"  # what the progress bar says
         self.n = 0
         self.progress = None  # set by the build: called with the passages done
         # the encoder's float32 vectors, until the FAISS index is made from them (then kept as float16)
@@ -769,5 +846,14 @@ def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", t
     return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder)
 
 
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a dense index's settings."""
+    dn = manifest["dense"]
+    return (f"encoder {dn['encoder']} ({dn['pooling']} pooling, prefixes {dn['query_prefix']!r} / "
+            f"{dn['passage_prefix']!r}), FAISS {dn['faiss']}")
+
+
 KIND = RetrieverKind("dense", builder=_builder, open=_open, check=check, manifest_keys=("dense",),
-                     description="dense (sentence-transformers encoder + FAISS)")
+                     description="dense (sentence-transformers encoder + FAISS)", options=DenseOptions,
+                     check_config=check_config, label="dense",
+                     negatives="dense hard negatives (near-misses by meaning)", summary=summary)

@@ -4,12 +4,24 @@ each ranking cut at ``rrf_depth``); ties by the lower passage id, so the fused r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._settings import rule
 from . import _bm25, _dense
-from ._config import IndexConfig
 from ._kinds import RetrieverKind
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
+
+
+@dataclass
+class HybridOptions:
+    """The hybrid kind's own options (it reads the bm25 and dense kinds' too)."""
+
+    rrf_k: int = rule(60, ge=0, le=1_000_000, help="hybrid: reciprocal rank fusion's k (1 / (k + rank)).")
+    rrf_depth: int = rule(100, ge=1, le=1_000_000, help="hybrid: how deep each ranking is fused.")
 
 
 class HybridBuilder:
@@ -19,6 +31,7 @@ class HybridBuilder:
                       _dense.DenseBuilder(cfg, tmp, **kw)]
         self.progress = None
         self.query_encoder = self.parts[1].encoder
+        self.verb = "encoding"
 
     def add(self, block: Any) -> None:
         self.parts[0].add(block)
@@ -88,7 +101,14 @@ def check(manifest: dict[str, Any], directory: Path) -> None:
     _dense.check(manifest, directory)
 
 
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a hybrid index's settings: its BM25's and its dense's."""
+    return f"{_bm25.summary(manifest)}; {_dense.summary(manifest)}"
+
+
 KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg, tmp, **kw),
                      open=lambda d, m, **kw: HybridSearcher(d, m, **kw), check=check,
                      manifest_keys=(*_bm25.MANIFEST_KEYS, "dense", "hybrid"),
-                     description="hybrid: BM25 and dense fused by reciprocal rank")
+                     description="hybrid: BM25 and dense fused by reciprocal rank", options=HybridOptions,
+                     uses=("bm25", "dense"), label="hybrid (BM25 + dense)",
+                     negatives="hybrid hard negatives (BM25 and dense fused by reciprocal rank)", summary=summary)

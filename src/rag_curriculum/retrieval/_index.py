@@ -29,7 +29,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._plumbing import SideTask, gc_paused
 from .._progress import maybe_progress
@@ -45,7 +45,6 @@ from ..shards import (
     replace_in_place,
     sha256_file,
 )
-from ._config import IndexConfig
 from ._corpus import Sources, passage_blocks
 from ._kinds import get_kind
 from ._store import (
@@ -59,6 +58,9 @@ from ._store import (
     normalize_passage,
     passage_hash,
 )
+
+if TYPE_CHECKING:
+    from ._config import IndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
         side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, hashes, checksums")
         found = Sources()
         builder = kind.builder(cfg, tmp, progress=progress, out=out)
-        verb = "encoding" if kind.name in ("dense", "hybrid") and not cfg.import_faiss else "reading and indexing"
+        verb = getattr(builder, "verb", "reading and indexing")
         with maybe_progress(progress, unit="passages") as bar:
             task = bar.add_task(f"{verb} passages", total=None) if bar else None
             builder.progress = (lambda n: bar.advance(task, n)) if bar is not None else None
