@@ -60,31 +60,24 @@ def load_model(path: Path) -> Model:
 def make(model: Model, n: int, n_queries: int, out: Path, seed: int) -> None:
     """The flat index file in Search-R1's layout, its corpus, and the queries (tune + test)."""
     d = model.d
-    rng = np.random.default_rng([seed, 99])
-    gold = np.sort(rng.choice(n, size=2 * n_queries, replace=False))
-    order = rng.permutation(2 * n_queries)  # tune and test queries drawn alike from every part of the corpus
-    gold_vecs = np.zeros((2 * n_queries, d), dtype=np.float32)
     t = time.perf_counter()
     tmp = out / "flat.index.tmp"
     with open(tmp, "wb") as f:
         f.write(b"IxFI" + struct.pack("<iqqqBiQ", d, n, 1 << 20, 1 << 20, 1, 0, n * d))
-        done = 0
         for block in passages(model, n, seed=seed):
             f.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
-            hit = (gold >= done) & (gold < done + len(block))
-            gold_vecs[hit] = block[gold[hit] - done]
-            done += len(block)
     os.replace(tmp, out / "flat.index")
-    q = queries(model, gold_vecs, seed=seed)
-    np.save(out / "tune.npy", q[order[:n_queries]])
-    np.save(out / "test.npy", q[order[n_queries:]])
+    q = queries(model, 2 * n_queries, n, seed=seed)  # in a seeded random order: the halves are drawn alike
+    np.save(out / "tune.npy", q[:n_queries])
+    np.save(out / "test.npy", q[n_queries:])
     with open(out / "corpus.jsonl.tmp", "w", encoding="utf-8") as f:
         for i in range(n):
             f.write(f'{{"id": "{i}", "contents": "\\"Passage {i}\\"\\nGenerated passage number {i}."}}\n')
     os.replace(out / "corpus.jsonl.tmp", out / "corpus.jsonl")
     took = time.perf_counter() - t
-    print(f"make: {n:,} vectors of dimension {d} written as an IndexFlatIP file ({(out / 'flat.index').stat().st_size / 1e9:.2f} GB) "
-          f"and {2 * n_queries:,} queries, in {took:.0f} s", flush=True)
+    print(f"make: {n:,} vectors of dimension {d} written as an IndexFlatIP file "
+          f"({(out / 'flat.index').stat().st_size / 1e9:.2f} GB) and {2 * n_queries:,} queries, in {took:.0f} s",
+          flush=True)
 
 
 def flat(out: Path):
