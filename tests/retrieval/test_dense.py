@@ -434,8 +434,8 @@ def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir
         says, code = "--target-recall 0.999: IVF8,PQ8x4 reaches at most recall@10 0.", 1
     elif case == "memory":
         monkeypatch.setattr(_dense, "REFINES", (0, 1))
-        args += ["--max-memory", "15KB", "--target-recall", "0.999"]
-        says, code = "(the index that fits --max-memory 15KB) reaches at most recall@10", 1
+        args += ["--max-memory", "20KB", "--target-recall", "0.999"]
+        says, code = "SQ8 (the index that fits --max-memory 20KB) reaches at most recall@10", 1
     elif case == "bad-npy":
         bad = tmp_path / "q.npy"
         np.save(bad, np.zeros((3, 7), dtype=np.float32))
