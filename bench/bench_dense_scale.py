@@ -340,7 +340,7 @@ def serve(out: Path, args: argparse.Namespace) -> None:
     dm = m["dense"]
     on_disk = sum(p.stat().st_size for p in (index / "dense").iterdir() if p.name != "vectors.f16")
     n = m["passages"]
-    (out / "serve.json").write_text(json.dumps({**got, **r}, indent=1))
+    (out / f"serve-{args.memory_limit}.json").write_text(json.dumps({**got, **r}, indent=1))
     print(f"serve: {dm['faiss']} (nprobe {dm.get('nprobe')}, refine {dm['refine']}) over {n:,} vectors, one core, "
           f"under a hard {args.memory_limit} limit: ready in {r['ready_s']:.1f} s; recall@10 {r['recall']:.4f} on "
           f"{len(np.load(out / 'test.npy')):,} test queries; {r['qps_cold']:.0f} q/s cold, {r['qps_warm']:.0f} q/s warm; "
