@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rag_curriculum.agents import information_block  # noqa: E402
+from rag_curriculum.grammar import information_block  # noqa: E402
 from rag_curriculum.rewards._search import SearchEmReward  # noqa: E402
 from rag_curriculum.rewards._veritas import VeritasReward, trajectory_pairs  # noqa: E402
 

@@ -288,3 +288,18 @@ def test_the_scan_sees_what_it_checks(tmp_path):
     assert len(inner) == 2
     assert documented_layers("<!-- layers -->\n| 1 | `a`, `b` |\n| 0 | `c` |\n<!-- /layers -->") == {
         "a": 1, "b": 1, "c": 0}
+
+
+def test_rewards_read_trajectories_through_the_grammar_not_the_agents():
+    """Issue 43, item 4: the trajectory grammar (tags, turn and trajectory parsers, GlobalRAG's plans) is a leaf
+    below both the agents and the rewards. The two share a layer, so an import of one by the other at a file's top
+    is sideways and fails :func:`test_top_level_imports_only_point_down_the_layers`; none hides inside a function
+    either."""
+    layers = documented_layers()
+    assert layers["rewards"] == layers["agents"] > layers["grammar"]
+    edges, _, _ = scan()
+    assert ("rewards", "grammar") in edges and ("agents", "grammar") in edges
+    assert ("rewards", "agents") not in edges and ("agents", "rewards") not in edges
+    inner = module_graph()[2]
+    assert not [(f, mods) for f, found in inner.items() if f.startswith("rewards/")
+                for _, mods in found if any(m.startswith("rag_curriculum.agents") for m in mods)]

@@ -78,15 +78,18 @@ def test_trl_sees_every_column_as_a_list_kwarg(shard_dir):
     assert all(isinstance(a, list) and isinstance(a[0], str) for a in kwargs["answers"])
 
 
-def test_shards_written_before_the_additive_fields_still_read(shard_dir, tmp_path):
-    """Shards written before `origin`/`bm25_rank`, `answerable` and `gold_recall` existed (rewritten here in the
-    old schema, manifest hashes updated) validate, and read with the new fields filled in: every passage was
-    provided and unranked, every row answerable, no recall."""
+@pytest.mark.parametrize("before", ["answerable", "target"])
+def test_shards_written_before_the_additive_fields_still_read(shard_dir, tmp_path, before):
+    """Shards written before `origin`/`bm25_rank`, `answerable` and `gold_recall` existed, or before
+    `ground_truth.target` did (rewritten here in the old schema, manifest hashes updated) validate, and read with
+    the new fields filled in: every passage was provided and unranked, every row answerable, no recall, the
+    target the row's answers."""
     import json
     import shutil
 
     from rag_curriculum.shards import (
         LEGACY_GROUND_TRUTH,
+        LEGACY_GROUND_TRUTH_2,
         LEGACY_PASSAGE,
         read_rows,
         read_table,
@@ -101,18 +104,22 @@ def test_shards_written_before_the_additive_fields_still_read(shard_dir, tmp_pat
         path = old / entry["file"]
         rows = pq.read_table(path).to_pylist()
         for r in rows:
-            for p in r["passages"]:
-                del p["origin"], p["bm25_rank"]
-            del r["reward_model"]["ground_truth"]["answerable"], r["answerable"], r["gold_recall"]
-        fields = [f for f in ROW_SCHEMA if f.name not in ("answerable", "gold_recall")]
-        legacy = pa.schema([pa.field("passages", pa.list_(LEGACY_PASSAGE)) if f.name == "passages" else
-                            pa.field("reward_model", pa.struct([("style", pa.string()),
-                                                                ("ground_truth", LEGACY_GROUND_TRUTH)]))
+            del r["reward_model"]["ground_truth"]["target"]
+            if before == "answerable":
+                for p in r["passages"]:
+                    del p["origin"], p["bm25_rank"]
+                del r["reward_model"]["ground_truth"]["answerable"], r["answerable"], r["gold_recall"]
+        gt = LEGACY_GROUND_TRUTH if before == "answerable" else LEGACY_GROUND_TRUTH_2
+        fields = [f for f in ROW_SCHEMA if before == "target" or f.name not in ("answerable", "gold_recall")]
+        legacy = pa.schema([pa.field("passages", pa.list_(LEGACY_PASSAGE))
+                            if f.name == "passages" and before == "answerable" else
+                            pa.field("reward_model", pa.struct([("style", pa.string()), ("ground_truth", gt)]))
                             if f.name == "reward_model" else f for f in fields])
         pq.write_table(pa.Table.from_pylist(rows, schema=legacy), path)
         entry["sha256"] = sha256_file(path)
     (old / "manifest.json").write_text(json.dumps(manifest))
-    assert "origin" not in str(pq.read_schema(shard_files(old)[0]))
+    assert "target" not in str(pq.read_schema(shard_files(old)[0]))
+    assert ("origin" in str(pq.read_schema(shard_files(old)[0]))) == (before == "target")
     validate_shards(old)
     new_rows, old_rows = read_rows(shard_dir), read_rows(old)
     assert old_rows == new_rows  # the fields a provided build writes are exactly what an old shard implies

@@ -8,6 +8,9 @@
 #   SHARDS=outputs/musique-min-max RETRIEVER=http://HOST:8000 bash recipes/verl/run_search_r1.sh
 #   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_search_r1.sh     # print the command only
 # DIFFICULTY=hard-negatives (or withhold with P=0.3) makes each row's level (or p) shape what its searches return.
+# REWARD=search-r1 trains on Search-R1's own reward bit for bit (its qa_em on the prompt and response decoded
+# together, special tokens kept: compute_search_r1_score with the toolkit's SearchR1RewardManager), instead of the
+# toolkit's strict reading (REWARD=search-em, compute_search_score); docs/search-agents.md, "Coming from Search-R1".
 # Extra arguments are verl Hydra overrides and win over the ones below. Writes $OUT/agent.parquet (the rows as
 # verl search-agent rows: python -m rag_curriculum.verl agent-data) and $OUT/search_tool.yaml (the tool config).
 set -euo pipefail
@@ -20,6 +23,7 @@ TOPK=${TOPK:-3}                                 # [S] retriever topk 3
 TURNS=${TURNS:-4}                               # [S] up to 4 turns
 DIFFICULTY=${DIFFICULTY:-none}                  # [S] none; [T] hard-negatives | withhold
 P=${P:-0.0}
+REWARD=${REWARD:-search-em}                     # [T] search-em (strict); [S] search-r1 (Search-R1's qa_em)
 PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-512}       # [S] train_batch_size 512
 MINI_BATCH=${MINI_BATCH:-256}                   # [S] ppo_mini_batch_size 256
 ROLLOUTS=${ROLLOUTS:-5}                         # [S] n_agent 5
@@ -48,6 +52,15 @@ with open(dst, "w") as f:
     yaml.safe_dump(doc, f, sort_keys=False)
 PY
 REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
+case "$REWARD" in
+  search-em) reward_args=(reward.custom_reward_function.name=compute_search_score) ;;
+  search-r1) reward_args=(
+      reward.custom_reward_function.name=compute_search_r1_score
+      reward.reward_manager.source=importlib
+      reward.reward_manager.name=SearchR1RewardManager
+      "reward.reward_manager.module.path=$("$PYTHON" -m rag_curriculum.verl reward-manager-path)") ;;
+  *) echo "REWARD=$REWARD: search-em or search-r1" >&2; exit 2 ;;
+esac
 
 cmd=(
   "$PYTHON" -m verl.trainer.main_ppo
@@ -88,7 +101,7 @@ cmd=(
   actor_rollout_ref.rollout.multi_turn.max_tool_response_length=100000
   actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent
   "reward.custom_reward_function.path=$REWARD_PY"
-  reward.custom_reward_function.name=compute_search_score
+  "${reward_args[@]}"
   trainer.total_training_steps="$STEPS"
   trainer.nnodes="$NNODES"
   trainer.n_gpus_per_node="$GPUS_PER_NODE"

@@ -1,18 +1,36 @@
-"""The commit protocol of a toolkit output (a shard directory, a partition's buckets, an index): written into a
-hidden temporary folder beside the target and moved into place whole at the end, replacing an old output only by the
-``--overwrite`` rule, and cleaned up after a writer that died. Private: :mod:`rag_curriculum.shards` (the read API
-and the shard writer) and the index writer build on it, and ``rag_curriculum.shards`` still exports its names.
+"""The commit protocol of every toolkit output: one implementation of the partial folder, ownership, refusal and
+``--overwrite`` rules, used by every command that writes an output folder.
 
-* **What the toolkit owns.** ``--overwrite`` replaces only an output whose manifest is the toolkit's
-  (:func:`is_toolkit_manifest`), and removes only the files that manifest lists as written by the toolkit
-  (:func:`toolkit_files`); files a user added are kept (:func:`foreign_entries`), nothing is changed through a
-  symbolic link inside the output.
-* **Writing.** :func:`prepare_output` checks the target (:func:`check_output`), removes the temporary folders of
-  earlier writers that are dead (:func:`remove_orphans`: each folder is named after its writer,
-  :func:`owner_tag`, and :func:`owner_alive` tells a dead one from a live one or another machine's), and gives the
-  folder to write into; :func:`commit_output` moves it into place, checking the target again, and an output that
-  holds files a user added is replaced file by file (:func:`replace_in_place`: the old manifest moved aside to
-  :data:`REPLACING` first, the new one last, so a crash never leaves a folder that passes as complete).
+**Committed outputs** (a build's shard directory, each bucket of a partition, an index, a warm start's model) are
+written whole, then moved into place. Each is an :class:`OutputKind`: the record the toolkit writes last (its
+``manifest.json``; a warm start's ``warm_start.json``), what makes a record the toolkit's, the files it says the
+toolkit wrote, and the error a refusal raises.
+
+* **Refusal** (:func:`check_output`). An ``--out`` that is a file (or under one), or a folder that holds files
+  without ``--overwrite``, is refused; with ``--overwrite``, so is a folder whose record is missing, unreadable or
+  not the toolkit's (of that kind): ``--overwrite`` never deletes anything else.
+* **The partial folder** (:func:`prepare_output`). The output is written into a hidden folder beside the target,
+  ``.OUT.partial-OWNER``, named after its writer (:func:`owner_tag`), so the next run removes what a dead one left
+  (:func:`remove_orphans`: :func:`owner_alive` tells a dead writer from a live one or another machine's).
+* **The commit** (:func:`commit_output`). The partial folder is moved into place at the very end, the target
+  checked again (of two runs racing to one output without ``--overwrite`` the second fails); an old output that
+  holds only the toolkit's files is swapped out whole.
+* **Ownership.** An old output that holds files a user added keeps them: only the files its record lists are
+  replaced (:func:`replace_in_place`: the old record moved aside to ``.RECORD.replacing`` first, the new one last,
+  so a crash never leaves a folder that passes as complete, and the next ``--overwrite`` still knows it for the
+  toolkit's); nothing is changed through a symbolic link inside the output.
+* **One writer** (:func:`exclusive`). A second run to an output being written is refused at once, naming it.
+
+**Resumable outputs** (a partition's or an evaluation's ``--out``: work chunks and results that accumulate over
+runs, each file written atomically) are written in place; they share the refusal rule (:func:`check_resumable`:
+``--out`` is a file, or a folder something else wrote) and the one-writer rule, and a run that failed before its
+first result leaves no ``--out`` (:func:`resumable_output`). A training run's ``output_dir`` is neither: TRL writes
+its checkpoints there over hours and resumes from them, so it cannot be written beside and moved in whole; the
+toolkit's own files in it (``train_config.yaml``, ``train_plan.json``, ``curriculum_steps.jsonl``) are written
+atomically one by one, and a fresh run over checkpoints is refused by ``run.resume``.
+
+Private: :mod:`rag_curriculum.shards` (the read API and the shard writer), the index writer, warm-start, the
+partition and the evaluation build on it; tests/test_commit.py tests it, for every kind of output.
 """
 
 from __future__ import annotations
@@ -26,28 +44,59 @@ import re
 import shutil
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ._plumbing import atomic_write_text, fsync_dir
+from ._plumbing import atomic_write_text, fsync_dir, held_or_refused
 from ._plumbing._output_sets import MANIFEST
 from .errors import ShardError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEGACY_OWNED", "REPLACING", "TOOLKIT", "check_output", "commit_output", "files_under", "foreign_entries",
-           "is_toolkit_manifest", "listed_shards", "owner_alive", "owner_tag", "prepare_output", "remove_orphans",
-           "remove_output", "replace_in_place", "toolkit_files"]
+__all__ = ["LEGACY_OWNED", "REPLACING", "SHARDS", "TOOLKIT", "OutputKind", "check_output", "check_resumable",
+           "commit_output", "exclusive", "files_under", "foreign_entries", "is_toolkit_manifest", "listed_shards", "lock_beside",
+           "owner_alive", "owner_tag", "prepare_output", "read_record", "remove_orphans", "remove_output",
+           "replace_in_place", "resumable_output", "toolkit_files"]
 
 # While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
 # and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
-# the next ``--overwrite`` still recognises as the toolkit's.
-REPLACING = ".manifest.json.replacing"
+# the next ``--overwrite`` still recognises as the toolkit's (:attr:`OutputKind.replacing`).
+REPLACING = f".{MANIFEST}.replacing"
 TOOLKIT = "rag-curriculum"
 #: What a manifest without a ``files`` list (written before it existed) owns besides its shards: the card and plots.
 LEGACY_OWNED = ("README.md", "level_by_index.png", "pass_rate.png")
+#: The hidden folders a writer makes beside its output: the one it writes into, and an old output being replaced.
+PARTIAL, OLD = "partial", "old"
 
+
+@dataclass(frozen=True)
+class OutputKind:
+    """One kind of committed output, as the protocol sees it.
+
+    ``what``: the output in a sentence (``an index of this toolkit``); ``record``: the file written last that says
+    the toolkit wrote the folder; ``mismatch(record)``: why a record that parses is not one of this kind (a phrase
+    after ``holds a manifest.json``), None when it is; ``owned(directory, record)``: the files (relative POSIX
+    paths) the record says the toolkit wrote; ``error``: the exception a refusal raises; ``orphans``: the prefixes
+    of hidden folders a dead writer may have left (an index written before this protocol used ``tmp``)."""
+
+    what: str
+    mismatch: Callable[[Any], str | None]
+    owned: Callable[[Path, dict[str, Any]], set[str]]
+    record: str = MANIFEST
+    error: Callable[..., Exception] = ShardError
+    orphans: tuple[str, ...] = (PARTIAL, OLD)
+
+    @property
+    def replacing(self) -> str:
+        """The record's name while an ``--overwrite`` in place replaces the folder's files."""
+        return f".{self.record}.replacing"
+
+    def owns(self, directory: Path, record: dict[str, Any]) -> set[str]:
+        """Every file of ``directory`` the toolkit wrote: those its record lists, the record and its marker."""
+        return {self.record, self.replacing, *self.owned(directory, record)}
 
 
 # -- what the toolkit owns -------------------------------------------------------------------------------------
@@ -70,21 +119,30 @@ def is_toolkit_manifest(manifest: Any) -> bool:
             and isinstance(manifest.get("schema_version"), int) and isinstance(manifest.get("shards"), list))
 
 
-def _toolkit_manifest(d: Path) -> dict[str, Any]:
-    """The manifest of an output that ``--overwrite`` may replace, or a one-line :class:`ShardError`."""
-    what = "choose another --out, or move its files away yourself"
-    path = d / MANIFEST
-    if not path.exists() and (d / REPLACING).is_file():  # an --overwrite in place that did not finish
-        path = d / REPLACING
+def _shards_mismatch(manifest: Any) -> str | None:
+    if is_toolkit_manifest(manifest):
+        return None
+    return (f"that {TOOLKIT} did not write (no toolkit.name {TOOLKIT!r}, kind, schema_version and shard list)")
+
+
+def read_record(d: Path, kind: OutputKind) -> dict[str, Any]:
+    """The record of an output that ``--overwrite`` may replace (its marker, when an ``--overwrite`` in place did
+    not finish), or ``kind.error`` in one line: missing, unreadable, or not the toolkit's (of this kind)."""
+    then = "--overwrite only replaces those: choose another --out, or move its files away yourself"
+    path = d / kind.record
+    if not path.exists() and (d / kind.replacing).is_file():  # an --overwrite in place that did not finish
+        path = d / kind.replacing
+    if not path.is_file():
+        raise kind.error(f"{d} exists and is not {kind.what} (no {kind.record}); {then}")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ShardError(f"{d} holds a {MANIFEST} that cannot be read ({type(e).__name__}), so it is not known "
-                         f"to be an output of this toolkit; --overwrite only replaces those: {what}") from None
-    if not is_toolkit_manifest(manifest):
-        raise ShardError(f"{d} holds a {MANIFEST} that {TOOLKIT} did not write (no toolkit.name {TOOLKIT!r}, kind, "
-                         f"schema_version and shard list); --overwrite only replaces this toolkit's outputs: {what}")
-    return manifest
+        raise kind.error(f"{d} holds a {kind.record} that cannot be read ({type(e).__name__}), so it is not known "
+                         f"to be {kind.what}; {then}") from None
+    why = kind.mismatch(record)
+    if why is not None:
+        raise kind.error(f"{d} holds a {kind.record} {why}, so it is not {kind.what}; {then}")
+    return record
 
 
 def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
@@ -99,6 +157,11 @@ def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
         if name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             owned.add(Path(name).as_posix())
     return owned
+
+
+#: A shard directory (a build, a partition's bucket): ``manifest.json`` as :func:`rag_curriculum.shards.write_shards`
+#: writes it, owning its shards, card and plots.
+SHARDS = OutputKind("an output of this toolkit", _shards_mismatch, lambda d, m: toolkit_files(d, m))
 
 
 def foreign_entries(directory: str | Path, owned: set[str]) -> list[str]:
@@ -128,7 +191,7 @@ def remove_output(directory: str | Path) -> list[str]:
     (the manifest first, so a half-removed directory never validates), then the folders that leaves empty.
     Refuses (:class:`ShardError`) when the manifest is not the toolkit's. Returns what was kept."""
     d = Path(directory)
-    owned = toolkit_files(d, _toolkit_manifest(d))
+    owned = toolkit_files(d, read_record(d, SHARDS))
     _no_links_on_the_way(d, owned)
     for name in [MANIFEST, *sorted(owned - {MANIFEST})]:
         p = d / name
@@ -163,21 +226,21 @@ def _remove_empty_dirs(d: Path, owned: set[str], *, top: bool = True) -> None:
 
 
 # -- the write protocol ----------------------------------------------------------------------------------------
-def check_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Refuse an output that exists, unless it is empty, or ``overwrite`` and it is one of the toolkit's outputs
-    (its ``manifest.json`` is the toolkit's, :func:`is_toolkit_manifest`): ``--overwrite`` never deletes a
-    directory of anything else."""
+def check_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHARDS) -> Path:
+    """Refuse an output that is a file (or under one), or that exists and holds files, unless ``overwrite`` and it
+    is one of the toolkit's outputs of this kind (its record is, :func:`read_record`): ``--overwrite`` never
+    deletes a folder of anything else."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ShardError(f"--out {out} is a file, not a directory; choose another --out")
+        raise kind.error(f"--out {out} is a file, where a folder is needed; choose another --out")
+    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise kind.error(f"cannot create --out {out}: {blocker} is a file; choose another --out")
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise ShardError(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace "
+            raise kind.error(f"{out} already exists and is not empty; pass --overwrite (overwrite=True) to replace "
                              "it, or choose another --out")
-        if not (out / MANIFEST).is_file() and not (out / REPLACING).is_file():
-            raise ShardError(f"{out} exists and is not an output of this toolkit (no {MANIFEST}); --overwrite only "
-                             "replaces earlier outputs. Choose another --out, or remove it yourself")
-        _toolkit_manifest(out)
+        read_record(out, kind)
     return out
 
 
@@ -230,9 +293,9 @@ def _orphan_re(out: Path, kinds: Sequence[str]) -> re.Pattern[str]:
     return re.compile(rf"^\.{re.escape(out.name)}\.(?:{alts})-(\d+)-(?:(\d+)(?:-([0-9a-f]{{8}})-(\d+))?|[0-9a-f]{{8}})$")
 
 
-def remove_orphans(out_dir: str | Path, kinds: Sequence[str] = ("partial", "old")) -> list[Path]:
+def remove_orphans(out_dir: str | Path, kinds: Sequence[str] = (PARTIAL, OLD)) -> list[Path]:
     """Remove the hidden temporary folders of earlier writes of this output (``.OUT.partial-*``, ``.OUT.old-*``;
-    ``kinds`` names other prefixes, such as an index's ``tmp``) whose writing process is dead (killed, or its
+    ``kinds`` names the prefixes, :attr:`OutputKind.orphans`) whose writing process is dead (killed, or its
     machine crashed). Folders of a live process, or of another machine, are left alone. Returns what was
     removed."""
     out = Path(out_dir)
@@ -258,16 +321,16 @@ def remove_orphans(out_dir: str | Path, kinds: Sequence[str] = ("partial", "old"
     return removed
 
 
-def prepare_output(out_dir: str | Path, *, overwrite: bool) -> Path:
-    """Check the output (see :func:`check_output`), remove what dead writers of it left behind
-    (:func:`remove_orphans`), and return a hidden temporary directory beside it to write into."""
-    out = check_output(out_dir, overwrite=overwrite)
+def prepare_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHARDS) -> Path:
+    """Check the output (:func:`check_output`), remove what dead writers of it left behind
+    (:func:`remove_orphans`), and return the hidden folder beside it to write into, ``.OUT.partial-OWNER``."""
+    out = check_output(out_dir, overwrite=overwrite, kind=kind)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise ShardError(f"cannot create {out}: a parent path is a file; choose another --out") from None
-    remove_orphans(out)
-    tmp = out.parent / f".{out.name}.partial-{owner_tag()}"
+        raise kind.error(f"cannot create {out}: a parent path is a file; choose another --out") from None
+    remove_orphans(out, kind.orphans)
+    tmp = out.parent / f".{out.name}.{PARTIAL}-{owner_tag()}"
     tmp.mkdir()
     return tmp
 
@@ -276,28 +339,28 @@ def files_under(d: Path) -> list[str]:
     return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() or p.is_symlink())
 
 
-def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> Path:
-    """Move a finished temporary directory into place (replacing an old one only now, at the very end).
+def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True, kind: OutputKind = SHARDS) -> Path:
+    """Move a finished partial folder into place (replacing an old output only now, at the very end).
 
-    The existence check is made again here, so of two builds racing to one output without ``overwrite`` the
-    second fails instead of replacing the first. An old output holding only the toolkit's files is swapped out
-    whole; one holding files a user added keeps them: only the files its manifest lists are replaced (the new
-    manifest last), and the kept files are named in a warning."""
+    The target is checked again here, so of two runs racing to one output without ``overwrite`` the second fails
+    instead of replacing the first. An old output holding only the toolkit's files is swapped out whole; one
+    holding files a user added keeps them: only the files its record lists are replaced (the new record last), and
+    the kept files are named in a warning."""
     out = Path(out_dir)
     if out.exists():
-        check_output(out, overwrite=overwrite)
+        check_output(out, overwrite=overwrite, kind=kind)
         if not any(out.iterdir()):
             out.rmdir()
     if out.exists():
-        old_manifest = _toolkit_manifest(out)
-        old = toolkit_files(out, old_manifest)
+        old_record = read_record(out, kind)
+        old = kind.owns(out, old_record)
         kept = foreign_entries(out, old)
         if kept:
-            replace_in_place(tmp, out, old, old_manifest)
+            replace_in_place(tmp, out, old, old_record, kind=kind)
             log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
                         len(kept), ", ".join(kept))
             return out
-        trash = out.parent / f".{out.name}.old-{owner_tag()}"
+        trash = out.parent / f".{out.name}.{OLD}-{owner_tag()}"
         os.replace(out, trash)
         os.replace(tmp, out)
         shutil.rmtree(trash, ignore_errors=True)
@@ -305,31 +368,98 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True) -> 
         try:
             os.rename(tmp, out)
         except OSError:
-            raise ShardError(f"{out} appeared while this output was being written (another run?); nothing was "
+            raise kind.error(f"{out} appeared while this output was being written (another run?); nothing was "
                              "replaced. Pass --overwrite to replace it") from None
     return out
 
 
-def replace_in_place(tmp: Path, out: Path, old: set[str], old_manifest: dict[str, Any]) -> None:
-    """Replace the toolkit's files ``old`` of output ``out`` (a shard directory or an index) by those of ``tmp``,
-    keeping every other file: the old manifest moved aside first (:data:`REPLACING`), the new manifest last."""
+def replace_in_place(tmp: Path, out: Path, old: set[str], old_record: dict[str, Any], *,
+                     kind: OutputKind = SHARDS) -> None:
+    """Replace the toolkit's files ``old`` of output ``out`` by those of ``tmp``, keeping every other file: the old
+    record moved aside first (:attr:`OutputKind.replacing`, listing the old and the new files as the toolkit's), the
+    new record last."""
+    record, marker = kind.record, kind.replacing
     new = files_under(tmp)
     _no_links_on_the_way(out, set(old) | set(new))
-    # Move the old manifest aside first (see REPLACING): from here until the new manifest lands, the folder has no
-    # manifest.json, so a crash never leaves the old manifest describing a mix of old and new files.
-    if not (out / REPLACING).is_file():
-        marker = {**old_manifest, "files": sorted((old | set(new)) - {MANIFEST, REPLACING})}
-        atomic_write_text(out / REPLACING, json.dumps(marker, indent=2) + "\n")
-    (out / MANIFEST).unlink(missing_ok=True)
+    # Move the old record aside first: from here until the new record lands, the folder has none, so a crash never
+    # leaves the old record describing a mix of old and new files.
+    if not (out / marker).is_file():
+        aside = {**old_record, "files": sorted((old | set(new)) - {record, marker})}
+        atomic_write_text(out / marker, json.dumps(aside, indent=2) + "\n")
+    (out / record).unlink(missing_ok=True)
     fsync_dir(out)
-    for name in sorted(old - set(new) - {MANIFEST, REPLACING}):  # the old files the new output does not have
+    for name in sorted(old - set(new) - {record, marker}):  # the old files the new output does not have
         p = out / name
         if p.is_file() or p.is_symlink():
             p.unlink()
-    for name in [n for n in new if n != MANIFEST] + [MANIFEST]:  # the manifest last: complete only at the end
+    for name in [n for n in new if n != record] + [record]:  # the record last: complete only at the end
         target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp / name, target)
-    (out / REPLACING).unlink(missing_ok=True)
+    (out / marker).unlink(missing_ok=True)
     _remove_empty_dirs(out, old - set(new), top=False)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- one writer at a time ----------------------------------------------------------------------------------------
+def lock_beside(out: Path, command: str) -> Path:
+    """The lock file of a committed output's writer: beside it (``.OUT.COMMAND.lock``), since the output folder
+    itself appears only at the end."""
+    return out.parent / f".{out.name}.{command}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path, out: Path, command: str, error: Callable[..., Exception], *, note: str = "",
+              remove: bool = False) -> Iterator[None]:
+    """Hold ``lock`` while ``curriculum COMMAND`` writes ``out``; a second run is refused at once (``error``: another
+    `curriculum COMMAND` NOTE is writing OUT). ``remove``: delete the lock file afterwards (one beside the output,
+    :func:`lock_beside`)."""
+    busy = partial(error, f"another `curriculum {command}`{note} is writing {out}",
+                   hint="wait for it to finish, or choose another --out")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with held_or_refused(lock, busy):
+        try:
+            yield
+        finally:
+            if remove:
+                with contextlib.suppress(OSError):
+                    lock.unlink()
+
+
+# -- resumable outputs -------------------------------------------------------------------------------------------
+def check_resumable(out: Path, *, written: Callable[[Path, list[str]], bool], what: str,
+                    error: Callable[..., Exception], ignore: Iterable[str] = (), more: str = "") -> None:
+    """The refusal rule of an output written in place over several runs: ``--out`` is a new or empty folder, or
+    one that ``written(out, entries)`` says the command wrote (``what``: the output of an evaluation); results
+    land beside the toolkit's own files only, never in a folder of anything else (with or without
+    ``--overwrite``)."""
+    if out.exists() and not out.is_dir():
+        raise error(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
+    if not out.is_dir():
+        return
+    skip = set(ignore)
+    entries = [p.name for p in out.iterdir() if p.name not in skip]
+    if entries and not written(out, entries):
+        raise error(f"--out {out} holds files and is not {what}: nothing is written into it{more}",
+                    hint="choose a new folder for --out")
+
+
+@contextlib.contextmanager
+def resumable_output(out: Path, lock: str | Path, command: str, error: Callable[..., Exception], *,
+                     started: Callable[[], bool], note: str = "") -> Iterator[Path]:
+    """Write a resumable output: ``out`` made, the writer's lock held inside it (``lock``, relative to ``out``), a
+    second run refused at once; a run that fails before ``started()`` (its first result) leaves no ``out`` when it
+    made it."""
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    failed = False
+    try:
+        with exclusive(out / lock, out, command, error, note=note):
+            try:
+                yield out
+            except BaseException:
+                failed = True
+                raise
+    finally:
+        if failed and created and not started():
+            shutil.rmtree(out, ignore_errors=True)

@@ -92,4 +92,43 @@ def gold_answers(answers: Any = None, reward_model: Any = None, golden_answers: 
                             record=where or None)
 
 
-__all__ = ["GOLD_KEYS", "NoGoldAnswerError", "gold_answers"]
+TARGET = "reward_model.ground_truth.target"
+
+
+def read_target(value: Any, *, where: str = "") -> str | list[str]:
+    """Search-R1's ``reward_model.ground_truth.target`` as its reward reads it (``em_check``: a string is one answer,
+    a list is every answer, each entry kept as it is). One that is null, empty, holds only empty strings, or is not
+    text raises :class:`NoGoldAnswerError` naming ``where`` and the field: Search-R1's reward would crash on it, or
+    score every answer 0.
+
+    >>> read_target(["Paris", ""]), read_target("Paris")
+    (['Paris', ''], 'Paris')
+    >>> read_target([], where="row 3")
+    Traceback (most recent call last):
+    ...
+    rag_curriculum._gold.NoGoldAnswerError: row 3, field 'reward_model.ground_truth.target': holds []: no answer to compare with (Search-R1's reward would score every answer 0)
+    """
+    if isinstance(value, str):
+        if not value.strip():
+            raise NoGoldAnswerError("an empty string: Search-R1's reward would score every answer 0",
+                                    kind="no_gold_answer", record=where or None, field=TARGET)
+        return value
+    items = None
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+    elif value is not None and not isinstance(value, (bytes, Mapping)) and getattr(value, "ndim", None) == 1:
+        items = list(value.tolist())  # a NumPy array (pandas and datasets' numpy format)
+    if items is None:
+        raise NoGoldAnswerError(f"holds {_show(value)} ({type(value).__name__}), not a list of answers",
+                                kind="wrong_type", record=where or None, field=TARGET)
+    for j, a in enumerate(items):
+        if not isinstance(a, str):
+            raise NoGoldAnswerError(f"entry {j} is {_show(a)} ({type(a).__name__}), not a string",
+                                    kind="wrong_type", record=where or None, field=TARGET)
+    if not any(a.strip() for a in items):
+        raise NoGoldAnswerError(f"holds {_show(items)}: no answer to compare with (Search-R1's reward would score "
+                                "every answer 0)", kind="no_gold_answer", record=where or None, field=TARGET)
+    return items
+
+
+__all__ = ["GOLD_KEYS", "TARGET", "NoGoldAnswerError", "gold_answers", "read_target"]

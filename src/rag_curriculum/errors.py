@@ -95,6 +95,7 @@ class DataError(CurriculumError, ValueError):
         self.path = path
         self.record = record
         self.field = field
+        self.detail = message  # without the place: what a caller that names the place itself re-raises
         where = ", ".join(x for x in (path, record, f"field {field!r}" if field else None) if x)
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
 

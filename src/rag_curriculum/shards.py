@@ -81,8 +81,11 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 PASSAGE = pa.struct([("label", pa.string()), ("title", pa.string()), ("text", pa.string()),
                      ("is_gold", pa.bool_()), ("origin", pa.string()), ("bm25_rank", pa.int32())])
 #: ``answerable`` is false only on unanswerable rows (no gold passage shown; the answer is the abstention answer).
+#: ``target``: the gold answers as Search-R1's data scripts write them (``{"target": golden_answers}``), the key its
+#: reward (``qa_em.compute_score_em``) and verl's ``search_r1_like_qa_em`` read: the ``answers`` of a row, or a
+#: Search-R1 data file's own ``target`` as it was.
 GROUND_TRUTH = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string())),
-                          ("answerable", pa.bool_())])
+                          ("answerable", pa.bool_()), ("target", pa.list_(pa.string()))])
 EXTRA_INFO = pa.struct([
     ("index", pa.int64()), ("split", pa.string()), ("id", pa.string()), ("source", pa.string()),
     ("level", pa.int32()), ("hops", pa.int32()), ("labels", pa.list_(pa.string())),
@@ -114,15 +117,20 @@ ROW_FIELDS: list[pa.Field] = [
 ]
 ROW_SCHEMA = pa.schema(ROW_FIELDS)
 
-#: The row schema before ``origin``/``bm25_rank``, ``answerable`` and ``gold_recall`` were added (same
-#: ``schema_version``: the change is additive). Shards written then are still valid and are read with the new
-#: fields filled in (:func:`upgrade_table`): every passage was provided, no row was unanswerable or retrieved.
+#: The row schema before ``origin``/``bm25_rank``, ``answerable``, ``gold_recall`` and ``ground_truth.target`` were
+#: added (same ``schema_version``: the changes are additive). Shards written then are still valid and are read with
+#: the new fields filled in (:func:`upgrade_table`): every passage was provided, no row was unanswerable or
+#: retrieved, and the ``target`` is the row's answers.
 LEGACY_PASSAGE = pa.struct([("label", pa.string()), ("title", pa.string()), ("text", pa.string()),
                             ("is_gold", pa.bool_())])
 LEGACY_GROUND_TRUTH = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string()))])
-_LEGACY_TYPES: dict[str, pa.DataType] = {
-    "passages": pa.list_(LEGACY_PASSAGE),
-    "reward_model": pa.struct([("style", pa.string()), ("ground_truth", LEGACY_GROUND_TRUTH)]),
+#: ``ground_truth`` before ``target``.
+LEGACY_GROUND_TRUTH_2 = pa.struct([("answers", pa.list_(pa.string())), ("gold_labels", pa.list_(pa.string())),
+                                   ("answerable", pa.bool_())])
+_LEGACY_TYPES: dict[str, tuple[pa.DataType, ...]] = {
+    "passages": (pa.list_(LEGACY_PASSAGE),),
+    "reward_model": tuple(pa.struct([("style", pa.string()), ("ground_truth", gt)])
+                          for gt in (LEGACY_GROUND_TRUTH, LEGACY_GROUND_TRUTH_2)),
 }
 _ADDED_FIELDS = ("answerable", "gold_recall")
 
@@ -228,17 +236,16 @@ def _legacy_ok(field: pa.Field, schema: pa.Schema) -> bool:
     """Whether a shard column (or its absence) is what the schema before the additive change wrote."""
     if field.name not in schema.names:
         return field.name in _ADDED_FIELDS
-    legacy = _LEGACY_TYPES.get(field.name)
-    return legacy is not None and schema.field(field.name).type.equals(legacy)
+    return any(schema.field(field.name).type.equals(t) for t in _LEGACY_TYPES.get(field.name, ()))
 
 
 def upgrade_table(table: pa.Table) -> pa.Table:
     """A table read from shards written before the additive schema change, in the current schema: passages get
     ``origin="provided"`` and a null ``bm25_rank``, ``reward_model.ground_truth`` and the rows get
-    ``answerable=true``, and ``gold_recall`` is null. Tables already in the current schema are returned as they
+    ``answerable=true``, ``ground_truth.target`` is the ground truth's answers, and ``gold_recall`` is null. Tables already in the current schema are returned as they
     are; columns not in the table are not added except the two new row columns (when the row has the others)."""
     names = table.schema.names
-    if "passages" in names and table.schema.field("passages").type.equals(_LEGACY_TYPES["passages"]):
+    if "passages" in names and table.schema.field("passages").type.equals(_LEGACY_TYPES["passages"][0]):
         col = table.column("passages").combine_chunks()
         flat = col.flatten()
         n = len(flat)
@@ -248,12 +255,17 @@ def upgrade_table(table: pa.Table) -> pa.Table:
             fields=list(PASSAGE))
         upgraded = pa.ListArray.from_arrays(col.offsets, inner, mask=col.is_null() if col.null_count else None)
         table = table.set_column(names.index("passages"), "passages", upgraded)
-    if "reward_model" in names and table.schema.field("reward_model").type.equals(_LEGACY_TYPES["reward_model"]):
+    if "reward_model" in names and any(table.schema.field("reward_model").type.equals(t)
+                                       for t in _LEGACY_TYPES["reward_model"]):
         rm = table.column("reward_model").combine_chunks()
         gt = rm.field("ground_truth")
         n = len(gt)
-        new_gt = pa.StructArray.from_arrays([gt.field(0), gt.field(1), pa.array([True] * n, pa.bool_())],
-                                            fields=list(GROUND_TRUTH))
+        has = {gt.type.field(i).name for i in range(gt.type.num_fields)}
+        answers = gt.field("answers")
+        new_gt = pa.StructArray.from_arrays(
+            [answers, gt.field("gold_labels"),
+             gt.field("answerable") if "answerable" in has else pa.array([True] * n, pa.bool_()), answers],
+            fields=list(GROUND_TRUTH))
         new_rm = pa.StructArray.from_arrays([rm.field(0), new_gt], fields=list(ROW_SCHEMA.field("reward_model").type))
         table = table.set_column(names.index("reward_model"), "reward_model", new_rm)
     if "template" in names and "answerable" not in names:  # a full row written before: add the row columns

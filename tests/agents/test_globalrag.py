@@ -10,23 +10,21 @@ import pytest
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
 from rag_curriculum.agents import get_agent_template, teacher_plans
-from rag_curriculum.agents._globalrag import (
+from rag_curriculum.agents._globalrag import gold_plan, gold_plans, render_table1
+from rag_curriculum.agents.globalrag import main
+from rag_curriculum.errors import DataError
+from rag_curriculum.grammar import (
     FORMAT_ERRORS,
     PLAN_ERRORS,
     Plan,
     PlanCycleError,
     PlanError,
-    gold_plan,
-    gold_plans,
     parse_globalrag,
     parse_plan,
     plan_from_questions,
     read_plans,
-    render_table1,
     write_plans,
 )
-from rag_curriculum.agents.globalrag import main
-from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
 
 

@@ -51,7 +51,7 @@ def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
 
 
 def test_three_steps_with_the_globalrag_reward(trained):
-    from rag_curriculum.agents._globalrag import parse_globalrag
+    from rag_curriculum.grammar import parse_globalrag
     from rag_curriculum.rewards._globalrag import anneal_weight
 
     result, calls = trained

@@ -16,7 +16,6 @@ from rag_curriculum.agents import (
     ReActFormat,
     ReActStep,
     SearchCall,
-    Segment,
     Trajectory,
     best_of_n,
     consistency_score,
@@ -25,6 +24,7 @@ from rag_curriculum.agents import (
     self_consistency,
 )
 from rag_curriculum.agents._react import REACT_PROMPT, page_sentences, split_thought
+from rag_curriculum.grammar import Segment
 
 
 @pytest.mark.parametrize(

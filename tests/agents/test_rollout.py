@@ -21,12 +21,12 @@ from rag_curriculum.agents import (
     RolloutConfig,
     RowView,
     SearchDifficulty,
-    information_block,
     run_rollouts,
     summarize,
 )
 from rag_curriculum.generation import SamplingConfig
 from rag_curriculum.generation._scripted import ScriptedBackend
+from rag_curriculum.grammar import information_block
 
 pytest.importorskip("bm25s", reason="the retrieval extra is needed for the index")
 

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rag_curriculum.agents import (
-    INVALID_ACTION,
-    STOP,
-    TURN_ERRORS,
-    get_agent_template,
-    information_block,
-    parse_trajectory,
-    parse_turn,
-)
+from rag_curriculum.agents import INVALID_ACTION, get_agent_template
 from rag_curriculum.errors import UnknownNameError
 from rag_curriculum.generation._base import cut_at_stop
+from rag_curriculum.grammar import STOP, TURN_ERRORS, information_block, parse_trajectory, parse_turn
 
 
 def test_the_search_r1_prompt_is_veritas_appendix_a_with_the_garbled_words_restored():

@@ -73,7 +73,8 @@ BEFORE = {
     "--no-overwrite --plain --retriever --rows --seed --template --topk",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
-         "eval run": {"--max-context-tokens", "--retriever-timeout"},
+         "eval run": {"--max-context-tokens", "--retriever-timeout",
+                      "--reward", "--reward-arg"},  # issue 44: Search-R1's own reward beside EM / F1
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout"},
          # issue 35: dense and hybrid indexes

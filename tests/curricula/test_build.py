@@ -70,7 +70,8 @@ def test_every_schedule_on_real_data(shared_data, tmp_path, dataset, path, K, sc
         assert r["gold_labels"] == [p["label"] for p in passages if p["is_gold"]]
         assert r["reward_model"] == {"style": "rule", "ground_truth": {"answers": ex.answers,
                                                                         "gold_labels": r["gold_labels"],
-                                                                        "answerable": True}}
+                                                                        "answerable": True,
+                                                                        "target": ex.answers}}
         assert r["answerable"] is True and r["gold_recall"] is None
         assert {(p["origin"], p["bm25_rank"]) for p in passages} == {("provided", None)}
         assert r["answers"] == ex.answers

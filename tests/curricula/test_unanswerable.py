@@ -53,7 +53,7 @@ def test_unanswerable_rows_replace_every_gold_passage(musique):
             continue
         assert r["answers"] == ["unanswerable"] and r["gold_labels"] == []
         assert r["reward_model"]["ground_truth"] == {"answers": ["unanswerable"], "gold_labels": [],
-                                                     "answerable": False}
+                                                     "answerable": False, "target": ["unanswerable"]}
         assert (r["level"], r["hops"]) == (old["level"], old["hops"])
         gold = {(d.title, d.text) for d in ex.documents if d.is_gold}
         shown = [(p["title"], p["text"]) for p in r["passages"]]

@@ -104,14 +104,31 @@ def test_build_refusals(merged, tmp_path, extra, says):
 
 
 def test_eval_agent_asks_a_search_r1_file(merged, tmp_path, tiny_index):
-    """eval --agent --data train.parquet: one set per data_source, scored by the same reader as training."""
+    """eval --agent --data train.parquet: one set per data_source, scored by the same reader as training; with
+    --reward search-r1, Search-R1's own reward of each trajectory (its prompt and text, the file's target) too."""
+    from rag_curriculum.rewards import search_r1_score
+
     out = tmp_path / "ev"
     r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(tiny_index), "--backend", "scripted",
                             "--model", "p=agent_policies:search_then_gold", "--data", str(merged), "--template",
-                            "search-r1-original", "--max-turns", "3", "--out", str(out), "--no-progress"],
+                            "search-r1-original", "--max-turns", "3", "--out", str(out), "--no-progress",
+                            "--reward", "search-r1", "--reward-arg", "format_score=0.1"],
                       catch_exceptions=False)
     assert r.exit_code == 0, r.output
+    assert "Search-R1 reward" in r.output
     summary = json.loads((out / "summary.json").read_text())
+    targets = {f"{x['data_source']}-{x['id']}": x["reward_model"]["ground_truth"]["target"]
+               for x in pq.read_table(merged).to_pylist()}
+    seen = set()
+    for e in summary["evals"]:
+        trajs = [json.loads(x) for x in (out / "trajectories" / "p" / f"{e['set']}.jsonl").read_text().splitlines()]
+        want = [search_r1_score(t["prompt"][0]["content"] + "".join(s["text"] for s in t["segments"]),
+                                targets[t["row_id"]], format_score=0.1) for t in trajs]
+        assert [t["search_r1"] for t in trajs] == want
+        assert e["overall"]["search_r1"] == pytest.approx(100 * sum(want) / len(want), abs=0.01)
+        seen |= set(want)
+    assert seen == {0.1, 1.0}  # wrong answers earn format_score, right ones the score
+    assert "Search-R1's own reward" in (out / "table.md").read_text()
     by_set = {e["set"].split("-")[-1] if "-" in e["set"] else e["set"]: e for e in summary["evals"]}
     raw = pq.read_table(merged).to_pylist()
     for source, n in (("hotpotqa", 8), ("musique", 6)):
@@ -149,3 +166,82 @@ def tiny_index(tmp_path_factory):
     out = tmp_path_factory.mktemp("sr1-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
     return out
+
+
+def test_built_rows_are_the_files_rows_as_search_r1_reads_them(merged, tmp_path):
+    """Issue 44, item 3: the rows of `build --dataset search-r1` keep the file's order (the manifest says
+    `row_order: input`), its ids as `{data_source}-{id}`, its `data_source`, its `extra_info.split`, and its
+    `reward_model.ground_truth.target` as it was (beside the toolkit's `answers`); `extra_info.index` is the row's
+    position (Search-R1's trainer groups GRPO samples by it: it must be unique, and is the file's own index for a
+    file of one set)."""
+    out = tmp_path / "rows"
+    r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(merged), "--template",
+                            "search-r1-original", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    built = pq.read_table(out / "data").to_pylist()
+    raw = pq.read_table(merged).to_pylist()
+    assert [row["id"] for row in built] == [f"{x['data_source']}-{x['id']}" for x in raw]  # ids, and the order
+    for i, (row, src) in enumerate(zip(built, raw, strict=True)):
+        assert row["data_source"] == src["data_source"] and row["question"] == src["question"]
+        gt = row["reward_model"]["ground_truth"]
+        assert row["reward_model"]["style"] == "rule" and gt["target"] == src["reward_model"]["ground_truth"]["target"]
+        assert gt["answers"] == row["answers"] == list(dict.fromkeys(src["golden_answers"]))
+        assert row["extra_info"]["split"] == src["extra_info"]["split"] == "train"
+        assert row["extra_info"]["index"] == row["curriculum_index"] == i
+        if src["data_source"] == "hotpotqa":  # the file's first set: its own index too
+            assert row["extra_info"]["index"] == src["extra_info"]["index"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["row_order"] == "input"
+    # a seeded subset keeps the file's order; --order shuffled is said so
+    sub = tmp_path / "sub"
+    assert runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(merged), "--template",
+                               "search-r1-original", "--n", "5", "--out", str(sub)]).exit_code == 0
+    ids = [row["id"] for row in pq.read_table(sub / "data").to_pylist()]
+    assert len(ids) == 5 and ids == sorted(ids, key=[row["id"] for row in built].index)
+    shuf = tmp_path / "shuf"
+    assert runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(merged), "--template",
+                               "search-r1-original", "--order", "shuffled", "--out", str(shuf)]).exit_code == 0
+    assert json.loads((shuf / "manifest.json").read_text())["row_order"] == "shuffled"
+    assert [row["id"] for row in pq.read_table(shuf / "data").to_pylist()] != [row["id"] for row in built]
+
+
+def test_a_musique_curriculum_says_its_rows_are_in_the_seeded_samples_order(tmp_path):
+    from conftest import MUSIQUE_TRAIN
+
+    out = tmp_path / "m"
+    assert runner.invoke(app, ["build", "--dataset", "musique", "--input", str(MUSIQUE_TRAIN), "--n", "6", "--K", "3",
+                               "--out", str(out)]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["row_order"] == "sample"
+    rows = pq.read_table(out / "data").to_pylist()
+    assert all(row["reward_model"]["ground_truth"]["target"] == row["answers"] for row in rows)
+    assert all(row["id"] == f"musique-{row['source_id']}" for row in rows)
+
+
+@pytest.mark.parametrize("target, says", [
+    ([], "target': holds []: no answer to compare with"),
+    (["", " "], "no answer to compare with"),
+    ("", "target': an empty string"),
+    (7, "target': holds 7 (int), not a list of answers"),
+    (["Paris", 3], "target': entry 1 is 3 (int), not a string"),
+    (None, "target': holds None (NoneType), not a list of answers"),
+])
+def test_a_bad_target_is_refused_in_one_line_and_nothing_is_written(tmp_path, target, says):
+    """Issue 44's bad input: a Search-R1 row whose `target` is empty or not a list of strings stops the build in one
+    line naming the file, the row and the field (then the hint), even when `golden_answers` holds answers (Search-R1's reward reads
+    `target` alone), and nothing is written."""
+    recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["a"], "data_source": "nq",
+             "prompt": [{"role": "user", "content": f"Q{i}?"}], "ability": "fact-reasoning",
+             "reward_model": {"style": "rule", "ground_truth": {"target": ["a"]}},
+             "extra_info": {"split": "train", "index": i}} for i in range(3)]
+    recs[1]["reward_model"]["ground_truth"]["target"] = target
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    out = tmp_path / "rows"
+    r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(src), "--template", "search-r1-original",
+                            "--out", str(out)])
+    assert r.exit_code == 1, r.output  # a data error (exit 2 is for usage errors)
+    line = r.output.splitlines()[0]
+    assert line.startswith("error: ") and "train.jsonl, line 2 (id train_1)" in line and says in line, r.output
+    assert line.count("reward_model.ground_truth.target") == 1
+    assert not out.exists()

@@ -26,9 +26,11 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
     answers = list(ex.answers) if answerable else [abstention_answer]
     if not answerable:
         d = len(docs)
+    data_source = ex.extra.get("data_source") or ex.source
+    target = ex.extra.get("target") if answerable else None
     return {
-        "id": f"{ex.source}-{ex.id}",
-        "data_source": ex.source,
+        "id": f"{data_source}-{ex.extra.get('row_id', ex.id)}",
+        "data_source": data_source,
         "ability": ability,
         "prompt": template.render_fields(ex.question, labels, titles, texts),
         "question": ex.question,
@@ -42,7 +44,8 @@ def make_row(ex: Example, *, level: int, d: int, index: int, seed: int, template
         "hops": hops,
         "curriculum_index": index,
         "reward_model": {"style": "rule", "ground_truth": {"answers": answers, "gold_labels": gold_labels,
-                                                           "answerable": answerable}},
+                                                           "answerable": answerable,
+                                                           "target": answers if target is None else list(target)}},
         "extra_info": {"index": index, "split": ex.split, "id": ex.id, "source": ex.source, "level": level,
                        "hops": hops, "labels": labels},
         "source_id": ex.id,

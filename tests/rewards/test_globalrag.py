@@ -12,8 +12,8 @@ import types
 import numpy as np
 import pytest
 
-from rag_curriculum.agents._globalrag import plan_from_questions
 from rag_curriculum.errors import ConfigError
+from rag_curriculum.grammar import plan_from_questions
 from rag_curriculum.rewards import get_reward
 from rag_curriculum.rewards._globalrag import (
     GlobalRagReward,
@@ -251,7 +251,7 @@ def test_a_comparison_plan_without_gold_sub_answers():
 
 # -- the TRL interface ----------------------------------------------------------------------------------------
 def test_trl_call_reads_the_trainer_step_and_logs_components(tmp_path):
-    from rag_curriculum.agents._globalrag import write_plans
+    from rag_curriculum.grammar import write_plans
 
     plans = tmp_path / "plans.jsonl"
     write_plans(plans, [{"id": "q1", **GOLD.to_dict()}])

@@ -52,7 +52,7 @@ def test_rows_carry_what_the_rewards_read(shard_rows):
         assert row["answers"] and row["gold_labels"]
         assert set(row["gold_labels"]) <= set(labels)
         assert row["reward_model"]["ground_truth"] == {"answers": row["answers"], "gold_labels": row["gold_labels"],
-                                                       "answerable": row["answerable"]}
+                                                       "answerable": row["answerable"], "target": row["answers"]}
         assert row["extra_info"]["labels"] == labels
         assert get_format(row["template"]).template.name == row["template"]
         comma_labels += any("," in lb for lb in row["gold_labels"])

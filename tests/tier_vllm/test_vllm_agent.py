@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
 
-from rag_curriculum.agents import STOP, Hit, RolloutConfig, run_rollouts, summarize  # noqa: E402
+from rag_curriculum.agents import Hit, RolloutConfig, run_rollouts, summarize  # noqa: E402
 from rag_curriculum.generation import SamplingConfig  # noqa: E402
+from rag_curriculum.grammar import STOP  # noqa: E402
 
 CONVERSATIONS = [
     [{"role": "user", "content": f"Answer the given question. Question: who wrote book {i}?"},

@@ -5,7 +5,8 @@ search for the question: a random model never writes one) and the model writes t
 
 The loss mask is checked on the batch TRL itself computes (``_generate_and_score_completions``' ``tool_mask`` and
 ``completion_mask``): every token of an ``<information>`` block (and of the scripted turn) weighs 0, every token
-the model sampled weighs 1; and the search rewards are logged by component."""
+the model sampled weighs 1; and the search rewards are logged by component, Search-R1's own (``search-r1``) as its
+reward manager computes it on the rollout's prompt and completion tokens."""
 
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
     try:
         cfg = compose_train_config("search-r1-cpu-tiny", [
             f"model.name_or_path={tiny_model_dir}", f"data.shards={min_max_shards}", f"run.output_dir={out}",
-            f"agent.retriever={index}", "agent.max_turn_tokens=12", "grpo.report_to=none"])
+            f"agent.retriever={index}", "agent.max_turn_tokens=12", "grpo.report_to=none",
+            # the recipe's rewards, and Search-R1's own (search-r1) logged beside them: it gets the model's tokenizer
+            "rewards=[{name:search-em,weight:1.0},{name:search-f1,weight:0.0},{name:search-gold-found,weight:0.0},"
+            "{name:search-count,weight:0.0},{name:search-r1,weight:0.0}]"])
         result = train(cfg, overrides=["recipe=search-r1-cpu-tiny"])
     finally:
         mp.undo()
@@ -213,3 +217,26 @@ def test_rollout_under_a_plain_trainer_finds_rows_by_prompt(tiny_model_dir, min_
     twin = SearchRollout.from_rows([rows[0], {**rows[1], "question": rows[0]["question"]}], Fixed())
     with pytest.raises(ConfigError, match="share the prompt"):
         twin(prompts[:1], trainer)
+
+
+def test_search_r1_reward_scores_what_search_r1s_manager_decodes(trained, tiny_model_dir, min_max_shards):
+    """``search-r1`` under ``curriculum train``: each step's logged mean is Search-R1's ``compute_score_em`` of
+    ``decode(prompt_ids + completion_ids)`` (special tokens kept) of the rollout's own tokens, against the rows'
+    ``reward_model.ground_truth.target``."""
+    from transformers import AutoTokenizer
+
+    from rag_curriculum.rewards import search_r1_score
+    from rag_curriculum.shards import read_rows
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    result, batches, rollouts = trained
+    rows = {r["curriculum_index"]: r for r in read_rows(min_max_shards)}
+    means = [h["rewards/search_r1/mean"] for h in result.log_history if "rewards/search_r1/mean" in h]
+    assert len(means) == 3 and "search_r1/from_prompt" in {k for h in result.log_history for k in h}
+    for mean, batch, rollout in zip(means, batches, rollouts, strict=True):
+        scores = []
+        for i, idx in enumerate(batch["curriculum_index"]):
+            text = tok.decode(list(rollout["prompt_ids"][i]) + list(rollout["completion_ids"][i]))
+            assert text.startswith("<|im_start|>user\n")
+            scores.append(search_r1_score(text, rows[idx]["reward_model"]["ground_truth"]["target"]))
+        assert mean == pytest.approx(sum(scores) / len(scores))

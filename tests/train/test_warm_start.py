@@ -101,7 +101,8 @@ def test_a_search_agents_answer_turn_is_taught_after_what_the_retriever_returns(
     the completion only (TRL's prompt-completion format)."""
     from transformers import AutoTokenizer
 
-    from rag_curriculum.agents import get_agent_template, information_block, open_retriever
+    from rag_curriculum.agents import get_agent_template, open_retriever
+    from rag_curriculum.grammar import information_block
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import WarmStartConfig

@@ -109,7 +109,7 @@ def run(
     `curriculum eval compare RUN...` puts runs side by side."""
     o = options
     if (o["agent"] is not None or o["retriever"] is not None or o["best_of"] is not None or o["crag_weights"]
-            or o["faithfulness"]):
+            or o["faithfulness"] or o["reward"] is not None or o["reward_args"]):
         _run_agent({"overrides": overrides, "data_old": data_old, "progress": progress, "print_config": print_config,
                     **options})
         return
@@ -147,7 +147,7 @@ def run(
 #: `eval run` options an agent evaluation takes: AgentEvalConfig's fields (the others are refused with --agent);
 #: --template, --crag-weight and --judge-arg are turned into its fields by :func:`_run_agent`.
 _AGENT_FIELDS = tuple(f.name for f in dataclasses.fields(AgentEvalConfig)
-                      if f.name not in ("template", "crag_weights", "judge_args", "backend_args"))
+                      if f.name not in ("template", "crag_weights", "judge_args", "reward_args", "backend_args"))
 
 
 def _crag_weights(items: list[str] | None) -> dict[str, float]:
@@ -175,7 +175,7 @@ def _run_agent(p: dict[str, Any]) -> None:
             raise UsageError("--agent takes no recipe or key=value overrides yet", hint="pass options only")
         other = sorted(k for k, v in p.items() if _given(v) and k not in _AGENT_FIELDS
                        and k not in (*BACKEND_FLAGS, "backend_arg", "progress", "templates", "data_old",
-                                     "crag_weights", "judge_args"))
+                                     "crag_weights", "judge_args", "reward_args"))
         if other:
             raise UsageError(f"--agent does not take {', '.join('--' + k.replace('_', '-') for k in other)}",
                               hint="see curriculum eval --help")
@@ -191,6 +191,8 @@ def _run_agent(p: dict[str, Any]) -> None:
             flags["crag_weights"] = _crag_weights(p["crag_weights"])
         if p.get("judge_args"):  # VERITAS's judge and reward options (--faithfulness veritas)
             flags["judge_args"] = parse_backend_args(p["judge_args"])
+        if p.get("reward_args"):  # --reward search-r1's options (format_score, score)
+            flags["reward_args"] = parse_backend_args(p["reward_args"])
         backend = flags.get("backend", AgentEvalConfig.backend)
         flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
                                                  parse_backend_args(p.get("backend_arg")))
@@ -200,7 +202,8 @@ def _run_agent(p: dict[str, Any]) -> None:
     # two tables, every column folded rather than cut: read whole at 80 columns (a name breaks across lines, never
     # ends in an ellipsis)
     table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
-    for h in ("model", "set", "EM", "F1", "searches / q", "gold recall"):
+    heads = ("model", "set", "EM", "F1", "searches / q", "gold recall") + (("Search-R1 reward",) if cfg.reward else ())
+    for h in heads:
         table.add_column(h, justify="left" if h in ("model", "set") else "right", overflow="fold")
     ended = Table(title="format errors and how trajectories ended", header_style="bold")
     for h in ("model", "set", "format errors", "ended"):
@@ -209,7 +212,8 @@ def _run_agent(p: dict[str, Any]) -> None:
         for label, (o,) in table_rows(e["model"], [e]):
             table.add_row(label, e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}",
                           f"{o['searches']:.2f}" if "searches" in o else "-",
-                          f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-")
+                          f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
+                          *((f"{o['search_r1']:.1f}" if "search_r1" in o else "-",) if cfg.reward else ()))
         ended.add_row(e["model"], e["set"], format_errors(e), endings(e))
     out.print(table)
     out.print(ended)

@@ -1,10 +1,9 @@
 """Search agents: the model calls a retriever across turns (Search-R1's ``<search>`` / ``<information>``
 protocol). One rollout loop (:func:`run_rollouts`) serves partition, eval and training; the backends of
 :mod:`rag_curriculum.generation` stay ignorant of turns, and the retrievers (the toolkit's BM25 index in this
-process, or a server speaking ``POST /retrieve``) of rows.
+process, or a server speaking ``POST /retrieve``) of rows. The tags and their parsers (what a model wrote) are the
+grammar's, :mod:`rag_curriculum.grammar`, which the rewards read too.
 
->>> parse_turn("<think>I need the capital.</think><search>capital of France</search>").action
-'search'
 >>> sorted(AGENT_TEMPLATES.names())
 ['globalrag', 'globalrag-released', 'react', 'search-r1', 'search-r1-original', 'search-tools']
 """
@@ -14,19 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
-from ._globalrag import (  # GlobalRAG (docs/globalrag.md): its templates register on import
-    GlobalRagTrace,
-    Plan,
-    PlanCycleError,
-    PlanError,
-    gold_plan,
-    gold_plans,
-    parse_globalrag,
-    parse_plan,
-    read_plans,
-    render_table1,
-    write_plans,
-)
+from ._globalrag import gold_plan, gold_plans, render_table1  # GlobalRAG: its templates register on import
 from ._react import (
     REACT_ERRORS,
     Consistency,
@@ -44,21 +31,13 @@ from ._searchr1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
     SEARCH_TOOLS_PROMPT,
-    STOP,
-    TURN_ERRORS,
-    ParsedTrajectory,
     SearchTemplate,
-    Segment,
-    Turn,
     get_agent_template,
-    information_block,
-    parse_trajectory,
-    parse_turn,
 )
 
 #: The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), imported on first use:
-#: it reads indexes and calls backends, and a reward that parses a trajectory needs none of it. The formats above
-#: (templates, parsers) load with the package, so every template is registered as soon as one is asked for.
+#: it reads indexes and calls backends. The templates above load with the package, so every template is registered
+#: as soon as one is asked for.
 _EXPORTS = {
     "MODES": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
     "hard_negative_count": "._difficulty", "noise_probability": "._difficulty",
@@ -97,16 +76,15 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
     from ._teacher import TeacherResult, teacher_plans
 
 __all__ = [
-    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "STOP", "TURN_ERRORS", "Hit",
-    "HttpRetriever", "IndexRetriever", "NO_RESULTS", "ParsedTrajectory", "Retriever", "RetrieverError", "RolloutConfig",
-    "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Segment", "Trajectory", "Turn", "doc_lines",
-    "get_agent_template", "hard_negative_count", "information_block", "noise_probability", "open_retriever",
-    "parse_trajectory", "parse_turn", "run_rollouts", "split_contents", "summarize",
+    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "Hit",
+    "HttpRetriever", "IndexRetriever", "NO_RESULTS", "Retriever", "RetrieverError", "RolloutConfig",
+    "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Trajectory", "doc_lines",
+    "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
+    "run_rollouts", "split_contents", "summarize",
     # ReAct (+ the CRAG-inspired consistency ranking)
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
     "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
     "self_consistency",
     # GlobalRAG
-    "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "gold_plan", "gold_plans", "parse_globalrag",
-    "parse_plan", "read_plans", "render_table1", "TeacherResult", "teacher_plans", "write_plans",
+    "gold_plan", "gold_plans", "render_table1", "TeacherResult", "teacher_plans",
 ]

@@ -78,7 +78,8 @@ from typing import Any
 
 from .._metrics import normalize_answer
 from ..errors import ConfigError
-from ._searchr1 import AGENT_TEMPLATES, SearchTemplate, Turn
+from ..grammar import Turn
+from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
 
 #: ReAct's instruction for HotpotQA (``hotpotqa.ipynb`` of ysymyth/ReAct), verbatim, without its closing line
 #: "Here are some examples." (the toolkit ships no few-shot trajectories; a template with them can be registered).

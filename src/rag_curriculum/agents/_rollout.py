@@ -6,7 +6,7 @@ retriever, each of ``n`` trajectories per row runs turn by turn:
 1. the model generates until ``</search>`` or ``</answer>`` (the backend continues the conversation's last,
    assistant message: every backend of the toolkit implements ``generate(..., stop=...)`` with a trailing
    assistant message continued, as ``continue_final_message`` does in transformers and vLLM);
-2. the turn is parsed (:func:`~rag_curriculum.agents._searchr1.parse_turn`); a search is sent to the retriever (all
+2. the turn is parsed (:func:`~rag_curriculum.grammar.parse_turn`); a search is sent to the retriever (all
    the searches of a turn in one batch), its ``k`` results (shaped by the row's level, :mod:`._difficulty`) are
    appended inside ``<information>`` in Search-R1's layout; an answer ends the trajectory; a turn with a format
    error gets Search-R1's "My previous action is invalid" (or, with ``on_invalid="stop"``, ends it);
@@ -36,16 +36,10 @@ from typing import Any
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError
 from ..generation._base import cut_at_stop
+from ..grammar import STOP, Segment, information_block, parse_turn
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Retriever
-from ._searchr1 import (
-    INVALID_ACTION,
-    STOP,
-    Segment,
-    get_agent_template,
-    information_block,
-    parse_turn,
-)
+from ._searchr1 import INVALID_ACTION, get_agent_template
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """GlobalRAG's teacher path (Luo et al., appendix D): golden trajectories through a teacher model, kept only when
 their plan is valid, every sub-question was answered within the retrieval budget and the final answer is right.
-Apart from the format (:mod:`rag_curriculum.agents._globalrag`) because it runs rollouts: the reward that parses
+Apart from the format (:mod:`rag_curriculum.grammar`) because it runs rollouts: the reward that parses
 GlobalRAG's trajectories loads the format alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from .._metrics import exact_match
 from ..errors import ConfigError
-from ._globalrag import parse_globalrag, plan_from_questions
+from ..grammar import parse_globalrag, plan_from_questions
 from ._rollout import RolloutConfig, run_rollouts
 
 __all__ = ["TeacherResult", "teacher_plans"]

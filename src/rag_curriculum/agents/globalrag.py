@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CurriculumError
+from ..grammar import write_plans
 from ..loaders import load_examples
-from ._globalrag import gold_plans, render_table1, write_plans
+from ._globalrag import gold_plans, render_table1
 
 __all__ = ["main"]
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .._plumbing import derive_seed, distribution
 from ..difficulty.synthetic import level_for, num_distractors
 from ..errors import BuildError
+from ..loaders import questions_only
 from ..records import Example
 from ._config import DEFAULT_K, BuildConfig
 from ._leakage import LeakageIndex
@@ -62,7 +63,27 @@ def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
             f"{' after exclusions' if src.excluded else ''}; lower --n, or pass --n all to use every question")
     rng = random.Random(derive_seed(seed, "sample", src.dataset))
     idx = rng.sample(range(len(pool)), len(pool) if n is None else n)
+    if questions_only(src.dataset):  # Search-R1's data files: the file's order (with --n, a seeded subset of it)
+        idx.sort()
     return [pool[i] for i in idx]
+
+
+#: The manifest's ``row_order``: how the rows came to be in their order.
+ROW_ORDERS = {
+    "input": "the input file's order (questions without passages: Search-R1's data files)",
+    "sample": "the seeded sample's order (a seeded draw of the questions, interleaved for a mixture)",
+    "level": "sorted by level (a schedule whose levels go down somewhere)",
+    "shuffled": "--order shuffled",
+    "hops-level": "--order hops-level",
+}
+
+
+def row_order(cfg: BuildConfig, sources: Sequence[LoadedSource], chosen: Sequence[Example],
+              ordered: Sequence[Example]) -> str:
+    """The key of :data:`ROW_ORDERS` that says how ``ordered`` (the rows) came from ``chosen`` (the sample)."""
+    if [id(ex) for ex in ordered] != [id(ex) for ex in chosen]:
+        return cfg.order  # "level" (the schedule's sort), "shuffled" or "hops-level"
+    return "input" if len(sources) == 1 and questions_only(sources[0].dataset) else "sample"
 
 
 def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[Example, int]]:
@@ -204,6 +225,7 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
                 for r in plan]
         facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
     facts["per_source"] = per_source
+    facts["row_order"] = row_order(cfg, sources, chosen, [r.ex for r in plan])
     return plan, facts
 
 

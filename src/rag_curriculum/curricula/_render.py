@@ -97,6 +97,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     p_off, p_labels, p_titles, p_texts, p_gold, p_origin, p_rank = [0], [], [], [], [], [], []
     answerable, gold_recall = [], []
     a_off, a_flat, g_off, g_flat = [0], [], [0], []
+    t_off, t_flat, own_target = [0], [], False  # ground_truth.target: the answers, or a Search-R1 file's own
     system = template.system_prompt
     src = source or PROVIDED
     for i in range(start, stop):
@@ -107,8 +108,9 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         labels = template.labels(titles)  # unique titles; numbers for a numbered template
         gold = [doc.is_gold for doc in docs]
         gold_labels = [lb for lb, g in zip(labels, gold, strict=True) if g]
-        ids.append(f"{ex.source}-{ex.id}")
-        sources.append(ex.extra.get("data_source") or ex.source)  # Search-R1's rows keep their own
+        data_source = ex.extra.get("data_source") or ex.source  # Search-R1's rows keep their own
+        ids.append(f"{data_source}-{ex.extra.get('row_id', ex.id)}")  # {data_source}-{the source's own id}
+        sources.append(data_source)
         questions.append(ex.question)
         contents.append(template.render_fields(ex.question, labels, titles, texts)[-1]["content"])
         splits.append(ex.split)
@@ -129,9 +131,14 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         gold_recall.append(src.recall(ex, docs))
         if ok:
             a_flat += ex.answers
+            target = ex.extra.get("target")
+            own_target = own_target or target is not None
+            t_flat += ex.answers if target is None else target
         else:
             a_flat.append(abstention)
+            t_flat.append(abstention)
         a_off.append(len(a_flat))
+        t_off.append(len(t_flat))
         g_flat += gold_labels
         g_off.append(len(g_flat))
     n = len(ids)
@@ -143,6 +150,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
         fields=list(PASSAGE)))
     labels_list = _list_array(p_off, labels_arr)
     answers = _list_array(a_off, pa.array(a_flat, string))
+    target = _list_array(t_off, pa.array(t_flat, string)) if own_target else answers
     gold_labels_arr = _list_array(g_off, pa.array(g_flat, string))
     if system:
         roles = pa.array(["system", "user"] * n, string)
@@ -162,7 +170,7 @@ def render_rows(plan: Plan, cfg: BuildConfig, start: int = 0, stop: int | None =
     answerable_arr = pa.array(answerable, pa.bool_())
     reward_model = pa.StructArray.from_arrays(
         [pa.array(["rule"] * n, string),
-         pa.StructArray.from_arrays([answers, gold_labels_arr, answerable_arr], fields=list(GROUND_TRUTH))],
+         pa.StructArray.from_arrays([answers, gold_labels_arr, answerable_arr, target], fields=list(GROUND_TRUTH))],
         fields=list(ROW_SCHEMA.field("reward_model").type))
     extra_info = pa.StructArray.from_arrays(
         [index_arr, split_arr, source_id_arr, source_arr, level_arr, hops_arr, labels_list],

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -31,8 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
+from .._commit import check_resumable, resumable_output
 from .._metrics import answer_scores
 from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
@@ -50,10 +48,11 @@ from ..agents import (
     run_rollouts,
     self_consistency,
 )
-from ..errors import EvalError, UsageError
+from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
 from ..retrieval import passage_hash
+from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._report import write_dataset_card
@@ -65,6 +64,8 @@ AGENTS = ("search-r1", "react")
 #: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
 _REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
 _VERITAS_ONLY = ("faithfulness", "judge", "judge_args")  # in the fingerprint only when --faithfulness is given
+#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (rewards/_search_r1.py).
+EVAL_REWARDS = ("search-r1",)
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
@@ -116,6 +117,11 @@ class AgentEvalConfig:
     judge: str | None = rule(None, empty=False, help=(
         "VERITAS's judge as BACKEND:MODEL (e.g. openai:veritas-rm behind vllm serve, the paper's distilled reward "
         "model); without it only Think-Answer is scored."))
+    reward: str | None = rule(None, choices=EVAL_REWARDS, help=(
+        "Also score every trajectory with this reward, reported beside EM / F1: search-r1 (Search-R1's own "
+        "qa_em on the decoded prompt plus trajectory, bit for bit: its extraction, normalisation and format score)."))
+    reward_args: dict[str, Any] = rule(default_factory=dict, flag="--reward-arg", help=(
+        "The reward's options, KEY=VALUE: for search-r1, format_score (default 0.0) and score (1.0)."))
     plots: bool = rule(True, help="Write PNG plots into plots/ (scores per set, how trajectories ended).")
     judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
         "VERITAS options KEY=VALUE: the judge's (votes, vote, temperature, max_tokens, cache_dir, ...), the "
@@ -139,6 +145,7 @@ class AgentEvalConfig:
         if len(set(names)) != len(names):
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self._check_react()
+        self._check_reward()
         check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
@@ -167,6 +174,27 @@ class AgentEvalConfig:
                 raise UsageError(f"--best-of {self.best_of} samples {self.best_of} trajectories per question; "
                                  f"--samples {self.m} says otherwise", hint="pass one of the two")
             self.m = self.best_of
+
+    def _check_reward(self) -> None:
+        if self.reward is None:
+            if self.reward_args:
+                raise UsageError("--reward-arg sets an option of --reward: pass --reward search-r1")
+            return
+        if self.agent != "search-r1":
+            raise UsageError(f"--reward {self.reward} scores Search-R1's <answer> tags: pass --agent search-r1")
+        unknown = sorted(set(self.reward_args) - {"format_score", "score"})
+        if unknown:
+            raise UsageError(f"--reward-arg {unknown[0]}: search-r1 takes format_score and score")
+        try:
+            self.scorer()
+        except ConfigError as e:
+            raise UsageError(f"--reward-arg: {e}") from None
+
+    def scorer(self) -> Any:
+        """The ``--reward`` (a :class:`~rag_curriculum.rewards.SearchR1Reward`), or None."""
+        if self.reward is None:
+            return None
+        return SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
 
     def agent_template(self) -> str:
         """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
@@ -199,7 +227,7 @@ class AgentEvalConfig:
         return mask_secrets(d)  # a retriever or model URL's credentials, in every file that records the config
 
 
-_COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "level", "answerable")
+_COLUMNS = ("id", "data_source", "question", "answers", "passages", "hops", "level", "answerable", "reward_model")
 
 
 def load_question_sets(directory: str | Path, *, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -234,9 +262,28 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int) -> dict[str, Any]:
+def reward_scores(reward: Any, rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
+                  backend: Any = None) -> list[float]:
+    """``--reward search-r1``: each trajectory's Search-R1 score (row order, then sample order), on its prompt
+    rendered by the backend's chat template where the backend has a tokenizer (vLLM, transformers) and its text, as
+    Search-R1's reward manager decodes them; else on the prompt's text and the trajectory's."""
+    tok = getattr(backend, "tokenizer", None)
+    tok = tok if callable(getattr(tok, "apply_chat_template", None)) else None
+    out = []
+    for qi, row in enumerate(rows):
+        for t in trajs[qi * m:(qi + 1) * m]:
+            target = search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
+            seq, start = search_r1_sequence(t.prompt, t.text, tokenizer=tok)
+            out.append(search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
+                                           score=reward.score).score)
+    return out
+
+
+def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
+                       search_r1: Sequence[float] | None = None) -> dict[str, Any]:
     """The scores of ``m`` trajectories per row (row order, then sample order): overall and by hops, level and
-    answerable (each a mean over questions of the per-question mean over samples)."""
+    answerable (each a mean over questions of the per-question mean over samples); with ``search_r1`` (each
+    trajectory's ``--reward search-r1`` score, same order) its mean too."""
     per_q: list[dict[str, float]] = []
     errors: dict[str, int] = defaultdict(int)
     status: dict[str, int] = defaultdict(int)
@@ -257,6 +304,8 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
                 errors[err] += 1
         per_q.append({"em": _mean(em), "f1": _mean(f1), "searches": _mean(searches),
                       "gold_seen": _mean(seen_gold), "gold_recall": _mean(recall)})
+        if search_r1 is not None:
+            per_q[-1]["search_r1"] = _mean(search_r1[qi * m:(qi + 1) * m])
 
     def agg(idx: Sequence[int]) -> dict[str, float]:
         return {k: round(100 * _mean([per_q[i][k] for i in idx]), 2) if k != "searches"
@@ -345,25 +394,10 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
                          hint="give the folders distinct names")
     retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
     getattr(retriever, "probe", lambda: None)()  # a retriever that cannot answer fails before anything is written
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out / LOCK))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise EvalError(f"another `curriculum eval --agent` is writing {out}", hint="wait for it to finish, or "
-                        "choose another --out") from None
-    try:
+    # a run that failed before its first result leaves no --out
+    with resumable_output(out, LOCK, "eval --agent", EvalError, started=(out / "results").exists):
         return _run(cfg, out, sets, keys, retriever, progress=progress, command=command,
                     backend_factory=backend_factory)
-    except BaseException:
-        if created and not (out / "results").exists():  # a run that failed before its first result leaves no --out
-            lock.release()
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    finally:
-        if lock.is_locked:
-            lock.release()
 
 
 def set_name(dataset: str, data: str | Path) -> str:
@@ -381,17 +415,15 @@ def set_name(dataset: str, data: str | Path) -> str:
 def _check_out(out: Path) -> None:
     """``--out`` is a new or empty folder, or one an agent evaluation wrote (its ``eval_config.json`` says so):
     results land beside the toolkit's own files only, never inside a folder of the user's."""
-    if out.exists() and not out.is_dir():
-        raise EvalError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
-    if not out.is_dir() or not any(p.name != LOCK for p in out.iterdir()):
-        return
+    check_resumable(out, written=_agent_eval_wrote, what="the output of an agent evaluation", error=EvalError,
+                    ignore=(LOCK,))
+
+
+def _agent_eval_wrote(out: Path, entries: list[str]) -> bool:
     try:
-        made = json.loads((out / "eval_config.json").read_text()).get("config", {}).get("agent") is not None
+        return json.loads((out / "eval_config.json").read_text()).get("config", {}).get("agent") is not None
     except (OSError, ValueError, AttributeError):
-        made = False
-    if not made:
-        raise EvalError(f"--out {out} holds files and is not the output of an agent evaluation: nothing is "
-                        "written into it", hint="choose a new folder for --out")
+        return False
 
 
 def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retriever: Any, *, progress: bool,
@@ -401,7 +433,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit",
                                                                     "retriever_timeout", "plots")
                 and not (cfg.agent != "react" and k in _REACT_ONLY)
-                and not (cfg.faithfulness is None and k in _VERITAS_ONLY)}
+                and not (cfg.faithfulness is None and k in _VERITAS_ONLY)
+                and not (cfg.reward is None and k in ("reward", "reward_args"))}
     described = retriever.describe()
     # which index answers (its content: sources, fingerprint), not where it is: a rerun reuses results only
     # from the same index, and a server swapped behind the URL stops the run (HttpRetriever)
@@ -451,12 +484,18 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                 veritas = None
                 if cfg.faithfulness is not None:  # VERITAS (evaluation/_veritas.py): scores under "veritas"
                     veritas = veritas_entry(cfg, out, model.name, key, rows, dicts)
+                extra_scores = None
+                if cfg.reward is not None:  # Search-R1's own reward, beside EM / F1 (in each trajectory too)
+                    extra_scores = reward_scores(cfg.scorer(), rows, trajs, cfg.m, backend)
+                    for dct, s in zip(dicts, extra_scores, strict=True):
+                        dct["search_r1"] = s
                 tpath = out / "trajectories" / model.name / f"{key}.jsonl"
                 tpath.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(tpath, "".join(json.dumps(dct, ensure_ascii=False) + "\n"
                                                   for dct in dicts).encode("utf-8"))
                 entry = {"model": model.name, "dataset": ds, "set": key, "data": Path(d).name,
-                         "questions": len(rows), "samples": cfg.m, **score_trajectories(rows, trajs, cfg.m)}
+                         "questions": len(rows), "samples": cfg.m,
+                         **score_trajectories(rows, trajs, cfg.m, search_r1=extra_scores)}
                 if react is not None:
                     entry["react"] = react
                 if veritas is not None:
@@ -467,8 +506,9 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                 write_json(res_path, {"fingerprint": fp, "entry": entry})
                 summary["evals"].append(entry)
                 o = entry["overall"]
-                log.info("%s: done in %.0f s: EM %.1f, F1 %.1f, %.2f searches / question", label,
-                         time.monotonic() - started, o.get("em", 0.0), o.get("f1", 0.0), o.get("searches", 0.0))
+                log.info("%s: done in %.0f s: EM %.1f, F1 %.1f, %.2f searches / question%s", label,
+                         time.monotonic() - started, o.get("em", 0.0), o.get("f1", 0.0), o.get("searches", 0.0),
+                         f", Search-R1's reward {o['search_r1']:.1f}" if "search_r1" in o else "")
         finally:
             if backend is not None:
                 backend.close()
@@ -499,6 +539,13 @@ def render_table(summary: dict[str, Any]) -> str:
             recall = [v["gold_recall"] for v in vals if "gold_recall" in v]
             lines.append(f"| {label} | {scores} | {f'{_mean(searches):.2f}' if searches else '-'} | "
                          f"{f'{_mean(recall):.1f}' if recall else '-'} |")
+    if any("search_r1" in (e.get("overall") or {}) for e in summary["evals"]):  # --reward search-r1
+        lines += ["", "## Search-R1's own reward (--reward search-r1)", "",
+                  "| model | set | EM (the toolkit's reading) | Search-R1's reward |", "|---|---|---|---|"]
+        for e in summary["evals"]:
+            o = e.get("overall") or {}
+            if "search_r1" in o:
+                lines.append(f"| {e['model']} | {e['set']} | {o.get('em', 0):.1f} | {o['search_r1']:.1f} |")
     lines += ["", "## Format errors and how trajectories ended", "",
               "| model | set | trajectories | format errors | ended |", "|---|---|---|---|---|"]
     for e in summary["evals"]:

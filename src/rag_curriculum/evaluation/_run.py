@@ -22,10 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._commit import check_resumable, resumable_output
 from .._plumbing import (
     atomic_write_text,
     atomic_write_with,
-    held_or_refused,
     mask_secrets,
     redact_command,
     shards_digest,
@@ -324,19 +324,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
         engine.validate(cfg.backend, cfg.backend_args)
     out = Path(cfg.out)
     check_eval_out(out)
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    busy = partial(EvalError, f"another `curriculum eval` is writing {out}", hint="wait for it to finish, or choose "
-                   "another --out")
-    with held_or_refused(out / EVAL_LOCK, busy):
-        try:
-            with open_engine(engine) as eng:
-                return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory,
-                                 engine=eng)
-        except BaseException:
-            if created and not (out / "results").exists() and not any((out / "work").rglob("chunk-*.parquet")):
-                shutil.rmtree(out, ignore_errors=True)  # a run that failed before its first result leaves no OUT
-            raise
+    # a run that failed before its first result leaves no OUT
+    started = lambda: (out / "results").exists() or any((out / "work").rglob("chunk-*.parquet"))  # noqa: E731
+    with resumable_output(out, EVAL_LOCK, "eval", EvalError, started=started), open_engine(engine) as eng:
+        return _run_eval(cfg, progress=progress, command=command, backend_factory=backend_factory, engine=eng)
 
 
 #: Held in OUT while an evaluation runs (filelock; the agent evaluation's too): a second run is refused at once.
@@ -346,14 +337,9 @@ EVAL_LOCK = ".eval.lock"
 def check_eval_out(out: Path) -> None:
     """``--out`` is a new or empty folder, or one an evaluation wrote (``eval_config.json``, ``summary.json``,
     ``results/`` or ``work/``), with or without ``--overwrite``: results land beside the toolkit's own files only."""
-    if out.exists() and not out.is_dir():
-        raise EvalError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
-    if not out.is_dir():
-        return
-    entries = {p.name for p in out.iterdir() if p.name != EVAL_LOCK}
-    if entries and not entries & {"eval_config.json", SUMMARY_FILE, "results", "work"}:
-        raise EvalError(f"--out {out} holds files and is not the output of an evaluation (no eval_config.json): "
-                        "nothing is written into it", hint="choose a new folder for --out")
+    check_resumable(out, written=lambda d, entries: bool(set(entries) & {"eval_config.json", SUMMARY_FILE, "results",
+                                                                         "work"}),
+                    what="the output of an evaluation (no eval_config.json)", error=EvalError, ignore=(EVAL_LOCK,))
 
 
 def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,

@@ -197,7 +197,8 @@ def load_examples(dataset: str, path: str | Path | None = None, *, split: str | 
 def load_search_r1(path: str | Path, *, on_error: str = "raise") -> list[FlashRAGSet]:
     """The questions of a Search-R1 data file as question sets, one per ``data_source`` in order of first
     appearance (a merged file holds several): rows ``id`` (``{data_source}-{id}``), ``data_source``, ``question``,
-    ``answers``, ``passages`` (empty), ``hops`` (None), as :func:`load_flashrag` gives them."""
+    ``answers``, ``passages`` (empty), ``hops`` (None), as :func:`load_flashrag` gives them, and the file's own
+    ``reward_model.ground_truth.target`` (what Search-R1's reward reads) where it has one."""
     stream = load_examples("search-r1", path, on_error=on_error)  # type: ignore[arg-type]
     sets: dict[str, FlashRAGSet] = {}
     for ex in stream:
@@ -205,8 +206,11 @@ def load_search_r1(path: str | Path, *, on_error: str = "raise") -> list[FlashRA
         got = sets.get(name)
         if got is None:
             got = sets[name] = FlashRAGSet(name, ex.split, str(path), report=stream.report)
-        got.rows.append({"id": ex.id, "data_source": name, "question": ex.question, "answers": list(ex.answers),
-                         "passages": [], "hops": None, "qtype": None})
+        row = {"id": ex.id, "data_source": name, "question": ex.question, "answers": list(ex.answers),
+               "passages": [], "hops": None, "qtype": None}
+        if ex.extra.get("target") is not None:
+            row["reward_model"] = {"style": "rule", "ground_truth": {"target": list(ex.extra["target"])}}
+        got.rows.append(row)
     if not sets:
         raise DataError("no records", kind="invalid_json", path=str(path))
     return list(sets.values())

@@ -16,10 +16,13 @@ Questions without passages (a search agent finds its own), so the rows are for s
 search-r1-original`` gives the file's own prompt byte for byte), ``partition --agent`` and ``train`` with an
 ``agent:`` section use them, and ``eval --agent --data FILE.parquet`` asks them.
 
-The answers are read by the toolkit's one gold reader (:func:`~rag_curriculum.rewards._columns.gold_answers`):
+The answers are read by the toolkit's one gold reader (:func:`~rag_curriculum._gold.gold_answers`):
 ``golden_answers``, else ``reward_model.ground_truth.target`` (a list or a string), so a file that keeps only one of
-them reads the same. A row keeps its own ``data_source`` (a merged file holds several). Errors name the file, the
-row and the field, as the other loaders' do.
+them reads the same. The row's ``target`` itself is kept as it is (``Example.extra["target"]``; a string becomes a
+one-answer list) and written into the built rows' ``reward_model.ground_truth.target``, the key Search-R1's reward
+reads; a ``target`` that is null, empty, holds only empty strings or is not a list of strings is refused. A row keeps
+its own ``data_source`` (a merged file holds several) and its id (``{data_source}-{id}`` in the rows). Errors name
+the file, the row and the field, as the other loaders' do.
 
 >>> SearchR1Loader.looks_like({"question": "q?", "data_source": "nq", "reward_model": {"ground_truth": {"target": ["a"]}}})
 True
@@ -33,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._gold import gold_answers
+from .._gold import TARGET, gold_answers, read_target
 from ..errors import DataError
 from ..records import Example
 from ._base import DatasetLoader, RecordContext, json_type, require_question
@@ -88,6 +91,15 @@ class SearchR1Loader(DatasetLoader):
             raise ctx.error(str(e), kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
                             field=e.field or "golden_answers / reward_model.ground_truth.target") from None
         extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
+        rm = rec.get("reward_model")
+        gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
+        if isinstance(gt, Mapping) and "target" in gt:  # Search-R1's reward reads this key alone: kept as it is
+            try:
+                target = read_target(gt["target"])
+            except DataError as e:
+                raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
+                                field=TARGET) from None
+            extra["target"] = [target] if isinstance(target, str) else target
         row_split = info.get("split")
         # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question
         return Example(id=f"{source}-{rid}" if source else rid, source=cls.name,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import held_or_refused
+from .._commit import check_resumable, resumable_output
 from ..agents import open_retriever
 from ..curricula._builder import current_command
 from ..errors import PartitionError, UsageError
@@ -60,19 +59,13 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     if cfg.agent:  # a retriever that cannot answer fails before anything is built or written
         probe = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
         getattr(probe, "probe", lambda: None)()
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     shard = f" (shard {cfg.shard_index} of {cfg.num_shards})" if cfg.num_shards > 1 else ""
-    busy = partial(PartitionError, f"another `curriculum partition`{shard} is writing {out}",
-                   hint="wait for it to finish, or choose another --out")
-    with held_or_refused(out / WORK / run_lock_name(cfg.shard_index, cfg.num_shards), busy):
-        try:
-            return _partition(cfg, out, backend=backend, command=command, progress=progress,
-                              max_chunks=max_chunks, engine=engine)
-        except BaseException:
-            if created and not WorkDir(out / WORK).done() and not (out / BUILT_INPUT / MANIFEST).exists():
-                shutil.rmtree(out, ignore_errors=True)  # a run that failed before its first chunk leaves no OUT
-            raise
+    # a run that failed before its first chunk leaves no OUT
+    started = lambda: bool(WorkDir(out / WORK).done()) or (out / BUILT_INPUT / MANIFEST).exists()  # noqa: E731
+    with resumable_output(out, Path(WORK) / run_lock_name(cfg.shard_index, cfg.num_shards), "partition",
+                          PartitionError, started=started, note=shard):
+        return _partition(cfg, out, backend=backend, command=command, progress=progress, max_chunks=max_chunks,
+                          engine=engine)
 
 
 def run_lock_name(shard_index: int, num_shards: int) -> str:
@@ -84,24 +77,21 @@ def run_lock_name(shard_index: int, num_shards: int) -> str:
 def check_partition_out(cfg: PartitionConfig, out: Path) -> None:
     """Refuse an --out that is the input shard directory or inside it, a file, or a folder that holds files and
     is not a partition's (with or without --overwrite): the toolkit writes only into folders it made."""
-    if out.exists() and not out.is_dir():
-        raise PartitionError(f"--out {out} is a file, where a folder is needed", hint="choose a folder for --out")
     if cfg.shards:
         src, dst = Path(cfg.shards).resolve(), out.resolve()
         if dst == src or src in dst.parents:
             where = "is" if dst == src else "is inside"
             raise UsageError(f"--out {out} {where} the input shard directory {cfg.shards}: the partition would "
                              "write into its own input", hint="choose an --out outside the input")
-    if not out.is_dir():
-        return
-    entries = [p.name for p in out.iterdir() if p.name != ".lock"]
-    if not entries or any(n in entries for n in (RECORD_FILE, SUMMARY_FILE, WORK)):
-        return
-    if BUILT_INPUT in entries and (out / BUILT_INPUT / MANIFEST).exists():  # a run that stopped while building it
-        return
-    raise PartitionError(f"--out {out} holds files and is not the output of a partition (no {RECORD_FILE}): "
-                         f"nothing is written into it{' (--overwrite only replaces a partition)' if cfg.overwrite else ''}",
-                         hint="choose a new folder for --out")
+    check_resumable(out, written=_partition_wrote, what=f"the output of a partition (no {RECORD_FILE})",
+                    error=PartitionError, ignore=(".lock",),
+                    more=" (--overwrite only replaces a partition)" if cfg.overwrite else "")
+
+
+def _partition_wrote(out: Path, entries: list[str]) -> bool:
+    # a run that stopped while building its input (--dataset) has only that input
+    return any(n in entries for n in (RECORD_FILE, SUMMARY_FILE, WORK)) or (
+        BUILT_INPUT in entries and (out / BUILT_INPUT / MANIFEST).exists())
 
 
 def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | None, command: str | None,

@@ -24,27 +24,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._commit import OutputKind, check_output, commit_output, exclusive, lock_beside, prepare_output
 from .._plumbing import SideTask, gc_paused
 from .._progress import maybe_progress
 from .._version import __version__
 from ..errors import CurriculumError
 from ..loaders import get_loader
-from ..shards import (
-    foreign_entries,
-    owner_tag,
-    portable_command,
-    portable_path,
-    remove_orphans,
-    replace_in_place,
-    sha256_file,
-)
+from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
 from ._kinds import get_kind
 from ._store import (
@@ -96,26 +88,18 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
     reading + indexing, finishing the kind's files, waiting for the passage store, and ranking; the file does not
     record them). The cyclic garbage collector is paused meanwhile: the passages are millions of acyclic objects,
     which its full collections would walk again and again."""
-    from filelock import FileLock, Timeout
-
     out = Path(cfg.out)
-    _check_out(out, cfg.overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out.parent / f".{out.name}.index.lock"))
-    try:
-        lock.acquire(timeout=0)  # a second `curriculum index` to the same --out is refused at once
-    except Timeout:
-        raise IndexError_(f"another `curriculum index` is writing {out}",
-                          hint="wait for it to finish, or choose another --out") from None
-    try:
-        with gc_paused():
-            return _build_index(cfg, progress=progress, command=command)
-    finally:
-        lock.release()
-        Path(lock.lock_file).unlink(missing_ok=True)
+    check_output(out, overwrite=cfg.overwrite, kind=OUTPUT)  # refused before anything is read
+    # a second `curriculum index` to the same --out is refused at once
+    with exclusive(lock_beside(out, "index"), out, "index", IndexError_, remove=True), gc_paused():
+        tmp = prepare_output(out, overwrite=cfg.overwrite, kind=OUTPUT)
+        try:
+            return _build_index(cfg, tmp, progress=progress, command=command)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # what is left of it when the build failed
 
 
-def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> dict[str, Any]:
+def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | None) -> dict[str, Any]:
     import numpy as np
 
     cfg.validate()
@@ -123,11 +107,7 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
     cfg.dataset = dataset
     kind = get_kind(cfg.kind)
     out = Path(cfg.out)
-    _check_out(out, cfg.overwrite)
     t0 = time.perf_counter()
-    remove_orphans(out, ("tmp", "old"))
-    tmp = out.with_name(f".{out.name}.tmp-{owner_tag()}")
-    tmp.mkdir(parents=True)
     side = None
     try:
         side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, hashes, checksums")
@@ -199,11 +179,10 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
             "empty_queries": empty, "files": files,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-        _commit(tmp, out, cfg.overwrite)
+        commit_output(tmp, out, overwrite=cfg.overwrite, kind=OUTPUT)
     except BaseException:
         if side is not None:
             side.cancel()
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
     log.info("indexed %d passages (%d questions ranked) in %.1fs", found.passages, len(found.q_ids), t4 - t0)
     # timings are returned, not written: the same inputs make the same index, byte for byte
@@ -211,72 +190,23 @@ def _build_index(cfg: IndexConfig, *, progress: bool, command: str | None) -> di
                                     "wait": round(t3 - t2, 2), "rank": round(t4 - t3, 2)}}
 
 
-#: Marks an ``--overwrite`` in place (an index folder holding files the toolkit did not write) that has not
-#: finished: the old manifest, moved aside before any file is replaced, so a half-replaced folder never reads as
-#: an index, and a later ``--overwrite`` still knows it for one of the toolkit's.
-REPLACING = ".manifest.json.replacing"
+def _mismatch(manifest: Any) -> str | None:
+    if isinstance(manifest, dict) and manifest.get("kind") in (KIND, "bm25-index"):
+        return None
+    return "that is not an index's (kind 'index')"
 
 
-def _old_manifest(d: Path) -> dict[str, Any] | None:
-    for name in (MANIFEST, REPLACING):
-        try:
-            m = json.loads((d / name).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(m, dict) and m.get("kind") in (KIND, "bm25-index"):
-            return m
-    return None
-
-
-def _is_index(d: Path) -> bool:
-    return _old_manifest(d) is not None
-
-
-def _owned(manifest: dict[str, Any]) -> set[str]:
-    """The files an index's manifest says the toolkit wrote (itself included)."""
+def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
+    """The files an index's manifest says the toolkit wrote (its ``files``)."""
     files = manifest.get("files")
     names = {str(n) for n in files} if isinstance(files, (dict, list)) else set()
-    return {MANIFEST, REPLACING} | {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
+    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise IndexError_(f"--out {out} is a file", hint="choose another --out")
-    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise IndexError_(f"cannot create --out {out}: {blocker} is a file", hint="choose another --out")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise IndexError_(f"--out {out} exists", hint="pass --overwrite to replace it, or choose another --out")
-        if not _is_index(out):
-            raise IndexError_(f"--out {out} is not an index of this toolkit; --overwrite only replaces those",
-                              hint="choose another --out")
-
-
-def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Move the finished index into place. An old index holding only the toolkit's files is swapped out whole;
-    one holding files a user added (``notes.txt``, a ``mine/`` folder) keeps them, as builds do: only the files
-    its manifest lists are replaced (the new manifest last), and the kept ones are named in a warning."""
-    _check_out(out, overwrite)
-    if out.is_dir() and not any(out.iterdir()):
-        out.rmdir()
-    if out.exists():
-        old_manifest = _old_manifest(out)
-        assert old_manifest is not None  # _check_out refused anything else
-        owned = _owned(old_manifest)
-        kept = foreign_entries(out, owned)
-        if kept:
-            replace_in_place(tmp, out, owned, old_manifest)
-            log.warning("%s: replaced the index's files and kept %d the toolkit did not write: %s", out, len(kept),
-                        ", ".join(kept))
-            return
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{owner_tag()}")
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+#: An index as the commit protocol sees it (:mod:`rag_curriculum._commit`): its manifest (kind ``index``, or the
+#: first format's ``bm25-index``) owns the files it lists; a killed build of an earlier version left ``.OUT.tmp-*``.
+OUTPUT = OutputKind("an index of this toolkit", _mismatch, _owned, error=IndexError_,
+                    orphans=("partial", "old", "tmp"))
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Rewards and metrics: the RAG-RL completion parser, answer / citation / joint metrics, the RAG-RL reward, and
 the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL,
 and its names load on first use (module ``__getattr__``), each from its private module: a reward loads what it
-needs (a judge's backend, an embedder, an agent's trajectory parser) and nothing of the others.
+needs (a judge's backend, an embedder, the trajectory grammar) and nothing of the others.
 
 Metrics (used by partition and eval as well as by the rewards):
 
@@ -27,6 +27,9 @@ reference labels), :data:`THINK_SEARCH_PROMPT` and :data:`INFO_THINK_PROMPT` (ap
 GlobalRAG (docs/globalrag.md): :class:`GlobalRagReward` (``"globalrag"``: Eq. 7, w_t (0.1 R_form + 0.5 R_str +
 0.5 R_sem + 0.5 R_step) + R_answ, with ``"globalrag-format"``, ``"globalrag-structure"``, ``"globalrag-semantic"``,
 ``"globalrag-step"``, ``"globalrag-answer"``) and :func:`anneal_weight` (Eq. 6).
+
+Search-R1's own reward (docs/search-agents.md): :class:`SearchR1Reward` (``"search-r1"``: its ``qa_em``
+``compute_score_em`` on the decoded prompt plus response, bit for bit) and :func:`search_r1_score`.
 
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``.
@@ -76,6 +79,8 @@ _EXPORTS = {
     "REWARDS": "._registry", "get_reward": "._registry", "register_reward": "._registry",
     "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "get_parser": "._scoring",
     "is_abstention": "._scoring", "passage_labels": "._scoring", "score_completion": "._scoring",
+    "SearchR1Reward": "._search_r1", "search_r1_breakdown": "._search_r1", "search_r1_score": "._search_r1",
+    "search_r1_sequence": "._search_r1", "search_r1_target": "._search_r1",
     "INFO_THINK_PROMPT": "._veritas", "THINK_SEARCH_PROMPT": "._veritas", "VeritasJudge": "._veritas",
     "VeritasReward": "._veritas", "agreement": "._veritas", "lexical_judge": "._veritas", "read_labels": "._veritas",
     "think_answer": "._veritas", "trajectory_pairs": "._veritas",
@@ -120,6 +125,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         is_abstention,
         passage_labels,
         score_completion,
+    )
+    from ._search_r1 import (
+        SearchR1Reward,
+        search_r1_breakdown,
+        search_r1_score,
+        search_r1_sequence,
+        search_r1_target,
     )
     from ._veritas import (
         INFO_THINK_PROMPT,
@@ -183,6 +195,11 @@ __all__ = [
     "split_citations",
     "GlobalRagReward",
     "anneal_weight",
+    "SearchR1Reward",
+    "search_r1_breakdown",
+    "search_r1_score",
+    "search_r1_sequence",
+    "search_r1_target",
     "INFO_THINK_PROMPT",
     "THINK_SEARCH_PROMPT",
     "VeritasJudge",

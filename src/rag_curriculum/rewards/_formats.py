@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents._searchr1 import parse_trajectory
+from ..grammar import parse_trajectory
 from ..prompts import PromptTemplate, get_template
 from ..registry import Registry
 from . import _craft_format

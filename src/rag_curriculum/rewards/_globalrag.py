@@ -1,6 +1,6 @@
 """GlobalRAG's rewards (Luo et al., ``../shared/papers/globalrag.txt`` section 3.2, appendix E.4), batched.
 
-For a trajectory with plan graph G against the gold plan graph G̃ (:mod:`rag_curriculum.agents._globalrag`):
+For a trajectory with plan graph G against the gold plan graph G̃ (:mod:`rag_curriculum.grammar`):
 
 * **R_str** (Eq. 1) ``= exp(-GED(G, G̃) / (N_G̃ + E_G̃))``: networkx's exact ``graph_edit_distance`` on the
   directed dependency graphs, unit costs, nodes unlabelled (structure only);
@@ -10,7 +10,7 @@ For a trajectory with plan graph G against the gold plan graph G̃ (:mod:`rag_cu
   ``#k = answer`` bound to the matched predicted node; a missing sub-answer counts 0. ``|P_gold|`` counts the gold
   nodes whose sub-answer is known (HotpotQA comparison plans have none: R_step is 0 there, for every rollout);
 * **R_answ** (Eq. 4): exact match of the final ``<answer>`` (SQuAD normalisation, best over the aliases);
-* **R_form** (Eq. 5): 1 when :func:`~rag_curriculum.agents._globalrag.parse_globalrag` finds no format error;
+* **R_form** (Eq. 5): 1 when :func:`~rag_curriculum.grammar.parse_globalrag` finds no format error;
 * **R(t)** (Eq. 7) ``= w_t (α R_form + λ R_str + γ R_sem + δ R_step) + R_answ`` with (Eq. 6 / 15)
   ``w_t = 1 / (1 + exp((t - 0.9 T) / 10))``, t the trainer's global step (TRL's ``trainer_state.global_step``),
   T = 50 (appendix E.4), α = 0.1, λ = γ = δ = 0.5.
@@ -52,8 +52,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from .._metrics import answer_f1, answer_scores
-from ..agents._globalrag import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
 from ..errors import ConfigError, RewardInputError
+from ..grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
 from ._columns import batch_answers, check_columns, completion_texts, trajectory_column
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",

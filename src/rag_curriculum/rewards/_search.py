@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from .._metrics import answer_scores
-from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError, RewardInputError
+from ..grammar import parse_trajectory
 from ._columns import (
     batch_answers,
     check_columns,

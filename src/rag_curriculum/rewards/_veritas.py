@@ -67,9 +67,9 @@ from typing import Any, ClassVar, NamedTuple
 
 from .._metrics import answer_scores, normalize_answer
 from .._plumbing import derive_seed
-from ..agents._searchr1 import parse_trajectory
 from ..errors import ConfigError
 from ..generation._base import SamplingConfig
+from ..grammar import parse_trajectory
 from ._columns import (
     batch_answers,
     check_columns,

@@ -42,7 +42,6 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..agents import (
-    STOP,
     Retriever,
     RolloutConfig,
     SearchDifficulty,
@@ -54,6 +53,7 @@ from ..agents import (
 )
 from ..errors import ConfigError
 from ..generation._hf_backend import stop_kwargs
+from ..grammar import STOP
 from ..shards import PROMPT_TOKENS
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from ._progress import (
     rows_done,
 )
 from ._recipes import model_card, save_run_files
-from ._rewards import reward_funcs_from_config
+from ._rewards import reward_funcs_from_config, with_model_tokenizer
 from ._rollout import rollout_from_config, search_prompts
 from ._tools import environment_from_config
 from .adaptive import LEVELS_FILE, PLOT_FILE, make_hook, plot_levels, read_levels
@@ -533,6 +533,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
+    reward_funcs = with_model_tokenizer(reward_funcs, cfg.model.name_or_path)  # search-r1 decodes as the trainer
     trainer_cls, callback_cls = curriculum_classes()
     usable = len(dataset) - (plan.unseen_rows or 0)
     if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order

@@ -28,19 +28,26 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .._commit import files_under, owner_tag, remove_orphans
-from .._plumbing import atomic_write_text, held_or_refused, mask_secrets
-from ..agents import get_agent_template, information_block, open_retriever
+from .._commit import (
+    OutputKind,
+    check_output,
+    commit_output,
+    exclusive,
+    files_under,
+    lock_beside,
+    prepare_output,
+)
+from .._plumbing import atomic_write_text, mask_secrets
+from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
+from ..grammar import information_block
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (
@@ -296,7 +303,7 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
 
     cfg.validate()
     out = Path(cfg.out)
-    owned = _replaceable(out, cfg.overwrite)
+    check_output(out, overwrite=cfg.overwrite, kind=OUTPUT)
     every = read_rows(cfg.shards)
     rows = every[: cfg.rows]
     if not rows:
@@ -305,25 +312,16 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     information: list[str] = []
     if cfg.agent:  # the retriever is asked before anything is written
         information = _information(cfg, open_retriever(cfg.retriever), rows)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(f"cannot create {out}: a parent path is a file", hint="choose another --out") from None
-    lock = out.parent / f".{out.name}.warm.lock"
-    busy = partial(ConfigError, f"another `curriculum warm-start` is writing {out}",
-                   hint="wait for it to finish, or choose another --out")
     start = time.perf_counter()
-    with held_or_refused(lock, busy):
-        remove_orphans(out, kinds=("partial",))
-        work = out.parent / f".{out.name}.partial-{owner_tag()}"
-        work.mkdir()
+    with exclusive(lock_beside(out, "warm"), out, "warm-start", ConfigError, remove=True):
+        work = prepare_output(out, overwrite=cfg.overwrite, kind=OUTPUT)
         try:
             texts = _row_texts(every)
             if cfg.agent:
                 tmpl = get_agent_template(cfg.template)
                 texts += [tmpl.render(str(r["question"]))[0]["content"] for r in every] + information
             model_dir = cfg.model or str(make_tiny_model(
-                work / "init", texts, hidden_size=cfg.hidden_size, layers=cfg.layers, vocab_size=cfg.vocab_size,
+                work / INIT, texts, hidden_size=cfg.hidden_size, layers=cfg.layers, vocab_size=cfg.vocab_size,
                 seed=cfg.seed))
             if cfg.agent:
                 from transformers import AutoTokenizer
@@ -332,59 +330,36 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             else:
                 examples = _examples(cfg, rows)
             random.Random(cfg.seed).shuffle(examples)
-            done = work / "sft"
-            history = _sft(model_dir, examples, done, cfg)
+            history = _sft(model_dir, examples, work, cfg)
+            shutil.rmtree(work / INIT, ignore_errors=True)  # the model it started from is not the output
             losses = [h["loss"] for h in history if "loss" in h]
-            files = [f for f in files_under(done) if f != WARM_CARD]
-            atomic_write_text(done / WARM_CARD, json.dumps({
+            files = [f for f in files_under(work) if f != WARM_CARD]
+            atomic_write_text(work / WARM_CARD, json.dumps({
                 "settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files}, indent=2) + "\n")
-            _commit(done, out, owned)
+            commit_output(work, out, overwrite=cfg.overwrite, kind=OUTPUT)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-            lock.unlink(missing_ok=True)
     return WarmStartResult(out, len(examples), losses[0] if losses else float("nan"),
                            losses[-1] if losses else float("nan"), time.perf_counter() - start)
 
 
-def _replaceable(out: Path, overwrite: bool) -> set[str] | None:
-    """The files of an earlier warm start in ``out`` that ``--overwrite`` may replace (None: nothing there);
-    refused when ``out`` is not empty and either ``overwrite`` is off or it is not a warm start's output."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a folder", hint="choose another --out")
-    if not out.is_dir() or not any(out.iterdir()):
-        return None
-    if not overwrite:
-        raise ConfigError(f"--out {out} exists and is not empty", hint="choose another --out, or pass --overwrite")
-    try:
-        card = json.loads((out / WARM_CARD).read_text(encoding="utf-8"))
-        files = card["files"]
-        assert isinstance(files, list)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        raise ConfigError(f"--out {out} is not a warm start's output (no readable {WARM_CARD} listing its files); "
-                          "--overwrite replaces only those", hint="choose another --out, or remove it yourself") from None
-    return {str(f) for f in files if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+#: Inside the partial folder while the model is made: the tiny model the fine-tune starts from (removed before
+#: the commit).
+INIT = ".init"
 
 
-def _commit(done: Path, out: Path, owned: set[str] | None) -> None:
-    """Move the finished model into ``out``: whole when nothing is there; over an earlier warm start, its card
-    removed first (a half-replaced folder has none, so it is not taken for a warm start), its files replaced, the
-    files it did not write kept, the new card last."""
-    if owned is None:
-        if out.is_dir():
-            out.rmdir()  # empty
-        os.rename(done, out)
-        return
-    (out / WARM_CARD).unlink(missing_ok=True)
-    new = files_under(done)
-    for name in sorted(owned - set(new)):
-        (out / name).unlink(missing_ok=True)
-    for name in [n for n in new if n != WARM_CARD] + [WARM_CARD]:
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(done / name, out / name)
-    kept = [f for f in files_under(out) if f not in set(new)]
-    if kept:
-        log.warning("%s: replaced the earlier warm start's files and kept %d it did not write: %s", out, len(kept),
-                    ", ".join(kept))
+def _mismatch(card: Any) -> str | None:
+    files = card.get("files") if isinstance(card, dict) else None
+    return None if isinstance(files, list) else "that lists no files"
+
+
+def _owned(directory: Path, card: dict[str, Any]) -> set[str]:
+    return {str(f) for f in card["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+
+
+#: A warm start's model folder as the commit protocol sees it (:mod:`rag_curriculum._commit`): ``warm_start.json``
+#: (written last) lists the files the warm start wrote.
+OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD, error=ConfigError)
 
 
 def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmStartConfig) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ launch script (``recipes/verl/*.sh``)::
 
     python -m rag_curriculum.verl train-files outputs/musique-min-max   # ['/abs/part-00000.parquet', ...]
     python -m rag_curriculum.verl reward-path                           # /.../rag_curriculum/verl/rewards.py
+    python -m rag_curriculum.verl reward-manager-path                   # /.../verl/reward_manager.py (search-r1)
     python -m rag_curriculum.verl lengths outputs/musique-min-max --model MODEL      # the longest prompt
     python -m rag_curriculum.verl check-lengths outputs/musique-min-max --model MODEL \\
         --prompt-length 6144 --response-length 800 [VERL_OVERRIDES...]
@@ -85,11 +86,12 @@ def hydra_list(paths: Sequence[str]) -> str:
     return "[" + ",".join(f"'{p}'" for p in paths) + "]"
 
 
-def reward_path() -> str:
-    """The file verl loads the rewards from (``rag_curriculum/verl/rewards.py``; ``compute_score`` and the others)."""
-    spec = importlib.util.find_spec("rag_curriculum.verl.rewards")
+def reward_path(module: str = "rewards") -> str:
+    """The file verl loads the rewards from (``rag_curriculum/verl/rewards.py``; ``compute_score`` and the others),
+    or, with ``module="reward_manager"``, Search-R1's reward manager (``reward.reward_manager.module.path``)."""
+    spec = importlib.util.find_spec(f"rag_curriculum.verl.{module}")
     if spec is None or not spec.origin:  # pragma: no cover - a broken install
-        raise ImportError("rag_curriculum.verl.rewards is not importable")
+        raise ImportError(f"rag_curriculum.verl.{module} is not importable")
     return spec.origin
 
 
@@ -144,7 +146,7 @@ def verl_limits(prompt_length: int, response_length: int, overrides: Mapping[str
     return limits
 
 
-USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-path\n"
+USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-path | reward-manager-path\n"
          "       | lengths SHARD_DIR [--model MODEL] [VERL_OVERRIDES...]\n"
          "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] "
          "[VERL_OVERRIDES...]\n"
@@ -287,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args == ["reward-path"]:
         sys.stdout.write(reward_path() + "\n")
+        return 0
+    if args == ["reward-manager-path"]:  # Search-R1's decoding (verl/reward_manager.py), for reward=search-r1
+        sys.stdout.write(reward_path("reward_manager") + "\n")
         return 0
     if args[:1] == ["lengths"]:
         return check_lengths_main(args[1:], derive_only=True)

@@ -12,7 +12,11 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
 * :func:`compute_craft_score`: CRAFT without its judge (:class:`~rag_curriculum.rewards.CraftReward`), on rows built
   with a ``craft-v*`` template;
 * :func:`compute_search_score`: Search-R1's exact match (or F1) of the last answer, on search-agent rows
-  (``recipes/verl/run_search_r1.sh``);
+  (``recipes/verl/run_search_r1.sh``), the toolkit's strict reading;
+* :func:`compute_search_r1_score`: Search-R1's own reward bit for bit (its ``qa_em.compute_score_em`` on the decoded
+  prompt plus response), with the reward manager that decodes as Search-R1's does
+  (:class:`rag_curriculum.verl.reward_manager.SearchR1RewardManager`; ``REWARD=search-r1`` in
+  ``recipes/verl/run_search_r1.sh``);
 * :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.rewards.GlobalRagReward`)
   (``recipes/verl/globalrag_grpo.sh``);
 * :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.rewards.VeritasReward`)
@@ -43,16 +47,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rag_curriculum._metrics import answer_scores
-from rag_curriculum.agents._searchr1 import parse_trajectory
 from rag_curriculum.errors import ConfigError
+from rag_curriculum.grammar import parse_trajectory
 from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_gold_labels, verl_answers
 from rag_curriculum.rewards._craft import CraftReward
 from rag_curriculum.rewards._globalrag import GlobalRagBreakdown, GlobalRagReward
 from rag_curriculum.rewards._rag_rl import RagRlReward
+from rag_curriculum.rewards._search_r1 import search_r1_breakdown, search_r1_target
 from rag_curriculum.rewards._veritas import VeritasReward
 
-__all__ = ["StepClock", "compute_craft_score", "compute_globalrag_score", "compute_score", "compute_search_score",
-           "compute_veritas_score", "training_step", "verl_segments"]
+__all__ = ["StepClock", "compute_craft_score", "compute_globalrag_score", "compute_score", "compute_search_r1_score",
+           "compute_search_score", "compute_veritas_score", "training_step", "verl_segments"]
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +229,54 @@ def compute_search_score(
         "answered": float(parsed.answer is not None),
         "searches": float(len(parsed.of("search"))),
     }
+
+
+# --- Search-R1's own reward: compute_search_r1_score ----------------------------------------------------------
+def compute_search_r1_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    prompt_str: str | None = None,
+    format_score: float = 0.0,
+    score: float = 1.0,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.rewards._search_r1`) for verl:
+    ``compute_score_em(prompt_str + solution_str, ground_truth, format_score, score)`` of its ``qa_em.py``, bit for
+    bit. The result: ``score``, ``acc`` (the extracted answer matched a gold answer), ``extracted`` (an answer was
+    read: two ``<answer>`` matches at least) and ``from_prompt`` (the answer read was the prompt's own example).
+
+    Search-R1 scores the prompt and the response decoded together, special tokens kept; verl's own managers hand a
+    reward the response alone (``skip_special_tokens``), so this function needs ``prompt_str``, which
+    :class:`rag_curriculum.verl.reward_manager.SearchR1RewardManager` passes (it decodes as Search-R1's manager
+    does): called without it, it refuses rather than score the response alone (where a single ``<answer>`` is no
+    answer). The gold answers: ``ground_truth["target"]`` as it is (the rows the toolkit builds carry it, as
+    Search-R1's data files do), else the toolkit's ``answers``; none is an error naming the row.
+
+    >>> p = "<|im_start|>user\\nAnswer inside <answer> and </answer>, e.g. <answer> Beijing </answer>.<|im_end|>\\n"
+    >>> compute_search_r1_score("nq", "<answer> Paris </answer><|im_end|>", {"target": ["Paris"]}, prompt_str=p)
+    {'score': 1.0, 'acc': 1.0, 'extracted': 1.0, 'from_prompt': 0.0}
+    >>> compute_search_r1_score("nq", "<think>?</think>", {"target": ["Paris"]}, prompt_str=p, format_score=0.1)
+    {'score': 0.1, 'acc': 0.0, 'extracted': 1.0, 'from_prompt': 1.0}
+    """
+    if prompt_str is None:
+        raise ConfigError("compute_search_r1_score scores the prompt and the response decoded together, as "
+                          "Search-R1's reward manager does, and verl's manager handed it the response alone",
+                          hint="set reward.reward_manager.source=importlib, reward.reward_manager.name="
+                               "SearchR1RewardManager and reward.reward_manager.module.path=$(python -m "
+                               "rag_curriculum.verl reward-manager-path) (REWARD=search-r1 bash "
+                               "recipes/verl/run_search_r1.sh sets them)")
+    where = f"data_source {data_source!r}"
+    if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
+        where += f", extra_info.index {extra_info.get('index')}"
+    target = search_r1_target({"ground_truth": ground_truth}, where=where)
+    text = prompt_str + (solution_str or "")
+    b = search_r1_breakdown(text, target, response_start=len(prompt_str), format_score=float(format_score),
+                            score=float(score))
+    return {"score": b.score, "acc": b.exact_match, "extracted": float(b.answer is not None),
+            "from_prompt": float(b.from_prompt)}
 
 
 # --- VERITAS: compute_veritas_score -----------------------------------------------------------------------------

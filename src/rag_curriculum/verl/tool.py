@@ -13,7 +13,7 @@ Two pieces, both loaded by verl from its own configuration (this module imports 
 * :class:`SearchR1ToolParser`, registered in verl as the tool-call format ``search-r1``
   (``actor_rollout_ref.rollout.multi_turn.format=search-r1``): the Search-R1 tag protocol instead of a chat
   template's native tool calls. The turn is read up to its first ``</search>`` or ``</answer>`` and classified by
-  the toolkit's turn parser (:func:`~rag_curriculum.agents.parse_turn`): only a well-formed, non-empty
+  the toolkit's turn parser (:func:`~rag_curriculum.grammar.parse_turn`): only a well-formed, non-empty
   ``<search>`` becomes a call; a malformed or unclosed tag, or an ``<information>`` block the model wrote itself,
   is no call (and is logged with its error type), never a silent search.
 
@@ -39,7 +39,6 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from .._plumbing import derive_seed
 from ..agents import (
     NO_RESULTS,
-    STOP,
     Hit,
     HttpRetriever,
     Retriever,
@@ -47,10 +46,10 @@ from ..agents import (
     SearchDifficulty,
     doc_lines,
     open_retriever,
-    parse_turn,
 )
 from ..errors import ConfigError, CurriculumError
 from ..generation._base import cut_at_stop
+from ..grammar import STOP, parse_turn
 
 __all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
 
