@@ -17,7 +17,8 @@ The generator's three knobs (passages per topic template, the jitter, the centre
 the factories (a graph, a partition and a product quantiser: ``FIT``), the best of a grid; every other factory
 and setting is held out, measured only once the knobs are fixed.
 
-    python bench/bench_dense_calibrate.py [--data DIR] [--sets minilm,e5small,concat] [--save-models DIR]
+    python bench/bench_dense_calibrate.py [--data DIR] [--sets minilm,e5small,concat] [--save-models DIR] [--skip OPQ]
+        [--cluster-size 10 --jitter 0.3 --spread 0.85]  (one setting: no search)
 """
 
 from __future__ import annotations
@@ -107,16 +108,17 @@ def build(factory: str, x: np.ndarray, seed: int = 0):
     return index
 
 
-def measure(x: np.ndarray, q: np.ndarray, specs: list[tuple[str, dict]], *, self_rows: np.ndarray | None = None
-            ) -> list[float]:
+def measure(x: np.ndarray, q: np.ndarray, specs: list[tuple[str, dict]], *, self_rows: np.ndarray | None = None,
+            built: dict | None = None) -> list[float]:
     """recall@10 of each (factory, settings) with queries ``q``; with ``self_rows`` (the queries are those rows of
-    ``x``), each query's own row left out of both rankings, as ``--target-recall`` does without --tune-queries."""
+    ``x``), each query's own row left out of both rankings, as ``--target-recall`` does without --tune-queries.
+    ``built``: the indexes already trained and filled on ``x`` (by factory; filled in as they are built)."""
     from rag_curriculum.retrieval._dense import _set_params, _without_self, ranked
 
     extra = 0 if self_rows is None else 1
     want = _without_self(exact(x, q, 10 + extra), self_rows, 10)
     halves = Halves(x)
-    built: dict[str, object] = {}
+    built = {} if built is None else built
     out = []
     for factory, params in specs:
         if factory not in built:
@@ -157,6 +159,8 @@ def main() -> None:
     ap.add_argument("--spread", default="0.7,0.85,1", help="topic centres' spread, share of the real (searched)")
     ap.add_argument("--nlist", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip", default="", help="leave out the factories containing these strings (a list: "
+                    "'OPQ' leaves out OPQ, whose training is the slowest)")
     ap.add_argument("--save-models", default=None, help="a folder to save each fitted model in (.npz)")
     args = ap.parse_args()
     grid = [(float(c), float(j), float(s)) for c in args.cluster_size.split(",") for j in args.jitter.split(",")
@@ -164,10 +168,12 @@ def main() -> None:
     for name, (x, q, gold) in real_sets(Path(args.data), args.sets.split(",")).items():
         t = time.perf_counter()
         d = x.shape[1]
-        specs = factories(d, args.nlist)
+        specs = [(f, p) for f, p in factories(d, args.nlist)
+                 if not any(w and w in f for w in args.skip.split(","))]
         fitting = [i for i, (f, p) in enumerate(specs) if (f.replace(f"IVF{args.nlist}", "IVF{nlist}")
-                   .replace(f"PQ{d // 24}", "PQ{small}"), _knob(p)) in FIT]
-        real = measure(x, q, specs)
+                   .replace(f"PQ{d // 24}", "PQ{small}"), _knob(p)) in FIT and len(grid) > 1]
+        on_real: dict = {}
+        real = measure(x, q, specs, built=on_real)
         print(f"\n{name}: {len(x):,} real passages, {len(q):,} questions, dimension {d}", flush=True)
         best = None
         if len(grid) > 1:  # the knobs chosen on the fitting factories only; the others are held out
@@ -190,7 +196,7 @@ def main() -> None:
             np.savez(Path(args.save_models) / f"{name}.npz", **vars(model))
         gen = measure(gx, gq, specs)
         rows = np.sort(np.random.default_rng(args.seed + 1).choice(len(x), size=min(1000, len(x)), replace=False))
-        own = measure(x, x[rows], specs, self_rows=rows)  # what --target-recall measures without --tune-queries
+        own = measure(x, x[rows], specs, self_rows=rows, built=on_real)  # what --target-recall measures without --tune-queries
         rs, gs = stats(x, q), stats(gx, gq)
         print(f"{name}: the generator with topics of {knobs[0]:g} passages ({model.topics:,} templates), jitter "
               f"{knobs[1]:g}, spread {knobs[2]:g}; {time.perf_counter() - t:.0f} s", flush=True)
