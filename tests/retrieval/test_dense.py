@@ -449,3 +449,30 @@ def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir
     assert r.exit_code == code and lines[0].startswith("error: ") and says in r.output, r.output
     assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("hint: ")), r.output
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
+
+
+def test_ivf_pq_is_trained_without_polysemous_training_and_ranks_the_same():
+    """FAISS's factory turns polysemous training on for IVF-PQ: a reordering of the PQ's centroids for a Hamming
+    pre-filter the toolkit never uses, ten times the rest of the training. The toolkit's training turns it off; the
+    rankings are those of the index trained with it."""
+    import faiss
+
+    from rag_curriculum.retrieval._dense import _seeded
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3000, 16), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    built = []
+    for polysemous in (False, True):
+        index = faiss.index_factory(16, "IVF8,PQ2", faiss.METRIC_INNER_PRODUCT)
+        _seeded(index, 0)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        assert ivf.do_polysemous_training is False
+        ivf.do_polysemous_training = polysemous
+        index.train(x)
+        index.add(x)
+        ivf.nprobe = 8
+        built.append(index.search(x[:200], 10))
+    (d0, i0), (d1, i1) = built
+    assert (i0 == i1).all()
+    assert np.allclose(d0, d1, atol=1e-5)
