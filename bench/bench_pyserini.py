@@ -1,29 +1,31 @@
 """BM25 against pyserini itself (Search-R1's BM25 backend), side by side on the same corpus and the same queries, in
-one run, one core each.
+one run: build time, peak memory and size on disk of both indexes, queries/s per core, start-up to healthy.
 
 1. The corpus: ``--passages`` passages of bench/bench_serve_wiki.py's corpus (the HotpotQA-train-sized input's
    paragraphs, perturbed group by group), written in Search-R1's wiki-18 layout (``{"id", "contents":
-   "\\"Title\\"\\ntext"}``), made once under the temp folder.
-2. The indexes: pyserini's Lucene index of it (``python -m pyserini.index.lucene --collection JsonCollection
-   --generator DefaultLuceneDocumentGenerator --storeRaw --threads 1``, as Search-R1's index builder runs it, with
-   the raw documents stored so a hit's document can be read as Search-R1's server reads it), and ``curriculum index
-   --corpus`` (the default backend); wall time and peak memory of each build.
-3. The queries: ``--queries`` questions of the input, each engine in its own process pinned to one CPU: pyserini's
-   ``LuceneSearcher.search(q, k)`` one query at a time, each hit's raw document parsed (Search-R1's
-   ``retrieval_server.py``); the toolkit's index one query at a time (``retrieve_many([q], k, threads=1)`` and the
-   hits' documents), and all queries in one call on one thread. Each engine runs the queries once untimed first
-   (the JVM warm, each index's pages in the page cache), then timed. ``--repeats`` rounds, the engines
-   alternating; the ratio per round.
+   "\\"Title\\"\\ntext"}``), made once under ``--work`` (default: the temp folder).
+2. The indexes: pyserini's Lucene index, built as Search-R1's ``index_builder.py`` runs it (``python -m
+   pyserini.index.lucene --collection JsonCollection --generator DefaultLuceneDocumentGenerator --threads N``;
+   ``--store-raw`` adds ``--storeRaw``), and ``curriculum index --corpus`` with ``--bm25 PRESET`` (``lucene``, the
+   default here and what ``auto`` picks for this layout; or ``bm25s``); each build's wall time and peak resident
+   memory (the toolkit's: its main process plus its passage-side worker, which run at once), and each index's
+   bytes on disk (the toolkit's split into its BM25 files, its passage store and the rest).
+3. The queries: ``--queries`` questions of the input, each engine in its own process pinned to one CPU:
+   pyserini's ``LuceneSearcher.search(q, k)`` one query at a time, each hit's document read as Search-R1's
+   ``retrieval_server.py`` reads it (``doc(docid).raw()`` from an index with raw documents, else the corpus line by
+   docid, in memory); the toolkit's index one query at a time (``retrieve_many([q], k, threads=1)`` and the hits'
+   documents), and all queries in one call on one thread. Each engine runs the queries once untimed first (the JVM
+   warm, each index's pages in the page cache), then timed; ``--repeats`` rounds, the engines alternating; the
+   ratio per round. The first untimed pass also compares the two engines' lists: with ``--bm25 lucene`` they are
+   the same ids in the same order (and scores) for nearly every query (bench/bench_lucene_parity.py measures parity
+   at top 10 on every question).
 4. Start-up to healthy: ``curriculum serve`` polled on ``/health``, first with the compiled search's cache cleared,
    then again (cached).
 
-pyserini needs a JDK 11+ and its own environment (its dependencies clash with the toolkit's); give its Python with
-``--pyserini-python`` (made e.g. by ``python -m venv /tmp/pyserini && /tmp/pyserini/bin/pip install
-pyserini==0.22.1 --no-deps && /tmp/pyserini/bin/pip install pyjnius numpy pandas tqdm requests scipy faiss-cpu
-torch transformers scikit-learn onnxruntime``, with ``JAVA_HOME`` set). Without it the script says what is missing
-and stops.
+pyserini needs a JDK 11+ and its own environment (its dependencies clash with the toolkit's): give its Python with
+``--pyserini-python`` (scripts/setup_pyserini.sh makes one). Without it the script says what is missing and stops.
 
-    python bench/bench_pyserini.py --pyserini-python /tmp/pyserini/bin/python [--passages 453600] [--queries 2000]
+    python bench/bench_pyserini.py --pyserini-python PY [--passages 453600] [--queries 2000] [--bm25 lucene]
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import HOTPOT_TRAIN_RECORDS, ROOT, run_child, seconds_to_healthy
+from _common import HOTPOT_TRAIN_RECORDS, ROOT, seconds_to_healthy
 from bench_index import synth_file
 from bench_serve_wiki import corpus_file
 
@@ -48,16 +50,27 @@ os.sched_setaffinity(0, {{0}})
 from pyserini.search.lucene import LuceneSearcher
 s = LuceneSearcher({index!r})
 qs = json.load(open({queries!r}))
+raw = s.doc(0) is not None and s.doc(0).raw() is not None
+corpus = None
+if not raw:  # Search-R1's server reads the passages from the corpus when the index has no raw documents
+    corpus = {{}}
+    with open({corpus!r}, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            corpus[rec["id"]] = rec
+def docs(hits):
+    return [json.loads(s.doc(h.docid).raw()) if raw else corpus[h.docid] for h in hits]
+lists = []
 for q in qs:  # one untimed pass, as for the toolkit: the JVM warm, the index's pages in the page cache
-    [s.doc(h.docid).raw() for h in s.search(q, k={k})]
+    hits = s.search(q, k={k})
+    docs(hits)
+    lists.append([[h.docid, h.score] for h in hits])
 t = time.perf_counter()
 n = 0
 for q in qs:
-    hits = s.search(q, k={k})
-    docs = [json.loads(s.doc(h.docid).raw()) for h in hits]  # Search-R1's server reads each hit's raw document
-    n += len(docs)
+    n += len(docs(s.search(q, k={k})))
 dt = time.perf_counter() - t
-print(json.dumps({{"qps": len(qs) / dt, "docs": n}}))
+print(json.dumps({{"qps": len(qs) / dt, "docs": n, "lists": lists}}))
 """
 
 OURS_QUERY = r"""
@@ -67,9 +80,12 @@ from rag_curriculum.retrieval import load_index
 ix = load_index({index!r}, threads=1)
 ix.warm()
 qs = json.load(open({queries!r}))
+lists = []
 for q in qs:  # one untimed pass, as for pyserini: the index's pages in the page cache
-    ids, _ = ix.retrieve_many([q], {k}, threads=1)
-    ix.documents(ids[0][ids[0] >= 0])
+    ids, scores = ix.retrieve_many([q], {k}, threads=1)
+    got = ids[0] >= 0
+    docs = ix.documents(ids[0][got])
+    lists.append([[d[0], float(s)] for d, s in zip(docs, scores[0][got])])
 t = time.perf_counter()
 n = 0
 for q in qs:
@@ -79,13 +95,30 @@ one = len(qs) / (time.perf_counter() - t)
 t = time.perf_counter()
 ids, _ = ix.retrieve_many(qs, {k}, threads=1)
 batch = len(qs) / (time.perf_counter() - t)
-print(json.dumps({{"qps": one, "batch_qps": batch, "docs": n, "backend": ix.backend}}))
+print(json.dumps({{"qps": one, "batch_qps": batch, "docs": n, "backend": ix.backend, "lists": lists}}))
+"""
+
+OURS_BUILD = r"""
+import json, resource, time
+from rag_curriculum.retrieval import IndexConfig, build_index
+t = time.perf_counter()
+m = build_index(IndexConfig(corpus={corpus!r}, out={out!r}, overwrite=True, bm25={bm25!r}, depth=10))
+wall = time.perf_counter() - t
+# VmHWM, this process's own peak: ru_maxrss would keep the peak of the bench process that started it (Linux keeps
+# it across exec), about 3 GB once it has read the synthetic input's questions
+hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the passage-side worker (forked: its own peak)
+print(json.dumps({{"wall": wall, "peak_mb": hwm / 1024, "worker_peak_mb": kids.ru_maxrss / 1024,
+                  "seconds": m["seconds"], "vocab": m.get("vocab_size"), "postings": m.get("postings")}}))
 """
 
 
-def searchr1_corpus(passages: int) -> Path:
-    """bench_serve_wiki's corpus in Search-R1's layout, made once."""
-    path = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-wiki-{passages}.searchr1.jsonl"
+STORE_FILES = ("passages.bin", "norms.bin", "passage_keys.npy")  # the passage store (retrieval/_store.py)
+
+
+def searchr1_corpus(passages: int, work: Path) -> Path:
+    """bench_serve_wiki's corpus in Search-R1's layout, made once (under ``work``)."""
+    path = work / f"rag-curriculum-bench-wiki-{passages}.searchr1.jsonl"
     if path.exists():
         return path
     src = corpus_file(synth_file(HOTPOT_TRAIN_RECORDS), passages)
@@ -103,59 +136,96 @@ def _last_json(out: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.3f} GB"
+
+
+def build_pyserini(py: Path, corpus: Path, index: Path, threads: int, store_raw: bool) -> dict:
+    docs = index.with_name(index.name + "-input")
+    docs.mkdir(exist_ok=True)
+    link = docs / "corpus.jsonl"
+    if not link.exists():
+        link.symlink_to(corpus)
+    argv = [str(py), "-m", "pyserini.index.lucene", "--collection", "JsonCollection", "--input", str(docs),
+            "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads)]
+    if store_raw:
+        argv.append("--storeRaw")
+    t = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "PEAK_KB %M", *argv], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode:
+        sys.exit(r.stderr[-3000:])
+    peak = next((int(x.split()[1]) for x in r.stderr.splitlines() if x.startswith("PEAK_KB")), 0)
+    return {"wall": wall, "peak_mb": peak / 1024}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pyserini-python", type=Path, help="a Python with pyserini 0.22.1 (and JAVA_HOME set)")
+    ap.add_argument("--pyserini-python", type=Path, help="a Python with pyserini (and a JDK 11+ on PATH)")
     ap.add_argument("--passages", type=int, default=453_600)
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--bm25", default="lucene", choices=("lucene", "bm25s"), help="the toolkit's BM25 preset")
+    ap.add_argument("--threads", type=int, default=1, help="pyserini's indexing threads")
+    ap.add_argument("--store-raw", action="store_true", help="pyserini's index keeps the raw documents")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()), help="where corpus and indexes go")
     ap.add_argument("--keep", action="store_true", help="keep both indexes (a later run reuses them)")
     args = ap.parse_args()
     py = args.pyserini_python
     if py is None or subprocess.run([str(py), "-c", "from pyserini.search.lucene import LuceneSearcher"],
                                     capture_output=True).returncode != 0:
-        sys.exit("pyserini is not importable: give --pyserini-python (see this script's docstring), with JAVA_HOME "
-                 "set to a JDK 11+")
-    corpus = searchr1_corpus(args.passages)
-    tmp = Path(tempfile.gettempdir())
-    ours, theirs = tmp / f"rag-curriculum-bench-bm25-{args.passages}", tmp / f"rag-curriculum-bench-lucene-{args.passages}"
-    queries = tmp / f"rag-curriculum-bench-queries-{args.queries}.json"
+        sys.exit("pyserini is not importable: give --pyserini-python (scripts/setup_pyserini.sh makes one), with a "
+                 "JDK 11+ on PATH")
+    args.work.mkdir(parents=True, exist_ok=True)
+    corpus = searchr1_corpus(args.passages, args.work)
+    tag = f"{args.passages}-{args.bm25}"
+    ours = args.work / f"rag-curriculum-bench-bm25-{tag}"
+    theirs = args.work / f"rag-curriculum-bench-lucene-{args.passages}{'-raw' if args.store_raw else ''}"
+    queries = args.work / f"rag-curriculum-bench-queries-{args.queries}.json"
     questions = [r["question"] for r in json.loads(synth_file(HOTPOT_TRAIN_RECORDS).read_text())[:args.queries]]
     queries.write_text(json.dumps(questions))
     try:
         if not (ours / "manifest.json").exists():
-            got = run_child(f"from rag_curriculum.retrieval import IndexConfig, build_index\n"
-                            f"build_index(IndexConfig(corpus={str(corpus)!r}, out={str(ours)!r}, overwrite=True))")
-            print(f"curriculum index: {got['wall']:,.0f} s, peak RSS {got['peak_mb']:,.0f} MB", flush=True)
+            r = subprocess.run([sys.executable, "-c", OURS_BUILD.format(corpus=str(corpus), out=str(ours),
+                                                                        bm25=args.bm25)],
+                               capture_output=True, text=True, check=True)
+            got = _last_json(r.stdout)
+            print(f"curriculum index --bm25 {args.bm25}: {got['wall']:,.0f} s ({got['seconds']}), peak RSS "
+                  f"{got['peak_mb']:,.0f} MB + passage worker {got['worker_peak_mb']:,.0f} MB; vocabulary "
+                  f"{got['vocab']:,}, {got['postings']:,} postings", flush=True)
         if not theirs.exists():
-            docs = tmp / f"rag-curriculum-bench-lucene-input-{args.passages}"
-            docs.mkdir(exist_ok=True)
-            link = docs / "corpus.jsonl"
-            if not link.exists():
-                link.symlink_to(corpus)
-            t = time.perf_counter()
-            r = subprocess.run([str(py), "-m", "pyserini.index.lucene", "--collection", "JsonCollection", "--input",
-                                str(docs), "--index", str(theirs), "--generator", "DefaultLuceneDocumentGenerator",
-                                "--threads", "1", "--storeRaw"], capture_output=True, text=True)
-            if r.returncode:
-                sys.exit(r.stderr[-3000:])
-            print(f"pyserini index (1 thread): {time.perf_counter() - t:,.0f} s", flush=True)
+            got = build_pyserini(py, corpus, theirs, args.threads, args.store_raw)
+            print(f"pyserini index ({args.threads} thread{'s' if args.threads > 1 else ''}"
+                  f"{', raw documents' if args.store_raw else ''}): {got['wall']:,.0f} s, peak RSS "
+                  f"{got['peak_mb']:,.0f} MB", flush=True)
         m = json.loads((ours / "manifest.json").read_text())
+        bm25_b, total_b, lucene_b = _bytes(ours / "bm25"), _bytes(ours), _bytes(theirs)
+        store_b = sum(_bytes(ours / f) for f in STORE_FILES if (ours / f).exists())
+        print(f"on disk: curriculum {_gb(total_b)} (BM25 {_gb(bm25_b)}, passages {_gb(store_b)}, the rest "
+              f"{_gb(total_b - bm25_b - store_b)}); pyserini {_gb(lucene_b)}: {total_b / lucene_b:.2f}x in all, BM25 "
+              f"alone {bm25_b / lucene_b:.2f}x", flush=True)
         print(f"{m['passages']:,} passages (vocabulary {m['vocab_size']:,}); {len(questions):,} queries, top {args.k}, "
               "one core each", flush=True)
         for rnd in range(args.repeats):
             a = _last_json(subprocess.run([str(py), "-c", PYSERINI_QUERY.format(index=str(theirs), queries=str(queries),
-                                                                                 k=args.k)],
+                                                                                 corpus=str(corpus), k=args.k)],
                                           capture_output=True, text=True, check=True).stdout)
             b = _last_json(subprocess.run([sys.executable, "-c", OURS_QUERY.format(index=str(ours), queries=str(queries),
                                                                                   k=args.k)],
                                           capture_output=True, text=True, check=True).stdout)
+            if rnd == 0:
+                same = sum([d for d, _ in x] == [d for d, _ in y] for x, y in zip(a["lists"], b["lists"], strict=True))
+                print(f"the same top-{args.k} lists (ids, order): {same:,} of {len(questions):,} queries", flush=True)
             print(f"round {rnd + 1}: pyserini {a['qps']:8.1f} q/s | curriculum ({b['backend']}) one at a time "
                   f"{b['qps']:8.1f} q/s = {b['qps'] / a['qps']:5.1f}x, batched {b['batch_qps']:8.1f} q/s = "
                   f"{b['batch_qps'] / a['qps']:5.1f}x", flush=True)
         cache = ROOT / "src" / "rag_curriculum" / "retrieval" / "__pycache__"
-        for f in cache.glob("_bm25_numba*.nb*"):
+        for f in cache.glob("*.nb*"):
             f.unlink()
         serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(ours), "--port", "8791"]
         first, again = seconds_to_healthy(serve, 8791), seconds_to_healthy(serve, 8791)

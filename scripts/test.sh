@@ -5,6 +5,9 @@
 #   vllm  .venv-vllm  the real vLLM engine (its CPU build): backend, partition and eval CLIs, `vllm serve`
 #   verl  .venv-verl  verl 0.9.1's own dataset, sampler, data loader and reward loop on the toolkit's shards
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
+#   pyserini .venv-pyserini  pyserini 0.25.0 (Lucene 9.9.1) beside the toolkit's BM25: the Lucene preset's parity
+#                     with Search-R1's BM25 retriever; skipped, saying so, where there is no Java (`java` on PATH or
+#                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
 #   trl-newest .venv-trl-newest  (not by default; a scheduled job) the trainer's tests against the newest TRL the
 #                     pin allows: the toolkit's GRPOTrainer overrides two private TRL methods (train/_trainer.py)
@@ -16,7 +19,7 @@
 #   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-TIERS=${TIERS:-main vllm verl core}
+TIERS=${TIERS:-main vllm verl core pyserini}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
@@ -24,14 +27,17 @@ PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 # The tests that drive TRL's GRPOTrainer (the trl-newest tier runs them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
-# What each tier runs and how long it took on a fresh clone of a 2-core CI machine (docs/development.md; a loaded
-# machine takes up to twice as long): said before the tier starts.
+# What each tier runs and how long it took on a 2-core machine, with the load it was measured at
+# (docs/development.md): said before the tier starts, with this machine's own last run of the tier when there is
+# one (.test-times, written at the end of each tier: its seconds, the load average when it started, the commit).
+TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 10 min (600 s measured, setup included)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 26 min (1,580 s measured on 2 cores, setup included; load not recorded)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
+    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (45 s of tests measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
     trl-newest) echo "the trainer's tests against the newest TRL the pin allows in .venv-trl-newest; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
@@ -40,8 +46,15 @@ about() {
 setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
 chain=""
 trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true; rm -rf "$setups"' EXIT
+# Java for pyserini: $JAVA_HOME/bin/java, else `java` on PATH (JAVA=CMD: another command)
+have_java() {
+  if [ -n "${JAVA:-}" ]; then command -v "$JAVA" >/dev/null; return; fi
+  [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ] && return 0
+  command -v java >/dev/null
+}
 engine_setups() {  # never two pip installs of this tree at once: after the main tier's, one after another
-  for t in vllm verl core; do
+  for t in vllm verl core pyserini; do
+    [ "$t" != pyserini ] || have_java || continue  # its tier is skipped: no environment to make
     case " $TIERS " in *" $t "*)
       rc=0
       bash "scripts/setup_$t.sh" >"$setups/$t.log" 2>&1 || rc=$?
@@ -61,7 +74,10 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
 n_tiers=$(echo $TIERS | wc -w); i=0
 for tier in $TIERS; do
   start=$SECONDS; i=$((i + 1))
-  echo "== tier $tier ($i of $n_tiers): $(about "$tier")"
+  last=$(grep "^$tier " "$TIMES" 2>/dev/null | tail -1 || true)
+  here=${last:+; last run here: $(echo "$last" | awk '{printf "%s s at load %s (%s)", $2, $3, $4}')}
+  load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
+  echo "== tier $tier ($i of $n_tiers): $(about "$tier")$here"
   case $tier in
     main)
       bash scripts/setup.sh
@@ -72,6 +88,12 @@ for tier in $TIERS; do
     vllm) setup vllm; .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
     verl) setup verl; .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
     core) setup core; .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
+    pyserini)
+      if ! have_java; then
+        echo "tier pyserini: skipped: no Java here (pyserini runs Lucene in a JVM: install a JDK or JRE, 11 or later, or set JAVA_HOME)"
+        continue
+      fi
+      setup pyserini; .venv-pyserini/bin/python "${PYTEST[@]}" tests/tier_pyserini ;;
     notrain)
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
@@ -79,7 +101,8 @@ for tier in $TIERS; do
     trl-newest)
       bash scripts/setup_trl_newest.sh
       .venv-trl-newest/bin/python "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, notrain, trl-newest)" >&2; exit 2 ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest)" >&2; exit 2 ;;
   esac
-  echo "tier $tier: passed in $((SECONDS - start)) s (setup included)"
+  echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
+  echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"
 done

@@ -86,6 +86,6 @@ def test_the_temporary_folders_of_killed_runs_are_removed_by_the_next_run(shared
     other_out = tmp_path / f".other.tmp-{dead}-0a1b2c3d"  # another output's: not this run's to clean
     for d in (legacy, tagged, old, live, other_out, elsewhere):
         d.mkdir()
-        (d / "passages.arrow").write_bytes(b"half")
+        (d / "passages.bin").write_bytes(b"half")
     assert index(out).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, live.name, other_out.name, elsewhere.name])

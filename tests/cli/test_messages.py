@@ -146,9 +146,9 @@ def test_validate_checks_an_index(index_dir, tmp_path):
     assert "schema_version" not in r.output
     broken = tmp_path / "idx"
     shutil.copytree(index_dir, broken)
-    (broken / "passages.arrow").write_bytes(b"cut")
+    (broken / "passages.bin").write_bytes(b"cut")
     line = one_error(run("validate", broken))
-    assert "passages.arrow is 3 bytes" in line and "schema_version" not in line, line
+    assert "passages.bin is 3 bytes" in line and "schema_version" not in line, line
 
 
 @pytest.mark.parametrize("command", ["eval", "partition", "build", "index"])

@@ -121,7 +121,7 @@ def test_the_same_inputs_make_the_same_bytes(flat, encoder_dir, small_input, tmp
     again = tmp_path / out.name
     build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(again), kind="dense",
                             encoder=str(encoder_dir), device="cpu", depth=20))
-    for f in ("dense/vectors.f16", "dense/faiss.index", "ranked_ids.npy", "passages.arrow"):
+    for f in ("dense/vectors.f16", "dense/faiss.index", "ranked_ids.npy", "passages.bin", "norms.bin"):
         assert (out / f).read_bytes() == (again / f).read_bytes(), f
 
 

@@ -99,7 +99,7 @@ def test_manifest_records_sources_tokenizer_and_parameters(built):
     out, m = built
     assert {k: v for k, v in m.items() if k != "seconds"} == json.loads((out / "manifest.json").read_text())
     assert set(m["seconds"]) == {"read_index", "finish", "rank", "wait"}
-    assert m["kind"] == "index" and m["retriever"] == "bm25" and m["format"] == 4 and m["dataset"] == "musique"
+    assert m["kind"] == "index" and m["retriever"] == "bm25" and m["format"] == 5 and m["dataset"] == "musique"
     src = m["sources"][0]
     assert src["sha256"] == sha256_file(MUSIQUE_TRAIN) and src["questions"] == 100
     assert src["paragraphs"] == 100 * 20 and src["distinct"] == m["passages"] < src["paragraphs"]
@@ -124,8 +124,9 @@ def test_the_same_inputs_make_the_same_index_bytes(built, tmp_path):
 def test_loading_memory_maps(built):
     ix = load_index(built[0])
     assert isinstance(ix.ranked_ids, np.memmap) and isinstance(ix.ranked_scores, np.memmap)
-    assert isinstance(ix.searcher.data, np.memmap) and isinstance(ix.searcher.indices, np.memmap)
-    assert ix.passages.column("text").chunk(0).buffers()[2].is_cpu  # an Arrow table over the mapped file
+    p = ix.searcher.postings  # plain views of the mapped files (numba types those fast)
+    assert isinstance(p.words.base, np.memmap) and isinstance(p.block_last.base, np.memmap)
+    assert ix._docs._mm is not None and ix._norm_file._mm is not None  # the passage store's files, mapped
 
 
 def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
@@ -180,7 +181,7 @@ def test_a_corpus_adds_every_line_after_the_dataset(built, tmp_path, examples):
     ix = load_index(out)
     (best, _), *_ = ix.retrieve("Which marsupial is from Zanzibar?", 3)
     assert best == n and ix.passage(best) == ("Zanzibar Quokka", lines[0]["text"])
-    assert ix.passages.column("origin")[best].as_py() == "corpus"
+    assert ix.origin(best) == "corpus" and ix.origin(0) == "dataset"
     copy = ix.keys[n + 1]
     assert copy in set(ix.keys[:n].tolist())  # a copy of a dataset paragraph, by content
     # the copy ranks right after the original (the same score, the higher id)
@@ -276,7 +277,7 @@ def test_an_index_of_another_format_is_refused(built, tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     m["format"] = 2
     (out / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 4") as e:
+    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 5") as e:
         load_index(out)
     assert "build the index again" in e.value.hint
 

@@ -1,21 +1,19 @@
-"""The BM25 kind in bounded memory: its matrix is written in two passes over blocks of documents from flat token
-arrays, and must be bm25s's own ``BM25.index`` + ``BM25.save`` of the same passages, byte for byte, for every BM25
-variant, any parameters and any block size; its search (without bm25s's vocabulary dict) must tokenize queries as
-bm25s's tokenizer does and rank as bm25s scores, with ties broken by the lower passage id on both backends."""
+"""The BM25 kind in bounded memory, on compressed postings: the bm25s preset (the default) must rank and score as
+bm25s itself does, for every BM25 variant, any parameters and any block size (bm25s runs beside it here); its
+search (without a vocabulary dict) must tokenize queries as bm25s's tokenizer does; block-max WAND, the exhaustive
+sum and the NumPy backend must agree to the bit; the postings must decode to what was encoded."""
 
 from __future__ import annotations
 
-import filecmp
 import json
 
 import bm25s
 import numpy as np
-import pyarrow as pa
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.retrieval import _bm25, _store
-from rag_curriculum.retrieval._corpus import Passages, Sources, passage_blocks
+from rag_curriculum.retrieval import _bm25, _postings
+from rag_curriculum.retrieval._corpus import Sources, passage_blocks
 
 
 @pytest.fixture(scope="module", params=[("musique", MUSIQUE_TRAIN), ("2wikimultihopqa", TWOWIKI_TRAIN)],
@@ -32,61 +30,107 @@ def _params(method, k1, b, delta):
     return {"k1": k1, "b": b, "method": method, "idf_method": method, "delta": delta, "dtype": "float32"}
 
 
-@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-@pytest.mark.parametrize(("stopwords", "k1", "b", "delta", "steps"),
-                         [("en", 1.5, 0.75, 0.5, (1 << 16, 1 << 22)), (None, 0.9, 0.4, 1.0, (37, 1001))],
-                         ids=["defaults", "odd-parameters-small-steps"])
-def test_the_streamed_build_is_bm25s_own_index_byte_for_byte(passages, tmp_path, method, stopwords, k1, b, delta,
-                                                            steps):
-    titles, texts = passages
-    old_tok, new_tok = _bm25.tokenizer(stopwords), _bm25.tokenizer(stopwords)
-    old = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
-    ids = _bm25.tokenize(old_tok, [f"{t} {x}" for t, x in zip(titles, texts, strict=True)], update_vocab=True)
-    old.index((ids, old_tok.get_vocab_dict()), show_progress=False)
-    old.save(str(tmp_path / "old"), show_progress=False)
+def _bm25s_ref(tokens, lengths, vocab, method, k1, b, delta):
+    ref = bm25s.BM25(method=method, k1=k1, b=b, delta=delta, backend="numpy")
+    ref.index(([list(x) for x in np.split(tokens, np.cumsum(lengths)[:-1])], vocab), show_progress=False)
+    return ref
 
-    tokens, lengths = _bm25.tokenize_flat(new_tok, titles, texts)
+
+def _parsed(tok, vocab_sorted, q):
+    """A query as the searcher parses it, from bm25s's own tokenizer (its ids mapped to the sorted vocabulary)."""
+    inv = {i: w for w, i in tok.get_vocab_dict().items()}
+    ids = [i for i in tok.tokenize([q], update_vocab=False, return_as="ids", show_progress=False)[0] if inv[i]]
+    rank = {w: i for i, w in enumerate(vocab_sorted)}
+    seen: dict[int, int] = {}
+    order = [seen.setdefault(rank[inv[i]], len(seen)) for i in ids]
+    return ids, (list(seen), order, [1.0] * len(seen))
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+@pytest.mark.parametrize(("stopwords", "k1", "b", "delta", "step"),
+                         [("en", 1.5, 0.75, 0.5, 1 << 16), (None, 0.9, 0.4, 1.0, 37)],
+                         ids=["defaults", "odd-parameters-small-steps"])
+def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, stopwords, k1, b, delta, step):
+    """The same 10 passages in the same order and the same float32 scores as bm25s's ``get_scores`` (ties by the
+    lower id), by block-max WAND, by the exhaustive sum and by the NumPy backend."""
+    titles, texts = passages
+    tok = _bm25.tokenizer(stopwords)
+    tokens, lengths = _bm25.tokenize_flat(tok, titles, texts)
     assert tokens.dtype == np.int32 and lengths.dtype == np.int64 and len(lengths) == len(titles)
-    assert tokens.tolist() == [i for doc in ids for i in doc] and lengths.tolist() == [len(d) for d in ids]
     mm = tmp_path / "tokens.int32"  # as the build reads them: a memory map of the token file
     mm.write_bytes(tokens.tobytes())
-    vocab = new_tok.get_vocab_dict()
-    _bm25.write_csc(tmp_path / "new", np.memmap(mm, dtype=np.int32, mode="r"), lengths, vocab,
-                    _params(method, k1, b, delta), docs_per_step=steps[0], pairs_per_step=steps[1])
-    assert vocab == old.vocab_dict and "" in vocab
-    names = sorted(p.name for p in (tmp_path / "old").iterdir())
-    ours = sorted(p.name for p in (tmp_path / "new").iterdir())
-    assert ours == sorted([*names, _bm25.VOCAB, _bm25.BOUNDS]) and "data.csc.index.npy" in names
-    assert ("nonoccurrence_array.index.npy" in names) == (method in ("bm25l", "bm25+"))
-    for name in names:
-        assert filecmp.cmp(tmp_path / "old" / name, tmp_path / "new" / name, shallow=False), name
-    back = bm25s.BM25.load(str(tmp_path / "new"))  # bm25s reads it as its own
-    query = ids[3][:6]
-    assert np.array_equal(back.get_scores_from_ids(query), old.get_scores_from_ids(query))
+    vocab = tok.get_vocab_dict()
+    facts = _postings.write_postings(tmp_path / "bm25", np.memmap(mm, dtype=np.int32, mode="r"), lengths, vocab,
+                                     _params(method, k1, b, delta), docs_per_step=step)
+    assert facts["postings"] > len(titles) and facts["num_docs"] == len(titles)
+    ref = _bm25s_ref(tokens, lengths, vocab, method, k1, b, delta)
+    ix = _postings.PostingsIndex(tmp_path / "bm25", json.loads((tmp_path / "bm25" / "params.json").read_text()))
+    words = sorted(vocab, key=lambda w: w.encode("utf-8"))
+    qs = [t for t in titles[::25]] + [x[:80] for x in texts[::40]] + ["river river river Europe", "the of", "zzqx"]
+    pairs = [_parsed(tok, words, q) for q in qs]
+    parsed = [p for _, p in pairs]
+    wand, full = ix.search(parsed, 10), ix.search(parsed, 10, prune=False)
+    daat = ix.search(parsed, 10, daat=True)
+    assert np.array_equal(daat[0], full[0]) and np.array_equal(daat[1], full[1])
+    plain = _postings.numpy_search(_postings.PostingsIndex(ix_dir := tmp_path / "bm25", ix.params, compiled=False),
+                                   parsed, 10)
+    assert ix_dir.is_dir()
+    for got in (full, plain):
+        assert np.array_equal(got[0], wand[0]) and np.array_equal(got[1], wand[1])
+    for (ids, _), row_ids, row_scores in zip(pairs, wand[0], wand[1], strict=True):
+        if not ids:
+            assert (row_ids == -1).all()
+            continue
+        scores = ref.get_scores_from_ids(ids)
+        order = np.lexsort((np.arange(len(scores)), -scores))[:10]  # score descending, then id ascending
+        assert row_ids.tolist() == order.tolist()
+        assert np.array_equal(row_scores, scores[order])
+
+
+def test_the_builds_term_ids_are_bm25s_tokens(passages):
+    """The build's tokenizer for the bm25s preset (a compiled scan and a table of surface forms) gives bm25s's
+    tokens and lengths exactly: its splitter on ``str.lower()``, its stop words, and the empty token for a
+    passage with no word left (empty, one letter, only stop words, a final sigma, a dotted capital I)."""
+    from rag_curriculum.retrieval._analysis import Bm25sWords, TermIds
+
+    titles, texts = passages
+    titles = [*titles, "", "!!! a", "the of", "ΣΟΦΟΣ", "x_1 ÉCOLE"]
+    texts = [*texts, "", "b", "and", "İstanbul e\u0301cole", "naïve 2020 ab"]
+    for stopwords in ("en", None):
+        tok = _bm25.tokenizer(stopwords)
+        want, want_len = _bm25.tokenize_flat(tok, titles, texts)
+        inv = {i: w for w, i in tok.get_vocab_dict().items()}
+        ti = TermIds(Bm25sWords(_bm25.stopword_list(stopwords)))
+        got, got_len = ti.ids([f"{t} {x}" for t, x in zip(titles, texts, strict=True)])
+        words = {i: w for w, i in ti.vocab.items()}
+        assert [words[i] for i in got.tolist()] == [inv[i] for i in want.tolist()]
+        assert got_len.tolist() == want_len.tolist()
 
 
 @pytest.fixture(scope="module")
 def built(passages, tmp_path_factory):
-    """bm25s's index of the passages, and the BM25 kind's files of the same passages."""
+    """The bm25s preset's files of the passages (as a build writes them), and bm25s's index of the same."""
     titles, texts = passages
     d = tmp_path_factory.mktemp("bm25")
     tok = _bm25.tokenizer("en")
     tokens, lengths = _bm25.tokenize_flat(tok, titles, texts)
-    _bm25.write_csc(d / _bm25.BM25_DIR, tokens, lengths, tok.get_vocab_dict(), _params("lucene", 1.5, 0.75, 0.5))
-    manifest = {"bm25": _params("lucene", 1.5, 0.75, 0.5), "passages": len(titles), "tokenizer": {"stopwords": "en"}}
-    ref = bm25s.BM25.load(str(d / _bm25.BM25_DIR), load_vocab=True)
+    params = _params("lucene", 1.5, 0.75, 0.5)
+    _postings.write_postings(d / _bm25.BM25_DIR, tokens, lengths, tok.get_vocab_dict(), params)
+    manifest = {"bm25": params, "passages": len(titles), "tokenizer": {"stopwords": "en"}}
+    ref = _bm25s_ref(tokens, lengths, tok.get_vocab_dict(), "lucene", 1.5, 0.75, 0.5)
     return d, manifest, ref, tok
 
 
 def test_queries_are_tokenized_as_bm25s_does_without_its_dict(built, shared_data):
-    import json
-
     d, manifest, ref, tok = built
     s = _bm25.BM25Searcher(d, manifest, backend_name="numpy")
+    words = sorted(ref.vocab_dict, key=lambda w: w.encode("utf-8"))
+    inv = {i: w for w, i in ref.vocab_dict.items()}
     questions = [json.loads(x)["question"] for x in MUSIQUE_TRAIN.read_text().splitlines()]
     questions += ["", "the of and", "zzqxj unknownword", "Who?  WHO? who", "É tudo? naïve café"]
     want = tok.tokenize(questions, update_vocab=False, return_as="ids", show_progress=False)
-    assert [s.token_ids(q) for q in questions] == want
+    for q, w in zip(questions, want, strict=True):
+        assert [words[i] for i in s.token_ids(q)] == [inv[i] for i in w if inv[i]], q
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
@@ -96,11 +140,12 @@ def test_rankings_are_bm25s_scores_with_ties_by_lower_id(built, backend):
     d, manifest, ref, tok = built
     s = _bm25.BM25Searcher(d, manifest, backend_name=backend, threads=2)
     assert s.backend == backend
+    words = sorted(ref.vocab_dict, key=lambda w: w.encode("utf-8"))
     questions = ["Who founded the company", "river in Europe", "the album of the band", "zzqxj", ""]
     ids, scores = s.search(questions, 7)
     for q, row_ids, row_scores in zip(questions, ids, scores, strict=True):
-        qid = s.token_ids(q)
-        if qid == [s.empty]:
+        qid = [ref.vocab_dict[words[i]] for i in s.token_ids(q)]
+        if not qid:
             assert (row_ids == -1).all()
             continue
         full = ref.get_scores_from_ids(qid)
@@ -128,10 +173,75 @@ def test_both_backends_rank_alike_in_batches(built):
 def test_the_vocabulary_file_reads_every_word(built):
     d, manifest, ref, tok = built
     v = _bm25.Vocabulary(d / _bm25.BM25_DIR / _bm25.VOCAB)
-    assert len(v) == len(ref.vocab_dict)
-    for w, i in list(ref.vocab_dict.items())[::7]:
-        assert v.get(w) == i
+    words = sorted(ref.vocab_dict, key=lambda w: w.encode("utf-8"))
+    assert len(v) == len(words)
+    for i in range(0, len(words), 7):
+        assert v.get(words[i]) == i
     assert v.get("zzqxj-not-a-word") is None
+
+
+def test_the_front_coded_vocabulary_finds_every_word(tmp_path):
+    """Blocks of 16 words, each stored as what it shares with the word before and the rest: words sharing more
+    than 255 bytes, words longer than a one-byte length, accents, CJK, emoji, the empty word, block edges."""
+    words = {"", "a", "ab", "abc", "b", "é", "éa", "東京", "😀", "x" * 300, "x" * 300 + "y", "x" * 299 + "z", "y" * 200}
+    words |= {f"w{i:05d}" for i in range(1000)} | {f"w{i:05d}suffix" for i in range(0, 1000, 3)}
+    ordered = sorted(words, key=lambda w: w.encode("utf-8"))
+    words |= {"x" * 256, "x" * 255 + "a", "x" * 400 + "b"}  # shared prefixes capped at 255 bytes
+    ordered = sorted(words, key=lambda w: w.encode("utf-8"))
+    _bm25.write_vocab(tmp_path / "vocab", ordered)
+    for compiled in (False, True):  # the Python walk and the compiled one (what a numba search uses)
+        v = _bm25.Vocabulary(tmp_path / "vocab", compiled=compiled)
+        assert len(v) == len(ordered)
+        for i, w in enumerate(ordered):
+            assert v.get(w) == i and v[i] == w.encode("utf-8"), w[:20]
+        for w in ("zzz", "w00001x", "x" * 301, "x" * 255, "x" * 257, "aa", "w0", "w00001suffi", "\U0010ffff"):
+            assert v.get(w) is None, w[:20]
+    _bm25.write_vocab(tmp_path / "none", [])
+    assert len(_bm25.Vocabulary(tmp_path / "none")) == 0 and _bm25.Vocabulary(tmp_path / "none").get("a") is None
+
+
+def test_the_postings_decode_to_what_was_encoded(tmp_path):
+    """Blocks of every width from 0 to 32 bits (gaps of 1, huge gaps, frequencies of 1 and of 2**32 - 2), partial last
+    blocks, terms of one posting: decoded by the compiled loop's reader (through the NumPy one) as written."""
+    rng = np.random.default_rng(0)
+    n_docs = (1 << 32) - 1
+    terms = []
+    for size in (1, 2, 127, 128, 129, 1000, 5000):
+        for kind in ("dense", "sparse", "huge"):
+            if kind == "dense":
+                docs = np.arange(size, dtype=np.int64) + int(rng.integers(0, 1000))
+            elif kind == "sparse":
+                docs = np.unique(rng.integers(0, 1 << 20, size * 2))[:size]
+            else:
+                docs = np.unique(np.concatenate([[0, n_docs - 1], rng.integers(0, n_docs, size)]))[:size]
+            tfs = np.where(rng.random(len(docs)) < 0.1, rng.integers(1, (1 << 32) - 1, len(docs)), 1)
+            terms.append((np.sort(docs), tfs))
+    starts = np.zeros(len(terms) + 1, np.int64)
+    np.cumsum([len(d) for d, _ in terms], out=starts[1:])
+    docs = np.concatenate([d for d, _ in terms]).astype(np.uint32)
+    tfs = np.concatenate([t for _, t in terms]).astype(np.uint32)
+    nblocks = np.array([(len(d) + 127) // 128 for d, _ in terms])
+    first = np.zeros(len(terms) + 1, np.int64)
+    np.cumsum(nblocks, out=first[1:])
+    nb = int(first[-1])
+    off, bits, last = np.zeros(nb + 1, np.int64), np.zeros((nb, 2), np.uint8), np.zeros(nb, np.uint32)
+    enc = _postings.kernels()["encode"]
+    scratch = np.zeros((2, 128), np.int64)
+    enc(docs, tfs, starts, first, last, off, bits, np.zeros(0, np.uint32), scratch)
+    words = np.zeros((int(off[-1]) + 3) // 4 + 2, np.uint32)  # block offsets are in bytes
+    enc(docs, tfs, starts, first, last, off, bits, words, scratch)
+    assert bits.max() == 32 and bits.min() == 0
+
+    class Ix:  # what numpy_postings reads
+        pass
+
+    ix = Ix()
+    ix.words, ix.block_off, ix.block_bits, ix.block_last, ix.term_first = words, off, bits, last, first
+    dfs = np.array([len(d) for d, _ in terms], np.int64)
+    ix.df = lambda t: dfs[np.asarray(t)]
+    for t, (d, f) in enumerate(terms):
+        got_d, got_f = _postings.numpy_postings(ix, t)
+        assert got_d.tolist() == d.tolist() and got_f.tolist() == f.tolist(), t
 
 
 def test_auto_takes_numba_whenever_it_is_installed(monkeypatch):
@@ -154,58 +264,11 @@ def test_mismatched_arrays_are_refused_not_indexed(passages, tmp_path):
     tokens, lengths = _bm25.tokenize_flat(tok, titles[:50], texts[:50])
     vocab = dict(tok.get_vocab_dict())
     with pytest.raises(_bm25.BM25Error, match="vocabulary"):
-        _bm25.write_csc(tmp_path / "a", tokens, lengths, {w: i for w, i in vocab.items() if i < len(vocab) - 1},
-                        _params("lucene", 1.5, 0.75, 0.5))
+        _postings.write_postings(tmp_path / "a", tokens, lengths,
+                                 {w: i for w, i in vocab.items() if i < len(vocab) - 1},
+                                 _params("lucene", 1.5, 0.75, 0.5))
     with pytest.raises(_bm25.BM25Error, match="lengths summing"):
-        _bm25.write_csc(tmp_path / "b", tokens[:-1], lengths, vocab, _params("lucene", 1.5, 0.75, 0.5))
-
-
-@pytest.mark.parametrize("rows", [7, 1 << 16])
-def test_the_store_is_written_block_by_block(passages, tmp_path, monkeypatch, rows):
-    """passages.arrow is written a block at a time, in record batches of at most ARROW_ROWS rows: the same table
-    whatever the batches."""
-    monkeypatch.setattr(_store, "ARROW_ROWS", rows)
-    titles, texts = passages
-    w = _store.StoreWriter(tmp_path)
-    for start in range(0, len(titles), 300):
-        block = Passages()
-        for t, x in zip(titles[start:start + 300], texts[start:start + 300], strict=True):
-            block.add(t, x, "dataset")
-        w.add(block)
-    w.finish([], [], [])
-    table = pa.ipc.open_file(pa.memory_map(str(tmp_path / _store.PASSAGES))).read_all()
-    assert table.column("title").to_pylist() == titles and table.column("text").to_pylist() == texts
-    assert table.column("norm").to_pylist() == [_store.normalize_passage(t, x) for t, x in zip(titles, texts, strict=True)]
-    assert table.column("doc_id").null_count == len(titles)
-    assert max(len(b) for b in table.to_batches()) <= rows
-    keys = np.load(tmp_path / _store.KEYS)
-    assert keys.tolist() == [_store.passage_hash(t, x) for t, x in zip(titles, texts, strict=True)]
-
-
-@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
-def test_documents_read_the_arrow_buffers_as_pyarrow_does(kind):
-    """Documents slices each string from the memory-mapped buffers: the same values as pyarrow, across chunks,
-    in a chunk that starts inside its buffers (a slice) and at nulls (a passage with no doc_id or prefix)."""
-    rng = np.random.default_rng(0)
-    n = 300
-    cols = {
-        "title": [f"T{i} é\n" for i in range(n)],
-        "text": ["" if i % 17 == 0 else "wörd " * (i % 5) + str(i) for i in range(n)],
-        "doc_id": [None if i % 3 else f"d{i}" for i in range(n)],
-        "prefix": [None if i % 4 else f"P{i}:" for i in range(n)],
-    }
-    whole = pa.table({c: pa.array(v, kind) for c, v in cols.items()})
-    table = pa.concat_tables([whole.slice(0, 10), whole.slice(10, 1), whole.slice(11, 150), whole.slice(161)])
-    assert table.column("title").chunk(2).offset > 0
-    docs = _store.Documents(table)
-    pids = rng.integers(0, n, 200).tolist() + [0, n - 1, 10, 11, 160, 161]
-    got = docs.get(pids)
-    for pid, (did, contents, title, text) in zip(pids, got, strict=True):
-        t, x, d, p = (cols[c][pid] for c in ("title", "text", "doc_id", "prefix"))
-        assert (title, text) == (t, x)
-        assert did == (str(pid) if d is None else d)
-        assert contents == (t.replace("\n", " ") + "\n" if p is None else p) + x
-    assert docs.get([]) == []
+        _postings.write_postings(tmp_path / "b", tokens[:-1], lengths, vocab, _params("lucene", 1.5, 0.75, 0.5))
 
 
 def test_blocks_hold_at_most_block_passages_and_count_the_sources(shared_data):
@@ -224,28 +287,29 @@ def test_the_compiled_search_is_cached_across_processes(built):
 
     d, manifest, _, _ = built
     code = ("import json, sys\n"
-            "from rag_curriculum.retrieval import _bm25, _bm25_numba as nb\n"
+            "from rag_curriculum.retrieval import _bm25, _postings as P\n"
             f"s = _bm25.BM25Searcher({str(d)!r}, {manifest!r}, backend_name='numba', threads=1)\n"
             "s.warm()\n"
-            "print(json.dumps([sum(f.stats.cache_hits.values()) for f in (nb.wand, nb.exhaustive)]"
-            " + [sum(f.stats.cache_misses.values()) for f in (nb.wand, nb.exhaustive)]))\n")
+            "k = P.kernels()\n"
+            "print(json.dumps([sum(k[f].stats.cache_hits.values()) for f in ('search_many', 'exhaustive_many')]"
+            " + [sum(k[f].stats.cache_misses.values()) for f in ('search_many', 'exhaustive_many')]))\n")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in range(2)]
     got = [int(x) for x in runs[1].stdout.strip().splitlines()[-1].strip("[]").split(",")]
-    # WAND loaded from the cache, nothing compiled; the exhaustive sum, which no query of a Lucene BM25 index takes,
-    # neither compiled nor loaded (a first start compiles only what the index needs)
-    assert got == [1, 0, 0, 0], runs[1].stdout
+    assert got == [1, 1, 0, 0], runs[1].stdout  # both strategies loaded from the cache, nothing compiled
 
 
 def test_pruned_search_is_the_exhaustive_search(built):
-    """WAND (dynamic pruning) gives exactly what summing every passage gives: the same ids and float32 scores,
-    for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time and across threads."""
+    """The pruned term-at-a-time search (the default) and MaxScore give exactly what scoring every posting gives:
+    the same ids and float32 scores, for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time
+    and across threads."""
     pytest.importorskip("numba")
     import random
 
     d, manifest, ref, tok = built
     words = [w for w in ref.vocab_dict if w]
     rng = random.Random(0)
-    common = sorted(words, key=lambda w: -int(np.diff(ref.scores["indptr"])[ref.vocab_dict[w]]))[:40]
+    df = {w: len(ref.get_scores_from_ids([ref.vocab_dict[w]]).nonzero()[0]) for w in words[:3000]}
+    common = sorted(df, key=lambda w: -df[w])[:40]
     qs = [" ".join(rng.choice(common if rng.random() < 0.5 else words) for _ in range(rng.randint(1, 12)))
           for _ in range(300)]
     qs += [f"{common[0]} {common[0]} {common[1]}", common[2]]
@@ -255,6 +319,9 @@ def test_pruned_search_is_the_exhaustive_search(built):
     for k in (1, 3, 10, 50):
         a, b = pruned.search(qs, k), full.search(qs, k)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), k
+        parsed = [pruned.query_terms(q) for q in qs]
+        c = pruned.postings.search(parsed, k, daat=True)
+        assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), k
     threaded = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=2)
     threaded_full = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=3)
     threaded_full.prune = False

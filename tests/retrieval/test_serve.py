@@ -301,29 +301,6 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
 
 
-def test_documents_are_read_chunk_by_chunk_in_the_order_asked():
-    """A large index's passages table has many Arrow chunks (65,536 rows each): every id is read from its own
-    chunk, in the order asked, without concatenating the column."""
-    import pyarrow as pa
-
-    from rag_curriculum.retrieval._store import PASSAGE_COLUMNS, Documents
-
-    titles = [f"t{i}" for i in range(10)]
-    texts = [f"text {i}" for i in range(10)]
-    ids = [None, "w-1", None, "w-3", None, None, None, None, "w-8", None]
-    prefixes = [None, '"t1"\n', None, None, None, None, None, None, "", None]
-    cols = {"title": titles, "text": texts, "origin": ["corpus"] * 10, "norm": texts, "doc_id": ids,
-            "prefix": prefixes}
-    schema = pa.schema([(c, pa.string()) for c in PASSAGE_COLUMNS])
-    table = pa.Table.from_batches([pa.record_batch({c: v[a:b] for c, v in cols.items()}, schema=schema)
-                                   for a, b in ((0, 3), (3, 4), (4, 4), (4, 10))])
-    assert table.column("title").num_chunks == 4
-    pids = np.array([9, 0, 3, 1, 8, 2], dtype=np.int64)
-    got = Documents(table).get(pids)
-    assert [g[0] for g in got] == ["9", "0", "w-3", "w-1", "w-8", "2"]
-    assert [g[1] for g in got] == ["t9\ntext 9", "t0\ntext 0", "t3\ntext 3", '"t1"\ntext 1', "text 8", "t2\ntext 2"]
-
-
 def test_make_app_refuses_bad_limits(index_dir):
     from rag_curriculum.retrieval._server import make_app
 
@@ -394,8 +371,7 @@ def test_a_corpus_of_id_contents_lines_is_indexed_and_served_as_search_r1_ships_
                                 "-o", str(out), "--depth", "5", "--no-progress"])
     assert r.exit_code == 0, r.output
     ix = load_index(out)
-    origin = ix.passages.column("origin").to_pylist()
-    added = [i for i, o in enumerate(origin) if o == "corpus"]
+    added = [i for i in range(len(ix)) if ix.origin(i) == "corpus"]
     assert [ix.passage(i) for i in added] == [
         ("Zanzibar Quokka", "The Zanzibar quokka is a made-up marsupial."),
         ("Glimmerfen Abbey", "Glimmerfen Abbey is an invented ruin.\nIt has two towers."),

@@ -3,9 +3,11 @@ retriever kind (``--kind bm25``, the default; the kinds are modules beside this 
 
 An index directory holds::
 
-    manifest.json      what made it: kind, sources and their checksums, the kind's settings, counts (written last)
-    passages.arrow     the passage store (:mod:`._store`): title, text, origin, norm, a corpus line's own id and
-                       contents prefix; memory-mapped when loaded
+    manifest.json      what made it: kind, sources and their checksums, the kind's settings, counts, the content
+                       fingerprint (:mod:`._fingerprint`) (written last)
+    passages.bin       the passage store (:mod:`._store`): title, text, origin, a corpus line's own id and contents
+                       prefix, in small compressed blocks; memory-mapped when loaded
+    norms.bin          the passages' normalised texts (what a build's answer test searches), compressed
     passage_keys.npy   per passage, a 64-bit hash of its normalised title and text (:func:`passage_hash`)
     questions.arrow    the dataset file's questions (id, question, gold: the passage ids of its gold paragraphs)
     ranked_ids.npy     per question, the ids of its ``depth`` best passages, best first (int32)
@@ -21,7 +23,6 @@ the lower passage id, so rankings are deterministic.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -38,9 +39,11 @@ from ..errors import CurriculumError
 from ..loaders import get_loader
 from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
+from ._fingerprint import index_fingerprint
 from ._kinds import get_kind
 from ._store import (
     KEYS,
+    NORMS,
     PASSAGES,
     QUESTIONS,
     RANKED_IDS,
@@ -57,7 +60,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = "index"
-FORMAT = 4  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed
+FORMAT = 5  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed;
+#            5: compressed BM25 postings and the lucene preset; compressed passages (passages.bin, norms.bin);
+#            the content fingerprint
 MANIFEST = "manifest.json"
 CHUNK = 4096  # queries per ranking step
 
@@ -80,7 +85,8 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, 
         writer.abort()
         raise
     return {"input": sha256_file(Path(cfg.input)) if cfg.input else None,
-            "corpus": sha256_file(Path(cfg.corpus)) if cfg.corpus else None, "rows": writer.rows}
+            "corpus": sha256_file(Path(cfg.corpus)) if cfg.corpus else None, "rows": writer.rows,
+            "digest": writer.digest}
 
 
 def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
@@ -133,6 +139,11 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             raise IndexError_(f"the passage store holds {sums['rows']:,} passages, the {kind.name} index "
                               f"{found.passages:,}: the sources changed while they were read",
                               hint="build again once the input files no longer change")
+        store = {PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES, MANIFEST}
+        fingerprint = index_fingerprint(
+            kind.name, facts, sums["digest"],
+            [p for p in tmp.rglob("*") if p.is_file() and p.relative_to(tmp).as_posix() not in store], tmp,
+            encoder=getattr(cfg, "encoder", None))
         t3 = time.perf_counter()
         depth = min(cfg.depth, found.passages)
         head = {"passages": found.passages, "questions": len(found.q_ids), "depth": depth, "retriever": kind.name,
@@ -164,7 +175,8 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
                             "skipped": dict(found.report.counts)})
         if cfg.corpus:
             sources.append({"kind": "corpus", "input": Path(cfg.corpus).name, "path": portable_path(cfg.corpus, out),
-                            "sha256": sums["corpus"], "lines": found.corpus_lines})
+                            "sha256": sums["corpus"], "lines": found.corpus_lines,
+                            **({"skipped": dict(found.corpus_report.counts)} if found.corpus_report.total else {})})
         recorded = cfg.to_dict()
         recorded.update(input=portable_path(cfg.input, out) if cfg.input else None, out=out.name,
                         corpus=portable_path(cfg.corpus, out) if cfg.corpus else None)
@@ -176,7 +188,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             "toolkit": {"name": "rag-curriculum", "version": __version__}, "dataset": dataset, "config": recorded,
             "command": portable_command(command, out) if command else command, "sources": sources,
             **facts, "passages": found.passages, "depth": depth, "questions": len(found.q_ids),
-            "empty_queries": empty, "files": files,
+            "empty_queries": empty, "files": files, "fingerprint": fingerprint,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         commit_output(tmp, out, overwrite=cfg.overwrite, kind=OUTPUT)
@@ -246,7 +258,6 @@ class CorpusIndex(PassageStore):
         self.kind = get_kind(m["retriever"])
         self._options = {"backend": backend, "threads": threads, "device": device, "encoder": encoder}
         self._searcher: Any = None
-        self._fingerprint: str | None = None
 
     @property
     def searcher(self) -> Any:
@@ -284,12 +295,11 @@ class CorpusIndex(PassageStore):
 
     @property
     def fingerprint(self) -> str:
-        """The index's identity: the SHA-256 of its ``manifest.json`` (which holds its sources' checksums, its
-        settings and the sizes of its files; the same inputs make the same index, byte for byte). The server
-        sends it with every answer, so a client notices an index swapped behind a URL."""
-        if self._fingerprint is None:
-            self._fingerprint = hashlib.sha256((self.path / MANIFEST).read_bytes()).hexdigest()
-        return self._fingerprint
+        """The index's identity: a digest of what determines its answers (its passages, its kind, the kind's
+        analysis and scoring parameters and files: :mod:`._fingerprint`), not of where it is or the command that
+        built it; recorded in the manifest at build. The server sends it with every answer, so a client notices
+        an index swapped behind a URL, and a rebuild of the same corpus elsewhere is the same index."""
+        return self.manifest["fingerprint"]
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:
         """What a build's manifest records about the index it used: where, what it holds, its kind's settings."""

@@ -1,33 +1,64 @@
-"""An index's passage store, whatever its retriever kind: what the passages are (``passages.arrow``), their content
-hashes (``passage_keys.npy``), the dataset's questions (``questions.arrow``) and, once ranked, their stored
-rankings (``ranked_ids.npy``, ``ranked_scores.npy``). Written a block at a time (:class:`StoreWriter`), read
-memory-mapped (:class:`PassageStore`, which :class:`~rag_curriculum.retrieval.CorpusIndex` extends with its
-retriever).
+"""An index's passage store, whatever its retriever kind: what the passages are (``passages.bin``), their
+normalised texts (``norms.bin``), their content hashes (``passage_keys.npy``), the dataset's questions
+(``questions.arrow``) and, once ranked, their stored rankings (``ranked_ids.npy``, ``ranked_scores.npy``). Written a
+block at a time (:class:`StoreWriter`), read memory-mapped (:class:`PassageStore`, which
+:class:`~rag_curriculum.retrieval.CorpusIndex` extends with its retriever).
 
-``passages.arrow`` columns: ``title`` and ``text`` (what ranking and the gold test read), ``origin``
-(``dataset`` | ``corpus``), ``norm`` (``title + " " + text`` SQuAD-normalised and padded with a space at each end,
-what a build's "contains an answer" test searches: :func:`normalize_passage`), ``doc_id`` (a corpus line's own
-``id``; null: the passage's number) and ``prefix`` (the line's ``contents`` before its text; null:
-``title + "\\n"``), so :meth:`PassageStore.document` gives back a corpus line's ``id`` and ``contents`` byte for
-byte.
+**The passages** (``passages.bin``, a :class:`BlockFile`): each passage is five fields, ``title`` and ``text`` (what
+ranking and the gold test read), ``origin`` (``dataset`` | ``corpus``), ``doc_id`` (a corpus line's own ``id``;
+null: the passage's number) and ``prefix`` (the line's ``contents`` before its text; null: ``title + "\\n"``), so
+:meth:`PassageStore.documents` gives back a corpus line's ``id`` and ``contents`` byte for byte. A passage is
+stored in blocks of :data:`DOC_ROWS` passages: each field's length (uint32, 0xFFFFFFFF: null), passage after
+passage, then the fields' UTF-8 bytes in the same order, compressed with raw DEFLATE (zlib, level :data:`LEVEL`)
+against a 32 KB preset dictionary sampled from the corpus's first passages (kept in the file). A served passage
+costs the decompression of its block up to its own end (a few KB), and the store is about 2.5 times smaller than
+its text.
+
+**The normalised texts** (``norms.bin``, another :class:`BlockFile`): per passage ``title + " " + text``
+SQuAD-normalised and padded with a space at each end (:func:`normalize_passage`), what a build's "contains an
+answer" test searches; blocks of :data:`NORM_ROWS` passages (their uint32 lengths, then their bytes), each
+compressed with zstd (level :data:`NORM_LEVEL`, pyarrow's) after its decompressed size (uint64). Only builds read
+them, all at once, the first time they ask (:meth:`PassageStore.norm_spans`); a server never does.
+
+**A block file**: the compressed blocks one after another, then the dictionary, then the blocks' offsets (uint64,
+one more than the blocks), then a 56-byte footer (magic, codec, rows per block, rows, blocks, the dictionary's
+place and size, the offsets' place). Its bytes depend on the passages alone (the blocks' size is fixed, whatever
+``--block`` paced the build), so the same corpus makes the same file with the same zlib and zstd; it is written in
+bounded memory (the dictionary's sample, the first :data:`SAMPLE_ROWS` passages, is the most it holds).
+
+:attr:`StoreWriter.digest` is the SHA-256 of the passages' fields in order (each passage as its five uint32
+lengths and its fields' bytes: a digest of the content, not of the blocks), the passages' part of the index's
+content fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
-import mmap
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
 from .._metrics import normalize_answer
 
-PASSAGES = "passages.arrow"
+PASSAGES = "passages.bin"
+NORMS = "norms.bin"
 QUESTIONS = "questions.arrow"
 RANKED_IDS = "ranked_ids.npy"
 RANKED_SCORES = "ranked_scores.npy"
 KEYS = "passage_keys.npy"
-ARROW_ROWS = 1 << 16  # rows per record batch of the Arrow files
-PASSAGE_COLUMNS = ("title", "text", "origin", "norm", "doc_id", "prefix")
+ARROW_ROWS = 1 << 16  # rows per record batch of questions.arrow
+PASSAGE_FIELDS = ("title", "text", "origin", "doc_id", "prefix")
+DOC_ROWS = 8  # passages per block of passages.bin: a served passage decompresses this many
+NORM_ROWS = 4096  # passages per block of norms.bin: only ever read whole, so large blocks (zstd sees more context)
+LEVEL = 4  # zlib's level: 6 makes files 4 to 5% smaller and writes 2 to 3 times slower
+NORM_LEVEL = 6  # zstd's level for norms.bin: 9 makes it 10% smaller and writes 1.6 times slower
+SAMPLE_ROWS = 1 << 16  # the passages the dictionary is sampled from (the first ones): held until it is made
+DICT_BYTES = 32 * 1024  # zlib's window: a larger preset dictionary would not be seen
+NULL = 0xFFFFFFFF  # a null field's length
+MAGIC = b"RAGCBLK1"
+_FOOTER = struct.Struct("<8sIIQQQQQ")  # magic, codec, rows per block, rows, blocks, dict offset, dict size, index
+DEFLATE, ZSTD = 1, 2  # the codecs (the footer's second field): raw DEFLATE with a preset dictionary; zstd
 
 
 def passage_hash(title: str, text: str) -> int:
@@ -43,57 +74,129 @@ def normalize_passage(title: str, text: str) -> str:
     return f" {normalize_answer(f'{title} {text}')} "
 
 
-def _schema():
-    import pyarrow as pa
+def _row_bytes(fields: tuple[str | None, ...]) -> bytes:
+    """One passage as digested: its fields' uint32 lengths (:data:`NULL` for None), then their bytes."""
+    data = [b"" if f is None else f.encode("utf-8", "surrogatepass") for f in fields]
+    lens = [NULL if f is None else len(b) for f, b in zip(fields, data, strict=True)]
+    return struct.pack(f"<{len(lens)}I", *lens) + b"".join(data)
 
-    return pa.schema([(name, pa.string()) for name in PASSAGE_COLUMNS])
+
+def _doc_block(rows: list[tuple[str | None, ...]]) -> bytes:
+    """A block of passages as stored: every field's uint32 length (:data:`NULL` for None), row after row, then
+    every field's bytes in the same order (the lengths first, so a reader decompresses only as far as the passage
+    it wants)."""
+    fields = [f for row in rows for f in row]
+    data = [b"" if f is None else f.encode("utf-8", "surrogatepass") for f in fields]
+    lens = [NULL if f is None else len(b) for f, b in zip(fields, data, strict=True)]
+    return struct.pack(f"<{len(lens)}I", *lens) + b"".join(data)
+
+
+def _norm_block(norms: list[bytes]) -> bytes:
+    return struct.pack(f"<{len(norms)}I", *map(len, norms)) + b"".join(norms)
+
+
+class BlockFile:
+    """Writes one block file (see the module's docstring): rows (already serialised) go in with :meth:`add`; the
+    first :data:`SAMPLE_ROWS` are held until the dictionary is sampled from them, then every full block of
+    ``rows_per_block`` rows is compressed and written; :meth:`close` writes the last block, the dictionary, the
+    offsets and the footer. ``join`` makes a block's bytes from its rows."""
+
+    def __init__(self, path: Path, rows_per_block: int, join: Any = b"".join, codec: int = DEFLATE) -> None:
+        self.f = open(path, "wb")
+        self.per = rows_per_block
+        self.join = join
+        self.codec = codec
+        self.rows = 0
+        self._held: list[Any] = []
+        self._dict: bytes | None = None if codec == DEFLATE else b""  # zstd: no dictionary (large blocks)
+        self._offsets = [0]
+
+    def add(self, rows: list[Any]) -> None:
+        self._held.extend(rows)
+        self.rows += len(rows)
+        if self._dict is None and len(self._held) >= SAMPLE_ROWS:
+            self._make_dict()
+        if self._dict is not None:
+            self._flush(final=False)
+
+    def _make_dict(self) -> None:
+        """The preset dictionary: whole rows sampled evenly from the held ones, up to :data:`DICT_BYTES` (the last
+        bytes of a zlib dictionary are the cheapest to refer to, so the sample is taken in order)."""
+        held = self._held[:SAMPLE_ROWS]
+        raw = [self.join([r]) for r in held]
+        avg = max(1, sum(map(len, raw)) // max(1, len(raw)))
+        step = max(1, len(raw) * avg // DICT_BYTES)
+        self._dict = b"".join(raw[::step])[-DICT_BYTES:]
+        # primed once with the dictionary, copied for each block (the same bytes as a fresh compressor each time,
+        # without hashing the dictionary again for every block)
+        self._primed = zlib.compressobj(LEVEL, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=self._dict)
+
+    def _flush(self, final: bool) -> None:
+        per, held = self.per, self._held
+        full = len(held) if final else len(held) - len(held) % per
+        for a in range(0, full, per):
+            if self.codec == DEFLATE:
+                c = self._primed.copy()
+                data = c.compress(self.join(held[a:a + per])) + c.flush()
+            else:
+                import pyarrow as pa
+
+                raw = self.join(held[a:a + per])  # (its size first: pyarrow's zstd wants it to decompress)
+                data = struct.pack("<Q", len(raw)) + pa.Codec("zstd", NORM_LEVEL).compress(raw, asbytes=True)
+            self.f.write(data)
+            self._offsets.append(self._offsets[-1] + len(data))
+        del held[:full]
+
+    def close(self) -> None:
+        if self._dict is None:
+            self._make_dict()
+        self._flush(final=True)
+        at = self._offsets[-1]
+        assert self._dict is not None
+        self.f.write(self._dict)
+        self.f.write(struct.pack(f"<{len(self._offsets)}Q", *self._offsets))
+        self.f.write(_FOOTER.pack(MAGIC, self.codec, self.per, self.rows, len(self._offsets) - 1, at, len(self._dict),
+                                  at + len(self._dict)))
+        self.f.close()
+
+    def abort(self) -> None:
+        self.f.close()
 
 
 class StoreWriter:
-    """``passages.arrow`` and ``passage_keys.npy``, a block of passages at a time (record batches of
-    :data:`ARROW_ROWS` rows, the last shorter), then ``questions.arrow``."""
+    """``passages.bin``, ``norms.bin`` and ``passage_keys.npy``, a block of passages at a time, then
+    ``questions.arrow``; :attr:`digest`, the SHA-256 of the passages' fields."""
 
     def __init__(self, tmp: Path) -> None:
-        import pyarrow as pa
-
         self.tmp = tmp
-        self._sink = pa.OSFile(str(tmp / PASSAGES), "wb")
-        self._writer = pa.ipc.new_file(self._sink, _schema())
+        self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS, join=_doc_block)
+        self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block, codec=ZSTD)
         self._keys: list[Any] = []
-        self._pending: list[list[Any]] = [[] for _ in PASSAGE_COLUMNS]  # rows not yet in a record batch
+        self._sha = hashlib.sha256()
         self.rows = 0
 
     def add(self, block: Any) -> None:
         import numpy as np
 
-        norm = [normalize_passage(t, x) for t, x in zip(block.titles, block.texts, strict=True)]
-        for col, values in zip(self._pending, (block.titles, block.texts, block.origins, norm, block.ids,
-                                               block.prefixes), strict=True):
-            col.extend(values)
-        while len(self._pending[0]) >= ARROW_ROWS:
-            self._flush(ARROW_ROWS)
+        rows = list(zip(block.titles, block.texts, block.origins, block.ids, block.prefixes, strict=True))
+        self._sha.update(b"".join(map(_row_bytes, rows)))
+        self._docs.add(rows)
+        self._norms.add([normalize_passage(t, x).encode("utf-8", "surrogatepass")
+                         for t, x in zip(block.titles, block.texts, strict=True)])
         self._keys.append(np.fromiter((passage_hash(t, x) for t, x in zip(block.titles, block.texts, strict=True)),
                                       dtype=np.int64, count=len(block)))
         self.rows += len(block)
 
-    def _flush(self, n: int) -> None:
-        """The first ``n`` pending rows as one record batch: batches of ARROW_ROWS whatever the blocks, so the
-        file's bytes do not depend on how the build was paced (``--block``)."""
-        import pyarrow as pa
-
-        cols = [pa.array(c[:n], pa.string()) for c in self._pending]
-        self._writer.write_batch(pa.record_batch(cols, schema=_schema()))
-        for c in self._pending:
-            del c[:n]
+    @property
+    def digest(self) -> str:
+        return self._sha.hexdigest()
 
     def finish(self, q_ids: list[str], q_texts: list[str], q_gold: list[list[int]]) -> None:
         import numpy as np
         import pyarrow as pa
 
-        if self._pending[0]:
-            self._flush(len(self._pending[0]))
-        self._writer.close()
-        self._sink.close()
+        self._docs.close()
+        self._norms.close()
         np.save(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64))
         table = pa.table({"id": pa.array(q_ids, pa.string()), "question": pa.array(q_texts, pa.string()),
                           "gold": pa.array(q_gold, pa.list_(pa.int32()))})
@@ -101,11 +204,65 @@ class StoreWriter:
             writer.write_table(table, max_chunksize=ARROW_ROWS)
 
     def abort(self) -> None:
-        for closing in (self._writer.close, self._sink.close):
+        for f in (self._docs, self._norms):
             try:
-                closing()
+                f.abort()
             except Exception:  # noqa: BLE001  (already failing)
                 pass
+
+
+class BlockReader:
+    """One block file, memory-mapped: :meth:`block` decompresses block ``b`` (bytes)."""
+
+    def __init__(self, path: Path) -> None:
+        import mmap
+
+        import numpy as np
+
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        buf = self._mm if self._mm is not None else b""
+        if size < _FOOTER.size:
+            raise ValueError(f"{path.name}: {size} bytes, too short for a block file")
+        magic, self.codec, self.per, self.rows, self.blocks, d_at, d_len, i_at = _FOOTER.unpack_from(
+            buf, size - _FOOTER.size)
+        if magic != MAGIC or self.codec not in (DEFLATE, ZSTD) or i_at + 8 * (self.blocks + 1) + _FOOTER.size != size:
+            raise ValueError(f"{path.name}: not a block file of this version")
+        self.zdict = bytes(buf[d_at:d_at + d_len])
+        self.offsets = np.frombuffer(buf, dtype="<u8", count=self.blocks + 1, offset=i_at).astype(np.int64)
+        self._view = memoryview(buf)
+
+    def block(self, b: int) -> bytes:
+        """Block ``b`` decompressed."""
+        data = self._view[self.offsets[b]:self.offsets[b + 1]]
+        if self.codec == ZSTD:  # its decompressed size, then a zstd frame
+            import pyarrow as pa
+
+            (size,) = struct.unpack_from("<Q", data)
+            return pa.Codec("zstd").decompress(data[8:], decompressed_size=size, asbytes=True)
+        return zlib.decompressobj(-15, zdict=self.zdict).decompress(data)
+
+    def rows_of(self, b: int, wanted: list[int]) -> dict[int, tuple[str | None, ...]]:
+        """Passages ``wanted`` (indices within block ``b`` of passages.bin) as tuples of their five fields,
+        decompressing the block only as far as the last of them ends."""
+        k = len(PASSAGE_FIELDS)
+        n = min(self.per, self.rows - b * self.per)
+        d = zlib.decompressobj(-15, zdict=self.zdict)
+        head = 4 * k * n
+        raw = d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]], head)
+        lens = struct.unpack_from(f"<{k * n}I", raw)
+        starts = [head]
+        for ln in lens:
+            starts.append(starts[-1] + (0 if ln == NULL else ln))
+        end = starts[k * (max(wanted) + 1)]
+        while len(raw) < end:  # on from where the lengths stopped, to the end of the last passage wanted
+            more = d.decompress(d.unconsumed_tail, end - len(raw))
+            if not more:
+                break
+            raw += more
+        return {r: tuple(None if lens[i] == NULL else raw[starts[i]:starts[i + 1]].decode("utf-8", "surrogatepass")
+                         for i in range(k * r, k * r + k)) for r in wanted}
 
 
 class PassageStore:
@@ -117,9 +274,11 @@ class PassageStore:
         import numpy as np
         import pyarrow as pa
 
-        with open(d / PASSAGES, "rb") as f:  # a Python mmap, so the answer test can search it in place
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self.passages = pa.ipc.open_file(pa.py_buffer(self._mm)).read_all()  # zero-copy over the map
+        try:
+            self._docs = BlockReader(d / PASSAGES)
+            self._norm_file = BlockReader(d / NORMS)
+        except ValueError as e:
+            return [str(e)]
         questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
         self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
         self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
@@ -128,79 +287,104 @@ class PassageStore:
         self._questions = questions
         self._q_lists: tuple[list[str], list[list[int]]] | None = None
         self._q_row = {q: i for i, q in enumerate(self._q_ids)}
-        self._cols = [self.passages.column(c) for c in ("title", "text", "norm")]
         self._cache: dict[int, tuple[str, str]] = {}
-        self._norms: dict[int, str] = {}
         self._spans: tuple[Any, Any, Any] | None = None
         problems = []
-        if self.passages.num_rows != m["passages"] or len(self.keys) != m["passages"]:
-            problems.append(f"{self.passages.num_rows:,} passages, the manifest says {m['passages']:,}")
+        n = m["passages"]
+        if self._docs.rows != n or self._norm_file.rows != n or len(self.keys) != n:
+            problems.append(f"{self._docs.rows:,} passages, the manifest says {n:,}")
         if questions.num_rows != m["questions"] or self.ranked_ids.shape != (m["questions"], m["depth"]):
             problems.append("question or ranking counts differ from the manifest")
         return problems
 
     # -- passages
+    def rows(self, pids: Any) -> list[tuple[str | None, ...]]:
+        """The five stored fields (:data:`PASSAGE_FIELDS`) of each passage, in the order asked; each block
+        decompressed once per call, only as far as the passages wanted in it."""
+        per, n = self._docs.per, self._docs.rows
+        pids = [int(p) for p in pids]
+        by_block: dict[int, list[int]] = {}
+        for pid in pids:
+            if not 0 <= pid < n:
+                raise IndexError(f"passage {pid} is not in this index of {n:,} passages")
+            by_block.setdefault(pid // per, []).append(pid % per)
+        got = {b: self._docs.rows_of(b, rs) for b, rs in by_block.items()}
+        return [got[pid // per][pid % per] for pid in pids]
+
     def passage(self, pid: int) -> tuple[str, str]:
         """(title, text) of passage ``pid``."""
         hit = self._cache.get(pid)
         if hit is None:
-            hit = self._cache[pid] = (self._cols[0][pid].as_py(), self._cols[1][pid].as_py())
+            t, x, *_ = self.rows([pid])[0]
+            hit = self._cache[pid] = (t, x)
         return hit
+
+    def origin(self, pid: int) -> str:
+        """``dataset`` or ``corpus``: where passage ``pid`` came from."""
+        return self.rows([pid])[0][2]
 
     def norm(self, pid: int) -> str:
         """Passage ``pid`` as the "contains an answer" test reads it (:func:`normalize_passage`)."""
-        hit = self._norms.get(pid)
-        if hit is None:
-            hit = self._norms[pid] = self._cols[2][pid].as_py()
-        return hit
+        data, starts, ends = self._norm_text()
+        return data[int(starts[pid]):int(ends[pid])].decode("utf-8", "surrogatepass")
 
     def documents(self, pids: Any) -> list[tuple[str, str, str, str]]:
         """(id, contents, title, text) of each passage: a corpus line's own ``id`` and ``contents`` byte for byte;
-        a dataset paragraph's number and ``title + "\\n" + text``. One take per chunk of the table the ids fall
-        in (:class:`Documents`)."""
-        if getattr(self, "_documents", None) is None:
-            self._documents = Documents(self.passages)
-        return self._documents.get(pids)
+        a dataset paragraph's number and ``title + "\\n" + text`` (a newline inside the title sent as a space:
+        Search-R1 splits at the first one). Read straight from the mapped file, each block decompressed once;
+        nothing is cached, so a long-running server's memory does not grow with what it returned."""
+        import numpy as np
+
+        pids = np.asarray(pids, dtype=np.int64).tolist()
+        return [(str(pid) if did is None else did, (t.replace("\n", " ") + "\n" if pre is None else pre) + x, t, x)
+                for pid, (t, x, _, did, pre) in zip(pids, self.rows(pids), strict=True)]
+
+    def _norm_text(self) -> tuple[Any, Any, Any]:
+        """Every passage's normalised text, decompressed once into an unlinked temporary file and memory-mapped (page
+        cache the kernel can reclaim, not the process's own memory: 3.6 GB at 5.2M passages): (buffer, starts,
+        ends)."""
+        if self._spans is None:
+            import mmap
+            import tempfile
+
+            import numpy as np
+
+            f = self._norm_file
+            lens = []
+            with tempfile.TemporaryFile(prefix="rag-curriculum-norms-") as tmp:
+                for b in range(f.blocks):
+                    raw = f.block(b)
+                    k = min(f.per, f.rows - b * f.per)
+                    lens.append(np.frombuffer(raw, dtype="<u4", count=k).astype(np.int64))
+                    tmp.write(memoryview(raw)[4 * k:])
+                tmp.flush()
+                size = tmp.tell()
+                data: Any = mmap.mmap(tmp.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+            length = np.concatenate(lens) if lens else np.zeros(0, np.int64)
+            ends = np.cumsum(length)
+            self._spans = (data, ends - length, ends)
+        return self._spans
 
     def norm_spans(self) -> tuple[Any, Any, Any]:
         """``(find, starts, ends)``: ``find(pattern, starts[pid], ends[pid]) >= 0`` when the UTF-8 bytes
-        ``pattern`` occur in passage ``pid``'s :meth:`norm` (``mmap.find`` over the memory-mapped passages file
-        between the bounds, int64 arrays of file offsets: no string is made). A substring of the UTF-8 text is a
-        substring of the text, so this is :meth:`norm`'s ``in`` test."""
-        if self._spans is None:
-            import numpy as np
-            import pyarrow as pa
-
-            base = pa.py_buffer(self._mm).address
-            starts, ends = [], []
-            for chunk in self._cols[2].chunks:
-                _, offsets, data = chunk.buffers()
-                wide = pa.types.is_large_string(chunk.type)
-                off = np.frombuffer(offsets, np.int64 if wide else np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
-                at = data.address - base if data is not None else 0
-                starts.append(off[:-1].astype(np.int64) + at)
-                ends.append(off[1:].astype(np.int64) + at)
-            self._spans = (self._mm.find, np.concatenate(starts) if starts else np.zeros(0, np.int64),
-                           np.concatenate(ends) if ends else np.zeros(0, np.int64))
-        return self._spans
+        ``pattern`` occur in passage ``pid``'s :meth:`norm` (``mmap.find`` between the bounds, int64 arrays of
+        offsets into every passage's normalised text, decompressed once: no string is made). A substring of the
+        UTF-8 text is a substring of the text, so this is :meth:`norm`'s ``in`` test."""
+        data, starts, ends = self._norm_text()
+        return data.find, starts, ends
 
     def prefetch(self, pids: Any, *, norm: bool = False) -> None:
-        """Read many passages (title and text; with ``norm``, the normalised text alone) at once, with one
-        vectorised take, into the cache."""
+        """Read many passages (title and text; with ``norm``, every normalised text) at once, into the cache."""
         import numpy as np
-        import pyarrow as pa
 
-        want = np.unique(np.asarray(pids, dtype=np.int64))
-        want = want[want >= 0]
-        if not len(want):
-            return
-        take = pa.array(want)
         if norm:
-            self._norms.update(zip(want.tolist(), self._cols[2].take(take).to_pylist(), strict=True))
-        else:
-            self._cache.update(zip(want.tolist(), zip(self._cols[0].take(take).to_pylist(),
-                                                      self._cols[1].take(take).to_pylist(), strict=True),
-                                   strict=True))
+            self._norm_text()
+            return
+        want = np.unique(np.asarray(pids, dtype=np.int64))
+        want = want[want >= 0].tolist()
+        want = [p for p in want if p not in self._cache]
+        for pid, (t, x, *_) in zip(want, self.rows(want), strict=True):
+            self._cache[pid] = (t, x)
 
     def _q(self) -> tuple[list[str], list[list[int]]]:
         """The indexed questions' texts and gold passage ids, read once."""
@@ -208,51 +392,3 @@ class PassageStore:
             self._q_lists = (self._questions.column("question").to_pylist(),
                              self._questions.column("gold").to_pylist())
         return self._q_lists
-
-
-class Documents:
-    """Many passages at once as a server returns them, read straight from the memory-mapped Arrow buffers: each
-    string sliced from its column's data by the offsets (no ``take``, no copy of a column, no per-passage cache
-    that would grow with every passage a long-running server ever returned)."""
-
-    def __init__(self, table: Any) -> None:
-        import numpy as np
-
-        cols = [table.column(c) for c in ("title", "text", "doc_id", "prefix")]
-        self.bounds = np.cumsum([0] + [len(c) for c in cols[0].chunks])
-        # per column, per chunk: (offsets, data, validity bitmap or None, the chunk's bit offset)
-        self.cols = [[_strings(chunk) for chunk in col.chunks] for col in cols]
-
-    def get(self, pids: Any) -> list[tuple[str, str, str, str]]:
-        import numpy as np
-
-        pids = np.asarray(pids, dtype=np.int64)
-        which = (np.searchsorted(self.bounds, pids, side="right") - 1).tolist()
-        rows = (pids - self.bounds[which]).tolist() if len(pids) else []
-        cols: list[list[Any]] = []
-        for col in self.cols:
-            out: list[Any] = []
-            for c, r in zip(which, rows, strict=True):
-                offsets, data, valid, bit = col[c]
-                if valid is not None and not (valid[(bit + r) >> 3] >> ((bit + r) & 7)) & 1:
-                    out.append(None)
-                else:
-                    out.append(str(data[int(offsets[r]):int(offsets[r + 1])], "utf-8"))
-            cols.append(out)
-        titles, texts, ids, prefixes = cols
-        # no prefix: "title\ntext", a newline inside the title sent as a space (Search-R1 splits at the first one)
-        return [(str(pid) if did is None else did, (t.replace("\n", " ") + "\n" if pre is None else pre) + x, t, x)
-                for pid, t, x, did, pre in zip(pids.tolist(), titles, texts, ids, prefixes, strict=True)]
-
-
-def _strings(chunk: Any) -> tuple[Any, Any, Any, int]:
-    """A string chunk's raw parts: its offsets (numpy, from the chunk's first row), its data as a memoryview, its
-    validity bitmap (None without nulls) and the bit where the chunk starts in it."""
-    import numpy as np
-    import pyarrow as pa
-
-    validity, offsets, data = chunk.buffers()[:3]
-    kind = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-    offs = np.frombuffer(offsets, dtype=kind)[chunk.offset:] if offsets is not None else np.zeros(1, dtype=kind)
-    valid = None if chunk.null_count == 0 or validity is None else memoryview(validity)
-    return offs, memoryview(data) if data is not None else memoryview(b""), valid, chunk.offset

@@ -1,0 +1,1468 @@
+"""The BM25 index's postings, compressed, and the compiled search that decodes them (numba, cached on disk; the same
+functions run as plain Python where numba is not installed: slow, the same answers).
+
+**Format.** Each term's postings (the passages holding it, ascending, with the term's frequency there) are cut into
+blocks of :data:`BLOCK` postings; a block stores its passages as gaps (minus one) and its frequencies (minus one),
+each list bit-packed at the width of its largest value, in 32-bit words. Per block: its last passage (to skip
+blocks unread), where its words start, the two widths, and the most any of its postings can score (block-max
+pruning); per term: its first block, its document frequency and the most it can score. Scores are computed in
+the loop from the frequency and the passage's length, exactly as the index's scoring preset computes them
+(:class:`Scoring`), never stored: a posting costs about 1 to 2 bytes where a stored float32 score and int32 passage
+took 8.
+
+**Search.** Block-max WAND (Ding and Suel, 2011, on Broder et al.'s WAND): the query's lists walked in order of
+their current passage; a passage is scored only when the bounds of the lists that may hold it (each term's largest
+score, then each block's) reach the current ``k``-th score less a margin wider than float rounding; otherwise the
+lists skip ahead (whole blocks unread). The ``k`` best are exact, ties broken by the tie key (the lower passage
+id, or for the Lucene preset Lucene's order: the ``id`` string's bytes). An exhaustive sum serves the bm25s
+variants that score passages without the word (bm25l, bm25+).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+from typing import Any
+
+from ._bm25 import BM25Error, _pool, write_vocab
+
+try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
+    import numba
+except ImportError:  # pragma: no cover
+    numba = None
+
+BLOCK = 128  # postings per block
+INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
+
+# scoring presets (the kernels' ``mode``)
+BM25S, LUCENE = 0, 1
+# bm25s's methods (the kernels' ``method``)
+METHOD_CODES = {"lucene": 0, "robertson": 0, "atire": 1, "bm25l": 2, "bm25+": 3}
+
+
+# -- bit packing ------------------------------------------------------------------------------------------------
+def _bits(v):
+    n = 0
+    while v:
+        v >>= 1
+        n += 1
+    return n
+
+
+def _bytes(n, wd, wf):
+    """Bytes a block of ``n`` postings takes: its gaps (``wd`` bits each) and frequencies (``wf``), packed."""
+    return (n * (wd + wf) + 7) >> 3
+
+
+#: Block maxima are stored as 16-bit steps of 1/1024 on a log scale from QMIN: a bound a hair above the true maximum.
+QMIN = 1e-6
+QLOG = math.log1p(1.0 / 1024.0)
+
+
+def _qmax(q):
+    """The bound a stored block maximum stands for (0 for 0)."""
+    if q == 0:
+        return 0.0
+    return QMIN * math.exp(q * QLOG)
+
+
+def _pack(values, n, w, words, bit):
+    """``values[:n]``, ``w`` bits each, into ``words`` from bit ``bit`` (zeroed beforehand)."""
+    if w == 0:
+        return
+    for i in range(n):
+        v = values[i]
+        wi = bit >> 5
+        sh = bit & 31
+        words[wi] |= (v << sh) & 0xFFFFFFFF
+        if sh + w > 32:
+            words[wi + 1] |= v >> (32 - sh)
+        bit += w
+
+
+def _unpack(words, bit, n, w, out):
+    """``n`` values of ``w`` bits from bit ``bit`` of ``words``."""
+    if w == 0:
+        for i in range(n):
+            out[i] = 0
+        return
+    mask = (1 << w) - 1
+    for i in range(n):
+        wi = bit >> 5
+        two = np_int64(words[wi]) | (np_int64(words[wi + 1]) << 32)  # the stream is padded with a word at its end
+        out[i] = (two >> (bit & 31)) & mask
+        bit += w
+
+
+def encode(docs, tfs, term_starts, block_first, block_last, block_off, block_bits, words, scratch):
+    """Encode every term's postings (``docs`` / ``tfs`` term after term, ``term_starts`` their bounds) into blocks:
+    with ``words`` None, only the blocks' word offsets (``block_off``, the total last) and widths are filled (the
+    sizing pass); otherwise the words themselves. ``block_first[t]``: term ``t``'s first block."""
+    gaps = scratch[0]
+    fr = scratch[1]
+    for t in range(term_starts.shape[0] - 1):
+        s, e = term_starts[t], term_starts[t + 1]
+        prev = -1
+        blk = block_first[t]
+        for a in range(s, e, BLOCK):
+            z = min(e, a + BLOCK)
+            n = z - a
+            mg = 0
+            mf = 0
+            for i in range(n):
+                dv = np_int64(docs[a + i])
+                g = dv - prev - 1
+                prev = dv
+                gaps[i] = g
+                f = tfs[a + i] - 1
+                fr[i] = f
+                if g > mg:
+                    mg = g
+                if f > mf:
+                    mf = f
+            wd = _bits(mg) if n > 1 else 0  # one posting: its passage is the block's last, no gap stored
+            wf = _bits(mf)
+            if words.shape[0] == 0:
+                block_bits[blk, 0] = wd
+                block_bits[blk, 1] = wf
+                block_last[blk] = prev
+                block_off[blk + 1] = np_int64(block_off[blk]) + _bytes(n, wd, wf)
+            else:
+                bit = np_int64(block_off[blk]) * 8
+                _pack(gaps, n, wd, words, bit)
+                _pack(fr, n, wf, words, bit + n * wd)
+            blk += 1
+
+
+def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_out, tfs_out):
+    """Block ``blk`` (``first``: its term's first block; ``n``: its postings) into ``docs_out`` / ``tfs_out``."""
+    wd = block_bits[blk, 0]
+    wf = block_bits[blk, 1]
+    bit = np_int64(block_off[blk]) * 8
+    _unpack(words, bit + n * wd, n, wf, tfs_out)
+    for i in range(n):
+        tfs_out[i] += 1
+    if n == 1:  # a block of one posting stores no gap: its passage is its last
+        docs_out[0] = np_int64(block_last[blk])
+        return
+    _unpack(words, bit, n, wd, docs_out)
+    d = np_int64(-1) if blk == first else np_int64(block_last[blk - 1])
+    for i in range(n):
+        d += docs_out[i] + 1
+        docs_out[i] = d
+
+
+def np_int64(v):  # replaced by numba's int64 when compiled
+    return int(v)
+
+
+# -- scoring ----------------------------------------------------------------------------------------------------
+def _score(mode, method, w, idf, nonocc, tf, dl, cache, avg, k1, b, delta):
+    """One posting's score, float32, as the preset computes it: ``w`` the term's weight (Lucene: boost x idf,
+    float32), ``idf`` the term's float32 idf (bm25s), ``dl`` the passage's length (bm25s) or norm byte (Lucene)."""
+    if mode == LUCENE:
+        v = f32(f32(tf) * cache[dl])
+        return f32(w - f32(w / f32(f32(1.0) + v)))
+    t = f64(f32(tf))
+    ld = f64(dl)
+    if method == 0:  # lucene / robertson: tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf), float64
+        tfc = t / (k1 * ((1.0 - b) + b * ld / avg) + t)
+    elif method == 1:  # atire: the numerator in float32 (NumPy's weak Python scalar), the rest float64
+        tfc = f64(f32(f32(tf) * f32(k1 + 1.0))) / (t + k1 * (1.0 - b + b * ld / avg))
+    elif method == 2:  # bm25l
+        c = t / (1.0 - b + b * ld / avg)
+        tfc = ((k1 + 1.0) * (c + delta)) / (k1 + c + delta)
+    else:  # bm25+: the numerator in float32
+        tfc = (f64(f32(f32(k1 + 1.0) * f32(tf))) / (k1 * (1.0 - b + b * ld / avg) + t)) + delta
+    s = f64(idf) * tfc
+    if method >= 2:
+        s = s - f64(nonocc)
+    return f32(s)
+
+
+def f32(v):  # replaced by numba's float32 when compiled
+    import numpy as np
+
+    return np.float32(v)
+
+
+def f64(v):
+    return float(v)
+
+
+def lucene_value_bound(vmax, w):
+    """The most a Lucene term of weight ``w`` can score, from the largest ``freq * cache[norm]`` of its postings (a
+    score grows with it), in float64 (a bound, not the float32 score)."""
+    return w - w / (1.0 + vmax)
+
+
+# -- the top k ----------------------------------------------------------------------------------------------------
+def _worse(s1, k1_, s2, k2_):
+    return s1 < s2 or (s1 == s2 and k1_ > k2_)
+
+
+def _sift_down(vals, keys, ids, n, j):
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            return
+        if c + 1 < n and _worse(vals[c + 1], keys[c + 1], vals[c], keys[c]):
+            c += 1
+        if _worse(vals[c], keys[c], vals[j], keys[j]):
+            vals[j], vals[c] = vals[c], vals[j]
+            keys[j], keys[c] = keys[c], keys[j]
+            ids[j], ids[c] = ids[c], ids[j]
+            j = c
+        else:
+            return
+
+
+def _push(vals, keys, ids, n, k, s, key, d):
+    """Offer (score ``s``, tie key ``key``, passage ``d``) to the heap of the ``k`` best (its root the worst)."""
+    if n < k:
+        j = n
+        vals[j] = s
+        keys[j] = key
+        ids[j] = d
+        while j > 0:
+            p = (j - 1) // 2
+            if _worse(vals[j], keys[j], vals[p], keys[p]):
+                vals[j], vals[p] = vals[p], vals[j]
+                keys[j], keys[p] = keys[p], keys[j]
+                ids[j], ids[p] = ids[p], ids[j]
+                j = p
+            else:
+                break
+        return n + 1
+    if _worse(vals[0], keys[0], s, key):
+        vals[0] = s
+        keys[0] = key
+        ids[0] = d
+        _sift_down(vals, keys, ids, n, 0)
+    return n
+
+
+def _pop_all(vals, keys, ids, n, out_vals, out_ids):
+    for m in range(n - 1, -1, -1):
+        out_vals[m] = vals[0]
+        out_ids[m] = ids[0]
+        vals[0] = vals[m]
+        keys[0] = keys[m]
+        ids[0] = ids[m]
+        _sift_down(vals, keys, ids, m, 0)
+
+
+# -- block-max WAND ---------------------------------------------------------------------------------------------
+def _seek_block(block_last, lo, hi, d):
+    """The first block in [lo, hi) whose last passage is >= d (hi: none)."""
+    step = 1
+    prev = lo
+    j = lo
+    while j < hi and block_last[j] < d:
+        prev = j + 1
+        j = lo + step
+        step <<= 1
+    if j > hi:
+        j = hi
+    while prev < j:
+        mid = (prev + j) >> 1
+        if block_last[mid] < d:
+            prev = mid + 1
+        else:
+            j = mid
+    return prev
+
+
+def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
+               block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals,
+               out_ids, bufd, buft):
+    """The ``k`` best passages of one query. ``q_terms``: its distinct terms; ``q_order``: its tokens in order, as
+    indices into ``q_terms`` (bm25s adds a repeated word again, in order); ``q_weight``: each distinct term's
+    Lucene weight (boost x idf). ``fill``: complete a short list with score-0 passages (bm25s's way). Writes
+    ``out_vals`` / ``out_ids`` (ids -1 past the end); returns how many."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    nt = q_terms.shape[0]
+    big = np_int64(num_docs) + 1
+    mult = np.zeros(nt, np.int64)
+    for i in range(q_order.shape[0]):
+        mult[q_order[i]] += 1
+    ub = np.empty(nt, np.float64)
+    blk = np.empty(nt, np.int64)
+    bend = np.empty(nt, np.int64)
+    first = np.empty(nt, np.int64)
+    pos = np.zeros(nt, np.int64)
+    nbuf = np.zeros(nt, np.int64)
+    cur = np.empty(nt, np.int64)
+    sc = np.zeros(nt, np.float64)  # a term's score at the passage being scored
+    for i in range(nt):
+        t = q_terms[i]
+        if mode == LUCENE:
+            ub[i] = lucene_value_bound(f64(term_max[t]), f64(q_weight[i]))
+        else:
+            ub[i] = mult[i] * f64(term_max[t])
+        first[i] = term_first[t]
+        blk[i] = term_first[t]
+        bend[i] = term_end[t]
+        if blk[i] < bend[i]:
+            n = min(BLOCK, term_df[t])
+            decode_block(words, block_off, block_bits, block_last, blk[i], first[i], n, bufd[i], buft[i])
+            nbuf[i] = n
+            cur[i] = bufd[i, 0]
+        else:
+            cur[i] = big
+    # MaxScore (Turtle and Flood): the lists by bound, ascending; the first ``ess`` of them (the non-essential
+    # ones) together cannot reach the k-th score, so only passages of the essential lists are candidates, and a
+    # candidate's non-essential lists are looked up (skipping ahead) only while its score could still get there
+    order = np.argsort(ub)
+    pre = np.zeros(nt + 1, np.float64)  # pre[j]: the bounds of order[0..j) summed
+    for j in range(nt):
+        pre[j + 1] = pre[j] + ub[order[j]]
+    rel = max(1e-5, (q_order.shape[0] + 4) * 2.4e-7)  # wider than float32's rounding of a sum of the terms
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    n = 0
+    floor = -np.inf
+    ess = 0
+    while True:
+        pd = big  # the next candidate: the lowest current passage of the essential lists
+        for j in range(ess, nt):
+            c = cur[order[j]]
+            if c < pd:
+                pd = c
+        if pd == big:
+            break
+        s64 = 0.0
+        for j in range(ess, nt):  # the essential lists at pd
+            i = order[j]
+            if cur[i] == pd:
+                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                               doc_len[pd], cache, avg, k1, b, delta))
+                sc[i] = v
+                s64 += v * mult[i] if mode != LUCENE else v
+            else:
+                sc[i] = 0.0
+        ok = True
+        for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
+            if s64 + pre[j + 1] < floor:
+                ok = False
+                for jj in range(j, -1, -1):
+                    sc[order[jj]] = 0.0
+                break
+            i = order[j]
+            if cur[i] < pd:
+                _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
+                         first, pos, nbuf, cur, bufd, buft, big)
+            if cur[i] == pd:
+                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                               doc_len[pd], cache, avg, k1, b, delta))
+                sc[i] = v
+                s64 += v * mult[i] if mode != LUCENE else v
+            else:
+                sc[i] = 0.0
+        if ok and s64 >= floor:
+            if mode == LUCENE:  # the clauses' float scores summed in double, then float
+                score = f32(s64)
+            else:  # bm25s: float32 sums in the query's token order
+                score = f32(0.0)
+                for j in range(q_order.shape[0]):
+                    score = f32(score + f32(sc[q_order[j]]))
+            if f64(score) >= floor:
+                n = _push(vals, keys, ids, n, k, score, np_int64(tie[pd]) if tie.shape[0] else pd, pd)
+                if n == k:
+                    theta = f64(vals[0])
+                    floor = theta - (abs(theta) * rel + 1e-6)
+                    while ess < nt and pre[ess + 1] < floor:  # lists that alone cannot make it leave the essentials
+                        ess += 1
+        for j in range(ess, nt):  # the essential lists past pd
+            i = order[j]
+            if cur[i] == pd:
+                _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
+                      pos, nbuf, cur, bufd, buft, big)
+    if fill and n < k:  # bm25s: the lowest passages holding no query word, score 0
+        i = 0
+        while n < k and i < num_docs:
+            hit = False
+            for u in range(nt):
+                if _contains(q_terms[u], i, words, block_off, block_bits, block_last, term_df, term_first, term_end,
+                             bufd[nt], buft[nt]):
+                    hit = True
+                    break
+            if not hit:
+                n = _push(vals, keys, ids, n, k, f32(0.0), i, i)
+            i += 1
+    _pop_all(vals, keys, ids, n, out_vals, out_ids)
+    return n
+
+
+def _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd, buft):
+    t = q_terms[i]
+    nb = min(BLOCK, term_df[t] - (bb - first[i]) * BLOCK)
+    decode_block(words, block_off, block_bits, block_last, bb, first[i], nb, bufd[i], buft[i])
+    blk[i] = bb
+    nbuf[i] = nb
+    pos[i] = 0
+    cur[i] = bufd[i, 0]
+
+
+def _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos, nbuf,
+          cur, bufd, buft, big):
+    pos[i] += 1
+    if pos[i] < nbuf[i]:
+        cur[i] = bufd[i, pos[i]]
+    elif blk[i] + 1 < bend[i]:
+        _load(i, blk[i] + 1, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur,
+              bufd, buft)
+    else:
+        cur[i] = big
+
+
+def _advance(i, d, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos,
+             nbuf, cur, bufd, buft, big):
+    """List ``i`` to its first passage >= ``d``."""
+    if block_last[blk[i]] < d:
+        bb = _seek_block(block_last, blk[i] + 1, bend[i], d)
+        if bb >= bend[i]:
+            cur[i] = big
+            return
+        _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd,
+              buft)
+    p = pos[i]
+    while bufd[i, p] < d:
+        p += 1
+    pos[i] = p
+    cur[i] = bufd[i, p]
+
+
+def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_first, term_end, bd, bt):
+    f = term_first[t]
+    e = term_end[t]
+    bb = _seek_block(block_last, f, e, d)
+    if bb >= e:
+        return False
+    nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+    decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+    for j in range(nb):
+        if bd[j] == d:
+            return True
+    return False
+
+
+def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
+                block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs,
+                fill,
+                out_vals, out_ids, counts):
+    """:func:`search_one` for each query of a batch (``flat[ptr[i]:ptr[i+1]]`` its distinct terms,
+    ``order_flat[order_ptr[i]:order_ptr[i+1]]`` its token order, ``weights`` beside ``flat``)."""
+    nmax = 1
+    for i in range(ptr.shape[0] - 1):
+        if ptr[i + 1] - ptr[i] > nmax:
+            nmax = ptr[i + 1] - ptr[i]
+    bufd = np.empty((nmax + 1, BLOCK), np.int64)
+    buft = np.empty((nmax + 1, BLOCK), np.int64)
+    for i in range(ptr.shape[0] - 1):
+        if ptr[i + 1] > ptr[i]:
+            counts[i] = search_one(flat[ptr[i]:ptr[i + 1]], order_flat[order_ptr[i]:order_ptr[i + 1]],
+                                   weights[ptr[i]:ptr[i + 1]], k, mode, method, params, words, block_off, block_bits,
+                                   block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len,
+                                   tie,
+                                   num_docs, fill, out_vals[i], out_ids[i], bufd, buft)
+
+
+def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
+                    block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
+                    out_ids, counts, scores, wide, mark):
+    """Every posting of the query scored, term after term in the query's token order (bm25s's own loop: float32
+    sums; Lucene: double sums, then float), plus ``offsets[i]`` (the non-occurrence scores bm25l and bm25+ give
+    every passage), then the ``k`` best: the passages the query touched, and for bm25s the others (score 0, or the
+    offset) by lower id where they can still enter. The cost is the query's postings, not the corpus.
+    ``scores`` (float32), ``wide`` (float64, Lucene) and ``mark`` (bool): one per passage, zero, left zero (a
+    thread's own, reused)."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    for q in range(ptr.shape[0] - 1):
+        if ptr[q + 1] == ptr[q]:
+            continue
+        m = 0
+        terms = flat[ptr[q]:ptr[q + 1]]
+        for j in range(order_ptr[q], order_ptr[q + 1]):
+            u = order_flat[j]
+            t = terms[u]
+            f = term_first[t]
+            for bb in range(f, term_end[t]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
+                    v = _score(mode, method, weights[ptr[q] + u], idf[t], nonocc[t], bt[x], doc_len[d], cache, avg, k1,
+                               b, delta)
+                    if mode == LUCENE:
+                        wide[d] += f64(v)
+                    else:
+                        scores[d] = f32(scores[d] + v)
+        n = 0
+        off = offsets[q]
+        for x in range(m):
+            d = touched[x]
+            s = f32(wide[d]) if mode == LUCENE else f32(scores[d] + off)
+            key = np_int64(tie[d]) if tie.shape[0] else d
+            if n < k or _worse(vals[0], keys[0], s, key):
+                n = _push(vals, keys, ids, n, k, s, key, d)
+        if mode != LUCENE:  # bm25s ranks every passage: the untouched ones score 0 (plus the offset), lower id first
+            s0 = f32(f32(0.0) + off)
+            d = 0
+            while d < num_docs:
+                if not mark[d]:
+                    if n < k or _worse(vals[0], keys[0], s0, d):
+                        n = _push(vals, keys, ids, n, k, s0, d, d)
+                    else:
+                        break  # a higher id cannot enter either
+                d += 1
+        for x in range(m):
+            d = touched[x]
+            mark[d] = False
+            scores[d] = 0
+            if mode == LUCENE:
+                wide[d] = 0
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
+def _kth(wide, touched, m, k, tie, vals, keys, ids):
+    """The ``k``-th best float32 score among the ``m`` touched passages (-inf when fewer)."""
+    n = 0
+    for x in range(m):
+        d = touched[x]
+        sc = f32(wide[d])
+        key = np_int64(tie[d]) if tie.shape[0] else d
+        if n < k or _worse(vals[0], keys[0], sc, key):
+            n = _push(vals, keys, ids, n, k, sc, key, d)
+    return f64(vals[0]) if n == k else -np.inf
+
+
+def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, term_first, term_end,
+                       term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide, mark):
+    """The Lucene preset's search, term at a time with pruning (Lucene sums a passage's clauses in double, so their
+    order is free): the terms by the most they can add, highest first, every posting of each added up until the
+    terms left could not lift an untouched passage to the current ``k``-th score; then only the touched passages
+    that could still reach it are looked up in the lists left (skipping ahead block by block). Exact."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    for q in range(ptr.shape[0] - 1):
+        nt = ptr[q + 1] - ptr[q]
+        if nt == 0:
+            continue
+        ub = np.empty(nt, np.float64)
+        for j in range(nt):
+            ub[j] = lucene_value_bound(f64(term_max[flat[ptr[q] + j]]), f64(weights[ptr[q] + j]))
+        order = np.argsort(-ub)
+        rest = np.zeros(nt + 1, np.float64)  # rest[j]: the bounds of order[j..] summed
+        for j in range(nt - 1, -1, -1):
+            rest[j] = rest[j + 1] + ub[order[j]]
+        rel = max(1e-5, (nt + 4) * 2.4e-7)
+        m = 0
+        j = 0
+        theta = -np.inf
+        while j < nt:  # phase A: every posting of the terms with the highest bounds
+            u = order[j]
+            t = flat[ptr[q] + u]
+            w = weights[ptr[q] + u]
+            f = term_first[t]
+            for bb in range(f, term_end[t]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
+                    wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
+                                          delta))
+            j += 1
+            # theta is at most the bounds processed so far summed: only then can the rest fall below it
+            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:
+                theta = _kth(wide, touched, m, k, tie, vals, keys, ids)
+                if rest[j] < theta - (abs(theta) * rel + 1e-6):
+                    break
+        if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
+            floor = theta - (abs(theta) * rel + 1e-6)
+            c = 0
+            for x in range(m):
+                d = touched[x]
+                if wide[d] + rest[j] >= floor:
+                    touched[c] = d
+                    c += 1
+                else:
+                    mark[d] = False
+                    wide[d] = 0.0
+            cand = np.sort(touched[:c])
+            for x in range(c):
+                touched[x] = cand[x]
+            m = c
+            for jj in range(j, nt):
+                u = order[jj]
+                t = flat[ptr[q] + u]
+                w = weights[ptr[q] + u]
+                f = term_first[t]
+                e = term_end[t]
+                bb = f
+                nb = 0
+                p = 0
+                loaded = -1
+                for x in range(m):
+                    d = touched[x]
+                    if block_last[bb] < d:
+                        bb = _seek_block(block_last, bb + 1, e, d)
+                        if bb >= e:
+                            break
+                    if loaded != bb:
+                        nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                        decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                        loaded = bb
+                        p = 0
+                    while p < nb and bd[p] < d:
+                        p += 1
+                    if p < nb and bd[p] == d:
+                        wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[p], doc_len[d], cache, avg, k1,
+                                              b, delta))
+        n = 0
+        for x in range(m):
+            d = touched[x]
+            sc = f32(wide[d])
+            key = np_int64(tie[d]) if tie.shape[0] else d
+            if n < k or _worse(vals[0], keys[0], sc, key):
+                n = _push(vals, keys, ids, n, k, sc, key, d)
+            mark[d] = False
+            wide[d] = 0.0
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
+def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, bd, bt, out_tf):
+    """Term ``t``'s frequency in each of the ``c`` sorted passages ``cand`` (0 where absent), skipping blocks."""
+    bb = f
+    nb = 0
+    p = 0
+    loaded = -1
+    for x in range(c):
+        out_tf[x] = 0
+    for x in range(c):
+        d = cand[x]
+        if block_last[bb] < d:
+            bb = _seek_block(block_last, bb + 1, e, d)
+            if bb >= e:
+                return
+        if loaded != bb:
+            nb = min(BLOCK, df - (bb - f) * BLOCK)
+            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+            loaded = bb
+            p = 0
+        while p < nb and bd[p] < d:
+            p += 1
+        if p < nb and bd[p] == d:
+            out_tf[x] = bt[p]
+
+
+def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words, block_off, block_bits, block_last,
+                      term_first, term_end, term_df, term_max, idf, nonocc, doc_len, num_docs, out_vals, out_ids,
+                      counts, scores, wide, mark):
+    """The bm25s preset's search, term at a time with pruning: candidates chosen as the Lucene preset's search
+    chooses them (double sums, the terms by bound, a margin wider than float32's rounding), then each candidate's
+    exact score summed as bm25s sums it (float32, in the query's word order), and untouched passages at score 0 by
+    lower id where they can still enter. Exact."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    touched = np.empty(most, np.int64)
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    empty_tie = np.zeros(0, np.uint32)
+    for q in range(ptr.shape[0] - 1):
+        nt = ptr[q + 1] - ptr[q]
+        if nt == 0:
+            continue
+        mult = np.zeros(nt, np.int64)
+        for j in range(order_ptr[q], order_ptr[q + 1]):
+            mult[order_flat[j]] += 1
+        ub = np.empty(nt, np.float64)
+        for j in range(nt):
+            ub[j] = mult[j] * f64(term_max[flat[ptr[q] + j]])
+        order = np.argsort(-ub)
+        rest = np.zeros(nt + 1, np.float64)
+        for j in range(nt - 1, -1, -1):
+            rest[j] = rest[j + 1] + ub[order[j]]
+        rel = max(1e-5, (order_ptr[q + 1] - order_ptr[q] + 4) * 2.4e-7)
+        m = 0
+        j = 0
+        theta = -np.inf
+        while j < nt:
+            u = order[j]
+            t = flat[ptr[q] + u]
+            f = term_first[t]
+            for bb in range(f, term_end[t]):
+                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                for x in range(nb):
+                    d = bd[x]
+                    if not mark[d]:
+                        mark[d] = True
+                        touched[m] = d
+                        m += 1
+                    wide[d] += mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
+                                                    cache, avg, k1, b, delta))
+            j += 1
+            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:  # (as in lucene_pruned_many)
+                theta = _kth(wide, touched, m, k, empty_tie, vals, keys, ids)
+                if rest[j] < theta - (abs(theta) * rel + 1e-6):
+                    break
+        c = m
+        if j < nt:
+            floor = theta - (abs(theta) * rel + 1e-6)
+            c = 0
+            for x in range(m):
+                d = touched[x]
+                if wide[d] + rest[j] >= floor:
+                    touched[c] = d
+                    c += 1
+                else:
+                    mark[d] = False
+                wide[d] = 0.0
+        else:
+            for x in range(m):
+                wide[touched[x]] = 0.0
+        cand = np.sort(touched[:c])
+        tf = np.empty((nt, c), np.int64)
+        for u in range(nt):  # each candidate's frequency in every list, for its exact score
+            t = flat[ptr[q] + u]
+            _lookup_all(t, term_first[t], term_end[t], term_df[t], cand, c, words, block_off, block_bits, block_last,
+                        bd, bt, tf[u])
+        n = 0
+        for x in range(c):
+            d = cand[x]
+            sc = f32(0.0)
+            for jj in range(order_ptr[q], order_ptr[q + 1]):  # bm25s: float32 sums in the query's word order
+                u = order_flat[jj]
+                if tf[u, x] > 0:
+                    t = flat[ptr[q] + u]
+                    sc = f32(sc + _score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf[u, x], doc_len[d], cache,
+                                         avg, k1, b, delta))
+            if n < k or _worse(vals[0], keys[0], sc, d):
+                n = _push(vals, keys, ids, n, k, sc, d, d)
+        s0 = f32(0.0)  # the untouched passages: score 0, lower id first, where they can still enter
+        d = 0
+        while d < num_docs:
+            if not mark[d]:
+                if n < k or _worse(vals[0], keys[0], s0, d):
+                    n = _push(vals, keys, ids, n, k, s0, d, d)
+                else:
+                    break
+            d += 1
+        for x in range(c):
+            mark[cand[x]] = False
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
+def tie_adjust(vals, counts):
+    """In place, the scores pyserini's ``LuceneSearcher.search`` returns for ranked lists (Anserini's
+    ``ScoreTiesAdjusterReranker``): each rounded to 1e-4 (``Math.round(score * 1e4) / 1e4`` in double, then
+    float), and in a run of scores each within 1e-4 of the one before, the i-th after the run's first lowered by
+    ``1e-6 * i`` (float)."""
+    for q in range(vals.shape[0]):
+        dup = 0
+        for i in range(counts[q]):
+            vals[q, i] = f32(np.floor(f64(vals[q, i]) * 10000.0 + 0.5) / 10000.0)
+            if i == 0 or f32(vals[q, i - 1] - vals[q, i]) > f32(1e-4):
+                dup = 0
+            else:
+                dup += 1
+                vals[q, i] = f32(vals[q, i] - f32(f32(1e-6) * f32(dup)))
+
+
+def term_bounds(words, block_off, block_bits, block_last, term_first, term_df, mode, method, params, idf, nonocc,
+                doc_len, block_max):
+    """Each block's largest score (bm25s: the float32 score; Lucene: the largest ``float32(freq * cache[norm])``,
+    from which a query's weight gives the bound)."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    bd = np.empty(BLOCK, np.int64)
+    bt = np.empty(BLOCK, np.int64)
+    for t in range(term_df.shape[0]):
+        f = term_first[t]
+        for bb in range(f, term_first[t + 1]):
+            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+            m = f32(-np.inf)
+            for x in range(nb):
+                if mode == LUCENE:
+                    v = f32(f32(bt[x]) * cache[doc_len[bd[x]]])
+                else:
+                    v = _score(mode, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[bd[x]], cache, avg, k1, b,
+                               delta)
+                if v > m:
+                    m = v
+            block_max[bb] = m
+
+
+def _varint_at(blob, p):
+    """(value, next position) of the varint at ``p``."""
+    n = 0
+    shift = 0
+    while True:
+        byte = np_int64(blob[p])
+        p += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return n, p
+
+
+def vocab_find(blob, off, key, block):
+    """The id of the word ``key`` (UTF-8 bytes) in the front-coded vocabulary (``blob``; ``off``: each block's start,
+    then the end; ``block`` words a block), or -1: a binary search over the blocks' first words, then the block
+    walked with how much of ``key`` the word before matched (a word sharing less with its predecessor than that
+    is past ``key``)."""
+    nk = key.shape[0]
+    lo = 0
+    hi = off.shape[0] - 1
+    while lo < hi:  # the first block whose first word is > key
+        mid = (lo + hi) >> 1
+        n, p = _varint_at(blob, off[mid] + 1)
+        c = 0
+        i = 0
+        while i < n and i < nk:
+            if blob[p + i] != key[i]:
+                c = -1 if blob[p + i] < key[i] else 1
+                break
+            i += 1
+        if c == 0:
+            c = -1 if n < nk else (1 if n > nk else 0)
+        if c <= 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return -1
+    b = lo - 1
+    p = off[b]
+    end = off[b + 1]
+    m = 0  # bytes of key the word before matched
+    j = 0
+    while p < end:
+        shared = np_int64(blob[p])
+        n, p = _varint_at(blob, p + 1)
+        if shared == 255 and m > 255:  # a shared prefix capped at 255: compare from there
+            m = 255
+        if shared > m:  # shares with key what the word before did, and is as far below it
+            p += n
+            j += 1
+            continue
+        if shared < m:  # past key
+            return -1
+        i = 0
+        while i < n and m + i < nk and blob[p + i] == key[m + i]:
+            i += 1
+        if i == n and m + i == nk:
+            return b * block + j
+        if m + i == nk or (i < n and blob[p + i] > key[m + i]):  # key is a prefix of it, or it is above key
+            return -1
+        m += i
+        p += n
+        j += 1
+    return -1
+
+
+def term_maxima(block_max, first, end, out):
+    """Each term's largest block maximum (its ``[first, end)`` blocks, stored quantized; 0 for none), float64."""
+    for i in range(first.shape[0]):
+        m = 0
+        for bb in range(first[i], end[i]):
+            if block_max[bb] > m:
+                m = block_max[bb]
+        out[i] = _qmax(m)
+
+
+import numpy as np  # noqa: E402  (the kernels read it as a global)
+
+_KERNELS: dict[str, Any] | None = None
+
+
+def kernels() -> dict[str, Any]:
+    """The kernels, compiled by numba (cached on disk) where it is installed."""
+    global _KERNELS
+    if _KERNELS is None:
+        g = globals()
+        names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
+                 "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
+                 "_lookup_all", "bm25s_pruned_many",
+                 "tie_adjust", "term_bounds",
+                 "term_maxima")
+        try:
+            from numba import float32, float64, int64, njit
+        except ImportError:
+            pass
+        else:
+            g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "_score", "lucene_value_bound", "_worse")
+            for name in names:
+                g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
+        _KERNELS = {name: g[name] for name in names}
+    return _KERNELS
+
+
+# -- build ------------------------------------------------------------------------------------------------------
+
+
+def int_to_byte4(n: Any) -> Any:
+    """Lucene's ``SmallFloat.intToByte4`` on an int64 array: a length as one byte (exact below 24, then 4
+    significant bits)."""
+    n = np.asarray(n, dtype=np.int64)
+    free = 255 - _long_to_int4(np.array([2**31 - 1]))[0]  # NUM_FREE_VALUES: 24
+    small = n < free
+    out = np.where(small, n, 0)
+    big = n[~small] - free
+    out[~small] = free + _long_to_int4(big)
+    return out.astype(np.uint8)
+
+
+def _long_to_int4(i: Any) -> Any:
+    i = np.asarray(i, dtype=np.int64)
+    nbits = np.where(i > 0, np.floor(np.log2(np.maximum(i, 1))).astype(np.int64) + 1, 0)
+    # exact bit length (log2 can round up near powers of two)
+    nbits = np.where((nbits > 0) & ((np.int64(1) << np.maximum(nbits - 1, 0)) > i), nbits - 1, nbits)
+    nbits = np.where((np.int64(1) << np.minimum(nbits, 62)) <= i, nbits + 1, nbits)
+    shift = np.maximum(nbits - 4, 0)
+    enc = ((i >> shift) & 7) | ((shift + 1) << 3)
+    return np.where(nbits < 4, i, enc)
+
+
+def byte4_to_int(b: Any) -> Any:
+    """Lucene's ``SmallFloat.byte4ToInt``: the length a norm byte stands for (``LENGTH_TABLE``)."""
+    b = np.asarray(b, dtype=np.int64)
+    free = 24
+    i = b - free
+    bits = i & 7
+    shift = (i >> 3) - 1
+    dec = np.where(shift == -1, bits, (bits | 8) << np.maximum(shift, 0))
+    return np.where(b < free, b, free + dec)
+
+
+def lucene_cache(k1: float, b: float, avgdl: Any) -> Any:
+    """Lucene's 256 per-norm factors ``1 / (k1 * ((1 - b) + b * LENGTH_TABLE[i] / avgdl))``, float32 throughout."""
+    f = np.float32
+    k1, b, avgdl = f(k1), f(b), f(avgdl)
+    table = byte4_to_int(np.arange(256)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        return (f(1) / (k1 * ((f(1) - b) + (b * table) / avgdl))).astype(np.float32)
+
+
+def _pairs(tokens: Any, offsets: Any, lengths: Any, s: int, e: int, n_docs: int, perm: Any):
+    """The distinct (term, document) pairs of documents ``s .. e-1`` as keys ``term * n_docs + document``, sorted
+    (by term, then document), and each pair's frequency (``perm``: the terms' new ids)."""
+    d = np.repeat(np.arange(s, e, dtype=np.int64), lengths[s:e])
+    t = perm[np.asarray(tokens[offsets[s]:offsets[e]], dtype=np.int64)]
+    return np.unique(t * max(n_docs, 1) + d, return_counts=True)
+
+
+def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, int], params: dict[str, Any], *,
+                   doc_ids: list[str] | None = None, docs_per_step: int = 1 << 16, bar: Any = None,
+                   task: Any = None) -> dict[str, Any]:
+    """The compressed postings of the documents whose term ids are ``tokens`` (flat, ``lengths`` per document; may
+    be a memory map), their vocabulary (renumbered in UTF-8 byte order), per-document lengths (bm25s) or norms and
+    tie order (Lucene: ``doc_ids``, each document's ``id``), the idf and the bounds, into ``directory``. Two passes
+    over blocks of ``docs_per_step`` documents (the document frequencies; then the postings into term order, in
+    temporary memory-mapped files), then the encoding. Returns the collection's facts."""
+    from pathlib import Path
+
+    k = kernels()
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    preset = params.get("preset", "bm25s")
+    n_docs, n_vocab = len(lengths), len(vocab)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if int(lengths.sum()) != len(tokens) or (len(tokens) and not 0 <= int(np.min(tokens)) <= int(np.max(tokens))
+                                             < n_vocab):
+        raise BM25Error(f"write_postings: {len(tokens):,} token ids for lengths summing to {int(lengths.sum()):,}, "
+                        f"ids in [{int(np.min(tokens)) if len(tokens) else 0}, "
+                        f"{int(np.max(tokens)) if len(tokens) else 0}] for a vocabulary of {n_vocab:,}",
+                        hint="pass the tokenizer's arrays and its own vocabulary")
+    words_sorted = sorted(vocab)  # code point order is UTF-8 byte order (the readers refuse lone surrogates)
+    perm = np.empty(n_vocab, dtype=np.int64)
+    perm[np.fromiter((vocab[w] for w in words_sorted), dtype=np.int64, count=n_vocab)] = np.arange(n_vocab)
+    offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # pass 1: each block's distinct (term, document) pairs, sorted, into a temporary file; document frequencies
+    df = np.zeros(n_vocab, dtype=np.int64)
+    tmp_k, tmp_d, tmp_f = directory / ".pairs.tmp", directory / ".docs.tmp", directory / ".tfs.tmp"
+    sizes = []
+    nd = max(n_docs, 1)
+    try:
+        with open(tmp_k, "wb") as f:
+            for s in range(0, n_docs, docs_per_step):
+                e = min(n_docs, s + docs_per_step)
+                key, tf = _pairs(tokens, offsets, lengths, s, e, n_docs, perm)
+                df += np.bincount(key // nd, minlength=n_vocab)
+                f.write(key.tobytes())
+                f.write(tf.astype(np.int64).tobytes())
+                sizes.append(len(key))
+                if bar is not None:
+                    bar.advance(task, e - s)
+        starts = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(df, out=starts[1:])
+        nnz = int(starts[-1])
+        # pass 2: the pairs into term order (temporary, memory-mapped)
+        docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+        tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
+        pairs = np.memmap(tmp_k, dtype=np.int64, mode="r") if nnz else np.zeros(0, np.int64)
+        cursor = starts[:-1].copy()
+        at = 0
+        for n in sizes:
+            key, tf = pairs[at:at + n], pairs[at + n:at + 2 * n]
+            at += 2 * n
+            if not n:  # a block of passages without a term
+                continue
+            term = key // nd
+            first = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])  # each term's run
+            counts = np.diff(np.append(first, n))
+            t_first = term[first]
+            pos = np.repeat(cursor[t_first], counts) + (np.arange(n) - np.repeat(first, counts))
+            docs[pos] = key % nd
+            tfs[pos] = tf
+            cursor[t_first] += counts
+        del pairs
+        # the blocks: sizes, then the words
+        nblocks = (df + BLOCK - 1) // BLOCK
+        term_first = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(nblocks, out=term_first[1:])
+        nb = int(term_first[-1])
+        block_off = np.zeros(nb + 1, dtype=np.int64)
+        block_bits = np.zeros((nb, 2), dtype=np.uint8)
+        block_last = np.zeros(nb, dtype=np.uint32)
+        scratch = np.zeros((2, BLOCK), dtype=np.int64)
+        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, np.zeros(0, np.uint32),
+                    scratch)
+        words = np.zeros((int(block_off[-1]) + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
+        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
+    finally:
+        docs = tfs = None
+        for f in (tmp_k, tmp_d, tmp_f):
+            f.unlink(missing_ok=True)
+    facts: dict[str, Any] = {"engine": 1, **params, "num_docs": n_docs, "postings": nnz, "blocks": nb}
+    if preset == "lucene":
+        doc_count = int((lengths > 0).sum())
+        sum_ttf = int(lengths.sum())
+        avgdl = float(np.float32(sum_ttf / doc_count)) if doc_count else 0.0
+        idf = Idf(facts | {"preset": "lucene", "doc_count": doc_count}).many(df)
+        doc_len = int_to_byte4(lengths)
+        cache = lucene_cache(params["k1"], params["b"], avgdl)
+        facts.update(doc_count=doc_count, sum_total_term_freq=sum_ttf, avgdl=avgdl)
+        ids = np.asarray(doc_ids if doc_ids is not None else [str(i) for i in range(n_docs)])
+        order = np.argsort(ids, kind="stable") if n_docs else np.zeros(0, np.int64)  # code point order = UTF-8's
+        tie = np.empty(n_docs, dtype=np.uint32)
+        tie[order] = np.arange(n_docs, dtype=np.uint32)
+        np.save(directory / "doc_tie.npy", tie)
+        nonocc = np.zeros(n_vocab, dtype=np.float32)
+        mode, method, avg = LUCENE, 0, avgdl
+    else:
+        avg = lengths.mean() if n_docs else 0.0  # float64, as bm25s computes it
+        facts.update(avgdl=float(avg))
+        stats = Idf(facts)
+        idf, nonocc = stats.many(df), stats.many(df, nonocc=True)
+        doc_len = lengths.astype(np.uint32)
+        cache = np.zeros(256, dtype=np.float32)
+        mode, method = BM25S, METHOD_CODES[params["method"]]
+    kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(avg)],
+                              cache.astype(np.float64)]).astype(np.float64)
+    block_max = np.zeros(nb, dtype=np.float32)
+    term_df = df.astype(np.uint32)
+    k["term_bounds"](words, block_off, block_bits, block_last, term_first, term_df, mode, method, kparams, idf,
+                     nonocc, doc_len, block_max)
+    small = int(block_off[-1]) < (1 << 32) and nb < (1 << 32)  # 4-byte offsets while they fit
+    last_n = np.where(df > 0, df - (nblocks - 1) * BLOCK, 0).astype(np.uint8)  # postings in a term's last block
+    for name, arr in (("words.npy", words), ("block_bits.npy", block_bits), ("block_last.npy", block_last),
+                      ("block_max.npy", quantize_max(block_max)),
+                      ("term_first.npy", term_first.astype(np.uint32) if small else term_first),
+                      ("term_last_n.npy", last_n), ("doc_len.npy" if mode == BM25S else "doc_norm.npy", doc_len)):
+        np.save(directory / name, arr, allow_pickle=False)
+    (directory / "params.json").write_text(json.dumps(facts, indent=1) + "\n")
+    write_vocab(directory / "vocab", words_sorted)
+    return facts
+
+
+def block_offsets(term_first: Any, last_n: Any, bits: Any) -> Any:
+    """Each block's byte offset in ``words`` (and the end), from what the index stores: a block holds 128 postings
+    but a term's last, which holds ``last_n``; its bytes follow from its two widths (:func:`_bytes`). Computed when
+    the index is opened (a few hundred milliseconds at ten million blocks) rather than stored."""
+    first = np.asarray(term_first, dtype=np.int64)
+    nb = int(first[-1])
+    n = np.full(nb, BLOCK, dtype=np.int32)
+    has = first[1:] > first[:-1]
+    n[first[1:][has] - 1] = np.asarray(last_n)[has]
+    width = np.asarray(bits)
+    size = (n * (width[:, 0].astype(np.int32) + width[:, 1]) + 7) >> 3  # int32: at most 128 x 64 bits
+    off = np.zeros(nb + 1, dtype=np.int64)
+    np.cumsum(size, out=off[1:])
+    return off.astype(np.uint32) if off[-1] < (1 << 32) else off
+
+
+def quantize_max(block_max: Any) -> Any:
+    """Block maxima as 16-bit steps (see :data:`QMIN`): the smallest step whose bound is at least the maximum."""
+    v = np.asarray(block_max, dtype=np.float64)
+    q = np.zeros(len(v), dtype=np.int64)
+    pos = v > 0
+    q[pos] = np.ceil(np.log(np.maximum(v[pos], QMIN) / QMIN) / QLOG).astype(np.int64)
+    q[pos] = np.maximum(q[pos], 1)
+    low = pos & (QMIN * np.exp(q * QLOG) < v)  # a float rounding below the maximum: one step up
+    q[low] += 1
+    if (q > 65535).any():
+        raise BM25Error("a block's largest score is beyond the 16-bit scale (above 1e22)",
+                        hint="a BM25 score that large means broken parameters")
+    return q.astype(np.uint16)
+
+
+class Idf:
+    """A term's idf (float32) from its document frequency, as the preset computes it (Lucene's ``BM25Similarity``,
+    or bm25s's variant), and bm25l's / bm25+'s score for passages without the term; computed when asked (an index
+    stores only the frequencies), the same arithmetic as bm25s's and Lucene's."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+        self.lucene = params.get("preset", "bm25s") == "lucene"
+        self._cache: dict[tuple[int, bool], float] = {}
+        if not self.lucene:
+            from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+            self._idf = _select_idf_scorer(params["method"])
+            self._nonocc = params["method"] in ("bm25l", "bm25+")
+            avg = np.float64(params["avgdl"])
+            self._tfc0 = _select_tfc_scorer(params["method"])(tf_array=0, l_d=avg, l_avg=avg, k1=params["k1"],
+                                                               b=params["b"], delta=params["delta"])
+
+    def one(self, df: int, *, nonocc: bool = False) -> float:
+        key = (df, nonocc)
+        got = self._cache.get(key)
+        if got is None:
+            if not df:
+                got = 0.0
+            elif self.lucene:
+                n = self.params["doc_count"]
+                got = 0.0 if nonocc else float(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))
+            elif nonocc:
+                got = float(np.float32(self._idf(df, N=self.params["num_docs"]) * self._tfc0)) if self._nonocc else 0.0
+            else:
+                got = float(np.float32(self._idf(df, N=self.params["num_docs"])))
+            if len(self._cache) < 1_000_000:
+                self._cache[key] = got
+        return got
+
+    def many(self, dfs: Any, *, nonocc: bool = False) -> Any:
+        vals, inv = np.unique(np.asarray(dfs, dtype=np.int64), return_inverse=True)
+        return np.array([self.one(int(v), nonocc=nonocc) for v in vals], dtype=np.float32)[inv].reshape(-1)
+
+
+# -- search -------------------------------------------------------------------------------------------------------
+class PostingsIndex:
+    """A ``bm25/`` directory's postings, memory-mapped, and the compiled search over them."""
+
+    def __init__(self, directory: Any, params: dict[str, Any], *, compiled: bool = True) -> None:
+        from pathlib import Path
+
+        d = Path(directory)
+        self.params = params
+        self.preset = params.get("preset", "bm25s")
+        self.num_docs = int(params["num_docs"])
+        load = lambda name: np.asarray(np.load(d / name, mmap_mode="r"))  # noqa: E731  (a plain view: numba types it fast)
+        self.words, self.block_bits = load("words.npy"), load("block_bits.npy")
+        self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
+        self.term_first, self.term_last_n = load("term_first.npy"), load("term_last_n.npy")
+        self.block_off = block_offsets(self.term_first, self.term_last_n, self.block_bits)
+        self.stats = Idf(params)
+        if self.preset == "lucene":
+            self.mode, self.method = LUCENE, 0
+            self.doc_len = load("doc_norm.npy")
+            self.tie = load("doc_tie.npy")
+            cache = lucene_cache(params["k1"], params["b"], params["avgdl"])
+        else:
+            self.mode, self.method = BM25S, METHOD_CODES[params["method"]]
+            self.doc_len = load("doc_len.npy")
+            self.tie = np.zeros(0, np.uint32)
+            cache = np.zeros(256, np.float32)
+        self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
+        self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(params["avgdl"])],
+                                       cache.astype(np.float64)]).astype(np.float64)
+        self.compiled = compiled
+        self.k = kernels() if compiled else {}
+        self._scratch = threading.local()
+
+    def scratch(self) -> tuple[Any, Any, Any]:
+        """This thread's accumulators for the term-by-term search (one entry a passage, kept zero between queries:
+        allocated once, not per query)."""
+        got = getattr(self._scratch, "arrays", None)
+        if got is None:
+            got = self._scratch.arrays = (np.zeros(self.num_docs, np.float32),
+                                          np.zeros(self.num_docs, np.float64),
+                                          np.zeros(self.num_docs, np.bool_))
+        return got
+
+    def terms(self, terms: Any) -> dict[str, Any]:
+        """The arrays the search reads of ``terms`` (term ids): first and end block, document frequency, idf,
+        non-occurrence score (bm25l, bm25+) and largest block maximum, each an array beside ``terms``."""
+        t = np.asarray(terms, dtype=np.int64)
+        first = self.term_first[t].astype(np.int64)
+        end = self.term_first[t + 1].astype(np.int64)
+        df = self.df(t)
+        out = {"first": first, "end": end, "df": df, "idf": np.array([self.stats.one(int(x)) for x in df], np.float32),
+               "nonocc": np.array([self.stats.one(int(x), nonocc=True) for x in df], np.float32),
+               "max": np.zeros(len(t), np.float64)}
+        if self.compiled:
+            self.k["term_maxima"](self.block_max, first, end, out["max"])
+        return out
+
+    def df(self, terms: Any) -> Any:
+        """Document frequencies (int64) of ``terms``: 128 a block, the last block's own count."""
+        t = np.asarray(terms, dtype=np.int64)
+        nblocks = self.term_first[t + 1].astype(np.int64) - self.term_first[t].astype(np.int64)
+        return np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
+
+    def _args(self):
+        return (self.words, self.block_off, self.block_bits, self.block_last)
+
+    def warm(self, threads: int = 1) -> None:
+        """Compile (or load from the cache) the search this index's queries take (block-max WAND; the exhaustive
+        sum for bm25l and bm25+ only), one query alone and a batch across threads."""
+        if not self.compiled:
+            return
+        live = np.flatnonzero(np.diff(np.asarray(self.term_first[:1 << 16])) > 0)
+        if len(live):
+            q = ([int(live[0])], [0], [1.0])
+            for daat in (False, True):  # both strategies: a query may take either
+                self.search([q], 1, threads=1, daat=daat)
+            if threads > 1:
+                self.search([q, q], 1, threads=threads)
+
+    def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
+               prune: bool = True, daat: bool | None = None):
+        """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
+        int32, scores float32), ids -1 past the end."""
+        if not self.compiled:
+            return numpy_search(self, parsed, k)
+        n = len(parsed)
+        ids = np.full((n, k), -1, dtype=np.int32)
+        scores = np.zeros((n, k), dtype=np.float32)
+        live = [i for i, (terms, _, _) in enumerate(parsed) if terms]
+        if not live or not k:
+            return ids, scores
+        glob = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
+        uniq, flat = np.unique(glob, return_inverse=True)  # the batch's terms, and each query's as indices into them
+        flat = flat.reshape(-1).astype(np.int64)
+        ta = self.terms(uniq)
+        ptr = np.zeros(len(live) + 1, dtype=np.int64)
+        np.cumsum([len(parsed[i][0]) for i in live], out=ptr[1:])
+        oflat = np.fromiter(itertools.chain.from_iterable(parsed[i][1] for i in live), dtype=np.int64)
+        optr = np.zeros(len(live) + 1, dtype=np.int64)
+        np.cumsum([len(parsed[i][1]) for i in live], out=optr[1:])
+        boosts = np.fromiter(itertools.chain.from_iterable(parsed[i][2] for i in live), dtype=np.float32)
+        weights = (boosts * ta["idf"][flat]).astype(np.float32)  # Lucene: boost x idf, in float32
+        vals = np.zeros((len(live), k), dtype=np.float32)
+        got = np.full((len(live), k), -1, dtype=np.int64)
+        counts = np.zeros(len(live), dtype=np.int64)
+        exhaustive = self.exhaustive or not prune
+        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning
+        if exhaustive:
+            plan = np.zeros(len(live), dtype=np.int64)
+        elif daat is not None:  # forced (tests, benchmarks)
+            plan = np.full(len(live), 1 if daat else 0, dtype=np.int64)
+        else:  # term by term with pruning (bm25l and bm25+ score absent words: every posting)
+            plan = np.full(len(live), 2, dtype=np.int64)
+        offsets = np.zeros(len(live), dtype=np.float32)
+        if self.exhaustive:
+            for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
+                offsets[j] = ta["nonocc"][flat[ptr[j] + oflat[optr[j]:optr[j + 1]]]].sum()
+        fill = self.mode == BM25S
+        common = (ta["first"], ta["end"], ta["df"])
+
+        def run(rows: Any) -> None:
+            """The queries ``rows`` (consecutive, all of one strategy)."""
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            if plan[lo] == 2 and self.mode == BM25S:
+                scores, wide, mark = self.scratch()
+                self.k["bm25s_pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], k, self.method, self.kparams,
+                                            *self._args(), *common, ta["max"], ta["idf"], ta["nonocc"], self.doc_len,
+                                            self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
+            elif plan[lo] == 2:
+                scores, wide, mark = self.scratch()
+                self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(), *common,
+                                             ta["max"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
+                                             got[lo:hi], counts[lo:hi], wide, mark)
+            elif plan[lo] == 0:
+                self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
+                                          self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
+                                          ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
+                                          got[lo:hi], counts[lo:hi], *self.scratch())
+            else:
+                self.k["search_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
+                                      self.method, self.kparams, *self._args(), self.block_max, *common, ta["max"],
+                                      ta["idf"], ta["nonocc"], self.doc_len, self.tie, self.num_docs, fill,
+                                      vals[lo:hi], got[lo:hi], counts[lo:hi])
+
+        m = len(live)
+        cuts = [0, *(np.flatnonzero(plan[1:] != plan[:-1]) + 1).tolist(), m]  # runs of one strategy
+        if threads > 1 and m > 1:  # and slices of them, a few per thread
+            parts = min(m, threads * 4)
+            cuts = sorted(set(cuts) | {m * i // parts for i in range(parts + 1)})
+        runs = [np.arange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+        if threads <= 1 or len(runs) == 1:
+            for r in runs:
+                run(r)
+        else:
+            list(_pool(threads).map(run, runs))
+        if self.mode == LUCENE:
+            self.k["tie_adjust"](vals, counts)
+        ids[live] = np.where(got >= 0, got, -1).astype(np.int32)
+        scores[live] = np.where(got >= 0, vals, 0).astype(np.float32)
+        return ids, scores
+
+
+# -- the numpy backend: every passage scored with NumPy (no numba), the same answers ------------------------------
+def numpy_postings(ix: PostingsIndex, t: int) -> tuple[Any, Any]:
+    """Term ``t``'s postings (passages, frequencies), decoded with NumPy."""
+    f, e = int(ix.term_first[t]), int(ix.term_first[t + 1])
+    df = int(ix.df([t])[0])
+    docs, tfs = [], []
+    words = ix.words
+    for bb in range(f, e):
+        n = min(BLOCK, df - (bb - f) * BLOCK)
+        bit = int(ix.block_off[bb]) * 8
+        out = []
+        for w in (int(ix.block_bits[bb, 0]), int(ix.block_bits[bb, 1])):
+            if w == 0:
+                out.append(np.zeros(n, np.int64))
+                continue
+            pos = bit + np.arange(n, dtype=np.int64) * w
+            wi = pos >> 5
+            two = words[wi].astype(np.uint64) | (words[wi + 1].astype(np.uint64) << np.uint64(32))
+            out.append(((two >> (pos & 31).astype(np.uint64)) & np.uint64((1 << w) - 1)).astype(np.int64))
+            bit += n * w
+        base = -1 if bb == f else int(ix.block_last[bb - 1])
+        # a block of one posting stores no gap: its passage is its last
+        docs.append(np.array([int(ix.block_last[bb])]) if n == 1 else base + np.cumsum(out[0] + 1))
+        tfs.append(out[1] + 1)
+    if not docs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(docs), np.concatenate(tfs)
+
+
+def numpy_scores(ix: PostingsIndex, t: int, weight: float, docs: Any, tfs: Any) -> Any:
+    """The float32 scores of term ``t``'s postings, with NumPy (bm25s: bm25s's own functions, as it scores)."""
+    if ix.mode == LUCENE:
+        f = np.float32
+        cache = lucene_cache(ix.params["k1"], ix.params["b"], ix.params["avgdl"])
+        v = tfs.astype(np.float32) * cache[np.asarray(ix.doc_len)[docs]]
+        w = f(weight)
+        return (w - w / (f(1) + v)).astype(np.float32)
+    from bm25s.scoring import _select_tfc_scorer
+
+    p = ix.params
+    tfc = _select_tfc_scorer(p["method"])(tf_array=tfs.astype(np.float32), l_d=np.asarray(ix.doc_len)[docs]
+                                          .astype(np.int64), l_avg=np.float64(p["avgdl"]), k1=p["k1"], b=p["b"],
+                                          delta=p["delta"])
+    sc = np.float32(ix.stats.one(int(ix.df([t])[0]))) * tfc
+    if ix.exhaustive:
+        sc -= np.float32(ix.stats.one(int(ix.df([t])[0]), nonocc=True))
+    return sc.astype(np.float32)
+
+
+def numpy_search(ix: PostingsIndex, parsed: list[tuple[list[int], list[int], list[float]]], k: int):
+    """:meth:`PostingsIndex.search` without numba: every passage scored (bm25s: float32 sums in the query's token
+    order; Lucene: double sums of the distinct terms, then float), the ``k`` best by score then tie key."""
+    n = len(parsed)
+    ids = np.full((n, k), -1, dtype=np.int32)
+    scores = np.zeros((n, k), dtype=np.float32)
+    tie = np.asarray(ix.tie) if ix.mode == LUCENE else np.arange(ix.num_docs)
+    for q, (terms, order, boosts) in enumerate(parsed):
+        if not terms or not k:
+            continue
+        posts = [numpy_postings(ix, t) for t in terms]
+        if ix.mode == LUCENE:
+            acc = np.zeros(ix.num_docs, np.float64)
+            hit = np.zeros(ix.num_docs, bool)
+            for (docs, tfs), t, boost in zip(posts, terms, boosts, strict=True):
+                w = np.float32(boost) * np.float32(ix.stats.one(int(ix.df([t])[0])))
+                acc[docs] += numpy_scores(ix, t, w, docs, tfs)
+                hit[docs] = True
+            total = acc.astype(np.float32)
+            cand = np.flatnonzero(hit)
+        else:
+            total = np.zeros(ix.num_docs, np.float32)
+            for u in order:
+                docs, tfs = posts[u]
+                total[docs] += numpy_scores(ix, terms[u], 0.0, docs, tfs)
+            if ix.exhaustive:
+                total += np.array([ix.stats.one(int(ix.df([terms[u]])[0]), nonocc=True) for u in order],
+                                  np.float32).sum()
+            cand = np.arange(ix.num_docs)
+        best = cand[np.lexsort((tie[cand], -total[cand]))][:k]
+        ids[q, :len(best)] = best
+        scores[q, :len(best)] = total[best]
+        if ix.mode == LUCENE:
+            row = scores[q:q + 1].copy()
+            _tie_adjust_py(row, np.array([len(best)]))
+            scores[q] = row[0]
+    return ids, scores
+
+
+def _tie_adjust_py(vals: Any, counts: Any) -> None:
+    f = np.float32
+    for q in range(vals.shape[0]):
+        dup = 0
+        for i in range(int(counts[q])):
+            vals[q, i] = f(np.floor(float(vals[q, i]) * 10000.0 + 0.5) / 10000.0)
+            if i == 0 or f(vals[q, i - 1] - vals[q, i]) > f(1e-4):
+                dup = 0
+            else:
+                dup += 1
+                vals[q, i] = f(vals[q, i] - f(f(1e-6) * f(dup)))
