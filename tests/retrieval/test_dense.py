@@ -268,8 +268,11 @@ def test_compress_reads_the_flat_vectors_and_reports_recall(search_r1_dense, enc
     xb = flat.reconstruct_n(0, flat.ntotal)
     q_ids = np.sort(np.random.default_rng(1).choice(len(rows), size=len(rows), replace=False))
     exact = np.lexsort((np.broadcast_to(np.arange(len(rows)), (len(q_ids), len(rows))), -(xb[q_ids] @ xb.T)), axis=1)
-    served, _ = ix.searcher.search_vectors(xb[q_ids], 10)
-    got = np.mean([len(set(a[:10]) & set(b)) / 10 for a, b in zip(exact.tolist(), served.tolist(), strict=True)])
+    served, _ = ix.searcher.search_vectors(xb[q_ids], 11)
+    # each query is a corpus vector: its own row, a free hit, is left out of both rankings
+    exact = [[i for i in a if i != me][:10] for a, me in zip(exact.tolist(), q_ids.tolist(), strict=True)]
+    served = [[i for i in a if i != me][:10] for a, me in zip(served.tolist(), q_ids.tolist(), strict=True)]
+    got = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, served, strict=True)])
     assert rec["recall"] == pytest.approx(got, abs=1e-4)
     assert rec["recall_without_refine"] < rec["recall"] <= 1.0
 
@@ -386,3 +389,133 @@ def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
     path.write_bytes(b"XXXX" + data[4:])
     with pytest.raises(RetrievalIndexError, match="FAISS index cannot be read"):
         load_index(copy).retrieve("who?")
+
+
+def test_target_recall_tunes_the_search_settings_to_the_cheapest_that_reach_it(encoder_dir, small_input, tmp_path):
+    """--target-recall: the build tries every nprobe and re-rank depth, keeps the cheapest setting that reaches the
+    target on a sample of the corpus's own vectors (each with itself left out), records it, and the index serves
+    with it: the recall recomputed here from the served ranking is the recorded one, and it reaches the target."""
+    from rag_curriculum.retrieval._dense import _cost
+
+    out = tmp_path / "tuned"
+    m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="dense",
+                                encoder=str(encoder_dir), device="cpu", depth=10, faiss="IVF8,PQ16x4",
+                                train_sample=5000, target_recall=0.9))
+    d = m["dense"]
+    t = d["tuned"]
+    assert t["target_recall"] == 0.9 and t["recall"] >= 0.9 and t["k"] == 10 and t["queries"] == m["passages"]
+    assert (d["nprobe"], d["refine"]) == (t["nprobe"], t["refine"])  # what the server will use
+    assert t["tried"]["columns"] == ["nprobe", "refine", "recall"]
+    ix = load_index(out)
+    s = ix.searcher
+    assert (faiss_nprobe(s.index), s.refine) == (t["nprobe"], t["refine"])
+    # the recorded recall is the served ranking's against exact search over the encoder's float32 vectors (the
+    # tiny encoder's vectors are all alike: float16's rounding alone swaps near-ties, so the target is not 1)
+    n = len(ix)
+    contents = [c for _, c, _, _ in ix.documents(np.arange(n))]
+    xb = _model(encoder_dir).encode(["passage: " + c for c in contents], normalize_embeddings=True,
+                                    convert_to_numpy=True).astype(np.float32)
+    q_ids = np.sort(np.random.default_rng(1).choice(n, size=n, replace=False))
+    served, _ = s.search_vectors(xb[q_ids], 11)
+    exact = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), -(xb[q_ids] @ xb.T)), axis=1)[:, :11]
+    drop = [[[i for i in row if i != me][:10] for row, me in zip(x.tolist(), q_ids.tolist(), strict=True)]
+            for x in (served, exact)]
+    got = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(*drop, strict=True)])
+    assert got == pytest.approx(t["recall"], abs=0.005) and got >= 0.9
+    # no cheaper setting that was tried reached the target
+    rows = t["tried"]["rows"]
+    chosen = _cost(s.index, "nprobe", t["nprobe"], t["refine"], 10, d["dim"])
+    assert all(_cost(s.index, "nprobe", v, r, 10, d["dim"]) >= chosen for v, r, rec in rows if rec >= 0.9)
+    assert any(rec < 0.9 for _, _, rec in rows)  # the target was not free: some settings miss it
+
+
+def faiss_nprobe(index):
+    import faiss
+
+    return faiss.extract_index_ivf(index).nprobe
+
+
+def test_target_recall_on_the_users_queries(encoder_dir, small_input, tmp_path):
+    """--tune-queries: a text file of queries (encoded with the query prefix) or a .npy of query vectors."""
+    from rag_curriculum.loaders import load_examples
+
+    qs = tmp_path / "questions.txt"
+    qs.write_text("\n".join(ex.question for ex in load_examples("musique", small_input)) + "\n\n")
+    out = tmp_path / "tuned-q"
+    m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="dense",
+                                encoder=str(encoder_dir), device="cpu", depth=10, faiss="IVF8,PQ16x4",
+                                train_sample=5000, target_recall=0.95, tune_queries=str(qs)))
+    t = m["dense"]["tuned"]
+    assert t["queries"] == N_QUESTIONS and t["queries_from"] == f"questions.txt ({N_QUESTIONS} queries)"
+    assert t["recall"] >= 0.95
+    assert m["config"]["tune_queries"] == "../questions.txt"  # relative to the index, as every recorded path
+    ix = load_index(out)
+    q = ix.searcher.encode(ix._q()[0])
+    np.save(tmp_path / "q.npy", q)
+    m2 = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "tuned-v"),
+                                 kind="dense", encoder=str(encoder_dir), device="cpu", depth=10, faiss="IVF8,PQ16x4",
+                                 train_sample=5000, target_recall=0.95, tune_queries=str(tmp_path / "q.npy")))
+    t2 = m2["dense"]["tuned"]
+    assert t2["queries_from"] == f"q.npy ({N_QUESTIONS} query vectors)"
+    assert (t2["nprobe"], t2["refine"], t2["recall"]) == (t["nprobe"], t["refine"], t["recall"])
+
+
+@pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target"])
+def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir, small_input, tmp_path, monkeypatch):
+    from rag_curriculum.retrieval import _dense
+
+    out = tmp_path / "o"
+    args = ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--device", "cpu", "--dataset", "musique",
+            "--input", str(small_input), "--out", str(out), "--no-progress", "--train-sample", "5000"]
+    code = 2
+    if case in ("zero", "above-one", "nan"):
+        args += ["--faiss", "IVF8,PQ16x4", "--target-recall", {"zero": "0", "above-one": "1.5", "nan": "nan"}[case]]
+        says = "--target-recall"
+    elif case == "unreachable":  # re-ranking no deeper than k: the 4-bit codes cannot reach 0.999
+        monkeypatch.setattr(_dense, "REFINES", (0, 1))
+        args += ["--faiss", "IVF8,PQ8x4", "--target-recall", "0.999"]
+        says, code = "--target-recall 0.999: IVF8,PQ8x4 reaches at most recall@10 0.", 1
+    elif case == "memory":
+        monkeypatch.setattr(_dense, "REFINES", (0, 1))
+        args += ["--max-memory", "20KB", "--target-recall", "0.999"]
+        says, code = "SQ8 (the index that fits --max-memory 20KB) reaches at most recall@10", 1
+    elif case == "bad-npy":
+        bad = tmp_path / "q.npy"
+        np.save(bad, np.zeros((3, 7), dtype=np.float32))
+        args += ["--faiss", "IVF8,PQ16x4", "--target-recall", "0.9", "--tune-queries", str(bad)]
+        says, code = "q.npy: an array of shape (3, 7)", 1
+    else:
+        args += ["--faiss", "IVF8,PQ16x4", "--tune-queries", str(small_input)]
+        says, code = "give --target-recall too", 2  # a usage error, as every other clash of the dense options
+    r = runner.invoke(app, args)
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == code and lines[0].startswith("error: ") and says in r.output, r.output
+    assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("hint: ")), r.output
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
+
+
+def test_ivf_pq_is_trained_without_polysemous_training_and_ranks_the_same():
+    """FAISS's factory turns polysemous training on for IVF-PQ: a reordering of the PQ's centroids for a Hamming
+    pre-filter the toolkit never uses, ten times the rest of the training. The toolkit's training turns it off; the
+    rankings are those of the index trained with it."""
+    import faiss
+
+    from rag_curriculum.retrieval._dense import _seeded
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3000, 16), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    built = []
+    for polysemous in (False, True):
+        index = faiss.index_factory(16, "IVF8,PQ2", faiss.METRIC_INNER_PRODUCT)
+        _seeded(index, 0)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        assert ivf.do_polysemous_training is False
+        ivf.do_polysemous_training = polysemous
+        index.train(x)
+        index.add(x)
+        ivf.nprobe = 8
+        built.append(index.search(x[:200], 10))
+    (d0, i0), (d1, i1) = built
+    assert (i0 == i1).all()
+    assert np.allclose(d0, d1, atol=1e-5)

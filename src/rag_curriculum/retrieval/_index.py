@@ -180,8 +180,9 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
         recorded = cfg.to_dict()
         recorded.update(input=portable_path(cfg.input, out) if cfg.input else None, out=out.name,
                         corpus=portable_path(cfg.corpus, out) if cfg.corpus else None)
-        if recorded.get("import_faiss"):
-            recorded["import_faiss"] = portable_path(cfg.import_faiss, out)
+        for key in ("import_faiss", "tune_queries"):  # the dense kind's input files
+            if recorded.get(key):
+                recorded[key] = portable_path(recorded[key], out)
         manifest = {
             "kind": KIND, "format": FORMAT, "retriever": kind.name,
             "toolkit": {"name": "rag-curriculum", "version": __version__}, "dataset": dataset, "config": recorded,

@@ -1,0 +1,154 @@
+"""A generator of realistic embedding vectors, fitted to real ones: what bench/bench_dense_calibrate.py checks against
+the real vectors and bench/bench_dense_scale.py draws millions from.
+
+The model (:func:`fit`), in the real passages' PCA basis (mean ``mu``, axes ``axes``: the real spectrum):
+
+* **topics**: the real passages are grouped by k-means into topics of ``cluster_size`` passages on average; each
+  real topic is a **template**: its passages' offsets from its centre (``offsets``, grouped by ``starts``), so the
+  local geometry of real neighbourhoods (their few directions, their spread, their sizes) is kept;
+* **a generated topic** is a template placed at a new centre, drawn from a Gaussian with the real centres' mean
+  and covariance (``centre_mean``, ``centre_chol``) scaled by ``spread``, each passage its template offset plus fresh Gaussian noise of
+  ``jitter`` times the within-topic per-axis spread (``within_std``): no two generated passages are copies;
+* **a query** is a real question's offset from its gold paragraph's topic centre (``q_offsets``, ``q_topic``), put
+  at a generated copy of that topic, plus the same jitter: the real relation of a question to its neighbourhood;
+* every vector mapped back (``mu + coords @ axes``) and normalised, as the encoder's are.
+
+A sample of any size has as many topics per passage as the real one (topics drawn until the passages are made).
+Generation is streamed (:func:`passages`: blocks of whole topics, each block seeded by its number); the same seed
+makes the same vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Model:
+    mu: np.ndarray  # (d,)
+    axes: np.ndarray  # (d, d): rows are the PCA axes
+    centre_mean: np.ndarray  # (d,) in PCA coordinates
+    centre_chol: np.ndarray  # (d, d): a Cholesky factor of the centres' covariance
+    within_std: np.ndarray  # (d,): the within-topic spread per axis
+    offsets: np.ndarray  # (n_real, d): each real passage's offset from its topic centre, grouped by topic
+    starts: np.ndarray  # (topics + 1,): topic t's offsets are offsets[starts[t]:starts[t + 1]]
+    q_offsets: np.ndarray  # (questions, d): each real question's offset from its gold's topic centre
+    q_topic: np.ndarray  # (questions,): that topic
+    jitter: np.ndarray  # (): the fresh noise, as a share of within_std
+    spread: np.ndarray  # (): the centres' spread, as a share of the real centres' (how near topics lie)
+
+    @property
+    def d(self) -> int:
+        return len(self.mu)
+
+    @property
+    def topics(self) -> int:
+        return len(self.starts) - 1
+
+    def to_vectors(self, z: np.ndarray) -> np.ndarray:
+        x = self.mu + z @ self.axes
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: float = 10.0, jitter: float = 0.25,
+        spread: float = 1.0, seed: int = 0) -> Model:
+    """Fit the model to passages ``x`` (unit rows), questions ``q`` and each question's gold passage rows; the
+    three knobs (``cluster_size``, ``jitter``, ``spread``) are chosen by bench_dense_calibrate.py."""
+    import faiss
+
+    x = np.asarray(x, dtype=np.float32)
+    mu = x.mean(0)
+    xc = x - mu
+    _, _, vt = np.linalg.svd(xc, full_matrices=False)
+    axes = vt.astype(np.float32)  # (d, d) for n >= d
+    z = xc @ axes.T
+    k = max(2, int(round(len(x) / cluster_size)))
+    km = faiss.Kmeans(z.shape[1], k, niter=25, seed=seed, min_points_per_centroid=1)
+    km.train(np.ascontiguousarray(z))
+    _, assign = km.index.search(np.ascontiguousarray(z), 1)
+    assign = assign[:, 0]
+    used, assign = np.unique(assign, return_inverse=True)  # topics numbered 0.. (k-means may leave some empty)
+    centres = np.stack([z[assign == t].mean(0) for t in range(len(used))])
+    order = np.argsort(assign, kind="stable")
+    offsets = (z - centres[assign])[order]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(assign, minlength=len(used)))])
+    cov = np.cov(centres, rowvar=False) + 1e-6 * np.eye(z.shape[1])
+    chol = np.linalg.cholesky(cov).astype(np.float32)
+    zq = (np.asarray(q, dtype=np.float32) - mu) @ axes.T
+    keep = [i for i, g in enumerate(gold) if g]
+    q_topic = np.array([assign[gold[i][0]] for i in keep])
+    q_offsets = zq[keep] - centres[q_topic]
+    return Model(mu=mu, axes=axes, centre_mean=centres.mean(0).astype(np.float32), centre_chol=chol,
+                 within_std=offsets.std(0).astype(np.float32), offsets=offsets.astype(np.float32),
+                 starts=starts.astype(np.int64), q_offsets=q_offsets.astype(np.float32), q_topic=q_topic,
+                 jitter=np.float32(jitter), spread=np.float32(spread))
+
+
+TOPICS_PER_BLOCK = 4096
+
+
+def _topics(m: Model, b: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Block ``b``'s topics: their templates and centres (a stream of their own, so queries need no passages)."""
+    rng = np.random.default_rng([seed, b, 0])
+    tmpl = rng.integers(0, m.topics, TOPICS_PER_BLOCK)
+    centres = m.centre_mean + m.spread * (rng.standard_normal((TOPICS_PER_BLOCK, m.d), dtype=np.float32)
+                                          @ m.centre_chol.T)
+    return tmpl, centres
+
+
+def _block(m: Model, b: int, seed: int) -> np.ndarray:
+    """Block ``b``'s passages' PCA coordinates: each topic's template offsets at its centre, plus the jitter."""
+    tmpl, centres = _topics(m, b, seed)
+    sizes = m.starts[tmpl + 1] - m.starts[tmpl]
+    rows = np.concatenate([np.arange(m.starts[s], m.starts[s + 1]) for s in tmpl])
+    owner = np.repeat(np.arange(len(tmpl)), sizes)
+    noise = np.random.default_rng([seed, b, 1]).standard_normal((len(rows), m.d), dtype=np.float32)
+    return centres[owner] + m.offsets[rows] + noise * (m.jitter * m.within_std)
+
+
+def passages(m: Model, n: int, *, seed: int = 0) -> Iterator[np.ndarray]:
+    """``n`` generated passage vectors (float32, unit rows), a block of whole topics at a time (the last cut)."""
+    done, b = 0, 0
+    while done < n:
+        z = _block(m, b, seed)[:n - done]
+        done += len(z)
+        b += 1
+        yield m.to_vectors(z)
+
+
+def queries(m: Model, n_queries: int, n: int, *, seed: int = 0) -> np.ndarray:
+    """``n_queries`` queries over a sample of ``n`` passages (the same ``seed`` as :func:`passages`): each a real
+    question's offset put at a generated copy of its topic (a topic the sample holds whole), plus the jitter."""
+    by_topic: dict[int, list[int]] = {}
+    for i, t in enumerate(m.q_topic.tolist()):
+        by_topic.setdefault(t, []).append(i)
+    sizes = m.starts[1:] - m.starts[:-1]
+    hosts = []  # (block, topic in block) of every topic the sample holds whole and a real question is about
+    done, b = 0, 0
+    while done < n:
+        tmpl, _ = _topics(m, b, seed)
+        ends = done + np.cumsum(sizes[tmpl])
+        hosts += [(b, j) for j in np.flatnonzero((ends <= n) & np.isin(tmpl, list(by_topic)))]
+        done = int(ends[-1])
+        b += 1
+    rng = np.random.default_rng([seed, 1 << 30])
+    picked = sorted(hosts[i] for i in rng.choice(len(hosts), size=n_queries, replace=len(hosts) < n_queries))
+    out, cache = [], {}
+    for b, j in picked:
+        if b not in cache:
+            cache = {b: _topics(m, b, seed)}
+        tmpl, centres = cache[b]
+        asked = by_topic[int(tmpl[j])]
+        qi = asked[int(rng.integers(0, len(asked)))]
+        noise = rng.standard_normal(m.d, dtype=np.float32) * (m.jitter * m.within_std)
+        out.append(centres[j] + m.q_offsets[qi] + noise)
+    z = np.stack(out)
+    return m.to_vectors(z[rng.permutation(len(z))])
+
+
+def sample(m: Model, n: int, n_queries: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` passages (in memory) and ``n_queries`` queries."""
+    return np.concatenate(list(passages(m, n, seed=seed))), queries(m, n_queries, n, seed=seed)
