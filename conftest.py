@@ -6,4 +6,4 @@ import importlib.util
 # installed (the verl tier's environment).
 collect_ignore = []
 if importlib.util.find_spec("verl") is None:
-    collect_ignore.append("src/rag_curriculum/verl/tool.py")
+    collect_ignore += ["src/rag_curriculum/verl/tool.py", "src/rag_curriculum/verl/reward_manager.py"]

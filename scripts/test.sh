@@ -27,11 +27,13 @@ PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 # The tests that drive TRL's GRPOTrainer (the trl-newest tier runs them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
-# What each tier runs and how long it took on a fresh clone of a 2-core CI machine (docs/development.md; a loaded
-# machine takes up to twice as long): said before the tier starts.
+# What each tier runs and how long it took on a 2-core machine, with the load it was measured at
+# (docs/development.md): said before the tier starts, with this machine's own last run of the tier when there is
+# one (.test-times, written at the end of each tier: its seconds, the load average when it started, the commit).
+TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 10 min (600 s measured, setup included)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 26 min (1,580 s measured on 2 cores, setup included; load not recorded)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
@@ -72,7 +74,10 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
 n_tiers=$(echo $TIERS | wc -w); i=0
 for tier in $TIERS; do
   start=$SECONDS; i=$((i + 1))
-  echo "== tier $tier ($i of $n_tiers): $(about "$tier")"
+  last=$(grep "^$tier " "$TIMES" 2>/dev/null | tail -1 || true)
+  here=${last:+; last run here: $(echo "$last" | awk '{printf "%s s at load %s (%s)", $2, $3, $4}')}
+  load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
+  echo "== tier $tier ($i of $n_tiers): $(about "$tier")$here"
   case $tier in
     main)
       bash scripts/setup.sh
@@ -98,5 +103,6 @@ for tier in $TIERS; do
       .venv-trl-newest/bin/python "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
     *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest)" >&2; exit 2 ;;
   esac
-  echo "tier $tier: passed in $((SECONDS - start)) s (setup included)"
+  echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
+  echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"
 done

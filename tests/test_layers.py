@@ -8,6 +8,9 @@ imports such a dependency at its top (or imports one that does) is itself heavy 
 imported inside a function, so that ``curriculum --help`` does not pay for it; every other module of the project is
 imported at the top of the file.
 The top-level imports between the project's modules form no loop (:func:`test_no_import_loop_between_modules`).
+Packages meet through public names: no module imports a private module (``_name``) of another package, anywhere in
+the file (:func:`test_no_import_of_another_packages_private_module`); a package exports what the others use from
+its ``__init__`` or a public module.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ DOC = ROOT / "docs" / "development.md"
 
 #: Top-level imports that point up or sideways today, each to be removed (never added to): (importer, imported).
 KNOWN_UPWARD: set[tuple[str, str]] = set()
+
+#: Imports of another package's private module today, each to be removed (never added to): (file, module).
+KNOWN_REACHES: set[tuple[str, str]] = {
+    ('_cli/serve.py', 'rag_curriculum.retrieval._guard'),
+    ('_cli/serve.py', 'rag_curriculum.retrieval._ray_serve'),
+    ('_cli/serve.py', 'rag_curriculum.retrieval._server'),
+    ('agents/_retrievers.py', 'rag_curriculum.retrieval._corpus'),
+}
 
 #: Third-party packages slow to import or optional: a project module importing one at its top is heavy.
 HEAVY = frozenset({
@@ -57,13 +68,16 @@ def _module(path: Path) -> tuple[list[str], bool]:
     return (parts[:-1] if is_pkg else parts), is_pkg
 
 
-def _targets(node: ast.Import | ast.ImportFrom, parts: list[str], is_pkg: bool) -> list[list[str]]:
-    """The project modules an import statement names (as dotted parts), or [] for a third-party import."""
+def _targets(node: ast.Import | ast.ImportFrom, parts: list[str], is_pkg: bool, *, lazy: bool = True
+             ) -> list[list[str]]:
+    """The project modules an import statement names (as dotted parts), or [] for a third-party import. With
+    ``lazy``, a name a package exports lazily (:func:`lazy_map`) names the module it loads too: ``from ..generation
+    import open_engine`` imports ``generation._engine`` when it runs."""
     if isinstance(node, ast.Import):
         return [a.name.split(".") for a in node.names if a.name.split(".")[0] == PACKAGE_ROOT]
     if node.level == 0:
         mod = (node.module or "").split(".")
-        return [mod] if mod[0] == PACKAGE_ROOT else []
+        return [mod, *_lazy_targets(mod, node, lazy)] if mod[0] == PACKAGE_ROOT else []
     base = parts if is_pkg else parts[:-1]
     base = base[: len(base) - (node.level - 1)]
     target = base + (node.module.split(".") if node.module else [])
@@ -72,8 +86,37 @@ def _targets(node: ast.Import | ast.ImportFrom, parts: list[str], is_pkg: bool) 
         for a in node.names:
             sub = PKG.parent.joinpath(*target, a.name)
             out.append(target + [a.name] if sub.is_dir() or sub.with_suffix(".py").is_file() else target)
-        return out
-    return [target]
+        return out + _lazy_targets(target, node, lazy)
+    return [target, *_lazy_targets(target, node, lazy)]
+
+
+def _lazy_targets(package: list[str], node: ast.ImportFrom, lazy: bool) -> list[list[str]]:
+    exports = lazy_map(tuple(package)) if lazy else {}
+    return [list(exports[a.name]) for a in node.names if a.name in exports]
+
+
+@functools.cache
+def lazy_map(package: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """name -> the module that a package's lazy exports (``lazy_exports(__name__, {name: ".module"}, ...)`` in its
+    ``__init__.py``, the mapping written there or named) load it from."""
+    init = PKG.parent.joinpath(*package, "__init__.py")
+    if not init.is_file():
+        return {}
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    named = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name) and isinstance(n.value, ast.Dict)}
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "lazy_exports" and len(call.args) > 1:
+            mapping = named.get(call.args[1].id) if isinstance(call.args[1], ast.Name) else call.args[1]
+            if not isinstance(mapping, ast.Dict):
+                continue
+            out = {}
+            for key, value in zip(mapping.keys, mapping.values, strict=True):
+                module = value.value
+                level = len(module) - len(module.lstrip("."))
+                out[key.value] = (*package[: len(package) - (level - 1)], *module.lstrip(".").split("."))
+            return out
+    return {}
 
 
 def _component(parts: list[str]) -> str:
@@ -271,6 +314,54 @@ def test_heavy_modules_are_the_ones_importing_heavy_packages():
     assert "rag_curriculum.shards" not in heavy and "rag_curriculum.verl.tool" in heavy  # verl at its top
 
 
+def _is_module(parts: list[str]) -> bool:
+    path = PKG.parent.joinpath(*parts)
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+def _reaches(node: ast.Import | ast.ImportFrom, parts: list[str], is_pkg: bool) -> list[str]:
+    """The private modules of another package than the importer's that an import statement names: a module path
+    with a ``_name`` below the package (``..generation._base``), or a private submodule imported by name
+    (``from ..retrieval import _config``). A top-level private module or package itself (``.._plumbing``,
+    ``.._commit``) is not one: it is a component of its own."""
+    me = _component(parts)
+    out = []
+    for target in _targets(node, parts, is_pkg, lazy=False):
+        named = [target]
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            named += [target + [a.name] for a in node.names if a.name.startswith("_") and _is_module(target + [a.name])]
+        out += [_dotted(t) for t in named if _component(t) != me and any(p.startswith("_") for p in t[2:])]
+    return out
+
+
+def private_reaches() -> dict[str, list[str]]:
+    """file -> "line: module" for each import (at the top, inside a function or under TYPE_CHECKING) of a private
+    module of another package (:func:`_reaches`)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts, is_pkg = _module(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for module in _reaches(node, parts, is_pkg):
+                    out.setdefault(str(path.relative_to(PKG)), []).append(f"{node.lineno}: {module}")
+    return out
+
+
+def test_no_import_of_another_packages_private_module():
+    """Packages meet through public names: each exports what the others use (its ``__init__`` or a public module),
+    and no module reaches into another package's private one, so a private module can be split, renamed or merged
+    without reading the rest of the project."""
+    graph, _, _ = module_graph()
+    assert "rag_curriculum.curricula._builder" in graph  # the scan found the private modules
+    found = {(f, line.split(": ")[1]): line for f, lines in private_reaches().items() for line in lines}
+    new = sorted(f"{f}:{line}" for (f, m), line in found.items() if (f, m) not in KNOWN_REACHES)
+    assert not new, ("imports of another package's private module (import the name from the package, which "
+                     f"exports what the others use): {new}")
+    stale = sorted(KNOWN_REACHES - set(found))
+    assert not stale, f"{stale} no longer reach into a private module: drop them from KNOWN_REACHES"
+
+
 def test_the_scan_sees_what_it_checks(tmp_path):
     """The scanner on a made-up module: a relative import at the top, one inside a function (nested twice), one
     under TYPE_CHECKING (ignored), one of a third-party module (ignored)."""
@@ -288,6 +379,23 @@ def test_the_scan_sees_what_it_checks(tmp_path):
     assert len(inner) == 2
     assert documented_layers("<!-- layers -->\n| 1 | `a`, `b` |\n| 0 | `c` |\n<!-- /layers -->") == {
         "a": 1, "b": 1, "c": 0}
+    # a name a package exports lazily names the module that defines it (imported when the name is)
+    assert lazy_map(("rag_curriculum", "generation"))["open_engine"] == ("rag_curriculum", "generation", "_engine")
+    lazy = ast.parse("from ..generation import SamplingConfig, open_engine").body[0]
+    assert [_dotted(t) for t in _targets(lazy, parts, is_pkg)] == ["rag_curriculum.generation",
+                                                                   "rag_curriculum.generation._engine"]
+
+
+def test_the_private_module_rule_tells_a_package_from_its_neighbours():
+    """A private module of the importer's own package passes, as do the top-level private modules and packages
+    themselves; a private module inside another package (top-level ``_plumbing`` included) is a reach."""
+    parts, is_pkg = ["rag_curriculum", "partition", "_run"], False
+    src = ("from ._config import A\nfrom .._plumbing import B\nfrom .._commit import C\nfrom ..generation import D\n"
+           "from ..generation._base import E\nfrom .._plumbing._output_sets import F\nfrom ..retrieval import _config\n"
+           "from rag_curriculum.curricula._builder import G\n")
+    reach = [m for n in ast.parse(src).body for m in _reaches(n, parts, is_pkg)]
+    assert reach == ["rag_curriculum.generation._base", "rag_curriculum._plumbing._output_sets",
+                     "rag_curriculum.retrieval._config", "rag_curriculum.curricula._builder"]
 
 
 def test_rewards_read_trajectories_through_the_grammar_not_the_agents():

@@ -11,10 +11,10 @@ import typer
 from conftest import MUSIQUE_TRAIN
 from typer.testing import CliRunner
 
-from rag_curriculum._settings import MAX_SAMPLES, SettingError, check_model_ref
+from rag_curriculum._settings import MAX_SAMPLES, check_model_ref
 from rag_curriculum.cli import app
 from rag_curriculum.curricula._config import BuildConfig, SourceSpec
-from rag_curriculum.errors import CurriculumError
+from rag_curriculum.errors import CurriculumError, SettingError
 from rag_curriculum.evaluation import EvalConfig
 from rag_curriculum.partition import PartitionConfig
 

@@ -176,9 +176,9 @@ def test_a_sigkilled_build_leaves_no_workers_and_its_partial_folder_is_removed_n
     legacy.mkdir()
     live = tmp_path / f".out.partial-{os.getpid()}-1-{'0' * 8}-0"
     live.mkdir()
-    from rag_curriculum import shards
+    from rag_curriculum._commit import owner_tag
 
-    live_here = tmp_path / f".out.partial-{shards.owner_tag()}"
+    live_here = tmp_path / f".out.partial-{owner_tag()}"
     live_here.mkdir()
     build(out, 10)
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out."))
@@ -295,7 +295,7 @@ def test_every_consumer_reads_the_data_layout(shared_data, tmp_path):
 
 
 def test_remove_output_follows_the_same_rule(shared_data, tmp_path):
-    from rag_curriculum.shards import remove_output
+    from rag_curriculum._commit import remove_output
 
     out = tmp_path / "out"
     build(out, 20, rows_per_shard=10)

@@ -50,8 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ._plumbing import atomic_write_text, fsync_dir, held_or_refused
-from ._plumbing._output_sets import MANIFEST
+from ._plumbing import MANIFEST, atomic_write_text, fsync_dir, held_or_refused
 from .errors import ShardError
 
 log = logging.getLogger(__name__)

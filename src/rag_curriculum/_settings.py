@@ -32,7 +32,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import SettingError  # noqa: F401  (re-exported)
+from .errors import SettingError
 
 #: Seeds are stored as int64 (manifests, Parquet) and handed to numpy, torch and vLLM.
 MAX_SEED = 2**63 - 1
@@ -320,9 +320,32 @@ def is_hub_id(name: str) -> bool:
 MODEL_PATH_BACKENDS = ("vllm", "transformers")
 
 
-def check_model_ref(model: str | None, *, backend: str | None = None, label: str = "model") -> None:
+def hub_offline() -> bool:
+    """Whether the Hugging Face Hub is switched off for this process (``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE``)."""
+    on = {"1", "ON", "YES", "TRUE"}
+    return any(os.environ.get(k, "").upper() in on for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def in_hub_cache(repo_id: str) -> bool:
+    """Whether a Hub model ``repo_id`` has a config in this machine's Hugging Face cache (what an offline load
+    reads)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with datasets
+        return True
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - a name the cache cannot hold: not there
+        return False
+
+
+def check_model_ref(model: str | None, *, backend: str | None = None, label: str = "model",
+                    loads: bool = False) -> None:
     """Refuse, before anything is loaded, a model that is neither an existing local path nor a valid Hub id (a
-    mistyped path would otherwise end deep in a loader's traceback)."""
+    mistyped path would otherwise end deep in a loader's traceback). ``loads``: the command loads the model
+    straight away (eval, partition), so a Hub id that cannot be had, offline and not in the cache, is refused too,
+    as the missing folder it most likely is."""
     if model is None or (backend is not None and backend not in MODEL_PATH_BACKENDS):
         return
     text = str(model)
@@ -333,6 +356,13 @@ def check_model_ref(model: str | None, *, backend: str | None = None, label: str
     # "outputs/tiny-model" is a valid Hub id, but when ./outputs exists it is surely this machine's folder
     beside = "/" in text and head not in ("", ".", "..") and os.path.isdir(head)
     if not looks_local and not beside and is_hub_id(text):
+        if loads and hub_offline() and not in_hub_cache(text):
+            e = SettingError(label, text, "a local directory or a Hub id", message=(
+                f"{label} {text!r}: no such folder ({os.path.abspath(os.path.expanduser(text))}), and no Hub model "
+                "of that name in this machine's cache (the Hub is off: HF_HUB_OFFLINE)"))
+            e.hint = ("check the path (relative paths start from the current directory); a Hub model is downloaded "
+                      "once with the network on (huggingface-cli download NAME)")
+            raise e
         return
     if looks_local or beside:
         e = SettingError(label, text, "a local directory or a Hub id", message=(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
 from .errors import ConfigError, UnknownNameError
@@ -81,10 +81,3 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
-
-
-def registrar(registry: Registry[T]) -> Callable[[str], Callable[[T], T]]:
-    def register(name: str) -> Callable[[T], T]:
-        return registry.register(name)
-
-    return register

@@ -13,11 +13,11 @@ curriculum order), :func:`read_table` / :func:`read_rows` (the rows, older layou
 :data:`ROW_SCHEMA`), :func:`load_hf_dataset` (a ``datasets.Dataset`` in curriculum order) and :func:`sha256_file`.
 ``datasets.load_dataset("parquet", data_files=shard_files(d))`` reads the shards as they are.
 
-**Writing**: :func:`write_shards` writes a whole directory, the manifest last, through the commit protocol of
+**Writing**: :func:`write_shards` writes a whole directory (:class:`ShardOutput`: the shards, the card, the
+manifest last, for a writer of its own such as the builder's), through the commit protocol of
 :mod:`rag_curriculum._commit` (a private module: a hidden temporary folder beside the target, moved into place whole;
 ``--overwrite`` replaces only the toolkit's own outputs and files; what dead writers left is removed), so an
-interrupted write never leaves a directory that passes :func:`validate_shards`. The commit protocol's names
-(``check_output``, ``commit_output``, ``toolkit_files`` ...) are importable from here too.
+interrupted write never leaves a directory that passes :func:`validate_shards`.
 """
 
 from __future__ import annotations
@@ -36,27 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._commit import (  # noqa: F401  (the commit protocol's names: importable from here, as before it moved out)
-    LEGACY_OWNED,
-    REPLACING,
-    TOOLKIT,
-    check_output,
-    commit_output,
-    files_under,
-    foreign_entries,
-    is_toolkit_manifest,
-    listed_shards,
-    owner_alive,
-    owner_tag,
-    prepare_output,
-    remove_orphans,
-    remove_output,
-    replace_in_place,
-    toolkit_files,
-)
-from ._plumbing import atomic_write_bytes
-from ._plumbing._output_sets import MANIFEST as _SET_MANIFEST
-from ._plumbing._output_sets import output_set_problem
+from ._commit import REPLACING, commit_output, files_under, listed_shards, prepare_output
+from ._plumbing import MANIFEST, atomic_write_bytes, output_set_problem
 from .errors import ConfigError, ShardError
 
 __all__ = [
@@ -68,7 +49,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-MANIFEST = _SET_MANIFEST  # "manifest.json"
 DATA_DIR = "data"  # the shards' folder (the Hugging Face layout)
 DEFAULT_ROWS_PER_SHARD = 10_000
 COMPRESSION = "zstd"
@@ -330,7 +310,7 @@ def portable_command(command: str, base: str | Path) -> str:
 
 
 #: Manifest keys whose values are left as they are by :func:`portable` (none: a local tokenizer the prompt lengths
-#: were counted with is recorded by its folder's name too; ``train._lengths.uses_column`` matches it by name, chat
+#: were counted with is recorded by its folder's name too; ``lengths.uses_column`` matches it by name, chat
 #: template and vocabulary).
 PORTABLE_EXEMPT: tuple[str, ...] = ()
 
@@ -378,69 +358,83 @@ def write_shard_files(table: pa.Table, directory: Path, *, rows_per_shard: int =
     return [write_one_shard(table.slice(start, rows_per_shard), directory, k) for k, start in enumerate(starts)]
 
 
-ShardWriter = Callable[[Path], list[dict[str, Any]]]
+class ShardOutput:
+    """A shard directory being written, in the order its readers rely on: the shards (``data/``), then what
+    describes them (the data card, its plots), then the manifest, last; in a partial folder beside ``out`` that the
+    commit protocol (:mod:`rag_curriculum._commit`) moves into place whole (``--overwrite``'s rule, one writer).
+    Leaving the ``with`` block by an error removes the partial folder. The builder writes its shards into
+    :attr:`path` from forked workers, and :func:`write_shards` writes a table the same way::
+
+        with ShardOutput(out, overwrite=False) as o:
+            entries = write_shard_files(table, o.path)
+            manifest = o.manifest(record, entries, columns=table.schema.names)
+            ...  # the card, into o.path
+            o.commit(manifest)
+    """
+
+    def __init__(self, out: str | Path, *, overwrite: bool = False,
+                 rows_per_shard: int = DEFAULT_ROWS_PER_SHARD) -> None:
+        self.out = out
+        self.overwrite = overwrite
+        self.rows_per_shard = rows_per_shard
+        self.path = prepare_output(out, overwrite=overwrite)
+
+    def __enter__(self) -> ShardOutput:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def manifest(self, record: Mapping[str, Any], entries: list[dict[str, Any]], *,
+                 columns: Sequence[str]) -> dict[str, Any]:
+        """The manifest of the shards written (``entries``): ``record`` (what made the rows: config, seed, sources,
+        counts) with every absolute local path in it made portable (:func:`portable`), and the schema version, the
+        row count, the columns and the shard list with a content hash per shard."""
+        full = portable(dict(record), self.out)
+        full.update({
+            "schema_version": SCHEMA_VERSION,
+            "num_rows": sum(e["rows"] for e in entries),
+            "rows_per_shard": self.rows_per_shard,
+            "columns": list(columns),
+            "shards": entries,
+        })
+        return full
+
+    def commit(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Record the other files written (``files``: what a later ``--overwrite`` may remove), write the manifest
+        (last) and move the folder into place; the manifest."""
+        shards = {e["file"] for e in manifest["shards"]}
+        manifest["files"] = [f for f in files_under(self.path) if f not in shards and f != MANIFEST]
+        write_json(self.path / MANIFEST, manifest)
+        commit_output(self.path, self.out, overwrite=self.overwrite)
+        return manifest
 
 
 def write_shards(
-    table: pa.Table | Sequence[dict[str, Any]] | ShardWriter,
+    table: pa.Table | Sequence[dict[str, Any]],
     out_dir: str | Path,
     *,
     manifest: dict[str, Any],
     overwrite: bool = False,
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
     card: Callable[[Path, dict[str, Any]], None] | None = None,
-    extra_files: dict[str, bytes] | None = None,
     schema: pa.Schema = ROW_SCHEMA,
 ) -> dict[str, Any]:
-    """Write a complete shard directory atomically; return the manifest.
-
-    ``manifest`` holds what made the rows (config, seed, sources, counts); this adds the schema version, the
-    shard list with a content hash per shard, the row count and the other files written (``files``: what a later
-    ``overwrite`` may remove), and makes every absolute local path in it portable (:func:`portable`).
-    ``card(tmp_dir, manifest)`` writes the data card (and plots) before the manifest; ``extra_files`` are written
-    as they are. The manifest is written last.
-
-    ``table`` may also be a writer ``f(directory) -> shard entries`` that writes the ``data/part-*.parquet`` files
-    itself (in ``schema``; the builder uses this to write shards in parallel worker processes).
-    """
-    if callable(table):
-        writer: ShardWriter = table
-        columns = schema.names
-    else:
-        if not isinstance(table, pa.Table):
-            table = rows_to_table(table, schema)
-        missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
-        if missing:
-            raise ShardError(f"rows lack the required columns {missing}")
-        columns = table.schema.names
-        tbl = table
-
-        def writer(d: Path) -> list[dict[str, Any]]:
-            return write_shard_files(tbl, d, rows_per_shard=rows_per_shard)
-
-    tmp = prepare_output(out_dir, overwrite=overwrite)
-    try:
-        entries = writer(tmp)
-        full = portable(dict(manifest), out_dir)
-        full.update({
-            "schema_version": SCHEMA_VERSION,
-            "num_rows": sum(e["rows"] for e in entries),
-            "rows_per_shard": rows_per_shard,
-            "columns": columns,
-            "shards": entries,
-        })
-        for name, data in (extra_files or {}).items():
-            atomic_write_bytes(tmp / name, data)
+    """Write a complete shard directory of ``table`` (or rows, in ``schema``) atomically (:class:`ShardOutput`);
+    return the manifest: ``manifest`` (what made the rows) completed with the shards' record. ``card(directory,
+    manifest)`` writes the data card (and plots) before the manifest, which is written last."""
+    if not isinstance(table, pa.Table):
+        table = rows_to_table(table, schema)
+    missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
+    if missing:
+        raise ShardError(f"rows lack the required columns {missing}")
+    with ShardOutput(out_dir, overwrite=overwrite, rows_per_shard=rows_per_shard) as o:
+        entries = write_shard_files(table, o.path, rows_per_shard=rows_per_shard)
+        full = o.manifest(manifest, entries, columns=table.schema.names)
         if card is not None:
-            card(tmp, full)
-        shards = {e["file"] for e in entries}
-        full["files"] = [f for f in files_under(tmp) if f not in shards and f != MANIFEST]
-        write_json(tmp / MANIFEST, full)
-        commit_output(tmp, out_dir, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return full
+            card(o.path, full)
+        return o.commit(full)
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
@@ -469,7 +463,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 
 #: A check of the set of outputs a shard directory belongs to: ``(directory, manifest) -> problem or None``. The
 #: buckets of a partition are written as one set (``OUT/partition.json`` last) and a bucket inside its ``OUT`` is
-#: read only once its set is complete. Its check (``_plumbing._output_sets.output_set_problem``, which needs only the
+#: read only once its set is complete. Its check (``_plumbing.output_set_problem``, which needs only the
 #: file names of the set) sits below this module and is applied by default, in every process, whether or not the
 #: partition package was imported; another set's check is handed down with :func:`register_set_check`, or passed
 #: to :func:`validate_shards` by a reader. This module never imports the commands above it.

@@ -76,7 +76,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout",
                       "--reward", "--reward-arg"},  # issue 44: Search-R1's own reward beside EM / F1
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
-                   "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout"},
+                   "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
+                   "--body-timeout", "--min-body-rate"},  # issue 46, item 3
          # issue 35: dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",

@@ -25,7 +25,9 @@ def _fixed_rows(dataset, path, level, **extra):
     """The rows ``--schedule max --K level`` builds, rendered in memory by the builder's own plan and renderer (the
     written shards hold exactly these: test_cli_builds_adaptive checks one level through the command line)."""
     from rag_curriculum.curricula import BuildConfig, SourceSpec
-    from rag_curriculum.curricula._builder import load_source, plan_rows, render_rows
+    from rag_curriculum.curricula._plan import plan_rows
+    from rag_curriculum.curricula._render import render_rows
+    from rag_curriculum.curricula._sources import load_source
 
     cfg = BuildConfig(sources=[SourceSpec(dataset, str(path), n=N)], schedule="max", K=level, seed=SEED, **extra)
     if dataset not in _LOADED:  # loaded once (planning does not change it)

@@ -274,7 +274,7 @@ def test_the_manifest_counts_what_the_shards_show(bm25_build, examples):
     rows read back one by one."""
     from collections import Counter
 
-    from rag_curriculum.curricula._builder import _rank_bucket
+    from rag_curriculum.curricula._write import _rank_bucket
 
     origins, ranks = Counter(), Counter()
     for r in read_rows(bm25_build.out):

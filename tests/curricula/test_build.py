@@ -13,7 +13,7 @@ from conftest import HOTPOT_TRAIN, MUSIQUE_DEV, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
 from rag_curriculum import load_examples
 from rag_curriculum.curricula import BuildConfig, BuildError, SourceSpec, build_curriculum, linear, min_max
-from rag_curriculum.curricula._builder import distractor_pool
+from rag_curriculum.curricula.distractors import distractor_pool
 from rag_curriculum.prompts import RAG_RL_SYSTEM_PROMPT, RAG_RL_USER_INSTRUCTIONS
 from rag_curriculum.shards import ShardError, read_rows, shard_files, validate_shards
 
@@ -107,7 +107,9 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
 def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
     from oracles.row_oracle import render
 
-    from rag_curriculum.curricula._builder import load_source, plan_rows, render_rows
+    from rag_curriculum.curricula._plan import plan_rows
+    from rag_curriculum.curricula._render import render_rows
+    from rag_curriculum.curricula._sources import load_source
     from rag_curriculum.shards import rows_to_table
 
     for setting, schedule in (("curriculum", "linear"), ("distractor", "max"), ("ideal", "max")):

@@ -61,7 +61,9 @@ def test_rag_rl_config_unchanged_and_index_base_refused(tmp_path, shared_data):
 def test_columnar_rendering_equals_row_oracle(shared_data):
     from oracles.row_oracle import render
 
-    from rag_curriculum.curricula._builder import load_source, plan_rows, render_rows
+    from rag_curriculum.curricula._plan import plan_rows
+    from rag_curriculum.curricula._render import render_rows
+    from rag_curriculum.curricula._sources import load_source
     from rag_curriculum.shards import rows_to_table
 
     for template, base in (("craft-v1", None), ("craft-v3", 0), ("craft-v5", 1)):

@@ -99,7 +99,7 @@ def test_manifest_and_card_record_the_longest_prompt(built, tiny_model_dir):
     assert rec["add_generation_prompt"] is True  # a local tokenizer is recorded without its local path
     from transformers import AutoTokenizer
 
-    from rag_curriculum.curricula._lengths import template_fingerprint
+    from rag_curriculum.lengths import template_fingerprint
 
     assert rec["chat_template_sha256"] == template_fingerprint(AutoTokenizer.from_pretrained(str(tiny_model_dir)))
     assert Path(m["config"]["tokenizer"]).name == tiny_model_dir.name
@@ -202,8 +202,8 @@ def test_train_refuses_prompts_over_the_vllm_context_before_loading_the_model(wh
                                                                               tmp_path, monkeypatch):
     """vllm_max_model_length 3000 with 800 completion tokens leaves 2200 per prompt: every level-1 prompt fits, some
     level-20 ones do not. With the column (built) or without it (plain: the model's tokenizer counts them)."""
+    from rag_curriculum.errors import PromptLengthError
     from rag_curriculum.train import compose_train_config, train
-    from rag_curriculum.train._lengths import PromptLengthError
 
     shards = built if which == "built" else plain
     rows = read_rows(built)
@@ -285,7 +285,7 @@ def test_limits_of_trl(tiny_model_dir):
 
 
 def test_column_is_recounted_when_it_does_not_match_the_run(built, tiny_model_dir, tmp_path):
-    from rag_curriculum.train._lengths import read_lengths, uses_column
+    from rag_curriculum.lengths import read_lengths, uses_column
 
     m = read_manifest(built)
     assert uses_column(m, str(tiny_model_dir)) and not uses_column(m, "other/model")

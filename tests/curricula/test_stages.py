@@ -23,8 +23,8 @@ CURRICULA = Path(_render.__file__).parent
 STAGES = {
     "_sources": {"_config", "distractors"},
     "_plan": {"_sources", "_config", "distractors", "_leakage", "_schedules"},
-    "_render": {"_plan", "_config", "distractors", "_lengths"},
-    "_write": {"_plan", "_render", "_sources", "_config", "_lengths"},
+    "_render": {"_plan", "_config", "distractors"},
+    "_write": {"_plan", "_render", "_sources", "_config"},
     "adaptive": {"_plan", "_render", "_config"},
 }
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from rag_curriculum import load_examples
 from rag_curriculum.cli import app
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-from rag_curriculum.curricula._builder import distractor_pool, is_unanswerable
+from rag_curriculum.curricula._plan import is_unanswerable
+from rag_curriculum.curricula.distractors import distractor_pool
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.prompts import RAG_RL_USER_INSTRUCTIONS
 from rag_curriculum.shards import read_rows, shard_files
@@ -139,7 +140,9 @@ def test_fraction_one(tmp_path):
 def test_columnar_rendering_equals_row_rendering_with_unanswerable_rows(shared_data):
     from oracles.row_oracle import render
 
-    from rag_curriculum.curricula._builder import load_source, plan_rows, render_rows
+    from rag_curriculum.curricula._plan import plan_rows
+    from rag_curriculum.curricula._render import render_rows
+    from rag_curriculum.curricula._sources import load_source
     from rag_curriculum.shards import rows_to_table
 
     for setting in ("curriculum", "distractor", "ideal"):

@@ -326,7 +326,7 @@ def test_every_hint_names_options_that_exist():
     import inspect
     import re
 
-    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation import IdenticalSamplesError
     from rag_curriculum.generation._openai_backend import HINTS
     from rag_curriculum.generation.runner import _IdenticalCheck
 
@@ -360,7 +360,7 @@ def _chunk(completions):
 
 
 def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling_on(tmp_path):
-    from rag_curriculum.generation._base import IdenticalSamplesError
+    from rag_curriculum.generation import IdenticalSamplesError
     from rag_curriculum.generation._openai_backend import TRANSFORMERS_SERVE_SAMPLING
 
     ids = [f"q{i}" for i in range(10)]
@@ -381,7 +381,7 @@ def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling
 
 # -- what the completions depend on -----------------------------------------------------------------------------------
 def test_describe_records_every_option_that_can_change_a_completion_and_no_secret():
-    from rag_curriculum.partition import backend_identity
+    from rag_curriculum.generation import backend_identity
 
     args = dict(base_url="http://127.0.0.1:9/v1", api_key="sk-secret", concurrency=7, max_retries=2, timeout=5.0,
                 max_n_per_request=2, disable_server_defaults=False, extra_body={"do_sample": True})

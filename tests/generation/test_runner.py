@@ -10,8 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_curriculum.errors import CurriculumError
-from rag_curriculum.generation import PromptTooLongError, SamplingConfig
-from rag_curriculum.generation._base import IdenticalSamplesError
+from rag_curriculum.generation import IdenticalSamplesError, PromptTooLongError, SamplingConfig
 from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.generation.runner import (
     CHUNK_SCHEMA,

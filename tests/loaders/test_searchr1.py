@@ -62,7 +62,7 @@ def test_a_row_without_answers_is_named(merged, tmp_path):
     with pytest.raises(DataError) as e:
         list(load_examples("search-r1", tmp_path / "bad.parquet"))
     msg = str(e.value)
-    assert "bad.parquet" in msg and "row 3" in msg and "no gold answer" in msg and e.value.kind == "empty_answer"
+    assert "bad.parquet" in msg and "row 3" in msg and "ground_truth.target': holds []: no answer" in msg and e.value.kind == "empty_answer"
     stream = load_examples("search-r1", tmp_path / "bad.parquet", on_error="skip")
     assert len(list(stream)) == 13 and stream.report.counts == {"empty_answer": 1}
 

@@ -1,4 +1,4 @@
-"""The row renderer as one dict per row: the oracle :func:`rag_curriculum.curricula._builder.render_rows` (the
+"""The row renderer as one dict per row: the oracle :func:`rag_curriculum.curricula._render.render_rows` (the
 toolkit's one renderer, column by column) is checked against (tests/curricula/test_build.py). Written from the shard schema
 (DESIGN.md), independently of the columnar code."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag_curriculum.curricula._builder import select_documents
+from rag_curriculum.curricula import select_documents
 from rag_curriculum.prompts import PromptTemplate, get_template, unique_labels
 from rag_curriculum.records import Example
 

@@ -1,10 +1,15 @@
-"""Idle and half-sent connections do not take `curriculum serve` down (issue 37, item 1): hundreds of sockets that
-send part of a request header and wait are closed after --header-timeout, the open connections stay under
---max-connections (a newcomer evicts the longest-waiting incomplete one), and /health answers all along."""
+"""Idle and half-sent connections do not take `curriculum serve` down (issue 37, item 1; issue 46, items 3, 4, 12):
+hundreds of sockets that send part of a request header and wait are closed after --header-timeout; a request
+whose headers are complete but whose body stalls, drips or never ends its chunks is answered 408 and closed after
+--body-timeout (plus a second per --min-body-rate bytes received); the open connections stay under
+--max-connections, a newcomer sheds the idle connection heard from least recently (a healthy request always gets
+in); the access log masks query-string secrets; a client gone mid-body is one log line, not a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import sys
 import time
@@ -29,11 +34,24 @@ def _health(url: str) -> float:
     return time.perf_counter() - t
 
 
-def test_half_sent_requests_are_closed_and_health_answers(tmp_path):
+def _retrieve(url: str, path: str = "/retrieve") -> dict:
+    req = urllib.request.Request(f"{url}{path}", data=json.dumps({"queries": ["Who wrote Hamlet?"], "topk": 2})
+                                 .encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory, shared_data):
     from rag_curriculum.retrieval import IndexConfig, build_index
 
-    index = tmp_path / "ix"
+    index = tmp_path_factory.mktemp("guard") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))
+    return index
+
+
+def test_half_sent_requests_are_closed_and_health_answers(index, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", str(port),
@@ -73,3 +91,161 @@ def test_half_sent_requests_are_closed_and_health_answers(tmp_path):
             for s in socks:
                 s.close()
         assert _health(url) < 2.0
+
+
+# -- issue 46, item 3: request bodies that stall, drip or never end ---------------------------------------------------
+HEAD = b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+#: The three shapes of the issue: a Content-Length body that stops, a chunked body that stops after its first
+#: chunk, a body dripped a byte at a time (below any useful rate).
+STALLS = {"stalled": HEAD + b"Content-Length: 100\r\n\r\n{\"queries\"",
+          "chunked": HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\n{\"q\r\n",
+          "dripped": HEAD + b"Content-Length: 100000\r\n\r\n{"}
+
+
+def _answer(s: socket.socket, timeout: float) -> bytes:
+    """What the server sent before closing ``s``: b"" when it closed it without a word, b"?" and what came when
+    it is still open after ``timeout``."""
+    s.settimeout(timeout)
+    got = b""
+    try:
+        while chunk := s.recv(4096):
+            got += chunk
+    except TimeoutError:
+        return b"?" + got
+    except OSError:
+        pass
+    return got
+
+
+@pytest.fixture(scope="module")
+def guarded(index, tmp_path_factory):
+    """A server with a cap of 16 connections, 1.5 s for a request's head and 1.5 s (plus a second per 200 bytes
+    received) for its body, and its access log on."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("guarded") / "serve.log"
+    argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", str(port),
+            "--max-connections", "16", "--header-timeout", "1.5", "--body-timeout", "1.5", "--min-body-rate", "200",
+            "--access-log"]
+    with server_process(argv, f"{url}/health", log, timeout_s=180) as proc:
+        yield proc, port, url, log
+
+
+def test_stalled_bodies_past_the_cap_do_not_lock_healthy_clients_out_and_are_closed_with_408(guarded):
+    """The issue's numbers: 30 connections whose bodies stall (10 of each shape) against --max-connections 16;
+    every /health and /retrieve still answers (today: connection reset, 4 of 4), the open connections stay under
+    the cap, and the stalled ones still open are answered 408 after --body-timeout (today: open after 60 s)."""
+    proc, port, url, _ = guarded
+    base = _fds(proc.pid)
+    socks: list[tuple[str, socket.socket]] = []
+    try:
+        for i in range(30):
+            shape = list(STALLS)[i % 3]
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(STALLS[shape])
+            socks.append((shape, s))
+        time.sleep(0.3)
+        assert max(_health(url) for _ in range(4)) < 2.0
+        assert all(_retrieve(url)["result"][0] for _ in range(4))
+        assert _fds(proc.pid) <= base + 16 + 2
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:  # the dripping ones go on dripping, past --body-timeout
+            for shape, s in socks:
+                if shape == "dripped":
+                    try:
+                        s.send(b" ")
+                    except OSError:
+                        pass
+            time.sleep(0.25)
+        answers = {shape: [] for shape in STALLS}
+        for shape, s in socks:
+            answers[shape].append(_answer(s, 2.0))
+        for shape, got in answers.items():
+            assert not any(a.startswith(b"?") for a in got), (shape, got)  # every one closed
+            timed_out = [a for a in got if a]  # the rest were shed, unanswered, to make room
+            assert timed_out, (shape, got)
+            for a in timed_out:
+                assert a.startswith(b"HTTP/1.1 408 "), a
+                assert b"--body-timeout" in a and b"\r\nconnection: close\r\n" in a.lower(), a
+        assert _fds(proc.pid) <= base + 2
+        assert _health(url) < 2.0
+    finally:
+        for _, s in socks:
+            s.close()
+
+
+def test_a_slow_body_above_the_minimum_rate_is_served(guarded):
+    """A body sent at 300 bytes/s (above --min-body-rate 200) for 2.4 s, past --body-timeout 1.5 s, is answered
+    200: the deadline grows by a second per 200 bytes received."""
+    _, port, url, _ = guarded
+    body = json.dumps({"queries": ["Who wrote Hamlet?" + " " * 700], "topk": 2}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(HEAD + f"Content-Length: {len(body)}\r\n\r\n".encode())
+        t0 = time.monotonic()
+        for i in range(0, len(body), 30):
+            s.sendall(body[i:i + 30])
+            time.sleep(0.1)
+        assert time.monotonic() - t0 > 2.0
+        s.settimeout(5)
+        got = s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    finally:
+        s.close()
+    assert _retrieve(url)["result"]
+
+
+def test_the_access_log_masks_query_string_secrets_and_a_client_gone_mid_body_is_one_line(guarded):
+    """Item 4: ``POST /retrieve?api_key=SECRET123`` is logged as ``?api_key=***`` (the toolkit's own client sends
+    the URL it was given, query and all). Item 12: a client that closes its connection mid-body, and a body the
+    server timed out, each leave one log line naming it, and no traceback."""
+    _, port, url, log = guarded
+    assert _retrieve(url, "/retrieve?api_key=SECRET123&topk=2&token=tok-456")["result"]
+    for _ in range(3):  # gone mid-body
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(HEAD + b"Content-Length: 200\r\n\r\n{\"queries\": [")
+        time.sleep(0.2)
+        s.close()
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(STALLS["stalled"])
+    assert _answer(s, 5.0).startswith(b"HTTP/1.1 408 ")
+    s.close()
+    _health(url)
+    time.sleep(0.3)
+    text = log.read_text(errors="replace")
+    assert "SECRET123" not in text and "tok-456" not in text, text[-2000:]
+    assert '"POST /retrieve?api_key=***&topk=2&token=*** HTTP/1.1" 200' in text, text[-2000:]
+    assert "Traceback" not in text and "Exception in ASGI application" not in text, text[-3000:]
+    gone = [line for line in text.splitlines() if "went away before its request body was complete" in line]
+    assert len(gone) == 3, text[-3000:]
+    timed = [line for line in text.splitlines() if "request body timed out" in line]
+    assert timed, text[-3000:]
+
+
+#: Request framing an HTTP parser must refuse (issue 46's HTTP corpus): each gets a 4xx and its connection closed,
+#: and the server goes on answering.
+MALFORMED = {
+    "bad chunk size": HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    "length and chunked": HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    "negative length": HEAD + b"Content-Length: -1\r\n\r\n{}",
+    "length not a number": HEAD + b"Content-Length: abc\r\n\r\n{}",
+    "header without a colon": b"POST /retrieve HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+    "header of 1 MiB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_framing_gets_a_4xx_and_the_server_goes_on(guarded, name):
+    _, port, url, _ = guarded
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        try:
+            s.sendall(MALFORMED[name])
+        except OSError:  # the server may close before the whole header of 1 MiB is sent
+            pass
+        got = _answer(s, 5.0)
+    finally:
+        s.close()
+    assert not got.startswith(b"?"), (name, got[:200])  # closed, not left open
+    assert got == b"" or re.match(rb"HTTP/1\.1 4\d\d ", got), (name, got[:200])
+    assert _health(url) < 2.0

@@ -1,5 +1,6 @@
 """The dynamic-sampling filter's logic (rows taken, informative groups, retry / retire, its state), the merge of
-TRL's generation outputs, the metric a group is judged on, and the settings."""
+TRL's generation outputs (the trainer's, beside the other code that reads TRL's private structures), the metric a
+group is judged on, and the settings."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import pytest
 
 from rag_curriculum.errors import ConfigError, UsageError
-from rag_curriculum.train._dynamic import DynamicFilter, DynamicHook, merge_outputs, metric_column
+from rag_curriculum.train._dynamic import DynamicFilter, DynamicHook, metric_column
 
 
 def test_take_hands_out_rows_in_curriculum_order_until_used_up():
@@ -86,8 +87,16 @@ def test_unknown_policy_refused():
         DynamicFilter(num_rows=1, dropped="keep")
 
 
+def _merge_outputs():
+    pytest.importorskip("trl")
+    from rag_curriculum.train._trainer import merge_outputs
+
+    return merge_outputs
+
+
 def test_merge_pads_prompts_left_completions_right_and_masks():
     torch = pytest.importorskip("torch")
+    merge_outputs = _merge_outputs()
     a = {"prompt_ids": torch.tensor([[5, 6], [7, 8]]), "prompt_mask": torch.ones(2, 2, dtype=torch.long),
          "completion_ids": torch.tensor([[1, 9], [2, 0]]), "completion_mask": torch.tensor([[1, 1], [1, 0]]),
          "old_per_token_logps": torch.tensor([[-1.0, -2.0], [-3.0, 0.0]]), "advantages": torch.tensor([1.0, -1.0]),
@@ -110,6 +119,7 @@ def test_merge_pads_prompts_left_completions_right_and_masks():
 
 def test_merge_refuses_what_it_cannot_merge():
     torch = pytest.importorskip("torch")
+    merge_outputs = _merge_outputs()
     out = {"prompt_ids": torch.ones(1, 1), "completion_ids": torch.ones(1, 1), "advantages": torch.ones(1),
            "num_images": [1]}
     with pytest.raises(ConfigError, match="cannot merge TRL's 'num_images'"):

@@ -9,10 +9,18 @@ import typer
 from rich.markup import escape
 
 from ..config import resolve
-from ..curricula import build_curriculum
-from ..curricula._config import BuildConfig, SourceSpec, merge_flags
+from ..curricula import BuildConfig, SourceSpec, build_curriculum, merge_build_flags
 from ..errors import DataError
-from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .common import (
+    PrintConfig,
+    config_options,
+    console,
+    data_error_hint,
+    out,
+    reported_errors,
+    show_config,
+    with_options,
+)
 from .data import print_shard_summary
 
 B = BuildConfig
@@ -58,7 +66,7 @@ def build(
       curriculum build --setting retrieved --index idx/musique-dev --top-k 10 -d musique -i musique_ans_v1.0_dev.jsonl
     """
     with reported_errors(_hint):
-        cfg = resolve(BuildConfig, "build", overrides, options, merge=partial(merge_flags, note=_note))
+        cfg = resolve(BuildConfig, "build", overrides, options, merge=partial(merge_build_flags, note=_note))
         if print_config:
             cfg.validate()
             show_config(cfg)
@@ -79,7 +87,7 @@ def _note(message: str) -> None:
 
 def _hint(e: BaseException) -> str | None:
     if isinstance(e, DataError):
-        return "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
+        return data_error_hint(e)
     if isinstance(e, OSError):
         return "check --input and --out"
     return None

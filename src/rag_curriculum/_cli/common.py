@@ -26,9 +26,9 @@ from rich.markup import escape
 from .._plumbing import MaskingFilter, mask_secrets, redact_command
 from .._settings import setting_flag
 from ..config import field_help
-from ..errors import CurriculumError, UnknownNameError, UsageError
-from ..generation._base import BACKENDS, check_backend_args
-from ..generation._engine import EngineConfig as _Engine
+from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
+from ..generation import BACKENDS, check_backend_args
+from ..generation import EngineConfig as _Engine
 
 console = Console(stderr=True)
 out = Console()
@@ -43,8 +43,10 @@ EXIT_USAGE = 2
 
 
 #: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL),
-#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG).
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
+#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG), faiss's loader trying
+#: its CPU builds in turn ("Could not load library with AVX512 support due to: ModuleNotFoundError(...)": the
+#: normal path on a CPU without those instructions, not a fault). Their warnings and errors are kept.
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s", "faiss")
 
 
 #: Deprecation warnings of dependencies that a user of the command line can do nothing about (the library calls
@@ -52,6 +54,9 @@ QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s")
 #: (category, message regex).
 KNOWN_WARNINGS = (
     (FutureWarning, r"`is_gradient_checkpointing` is deprecated"),  # transformers 5, called by TRL's trainer
+    # TRL's notice on the two trainer hooks the search agents are built on (train/_rollout.py, train/_tools.py),
+    # chosen knowingly and pinned by the trl-newest tier; TRL_EXPERIMENTAL_SILENCE=1 is its own switch for it
+    (UserWarning, r"You are using '(rollout_func|environment_factory)', which is an experimental feature"),
 )
 
 
@@ -194,6 +199,29 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
         own = e.hint if isinstance(e, CurriculumError) else None  # set where it was raised
         status = EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else code
         fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), status)
+
+
+#: What to do about a data file that cannot be read as a whole (no record of it can be skipped).
+WHOLE_FILE_HINTS = {
+    "invalid_parquet": "the Parquet file is damaged as a whole (footer or schema): re-download or re-export it",
+    "truncated": "the file ends inside a record: it was cut short (an interrupted download or copy?); get the "
+                 "whole file again (--on-error skip would read only the records before the cut)",
+}
+SKIP_HINT = "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
+
+
+def data_error_hint(e: BaseException) -> str | None:
+    """The hint of a :class:`DataError`: a bad record can be fixed or skipped (``--on-error skip``); a file that
+    cannot be read as a whole (empty, not JSON, cut short, a damaged Parquet file) cannot be helped by skipping
+    records, so the hint says what to check instead."""
+    if not isinstance(e, DataError):
+        return None
+    if "truncated file?" in str(e):
+        return WHOLE_FILE_HINTS["truncated"]
+    if e.record is not None:
+        return SKIP_HINT
+    return WHOLE_FILE_HINTS.get(e.kind, "the file as a whole cannot be read, so no record can be skipped: check "
+                                "that it is the file you meant (--input)")
 
 
 def option(cls: type, name: str, *param_decls: str, extra: str = "", default: str | None = None,

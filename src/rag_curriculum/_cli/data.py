@@ -9,11 +9,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .._commit import is_toolkit_manifest
 from ..errors import DataError
 from ..loaders.stats import source_summary
 from ..retrieval import get_kind, load_index
-from ..shards import MANIFEST, ShardError, is_toolkit_manifest, read_manifest, read_table, validate_shards
-from .common import EXIT_USAGE, fail, out, reported_errors
+from ..shards import MANIFEST, ShardError, read_manifest, read_table, validate_shards
+from .common import EXIT_USAGE, data_error_hint, fail, out, reported_errors
 
 
 def _dist_table(title: str, dist: dict[str, int], key: str) -> Table:
@@ -114,10 +115,6 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
                   f"question ({lk['policy']})")
 
 
-SKIP_HINT = "pass --on-error skip to skip bad records and count them by kind instead of stopping at the first"
-WHOLE_FILE_HINTS = {
-    "invalid_parquet": "the Parquet file is damaged as a whole (footer or schema): re-download or re-export it",
-}
 
 
 def inspect(
@@ -154,13 +151,9 @@ def inspect(
         return
 
     def hint(e: BaseException) -> str | None:
-        if not isinstance(e, DataError):
-            return None
-        if on_error == "raise" and e.record is not None:
-            return SKIP_HINT
-        # the file as a whole: skipping records cannot help (and --on-error skip may be given already)
-        return WHOLE_FILE_HINTS.get(e.kind, "the file as a whole cannot be read, so no record can be skipped: "
-                                    "check that it is the file you meant")
+        if isinstance(e, DataError) and e.record is not None and on_error == "skip" and "truncated" not in str(e):
+            return None  # --on-error skip given already
+        return data_error_hint(e)  # the file as a whole: skipping records cannot help
 
     with reported_errors(hint):
         s = source_summary(path, dataset, on_error=on_error)
@@ -175,7 +168,7 @@ def validate(
                                               "or an index made by `curriculum index`.")],
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
-    schema; or a BM25 index: its files and counts against its manifest. Exits 1 when anything is wrong."""
+    schema; or an index made by curriculum index: its files and counts against its manifest. Exits 1 when anything is wrong."""
     what = "give a shard directory made by `curriculum build` or `curriculum partition`"
     if not directory.exists():
         fail(f"{directory}: not found", what)

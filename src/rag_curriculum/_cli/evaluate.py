@@ -20,16 +20,26 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .._settings import SettingError, suggest
+from .._plumbing import current_command
+from .._settings import suggest
 from ..config import bind, merge_flags, resolve
-from ..curricula._builder import current_command
-from ..errors import UsageError
-from ..evaluation import compare_summaries, main_table, render_report, run_eval, write_plots
-from ..evaluation._agent import AgentEvalConfig, endings, format_errors, run_agent_eval, table_rows
-from ..evaluation._config import EvalConfig
-from ..evaluation._veritas import veritas_table
-from ..generation._engine import without_engine_options
-from ..rewards._veritas import agreement, read_labels
+from ..errors import SettingError, UsageError
+from ..evaluation import (
+    AgentEvalConfig,
+    EvalConfig,
+    compare_summaries,
+    endings,
+    format_errors,
+    main_table,
+    render_report,
+    run_agent_eval,
+    run_eval,
+    table_rows,
+    veritas_table,
+    write_plots,
+)
+from ..generation import without_engine_options
+from ..rewards import agreement, read_labels
 from .common import (
     BACKEND_FLAGS,
     BACKEND_OPTIONS,

@@ -9,11 +9,20 @@ from typing import Annotated, Any
 
 import typer
 
+from .._plumbing import current_command
 from ..config import bind, given
-from ..curricula._builder import current_command
 from ..errors import UsageError
 from ..retrieval import IndexConfig, build_index, get_kind, load_index
-from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .common import (
+    PrintConfig,
+    config_options,
+    console,
+    data_error_hint,
+    out,
+    reported_errors,
+    show_config,
+    with_options,
+)
 
 C = IndexConfig
 #: IndexConfig's options, one per field.
@@ -47,7 +56,8 @@ def index(
     """
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-step debug lines are not for users
     flags = given(options)
-    with reported_errors(lambda e: "check --input, --corpus and --out" if isinstance(e, OSError) else None):
+    with reported_errors(lambda e: "check --input, --corpus and --out" if isinstance(e, OSError) else
+                         data_error_hint(e)):
         if not ("dataset" in flags and "input" in flags) and "corpus" not in flags:
             raise UsageError("curriculum index needs --dataset and --input (a dataset file), --corpus (a corpus), or "
                              "both", hint="e.g. curriculum index --dataset musique --input musique_ans_v1.0_dev.jsonl "

@@ -21,11 +21,11 @@ from typing import Annotated, Any
 
 import typer
 
+from .._plumbing import current_command
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
-from ..curricula._builder import current_command
 from ..errors import UsageError
-from ..generation._engine import without_engine_options
+from ..generation import without_engine_options
 from ..partition import PartitionConfig, merge_partitions
 from ..partition import partition as run_partition
 from .common import (

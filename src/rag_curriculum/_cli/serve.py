@@ -45,10 +45,10 @@ OPTIONS = config_options(ServeConfig, required=("index",))
 
 @with_options(OPTIONS)
 def serve(print_config: PrintConfig = False, **options: Any) -> None:
-    """Serve a BM25 index over HTTP with Search-R1's retriever protocol: POST /retrieve with
-    {"queries": [...], "topk": 3, "return_scores": true} answers {"result": [[{"document": {"id", "contents"},
-    "score"}, ...], ...]}, one list per query, best first: exactly the index's ranking in process (same tokenizer,
-    BM25 parameters and tie order). Without return_scores each list holds the documents alone;
+    """Serve an index of curriculum index (BM25, dense or hybrid) over HTTP with Search-R1's retriever protocol:
+    POST /retrieve with {"queries": [...], "topk": 3, "return_scores": true} answers {"result": [[{"document":
+    {"id", "contents"}, "score"}, ...], ...]}, one list per query, best first: exactly the index's ranking in process (same tokenizer,
+    parameters and tie order). Without return_scores each list holds the documents alone;
     {"query": "...", "topk": 3} asks for one query. GET /health answers 200 once the index is loaded, GET /manifest
     what the index is. A bad request gets a 4xx with a one-line "detail"; the server goes on serving.
 
@@ -80,14 +80,17 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                f"{workers} worker{'s' if workers > 1 else ''}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
-        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap
+        from ..retrieval._guard import ENV_LIMITS, GuardedH11Protocol, descriptor_cap, log_config
 
-        # idle or half-sent connections cannot take the server down: a deadline on a request's headers, a cap
-        # on open connections below the descriptor limit (retrieval/_guard.py)
+        # idle or half-sent connections cannot take the server down: deadlines on a request's headers and body, a
+        # cap on open connections below the descriptor limit that sheds idle ones (retrieval/_guard.py); secrets
+        # in the access log's query strings masked
         os.environ[ENV_LIMITS] = json.dumps({"max_connections": descriptor_cap(cfg.max_connections),
-                                             "header_timeout": cfg.header_timeout})
+                                             "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
+                                             "min_body_rate": cfg.min_body_rate})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5}
+              "timeout_graceful_shutdown": 5, "http": GuardedH11Protocol, "timeout_keep_alive": 5,
+              "log_config": log_config()}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
             _serve_ray(cfg, url)

@@ -18,16 +18,19 @@ from rich.table import Table
 
 from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
-from ..curricula._lengths import TokenizerError
+from ..errors import TokenizerError
 from ..train import (
     RecipeError,
     TrainConfig,
+    config_yaml,
+    finished_message,
+    grpo_kwargs,
     learning_summary,
     order_issues,
+    partial_history,
+    prepare,
 )
 from ..train import train as run_training
-from ..train._recipes import config_yaml
-from ..train._trl import finished_message, grpo_kwargs, prepare
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 
@@ -119,31 +122,45 @@ def train(
 
         out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
     elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml)
-        console.print(f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); "
-                      f"the resolved config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config "
-                      "shows it without training)")
+        console.print(escape(mask_secrets(
+            f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); the resolved "
+            f"config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config shows it without training)")))
     if print_config:
         return
     with reported_errors(_hint):
         if dry_run:
             _dry_run(cfg)
             return
-        result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
+        try:
+            result = run_training(cfg, overrides=[*([f"recipe={recipe}"] if recipe else []), *overrides])
+        except BaseException as e:  # a run that stops (an error, Ctrl-C) still says what its steps did
+            if main:
+                _print_stopped(partial_history(e))
+            raise
     if main and result.finished:
         out.print(f"[yellow]nothing trained:[/] {escape(str(result.output_dir))} had already reached its "
-                  f"{result.global_step} steps (run.name=NEW starts another run)")
+                  f"{result.global_step} steps (run.name=NEW starts another run); what those steps did:")
+        _print_change(result.log_history)
     elif main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
         _print_change(result.log_history)
 
 
-def _print_change(history: list[dict[str, Any]]) -> None:
+def _print_stopped(history: list[dict[str, Any]]) -> None:
+    """The closing lines of a run that stopped before its end: how many steps it logged, and their change."""
+    steps = sum(1 for h in history if "reward" in h)
+    if steps:
+        console.print(f"[yellow]stopped[/] after {steps} logged step{'s' * (steps != 1)}; what they did:")
+        _print_change(history, to=console)
+
+
+def _print_change(history: list[dict[str, Any]], to: Any = None) -> None:
     """The run's first steps against its last: mean reward and exact match (when logged)."""
     names = sorted({k for h in history for k in h if k.endswith("exact_match")})
     for key, s in learning_summary(history, keys=["reward", *names]).items():
         k = int(s["steps"])
-        out.print(f"{key}: {s['first']:.4g} over the first {k} step{'s' * (k > 1)}, {s['last']:.4g} over the "
+        (to or out).print(f"{key}: {s['first']:.4g} over the first {k} step{'s' * (k > 1)}, {s['last']:.4g} over the "
                   f"last {k} ({s['last'] - s['first']:+.4g})")
 
 
@@ -178,7 +195,7 @@ def _dry_run(cfg: Any) -> None:
         if issue.severity != "error":  # errors were raised by prepare
             console.print(f"[yellow]curriculum order:[/] {issue.message}")
     if run.retriever is not None:
-        out.print(escape(f"retriever: {cfg.agent.retriever} ({_describe_retriever(run.retriever)})"))
+        out.print(escape(mask_secrets(f"retriever: {cfg.agent.retriever} ({_describe_retriever(run.retriever)})")))
     if run.finished is not None:
         out.print(escape(finished_message(run)))
         return

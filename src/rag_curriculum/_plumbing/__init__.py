@@ -1,24 +1,34 @@
 """Plumbing written once: atomic writes, shard-directory digests, derived seeds and ids, secret masking, the
-trainer tail, distributions, the JSONL log reader, the GC pause, forked side tasks and locks between processes (filelock). Private (no stable API); light to import (standard library only)."""
+command line a run records, the trainer tail, distributions, the JSONL log reader, the GC pause, forked side tasks,
+locks between processes (filelock), and the files that mark a partition's outputs as a set. Private to the toolkit
+(no stable API), and the one door to it: the other packages import these names from here, not from its modules.
+Light to import (standard library only)."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
+from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import shards_digest
 from ._fork import SideTask, die_with_parent
 from ._jsonl import read_jsonl_latest
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
+from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import expected_type, init_hints
 
 __all__ = [
+    "MANIFEST",
     "MASK",
     "MaskingFilter",
+    "RECORD_FILE",
+    "SUMMARY_FILE",
+    "WORK",
     "SideTask",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_with",
+    "current_command",
     "derive_seed",
     "die_with_parent",
     "distribution",
@@ -31,11 +41,13 @@ __all__ = [
     "is_secret",
     "lazy_exports",
     "mask_secrets",
+    "output_set_problem",
     "read_jsonl_latest",
     "redact_command",
     "redact_overrides",
     "shards_digest",
     "stable_id",
+    "stats_set_problem",
     "tmp_name",
     "trainer_tail",
     "waited",

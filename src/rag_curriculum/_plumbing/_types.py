@@ -1,5 +1,5 @@
 """Whether a value fits a plain annotation (a number, a flag, a string, or None), for settings handed to code that
-would otherwise fail deep inside with a TypeError (``--backend-arg delay=abc``)."""
+would otherwise fail deep inside with a TypeError (``--backend-arg delay=abc``, ``grpo.learning_rate=abc``)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,25 @@ from typing import Any
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def expected_type(value: Any, hint: Any) -> str | None:
+def expected_type(value: Any, hint: Any, *, number_as_string: bool = True) -> str | None:
     """None when ``value`` fits ``hint`` (or ``hint`` is not plain: lists, dicts, classes are left to the callee),
-    else what it must be (``"float or null"``). An int fits a float; a bool fits only a bool.
+    else what it must be (``"float or null"``). An int fits a float; a bool fits only a bool. A number fits a
+    string too, unless ``number_as_string`` is False (a callee that keeps the value as it is given, as
+    ``trl.GRPOConfig`` does).
 
     >>> expected_type(0.5, float), expected_type(2, float), expected_type("abc", float), expected_type(None, int | None)
     (None, None, 'float', None)
     >>> expected_type(True, int), expected_type("x", list[int]), expected_type(2024, str | None)
     ('int', None, None)
+    >>> expected_type(2024, str | None, number_as_string=False)
+    'str or null'
     """
     allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
     if not allowed or not all(a in _PLAIN for a in allowed):
         return None
     if value is None:
         ok = type(None) in allowed
-    elif str in allowed and isinstance(value, (bool, int, float)):  # a string setting written as a number (a
+    elif number_as_string and str in allowed and isinstance(value, (bool, int, float)):  # a string setting written as a number (a
         ok = True  # revision "2024", a key of digits): YAML-parsed values are not refused for looking numeric
     elif isinstance(value, bool):
         ok = bool in allowed

@@ -32,6 +32,7 @@ from ._searchr1 import (
     INVALID_ACTION,
     SEARCH_TOOLS_PROMPT,
     SearchTemplate,
+    first_search_query,
     get_agent_template,
 )
 
@@ -39,7 +40,7 @@ from ._searchr1 import (
 #: it reads indexes and calls backends. The templates above load with the package, so every template is registered
 #: as soon as one is asked for.
 _EXPORTS = {
-    "MODES": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
+    "MODES": "._difficulty", "P_COLUMN": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
     "hard_negative_count": "._difficulty", "noise_probability": "._difficulty",
     "Hit": "._retrievers", "HttpRetriever": "._retrievers", "IndexRetriever": "._retrievers",
     "NO_RESULTS": "._retrievers", "Retriever": "._retrievers", "RetrieverError": "._retrievers",
@@ -52,7 +53,14 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
-    from ._difficulty import MODES, RowView, SearchDifficulty, hard_negative_count, noise_probability
+    from ._difficulty import (
+        MODES,
+        P_COLUMN,
+        RowView,
+        SearchDifficulty,
+        hard_negative_count,
+        noise_probability,
+    )
     from ._retrievers import (
         NO_RESULTS,
         Hit,
@@ -76,10 +84,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
     from ._teacher import TeacherResult, teacher_plans
 
 __all__ = [
-    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "SEARCH_TOOLS_PROMPT", "STATUSES", "Hit",
+    "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "P_COLUMN", "SEARCH_TOOLS_PROMPT", "STATUSES", "Hit",
     "HttpRetriever", "IndexRetriever", "NO_RESULTS", "Retriever", "RetrieverError", "RolloutConfig",
     "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Trajectory", "doc_lines",
-    "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
+    "first_search_query", "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
     "run_rollouts", "split_contents", "summarize",
     # ReAct (+ the CRAG-inspired consistency ranking)
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",

@@ -139,16 +139,18 @@ class HttpRetriever:
         if url.rstrip("/").count("/") == 2:  # no path: the protocol's endpoint
             url = url.rstrip("/") + "/retrieve"
         self.url = url
-        self.manifest_url = url.rsplit("/", 1)[0] + "/manifest"
+        path, sep, query = url.partition("?")  # a query string (an API key a gateway asks for) goes to both
+        self.manifest_url = path.rsplit("/", 1)[0] + "/manifest" + sep + query
         self._index: dict[str, Any] | None = None  # the server's /manifest, read before the first search
         self._identified = False
         self.timeout = timeout
         self.batch = batch
         self.session = requests.Session()
         self.attempts = 1 + read_retries
-        retry = Retry(total=retries, connect=retries, read=read_retries, status=retries, backoff_factor=backoff,
-                      status_forcelist=(502, 503, 504), allowed_methods=frozenset({"POST"}),
-                      raise_on_status=False)
+        retry = _quiet_retry(Retry)(total=retries, connect=retries, read=read_retries, status=retries,
+                                    backoff_factor=backoff, status_forcelist=(502, 503, 504),
+                                    allowed_methods=frozenset({"POST"}), raise_on_status=False)
+        self.retries = retries
         self.session.mount("http://", HTTPAdapter(max_retries=retry))
         self.session.mount("https://", HTTPAdapter(max_retries=retry))
 
@@ -241,7 +243,10 @@ class HttpRetriever:
         self.search(["probe"], 1)
 
     def _failed(self, e: BaseException) -> RetrieverError:
-        """One line for a request that did not get an answer: a server that never answered, or none there."""
+        """One line for a request that did not get an answer: a server that never answered, or none there (urllib3's
+        warning per retry is not shown: :func:`_quiet_retry`)."""
+        import re
+
         import requests
 
         slow = isinstance(e, requests.Timeout) or "timed out" in str(e).lower() or "Read timed out" in str(e)
@@ -249,7 +254,9 @@ class HttpRetriever:
             return RetrieverError(f"retriever {self._where()} did not answer within {self.timeout:g} s "
                                   f"({self.attempts} attempt{'s' if self.attempts > 1 else ''})",
                                   hint="check the server (its log), or give it longer with --retriever-timeout")
-        return RetrieverError(f"retriever {self._where()} unreachable ({type(e).__name__}) after retrying",
+        cause = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(e))
+        return RetrieverError(f"retriever {self._where()} unreachable ({cause[1].strip() if cause else type(e).__name__}"
+                              f") after {self.retries} retr{'ies' if self.retries != 1 else 'y'}",
                               hint="start it (curriculum serve --index DIR) or check --retriever")
 
     def describe(self) -> dict[str, Any]:
@@ -258,6 +265,30 @@ class HttpRetriever:
 
     def close(self) -> None:
         self.session.close()
+
+
+_QUIET_RETRY: list[type] = []
+
+
+class _DropRetryWarnings(logging.Filter):
+    """Drops urllib3's "Retrying (...)" warning when the retry is a :func:`_quiet_retry` one (the toolkit's client,
+    which says in one line what failed), keeping those of every other client; the retry goes to DEBUG instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if _QUIET_RETRY and isinstance(args, tuple) and args and isinstance(args[0], _QUIET_RETRY[0]):
+            log.debug("retrying a retriever request: %s", mask_secrets(str(args[-1])))
+            return False
+        return True
+
+
+def _quiet_retry(retry: type) -> type:
+    """urllib3's ``Retry`` as a subclass whose retries urllib3 does not log as warnings (five of them came before
+    the one line saying the retriever is unreachable)."""
+    if not _QUIET_RETRY:
+        _QUIET_RETRY.append(type("QuietRetry", (retry,), {"__doc__": "urllib3's Retry, its retries not warned."}))
+        logging.getLogger("urllib3.connectionpool").addFilter(_DropRetryWarnings())
+    return _QUIET_RETRY[0]
 
 
 #: Seconds a retriever server may take to answer one request (``--retriever-timeout``).

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError
-from ..generation._base import cut_at_stop
+from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Retriever
@@ -201,62 +201,84 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
         searches: list[tuple[int, str]] = []
         still: list[int] = []
         for i, out in zip(active, outs, strict=True):
-            t = trajs[i]
             text = cut_at_stop(out[0] if out else "", stop)
-            t.segments.append(Segment("model", text))
-            t.turns += 1
-            used[i] += count(text)
-            parsed = fmt.parse(text)
-            if parsed.error is not None:
-                t.errors.append(parsed.error)
-            if parsed.action == "answer":
-                t.answer, t.status = parsed.content, "answer"
-            elif used[i] >= cfg.max_context_tokens:
-                t.status = "context_budget"
-            elif turn + 1 >= cfg.max_turns:
-                t.status = "turn_budget"
-            elif parsed.action == "search":
-                searches.append((i, parsed.content))
-            elif parsed.action is not None:  # a local action of the format (ReAct's Lookup)
-                obs = fmt.act(parsed, t)
-                t.segments.append(Segment("env", obs))
-                used[i] += count(obs)
-                if used[i] >= cfg.max_context_tokens:
-                    t.status = "context_budget"
-                else:
-                    still.append(i)
-            elif cfg.on_invalid == "stop":
-                t.status = "format_error"
-            else:
-                feedback = fmt.invalid(parsed, t)
-                t.segments.append(Segment("env", feedback))
-                used[i] += count(feedback)
+            step, query = _model_turn(trajs[i], text, turn, i, used, cfg=cfg, fmt=fmt, count=count)
+            if step == "search":
+                searches.append((i, query))
+            elif step == "continue":
                 still.append(i)
         if searches:
-            k = cfg.topk
-            extra = max(shape.extra(k, view_of[i]) for i, _ in searches)
-            results = retriever.search([q for _, q in searches], k + extra)
-            if len(results) != len(searches):
-                raise GenerationError(f"the retriever returned {len(results)} result lists for {len(searches)} "
-                                      "queries")
-            for (i, query), hits in zip(searches, results, strict=True):
-                t, view = trajs[i], view_of[i]
-                rng = random.Random(derive_seed(shape.seed, t.row_id, t.sample, t.turns, "search"))
-                shown, shaped = shape.apply(list(hits), k, view, rng)
-                t.searches.append(SearchCall(t.turns, query, [h.id for h in shown],
-                                             [view.is_gold(h) for h in shown], short=len(shown) < k, shaped=shaped))
-                block = fmt.observe(shown, t)
-                t.segments.append(Segment("env", block))
-                used[i] += count(block)
-                if used[i] >= cfg.max_context_tokens:
-                    t.status = "context_budget"
-                else:
-                    still.append(i)
+            still += _run_searches(searches, trajs, view_of, used, retriever, shape, cfg=cfg, fmt=fmt, count=count)
         active = sorted(still)
     for t in trajs:  # pragma: no cover - every path above sets a status
         if not t.status:
             t.status = "turn_budget"
     return trajs
+
+
+def _model_turn(t: Trajectory, text: str, turn: int, i: int, used: list[int], *, cfg: RolloutConfig, fmt: Any,
+                count: Callable[[str], int]) -> tuple[str, str]:
+    """Record the model's turn ``text`` in trajectory ``t`` (number ``i``; ``used[i]``, its tokens so far) and say
+    what follows: ``("search", query)``, ``("continue", "")`` (a local action's or an invalid turn's observation
+    was added) or ``("end", "")`` (its status is set: an answer, a budget spent, a format error with
+    ``on_invalid=stop``)."""
+    t.segments.append(Segment("model", text))
+    t.turns += 1
+    used[i] += count(text)
+    parsed = fmt.parse(text)
+    if parsed.error is not None:
+        t.errors.append(parsed.error)
+    if parsed.action == "answer":
+        t.answer, t.status = parsed.content, "answer"
+    elif used[i] >= cfg.max_context_tokens:
+        t.status = "context_budget"
+    elif turn + 1 >= cfg.max_turns:
+        t.status = "turn_budget"
+    elif parsed.action == "search":
+        return "search", parsed.content
+    elif parsed.action is not None:  # a local action of the format (ReAct's Lookup)
+        return _observe(t, fmt.act(parsed, t), i, used, cfg=cfg, count=count), ""
+    elif cfg.on_invalid == "stop":
+        t.status = "format_error"
+    else:
+        feedback = fmt.invalid(parsed, t)
+        t.segments.append(Segment("env", feedback))
+        used[i] += count(feedback)
+        return "continue", ""
+    return "end", ""
+
+
+def _observe(t: Trajectory, text: str, i: int, used: list[int], *, cfg: RolloutConfig,
+             count: Callable[[str], int]) -> str:
+    """Add the environment's ``text`` to trajectory ``t``; ``"end"`` when it spends the context budget."""
+    t.segments.append(Segment("env", text))
+    used[i] += count(text)
+    if used[i] >= cfg.max_context_tokens:
+        t.status = "context_budget"
+        return "end"
+    return "continue"
+
+
+def _run_searches(searches: list[tuple[int, str]], trajs: list[Trajectory], view_of: list[RowView], used: list[int],
+                  retriever: Retriever, shape: SearchDifficulty, *, cfg: RolloutConfig, fmt: Any,
+                  count: Callable[[str], int]) -> list[int]:
+    """One retriever call for the turn's searches (``(trajectory number, query)``), each result shaped by the
+    row's search difficulty and shown to its trajectory; the numbers of the trajectories that go on."""
+    k = cfg.topk
+    extra = max(shape.extra(k, view_of[i]) for i, _ in searches)
+    results = retriever.search([q for _, q in searches], k + extra)
+    if len(results) != len(searches):
+        raise GenerationError(f"the retriever returned {len(results)} result lists for {len(searches)} queries")
+    still = []
+    for (i, query), hits in zip(searches, results, strict=True):
+        t, view = trajs[i], view_of[i]
+        rng = random.Random(derive_seed(shape.seed, t.row_id, t.sample, t.turns, "search"))
+        shown, shaped = shape.apply(list(hits), k, view, rng)
+        t.searches.append(SearchCall(t.turns, query, [h.id for h in shown], [view.is_gold(h) for h in shown],
+                                     short=len(shown) < k, shaped=shaped))
+        if _observe(t, fmt.observe(shown, t), i, used, cfg=cfg, count=count) == "continue":
+            still.append(i)
+    return still
 
 
 def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:

@@ -18,8 +18,8 @@ in the manifest (``unanswerable.short_rows``, ``missing_passages``) and warned a
 The build runs in four stages, each a module with one typed hand-off: sources (:mod:`._sources`, the examples and
 the distractor source: :class:`BuildSources`) -> plan (:mod:`._plan`, levels and documents per row:
 :class:`BuildPlan`) -> render (:mod:`._render`, rows as Arrow columns, forked shard writers: the shards' entries)
--> write (:mod:`._write`, shards, manifest and card). This module runs them in order; the names users and the
-other commands import from it stay importable here.
+-> write (:mod:`._write`, shards, manifest and card). This module runs them in order: :func:`build_curriculum`, and
+:func:`build_rows` (the same build without its data card, for the partition's own copy of its input).
 """
 
 from __future__ import annotations
@@ -30,68 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._commit import check_output
 from .._plumbing import gc_paused
 from ..cards import pyplot
-from ..errors import BuildError, SkipReport
+from ..errors import BuildError
+from ..lengths import load_tokenizer
 from ..loaders import get_loader
-from ..shards import check_output
-from ._config import DEFAULT_K, BuildConfig, SourceSpec
-from ._lengths import load_tokenizer
-from ._plan import (
-    BuildPlan,
-    Plan,
-    PlannedRow,
-    _adjust_quotas,
-    _monotone,
-    _sample,
-    assign_levels,
-    is_unanswerable,
-    make_plan,
-    plan_rows,
-    plan_summary,
-    source_K,
-    unanswerable_facts,
-)
-from ._render import PARALLEL_MIN_ROWS, ShardJob, _list_array, render_rows, select_documents, write_plan
-from ._sources import (
-    EVAL_SPLITS,
-    TRAIN_SPLITS,
-    BuildSources,
-    LoadedSource,
-    _default_split,
-    _is_hub,
-    check_split,
-    gather_sources,
-    load_source,
-    open_distractors,
-)
-from ._write import (
-    _RANK_BUCKETS,
-    _portable,
-    _rank_bucket,
-    _source_record,
-    build_manifest,
-    current_command,
-    origin_summary,
-    recorded_config,
-    same_build,
-    write_build,
-)
-from .distractors import PROVIDED as _PROVIDED
-from .distractors import DistractorSource, ProvidedSource, Shown, distractor_pool, make_source
-
-_source_K = source_K  # the name before the stages
-
-__all__ = [  # what this module has always offered, now defined in the stages
-    "DEFAULT_K", "EVAL_SPLITS", "PARALLEL_MIN_ROWS", "TRAIN_SPLITS", "BuildConfig", "BuildError", "BuildPlan", "BuildResult", "BuildSources",
-    "DistractorSource", "LoadedSource", "Plan", "PlannedRow", "ProvidedSource", "ShardJob", "Shown", "SkipReport", "SourceSpec",
-    "assign_levels", "build_curriculum", "build_manifest", "check_split", "current_command", "distractor_pool",
-    "gather_sources", "is_unanswerable", "load_source", "make_plan", "make_source", "open_distractors",
-    "origin_summary", "plan_rows", "plan_summary", "recorded_config", "render_rows", "same_build",
-    "select_documents", "source_K", "unanswerable_facts", "write_build", "write_plan",
-]
-_PRIVATE = (_PROVIDED, _adjust_quotas, _default_split, _is_hub, _list_array, _monotone, _portable, _RANK_BUCKETS,
-            _rank_bucket, _sample, _source_record)  # importable from here as before
+from ._config import BuildConfig
+from ._plan import make_plan, no_rows_error
+from ._sources import gather_sources
+from ._write import build_manifest, write_build
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +55,19 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
     """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
     pyplot()  # for the card, imported here: its import would keep the build's frame, and its rows, alive
     with gc_paused():
-        return _build(cfg, command=command, progress=progress)
+        return _build(cfg, command=command, progress=progress, card=True)
 
 
-def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildResult:
+def build_rows(cfg: BuildConfig, *, command: str, progress: bool = False) -> dict[str, Any]:
+    """The build of ``cfg`` without its data card and plot (the partition's own copy of its input is read, not
+    published: no matplotlib, no figure): the shards and the manifest's record of them are those
+    :func:`build_curriculum` writes for the same config, so a build of either kind is reused
+    (:func:`~._write.same_build`). Returns the manifest."""
+    with gc_paused():
+        return _build(cfg, command=command, progress=progress, card=False).manifest
+
+
+def _build(cfg: BuildConfig, *, command: str | None, progress: bool, card: bool) -> BuildResult:
     check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
     cfg.validate()
     tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None  # fail before loading the data, too
@@ -129,10 +86,11 @@ def _build(cfg: BuildConfig, *, command: str | None, progress: bool) -> BuildRes
     log.debug("loaded %d question(s) in %.2fs, planned %d row(s) in %.2fs",
               sum(len(s.examples) for s in sources.loaded), t1 - t0, len(plan.rows), time.perf_counter() - t1)
     if not plan.rows:
-        raise BuildError("the build produced no rows")
+        raise no_rows_error(sources)
     manifest = build_manifest(cfg, sources, plan, command=command)
     t2 = time.perf_counter()
-    manifest = write_build(cfg, sources, plan, manifest, tokenizer=tokenizer, progress=progress)  # 3. render, 4. write
+    manifest = write_build(cfg, sources, plan, manifest, tokenizer=tokenizer, progress=progress,  # 3. render, 4. write
+                           card=card)
     log.debug("rendered and wrote %d shard(s) with the card in %.2fs", len(manifest["shards"]),
               time.perf_counter() - t2)
     return BuildResult(Path(cfg.out), manifest, len(plan.rows))

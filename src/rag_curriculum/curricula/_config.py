@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import MAX_COUNT, MAX_K, MAX_SEED, SettingError, check_settings, rule
+from .._settings import MAX_COUNT, MAX_K, MAX_SEED, check_settings, rule
 from ..config import bind, given
-from ..errors import ConfigError
+from ..errors import ConfigError, SettingError
 from ..loaders import questions_only
 from ..prompts import ABSTENTION_ANSWER, get_template
 from ..retrieval import kind_names
-from ..rewards._scoring import check_abstention_answer
+from ..rewards import check_abstention_answer
 
 #: K per dataset, as in RAG-RL section 4.4.
 # search-r1: questions without passages, so every level is the same row (one level unless --K says otherwise)
@@ -241,8 +241,8 @@ def _with_sources(d: Mapping[str, Any]) -> dict[str, Any]:
     return d
 
 
-def merge_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], *,
-                note: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+def merge_build_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], *,
+                      note: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """``curriculum build``'s flags on top of a recipe's data (None: no recipe). Flags are named after the fields,
     None when not given; ``dataset`` is a list of ``NAME`` or ``NAME:N`` (a quota), paired in order with
     ``input``; ``n`` and ``split`` apply to every source. Without a recipe, ``out`` defaults to

@@ -55,11 +55,34 @@ class BuildPlan:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+def _where(src: LoadedSource) -> str:
+    """A source as a message names it: its file (or the Hub) and its dataset."""
+    return f"{src.spec.input} ({src.dataset})" if src.spec.input else f"{src.dataset} (from the Hub)"
+
+
+def _found(src: LoadedSource) -> str:
+    """What a source's reading found: usable questions, and what was excluded or skipped."""
+    parts = [f"{len(src.examples)} usable question(s)"]
+    if src.excluded:
+        parts.append("excluded: " + ", ".join(f"{k} {v}" for k, v in sorted(src.excluded.items())))
+    if src.report.total:
+        parts.append(src.report.summary())
+    return "; ".join(parts)
+
+
+def no_rows_error(sources: BuildSources) -> BuildError:
+    """The error of a build that made no row: each input file named with what its reading found."""
+    found = " | ".join(f"{_where(s)}: {_found(s)}" for s in sources.loaded)
+    return BuildError(f"the build produced no rows: {found}" if found else "the build produced no rows",
+                      hint="check --input: it must hold questions of the dataset (the file may be empty or hold "
+                           "an empty list)")
+
+
 def _sample(src: LoadedSource, n: int | None, seed: int) -> list[Example]:
     pool = src.examples
     if n is not None and n > len(pool):
         raise BuildError(
-            f"{src.dataset}: asked for n={n} questions but only {len(pool)} are available"
+            f"{_where(src)}: asked for n={n} questions but only {len(pool)} are available"
             f"{' after exclusions' if src.excluded else ''}; lower --n, or pass --n all to use every question")
     rng = random.Random(derive_seed(seed, "sample", src.dataset))
     idx = rng.sample(range(len(pool)), len(pool) if n is None else n)
@@ -146,37 +169,59 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
     """Sample and order the questions and fix each row's level and distractor count; return that plan with the
     facts the manifest records (leakage, tail fit, per-source counts). Rendering is separate (:func:`render_rows`)."""
     facts: dict[str, Any] = {}
-    # Leakage against evaluation sets, before sampling, so `drop` can exclude leaked questions from the pool.
-    if cfg.eval_sets:
-        index = LeakageIndex()
-        for d in cfg.eval_sets:
-            other = LeakageIndex.from_shards(d)
-            index.ids |= other.ids
-            index.questions |= other.questions
-        leaks: Counter = Counter()
-        examples_leaked: list[str] = []
-        for src in sources:
-            kept = []
-            for ex in src.examples:
-                how = index.leaked(ex.id, ex.question)
-                if how:
-                    leaks[how] += 1
-                    if len(examples_leaked) < 10:
-                        examples_leaked.append(f"{ex.source}:{ex.id}")
-                    if cfg.leakage == "drop":
-                        src.excluded["leaked"] += 1
-                        continue
-                kept.append(ex)
-            src.examples = kept
-        facts["leakage"] = {"policy": cfg.leakage, "by_id": leaks["id"], "by_question": leaks["question"],
-                            "examples": examples_leaked, "eval_sets": list(cfg.eval_sets)}
-        if sum(leaks.values()) and cfg.leakage == "refuse":
-            raise BuildError(
-                f"{sum(leaks.values())} training question(s) also appear in the evaluation set(s) "
-                f"({leaks['id']} by id, {leaks['question']} by normalised question text; e.g. "
-                f"{', '.join(examples_leaked[:3])}); pass --leakage drop to exclude them before sampling, "
-                "or --leakage warn to keep them")
-    # Sampling, with the trainer-tail fit applied to the total.
+    if cfg.eval_sets:  # before sampling, so `drop` can exclude leaked questions from the pool
+        facts["leakage"] = _filter_leakage(cfg, sources)
+    chosen, per_source = _choose(cfg, sources, facts)
+    source = distractors or PROVIDED
+    source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
+    plan = _plan_setting(cfg, chosen, source)
+    if cfg.unanswerable_fraction > 0:
+        plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
+                for r in plan]
+        facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
+    facts["per_source"] = per_source
+    facts["row_order"] = row_order(cfg, sources, chosen, [r.ex for r in plan])
+    return plan, facts
+
+
+def _filter_leakage(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> dict[str, Any]:
+    """The training questions that also appear in the evaluation sets (by id or by normalised question text),
+    counted, and dropped from the sources' pools with ``--leakage drop``; refused with ``refuse``. The manifest's
+    ``leakage`` record."""
+    index = LeakageIndex()
+    for d in cfg.eval_sets:
+        other = LeakageIndex.from_shards(d)
+        index.ids |= other.ids
+        index.questions |= other.questions
+    leaks: Counter = Counter()
+    examples_leaked: list[str] = []
+    for src in sources:
+        kept = []
+        for ex in src.examples:
+            how = index.leaked(ex.id, ex.question)
+            if how:
+                leaks[how] += 1
+                if len(examples_leaked) < 10:
+                    examples_leaked.append(f"{ex.source}:{ex.id}")
+                if cfg.leakage == "drop":
+                    src.excluded["leaked"] += 1
+                    continue
+            kept.append(ex)
+        src.examples = kept
+    if sum(leaks.values()) and cfg.leakage == "refuse":
+        raise BuildError(
+            f"{sum(leaks.values())} training question(s) also appear in the evaluation set(s) "
+            f"({leaks['id']} by id, {leaks['question']} by normalised question text; e.g. "
+            f"{', '.join(examples_leaked[:3])}); pass --leakage drop to exclude them before sampling, "
+            "or --leakage warn to keep them")
+    return {"policy": cfg.leakage, "by_id": leaks["id"], "by_question": leaks["question"],
+            "examples": examples_leaked, "eval_sets": list(cfg.eval_sets)}
+
+
+def _choose(cfg: BuildConfig, sources: Sequence[LoadedSource], facts: dict[str, Any]
+            ) -> tuple[list[Example], dict[str, int]]:
+    """The questions of the build: each source's quota sampled with the seed (the trainer-tail fit applied to the
+    total, recorded in ``facts["tail_fit"]``), a mixture's interleaved; and how many each source gave."""
     chosen: list[Example] = []
     per_source = {}
     quotas = [s.spec.n for s in sources]
@@ -196,10 +241,14 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
         chosen += picked
     if len(sources) > 1:  # a mixture: interleave the sources so every level holds all of them
         random.Random(derive_seed(cfg.seed, "mixture")).shuffle(chosen)
+    return chosen, per_source
+
+
+def _plan_setting(cfg: BuildConfig, chosen: list[Example], source: DistractorSource) -> Plan:
+    """Each question's row as the setting plans it: a curriculum's level and the distractors it shows; the
+    retrieved setting's ranking; the distractor or ideal setting's passages, and the level they make. The source's
+    planning hook sees every row's need first (a BM25 source reads the passages the rows need in one batch)."""
     plan: Plan = []
-    source = distractors or PROVIDED
-    source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
-    # the source's planning hook (a BM25 source reads the passages the rows need in one batch)
     if cfg.setting == "curriculum":
         paired = assign_levels(chosen, cfg)
         wants = [(ex, num_distractors(level, ex.hops, 1 << 30)) for ex, level in paired]
@@ -220,13 +269,7 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
             d = source.available(ex, cfg.max_distractors) if cfg.setting == "distractor" else 0
             j = ex.hops
             plan.append(PlannedRow(ex, level_for(d, j), d, j))
-    if cfg.unanswerable_fraction > 0:
-        plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
-                for r in plan]
-        facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
-    facts["per_source"] = per_source
-    facts["row_order"] = row_order(cfg, sources, chosen, [r.ex for r in plan])
-    return plan, facts
+    return plan
 
 
 def make_plan(cfg: BuildConfig, sources: BuildSources, *, progress: bool = False) -> BuildPlan:

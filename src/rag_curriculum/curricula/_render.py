@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from .._plumbing import die_with_parent
 from .._progress import maybe_progress
+from ..lengths import LengthStats, count_prompt_tokens
 from ..prompts import get_template
 from ..records import Document, Example
 from ..shards import (
@@ -32,7 +33,6 @@ from ..shards import (
     write_one_shard,
 )
 from ._config import BuildConfig
-from ._lengths import LengthStats, count_prompt_tokens
 from ._plan import Plan
 from .distractors import PROVIDED, DistractorSource, Shown, distractor_pool
 

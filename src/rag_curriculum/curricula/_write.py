@@ -1,13 +1,12 @@
-"""Build stage 4, write: the manifest (the recorded config, the sources, the plan's counts and facts), the shards
-written through the render stage into one atomic output folder (:func:`~rag_curriculum.shards.write_shards`),
-the origin and prompt-length statistics read back from them, and the data card."""
+"""Build stage 4, write: the manifest (the recorded config, the sources, the plan's counts and facts), then, in one
+direction, the shards written through the render stage into a partial output folder
+(:class:`~rag_curriculum.shards.ShardOutput`), the origin and prompt-length statistics read back from them, the
+data card and the manifest, and the folder moved into place."""
 
 from __future__ import annotations
 
 import json
 import logging
-import shlex
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,21 +14,21 @@ from typing import Any
 import pyarrow as pa
 
 from .. import cards
-from .._plumbing import trainer_tail
+from .._plumbing import current_command, trainer_tail
 from .._version import __version__
+from ..lengths import LengthStats, tokenizer_info
 from ..loaders import get_loader
 from ..retrieval import get_kind
 from ..shards import (
     PROMPT_TOKENS,
     ROW_SCHEMA,
+    ShardOutput,
     portable_path,
     relative_path,
     row_schema,
     sha256_file,
-    write_shards,
 )
 from ._config import BuildConfig
-from ._lengths import LengthStats, tokenizer_info
 from ._plan import BuildPlan, plan_summary, source_K
 from ._render import ADAPTIVE_COLUMNS, write_plan
 from ._sources import BuildSources, LoadedSource, _is_hub
@@ -80,14 +79,6 @@ _RANK_BUCKETS = ("1-5", "6-10", "11-20", "21-50", "51+")
 
 def _rank_bucket(rank: int) -> str:
     return "1-5" if rank <= 5 else "6-10" if rank <= 10 else "11-20" if rank <= 20 else "21-50" if rank <= 50 else "51+"
-
-
-def current_command() -> str:
-    argv = list(sys.argv)
-    if argv and argv[0].endswith(("curriculum", "cli.py", "__main__.py")):
-        argv[0] = "curriculum"
-    return shlex.join(argv)
-
 
 
 def _portable(path: str | None, out: str | Path) -> str | None:
@@ -178,36 +169,39 @@ def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
 
 
 def write_build(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, manifest: dict[str, Any], *,
-                tokenizer: Any = None, progress: bool = False) -> dict[str, Any]:
-    """Stage 4: render and write the shards (:func:`~._render.write_plan`) into ``cfg.out`` atomically, complete
-    the manifest from them (origins and BM25 ranks with an index, prompt lengths with a tokenizer), and write the
-    data card; the final manifest."""
+                tokenizer: Any = None, progress: bool = False, card: bool = True) -> dict[str, Any]:
+    """Stage 4, in the order a reader relies on: render the rows into the shards of a partial output folder
+    (:func:`~._render.write_plan`, forked writers), complete the manifest from them (origins and BM25 ranks with an
+    index, prompt lengths with a tokenizer), write the data card (unless ``card`` is False), then the manifest, and
+    move the folder into place at ``cfg.out`` (:class:`~rag_curriculum.shards.ShardOutput`); the final manifest."""
     rows = plan.rows
-    levels = [r.level for r in rows]
     adaptive = ADAPTIVE_COLUMNS if cfg.schedule == "adaptive" else ()
     extra = (PROMPT_TOKENS, *adaptive) if tokenizer is not None else adaptive
     schema = row_schema(*extra) if extra else ROW_SCHEMA
-
-    def writer(d: Path) -> list[dict[str, Any]]:
-        per_shard: list[LengthStats] = []
-        entries = write_plan(rows, cfg, d, progress=progress, tokenizer=tokenizer, source=sources.distractors,
-                             lengths=per_shard if tokenizer is not None else None)
+    with ShardOutput(cfg.out, overwrite=cfg.overwrite, rows_per_shard=cfg.rows_per_shard) as output:
+        lengths: list[LengthStats] = []
+        entries = write_plan(rows, cfg, output.path, progress=progress, tokenizer=tokenizer,
+                             source=sources.distractors, lengths=lengths if tokenizer is not None else None)
         if sources.index is not None:
-            manifest["distractors"].update(origin_summary(d, entries))
+            manifest["distractors"].update(origin_summary(output.path, entries))
         if tokenizer is not None:
-            stats = per_shard[0]
-            for s in per_shard[1:]:
-                stats = stats.merge(s)
-            # write_shards copies the manifest after the shards are written: the record goes in with the rest
-            manifest["prompt_tokens"] = stats.to_manifest(tokenizer_info(cfg.tokenizer, tokenizer))
-            longest = manifest["prompt_tokens"]["longest"]
-            log.info("longest prompt: %d tokens (row %s, curriculum_index %d, level %d) with %s's chat template",
-                     longest["tokens"], longest["id"], longest["curriculum_index"], longest["level"], cfg.tokenizer)
-        return entries
+            manifest["prompt_tokens"] = _prompt_tokens(cfg, tokenizer, lengths)
+        full = output.manifest(manifest, entries, columns=schema.names)
+        if card:
+            cards.write_build_card(output.path, full, [r.level for r in rows], retriever_text(full))
+        return output.commit(full)
 
-    return write_shards(writer, cfg.out, manifest=manifest, overwrite=cfg.overwrite,
-                        rows_per_shard=cfg.rows_per_shard, schema=schema,
-                        card=lambda d, m: cards.write_build_card(d, m, levels, retriever_text(m)))
+
+def _prompt_tokens(cfg: BuildConfig, tokenizer: Any, per_shard: list[LengthStats]) -> dict[str, Any]:
+    """The manifest's ``prompt_tokens`` record from the shards' prompt lengths, the longest prompt logged."""
+    stats = per_shard[0]
+    for s in per_shard[1:]:
+        stats = stats.merge(s)
+    record = stats.to_manifest(tokenizer_info(cfg.tokenizer, tokenizer))
+    longest = record["longest"]
+    log.info("longest prompt: %d tokens (row %s, curriculum_index %d, level %d) with %s's chat template",
+             longest["tokens"], longest["id"], longest["curriculum_index"], longest["level"], cfg.tokenizer)
+    return record
 
 
 #: What a source that draws from the index's ranking gives (a kind's ``distractors`` left None).

@@ -679,7 +679,7 @@ class RetrievedSource(BM25Source):
         return {"source": self.name, "top_k": self.top_k}
 
 
-#: The default source of :func:`~rag_curriculum.curricula._builder.select_documents` and the renderer: the
+#: The default source of :func:`~rag_curriculum.curricula.select_documents` and the renderer: the
 #: dataset's own distractors (the seed comes with each call).
 PROVIDED: DistractorSource = ProvidedSource()
 

@@ -18,6 +18,11 @@ from .._plumbing import lazy_exports
 #: name -> the submodule defining it, imported on first use (the command line imports the configs
 #: without pyarrow, numpy or matplotlib).
 _EXPORTS = {
+    "AgentEvalConfig": "._agent",
+    "endings": "._agent",
+    "format_errors": "._agent",
+    "run_agent_eval": "._agent",
+    "table_rows": "._agent",
     "EvalConfig": "._config",
     "ModelSpec": "._config",
     "plot_by_hops": "._plots",
@@ -32,7 +37,7 @@ _EXPORTS = {
     "render_table": "._report",
     "summarize_entry": "._report",
     "RESULT_SCHEMA": "._run",
-    "EvalError": "._run",
+    "EvalError": "..errors",
     "EvalResult": "._run",
     "EvalSet": "._run",
     "generate_completions": "._run",
@@ -48,10 +53,13 @@ _EXPORTS = {
     "score_row": "._scoring",
     "summarize": "._scoring",
     "summarize_samples": "._scoring",
+    "veritas_table": "._veritas",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
+    from ..errors import EvalError
+    from ._agent import AgentEvalConfig, endings, format_errors, run_agent_eval, table_rows
     from ._config import EvalConfig, ModelSpec
     from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
     from ._report import (
@@ -65,7 +73,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     )
     from ._run import (
         RESULT_SCHEMA,
-        EvalError,
         EvalResult,
         EvalSet,
         generate_completions,
@@ -84,8 +91,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         summarize,
         summarize_samples,
     )
+    from ._veritas import veritas_table
 
 __all__ = [
+    "AgentEvalConfig",
     "METRICS",
     "RESULT_SCHEMA",
     "SAMPLE_METRICS",
@@ -98,6 +107,8 @@ __all__ = [
     "breakdown",
     "breakdown_by_format",
     "compare_summaries",
+    "endings",
+    "format_errors",
     "format_reasons",
     "generate_completions",
     "load_buckets",
@@ -110,10 +121,13 @@ __all__ = [
     "read_results",
     "render_report",
     "render_table",
+    "run_agent_eval",
     "run_eval",
     "score_row",
     "summarize",
     "summarize_entry",
     "summarize_samples",
+    "table_rows",
+    "veritas_table",
     "write_plots",
 ]

@@ -149,7 +149,7 @@ class AgentEvalConfig:
         check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
-            check_model_ref(m.path, backend=self.backend, label=f"model {m.name}")
+            check_model_ref(m.path, backend=self.backend, label=f"model {m.name}", loads=True)
 
     def _check_react(self) -> None:
         from dataclasses import fields

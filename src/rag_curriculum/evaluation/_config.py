@@ -12,9 +12,9 @@ from typing import Any
 from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..config import bind
 from ..errors import ConfigError, UsageError
-from ..generation._base import BACKENDS, is_secret_option
+from ..generation import BACKENDS, is_secret_option
 from ..prompts import get_template
-from ..rewards._formats import FORMATS
+from ..rewards import FORMATS
 
 __all__ = ["EvalConfig", "ModelSpec"]
 
@@ -160,7 +160,7 @@ class EvalConfig:
     def check_models(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
         for mspec in self.models:
-            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}")
+            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}", loads=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""

@@ -32,11 +32,8 @@ import pyarrow as pa
 from ..cards import md_table
 from ..errors import ConfigError
 from ..prompts import get_template
+from ..rewards import CRAFT_VARIANTS, FORMATS, CraftJudge, boundary_check, parse_craft
 from ..rewards import aggregate as _aggregate
-from ..rewards._craft import boundary_check
-from ..rewards._craft_format import CRAFT_VARIANTS, parse_craft
-from ..rewards._formats import FORMATS
-from ..rewards._judge import CraftJudge
 from ._titles import _dataset_order, _setting_order, dataset_title, pct, setting_title
 
 __all__ = ["CRAFT_FIELDS", "add_craft_scores", "craft_entry", "craft_variant_of", "make_judge", "rerender",

@@ -20,10 +20,7 @@ from ..errors import ConfigError
 from ._craft import render_variants_table
 from ._outcomes import add_outcomes, outcome_sections
 from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
-from ._titles import (  # noqa: F401  (the names the plots, and callers, read here)
-    _DATASET_TITLES,
-    _METRIC_TITLES,
-    _SETTING_TITLES,
+from ._titles import (
     MAIN_METRICS,
     _cells,
     _dataset_order,

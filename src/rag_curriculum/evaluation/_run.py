@@ -29,12 +29,18 @@ from .._plumbing import (
     mask_secrets,
     redact_command,
     shards_digest,
+    stats_set_problem,
 )
-from .._plumbing._output_sets import stats_set_problem
-from ..errors import EvalError  # noqa: F401  (re-exported)
-from ..generation import runner
-from ..generation._base import GenerationBackend, SamplingConfig, backend_identity
-from ..generation._engine import BackendSpec, EngineConfig, open_engine
+from ..errors import EvalError
+from ..generation import (
+    BackendSpec,
+    EngineConfig,
+    GenerationBackend,
+    SamplingConfig,
+    backend_identity,
+    open_engine,
+    runner,
+)
 from ..generation.runner import read_backend
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
@@ -53,7 +59,7 @@ from ._scoring import SAMPLE_METRICS, score_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RESULT_SCHEMA", "EvalError", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
+__all__ = ["RESULT_SCHEMA", "EvalResult", "EvalSet", "generate_completions", "load_buckets",
            "load_eval_sets", "read_results", "run_eval"]
 
 EVAL_SETTINGS = ("distractor", "ideal", "retrieved")
@@ -347,20 +353,7 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
     out = Path(cfg.out)
     sampling = SamplingConfig(n=cfg.m, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
                               seed=cfg.seed)
-    sets: list[EvalSet] = []
-    for d in cfg.data:
-        sets += load_eval_sets(d, limit=cfg.limit)
-    if cfg.templates:  # every set in every template asked for (CRAFT's variants: evaluation/_craft.py)
-        sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
-    judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
-    if judge is not None and not any(craft.craft_variant_of(es) for es in sets):
-        raise EvalError("--judge audits CRAFT traces, and no evaluation set here is in a CRAFT format",
-                        hint="add --template craft-v1 (... craft-v4), or evaluate sets built with --template craft-vN")
-    keys = [s.key for s in sets]
-    dup = sorted({k for k in keys if keys.count(k) > 1})
-    if dup:
-        raise EvalError(f"two --data directories hold the same dataset and setting {dup}; evaluate them in "
-                        "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
+    sets, judge = _eval_sets(cfg, out)
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
     command = redact_command(command)  # the one rule for secrets, in every file written here
@@ -382,44 +375,83 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
 
         try:
             for es in sets:
-                rel = Path("results") / model.name / f"{es.key}.parquet"
-                path = out / rel
-                fp = _generation_fingerprint(model, cfg, sampling, es)
-                work = out / "work" / model.name / es.key
-                completions = _stored_completions(path, fp, es, overwrite=cfg.overwrite)
-                if completions is None:
-                    completions, n = generate_completions(
-                        es, work, backend, sampling, fingerprint=fp, chunk_size=cfg.chunk_size,
-                        overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}",
-                        allow_identical_samples=cfg.allow_identical_samples)
-                    generated += n
-                    resolved = read_backend(work)  # the engine's settings as resolved (per-platform choices)
-                else:
-                    resolved = read_results(path)[1].get("backend")
-                records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
-                variant = craft.craft_variant_of(es)
-                if variant:
-                    records = craft.add_craft_scores(records, es.rows, variant, judge,
-                                                     strict_format=cfg.strict_format)
-                meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
-                        "data_dir": str(es.directory)}
-                if resolved is not None:
-                    meta["backend"] = resolved
-                _write_results(path, records, mask_secrets(meta), craft.result_schema(RESULT_SCHEMA, records))
-                shutil.rmtree(work, ignore_errors=True)
-                entries.append(summarize_entry(records, model=model.name, model_path=model.path,
-                                               dataset=es.dataset, setting=es.setting,
-                                               data_dir=str(es.directory), results=rel.as_posix()))
-                if variant:
-                    craft.craft_entry(entries[-1], records, variant, model=model.name, renamed=len(cfg.templates) > 1)
-                o = entries[-1]["overall"]
-                log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
-                         model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
-                         100 * o["format_valid"])
+                entry, n = _evaluate_set(cfg, model, es, backend, sampling, judge=judge, buckets=buckets,
+                                         progress=progress)
+                entries.append(entry)
+                generated += n
         finally:
             if loaded and hasattr(loaded[0], "close"):
                 loaded[0].close()
     _remove_empty(out / "work")
+    return EvalResult(out, _write_summary(cfg, command, sampling, entries), generated)
+
+
+def _eval_sets(cfg: EvalConfig, out: Path) -> tuple[list[EvalSet], Any]:
+    """The evaluation sets of ``cfg.data`` (each in every template asked for) and the CRAFT judge, refused before
+    anything is written when the judge has no CRAFT set to audit or two sets would write the same results."""
+    sets: list[EvalSet] = []
+    for d in cfg.data:
+        sets += load_eval_sets(d, limit=cfg.limit)
+    if cfg.templates:  # every set in every template asked for (CRAFT's variants: evaluation/_craft.py)
+        sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
+    judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
+    if judge is not None and not any(craft.craft_variant_of(es) for es in sets):
+        raise EvalError("--judge audits CRAFT traces, and no evaluation set here is in a CRAFT format",
+                        hint="add --template craft-v1 (... craft-v4), or evaluate sets built with --template craft-vN")
+    keys = [s.key for s in sets]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise EvalError(f"two --data directories hold the same dataset and setting {dup}; evaluate them in "
+                        "separate runs (separate --out) and put them side by side with `curriculum eval compare`")
+    return sets, judge
+
+
+def _evaluate_set(cfg: EvalConfig, model: ModelSpec, es: EvalSet, backend: Callable[[], GenerationBackend],
+                  sampling: SamplingConfig, *, judge: Any, buckets: Mapping[Any, str], progress: bool
+                  ) -> tuple[dict[str, Any], int]:
+    """One model on one evaluation set: its completions (generated, resumed, or the stored results' when their
+    fingerprint matches), scored and written to ``results/MODEL/SET.parquet``; the summary's entry and how many
+    completions were generated."""
+    out = Path(cfg.out)
+    rel = Path("results") / model.name / f"{es.key}.parquet"
+    path = out / rel
+    fp = _generation_fingerprint(model, cfg, sampling, es)
+    work = out / "work" / model.name / es.key
+    completions = _stored_completions(path, fp, es, overwrite=cfg.overwrite)
+    n = 0
+    if completions is None:
+        completions, n = generate_completions(
+            es, work, backend, sampling, fingerprint=fp, chunk_size=cfg.chunk_size,
+            overwrite=cfg.overwrite, progress=progress, description=f"{model.name} · {es.key}",
+            allow_identical_samples=cfg.allow_identical_samples)
+        resolved = read_backend(work)  # the engine's settings as resolved (per-platform choices)
+    else:
+        resolved = read_results(path)[1].get("backend")
+    records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
+    variant = craft.craft_variant_of(es)
+    if variant:
+        records = craft.add_craft_scores(records, es.rows, variant, judge, strict_format=cfg.strict_format)
+    meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
+            "data_dir": str(es.directory)}
+    if resolved is not None:
+        meta["backend"] = resolved
+    _write_results(path, records, mask_secrets(meta), craft.result_schema(RESULT_SCHEMA, records))
+    shutil.rmtree(work, ignore_errors=True)
+    entry = summarize_entry(records, model=model.name, model_path=model.path, dataset=es.dataset,
+                            setting=es.setting, data_dir=str(es.directory), results=rel.as_posix())
+    if variant:
+        craft.craft_entry(entry, records, variant, model=model.name, renamed=len(cfg.templates) > 1)
+    o = entry["overall"]
+    log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
+             model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
+             100 * o["format_valid"])
+    return entry, n
+
+
+def _write_summary(cfg: EvalConfig, command: str | None, sampling: SamplingConfig,
+                   entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``summary.json`` (written after the plots it names), ``table.md`` and the results' dataset card."""
+    out = Path(cfg.out)
     summary = {
         "kind": SUMMARY_KIND,
         "schema_version": SUMMARY_VERSION,
@@ -437,7 +469,7 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
     write_dataset_card(out, data_files="results/*/*.parquet", title="Evaluation results",
                        rows="one row per model and question (model, id, data_source, setting, question, answers, "
                             "the m completions, each sample's answer and scores, and their means)")
-    return EvalResult(out, summary, generated)
+    return summary
 
 
 def _remove_empty(d: Path) -> None:

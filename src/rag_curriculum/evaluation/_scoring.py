@@ -34,9 +34,15 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..rewards import (
+    ABSTENTION_ANSWER,
+    get_parser,
+    is_abstention,
+    joint_f1,
+    passage_labels,
+    score_completion,
+)
 from ..rewards import aggregate as _aggregate
-from ..rewards import joint_f1
-from ..rewards._scoring import ABSTENTION_ANSWER, get_parser, is_abstention, passage_labels, score_completion
 
 __all__ = [
     "BREAKDOWNS",

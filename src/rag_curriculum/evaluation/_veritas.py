@@ -29,7 +29,7 @@ from typing import Any
 
 from .._plumbing import atomic_write_bytes
 from ..errors import ConfigError, UsageError
-from ..rewards._veritas import VeritasJudge, VeritasReward, pair_records
+from ..rewards import VeritasJudge, VeritasReward, pair_records
 
 __all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry", "veritas_table"]
 

@@ -6,7 +6,7 @@ process or on a Ray cluster (:class:`EngineConfig`, ``--engine ray``: :mod:`rag_
 
 Every other module is private (``_base``: the interface, sampling and the registry; ``_engine``: in-process or Ray;
 ``_vllm_backend``, ``_openai_backend``, ``_hf_backend``, ``_scripted``: the shipped backends; ``_ray_engine``): the
-public names are exported here.
+public names are exported here, and the other packages import them from here.
 
 >>> sorted(BACKENDS.names())
 ['openai', 'scripted', 'transformers', 'vllm']
@@ -17,26 +17,38 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
+from ..errors import GenerationError, IdenticalSamplesError, PromptTooLongError
 from ._base import (
     BACKENDS,
     GenerationBackend,
-    GenerationError,
-    IdenticalSamplesError,
-    PromptTooLongError,
     SamplingConfig,
+    backend_identity,
+    check_backend_args,
+    cut_at_stop,
     get_backend,
+    is_secret_option,
+    replays,
     report_progress,
     seeded_call_supported,
 )
 
-#: In-process or Ray (``_engine``, with the Ray engine and the chunked runner behind it), imported on first use: a
-#: judge that calls a backend (the rewards') needs the interface above, not the runner or its shards.
-__getattr__, __dir__ = lazy_exports(__name__, {"EngineConfig": "._engine"}, globals())
+#: In-process or Ray (``_engine``, with the Ray engine and the chunked runner behind it), and the transformers
+#: backend's stop criteria (a TRL rollout stops its turns with them), imported on first use: a judge that calls a
+#: backend (the rewards') needs the interface above, not the runner or its shards.
+_EXPORTS = {
+    "BackendSpec": "._engine", "EngineConfig": "._engine", "open_engine": "._engine",
+    "without_engine_options": "._engine",
+    "stop_kwargs": "._hf_backend",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from ._engine import EngineConfig
+    from ._engine import BackendSpec, EngineConfig, open_engine, without_engine_options
+    from ._hf_backend import stop_kwargs
 
 __all__ = [
-    "BACKENDS", "EngineConfig", "GenerationBackend", "GenerationError", "IdenticalSamplesError", "PromptTooLongError", "SamplingConfig",
-    "get_backend", "report_progress", "seeded_call_supported",
+    "BACKENDS", "BackendSpec", "EngineConfig", "GenerationBackend", "GenerationError", "IdenticalSamplesError",
+    "PromptTooLongError", "SamplingConfig", "backend_identity", "check_backend_args", "cut_at_stop", "get_backend",
+    "is_secret_option", "open_engine", "replays", "report_progress", "seeded_call_supported", "stop_kwargs",
+    "without_engine_options",
 ]

@@ -44,14 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._plumbing import expected_type, init_hints, is_secret, mask_secrets
-from ..errors import (  # noqa: F401  (re-exported)
-    ConfigError,
-    GenerationError,
-    IdenticalSamplesError,
-    PromptTooLongError,
-    SettingError,
-    UsageError,
-)
+from ..errors import ConfigError, SettingError, UsageError
 from ..registry import Registry
 
 Messages = list[dict[str, str]]

@@ -21,11 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._plumbing import derive_seed
-from ..errors import ConfigError
+from ..errors import ConfigError, GenerationError, PromptTooLongError
 from ._base import (
-    GenerationError,
     Messages,
-    PromptTooLongError,
     SamplingConfig,
     backend_identity,
     cut_at_stop,

@@ -38,11 +38,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, GenerationError, PromptTooLongError
 from ._base import (
-    GenerationError,
     Messages,
-    PromptTooLongError,
     SamplingConfig,
     backend_identity,
     report_progress,

@@ -36,11 +36,9 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, GenerationError, PromptTooLongError
 from ._base import (
-    GenerationError,
     Messages,
-    PromptTooLongError,
     SamplingConfig,
     progress_listened,
     report_progress,

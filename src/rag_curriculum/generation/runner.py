@@ -67,13 +67,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
-from ..errors import ConfigError, CurriculumError, IncompleteRunError, RunMismatchError  # noqa: F401  (re-exported)
+from ..errors import (  # noqa: F401  (the run's errors, in this public module's __all__)
+    ConfigError,
+    CurriculumError,
+    IdenticalSamplesError,
+    IncompleteRunError,
+    PromptTooLongError,
+    RunMismatchError,
+)
 from ..shards import write_json
 from ._base import (
     GenerationBackend,
-    IdenticalSamplesError,
     Messages,
-    PromptTooLongError,
     SamplingConfig,
     listening,
     replays,

@@ -274,29 +274,50 @@ def parse_globalrag(text: str, *, require_search: bool = True, require_all_suban
     ['no_subplan', 'missing_subanswer']
     """
     out = GlobalRagTrace()
-    errors: list[str] = []
     body = _INFO.sub("<information></information>", text)
+    scan = _scan_tags(body, out)
+    errors = scan.errors
+    if not scan.balanced:
+        errors.insert(0, "unbalanced_tags")
+    errors += _plan_errors(out, scan.plan_texts)
+    errors += _subplan_errors(out, require_search=require_search, require_all_subanswers=require_all_subanswers)
+    errors += _answer_errors(out, scan.answers, body[scan.answer_end:], strict_end=strict_end)
+    out.errors = list(dict.fromkeys(errors))
+    return out
+
+
+@dataclass
+class _Scan:
+    """What one pass over a trajectory's tags found besides the sub-plans (which go into the trace): the plans'
+    and answers' texts, where the last answer ends, whether the tags nest, and the errors seen on the way."""
+
+    plan_texts: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    answer_end: int = -1
+    balanced: bool = True
+    errors: list[str] = field(default_factory=list)
+
+
+def _scan_tags(body: str, out: GlobalRagTrace) -> _Scan:
+    """Walk the protocol's tags in order, checking that they are closed and nested as Figure 7 lays out, and
+    collect the sub-plans (into ``out``), the plans, the bindings and the answers."""
+    scan = _Scan()
     stack: list[str] = []
-    contents: list[tuple[str, str, int]] = []  # (tag, content, depth) of closed blocks
     opened_at: list[int] = []
     current: SubPlan | None = None
-    plan_texts: list[str] = []
-    answers: list[str] = []
     seen_subplan = False
-    last_answer_end = -1
-    balanced = True
     for m in _TAG.finditer(body):
         closing, tag = m.group(1) == "/", m.group(2)
         if not closing:
             parent = stack[-1] if stack else None
             if parent is None and tag not in _TOP and tag not in _INSIDE_SUBPLAN:
-                balanced = False
+                scan.balanced = False
             elif parent is None and tag in _INSIDE_SUBPLAN - {"think"}:
-                errors.append("tag_outside_subplan")
+                scan.errors.append("tag_outside_subplan")
             elif parent == "subPlan" and tag not in _INSIDE_SUBPLAN:
-                balanced = False
+                scan.balanced = False
             elif parent is not None and parent != "subPlan":
-                balanced = False
+                scan.balanced = False
             stack.append(tag)
             opened_at.append(m.end())
             if tag == "subPlan":
@@ -304,17 +325,15 @@ def parse_globalrag(text: str, *, require_search: bool = True, require_all_suban
                 current = SubPlan(closed=False)
                 out.subplans.append(current)
             elif tag == "plan" and seen_subplan:
-                errors.append("plan_after_subplan")
+                scan.errors.append("plan_after_subplan")
             continue
         if not stack or stack[-1] != tag:
-            balanced = False
+            scan.balanced = False
             break
         stack.pop()
-        start = opened_at.pop()
-        content = body[start:m.start()]
-        contents.append((tag, content, len(stack)))
+        content = body[opened_at.pop():m.start()]
         if tag == "plan":
-            plan_texts.append(content)
+            scan.plan_texts.append(content)
         elif tag == "subPlan" and current is not None:
             current.closed = True
             current = None
@@ -323,30 +342,34 @@ def parse_globalrag(text: str, *, require_search: bool = True, require_all_suban
         elif tag == "subAnswer":
             b = _BINDING.match(content)
             if b is None or not b.group(2):
-                errors.append("bad_subanswer")
+                scan.errors.append("bad_subanswer")
             elif current is not None:
                 current.bindings.append((b.group(1), b.group(2)))
         elif tag == "answer":
-            answers.append(content.strip())
-            last_answer_end = m.end()
+            scan.answers.append(content.strip())
+            scan.answer_end = m.end()
     if stack:
-        balanced = False
-    if not balanced:
-        errors.insert(0, "unbalanced_tags")
-    # the plan
+        scan.balanced = False
+    return scan
+
+
+def _plan_errors(out: GlobalRagTrace, plan_texts: list[str]) -> list[str]:
+    """Exactly one plan, which parses and is acyclic (``out.plan``, or ``out.plan_error``)."""
     if not plan_texts:
-        errors.append("no_plan")
-    else:
-        if len(plan_texts) > 1:
-            errors.append("multiple_plans")
-        try:
-            out.plan = parse_plan(plan_texts[0])
-        except PlanError as e:
-            out.plan_error = e
-            errors.append(e.kind)
-    # the sub-plans
-    if not out.subplans:
-        errors.append("no_subplan")
+        return ["no_plan"]
+    errors = ["multiple_plans"] if len(plan_texts) > 1 else []
+    try:
+        out.plan = parse_plan(plan_texts[0])
+    except PlanError as e:
+        out.plan_error = e
+        errors.append(e.kind)
+    return errors
+
+
+def _subplan_errors(out: GlobalRagTrace, *, require_search: bool, require_all_subanswers: bool) -> list[str]:
+    """Each sub-plan searches and binds one placeholder of the plan, once (``out.sub_answers``); every
+    sub-question is answered."""
+    errors = [] if out.subplans else ["no_subplan"]
     for sp in out.subplans:
         if require_search and not sp.searches:
             errors.append("subplan_without_search")
@@ -364,20 +387,20 @@ def parse_globalrag(text: str, *, require_search: bool = True, require_all_suban
     if require_all_subanswers and out.plan is not None and any(
             n.placeholder not in out.sub_answers for n in out.plan.nodes):
         errors.append("missing_subanswer")
-    # the answer
-    if not answers:
-        errors.append("no_answer")
-    else:
-        out.answer = answers[-1]
-        if len(answers) > 1:
-            errors.append("multiple_answers")
-        if not out.answer:
-            errors.append("empty_answer")
-        if strict_end and body[last_answer_end:].strip():
-            errors.append("text_after_answer")
-    out.errors = list(dict.fromkeys(errors))
-    return out
+    return errors
 
+
+def _answer_errors(out: GlobalRagTrace, answers: list[str], after: str, *, strict_end: bool) -> list[str]:
+    """Exactly one non-empty answer (``out.answer``: the last), with nothing but whitespace ``after`` it."""
+    if not answers:
+        return ["no_answer"]
+    out.answer = answers[-1]
+    errors = ["multiple_answers"] if len(answers) > 1 else []
+    if not out.answer:
+        errors.append("empty_answer")
+    if strict_end and after.strip():
+        errors.append("text_after_answer")
+    return errors
 
 
 # -- plan files ---------------------------------------------------------------------------------------------

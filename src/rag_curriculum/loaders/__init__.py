@@ -141,6 +141,7 @@ class ExampleStream(Iterator[Example]):
         split = self.split
         checked = False
         seen: dict[str, tuple[int, str]] = {}  # id -> (what the record says, where it is)
+        notes: dict[str, list[Any]] = {}  # kind -> [count, the first one's message]
         for where, rec in self._raw():
             if not checked:
                 checked = True
@@ -152,7 +153,7 @@ class ExampleStream(Iterator[Example]):
                         raise WrongDatasetError(
                             f"{path}: this file looks like a {other!r} file, not {loader.name!r}; "
                             f"load it with dataset={other!r} (curriculum ... --dataset {other})")
-            ctx = RecordContext(path, where)
+            ctx = RecordContext(path, where, notes)
             try:
                 ex = loader.convert(rec, ctx, split)
                 key = hash((ex.question, ex.answers[0], len(ex.documents)))
@@ -170,6 +171,8 @@ class ExampleStream(Iterator[Example]):
                 continue
             self.count += 1
             yield ex
+        for count, first in notes.values():  # each kind told once per file
+            log.warning("%s: %d record(s) like %s", path, count, first)
         if self.report.total:
             log.warning("%s: %s; loaded %d", path, self.report.summary(), self.count)
 

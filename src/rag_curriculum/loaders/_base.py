@@ -13,18 +13,28 @@ from ..records import Document, Example
 
 
 class RecordContext:
-    """Where a record is: its file, its position and (once known) its id; builds the errors."""
+    """Where a record is: its file, its position and (once known) its id; builds the errors, and the notes (a
+    record read by a documented rule that a user may not expect: counted, and told once when the file is read)."""
 
-    __slots__ = ("path", "where", "id")
+    __slots__ = ("path", "where", "id", "notes")
 
-    def __init__(self, path: str, where: str) -> None:
+    def __init__(self, path: str, where: str, notes: dict[str, list[Any]] | None = None) -> None:
         self.path = path
         self.where = where
         self.id: str | None = None
+        self.notes = notes
+
+    def _record(self) -> str:
+        return f"{self.where} (id {self.id})" if self.id else self.where
 
     def error(self, message: str, *, kind: str, field: str | None = None) -> DataError:
-        record = f"{self.where} (id {self.id})" if self.id else self.where
-        return DataError(message, kind=kind, path=self.path, record=record, field=field)
+        return DataError(message, kind=kind, path=self.path, record=self._record(), field=field)
+
+    def note(self, kind: str, message: str) -> None:
+        """Count a note of ``kind``; the first one's ``message`` (about this record) is what is told."""
+        if self.notes is not None:
+            got = self.notes.setdefault(kind, [0, f"{self._record()}: {message}"])
+            got[0] += 1
 
 
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer", bool: "a boolean",

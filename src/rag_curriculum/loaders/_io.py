@@ -353,6 +353,8 @@ def iter_jsonl(path: Path, skip: SkipFn | None = None) -> Iterator[Raw]:
             except orjson.JSONDecodeError as e:
                 text = line.decode("utf-8", "surrogateescape")
                 kind, msg, field, rid, at = _diagnose(line, text, e)
+                if kind == "invalid_json" and not line.endswith(b"\n") and "unexpected end" in msg:
+                    msg = f"the file ends inside this record (truncated file?): {msg}"  # the last line, cut short
                 record = f"line {lineno} (id {rid})" if rid else f"line {lineno}"
                 err = DataError(f"{msg} at column {at + 1}", kind=kind, path=str(path), record=record, field=field)
                 if skip is None:

@@ -63,11 +63,9 @@ def read_context(rec: dict, ctx: RecordContext, text_key: str) -> tuple[list[str
         if not isinstance(title, str):
             raise ctx.error(f"expected a string title, got {json_type(title)}", kind="wrong_type",
                             field=f"context[{j}].title")
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        if not isinstance(sentences, list | tuple):
-            raise ctx.error(f"expected a list of sentence strings, got {json_type(sentences)}", kind="wrong_type",
-                            field=f"context[{j}].sentences")
+        if not isinstance(sentences, list | tuple):  # a string too: its characters would be read as sentences
+            raise ctx.error(f"expected a list of sentence strings, got {json_type(sentences)} ({show(sentences, 40)})",
+                            kind="wrong_type", field=f"context[{j}].sentences")
         for m, x in enumerate(sentences):
             if not isinstance(x, str):
                 raise ctx.error(f"sentence {m} is {json_type(x)}, expected a string", kind="wrong_type",

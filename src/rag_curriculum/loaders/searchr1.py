@@ -17,12 +17,14 @@ search-r1-original`` gives the file's own prompt byte for byte), ``partition --a
 ``agent:`` section use them, and ``eval --agent --data FILE.parquet`` asks them.
 
 The answers are read by the toolkit's one gold reader (:func:`~rag_curriculum._gold.gold_answers`):
-``golden_answers``, else ``reward_model.ground_truth.target`` (a list or a string), so a file that keeps only one of
-them reads the same. The row's ``target`` itself is kept as it is (``Example.extra["target"]``; a string becomes a
-one-answer list) and written into the built rows' ``reward_model.ground_truth.target``, the key Search-R1's reward
-reads; a ``target`` that is null, empty, holds only empty strings or is not a list of strings is refused. A row keeps
-its own ``data_source`` (a merged file holds several) and its id (``{data_source}-{id}`` in the rows). Errors name
-the file, the row and the field, as the other loaders' do.
+``reward_model.ground_truth.target`` (a list or a string), what Search-R1's own reward scores against, else
+``golden_answers``, so a file that keeps only one of them reads the same. Rows whose two disagree take ``target``,
+and the file's reading says so once (a warning naming the first such row and how many there are). The row's
+``target`` itself is kept as it is (``Example.extra["target"]``; a string becomes a one-answer list) and written into
+the built rows' ``reward_model.ground_truth.target``, the key Search-R1's reward reads; a ``target`` that is null,
+empty, holds only empty strings or is not a list of strings is refused. A row keeps its own ``data_source`` (a merged
+file holds several) and its id (``{data_source}-{id}`` in the rows). Errors name the file, the row and the field, as
+the other loaders' do.
 
 >>> SearchR1Loader.looks_like({"question": "q?", "data_source": "nq", "reward_model": {"ground_truth": {"target": ["a"]}}})
 True
@@ -39,7 +41,7 @@ from typing import Any
 from .._gold import TARGET, gold_answers, read_target
 from ..errors import DataError
 from ..records import Example
-from ._base import DatasetLoader, RecordContext, json_type, require_question
+from ._base import DatasetLoader, RecordContext, json_type, require_question, show
 from ._io import iter_records
 
 #: The sets Search-R1's paper trains and evaluates on (its ``main_ppo.py`` routes these to its exact-match reward).
@@ -85,11 +87,6 @@ class SearchR1Loader(DatasetLoader):
                             kind="missing_field" if rid is None else "wrong_type", field="id")
         ctx.id = rid
         question = require_question(rec, ctx)
-        try:
-            answers = gold_answers(None, rec.get("reward_model"), rec.get("golden_answers"))
-        except DataError as e:
-            raise ctx.error(str(e), kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
-                            field=e.field or "golden_answers / reward_model.ground_truth.target") from None
         extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
         rm = rec.get("reward_model")
         gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
@@ -100,6 +97,24 @@ class SearchR1Loader(DatasetLoader):
                 raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
                                 field=TARGET) from None
             extra["target"] = [target] if isinstance(target, str) else target
+        try:  # target first: what Search-R1's reward scores against (its main_ppo.py reads ground_truth)
+            answers = gold_answers(None, rec.get("reward_model"))
+        except DataError as e:
+            if e.kind != "no_gold_answer":
+                raise ctx.error(str(e), kind=e.kind, field=e.field) from None
+            answers = None
+        try:
+            golden = gold_answers(golden_answers=rec.get("golden_answers"))
+        except DataError as e:
+            if answers is None or e.kind != "no_gold_answer":
+                raise ctx.error(str(e), kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
+                                field=e.field or "golden_answers / reward_model.ground_truth.target") from None
+            golden = None
+        if answers is None:
+            answers = golden
+        elif golden is not None and set(golden) != set(answers):
+            ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
+                     f"{show(answers)}: the gold answers are target's, what Search-R1's reward scores against")
         row_split = info.get("split")
         # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question
         return Example(id=f"{source}-{rid}" if source else rid, source=cls.name,

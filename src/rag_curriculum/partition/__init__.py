@@ -33,72 +33,33 @@ from typing import TYPE_CHECKING
 from .._plumbing import lazy_exports
 
 #: name -> the submodule defining it, imported on first use (the command line reads PartitionConfig's help
-#: without importing pyarrow). Besides __all__, the names importable from ``rag_curriculum.partition`` before it
-#: became a package stay so (the file names, the set's markers, readers' checks such as output_set_problem).
+#: without importing pyarrow). ``output_set_problem`` is the check every reader of a bucket makes (defined below
+#: ``shards``, which applies it, in :mod:`rag_curriculum._plumbing`).
 _EXPORTS = {
-    "CurriculumError": "..errors",
     "PartitionError": "..errors",
-    "BUILT_INPUT": "._config",
+    "output_set_problem": ".._plumbing",
     "OUTPUTS": "._config",
-    "PASS_RATE_PLOT": "._config",
-    "RECORD_FILE": "._config",
     "STATS_FILE": "._config",
-    "SUMMARY_FILE": "._config",
-    "TASK_VERSION": "._config",
-    "WORK": "._config",
     "PartitionConfig": "._config",
     "PartitionResult": "._config",
-    "backend_identity": "._inputs",
-    "build_backend": "._inputs",
-    "input_digest": "._inputs",
-    "OUTPUT_OPTIONS": "._merge",
     "merge_partitions": "._merge",
     "finalize_partition": "._outputs",
     "partition": "._run",
-    "PENDING_MANIFEST": "._set",
-    "REPLACED_MANIFEST": "._set",
-    "STAGING_PREFIX": "._set",
-    "TRASH_PREFIX": "._set",
-    "check_output_set": "._set",
-    "output_set_problem": "._set",
-    "stats_set_problem": "._set",
-    "COMPLETIONS_FIELD": "._stats",
-    "STAT_FIELDS": "._stats",
     "STATS_SCHEMA": "._stats",
     "score_completions": "._stats",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from ..errors import CurriculumError, PartitionError  # noqa: F401
-    from ._config import (  # noqa: F401
-        BUILT_INPUT,
-        OUTPUTS,
-        PASS_RATE_PLOT,
-        RECORD_FILE,
-        STATS_FILE,
-        SUMMARY_FILE,
-        TASK_VERSION,
-        WORK,
-        PartitionConfig,
-        PartitionResult,
-    )
-    from ._inputs import backend_identity, build_backend, input_digest  # noqa: F401
-    from ._merge import OUTPUT_OPTIONS, merge_partitions  # noqa: F401
+    from .._plumbing import output_set_problem
+    from ..errors import PartitionError
+    from ._config import OUTPUTS, STATS_FILE, PartitionConfig, PartitionResult
+    from ._merge import merge_partitions
     from ._outputs import finalize_partition
     from ._run import partition
-    from ._set import (  # noqa: F401
-        PENDING_MANIFEST,
-        REPLACED_MANIFEST,
-        STAGING_PREFIX,
-        TRASH_PREFIX,
-        check_output_set,
-        output_set_problem,
-        stats_set_problem,
-    )
-    from ._stats import COMPLETIONS_FIELD, STAT_FIELDS, STATS_SCHEMA, score_completions  # noqa: F401
+    from ._stats import STATS_SCHEMA, score_completions
 
 __all__ = [
     "OUTPUTS", "STATS_FILE", "STATS_SCHEMA", "PartitionConfig", "PartitionError", "PartitionResult",
-    "finalize_partition", "merge_partitions", "partition", "score_completions",
+    "finalize_partition", "merge_partitions", "output_set_problem", "partition", "score_completions",
 ]

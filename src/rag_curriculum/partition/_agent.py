@@ -45,18 +45,17 @@ from ..agents import open_retriever, run_rollouts
 from ..cards import PARTITION_TEMPLATE, front_matter, md_table, render_card
 from ..difficulty.accuracy import LEARNABLE, UNANSWERABLE, question_stats
 from ..errors import PartitionError, UsageError
-from ..generation._base import PromptTooLongError, replays
+from ..generation import PromptTooLongError, replays
 from ..shards import read_table
-from ._config import (  # noqa: F401  (check_agent_config: where it was)
+from ._config import (
     AGENT_OUTPUTS,
     NO_SEARCH,
     WITH_SEARCH,
     PartitionConfig,
-    check_agent_config,
     rollout_config,
     search_difficulty,
 )
-from ._stats import Scoring
+from ._stats import STAT_FIELDS, Scoring, pass_counts, question_table, sample_stats, stats_schema
 
 #: The version of the agent partition's work files (part of the run's fingerprint).
 AGENT_TASK_VERSION = 1
@@ -216,18 +215,12 @@ def agent_setup(cfg: PartitionConfig, input_dir: Path) -> tuple[dict[str, Any], 
 
 # -- the outputs ----------------------------------------------------------------------------------------------------
 
-#: The statistics columns of a search agent's buckets (``input_index`` first, as in STAT_FIELDS).
+#: The statistics columns of a search agent's buckets: the pass@k partition's (:data:`._stats.STAT_FIELDS`), each
+#: sample's EM beside its F1, and the searches.
 AGENT_STAT_FIELDS: list[pa.Field] = [
-    pa.field("input_index", pa.int64()),
-    pa.field("n", pa.int32()),
-    pa.field("c", pa.int32()),
+    *STAT_FIELDS[:3],
     pa.field("sample_em", pa.list_(pa.float64())),
-    pa.field("sample_f1", pa.list_(pa.float64())),
-    pa.field("max_f1", pa.float64()),
-    pa.field("mean_f1", pa.float64()),
-    pa.field("pass_rate", pa.float64()),
-    pa.field("pass_at_k", pa.list_(pa.float64())),
-    pa.field("num_valid_format", pa.int32()),
+    *STAT_FIELDS[3:],
     pa.field("sample_searches", pa.list_(pa.int32())),
     pa.field("sample_gold_found", pa.list_(pa.bool_())),
     pa.field("sample_status", pa.list_(pa.string())),
@@ -240,43 +233,7 @@ AGENT_STAT_FIELDS: list[pa.Field] = [
     pa.field("gold_found_rate", pa.float64()),
 ]
 
-AGENT_STATS_SCHEMA = pa.schema(
-    [
-        pa.field("position", pa.int64()),
-        pa.field("id", pa.string()),
-        pa.field("source_id", pa.string()),
-        pa.field("data_source", pa.string()),
-        pa.field("setting", pa.string()),
-        pa.field("level", pa.int32()),
-        pa.field("hops", pa.int32()),
-        pa.field("seed", pa.int64()),
-        pa.field("skipped", pa.string()),
-        *AGENT_STAT_FIELDS[1:],
-        pa.field("sample_valid", pa.list_(pa.bool_())),
-        pa.field("base_predictions", pa.list_(pa.string())),
-        pa.field("bucket", pa.string()),
-        pa.field("learnable", pa.bool_()),
-        pa.field("kept", pa.bool_()),
-    ]
-)
-
-_PER_QUESTION = [
-    f.name
-    for f in AGENT_STATS_SCHEMA
-    if f.name
-    not in (
-        "position",
-        "id",
-        "source_id",
-        "data_source",
-        "setting",
-        "level",
-        "hops",
-        "seed",
-        "skipped",
-        "kept",
-    )
-]
+AGENT_STATS_SCHEMA = stats_schema(AGENT_STAT_FIELDS)
 
 
 def score_trajectories(
@@ -301,15 +258,8 @@ def score_trajectories(
     hits = [n for n, c in zip(searches, correct, strict=True) if c]
     c0 = sum(1 for n, c in zip(searches, correct, strict=True) if c and n == 0)
     return {
-        "n": s.n,
-        "c": s.c,
+        **sample_stats(s, valid),
         "sample_em": em,
-        "sample_f1": list(s.f1),
-        "max_f1": s.max_f1,
-        "mean_f1": s.mean_f1,
-        "pass_rate": s.pass_rate,
-        "pass_at_k": list(s.pass_at_k),
-        "num_valid_format": sum(valid),
         "sample_searches": searches,
         "sample_gold_found": gold,
         "sample_status": status,
@@ -329,32 +279,13 @@ def score_trajectories(
 
 def agent_question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig) -> pa.Table:
     """``stats.parquet`` of a search agent's partition: one row per question (:data:`AGENT_STATS_SCHEMA`)."""
+    ids = rows.column("id").to_pylist() if "id" in rows.schema.names else [None] * rows.num_rows
 
-    def col(name: str) -> list[Any]:
-        return rows.column(name).to_pylist() if name in rows.schema.names else [None] * rows.num_rows
+    def score(p: int, answers: list[str], completions: list[str]) -> dict[str, Any]:
+        trajs = [decode_trajectory(c, where=f"question {ids[p]!r} (position {p})") for c in completions]
+        return score_trajectories(trajs, answers, cfg)
 
-    answers = col("answers")
-    meta = {k: col(k) for k in ("id", "source_id", "data_source", "setting", "level", "hops")}
-    recs: dict[str, list[Any]] = {f.name: [] for f in AGENT_STATS_SCHEMA}
-    for batch in results.select(["seed", "skipped", "completions"]).to_batches(max_chunksize=2048):
-        for seed, skipped, comps in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
-            p = len(recs["position"])
-            recs["position"].append(p)
-            for k, v in meta.items():
-                recs[k].append(v[p])
-            recs["seed"].append(seed)
-            recs["skipped"].append(skipped)
-            if skipped is not None or comps is None:
-                for k in _PER_QUESTION:
-                    recs[k].append(None)
-            else:
-                trajs = [
-                    decode_trajectory(c, where=f"question {meta['id'][p]!r} (position {p})") for c in comps
-                ]
-                for k, v in score_trajectories(trajs, answers[p] or [], cfg).items():
-                    recs[k].append(v)
-            recs["kept"].append(False)
-    return pa.table(recs, schema=AGENT_STATS_SCHEMA)
+    return question_table(rows, results, AGENT_STATS_SCHEMA, score)
 
 
 def agent_select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]], dict[str, Any]]:
@@ -378,12 +309,6 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def agent_counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
-    n = run["sampling"]["n"]
-    bucket = stats.column("bucket").to_pylist()
-    scored = sum(b is not None for b in bucket)
-    cs = [c for c in stats.column("c").to_pylist() if c is not None]
-    hist = Counter(cs)
-    pak = [v for v in stats.column("pass_at_k").to_pylist() if v is not None]
     searches = [s for v in stats.column("sample_searches").to_pylist() if v is not None for s in v]
     per_success = [v for v in stats.column("searches_per_success").to_pylist() if v is not None]
     status = Counter(s for v in stats.column("sample_status").to_pylist() if v is not None for s in v)
@@ -391,21 +316,8 @@ def agent_counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
         e for v in stats.column("sample_format_errors").to_pylist() if v is not None for es in v for e in es
     )
     gold = [g for v in stats.column("sample_gold_found").to_pylist() if v is not None for g in v]
-    valid = sum(v or 0 for v in stats.column("num_valid_format").to_pylist())
-    maxf = [v for v in stats.column("max_f1").to_pylist() if v is not None]
     return {
-        "questions": stats.num_rows,
-        "scored": scored,
-        "skipped": stats.num_rows - scored,
-        "samples_per_question": n,
-        **{b: bucket.count(b) for b in AGENT_OUTPUTS if b != LEARNABLE},
-        LEARNABLE: sum(1 for v in stats.column("learnable").to_pylist() if v),
-        "correct_samples_histogram": {str(c): hist.get(c, 0) for c in range(n + 1)},
-        "mean_pass_at_k": {
-            str(k + 1): (round(sum(v[k] for v in pak) / len(pak), 6) if pak else None) for k in range(n)
-        },
-        "mean_max_f1": _mean(maxf),
-        "format_valid_rate": round(valid / (len(cs) * n), 6) if cs else None,
+        **pass_counts(stats, run, [b for b in AGENT_OUTPUTS if b != LEARNABLE]),
         "searches_per_sample": _mean(searches),
         "searches_per_success": _mean(per_success),  # the mean over questions with a success of its mean
         "gold_found_rate": _mean([float(g) for g in gold]),

@@ -6,12 +6,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing._output_sets import RECORD_FILE, SUMMARY_FILE, WORK  # noqa: F401  (the partition's files)
 from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
 from ..agents import RolloutConfig, SearchDifficulty
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
-from ..generation._base import BACKENDS, SamplingConfig
+from ..generation import BACKENDS, SamplingConfig
 from ..loaders import questions_only
 
 if TYPE_CHECKING:  # for the annotation only
@@ -154,7 +153,7 @@ class PartitionConfig:
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend)
+        check_model_ref(self.model, backend=self.backend, loads=True)
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,

@@ -12,26 +12,20 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._plumbing import gc_paused, mask_secrets, shards_digest
-from ..curricula import BuildConfig, SourceSpec
-from ..curricula._builder import build_manifest, gather_sources, make_plan, same_build, write_plan
-from ..errors import BuildError, PartitionError
-from ..generation._base import GenerationBackend, get_backend
-from ..generation._base import backend_identity as _backend_identity
+from .._plumbing import RECORD_FILE, mask_secrets, shards_digest
+from ..curricula import BuildConfig, SourceSpec, build_rows, same_build
+from ..errors import PartitionError
 from ..generation.runner import WorkDir
 from ..loaders import get_loader, questions_only
 from ..shards import (
     MANIFEST,
-    ROW_SCHEMA,
     ShardError,
-    check_output,
     portable,
     read_manifest,
     validate_shards,
     write_json,
-    write_shards,
 )
-from ._config import BUILT_INPUT, RECORD_FILE, PartitionConfig
+from ._config import BUILT_INPUT, PartitionConfig
 from ._set import check_output_set
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -71,27 +65,6 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     return built
 
 
-def build_rows(build: BuildConfig, *, command: str, progress: bool = False) -> dict[str, Any]:
-    """The stages of ``curriculum build`` that make rows: sources, plan, render, and the shards with their manifest
-    (:mod:`rag_curriculum.curricula`), without the data card and its plot (the partition's own copy of its input
-    is read, not published: no matplotlib, no figure). The shards and the manifest's record of them are those of
-    :func:`~rag_curriculum.curricula.build_curriculum` with the same config, so a build of either kind is reused
-    (:func:`~rag_curriculum.curricula._builder.same_build`). For the partition's level-K build: no tokenizer (no
-    ``prompt_tokens`` column), no index and no adaptive columns."""
-    check_output(build.out, overwrite=build.overwrite)
-    build.validate()
-    with gc_paused():
-        sources = gather_sources(build, progress=progress)  # 1. sources
-        plan = make_plan(build, sources, progress=progress)  # 2. plan
-        if not plan.rows:
-            raise BuildError("the build produced no rows")
-        manifest = build_manifest(build, sources, plan, command=command)
-        return write_shards(  # 3. render, 4. write (shards and manifest)
-            lambda d: write_plan(plan.rows, build, d, progress=progress, source=sources.distractors),
-            build.out, manifest=manifest, overwrite=build.overwrite, rows_per_shard=build.rows_per_shard,
-            schema=ROW_SCHEMA)
-
-
 class _Prompts(Sequence):
     """The ``prompt`` column as chat messages, converted only when read."""
 
@@ -103,21 +76,6 @@ class _Prompts(Sequence):
 
     def __getitem__(self, i: Any) -> Any:
         return self.column[i].as_py()
-
-
-def backend_identity(name: str, model: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What the completions depend on, from the backend's settings (before building it): its name, the model,
-    every constructor option that can change a completion (``extra_body``, ``disable_server_defaults``, dtype,
-    engine options, ...; not concurrency, timeouts, retries or secrets) and a digest of a local model directory's
-    config, tokenizer and chat template. See :func:`rag_curriculum.generation._base.backend_identity`."""
-    return _backend_identity(name, model, args)
-
-
-def build_backend(name: str, model: str | None, args: Mapping[str, Any]) -> GenerationBackend:
-    kwargs = dict(args)
-    if model is not None:
-        kwargs["model"] = model
-    return get_backend(name, **kwargs)
 
 
 def _check_levels(input_dir: Path, manifest: Mapping[str, Any]) -> None:

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_with
-from ..curricula._builder import current_command
+from .._plumbing import RECORD_FILE, WORK, atomic_write_with, current_command
 from ..errors import PartitionError
 from ..generation.runner import BACKEND_FILE, WorkDir, read_backend
 from ..shards import read_manifest, write_json
-from ._config import RECORD_FILE, WORK, PartitionConfig, PartitionResult
+from ._config import PartitionConfig, PartitionResult
 from ._inputs import _read_record, _recorded_input, _write_record, input_digest
 from ._outputs import finalize_partition
 

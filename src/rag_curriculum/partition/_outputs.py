@@ -16,14 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, redact_command
+from .._plumbing import SUMMARY_FILE, WORK, atomic_write_with, redact_command
 from .._version import __version__
 from ..cards import plot_histogram, write_partition_card
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
 from ..shards import portable, read_manifest, read_table, write_json, write_shards
 from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
-from ._config import PASS_RATE_PLOT, STATS_FILE, SUMMARY_FILE, WORK, PartitionConfig
+from ._config import PASS_RATE_PLOT, STATS_FILE, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
 from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
 from ._stats import (
@@ -48,23 +48,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     """Score every completion in ``OUT/work`` and write ``stats.parquet``, the three shard directories and
     ``partition.json`` (last). Deterministic: the same completions and options give byte-identical files."""
     out = Path(out)
-    wd = WorkDir(out / WORK)
-    run = wd.read_run()
-    if run is None:
-        raise PartitionError(f"{out}: no {WORK}/run.json; run `curriculum partition` first")
-    if input_dir is None:
-        input_dir = _recorded_input(out, run)
-    input_dir = Path(input_dir)
-    manifest = read_manifest(input_dir)
-    if input_digest(manifest) != run["fingerprint"].get("input"):
-        raise PartitionError(f"{input_dir} is not the input these completions were generated from (content "
-                             "differs); pass the original shard directory")
-    rows = read_table(input_dir)
-    try:
-        results = read_completions(wd, ids=rows.column("id").to_pylist())
-    except IncompleteRunError as e:
-        raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
-                             ) from None
+    wd, run, input_dir, manifest, rows, results = _completed_run(out, input_dir)
     scoring = scoring_for(cfg)  # the closed-context pass@k partition, or a search agent's (--agent)
     stats = scoring.question_stats(rows, results, cfg)
     kept, balance_info = scoring.select(stats, cfg)
@@ -74,11 +58,6 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     if cfg.keep_completions:
         stats = stats.append_column(COMPLETIONS_FIELD, results.column("completions"))
     counts = scoring.counts(stats, run)
-    generation = {"fingerprint": run["fingerprint"], "sampling": run["sampling"], "chunk_size": run["chunk_size"],
-                  "question_seeds": run["question_seeds"]}
-    resolved = read_backend(wd)
-    if resolved is not None:  # the engine's settings as resolved (per-platform choices included)
-        generation["backend"] = resolved
     base = {
         "kind": manifest.get("kind", "curriculum"),
         "toolkit": {"name": "rag-curriculum", "version": __version__},
@@ -89,7 +68,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
                   "num_rows": manifest.get("num_rows"), "config": manifest.get("config")},
         "sources": manifest.get("sources", []),
         "K": manifest.get("K"),
-        "generation": generation,
+        "generation": _generation_record(wd, run),
     }
     # The whole set is written into a staging folder inside OUT, then moved into place (see _commit_outputs): a
     # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
@@ -128,6 +107,42 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
     log.info("%s: %s of %d questions", out, ", ".join(f"{counts[b]} {b}" for b in scoring.outputs),
              counts["questions"])
     return summary
+
+
+def _completed_run(out: Path, input_dir: str | Path | None
+                   ) -> tuple[WorkDir, dict[str, Any], Path, dict[str, Any], pa.Table, pa.Table]:
+    """What a finished generation in ``OUT/work`` scores: its work folder and run record, the input shard
+    directory (the recorded one unless given) and its manifest, the input rows and every question's completions;
+    refused when the input is not the one the completions were generated from, or a chunk is missing."""
+    wd = WorkDir(out / WORK)
+    run = wd.read_run()
+    if run is None:
+        raise PartitionError(f"{out}: no {WORK}/run.json; run `curriculum partition` first")
+    if input_dir is None:
+        input_dir = _recorded_input(out, run)
+    input_dir = Path(input_dir)
+    manifest = read_manifest(input_dir)
+    if input_digest(manifest) != run["fingerprint"].get("input"):
+        raise PartitionError(f"{input_dir} is not the input these completions were generated from (content "
+                             "differs); pass the original shard directory")
+    rows = read_table(input_dir)
+    try:
+        results = read_completions(wd, ids=rows.column("id").to_pylist())
+    except IncompleteRunError as e:
+        raise PartitionError(f"{e}; run the missing shards (or `curriculum partition-merge` their directories)"
+                             ) from None
+    return wd, run, input_dir, manifest, rows, results
+
+
+def _generation_record(wd: WorkDir, run: Mapping[str, Any]) -> dict[str, Any]:
+    """How the completions were generated, as the outputs record it: the run's fingerprint, sampling, chunks and
+    seeds, and the engine's settings as it resolved them (per-platform choices included)."""
+    generation = {"fingerprint": run["fingerprint"], "sampling": run["sampling"], "chunk_size": run["chunk_size"],
+                  "question_seeds": run["question_seeds"]}
+    resolved = read_backend(wd)
+    if resolved is not None:
+        generation["backend"] = resolved
+    return generation
 
 
 def _set_id(stats_file: Path, base: Mapping[str, Any]) -> str:

@@ -8,22 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from .._commit import check_resumable, resumable_output
+from .._plumbing import RECORD_FILE, SUMMARY_FILE, WORK, current_command
 from ..agents import open_retriever
-from ..curricula._builder import current_command
 from ..errors import PartitionError, UsageError
-from ..generation._base import GenerationBackend
-from ..generation._engine import BackendSpec, EngineConfig, open_engine
+from ..generation import BackendSpec, EngineConfig, GenerationBackend, backend_identity, open_engine
 from ..generation.runner import WorkDir, run_chunks
 from ..shards import MANIFEST, read_manifest, read_table
 from ._agent import agent_setup
 from ._config import (
     BUILT_INPUT,
-    RECORD_FILE,
     RUN_LOCK,
     STATS_FILE,
-    SUMMARY_FILE,
     TASK_VERSION,
-    WORK,
     PartitionConfig,
     PartitionResult,
 )
@@ -32,7 +28,6 @@ from ._inputs import (
     _Prompts,
     _resolve_input,
     _write_record,
-    backend_identity,
     input_digest,
 )
 from ._outputs import finalize_partition

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import fsync_dir
-from .._plumbing._output_sets import output_set_problem, stats_set_problem  # noqa: F401  (re-exported)
+from .._commit import foreign_entries, toolkit_files
+from .._plumbing import SUMMARY_FILE, fsync_dir, output_set_problem
 from ..errors import CurriculumError, PartitionError
-from ..shards import MANIFEST, foreign_entries, toolkit_files
-from ._config import ALL_OUTPUTS, OUTPUTS, STATS_FILE, SUMMARY_FILE
+from ..shards import MANIFEST
+from ._config import ALL_OUTPUTS, OUTPUTS, STATS_FILE
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
 
@@ -47,6 +47,18 @@ def _bucket_record(d: Path) -> Path | None:
     return next((d / n for n in (MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST) if (d / n).is_file()), None)
 
 
+def _owned_files(d: Path) -> set[str] | None:
+    """The files the toolkit wrote in bucket ``d`` (its shards, card and plots, and its manifest under any of its
+    names), from the bucket's record of them; None when there is no readable record."""
+    record = _bucket_record(d)
+    try:
+        manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
+        return (toolkit_files(d, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
+                if isinstance(manifest, dict) else None)
+    except (OSError, ValueError, CurriculumError):
+        return None
+
+
 def _check_replaceable(out: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     """Refuse to replace a bucket folder that holds files but no record of what the toolkit wrote there (a folder
     the user made, or a bucket an older version left half removed): its files could not be told apart."""
@@ -61,13 +73,7 @@ def _check_replaceable(out: Path, names: tuple[str, ...] = OUTPUTS) -> None:
 def _carry_user_files(old: Path, new: Path) -> bool:
     """Move what the toolkit did not write from a replaced bucket ``old`` into its successor ``new`` (the
     ``--overwrite`` rule of :mod:`rag_curriculum.shards`: only the toolkit's files are replaced)."""
-    record = _bucket_record(old)
-    try:
-        manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
-        owned = (toolkit_files(old, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
-                 if isinstance(manifest, dict) else None)
-    except (OSError, ValueError, CurriculumError):
-        owned = None
+    owned = _owned_files(old)
     if owned is None:
         return True  # no record of what the toolkit wrote there (refused before the commit): nothing to move
     kept, stuck = [], []
@@ -124,13 +130,7 @@ def _retire_other_kind(out: Path, names: tuple[str, ...], trash: Path) -> None:
         d = out / name
         if name in names or not d.is_dir():
             continue
-        record = _bucket_record(d)
-        try:
-            manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
-            owned = (toolkit_files(d, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
-                     if isinstance(manifest, dict) else None)
-        except (OSError, ValueError, CurriculumError):
-            owned = None
+        owned = _owned_files(d)
         if owned is None:
             continue  # not a bucket the toolkit wrote: never touched
         if foreign_entries(d, owned):

@@ -14,7 +14,7 @@ import pyarrow as pa
 from .._plumbing import distribution, trainer_tail
 from ..cards import write_partition_card
 from ..difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE, balance, question_stats
-from ..rewards._scoring import get_parser, score_completion
+from ..rewards import get_parser, score_completion
 from ._config import PartitionConfig
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -36,9 +36,9 @@ STAT_FIELDS: list[pa.Field] = [
 #: The raw completions, with ``keep_completions`` (not ``completions``: TRL passes that name to reward functions).
 COMPLETIONS_FIELD = pa.field("base_completions", pa.list_(pa.string()))
 
-#: One row per question in ``stats.parquet`` (``bucket`` is None for a skipped question); with ``keep_completions``
-#: a last column ``base_completions`` follows.
-STATS_SCHEMA = pa.schema([
+#: Who a question of ``stats.parquet`` is: its input position, the row's identity (:data:`ROW_META`), its seed, and
+#: why it was skipped (None when it was scored). Its statistics follow, then :data:`OUTCOME_FIELDS`.
+QUESTION_FIELDS: list[pa.Field] = [
     pa.field("position", pa.int64()),
     pa.field("id", pa.string()),
     pa.field("source_id", pa.string()),
@@ -48,13 +48,28 @@ STATS_SCHEMA = pa.schema([
     pa.field("hops", pa.int32()),
     pa.field("seed", pa.int64()),
     pa.field("skipped", pa.string()),
-    *STAT_FIELDS[1:],
+]
+#: The row columns a question's line repeats.
+ROW_META = ("id", "source_id", "data_source", "setting", "level", "hops")
+#: What closes a question's line: each sample's format validity and parsed answer, the bucket, whether it is
+#: learnable, and whether it was written to its bucket.
+OUTCOME_FIELDS: list[pa.Field] = [
     pa.field("sample_valid", pa.list_(pa.bool_())),
     pa.field("base_predictions", pa.list_(pa.string())),
     pa.field("bucket", pa.string()),
     pa.field("learnable", pa.bool_()),
     pa.field("kept", pa.bool_()),  # written to answerable/ or unanswerable/ (False when --balance dropped it)
-])
+]
+
+
+def stats_schema(stat_fields: Sequence[pa.Field]) -> pa.Schema:
+    """The schema of ``stats.parquet`` for a partition whose buckets get ``stat_fields`` (``input_index`` first,
+    which ``position`` stands for here): one row per question (``bucket`` is None for a skipped question); with
+    ``keep_completions`` a last column ``base_completions`` follows."""
+    return pa.schema([*QUESTION_FIELDS, *stat_fields[1:], *OUTCOME_FIELDS])
+
+
+STATS_SCHEMA = stats_schema(STAT_FIELDS)
 
 
 def score_completions(completions: Sequence[str], answers: Sequence[str], *, template: str | None = None
@@ -79,44 +94,53 @@ def check_templates(templates: Sequence[str | None]) -> None:
         get_parser(name)
 
 
+def _column(rows: pa.Table, name: str) -> list[Any]:
+    return rows.column(name).to_pylist() if name in rows.schema.names else [None] * rows.num_rows
+
+
+def question_table(rows: pa.Table, results: pa.Table, schema: pa.Schema,
+                   score: Callable[[int, list[str], list[str]], Mapping[str, Any]]) -> pa.Table:
+    """``stats.parquet`` (``schema``, :func:`stats_schema`): one line per question, its statistics from
+    ``score(position, gold answers, completions)`` (every column between ``skipped`` and ``kept``), or None when
+    the question was skipped. The completions are read a batch at a time: those of 40,000 questions never sit in
+    Python at once."""
+    answers = _column(rows, "answers")
+    meta = {k: _column(rows, k) for k in ROW_META}
+    recs: dict[str, list[Any]] = {f.name: [] for f in schema}
+    own = {f.name for f in QUESTION_FIELDS} | {"kept"}
+    scored = [f.name for f in schema if f.name not in own]
+    for batch in results.select(["seed", "skipped", "completions"]).to_batches(max_chunksize=2048):
+        for seed, skipped, comps in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
+            p = len(recs["position"])
+            recs["position"].append(p)
+            for k, v in meta.items():
+                recs[k].append(v[p])
+            recs["seed"].append(seed)
+            recs["skipped"].append(skipped)
+            stats = None if skipped is not None or comps is None else score(p, answers[p] or [], comps)
+            for k in scored:
+                recs[k].append(None if stats is None else stats[k])
+            recs["kept"].append(False)
+    return pa.table(recs, schema=schema)
+
+
+def sample_stats(s: Any, valid: Sequence[bool]) -> dict[str, Any]:
+    """The pass@k columns of a question (:data:`STAT_FIELDS` after ``input_index``) from its
+    :func:`~rag_curriculum.difficulty.accuracy.question_stats` and its samples' format validity."""
+    return {"n": s.n, "c": s.c, "sample_f1": list(s.f1), "max_f1": s.max_f1, "mean_f1": s.mean_f1,
+            "pass_rate": s.pass_rate, "pass_at_k": list(s.pass_at_k), "num_valid_format": sum(valid)}
+
+
 def _question_stats(rows: pa.Table, results: pa.Table, cfg: PartitionConfig) -> pa.Table:
-    def col(name: str) -> list[Any]:
-        return rows.column(name).to_pylist() if name in rows.schema.names else [None] * rows.num_rows
+    templates = _column(rows, "template")
 
-    answers, templates = col("answers"), col("template")
-    recs: dict[str, list[Any]] = {f.name: [] for f in STATS_SCHEMA}
-    meta = {k: col(k) for k in ("id", "source_id", "data_source", "setting", "level", "hops")}
-    def samples() -> Any:  # a batch at a time: the completions of 40,000 questions never sit in Python at once
-        for batch in results.select(["seed", "skipped", "completions"]).to_batches(max_chunksize=2048):
-            yield from zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True)
+    def score(p: int, answers: list[str], completions: list[str]) -> dict[str, Any]:
+        f1, valid, preds = score_completions(completions, answers, template=templates[p])
+        s = question_stats(f1, correct_f1=cfg.correct_f1, valid=valid if cfg.strict_format else None)
+        return {**sample_stats(s, valid), "sample_valid": valid, "base_predictions": preds, "bucket": s.bucket,
+                "learnable": s.learnable}
 
-    for p, (seed, skipped, comps) in enumerate(samples()):
-        recs["position"].append(p)
-        for k, v in meta.items():
-            recs[k].append(v[p])
-        recs["seed"].append(seed)
-        recs["skipped"].append(skipped)
-        if skipped is not None or comps is None:
-            for k in ("n", "c", "sample_f1", "max_f1", "mean_f1", "pass_rate", "pass_at_k", "num_valid_format",
-                      "sample_valid", "base_predictions", "bucket", "learnable"):
-                recs[k].append(None)
-        else:
-            f1, valid, preds = score_completions(comps, answers[p] or [], template=templates[p])
-            s = question_stats(f1, correct_f1=cfg.correct_f1, valid=valid if cfg.strict_format else None)
-            recs["n"].append(s.n)
-            recs["c"].append(s.c)
-            recs["sample_f1"].append(list(s.f1))
-            recs["max_f1"].append(s.max_f1)
-            recs["mean_f1"].append(s.mean_f1)
-            recs["pass_rate"].append(s.pass_rate)
-            recs["pass_at_k"].append(list(s.pass_at_k))
-            recs["num_valid_format"].append(sum(valid))
-            recs["sample_valid"].append(valid)
-            recs["base_predictions"].append(preds)
-            recs["bucket"].append(s.bucket)
-            recs["learnable"].append(s.learnable)
-        recs["kept"].append(False)
-    return pa.table(recs, schema=STATS_SCHEMA)
+    return question_table(rows, results, STATS_SCHEMA, score)
 
 
 def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]], dict[str, Any]]:
@@ -141,7 +165,10 @@ def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]],
     return kept, info
 
 
-def _counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
+def pass_counts(stats: pa.Table, run: Mapping[str, Any], buckets: Sequence[str]) -> dict[str, Any]:
+    """What ``partition.json`` counts of every partition: the questions scored and skipped, the size of each of
+    ``buckets`` and of ``learnable``, the histogram of correct samples, mean pass@k, mean max F1 and the rate of
+    format-valid samples."""
     n = run["sampling"]["n"]
     bucket = stats.column("bucket").to_pylist()
     scored = [b is not None for b in bucket]
@@ -156,14 +183,17 @@ def _counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
         "scored": sum(scored),
         "skipped": stats.num_rows - sum(scored),
         "samples_per_question": n,
-        ANSWERABLE: bucket.count(ANSWERABLE),
-        UNANSWERABLE: bucket.count(UNANSWERABLE),
+        **{b: bucket.count(b) for b in buckets},
         LEARNABLE: sum(1 for v in stats.column("learnable").to_pylist() if v),
         "correct_samples_histogram": {str(c): hist.get(c, 0) for c in range(n + 1)},
         "mean_pass_at_k": mean_pak,
         "mean_max_f1": round(sum(maxf) / len(maxf), 6) if maxf else None,
         "format_valid_rate": round(valid / (len(cs) * n), 6) if cs else None,
     }
+
+
+def _counts(stats: pa.Table, run: Mapping[str, Any]) -> dict[str, Any]:
+    return pass_counts(stats, run, (ANSWERABLE, UNANSWERABLE))
 
 
 def _rule(bucket: str, cfg: PartitionConfig) -> str:

@@ -228,11 +228,16 @@ class ServeConfig:
     device: str | None = rule(None, empty=False, help=(
         "A dense or hybrid index: the encoder's device (default: cuda when there is one)."))
     max_connections: int = rule(1024, ge=16, le=1 << 20, help=(
-        "The most open connections (kept below the descriptor limit); one more closes the one that has waited "
-        "longest without a complete request."))
+        "The most open connections (kept below the descriptor limit); one more closes the idle connection heard "
+        "from least recently (waiting for a request's headers or body, or between requests)."))
     header_timeout: float = rule(10.0, gt=0, le=3600, help=(
         "Seconds a connection may take to send a complete request line and headers before it is closed."))
-    access_log: bool = rule(False, help="Log every request (uvicorn's access log).")
+    body_timeout: float = rule(20.0, gt=0, le=3600, help=(
+        "Seconds a request may take to send its body once its headers are in, plus one second per "
+        "--min-body-rate bytes received; past it the request gets a 408 and the connection is closed."))
+    min_body_rate: int = rule(500, ge=1, le=1 << 30, help=(
+        "Bytes per second a slow request body must keep up to earn more time than --body-timeout."))
+    access_log: bool = rule(False, help="Log every request (uvicorn's access log; secrets in query strings masked).")
 
     def __post_init__(self) -> None:
         self.validate()

@@ -19,6 +19,8 @@ corpus.
 from __future__ import annotations
 
 import json
+import logging
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,8 @@ from typing import Any
 
 from ..errors import DataError, SkipReport
 from ..loaders import load_examples
+
+log = logging.getLogger(__name__)
 
 #: Passages per block (what a builder holds at once).
 BLOCK = 1 << 16
@@ -73,6 +77,7 @@ class Sources:
     distinct: int = 0  # the dataset's distinct paragraphs (the first passages of the index)
     corpus_lines: int = 0
     report: SkipReport = field(default_factory=SkipReport)
+    corpus_report: SkipReport = field(default_factory=SkipReport)  # the corpus's lines that on_error="skip" left out
 
     @property
     def passages(self) -> int:
@@ -113,7 +118,7 @@ def passage_blocks(dataset: str | None, input: str | None, corpus: str | None, *
         found.distinct = len(seen)
         del seen
     if corpus:
-        for title, text, pid, prefix in read_corpus(corpus):
+        for title, text, pid, prefix in read_corpus(corpus, on_error=on_error, report=found.corpus_report):
             found.corpus_lines += 1
             out.add(title, text, "corpus", pid, prefix)
             if len(out) >= block:
@@ -184,14 +189,74 @@ def _clean(value: str, p: Path, n: int, key: str) -> str:
     return value
 
 
-def read_corpus(path: str | Path) -> Iterator[tuple[str, str, str | None, str | None]]:
+class _SeenIds:
+    """Which line first used each corpus id, and a 32-bit hash of its passage, in little memory: numeric ids (as
+    Search-R1's wiki-18 has, "0" to "21015323") in arrays indexed by the number (8 bytes a line: 170 MB for
+    wiki-18's 21M lines), any other id in a dictionary. A later line with the same id and another passage is a
+    reused id; the same passage again is not (it is indexed twice, as Search-R1's server would return it)."""
+
+    def __init__(self) -> None:
+        self.line = array("I")  # 0: not seen
+        self.digest = array("I")
+        self.other: dict[str, tuple[int, int]] = {}
+
+    def check(self, pid: str, passage: tuple[str, str, str | None], n: int) -> int | None:
+        """The line that used ``pid`` before with another passage (None: its first use, or the same passage)."""
+        digest = hash(passage) & 0xFFFFFFFF  # str hashes: this process's, cached on the strings
+        if pid.isdecimal() and len(pid) < 10 and (pid[0] != "0" or pid == "0"):
+            k = int(pid)
+            if k < (n << 2) + (1 << 20):  # dense enough for an array
+                line = self.line
+                if k >= len(line):
+                    more = max(k + 1, len(line) * 5 // 4, 1 << 16) - len(line)
+                    line.extend(array("I", bytes(4 * more)))
+                    self.digest.extend(array("I", bytes(4 * more)))
+                first = line[k]
+                if not first:
+                    line[k] = n
+                    self.digest[k] = digest
+                    return None
+                return None if self.digest[k] == digest else first
+        first, was = self.other.setdefault(pid, (n, digest))
+        return None if first == n or was == digest else first
+
+
+def read_corpus(path: str | Path, *, on_error: str = "raise",
+                report: SkipReport | None = None) -> Iterator[tuple[str, str, str | None, str | None]]:
     """(title, text, id, prefix) per line of a JSONL corpus (see :class:`Passages`). A line is ``{"title": str,
     "text": str}`` (an ``id`` kept when it has one), or ``{"id": ..., "contents": str}`` (FlashRAG's and Search-R1's
     layout: the title is the first line of ``contents``, :func:`split_contents`); a line with a ``contents`` and no
     ``text`` is read the second way. Each line on its own, so one file may mix them. Blank lines are skipped. A
-    line that is not such an object, is not UTF-8, or whose text is empty is an error naming the file, the line and
-    the field; so is a compressed file, and a file with no passage at all."""
-    p = Path(path)
+    line that is not such an object, is not UTF-8, whose text is empty, or whose id an earlier line used with other
+    contents is a bad record: an error naming the file, the line and the field, or with ``on_error="skip"`` left
+    out and counted in ``report``. A compressed file, and a file with no passage at all, are errors whatever
+    ``on_error`` says."""
+    report = report if report is not None else SkipReport()
+    seen = _SeenIds()
+    skipped = SkipReport()
+    for n, line in _corpus_lines(Path(path)):
+        try:
+            title, text, pid, prefix = line()
+            if pid is not None:
+                first = seen.check(pid, (title, text, prefix), n)
+                if first is not None:
+                    raise _bad(Path(path), n, f"the id {pid!r} is already used by line {first}, another passage; "
+                               "ids must be unique", "conflicting_id",
+                               "give one of the two lines another id, or remove it (or pass --on-error skip)", "id")
+        except DataError as e:
+            if on_error != "skip":
+                raise
+            report.add(e)
+            skipped.add(e)
+            continue
+        yield title, text, pid, prefix
+    if skipped.total:
+        log.warning("%s: %s", path, skipped.summary().replace("record(s)", "line(s)"))
+
+
+def _corpus_lines(p: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, a function that reads the line or raises its DataError) per non-blank line of ``p``; errors of
+    the whole file (a folder, a compressed file, no passage) are raised here."""
     if p.is_dir():
         raise _bad(p, None, "a directory, not a file", "corpus", "--corpus takes a JSONL file: " + _SHAPE)
     with open(p, "rb") as f:
@@ -206,32 +271,36 @@ def read_corpus(path: str | Path) -> Iterator[tuple[str, str, str | None, str | 
                 raw = raw[3:]
             if not raw.strip():
                 continue
-            rec = _decode(raw, p, n)
-            if not isinstance(rec, dict):
-                raise _bad(p, n, f"a JSON {type(rec).__name__}, not an object", "wrong_type", _SHAPE)
             any_line = True
-            if "text" not in rec and ("contents" in rec or ("id" in rec and "title" not in rec)):
-                if "contents" not in rec:
-                    raise _bad(p, n, "missing", "missing_field", _SHAPE, "contents")
-                contents = rec["contents"]
-                if not isinstance(contents, str):
-                    raise _bad(p, n, f"a {type(contents).__name__}, not a string", "wrong_type", _SHAPE, "contents")
-                contents = _clean(contents, p, n, "contents")
-                title, text = split_contents(contents)
-                if not text.strip():
-                    raise _bad(p, n, "no text after the title line" if "\n" in contents else "empty", "empty_text",
-                               "remove passages without text from the corpus", "contents")
-                prefix = contents[:len(contents) - len(text)]
-                yield title, text, _line_id(rec, p, n), None if prefix == f"{title}\n" else prefix
-                continue
-            for key in ("title", "text"):
-                if key not in rec:
-                    raise _bad(p, n, "missing", "missing_field", _SHAPE, key)
-                if not isinstance(rec[key], str):
-                    raise _bad(p, n, f"a {type(rec[key]).__name__}, not a string", "wrong_type", _SHAPE, key)
-            if not rec["text"].strip():
-                raise _bad(p, n, "empty", "empty_text", "remove passages without text from the corpus", "text")
-            yield _clean(rec["title"], p, n, "title"), _clean(rec["text"], p, n, "text"), _line_id(rec, p, n), None
+            yield n, lambda raw=raw, n=n: _read_line(raw, p, n)
     if not any_line:
         raise _bad(p, None, "no passage (the file is empty or holds only blank lines)", "empty_corpus",
                    "pass a corpus with at least one line, or leave --corpus out")
+
+
+def _read_line(raw: bytes, p: Path, n: int) -> tuple[str, str, str | None, str | None]:
+    """One corpus line as (title, text, id, prefix), or its DataError."""
+    rec = _decode(raw, p, n)
+    if not isinstance(rec, dict):
+        raise _bad(p, n, f"a JSON {type(rec).__name__}, not an object", "wrong_type", _SHAPE)
+    if "text" not in rec and ("contents" in rec or ("id" in rec and "title" not in rec)):
+        if "contents" not in rec:
+            raise _bad(p, n, "missing", "missing_field", _SHAPE, "contents")
+        contents = rec["contents"]
+        if not isinstance(contents, str):
+            raise _bad(p, n, f"a {type(contents).__name__}, not a string", "wrong_type", _SHAPE, "contents")
+        contents = _clean(contents, p, n, "contents")
+        title, text = split_contents(contents)
+        if not text.strip():
+            raise _bad(p, n, "no text after the title line" if "\n" in contents else "empty", "empty_text",
+                       "remove passages without text from the corpus", "contents")
+        prefix = contents[:len(contents) - len(text)]
+        return title, text, _line_id(rec, p, n), None if prefix == f"{title}\n" else prefix
+    for key in ("title", "text"):
+        if key not in rec:
+            raise _bad(p, n, "missing", "missing_field", _SHAPE, key)
+        if not isinstance(rec[key], str):
+            raise _bad(p, n, f"a {type(rec[key]).__name__}, not a string", "wrong_type", _SHAPE, key)
+    if not rec["text"].strip():
+        raise _bad(p, n, "empty", "empty_text", "remove passages without text from the corpus", "text")
+    return _clean(rec["title"], p, n, "title"), _clean(rec["text"], p, n, "text"), _line_id(rec, p, n), None

@@ -1,31 +1,77 @@
 """What keeps ``curriculum serve`` answering when clients hold connections open without finishing a request (a
-slow-loris load: thousands of sockets that send part of a header and wait, which would exhaust the server's file
-descriptors): uvicorn's HTTP protocol (h11) with two limits of its own.
+slow-loris load: thousands of sockets that send part of a header, or a header and part of a body, and wait, which
+would exhaust the server's file descriptors): uvicorn's HTTP protocol (h11) with limits of its own.
 
-* A connection that has not sent a complete request (its request line and headers) within ``header_timeout``
-  seconds of its first byte, or of its opening, is closed; the same for the next request on a kept-alive
-  connection (uvicorn's own ``timeout_keep_alive`` closes an idle one).
-* At most ``max_connections`` connections are open (below the process's descriptor limit); one more evicts the
-  connection that has waited longest without a complete request, so a client that asks (``/health``,
-  ``/retrieve``) always gets in; when every connection is serving a request, the newcomer is closed instead.
+* A connection that has not sent a complete request line and headers within ``header_timeout`` seconds of its
+  opening, or of the first byte of its next request on a kept-alive connection, is closed (uvicorn's own
+  ``timeout_keep_alive`` closes one that sends nothing more).
+* Once the headers are in, the body must arrive within ``body_timeout`` seconds, plus one second per
+  ``min_body_rate`` bytes received (the rule of Apache's ``mod_reqtimeout``, ``body=20,MinRate=500``): a body that
+  stalls, drips a byte at a time or never sends its last chunk is answered ``408 Request Timeout`` and its
+  connection closed, while a large body sent at a useful rate is given the time it needs.
+* At most ``max_connections`` connections are open (below the process's descriptor limit). One more sheds an
+  idle connection: one waiting for a request's headers or body, or kept alive between requests, the one heard
+  from least recently; so a client that asks (``/health``, ``/retrieve``) always gets in, whatever the stalled
+  connections do. Only when every open connection has a complete request being answered is the newcomer closed.
 
-uvicorn's worker processes import :class:`GuardedH11Protocol` by name and read the limits from the environment
-(:data:`ENV_LIMITS`), which ``curriculum serve`` sets.
+A request whose connection is closed here is logged by the app in one line (:data:`CLOSED_KEY` in its scope says
+why). uvicorn's worker processes import :class:`GuardedH11Protocol` by name and read the limits from the
+environment (:data:`ENV_LIMITS`), which ``curriculum serve`` sets.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 import resource
+import time
 from collections import OrderedDict
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .._plumbing import MaskingFilter, mask_secrets
+from ._server import CLOSED_KEY
 
 #: The limits, as JSON, for uvicorn's worker processes.
 ENV_LIMITS = "RAG_CURRICULUM_SERVE_GUARD"
 DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 20.0
+DEFAULT_MIN_BODY_RATE = 500
+
+
+class MaskAccessLog(logging.Filter):
+    """Masks secrets in the server's log lines by the toolkit's one rule (:mod:`rag_curriculum._plumbing._secrets`):
+    in uvicorn's access lines the request's path and query (``POST /retrieve?api_key=***``), which its formatter
+    reads from the record's arguments; in every other line its text (credentials in URLs, secret query
+    parameters)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
+            client, method, path, version, status = args
+            masked = mask_secrets(str(path))
+            if masked != path:
+                record.args = (client, method, masked, version, status)
+            return True
+        return MaskingFilter().filter(record)
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with :class:`MaskAccessLog` on its handlers, and the toolkit's server lines
+    (``rag_curriculum``: a request closed here, a client gone mid-body) written beside uvicorn's, in every worker
+    process."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["rag_mask"] = {"()": f"{__name__}.MaskAccessLog"}
+    for handler in config["handlers"].values():
+        handler["filters"] = [*handler.get("filters", []), "rag_mask"]
+    config["loggers"]["rag_curriculum"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
 
 
 def descriptor_cap(wanted: int | None = None) -> int:
@@ -37,10 +83,13 @@ def descriptor_cap(wanted: int | None = None) -> int:
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on incomplete requests and a cap on connections (module docstring)."""
+    """uvicorn's h11 protocol with deadlines on a request's headers and body and a cap on connections (module
+    docstring)."""
 
     max_connections = 1024
     header_timeout = DEFAULT_HEADER_TIMEOUT
+    body_timeout = DEFAULT_BODY_TIMEOUT
+    min_body_rate = DEFAULT_MIN_BODY_RATE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -49,48 +98,134 @@ class GuardedH11Protocol(H11Protocol):
             got = json.loads(limits)
             self.max_connections = int(got["max_connections"])
             self.header_timeout = float(got["header_timeout"])
+            self.body_timeout = float(got.get("body_timeout", DEFAULT_BODY_TIMEOUT))
+            self.min_body_rate = int(got.get("min_body_rate", DEFAULT_MIN_BODY_RATE))
         state = self.server_state
-        if not hasattr(state, "rag_pending"):
-            state.rag_pending = OrderedDict()  # connections waiting for a complete request, the oldest first
-        self._pending: OrderedDict = state.rag_pending
+        if not hasattr(state, "rag_idle"):
+            state.rag_idle = OrderedDict()  # connections that may be shed, the one heard from least recently first
+        self._idle: OrderedDict = state.rag_idle
+        self._timer: Any = None  # the deadline of the request's headers or body
+        self._in_body = False
+        self._body_start = 0.0
+        self._body_bytes = 0
 
-    def _arm(self) -> None:
-        if self not in self._pending and self.transport is not None and not self.transport.is_closing():
-            self._pending[self] = self.loop.call_later(self.header_timeout, self._expire)
+    # -- bookkeeping ------------------------------------------------------------------------------------------------
+    def _heard(self) -> None:
+        """This connection is idle (may be shed) and was heard from now."""
+        self._idle[self] = None
+        self._idle.move_to_end(self)
 
-    def _disarm(self) -> None:
-        handle = self._pending.pop(self, None)
-        if handle is not None:
-            handle.cancel()
+    def _set_timer(self, delay: float, callback: Any) -> None:
+        self._clear_timer()
+        self._timer = self.loop.call_later(delay, callback)
 
-    def _expire(self) -> None:
-        if self._pending.pop(self, None) is not None and self.transport is not None:
+    def _clear_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _closing(self) -> bool:
+        return self.transport is None or self.transport.is_closing()
+
+    def _close(self, why: str) -> None:
+        """Close the connection; a request in progress learns why (its scope) and sees a disconnect."""
+        self._clear_timer()
+        self._idle.pop(self, None)
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.scope[CLOSED_KEY] = why
+        if not self._closing():
             self.transport.close()
 
+    # -- deadlines --------------------------------------------------------------------------------------------------
+    def _header_expired(self) -> None:
+        self._timer = None
+        if not self._in_body and not self._closing():
+            self._close(f"its request line and headers took longer than --header-timeout {self.header_timeout:g} s")
+
+    def _body_deadline(self) -> float:
+        return self._body_start + self.body_timeout + self._body_bytes / self.min_body_rate
+
+    def _body_check(self) -> None:
+        self._timer = None
+        if not self._in_body or self._closing():
+            return
+        now = time.monotonic()
+        deadline = self._body_deadline()
+        if now < deadline:  # bytes came in meanwhile: they earned more time
+            self._set_timer(deadline - now, self._body_check)
+            return
+        why = (f"request body timed out: {self._body_bytes:,} bytes in {now - self._body_start:.1f} s (curriculum "
+               f"serve --body-timeout {self.body_timeout:g} s, plus 1 s per --min-body-rate {self.min_body_rate:,} "
+               "bytes received)")
+        self._send_408(why)
+        self._close(why)
+        if self.cycle is not None:  # the app sees a disconnect (and sends nothing more)
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+
+    def _send_408(self, why: str) -> None:
+        if self.cycle is None or self.cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
+            return
+        body = json.dumps({"detail": f"{why}; send the body at once, or faster"}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        try:
+            out = self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"))
+            out += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            return
+        self.cycle.response_started = True
+        self.transport.write(out)
+
+    # -- uvicorn's protocol -----------------------------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
-            victim = next(iter(self._pending), None)
-            if victim is None:  # every connection is being served: the newcomer waits outside
+            victim = next((c for c in self._idle if not c._closing()), None)  # (one closing frees its place)
+            if victim is None:  # every connection has a complete request being answered: the newcomer waits
                 transport.close()
                 return
-            victim._disarm()
-            victim.transport.close()
-        self._arm()
+            victim._close(f"shed to make room for a new connection (curriculum serve --max-connections "
+                          f"{self.max_connections})")
+        self._heard()
+        self._set_timer(self.header_timeout, self._header_expired)
 
     def data_received(self, data: bytes) -> None:
-        if self.cycle is None or self.cycle.response_complete:  # a request is on its way, not yet complete
-            self._arm()
+        between = self.cycle is None or self.cycle.response_complete
+        if between and self._timer is None:  # the first byte of the next request on a kept-alive connection
+            self._set_timer(self.header_timeout, self._header_expired)
+        if self._in_body:
+            self._body_bytes += len(data)
+        if self in self._idle:
+            self._heard()
         super().data_received(data)
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not None and not self.cycle.response_complete:  # its request line and headers are in
-            self._disarm()
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or self._closing():
+            return
+        if cycle.more_body:  # the headers are in, the body is coming
+            if not self._in_body:
+                self._in_body, self._body_start, self._body_bytes = True, time.monotonic(), len(cycle.body)
+                self._set_timer(self.body_timeout, self._body_check)
+        else:  # the whole request is in: it is being answered, never shed
+            self._in_body = False
+            self._clear_timer()
+            self._idle.pop(self, None)
+
+    def on_response_complete(self) -> None:
+        self._in_body = False
+        self._clear_timer()
+        super().on_response_complete()
+        if not self._closing():
+            self._heard()  # idle between requests (uvicorn's keep-alive timeout closes it)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._clear_timer()
+        self._idle.pop(self, None)
         super().connection_lost(exc)
 
 
-__all__ = ["DEFAULT_HEADER_TIMEOUT", "ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap"]
+__all__ = ["CLOSED_KEY", "DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MIN_BODY_RATE", "ENV_LIMITS",
+           "GuardedH11Protocol", "MaskAccessLog", "descriptor_cap", "log_config"]

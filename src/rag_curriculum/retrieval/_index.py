@@ -175,7 +175,8 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
                             "skipped": dict(found.report.counts)})
         if cfg.corpus:
             sources.append({"kind": "corpus", "input": Path(cfg.corpus).name, "path": portable_path(cfg.corpus, out),
-                            "sha256": sums["corpus"], "lines": found.corpus_lines})
+                            "sha256": sums["corpus"], "lines": found.corpus_lines,
+                            **({"skipped": dict(found.corpus_report.counts)} if found.corpus_report.total else {})})
         recorded = cfg.to_dict()
         recorded.update(input=portable_path(cfg.input, out) if cfg.input else None, out=out.name,
                         corpus=portable_path(cfg.corpus, out) if cfg.corpus else None)

@@ -1,6 +1,6 @@
-"""`curriculum serve`: a BM25 index behind HTTP, speaking the protocol of Search-R1's ``retrieval_server.py``, so
-Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`) and TRL scripts that call a retriever can
-use an index of this toolkit.
+"""`curriculum serve`: an index of ``curriculum index`` (BM25, dense or hybrid) behind HTTP, speaking the protocol
+of Search-R1's ``retrieval_server.py``, so Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`)
+and TRL scripts that call a retriever can use an index of this toolkit.
 
 ::
 
@@ -45,6 +45,10 @@ from typing import Any
 
 from ._config import ServeConfig
 from ._index import CorpusIndex
+
+#: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
+#: closed the connection.
+CLOSED_KEY = "rag_curriculum.closed"
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +315,14 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     async def retrieve(request: Request) -> Any:
         if not state.ready:
             return not_ready()
-        body = await _read_capped(request, max_body_bytes)
+        try:
+            body = await _read_capped(request, max_body_bytes)
+        except _Gone as e:  # one line, not uvicorn's traceback of starlette's ClientDisconnect
+            where = "{}:{}".format(*request.client) if request.client else "a client"
+            why = request.scope.get(CLOSED_KEY)
+            log.info("%s: %s", where, why or f"went away before its request body was complete ({e.read:,} bytes "
+                     "read)")
+            return Response(status_code=400)  # never sent: the connection is closed
         if body is None:
             return JSONResponse({"detail": f"the request body is larger than {max_body_bytes:,} bytes (curriculum "
                                            "serve --max-body-bytes): split the queries into several requests"},
@@ -338,18 +349,32 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     return app
 
 
+class _Gone(Exception):
+    """The connection closed before the request's body was complete (``read``: the bytes that came)."""
+
+    def __init__(self, read: int) -> None:
+        super().__init__(read)
+        self.read = read
+
+
 async def _read_capped(request: Any, limit: int) -> bytes | None:
     """The request's body, or None as soon as it is known to be larger than ``limit`` bytes (from its
-    Content-Length, else while it streams in): an oversized body is never held in memory whole."""
+    Content-Length, else while it streams in): an oversized body is never held in memory whole. :class:`_Gone`
+    when the connection closes first (the client went away, or the server's guard timed the body out)."""
+    from starlette.requests import ClientDisconnect
+
     length = request.headers.get("content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
         return None
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise _Gone(size) from None
     return b"".join(chunks)
 
 

@@ -11,7 +11,10 @@ Metrics (used by partition and eval as well as by the rewards):
 
 Scoring: :func:`score_completion`, the one scorer of a completion (the reward's, the partition's and the
 evaluation's), with :func:`get_parser` (a template's output format) and :func:`passage_labels`;
-:func:`is_abstention` (a final answer that is the abstention answer, :data:`ABSTENTION_ANSWER` by default).
+:func:`is_abstention` (a final answer that is the abstention answer, :data:`ABSTENTION_ANSWER` by default, checked by
+:func:`check_abstention_answer`). The row's columns as every reward reads them, for the engines' adapters and the
+adaptive curricula: :func:`row_gold` (the one reader of gold answers), :func:`row_gold_labels`,
+:func:`row_answerable`, :func:`verl_answers` (verl's ``ground_truth``) and :func:`completion_text`.
 
 CRAFT (docs/craft.md): :func:`parse_craft` (the craft-v1 ... craft-v5 formats, Table 12's error taxonomy),
 :class:`CraftReward` (``"craft"``, with ``"craft-format"``, ``"craft-answer"``, ``"craft-evidence"``,
@@ -62,33 +65,42 @@ from .._plumbing import lazy_exports
 #: name -> the private module defining it, imported on first use: importing one reward (verl's reward file loads
 #: ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or agent format.
 _EXPORTS = {
-    "completion_text": "._columns",
+    "completion_text": "._columns", "passage_labels": "._columns", "row_answerable": "._columns",
+    "row_gold": "._columns", "row_gold_labels": "._columns", "verl_answers": "._columns",
     "CraftAnswerReward": "._craft", "CraftBoundaryReward": "._craft", "CraftBreakdown": "._craft",
     "CraftEvidenceReward": "._craft", "CraftFormatReward": "._craft", "CraftJudgeReward": "._craft",
-    "CraftReward": "._craft",
+    "CraftReward": "._craft", "boundary_check": "._craft",
     "CRAFT_REASONS": "._craft_format", "CRAFT_VARIANTS": "._craft_format", "CraftParse": "._craft_format",
     "cited_documents": "._craft_format", "parse_craft": "._craft_format",
     "FORMATS": "._formats", "OutputFormat": "._formats", "get_format": "._formats",
     "register_format": "._formats",
-    "GlobalRagReward": "._globalrag", "anneal_weight": "._globalrag",
+    "GlobalRagBreakdown": "._globalrag", "GlobalRagReward": "._globalrag", "anneal_weight": "._globalrag",
     "CraftJudge": "._judge",
     "DEFAULT_MAX_CHARS": "._parser", "ParsedCompletion": "._parser", "REASONS": "._parser",
     "find_non_english": "._parser", "parse_completion": "._parser", "split_citations": "._parser",
     "RagRlAnswerReward": "._rag_rl", "RagRlCitationReward": "._rag_rl", "RagRlFormatReward": "._rag_rl",
     "RagRlReward": "._rag_rl", "RewardBreakdown": "._rag_rl",
     "REWARDS": "._registry", "get_reward": "._registry", "register_reward": "._registry",
-    "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "get_parser": "._scoring",
-    "is_abstention": "._scoring", "passage_labels": "._scoring", "score_completion": "._scoring",
+    "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "check_abstention_answer": "._scoring",
+    "get_parser": "._scoring", "is_abstention": "._scoring", "score_completion": "._scoring",
+    "SearchEmReward": "._search",
     "SearchR1Reward": "._search_r1", "search_r1_breakdown": "._search_r1", "search_r1_score": "._search_r1",
     "search_r1_sequence": "._search_r1", "search_r1_target": "._search_r1",
     "INFO_THINK_PROMPT": "._veritas", "THINK_SEARCH_PROMPT": "._veritas", "VeritasJudge": "._veritas",
     "VeritasReward": "._veritas", "agreement": "._veritas", "lexical_judge": "._veritas", "read_labels": "._veritas",
-    "think_answer": "._veritas", "trajectory_pairs": "._veritas",
+    "pair_records": "._veritas", "think_answer": "._veritas", "trajectory_pairs": "._veritas",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
-    from ._columns import completion_text
+    from ._columns import (
+        completion_text,
+        passage_labels,
+        row_answerable,
+        row_gold,
+        row_gold_labels,
+        verl_answers,
+    )
     from ._craft import (
         CraftAnswerReward,
         CraftBoundaryReward,
@@ -97,10 +109,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         CraftFormatReward,
         CraftJudgeReward,
         CraftReward,
+        boundary_check,
     )
     from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
     from ._formats import FORMATS, OutputFormat, get_format, register_format
-    from ._globalrag import GlobalRagReward, anneal_weight
+    from ._globalrag import GlobalRagBreakdown, GlobalRagReward, anneal_weight
     from ._judge import CraftJudge
     from ._parser import (
         DEFAULT_MAX_CHARS,
@@ -121,11 +134,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
     from ._scoring import (
         ABSTENTION_ANSWER,
         CompletionScore,
+        check_abstention_answer,
         get_parser,
         is_abstention,
-        passage_labels,
         score_completion,
     )
+    from ._search import SearchEmReward
     from ._search_r1 import (
         SearchR1Reward,
         search_r1_breakdown,
@@ -140,6 +154,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         VeritasReward,
         agreement,
         lexical_judge,
+        pair_records,
         read_labels,
         think_answer,
         trajectory_pairs,
@@ -157,6 +172,7 @@ __all__ = [
     "CraftJudgeReward",
     "CraftParse",
     "CraftReward",
+    "boundary_check",
     "cited_documents",
     "parse_craft",
     "ABSTENTION_ANSWER",
@@ -173,9 +189,11 @@ __all__ = [
     "RagRlFormatReward",
     "RagRlReward",
     "RewardBreakdown",
+    "SearchEmReward",
     "aggregate",
     "answer_f1",
     "answer_scores",
+    "check_abstention_answer",
     "citation_key",
     "citation_scores",
     "completion_text",
@@ -191,8 +209,13 @@ __all__ = [
     "passage_labels",
     "register_format",
     "register_reward",
+    "row_answerable",
+    "row_gold",
+    "row_gold_labels",
     "score_completion",
     "split_citations",
+    "verl_answers",
+    "GlobalRagBreakdown",
     "GlobalRagReward",
     "anneal_weight",
     "SearchR1Reward",
@@ -206,6 +229,7 @@ __all__ = [
     "VeritasReward",
     "agreement",
     "lexical_judge",
+    "pair_records",
     "read_labels",
     "think_answer",
     "trajectory_pairs",

@@ -76,7 +76,6 @@ CRAFT_VARIANTS: dict[str, tuple[str, ...]] = {
     "craft-v4": ("reason", "answer"),
     "craft-v5": ("answer",),
 }
-ALL_TAGS = ("plan", "gold_docs", "reason", "answer")
 
 WRONG_FORMAT = "wrong_format"
 TAG_MISMATCH = "tag_mismatch"

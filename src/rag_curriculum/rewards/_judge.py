@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 
 from .._plumbing import atomic_write_text
 from ..errors import ConfigError
-from ..generation._base import BACKENDS, SamplingConfig, backend_identity, get_backend
+from ..generation import BACKENDS, SamplingConfig, backend_identity, get_backend
 from ._craft_format import CRAFT_VARIANTS, parse_craft
 
 __all__ = ["CHECKS", "DEFAULT_PROMPT", "CraftJudge", "Verdict", "checks_for"]

@@ -68,7 +68,7 @@ from typing import Any, ClassVar, NamedTuple
 from .._metrics import answer_scores, normalize_answer
 from .._plumbing import derive_seed
 from ..errors import ConfigError
-from ..generation._base import SamplingConfig
+from ..generation import SamplingConfig
 from ..grammar import parse_trajectory
 from ._columns import (
     batch_answers,

@@ -17,8 +17,9 @@ Its private modules (their public names are exported here):
 * :mod:`~rag_curriculum.train._batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
 * :mod:`~rag_curriculum.train._order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
 * :mod:`~rag_curriculum.train._progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
-* :mod:`~rag_curriculum.train._trl`: a run wired to TRL (:func:`train`); ``_rewards``, ``_rollout``, ``_tools``:
-  the adapters above; ``_trainer``: the ``GRPOTrainer`` subclass and its callback;
+* :mod:`~rag_curriculum.train._trl`: a run wired to TRL (:func:`train`; :func:`prepare`, what a dry run checks;
+  :func:`grpo_kwargs`, the bound ``GRPOConfig``'s arguments; :func:`finished_message`); ``_rewards``,
+  ``_rollout``, ``_tools``: the adapters above; ``_trainer``: the ``GRPOTrainer`` subclass and its callback;
 * :mod:`~rag_curriculum.train.controllers` and :mod:`~rag_curriculum.train.adaptive`: adaptive curricula, the level
   of each batch chosen from the model's success (``adaptive.controller``, docs/adaptive.md).
 
@@ -27,15 +28,25 @@ Importing this package imports neither torch, transformers nor TRL; :func:`train
 
 from __future__ import annotations
 
-from ._batching import BatchError, BatchPlan, derive_accumulation, plan_batches
+from ..errors import BatchError, CurriculumOrderError, RecipeError
+from ._batching import BatchPlan, derive_accumulation, plan_batches
 from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
-from ._order import CurriculumOrderError, OrderIssue, check_index_order, order_issues
+from ._order import OrderIssue, check_index_order, order_issues
 from ._progress import STEPS_FILE, StepRecorder, learning_summary, read_steps
-from ._recipes import DEFAULT_RECIPE, RecipeError, compose_train_config, list_recipes
+from ._recipes import DEFAULT_RECIPE, compose_train_config, config_yaml, list_recipes
 from ._rewards import reward_funcs_from_config
 from ._rollout import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts
 from ._tools import SearchEnvironment, environment_from_config
-from ._trl import TrainResult, bind_grpo_config, check_recipe, train
+from ._trl import (
+    TrainResult,
+    bind_grpo_config,
+    check_recipe,
+    finished_message,
+    grpo_kwargs,
+    partial_history,
+    prepare,
+    train,
+)
 from ._warm import WarmStartConfig, WarmStartResult, make_tiny_model, warm_start
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 
@@ -69,14 +80,19 @@ __all__ = [
     "check_index_order",
     "check_recipe",
     "compose_train_config",
+    "config_yaml",
     "derive_accumulation",
     "environment_from_config",
+    "finished_message",
+    "grpo_kwargs",
+    "learning_summary",
     "list_recipes",
     "make_controller",
+    "make_tiny_model",
     "order_issues",
     "plan_batches",
-    "learning_summary",
-    "make_tiny_model",
+    "partial_history",
+    "prepare",
     "read_steps",
     "register_controller",
     "reward_funcs_from_config",

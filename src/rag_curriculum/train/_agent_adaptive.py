@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_bytes
-from ..agents._difficulty import P_COLUMN, noise_probability
+from ..agents import P_COLUMN, noise_probability
 from ..errors import ConfigError
-from ..rewards._columns import row_gold
-from ..rewards._search import SearchEmReward
+from ..rewards import SearchEmReward, row_gold
 from .adaptive import PLOT_FILE, STATE_FILE, _count, plot_levels, read_levels
 from .controllers import Controller, GroupResult, batch_success, make_controller
 

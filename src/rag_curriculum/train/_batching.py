@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._plumbing import trainer_tail
-from ..errors import BatchError  # noqa: F401
+from ..errors import BatchError
 
 # GRPOConfig defaults (TRL 1.16) that the batch arithmetic needs when a recipe leaves them out.
 GRPO_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "num_generations": 8,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
-from ..agents._searchr1 import first_search_query
+from ..agents import first_search_query
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ..rewards import REWARDS

@@ -23,7 +23,9 @@ up to ``max_retries`` times; then retired). The filter's cursor (next row, rows 
 saved in every checkpoint (``curriculum_dynamic.json``) so a resumed run continues with the same rows as one that
 was never interrupted. ``curriculum_dynamic.png`` plots the informative fraction and the refills per step.
 
-The filter itself (:class:`DynamicFilter`) is plain Python; torch and TRL are imported inside the functions only.
+The filter itself (:class:`DynamicFilter`) is plain Python; TRL's batch dictionary is merged by the toolkit's trainer
+(:mod:`._trainer`, with the other code that reads TRL's private structures), and transformers is imported inside
+the functions only.
 
 >>> f = DynamicFilter(num_rows=6, max_refills=2)
 >>> f.take(2)
@@ -51,8 +53,7 @@ from typing import Any
 from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic sampling
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..errors import ConfigError
-from ..rewards._columns import completion_text, row_gold
-from ..rewards._scoring import get_parser, score_completion
+from ..rewards import completion_text, get_parser, row_gold, score_completion
 from ._progress import ROW_KEYS, distinct_rows, row_stats
 
 log = logging.getLogger(__name__)
@@ -200,69 +201,6 @@ def metric_column(metric: str, reward_names: Sequence[str]) -> int | None:
                       "training on it")
 
 
-# --- merging TRL's generation outputs --------------------------------------------------------------------------
-_LEFT = {"prompt_ids", "prompt_mask"}
-_PAD_ONE = {"tool_mask", "importance_sampling_ratio"}
-
-
-def merge_outputs(selections: Sequence[tuple[Mapping[str, Any], Sequence[int]]], *, pad_token_id: int,
-                  pad_to_multiple_of: int | None = None, masked: Sequence[bool] | None = None) -> dict[str, Any]:
-    """One TRL generation output from completions chosen from several: ``selections`` are (an output of
-    ``_generate_and_score_completions``, the indices of the completions taken from it), in batch order (an output
-    may appear more than once). Prompt tensors are left-padded, completion tensors right-padded to the longest;
-    ``masked[i]`` zeroes completion i's loss mask and advantage. ``num_items_in_batch`` is left to the caller (a
-    count over all processes).
-
-    >>> import torch
-    >>> a = {"prompt_ids": torch.tensor([[5, 6], [7, 8]]), "prompt_mask": torch.ones(2, 2, dtype=torch.long),
-    ...      "completion_ids": torch.tensor([[1], [2]]), "completion_mask": torch.ones(2, 1, dtype=torch.long),
-    ...      "advantages": torch.tensor([1.0, -1.0]), "num_items_in_batch": torch.tensor(2)}
-    >>> b = {"prompt_ids": torch.tensor([[9]]), "prompt_mask": torch.ones(1, 1, dtype=torch.long),
-    ...      "completion_ids": torch.tensor([[3, 4]]), "completion_mask": torch.ones(1, 2, dtype=torch.long),
-    ...      "advantages": torch.tensor([0.5]), "num_items_in_batch": torch.tensor(2)}
-    >>> m = merge_outputs([(a, [1]), (b, [0])], pad_token_id=0, masked=[False, True])
-    >>> m["prompt_ids"].tolist(), m["completion_ids"].tolist(), m["completion_mask"].tolist(), m["advantages"].tolist()
-    ([[7, 8], [0, 9]], [[2, 0], [3, 4]], [[1, 0], [0, 0]], [-1.0, 0.0])
-    """
-    import torch
-
-    keys = [k for k in selections[0][0] if k != "num_items_in_batch"]
-    for out, _ in selections[1:]:
-        if [k for k in out if k != "num_items_in_batch"] != keys:
-            raise ConfigError("dynamic sampling: two generation batches returned different fields "
-                              f"({keys} and {[k for k in out if k != 'num_items_in_batch']})")
-    merged: dict[str, Any] = {}
-    for key in keys:
-        parts = []
-        for out, idx in selections:
-            value = out[key]
-            if not isinstance(value, torch.Tensor) or value.ndim not in (1, 2):
-                raise ConfigError(f"dynamic sampling cannot merge TRL's {key!r} (multimodal inputs and "
-                                  "non-tensor fields are not supported); set dynamic.enabled=false")
-            parts.append(value.index_select(0, torch.as_tensor(list(idx), dtype=torch.long, device=value.device)))
-        widths = {p.size(1) for p in parts if p.ndim == 2}
-        if parts[0].ndim == 1 or len(widths) == 1:
-            merged[key] = torch.cat(parts, 0)
-            continue
-        width = max(widths)
-        if pad_to_multiple_of:
-            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
-        fill = pad_token_id if key in ("prompt_ids", "completion_ids") else 1 if key in _PAD_ONE else 0
-        padded = []
-        for p in parts:
-            extra = p.new_full((p.size(0), width - p.size(1)), fill)
-            padded.append(torch.cat([extra, p], 1) if key in _LEFT else torch.cat([p, extra], 1))
-        merged[key] = torch.cat(padded, 0)
-    if masked is not None and any(masked):
-        m = torch.as_tensor(list(masked), dtype=torch.bool, device=merged["completion_mask"].device)
-        merged["completion_mask"] = merged["completion_mask"].masked_fill(m.unsqueeze(1), 0)
-        if "tool_mask" in merged:
-            merged["tool_mask"] = merged["tool_mask"].masked_fill(m.unsqueeze(1), 0)
-        adv = merged["advantages"]
-        merged["advantages"] = adv.masked_fill(m.view(-1, *([1] * (adv.ndim - 1))), 0.0)
-    return merged
-
-
 # --- the trainer -------------------------------------------------------------------------------------------------
 class DynamicHook:
     """The filter of a run, its metric and its records (one per generation batch)."""
@@ -319,21 +257,13 @@ def make_hook(cfg: Any, *, num_rows: int, num_generations: int, rows_file: Path 
                        rows_file=rows_file)
 
 
-def _pad_token_id(trainer: Any) -> int:
-    """The pad token of the trainer's tokenizer (``processing_class``, or a processor's ``tokenizer``)."""
-    pc = trainer.processing_class
-    return int(getattr(pc, "tokenizer", pc).pad_token_id)
-
-
 def dynamic_batch(trainer: Any, hook: DynamicHook, want: int) -> tuple[dict[str, Any], dict[str, float]]:
     """One training generation batch of ``want`` informative groups, in curriculum order: generates and scores the
     next rows (``trainer.generate_and_score``: TRL's own code), drops the groups the filter finds uninformative,
     refills up to ``max_refills`` times, and merges the kept groups (the slots left short masked) into one batch of
-    the usual shape. Returns the batch and the metrics to log (``dynamic/*``, and the trained rows' ``curriculum/*``).
+    the usual shape (``trainer.merge_generation_outputs``: TRL's batch dictionary is the trainer's to build). Returns the batch and the metrics to log (``dynamic/*``, and the trained rows' ``curriculum/*``).
     The trainer's last scored batch (``trainer.scored``: rewards per function, rows, completions) is what the filter
     reads."""
-    import torch
-
     flt, g = hook.filter, trainer.num_generations
     recorder, trainer.recorder = trainer.recorder, None  # the trained rows are recorded below
     pieces: list[tuple[dict, list]] = []  # (TRL's output, the rows it scored: G copies each)
@@ -395,14 +325,8 @@ def dynamic_batch(trainer: Any, hook: DynamicHook, want: int) -> tuple[dict[str,
         else:
             selections.append((pieces[p][0], list(range(s, s + g))))
     masked = [m for _p, _s, _pos, m in layout for _ in range(g)]
-    merged = merge_outputs(selections, pad_token_id=_pad_token_id(trainer),
-                           pad_to_multiple_of=trainer.pad_to_multiple_of, masked=masked)
-    merged[POSITION_KEY] = torch.tensor([pos for _p, _s, pos, _m in layout for _ in range(g)],
-                                        dtype=torch.long, device=merged["advantages"].device)
-    loss_mask = merged["completion_mask"]
-    if "tool_mask" in merged:
-        loss_mask = loss_mask * merged["tool_mask"]
-    merged["num_items_in_batch"] = trainer.accelerator.gather(loss_mask.sum()).sum()
+    merged = trainer.merge_generation_outputs(
+        selections, masked=masked, extra={POSITION_KEY: [pos for _p, _s, pos, _m in layout for _ in range(g)]})
     trained_rows = [pieces[p][1][s] for p, s, _pos, m in layout if not m]
     metrics = _record(trainer, hook, recorder, [pos for _p, _s, pos, m in layout if not m], trained_rows,
                       generated, informative, rewound, fates, spreads, refills, n_masked, retried, want, gen_seconds,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._plumbing import distribution
-from ..errors import CurriculumOrderError  # noqa: F401  (re-exported)
+from ..errors import CurriculumOrderError
 from ._batching import GRPO_DEFAULTS, BatchPlan
 
 log = logging.getLogger(__name__)

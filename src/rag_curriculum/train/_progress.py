@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import read_jsonl_latest
-from ._order import CurriculumOrderError
+from ..errors import CurriculumOrderError
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ from typing import Any
 
 from .. import config
 from .._plumbing import atomic_write_bytes
-from ..errors import RecipeError  # noqa: F401  (re-exported)
 from ..shards import write_json
 from ._config import TrainConfig
 
@@ -54,19 +53,6 @@ def list_recipes() -> list[str]:
 def recipe_path(recipe: str) -> Path:
     """The YAML file of a recipe name (``rag-rl-min-max``) or path (``my/recipe.yaml``)."""
     return config.recipe_path(TRAIN, recipe)
-
-
-def compose_raw(recipe: str | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The recipe composed with Hydra (defaults list + overrides), as plain data, interpolations unresolved."""
-    return config.compose(TRAIN, recipe or DEFAULT_RECIPE, overrides, resolve=False, schema=TrainConfig)
-
-
-def to_train_config(raw: Mapping[str, Any], *, recipe: str | None = None) -> TrainConfig:
-    """Bind composed data to the :class:`TrainConfig` schema (types checked, interpolations resolved)."""
-    data = dict(raw)
-    if recipe is not None:
-        data["recipe"] = recipe
-    return config.bind_typed(TrainConfig, data)
 
 
 def compose_train_config(recipe: str | None = None, overrides: Sequence[str] = ()) -> TrainConfig:

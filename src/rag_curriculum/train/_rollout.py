@@ -52,7 +52,7 @@ from ..agents import (
     summarize,
 )
 from ..errors import ConfigError
-from ..generation._hf_backend import stop_kwargs
+from ..generation import stop_kwargs
 from ..grammar import STOP
 from ..shards import PROMPT_TOKENS
 

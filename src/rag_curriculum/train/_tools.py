@@ -42,8 +42,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .._plumbing import derive_seed
-from ..agents import NO_RESULTS, Retriever, RowView, SearchDifficulty, doc_lines, open_retriever
-from ..agents._searchr1 import first_search_query
+from ..agents import (
+    NO_RESULTS,
+    Retriever,
+    RowView,
+    SearchDifficulty,
+    doc_lines,
+    first_search_query,
+    open_retriever,
+)
 
 __all__ = ["SearchEnvironment", "environment_from_config"]
 

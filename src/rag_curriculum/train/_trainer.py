@@ -1,4 +1,5 @@
-"""The toolkit's ``GRPOTrainer`` and its callback: the one module that overrides TRL's private methods.
+"""The toolkit's ``GRPOTrainer`` and its callback: the one module that overrides TRL's private methods and reads
+or builds its private structures.
 
 TRL gives a run public hooks for what it hands the trainer (reward functions, ``rollout_func``,
 ``environment_factory``, callbacks), and the toolkit uses them wherever they reach: the rewards, the search agents'
@@ -18,12 +19,16 @@ It also replaces TRL's public ``create_model_card`` (called at every checkpoint)
 Besides them the trainer reads TRL's ``_metrics["train"]`` (the per-step metric lists TRL logs; a reward function's
 ``log_metric`` logs one function's values, not a batch's level or refills) and the public attributes
 ``accelerator``, ``num_generations``, ``reward_weights``, ``pad_to_multiple_of``, ``processing_class``,
-``train_dataset`` and ``state``.
+``train_dataset`` and ``state``; and, for dynamic sampling, it builds the batch dictionary that
+``_generate_and_score_completions`` returns from the groups of several generation calls (:func:`merge_outputs`,
+:meth:`CurriculumGRPOTrainer.merge_generation_outputs`: prompts left-padded, completions right-padded, the loss
+mask and advantage of a masked group zeroed, ``num_items_in_batch`` counted as TRL counts it).
 
 TRL versions checked: 1.0.0 (the floor of the pin ``trl>=1.0,<2``; its source read) and 1.16.0 (the newest 1.x
 release on PyPI, which the tests run on): both define the two methods with these signatures,
 ``_generate_and_score_completions`` calls ``_calculate_rewards`` once, which returns the rewards gathered from every
-process, and ``_metrics`` is a dict of ``defaultdict(list)`` by mode. ``TIERS=trl-newest bash scripts/test.sh`` runs
+process, its output holds only tensors of one or two dimensions besides ``num_items_in_batch`` (a multimodal or
+non-tensor field is refused by :func:`merge_outputs`), and ``_metrics`` is a dict of ``defaultdict(list)`` by mode. ``TIERS=trl-newest bash scripts/test.sh`` runs
 the trainer's tests against the newest TRL the pin allows (docs/development.md).
 
 TRL and transformers are imported at the top of this module: :func:`rag_curriculum.train.train` imports it inside
@@ -36,17 +41,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from .._plumbing import atomic_write_bytes, mask_secrets
+from ..errors import ConfigError
 from ..shards import write_json
 from ._dynamic import dynamic_batch
 from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
 from ._recipes import CARD_FILE
 from .adaptive import feed_back
 
-__all__ = ["CurriculumCallback", "CurriculumGRPOTrainer"]
+__all__ = ["CurriculumCallback", "CurriculumGRPOTrainer", "merge_outputs"]
 
 
 class CurriculumGRPOTrainer(GRPOTrainer):
@@ -114,9 +121,93 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             self._log_train({f"curriculum/{key}": value for key, value in row_stats(distinct_rows(rows)).items()})
         return super()._generate_and_score_completions(inputs)
 
+    def merge_generation_outputs(self, selections: Sequence[tuple[Mapping[str, Any], Sequence[int]]], *,
+                                 masked: Sequence[bool], extra: Mapping[str, Sequence[int]] | None = None
+                                 ) -> dict[str, Any]:
+        """One output of ``_generate_and_score_completions`` (TRL's batch dictionary) from completions chosen from
+        several (:func:`merge_outputs`, with this trainer's pad token and padding multiple), ``extra`` integer
+        columns added per completion (dynamic sampling's dataset positions), and ``num_items_in_batch`` counted
+        from the loss mask over every process, as TRL counts it."""
+        merged = merge_outputs(selections, pad_token_id=_pad_token_id(self), pad_to_multiple_of=self.pad_to_multiple_of,
+                               masked=masked)
+        for key, values in (extra or {}).items():
+            merged[key] = torch.tensor(list(values), dtype=torch.long, device=merged["advantages"].device)
+        loss_mask = merged["completion_mask"]
+        if "tool_mask" in merged:
+            loss_mask = loss_mask * merged["tool_mask"]
+        merged["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        return merged
+
     def _log_train(self, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
+
+
+def _pad_token_id(trainer: Any) -> int:
+    """The pad token of the trainer's tokenizer (``processing_class``, or a processor's ``tokenizer``)."""
+    pc = trainer.processing_class
+    return int(getattr(pc, "tokenizer", pc).pad_token_id)
+
+
+# --- TRL's generation outputs, merged (dynamic sampling) -------------------------------------------------------
+_LEFT = {"prompt_ids", "prompt_mask"}
+_PAD_ONE = {"tool_mask", "importance_sampling_ratio"}
+
+
+def merge_outputs(selections: Sequence[tuple[Mapping[str, Any], Sequence[int]]], *, pad_token_id: int,
+                  pad_to_multiple_of: int | None = None, masked: Sequence[bool] | None = None) -> dict[str, Any]:
+    """One TRL generation output from completions chosen from several: ``selections`` are (an output of
+    ``_generate_and_score_completions``, the indices of the completions taken from it), in batch order (an output
+    may appear more than once). Prompt tensors are left-padded, completion tensors right-padded to the longest;
+    ``masked[i]`` zeroes completion i's loss mask and advantage. ``num_items_in_batch`` is left to the caller (a
+    count over all processes: :meth:`CurriculumGRPOTrainer.merge_generation_outputs`).
+
+    >>> import torch
+    >>> a = {"prompt_ids": torch.tensor([[5, 6], [7, 8]]), "prompt_mask": torch.ones(2, 2, dtype=torch.long),
+    ...      "completion_ids": torch.tensor([[1], [2]]), "completion_mask": torch.ones(2, 1, dtype=torch.long),
+    ...      "advantages": torch.tensor([1.0, -1.0]), "num_items_in_batch": torch.tensor(2)}
+    >>> b = {"prompt_ids": torch.tensor([[9]]), "prompt_mask": torch.ones(1, 1, dtype=torch.long),
+    ...      "completion_ids": torch.tensor([[3, 4]]), "completion_mask": torch.ones(1, 2, dtype=torch.long),
+    ...      "advantages": torch.tensor([0.5]), "num_items_in_batch": torch.tensor(2)}
+    >>> m = merge_outputs([(a, [1]), (b, [0])], pad_token_id=0, masked=[False, True])
+    >>> m["prompt_ids"].tolist(), m["completion_ids"].tolist(), m["completion_mask"].tolist(), m["advantages"].tolist()
+    ([[7, 8], [0, 9]], [[2, 0], [3, 4]], [[1, 0], [0, 0]], [-1.0, 0.0])
+    """
+    keys = [k for k in selections[0][0] if k != "num_items_in_batch"]
+    for out, _ in selections[1:]:
+        if [k for k in out if k != "num_items_in_batch"] != keys:
+            raise ConfigError("dynamic sampling: two generation batches returned different fields "
+                              f"({keys} and {[k for k in out if k != 'num_items_in_batch']})")
+    merged: dict[str, Any] = {}
+    for key in keys:
+        parts = []
+        for out, idx in selections:
+            value = out[key]
+            if not isinstance(value, torch.Tensor) or value.ndim not in (1, 2):
+                raise ConfigError(f"dynamic sampling cannot merge TRL's {key!r} (multimodal inputs and "
+                                  "non-tensor fields are not supported); set dynamic.enabled=false")
+            parts.append(value.index_select(0, torch.as_tensor(list(idx), dtype=torch.long, device=value.device)))
+        widths = {p.size(1) for p in parts if p.ndim == 2}
+        if parts[0].ndim == 1 or len(widths) == 1:
+            merged[key] = torch.cat(parts, 0)
+            continue
+        width = max(widths)
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        fill = pad_token_id if key in ("prompt_ids", "completion_ids") else 1 if key in _PAD_ONE else 0
+        padded = []
+        for p in parts:
+            extra = p.new_full((p.size(0), width - p.size(1)), fill)
+            padded.append(torch.cat([extra, p], 1) if key in _LEFT else torch.cat([p, extra], 1))
+        merged[key] = torch.cat(padded, 0)
+    if masked is not None and any(masked):
+        m = torch.as_tensor(list(masked), dtype=torch.bool, device=merged["completion_mask"].device)
+        merged["completion_mask"] = merged["completion_mask"].masked_fill(m.unsqueeze(1), 0)
+        if "tool_mask" in merged:
+            merged["tool_mask"] = merged["tool_mask"].masked_fill(m.unsqueeze(1), 0)
+        adv = merged["advantages"]
+        merged["advantages"] = adv.masked_fill(m.view(-1, *([1] * (adv.ndim - 1))), 0.0)
+    return merged
 
 
 class CurriculumCallback(TrainerCallback):

@@ -6,6 +6,7 @@ torch, transformers and TRL are imported inside the functions only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -17,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import mask_secrets, redact_overrides, shards_digest
+from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
-from ..errors import ConfigError, SettingError, TokenizerError
+from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
-from ._batching import BatchError, BatchPlan, apply_batch, plan_batches
+from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
 from ._lengths import check_trl_lengths
-from ._order import CurriculumOrderError, check_index_order, enforce, order_issues, report_tail, tail_rows
+from ._order import check_index_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import (
     CHECKPOINT_PLAN,
@@ -54,6 +55,16 @@ _ALIASES = (("activation_checkpointing", "gradient_checkpointing"),)
 # GRPOConfig fields newer TRLs added, with the value that keeps what older TRLs (without the field) do: a recipe
 # that asks for that value binds there too, the field dropped.
 _LEGACY_VALUES = {"use_bias_correction_kl": False}
+
+
+#: The attribute of an exception that stopped a training run holding the steps it logged before (a list of dicts,
+#: as ``TrainResult.log_history``), so that the command prints its closing lines also when the run fails.
+PARTIAL_HISTORY = "rag_curriculum_log_history"
+
+
+def partial_history(e: BaseException) -> list[dict[str, Any]]:
+    """The steps a failed run logged before ``e`` stopped it (empty when it logged none)."""
+    return list(getattr(e, PARTIAL_HISTORY, None) or [])
 
 
 @dataclass
@@ -126,31 +137,12 @@ def _grpo_types() -> dict[str, Any]:
 
 def _check_grpo_type(key: str, value: Any) -> None:
     """Refuse a value of the wrong type for a plain-typed ``GRPOConfig`` field (a number, a flag, a string), as the
-    real run would fail on it later (``grpo.learning_rate=abc``: a TypeError in the optimiser)."""
-    import types
-    import typing
-
+    real run would fail on it later (``grpo.learning_rate=abc``: a TypeError in the optimiser); lists, dicts and
+    enums are left to TRL's own checks."""
     hint = _grpo_types().get(key)
-    if hint is None:
-        return
-    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-    if not all(a in (bool, int, float, str, type(None)) for a in allowed):
-        return  # lists, dicts, enums: TRL's own checks
-    if value is None:
-        ok = type(None) in allowed
-    elif isinstance(value, bool):
-        ok = bool in allowed
-    elif isinstance(value, int):
-        ok = int in allowed or float in allowed
-    elif isinstance(value, float):
-        ok = float in allowed
-    elif isinstance(value, str):
-        ok = str in allowed
-    else:
-        ok = False
-    if not ok:
-        names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
-        raise SettingError(f"grpo.{key}", value, f"a value of type {names} (trl.GRPOConfig)")
+    want = None if hint is None else expected_type(value, hint, number_as_string=False)
+    if want is not None:
+        raise SettingError(f"grpo.{key}", value, f"a value of type {want} (trl.GRPOConfig)")
 
 
 def check_grpo_keys(kw: Mapping[str, Any]) -> dict[str, Any]:
@@ -543,10 +535,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent (tool calling): retriever %s, topk %s", cfg.agent.retriever, cfg.agent.topk)
+        log.info("search agent (tool calling): retriever %s, topk %s", mask_secrets(str(cfg.agent.retriever)),
+                 cfg.agent.topk)
     elif cfg.agent.retriever is not None:
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent: retriever %s, %s", cfg.agent.retriever, extra["rollout_func"].config.to_dict())
+        log.info("search agent: retriever %s, %s", mask_secrets(str(cfg.agent.retriever)),
+                 mask_secrets(extra["rollout_func"].config.to_dict()))
     trainer = trainer_cls(
         model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
@@ -565,7 +559,12 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             hook.bind(trainer)
     if dynamic is not None:
         trainer.dynamic = dynamic
-    output = trainer.train(resume_from_checkpoint=resume)
+    try:
+        output = trainer.train(resume_from_checkpoint=resume)
+    except BaseException as e:  # the steps logged before it stopped, for the run's closing lines
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(e, PARTIAL_HISTORY, list(trainer.state.log_history))
+        raise
     if search_curriculum and cfg.adaptive.plot:
         hook.plot(out, title=f"{cfg.adaptive.controller or cfg.agent.p_schedule}, {cfg.agent.difficulty}, "
                              f"success = {cfg.adaptive.success}")

@@ -365,18 +365,33 @@ OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD
 def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmStartConfig) -> list[dict[str, Any]]:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    args = SFTConfig(
-        output_dir=str(out), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=1, lr_scheduler_type="constant",
-        warmup_steps=0, logging_steps=max(1, int(len(examples) * cfg.epochs / cfg.batch_size) // 20), save_strategy="no", report_to="none", seed=cfg.seed, data_seed=cfg.seed,
-        use_cpu=True, bf16=False, max_length=None, completion_only_loss=True, dataloader_pin_memory=False,
-    )
+    args = sft_args(out, cfg, len(examples))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok)
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     return trainer.state.log_history
+
+
+def sft_args(out: Path, cfg: WarmStartConfig, examples: int) -> Any:
+    """The warm start's ``trl.SFTConfig``. Activation checkpointing off, said by its current name: a tiny model
+    needs no memory saved, and TRL's default (``gradient_checkpointing=True``, the old name) makes transformers warn
+    that the name is deprecated; the losses are the same to the last digit either way (measured)."""
+    import dataclasses
+
+    from trl import SFTConfig
+
+    # transformers 5 names it activation_checkpointing; older releases know gradient_checkpointing only
+    name = ("activation_checkpointing" if "activation_checkpointing" in {f.name for f in dataclasses.fields(SFTConfig)}
+            else "gradient_checkpointing")
+    return SFTConfig(
+        output_dir=str(out), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
+        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=1, lr_scheduler_type="constant",
+        warmup_steps=0, logging_steps=max(1, int(examples * cfg.epochs / cfg.batch_size) // 20), save_strategy="no",
+        report_to="none", seed=cfg.seed, data_seed=cfg.seed, use_cpu=True, bf16=False, max_length=None,
+        completion_only_loss=True, dataloader_pin_memory=False, **{name: False},
+    )

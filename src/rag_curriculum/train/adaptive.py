@@ -29,8 +29,7 @@ from .._plots import plot_adaptive_levels
 from .._plumbing import atomic_write_bytes, read_jsonl_latest
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
-from ..rewards._columns import completion_text, row_gold
-from ..rewards._scoring import get_parser, score_completion
+from ..rewards import completion_text, get_parser, row_gold, score_completion
 from .controllers import Controller, GroupResult, make_controller
 
 log = logging.getLogger(__name__)

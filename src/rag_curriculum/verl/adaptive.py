@@ -68,6 +68,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _adaptive_settings(config: Any, max_K: int) -> tuple[str, Any, Path | None]:
+    """``data.adaptive`` of a verl config: what success is (``exact_match`` or ``reward``), the controller (named,
+    with its ``kwargs``, seeded by ``seed`` or ``data.seed``) and where its state is written after each update."""
+    settings = dict(_plain(config.get("adaptive")) or {})
+    unknown = set(settings) - {"controller", "success", "kwargs", "seed", "state_dir"}
+    if unknown:
+        raise ConfigError(f"data.adaptive: unknown key(s) {sorted(unknown)}; known: controller, success, "
+                          "kwargs, seed, state_dir")
+    success = settings.get("success", "exact_match")
+    if success not in ("exact_match", "reward"):
+        raise ConfigError(f"data.adaptive.success={success!r}: exact_match or reward")
+    seed = settings.get("seed")
+    controller = make_controller(
+        settings.get("controller") or "target-band", K=max_K,
+        seed=int((config.get("seed") or 0) if seed is None else seed), **dict(settings.get("kwargs") or {}))
+    return success, controller, Path(settings["state_dir"]) if settings.get("state_dir") else None
+
+
+def _group_results(nt: Mapping[str, Any], scores: list[float], K: Mapping[str, int]) -> list[GroupResult]:
+    """A scored batch's GRPO groups (one per ``uid``: the row, its level, its source's K and its scores)."""
+    groups: dict[str, list[Any]] = {}
+    for i, uid in enumerate(nt["uid"]):
+        info = nt["extra_info"][i]
+        key = str(nt["id"][i]) if "id" in nt else f"{info['source']}-{info['id']}"
+        entry = groups.setdefault(str(uid), [key, int(info["level"]), K[info["source"]], []])
+        entry[3].append(scores[i])
+    return [GroupResult(k, lv, max_k, tuple(s)) for k, lv, max_k, s in groups.values()]
+
+
 def _make_class() -> type:
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -85,19 +114,7 @@ def _make_class() -> type:
                              max_samples=max_samples)
             directory = shards_dir(data_files)
             self.renderer = LevelRenderer(read_manifest(directory), where=str(directory))
-            settings = dict(_plain(config.get("adaptive")) or {})
-            unknown = set(settings) - {"controller", "success", "kwargs", "seed", "state_dir"}
-            if unknown:
-                raise ConfigError(f"data.adaptive: unknown key(s) {sorted(unknown)}; known: controller, success, "
-                                  "kwargs, seed, state_dir")
-            self.success = settings.get("success", "exact_match")
-            if self.success not in ("exact_match", "reward"):
-                raise ConfigError(f"data.adaptive.success={self.success!r}: exact_match or reward")
-            seed = settings.get("seed")
-            self.controller = make_controller(
-                settings.get("controller") or "target-band", K=self.renderer.max_K,
-                seed=int((config.get("seed") or 0) if seed is None else seed), **dict(settings.get("kwargs") or {}))
-            self.state_dir = Path(settings["state_dir"]) if settings.get("state_dir") else None
+            self.success, self.controller, self.state_dir = _adaptive_settings(config, self.renderer.max_K)
             self.records: list[dict[str, Any]] = []
 
         def __getitem__(self, item):
@@ -120,13 +137,7 @@ def _make_class() -> type:
                 scores = [float(x) for x in nt["acc"]]
             else:
                 scores = batch.batch["token_level_scores"].sum(-1).tolist()
-            groups: dict[str, list[Any]] = {}
-            for i, uid in enumerate(nt["uid"]):
-                info = nt["extra_info"][i]
-                key = str(nt["id"][i]) if "id" in nt else f"{info['source']}-{info['id']}"
-                entry = groups.setdefault(str(uid), [key, int(info["level"]), self.renderer.K[info["source"]], []])
-                entry[3].append(scores[i])
-            results = [GroupResult(k, lv, K, tuple(s)) for k, lv, K, s in groups.values()]
+            results = _group_results(nt, scores, self.renderer.K)
             target = self.controller.target()
             success = self.controller.update(results)
             self.records.append({"batch": self.controller.batch, "level_target": target, "success": success,

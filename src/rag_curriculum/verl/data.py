@@ -63,8 +63,8 @@ import pyarrow.parquet as pq
 from .._plumbing import atomic_write_with
 from ..agents import SearchTemplate, get_agent_template
 from ..errors import ConfigError, CurriculumError, PromptLengthError
+from ..lengths import Limit, check_lengths, read_lengths
 from ..shards import shard_files, validate_shards
-from ..train._lengths import Limit, check_lengths, read_lengths
 
 __all__ = ["agent_row", "agent_table", "hydra_list", "main", "parse_verl_overrides", "reward_path", "train_files",
            "verl_limits", "write_agent_data"]

@@ -23,8 +23,11 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
   (``recipes/verl/veritas_ppo.sh``).
 
 verl calls each ``f(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` once per response, with
-the row's ``reward_model.ground_truth`` and ``extra_info``; the gold answers are read by the toolkit's one reader
-(the toolkit's ``answers``, Search-R1's ``target``, FlashRAG's ``golden_answers``; none is an error, never a 0).
+the row's ``reward_model.ground_truth`` and ``extra_info`` (a batch manager calls ``f(data_sources=,
+solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)`` and gets a list): the one signature every function
+here has, made by :func:`verl_reward` around a scorer of the call's :class:`Responses`; the gold answers are read
+by the toolkit's one reader (the toolkit's ``answers``, Search-R1's ``target``, FlashRAG's ``golden_answers``; none
+is an error, never a 0).
 ``reward_kwargs`` (in the config) set the reward's options; the keyword arguments verl adds itself are ignored.
 Each result is a dict: ``score`` (the total) plus every component and metric as a number (``acc`` is the exact
 match, the metric for DAPO-style group filtering).
@@ -43,21 +46,29 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rag_curriculum._metrics import answer_scores
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.grammar import parse_trajectory
-from rag_curriculum.rewards._columns import passage_labels, row_answerable, row_gold_labels, verl_answers
-from rag_curriculum.rewards._craft import CraftReward
-from rag_curriculum.rewards._globalrag import GlobalRagBreakdown, GlobalRagReward
-from rag_curriculum.rewards._rag_rl import RagRlReward
-from rag_curriculum.rewards._search_r1 import search_r1_breakdown, search_r1_target
-from rag_curriculum.rewards._veritas import VeritasReward
+from rag_curriculum.rewards import (  # each name loads its own module only (the rewards' lazy exports)
+    CraftReward,
+    GlobalRagBreakdown,
+    GlobalRagReward,
+    RagRlReward,
+    VeritasReward,
+    passage_labels,
+    row_answerable,
+    row_gold_labels,
+    search_r1_breakdown,
+    search_r1_target,
+    verl_answers,
+)
 
-__all__ = ["StepClock", "compute_craft_score", "compute_globalrag_score", "compute_score", "compute_search_r1_score",
-           "compute_search_score", "compute_veritas_score", "training_step", "verl_segments"]
+__all__ = ["Responses", "StepClock", "compute_craft_score", "compute_globalrag_score", "compute_score",
+           "compute_search_r1_score", "compute_search_score", "compute_veritas_score", "training_step",
+           "verl_reward", "verl_segments"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +80,47 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)):
         return [_plain(v) for v in value]
     return value
+
+
+# --- verl's call: the one signature of the compute_* family ------------------------------------------------------
+class Responses:
+    """What verl hands a reward function in one call: the responses (``solution_str``), each with its row's data
+    source, ``reward_model.ground_truth`` and ``extra_info``, and whether they came as a batch. (A plain class: verl
+    loads this file by path, without a ``sys.modules`` entry, where ``dataclass`` cannot read its annotations.)"""
+
+    def __init__(self, data_sources: list[Any], texts: list[Any], truths: list[Any], infos: list[Any], *,
+                 batch: bool = False) -> None:
+        self.data_sources, self.texts, self.truths, self.infos, self.batch = data_sources, texts, truths, infos, batch
+
+    def __iter__(self) -> Iterator[tuple[Any, Any, Any, Any]]:
+        """(data_source, solution_str, ground_truth, extra_info) of each response."""
+        return iter(zip(self.data_sources, self.texts, self.truths, self.infos, strict=True))
+
+
+def verl_reward(score: Callable[..., list[dict[str, float]]]) -> Callable[..., Any]:
+    """A reward function for verl made from ``score(responses, **reward_kwargs)`` (a :class:`Responses`, one result
+    per response): the signature every ``compute_*`` of this file shares. verl's reward loop (its ``naive``
+    manager) calls it one response at a time, ``f(data_source, solution_str, ground_truth, extra_info,
+    **reward_kwargs)``, and gets that response's dict; a batch manager (verl's legacy reward workers, offline
+    scoring) calls it ``f(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)`` and gets
+    a list. ``reward_kwargs`` (the config's, and what a manager adds) go to ``score``."""
+
+    def compute(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None, extra_info: Any = None,
+                *, data_sources: Sequence[Any] | None = None, solution_strs: Sequence[str] | None = None,
+                ground_truths: Sequence[Any] | None = None, extra_infos: Sequence[Any] | None = None,
+                **reward_kwargs: Any) -> dict[str, float] | list[dict[str, float]]:
+        if solution_strs is None:
+            responses = Responses([data_source], [solution_str], [ground_truth], [extra_info])
+        else:
+            n = len(solution_strs)
+            responses = Responses(list(data_sources or [None] * n), list(solution_strs),
+                                  list(ground_truths or [None] * n), list(extra_infos or [None] * n), batch=True)
+        out = score(responses, **reward_kwargs)
+        return out if responses.batch else out[0]
+
+    compute.__name__ = compute.__qualname__ = score.__name__
+    compute.__doc__ = score.__doc__
+    return compute
 
 
 # --- RAG-RL: compute_score -----------------------------------------------------------------------------------------
@@ -96,13 +148,8 @@ def _rag_rl_reward(items: tuple[tuple[str, Any], ...]) -> RagRlReward:
     return RagRlReward(**dict(items), log_components=False)
 
 
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> dict[str, float]:
+@verl_reward
+def compute_score(responses: Responses, **kwargs: Any) -> list[dict[str, float]]:
     """The RAG-RL reward of one response for verl (``reward.custom_reward_function.name=compute_score``):
     ``{"score": total, "answer", "citation", "format", "acc", "answer_f1", "citation_precision", ...}``.
 
@@ -124,6 +171,11 @@ def compute_score(
         _warn_unknown(kwargs)
     options = tuple(sorted((k, v) for k, v in kwargs.items() if k in _RAG_RL_FIELDS and k != "log_components"))
     reward = _rag_rl_reward(options)
+    return [_rag_rl_score(reward, *response) for response in responses]
+
+
+def _rag_rl_score(reward: RagRlReward, data_source: Any, solution_str: Any, ground_truth: Any,
+                  extra_info: Any) -> dict[str, float]:
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
     answers = verl_answers(ground_truth, data_source, extra_info)
     b = reward.score(solution_str, answers, row_gold_labels(gt.get("gold_labels")), passage_labels(None, extra_info),
@@ -153,13 +205,8 @@ def _craft_reward(options: str) -> Any:
     return CraftReward(**json.loads(options), log_components=False)
 
 
-def compute_craft_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> dict[str, float]:
+@verl_reward
+def compute_craft_score(responses: Responses, **kwargs: Any) -> list[dict[str, float]]:
     """The CRAFT reward for verl (``reward.custom_reward_function.name=compute_craft_score``) on rows built with a
     ``craft-v*`` template: ``{"score": total, "format", "answer", "evidence", "boundary", "acc", ...}``.
 
@@ -177,6 +224,11 @@ def compute_craft_score(
         raise ConfigError("compute_craft_score has no judge: verl gives a reward one response without the row's "
                           "passages", hint="drop reward_kwargs.judge, or train with TRL (rewards: craft with judge)")
     reward = _craft_reward(json.dumps({k: v for k, v in kwargs.items() if k in _CRAFT_OPTIONS}, sort_keys=True))
+    return [_craft_score(reward, *response) for response in responses]
+
+
+def _craft_score(reward: Any, data_source: Any, solution_str: Any, ground_truth: Any,
+                 extra_info: Any) -> dict[str, float]:
     gt = ground_truth if isinstance(ground_truth, Mapping) else {"answers": ground_truth}
     b = reward.score(solution_str, verl_answers(ground_truth, data_source, extra_info),
                      row_gold_labels(gt.get("gold_labels")),
@@ -194,13 +246,8 @@ def compute_craft_score(
 
 
 # --- Search-R1: compute_search_score ----------------------------------------------------------------------------
-def compute_search_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> dict[str, float]:
+@verl_reward
+def compute_search_score(responses: Responses, **kwargs: Any) -> list[dict[str, float]]:
     """A search agent's reward for verl (``reward.custom_reward_function.name=compute_search_score``; the launch
     script ``recipes/verl/run_search_r1.sh`` sets it): Search-R1's exact match of the *last* ``<answer>`` block
     (``search-em``), or its token F1 with ``reward_kwargs.metric=f1``. The result: ``score``, ``acc`` (the exact
@@ -219,30 +266,25 @@ def compute_search_score(
     if metric not in ("em", "f1"):
         raise ConfigError(f"compute_search_score: metric={metric!r}; choose em or f1",
                           hint="set +reward.custom_reward_function.reward_kwargs.metric=em|f1")
-    answers = verl_answers(ground_truth, data_source, extra_info)
-    parsed = parse_trajectory(solution_str or "")
-    em, f1 = answer_scores(parsed.answer, answers) if parsed.answer and answers else (0.0, 0.0)
-    return {
-        "score": em if metric == "em" else f1,
-        "acc": em,
-        "f1": f1,
-        "answered": float(parsed.answer is not None),
-        "searches": float(len(parsed.of("search"))),
-    }
+    out = []
+    for data_source, solution_str, ground_truth, extra_info in responses:
+        answers = verl_answers(ground_truth, data_source, extra_info)
+        parsed = parse_trajectory(solution_str or "")
+        em, f1 = answer_scores(parsed.answer, answers) if parsed.answer and answers else (0.0, 0.0)
+        out.append({
+            "score": em if metric == "em" else f1,
+            "acc": em,
+            "f1": f1,
+            "answered": float(parsed.answer is not None),
+            "searches": float(len(parsed.of("search"))),
+        })
+    return out
 
 
 # --- Search-R1's own reward: compute_search_r1_score ----------------------------------------------------------
-def compute_search_r1_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    prompt_str: str | None = None,
-    format_score: float = 0.0,
-    score: float = 1.0,
-    **kwargs: Any,
-) -> dict[str, float]:
+@verl_reward
+def compute_search_r1_score(responses: Responses, *, prompt_str: str | None = None, format_score: float = 0.0,
+                            score: float = 1.0, **kwargs: Any) -> list[dict[str, float]]:
     """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.rewards._search_r1`) for verl:
     ``compute_score_em(prompt_str + solution_str, ground_truth, format_score, score)`` of its ``qa_em.py``, bit for
     bit. The result: ``score``, ``acc`` (the extracted answer matched a gold answer), ``extracted`` (an answer was
@@ -268,6 +310,11 @@ def compute_search_r1_score(
                                "SearchR1RewardManager and reward.reward_manager.module.path=$(python -m "
                                "rag_curriculum.verl reward-manager-path) (REWARD=search-r1 bash "
                                "recipes/verl/run_search_r1.sh sets them)")
+    if responses.batch:
+        raise ConfigError("compute_search_r1_score scores one response at a time: its reward manager hands it each "
+                          "response's prompt_str", hint="use SearchR1RewardManager (REWARD=search-r1 bash "
+                          "recipes/verl/run_search_r1.sh), which calls it per response")
+    ((data_source, solution_str, ground_truth, extra_info),) = responses
     where = f"data_source {data_source!r}"
     if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
         where += f", extra_info.index {extra_info.get('index')}"
@@ -275,8 +322,8 @@ def compute_search_r1_score(
     text = prompt_str + (solution_str or "")
     b = search_r1_breakdown(text, target, response_start=len(prompt_str), format_score=float(format_score),
                             score=float(score))
-    return {"score": b.score, "acc": b.exact_match, "extracted": float(b.answer is not None),
-            "from_prompt": float(b.from_prompt)}
+    return [{"score": b.score, "acc": b.exact_match, "extracted": float(b.answer is not None),
+             "from_prompt": float(b.from_prompt)}]
 
 
 # --- VERITAS: compute_veritas_score -----------------------------------------------------------------------------
@@ -336,19 +383,9 @@ def _veritas_scores(
     return out
 
 
-def compute_veritas_score(
-    data_source: Any = None,
-    solution_str: Any = None,
-    ground_truth: Any = None,
-    extra_info: Any = None,
-    *,
-    data_sources: Sequence[Any] | None = None,
-    solution_strs: Sequence[str] | None = None,
-    ground_truths: Sequence[Any] | None = None,
-    extra_infos: Sequence[Any] | None = None,
-    information_tag: str = "tool_response",
-    **kwargs: Any,
-) -> dict[str, float] | list[dict[str, float]]:
+@verl_reward
+def compute_veritas_score(responses: Responses, *, information_tag: str = "tool_response",
+                          **kwargs: Any) -> list[dict[str, float]]:
     """VERITAS's reward (Eq. 1) for verl: ``{"score": total, "em", "info_think", "think_answer", ...}`` per response
     (a list for a batch), for the paper's PPO run on verl's multi-turn agent loop (``recipes/verl/veritas_ppo.sh``;
     docs/veritas.md). ``ground_truth``: ``{"answers": [...]}`` or the answers themselves.
@@ -380,11 +417,8 @@ def compute_veritas_score(
         {k: _plain(v) for k, v in kwargs.items() if k in _VERITAS_FIELDS and k != "log_components"}, sort_keys=True
     )
     reward = _veritas_reward(options)
-    if solution_strs is not None:
-        return _veritas_scores(
-            reward, list(solution_strs), list(ground_truths or [None] * len(solution_strs)), information_tag
-        )
-    return _veritas_scores(reward, [solution_str or ""], [ground_truth], information_tag)[0]
+    texts = responses.texts if responses.batch else [t or "" for t in responses.texts]
+    return _veritas_scores(reward, texts, responses.truths, information_tag)
 
 
 # --- GlobalRAG: compute_globalrag_score --------------------------------------------------------------------------
@@ -490,22 +524,10 @@ def _globalrag_scores(reward: GlobalRagReward, texts: Sequence[str], truths: Seq
     return out  # type: ignore[return-value]
 
 
-def compute_globalrag_score(
-    data_source: Any = None,
-    solution_str: Any = None,
-    ground_truth: Any = None,
-    extra_info: Any = None,
-    *,
-    data_sources: Sequence[Any] | None = None,
-    solution_strs: Sequence[str] | None = None,
-    ground_truths: Sequence[Any] | None = None,
-    extra_infos: Sequence[Any] | None = None,
-    information_tag: str = "tool_response",
-    step: Any = None,
-    prompts_per_step: Any = None,
-    step_offset: Any = 0,
-    **kwargs: Any,
-) -> dict[str, float] | list[dict[str, float]]:
+@verl_reward
+def compute_globalrag_score(responses: Responses, *, information_tag: str = "tool_response", step: Any = None,
+                            prompts_per_step: Any = None, step_offset: Any = 0,
+                            **kwargs: Any) -> list[dict[str, float]]:
     """GlobalRAG's R(t) (:class:`~rag_curriculum.rewards.GlobalRagReward`, Eq. 7) for verl: ``{"score": R(t),
     "acc": R_answ, "form", "structure", "semantic", "sub_answers" (R_step), "weight" (w_t), "train_step" (t), ...}``
     per response (a list for a batch), for GlobalRAG's GRPO run on verl's multi-turn agent loop
@@ -559,9 +581,5 @@ def compute_globalrag_score(
                          default=str)
     reward = _globalrag_reward(options)
     step_options = {"step": step, "prompts_per_step": prompts_per_step, "step_offset": step_offset}
-    if solution_strs is not None:
-        n = len(solution_strs)
-        return _globalrag_scores(reward, list(solution_strs), list(ground_truths or [None] * n),
-                                 list(extra_infos or [None] * n), information_tag, step_options)
-    return _globalrag_scores(reward, [solution_str or ""], [ground_truth], [extra_info], information_tag,
-                             step_options)[0]
+    texts = responses.texts if responses.batch else [t or "" for t in responses.texts]
+    return _globalrag_scores(reward, texts, responses.truths, responses.infos, information_tag, step_options)

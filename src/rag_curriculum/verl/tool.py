@@ -48,7 +48,7 @@ from ..agents import (
     open_retriever,
 )
 from ..errors import ConfigError, CurriculumError
-from ..generation._base import cut_at_stop
+from ..generation import cut_at_stop
 from ..grammar import STOP, parse_turn
 
 __all__ = ["SEARCH_SCHEMA", "SearchR1ToolParser", "SearchTool", "format_passages"]
