@@ -84,7 +84,11 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    "--train-sample", "--nprobe", "--ef-search", "--refine", "--import-faiss", "--compress", "--rrf-k",
                    "--rrf-depth", "--block",
                    # issue 45 item 6: the passages encoded on a Ray cluster (Ray Data)
-                   "--engine", "--ray-address", "--num-workers", "--gpus-per-worker", "--cpus-per-worker"}}
+                   "--engine", "--ray-address", "--num-workers", "--gpus-per-worker", "--cpus-per-worker",
+                   # issue 44 item 1: the BM25 preset (auto | bm25s | lucene)
+                   "--bm25",
+                   # issue 45 item 3: search settings tuned at build time
+                   "--target-recall", "--tune-queries"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {

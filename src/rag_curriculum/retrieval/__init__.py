@@ -4,8 +4,8 @@ distractors and the ``retrieved`` evaluation setting) and a server for search ag
 once in :data:`KINDS`.
 
 >>> from rag_curriculum.retrieval import IndexConfig
->>> IndexConfig(dataset="musique", input="f.jsonl").k1
-1.5
+>>> IndexConfig(dataset="musique", input="f.jsonl").bm25  # the preset: lucene for Search-R1 corpora, else bm25s
+'auto'
 """
 
 from typing import Any

@@ -195,7 +195,7 @@ def kinds_table() -> str:
     whose options it reads too; the docs draw it from the registry (docs/hooks.py).
 
     >>> print(kinds_table().splitlines()[2])
-    | `bm25` | BM25 (bm25s): sparse lexical ranking | `--k1`, `--b`, `--method`, `--delta`, `--stopwords` |  |
+    | `bm25` | BM25 (bm25s's scoring, or Lucene's as pyserini runs it): sparse lexical ranking | `--k1`, `--b`, `--method`, `--delta`, `--stopwords`, `--bm25` |  |
     """
     rows = ["| kind | what it is | its options | reads the options of |", "|---|---|---|---|"]
     for kind in loaded_kinds():
