@@ -72,6 +72,8 @@ def _pack(values, n, w, words, bit):
     """``values[:n]``, ``w`` bits each, into ``words`` from bit ``bit`` (zeroed beforehand)."""
     if w == 0:
         return
+    w = np_int64(w)  # as in _unpack
+    bit = np_int64(bit)
     for i in range(n):
         v = values[i]
         wi = bit >> 5
@@ -88,6 +90,9 @@ def _unpack(words, bit, n, w, out):
         for i in range(n):
             out[i] = 0
         return
+    # int64 widths and positions: without numba, numpy's rules would keep a uint8 width's sums in uint8
+    w = np_int64(w)
+    bit = np_int64(bit)
     mask = (1 << w) - 1
     for i in range(n):
         wi = bit >> 5
@@ -138,8 +143,8 @@ def encode(docs, tfs, term_starts, block_first, block_last, block_off, block_bit
 
 def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_out, tfs_out):
     """Block ``blk`` (``first``: its term's first block; ``n``: its postings) into ``docs_out`` / ``tfs_out``."""
-    wd = block_bits[blk, 0]
-    wf = block_bits[blk, 1]
+    wd = np_int64(block_bits[blk, 0])
+    wf = np_int64(block_bits[blk, 1])
     bit = np_int64(block_off[blk]) * 8
     _unpack(words, bit + n * wd, n, wf, tfs_out)
     for i in range(n):
