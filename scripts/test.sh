@@ -33,7 +33,7 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 16 to 33 min (973 s measured on 2 cores near idle, its environment made; 33 min from a fresh clone under load)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 16 to 33 min (973 s measured on 2 cores at load 1.0, its environment made; 33 min from a fresh clone under load)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
