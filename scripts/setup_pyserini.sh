@@ -17,48 +17,12 @@
 # take the newest). Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv-pyserini}
 PYSERINI_VERSION=${PYSERINI_VERSION:-0.25.0}
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-PY="$VENV/bin/python"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-
-installed=
-pip_install() {
-  installed=1
-  echo "$VENV: pip install $*" >&2
-  if ! "$PY" -m pip install -q --no-compile "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    exit 1
-  fi
-}
-
-# The requirements among "$@" that are not installed at a matching version (one per line).
-missing() {
-  "$PY" - "$@" <<'PY' || printf '%s\n' "$@"  # cannot tell: treat all as missing
-import sys
-from importlib.metadata import PackageNotFoundError, version
-
-from pip._vendor.packaging.requirements import Requirement
-
-for spec in sys.argv[1:]:
-    req = Requirement(spec)
-    try:
-        ok = req.specifier.contains(version(req.name), prereleases=True)
-    except PackageNotFoundError:
-        ok = False
-    if not ok:
-        print(spec)
-PY
-}
+. scripts/_venv.sh  # the environment, pip_install, missing, install_torch
 
 # 1. PyTorch first, pinned: unpinned, pip would pull the multi-GB CUDA build.
-mapfile -t todo < <(missing "torch==${TORCH_VERSION:-2.13.0}")
-(( ${#todo[@]} == 0 )) || pip_install "${todo[@]}"
+install_torch
 
 # 2. pyserini itself (its Anserini fat jar inside), without its dependencies.
 mapfile -t todo < <(missing "pyserini==$PYSERINI_VERSION")
