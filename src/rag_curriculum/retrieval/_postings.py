@@ -10,12 +10,19 @@ the loop from the frequency and the passage's length, exactly as the index's sco
 (:class:`Scoring`), never stored: a posting costs about 1 to 2 bytes where a stored float32 score and int32 passage
 took 8.
 
-**Search.** Block-max WAND (Ding and Suel, 2011, on Broder et al.'s WAND): the query's lists walked in order of
-their current passage; a passage is scored only when the bounds of the lists that may hold it (each term's largest
-score, then each block's) reach the current ``k``-th score less a margin wider than float rounding; otherwise the
-lists skip ahead (whole blocks unread). The ``k`` best are exact, ties broken by the tie key (the lower passage
-id, or for the Lucene preset Lucene's order: the ``id`` string's bytes). An exhaustive sum serves the bm25s
-variants that score passages without the word (bm25l, bm25+).
+**Search.** Exact top ``k``, two strategies with the same answers (tests/retrieval/test_index_flat.py):
+
+* term at a time with pruning (the default, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
+  the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
+  the current ``k``-th score, then only the passages that still could are looked up in the rest;
+* document at a time (``daat=True``, :func:`search_one`): block-max MaxScore window by window, as Lucene's
+  ``MaxScoreBulkScorer`` does; it skips whole windows and blocks, but on the benchmark corpus (group after group of
+  perturbed copies of the same paragraphs, whose top scores tie) it scores as many candidates as the first reads
+  postings, slower a candidate: 0.7x the default's queries/s at 1.8M passages (docs/retrieval.md).
+
+Ties are broken by the tie key (the lower passage id, or for the Lucene preset Lucene's order: the ``id`` string's
+bytes); bounds are compared with a margin wider than float rounding. An exhaustive sum serves the bm25s variants that
+score passages without the word (bm25l, bm25+).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BLOCK = 128  # postings per block
+WINDOW = 1024  # passages: the least a window of the block-max search spans (its bounds recomputed less often)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
 # scoring presets (the kernels' ``mode``)
@@ -280,13 +288,37 @@ def _seek_block(block_last, lo, hi, d):
     return prev
 
 
+def _window_bound(mode, w, mult, sb, be, wend, block_last, block_max):
+    """The most a list can add to a passage in a window ending at ``wend`` (inclusive): the largest maximum of its
+    blocks from ``sb`` (the first ending at or past the window's start) that reach into the window."""
+    m = 0.0
+    bb = sb
+    while bb < be:
+        v = _qmax(block_max[bb])
+        if v > m:
+            m = v
+        if block_last[bb] >= wend:
+            break
+        bb += 1
+    if mode == LUCENE:
+        return lucene_value_bound(m, f64(w))
+    return mult * m
+
+
 def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
                block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals,
                out_ids, bufd, buft):
     """The ``k`` best passages of one query. ``q_terms``: its distinct terms; ``q_order``: its tokens in order, as
     indices into ``q_terms`` (bm25s adds a repeated word again, in order); ``q_weight``: each distinct term's
     Lucene weight (boost x idf). ``fill``: complete a short list with score-0 passages (bm25s's way). Writes
-    ``out_vals`` / ``out_ids`` (ids -1 past the end); returns how many."""
+    ``out_vals`` / ``out_ids`` (ids -1 past the end); returns how many.
+
+    Block-max MaxScore, window by window (as Lucene's ``MaxScoreBulkScorer``): a window ends where the first block
+    of the lists that were essential ends (at least :data:`WINDOW` passages); in it each list's bound is the largest
+    maximum of its blocks there; the lists sorted by that bound, the first of them whose bounds together stay below
+    the current ``k``-th score less a margin wider than float rounding are non-essential: only passages of the
+    essential lists are candidates (a window with none is skipped unread), and a candidate's non-essential lists are
+    looked up (skipping whole blocks) only while its score could still get there."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     nt = q_terms.shape[0]
@@ -294,22 +326,23 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
     mult = np.zeros(nt, np.int64)
     for i in range(q_order.shape[0]):
         mult[q_order[i]] += 1
-    ub = np.empty(nt, np.float64)
     blk = np.empty(nt, np.int64)
     bend = np.empty(nt, np.int64)
     first = np.empty(nt, np.int64)
+    sb = np.empty(nt, np.int64)  # each list's first block ending at or past the window's start (not decoded)
     pos = np.zeros(nt, np.int64)
     nbuf = np.zeros(nt, np.int64)
     cur = np.empty(nt, np.int64)
     sc = np.zeros(nt, np.float64)  # a term's score at the passage being scored
+    wb = np.zeros(nt, np.float64)  # each list's bound in the window
+    order = np.empty(nt, np.int64)  # the lists by that bound, ascending
+    pre = np.zeros(nt + 1, np.float64)  # pre[j]: the bounds of order[0..j) summed
+    lead = np.ones(nt, np.bool_)  # the lists essential in the window before (they end the next)
     for i in range(nt):
         t = q_terms[i]
-        if mode == LUCENE:
-            ub[i] = lucene_value_bound(f64(term_max[t]), f64(q_weight[i]))
-        else:
-            ub[i] = mult[i] * f64(term_max[t])
         first[i] = term_first[t]
         blk[i] = term_first[t]
+        sb[i] = term_first[t]
         bend[i] = term_end[t]
         if blk[i] < bend[i]:
             n = min(BLOCK, term_df[t])
@@ -318,75 +351,102 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
             cur[i] = bufd[i, 0]
         else:
             cur[i] = big
-    # MaxScore (Turtle and Flood): the lists by bound, ascending; the first ``ess`` of them (the non-essential
-    # ones) together cannot reach the k-th score, so only passages of the essential lists are candidates, and a
-    # candidate's non-essential lists are looked up (skipping ahead) only while its score could still get there
-    order = np.argsort(ub)
-    pre = np.zeros(nt + 1, np.float64)  # pre[j]: the bounds of order[0..j) summed
-    for j in range(nt):
-        pre[j + 1] = pre[j] + ub[order[j]]
     rel = max(1e-5, (q_order.shape[0] + 4) * 2.4e-7)  # wider than float32's rounding of a sum of the terms
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
     n = 0
     floor = -np.inf
-    ess = 0
+    wmin = np_int64(0)
     while True:
-        pd = big  # the next candidate: the lowest current passage of the essential lists
-        for j in range(ess, nt):
-            c = cur[order[j]]
-            if c < pd:
-                pd = c
-        if pd == big:
-            break
-        s64 = 0.0
-        for j in range(ess, nt):  # the essential lists at pd
-            i = order[j]
-            if cur[i] == pd:
-                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
-                               doc_len[pd], cache, avg, k1, b, delta))
-                sc[i] = v
-                s64 += v * mult[i] if mode != LUCENE else v
-            else:
-                sc[i] = 0.0
-        ok = True
-        for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
-            if s64 + pre[j + 1] < floor:
-                ok = False
-                for jj in range(j, -1, -1):
-                    sc[order[jj]] = 0.0
+        wend = big  # the window's last passage: where the first block of a leading list ends
+        for i in range(nt):
+            if sb[i] < bend[i] and block_last[sb[i]] < wmin:
+                sb[i] = _seek_block(block_last, sb[i] + 1, bend[i], wmin)
+            if lead[i] and sb[i] < bend[i] and block_last[sb[i]] < wend:
+                wend = block_last[sb[i]]
+        if wend == big:  # the leading lists are done: the others end the window
+            for i in range(nt):
+                if sb[i] < bend[i] and block_last[sb[i]] < wend:
+                    wend = block_last[sb[i]]
+            if wend == big:
                 break
-            i = order[j]
-            if cur[i] < pd:
-                _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
-                         first, pos, nbuf, cur, bufd, buft, big)
-            if cur[i] == pd:
-                v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
-                               doc_len[pd], cache, avg, k1, b, delta))
-                sc[i] = v
-                s64 += v * mult[i] if mode != LUCENE else v
-            else:
-                sc[i] = 0.0
-        if ok and s64 >= floor:
-            if mode == LUCENE:  # the clauses' float scores summed in double, then float
-                score = f32(s64)
-            else:  # bm25s: float32 sums in the query's token order
-                score = f32(0.0)
-                for j in range(q_order.shape[0]):
-                    score = f32(score + f32(sc[q_order[j]]))
-            if f64(score) >= floor:
-                n = _push(vals, keys, ids, n, k, score, np_int64(tie[pd]) if tie.shape[0] else pd, pd)
-                if n == k:
-                    theta = f64(vals[0])
-                    floor = theta - (abs(theta) * rel + 1e-6)
-                    while ess < nt and pre[ess + 1] < floor:  # lists that alone cannot make it leave the essentials
-                        ess += 1
-        for j in range(ess, nt):  # the essential lists past pd
-            i = order[j]
-            if cur[i] == pd:
-                _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
-                      pos, nbuf, cur, bufd, buft, big)
+        if wend < wmin + WINDOW - 1:
+            wend = min(wmin + WINDOW - 1, big - 2)
+        for i in range(nt):  # the bounds in the window, sorted (insertion: a query has few lists)
+            wb[i] = _window_bound(mode, q_weight[i], mult[i], sb[i], bend[i], wend, block_last, block_max)
+            j = i
+            while j > 0 and wb[order[j - 1]] > wb[i]:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = i
+        for j in range(nt):
+            pre[j + 1] = pre[j] + wb[order[j]]
+        ess = 0
+        while ess < nt and pre[ess + 1] < floor:
+            ess += 1
+        if ess < nt:
+            for j in range(ess, nt):  # the essential lists to the window
+                i = order[j]
+                if cur[i] < wmin:
+                    _advance(i, wmin, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk,
+                             bend, first, pos, nbuf, cur, bufd, buft, big)
+        while ess < nt:
+            pd = big  # the next candidate: the lowest current passage of the essential lists
+            for j in range(ess, nt):
+                c = cur[order[j]]
+                if c < pd:
+                    pd = c
+            if pd > wend:
+                break
+            s64 = 0.0
+            for j in range(ess, nt):  # the essential lists at pd
+                i = order[j]
+                if cur[i] == pd:
+                    v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                                   doc_len[pd], cache, avg, k1, b, delta))
+                    sc[i] = v
+                    s64 += v * mult[i] if mode != LUCENE else v
+                else:
+                    sc[i] = 0.0
+            ok = True
+            for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
+                if s64 + pre[j + 1] < floor:
+                    ok = False
+                    break
+                i = order[j]
+                if cur[i] < pd:
+                    _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
+                             first, pos, nbuf, cur, bufd, buft, big)
+                if cur[i] == pd:
+                    v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
+                                   doc_len[pd], cache, avg, k1, b, delta))
+                    sc[i] = v
+                    s64 += v * mult[i] if mode != LUCENE else v
+                else:
+                    sc[i] = 0.0
+            if ok and s64 >= floor:
+                if mode == LUCENE:  # the clauses' float scores summed in double, then float
+                    score = f32(s64)
+                else:  # bm25s: float32 sums in the query's token order
+                    score = f32(0.0)
+                    for j in range(q_order.shape[0]):
+                        score = f32(score + f32(sc[q_order[j]]))
+                if f64(score) >= floor:
+                    n = _push(vals, keys, ids, n, k, score, np_int64(tie[pd]) if tie.shape[0] else pd, pd)
+                    if n == k:
+                        theta = f64(vals[0])
+                        floor = theta - (abs(theta) * rel + 1e-6)
+            for j in range(ess, nt):  # the essential lists past pd
+                i = order[j]
+                if cur[i] == pd:
+                    _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
+                          pos, nbuf, cur, bufd, buft, big)
+            while ess < nt and pre[ess + 1] < floor:  # lists that alone cannot make it leave the essentials
+                ess += 1
+        for j in range(nt):
+            lead[order[j]] = j >= ess or j == nt - 1
+        wmin = wend + 1
     if fill and n < k:  # bm25s: the lowest passages holding no query word, score 0
         i = 0
         while n < k and i < num_docs:
@@ -941,7 +1001,7 @@ def kernels() -> dict[str, Any]:
     if _KERNELS is None:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
-                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "search_one", "_load", "_next",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
                  "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
@@ -1013,6 +1073,19 @@ def _pairs(tokens: Any, offsets: Any, lengths: Any, s: int, e: int, n_docs: int,
     return np.unique(t * max(n_docs, 1) + d, return_counts=True)
 
 
+def _release(arr: Any) -> None:
+    """Drop the pages a memory-mapped array has touched from this process's resident memory (they stay in the page
+    cache, and are read back from there if touched again; a dirty page of a shared file mapping keeps its data):
+    the build reads its temporary files once, and their mapped pages would otherwise count as its memory."""
+    import mmap
+
+    base = arr
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "_mmap", None) or getattr(base, "base", None)
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
+
+
 def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, int], params: dict[str, Any], *,
                    doc_ids: list[str] | None = None, docs_per_step: int = 1 << 16, bar: Any = None,
                    task: Any = None) -> dict[str, Any]:
@@ -1054,6 +1127,7 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
                 f.write(key.tobytes())
                 f.write(tf.astype(np.int64).tobytes())
                 sizes.append(len(key))
+                _release(tokens)  # read once: its pages leave this process (mapped pages count as its memory)
                 if bar is not None:
                     bar.advance(task, e - s)
         starts = np.zeros(n_vocab + 1, dtype=np.int64)
@@ -1062,14 +1136,14 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         # pass 2: the pairs into term order (temporary, memory-mapped)
         docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
         tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
-        pairs = np.memmap(tmp_k, dtype=np.int64, mode="r") if nnz else np.zeros(0, np.int64)
         cursor = starts[:-1].copy()
         at = 0
-        for n in sizes:
-            key, tf = pairs[at:at + n], pairs[at + n:at + 2 * n]
-            at += 2 * n
+        for n in sizes:  # each block read into memory (not mapped: a mapped 16 bytes a pair would stay resident)
             if not n:  # a block of passages without a term
                 continue
+            both = np.fromfile(tmp_k, dtype=np.int64, count=2 * n, offset=at * 8)
+            key, tf = both[:n], both[n:]
+            at += 2 * n
             term = key // nd
             first = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])  # each term's run
             counts = np.diff(np.append(first, n))
@@ -1078,7 +1152,7 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
             docs[pos] = key % nd
             tfs[pos] = tf
             cursor[t_first] += counts
-        del pairs
+        both = None
         # the blocks: sizes, then the words
         nblocks = (df + BLOCK - 1) // BLOCK
         term_first = np.zeros(n_vocab + 1, dtype=np.int64)
@@ -1092,6 +1166,8 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
                     scratch)
         words = np.zeros((int(block_off[-1]) + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
         k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
+        _release(docs)
+        _release(tfs)
     finally:
         docs = tfs = None
         for f in (tmp_k, tmp_d, tmp_f):
