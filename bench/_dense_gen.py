@@ -87,6 +87,32 @@ def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: fl
                  jitter=np.float32(jitter), spread=np.float32(spread))
 
 
+def lift(m: Model, copies: int) -> Model:
+    """A model of ``copies`` times the dimension, for sizes no real encoder here has (768: e5-base's): the vector is
+    ``copies`` draws of the fitted model side by side, normalised together. All copies of a passage come from the
+    same generated topic (one centre drawn for all, block by block from the real centres' covariance), the k-th copy
+    of its offset being the offset of the passage k places on in the same real topic (so the copies are not
+    repeats); a query repeats its real offset in each copy. The spectrum is the fitted one, each axis ``copies``
+    times: a constructed set, not a fit to a real encoder of that size (the docs say so beside each figure)."""
+    if copies == 1:
+        return m
+    import scipy.linalg
+
+    shifted = []
+    for c in range(copies):  # offset rows rolled by c within each topic
+        rows = np.empty(len(m.offsets), dtype=np.int64)
+        for t in range(m.topics):
+            a, b = int(m.starts[t]), int(m.starts[t + 1])
+            rows[a:b] = a + (np.arange(b - a) + c) % (b - a)
+        shifted.append(m.offsets[rows])
+    return Model(mu=np.tile(m.mu, copies), axes=scipy.linalg.block_diag(*[m.axes] * copies).astype(np.float32),
+                 centre_mean=np.tile(m.centre_mean, copies),
+                 centre_chol=scipy.linalg.block_diag(*[m.centre_chol] * copies).astype(np.float32),
+                 within_std=np.tile(m.within_std, copies), offsets=np.concatenate(shifted, axis=1),
+                 starts=m.starts, q_offsets=np.tile(m.q_offsets, (1, copies)), q_topic=m.q_topic, jitter=m.jitter,
+                 spread=m.spread)
+
+
 TOPICS_PER_BLOCK = 4096
 
 

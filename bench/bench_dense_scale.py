@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT
-from _dense_gen import Model, passages, queries
+from _dense_gen import Model, lift, passages, queries
 
 WIKI18 = 21_015_324
 HEADER = 45  # an IndexFlat file's header: fourcc, d, ntotal, two dummies, is_trained, metric, the float count
@@ -353,6 +353,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a fitted generator (bench_dense_calibrate.py --save-models)")
     ap.add_argument("--vectors", type=int, default=5_000_000)
+    ap.add_argument("--dim", type=int, default=0, help="a multiple of the model's dimension (768 from a 384 fit): "
+                    "the model lifted (_dense_gen.lift: copies side by side), a constructed set; default: the model's")
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--out", required=True)
     ap.add_argument("--stages", default="make,exact,import,frontier,serve")
@@ -368,6 +370,10 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = load_model(Path(args.model))
+    if args.dim and args.dim != model.d:
+        if args.dim % model.d:
+            ap.error(f"--dim {args.dim} is not a multiple of the model's dimension {model.d}")
+        model = lift(model, args.dim // model.d)
     stages = args.stages.split(",")
     if "make" in stages and not (out / "corpus.jsonl").exists():
         make(model, args.vectors, args.queries, out, args.seed)
