@@ -353,14 +353,20 @@ class VectorFile:
     def __init__(self, path: Path, n: int, d: int, dtype: str = "<f2", offset: int = 0) -> None:
         import numpy as np
 
-        self.path, self.n, self.d = path, n, d
+        self.path, self.n, self.d, self.dtype, self.offset = path, n, d, np.dtype(dtype), offset
         self.rows = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n, d)) if n else \
             np.zeros((0, d), dtype=dtype)
 
     def block(self, a: int, b: int) -> Any:
+        """Rows ``a..b-1`` as float32, read from the file (not through the map: a pass over millions of rows would
+        leave every page it touched counted in the process's resident memory)."""
         import numpy as np
 
-        return np.array(self.rows[a:b], dtype=np.float32)  # a copy: never a view of the file
+        if b <= a:
+            return np.zeros((0, self.d), dtype=np.float32)
+        got = np.fromfile(self.path, dtype=self.dtype, count=(b - a) * self.d,
+                          offset=self.offset + a * self.d * self.dtype.itemsize)
+        return got.reshape(b - a, self.d).astype(np.float32)
 
     def take(self, ids: Any) -> Any:
         import numpy as np
