@@ -242,10 +242,10 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
     exact_once = _dense.exact_top_k
     cached: dict = {}
 
-    def exact_cached(fl, q, k):  # the tuning queries' exact ranking: one pass over the flat file for every code
-        key = (q.shape, k, float(q[0, 0]))
+    def exact_cached(fl, q, k, *, l2=False):  # the tuning queries' exact ranking: one pass for every code
+        key = (q.shape, k, float(q[0, 0]), l2)
         if key not in cached:
-            cached[key] = exact_once(fl, q, k)
+            cached[key] = exact_once(fl, q, k, l2=l2)
         return cached[key]
 
     _dense.exact_top_k = exact_cached
