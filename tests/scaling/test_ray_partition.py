@@ -133,27 +133,39 @@ def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
 
 def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards, local_run, tmp_path, monkeypatch):
     """Ctrl-C (KeyboardInterrupt in the driver) while calls are under way: every worker is killed, the chunks
-    written before it stay, and the run resumed (by the local engine) ends with the local engine's files."""
-    import _thread
-    import threading
+    written before it stay, and the run resumed (by the local engine) ends with the local engine's files.
+
+    The KeyboardInterrupt is raised where a real Ctrl-C finds the driver, waiting on its workers (``ray.wait``), at
+    the first wait after a chunk is on disk: deterministic (a timer's ``interrupt_main`` could land after the run
+    ended, or inside a finalizer that swallows it, on a loaded machine)."""
+    import ray
 
     from rag_curriculum.generation._ray_engine import RayPool
 
     pools: list[RayPool] = []
     original = RayPool.generate_calls
+    real_wait = ray.wait
 
-    def interrupt_after_first(self, calls, *, total=None):
+    def recording(self, calls, *, total=None):
         pools.append(self)
-        for i, item in enumerate(original(self, calls, total=total)):
-            if i == 0:  # Ctrl-C arrives while the workers are busy with the next calls
-                threading.Timer(0.05, _thread.interrupt_main).start()
-            yield item
+        yield from original(self, calls, total=total)
 
-    monkeypatch.setattr(RayPool, "generate_calls", interrupt_after_first)
+    monkeypatch.setattr(RayPool, "generate_calls", recording)
     with inside(tmp_path) as out:
+        fired = []
+
+        def wait(refs, **kw):
+            if not fired and refs and any((out / "work").glob("chunk-*.parquet")):
+                fired.append(len(refs))  # the workers are busy with these calls
+                raise KeyboardInterrupt
+            return real_wait(refs, **kw)
+
+        monkeypatch.setattr(ray, "wait", wait)
         with pytest.raises(KeyboardInterrupt):
             partition(config(shards, out), backend=ScriptedBackend(script=_scripts.slow_answers), command=COMMAND,
                       engine=ray_engine())
+        monkeypatch.setattr(ray, "wait", real_wait)
+        assert fired and fired[0] >= 1
         (pool,) = pools
         assert pool._closed and not pool.workers  # every worker killed
         written = len(list((out / "work").glob("chunk-*.parquet")))
