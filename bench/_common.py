@@ -124,3 +124,23 @@ def healthy_times(argv: list[str], port: int, env: dict | None = None) -> tuple[
         proc.terminate()
         proc.wait(timeout=60)
 
+
+
+def runtime_startups(serve: list[str], port: int, rounds: int) -> str:
+    """A dense server's start-up to healthy, its encoder's ONNX export (what the index serves) against loading the
+    encoder with sentence-transformers (asked for by ``RAG_CURRICULUM_ENCODER_RUNTIME``), alternated, ``rounds``
+    start-ups each: one line with the medians (wall and CPU seconds), the ratio and every run."""
+    import statistics
+
+    env = {"HF_HUB_OFFLINE": "1"}
+    light, st = [], []
+    for _ in range(rounds):
+        st.append(healthy_times(serve, port, {**env, "RAG_CURRICULUM_ENCODER_RUNTIME": "sentence-transformers"}))
+        light.append(healthy_times(serve, port, env))
+    a, b = statistics.median(w for w, _ in light), statistics.median(w for w, _ in st)
+    ca, cb = (statistics.median(c for _, c in runs) if all(c is not None for _, c in runs) else float("nan")
+              for runs in (light, st))
+    return (f"{a:.2f} s ({ca:.2f} CPU-s) serving the encoder's ONNX export, {b:.2f} s ({cb:.2f} CPU-s) loading it "
+            f"with sentence-transformers: {b / a:.2f}x sooner (medians of {rounds}, alternated: "
+            f"{', '.join(f'{w:.2f}' for w, _ in light)} against {', '.join(f'{w:.2f}' for w, _ in st)}); load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, healthy_times, seconds_to_healthy
+from _common import ROOT, runtime_startups, seconds_to_healthy
 
 WIKI18 = 21_015_324
 
@@ -243,23 +243,9 @@ def main() -> None:
         sys.exit(f"{index} has no ONNX export of its encoder (made before it): remove it and run again")
     first = seconds_to_healthy(serve, 8793, {"HF_HUB_OFFLINE": "1"})
     # the encoder's ONNX export (onnxruntime + tokenizers, no torch) against the sentence-transformers load path it
-    # replaced (the baseline, asked for by RAG_CURRICULUM_ENCODER_RUNTIME), alternated, medians of --rounds; wall
-    # seconds and the server's CPU seconds when it answered (the latter hardly grows with the machine's load)
-    light, st = [], []
-    for _ in range(args.rounds):
-        st.append(healthy_times(serve, 8793, {"HF_HUB_OFFLINE": "1",
-                                              "RAG_CURRICULUM_ENCODER_RUNTIME": "sentence-transformers"}))
-        light.append(healthy_times(serve, 8793, {"HF_HUB_OFFLINE": "1"}))
-    import statistics
-
-    a, b = statistics.median(w for w, _ in light), statistics.median(w for w, _ in st)
-    ca, cb = (statistics.median(c for _, c in runs) if all(c is not None for _, c in runs) else float("nan")
-              for runs in (light, st))
-    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s (first start), then (medians of "
-          f"{args.rounds}, alternated) {a:.2f} s ({ca:.2f} CPU-s) serving the encoder's ONNX export, {b:.2f} s "
-          f"({cb:.2f} CPU-s) loading it with sentence-transformers: {b / a:.2f}x sooner (runs "
-          f"{', '.join(f'{w:.2f}' for w, _ in light)} against {', '.join(f'{w:.2f}' for w, _ in st)}); the "
-          f"machine's load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    # replaced; wall seconds and the server's CPU seconds when it answered (the latter hardly grows with the load)
+    print(f"curriculum serve of the adopted flat index healthy after {first:.2f} s (first start), then "
+          f"{runtime_startups(serve, 8793, args.rounds)}", flush=True)
     qs = out / "questions.json"
     qs.write_text(json.dumps([f"which passage is about topic {i} and place {i % 101}?" for i in range(200)]))
     got = child(SERVED, str(index), str(qs))

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import sys
 from pathlib import Path
 
-from _common import healthy_times
+from _common import runtime_startups
 
 
 def main() -> None:
@@ -30,20 +28,8 @@ def main() -> None:
         sys.exit(f"{args.index}: no ONNX export of its encoder in the manifest (an index made before it)")
     serve = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(args.index), "--port",
              str(args.port)]
-    env = {"HF_HUB_OFFLINE": "1"}
-    light, st = [], []
-    for _ in range(args.rounds):
-        light.append(healthy_times(serve, args.port, env))
-        st.append(healthy_times(serve, args.port, {**env, "RAG_CURRICULUM_ENCODER_RUNTIME": "sentence-transformers"}))
-    a, b = statistics.median(w for w, _ in light), statistics.median(w for w, _ in st)
-    ca, cb = (statistics.median(c for _, c in r) if all(c is not None for _, c in r) else float("nan")
-              for r in (light, st))
     print(f"curriculum serve of {args.index} ({m['passages']:,} passages, FAISS {m['dense']['faiss']}) healthy "
-          f"after {a:.2f} s ({ca:.2f} CPU-s) serving the encoder's ONNX export, {b:.2f} s ({cb:.2f} CPU-s) loading "
-          f"it with sentence-transformers: {b / a:.2f}x sooner (medians of {args.rounds}, alternated: "
-          f"{', '.join(f'{w:.2f}' for w, _ in light)} against {', '.join(f'{w:.2f}' for w, _ in st)}); load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-
+          f"after {runtime_startups(serve, args.port, args.rounds)}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import mmap
 import threading
 from typing import Any
 
@@ -305,6 +306,14 @@ def _window_bound(mode, w, mult, sb, be, wend, block_last, block_max):
     return mult * m
 
 
+def _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg, k1, b, delta):
+    """List ``i``'s score at passage ``pd`` (float64 of the float32 score; 0 where the list does not hold it)."""
+    if cur[i] != pd:
+        return 0.0
+    return f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]], doc_len[pd],
+                      cache, avg, k1, b, delta))
+
+
 def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
                block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals,
                out_ids, bufd, buft):
@@ -402,13 +411,9 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
             s64 = 0.0
             for j in range(ess, nt):  # the essential lists at pd
                 i = order[j]
-                if cur[i] == pd:
-                    v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
-                                   doc_len[pd], cache, avg, k1, b, delta))
-                    sc[i] = v
-                    s64 += v * mult[i] if mode != LUCENE else v
-                else:
-                    sc[i] = 0.0
+                sc[i] = _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg,
+                            k1, b, delta)
+                s64 += sc[i] * mult[i] if mode != LUCENE else sc[i]
             ok = True
             for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
                 if s64 + pre[j + 1] < floor:
@@ -418,13 +423,9 @@ def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block
                 if cur[i] < pd:
                     _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
                              first, pos, nbuf, cur, bufd, buft, big)
-                if cur[i] == pd:
-                    v = f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]],
-                                   doc_len[pd], cache, avg, k1, b, delta))
-                    sc[i] = v
-                    s64 += v * mult[i] if mode != LUCENE else v
-                else:
-                    sc[i] = 0.0
+                sc[i] = _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg,
+                            k1, b, delta)
+                s64 += sc[i] * mult[i] if mode != LUCENE else sc[i]
             if ok and s64 >= floor:
                 if mode == LUCENE:  # the clauses' float scores summed in double, then float
                     score = f32(s64)
@@ -1001,7 +1002,7 @@ def kernels() -> dict[str, Any]:
     if _KERNELS is None:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
-                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "search_one", "_load", "_next",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
                  "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
@@ -1012,7 +1013,7 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
-            small = ("_bits", "_bytes", "_qmax", "_unpack", "_score", "lucene_value_bound", "_worse")
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "_score", "lucene_value_bound", "_worse", "_at")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}
@@ -1077,8 +1078,6 @@ def _release(arr: Any) -> None:
     """Drop the pages a memory-mapped array has touched from this process's resident memory (they stay in the page
     cache, and are read back from there if touched again; a dirty page of a shared file mapping keeps its data):
     the build reads its temporary files once, and their mapped pages would otherwise count as its memory."""
-    import mmap
-
     base = arr
     while base is not None and not isinstance(base, mmap.mmap):
         base = getattr(base, "_mmap", None) or getattr(base, "base", None)
