@@ -7,9 +7,11 @@ one run: build time, peak memory and size on disk of both indexes, queries/s per
 2. The indexes: pyserini's Lucene index, built as Search-R1's ``index_builder.py`` runs it (``python -m
    pyserini.index.lucene --collection JsonCollection --generator DefaultLuceneDocumentGenerator --threads N``;
    ``--store-raw`` adds ``--storeRaw``), and ``curriculum index --corpus`` with ``--bm25 PRESET`` (``lucene``, the
-   default here and what ``auto`` picks for this layout; or ``bm25s``); each build's wall time and peak resident
-   memory (the toolkit's: its main process plus its passage-side worker, which run at once), and each index's
-   bytes on disk (the toolkit's split into its BM25 files, its passage store and the rest).
+   default here and what ``auto`` picks for this layout; or ``bm25s``); each build's wall time, CPU time (user
+   and system, every process: a one-thread pyserini build keeps more than one core busy, and the toolkit's build
+   runs two processes) and peak resident memory (the toolkit's: its main process plus its passage-side worker,
+   which run at once), and each index's bytes on disk (the toolkit's split into its BM25 files, its passage store
+   and the rest).
 3. The queries: ``--queries`` questions of the input, each engine in its own process pinned to one CPU:
    pyserini's ``LuceneSearcher.search(q, k)`` one query at a time, each hit's document read as Search-R1's
    ``retrieval_server.py`` reads it (``doc(docid).raw()`` from an index with raw documents, else the corpus line by
@@ -108,7 +110,9 @@ wall = time.perf_counter() - t
 # it across exec), about 3 GB once it has read the synthetic input's questions
 hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the passage-side worker (forked: its own peak)
-print(json.dumps({{"wall": wall, "peak_mb": hwm / 1024, "worker_peak_mb": kids.ru_maxrss / 1024,
+me = resource.getrusage(resource.RUSAGE_SELF)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime  # CPU seconds of every process of the build
+print(json.dumps({{"wall": wall, "cpu": cpu, "peak_mb": hwm / 1024, "worker_peak_mb": kids.ru_maxrss / 1024,
                   "seconds": m["seconds"], "vocab": m.get("vocab_size"), "postings": m.get("postings")}}))
 """
 
@@ -155,12 +159,12 @@ def build_pyserini(py: Path, corpus: Path, index: Path, threads: int, store_raw:
     if store_raw:
         argv.append("--storeRaw")
     t = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-f", "PEAK_KB %M", *argv], capture_output=True, text=True)
+    r = subprocess.run(["/usr/bin/time", "-f", "PEAK_KB %M CPU %U %S", *argv], capture_output=True, text=True)
     wall = time.perf_counter() - t
     if r.returncode:
         sys.exit(r.stderr[-3000:])
-    peak = next((int(x.split()[1]) for x in r.stderr.splitlines() if x.startswith("PEAK_KB")), 0)
-    return {"wall": wall, "peak_mb": peak / 1024}
+    line = next((x.split() for x in r.stderr.splitlines() if x.startswith("PEAK_KB")), ["", "0", "", "0", "0"])
+    return {"wall": wall, "peak_mb": int(line[1]) / 1024, "cpu": float(line[3]) + float(line[4])}
 
 
 def main() -> None:
@@ -195,13 +199,15 @@ def main() -> None:
                                                                         bm25=args.bm25)],
                                capture_output=True, text=True, check=True)
             got = _last_json(r.stdout)
-            print(f"curriculum index --bm25 {args.bm25}: {got['wall']:,.0f} s ({got['seconds']}), peak RSS "
+            print(f"curriculum index --bm25 {args.bm25}: {got['wall']:,.0f} s ({got['seconds']}; CPU "
+                  f"{got['cpu']:,.0f} s, {got['cpu'] / got['wall']:.2f} cores busy), peak RSS "
                   f"{got['peak_mb']:,.0f} MB + passage worker {got['worker_peak_mb']:,.0f} MB; vocabulary "
                   f"{got['vocab']:,}, {got['postings']:,} postings", flush=True)
         if not theirs.exists():
             got = build_pyserini(py, corpus, theirs, args.threads, args.store_raw)
             print(f"pyserini index ({args.threads} thread{'s' if args.threads > 1 else ''}"
-                  f"{', raw documents' if args.store_raw else ''}): {got['wall']:,.0f} s, peak RSS "
+                  f"{', raw documents' if args.store_raw else ''}): {got['wall']:,.0f} s (CPU {got['cpu']:,.0f} s, "
+                  f"{got['cpu'] / got['wall']:.2f} cores busy), peak RSS "
                   f"{got['peak_mb']:,.0f} MB", flush=True)
         m = json.loads((ours / "manifest.json").read_text())
         bm25_b, total_b, lucene_b = _bytes(ours / "bm25"), _bytes(ours), _bytes(theirs)
