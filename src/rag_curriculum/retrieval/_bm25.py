@@ -383,6 +383,7 @@ class BM25Builder:
         path = self.tmp / TOKENS
         tokens = np.memmap(path, dtype=np.int32, mode="r") if self.tokens else np.zeros(0, np.int32)
         vocab = self.terms.vocab
+        self.terms.release()  # its hash table is not needed past the last block, and the postings pass needs memory
         params = bm25_params(self.cfg)
         try:
             stats = write_postings(self.tmp / BM25_DIR, tokens, lengths, vocab, params,

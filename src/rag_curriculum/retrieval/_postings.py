@@ -42,6 +42,8 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BLOCK = 128  # postings per block
+RANGE_POSTINGS = 1 << 26  # postings put in term order at once by a build (8 bytes each: 512 MB)
+RANGE_CHUNKS = 4096  # the slices of the vocabulary a build's ranges are made of
 WINDOW = 1024  # passages: the least a window of the block-max search spans (its bounds recomputed less often)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
@@ -1085,14 +1087,33 @@ def _release(arr: Any) -> None:
         base.madvise(mmap.MADV_DONTNEED)
 
 
+def _ranges(at: Any, budget: int) -> list[tuple[int, int]]:
+    """Consecutive slices of the vocabulary (``at[c]``: where slice ``c``'s postings start) grouped into ranges of
+    at most ``budget`` postings each (a slice larger than that is a range alone): (first slice, end slice) pairs."""
+    out, c0 = [], 0
+    for c in range(1, len(at)):
+        if c - 1 > c0 and at[c] - at[c0] > budget:
+            out.append((c0, c - 1))
+            c0 = c - 1
+    if len(at) > 1:
+        out.append((c0, len(at) - 1))
+    return out
+
+
 def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, int], params: dict[str, Any], *,
-                   doc_ids: list[str] | None = None, docs_per_step: int = 1 << 16, bar: Any = None,
-                   task: Any = None) -> dict[str, Any]:
+                   doc_ids: list[str] | None = None, docs_per_step: int = 1 << 16,
+                   postings_per_range: int = RANGE_POSTINGS, bar: Any = None, task: Any = None) -> dict[str, Any]:
     """The compressed postings of the documents whose term ids are ``tokens`` (flat, ``lengths`` per document; may
     be a memory map), their vocabulary (renumbered in UTF-8 byte order), per-document lengths (bm25s) or norms and
-    tie order (Lucene: ``doc_ids``, each document's ``id``), the idf and the bounds, into ``directory``. Two passes
-    over blocks of ``docs_per_step`` documents (the document frequencies; then the postings into term order, in
-    temporary memory-mapped files), then the encoding. Returns the collection's facts."""
+    tie order (Lucene: ``doc_ids``, each document's ``id``), the idf and the bounds, into ``directory``. Returns the
+    collection's facts.
+
+    Pass 1 reads the documents a block of ``docs_per_step`` at a time: each block's distinct (term, document) pairs,
+    sorted, into a temporary file, with the document frequencies and where each of :data:`RANGE_CHUNKS` slices of
+    the vocabulary starts in the block. Pass 2 takes the vocabulary a range of terms at a time (about
+    ``postings_per_range`` postings, 8 bytes each in memory: the whole collection's would not fit at Wikipedia's
+    size): the range's pairs read back from every block (only that slice of the file), put in term order, encoded,
+    and their bytes appended to the postings. The files are the same whatever the two sizes."""
     from pathlib import Path
 
     k = kernels()
@@ -1112,11 +1133,12 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
     perm[np.fromiter((vocab[w] for w in words_sorted), dtype=np.int64, count=n_vocab)] = np.arange(n_vocab)
     offsets = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    nd = max(n_docs, 1)
+    edges = np.unique(np.linspace(0, n_vocab, min(RANGE_CHUNKS, n_vocab) + 1).astype(np.int64))  # the slices' terms
     # pass 1: each block's distinct (term, document) pairs, sorted, into a temporary file; document frequencies
     df = np.zeros(n_vocab, dtype=np.int64)
-    tmp_k, tmp_d, tmp_f = directory / ".pairs.tmp", directory / ".docs.tmp", directory / ".tfs.tmp"
-    sizes = []
-    nd = max(n_docs, 1)
+    tmp_k, tmp_w = directory / ".pairs.tmp", directory / ".words.tmp"
+    sizes, cuts = [], []
     try:
         with open(tmp_k, "wb") as f:
             for s in range(0, n_docs, docs_per_step):
@@ -1126,33 +1148,13 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
                 f.write(key.tobytes())
                 f.write(tf.astype(np.int64).tobytes())
                 sizes.append(len(key))
+                cuts.append(np.searchsorted(key, edges * nd))  # where each slice of the vocabulary starts
                 _release(tokens)  # read once: its pages leave this process (mapped pages count as its memory)
                 if bar is not None:
                     bar.advance(task, e - s)
         starts = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(df, out=starts[1:])
         nnz = int(starts[-1])
-        # pass 2: the pairs into term order (temporary, memory-mapped)
-        docs = np.memmap(tmp_d, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
-        tfs = np.memmap(tmp_f, dtype=np.uint32, mode="w+", shape=(max(nnz, 1),))
-        cursor = starts[:-1].copy()
-        at = 0
-        for n in sizes:  # each block read into memory (not mapped: a mapped 16 bytes a pair would stay resident)
-            if not n:  # a block of passages without a term
-                continue
-            both = np.fromfile(tmp_k, dtype=np.int64, count=2 * n, offset=at * 8)
-            key, tf = both[:n], both[n:]
-            at += 2 * n
-            term = key // nd
-            first = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])  # each term's run
-            counts = np.diff(np.append(first, n))
-            t_first = term[first]
-            pos = np.repeat(cursor[t_first], counts) + (np.arange(n) - np.repeat(first, counts))
-            docs[pos] = key % nd
-            tfs[pos] = tf
-            cursor[t_first] += counts
-        both = None
-        # the blocks: sizes, then the words
         nblocks = (df + BLOCK - 1) // BLOCK
         term_first = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(nblocks, out=term_first[1:])
@@ -1161,15 +1163,44 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
         block_bits = np.zeros((nb, 2), dtype=np.uint8)
         block_last = np.zeros(nb, dtype=np.uint32)
         scratch = np.zeros((2, BLOCK), dtype=np.int64)
-        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, np.zeros(0, np.uint32),
-                    scratch)
-        words = np.zeros((int(block_off[-1]) + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
-        k["encode"](docs, tfs, starts, term_first, block_last, block_off, block_bits, words, scratch)
-        _release(docs)
-        _release(tfs)
+        # pass 2, a range of terms at a time: its pairs into term order, encoded, appended
+        with open(tmp_w, "wb") as out:
+            for c0, c1 in _ranges(starts[edges], postings_per_range):
+                t0, t1 = int(edges[c0]), int(edges[c1])
+                p0, b0, b1 = int(starts[t0]), int(term_first[t0]), int(term_first[t1])
+                docs = np.empty(max(int(starts[t1]) - p0, 1), dtype=np.uint32)
+                tfs = np.empty(len(docs), dtype=np.uint32)
+                cursor = starts[t0:t1] - p0
+                at = 0
+                for n, cut in zip(sizes, cuts, strict=True):  # the range's slice of each block, read from the file
+                    lo, hi = int(cut[c0]), int(cut[c1])
+                    if hi > lo:
+                        key = np.fromfile(tmp_k, dtype=np.int64, count=hi - lo, offset=(at + lo) * 8)
+                        tf = np.fromfile(tmp_k, dtype=np.int64, count=hi - lo, offset=(at + n + lo) * 8)
+                        term = key // nd - t0
+                        first = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])  # each term's run
+                        counts = np.diff(np.append(first, len(key)))
+                        t_first = term[first]
+                        pos = np.repeat(cursor[t_first], counts) + (np.arange(len(key)) - np.repeat(first, counts))
+                        docs[pos] = key % nd
+                        tfs[pos] = tf
+                        cursor[t_first] += counts
+                    at += 2 * n
+                key = tf = None
+                bounds, firsts = starts[t0:t1 + 1] - p0, term_first[t0:t1 + 1] - b0
+                # the sizing pass fills the blocks' widths, ends and byte offsets (carried on from the last range's)
+                k["encode"](docs, tfs, bounds, firsts, block_last[b0:b1], block_off[b0:b1 + 1], block_bits[b0:b1],
+                            np.zeros(0, np.uint32), scratch)
+                rel = block_off[b0:b1 + 1] - block_off[b0]
+                part = np.zeros((int(rel[-1]) + 3) // 4 + 2, dtype=np.uint32)
+                k["encode"](docs, tfs, bounds, firsts, block_last[b0:b1], rel, block_bits[b0:b1], part, scratch)
+                out.write(part.view(np.uint8)[:int(rel[-1])].tobytes())
+                docs = tfs = part = None
+        total = int(block_off[-1])
+        words = np.zeros((total + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
+        words.view(np.uint8)[:total] = np.fromfile(tmp_w, dtype=np.uint8, count=total)
     finally:
-        docs = tfs = None
-        for f in (tmp_k, tmp_d, tmp_f):
+        for f in (tmp_k, tmp_w):
             f.unlink(missing_ok=True)
     facts: dict[str, Any] = {"engine": 1, **params, "num_docs": n_docs, "postings": nnz, "blocks": nb}
     if preset == "lucene":
