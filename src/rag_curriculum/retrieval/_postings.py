@@ -1198,7 +1198,9 @@ def write_postings(directory: Any, tokens: Any, lengths: Any, vocab: dict[str, i
                 docs = tfs = part = None
         total = int(block_off[-1])
         words = np.zeros((total + 3) // 4 + 2, dtype=np.uint32)  # padded: a read takes two words
-        words.view(np.uint8)[:total] = np.fromfile(tmp_w, dtype=np.uint8, count=total)
+        with open(tmp_w, "rb") as f:  # straight into place (no second copy of the postings in memory)
+            if f.readinto(memoryview(words.view(np.uint8)[:total])) != total:
+                raise BM25Error(f"{tmp_w}: the encoded postings were cut short", hint="check the disk and build again")
     finally:
         for f in (tmp_k, tmp_w):
             f.unlink(missing_ok=True)
