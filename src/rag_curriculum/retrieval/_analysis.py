@@ -259,7 +259,8 @@ class TermIds:
             self._reserve(t)
             out = np.empty(t, dtype=np.int64)
             first = np.empty(t, dtype=np.int64)
-            nnew = lookup(self._keys1, self._keys2, self._vals, h1, h2, t, out, first)
+            slots = np.empty(t, dtype=np.int64)
+            nnew = lookup(self._keys1, self._keys2, self._vals, h1, h2, t, out, first, slots)
             if nnew:
                 self._used += nnew
                 text = cps.tobytes().decode("utf-32-le", "surrogatepass")
@@ -275,7 +276,7 @@ class TermIds:
                         if tid is None:
                             tid = vocab[term] = len(vocab)
                         new_ids[j] = tid
-                resolve(self._keys1, self._vals, out, t, new_ids)
+                resolve(self._vals, slots, nnew, out, t, new_ids)
             keep = out >= 0
             doc = np.repeat(np.arange(hi - lo, dtype=np.int64), counts)
             length = np.bincount(doc[keep], minlength=hi - lo).astype(np.int64)

@@ -298,10 +298,10 @@ def hash_spans(cps, starts, ends, t, h1, h2):
         h2[i] = b ^ n
 
 
-def table_lookup(keys1, keys2, vals, h1, h2, t, out, first):
+def table_lookup(keys1, keys2, vals, h1, h2, t, out, first, slots):
     """Each token's id from the table (open addressing, linear probing; ``len(keys1)`` a power of two); a token not
     there is inserted with ``-2 - j`` (``j``: its rank among this call's new tokens, whose first occurrence goes to
-    ``first[j]``). Returns the number of new tokens."""
+    ``first[j]`` and whose slot to ``slots[j]``). Returns the number of new tokens."""
     mask = keys1.shape[0] - 1
     nnew = 0
     for i in range(t):
@@ -315,6 +315,7 @@ def table_lookup(keys1, keys2, vals, h1, h2, t, out, first):
                 keys2[slot] = b
                 vals[slot] = -2 - nnew
                 first[nnew] = i
+                slots[nnew] = slot
                 out[i] = -2 - nnew
                 nnew += 1
                 break
@@ -325,12 +326,11 @@ def table_lookup(keys1, keys2, vals, h1, h2, t, out, first):
     return nnew
 
 
-def table_resolve(keys1, vals, out, t, new_ids):
-    """Placeholders ``-2 - j`` (in the table and in ``out``) replaced by ``new_ids[j]``."""
-    for s in range(keys1.shape[0]):
-        v = vals[s]
-        if keys1[s] != 0 and v <= -2:
-            vals[s] = new_ids[-2 - v]
+def table_resolve(vals, slots, nnew, out, t, new_ids):
+    """Placeholders ``-2 - j`` (in the table, at ``slots[j]``, and in ``out``) replaced by ``new_ids[j]``: the new
+    tokens' slots only (a scan of the whole table for each block of passages grew with the vocabulary)."""
+    for j in range(nnew):
+        vals[slots[j]] = new_ids[j]
     for i in range(t):
         v = out[i]
         if v <= -2:
