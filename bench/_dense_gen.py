@@ -39,6 +39,13 @@ class Model:
     q_topic: np.ndarray  # (questions,): that topic
     jitter: np.ndarray  # (): the fresh noise, as a share of within_std
     spread: np.ndarray  # (): the centres' spread, as a share of the real centres' (how near topics lie)
+    # the knobs added later (a model saved before them loads with these defaults: the generator as it was)
+    perm: np.ndarray = np.float32(0)  # (): the share of axes whose offsets are permuted within a generated topic
+    qperm: np.ndarray = np.float32(0)  # (): the same for a query's offset, among its topic's questions
+    q_jitter: np.ndarray = np.float32(-1)  # (): the queries' noise, share of within_std (negative: ``jitter``)
+    q_from: np.ndarray = np.int64(0)  # (): 0: a query at its gold's topic centre; 1: at its gold passage's copy
+    q_local: np.ndarray | None = None  # (questions, d): each question's offset from its gold passage
+    q_row: np.ndarray | None = None  # (questions,): that passage's row in ``offsets``
 
     @property
     def d(self) -> int:
@@ -54,7 +61,8 @@ class Model:
 
 
 def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: float = 10.0, jitter: float = 0.25,
-        spread: float = 1.0, seed: int = 0) -> Model:
+        spread: float = 1.0, seed: int = 0, perm: float = 0.0, qperm: float = 0.0, q_jitter: float = -1.0,
+        q_from: int = 0) -> Model:
     """Fit the model to passages ``x`` (unit rows), questions ``q`` and each question's gold passage rows; the
     three knobs (``cluster_size``, ``jitter``, ``spread``) are chosen by bench_dense_calibrate.py."""
     import faiss
@@ -81,10 +89,15 @@ def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: fl
     keep = [i for i, g in enumerate(gold) if g]
     q_topic = np.array([assign[gold[i][0]] for i in keep])
     q_offsets = zq[keep] - centres[q_topic]
+    q_gold = np.array([gold[i][0] for i in keep])
+    q_local = zq[keep] - z[q_gold]
+    q_row = np.argsort(order)[q_gold]  # the gold passage's row in ``offsets``
     return Model(mu=mu, axes=axes, centre_mean=centres.mean(0).astype(np.float32), centre_chol=chol,
                  within_std=offsets.std(0).astype(np.float32), offsets=offsets.astype(np.float32),
                  starts=starts.astype(np.int64), q_offsets=q_offsets.astype(np.float32), q_topic=q_topic,
-                 jitter=np.float32(jitter), spread=np.float32(spread))
+                 jitter=np.float32(jitter), spread=np.float32(spread), perm=np.float32(perm),
+                 qperm=np.float32(qperm), q_jitter=np.float32(q_jitter), q_from=np.int64(q_from),
+                 q_local=q_local.astype(np.float32), q_row=q_row.astype(np.int64))
 
 
 def lift(m: Model, copies: int) -> Model:
@@ -110,29 +123,54 @@ def lift(m: Model, copies: int) -> Model:
                  centre_chol=scipy.linalg.block_diag(*[m.centre_chol] * copies).astype(np.float32),
                  within_std=np.tile(m.within_std, copies), offsets=np.concatenate(shifted, axis=1),
                  starts=m.starts, q_offsets=np.tile(m.q_offsets, (1, copies)), q_topic=m.q_topic, jitter=m.jitter,
-                 spread=m.spread)
+                 spread=m.spread, perm=m.perm, qperm=m.qperm, q_jitter=m.q_jitter, q_from=m.q_from,
+                 q_local=None if m.q_local is None else np.tile(m.q_local, (1, copies)), q_row=m.q_row)
 
 
 TOPICS_PER_BLOCK = 4096
 
 
+def _per_block(m: Model) -> int:
+    """Topics a block: 4096 (about 123,000 passages at 30 a topic), fewer for larger templates (a block of about
+    131,072 passages), so a block's memory stays bounded whatever the topic size."""
+    return int(min(TOPICS_PER_BLOCK, max(1, (1 << 17) // max(1, len(m.offsets) // m.topics))))
+
+
 def _topics(m: Model, b: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Block ``b``'s topics: their templates and centres (a stream of their own, so queries need no passages)."""
     rng = np.random.default_rng([seed, b, 0])
-    tmpl = rng.integers(0, m.topics, TOPICS_PER_BLOCK)
-    centres = m.centre_mean + m.spread * (rng.standard_normal((TOPICS_PER_BLOCK, m.d), dtype=np.float32)
-                                          @ m.centre_chol.T)
+    k = _per_block(m)
+    tmpl = rng.integers(0, m.topics, k)
+    centres = m.centre_mean + m.spread * (rng.standard_normal((k, m.d), dtype=np.float32) @ m.centre_chol.T)
     return tmpl, centres
 
 
+def _permute(rng: np.random.Generator, z: np.ndarray, share: float) -> np.ndarray:
+    """``z`` (the rows of one topic) with a ``share`` of its axes (drawn at random) each permuted among the rows on
+    its own: a recombination of the template's offsets, with its per-axis spread, not a copy of any one of them."""
+    axes = np.flatnonzero(rng.random(z.shape[1]) < share)
+    if len(axes) and len(z) > 1:
+        z = z.copy()
+        z[:, axes] = rng.permuted(z[:, axes], axis=0)
+    return z
+
+
 def _block(m: Model, b: int, seed: int) -> np.ndarray:
-    """Block ``b``'s passages' PCA coordinates: each topic's template offsets at its centre, plus the jitter."""
+    """Block ``b``'s passages' PCA coordinates: each topic's template offsets at its centre (with ``perm``,
+    recombined within the topic), plus the jitter."""
     tmpl, centres = _topics(m, b, seed)
     sizes = m.starts[tmpl + 1] - m.starts[tmpl]
     rows = np.concatenate([np.arange(m.starts[s], m.starts[s + 1]) for s in tmpl])
     owner = np.repeat(np.arange(len(tmpl)), sizes)
+    offsets = m.offsets[rows]
+    perm = float(m.perm)
+    if perm > 0:
+        rng = np.random.default_rng([seed, b, 2])
+        ends = np.cumsum(sizes)
+        for a, e in zip((ends - sizes).tolist(), ends.tolist(), strict=True):
+            offsets[a:e] = _permute(rng, offsets[a:e], perm)
     noise = np.random.default_rng([seed, b, 1]).standard_normal((len(rows), m.d), dtype=np.float32)
-    return centres[owner] + m.offsets[rows] + noise * (m.jitter * m.within_std)
+    return centres[owner] + offsets + noise * (m.jitter * m.within_std)
 
 
 def passages(m: Model, n: int, *, seed: int = 0) -> Iterator[np.ndarray]:
@@ -147,7 +185,9 @@ def passages(m: Model, n: int, *, seed: int = 0) -> Iterator[np.ndarray]:
 
 def queries(m: Model, n_queries: int, n: int, *, seed: int = 0) -> np.ndarray:
     """``n_queries`` queries over a sample of ``n`` passages (the same ``seed`` as :func:`passages`): each a real
-    question's offset put at a generated copy of its topic (a topic the sample holds whole), plus the jitter."""
+    question's offset put at a generated copy of its topic (a topic the sample holds whole), plus the jitter. With
+    ``q_from`` 1 the offset is the question's from its gold passage, put at that passage's generated copy; with
+    ``qperm`` a share of its axes is taken from other questions about the same topic."""
     by_topic: dict[int, list[int]] = {}
     for i, t in enumerate(m.q_topic.tolist()):
         by_topic.setdefault(t, []).append(i)
@@ -162,15 +202,33 @@ def queries(m: Model, n_queries: int, n: int, *, seed: int = 0) -> np.ndarray:
         b += 1
     rng = np.random.default_rng([seed, 1 << 30])
     picked = sorted(hosts[i] for i in rng.choice(len(hosts), size=n_queries, replace=len(hosts) < n_queries))
+    q_jitter = float(m.jitter) if float(m.q_jitter) < 0 else float(m.q_jitter)
+    local = int(m.q_from) == 1
+    qperm = float(m.qperm)
     out, cache = [], {}
     for b, j in picked:
         if b not in cache:
             cache = {b: _topics(m, b, seed)}
-        tmpl, centres = cache[b]
+            if local:
+                tmpl_b = cache[b][0]
+                cache[b] += (_block(m, b, seed), np.cumsum(sizes[tmpl_b]) - sizes[tmpl_b])
+        tmpl, centres = cache[b][:2]
         asked = by_topic[int(tmpl[j])]
         qi = asked[int(rng.integers(0, len(asked)))]
-        noise = rng.standard_normal(m.d, dtype=np.float32) * (m.jitter * m.within_std)
-        out.append(centres[j] + m.q_offsets[qi] + noise)
+        if local:  # the gold passage's generated copy, and the question's offset from it
+            z_b, first = cache[b][2:]
+            base = z_b[first[j] + int(m.q_row[qi]) - int(m.starts[tmpl[j]])]
+            off = m.q_local[asked] if qperm > 0 else None
+            own = m.q_local[qi]
+        else:
+            base = centres[j]
+            off = m.q_offsets[asked] if qperm > 0 else None
+            own = m.q_offsets[qi]
+        if qperm > 0:  # a share of the axes from other questions about the topic
+            take = rng.random(m.d) < qperm
+            own = np.where(take, off[rng.integers(0, len(asked), m.d), np.arange(m.d)], own)
+        noise = rng.standard_normal(m.d, dtype=np.float32) * (q_jitter * m.within_std)
+        out.append(base + own + noise)
     z = np.stack(out)
     return m.to_vectors(z[rng.permutation(len(z))])
 
