@@ -46,6 +46,7 @@ class Model:
     q_from: np.ndarray = np.int64(0)  # (): 0: a query at its gold's topic centre; 1: at its gold passage's copy
     q_local: np.ndarray | None = None  # (questions, d): each question's offset from its gold passage
     q_row: np.ndarray | None = None  # (questions,): that passage's row in ``offsets``
+    cycle: np.ndarray = np.int64(0)  # (): 1: templates drawn in shuffled rounds (each once a round), not at random
 
     @property
     def d(self) -> int:
@@ -62,7 +63,7 @@ class Model:
 
 def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: float = 10.0, jitter: float = 0.25,
         spread: float = 1.0, seed: int = 0, perm: float = 0.0, qperm: float = 0.0, q_jitter: float = -1.0,
-        q_from: int = 0) -> Model:
+        q_from: int = 0, cycle: int = 0) -> Model:
     """Fit the model to passages ``x`` (unit rows), questions ``q`` and each question's gold passage rows; the
     three knobs (``cluster_size``, ``jitter``, ``spread``) are chosen by bench_dense_calibrate.py."""
     import faiss
@@ -97,7 +98,7 @@ def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: fl
                  starts=starts.astype(np.int64), q_offsets=q_offsets.astype(np.float32), q_topic=q_topic,
                  jitter=np.float32(jitter), spread=np.float32(spread), perm=np.float32(perm),
                  qperm=np.float32(qperm), q_jitter=np.float32(q_jitter), q_from=np.int64(q_from),
-                 q_local=q_local.astype(np.float32), q_row=q_row.astype(np.int64))
+                 q_local=q_local.astype(np.float32), q_row=q_row.astype(np.int64), cycle=np.int64(cycle))
 
 
 def lift(m: Model, copies: int) -> Model:
@@ -124,7 +125,8 @@ def lift(m: Model, copies: int) -> Model:
                  within_std=np.tile(m.within_std, copies), offsets=np.concatenate(shifted, axis=1),
                  starts=m.starts, q_offsets=np.tile(m.q_offsets, (1, copies)), q_topic=m.q_topic, jitter=m.jitter,
                  spread=m.spread, perm=m.perm, qperm=m.qperm, q_jitter=m.q_jitter, q_from=m.q_from,
-                 q_local=None if m.q_local is None else np.tile(m.q_local, (1, copies)), q_row=m.q_row)
+                 q_local=None if m.q_local is None else np.tile(m.q_local, (1, copies)), q_row=m.q_row,
+                 cycle=m.cycle)
 
 
 TOPICS_PER_BLOCK = 4096
@@ -141,6 +143,11 @@ def _topics(m: Model, b: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng([seed, b, 0])
     k = _per_block(m)
     tmpl = rng.integers(0, m.topics, k)
+    if int(m.cycle):  # topics b*k.. of a sequence of rounds, each round every template once in a seeded order
+        first = b * k
+        rounds = range(first // m.topics, (first + k - 1) // m.topics + 1)
+        seq = np.concatenate([np.random.default_rng([seed, r, 3]).permutation(m.topics) for r in rounds])
+        tmpl = seq[first - rounds[0] * m.topics:][:k]
     centres = m.centre_mean + m.spread * (rng.standard_normal((k, m.d), dtype=np.float32) @ m.centre_chol.T)
     return tmpl, centres
 
@@ -193,20 +200,32 @@ def queries(m: Model, n_queries: int, n: int, *, seed: int = 0) -> np.ndarray:
         by_topic.setdefault(t, []).append(i)
     sizes = m.starts[1:] - m.starts[:-1]
     hosts = []  # (block, topic in block) of every topic the sample holds whole and a real question is about
+    on: dict[int, list] = {}  # template -> its hosts
     done, b = 0, 0
     while done < n:
         tmpl, _ = _topics(m, b, seed)
         ends = done + np.cumsum(sizes[tmpl])
-        hosts += [(b, j) for j in np.flatnonzero((ends <= n) & np.isin(tmpl, list(by_topic)))]
+        for j in np.flatnonzero((ends <= n) & np.isin(tmpl, list(by_topic))).tolist():
+            hosts.append((b, j))
+            on.setdefault(int(tmpl[j]), []).append((b, j))
         done = int(ends[-1])
         b += 1
     rng = np.random.default_rng([seed, 1 << 30])
-    picked = sorted(hosts[i] for i in rng.choice(len(hosts), size=n_queries, replace=len(hosts) < n_queries))
+    if int(m.cycle):  # the real questions in shuffled rounds (each once a round), each at a copy of its topic
+        picked = []
+        while len(picked) < n_queries and on:
+            for qi in rng.permutation(len(m.q_topic)).tolist():
+                where = on.get(int(m.q_topic[qi]))
+                if where and len(picked) < n_queries:
+                    picked.append(where[int(rng.integers(0, len(where)))] + (qi,))
+        picked.sort()
+    else:
+        picked = sorted(hosts[i] for i in rng.choice(len(hosts), size=n_queries, replace=len(hosts) < n_queries))
     q_jitter = float(m.jitter) if float(m.q_jitter) < 0 else float(m.q_jitter)
     local = int(m.q_from) == 1
     qperm = float(m.qperm)
     out, cache = [], {}
-    for b, j in picked:
+    for b, j, *chosen in picked:
         if b not in cache:
             cache = {b: _topics(m, b, seed)}
             if local:
@@ -214,7 +233,7 @@ def queries(m: Model, n_queries: int, n: int, *, seed: int = 0) -> np.ndarray:
                 cache[b] += (_block(m, b, seed), np.cumsum(sizes[tmpl_b]) - sizes[tmpl_b])
         tmpl, centres = cache[b][:2]
         asked = by_topic[int(tmpl[j])]
-        qi = asked[int(rng.integers(0, len(asked)))]
+        qi = chosen[0] if chosen else asked[int(rng.integers(0, len(asked)))]
         if local:  # the gold passage's generated copy, and the question's offset from it
             z_b, first = cache[b][2:]
             base = z_b[first[j] + int(m.q_row[qi]) - int(m.starts[tmpl[j]])]
