@@ -19,11 +19,14 @@ and setting is held out, measured only once the knobs are fixed.
 
     python bench/bench_dense_calibrate.py [--data DIR] [--sets minilm,e5small,concat] [--save-models DIR] [--skip OPQ]
         [--cluster-size 10 --jitter 0.3 --spread 0.85]  (one setting: no search)
+        [--perm 0 --qperm 0 --q-jitter -1 --q-from 0 --cycle 0]  (the later knobs: lists too; defaults the old generator)
+        [--seeds 0,1,2]  (generation seeds: each setting judged on the mean over them, the spread shown)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import tempfile
 import time
@@ -149,6 +152,14 @@ def _knob(params: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in params.items()) or "-"
 
 
+KNOBS = [("cluster_size", float), ("jitter", float), ("spread", float), ("perm", float), ("qperm", float),
+         ("q_jitter", float), ("q_from", int), ("cycle", int)]
+
+
+def _show(knobs: dict) -> str:
+    return ", ".join(f"{k.replace('_', '-')} {v:g}" for k, v in knobs.items())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "rag-curriculum-bench-dense-quality"),
@@ -157,14 +168,24 @@ def main() -> None:
     ap.add_argument("--cluster-size", default="10,30", help="real passages per topic template (a list: searched)")
     ap.add_argument("--jitter", default="0.1,0.3", help="fresh noise, share of the within-topic spread (searched)")
     ap.add_argument("--spread", default="0.7,0.85,1", help="topic centres' spread, share of the real (searched)")
+    ap.add_argument("--perm", default="0", help="share of a generated topic's axes permuted among its passages")
+    ap.add_argument("--qperm", default="0", help="share of a query's axes taken from its topic's other questions")
+    ap.add_argument("--q-jitter", default="-1", help="the queries' noise, share of the within-topic spread "
+                    "(negative: --jitter)")
+    ap.add_argument("--q-from", default="0", help="0: a query at its gold's topic centre; 1: at its gold passage's copy")
+    ap.add_argument("--cycle", default="0", help="1: templates and questions drawn in shuffled rounds, each once a "
+                    "round (0: at random)")
+    ap.add_argument("--seeds", default=None, help="generation seeds (a list): each setting measured on each, judged "
+                    "on the mean; default: --seed alone")
     ap.add_argument("--nlist", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip", default="", help="leave out the factories containing these strings (a list: "
                     "'OPQ' leaves out OPQ, whose training is the slowest)")
     ap.add_argument("--save-models", default=None, help="a folder to save each fitted model in (.npz)")
     args = ap.parse_args()
-    grid = [(float(c), float(j), float(s)) for c in args.cluster_size.split(",") for j in args.jitter.split(",")
-            for s in args.spread.split(",")]
+    lists = [[t(v) for v in getattr(args, k).split(",")] for k, t in KNOBS]
+    grid = [dict(zip([k for k, _ in KNOBS], c, strict=True)) for c in itertools.product(*lists)]
+    seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else [args.seed]
     for name, (x, q, gold) in real_sets(Path(args.data), args.sets.split(",")).items():
         t = time.perf_counter()
         d = x.shape[1]
@@ -180,41 +201,55 @@ def main() -> None:
             print(f"knobs searched on {', '.join(specs[i][0] + ' ' + _knob(specs[i][1]) for i in fitting)}: "
                   "largest |generated - real| recall@10", flush=True)
             for knobs in grid:
-                model = fit(x, q, gold, cluster_size=knobs[0], jitter=knobs[1], spread=knobs[2], seed=args.seed)
-                gx, gq = sample(model, len(x), len(q), seed=args.seed)
-                got = measure(gx, gq, [specs[i] for i in fitting])
+                model = fit(x, q, gold, seed=args.seed, **knobs)
+                got = np.mean([measure(*sample(model, len(x), len(q), seed=s), [specs[i] for i in fitting])
+                               for s in seeds], axis=0)
                 worst = max(abs(g - real[i]) for g, i in zip(got, fitting, strict=True))
-                print(f"  topic {knobs[0]:g} passages, jitter {knobs[1]:g}, spread {knobs[2]:g}: {worst:.3f} "
-                      f"({', '.join(f'{g:.3f}' for g in got)})", flush=True)
+                print(f"  {_show(knobs)}: {worst:.3f} ({', '.join(f'{g:.3f}' for g in got)})", flush=True)
                 if best is None or worst < best[0]:
                     best = (worst, knobs)
         knobs = best[1] if best else grid[0]
-        model = fit(x, q, gold, cluster_size=knobs[0], jitter=knobs[1], spread=knobs[2], seed=args.seed)
-        gx, gq = sample(model, len(x), len(q), seed=args.seed)
+        model = fit(x, q, gold, seed=args.seed, **knobs)
         if args.save_models:
             Path(args.save_models).mkdir(parents=True, exist_ok=True)
-            np.savez(Path(args.save_models) / f"{name}.npz", **vars(model))
-        gen = measure(gx, gq, specs)
+            np.savez(Path(args.save_models) / f"{name}.npz", **{k: v for k, v in vars(model).items() if v is not None})
+        gens, gs = [], None
+        for s in seeds:
+            gx, gq = sample(model, len(x), len(q), seed=s)
+            gens.append(measure(gx, gq, specs))
+            gs = gs or stats(gx, gq)
+        gen = np.array(gens)  # (seeds, rows)
         rows = np.sort(np.random.default_rng(args.seed + 1).choice(len(x), size=min(1000, len(x)), replace=False))
         own = measure(x, x[rows], specs, self_rows=rows, built=on_real)  # what --target-recall measures without --tune-queries
-        rs, gs = stats(x, q), stats(gx, gq)
-        print(f"{name}: the generator with topics of {knobs[0]:g} passages ({model.topics:,} templates), jitter "
-              f"{knobs[1]:g}, spread {knobs[2]:g}; {time.perf_counter() - t:.0f} s", flush=True)
-        print("  " + "  ".join(f"{k} {rs[k]:.3f}/{gs[k]:.3f}" for k in rs) + "  (real/generated)")
-        print("| factory | search | recall@10 real | generated | difference | | real, corpus vectors as queries |")
-        print("|---|---|---:|---:|---:|---|---:|")
+        rs = stats(x, q)
+        print(f"{name}: the generator with {_show(knobs)} ({model.topics:,} templates), generation seed"
+              f"{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}; {time.perf_counter() - t:.0f} s",
+              flush=True)
+        print("  " + "  ".join(f"{k} {rs[k]:.3f}/{gs[k]:.3f}" for k in rs) + "  (real/generated, the first seed)")
+        many = len(seeds) > 1
+        print("| factory | search | recall@10 real | generated" + (" (mean) | min | max" if many else "") +
+              " | difference | | real, corpus vectors as queries |")
+        print("|---|---|---:|---:" + ("|---:|---:" if many else "") + "|---:|---|---:|")
         worst = {True: 0.0, False: 0.0}
-        for i, ((factory, params), a, b, c) in enumerate(zip(specs, real, gen, own, strict=True)):
+        for i, ((factory, params), a, c) in enumerate(zip(specs, real, own, strict=True)):
+            b = float(gen[:, i].mean())
             worst[i in fitting] = max(worst[i in fitting], abs(a - b))
-            print(f"| {factory} | {_knob(params)} | {a:.3f} | {b:.3f} | {b - a:+.3f} | "
+            spread = f" | {gen[:, i].min():.3f} | {gen[:, i].max():.3f}" if many else ""
+            print(f"| {factory} | {_knob(params)} | {a:.3f} | {b:.3f}{spread} | {b - a:+.3f} | "
                   f"{'knobs fitted on it' if i in fitting else 'held out'} | {c:.3f} |", flush=True)
         verdict = f"({'within' if max(worst.values()) <= 0.02 else 'OUTSIDE'} 0.02)"
+        mean = " (of the mean over the seeds)" if many else ""
         if fitting:
-            print(f"largest difference: {worst[True]:.3f} on the fitting factories, {worst[False]:.3f} held out "
+            print(f"largest difference{mean}: {worst[True]:.3f} on the fitting factories, {worst[False]:.3f} held out "
                   f"{verdict}", flush=True)
         else:  # one knob setting given: nothing was fitted here
-            print(f"largest difference: {worst[False]:.3f} (the knobs given, not searched: every row held out) "
+            print(f"largest difference{mean}: {worst[False]:.3f} (the knobs given, not searched: every row held out) "
                   f"{verdict}", flush=True)
+        if many:
+            each = np.abs(gen - np.array(real)).max(1)
+            print("largest difference, seed by seed: " + ", ".join(
+                f"seed {s} {w:.3f} ({'within' if w <= 0.02 else 'OUTSIDE'})" for s, w in zip(seeds, each, strict=True)),
+                flush=True)
 
 
 if __name__ == "__main__":
