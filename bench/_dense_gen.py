@@ -47,6 +47,9 @@ class Model:
     q_local: np.ndarray | None = None  # (questions, d): each question's offset from its gold passage
     q_row: np.ndarray | None = None  # (questions,): that passage's row in ``offsets``
     cycle: np.ndarray = np.int64(0)  # (): 1: templates drawn in shuffled rounds (each once a round), not at random
+    kde: np.ndarray = np.float32(-1)  # (): >= 0: a topic's centre a real centre plus kde times the centres' Gaussian
+    kde_own: np.ndarray = np.int64(0)  # (): with kde, 1: its template's own real centre; 0: another (at random)
+    centres: np.ndarray | None = None  # (topics, d): the real topics' centres (for kde)
 
     @property
     def d(self) -> int:
@@ -63,7 +66,7 @@ class Model:
 
 def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: float = 10.0, jitter: float = 0.25,
         spread: float = 1.0, seed: int = 0, perm: float = 0.0, qperm: float = 0.0, q_jitter: float = -1.0,
-        q_from: int = 0, cycle: int = 0) -> Model:
+        q_from: int = 0, cycle: int = 0, kde: float = -1.0, kde_own: int = 0) -> Model:
     """Fit the model to passages ``x`` (unit rows), questions ``q`` and each question's gold passage rows; the
     three knobs (``cluster_size``, ``jitter``, ``spread``) are chosen by bench_dense_calibrate.py."""
     import faiss
@@ -98,7 +101,8 @@ def fit(x: np.ndarray, q: np.ndarray, gold: list[list[int]], *, cluster_size: fl
                  starts=starts.astype(np.int64), q_offsets=q_offsets.astype(np.float32), q_topic=q_topic,
                  jitter=np.float32(jitter), spread=np.float32(spread), perm=np.float32(perm),
                  qperm=np.float32(qperm), q_jitter=np.float32(q_jitter), q_from=np.int64(q_from),
-                 q_local=q_local.astype(np.float32), q_row=q_row.astype(np.int64), cycle=np.int64(cycle))
+                 q_local=q_local.astype(np.float32), q_row=q_row.astype(np.int64), cycle=np.int64(cycle),
+                 kde=np.float32(kde), kde_own=np.int64(kde_own), centres=centres.astype(np.float32))
 
 
 def lift(m: Model, copies: int) -> Model:
@@ -126,7 +130,8 @@ def lift(m: Model, copies: int) -> Model:
                  starts=m.starts, q_offsets=np.tile(m.q_offsets, (1, copies)), q_topic=m.q_topic, jitter=m.jitter,
                  spread=m.spread, perm=m.perm, qperm=m.qperm, q_jitter=m.q_jitter, q_from=m.q_from,
                  q_local=None if m.q_local is None else np.tile(m.q_local, (1, copies)), q_row=m.q_row,
-                 cycle=m.cycle)
+                 cycle=m.cycle, kde=m.kde, kde_own=m.kde_own,
+                 centres=None if m.centres is None else np.tile(m.centres, (1, copies)))
 
 
 TOPICS_PER_BLOCK = 4096
@@ -149,6 +154,10 @@ def _topics(m: Model, b: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         seq = np.concatenate([np.random.default_rng([seed, r, 3]).permutation(m.topics) for r in rounds])
         tmpl = seq[first - rounds[0] * m.topics:][:k]
     centres = m.centre_mean + m.spread * (rng.standard_normal((k, m.d), dtype=np.float32) @ m.centre_chol.T)
+    if float(m.kde) >= 0:  # the real centres, as a kernel density: each a real topic's centre, moved
+        r2 = np.random.default_rng([seed, b, 4])
+        at = tmpl if int(m.kde_own) else r2.integers(0, m.topics, k)
+        centres = m.centres[at] + float(m.kde) * (r2.standard_normal((k, m.d), dtype=np.float32) @ m.centre_chol.T)
     return tmpl, centres
 
 

@@ -19,7 +19,8 @@ and setting is held out, measured only once the knobs are fixed.
 
     python bench/bench_dense_calibrate.py [--data DIR] [--sets minilm,e5small,concat] [--save-models DIR] [--skip OPQ]
         [--cluster-size 10 --jitter 0.3 --spread 0.85]  (one setting: no search)
-        [--perm 0 --qperm 0 --q-jitter -1 --q-from 0 --cycle 0]  (the later knobs: lists too; defaults the old generator)
+        [--perm 0 --qperm 0 --q-jitter -1 --q-from 0 --cycle 0 --kde -1 --kde-own 0]  (the later knobs: lists too;
+        their defaults give the old generator)
         [--seeds 0,1,2]  (generation seeds: each setting judged on the mean over them, the spread shown)
 """
 
@@ -153,7 +154,8 @@ def _knob(params: dict) -> str:
 
 
 KNOBS = [("cluster_size", float), ("jitter", float), ("spread", float), ("perm", float), ("qperm", float),
-         ("q_jitter", float), ("q_from", int), ("cycle", int)]
+         ("q_jitter", float), ("q_from", int), ("cycle", int),
+         ("kde", float), ("kde_own", int)]
 
 
 def _show(knobs: dict) -> str:
@@ -175,6 +177,9 @@ def main() -> None:
     ap.add_argument("--q-from", default="0", help="0: a query at its gold's topic centre; 1: at its gold passage's copy")
     ap.add_argument("--cycle", default="0", help="1: templates and questions drawn in shuffled rounds, each once a "
                     "round (0: at random)")
+    ap.add_argument("--kde", default="-1", help=">= 0: a topic's centre a real topic's centre moved by this share of "
+                    "the centres' Gaussian (negative: drawn from the Gaussian, scaled by --spread)")
+    ap.add_argument("--kde-own", default="0", help="with --kde, 1: its template's own real centre; 0: another's")
     ap.add_argument("--seeds", default=None, help="generation seeds (a list): each setting measured on each, judged "
                     "on the mean; default: --seed alone")
     ap.add_argument("--nlist", type=int, default=256)
