@@ -13,6 +13,20 @@ The model (:func:`fit`), in the real passages' PCA basis (mean ``mu``, axes ``ax
   at a generated copy of that topic, plus the same jitter: the real relation of a question to its neighbourhood;
 * every vector mapped back (``mu + coords @ axes``) and normalised, as the encoder's are.
 
+Later knobs, each off by default (a model saved before them loads as the generator it was):
+
+* ``cycle``: templates drawn in seeded shuffled rounds (every template once a round), not independently at random,
+  and the queries as the real questions in rounds (each at a copy of its own topic), so a sample of the real size
+  has the real topics and the real questions' share of them, whatever the seed;
+* ``kde`` (>= 0): a topic's centre is a real topic's centre (its template's own with ``kde_own``) moved by ``kde``
+  times the centres' Gaussian, not a draw from that Gaussian: the real topics are cells cut from a continuum (a
+  passage's offset points at the neighbouring topics), and a template put at a random centre is an island, its
+  neighbourhoods tighter than the real ones;
+* ``perm``: a share of a generated topic's axes, each permuted among its passages (a recombination, not a copy);
+  ``qperm``: the same for a query's axes among its topic's questions;
+* ``q_from`` 1: a query is its question's offset from its gold passage, put at that passage's generated copy;
+  ``q_jitter``: the queries' own noise (negative: ``jitter``).
+
 A sample of any size has as many topics per passage as the real one (topics drawn until the passages are made).
 Generation is streamed (:func:`passages`: blocks of whole topics, each block seeded by its number); the same seed
 makes the same vectors.
