@@ -4,9 +4,14 @@ of the last 8 steps exceeds that of the first 8 by a margin set from the measure
 
 bench/bench_learning.py measured (GRPO seeds 0, 1, 2 on one warm start): gains of +1.10, +1.15 and +1.50
 (1.25 +- 0.22), and +1.41 with the recipe's seed 42 that this test runs; each planted bug gains nothing (advantages
-zeroed -0.10, rewards shuffled across samples -1.22, the loss mask inverted -0.38). MARGIN = 0.5 sits between them,
-about 2.7 seed-to-seed spreads from either side. The run is seeded, so this test's number is the same on every
-run of one machine.
+zeroed -0.10, rewards shuffled across samples -1.22, the loss mask inverted -0.38). That was one machine. On another
+of the same kind (a fresh machine, the same package versions, an AVX-512 CPU) the same seeded runs go elsewhere
+(floating-point kernels differ, and 32 steps of 8 samples amplify it): seeds 0, 1, 2 and 42 gain +1.17, +0.23,
++0.19 and +0.42 (+0.47 inside the whole suite: what ran before in the process moves it too), and the planted bugs
++0.28 (advantages zeroed), -0.41 (rewards shuffled) and +0.23 (loss mask inverted, its exact match falling). MARGIN
+= 0.3 sits between the test's seed 42 and every planted bug on both machines (narrowly on the second: 0.42 against
+0.28); it is a check of this seed, not a promise that every seed learns by 0.3 in 32 steps (seeds 1 and 2 above do
+not, on the second machine). docs/learning.md has both tables.
 
 What the margin holds on: the train sample's rows, the ones the recipe was tuned on, which this test trains on. On
 rows held out from the tuning (bench_learning.py --rows dev --control: the MuSiQue dev sample's rows, each seed
@@ -28,7 +33,7 @@ from conftest import MUSIQUE_TRAIN
 pytestmark = pytest.mark.slow
 pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
 
-MARGIN = 0.5
+MARGIN = 0.3
 WINDOW = 8
 
 
