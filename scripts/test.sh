@@ -33,11 +33,11 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 16 to 33 min (973 s measured on 2 cores at load 1.0, its environment made; 33 min from a fresh clone under load)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 10 min (587 s measured)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl; about 2 min (92 s measured)" ;;
-    core) echo "the core install alone in .venv-core; under a minute (11 s measured)" ;;
-    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (45 s of tests measured; environment made in the background)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 16 to 33 min (734 s measured on 2 cores at load 2.4, its environment made; 33 min from a fresh clone under load)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 5 to 10 min (267 s measured; 587 s under load)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl; about 1 to 2 min (53 s measured)" ;;
+    core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
+    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
     trl-newest) echo "the trainer's tests against the newest TRL the pin allows in .venv-trl-newest; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;

@@ -744,7 +744,7 @@ def test_the_readme_gives_measured_times_and_the_disk_the_environments_take():
     root = Path(__file__).parents[2]
     readme = (root / "README.md").read_text()
     assert "Five minutes" not in readme and "two minutes of CPU time" not in readme
-    for words in ("partition 60 s, train 160 s, eval 191 s", "main tier 973 s, vllm 367 s", "7.7 GB"):
+    for words in ("partition 60 s, train 160 s, eval 191 s", "main tier 734 s, vllm 267 s", "7.7 GB"):
         assert words in readme, words
     assert "7.7 GB" in (root / "docs" / "development.md").read_text()
 
