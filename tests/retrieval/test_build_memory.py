@@ -62,3 +62,30 @@ def test_postings_written_a_range_of_terms_at_a_time_are_the_same_files(preset, 
     assert names == sorted(p.name for p in (tmp_path / "ranged").iterdir()) and "words.npy" in names
     for name in names:
         assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "ranged" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("preset", ["lucene", "bm25s"])
+def test_term_ids_block_after_block_are_the_ids_of_one_call(preset, shared_data):
+    """A build reads passages a block at a time: each block's new surface forms get their ids written at the slots
+    the lookup recorded, so a later block finds them there (not a placeholder of an earlier block). Blocks of 37
+    passages, the table growing many times over, give the ids and vocabulary of one call over all of them."""
+    from conftest import MUSIQUE_TRAIN
+
+    from rag_curriculum.retrieval._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
+    from rag_curriculum.retrieval._bm25 import stopword_list
+    from rag_curriculum.retrieval._corpus import passage_blocks
+
+    texts = [f"{t} {x}" for b in passage_blocks("musique", str(MUSIQUE_TRAIN), None)
+             for t, x in zip(b.titles, b.texts, strict=True)]
+
+    def analyzer():
+        return LuceneEnglishAnalyzer() if preset == "lucene" else Bm25sWords(stopword_list("en"))
+
+    one = TermIds(analyzer())
+    want, want_len = one.ids(texts)
+    blocks = TermIds(analyzer())
+    parts = [blocks.ids(texts[i:i + 37]) for i in range(0, len(texts), 37)]
+    assert len(parts) > 50 and len(one.vocab) > 5000
+    assert blocks.vocab == one.vocab
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), want)
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), want_len)
