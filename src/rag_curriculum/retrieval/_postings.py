@@ -14,7 +14,10 @@ took 8.
 
 * term at a time with pruning (the default, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
   the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
-  the current ``k``-th score, then only the passages that still could are looked up in the rest;
+  the ``k``-th best score so far (kept in a heap of ``k`` as postings are added), then only the passages that still
+  could are looked up in the rest, a list at a time, each dropped as soon as its score so far, the most its block of
+  the list can add and the lists after fall short (the candidates are kept ascending by merging the first lists'
+  runs, not by sorting: numba's sort took as long as the rest of a query at 5.2M passages);
 * document at a time (``daat=True``, :func:`search_one`): block-max MaxScore window by window, as Lucene's
   ``MaxScoreBulkScorer`` does; it skips whole windows and blocks, but on the benchmark corpus (group after group of
   perturbed copies of the same paragraphs, whose top scores tie) it scores as many candidates as the first reads
@@ -616,24 +619,110 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
         counts[q] = n
 
 
-def _kth(wide, touched, m, k, tie, vals, keys, ids):
-    """The ``k``-th best float32 score among the ``m`` touched passages (-inf when fewer)."""
-    n = 0
-    for x in range(m):
-        d = touched[x]
-        sc = f32(wide[d])
-        key = np_int64(tie[d]) if tie.shape[0] else d
-        if n < k or _worse(vals[0], keys[0], sc, key):
-            n = _push(vals, keys, ids, n, k, sc, key, d)
-    return f64(vals[0]) if n == k else -np.inf
+def _offer(vals, ids, n, k, s, d):
+    """Offer passage ``d``'s score so far ``s`` to a heap of the ``k`` best scores so far, each passage once (its
+    root the worst; ties left as they fall: its root is a lower bound of the final ``k``-th score, not the
+    ranking). A passage already in it has its entry raised (a score so far only grows)."""
+    for i in range(n):
+        if ids[i] == d:
+            vals[i] = s
+            while True:  # raised: down towards the leaves
+                c = 2 * i + 1
+                if c >= n:
+                    return n
+                if c + 1 < n and vals[c + 1] < vals[c]:
+                    c += 1
+                if vals[c] < vals[i]:
+                    vals[i], vals[c] = vals[c], vals[i]
+                    ids[i], ids[c] = ids[c], ids[i]
+                    i = c
+                else:
+                    return n
+    if n < k:
+        i = n
+        vals[i] = s
+        ids[i] = d
+        while i > 0:
+            p = (i - 1) // 2
+            if vals[i] < vals[p]:
+                vals[i], vals[p] = vals[p], vals[i]
+                ids[i], ids[p] = ids[p], ids[i]
+                i = p
+            else:
+                break
+        return n + 1
+    vals[0] = s
+    ids[0] = d
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            return n
+        if c + 1 < n and vals[c + 1] < vals[c]:
+            c += 1
+        if vals[c] < vals[i]:
+            vals[i], vals[c] = vals[c], vals[i]
+            ids[i], ids[c] = ids[c], ids[i]
+            i = c
+        else:
+            return n
 
 
-def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, term_first, term_end,
-                       term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide, mark):
+def _merge_runs(a, buf, starts, r):
+    """``a[:starts[r]]``, made of ``r`` ascending runs (``starts[i]`` to ``starts[i + 1]``), sorted in place by
+    merging runs pairwise (``buf`` as large: the other side of each pass); ``starts`` is overwritten."""
+    src, dst = a, buf
+    flips = 0
+    while r > 1:
+        nr = 0
+        i = 0
+        while i < r:
+            lo = starts[i]
+            if i + 1 < r:
+                mid, hi = starts[i + 1], starts[i + 2]
+                p, p2, w = lo, mid, lo
+                while p < mid and p2 < hi:
+                    if src[p] <= src[p2]:
+                        dst[w] = src[p]
+                        p += 1
+                    else:
+                        dst[w] = src[p2]
+                        p2 += 1
+                    w += 1
+                while p < mid:
+                    dst[w] = src[p]
+                    p += 1
+                    w += 1
+                while p2 < hi:
+                    dst[w] = src[p2]
+                    p2 += 1
+                    w += 1
+            else:
+                for x in range(lo, starts[i + 1]):
+                    dst[x] = src[x]
+            starts[nr] = lo
+            nr += 1
+            i += 2
+        starts[nr] = starts[r]
+        r = nr
+        src, dst = dst, src
+        flips += 1
+    if flips % 2 == 1:
+        for x in range(starts[r]):
+            a[x] = buf[x]
+
+
+def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, block_max,
+                       term_first, term_end, term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide,
+                       mark):
     """The Lucene preset's search, term at a time with pruning (Lucene sums a passage's clauses in double, so their
     order is free): the terms by the most they can add, highest first, every posting of each added up until the
-    terms left could not lift an untouched passage to the current ``k``-th score; then only the touched passages
-    that could still reach it are looked up in the lists left (skipping ahead block by block). Exact."""
+    terms left could not lift an untouched passage to the ``k``-th best score so far; then the touched passages
+    that could still reach it are looked up in the lists left, one list at a time (skipping ahead block by block):
+    a passage whose score so far, plus the most its block of the list can add, plus the lists after, falls short is
+    dropped without its block decoded, so the passages left shrink list by list. The ``k``-th best score so far (a
+    lower bound of the final one) is kept as postings are added, in a heap of ``k``. Exact: the ``k`` best are
+    chosen, Lucene's tie order included, among the passages left at the end."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     most = 0
@@ -644,6 +733,7 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
         if tot > most:
             most = tot
     touched = np.empty(most, np.int64)
+    buf = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
     vals = np.empty(k, np.float32)
@@ -661,14 +751,17 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
         for j in range(nt - 1, -1, -1):
             rest[j] = rest[j + 1] + ub[order[j]]
         rel = max(1e-5, (nt + 4) * 2.4e-7)
+        runs = np.zeros(nt + 1, np.int64)  # phase A's lists' new passages: one ascending run each
         m = 0
         j = 0
+        n = 0  # the heap of the k best so far
         theta = -np.inf
         while j < nt:  # phase A: every posting of the terms with the highest bounds
             u = order[j]
             t = flat[ptr[q] + u]
             w = weights[ptr[q] + u]
             f = term_first[t]
+            runs[j] = m
             for bb in range(f, term_end[t]):
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
@@ -678,55 +771,74 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                         mark[d] = True
                         touched[m] = d
                         m += 1
-                    wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
-                                          delta))
+                    v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
+                                             delta))
+                    wide[d] = v
+                    if n < k or f32(v) > vals[0]:
+                        n = _offer(vals, ids, n, k, f32(v), d)
             j += 1
-            # theta is at most the bounds processed so far summed: only then can the rest fall below it
-            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:
-                theta = _kth(wide, touched, m, k, tie, vals, keys, ids)
+            runs[j] = m
+            if j < nt and n == k:
+                theta = f64(vals[0])
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
         if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
             floor = theta - (abs(theta) * rel + 1e-6)
             c = 0
-            for x in range(m):
-                d = touched[x]
-                if wide[d] + rest[j] >= floor:
-                    touched[c] = d
-                    c += 1
-                else:
-                    mark[d] = False
-                    wide[d] = 0.0
-            cand = np.sort(touched[:c])
-            for x in range(c):
-                touched[x] = cand[x]
+            for r in range(j):  # (each run stays ascending)
+                lo, hi = runs[r], runs[r + 1]
+                runs[r] = c
+                for x in range(lo, hi):
+                    d = touched[x]
+                    if wide[d] + rest[j] >= floor:
+                        touched[c] = d
+                        c += 1
+                    else:
+                        mark[d] = False
+                        wide[d] = 0.0
+            runs[j] = c
+            _merge_runs(touched, buf, runs, j)
             m = c
             for jj in range(j, nt):
                 u = order[jj]
                 t = flat[ptr[q] + u]
                 w = weights[ptr[q] + u]
+                after = rest[jj + 1]
                 f = term_first[t]
                 e = term_end[t]
                 bb = f
                 nb = 0
                 p = 0
                 loaded = -1
+                c = 0
                 for x in range(m):
                     d = touched[x]
-                    if block_last[bb] < d:
+                    if bb < e and block_last[bb] < d:
                         bb = _seek_block(block_last, bb + 1, e, d)
-                        if bb >= e:
-                            break
-                    if loaded != bb:
-                        nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                        decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
-                        loaded = bb
-                        p = 0
-                    while p < nb and bd[p] < d:
-                        p += 1
-                    if p < nb and bd[p] == d:
-                        wide[d] += f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[p], doc_len[d], cache, avg, k1,
-                                              b, delta))
+                    if bb < e and wide[d] + lucene_value_bound(_qmax(block_max[bb]), f64(w)) + after >= floor:
+                        if loaded != bb:
+                            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                            loaded = bb
+                            p = 0
+                        while p < nb and bd[p] < d:
+                            p += 1
+                        if p < nb and bd[p] == d:
+                            v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[p], doc_len[d], cache, avg,
+                                                     k1, b, delta))
+                            wide[d] = v
+                            if f32(v) > vals[0]:
+                                n = _offer(vals, ids, n, k, f32(v), d)
+                    if wide[d] + after >= floor:  # still in reach (past this list's end: it adds nothing)
+                        touched[c] = d
+                        c += 1
+                    else:
+                        mark[d] = False
+                        wide[d] = 0.0
+                m = c
+                if f64(vals[0]) > theta:
+                    theta = f64(vals[0])
+                    floor = theta - (abs(theta) * rel + 1e-6)
         n = 0
         for x in range(m):
             d = touched[x]
@@ -766,12 +878,12 @@ def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, 
 
 
 def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words, block_off, block_bits, block_last,
-                      term_first, term_end, term_df, term_max, idf, nonocc, doc_len, num_docs, out_vals, out_ids,
-                      counts, scores, wide, mark):
+                      block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, num_docs, out_vals,
+                      out_ids, counts, scores, wide, mark):
     """The bm25s preset's search, term at a time with pruning: candidates chosen as the Lucene preset's search
-    chooses them (double sums, the terms by bound, a margin wider than float32's rounding), then each candidate's
-    exact score summed as bm25s sums it (float32, in the query's word order), and untouched passages at score 0 by
-    lower id where they can still enter. Exact."""
+    chooses them (double sums, the terms by bound, the lists left looked up one at a time with block bounds, a
+    margin wider than float32's rounding), then each candidate's exact score summed as bm25s sums it (float32, in
+    the query's word order), and untouched passages at score 0 by lower id where they can still enter. Exact."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     most = 0
@@ -782,12 +894,12 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
         if tot > most:
             most = tot
     touched = np.empty(most, np.int64)
+    buf = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
-    empty_tie = np.zeros(0, np.uint32)
     for q in range(ptr.shape[0] - 1):
         nt = ptr[q + 1] - ptr[q]
         if nt == 0:
@@ -805,11 +917,14 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
         rel = max(1e-5, (order_ptr[q + 1] - order_ptr[q] + 4) * 2.4e-7)
         m = 0
         j = 0
+        n = 0  # the heap of the k best double sums so far (as in lucene_pruned_many)
+        runs = np.zeros(nt + 1, np.int64)
         theta = -np.inf
         while j < nt:
             u = order[j]
             t = flat[ptr[q] + u]
             f = term_first[t]
+            runs[j] = m
             for bb in range(f, term_end[t]):
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
@@ -819,28 +934,90 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                         mark[d] = True
                         touched[m] = d
                         m += 1
-                    wide[d] += mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
-                                                    cache, avg, k1, b, delta))
+                    v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
+                                                       cache, avg, k1, b, delta))
+                    wide[d] = v
+                    if n < k or f32(v) > vals[0]:
+                        n = _offer(vals, ids, n, k, f32(v), d)
             j += 1
-            if j < nt and m >= k and rest[j] < rest[0] - rest[j]:  # (as in lucene_pruned_many)
-                theta = _kth(wide, touched, m, k, empty_tie, vals, keys, ids)
+            runs[j] = m
+            if j < nt and n == k:
+                theta = f64(vals[0])
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
-        c = m
-        if j < nt:
+        if j < nt:  # the touched passages that can still make it, the lists left looked up one at a time
+            floor = theta - (abs(theta) * rel + 1e-6)
+            c = 0
+            for r in range(j):  # (each run stays ascending)
+                lo, hi = runs[r], runs[r + 1]
+                runs[r] = c
+                for x in range(lo, hi):
+                    d = touched[x]
+                    if wide[d] + rest[j] >= floor:
+                        touched[c] = d
+                        c += 1
+                    else:
+                        mark[d] = False
+                        wide[d] = 0.0
+            runs[j] = c
+            _merge_runs(touched, buf, runs, j)
+            m = c
+            for jj in range(j, nt):
+                u = order[jj]
+                t = flat[ptr[q] + u]
+                after = rest[jj + 1]
+                f = term_first[t]
+                e = term_end[t]
+                bb = f
+                nb = 0
+                p = 0
+                loaded = -1
+                c = 0
+                for x in range(m):
+                    d = touched[x]
+                    if bb < e and block_last[bb] < d:
+                        bb = _seek_block(block_last, bb + 1, e, d)
+                    if bb < e and wide[d] + mult[u] * _qmax(block_max[bb]) + after >= floor:
+                        if loaded != bb:
+                            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                            loaded = bb
+                            p = 0
+                        while p < nb and bd[p] < d:
+                            p += 1
+                        if p < nb and bd[p] == d:
+                            v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[p],
+                                                               doc_len[d], cache, avg, k1, b, delta))
+                            wide[d] = v
+                            if f32(v) > vals[0]:
+                                n = _offer(vals, ids, n, k, f32(v), d)
+                    if wide[d] + after >= floor:
+                        touched[c] = d
+                        c += 1
+                    else:
+                        mark[d] = False
+                        wide[d] = 0.0
+                m = c
+                if f64(vals[0]) > theta:
+                    theta = f64(vals[0])
+                    floor = theta - (abs(theta) * rel + 1e-6)
+        if m > k and n == k:  # every list summed: only the passages within the margin of the k-th need exact scores
+            if f64(vals[0]) > theta:
+                theta = f64(vals[0])
             floor = theta - (abs(theta) * rel + 1e-6)
             c = 0
             for x in range(m):
                 d = touched[x]
-                if wide[d] + rest[j] >= floor:
+                if wide[d] >= floor:
                     touched[c] = d
                     c += 1
                 else:
                     mark[d] = False
-                wide[d] = 0.0
-        else:
-            for x in range(m):
-                wide[touched[x]] = 0.0
+                    wide[d] = 0.0
+            m = c
+        c = m
+        for x in range(m):
+            wide[touched[x]] = 0.0
         cand = np.sort(touched[:c])
         tf = np.empty((nt, c), np.int64)
         for u in range(nt):  # each candidate's frequency in every list, for its exact score
@@ -1005,7 +1182,8 @@ def kernels() -> dict[str, Any]:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
-                 "_advance", "_contains", "search_many", "exhaustive_many", "_kth", "lucene_pruned_many",
+                 "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs",
+                 "lucene_pruned_many",
                  "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
@@ -1444,11 +1622,12 @@ class PostingsIndex:
             if plan[lo] == 2 and self.mode == BM25S:
                 scores, wide, mark = self.scratch()
                 self.k["bm25s_pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], k, self.method, self.kparams,
-                                            *self._args(), *common, ta["max"], ta["idf"], ta["nonocc"], self.doc_len,
-                                            self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
+                                            *self._args(), self.block_max, *common, ta["max"], ta["idf"],
+                                            ta["nonocc"], self.doc_len, self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
             elif plan[lo] == 2:
                 scores, wide, mark = self.scratch()
-                self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(), *common,
+                self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(),
+                                             self.block_max, *common,
                                              ta["max"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
                                              got[lo:hi], counts[lo:hi], wide, mark)
             elif plan[lo] == 0:
