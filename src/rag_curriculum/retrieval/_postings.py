@@ -273,6 +273,31 @@ def _pop_all(vals, keys, ids, n, out_vals, out_ids):
         _sift_down(vals, keys, ids, m, 0)
 
 
+def decode_docs(words, block_off, block_bits, block_last, blk, first, n, docs_out):
+    """Only the passages of block ``blk`` (a lookup needs a frequency only where it finds its passage:
+    :func:`tf_at`)."""
+    if n == 1:
+        docs_out[0] = np_int64(block_last[blk])
+        return
+    wd = np_int64(block_bits[blk, 0])
+    _unpack(words, np_int64(block_off[blk]) * 8, n, wd, docs_out)
+    d = np_int64(-1) if blk == first else np_int64(block_last[blk - 1])
+    for i in range(n):
+        d += docs_out[i] + 1
+        docs_out[i] = d
+
+
+def tf_at(words, block_off, block_bits, blk, n, p):
+    """The frequency of the ``p``-th posting of block ``blk`` (``n`` postings), unpacked alone."""
+    wf = np_int64(block_bits[blk, 1])
+    if wf == 0:
+        return np_int64(1)
+    bit = np_int64(block_off[blk]) * 8 + n * np_int64(block_bits[blk, 0]) + p * wf
+    wi = bit >> 5
+    two = np_int64(words[wi]) | (np_int64(words[wi + 1]) << 32)
+    return ((two >> (bit & 31)) & ((1 << wf) - 1)) + 1
+
+
 # -- block-max WAND ---------------------------------------------------------------------------------------------
 def _seek_block(block_last, lo, hi, d):
     """The first block in [lo, hi) whose last passage is >= d (hi: none)."""
@@ -818,13 +843,14 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                     if bb < e and wide[d] + lucene_value_bound(_qmax(block_max[bb]), f64(w)) + after >= floor:
                         if loaded != bb:
                             nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                            decode_docs(words, block_off, block_bits, block_last, bb, f, nb, bd)
                             loaded = bb
                             p = 0
                         while p < nb and bd[p] < d:
                             p += 1
                         if p < nb and bd[p] == d:
-                            v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[p], doc_len[d], cache, avg,
+                            tf = tf_at(words, block_off, block_bits, bb, nb, p)
+                            v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg,
                                                      k1, b, delta))
                             wide[d] = v
                             if f32(v) > vals[0]:
@@ -980,13 +1006,14 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                     if bb < e and wide[d] + mult[u] * _qmax(block_max[bb]) + after >= floor:
                         if loaded != bb:
                             nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                            decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
+                            decode_docs(words, block_off, block_bits, block_last, bb, f, nb, bd)
                             loaded = bb
                             p = 0
                         while p < nb and bd[p] < d:
                             p += 1
                         if p < nb and bd[p] == d:
-                            v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[p],
+                            tf = tf_at(words, block_off, block_bits, bb, nb, p)
+                            v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf,
                                                                doc_len[d], cache, avg, k1, b, delta))
                             wide[d] = v
                             if f32(v) > vals[0]:
@@ -1180,7 +1207,7 @@ def kernels() -> dict[str, Any]:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "_score", "lucene_value_bound",
+        names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs",
                  "lucene_pruned_many",
@@ -1193,7 +1220,7 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
-            small = ("_bits", "_bytes", "_qmax", "_unpack", "_score", "lucene_value_bound", "_worse", "_at")
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse", "_at")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}
