@@ -21,7 +21,10 @@ each resumable: what a stage wrote is reused):
     more codes over the same inverted lists (the imported index's trained coarse quantizer and its assignment of
     every vector, so each code costs its own training and encoding only): each tuned to R on the tuning queries with
     the toolkit's tuning (the cheapest nprobe and re-rank depth), then its recall@10 on the test queries, bytes per
-    vector, the RAM an index of wiki-18's 21,015,324 passages would hold, and queries/s on one core.
+    vector, the RAM an index of wiki-18's 21,015,324 passages would hold, and queries/s on one core. With
+    ``--lists N``, over ``N`` new lists instead: a coarse quantizer trained on ``--train-sample`` vectors (FAISS's
+    k-means, seeded) and every vector assigned to its nearest list, once (kept in ``lists-N.npz``), so the
+    partition's share of the cost can be told from the code's.
 ``serve``
     the imported index loaded as ``curriculum serve`` loads it (``load_index``: FAISS memory-mapped, the encoder
     loaded), its files first dropped from the page cache (cold), in the memory cgroup: the test queries searched
@@ -218,6 +221,32 @@ def assignments(ivf) -> np.ndarray:
     return owner
 
 
+def new_lists(f, sample: np.ndarray, nlist: int, out: Path, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``nlist`` lists: a coarse quantizer trained on ``sample`` (spherical k-means, as FAISS trains an inner-product
+    IVF) and each of the ``f.n`` vectors' nearest centroid, block by block; kept in ``lists-N.npz``."""
+    import faiss
+
+    path = out / f"lists-{nlist}.npz"
+    if path.exists():
+        got = np.load(path)
+        return got["owner"], got["centroids"]
+    t = time.perf_counter()
+    ivf = faiss.index_factory(f.d, f"IVF{nlist},Flat", faiss.METRIC_INNER_PRODUCT)
+    faiss.extract_index_ivf(ivf).cp.seed = seed
+    ivf.train(sample)
+    quantizer = faiss.downcast_index(faiss.extract_index_ivf(ivf).quantizer)
+    trained = time.perf_counter() - t
+    owner = np.empty(f.n, dtype=np.int64)
+    for a in range(0, f.n, 1 << 16):
+        b = min(f.n, a + (1 << 16))
+        owner[a:b] = quantizer.search(f.block(a, b), 1)[1][:, 0]
+    centroids = quantizer.reconstruct_n(0, nlist)
+    np.savez(path, owner=owner, centroids=centroids)
+    print(f"lists: IVF{nlist} trained on {len(sample):,} vectors in {trained:.0f} s, {f.n:,} vectors assigned in "
+          f"{time.perf_counter() - t - trained:.0f} s", flush=True)
+    return owner, centroids
+
+
 def frontier(out: Path, args: argparse.Namespace) -> None:
     import faiss
 
@@ -226,15 +255,17 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
 
     f = flat(out)
     n, d = f.n, f.d
-    base = faiss.read_index(str(out / "index" / "dense" / FAISS_INDEX))
-    ivf = faiss.extract_index_ivf(base)
-    owner = assignments(ivf)
-    quantizer = faiss.downcast_index(ivf.quantizer)
-    centroids = quantizer.reconstruct_n(0, ivf.nlist)
     halves = VectorFile(out / "index" / "dense" / "vectors.f16", n, d)
     test, want = np.load(out / "test.npy"), np.load(out / "exact.npy")
     rng = np.random.default_rng(args.seed)
     sample = f.take(np.sort(rng.choice(n, size=min(args.train_sample, n), replace=False)))
+    if args.lists:
+        owner, centroids = new_lists(f, sample, args.lists, out, args.seed)
+    else:
+        ivf = faiss.extract_index_ivf(faiss.read_index(str(out / "index" / "dense" / FAISS_INDEX)))
+        owner = assignments(ivf)
+        centroids = faiss.downcast_index(ivf.quantizer).reconstruct_n(0, ivf.nlist)
+    nlist = len(centroids)
     cfg = IndexConfig(kind="dense", encoder="x", corpus="x", target_recall=args.target_recall,
                       tune_queries=str(out / "tune.npy"), seed=args.seed)
     from rag_curriculum.retrieval import _dense
@@ -250,13 +281,14 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
 
     _dense.exact_top_k = exact_cached
     results = json.loads((out / "frontier.json").read_text()) if (out / "frontier.json").exists() else {}
-    print(f"frontier: {n:,} vectors of dimension {d}, IVF{ivf.nlist} (the imported index's lists), each code tuned "
+    print(f"frontier: {n:,} vectors of dimension {d}, IVF{nlist} ({'new' if args.lists else 'the imported index'}'s lists), each code tuned "
           f"to recall@10 {args.target_recall} on the tuning queries, measured on the test queries", flush=True)
     for code in args.codes.split(";"):
-        if code in results:
+        name = f"IVF{nlist},{code}" if args.lists else code  # (the imported lists' rows keep their first names)
+        if name in results:
             continue
         t = time.perf_counter()
-        index = faiss.index_factory(d, f"IVF{ivf.nlist},{code}", faiss.METRIC_INNER_PRODUCT)
+        index = faiss.index_factory(d, f"IVF{nlist},{code}", faiss.METRIC_INNER_PRODUCT)
         sub = faiss.extract_index_ivf(index)
         q = faiss.downcast_index(sub.quantizer)
         q.add(centroids)  # the trained coarse quantizer: not trained again
@@ -271,10 +303,10 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
         path = out / "frontier.index"
         faiss.write_index(index, str(path))
         size = path.stat().st_size
-        row = {"code": code, "build_s": round(build_s), "bytes_per_vector": round(size / n, 1),
+        row = {"code": name, "build_s": round(build_s), "bytes_per_vector": round(size / n, 1),
                "wiki18_gb": round(size / n * WIKI18 / 1e9, 2)}
         try:
-            tuned = tune(index, f, halves, cfg, None, what=f"IVF{ivf.nlist},{code}")
+            tuned = tune(index, f, halves, cfg, None, what=f"IVF{nlist},{code}")
             row.update({k: tuned[k] for k in ("nprobe", "refine")}, tune_recall=tuned["recall"])
         except Exception as e:  # noqa: BLE001 - the best it reaches, as the error says
             row["unreachable"] = str(e)
@@ -291,7 +323,7 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
         faiss.omp_set_num_threads(threads)
         row["test_recall"] = round(float(np.mean([len(set(a) & set(b)) / 10 for a, b in
                                                   zip(got.tolist(), want.tolist(), strict=True)])), 4)
-        results[code] = row
+        results[name] = row
         (out / "frontier.json").write_text(json.dumps(results, indent=1))
         print("  " + json.dumps(row), flush=True)
         path.unlink()
@@ -364,6 +396,8 @@ def main() -> None:
     ap.add_argument("--codes", default="PQ24;PQ48;PQ96;SQ4;RaBitQ;RaBitQ4", help="the frontier's codes, ';'")
     ap.add_argument("--target-recall", type=float, default=0.95)
     ap.add_argument("--train-sample", type=int, default=200_000)
+    ap.add_argument("--lists", type=int, default=0, help="the frontier over this many new lists (default: the "
+                    "imported index's)")
     ap.add_argument("--memory-limit", default="8G")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

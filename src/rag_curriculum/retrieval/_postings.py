@@ -21,7 +21,8 @@ took 8.
 * document at a time (``daat=True``, :func:`search_one`): block-max MaxScore window by window, as Lucene's
   ``MaxScoreBulkScorer`` does; it skips whole windows and blocks, but on the benchmark corpus (group after group of
   perturbed copies of the same paragraphs, whose top scores tie) it scores as many candidates as the first reads
-  postings, slower a candidate: 0.7x the default's queries/s at 1.8M passages (docs/retrieval.md).
+  postings, slower a candidate: 0.7x the default's queries/s at 1.8M passages, measured before the default's
+  heap, merge and list-at-a-time lookups roughly doubled its speed (docs/retrieval.md).
 
 Ties are broken by the tie key (the lower passage id, or for the Lucene preset Lucene's order: the ``id`` string's
 bytes); bounds are compared with a margin wider than float rounding. An exhaustive sum serves the bm25s variants that
