@@ -281,7 +281,8 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
 
     _dense.exact_top_k = exact_cached
     results = json.loads((out / "frontier.json").read_text()) if (out / "frontier.json").exists() else {}
-    print(f"frontier: {n:,} vectors of dimension {d}, IVF{nlist} ({'new' if args.lists else 'the imported index'}'s lists), each code tuned "
+    lists = "new lists" if args.lists else "the imported index's lists"
+    print(f"frontier: {n:,} vectors of dimension {d}, IVF{nlist} ({lists}), each code tuned "
           f"to recall@10 {args.target_recall} on the tuning queries, measured on the test queries", flush=True)
     for code in args.codes.split(";"):
         name = f"IVF{nlist},{code}" if args.lists else code  # (the imported lists' rows keep their first names)
