@@ -293,7 +293,8 @@ def tf_at(words, block_off, block_bits, blk, n, p):
     wf = np_int64(block_bits[blk, 1])
     if wf == 0:
         return np_int64(1)
-    bit = np_int64(block_off[blk]) * 8 + n * np_int64(block_bits[blk, 0]) + p * wf
+    # (int64 throughout, as in _unpack: without numba a NumPy integer here would turn the shift below to int64)
+    bit = np_int64(np_int64(block_off[blk]) * 8 + np_int64(n) * np_int64(block_bits[blk, 0]) + np_int64(p) * wf)
     wi = bit >> 5
     two = np_int64(words[wi]) | (np_int64(words[wi + 1]) << 32)
     return ((two >> (bit & 31)) & ((1 << wf) - 1)) + 1
@@ -645,11 +646,13 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
         counts[q] = n
 
 
-def _offer(vals, ids, n, k, s, d):
+def _offer(vals, ids, n, k, s, d, was):
     """Offer passage ``d``'s score so far ``s`` to a heap of the ``k`` best scores so far, each passage once (its
     root the worst; ties left as they fall: its root is a lower bound of the final ``k``-th score, not the
-    ranking). A passage already in it has its entry raised (a score so far only grows)."""
-    for i in range(n):
+    ranking). A passage already in it has its entry raised (a score so far only grows). ``was``: its score before
+    (float32): an entry is never above it and never below the root, so the heap is searched for ``d`` only when
+    ``was`` reaches the root (rarely: the search is O(k), for depths of thousands too)."""
+    for i in range(n if n > 0 and was >= vals[0] else 0):
         if ids[i] == d:
             vals[i] = s
             while True:  # raised: down towards the leaves
@@ -797,11 +800,11 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                         mark[d] = True
                         touched[m] = d
                         m += 1
-                    v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b,
-                                             delta))
+                    was = wide[d]
+                    v = was + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b, delta))
                     wide[d] = v
                     if n < k or f32(v) > vals[0]:
-                        n = _offer(vals, ids, n, k, f32(v), d)
+                        n = _offer(vals, ids, n, k, f32(v), d, f32(was))
             j += 1
             runs[j] = m
             if j < nt and n == k:
@@ -851,11 +854,12 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                             p += 1
                         if p < nb and bd[p] == d:
                             tf = tf_at(words, block_off, block_bits, bb, nb, p)
-                            v = wide[d] + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg,
-                                                     k1, b, delta))
+                            was = wide[d]
+                            v = was + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg, k1, b,
+                                                 delta))
                             wide[d] = v
                             if f32(v) > vals[0]:
-                                n = _offer(vals, ids, n, k, f32(v), d)
+                                n = _offer(vals, ids, n, k, f32(v), d, f32(was))
                     if wide[d] + after >= floor:  # still in reach (past this list's end: it adds nothing)
                         touched[c] = d
                         c += 1
@@ -887,6 +891,8 @@ def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, 
     loaded = -1
     for x in range(c):
         out_tf[x] = 0
+    if f >= e:  # a term without postings
+        return
     for x in range(c):
         d = cand[x]
         if block_last[bb] < d:
@@ -961,11 +967,12 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                         mark[d] = True
                         touched[m] = d
                         m += 1
-                    v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
-                                                       cache, avg, k1, b, delta))
+                    was = wide[d]
+                    v = was + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
+                                                   cache, avg, k1, b, delta))
                     wide[d] = v
                     if n < k or f32(v) > vals[0]:
-                        n = _offer(vals, ids, n, k, f32(v), d)
+                        n = _offer(vals, ids, n, k, f32(v), d, f32(was))
             j += 1
             runs[j] = m
             if j < nt and n == k:
@@ -1014,11 +1021,12 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                             p += 1
                         if p < nb and bd[p] == d:
                             tf = tf_at(words, block_off, block_bits, bb, nb, p)
-                            v = wide[d] + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf,
-                                                               doc_len[d], cache, avg, k1, b, delta))
+                            was = wide[d]
+                            v = was + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf, doc_len[d],
+                                                           cache, avg, k1, b, delta))
                             wide[d] = v
                             if f32(v) > vals[0]:
-                                n = _offer(vals, ids, n, k, f32(v), d)
+                                n = _offer(vals, ids, n, k, f32(v), d, f32(was))
                     if wide[d] + after >= floor:
                         touched[c] = d
                         c += 1
