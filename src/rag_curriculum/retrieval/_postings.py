@@ -741,6 +741,91 @@ def _merge_runs(a, buf, starts, r):
             a[x] = buf[x]
 
 
+def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, rest, theta, rel, m, touched, buf,
+                 runs, words, block_off, block_bits, block_last, block_max, term_first, term_end, term_df, doc_len,
+                 params, wide, mark, vals, ids, n, k, bd):
+    """The pruned searches' second phase, both presets: the ``m`` touched passages (``j`` ascending runs, one a
+    list summed whole) that can still reach the ``k``-th best score so far, merged into passage order, then looked
+    up in the lists left (``order[j:]``), a list at a time, skipping ahead block by block; a passage is dropped
+    (its ``wide`` and ``mark`` cleared) as soon as its score so far, the most its block of the list can add and the
+    lists after fall short, its block not decoded. ``terms``: the query's terms (indices into the per-term arrays);
+    a Lucene list's weight is ``weights[u]``, a bm25s list's score ``mult[u]`` times its word's score. Returns the
+    passages left, the heap's size and the k-th score so far."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    floor = theta - (abs(theta) * rel + 1e-6)
+    c = 0
+    for r in range(j):  # (each run stays ascending)
+        lo, hi = runs[r], runs[r + 1]
+        runs[r] = c
+        for x in range(lo, hi):
+            d = touched[x]
+            if wide[d] + rest[j] >= floor:
+                touched[c] = d
+                c += 1
+            else:
+                mark[d] = False
+                wide[d] = 0.0
+    runs[j] = c
+    _merge_runs(touched, buf, runs, j)
+    m = c
+    for jj in range(j, nt):
+        u = order[jj]
+        t = terms[u]
+        w = f32(0.0)
+        if mode == LUCENE:
+            w = weights[u]
+        after = rest[jj + 1]
+        f = term_first[t]
+        e = term_end[t]
+        bb = f
+        nb = 0
+        p = 0
+        loaded = -1
+        c = 0
+        for x in range(m):
+            d = touched[x]
+            if bb < e and block_last[bb] < d:
+                bb = _seek_block(block_last, bb + 1, e, d)
+            if bb < e:
+                if mode == LUCENE:
+                    bound = lucene_value_bound(_qmax(block_max[bb]), f64(w))
+                else:
+                    bound = mult[u] * _qmax(block_max[bb])
+                if wide[d] + bound + after >= floor:
+                    if loaded != bb:
+                        nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
+                        decode_docs(words, block_off, block_bits, block_last, bb, f, nb, bd)
+                        loaded = bb
+                        p = 0
+                    while p < nb and bd[p] < d:
+                        p += 1
+                    if p < nb and bd[p] == d:
+                        tf = tf_at(words, block_off, block_bits, bb, nb, p)
+                        if mode == LUCENE:
+                            add = f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg, k1, b,
+                                             delta))
+                        else:
+                            add = mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf, doc_len[d],
+                                                       cache, avg, k1, b, delta))
+                        was = wide[d]
+                        v = was + add
+                        wide[d] = v
+                        if f32(v) > vals[0]:
+                            n = _offer(vals, ids, n, k, f32(v), d, f32(was))
+            if wide[d] + after >= floor:  # still in reach (past this list's end: it adds nothing)
+                touched[c] = d
+                c += 1
+            else:
+                mark[d] = False
+                wide[d] = 0.0
+        m = c
+        if f64(vals[0]) > theta:
+            theta = f64(vals[0])
+            floor = theta - (abs(theta) * rel + 1e-6)
+    return m, n, theta
+
+
 def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, block_max,
                        term_first, term_end, term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide,
                        mark):
@@ -768,6 +853,8 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
+    no_mult = np.zeros(0, np.int64)  # (the bm25s side's, unused here)
+    no_idf = np.zeros(0, np.float32)
     for q in range(ptr.shape[0] - 1):
         nt = ptr[q + 1] - ptr[q]
         if nt == 0:
@@ -812,64 +899,10 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
         if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
-            floor = theta - (abs(theta) * rel + 1e-6)
-            c = 0
-            for r in range(j):  # (each run stays ascending)
-                lo, hi = runs[r], runs[r + 1]
-                runs[r] = c
-                for x in range(lo, hi):
-                    d = touched[x]
-                    if wide[d] + rest[j] >= floor:
-                        touched[c] = d
-                        c += 1
-                    else:
-                        mark[d] = False
-                        wide[d] = 0.0
-            runs[j] = c
-            _merge_runs(touched, buf, runs, j)
-            m = c
-            for jj in range(j, nt):
-                u = order[jj]
-                t = flat[ptr[q] + u]
-                w = weights[ptr[q] + u]
-                after = rest[jj + 1]
-                f = term_first[t]
-                e = term_end[t]
-                bb = f
-                nb = 0
-                p = 0
-                loaded = -1
-                c = 0
-                for x in range(m):
-                    d = touched[x]
-                    if bb < e and block_last[bb] < d:
-                        bb = _seek_block(block_last, bb + 1, e, d)
-                    if bb < e and wide[d] + lucene_value_bound(_qmax(block_max[bb]), f64(w)) + after >= floor:
-                        if loaded != bb:
-                            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                            decode_docs(words, block_off, block_bits, block_last, bb, f, nb, bd)
-                            loaded = bb
-                            p = 0
-                        while p < nb and bd[p] < d:
-                            p += 1
-                        if p < nb and bd[p] == d:
-                            tf = tf_at(words, block_off, block_bits, bb, nb, p)
-                            was = wide[d]
-                            v = was + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg, k1, b,
-                                                 delta))
-                            wide[d] = v
-                            if f32(v) > vals[0]:
-                                n = _offer(vals, ids, n, k, f32(v), d, f32(was))
-                    if wide[d] + after >= floor:  # still in reach (past this list's end: it adds nothing)
-                        touched[c] = d
-                        c += 1
-                    else:
-                        mark[d] = False
-                        wide[d] = 0.0
-                m = c
-                if f64(vals[0]) > theta:
-                    theta = f64(vals[0])
-                    floor = theta - (abs(theta) * rel + 1e-6)
+            m, n, theta = _lookup_left(LUCENE, 0, j, nt, order, flat[ptr[q]:ptr[q + 1]], weights[ptr[q]:ptr[q + 1]],
+                                       no_mult, no_idf, no_idf, rest, theta, rel, m, touched, buf, runs, words,
+                                       block_off, block_bits, block_last, block_max, term_first, term_end, term_df,
+                                       doc_len, params, wide, mark, vals, ids, n, k, bd)
         n = 0
         for x in range(m):
             d = touched[x]
@@ -933,6 +966,7 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
+    no_weights = np.zeros(0, np.float32)  # (the Lucene side's, unused here)
     for q in range(ptr.shape[0] - 1):
         nt = ptr[q + 1] - ptr[q]
         if nt == 0:
@@ -980,63 +1014,10 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
         if j < nt:  # the touched passages that can still make it, the lists left looked up one at a time
-            floor = theta - (abs(theta) * rel + 1e-6)
-            c = 0
-            for r in range(j):  # (each run stays ascending)
-                lo, hi = runs[r], runs[r + 1]
-                runs[r] = c
-                for x in range(lo, hi):
-                    d = touched[x]
-                    if wide[d] + rest[j] >= floor:
-                        touched[c] = d
-                        c += 1
-                    else:
-                        mark[d] = False
-                        wide[d] = 0.0
-            runs[j] = c
-            _merge_runs(touched, buf, runs, j)
-            m = c
-            for jj in range(j, nt):
-                u = order[jj]
-                t = flat[ptr[q] + u]
-                after = rest[jj + 1]
-                f = term_first[t]
-                e = term_end[t]
-                bb = f
-                nb = 0
-                p = 0
-                loaded = -1
-                c = 0
-                for x in range(m):
-                    d = touched[x]
-                    if bb < e and block_last[bb] < d:
-                        bb = _seek_block(block_last, bb + 1, e, d)
-                    if bb < e and wide[d] + mult[u] * _qmax(block_max[bb]) + after >= floor:
-                        if loaded != bb:
-                            nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                            decode_docs(words, block_off, block_bits, block_last, bb, f, nb, bd)
-                            loaded = bb
-                            p = 0
-                        while p < nb and bd[p] < d:
-                            p += 1
-                        if p < nb and bd[p] == d:
-                            tf = tf_at(words, block_off, block_bits, bb, nb, p)
-                            was = wide[d]
-                            v = was + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf, doc_len[d],
-                                                           cache, avg, k1, b, delta))
-                            wide[d] = v
-                            if f32(v) > vals[0]:
-                                n = _offer(vals, ids, n, k, f32(v), d, f32(was))
-                    if wide[d] + after >= floor:
-                        touched[c] = d
-                        c += 1
-                    else:
-                        mark[d] = False
-                        wide[d] = 0.0
-                m = c
-                if f64(vals[0]) > theta:
-                    theta = f64(vals[0])
-                    floor = theta - (abs(theta) * rel + 1e-6)
+            m, n, theta = _lookup_left(BM25S, method, j, nt, order, flat[ptr[q]:ptr[q + 1]], no_weights, mult, idf,
+                                       nonocc, rest, theta, rel, m, touched, buf, runs, words, block_off, block_bits,
+                                       block_last, block_max, term_first, term_end, term_df, doc_len, params, wide,
+                                       mark, vals, ids, n, k, bd)
         if m > k and n == k:  # every list summed: only the passages within the margin of the k-th need exact scores
             if f64(vals[0]) > theta:
                 theta = f64(vals[0])
@@ -1218,7 +1199,7 @@ def kernels() -> dict[str, Any]:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
-                 "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs",
+                 "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
                  "lucene_pruned_many",
                  "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
