@@ -8,6 +8,10 @@ hybrid its reciprocal rank fusion). For each question, recall@k is the share of 
 best (so recall@1 is at most 1 / hops: the bound is printed), averaged over the questions of a dataset; "all@k" is
 the share of questions with every gold paragraph in the ``k`` best.
 
+Where bench/_encode_e5small.py has written multilingual-e5-small's vectors of the same paragraphs and questions into
+``--out`` (e5's prefixes; its own engine, not an encoder the toolkit's indexes load), two more rows: its exact cosine
+ranking ("dense, e5-small") and its fusion with the same BM25 ranking ("hybrid, e5-small", the index's RRF ``k``).
+
     python bench/bench_dense_quality.py [--out DIR] [--encoder PATH] [--query-prefix ''] [--passage-prefix '']
 """
 
@@ -74,9 +78,18 @@ def main() -> None:
     both = fuse([(rankings["BM25"], None), (rankings["dense"], None)], k, int(rrf["rrf_k"]))[0]
     rankings["hybrid"] = both
     assert (both[:20] == s.search(texts[:20], k)[0]).all()  # the index's own fusion
-    np_save = out / "question_vectors.npy"
     import numpy as np
 
+    if (out / "e5small_passages.npy").exists():  # bench/_encode_e5small.py has run: a second, e5-family encoder
+        lines = corpus.read_text(encoding="utf-8").splitlines()
+        for i in (0, n // 2, n - 1):  # its rows are pooled.jsonl's lines, in order: the index's passage ids
+            assert ix.passage(i)[1] == json.loads(lines[i])["text"]
+        pv, e5q = np.load(out / "e5small_passages.npy"), np.load(out / "e5small_questions.npy")
+        sims = e5q @ pv.T  # exact cosine (unit vectors), ties by the lower id
+        e5 = np.argsort(-sims, axis=1, kind="stable")[:, :100]
+        rankings["dense, e5-small"] = e5
+        rankings["hybrid, e5-small"] = fuse([(rankings["BM25"], None), (e5, None)], k, int(rrf["rrf_k"]))[0]
+    np_save = out / "question_vectors.npy"
     np.save(np_save, qv)
     (out / "questions.json").write_text(json.dumps([{"dataset": q.dataset, "question": q.text, "gold": q.gold}
                                                     for q in questions]))
