@@ -782,16 +782,20 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
         nb = 0
         p = 0
         loaded = -1
+        bounded = -1  # the block whose bound is ``bound`` (an exp and a division once a block, not once a passage)
+        bound = 0.0
         c = 0
         for x in range(m):
             d = touched[x]
             if bb < e and block_last[bb] < d:
                 bb = _seek_block(block_last, bb + 1, e, d)
             if bb < e:
-                if mode == LUCENE:
-                    bound = lucene_value_bound(_qmax(block_max[bb]), f64(w))
-                else:
-                    bound = mult[u] * _qmax(block_max[bb])
+                if bounded != bb:
+                    if mode == LUCENE:
+                        bound = lucene_value_bound(_qmax(block_max[bb]), f64(w))
+                    else:
+                        bound = mult[u] * _qmax(block_max[bb])
+                    bounded = bb
                 if wide[d] + bound + after >= floor:
                     if loaded != bb:
                         nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
