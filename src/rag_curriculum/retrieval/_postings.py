@@ -1562,13 +1562,17 @@ class PostingsIndex:
 
     def terms(self, terms: Any) -> dict[str, Any]:
         """The arrays the search reads of ``terms`` (term ids): first and end block, document frequency, idf,
-        non-occurrence score (bm25l, bm25+) and largest block maximum, each an array beside ``terms``."""
+        non-occurrence score (bm25l, bm25+; 0 for the other methods, computed only for those two) and largest block
+        maximum, each an array beside ``terms``."""
         t = np.asarray(terms, dtype=np.int64)
         first = self.term_first[t].astype(np.int64)
         end = self.term_first[t + 1].astype(np.int64)
-        df = self.df(t)
-        out = {"first": first, "end": end, "df": df, "idf": np.array([self.stats.one(int(x)) for x in df], np.float32),
-               "nonocc": np.array([self.stats.one(int(x), nonocc=True) for x in df], np.float32),
+        nblocks = end - first
+        df = np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
+        one, dfs = self.stats.one, df.tolist()
+        out = {"first": first, "end": end, "df": df, "idf": np.array([one(x) for x in dfs], np.float32),
+               "nonocc": (np.array([one(x, nonocc=True) for x in dfs], np.float32) if self.exhaustive
+                          else np.zeros(len(dfs), np.float32)),
                "max": np.zeros(len(t), np.float64)}
         if self.compiled:
             self.k["term_maxima"](self.block_max, first, end, out["max"])
@@ -1608,16 +1612,8 @@ class PostingsIndex:
         live = [i for i, (terms, _, _) in enumerate(parsed) if terms]
         if not live or not k:
             return ids, scores
-        glob = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
-        uniq, flat = np.unique(glob, return_inverse=True)  # the batch's terms, and each query's as indices into them
-        flat = flat.reshape(-1).astype(np.int64)
+        uniq, flat, ptr, oflat, optr, boosts = _batch(parsed, live)
         ta = self.terms(uniq)
-        ptr = np.zeros(len(live) + 1, dtype=np.int64)
-        np.cumsum([len(parsed[i][0]) for i in live], out=ptr[1:])
-        oflat = np.fromiter(itertools.chain.from_iterable(parsed[i][1] for i in live), dtype=np.int64)
-        optr = np.zeros(len(live) + 1, dtype=np.int64)
-        np.cumsum([len(parsed[i][1]) for i in live], out=optr[1:])
-        boosts = np.fromiter(itertools.chain.from_iterable(parsed[i][2] for i in live), dtype=np.float32)
         weights = (boosts * ta["idf"][flat]).astype(np.float32)  # Lucene: boost x idf, in float32
         vals = np.zeros((len(live), k), dtype=np.float32)
         got = np.full((len(live), k), -1, dtype=np.int64)
@@ -1663,7 +1659,7 @@ class PostingsIndex:
                                       vals[lo:hi], got[lo:hi], counts[lo:hi])
 
         m = len(live)
-        cuts = [0, *(np.flatnonzero(plan[1:] != plan[:-1]) + 1).tolist(), m]  # runs of one strategy
+        cuts = [0, m] if m == 1 else [0, *(np.flatnonzero(plan[1:] != plan[:-1]) + 1).tolist(), m]  # runs of one strategy
         if threads > 1 and m > 1:  # and slices of them, a few per thread
             parts = min(m, threads * 4)
             cuts = sorted(set(cuts) | {m * i // parts for i in range(parts + 1)})
@@ -1675,9 +1671,42 @@ class PostingsIndex:
             list(_pool(threads).map(run, runs))
         if self.mode == LUCENE:
             self.k["tie_adjust"](vals, counts)
-        ids[live] = np.where(got >= 0, got, -1).astype(np.int32)
-        scores[live] = np.where(got >= 0, vals, 0).astype(np.float32)
+        hit = got >= 0
+        if len(live) == n:  # every query has a term: no rows to pick
+            ids[:] = np.where(hit, got, -1)
+            scores[:] = np.where(hit, vals, 0)
+        else:
+            ids[live] = np.where(hit, got, -1).astype(np.int32)
+            scores[live] = np.where(hit, vals, 0).astype(np.float32)
         return ids, scores
+
+
+def _batch(parsed: list[tuple[list[int], list[int], list[float]]], live: list[int]):
+    """The ``live`` queries as the kernels read them: the batch's distinct terms ascending (``uniq``), each query's
+    terms as indices into them (``flat``, a query's slice ``ptr[j]:ptr[j + 1]``), its token order (``oflat``,
+    ``optr``) and its boosts, one per term (float32). One query of distinct terms (what a server's request of one
+    question is) takes a shorter path with the same arrays: NumPy's ``unique`` and ``fromiter`` cost more than its
+    search on a small index."""
+    if len(live) == 1:
+        terms, order, boosts = parsed[live[0]]
+        m = len(terms)
+        if len(set(terms)) == m:
+            rank = sorted(range(m), key=terms.__getitem__)
+            uniq = np.array([terms[j] for j in rank], dtype=np.int64)
+            flat = np.empty(m, dtype=np.int64)
+            flat[rank] = np.arange(m, dtype=np.int64)
+            return (uniq, flat, np.array([0, m], dtype=np.int64), np.array(order, dtype=np.int64),
+                    np.array([0, len(order)], dtype=np.int64), np.array(boosts, dtype=np.float32))
+    glob = np.fromiter(itertools.chain.from_iterable(parsed[i][0] for i in live), dtype=np.int64)
+    uniq, flat = np.unique(glob, return_inverse=True)  # the batch's terms, and each query's as indices into them
+    flat = flat.reshape(-1).astype(np.int64)
+    ptr = np.zeros(len(live) + 1, dtype=np.int64)
+    np.cumsum([len(parsed[i][0]) for i in live], out=ptr[1:])
+    oflat = np.fromiter(itertools.chain.from_iterable(parsed[i][1] for i in live), dtype=np.int64)
+    optr = np.zeros(len(live) + 1, dtype=np.int64)
+    np.cumsum([len(parsed[i][1]) for i in live], out=optr[1:])
+    boosts = np.fromiter(itertools.chain.from_iterable(parsed[i][2] for i in live), dtype=np.float32)
+    return uniq, flat, ptr, oflat, optr, boosts
 
 
 # -- the numpy backend: every passage scored with NumPy (no numba), the same answers ------------------------------
