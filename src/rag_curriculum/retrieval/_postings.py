@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover
 BLOCK = 128  # postings per block
 RANGE_POSTINGS = 1 << 26  # postings put in term order at once by a build (8 bytes each: 512 MB)
 RANGE_CHUNKS = 4096  # the slices of the vocabulary a build's ranges are made of
+PREFETCH = 16  # postings ahead whose accumulator, mark and length the first phase asks the memory for
 WINDOW = 1024  # passages: the least a window of the block-max search spans (its bounds recomputed less often)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
@@ -176,6 +177,10 @@ def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_o
 
 def np_int64(v):  # replaced by numba's int64 when compiled
     return int(v)
+
+
+def _prefetch(arr, i):  # replaced by a prefetch instruction when compiled (kernels()): here, nothing
+    return None
 
 
 # -- scoring ----------------------------------------------------------------------------------------------------
@@ -607,6 +612,11 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
+                    if x + PREFETCH < nb:  # the lines a later posting reads, asked for ahead (a list's passages
+                        dn = bd[x + PREFETCH]  # are spread thinly: each read would wait on memory)
+                        _prefetch(wide, dn)
+                        _prefetch(mark, dn)
+                        _prefetch(doc_len, dn)
                     d = bd[x]
                     if not mark[d]:
                         mark[d] = True
@@ -786,6 +796,8 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
         bound = 0.0
         c = 0
         for x in range(m):
+            if x + PREFETCH < m:
+                _prefetch(wide, touched[x + PREFETCH])
             d = touched[x]
             if bb < e and block_last[bb] < d:
                 bb = _seek_block(block_last, bb + 1, e, d)
@@ -886,6 +898,11 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
+                    if x + PREFETCH < nb:  # the lines a later posting reads, asked for ahead (a list's passages
+                        dn = bd[x + PREFETCH]  # are spread thinly: each read would wait on memory)
+                        _prefetch(wide, dn)
+                        _prefetch(mark, dn)
+                        _prefetch(doc_len, dn)
                     d = bd[x]
                     if not mark[d]:
                         mark[d] = True
@@ -1000,6 +1017,11 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                 nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
                 decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
                 for x in range(nb):
+                    if x + PREFETCH < nb:  # the lines a later posting reads, asked for ahead (a list's passages
+                        dn = bd[x + PREFETCH]  # are spread thinly: each read would wait on memory)
+                        _prefetch(wide, dn)
+                        _prefetch(mark, dn)
+                        _prefetch(doc_len, dn)
                     d = bd[x]
                     if not mark[d]:
                         mark[d] = True
@@ -1196,6 +1218,56 @@ import numpy as np  # noqa: E402  (the kernels read it as a global)
 _KERNELS: dict[str, Any] | None = None
 
 
+def _prefetch_instruction() -> Any:
+    """``_prefetch(arr, i)`` compiled: LLVM's ``llvm.prefetch`` of ``arr[i]``'s address (a hint: no load, no fault),
+    named as this LLVM spells it; a compiled no-op where neither name compiles."""
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    def make(name):
+        @intrinsic
+        def prefetch(typingctx, arr, idx):
+            def codegen(context, builder, signature, args):
+                aryty = signature.args[0]
+                ary = context.make_array(aryty)(context, builder, args[0])
+                ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+                i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                                    name)
+                # read (0), keep in every cache level (3), data (1)
+                builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+                return context.get_dummy_value()
+
+            return types.void(arr, idx), codegen
+
+        return prefetch
+
+    def compiles(pf) -> bool:
+        @njit(cache=False)
+        def probe(a):
+            pf(a, 1)
+            return a[0]
+
+        try:
+            probe(np.zeros(2))
+        except Exception:  # noqa: BLE001 - another LLVM's name; the no-op below at worst
+            return False
+        return True
+
+    for name in ("llvm.prefetch.p0", "llvm.prefetch.p0i8"):
+        pf = make(name)
+        if compiles(pf):
+            return pf
+
+    @njit(inline="always")
+    def nothing(arr, i):
+        return None
+
+    return nothing
+
+
 def kernels() -> dict[str, Any]:
     """The kernels, compiled by numba (cached on disk) where it is installed."""
     global _KERNELS
@@ -1214,6 +1286,7 @@ def kernels() -> dict[str, Any]:
             pass
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
+            g["_prefetch"] = _prefetch_instruction()
             small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse", "_at")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
