@@ -15,10 +15,12 @@ one run: build time, peak memory and size on disk of both indexes, queries/s per
 3. The queries: ``--queries`` questions of the input, each engine in its own process pinned to one CPU:
    pyserini's ``LuceneSearcher.search(q, k)`` one query at a time, each hit's document read as Search-R1's
    ``retrieval_server.py`` reads it (``doc(docid).raw()`` from an index with raw documents, else the corpus line by
-   docid, in memory); the toolkit's index one query at a time (``retrieve_many([q], k, threads=1)`` and the hits'
-   documents), and all queries in one call on one thread. Each engine runs the queries once untimed first (the JVM
-   warm, each index's pages in the page cache), then timed; ``--repeats`` rounds, the engines alternating; the
-   ratio per round. The first untimed pass also compares the two engines' lists: with ``--bm25 lucene`` they are
+   docid: from a dict in memory, the fastest read there is, then again as Search-R1's server does it, a row of the
+   corpus loaded with ``datasets``' json loader, ``corpus[int(docid)]``, both printed); the toolkit's index one
+   query at a time (``retrieve_many([q], k, threads=1)`` and the hits' documents), and all queries in one call on
+   one thread. Each engine runs the queries untimed first (the index's pages in the page cache; pyserini three
+   times, so the JVM's compiler is done: its second pass is still 1.5x slower than its third; the toolkit twice),
+   then timed; ``--repeats`` rounds, the engines alternating; the ratio per round. The first untimed pass also compares the two engines' lists: with ``--bm25 lucene`` they are
    the same ids in the same order (and scores) for nearly every query (bench/bench_lucene_parity.py measures parity
    at top 10 on every question).
 4. Start-up to healthy: ``curriculum serve`` polled on ``/health``, first with the compiled search's cache cleared,
@@ -53,26 +55,43 @@ from pyserini.search.lucene import LuceneSearcher
 s = LuceneSearcher({index!r})
 qs = json.load(open({queries!r}))
 raw = s.doc(0) is not None and s.doc(0).raw() is not None
-corpus = None
+corpus = rows = None
 if not raw:  # Search-R1's server reads the passages from the corpus when the index has no raw documents
     corpus = {{}}
     with open({corpus!r}, encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
             corpus[rec["id"]] = rec
+    # and as its retrieval_server.py reads them: load_corpus (datasets' json loader), then load_docs,
+    # corpus[int(docid)] a hit
+    import datasets
+    datasets.disable_progress_bars()
+    rows = datasets.load_dataset("json", data_files={corpus!r}, split="train", cache_dir={cache!r})
 def docs(hits):
     return [json.loads(s.doc(h.docid).raw()) if raw else corpus[h.docid] for h in hits]
+def docs_datasets(hits):
+    return [rows[int(h.docid)] for h in hits]
 lists = []
-for q in qs:  # one untimed pass, as for the toolkit: the JVM warm, the index's pages in the page cache
-    hits = s.search(q, k={k})
-    docs(hits)
+for q in qs:  # untimed passes, as for the toolkit: the index's pages in the page cache, and the JVM's code compiled
+    hits = s.search(q, k={k})  # (its JIT goes on compiling for two passes of 2,000 queries: 328, 704, then 1,000 to
+    docs(hits)  # 1,130 queries/s at 453,600 passages; two more passes keep that out of the times)
     lists.append([[h.docid, h.score] for h in hits])
-t = time.perf_counter()
-n = 0
-for q in qs:
-    n += len(docs(s.search(q, k={k})))
-dt = time.perf_counter() - t
-print(json.dumps({{"qps": len(qs) / dt, "docs": n, "lists": lists}}))
+for _ in range(2):
+    for q in qs:
+        docs(s.search(q, k={k}))
+        if rows is not None:
+            docs_datasets(s.search(q, k={k}))
+def timed(read):
+    t = time.perf_counter()
+    n = 0
+    for q in qs:
+        n += len(read(s.search(q, k={k})))
+    return len(qs) / (time.perf_counter() - t), n
+qps, n = timed(docs)
+out = {{"qps": qps, "docs": n, "lists": lists}}
+if rows is not None:
+    out["qps_datasets"] = timed(docs_datasets)[0]
+print(json.dumps(out))
 """
 
 OURS_QUERY = r"""
@@ -83,11 +102,14 @@ ix = load_index({index!r}, threads=1)
 ix.warm()
 qs = json.load(open({queries!r}))
 lists = []
-for q in qs:  # one untimed pass, as for pyserini: the index's pages in the page cache
+for q in qs:  # untimed passes, as for pyserini: the index's pages in the page cache
     ids, scores = ix.retrieve_many([q], {k}, threads=1)
     got = ids[0] >= 0
     docs = ix.documents(ids[0][got])
     lists.append([[d[0], float(s)] for d, s in zip(docs, scores[0][got])])
+for q in qs:
+    ids, _ = ix.retrieve_many([q], {k}, threads=1)
+    ix.documents(ids[0][ids[0] >= 0])
 t = time.perf_counter()
 n = 0
 for q in qs:
@@ -218,9 +240,10 @@ def main() -> None:
         print(f"{m['passages']:,} passages (vocabulary {m['vocab_size']:,}); {len(questions):,} queries, top {args.k}, "
               "one core each", flush=True)
         for rnd in range(args.repeats):
-            a = _last_json(subprocess.run([str(py), "-c", PYSERINI_QUERY.format(index=str(theirs), queries=str(queries),
-                                                                                 corpus=str(corpus), k=args.k)],
-                                          capture_output=True, text=True, check=True).stdout)
+            a = _last_json(subprocess.run([str(py), "-c", PYSERINI_QUERY.format(
+                index=str(theirs), queries=str(queries), corpus=str(corpus), k=args.k,
+                cache=str(args.work / "rag-curriculum-bench-hf-cache"))], capture_output=True, text=True,
+                check=True).stdout)
             b = _last_json(subprocess.run([sys.executable, "-c", OURS_QUERY.format(index=str(ours), queries=str(queries),
                                                                                   k=args.k)],
                                           capture_output=True, text=True, check=True).stdout)
@@ -230,6 +253,10 @@ def main() -> None:
             print(f"round {rnd + 1}: pyserini {a['qps']:8.1f} q/s | curriculum ({b['backend']}) one at a time "
                   f"{b['qps']:8.1f} q/s = {b['qps'] / a['qps']:5.1f}x, batched {b['batch_qps']:8.1f} q/s = "
                   f"{b['batch_qps'] / a['qps']:5.1f}x", flush=True)
+            if "qps_datasets" in a:
+                print(f"         pyserini, each hit's row read as Search-R1's server reads it (datasets): "
+                      f"{a['qps_datasets']:8.1f} q/s | curriculum one at a time {b['qps'] / a['qps_datasets']:5.1f}x, "
+                      f"batched {b['batch_qps'] / a['qps_datasets']:5.1f}x", flush=True)
         cache = ROOT / "src" / "rag_curriculum" / "retrieval" / "__pycache__"
         for f in cache.glob("*.nb*"):
             f.unlink()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -251,11 +252,10 @@ class BlockReader:
         d = zlib.decompressobj(-15, zdict=self.zdict)
         head = 4 * k * n
         raw = d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]], head)
-        lens = struct.unpack_from(f"<{k * n}I", raw)
-        starts = [head]
-        for ln in lens:
-            starts.append(starts[-1] + (0 if ln == NULL else ln))
-        end = starts[k * (max(wanted) + 1)]
+        last = k * (max(wanted) + 1)  # the fields up to the last passage wanted
+        lens = struct.unpack_from(f"<{last}I", raw)
+        starts = list(accumulate([0 if ln == NULL else ln for ln in lens], initial=head))
+        end = starts[last]
         while len(raw) < end:  # on from where the lengths stopped, to the end of the last passage wanted
             more = d.decompress(d.unconsumed_tail, end - len(raw))
             if not more:
