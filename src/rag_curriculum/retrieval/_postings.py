@@ -1219,53 +1219,34 @@ _KERNELS: dict[str, Any] | None = None
 
 
 def _prefetch_instruction() -> Any:
-    """``_prefetch(arr, i)`` compiled: LLVM's ``llvm.prefetch`` of ``arr[i]``'s address (a hint: no load, no fault),
-    named as this LLVM spells it; a compiled no-op where neither name compiles."""
+    """``_prefetch(arr, i)`` compiled: LLVM's ``llvm.prefetch`` of ``arr[i]``'s address (a hint: no load, no fault).
+    The intrinsic's name carries its pointer type as the IR llvmlite writes spells it: ``p0i8`` for a typed ``i8*``
+    (LLVM 14 to 16 read it so; later ones upgrade it), ``p0`` for an opaque ``ptr``. Chosen from that spelling, not
+    by compiling a probe: a probe cost every process that searches 0.7 s of LLVM start-up, the search itself being
+    loaded from numba's cache."""
     from llvmlite import ir
-    from numba import njit, types
+    from numba import types
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    def make(name):
-        @intrinsic
-        def prefetch(typingctx, arr, idx):
-            def codegen(context, builder, signature, args):
-                aryty = signature.args[0]
-                ary = context.make_array(aryty)(context, builder, args[0])
-                ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-                i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                                    name)
-                # read (0), keep in every cache level (3), data (1)
-                builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
-                return context.get_dummy_value()
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    name = "llvm.prefetch.p0" if str(i8p) == "ptr" else "llvm.prefetch.p0i8"
 
-            return types.void(arr, idx), codegen
+    @intrinsic
+    def prefetch(typingctx, arr, idx):
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                                name)
+            # read (0), keep in every cache level (3), data (1)
+            builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
 
-        return prefetch
+        return types.void(arr, idx), codegen
 
-    def compiles(pf) -> bool:
-        @njit(cache=False)
-        def probe(a):
-            pf(a, 1)
-            return a[0]
-
-        try:
-            probe(np.zeros(2))
-        except Exception:  # noqa: BLE001 - another LLVM's name; the no-op below at worst
-            return False
-        return True
-
-    for name in ("llvm.prefetch.p0", "llvm.prefetch.p0i8"):
-        pf = make(name)
-        if compiles(pf):
-            return pf
-
-    @njit(inline="always")
-    def nothing(arr, i):
-        return None
-
-    return nothing
+    return prefetch
 
 
 def kernels() -> dict[str, Any]:
