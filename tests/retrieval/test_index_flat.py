@@ -170,6 +170,30 @@ def test_both_backends_rank_alike_in_batches(built):
         assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
 
 
+def test_one_query_at_a_time_is_the_batch(built):
+    """A request of one question takes a shorter way to the kernels' arrays (``_postings._batch``): the same arrays as
+    the batch's way, so the same ids and scores, query by query; a query with a repeated term takes the batch's way."""
+    pytest.importorskip("numba")
+    d, manifest, ref, tok = built
+    s = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=1)
+    qs = [" ".join(w for w in list(ref.vocab_dict)[i:i + 4] if w) or "x" for i in range(0, 800, 7)]
+    ids, scores = s.search(qs, 10)
+    for j, q in enumerate(qs):
+        one = s.search([q], 10)
+        assert np.array_equal(one[0][0], ids[j]) and np.array_equal(one[1][0], scores[j]), q
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 5, 9):
+        terms = rng.choice(10_000, size=m, replace=False).tolist()
+        q = (terms, rng.integers(0, m, size=m + 2).tolist(), rng.random(m).astype(np.float32).tolist())
+        uniq, flat = np.unique(np.array(terms, np.int64), return_inverse=True)  # the batch's way, by hand
+        want = (uniq, flat.astype(np.int64), np.array([0, m]), np.array(q[1], np.int64), np.array([0, m + 2]),
+                np.array(q[2], np.float32))
+        for a, b in zip(_postings._batch([q], [0]), want, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    dup = ([5, 3, 5], [0, 1, 2], [1.0, 1.0, 1.0])  # a repeated term: not distinct, so the batch's way (np.unique)
+    assert _postings._batch([dup], [0])[0].tolist() == [3, 5]
+
+
 def test_the_vocabulary_file_reads_every_word(built):
     d, manifest, ref, tok = built
     v = _bm25.Vocabulary(d / _bm25.BM25_DIR / _bm25.VOCAB)

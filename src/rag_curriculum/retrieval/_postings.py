@@ -1621,8 +1621,7 @@ class PostingsIndex:
         t = np.asarray(terms, dtype=np.int64)
         first = self.term_first[t].astype(np.int64)
         end = self.term_first[t + 1].astype(np.int64)
-        nblocks = end - first
-        df = np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
+        df = self._df(t, end - first)
         one, dfs = self.stats.one, df.tolist()
         out = {"first": first, "end": end, "df": df, "idf": np.array([one(x) for x in dfs], np.float32),
                "nonocc": (np.array([one(x, nonocc=True) for x in dfs], np.float32) if self.exhaustive
@@ -1635,7 +1634,9 @@ class PostingsIndex:
     def df(self, terms: Any) -> Any:
         """Document frequencies (int64) of ``terms``: 128 a block, the last block's own count."""
         t = np.asarray(terms, dtype=np.int64)
-        nblocks = self.term_first[t + 1].astype(np.int64) - self.term_first[t].astype(np.int64)
+        return self._df(t, self.term_first[t + 1].astype(np.int64) - self.term_first[t].astype(np.int64))
+
+    def _df(self, t: Any, nblocks: Any) -> Any:
         return np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
 
     def _args(self):
