@@ -345,7 +345,7 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
 SERVE = r"""
 import json, os, sys, time
 import numpy as np
-os.sched_setaffinity(0, {0})
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core: the first of those it may use (taskset)
 import faiss
 faiss.omp_set_num_threads(1)
 from rag_curriculum.retrieval import load_index
