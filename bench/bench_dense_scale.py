@@ -274,7 +274,8 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
     if args.lists:
         owner, centroids = new_lists(f, sample, args.lists, out, args.seed)
     else:
-        ivf = faiss.extract_index_ivf(faiss.read_index(str(out / "index" / "dense" / FAISS_INDEX)))
+        whole = faiss.read_index(str(out / "index" / "dense" / FAISS_INDEX))  # kept: the IVF below is its view
+        ivf = faiss.extract_index_ivf(whole)
         owner = assignments(ivf)
         centroids = faiss.downcast_index(ivf.quantizer).reconstruct_n(0, ivf.nlist)
     nlist = len(centroids)
