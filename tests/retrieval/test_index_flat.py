@@ -323,9 +323,9 @@ def test_the_compiled_search_is_cached_across_processes(built):
 
 
 def test_pruned_search_is_the_exhaustive_search(built):
-    """The pruned term-at-a-time search (the default) and MaxScore give exactly what scoring every posting gives:
-    the same ids and float32 scores, for queries of 1 to 12 words (repeats included), k from 1 to 50, one at a time
-    and across threads."""
+    """The pruned term-at-a-time search (the default), MaxScore and the windowed search (windows of 16,384 and of
+    23 passages) give exactly what scoring every posting gives: the same ids and float32 scores, for queries of 1 to
+    12 words (repeats included), k from 1 to 50, one at a time and across threads."""
     pytest.importorskip("numba")
     import random
 
@@ -346,6 +346,11 @@ def test_pruned_search_is_the_exhaustive_search(built):
         parsed = [pruned.query_terms(q) for q in qs]
         c = pruned.postings.search(parsed, k, daat=True)
         assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), k
+        for window in (_postings.SEARCH_WINDOW, 23):  # a window at a time (the default from 1M passages)
+            pruned.postings.window = window
+            c = pruned.postings.search(parsed, k, windowed=True)
+            assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), (k, window)
+        pruned.postings.window = _postings.SEARCH_WINDOW
     threaded = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=2)
     threaded_full = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=3)
     threaded_full.prune = False
@@ -409,4 +414,8 @@ def test_pruned_search_is_exhaustive_on_near_copies(shared_data, tmp_path, prese
         a = s.postings.search(parsed, k)
         b = s.postings.search(parsed, k, prune=False)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), k
+        for window in (_postings.SEARCH_WINDOW, 29):  # a window at a time (the default from 1M passages)
+            s.postings.window = window
+            c = s.postings.search(parsed, k, windowed=True)
+            assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), (k, window)
         assert (a[0][:, 0] >= 0).mean() > 0.95  # (a query of stop words only finds nothing)

@@ -10,9 +10,17 @@ the loop from the frequency and the passage's length, exactly as the index's sco
 (:class:`Scoring`), never stored: a posting costs about 1 to 2 bytes where a stored float32 score and int32 passage
 took 8.
 
-**Search.** Exact top ``k``, two strategies with the same answers (tests/retrieval/test_index_flat.py):
+**Search.** Exact top ``k``, three strategies with the same answers (tests/retrieval/test_index_flat.py,
+tests/retrieval/test_bm25_lucene.py):
 
-* term at a time with pruning (the default, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
+* a window of passages at a time (the default from :data:`WINDOWED_FROM` passages,
+  :func:`window_many`): in each window of :data:`SEARCH_WINDOW` passages the lists whose bounds there sum
+  short of the ``k``-th best score so far are left aside, the others' postings summed in an accumulator of the
+  window's size (it stays in the cache, where the term-at-a-time accumulators, 10 bytes a passage, do not once an
+  index has millions of passages), then each passage touched is looked up in the lists left aside, a list at a time,
+  dropped as soon as it falls short; 1.8x the term-at-a-time search's queries/s at 5.2M passages, 0.8x at 453,600
+  (docs/retrieval.md);
+* term at a time with pruning (the default otherwise, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
   the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
   the ``k``-th best score so far (kept in a heap of ``k`` as postings are added), then only the passages that still
   could are looked up in the rest, a list at a time, each dropped as soon as its score so far, the most its block of
@@ -48,6 +56,9 @@ except ImportError:  # pragma: no cover
 BLOCK = 128  # postings per block
 RANGE_POSTINGS = 1 << 26  # postings put in term order at once by a build (8 bytes each: 512 MB)
 RANGE_CHUNKS = 4096  # the slices of the vocabulary a build's ranges are made of
+SEARCH_WINDOW = 16384  # passages a window of the windowed search (its accumulator stays in cache)
+WINDOWED_FROM = 1 << 20  # passages from which the search goes a window at a time (below: term at a time,
+#                          its accumulators, 10 bytes a passage, in the cache: faster there)
 PREFETCH = 16  # postings ahead whose accumulator, mark and length the first phase asks the memory for
 WINDOW = 1024  # passages: the least a window of the block-max search spans (its bounds recomputed less often)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
@@ -937,6 +948,258 @@ def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bi
         counts[q] = n
 
 
+def _posting(mode, method, w, mu, idf, nonocc, tf, dl, cache, avg, k1, b, delta):
+    """A posting's score as the windowed search sums it (float64): Lucene's float32 score, or bm25s's float32 score
+    times the word's count in the query."""
+    if mode == LUCENE:
+        return f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, dl, cache, avg, k1, b, delta))
+    return mu * f64(_score(BM25S, method, f32(0.0), idf, nonocc, tf, dl, cache, avg, k1, b, delta))
+
+
+def _bound(mode, w, mu, q):
+    """The most a list's posting can score (float64) under the stored block maximum ``q``."""
+    if mode == LUCENE:
+        return lucene_value_bound(_qmax(q), f64(w))
+    return mu * _qmax(q)
+
+
+def window_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
+                block_last, block_max, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, acc, hit,
+                cand, buf, out_vals, out_ids, counts):
+    """The search a window of passages at a time (Lucene's own MaxScore over windows), both presets: in each window
+    of ``acc.shape[0]`` passages every list gets the bound of its blocks there; the lists whose bounds, lowest first,
+    sum below the ``k``-th best score so far are left out of the window's first pass (no passage they alone hold can
+    enter), the others' postings in the window are added up in an accumulator of the window's size (it stays in the
+    cache), and the passages touched are then looked up in the lists left out, a list at a time, the highest bound
+    first, block by block, each dropped as soon as its score so far plus the bounds of the lists not yet seen falls
+    short; a passage that survives every list has its whole score and enters the heap of the ``k`` best. A window
+    whose bounds all sum short is skipped, nothing decoded. Sums and bounds in float64, compared with a margin below
+    the ``k``-th score; the score that ranks is the preset's own: Lucene's double sum as float32, bm25s's float32 sum
+    in the query's word order (from each survivor's frequencies, kept as it is summed). Exact, ties included. A
+    bm25s query matched by fewer than ``k`` passages is left to :func:`bm25s_pruned_many` (it fills up with score-0
+    passages): its count here says so."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    window = acc.shape[0]  # (acc and hit all zero, and left so)
+    big = 1
+    for q in range(ptr.shape[0] - 1):
+        big = max(big, ptr[q + 1] - ptr[q])
+    bd = np.empty((big, BLOCK), np.int64)
+    bt = np.empty((big, BLOCK), np.int64)
+    cb = np.zeros(big, np.int64)  # each list's block at or after the window's first passage
+    loaded = np.zeros(big, np.int64)  # the block decoded into bd (-1: none), its postings, the next one to read
+    nbk = np.zeros(big, np.int64)
+    pos = np.zeros(big, np.int64)
+    freqs = np.zeros(big, np.bool_)  # whether bt holds the loaded block's frequencies too
+    mult = np.zeros(big, np.float64)  # bm25s: each word's count in the query
+    wb = np.zeros(big, np.float64)
+    order = np.zeros(big, np.int64)
+    nes = np.zeros(big + 1, np.float64)
+    runs = np.zeros(big + 1, np.int64)
+    tfm = np.zeros((window if mode == BM25S else 0, big), np.int32)  # bm25s: the frequencies of a window's passages
+    vals = np.empty(k, np.float32)
+    keys = np.empty(k, np.int64)
+    ids = np.empty(k, np.int64)
+    for q in range(ptr.shape[0] - 1):
+        lo = ptr[q]
+        nt = ptr[q + 1] - lo
+        counts[q] = 0
+        if nt == 0:
+            continue
+        for u in range(nt):
+            cb[u] = term_first[flat[lo + u]]
+            loaded[u] = -1
+            mult[u] = 0.0
+        for j in range(order_ptr[q], order_ptr[q + 1]):
+            mult[order_flat[j]] += 1.0
+        rel = max(1e-5, ((nt if mode == LUCENE else order_ptr[q + 1] - order_ptr[q]) + 4) * 2.4e-7)
+        n = 0
+        floor = -np.inf
+        base = 0
+        while base < num_docs:
+            wend = min(base + window, num_docs) - 1  # (inclusive)
+            nxt = num_docs  # the first passage any list may hold past the window (a lower bound)
+            total = 0.0
+            for u in range(nt):
+                t = flat[lo + u]
+                f = term_first[t]
+                e = term_end[t]
+                c = cb[u]
+                if c < e and block_last[c] < base:
+                    c = _seek_block(block_last, c + 1, e, base)
+                    cb[u] = c
+                m = 0
+                bb = c
+                while bb < e and (bb == f or block_last[bb - 1] < wend):  # blocks that may hold window passages
+                    if block_max[bb] > m:
+                        m = block_max[bb]
+                    bb += 1
+                if bb < e:
+                    nxt = min(nxt, block_last[bb - 1] + 1 if bb > f else 0)
+                wb[u] = _bound(mode, weights[lo + u], mult[u], m) if bb > c else 0.0
+                total += wb[u]
+            if total == 0.0 or (n == k and total < floor):
+                base = max(wend + 1, nxt) if total == 0.0 else wend + 1
+                continue
+            for u in range(nt):  # the lists by their bound here, lowest first
+                order[u] = u
+                i = u
+                while i > 0 and wb[order[i - 1]] > wb[u]:
+                    order[i] = order[i - 1]
+                    i -= 1
+                order[i] = u
+            ne = 0  # the lists left out of the first pass: order[:ne], nes[i] their first i bounds summed
+            nes[0] = 0.0
+            if n == k:
+                while ne < nt and nes[ne] + wb[order[ne]] < floor:
+                    nes[ne + 1] = nes[ne] + wb[order[ne]]
+                    ne += 1
+            m = 0
+            r = 0
+            for i in range(ne, nt):  # first pass: every posting of the other lists in the window
+                u = order[i]
+                if wb[u] == 0.0:
+                    continue
+                t = flat[lo + u]
+                f = term_first[t]
+                e = term_end[t]
+                w = weights[lo + u]
+                runs[r] = m
+                r += 1
+                c = cb[u]
+                while c < e and (c == f or block_last[c - 1] < wend):
+                    if loaded[u] != c or not freqs[u]:
+                        nb = min(BLOCK, term_df[t] - (c - f) * BLOCK)
+                        decode_block(words, block_off, block_bits, block_last, c, f, nb, bd[u], bt[u])
+                        if loaded[u] != c:
+                            pos[u] = 0
+                        loaded[u] = c
+                        freqs[u] = True
+                        nbk[u] = nb
+                    p = pos[u]
+                    nb = nbk[u]
+                    while p < nb and bd[u, p] < base:
+                        p += 1
+                    while p < nb:
+                        d = bd[u, p]
+                        if d > wend:
+                            break
+                        o = d - base
+                        if not hit[o]:
+                            hit[o] = True
+                            cand[m] = o
+                            m += 1
+                            if mode == BM25S:
+                                for uu in range(nt):
+                                    tfm[o, uu] = 0
+                        tf = bt[u, p]
+                        acc[o] += _posting(mode, method, w, mult[u], idf[t], nonocc[t], tf, doc_len[d], cache, avg, k1,
+                                           b, delta)
+                        if mode == BM25S:
+                            tfm[o, u] = tf
+                        p += 1
+                    pos[u] = p
+                    if p < nb:
+                        break  # the block goes on past the window
+                    c += 1
+                cb[u] = c
+            runs[r] = m
+            if m * 8 >= window:  # many: read off the marks in order (cheaper than merging the lists' runs)
+                c = 0
+                for o in range(window):
+                    if hit[o]:
+                        cand[c] = o
+                        c += 1
+            elif r > 1:
+                _merge_runs(cand, buf, runs, r)
+            c = 0
+            for x in range(m):  # the window's touched passages (in passage order) that the lists left out can lift
+                o = cand[x]
+                if acc[o] + nes[ne] >= floor:
+                    cand[c] = o
+                    c += 1
+                else:
+                    acc[o] = 0.0
+                    hit[o] = False
+            m = c
+            for i in range(ne - 1, -1, -1):  # looked up in the lists left out, a list at a time, the highest bound
+                u = order[i]  # first, block by block; a passage dropped as soon as it falls short
+                t = flat[lo + u]
+                f = term_first[t]
+                e = term_end[t]
+                w = weights[lo + u]
+                after = nes[i]
+                cc = cb[u]
+                bnd_blk = -1
+                bnd = 0.0
+                c = 0
+                for x in range(m):
+                    o = cand[x]
+                    d = base + o
+                    sc = acc[o]
+                    if cc < e and block_last[cc] < d:
+                        cc = _seek_block(block_last, cc + 1, e, d)
+                    if cc < e:
+                        if bnd_blk != cc:  # (an exp and a division a block, not a passage)
+                            bnd_blk = cc
+                            bnd = _bound(mode, w, mult[u], block_max[cc])
+                        if sc + bnd + after >= floor:
+                            if loaded[u] != cc:  # its passages only: a frequency is read where one is found
+                                nb = min(BLOCK, term_df[t] - (cc - f) * BLOCK)
+                                decode_docs(words, block_off, block_bits, block_last, cc, f, nb, bd[u])
+                                loaded[u] = cc
+                                freqs[u] = False
+                                nbk[u] = nb
+                                pos[u] = 0
+                            p = pos[u]
+                            nb = nbk[u]
+                            while p < nb and bd[u, p] < d:
+                                p += 1
+                            pos[u] = p
+                            if p < nb and bd[u, p] == d:
+                                tf = bt[u, p] if freqs[u] else tf_at(words, block_off, block_bits, cc, nb, p)
+                                sc += _posting(mode, method, w, mult[u], idf[t], nonocc[t], tf, doc_len[d], cache,
+                                               avg, k1, b, delta)
+                                acc[o] = sc
+                                if mode == BM25S:
+                                    tfm[o, u] = tf
+                    if sc + after >= floor:  # (a list skipped by its bound: the passage falls short here)
+                        cand[c] = o
+                        c += 1
+                    else:
+                        acc[o] = 0.0
+                        hit[o] = False
+                cb[u] = cc
+                m = c
+            for x in range(m):  # whole scores: into the heap of the k best
+                o = cand[x]
+                d = base + o
+                whole = acc[o]
+                acc[o] = 0.0
+                hit[o] = False
+                if whole < floor:
+                    continue
+                if mode == LUCENE:
+                    s32 = f32(whole)
+                else:
+                    s32 = f32(0.0)
+                    for jj in range(order_ptr[q], order_ptr[q + 1]):  # bm25s: float32 sums in the word order
+                        u = order_flat[jj]
+                        if tfm[o, u] > 0:
+                            t = flat[lo + u]
+                            s32 = f32(s32 + _score(BM25S, method, f32(0.0), idf[t], nonocc[t], np_int64(tfm[o, u]),
+                                                   doc_len[d], cache, avg, k1, b, delta))
+                key = np_int64(tie[d]) if tie.shape[0] else d
+                if n < k or _worse(vals[0], keys[0], s32, key):
+                    n = _push(vals, keys, ids, n, k, s32, key, d)
+                    if n == k:
+                        theta = f64(vals[0])
+                        floor = theta - (abs(theta) * rel + 1e-6)
+            base = wend + 1
+        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
+        counts[q] = n
+
+
 def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, bd, bt, out_tf):
     """Term ``t``'s frequency in each of the ``c`` sorted passages ``cand`` (0 where absent), skipping blocks."""
     bb = f
@@ -1257,7 +1520,7 @@ def kernels() -> dict[str, Any]:
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
                  "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
-                 "lucene_pruned_many",
+                 "lucene_pruned_many", "_posting", "_bound", "window_many",
                  "_lookup_all", "bm25s_pruned_many",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
@@ -1268,7 +1531,8 @@ def kernels() -> dict[str, Any]:
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
             g["_prefetch"] = _prefetch_instruction()
-            small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse", "_at")
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse", "_at",
+                     "_posting", "_bound")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}
@@ -1601,6 +1865,7 @@ class PostingsIndex:
         self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(params["avgdl"])],
                                        cache.astype(np.float64)]).astype(np.float64)
         self.compiled = compiled
+        self.window = SEARCH_WINDOW
         self.k = kernels() if compiled else {}
         self._scratch = threading.local()
 
@@ -1612,6 +1877,16 @@ class PostingsIndex:
             got = self._scratch.arrays = (np.zeros(self.num_docs, np.float32),
                                           np.zeros(self.num_docs, np.float64),
                                           np.zeros(self.num_docs, np.bool_))
+        return got
+
+    def window_scratch(self) -> tuple[Any, Any, Any, Any]:
+        """This thread's arrays for the windowed search: a window's accumulator and marks (kept zero between
+        queries), its touched passages and a buffer to merge them."""
+        got = getattr(self._scratch, "window", None)
+        if got is None or got[0].shape[0] != self.window:
+            w = self.window
+            got = self._scratch.window = (np.zeros(w, np.float64), np.zeros(w, np.bool_), np.empty(w, np.int64),
+                                          np.empty(w, np.int64))
         return got
 
     def terms(self, terms: Any) -> dict[str, Any]:
@@ -1650,13 +1925,14 @@ class PostingsIndex:
         live = np.flatnonzero(np.diff(np.asarray(self.term_first[:1 << 16])) > 0)
         if len(live):
             q = ([int(live[0])], [0], [1.0])
-            for daat in (False, True):  # both strategies: a query may take either
+            self.search([q], 1, threads=1)  # the index's own strategy
+            for daat in (False, True):  # and the others a query may take
                 self.search([q], 1, threads=1, daat=daat)
             if threads > 1:
                 self.search([q, q], 1, threads=threads)
 
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
-               prune: bool = True, daat: bool | None = None):
+               prune: bool = True, daat: bool | None = None, windowed: bool | None = None):
         """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
         int32, scores float32), ids -1 past the end."""
         if not self.compiled:
@@ -1674,11 +1950,14 @@ class PostingsIndex:
         got = np.full((len(live), k), -1, dtype=np.int64)
         counts = np.zeros(len(live), dtype=np.int64)
         exhaustive = self.exhaustive or not prune
-        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning
+        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning; 3 a
+        # window of passages at a time (large indexes)
         if exhaustive:
             plan = np.zeros(len(live), dtype=np.int64)
         elif daat is not None:  # forced (tests, benchmarks)
             plan = np.full(len(live), 1 if daat else 0, dtype=np.int64)
+        elif windowed or (windowed is None and self.num_docs >= WINDOWED_FROM):
+            plan = np.full(len(live), 3, dtype=np.int64)  # MaxScore a window at a time (accumulators out of cache)
         else:  # term by term with pruning (bm25l and bm25+ score absent words: every posting)
             plan = np.full(len(live), 2, dtype=np.int64)
         offsets = np.zeros(len(live), dtype=np.float32)
@@ -1696,6 +1975,18 @@ class PostingsIndex:
                 self.k["bm25s_pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], k, self.method, self.kparams,
                                             *self._args(), self.block_max, *common, ta["max"], ta["idf"],
                                             ta["nonocc"], self.doc_len, self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
+            elif plan[lo] == 3:
+                self.k["window_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
+                                      self.method, self.kparams, *self._args(), self.block_max, *common, ta["idf"],
+                                      ta["nonocc"], self.doc_len, self.tie, self.num_docs, *self.window_scratch(),
+                                      vals[lo:hi], got[lo:hi], counts[lo:hi])
+                if self.mode == BM25S:  # matched by fewer than k: bm25s fills up with score-0 passages
+                    for q in np.flatnonzero(counts[lo:hi] < k) + lo:
+                        scores, wide, mark = self.scratch()
+                        self.k["bm25s_pruned_many"](flat, ptr[q:q + 2], oflat, optr[q:q + 2], k, self.method,
+                                                    self.kparams, *self._args(), self.block_max, *common, ta["max"],
+                                                    ta["idf"], ta["nonocc"], self.doc_len, self.num_docs,
+                                                    vals[q:q + 1], got[q:q + 1], counts[q:q + 1], scores, wide, mark)
             elif plan[lo] == 2:
                 scores, wide, mark = self.scratch()
                 self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(),
