@@ -54,6 +54,7 @@ __all__ = [
 # sequence is ASCII; lone surrogates pass through as 3-byte sequences), and several times faster than str.translate
 _PUNCT_BYTES = string.punctuation.encode()
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
+_ARTICLES = frozenset(("a", "an", "the"))
 _YES_NO = frozenset(("yes", "no", "noanswer"))
 # Characters stripped from both ends of a citation before comparing: whitespace, quotes, markdown emphasis.
 _CITATION_STRIP = " \t\r\n\"'`*\u201c\u201d\u2018\u2019\u00ab\u00bb"
@@ -67,9 +68,20 @@ def normalize_answer(s: str) -> str:
     ('apj abdul kalam', '3 am', 'ålesund')
     """
     s = s.lower().encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
-    if "a" in s or "the" in s:  # every article contains an "a" or is "the": skip the regex when neither occurs
-        s = _ARTICLES_RE.sub(" ", s)
-    return " ".join(s.split())
+    words = s.split()
+    if "a" in s or "the" in s:  # every article contains an "a" or is "the": nothing to drop when neither occurs
+        # The regex a word at a time (what it does to the whole string: whitespace is never a word character, so
+        # its \b sees the same at a word's ends), and only on words with a non-word character: one of word
+        # characters alone (str.isalnum, as \w without "_") matches only if it is an article, a set lookup.
+        kept = []
+        for w in words:
+            if w.isalnum():
+                if w not in _ARTICLES:
+                    kept.append(w)
+            else:
+                kept.extend(_ARTICLES_RE.sub(" ", w).split())
+        words = kept
+    return " ".join(words)
 
 
 def _as_answers(answers: str | Iterable[str]) -> Iterable[str]:

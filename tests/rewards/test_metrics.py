@@ -179,7 +179,8 @@ def test_aggregate_means_over_samples_then_questions():
 
 # --- properties ------------------------------------------------------------------------------------------------
 WORDS = ["a", "an", "the", "The", "yes", "no", "noanswer", "Paris", "paris", "1952", "U.S.", "1,000", "Ålesund",
-         "北京", "’s", "-", "—", ",", ".", "!", "Theatre", "another", "A.P.J.", "Kalam", " ", "\t", "\n", "\u00a0"]
+         "北京", "’s", "-", "—", ",", ".", "!", "Theatre", "another", "A.P.J.", "Kalam", " ", "\t", "\n", "\u00a0",
+         "_", "\u0301", "½", "٣", "é", "\u2028", "An", "x"]  # (word characters or not, next to an article)
 answer_text = st.one_of(
     st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join),
     st.lists(st.sampled_from(WORDS), max_size=8).map("".join),
