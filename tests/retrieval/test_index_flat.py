@@ -52,7 +52,7 @@ def _parsed(tok, vocab_sorted, q):
                          ids=["defaults", "odd-parameters-small-steps"])
 def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, stopwords, k1, b, delta, step):
     """The same 10 passages in the same order and the same float32 scores as bm25s's ``get_scores`` (ties by the
-    lower id), by block-max WAND, by the exhaustive sum and by the NumPy backend."""
+    lower id), by block-max WAND, by the exhaustive sum, window by window and by the NumPy backend."""
     titles, texts = passages
     tok = _bm25.tokenizer(stopwords)
     tokens, lengths = _bm25.tokenize_flat(tok, titles, texts)
@@ -72,6 +72,10 @@ def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, 
     wand, full = ix.search(parsed, 10), ix.search(parsed, 10, prune=False)
     daat = ix.search(parsed, 10, daat=True)
     assert np.array_equal(daat[0], full[0]) and np.array_equal(daat[1], full[1])
+    for window in (_postings.SEARCH_WINDOW, 7):  # a window at a time (robertson: words of negative idf too)
+        ix.window = window
+        win = ix.search(parsed, 10, windowed=True)
+        assert np.array_equal(win[0], full[0]) and np.array_equal(win[1], full[1]), window
     plain = _postings.numpy_search(_postings.PostingsIndex(ix_dir := tmp_path / "bm25", ix.params, compiled=False),
                                    parsed, 10)
     assert ix_dir.is_dir()
@@ -419,3 +423,32 @@ def test_pruned_search_is_exhaustive_on_near_copies(shared_data, tmp_path, prese
             c = s.postings.search(parsed, k, windowed=True)
             assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1]), (k, window)
         assert (a[0][:, 0] >= 0).mean() > 0.95  # (a query of stop words only finds nothing)
+
+
+def test_the_windowed_search_with_words_of_zero_idf(tmp_path):
+    """bm25s's robertson idf is 0 for a word in half the passages or more (clipped there, never negative), so are
+    its scores and its blocks' bounds: the windowed search skips such a list in a window, and a query matched with a
+    score above 0 by fewer than k passages is finished by the term-at-a-time search (score-0 passages by lower id,
+    touched or not). Both give what scoring every posting gives, at windows of 16,384 and of 5 passages."""
+    pytest.importorskip("numba")
+    titles = [f"t{i}" for i in range(300)]
+    texts = [("common " * (1 + i % 3)) + f"rare{i % 7} " + ("mid " if i % 2 else "") + ("x" if i % 5 else "")
+             for i in range(300)]
+    tok = _bm25.tokenizer(None)
+    tokens, lengths = _bm25.tokenize_flat(tok, titles, texts)
+    mm = tmp_path / "tokens.int32"
+    mm.write_bytes(tokens.tobytes())
+    vocab = tok.get_vocab_dict()
+    _postings.write_postings(tmp_path / "bm25", np.memmap(mm, dtype=np.int32, mode="r"), lengths, vocab,
+                             _params("robertson", 1.5, 0.75, 0.5))
+    ix = _postings.PostingsIndex(tmp_path / "bm25", json.loads((tmp_path / "bm25" / "params.json").read_text()))
+    words = sorted(vocab, key=lambda w: w.encode("utf-8"))
+    qs = ["common", "common rare3", "common mid", "mid", "rare1 rare2 common common", "x common", "rare4 x"]
+    parsed = [_parsed(tok, words, q)[1] for q in qs]
+    assert ix.stats.one(int(ix.df([parsed[0][0][0]])[0])) == 0  # "common": idf 0
+    for k in (1, 3, 10, 200):
+        full = ix.search(parsed, k, prune=False)
+        for window in (_postings.SEARCH_WINDOW, 5):
+            ix.window = window
+            win = ix.search(parsed, k, windowed=True)
+            assert np.array_equal(win[0], full[0]) and np.array_equal(win[1], full[1]), (k, window)
