@@ -359,7 +359,10 @@ def test_pruned_search_is_the_exhaustive_search(built):
     threaded_full = _bm25.BM25Searcher(d, manifest, backend_name="numba", threads=3)
     threaded_full.prune = False
     b = full.search(qs, 10)
-    for c in (threaded.search(qs, 10), threaded_full.search(qs, 10)):  # slices of the batch on a pool of threads
+    parsed = [threaded.query_terms(q) for q in qs]
+    threaded.postings.window = 23
+    for c in (threaded.search(qs, 10), threaded_full.search(qs, 10),  # slices of the batch on a pool of threads
+              threaded.postings.search(parsed, 10, threads=2, windowed=True)):  # (each thread its own window)
         assert np.array_equal(c[0], b[0]) and np.array_equal(c[1], b[1])
 
 
