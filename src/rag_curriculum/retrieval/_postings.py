@@ -18,8 +18,8 @@ tests/retrieval/test_bm25_lucene.py):
   short of the ``k``-th best score so far are left aside, the others' postings summed in an accumulator of the
   window's size (it stays in the cache, where the term-at-a-time accumulators, 10 bytes a passage, do not once an
   index has millions of passages), then each passage touched is looked up in the lists left aside, a list at a time,
-  dropped as soon as it falls short; 1.7x the term-at-a-time search's queries/s at 5.2M passages (Lucene preset;
-  bm25s 1.07x), 1.3x at 2M, 0.75x at 453,600 (docs/retrieval.md);
+  dropped as soon as it falls short; 1.8x the term-at-a-time search's queries/s at 5.2M passages (Lucene preset;
+  bm25s 1.15x), 1.3x at 2M, 0.8x at 453,600 (bench/bench_bm25_strategies.py, docs/retrieval.md);
 * term at a time with pruning (the default otherwise, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
   the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
   the ``k``-th best score so far (kept in a heap of ``k`` as postings are added), then only the passages that still
@@ -1934,7 +1934,10 @@ class PostingsIndex:
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
                prune: bool = True, daat: bool | None = None, windowed: bool | None = None):
         """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
-        int32, scores float32), ids -1 past the end."""
+        int32, scores float32), ids -1 past the end. The strategy (the same answers from each): every posting
+        (``prune=False``, and always for bm25l / bm25+), MaxScore document at a time (``daat=True``), a window of
+        passages at a time (``windowed=True``; by default from :data:`WINDOWED_FROM` passages) or term at a time
+        with pruning (``windowed=False``; the default below)."""
         if not self.compiled:
             return numpy_search(self, parsed, k)
         n = len(parsed)
