@@ -26,10 +26,15 @@ one run: build time, peak memory and size on disk of both indexes, queries/s per
 4. Start-up to healthy: ``curriculum serve`` polled on ``/health``, first with the compiled search's cache cleared,
    then again (cached).
 
+``--builds N`` times the two builds alone instead, alternated, ``N`` rounds, into temporary folders removed after
+each round (the corpus is one file, as Search-R1's wiki-18 is: pyserini indexes a file on one thread whatever its
+``--threads``), and prints the ratio of each round's wall and CPU times.
+
 pyserini needs a JDK 11+ and its own environment (its dependencies clash with the toolkit's): give its Python with
 ``--pyserini-python`` (scripts/setup_pyserini.sh makes one). Without it the script says what is missing and stops.
 
     python bench/bench_pyserini.py --pyserini-python PY [--passages 453600] [--queries 2000] [--bm25 lucene]
+    python bench/bench_pyserini.py --pyserini-python PY --passages 5233329 --work DIR --builds 2
 """
 
 from __future__ import annotations
@@ -189,6 +194,32 @@ def build_pyserini(py: Path, corpus: Path, index: Path, threads: int, store_raw:
     return {"wall": wall, "peak_mb": int(line[1]) / 1024, "cpu": float(line[3]) + float(line[4])}
 
 
+def _build_ours(corpus: Path, out: Path, bm25: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", OURS_BUILD.format(corpus=str(corpus), out=str(out), bm25=bm25)],
+                       capture_output=True, text=True, check=True)
+    return _last_json(r.stdout)
+
+
+def time_builds(args: argparse.Namespace, py: Path, corpus: Path) -> None:
+    """``--builds``: both builds alone, alternated, each round's ratios."""
+    ours = args.work / f"rag-curriculum-bench-build-{args.passages}-{args.bm25}"
+    theirs = args.work / f"rag-curriculum-bench-build-lucene-{args.passages}{'-raw' if args.store_raw else ''}"
+    try:
+        for rnd in range(args.builds):
+            a = _build_ours(corpus, ours, args.bm25)
+            shutil.rmtree(ours, ignore_errors=True)
+            b = build_pyserini(py, corpus, theirs, args.threads, args.store_raw)
+            shutil.rmtree(theirs, ignore_errors=True)
+            print(f"round {rnd + 1}: curriculum index --bm25 {args.bm25} {a['wall']:,.1f} s (CPU {a['cpu']:,.0f} s; "
+                  f"{a['seconds']}) | pyserini ({args.threads} thread{'s' if args.threads > 1 else ''}"
+                  f"{', raw documents' if args.store_raw else ''}) {b['wall']:,.1f} s (CPU {b['cpu']:,.0f} s): wall "
+                  f"{a['wall'] / b['wall']:.2f}x, CPU {a['cpu'] / b['cpu']:.2f}x; peak {a['peak_mb']:,.0f} + "
+                  f"{a['worker_peak_mb']:,.0f} MB against {b['peak_mb']:,.0f} MB", flush=True)
+    finally:
+        shutil.rmtree(ours, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pyserini-python", type=Path, help="a Python with pyserini (and a JDK 11+ on PATH)")
@@ -201,6 +232,7 @@ def main() -> None:
     ap.add_argument("--store-raw", action="store_true", help="pyserini's index keeps the raw documents")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()), help="where corpus and indexes go")
     ap.add_argument("--keep", action="store_true", help="keep both indexes (a later run reuses them)")
+    ap.add_argument("--builds", type=int, default=0, help="time the two builds alone, alternated, this many rounds")
     args = ap.parse_args()
     py = args.pyserini_python
     if py is None or subprocess.run([str(py), "-c", "from pyserini.search.lucene import LuceneSearcher"],
@@ -215,12 +247,11 @@ def main() -> None:
     queries = args.work / f"rag-curriculum-bench-queries-{args.queries}.json"
     questions = [r["question"] for r in json.loads(synth_file(HOTPOT_TRAIN_RECORDS).read_text())[:args.queries]]
     queries.write_text(json.dumps(questions))
+    if args.builds:
+        return time_builds(args, py, corpus)
     try:
         if not (ours / "manifest.json").exists():
-            r = subprocess.run([sys.executable, "-c", OURS_BUILD.format(corpus=str(corpus), out=str(ours),
-                                                                        bm25=args.bm25)],
-                               capture_output=True, text=True, check=True)
-            got = _last_json(r.stdout)
+            got = _build_ours(corpus, ours, args.bm25)
             print(f"curriculum index --bm25 {args.bm25}: {got['wall']:,.0f} s ({got['seconds']}; CPU "
                   f"{got['cpu']:,.0f} s, {got['cpu'] / got['wall']:.2f} cores busy), peak RSS "
                   f"{got['peak_mb']:,.0f} MB + passage worker {got['worker_peak_mb']:,.0f} MB; vocabulary "

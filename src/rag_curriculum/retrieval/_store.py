@@ -164,28 +164,40 @@ class BlockFile:
         self.f.close()
 
 
+#: What a :class:`StoreWriter` can write: the passages (``passages.bin``, the digest, ``questions.arrow``), their
+#: normalised texts (``norms.bin``) and their hashes (``passage_keys.npy``). A build hashes in its main process,
+#: which has the passages in hand (about 9 µs a passage), and writes the rest in a forked worker that reads the
+#: sources again, or in two with more than two CPUs.
+PARTS = ("passages", "norms", "keys")
+
+
 class StoreWriter:
     """``passages.bin``, ``norms.bin`` and ``passage_keys.npy``, a block of passages at a time, then
-    ``questions.arrow``; :attr:`digest`, the SHA-256 of the passages' fields."""
+    ``questions.arrow``; :attr:`digest`, the SHA-256 of the passages' fields. ``parts`` (of :data:`PARTS`) says
+    which files this writer makes: the same bytes whether one writer makes them all or several share them."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS, join=_doc_block)
-        self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block, codec=ZSTD)
-        self._keys: list[Any] = []
+    def __init__(self, tmp: Path, parts: tuple[str, ...] = PARTS) -> None:
+        assert parts and set(parts) <= set(PARTS), parts
+        self.tmp, self.parts = tmp, parts
+        self._docs = BlockFile(tmp / PASSAGES, DOC_ROWS, join=_doc_block) if "passages" in parts else None
+        self._norms = BlockFile(tmp / NORMS, NORM_ROWS, join=_norm_block, codec=ZSTD) if "norms" in parts else None
+        self._keys: list[Any] | None = [] if "keys" in parts else None
         self._sha = hashlib.sha256()
         self.rows = 0
 
     def add(self, block: Any) -> None:
         import numpy as np
 
-        rows = list(zip(block.titles, block.texts, block.origins, block.ids, block.prefixes, strict=True))
-        self._sha.update(b"".join(map(_row_bytes, rows)))
-        self._docs.add(rows)
-        self._norms.add([normalize_passage(t, x).encode("utf-8", "surrogatepass")
-                         for t, x in zip(block.titles, block.texts, strict=True)])
-        self._keys.append(np.fromiter((passage_hash(t, x) for t, x in zip(block.titles, block.texts, strict=True)),
-                                      dtype=np.int64, count=len(block)))
+        if self._docs is not None:
+            rows = list(zip(block.titles, block.texts, block.origins, block.ids, block.prefixes, strict=True))
+            self._sha.update(b"".join(map(_row_bytes, rows)))
+            self._docs.add(rows)
+        if self._norms is not None:
+            self._norms.add([normalize_passage(t, x).encode("utf-8", "surrogatepass")
+                             for t, x in zip(block.titles, block.texts, strict=True)])
+        if self._keys is not None:
+            self._keys.append(np.fromiter((passage_hash(t, x) for t, x in zip(block.titles, block.texts, strict=True)),
+                                          dtype=np.int64, count=len(block)))
         self.rows += len(block)
 
     @property
@@ -196,9 +208,13 @@ class StoreWriter:
         import numpy as np
         import pyarrow as pa
 
+        if self._norms is not None:
+            self._norms.close()
+        if self._keys is not None:
+            np.save(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64))
+        if self._docs is None:
+            return
         self._docs.close()
-        self._norms.close()
-        np.save(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64))
         table = pa.table({"id": pa.array(q_ids, pa.string()), "question": pa.array(q_texts, pa.string()),
                           "gold": pa.array(q_gold, pa.list_(pa.int32()))})
         with pa.OSFile(str(self.tmp / QUESTIONS), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
@@ -207,7 +223,8 @@ class StoreWriter:
     def abort(self) -> None:
         for f in (self._docs, self._norms):
             try:
-                f.abort()
+                if f is not None:
+                    f.abort()
             except Exception:  # noqa: BLE001  (already failing)
                 pass
 
