@@ -216,8 +216,8 @@ def time_builds(args: argparse.Namespace, py: Path, corpus: Path) -> None:
                   f"{a['wall'] / b['wall']:.2f}x, CPU {a['cpu'] / b['cpu']:.2f}x; peak {a['peak_mb']:,.0f} + "
                   f"{a['worker_peak_mb']:,.0f} MB against {b['peak_mb']:,.0f} MB", flush=True)
     finally:
-        shutil.rmtree(ours, ignore_errors=True)
-        shutil.rmtree(theirs, ignore_errors=True)
+        for d in (ours, theirs, theirs.with_name(theirs.name + "-input")):  # (pyserini's input: a link to the corpus)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def main() -> None:

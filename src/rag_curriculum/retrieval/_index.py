@@ -147,7 +147,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
                                         block=cfg.block):
                 builder.add(block)
                 keys.add(block)
-        keys.finish([], [], [])
+        keys.finish()
         if not found.passages:
             raise IndexError_(f"{cfg.input or cfg.corpus}: no passage to index", hint="check --dataset, --input "
                               "and --corpus")

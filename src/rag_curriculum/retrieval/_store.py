@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -204,7 +205,10 @@ class StoreWriter:
     def digest(self) -> str:
         return self._sha.hexdigest()
 
-    def finish(self, q_ids: list[str], q_texts: list[str], q_gold: list[list[int]]) -> None:
+    def finish(self, q_ids: Sequence[str] = (), q_texts: Sequence[str] = (),
+               q_gold: Sequence[list[int]] = ()) -> None:
+        """Close the files; with the passages, ``questions.arrow`` from the dataset's questions (a writer of
+        other parts has none to write)."""
         import numpy as np
         import pyarrow as pa
 
