@@ -17,9 +17,8 @@ An index directory holds::
 It is written into a hidden temporary folder beside the target and renamed into place at the end, so a reader
 never sees a half-written index. Passages stream through the build in blocks (:mod:`._corpus`): the kind's builder
 takes each block in this process while a forked worker reads the sources again and writes the passage store and
-the inputs' checksums (one CPU each; the passages' hashes are made in this process, which has them in hand, to
-even the two out; with more than two CPUs two workers share the store, one the passages, the other their
-normalised texts); ranking the dataset's questions waits for them all. Ties in score are broken by
+the inputs' checksums (one CPU each; the passages' hashes are made in this process, which has them in hand, so the
+two take about as long); ranking the dataset's questions waits for both. Ties in score are broken by
 the lower passage id, so rankings are deterministic.
 """
 
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -47,7 +45,6 @@ from ._kinds import get_kind
 from ._store import (
     KEYS,
     NORMS,
-    PARTS,
     PASSAGES,
     QUESTIONS,
     RANKED_IDS,
@@ -75,10 +72,11 @@ class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
     """An index that is missing, unfinished, or does not match its manifest."""
 
 
-def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
-    """The passage store's ``parts`` (:data:`~._store.PARTS`) from the sources read again (in a forked worker: the
-    same blocks, in the same order, as the builder's), and, with the passages, the inputs' checksums."""
-    writer = StoreWriter(tmp, parts)
+def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, Any]:
+    """The passage store (the passages and questions, their normalised texts; the hashes aside: the builder's
+    process makes them) and the inputs' checksums, from the sources read again (in the forked worker: the same
+    blocks, in the same order, as the builder's)."""
+    writer = StoreWriter(tmp, ("passages", "norms"))
     found = Sources()
     try:
         for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
@@ -88,23 +86,9 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None, parts: tuple[
     except BaseException:
         writer.abort()
         raise
-    if "passages" not in parts:
-        return {"rows": writer.rows}
     return {"input": sha256_file(Path(cfg.input)) if cfg.input else None,
             "corpus": sha256_file(Path(cfg.corpus)) if cfg.corpus else None, "rows": writer.rows,
             "digest": writer.digest}
-
-
-def _store_tasks(tmp: Path, cfg: IndexConfig, dataset: str | None) -> list[SideTask]:
-    """The workers that write the passage store beside the kind's builder (the hashes aside: the builder's process
-    makes them): one for the passages and their normalised texts, or, with more than two CPUs, one for each (each
-    reads the sources)."""
-    return [SideTask(lambda g=g: _write_store(tmp, cfg, dataset, g), f"index: {' and '.join(g)} of the store")
-            for g in _store_groups()]
-
-
-def _store_groups() -> list[tuple[str, ...]]:
-    return [("passages",), ("norms",)] if (os.cpu_count() or 1) > 2 else [("passages", "norms")]
 
 
 def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
@@ -132,10 +116,9 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
     kind = get_kind(cfg.kind)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    sides: list[SideTask] = []
-    builder = None
+    side = builder = None
     try:
-        sides = _store_tasks(tmp, cfg, dataset)
+        side = SideTask(lambda: _write_store(tmp, cfg, dataset), "index: passages, normalised texts, checksums")
         found = Sources()
         keys = StoreWriter(tmp, ("keys",))  # the passages' hashes, here: the worker has more to do per passage
         builder = kind.builder(cfg, tmp, progress=progress, out=out)
@@ -156,13 +139,11 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             task = bar.add_task(f"finishing the {kind.name} index", total=None) if bar else None
             facts = builder.finish(bar=bar, task=task)
         t2 = time.perf_counter()
-        done = [side.result() for side in sides]  # before ranking, which uses every CPU
-        sums = next(d for d in done if "digest" in d)
-        for d in done:
-            if d["rows"] != found.passages:  # the readings of the sources must agree
-                raise IndexError_(f"the passage store holds {d['rows']:,} passages, the {kind.name} index "
-                                  f"{found.passages:,}: the sources changed while they were read",
-                                  hint="build again once the input files no longer change")
+        sums = side.result()  # before ranking, which uses every CPU
+        if sums["rows"] != found.passages:  # the two readings of the sources must agree
+            raise IndexError_(f"the passage store holds {sums['rows']:,} passages, the {kind.name} index "
+                              f"{found.passages:,}: the sources changed while they were read",
+                              hint="build again once the input files no longer change")
         store = {PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES, MANIFEST}
         fingerprint = index_fingerprint(
             kind.name, facts, sums["digest"],
@@ -217,7 +198,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         commit_output(tmp, out, overwrite=cfg.overwrite, kind=OUTPUT)
     except BaseException:
-        for side in sides:
+        if side is not None:
             side.cancel()
         if builder is not None and hasattr(builder, "abort"):
             builder.abort()  # a kind's own clean-up (a Ray cluster it started; its resumable work stays)

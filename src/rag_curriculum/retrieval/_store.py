@@ -168,7 +168,7 @@ class BlockFile:
 #: What a :class:`StoreWriter` can write: the passages (``passages.bin``, the digest, ``questions.arrow``), their
 #: normalised texts (``norms.bin``) and their hashes (``passage_keys.npy``). A build hashes in its main process,
 #: which has the passages in hand (about 9 µs a passage), and writes the rest in a forked worker that reads the
-#: sources again, or in two with more than two CPUs.
+#: sources again.
 PARTS = ("passages", "norms", "keys")
 
 
