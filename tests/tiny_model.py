@@ -143,3 +143,17 @@ class ForceAt:
             scores[:, self.at[step]] = 0.0
         return scores
 
+
+
+def without_chat_template(model_dir: Path, out_dir: Path) -> Path:
+    """A copy of a model folder whose tokenizer has no chat template: a stand-in for a pretrained base model."""
+    import shutil
+
+    out_dir = Path(out_dir)
+    shutil.copytree(model_dir, out_dir, dirs_exist_ok=True)
+    (out_dir / "chat_template.jinja").unlink(missing_ok=True)
+    config = out_dir / "tokenizer_config.json"
+    data = json.loads(config.read_text())
+    data.pop("chat_template", None)
+    config.write_text(json.dumps(data))
+    return out_dir

@@ -132,6 +132,11 @@ class BuildError(CurriculumError):
     """A build that cannot be made as asked (too few questions, leakage, bad options)."""
 
 
+class ModelFileError(CurriculumError, ValueError):
+    """A model file that cannot be used: a ``.gguf`` file that is missing, not GGUF, truncated or damaged, or of an
+    architecture the installed transformers cannot read."""
+
+
 class TokenizerError(CurriculumError):
     """A tokenizer that cannot be loaded or used to count prompt tokens."""
 

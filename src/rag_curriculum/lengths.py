@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._models import is_gguf, resolve_model
 from .errors import CurriculumError, PromptLengthError, TokenizerError
+from .prompts import completion_prompt, completion_style
 from .shards import PROMPT_TOKENS, read_manifest, shard_files
 
 __all__ = ["Limit", "LengthStats", "PromptLengths", "check_lengths", "count_prompt_tokens", "lengths_from_columns",
@@ -55,11 +57,16 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 def load_tokenizer(name_or_path: str, *, revision: str | None = None, trust_remote_code: bool = False,
                    option: str = "--tokenizer") -> Any:
     """``AutoTokenizer.from_pretrained(name_or_path)``, with one-line errors: transformers missing, a path that is
-    not a tokenizer, a Hub id that cannot be reached, a tokenizer without a chat template."""
+    not a tokenizer, a Hub id that cannot be reached. A ``.gguf`` model file is read from the folder it is converted
+    into (:func:`rag_curriculum._models.resolve_model`). A tokenizer without a chat template (a base model's) is
+    used as it is: its prompts are counted in the completion style the backends and the trainer give it
+    (:func:`rag_curriculum.prompts.completion_prompt`)."""
     try:
         from transformers import AutoTokenizer
     except ImportError:
         raise TokenizerError(f"{option} needs transformers, which is not installed: {TRAIN_EXTRA}") from None
+    if is_gguf(name_or_path):
+        name_or_path = resolve_model(str(name_or_path)).path
     path = Path(str(name_or_path)).expanduser()
     if path.is_file():
         raise TokenizerError(f"{option} {name_or_path}: a file, not a tokenizer; give a tokenizer (or model) "
@@ -79,16 +86,16 @@ def load_tokenizer(name_or_path: str, *, revision: str | None = None, trust_remo
         tok = AutoTokenizer.from_pretrained(str(name_or_path), **kwargs)
     except Exception as e:  # OSError (not found, offline), ValueError (no backend), ...
         raise TokenizerError(f"{option} {name_or_path}: could not load a tokenizer ({_first_line(e)})") from None
-    if not getattr(tok, "chat_template", None):
-        raise TokenizerError(f"{option} {name_or_path}: the tokenizer has no chat template, and the trainers apply "
-                             "one to every prompt; use the tokenizer of the (instruct) model you will train")
     return tok
 
 
 def template_fingerprint(tok: Any) -> str:
-    """SHA-256 of the tokenizer's chat template (a change of template changes every prompt's length)."""
+    """SHA-256 of the tokenizer's chat template (a change of template changes every prompt's length); for a
+    tokenizer without one, of the completion-style rendering's record (:func:`~rag_curriculum.prompts.completion_style`)."""
     template = getattr(tok, "chat_template", None)
-    if not isinstance(template, str):
+    if not template:
+        template = json.dumps(completion_style(), sort_keys=True)
+    elif not isinstance(template, str):
         template = json.dumps(template, sort_keys=True)
     return hashlib.sha256(template.encode("utf-8")).hexdigest()
 
@@ -96,13 +103,17 @@ def template_fingerprint(tok: Any) -> str:
 def tokenizer_info(name: str, tok: Any) -> dict[str, Any]:
     """What the manifest records about the tokenizer that counted the prompts."""
     return {"tokenizer": str(name), "tokenizer_class": type(tok).__name__, "vocab_size": len(tok),
-            "chat_template_sha256": template_fingerprint(tok), "add_generation_prompt": True}
+            "chat_template_sha256": template_fingerprint(tok), "add_generation_prompt": True,
+            "prompt_style": "chat" if getattr(tok, "chat_template", None) else "completion"}
 
 
 def count_prompt_tokens(tok: Any, prompts: Iterable[Sequence[Mapping[str, str]]], *, batch_size: int = BATCH,
                         chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The length in tokens of each prompt (a list of chat messages), as
-    ``len(tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))``, in batches."""
+    ``len(tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))``, in batches; for a tokenizer
+    without a chat template, the tokens of its completion-style text (the response prefix included)."""
+    if not getattr(tok, "chat_template", None):
+        return [len(tok(completion_prompt(p).text)["input_ids"]) for p in prompts]
     kw = dict(chat_template_kwargs or {})
     out: list[int] = []
     batch: list[list[dict[str, str]]] = []

@@ -33,6 +33,7 @@ Supporting passages: title1, title2,...
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -123,6 +124,10 @@ class PromptTemplate:
     index_base: int = 1  # the first passage's number when citation == "index" (CRAFT: 1, the paper's d_1..d_K)
     abstain_instruction: str = ABSTAIN_INSTRUCTION  # appended to the instructions when a build may abstain
     shows_passages: bool = True  # False: a search agent's prompt (QuestionTemplate), made from the question alone
+    #: For a base model (no chat template, :func:`completion_prompt`): the opening of the response, written at the
+    #: end of the prompt and part of every completion returned, and the strings that end the response.
+    response_prefix: str = ""
+    response_stop: tuple[str, ...] = ()
 
     def with_abstention(self, answer: str) -> PromptTemplate:
         """This template with :attr:`abstain_instruction` (``{answer}`` filled in) after its instructions: the
@@ -198,16 +203,105 @@ class QuestionTemplate(PromptTemplate):
         return [{"role": "user", "content": self.question_format.format(question=question.strip())}]
 
 
+#: The RAG-RL response's opening a base model is given (:func:`completion_prompt`): the reasoning left empty and the
+#: answer block opened at ``Final answer:``, so that the model's first words are its answer. Why: a pretrained
+#: model without instruction tuning does not follow the system prompt's format (Gemma 3 270M, asked to start at
+#: ``<reasoning>``, wrote ``<answer>`` over and over on 6 of 6 HotpotQA questions, never an answer), so a
+#: partition by its pass@k would find nothing answerable for a reason that has nothing to do with the passages.
+RAG_RL_RESPONSE_PREFIX = "<reasoning>\n</reasoning>\n<answer>\nFinal answer:"
+
 TEMPLATES: Registry[PromptTemplate] = Registry("template")
 TEMPLATES.register(
     "rag-rl",
-    PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS),
+    PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS,
+                   response_prefix=RAG_RL_RESPONSE_PREFIX, response_stop=("</answer>",)),
 )
 for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
     TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
 # Search agents' prompts (docs/search-agents.md), for rows of questions without passages (Search-R1's data files)
 TEMPLATES.register("search-r1", "rag_curriculum.agents._searchr1:SEARCH_R1_BUILD_TEMPLATE")
 TEMPLATES.register("search-r1-original", "rag_curriculum.agents._searchr1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")
+
+
+#: What separates the messages' texts (and the prompt from the response prefix) in a completion-style prompt.
+COMPLETION_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class CompletionPrompt:
+    """A chat prompt rendered for a base model (:func:`completion_prompt`): ``text`` is what the model continues
+    (ending with ``prefix``); ``prefix`` opens the response and is part of every completion returned; ``stop``
+    ends the response; ``template`` the template recognised by its system prompt (None: the generic layout)."""
+
+    text: str
+    prefix: str = ""
+    stop: tuple[str, ...] = ()
+    template: str | None = None
+
+    def describe(self) -> dict[str, object]:
+        """What a manifest records of the rendering (the ``prompt_style``)."""
+        return {"style": "completion", "template": self.template, "separator": COMPLETION_SEPARATOR,
+                "response_prefix": self.prefix, "stop": list(self.stop)}
+
+
+@functools.lru_cache(maxsize=64)
+def _template_by_system(system: str) -> PromptTemplate | None:
+    for name in TEMPLATES.names():
+        t = TEMPLATES.get(name)
+        if t.system_prompt and t.system_prompt == system:
+            return t
+    return None
+
+
+def completion_prompt(messages: Sequence[dict[str, str]]) -> CompletionPrompt:
+    """The completion-style rendering of a chat prompt, for a model without a chat template (a pretrained base
+    model): the messages' texts in order, separated by a blank line, then (after another blank line) the response
+    prefix of the template whose system prompt the first message is, so the model's first tokens are its answer.
+    A conversation ending with an assistant message (a search agent's turn) is continued as it stands.
+
+    The response's opening is part of the response: the backends return ``prefix + completion`` and the trainer's
+    rewards score the same, so a base model's answers are parsed and rewarded exactly as a chat model's are.
+
+    >>> p = completion_prompt(get_template("rag-rl").render("Who?", [Passage("Euro", "Euro", "The euro.", True)]))
+    >>> print(p.text[p.text.index("Question:"):])
+    Question: Who?
+    <BLANKLINE>
+    <reasoning>
+    </reasoning>
+    <answer>
+    Final answer:
+    >>> p.prefix == RAG_RL_RESPONSE_PREFIX, p.stop, p.template
+    (True, ('</answer>',), 'rag-rl')
+    >>> completion_prompt([{"role": "user", "content": "Question: 2+2?"}]).text.split("\\n")
+    ['Question: 2+2?', '', '']
+    """
+    messages = list(messages)
+    if messages and messages[-1].get("role") == "assistant":
+        return CompletionPrompt(COMPLETION_SEPARATOR.join(m["content"] for m in messages))
+    template = None
+    if messages and messages[0].get("role") == "system":
+        template = _template_by_system(messages[0]["content"])
+    prefix = template.response_prefix if template is not None else ""
+    body = COMPLETION_SEPARATOR.join(m["content"] for m in messages)
+    return CompletionPrompt(body + COMPLETION_SEPARATOR + prefix, prefix,
+                            template.response_stop if template is not None else (),
+                            template.name if template is not None else None)
+
+
+def completion_style() -> dict[str, object]:
+    """What a manifest records of a base model's prompts (``prompt_style``): the completion-style rendering's rule,
+    and each registered template's response prefix and stop strings (the templates that have one).
+
+    >>> completion_style()["response_prefixes"]["rag-rl"] == RAG_RL_RESPONSE_PREFIX
+    True
+    """
+    prefixes: dict[str, str] = {}
+    stops: dict[str, list[str]] = {}
+    for name in TEMPLATES.names():
+        t = TEMPLATES.get(name)
+        if t.response_prefix or t.response_stop:
+            prefixes[name], stops[name] = t.response_prefix, list(t.response_stop)
+    return {"style": "completion", "separator": COMPLETION_SEPARATOR, "response_prefixes": prefixes, "stop": stops}
 
 
 def get_template(name: str) -> PromptTemplate:

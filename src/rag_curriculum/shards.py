@@ -22,7 +22,6 @@ interrupted write never leaves a directory that passes :func:`validate_shards`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._commit import REPLACING, commit_output, files_under, listed_shards, prepare_output
-from ._plumbing import MANIFEST, atomic_write_bytes, output_set_problem
+from ._plumbing import MANIFEST, atomic_write_bytes, file_sha256, output_set_problem
 from .errors import ConfigError, ShardError
 
 __all__ = [
@@ -134,12 +133,8 @@ def row_schema(*optional: str) -> pa.Schema:
     return pa.schema(ROW_FIELDS + [f for f in OPTIONAL_FIELDS if f.name in optional])
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
+#: The SHA-256 (hex) of a file's bytes (the shards' content hashes): the toolkit's one file digest.
+sha256_file = file_sha256
 
 
 def shard_name(k: int) -> str:

@@ -42,7 +42,7 @@ class _FakeTokenizer:
 
     def __call__(self, texts, add_special_tokens=False):
         assert add_special_tokens is False
-        return {"input_ids": [t.split() for t in texts]}
+        return {"input_ids": texts.split() if isinstance(texts, str) else [t.split() for t in texts]}
 
 
 class _FakeLLM:
@@ -153,17 +153,35 @@ def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination
     from rag_curriculum.generation._vllm_backend import VLLMBackend
 
     fake_vllm.platforms.current_platform = _FakePlatform("cpu")
-    b = VLLMBackend("m", max_model_len=300)
+    b = VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is False
     assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False}
     assert b.describe()["engine"]["enable_chunked_prefill"] is False
     b.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
-    forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True)
+    forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is True
     assert forced.describe()["platform_defaults"] == {}  # the user's choice, not the toolkit's
     with pytest.raises(GenerationError, match="--no-question-seeds"):
         forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
     assert forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8))  # no per-request seeds: fine
+
+
+def test_on_a_cpu_without_native_bf16_a_float32_model_runs_in_float32(fake_vllm, monkeypatch):
+    """vLLM's "auto" runs a float32 checkpoint in bfloat16 on every CPU, emulated where the CPU has no bf16
+    arithmetic (hundreds of times slower): the toolkit asks for float32 there, records it, and an explicit dtype
+    wins."""
+    from rag_curriculum.generation import _vllm_backend as vb
+
+    fake_vllm.platforms.current_platform = _FakePlatform("cpu")
+    monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx2", "fma"})
+    b = vb.VLLMBackend("m", max_model_len=300)
+    assert _FakeLLM.instances[-1].kwargs["dtype"] == "float32" and b.describe()["dtype"] == "float32"
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "dtype": "float32"}
+    asked = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    assert _FakeLLM.instances[-1].kwargs["dtype"] == "bfloat16" and "dtype" not in asked.describe()["platform_defaults"]
+    monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    vb.VLLMBackend("m", max_model_len=300)
+    assert _FakeLLM.instances[-1].kwargs["dtype"] == "auto"
 
 
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):
@@ -185,7 +203,9 @@ class _ByteTokenizer(_FakeTokenizer):
     """A byte-level BPE at its worst: one token per UTF-8 byte (CJK characters take 3 tokens each)."""
 
     def __call__(self, texts, add_special_tokens=False):
-        return {"input_ids": [[str(b) for b in t.encode("utf-8")] for t in texts]}
+        one = isinstance(texts, str)
+        ids = [[str(b) for b in t.encode("utf-8")] for t in ([texts] if one else texts)]
+        return {"input_ids": ids[0] if one else ids}
 
 
 def test_prompts_with_more_tokens_than_characters_are_still_caught(fake_vllm, monkeypatch):

@@ -132,7 +132,7 @@ def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
     sentence-transformers with the same ranking; ``validate`` notices a changed export."""
     from cli_runs import one_error, run
 
-    from rag_curriculum.retrieval._onnx import sha256_of
+    from rag_curriculum.shards import sha256_file as sha256_of
 
     out, m = flat
     d = m["dense"]

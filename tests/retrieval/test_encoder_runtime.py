@@ -23,7 +23,8 @@ pytest.importorskip("sentence_transformers", reason="the dense extra is needed: 
 pytest.importorskip("onnxruntime", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 
 from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings  # noqa: E402
-from rag_curriculum.retrieval._onnx import RUNTIME, export, plan, sha256_of  # noqa: E402
+from rag_curriculum.retrieval._onnx import RUNTIME, export, plan  # noqa: E402
+from rag_curriculum.shards import sha256_file as sha256_of  # noqa: E402
 
 #: How close the exported encoder's vectors are to SentenceTransformer.encode's (float32 arithmetic, another
 #: order of operations: 1e-7 to 4e-7 seen).

@@ -21,8 +21,10 @@ def warm_start(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the warm-started model goes (written in a "
                                           "hidden folder beside it, moved into place when done).",
                                           show_default=False)],
-    model: Annotated[str, typer.Option(help="A local model to fine-tune; empty: a tiny Qwen2-style model made "
-                                       "here, its tokenizer trained on the rows' text (nothing is downloaded).")] = "",
+    model: Annotated[str, typer.Option(help="A local model folder or .gguf file to fine-tune (a base model without a "
+                                       "chat template is taught after its completion-style prompt: "
+                                       "docs/base-models.md); empty: a tiny Qwen2-style model made here, its "
+                                       "tokenizer trained on the rows' text (nothing is downloaded).")] = "",
     rows: Annotated[int, typer.Option(help="The first ROWS rows of the curriculum are taught (and trained on "
                                       "after: recipe=cpu-learn uses 8).")] = 8,
     epochs: Annotated[float | None, typer.Option(
@@ -50,6 +52,9 @@ def warm_start(
     template: Annotated[str | None, typer.Option(help="With --agent: the search prompt (search-r1 | "
                                                  "search-r1-original), as the recipe's agent.template. "
                                                  "\\[default: search-r1]", show_default=False)] = None,
+    freeze_embeddings: Annotated[bool, typer.Option(
+        help="Leave the token embeddings (and a tied output layer) as they are: for a small model with a large "
+             "vocabulary on a CPU (Gemma 3 270M: 168M of its 268M weights).")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
 ) -> None:
     """Warm-start a model so that GRPO has something to learn on a CPU.
@@ -75,7 +80,8 @@ def warm_start(
         result = run(WarmStartConfig(
             shards=str(shards), out=str(out_dir), model=model, rows=rows, epochs=epochs, copies=copies, plain=plain,
             learning_rate=learning_rate, seed=seed, hidden_size=hidden_size, layers=layers, agent=agent,
-            retriever=retriever, topk=topk, template=template, overwrite=overwrite))
+            retriever=retriever, topk=topk, template=template, freeze_embeddings=freeze_embeddings,
+            overwrite=overwrite))
     table = Table(title=f"warm start of {escape(model or 'a tiny model made here')}", title_justify="left")
     for col in ("rows", "examples", "loss first", "loss last", "seconds", "model"):
         table.add_column(col)

@@ -7,7 +7,7 @@ Light to import (standard library only)."""
 from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
 from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
-from ._digest import shards_digest
+from ._digest import file_sha256, shards_digest
 from ._fork import SideTask, die_with_parent
 from ._jsonl import read_jsonl_latest
 from ._lazy import lazy_exports
@@ -38,6 +38,7 @@ __all__ = [
     "distribution",
     "drop_options",
     "expected_type",
+    "file_sha256",
     "fsync_dir",
     "gc_paused",
     "hash64",

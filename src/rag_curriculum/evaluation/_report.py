@@ -19,7 +19,14 @@ from ..cards import md_table
 from ..errors import ConfigError
 from ._craft import render_variants_table
 from ._outcomes import add_outcomes, outcome_sections
-from ._scoring import BREAKDOWNS, breakdown, breakdown_by_format, format_reasons, summarize
+from ._scoring import (
+    BREAKDOWNS,
+    bootstrap_intervals,
+    breakdown,
+    breakdown_by_format,
+    format_reasons,
+    summarize,
+)
 from ._titles import (
     MAIN_METRICS,
     _cells,
@@ -59,6 +66,7 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
     entry["m"] = ms[0] if len(ms) == 1 else ms
     entry["skipped"] = sum(1 for r in records if r.get("skipped"))  # prompts too long for the model: scored 0
     entry["overall"] = summarize(records)
+    entry["intervals"] = bootstrap_intervals(records)  # 95% percentile bootstrap over questions
     for key, column in BREAKDOWNS.items():
         b = breakdown(records, column)
         if b or key != "by_bucket":
@@ -283,6 +291,9 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
                   "Answer and citation F1 are averaged over the samples of each question, then over questions; "
                   "joint F1 is the harmonic mean of the two averages, as in the RAG-RL paper.", ""]
     lines += ["## Answer, citation and joint F1", "", render_table(summary), ""]
+    if any(e.get("intervals") for e in summary["evals"]):
+        lines += ["## 95% intervals", "", "Percentile bootstrap over questions (1,000 resamples, seed 0), x 100.", "",
+                  _intervals_table(summary), ""]
     if (variants := render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
         lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
                   "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",
@@ -305,6 +316,20 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
     if plots:
         lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def _intervals_table(summary: Mapping[str, Any]) -> str:
+    """One row per (setting, model, dataset): each main metric with its bootstrap interval."""
+    metrics = ("answer_f1", "citation_f1", "joint_f1")
+    header = ["Eval setting", "Model", "Dataset", "Questions", *(metric_title(m) for m in metrics)]
+    rows = []
+    for e in summary["evals"]:
+        ci = e.get("intervals") or {}
+        cells = [f"{pct(e['overall'].get(m))} [{pct(ci[m][0])}, {pct(ci[m][1])}]" if m in ci
+                 else pct(e["overall"].get(m)) for m in metrics]
+        rows.append([setting_title(e["setting"]), e["model"], dataset_title(e["dataset"]), str(e.get("n_questions")),
+                     *cells])
+    return md_table(header, rows)
 
 
 def load_summary(path: str | Path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import inspect
 import json
@@ -43,8 +44,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .._plumbing import expected_type, init_hints, is_secret, mask_secrets
+from .._models import is_gguf
+from .._plumbing import expected_type, file_sha256, init_hints, is_secret, mask_secrets
 from ..errors import ConfigError, SettingError, UsageError
+from ..prompts import completion_prompt
 from ..registry import Registry
 
 Messages = list[dict[str, str]]
@@ -129,6 +132,50 @@ def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
     return text[:min(ends)] if ends else text
 
 
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A prompt as a backend generates from it: its token ids, and for a base model (no chat template) the
+    response prefix that ends the prompt (returned as the start of every completion) and the template's stop
+    strings (:func:`rag_curriculum.prompts.completion_prompt`)."""
+
+    ids: list[int]
+    prefix: str = ""
+    stop: tuple[str, ...] = ()
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` renders chat messages itself (a chat template is set)."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def render_prompt(tokenizer: Any, messages: Messages) -> RenderedPrompt:
+    """``messages`` as the model sees them: with the tokenizer's chat template (a generation prompt; a conversation
+    ending with an assistant message continued), tokenized without added special tokens, as ``LLM.chat`` and TRL
+    do; or, for a tokenizer without a chat template (a base model), the completion-style text of
+    :func:`~rag_curriculum.prompts.completion_prompt`, tokenized with the tokenizer's own special tokens (its BOS),
+    as a base model was pretrained. Never a chat template borrowed from elsewhere."""
+    messages = list(messages)
+    if has_chat_template(tokenizer):
+        if messages and messages[-1].get("role") == "assistant":
+            text = tokenizer.apply_chat_template(messages, continue_final_message=True, tokenize=False)
+        else:
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return RenderedPrompt(list(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    p = completion_prompt(messages)
+    return RenderedPrompt(list(tokenizer(p.text)["input_ids"]), p.prefix, p.stop)
+
+
+def finish_completion(text: str, prompt: RenderedPrompt, stop: Sequence[str] | None) -> str:
+    """A generated text as the completion a backend returns: cut after the first of ``stop`` and the prompt's own
+    stop strings, and opened with the prompt's response prefix (empty for a chat model).
+
+    >>> finish_completion(" Paris\\n</answer>\\nAnswer: Paris", RenderedPrompt([], "Final answer:", ("</answer>",)), None)
+    'Final answer: Paris\\n</answer>'
+    """
+    stops = [*(stop or ()), *prompt.stop]
+    return prompt.prefix + (cut_at_stop(text, stops) if stops else text)
+
+
 def seeded_call_supported(backend: Any) -> bool:
     """Whether ``backend.generate`` accepts per-prompt ``seeds`` (a backend without its own ``generate``, such as
     the Ray engine's pool, says so with ``seeded_calls``)."""
@@ -176,22 +223,22 @@ def is_secret_option(name: str) -> bool:
     return is_secret(name)
 
 
-def _sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+@functools.lru_cache(maxsize=32)
+def _cached_sha256(path: Path, size: int, mtime_ns: int) -> str:
+    return file_sha256(path)
 
 
 def local_files_digest(path: str | Path) -> str | None:
     """A content digest of a local model directory (its config, tokenizer and chat-template files; weights by
-    name and size) or of a local file (a script, a template); None when ``path`` is not on this machine."""
+    name and size) or of a local file (a script, a template, a ``.gguf`` model: its SHA-256 whatever its size); None
+    when ``path`` is not on this machine."""
     try:
         p = Path(path).expanduser()
         if p.is_file():
             st = p.stat()
-            return _sha256_file(p) if st.st_size <= _SMALL_FILE else f"{p.name}:{st.st_size}"
+            if st.st_size <= _SMALL_FILE or is_gguf(p):  # a GGUF file is the model: its content, whatever its size
+                return _cached_sha256(p, st.st_size, st.st_mtime_ns)
+            return f"{p.name}:{st.st_size}"
         if not p.is_dir():
             return None
         h = hashlib.sha256()
@@ -199,7 +246,7 @@ def local_files_digest(path: str | Path) -> str | None:
             if not f.is_file():
                 continue
             if f.name in MODEL_FILES:
-                h.update(f"{f.name}\0{_sha256_file(f)}\0".encode())
+                h.update(f"{f.name}\0{file_sha256(f)}\0".encode())
             elif f.name.endswith(_WEIGHT_SUFFIXES):
                 h.update(f"{f.name}\0{f.stat().st_size}\0".encode())
         return h.hexdigest()

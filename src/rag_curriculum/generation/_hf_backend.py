@@ -1,7 +1,9 @@
 """The transformers backend: batched ``model.generate`` on the CPU or a GPU, for small models and machines
 without vLLM.
 
-Prompts are rendered with the tokenizer's chat template (``add_generation_prompt=True``), sorted by length so a
+Prompts are rendered with the tokenizer's chat template (``add_generation_prompt=True``), or, for a base model
+without one, in the completion style of :func:`rag_curriculum.prompts.completion_prompt` (its response prefix
+returned as the start of each completion); sorted by length so a
 batch holds prompts of similar length (less padding), padded on the left, and generated ``batch_size`` prompts at
 a time with ``num_return_sequences=n``. Every sampling setting is passed explicitly (temperature, top-p, and
 top-k, min-p, typical-p, repetition penalty switched off), so a model's ``generation_config.json`` defaults (such
@@ -20,13 +22,18 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._models import resolve_model
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError, PromptTooLongError
+from ..prompts import completion_style
 from ._base import (
     Messages,
+    RenderedPrompt,
     SamplingConfig,
     backend_identity,
-    cut_at_stop,
+    finish_completion,
+    has_chat_template,
+    render_prompt,
     report_progress,
 )
 
@@ -111,6 +118,7 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_name = str(model)
+        self.resolved = resolve_model(self.model_name)  # a .gguf file: its converted folder
         self.batch_size = int(batch_size)
         self.dtype_name = dtype
         if device == "auto":
@@ -123,14 +131,14 @@ class TransformersBackend:
                 torch_dtype = torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_name, trust_remote_code=trust_remote_code)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.resolved.path, trust_remote_code=trust_remote_code)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
         if attn_implementation:
             kwargs["attn_implementation"] = attn_implementation
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs).to(self.device)
+        self.model = AutoModelForCausalLM.from_pretrained(self.resolved.path, **kwargs).to(self.device)
         self.model.eval()
         gen_eos = self.model.generation_config.eos_token_id
         self.eos_token_id = gen_eos if gen_eos is not None else self.tokenizer.eos_token_id
@@ -154,18 +162,26 @@ class TransformersBackend:
         if template:
             text = template if isinstance(template, str) else repr(sorted(dict(template).items()))
             identity["chat_template"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        else:  # a base model: the completion-style rendering
+            identity["prompt_style"] = completion_style()
+        if self.resolved.converted:
+            identity["model_file"] = self.resolved.record()
         return identity
 
+    @property
+    def prompt_style(self) -> str:
+        """``chat`` (the tokenizer's chat template) or ``completion`` (a base model without one)."""
+        return "chat" if has_chat_template(self.tokenizer) else "completion"
+
+    def rendered(self, messages: Messages) -> RenderedPrompt:
+        """The prompt as the model sees it (:func:`~rag_curriculum.generation._base.render_prompt`): the chat
+        template with the generation prompt, a conversation ending with an assistant message continued (as a search
+        agent's turns are); or a base model's completion-style text and response prefix."""
+        return render_prompt(self.tokenizer, messages)
+
     def render(self, messages: Messages) -> list[int]:
-        """The prompt's token ids, as the chat template renders it for generation; a conversation ending with an
-        assistant message is continued (``continue_final_message``: the message left open, no generation prompt),
-        as a search agent's turns are."""
-        messages = list(messages)
-        if messages and messages[-1].get("role") == "assistant":
-            text = self.tokenizer.apply_chat_template(messages, continue_final_message=True, tokenize=False)
-        else:
-            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """The prompt's token ids (:meth:`rendered`)."""
+        return self.rendered(messages).ids
 
     def _sampling_kwargs(self, sampling: SamplingConfig, n: int) -> dict[str, Any]:
         kw: dict[str, Any] = {
@@ -190,7 +206,10 @@ class TransformersBackend:
             seeds = [sampling.seed + i for i in range(len(prompts))]
         if len(seeds) != len(prompts):
             raise ConfigError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        ids = [self.render(p) for p in prompts]
+        rendered = [self.rendered(p) for p in prompts]
+        ids = [r.ids for r in rendered]
+        own_stops = {s for r in rendered for s in r.stop}
+        stops = list(dict.fromkeys([*(stop or ()), *sorted(own_stops)]))
         if self.max_model_len:
             too_long = [i for i, t in enumerate(ids) if len(t) > self.max_model_len]
             if too_long:
@@ -213,15 +232,13 @@ class TransformersBackend:
             torch.manual_seed(_mix([seeds[i] for i in batch]))
             with torch.no_grad():
                 gen = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                          **kwargs, **stop_kwargs(self.tokenizer, stop or (), width))
+                                          **kwargs, **stop_kwargs(self.tokenizer, stops, width))
             new_tokens = gen[:, width:]
             self.prompt_tokens += int(mask.sum()) * n_gen
             self.generated_tokens += int((new_tokens != pad).sum())
             texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
             for r, i in enumerate(batch):
-                got = texts[r * n_gen:(r + 1) * n_gen]
-                if stop:
-                    got = [cut_at_stop(g, stop) for g in got]
+                got = [finish_completion(g, rendered[i], stop) for g in texts[r * n_gen:(r + 1) * n_gen]]
                 out[i] = got * sampling.n if greedy else got
             report_progress(self, len(batch), len(batch) * sampling.n)
         return [o if o is not None else [] for o in out]  # every slot is filled above

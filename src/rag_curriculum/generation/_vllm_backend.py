@@ -7,6 +7,10 @@
   (:class:`PromptTooLongError`, the others are still generated): vLLM itself rejects only prompts longer than the
   context and silently *caps* a completion that runs into it (``FINISHED_LENGTH_CAPPED``), which would give
   long prompts a smaller completion budget than short ones. Nothing is ever truncated.
+- **Base models** (a tokenizer without a chat template): the completion-style prompt of
+  :func:`rag_curriculum.prompts.completion_prompt`, its response prefix returned as the start of each completion and
+  its template's stop strings added to the call's (recorded as ``prompt_style``). A ``.gguf`` model file is read from
+  the folder it is converted into once (:mod:`rag_curriculum._models`).
 - Sampling is always explicit: ``SamplingParams(n, temperature, top_p, max_tokens, seed)`` per prompt, so the
   model's ``generation_config.json`` defaults (which vLLM applies only when no params are given) never apply.
 - One ``LLM.generate`` call gets many prompts (the runner sends ``call_size`` prompts at a time): the engine
@@ -36,11 +40,17 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from .._models import resolve_model
 from ..errors import ConfigError, GenerationError, PromptTooLongError
+from ..prompts import completion_style
 from ._base import (
     Messages,
+    RenderedPrompt,
     SamplingConfig,
+    finish_completion,
+    has_chat_template,
     progress_listened,
+    render_prompt,
     report_progress,
 )
 
@@ -52,14 +62,45 @@ _ENGINE_FIELDS = (("scheduler_config", "enable_chunked_prefill"), ("scheduler_co
                   ("model_config", "enforce_eager"), ("parallel_config", "tensor_parallel_size"))
 
 
-def platform_defaults(platform: Any = None) -> dict[str, Any]:
+def platform_defaults(platform: Any = None, *, cpu_flags: set[str] | None = None) -> dict[str, Any]:
     """The engine options the toolkit sets on this platform unless the user sets them (``platform``: vLLM's
-    ``current_platform``, imported when not given)."""
+    ``current_platform``, imported when not given; ``cpu_flags``: the CPU's feature flags, read from
+    ``/proc/cpuinfo`` when not given).
+
+    >>> class Cpu:
+    ...     def is_cpu(self): return True
+    >>> platform_defaults(Cpu(), cpu_flags={"avx2", "fma"})
+    {'enable_chunked_prefill': False, 'dtype': 'float32'}
+    >>> platform_defaults(Cpu(), cpu_flags={"avx512f", "avx512_bf16"})
+    {'enable_chunked_prefill': False}
+    """
     if platform is None:
         from vllm.platforms import current_platform as platform
     if _is_cpu(platform):
-        return {"enable_chunked_prefill": False}
+        out: dict[str, Any] = {"enable_chunked_prefill": False}
+        flags = cpu_flags if cpu_flags is not None else _cpu_flags()
+        if flags and not flags & _BF16_FLAGS:  # vLLM's "auto" would run a float32 model in bf16, emulated
+            out["dtype"] = "float32"
+        return out
     return {}
+
+
+#: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
+#: build still runs a float32 checkpoint in bfloat16 under ``dtype="auto"``, emulated: Gemma 3 270M generated
+#: nothing in 16 minutes where float32 served the same 160 completions in about a minute (2-core AMD EPYC, AVX2).
+_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:  # not Linux: vLLM's own choice stands
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            return set(value.split())
+    return set()
 
 
 def _is_cpu(platform: Any) -> bool:
@@ -126,6 +167,7 @@ class VLLMBackend:
                 "the vllm backend needs vLLM: pip install 'rag-curriculum\\[vllm]' on a CUDA machine, or vLLM's CPU "
                 f"build (see docs/partition.md, 'Without a GPU'); or use --backend transformers / openai [{e}]") from e
         self.model_name = str(model)
+        self.resolved = resolve_model(self.model_name)
         self.dtype = dtype
         self.quantization = quantization
         self.tensor_parallel_size = int(tensor_parallel_size)
@@ -140,12 +182,15 @@ class VLLMBackend:
         self.platform = str(getattr(current_platform, "device_type", "") or "?")
         self.on_cpu = _is_cpu(current_platform)
         defaults = platform_defaults(current_platform)
-        self.chosen = {k: v for k, v in defaults.items() if k != "enable_chunked_prefill"
-                       or enable_chunked_prefill is None}
+        self.chosen = {k: v for k, v in defaults.items() if (k != "enable_chunked_prefill"
+                       or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")}
         if enable_chunked_prefill is None:
             enable_chunked_prefill = defaults.get("enable_chunked_prefill")
+        if dtype == "auto" and "dtype" in defaults:
+            dtype = defaults["dtype"]
+        self.dtype = dtype
         kwargs: dict[str, Any] = dict(
-            model=self.model_name, tensor_parallel_size=self.tensor_parallel_size, dtype=dtype,
+            model=self.resolved.path, tensor_parallel_size=self.tensor_parallel_size, dtype=dtype,
             gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=enable_prefix_caching,
             trust_remote_code=trust_remote_code, enforce_eager=enforce_eager, seed=seed, **engine_kwargs)
         if enable_chunked_prefill is not None:
@@ -200,10 +245,15 @@ class VLLMBackend:
         """What the completions depend on, as resolved here: the model, dtype, context, the platform, the
         engine's resolved options (with the per-platform choices in ``platform_defaults``), the chat template's
         digest and vLLM's version."""
-        return {"backend": self.name, "model": self.model_name, "dtype": self.dtype,
-                "max_model_len": self.max_model_len, "quantization": self.quantization,
-                "vllm_version": self.vllm_version, "platform": self.platform, "engine": dict(self.engine),
-                "platform_defaults": dict(self.chosen), "chat_template_sha256": self.chat_template_sha256()}
+        out = {"backend": self.name, "model": self.model_name, "dtype": self.dtype,
+               "max_model_len": self.max_model_len, "quantization": self.quantization,
+               "vllm_version": self.vllm_version, "platform": self.platform, "engine": dict(self.engine),
+               "platform_defaults": dict(self.chosen), "chat_template_sha256": self.chat_template_sha256()}
+        if not has_chat_template(self.tokenizer):
+            out["prompt_style"] = completion_style()
+        if self.resolved.converted:
+            out["model_file"] = self.resolved.record()
+        return out
 
     def sampling_params(self, sampling: SamplingConfig, seed: int | None, stop: Sequence[str] | None = None) -> Any:
         """The explicit ``SamplingParams`` of one prompt (never the model's defaults); ``stop`` strings end a
@@ -214,17 +264,17 @@ class VLLMBackend:
         return SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
                               max_tokens=sampling.max_tokens, seed=seed, **extra)
 
-    def render(self, prompts: Sequence[Messages]) -> list[list[int]]:
-        """The token ids the engine generates from: the chat template applied by the engine's tokenizer (with the
-        generation prompt; a conversation ending with an assistant message is continued instead, as
-        ``LLM.chat(continue_final_message=True)`` does), then tokenized without added special tokens, as
-        ``LLM.chat`` does."""
+    def rendered(self, prompts: Sequence[Messages]) -> list[RenderedPrompt]:
+        """The prompts as the engine generates from them (:func:`~rag_curriculum.generation._base.render_prompt`
+        with the engine's own tokenizer): the chat template with the generation prompt (a conversation ending with
+        an assistant message continued, as ``LLM.chat(continue_final_message=True)`` does), tokenized without added
+        special tokens, as ``LLM.chat`` does; or a base model's completion-style text and response prefix."""
         tok = self.tokenizer
-        texts = [tok.apply_chat_template(list(p), continue_final_message=True, tokenize=False)
-                 if p and p[-1].get("role") == "assistant"
-                 else tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
-        ids = tok(texts, add_special_tokens=False)["input_ids"]
-        return [list(x) for x in ids]
+        return [render_prompt(tok, p) for p in prompts]
+
+    def render(self, prompts: Sequence[Messages]) -> list[list[int]]:
+        """The token ids the engine generates from (:meth:`rendered`)."""
+        return [r.ids for r in self.rendered(prompts)]
 
     def too_long(self, token_ids: Sequence[Sequence[int]], max_tokens: int) -> list[int]:
         """Positions whose prompt plus ``max_tokens`` do not fit ``max_model_len``."""
@@ -243,15 +293,18 @@ class VLLMBackend:
                 "vLLM's CPU build cannot use per-question seeds with chunked prefill (its CPU generator has no "
                 "offset: 'CPU Generator does not use offset'); leave enable_chunked_prefill unset (the toolkit "
                 "turns it off on CPU) or pass --no-question-seeds")
-        token_ids = self.render(prompts)
+        rendered = self.rendered(prompts)
+        token_ids = [r.ids for r in rendered]
         bad = self.too_long(token_ids, sampling.max_tokens)
         keep = [i for i in range(len(prompts)) if i not in set(bad)]
         results: list[list[str] | None] = [None] * len(prompts)
         if keep:
-            if seeds is None:
-                params: Any = self.sampling_params(sampling, None, stop)
+            own = [[*(stop or ()), *(s for s in rendered[i].stop if s not in (stop or ()))] for i in keep]
+            if seeds is None and all(o == own[0] for o in own):
+                params: Any = self.sampling_params(sampling, None, own[0])
             else:
-                params = [self.sampling_params(sampling, int(seeds[i]), stop) for i in keep]
+                params = [self.sampling_params(sampling, None if seeds is None else int(seeds[i]), o)
+                          for i, o in zip(keep, own, strict=True)]
             # vLLM's own tqdm bar with show_progress; else, while the runner's bar is on, each finished request
             # is reported to it (vLLM's use_tqdm takes a bar factory; _Reported draws nothing)
             use_tqdm: Any = self.show_progress or (partial(_Reported, self) if progress_listened(self) else False)
@@ -260,7 +313,8 @@ class VLLMBackend:
             if len(outputs) != len(keep):
                 raise GenerationError(f"vLLM returned {len(outputs)} results for {len(keep)} prompts")
             for i, o in zip(keep, outputs, strict=True):
-                texts = [c.text for c in sorted(o.outputs, key=lambda c: c.index)]
+                texts = [finish_completion(c.text, rendered[i], stop)
+                         for c in sorted(o.outputs, key=lambda c: c.index)]
                 if len(texts) != sampling.n:
                     raise GenerationError(f"vLLM returned {len(texts)} completions where n={sampling.n} were asked")
                 results[i] = texts

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plumbing import file_sha256
 from .._settings import rule
 from ..errors import CurriculumError, UsageError
 from ._encoder import (
@@ -48,7 +49,6 @@ from ._kinds import RetrieverKind
 from ._onnx import FOLDER as ONNX_FOLDER
 from ._onnx import RUNTIME as ONNX_RUNTIME
 from ._onnx import export as export_encoder
-from ._onnx import sha256_of
 from ._ray_encode import RayEncoding
 
 if TYPE_CHECKING:
@@ -1128,7 +1128,7 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
             if not path.is_file():
                 raise DenseError(f"{where}: the exported encoder's file is not there (recorded in manifest.json)",
                                  hint="build the index again with curriculum index ... --overwrite")
-            if sha256_of(path) != rec.get(f"{key}_sha256" if key == "tokenizer" else "sha256"):
+            if file_sha256(path) != rec.get(f"{key}_sha256" if key == "tokenizer" else "sha256"):
                 raise DenseError(f"{where}: its SHA-256 is not the one manifest.json records (the file changed)",
                                  hint="build the index again with curriculum index ... --overwrite")
 

@@ -29,18 +29,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import file_sha256
+
 SCHEME = 1
 #: Manifest facts of a kind that do not change an answer.
 NOT_ANSWERS = ("backend",)
-_CHUNK = 8 << 20
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def folder_sha256(path: Path) -> str:

@@ -21,13 +21,14 @@ then served by sentence-transformers, as is every index built before (no ``dense
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from .._plumbing import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +146,6 @@ def max_length_of(config: dict[str, Any], max_length: int) -> int:
     return max(1, min(int(max_length), positions))
 
 
-def sha256_of(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 #: Texts the exported graph is checked on (several lengths in one padded batch, non-ASCII text).
 PROBES = ["query: who wrote Hamlet?", "passage: The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
           "x", "Zürich café naïve 東京 " * 12]
@@ -229,8 +222,8 @@ def _export(p: dict[str, Any], out: Path, max_length: int) -> dict[str, Any] | N
         log.info("%s: the exported graph's hidden states differ from the transformer's by %.2g; the model is "
                  "served by sentence-transformers", p["root"], diff)
         return None
-    return {"folder": FOLDER, "model": MODEL, "sha256": sha256_of(out / MODEL), "tokenizer": TOKENIZER,
-            "tokenizer_sha256": sha256_of(out / TOKENIZER), "inputs": names, "pooling": p["pooling"],
+    return {"folder": FOLDER, "model": MODEL, "sha256": file_sha256(out / MODEL), "tokenizer": TOKENIZER,
+            "tokenizer_sha256": file_sha256(out / TOKENIZER), "inputs": names, "pooling": p["pooling"],
             "normalize": p["normalize"], "max_length": length, "pad_id": int(p["config"].get("pad_token_id") or 0),
             "dim": int(want.shape[-1]), "opset": OPSET, "torch_version": torch.__version__,
             "transformers_version": transformers.__version__}
@@ -323,4 +316,4 @@ class OnnxEncoder:
         return out
 
 
-__all__ = ["ENV", "FOLDER", "RUNTIME", "OnnxEncoder", "export", "plan", "sha256_of", "wanted"]
+__all__ = ["ENV", "FOLDER", "RUNTIME", "OnnxEncoder", "export", "plan", "wanted"]

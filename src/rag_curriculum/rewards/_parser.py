@@ -334,14 +334,21 @@ def parse_completion(
 
 
 def _best_effort_block(text: str, tags: list[tuple[str, int, int]]) -> str:
-    """The last ``<answer>`` block (to its ``</answer>`` or the end), else the text from the last 'Final answer:'."""
-    for k in range(len(tags) - 1, -1, -1):
-        if tags[k][0] == _A_OPEN:
-            start = tags[k][2]
-            for name, s, _ in tags[k + 1:]:
-                if name == _A_CLOSE:
-                    return text[start:s]
-            return text[start:]
+    """The last ``<answer>`` block (to its ``</answer>``, the next ``<answer>`` or the end) that holds a ``Final
+    answer:`` heading, else the last ``<answer>`` block, else the text from the last 'Final answer:'. (A model that
+    repeats ``<answer>`` after its answer, as small base models do, leaves empty blocks after the one that answers.)
+    """
+    blocks: list[str] = []
+    for k, (name, _, end) in enumerate(tags):
+        if name != _A_OPEN:
+            continue
+        stop = next((s for n, s, _ in tags[k + 1:] if n in (_A_OPEN, _A_CLOSE)), len(text))
+        blocks.append(text[end:stop])
+    for block in reversed(blocks):
+        if _FINAL_RE.search(block):
+            return block
+    if blocks:
+        return blocks[-1]
     last = None
     for last in _FINAL_RE.finditer(text):  # noqa: B007 - we want the last match
         pass

@@ -36,7 +36,9 @@ class ModelConfig:
     """The policy to train (and the reference model when ``grpo.beta > 0``)."""
 
     name_or_path: str = rule("Qwen/Qwen2.5-7B-Instruct", help=(
-        "Hub id or local directory of a causal LM with a chat template (RAG-RL 4.2: Qwen2.5-7B-Instruct)."))
+        "Hub id, local directory or .gguf file of a causal LM (RAG-RL 4.2: Qwen2.5-7B-Instruct). A model without a "
+        "chat template (a pretrained base model) is trained on the completion-style rendering of the prompts "
+        "(docs/base-models.md)."))
     dtype: str = rule("float32", choices=DTYPES, help=(
         "Dtype the weights are loaded in: float32 keeps full-precision master weights (``grpo.bf16`` then runs "
         "the maths in bf16); bfloat16 halves memory, but a plain (non-DeepSpeed) optimizer then rounds away most "
@@ -47,6 +49,10 @@ class ModelConfig:
         "Hub revision (branch, tag or commit) to pin the weights to."))
     trust_remote_code: bool = rule(False, help=(
         "Allow model code from the Hub (not needed for Qwen2.5)."))
+    freeze_embeddings: bool = rule(False, help=(
+        "Train every weight but the token embeddings (and an output layer tied to them). For a small model with a "
+        "large vocabulary on a CPU (Gemma 3 270M: 168M of its 268M weights are its 262k-token embeddings) the "
+        "optimiser's work and memory shrink by that share; the paper trains every weight."))
 
 
 @dataclass

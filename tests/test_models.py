@@ -1,0 +1,95 @@
+"""Model references as users have them (:mod:`rag_curriculum._models`): a ``.gguf`` file converted once into a
+cached model folder keyed by its SHA-256, and the files that cannot be converted refused in one line with nothing
+left behind. Gemma 3 270M's real file is converted by the ``gemma_dir`` fixture (tests/conftest.py) and used by
+the real-model tests; the bad files here are tiny GGUF files written with the gguf package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rag_curriculum._models import SOURCE_RECORD, cache_root, convert_gguf, is_gguf, resolve_model
+from rag_curriculum.errors import ModelFileError
+
+gguf = pytest.importorskip("gguf", reason="the gguf package (the dev extra) writes the test files")
+np = pytest.importorskip("numpy")
+
+
+def _tiny_gguf(path: Path, arch: str) -> Path:
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(4)
+    w.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _nothing_converted(cache: Path) -> None:
+    models = cache / "models"
+    left = [p.name for p in models.iterdir() if not p.name.endswith(".lock")] if models.is_dir() else []
+    assert left == [], f"left behind: {left}"
+
+
+def test_a_folder_or_hub_id_is_used_as_given(tmp_path):
+    assert resolve_model("Qwen/Qwen2.5-0.5B-Instruct").path == "Qwen/Qwen2.5-0.5B-Instruct"
+    r = resolve_model(str(tmp_path))
+    assert (r.path, r.converted, r.record()) == (str(tmp_path), False, {"model": str(tmp_path)})
+    assert is_gguf("a/B.GGUF") and not is_gguf("a/b.gguf.txt") and not is_gguf(None)
+
+
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("RAG_CURRICULUM_CACHE", str(tmp_path / "c"))
+    assert cache_root() == tmp_path / "c"
+    monkeypatch.delenv("RAG_CURRICULUM_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache_root() == tmp_path / "x" / "rag-curriculum"
+
+
+def test_a_file_that_is_not_gguf_is_refused_before_anything_is_read(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_text("{\"not\": \"a model\"}")
+    with pytest.raises(ModelFileError, match=r"model\.gguf: not a GGUF file \(it starts with b'\{\"no'"):
+        convert_gguf(bad, cache=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+    with pytest.raises(ModelFileError, match="no such file"):
+        resolve_model(str(tmp_path / "missing.gguf"), cache=tmp_path / "cache")
+
+
+def test_an_unsupported_architecture_is_named_with_what_transformers_reads(tmp_path):
+    pytest.importorskip("transformers")
+    f = _tiny_gguf(tmp_path / "foo.gguf", "foo")
+    with pytest.raises(ModelFileError) as e:
+        convert_gguf(f, cache=tmp_path / "cache")
+    msg = str(e.value)
+    assert "architecture 'foo'" in msg and "gemma3" in msg and "\n" not in msg
+    _nothing_converted(tmp_path / "cache")
+
+
+def test_a_truncated_file_is_refused_and_nothing_is_left_half_converted(tmp_path):
+    pytest.importorskip("transformers")
+    whole = _tiny_gguf(tmp_path / "whole.gguf", "llama").read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[: len(whole) - 60])  # the tensor data cut short
+    with pytest.raises(ModelFileError, match=r"cut\.gguf: a truncated, damaged or incomplete GGUF file"):
+        convert_gguf(cut, cache=tmp_path / "cache")
+    _nothing_converted(tmp_path / "cache")
+
+
+def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, gemma_dir):
+    from rag_curriculum.shards import sha256_file
+
+    record = json.loads((gemma_dir / SOURCE_RECORD).read_text())
+    digest = sha256_file(gemma_gguf)
+    assert record["sha256"] == digest and gemma_dir.name == f"gguf-{digest[:16]}"
+    assert record["architecture"] == "gemma3_text" and record["chat_template"] is False
+    config = json.loads((gemma_dir / "config.json").read_text())
+    assert "quantization_config" not in config  # a plain float32 checkpoint, not a GGUF quantizer's
+    again = resolve_model(str(gemma_gguf))  # found in the cache: not converted again
+    assert again.path == str(gemma_dir) and again.record() == {
+        "model": str(gemma_gguf), "gguf_sha256": digest, "converted_to": str(gemma_dir)}
