@@ -276,7 +276,9 @@ def lengths_from_columns(columns: Mapping[str, Sequence[Any]], manifest: Mapping
     tokens = count_prompt_tokens(tokenizer, prompts, chat_template_kwargs=chat_template_kwargs)
     why = ("built without --tokenizer" if not manifest.get("prompt_tokens")
            else f"prompt_tokens were counted with {manifest['prompt_tokens'].get('tokenizer')}")
-    return PromptLengths(tokens, ids, levels, indices, f"{model}'s chat template applied here ({why})")
+    how = ("chat template applied here" if getattr(tokenizer, "chat_template", None)
+           else "tokenizer on the completion-style prompts (a base model)")
+    return PromptLengths(tokens, ids, levels, indices, f"{model}'s {how} ({why})")
 
 
 def read_lengths(directory: str | Path, model: str | None = None, **kw: Any) -> PromptLengths:

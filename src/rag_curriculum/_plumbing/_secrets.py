@@ -4,8 +4,10 @@
 
 **The rule.** An option is a secret when its name, normalised (``--hf-token``, ``hfToken`` and ``HF_TOKEN`` all read
 ``hf_token``), ends in one of the words ``key``, ``api_key`` / ``apikey``, ``token``, ``secret``, ``password``,
-``passwd``, ``credential(s)``, ``auth`` or ``authorization`` (``api_key``, ``hf_token``, ``hub_token``,
-``password``, ``aws_secret_access_key``, ``Authorization``; not ``tokenizer``, ``max_tokens``, ``keep_completions``).
+``passwd``, ``credential(s)``, ``auth``, ``authorization``, ``sig``, ``signature``, ``session`` or ``sessionid``
+(``api_key``, ``hf_token``, ``hub_token``, ``password``, ``aws_secret_access_key``, ``Authorization``, and the
+signed-URL parameters ``sig``, ``X-Amz-Signature``, ``X-Amz-Security-Token``, ``X-Amz-Credential``,
+``X-Goog-Signature``, ``session``; not ``tokenizer``, ``max_tokens``, ``keep_completions``).
 A secret's value is written as ``***``, wherever it is: a top-level option, a key nested in a JSON value
 (``extra_body={"api_key": ...}``), a ``--flag VALUE`` / ``--flag=VALUE`` of a command line, a ``KEY=VALUE``
 argument (``--backend-arg hf_token=...``, a Hydra override ``grpo.hub_token=...``). Credentials inside a URL
@@ -20,6 +22,9 @@ argument (``--backend-arg hf_token=...``, a Hydra override ``grpo.hub_token=...`
 "curriculum partition --api-key '***' --backend-arg 'hf_token=***' --backend-arg 'password=***' -k 8"
 >>> redact_command("curriculum partition --base-url http://u:pw@host:8000/v1?x=1 --input=https://u:pw@h/d.json#f")
 "curriculum partition --base-url 'http://***@host:8000/v1?x=1' '--input=https://***@h/d.json#f'"
+>>> mask_secrets(["http://alice:SEC@RETPW@host/v1", "https://b.s3.amazonaws.com/f?X-Amz-Signature=ab12&X-Amz-Date=1",
+...               "https://h/c?sig=x1&sv=2&session=s9"])
+['http://***@host/v1', 'https://b.s3.amazonaws.com/f?X-Amz-Signature=***&X-Amz-Date=1', 'https://h/c?sig=***&sv=2&session=***']
 """
 
 from __future__ import annotations
@@ -34,14 +39,16 @@ from typing import Any
 __all__ = ["MASK", "MaskingFilter", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
 
 MASK = "***"
-_WORDS = r"api_?key|apikey|key|token|secret|password|passwd|credentials?|auth|authorization"
+_WORDS = (r"api_?key|apikey|key|token|secret|password|passwd|credentials?|auth|authorization|sig|signature|session|"
+          r"sessionid")
 _SECRET_RE = re.compile(rf"(^|_)({_WORDS})$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-#: ``scheme://USERINFO@``: the userinfo ends at the first ``@`` before the path, query or fragment (whichever
-#: comes first), so ``http://u:pw@host/v1?x=1``, ``http://u:pw@host:8000?x=1`` and ``http://u:pw@host#f`` are all
-#: masked, and an ``@`` inside a query (``?to=a@b``) is not read as credentials. One slash is enough
-#: (``http:/u:pw@host``): a URL given where a path is expected comes back from ``pathlib`` with one.
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/?#@\s]+@")
+#: ``scheme://USERINFO@``: the userinfo ends at the *last* ``@`` of the authority (before the path, query or
+#: fragment, whichever comes first), as ``requests`` and urllib3 read it: ``http://alice:SEC@RETPW@host`` is user
+#: ``alice`` with the password ``SEC@RETPW``, masked whole. So ``http://u:pw@host/v1?x=1``, ``http://u:pw@host:8000?x=1``
+#: and ``http://u:pw@host#f`` are all masked, and an ``@`` inside a query (``?to=a@b``) is not read as credentials.
+#: One slash is enough (``http:/u:pw@host``): a URL given where a path is expected comes back from ``pathlib`` with one.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/?#\s]*@")
 #: What the left of ``KEY=VALUE`` looks like when it is a key (a keyword, a dotted Hydra override, ``+``/``~``
 #: prefixed); anything else holding ``=`` (a URL with a query string) is masked as text.
 _KEY = re.compile(r"[+~]{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-/@\[\]]*")

@@ -9,7 +9,16 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from .._models import is_gguf, resolve_model
+from .._settings import (
+    MAX_COUNT,
+    MAX_SAMPLES,
+    MAX_SEED,
+    MODEL_PATH_BACKENDS,
+    check_model_ref,
+    check_settings,
+    rule,
+)
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ..generation import BACKENDS, is_secret_option
@@ -161,6 +170,8 @@ class EvalConfig:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
         for mspec in self.models:
             check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}", loads=True)
+            if is_gguf(mspec.path) and self.backend in MODEL_PATH_BACKENDS:
+                resolve_model(mspec.path)  # a bad GGUF file is refused now; a good one converted once
 
     def to_dict(self) -> dict[str, Any]:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""

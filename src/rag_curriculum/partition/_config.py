@@ -6,7 +6,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._settings import MAX_COUNT, MAX_K, MAX_SAMPLES, MAX_SEED, check_model_ref, check_settings, rule
+from .._models import is_gguf, resolve_model
+from .._settings import (
+    MAX_COUNT,
+    MAX_K,
+    MAX_SAMPLES,
+    MAX_SEED,
+    MODEL_PATH_BACKENDS,
+    check_model_ref,
+    check_settings,
+    rule,
+)
 from ..agents import RolloutConfig, SearchDifficulty
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
@@ -154,6 +164,8 @@ class PartitionConfig:
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
         check_model_ref(self.model, backend=self.backend, loads=True)
+        if is_gguf(self.model) and self.backend in MODEL_PATH_BACKENDS:
+            resolve_model(str(self.model))  # a bad GGUF file is refused now; a good one converted once
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,
