@@ -28,9 +28,21 @@ Importing this package imports neither torch, transformers nor TRL; :func:`train
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._plumbing import lazy_exports
 from ..errors import BatchError, CurriculumOrderError, RecipeError
 from ._batching import BatchPlan, derive_accumulation, plan_batches
-from ._config import AdaptiveConfig, BatchConfig, DataConfig, ModelConfig, RewardSpec, RunConfig, TrainConfig
+from ._config import (
+    AdaptiveConfig,
+    BatchConfig,
+    DataConfig,
+    DynamicConfig,
+    ModelConfig,
+    RewardSpec,
+    RunConfig,
+    TrainConfig,
+)
 from ._order import OrderIssue, check_index_order, order_issues
 from ._progress import STEPS_FILE, StepRecorder, learning_summary, read_steps
 from ._recipes import DEFAULT_RECIPE, compose_train_config, config_yaml, list_recipes
@@ -50,6 +62,13 @@ from ._trl import (
 from ._warm import WarmStartConfig, WarmStartResult, make_tiny_model, warm_start
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 
+#: The curriculum trainer for a user's own TRL script (imports torch and TRL: loaded when first asked for).
+_EXPORTS = {"CurriculumGRPOTrainer": "._trainer", "CurriculumCallback": "._trainer"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from ._trainer import CurriculumCallback, CurriculumGRPOTrainer
+
 __all__ = [
     "CONTROLLERS",
     "DEFAULT_RECIPE",
@@ -59,8 +78,11 @@ __all__ = [
     "BatchError",
     "BatchPlan",
     "Controller",
+    "CurriculumCallback",
+    "CurriculumGRPOTrainer",
     "CurriculumOrderError",
     "DataConfig",
+    "DynamicConfig",
     "GroupResult",
     "ModelConfig",
     "OrderIssue",

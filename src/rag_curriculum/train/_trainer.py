@@ -37,6 +37,7 @@ the function, so importing the package stays light.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,57 @@ from .adaptive import feed_back
 
 __all__ = ["CurriculumCallback", "CurriculumGRPOTrainer", "merge_outputs"]
 
+log = logging.getLogger(__name__)
+
 
 class CurriculumGRPOTrainer(GRPOTrainer):
-    """TRL's ``GRPOTrainer`` in curriculum order: hands the rows of every training generation batch (all processes,
-    sampler order) to the :class:`~rag_curriculum.train._progress.StepRecorder` and logs their level and hops as
-    ``curriculum/*`` metrics; renders each batch at an adaptive controller's levels and feeds the scored batch back
-    (``adaptive``); with dynamic sampling (``dynamic``), generates until a batch holds informative groups only."""
+    """TRL's ``GRPOTrainer`` that trains a curriculum in its order, for any training script: a drop-in for
+    ``GRPOTrainer`` (the same arguments), with the curriculum's shards as ``train_dataset``.
+
+    What it adds, whatever the ``GRPOConfig``:
+
+    * **The order is kept.** ``shuffle_dataset=True`` (TRL's default) would shuffle the rows; it is switched off, said
+      once in the log. Rows whose ``curriculum_index`` steps back are refused before training
+      (``order_policy="refuse"``; ``"warn"`` logs and goes on).
+    * **What the run will not reach is said before step 1**: the tail TRL's sampler drops (rows past the last whole
+      generation batch) and the rows ``max_steps`` stops short of, with their ``curriculum_index`` range and levels.
+    * **Every step is checked and shown**: the rows each optimiser step trained on are compared with the curriculum
+      (``recorder.records``; written to ``steps_file`` as JSON lines when given) and logged as ``curriculum/*``
+      metrics (``curriculum/level_mean``, ``curriculum/hops_mean``, ...), beside TRL's.
+    * **Adaptive levels** (``adaptive``: an :class:`~rag_curriculum.train.AdaptiveConfig` whose ``controller`` is set,
+      with ``shards``, the folder of an adaptive build): each generation batch is rendered at the controller's
+      level, and the scored batch moves it.
+    * **Online filtering** (``dynamic``: a :class:`~rag_curriculum.train.DynamicConfig` with ``enabled=True``): DAPO's
+      dynamic sampling, groups that teach nothing dropped and the batch refilled with the next rows in order.
+    * **Base models**: a model without a chat template is trained on the completion-style prompts
+      (:func:`rag_curriculum.prompts.completion_prompt`) and rewarded on its whole response.
+
+    Args:
+        *args, **kwargs: what ``trl.GRPOTrainer`` takes (``model``, ``reward_funcs``, ``args``, ``train_dataset``,
+            ``callbacks``, ...).
+        shards: the shard folder ``train_dataset`` was loaded from (needed by ``adaptive``).
+        adaptive: an ``AdaptiveConfig`` (or None).
+        dynamic: a ``DynamicConfig`` (or None).
+        order_policy: ``"refuse"`` or ``"warn"``: what an out-of-order dataset or step does.
+        steps_file: where the record of every step goes (``curriculum_steps.jsonl``), or None.
+
+    Raises:
+        CurriculumOrderError: rows out of curriculum order (``order_policy="refuse"``).
+        ConfigError: ``adaptive`` without ``shards``, or on shards that are not an adaptive build.
+
+    Example::
+
+        from datasets import load_dataset
+        from trl import GRPOConfig
+        from rag_curriculum.rewards import RagRlReward
+        from rag_curriculum.train import CurriculumGRPOTrainer
+
+        rows = load_dataset("outputs/musique-min-max", split="train")  # the shards, in curriculum order
+        trainer = CurriculumGRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=[RagRlReward()],
+                                        args=GRPOConfig(output_dir="out", num_generations=4), train_dataset=rows)
+        trainer.train()
+        trainer.recorder.records  # the rows of every step, checked against the curriculum
+    """
 
     recorder: StepRecorder | None = None
     adaptive: Any = None  # an AdaptiveHook or a SearchCurriculumHook
@@ -70,6 +116,79 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     scored: tuple | None = None  # (rewards per function, rows, completions) of the last batch scored
     card: Any = None  # the run's model card: a callable, the optimiser step -> README.md's text
     completion_prompts: bool = False  # a base model: prompts rendered as completion text (prompts.completion_prompt)
+
+    def __init__(self, *args: Any, shards: str | Path | None = None, adaptive: Any = None, dynamic: Any = None,
+                 order_policy: str = "refuse", steps_file: str | Path | None = None,
+                 recorder: StepRecorder | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.shuffle_dataset:
+            log.warning("GRPOConfig(shuffle_dataset=True) would shuffle the curriculum: ignored, the rows are trained "
+                        "in curriculum order")
+            self.shuffle_dataset = False
+        self.completion_prompts = not getattr(self.processing_class, "chat_template", None) and not getattr(
+            getattr(self.processing_class, "tokenizer", None), "chat_template", None)
+        if recorder is not None:  # `curriculum train` wires the rest itself (train._trl.train)
+            self.recorder = recorder
+            return
+        self._wire(shards, adaptive, dynamic, order_policy, steps_file)
+
+    def _wire(self, shards: Any, adaptive: Any, dynamic: Any, order_policy: str, steps_file: Any) -> None:
+        """The order checks, the tail, the recorder, the hooks and the callbacks of a trainer made in a user's
+        script (:class:`CurriculumGRPOTrainer`)."""
+        from types import SimpleNamespace
+
+        from . import _dynamic as dyn
+        from ._batching import plan_batches
+        from ._order import check_index_order, enforce, report_tail, tail_rows
+        from .adaptive import LEVELS_FILE, make_hook
+
+        ds = self.train_dataset
+        columns = getattr(ds, "column_names", None) or []
+        if ds is None or not hasattr(ds, "__len__"):
+            log.warning("the curriculum trainer needs a map-style dataset (the shards loaded with load_dataset): an "
+                        "iterable one is trained in its stream order, unchecked")
+            return
+        indices = list(ds["curriculum_index"]) if "curriculum_index" in columns else None
+        levels = list(ds["level"]) if "level" in columns else None
+        if indices is None:
+            log.warning("train_dataset has no curriculum_index column: its order is trained as given, unchecked (load "
+                        "the shards of `curriculum build` to have it checked)")
+        elif (problem := check_index_order(indices)) is not None:
+            enforce([problem], order_policy)
+        args = self.args
+        batch = {k: getattr(args, k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                                               "num_generations", "steps_per_generation", "num_train_epochs",
+                                               "max_steps", "num_iterations")}
+        plan = plan_batches(batch, num_processes=self.accelerator.num_processes, num_rows=len(ds))
+        report_tail(tail_rows(plan, indices, levels))  # said before step 1
+        main = self.accelerator.is_main_process
+        out = Path(args.output_dir)
+        hooks: list[Any] = []
+        if adaptive is not None and getattr(adaptive, "controller", None):
+            if shards is None:
+                raise ConfigError("adaptive levels need shards=: the folder of the adaptive build train_dataset was "
+                                  "loaded from (its manifest says how to render a row at each level)")
+            from ..shards import read_manifest
+
+            self.adaptive = make_hook(SimpleNamespace(adaptive=adaptive, data=SimpleNamespace(shards=str(shards))),
+                                      read_manifest(shards), num_generations=self.num_generations, seed=args.seed,
+                                      levels_file=out / LEVELS_FILE if main else None)
+            hooks.append(self.adaptive)
+        if dynamic is not None and getattr(dynamic, "enabled", False):
+            if self.accelerator.num_processes > 1:
+                raise ConfigError("dynamic sampling runs on one training process with this trainer",
+                                  hint="train multi-GPU with verl's algorithm.filter_groups (docs/training.md)")
+            names = list(self.reward_func_names)
+            self.dynamic = dyn.make_hook(SimpleNamespace(dynamic=dynamic, rewards=[SimpleNamespace(name=n)
+                                                                                   for n in names]),
+                                         num_rows=len(ds), num_generations=self.num_generations,
+                                         rows_file=out / dyn.ROWS_FILE if main else None)
+            hooks.append(self.dynamic)
+            self.add_callback(dyn.callback_class()(self.dynamic, plan.to_dict()))
+        self.recorder = StepRecorder(indices if self.dynamic is None else None,
+                                     usable=len(ds) - (plan.unseen_rows or 0), policy=order_policy,
+                                     path=steps_file if main else None)
+        self.add_callback(CurriculumCallback(self.recorder, plan.to_dict(), hooks=hooks))
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
         # TRL writes its generic card into output_dir at every checkpoint ("a fine-tuned version of [None]" for a local

@@ -607,11 +607,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     if cfg.model.freeze_embeddings:
         model = frozen_embeddings_model(run.model_path, args)
     trainer = trainer_cls(
-        model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+        model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, recorder=recorder,
         callbacks=[callback_cls(recorder, run_plan, hooks=[hook, dynamic], resume=resume), *callbacks], **extra,
     )
-    trainer.recorder = recorder
-    trainer.completion_prompts = run.prompt_style == "completion"
     card_plan, versions = mask_secrets(run_plan), _versions()
     trainer.card = lambda step: model_card(cfg, card_plan, run.manifest, step=step, versions=versions)
     from transformers.trainer_callback import ProgressCallback
