@@ -135,11 +135,12 @@ def main() -> None:
                  "format_share": sum(r["num_valid_format"] for r in table) / max(1, completions),
                  "correct_histogram": hist, "seconds": round(took, 1),
                  "backend_seconds": round(res.run.backend_seconds, 1),
-                 "completions_per_s": round(completions / max(res.run.backend_seconds, 1e-9), 3)}
+                 "completions_per_s": (round(completions / res.run.backend_seconds, 3)
+                                       if res.run.backend_seconds >= 1 else None)}  # None: resumed, nothing generated
             results.append(r)
             print(f"{dataset:16s} {name:16s} {r['answerable']:3d}/{r['questions']:3d} answerable  pass@1 "
                   f"{r['pass_at_1']:.3f}  pass@{args.k} {r['pass_at_k']:.3f}  format {r['format_share']:.2f}  "
-                  f"{r['completions_per_s']:.2f} completions/s", flush=True)
+                  f"{r['completions_per_s'] or 'resumed:'} completions/s", flush=True)
     close = getattr(backend, "close", None)
     if close:
         close()
@@ -147,7 +148,7 @@ def main() -> None:
               f"pass@{args.k}", "format kept", "completions/s"]
     rows = [[r["dataset"], r["level_name"], str(r["questions"]), str(r["answerable"]), str(r["unanswerable"]),
              str(r["learnable"]), f"{r['pass_at_1']:.3f}", f"{r['pass_at_k']:.3f}", f"{r['format_share']:.2f}",
-             f"{r['completions_per_s']:.2f}"] for r in results]
+             f"{r['completions_per_s']:.2f}" if r["completions_per_s"] else "(resumed)"] for r in results]
     (out / "table.md").write_text(md_table(header, rows) + "\n")
     (out / "summary.json").write_text(json.dumps({
         "model": args.model, "backend": args.backend, "k": args.k, "max_tokens": args.max_tokens,

@@ -1,8 +1,7 @@
-"""Issue 26 ("Trust, round three"), the cases that lost data or misled: a second run on the same output refused at
-once (filelock, item 4), --out inside the input or a folder the toolkit did not make refused (item 3), a failed
-start that does not block the corrected command (item 7), partition records without absolute paths (item 5), an
-empty bucket read as an empty dataset and refused by train (item 11), train --dry-run checking what the real run
-checks (item 6)."""
+"""What the command line refuses so that nothing is lost or misread: a second run on the same output refused at
+once (filelock), --out inside the input or a folder the toolkit did not make refused, a failed start that does not
+block the corrected command, partition records without absolute paths, an empty bucket read as an empty dataset and
+refused by train, train --dry-run checking what the real run checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trust in what a build writes and replaces (issue 11): ``--overwrite`` removes only the toolkit's files, dead
+"""What a build writes and replaces: ``--overwrite`` removes only the toolkit's files, dead
 builds leave nothing behind, shard order is verified, no absolute local paths are published, and a shard
 directory reads as a Parquet dataset (the Hugging Face ``data/`` layout) with curriculum order kept."""
 

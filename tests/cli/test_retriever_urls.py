@@ -1,6 +1,6 @@
-"""Issue 46 ("Trust, round five"), the command line's items: a retriever URL's secrets never printed by the dry run
-(item 2), an unreachable retriever in one line without urllib3's warnings (item 12). The bad-input cases are in
-the command line's corpus (tests/cli/test_trust3.py), the server's in tests/retrieval/test_serve_guard.py."""
+"""Retriever URLs on the command line: their secrets never printed by the dry run, an unreachable retriever said
+in one line without urllib3's warnings. The bad-input cases are in the command line's corpus
+(tests/cli/test_output_refusals.py), the server's in tests/retrieval/test_serve_guard.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 37 ("Trust, round four, and the first hour"): the dry run refuses what the real run refuses (item 12), the
-documented hard-negatives route trains on a max curriculum (item 10), and the output and text a person reads
-(items 15, 16, 17). The bad-input cases of item 12 are in the command line's corpus (tests/cli/test_trust3.py), the
+"""The dry run refuses what the real run refuses, the documented hard-negatives route trains on a max curriculum,
+and the output and text a person reads. The bad-input cases are in the command line's corpus
+(tests/cli/test_output_refusals.py), the
 rewards' in tests/rewards/test_bad_reward_inputs.py, the finished and re-targeted runs of item 11 in
 tests/train/test_grpo.py and tests/train/test_search_agent.py."""
 

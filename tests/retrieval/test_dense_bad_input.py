@@ -1,4 +1,4 @@
-"""Issue 46's dense items, each on real FAISS files and a real (tiny, random-weight) sentence-transformers encoder:
+"""Dense indexes given bad or unusual input, each on real FAISS files and a real (tiny, random-weight) sentence-transformers encoder:
 
 * (1) an L2 index (``faiss.IndexFlatL2``) adopted by ``--import-faiss`` is served by its own metric: the same
   ranking as the inner-product index of the same (unit) vectors, nearest first, its score the negated squared
@@ -11,7 +11,7 @@
 * (10) bad values of the dense options are usage errors (exit 2) found before any model loads; ``--compress Bogus``
   blames ``--compress``; ``--engine ray`` without Ray Serve is refused before "serving ..." is printed.
 
-The same inputs are in the command line's adversarial corpus (tests/cli/test_trust3.py).
+The same inputs are in the command line's adversarial corpus (tests/cli/test_output_refusals.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 (trust), the partition side: one masking rule for secrets in every file the toolkit writes (partition,
+"""The partition and the runs around it: one masking rule for secrets in every file the toolkit writes (partition,
 eval, work directories, training runs), the partition progress bar moving per question, a warning when --balance
 leaves nothing, a "resuming from checkpoint" line, and a CPU training recipe that really trains."""
 
