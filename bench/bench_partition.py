@@ -2,6 +2,9 @@
 
 Both arms use one backend instance (loaded once) and the same questions, sampling and per-question seeds:
 
+- raw_engine: transformers itself, no toolkit: each prompt rendered as a script would (the chat template, or for
+             a base model the completion-style text), then ``model.generate`` on batches of ``--batch-size`` prompts
+             (sorted by length, as the backend batches them) with the same sampling and stop strings;
 - raw:       ``backend.generate(prompts, sampling, seeds=...)``, every prompt in one call (the strictest baseline);
 - partition: ``partition(...)`` end to end: reading the shards, chunked generation (one call per chunk, each chunk
              flushed to ``work/``), parsing and scoring every completion, stats.parquet, three shard directories
@@ -13,6 +16,7 @@ question, and shows what it amounts to next to GPU generation speeds.
 
     python bench/bench_partition.py --threads 1 --repeats 5   # tiny random Qwen2 on the CPU (built on the spot)
     python bench/bench_partition.py --model Qwen/Qwen2.5-0.5B-Instruct --device cuda --questions 256 --k 8
+    python bench/bench_partition.py --model GEMMA.gguf --dataset hotpotqa --K 1 --questions 16 --k 4 --max-tokens 32
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ MUSIQUE = SHARED / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
 HOTPOT = SHARED / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"
 
 
-def build_input(out: Path, questions: int, K: int) -> Path:
+def build_input(out: Path, questions: int, K: int, dataset: str | None = None) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
-    src, dataset = (MUSIQUE, "musique") if questions <= 100 else (HOTPOT, "hotpotqa")
+    if dataset is None:
+        dataset = "musique" if questions <= 100 else "hotpotqa"
+    src = MUSIQUE if dataset == "musique" else HOTPOT
     build_curriculum(BuildConfig(sources=[SourceSpec(dataset, str(src), questions, K=K)], schedule="max",
                                  out=str(out), seed=0, setting="curriculum", allow_split_mismatch=True),
                      command="bench")
@@ -56,7 +62,7 @@ def bench_generation(args: argparse.Namespace, work: Path) -> dict:
     from rag_curriculum.partition import PartitionConfig, partition
     from rag_curriculum.shards import read_table
 
-    shards = build_input(work / "input", args.questions, args.K)
+    shards = build_input(work / "input", args.questions, args.K, args.dataset)
     model = args.model or str(tiny_model(work / "tiny-model"))
     backend = get_backend("transformers", model=model, device=args.device, batch_size=args.batch_size)
     table = read_table(shards, columns=["id", "prompt"])
@@ -67,14 +73,17 @@ def bench_generation(args: argparse.Namespace, work: Path) -> dict:
     backend.generate(prompts[: args.batch_size], sampling, seeds=seeds[: args.batch_size])  # warm-up
 
     chunks = [list(range(i, min(i + args.chunk_size, len(ids)))) for i in range(0, len(ids), args.chunk_size)]
-    times: dict[str, list[float]] = {"raw": [], "raw_chunks": [], "partition": []}
+    times: dict[str, list[float]] = {"raw_engine": [], "raw": [], "raw_chunks": [], "partition": []}
+    raw_engine = raw_engine_arm(backend, prompts, sampling, seeds, args.batch_size)
     inside: list[float] = []
     outside: list[float] = []  # partition time not spent in the backend, per run
     arms = list(times)
     for r in range(args.repeats):
-        for arm in arms[r % 3:] + arms[:r % 3]:  # rotate the order: no arm always runs first
+        for arm in arms[r % len(arms):] + arms[:r % len(arms)]:  # rotate the order: no arm always runs first
             t = time.perf_counter()
-            if arm == "raw":
+            if arm == "raw_engine":
+                raw_engine()
+            elif arm == "raw":
                 backend.generate(prompts, sampling, seeds=seeds)
             elif arm == "raw_chunks":  # the very calls the partition makes, without the partition
                 for c in chunks:
@@ -96,6 +105,48 @@ def bench_generation(args: argparse.Namespace, work: Path) -> dict:
             "max_tokens": args.max_tokens, "chunk_size": args.chunk_size, "batch_size": args.batch_size,
             "best": best, "median": {k: statistics.median(v) for k, v in times.items()}, "runs": times,
             "partition_inside_backend": min(inside), "partition_outside_backend": min(outside)}
+
+
+def raw_engine_arm(backend, prompts, sampling, seeds, batch_size):
+    """transformers without the toolkit: what a script of its own would run on the same prompts (rendered the way
+    the model expects: its chat template, or the completion-style text for a base model), the same batches, sampling
+    and stop strings. Returns a function that runs it once."""
+    import torch
+
+    from rag_curriculum.prompts import completion_prompt
+
+    tok, model = backend.tokenizer, backend.model
+    texts, stops, special = [], set(), not getattr(tok, "chat_template", None)
+    for p in prompts:
+        if special:
+            c = completion_prompt(p)
+            texts.append(c.text)
+            stops.update(c.stop)
+        else:
+            texts.append(tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False))
+    ids = [tok(t, add_special_tokens=special)["input_ids"] for t in texts]
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    pad = tok.pad_token_id
+    kw = dict(max_new_tokens=sampling.max_tokens, do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+              top_k=0, num_return_sequences=sampling.n, pad_token_id=pad)
+    if stops:
+        kw.update(stop_strings=sorted(stops), tokenizer=tok)
+
+    def run() -> None:
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            width = max(len(ids[i]) for i in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, i in enumerate(batch):
+                input_ids[r, width - len(ids[i]):] = torch.tensor(ids[i])
+                mask[r, width - len(ids[i]):] = 1
+            torch.manual_seed(seeds[batch[0]] % (2**63))
+            with torch.no_grad():
+                out = model.generate(input_ids=input_ids, attention_mask=mask, **kw)
+            tok.batch_decode(out[:, width:], skip_special_tokens=True)
+
+    return run
 
 
 def bench_own_cost(args: argparse.Namespace, work: Path) -> dict:
@@ -136,6 +187,8 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--questions", type=int, default=64)
     ap.add_argument("--K", type=int, default=3, help="level of the rows (passages per prompt) [default: 3]")
+    ap.add_argument("--dataset", choices=("musique", "hotpotqa"), help="[default: musique up to 100 questions]")
+    ap.add_argument("--skip-own-cost", action="store_true", help="only the generation arms")
     ap.add_argument("--k", type=int, default=4, help="samples per question")
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--chunk-size", type=int, default=32)
@@ -151,22 +204,25 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rag-curriculum-bench-partition-"))
     try:
         g = bench_generation(args, work)
-        o = bench_own_cost(args, work)
+        o = None if args.skip_own_cost else bench_own_cost(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     b, m = g["best"], g["median"]
     n_comp = g["questions"] * g["k"]
     print(f"model: {g['model']} on {g['device']}; {g['questions']} questions x k={g['k']}, max_tokens "
           f"{g['max_tokens']}, chunk {g['chunk_size']}, batch {g['batch_size']}; best (median) of {args.repeats}")
-    for key, label in (("raw", "raw generate, one call"), ("raw_chunks", "raw generate, the partition's calls"),
-                       ("partition", "partition end to end")):
+    for key, label in (("raw_engine", "transformers generate, no toolkit"), ("raw", "backend, one call"),
+                       ("raw_chunks", "backend, the partition's calls"), ("partition", "partition end to end")):
         print(f"  {label:36s} {b[key]:7.2f} s ({m[key]:7.2f})  {n_comp / b[key]:8.1f} completions/s")
     outside = g["partition_outside_backend"]
     print(f"  partition, of which inside backend  {g['partition_inside_backend']:7.2f} s; outside: {outside:.2f} s "
           f"({100 * outside / b['partition']:.1f}%: reading, seeds, chunk files, scoring, outputs)")
+    print(f"partition / transformers generate: {b['partition'] / b['raw_engine']:.3f} (target <= 1.05)")
     print(f"overhead vs the same calls:  {100 * (b['partition'] / b['raw_chunks'] - 1):+5.1f}% (target <= 5%)")
     print(f"overhead vs one single call: {100 * (b['partition'] / b['raw'] - 1):+5.1f}% (includes the cost of "
           "chunking: fewer prompts to sort by length per call)")
+    if o is None:
+        return
     print(f"partition's own cost (instant backend, k=8, ~1 KB completions): {o['fixed_s']:.2f} s fixed + "
           f"{o['ms_per_question']:.3f} ms per question (100 questions: {o['t_100']:.2f} s, 300: {o['t_300']:.2f} s)")
     q40k = o["fixed_s"] + 40_000 * o["ms_per_question"] / 1e3

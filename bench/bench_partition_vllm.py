@@ -13,6 +13,8 @@ before each, so no arm reuses the other's KV blocks):
 The two arms must return the same completions (checked). Prints the ratio of the medians; target: at most 1.03.
 
     .venv-vllm/bin/python bench/bench_partition_vllm.py                         # tiny random Qwen2, vLLM's CPU build
+    .venv-vllm/bin/python bench/bench_partition_vllm.py --model GEMMA.gguf --dataset hotpotqa --K 1 --max-tokens 32 \
+        --questions 24 --eager    # a base model: raw LLM.generate on its completion-style text (no chat template)
     python bench/bench_partition_vllm.py --model Qwen/Qwen2.5-0.5B-Instruct --questions 500 --K 20   # a GPU
 """
 
@@ -38,6 +40,7 @@ def main() -> None:
     ap.add_argument("--model", help="model path or Hub id [default: a tiny random Qwen2 built on the spot]")
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--K", type=int, default=4, help="level of the rows (passages per prompt) [default: 4]")
+    ap.add_argument("--dataset", choices=("musique", "hotpotqa"), help="[default: musique up to 100 questions]")
     ap.add_argument("--k", type=int, default=8, help="samples per question (RAG-RL: 8)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--chunk-size", type=int, default=256)
@@ -56,7 +59,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="rag-curriculum-bench-partition-vllm-"))
     try:
-        shards = build_input(work / "input", args.questions, args.K)
+        shards = build_input(work / "input", args.questions, args.K, args.dataset)
         model = args.model
         if model is None:
             sys.path.insert(0, str(ROOT / "tests"))
@@ -69,8 +72,23 @@ def main() -> None:
         ids = table.column("id").to_pylist()
         prompts = table.column("prompt").to_pylist()
         sampling = SamplingConfig(n=args.k, temperature=1.0, top_p=1.0, max_tokens=args.max_tokens, seed=0)
-        params = [backend.sampling_params(sampling, question_seed(0, i)) for i in ids]
-        llm.chat(prompts[:4], params[:4], use_tqdm=False)  # warm-up
+        base = not getattr(llm.get_tokenizer(), "chat_template", None)
+        if base:  # a base model: what a script of its own runs, LLM.generate on the completion-style text
+            from rag_curriculum.prompts import completion_prompt
+
+            rendered = [completion_prompt(p) for p in prompts]
+            texts = [r.text for r in rendered]
+            params = [backend.sampling_params(sampling, question_seed(0, i), r.stop)
+                      for i, r in zip(ids, rendered, strict=True)]
+
+            def raw_call(n):  # the first n prompts
+                return llm.generate(texts[:n], params[:n], use_tqdm=False)
+        else:
+            params = [backend.sampling_params(sampling, question_seed(0, i)) for i in ids]
+
+            def raw_call(n):
+                return llm.chat(prompts[:n], params[:n], use_tqdm=False)
+        raw_call(4)  # warm-up
 
         times: dict[str, list[float]] = {"raw": [], "partition": []}
         raw_texts = part_texts = None
@@ -79,9 +97,10 @@ def main() -> None:
                 llm.reset_prefix_cache()
                 t = time.perf_counter()
                 if arm == "raw":
-                    outs = llm.chat(prompts, params, use_tqdm=False)
+                    outs = raw_call(len(prompts))
                     times[arm].append(time.perf_counter() - t)
-                    raw_texts = [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]
+                    raw_texts = [[(rendered[q].prefix if base else "") + c.text
+                                  for c in sorted(o.outputs, key=lambda c: c.index)] for q, o in enumerate(outs)]
                 else:
                     out = work / f"partition-{r}"
                     cfg = PartitionConfig(shards=str(shards), out=str(out), backend="vllm", model=model, k=args.k,
@@ -106,7 +125,8 @@ def main() -> None:
     print(f"vLLM {vllm.__version__} on {backend.platform}; model {model if args.model else 'tiny random Qwen2'}; "
           f"{len(ids)} questions x k={args.k}, max_tokens {args.max_tokens}, chunk {args.chunk_size}; "
           f"median of {args.repeats}")
-    print(f"  raw LLM.chat, one call   {med['raw']:7.2f} s  {n_comp / med['raw']:8.1f} completions/s")
+    raw_name = "raw LLM.generate, one call" if base else "raw LLM.chat, one call"
+    print(f"  {raw_name:25s}{med['raw']:7.2f} s  {n_comp / med['raw']:8.1f} completions/s")
     print(f"  partition end to end     {med['partition']:7.2f} s  {n_comp / med['partition']:8.1f} completions/s")
     print(f"  same completions in both arms: {same}")
     print(f"ratio partition / raw: {ratio:.3f} ({100 * (ratio - 1):+.1f}%; target <= 1.03)")

@@ -92,7 +92,7 @@ def test_build_writes_the_files_own_prompt(merged, tmp_path):
 
 
 @pytest.mark.parametrize("extra, says", [
-    ([], "shows passages"),
+    (["--template", "rag-rl"], "shows passages"),
     (["--template", "search-r1", "--unanswerable-fraction", "0.2"], "have no passages"),
     (["--template", "search-r1", "--setting", "distractor"], "have no passages"),
 ])
@@ -100,6 +100,54 @@ def test_build_refusals(merged, tmp_path, extra, says):
     r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(merged), "--out", str(tmp_path / "x"),
                             *extra])
     assert r.exit_code != 0 and says in r.output, r.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_search_r1_file_builds_as_it_is_with_its_own_prompt(merged, tmp_path):
+    """`build --dataset search-r1 --input train.parquet` as the README writes it: the dataset's own template
+    (search-r1-original: the file's prompt byte for byte)."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "built"
+    r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(merged), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    built = pq.read_table(out / "data").to_pylist()
+    raw = pq.read_table(merged).to_pylist()
+    assert [b["prompt"] for b in built] == [x["prompt"] for x in raw]
+    assert json.loads((out / "manifest.json").read_text())["config"]["template"] == "search-r1-original"
+
+
+def test_a_file_with_only_search_r1s_own_columns_reads_its_questions_from_the_prompt(merged, tmp_path):
+    """No question and no id (Search-R1's own columns only): the question is read back from the prompt (the text
+    after its last "Question:"), the id from extra_info.index, never doubled with the set's name."""
+    import pyarrow.parquet as pq
+
+    from rag_curriculum.loaders import load_examples
+
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pq.read_table(merged).drop(["question", "id", "golden_answers"]), bare)
+    whole = list(load_examples("search-r1", merged))
+    got = list(load_examples("search-r1", bare))
+    assert [e.question for e in got] == [e.question for e in whole]
+    assert [e.answers for e in got] == [e.answers for e in whole]
+    ids = [e.id for e in got]
+    assert len(set(ids)) == len(ids) and all(i.count(e.extra["data_source"]) == 1 for i, e in zip(ids, got))
+    assert ids[0] == f"{got[0].extra['data_source']}-0"
+
+
+def test_a_row_with_neither_a_question_nor_a_user_message_is_refused_naming_it(merged, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(merged).drop(["question"])
+    rows = t.to_pylist()
+    rows[2]["prompt"] = [{"role": "system", "content": "no user here"}]
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), bad)
+    r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(bad), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 1
+    (line,) = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert "bad.parquet" in line and "field 'question'" in line and "user message" in line
     assert not (tmp_path / "x").exists()
 
 

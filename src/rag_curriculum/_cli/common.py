@@ -210,6 +210,14 @@ WHOLE_FILE_HINTS = {
 SKIP_HINT = "fix the record, or pass --on-error skip to skip bad records (they are counted and reported)"
 
 
+def _first_record(record: str) -> bool:
+    """Whether a :class:`DataError`'s record names the file's first record (line 1, row 0, record 0, index 0)."""
+    import re
+
+    m = re.match(r"(line|row|record|index|item) (\d+)", record)
+    return bool(m) and int(m.group(2)) == (1 if m.group(1) == "line" else 0)
+
+
 def data_error_hint(e: BaseException) -> str | None:
     """The hint of a :class:`DataError`: a bad record can be fixed or skipped (``--on-error skip``); a file that
     cannot be read as a whole (empty, not JSON, cut short, a damaged Parquet file) cannot be helped by skipping
@@ -218,6 +226,10 @@ def data_error_hint(e: BaseException) -> str | None:
         return None
     if "truncated file?" in str(e):
         return WHOLE_FILE_HINTS["truncated"]
+    if e.record is not None and e.kind == "missing_field" and _first_record(e.record):
+        return (f"the first record has no {e.field!r}: if the file has no such column at all, skipping would skip "
+                "every row; check that it is the file and --dataset you meant (fix the records, or pass --on-error "
+                "skip only if a few lack it)")
     if e.record is not None:
         return SKIP_HINT
     return WHOLE_FILE_HINTS.get(e.kind, "the file as a whole cannot be read, so no record can be skipped: check "

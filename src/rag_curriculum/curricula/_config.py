@@ -85,9 +85,10 @@ class BuildConfig:
         "--setting retrieved."))
     top_k: int = rule(10, ge=1, le=MAX_K, help="The retrieved setting: passages shown per question (recall@N).")
     max_distractors: int = rule(18, ge=0, le=MAX_K, help="Distractor-setting cap (RAG-RL 4.5: gold + up to 18).")
-    template: str = rule("rag-rl", empty=False, help=(
-        "Prompt / output format, looked up in rag_curriculum.prompts: rag-rl, or CRAFT's craft-v1 ... craft-v5 "
-        "(numbered documents)."))
+    template: str | None = rule(None, empty=False, help=(
+        "Prompt / output format, looked up in rag_curriculum.prompts: rag-rl, CRAFT's craft-v1 ... craft-v5 "
+        "(numbered documents), or a search agent's search-r1 | search-r1-original. Unset: the dataset's own, rag-rl "
+        "for datasets with passages, search-r1-original (the file's own prompt) for Search-R1's files."))
     index_base: int | None = rule(None, ge=0, le=1, help=(
         "Numbered templates (craft-v1 ... craft-v5): the first passage's number, 1 (their default: the CRAFT "
         "paper's d_1..d_K) or 0. Passage and gold labels are these numbers."))
@@ -133,6 +134,9 @@ class BuildConfig:
             check_settings(s)
         if not self.sources:
             raise ConfigError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
+        if self.template is None:  # the dataset's own: a search agent's prompt for questions without passages
+            bare = all(questions_only(s.dataset) for s in self.sources)
+            self.template = "search-r1-original" if bare else "rag-rl"
         if self.tail != "keep" and not self.batch_prompts:
             raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
         if self.index_base is not None:

@@ -2,8 +2,9 @@
 ``qa_search_train_merge.py`` and ``qa_search_test_merge.py`` write (``train.parquet`` / ``test.parquet``), one row
 per question::
 
-    id              FlashRAG's id ("train_0")
-    question        the question, stripped, with a "?" appended when it had none
+    id              FlashRAG's id ("train_0"); missing: ``extra_info.index`` (the row's position in its set)
+    question        the question, stripped, with a "?" appended when it had none; missing: read from ``prompt``
+                    (the text after its last "Question:", :func:`question_from_prompt`)
     golden_answers  the answer and its aliases (FlashRAG's column, kept by the script)
     data_source     the set the row comes from (nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique, bamboogle)
     prompt          [{"role": "user", "content": make_prefix(question)}]
@@ -60,7 +61,7 @@ class SearchR1Loader(DatasetLoader):
 
     @classmethod
     def looks_like(cls, rec: Any) -> bool:
-        if not isinstance(rec, Mapping) or "question" not in rec:
+        if not isinstance(rec, Mapping) or ("question" not in rec and "prompt" not in rec):
             return False
         rm = rec.get("reward_model")
         gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
@@ -80,13 +81,14 @@ class SearchR1Loader(DatasetLoader):
         rid = rec.get("id")
         if isinstance(rid, int) and not isinstance(rid, bool):
             rid = str(rid)
-        if rid is None and info.get("index") is not None:  # a file of the user's own without FlashRAG's ids
-            rid = f"{source or 'row'}_{info['index']}"
+        own_id = rid is None and info.get("index") is not None  # a file without FlashRAG's ids: the row's index
+        if own_id:
+            rid = str(info["index"])
         if not isinstance(rid, str) or not rid.strip():
             raise ctx.error("missing" if rid is None else f"expected a string, got {json_type(rid)}",
                             kind="missing_field" if rid is None else "wrong_type", field="id")
         ctx.id = rid
-        question = require_question(rec, ctx)
+        question = require_question(rec, ctx) if "question" in rec else question_from_prompt(rec, ctx)
         extra: dict[str, Any] = {"data_source": source or cls.name, "row_id": rid}
         rm = rec.get("reward_model")
         gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
@@ -116,10 +118,39 @@ class SearchR1Loader(DatasetLoader):
             ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
                      f"{show(answers)}: the gold answers are target's, what Search-R1's reward scores against")
         row_split = info.get("split")
-        # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question
-        return Example(id=f"{source}-{rid}" if source else rid, source=cls.name,
+        # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question (once:
+        # an id already made of the set's name, "nq_0", is not prefixed again)
+        qid = rid if (not source or rid.startswith((f"{source}-", f"{source}_"))) else f"{source}-{rid}"
+        return Example(id=qid, source=cls.name,
                        split=row_split if isinstance(row_split, str) else split, question=question,
                        answers=list(dict.fromkeys(answers)), documents=[], extra=extra)
+
+
+#: Where Search-R1's ``make_prefix`` puts the question: last, after this marker.
+QUESTION_MARKER = "Question:"
+
+
+def question_from_prompt(rec: Mapping[str, Any], ctx: RecordContext) -> str:
+    """The question of a row without a ``question`` column: the text after the last ``Question:`` of the prompt's
+    (last) user message, stripped; a user message without that marker is the question whole. Search-R1's
+    ``make_prefix`` ends every prompt with ``Question: {question}\n``, so this gives its question back.
+
+    >>> question_from_prompt({"prompt": [{"role": "user", "content": "Answer ... Question: who wrote Emma?"}]}, None)
+    'who wrote Emma?'
+    """
+    prompt = rec.get("prompt")
+    messages = list(prompt) if isinstance(prompt, (list, tuple)) or hasattr(prompt, "tolist") else None
+    users = [m for m in messages or [] if isinstance(m, Mapping) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    if not isinstance(content, str) or not content.strip():
+        raise ctx.error("no question: neither a 'question' column nor a user message in 'prompt'",
+                        kind="missing_field", field="question")
+    _, marker, after = content.rpartition(QUESTION_MARKER)
+    question = (after if marker else content).strip()
+    if not question:
+        raise ctx.error(f"the prompt's user message has nothing after its last {QUESTION_MARKER!r}",
+                        kind="empty_question", field="prompt")
+    return question
 
 
 def is_search_r1_file(path: str | Path) -> bool:
@@ -129,4 +160,4 @@ def is_search_r1_file(path: str | Path) -> bool:
     return False
 
 
-__all__ = ["SEARCH_R1_SOURCES", "SearchR1Loader", "is_search_r1_file"]
+__all__ = ["QUESTION_MARKER", "SEARCH_R1_SOURCES", "SearchR1Loader", "is_search_r1_file", "question_from_prompt"]
