@@ -210,7 +210,7 @@ class QuestionTemplate(PromptTemplate):
 #: partition by its pass@k would find nothing answerable for a reason that has nothing to do with the passages.
 RAG_RL_RESPONSE_PREFIX = "<reasoning>\n</reasoning>\n<answer>\nFinal answer:"
 
-TEMPLATES: Registry[PromptTemplate] = Registry("template")
+TEMPLATES: Registry[PromptTemplate] = Registry("template", check=PromptTemplate)
 TEMPLATES.register(
     "rag-rl",
     PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS,

@@ -64,7 +64,7 @@ SEARCH_R1_BUILD_TEMPLATE = QuestionTemplate(name="search-r1", question_format=SE
 SEARCH_R1_ORIGINAL_BUILD_TEMPLATE = QuestionTemplate(name="search-r1-original",
                                                      question_format=SEARCH_R1_ORIGINAL_PROMPT)
 
-AGENT_TEMPLATES: Registry[SearchTemplate] = Registry("search-agent template")
+AGENT_TEMPLATES: Registry[SearchTemplate] = Registry("search-agent template", check=SearchTemplate)
 AGENT_TEMPLATES.register("search-r1", SearchTemplate("search-r1", SEARCH_R1_PROMPT))
 AGENT_TEMPLATES.register("search-r1-original", SearchTemplate("search-r1-original", SEARCH_R1_ORIGINAL_PROMPT))
 

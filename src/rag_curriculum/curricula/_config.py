@@ -125,6 +125,16 @@ class BuildConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
+        self._resolve_template()
+
+    def _resolve_template(self) -> None:
+        """An unset template becomes the dataset's own: a search agent's prompt (search-r1-original, the file's own)
+        for questions without passages, rag-rl otherwise."""
+        if self.template is not None or not self.sources:
+            return
+        names = [s.dataset if isinstance(s, SourceSpec) else (s or {}).get("dataset") for s in self.sources]
+        bare = all(isinstance(n, str) and questions_only(n) for n in names)
+        self.template = "search-r1-original" if bare else "rag-rl"
 
     def validate(self) -> None:
         check_settings(self)  # again: a field may have been set after binding
@@ -134,9 +144,7 @@ class BuildConfig:
             check_settings(s)
         if not self.sources:
             raise ConfigError("no dataset given: pass --dataset NAME (and --input PATH), or a recipe")
-        if self.template is None:  # the dataset's own: a search agent's prompt for questions without passages
-            bare = all(questions_only(s.dataset) for s in self.sources)
-            self.template = "search-r1-original" if bare else "rag-rl"
+        self._resolve_template()
         if self.tail != "keep" and not self.batch_prompts:
             raise ConfigError(f"tail={self.tail!r} needs batch_prompts (the trainer's prompts per step)")
         if self.index_base is not None:

@@ -21,7 +21,7 @@ from ..registry import Registry
 
 Schedule = Callable[[int, int, int], int]
 
-SCHEDULES: Registry[Schedule] = Registry("schedule")
+SCHEDULES: Registry[Schedule] = Registry("schedule", check=callable, must_be="a function (i, n, K) -> level")
 
 
 def register_schedule(name: str, fn: Schedule | None = None, *, overwrite: bool = False):

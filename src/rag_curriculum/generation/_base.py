@@ -304,7 +304,9 @@ def backend_identity(backend: str | type, model: str | None, options: Mapping[st
     return identity
 
 
-BACKENDS: Registry[type] = Registry("generation backend")
+BACKENDS: Registry[type] = Registry(
+    "generation backend", check=lambda o: isinstance(o, type) and callable(getattr(o, "generate", None)),
+    must_be="a backend class with a generate(prompts, sampling) method")
 BACKENDS.register("vllm", "rag_curriculum.generation._vllm_backend:VLLMBackend")
 BACKENDS.register("openai", "rag_curriculum.generation._openai_backend:OpenAIBackend")
 BACKENDS.register("transformers", "rag_curriculum.generation._hf_backend:TransformersBackend")

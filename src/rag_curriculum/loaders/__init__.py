@@ -27,7 +27,9 @@ from .twowiki import TwoWikiLoader
 
 log = logging.getLogger(__name__)
 
-DATASETS: Registry[type[DatasetLoader]] = Registry("dataset")
+DATASETS: Registry[type[DatasetLoader]] = Registry(
+    "dataset", check=lambda o: isinstance(o, type) and issubclass(o, DatasetLoader),
+    must_be="a subclass of rag_curriculum.loaders.DatasetLoader")
 DATASETS.register("hotpotqa", HotpotQALoader)
 DATASETS.register("musique", MuSiQueLoader)
 DATASETS.register("2wikimultihopqa", TwoWikiLoader)

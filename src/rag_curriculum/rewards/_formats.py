@@ -44,7 +44,7 @@ class OutputFormat:
         return get_template(self.template_name or self.name)
 
 
-FORMATS: Registry[OutputFormat] = Registry("output format")
+FORMATS: Registry[OutputFormat] = Registry("output format", check=OutputFormat)
 FORMATS.register("rag-rl", OutputFormat("rag-rl", parse_completion))
 for _v in range(1, 6):  # CRAFT's trace formats (rewards/_craft_format.py): parsers with Table 12's error taxonomy
     FORMATS.register(f"craft-v{_v}", f"rag_curriculum.rewards._formats:_craft_format_{_v}")

@@ -20,7 +20,8 @@ from ..registry import Registry
 
 __all__ = ["REWARDS", "get_reward", "register_reward"]
 
-REWARDS: Registry[Callable[..., Callable]] = Registry("reward")
+REWARDS: Registry[Callable[..., Callable]] = Registry("reward", check=callable,
+                                                     must_be="a callable that makes a reward function")
 REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
 REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
 REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")

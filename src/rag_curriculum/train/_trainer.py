@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -49,11 +50,14 @@ from trl import GRPOTrainer
 from .._plumbing import atomic_write_bytes, mask_secrets
 from ..errors import ConfigError
 from ..prompts import completion_prompt
-from ..shards import write_json
+from ..shards import read_manifest, write_json
+from . import _dynamic as dyn
+from ._batching import plan_batches
 from ._dynamic import dynamic_batch
+from ._order import check_index_order, enforce, report_tail, tail_rows
 from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
 from ._recipes import CARD_FILE
-from .adaptive import feed_back
+from .adaptive import LEVELS_FILE, feed_back, make_hook
 
 __all__ = ["CurriculumCallback", "CurriculumGRPOTrainer", "merge_outputs"]
 
@@ -135,13 +139,6 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def _wire(self, shards: Any, adaptive: Any, dynamic: Any, order_policy: str, steps_file: Any) -> None:
         """The order checks, the tail, the recorder, the hooks and the callbacks of a trainer made in a user's
         script (:class:`CurriculumGRPOTrainer`)."""
-        from types import SimpleNamespace
-
-        from . import _dynamic as dyn
-        from ._batching import plan_batches
-        from ._order import check_index_order, enforce, report_tail, tail_rows
-        from .adaptive import LEVELS_FILE, make_hook
-
         ds = self.train_dataset
         columns = getattr(ds, "column_names", None) or []
         if ds is None or not hasattr(ds, "__len__"):
@@ -168,8 +165,6 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             if shards is None:
                 raise ConfigError("adaptive levels need shards=: the folder of the adaptive build train_dataset was "
                                   "loaded from (its manifest says how to render a row at each level)")
-            from ..shards import read_manifest
-
             self.adaptive = make_hook(SimpleNamespace(adaptive=adaptive, data=SimpleNamespace(shards=str(shards))),
                                       read_manifest(shards), num_generations=self.num_generations, seed=args.seed,
                                       levels_file=out / LEVELS_FILE if main else None)

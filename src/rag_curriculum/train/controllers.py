@@ -214,7 +214,9 @@ class Mastery(Controller):
         self.per_question = {str(k): int(v) for k, v in state["per_question"].items()}
 
 
-CONTROLLERS: Registry[type[Controller]] = Registry("curriculum controller")
+CONTROLLERS: Registry[type[Controller]] = Registry(
+    "curriculum controller", check=lambda o: isinstance(o, type) and issubclass(o, Controller),
+    must_be="a subclass of rag_curriculum.train.Controller")
 CONTROLLERS.register("target-band", TargetBand)
 CONTROLLERS.register("mastery", Mastery)
 
