@@ -59,27 +59,38 @@ def save_png(fig: Any, path: str | Path) -> Path:
 
 
 # -- cards ----------------------------------------------------------------------------------------------------------
-def plot_build_levels(levels: Sequence[int], path: str | Path, *, title: str) -> Path:
-    """Level of each row against its curriculum index (the paper's Figure 2, for this build)."""
+def plot_build_levels(levels: Sequence[int], path: str | Path, *, title: str,
+                      shown: Sequence[int] | None = None) -> Path:
+    """Level of each row against its curriculum index (the paper's Figure 2, for this build); with ``shown`` (the
+    level each row shows as built: lower where its question had fewer distractors than its level asks for), that
+    too, dashed, as the mean over each run of one level (a capped level's flat stretch is the difficulty it lost)."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
     # A step line through the points where the level changes (a few per schedule, even for 100k rows); an
     # unordered curriculum (shuffled) is drawn as a thinned scatter instead.
-    xs: list[int] = []
-    ys: list[int] = []
-    for i, lv in enumerate(levels, 1):
-        if not ys or lv != ys[-1]:
-            xs.append(i)
-            ys.append(lv)
-    if len(xs) <= 2000:
+    starts = [i for i, lv in enumerate(levels) if i == 0 or lv != levels[i - 1]]
+    capped = shown is not None and list(shown) != list(levels)
+    if len(starts) <= 2000:
         if levels:
-            xs.append(len(levels))
-            ys.append(levels[-1])
-        ax.step(xs, ys, where="post", linewidth=1.4, color="#3465a4")
+            xs = [i + 1 for i in starts] + [len(levels)]
+            ys = [levels[i] for i in starts] + [levels[-1]]
+            ax.step(xs, ys, where="post", linewidth=1.4, color="#3465a4",
+                    label="level (schedule)" if capped else None)
+            if capped:
+                ends = [*starts[1:], len(levels)]
+                means = [sum(shown[a:b]) / (b - a) for a, b in zip(starts, ends, strict=True)]
+                ax.step(xs, [*means, means[-1]], where="post", linewidth=1.4, color="#f57900", ls="--",
+                        label="level as built (distractors shown)")
     else:
         step = max(1, len(levels) // 5000)
-        ax.scatter(range(1, len(levels) + 1, step), levels[::step], s=1, color="#3465a4")
+        ax.scatter(range(1, len(levels) + 1, step), levels[::step], s=1, color="#3465a4",
+                   label="level (schedule)" if capped else None)
+        if capped:
+            ax.scatter(range(1, len(levels) + 1, step), list(shown)[::step], s=1, color="#f57900",
+                       label="level as built (distractors shown)")
+    if capped:
+        ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("row index i (training order)")
     ax.set_ylabel("difficulty level l")
     ax.set_title(title)

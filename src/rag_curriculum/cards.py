@@ -137,10 +137,11 @@ def describe(manifest: dict[str, Any]) -> tuple[str, str]:
 
 
 def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence[int],
-                     retriever: Mapping[str, str] | None = None) -> None:
-    """The build's data card (``README.md``) and level plot; ``retriever``: :func:`distractors_text`'s."""
+                     retriever: Mapping[str, str] | None = None, shown: Sequence[int] | None = None) -> None:
+    """The build's data card (``README.md``) and level plot; ``retriever``: :func:`distractors_text`'s; ``shown``:
+    the level each row shows as built (:func:`~rag_curriculum.difficulty.synthetic.shown_level`), drawn beside."""
     title, description = describe(manifest)
-    plot_levels(levels, directory / LEVEL_PLOT, title=title)
+    plot_levels(levels, directory / LEVEL_PLOT, title=title, shown=shown)
     counts = manifest["counts"]
     tail = leakage = ""
     if manifest.get("trainer_tail"):
@@ -167,7 +168,10 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
             [[s["dataset"], s["input"] or s["hub"], s["split"], s["records_loaded"], s["sampled"],
               s["excluded"] or "-", s["skipped"] or "-", s["license"], (s["sha256"] or "-")[:16]]
              for s in manifest["sources"]]),
-        levels_table=md_table(["level", "rows"], counts["levels"].items()),
+        levels_table=(as_built_table(counts["by_level"], counts["levels"]) if counts.get("by_level")
+                      else md_table(["level", "rows"], counts["levels"].items())),
+        capped=(f"\n{text}\n" if (text := capped_levels_text(manifest.get("capped_levels"), manifest["num_rows"]))
+                else ""),
         hops_table=md_table(["hops", "rows"], counts["hops"].items()),
         passages_mean=counts["passages_mean"],
         tail=tail,
@@ -244,6 +248,62 @@ def prompt_lengths_text(record: dict[str, Any] | None) -> str:
             "must accept prompts of that length plus its completion length: `curriculum train` and "
             "`recipes/verl/run_grpo.sh` refuse a curriculum that does not fit instead of truncating it.\n\n"
             f"{table}\n")
+
+
+def _and(items: Sequence[Any]) -> str:
+    """``1``, ``1 and 2``, ``1, 2 and 3``."""
+    items = [str(x) for x in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def capped_levels_text(record: Mapping[str, Any] | None, num_rows: int) -> str:
+    """What the build says of the levels that cannot get the distractors they ask for (the manifest's
+    ``capped_levels``: :func:`~rag_curriculum.difficulty.synthetic.collapsed_levels` per dataset, and the distractor
+    source), in one paragraph: the build's warning, the card's and ``inspect``'s note; empty without any.
+
+    >>> group = {"dataset": "hotpotqa", "as_level": 8, "levels": [8, 9, 10], "capped": [9, 10], "rows": 30,
+    ...          "short_rows": 20, "max_distractors": 8}
+    >>> print(capped_levels_text({"distractors": "provided", "groups": [group]}, 100))
+    Levels 8, 9 and 10 of hotpotqa hold the same difficulty (30 rows, 30.0% of the curriculum): levels 9 and 10 ask for more distractors than their questions have (at most 8 each), so 20 of their rows show what level 8 shows. `--distractors bm25 --index DIR` (an index of `curriculum index`) would fill them with each question's best-ranked passages.
+    """
+    if not record or not record.get("groups"):
+        return ""
+    parts = []
+    for g in record["groups"]:
+        capped = g["capped"]
+        which = f"level{'s' if len(capped) > 1 else ''} {_and(capped)}"
+        ask = "ask" if len(capped) > 1 else "asks"
+        if len(g["levels"]) > 1:
+            head = (f"Levels {_and(g['levels'])} of {g['dataset']} hold the same difficulty ({g['rows']:,} rows, "
+                    f"{100 * g['rows'] / max(num_rows, 1):.1f}% of the curriculum): {which}")
+        else:
+            head = f"Level {capped[0]} of {g['dataset']} ({g['rows']:,} rows)"
+        parts.append(f"{head} {ask} for more distractors than their questions have (at most "
+                     f"{g['max_distractors']} each), so {g['short_rows']:,} of their rows show what level "
+                     f"{g['as_level']} shows.")
+    source = record.get("distractors") or "provided"
+    if source == "provided":
+        parts.append("`--distractors bm25 --index DIR` (an index of `curriculum index`) would fill them with each "
+                     "question's best-ranked passages.")
+    else:
+        parts.append(f"The `{source}` index ranks too few passages for them: an index built deeper "
+                     "(`curriculum index ... --depth N`) would fill them.")
+    return " ".join(parts)
+
+
+def as_built_table(built: Mapping[Any, Mapping[str, Any]], levels: Mapping[str, int] | None = None) -> str:
+    """The card's rows per level with what they hold as built (:func:`~rag_curriculum.difficulty.synthetic.
+    levels_as_built`; a level without passages, Search-R1's questions, shows its rows only)."""
+    built = {str(k): v for k, v in built.items()}
+    rows = []
+    for level, n in (levels or {k: v["rows"] for k, v in built.items()}).items():
+        b = built.get(str(level))
+        if not b:
+            rows.append([level, n, "-", "-", "-", "-"])
+            continue
+        rows.append([level, n, f"{b['asked']:g}", f"{b['distractors']:g}", f"{b['passages']:g}",
+                     b["short_rows"] or "-"])
+    return md_table(["level", "rows", "distractors asked", "distractors shown", "passages", "rows short"], rows)
 
 
 # -- the partition card ---------------------------------------------------------------------------------------------

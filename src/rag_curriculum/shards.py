@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -257,9 +258,30 @@ def rows_to_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = ROW_SCHEMA
 
 
 
+def _key_order(key: Any) -> tuple[int, int, str]:
+    """Keys that are whole numbers (levels, hops, counts) first, as numbers; the others by their text."""
+    text = str(key)
+    return (0, int(text), text) if re.fullmatch(r"-?[0-9]+", text) else (1, 0, text)
+
+
+def sorted_keys(obj: Any) -> Any:
+    """``obj`` with every mapping's keys sorted as :func:`write_json` writes them: whole numbers as numbers ("1",
+    "2", "10": levels sort as numbers in every manifest), then the others by their text.
+
+    >>> sorted_keys({"10": 1, "b": {"2": 0, "1": 0}, "2": 1, "a": [{"z": 0, "y": 0}]})
+    {'2': 1, '10': 1, 'a': [{'y': 0, 'z': 0}], 'b': {'1': 0, '2': 0}}
+    """
+    if isinstance(obj, Mapping):
+        return {k: sorted_keys(obj[k]) for k in sorted(obj, key=_key_order)}
+    if isinstance(obj, list | tuple):
+        return [sorted_keys(x) for x in obj]
+    return obj
+
+
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write JSON atomically (temporary name, fsync, then rename), with sorted keys so it is byte-stable."""
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+    """Write JSON atomically (temporary name, fsync, then rename), with its keys sorted (:func:`sorted_keys`) so it
+    is byte-stable."""
+    atomic_write_bytes(path, (json.dumps(sorted_keys(obj), indent=2, ensure_ascii=False) + "\n").encode())
 
 
 # -- paths in published records --------------------------------------------------------------------------------

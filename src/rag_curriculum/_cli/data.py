@@ -6,14 +6,28 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import pyarrow.parquet as pq
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from .._commit import is_toolkit_manifest
-from ..errors import DataError
+from ..cards import capped_levels_text
+from ..difficulty import collapsed_levels, levels_as_built, shown_level
+from ..errors import DataError, UsageError
+from ..lengths import count_prompt_tokens, load_tokenizer
 from ..loaders.stats import source_summary
+from ..prompts import completion_prompt
 from ..retrieval import get_kind, load_index
-from ..shards import MANIFEST, ShardError, read_manifest, read_table, validate_shards
+from ..shards import (
+    MANIFEST,
+    ShardError,
+    read_manifest,
+    read_table,
+    shard_files,
+    sorted_keys,
+    validate_shards,
+)
 from .common import EXIT_USAGE, data_error_hint, fail, out, reported_errors
 
 
@@ -62,32 +76,111 @@ def _print_origins(record: dict[str, Any]) -> None:
 
 
 def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
-    import pyarrow.compute as pc
-
-    t = read_table(directory, columns=["level", "hops", "num_distractors", "data_source"], verify=False)
-    levels = t.column("level")
-    table = Table(title=f"{directory}  ({manifest.get('kind', '?')}, {manifest['num_rows']:,} rows)",
-                  title_justify="left")
-    for col, just in (("level", "right"), ("rows", "right"), ("index range", "right"), ("distractors (mean)", "right"),
-                      ("hops 2/3/4+", "right")):
-        table.add_column(col, justify=just)
-    lv = levels.to_pylist()
+    """A shard directory's rows per level with what each level holds as built (distractors asked and shown,
+    passages, rows short of distractors, hops), the levels that collapse, its shards and its manifest's records; a
+    directory of questions without passages (Search-R1's files) is described by its sources, answers and prompt
+    lengths instead."""
+    names = pq.read_schema(shard_files(directory)[0]).names if manifest.get("shards") else []
+    t = read_table(directory, columns=["level", "hops", "num_distractors", "data_source", "setting"], verify=False)
+    lv = t.column("level").to_pylist()
     hops = t.column("hops").to_pylist()
     nd = t.column("num_distractors").to_pylist()
+    title = f"{directory}  ({manifest.get('kind', '?')}, {manifest['num_rows']:,} rows)"
+    if lv and not any(hops):  # questions only: no passages, no distractors, no hops to count
+        _print_questions(directory, manifest, t, title, prompt_tokens="prompt_tokens" in names)
+    else:
+        _print_levels(manifest, t, lv, hops, nd, title)
+    _print_files_and_records(directory, manifest)
+
+
+def _print_levels(manifest: dict[str, Any], t: Any, lv: list[int], hops: list[int], nd: list[int],
+                  title: str) -> None:
+    """Rows per level, what each holds as built, and (a curriculum's rows) the levels that collapse."""
+    curriculum = set(t.column("setting").to_pylist()) == {"curriculum"}
+    built = levels_as_built(zip(lv, hops, nd, strict=True)) if curriculum else {}
+    table = Table(title=title, title_justify="left", caption_justify="left",
+                  caption="asked, shown: distractors per row (means), as the level asks and as built; passages: gold "
+                          "+ shown; short: rows shown fewer than asked")
+    for col in ("level", "rows", "index range", "asked", "shown", "passages", "short", "hops 2/3/4+"):
+        table.add_column(col, justify="right")
     first: dict[int, int] = {}
     last: dict[int, int] = {}
+    by_level: dict[int, list[int]] = {}
     for i, x in enumerate(lv):
         first.setdefault(x, i)
         last[x] = i
+        by_level.setdefault(x, []).append(i)
     for level in sorted(first):
-        mask = pc.equal(levels, level)
-        rows = pc.sum(mask).as_py()
-        idx = [i for i, x in enumerate(lv) if x == level]
+        idx = by_level[level]
         h = [hops[i] for i in idx]
-        table.add_row(str(level), f"{rows:,}", f"{first[level]}..{last[level]}",
-                      f"{sum(nd[i] for i in idx) / rows:.2f}",
+        b = built.get(level)
+        shown = sum(nd[i] for i in idx) / len(idx)
+        short = b["short_rows"] if b else 0
+        table.add_row(str(level), f"{len(idx):,}", f"{first[level]}..{last[level]}",
+                      f"{b['asked']:.2f}" if b else "-", f"{shown:.2f}",
+                      f"{sum(nd[i] + hops[i] for i in idx) / len(idx):.2f}",
+                      f"[yellow]{short:,}[/]" if short else "0",
                       f"{h.count(2)}/{h.count(3)}/{sum(1 for x in h if x >= 4)}")
     out.print(table)
+    if curriculum:
+        sources = t.column("data_source").to_pylist()
+        groups = []
+        for name in sorted(set(sources)):
+            rows = [(lv[i], hops[i], nd[i]) for i, s in enumerate(sources) if s == name]
+            groups += [{"dataset": name, **g} for g in collapsed_levels(levels_as_built(rows))]
+        if groups:
+            source = ((manifest.get("capped_levels") or {}).get("distractors")
+                      or (manifest.get("config") or {}).get("distractors") or "provided")
+            text = capped_levels_text({"distractors": source, "groups": groups}, len(lv))
+            out.print(f"[yellow]capped levels:[/] {escape(text)}", soft_wrap=True)
+
+
+def _print_questions(directory: Path, manifest: dict[str, Any], t: Any, title: str, *, prompt_tokens: bool) -> None:
+    """Rows of questions without passages (Search-R1's files): where they come from, their answers and their
+    prompts' lengths (characters; tokens where the build counted them with --tokenizer)."""
+    import pyarrow.compute as pc
+
+    extra = read_table(directory, columns=["answers", "prompt", *(["prompt_tokens"] if prompt_tokens else [])],
+                       verify=False)
+    sources = t.column("data_source").to_pylist()
+    answers = extra.column("answers").to_pylist()
+    chars = [sum(len(m.get("content") or "") for m in p) for p in extra.column("prompt").to_pylist()]
+    n = len(sources)
+    table = Table(title=title + ": questions without passages", title_justify="left")
+    for col in ("data_source", "rows", "share", "index range", "answers per row (mean)", "rows with aliases"):
+        table.add_column(col, justify="left" if col == "data_source" else "right")
+    first: dict[str, int] = {}
+    rows_of: dict[str, list[int]] = {}
+    for i, name in enumerate(sources):
+        first.setdefault(name, i)
+        rows_of.setdefault(name, []).append(i)
+    for name in sorted(first, key=first.get):
+        idx = rows_of[name]
+        table.add_row(escape(str(name)), f"{len(idx):,}", f"{100 * len(idx) / n:.1f}%", f"{idx[0]}..{idx[-1]}",
+                      f"{sum(len(answers[i] or []) for i in idx) / len(idx):.2f}",
+                      f"{sum(1 for i in idx if len(answers[i] or []) > 1):,}")
+    out.print(table)
+    for s in manifest.get("sources") or []:
+        out.print(f"input: {escape(str(s.get('input') or s.get('hub')))} ({s.get('dataset')}, "
+                  f"{s.get('records_loaded', '?')} records)")
+    no_answer = sum(1 for a in answers if not a)
+    out.print(f"answers: {sum(len(a or []) for a in answers):,} for {n:,} questions"
+              + (f", [yellow]{no_answer:,} without one[/]" if no_answer else "")
+              + (f"; e.g. {escape(repr(answers[0][:3]))}" if answers and answers[0] else ""))
+    out.print(f"prompt length (characters of its messages): min {min(chars):,}, mean {sum(chars) / n:,.0f}, "
+              f"max {max(chars):,}")
+    if prompt_tokens:
+        tok = extra.column("prompt_tokens")
+        pt = manifest.get("prompt_tokens") or {}
+        out.print(f"prompt length (tokens{', ' + escape(str(pt['tokenizer'])) if pt.get('tokenizer') else ''}): "
+                  f"min {pc.min(tok).as_py():,}, mean {pc.mean(tok).as_py():,.1f}, max {pc.max(tok).as_py():,}")
+    levels = sorted(set(t.column("level").to_pylist()))
+    out.print(f"levels: {', '.join(map(str, levels))} (no passages: a search agent retrieves them; `curriculum "
+              f"inspect {escape(str(directory))} --row 0` shows a prompt)")
+
+
+def _print_files_and_records(directory: Path, manifest: dict[str, Any]) -> None:
+    """The shard files, and what the manifest records of distractors, unanswerable rows, tail and leakage."""
     files = Table(title="shards", title_justify="left")
     files.add_column("file")
     files.add_column("rows", justify="right")
@@ -115,6 +208,61 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
                   f"question ({lk['policy']})")
 
 
+def read_row(directory: Path, manifest: dict[str, Any], n: int) -> dict[str, Any]:
+    """Row ``n`` (curriculum order) of a shard directory, reading only the shard that holds it."""
+    total = int(manifest.get("num_rows", 0))
+    if not 0 <= n < total:
+        raise UsageError(f"--row {n}: {directory} has {total:,} rows" + (f" (0..{total - 1:,})" if total else ""),
+                         hint="rows are numbered by curriculum_index, from 0; `curriculum inspect "
+                              f"{directory}` shows the index range of each level")
+    start = 0
+    for f in shard_files(directory):
+        rows = pq.read_metadata(f).num_rows
+        if n < start + rows:
+            return pq.read_table(f).slice(n - start, 1).to_pylist()[0]
+        start += rows
+    raise ShardError(f"--row {n}: the shards of {directory} hold {start:,} rows, its manifest says {total:,}")
+
+
+def print_row(directory: Path, manifest: dict[str, Any], n: int, *, as_json: bool = False,
+              tokenizer: str | None = None) -> None:
+    """``inspect --row N``: the row's prompt as the model sees it (its messages, role by role; with ``tokenizer``
+    the text its chat template makes, generation prompt included, as the trainers render it), after a line of what
+    the row is (id, level, what it holds as built, answers)."""
+    r = read_row(directory, manifest, n)
+    messages = [{"role": m["role"], "content": m["content"]} for m in r["prompt"]]
+    hops, d, level = r.get("hops") or 0, r.get("num_distractors") or 0, r.get("level")
+    about = {"curriculum_index": r.get("curriculum_index", n), "id": r.get("id"), "data_source": r.get("data_source"),
+             "level": level, "hops": hops, "num_distractors": d, "answers": r.get("answers"),
+             "gold_labels": r.get("gold_labels"), "template": r.get("template")}
+    if hops and level is not None and r.get("setting") == "curriculum":
+        about["shows_level"] = shown_level(level, hops, d)
+    rendered = None
+    if tokenizer is not None:
+        tok = load_tokenizer(tokenizer)
+        rendered = (tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                    if getattr(tok, "chat_template", None) else completion_prompt(messages).text)
+        about["tokenizer"] = tokenizer
+        about["prompt_tokens"] = count_prompt_tokens(tok, [messages])[0]  # as the build's prompt_tokens counts
+    if as_json:
+        typer.echo(json.dumps({**about, "messages": messages, **({"rendered": rendered} if rendered else {})},
+                              indent=2, ensure_ascii=False))
+        return
+    what = (f"level {level}, {hops} gold + {d} distractor passages" if hops
+            else f"level {level}, no passages (a search agent retrieves them)")
+    if about.get("shows_level") not in (None, level):
+        what += f" [yellow](capped: shows what level {about['shows_level']} shows)[/]"
+    out.print(f"[bold]row {about['curriculum_index']}[/] of {escape(str(directory))}: {escape(str(about['id']))} "
+              f"({escape(str(about['data_source']))}; {what}); answers {escape(repr(about['answers']))}",
+              soft_wrap=True)
+    if rendered is not None:
+        how = "chat template" if getattr(tok, "chat_template", None) else "completion-style prompt (no chat template)"
+        out.rule(f"{escape(tokenizer)}'s {how}: {about['prompt_tokens']:,} tokens")
+        out.print(rendered, markup=False, highlight=False, soft_wrap=True, end="")
+        return
+    for m in messages:
+        out.rule(escape(m["role"]))
+        out.print(m["content"], markup=False, highlight=False, soft_wrap=True)
 
 
 def inspect(
@@ -123,11 +271,33 @@ def inspect(
                                                 "\\[default: sniffed from the file]", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")] = False,
     on_error: Annotated[str, typer.Option(help="raise | skip bad records (skips are counted).")] = "raise",
+    row: Annotated[int | None, typer.Option(
+        "--row", min=0, help="Print row N of a shard directory (its curriculum_index) as the model sees it: its "
+        "prompt messages as text (with --json: as JSON).", show_default=False)] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        "--tokenizer", help="With --row: the prompt as this tokenizer's chat template renders it for the model (a "
+        "Hub id or a local folder), and its length in tokens.", show_default=False)] = None,
 ) -> None:
     """Summarise a source file (records, hops, question types, paragraphs and distractors per question, repeated
-    titles, skipped records) or a shard directory (levels, hops, distractors, sizes)."""
+    titles, skipped records) or a shard directory (levels, with the distractors and passages each holds as built,
+    hops, sizes; Search-R1's questions: their sources, answers and prompt lengths); --row N prints one row as the
+    model sees it.
+
+    [bold]Examples[/]
+
+      curriculum inspect outputs/hotpotqa-linear
+
+      curriculum inspect outputs/hotpotqa-linear --row 95
+
+      curriculum inspect outputs/hotpotqa-linear --row 95 --tokenizer Qwen/Qwen2.5-3B-Instruct
+    """
     if on_error not in ("raise", "skip"):
         fail(f"--on-error must be raise or skip, got {on_error!r}", code=EXIT_USAGE)
+    if tokenizer is not None and row is None:
+        fail("--tokenizer renders one row: give --row N too", code=EXIT_USAGE)
+    if row is not None and not path.is_dir():
+        fail(f"--row reads a shard directory; {path} is not one",
+             "pass a folder made by `curriculum build` or `curriculum partition`", code=EXIT_USAGE)
     if path.is_dir():
         if not (path / MANIFEST).exists():
             fail(f"{path} is a directory without {MANIFEST}",
@@ -140,8 +310,10 @@ def inspect(
             if not is_toolkit_manifest(manifest):
                 raise ShardError(f"{path}/{MANIFEST} is not a shard manifest of this toolkit (no toolkit name, "
                                  "kind, schema_version and shard list)")
-            if as_json:
-                out.print_json(json.dumps(manifest))
+            if row is not None:
+                print_row(path, manifest, row, as_json=as_json, tokenizer=tokenizer)
+            elif as_json:
+                out.print_json(json.dumps(sorted_keys(manifest)))  # levels as numbers, in a manifest of any age
             else:
                 try:
                     print_shard_summary(path, manifest)
@@ -166,9 +338,14 @@ def inspect(
 def validate(
     directory: Annotated[Path, typer.Argument(help="A shard directory made by `curriculum build` or `partition`, "
                                               "or an index made by `curriculum index`.")],
+    quick: Annotated[bool, typer.Option("--quick", help=(
+        "An index: check its files' sizes and counts only, not their contents (seconds at any size).")
+    )] = False,
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
-    schema; or an index made by curriculum index: its files and counts against its manifest. Exits 1 when anything is wrong."""
+    schema; or an index made by curriculum index: every file's SHA-256 against its manifest, the passages' digest
+    and the content fingerprint recomputed, the counts, a sample of the stored rankings ranked again (--quick: the
+    sizes and counts only). Exits 1 when anything is wrong."""
     what = "give a shard directory made by `curriculum build` or `curriculum partition`"
     if not directory.exists():
         fail(f"{directory}: not found", what)
@@ -179,8 +356,11 @@ def validate(
         fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
     kind = _manifest_kind(directory / MANIFEST)
     if kind in ("index", "bm25-index"):  # an index of `curriculum index`: its own checks, not a shard directory's
-        _validate_index(directory)
+        _validate_index(directory, quick)
         return
+    if quick:
+        fail("--quick is for an index of curriculum index; a shard directory's check reads every shard",
+             "drop --quick", code=EXIT_USAGE)
     with reported_errors(lambda e: "rebuild the directory (an interrupted build never leaves a valid one)"
                          if isinstance(e, ShardError) else None):
         m = validate_shards(directory)
@@ -196,16 +376,26 @@ def _manifest_kind(path: Path) -> str | None:
     return m.get("kind") if isinstance(m, dict) and isinstance(m.get("kind"), str) else None
 
 
-def _validate_index(directory: Path) -> None:
-    """``curriculum validate`` on an index: its manifest, and its files and counts against it (what a build checks
-    when it loads the index)."""
+def _validate_index(directory: Path, quick: bool = False) -> None:
+    """``curriculum validate`` on an index: every file's SHA-256 against its manifest, the passages' digest and the
+    fingerprint recomputed, the counts, the kind's own reading of its files (a dense index's vectors: all finite;
+    its encoder's files), a sample of the stored rankings ranked again; ``quick``: sizes and counts only."""
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
-        idx = load_index(directory)
-        idx.verify()  # the kind's own reading of its files (a dense index's vectors: all finite)
+        idx = load_index(directory, check="sizes" if quick else "full")
+        done = {} if quick else idx.verify()
         m = idx.manifest
     kind = get_kind(m["retriever"]).title()
-    out.print(f"[green]valid[/]: {directory} (a {kind} index: {m['passages']:,} passages, {m['questions']:,} "
-              f"questions ranked to depth {m['depth']}; files and counts match its manifest)")
+    head = (f"a {kind} index: {m['passages']:,} passages, {m['questions']:,} questions ranked to depth "
+            f"{m['depth']}")
+    if quick:
+        out.print(f"[green]valid[/] (sizes only, --quick): {directory} ({head}; every file there with the size its "
+                  "manifest records; contents not read: curriculum validate without --quick hashes them)",
+                  soft_wrap=True)
+        return
+    size = sum(r["bytes"] for r in m["files"].values())
+    out.print(f"[green]valid[/]: {directory} ({head}; every file's SHA-256 matches its manifest ({len(m['files'])} "
+              f"files, {size / 1e6:,.1f} MB), the passages' digest and the fingerprint recomputed, "
+              f"{done['reranked']} stored rankings ranked again)", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed, distribution
-from ..difficulty.synthetic import level_for, num_distractors
+from ..cards import capped_levels_text
+from ..difficulty import collapsed_levels, level_for, levels_as_built, num_distractors
 from ..errors import BuildError
 from ..loaders import questions_only
 from ..records import Example
@@ -181,7 +182,25 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
         facts["unanswerable"] = unanswerable_facts(plan, cfg, source)
     facts["per_source"] = per_source
     facts["row_order"] = row_order(cfg, sources, chosen, [r.ex for r in plan])
+    if cfg.setting == "curriculum":
+        capped = capped_levels(plan, getattr(source, "name", "provided"))
+        if capped:
+            facts["capped_levels"] = capped
+            log.warning("%s", capped_levels_text(capped, len(plan)))
     return plan, facts
+
+
+def capped_levels(plan: Plan, source: str) -> dict[str, Any] | None:
+    """The levels of a curriculum that hold the same difficulty because their questions have fewer distractors
+    than the levels ask for (HotpotQA supplies 8: a linear K = 10 build's levels 9 and 10 show what level 8 shows),
+    per dataset (:func:`~rag_curriculum.difficulty.synthetic.collapsed_levels`), with the distractor ``source``
+    (what would fill them depends on it); None when every level got what it asks for."""
+    by_source: dict[str, list[PlannedRow]] = {}
+    for r in plan:
+        by_source.setdefault(r.ex.source, []).append(r)
+    groups = [{"dataset": name, **g} for name, rows in sorted(by_source.items())
+              for g in collapsed_levels(levels_as_built((r.level, r.hops, r.d) for r in rows))]
+    return {"distractors": source, "groups": groups} if groups else None
 
 
 def _filter_leakage(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> dict[str, Any]:
@@ -332,8 +351,10 @@ def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], de
     return list(out)
 
 
-def plan_summary(plan: Plan) -> dict[str, Any]:
-    """Counts per level, hops, distractors and source: the manifest's and the data card's statistics."""
+def plan_summary(plan: Plan, *, as_built: bool = True) -> dict[str, Any]:
+    """Counts per level, hops, distractors and source: the manifest's and the data card's statistics; with
+    ``as_built`` (a curriculum's), what each level holds as built (``by_level``: distractors asked and shown,
+    passages, rows short of distractors: :func:`~rag_curriculum.difficulty.synthetic.levels_as_built`)."""
 
     by_source_level: dict[str, Counter] = {}
     for r in plan:
@@ -345,4 +366,6 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "sources": distribution(r.ex.source for r in plan),
         "levels_by_source": {k: {str(lv): v[lv] for lv in sorted(v)} for k, v in sorted(by_source_level.items())},
         "passages_mean": round(sum(r.hops + r.d for r in plan) / len(plan), 3) if plan else 0,
+        **({"by_level": {str(k): v for k, v in levels_as_built((r.level, r.hops, r.d) for r in plan).items()}}
+           if as_built else {}),
     }

@@ -16,6 +16,7 @@ import pyarrow as pa
 from .. import cards
 from .._plumbing import current_command, trainer_tail
 from .._version import __version__
+from ..difficulty import shown_level
 from ..lengths import LengthStats, tokenizer_info
 from ..loaders import get_loader
 from ..retrieval import get_kind
@@ -151,10 +152,10 @@ def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
         "command": command or current_command(),
         "sources": [{**_source_record(s, cfg.out), "sampled": facts["per_source"].get(s.dataset, 0)}
                     for s in loaded],
-        "counts": plan_summary(rows),
+        "counts": plan_summary(rows, as_built=cfg.setting == "curriculum"),
         "trainer_tail": tail,
     }
-    for k in ("leakage", "tail_fit", "unanswerable", "row_order"):
+    for k in ("leakage", "tail_fit", "unanswerable", "row_order", "capped_levels"):
         if k in facts:
             manifest[k] = facts[k]
     if sources.index is not None:  # completed from the shards once they are written (origin_summary)
@@ -188,7 +189,9 @@ def write_build(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, manife
             manifest["prompt_tokens"] = _prompt_tokens(cfg, tokenizer, lengths)
         full = output.manifest(manifest, entries, columns=schema.names)
         if card:
-            cards.write_build_card(output.path, full, [r.level for r in rows], retriever_text(full))
+            shown = ([shown_level(r.level, r.hops, r.d) if r.hops else r.level for r in rows]
+                     if cfg.setting == "curriculum" else None)
+            cards.write_build_card(output.path, full, [r.level for r in rows], retriever_text(full), shown)
         return output.commit(full)
 
 
