@@ -8,10 +8,14 @@ beside (:func:`write_build_card` for ``curriculum build``, :func:`write_partitio
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from string import Template
 from typing import Any
+
+import yaml
 
 # The card plots are drawn by the toolkit's one plotting module; their names stay here: ``pyplot`` (matplotlib on
 # Agg), ``plot_levels`` (level against curriculum index), ``plot_histogram`` (the partition card's pass rates).
@@ -85,10 +89,30 @@ def dataset_info(shards: Sequence[Mapping[str, Any]], num_rows: int) -> list[str
             f"    num_bytes: {size}", f"    num_examples: {int(num_rows)}"]
 
 
+#: A licence as the Hub names it in a card (``cc-by-sa-4.0``, ``apache-2.0``, ``other``).
+_HUB_LICENSE = re.compile(r"[a-z0-9][a-z0-9.\-]*")
+
+
+def _yaml_text(text: str) -> str:
+    """``text`` as a YAML scalar: as it is where YAML reads it back as that text, else double-quoted (JSON's
+    quoting is YAML's).
+
+    >>> _yaml_text("RAG-RL linear curriculum (hotpotqa)"), _yaml_text("a: b"), _yaml_text("yes")
+    ('RAG-RL linear curriculum (hotpotqa)', '"a: b"', '"yes"')
+    """
+    try:
+        plain = yaml.safe_load(f"k: {text}") == {"k": text}
+    except yaml.YAMLError:
+        plain = False
+    return text if plain else json.dumps(text, ensure_ascii=False)
+
+
 def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tags: Sequence[str] = (),
                  shards: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The card's YAML header; with the manifest's ``shards``, its :func:`dataset_info` too."""
-    lic = licenses_for(sources)
+    # a licence the Hub does not know by id (Search-R1's files: "the licence of each source set (NQ: ...)") is
+    # `other` (the card's text says which); written as it is, its ": " made the front matter YAML no parser reads
+    lic = sorted({x if _HUB_LICENSE.fullmatch(x) else "other" for x in licenses_for(sources)})
     lines = ["---"]
     if len(lic) == 1:
         lines.append(f"license: {lic[0]}")
@@ -99,7 +123,7 @@ def front_matter(*, sources: Sequence[str], num_rows: int, pretty_name: str, tag
     lines += [f"- {t}" for t in ("rag", "multi-hop-qa", "curriculum-learning", "grpo", *tags)]
     lines += ["size_categories:", f"- {size_category(num_rows)}", "source_datasets:"]
     lines += [f"- {x}" for x in hub_ids(sources)]
-    lines += [f"pretty_name: {pretty_name}", "configs:", "- config_name: default", "  data_files:",
+    lines += [f"pretty_name: {_yaml_text(pretty_name)}", "configs:", "- config_name: default", "  data_files:",
               "  - split: train", f"    path: {DATA_FILES}"]
     if shards is not None:
         lines += dataset_info(shards, num_rows)

@@ -8,6 +8,7 @@ import typer
 from ._cli import build as _build
 from ._cli import data as _data
 from ._cli import evaluate as _eval
+from ._cli import hub as _hub
 from ._cli import index as _index
 from ._cli import partition as _partition
 from ._cli import recipes as _recipes
@@ -30,9 +31,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# Each module registers its own commands (build; index; serve; inspect/validate; partition; train; warm-start;
-# eval; recipes).
-for _module in (_build, _index, _serve, _data, _partition, _train, _warm, _eval, _recipes):
+# Each module registers its own commands (build; index; serve; inspect/validate; push; partition; train;
+# warm-start; eval; recipes).
+for _module in (_build, _index, _serve, _data, _hub, _partition, _train, _warm, _eval, _recipes):
     _module.register(app)
 
 

@@ -125,6 +125,11 @@ class ShardError(CurriculumError):
     """A shard directory that is missing, incomplete, or does not match its manifest."""
 
 
+class HubError(CurriculumError, OSError):
+    """A push to the Hugging Face Hub that the Hub refused or could not take (no login, no write access, no
+    network): ``curriculum push``."""
+
+
 # --- the commands' own refusals ------------------------------------------------------------------------------
 
 

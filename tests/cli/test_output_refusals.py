@@ -513,6 +513,11 @@ OPTIONS = {  # option: the bad values tried (each a case)
 BASES["build --n all"] = [*BASES["build"][:-3], "--n", "all", "--no-progress"]
 BASES["index --corpus"] = ["index", "--corpus", "{FILE}", "-o", "{OUT}", "--no-progress"]
 BASES["serve --body"] = BASES["serve"]
+# issue 56 item 7: what is not a shard directory, and a repository id the Hub would refuse, before any network
+BASES["push"] = ["push", "{MAX}", "me/curriculum", "--dry-run"]
+BASES["push repo"] = BASES["push"]
+OPTIONS["push"] = {"": ("{MISSING}", "{FILE}", "{DIR}", "{IDX}", "{PART}", "{RUN}")}
+OPTIONS["push repo"] = {"": ("me/bad name", "", "a/b/c", "me/x..y")}
 
 
 def corpus_cases() -> list[tuple[str, list[str]]]:
@@ -522,9 +527,9 @@ def corpus_cases() -> list[tuple[str, list[str]]]:
             for value in values:
                 args = [*BASES[command]]
                 if option == "":  # a positional value or an override: replaces the base's own where it has one
-                    if command in ("inspect", "partition-merge"):
+                    if command in ("inspect", "partition-merge", "push"):
                         args[1] = value
-                    elif command == "eval compare":
+                    elif command in ("eval compare", "push repo"):
                         args[2] = value
                     else:
                         args += value.split(" ")

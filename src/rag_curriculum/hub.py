@@ -1,0 +1,167 @@
+"""A shard directory shared on the Hugging Face Hub: ``curriculum push DIR REPO`` uploads a build (or a partition
+bucket) as a dataset repository whose card is the data card, so ``datasets.load_dataset(REPO, split="train")``
+reads the shards in curriculum order (the card's YAML ``configs``: ``data/*.parquet``, which ``datasets`` sorts by
+name).
+
+Everything short of the network is checked here, offline, before anything is sent (:func:`plan_upload`): the
+folder against its manifest (:func:`~rag_curriculum.shards.validate_shards`: every shard's hash, the order), the
+card parsed as the Hub parses it (``huggingface_hub.DatasetCard``), its ``configs`` resolved by ``datasets``' own
+reader of card metadata to exactly the manifest's shards in order, and its ``dataset_info`` against the manifest.
+:func:`push` then makes the repository (``HfApi.create_repo``, ``exist_ok``) and sends the listed files in one
+commit (``HfApi.upload_folder``), deleting the repository's other shards (a curriculum pushed again with fewer
+shards would otherwise load the old ones too). ``huggingface_hub`` reads the token as it always does (``HF_TOKEN``
+or ``hf auth login``); the toolkit never takes one on its command line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, CurriculumError, HubError, ShardError, UsageError
+from .shards import MANIFEST, read_manifest, validate_shards
+
+__all__ = ["HubUpload", "check_card", "plan_upload", "push"]
+
+CARD = "README.md"
+#: Remote files a push replaces: a shard or plot the new upload does not have is deleted in the same commit.
+REPLACED = ["data/*", "*.png"]
+_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+@dataclass
+class HubUpload:
+    """What a push sends: the ``files`` of ``directory`` (paths relative to it: the card, the manifest, the plots
+    the card shows, then the shards in curriculum order) to the dataset repository ``repo_id``, in one commit."""
+
+    directory: Path
+    repo_id: str
+    files: list[str]
+    num_rows: int
+    bytes: int
+    data_files: list[str]
+    commit_message: str
+    private: bool | None = None
+    url: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_card(directory: str | Path, manifest: dict[str, Any] | None = None) -> Any:
+    """The data card of ``directory`` parsed as the Hub parses it (a ``huggingface_hub.DatasetCard``), checked
+    offline against the manifest: front matter present and valid YAML, a license, ``configs`` that ``datasets``
+    resolves to exactly the manifest's shards in curriculum order, and ``dataset_info`` with the manifest's rows
+    and bytes. Raises :class:`~rag_curriculum.errors.ShardError` naming what is wrong."""
+    from datasets.data_files import DataFilesDict, sanitize_patterns
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCard
+
+    d = Path(directory)
+    manifest = manifest if manifest is not None else read_manifest(d)
+    path = d / CARD
+    again = "build it again (the build writes the card)"
+    if not path.is_file():
+        raise ShardError(f"{path}: no data card", hint=again)
+    try:
+        card = DatasetCard.load(path)
+    except Exception as e:  # the YAML the Hub would refuse
+        raise ShardError(f"{path}: the card's front matter does not parse: {e}", hint=again) from e
+    data = card.data
+    if not data.to_dict():
+        raise ShardError(f"{path}: the card has no YAML front matter (license, configs, ...)", hint=again)
+    if not data.get("license"):
+        raise ShardError(f"{path}: the card names no license", hint=again)
+    configs = MetadataConfigs.from_dataset_card_data(data)  # what load_dataset(REPO) reads of the card
+    if "default" not in configs or "data_files" not in configs["default"]:
+        raise ShardError(f"{path}: the card's configs have no default config with data_files, so "
+                         "load_dataset(REPO) would guess the files", hint=again)
+    patterns = sanitize_patterns(configs["default"]["data_files"])
+    if list(patterns) != ["train"]:
+        raise ShardError(f"{path}: the card's default config has splits {sorted(patterns)}, not one train split",
+                         hint=again)
+    resolved = DataFilesDict.from_patterns(patterns, base_path=str(d))["train"]
+    got = [Path(f).resolve().relative_to(d.resolve()).as_posix() for f in resolved]
+    want = [s["file"] for s in manifest.get("shards") or []]
+    if got != want:
+        raise ShardError(f"{path}: the card's configs ({patterns['train']}) resolve to {got[:4]}"
+                         f"{' ...' if len(got) > 4 else ''}, not the manifest's {len(want)} shard(s) in order "
+                         f"({want[:4]}{' ...' if len(want) > 4 else ''})", hint=again)
+    info = data.get("dataset_info") or {}
+    splits = info.get("splits") or [{}]
+    size = sum(int(s["bytes"]) for s in manifest.get("shards") or [])
+    if splits[0].get("num_examples") != manifest["num_rows"] or info.get("download_size") != size:
+        raise ShardError(f"{path}: the card's dataset_info ({splits[0].get('num_examples')} rows, "
+                         f"{info.get('download_size')} bytes) disagrees with the manifest ({manifest['num_rows']} "
+                         f"rows, {size} bytes)", hint=again)
+    return card
+
+
+def plan_upload(directory: str | Path, repo_id: str, *, private: bool | None = None,
+                commit_message: str | None = None) -> HubUpload:
+    """Everything a push checks and decides before the network: ``repo_id`` well formed, ``directory`` a valid
+    shard directory (hashes, order) with a card that passes :func:`check_card`, and the files to send."""
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except ValueError as e:
+        raise UsageError(f"{repo_id!r} is not a Hub repository id: {e}",
+                         hint="give it as NAME or OWNER/NAME (letters, digits, '-', '_', '.'), e.g. "
+                              "me/hotpotqa-linear") from e
+    d = Path(directory)
+    what = "push a folder made by `curriculum build` (or a bucket of `curriculum partition`)"
+    if not d.exists():
+        raise ShardError(f"{d}: not found", hint=what)
+    if not d.is_dir():
+        raise ShardError(f"{d}: not a directory", hint=what)
+    if not (d / MANIFEST).is_file():
+        raise ShardError(f"{d}: not a shard directory (no {MANIFEST})",
+                         hint=what + ("; a partition's --out holds one per bucket: push "
+                                      f"{d}/answerable, ..." if (d / "partition.json").is_file() else ""))
+    manifest = read_manifest(d)
+    if manifest.get("kind") in ("index", "bm25-index"):
+        raise ShardError(f"{d} is an index (made by `curriculum index`), not a shard directory", hint=what)
+    manifest = validate_shards(d)  # every shard there, its hash, curriculum_index increasing across them
+    card = check_card(d, manifest)
+    images = sorted({m for m in _IMAGE.findall(card.text) if "://" not in m and (d / m).is_file()})
+    shards = [s["file"] for s in manifest["shards"]]
+    files = [CARD, MANIFEST, *images, *shards]
+    size = sum((d / f).stat().st_size for f in files)
+    kind = manifest.get("kind", "curriculum")
+    message = commit_message or (f"{kind}: {manifest['num_rows']:,} rows in {len(shards)} shard(s) "
+                                 f"(rag-curriculum {manifest.get('toolkit', {}).get('version', '?')})")
+    return HubUpload(directory=d, repo_id=repo_id, files=files, num_rows=manifest["num_rows"], bytes=size,
+                     data_files=list(shards), commit_message=message, private=private,
+                     extra={"pretty_name": card.data.get("pretty_name")})
+
+
+def push(directory: str | Path, repo_id: str, *, private: bool | None = None, commit_message: str | None = None,
+         dry_run: bool = False, api: Any = None) -> HubUpload:
+    """Upload ``directory`` to the dataset repository ``repo_id`` (made if missing; ``private`` for a new one), in
+    one commit, after :func:`plan_upload`'s checks; with ``dry_run`` only the checks (nothing sent). ``api``: an
+    ``huggingface_hub.HfApi`` (default: a new one, which reads ``HF_TOKEN`` or the saved login). Returns what was
+    sent, with the repository's ``url``."""
+    plan = plan_upload(directory, repo_id, private=private, commit_message=commit_message)
+    if dry_run:
+        return plan
+    from huggingface_hub import HfApi, constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError("HF_HUB_OFFLINE is set: pushing to the Hub needs the network",
+                          hint=f"unset HF_HUB_OFFLINE to push; `curriculum push {plan.directory} {repo_id} "
+                               "--dry-run` checks the folder and its card offline")
+    api = api or HfApi()
+    try:
+        url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=str(plan.directory),
+                          allow_patterns=plan.files, delete_patterns=REPLACED,
+                          commit_message=plan.commit_message)
+    except CurriculumError:
+        raise
+    except Exception as e:
+        raise HubError(f"pushing {plan.directory} to {repo_id} failed: {e}",
+                       hint="log in (`hf auth login`, or set HF_TOKEN) with write access to the repository, and "
+                            "run the same command again: the push is one commit, so nothing half-sent stays") from e
+    plan.url = str(url)
+    return plan
