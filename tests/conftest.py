@@ -87,9 +87,9 @@ def gemma_gguf() -> Path:
 
 @pytest.fixture(scope="session")
 def gemma_dir(gemma_gguf) -> Path:
-    """The folder :func:`rag_curriculum._models.resolve_model` converts Gemma 3 270M's GGUF file into (once per
+    """The folder :func:`rag_curriculum.models.resolve_model` converts Gemma 3 270M's GGUF file into (once per
     machine: ``$RAG_CURRICULUM_CACHE``, which scripts/test.sh sets for every tier, so the vLLM tier reuses it)."""
     pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
-    from rag_curriculum._models import resolve_model
+    from rag_curriculum.models import resolve_model
 
     return Path(resolve_model(gemma_gguf).path)

@@ -1,4 +1,4 @@
-"""Model references as users have them (:mod:`rag_curriculum._models`): a ``.gguf`` file converted once into a
+"""Model references as users have them (:mod:`rag_curriculum.models`): a ``.gguf`` file converted once into a
 cached model folder keyed by its SHA-256, and the files that cannot be converted refused in one line with nothing
 left behind. Gemma 3 270M's real file is converted by the ``gemma_dir`` fixture (tests/conftest.py) and used by
 the real-model tests; the bad files here are tiny GGUF files written with the gguf package."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_curriculum._models import SOURCE_RECORD, cache_root, convert_gguf, is_gguf, resolve_model
 from rag_curriculum.errors import ModelFileError
+from rag_curriculum.models import SOURCE_RECORD, cache_root, convert_gguf, is_gguf, resolve_model
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (the dev extra) writes the test files")
 np = pytest.importorskip("numpy")

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._models import is_gguf, resolve_model
 from .errors import CurriculumError, PromptLengthError, TokenizerError
+from .models import is_gguf, resolve_model
 from .prompts import completion_prompt, completion_style
 from .shards import PROMPT_TOKENS, read_manifest, shard_files
 
@@ -58,7 +58,7 @@ def load_tokenizer(name_or_path: str, *, revision: str | None = None, trust_remo
                    option: str = "--tokenizer") -> Any:
     """``AutoTokenizer.from_pretrained(name_or_path)``, with one-line errors: transformers missing, a path that is
     not a tokenizer, a Hub id that cannot be reached. A ``.gguf`` model file is read from the folder it is converted
-    into (:func:`rag_curriculum._models.resolve_model`). A tokenizer without a chat template (a base model's) is
+    into (:func:`rag_curriculum.models.resolve_model`). A tokenizer without a chat template (a base model's) is
     used as it is: its prompts are counted in the completion style the backends and the trainer give it
     (:func:`rag_curriculum.prompts.completion_prompt`)."""
     try:

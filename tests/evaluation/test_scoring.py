@@ -247,3 +247,20 @@ def test_table_bolds_every_value_that_prints_as_the_best():
                     ["", "z", "0.00", "0.00", "0.00"]]
     zeros = {"evals": [entry("x", "ideal", 0.0, 0.0), entry("y", "ideal", 0.0, 0.0)]}
     assert not any("**" in c for row in main_table(zeros)[1] for c in row)
+
+
+def test_bootstrap_intervals_hold_the_estimate_and_recompute_joint_f1_per_resample():
+    import random
+
+    from rag_curriculum.evaluation._scoring import bootstrap_intervals
+
+    rnd = random.Random(0)
+    recs = [{"sample_answer_f1": [rnd.random() for _ in range(3)], "sample_citation_f1": [rnd.random() for _ in range(3)],
+             "sample_exact_match": [float(rnd.random() > 0.7) for _ in range(3)]} for _ in range(40)]
+    ci = bootstrap_intervals(recs)
+    means = {k: sum(sum(r[f"sample_{k}"]) / 3 for r in recs) / 40 for k in ("answer_f1", "citation_f1")}
+    a, c = means["answer_f1"], means["citation_f1"]
+    for k, v in {**means, "joint_f1": 2 * a * c / (a + c)}.items():
+        assert ci[k][0] < v < ci[k][1], (k, v, ci[k])
+    assert bootstrap_intervals(recs) == ci  # seeded: the same records give the same intervals
+    assert bootstrap_intervals([recs[0]] * 5)["answer_f1"][0] == pytest.approx(bootstrap_intervals([recs[0]] * 5)["answer_f1"][1])

@@ -131,7 +131,7 @@ def test_a_file_with_only_search_r1s_own_columns_reads_its_questions_from_the_pr
     assert [e.question for e in got] == [e.question for e in whole]
     assert [e.answers for e in got] == [e.answers for e in whole]
     ids = [e.id for e in got]
-    assert len(set(ids)) == len(ids) and all(i.count(e.extra["data_source"]) == 1 for i, e in zip(ids, got))
+    assert len(set(ids)) == len(ids) and all(i.count(e.extra["data_source"]) == 1 for i, e in zip(ids, got, strict=True))
     assert ids[0] == f"{got[0].extra['data_source']}-0"
 
 

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from .._models import is_gguf, resolve_model
 from .._settings import (
     MAX_COUNT,
     MAX_SAMPLES,
@@ -22,6 +21,7 @@ from .._settings import (
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ..generation import BACKENDS, is_secret_option
+from ..models import is_gguf, resolve_model
 from ..prompts import get_template
 from ..rewards import FORMATS
 

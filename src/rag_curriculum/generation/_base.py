@@ -44,9 +44,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .._models import is_gguf
 from .._plumbing import expected_type, file_sha256, init_hints, is_secret, mask_secrets
 from ..errors import ConfigError, SettingError, UsageError
+from ..models import is_gguf
 from ..prompts import completion_prompt
 from ..registry import Registry
 

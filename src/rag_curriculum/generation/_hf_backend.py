@@ -22,9 +22,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .._models import resolve_model
 from .._plumbing import derive_seed
 from ..errors import ConfigError, GenerationError, PromptTooLongError
+from ..models import resolve_model
 from ..prompts import completion_style
 from ._base import (
     Messages,

@@ -10,7 +10,7 @@
 - **Base models** (a tokenizer without a chat template): the completion-style prompt of
   :func:`rag_curriculum.prompts.completion_prompt`, its response prefix returned as the start of each completion and
   its template's stop strings added to the call's (recorded as ``prompt_style``). A ``.gguf`` model file is read from
-  the folder it is converted into once (:mod:`rag_curriculum._models`).
+  the folder it is converted into once (:mod:`rag_curriculum.models`).
 - Sampling is always explicit: ``SamplingParams(n, temperature, top_p, max_tokens, seed)`` per prompt, so the
   model's ``generation_config.json`` defaults (which vLLM applies only when no params are given) never apply.
 - One ``LLM.generate`` call gets many prompts (the runner sends ``call_size`` prompts at a time): the engine
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from .._models import resolve_model
 from ..errors import ConfigError, GenerationError, PromptTooLongError
+from ..models import resolve_model
 from ..prompts import completion_style
 from ._base import (
     Messages,

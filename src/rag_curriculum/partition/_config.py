@@ -6,7 +6,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._models import is_gguf, resolve_model
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -22,6 +21,7 @@ from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABL
 from ..errors import ConfigError, UsageError
 from ..generation import BACKENDS, SamplingConfig
 from ..loaders import questions_only
+from ..models import is_gguf, resolve_model
 
 if TYPE_CHECKING:  # for the annotation only
     from ..generation.runner import RunReport

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._models import resolve_model
 from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_digest
 from ..agents import open_retriever
 from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..lengths import load_tokenizer
+from ..models import resolve_model
 from ..prompts import completion_style
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn

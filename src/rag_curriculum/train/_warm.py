@@ -44,11 +44,11 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
-from .._models import is_gguf, resolve_model
 from .._plumbing import atomic_write_text, mask_secrets
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
+from ..models import is_gguf, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
 

