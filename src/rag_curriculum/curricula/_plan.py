@@ -186,7 +186,10 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
         capped = capped_levels(plan, getattr(source, "name", "provided"))
         if capped:
             facts["capped_levels"] = capped
-            log.warning("%s", capped_levels_text(capped, len(plan)))
+            # a warning where levels of this build hold one difficulty (steps of the curriculum lost); where only
+            # the top level's label overstates it (the paper's K under max or min-max), the card says so
+            collapse = any(len(g["levels"]) > 1 for g in capped["groups"])
+            log.log(logging.WARNING if collapse else logging.INFO, "%s", capped_levels_text(capped, len(plan)))
     return plan, facts
 
 
