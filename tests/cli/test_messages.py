@@ -148,7 +148,7 @@ def test_validate_checks_an_index(index_dir, tmp_path):
     shutil.copytree(index_dir, broken)
     (broken / "passages.bin").write_bytes(b"cut")
     line = one_error(run("validate", broken))
-    assert "passages.bin is 3 bytes" in line and "schema_version" not in line, line
+    assert "passages.bin: 3 bytes, manifest.json records" in line and "schema_version" not in line, line
 
 
 @pytest.mark.parametrize("command", ["eval", "partition", "build", "index"])

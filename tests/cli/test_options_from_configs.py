@@ -77,7 +77,9 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                       "--reward", "--reward-arg"},  # issue 44: Search-R1's own reward beside EM / F1
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
-                   "--body-timeout", "--min-body-rate"},  # issue 46, item 3
+                   "--body-timeout", "--min-body-rate",  # issue 46, item 3
+                   "--verify", "--no-verify"},  # issue 57: every file hashed before serving
+         "validate": {"--quick"},  # issue 57: sizes only, said so (the default hashes every file)
          # issue 35: dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",

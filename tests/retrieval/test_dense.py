@@ -18,6 +18,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from index_edits import resealed
 from typer.testing import CliRunner
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
@@ -147,12 +148,12 @@ def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(out, old)
     shutil.rmtree(old / "dense" / "encoder")
-    manifest = json.loads((old / "manifest.json").read_text())
-    del manifest["dense"]["onnx"]
-    manifest["dense"]["runtime"] = "sentence-transformers"
-    for f in ("dense/encoder/encoder.onnx", "dense/encoder/tokenizer.json"):
-        del manifest["files"][f]
-    (old / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+    def no_export(manifest):
+        del manifest["dense"]["onnx"]
+        manifest["dense"]["runtime"] = "sentence-transformers"
+
+    resealed(old, no_export)  # (its records and fingerprint made anew, as an index without the export has them)
     ox = load_index(old)
     assert ox.searcher.encoder.runtime == "sentence-transformers"
     ids2, scores2 = ox.retrieve_many(questions, 5)
@@ -166,6 +167,10 @@ def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
     f.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     line = one_error(run("validate", changed))
     assert "dense/encoder/encoder.onnx: its SHA-256 is not the one manifest.json records" in line, line
+    # the same file changed with the records made anew: the export's own digest (dense.onnx) still tells
+    resealed(changed)
+    line = one_error(run("validate", changed))
+    assert "dense/encoder/encoder.onnx: its SHA-256 is not the one manifest.json records (the file changed)" in line
 
 
 def test_max_memory_picks_the_factory():
@@ -387,8 +392,10 @@ def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
     path = copy / "dense" / "faiss.index"
     data = path.read_bytes()
     path.write_bytes(b"XXXX" + data[4:])
+    with pytest.raises(RetrievalIndexError, match="dense/faiss.index: its SHA-256 is not the one manifest.json"):
+        load_index(copy)  # (issue 57: every open hashes the files it can afford)
     with pytest.raises(RetrievalIndexError, match="FAISS index cannot be read"):
-        load_index(copy).retrieve("who?")
+        load_index(copy, check="sizes").retrieve("who?")  # and FAISS's own refusal is one line too
 
 
 def test_target_recall_tunes_the_search_settings_to_the_cheapest_that_reach_it(encoder_dir, small_input, tmp_path):

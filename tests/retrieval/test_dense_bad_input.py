@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import pytest
 from cli_runs import one_error, run
+from index_edits import resealed
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
@@ -159,6 +160,9 @@ def test_validate_refuses_nan_vectors(files, tmp_path, where):
         at = offset + 5 * 4 * d
         data[at:at + 4] = np.array([np.nan], dtype="<f4").tobytes()
     path.write_bytes(bytes(data))
+    line = one_error(run("validate", ix))  # (issue 57: the file's SHA-256 first)
+    assert f"{where}: its SHA-256 is not the one manifest.json records" in line, line
+    resealed(ix)  # the records made anew: the vectors themselves are read
     line = one_error(run("validate", ix))
     assert f"{where}: 1 vector not finite (NaN or infinity): passage 5" in line, line
 

@@ -18,6 +18,7 @@ from conftest import MUSIQUE_TRAIN
 from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
 from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, build_index, load_index
+from rag_curriculum.retrieval._integrity import seal
 from rag_curriculum.shards import sha256_file
 
 
@@ -99,7 +100,7 @@ def test_manifest_records_sources_tokenizer_and_parameters(built):
     out, m = built
     assert {k: v for k, v in m.items() if k != "seconds"} == json.loads((out / "manifest.json").read_text())
     assert set(m["seconds"]) == {"read_index", "finish", "rank", "wait"}
-    assert m["kind"] == "index" and m["retriever"] == "bm25" and m["format"] == 5 and m["dataset"] == "musique"
+    assert m["kind"] == "index" and m["retriever"] == "bm25" and m["format"] == 6 and m["dataset"] == "musique"
     src = m["sources"][0]
     assert src["sha256"] == sha256_file(MUSIQUE_TRAIN) and src["questions"] == 100
     assert src["paragraphs"] == 100 * 20 and src["distinct"] == m["passages"] < src["paragraphs"]
@@ -135,13 +136,16 @@ def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     m["bm25"]["k1"] = 2.0
     (out / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(RetrievalIndexError, match=r"manifest.json: its own digest \(manifest_sha256\) is not that of"):
+        load_index(out)  # an edited manifest is refused as such (issue 57)
+    (out / "manifest.json").write_text(json.dumps(seal(m)))  # re-sealed: its saved parameters are compared
     with pytest.raises(RetrievalIndexError, match=r"do not match the manifest.*k1"):
         load_index(out)
     m["bm25"]["k1"] = 1.5
-    (out / "manifest.json").write_text(json.dumps(m))
+    (out / "manifest.json").write_text(json.dumps(seal(m)))
     with open(out / "ranked_ids.npy", "ab") as f:
         f.write(b"\0" * 8)
-    with pytest.raises(RetrievalIndexError, match="ranked_ids.npy is .* bytes, the manifest says"):
+    with pytest.raises(RetrievalIndexError, match="ranked_ids.npy: .* bytes, manifest.json records"):
         load_index(out)
     (out / "manifest.json").unlink()
     with pytest.raises(RetrievalIndexError, match="no manifest.json") as e:
@@ -277,7 +281,7 @@ def test_an_index_of_another_format_is_refused(built, tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     m["format"] = 2
     (out / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 5") as e:
+    with pytest.raises(RetrievalIndexError, match="index format 2; this toolkit reads 6") as e:
         load_index(out)
     assert "build the index again" in e.value.hint
 

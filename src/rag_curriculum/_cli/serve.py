@@ -70,8 +70,10 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         import fastapi  # noqa: F401  (missing: the hint names the extra)
         import uvicorn
 
-        # checks the directory against its manifest (fast: mmaps)
-        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device)
+        # checks the directory against its manifest (sizes, small files and the BM25 postings hashed, large files
+        # sampled, the fingerprint recomputed; --verify: every file hashed), then mmaps
+        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
+                         check="full" if cfg.verify else "open")
         ix.searcher  # noqa: B018  (opened: a dense index's FAISS file and encoder folder checked before the announcement)
         if cfg.engine == "ray":
             _import_ray_serve()

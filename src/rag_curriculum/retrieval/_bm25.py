@@ -527,6 +527,9 @@ def check_version(manifest: dict[str, Any], where: Path) -> None:
     _check_params(where, manifest)
 
 
+#: The kind's files compiled code reads without bounds checks (the postings and the vocabulary, decoded by the
+#: numba search): hashed whole at every open, so a damaged one is refused before it is read (:mod:`._integrity`).
+NATIVE = (BM25_DIR + "/",)
 #: The manifest's keys this kind writes (what ``describe`` and ``/manifest`` show of it).
 MANIFEST_KEYS = ("bm25", "tokenizer", "bm25s_version", "backend", "vocab_size")
 
@@ -551,4 +554,4 @@ def summary(manifest: dict[str, Any]) -> str:
 KIND = RetrieverKind("bm25", builder=_builder, open=_open, check=check_version, manifest_keys=MANIFEST_KEYS,
                      description="BM25 (bm25s's scoring, or Lucene's as pyserini runs it): sparse lexical ranking",
                      options=BM25Options, check_config=check_config, label="BM25", negatives="BM25 hard negatives",
-                     summary=summary, warm_on_build=True)
+                     summary=summary, warm_on_build=True, native=NATIVE)

@@ -245,6 +245,9 @@ class ServeConfig:
         "A dense or hybrid index: the encoder's folder, when it is not where the index's manifest says."))
     device: str | None = rule(None, empty=False, help=(
         "A dense or hybrid index: the encoder's device (default: cuda when there is one)."))
+    verify: bool = rule(False, help=(
+        "Hash every file of the index against its manifest before serving (by default small files and the BM25 "
+        "postings are hashed whole, larger files sampled); a changed file is refused, naming it."))
     max_connections: int = rule(1024, ge=16, le=1 << 20, help=(
         "The most open connections (kept below the descriptor limit); one more closes the idle connection heard "
         "from least recently (waiting for a request's headers or body, or between requests)."))

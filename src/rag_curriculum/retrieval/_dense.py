@@ -45,6 +45,8 @@ from ._encoder import (
     default_device,
     looks_local,
 )
+from ._fingerprint import files_digest, folder_files
+from ._integrity import HashingWriter
 from ._kinds import RetrieverKind
 from ._onnx import FOLDER as ONNX_FOLDER
 from ._onnx import RUNTIME as ONNX_RUNTIME
@@ -449,6 +451,8 @@ class DenseBuilder:
                                exported if self.encoder.runtime == ONNX_RUNTIME else None) \
             if cfg.engine == "ray" and not cfg.import_faiss else None
         self.encoding: dict[str, Any] | None = None  # what the Ray encoding ran (not recorded: placement)
+        #: the SHA-256 of the files this builder hashed as it wrote them (by path inside the index)
+        self.digests: dict[str, str] = {}
         if cfg.tune_queries:  # before hours of encoding
             self.tune_queries = read_tune_queries(cfg.tune_queries, self.encoder.dim)
 
@@ -490,8 +494,13 @@ class DenseBuilder:
                                  "metric": self.metric, "text": "contents",
                                  "faiss_version": faiss.__version__, "sentence_transformers_version": _st_version(),
                                  "runtime": self.encoder.runtime}
+        files = encoder_files(str(cfg.encoder))  # the encoder's files' digests, checked when a server loads it
+        if files is not None:
+            facts["encoder_files"] = files
         if self.onnx:  # what serves the queries (its files' digests: part of the manifest, so of the fingerprint)
             facts["onnx"] = self.onnx
+            for key, sha in (("model", "sha256"), ("tokenizer", "tokenizer_sha256")):
+                self.digests[f"{DENSE_DIR}/{self.onnx['folder']}/{self.onnx[key]}"] = self.onnx[sha]
         if cfg.import_faiss:
             facts.update(self._import(bar, task))
         else:
@@ -505,7 +514,7 @@ class DenseBuilder:
             full = VectorFile(self.dir / ".vectors.f32", self.n, d, dtype="<f4")
             factory = cfg.faiss or pick_factory(self.n, d, cfg.max_memory)
             index = self._train_and_fill(factory, full, bar, task)  # from the encoder's own float32 vectors
-            _halve(full, self.dir / VECTORS)
+            self.digests[f"{DENSE_DIR}/{VECTORS}"] = _halve(full, self.dir / VECTORS)
             facts.update({"faiss": factory, "vectors": {"file": VECTORS, "dtype": "float16", "rows": self.n}})
             facts.update(_search_params(cfg, factory))
             if cfg.target_recall is not None:
@@ -513,7 +522,7 @@ class DenseBuilder:
                              what=_what_fits(cfg, factory))
                 facts.update({k: tuned[k] for k in ("nprobe", "ef_search", "refine") if k in tuned})
                 facts["tuned"] = tuned
-            faiss.write_index(index, str(self.dir / FAISS_INDEX))
+            self.digests[f"{DENSE_DIR}/{FAISS_INDEX}"] = write_faiss(index, self.dir / FAISS_INDEX)
             del full
             (self.dir / ".vectors.f32").unlink()
             return {"dense": facts}
@@ -585,7 +594,7 @@ class DenseBuilder:
         d, n, offset, _ = flat_layout(src)
         flat = VectorFile(src, n, d, dtype="<f4", offset=offset)
         index = self._train_and_fill(cfg.compress, flat, bar, task)
-        _halve(flat, self.dir / VECTORS)  # the float16 copy, for re-ranking
+        self.digests[f"{DENSE_DIR}/{VECTORS}"] = _halve(flat, self.dir / VECTORS)  # the float16 copy, for re-ranking
         halves = VectorFile(self.dir / VECTORS, n, d)
         out: dict[str, Any] = {"faiss": cfg.compress, "imported": imported,
                                "compressed_from": _factory_of(self.imported)}
@@ -593,7 +602,7 @@ class DenseBuilder:
             out["tuned"] = tune(index, flat, halves, cfg, self.encoder, what=cfg.compress, l2=self.metric == "l2")
         params = _search_params(cfg, cfg.compress)
         params.update({k: out["tuned"][k] for k in ("nprobe", "ef_search", "refine") if k in out.get("tuned", {})})
-        _faiss().write_index(index, str(self.dir / FAISS_INDEX))
+        self.digests[f"{DENSE_DIR}/{FAISS_INDEX}"] = write_faiss(index, self.dir / FAISS_INDEX)
         recall = compressed_recall(index, flat, halves, params, cfg, l2=self.metric == "l2")
         log.info("compressed %s to %s: recall@%d %.4f on %d queries", src.name, cfg.compress, recall["k"],
                  recall["recall"], recall["queries"])
@@ -638,11 +647,48 @@ def check_encoder(recorded: str, directory: Path, override: str | None = None) -
         raise EncoderError(f"{directory}: the index's {e}", hint=MOVED_HINT) from None
 
 
-def _halve(vectors: VectorFile, path: Path) -> None:
-    """``vectors`` as float16, row-major, a block at a time."""
-    with open(path, "wb") as f:
+def _halve(vectors: VectorFile, path: Path) -> str:
+    """``vectors`` as float16, row-major, a block at a time; the file's SHA-256, made as it is written."""
+    with HashingWriter(path) as f:
         for a in range(0, vectors.n, ADD_ROWS):
             f.write(vectors.block(a, min(vectors.n, a + ADD_ROWS)).astype("<f2").tobytes())
+    return f.hexdigest()
+
+
+def write_faiss(index: Any, path: Path) -> str:
+    """``faiss.write_index(index, path)`` through a writer that hashes the bytes as they go; the file's SHA-256."""
+    faiss = _faiss()
+    with HashingWriter(path) as f:
+        faiss.write_index(index, faiss.PyCallbackIOWriter(f.write))
+    return f.hexdigest()
+
+
+def encoder_folder(name: str) -> Path | None:
+    """The folder an encoder is loaded from: a local folder as it is; a Hub name's snapshot in this machine's Hub
+    cache (None when there is none: nothing to hash)."""
+    path = os.path.expanduser(str(name))
+    if os.path.isdir(path):
+        return Path(path)
+    if looks_local(str(name)):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(name), local_files_only=True))
+    except Exception:  # noqa: BLE001  (not in the cache, no huggingface_hub: nothing recorded)
+        return None
+
+
+def encoder_files(name: str) -> dict[str, Any] | None:
+    """What a manifest records of the encoder's files (``dense.encoder_files``): where it came from (``folder`` or
+    ``hub``), the folder's name, each file's SHA-256 and their digest (:func:`._fingerprint.folder_sha256`)."""
+    folder = encoder_folder(name)
+    if folder is None:
+        return None
+    files = folder_files(folder)
+    local = os.path.isdir(os.path.expanduser(str(name)))
+    return {"source": "folder" if local else "hub", "folder": folder.resolve().name if local else str(name),
+            "sha256": files_digest(files), "files": files}
 
 
 def _factory_of(index: Any) -> str:

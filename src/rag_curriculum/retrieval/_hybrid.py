@@ -48,6 +48,11 @@ class HybridBuilder:
     def encoding(self) -> dict[str, Any] | None:
         return self.parts[1].encoding
 
+    @property
+    def digests(self) -> dict[str, str]:
+        """The dense part's files hashed as they were written (:attr:`._dense.DenseBuilder.digests`)."""
+        return self.parts[1].digests
+
     def finish(self, *, bar: Any = None, task: Any = None) -> dict[str, Any]:
         facts: dict[str, Any] = {}
         for part in self.parts:
@@ -122,4 +127,4 @@ KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg,
                      description="hybrid: BM25 and dense fused by reciprocal rank", options=HybridOptions,
                      uses=("bm25", "dense"), label="hybrid (BM25 + dense)",
                      negatives="hybrid hard negatives (BM25 and dense fused by reciprocal rank)", summary=summary,
-                     verify=_dense.verify)
+                     verify=_dense.verify, native=_bm25.NATIVE)

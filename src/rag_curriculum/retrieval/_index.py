@@ -3,8 +3,9 @@ retriever kind (``--kind bm25``, the default; the kinds are modules beside this 
 
 An index directory holds::
 
-    manifest.json      what made it: kind, sources and their checksums, the kind's settings, counts, the content
-                       fingerprint (:mod:`._fingerprint`) (written last)
+    manifest.json      what made it: kind, sources and their checksums, the kind's settings, counts, every other
+                       file's size and SHA-256 (:mod:`._integrity`), the content fingerprint (:mod:`._fingerprint`)
+                       and what it is made of, its own digest (written last)
     passages.bin       the passage store (:mod:`._store`): title, text, origin, a corpus line's own id and contents
                        prefix, in small compressed blocks; memory-mapped when loaded
     norms.bin          the passages' normalised texts (what a build's answer test searches), compressed
@@ -20,6 +21,11 @@ takes each block in this process while a forked worker reads the sources again a
 the inputs' checksums (one CPU each; the passages' hashes are made in this process, which has them in hand, so the
 two take about as long); ranking the dataset's questions waits for both. Ties in score are broken by
 the lower passage id, so rankings are deterministic.
+
+Every reader checks the files against the manifest when it opens the index (:class:`CorpusIndex`, ``check``: the
+sizes, small files and the kind's native files hashed whole, large ones sampled, the fingerprint recomputed from the
+records; ``full``: every file hashed), and :meth:`CorpusIndex.verify` (``curriculum validate``) recomputes the
+passages' digest and re-ranks a sample of the stored rankings.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._commit import OutputKind, check_output, commit_output, exclusive, lock_beside, prepare_output
-from .._plumbing import SideTask, gc_paused
+from .._plumbing import SideTask, file_sha256, gc_paused
 from .._progress import maybe_progress
 from .._version import __version__
 from ..errors import CurriculumError
@@ -41,6 +47,7 @@ from ..loaders import get_loader
 from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
 from ._fingerprint import index_fingerprint
+from ._integrity import Damaged, check_files, record, records, save_npy, seal, sealed
 from ._kinds import get_kind
 from ._store import (
     KEYS,
@@ -53,6 +60,7 @@ from ._store import (
     StoreWriter,
     normalize_passage,
     passage_hash,
+    passages_sha256,
 )
 
 if TYPE_CHECKING:
@@ -61,11 +69,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = "index"
-FORMAT = 5  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed;
+FORMAT = 6  # 2: passage_keys.npy; 3: the norm column, questions' gold ids; 4: kinds, doc_id / prefix, streamed;
 #            5: compressed BM25 postings and the lucene preset; compressed passages (passages.bin, norms.bin);
-#            the content fingerprint
+#            the content fingerprint; 6: every file's SHA-256, what the fingerprint is made of, the manifest's own
+#            digest
 MANIFEST = "manifest.json"
 CHUNK = 4096  # queries per ranking step
+#: The files of every index, whatever its kind (the rest are the kind's own).
+STORE = (PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES)
+#: How many stored rankings ``curriculum validate`` ranks again (spread over the questions).
+RERANKED = 32
+REBUILD = "build the index again with curriculum index ... --overwrite"
 
 
 class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
@@ -88,7 +102,7 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, 
         raise
     return {"input": sha256_file(Path(cfg.input)) if cfg.input else None,
             "corpus": sha256_file(Path(cfg.corpus)) if cfg.corpus else None, "rows": writer.rows,
-            "digest": writer.digest}
+            "digest": writer.digest, "files": writer.sha256}
 
 
 def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None = None) -> dict[str, Any]:
@@ -144,11 +158,16 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             raise IndexError_(f"the passage store holds {sums['rows']:,} passages, the {kind.name} index "
                               f"{found.passages:,}: the sources changed while they were read",
                               hint="build again once the input files no longer change")
-        store = {PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES, MANIFEST}
-        fingerprint = index_fingerprint(
-            kind.name, facts, sums["digest"],
-            [p for p in tmp.rglob("*") if p.is_file() and p.relative_to(tmp).as_posix() not in store], tmp,
-            encoder=getattr(cfg, "encoder", None))
+        # every file's SHA-256: made as it was written where the writer let the bytes through (the store, the
+        # hashes, a dense index's vectors and FAISS file), else read now (the BM25 postings, as the fingerprint
+        # always read them)
+        digests = {**sums["files"], **keys.sha256, **(getattr(builder, "digests", None) or {})}
+        kind_files = {}
+        for p in sorted(tmp.rglob("*")):
+            rel = p.relative_to(tmp).as_posix()
+            if p.is_file() and rel not in (*STORE, MANIFEST):
+                kind_files[rel] = digests.get(rel) or file_sha256(p)
+        fingerprint = index_fingerprint(kind.name, facts, sums["digest"], kind_files)
         t3 = time.perf_counter()
         depth = min(cfg.depth, found.passages)
         head = {"passages": found.passages, "questions": len(found.q_ids), "depth": depth, "retriever": kind.name,
@@ -169,9 +188,11 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
                     bar.advance(task, len(got_ids))
         empty = int((ids[:, 0] < 0).sum()) if n and depth else 0
         t4 = time.perf_counter()
-        np.save(tmp / RANKED_IDS, ids)
-        np.save(tmp / RANKED_SCORES, scores)
-        files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
+        digests.update({RANKED_IDS: save_npy(tmp / RANKED_IDS, ids), RANKED_SCORES: save_npy(tmp / RANKED_SCORES,
+                                                                                             scores)})
+        digests.update(kind_files)
+        files = {p.relative_to(tmp).as_posix(): record(p, digests.get(p.relative_to(tmp).as_posix()))
+                 for p in sorted(tmp.rglob("*")) if p.is_file()}
         sources = []
         if dataset:
             sources.append({"kind": "dataset", "dataset": dataset, "input": Path(cfg.input).name,
@@ -194,7 +215,10 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             "command": portable_command(command, out) if command else command, "sources": sources,
             **facts, "passages": found.passages, "depth": depth, "questions": len(found.q_ids),
             "empty_queries": empty, "files": files, "fingerprint": fingerprint,
+            # what the fingerprint is made of, so that every reader recomputes it from the records above
+            "content": {"passages": sums["digest"], "settings": sorted(facts), "files": sorted(kind_files)},
         }
+        manifest = seal(manifest)  # its own digest, last
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         commit_output(tmp, out, overwrite=cfg.overwrite, kind=OUTPUT)
     except BaseException:
@@ -246,26 +270,30 @@ class CorpusIndex(PassageStore):
     retriever kind's searcher, opened on first use (``backend``, ``threads``, ``device`` and ``encoder``, another
     copy of a dense index's encoder, are the kind's options).
     ``retrieve`` / ``retrieve_many`` rank passages for new questions; ``stored`` / ``rankings`` give the stored
-    rankings of the indexed dataset's questions."""
+    rankings of the indexed dataset's questions.
+
+    ``check``: how the files are checked against the manifest before anything is read (:mod:`._integrity`):
+    ``open`` (the default: sizes, small files and the kind's native files hashed whole, large files sampled, the
+    fingerprint recomputed from the records), ``full`` (every file hashed: ``serve --verify``, ``validate``) or
+    ``sizes`` (``validate --quick``). A file that fails is one line naming it."""
 
     def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0,
-                 device: str | None = None, encoder: str | None = None) -> None:
+                 device: str | None = None, encoder: str | None = None, check: str = "open") -> None:
         d = Path(directory)
         self.path = d
-        self.manifest = m = read_index_manifest(d)
-        problems = []
-        for name, size in (m.get("files") or {}).items():
-            p = d / name
-            if not p.is_file():
-                problems.append(f"{name} missing")
-            elif p.stat().st_size != size:
-                problems.append(f"{name} is {p.stat().st_size} bytes, the manifest says {size}")
-        if not problems:
-            problems = self._open_store(d, m)
+        self.manifest = m = read_index_manifest(d, kind_check=False)
+        try:
+            self.kind = get_kind(m.get("retriever", ""))
+        except CurriculumError as e:
+            raise IndexError_(f"{d}: {e}", hint=getattr(e, "hint", None)) from None
+        try:
+            self.digests = check_index_files(d, m, check, native=self.kind.native)
+        except Damaged as e:
+            raise IndexError_(f"{d}: {e}", hint=f"{REBUILD} (curriculum validate DIR checks every file)") from None
+        _kind_check(m, d)  # (it may read the kind's files: after they were checked)
+        problems = self._open_store(d, m)
         if problems:
-            raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems),
-                              hint="build it again with curriculum index ... --overwrite")
-        self.kind = get_kind(m["retriever"])
+            raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems), hint=REBUILD)
         self._options = {"backend": backend, "threads": threads, "device": device, "encoder": encoder}
         self._searcher: Any = None
 
@@ -287,14 +315,59 @@ class CorpusIndex(PassageStore):
         """Open the searcher and run one query (compile, load models, touch the files)."""
         self.searcher.warm()
 
-    def verify(self) -> None:
-        """What ``curriculum validate`` checks beyond loading: the kind's own reading of its files (a dense index's
-        vectors all finite), which may read them whole."""
+    def verify(self, *, rerank: int = RERANKED) -> dict[str, Any]:
+        """What ``curriculum validate`` checks beyond an open (best on an index opened with ``check="full"``): the
+        passages' digest recomputed from ``passages.bin`` (so the fingerprint, recomputed from the records at open,
+        is recomputed from the files); the kind's own reading of its files (a dense index's vectors all finite,
+        its encoder's files), which may read them whole; and ``rerank`` of the stored rankings, spread over the
+        questions, ranked again and compared (a stored ranking the index does not make is refused, naming the
+        question). Returns what was checked."""
+        d, m = self.path, self.manifest
+        try:
+            got = passages_sha256(d / PASSAGES)
+        except ValueError as e:
+            raise IndexError_(f"{d}: {e}", hint=REBUILD) from None
+        if got != m["content"]["passages"]:
+            raise IndexError_(f"{d}: {PASSAGES}: its passages are not the ones the fingerprint was made of (their "
+                              "digest differs from the manifest's content.passages)", hint=REBUILD)
         if self.kind.verify is not None:
             try:
-                self.kind.verify(self.path, self.manifest)
+                self.kind.verify(d, m)
             except CurriculumError as e:
                 raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
+        return {"reranked": self._check_rankings(rerank)}
+
+    def _check_rankings(self, sample: int) -> int:
+        """Rank ``sample`` of the stored questions again (spread evenly) and compare with ``ranked_ids.npy`` /
+        ``ranked_scores.npy``: the same ids in the same order, where scores tie within float rounding either order;
+        the number ranked."""
+        import numpy as np
+
+        n, depth = len(self._q_ids), self.depth
+        if not n or not depth or not sample:
+            return 0
+        rows = np.unique(np.linspace(0, n - 1, min(n, sample)).round().astype(np.int64))
+        texts = self._q()[0]
+        ids, scores = self.retrieve_many([texts[r] for r in rows], depth)
+        for i, r in enumerate(rows.tolist()):
+            s_ids = np.asarray(self.ranked_ids[r])
+            s_scores = np.asarray(self.ranked_scores[r], dtype=np.float64)
+            got = scores[i].astype(np.float64)
+            tol = 1e-4 * np.maximum(1.0, np.abs(s_scores))
+            bad = np.flatnonzero(np.abs(got - s_scores) > tol)
+            if not len(bad):  # the same scores: the same passages above the last score (ties there may differ)
+                above = s_scores > s_scores[-1] + tol[-1]
+                if set(s_ids[above].tolist()) != set(ids[i][got > s_scores[-1] + tol[-1]].tolist()):
+                    bad = np.flatnonzero(above & (s_ids != ids[i]))[:1]
+                    bad = bad if len(bad) else np.flatnonzero(above)[:1]
+            if len(bad):
+                j = int(bad[0])
+                raise IndexError_(
+                    f"{self.path}: {RANKED_IDS}: the stored ranking of question {self._q_ids[r]!r} (row {r}) is not "
+                    f"what the index ranks for it (at rank {j + 1}: passage {int(s_ids[j])} scored "
+                    f"{float(s_scores[j]):.6g} stored, passage {int(ids[i][j])} scored {float(got[j]):.6g} "
+                    "ranked now): the stored rankings do not match the index", hint=REBUILD)
+        return len(rows)
 
     # -- facts
     @property
@@ -316,8 +389,9 @@ class CorpusIndex(PassageStore):
     def fingerprint(self) -> str:
         """The index's identity: a digest of what determines its answers (its passages, its kind, the kind's
         analysis and scoring parameters and files: :mod:`._fingerprint`), not of where it is or the command that
-        built it; recorded in the manifest at build. The server sends it with every answer, so a client notices
-        an index swapped behind a URL, and a rebuild of the same corpus elsewhere is the same index."""
+        built it; recorded in the manifest at build and recomputed from its records at open. The server sends it
+        with every answer, so a client notices an index swapped behind a URL, and a rebuild of the same corpus
+        elsewhere is the same index."""
         return self.manifest["fingerprint"]
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:
@@ -401,7 +475,10 @@ class CorpusIndex(PassageStore):
         return out
 
 
-def read_index_manifest(directory: str | Path) -> dict[str, Any]:
+def read_index_manifest(directory: str | Path, *, kind_check: bool = True) -> dict[str, Any]:
+    """An index's manifest, refused when it is not one this toolkit reads (another kind of output, another format,
+    edited after the build: its own digest differs) and, with ``kind_check``, when its kind refuses it (another
+    library version, saved parameters that differ)."""
     d = Path(directory)
     if not d.is_dir():
         raise IndexError_(f"{d}: no such index directory",
@@ -424,12 +501,42 @@ def read_index_manifest(directory: str | Path) -> dict[str, Any]:
     if m.get("format") != FORMAT:
         raise IndexError_(f"{d}: index format {m.get('format')!r}; this toolkit reads {FORMAT}",
                           hint="build the index again with this version")
+    if not sealed(m):
+        raise IndexError_(f"{p}: its own digest (manifest_sha256) is not that of its contents: it was edited or "
+                          "damaged after the index was built", hint=REBUILD)
+    if kind_check:
+        _kind_check(m, d)
+    return m
+
+
+def _kind_check(m: dict[str, Any], d: Path) -> None:
     try:
-        kind_ = get_kind(m.get("retriever", ""))
-        kind_.check(m, d)
+        get_kind(m.get("retriever", "")).check(m, d)
     except CurriculumError as e:
         raise IndexError_(f"{d}: {e}", hint=getattr(e, "hint", None)) from None
-    return m
+
+
+def check_index_files(directory: Path, m: dict[str, Any], level: str = "open",
+                      native: tuple[str, ...] = ()) -> dict[str, str]:
+    """The index's files against the manifest ``m`` at ``level`` (:func:`._integrity.check_files`), after its
+    records: every file of :data:`STORE` and of the fingerprint recorded, and the fingerprint recomputed from them
+    (a forged one, or one of other files, is refused). The SHA-256 of each file hashed whole; :class:`Damaged`."""
+    files = records(m, STORE)
+    if level == "sizes":
+        return check_files(directory, files, "sizes")
+    content = m.get("content")
+    if (not isinstance(content, dict) or not isinstance(content.get("files"), list)
+            or not isinstance(content.get("settings"), list) or not isinstance(content.get("passages"), str)):
+        raise Damaged(MANIFEST, "no 'content' record of what its fingerprint is made of")
+    for name in content["files"]:
+        if name not in files:
+            raise Damaged(MANIFEST, f"'files' leaves out {name}, a file its fingerprint covers")
+    settings = {k: m.get(k) for k in content["settings"]}
+    fp = index_fingerprint(m.get("retriever", ""), settings, content["passages"],
+                           {n: files[n]["sha256"] for n in content["files"]})
+    if fp != m.get("fingerprint"):
+        raise Damaged(MANIFEST, "its fingerprint is not the one its records make (forged, or the records changed)")
+    return check_files(directory, files, level, native=native)
 
 
 def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:

@@ -34,7 +34,14 @@ A kind declares:
 * ``verify(directory, manifest)``: what ``curriculum validate`` checks of the kind's files beyond what loading
   checks (it may read them whole: a dense index's vectors, for NaN or infinity);
 * ``placement``: the options (of its ``options``) that say where the build's work runs, not what it makes (the
-  dense kind's ``--engine ray`` and its workers): never recorded in the manifest, left out of its command.
+  dense kind's ``--engine ray`` and its workers): never recorded in the manifest, left out of its command;
+* ``native``: its files (paths inside the index; a trailing ``/``: a folder) that compiled code reads without
+  bounds checks: every open hashes them whole against the manifest, whatever their size (BM25: ``bm25/``), where
+  other large files get a sampled check (:mod:`._integrity`).
+
+Every file a kind writes is recorded in the manifest with its SHA-256 (:mod:`._integrity`): a builder that hashed
+a file as it wrote it says so in its ``digests`` (``{path inside the index: SHA-256}``, optional); the others are
+read once after the build.
 
 Outside the toolkit, a kind is registered by an entry point in the group ``rag_curriculum.retriever_kinds``
 (``toy = "my_pkg.toy:KIND"``), read when :mod:`rag_curriculum.retrieval` is first imported: then its options are
@@ -80,6 +87,7 @@ class RetrieverKind:
     warm_on_build: bool = False
     verify: Callable[[Any, dict[str, Any]], None] | None = None
     placement: tuple[str, ...] = ()
+    native: tuple[str, ...] = ()
 
     def option_names(self) -> tuple[str, ...]:
         """The settings this kind declares itself (its ``options`` dataclass's fields)."""

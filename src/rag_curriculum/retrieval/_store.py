@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .._metrics import normalize_answer
+from ._integrity import HashingWriter, save_npy
 
 PASSAGES = "passages.bin"
 NORMS = "norms.bin"
@@ -104,7 +105,7 @@ class BlockFile:
     offsets and the footer. ``join`` makes a block's bytes from its rows."""
 
     def __init__(self, path: Path, rows_per_block: int, join: Any = b"".join, codec: int = DEFLATE) -> None:
-        self.f = open(path, "wb")
+        self.f = HashingWriter(path)  # its SHA-256 made as it is written (:attr:`sha256`)
         self.per = rows_per_block
         self.join = join
         self.codec = codec
@@ -160,6 +161,7 @@ class BlockFile:
         self.f.write(_FOOTER.pack(MAGIC, self.codec, self.per, self.rows, len(self._offsets) - 1, at, len(self._dict),
                                   at + len(self._dict)))
         self.f.close()
+        self.sha256 = self.f.hexdigest()
 
     def abort(self) -> None:
         self.f.close()
@@ -174,8 +176,9 @@ PARTS = ("passages", "norms", "keys")
 
 class StoreWriter:
     """``passages.bin``, ``norms.bin`` and ``passage_keys.npy``, a block of passages at a time, then
-    ``questions.arrow``; :attr:`digest`, the SHA-256 of the passages' fields. ``parts`` (of :data:`PARTS`) says
-    which files this writer makes: the same bytes whether one writer makes them all or several share them."""
+    ``questions.arrow``; :attr:`digest`, the SHA-256 of the passages' fields; :attr:`sha256`, each file's SHA-256,
+    made as it was written. ``parts`` (of :data:`PARTS`) says which files this writer makes: the same bytes whether
+    one writer makes them all or several share them."""
 
     def __init__(self, tmp: Path, parts: tuple[str, ...] = PARTS) -> None:
         assert parts and set(parts) <= set(PARTS), parts
@@ -185,6 +188,7 @@ class StoreWriter:
         self._keys: list[Any] | None = [] if "keys" in parts else None
         self._sha = hashlib.sha256()
         self.rows = 0
+        self.sha256: dict[str, str] = {}
 
     def add(self, block: Any) -> None:
         import numpy as np
@@ -214,15 +218,20 @@ class StoreWriter:
 
         if self._norms is not None:
             self._norms.close()
+            self.sha256[NORMS] = self._norms.sha256
         if self._keys is not None:
-            np.save(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64))
+            self.sha256[KEYS] = save_npy(self.tmp / KEYS, np.concatenate(self._keys) if self._keys else
+                                         np.zeros(0, np.int64))
         if self._docs is None:
             return
         self._docs.close()
+        self.sha256[PASSAGES] = self._docs.sha256
         table = pa.table({"id": pa.array(q_ids, pa.string()), "question": pa.array(q_texts, pa.string()),
                           "gold": pa.array(q_gold, pa.list_(pa.int32()))})
-        with pa.OSFile(str(self.tmp / QUESTIONS), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table, max_chunksize=ARROW_ROWS)
+        with HashingWriter(self.tmp / QUESTIONS) as f:
+            with pa.PythonFile(f, mode="w") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table, max_chunksize=ARROW_ROWS)
+        self.sha256[QUESTIONS] = f.hexdigest()
 
     def abort(self) -> None:
         for f in (self._docs, self._norms):
@@ -284,6 +293,32 @@ class BlockReader:
             raw += more
         return {r: tuple(None if lens[i] == NULL else raw[starts[i]:starts[i + 1]].decode("utf-8", "surrogatepass")
                          for i in range(k * r, k * r + k)) for r in wanted}
+
+
+def passages_sha256(path: Path) -> str:
+    """:attr:`StoreWriter.digest` recomputed from a ``passages.bin``: every block decompressed, each passage's five
+    lengths and its fields' bytes hashed in order (what ``curriculum validate`` compares with the manifest's
+    ``content.passages``, the passages' part of the fingerprint). A block that does not decompress or parse is a
+    ``ValueError`` naming it."""
+    f = BlockReader(path)
+    k = len(PASSAGE_FIELDS)
+    h = hashlib.sha256()
+    for b in range(f.blocks):
+        n = min(f.per, f.rows - b * f.per)
+        try:
+            raw = memoryview(f.block(b))
+            lens = struct.unpack_from(f"<{k * n}I", raw)
+        except (zlib.error, struct.error) as e:
+            raise ValueError(f"{path.name}: block {b} cannot be read ({e})") from None
+        at = 4 * k * n
+        for r in range(n):
+            size = sum(0 if ln == NULL else ln for ln in lens[k * r:k * r + k])
+            h.update(raw[4 * k * r:4 * k * (r + 1)])
+            h.update(raw[at:at + size])
+            at += size
+        if at != len(raw):
+            raise ValueError(f"{path.name}: block {b} holds {len(raw) - at:+,} bytes more than its passages' fields")
+    return h.hexdigest()
 
 
 class PassageStore:

@@ -1,0 +1,219 @@
+"""What an index's manifest records of each file it wrote, and how a reader checks those records (issue 57).
+
+**The records.** Every file of an index but ``manifest.json`` is in the manifest's ``files``:
+``{"bytes": size, "sha256": digest}``, and for a file larger than :data:`WHOLE` also ``"sample"``: the SHA-256 of
+:data:`SAMPLES` chunks of :data:`CHUNK` bytes spread evenly over it (the first and the last included). The
+digests are made as the files are written where the writer lets the bytes through (:class:`HashingWriter`: the
+passage store, the hashes, the questions, the stored rankings, a dense index's vectors and FAISS file); files
+another library writes to a path (the BM25 postings, written by numpy) are read once after, as the content
+fingerprint always read them. The manifest also holds its own digest (``manifest_sha256``, of its other keys as
+canonical JSON: :func:`seal`), and ``content``: what its fingerprint is made of (the passages' digest, the kind's
+settings keys and files), so the fingerprint is recomputed from the records at every open and a forged one is
+refused.
+
+**The checks** (:func:`check_files`), at three levels:
+
+* ``sizes``: every recorded file there, of its size (``curriculum validate --quick``; all that an open checked
+  before these records);
+* ``open`` (every reader: ``load_index``, ``serve``, builds, agents): ``sizes``, then every file up to
+  :data:`WHOLE` bytes and every file compiled code reads without bounds checks (a kind's ``native`` files: the BM25
+  postings and vocabulary) hashed whole, the others' samples read and hashed;
+* ``full`` (``curriculum validate``, ``serve --verify``): every file hashed whole.
+
+A file that fails is one line naming it (:class:`Damaged`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .._plumbing import file_sha256
+
+#: Files up to this size are hashed whole at every open; larger ones are sampled (unless native).
+WHOLE = 64 << 20
+#: A large file's sampled check: this many chunks of this many bytes, spread evenly, first and last included.
+SAMPLES, CHUNK = 64, 64 << 10
+#: The manifest's key holding its own digest.
+SEAL = "manifest_sha256"
+LEVELS = ("sizes", "open", "full")
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class Damaged(Exception):
+    """A recorded file that is missing or differs from its record: ``name`` (relative to the index) and what is
+    wrong."""
+
+    def __init__(self, name: str, what: str) -> None:
+        super().__init__(f"{name}: {what}")
+        self.name, self.what = name, what
+
+
+class HashingWriter:
+    """A binary file opened for writing whose bytes are hashed (SHA-256) as they go through :meth:`write`; numpy's
+    ``np.save``, pyarrow's ``PythonFile`` and FAISS's ``PyCallbackIOWriter`` write through it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.f = open(path, "wb")  # noqa: SIM115  (closed by close())
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self._sha.update(data)
+        n = self.f.write(data)
+        self.size += n
+        return n
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def tell(self) -> int:
+        return self.size
+
+    @property
+    def closed(self) -> bool:
+        return self.f.closed
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> HashingWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def save_npy(path: Path, array: Any) -> str:
+    """``np.save(path, array)`` hashed as it is written; its SHA-256."""
+    import numpy as np
+
+    with HashingWriter(path) as f:
+        np.save(f, array, allow_pickle=False)
+    return f.hexdigest()
+
+
+def _spans(size: int) -> list[tuple[int, int]]:
+    if size <= SAMPLES * CHUNK:
+        return [(0, size)]
+    step = (size - CHUNK) / (SAMPLES - 1)
+    return [(int(i * step), CHUNK) for i in range(SAMPLES)]
+
+
+def sample_sha256(path: str | Path, size: int | None = None) -> str:
+    """The SHA-256 of a file's sampled chunks (:data:`SAMPLES` of :data:`CHUNK` bytes, spread evenly; the whole file
+    when it is smaller than that)."""
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size if size is None else size
+        for at, n in _spans(size):
+            h.update(os.pread(fd, n, at))
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def record(path: Path, sha256: str | None = None) -> dict[str, Any]:
+    """A file's record: its size, its SHA-256 (``sha256`` when the writer made it, else read now) and, above
+    :data:`WHOLE` bytes, its sampled digest."""
+    size = path.stat().st_size
+    out: dict[str, Any] = {"bytes": size, "sha256": sha256 or file_sha256(path)}
+    if size > WHOLE:
+        out["sample"] = sample_sha256(path, size)
+    return out
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def seal(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its own digest (``manifest_sha256``: of every other key, canonical JSON) as its last key."""
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return {**body, SEAL: hashlib.sha256(canonical(body)).hexdigest()}
+
+
+def sealed(manifest: dict[str, Any]) -> bool:
+    """Whether the manifest's own digest matches its other keys."""
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return manifest.get(SEAL) == hashlib.sha256(canonical(body)).hexdigest()
+
+
+def records(manifest: dict[str, Any], required: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The manifest's ``files``, each a record of a size and a SHA-256, holding every name of ``required``; else
+    :class:`Damaged` naming what is wrong."""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise Damaged("manifest.json", "its 'files' list is empty or missing, so nothing it holds can be checked")
+    for name, rec in files.items():
+        if (not isinstance(rec, dict) or not isinstance(rec.get("bytes"), int) or rec["bytes"] < 0
+                or not _HEX.fullmatch(str(rec.get("sha256", "")))
+                or ("sample" in rec and not _HEX.fullmatch(str(rec["sample"])))):
+            raise Damaged("manifest.json", f"the record of {name} in 'files' is not a size and a SHA-256")
+        if not name or Path(name).is_absolute() or ".." in Path(name).parts or name == "manifest.json":
+            raise Damaged("manifest.json", f"'files' names {name!r}, which is not a file of the index")
+    missing = [n for n in required if n not in files]
+    if missing:
+        raise Damaged("manifest.json", f"'files' leaves out {missing[0]}, a file every such index holds")
+    return files
+
+
+def _whole(name: str, native: tuple[str, ...]) -> bool:
+    return any(name == p or (p.endswith("/") and name.startswith(p)) for p in native)
+
+
+def check_files(directory: Path, files: dict[str, dict[str, Any]], level: str = "open",
+                native: tuple[str, ...] = (), threads: int = 0) -> dict[str, str]:
+    """Check the recorded ``files`` of the index in ``directory`` at ``level`` (this module's docstring); return
+    the SHA-256 of each file hashed whole (all of them at ``full``). :class:`Damaged` names the first file that
+    fails (in the records' order)."""
+    assert level in LEVELS, level
+    for name, rec in files.items():
+        p = directory / name
+        if not p.is_file():
+            raise Damaged(name, "missing (the manifest lists it)")
+        size = p.stat().st_size
+        if size != rec["bytes"]:
+            raise Damaged(name, f"{size:,} bytes, manifest.json records {rec['bytes']:,} (truncated, grown or replaced)")
+    if level == "sizes":
+        return {}
+    jobs = []
+    for name, rec in files.items():
+        if level == "full" or rec["bytes"] <= WHOLE or _whole(name, native) or "sample" not in rec:
+            jobs.append((name, "sha256"))
+        else:
+            jobs.append((name, "sample"))
+
+    def digest(job: tuple[str, str]) -> str:
+        name, how = job
+        p = directory / name
+        return file_sha256(p) if how == "sha256" else sample_sha256(p, files[name]["bytes"])
+
+    workers = threads or min(4, os.cpu_count() or 1)
+    big = sum(files[n]["bytes"] for n, how in jobs if how == "sha256") > WHOLE
+    if workers > 1 and big and len(jobs) > 1:  # hashlib lets go of the GIL: files hashed side by side
+        with ThreadPoolExecutor(workers, thread_name_prefix="index-check") as pool:
+            got = list(pool.map(digest, jobs))
+    else:
+        got = [digest(j) for j in jobs]
+    whole = {}
+    for (name, how), value in zip(jobs, got, strict=True):
+        if value != files[name][how]:
+            what = "its SHA-256" if how == "sha256" else "the SHA-256 of its sampled chunks"
+            raise Damaged(name, f"{what} is not the one manifest.json records: the file changed or is damaged")
+        if how == "sha256":
+            whole[name] = value
+    return whole
+
+
+__all__ = ["CHUNK", "LEVELS", "SAMPLES", "SEAL", "WHOLE", "Damaged", "HashingWriter", "canonical", "check_files",
+           "record", "records", "sample_sha256", "save_npy", "seal", "sealed"]
