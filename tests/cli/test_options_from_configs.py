@@ -78,7 +78,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
                    "--body-timeout", "--min-body-rate",  # issue 46, item 3
-                   "--verify", "--no-verify"},  # issue 57: every file hashed before serving
+                   # issue 57: every file hashed before serving; another encoder, allowed, another fingerprint
+                   "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder"},
          "validate": {"--quick"},  # issue 57: sizes only, said so (the default hashes every file)
          # issue 35: dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",

@@ -197,8 +197,10 @@ def test_a_moved_encoder_is_one_line_before_anything_is_announced(moved, files, 
     from tiny_model import build_tiny_encoder
 
     wide = build_tiny_encoder(moved / "enc48", shared_data, dim=48)
+    with pytest.raises(Exception, match=f"--encoder {wide}: 1_Pooling/config.json differs from the encoder the index"):
+        load_index(moved / "index", encoder=str(wide), device="cpu").retrieve("who?")  # (issue 57)
     with pytest.raises(Exception, match=f"--encoder {wide} makes vectors of dimension 48; the index holds 32"):
-        load_index(moved / "index", encoder=str(wide), device="cpu").retrieve("who?")
+        load_index(moved / "index", encoder=str(wide), device="cpu", allow_other_encoder=True).retrieve("who?")
 
 
 # -- (9) encoder errors --------------------------------------------------------------------------------------------

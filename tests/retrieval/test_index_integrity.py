@@ -276,6 +276,60 @@ def test_the_dense_manifest_records_its_encoders_files(dense):
     assert files["dense/encoder/encoder.onnx"]["sha256"] == dense["manifest"]["dense"]["onnx"]["sha256"]
 
 
+def test_a_changed_onnx_export_is_refused_before_serving(dense, tmp_path):
+    root = copy(dense["root"], tmp_path / "root")
+    onnx = root / "index" / "dense" / "encoder" / "encoder.onnx"
+    data = bytearray(onnx.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = bytes(reversed(data[len(data) // 2:len(data) // 2 + 64]))
+    onnx.write_bytes(bytes(data))  # the same size
+    r = run("serve", "--index", root / "index", "--port", 1)
+    line = one_error(r)
+    assert "serving" not in r.output and "dense/encoder/encoder.onnx" in line, line
+    # the searcher's own check (what serve relies on when the file is too large to be hashed by every open)
+    ix = load_index(root / "index", check="sizes")
+    with pytest.raises(RetrievalIndexError, match="dense/encoder/encoder.onnx: the exported encoder's SHA-256 is not"):
+        ix.retrieve("who?")
+
+
+def test_another_encoder_is_refused_unless_allowed_and_then_announces_another_fingerprint(dense, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.retrieval._server import make_app
+
+    index, other = dense["index"], dense["other"]
+    r = run("serve", "--index", index, "--encoder", other, "--port", 1)
+    line = one_error(r)
+    assert "serving" not in r.output, r.output
+    assert line.startswith(f"error: --encoder {other}: ") and "from the encoder the index was built with (enc" in line
+    assert "--allow-other-encoder" in r.output, r.output
+    with pytest.raises(RetrievalIndexError, match="from the encoder the index was built with"):
+        load_index(index, encoder=str(other), device="cpu").retrieve("who?")
+    fp = dense["manifest"]["fingerprint"]
+    allowed = load_index(index, encoder=str(other), device="cpu", allow_other_encoder=True)
+    assert allowed.fingerprint != fp and len(allowed.fingerprint) == 64
+    with TestClient(make_app(allowed)) as c:
+        assert c.get("/health").json()["fingerprint"] == allowed.fingerprint
+        assert c.get("/manifest").json()["fingerprint"] == allowed.fingerprint
+        assert c.post("/retrieve", json={"query": "who?", "topk": 2}).json()["fingerprint"] == allowed.fingerprint
+    # a copy of the index's own encoder, elsewhere: accepted, the same fingerprint, with or without the flag
+    same = copy(dense["enc"], tmp_path / "copy-of-enc")
+    assert load_index(index, encoder=str(same), device="cpu", allow_other_encoder=True).fingerprint == fp
+    load_index(index, encoder=str(same), device="cpu").retrieve("who?")
+
+
+def test_the_recorded_encoder_changed_in_place_is_refused(dense, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAG_CURRICULUM_ENCODER_RUNTIME", "sentence-transformers")  # the folder is what loads
+    root = copy(dense["root"], tmp_path / "root")
+    load_index(root / "index", device="cpu").retrieve("who?")
+    weights = next(p for p in sorted((root / "enc").rglob("*.safetensors")))
+    flip(weights, weights.stat().st_size - 1)
+    rel = weights.relative_to(root / "enc").as_posix()
+    line = one_error(run("serve", "--index", root / "index", "--port", 1))
+    assert f"the index's encoder ../enc: {rel} differs from the encoder the index was built with" in line, line
+    line = one_error(run("validate", root / "index"))
+    assert f"{rel} differs" in line, line
+
+
 # -- (3) flipped bytes in every file ---------------------------------------------------------------------------------
 FUZZ = textwrap.dedent("""
     import json, shutil, sys

@@ -73,8 +73,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         # checks the directory against its manifest (sizes, small files and the BM25 postings hashed, large files
         # sampled, the fingerprint recomputed; --verify: every file hashed), then mmaps
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
-                         check="full" if cfg.verify else "open")
-        ix.searcher  # noqa: B018  (opened: a dense index's FAISS file and encoder folder checked before the announcement)
+                         check="full" if cfg.verify else "open", allow_other_encoder=cfg.allow_other_encoder)
+        ix.searcher  # noqa: B018  (opened: a dense index's FAISS file and encoder checked before the announcement)
         if cfg.engine == "ray":
             _import_ray_serve()
         host, port, workers = cfg.host, cfg.port, cfg.workers
@@ -84,6 +84,10 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                f"{workers} worker{'s' if workers > 1 else ''}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
+        if ix.fingerprint != ix.manifest["fingerprint"]:
+            out.print(f"[yellow]warning[/]: --encoder {cfg.encoder or ix.manifest.get('dense', {}).get('encoder')} is not "
+                      "the encoder the index was built with (--allow-other-encoder): the server announces fingerprint "
+                      f"{ix.fingerprint[:16]}..., not the index's {ix.manifest['fingerprint'][:16]}...", soft_wrap=True)
 
         # idle or half-sent connections cannot take the server down: deadlines on a request's headers and body, a
         # cap on open connections below the descriptor limit that sheds idle ones (retrieval/_guard.py); secrets
@@ -104,7 +108,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         else:  # uvicorn's worker processes import the app: the index and limits go through the environment
             os.environ[ENV_INDEX] = os.path.abspath(cfg.index)
             os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder,
-                                                  "device": cfg.device})
+                                                  "device": cfg.device,
+                                                  "allow_other_encoder": cfg.allow_other_encoder})
             del ix
             uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=workers, **kw)
 
@@ -118,7 +123,8 @@ def _import_ray_serve() -> None:
 
 
 def _serve_ray(cfg: ServeConfig, url: str) -> None:
-    options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device}
+    options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
+               "allow_other_encoder": cfg.allow_other_encoder}
     try:
         run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,
             num_gpus=cfg.replica_gpus, address=cfg.ray_address,

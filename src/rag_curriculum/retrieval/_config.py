@@ -245,6 +245,10 @@ class ServeConfig:
         "A dense or hybrid index: the encoder's folder, when it is not where the index's manifest says."))
     device: str | None = rule(None, empty=False, help=(
         "A dense or hybrid index: the encoder's device (default: cuda when there is one)."))
+    allow_other_encoder: bool = rule(False, help=(
+        "A dense or hybrid index: serve with an --encoder whose files are not the ones the index was built with "
+        "(refused otherwise); the server then announces another fingerprint, so a client that recorded the "
+        "index's sees the change."))
     verify: bool = rule(False, help=(
         "Hash every file of the index against its manifest before serving (by default small files and the BM25 "
         "postings are hashed whole, larger files sampled); a changed file is refused, naming it."))

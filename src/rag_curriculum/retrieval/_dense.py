@@ -45,7 +45,7 @@ from ._encoder import (
     default_device,
     looks_local,
 )
-from ._fingerprint import files_digest, folder_files
+from ._fingerprint import files_digest, folder_files, folder_sha256
 from ._integrity import HashingWriter
 from ._kinds import RetrieverKind
 from ._onnx import FOLDER as ONNX_FOLDER
@@ -647,6 +647,69 @@ def check_encoder(recorded: str, directory: Path, override: str | None = None) -
         raise EncoderError(f"{directory}: the index's {e}", hint=MOVED_HINT) from None
 
 
+def _onnx_serves(m: dict[str, Any], override: str | None, device: str | None) -> bool:
+    """Whether the index's ONNX export of its encoder serves its queries (as :class:`._encoder.Encoder` decides)."""
+    from ._onnx import wanted
+
+    return isinstance(m.get("onnx"), dict) and not override and wanted() and (device or "cpu") == "cpu"
+
+
+#: What to do when an encoder is not the one an index was built with.
+OTHER_ENCODER_HINT = ("pass the encoder the index was built with, or add --allow-other-encoder to serve with this "
+                      "one (the server then announces another fingerprint)")
+
+
+def check_encoder_files(m: dict[str, Any], directory: Path, override: str | None, *, device: str | None = None,
+                        allow: bool = False) -> str | None:
+    """The encoder a dense index will run is the one it was built with (issue 57, item 2), checked before any model
+    loads: the ONNX export's two files against the SHA-256 ``dense.onnx`` records when the export serves; else the
+    encoder folder (``--encoder OVERRIDE``, the folder the manifest records, or a Hub model's cached snapshot)
+    against ``dense.encoder_files``, file by file (files the record does not name are not read). Another
+    encoder is refused in one line naming the file that differs, unless ``allow``: then the return value is the
+    served folder's SHA-256, which :attr:`CorpusIndex.fingerprint` folds into the announced fingerprint. None: the
+    index's own encoder (or nothing recorded to compare, when no other is given)."""
+    from .._plumbing import file_sha256
+
+    if _onnx_serves(m, override, device):
+        rec = m["onnx"]
+        folder = directory / DENSE_DIR / str(rec.get("folder", ONNX_FOLDER))
+        for key, sha in (("model", "sha256"), ("tokenizer", "tokenizer_sha256")):
+            path = folder / str(rec.get(key))
+            if path.is_file() and file_sha256(path) != rec.get(sha):
+                raise DenseError(f"{directory}: {path.relative_to(directory).as_posix()}: the exported encoder's "
+                                 "SHA-256 is not the one manifest.json records (the file changed or is damaged)",
+                                 hint="build the index again with curriculum index ... --overwrite")
+        return None
+    rec = m.get("encoder_files")
+    name = override or m["encoder"]
+    folder = Path(os.path.expanduser(override)) if override else encoder_folder(resolve_encoder(m["encoder"],
+                                                                                                 directory))
+    who = f"--encoder {override}" if override else f"the index's encoder {m['encoder']}"
+    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
+        if not override:
+            return None  # a Hub model that was not in the cache when the index was built: nothing to compare
+        if not allow:
+            raise DenseError(f"{who}: the index records no digest of the encoder it was built with "
+                             f"({m['encoder']}), so this one cannot be checked", hint=OTHER_ENCODER_HINT)
+        return folder_sha256(folder) if folder is not None and folder.is_dir() else str(name)
+    if folder is None or not folder.is_dir():
+        return None  # a Hub model not in this machine's cache: the loader says so
+    for rel in sorted(rec["files"]):
+        path = folder / rel
+        if not path.is_file():
+            what = f"{rel} is not there"
+        elif file_sha256(path) != rec["files"][rel]:
+            what = f"{rel} differs"
+        else:
+            continue
+        if allow:
+            return folder_sha256(folder)
+        raise DenseError(f"{who}: {what} from the encoder the index was built with ({rec.get('folder')}, its files' "
+                         f"SHA-256 recorded in manifest.json): its vectors would not be the index's",
+                         hint=OTHER_ENCODER_HINT)
+    return None
+
+
 def _halve(vectors: VectorFile, path: Path) -> str:
     """``vectors`` as float16, row-major, a block at a time; the file's SHA-256, made as it is written."""
     with HashingWriter(path) as f:
@@ -1007,16 +1070,21 @@ class DenseSearcher:
     """A dense index's FAISS index (memory-mapped) and its encoder (loaded on first use, or by :meth:`warm`)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
-                 device: str | None = None, encoder: str | None = None) -> None:
+                 device: str | None = None, encoder: str | None = None, allow_other_encoder: bool = False) -> None:
         faiss = _faiss()
         self.m = m = manifest["dense"]
         given = encoder if isinstance(encoder, Encoder) else None
         self.override = encoder if isinstance(encoder, str) else None
         self.encoder_name = given.settings.name if given else encoder or resolve_encoder(m["encoder"], Path(directory))
-        if given is None:  # a missing or broken encoder folder, said before the server announces anything
-            check_encoder(m["encoder"], Path(directory), self.override)
         self.dir = Path(directory) / DENSE_DIR
         self.device = device
+        #: None when the encoder is the one the index was built with; else the digest of the one served
+        #: (``allow_other_encoder``), which changes the fingerprint a server announces
+        self.fingerprint_salt: str | None = None
+        if given is None:  # a missing, broken or other encoder, said before the server announces anything
+            check_encoder(m["encoder"], Path(directory), self.override)
+            self.fingerprint_salt = check_encoder_files(m, Path(directory), self.override, device=device,
+                                                        allow=allow_other_encoder)
         self.threads = threads
         try:
             self.index = faiss.read_index(str(self.dir / FAISS_INDEX), _mmap_flags(faiss))
@@ -1177,6 +1245,8 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
             if file_sha256(path) != rec.get(f"{key}_sha256" if key == "tokenizer" else "sha256"):
                 raise DenseError(f"{where}: its SHA-256 is not the one manifest.json records (the file changed)",
                                  hint="build the index again with curriculum index ... --overwrite")
+    # the encoder folder (or a Hub model's cached copy), where it is found here, against its recorded digests
+    check_encoder_files({k: v for k, v in m.items() if k != "onnx"}, Path(directory), None)
 
 
 def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:
@@ -1184,8 +1254,9 @@ def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> DenseBuilder:
 
 
 def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
-          device: str | None = None, encoder: str | None = None) -> DenseSearcher:
-    return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder)
+          device: str | None = None, encoder: str | None = None, allow_other_encoder: bool = False) -> DenseSearcher:
+    return DenseSearcher(directory, manifest, backend=backend, threads=threads, device=device, encoder=encoder,
+                         allow_other_encoder=allow_other_encoder)
 
 
 def summary(manifest: dict[str, Any]) -> str:

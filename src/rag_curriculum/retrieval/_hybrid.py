@@ -91,11 +91,17 @@ def fuse(rankings: list[tuple[Any, Any]], k: int, rrf_k: int) -> tuple[Any, Any]
 
 class HybridSearcher:
     def __init__(self, directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
-                 device: str | None = None, encoder: str | None = None) -> None:
+                 device: str | None = None, encoder: str | None = None, allow_other_encoder: bool = False) -> None:
         self.bm25 = _bm25.BM25Searcher(directory, manifest, backend_name=backend, threads=threads)
-        self.dense = _dense.DenseSearcher(directory, manifest, threads=threads, device=device, encoder=encoder)
+        self.dense = _dense.DenseSearcher(directory, manifest, threads=threads, device=device, encoder=encoder,
+                                          allow_other_encoder=allow_other_encoder)
         self.h = manifest["hybrid"]
         self.backend = self.bm25.backend
+
+    @property
+    def fingerprint_salt(self) -> str | None:
+        """The dense part's (:attr:`._dense.DenseSearcher.fingerprint_salt`)."""
+        return self.dense.fingerprint_salt
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "hybrid", "bm25": self.bm25.describe(), "dense": self.dense.describe(), **self.h}

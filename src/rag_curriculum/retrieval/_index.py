@@ -30,6 +30,7 @@ passages' digest and re-ranks a sample of the stored rankings.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -268,7 +269,8 @@ class Ranking:
 class CorpusIndex(PassageStore):
     """A loaded index: its passage store and stored rankings memory-mapped (:class:`._store.PassageStore`), and its
     retriever kind's searcher, opened on first use (``backend``, ``threads``, ``device`` and ``encoder``, another
-    copy of a dense index's encoder, are the kind's options).
+    copy of a dense index's encoder, are the kind's options; ``allow_other_encoder`` serves a dense index with an
+    encoder other than its own, under another fingerprint, and opens the searcher at once).
     ``retrieve`` / ``retrieve_many`` rank passages for new questions; ``stored`` / ``rankings`` give the stored
     rankings of the indexed dataset's questions.
 
@@ -278,7 +280,8 @@ class CorpusIndex(PassageStore):
     ``sizes`` (``validate --quick``). A file that fails is one line naming it."""
 
     def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0,
-                 device: str | None = None, encoder: str | None = None, check: str = "open") -> None:
+                 device: str | None = None, encoder: str | None = None, check: str = "open",
+                 allow_other_encoder: bool = False) -> None:
         d = Path(directory)
         self.path = d
         self.manifest = m = read_index_manifest(d, kind_check=False)
@@ -295,7 +298,11 @@ class CorpusIndex(PassageStore):
         if problems:
             raise IndexError_(f"{d}: the index does not match its manifest: " + "; ".join(problems), hint=REBUILD)
         self._options = {"backend": backend, "threads": threads, "device": device, "encoder": encoder}
+        if allow_other_encoder:  # (only then: a kind of a package may not know the option)
+            self._options["allow_other_encoder"] = True
         self._searcher: Any = None
+        if allow_other_encoder:
+            self.searcher  # noqa: B018  (opened now: its encoder checked, so the fingerprint is the served one)
 
     @property
     def searcher(self) -> Any:
@@ -391,8 +398,11 @@ class CorpusIndex(PassageStore):
         analysis and scoring parameters and files: :mod:`._fingerprint`), not of where it is or the command that
         built it; recorded in the manifest at build and recomputed from its records at open. The server sends it
         with every answer, so a client notices an index swapped behind a URL, and a rebuild of the same corpus
-        elsewhere is the same index."""
-        return self.manifest["fingerprint"]
+        elsewhere is the same index. Served with another encoder (``allow_other_encoder``), it is another: the
+        SHA-256 of the recorded one and that encoder's digest."""
+        salt = getattr(self._searcher, "fingerprint_salt", None) if self._searcher is not None else None
+        fp = self.manifest["fingerprint"]
+        return fp if not salt else hashlib.sha256(f"{fp}\0encoder\0{salt}".encode()).hexdigest()
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:
         """What a build's manifest records about the index it used: where, what it holds, its kind's settings."""

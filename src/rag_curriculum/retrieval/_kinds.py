@@ -41,7 +41,8 @@ A kind declares:
 
 Every file a kind writes is recorded in the manifest with its SHA-256 (:mod:`._integrity`): a builder that hashed
 a file as it wrote it says so in its ``digests`` (``{path inside the index: SHA-256}``, optional); the others are
-read once after the build.
+read once after the build. A searcher whose answers are not the index's own (the dense kind served with another
+encoder, allowed) says so with its ``fingerprint_salt`` (optional): the index then announces another fingerprint.
 
 Outside the toolkit, a kind is registered by an entry point in the group ``rag_curriculum.retriever_kinds``
 (``toy = "my_pkg.toy:KIND"``), read when :mod:`rag_curriculum.retrieval` is first imported: then its options are

@@ -184,10 +184,10 @@ class _State:
     """The index behind the app: loaded (and warmed) once, in the lifespan."""
 
     def __init__(self, source: "str | Path | CorpusIndex", threads: int, encoder: str | None = None,
-                 device: str | None = None) -> None:
+                 device: str | None = None, allow_other_encoder: bool = False) -> None:
         self.source = source
         self.threads = threads
-        self.options = {"encoder": encoder, "device": device}
+        self.options = {"encoder": encoder, "device": device, "allow_other_encoder": allow_other_encoder}
         self.ix: CorpusIndex | None = None
         self.ready = False
         self.batcher: _Batcher | None = None
@@ -206,12 +206,13 @@ class _State:
 def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_BATCH,
              max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
-             encoder: str | None = None, device: str | None = None) -> Any:
+             encoder: str | None = None, device: str | None = None, allow_other_encoder: bool = False) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
     none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only); ``max_body_bytes``:
-    the largest request body (413 above it); ``max_query_chars``: the longest query (422 above it)."""
+    the largest request body (413 above it); ``max_query_chars``: the longest query (422 above it);
+    ``encoder``, ``device``, ``allow_other_encoder``: a dense index's (:class:`CorpusIndex`'s)."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -225,7 +226,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
-    state = _State(index, threads, encoder, device)
+    state = _State(index, threads, encoder, device, allow_other_encoder)
     limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
               "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 
