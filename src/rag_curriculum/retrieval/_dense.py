@@ -51,6 +51,7 @@ from ._kinds import RetrieverKind
 from ._onnx import FOLDER as ONNX_FOLDER
 from ._onnx import RUNTIME as ONNX_RUNTIME
 from ._onnx import export as export_encoder
+from ._onnx import wanted as onnx_wanted
 from ._ray_encode import RayEncoding
 
 if TYPE_CHECKING:
@@ -649,9 +650,7 @@ def check_encoder(recorded: str, directory: Path, override: str | None = None) -
 
 def _onnx_serves(m: dict[str, Any], override: str | None, device: str | None) -> bool:
     """Whether the index's ONNX export of its encoder serves its queries (as :class:`._encoder.Encoder` decides)."""
-    from ._onnx import wanted
-
-    return isinstance(m.get("onnx"), dict) and not override and wanted() and (device or "cpu") == "cpu"
+    return isinstance(m.get("onnx"), dict) and not override and onnx_wanted() and (device or "cpu") == "cpu"
 
 
 #: What to do when an encoder is not the one an index was built with.
@@ -668,8 +667,6 @@ def check_encoder_files(m: dict[str, Any], directory: Path, override: str | None
     encoder is refused in one line naming the file that differs, unless ``allow``: then the return value is the
     served folder's SHA-256, which :attr:`CorpusIndex.fingerprint` folds into the announced fingerprint. None: the
     index's own encoder (or nothing recorded to compare, when no other is given)."""
-    from .._plumbing import file_sha256
-
     if _onnx_serves(m, override, device):
         rec = m["onnx"]
         folder = directory / DENSE_DIR / str(rec.get("folder", ONNX_FOLDER))
