@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from index_edits import resealed
 
 from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
@@ -138,7 +139,9 @@ def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
     (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(RetrievalIndexError, match=r"manifest.json: its own digest \(manifest_sha256\) is not that of"):
         load_index(out)  # an edited manifest is refused as such (issue 57)
-    (out / "manifest.json").write_text(json.dumps(seal(m)))  # re-sealed: its saved parameters are compared
+    # the manifest made anew with that k1 (its fingerprint, which covers the settings, and its own digest): the
+    # records agree, so the postings' saved parameters are compared with it
+    resealed(out, lambda r: r["bm25"].update(k1=2.0))
     with pytest.raises(RetrievalIndexError, match=r"do not match the manifest.*k1"):
         load_index(out)
     m["bm25"]["k1"] = 1.5
