@@ -71,6 +71,8 @@ BEFORE = {
     # issue 36: a command added after the options were generated (its own flags, no config's)
     "warm-start": "--agent --copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
     "--no-overwrite --plain --retriever --rows --seed --template --topk",
+    # a command added later (its own flags): a build or a partition bucket shared as a Hub dataset
+    "push": "--dry-run --message --no-private --private -m",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout",
@@ -80,7 +82,9 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    "--body-timeout", "--min-body-rate",  # issue 46, item 3
                    # issue 57: every file hashed before serving; another encoder, allowed, another fingerprint
                    "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder"},
-         "validate": {"--quick"},  # issue 57: sizes only, said so (the default hashes every file)
+         "validate": {"--quick"},
+         "inspect": {"--row", "--tokenizer"},
+         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept  # one row as the model sees it (and its tokens)  # issue 57: sizes only, said so (the default hashes every file)
          # issue 35: dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",

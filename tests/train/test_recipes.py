@@ -43,12 +43,12 @@ GLOBALRAG_RECIPES = ["globalrag", "globalrag-cpu-tiny"]
 
 def test_recipes_found_and_counted():
     found = list_recipes()
-    assert found == sorted(["cpu-tiny", "cpu-learn", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
+    assert found == sorted(["cpu-tiny", "cpu-learn", "cpu-gemma", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
                             *VERITAS_RECIPES, *GLOBALRAG_RECIPES])
-    assert len(found) == 12 + len(VERITAS_RECIPES) + len(GLOBALRAG_RECIPES)
+    assert len(found) == 13 + len(VERITAS_RECIPES) + len(GLOBALRAG_RECIPES)
     # Nothing in the folder escapes the listing but the shared base.
     yamls = sorted(p.stem for p in train_recipes_dir().glob("*.yaml"))
-    assert yamls == ["_base", *sorted(["cpu-tiny", "cpu-learn", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
+    assert yamls == ["_base", *sorted(["cpu-tiny", "cpu-learn", "cpu-gemma", *PAPER_RECIPES, *ADAPTIVE_RECIPES, *CRAFT_RECIPES, *SEARCH_RECIPES,
                                        *VERITAS_RECIPES, *GLOBALRAG_RECIPES])]
     assert train_recipes_dir() == ROOT / "recipes" / "train"
 
