@@ -368,7 +368,6 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
     model = resolve_model(cfg.model.name_or_path)  # a .gguf file: converted once into a cached folder
-    prompt_style = model_prompt_style(cfg, model.path, dry_run=dry_run)
     if cfg.agent.retriever is not None:  # a search agent: the prompt is the agent's, made from the question
         dataset = search_prompts(dataset, cfg.agent.template)
     if cfg.adaptive.controller is None and (manifest.get("config") or {}).get("schedule") == "adaptive":
@@ -414,6 +413,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     if not dry_run and args.world_size != num_processes:
         raise BatchError(f"the batch was planned for {num_processes} process(es) but {args.world_size} are running; "
                          "launch with accelerate / torchrun (they set WORLD_SIZE) or set batch.num_processes")
+    prompt_style = model_prompt_style(cfg, model.path, dry_run=dry_run)  # chat, or a base model's completion text
     # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
     lengths, lengths_error = None, None
     try:
