@@ -229,8 +229,9 @@ def test_shuffle_refused_before_loading_anything(tiny_model_dir, shards, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
-def test_shuffle_under_warn_policy_is_caught_at_run_time(tiny_model_dir, shards, tmp_path, caplog):
-    """With data.order_policy=warn a shuffled run goes on, and each step's rows are checked and flagged."""
+def test_shuffle_dataset_true_is_overridden_and_said(tiny_model_dir, shards, tmp_path, caplog):
+    """grpo.shuffle_dataset=true under data.order_policy=warn: the trainer keeps the curriculum order anyway (TRL's
+    sampler would shuffle it), says so, and each step's rows are checked and found in order."""
     import logging
 
     from rag_curriculum.rewards import register_reward
@@ -243,5 +244,5 @@ def test_shuffle_under_warn_policy_is_caught_at_run_time(tiny_model_dir, shards,
     with caplog.at_level(logging.WARNING):
         train(cfg)
     steps = read_steps(tmp_path / "run" / STEPS_FILE)
-    assert len(steps) == 1 and steps[0]["in_order"] is False  # seed 42 does not draw rows 0, 1 first
-    assert "CURRICULUM ORDER LOST" in caplog.text
+    assert len(steps) == 1 and steps[0]["in_order"] is True and steps[0]["curriculum_index"] == [0, 1]
+    assert "would shuffle the curriculum: ignored" in caplog.text and "CURRICULUM ORDER LOST" not in caplog.text
