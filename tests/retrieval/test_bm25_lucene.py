@@ -107,9 +107,9 @@ def test_the_lucene_preset_ranks_as_anserini_on_the_shared_data(lucene_index):
         assert row_scores[:len(w)].tolist() == np.float32([x[1] for x in w]).tolist(), q
     pruned = ix.searcher
     parsed = [pruned.query_terms(q) for q in questions[:300]]
-    # every posting scored; MaxScore's pruning; term at a time; a window at a time (the default from 1M passages),
+    # every posting scored; term at a time; a window at a time (the default from 1M passages),
     # in windows of the default size and of 37 passages (hundreds of windows, their bounds taken window by window)
-    for window, how in ((None, {"prune": False}), (None, {"daat": True}), (None, {"windowed": False}),
+    for window, how in ((None, {"prune": False}), (None, {"windowed": False}),
                         (_postings.SEARCH_WINDOW, {"windowed": True}), (37, {"windowed": True})):
         pruned.postings.window = window or _postings.SEARCH_WINDOW
         got = pruned.postings.search(parsed, 10, **how)

@@ -10,8 +10,8 @@ the loop from the frequency and the passage's length, exactly as the index's sco
 (:class:`Scoring`), never stored: a posting costs about 1 to 2 bytes where a stored float32 score and int32 passage
 took 8.
 
-**Search.** Exact top ``k``, three strategies with the same answers (tests/retrieval/test_index_flat.py,
-tests/retrieval/test_bm25_lucene.py):
+**Search.** Exact top ``k``, two strategies with the same answers (tests/retrieval/test_index_flat.py,
+tests/retrieval/test_bm25_lucene.py), chosen by the index's size (:meth:`PostingsIndex.strategy`):
 
 * a window of passages at a time (the default from :data:`WINDOWED_FROM` passages,
   :func:`window_many`): in each window of :data:`SEARCH_WINDOW` passages the lists whose bounds there sum
@@ -20,17 +20,12 @@ tests/retrieval/test_bm25_lucene.py):
   index has millions of passages), then each passage touched is looked up in the lists left aside, a list at a time,
   dropped as soon as it falls short; 1.8x the term-at-a-time search's queries/s at 5.2M passages (Lucene preset;
   bm25s 1.15x), 1.3x at 2M, 0.8x at 453,600 (bench/bench_bm25_strategies.py, docs/retrieval.md);
-* term at a time with pruning (the default otherwise, :func:`lucene_pruned_many` / :func:`bm25s_pruned_many`): the terms by
+* term at a time with pruning (the default otherwise, :func:`pruned_many`): the terms by
   the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
   the ``k``-th best score so far (kept in a heap of ``k`` as postings are added), then only the passages that still
   could are looked up in the rest, a list at a time, each dropped as soon as its score so far, the most its block of
   the list can add and the lists after fall short (the candidates are kept ascending by merging the first lists'
-  runs, not by sorting: numba's sort took as long as the rest of a query at 5.2M passages);
-* document at a time (``daat=True``, :func:`search_one`): block-max MaxScore window by window, as Lucene's
-  ``MaxScoreBulkScorer`` does; it skips whole windows and blocks, but on the benchmark corpus (group after group of
-  perturbed copies of the same paragraphs, whose top scores tie) it scores as many candidates as the first reads
-  postings, slower a candidate: 0.7x the default's queries/s at 1.8M passages, measured before the default's
-  heap, merge and list-at-a-time lookups roughly doubled its speed (docs/retrieval.md).
+  runs, not by sorting: numba's sort took as long as the rest of a query at 5.2M passages).
 
 Ties are broken by the tie key (the lower passage id, or for the Lucene preset Lucene's order: the ``id`` string's
 bytes); bounds are compared with a margin wider than float rounding. An exhaustive sum serves the bm25s variants that
@@ -60,9 +55,10 @@ SEARCH_WINDOW = 16384  # passages a window of the windowed search (its accumulat
 WINDOWED_FROM = 1 << 20  # passages from which the search goes a window at a time (below: term at a time,
 #                          its accumulators, 10 bytes a passage, in the cache: faster there)
 PREFETCH = 16  # postings ahead whose accumulator, mark and length the first phase asks the memory for
-WINDOW = 1024  # passages: the least a window of the block-max search spans (its bounds recomputed less often)
 INLINE = True  # the small helpers inlined into the search (faster; longer to compile once)
 
+# the search's strategies (:meth:`PostingsIndex.strategy`)
+EVERY_POSTING, TERM_AT_A_TIME, WINDOWED = 0, 1, 2
 # scoring presets (the kernels' ``mode``)
 BM25S, LUCENE = 0, 1
 # bm25s's methods (the kernels' ``method``)
@@ -316,7 +312,7 @@ def tf_at(words, block_off, block_bits, blk, n, p):
     return ((two >> (bit & 31)) & ((1 << wf) - 1)) + 1
 
 
-# -- block-max WAND ---------------------------------------------------------------------------------------------
+# -- the searches -----------------------------------------------------------------------------------------------
 def _seek_block(block_last, lo, hi, d):
     """The first block in [lo, hi) whose last passage is >= d (hi: none)."""
     step = 1
@@ -335,255 +331,6 @@ def _seek_block(block_last, lo, hi, d):
         else:
             j = mid
     return prev
-
-
-def _window_bound(mode, w, mult, sb, be, wend, block_last, block_max):
-    """The most a list can add to a passage in a window ending at ``wend`` (inclusive): the largest maximum of its
-    blocks from ``sb`` (the first ending at or past the window's start) that reach into the window."""
-    m = 0.0
-    bb = sb
-    while bb < be:
-        v = _qmax(block_max[bb])
-        if v > m:
-            m = v
-        if block_last[bb] >= wend:
-            break
-        bb += 1
-    if mode == LUCENE:
-        return lucene_value_bound(m, f64(w))
-    return mult * m
-
-
-def _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg, k1, b, delta):
-    """List ``i``'s score at passage ``pd`` (float64 of the float32 score; 0 where the list does not hold it)."""
-    if cur[i] != pd:
-        return 0.0
-    return f64(_score(mode, method, q_weight[i], idf[q_terms[i]], nonocc[q_terms[i]], buft[i, pos[i]], doc_len[pd],
-                      cache, avg, k1, b, delta))
-
-
-def search_one(q_terms, q_order, q_weight, k, mode, method, params, words, block_off, block_bits, block_last,
-               block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs, fill, out_vals,
-               out_ids, bufd, buft):
-    """The ``k`` best passages of one query. ``q_terms``: its distinct terms; ``q_order``: its tokens in order, as
-    indices into ``q_terms`` (bm25s adds a repeated word again, in order); ``q_weight``: each distinct term's
-    Lucene weight (boost x idf). ``fill``: complete a short list with score-0 passages (bm25s's way). Writes
-    ``out_vals`` / ``out_ids`` (ids -1 past the end); returns how many.
-
-    Block-max MaxScore, window by window (as Lucene's ``MaxScoreBulkScorer``): a window ends where the first block
-    of the lists that were essential ends (at least :data:`WINDOW` passages); in it each list's bound is the largest
-    maximum of its blocks there; the lists sorted by that bound, the first of them whose bounds together stay below
-    the current ``k``-th score less a margin wider than float rounding are non-essential: only passages of the
-    essential lists are candidates (a window with none is skipped unread), and a candidate's non-essential lists are
-    looked up (skipping whole blocks) only while its score could still get there."""
-    k1, b, delta, avg = params[0], params[1], params[2], params[3]
-    cache = params[4:]
-    nt = q_terms.shape[0]
-    big = np_int64(num_docs) + 1
-    mult = np.zeros(nt, np.int64)
-    for i in range(q_order.shape[0]):
-        mult[q_order[i]] += 1
-    blk = np.empty(nt, np.int64)
-    bend = np.empty(nt, np.int64)
-    first = np.empty(nt, np.int64)
-    sb = np.empty(nt, np.int64)  # each list's first block ending at or past the window's start (not decoded)
-    pos = np.zeros(nt, np.int64)
-    nbuf = np.zeros(nt, np.int64)
-    cur = np.empty(nt, np.int64)
-    sc = np.zeros(nt, np.float64)  # a term's score at the passage being scored
-    wb = np.zeros(nt, np.float64)  # each list's bound in the window
-    order = np.empty(nt, np.int64)  # the lists by that bound, ascending
-    pre = np.zeros(nt + 1, np.float64)  # pre[j]: the bounds of order[0..j) summed
-    lead = np.ones(nt, np.bool_)  # the lists essential in the window before (they end the next)
-    for i in range(nt):
-        t = q_terms[i]
-        first[i] = term_first[t]
-        blk[i] = term_first[t]
-        sb[i] = term_first[t]
-        bend[i] = term_end[t]
-        if blk[i] < bend[i]:
-            n = min(BLOCK, term_df[t])
-            decode_block(words, block_off, block_bits, block_last, blk[i], first[i], n, bufd[i], buft[i])
-            nbuf[i] = n
-            cur[i] = bufd[i, 0]
-        else:
-            cur[i] = big
-    rel = max(1e-5, (q_order.shape[0] + 4) * 2.4e-7)  # wider than float32's rounding of a sum of the terms
-    vals = np.empty(k, np.float32)
-    keys = np.empty(k, np.int64)
-    ids = np.empty(k, np.int64)
-    n = 0
-    floor = -np.inf
-    wmin = np_int64(0)
-    while True:
-        wend = big  # the window's last passage: where the first block of a leading list ends
-        for i in range(nt):
-            if sb[i] < bend[i] and block_last[sb[i]] < wmin:
-                sb[i] = _seek_block(block_last, sb[i] + 1, bend[i], wmin)
-            if lead[i] and sb[i] < bend[i] and block_last[sb[i]] < wend:
-                wend = block_last[sb[i]]
-        if wend == big:  # the leading lists are done: the others end the window
-            for i in range(nt):
-                if sb[i] < bend[i] and block_last[sb[i]] < wend:
-                    wend = block_last[sb[i]]
-            if wend == big:
-                break
-        if wend < wmin + WINDOW - 1:
-            wend = min(wmin + WINDOW - 1, big - 2)
-        for i in range(nt):  # the bounds in the window, sorted (insertion: a query has few lists)
-            wb[i] = _window_bound(mode, q_weight[i], mult[i], sb[i], bend[i], wend, block_last, block_max)
-            j = i
-            while j > 0 and wb[order[j - 1]] > wb[i]:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = i
-        for j in range(nt):
-            pre[j + 1] = pre[j] + wb[order[j]]
-        ess = 0
-        while ess < nt and pre[ess + 1] < floor:
-            ess += 1
-        if ess < nt:
-            for j in range(ess, nt):  # the essential lists to the window
-                i = order[j]
-                if cur[i] < wmin:
-                    _advance(i, wmin, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk,
-                             bend, first, pos, nbuf, cur, bufd, buft, big)
-        while ess < nt:
-            pd = big  # the next candidate: the lowest current passage of the essential lists
-            for j in range(ess, nt):
-                c = cur[order[j]]
-                if c < pd:
-                    pd = c
-            if pd > wend:
-                break
-            s64 = 0.0
-            for j in range(ess, nt):  # the essential lists at pd
-                i = order[j]
-                sc[i] = _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg,
-                            k1, b, delta)
-                s64 += sc[i] * mult[i] if mode != LUCENE else sc[i]
-            ok = True
-            for j in range(ess - 1, -1, -1):  # the non-essential lists, the largest bound first
-                if s64 + pre[j + 1] < floor:
-                    ok = False
-                    break
-                i = order[j]
-                if cur[i] < pd:
-                    _advance(i, pd, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend,
-                             first, pos, nbuf, cur, bufd, buft, big)
-                sc[i] = _at(mode, method, i, pd, q_terms, q_weight, idf, nonocc, cur, pos, buft, doc_len, cache, avg,
-                            k1, b, delta)
-                s64 += sc[i] * mult[i] if mode != LUCENE else sc[i]
-            if ok and s64 >= floor:
-                if mode == LUCENE:  # the clauses' float scores summed in double, then float
-                    score = f32(s64)
-                else:  # bm25s: float32 sums in the query's token order
-                    score = f32(0.0)
-                    for j in range(q_order.shape[0]):
-                        score = f32(score + f32(sc[q_order[j]]))
-                if f64(score) >= floor:
-                    n = _push(vals, keys, ids, n, k, score, np_int64(tie[pd]) if tie.shape[0] else pd, pd)
-                    if n == k:
-                        theta = f64(vals[0])
-                        floor = theta - (abs(theta) * rel + 1e-6)
-            for j in range(ess, nt):  # the essential lists past pd
-                i = order[j]
-                if cur[i] == pd:
-                    _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first,
-                          pos, nbuf, cur, bufd, buft, big)
-            while ess < nt and pre[ess + 1] < floor:  # lists that alone cannot make it leave the essentials
-                ess += 1
-        for j in range(nt):
-            lead[order[j]] = j >= ess or j == nt - 1
-        wmin = wend + 1
-    if fill and n < k:  # bm25s: the lowest passages holding no query word, score 0
-        i = 0
-        while n < k and i < num_docs:
-            hit = False
-            for u in range(nt):
-                if _contains(q_terms[u], i, words, block_off, block_bits, block_last, term_df, term_first, term_end,
-                             bufd[nt], buft[nt]):
-                    hit = True
-                    break
-            if not hit:
-                n = _push(vals, keys, ids, n, k, f32(0.0), i, i)
-            i += 1
-    _pop_all(vals, keys, ids, n, out_vals, out_ids)
-    return n
-
-
-def _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd, buft):
-    t = q_terms[i]
-    nb = min(BLOCK, term_df[t] - (bb - first[i]) * BLOCK)
-    decode_block(words, block_off, block_bits, block_last, bb, first[i], nb, bufd[i], buft[i])
-    blk[i] = bb
-    nbuf[i] = nb
-    pos[i] = 0
-    cur[i] = bufd[i, 0]
-
-
-def _next(i, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos, nbuf,
-          cur, bufd, buft, big):
-    pos[i] += 1
-    if pos[i] < nbuf[i]:
-        cur[i] = bufd[i, pos[i]]
-    elif blk[i] + 1 < bend[i]:
-        _load(i, blk[i] + 1, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur,
-              bufd, buft)
-    else:
-        cur[i] = big
-
-
-def _advance(i, d, q_terms, words, block_off, block_bits, block_last, term_df, term_first, blk, bend, first, pos,
-             nbuf, cur, bufd, buft, big):
-    """List ``i`` to its first passage >= ``d``."""
-    if block_last[blk[i]] < d:
-        bb = _seek_block(block_last, blk[i] + 1, bend[i], d)
-        if bb >= bend[i]:
-            cur[i] = big
-            return
-        _load(i, bb, q_terms, words, block_off, block_bits, block_last, term_df, blk, first, pos, nbuf, cur, bufd,
-              buft)
-    p = pos[i]
-    while bufd[i, p] < d:
-        p += 1
-    pos[i] = p
-    cur[i] = bufd[i, p]
-
-
-def _contains(t, d, words, block_off, block_bits, block_last, term_df, term_first, term_end, bd, bt):
-    f = term_first[t]
-    e = term_end[t]
-    bb = _seek_block(block_last, f, e, d)
-    if bb >= e:
-        return False
-    nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-    decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
-    for j in range(nb):
-        if bd[j] == d:
-            return True
-    return False
-
-
-def search_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
-                block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs,
-                fill,
-                out_vals, out_ids, counts):
-    """:func:`search_one` for each query of a batch (``flat[ptr[i]:ptr[i+1]]`` its distinct terms,
-    ``order_flat[order_ptr[i]:order_ptr[i+1]]`` its token order, ``weights`` beside ``flat``)."""
-    nmax = 1
-    for i in range(ptr.shape[0] - 1):
-        if ptr[i + 1] - ptr[i] > nmax:
-            nmax = ptr[i + 1] - ptr[i]
-    bufd = np.empty((nmax + 1, BLOCK), np.int64)
-    buft = np.empty((nmax + 1, BLOCK), np.int64)
-    for i in range(ptr.shape[0] - 1):
-        if ptr[i + 1] > ptr[i]:
-            counts[i] = search_one(flat[ptr[i]:ptr[i + 1]], order_flat[order_ptr[i]:order_ptr[i + 1]],
-                                   weights[ptr[i]:ptr[i + 1]], k, mode, method, params, words, block_off, block_bits,
-                                   block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len,
-                                   tie,
-                                   num_docs, fill, out_vals[i], out_ids[i], bufd, buft)
 
 
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
@@ -793,9 +540,7 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
     for jj in range(j, nt):
         u = order[jj]
         t = terms[u]
-        w = f32(0.0)
-        if mode == LUCENE:
-            w = weights[u]
+        w = weights[u]
         after = rest[jj + 1]
         f = term_first[t]
         e = term_end[t]
@@ -814,10 +559,7 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
                 bb = _seek_block(block_last, bb + 1, e, d)
             if bb < e:
                 if bounded != bb:
-                    if mode == LUCENE:
-                        bound = lucene_value_bound(_qmax(block_max[bb]), f64(w))
-                    else:
-                        bound = mult[u] * _qmax(block_max[bb])
+                    bound = _bound(mode, w, mult[u], block_max[bb])
                     bounded = bb
                 if wide[d] + bound + after >= floor:
                     if loaded != bb:
@@ -829,14 +571,9 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
                         p += 1
                     if p < nb and bd[p] == d:
                         tf = tf_at(words, block_off, block_bits, bb, nb, p)
-                        if mode == LUCENE:
-                            add = f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, doc_len[d], cache, avg, k1, b,
-                                             delta))
-                        else:
-                            add = mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf, doc_len[d],
-                                                       cache, avg, k1, b, delta))
                         was = wide[d]
-                        v = was + add
+                        v = was + _posting(mode, method, w, mult[u], idf[t], nonocc[t], tf, doc_len[d], cache, avg,
+                                           k1, b, delta)
                         wide[d] = v
                         if f32(v) > vals[0]:
                             n = _offer(vals, ids, n, k, f32(v), d, f32(was))
@@ -853,104 +590,9 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
     return m, n, theta
 
 
-def lucene_pruned_many(flat, ptr, weights, k, params, words, block_off, block_bits, block_last, block_max,
-                       term_first, term_end, term_df, term_max, doc_len, tie, num_docs, out_vals, out_ids, counts, wide,
-                       mark):
-    """The Lucene preset's search, term at a time with pruning (Lucene sums a passage's clauses in double, so their
-    order is free): the terms by the most they can add, highest first, every posting of each added up until the
-    terms left could not lift an untouched passage to the ``k``-th best score so far; then the touched passages
-    that could still reach it are looked up in the lists left, one list at a time (skipping ahead block by block):
-    a passage whose score so far, plus the most its block of the list can add, plus the lists after, falls short is
-    dropped without its block decoded, so the passages left shrink list by list. The ``k``-th best score so far (a
-    lower bound of the final one) is kept as postings are added, in a heap of ``k``. Exact: the ``k`` best are
-    chosen, Lucene's tie order included, among the passages left at the end."""
-    k1, b, delta, avg = params[0], params[1], params[2], params[3]
-    cache = params[4:]
-    most = 0
-    for q in range(ptr.shape[0] - 1):
-        tot = 0
-        for j in range(ptr[q], ptr[q + 1]):
-            tot += term_df[flat[j]]
-        if tot > most:
-            most = tot
-    touched = np.empty(most, np.int64)
-    buf = np.empty(most, np.int64)
-    bd = np.empty(BLOCK, np.int64)
-    bt = np.empty(BLOCK, np.int64)
-    vals = np.empty(k, np.float32)
-    keys = np.empty(k, np.int64)
-    ids = np.empty(k, np.int64)
-    no_mult = np.zeros(0, np.int64)  # (the bm25s side's, unused here)
-    no_idf = np.zeros(0, np.float32)
-    for q in range(ptr.shape[0] - 1):
-        nt = ptr[q + 1] - ptr[q]
-        if nt == 0:
-            continue
-        ub = np.empty(nt, np.float64)
-        for j in range(nt):
-            ub[j] = lucene_value_bound(f64(term_max[flat[ptr[q] + j]]), f64(weights[ptr[q] + j]))
-        order = np.argsort(-ub)
-        rest = np.zeros(nt + 1, np.float64)  # rest[j]: the bounds of order[j..] summed
-        for j in range(nt - 1, -1, -1):
-            rest[j] = rest[j + 1] + ub[order[j]]
-        rel = max(1e-5, (nt + 4) * 2.4e-7)
-        runs = np.zeros(nt + 1, np.int64)  # phase A's lists' new passages: one ascending run each
-        m = 0
-        j = 0
-        n = 0  # the heap of the k best so far
-        theta = -np.inf
-        while j < nt:  # phase A: every posting of the terms with the highest bounds
-            u = order[j]
-            t = flat[ptr[q] + u]
-            w = weights[ptr[q] + u]
-            f = term_first[t]
-            runs[j] = m
-            for bb in range(f, term_end[t]):
-                nb = min(BLOCK, term_df[t] - (bb - f) * BLOCK)
-                decode_block(words, block_off, block_bits, block_last, bb, f, nb, bd, bt)
-                for x in range(nb):
-                    if x + PREFETCH < nb:  # the lines a later posting reads, asked for ahead (a list's passages
-                        dn = bd[x + PREFETCH]  # are spread thinly: each read would wait on memory)
-                        _prefetch(wide, dn)
-                        _prefetch(mark, dn)
-                        _prefetch(doc_len, dn)
-                    d = bd[x]
-                    if not mark[d]:
-                        mark[d] = True
-                        touched[m] = d
-                        m += 1
-                    was = wide[d]
-                    v = was + f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), bt[x], doc_len[d], cache, avg, k1, b, delta))
-                    wide[d] = v
-                    if n < k or f32(v) > vals[0]:
-                        n = _offer(vals, ids, n, k, f32(v), d, f32(was))
-            j += 1
-            runs[j] = m
-            if j < nt and n == k:
-                theta = f64(vals[0])
-                if rest[j] < theta - (abs(theta) * rel + 1e-6):
-                    break
-        if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
-            m, n, theta = _lookup_left(LUCENE, 0, j, nt, order, flat[ptr[q]:ptr[q + 1]], weights[ptr[q]:ptr[q + 1]],
-                                       no_mult, no_idf, no_idf, rest, theta, rel, m, touched, buf, runs, words,
-                                       block_off, block_bits, block_last, block_max, term_first, term_end, term_df,
-                                       doc_len, params, wide, mark, vals, ids, n, k, bd)
-        n = 0
-        for x in range(m):
-            d = touched[x]
-            sc = f32(wide[d])
-            key = np_int64(tie[d]) if tie.shape[0] else d
-            if n < k or _worse(vals[0], keys[0], sc, key):
-                n = _push(vals, keys, ids, n, k, sc, key, d)
-            mark[d] = False
-            wide[d] = 0.0
-        _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
-        counts[q] = n
-
-
 def _posting(mode, method, w, mu, idf, nonocc, tf, dl, cache, avg, k1, b, delta):
-    """A posting's score as the windowed search sums it (float64): Lucene's float32 score, or bm25s's float32 score
-    times the word's count in the query."""
+    """A posting's score as the pruned and windowed searches sum it (float64): Lucene's float32 score, or bm25s's
+    float32 score times the word's count in the query."""
     if mode == LUCENE:
         return f64(_score(LUCENE, 0, w, f32(0.0), f32(0.0), tf, dl, cache, avg, k1, b, delta))
     return mu * f64(_score(BM25S, method, f32(0.0), idf, nonocc, tf, dl, cache, avg, k1, b, delta))
@@ -976,7 +618,7 @@ def window_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
     whose bounds all sum short is skipped, nothing decoded. Sums and bounds in float64, compared with a margin below
     the ``k``-th score; the score that ranks is the preset's own: Lucene's double sum as float32, bm25s's float32 sum
     in the query's word order (from each survivor's frequencies, kept as it is summed). Exact, ties included. A
-    bm25s query matched by fewer than ``k`` passages is left to :func:`bm25s_pruned_many` (it fills up with score-0
+    bm25s query matched by fewer than ``k`` passages is left to :func:`pruned_many` (it fills up with score-0
     passages): its count here says so."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
@@ -1227,13 +869,20 @@ def _lookup_all(t, f, e, df, cand, c, words, block_off, block_bits, block_last, 
             out_tf[x] = bt[p]
 
 
-def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words, block_off, block_bits, block_last,
-                      block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, num_docs, out_vals,
-                      out_ids, counts, scores, wide, mark):
-    """The bm25s preset's search, term at a time with pruning: candidates chosen as the Lucene preset's search
-    chooses them (double sums, the terms by bound, the lists left looked up one at a time with block bounds, a
-    margin wider than float32's rounding), then each candidate's exact score summed as bm25s sums it (float32, in
-    the query's word order), and untouched passages at score 0 by lower id where they can still enter. Exact."""
+def pruned_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, params, words, block_off, block_bits,
+                block_last, block_max, term_first, term_end, term_df, term_max, idf, nonocc, doc_len, tie, num_docs,
+                out_vals, out_ids, counts, wide, mark):
+    """The search term at a time with pruning, both presets: the terms by the most they can add, highest first,
+    every posting of each added up (a passage's sum so far in double: Lucene sums its clauses so, in any order; for
+    bm25s it only chooses the candidates) until the terms left could not lift an untouched passage to the ``k``-th
+    best score so far; then the touched passages that could still reach it are looked up in the lists left, one list
+    at a time (:func:`_lookup_left`): a passage whose score so far, plus the most its block of the list can add, plus
+    the lists after, falls short is dropped without its block decoded, so the passages left shrink list by list. The
+    ``k``-th best score so far (a lower bound of the final one) is kept as postings are added, in a heap of ``k``.
+    Then the ``k`` best among the passages left: the Lucene preset's by their sums (Lucene's tie order included,
+    :func:`_finish_lucene`), the bm25s preset's by their exact scores summed as bm25s sums them
+    (:func:`_finish_bm25s`). Exact. ``wide`` (float64) and ``mark`` (bool): one per passage, zero, left zero (a
+    thread's own, reused)."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
     most = 0
@@ -1250,30 +899,34 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
     vals = np.empty(k, np.float32)
     keys = np.empty(k, np.int64)
     ids = np.empty(k, np.int64)
-    no_weights = np.zeros(0, np.float32)  # (the Lucene side's, unused here)
     for q in range(ptr.shape[0] - 1):
-        nt = ptr[q + 1] - ptr[q]
+        lo = ptr[q]
+        nt = ptr[q + 1] - lo
         if nt == 0:
             continue
-        mult = np.zeros(nt, np.int64)
+        mult = np.zeros(nt, np.int64)  # each term's count in the query (bm25s adds a repeated word again)
         for j in range(order_ptr[q], order_ptr[q + 1]):
             mult[order_flat[j]] += 1
         ub = np.empty(nt, np.float64)
         for j in range(nt):
-            ub[j] = mult[j] * f64(term_max[flat[ptr[q] + j]])
+            if mode == LUCENE:
+                ub[j] = lucene_value_bound(f64(term_max[flat[lo + j]]), f64(weights[lo + j]))
+            else:
+                ub[j] = mult[j] * f64(term_max[flat[lo + j]])
         order = np.argsort(-ub)
-        rest = np.zeros(nt + 1, np.float64)
+        rest = np.zeros(nt + 1, np.float64)  # rest[j]: the bounds of order[j..] summed
         for j in range(nt - 1, -1, -1):
             rest[j] = rest[j + 1] + ub[order[j]]
-        rel = max(1e-5, (order_ptr[q + 1] - order_ptr[q] + 4) * 2.4e-7)
+        rel = max(1e-5, ((nt if mode == LUCENE else order_ptr[q + 1] - order_ptr[q]) + 4) * 2.4e-7)
+        runs = np.zeros(nt + 1, np.int64)  # phase A's lists' new passages: one ascending run each
         m = 0
         j = 0
-        n = 0  # the heap of the k best double sums so far (as in lucene_pruned_many)
-        runs = np.zeros(nt + 1, np.int64)
+        n = 0  # the heap of the k best so far
         theta = -np.inf
-        while j < nt:
+        while j < nt:  # phase A: every posting of the terms with the highest bounds
             u = order[j]
-            t = flat[ptr[q] + u]
+            t = flat[lo + u]
+            w = weights[lo + u]
             f = term_first[t]
             runs[j] = m
             for bb in range(f, term_end[t]):
@@ -1291,8 +944,8 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                         touched[m] = d
                         m += 1
                     was = wide[d]
-                    v = was + mult[u] * f64(_score(BM25S, method, f32(0.0), idf[t], nonocc[t], bt[x], doc_len[d],
-                                                   cache, avg, k1, b, delta))
+                    v = was + _posting(mode, method, w, mult[u], idf[t], nonocc[t], bt[x], doc_len[d], cache, avg, k1,
+                                       b, delta)
                     wide[d] = v
                     if n < k or f32(v) > vals[0]:
                         n = _offer(vals, ids, n, k, f32(v), d, f32(was))
@@ -1302,59 +955,93 @@ def bm25s_pruned_many(flat, ptr, order_flat, order_ptr, k, method, params, words
                 theta = f64(vals[0])
                 if rest[j] < theta - (abs(theta) * rel + 1e-6):
                     break
-        if j < nt:  # the touched passages that can still make it, the lists left looked up one at a time
-            m, n, theta = _lookup_left(BM25S, method, j, nt, order, flat[ptr[q]:ptr[q + 1]], no_weights, mult, idf,
+        if j < nt:  # phase B: the touched passages that can still make it, looked up in the lists left
+            m, n, theta = _lookup_left(mode, method, j, nt, order, flat[lo:lo + nt], weights[lo:lo + nt], mult, idf,
                                        nonocc, rest, theta, rel, m, touched, buf, runs, words, block_off, block_bits,
                                        block_last, block_max, term_first, term_end, term_df, doc_len, params, wide,
                                        mark, vals, ids, n, k, bd)
-        if m > k and n == k:  # every list summed: only the passages within the margin of the k-th need exact scores
-            if f64(vals[0]) > theta:
-                theta = f64(vals[0])
-            floor = theta - (abs(theta) * rel + 1e-6)
-            c = 0
-            for x in range(m):
-                d = touched[x]
-                if wide[d] >= floor:
-                    touched[c] = d
-                    c += 1
-                else:
-                    mark[d] = False
-                    wide[d] = 0.0
-            m = c
-        c = m
-        for x in range(m):
-            wide[touched[x]] = 0.0
-        cand = np.sort(touched[:c])
-        tf = np.empty((nt, c), np.int64)
-        for u in range(nt):  # each candidate's frequency in every list, for its exact score
-            t = flat[ptr[q] + u]
-            _lookup_all(t, term_first[t], term_end[t], term_df[t], cand, c, words, block_off, block_bits, block_last,
-                        bd, bt, tf[u])
-        n = 0
-        for x in range(c):
-            d = cand[x]
-            sc = f32(0.0)
-            for jj in range(order_ptr[q], order_ptr[q + 1]):  # bm25s: float32 sums in the query's word order
-                u = order_flat[jj]
-                if tf[u, x] > 0:
-                    t = flat[ptr[q] + u]
-                    sc = f32(sc + _score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf[u, x], doc_len[d], cache,
-                                         avg, k1, b, delta))
-            if n < k or _worse(vals[0], keys[0], sc, d):
-                n = _push(vals, keys, ids, n, k, sc, d, d)
-        s0 = f32(0.0)  # the untouched passages: score 0, lower id first, where they can still enter
-        d = 0
-        while d < num_docs:
-            if not mark[d]:
-                if n < k or _worse(vals[0], keys[0], s0, d):
-                    n = _push(vals, keys, ids, n, k, s0, d, d)
-                else:
-                    break
-            d += 1
-        for x in range(c):
-            mark[cand[x]] = False
+        if mode == LUCENE:
+            n = _finish_lucene(m, touched, wide, mark, tie, vals, keys, ids, k)
+        else:
+            n = _finish_bm25s(q, m, n, theta, rel, touched, flat, ptr, order_flat, order_ptr, method, params, words,
+                              block_off, block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len,
+                              num_docs, wide, mark, vals, keys, ids, k, bd, bt)
         _pop_all(vals, keys, ids, n, out_vals[q], out_ids[q])
         counts[q] = n
+
+
+def _finish_lucene(m, touched, wide, mark, tie, vals, keys, ids, k):
+    """The Lucene preset's ``k`` best of the ``m`` passages left (their sums, in float; ties in Lucene's order),
+    ``wide`` and ``mark`` cleared. Returns how many."""
+    n = 0
+    for x in range(m):
+        d = touched[x]
+        sc = f32(wide[d])
+        key = np_int64(tie[d]) if tie.shape[0] else d
+        if n < k or _worse(vals[0], keys[0], sc, key):
+            n = _push(vals, keys, ids, n, k, sc, key, d)
+        mark[d] = False
+        wide[d] = 0.0
+    return n
+
+
+def _finish_bm25s(q, m, n, theta, rel, touched, flat, ptr, order_flat, order_ptr, method, params, words, block_off,
+                  block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, num_docs, wide, mark,
+                  vals, keys, ids, k, bd, bt):
+    """The bm25s preset's ``k`` best of the ``m`` passages left: those within the margin of the ``k``-th double
+    sum, each scored exactly as bm25s sums it (float32, in the query's word order), then the untouched passages at
+    score 0 by lower id where they can still enter; ``wide`` and ``mark`` cleared. Returns how many."""
+    k1, b, delta, avg = params[0], params[1], params[2], params[3]
+    cache = params[4:]
+    lo = ptr[q]
+    nt = ptr[q + 1] - lo
+    if m > k and n == k:  # every list summed: only the passages within the margin of the k-th need exact scores
+        if f64(vals[0]) > theta:
+            theta = f64(vals[0])
+        floor = theta - (abs(theta) * rel + 1e-6)
+        c = 0
+        for x in range(m):
+            d = touched[x]
+            if wide[d] >= floor:
+                touched[c] = d
+                c += 1
+            else:
+                mark[d] = False
+                wide[d] = 0.0
+        m = c
+    c = m
+    for x in range(m):
+        wide[touched[x]] = 0.0
+    cand = np.sort(touched[:c])
+    tf = np.empty((nt, c), np.int64)
+    for u in range(nt):  # each candidate's frequency in every list, for its exact score
+        t = flat[lo + u]
+        _lookup_all(t, term_first[t], term_end[t], term_df[t], cand, c, words, block_off, block_bits, block_last,
+                    bd, bt, tf[u])
+    n = 0
+    for x in range(c):
+        d = cand[x]
+        sc = f32(0.0)
+        for jj in range(order_ptr[q], order_ptr[q + 1]):  # bm25s: float32 sums in the query's word order
+            u = order_flat[jj]
+            if tf[u, x] > 0:
+                t = flat[lo + u]
+                sc = f32(sc + _score(BM25S, method, f32(0.0), idf[t], nonocc[t], tf[u, x], doc_len[d], cache,
+                                     avg, k1, b, delta))
+        if n < k or _worse(vals[0], keys[0], sc, d):
+            n = _push(vals, keys, ids, n, k, sc, d, d)
+    s0 = f32(0.0)  # the untouched passages: score 0, lower id first, where they can still enter
+    d = 0
+    while d < num_docs:
+        if not mark[d]:
+            if n < k or _worse(vals[0], keys[0], s0, d):
+                n = _push(vals, keys, ids, n, k, s0, d, d)
+            else:
+                break
+        d += 1
+    for x in range(c):
+        mark[cand[x]] = False
+    return n
 
 
 def tie_adjust(vals, counts):
@@ -1518,10 +1205,8 @@ def kernels() -> dict[str, Any]:
     if _KERNELS is None:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
-                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_window_bound", "_at", "search_one", "_load", "_next",
-                 "_advance", "_contains", "search_many", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
-                 "lucene_pruned_many", "_posting", "_bound", "window_many",
-                 "_lookup_all", "bm25s_pruned_many",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
+                 "_posting", "_bound", "window_many", "_lookup_all", "pruned_many", "_finish_lucene", "_finish_bm25s",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
         try:
@@ -1531,7 +1216,7 @@ def kernels() -> dict[str, Any]:
         else:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
             g["_prefetch"] = _prefetch_instruction()
-            small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse", "_at",
+            small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse",
                      "_posting", "_bound")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
@@ -1918,26 +1603,38 @@ class PostingsIndex:
         return (self.words, self.block_off, self.block_bits, self.block_last)
 
     def warm(self, threads: int = 1) -> None:
-        """Compile (or load from the cache) the search this index's queries take (block-max WAND; the exhaustive
-        sum for bm25l and bm25+ only), one query alone and a batch across threads."""
+        """Compile (or load from the cache) the searches this index's queries take, one query alone and a batch
+        across threads: its own strategy (:meth:`strategy`), and for the bm25s preset searched a window at a time the
+        term-at-a-time search it finishes a query with when fewer than ``k`` passages match."""
         if not self.compiled:
             return
         live = np.flatnonzero(np.diff(np.asarray(self.term_first[:1 << 16])) > 0)
         if len(live):
             q = ([int(live[0])], [0], [1.0])
-            self.search([q], 1, threads=1)  # the index's own strategy
-            for daat in (False, True):  # and the others a query may take
-                self.search([q], 1, threads=1, daat=daat)
+            self.search([q], 1, threads=1)
+            if self.strategy() == WINDOWED and self.mode == BM25S:
+                self.search([q], 1, threads=1, windowed=False)
             if threads > 1:
                 self.search([q, q], 1, threads=threads)
 
+    def strategy(self, *, prune: bool = True, windowed: bool | None = None) -> int:
+        """How this index's queries are searched: :data:`EVERY_POSTING` (``prune=False``, and always for bm25l /
+        bm25+, which score absent words), :data:`WINDOWED` (``windowed=True``; by default from
+        :data:`WINDOWED_FROM` passages, where the term-at-a-time accumulators no longer stay in the cache) or
+        :data:`TERM_AT_A_TIME` with pruning (``windowed=False``; the default below)."""
+        if self.exhaustive or not prune:
+            return EVERY_POSTING
+        if windowed or (windowed is None and self.num_docs >= WINDOWED_FROM):
+            return WINDOWED
+        return TERM_AT_A_TIME
+
     def search(self, parsed: list[tuple[list[int], list[int], list[float]]], k: int, *, threads: int = 1,
-               prune: bool = True, daat: bool | None = None, windowed: bool | None = None):
+               prune: bool = True, windowed: bool | None = None):
         """The ``k`` best passages of each parsed query (its distinct terms, its token order, its boosts): (ids
-        int32, scores float32), ids -1 past the end. The strategy (the same answers from each): every posting
-        (``prune=False``, and always for bm25l / bm25+), MaxScore document at a time (``daat=True``), a window of
-        passages at a time (``windowed=True``; by default from :data:`WINDOWED_FROM` passages) or term at a time
-        with pruning (``windowed=False``; the default below)."""
+        int32, scores float32), ids -1 past the end. The strategy (:meth:`strategy`; the same answers from each):
+        every posting (``prune=False``, and always for bm25l / bm25+), a window of passages at a time
+        (``windowed=True``; by default from :data:`WINDOWED_FROM` passages) or term at a time with pruning
+        (``windowed=False``; the default below)."""
         if not self.compiled:
             return numpy_search(self, parsed, k)
         n = len(parsed)
@@ -1952,67 +1649,46 @@ class PostingsIndex:
         vals = np.zeros((len(live), k), dtype=np.float32)
         got = np.full((len(live), k), -1, dtype=np.int64)
         counts = np.zeros(len(live), dtype=np.int64)
-        exhaustive = self.exhaustive or not prune
-        # the strategy of each query: 0 every posting term by term; 1 MaxScore; 2 term by term with pruning; 3 a
-        # window of passages at a time (large indexes)
-        if exhaustive:
-            plan = np.zeros(len(live), dtype=np.int64)
-        elif daat is not None:  # forced (tests, benchmarks)
-            plan = np.full(len(live), 1 if daat else 0, dtype=np.int64)
-        elif windowed or (windowed is None and self.num_docs >= WINDOWED_FROM):
-            plan = np.full(len(live), 3, dtype=np.int64)  # MaxScore a window at a time (accumulators out of cache)
-        else:  # term by term with pruning (bm25l and bm25+ score absent words: every posting)
-            plan = np.full(len(live), 2, dtype=np.int64)
+        how = self.strategy(prune=prune, windowed=windowed)
         offsets = np.zeros(len(live), dtype=np.float32)
         if self.exhaustive:
             for j in range(len(live)):  # bm25s: the non-occurrence scores of the query's words, a float32 sum
                 offsets[j] = ta["nonocc"][flat[ptr[j] + oflat[optr[j]:optr[j + 1]]]].sum()
-        fill = self.mode == BM25S
         common = (ta["first"], ta["end"], ta["df"])
 
-        def run(rows: Any) -> None:
-            """The queries ``rows`` (consecutive, all of one strategy)."""
-            lo, hi = int(rows[0]), int(rows[-1]) + 1
-            if plan[lo] == 2 and self.mode == BM25S:
-                scores, wide, mark = self.scratch()
-                self.k["bm25s_pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], k, self.method, self.kparams,
-                                            *self._args(), self.block_max, *common, ta["max"], ta["idf"],
-                                            ta["nonocc"], self.doc_len, self.num_docs, vals[lo:hi], got[lo:hi], counts[lo:hi], scores, wide, mark)
-            elif plan[lo] == 3:
+        def pruned(lo: int, hi: int) -> None:
+            """Term at a time with pruning, the queries ``lo`` to ``hi``."""
+            _, wide, mark = self.scratch()
+            self.k["pruned_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode, self.method,
+                                  self.kparams, *self._args(), self.block_max, *common, ta["max"], ta["idf"],
+                                  ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi], got[lo:hi],
+                                  counts[lo:hi], wide, mark)
+
+        def run(rows: tuple[int, int]) -> None:
+            """The queries ``lo`` to ``hi``."""
+            lo, hi = rows
+            if how == TERM_AT_A_TIME:
+                pruned(lo, hi)
+            elif how == WINDOWED:
                 self.k["window_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
                                       self.method, self.kparams, *self._args(), self.block_max, *common, ta["idf"],
                                       ta["nonocc"], self.doc_len, self.tie, self.num_docs, *self.window_scratch(),
                                       vals[lo:hi], got[lo:hi], counts[lo:hi])
                 if self.mode == BM25S:  # matched by fewer than k: bm25s fills up with score-0 passages
                     for q in np.flatnonzero(counts[lo:hi] < k) + lo:
-                        scores, wide, mark = self.scratch()
-                        self.k["bm25s_pruned_many"](flat, ptr[q:q + 2], oflat, optr[q:q + 2], k, self.method,
-                                                    self.kparams, *self._args(), self.block_max, *common, ta["max"],
-                                                    ta["idf"], ta["nonocc"], self.doc_len, self.num_docs,
-                                                    vals[q:q + 1], got[q:q + 1], counts[q:q + 1], scores, wide, mark)
-            elif plan[lo] == 2:
-                scores, wide, mark = self.scratch()
-                self.k["lucene_pruned_many"](flat, ptr[lo:hi + 1], weights, k, self.kparams, *self._args(),
-                                             self.block_max, *common,
-                                             ta["max"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
-                                             got[lo:hi], counts[lo:hi], wide, mark)
-            elif plan[lo] == 0:
+                        pruned(int(q), int(q) + 1)
+            else:
                 self.k["exhaustive_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, offsets[lo:hi], k,
                                           self.mode, self.method, self.kparams, *self._args(), *common, ta["idf"],
                                           ta["nonocc"], self.doc_len, self.tie, self.num_docs, vals[lo:hi],
                                           got[lo:hi], counts[lo:hi], *self.scratch())
-            else:
-                self.k["search_many"](flat, ptr[lo:hi + 1], oflat, optr[lo:hi + 1], weights, k, self.mode,
-                                      self.method, self.kparams, *self._args(), self.block_max, *common, ta["max"],
-                                      ta["idf"], ta["nonocc"], self.doc_len, self.tie, self.num_docs, fill,
-                                      vals[lo:hi], got[lo:hi], counts[lo:hi])
 
         m = len(live)
-        cuts = [0, m] if m == 1 else [0, *(np.flatnonzero(plan[1:] != plan[:-1]) + 1).tolist(), m]  # runs of one strategy
-        if threads > 1 and m > 1:  # and slices of them, a few per thread
+        cuts = [0, m]
+        if threads > 1 and m > 1:  # slices of the batch, a few per thread
             parts = min(m, threads * 4)
-            cuts = sorted(set(cuts) | {m * i // parts for i in range(parts + 1)})
-        runs = [np.arange(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+            cuts = sorted({m * i // parts for i in range(parts + 1)})
+        runs = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
         if threads <= 1 or len(runs) == 1:
             for r in runs:
                 run(r)
