@@ -72,7 +72,7 @@ def index(
                         command=drop_options(current_command(), placement_flags()))
         if get_kind(m["retriever"]).warm_on_build:  # BM25: the search compiled now, so the first serve starts cached
             with console.status("compiling the search (cached for every later start on this machine)"):
-                load_index(cfg.out).warm()
+                load_index(cfg.out, check="sizes").warm()  # (its files were hashed as they were written)
     out.print(f"[green]indexed[/] {m['passages']:,} passages ({_sources(m)}) into [bold]{cfg.out}[/] ({_kind(m)})"
               + (f"; ranked {m['questions']:,} questions to depth {m['depth']}" if m["questions"] else ""))
 
