@@ -4,7 +4,7 @@
 # Qwen2.5-7B-Instruct, lr 1e-6 constant, KL 0.01, clip 0.2, 42 prompts x 7 rollouts, 1 epoch, 800 tokens, vLLM, bf16.
 #   SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh
 #   SHARDS=outputs/musique-linear NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
-#   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # print the command only
+#   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # print the command only (offline too)
 #   DYNAMIC=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # DAPO: verl's filter_groups
 # DYNAMIC=1 turns on verl's own dynamic sampling (algorithm.filter_groups, DAPO): groups whose DYNAMIC_METRIC
 # (reward: the total, default; acc: exact match) is the same for every rollout are dropped and refilled with the
@@ -19,6 +19,9 @@
 # drops it, silently: the hardest rows of the curriculum go first. So the script counts every prompt's tokens (the
 # shards' prompt_tokens when built with `curriculum build --tokenizer MODEL`, else MODEL's tokenizer here), sets
 # MAX_PROMPT to the longest unless given, and refuses a curriculum that does not fit, naming the rows and levels.
+# DRY_RUN=1 where MODEL's tokenizer cannot be loaded (no network, a Hub id not in the cache) says what it could not
+# check and prints the command all the same (data.max_prompt_length=UNCHECKED unless MAX_PROMPT is a number).
+# A curriculum with fewer rows than one batch (PROMPTS_PER_STEP, or data.train_batch_size given below) is refused.
 set -euo pipefail
 
 SHARDS=${SHARDS:?set SHARDS to a shard directory written by curriculum build}
@@ -47,12 +50,19 @@ VAL_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$VAL_SHARDS")
 REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
 # The prompt lengths against data.max_prompt_length, rollout.prompt_length and rollout.max_model_len (also as given
 # in the extra overrides): exit status 2 and the rows, levels and setting when a prompt does not fit.
+dry=()
+[[ -n "${DRY_RUN:-}" ]] && dry=(--dry-run)   # a tokenizer that cannot be loaded: say what is unchecked, go on
 MAX_PROMPT=$("$PYTHON" -m rag_curriculum.verl check-lengths "$SHARDS" --model "$MODEL" \
-             --prompt-length "$MAX_PROMPT" --response-length "$MAX_RESPONSE" "$@") || exit $?
+             --prompt-length "$MAX_PROMPT" --response-length "$MAX_RESPONSE" ${dry[@]+"${dry[@]}"} "$@") || exit $?
 echo "data.max_prompt_length=$MAX_PROMPT data.max_response_length=$MAX_RESPONSE" >&2
-ROWS=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['num_rows'])" "$SHARDS")
-echo "curriculum: $SHARDS ($ROWS rows, $((ROWS / PROMPTS_PER_STEP)) steps; the last $((ROWS % PROMPTS_PER_STEP))" \
-     "rows are dropped by verl's drop_last)" >&2
+if [[ "$MAX_PROMPT" == UNCHECKED ]]; then
+  MAX_TOKENS_PER_GPU=UNCHECKED
+else
+  MAX_TOKENS_PER_GPU=$(((MAX_PROMPT + MAX_RESPONSE) * 2))
+fi
+# The steps verl's trainer makes of the curriculum (data.train_batch_size as given below wins), the rows its
+# drop_last leaves, said on stderr; a curriculum that gives 0 steps is refused (exit status 2) with the numbers.
+"$PYTHON" -m rag_curriculum.verl steps "$SHARDS" --train-batch-size "$PROMPTS_PER_STEP" "$@" >/dev/null || exit $?
 
 dynamic=()
 if [[ -n "${DYNAMIC:-}" ]]; then
@@ -86,7 +96,7 @@ cmd=(
   actor_rollout_ref.actor.ppo_mini_batch_size="$PROMPTS_PER_STEP"
   actor_rollout_ref.actor.ppo_epochs=1
   actor_rollout_ref.actor.use_dynamic_bsz=True
-  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$(((MAX_PROMPT + MAX_RESPONSE) * 2))
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu="$MAX_TOKENS_PER_GPU"
   actor_rollout_ref.actor.use_kl_loss=True
   actor_rollout_ref.actor.kl_loss_coef=0.01
   actor_rollout_ref.actor.kl_loss_type=low_var_kl

@@ -94,3 +94,34 @@ def test_launch_refuses_a_batch_verl_cannot_split(shards):
     res = _run(shards, GPUS_PER_NODE="8")
     assert res.returncode == 2 and "294 sequences do not split over 8 GPUs" in res.stderr
     assert _run(shards, GPUS_PER_NODE="8", PROMPTS_PER_STEP="48").returncode == 0
+
+
+def test_dry_run_offline_says_what_it_could_not_check_and_prints_the_command(shards, tmp_path):
+    """A Hub model id with no network (and nothing cached): the prompt lengths need its tokenizer, so the dry run
+    says they are unchecked and prints the command all the same; the run itself refuses."""
+    offline = {"MODEL": "Qwen/Qwen2.5-7B-Instruct", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    res = _run(shards, **offline)
+    assert res.returncode == 0, res.stderr
+    assert "not checked: whether the prompts fit the run's limits" in res.stderr
+    assert "Qwen/Qwen2.5-7B-Instruct's tokenizer, which could not be loaded here" in res.stderr
+    opts = dict(a.split("=", 1) for a in shlex.split(res.stdout)[3:])
+    assert opts["actor_rollout_ref.model.path"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert opts["data.max_prompt_length"] == "UNCHECKED" == opts["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]
+    assert "50 rows, 1 steps; the last 8 rows are dropped" in res.stderr  # what needs no tokenizer is still said
+    res = _run(shards, "data.max_prompt_length=6144", **offline)  # (or MAX_PROMPT=6144)
+    opts = dict(a.split("=", 1) for a in shlex.split(res.stdout)[3:-1])
+    assert res.returncode == 0 and opts["data.max_prompt_length"] == "6144"
+    assert opts["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == str((6144 + 800) * 2)
+    assert "keeps data.max_prompt_length=6144 unchecked" in res.stderr
+    res = _run(shards, DRY_RUN="", **offline)  # the run itself: nothing is launched unchecked
+    assert res.returncode == 2 and "could not load a tokenizer" in res.stderr and res.stdout == ""
+
+
+def test_a_curriculum_that_gives_no_step_is_refused_with_the_numbers(shards):
+    res = _run(shards, PROMPTS_PER_STEP="63")  # 50 rows: verl's drop_last would leave 0 steps
+    assert res.returncode == 2 and res.stdout == ""
+    assert "has 50 rows, fewer than one batch of data.train_batch_size=63 prompts" in res.stderr
+    assert "so the run would train 0 steps" in res.stderr and "set data.train_batch_size to at most 50" in res.stderr
+    res = _run(shards, "data.train_batch_size=51")  # an override of the batch counts too
+    assert res.returncode == 2 and "data.train_batch_size=51 prompts" in res.stderr
+    assert _run(shards, "data.train_batch_size=50").returncode == 0

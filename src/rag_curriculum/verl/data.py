@@ -6,7 +6,8 @@ launch script (``recipes/verl/*.sh``)::
     python -m rag_curriculum.verl reward-manager-path                   # /.../verl/reward_manager.py (search-r1)
     python -m rag_curriculum.verl lengths outputs/musique-min-max --model MODEL      # the longest prompt
     python -m rag_curriculum.verl check-lengths outputs/musique-min-max --model MODEL \\
-        --prompt-length 6144 --response-length 800 [VERL_OVERRIDES...]
+        --prompt-length 6144 --response-length 800 [--dry-run] [VERL_OVERRIDES...]
+    python -m rag_curriculum.verl steps outputs/musique-min-max --train-batch-size 42 [VERL_OVERRIDES...]
     python -m rag_curriculum.verl agent-data outputs/musique-min-max agent.parquet [--template search-r1] [--overwrite]
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
@@ -20,7 +21,17 @@ concatenates them in list order and, with ``data.shuffle=False``, walks the rows
 left-truncates such a prompt with a warning only, even under ``data.truncation=error``. ``--prompt-length auto``
 takes the longest prompt. On success it prints the ``data.max_prompt_length`` to use. Prompt lengths come from the
 shards' ``prompt_tokens`` when they were counted with the model's tokenizer (``curriculum build --tokenizer
-MODEL``), else from the model's tokenizer here.
+MODEL``), else from the model's tokenizer here. With ``--dry-run`` (a launch script's ``DRY_RUN=1``) a tokenizer
+that cannot be loaded (no network, a Hub id not in the cache) does not stop it: it says on stderr what it could
+not check and prints the prompt limit given (``--prompt-length N`` or ``data.max_prompt_length=N``), or
+``UNCHECKED`` for ``auto``, so the script still prints its command.
+
+**Steps** (``steps``): verl's trainer makes ``len(dataset) // data.train_batch_size`` steps an epoch and its train
+loader drops the incomplete last batch (``drop_last=True``), so the rows past the last whole batch are never
+trained. ``steps`` says how many steps the curriculum gives and which rows are left (stderr), prints the steps
+(stdout), and refuses (exit status 2) a curriculum with fewer rows than one batch, naming both numbers: verl
+itself would fail on it with a division by zero. ``data.train_batch_size`` and ``data.train_max_samples`` among the
+overrides win over ``--train-batch-size``.
 
 **Search-agent rows** (``agent-data``; verl's ``ToolAgentLoop`` with the toolkit's
 :class:`~rag_curriculum.verl.tool.SearchTool`): one Parquet file, rows in curriculum order. Each row keeps the
@@ -62,12 +73,12 @@ import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with
 from ..agents import SearchTemplate, get_agent_template
-from ..errors import ConfigError, CurriculumError, PromptLengthError
+from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerError
 from ..lengths import Limit, check_lengths, read_lengths
-from ..shards import shard_files, validate_shards
+from ..shards import read_manifest, shard_files, validate_shards
 
-__all__ = ["agent_row", "agent_table", "hydra_list", "main", "parse_verl_overrides", "reward_path", "train_files",
-           "verl_limits", "write_agent_data"]
+__all__ = ["UNCHECKED", "agent_row", "agent_table", "hydra_list", "main", "parse_verl_overrides", "reward_path",
+           "train_files", "verl_limits", "verl_steps", "write_agent_data"]
 
 
 # --- the shard files and the reward file ---------------------------------------------------------------------------
@@ -104,7 +115,11 @@ VERL_KEYS = {
     "actor_rollout_ref.rollout.max_model_len": "max_model_len",
     "actor_rollout_ref.model.path": "model",
     "data.filter_overlong_prompts": "filter",
+    "data.train_batch_size": "train_batch_size",
+    "data.train_max_samples": "train_max_samples",
 }
+#: What ``check-lengths --dry-run`` prints for a prompt limit it could not derive (``--prompt-length auto``).
+UNCHECKED = "UNCHECKED"
 
 
 def parse_verl_overrides(overrides: Iterable[str]) -> dict[str, str]:
@@ -148,8 +163,9 @@ def verl_limits(prompt_length: int, response_length: int, overrides: Mapping[str
 
 USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-path | reward-manager-path\n"
          "       | lengths SHARD_DIR [--model MODEL] [VERL_OVERRIDES...]\n"
-         "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] "
+         "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] [--dry-run] "
          "[VERL_OVERRIDES...]\n"
+         "       | steps SHARD_DIR --train-batch-size N [VERL_OVERRIDES...]\n"
          "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n")
 
 
@@ -163,7 +179,11 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
     i = 0
     while i < len(rest):
         a = rest[i]
-        if a in ("--model", "--prompt-length", "--response-length"):
+        if a == "--dry-run":
+            opts["dry-run"] = "1"
+            i += 1
+            continue
+        if a in ("--model", "--prompt-length", "--response-length", "--train-batch-size"):
             if i + 1 >= len(rest):
                 raise SystemExit(f"{a} needs a value\n{USAGE}")
             opts[a[2:]] = rest[i + 1]
@@ -185,11 +205,35 @@ def prompt_lengths(directory: str | Path, model: str | None):
     return lengths
 
 
+def _unchecked(model: str | None, error: CurriculumError, opts: Mapping[str, str], found: Mapping[str, str]) -> int:
+    """``check-lengths --dry-run`` where the prompts cannot be counted here: say so, print the limit given."""
+    given = found.get("prompt") or opts.get("prompt-length")
+    limit = given if given and given != "auto" else UNCHECKED
+    sys.stderr.write(
+        f"not checked: whether the prompts fit the run's limits. The prompt lengths need {model}'s tokenizer, which "
+        f"could not be loaded here ({error}). The command below ")
+    if limit == UNCHECKED:
+        sys.stderr.write(f"has data.max_prompt_length={UNCHECKED}: set MAX_PROMPT=N (a number of tokens) to print it "
+                         "with a number. ")
+    else:
+        sys.stderr.write(f"keeps data.max_prompt_length={limit} unchecked. ")
+    sys.stderr.write("Check it where the tokenizer loads (the same command without DRY_RUN does, and refuses prompts "
+                     "that do not fit), or build the curriculum with `--tokenizer MODEL` so its prompt_tokens are "
+                     "read instead.\n")
+    sys.stdout.write(f"{limit}\n")
+    return 0
+
+
 def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
     directory, opts, found = _lengths_args(args)
     model = found.get("model") or opts.get("model")
     try:
-        lengths = prompt_lengths(directory, model)
+        try:
+            lengths = prompt_lengths(directory, model)
+        except TokenizerError as e:
+            if opts.get("dry-run") and not derive_only:
+                return _unchecked(model, e, opts, found)
+            raise
         if derive_only:
             sys.stdout.write(f"{lengths.max_tokens}\n")
             return 0
@@ -209,6 +253,69 @@ def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
         sys.stderr.write("note: data.filter_overlong_prompts=True drops every prompt over data.max_prompt_length "
                          "without a word, and those are the hardest rows of a curriculum; none is over it now\n")
     sys.stdout.write(f"{prompt_length}\n")
+    return 0
+
+
+# --- steps: verl's drop_last ---------------------------------------------------------------------------------------
+def verl_steps(rows: int, train_batch_size: int, *, max_samples: int | None = None, where: str = "the curriculum",
+               setting: str = "data.train_batch_size") -> tuple[int, int]:
+    """(steps an epoch, rows left over) as verl 0.9's trainer counts them: ``len(dataset) // data.train_batch_size``
+    steps, the rest dropped by its train loader (``drop_last=True``); ``data.train_max_samples`` (> 0) keeps the
+    first rows only. A curriculum that gives no step is refused with both numbers.
+
+    >>> verl_steps(100, 42)
+    (2, 16)
+    >>> verl_steps(30, 42)
+    Traceback (most recent call last):
+    ...
+    rag_curriculum.errors.ConfigError: the curriculum has 30 rows, fewer than one batch of data.train_batch_size=42 prompts: verl's train loader drops the incomplete last batch (drop_last=True), so the run would train 0 steps
+    """
+    if max_samples is not None and 0 < max_samples < rows:
+        rows = max_samples
+    if train_batch_size <= 0:
+        raise ConfigError(f"{setting}={train_batch_size}: a batch needs at least one prompt")
+    steps, tail = divmod(rows, train_batch_size)
+    if steps == 0:
+        raise ConfigError(
+            f"{where} has {rows} rows, fewer than one batch of {setting}={train_batch_size} prompts: verl's train "
+            "loader drops the incomplete last batch (drop_last=True), so the run would train 0 steps",
+            hint=f"set {setting} to at most {rows} (PROMPTS_PER_STEP in recipes/verl/*.sh), or build a curriculum with "
+                 "more rows")
+    return steps, tail
+
+
+def _tail_note(directory: str | Path, rows: int, tail: int) -> str:
+    """``: curriculum_index A..B, levels L`` of the rows verl's drop_last leaves (read from the shards)."""
+    if not tail:
+        return ""
+    columns = [pq.read_table(f, columns=["curriculum_index", "level"]) for f in shard_files(directory)]
+    table = pa.concat_tables(columns).slice(rows - tail, tail)
+    index, levels = table.column(0).to_pylist(), table.column(1).to_pylist()
+    shown = ", ".join(str(lv) for lv in sorted(set(levels)))
+    return f": curriculum_index {index[0]}..{index[-1]}, level{'s' if len(set(levels)) > 1 else ''} {shown}"
+
+
+def steps_main(args: list[str]) -> int:
+    directory, opts, found = _lengths_args(args)
+    batch = found.get("train_batch_size") or opts.get("train-batch-size")
+    if batch is None:
+        raise SystemExit(f"steps needs --train-batch-size\n{USAGE}")
+    try:
+        manifest = read_manifest(directory)
+        rows = int(manifest["num_rows"])
+        samples = _int(found.get("train_max_samples"), "data.train_max_samples")
+        where = f"{directory} with data.train_max_samples={samples}" if samples and samples < rows else str(directory)
+        steps, tail = verl_steps(rows, int(batch), max_samples=samples, where=where)
+        if samples is not None and 0 < samples < rows:
+            rows = samples
+        note = _tail_note(directory, rows, tail)
+    except (CurriculumError, ValueError) as e:
+        hint = getattr(e, "hint", None)
+        sys.stderr.write(f"error: {e}. Nothing was run." + (f"\n  hint: {hint}" if hint else "") + "\n")
+        return 2
+    sys.stderr.write(f"curriculum: {directory} ({rows} rows, {steps} steps; the last {tail} rows are dropped by "
+                     f"verl's drop_last{note})\n")
+    sys.stdout.write(f"{steps}\n")
     return 0
 
 
@@ -297,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check_lengths_main(args[1:], derive_only=True)
     if args[:1] == ["check-lengths"]:
         return check_lengths_main(args[1:])
+    if args[:1] == ["steps"]:
+        return steps_main(args[1:])
     if args[:1] == ["agent-data"]:
         return agent_data_main(args[1:])
     sys.stderr.write(USAGE)
