@@ -21,6 +21,12 @@ toolkit wrote, and the error a refusal raises.
   toolkit's); nothing is changed through a symbolic link inside the output.
 * **One writer** (:func:`exclusive`). A second run to an output being written is refused at once, naming it.
 
+**A set of outputs** (a partition's buckets, its ``stats.parquet`` and ``partition.json``: an :class:`OutputSet`)
+is written whole into a staging folder inside its ``OUT`` (:func:`prepare_set`), then moved in member by member
+(:func:`commit_set`): each member's manifest held back until every member is in place, the summary last, so readers
+see all of a set or none of it; a replaced member's files that the toolkit did not write are carried over into its
+successor, and what an interrupted commit left is put back or removed by the next.
+
 **Resumable outputs** (a partition's or an evaluation's ``--out``: work chunks and results that accumulate over
 runs, each file written atomically) are written in place; they share the refusal rule (:func:`check_resumable`:
 ``--out`` is a file, or a folder something else wrote) and the one-writer rule, and a run that failed before its
@@ -30,7 +36,8 @@ toolkit's own files in it (``train_config.yaml``, ``train_plan.json``, ``curricu
 atomically one by one, and a fresh run over checkpoints is refused by ``run.resume``.
 
 Private: :mod:`rag_curriculum.shards` (the read API and the shard writer), the index writer, warm-start, the
-partition and the evaluation build on it; tests/test_commit.py tests it, for every kind of output.
+partition (its set of buckets) and the evaluation build on it; tests/test_commit.py tests it, for every kind of output
+(a set of outputs through the partition's: tests/partition/test_resume.py).
 """
 
 from __future__ import annotations
@@ -50,15 +57,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ._plumbing import MANIFEST, atomic_write_text, fsync_dir, held_or_refused
+from ._plumbing import MANIFEST, SUMMARY_FILE, atomic_write_text, fsync_dir, held_or_refused
 from .errors import ShardError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEGACY_OWNED", "REPLACING", "SHARDS", "TOOLKIT", "OutputKind", "check_output", "check_resumable",
-           "commit_output", "exclusive", "files_under", "foreign_entries", "is_toolkit_manifest", "listed_shards", "lock_beside",
-           "owner_alive", "owner_tag", "prepare_output", "read_record", "remove_orphans", "remove_output",
-           "replace_in_place", "resumable_output", "toolkit_files"]
+__all__ = ["LEGACY_OWNED", "PENDING_MANIFEST", "REPLACED_MANIFEST", "REPLACING", "SHARDS", "STAGING_PREFIX", "TOOLKIT",
+           "TRASH_PREFIX", "OutputKind", "OutputSet", "check_output", "check_resumable", "commit_output", "commit_set",
+           "exclusive", "files_under", "foreign_entries", "invalidate_set", "is_toolkit_manifest", "listed_shards",
+           "lock_beside", "owner_alive", "owner_tag", "prepare_output", "prepare_set", "read_record", "remove_orphans",
+           "remove_output", "replace_in_place", "resumable_output", "toolkit_files"]
 
 # While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
 # and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
@@ -462,3 +470,182 @@ def resumable_output(out: Path, lock: str | Path, command: str, error: Callable[
     finally:
         if failed and created and not started():
             shutil.rmtree(out, ignore_errors=True)
+
+
+# -- a set of outputs --------------------------------------------------------------------------------------------
+#: Hidden folders inside a set's ``OUT``: the next set being written, and the previous set being replaced.
+STAGING_PREFIX = ".staging-"
+TRASH_PREFIX = ".replaced-"
+#: A member's manifest while its set is being moved into place (renamed to ``manifest.json`` just before the set's
+#: summary is written): until then the member does not read as a finished shard directory.
+PENDING_MANIFEST = f".{MANIFEST}.pending"
+#: A member's manifest while its set is being replaced: refused by readers (no ``manifest.json``), kept so that the
+#: files the toolkit did not write (a user's notes in ``answerable/``) can be told apart and carried over.
+REPLACED_MANIFEST = f".{MANIFEST}.replaced"
+
+
+@dataclass(frozen=True)
+class OutputSet:
+    """A set of shard directories inside one folder ``OUT`` (a partition's buckets), committed together: readers see
+    all of a set or none of it. ``members``: every shard directory a set of this kind may hold (one set has some of
+    them: a partition's buckets depend on its kind); ``files``: the files moved in beside them (``stats.parquet``);
+    ``summary``: the file moved in last, which marks the set complete (``partition.json``; readers ask
+    ``output_set_problem`` before reading a member); ``error``: the exception a refusal raises."""
+
+    members: tuple[str, ...]
+    files: tuple[str, ...] = ()
+    summary: str = SUMMARY_FILE
+    error: Callable[..., Exception] = ShardError
+
+
+def invalidate_set(out: Path, kind: OutputSet) -> None:
+    """The current set in ``out`` stops reading as complete: its summary first, then each member's manifest (set
+    aside as :data:`REPLACED_MANIFEST`)."""
+    (out / kind.summary).unlink(missing_ok=True)
+    for name in kind.members:
+        if (out / name / MANIFEST).exists():
+            os.replace(out / name / MANIFEST, out / name / REPLACED_MANIFEST)
+
+
+def _member_record(d: Path) -> Path | None:
+    """A member's manifest under whichever name a (possibly interrupted) commit left it."""
+    return next((d / n for n in (MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST) if (d / n).is_file()), None)
+
+
+def _member_files(d: Path) -> set[str] | None:
+    """The files the toolkit wrote in member ``d`` (its shards, card and plots, and its manifest under any of its
+    names), from its record of them; None when there is no readable record."""
+    record = _member_record(d)
+    try:
+        manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
+        return (toolkit_files(d, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
+                if isinstance(manifest, dict) else None)
+    except (OSError, ValueError, ShardError):
+        return None
+
+
+def _check_replaceable(out: Path, names: Sequence[str], kind: OutputSet) -> None:
+    """Refuse to replace a member folder that holds files but no record of what the toolkit wrote there (a folder
+    the user made, or a member an older version left half removed): its files could not be told apart."""
+    for name in names:
+        d = out / name
+        if d.is_dir() and any(d.iterdir()) and _member_record(d) is None:
+            raise kind.error(
+                f"{d} holds files but no manifest, so the files the toolkit wrote cannot be told apart from yours; "
+                f"move what you want to keep out of {d} (or remove it), then run the same command again")
+
+
+def _carry_user_files(old: Path, new: Path) -> bool:
+    """Move what the toolkit did not write from a replaced member ``old`` into its successor ``new`` (the
+    ``--overwrite`` rule: only the toolkit's files are replaced). False when some could not be moved."""
+    owned = _member_files(old)
+    if owned is None:
+        return True  # no record of what the toolkit wrote there (refused before the commit): nothing to move
+    kept, stuck = [], []
+    for entry in foreign_entries(old, owned):
+        src, dst = old / entry.rstrip("/"), new / entry.rstrip("/")
+        n = 0
+        while dst.exists() or dst.is_symlink():  # the new set has a file of that name: keep the user's beside it
+            n += 1
+            dst = new / f"{entry.rstrip('/')}.kept{n if n > 1 else ''}"
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        except OSError as e:  # e.g. a read-only folder of the user's: left where it is, never deleted
+            stuck.append(f"{entry} ({e.strerror or e})")
+            continue
+        kept.append(entry if dst.name == Path(entry.rstrip("/")).name else f"{entry} (as {dst.name})")
+    if kept:
+        log.warning("%s: kept %d file(s) the toolkit did not write: %s", new, len(kept), ", ".join(kept))
+    if stuck:
+        log.warning("%s: could not move %d file(s) the toolkit did not write into the new %s; they stay in %s: %s",
+                    old.parent.parent, len(stuck), new.name, old, ", ".join(stuck))
+    return not stuck
+
+
+def prepare_set(out: Path, kind: OutputSet) -> Path:
+    """Remove what interrupted writes left in ``out`` (staging and replaced folders: the caller holds the writer's
+    lock, so no live process is using them; a user's files in a replaced member go back first; and the partial
+    folders of older versions that wrote the members directly), and return the staging folder to write the next set
+    into (inside ``out``, not made yet)."""
+    if out.is_dir():
+        held: set[str] = set()
+        for p in sorted(out.iterdir()):
+            if p.name.startswith(TRASH_PREFIX) and p.is_dir():
+                for name in kind.members:
+                    if (p / name).is_dir():
+                        if not (out / name).exists():
+                            os.replace(p / name, out / name)  # the old member, still refused (no manifest.json)
+                        elif not _carry_user_files(p / name, out / name):
+                            held.add(p.name)  # a user's file could not be moved out: the folder is kept
+        for p in out.iterdir():
+            if p.name in held:
+                continue
+            stale = p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) or any(
+                p.name.startswith(f".{b}.{PARTIAL}-") for b in kind.members)
+            if stale and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+    return out / f"{STAGING_PREFIX}{os.getpid()}-{time.time_ns()}"
+
+
+def _retire_other_members(out: Path, names: Sequence[str], kind: OutputSet, trash: Path) -> None:
+    """The members the previous set left in ``out`` that the new one does not have (a closed-context partition's
+    ``answerable/`` after ``--agent``, or a search agent's buckets after a closed-context run): moved out with the
+    rest of that set when they hold only the toolkit's files. One holding a file of the user's stays where it is
+    (readers refuse it: no ``manifest.json``), and a warning says so."""
+    for name in kind.members:
+        d = out / name
+        if name in names or not d.is_dir():
+            continue
+        owned = _member_files(d)
+        if owned is None:
+            continue  # not a member the toolkit wrote: never touched
+        if foreign_entries(d, owned):
+            log.warning("%s belongs to the previous set of outputs (another kind of partition) and holds files the "
+                        "toolkit did not write; it is left where it is, unreadable as a shard directory: move your "
+                        "files out and remove it", d)
+            continue
+        trash.mkdir(exist_ok=True)
+        os.replace(d, trash / name)
+
+
+def _commit_step(name: str) -> None:
+    """Called before each step of moving a finished set into place (tests patch it to crash there)."""
+
+
+def commit_set(stage: Path, out: Path, names: Sequence[str], kind: OutputSet) -> None:
+    """Move a complete set from ``stage`` (its members ``names``, its files and its summary) into ``out``, replacing
+    the previous set.
+
+    The order keeps one rule at every moment: a member reads as a finished shard directory only once every output
+    of its set is in place, and the summary (moved in last) marks the set complete. A crash part-way leaves members
+    without a manifest (readers refuse them) and no summary; running the same command again writes the whole set
+    again (deterministic: the same bytes). A replaced member's files that the toolkit did not write are carried
+    over into its successor."""
+    trash = out / f"{TRASH_PREFIX}{os.getpid()}-{time.time_ns()}"
+    _check_replaceable(out, names, kind)
+    keep_trash = False
+    _commit_step("invalidate")
+    invalidate_set(out, kind)
+    for name in names:
+        os.replace(stage / name / MANIFEST, stage / name / PENDING_MANIFEST)
+    for name in (*names, *kind.files):
+        _commit_step(name)
+        if (out / name).exists():
+            trash.mkdir(exist_ok=True)
+            os.replace(out / name, trash / name)
+        os.replace(stage / name, out / name)
+        if name in names and (trash / name).is_dir():
+            if not _carry_user_files(trash / name, out / name):
+                keep_trash = True
+    for name in names:
+        _commit_step(f"{name}/{MANIFEST}")
+        os.replace(out / name / PENDING_MANIFEST, out / name / MANIFEST)
+        fsync_dir(out / name)
+    _retire_other_members(out, names, kind, trash)
+    _commit_step(kind.summary)
+    os.replace(stage / kind.summary, out / kind.summary)
+    fsync_dir(out)
+    if not keep_trash:
+        shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(stage, ignore_errors=True)

@@ -62,13 +62,13 @@ def tree(d: Path) -> dict[str, bytes]:
 
 def crash_before(monkeypatch, step: str) -> None:
     """Make the next partition die (KeyboardInterrupt) just before ``step`` of moving its set of outputs in."""
-    import rag_curriculum.partition._set as part  # where the commit steps run
+    import rag_curriculum._commit as commit  # where the commit steps run (commit_set)
 
     def crash(name):
         if name == step:
             raise KeyboardInterrupt(f"killed before {name}")
 
-    monkeypatch.setattr(part, "_commit_step", crash)
+    monkeypatch.setattr(commit, "_commit_step", crash)
 
 
 def chunks_done(out: Path) -> int:
@@ -206,8 +206,8 @@ def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp
     """A real SIGKILL with answerable/ moved into place and unanswerable/ not yet."""
     out = tmp_path / "out"
     want = reference_at(shards, out)
-    code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum.partition._set as part; "
-            "part._commit_step = lambda name: time.sleep(600) if name == 'unanswerable' else None; "
+    code = (f"import sys, time; sys.path.insert(0, {str(TESTS)!r}); import rag_curriculum._commit as commit; "
+            "commit._commit_step = lambda name: time.sleep(600) if name == 'unanswerable' else None; "
             f"from partition.test_resume import run_partition; run_partition({str(shards)!r}, {str(out)!r}, 0.0)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._commit import commit_set, prepare_set
 from .._plumbing import SUMMARY_FILE, WORK, atomic_write_with, redact_command
 from .._version import __version__
 from ..cards import plot_histogram, write_partition_card
@@ -25,7 +25,7 @@ from ..shards import portable, read_manifest, read_table, write_json, write_shar
 from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
 from ._config import PASS_RATE_PLOT, STATS_FILE, PartitionConfig
 from ._inputs import _input_path, _public_config, _recorded_input, input_digest
-from ._set import STAGING_PREFIX, _commit_outputs, _remove_leftovers
+from ._set import PARTITION_SET
 from ._stats import (
     COMPLETIONS_FIELD,
     PASS_AT_K,
@@ -70,10 +70,9 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "K": manifest.get("K"),
         "generation": _generation_record(wd, run),
     }
-    # The whole set is written into a staging folder inside OUT, then moved into place (see _commit_outputs): a
+    # The whole set is written into a staging folder inside OUT, then moved into place (_commit.commit_set): a
     # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
-    _remove_leftovers(out)
-    stage = out / f"{STAGING_PREFIX}{os.getpid()}-{time.time_ns()}"
+    stage = prepare_set(out, PARTITION_SET)
     try:
         stage.mkdir()
         _write_table(stage / STATS_FILE, stats)
@@ -94,7 +93,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         summary = {**base, "kind": "partition-summary", "counts": counts, "balance": balance_info,
                    "outputs": outputs, "stats": STATS_FILE}
         write_json(stage / SUMMARY_FILE, portable(summary, out))  # no absolute path, as the manifests
-        _commit_outputs(stage, out, scoring.outputs)
+        commit_set(stage, out, scoring.outputs, PARTITION_SET)
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)
         where = f" ({e.filename})" if e.filename and stage.name not in str(e.filename) else ""

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .._commit import check_resumable, resumable_output
+from .._commit import check_resumable, invalidate_set, resumable_output
 from .._plumbing import RECORD_FILE, SUMMARY_FILE, WORK, current_command
 from ..agents import open_retriever
 from ..errors import PartitionError, UsageError
@@ -31,7 +31,7 @@ from ._inputs import (
     input_digest,
 )
 from ._outputs import finalize_partition
-from ._set import _invalidate
+from ._set import PARTITION_SET
 from ._stats import check_templates
 
 log = logging.getLogger("rag_curriculum.partition")  # one logger for the package, as before the split
@@ -158,5 +158,5 @@ def _remove_outputs(out: Path) -> None:
     """Retire a previous set of outputs: it stops reading as complete (``partition.json`` first, then each bucket's
     manifest is set aside) and ``stats.parquet`` goes; the buckets themselves are replaced when the new set is
     committed, which carries over the files the toolkit did not write (a user's notes in ``answerable/``)."""
-    _invalidate(out)
+    invalidate_set(out, PARTITION_SET)
     (out / STATS_FILE).unlink(missing_ok=True)
