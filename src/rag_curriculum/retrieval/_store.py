@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .._metrics import normalize_answer
+from .._plumbing import hash64
 from ._integrity import HashingWriter, save_npy
 
 PASSAGES = "passages.bin"
@@ -68,7 +69,7 @@ def passage_hash(title: str, text: str) -> int:
     """A stable 64-bit hash (BLAKE2b) of a passage's title and text with whitespace runs collapsed and case folded:
     two passages with equal hashes are copies of each other."""
     key = " ".join(title.split()).casefold() + "\x00" + " ".join(text.split()).casefold()
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    return hash64(key, byteorder="little", signed=True)
 
 
 def normalize_passage(title: str, text: str) -> str:

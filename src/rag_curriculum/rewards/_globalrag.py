@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from .._metrics import answer_f1, answer_scores
+from .._plumbing import hash64
 from ..errors import ConfigError, RewardInputError
 from ..grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
 from ._columns import batch_answers, check_columns, completion_texts, trajectory_column
@@ -230,7 +231,6 @@ class HashEmbedder:
         self.dim = dim
 
     def __call__(self, texts: Sequence[str]) -> Any:
-        import hashlib
         import re
 
         import numpy as np
@@ -238,8 +238,7 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
             for w in re.findall(r"\w+", t.lower()):
-                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                out[i, h % self.dim] += 1.0
+                out[i, hash64(w, byteorder="little") % self.dim] += 1.0
         return out
 
 
