@@ -13,7 +13,15 @@ from ._jsonl import read_jsonl_latest
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
-from ._ray import AUTH_HINT, UNREACHABLE_HINT, auth_cause, drop_options, is_auth_error, unreachable
+from ._ray import (
+    AUTH_HINT,
+    UNREACHABLE_HINT,
+    auth_cause,
+    connect_ray,
+    drop_options,
+    is_auth_error,
+    unreachable,
+)
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import expected_type, init_hints
@@ -32,6 +40,7 @@ __all__ = [
     "atomic_write_text",
     "atomic_write_with",
     "auth_cause",
+    "connect_ray",
     "current_command",
     "derive_seed",
     "die_with_parent",

@@ -1,14 +1,17 @@
-"""Connecting to a Ray cluster, written once for every ``--engine ray`` (partition and eval's actor pools, the dense
-index's Ray Data encoding): an address that nothing answers is refused in seconds (``ray.init`` would wait for it
-without end), and a refusal by Ray's token authentication is named as such. Standard library only: Ray is imported
-by the callers, inside their functions."""
+"""Connecting to a Ray cluster, written once (:func:`connect_ray`) for every ``--engine ray`` (partition and eval's
+actor pools, the dense index's Ray Data encoding, ``curriculum serve``'s Ray Serve replicas): an address that
+nothing answers is refused in seconds (``ray.init`` would wait for it without end), and a refusal by Ray's token
+authentication is named as such. Standard library only: Ray is imported by the callers, inside their functions."""
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import shlex
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 #: Ray 2.52+ authenticates with a token: a cluster and a driver that disagree on it fail in ways that look like a
 #: missing toolkit; the hint names the real cause and both ways out (docs/scaling.md, "Token authentication").
@@ -84,6 +87,44 @@ def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
         return (e.strerror or str(e)).lower()
 
 
+def connect_ray(ray: Any, address: str | None, *, error: Callable[..., Exception], log: logging.Logger, purpose: str,
+                log_to_driver: bool = False, local_level: int = logging.WARNING) -> bool:
+    """Connect ``ray`` (the module, imported by the caller) to the cluster at ``address`` (else ``RAY_ADDRESS``), or,
+    where neither is set, start a local cluster (``purpose``: what for, in the log line); True when this call
+    started one (the caller shuts it down), False when it joined one or Ray was already connected. Ray's dashboard
+    and usage statistics are off; ``log_to_driver``: the workers' output printed here; ``local_level``: Ray's own
+    log level for a cluster started here.
+
+    Refused with ``error(message, hint=...)``, in one line: an address nothing answers, in seconds
+    (:func:`unreachable`, with :data:`UNREACHABLE_HINT`), a refusal by Ray's token authentication, in Ray's own words
+    (:func:`auth_cause`, with :data:`AUTH_HINT`), and any other failure to connect or start (``ConnectionError``,
+    ``RuntimeError``, ``ValueError``: its first line)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    why = unreachable(address)  # ray.init would wait for an address nothing answers without end
+    if why:
+        raise error(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": log_to_driver}
+    try:
+        if address:
+            log.info("connecting to the Ray cluster at %s", address)
+            ray.init(address=address, logging_level=logging.WARNING, **kwargs)
+            return False
+        log.info("starting a local Ray cluster for %s (--ray-address or RAY_ADDRESS to use a running one)", purpose)
+        ray.init(logging_level=local_level, **kwargs)
+        return True
+    except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
+        where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
+        if is_auth_error(e):
+            raise error(f"could not {where}: Ray's token authentication refused it ({auth_cause(e)})",
+                        hint=AUTH_HINT) from e
+        if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
+            raise
+        raise error(f"could not {where}: {str(e).splitlines()[0][:200]}", hint=UNREACHABLE_HINT) from e
+
+
 def drop_options(command: str | None, flags: Iterable[str]) -> str | None:
     """The command line as outputs record it: without ``flags`` and their values (the engine options, which say
     where the work ran, not what it made), whether given as ``--flag value`` or ``--flag=value``.
@@ -113,4 +154,5 @@ def drop_options(command: str | None, flags: Iterable[str]) -> str | None:
     return shlex.join(out)
 
 
-__all__ = ["AUTH_HINT", "UNREACHABLE_HINT", "auth_cause", "drop_options", "is_auth_error", "unreachable"]
+__all__ = ["AUTH_HINT", "UNREACHABLE_HINT", "auth_cause", "connect_ray", "drop_options", "is_auth_error",
+           "unreachable"]

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import AUTH_HINT, UNREACHABLE_HINT, auth_cause, is_auth_error, unreachable
+from .._plumbing import AUTH_HINT, auth_cause, connect_ray, is_auth_error
 from ..errors import CurriculumError, EngineError
 from ._base import replays, seeded_call_supported
 from .runner import Call, _generate
@@ -113,33 +113,10 @@ class RayEngine:
         self.pools: list[RayPool] = []
 
     def connect(self) -> Any:
-        ray = self.ray
-        if ray.is_initialized():
-            return ray
-        address = self.cfg.ray_address or os.environ.get("RAY_ADDRESS") or None
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
-                                  "logging_level": logging.WARNING}
-        why = unreachable(address)  # ray.init would wait for an address nothing answers without end
-        if why:
-            raise EngineError(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
-        try:
-            if address:
-                log.info("connecting to the Ray cluster at %s", address)
-                ray.init(address=address, **kwargs)
-            else:
-                log.info("starting a local Ray cluster for this run (set RAY_ADDRESS or --ray-address to use a "
-                         "running one)")
-                ray.init(**kwargs)
-                self.started = True
-        except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
-            where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
-            if is_auth_error(e):
-                raise EngineError(f"could not {where}: Ray's token authentication refused it ({auth_cause(e)})",
-                                  hint=AUTH_HINT) from e
-            if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
-                raise
-            raise EngineError(f"could not {where}: {e}", hint=UNREACHABLE_HINT) from e
-        return ray
+        if connect_ray(self.ray, self.cfg.ray_address, error=EngineError, log=log, purpose="this run",
+                       log_to_driver=True):
+            self.started = True
+        return self.ray
 
     def wrap(self, factory: Callable[[], Any], *, backend: str | None = None,
              options: Mapping[str, Any] | None = None) -> Callable[[], RayPool]:

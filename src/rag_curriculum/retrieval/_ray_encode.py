@@ -35,15 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import (
-    AUTH_HINT,
-    UNREACHABLE_HINT,
-    atomic_write_bytes,
-    atomic_write_text,
-    auth_cause,
-    is_auth_error,
-    unreachable,
-)
+from .._plumbing import atomic_write_bytes, atomic_write_text, connect_ray
 from ..errors import CurriculumError, EngineError
 from ._encoder import Encoder, EncoderError, EncoderSettings
 
@@ -140,32 +132,9 @@ class RayEncoding:
         except ImportError as e:
             raise EngineError(f"--engine ray needs Ray Data, which is not installed here ({e})",
                               hint="pip install 'rag-curriculum[ray]', or run with --engine local") from None
-        if ray.is_initialized():
-            return ray
-        address = self.cfg.ray_address or os.environ.get("RAY_ADDRESS") or None
-        why = unreachable(address)
-        if why:
-            raise EngineError(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                  "logging_level": logging.WARNING}
-        try:
-            if address:
-                log.info("connecting to the Ray cluster at %s", address)
-                ray.init(address=address, **kwargs)
-            else:
-                log.info("starting a local Ray cluster for the encoding (--ray-address or RAY_ADDRESS to use a "
-                         "running one)")
-                ray.init(**{**kwargs, "logging_level": logging.ERROR})  # not its token notice: a cluster of ours
-                self.started = True
-        except Exception as e:  # ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError
-            where = f"connect to the Ray cluster at {address}" if address else "start a local Ray cluster"
-            if is_auth_error(e):
-                raise EngineError(f"could not {where}: Ray's token authentication refused it ({auth_cause(e)})",
-                                  hint=AUTH_HINT) from None
-            if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
-                raise
-            raise EngineError(f"could not {where}: {str(e).splitlines()[0][:200]}", hint=UNREACHABLE_HINT) from None
+        # not Ray's token notice on a local cluster: one of ours
+        self.started = connect_ray(ray, self.cfg.ray_address, error=EngineError, log=log, purpose="the encoding",
+                                   local_level=logging.ERROR)
         return ray
 
     def _check_work(self) -> None:

@@ -15,6 +15,8 @@ import logging
 import os
 from typing import Any
 
+from .._plumbing import connect_ray
+from ..errors import EngineError
 from ._server import make_app
 
 log = logging.getLogger(__name__)
@@ -57,16 +59,14 @@ def deployment(index: str, options: dict[str, Any], *, replicas: int, num_cpus: 
 
 def run(index: str, options: dict[str, Any], *, host: str, port: int, replicas: int, num_cpus: float = 1.0,
         num_gpus: float = 0.0, address: str | None = None, on_ready: Any = None) -> None:
-    """Start (or join, with ``address``) a Ray cluster, run ``replicas`` servers of ``index`` behind Ray Serve's
-    proxy on ``host:port``, and block until interrupted; then shut the application down."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    """Start (or join, with ``address`` or ``RAY_ADDRESS``) a Ray cluster, run ``replicas`` servers of ``index``
+    behind Ray Serve's proxy on ``host:port``, and block until interrupted; then shut the application down. A
+    cluster that cannot be reached or refuses this command is :class:`~rag_curriculum.errors.EngineError`, in one
+    line (:func:`~rag_curriculum._plumbing.connect_ray`)."""
     import ray
     from ray import serve
 
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(include_dashboard=False, log_to_driver=False)
+    connect_ray(ray, address, error=EngineError, log=log, purpose="the server")
     try:
         serve.start(http_options={"host": host, "port": port})
         serve.run(deployment(index, options, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus),
