@@ -9,6 +9,13 @@
 # DYNAMIC=1 turns on verl's own dynamic sampling (algorithm.filter_groups, DAPO): groups whose DYNAMIC_METRIC
 # (reward: the total, default; acc: exact match) is the same for every rollout are dropped and refilled with the
 # next prompts of the dataloader, i.e. the next rows of the curriculum (data.gen_batch_size=1: refills of any size).
+# verl's default (v1) trainer loads the toolkit's dataset class (data.custom_cls: CurriculumRLHFDataset, which refuses
+# data.shuffle=True and a curriculum that gives no step) and replay buffer (trainer.v1.sampler.custom_sampler:
+# CurriculumReplayBuffer, which checks every step's rows against the curriculum, writes them to
+# $OUT/curriculum_steps.jsonl, logs curriculum/* metrics, runs verl's DAPO filter and moves an adaptive curriculum's
+# level): rag_curriculum.verl.curriculum, docs/own-trainer.md. An adaptive build: add
+#   data.custom_cls.path=pkg://rag_curriculum.verl.adaptive data.custom_cls.name=AdaptiveRLHFDataset \
+#   data.dataloader_num_workers=0 +data.adaptive.controller=target-band
 # Needs verl >= 0.9 (reward.custom_reward_function.*) with vLLM, and rag-curriculum installed on every Ray node.
 # Several nodes: `ray start --head --dashboard-host=0.0.0.0` on the head, `ray start --address=HEAD_IP:6379` on
 # the others, then run this on the head (or wrap it in `ray job submit --address=http://HEAD_IP:8265 -- ...`).
@@ -88,6 +95,10 @@ cmd=(
   data.max_response_length="$MAX_RESPONSE"
   data.filter_overlong_prompts=False
   data.truncation=error
+  data.custom_cls.path=pkg://rag_curriculum.verl.curriculum
+  data.custom_cls.name=CurriculumRLHFDataset
+  trainer.v1.sampler.custom_sampler.path=pkg://rag_curriculum.verl.curriculum
+  trainer.v1.sampler.custom_sampler.name=CurriculumReplayBuffer
   actor_rollout_ref.model.path="$MODEL"
   actor_rollout_ref.model.use_remove_padding=True
   actor_rollout_ref.model.enable_gradient_checkpointing=True

@@ -52,7 +52,8 @@ def test_dataset_reads_the_shards_in_curriculum_order(shards, dataset, shard_row
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     manifest = json.loads((shards / "manifest.json").read_text())
-    assert type(dataset) is RLHFDataset
+    # verl's RLHFDataset, as the toolkit's checked subclass the launch script names (data.custom_cls)
+    assert isinstance(dataset, RLHFDataset) and type(dataset).__name__ == "CurriculumRLHFDataset"
     assert len(dataset) == manifest["num_rows"] == len(shard_rows) == ROWS
     items = [dataset[i] for i in range(len(dataset))]
     assert [it["curriculum_index"] for it in items] == list(range(ROWS))

@@ -164,7 +164,8 @@ def test_reward_loop_on_unanswerable_rows(launch_overrides, compose_verl_config,
                                  unanswerable_fraction=0.5, out=str(out)), command="test")
     files = "[" + ",".join(str(f) for f in shard_files(out)) + "]"
     cfg = compose_verl_config([*launch_overrides, f"data.train_files={files}", f"data.val_files={files}",
-                               "+reward.custom_reward_function.reward_kwargs.abstain_penalty=1.0"])
+                               "+reward.custom_reward_function.reward_kwargs.abstain_penalty=1.0",
+                               "data.train_batch_size=12"])  # 12 rows: one step (the launch script's 42 gives none)
     data_cfg = cfg.data
     ds = create_rl_dataset(data_cfg.train_files, data_cfg, tokenizer, None, is_train=True)
     items = [ds[i] for i in range(len(ds))]
