@@ -58,11 +58,14 @@ def histogram_plot(results: list[dict], k: int, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     datasets = list(dict.fromkeys(r["dataset"] for r in results))
-    levels = list(dict.fromkeys(r["level_name"] for r in results))
+    # one row for each dataset's own paper level (K differs by dataset), one for the easiest level
+    kinds = list(dict.fromkeys("paper" if "paper" in r["level_name"] else r["level_name"] for r in results))
+    levels = kinds
     fig, axes = plt.subplots(len(levels), len(datasets), figsize=(3.6 * len(datasets), 2.8 * len(levels)),
                              squeeze=False, sharey=True)
     for r in results:
-        ax = axes[levels.index(r["level_name"])][datasets.index(r["dataset"])]
+        kind = "paper" if "paper" in r["level_name"] else r["level_name"]
+        ax = axes[levels.index(kind)][datasets.index(r["dataset"])]
         counts = [r["correct_histogram"].get(str(c), 0) for c in range(k + 1)]
         ax.bar(range(k + 1), counts, color=["#b0b0b0"] + ["#3b7dd8"] * k)
         ax.set_title(f"{r['dataset']}, {r['level_name']}\n{r['answerable']} of {r['questions']} answerable",
@@ -122,13 +125,15 @@ def main() -> None:
             t = time.perf_counter()
             res = partition(cfg, backend=backend, command="bench")
             took = time.perf_counter() - t
-            table = pq.read_table(run_dir / "stats.parquet", columns=["c", "num_valid_format", "n"]).to_pylist()
+            table = pq.read_table(run_dir / "stats.parquet", columns=["c", "num_valid_format", "n", "skipped"]).to_pylist()
+            skipped = sum(1 for r in table if r["skipped"])  # prompts longer than the model's context
+            table = [r for r in table if not r["skipped"]]
             hist: dict[str, int] = {}
             for row in table:
                 hist[str(row["c"])] = hist.get(str(row["c"]), 0) + 1
             completions = sum(r["n"] for r in table)
             r = {"dataset": dataset, "level": K, "level_name": name, "model": args.model, "backend": args.backend,
-                 "questions": res.counts["questions"], "answerable": res.counts["answerable"],
+                 "questions": res.counts["questions"], "skipped": skipped, "answerable": res.counts["answerable"],
                  "unanswerable": res.counts["unanswerable"], "learnable": res.counts["learnable"],
                  "pass_at_1": sum(r["c"] for r in table) / max(1, completions),
                  "pass_at_k": sum(1 for r in table if r["c"] > 0) / max(1, len(table)),

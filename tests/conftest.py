@@ -88,7 +88,8 @@ def gemma_gguf() -> Path:
 @pytest.fixture(scope="session")
 def gemma_dir(gemma_gguf) -> Path:
     """The folder :func:`rag_curriculum.models.resolve_model` converts Gemma 3 270M's GGUF file into (once per
-    machine: ``$RAG_CURRICULUM_CACHE``, which scripts/test.sh sets for every tier, so the vLLM tier reuses it)."""
+    machine, in :func:`rag_curriculum.models.cache_root`'s folder, which every tier's environment shares: the vLLM
+    tier reuses it)."""
     pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
     from rag_curriculum.models import resolve_model
 

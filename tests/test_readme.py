@@ -40,24 +40,40 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     (tmp_path / "shared").symlink_to(shared_data.parent)
     script = "set -euo pipefail\n" + snippet("walkthrough") + snippet("beyond")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    r = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=2400)
     assert r.returncode == 0, f"the README walkthrough failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     out = repo / "outputs"
-    for path in ["musique-cpu-tiny/data/part-00000.parquet", "musique-cpu-tiny/manifest.json",
-                 "musique-cpu-tiny/README.md", "musique-cpu-tiny/level_by_index.png",
-                 "musique-partition/stats.parquet", "musique-partition/partition.json",
-                 "train/cpu-tiny-musique/checkpoint-3", "train/cpu-tiny-musique/curriculum_steps.jsonl",
-                 "train/cpu-tiny-musique/train_config.yaml", "train/cpu-tiny-musique/train_plan.json",
-                 "eval-cpu-tiny/table.md", "eval-cpu-tiny/summary.json"]:
+    for path in ["hotpotqa-cpu/data/part-00000.parquet", "hotpotqa-cpu/manifest.json",
+                 "hotpotqa-cpu/README.md", "hotpotqa-cpu/level_by_index.png",
+                 "hotpotqa-partition/stats.parquet", "hotpotqa-partition/partition.json",
+                 "train/cpu-gemma-hotpotqa/checkpoint-2", "train/cpu-gemma-hotpotqa/curriculum_steps.jsonl",
+                 "train/cpu-gemma-hotpotqa/train_config.yaml", "train/cpu-gemma-hotpotqa/train_plan.json",
+                 "eval-cpu/table.md", "eval-cpu/summary.json"]:
         assert (out / path).exists(), f"the README promises outputs/{path}"
     for bucket in ("answerable", "unanswerable", "learnable"):
-        assert (out / "musique-partition" / bucket / "manifest.json").is_file()
-    manifest = json.loads((out / "musique-cpu-tiny/manifest.json").read_text())
+        assert (out / "hotpotqa-partition" / bucket / "manifest.json").is_file()
+    manifest = json.loads((out / "hotpotqa-cpu/manifest.json").read_text())
     assert manifest["num_rows"] == 6
-    steps = (out / "train/cpu-tiny-musique/curriculum_steps.jsonl").read_text().splitlines()
-    assert len(steps) == 3, "3 GRPO steps"
-    table = (out / "eval-cpu-tiny/table.md").read_text()
-    assert "base" in table and "trained" in table
+    steps = (out / "train/cpu-gemma-hotpotqa/curriculum_steps.jsonl").read_text().splitlines()
+    assert [json.loads(x)["curriculum_index"] for x in steps] == [[0], [1]], "2 GRPO steps in order"
+    plan = json.loads((out / "train/cpu-gemma-hotpotqa/train_plan.json").read_text())
+    assert plan["prompt_style"]["style"] == "completion" and len(plan["gguf_sha256"]) == 64
+    table = (out / "eval-cpu/table.md").read_text()
+    assert "base" in table and "trained" in table and "95% intervals" in table
+    # the partition is a real model's: what it wrote, counted right (the official F1 on the recorded answers)
+    from rag_curriculum._metrics import answer_f1
+    from rag_curriculum.prompts import RAG_RL_RESPONSE_PREFIX
+    from rag_curriculum.rewards import parse_completion
+
+    stats = pq.read_table(out / "hotpotqa-partition/stats.parquet").to_pylist()
+    built = {r["id"]: r for r in pq.read_table(out / "hotpotqa-partition/input/data").to_pylist()}
+    assert len(stats) == 8
+    for s in stats:
+        assert all(c.startswith(RAG_RL_RESPONSE_PREFIX) for c in s["base_completions"])
+        assert s["base_predictions"] == [parse_completion(c).answer for c in s["base_completions"]]
+        assert s["c"] == sum(answer_f1(p, built[s["id"]]["answers"]) >= 1.0 for p in s["base_predictions"])
+    record = json.loads((out / "hotpotqa-partition/partition.json").read_text())
+    assert record["generation"]["backend"]["prompt_style"]["style"] == "completion"
     # "Beyond the paper", run after the walkthrough in the same checkout
     bm25 = json.loads((out / "hotpotqa-bm25/manifest.json").read_text())
     rows = pq.read_table(out / "hotpotqa-bm25/data").to_pylist()
@@ -67,3 +83,5 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     adaptive = pq.read_table(out / "musique-adaptive/data").to_pylist()
     assert len(adaptive) == 8 and {r["template"] for r in adaptive} == {"craft-v1"}
     assert (out / "musique-partition-ray/stats.parquet").is_file()
+    ray_stats = pq.read_table(out / "musique-partition-ray/stats.parquet").to_pylist()
+    assert len(ray_stats) == 4 and all(len(s["sample_f1"]) == 2 for s in ray_stats)

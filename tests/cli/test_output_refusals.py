@@ -746,11 +746,14 @@ def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
 # -- item 19: time and disk claims a user can plan around ------------------------------------------------------------
 def test_the_readme_gives_measured_times_and_the_disk_the_environments_take():
     root = Path(__file__).parents[2]
-    readme = (root / "README.md").read_text()
+    import re
+
+    readme = " ".join((root / "README.md").read_text().split())
     assert "Five minutes" not in readme and "two minutes of CPU time" not in readme
-    for words in ("partition 60 s, train 160 s, eval 191 s", "main tier 734 s, vllm 267 s", "7.7 GB"):
-        assert words in readme, words
-    assert "7.7 GB" in (root / "docs" / "development.md").read_text()
+    assert re.search(r"partition \d+ s, train \d+ s, eval \d+ s", readme), "the walkthrough's measured times"
+    assert re.search(r"load (average )?\d", readme), "the load the walkthrough's times were measured at"
+    development = (root / "docs" / "development.md").read_text()
+    assert "7.7 GB" in development and re.search(r"main (tier )?\d+ s", " ".join(development.split()))
 
 
 # -- item 20: the quickstart does not warn about its own settings ----------------------------------------------------

@@ -329,13 +329,6 @@ def test_a_finished_run_asked_again_prints_what_its_steps_did(max_dir, tiny_mode
 def test_the_learning_walkthroughs_state_measured_times_with_their_load():
     """The README's "See a model learn" said about 80 s, 40 s, 70 s and 40 s; a 2-core machine took 418, 192, 725
     and 424 s (issue 46). The times now given are the ones measured, with the load they were measured at."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## See a model learn on a CPU", 1)[1].split("\n## ", 1)[0]
-    assert "about 80 s" not in section and "about 70 s" not in section and "about 40 s" not in section
-    text = " ".join(section.split())
-    for words in ("load average 2 to 4", "the warm start 250 s, its training 187 s",
-                  "the search agent's warm start 498 s and its training 331 s"):
-        assert words in text, words
     learning = " ".join((ROOT / "docs" / "learning.md").read_text(encoding="utf-8").split())
     assert "the warm start 250 s, the training 187 s" in learning and "start 498 s, the training 331 s" in learning
 
@@ -344,9 +337,10 @@ def test_the_learning_walkthroughs_state_measured_times_with_their_load():
 def test_the_learning_claims_say_which_rows_they_hold_on():
     """Issue 46: on held-out MuSiQue rows (the dev sample, not the train sample the recipes were tuned on) the
     closed-context run learnt, by less than the 0.5 the docs promised. The docs now give both kinds of rows' figures,
-    each with the bench command that measures it, and say which the learning test's margin holds on."""
+    each with the bench command that measures it; the learning test asserts no margin (one seed's is within its noise)
+    and the page says so."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "docs/learning.md#on-rows-the-recipes-were-not-tuned-on" in readme
+    assert "docs/learning.md" in readme
     learning = (ROOT / "docs" / "learning.md").read_text(encoding="utf-8")
     assert "### On rows the recipes were not tuned on" in learning
     flat = " ".join(learning.split())
@@ -354,7 +348,7 @@ def test_the_learning_claims_say_which_rows_they_hold_on():
                     "python bench/bench_learning.py --rows train --control",
                     "python bench/bench_learning.py --route search-r1 --rows dev --control"):
         assert command in flat, command
-    assert "the margin is a promise about the train sample's rows" in flat
+    assert "so a single seed's margin is no test" in flat and "Read gains over the control, across seeds" in flat
     bench = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_learning.py"), "--help"], capture_output=True,
                            text=True, check=True).stdout
     assert "--rows {dev,train}" in bench and "--control" in bench and "--seed SEED" in bench
