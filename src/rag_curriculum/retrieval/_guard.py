@@ -203,6 +203,10 @@ class GuardedH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         super().handle_events()
         cycle = self.cycle
+        if cycle is not None and cycle.keep_alive and _length_and_chunked(cycle.scope["headers"]):
+            # RFC 9112 6.3: a request framed by both Content-Length and Transfer-Encoding (a smuggling attempt, or
+            # a broken client) is answered, then its connection closed; h11 reads it as chunked and would keep it
+            cycle.keep_alive = False
         if cycle is None or cycle.response_complete or self._closing():
             return
         if cycle.more_body:  # the headers are in, the body is coming
@@ -225,6 +229,11 @@ class GuardedH11Protocol(H11Protocol):
         self._clear_timer()
         self._idle.pop(self, None)
         super().connection_lost(exc)
+
+
+def _length_and_chunked(headers: list[tuple[bytes, bytes]]) -> bool:
+    names = {name.lower() for name, _ in headers}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 __all__ = ["CLOSED_KEY", "DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MIN_BODY_RATE", "ENV_LIMITS",
