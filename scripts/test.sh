@@ -33,7 +33,7 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 16 to 33 min (734 s measured on 2 cores at load 2.4, its environment made; 33 min from a fresh clone under load)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 28 to 35 min (1659 s measured on 2 cores at load 2, its environment made, with the real-model walkthrough)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 5 to 10 min (267 s measured; 587 s under load)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 1 to 2 min (53 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
