@@ -12,6 +12,7 @@ import pytest
 
 from rag_curriculum.errors import ModelFileError
 from rag_curriculum.models import SOURCE_RECORD, cache_root, convert_gguf, is_gguf, resolve_model
+from rag_curriculum.shards import sha256_file
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (the dev extra) writes the test files")
 np = pytest.importorskip("numpy")
@@ -88,8 +89,36 @@ def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, g
     digest = sha256_file(gemma_gguf)
     assert record["sha256"] == digest and gemma_dir.name == f"gguf-{digest[:16]}"
     assert record["architecture"] == "gemma3_text" and record["chat_template"] is False
+    weights = record["files"]["model.safetensors"]  # every converted file recorded, checked before each use
+    assert weights["bytes"] == (gemma_dir / "model.safetensors").stat().st_size and len(weights["sha256"]) == 64
     config = json.loads((gemma_dir / "config.json").read_text())
     assert "quantization_config" not in config  # a plain float32 checkpoint, not a GGUF quantizer's
     again = resolve_model(str(gemma_gguf))  # found in the cache: not converted again
     assert again.path == str(gemma_dir) and again.record() == {
         "model": str(gemma_gguf), "gguf_sha256": digest, "converted_to": str(gemma_dir)}
+
+
+def test_a_cached_conversion_whose_files_changed_is_not_used(tmp_path):
+    """Each converted file's size and SHA-256 are in the record: a deleted, resized or same-size edited file makes
+    the folder unusable (converted again), and an intact one passes."""
+    from rag_curriculum.models import cached_folder_problem
+
+    folder = tmp_path / "gguf-0123456789abcdef"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gemma3_text"}')
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(folder.iterdir())}
+    record = {"sha256": "d" * 64, "files": files}
+    (folder / SOURCE_RECORD).write_text(json.dumps(record))
+    assert cached_folder_problem(folder, "d" * 64) is None
+    assert "another file's" in cached_folder_problem(folder, "e" * 64)
+    blob = bytearray((folder / "model.safetensors").read_bytes())
+    blob[4000] ^= 0xFF  # the same size, one byte changed
+    (folder / "model.safetensors").write_bytes(bytes(blob))
+    assert "model.safetensors changed" in cached_folder_problem(folder, "d" * 64)
+    (folder / "model.safetensors").write_bytes(bytes(blob[:-1]))
+    assert "model.safetensors is 16,383 bytes" in cached_folder_problem(folder, "d" * 64)
+    (folder / "model.safetensors").unlink()
+    assert cached_folder_problem(folder, "d" * 64) == "model.safetensors is missing"
+    (folder / SOURCE_RECORD).write_text(json.dumps({"sha256": "d" * 64}))  # an older conversion: done again
+    assert "before its files were recorded" in cached_folder_problem(folder, "d" * 64)

@@ -10,7 +10,8 @@ float32 checkpoint. It is cached by the file's SHA-256:
     $RAG_CURRICULUM_CACHE/models/gguf-<first 16 hex digits>/       (default ~/.cache/rag-curriculum)
 
 written in a hidden partial folder and moved into place whole, with ``gguf_source.json`` last (the file's name,
-size, SHA-256, architecture and the transformers version that converted it); a folder without that record is never
+size, SHA-256, architecture, the transformers version that converted it, and each converted file's size and SHA-256,
+checked before the folder is used: a changed file is converted again); a folder without that record is never
 used, so a conversion killed half-way is simply done again. Two processes converting one file take turns (a lock
 file beside the cache folder); the second finds the first's folder.
 
@@ -129,11 +130,14 @@ def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[
     digest = file_sha256(path)
     root = Path(cache).expanduser() if cache is not None else cache_root()
     folder = root / "models" / f"gguf-{digest[:16]}"
-    if _complete(folder, digest):
+    problem = cached_folder_problem(folder, digest)
+    if problem is None:
         return folder, digest
+    if folder.exists():
+        log.warning("the cached conversion %s: %s; converting %s again", folder, problem, path.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
     with waited(folder.parent / f".{folder.name}.lock"):
-        if _complete(folder, digest):  # another process converted it while this one waited
+        if cached_folder_problem(folder, digest) is None:  # another process converted it while this one waited
             return folder, digest
         for stale in folder.parent.glob(f".{folder.name}.partial-*"):  # a killed conversion's (the lock is ours)
             shutil.rmtree(stale, ignore_errors=True)
@@ -149,12 +153,41 @@ def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[
     return folder, digest
 
 
-def _complete(folder: Path, digest: str) -> bool:
+#: Folders already checked in this process: folder -> the (size, mtime) of each file when it was hashed.
+_CHECKED: dict[Path, dict[str, tuple[int, int]]] = {}
+
+
+def cached_folder_problem(folder: Path, digest: str) -> str | None:
+    """What is wrong with the cached conversion ``folder`` of the GGUF file whose SHA-256 is ``digest`` (None: it is
+    complete and every file is the one the conversion wrote). The record (``gguf_source.json``, written last) lists
+    each file's size and SHA-256: a missing, resized or changed file (a same-size edit included) is a problem, and a
+    folder converted before files were recorded is converted again. Hashed once per process."""
     try:
         record = json.loads((folder / SOURCE_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and record.get("sha256") == digest and (folder / "config.json").is_file()
+        return "no conversion record" if folder.exists() else "not converted yet"
+    if not isinstance(record, dict) or record.get("sha256") != digest:
+        return f"{SOURCE_RECORD} is another file's"
+    files = record.get("files")
+    if not isinstance(files, dict) or "config.json" not in files:
+        return "converted before its files were recorded"
+    seen: dict[str, tuple[int, int]] = {}
+    for name, want in files.items():
+        p = folder / name
+        try:
+            st = p.stat()
+        except OSError:
+            return f"{name} is missing"
+        if st.st_size != want.get("bytes"):
+            return f"{name} is {st.st_size:,} bytes, {SOURCE_RECORD} records {want.get('bytes')}"
+        seen[name] = (st.st_size, st.st_mtime_ns)
+    if _CHECKED.get(folder) == seen:
+        return None
+    for name, want in files.items():
+        if file_sha256(folder / name) != want.get("sha256"):
+            return f"{name} changed since it was written (its SHA-256 is not the recorded one)"
+    _CHECKED[folder] = seen
+    return None
 
 
 def _supported() -> list[str]:
@@ -203,8 +236,10 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     arch = getattr(config, "model_type", "?")
+    files = {p.relative_to(out).as_posix(): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+             for p in sorted(out.rglob("*")) if p.is_file()}
     atomic_write_text(out / SOURCE_RECORD, json.dumps({
-        "file": path.name, "size": path.stat().st_size, "sha256": digest, "architecture": arch,
+        "file": path.name, "size": path.stat().st_size, "sha256": digest, "architecture": arch, "files": files,
         "transformers": transformers.__version__, "dtype": "float32",
         "chat_template": bool(getattr(tokenizer, "chat_template", None))}, indent=2) + "\n")
     log.warning("converted %s in %.0f s", path.name, time.perf_counter() - start)
