@@ -209,6 +209,30 @@ def test_an_edited_manifest_a_forged_fingerprint_and_an_emptied_files_list_are_r
         load_index(d)
 
 
+def test_a_damaged_block_of_the_passage_store_is_one_line_naming_the_file(bm25, small_input, tmp_path):
+    """Damage an open's sampled check does not see (the records made anew, as for a byte between a large file's
+    samples): a block of passages.bin or norms.bin that does not decompress is refused naming the file and the block
+    (it was zlib's or zstd's bare message, and a build's hint was "check --input and --out")."""
+    from index_edits import resealed
+
+    d = copy(bm25, tmp_path / "passages")
+    flip(d / "passages.bin", 40)
+    resealed(d)
+    ix = load_index(d)
+    with pytest.raises(RetrievalIndexError, match=r"passages.bin: block 0 of [\d,]+ cannot be read \(.+\): the file "
+                       "is damaged"):
+        ix.documents([0])
+    d = copy(bm25, tmp_path / "norms")
+    flip(d / "norms.bin", 30)
+    resealed(d)
+    r = run("build", "-d", "musique", "-i", small_input, "--distractors", "bm25", "--index", d, "--n", 5, "-o",
+            tmp_path / "out")
+    line = one_error(r)
+    assert line.startswith(f"error: {d / 'norms.bin'}: block 0 of 1 cannot be read (") and line.endswith(
+        "the file is damaged"), line
+    assert "check --input" not in r.output and f"curriculum validate {d} checks every file" in r.output, r.output
+
+
 def test_stored_rankings_that_the_index_does_not_make_are_refused(bm25, tmp_path):
     d = copy(bm25, tmp_path / "d")
     ids, scores = np.load(d / "ranked_ids.npy"), np.load(d / "ranked_scores.npy")

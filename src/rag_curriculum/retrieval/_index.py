@@ -48,7 +48,7 @@ from ..loaders import get_loader
 from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
 from ._fingerprint import index_fingerprint
-from ._integrity import Damaged, check_files, record, records, save_npy, seal, sealed
+from ._integrity import REBUILD, Damaged, IndexError_, check_files, record, records, save_npy, seal, sealed
 from ._kinds import get_kind
 from ._store import (
     KEYS,
@@ -80,11 +80,6 @@ CHUNK = 4096  # queries per ranking step
 STORE = (PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES)
 #: How many stored rankings ``curriculum validate`` ranks again (spread over the questions).
 RERANKED = 32
-REBUILD = "build the index again with curriculum index ... --overwrite"
-
-
-class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
-    """An index that is missing, unfinished, or does not match its manifest."""
 
 
 def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, Any]:

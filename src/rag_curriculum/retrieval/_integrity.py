@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import file_sha256
+from ..errors import CurriculumError
 
 #: Files up to this size are hashed whole at every open; larger ones are sampled (unless native).
 WHOLE = 64 << 20
@@ -43,6 +44,14 @@ SAMPLES, CHUNK = 64, 64 << 10
 SEAL = "manifest_sha256"
 LEVELS = ("sizes", "open", "full")
 _HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
+    """An index that is missing, unfinished, or does not match its manifest (``RetrievalIndexError``)."""
+
+
+#: What to do about a damaged index.
+REBUILD = "build the index again with curriculum index ... --overwrite"
 
 
 class Damaged(Exception):
@@ -215,5 +224,5 @@ def check_files(directory: Path, files: dict[str, dict[str, Any]], level: str = 
     return whole
 
 
-__all__ = ["CHUNK", "LEVELS", "SAMPLES", "SEAL", "WHOLE", "Damaged", "HashingWriter", "canonical", "check_files",
+__all__ = ["CHUNK", "LEVELS", "REBUILD", "SAMPLES", "SEAL", "WHOLE", "Damaged", "IndexError_", "HashingWriter", "canonical", "check_files",
            "record", "records", "sample_sha256", "save_npy", "seal", "sealed"]

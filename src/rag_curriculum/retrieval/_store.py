@@ -43,7 +43,7 @@ from typing import Any
 
 from .._metrics import normalize_answer
 from .._plumbing import hash64
-from ._integrity import HashingWriter, save_npy
+from ._integrity import REBUILD, HashingWriter, IndexError_, save_npy
 
 PASSAGES = "passages.bin"
 NORMS = "norms.bin"
@@ -264,36 +264,49 @@ class BlockReader:
         self.zdict = bytes(buf[d_at:d_at + d_len])
         self.offsets = np.frombuffer(buf, dtype="<u8", count=self.blocks + 1, offset=i_at).astype(np.int64)
         self._view = memoryview(buf)
+        self.path = path
+
+    def damaged(self, b: int, what: object) -> IndexError_:
+        """Block ``b`` cannot be read: one line naming the file and the block (a file larger than an open hashes
+        whole is sampled, so damage between the samples is found here, or by ``curriculum validate``)."""
+        return IndexError_(f"{self.path}: block {b} of {self.blocks:,} cannot be read ({what}): the file is damaged",
+                           hint=f"curriculum validate {self.path.parent} checks every file; {REBUILD}")
 
     def block(self, b: int) -> bytes:
         """Block ``b`` decompressed."""
         data = self._view[self.offsets[b]:self.offsets[b + 1]]
-        if self.codec == ZSTD:  # its decompressed size, then a zstd frame
-            import pyarrow as pa
+        try:
+            if self.codec == ZSTD:  # its decompressed size, then a zstd frame
+                import pyarrow as pa
 
-            (size,) = struct.unpack_from("<Q", data)
-            return pa.Codec("zstd").decompress(data[8:], decompressed_size=size, asbytes=True)
-        return zlib.decompressobj(-15, zdict=self.zdict).decompress(data)
+                (size,) = struct.unpack_from("<Q", data)
+                return pa.Codec("zstd").decompress(data[8:], decompressed_size=size, asbytes=True)
+            return zlib.decompressobj(-15, zdict=self.zdict).decompress(data)
+        except (zlib.error, struct.error, OSError, ValueError, MemoryError) as e:  # (pyarrow: OSError)
+            raise self.damaged(b, e) from None
 
     def rows_of(self, b: int, wanted: list[int]) -> dict[int, tuple[str | None, ...]]:
         """Passages ``wanted`` (indices within block ``b`` of passages.bin) as tuples of their five fields,
         decompressing the block only as far as the last of them ends."""
         k = len(PASSAGE_FIELDS)
         n = min(self.per, self.rows - b * self.per)
-        d = zlib.decompressobj(-15, zdict=self.zdict)
         head = 4 * k * n
-        raw = d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]], head)
         last = k * (max(wanted) + 1)  # the fields up to the last passage wanted
-        lens = struct.unpack_from(f"<{last}I", raw)
-        starts = list(accumulate([0 if ln == NULL else ln for ln in lens], initial=head))
-        end = starts[last]
-        while len(raw) < end:  # on from where the lengths stopped, to the end of the last passage wanted
-            more = d.decompress(d.unconsumed_tail, end - len(raw))
-            if not more:
-                break
-            raw += more
-        return {r: tuple(None if lens[i] == NULL else raw[starts[i]:starts[i + 1]].decode("utf-8", "surrogatepass")
-                         for i in range(k * r, k * r + k)) for r in wanted}
+        try:
+            d = zlib.decompressobj(-15, zdict=self.zdict)
+            raw = d.decompress(self._view[self.offsets[b]:self.offsets[b + 1]], head)
+            lens = struct.unpack_from(f"<{last}I", raw)
+            starts = list(accumulate([0 if ln == NULL else ln for ln in lens], initial=head))
+            end = starts[last]
+            while len(raw) < end:  # on from where the lengths stopped, to the end of the last passage wanted
+                more = d.decompress(d.unconsumed_tail, end - len(raw))
+                if not more:
+                    raise self.damaged(b, f"its passages' fields end {end - len(raw):,} bytes short")
+                raw += more
+            return {r: tuple(None if lens[i] == NULL else raw[starts[i]:starts[i + 1]].decode("utf-8", "surrogatepass")
+                             for i in range(k * r, k * r + k)) for r in wanted}
+        except (zlib.error, struct.error, UnicodeDecodeError, ValueError, MemoryError) as e:
+            raise self.damaged(b, e) from None
 
 
 def passages_sha256(path: Path) -> str:
@@ -412,7 +425,13 @@ class PassageStore:
                 for b in range(f.blocks):
                     raw = f.block(b)
                     k = min(f.per, f.rows - b * f.per)
-                    lens.append(np.frombuffer(raw, dtype="<u4", count=k).astype(np.int64))
+                    try:
+                        lens.append(np.frombuffer(raw, dtype="<u4", count=k).astype(np.int64))
+                    except ValueError as e:
+                        raise f.damaged(b, e) from None
+                    if int(lens[-1].sum()) != len(raw) - 4 * k:
+                        raise f.damaged(b, f"its texts' lengths sum to {int(lens[-1].sum()):,} bytes, it holds "
+                                           f"{len(raw) - 4 * k:,}")
                     tmp.write(memoryview(raw)[4 * k:])
                 tmp.flush()
                 size = tmp.tell()
