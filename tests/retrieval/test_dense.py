@@ -352,6 +352,29 @@ def test_hybrid_fuses_bm25_and_dense_by_reciprocal_rank(flat, encoder_dir, small
         assert np.allclose(got_scores[r], [s for _, s in want])
 
 
+def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_and_the_http_client(flat, small_input,
+                                                                                                     tmp_path):
+    """k = 0 gave the index's depth of passages (``k or depth``) and k = -1 a bare AssertionError from the dense
+    kind (none from BM25): now no passages, and a refusal naming k, for BM25, dense and the HTTP client alike."""
+    from rag_curriculum.agents import HttpRetriever, IndexRetriever
+    from rag_curriculum.errors import SettingError
+
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "bm"), depth=20))
+    client = HttpRetriever("http://127.0.0.1:9/retrieve", retries=0)  # nothing listens: k = 0 asks nothing
+    for ix in (load_index(tmp_path / "bm"), load_index(flat[0])):
+        assert ix.retrieve("Who founded the company?", 0) == []
+        ids, scores = ix.retrieve_many(["Hamlet", "the river"], 0)
+        assert ids.shape == scores.shape == (2, 0)
+        assert IndexRetriever(ix).search(["Hamlet"], 0) == [[]]
+        assert len(ix.retrieve("Hamlet", 3)) == 3
+        for k in (-1, 2.5, True):
+            with pytest.raises(SettingError, match=r"^k = .*: must be an integer >= 0"):
+                ix.retrieve("Hamlet", k)
+    assert client.search(["Hamlet", "the river"], 0) == [[], []]
+    with pytest.raises(SettingError, match=r"^k = -1: must be an integer >= 0"):
+        client.search(["Hamlet"], -1)
+
+
 def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.errors import ConfigError

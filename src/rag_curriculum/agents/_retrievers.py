@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._plumbing import mask_secrets
 from ..errors import CurriculumError
-from ..retrieval import load_index, split_contents
+from ..retrieval import check_k, load_index, split_contents
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,8 @@ class HttpRetriever:
         return mask_secrets(self.url)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        if check_k(k) == 0:  # as an index in this process: no passages (the server refuses topk 0)
+            return [[] for _ in queries]
         self.identify()
         out: list[list[Hit]] = []
         for start in range(0, len(queries), self.batch):

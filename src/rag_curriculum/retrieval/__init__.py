@@ -14,7 +14,7 @@ from . import _config
 from ._bm25 import METHODS, SPLITTER
 from ._config import ServeConfig, placement_flags
 from ._corpus import split_contents
-from ._index import CorpusIndex, IndexError_, Ranking, build_index, load_index, read_index_manifest
+from ._index import CorpusIndex, IndexError_, Ranking, build_index, check_k, load_index, read_index_manifest
 from ._kinds import ENTRY_POINTS, KINDS, RetrieverKind, get_kind, kind_names, kinds_table
 from ._store import normalize_passage, passage_hash
 
@@ -29,6 +29,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["ENTRY_POINTS", "KINDS", "METHODS", "SPLITTER", "CorpusIndex", "IndexConfig", "Ranking",
-           "RetrievalIndexError", "RetrieverKind", "ServeConfig", "build_index", "get_kind", "kind_names",
+           "RetrievalIndexError", "RetrieverKind", "ServeConfig", "build_index", "check_k", "get_kind", "kind_names",
            "kinds_table", "load_index", "normalize_passage", "passage_hash", "placement_flags", "read_index_manifest",
            "split_contents"]

@@ -43,7 +43,7 @@ from .._commit import OutputKind, check_output, commit_output, exclusive, lock_b
 from .._plumbing import SideTask, file_sha256, gc_paused
 from .._progress import maybe_progress
 from .._version import __version__
-from ..errors import CurriculumError
+from ..errors import CurriculumError, SettingError
 from ..loaders import get_loader
 from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
@@ -443,12 +443,17 @@ class CorpusIndex(PassageStore):
 
     def retrieve_many(self, questions: list[str], k: int | None = None, *, threads: int | None = None):
         """The ``k`` (default: the index's depth) best passages of each question: (ids, scores) arrays, one row per
-        question, best first, ties by lower id; ids -1 where the question has no indexed token."""
-        k = min(k or self.depth, len(self))
+        question, best first, ties by lower id; ids -1 where the question has no indexed token. ``k = 0`` gives no
+        passages (rows of length 0); a negative ``k`` is refused (:func:`check_k`)."""
+        import numpy as np
+
+        k = min(self.depth if k is None else check_k(k), len(self))
+        if k == 0:
+            return np.zeros((len(questions), 0), np.int32), np.zeros((len(questions), 0), np.float32)
         return self.searcher.search(list(questions), k, threads=threads)
 
     def retrieve(self, question: str, k: int = 10) -> list[tuple[int, float]]:
-        """The ``k`` best (passage id, score) pairs for one question, best first."""
+        """The ``k`` best (passage id, score) pairs for one question, best first (none for ``k = 0``)."""
         ids, scores = self.retrieve_many([question], k, threads=1)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
@@ -544,10 +549,21 @@ def check_index_files(directory: Path, m: dict[str, Any], level: str = "open",
     return check_files(directory, files, level, native=native)
 
 
+def check_k(k: Any) -> int:
+    """``k``, the number of passages a search asks for, as an int: 0 or more (0: no passages), else a
+    :class:`~rag_curriculum.errors.SettingError` (a ``ValueError``); the same rule for every kind and the HTTP
+    client."""
+    import numbers
+
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        raise SettingError("k", k, "an integer >= 0 (the number of passages to return; 0 returns none)")
+    return int(k)
+
+
 def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:
     return CorpusIndex(directory, **kw)
 
 
 __all__ = ["FORMAT", "KEYS", "KIND", "MANIFEST", "PASSAGES", "QUESTIONS", "RANKED_IDS", "RANKED_SCORES",
-           "CorpusIndex", "IndexError_", "Ranking", "build_index", "load_index", "normalize_passage", "passage_hash",
-           "read_index_manifest"]
+           "CorpusIndex", "IndexError_", "Ranking", "build_index", "check_k", "load_index", "normalize_passage",
+           "passage_hash", "read_index_manifest"]
