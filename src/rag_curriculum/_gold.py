@@ -5,7 +5,7 @@ the same everywhere, and a row without a gold answer is an error, never a silent
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import DataError
@@ -95,11 +95,13 @@ def gold_answers(answers: Any = None, reward_model: Any = None, golden_answers: 
 TARGET = "reward_model.ground_truth.target"
 
 
-def read_target(value: Any, *, where: str = "") -> str | list[str]:
+def read_target(value: Any, *, where: str = "", normalize: Callable[[str], str] | None = None) -> str | list[str]:
     """Search-R1's ``reward_model.ground_truth.target`` as its reward reads it (``em_check``: a string is one answer,
     a list is every answer, each entry kept as it is). One that is null, empty, holds only empty strings, or is not
     text raises :class:`NoGoldAnswerError` naming ``where`` and the field: Search-R1's reward would crash on it, or
-    score every answer 0.
+    score every answer 0. With ``normalize`` (the answer normalisation, ``normalize_answer``: the callers pass it),
+    an entry it makes empty (``"the"``, ``"..."``) counts as empty: a target of only such entries is refused too,
+    as the reward would score an empty answer (``<answer> a </answer>``) 1.0 against it.
 
     >>> read_target(["Paris", ""]), read_target("Paris")
     (['Paris', ''], 'Paris')
@@ -112,6 +114,8 @@ def read_target(value: Any, *, where: str = "") -> str | list[str]:
         if not value.strip():
             raise NoGoldAnswerError("an empty string: Search-R1's reward would score every answer 0",
                                     kind="no_gold_answer", record=where or None, field=TARGET)
+        if normalize is not None:
+            check_normalised([value], normalize, where=where)
         return value
     items = None
     if isinstance(value, (list, tuple)):
@@ -128,7 +132,20 @@ def read_target(value: Any, *, where: str = "") -> str | list[str]:
     if not any(a.strip() for a in items):
         raise NoGoldAnswerError(f"holds {_show(items)}: no answer to compare with (Search-R1's reward would score "
                                 "every answer 0)", kind="no_gold_answer", record=where or None, field=TARGET)
+    if normalize is not None:
+        check_normalised(items, normalize, where=where)
     return items
 
 
-__all__ = ["GOLD_KEYS", "TARGET", "NoGoldAnswerError", "gold_answers", "read_target"]
+def check_normalised(answers: list[str], normalize: Callable[[str], str], *, where: str = "",
+                     field: str = TARGET) -> None:
+    """Refuse gold answers none of which survives the answer normalisation ``normalize`` (``["the"]``, ``["..."]``):
+    :class:`NoGoldAnswerError` naming ``where`` and ``field``, as for blank ones, since an empty answer (``<answer> a
+    </answer>``) would equal them and score 1.0."""
+    if not any(normalize(a) for a in answers):
+        raise NoGoldAnswerError(f"holds {_show(answers)}: no answer once normalised (lower case, punctuation and "
+                                "articles dropped), so an empty answer such as '<answer> a </answer>' would score "
+                                "1.0", kind="no_gold_answer", record=where or None, field=field)
+
+
+__all__ = ["GOLD_KEYS", "TARGET", "NoGoldAnswerError", "check_normalised", "gold_answers", "read_target"]

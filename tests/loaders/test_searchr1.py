@@ -266,6 +266,21 @@ def test_a_musique_curriculum_says_its_rows_are_in_the_seeded_samples_order(tmp_
     assert all(row["id"] == f"musique-{row['source_id']}" for row in rows)
 
 
+def test_golden_answers_that_normalise_to_nothing_are_refused_without_a_target(tmp_path):
+    """A row without ``target`` whose golden_answers (what its built rows' target holds) the answer normalisation
+    empties is refused naming the file, the line and the field, as blank ones are."""
+    recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["Paris"], "data_source": "nq",
+             "prompt": [{"role": "user", "content": f"Q{i}?"}]} for i in range(3)]
+    recs[2]["golden_answers"] = ["the", "..."]
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(src), "--out", str(tmp_path / "rows")])
+    assert r.exit_code == 1, r.output
+    line = r.output.splitlines()[0]
+    assert "train.jsonl, line 3 (id train_2), field 'golden_answers': holds ['the', '...']: no answer once " in line
+    assert not (tmp_path / "rows").exists()
+
+
 @pytest.mark.parametrize("target, says", [
     ([], "target': holds []: no answer to compare with"),
     (["", " "], "no answer to compare with"),
@@ -273,14 +288,17 @@ def test_a_musique_curriculum_says_its_rows_are_in_the_seeded_samples_order(tmp_
     (7, "target': holds 7 (int), not a list of answers"),
     (["Paris", 3], "target': entry 1 is 3 (int), not a string"),
     (None, "target': holds None (NoneType), not a list of answers"),
+    (["the"], "target': holds ['the']: no answer once normalised"),  # an empty answer would score 1.0 against it
+    (["...", " An "], "target': holds ['...', ' An ']: no answer once normalised"),
+    ("The.", "target': holds ['The.']: no answer once normalised"),
 ])
 def test_a_bad_target_is_refused_in_one_line_and_nothing_is_written(tmp_path, target, says):
     """Issue 44's bad input: a Search-R1 row whose `target` is empty or not a list of strings stops the build in one
     line naming the file, the row and the field (then the hint), even when `golden_answers` holds answers (Search-R1's reward reads
     `target` alone), and nothing is written."""
-    recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["a"], "data_source": "nq",
+    recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["Paris"], "data_source": "nq",
              "prompt": [{"role": "user", "content": f"Q{i}?"}], "ability": "fact-reasoning",
-             "reward_model": {"style": "rule", "ground_truth": {"target": ["a"]}},
+             "reward_model": {"style": "rule", "ground_truth": {"target": ["Paris"]}},
              "extra_info": {"split": "train", "index": i}} for i in range(3)]
     recs[1]["reward_model"]["ground_truth"]["target"] = target
     src = tmp_path / "train.jsonl"

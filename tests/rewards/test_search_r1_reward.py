@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 from searchr1_trajectories import BEHAVIOURS, SETTINGS, TABLE, digest, strip_special, trajectories
 
+from rag_curriculum._metrics import normalize_answer
 from rag_curriculum.errors import ConfigError, DataError, RewardInputError
 from rag_curriculum.rewards import SearchR1Reward, get_reward, search_r1_score
 from rag_curriculum.rewards._search import SearchEmReward
@@ -82,10 +83,19 @@ def test_the_trl_reward_decodes_as_search_r1s_manager(table, tiny_model_dir):
     """Under TRL the completion text comes without special tokens; with the model's tokenizer (``curriculum
     train`` sets it) the reward decodes the rendered prompt and the completion's ids with them, as Search-R1's
     reward manager does, and gives the original's score on every trajectory. Without it, an answer holding a
-    special token reads as the answer (10 trajectories), which Search-R1 never matches."""
+    special token reads as the answer (10 trajectories), which Search-R1 never matches. A target the answer
+    normalisation empties (``["?!"]``, against which Search-R1 scores ``<answer> ... </answer>`` 1.0) is refused by
+    the reward, naming the completion; the other trajectories score as the original."""
     from transformers import AutoTokenizer
 
     trajs, expected = table
+    empty = [i for i, t in enumerate(trajs) if not any(normalize_answer(a) for a in t["target"])]
+    assert [trajs[i]["behaviour"] for i in empty] == ["punctuation_only"]
+    with pytest.raises(DataError, match=r"completion 0 of the batch, field 'reward_model.ground_truth.target': "
+                       r"holds \['\?!'\]: no answer once normalised"):
+        SearchR1Reward()([trajs[empty[0]]["response"]], [trajs[empty[0]]["user"]],
+                         reward_model=[{"ground_truth": {"target": trajs[empty[0]]["target"]}}])
+    trajs, expected = ([x for i, x in enumerate(seq) if i not in empty] for seq in (trajs, expected))
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     prompts = [[{"role": "user", "content": t["user"]}] for t in trajs]
     completions = [[{"role": "assistant", "content": strip_special(t["response"])}] for t in trajs]
@@ -130,10 +140,12 @@ def test_targets_and_bad_input():
              ({"ground_truth": {"target": ""}}, "target': an empty string"),
              ({"ground_truth": {"target": 7}}, "target': holds 7 (int), not a list of answers"),
              ({"ground_truth": {"target": ["Paris", 3]}}, "entry 1 is 3"),
+             ({"ground_truth": {"target": ["the"]}}, "target': holds ['the']: no answer once normalised"),
+             ({"ground_truth": {"target": "..."}}, "target': holds ['...']: no answer once normalised"),
              ({"ground_truth": {"gold_labels": ["a"]}}, "no gold answer under")]
     for rm, words in cases:
         with pytest.raises(DataError) as e:
-            reward(["<answer>x</answer>"], ["<answer>a</answer>"], reward_model=[rm], id=["nq-train_6"])
+            reward(["<answer>x</answer>"], ["<answer> a </answer>"], reward_model=[rm], id=["nq-train_6"])
         msg = str(e.value)
         assert words in msg and "completion 0 of the batch (row id 'nq-train_6')" in msg, msg
         assert "\n" not in msg.split(" hint")[0] and (e.value.field in (None, "reward_model.ground_truth.target"))

@@ -39,7 +39,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._gold import TARGET, gold_answers, read_target
+from .._gold import TARGET, check_normalised, gold_answers, read_target
+from .._metrics import normalize_answer
 from ..errors import DataError
 from ..records import Example
 from ._base import DatasetLoader, RecordContext, json_type, require_question, show
@@ -94,7 +95,7 @@ class SearchR1Loader(DatasetLoader):
         gt = rm.get("ground_truth") if isinstance(rm, Mapping) else None
         if isinstance(gt, Mapping) and "target" in gt:  # Search-R1's reward reads this key alone: kept as it is
             try:
-                target = read_target(gt["target"])
+                target = read_target(gt["target"], normalize=normalize_answer)
             except DataError as e:
                 raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
                                 field=TARGET) from None
@@ -114,6 +115,10 @@ class SearchR1Loader(DatasetLoader):
             golden = None
         if answers is None:
             answers = golden
+            try:  # (a target was checked above: the answers of a row without one are what its rows' target holds)
+                check_normalised(answers, normalize_answer, field="golden_answers")
+            except DataError as e:
+                raise ctx.error(e.detail, kind="empty_answer", field="golden_answers") from None
         elif golden is not None and set(golden) != set(answers):
             ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
                      f"{show(answers)}: the gold answers are target's, what Search-R1's reward scores against")

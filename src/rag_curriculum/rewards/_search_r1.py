@@ -27,7 +27,8 @@ case, where the two differ.
 The gold answers are ``reward_model.ground_truth.target`` as it is (the key ``compute_score_em`` reads; the rows
 the toolkit builds carry it), else the toolkit's gold reader (``answers``, ``golden_answers``); a ``target`` that is
 empty, holds no non-empty answer, or is neither a string nor a list of strings is refused, naming the row and the
-field, as is a row without any gold answer.
+field, as is a row without any gold answer, and a ``target`` none of whose answers survives the normalisation
+(``["the"]``: an empty answer would score 1.0 against it).
 
 >>> prompt = "Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>. Question: q?\\n"
 >>> search_r1_score(prompt + "<think>x</think><answer> the Eiffel Tower </answer>", ["Eiffel Tower"])
@@ -91,16 +92,16 @@ def search_r1_target(reward_model: Any = None, answers: Any = None, golden_answe
                      where: str = "") -> str | list[str]:
     """The gold answers ``search-r1`` compares with: ``reward_model.ground_truth.target`` as Search-R1 wrote it (a
     list of strings, or one string; every entry kept, as ``em_check`` reads them), else the toolkit's gold reader
-    (:func:`~rag_curriculum._gold.gold_answers`). A ``target`` that is empty, holds only empty strings or is not text
-    raises :class:`~rag_curriculum._gold.NoGoldAnswerError` naming ``where`` and the field
-    (:func:`~rag_curriculum._gold.read_target`).
+    (:func:`~rag_curriculum._gold.gold_answers`). A ``target`` that is empty, holds only empty strings (or answers the
+    normalisation empties: ``["the"]``) or is not text raises :class:`~rag_curriculum._gold.NoGoldAnswerError`
+    naming ``where`` and the field (:func:`~rag_curriculum._gold.read_target`).
 
     >>> search_r1_target({"ground_truth": {"target": ["Paris", ""]}}), search_r1_target(answers=["Lyon"])
     (['Paris', ''], ['Lyon'])
     """
     gt = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
     if isinstance(gt, Mapping) and gt.get("target") is not None:
-        return read_target(gt["target"], where=where)
+        return read_target(gt["target"], where=where, normalize=normalize_answer)
     return gold_answers(answers, reward_model, golden_answers, where=where)
 
 
