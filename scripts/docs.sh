@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Build the documentation site (mkdocs.yml, docs/) with --strict into a temporary folder and throw it away: a broken
 # link or anchor, a missing page, a page left out of the nav or a missing README section fails the build.
-# Installs nothing: mkdocs and mkdocs-material come with the `docs` (and `dev`) extra.
+# Installs nothing: mkdocs, mkdocs-material and mkdocstrings-python (docs/api.md) come with the `docs` (and `dev`)
+# extra.
 #   bash scripts/docs.sh            (scripts/test.sh runs it in the main tier's environment)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python}
 if [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && [ -z "${VIRTUAL_ENV:-}" ]; then PY=.venv/bin/python; fi
-if ! "$PY" -c "import mkdocs, material" 2>/dev/null; then
-  echo "error: mkdocs or mkdocs-material is not installed for $PY" >&2
+if ! "$PY" -c "import mkdocs, material, mkdocstrings_handlers.python" 2>/dev/null; then
+  echo "error: mkdocs, mkdocs-material or mkdocstrings-python is not installed for $PY" >&2
   echo "hint: pip install -e '.[docs]' (bash scripts/setup.sh installs it with the dev extra)" >&2
   exit 1
 fi

@@ -94,8 +94,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
       (:func:`rag_curriculum.prompts.completion_prompt`) and rewarded on its whole response.
 
     Args:
-        *args, **kwargs: what ``trl.GRPOTrainer`` takes (``model``, ``reward_funcs``, ``args``, ``train_dataset``,
-            ``callbacks``, ...).
+        *args: what ``trl.GRPOTrainer`` takes, by position (``model``, ``reward_funcs``, ...).
+        **kwargs: what ``trl.GRPOTrainer`` takes, by name (``args``, ``train_dataset``, ``callbacks``, ...).
         shards: the shard folder ``train_dataset`` was loaded from (needed by ``adaptive``).
         adaptive: an ``AdaptiveConfig`` (or None).
         dynamic: a ``DynamicConfig`` (or None).
