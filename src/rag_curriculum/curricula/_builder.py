@@ -46,13 +46,54 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class BuildResult:
+    """What :func:`build_curriculum` wrote.
+
+    Attributes:
+        out: the shard folder.
+        manifest: its ``manifest.json``, as written (the resolved config, the shards, the level counts, ...).
+        rows: the number of rows written.
+    """
+
     out: Path
     manifest: dict[str, Any]
     rows: int
 
 
 def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: bool = False) -> BuildResult:
-    """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``."""
+    """Load, sample, order, render and write a curriculum (or an evaluation set) as described by ``cfg``.
+
+    The output folder gets the Parquet shards in curriculum order, ``manifest.json`` and the data card
+    (``README.md``, with its plot); ``curriculum build`` calls this.
+
+    Args:
+        cfg: the build's settings (sources, schedule, setting, distractors, seed, ``out``, ...).
+        command: the command line to record in the manifest and card (None: none recorded).
+        progress: show progress bars while loading, rendering and writing.
+
+    Returns:
+        The output folder, its manifest and the number of rows.
+
+    Raises:
+        ConfigError: settings that cannot be used together (no dataset, ``--distractors bm25`` without an index,
+            ...), or a value out of range.
+        ShardError: ``cfg.out`` exists and is not an output of this toolkit, or is not empty and
+            ``cfg.overwrite`` is False.
+        DataError: a source record that cannot be read (with ``on_error="raise"``); a
+            :class:`~rag_curriculum.WrongDatasetError` for a file of another dataset.
+        BuildError: a build that cannot be made as asked: a dataset twice in the mixture, no rows, more questions
+            asked for than the source has, training questions found in an evaluation set (``leakage="refuse"``).
+        UnknownNameError: an unknown dataset, schedule or template name.
+
+    Example:
+        ```python
+        from rag_curriculum import BuildConfig, build_curriculum
+
+        cfg = BuildConfig.from_dict({"dataset": "musique", "input": "musique_ans_v1.0_train.jsonl", "n": 1000,
+                                     "schedule": "min-max", "out": "outputs/musique-min-max"})
+        result = build_curriculum(cfg)
+        result.rows, result.manifest["counts"]   # rows written; rows per level, hops and source
+        ```
+    """
     pyplot()  # for the card, imported here: its import would keep the build's frame, and its rows, alive
     with gc_paused():
         return _build(cfg, command=command, progress=progress, card=True)
@@ -62,7 +103,19 @@ def build_rows(cfg: BuildConfig, *, command: str, progress: bool = False) -> dic
     """The build of ``cfg`` without its data card and plot (the partition's own copy of its input is read, not
     published: no matplotlib, no figure): the shards and the manifest's record of them are those
     :func:`build_curriculum` writes for the same config, so a build of either kind is reused
-    (:func:`~._write.same_build`). Returns the manifest."""
+    (:func:`~._write.same_build`).
+
+    Args:
+        cfg: the build's settings.
+        command: the command line recorded in the manifest.
+        progress: show progress bars.
+
+    Returns:
+        The manifest written (``manifest.json``).
+
+    Raises:
+        CurriculumError: what :func:`build_curriculum` raises, for the same reasons.
+    """
     with gc_paused():
         return _build(cfg, command=command, progress=progress, card=False).manifest
 

@@ -209,6 +209,15 @@ def search_difficulty(cfg: PartitionConfig) -> SearchDifficulty:
 
 @dataclass
 class PartitionResult:
+    """What :func:`partition` (or :func:`merge_partitions`) left in the output folder.
+
+    Attributes:
+        out: the output folder.
+        complete: every chunk is generated and the outputs are written.
+        run: what this process generated (None for a merge).
+        summary: ``partition.json``, when complete.
+    """
+
     out: Path
     complete: bool  # every chunk is generated and the outputs are written
     run: RunReport | None  # what this process generated (None for a merge)
@@ -216,4 +225,6 @@ class PartitionResult:
 
     @property
     def counts(self) -> dict[str, Any]:
+        """The summary's counts (questions, answerable, unanswerable, learnable, mean pass@k); empty until the
+        run is complete."""
         return (self.summary or {}).get("counts", {})

@@ -42,10 +42,43 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
               engine: EngineConfig | None = None) -> PartitionResult:
     """Generate this shard's missing chunks; when every chunk of every shard is done, write the outputs.
 
-    ``backend`` overrides the one ``cfg`` names (tests, benchmarks); otherwise it is built only when something
-    is left to generate. ``max_chunks`` stops after that many chunks (run again to continue). ``engine`` says
-    where generation runs (default: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors, one
-    backend each, writing the same chunk files and outputs)."""
+    ``curriculum partition`` calls this (exported as ``rag_curriculum.run_partition``). A run is resumable: the
+    chunks already generated under ``cfg.out`` are kept, and a run with other settings is refused.
+
+    Args:
+        cfg: the partition's settings (input shards or dataset file, backend, model, ``k``, ``out``, ...).
+        backend: overrides the one ``cfg`` names (tests, benchmarks); otherwise it is built only when something
+            is left to generate.
+        command: the command line recorded in the outputs (None: this process's).
+        progress: show a progress bar.
+        max_chunks: stop after that many chunks (run again to continue); None: every chunk.
+        engine: where generation runs (None: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors,
+            one backend each, writing the same chunk files and outputs).
+
+    Returns:
+        The output folder, whether it is complete (``counts``: the buckets' sizes, once it is), and what this
+        process generated.
+
+    Raises:
+        ConfigError: settings that cannot be used together, or a value out of range (a :class:`UsageError`
+            for an ``--out`` inside the input, an option of another mode).
+        PartitionError: ``cfg.out`` holds files that are not a partition's, another run holds its lock, or the
+            input's row ids repeat.
+        RunMismatchError: ``cfg.out`` holds chunks generated with other settings (model, sampling, input).
+        ShardError: input shards that are missing or do not match their manifest.
+        GenerationError: a backend that cannot generate as asked (a :class:`PromptTooLongError` for prompts
+            longer than the model's context, an :class:`IdenticalSamplesError` for a server that ignores the
+            sampling settings, an :class:`EngineError` from the Ray engine).
+
+    Example:
+        ```python
+        from rag_curriculum import PartitionConfig, run_partition
+
+        res = run_partition(PartitionConfig(shards="outputs/musique-max", out="outputs/p", backend="vllm",
+                                            model="Qwen/Qwen2.5-7B-Instruct", k=8, balance=True), progress=True)
+        res.complete, res.counts   # True, {'questions': ..., 'answerable': ..., 'learnable': ..., ...}
+        ```
+    """
     cfg.validate()
     if engine is not None:
         engine.validate(cfg.backend, cfg.backend_args)
