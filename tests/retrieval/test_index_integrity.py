@@ -315,6 +315,23 @@ def test_a_changed_onnx_export_is_refused_before_serving(dense, tmp_path):
         ix.retrieve("who?")
 
 
+def test_an_onnx_export_that_does_not_load_is_one_line_before_serving(dense, tmp_path):
+    """An export whose records were made anew (so its hash check passes) but which onnxruntime cannot parse: serve
+    printed "serving ... at http://..." and then a traceback, its hint saying the encoder folder moved; now one line
+    before anything is announced, with validate's and the rebuild's hint."""
+    from index_edits import resealed
+
+    root = copy(dense["root"], tmp_path / "root")
+    onnx = root / "index" / "dense" / "encoder" / "encoder.onnx"
+    onnx.write_bytes(b"X" * 16 + onnx.read_bytes()[16:])
+    resealed(root / "index", lambda m: m["dense"]["onnx"].update(sha256=sha256(onnx)))
+    r = run("serve", "--index", root / "index", "--port", 1)
+    line = one_error(r)
+    assert "serving" not in r.output and "Traceback" not in r.output, r.output
+    assert line.startswith(f"error: {onnx.parent}: the index's exported encoder cannot be loaded ("), line
+    assert "curriculum validate" in r.output and "--encoder FOLDER" not in r.output, r.output
+
+
 def test_another_encoder_is_refused_unless_allowed_and_then_announces_another_fingerprint(dense, tmp_path):
     from fastapi.testclient import TestClient
 

@@ -74,7 +74,9 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         # sampled, the fingerprint recomputed; --verify: every file hashed), then mmaps
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          check="full" if cfg.verify else "open", allow_other_encoder=cfg.allow_other_encoder)
-        ix.searcher  # noqa: B018  (opened: a dense index's FAISS file and encoder checked before the announcement)
+        # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a
+        # model that does not load is one line before "serving" is announced, not a traceback after it
+        ix.warm()
         if cfg.engine == "ray":
             _import_ray_serve()
         host, port, workers = cfg.host, cfg.port, cfg.workers

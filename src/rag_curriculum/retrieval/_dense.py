@@ -40,6 +40,7 @@ from ._encoder import (
     Encoder,
     EncoderError,
     EncoderSettings,
+    ExportError,
     check_device,
     check_source,
     default_device,
@@ -1112,7 +1113,8 @@ class DenseSearcher:
                                                             normalize=m["normalize"], max_length=m["max_length"]),
                                             device=self.device, exported=self._exported())
                 except EncoderError as e:
-                    if self.override:  # the message names the encoder given, not the one recorded
+                    # the message names the encoder given, not the one recorded; a damaged export is the index's
+                    if self.override or isinstance(e, ExportError):
                         raise
                     raise EncoderError(f"the index's encoder {m['encoder']!r}: {e}", hint=MOVED_HINT) from None
                 if self._encoder.dim != m["dim"]:

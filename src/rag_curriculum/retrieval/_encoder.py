@@ -26,6 +26,11 @@ class EncoderError(CurriculumError):
     """A dense encoder that cannot be loaded or used as asked."""
 
 
+class ExportError(EncoderError):
+    """The index's own ONNX export of its encoder cannot be loaded (damaged: the index is rebuilt, not the encoder
+    folder looked for)."""
+
+
 @dataclass(frozen=True)
 class EncoderSettings:
     """What turns a text into a vector (the manifest's ``dense`` section records every field)."""
@@ -132,7 +137,7 @@ class Encoder:
             try:
                 self.model = OnnxEncoder(folder, record)
             except Exception as e:  # onnxruntime's own errors (a damaged file: InvalidProtobuf, Fail), a bad record
-                raise EncoderError(f"{folder}: the index's exported encoder cannot be loaded ({type(e).__name__}: "
+                raise ExportError(f"{folder}: the index's exported encoder cannot be loaded ({type(e).__name__}: "
                                    f"{str(e).splitlines()[0][:160] if str(e) else ''})",
                                    hint="curriculum validate names a changed file; build the index again with "
                                         "curriculum index ... --overwrite") from None
