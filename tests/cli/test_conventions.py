@@ -100,3 +100,21 @@ def test_the_docs_name_the_exit_codes():
     text = (ROOT / "docs" / "configuration.md").read_text()
     assert "## Exit codes" in text and "| 2 | a usage error" in text and "| 1 | it failed while it ran" in text
     assert "configuration.md#exit-codes" in (ROOT / "docs" / "getting-started.md").read_text()
+
+
+def test_lines_are_not_wrapped_at_80_columns_when_the_output_is_not_a_terminal(capsys, monkeypatch):
+    """rich takes a file or a pipe to be 80 columns wide and wrapped the commands' lines there: a training run's
+    closing lines, logged to a file, came in two. Off a terminal a line is one line (tables keep their layout)."""
+    from rag_curriculum._cli.common import console, out
+    from rag_curriculum._cli.train import _print_change
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    history = [{"reward": i / 24, "search/exact_match": 0.25 + i / 48, "step": i} for i in range(24)]
+    _print_change(history)
+    console.print("[yellow]note:[/] " + "word " * 30)
+    got = capsys.readouterr()
+    lines = got.out.splitlines()
+    em = [x for x in lines if x.startswith("search/exact_match: ")]
+    assert len(em) == 1 and em[0].endswith(")") and len(em[0]) > 80 and len(lines) == 2, got.out
+    assert got.err.count("\n") == 1 and got.err.startswith("note: word"), got.err
+    assert out.soft_wrap and console.soft_wrap  # off a terminal

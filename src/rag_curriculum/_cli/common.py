@@ -30,8 +30,21 @@ from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
 from ..generation import BACKENDS, check_backend_args
 from ..generation import EngineConfig as _Engine
 
-console = Console(stderr=True)
-out = Console()
+class _Console(Console):
+    """rich's Console, wrapping lines at the width only on a terminal: written to a file or a pipe (whose width rich
+    takes as 80 columns) a line is one line, as a log reader or ``grep`` wants it (tables are laid out as before)."""
+
+    @property  # type: ignore[override]
+    def soft_wrap(self) -> bool:
+        return self._soft_wrap or not self.is_terminal
+
+    @soft_wrap.setter
+    def soft_wrap(self, value: bool) -> None:
+        self._soft_wrap = value
+
+
+console = _Console(stderr=True)
+out = _Console()
 
 #: The exit status of a command that failed while it ran (bad input data, a missing file, an output in the way, a
 #: model or server error, a failed write).
