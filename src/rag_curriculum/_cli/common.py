@@ -30,6 +30,7 @@ from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
 from ..generation import BACKENDS, check_backend_args
 from ..generation import EngineConfig as _Engine
 
+
 class _Console(Console):
     """rich's Console, wrapping lines at the width only on a terminal: written to a file or a pipe (whose width rich
     takes as 80 columns) a line is one line, as a log reader or ``grep`` wants it (tables are laid out as before)."""
