@@ -7,12 +7,13 @@ habits of theirs are turned into Markdown here, when the site is built, instead 
   ``pycon`` code block (Markdown would read ``>>>`` as nested quotes); doctests inside an ``Examples:`` section are
   indented and left to the Google-style parser, which already shows them as code;
 * a Sphinx role (:class:`~rag_curriculum.records.Example`, :func:`build_curriculum`) becomes inline code of the
-  name it shows (``Example``, ``build_curriculum``);
+  name it shows (``Example``, ``build_curriculum``), and a reStructuredText ``::`` before an indented block one
+  colon (the block is a Markdown code block already);
 * a config field declared with ``rule(..., help="...")`` (:func:`rag_curriculum._settings.rule`, the text the
   command line's ``--help`` shows) gets that help as its docstring, and its default as its value.
 
->>> markdown(">>> 1 + 1\\n2\\n\\nProse :func:`~a.b.c` and :mod:`a.b`.")
-'```pycon\\n>>> 1 + 1\\n2\\n```\\n\\nProse `c` and `a.b`.'
+>>> markdown(">>> 1 + 1\\n2\\n\\nProse :func:`~a.b.c` and :mod:`a.b`, a block::")
+'```pycon\\n>>> 1 + 1\\n2\\n```\\n\\nProse `c` and `a.b`, a block:'
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def markdown(text: str) -> str:
         elif fence and not line.strip():
             out.append("```")
             fence = False
+        if not fence and line.rstrip().endswith("::"):
+            line = "" if line.strip() == "::" else line.rstrip()[:-1]
         out.append(line if fence else ROLE.sub(_role, line))
     if fence:
         out.append("```")

@@ -297,8 +297,37 @@ DEFAULT_TIMEOUT = 30.0
 
 
 def open_retriever(where: str | Any, *, timeout: float | None = None) -> Retriever:
-    """A retriever from ``--retriever``: an ``http(s)://`` URL (a server), or an index directory; ``timeout``: a
-    server's seconds per request (:data:`DEFAULT_TIMEOUT`)."""
+    """A retriever from ``--retriever``: an ``http(s)://`` URL (a server), or an index directory.
+
+    Args:
+        where: an ``http(s)://`` URL of a server (``curriculum serve``, or any server of Search-R1's protocol), an
+            index directory (``curriculum index``, any kind), or a retriever object, returned as it is.
+        timeout: a server's seconds per request (None: :data:`DEFAULT_TIMEOUT`).
+
+    Returns:
+        A :class:`Retriever`: an :class:`HttpRetriever` for a URL, an :class:`IndexRetriever` for a directory.
+
+    Raises:
+        RetrieverError: a URL of another scheme, or a directory that is not a readable index (the index's own
+            error in the message).
+
+    Examples:
+        ```python
+        retriever = open_retriever("outputs/index-wiki")            # or "http://127.0.0.1:8000/retrieve"
+        hits = retriever.search(["who wrote the iliad"], k=3)[0]   # the 3 best passages, best first
+        ```
+
+        Any object with ``search`` and ``describe`` is a retriever:
+
+        >>> from rag_curriculum.agents import Hit, open_retriever
+        >>> class Fixed:
+        ...     def search(self, queries, k):
+        ...         return [[Hit("d1", "Paris", "Paris is the capital of France.")] for _ in queries]
+        ...     def describe(self):
+        ...         return {"kind": "fixed"}
+        >>> open_retriever(Fixed()).search(["capital of France"], k=1)[0][0].title
+        'Paris'
+    """
     if not isinstance(where, str):
         return where
     if where.startswith(("http://", "https://")):

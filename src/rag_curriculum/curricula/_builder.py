@@ -84,7 +84,7 @@ def build_curriculum(cfg: BuildConfig, *, command: str | None = None, progress: 
             asked for than the source has, training questions found in an evaluation set (``leakage="refuse"``).
         UnknownNameError: an unknown dataset, schedule or template name.
 
-    Example:
+    Examples:
         ```python
         from rag_curriculum import BuildConfig, build_curriculum
 

@@ -60,7 +60,23 @@ class SourceSpec:
 
 @dataclass
 class BuildConfig:
-    """Everything that determines a build's rows. Saved, resolved, in the manifest."""
+    """Everything that determines a build's rows. Saved, resolved, in the manifest.
+
+    Each field's type and range is checked when the config is made, whatever set it (a :class:`SettingError`, a
+    :class:`ConfigError`); :meth:`validate` checks the fields against each other. :meth:`from_dict` takes a
+    recipe's mapping (one dataset at the top level, or ``sources``).
+
+    Examples:
+        >>> from rag_curriculum import BuildConfig
+        >>> cfg = BuildConfig.from_dict({"dataset": "musique", "input": "musique_ans_v1.0_train.jsonl", "n": 1000,
+        ...                              "schedule": "linear", "K": 4, "out": "outputs/musique-linear"})
+        >>> cfg.sources[0].n, cfg.schedule, cfg.template
+        (1000, 'linear', 'rag-rl')
+        >>> BuildConfig(seed=-1)
+        Traceback (most recent call last):
+        ...
+        rag_curriculum.errors.SettingError: seed (--seed) = -1: must be an integer in 0..2**63-1
+    """
 
     sources: list[SourceSpec] = rule(default_factory=list, flag="--dataset", help=(
         "The datasets of the build, each {dataset, input, n, split, K}."))
@@ -137,6 +153,13 @@ class BuildConfig:
         self.template = "search-r1-original" if bare else "rag-rl"
 
     def validate(self) -> None:
+        """Check the fields again (one may have been set after the config was made) and against each other.
+
+        Raises:
+            ConfigError: no dataset, or settings that contradict each other (``--pieces`` without the piecewise
+                schedule, ``--distractors bm25`` without an ``--index``, an ``--index`` nothing reads, passages
+                shown for questions that have none, ...).
+        """
         check_settings(self)  # again: a field may have been set after binding
         for s in self.sources:
             if not isinstance(s, SourceSpec):

@@ -382,7 +382,38 @@ def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
 
 def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str | None = None,
                    backend_factory: Any = None) -> dict[str, Any]:
-    """Evaluate every model on every set (see the module docstring); return the summary."""
+    """Evaluate every model on every question set through the search environment (see the module docstring).
+
+    ``curriculum eval --agent`` calls this; a set whose results were written with the same settings is reused.
+
+    Args:
+        cfg: the agent evaluation's settings (agent, retriever, models, question sets, samples ``m``, ``out``, ...).
+        progress: show progress bars.
+        command: the command line recorded in ``summary.json``.
+        backend_factory: ``backend_factory(model)`` builds a model's backend (default: from ``cfg.backend`` and
+            ``cfg.backend_args``).
+
+    Returns:
+        The summary (``summary.json``): one entry per (model, set) with EM, F1, searches per question, gold recall,
+        format errors and endings.
+
+    Raises:
+        ConfigError: settings that cannot be used (a :class:`UsageError` for two sets that would share a name).
+        RetrieverError: a retriever (``--retriever DIR|URL``) that cannot be opened or does not answer.
+        EvalError: ``cfg.out`` is not an agent evaluation's output, another run holds its lock, or results made
+            with other settings (without ``overwrite``).
+        GenerationError: a backend that cannot generate as asked.
+
+    Examples:
+        ```python
+        from rag_curriculum.evaluation import AgentEvalConfig, ModelSpec, run_agent_eval
+
+        cfg = AgentEvalConfig(agent="search-r1", retriever="outputs/index-wiki", data=["FlashRAG_datasets/nq/test.jsonl"],
+                              models=[ModelSpec.parse("PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-3b-em-ppo")],
+                              out="outputs/eval-agent")
+        summary = run_agent_eval(cfg, progress=True)
+        ```
+    """
     cfg.validate()
     out = Path(cfg.out)
     _check_out(out)

@@ -83,7 +83,18 @@ def default_name(path: str) -> str:
 
 @dataclass
 class EvalConfig:
-    """Everything that determines an evaluation run. Saved, resolved, as ``eval_config.json`` in ``out``."""
+    """Everything that determines an evaluation run. Saved, resolved, as ``eval_config.json`` in ``out``.
+
+    Each field's type and range is checked when the config is made (a :class:`SettingError`, a
+    :class:`ConfigError`); :meth:`validate` checks the fields against each other.
+
+    Examples:
+        >>> from rag_curriculum import EvalConfig
+        >>> cfg = EvalConfig.from_dict({"models": ["min-max=outputs/train/rag-rl-musique-min-max"],
+        ...                             "data": ["eval/musique-distractor"], "m": 3})
+        >>> cfg.models, cfg.backend
+        ([ModelSpec(name='min-max', path='outputs/train/rag-rl-musique-min-max')], 'vllm')
+    """
 
     models: list[ModelSpec] = rule(default_factory=list, flag="--model", help=(
         "Models to evaluate, each on every evaluation set: PATH or NAME=PATH (a local model or checkpoint, a Hub "
@@ -138,6 +149,13 @@ class EvalConfig:
                 raise ConfigError(f"models[{i}] = {mspec!r}: must be a ModelSpec (ModelSpec.parse('NAME=PATH'))")
 
     def validate(self) -> None:
+        """Check the fields again and against each other.
+
+        Raises:
+            ConfigError: no model or evaluation set (a :class:`UsageError`), two models of one name, or options
+                that contradict each other.
+            UnknownNameError: an unknown backend or template.
+        """
         self.__post_init__()
         if not self.models:
             raise UsageError("no model given: pass --model PATH (or NAME=PATH), once per model")

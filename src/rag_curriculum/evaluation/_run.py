@@ -126,6 +126,15 @@ class EvalSet:
 
 @dataclass
 class EvalResult:
+    """What :func:`run_eval` wrote.
+
+    Attributes:
+        out: the output folder.
+        summary: ``summary.json``: the config, the sampling, and one entry per (model, dataset, setting) in
+            ``evals``, each with ``overall``, ``by_hops``, ``by_level``, ... metrics.
+        generated: questions generated in this run (0 when everything was reused).
+    """
+
     out: Path
     summary: dict[str, Any]
     generated: int  # questions generated in this run (0 when everything was reused)
@@ -320,11 +329,44 @@ def run_eval(cfg: EvalConfig, *, progress: bool = False, command: str | None = N
              engine: EngineConfig | None = None) -> EvalResult:
     """Evaluate every model of ``cfg`` on every evaluation set; write results, summary, report and plots.
 
-    ``backend_factory(model)`` builds the backend of a model (default:
-    ``get_backend(cfg.backend, model=model.path, **cfg.backend_args)``); it is called only for a model that has
-    something left to generate, so a finished run is re-reported without loading any model. ``engine`` says where
-    generation runs (default: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors per model, each
-    loading the model once, with the same results)."""
+    ``curriculum eval`` calls this. Completions already generated under ``cfg.out`` with the same settings are
+    reused, so a finished run is re-reported without loading any model.
+
+    Args:
+        cfg: the evaluation's settings (models, evaluation sets, backend, samples ``m``, ``out``, ...).
+        progress: show progress bars.
+        command: the command line recorded in ``summary.json`` (secrets masked).
+        backend_factory: ``backend_factory(model)`` builds the backend of a model (default:
+            ``get_backend(cfg.backend, model=model.path, **cfg.backend_args)``); it is called only for a model
+            that has something left to generate.
+        engine: where generation runs (None: this process; ``EngineConfig(engine="ray")``: a pool of Ray actors
+            per model, each loading the model once, with the same results).
+
+    Returns:
+        The output folder, its summary and how many questions this run generated.
+
+    Raises:
+        ConfigError: settings that cannot be used (no model or evaluation set, two models of one name, an
+            unknown backend or template).
+        EvalError: ``cfg.out`` is not an evaluation's output or another run holds its lock, a ``--data`` folder
+            that is not an evaluation set, two folders of the same dataset and setting, ``--stats`` that are not a
+            partition's, or results made with other generation settings (without ``overwrite``).
+        ShardError: an evaluation set whose shards do not match its manifest.
+        GenerationError: a backend that cannot generate as asked (a :class:`PromptTooLongError` for prompts
+            longer than the model's context, an :class:`EngineError` from the Ray engine).
+
+    Examples:
+        ```python
+        from rag_curriculum import EvalConfig, run_eval
+        from rag_curriculum.evaluation import ModelSpec
+
+        cfg = EvalConfig(models=[ModelSpec.parse("min-max=outputs/train/rag-rl-musique-min-max")],
+                         data=["eval/musique-distractor", "eval/musique-ideal"], backend="vllm", m=3,
+                         out="outputs/eval-musique")
+        result = run_eval(cfg, progress=True)
+        result.summary["evals"][0]["overall"]["joint_f1"]
+        ```
+    """
     cfg.validate()
     if engine is not None:
         engine.validate(cfg.backend, cfg.backend_args)

@@ -45,7 +45,21 @@ RUN_LOCK = ".partition.lock"
 @dataclass
 class PartitionConfig:
     """Everything that determines a partition. Saved, resolved, in every manifest it writes. Each field's ``help``
-    is the one text the command line (``curriculum partition --help``) and the recipes' documentation read."""
+    is the one text the command line (``curriculum partition --help``) and the recipes' documentation read.
+
+    Each field's type and range is checked when the config is made (a :class:`SettingError`, a
+    :class:`ConfigError`); :meth:`validate` checks the fields against each other.
+
+    Examples:
+        >>> from rag_curriculum import PartitionConfig
+        >>> cfg = PartitionConfig(shards="outputs/musique-max", model="Qwen/Qwen2.5-7B-Instruct", k=8)
+        >>> cfg.backend, cfg.out
+        ('vllm', 'outputs/partition')
+        >>> PartitionConfig(shards="outputs/musique-max", k=0)
+        Traceback (most recent call last):
+        ...
+        rag_curriculum.errors.SettingError: k (--pass-at) = 0: must be an integer in 1..1024
+    """
 
     shards: str | None = rule(None, flag="SHARDS", empty=False, help=(
         "A shard directory made by `curriculum build` (normally --schedule max: the hardest level). Or give "
@@ -129,6 +143,13 @@ class PartitionConfig:
         check_settings(self)  # types and ranges, whatever set them (flags or Python)
 
     def validate(self) -> None:
+        """Check the fields again and against each other.
+
+        Raises:
+            ConfigError: no input, both shards and a dataset file, no model for a backend that needs one, or an
+                option of another mode (a :class:`UsageError`).
+            UnknownNameError: an unknown backend.
+        """
         check_settings(self)
         if self.shards and (self.dataset or self.input):
             raise ConfigError("give either a shard directory or --dataset with --input FILE, not both")

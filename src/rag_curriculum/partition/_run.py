@@ -70,7 +70,7 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
             longer than the model's context, an :class:`IdenticalSamplesError` for a server that ignores the
             sampling settings, an :class:`EngineError` from the Ray engine).
 
-    Example:
+    Examples:
         ```python
         from rag_curriculum import PartitionConfig, run_partition
 

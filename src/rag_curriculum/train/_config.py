@@ -256,7 +256,19 @@ class DynamicConfig:
 
 @dataclass
 class TrainConfig:
-    """A training run: which curriculum, model, rewards and GRPO settings."""
+    """A training run: which curriculum, model, rewards and GRPO settings.
+
+    Usually composed from a recipe (:func:`~rag_curriculum.train.compose_train_config`); ``from_dict`` binds a
+    mapping with the same checks. Each field's type and range is checked when the config is made (a
+    :class:`SettingError`, a :class:`ConfigError`), the rest by :meth:`validate`.
+
+    Examples:
+        >>> from rag_curriculum import TrainConfig
+        >>> cfg = TrainConfig.from_dict({"curriculum": "linear", "data": {"shards": "outputs/musique-linear"},
+        ...                              "grpo": {"learning_rate": 2e-6}})
+        >>> cfg.data.shards, cfg.rewards[0].name
+        ('outputs/musique-linear', 'rag-rl')
+    """
 
     recipe: str | None = rule(None, help=(
         "The recipe this config was composed from (recorded with the run)."))

@@ -56,7 +56,25 @@ def recipe_path(recipe: str) -> Path:
 
 
 def compose_train_config(recipe: str | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Compose a recipe (name or path; default ``rag-rl-min-max``) with Hydra overrides into a TrainConfig."""
+    """Compose a recipe (name or path; default ``rag-rl-min-max``) with Hydra overrides into a TrainConfig.
+
+    Args:
+        recipe: a shipped recipe's name (``curriculum train --list``) or a YAML file's path; None: the default.
+        overrides: Hydra overrides, as on the command line (``grpo.learning_rate=2e-6``, ``data.shards=DIR``).
+
+    Returns:
+        The config, bound and type-checked (:meth:`TrainConfig.validate` checks the rest when the run starts).
+
+    Raises:
+        RecipeError: a recipe that cannot be found or composed (with a "did you mean").
+        ConfigError: an unknown key or a value of the wrong type or range (a :class:`SettingError`).
+
+    Examples:
+        >>> from rag_curriculum.train import compose_train_config
+        >>> cfg = compose_train_config("rag-rl-min-max", ["grpo.learning_rate=2e-6"])
+        >>> cfg.data.shards, cfg.grpo["learning_rate"], cfg.batch.prompts_per_step
+        ('outputs/musique-min-max', 2e-06, 42)
+    """
     args = [*([f"recipe={recipe}"] if recipe else []), *overrides]
     return config.resolve(TrainConfig, TRAIN, args)
 

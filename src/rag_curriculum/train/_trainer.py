@@ -106,8 +106,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         CurriculumOrderError: rows out of curriculum order (``order_policy="refuse"``).
         ConfigError: ``adaptive`` without ``shards``, or on shards that are not an adaptive build.
 
-    Example::
-
+    Examples:
+        ```python
         from datasets import load_dataset
         from trl import GRPOConfig
         from rag_curriculum.rewards import RagRlReward
@@ -118,6 +118,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
                                         args=GRPOConfig(output_dir="out", num_generations=4), train_dataset=rows)
         trainer.train()
         trainer.recorder.records  # the rows of every step, checked against the curriculum
+        ```
     """
 
     recorder: StepRecorder | None = None

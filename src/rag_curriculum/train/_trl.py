@@ -72,15 +72,22 @@ def partial_history(e: BaseException) -> list[dict[str, Any]]:
 
 @dataclass
 class TrainResult:
-    """What a run produced."""
+    """What a run produced (:func:`train`)."""
 
     output_dir: Path
+    """The run's folder (``run.output_dir``): config, plan, model card, checkpoints, the final model."""
     global_step: int
+    """The optimiser steps trained."""
     training_loss: float
+    """TRL's mean training loss."""
     plan: BatchPlan
+    """The batch mapping: prompts per step, accumulation, the steps and the tail rows left unseen."""
     steps_file: Path | None
+    """``curriculum_steps.jsonl``: every step's rows, checked against the curriculum (None: ``run.log_rows`` off)."""
     checkpoints: list[Path] = field(default_factory=list)
+    """The checkpoint folders, in step order."""
     log_history: list[dict[str, Any]] = field(default_factory=list)
+    """TRL's logged metrics, one dict per logging step (``curriculum/*`` included)."""
     levels_file: Path | None = None
     """``curriculum_levels.jsonl`` of an adaptive run (level target, level shown, success per batch)."""
     dynamic_file: Path | None = None
@@ -363,7 +370,27 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     ``dry_run``: the order checks' errors are raised under either ``data.order_policy``; ``GRPOConfig`` is bound on
     the CPU when there is no GPU (a GPU recipe is checked on a laptop); the number of running processes is not
     compared with the plan's (a dry run is not launched); a tokenizer that cannot be loaded is reported in
-    ``lengths_error`` instead of raised."""
+    ``lengths_error`` instead of raised.
+
+    Args:
+        cfg: the run's settings.
+        dry_run: check as ``curriculum train --dry-run`` does (see above).
+
+    Returns:
+        Everything the run checked and made (dataset, batch plan, ``GRPOConfig``, resume point, ...); nothing on
+        disk is written or removed.
+
+    Raises:
+        CurriculumError: what :func:`train` raises before its model loads, for the same reasons.
+
+    Examples:
+        ```python
+        from rag_curriculum.train import compose_train_config, prepare
+
+        run = prepare(compose_train_config("rag-rl-min-max"), dry_run=True)   # needs outputs/musique-min-max
+        run.plan.steps_per_epoch, run.resume, run.finished
+        ```
+    """
     cfg.validate()
     num_processes = resolve_num_processes(cfg)
     dataset, manifest = load_curriculum(cfg)
@@ -565,6 +592,36 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     the resume point. A run whose last checkpoint already reached the run's steps trains nothing and says so
     (``TrainResult.finished``). Then saves the resolved config and plan into ``run.output_dir`` and trains, checking
     every step's rows against the curriculum and logging their level and hops.
+
+    ``curriculum train`` calls this (exported as ``rag_curriculum.run_training``).
+
+    Args:
+        cfg: the run's settings, usually composed from a recipe (:func:`compose_train_config`).
+        overrides: the command-line overrides, recorded in ``train_config.yaml`` (secrets masked).
+        callbacks: more ``transformers.TrainerCallback`` objects for the trainer.
+
+    Returns:
+        What the run produced: its folder, steps, loss, batch plan, checkpoints and log history.
+
+    Raises:
+        ConfigError: settings that cannot be used (no shards, no reward, an evaluation set as the curriculum, a
+            GPU-only setting on a CPU, ...).
+        ShardError: shards that are missing or do not match their manifest.
+        BatchError: a batch TRL cannot make, or a curriculum shorter than one batch.
+        CurriculumOrderError: a setting or a step that breaks the curriculum order (``data.order_policy=refuse``).
+        PromptLengthError: prompts longer than the run's generation limits.
+        TokenizerError: the model's tokenizer cannot be loaded to count the prompts.
+        ModelFileError: a ``.gguf`` model file that cannot be used.
+
+    Examples:
+        ```python
+        from rag_curriculum import run_training
+        from rag_curriculum.train import compose_train_config
+
+        cfg = compose_train_config("rag-rl-min-max", ["data.shards=outputs/musique-min-max", "grpo.max_steps=10"])
+        result = run_training(cfg)
+        result.output_dir, result.global_step, result.steps_file   # steps_file: the rows of every step
+        ```
     """
     run = prepare(cfg)
     if run.finished is not None:
