@@ -127,6 +127,34 @@ def test_the_lucene_preset_returns_only_matching_passages(lucene_index):
     assert 0 < (ids[2] >= 0).sum() <= 5 and scores[2][0] > 0
 
 
+def test_a_preset_edited_in_the_manifest_is_named_as_such(lucene_index, tmp_path):
+    """The Lucene preset's manifest made anew saying bm25s (or no preset): refused naming the preset the postings
+    were built with (it was "built with bm25s None", the bm25s version its manifest never had)."""
+    import shutil
+
+    from index_edits import resealed
+
+    from rag_curriculum.retrieval import RetrievalIndexError, load_index
+
+    for name, edit, says in (("bm25s", lambda m: m["bm25"].update(preset="bm25s"), "'bm25s'"),
+                             ("none", lambda m: m["bm25"].pop("preset"), "absent")):
+        d = shutil.copytree(lucene_index[0], tmp_path / name)
+        resealed(d, edit)
+        with pytest.raises(RetrievalIndexError) as e:
+            load_index(d)
+        assert str(e.value) == (f"{d}: bm25/params.json, what the postings were built with, disagrees with "
+                                f"manifest.json: bm25.preset 'lucene' there, {says} in manifest.json"), str(e.value)
+
+
+def test_the_presets_label_says_pyserinis_defaults_only_at_its_k1_and_b():
+    from rag_curriculum.retrieval._bm25 import summary
+
+    assert summary({"bm25": {"preset": "lucene", "k1": 0.9, "b": 0.4}}) == "lucene (pyserini's defaults) k1=0.9 b=0.4"
+    for k1, b in ((0.0, 0.0), (1.2, 0.4), (0.9, 0.75)):  # --k1 0 --b 0 was labelled pyserini's defaults
+        assert summary({"bm25": {"preset": "lucene", "k1": k1, "b": b}}) == (
+            f"lucene (pyserini's analyzer and scoring, k1 and b given) k1={k1} b={b}")
+
+
 def test_an_unknown_preset_is_one_line_and_writes_nothing(tmp_path, shared_data):
     out = tmp_path / "ix"
     r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "index", "--dataset", "musique", "--input",

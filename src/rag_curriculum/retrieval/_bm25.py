@@ -498,33 +498,54 @@ class BM25Searcher:
         return self.postings.search(parsed, k, threads=threads or self.threads, prune=self.prune)
 
 
+#: What params.json holds beside the preset's settings: the postings format's version and the collection's
+#: statistics.
+PARAMS_FACTS = ("engine", "num_docs", "postings", "blocks", "doc_count", "sum_total_term_freq", "avgdl")
+
+
+def _show(value: Any) -> str:
+    text = "absent" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _check_params(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The postings' saved parameters, which must be the manifest's."""
+    """The postings' saved parameters, which must be the manifest's: a difference is named setting by setting."""
     try:
         params = json.loads((Path(directory) / BM25_DIR / PARAMS).read_text())
     except (OSError, ValueError) as e:
         raise BM25Error(f"{directory}: the BM25 index's {PARAMS} cannot be read ({e})",
                         hint="build the index again with curriculum index ... --overwrite") from None
-    want = manifest["bm25"]
-    saved = {k: params.get(k) for k in want}
-    if params.get("engine") != ENGINE or saved != want or params.get("num_docs") != manifest["passages"]:
-        raise BM25Error(f"the BM25 index's saved parameters {saved} ({params.get('num_docs')} documents, engine "
-                        f"{params.get('engine')}) do not match the manifest's {want} ({manifest['passages']} passages, "
-                        f"engine {ENGINE})", hint="build the index again with curriculum index ... --overwrite")
+    want = manifest.get("bm25") if isinstance(manifest.get("bm25"), dict) else {}
+    saved = {k: v for k, v in params.items() if k not in PARAMS_FACTS} if isinstance(params, dict) else {}
+    differ = [f"bm25.{k} {_show(saved.get(k))} there, {_show(want.get(k))} in manifest.json"
+              for k in [*want, *(k for k in saved if k not in want)] if saved.get(k) != want.get(k)]
+    got = params if isinstance(params, dict) else {}
+    if got.get("engine") != ENGINE:
+        differ.append(f"postings format {_show(got.get('engine'))}, this toolkit reads {ENGINE}")
+    if got.get("num_docs") != manifest.get("passages"):
+        differ.append(f"{_show(got.get('num_docs'))} documents, manifest.json says {manifest.get('passages')} "
+                      "passages")
+    if differ:
+        raise BM25Error(f"{BM25_DIR}/{PARAMS}, what the postings were built with, disagrees with manifest.json: "
+                        + "; ".join(differ), hint="build the index again with curriculum index ... --overwrite")
     return params
 
 
 def check_version(manifest: dict[str, Any], where: Path) -> None:
-    """An index of the bm25s preset built with another bm25s minor version is refused (its tokenizer may split
-    otherwise), and so is one whose saved parameters are not its manifest's."""
+    """An index whose postings' saved parameters are not its manifest's is refused (naming the settings that
+    differ: a preset edited in the manifest is named as such), and so is one of the bm25s preset built with another
+    bm25s minor version (its tokenizer may split otherwise)."""
     from importlib.metadata import version
 
+    _check_params(where, manifest)
     if (manifest.get("bm25") or {}).get("preset", "bm25s") == "bm25s":
         have = version("bm25s")  # without importing it
         if str(manifest.get("bm25s_version", "")).split(".")[:2] != have.split(".")[:2]:
-            raise BM25Error(f"built with bm25s {manifest.get('bm25s_version')}, this environment has {have}",
+            built = manifest.get("bm25s_version")
+            raise BM25Error(f"built with bm25s {built}, this environment has {have}" if built else
+                            f"manifest.json records no bm25s_version, which an index of the bm25s preset holds "
+                            f"(this environment has bm25s {have})",
                             hint="build the index again, or install the bm25s it was built with")
-    _check_params(where, manifest)
 
 
 #: The kind's files compiled code reads without bounds checks (the postings and the vocabulary, decoded by the
@@ -546,8 +567,10 @@ def _builder(cfg: IndexConfig, tmp: Path, **kw: Any) -> BM25Builder:
 def summary(manifest: dict[str, Any]) -> str:
     """One line on a BM25 index's settings."""
     bm = manifest["bm25"]
-    if bm.get("preset") == "lucene":
-        return f"lucene (pyserini's defaults) k1={bm['k1']} b={bm['b']}"
+    if bm.get("preset") == "lucene":  # pyserini's defaults only at its k1 and b (--k1 / --b may change them)
+        own = (bm.get("k1"), bm.get("b")) == PRESET_K1_B["lucene"]
+        label = "pyserini's defaults" if own else "pyserini's analyzer and scoring, k1 and b given"
+        return f"lucene ({label}) k1={bm['k1']} b={bm['b']}"
     return f"bm25s {manifest['bm25s_version']}, {bm['method']} k1={bm['k1']} b={bm['b']}"
 
 
