@@ -200,6 +200,26 @@ def test_a_corpus_adds_every_line_after_the_dataset(built, tmp_path, examples):
     assert [p for p, _ in got[:2]] == [original, n + 1] and got[0][1] == got[1][1]
 
 
+def test_what_on_error_skip_left_out_is_said_once(tmp_path):
+    """The build reads its sources twice (the index here, the passage store in a forked worker): the skipped
+    records' warnings were printed by both."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "musique.jsonl"
+    data.write_text("".join(MUSIQUE_TRAIN.read_text().splitlines(keepends=True)[:5]) + '{"id": "bad"}\n')
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"title": "A", "text": "a river"}\n{not json\n{"title": "B", "text": "a city"}\n')
+    r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "index", "--dataset", "musique", "--input",
+                        str(data), "--corpus", str(corpus), "--on-error", "skip", "--out", str(tmp_path / "ix"),
+                        "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    warned = [x for x in r.stderr.splitlines() if x.startswith("WARNING")]
+    assert len(warned) == 2, r.stderr
+    assert "musique.jsonl: skipped 1 record(s) (missing_field: 1)" in warned[0], warned
+    assert "corpus.jsonl: skipped 1 line(s) (invalid_json: 1)" in warned[1], warned
+
+
 @pytest.mark.parametrize("line,match", [
     ('{"title": "A"}', r"line 1, field 'text': missing"),
     ('{"title": "A", "text": 3}', r"line 1, field 'text': a int, not a string"),

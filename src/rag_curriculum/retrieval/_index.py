@@ -35,6 +35,8 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +84,25 @@ STORE = (PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES)
 RERANKED = 32
 
 
+#: The loggers of reading the sources (the records ``--on-error skip`` left out, the loaders' notes): the store's
+#: second reading of the same sources keeps them quiet, so each line is said once.
+REREAD_LOGGERS = ("rag_curriculum.loaders", "rag_curriculum.retrieval._corpus")
+
+
+@contextmanager
+def _unsaid(names: tuple[str, ...]) -> Iterator[None]:
+    """The loggers ``names`` (and their children) say only errors inside the block."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, Any]:
     """The passage store (the passages and questions, their normalised texts; the hashes aside: the builder's
     process makes them) and the inputs' checksums, from the sources read again (in the forked worker: the same
@@ -89,9 +110,10 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, 
     writer = StoreWriter(tmp, ("passages", "norms"))
     found = Sources()
     try:
-        for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
-                                    block=cfg.block):
-            writer.add(block)
+        with _unsaid(REREAD_LOGGERS):  # the builder's reading of the same sources says what they hold
+            for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
+                                        block=cfg.block):
+                writer.add(block)
         writer.finish(found.q_ids, found.q_texts, found.q_gold)
     except BaseException:
         writer.abort()
