@@ -112,6 +112,16 @@ def odd_servers():
         s.shutdown()
 
 
+@pytest.mark.parametrize("scheme", ["HTTP", "Http"])
+def test_a_schemes_case_does_not_matter(odd_servers, scheme):
+    """RFC 3986: a scheme is case-insensitive; HTTP:// was refused as another scheme."""
+    url = odd_servers["shape"].replace("http", scheme, 1)
+    client = open_retriever(url)
+    assert isinstance(client, HttpRetriever) and client.url == url
+    with pytest.raises(RetrieverError, match="the response is not Search-R1's"):  # it reached the server
+        client.search(["who?"], 1)
+
+
 @pytest.mark.parametrize("which", ["404", "405", "shape"])
 def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_max_shards):
     """issue 37 item 8: the retriever is tried before anything is written: eval leaves no eval_config.json nor

@@ -330,7 +330,7 @@ def open_retriever(where: str | Any, *, timeout: float | None = None) -> Retriev
     """
     if not isinstance(where, str):
         return where
-    if where.startswith(("http://", "https://")):
+    if where.lower().startswith(("http://", "https://")):  # (a scheme is case-insensitive: RFC 3986 3.1)
         return HttpRetriever(where, timeout=timeout or DEFAULT_TIMEOUT)
     scheme = where.split("://", 1)[0] if "://" in where else None
     if scheme and scheme.replace("+", "").replace(".", "").replace("-", "").isalnum():

@@ -146,7 +146,7 @@ class SearchTool(BaseTool):
         self.topk = topk
         self.difficulty = SearchDifficulty(**dict(config.get("difficulty") or {}))
         where = config["retriever"]
-        if isinstance(where, str) and where.startswith(("http://", "https://")) and config.get("timeout"):
+        if isinstance(where, str) and where.lower().startswith(("http://", "https://")) and config.get("timeout"):
             self.retriever: Retriever = HttpRetriever(where, timeout=float(config["timeout"]))
         else:
             self.retriever = open_retriever(where)
