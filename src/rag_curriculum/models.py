@@ -49,7 +49,19 @@ _MAGIC = b"GGUF"
 
 
 def is_gguf(ref: str | os.PathLike[str] | None) -> bool:
-    """Whether ``ref`` names a GGUF file (by its suffix; the file's own bytes are checked when it is converted)."""
+    """Whether ``ref`` names a GGUF file (by its suffix; the file's own bytes are checked when it is converted).
+
+    Args:
+        ref: a model reference (a folder, a Hub id, a file), or None.
+
+    Returns:
+        True for a name ending in ``.gguf`` (any case).
+
+    Examples:
+        >>> from rag_curriculum.models import is_gguf
+        >>> is_gguf("models/Gemma-3-270M.GGUF"), is_gguf("google/gemma-3-270m"), is_gguf(None)
+        (True, False, False)
+    """
     return ref is not None and str(ref).lower().endswith(".gguf")
 
 
@@ -74,6 +86,7 @@ class ResolvedModel:
 
     @property
     def converted(self) -> bool:
+        """Whether ``path`` is a folder converted from a GGUF file."""
         return self.sha256 is not None
 
     def record(self) -> dict[str, Any]:
@@ -93,9 +106,27 @@ def resolve_model(ref: str | os.PathLike[str], *, cache: str | Path | None = Non
     """``ref`` as the engines load it: a GGUF file is converted into a cached folder (once per file content; see
     the module's docstring), anything else is returned as given.
 
+    Args:
+        ref: a model folder, a Hub id, or a ``.gguf`` file.
+        cache: the cache folder for conversions (None: :func:`cache_root`).
+
+    Returns:
+        What the engines load (``path``), what was given, and the GGUF file's SHA-256 (None for anything else).
+
     Raises:
         ModelFileError: the GGUF file is missing, not GGUF, truncated or damaged, or of an architecture the
             installed transformers cannot read.
+
+    Examples:
+        >>> from rag_curriculum.models import resolve_model
+        >>> resolve_model("Qwen/Qwen2.5-0.5B-Instruct")   # not a GGUF file: as given, nothing converted
+        ResolvedModel(path='Qwen/Qwen2.5-0.5B-Instruct', given='Qwen/Qwen2.5-0.5B-Instruct', sha256=None)
+
+        ```python
+        model = resolve_model("gemma-3-270m-q4_k_m.gguf")   # converted once (needs the gguf package), then cached
+        model.path       # ~/.cache/rag-curriculum/models/gguf-<16 hex digits>: load it with from_pretrained
+        model.record()   # what a manifest records: the file given, its SHA-256, the folder
+        ```
     """
     given = str(ref)
     if not is_gguf(given):
@@ -124,7 +155,23 @@ def _check_magic(path: Path) -> None:
 
 def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[Path, str]:
     """The cached model folder converted from the GGUF file ``path`` (converted now when missing) and the file's
-    SHA-256."""
+    SHA-256.
+
+    A cached folder is used only once its record (``gguf_source.json``) checks out against its files; otherwise
+    it is converted again, with a warning saying what changed. :func:`resolve_model` calls this for ``.gguf``
+    references.
+
+    Args:
+        path: the ``.gguf`` file.
+        cache: the cache folder (None: :func:`cache_root`).
+
+    Returns:
+        The model folder and the file's SHA-256 (hex).
+
+    Raises:
+        ModelFileError: the file is missing, not GGUF, truncated or damaged, of an architecture the installed
+            transformers cannot read, or transformers and the ``gguf`` package are not installed.
+    """
     path = Path(path).expanduser()
     _check_magic(path)
     digest = file_sha256(path)

@@ -33,6 +33,24 @@ class Example:
     ``hops`` is the number of gold documents (j in RAG-RL section 3.2). ``qtype``, ``supporting_facts``
     (``[(title, sentence_index), ...]``) and ``decomposition`` (MuSiQue's sub-questions, each a dict with
     ``id``, ``question``, ``answer``, ``paragraph_support_idx``) are kept where the source has them.
+
+    Attributes:
+        id: the question's id in its source (a stable content hash where the source has none).
+        source: the dataset (``hotpotqa``, ``musique``, ...).
+        split: ``train``, ``dev``, ``test``, or None.
+        question: the question text.
+        answers: the answer first, then its aliases.
+        documents: every paragraph the source gives, in source order, each marked gold or not.
+        extra: what else a loader keeps (MuSiQue-Full's ``answerable``, Search-R1's ``data_source``, ...).
+
+    Examples:
+        A loader of your own returns these (docs/extending.md):
+
+        >>> from rag_curriculum import Document, Example
+        >>> ex = Example(id="q1", source="myqa", split="train", question="Where was Ada born?", answers=["London"],
+        ...              documents=[Document("Ada", "Ada was born in London.", True), Document("Bob", "Bob.")])
+        >>> ex.hops, ex.answer, [d.title for d in ex.distractors]
+        (1, 'London', ['Bob'])
     """
 
     id: str
@@ -50,16 +68,19 @@ class Example:
 
     @property
     def hops(self) -> int:
+        """The number of gold documents (j in RAG-RL section 3.2)."""
         if self._hops < 0:
             self._hops = sum(1 for d in self.documents if d.is_gold)
         return self._hops
 
     @property
     def gold_documents(self) -> list[Document]:
+        """The gold documents, in source order."""
         return [d for d in self.documents if d.is_gold]
 
     @property
     def distractors(self) -> list[Document]:
+        """The documents that are not gold, in source order."""
         return [d for d in self.documents if not d.is_gold]
 
     @property
@@ -69,6 +90,7 @@ class Example:
 
     @property
     def answer(self) -> str:
+        """The answer (the first of ``answers``)."""
         return self.answers[0]
 
     def to_dict(self) -> dict[str, Any]:

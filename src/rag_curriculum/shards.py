@@ -148,7 +148,23 @@ def shard_name(k: int) -> str:
 def shard_files(directory: str | Path, *, check_order: bool = True) -> list[Path]:
     """The shard files of a directory, in order: as the manifest lists them when there is one (then, with
     ``check_order``, after checking that ``curriculum_index`` increases across them), else ``data/part-*.parquet``
-    (or, in the layout written before, ``part-*.parquet``) sorted."""
+    (or, in the layout written before, ``part-*.parquet``) sorted.
+
+    Args:
+        directory: a shard directory.
+        check_order: check that ``curriculum_index`` increases across the listed shards.
+
+    Returns:
+        The Parquet files, in curriculum order (what verl's ``data.train_files`` takes).
+
+    Raises:
+        ShardError: an unreadable manifest, or shards out of curriculum order.
+
+    Examples:
+        ```python
+        files = shard_files("outputs/musique-min-max")   # [.../data/part-00000.parquet, ...]
+        ```
+    """
     d = Path(directory)
     mpath = d / MANIFEST
     if mpath.exists():
@@ -440,7 +456,24 @@ def write_shards(
 ) -> dict[str, Any]:
     """Write a complete shard directory of ``table`` (or rows, in ``schema``) atomically (:class:`ShardOutput`);
     return the manifest: ``manifest`` (what made the rows) completed with the shards' record. ``card(directory,
-    manifest)`` writes the data card (and plots) before the manifest, which is written last."""
+    manifest)`` writes the data card (and plots) before the manifest, which is written last.
+
+    Args:
+        table: the rows, in curriculum order: an Arrow table, or dicts converted with ``schema``.
+        out_dir: the shard directory to write.
+        manifest: what made the rows (kind, config, counts, ...), completed here with the shards' record.
+        overwrite: replace an existing output of this toolkit.
+        rows_per_shard: rows per Parquet file.
+        card: ``card(directory, manifest)`` writes the data card before the manifest (None: no card).
+        schema: the schema of dict rows (:data:`ROW_SCHEMA`, or :func:`row_schema` with optional columns).
+
+    Returns:
+        The manifest as written (``manifest.json``).
+
+    Raises:
+        ShardError: rows without a required column, or an ``out_dir`` that is not an output of this toolkit or is
+            not empty (without ``overwrite``).
+    """
     if not isinstance(table, pa.Table):
         table = rows_to_table(table, schema)
     missing = [f.name for f in ROW_FIELDS if f.name not in table.schema.names]
@@ -455,6 +488,24 @@ def write_shards(
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """A shard directory's ``manifest.json`` (not checked against the shards: :func:`validate_shards` does that).
+
+    Args:
+        directory: a shard directory (``curriculum build``, a partition's bucket).
+
+    Returns:
+        The manifest: ``kind``, the resolved ``config``, ``counts``, ``shards``, ``num_rows``, ...
+
+    Raises:
+        ShardError: no such directory, no manifest (a write that did not finish, or not a shard directory), or a
+            manifest that is not a JSON object.
+
+    Examples:
+        ```python
+        manifest = read_manifest("outputs/musique-min-max")
+        manifest["counts"]["levels"]   # rows per level
+        ```
+    """
     d = Path(directory)
     if not d.is_dir():
         raise ShardError(f"{d}: no such shard directory")
@@ -506,7 +557,19 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True, set_che
     :class:`ShardError` listing every problem found.
 
     ``set_check``: the check of the set of outputs the directory belongs to (see :data:`SetCheck`); by default,
-    the checks registered for the sections its manifest holds (:func:`register_set_check`)."""
+    the checks registered for the sections its manifest holds (:func:`register_set_check`).
+
+    Args:
+        directory: a shard directory.
+        check_hashes: compare each shard's SHA-256 with the manifest's (reads every byte).
+        set_check: see above.
+
+    Returns:
+        The manifest.
+
+    Raises:
+        ShardError: the directory's problems, every one of them in one message.
+    """
     d = Path(directory)
     manifest = read_manifest(d)
     problems: list[str] = []
@@ -563,7 +626,20 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True, set_che
 
 def read_table(directory: str | Path, *, columns: Iterable[str] | None = None, verify: bool = True) -> pa.Table:
     """All rows of a shard directory as one Arrow table, in order (verifying the manifest first; without
-    ``verify`` the shard order is still checked)."""
+    ``verify`` the shard order is still checked).
+
+    Args:
+        directory: a shard directory.
+        columns: the columns to read (None: all); a column added to the schema since the shards were written
+            is filled in.
+        verify: check the directory against its manifest first (:func:`validate_shards`).
+
+    Returns:
+        The rows, in curriculum order.
+
+    Raises:
+        ShardError: a directory that does not match its manifest, or shards out of order.
+    """
     if verify:
         validate_shards(directory)
     files = shard_files(directory, check_order=not verify)
@@ -586,12 +662,66 @@ def read_table(directory: str | Path, *, columns: Iterable[str] | None = None, v
 
 
 def read_rows(directory: str | Path, **kw: Any) -> list[dict[str, Any]]:
+    """All rows of a shard directory as dicts, in curriculum order (:func:`read_table`'s rows).
+
+    Args:
+        directory: a shard directory.
+        **kw: :func:`read_table`'s ``columns`` and ``verify``.
+
+    Returns:
+        One dict per row: ``id``, ``question``, ``answers``, ``passages`` (label, title, text, gold), ``prompt``
+        (chat messages), ``level``, ``curriculum_index``, ``gold_labels``, ...
+
+    Raises:
+        ShardError: a directory that does not match its manifest, or shards out of order.
+
+    Examples:
+        A one-question curriculum, built and read back:
+
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> from rag_curriculum import BuildConfig, build_curriculum
+        >>> from rag_curriculum.shards import read_rows
+        >>> record = {"id": "2hop__1_2", "question": "Who founded the city where Ada was born?",
+        ...           "answer": "Romulus", "answer_aliases": [], "answerable": True, "paragraphs": [
+        ...     {"idx": 0, "title": "Ada", "paragraph_text": "Ada was born in Rome.", "is_supporting": True},
+        ...     {"idx": 1, "title": "Rome", "paragraph_text": "Rome was founded by Romulus.", "is_supporting": True},
+        ...     {"idx": 2, "title": "Paris", "paragraph_text": "Paris is in France.", "is_supporting": False}]}
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> source = Path(tmp.name) / "musique_ans_v1.0_train.jsonl"
+        >>> _ = source.write_text(json.dumps(record) + "\\n")
+        >>> cfg = BuildConfig.from_dict({"dataset": "musique", "input": str(source), "schedule": "max", "K": 1,
+        ...                              "out": f"{tmp.name}/curriculum"})
+        >>> build_curriculum(cfg).rows
+        1
+        >>> row = read_rows(f"{tmp.name}/curriculum")[0]
+        >>> row["curriculum_index"], row["level"], row["answers"], sorted(row["gold_labels"])
+        (0, 1, ['Romulus'], ['Ada', 'Rome'])
+        >>> tmp.cleanup()
+    """
     return read_table(directory, **kw).to_pylist()
 
 
 def load_hf_dataset(directory: str | Path, *, split: str = "train", verify: bool = True):
     """The shards as a ``datasets.Dataset``, rows in curriculum order (what a training script does); without
-    ``verify`` the shard order is still checked."""
+    ``verify`` the shard order is still checked.
+
+    Args:
+        directory: a shard directory.
+        split: the split's name in the dataset.
+        verify: check the directory against its manifest first (:func:`validate_shards`).
+
+    Returns:
+        A ``datasets.Dataset`` of the rows, in curriculum order: do not shuffle it.
+
+    Raises:
+        ShardError: a directory that does not match its manifest, or shards out of order.
+
+    Examples:
+        ```python
+        rows = load_hf_dataset("outputs/musique-min-max")   # CurriculumGRPOTrainer(..., train_dataset=rows)
+        ```
+    """
     import datasets
 
     if verify:

@@ -48,6 +48,25 @@ def questions_only(dataset: str) -> bool:
 
 
 def get_loader(dataset: str) -> type[DatasetLoader]:
+    """The loader class registered for a dataset name (case ignored; aliases such as ``2wiki`` accepted).
+
+    Args:
+        dataset: a dataset name (``hotpotqa``, ``musique``, ``2wikimultihopqa``, ``search-r1``, or one registered in
+            ``DATASETS``).
+
+    Returns:
+        The :class:`DatasetLoader` subclass.
+
+    Raises:
+        UnknownNameError: a name no loader is registered under (the message lists the known ones).
+        UsageError: a FlashRAG question set (``nq``, ``flashrag``, ...): questions without passages, for a search
+            agent's evaluation only.
+
+    Examples:
+        >>> from rag_curriculum.loaders import get_loader
+        >>> get_loader("MuSiQue").name, get_loader("musique").license
+        ('musique', 'cc-by-4.0')
+    """
     name = ALIASES.get(dataset.lower(), dataset.lower())
     if name == "flashrag" or (name in FLASHRAG_SETS and name not in DATASETS.names()):
         raise UsageError(f"{dataset!r} is read in FlashRAG's question layout, which has no passages: evaluation "
@@ -77,8 +96,27 @@ def classify(rec: Any) -> str | None:
 
 def sniff_dataset(path: str | Path, on_error: OnError = "raise") -> str:
     """Name the dataset a file holds, from its first record that some dataset recognises (looking at up to
-    ``SNIFF_RECORDS`` records, so one damaged record at the top does not hide the dataset); raises
-    :class:`WrongDatasetError` if none fits. With ``on_error="skip"`` unreadable records are passed over too."""
+    ``SNIFF_RECORDS`` records, so one damaged record at the top does not hide the dataset).
+
+    Args:
+        path: a data file (JSON list, JSONL or Parquet).
+        on_error: ``"skip"`` passes over unreadable records too; ``"raise"`` stops at the first.
+
+    Returns:
+        The dataset's name (``hotpotqa``, ``musique``, ``2wikimultihopqa``, ``search-r1``, ...).
+
+    Raises:
+        WrongDatasetError: no record matches a known dataset, the file holds no records, or it is a FlashRAG
+            question file (no passages: evaluation only).
+        DataError: an unreadable record (``on_error="raise"``).
+
+    Examples:
+        ```python
+        from rag_curriculum import sniff_dataset
+
+        sniff_dataset("musique_ans_v1.0_train.jsonl")   # 'musique'
+        ```
+    """
     first = None
     for k, (_, rec) in enumerate(iter_records(path, (lambda err: None) if on_error == "skip" else None)):
         name = classify(rec)
@@ -195,6 +233,43 @@ def load_examples(dataset: str, path: str | Path | None = None, *, split: str | 
     ``datasets`` (``"hf://owner/name[:config]"`` picks another Hub copy). ``split`` defaults to what the file name says (``train``/``dev``/``test``), else ``train``.
     With ``on_error="raise"`` the first bad record raises :class:`DataError` naming the file, the record and the
     field; with ``"skip"`` bad records are counted by kind in ``stream.report`` and logged at the end.
+
+    Args:
+        dataset: the dataset's name (``get_loader`` resolves it).
+        path: a local file, ``"hf://owner/name[:config]"``, or None for the dataset's Hub copy.
+        split: the split to read; default: from the file name, else ``train``.
+        on_error: ``"raise"`` or ``"skip"`` bad records.
+        report: a :class:`SkipReport` to count skipped records into (default: a new one, ``stream.report``).
+
+    Returns:
+        A lazy iterator of :class:`Example`; nothing is read until it is iterated.
+
+    Raises:
+        ConfigError: ``on_error`` other than ``"raise"`` or ``"skip"``.
+        UnknownNameError: an unknown dataset name.
+        WrongDatasetError: (while iterating) a file of another dataset, or a FlashRAG question file.
+        DataError: (while iterating, ``on_error="raise"``) a record that cannot be read faithfully, naming the
+            file, the record and the field.
+        FileNotFoundError: (while iterating) no such file; an :class:`InputIsADirectoryError` for a folder.
+
+    Examples:
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> from rag_curriculum import load_examples
+        >>> record = {"id": "2hop__1_2", "question": "Who founded the city where Ada was born?", "answer": "Romulus",
+        ...           "answer_aliases": [], "answerable": True, "paragraphs": [
+        ...     {"idx": 0, "title": "Ada", "paragraph_text": "Ada was born in Rome.", "is_supporting": True},
+        ...     {"idx": 1, "title": "Rome", "paragraph_text": "Rome was founded by Romulus.", "is_supporting": True},
+        ...     {"idx": 2, "title": "Paris", "paragraph_text": "Paris is in France.", "is_supporting": False}]}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "musique_ans_v1.0_train.jsonl"
+        ...     _ = path.write_text(json.dumps(record) + "\\n")
+        ...     examples = list(load_examples("musique", path))
+        >>> ex = examples[0]
+        >>> ex.id, ex.split, ex.hops, ex.answers
+        ('2hop__1_2', 'train', 2, ['Romulus'])
+        >>> [(d.title, d.is_gold) for d in ex.documents]
+        [('Ada', True), ('Rome', True), ('Paris', False)]
     """
     return ExampleStream(dataset, path, split, on_error, report)
 
