@@ -702,7 +702,7 @@ def read_rows(directory: str | Path, **kw: Any) -> list[dict[str, Any]]:
     return read_table(directory, **kw).to_pylist()
 
 
-def load_hf_dataset(directory: str | Path, *, split: str = "train", verify: bool = True):
+def load_hf_dataset(directory: str | Path, *, split: str = "train", verify: bool = True) -> Any:
     """The shards as a ``datasets.Dataset``, rows in curriculum order (what a training script does); without
     ``verify`` the shard order is still checked.
 
