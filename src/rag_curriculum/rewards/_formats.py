@@ -69,12 +69,38 @@ def _craft(v: int) -> OutputFormat:
 
 
 def get_format(name: str) -> OutputFormat:
-    """The output format registered under ``name`` (``"rag-rl"`` built in)."""
+    """The output format registered under ``name`` (``"rag-rl"`` built in).
+
+    Args:
+        name: a format's name (``rag-rl``, ``craft-v1`` ... ``craft-v5``, or one registered).
+
+    Returns:
+        The format: its name, its parser (``parse``) and its template.
+
+    Raises:
+        UnknownNameError: no format of that name (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.rewards import get_format
+        >>> fmt = get_format("rag-rl")
+        >>> text = "<reasoning>\\nx\\n</reasoning>\\n<answer>\\nFinal answer: Rome\\nSupporting passages: Ada\\n</answer>"
+        >>> fmt.parse(text, ["Ada", "Bob"]).citations
+        ('Ada',)
+    """
     return FORMATS.get(name)
 
 
 def register_format(fmt: OutputFormat, *, overwrite: bool = False) -> None:
-    """Register ``fmt`` under ``fmt.name``; a typo'd lookup later gets a "did you mean"."""
+    """Register ``fmt`` under ``fmt.name``; a typo'd lookup later gets a "did you mean".
+
+    Args:
+        fmt: the format: its name, its parser (``parse(text, labels=None, *, max_chars=None)`` returning a
+            :class:`ParsedCompletion`) and the name of the template that asks for it (default: its own name).
+        overwrite: replace a format already registered under that name.
+
+    Raises:
+        ConfigError: the name is taken (without ``overwrite``), or ``fmt`` is not an :class:`OutputFormat`.
+    """
     FORMATS.register(fmt.name, fmt, overwrite=overwrite)
 
 

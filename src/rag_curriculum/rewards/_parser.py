@@ -286,12 +286,25 @@ def parse_completion(
 
     ``labels`` are the labels of every passage shown with the question; give them to resolve labels containing
     commas and to return citations in their canonical spelling. ``max_chars`` is the "excessive length" bound.
+    It never raises: a completion that breaks the format is returned with ``valid`` False and the first broken
+    rule in ``reason``; the answer is extracted even then.
 
-    >>> p = parse_completion("<reasoning>r</reasoning><answer>Final answer: yes\\nSupporting passages: A</answer>")
-    >>> p.answer, p.citations, p.valid, p.reason
-    ('yes', ('A',), True, None)
-    >>> parse_completion("Final answer: 1952").answer, parse_completion("Final answer: 1952").reason
-    ('1952', 'missing_tag')
+    Args:
+        text: the completion's text.
+        labels: the labels of every passage shown with the question (None: citations split on commas only).
+        max_chars: completions longer than this are ``too_long``.
+
+    Returns:
+        The answer, the cited labels, ``valid``, ``reason`` (``missing_tag``, ``wrong_order``, ``too_long``, ...),
+        ``detail`` and the reasoning.
+
+    Examples:
+        >>> from rag_curriculum.rewards import parse_completion
+        >>> p = parse_completion("<reasoning>r</reasoning><answer>Final answer: yes\\nSupporting passages: A</answer>")
+        >>> p.answer, p.citations, p.valid, p.reason
+        ('yes', ('A',), True, None)
+        >>> parse_completion("Final answer: 1952").answer, parse_completion("Final answer: 1952").reason
+        ('1952', 'missing_tag')
     """
     names = _TAG_RE.findall(text)
     reason: str | None = None

@@ -119,6 +119,24 @@ class RagRlReward:
     or get the components with :meth:`score` (one completion) and :meth:`components` (a batch). Missing
     ``answers`` / ``gold_labels`` columns are read from ``reward_model["ground_truth"]``; passage labels (for
     labels that contain commas) from ``passages``, else ``extra_info["labels"]``.
+
+    Raises:
+        ConfigError: a weight that is negative or not finite, a ``max_chars`` that is not a positive integer, or
+            an empty abstention answer (when the reward is made).
+        UnknownNameError: an ``output_format`` that is not registered.
+
+    Examples:
+        >>> from rag_curriculum import RagRlReward
+        >>> reward = RagRlReward()
+        >>> text = ("<reasoning>\\nAda was born in Rome, which Romulus founded.\\n</reasoning>\\n<answer>\\n"
+        ...         "Final answer: Romulus\\nSupporting passages: Ada, Rome\\n</answer>")
+        >>> reward(completions=[text], answers=[["Romulus"]], gold_labels=[["Ada", "Rome"]])   # 5 + 5 + 1
+        [11.0]
+        >>> b = reward.score(text, ["Romulus"], ["Ada"], labels=["Ada", "Rome", "Paris"])
+        >>> b.answer, b.citation, b.format, b.num_incorrect   # Rome is cited but not gold: 5 * 1 - 2 * 1
+        (5.0, 3.0, 1.0, 1)
+
+        In TRL: ``GRPOTrainer(..., reward_funcs=[RagRlReward()])``; the toolkit's shards carry the columns it reads.
     """
 
     gamma_answer: float = 5.0
@@ -174,6 +192,21 @@ class RagRlReward:
 
         ``labels`` are all passage labels of the row (gold labels are always known labels too); ``answerable``
         False scores an unanswerable row (see the module docstring).
+
+        Args:
+            completion: the completion: text, or chat messages (the last assistant message is scored).
+            answers: the gold answer and its aliases (or one answer as a string).
+            gold_labels: the labels of the gold passages.
+            labels: every passage label of the row (None: the gold labels only).
+            answerable: False for an unanswerable row, which expects the abstention answer.
+
+        Returns:
+            The total and its components (answer, citation, format), with the metrics behind them (exact match,
+            answer F1, citation precision / recall / F1, citations counted, the format's validity and reason).
+
+        Raises:
+            ConfigError: an unanswerable row whose answers are not this reward's ``abstention_answer``.
+            RewardInputError: a completion that is neither text nor chat messages.
         """
         gold = tuple(gold_labels)
         known = tuple(labels) + gold if labels is not None else gold
@@ -221,7 +254,27 @@ class RagRlReward:
     ) -> list[RewardBreakdown]:
         """Per-completion breakdowns of a batch; the columns are lists with one entry per completion. The gold
         answers come from ``answers``, ``golden_answers`` or ``reward_model`` (:func:`~._columns.batch_answers`:
-        a row without any is an error naming it)."""
+        a row without any is an error naming it).
+
+        Args:
+            completions: the batch's completions (text or chat messages).
+            answers: each row's gold answers.
+            gold_labels: each row's gold passage labels (None: from ``reward_model``).
+            passages: each row's passages (their labels are the known labels).
+            reward_model: verl's column (``ground_truth``: answers and gold labels).
+            extra_info: verl's column (``labels``: the passage labels when ``passages`` is absent).
+            answerable: each row's ``answerable`` flag (None: answerable).
+            golden_answers: FlashRAG's and Search-R1's name for the gold answers.
+            id: the rows' ids, named in errors.
+
+        Returns:
+            One :class:`RewardBreakdown` per completion, in order.
+
+        Raises:
+            RewardInputError: a column of another length than ``completions``, a completion that is neither text
+                nor chat messages, or a row without gold answers.
+            ConfigError: an unanswerable row whose answers are not this reward's ``abstention_answer``.
+        """
         n = check_columns(completions, {"gold_labels": gold_labels, "passages": passages, "extra_info": extra_info,
                                         "answerable": answerable}, who="the RAG-RL reward")
         texts = completion_texts(completions)
@@ -252,7 +305,27 @@ class RagRlReward:
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs: Any,
     ) -> list[float]:
-        """TRL reward function: one float per completion (``self.component`` of each breakdown)."""
+        """TRL reward function: one float per completion (``self.component`` of each breakdown).
+
+        Args:
+            completions: the batch's completions (text or chat messages).
+            answers: each row's gold answers.
+            gold_labels: each row's gold passage labels.
+            passages: each row's passages.
+            reward_model: verl's column.
+            extra_info: verl's column.
+            answerable: each row's ``answerable`` flag.
+            golden_answers: FlashRAG's and Search-R1's name for the gold answers.
+            log_metric: TRL's metric logger: the batch means of every component are logged through it.
+            log_extra: TRL's per-completion logger: the format reasons.
+            **kwargs: the other columns TRL passes (ignored; ``id`` is named in errors).
+
+        Returns:
+            The reward of each completion (the total; one component for the component classes).
+
+        Raises:
+            RewardInputError: see :meth:`components`.
+        """
         breakdowns = self.components(
             completions, answers, gold_labels, passages, reward_model=reward_model, extra_info=extra_info,
             answerable=answerable, golden_answers=golden_answers, id=kwargs.get("id"),

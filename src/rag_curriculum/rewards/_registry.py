@@ -52,10 +52,55 @@ for _name, _cls in (("veritas", "VeritasReward"), ("veritas-em", "VeritasEmRewar
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:
-    """Build the reward registered under ``name`` with ``kwargs`` (the factory validates them)."""
+    """Build the reward registered under ``name`` with ``kwargs`` (the factory validates them).
+
+    Args:
+        name: a registered reward (``rag-rl``, ``rag-rl-answer``, ``craft``, ``search-r1``, ``globalrag``,
+            ``veritas``, ... or your own).
+        **kwargs: the factory's keyword arguments (a recipe's ``rewards.N.kwargs``).
+
+    Returns:
+        The reward function: batched, picklable, called the TRL way.
+
+    Raises:
+        UnknownNameError: no reward of that name (with a "did you mean").
+        ConfigError: an entry that cannot be imported or is not callable, or ``kwargs`` the factory refuses.
+
+    Examples:
+        >>> from rag_curriculum.rewards import get_reward
+        >>> get_reward("rag-rl-answer", gamma_answer=1.0).gamma_answer
+        1.0
+    """
     return REWARDS.get(name)(**kwargs)
 
 
 def register_reward(name: str, factory: Callable[..., Callable] | str, *, overwrite: bool = False) -> None:
-    """Register a reward factory (or a ``"module:attr"`` path to one) under ``name``."""
+    """Register a reward factory (or a ``"module:attr"`` path to one) under ``name``.
+
+    Recipes then name it (``rewards: [{name: NAME, kwargs: {...}}]``); a plug-in package can declare it as an
+    entry point of the ``rag_curriculum.rewards`` group instead.
+
+    Args:
+        name: the reward's name.
+        factory: called with a recipe's keyword arguments, it returns a reward function
+            (``reward(completions, **columns) -> list[float]``); or a ``"module:attr"`` path, imported when first
+            used.
+        overwrite: replace a reward already registered under ``name``.
+
+    Raises:
+        ConfigError: ``name`` is taken (without ``overwrite``), or ``factory`` is not callable.
+
+    Examples:
+        ```python
+        from rag_curriculum.rewards import get_reward, register_reward
+
+        def exact(**kwargs):
+            def reward(completions, answers, **columns):
+                return [1.0 if c.strip() == a[0] else 0.0 for c, a in zip(completions, answers)]
+            return reward
+
+        register_reward("my-exact", exact)     # or "my_pkg.rewards:exact"
+        get_reward("my-exact")(["Rome", "Paris"], [["Rome"], ["Rome"]])   # [1.0, 0.0]
+        ```
+    """
     REWARDS.register(name, factory, overwrite=overwrite)

@@ -73,8 +73,15 @@ class CompletionScore(NamedTuple):
 def get_parser(template: str | None) -> Callable[..., Any]:
     """The parser of the output format ``template`` names (``rag-rl`` when None or empty).
 
-    An unregistered name raises :class:`~rag_curriculum.errors.UnknownNameError` naming it, with the closest
-    known name."""
+    Args:
+        template: a template's (and so an output format's) name, or None.
+
+    Returns:
+        The format's parser: ``parse(text, labels=None, *, max_chars=...)`` returning a :class:`ParsedCompletion`.
+
+    Raises:
+        UnknownNameError: no output format registered for ``template`` (naming the closest known name).
+    """
     name = template or DEFAULT_FORMAT
     if name not in FORMATS:
         close = difflib.get_close_matches(name, FORMATS.names(), n=1)
@@ -114,7 +121,28 @@ def score_completion(text: str, answers: Sequence[str] | str, gold_labels: Seque
     RAG-RL), and score it against ``answers`` (the gold answer and its aliases) and ``gold_labels``. Without
     ``gold_labels`` the citation scores are 0 and not computed (answer-only scoring). With ``answerable`` false
     (an unanswerable row) the citation scores are 1 when nothing is cited and an answer is stated, else 0, and
-    every cited label is incorrect."""
+    every cited label is incorrect.
+
+    Args:
+        text: the completion's text.
+        answers: the gold answer and its aliases (or one answer as a string).
+        gold_labels: the gold passages' labels (None: answer-only scoring).
+        labels: every passage label of the row.
+        parse: the output format's parser (None: RAG-RL's, :func:`parse_completion`).
+        max_chars: the parser's length bound (None: its default).
+        answerable: False for an unanswerable row.
+
+    Returns:
+        The parsed answer and citations, the format's validity and reason, and the scores: exact match, answer
+        F1, citation precision / recall / F1 (fractions in [0, 1]), citations and incorrect citations counted.
+
+    Examples:
+        >>> from rag_curriculum.rewards import score_completion
+        >>> text = "<reasoning>r</reasoning><answer>Final answer: Rome\\nSupporting passages: Ada, Paris</answer>"
+        >>> s = score_completion(text, ["Rome"], ["Ada", "Rome"], ["Ada", "Rome", "Paris"])
+        >>> s.exact_match, s.citation_precision, s.citation_recall, s.num_incorrect
+        (1.0, 0.5, 0.5, 1)
+    """
     if max_chars is None:
         parsed = (parse or get_parser(None))(text, labels)
     else:
