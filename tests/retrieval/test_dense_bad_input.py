@@ -137,6 +137,22 @@ def test_nan_vectors_are_refused_on_import(files, tmp_path):
     assert not (tmp_path / "o").exists() and not list(tmp_path.iterdir())
 
 
+def test_an_all_zero_index_is_refused_on_import(files, tmp_path):
+    """A file of zero bytes is not a FAISS index (refused as such); an index of zero vectors (every passage scoring 0
+    for every query, so every query got the first passages) is refused too."""
+    zeros = files["root"] / "zeros.index"
+    zeros.write_bytes(bytes(4096))
+    line = one_error(run("index", "--kind", "dense", "--encoder", files["enc"], "--device", "cpu", "--import-faiss",
+                         zeros, "--corpus", files["corpus"], "--out", tmp_path / "o", "--no-progress"))
+    assert f"--import-faiss {zeros}: not a FAISS index" in line, line
+    flat = faiss.IndexFlatIP(files["x"].shape[1])
+    flat.add(np.zeros_like(files["x"]))
+    faiss.write_index(flat, str(files["root"] / "zero-vectors.index"))
+    line = one_error(adopt(files, "zero-vectors", tmp_path / "o"))
+    assert f"all {len(files['x'])} vectors are zero, so every passage would score 0 for every query" in line, line
+    assert not (tmp_path / "o").exists() and not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("where", ["dense/faiss.index", "dense/vectors.f16"])
 def test_validate_refuses_nan_vectors(files, tmp_path, where):
     """An index whose vectors were damaged after it was made (the sizes unchanged): ``validate`` reads them."""
@@ -235,6 +251,9 @@ def test_an_encoder_that_cannot_be_a_model_is_named_in_one_line(case, files, tmp
     (["--device", "bogus"], "--device 'bogus': not a device"),
     (["--encoder", None], "--kind dense needs --encoder"),
     (["--import-faiss", "{ip}", "--compress", "Bogus"], "--compress 'Bogus': FAISS refuses it"),
+    # FAISS's C++ text ("Error in void faiss::IndexIDMapTemplate<IndexT>::add ... use add_with_ids") before
+    (["--import-faiss", "{ip}", "--compress", "IDMap,Flat"], "--compress 'IDMap,Flat': an IDMap index maps vectors"),
+    (["--import-faiss", "{ip}", "--compress", "IDMap2,IVF4,Flat"], "--compress 'IDMap2,IVF4,Flat': an IDMap index"),
 ])
 def test_bad_dense_options_are_usage_errors_before_any_model_loads(args, flag, files, tmp_path, monkeypatch):
     from rag_curriculum.retrieval import _encoder

@@ -240,10 +240,14 @@ def _check_factory(factory: str, d: int, flag: str = "--faiss") -> None:
     """Refuse, as a usage error naming ``flag`` (``--faiss`` or ``--compress``), a factory string FAISS rejects."""
     faiss = _faiss()
     try:
-        faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise UsageError(f"{flag} {factory!r}: FAISS refuses it for dimension {d} ({_faiss_message(e)})",
                          hint="give an index-factory string such as Flat, HNSW32, SQ8, IVF4096,PQ64") from None
+    if isinstance(faiss.downcast_index(index), (faiss.IndexIDMap, faiss.IndexIDMap2)):
+        raise UsageError(f"{flag} {factory!r}: an IDMap index maps vectors to ids of its own; a passage's id here is "
+                         "its vector's position, so there is no id to map", hint=f"drop IDMap: {flag} "
+                         + ",".join(x for x in factory.split(",") if not x.strip().startswith("IDMap")))
 
 
 #: The metrics the toolkit serves, by FAISS's metric type: the name the manifest records.
@@ -261,16 +265,19 @@ def metric_of(index: Any, where: str) -> str:
     return METRICS[kind]
 
 
-def nonfinite_rows(vectors: VectorFile) -> tuple[int, list[int]]:
-    """How many rows of ``vectors`` hold a NaN or an infinity, and the first few of them (read a block at a time)."""
+def nonfinite_rows(vectors: VectorFile) -> tuple[int, list[int], int]:
+    """How many rows of ``vectors`` hold a NaN or an infinity, the first few of them, and how many rows are all
+    zero (read a block at a time)."""
     import numpy as np
 
-    count, first = 0, []
+    count, first, zeros = 0, [], 0
     for a in range(0, vectors.n, ADD_ROWS):
-        bad = np.flatnonzero(~np.isfinite(vectors.block(a, min(vectors.n, a + ADD_ROWS))).all(axis=1))
+        block = vectors.block(a, min(vectors.n, a + ADD_ROWS))
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
         count += len(bad)
         first.extend((bad[:max(0, 3 - len(first))] + a).tolist())
-    return count, first
+        zeros += int((~block.any(axis=1)).sum())
+    return count, first, zeros
 
 
 def index_vectors(index: Any, path: Path) -> VectorFile | None:
@@ -302,10 +309,13 @@ class _Reconstructed:
 
 def check_finite(vectors: Any, where: str, *, corpus: bool = False) -> None:
     """Refuse vectors holding a NaN or an infinity (a passage that could never be retrieved), naming the first
-    rows (``corpus``: the rows are the corpus's lines, as in an imported index)."""
+    rows (``corpus``: the rows are the corpus's lines, as in an imported index), and vectors that are all zero."""
     if vectors is None:
         return
-    count, first = nonfinite_rows(vectors)
+    count, first, zeros = nonfinite_rows(vectors)
+    if vectors.n and zeros == vectors.n:  # every score 0: every query would get the first passages
+        raise DenseError(f"{where}: all {vectors.n:,} vectors are zero, so every passage would score 0 for every "
+                         "query", hint="encode the passages again (a zero vector is no embedding)")
     if count:
         rows = ", ".join(str(i) for i in first) + (", ..." if count > len(first) else "")
         line = f"; the corpus's line {first[0] + 1} for the first" if corpus else ""
@@ -571,7 +581,11 @@ class DenseBuilder:
             finally:
                 faiss.omp_set_num_threads(threads)
         for a in range(0, vectors.n, ADD_ROWS):
-            index.add(vectors.block(a, min(vectors.n, a + ADD_ROWS)))
+            try:
+                index.add(vectors.block(a, min(vectors.n, a + ADD_ROWS)))
+            except RuntimeError as e:  # FAISS's C++ error, its source location dropped
+                raise DenseError(f"{factory!r}: adding vectors {a:,} on failed ({_faiss_message(e)})",
+                                 hint="choose another index-factory string (--faiss, --compress)") from None
             if bar is not None:
                 bar.advance(task, min(vectors.n, a + ADD_ROWS) - a)
         return index if index is cpu_index else faiss.index_gpu_to_cpu(index)
