@@ -55,7 +55,24 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Sampling settings, passed to every backend explicitly (never the model's defaults)."""
+    """Sampling settings, passed to every backend explicitly (never the model's defaults).
+
+    Attributes:
+        n: completions per prompt.
+        temperature: sampling temperature (0: greedy).
+        top_p: nucleus sampling's top-p, in (0, 1].
+        max_tokens: the most new tokens per completion.
+        seed: the sampling seed.
+
+    Raises:
+        ConfigError: a value out of range (``n`` or ``max_tokens`` below 1, a negative temperature, ``top_p``
+            outside (0, 1]).
+
+    Examples:
+        >>> from rag_curriculum.generation import SamplingConfig
+        >>> SamplingConfig(n=8, temperature=1.0, max_tokens=800).to_dict()
+        {'n': 8, 'temperature': 1.0, 'top_p': 1.0, 'max_tokens': 800, 'seed': 0}
+    """
 
     n: int = 1
     temperature: float = 1.0
@@ -79,7 +96,13 @@ class SamplingConfig:
 
 @runtime_checkable
 class GenerationBackend(Protocol):
-    """``generate(prompts, sampling) -> list[list[str]]``: ``sampling.n`` completions for each prompt."""
+    """``generate(prompts, sampling) -> list[list[str]]``: ``sampling.n`` completions for each prompt.
+
+    What the partition and the evaluation generate with: the built-in backends (``vllm``, ``transformers``,
+    ``openai``, ``scripted``) and any registered in ``BACKENDS`` (docs/extending.md). ``prompts`` are chat
+    messages (``[{"role": ..., "content": ...}, ...]``); a backend raises :class:`PromptTooLongError` for prompts
+    longer than its model's context and :class:`GenerationError` for what else it cannot do.
+    """
 
     name: str
 
@@ -314,7 +337,32 @@ BACKENDS.register("scripted", "rag_curriculum.generation._scripted:ScriptedBacke
 
 
 def get_backend(name: str, **kwargs: Any) -> GenerationBackend:
-    """Build the backend registered under ``name`` (its heavy library is imported only now)."""
+    """Build the backend registered under ``name`` (its heavy library is imported only now).
+
+    Args:
+        name: ``vllm``, ``transformers``, ``openai``, ``scripted``, or a registered backend.
+        **kwargs: the backend's options (``model``, and e.g. ``tensor_parallel_size`` for vllm, ``base_url`` for
+            openai, ``script`` for scripted), checked against what it takes.
+
+    Returns:
+        The backend.
+
+    Raises:
+        UnknownNameError: no backend of that name (with a "did you mean").
+        UsageError: an option the backend does not take (with a "did you mean" and the options it takes).
+        ConfigError: an option value the backend refuses (a :class:`SettingError` for one of the wrong type).
+        GenerationError: a backend that cannot start (vLLM or openai not installed, a model it cannot use).
+
+    Examples:
+        >>> from rag_curriculum.generation import SamplingConfig, get_backend
+        >>> backend = get_backend("scripted", script={"Who founded Rome?": ["Romulus", "Remus"]})
+        >>> backend.generate([[{"role": "user", "content": "Who founded Rome?"}]], SamplingConfig(n=2))
+        [['Romulus', 'Remus']]
+
+        ```python
+        backend = get_backend("vllm", model="Qwen/Qwen2.5-7B-Instruct", tensor_parallel_size=2)
+        ```
+    """
     cls = BACKENDS.get(name)
     check_backend_args(name, kwargs, cls)
     return cls(**kwargs)

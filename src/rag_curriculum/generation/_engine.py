@@ -36,7 +36,17 @@ ENGINES = ("local", "ray")
 @dataclass
 class EngineConfig:
     """How generation is spread out (not what it makes: no part of a run's identity). Each field's ``help`` is the
-    text of its command-line option in ``curriculum partition`` and ``curriculum eval``."""
+    text of its command-line option in ``curriculum partition`` and ``curriculum eval``.
+
+    Examples:
+        ```python
+        from rag_curriculum import PartitionConfig, run_partition
+        from rag_curriculum.generation import EngineConfig
+
+        run_partition(PartitionConfig(shards="outputs/musique-max", model="Qwen/Qwen2.5-7B-Instruct"),
+                      engine=EngineConfig(engine="ray", ray_address="auto", num_workers=8))
+        ```
+    """
 
     engine: str = rule("local", choices=ENGINES, help=(
         "Where generation runs: local (this process) | ray (a pool of Ray actors, one backend engine each, on a "
@@ -59,7 +69,17 @@ class EngineConfig:
         check_settings(self)
 
     def validate(self, backend: str, backend_args: Mapping[str, Any]) -> None:
-        """Refuse settings that contradict the backend's (a vLLM engine uses exactly its tensor-parallel GPUs)."""
+        """Refuse settings that contradict the backend's (a vLLM engine uses exactly its tensor-parallel GPUs).
+
+        Args:
+            backend: the backend's name.
+            backend_args: the backend's options.
+
+        Raises:
+            EngineError: ``engine="ray"`` where Ray is not installed.
+            ConfigError: Ray's options without ``engine="ray"``, or ``gpus_per_worker`` other than vLLM's
+                tensor-parallel size.
+        """
         self.__post_init__()
         if self.engine == "ray":
             import importlib.util
@@ -138,7 +158,21 @@ def open_engine(cfg: EngineConfig | None) -> Iterator[Any]:
     """The engine ``cfg`` names, for the duration of a command: ``engine.wrap(factory, backend=NAME,
     options=BACKEND_ARGS)`` turns a backend factory into one that runs on the engine. A Ray engine connects (or
     starts a local cluster) only when a pool is first built, i.e. only when something is left to generate, and
-    on leaving (Ctrl-C included) kills its actors and shuts down a cluster it started."""
+    on leaving (Ctrl-C included) kills its actors and shuts down a cluster it started.
+
+    Args:
+        cfg: the engine's settings (None: this process).
+
+    Yields:
+        The engine: ``engine.wrap(factory, backend=..., options=...)``.
+
+    Examples:
+        >>> from rag_curriculum.generation import BackendSpec, open_engine
+        >>> with open_engine(None) as engine:   # local: the factory as it is
+        ...     backend = engine.wrap(BackendSpec("scripted", None, {"script": {"q": "a"}}))()
+        >>> backend.name
+        'scripted'
+    """
     if cfg is None or cfg.engine == "local":
         yield LocalEngine()
         return
