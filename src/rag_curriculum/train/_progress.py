@@ -141,7 +141,27 @@ def _short(values: Sequence[Any], n: int = 8) -> str:
 
 
 def read_steps(path: str | Path) -> list[dict[str, Any]]:
-    """The records of ``curriculum_steps.jsonl``; for a step written twice (a resumed run), the last one."""
+    """The records of ``curriculum_steps.jsonl``; for a step written twice (a resumed run), the last one.
+
+    Args:
+        path: a ``curriculum_steps.jsonl`` (written by :class:`StepRecorder` in TRL, by the replay buffer in verl).
+
+    Returns:
+        One record per step, in step order: ``step``, the rows trained (``curriculum_index``), ``in_order``, the
+        positions in the curriculum, the level counts, ...
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a line that is not a JSON object with a ``step`` (naming the file and the line).
+
+    Examples:
+        ```python
+        from rag_curriculum.train import read_steps
+
+        records = read_steps("outputs/train/run/curriculum_steps.jsonl")
+        assert all(r["in_order"] for r in records)
+        ```
+    """
     return read_jsonl_latest(path, "step")
 
 
@@ -227,6 +247,14 @@ def learning_summary(log_history: Sequence[Mapping[str, Any]], *, keys: Sequence
     """The mean of each of ``keys`` over a run's first and last ``window`` logged steps (default: a quarter of the
     steps, at least 1), for the closing line of a run: ``{"reward": {"first": .., "last": .., "steps": k}}``.
     Keys never logged are left out; a run of one step has no change to show (empty).
+
+    Args:
+        log_history: TRL's ``trainer.state.log_history`` (or ``TrainResult.log_history``).
+        keys: the logged metrics to summarise.
+        window: the logged steps averaged at each end (None: a quarter of them, at least 1).
+
+    Returns:
+        ``{key: {"first": mean, "last": mean, "steps": window}}`` for each key logged at least twice.
 
     >>> learning_summary([{"reward": r, "step": i} for i, r in enumerate((0.0, 1.0, 2.0, 3.0))])
     {'reward': {'first': 0.0, 'last': 3.0, 'steps': 1}}

@@ -59,8 +59,21 @@ def reward_funcs_from_config(
     ``specs`` is a reward name, a mapping ``{name: weight}``, or a list of names and mappings
     ``{name, weight=1.0, kwargs={...}}`` (other keys of such a mapping are passed as keyword arguments too).
 
-    >>> reward_funcs_from_config({"rag-rl": 1.0})[0]
-    [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True, abstention_answer='unanswerable', abstain_penalty=0.0)]
+    Args:
+        specs: the rewards, as a recipe's ``rewards`` lists them (see above).
+
+    Returns:
+        The reward functions (``GRPOTrainer(reward_funcs=...)``) and their weights
+        (``GRPOConfig(reward_weights=...)``), in order.
+
+    Raises:
+        ConfigError: no reward, a mapping without ``name``, or keyword arguments a reward refuses.
+        UnknownNameError: a reward that is not registered (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.train import reward_funcs_from_config
+        >>> reward_funcs_from_config({"rag-rl": 1.0})[0]
+        [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True, abstention_answer='unanswerable', abstain_penalty=0.0)]
     """
     if isinstance(specs, str):
         entries = [_spec_entry(specs)]

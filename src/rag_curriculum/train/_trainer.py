@@ -379,7 +379,17 @@ def merge_outputs(selections: Sequence[tuple[Mapping[str, Any], Sequence[int]]],
 class CurriculumCallback(TrainerCallback):
     """Per optimiser step: check the rows against the curriculum and write them to ``curriculum_steps.jsonl``;
     per checkpoint: save the batch plan beside it (a resume checks it continues the same curriculum) and the state of
-    every hook (the adaptive controller, the dynamic filter); on resume, restore those states first."""
+    every hook (the adaptive controller, the dynamic filter); on resume, restore those states first.
+
+    :class:`CurriculumGRPOTrainer` adds one itself (and ``curriculum train`` its own): a script makes one only when
+    it wires the trainer's recorder and hooks by hand.
+
+    Args:
+        recorder: the trainer's :class:`StepRecorder` (the rows of every step, checked against the curriculum).
+        plan: the batch plan (``plan_batches(...).to_dict()``: ``prompts_per_generation`` places a resumed run).
+        hooks: the adaptive controller's and the dynamic filter's hooks (None entries are left out).
+        resume: the checkpoint a resumed run starts from (its hooks' states are restored first), or None.
+    """
 
     def __init__(self, recorder: StepRecorder, plan: Mapping[str, Any], *, hooks: Sequence[Any] = (),
                  resume: str | None = None) -> None:

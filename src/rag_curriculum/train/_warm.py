@@ -80,7 +80,31 @@ def _row_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
 def make_tiny_model(out: str | Path, texts: Sequence[str], *, hidden_size: int = 128, layers: int = 2,
                     heads: int = 4, vocab_size: int = 2048, seed: int = 0) -> Path:
     """A few-layer Qwen2-style causal LM with random weights (seeded) and a byte-level BPE tokenizer trained on
-    ``texts``, with a ChatML chat template and :data:`TAGS` as single tokens, saved to ``out``."""
+    ``texts``, with a ChatML chat template and :data:`TAGS` as single tokens, saved to ``out``.
+
+    Needs the train extra (transformers, tokenizers, torch).
+
+    Args:
+        out: the folder to save the model and tokenizer to (created when missing).
+        texts: the texts the tokenizer is trained on (a curriculum's prompts and answers, say).
+        hidden_size: the model's hidden size.
+        layers: its decoder layers.
+        heads: its attention heads.
+        vocab_size: the tokenizer's vocabulary size.
+        seed: the seed of the random weights.
+
+    Returns:
+        ``out``, a model folder ``from_pretrained`` and the trainers load.
+
+    Examples:
+        ```python
+        from rag_curriculum.shards import read_rows
+        from rag_curriculum.train import make_tiny_model
+
+        rows = read_rows("outputs/musique-min-max")
+        model = make_tiny_model("outputs/tiny", [r["question"] for r in rows] + [a for r in rows for a in r["answers"]])
+        ```
+    """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -325,6 +349,16 @@ def _search_examples(cfg: WarmStartConfig, rows: list[dict[str, Any]], informati
 
 @dataclass
 class WarmStartResult:
+    """What :func:`warm_start` made.
+
+    Attributes:
+        out: the model folder (with ``warm_start.json``).
+        examples: the fine-tuning examples (rows times copies).
+        loss_first: the loss of the first step.
+        loss_last: the loss of the last step.
+        seconds: the fine-tuning's wall time.
+    """
+
     out: Path
     examples: int
     loss_first: float
@@ -339,7 +373,32 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     The output follows the toolkit's rules: written in a hidden ``.OUT.partial-OWNER`` folder beside it and moved
     into place at the end (a killed run leaves no folder that looks complete; the next run removes what a dead one
     left); a second run to the same ``--out`` is refused at once; ``--overwrite`` replaces only an earlier warm
-    start's files (those its ``warm_start.json`` lists) and keeps every file it did not write."""
+    start's files (those its ``warm_start.json`` lists) and keeps every file it did not write.
+
+    ``curriculum warm-start`` calls this; needs the train extra.
+
+    Args:
+        cfg: the warm start's settings (shards, output folder, model, rows, epochs, ...).
+
+    Returns:
+        The model folder, the examples it was fine-tuned on, the first and last loss, and the time taken.
+
+    Raises:
+        ConfigError: settings out of range or of another route (a :class:`UsageError`), a ``model`` that is not a
+            local model folder, shards without rows, or an ``out`` that is not a warm start's (or, without
+            ``overwrite``, not empty) or is being written by another run.
+        ShardError: shards that are missing or do not match their manifest.
+        DataError: a row without the answer or gold passages the warm start teaches.
+        RetrieverError: ``agent="search-r1"`` with a retriever that cannot answer.
+
+    Examples:
+        ```python
+        from rag_curriculum.train import WarmStartConfig, warm_start
+
+        res = warm_start(WarmStartConfig(shards="outputs/musique-min-max", out="outputs/warm", rows=8))
+        res.out, res.loss_first, res.loss_last   # train from res.out: model.name_or_path=outputs/warm
+        ```
+    """
     import time
 
     cfg.validate()

@@ -223,7 +223,28 @@ CONTROLLERS.register("mastery", Mastery)
 
 def register_controller(name: str, cls: type[Controller] | str | None = None, *, overwrite: bool = False) -> Any:
     """Register a :class:`Controller` subclass (or a dotted path ``"pkg.mod:Class"``) under ``name`` (usable as a
-    decorator); ``adaptive.controller=NAME`` then selects it."""
+    decorator); ``adaptive.controller=NAME`` then selects it.
+
+    Args:
+        name: the controller's name.
+        cls: the class or its dotted path; None to use this as a decorator.
+        overwrite: replace a controller already registered under ``name``.
+
+    Returns:
+        ``cls`` (or, as a decorator, the decorator).
+
+    Raises:
+        ConfigError: ``name`` is taken (without ``overwrite``), or ``cls`` is not a :class:`Controller` subclass.
+
+    Examples:
+        ```python
+        from rag_curriculum.train import Controller, register_controller
+
+        @register_controller("band-by-hops")
+        class BandByHops(Controller):
+            ...   # levels, update, target, state_dict, load_state_dict (docs/adaptive.md)
+        ```
+    """
     return CONTROLLERS.register(name, cls, overwrite=overwrite)
 
 
@@ -244,7 +265,29 @@ def resolve_controller(name: str) -> type[Controller]:
 
 def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Controller:
     """The controller registered under ``name`` (or a ``pkg.module:Class`` path) with its settings; an unknown
-    setting is refused with a "did you mean" and the known ones."""
+    setting is refused with a "did you mean" and the known ones.
+
+    Args:
+        name: ``target-band``, ``mastery``, a registered name, or ``pkg.module:Class``.
+        K: the top level.
+        seed: the controller's seed.
+        **kwargs: its settings (a recipe's ``adaptive.kwargs``).
+
+    Returns:
+        The controller, at its starting level.
+
+    Raises:
+        UnknownNameError: no controller of that name.
+        UsageError: a dotted path that cannot be imported.
+        ConfigError: a setting the controller does not take or of the wrong type, a class that is not a
+            :class:`Controller`, or ``K`` below 1.
+
+    Examples:
+        >>> from rag_curriculum.train import make_controller
+        >>> controller = make_controller("target-band", K=4, target=0.5)
+        >>> controller.levels([("q1", 4), ("q2", 4)]), controller.target()
+        ([1, 1], 1.0)
+    """
     cls = resolve_controller(name)
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
