@@ -71,7 +71,20 @@ class SearchR1Format:
 
 @dataclass
 class RolloutConfig:
-    """The search environment's settings."""
+    """The search environment's settings.
+
+    Attributes:
+        template: the agent's prompt template (``search-r1``, ``search-r1-original``, ... in ``AGENT_TEMPLATES``).
+        topk: passages per search (Search-R1: 3).
+        max_turns: model turns per trajectory, the answering one included.
+        max_context_tokens: the trajectory's token budget (prompt and every segment).
+        on_invalid: a turn that breaks the format: ``feedback`` (Search-R1: tell the model, go on) or ``stop``.
+        seed: the sampling seed (each turn's seed is derived from it, the row and the sample).
+
+    Raises:
+        ConfigError: a budget below 1, or another ``on_invalid``.
+        UnknownNameError: an unknown template.
+    """
 
     template: str = "search-r1"
     topk: int = 3  # Search-R1's retriever topk
@@ -165,7 +178,45 @@ def run_rollouts(backend: Any, rows: Iterable[dict[str, Any]], retriever: Retrie
     """``n`` trajectories per row (row order, then sample order). ``sampling``: the per-turn sampling settings
     (:class:`~rag_curriculum.generation.SamplingConfig`; its ``n`` is ignored: each trajectory samples once per
     turn; ``max_tokens`` bounds one turn). ``on_turn(turn, active)`` reports progress. ``fmt``: the turn format
-    (how a turn stops and is parsed, how observations are rendered; default :class:`SearchR1Format`)."""
+    (how a turn stops and is parsed, how observations are rendered; default :class:`SearchR1Format`).
+
+    Args:
+        backend: a generation backend that takes per-prompt ``seeds`` and ``stop`` (every built-in one does).
+        rows: the questions: dicts with ``id``, ``question`` and ``answers`` (a shard row, a FlashRAG row).
+        retriever: what the searches ask (:func:`open_retriever`).
+        sampling: the per-turn sampling settings (see above).
+        n: trajectories per row.
+        config: the environment's settings (None: :class:`RolloutConfig`'s defaults).
+        difficulty: how searches are made harder (hard negatives, gold withheld; None: as retrieved).
+        on_turn: see above.
+        fmt: see above.
+
+    Returns:
+        The trajectories: segments, searches (queries, passage ids, gold flags), format errors, the answer and how
+        each ended (``answer``, ``turn_budget``, ``context_budget``, ``format_error``).
+
+    Raises:
+        ConfigError: a backend whose ``generate`` takes no ``stop`` (it could not stop at ``</search>``).
+        GenerationError: a backend that returns the wrong number of completions.
+        RetrieverError: a retriever that cannot answer.
+        UnknownNameError: an unknown template.
+
+    Examples:
+        >>> from rag_curriculum.agents import Hit, run_rollouts
+        >>> from rag_curriculum.generation import SamplingConfig, get_backend
+        >>> class Fixed:
+        ...     def search(self, queries, k):
+        ...         return [[Hit("d1", "Paris", "Paris is the capital of France.")] for _ in queries]
+        ...     def describe(self):
+        ...         return {"kind": "fixed"}
+        >>> def script(messages, n, seed):   # a scripted model: search once, then answer
+        ...     searched = messages[-1]["role"] == "assistant"
+        ...     return "<answer> Paris </answer>" if searched else "<search> capital of France </search>"
+        >>> rows = [{"id": "q1", "question": "What is the capital of France?", "answers": ["Paris"]}]
+        >>> [t] = run_rollouts(get_backend("scripted", script=script), rows, Fixed(), SamplingConfig(max_tokens=50))
+        >>> t.answer, t.status, [s.query for s in t.searches], t.searches[0].ids
+        ('Paris', 'answer', ['capital of France'], ['d1'])
+    """
     from dataclasses import replace
 
     cfg = config or RolloutConfig()

@@ -81,6 +81,22 @@ AGENT_TEMPLATES.register("search-tools", SearchTemplate("search-tools", SEARCH_T
 
 
 def get_agent_template(name: str) -> SearchTemplate:
+    """The search agent's prompt template registered under ``name``.
+
+    Args:
+        name: ``search-r1`` (Search-R1's prompt), ``search-r1-original``, or another of ``AGENT_TEMPLATES``.
+
+    Returns:
+        The template (``render(question)`` gives the prompt messages).
+
+    Raises:
+        UnknownNameError: no template of that name (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.agents import get_agent_template
+        >>> [m["role"] for m in get_agent_template("search-r1").render("Who wrote the Iliad?")]
+        ['user']
+    """
     return AGENT_TEMPLATES.get(name)
 
 

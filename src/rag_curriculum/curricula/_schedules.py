@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 from ..errors import ConfigError
 from ..registry import Registry
@@ -24,8 +25,33 @@ Schedule = Callable[[int, int, int], int]
 SCHEDULES: Registry[Schedule] = Registry("schedule", check=callable, must_be="a function (i, n, K) -> level")
 
 
-def register_schedule(name: str, fn: Schedule | None = None, *, overwrite: bool = False):
-    """Register ``fn(i, n, K) -> level`` under ``name`` (usable as a decorator)."""
+def register_schedule(name: str, fn: Schedule | None = None, *, overwrite: bool = False) -> Any:
+    """Register ``fn(i, n, K) -> level`` under ``name`` (usable as a decorator).
+
+    ``--schedule NAME`` (a build recipe's ``schedule``) then selects it; the builder checks that every level it
+    gives is in ``1..K``.
+
+    Args:
+        name: the schedule's name.
+        fn: the schedule: the level of row ``i`` (``1..n``) of ``n`` rows with top level ``K``; or a
+            ``"module:attr"`` path; None to use this as a decorator.
+        overwrite: replace a schedule already registered under ``name``.
+
+    Returns:
+        ``fn`` (or, as a decorator, the decorator).
+
+    Raises:
+        ConfigError: ``name`` is taken (without ``overwrite``), or ``fn`` is not callable.
+
+    Examples:
+        ```python
+        from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum, register_schedule
+
+        register_schedule("sqrt", lambda i, n, K: max(1, round(K * (i / n) ** 0.5)))
+        build_curriculum(BuildConfig(sources=[SourceSpec("musique", "musique_ans_v1.0_train.jsonl", 5000)],
+                                     schedule="sqrt", out="outputs/musique-sqrt"))
+        ```
+    """
     return SCHEDULES.register(name, fn, overwrite=overwrite)
 
 
