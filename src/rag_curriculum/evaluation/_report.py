@@ -117,7 +117,24 @@ def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_ME
                  section: str = "overall", bold: bool = True) -> str:
     """The paper's Table 1 layout in Markdown: one block of rows per evaluation setting, one row per model, and
     for each dataset one column per metric (x 100). ``section`` picks another aggregate of each entry, such as
-    ``by_bucket.answerable``. The best value of each column within a setting is bolded."""
+    ``by_bucket.answerable``. The best value of each column within a setting is bolded.
+
+    Args:
+        summary: an evaluation's summary (``EvalResult.summary``, :func:`load_summary`, :func:`compare_summaries`).
+        metrics: the columns per dataset (default: answer, citation and joint F1).
+        section: the aggregate of each entry to show.
+        bold: bold the best value of each column within a setting.
+
+    Returns:
+        The table, in Markdown.
+
+    Examples:
+        ```python
+        from rag_curriculum.evaluation import compare_summaries, render_table
+
+        print(render_table(compare_summaries(["outputs/eval-musique", "outputs/eval-hotpotqa"])))
+        ```
+    """
     return md_table(*main_table(summary, metrics=metrics, section=section, bold=bold))
 
 
@@ -282,7 +299,16 @@ def _bucket_names(summary: Mapping[str, Any]) -> list[str]:
 
 
 def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plots: Sequence[str] = ()) -> str:
-    """``table.md``: the main table (Table 1 layout), then the breakdowns and the plots."""
+    """``table.md``: the main table (Table 1 layout), then the breakdowns and the plots.
+
+    Args:
+        summary: an evaluation's summary.
+        title: the report's title.
+        plots: the plots' paths (relative to where the report is written), shown at the end.
+
+    Returns:
+        The report, in Markdown.
+    """
     s = summary.get("sampling") or {}
     lines = [f"# {title}", ""]
     if s:
@@ -333,7 +359,18 @@ def _intervals_table(summary: Mapping[str, Any]) -> str:
 
 
 def load_summary(path: str | Path) -> dict[str, Any]:
-    """A run's ``summary.json`` (``path`` is the file or the run directory)."""
+    """A run's ``summary.json`` (``path`` is the file or the run directory).
+
+    Args:
+        path: ``summary.json``, or the ``--out`` directory of ``curriculum eval``.
+
+    Returns:
+        The summary: config, sampling, models and one entry per (model, dataset, setting) in ``evals``.
+
+    Raises:
+        FileNotFoundError: no summary there.
+        ConfigError: a JSON file that is not an evaluation summary.
+    """
     p = Path(path)
     if p.is_dir():
         p = p / SUMMARY_FILE
@@ -349,7 +386,19 @@ def compare_summaries(paths: Sequence[str | Path], *, names: Sequence[str] | Non
     """Merge the summaries of several runs into one (same layout), so the tables above show them side by side.
 
     A model name that occurs in more than one run is prefixed with its run's name (``names``, else the run
-    directory's name), so rows stay apart."""
+    directory's name), so rows stay apart.
+
+    Args:
+        paths: the runs' ``--out`` directories (or their ``summary.json``).
+        names: a name per run (None: each directory's name).
+
+    Returns:
+        One summary holding every run's entries, for :func:`render_table` and :func:`render_report`.
+
+    Raises:
+        ConfigError: another number of names than runs, or a file that is not an evaluation summary.
+        FileNotFoundError: a run without a summary.
+    """
     if names is not None and len(names) != len(paths):
         raise ConfigError(f"{len(paths)} runs but {len(names)} names")
     summaries = [load_summary(p) for p in paths]

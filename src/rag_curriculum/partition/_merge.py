@@ -33,7 +33,33 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
     the outputs are written with the run's recorded configuration, in which ``options`` (any of
     :data:`OUTPUT_OPTIONS`, e.g. ``balance=True``) may change how completions become outputs, without generating
     again. With a single source this re-writes its outputs. ``shards`` points to the input shard directory when
-    it is no longer where the run recorded it."""
+    it is no longer where the run recorded it.
+
+    ``curriculum partition --merge`` calls this.
+
+    Args:
+        sources: the ``--out`` directories of the shard runs (``--shard-index K --num-shards N``).
+        out: where the merged outputs go (None: the first source).
+        shards: the input shard directory, when it moved since the run.
+        command: the command line recorded in the outputs.
+        **options: output options to change (see above).
+
+    Returns:
+        The output folder, complete, with its summary (``counts``).
+
+    Raises:
+        PartitionError: no sources, an option a merge cannot change, a source that is not a partition or comes
+            from another run, chunks that no source holds, or an input that cannot be found.
+        ShardError: a ``shards`` that is not a shard directory.
+
+    Examples:
+        ```python
+        from rag_curriculum.partition import merge_partitions
+
+        res = merge_partitions(["/mnt/a/p", "/mnt/b/p"], out="outputs/p", balance=True)
+        res.counts
+        ```
+    """
     if not sources:
         raise PartitionError("nothing to merge: give the --out directories of the shard runs")
     bad = sorted(set(options) - set(OUTPUT_OPTIONS))

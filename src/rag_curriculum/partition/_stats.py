@@ -78,6 +78,17 @@ def score_completions(completions: Sequence[str], answers: Sequence[str], *, tem
     one completion scorer (:func:`rag_curriculum.rewards.score_completion`) with the parser of the row's output
     format (``template``; RAG-RL when None; a name no format is registered under is an error).
 
+    Args:
+        completions: one question's completions.
+        answers: its gold answer and aliases.
+        template: the row's template (its output format's parser reads the completions).
+
+    Returns:
+        (answer F1 of each completion, whether each holds the format, each parsed answer).
+
+    Raises:
+        UnknownNameError: a template without a registered output format.
+
     >>> score_completions(["<reasoning>r</reasoning><answer>Final answer: Paris\\nSupporting passages: A</answer>",
     ...                    "Final answer: Paris, France"], ["Paris"])
     ([1.0, 0.6666666666666666], [True, False], ['Paris', 'Paris, France'])
