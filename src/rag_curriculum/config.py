@@ -169,7 +169,28 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
             schema: type | None = None) -> dict[str, Any]:
     """Compose a recipe of ``kind`` (a name or a YAML path) with Hydra (defaults list, ``key=value``,
     ``+key=value`` to add, ``~key`` to delete) into plain data. ``resolve=False`` keeps interpolations for a
-    typed bind; ``schema`` (the config dataclass) names the keys a recipe may leave out in an unknown-key error."""
+    typed bind; ``schema`` (the config dataclass) names the keys a recipe may leave out in an unknown-key error.
+
+    Args:
+        kind: ``build``, ``partition``, ``train`` or ``eval``.
+        recipe: a shipped recipe's name (``curriculum recipes KIND`` lists them) or a YAML file's path.
+        overrides: Hydra overrides, as on the command line.
+        resolve: resolve interpolations (``${...}``).
+        schema: see above.
+
+    Returns:
+        The composed recipe as plain data (bind it with the config's ``from_dict``).
+
+    Raises:
+        RecipeError: an unknown recipe (with a "did you mean"), a shared base named as a recipe, or an override
+            or recipe that does not compose (an unknown key named, with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.config import compose
+        >>> data = compose("build", "musique-min-max", ["n=100"])
+        >>> data["dataset"], data["n"], data["schedule"]
+        ('musique', 100, 'min-max')
+    """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -299,7 +320,27 @@ def bind(cls: type[T], data: Any, *, where: str | None = None) -> T:
     """Plain data (a composed recipe, merged flags) to the dataclass ``cls``: unknown keys are refused with a "did
     you mean"; nested dataclass fields and ``list[Dataclass]`` fields are bound in turn (a string item through the
     item class's ``parse``, e.g. ``ModelSpec.parse("NAME=PATH")``); values are then checked by ``cls`` itself
-    (``__post_init__``: types and ranges, see :mod:`._settings`)."""
+    (``__post_init__``: types and ranges, see :mod:`._settings`).
+
+    Args:
+        cls: the config dataclass.
+        data: a mapping of its fields (or an instance, returned as it is).
+        where: what the data is, in error messages (default: the class's name).
+
+    Returns:
+        The config.
+
+    Raises:
+        UsageError: data that is not a mapping, an unknown key (with a "did you mean"), or a required field left
+            out.
+        ConfigError: a value of the wrong type or out of range (a :class:`SettingError`).
+
+    Examples:
+        >>> from rag_curriculum import EvalConfig
+        >>> from rag_curriculum.config import bind
+        >>> bind(EvalConfig, {"models": ["base=Qwen/Qwen2.5-7B-Instruct"], "m": 3}).models[0].name
+        'base'
+    """
     if isinstance(data, cls):
         return data
     where = where or _label(cls)

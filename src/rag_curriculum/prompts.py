@@ -305,8 +305,47 @@ def completion_style() -> dict[str, object]:
 
 
 def get_template(name: str) -> PromptTemplate:
+    """The prompt template registered under ``name``.
+
+    Args:
+        name: ``rag-rl``, ``craft-v1`` ... ``craft-v5``, ``search-r1``, ``search-r1-original``, or one registered.
+
+    Returns:
+        The template (``render(question, passages)`` gives the chat messages).
+
+    Raises:
+        UnknownNameError: no template of that name (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.prompts import Passage, get_template
+        >>> messages = get_template("rag-rl").render("Who founded Rome?", [Passage("Rome", "Rome", "By Romulus.", True)])
+        >>> print(messages[1]["content"].split("\\n\\n", 1)[1])
+        Title: Rome
+        By Romulus.
+        <BLANKLINE>
+        Question: Who founded Rome?
+    """
     return TEMPLATES.get(name)
 
 
 def register_template(template: PromptTemplate, *, overwrite: bool = False) -> None:
+    """Register ``template`` under ``template.name``; a build then takes ``--template NAME``.
+
+    Register an output format of the same name too (:func:`rag_curriculum.rewards.register_format`): the
+    partition, the evaluation and the reward parse each row's completions with it.
+
+    Args:
+        template: the template.
+        overwrite: replace a template already registered under that name.
+
+    Raises:
+        ConfigError: the name is taken (without ``overwrite``), or ``template`` is not a :class:`PromptTemplate`.
+
+    Examples:
+        ```python
+        from rag_curriculum.prompts import PromptTemplate, register_template
+
+        register_template(PromptTemplate(name="my-tags", system_prompt="...", instructions="..."))
+        ```
+    """
     TEMPLATES.register(template.name, template, overwrite=overwrite)
