@@ -127,7 +127,33 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
     """Read, index, rank the dataset's questions and save; return the manifest (with ``seconds``: the time spent
     reading + indexing, finishing the kind's files, waiting for the passage store, and ranking; the file does not
     record them). The cyclic garbage collector is paused meanwhile: the passages are millions of acyclic objects,
-    which its full collections would walk again and again."""
+    which its full collections would walk again and again.
+
+    ``curriculum index`` calls this; the output is written in a hidden folder and moved into place whole.
+
+    Args:
+        cfg: the index's settings (dataset and input, corpus, kind, ``out``, the kind's own options).
+        progress: show progress bars.
+        command: the command line recorded in the manifest.
+
+    Returns:
+        The manifest written (``manifest.json``), with ``seconds``.
+
+    Raises:
+        ConfigError: settings that cannot be used together, or a value out of range.
+        RetrievalIndexError: ``cfg.out`` is not an index of this toolkit (or not empty, without ``overwrite``),
+            another run is writing it, or the corpus cannot be indexed as asked.
+        UnknownNameError: an unknown dataset or retriever kind.
+        DataError: a dataset or corpus record that cannot be read.
+
+    Examples:
+        ```python
+        from rag_curriculum.retrieval import IndexConfig, build_index
+
+        manifest = build_index(IndexConfig(dataset="musique", input="musique_ans_v1.0_dev.jsonl",
+                                           out="indexes/musique-dev"))   # BM25, the dataset's own paragraphs
+        ```
+    """
     out = Path(cfg.out)
     check_output(out, overwrite=cfg.overwrite, kind=OUTPUT)  # refused before anything is read
     # a second `curriculum index` to the same --out is refused at once
@@ -583,6 +609,29 @@ def check_k(k: Any) -> int:
 
 
 def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:
+    """Open an index built by ``curriculum index``, its files checked against the manifest first.
+
+    Args:
+        directory: the index directory.
+        **kw: :class:`CorpusIndex`'s options (``check``, ``backend``, ``threads``, ``device``, ``encoder``,
+            ``allow_other_encoder``).
+
+    Returns:
+        The index: ``retrieve`` / ``retrieve_many`` rank passages for new questions, ``stored`` / ``rankings`` give
+        the indexed questions' stored rankings, ``passage`` / ``documents`` the passages.
+
+    Raises:
+        RetrievalIndexError: not an index of this toolkit, another format, an unknown kind, or files that do not
+            match the manifest (the changed file named).
+
+    Examples:
+        ```python
+        from rag_curriculum.retrieval import load_index
+
+        ix = load_index("indexes/musique-dev")
+        ix.retrieve("Who founded the company that makes the iPhone?", k=5)   # [(passage id, score), ...]
+        ```
+    """
     return CorpusIndex(directory, **kw)
 
 

@@ -181,6 +181,22 @@ for _name, _path in BUILTIN.items():
 
 
 def get_kind(name: str) -> RetrieverKind:
+    """The retriever kind registered under ``name``.
+
+    Args:
+        name: ``bm25``, ``dense``, ``hybrid``, or a kind registered since (``curriculum index --kind``).
+
+    Returns:
+        The kind: how its index is built, opened and checked.
+
+    Raises:
+        UnknownNameError: no kind of that name (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.retrieval import get_kind
+        >>> get_kind("bm25").name
+        'bm25'
+    """
     return KINDS.get(name)
 
 
