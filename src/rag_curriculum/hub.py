@@ -141,7 +141,35 @@ def push(directory: str | Path, repo_id: str, *, private: bool | None = None, co
     """Upload ``directory`` to the dataset repository ``repo_id`` (made if missing; ``private`` for a new one), in
     one commit, after :func:`plan_upload`'s checks; with ``dry_run`` only the checks (nothing sent). ``api``: an
     ``huggingface_hub.HfApi`` (default: a new one, which reads ``HF_TOKEN`` or the saved login). Returns what was
-    sent, with the repository's ``url``."""
+    sent, with the repository's ``url``.
+
+    ``curriculum push`` calls this.
+
+    Args:
+        directory: a shard directory (a build, or one bucket of a partition) with its data card.
+        repo_id: ``NAME`` or ``OWNER/NAME``.
+        private: make a new repository private (None: the Hub's default).
+        commit_message: the commit's message (None: one naming the folder).
+        dry_run: check, send nothing.
+        api: see above.
+
+    Returns:
+        What was (or, with ``dry_run``, would be) sent: the files, the repository and its ``url``.
+
+    Raises:
+        UsageError: a ``repo_id`` that is not a Hub repository id.
+        ShardError: a folder that is not a valid shard directory, or whose card does not match its manifest.
+        ConfigError: ``HF_HUB_OFFLINE`` set (without ``dry_run``).
+        HubError: the Hub refused or could not take the push (no login, no write access, no network).
+
+    Examples:
+        ```python
+        from rag_curriculum.hub import push
+
+        push("outputs/musique-min-max", "me/musique-min-max", dry_run=True)   # the checks only
+        push("outputs/musique-min-max", "me/musique-min-max", private=True).url
+        ```
+    """
     plan = plan_upload(directory, repo_id, private=private, commit_message=commit_message)
     if dry_run:
         return plan
