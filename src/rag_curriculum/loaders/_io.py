@@ -211,7 +211,7 @@ def _json_list_by_record(path: Path, text: str, base: int, skip: SkipFn | None) 
     record by record, with orjson's rules for each record (so a record is accepted here exactly when it would be
     in a file that parses). The first bad record raises a :class:`DataError` naming its index, id, field and
     position; with ``skip`` it is reported and reading goes on at the next record (found by :func:`_resync`
-    where the bad one has no end). About 1.8x the time of the fast path; only damaged files take it."""
+    where the bad one has no end). Slower than the fast path; only damaged files take it."""
     where = _Locator(text, base)
     decoder = json.JSONDecoder()
     file = str(path)

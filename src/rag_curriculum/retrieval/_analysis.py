@@ -215,8 +215,8 @@ class TermIds:
             self.vocab[""] = 0
 
     def release(self) -> None:
-        """Drop the hash table (24 bytes a slot, two slots a surface form: about 1.5 GB at 5M passages of the
-        benchmark corpus), keeping :attr:`vocab`: what a build does once the last block is read."""
+        """Drop the hash table (24 bytes a slot, two slots a surface form), keeping :attr:`vocab`: what a build
+        does once the last block is read."""
         import numpy as np
 
         self._keys1 = self._keys2 = np.zeros(0, np.uint64)

@@ -340,8 +340,7 @@ def _seeded(index: Any, seed: int) -> None:
     """k-means seeds of an IVF's coarse quantizer and of its PQ, so training is the same every run; and no
     polysemous training of an IVF-PQ (FAISS's factory turns it on unless the code is written ``PQ..np``): it only
     reorders the PQ's centroids for a Hamming pre-filter the toolkit never searches with (``polysemous_ht`` 0: the
-    same distances, the same rankings) and it took 10 times as long as the rest of the training (IVF256,PQ48 on
-    12,000 vectors of dimension 384: over 165 s against 15 s on one core)."""
+    same distances, the same rankings) and it takes longer than the rest of the training."""
     faiss = _faiss()
     try:
         ivf = faiss.extract_index_ivf(index)
@@ -1036,7 +1035,7 @@ def exact_top_k(flat: VectorFile, q: Any, k: int, *, l2: bool = False) -> Any:
 def _block_best(s: Any, first: int, k: int) -> tuple[Any, Any]:
     """Each row's candidates among a block's scores ``s`` (columns are rows ``first..``): every score at least the
     row's ``k``-th best (ties at the cut all kept), padded with -inf; and their ids. A partition, not a sort of the
-    whole block (sorting 65,536 scores a query cost ten times the matrix product)."""
+    whole block (a sort costs more than the matrix product)."""
     import numpy as np
 
     n = s.shape[1]

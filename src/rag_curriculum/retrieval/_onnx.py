@@ -1,7 +1,7 @@
 """The dense encoder exported to ONNX and run with onnxruntime: a dense server healthy in seconds (issue 45 item 5).
 
 Importing sentence-transformers (and with it transformers' model-loading machinery, scikit-learn and scipy) and torch
-takes 5 to 10 s on a small machine, most of a dense server's start-up. So ``curriculum index --kind dense`` exports
+takes seconds, most of a dense server's start-up. So ``curriculum index --kind dense`` exports
 the encoder's transformer once, with ``torch.onnx.export`` of the real ``transformers`` model (:func:`export`: at
 index time, where torch is loaded anyway), into the index's ``dense/encoder/`` folder beside a copy of the model's
 ``tokenizer.json``; the manifest's ``dense.onnx`` records both files' SHA-256 (so the index's fingerprint covers
