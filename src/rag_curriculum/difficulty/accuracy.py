@@ -52,11 +52,25 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     human-eval's numerically stable product ``1 - prod(1 - k / i for i in n-c+1..n)``
     (``openai/human-eval: human_eval/evaluation.py::estimate_pass_at_k``), which never forms large binomials.
 
-    >>> pass_at_k(10, 3, 1), pass_at_k(5, 0, 5), pass_at_k(5, 1, 5)
-    (0.3, 0.0, 1.0)
-    >>> import math
-    >>> abs(pass_at_k(2000, 10, 20) - (1 - math.comb(1990, 20) / math.comb(2000, 20))) < 1e-12
-    True
+    Args:
+        n: samples drawn.
+        c: correct samples among them.
+        k: the k of pass@k.
+
+    Returns:
+        The probability that at least one of ``k`` samples drawn from the ``n`` without replacement is correct.
+
+    Raises:
+        ConfigError: ``n`` below 1, ``c`` outside ``0..n``, or ``k`` outside ``1..n``.
+        TypeError: an argument that is not an integer.
+
+    Examples:
+        >>> from rag_curriculum.difficulty import pass_at_k
+        >>> pass_at_k(10, 3, 1), pass_at_k(5, 0, 5), pass_at_k(5, 1, 5)
+        (0.3, 0.0, 1.0)
+        >>> import math
+        >>> abs(pass_at_k(2000, 10, 20) - (1 - math.comb(1990, 20) / math.comb(2000, 20))) < 1e-12
+        True
     """
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (n, c, k)):
         raise TypeError(f"n, c and k must be integers, got {n!r}, {c!r}, {k!r}")
