@@ -79,6 +79,26 @@ def test_cli_ray_run_writes_the_local_runs_files(ray_cluster, shards, tmp_path):
     assert b"--engine" not in trees["ray"]["partition.json"]
 
 
+@pytest.mark.timeout(120)
+def test_workers_no_node_can_hold_are_refused_in_seconds(ray_cluster, shards, tmp_path):
+    """Issue 57 item 5: `--cpus-per-worker 100` (or a GPU) on the 2-CPU cluster is one line naming the request and
+    what the nodes have (the actor would wait for resources without end); the cluster it joined keeps running."""
+    import time
+
+    for engine, flags in ((ray_engine(cpus_per_worker=100), "100 CPU and 0 GPU on one node (--cpus-per-worker 100, "
+                                                              "--gpus-per-worker 0)"),
+                          (ray_engine(gpus_per_worker=1), "1 CPU and 1 GPU on one node (--cpus-per-worker 1, "
+                                                          "--gpus-per-worker 1)")):
+        t = time.monotonic()
+        with pytest.raises(EngineError) as e:
+            partition(config(shards, tmp_path / "out"), backend=ScriptedBackend(script=_scripts.seeded_answers),
+                      command=COMMAND, engine=engine)
+        assert str(e.value) == (f"each Ray worker needs {flags}, but no node of the Ray cluster has that many: the "
+                                "largest have 2 CPU and 0 GPU (1 node, 2 CPU and 0 GPU in all)")
+        assert time.monotonic() - t < 30
+    assert ray_cluster.is_initialized()
+
+
 def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run, tmp_path, monkeypatch, caplog):
     """ray.kill of a worker in the middle of a call: the call runs again on another worker (a fresh one replaces
     the dead), and the run ends with exactly the local engine's files."""

@@ -20,6 +20,8 @@ from ._ray import (
     connect_ray,
     drop_options,
     is_auth_error,
+    require_resources,
+    shutdown_ray,
     unreachable,
 )
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
@@ -61,7 +63,9 @@ __all__ = [
     "read_jsonl_latest",
     "redact_command",
     "redact_overrides",
+    "require_resources",
     "shards_digest",
+    "shutdown_ray",
     "stable_id",
     "stats_set_problem",
     "tmp_name",

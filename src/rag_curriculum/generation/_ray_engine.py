@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import AUTH_HINT, auth_cause, connect_ray, is_auth_error
+from .._plumbing import AUTH_HINT, auth_cause, connect_ray, is_auth_error, require_resources, shutdown_ray
 from ..errors import CurriculumError, EngineError
 from ._base import replays, seeded_call_supported
 from .runner import Call, _generate
@@ -133,7 +133,7 @@ class RayEngine:
         self.pools = []
         if self.started and self.ray.is_initialized():
             log.info("shutting down the local Ray cluster")
-            self.ray.shutdown()
+            shutdown_ray(self.ray)
         self.started = False
 
 
@@ -184,16 +184,10 @@ class RayPool:
                 gpus = 0.0
         cpus = float(self.cfg.cpus_per_worker)
         have_gpus, have_cpus = float(cluster.get("GPU", 0)), float(cluster.get("CPU", 0))
-        if gpus > have_gpus:
-            raise EngineError(f"each worker needs {gpus:g} GPU(s) but the Ray cluster has {have_gpus:g}",
-                              hint="connect to a cluster with GPUs (--ray-address), or pass --gpus-per-worker 0 "
-                              "for CPU workers (transformers --device cpu, openai, scripted)")
+        require_resources(ray, cpus=cpus, gpus=gpus, error=EngineError, count=self.cfg.num_workers, log=log)
         fit = int(have_gpus // gpus) if gpus > 0 else (int(have_cpus // cpus) if cpus > 0 else int(have_cpus))
         # an OpenAI-compatible server already batches: one worker (its --concurrency requests) unless asked for more
         size = self.cfg.num_workers or (1 if backend == "openai" else max(1, fit))
-        if self.cfg.num_workers and self.cfg.num_workers > max(fit, 1):
-            log.warning("%d workers asked, but the cluster's free resources fit %d now (%g CPU, %g GPU per worker); "
-                        "the others start when resources free up or nodes join", size, fit, cpus, gpus)
         self.size = size
         log.info("Ray pool: %d worker(s), %g CPU and %g GPU each", size, cpus, gpus)
         return {"num_cpus": cpus, "num_gpus": gpus}

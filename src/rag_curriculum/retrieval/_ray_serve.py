@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Any
 
-from .._plumbing import connect_ray
+from .._plumbing import connect_ray, require_resources, shutdown_ray
 from ..errors import EngineError
 from ._server import make_app
 
@@ -66,8 +66,14 @@ def run(index: str, options: dict[str, Any], *, host: str, port: int, replicas: 
     import ray
     from ray import serve
 
-    connect_ray(ray, address, error=EngineError, log=log, purpose="the server")
+    was = ray.is_initialized()
+    started = connect_ray(ray, address, error=EngineError, log=log, purpose="the server")
+    serving = False
     try:
+        # replicas no node can hold: Ray Serve would wait for them without end
+        require_resources(ray, cpus=num_cpus, gpus=num_gpus, error=EngineError, what="each Ray Serve replica",
+                          flags=("--replica-cpus", "--replica-gpus"), count=replicas, log=log, noun="replicas")
+        serving = True
         serve.start(http_options={"host": host, "port": port})
         serve.run(deployment(index, options, replicas=replicas, num_cpus=num_cpus, num_gpus=num_gpus),
                   name=APP_NAME, route_prefix="/")
@@ -83,10 +89,14 @@ def run(index: str, options: dict[str, Any], *, host: str, port: int, replicas: 
         threading.Event().wait()  # until interrupted (Ctrl-C, SIGTERM)
     finally:
         try:
-            serve.delete(APP_NAME)
-            serve.shutdown()
+            if serving:
+                serve.delete(APP_NAME)
+                serve.shutdown()
         finally:
-            ray.shutdown()
+            if started:
+                shutdown_ray(ray)
+            elif not was:  # joined a cluster: only this driver's connection ends
+                ray.shutdown()
 
 
 __all__ = ["APP_NAME", "deployment", "run"]
