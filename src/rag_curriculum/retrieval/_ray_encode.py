@@ -12,16 +12,17 @@ row arrives; when every shard is there, they are joined in passage order and the
 (the FAISS index, the float16 copy, the manifest), and the work folder is removed once the index is in place.
 
 **Resume.** The work folder is ``.NAME.encoding/`` beside ``--out NAME`` (never where the index is expected):
-``encoding.json`` records what the vectors depend on (the encoder and its settings, the batch size, the block), and
-each finished shard is ``shard-NNNNNN.f32`` (float32 rows) with ``shard-NNNNNN.json`` (its rows and the SHA-256 of
-its passages' texts). The same command after a stop (Ctrl-C, a lost driver, a failed node) encodes only the shards
-that are not there. A shard whose passages differ from those it was encoded from (the corpus changed), or other
-settings, are refused in one line naming the work folder: remove it to start over.
+``encoding.json`` records what the vectors depend on (the encoder and its settings but the query prefix, the batch
+size, the block), and each finished shard is ``shard-NNNNNN.f32`` (float32 rows) with ``shard-NNNNNN.json`` (its
+rows, the SHA-256 of its passages' texts and of its vectors). The same command after a stop (Ctrl-C, a lost driver,
+a failed node) encodes only the shards that are not there, and again, with a warning naming it, a shard whose
+vectors are not those written. A shard whose passages differ from those it was encoded from (the corpus changed),
+or other settings, are refused in one line naming the work folder: remove it to start over.
 
 **No shared filesystem.** Only the driver reads the sources and writes files; passages and vectors travel through
 Ray. Every node needs the toolkit and the encoder (a local folder at the same path on each node, or a Hub name each
-can load). An address nothing answers is refused in seconds (``ray.init`` would wait for it without end).
-"""
+can load). An address nothing answers, and workers no node can hold, are refused in seconds (Ray would wait for
+either without end)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import atomic_write_bytes, atomic_write_text, connect_ray
+from .._plumbing import (
+    atomic_write_bytes,
+    atomic_write_text,
+    connect_ray,
+    file_sha256,
+    require_resources,
+    shutdown_ray,
+)
 from ..errors import CurriculumError, EngineError
 from ._encoder import Encoder, EncoderError, EncoderSettings
 
@@ -48,6 +56,8 @@ log = logging.getLogger(__name__)
 SHARD_STEPS = 16
 #: The work folder's format.
 FORMAT = 1
+#: Encoder settings that shape queries only: a resume ignores them (the passages' vectors do not depend on them).
+QUERY_ONLY = ("query_prefix",)
 
 
 class EncodingError(CurriculumError):
@@ -82,20 +92,39 @@ class _ShardEncoder:
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
 
-        texts = [str(t) for t in batch["text"]]
+        real = np.flatnonzero(batch["pid"] >= 0)  # a shard's padding rows (pid -1) are dropped
+        shard, row, pid = batch["shard"][real], batch["row"][real], batch["pid"][real]
+        texts = [str(batch["text"][k]) for k in real]
         t = time.perf_counter()
-        parts = [self.encoder.encode(texts[a:a + self.step], "passage", batch_size=self.batch_size)
-                 for a in range(0, len(texts), self.step)]
-        vecs = np.concatenate(parts) if parts else np.zeros((0, self.encoder.dim), dtype=np.float32)
+        vecs = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
+        # the local build's calls: rows [k * step, (k + 1) * step) of each shard (a batch is one whole shard)
+        call = shard.astype(np.int64) * (1 << 32) + row // self.step
+        for c in np.unique(call):
+            at = np.flatnonzero(call == c)
+            vecs[at] = self.encoder.encode([texts[a] for a in at], "passage", batch_size=self.batch_size)
         seconds = time.perf_counter() - t
         bad = np.flatnonzero(~np.isfinite(vecs).all(axis=1))
         if len(bad):
             raise EncoderError(f"the encoder made a vector that is not finite (NaN or infinity) for passage "
-                               f"{int(batch['pid'][bad[0]])}", hint="check the encoder (its weights, --max-length, "
-                                                                     "the device's precision)")
+                               f"{int(pid[bad[0]])}", hint="check the encoder (its weights, --max-length, "
+                                                          "the device's precision)")
         n = len(texts)
-        return {"shard": batch["shard"], "row": batch["row"], "vector": vecs,
+        return {"shard": shard, "row": row, "vector": vecs,
                 "seconds": np.full(n, seconds / max(n, 1)), "worker": np.array([self.worker] * n, dtype=object)}
+
+
+def map_batches_args(*, workers: int, cpus: float, gpus: float, device: str, settings: dict[str, Any],
+                     batch_size: int, step: int, shard_rows: int,
+                     exported: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The arguments of the encoding's ``Dataset.map_batches`` (``_ShardEncoder`` first). Each block the driver
+    hands Ray is one shard padded to ``shard_rows`` rows, and ``batch_size`` is ``shard_rows``, so a batch is
+    exactly one shard however Ray bundles blocks; Ray asks for a ``batch_size`` when GPUs are requested."""
+    import ray.data
+
+    return {"fn": _ShardEncoder, "batch_size": shard_rows, "batch_format": "numpy",
+            "compute": ray.data.ActorPoolStrategy(size=workers), "num_cpus": cpus, "num_gpus": gpus or None,
+            "fn_constructor_kwargs": {"settings": settings, "device": device, "batch_size": batch_size,
+                                      "step": step, "exported": exported}}
 
 
 class RayEncoding:
@@ -115,14 +144,20 @@ class RayEncoding:
         self.settings = {"name": name, "query_prefix": settings.query_prefix,
                          "passage_prefix": settings.passage_prefix, "pooling": settings.pooling,
                          "normalize": settings.normalize, "max_length": settings.max_length}
-        self.record = {"format": FORMAT, "kind": "dense-encoding", "encoder": self.settings, "dim": dim,
+        self.record = {"format": FORMAT, "kind": "dense-encoding", "encoder": _passage_settings(self.settings),
+                       "dim": dim,
                        "onnx": exported[1]["sha256"] if exported else None,
                        "batch_size": cfg.batch_size, "block": cfg.block, "shard_rows": self.shard_rows}
         self.shards: list[dict[str, Any]] = []  # start, rows, sha256, done (bool), ref (an ObjectRef to encode)
         self.started = False
         self.workers: dict[str, list[float]] = {}  # worker -> [passages, seconds]
         self.ray = self._connect()
-        self._check_work()
+        try:  # refused before a passage is read: workers no node can hold (Ray would wait for them without end)
+            self.plan = self._resources()
+            self._check_work()
+        except BaseException:
+            self.close()
+            raise
 
     # -- setting up
     def _connect(self) -> Any:
@@ -150,12 +185,18 @@ class RayEncoding:
         if not isinstance(old, dict) or old.get("kind") != "dense-encoding":
             raise EncodingError(f"{self.work} exists and is not a stopped encoding of this toolkit (no readable "
                                 "encoding.json)", hint=f"move it away or remove it: rm -r {self.work}")
+        if isinstance(old.get("encoder"), dict):  # a record of an earlier version holds the query prefix too
+            old["encoder"] = _passage_settings(old["encoder"])
         differ = [k for k in ("encoder", "onnx", "dim", "batch_size", "block", "shard_rows", "format")
                   if old.get(k) != self.record.get(k)]
         if differ:
             k = differ[0]
+            was, now = old.get(k), self.record.get(k)
+            if isinstance(was, dict) and isinstance(now, dict):  # the encoder's settings: the one that changed
+                sub = next(x for x in (*now, *was) if was.get(x) != now.get(x))
+                k, was, now = f"the encoder's {sub}", was.get(sub), now.get(sub)
             raise EncodingError(f"the stopped encoding in {self.work} was made with other settings ({k}: "
-                                f"{json.dumps(old.get(k))[:120]}, now {json.dumps(self.record.get(k))[:120]})",
+                                f"{json.dumps(was)[:120]}, now {json.dumps(now)[:120]})",
                                 hint=f"run with the settings it was started with, or remove it to encode from the "
                                      f"start: rm -r {self.work}")
         done = len(list(self.work.glob("shard-*.json")))
@@ -172,6 +213,11 @@ class RayEncoding:
         except (OSError, ValueError):
             return None
         if data.stat().st_size != 4 * self.dim * int(m.get("rows", -1)):
+            return None
+        if m.get("vectors_sha256") != file_sha256(data):  # edited or damaged since written, or an older record
+            log.warning("shard %d of the stopped encoding in %s: %s; encoding it again", i, self.work,
+                        f"its vectors ({data.name}) are not those written" if m.get("vectors_sha256") else
+                        f"its record ({meta.name}) holds no digest of its vectors")
             return None
         return m
 
@@ -196,11 +242,13 @@ class RayEncoding:
             else:
                 import numpy as np
 
+                pad = self.shard_rows - len(part)  # every block exactly shard_rows rows: see map_batches_args
                 shard["ref"] = self.ray.put(pa.table({
-                    "shard": pa.array(np.full(len(part), i, dtype=np.int32)),
-                    "row": pa.array(np.arange(len(part), dtype=np.int32)),
-                    "pid": pa.array(np.arange(shard["start"], shard["start"] + len(part), dtype=np.int64)),
-                    "text": pa.array(part, type=pa.large_string())}))
+                    "shard": pa.array(np.full(self.shard_rows, i, dtype=np.int32)),
+                    "row": pa.array(np.arange(self.shard_rows, dtype=np.int32)),
+                    "pid": pa.array(np.concatenate([np.arange(shard["start"], shard["start"] + len(part)),
+                                                    np.full(pad, -1)]).astype(np.int64)),
+                    "text": pa.array(part + [""] * pad, type=pa.large_string())}))
             self.shards.append(shard)
         return skipped
 
@@ -216,6 +264,8 @@ class RayEncoding:
             workers = max(1, int(gpus_here // gpus))
         else:
             workers = max(1, int(float(total.get("CPU", 1)) // max(cfg.cpus_per_worker, 1e-9)))
+        require_resources(self.ray, cpus=cfg.cpus_per_worker, gpus=gpus, error=EngineError, count=cfg.num_workers,
+                          log=log)
         return workers, cfg.cpus_per_worker, gpus, "cuda" if gpus else "cpu"
 
     def run(self, sink: Any, progress: Any = None) -> dict[str, Any]:
@@ -228,7 +278,7 @@ class RayEncoding:
         t0 = time.perf_counter()
         workers = 0
         if todo:
-            workers, cpus, gpus, device = self._resources()
+            workers, cpus, gpus, device = self.plan
             workers = min(workers, len(todo))  # an actor per shard at most
             ds = self._dataset(todo, workers, cpus, gpus, device)
             pending = {s["i"]: (s, np.zeros((s["rows"], self.dim), dtype=np.float32), np.zeros(s["rows"], dtype=bool))
@@ -283,17 +333,18 @@ class RayEncoding:
         # its execution plan, "progress bars disabled", and its own report of a worker's error (said in one line here)
         logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         ds = ray.data.from_arrow_refs([s["ref"] for s in todo])
-        return ds.map_batches(_ShardEncoder, batch_size=None, batch_format="numpy",
-                              compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus, num_gpus=gpus or None,
-                              fn_constructor_kwargs={"settings": self.settings, "device": device,
-                                                     "batch_size": self.cfg.batch_size, "step": self.step,
-                                                     "exported": self.exported})
+        return ds.map_batches(**map_batches_args(
+            workers=workers, cpus=cpus, gpus=gpus, device=device, settings=self.settings,
+            batch_size=self.cfg.batch_size, step=self.step, shard_rows=self.shard_rows, exported=self.exported))
 
     def _write_shard(self, i: int, shard: dict[str, Any], vecs: Any) -> None:
-        """Shard ``i``'s vectors, then its record: a shard counts as done only when both are whole."""
-        atomic_write_bytes(self.work / f"shard-{i:06d}.f32", vecs.astype("<f4").tobytes())
+        """Shard ``i``'s vectors, then its record (with their SHA-256, checked on resume): a shard counts as done
+        only when both are whole and agree."""
+        data = vecs.astype("<f4").tobytes()
+        atomic_write_bytes(self.work / f"shard-{i:06d}.f32", data)
         atomic_write_text(self.work / f"shard-{i:06d}.json", json.dumps(
-            {"start": shard["start"], "rows": shard["rows"], "sha256": shard["sha256"]}) + "\n")
+            {"start": shard["start"], "rows": shard["rows"], "sha256": shard["sha256"],
+             "vectors_sha256": hashlib.sha256(data).hexdigest()}) + "\n")
 
     # -- the end
     def committed(self) -> None:
@@ -303,8 +354,13 @@ class RayEncoding:
     def close(self) -> None:
         if self.started and self.ray.is_initialized():
             log.info("shutting down the local Ray cluster")
-            self.ray.shutdown()
+            shutdown_ray(self.ray)
         self.started = False
+
+
+def _passage_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The encoder settings the passages' vectors depend on (the query-only ones left out)."""
+    return {k: v for k, v in settings.items() if k not in QUERY_ONLY}
 
 
 _TOOLKIT_ERROR = re.compile(r"^rag_curriculum\.[\w.]+\.(\w+): (.+)$", re.M)
@@ -331,4 +387,4 @@ def _unwrap(e: BaseException) -> BaseException:
                          hint="the shards written so far are kept: run the same command again to resume")
 
 
-__all__ = ["EncodingError", "RayEncoding", "work_dir"]
+__all__ = ["EncodingError", "QUERY_ONLY", "RayEncoding", "map_batches_args", "work_dir"]
