@@ -233,6 +233,34 @@ def test_a_damaged_block_of_the_passage_store_is_one_line_naming_the_file(bm25, 
     assert "check --input" not in r.output and f"curriculum validate {d} checks every file" in r.output, r.output
 
 
+def test_arrays_and_questions_numpy_or_pyarrow_cannot_read_are_one_line_naming_the_file(bm25, tmp_path):
+    """With their records forged to match (so only reading them finds it): a .npy header numpy cannot parse was
+    tokenize's bare TokenError or numpy's ValueError, postings arrays of shapes that do not fit together a bare
+    IndexError, a questions.arrow pyarrow refuses its ArrowInvalid; each is now one line naming the file."""
+    import re
+
+    from index_edits import resealed
+
+    def damaged(name, edit):
+        d = copy(bm25, tmp_path / name.replace("/", "-"))
+        (d / name).write_bytes(edit((d / name).read_bytes()))
+        resealed(d)
+        with pytest.raises(RetrievalIndexError) as e:
+            ix = load_index(d)
+            ix.retrieve("Who founded the company?", 5)
+        return d, str(e.value)
+
+    d, msg = damaged("ranked_scores.npy", lambda b: b.replace(b"'descr': '", b"'descr': (", 1))
+    assert msg.startswith(f"{d / 'ranked_scores.npy'}: numpy cannot read it as an array (") and msg.endswith(
+        "the file is damaged"), msg
+    d, msg = damaged("bm25/term_first.npy", lambda b: re.sub(rb"'shape': \((\d)", lambda m: b"'shape': (" + (
+        b"9" if m[1] == b"1" else str(int(m[1]) - 1).encode()), b, count=1))
+    assert msg.startswith(f"{d / 'bm25'}: the postings' arrays do not fit together (") or msg.startswith(
+        f"{d / 'bm25' / 'term_first.npy'}: numpy cannot read it"), msg
+    d, msg = damaged("questions.arrow", lambda b: b[:-6] + b"XXXXXX")
+    assert msg.startswith(f"{d / 'questions.arrow'}: pyarrow cannot read it ("), msg
+
+
 def test_stored_rankings_that_the_index_does_not_make_are_refused(bm25, tmp_path):
     d = copy(bm25, tmp_path / "d")
     ids, scores = np.load(d / "ranked_ids.npy"), np.load(d / "ranked_scores.npy")

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._settings import rule
 from ..errors import CurriculumError, UsageError
+from ._integrity import load_npy
 from ._kinds import RetrieverKind
 
 if TYPE_CHECKING:
@@ -255,14 +256,14 @@ class Vocabulary:
         import numpy as np
 
         path = Path(path)
-        self._blob = memoryview(np.load(path.with_name(path.stem + ".npy"), mmap_mode="r"))
-        off = np.load(path.with_name(path.stem + "_off.npy"), mmap_mode="r")
+        self._blob = memoryview(load_npy(path.with_name(path.stem + ".npy")))
+        off = load_npy(path.with_name(path.stem + "_off.npy"))
         self._off = off[:-1]
         self._n = int(off[-1])
         self._blocks = len(self._off) - 1
         self._cache: dict[str, int | None] = {}
         self._lock = threading.Lock()
-        self._arr = np.asarray(np.load(path.with_name(path.stem + ".npy"), mmap_mode="r"))
+        self._arr = np.asarray(load_npy(path.with_name(path.stem + ".npy")))
         self._offs = np.asarray(off[:-1], dtype=np.int64)
         self._find = None
         if compiled:
@@ -440,10 +441,15 @@ class BM25Searcher:
         params = _check_params(directory, manifest)
         self.backend = backend(backend_name)
         self.threads = threads or (os.cpu_count() or 1)
-        self.postings = PostingsIndex(d, params, compiled=self.backend == "numba")
+        try:  # arrays of the wrong shapes for each other (their records forged with them): one line
+            self.postings = PostingsIndex(d, params, compiled=self.backend == "numba")
+            self.vocab = Vocabulary(d / VOCAB, compiled=self.backend == "numba")
+        except (IndexError, ValueError, TypeError) as e:
+            raise BM25Error(f"{d}: the postings' arrays do not fit together ({type(e).__name__}: {str(e)[:160]}): "
+                            "the files are damaged", hint="build the index again with curriculum index ... "
+                                                          "--overwrite") from None
         self.preset = self.postings.preset
         self.num_docs = self.postings.num_docs
-        self.vocab = Vocabulary(d / VOCAB, compiled=self.backend == "numba")
         self.prune = True  # block-max WAND where it applies (False: the exhaustive sum; the same answers)
         self._split = re.compile(SPLITTER).findall  # stop words are never in the vocabulary: dropped as unknown
         self._analyzer = None

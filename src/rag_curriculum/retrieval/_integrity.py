@@ -110,6 +110,19 @@ def save_npy(path: Path, array: Any) -> str:
     return f.hexdigest()
 
 
+def load_npy(path: Path, mmap_mode: str | None = "r") -> Any:
+    """``np.load(path, mmap_mode)``; a file numpy cannot read as an array (a damaged header: numpy's ValueError,
+    tokenize's TokenError, ...) is an :class:`IndexError_` naming it."""
+    import numpy as np
+
+    try:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001  (whatever numpy's header parser raises: one line naming the file)
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise IndexError_(f"{path}: numpy cannot read it as an array ({text[:160]}): the file is damaged",
+                          hint=f"curriculum validate {Path(path).parent} checks every file; {REBUILD}") from None
+
+
 def _spans(size: int) -> list[tuple[int, int]]:
     if size <= SAMPLES * CHUNK:
         return [(0, size)]
@@ -225,4 +238,4 @@ def check_files(directory: Path, files: dict[str, dict[str, Any]], level: str = 
 
 
 __all__ = ["CHUNK", "LEVELS", "REBUILD", "SAMPLES", "SEAL", "WHOLE", "Damaged", "IndexError_", "HashingWriter", "canonical", "check_files",
-           "record", "records", "sample_sha256", "save_npy", "seal", "sealed"]
+           "load_npy", "record", "records", "sample_sha256", "save_npy", "seal", "sealed"]

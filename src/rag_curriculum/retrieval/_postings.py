@@ -42,6 +42,7 @@ import threading
 from typing import Any
 
 from ._bm25 import BM25Error, _pool, write_vocab
+from ._integrity import load_npy
 
 try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
     import numba
@@ -1530,7 +1531,7 @@ class PostingsIndex:
         self.params = params
         self.preset = params.get("preset", "bm25s")
         self.num_docs = int(params["num_docs"])
-        load = lambda name: np.asarray(np.load(d / name, mmap_mode="r"))  # noqa: E731  (a plain view: numba types it fast)
+        load = lambda name: np.asarray(load_npy(d / name))  # noqa: E731  (a plain view: numba types it fast)
         self.words, self.block_bits = load("words.npy"), load("block_bits.npy")
         self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
         self.term_first, self.term_last_n = load("term_first.npy"), load("term_last_n.npy")

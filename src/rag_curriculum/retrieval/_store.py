@@ -43,7 +43,7 @@ from typing import Any
 
 from .._metrics import normalize_answer
 from .._plumbing import hash64
-from ._integrity import REBUILD, HashingWriter, IndexError_, save_npy
+from ._integrity import REBUILD, HashingWriter, IndexError_, load_npy, save_npy
 
 PASSAGES = "passages.bin"
 NORMS = "norms.bin"
@@ -341,7 +341,6 @@ class PassageStore:
 
     def _open_store(self, d: Path, m: dict[str, Any]) -> list[str]:
         """Map the files; the counts that differ from the manifest ``m``, as problems."""
-        import numpy as np
         import pyarrow as pa
 
         try:
@@ -349,10 +348,16 @@ class PassageStore:
             self._norm_file = BlockReader(d / NORMS)
         except ValueError as e:
             return [str(e)]
-        questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
-        self.ranked_ids = np.load(d / RANKED_IDS, mmap_mode="r")
-        self.ranked_scores = np.load(d / RANKED_SCORES, mmap_mode="r")
-        self.keys = np.load(d / KEYS, mmap_mode="r")
+        try:
+            questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
+            questions.column("id"), questions.column("question"), questions.column("gold")  # noqa: B018
+            questions.validate(full=True)  # offsets within their buffers: never read past the mapped file
+        except (pa.ArrowException, OSError, KeyError) as e:
+            raise IndexError_(f"{d / QUESTIONS}: pyarrow cannot read it ({str(e).strip()[:160]}): the file is damaged",
+                              hint=f"curriculum validate {d} checks every file; {REBUILD}") from None
+        self.ranked_ids = load_npy(d / RANKED_IDS)
+        self.ranked_scores = load_npy(d / RANKED_SCORES)
+        self.keys = load_npy(d / KEYS)
         self._q_ids = questions.column("id").to_pylist()
         self._questions = questions
         self._q_lists: tuple[list[str], list[list[int]]] | None = None
