@@ -490,7 +490,8 @@ def test_target_recall_on_the_users_queries(encoder_dir, small_input, tmp_path):
     assert (t2["nprobe"], t2["refine"], t2["recall"]) == (t["nprobe"], t["refine"], t["recall"])
 
 
-@pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target"])
+@pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target",
+                                  "with-nprobe"])
 def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir, small_input, tmp_path, monkeypatch):
     from rag_curriculum.retrieval import _dense
 
@@ -514,9 +515,12 @@ def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir
         np.save(bad, np.zeros((3, 7), dtype=np.float32))
         args += ["--faiss", "IVF8,PQ16x4", "--target-recall", "0.9", "--tune-queries", str(bad)]
         says, code = "q.npy: an array of shape (3, 7)", 1
-    else:
+    elif case == "no-target":
         args += ["--faiss", "IVF8,PQ16x4", "--tune-queries", str(small_input)]
         says, code = "give --target-recall too", 2  # a usage error, as every other clash of the dense options
+    else:  # the tuning chose nprobe and dropped the one given, saying nothing
+        args += ["--faiss", "IVF8,PQ16x4", "--target-recall", "0.9", "--nprobe", "2", "--refine", "8"]
+        says = "--target-recall 0.9 chooses the search settings itself; --nprobe 2, --refine 8 would be overridden"
     r = runner.invoke(app, args)
     lines = [x for x in r.output.splitlines() if x.strip()]
     assert r.exit_code == code and lines[0].startswith("error: ") and says in r.output, r.output

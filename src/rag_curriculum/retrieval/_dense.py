@@ -113,7 +113,8 @@ class DenseOptions:
         "dense: the recall@10 of the exact ranking the index must reach: its search settings (IVF nprobe, HNSW "
         "efSearch, the float16 re-rank depth) are tuned at build time, the cheapest that reach it on the tuning "
         "queries (--tune-queries, else 1,000 of the corpus's own vectors, each with itself left out); a build that "
-        "cannot reach it stops, saying the best it reaches. Replaces --nprobe, --ef-search and --refine."))
+        "cannot reach it stops, saying the best it reaches. It chooses --nprobe, --ef-search and --refine: not "
+        "given with them."))
     tune_queries: str | None = rule(None, empty=False, help=(
         "dense, with --target-recall: the queries to tune on: a text file (one query a line, encoded with the query "
         "prefix) or a .npy file of query vectors (float32, one row a query)."))
@@ -152,6 +153,11 @@ def check_config(cfg: IndexConfig) -> None:
     if cfg.tune_queries and cfg.target_recall is None:
         raise UsageError("--tune-queries are the queries --target-recall is tuned on: give --target-recall too",
                          hint="e.g. --target-recall 0.95 --tune-queries questions.txt")
+    tuned = [f"--{f.replace('_', '-')} {getattr(cfg, f)}" for f in ("nprobe", "ef_search", "refine")
+             if getattr(cfg, f) != getattr(DenseOptions, f)]
+    if cfg.target_recall is not None and tuned:  # (it chose them and dropped the ones given, saying nothing)
+        raise UsageError(f"--target-recall {cfg.target_recall} chooses the search settings itself; "
+                         f"{', '.join(tuned)} would be overridden", hint="give --target-recall, or the settings")
     if cfg.compress and not cfg.import_faiss:
         raise UsageError("--compress turns an imported flat index into a compressed one: it needs --import-faiss",
                          hint="for an index you build, give --faiss FACTORY (or --max-memory)")
