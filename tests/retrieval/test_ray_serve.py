@@ -31,6 +31,14 @@ def test_ray_serve_replicas_answer_as_the_index_does(tmp_path):
             "--engine", "ray", "--replicas", "2", "--replica-cpus", "0.5", "--max-batch", "8"]
     with server_process(argv, f"{url}/health", tmp_path / "serve.log", env={"RAY_USAGE_STATS_ENABLED": "0"},
                         timeout_s=300):
+        # /health answers once the proxy routes to one replica; the ready line is printed when serve.run returns
+        # (Serve reports both RUNNING), a few seconds later on a loaded machine: waited for, bounded, before asking
+        # (asked earlier, only the first replica may answer)
+        deadline = time.monotonic() + 120
+        while "2 replicas ready on Ray Serve" not in (tmp_path / "serve.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "2 replicas ready on Ray Serve" in (tmp_path / "serve.log").read_text()
+
         def ask(q):
             r = requests.post(f"{url}/retrieve", json={"queries": [q], "topk": 3, "return_scores": True}, timeout=60)
             return r.headers.get("x-replica"), r.json()["result"][0]
@@ -48,9 +56,4 @@ def test_ray_serve_replicas_answer_as_the_index_does(tmp_path):
         assert bad.status_code == 422 and "at most 8" in bad.json()["detail"]
         m = requests.get(f"{url}/manifest", timeout=60).json()
         assert m["fingerprint"] == ix.fingerprint and m["server"]["max_batch"] == 8
-        # the ready line is printed when serve.run returns (Serve reports the app RUNNING), which can come a few
-        # seconds after the proxy already routes requests: waited for, bounded, before the server is stopped
-        deadline = time.monotonic() + 120
-        while "2 replicas ready on Ray Serve" not in (tmp_path / "serve.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.5)
     assert "2 replicas ready on Ray Serve" in (tmp_path / "serve.log").read_text()
