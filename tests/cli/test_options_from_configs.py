@@ -81,7 +81,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
                    "--body-timeout", "--min-body-rate",  # issue 46, item 3
                    # issue 57: every file hashed before serving; another encoder, allowed, another fingerprint
-                   "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder"},
+                   "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder",
+                   "--max-results"},  # issue 57 item 7: the passages one request may ask for
          "validate": {"--quick"},
          "inspect": {"--row", "--tokenizer"},
          "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept  # one row as the model sees it (and its tokens)  # issue 57: sizes only, said so (the default hashes every file)

@@ -273,6 +273,42 @@ def test_an_oversized_body_gets_413_unread_and_a_long_query_422_and_the_server_g
         assert_same(r.json()["result"], expected(ix, short, 3))
 
 
+def test_a_request_asking_for_more_than_max_results_passages_gets_422_and_the_client_splits_its_batches(
+        ix, questions, server):
+    """Three requests of 512 queries x topk 100 (77 MB answers) held a one-word query back 24.6 s: a request may
+    ask for at most --max-results passages (queries times topk, topk counted up to the index's passages), a larger
+    one gets a 422 saying so; the toolkit's client reads the limits from /manifest and sends requests the server
+    takes."""
+    from fastapi.testclient import TestClient
+
+    from rag_curriculum.agents import HttpRetriever
+    from rag_curriculum.retrieval import ServeConfig
+    from rag_curriculum.retrieval._server import make_app
+
+    assert ServeConfig.max_results == 8192 and "max_results" in ServeConfig(index="x").limits()
+    with TestClient(make_app(ix, max_results=10)) as c:
+        r = c.post("/retrieve", json={"queries": questions[:4], "topk": 3})
+        assert r.status_code == 422 and r.json()["detail"] == (
+            "4 queries with topk 3 ask for 12 passages; this server returns at most 10 a request (curriculum serve "
+            "--max-results): split the queries into several requests")
+        r = c.post("/retrieve", json={"queries": questions[:3], "topk": 3, "return_scores": True})
+        assert r.status_code == 200 and c.get("/manifest").json()["server"]["max_results"] == 10
+        assert_same(r.json()["result"], expected(ix, questions[:3], 3))
+    with TestClient(make_app(ix, max_results=len(ix), max_topk=10 * len(ix))) as c:  # topk past the passages
+        assert c.post("/retrieve", json={"query": "Hamlet", "topk": 10 * len(ix)}).status_code == 200
+    client = HttpRetriever(server + "/retrieve", batch=256)  # the server takes 64 queries (--max-batch 64)
+    sent = []
+    post = client._post
+    client._post = lambda qs, k: sent.append(len(qs)) or post(qs, k)
+    qs = (questions * 5)[:70]
+    assert [len(h) for h in client.search(qs, 5)] == [5] * 70 and sent == [64, 6]
+    client._limits["max_results"] = 100  # as a server with --max-results 100 says
+    sent.clear()
+    hits = client.search(qs[:25], 5)
+    assert sent == [20, 5] and [[h.id for h in row] for row in hits] == [
+        [str(int(i)) for i in row if i >= 0] for row in ix.retrieve_many(qs[:25], 5)[0]]
+
+
 def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questions):
     """Concurrent requests become one ``retrieve_many`` per topk (at most ``max_batch`` queries after the first
     request), and each gets exactly the rows of its own queries."""

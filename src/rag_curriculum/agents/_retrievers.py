@@ -141,6 +141,7 @@ class HttpRetriever:
         path, sep, query = url.partition("?")  # a query string (an API key a gateway asks for) goes to both
         self.manifest_url = path.rsplit("/", 1)[0] + "/manifest" + sep + query
         self._index: dict[str, Any] | None = None  # the server's /manifest, read before the first search
+        self._limits: dict[str, int] = {}  # the server's max_batch and max_results (its /manifest), when it says
         self._identified = False
         self.timeout = timeout
         self.batch = batch
@@ -161,8 +162,14 @@ class HttpRetriever:
             return [[] for _ in queries]
         self.identify()
         out: list[list[Hit]] = []
-        for start in range(0, len(queries), self.batch):
-            out += self._post(list(queries[start:start + self.batch]), k)
+        batch = self.batch
+        limits = self._limits
+        if limits.get("max_batch"):  # the server's own limits (its /manifest): requests it takes whole
+            batch = min(batch, limits["max_batch"])
+        if limits.get("max_results"):  # (a k above max_results alone is refused by the server, saying so)
+            batch = max(1, min(batch, limits["max_results"] // max(1, min(k, limits.get("passages") or k))))
+        for start in range(0, len(queries), batch):
+            out += self._post(list(queries[start:start + batch]), k)
         return out
 
     def identify(self) -> dict[str, Any] | None:
@@ -186,6 +193,9 @@ class HttpRetriever:
             return None
         keep = ("fingerprint", "kind", "retriever", "index", "dataset", "passages")
         self._index = {k: m.get(k) for k in keep if k in m}
+        server = m.get("server") if isinstance(m.get("server"), dict) else {}
+        self._limits = {k: v for k, v in {**server, "passages": m.get("passages")}.items()
+                        if k in ("max_batch", "max_results", "passages") and isinstance(v, int) and v > 0}
         self._index["sources"] = [{k: s.get(k) for k in ("kind", "input", "sha256")}
                                   for s in m.get("sources") or [] if isinstance(s, dict)]
         return self._index

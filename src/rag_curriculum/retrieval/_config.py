@@ -236,6 +236,10 @@ class ServeConfig:
     max_topk: int = rule(100, ge=1, le=1_000_000, help=(
         "The largest topk a request may ask (a list never holds more than the index's passages)."))
     default_topk: int = rule(3, ge=1, le=1_000_000, help="topk of a request that gives none (Search-R1's default).")
+    max_results: int = rule(8192, ge=1, le=1 << 30, help=(
+        "The most passages one request may ask for (its queries times its topk, topk counted up to the index's "
+        "passages); a larger request gets a 422 saying so. It bounds a response's size (about 1.5 KB a passage "
+        "on wiki-18) and how long one request holds the others back."))
     max_body_bytes: int = rule(8 * 1024 * 1024, ge=1024, le=1 << 34, help=(
         "The largest request body in bytes; a larger one gets a 413 before it is read."))
     max_query_chars: int = rule(4096, ge=1, le=1 << 24, help=(
@@ -284,7 +288,8 @@ class ServeConfig:
     def limits(self) -> dict[str, int]:
         """The limits of a request, as :func:`~rag_curriculum.retrieval._server.make_app` takes them."""
         return {"max_batch": self.max_batch, "max_topk": self.max_topk, "default_topk": self.default_topk,
-                "max_body_bytes": self.max_body_bytes, "max_query_chars": self.max_query_chars}
+                "max_results": self.max_results, "max_body_bytes": self.max_body_bytes,
+                "max_query_chars": self.max_query_chars}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

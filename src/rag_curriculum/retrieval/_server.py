@@ -22,7 +22,8 @@ paragraph's ``id`` is its passage number, as a string, and its ``contents`` ``ti
 Search-R1's trainer splits at the first newline (a newline inside a title is sent as a space).
 
 A bad request (a missing or mistyped field, ``topk`` out of 1..``max_topk``, no query, more than ``max_batch``
-queries, a query longer than ``max_query_chars``, a body that is not JSON) gets a 422 (400 for a body that is not
+queries, more than ``max_results`` passages asked for (queries times topk), a query longer than
+``max_query_chars``, a body that is not JSON) gets a 422 (400 for a body that is not
 JSON) whose ``detail`` is one line saying what is wrong and what to send; a body larger than ``max_body_bytes`` gets
 a 413 before it is read past the limit. The server goes on serving.
 
@@ -59,6 +60,8 @@ DEFAULT_TOPK = ServeConfig.default_topk
 DEFAULT_MAX_BATCH = ServeConfig.max_batch
 #: The largest ``topk`` a request may ask (``--max-topk``); an index never returns more than its passages.
 DEFAULT_MAX_TOPK = ServeConfig.max_topk
+#: The most passages one request may ask for, queries times topk (``--max-results``).
+DEFAULT_MAX_RESULTS = ServeConfig.max_results
 #: The largest request body, in bytes (512 queries of 2,000 characters fit with room to spare).
 DEFAULT_MAX_BODY_BYTES = ServeConfig.max_body_bytes
 #: The longest query, in characters (BM25's cost grows with the query's distinct words).
@@ -206,12 +209,14 @@ class _State:
 def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_BATCH,
              max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
-             encoder: str | None = None, device: str | None = None, allow_other_encoder: bool = False) -> Any:
+             max_results: int = DEFAULT_MAX_RESULTS, encoder: str | None = None, device: str | None = None,
+             allow_other_encoder: bool = False) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
     none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only); ``max_body_bytes``:
     the largest request body (413 above it); ``max_query_chars``: the longest query (422 above it);
+    ``max_results``: the most passages a request may ask for, its queries times its topk (422 above it);
     ``encoder``, ``device``, ``allow_other_encoder``: a dense index's (:class:`CorpusIndex`'s)."""
     from contextlib import asynccontextmanager
 
@@ -221,14 +226,15 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     from starlette.concurrency import run_in_threadpool
 
     for name, value in (("max_batch", max_batch), ("max_topk", max_topk), ("default_topk", default_topk),
-                        ("max_body_bytes", max_body_bytes), ("max_query_chars", max_query_chars)):
+                        ("max_body_bytes", max_body_bytes), ("max_query_chars", max_query_chars),
+                        ("max_results", max_results)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
     state = _State(index, threads, encoder, device, allow_other_encoder)
     limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
-              "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
+              "max_results": max_results, "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 
     class RetrieveRequest(BaseModel):
         """Search-R1's ``QueryRequest`` (``queries``, ``topk``, ``return_scores``), plus ``query``, one query.
@@ -335,6 +341,12 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             return JSONResponse({"detail": detail}, status_code=status)
         queries = req.queries if req.queries is not None else [req.query]
         topk = req.topk or default_topk
+        asked = len(queries) * min(topk, len(state.ix))  # what the response would hold, at most
+        if asked > max_results:
+            return JSONResponse({"detail": f"{len(queries)} queries with topk {topk} ask for {asked:,} passages; this "
+                                           f"server returns at most {max_results:,} a request (curriculum serve "
+                                           "--max-results): split the queries into several requests"},
+                                status_code=422)
         try:
             ids, scores = await state.batcher.rank(queries, topk)
             payload = await run_in_threadpool(_respond, state.ix, ids, scores, req.return_scores,
