@@ -75,8 +75,12 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          check="full" if cfg.verify else "open", allow_other_encoder=cfg.allow_other_encoder)
         # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a
-        # model that does not load is one line before "serving" is announced, not a traceback after it
-        ix.warm()
+        # model that does not load is one line before "serving" is announced, not a traceback after it; with Ray
+        # Serve opened only (the replicas load the model where their resources are: a GPU this node may not have)
+        if cfg.engine == "ray":
+            ix.searcher  # noqa: B018
+        else:
+            ix.warm()
         if cfg.engine == "ray":
             _import_ray_serve()
         host, port, workers = cfg.host, cfg.port, cfg.workers
