@@ -72,6 +72,8 @@ def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path
     assert (out / "trajectories" / "policy" / f"{entry['set']}.jsonl").stat().st_mtime_ns == before
     r = runner.invoke(app, [*args[:-3], "--topk", "2", "--out", str(out), "--no-progress"])
     assert r.exit_code == 1 and "holds results made with other settings" in r.output
+    # the one setting that differs, with its two values (it named none)
+    assert "other settings (differs in: settings.topk 3 -> 2)" in r.output, r.output
     assert "pass --overwrite" in r.output
 
 

@@ -457,6 +457,15 @@ def _agent_eval_wrote(out: Path, entries: list[str]) -> bool:
         return False
 
 
+def _differing(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """The keys (dotted) where two recorded settings differ, each with its two values when they are short."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)
+                for d in _differing(old.get(k), new.get(k), f"{prefix}{k}.")]
+    a, b = json.dumps(old, ensure_ascii=False), json.dumps(new, ensure_ascii=False)
+    return [f"{prefix[:-1]} {a} -> {b}" if len(a) + len(b) < 80 else prefix[:-1]]
+
+
 def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retriever: Any, *, progress: bool,
          command: str | None, backend_factory: Any) -> dict[str, Any]:
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
@@ -484,7 +493,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                         summary["evals"].append(old["entry"])
                         continue
                     if not cfg.overwrite:
-                        raise EvalError(f"{res_path} holds results made with other settings",
+                        diff = ", ".join(_differing(old.get("fingerprint"), json.loads(json.dumps(fp)))) or "?"
+                        raise EvalError(f"{res_path} holds results made with other settings (differs in: {diff})",
                                         hint="pass --overwrite to evaluate again, or choose another --out")
                 if backend is None:
                     backend = (backend_factory(model) if backend_factory
