@@ -118,7 +118,14 @@ def test_the_search_r1_manager_in_verls_reward_loop_gives_the_originals_scores(t
     from verl.trainer.ppo.reward import resolve_reward_manager_cls
     from verl.utils.ray_utils import get_event_loop
 
+    from rag_curriculum._metrics import normalize_answer
+
     trajs, original = table
+    # a target the answer normalisation empties (["?!"]) is refused by the toolkit's reward (issue 57 item 7): the
+    # rest score as the original
+    keep = [i for i, t in enumerate(trajs) if any(normalize_answer(a) for a in t["target"])]
+    assert [t["behaviour"] for i, t in enumerate(trajs) if i not in keep] == ["punctuation_only"]
+    trajs, original = [trajs[i] for i in keep], [original[i] for i in keep]
     cfg = compose_verl_config([*launch_overrides, *_manager_overrides()])
     assert resolve_reward_manager_cls(cfg).__name__ == "SearchR1RewardManager"
     data, lengths = _batch(tokenizer, trajs)
@@ -135,7 +142,7 @@ def test_the_search_r1_manager_in_verls_reward_loop_gives_the_originals_scores(t
                                 "+reward.custom_reward_function.reward_kwargs.format_score=0.1"])
     out2 = get_event_loop().run_until_complete(RewardLoopWorker(cfg2).compute_score_batch(data))
     frozen = json.loads(TABLE.read_text())["trajectories"]
-    assert [o["reward_score"] for o in out2] == pytest.approx([r["scores"][1] for r in frozen], abs=0)
+    assert [o["reward_score"] for o in out2] == pytest.approx([frozen[i]["scores"][1] for i in keep], abs=0)
 
 
 def test_verls_naive_manager_with_compute_search_r1_score_refuses(table, launch_overrides, compose_verl_config,
