@@ -92,26 +92,22 @@ def _lazy_targets(package: list[str], node: ast.ImportFrom, lazy: bool) -> list[
 
 @functools.cache
 def lazy_map(package: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """name -> the module that a package's lazy exports (``lazy_exports(__name__, {name: ".module"}, ...)`` in its
-    ``__init__.py``, the mapping written there or named) load it from."""
+    """name -> the module that a package's lazy exports (``lazy_exports(__name__, globals())`` in its ``__init__.py``:
+    the names its ``if TYPE_CHECKING:`` block imports) load it from."""
     init = PKG.parent.joinpath(*package, "__init__.py")
     if not init.is_file():
         return {}
     tree = ast.parse(init.read_text(encoding="utf-8"))
-    named = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Name) and isinstance(n.value, ast.Dict)}
-    for call in ast.walk(tree):
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "lazy_exports" and len(call.args) > 1:
-            mapping = named.get(call.args[1].id) if isinstance(call.args[1], ast.Name) else call.args[1]
-            if not isinstance(mapping, ast.Dict):
-                continue
-            out = {}
-            for key, value in zip(mapping.keys, mapping.values, strict=True):
-                module = value.value
-                level = len(module) - len(module.lstrip("."))
-                out[key.value] = (*package[: len(package) - (level - 1)], *module.lstrip(".").split("."))
-            return out
-    return {}
+    if not any(isinstance(call, ast.Call) and getattr(call.func, "id", None) == "lazy_exports" for call in ast.walk(tree)):
+        return {}
+    out = {}
+    for block in tree.body:
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING":
+            for node in block.body:
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    module = (*package[: len(package) - (node.level - 1)], *(node.module or "").split("."))
+                    out.update({a.asname or a.name: module for a in node.names})
+    return out
 
 
 def _component(parts: list[str]) -> str:

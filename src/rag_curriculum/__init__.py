@@ -15,30 +15,16 @@ use (module ``__getattr__``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._plumbing import lazy_exports
 from ._version import __version__
 from .errors import ConfigError, CurriculumError, DataError, SkipReport, WrongDatasetError
 from .records import Document, Example
 
-#: name -> "module:attribute", imported on first use (a module of the package, ``rag_curriculum.verl.rewards`` in a
-#: verl reward worker say, imports this ``__init__`` first: it pays for none of them).
-_LAZY = {
-    "load_examples": "rag_curriculum.loaders:load_examples",
-    "sniff_dataset": "rag_curriculum.loaders:sniff_dataset",
-    "build_curriculum": "rag_curriculum.curricula:build_curriculum",
-    "BuildConfig": "rag_curriculum.curricula:BuildConfig",
-    "run_partition": "rag_curriculum.partition:partition",
-    "PartitionConfig": "rag_curriculum.partition:PartitionConfig",
-    "run_eval": "rag_curriculum.evaluation:run_eval",
-    "EvalConfig": "rag_curriculum.evaluation:EvalConfig",
-    "run_training": "rag_curriculum.train:train",
-    "TrainConfig": "rag_curriculum.train:TrainConfig",
-    "RagRlReward": "rag_curriculum.rewards:RagRlReward",
-}
-
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
+# The names imported under TYPE_CHECKING load on first use (a module of the package, ``rag_curriculum.verl.rewards``
+# in a verl reward worker say, imports this ``__init__`` first: it pays for none of them).
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from .curricula import BuildConfig, build_curriculum
     from .evaluation import EvalConfig, run_eval
     from .loaders import load_examples, sniff_dataset
@@ -48,22 +34,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily
     from .train import TrainConfig
     from .train import train as run_training
 
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'rag_curriculum' has no attribute {name!r}")
-    module, _, attr = target.partition(":")
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
-__all__ = [  # a literal list (linters read it); a test checks it covers _LAZY
+__all__ = [  # a literal list (linters and the docs read it); a test checks it covers the lazy names
     "BuildConfig",
     "ConfigError",
     "CurriculumError",

@@ -1,27 +1,50 @@
 """Lazy package exports: a package's names load their submodule on first use (PEP 562 module ``__getattr__``),
-so importing a config class for the command line does not import pyarrow, numpy or matplotlib."""
+so importing a config class for the command line does not import pyarrow, numpy or matplotlib.
+
+Each name is declared once, as an import in the package's ``if TYPE_CHECKING:`` block (which type checkers, IDEs and
+the docs read): at run time that block is read from the package's source, on first need, as the map of what to
+import where."""
 
 from __future__ import annotations
 
+import ast
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(package: str, exports: Mapping[str, str], namespace: dict[str, Any]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``: ``exports`` maps a name to the submodule (``".builder"``)
-    that defines it; the value is imported on first use and cached in the package's ``namespace``."""
+def type_checking_imports(source: str) -> dict[str, tuple[str, str]]:
+    """name -> (module as written, relative dots included; the attribute it names) for every ``from M import A
+    [as B]`` of the top-level ``if TYPE_CHECKING:`` blocks of ``source``."""
+    out: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    module = "." * imp.level + (imp.module or "")
+                    out.update({a.asname or a.name: (module, a.name) for a in imp.names})
+    return out
+
+
+def lazy_exports(package: str, namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, whose ``namespace`` (its ``globals()``) is the module's: the names
+    imported in its ``if TYPE_CHECKING:`` block are imported on first use and cached in ``namespace``."""
+    exports: dict[str, tuple[str, str]] = {}
+
+    def names() -> dict[str, tuple[str, str]]:
+        if not exports:
+            exports.update(type_checking_imports(namespace["__loader__"].get_source(package)))
+        return exports
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
+        target = names().get(name)
+        if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, package), name)
+        value = getattr(importlib.import_module(target[0], package), target[1])
         namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports))
+        return sorted(set(namespace) | set(names()))
 
     return __getattr__, __dir__

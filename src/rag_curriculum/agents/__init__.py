@@ -36,21 +36,10 @@ from ._searchr1 import (
     get_agent_template,
 )
 
-#: The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), imported on first use:
-#: it reads indexes and calls backends. The templates above load with the package, so every template is registered
-#: as soon as one is asked for.
-_EXPORTS = {
-    "MODES": "._difficulty", "P_COLUMN": "._difficulty", "RowView": "._difficulty", "SearchDifficulty": "._difficulty",
-    "hard_negative_count": "._difficulty", "noise_probability": "._difficulty",
-    "Hit": "._retrievers", "HttpRetriever": "._retrievers", "IndexRetriever": "._retrievers",
-    "NO_RESULTS": "._retrievers", "Retriever": "._retrievers", "RetrieverError": "._retrievers",
-    "doc_lines": "._retrievers",
-    "open_retriever": "._retrievers", "split_contents": "._retrievers",
-    "STATUSES": "._rollout", "RolloutConfig": "._rollout", "SearchCall": "._rollout", "SearchR1Format": "._rollout",
-    "Trajectory": "._rollout", "run_rollouts": "._rollout", "summarize": "._rollout",
-    "TeacherResult": "._teacher", "teacher_plans": "._teacher",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), the TYPE_CHECKING imports
+# below, loads on first use: it reads indexes and calls backends. The templates above load with the package, so every
+# template is registered as soon as one is asked for.
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._difficulty import (

@@ -11,29 +11,9 @@ from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
 
-#: name -> the submodule defining it, imported on first use (the configs load without the build's stages,
-#: matplotlib or a tokenizer).
-_EXPORTS = {
-    "BuildError": "..errors",
-    "BuildResult": "._builder",
-    "build_curriculum": "._builder",
-    "build_rows": "._builder",
-    "select_documents": "._render",
-    "same_build": "._write",
-    "DEFAULT_K": "._config",
-    "BuildConfig": "._config",
-    "SourceSpec": "._config",
-    "merge_build_flags": "._config",
-    "SCHEDULES": "._schedules",
-    "levels_for": "._schedules",
-    "linear": "._schedules",
-    "max_": "._schedules",
-    "min_max": "._schedules",
-    "parse_pieces": "._schedules",
-    "piecewise": "._schedules",
-    "register_schedule": "._schedules",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The names imported under TYPE_CHECKING below load on first use (the configs load without the build's stages,
+# matplotlib or a tokenizer).
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ..errors import BuildError

@@ -15,47 +15,9 @@ from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
 
-#: name -> the submodule defining it, imported on first use (the command line imports the configs
-#: without pyarrow, numpy or matplotlib).
-_EXPORTS = {
-    "AgentEvalConfig": "._agent",
-    "endings": "._agent",
-    "format_errors": "._agent",
-    "run_agent_eval": "._agent",
-    "table_rows": "._agent",
-    "EvalConfig": "._config",
-    "ModelSpec": "._config",
-    "plot_by_hops": "._plots",
-    "plot_by_level": "._plots",
-    "plot_overview": "._plots",
-    "write_plots": "._plots",
-    "SUMMARY_KIND": "._report",
-    "compare_summaries": "._report",
-    "load_summary": "._report",
-    "main_table": "._report",
-    "render_report": "._report",
-    "render_table": "._report",
-    "summarize_entry": "._report",
-    "RESULT_SCHEMA": "._run",
-    "EvalError": "..errors",
-    "EvalResult": "._run",
-    "EvalSet": "._run",
-    "generate_completions": "._run",
-    "load_buckets": "._run",
-    "load_eval_sets": "._run",
-    "read_results": "._run",
-    "run_eval": "._run",
-    "METRICS": "._scoring",
-    "SAMPLE_METRICS": "._scoring",
-    "breakdown": "._scoring",
-    "breakdown_by_format": "._scoring",
-    "format_reasons": "._scoring",
-    "score_row": "._scoring",
-    "summarize": "._scoring",
-    "summarize_samples": "._scoring",
-    "veritas_table": "._veritas",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The names imported under TYPE_CHECKING below load on first use (the command line imports the configs without
+# pyarrow, numpy or matplotlib).
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ..errors import EvalError

@@ -32,15 +32,10 @@ from ._base import (
     seeded_call_supported,
 )
 
-#: In-process or Ray (``_engine``, with the Ray engine and the chunked runner behind it), and the transformers
-#: backend's stop criteria (a TRL rollout stops its turns with them), imported on first use: a judge that calls a
-#: backend (the rewards') needs the interface above, not the runner or its shards.
-_EXPORTS = {
-    "BackendSpec": "._engine", "EngineConfig": "._engine", "open_engine": "._engine",
-    "without_engine_options": "._engine",
-    "stop_kwargs": "._hf_backend",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# In-process or Ray (``_engine``, with the Ray engine and the chunked runner behind it), and the transformers
+# backend's stop criteria (a TRL rollout stops its turns with them), the TYPE_CHECKING imports below, load on first
+# use: a judge that calls a backend (the rewards') needs the interface above, not the runner or its shards.
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ._engine import BackendSpec, EngineConfig, open_engine, without_engine_options

@@ -32,23 +32,10 @@ from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
 
-#: name -> the submodule defining it, imported on first use (the command line reads PartitionConfig's help
-#: without importing pyarrow). ``output_set_problem`` is the check every reader of a bucket makes (defined below
-#: ``shards``, which applies it, in :mod:`rag_curriculum._plumbing`).
-_EXPORTS = {
-    "PartitionError": "..errors",
-    "output_set_problem": ".._plumbing",
-    "OUTPUTS": "._config",
-    "STATS_FILE": "._config",
-    "PartitionConfig": "._config",
-    "PartitionResult": "._config",
-    "merge_partitions": "._merge",
-    "finalize_partition": "._outputs",
-    "partition": "._run",
-    "STATS_SCHEMA": "._stats",
-    "score_completions": "._stats",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The names imported under TYPE_CHECKING below load on first use (the command line reads PartitionConfig's help
+# without importing pyarrow). ``output_set_problem`` is the check every reader of a bucket makes (defined below
+# ``shards``, which applies it, in :mod:`rag_curriculum._plumbing`).
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from .._plumbing import output_set_problem

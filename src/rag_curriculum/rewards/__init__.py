@@ -62,35 +62,10 @@ from .._metrics import (
 )
 from .._plumbing import lazy_exports
 
-#: name -> the private module defining it, imported on first use: importing one reward (verl's reward file loads
-#: ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or agent format.
-_EXPORTS = {
-    "completion_text": "._columns", "passage_labels": "._columns", "row_answerable": "._columns",
-    "row_gold": "._columns", "row_gold_labels": "._columns", "verl_answers": "._columns",
-    "CraftAnswerReward": "._craft", "CraftBoundaryReward": "._craft", "CraftBreakdown": "._craft",
-    "CraftEvidenceReward": "._craft", "CraftFormatReward": "._craft", "CraftJudgeReward": "._craft",
-    "CraftReward": "._craft", "boundary_check": "._craft",
-    "CRAFT_REASONS": "._craft_format", "CRAFT_VARIANTS": "._craft_format", "CraftParse": "._craft_format",
-    "cited_documents": "._craft_format", "parse_craft": "._craft_format",
-    "FORMATS": "._formats", "OutputFormat": "._formats", "get_format": "._formats",
-    "register_format": "._formats",
-    "GlobalRagBreakdown": "._globalrag", "GlobalRagReward": "._globalrag", "anneal_weight": "._globalrag",
-    "CraftJudge": "._judge",
-    "DEFAULT_MAX_CHARS": "._parser", "ParsedCompletion": "._parser", "REASONS": "._parser",
-    "find_non_english": "._parser", "parse_completion": "._parser", "split_citations": "._parser",
-    "RagRlAnswerReward": "._rag_rl", "RagRlCitationReward": "._rag_rl", "RagRlFormatReward": "._rag_rl",
-    "RagRlReward": "._rag_rl", "RewardBreakdown": "._rag_rl",
-    "REWARDS": "._registry", "get_reward": "._registry", "register_reward": "._registry",
-    "ABSTENTION_ANSWER": "._scoring", "CompletionScore": "._scoring", "check_abstention_answer": "._scoring",
-    "get_parser": "._scoring", "is_abstention": "._scoring", "score_completion": "._scoring",
-    "SearchEmReward": "._search",
-    "SearchR1Reward": "._search_r1", "search_r1_breakdown": "._search_r1", "search_r1_score": "._search_r1",
-    "search_r1_sequence": "._search_r1", "search_r1_target": "._search_r1",
-    "INFO_THINK_PROMPT": "._veritas", "THINK_SEARCH_PROMPT": "._veritas", "VeritasJudge": "._veritas",
-    "VeritasReward": "._veritas", "agreement": "._veritas", "lexical_judge": "._veritas", "read_labels": "._veritas",
-    "pair_records": "._veritas", "think_answer": "._veritas", "trajectory_pairs": "._veritas",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The names imported under TYPE_CHECKING below load on first use, each from its private module: importing one reward
+# (verl's reward file loads ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or
+# agent format.
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._columns import (

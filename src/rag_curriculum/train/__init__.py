@@ -62,9 +62,9 @@ from ._trl import (
 from ._warm import WarmStartConfig, WarmStartResult, make_tiny_model, warm_start
 from .controllers import CONTROLLERS, Controller, GroupResult, make_controller, register_controller
 
-#: The curriculum trainer for a user's own TRL script (imports torch and TRL: loaded when first asked for).
-_EXPORTS = {"CurriculumGRPOTrainer": "._trainer", "CurriculumCallback": "._trainer"}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# The curriculum trainer for a user's own TRL script, imported under TYPE_CHECKING below (it imports torch and TRL:
+# loaded when first asked for).
+__getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ._trainer import CurriculumCallback, CurriculumGRPOTrainer
