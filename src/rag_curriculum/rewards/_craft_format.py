@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..prompts import PromptTemplate
+from ._parser import ParsedCompletion
 
 __all__ = [
     "CRAFT_REASONS",
@@ -192,8 +193,9 @@ def cited_documents(reason: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class CraftParse:
-    """What a CRAFT completion says and whether it keeps its variant's format.
+class CraftParse(ParsedCompletion):
+    """What a CRAFT completion says and whether it keeps its variant's format: a :class:`ParsedCompletion` (answer,
+    citations, validity, reason, detail, reasoning) with the CRAFT blocks after it.
 
     ``citations`` are the ``<gold_docs>`` numbers as strings (what the evidence F1 compares with the row's gold
     labels, the gold documents' numbers); ``gold_docs`` the same as integers, None when the variant has no
@@ -201,12 +203,6 @@ class CraftParse:
     :data:`CRAFT_REASONS` (None when valid) and ``detail`` what exactly is wrong.
     """
 
-    answer: str
-    citations: tuple[str, ...]
-    valid: bool
-    reason: str | None = None
-    detail: str = ""
-    reasoning: str = ""
     plan: str = ""
     gold_docs: tuple[int, ...] | None = None
     cited: tuple[int, ...] = ()
