@@ -37,7 +37,7 @@ it). ``search-em`` also logs the batch means of every component (``search/exact_
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from .._metrics import answer_scores
@@ -71,7 +71,7 @@ class SearchBreakdown:
         return asdict(self)
 
 
-_LOGGED = ("exact_match", "f1", "answered", "gold_found", "searches", "format_errors")
+_LOGGED = tuple(f.name for f in fields(SearchBreakdown))  # logged through TRL's log_metric (batch means)
 
 
 def last_answer(text: str) -> str | None:

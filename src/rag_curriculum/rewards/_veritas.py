@@ -543,19 +543,7 @@ class VeritasBreakdown:
         return asdict(self)
 
 
-_LOGGED = (
-    "em",
-    "info_think",
-    "think_answer",
-    "think_search",
-    "f1",
-    "answered",
-    "info_think_pairs",
-    "think_search_pairs",
-    "judge_failures",
-    "missing_blocks",
-    "no_search",
-)
+_LOGGED = tuple(f.name for f in fields(VeritasBreakdown) if f.name != "total")  # logged by batch means
 
 
 def _number(name: str, value: Any, *, allow_none: bool = False) -> float | None:
