@@ -111,6 +111,25 @@ def record_id(rec: dict, ctx: RecordContext, *keys: str) -> str:
     return ""
 
 
+def read_paragraphs(name: str, rec: Any, ctx: RecordContext, text_key: str
+                    ) -> tuple[str, str, str, list[str], list[str], list[bool], list, dict[str, Any]]:
+    """What a record of HotpotQA's layout (HotpotQA's, 2WikiMultihopQA's) holds: its id (``_id`` or ``id``, else
+    one derived from its question, answer and titles), question, answer, the paragraphs' titles, texts (their
+    sentences under ``text_key`` joined) and gold flags, the supporting facts, and the notes on them
+    (:func:`resolve_gold`'s non-zero counts: the row's ``extra`` to begin with)."""
+    rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
+    ctx.id = rid or None
+    question = require_question(rec, ctx)
+    answer = require(rec, "answer", str, ctx)
+    titles, sentences = read_context(rec, ctx, text_key)
+    facts = read_facts(rec, ctx)
+    gold, notes = resolve_gold(titles, sentences, facts, ctx)
+    texts = paragraph_texts(sentences, ctx)
+    if not rid:
+        rid = stable_id(name, question, answer, *titles)
+    return rid, question, answer, titles, texts, gold, facts, {k: v for k, v in notes.items() if v}
+
+
 class HotpotQALoader(DatasetLoader):
     name = "hotpotqa"
     hub_path = "hotpotqa/hotpot_qa"
@@ -132,18 +151,8 @@ class HotpotQALoader(DatasetLoader):
 
     @classmethod
     def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
-        rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
-        ctx.id = rid or None
-        question = require_question(rec, ctx)
-        answer = require(rec, "answer", str, ctx)
-        titles, sentences = read_context(rec, ctx, "sentences")
-        facts = read_facts(rec, ctx)
-        gold, notes = resolve_gold(titles, sentences, facts, ctx)
-        texts = paragraph_texts(sentences, ctx)
-        if not rid:
-            rid = stable_id(cls.name, question, answer, *titles)
+        rid, question, answer, titles, texts, gold, facts, extra = read_paragraphs(cls.name, rec, ctx, "sentences")
         qtype = rec.get("type") if isinstance(rec.get("type"), str) else None
-        extra: dict[str, Any] = {k: v for k, v in notes.items() if v}
         if isinstance(rec.get("level"), str):
             extra["level"] = rec["level"]
         return Example(

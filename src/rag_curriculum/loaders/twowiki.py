@@ -21,13 +21,8 @@ from ._base import (
     DatasetLoader,
     RecordContext,
     answers_list,
-    paragraph_texts,
-    require,
-    require_question,
-    resolve_gold,
-    stable_id,
 )
-from .hotpotqa import read_context, read_facts, record_id
+from .hotpotqa import read_paragraphs
 
 TWOWIKI_TYPES = {"compositional", "comparison", "bridge_comparison", "inference"}
 
@@ -63,19 +58,9 @@ class TwoWikiLoader(DatasetLoader):
 
     @classmethod
     def convert(cls, rec: Any, ctx: RecordContext, split: str | None) -> Example:
-        rid = record_id(rec, ctx, "_id", "id") if isinstance(rec, dict) else ""
-        ctx.id = rid or None
-        question = require_question(rec, ctx)
-        answer = require(rec, "answer", str, ctx)
-        text_key = "content" if isinstance(rec.get("context"), dict) else "sentences"
-        titles, sentences = read_context(rec, ctx, text_key)
-        facts = read_facts(rec, ctx)
-        gold, notes = resolve_gold(titles, sentences, facts, ctx)
-        texts = paragraph_texts(sentences, ctx)
-        if not rid:
-            rid = stable_id(cls.name, question, answer, *titles)
+        text_key = "content" if isinstance(rec, dict) and isinstance(rec.get("context"), dict) else "sentences"
+        rid, question, answer, titles, texts, gold, facts, extra = read_paragraphs(cls.name, rec, ctx, text_key)
         aliases = rec.get("answer_aliases") or rec.get("aliases")
-        extra: dict[str, Any] = {k: v for k, v in notes.items() if v}
         ev = read_evidences(rec)
         if ev is not None:
             extra["evidences"] = ev
