@@ -129,10 +129,8 @@ def trajectory_record(value: Any, *, where: str = "") -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
         raise _bad(f"the trajectory is {_show(value)} ({type(value).__name__}), not a dict", where, "trajectory")
     out = dict(value)
-    if value.get("segments") is not None:
-        segs = _items(value["segments"])
-        if segs is None:
-            raise _bad(f"trajectory.segments is {_show(value['segments'])}, not a list", where, "trajectory")
+    segs = _trajectory_list(value, "segments", where)
+    if segs is not None:
         norm = []
         for j, seg in enumerate(segs):
             if isinstance(seg, Mapping):
@@ -150,10 +148,8 @@ def trajectory_record(value: Any, *, where: str = "") -> dict[str, Any] | None:
                            "trajectory")
             norm.append({"source": source, "text": text})
         out["segments"] = norm
-    if value.get("searches") is not None:
-        found = _items(value["searches"])
-        if found is None:
-            raise _bad(f"trajectory.searches is {_show(value['searches'])}, not a list", where, "trajectory")
+    found = _trajectory_list(value, "searches", where)
+    if found is not None:
         searches = []
         for j, x in enumerate(found):
             if not isinstance(x, Mapping):
@@ -179,6 +175,16 @@ def trajectory_record(value: Any, *, where: str = "") -> dict[str, Any] | None:
         raise _bad(f"trajectory.answer is {_show(answer)} ({type(answer).__name__}), not text or null", where,
                    "trajectory")
     return out
+
+
+def _trajectory_list(value: Mapping, key: str, where: str) -> list[Any] | None:
+    """A trajectory's ``key`` as a list (None: absent or null); anything else is a :class:`RewardInputError`."""
+    if value.get(key) is None:
+        return None
+    items = _items(value[key])
+    if items is None:
+        raise _bad(f"trajectory.{key} is {_show(value[key])}, not a list", where, "trajectory")
+    return items
 
 
 def trajectory_column(trajectory: Any, n: int) -> list[dict[str, Any] | None]:
