@@ -33,7 +33,10 @@ def lazy_exports(package: str, namespace: dict[str, Any]) -> tuple[Callable[[str
 
     def names() -> dict[str, tuple[str, str]]:
         if not exports:
-            exports.update(type_checking_imports(namespace["__loader__"].get_source(package)))
+            source = namespace["__loader__"].get_source(package)
+            if source is None:  # installed without its .py files: the names cannot be read
+                raise ImportError(f"{package}: its lazy names are read from its source, which is not installed")
+            exports.update(type_checking_imports(source))
         return exports
 
     def __getattr__(name: str) -> Any:
