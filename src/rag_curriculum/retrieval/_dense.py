@@ -342,16 +342,21 @@ def _gpus(faiss: Any, device: str | None) -> bool:
             and getattr(faiss, "get_num_gpus", lambda: 0)() > 0)
 
 
+def _ivf(faiss: Any, index: Any) -> Any:
+    """The index's inverted-file part (an IVF index, or the IVF inside a wrapper), None when it has none."""
+    try:
+        return faiss.extract_index_ivf(index)
+    except RuntimeError:
+        return None
+
+
 def _seeded(index: Any, seed: int) -> None:
     """k-means seeds of an IVF's coarse quantizer and of its PQ, so training is the same every run; and no
     polysemous training of an IVF-PQ (FAISS's factory turns it on unless the code is written ``PQ..np``): it only
     reorders the PQ's centroids for a Hamming pre-filter the toolkit never searches with (``polysemous_ht`` 0: the
     same distances, the same rankings) and it takes longer than the rest of the training."""
     faiss = _faiss()
-    try:
-        ivf = faiss.extract_index_ivf(index)
-    except RuntimeError:
-        ivf = None
+    ivf = _ivf(faiss, index)
     if ivf is not None:
         ivf.cp.seed = seed
         ivf = faiss.downcast_index(ivf)
@@ -908,10 +913,7 @@ def _knobs(index: Any) -> tuple[str | None, list[int]]:
     """The index's breadth knob and the values tried: IVF's nprobe (powers of two up to its list count), HNSW's
     efSearch (16 to 4,096), or none (a flat scan of codes)."""
     faiss = _faiss()
-    try:
-        ivf = faiss.extract_index_ivf(index)
-    except RuntimeError:
-        ivf = None
+    ivf = _ivf(faiss, index)
     if ivf is not None:
         return "nprobe", [1 << i for i in range(int(ivf.nlist).bit_length()) if 1 << i <= ivf.nlist]
     if getattr(faiss.downcast_index(index), "hnsw", None) is not None:
@@ -1072,10 +1074,7 @@ def _scores(q: Any, block: Any, l2: bool) -> Any:
 
 def _set_params(index: Any, params: dict[str, Any]) -> None:
     faiss = _faiss()
-    try:
-        ivf = faiss.extract_index_ivf(index)
-    except RuntimeError:
-        ivf = None
+    ivf = _ivf(faiss, index)
     if ivf is not None and params.get("nprobe"):
         ivf.nprobe = int(params["nprobe"])
     hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
