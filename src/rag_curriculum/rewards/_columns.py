@@ -2,19 +2,20 @@
 
 TRL passes completions as strings (standard) or message lists (conversational), and every dataset column as a
 list with one entry per completion; verl passes one row's ``ground_truth`` and ``extra_info``. Parquet readers may
-hand lists back as tuples or NumPy arrays. These helpers accept all of those.
+hand lists back as tuples or NumPy arrays. These helpers accept all of those. :func:`log_means` is the way back:
+a batch's breakdowns logged through TRL's ``log_metric``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._gold import GOLD_KEYS, NoGoldAnswerError, gold_answers
 from ..errors import RewardInputError
 
 __all__ = ["GOLD_KEYS", "NoGoldAnswerError", "RewardInputError", "batch_answers", "check_columns", "check_lengths",
-           "completion_text", "completion_texts", "gold_answers", "passage_labels", "row_answerable", "row_answers", "row_gold", "row_gold_labels",
+           "completion_text", "completion_texts", "gold_answers", "log_means", "passage_labels", "row_answerable", "row_answers", "row_gold", "row_gold_labels",
            "trajectory_record", "verl_answers"]
 
 
@@ -288,3 +289,20 @@ def passage_labels(passages: Any = None, extra_info: Any = None) -> list[str] | 
     if isinstance(extra_info, Mapping) and extra_info.get("labels") is not None:
         return _str_list(extra_info["labels"])
     return None
+
+
+def log_means(log_metric: Callable[[str, float], None], prefix: str, breakdowns: Sequence[Any],
+              attrs: Sequence[str]) -> None:
+    """Each of ``attrs``' mean over a batch's ``breakdowns``, logged as ``prefix/attr``; a None counts as 0, and an
+    attribute None throughout (a term not computed) is not logged.
+
+    >>> from types import SimpleNamespace as B
+    >>> log_means(lambda k, v: print(k, v), "r", [B(a=1, b=None), B(a=False, b=None)], ("a", "b"))
+    r/a 0.5
+    """
+    n = len(breakdowns)
+    for attr in attrs:
+        vals = [getattr(b, attr) for b in breakdowns]
+        if all(v is None for v in vals):
+            continue
+        log_metric(f"{prefix}/{attr}", sum(float(v or 0.0) for v in vals) / n)

@@ -55,7 +55,7 @@ from .._metrics import answer_f1, answer_scores
 from .._plumbing import hash64
 from ..errors import ConfigError, RewardInputError
 from ..grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
-from ._columns import batch_answers, check_columns, completion_texts, trajectory_column
+from ._columns import batch_answers, check_columns, completion_texts, log_means, trajectory_column
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",
            "structural_reward"]
@@ -522,8 +522,7 @@ class GlobalRagReward:
                                  gold_plan=gold_plan, source_id=source_id, id=id, step=step,
                                  golden_answers=golden_answers)
         if self.log_components and log_metric is not None and scores:
-            for attr in _LOGGED:
-                log_metric(f"globalrag/{attr}", sum(float(getattr(b, attr)) for b in scores) / len(scores))
+            log_means(log_metric, "globalrag", scores, _LOGGED)
             log_metric("globalrag/no_gold_plan", sum(not b.has_gold for b in scores) / len(scores))
         return [float(getattr(b, self.component)) for b in scores]
 

@@ -48,6 +48,7 @@ from ._columns import (
     check_columns,
     completion_text,
     completion_texts,
+    log_means,
     row_answerable,
     row_gold_labels,
 )
@@ -336,13 +337,10 @@ class RagRlReward:
         return [getattr(b, component) for b in breakdowns]
 
     def _log(self, breakdowns: list[RewardBreakdown], log_metric: Callable | None, log_extra: Callable | None) -> None:
-        prefix = self.__name__
-        n = len(breakdowns)
         if log_metric is not None:
-            for attr in _LOGGED:
-                log_metric(f"{prefix}/{attr}", sum(float(getattr(b, attr)) for b in breakdowns) / n)
+            log_means(log_metric, self.__name__, breakdowns, _LOGGED)
         if log_extra is not None:
-            log_extra(f"{prefix}/format_reason", [b.format_reason or "" for b in breakdowns])
+            log_extra(f"{self.__name__}/format_reason", [b.format_reason or "" for b in breakdowns])
 
 
 @dataclass(frozen=True)

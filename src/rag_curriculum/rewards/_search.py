@@ -48,6 +48,7 @@ from ._columns import (
     check_columns,
     completion_text,
     completion_texts,
+    log_means,
     trajectory_column,
     trajectory_record,
 )
@@ -160,8 +161,7 @@ class SearchEmReward:
         scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory,
                                  golden_answers=golden_answers, id=kwargs.get("id"))
         if self.log_components and log_metric is not None and scores:
-            for attr in _LOGGED:
-                log_metric(f"search/{attr}", sum(float(getattr(b, attr)) for b in scores) / len(scores))
+            log_means(log_metric, "search", scores, _LOGGED)
         component = self.component
         return [float(getattr(b, component)) for b in scores]
 

@@ -75,6 +75,7 @@ from ._columns import (
     check_columns,
     completion_text,
     completion_texts,
+    log_means,
     trajectory_column,
     trajectory_record,
 )
@@ -737,11 +738,7 @@ class VeritasReward:
         scores = self.components(completions, answers, reward_model=reward_model, trajectory=trajectory,
                                  golden_answers=golden_answers, id=kwargs.get("id"))
         if self.log_components and log_metric is not None and scores:
-            for attr in _LOGGED:
-                vals = [getattr(b, attr) for b in scores]
-                if all(v is None for v in vals):
-                    continue
-                log_metric(f"veritas/{attr}", sum(float(v or 0.0) for v in vals) / len(vals))
+            log_means(log_metric, "veritas", scores, _LOGGED)
         component = self.component
         return [float(getattr(b, component) or 0.0) for b in scores]
 
