@@ -6,7 +6,13 @@ train sample at level 1, once per seed at the learning rate ``--lr`` and once at
 very same run, nothing learnt). Before and after, the model answers held-out rows it never trained on (HotpotQA's
 shared validation sample at the same level), ``--eval-samples`` samples each at temperature 0.7 seeded by the
 run's seed, and each sample is scored by the RAG-RL reward (what the trainer maximises) and by answer F1 (the
-official HotpotQA metric on what the parser extracts).
+official HotpotQA metric on what the parser extracts). "Before" is sampled with the seed, "after" with another
+seed (the same for both arms), so the control's gain is what sampling noise alone gives.
+
+``--control identical`` (the default) saves the control's training: at learning rate 0 AdamW moves nothing, so the
+control's model *is* the starting model; that is checked, not assumed, by one lr-0 run of ``--check-steps`` steps
+whose saved weights must equal the start's bit for bit (the run stops otherwise). ``--control run`` trains every
+control in full.
 
 Prints one row per run (reward and answer F1 before and after, the gain), then per arm the mean gain and its spread
 across seeds, and whether the trained runs' smallest gain exceeds the controls' largest (the claim "it learns").
@@ -91,6 +97,34 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
     return out
 
 
+def warm(model: str, shards: Path, out: Path, *, rows: int, epochs: float, lr: float) -> tuple[str, float]:
+    """The base model fine-tuned on the answer format (RAG-RL's, gold answers and gold passages cited) on the first
+    ``rows`` training rows, embeddings frozen; once, shared by every run."""
+    from rag_curriculum.train import WarmStartConfig, warm_start
+
+    t = time.perf_counter()
+    if not (out / "warm_start.json").is_file():
+        r = warm_start(WarmStartConfig(shards=str(shards), out=str(out), model=model, rows=rows, epochs=epochs,
+                                       copies=1, plain=0.0, learning_rate=lr, batch_size=4, freeze_embeddings=True))
+        print(f"warm start: {r.examples} examples, loss {r.loss_first:.3f} -> {r.loss_last:.3f}, {r.seconds:.0f} s",
+              flush=True)
+    return str(out), time.perf_counter() - t
+
+
+def same_weights(a: str, b: str) -> bool:
+    """Whether two model folders hold bit-identical weights (every tensor of a, by name, in b)."""
+    from safetensors.torch import load_file
+
+    def tensors(folder: str) -> dict:
+        out: dict = {}
+        for f in sorted(Path(folder).glob("*.safetensors")):
+            out.update(load_file(str(f)))
+        return out
+
+    ta, tb = tensors(a), tensors(b)
+    return bool(ta) and set(ta) <= set(tb) and all(bool((ta[k] == tb[k]).all()) for k in ta)
+
+
 def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, steps: int, prompts: int,
               generations: int, max_tokens: int) -> tuple[str, float]:
     from rag_curriculum.train import compose_train_config, train
@@ -135,6 +169,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a .gguf file or model folder [default: Gemma 3 270M's GGUF file]")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds --first-seed .. --first-seed + --seeds - 1 "
+                    "(runs of other seeds in another process, each with its own --out)")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--prompts", type=int, default=4, help="prompts per step")
@@ -146,6 +182,15 @@ def main() -> None:
     ap.add_argument("--schedules", default="", help="compare schedules (max,linear,min-max) instead of a control")
     ap.add_argument("--orders", default="", help="with --schedules: orderings too (shuffled,hops-level) at linear")
     ap.add_argument("--K", type=int, default=3, help="with --schedules: the hardest level")
+    ap.add_argument("--warm-start", type=int, default=0, metavar="ROWS",
+                    help="first fine-tune the model on the answer format on this many training rows (0: none)")
+    ap.add_argument("--warm-epochs", type=float, default=2.0)
+    ap.add_argument("--warm-lr", type=float, default=5e-5)
+    ap.add_argument("--control", choices=["identical", "run"], default="identical",
+                    help="identical: the lr-0 control is the starting model, checked bit for bit by one short lr-0 "
+                         "run; run: every control trained in full")
+    ap.add_argument("--check-steps", type=int, default=2, help="with --control identical: the check run's steps "
+                    "(found in --out/control-check if done before)")
     ap.add_argument("--out", default="outputs/real-learning")
     args = ap.parse_args()
     model = args.model or gemma_gguf()
@@ -170,17 +215,38 @@ def main() -> None:
         shards = build(out / "train", TRAIN, args.train_rows)
         arms = [("grpo", shards, args.lr), ("control", shards, 0.0)]
         held = {"level 1": read_rows(build(out / "held-out", HELD_OUT, args.eval_rows, held_out=True))}
+    from rag_curriculum.models import resolve_model
+
+    model = resolve_model(model).path  # a GGUF file: its cached folder (what every run loads and the check compares)
+    warm_seconds = 0.0
+    if args.warm_start:
+        model, warm_seconds = warm(model, arms[0][1], out / "warm", rows=args.warm_start, epochs=args.warm_epochs,
+                                   lr=args.warm_lr)
+    identical_checked = None
+    if not args.schedules and args.control == "identical":
+        check, _ = train_run(model, arms[0][1], out / "control-check", seed=0, lr=0.0, steps=args.check_steps,
+                             prompts=args.prompts, generations=args.generations, max_tokens=args.max_tokens)
+        identical_checked = same_weights(model, check)
+        print(f"lr-0 check ({args.check_steps} steps): weights {'identical' if identical_checked else 'CHANGED'}",
+              flush=True)
+        if not identical_checked:
+            raise SystemExit("the lr-0 run changed the weights: run with --control run")
     before: dict[tuple[str, int], dict] = {}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for level, rows in held.items():
             before[(level, seed)] = evaluate(model, rows, samples=args.eval_samples, seed=seed,
                                              max_tokens=args.max_tokens)
         for name, shards, lr in arms:
             run_dir = out / f"run-{name}-seed{seed}"
-            trained, took = train_run(model, shards, run_dir, seed=seed, lr=lr, steps=args.steps,
-                                      prompts=args.prompts, generations=args.generations, max_tokens=args.max_tokens)
+            if lr == 0.0 and identical_checked:
+                trained, took = model, 0.0
+            else:
+                trained, took = train_run(model, shards, run_dir, seed=seed, lr=lr, steps=args.steps,
+                                          prompts=args.prompts, generations=args.generations,
+                                          max_tokens=args.max_tokens)
             for level, rows in held.items():
-                after = evaluate(trained, rows, samples=args.eval_samples, seed=seed, max_tokens=args.max_tokens)
+                after = evaluate(trained, rows, samples=args.eval_samples, seed=1000 + seed,
+                                 max_tokens=args.max_tokens)
                 b = before[(level, seed)]
                 r = {"name": f"{name} s{seed}" + (f" ({level})" if len(held) > 1 else ""), "arm": name,
                      "seed": seed, "level": level, "lr": lr, "train_seconds": round(took), "before": b,
@@ -216,7 +282,8 @@ def main() -> None:
     hours = (time.perf_counter() - t0) / 3600
     print(f"total {hours:.2f} CPU-hours of wall time on this machine")
     (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs,
-                                                 "verdict": verdict, "hours": hours}, indent=2) + "\n")
+                                                 "verdict": verdict, "hours": hours, "warm_seconds": warm_seconds,
+                                                 "control_identical_checked": identical_checked}, indent=2) + "\n")
     plot(runs, out / "learning.png", "Gemma 3 270M, GRPO on a CPU: held-out reward before and after"
          if not args.schedules else f"Table 3 in miniature: schedules at equal compute (K = {args.K})")
     if math.isnan(hours):  # pragma: no cover
