@@ -75,6 +75,23 @@ def index(
                 load_index(cfg.out, check="sizes").warm()  # (its files were hashed as they were written)
     out.print(f"[green]indexed[/] {m['passages']:,} passages ({_sources(m)}) into [bold]{cfg.out}[/] ({_kind(m)})"
               + (f"; ranked {m['questions']:,} questions to depth {m['depth']}" if m["questions"] else ""))
+    tuned = (m.get("dense") or {}).get("tuned")
+    if tuned:
+        out.print(_tuned(tuned))
+
+
+def _tuned(t: dict[str, Any]) -> str:
+    """The ``--target-recall`` line: the setting chosen, its recall on the queries it was chosen on and on those
+    held out of the choice."""
+    setting = ", ".join(f"{name} {t[key]}" for key, name in (("nprobe", "nprobe"), ("ef_search", "efSearch"),
+                                                             ("refine", "refine")) if key in t)
+    held = t.get("held_out")
+    line = (f"tuned to target recall@{t['k']} {t['target_recall']:g}: {setting}; recall {t['recall']:.4f} on "
+            f"{t['queries']:,} tuning queries ({t['queries_from']})")
+    if not held:
+        return line + ", none held out (too few)"
+    mark = "" if held["recall"] >= t["target_recall"] else " [yellow](below the target)[/]"
+    return line + f", {held['recall']:.4f} on {held['queries']:,} held out of the choice{mark}"
 
 
 def _sources(m: dict[str, Any]) -> str:

@@ -49,6 +49,15 @@ class HybridBuilder:
         return self.parts[1].encoding
 
     @property
+    def questions(self) -> Any:
+        """The dataset's questions (:attr:`._dense.DenseBuilder.questions`: the dense part's default tuning queries)."""
+        return self.parts[1].questions
+
+    @questions.setter
+    def questions(self, texts: Any) -> None:
+        self.parts[1].questions = texts
+
+    @property
     def digests(self) -> dict[str, str]:
         """The dense part's files hashed as they were written (:attr:`._dense.DenseBuilder.digests`)."""
         return self.parts[1].digests

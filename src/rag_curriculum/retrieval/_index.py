@@ -193,6 +193,8 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             raise IndexError_(f"{cfg.input or cfg.corpus}: no passage to index", hint="check --dataset, --input "
                               "and --corpus")
         t1 = time.perf_counter()
+        if hasattr(builder, "questions"):  # a dense kind tunes --target-recall on them by default
+            builder.questions = found.q_texts
         with maybe_progress(progress, unit="passages") as bar:
             task = bar.add_task(f"finishing the {kind.name} index", total=None) if bar else None
             facts = builder.finish(bar=bar, task=task)
