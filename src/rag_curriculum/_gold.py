@@ -148,4 +148,17 @@ def check_normalised(answers: list[str], normalize: Callable[[str], str], *, whe
                                 "1.0", kind="no_gold_answer", record=where or None, field=field)
 
 
-__all__ = ["GOLD_KEYS", "TARGET", "NoGoldAnswerError", "check_normalised", "gold_answers", "read_target"]
+def surviving(answers: str | list[str], normalize: Callable[[str], str]) -> str | list[str]:
+    """A target's answers without those the normalisation ``normalize`` empties (``"the"``, ``""``, ``"..."``),
+    against which an empty answer (``<answer> a </answer>``) would score 1.0: the reward's answers (a string, one
+    answer, as it is; a target of only such answers is refused by :func:`check_normalised`).
+
+    >>> from rag_curriculum._metrics import normalize_answer
+    >>> surviving(["Paris", "the", ""], normalize_answer), surviving("Paris", normalize_answer)
+    (['Paris'], 'Paris')
+    """
+    return answers if isinstance(answers, str) else [a for a in answers if normalize(a)]
+
+
+__all__ = ["GOLD_KEYS", "TARGET", "NoGoldAnswerError", "check_normalised", "gold_answers", "read_target",
+           "surviving"]

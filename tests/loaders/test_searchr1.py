@@ -281,6 +281,30 @@ def test_golden_answers_that_normalise_to_nothing_are_refused_without_a_target(t
     assert not (tmp_path / "rows").exists()
 
 
+def test_a_target_alias_that_normalises_to_nothing_is_left_out_and_said(tmp_path, caplog):
+    """A target with a real answer beside one the answer normalisation empties (``["Paris", "the"]``): the empty
+    alias is left out of the built rows' target and answers (an empty answer would equal it and score 1.0), said
+    once with the count of rows, and golden_answers no longer reads as disagreeing."""
+    import pyarrow.parquet as pq
+
+    recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["Paris"], "data_source": "nq",
+             "prompt": [{"role": "user", "content": f"Q{i}?"}],
+             "reward_model": {"style": "rule", "ground_truth": {"target": ["Paris", "the"]}}} for i in range(3)]
+    recs[2]["reward_model"]["ground_truth"]["target"] = ["Paris"]
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    with caplog.at_level("WARNING", logger="rag_curriculum.loaders"):
+        r = runner.invoke(app, ["build", "--dataset", "search-r1", "--input", str(src), "--out",
+                                str(tmp_path / "rows")])
+    assert r.exit_code == 0, r.output
+    said = " ".join(caplog.text.split())
+    assert ('train.jsonl: 2 record(s) like line 1 (id train_0): reward_model.ground_truth.target ["Paris", "the"]: '
+            '["the"] left out (an empty answer would equal them once normalised and score 1.0)') in said
+    assert "differ from" not in said
+    rows = pq.read_table(tmp_path / "rows" / "data").to_pylist()
+    assert [(x["reward_model"]["ground_truth"]["target"], x["answers"]) for x in rows] == [(["Paris"], ["Paris"])] * 3
+
+
 @pytest.mark.parametrize("target, says", [
     ([], "target': holds []: no answer to compare with"),
     (["", " "], "no answer to compare with"),

@@ -85,7 +85,9 @@ def test_the_trl_reward_decodes_as_search_r1s_manager(table, tiny_model_dir):
     reward manager does, and gives the original's score on every trajectory. Without it, an answer holding a
     special token reads as the answer (10 trajectories), which Search-R1 never matches. A target the answer
     normalisation empties (``["?!"]``, against which Search-R1 scores ``<answer> ... </answer>`` 1.0) is refused by
-    the reward, naming the completion; the other trajectories score as the original."""
+    the reward, naming the completion; a target with an alias it empties (``["Paris", ""]``) keeps the others only,
+    so the empty answer Search-R1 scores 1.0 scores as a miss (the one departure); the other trajectories score as
+    the original."""
     from transformers import AutoTokenizer
 
     trajs, expected = table
@@ -104,6 +106,9 @@ def test_the_trl_reward_decodes_as_search_r1s_manager(table, tiny_model_dir):
     logged = {}
     reward = get_reward("search-r1", tokenizer=str(tiny_model_dir))
     got = reward(completions, prompts, reward_model=rm, completion_ids=ids, log_metric=logged.__setitem__)
+    departs = [i for i, t in enumerate(trajs) if t["behaviour"] == "empty_alias"]
+    assert len(departs) == 1 and expected[departs[0]][0] == 1.0 and got[departs[0]] == 0.0
+    expected = [[0.0, 0.1] if i in departs else e for i, e in enumerate(expected)]  # a miss: the format score
     assert got == [e[0] for e in expected]
     assert set(logged) == {"search_r1/score", "search_r1/exact_match", "search_r1/extracted", "search_r1/from_prompt"}
     assert 0 < logged["search_r1/from_prompt"] < logged["search_r1/extracted"]
@@ -128,11 +133,15 @@ def test_the_sequence_is_the_decoded_prompt_and_response(tiny_model_dir):
 
 
 def test_targets_and_bad_input():
-    """Search-R1's ``target`` is read as it is (a string is one answer; an empty alias is kept); a target that is
-    empty or not a list of strings, and a row without any gold answer, are refused in one line naming the row and
-    the field."""
+    """Search-R1's ``target`` is read as it is (a string is one answer), less the aliases the answer normalisation
+    empties (an empty answer would score 1.0 against them); a target that is empty or not a list of strings, and a
+    row without any gold answer, are refused in one line naming the row and the field."""
     assert search_r1_target({"ground_truth": {"target": "Paris"}}) == "Paris"
-    assert search_r1_target({"ground_truth": {"target": ("Paris", "")}}) == ["Paris", ""]
+    assert search_r1_target({"ground_truth": {"target": ("Paris", "", "the")}}) == ["Paris"]
+    rm = [{"ground_truth": {"target": ["Paris", "the"]}}] * 2
+    asked = "Answer inside <answer> and </answer>. For example, <answer> Beijing </answer>. Question: Q?\n"
+    assert SearchR1Reward()(["<answer> a </answer>", "<answer> Paris </answer>"], [asked] * 2,
+                            reward_model=rm) == [0.0, 1.0]
     assert search_r1_target({"ground_truth": {"answers": ["Lyon"]}}) == ["Lyon"]  # rows without target: the gold reader
     reward = SearchR1Reward()
     cases = [({"ground_truth": {"target": []}}, "target': holds []: no answer to compare with"),

@@ -126,6 +126,11 @@ def test_the_search_r1_manager_in_verls_reward_loop_gives_the_originals_scores(t
     keep = [i for i, t in enumerate(trajs) if any(normalize_answer(a) for a in t["target"])]
     assert [t["behaviour"] for i, t in enumerate(trajs) if i not in keep] == ["punctuation_only"]
     trajs, original = [trajs[i] for i in keep], [original[i] for i in keep]
+    # an alias it empties (["Paris", ""]) is left out of the target: the empty answer the original scores 1.0 is a
+    # miss (the one departure, tests/rewards/test_search_r1_reward.py)
+    departs = [i for i, t in enumerate(trajs) if t["behaviour"] == "empty_alias"]
+    assert len(departs) == 1 and original[departs[0]] == 1.0
+    original = [0.0 if i in departs else s for i, s in enumerate(original)]
     cfg = compose_verl_config([*launch_overrides, *_manager_overrides()])
     assert resolve_reward_manager_cls(cfg).__name__ == "SearchR1RewardManager"
     data, lengths = _batch(tokenizer, trajs)
@@ -142,7 +147,9 @@ def test_the_search_r1_manager_in_verls_reward_loop_gives_the_originals_scores(t
                                 "+reward.custom_reward_function.reward_kwargs.format_score=0.1"])
     out2 = get_event_loop().run_until_complete(RewardLoopWorker(cfg2).compute_score_batch(data))
     frozen = json.loads(TABLE.read_text())["trajectories"]
-    assert [o["reward_score"] for o in out2] == pytest.approx([frozen[i]["scores"][1] for i in keep], abs=0)
+    with_format = [frozen[i]["scores"][1] for i in keep]
+    with_format[departs[0]] = 0.1  # the format score of a miss
+    assert [o["reward_score"] for o in out2] == pytest.approx(with_format, abs=0)
 
 
 def test_verls_naive_manager_with_compute_search_r1_score_refuses(table, launch_overrides, compose_verl_config,

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._gold import TARGET, check_normalised, gold_answers, read_target
+from .._gold import TARGET, check_normalised, gold_answers, read_target, surviving
 from .._metrics import normalize_answer
 from ..errors import DataError
 from ..records import Example
@@ -99,7 +99,12 @@ class SearchR1Loader(DatasetLoader):
             except DataError as e:
                 raise ctx.error(e.detail, kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
                                 field=TARGET) from None
-            extra["target"] = [target] if isinstance(target, str) else target
+            kept = surviving(target, normalize_answer)
+            if kept != target:  # an empty answer would score 1.0 against them (Search-R1's em_check)
+                ctx.note("empty_alias", f"reward_model.ground_truth.target {show(target)}: "
+                         f"{show([a for a in target if a not in kept])} left out (an empty answer would equal "
+                         "them once normalised and score 1.0)")
+            extra["target"] = [kept] if isinstance(kept, str) else kept
         try:  # target first: what Search-R1's reward scores against (its main_ppo.py reads ground_truth)
             answers = gold_answers(None, rec.get("reward_model"))
         except DataError as e:
@@ -113,15 +118,21 @@ class SearchR1Loader(DatasetLoader):
                 raise ctx.error(str(e), kind="empty_answer" if e.kind == "no_gold_answer" else e.kind,
                                 field=e.field or "golden_answers / reward_model.ground_truth.target") from None
             golden = None
+        from_reward_model = answers is not None
         if answers is None:
             answers = golden
             try:  # (a target was checked above: the answers of a row without one are what its rows' target holds)
                 check_normalised(answers, normalize_answer, field="golden_answers")
             except DataError as e:
                 raise ctx.error(e.detail, kind="empty_answer", field="golden_answers") from None
-        elif golden is not None and set(golden) != set(answers):
+        kept = surviving(answers, normalize_answer)
+        if kept != answers and "target" not in extra:  # (a target's were told above)
+            ctx.note("empty_alias", f"golden_answers {show(answers)}: {show([a for a in answers if a not in kept])} "
+                     "left out (an empty answer would equal them once normalised and score 1.0)")
+        if from_reward_model and golden is not None and set(golden) != set(kept):
             ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
-                     f"{show(answers)}: the gold answers are target's, what Search-R1's reward scores against")
+                     f"{show(kept)}: the gold answers are target's, what Search-R1's reward scores against")
+        answers = kept
         row_split = info.get("split")
         # FlashRAG's ids restart in every set ("train_0" in nq and in hotpotqa): the set names the question (once:
         # an id already made of the set's name, "nq_0", is not prefixed again)

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from .._gold import gold_answers, read_target
+from .._gold import gold_answers, read_target, surviving
 from .._metrics import normalize_answer
 from ..errors import ConfigError, RewardInputError
 from ..grammar import search_r1_answer_matches
@@ -91,17 +91,19 @@ def search_r1_score(sequence: str, target: str | Sequence[str], *, format_score:
 def search_r1_target(reward_model: Any = None, answers: Any = None, golden_answers: Any = None, *,
                      where: str = "") -> str | list[str]:
     """The gold answers ``search-r1`` compares with: ``reward_model.ground_truth.target`` as Search-R1 wrote it (a
-    list of strings, or one string; every entry kept, as ``em_check`` reads them), else the toolkit's gold reader
+    list of strings, or one string, as ``em_check`` reads them), else the toolkit's gold reader
     (:func:`~rag_curriculum._gold.gold_answers`). A ``target`` that is empty, holds only empty strings (or answers the
     normalisation empties: ``["the"]``) or is not text raises :class:`~rag_curriculum._gold.NoGoldAnswerError`
-    naming ``where`` and the field (:func:`~rag_curriculum._gold.read_target`).
+    naming ``where`` and the field (:func:`~rag_curriculum._gold.read_target`). The one departure from Search-R1:
+    an entry the normalisation empties (``""``, ``"the"``) is left out, as an empty answer (``<answer> a </answer>``)
+    would match it and score 1.0 (:func:`~rag_curriculum._gold.surviving`).
 
-    >>> search_r1_target({"ground_truth": {"target": ["Paris", ""]}}), search_r1_target(answers=["Lyon"])
-    (['Paris', ''], ['Lyon'])
+    >>> search_r1_target({"ground_truth": {"target": ["Paris", "", "the"]}}), search_r1_target(answers=["Lyon"])
+    (['Paris'], ['Lyon'])
     """
     gt = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
     if isinstance(gt, Mapping) and gt.get("target") is not None:
-        return read_target(gt["target"], where=where, normalize=normalize_answer)
+        return surviving(read_target(gt["target"], where=where, normalize=normalize_answer), normalize_answer)
     return gold_answers(answers, reward_model, golden_answers, where=where)
 
 
