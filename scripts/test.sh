@@ -9,8 +9,9 @@
 #                     with Search-R1's BM25 retriever; skipped, saying so, where there is no Java (`java` on PATH or
 #                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
-#   trl-newest .venv-trl-newest  (not by default; a scheduled job) the trainer's tests against the newest TRL the
-#                     pin allows: the toolkit's GRPOTrainer overrides two private TRL methods (train/_trainer.py)
+#   trl-newest, trl-oldest .venv-trl-newest, .venv-trl-oldest  (not by default; a scheduled job) the trainer's tests
+#                     against the newest and the oldest TRL the pin allows: the toolkit's GRPOTrainer overrides two
+#                     private TRL methods (train/_trainer.py)
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's); the engine tiers
 # skip themselves in the main environment. Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
 # While the main tier's tests run, the engine tiers' environments are made in the background, one after another
@@ -24,7 +25,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
-# The tests that drive TRL's GRPOTrainer (the trl-newest tier runs them)
+# The tests that drive TRL's GRPOTrainer (the trl-newest and trl-oldest tiers run them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
 # What each tier runs and how long it took on a 2-core machine, with the load it was measured at
@@ -39,7 +40,7 @@ about() {
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
-    trl-newest) echo "the trainer's tests against the newest TRL the pin allows in .venv-trl-newest; about 3 min (150 s measured, environment made)" ;;
+    trl-newest|trl-oldest) echo "the trainer's tests against the ${1#trl-} TRL the pin allows in .venv-$1; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
   esac
 }
@@ -98,10 +99,10 @@ for tier in $TIERS; do
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
         --ignore=tests/tier_core "$@" ;;
-    trl-newest)
-      bash scripts/setup_trl_newest.sh
-      .venv-trl-newest/bin/python "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest)" >&2; exit 2 ;;
+    trl-newest|trl-oldest)
+      bash scripts/setup_trl.sh "${tier#trl-}"
+      ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"

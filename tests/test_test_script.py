@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,22 +76,37 @@ def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broke
     assert "tier main: passed" in r.stdout
 
 
-def test_the_trl_newest_tier_is_opt_in_and_runs_the_trainer_tests(sandbox):
-    """``TIERS=trl-newest``: its own setup (TRL upgraded within the pin), then the tests that drive TRL's
-    GRPOTrainer, every one of which exists; the default run leaves it out (a scheduled job runs it)."""
-    (sandbox / "scripts" / "setup_trl_newest.sh").write_text("echo trl-newest-setup\n")
-    py = sandbox / ".venv-trl-newest" / "bin" / "python"
+@pytest.mark.parametrize("which", ["newest", "oldest"])
+def test_the_trl_tiers_are_opt_in_and_run_the_trainer_tests(sandbox, which):
+    """``TIERS=trl-newest`` / ``trl-oldest``: its own setup (TRL moved to the newest or oldest release within the
+    pin), then the tests that drive TRL's GRPOTrainer, every one of which exists; the default run leaves them out (a
+    scheduled job runs them)."""
+    (sandbox / "scripts" / "setup_trl.sh").write_text('echo "trl-$1-setup"\n')
+    py = sandbox / f".venv-trl-{which}" / "bin" / "python"
     py.parent.mkdir(parents=True)
-    py.write_text('#!/usr/bin/env bash\necho "trl-newest-tests-ran $*"\n')
+    py.write_text(f'#!/usr/bin/env bash\necho "trl-{which}-tests-ran $*"\n')
     py.chmod(0o755)
-    assert "trl-newest" not in _run(sandbox).stdout
-    r = _run(sandbox, TIERS="trl-newest")
+    assert f"trl-{which}" not in _run(sandbox).stdout
+    r = _run(sandbox, TIERS=f"trl-{which}")
     assert r.returncode == 0, r.stderr
-    assert "trl-newest-setup" in r.stdout and "tier trl-newest: passed" in r.stdout
-    ran = next(line for line in r.stdout.splitlines() if line.startswith("trl-newest-tests-ran"))
+    assert f"trl-{which}-setup" in r.stdout and f"tier trl-{which}: passed" in r.stdout
+    assert f"the trainer's tests against the {which} TRL the pin allows in .venv-trl-{which}" in r.stdout
+    ran = next(line for line in r.stdout.splitlines() if line.startswith(f"trl-{which}-tests-ran"))
     paths = [a for a in ran.split() if a.startswith("tests/")]
     assert len(paths) == 4 and "tests/train" in paths
     assert all((ROOT / p).exists() for p in paths), paths
+
+
+def test_the_trl_setup_resolves_the_pins_newest_and_oldest(tmp_path):
+    """scripts/setup_trl.sh's spec for each end of the train extra's TRL pin (trl>=1.0,<2): the pin as it is
+    (pip takes the newest), and its lower bound as a release (trl==1.0.*); anything else is a usage error."""
+    script = (ROOT / "scripts" / "setup_trl.sh").read_text()
+    code = script[script.index("<<'PY'\n") + 6:script.index("\nPY\n)")]
+    got = {w: subprocess.run([sys.executable, "-", w], input=code, cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip() for w in ("newest", "oldest")}
+    assert got == {"newest": "trl>=1.0,<2", "oldest": "trl==1.0.*"}
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup_trl.sh"), "latest"], capture_output=True, text=True)
+    assert r.returncode == 2 and "give newest or oldest" in r.stderr
 
 
 def test_each_tier_records_its_time_and_load_and_the_next_run_says_it(sandbox):

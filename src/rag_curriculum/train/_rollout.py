@@ -35,6 +35,7 @@ torch and transformers are imported inside the functions only.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -315,12 +316,13 @@ class SearchRollout:
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
         tmpl = get_agent_template(config.template)
         questions = {_user_content(tmpl.render(str(r["question"]))): str(r["question"]) for r in rows}
-        gen_kwargs = getattr(trainer, "generation_kwargs", None)
-        with unwrap_model_for_generation(
-                trainer.model_wrapped, trainer.accelerator,
-                gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True),
-                generation_kwargs=gen_kwargs,
-                gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs", None)) as model:
+        unwrap = {"gather_deepspeed3_params": getattr(args, "ds3_gather_for_generation", True),
+                  "generation_kwargs": getattr(trainer, "generation_kwargs", None)}
+        if "gradient_checkpointing_kwargs" in inspect.signature(unwrap_model_for_generation).parameters:
+            # (newer TRL turns gradient checkpointing off while generating and back on with these; TRL 1.0 has no
+            # such argument: its trainer generates the same way without it)
+            unwrap["gradient_checkpointing_kwargs"] = getattr(args, "gradient_checkpointing_kwargs", None)
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator, **unwrap) as model:
             backend = PolicyBackend(model, tokenizer, eos_token_ids=getattr(trainer, "eos_token_ids", None),
                                     chat_template_kwargs=getattr(args, "chat_template_kwargs", None),
                                     first_turn=self.first_turn, questions=questions)

@@ -35,8 +35,9 @@ TRL versions checked: 1.0.0 (the floor of the pin ``trl>=1.0,<2``; its source re
 release on PyPI, which the tests run on): both define the two methods with these signatures,
 ``_generate_and_score_completions`` calls ``_calculate_rewards`` once, which returns the rewards gathered from every
 process, its output holds only tensors of one or two dimensions besides ``num_items_in_batch`` (a multimodal or
-non-tensor field is refused by :func:`merge_outputs`), and ``_metrics`` is a dict of ``defaultdict(list)`` by mode. ``TIERS=trl-newest bash scripts/test.sh`` runs
-the trainer's tests against the newest TRL the pin allows (docs/development.md).
+non-tensor field is refused by :func:`merge_outputs`), and ``_metrics`` is a dict of ``defaultdict(list)`` by mode.
+``TIERS="trl-newest trl-oldest" bash scripts/test.sh`` runs the trainer's tests against the newest and the oldest TRL
+the pin allows (docs/development.md).
 
 TRL and transformers are imported at the top of this module: :func:`rag_curriculum.train.train` imports it inside
 the function, so importing the package stays light.
