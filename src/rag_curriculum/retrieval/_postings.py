@@ -18,8 +18,8 @@ tests/retrieval/test_bm25_lucene.py), chosen by the index's size (:meth:`Posting
   short of the ``k``-th best score so far are left aside, the others' postings summed in an accumulator of the
   window's size (it stays in the cache, where the term-at-a-time accumulators, 10 bytes a passage, do not once an
   index has millions of passages), then each passage touched is looked up in the lists left aside, a list at a time,
-  dropped as soon as it falls short; 1.8x the term-at-a-time search's queries/s at 5.2M passages (Lucene preset;
-  bm25s 1.15x), 1.3x at 2M, 0.8x at 453,600 (bench/bench_bm25_strategies.py, docs/retrieval.md);
+  dropped as soon as it falls short; faster than term at a time on large indexes only (the figures:
+  docs/benchmarks.md, bench/bench_bm25_strategies.py);
 * term at a time with pruning (the default otherwise, :func:`pruned_many`): the terms by
   the most they can add, every posting of each summed until the terms left could not lift an untouched passage to
   the ``k``-th best score so far (kept in a heap of ``k`` as postings are added), then only the passages that still

@@ -11,8 +11,8 @@ null: the passage's number) and ``prefix`` (the line's ``contents`` before its t
 stored in blocks of :data:`DOC_ROWS` passages: each field's length (uint32, 0xFFFFFFFF: null), passage after
 passage, then the fields' UTF-8 bytes in the same order, compressed with raw DEFLATE (zlib, level :data:`LEVEL`)
 against a 32 KB preset dictionary sampled from the corpus's first passages (kept in the file). A served passage
-costs the decompression of its block up to its own end (a few KB), and the store is about 2.5 times smaller than
-its text.
+costs the decompression of its block up to its own end (a few KB), and the store is smaller than its text (the
+figures: docs/benchmarks.md).
 
 **The normalised texts** (``norms.bin``, another :class:`BlockFile`): per passage ``title + " " + text``
 SQuAD-normalised and padded with a space at each end (:func:`normalize_passage`), what a build's "contains an
@@ -416,8 +416,7 @@ class PassageStore:
 
     def _norm_text(self) -> tuple[Any, Any, Any]:
         """Every passage's normalised text, decompressed once into an unlinked temporary file and memory-mapped (page
-        cache the kernel can reclaim, not the process's own memory: 3.6 GB at 5.2M passages): (buffer, starts,
-        ends)."""
+        cache the kernel can reclaim, not the process's own memory): (buffer, starts, ends)."""
         if self._spans is None:
             import mmap
             import tempfile
