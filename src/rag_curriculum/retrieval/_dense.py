@@ -29,9 +29,9 @@ import re
 import shutil
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._plumbing import file_sha256
