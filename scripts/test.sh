@@ -34,8 +34,8 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 28 to 35 min (1659 s measured on 2 cores at load 2, its environment made, with the real-model walkthrough)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm; about 5 to 10 min (267 s measured; 587 s under load)" ;;
+    main) echo "the whole suite and the docs site in .venv; about 30 to 37 min (2102 s measured on 2 cores at load 1.5, its environment made, with the real-model walkthrough)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 5 to 14 min (812 s measured at load 1.5)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 1 to 2 min (53 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
