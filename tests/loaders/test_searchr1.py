@@ -290,7 +290,8 @@ def test_a_target_alias_that_normalises_to_nothing_is_left_out_and_said(tmp_path
     recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["Paris"], "data_source": "nq",
              "prompt": [{"role": "user", "content": f"Q{i}?"}],
              "reward_model": {"style": "rule", "ground_truth": {"target": ["Paris", "the"]}}} for i in range(3)]
-    recs[2]["reward_model"]["ground_truth"]["target"] = ["Paris"]
+    del recs[2]["reward_model"]  # no target: its golden_answers are what its built row's target holds
+    recs[2]["golden_answers"] = ["Paris", "the"]
     src = tmp_path / "train.jsonl"
     src.write_text("".join(json.dumps(x) + "\n" for x in recs))
     with caplog.at_level("WARNING", logger="rag_curriculum.loaders"):
@@ -300,6 +301,8 @@ def test_a_target_alias_that_normalises_to_nothing_is_left_out_and_said(tmp_path
     said = " ".join(caplog.text.split())
     assert ('train.jsonl: 2 record(s) like line 1 (id train_0): reward_model.ground_truth.target ["Paris", "the"]: '
             '["the"] left out (an empty answer would equal them once normalised and score 1.0)') in said
+    assert ('train.jsonl: 1 record(s) like line 3 (id train_2): golden_answers ["Paris", "the"]: ["the"] left out'
+            in said)
     assert "differ from" not in said
     rows = pq.read_table(tmp_path / "rows" / "data").to_pylist()
     assert [(x["reward_model"]["ground_truth"]["target"], x["answers"]) for x in rows] == [(["Paris"], ["Paris"])] * 3

@@ -127,7 +127,7 @@ class SearchR1Loader(DatasetLoader):
                 raise ctx.error(e.detail, kind="empty_answer", field="golden_answers") from None
         kept = surviving(answers, normalize_answer)
         if kept != answers and "target" not in extra:  # (a target's were told above)
-            ctx.note("empty_alias", f"golden_answers {show(answers)}: {show([a for a in answers if a not in kept])} "
+            ctx.note("empty_golden_alias", f"golden_answers {show(answers)}: {show([a for a in answers if a not in kept])} "
                      "left out (an empty answer would equal them once normalised and score 1.0)")
         if from_reward_model and golden is not None and set(golden) != set(kept):
             ctx.note("gold_disagrees", f"golden_answers {show(golden)} differ from reward_model.ground_truth.target "
