@@ -221,6 +221,14 @@ class CurriculumOrderError(CurriculumError):
             "--dry-run reports order problems as errors under either policy)")
 
 
+class DivergedError(CurriculumError):
+    """A training step whose loss or gradient norm is not finite: the update put NaN or inf into the weights, and the
+    run stops before it saves them."""
+
+    hint = ("with grpo.bf16=true try float32 (grpo.bf16=false), else a lower grpo.learning_rate; the last checkpoint "
+            "saved before this step (if any) is intact")
+
+
 class PromptLengthError(CurriculumError):
     """A curriculum with prompts longer than a run's limits (the engine would truncate or drop them)."""
 

@@ -305,6 +305,9 @@ def test_the_warm_start_config_raises_no_deprecation_warning(tmp_path):
         args = sft_args(tmp_path, cfg, 32)
     assert not [str(w.message) for w in seen if issubclass(w.category, (FutureWarning, DeprecationWarning))]
     assert getattr(args, "activation_checkpointing", args.gradient_checkpointing) is False
+    import torch
+
+    assert args.use_cpu is not torch.cuda.is_available()  # the GPU where there is one
 
 
 def test_a_finished_run_asked_again_prints_what_its_steps_did(max_dir, tiny_model_dir, tmp_path):

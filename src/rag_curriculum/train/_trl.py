@@ -37,6 +37,7 @@ from ._progress import (
     STEPS_FILE,
     StepRecorder,
     compact_progress_callback,
+    non_finite_callback,
     nothing_to_learn_callback,
     rows_done,
 )
@@ -674,6 +675,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step, not TRL's dict
         trainer.add_callback(compact_progress_callback())
     trainer.add_callback(nothing_to_learn_callback())  # a step with nothing to learn says so, once
+    trainer.add_callback(non_finite_callback())  # a NaN step stops the run before its weights are saved
     if hook is not None:
         trainer.adaptive = hook
         if search_curriculum:

@@ -51,6 +51,7 @@ from ..grammar import information_block
 from ..models import is_gguf, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
+from ._progress import non_finite_callback
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -479,6 +480,7 @@ def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmSta
         model.get_input_embeddings().weight.requires_grad_(False)
     args = sft_args(out, cfg, len(examples))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok)
+    trainer.add_callback(non_finite_callback())  # a diverged step stops it before the weights are saved
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
@@ -488,10 +490,14 @@ def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmSta
 def sft_args(out: Path, cfg: WarmStartConfig, examples: int) -> Any:
     """The warm start's ``trl.SFTConfig``. Activation checkpointing off, said by its current name: a tiny model
     needs no memory saved, and TRL's default (``gradient_checkpointing=True``, the old name) makes transformers warn
-    that the name is deprecated; the losses are the same to the last digit either way (measured)."""
+    that the name is deprecated; the losses are the same to the last digit either way (measured). On the GPU when
+    there is one (bf16 autocast over float32 weights where the card has bf16), else on the CPU in float32."""
     import dataclasses
 
+    import torch
     from trl import SFTConfig
+
+    gpu = torch.cuda.is_available()
 
     # transformers 5 names it activation_checkpointing; older releases know gradient_checkpointing only
     name = ("activation_checkpointing" if "activation_checkpointing" in {f.name for f in dataclasses.fields(SFTConfig)}
@@ -500,6 +506,6 @@ def sft_args(out: Path, cfg: WarmStartConfig, examples: int) -> Any:
         output_dir=str(out), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
         per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=1, lr_scheduler_type="constant",
         warmup_steps=0, logging_steps=max(1, int(examples * cfg.epochs / cfg.batch_size) // 20), save_strategy="no",
-        report_to="none", seed=cfg.seed, data_seed=cfg.seed, use_cpu=True, bf16=False, max_length=None,
-        completion_only_loss=True, dataloader_pin_memory=False, **{name: False},
+        report_to="none", seed=cfg.seed, data_seed=cfg.seed, use_cpu=not gpu, bf16=gpu and torch.cuda.is_bf16_supported(), max_length=None,
+        completion_only_loss=True, dataloader_pin_memory=gpu, **{name: False},
     )
