@@ -1,4 +1,4 @@
-"""Does GRPO teach a real pretrained model, measured on held-out questions? On a CPU, with Gemma 3 270M.
+"""Does GRPO teach a real pretrained model, measured on held-out questions? With Gemma 3 270M, on a CPU or a GPU.
 
 The base model (Gemma 3 270M from its GGUF file; ``--warm-start`` first fine-tunes it on the answer format) is
 trained with ``recipe=cpu-gemma`` (GRPO, the RAG-RL reward, the token embeddings frozen) on HotpotQA's shared
@@ -20,6 +20,12 @@ Writes ``summary.json`` and ``learning.png`` (held-out reward before and after, 
 
     python bench/bench_real_learning.py --seeds 3 --steps 12 --out outputs/real-learning
     python bench/bench_real_learning.py --schedules max,linear,min-max --K 3 --seeds 2 --out outputs/real-schedules
+
+On a GPU the recipe's CPU settings are overridden for every run (the warm start takes the GPU by itself); float32,
+since bf16 autocast diverged (``grad_norm nan`` at step 6 on an H100):
+
+    python bench/bench_real_learning.py --warm-start 32 --steps 16 --prompts 8 --generations 8 --eval-batch 64 \
+        --override grpo.use_cpu=false --override grpo.bf16=false --override batch.per_device_completions=32
 
 With ``--schedules``, the comparison of RAG-RL's Table 3 in miniature instead: one curriculum per schedule (and
 ``--orders`` per ordering) of the same train rows at levels up to ``--K``, the same steps (equal compute), every
@@ -62,7 +68,7 @@ def build(out: Path, path: Path, n: int, *, schedule: str = "max", K: int = 1, o
     return out
 
 
-def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_tokens: int) -> dict:
+def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_tokens: int, batch: int = 8) -> dict:
     """The held-out rows answered ``samples`` times each (temperature 0.7, seeded): the mean RAG-RL reward, answer
     F1 and format validity, per question then over questions, with a bootstrap 95% interval of each."""
     import numpy as np
@@ -71,7 +77,7 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
     from rag_curriculum.generation import SamplingConfig, get_backend
     from rag_curriculum.rewards import RagRlReward, parse_completion
 
-    backend = get_backend("transformers", model=model, batch_size=8)
+    backend = get_backend("transformers", model=model, batch_size=batch)
     try:
         sampling = SamplingConfig(n=samples, temperature=0.7, top_p=1.0, max_tokens=max_tokens, seed=seed)
         outs = backend.generate([r["prompt"] for r in rows], sampling, seeds=[seed * 100_003 + i for i in range(len(rows))])
@@ -126,7 +132,7 @@ def same_weights(a: str, b: str) -> bool:
 
 
 def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, steps: int, prompts: int,
-              generations: int, max_tokens: int) -> tuple[str, float]:
+              generations: int, max_tokens: int, overrides: tuple[str, ...] = ()) -> tuple[str, float]:
     from rag_curriculum.train import compose_train_config, train
 
     final = out / "model.safetensors"
@@ -136,7 +142,7 @@ def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, step
             f"model.name_or_path={model}", f"data.shards={shards}", f"run.output_dir={out}",
             f"batch.prompts_per_step={prompts}", f"grpo.num_generations={generations}",
             f"grpo.max_completion_length={max_tokens}", f"grpo.max_steps={steps}", f"grpo.save_steps={steps}",
-            f"grpo.learning_rate={lr}", f"grpo.seed={seed}", "run.save_final=true"])
+            f"grpo.learning_rate={lr}", f"grpo.seed={seed}", "run.save_final=true", *overrides])
         train(cfg)
     return str(out), time.perf_counter() - t
 
@@ -191,6 +197,10 @@ def main() -> None:
                          "run; run: every control trained in full")
     ap.add_argument("--check-steps", type=int, default=2, help="with --control identical: the check run's steps "
                     "(found in --out/control-check if done before)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a recipe override for every training run (repeatable); on a GPU, for example "
+                         "grpo.use_cpu=false grpo.bf16=true batch.per_device_completions=64")
+    ap.add_argument("--eval-batch", type=int, default=8, help="prompts a generate call of the evaluation takes")
     ap.add_argument("--out", default="outputs/real-learning")
     args = ap.parse_args()
     model = args.model or gemma_gguf()
@@ -225,7 +235,8 @@ def main() -> None:
     identical_checked = None
     if not args.schedules and args.control == "identical":
         check, _ = train_run(model, arms[0][1], out / "control-check", seed=0, lr=0.0, steps=args.check_steps,
-                             prompts=args.prompts, generations=args.generations, max_tokens=args.max_tokens)
+                             prompts=args.prompts, generations=args.generations, max_tokens=args.max_tokens,
+                             overrides=tuple(args.override))
         identical_checked = same_weights(model, check)
         print(f"lr-0 check ({args.check_steps} steps): weights {'identical' if identical_checked else 'CHANGED'}",
               flush=True)
@@ -235,7 +246,7 @@ def main() -> None:
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for level, rows in held.items():
             before[(level, seed)] = evaluate(model, rows, samples=args.eval_samples, seed=seed,
-                                             max_tokens=args.max_tokens)
+                                             max_tokens=args.max_tokens, batch=args.eval_batch)
         for name, shards, lr in arms:
             run_dir = out / f"run-{name}-seed{seed}"
             if lr == 0.0 and identical_checked:
@@ -243,10 +254,10 @@ def main() -> None:
             else:
                 trained, took = train_run(model, shards, run_dir, seed=seed, lr=lr, steps=args.steps,
                                           prompts=args.prompts, generations=args.generations,
-                                          max_tokens=args.max_tokens)
+                                          max_tokens=args.max_tokens, overrides=tuple(args.override))
             for level, rows in held.items():
                 after = evaluate(trained, rows, samples=args.eval_samples, seed=1000 + seed,
-                                 max_tokens=args.max_tokens)
+                                 max_tokens=args.max_tokens, batch=args.eval_batch)
                 b = before[(level, seed)]
                 r = {"name": f"{name} s{seed}" + (f" ({level})" if len(held) > 1 else ""), "arm": name,
                      "seed": seed, "level": level, "lr": lr, "train_seconds": round(took), "before": b,
@@ -280,11 +291,14 @@ def main() -> None:
               f"{'learns (beyond the control spread)' if learns else 'not beyond the control spread'}")
         verdict["learns"] = learns
     hours = (time.perf_counter() - t0) / 3600
-    print(f"total {hours:.2f} CPU-hours of wall time on this machine")
+    import torch
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "a CPU"
+    print(f"total {hours:.2f} hours of wall time on this machine ({device})")
     (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs,
                                                  "verdict": verdict, "hours": hours, "warm_seconds": warm_seconds,
-                                                 "control_identical_checked": identical_checked}, indent=2) + "\n")
-    plot(runs, out / "learning.png", "Gemma 3 270M, GRPO on a CPU: held-out reward before and after"
+                                                 "control_identical_checked": identical_checked, "device": device}, indent=2) + "\n")
+    plot(runs, out / "learning.png", f"Gemma 3 270M, GRPO on {device}: held-out reward before and after"
          if not args.schedules else f"Table 3 in miniature: schedules at equal compute (K = {args.K})")
     if math.isnan(hours):  # pragma: no cover
         raise SystemExit(1)
