@@ -25,6 +25,11 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
+# the main tier in WORKERS pytest-xdist processes (default 2; 1: one process), each test file whole on one of them
+# (its module fixtures made once): 1597 s against 2102 s in one process, on 2 cores
+WORKERS=${WORKERS:-2}
+MAIN_PYTEST=("${PYTEST[@]}")
+[ "$WORKERS" = 1 ] || MAIN_PYTEST+=(-n "$WORKERS" --dist loadfile)
 # The tests that drive TRL's GRPOTrainer (the trl-newest and trl-oldest tiers run them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
@@ -34,7 +39,7 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv; about 30 to 37 min (2102 s measured on 2 cores at load 1.5, its environment made, with the real-model walkthrough)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 27 to 32 min (1597 s measured on 2 cores at load 0.6 in 2 processes, with the real-model walkthrough)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 5 to 14 min (812 s measured at load 1.5)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 1 to 2 min (53 s measured)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
@@ -83,7 +88,7 @@ for tier in $TIERS; do
     main)
       bash scripts/setup.sh
       if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ]; then engine_setups & chain=$!; fi
-      (. .venv/bin/activate && python "${PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
+      (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
     # (a failed setup is a command of its own, so set -e stops here: in "setup && tests" it would not, and the
     # tier would print "passed")
     vllm) setup vllm; .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
