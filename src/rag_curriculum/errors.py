@@ -225,8 +225,8 @@ class DivergedError(CurriculumError):
     """A training step whose loss or gradient norm is not finite: the update put NaN or inf into the weights, and the
     run stops before it saves them."""
 
-    hint = ("with grpo.bf16=true try float32 (grpo.bf16=false), else a lower grpo.learning_rate; the last checkpoint "
-            "saved before this step (if any) is intact")
+    hint = ("in bf16 try float32 (a recipe's grpo.bf16=false), else a lower learning rate; the last checkpoint saved "
+            "before this step (if any) is intact")
 
 
 class PromptLengthError(CurriculumError):

@@ -247,8 +247,7 @@ def non_finite_callback() -> type:
     """A transformers callback that stops the run at the first logged step whose ``loss`` or ``grad_norm`` is NaN or
     infinite (:class:`~rag_curriculum.errors.DivergedError`), before the weights that step updated are saved: the
     optimiser applies a NaN gradient as it comes, and the model's next samples fail inside the sampler (CUDA: a
-    device-side assert) or come out as garbage. Measured on an H100: GRPO on Gemma 3 270M with ``grpo.bf16=true``
-    logged ``grad_norm nan`` at step 6, then died in ``generate``."""
+    device-side assert) or come out as garbage (docs/learning.md has a bf16 run that did)."""
     from transformers import TrainerCallback
 
     class NonFinite(TrainerCallback):
