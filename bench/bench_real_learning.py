@@ -171,7 +171,7 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a .gguf file or model folder [default: Gemma 3 270M's GGUF file]")
     ap.add_argument("--seeds", type=int, default=3)
@@ -202,7 +202,11 @@ def main() -> None:
                          "grpo.use_cpu=false grpo.bf16=true batch.per_device_completions=64")
     ap.add_argument("--eval-batch", type=int, default=8, help="prompts a generate call of the evaluation takes")
     ap.add_argument("--out", default="outputs/real-learning")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     model = args.model or gemma_gguf()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -46,9 +46,10 @@ def _post(url: str, body: dict) -> tuple[int, float]:
 def _serve(index: Path, cap: int, log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port",
-                             str(port), "--max-results", str(cap)], stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(log, "wb") as sink:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port",
+                                 str(port), "--max-results", str(cap)], stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     while True:
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as r:
@@ -72,8 +73,8 @@ def main() -> None:
     data = replicated_musique(MUSIQUE_SAMPLE, args.replicas, work / "input.jsonl")
     index = work / "index"
     build_index(IndexConfig(dataset="musique", input=str(data), out=str(index), depth=10))
-    ix = load_index(index)
-    n, questions = len(ix), ix._q()[0]
+    n = len(load_index(index))
+    questions = [json.loads(line)["question"] for line in MUSIQUE_SAMPLE.read_text().splitlines() if line.strip()]
     print(f"{n:,} passages; {args.heavy} largest requests in flight, then one query ('Hamlet', topk 3)")
     print("| server | a largest request | its response | the small query alone | behind them (median) |")
     print("|---|---|---:|---:|---:|")
