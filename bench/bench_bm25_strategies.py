@@ -67,7 +67,10 @@ def main() -> None:
         sys.exit("the two strategies disagree: a bug, report it")
     if args.json:
         digest = hashlib.sha256(np.ascontiguousarray(a[0]).tobytes() + np.ascontiguousarray(a[1]).tobytes())
+        import rag_curriculum
+
         print(json.dumps({"digest": digest.hexdigest(), "passages": p.num_docs, "preset": p.preset,
+                          "package": str(Path(rag_curriculum.__file__).resolve().parent),
                           **{name: timed(p, parsed, args.k, kw) for name, kw in runs.items()}}))
         return
     print(f"{p.num_docs:,} passages ({p.preset} preset), {len(parsed):,} queries, top {args.k}, one core; the same "
@@ -92,6 +95,8 @@ def against_baseline(args: argparse.Namespace) -> None:
     now_src = Path(__file__).resolve().parents[1] / "src"
     base = [sys.executable, str(Path(__file__).resolve()), "--index", str(args.index), "--queries", str(args.queries),
             "--k", str(args.k), "--json", *(["--questions", str(args.questions)] if args.questions else [])]
+    if not (args.baseline_src / "rag_curriculum").is_dir():
+        sys.exit(f"--baseline-src {args.baseline_src}: no rag_curriculum package there (give a checkout's src folder)")
     digests = set()
     for r in range(args.rounds):
         got = {}
@@ -101,6 +106,8 @@ def against_baseline(args: argparse.Namespace) -> None:
             if out.returncode:
                 sys.exit(f"the {name} checkout ({src}) failed:\n{out.stderr[-2000:]}")
             got[name] = json.loads(out.stdout.strip().splitlines()[-1])
+            if Path(got[name]["package"]) != (src / "rag_curriculum").resolve():  # an installed copy took its place
+                sys.exit(f"the {name} checkout's search came from {got[name]['package']}, not {src}")
             digests.add(got[name]["digest"])
         if len(digests) != 1:
             sys.exit("the two checkouts give different ids or scores: a behaviour change, not a speed change")
