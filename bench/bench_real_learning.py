@@ -29,7 +29,9 @@ since bf16 autocast diverged (``grad_norm nan`` at step 6 on an H100):
 
 With ``--schedules``, the comparison of RAG-RL's Table 3 in miniature instead: one curriculum per schedule (and
 ``--orders`` per ordering) of the same train rows at levels up to ``--K``, the same steps (equal compute), every
-seed, no control; the held-out rows at the hardest level ``K`` and at level 1.
+seed, no control (the warm start, when asked for, is on level-1 rows, neutral to every schedule); the held-out
+rows at the hardest level ``K`` and at level 1, scored also by citation F1 and joint F1 (RAG-RL's table metrics,
+each with its bootstrap 95% interval). Writes ``schedules.png`` (held-out F1 per schedule and seed) instead.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
     F1 and format validity, per question then over questions, with a bootstrap 95% interval of each."""
     import numpy as np
 
-    from rag_curriculum._metrics import answer_f1
+    from rag_curriculum._metrics import answer_f1, citation_scores, joint_f1
     from rag_curriculum.generation import SamplingConfig, get_backend
     from rag_curriculum.rewards import RagRlReward, parse_completion
 
@@ -84,22 +86,31 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
     finally:
         backend.close()
     reward = RagRlReward()
-    per_q: dict[str, list[float]] = {"reward": [], "answer_f1": [], "format": []}
+    per_q: dict[str, list[float]] = {"reward": [], "answer_f1": [], "citation_f1": [], "format": []}
     for row, completions in zip(rows, outs, strict=True):
         labels = [p["label"] for p in row["passages"]]
         scores = [reward.score(c, answers=row["answers"], gold_labels=row["gold_labels"], labels=labels)
                   for c in completions]
+        parsed = [parse_completion(c, labels) for c in completions]
         per_q["reward"].append(statistics.mean(s.total for s in scores))
-        per_q["answer_f1"].append(statistics.mean(answer_f1(parse_completion(c).answer, row["answers"])
-                                                  for c in completions))
+        per_q["answer_f1"].append(statistics.mean(answer_f1(p.answer, row["answers"]) for p in parsed))
+        per_q["citation_f1"].append(statistics.mean(citation_scores(p.citations, row["gold_labels"]).f1
+                                                    for p in parsed))
         per_q["format"].append(statistics.mean(1.0 if s.format > 0 else 0.0 for s in scores))
     rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(rows), size=(1000, len(rows)))
     out = {}
     for k, v in per_q.items():
         a = np.array(v)
-        boot = a[rng.integers(0, len(a), size=(1000, len(a)))].mean(axis=1)
+        boot = a[picks].mean(axis=1)
         out[k] = float(a.mean())
         out[f"{k}_ci"] = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
+    # joint F1 as in RAG-RL's tables: the harmonic mean of the aggregated answer and citation F1 (0-100 scale there;
+    # 0-1 here), its interval from the same resamples
+    a, c = np.array(per_q["answer_f1"]), np.array(per_q["citation_f1"])
+    out["joint_f1"] = joint_f1(float(a.mean()), float(c.mean()))
+    boot = [joint_f1(float(x), float(y)) for x, y in zip(a[picks].mean(axis=1), c[picks].mean(axis=1), strict=True)]
+    out["joint_f1_ci"] = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
     return out
 
 
@@ -171,6 +182,44 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def plot_schedules(runs: list[dict], path: Path, title: str) -> None:
+    """Table 3 in miniature as a picture: per held-out level, each arm's joint F1 (filled) and answer F1 (hollow)
+    after training, one point per seed with its bootstrap 95% interval; the dashed line is the starting model's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = list(dict.fromkeys(r["level"] for r in runs))
+    arms = list(dict.fromkeys(r["arm"] for r in runs))
+    seeds = sorted({r["seed"] for r in runs})
+    fig, axes = plt.subplots(1, len(levels), figsize=(3.4 * len(levels), 3.4), sharey=True, squeeze=False)
+    for ax, level in zip(axes[0], levels, strict=True):
+        mine = [r for r in runs if r["level"] == level]
+        ax.axhline(statistics.mean(r["before"]["joint_f1"] for r in mine), color="#999999", ls="--", lw=1,
+                   label="start (joint F1)")
+        for i, arm in enumerate(arms):
+            for j, seed in enumerate(seeds):
+                r = next((r for r in mine if r["arm"] == arm and r["seed"] == seed), None)
+                if r is None:
+                    continue
+                x = i + (j - (len(seeds) - 1) / 2) * 0.15
+                for key, face, off in (("joint_f1", "#3b7dd8", 0.0), ("answer_f1", "none", 0.05)):
+                    lo, hi = r["after"][f"{key}_ci"]
+                    ax.plot([x + off, x + off], [lo, hi], color="#3b7dd8", lw=1)
+                    ax.scatter([x + off], [r["after"][key]], marker="o", facecolors=face, edgecolors="#3b7dd8",
+                               label=("joint F1" if key == "joint_f1" else "answer F1") if i == j == 0 else None)
+        ax.set_xticks(range(len(arms)))
+        ax.set_xticklabels(arms, fontsize=8)
+        ax.set_title(f"held out at {level}", fontsize=9)
+    axes[0][0].set_ylabel("held-out F1 after training (95% interval)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a .gguf file or model folder [default: Gemma 3 270M's GGUF file]")
@@ -192,6 +241,8 @@ def parser() -> argparse.ArgumentParser:
                     help="first fine-tune the model on the answer format on this many training rows (0: none)")
     ap.add_argument("--warm-epochs", type=float, default=2.0)
     ap.add_argument("--warm-lr", type=float, default=5e-5)
+    ap.add_argument("--warm-from", default="", metavar="DIR",
+                    help="start every run from this warm-started folder (another run's <out>/warm) instead")
     ap.add_argument("--control", choices=["identical", "run"], default="identical",
                     help="identical: the lr-0 control is the starting model, checked bit for bit by one short lr-0 "
                          "run; run: every control trained in full")
@@ -233,8 +284,15 @@ def main() -> None:
 
     model = resolve_model(model).path  # a GGUF file: its cached folder (what every run loads and the check compares)
     warm_seconds = 0.0
-    if args.warm_start:
-        model, warm_seconds = warm(model, arms[0][1], out / "warm", rows=args.warm_start, epochs=args.warm_epochs,
+    if args.warm_from:
+        if not (Path(args.warm_from) / "warm_start.json").is_file():
+            raise SystemExit(f"--warm-from {args.warm_from}: no warm_start.json there (give a run's <out>/warm)")
+        model = args.warm_from
+    elif args.warm_start:
+        # the format is taught on level-1 rows whatever the arms are: a warm start on one schedule's rows would favour
+        # that schedule in a comparison of schedules
+        format_rows = arms[0][1] if not args.schedules else build(out / "train-level1", TRAIN, args.train_rows)
+        model, warm_seconds = warm(model, format_rows, out / "warm", rows=args.warm_start, epochs=args.warm_epochs,
                                    lr=args.warm_lr)
     identical_checked = None
     if not args.schedules and args.control == "identical":
@@ -270,7 +328,8 @@ def main() -> None:
                 runs.append(r)
                 print(f"{r['name']:28s} reward {b['reward']:+.3f} -> {after['reward']:+.3f} "
                       f"({r['gain_reward']:+.3f}), answer F1 {b['answer_f1']:.3f} -> {after['answer_f1']:.3f} "
-                      f"({r['gain_answer_f1']:+.3f}), format {b['format']:.2f} -> {after['format']:.2f}, "
+                      f"({r['gain_answer_f1']:+.3f}), joint F1 {b['joint_f1']:.3f} -> {after['joint_f1']:.3f}, "
+                      f"format {b['format']:.2f} -> {after['format']:.2f}, "
                       f"{took:.0f} s", flush=True)
             (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs},
                                                          indent=2) + "\n")
@@ -283,10 +342,11 @@ def main() -> None:
         after = [r["after"]["reward"] for r in rs]
         gains = [r["gain_reward"] for r in rs]
         f1 = [r["after"]["answer_f1"] for r in rs]
+        joint = [r["after"]["joint_f1"] for r in rs]
         print(f"{arm:22s} {level:10s} {statistics.mean(after):+.3f} ({min(after):+.3f}..{max(after):+.3f}), "
-              f"answer F1 {statistics.mean(f1):.3f}   {statistics.mean(gains):+.3f} "
-              f"({min(gains):+.3f}..{max(gains):+.3f})")
-        verdict[f"{arm} {level}"] = {"gains": gains, "after": after, "answer_f1_after": f1}
+              f"answer F1 {statistics.mean(f1):.3f}, joint F1 {statistics.mean(joint):.3f}   "
+              f"{statistics.mean(gains):+.3f} ({min(gains):+.3f}..{max(gains):+.3f})")
+        verdict[f"{arm} {level}"] = {"gains": gains, "after": after, "answer_f1_after": f1, "joint_f1_after": joint}
     if not args.schedules:
         g = verdict["grpo level 1"]["gains"]
         c = verdict["control level 1"]["gains"]
@@ -302,8 +362,11 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs,
                                                  "verdict": verdict, "hours": hours, "warm_seconds": warm_seconds,
                                                  "control_identical_checked": identical_checked, "device": device}, indent=2) + "\n")
-    plot(runs, out / "learning.png", f"Gemma 3 270M, GRPO on {device}: held-out reward before and after"
-         if not args.schedules else f"Table 3 in miniature: schedules at equal compute (K = {args.K})")
+    if args.schedules:
+        plot_schedules(runs, out / "schedules.png", f"Gemma 3 270M on {device}: schedules at equal compute "
+                       f"(K = {args.K}, {args.steps} steps)")
+    else:
+        plot(runs, out / "learning.png", f"Gemma 3 270M, GRPO on {device}: held-out reward before and after")
     if math.isnan(hours):  # pragma: no cover
         raise SystemExit(1)
 

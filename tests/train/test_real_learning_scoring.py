@@ -1,0 +1,79 @@
+"""bench/bench_real_learning.py's held-out scoring, on real held-out rows with canned completions: the per-question
+answer and citation F1 are the official metrics, joint F1 is the harmonic mean of the *aggregated* answer and
+citation F1 (RAG-RL's tables), and every figure comes with a bootstrap interval around it. Also the schedule
+comparison's plot is drawn from such results."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT.parent / "shared" / "data" / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_real_learning", ROOT / "bench" / "bench_real_learning.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+class _Canned:
+    """A generation backend answering each prompt with the completions given for it, in order."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def generate(self, prompts, sampling, seeds=None):
+        assert len(prompts) == len(self.answers) and sampling.n == len(self.answers[0])
+        return self.answers
+
+    def close(self):
+        pass
+
+
+def _completion(answer: str, cited: list[str]) -> str:
+    return (f"<reasoning>\nfrom the passages\n</reasoning>\n<answer>\nFinal answer: {answer}\n"
+            f"Supporting passages: {', '.join(cited)}\n</answer>")
+
+
+def test_held_out_scoring_gives_joint_f1_of_the_aggregates_with_intervals(tmp_path, monkeypatch):
+    if not SAMPLE.is_file():
+        pytest.fail(f"{SAMPLE} is missing: the shared data sits beside the checkout as ../shared")
+    bench = _bench()
+    from rag_curriculum import generation
+    from rag_curriculum.shards import read_rows
+
+    rows = read_rows(bench.build(tmp_path / "held", SAMPLE, 6, held_out=True))
+    assert len(rows) == 6
+    # question 0: right answer, gold cited (twice); question 1: right answer, a distractor cited; the rest: wrong
+    answers = []
+    for i, row in enumerate(rows):
+        distractor = next(p["label"] for p in row["passages"] if p["label"] not in row["gold_labels"])
+        if i == 0:
+            answers.append([_completion(row["answers"][0], row["gold_labels"])] * 2)
+        elif i == 1:
+            answers.append([_completion(row["answers"][0], [distractor])] * 2)
+        else:
+            answers.append([_completion("no idea at all", [distractor]), "not the format"])
+    monkeypatch.setattr(generation, "get_backend", lambda name, **kw: _Canned(answers))
+    got = bench.evaluate("unused", rows, samples=2, seed=0, max_tokens=8)
+
+    assert got["answer_f1"] == pytest.approx(2 / 6)  # two questions answered exactly, four with F1 0
+    assert got["citation_f1"] == pytest.approx(1 / 6)  # only question 0 cites the gold passages
+    a, c = got["answer_f1"], got["citation_f1"]
+    assert got["joint_f1"] == pytest.approx(2 * a * c / (a + c))  # of the aggregates, not a mean of per-row joints
+    assert got["joint_f1"] != pytest.approx(statistics.mean([1.0, 0, 0, 0, 0, 0]))
+    assert got["format"] == pytest.approx((1 + 1 + 4 * 0.5) / 6)
+    for key in ("reward", "answer_f1", "citation_f1", "joint_f1", "format"):
+        lo, hi = got[f"{key}_ci"]
+        assert lo <= got[key] <= hi and lo < hi, key
+
+    runs = [{"arm": arm, "seed": seed, "level": level, "before": got, "after": got}
+            for arm in ("max", "linear", "min-max") for seed in (0, 1) for level in ("level 3", "level 1")]
+    bench.plot_schedules(runs, tmp_path / "schedules.png", "schedules")
+    assert (tmp_path / "schedules.png").stat().st_size > 10_000
