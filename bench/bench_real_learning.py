@@ -158,6 +158,32 @@ def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, step
     return str(out), time.perf_counter() - t
 
 
+#: the settings a run's results depend on: an earlier summary.json with the same ones is reused run by run
+SAME_SETTINGS = ("model", "steps", "lr", "prompts", "generations", "max_tokens", "train_rows", "eval_rows",
+                 "eval_samples", "eval_batch", "K", "warm_start", "warm_epochs", "warm_lr", "warm_from", "control",
+                 "override")
+
+
+def finished_runs(path: Path, args: argparse.Namespace) -> dict[tuple[str, int, str], dict]:
+    """The runs an earlier invocation finished into ``path`` (its summary.json), by (arm, seed, level), when it had
+    the same settings: a rerun after a crash, or one with more arms (``--orders``) or seeds, trains and scores only
+    what is new. Another setting anywhere: nothing is reused."""
+    if not path.is_file():
+        return {}
+    earlier = json.loads(path.read_text())
+    if any(earlier["args"].get(k) != getattr(args, k) for k in SAME_SETTINGS):
+        print(f"{path}: written with other settings; nothing in it is reused", flush=True)
+        return {}
+    return {(r["arm"], r["seed"], r["level"]): r for r in earlier["runs"]}
+
+
+def write_json(path: Path, obj: dict) -> None:
+    """Written beside and moved into place: a crash never leaves half a summary."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
 def plot(runs: list[dict], path: Path, title: str) -> None:
     import matplotlib
 
@@ -304,12 +330,19 @@ def main() -> None:
               flush=True)
         if not identical_checked:
             raise SystemExit("the lr-0 run changed the weights: run with --control run")
+    earlier = finished_runs(out / "summary.json", args)
     before: dict[tuple[str, int], dict] = {}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for level, rows in held.items():
-            before[(level, seed)] = evaluate(model, rows, samples=args.eval_samples, seed=seed,
-                                             max_tokens=args.max_tokens, batch=args.eval_batch)
+            done = next((r for (_, s, lv), r in earlier.items() if s == seed and lv == level), None)
+            before[(level, seed)] = done["before"] if done else evaluate(
+                model, rows, samples=args.eval_samples, seed=seed, max_tokens=args.max_tokens, batch=args.eval_batch)
         for name, shards, lr in arms:
+            if all((name, seed, level) in earlier for level in held):
+                runs.extend(earlier[(name, seed, level)] for level in held)
+                print(f"{name} s{seed}: trained and scored by an earlier run with these settings (summary.json)",
+                      flush=True)
+                continue
             run_dir = out / f"run-{name}-seed{seed}"
             if lr == 0.0 and identical_checked:
                 trained, took = model, 0.0
@@ -331,8 +364,7 @@ def main() -> None:
                       f"({r['gain_answer_f1']:+.3f}), joint F1 {b['joint_f1']:.3f} -> {after['joint_f1']:.3f}, "
                       f"format {b['format']:.2f} -> {after['format']:.2f}, "
                       f"{took:.0f} s", flush=True)
-            (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs},
-                                                         indent=2) + "\n")
+            write_json(out / "summary.json", {"args": vars(args), "model": model, "runs": runs})
     by_arm: dict[tuple[str, str], list[dict]] = {}
     for r in runs:
         by_arm.setdefault((r["arm"], r["level"]), []).append(r)
@@ -359,9 +391,9 @@ def main() -> None:
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "a CPU"
     print(f"total {hours:.2f} hours of wall time on this machine ({device})")
-    (out / "summary.json").write_text(json.dumps({"args": vars(args), "model": model, "runs": runs,
-                                                 "verdict": verdict, "hours": hours, "warm_seconds": warm_seconds,
-                                                 "control_identical_checked": identical_checked, "device": device}, indent=2) + "\n")
+    write_json(out / "summary.json", {"args": vars(args), "model": model, "runs": runs, "verdict": verdict,
+                                      "hours": hours, "warm_seconds": warm_seconds,
+                                      "control_identical_checked": identical_checked, "device": device})
     if args.schedules:
         plot_schedules(runs, out / "schedules.png", f"Gemma 3 270M on {device}: schedules at equal compute "
                        f"(K = {args.K}, {args.steps} steps)")

@@ -77,3 +77,23 @@ def test_held_out_scoring_gives_joint_f1_of_the_aggregates_with_intervals(tmp_pa
             for arm in ("max", "linear", "min-max") for seed in (0, 1) for level in ("level 3", "level 1")]
     bench.plot_schedules(runs, tmp_path / "schedules.png", "schedules")
     assert (tmp_path / "schedules.png").stat().st_size > 10_000
+
+
+def test_a_rerun_reuses_the_finished_runs_only_under_the_same_settings(tmp_path):
+    """A rerun with more arms (``--orders``) or seeds trains and scores only what is new: the earlier summary's runs
+    are reused when every setting the results depend on is the same, and none of them otherwise."""
+    bench = _bench()
+    args = bench.parser().parse_args(["--schedules", "max,linear", "--K", "3", "--steps", "3", "--out", str(tmp_path)])
+    runs = [{"arm": arm, "seed": 0, "level": level, "before": {}, "after": {}}
+            for arm in ("max", "linear") for level in ("level 3", "level 1")]
+    bench.write_json(tmp_path / "summary.json", {"args": vars(args), "runs": runs})
+    assert not list(tmp_path.glob("*.tmp"))
+
+    more = bench.parser().parse_args(["--schedules", "max,linear", "--orders", "shuffled", "--K", "3", "--steps", "3",
+                                      "--seeds", "4", "--out", str(tmp_path)])
+    assert set(bench.finished_runs(tmp_path / "summary.json", more)) == {
+        (arm, 0, level) for arm in ("max", "linear") for level in ("level 3", "level 1")}
+    for other in (["--steps", "4"], ["--eval-rows", "8"], ["--override", "grpo.bf16=false"], ["--warm-start", "32"]):
+        changed = bench.parser().parse_args(["--schedules", "max,linear", "--K", "3", "--steps", "3", *other])
+        assert bench.finished_runs(tmp_path / "summary.json", changed) == {}, other
+    assert bench.finished_runs(tmp_path / "absent.json", more) == {}
