@@ -70,6 +70,16 @@ def build(out: Path, path: Path, n: int, *, schedule: str = "max", K: int = 1, o
     return out
 
 
+def same_curriculum(a: Path, b: Path) -> bool:
+    """Whether two builds hold the same rows (ids, levels and prompts) in the same order."""
+    from rag_curriculum.shards import read_rows
+
+    def key(rows: list[dict]) -> list[tuple]:
+        return [(r["id"], r["level"], json.dumps(r["prompt"])) for r in rows]
+
+    return key(read_rows(a)) == key(read_rows(b))
+
+
 def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_tokens: int, batch: int = 8) -> dict:
     """The held-out rows answered ``samples`` times each (temperature 0.7, seeded): the mean RAG-RL reward, answer
     F1 and format validity, per question then over questions, with a bootstrap 95% interval of each."""
@@ -299,6 +309,14 @@ def main() -> None:
         for order in [o for o in args.orders.split(",") if o]:
             arms.append((f"linear-{order}", build(out / f"train-linear-{order}", TRAIN, args.train_rows,
                                                   schedule="linear", K=args.K, order=order), args.lr))
+        kept: list[tuple[str, Path, float]] = []
+        for arm in arms:  # an ordering can give the very rows of another arm (hops-level where every row has 2 hops)
+            twin = next((k for k in kept if same_curriculum(k[1], arm[1])), None)
+            if twin:
+                print(f"{arm[0]}: the same rows in the same order as {twin[0]}; trained once, as {twin[0]}", flush=True)
+            else:
+                kept.append(arm)
+        arms = kept
         held = {f"level {args.K}": read_rows(build(out / f"held-out-K{args.K}", HELD_OUT, args.eval_rows,
                                                    K=args.K, held_out=True)),
                 "level 1": read_rows(build(out / "held-out-K1", HELD_OUT, args.eval_rows, held_out=True))}

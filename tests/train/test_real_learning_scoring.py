@@ -97,3 +97,15 @@ def test_a_rerun_reuses_the_finished_runs_only_under_the_same_settings(tmp_path)
         changed = bench.parser().parse_args(["--schedules", "max,linear", "--K", "3", "--steps", "3", *other])
         assert bench.finished_runs(tmp_path / "summary.json", changed) == {}, other
     assert bench.finished_runs(tmp_path / "absent.json", more) == {}
+
+
+def test_an_ordering_that_gives_another_arms_rows_is_found_out(tmp_path):
+    """Every HotpotQA question has 2 hops, so ordering the linear curriculum by hops then level gives the linear
+    curriculum itself: the bench trains it once (the same rows in the same order), while a shuffled order differs."""
+    bench = _bench()
+    linear = bench.build(tmp_path / "linear", bench.TRAIN, 12, schedule="linear", K=3)
+    hops = bench.build(tmp_path / "hops", bench.TRAIN, 12, schedule="linear", K=3, order="hops-level")
+    shuffled = bench.build(tmp_path / "shuffled", bench.TRAIN, 12, schedule="linear", K=3, order="shuffled")
+    assert bench.same_curriculum(linear, hops)
+    assert not bench.same_curriculum(linear, shuffled)
+    assert not bench.same_curriculum(linear, bench.build(tmp_path / "max", bench.TRAIN, 12, schedule="max", K=3))
