@@ -29,7 +29,8 @@ since bf16 autocast diverged (``grad_norm nan`` at step 6 on an H100):
 
 With ``--schedules``, the comparison of RAG-RL's Table 3 in miniature instead: one curriculum per schedule (and
 ``--orders`` per ordering) of the same train rows at levels up to ``--K``, the same steps (equal compute), every
-seed, no control (the warm start, when asked for, is on level-1 rows, neutral to every schedule); the held-out
+seed, and the arm "start": the starting model scored with the same sampling seed as the trained arms (the warm
+start, when asked for, is on level-1 rows, neutral to every schedule); the held-out
 rows at the hardest level ``K`` and at level 1, scored also by citation F1 and joint F1 (RAG-RL's table metrics,
 each with its bootstrap 95% interval). Writes ``schedules.png`` (held-out F1 per schedule and seed) instead.
 """
@@ -233,7 +234,7 @@ def plot_schedules(runs: list[dict], path: Path, title: str) -> None:
     for ax, level in zip(axes[0], levels, strict=True):
         mine = [r for r in runs if r["level"] == level]
         ax.axhline(statistics.mean(r["before"]["joint_f1"] for r in mine), color="#999999", ls="--", lw=1,
-                   label="start (joint F1)")
+                   label="start, first sampling seed")
         for i, arm in enumerate(arms):
             for j, seed in enumerate(seeds):
                 r = next((r for r in mine if r["arm"] == arm and r["seed"] == seed), None)
@@ -301,7 +302,7 @@ def main() -> None:
 
     t0 = time.perf_counter()
     runs: list[dict] = []
-    arms: list[tuple[str, Path, float]] = []  # (name, shards, lr)
+    arms: list[tuple[str, Path | None, float]] = []  # (name, shards: None for no training, lr)
     if args.schedules:
         for schedule in args.schedules.split(","):
             arms.append((schedule, build(out / f"train-{schedule}", TRAIN, args.train_rows, schedule=schedule,
@@ -316,7 +317,8 @@ def main() -> None:
                 print(f"{arm[0]}: the same rows in the same order as {twin[0]}; trained once, as {twin[0]}", flush=True)
             else:
                 kept.append(arm)
-        arms = kept
+        # the starting model itself, scored with the "after" sampling seed as every arm is: what sampling alone moves
+        arms = [("start", None, 0.0), *kept]
         held = {f"level {args.K}": read_rows(build(out / f"held-out-K{args.K}", HELD_OUT, args.eval_rows,
                                                    K=args.K, held_out=True)),
                 "level 1": read_rows(build(out / "held-out-K1", HELD_OUT, args.eval_rows, held_out=True))}
@@ -362,7 +364,7 @@ def main() -> None:
                       flush=True)
                 continue
             run_dir = out / f"run-{name}-seed{seed}"
-            if lr == 0.0 and identical_checked:
+            if shards is None or (lr == 0.0 and identical_checked):
                 trained, took = model, 0.0
             else:
                 trained, took = train_run(model, shards, run_dir, seed=seed, lr=lr, steps=args.steps,
