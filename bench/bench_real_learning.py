@@ -247,9 +247,9 @@ def plot_schedules(runs: list[dict], path: Path, title: str) -> None:
                     ax.scatter([x + off], [r["after"][key]], marker="o", facecolors=face, edgecolors="#3b7dd8",
                                label=("joint F1" if key == "joint_f1" else "answer F1") if i == j == 0 else None)
         ax.set_xticks(range(len(arms)))
-        ax.set_xticklabels(arms, fontsize=8)
+        ax.set_xticklabels(arms, fontsize=7, rotation=20, ha="right")
         ax.set_title(f"held out at {level}", fontsize=9)
-    axes[0][0].set_ylabel("held-out F1 after training (95% interval)")
+    axes[0][0].set_ylabel("held-out F1 (95% interval)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

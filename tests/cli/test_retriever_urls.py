@@ -358,20 +358,24 @@ def test_the_learning_claims_say_which_rows_they_hold_on():
 
 
 def test_the_gemma_learning_commands_take_only_options_the_bench_has():
-    """docs/learning.md's Gemma runs (the CPU one and the GPU one with its --override settings), as the page gives
-    them, are parsed by bench/bench_real_learning.py's own parser: an option the bench lacks (or a value it cannot
+    """docs/learning.md's Gemma runs (the CPU one, the GPU one with its --override settings, the schedules
+    compared), as the page gives them, are parsed by bench/bench_real_learning.py's own parser: an option the bench lacks (or a value it cannot
     read) fails here, not after hours of a reader's run."""
     import importlib.util
     import shlex
 
     page = (ROOT / "docs" / "learning.md").read_text(encoding="utf-8").replace("\\\n", " ")
     commands = [line.split("#")[0] for line in page.splitlines() if line.startswith("python bench/bench_real_learning.py ")]
-    assert len(commands) == 2 and any("--override grpo.use_cpu=false" in c for c in commands), commands
+    assert len(commands) == 3 and any("--override grpo.use_cpu=false" in c for c in commands), commands
     spec = importlib.util.spec_from_file_location("bench_real_learning", ROOT / "bench" / "bench_real_learning.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     gpu = bench.parser().parse_args(shlex.split([c for c in commands if "--override" in c][0])[2:])
     assert gpu.override == ["grpo.use_cpu=false", "grpo.bf16=false", "batch.per_device_completions=32"]
     assert (gpu.steps, gpu.prompts, gpu.generations, gpu.eval_batch) == (16, 8, 8, 64)
-    cpu = bench.parser().parse_args(shlex.split([c for c in commands if "--override" not in c][0])[2:])
+    cpu = bench.parser().parse_args(shlex.split([c for c in commands if "--override" not in c and "--schedules" not in c][0])[2:])
     assert (cpu.steps, cpu.override) == (4, [])
+    schedules = bench.parser().parse_args(shlex.split([c for c in commands if "--schedules" in c][0])[2:])
+    assert (schedules.schedules, schedules.orders, schedules.K, schedules.seeds) == (
+        "max,linear,min-max", "shuffled,hops-level", 3, 2)
+    assert schedules.train_rows == schedules.steps * schedules.prompts  # each curriculum used whole, once
