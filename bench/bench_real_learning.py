@@ -19,7 +19,8 @@ across seeds, and whether the trained runs' smallest gain exceeds the controls' 
 Writes ``summary.json`` and ``learning.png`` (held-out reward before and after, per run) into ``--out``.
 
     python bench/bench_real_learning.py --seeds 3 --steps 12 --out outputs/real-learning
-    python bench/bench_real_learning.py --schedules max,linear,min-max --K 3 --seeds 2 --out outputs/real-schedules
+    python bench/bench_real_learning.py --schedules max,linear,min-max --orders shuffled --K 3 --seeds 2 --steps 3 \
+        --train-rows 12 --warm-from outputs/real-learning/warm --out outputs/real-schedules
 
 On a GPU the recipe's CPU settings are overridden for every run (the warm start takes the GPU by itself); float32,
 since bf16 autocast diverged (``grad_norm nan`` at step 6 on an H100):
@@ -27,12 +28,13 @@ since bf16 autocast diverged (``grad_norm nan`` at step 6 on an H100):
     python bench/bench_real_learning.py --warm-start 32 --steps 16 --prompts 8 --generations 8 --eval-batch 64 \
         --override grpo.use_cpu=false --override grpo.bf16=false --override batch.per_device_completions=32
 
-With ``--schedules``, the comparison of RAG-RL's Table 3 in miniature instead: one curriculum per schedule (and
-``--orders`` per ordering) of the same train rows at levels up to ``--K``, the same steps (equal compute), every
-seed, and the arm "start": the starting model scored with the same sampling seed as the trained arms (the warm
-start, when asked for, is on level-1 rows, neutral to every schedule); the held-out
-rows at the hardest level ``K`` and at level 1, scored also by citation F1 and joint F1 (RAG-RL's table metrics,
-each with its bootstrap 95% interval). Writes ``schedules.png`` (held-out F1 per schedule and seed) instead.
+With ``--schedules``, RAG-RL's Tables 1 and 3 in miniature instead: one curriculum per schedule (and ``--orders``
+per ordering at linear) of the same train rows at levels up to ``--K``, the same steps (equal compute), every seed;
+give ``--train-rows`` = ``--steps`` x ``--prompts`` so that each curriculum is trained whole, once. The arm "start"
+is the starting model scored with the trained arms' sampling seed (the warm start, when asked for, is on level-1
+rows, neutral to every schedule). The held-out rows are scored at the hardest level ``K`` and at level 1, also by
+citation F1 and joint F1 (RAG-RL's table metrics, each with its bootstrap 95% interval); ``schedules.png`` plots
+them. A rerun with more arms or seeds reuses the runs its summary.json holds.
 """
 
 from __future__ import annotations
