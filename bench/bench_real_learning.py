@@ -88,9 +88,8 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
     F1 and format validity, per question then over questions, with a bootstrap 95% interval of each."""
     import numpy as np
 
-    from rag_curriculum._metrics import answer_f1, citation_scores, joint_f1
     from rag_curriculum.generation import SamplingConfig, get_backend
-    from rag_curriculum.rewards import RagRlReward, parse_completion
+    from rag_curriculum.rewards import RagRlReward, answer_f1, citation_scores, joint_f1, parse_completion
 
     backend = get_backend("transformers", model=model, batch_size=batch)
     try:
@@ -133,7 +132,14 @@ def warm(model: str, shards: Path, out: Path, *, rows: int, epochs: float, lr: f
     from rag_curriculum.train import WarmStartConfig, warm_start
 
     t = time.perf_counter()
-    if not (out / "warm_start.json").is_file():
+    card = out / "warm_start.json"
+    if card.is_file():
+        was = json.loads(card.read_text())["settings"]
+        asked = {"model": model, "rows": rows, "epochs": epochs, "learning_rate": lr}
+        if any(was.get(k) != v for k, v in asked.items()):
+            raise SystemExit(f"{out}: a warm start made with {({k: was.get(k) for k in asked})}, not {asked}: "
+                             "give another --out, or remove that folder")
+    else:
         r = warm_start(WarmStartConfig(shards=str(shards), out=str(out), model=model, rows=rows, epochs=epochs,
                                        copies=1, plain=0.0, learning_rate=lr, batch_size=4, freeze_embeddings=True))
         print(f"warm start: {r.examples} examples, loss {r.loss_first:.3f} -> {r.loss_last:.3f}, {r.seconds:.0f} s",
@@ -155,19 +161,42 @@ def same_weights(a: str, b: str) -> bool:
     return bool(ta) and set(ta) <= set(tb) and all(bool((ta[k] == tb[k]).all()) for k in ta)
 
 
+def weights_digest(model: str) -> dict[str, str]:
+    """SHA-256 of each safetensors file of a model folder: a model retrained in place is told apart."""
+    from rag_curriculum._plumbing import file_sha256
+
+    return {f.name: file_sha256(f) for f in sorted(Path(model).glob("*.safetensors"))}
+
+
+def build_digest(folder: Path) -> str:
+    """A build's content, by its shards' digests (read_rows checks the shards against them)."""
+    from rag_curriculum._plumbing import shards_digest
+
+    return shards_digest(json.loads((folder / "manifest.json").read_text()))
+
+
 def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, steps: int, prompts: int,
               generations: int, max_tokens: int, overrides: tuple[str, ...] = ()) -> tuple[str, float]:
+    """One GRPO run into ``out``; a finished one there is reused only when it was trained from the same starting
+    weights, rows and settings (``bench_inputs.json``), else the folder is trained again from nothing."""
+    import shutil
+
     from rag_curriculum.train import compose_train_config, train
 
-    final = out / "model.safetensors"
     t = time.perf_counter()
-    if not final.is_file():
-        cfg = compose_train_config("cpu-gemma", [
-            f"model.name_or_path={model}", f"data.shards={shards}", f"run.output_dir={out}",
-            f"batch.prompts_per_step={prompts}", f"grpo.num_generations={generations}",
-            f"grpo.max_completion_length={max_tokens}", f"grpo.max_steps={steps}", f"grpo.save_steps={steps}",
-            f"grpo.learning_rate={lr}", f"grpo.seed={seed}", "run.save_final=true", *overrides])
-        train(cfg)
+    settings = [f"model.name_or_path={model}", f"data.shards={shards}", f"run.output_dir={out}",
+                f"batch.prompts_per_step={prompts}", f"grpo.num_generations={generations}",
+                f"grpo.max_completion_length={max_tokens}", f"grpo.max_steps={steps}", f"grpo.save_steps={steps}",
+                f"grpo.learning_rate={lr}", f"grpo.seed={seed}", "run.save_final=true", *overrides]
+    identity = {"start": weights_digest(model), "train": build_digest(shards), "settings": settings}
+    record = out / "bench_inputs.json"
+    if (out / "model.safetensors").is_file() and record.is_file() and json.loads(record.read_text()) == identity:
+        return str(out), time.perf_counter() - t
+    if out.exists():  # another start, other rows or settings, or a run cut short: its checkpoints are not resumed
+        print(f"{out}: not trained from these inputs; trained again", flush=True)
+        shutil.rmtree(out)
+    train(compose_train_config("cpu-gemma", settings))
+    write_json(record, identity)
     return str(out), time.perf_counter() - t
 
 
@@ -177,17 +206,30 @@ SAME_SETTINGS = ("model", "steps", "lr", "prompts", "generations", "max_tokens",
                  "override")
 
 
-def finished_runs(path: Path, args: argparse.Namespace) -> dict[tuple[str, int, str], dict]:
+def input_digests(model: str, arms: list[tuple[str, Path | None, float]], held: dict[str, Path]) -> dict:
+    """What the results are computed from, by content: the starting model's weights (SHA-256 of each safetensors
+    file, so a warm start redone in place is told apart), and each train and held-out build (its shards' digests)."""
+    return {"start": weights_digest(model),
+            "train": {name: build_digest(shards) for name, shards, _ in arms if shards is not None},
+            "held": {level: build_digest(folder) for level, folder in held.items()}}
+
+
+def finished_runs(path: Path, args: argparse.Namespace, inputs: dict) -> dict[tuple[str, int, str], dict]:
     """The runs an earlier invocation finished into ``path`` (its summary.json), by (arm, seed, level), when it had
-    the same settings: a rerun after a crash, or one with more arms (``--orders``) or seeds, trains and scores only
-    what is new. Another setting anywhere: nothing is reused."""
+    the same settings and the same inputs: a rerun after a crash, or one with more arms (``--orders``) or seeds,
+    trains and scores only what is new. Another setting or starting model: nothing is reused; a run whose train or
+    held-out rows have changed since: that run is done again."""
     if not path.is_file():
         return {}
     earlier = json.loads(path.read_text())
-    if any(earlier["args"].get(k) != getattr(args, k) for k in SAME_SETTINGS):
-        print(f"{path}: written with other settings; nothing in it is reused", flush=True)
+    if any(earlier["args"].get(k) != getattr(args, k) for k in SAME_SETTINGS) or \
+            earlier.get("inputs", {}).get("start") != inputs["start"]:
+        print(f"{path}: written with other settings or another starting model; nothing in it is reused", flush=True)
         return {}
-    return {(r["arm"], r["seed"], r["level"]): r for r in earlier["runs"]}
+    was = earlier["inputs"]
+    return {(r["arm"], r["seed"], r["level"]): r for r in earlier["runs"]
+            if was["held"].get(r["level"]) == inputs["held"].get(r["level"])
+            and was["train"].get(r["arm"]) == inputs["train"].get(r["arm"])}
 
 
 def write_json(path: Path, obj: dict) -> None:
@@ -321,13 +363,14 @@ def main() -> None:
                 kept.append(arm)
         # the starting model itself, scored with the "after" sampling seed as every arm is: what sampling alone moves
         arms = [("start", None, 0.0), *kept]
-        held = {f"level {args.K}": read_rows(build(out / f"held-out-K{args.K}", HELD_OUT, args.eval_rows,
-                                                   K=args.K, held_out=True)),
-                "level 1": read_rows(build(out / "held-out-K1", HELD_OUT, args.eval_rows, held_out=True))}
+        held_dirs = {f"level {args.K}": build(out / f"held-out-K{args.K}", HELD_OUT, args.eval_rows, K=args.K,
+                                              held_out=True),
+                     "level 1": build(out / "held-out-K1", HELD_OUT, args.eval_rows, held_out=True)}
     else:
         shards = build(out / "train", TRAIN, args.train_rows)
         arms = [("grpo", shards, args.lr), ("control", shards, 0.0)]
-        held = {"level 1": read_rows(build(out / "held-out", HELD_OUT, args.eval_rows, held_out=True))}
+        held_dirs = {"level 1": build(out / "held-out", HELD_OUT, args.eval_rows, held_out=True)}
+    held = {level: read_rows(folder) for level, folder in held_dirs.items()}
     from rag_curriculum.models import resolve_model
 
     model = resolve_model(model).path  # a GGUF file: its cached folder (what every run loads and the check compares)
@@ -352,7 +395,8 @@ def main() -> None:
               flush=True)
         if not identical_checked:
             raise SystemExit("the lr-0 run changed the weights: run with --control run")
-    earlier = finished_runs(out / "summary.json", args)
+    inputs = input_digests(model, arms, held_dirs)
+    earlier = finished_runs(out / "summary.json", args, inputs)
     before: dict[tuple[str, int], dict] = {}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for level, rows in held.items():
@@ -386,7 +430,7 @@ def main() -> None:
                       f"({r['gain_answer_f1']:+.3f}), joint F1 {b['joint_f1']:.3f} -> {after['joint_f1']:.3f}, "
                       f"format {b['format']:.2f} -> {after['format']:.2f}, "
                       f"{took:.0f} s", flush=True)
-            write_json(out / "summary.json", {"args": vars(args), "model": model, "runs": runs})
+            write_json(out / "summary.json", {"args": vars(args), "model": model, "inputs": inputs, "runs": runs})
     by_arm: dict[tuple[str, str], list[dict]] = {}
     for r in runs:
         by_arm.setdefault((r["arm"], r["level"]), []).append(r)
@@ -413,7 +457,8 @@ def main() -> None:
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "a CPU"
     print(f"total {hours:.2f} hours of wall time on this machine ({device})")
-    write_json(out / "summary.json", {"args": vars(args), "model": model, "runs": runs, "verdict": verdict,
+    write_json(out / "summary.json", {"args": vars(args), "model": model, "inputs": inputs, "runs": runs,
+                                      "verdict": verdict,
                                       "hours": hours, "warm_seconds": warm_seconds,
                                       "control_identical_checked": identical_checked, "device": device})
     if args.schedules:

@@ -79,24 +79,67 @@ def test_held_out_scoring_gives_joint_f1_of_the_aggregates_with_intervals(tmp_pa
     assert (tmp_path / "schedules.png").stat().st_size > 10_000
 
 
-def test_a_rerun_reuses_the_finished_runs_only_under_the_same_settings(tmp_path):
+def test_a_rerun_reuses_the_finished_runs_only_under_the_same_settings_and_inputs(tmp_path):
     """A rerun with more arms (``--orders``) or seeds trains and scores only what is new: the earlier summary's runs
-    are reused when every setting the results depend on is the same, and none of them otherwise."""
+    are reused when every setting the results depend on is the same and so are the inputs (the starting weights,
+    each arm's train rows, the held-out rows, by content); none, or only the unchanged ones, otherwise."""
     bench = _bench()
     args = bench.parser().parse_args(["--schedules", "max,linear", "--K", "3", "--steps", "3", "--out", str(tmp_path)])
+    inputs = {"start": {"model.safetensors": "a" * 64}, "train": {"max": "m", "linear": "l"},
+              "held": {"level 3": "h3", "level 1": "h1"}}
     runs = [{"arm": arm, "seed": 0, "level": level, "before": {}, "after": {}}
-            for arm in ("max", "linear") for level in ("level 3", "level 1")]
-    bench.write_json(tmp_path / "summary.json", {"args": vars(args), "runs": runs})
+            for arm in ("start", "max", "linear") for level in ("level 3", "level 1")]
+    bench.write_json(tmp_path / "summary.json", {"args": vars(args), "inputs": inputs, "runs": runs})
     assert not list(tmp_path.glob("*.tmp"))
+    every = {(arm, 0, level) for arm in ("start", "max", "linear") for level in ("level 3", "level 1")}
 
     more = bench.parser().parse_args(["--schedules", "max,linear", "--orders", "shuffled", "--K", "3", "--steps", "3",
                                       "--seeds", "4", "--out", str(tmp_path)])
-    assert set(bench.finished_runs(tmp_path / "summary.json", more)) == {
-        (arm, 0, level) for arm in ("max", "linear") for level in ("level 3", "level 1")}
+    assert set(bench.finished_runs(tmp_path / "summary.json", more, inputs)) == every
     for other in (["--steps", "4"], ["--eval-rows", "8"], ["--override", "grpo.bf16=false"], ["--warm-start", "32"]):
         changed = bench.parser().parse_args(["--schedules", "max,linear", "--K", "3", "--steps", "3", *other])
-        assert bench.finished_runs(tmp_path / "summary.json", changed) == {}, other
-    assert bench.finished_runs(tmp_path / "absent.json", more) == {}
+        assert bench.finished_runs(tmp_path / "summary.json", changed, inputs) == {}, other
+    assert bench.finished_runs(tmp_path / "absent.json", more, inputs) == {}
+    # another starting model (a warm start redone in place): nothing; other rows for one arm or level: not those
+    assert bench.finished_runs(tmp_path / "summary.json", more, {**inputs, "start": {"model.safetensors": "b" * 64}}) == {}
+    assert set(bench.finished_runs(tmp_path / "summary.json", more, {**inputs, "train": {"max": "m2", "linear": "l"}})) \
+        == every - {("max", 0, "level 3"), ("max", 0, "level 1")}
+    assert set(bench.finished_runs(tmp_path / "summary.json", more, {**inputs, "held": {"level 3": "x", "level 1": "h1"}})) \
+        == {k for k in every if k[2] == "level 1"}
+
+
+def test_a_finished_training_run_is_reused_only_from_the_same_weights_rows_and_settings(tmp_path, monkeypatch):
+    """train_run keeps a finished run only when bench_inputs.json says it was trained from these very inputs: the
+    starting weights changed in place at the same size, or another seed, trains it again from an empty folder."""
+    bench = _bench()
+    from rag_curriculum import train as train_module
+
+    shards = bench.build(tmp_path / "train", bench.TRAIN, 4, schedule="max", K=2)
+    model = tmp_path / "start"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 4096)
+    trained = []
+
+    def fake_train(cfg):
+        out = Path(cfg.run.output_dir)
+        assert not out.exists() or not any(out.iterdir()), "a run is trained into an empty folder"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "model.safetensors").write_bytes(b"trained")
+        trained.append(cfg.grpo["seed"])
+
+    monkeypatch.setattr(train_module, "train", fake_train)
+    kw = dict(seed=0, lr=1e-5, steps=1, prompts=2, generations=2, max_tokens=8)
+    run = tmp_path / "run"
+    bench.train_run(str(model), shards, run, **kw)
+    bench.train_run(str(model), shards, run, **kw)
+    assert trained == [0], "the second call reuses the finished run"
+    (model / "model.safetensors").write_bytes(b"\1" + b"\0" * 4095)  # same size, other bytes
+    bench.train_run(str(model), shards, run, **kw)
+    bench.train_run(str(model), shards, run, **{**kw, "seed": 1})
+    assert trained == [0, 0, 1]
+    (run / "bench_inputs.json").unlink()  # a run that died before its record: not trusted
+    bench.train_run(str(model), shards, run, **{**kw, "seed": 1})
+    assert trained == [0, 0, 1, 1]
 
 
 def test_an_ordering_that_gives_another_arms_rows_is_found_out(tmp_path):
@@ -109,3 +152,48 @@ def test_an_ordering_that_gives_another_arms_rows_is_found_out(tmp_path):
     assert bench.same_curriculum(linear, hops)
     assert not bench.same_curriculum(linear, shuffled)
     assert not bench.same_curriculum(linear, bench.build(tmp_path / "max", bench.TRAIN, 12, schedule="max", K=3))
+
+
+@pytest.mark.slow
+def test_the_schedule_comparison_runs_end_to_end_and_a_rerun_trains_nothing(tmp_path):
+    """The bench's --schedules mode as a user runs it, on a tiny model made here and the shared HotpotQA rows: real
+    curricula, real GRPO steps (TRL), real generation and scoring; the arm "start" is scored untrained, an ordering
+    that gives linear's very rows is trained once, schedules.png is drawn; a second run with the same settings
+    trains and scores nothing again, and one whose starting weights changed in place reuses nothing."""
+    import json
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model", SAMPLE.parents[1])
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_real_learning.py"), "--model", str(model), "--schedules",
+           "max,linear", "--orders", "hops-level", "--K", "2", "--seeds", "1", "--steps", "1", "--prompts", "2",
+           "--generations", "2", "--train-rows", "2", "--eval-rows", "2", "--eval-samples", "1", "--max-tokens", "4",
+           "--out", str(out)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "linear-hops-level: the same rows in the same order as linear" in first.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert {(r["arm"], r["level"]) for r in summary["runs"]} == {
+        (arm, level) for arm in ("start", "max", "linear") for level in ("level 2", "level 1")}
+    assert all(r["train_seconds"] == 0 for r in summary["runs"] if r["arm"] == "start")
+    assert not (out / "run-start-seed0").exists() and (out / "run-max-seed0" / "model.safetensors").is_file()
+    assert (out / "schedules.png").stat().st_size > 10_000
+    for r in summary["runs"]:
+        assert set(r["after"]) >= {"reward", "answer_f1", "citation_f1", "joint_f1", "joint_f1_ci"}
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("trained and scored by an earlier run") == 3 and "trained again" not in again.stdout
+
+    weights = model / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # the same size, one bit of the starting weights
+    weights.write_bytes(bytes(data))
+    third = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "another starting model; nothing in it is reused" in third.stdout
+    assert "trained and scored by an earlier run" not in third.stdout and third.stdout.count("trained again") == 2
