@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,7 @@ def _share_the_cores_among_workers() -> None:
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, len(os.sched_getaffinity(0)) // workers)
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        import sys
-
+        os.environ["RAG_CURRICULUM_TEST_THREADS_SHARED"] = "1"  # set here, not by the caller
         if "torch" in sys.modules:  # imported before this file (a plugin): its pool is sized already
             sys.modules["torch"].set_num_threads(threads)
 
