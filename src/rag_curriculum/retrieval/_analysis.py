@@ -19,12 +19,13 @@ form, cached, so analysing a corpus costs a scan of its characters and a diction
 
 from __future__ import annotations
 
+import json
 import threading
+from importlib import resources
 from typing import Any
 
 from ._porter import stem_many
 from ._uax29 import compile_all, hash_kernels
-from ._uax29_table import LOWER, RUNS
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (pyserini's default stop words).
 ENGLISH_STOP_WORDS = frozenset((
@@ -48,11 +49,12 @@ def _tables():
         if _TABLES is None:
             import numpy as np
 
-            runs = np.asarray(RUNS, dtype=np.int64).reshape(-1, 2)
+            table = json.loads(resources.files(__package__).joinpath("uax29_table.json").read_text("utf-8"))
+            runs = np.asarray(table["runs"], dtype=np.int64).reshape(-1, 2)
             lengths = np.diff(np.append(runs[:, 0], 0x110000))
             cls = np.repeat(runs[:, 1].astype(np.uint16), lengths)
             lower = np.arange(0x110000, dtype=np.uint32)
-            pairs = np.asarray(LOWER, dtype=np.int64).reshape(-1, 2)
+            pairs = np.asarray(table["lower"], dtype=np.int64).reshape(-1, 2)
             lower[pairs[:, 0]] = pairs[:, 1]
             _TABLES = (cls, lower, compile_all())
         return _TABLES

@@ -1,6 +1,6 @@
 """Lucene's ``StandardTokenizer`` (Lucene 9.5, as pyserini 0.22.1's Anserini runs it): Unicode UAX#29 word
 breaking as Lucene's grammar (``StandardTokenizerImpl.jflex``, Unicode 9 properties, emoji data 11) specifies it,
-written here as a scan over a per-code-point class table (:mod:`._uax29_table`), compiled by numba when it is
+written here as a scan over a per-code-point class table (``uax29_table.json``, which says how it was made), compiled by numba when it is
 installed (the same functions run as plain Python otherwise: slow, the same tokens).
 
 At each position the tokenizer takes the **longest** match of Lucene's token rules, as its JFlex scanner does:
