@@ -79,6 +79,21 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def retriever_rule(when: str = "") -> Any:
+    """The ``retriever`` setting of a search agent (partition's, eval's and train's): an index or a server URL.
+    ``when`` starts its help (for example ``"With --agent: "``)."""
+    what = ("what the agent's searches call: an index directory (`curriculum index`) or a server URL "
+            "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve).")
+    return rule(None, empty=False, help=when + what if when else what[0].upper() + what[1:])
+
+
+def retriever_timeout_rule() -> Any:
+    """The ``retriever_timeout`` setting of a search agent (partition's, eval's and train's)."""
+    return rule(30.0, gt=0, le=86_400, help=(
+        "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
+        "answers stops the run in one line naming it."))
+
+
 def suggest(value: Any, known: Sequence[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest known name, or ``""``."""
     close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1, cutoff=0.6)

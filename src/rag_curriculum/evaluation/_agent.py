@@ -35,7 +35,7 @@ from .._metrics import answer_scores
 from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
-from .._settings import check_model_ref, check_settings, rule
+from .._settings import check_model_ref, check_settings, retriever_rule, retriever_timeout_rule, rule
 from ..agents import (
     CragWeights,
     ReActFormat,
@@ -75,12 +75,8 @@ class AgentEvalConfig:
 
     agent: str = rule("search-r1", choices=AGENTS, help=(
         "The agent protocol: search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
-    retriever: str | None = rule(None, empty=False, help=(
-        "What the agent's searches call: an index directory (`curriculum index`) or a server URL "
-        "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
-    retriever_timeout: float = rule(30.0, gt=0, le=86_400, help=(
-        "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
-        "answers stops the run in one line naming it."))
+    retriever: str | None = retriever_rule()
+    retriever_timeout: float = retriever_timeout_rule()
     models: list[ModelSpec] = rule(default_factory=list, flag="--model", help="Models: PATH or NAME=PATH.")
     data: list[str] = rule(default_factory=list, flag="--data", help=(
         "Shard directories whose questions are asked (evaluation sets or curricula: question, answers and gold "

@@ -14,6 +14,8 @@ from .._settings import (
     MODEL_PATH_BACKENDS,
     check_model_ref,
     check_settings,
+    retriever_rule,
+    retriever_timeout_rule,
     rule,
 )
 from ..agents import RolloutConfig, SearchDifficulty
@@ -120,12 +122,8 @@ class PartitionConfig:
         "Partition a search agent: search-r1 (Search-R1's tags) samples k trajectories per question through the "
         "search environment and splits answerable-without-search / answerable-with-search / unanswerable; needs "
         "--retriever."))
-    retriever: str | None = rule(None, empty=False, help=(
-        "With --agent: what the searches call, an index directory (`curriculum index`) or a server URL "
-        "(`curriculum serve`, or any server speaking Search-R1's POST /retrieve)."))
-    retriever_timeout: float = rule(30.0, gt=0, le=86_400, help=(
-        "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
-        "answers stops the run in one line naming it."))
+    retriever: str | None = retriever_rule("With --agent: ")
+    retriever_timeout: float = retriever_timeout_rule()
     template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
         "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
         "make_prefix)."))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._settings import MAX_COUNT, check_model_ref, check_settings, rule
+from .._settings import MAX_COUNT, check_model_ref, check_settings, retriever_timeout_rule, rule
 from ..agents import first_search_query
 from ..config import bind
 from ..errors import ConfigError, UsageError
@@ -178,8 +178,7 @@ class AgentConfig:
     retriever: str | None = rule(None, help=(
         "The search tool: a directory written by ``curriculum index`` (in-process BM25) or the URL of a server "
         "speaking Search-R1's ``POST /retrieve`` (``curriculum serve``); null: no search agent."))
-    retriever_timeout: float = rule(30.0, gt=0, le=86_400, help=(
-        "Seconds a retriever server may take to answer a request (tried twice)."))
+    retriever_timeout: float = retriever_timeout_rule()
     protocol: str = rule("tags", choices=("tags", "tools"), help=(
         "How the model searches: tags (Search-R1's <search> / <information> protocol through the toolkit's "
         "rollout_func) or tools (TRL's native tool calling: environment_factory with a search tool; the chat "
