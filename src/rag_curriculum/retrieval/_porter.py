@@ -38,33 +38,24 @@ def _cons(b, i):
     return first if (i - p) % 2 == 0 else not first
 
 
+def _skip(b, i, j, cons):
+    """The first index from ``i`` whose letter is not a consonant (``cons``) or not a vowel; ``j + 1`` or more
+    where ``b[i..j]`` holds none."""
+    while i <= j and _cons(b, i) == cons:
+        i += 1
+    return i
+
+
 def _m(b, j):
     """The number of vowel-consonant sequences in ``b[0..j]``."""
     n = 0
-    i = 0
+    i = _skip(b, 0, j, True)  # the consonants it starts with
     while True:
+        i = _skip(b, i, j, False)  # a run of vowels
         if i > j:
             return n
-        if not _cons(b, i):
-            break
-        i += 1
-    i += 1
-    while True:
-        while True:
-            if i > j:
-                return n
-            if _cons(b, i):
-                break
-            i += 1
-        i += 1
+        i = _skip(b, i, j, True)  # then a run of consonants: one sequence more
         n += 1
-        while True:
-            if i > j:
-                return n
-            if not _cons(b, i):
-                break
-            i += 1
-        i += 1
 
 
 def _vowel_in(b, j):
@@ -224,7 +215,7 @@ def compiled():
 
             for name in ("_vowel", "_cons"):
                 g[name] = njit(cache=True, nogil=True, inline="always")(g[name])
-            for name in ("_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_stem", "stem_words"):
+            for name in ("_skip", "_m", "_vowel_in", "_double", "_cvc", "_ends", "_setto", "_stem", "stem_words"):
                 g[name] = njit(cache=True, nogil=True)(g[name])
         _COMPILED = (g["stem_words"], *_table())
     return _COMPILED

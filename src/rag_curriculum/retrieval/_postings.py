@@ -334,6 +334,18 @@ def _seek_block(block_last, lo, hi, d):
     return prev
 
 
+def _most_postings(flat, ptr, term_df):
+    """The most postings one query of the batch reads (its terms' document frequencies summed)."""
+    most = 0
+    for q in range(ptr.shape[0] - 1):
+        tot = 0
+        for j in range(ptr[q], ptr[q + 1]):
+            tot += term_df[flat[j]]
+        if tot > most:
+            most = tot
+    return most
+
+
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
                     block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
                     out_ids, counts, scores, wide, mark):
@@ -345,13 +357,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
     thread's own, reused)."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
-    most = 0
-    for q in range(ptr.shape[0] - 1):
-        tot = 0
-        for j in range(ptr[q], ptr[q + 1]):
-            tot += term_df[flat[j]]
-        if tot > most:
-            most = tot
+    most = _most_postings(flat, ptr, term_df)
     touched = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
@@ -886,13 +892,7 @@ def pruned_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
     thread's own, reused)."""
     k1, b, delta, avg = params[0], params[1], params[2], params[3]
     cache = params[4:]
-    most = 0
-    for q in range(ptr.shape[0] - 1):
-        tot = 0
-        for j in range(ptr[q], ptr[q + 1]):
-            tot += term_df[flat[j]]
-        if tot > most:
-            most = tot
+    most = _most_postings(flat, ptr, term_df)
     touched = np.empty(most, np.int64)
     buf = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
@@ -1206,7 +1206,7 @@ def kernels() -> dict[str, Any]:
     if _KERNELS is None:
         g = globals()
         names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
-                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
+                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_most_postings", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
                  "_posting", "_bound", "window_many", "_lookup_all", "pruned_many", "_finish_lucene", "_finish_bm25s",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
