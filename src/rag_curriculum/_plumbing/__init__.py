@@ -9,7 +9,7 @@ from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import file_sha256, shards_digest
 from ._fork import SideTask, die_with_parent
-from ._jsonl import read_jsonl_latest
+from ._jsonl import jsonl_records, read_jsonl_latest
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
@@ -26,9 +26,10 @@ from ._ray import (
 )
 from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
 from ._seeds import derive_seed, hash64, stable_id
-from ._types import expected_type, init_hints
+from ._types import AsDict, expected_type, init_hints
 
 __all__ = [
+    "AsDict",
     "AUTH_HINT",
     "MANIFEST",
     "MASK",
@@ -57,6 +58,7 @@ __all__ = [
     "init_hints",
     "is_auth_error",
     "is_secret",
+    "jsonl_records",
     "lazy_exports",
     "mask_secrets",
     "output_set_problem",

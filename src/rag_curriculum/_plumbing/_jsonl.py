@@ -1,4 +1,5 @@
-"""One reader for the toolkit's append-only JSONL logs (``curriculum_steps.jsonl``, ``curriculum_levels.jsonl``,
+"""The one line-by-line JSON reader (:func:`jsonl_records`: the caller names its own error for a bad line), and the
+reader for the toolkit's append-only JSONL logs (``curriculum_steps.jsonl``, ``curriculum_levels.jsonl``,
 ``curriculum_dynamic.jsonl``): one JSON object per line, keyed by a step or batch number; a resumed run appends a
 key again, and the last record written for a key wins.
 
@@ -12,24 +13,36 @@ key again, and the last record written for a key wins.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_jsonl_latest"]
+__all__ = ["jsonl_records", "read_jsonl_latest"]
+
+
+def jsonl_records(lines: Iterable[str], bad_json: Callable[[int, ValueError], Exception]) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each line of ``lines`` that is not blank, numbered from 1; a line that is not
+    JSON raises ``bad_json(line number, the JSON error)``."""
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as e:
+            raise bad_json(n, e) from None
+        yield n, value
 
 
 def read_jsonl_latest(path: str | Path, key: str) -> list[dict[str, Any]]:
     """The records of the JSONL file ``path``, the last one per value of ``key``, sorted by that value (blank lines
     skipped). A line that is not a JSON object with ``key`` raises ValueError naming the file and the line."""
     by_key: dict[Any, dict[str, Any]] = {}
+
+    def bad(n: int, e: ValueError) -> Exception:
+        return ValueError(f"{path}, line {n}: not valid JSON ({e}); each line is one JSON object")
+
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}, line {n}: not valid JSON ({e}); each line is one JSON object") from None
+        for n, rec in jsonl_records(f, bad):
             if not isinstance(rec, dict) or key not in rec:
                 raise ValueError(f"{path}, line {n}: expected a JSON object with a {key!r} field")
             by_key[rec[key]] = rec

@@ -1,11 +1,23 @@
-"""Whether a value fits a plain annotation (a number, a flag, a string, or None), for settings handed to code that
+"""A dataclass's ``to_dict`` (:class:`AsDict`), and whether a value fits a plain annotation (a number, a flag, a string, or None), for settings handed to code that
 would otherwise fail deep inside with a TypeError (``--backend-arg delay=abc``, ``grpo.learning_rate=abc``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Any
+
+
+class AsDict:
+    """A mixin for dataclasses (slotted ones too): ``to_dict()``, the fields as a dict (nested dataclasses, lists
+    and dicts copied), for JSON records and logs."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
 
 _PLAIN = (bool, int, float, str, type(None))
 

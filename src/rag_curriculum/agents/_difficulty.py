@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from .._plumbing import AsDict
 from ..errors import ConfigError
 from ..retrieval import passage_hash
 from ._retrievers import Hit
@@ -56,7 +57,7 @@ def noise_probability(step: int, total: int, p_start: float = 0.0, p_end: float 
 
 
 @dataclass
-class SearchDifficulty:
+class SearchDifficulty(AsDict):
     """How a row's level (or ``p``) shapes its search results. ``p``: the withholding probability (the trainer's
     schedule or controller sets it as training goes; :func:`noise_probability`)."""
 
@@ -69,9 +70,6 @@ class SearchDifficulty:
             raise ConfigError(f"search difficulty mode {self.mode!r}; choose one of {', '.join(MODES)}")
         if not 0.0 <= self.p <= 1.0:
             raise ConfigError(f"search difficulty p={self.p} is not a probability", hint="give 0 <= p <= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def extra(self, k: int, row: RowView) -> int:
         """How many more passages than ``k`` to ask the retriever for, so that a result still holds ``k`` after

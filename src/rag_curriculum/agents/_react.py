@@ -72,11 +72,12 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._metrics import normalize_answer
+from .._plumbing import AsDict
 from ..errors import ConfigError
 from ..grammar import Turn
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
@@ -299,7 +300,7 @@ def react_steps(segments: Sequence[Any]) -> list[ReActStep]:
 
 
 @dataclass(frozen=True)
-class CragWeights:
+class CragWeights(AsDict):
     """The weights of :func:`consistency_score`'s terms (the toolkit's choice: all 1)."""
 
     agreement: float = 1.0
@@ -308,9 +309,6 @@ class CragWeights:
     contradiction: float = 1.0
     early: float = 1.0
     errors: float = 1.0
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._plumbing import derive_seed
+from .._plumbing import AsDict, derive_seed
 from ..errors import ConfigError, GenerationError
 from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
@@ -70,7 +70,7 @@ class SearchR1Format:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(AsDict):
     """The search environment's settings.
 
     Attributes:
@@ -100,9 +100,6 @@ class RolloutConfig:
         if self.on_invalid not in ("feedback", "stop"):
             raise ConfigError(f"on_invalid={self.on_invalid!r}; choose feedback or stop")
         get_agent_template(self.template)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -40,11 +40,11 @@ import hashlib
 import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .._plumbing import expected_type, file_sha256, init_hints, is_secret, mask_secrets
+from .._plumbing import AsDict, expected_type, file_sha256, init_hints, is_secret, mask_secrets
 from ..errors import ConfigError, SettingError, UsageError
 from ..models import is_gguf
 from ..prompts import completion_prompt
@@ -54,7 +54,7 @@ Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
-class SamplingConfig:
+class SamplingConfig(AsDict):
     """Sampling settings, passed to every backend explicitly (never the model's defaults).
 
     Attributes:
@@ -89,9 +89,6 @@ class SamplingConfig:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @runtime_checkable

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._plumbing import drop_options
+from .._plumbing import AsDict, drop_options
 from .._settings import MAX_COUNT, check_settings, rule
 from ..errors import ConfigError, EngineError
 from ._base import get_backend
@@ -34,7 +34,7 @@ ENGINES = ("local", "ray")
 
 
 @dataclass
-class EngineConfig:
+class EngineConfig(AsDict):
     """How generation is spread out (not what it makes: no part of a run's identity). Each field's ``help`` is the
     text of its command-line option in ``curriculum partition`` and ``curriculum eval``.
 
@@ -102,9 +102,6 @@ class EngineConfig:
                     "a vLLM worker uses exactly its tensor-parallel GPUs",
                     hint=f"pass --tensor-parallel-size {self.gpus_per_worker:g} too (or leave --gpus-per-worker "
                     "out: it follows --tensor-parallel-size)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 #: The command-line options of :class:`EngineConfig` (left out of the recorded command).

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes
+from .._plumbing import atomic_write_bytes, jsonl_records
 from ..errors import ConfigError, DataError
 
 __all__ = [
@@ -420,14 +420,11 @@ def read_plans(path: str | Path) -> dict[str, Plan]:
     if not path.is_file():
         raise DataError("no such plan file", kind="missing_file", path=str(path))
     out: dict[str, Plan] = {}
+    def bad(i: int, e: ValueError) -> Exception:
+        return DataError(f"not JSON ({e})", kind="bad_json", path=str(path), record=f"line {i}")
+
     with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as e:
-                raise DataError(f"not JSON ({e})", kind="bad_json", path=str(path), record=f"line {i}") from None
+        for i, rec in jsonl_records(f, bad):
             if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
                 raise DataError("expected an object with a string 'id'", kind="missing_field", path=str(path),
                                 record=f"line {i}", field="id")

@@ -48,11 +48,11 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._metrics import answer_f1, answer_scores
-from .._plumbing import hash64
+from .._plumbing import AsDict, hash64
 from ..errors import ConfigError, RewardInputError
 from ..grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
 from ._columns import batch_answers, check_columns, completion_texts, log_means, trajectory_column
@@ -321,7 +321,7 @@ class _VectorCache:
 
 # -- the reward ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class GlobalRagBreakdown:
+class GlobalRagBreakdown(AsDict):
     """One trajectory's terms, the weight w_t of its step and the total R(t); ``matched``: gold nodes matched;
     ``gold_nodes``: |P_gold|; ``has_gold``: whether a gold plan was found for its row."""
 
@@ -335,9 +335,6 @@ class GlobalRagBreakdown:
     matched: int
     gold_nodes: int
     has_gold: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _LOGGED = ("form", "structure", "semantic", "step", "answer", "weight", "total")

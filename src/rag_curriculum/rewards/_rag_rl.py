@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from .._metrics import _normalized_answers
+from .._plumbing import AsDict
 from ..errors import ConfigError
 from ._columns import (
     batch_answers,
@@ -72,7 +73,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class RewardBreakdown:
+class RewardBreakdown(AsDict):
     """One completion's reward: the total, the three components, and the metrics behind them."""
 
     total: float
@@ -92,9 +93,6 @@ class RewardBreakdown:
     """The final answer is the abstention answer (on any row)."""
     answerable: bool = True
     """The row's ``answerable`` (False: an unanswerable row)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # Metrics logged through TRL's ``log_metric`` (batch means), by breakdown attribute.

@@ -37,10 +37,11 @@ it). ``search-em`` also logs the batch means of every component (``search/exact_
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from .._metrics import answer_scores
+from .._plumbing import AsDict
 from ..errors import ConfigError, RewardInputError
 from ..grammar import parse_trajectory
 from ._columns import (
@@ -57,7 +58,7 @@ __all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Re
 
 
 @dataclass(frozen=True, slots=True)
-class SearchBreakdown:
+class SearchBreakdown(AsDict):
     """One trajectory's scores: EM and F1 of its answer, whether it answered, whether a search found a gold
     passage, how many searches it ran and how many turns had a format error."""
 
@@ -67,9 +68,6 @@ class SearchBreakdown:
     gold_found: float
     searches: int
     format_errors: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _LOGGED = tuple(f.name for f in fields(SearchBreakdown))  # logged through TRL's log_metric (batch means)

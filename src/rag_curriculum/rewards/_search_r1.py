@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._gold import gold_answers, read_target, surviving
 from .._metrics import normalize_answer
+from .._plumbing import AsDict
 from ..errors import ConfigError, RewardInputError
 from ..grammar import search_r1_answer_matches
 from ._columns import _items, check_columns, completion_texts
@@ -160,7 +161,7 @@ def search_r1_sequence(prompt: Any, completion: str, *, tokenizer: Any = None,
 
 
 @dataclass(frozen=True, slots=True)
-class SearchR1Breakdown:
+class SearchR1Breakdown(AsDict):
     """One trajectory's ``search-r1`` score: the score, the answer Search-R1 extracted (None: fewer than two
     matches), whether it matched a gold answer, and whether it came from the prompt (the response wrote none)."""
 
@@ -168,9 +169,6 @@ class SearchR1Breakdown:
     answer: str | None
     exact_match: float
     from_prompt: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def search_r1_breakdown(sequence: str, target: str | Sequence[str], *, response_start: int = 0,

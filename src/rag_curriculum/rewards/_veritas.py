@@ -62,11 +62,11 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple
 
 from .._metrics import answer_scores, normalize_answer
-from .._plumbing import derive_seed
+from .._plumbing import AsDict, derive_seed, jsonl_records
 from ..errors import ConfigError
 from ..generation import SamplingConfig
 from ..grammar import parse_trajectory
@@ -523,7 +523,7 @@ def _read_prompt(path: str | None, default: str) -> str:
 
 # -- the reward ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class VeritasBreakdown:
+class VeritasBreakdown(AsDict):
     """One trajectory's VERITAS scores: the total (Eq. 1), each term (None where not computed: a judged term
     without a judge), and what they rest on."""
 
@@ -539,9 +539,6 @@ class VeritasBreakdown:
     judge_failures: int
     missing_blocks: int
     no_search: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _LOGGED = tuple(f.name for f in fields(VeritasBreakdown) if f.name != "total")  # logged by batch means
@@ -933,15 +930,10 @@ def read_labels(path: str | Any, *, field: str = "label") -> dict[str, int | Non
     except OSError as e:
         raise ConfigError(f"cannot read the labels {p}: {e.strerror}") from None
     out: dict[str, int | None] = {}
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            raise ConfigError(
-                f"{p}, line {n}: not valid JSON ({e})", hint="one JSON object per line"
-            ) from None
+    def bad(n: int, e: ValueError) -> Exception:
+        return ConfigError(f"{p}, line {n}: not valid JSON ({e})", hint="one JSON object per line")
+
+    for n, rec in jsonl_records(lines, bad):
         if not isinstance(rec, dict) or "id" not in rec:
             raise ConfigError(
                 f"{p}, line {n}: no 'id' field", hint="each line needs the pair's id (pairs/*.jsonl)"
