@@ -9,7 +9,7 @@ from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import file_sha256, shards_digest
 from ._fork import SideTask, die_with_parent
-from ._jsonl import jsonl_records, read_jsonl_latest
+from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
 from ._lazy import lazy_exports
 from ._lock import held_or_refused, waited
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
@@ -63,6 +63,7 @@ __all__ = [
     "mask_secrets",
     "output_set_problem",
     "read_jsonl_latest",
+    "read_state",
     "redact_command",
     "redact_overrides",
     "require_resources",
@@ -74,4 +75,5 @@ __all__ = [
     "trainer_tail",
     "unreachable",
     "waited",
+    "write_state",
 ]

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["jsonl_records", "read_jsonl_latest"]
+from ._atomic import atomic_write_bytes
+
+__all__ = ["jsonl_records", "read_jsonl_latest", "read_state", "write_state"]
 
 
 def jsonl_records(lines: Iterable[str], bad_json: Callable[[int, ValueError], Exception]) -> Iterator[tuple[int, Any]]:
@@ -47,3 +49,17 @@ def read_jsonl_latest(path: str | Path, key: str) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}, line {n}: expected a JSON object with a {key!r} field")
             by_key[rec[key]] = rec
     return [by_key[k] for k in sorted(by_key)]
+
+
+def write_state(path: str | Path, state: Any) -> None:
+    """A callback's state (a JSON value) written atomically to ``path``, keys sorted: what a checkpoint keeps so
+    that a resumed run goes on where it stopped."""
+    atomic_write_bytes(path, json.dumps(state, sort_keys=True, indent=1).encode("utf-8"))
+
+
+def read_state(path: str | Path) -> Any:
+    """The state :func:`write_state` wrote to ``path``; None where there is no such file."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

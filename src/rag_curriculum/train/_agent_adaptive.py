@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes
+from .._plumbing import read_state, write_state
 from ..agents import P_COLUMN, noise_probability
 from ..errors import ConfigError
 from ..rewards import SearchEmReward, row_gold
@@ -196,15 +196,15 @@ class SearchCurriculumHook:
         """The controller's state (the schedule's p is a function of the step: only its batch count)."""
         state = (self.controller.state_dict() if self.controller is not None
                  else {"name": f"p-schedule:{self.schedule}", "batch": self.batch})
-        atomic_write_bytes(checkpoint / STATE_FILE, json.dumps(state, sort_keys=True, indent=1).encode("utf-8"))
+        write_state(checkpoint / STATE_FILE, state)
 
     def load(self, checkpoint: Path) -> bool:
         path = checkpoint / STATE_FILE
-        if not path.exists():
+        state = read_state(path)
+        if state is None:
             log.warning("%s has no %s: the search curriculum's controller starts afresh (the levels of the run being "
                         "resumed are not continued)", checkpoint, STATE_FILE)
             return False
-        state = json.loads(path.read_text(encoding="utf-8"))
         if self.controller is None:
             if state.get("name") != f"p-schedule:{self.schedule}":
                 raise ConfigError(f"{path} holds the state of {state.get('name')!r}, this run has "

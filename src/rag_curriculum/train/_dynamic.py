@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic sampling
-from .._plumbing import atomic_write_bytes, read_jsonl_latest
+from .._plumbing import read_jsonl_latest, read_state, write_state
 from ..errors import ConfigError
 from ..rewards import completion_text, get_parser, row_gold, score_completion
 from ._progress import ROW_KEYS, distinct_rows, row_stats
@@ -238,16 +238,15 @@ class DynamicHook:
                 f.write(json.dumps(record, sort_keys=True) + "\n")
 
     def save(self, checkpoint: Path) -> None:
-        atomic_write_bytes(checkpoint / STATE_FILE, json.dumps(self.filter.state_dict(), sort_keys=True,
-                                                                indent=1).encode("utf-8"))
+        write_state(checkpoint / STATE_FILE, self.filter.state_dict())
 
     def load(self, checkpoint: Path) -> bool:
-        path = checkpoint / STATE_FILE
-        if not path.exists():
+        state = read_state(checkpoint / STATE_FILE)
+        if state is None:
             raise ConfigError(f"{checkpoint} has no {STATE_FILE}: it was not saved by a run with dynamic sampling, "
                               "so the rows it dropped and its place in the curriculum are unknown; resume it with "
                               "dynamic.enabled=false, or start a new run")
-        self.filter.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        self.filter.load_state_dict(state)
         return True
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plots import plot_adaptive_levels
-from .._plumbing import atomic_write_bytes, read_jsonl_latest
+from .._plumbing import read_jsonl_latest, read_state, write_state
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..rewards import completion_text, get_parser, row_gold, score_completion
@@ -107,16 +107,15 @@ class AdaptiveHook:
 
     # --- checkpoints -----------------------------------------------------------------------------------------
     def save(self, checkpoint: Path) -> None:
-        atomic_write_bytes(checkpoint / STATE_FILE, json.dumps(self.controller.state_dict(), sort_keys=True,
-                                                                indent=1).encode("utf-8"))
+        write_state(checkpoint / STATE_FILE, self.controller.state_dict())
 
     def load(self, checkpoint: Path) -> bool:
-        path = checkpoint / STATE_FILE
-        if not path.exists():
+        state = read_state(checkpoint / STATE_FILE)
+        if state is None:
             log.warning("%s has no %s: the curriculum controller starts afresh (the levels of the run being "
                         "resumed are not continued)", checkpoint, STATE_FILE)
             return False
-        self.controller.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        self.controller.load_state_dict(state)
         self.target_shown = self.controller.target()
         return True
 
