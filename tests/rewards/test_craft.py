@@ -216,8 +216,10 @@ def test_reward_on_variants_without_gold_docs():
     assert r.terms == ("format", "answer")
     b5 = CraftReward("craft-v5").score("Russell Humphreys", ANSWERS, GOLD)  # bare text: wrong format, gated
     assert (b5.total, b5.answer, b5.answer_f1, b5.format_reason) == (0.0, 0.0, 1.0, "wrong_format")
-    with pytest.raises(ConfigError, match="no <gold_docs>"):
+    with pytest.raises(ConfigError, match="no <gold_docs>: craft-evidence does not apply"):
         get_reward("craft-evidence", output_format="craft-v3")
+    with pytest.raises(ConfigError, match="no <gold_docs>: craft-boundary does not apply"):
+        get_reward("craft-boundary", output_format="craft-v5")
     with pytest.raises(ConfigError, match="no <gold_docs>"):
         CraftReward("craft-v4", terms=("format", "boundary"))
     with pytest.raises(ConfigError, match="did you mean 'craft-v1'"):

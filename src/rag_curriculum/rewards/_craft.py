@@ -169,6 +169,9 @@ class CraftReward:
                                   hint="R_gold and the citation-boundary check are for craft-v1 and craft-v2")
             if t == "judge" and self._judge is None:
                 raise ConfigError("the judge term needs a judge", hint="give judge={backend: ..., model: ...}")
+        if self.component in ("evidence", "boundary") and "gold_docs" not in tags:  # the component classes
+            raise ConfigError(f"{self.output_format} has no <gold_docs>: craft-{self.component} does not apply to it",
+                              hint="R_gold and the citation-boundary check are for craft-v1 and craft-v2")
         object.__setattr__(self, "terms", terms)
         weights = {t: 1.0 for t in terms}
         for k, v in (self.weights or {}).items():
@@ -321,12 +324,6 @@ class CraftEvidenceReward(CraftReward):
     __name__: ClassVar[str] = "craft_evidence"
     component: ClassVar[str] = "evidence"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if "gold_docs" not in self.tags:
-            raise ConfigError(f"{self.output_format} has no <gold_docs>: craft-evidence does not apply to it",
-                              hint="R_gold is for craft-v1 and craft-v2")
-
 
 @dataclass(frozen=True)
 class CraftBoundaryReward(CraftReward):
@@ -336,12 +333,6 @@ class CraftBoundaryReward(CraftReward):
     log_components: bool = False
     __name__: ClassVar[str] = "craft_boundary"
     component: ClassVar[str] = "boundary"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if "gold_docs" not in self.tags:
-            raise ConfigError(f"{self.output_format} has no <gold_docs>: craft-boundary does not apply to it",
-                              hint="the citation-boundary check is for craft-v1 and craft-v2")
 
 
 @dataclass(frozen=True)
