@@ -49,6 +49,12 @@ about() {
     *) echo "?" ;;
   esac
 }
+# The environments take about 11 GB (.venv 3.2, .venv-vllm 3.6, .venv-pyserini 1.9, .venv-verl 1.6, .venv-core 0.4)
+# and pip unpacks wheels in $TMPDIR as it goes: a disk that cannot hold them is said now, not as an OSError later.
+free_gb=$(df -Pk . 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}')
+if [ -n "$free_gb" ] && [ "$free_gb" -lt 15 ]; then
+  echo "warning: $free_gb GB free on the disk of $(pwd); the test environments need about 11 GB and pip about 4 GB more while it installs (free some, e.g. old outputs/ or other checkouts' .venv*)" >&2
+fi
 setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
 chain=""
 trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true; rm -rf "$setups"' EXIT

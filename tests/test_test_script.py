@@ -124,3 +124,22 @@ def test_each_tier_records_its_time_and_load_and_the_next_run_says_it(sandbox):
     assert seconds.isdigit() and float(load) >= 0
     r = _run(sandbox, TIERS="main core")
     assert f"last run here: {seconds} s at load {load}" in r.stdout.split("== tier main")[1][:400], r.stdout
+
+
+def test_a_disk_too_small_for_the_environments_is_said_before_anything_installs(sandbox):
+    """``df`` reporting 2 GB free: the script warns first, naming what the environments need, and still runs."""
+    bin_dir = sandbox / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "df").write_text("#!/usr/bin/env bash\necho 'Filesystem 1024-blocks Used Available Capacity Mounted'\n"
+                                "echo '/dev/x 100000000 98000000 2097152 98% /'\n")
+    (bin_dir / "df").chmod(0o755)
+    import os
+
+    r = _run(sandbox, TIERS="core", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert r.returncode == 0, r.stderr
+    assert "warning: 2 GB free" in r.stderr and "about 11 GB" in r.stderr
+    assert "tier core: passed" in r.stdout
+    roomy = (bin_dir / "df").read_text().replace("2097152", "52428800")  # 50 GB free: nothing to say
+    (bin_dir / "df").write_text(roomy)
+    r = _run(sandbox, TIERS="core", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert r.returncode == 0 and "GB free" not in r.stderr, r.stderr
