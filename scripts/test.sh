@@ -41,7 +41,7 @@ about() {
   case $1 in
     main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 20 to 30 min (1198 s measured on 2 cores at load 0.4 in 2 processes with a core each for torch; 1931 s with the engine tiers' environments made beside it and both cores each)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 5 to 14 min (582 s measured at load 1.2, 812 s at load 1.5)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl; about 1 to 2 min (53 s measured)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl; about 3 to 4 min (203 s measured alone, 237 s after the vllm tier)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
