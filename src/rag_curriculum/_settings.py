@@ -79,6 +79,14 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def ray_address_rule() -> Any:
+    """The ``ray_address`` setting of every Ray path (generation, dense encoding, serving): the cluster
+    ``connect_ray`` joins."""
+    return rule(None, empty=False, help=(
+        "--engine ray: the cluster to join (auto: the one `ray start --head` made here, HOST:6379 or "
+        "ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local cluster, started here and shut down at the end."))
+
+
 def retriever_rule(when: str = "") -> Any:
     """The ``retriever`` setting of a search agent (partition's, eval's and train's): an index or a server URL.
     ``when`` starts its help (for example ``"With --agent: "``)."""

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._plumbing import AsDict, drop_options
-from .._settings import MAX_COUNT, check_settings, rule
+from .._settings import MAX_COUNT, check_settings, ray_address_rule, rule
 from ..errors import ConfigError, EngineError
 from ._base import get_backend
 from ._ray_engine import RAY_INSTALL_HINT, RayEngine
@@ -51,9 +51,7 @@ class EngineConfig(AsDict):
     engine: str = rule("local", choices=ENGINES, help=(
         "Where generation runs: local (this process) | ray (a pool of Ray actors, one backend engine each, on a "
         "running cluster or a local one; outputs are identical to local)."))
-    ray_address: str | None = rule(None, empty=False, help=(
-        "--engine ray: the cluster to connect to (auto, or HOST:6379, or ray://HOST:10001). Unset: $RAY_ADDRESS "
-        "if set, else a local cluster is started for the run and shut down after it."))
+    ray_address: str | None = ray_address_rule()
     num_workers: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
         "--engine ray: Ray actors, each holding one backend engine (the model is loaded once per worker). Unset: "
         "as many as the cluster's GPUs (or CPUs) fit, at most one per call to make (openai: 1)."))

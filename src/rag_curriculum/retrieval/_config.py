@@ -9,7 +9,7 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import check_settings, rule, setting_flag
+from .._settings import check_settings, ray_address_rule, rule, setting_flag
 from ..config import bind
 from ..errors import ConfigError, UsageError
 from ._encoder import check_device
@@ -226,8 +226,7 @@ class ServeConfig:
         "uvicorn (this machine's processes, --workers) | ray (Ray Serve: --replicas across a Ray cluster, behind "
         "Ray Serve's HTTP proxy; the same protocol and answers)."))
     replicas: int = rule(1, ge=1, le=4096, help="--engine ray: the servers Ray Serve runs (across the cluster).")
-    ray_address: str | None = rule(None, empty=False, help=(
-        "--engine ray: the cluster to join (auto: the one `ray start --head` made here); default: a local one."))
+    ray_address: str | None = ray_address_rule()
     replica_cpus: float = rule(1.0, ge=0, le=1024, help="--engine ray: CPUs each replica reserves.")
     replica_gpus: float = rule(0.0, ge=0, le=64, help=(
         "--engine ray: GPUs each replica reserves (a dense index's encoder then runs on it)."))

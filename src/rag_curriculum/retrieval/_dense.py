@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._plumbing import file_sha256
-from .._settings import rule
+from .._settings import ray_address_rule, rule
 from ..errors import CurriculumError, UsageError
 from ._encoder import (
     Encoder,
@@ -125,9 +125,7 @@ class DenseOptions:
         "dense / hybrid: where the passages are encoded: local (this process) | ray (Ray Data: shards of passages "
         "streamed to encoder actors on a Ray cluster's CPUs or GPUs, each shard's vectors kept as it finishes, a "
         "stopped run resumed from them; the same index as local)."))
-    ray_address: str | None = rule(None, empty=False, help=(
-        "--engine ray: the cluster (auto, HOST:6379, ray://HOST:10001). Unset: $RAY_ADDRESS if set, else a local "
-        "cluster started for the run."))
+    ray_address: str | None = ray_address_rule()
     num_workers: int | None = rule(None, ge=1, le=1_000_000, help=(
         "--engine ray: encoder actors, each loading the encoder once. Unset: one per GPU of the cluster, else one "
         "per --cpus-per-worker CPUs."))
