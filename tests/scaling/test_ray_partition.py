@@ -221,7 +221,7 @@ def test_ctrl_c_on_the_command_shuts_down_the_cluster_it_started(shards, tmp_pat
     """A real SIGINT to `curriculum partition --engine ray` that started its own local cluster: it exits (130)
     within seconds, keeps the chunks it wrote, and leaves no Ray process behind."""
     pytest.importorskip("ray", reason="the `ray` extra is needed for --engine ray")
-    import re
+    psutil = pytest.importorskip("psutil")
     import signal
     import subprocess
     import sys
@@ -229,12 +229,16 @@ def test_ctrl_c_on_the_command_shuts_down_the_cluster_it_started(shards, tmp_pat
 
     tests = Path(__file__).resolve().parents[1]
 
-    def ray_processes() -> set[int]:
-        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-        return {int(line.split()[0]) for line in ps.splitlines()[1:]
-                if re.search(r"raylet|gcs_server|ray::|default_worker\.py", line)}
+    def alive(procs: list) -> list:  # still running (the same processes, not their pids), not zombies
+        out = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
 
-    before = ray_processes()  # the test session's own cluster, if it runs
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tests.parent / "src"), str(tests), env.get("PYTHONPATH")) if p)
     out = tmp_path / "out"
@@ -249,7 +253,10 @@ def test_ctrl_c_on_the_command_shuts_down_the_cluster_it_started(shards, tmp_pat
         while not list((out / "work").glob("chunk-*.parquet")):
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.1)
-        assert ray_processes() - before  # its cluster is up
+        # its cluster, as the command's own descendants (a test in another pytest worker may run a cluster too)
+        cluster = psutil.Process(proc.pid).children(recursive=True)
+        names = " ".join(p.name() for p in alive(cluster))
+        assert "raylet" in names and "gcs_server" in names, names
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -260,6 +267,9 @@ def test_ctrl_c_on_the_command_shuts_down_the_cluster_it_started(shards, tmp_pat
     written = len(list((out / "work").glob("chunk-*.parquet")))
     assert 1 <= written < N_QUESTIONS // CHUNK
     deadline = time.monotonic() + 15  # the raylet's workers exit after it; a loaded machine takes a few seconds
-    while ray_processes() - before and time.monotonic() < deadline:
+    while alive(cluster) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not (ray_processes() - before), "Ray processes left behind"
+    left = [(p.pid, p.name()) for p in alive(cluster)]
+    for p in alive(cluster):  # not to leak them into the rest of the session
+        p.kill()
+    assert not left, f"Ray processes left behind: {left}"
