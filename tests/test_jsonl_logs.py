@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rag_curriculum._plumbing import read_jsonl_latest
+from rag_curriculum._plumbing import read_jsonl_latest, read_state, write_state
 from rag_curriculum.train import read_steps
 from rag_curriculum.train._dynamic import read_records
 from rag_curriculum.train.adaptive import read_levels
@@ -51,3 +51,18 @@ def test_bad_line_names_the_file_and_line(tmp_path, bad, says):
 
 def test_empty_file_has_no_records(tmp_path):
     assert read_records(_write(tmp_path / "d.jsonl", [])) == []
+
+
+def test_a_checkpoints_state_round_trips_and_a_damaged_one_names_its_file(tmp_path):
+    """write_state / read_state (the training callbacks' checkpoint state): the same value back, keys sorted on disk;
+    no file is None (the caller decides); a file cut short is refused naming it, never read as a fresh start."""
+    path = tmp_path / "checkpoint-4" / "curriculum_controller.json"
+    path.parent.mkdir()
+    state = {"name": "target-band", "batch": 7, "levels": [1, 2, 2], "target": 2.5}
+    write_state(path, state)
+    assert read_state(path) == state
+    assert path.read_text().index('"batch"') < path.read_text().index('"name"')
+    assert read_state(tmp_path / "checkpoint-4" / "absent.json") is None
+    path.write_text(path.read_text()[:-5])
+    with pytest.raises(ValueError, match=r"curriculum_controller\.json: not valid JSON .*damaged"):
+        read_state(path)

@@ -58,8 +58,13 @@ def write_state(path: str | Path, state: Any) -> None:
 
 
 def read_state(path: str | Path) -> Any:
-    """The state :func:`write_state` wrote to ``path``; None where there is no such file."""
+    """The state :func:`write_state` wrote to ``path``; None where there is no such file. A file that is not JSON
+    (damaged, or cut short by something other than the toolkit) raises ValueError naming it."""
     path = Path(path)
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}): this checkpoint's state is damaged; resume from another "
+                         "checkpoint, or start a new run") from None

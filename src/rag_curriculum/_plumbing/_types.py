@@ -1,5 +1,6 @@
-"""A dataclass's ``to_dict`` (:class:`AsDict`), and whether a value fits a plain annotation (a number, a flag, a string, or None), for settings handed to code that
-would otherwise fail deep inside with a TypeError (``--backend-arg delay=abc``, ``grpo.learning_rate=abc``)."""
+"""A dataclass's ``to_dict`` (:class:`AsDict`), and whether a value fits a plain annotation (a number, a flag, a
+string, or None), for settings handed to code that would otherwise fail deep inside with a TypeError
+(``--backend-arg delay=abc``, ``grpo.learning_rate=abc``)."""
 
 from __future__ import annotations
 
