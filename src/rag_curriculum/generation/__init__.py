@@ -38,7 +38,8 @@ from ._base import (
 __getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from ._engine import BackendSpec, EngineConfig, open_engine, without_engine_options
+    from ._engine import BackendSpec, open_engine
+    from ._engine_config import EngineConfig, without_engine_options
     from ._hf_backend import stop_kwargs
 
 __all__ = [

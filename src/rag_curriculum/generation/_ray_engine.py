@@ -30,18 +30,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._plumbing import AUTH_HINT, auth_cause, connect_ray, is_auth_error, require_resources, shutdown_ray
 from ..errors import CurriculumError, EngineError
 from ._base import replays, seeded_call_supported
+from ._engine_config import RAY_INSTALL_HINT, EngineConfig
 from .runner import Call, _generate
-
-if TYPE_CHECKING:  # engine.py opens this engine (and imports this module)
-    from ._engine import EngineConfig
-
-#: The pip extra that installs Ray (``--engine ray``).
-RAY_INSTALL_HINT = "pip install 'rag-curriculum[ray]'"
 
 log = logging.getLogger(__name__)
 
