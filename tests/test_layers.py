@@ -57,6 +57,19 @@ def documented_layers(text: str | None = None) -> dict[str, int]:
     return layers
 
 
+def test_the_picture_atop_development_md_draws_the_layers_table():
+    """The picture of floors that opens docs/development.md names each package on the floor the table gives it."""
+    block = re.search(r"<!-- picture -->\n```text\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert block, f"{DOC}: no <!-- picture --> block"
+    drawn: dict[str, int] = {}
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*(\d+)\s+(.*?)(?:\s{3,}|$)", line)
+        if m:
+            for name in m.group(2).split(" ─ "):
+                drawn[name.strip().removesuffix("/__init__")] = int(m.group(1))
+    assert drawn == documented_layers()
+
+
 def _module(path: Path) -> tuple[list[str], bool]:
     parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
     is_pkg = parts[-1] == "__init__"

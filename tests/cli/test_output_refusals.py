@@ -743,21 +743,6 @@ def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
     assert "RAY_AUTH_MODE=disabled ray start" in text and "ray get-auth-token --generate" in text
 
 
-# -- item 19: time and disk claims a user can plan around ------------------------------------------------------------
-def test_the_readme_gives_measured_times_and_the_disk_the_environments_take():
-    root = Path(__file__).parents[2]
-    import re
-
-    readme = " ".join((root / "README.md").read_text().split())
-    assert "Five minutes" not in readme and "two minutes of CPU time" not in readme
-    assert re.search(r"partition \d+ s, train \d+ s, eval \d+ s", readme), "the walkthrough's measured times"
-    assert re.search(r"load (average )?\d", readme), "the load the walkthrough's times were measured at"
-    development = " ".join((root / "docs" / "development.md").read_text().split())
-    assert re.search(r"main (tier )?\d[\d,]* s", development)
-    disk = re.search(r"environments take about (\d+) GB", development)  # the same figure test.sh warns with
-    assert disk and f"the test environments need about {disk.group(1)} GB" in (root / "scripts" / "test.sh").read_text()
-
-
 # -- item 20: the quickstart does not warn about its own settings ----------------------------------------------------
 def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
     import logging
