@@ -28,7 +28,9 @@
 # MAX_PROMPT to the longest unless given, and refuses a curriculum that does not fit, naming the rows and levels.
 # DRY_RUN=1 where MODEL's tokenizer cannot be loaded (no network, a Hub id not in the cache) says what it could not
 # check and prints the command all the same (data.max_prompt_length=UNCHECKED unless MAX_PROMPT is a number).
-# A curriculum with fewer rows than one batch (PROMPTS_PER_STEP, or data.train_batch_size given below) is refused.
+# A run of 0 steps is refused: a curriculum with fewer rows than one batch (PROMPTS_PER_STEP, or data.train_batch_size
+# given below), trainer.total_epochs=0 or trainer.total_training_steps=0; trainer.total_epochs=2 (or more) is said
+# before the run: each epoch restarts the curriculum at its easiest rows.
 set -euo pipefail
 
 SHARDS=${SHARDS:?set SHARDS to a shard directory written by curriculum build}
@@ -67,10 +69,6 @@ if [[ "$MAX_PROMPT" == UNCHECKED ]]; then
 else
   MAX_TOKENS_PER_GPU=$(((MAX_PROMPT + MAX_RESPONSE) * 2))
 fi
-# The steps verl's trainer makes of the curriculum (data.train_batch_size as given below wins), the rows its
-# drop_last leaves, said on stderr; a curriculum that gives 0 steps is refused (exit status 2) with the numbers.
-"$PYTHON" -m rag_curriculum.verl steps "$SHARDS" --train-batch-size "$PROMPTS_PER_STEP" "$@" >/dev/null || exit $?
-
 dynamic=()
 if [[ -n "${DYNAMIC:-}" ]]; then
   dynamic=(algorithm.filter_groups.enable=True "algorithm.filter_groups.metric=${DYNAMIC_METRIC:-reward}"
@@ -79,6 +77,14 @@ if [[ -n "${DYNAMIC:-}" ]]; then
        "order; verl discards the surplus groups of the last refill and restarts from the first row when the rows" \
        "run out (set trainer.total_training_steps so they do not)" >&2
 fi
+
+# The steps verl's trainer runs: the curriculum's steps an epoch (data.train_batch_size) and the rows its drop_last
+# leaves, and the run's steps (trainer.total_epochs, trainer.total_training_steps), all read from the overrides
+# given below as verl will (the extra ones win), said on stderr before anything runs: an epoch after the first
+# restarts at the curriculum's easiest rows, a step limit short of one epoch never reaches its hardest. A run of 0
+# steps (too few rows for a batch, trainer.total_epochs=0, trainer.total_training_steps=0) is refused (exit status 2).
+"$PYTHON" -m rag_curriculum.verl steps "$SHARDS" --train-batch-size "$PROMPTS_PER_STEP" trainer.total_epochs=1 \
+  ${dynamic[@]+"${dynamic[@]}"} "$@" >/dev/null || exit $?
 
 cmd=(
   "$PYTHON" -m verl.trainer.main_ppo

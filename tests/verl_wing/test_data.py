@@ -125,3 +125,49 @@ def test_a_curriculum_that_gives_no_step_is_refused_with_the_numbers(shards):
     res = _run(shards, "data.train_batch_size=51")  # an override of the batch counts too
     assert res.returncode == 2 and "data.train_batch_size=51 prompts" in res.stderr
     assert _run(shards, "data.train_batch_size=50").returncode == 0
+
+
+def test_the_steps_read_every_override_the_launch_script_passes(shards):
+    """`steps` (and the dry run, which calls it with the same overrides) counts the run as verl's trainer will run
+    it: trainer.total_epochs and trainer.total_training_steps among the overrides, not one epoch always."""
+    from rag_curriculum.verl.data import main
+
+    def steps(*args):
+        res = subprocess.run([sys.executable, "-m", "rag_curriculum.verl", "steps", str(shards), *args],
+                             capture_output=True, text=True, cwd=ROOT)
+        return res.returncode, res.stdout.strip(), res.stderr
+
+    assert main(["steps", str(shards), "--train-batch-size", "10"]) == 0
+    rc, out, err = steps("--train-batch-size", "10", "trainer.total_epochs=2")
+    assert (rc, out) == (0, "10")  # 5 steps an epoch, two epochs
+    assert "the run: 10 steps (trainer.total_epochs=2" in err
+    assert "each epoch restarts the curriculum at its easiest rows" in err and "at step 6" in err
+    rc, out, err = steps("--train-batch-size", "10", "trainer.total_training_steps=2")
+    assert (rc, out) == (0, "2")
+    assert "the run stops after 2 of the curriculum's 5 steps" in err
+    assert "the first 20 of 50 rows, the easiest; the last 30 are never trained (curriculum_index 20..49" in err
+    rc, out, err = steps("--train-batch-size", "10", "trainer.total_training_steps=9")  # one epoch caps it
+    assert (rc, out) == (0, "5") and "trainer.total_training_steps=9 is more than the 5 steps" in err
+    rc, out, err = steps("--train-batch-size", "10", "trainer.total_training_steps=null", "+trainer.total_epochs=1")
+    assert (rc, out) == (0, "5") and "note:" not in err  # one pass: nothing to say
+    for setting in ("trainer.total_training_steps=0", "trainer.total_epochs=0"):
+        rc, out, err = steps("--train-batch-size", "10", setting)
+        assert (rc, out) == (2, ""), setting
+        assert f"error: {setting}: verl's trainer would train 0 steps" in err and "Nothing was run" in err
+        assert "for one pass over the curriculum (5 steps of 10 prompts)" in err
+
+
+def test_the_dry_run_refuses_a_run_of_no_steps_and_says_the_epochs_before_it(shards):
+    res = _run(shards, "trainer.total_training_steps=0")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "trainer.total_training_steps=0: verl's trainer would train 0 steps" in res.stderr
+    res = _run(shards, "trainer.total_epochs=0")
+    assert res.returncode == 2 and "trainer.total_epochs=0: verl's trainer would train 0 steps" in res.stderr
+    res = _run(shards, "trainer.total_epochs=3", PROMPTS_PER_STEP="14", GPUS_PER_NODE="7")
+    assert res.returncode == 0, res.stderr
+    assert "the run: 9 steps (trainer.total_epochs=3" in res.stderr  # 50 rows: 3 steps of 14, three times
+    assert "at step 4, step 7" in res.stderr and "from easy to hard 3 times" in res.stderr
+    opts = dict(a.split("=", 1) for a in shlex.split(res.stdout)[3:])
+    assert opts["trainer.total_epochs"] == "3"  # the command verl runs has what was counted
+    res = _run(shards)  # the script's own trainer.total_epochs=1: one pass, said as such
+    assert res.returncode == 0 and "the run: 1 step (trainer.total_epochs=1" in res.stderr

@@ -28,10 +28,16 @@ not check and prints the prompt limit given (``--prompt-length N`` or ``data.max
 
 **Steps** (``steps``): verl's trainer makes ``len(dataset) // data.train_batch_size`` steps an epoch and its train
 loader drops the incomplete last batch (``drop_last=True``), so the rows past the last whole batch are never
-trained. ``steps`` says how many steps the curriculum gives and which rows are left (stderr), prints the steps
-(stdout), and refuses (exit status 2) a curriculum with fewer rows than one batch, naming both numbers: verl
-itself would fail on it with a division by zero. ``data.train_batch_size`` and ``data.train_max_samples`` among the
-overrides win over ``--train-batch-size``.
+trained. It trains while the epoch is below ``trainer.total_epochs`` and the step at most
+``trainer.total_training_steps`` (when set), and its loader starts again at the first row each epoch.
+``steps`` reads those settings among the overrides (``data.train_batch_size``, ``data.train_max_samples``,
+``trainer.total_epochs``, ``trainer.total_training_steps``; they win over ``--train-batch-size`` and
+``--total-epochs``, default 1), says on stderr how many steps an epoch the curriculum gives, which rows are left,
+how many steps the run trains, and, before the run, what it does to the curriculum's order: an epoch after the
+first restarts at the easiest rows, a step limit short of an epoch never reaches the hardest. It prints the run's
+steps (stdout), and refuses (exit status 2), naming the numbers, a run of 0 steps: a curriculum with fewer rows
+than one batch (verl itself would fail on it with a division by zero), ``trainer.total_epochs`` or
+``trainer.total_training_steps`` below 1 (verl would train nothing and end as if it had finished).
 
 **Search-agent rows** (``agent-data``; verl's ``ToolAgentLoop`` with the toolkit's
 :class:`~rag_curriculum.verl.tool.SearchTool`): one Parquet file, rows in curriculum order. Each row keeps the
@@ -65,6 +71,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +84,8 @@ from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerE
 from ..lengths import Limit, check_lengths, read_lengths
 from ..shards import read_manifest, shard_files, validate_shards
 
-__all__ = ["UNCHECKED", "agent_row", "agent_table", "hydra_list", "main", "parse_verl_overrides", "reward_path",
-           "train_files", "verl_limits", "verl_steps", "write_agent_data"]
+__all__ = ["UNCHECKED", "VerlRun", "agent_row", "agent_table", "hydra_list", "main", "parse_verl_overrides",
+           "reward_path", "run_settings", "train_files", "verl_limits", "verl_run", "verl_steps", "write_agent_data"]
 
 
 # --- the shard files and the reward file ---------------------------------------------------------------------------
@@ -117,6 +124,10 @@ VERL_KEYS = {
     "data.filter_overlong_prompts": "filter",
     "data.train_batch_size": "train_batch_size",
     "data.train_max_samples": "train_max_samples",
+    "data.gen_batch_size": "gen_batch_size",
+    "trainer.total_epochs": "total_epochs",
+    "trainer.total_training_steps": "total_training_steps",
+    "algorithm.filter_groups.enable": "filter_groups",
 }
 #: What ``check-lengths --dry-run`` prints for a prompt limit it could not derive (``--prompt-length auto``).
 UNCHECKED = "UNCHECKED"
@@ -165,7 +176,7 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "       | lengths SHARD_DIR [--model MODEL] [VERL_OVERRIDES...]\n"
          "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] [--dry-run] "
          "[VERL_OVERRIDES...]\n"
-         "       | steps SHARD_DIR --train-batch-size N [VERL_OVERRIDES...]\n"
+         "       | steps SHARD_DIR --train-batch-size N [--total-epochs E] [VERL_OVERRIDES...]\n"
          "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n")
 
 
@@ -183,7 +194,7 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
             opts["dry-run"] = "1"
             i += 1
             continue
-        if a in ("--model", "--prompt-length", "--response-length", "--train-batch-size"):
+        if a in ("--model", "--prompt-length", "--response-length", "--train-batch-size", "--total-epochs"):
             if i + 1 >= len(rest):
                 raise SystemExit(f"{a} needs a value\n{USAGE}")
             opts[a[2:]] = rest[i + 1]
@@ -284,6 +295,109 @@ def verl_steps(rows: int, train_batch_size: int, *, max_samples: int | None = No
     return steps, tail
 
 
+@dataclass(frozen=True)
+class VerlRun:
+    """The steps verl 0.9's trainer runs on a curriculum (:func:`verl_run`): ``rows`` (after
+    ``data.train_max_samples``), ``batch`` (``data.train_batch_size``), ``steps_per_epoch`` and the ``tail`` its
+    ``drop_last`` leaves, ``epochs`` (``trainer.total_epochs``), ``total_training_steps`` (as given, or None) and
+    ``steps``, what the run trains: ``min(total_training_steps, steps_per_epoch * epochs)``."""
+
+    rows: int
+    batch: int
+    steps_per_epoch: int
+    tail: int
+    epochs: int
+    total_training_steps: int | None
+    steps: int
+    dynamic: bool = False
+
+    @property
+    def epochs_run(self) -> int:
+        """The epochs the run starts (the last may be cut short by ``trainer.total_training_steps``)."""
+        return -(-self.steps // self.steps_per_epoch)
+
+    @property
+    def rows_reached(self) -> int:
+        """The rows of the curriculum the run reaches (its first epoch's; all but ``tail`` when it completes one)."""
+        return min(self.steps, self.steps_per_epoch) * self.batch
+
+    def notes(self) -> list[str]:
+        """What the run does that a curriculum user must know before it starts: the epochs that restart the
+        curriculum at its easiest rows, the rows a short run never reaches, a step limit past the epochs."""
+        s, out = self.steps_per_epoch, []
+        if self.epochs_run > 1:
+            starts = ", ".join(f"step {e * s + 1}" for e in range(1, min(self.epochs_run, 4)))
+            more = ", ..." if self.epochs_run > 4 else ""
+            out.append(
+                f"the run trains {self.steps} steps, {self.epochs_run} epochs of {s}: each epoch restarts the "
+                f"curriculum at its easiest rows (verl's loader reads from the first row again at {starts}{more}), "
+                f"so the levels go from easy to hard {self.epochs_run} times, not once. For one pass over the "
+                f"curriculum set trainer.total_epochs=1 and leave trainer.total_training_steps unset")
+        elif self.steps < s and not self.dynamic:
+            out.append(f"the run stops after {self.steps} of the curriculum's {s} steps (trainer.total_training_steps="
+                       f"{self.total_training_steps}): it trains the first {self.rows_reached} of {self.rows} rows, "
+                       f"the easiest; the last {self.rows - self.rows_reached} are never trained")
+        if self.total_training_steps is not None and self.total_training_steps > s * self.epochs:
+            out.append(f"trainer.total_training_steps={self.total_training_steps} is more than the {s * self.epochs} "
+                       f"steps of trainer.total_epochs={self.epochs}: verl stops after {self.steps}")
+        if self.dynamic:
+            out.append("with algorithm.filter_groups a step takes more rows than data.train_batch_size (refills), so "
+                       "the rows run out before the last step and verl restarts at the first row (set "
+                       "trainer.total_training_steps so they do not)")
+        return out
+
+
+def verl_run(rows: int, train_batch_size: int, *, max_samples: int | None = None, total_epochs: int = 1,
+             total_training_steps: int | None = None, dynamic: bool = False, where: str = "the curriculum",
+             setting: str = "data.train_batch_size") -> VerlRun:
+    """The steps verl 0.9's trainer runs (:class:`VerlRun`): it trains while the epoch is below
+    ``trainer.total_epochs`` and the step at most ``trainer.total_training_steps`` (when set; otherwise
+    ``steps_per_epoch * total_epochs``), and its loader restarts at the first row each epoch. A run of 0 steps is
+    refused: a curriculum with fewer rows than one batch (:func:`verl_steps`), ``trainer.total_epochs`` or
+    ``trainer.total_training_steps`` below 1 (verl would start, train nothing and end as if it had finished).
+
+    >>> run = verl_run(100, 42, total_epochs=2)
+    >>> run.steps, run.epochs_run, run.rows_reached
+    (4, 2, 84)
+    >>> verl_run(100, 42, total_training_steps=1).notes()[0][:60]
+    "the run stops after 1 of the curriculum's 2 steps (trainer.t"
+    >>> verl_run(100, 42, total_training_steps=0)
+    Traceback (most recent call last):
+    ...
+    rag_curriculum.errors.ConfigError: trainer.total_training_steps=0: verl's trainer would train 0 steps (it stops once the step passes trainer.total_training_steps) and end as if it had finished
+    """
+    steps_per_epoch, tail = verl_steps(rows, train_batch_size, max_samples=max_samples, where=where,
+                                       setting=setting)
+    if max_samples is not None and 0 < max_samples < rows:
+        rows = max_samples
+    one_pass = (f"leave trainer.total_training_steps unset and set trainer.total_epochs=1 for one pass over the "
+                f"curriculum ({steps_per_epoch} steps of {train_batch_size} prompts)")
+    if total_epochs < 1:
+        raise ConfigError(f"trainer.total_epochs={total_epochs}: verl's trainer would train 0 steps (it trains while "
+                          "the epoch is below trainer.total_epochs) and end as if it had finished", hint=one_pass)
+    if total_training_steps is not None and total_training_steps < 1:
+        raise ConfigError(f"trainer.total_training_steps={total_training_steps}: verl's trainer would train 0 steps "
+                          "(it stops once the step passes trainer.total_training_steps) and end as if it had "
+                          "finished", hint=one_pass)
+    steps = steps_per_epoch * total_epochs
+    if total_training_steps is not None:
+        steps = min(steps, total_training_steps)
+    return VerlRun(rows=rows, batch=train_batch_size, steps_per_epoch=steps_per_epoch, tail=tail,
+                   epochs=total_epochs, total_training_steps=total_training_steps, steps=steps, dynamic=dynamic)
+
+
+def run_settings(config: Any) -> dict[str, Any]:
+    """:func:`verl_run`'s keyword arguments from a composed verl config (``trainer.total_epochs``,
+    ``trainer.total_training_steps``, ``data.train_max_samples``, ``algorithm.filter_groups.enable``)."""
+    fg = config.algorithm.get("filter_groups", None) if "algorithm" in config else None
+    samples = config.data.get("train_max_samples", None)
+    steps = config.trainer.get("total_training_steps", None)
+    return {"total_epochs": int(config.trainer.get("total_epochs", 1)),
+            "total_training_steps": None if steps is None else int(steps),
+            "max_samples": None if samples is None else int(samples),
+            "dynamic": bool(fg is not None and fg.get("enable", False))}
+
+
 def _tail_note(directory: str | Path, rows: int, tail: int) -> str:
     """``: curriculum_index A..B, levels L`` of the rows verl's drop_last leaves (read from the shards)."""
     if not tail:
@@ -305,18 +419,52 @@ def steps_main(args: list[str]) -> int:
         rows = int(manifest["num_rows"])
         samples = _int(found.get("train_max_samples"), "data.train_max_samples")
         where = f"{directory} with data.train_max_samples={samples}" if samples and samples < rows else str(directory)
-        steps, tail = verl_steps(rows, int(batch), max_samples=samples, where=where)
-        if samples is not None and 0 < samples < rows:
-            rows = samples
-        note = _tail_note(directory, rows, tail)
+        epochs = _count(found.get("total_epochs") or opts.get("total-epochs") or "1", "trainer.total_epochs")
+        total = _count(found.get("total_training_steps"), "trainer.total_training_steps")
+        run = verl_run(rows, int(batch), max_samples=samples, total_epochs=1 if epochs is None else epochs,
+                       total_training_steps=total, dynamic=found.get("filter_groups", "").lower() == "true",
+                       where=where)
+        note = _tail_note(directory, run.rows, run.tail)
+        reach = _reach_note(directory, run)
     except (CurriculumError, ValueError) as e:
         hint = getattr(e, "hint", None)
         sys.stderr.write(f"error: {e}. Nothing was run." + (f"\n  hint: {hint}" if hint else "") + "\n")
         return 2
-    sys.stderr.write(f"curriculum: {directory} ({rows} rows, {steps} steps; the last {tail} rows are dropped by "
-                     f"verl's drop_last{note})\n")
-    sys.stdout.write(f"{steps}\n")
+    sys.stderr.write(f"curriculum: {directory} ({run.rows} rows, {run.steps_per_epoch} steps; the last {run.tail} "
+                     f"rows are dropped by verl's drop_last{note})\n")
+    sys.stderr.write(f"the run: {run.steps} step{'s' if run.steps != 1 else ''} (trainer.total_epochs={run.epochs}, "
+                     f"trainer.total_training_steps={'unset' if total is None else total}, "
+                     f"data.train_batch_size={run.batch})\n")
+    for line in run.notes():
+        sys.stderr.write(f"note: {line}{reach if line.startswith('the run stops') else ''}\n")
+    sys.stdout.write(f"{run.steps}\n")
     return 0
+
+
+def _count(value: str | None, name: str) -> int | None:
+    """A whole number setting (None for unset/null), or a ConfigError naming it."""
+    if value is None or value.lower() in ("", "null", "none", "~"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a whole number") from None
+
+
+def _reach_note(directory: str | Path, run: VerlRun) -> str:
+    """`` (curriculum_index A..B, levels ...)`` of the rows a run stopped by ``trainer.total_training_steps`` never
+    reaches."""
+    if run.epochs_run > 1 or run.steps >= run.steps_per_epoch or run.dynamic:
+        return ""
+    columns = [pq.read_table(f, columns=["curriculum_index", "level"]) for f in shard_files(directory)]
+    table = pa.concat_tables(columns).slice(run.rows_reached, run.rows - run.rows_reached)
+    index, levels = table.column(0).to_pylist(), table.column(1).to_pylist()
+    return f" (curriculum_index {index[0]}..{index[-1]}, {_levels_text(levels)})" if index else ""
+
+
+def _levels_text(levels: Sequence[Any]) -> str:
+    shown = sorted({lv for lv in levels if lv is not None})
+    return f"level{'s' if len(shown) > 1 else ''} {', '.join(map(str, shown))}"
 
 
 # --- search-agent rows ---------------------------------------------------------------------------------------------
