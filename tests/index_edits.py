@@ -1,6 +1,6 @@
 """Editing an index after it was built, as someone who knows its format would: the manifest made anew (each file's
 record, the fingerprint recomputed from them, the manifest's own digest), so that what a test damaged is found by
-reading the files, not by the records (issue 57: every reader checks the records; ``validate`` reads the rest)."""
+reading the files, not by the records (every reader checks the records; ``validate`` reads the rest)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The toolkit's outputs as the Hugging Face loaders read them (issue 26 items 11 and 17), with the real
+"""The toolkit's outputs as the Hugging Face loaders read them, with the real
 ``datasets.load_dataset``: a built curriculum and a partition bucket load through their cards' ``configs`` (only the
 Parquet shards under ``data/``, never ``manifest.json``, the card or the plot beside them), in curriculum order; an
 empty bucket streams as an empty dataset with its features. What ``datasets`` itself cannot do is pinned here, so

@@ -1,4 +1,4 @@
-"""Sharing a curriculum on the Hugging Face Hub (issue 56 item 7), tested up to the network call on real builds of
+"""Sharing a curriculum on the Hugging Face Hub, tested up to the network call on real builds of
 the shared samples: ``curriculum push DIR REPO`` checks the folder and its data card offline (the card parsed by
 ``huggingface_hub.DatasetCard``, its ``configs`` resolved by ``datasets`` to the shards in order, its
 ``dataset_info`` against the manifest), then makes a dataset repository and sends the listed files in one commit.

@@ -403,7 +403,7 @@ def test_the_private_module_rule_tells_a_package_from_its_neighbours():
 
 
 def test_rewards_read_trajectories_through_the_grammar_not_the_agents():
-    """Issue 43, item 4: the trajectory grammar (tags, turn and trajectory parsers, GlobalRAG's plans) is a leaf
+    """The trajectory grammar (tags, turn and trajectory parsers, GlobalRAG's plans) is a leaf
     below both the agents and the rewards. The two share a layer, so an import of one by the other at a file's top
     is sideways and fails :func:`test_top_level_imports_only_point_down_the_layers`; none hides inside a function
     either."""

@@ -1,4 +1,4 @@
-"""Issue 11, settings: every impossible value is refused once, at config binding, by the same rules for flags,
+"""Settings: every impossible value is refused once, at config binding, by the same rules for flags,
 recipes and Python, with one line that names the setting, the value and what is allowed; errors are one line
 (no traceback, no stray colon, no second ``error: 1``, install extras printed as they are)."""
 
@@ -128,7 +128,7 @@ def test_mistyped_model_is_one_line_before_loading(tmp_path, model, says):
 
 
 def test_a_missing_local_model_is_named_even_where_it_reads_as_a_hub_id(tmp_path, monkeypatch):
-    """issue 37 item 13: outputs/tiny-model (a valid Hub id) when ./outputs exists is this machine's missing folder,
+    """Outputs/tiny-model (a valid Hub id) when ./outputs exists is this machine's missing folder,
     named as such, not sent to the Hub."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs").mkdir()

@@ -1,4 +1,4 @@
-"""``scripts/setup.sh`` in a sandbox with stub ``python``, ``pip`` and ``nvidia-smi`` (issue 26 item 22): it says
+"""``scripts/setup.sh`` in a sandbox with stub ``python``, ``pip`` and ``nvidia-smi``: it says
 which torch build it installed, takes PyTorch's CPU index on a machine without a GPU when that index answers, keeps
 the configured index where it does not (offline, a PyPI mirror only: this machine, CI) and on GPU machines, and
 takes TORCH_INDEX_URL when given. A real install is not made here: the stubs record what pip was asked."""

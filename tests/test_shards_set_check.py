@@ -1,6 +1,6 @@
 """The check of the set of outputs a shard directory belongs to is handed down to ``validate_shards`` (passed by a
 reader, or registered by the command that writes such sets under its manifest section): ``shards`` never imports
-the commands above it (issue 27 item 2)."""
+the commands above it."""
 
 from __future__ import annotations
 

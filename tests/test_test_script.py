@@ -110,7 +110,7 @@ def test_the_trl_setup_resolves_the_pins_newest_and_oldest(tmp_path):
 
 
 def test_each_tier_records_its_time_and_load_and_the_next_run_says_it(sandbox):
-    """Issue 46, item 14: the announced times were 2.6x short of a 2-core run; a tier now ends with its time and the
+    """The announced times were 2.6x short of a 2-core run; a tier now ends with its time and the
     load it started at, recorded in .test-times, and the next run's announcement gives this machine's last run."""
     r = _run(sandbox, TIERS="main core")
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""The HTTP retriever client under faults (issue 37, items 2, 3 and 6): a server that accepts and never answers
+"""The HTTP retriever client under faults: a server that accepts and never answers
 stops a run after --retriever-timeout (tried twice) in one line naming the URL; a key in the URL never reaches a
 log line, urllib3's retry warnings included; a scheme other than http(s) is refused as such."""
 
@@ -124,7 +124,7 @@ def test_a_schemes_case_does_not_matter(odd_servers, scheme):
 
 @pytest.mark.parametrize("which", ["404", "405", "shape"])
 def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_max_shards):
-    """issue 37 item 8: the retriever is tried before anything is written: eval leaves no eval_config.json nor
+    """The retriever is tried before anything is written: eval leaves no eval_config.json nor
     lock, partition builds no OUT/input."""
     from conftest import MUSIQUE_TRAIN
     from typer.testing import CliRunner

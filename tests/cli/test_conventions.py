@@ -1,4 +1,4 @@
-"""Issue 26 item 15, the command-line conventions users expect: `curriculum --version`, `-q/--quiet` beside
+"""The command-line conventions users expect: `curriculum --version`, `-q/--quiet` beside
 `-v/--verbose`, shell completion, and exit statuses: 2 for a usage error (as click's own), 1 for a failure while
 the command ran."""
 

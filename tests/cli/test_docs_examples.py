@@ -1,4 +1,4 @@
-"""Issue 26 item 21: the adaptive page's first example runs as written on the shared sample (it asked --n 5000 of
+"""The adaptive page's first example runs as written on the shared sample (it asked --n 5000 of
 100 rows), and the README's own output folders (outputs/, indexes/) are ignored by git."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every page's CPU commands, run as written (issue 37 item 14): the ``bash`` blocks marked ``<!-- cpu -->`` of
+"""Every page's CPU commands, run as written: the ``bash`` blocks marked ``<!-- cpu -->`` of
 search-agents.md, veritas.md, globalrag.md, react-crag.md and dense.md are extracted from the Markdown and run in order with
 bash (``set -euo pipefail``), each page in a scratch checkout of its own (``.venv`` and ``tests/`` there,
 ``../shared`` beside it, nothing else: each walkthrough makes what it uses), then what the page says they leave
@@ -94,7 +94,7 @@ def _check_search_agents(repo: Path, output: str) -> None:
     assert (repo / "outputs/train/search-tools-cpu-tiny/train_config.yaml").is_file()
 
 
-#: The search route's learning test (issue 36), run on the page's own commands: `curriculum warm-start --agent
+#: The search route's learning test, run on the page's own commands: `curriculum warm-start --agent
 #: search-r1` against a real `curriculum serve`, then `curriculum train recipe=search-learn` with every search a
 #: request to that server. bench/bench_learning.py --route search-r1 measured (GRPO seeds 0, 1, 2 on one warm start,
 #: the index searched in process: the same rankings as the server's) gains of the mean exact match of the last 12

@@ -1,7 +1,7 @@
 """The dry run refuses what the real run refuses, the documented hard-negatives route trains on a max curriculum,
 and the output and text a person reads. The bad-input cases are in the command line's corpus
 (tests/cli/test_output_refusals.py), the
-rewards' in tests/rewards/test_bad_reward_inputs.py, the finished and re-targeted runs of item 11 in
+rewards' in tests/rewards/test_bad_reward_inputs.py, the finished and re-targeted runs in
 tests/train/test_grpo.py and tests/train/test_search_agent.py."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def min_max_dir(tmp_path_factory, shared_data) -> Path:
     return _build(tmp_path_factory, "min-max", 8)
 
 
-# -- item 12: the dry run runs every check of the real run before the model loads ------------------------------------
+# -- the dry run runs every check of the real run before the model loads ------------------------------------
 @pytest.mark.parametrize("overrides, words", [
     (["recipe=cpu-tiny", "batch.prompts_per_step=16"], "8 row(s) to train on, fewer than one batch of 16 prompts"),
     (["recipe=search-r1", "agent.retriever={IDX}"], "8 row(s) to train on, fewer than one batch of 512 prompts"),
@@ -59,7 +59,7 @@ def test_the_dry_run_refuses_a_curriculum_shorter_than_one_batch(overrides, word
         assert "hint: lower batch.prompts_per_step" in r.output
 
 
-# -- item 10: the documented route of hard negatives moved during training -------------------------------------------
+# -- the documented route of hard negatives moved during training -------------------------------------------
 def _documented_hard_negatives_command() -> list[str]:
     text = (ROOT / "docs" / "search-agents.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
@@ -114,7 +114,7 @@ def script(tmp_path_factory):
     sys.modules.pop("trust4_script", None)
 
 
-# -- item 16: text a person reads ----------------------------------------------------------------------------------
+# -- text a person reads ----------------------------------------------------------------------------------
 def test_recipe_summaries_are_whole_sentences_and_cite_no_internal_issue():
     from rag_curriculum.config import KINDS, list_recipes, recipe_path, recipe_summary
 
@@ -172,7 +172,7 @@ def test_development_md_documents_the_quick_way_to_run_one_file():
         assert (ROOT / path).is_file(), path
 
 
-# -- item 15: output a person reads ---------------------------------------------------------------------------------
+# -- output a person reads ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def agent_run(tmp_path_factory, index_dir, shared_data):
     """An agent evaluation through the command (not a terminal, as when piped) at 80 columns, on a set whose folder
@@ -277,7 +277,7 @@ def test_a_withholding_curriculum_shows_p_not_the_rows_level(tmp_path, monkeypat
     assert ylim[0] < 0 < 0.5 < ylim[1] < 1
 
 
-# -- item 17: readers ---------------------------------------------------------------------------------------------
+# -- readers ---------------------------------------------------------------------------------------------
 def test_an_agent_evals_out_loads_as_its_trajectories_and_writes_back_to_parquet(agent_run, tmp_path):
     """``datasets.load_dataset(OUT, split="test")`` reads the trajectories (its card's configs), not eval_config.json;
     trajectories read with pandas write back to Parquet (no empty ``shaped`` struct)."""

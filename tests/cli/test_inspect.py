@@ -1,4 +1,4 @@
-"""`curriculum inspect` on shard directories (issue 56 item 6), on the real samples: each level with the distractors
+"""`curriculum inspect` on shard directories, on the real samples: each level with the distractors
 and passages it holds as built and the levels that collapse (HotpotQA's 8 distractors in a linear K = 10 build),
 levels sorted as numbers in `--json` (also for a manifest written with its keys sorted as text), `--row N` (one
 row as the model sees it: its messages, or with `--tokenizer` the chat template's text), and Search-R1's rows

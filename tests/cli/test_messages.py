@@ -1,4 +1,4 @@
-"""Issue 26 items 8 and 9: one located line (exit 1, or 2 for a usage error) instead of a traceback or a misleading
+"""One located line (exit 1, or 2 for a usage error) instead of a traceback or a misleading
 message: --stats of a missing path, a truncated JSON or a missing module as the scripted --model, a script that
 returns non-strings or raises, a plain folder given to partition, validate / inspect on an index or a damaged shard
 directory, --out a file, an unknown --backend-arg."""
@@ -89,7 +89,7 @@ def partition(max_dir, out, model, *more):
                "-o", out, *more)
 
 
-# -- item 9: misleading messages -----------------------------------------------------------------------------------
+# -- misleading messages -----------------------------------------------------------------------------------
 def test_eval_stats_of_a_missing_path_says_it_is_missing(eval_dir, script, tmp_path):
     beside_work = tmp_path / "here"
     (beside_work / "work").mkdir(parents=True)  # a folder holding a "work" folder, as / holds /work on some machines
@@ -167,7 +167,7 @@ def test_out_a_file_says_so(max_dir, eval_dir, script, tmp_path, command):
     assert f.read_text() == "mine"
 
 
-# -- item 8: tracebacks -> one line --------------------------------------------------------------------------------
+# -- tracebacks -> one line --------------------------------------------------------------------------------
 def test_inspect_a_damaged_shard_directory_names_what_is_wrong(max_dir, index_dir, tmp_path):
     import shutil
 

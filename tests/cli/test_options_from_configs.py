@@ -1,4 +1,4 @@
-"""Every command's options come from its config dataclass, written once (issue 27 item 3): a field's flag, type,
+"""Every command's options come from its config dataclass, written once: a field's flag, type,
 default and help appear in ``--help``, parse into the command's keyword arguments, show in ``--print-config``
 and in the docs' reference tables (``docs/hooks.py``) without being written anywhere else; no flag of before the
 change went missing."""
@@ -68,7 +68,7 @@ BEFORE = {
     "validate": "",
     "recipes": "",
     "train": "--dry-run --list --print-config",
-    # issue 36: a command added after the options were generated (its own flags, no config's)
+    # A command added after the options were generated (its own flags, no config's)
     "warm-start": "--agent --copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
     "--no-overwrite --plain --retriever --rows --seed --template --topk",
     # a command added later (its own flags): a build or a partition bucket shared as a Hub dataset
@@ -76,26 +76,26 @@ BEFORE = {
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout",
-                      "--reward", "--reward-arg"},  # issue 44: Search-R1's own reward beside EM / F1
+                      "--reward", "--reward-arg"},  # Search-R1's own reward beside EM / F1
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
-                   "--body-timeout", "--min-body-rate",  # issue 46, item 3
-                   # issue 57: every file hashed before serving; another encoder, allowed, another fingerprint
+                   "--body-timeout", "--min-body-rate",
+                   # Every file hashed before serving; another encoder, allowed, another fingerprint
                    "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder",
-                   "--max-results"},  # issue 57 item 7: the passages one request may ask for
+                   "--max-results"},  # The passages one request may ask for
          "validate": {"--quick"},
          "inspect": {"--row", "--tokenizer"},
-         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept  # one row as the model sees it (and its tokens)  # issue 57: sizes only, said so (the default hashes every file)
-         # issue 35: dense and hybrid indexes
+         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept  # one row as the model sees it (and its tokens)  # Sizes only, said so (the default hashes every file)
+         # Dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",
                    "--train-sample", "--nprobe", "--ef-search", "--refine", "--import-faiss", "--compress", "--rrf-k",
                    "--rrf-depth", "--block",
-                   # issue 45 item 6: the passages encoded on a Ray cluster (Ray Data)
+                   # The passages encoded on a Ray cluster (Ray Data)
                    "--engine", "--ray-address", "--num-workers", "--gpus-per-worker", "--cpus-per-worker",
-                   # issue 44 item 1: the BM25 preset (auto | bm25s | lucene)
+                   # The BM25 preset (auto | bm25s | lucene)
                    "--bm25",
-                   # issue 45 item 3: search settings tuned at build time
+                   # Search settings tuned at build time
                    "--target-recall", "--tune-queries"}}
 
 #: command -> (its configs, the fields no option of it sets, and why).

@@ -85,7 +85,7 @@ def empty_bucket(tmp_path_factory, max_dir, script) -> Path:
     return out / "answerable"
 
 
-# -- item 4: a second run on the same output is refused at once ----------------------------------------------------
+# -- a second run on the same output is refused at once ----------------------------------------------------
 def _in_thread(target):
     box: dict = {}
 
@@ -158,7 +158,7 @@ def test_the_work_folder_lock_is_filelock_not_a_silent_fcntl(tmp_path, monkeypat
             FileLock(str(wd.path / ".lock")).acquire(timeout=0)
 
 
-# -- item 3: --out inside the input, or a folder the toolkit did not make ------------------------------------------
+# -- --out inside the input, or a folder the toolkit did not make ------------------------------------------
 @pytest.mark.parametrize("where", [".", "sub", "sub/deeper"])
 def test_partition_out_equal_to_or_inside_its_input_is_refused(max_dir, script, where):
     before = tree(max_dir)
@@ -195,7 +195,7 @@ def test_the_toolkits_own_output_is_still_rerun_and_overwritten(max_dir, eval_di
         assert r.exit_code == 0, r.output
 
 
-# -- item 7: a run that fails before generating does not block the corrected one -----------------------------------
+# -- a run that fails before generating does not block the corrected one -----------------------------------
 def test_a_partition_that_failed_before_generating_does_not_block_the_corrected_command(max_dir, script, tmp_path):
     out = tmp_path / "p"
     r = partition(max_dir, out, tmp_path / "nonexistent.json")
@@ -211,7 +211,7 @@ def test_a_partition_that_failed_before_generating_does_not_block_the_corrected_
     assert "holds results of a run with other settings" in line, line
 
 
-# -- item 5: partition.json and partition_config.json are portable -------------------------------------------------
+# -- partition.json and partition_config.json are portable -------------------------------------------------
 def test_partition_records_hold_no_absolute_path(max_dir, script, tmp_path, monkeypatch):
     out = tmp_path / "deep" / "p"
     monkeypatch.setattr(sys, "argv", ["curriculum", "partition", str(max_dir.resolve()), "--backend", "scripted",
@@ -232,7 +232,7 @@ def test_partition_records_hold_no_absolute_path(max_dir, script, tmp_path, monk
     assert r.exit_code == 0, r.output
 
 
-# -- item 11: an empty bucket is an empty dataset --------------------------------------------------------------------
+# -- an empty bucket is an empty dataset --------------------------------------------------------------------
 def test_an_empty_bucket_reads_as_an_empty_dataset(empty_bucket):
     import pyarrow.parquet as pq
 
@@ -268,7 +268,7 @@ def test_train_refuses_an_empty_bucket_in_one_line(empty_bucket):
         assert "holds no rows: nothing to train on" in line, line
 
 
-# -- item 6: train --dry-run checks what the real run checks ---------------------------------------------------------
+# -- train --dry-run checks what the real run checks ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def adaptive_dir(tmp_path_factory, shared_data) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
@@ -318,7 +318,7 @@ def test_dry_run_refuses_shards_it_cannot_read(max_dir, eval_dir, tmp_path):
             assert words in line, line
 
 
-# -- item 13: CRAFT rewards follow the row's `answerable` ------------------------------------------------------------
+# -- CRAFT rewards follow the row's `answerable` ------------------------------------------------------------
 def test_craft_rewards_score_an_unanswerable_row_as_the_eval_does(shared_data, tmp_path):
     """A craft-v1 build with unanswerable rows, read as a trainer reads it: `<gold_docs>[]` on an unanswerable row
     gets the evidence the evaluation gives it (1), citing a distractor there gets 0, and answerable rows are
@@ -360,7 +360,7 @@ def test_craft_rewards_score_an_unanswerable_row_as_the_eval_does(shared_data, t
             assert total([[{"role": "assistant", "content": y}]], **cols)[0] == pytest.approx(verl["score"])
 
 
-# -- item 17: the OpenAI backend's retries are tenacity's ------------------------------------------------------------
+# -- the OpenAI backend's retries are tenacity's ------------------------------------------------------------
 def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
     """The request goes through tenacity.Retrying (no loop of the toolkit's own): a retryable failure is retried
     with tenacity's wait, logged, counted; a refusal fails at once with its hint; giving up says how often."""
@@ -396,7 +396,7 @@ def test_openai_retries_are_tenacitys_and_keep_the_hints(monkeypatch):
 #: Placeholders: {MAX} a shard directory, {EVAL} an evaluation set, {IDX} a BM25 index, {TRAIN} MuSiQue's shared
 #: sample, {OUT} where an output would go (must not appear), {FILE} a text file, {EMPTY} an empty file, {JUNK}
 #: binary junk named .jsonl, {TRUNC} a truncated JSON file, {DIR} an empty folder, {MISSING} a path that is not,
-#: {PART} a finished partition, {RUN} a finished evaluation. Dense (issue 46 items 1, 5, 6, 9, 10): {ENC} a tiny
+#: {PART} a finished partition, {RUN} a finished evaluation. Dense: {ENC} a tiny
 #: sentence-transformers encoder, {CORPUS} a corpus of 20 lines, {FLAT} an inner-product flat FAISS index of as many
 #: vectors, {NANIDX} the same with a NaN and an infinity, {L1IDX} one of metric L1, {BADENC} an encoder folder with a
 #: broken config.json, {MOVED} a dense index whose encoder folder was moved away.
@@ -422,7 +422,7 @@ BASES = {
     "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
     "warm-start": ["warm-start", "{MAX}", "--out", "{OUT}"],
     "warm-start --agent": ["warm-start", "{MAX}", "--out", "{OUT}", "--agent", "search-r1", "--retriever", "{IDX}"],
-    # issue 46
+
     "build hotpotqa": ["build", "-d", "hotpotqa", "-i", "{HOTPOT}", "-o", "{OUT}", "--n", "3", "--no-progress"],
     "eval transformers": ["eval", "--model", "m=x", "--data", "{EVAL}", "--backend", "transformers", "--no-plots",
                           "-o", "{OUT}", "--no-progress"],
@@ -444,18 +444,18 @@ OPTIONS = {  # option: the bad values tried (each a case)
               "--corpus": ("{MISSING}", "{JUNK}", "{DIR}"), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}"),
               "--kind": ("dense", "hybrid", "nosuch"), "--max-memory": ("8GB",), "--encoder": ("{ENC}",),
               "--engine": ("ray", "nosuch")},
-    # issue 46 items 1, 6, 9, 10: every bad dense value refused in one line (exit 2 before any model loads)
+    # Every bad dense value refused in one line (exit 2 before any model loads)
     "index --kind dense": {"--max-memory": ("abc", "nan", "-1GB", "1e400GB", "0"), "--device": ("bogus", ""),
                            "--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--faiss": ("Bogus",),
                            "--compress": ("IVF4,Flat",), "--import-faiss": ("{NANIDX}", "{L1IDX}", "{MISSING}",
                                                                            "{FILE}")},
     "index --import-faiss": {"--compress": ("Bogus", ""), "--import-faiss": ("{NANIDX}", "{L1IDX}"),
                              "--faiss": ("HNSW8",), "--max-memory": ("1GB",), "--engine": ("ray",)},
-    # issue 45 item 6: the Ray Data encoding's options; a cluster that cannot be reached (refused in seconds)
+    # The Ray Data encoding's options; a cluster that cannot be reached (refused in seconds)
     "index --engine ray": {"--ray-address": ("127.0.0.1:9", ""), "--num-workers": ("abc", "0", "-1"),
                            "--cpus-per-worker": ("abc", "0", "-1"), "--gpus-per-worker": ("abc", "-1"),
                            "--engine": ("nosuch",), "--import-faiss": ("{FLAT}",)},
-    # item 5: a dense index whose encoder moved, refused before "serving ..." is printed
+    # A dense index whose encoder moved, refused before "serving ..." is printed
     "serve dense": {"--encoder": ("{MISSING}", "{DIR}", "{FILE}", "{BADENC}"), "--device": ("bogus",),
                     "--engine": ("nosuch",), "--index": ("{MOVED}",)},
     "partition": {"--n": INT, "--K": INT, "--pass-at": INT + ("0", "2000"), "--temperature": FLOAT,
@@ -486,13 +486,13 @@ OPTIONS = {  # option: the bad values tried (each a case)
                    "data.order_policy=nosuch", "model.dtype=float7", "run.resume=", "data.max_rows=-1",
                    "data.max_rows=abc", "adaptive.controller=nosuch", "adaptive.controller=nosuchmod:Cls",
                    "dynamic.enabled=true dynamic.metric=nosuch", "=1", "data.shards=", "model.name_or_path={MISSING}/m")},
-    # issue 37 item 12: what the real run refuses before its model loads, the dry run refuses too
+    # What the real run refuses before its model loads, the dry run refuses too
     "train --dry-run": {"": ("batch.prompts_per_step=16", "data.max_rows=1", "run.resume=last", "run.resume={MISSING}",
                              "batch.prompts_per_step=512 +agent.retriever={IDX}")},
     "partition-merge": {"--correct-f1": ("abc", "-1", "2"), "--shards": ("{MISSING}",), "": ("{MISSING}",
                                                                                               "{DIR}")},
     "eval compare": {"--section": ("nosuch",), "": ("{MISSING}", "{DIR}", "{FILE}")},
-    # issue 36: every bad value refused before a model is made or a folder written
+    # Every bad value refused before a model is made or a folder written
     "warm-start": {"--rows": INT + ("0",), "--copies": INT + ("0",), "--epochs": FLOAT + ("0",),
                    "--plain": FLOAT + ("1",), "--learning-rate": FLOAT, "--seed": INT[:2] + INT[3:],
                    "--hidden-size": INT, "--layers": ("abc", "0", "99999999999999999999"),
@@ -501,9 +501,9 @@ OPTIONS = {  # option: the bad values tried (each a case)
     # a search agent's warm start: a retriever that cannot answer is refused before anything is written
     "warm-start --agent": {"--retriever": ("{MISSING}", "{DIR}", "{FILE}", "http://127.0.0.1:9"),
                            "--template": ("nosuch", "search-tools")},
-    # issue 46: a paragraph whose sentences are a string (item 8); an input that holds no question, a JSONL file
-    # cut short (item 11); a corpus id reused by another passage (item 8); the body limits of serve (item 3); a
-    # model folder that is not there, with the Hub off (item 13)
+    # A paragraph whose sentences are a string; an input that holds no question, a JSONL file
+    # cut short; a corpus id reused by another passage; the body limits of serve; a
+    # model folder that is not there, with the Hub off
     "build hotpotqa": {"-i": ("{HPSTRING}",)},
     "build --n all": {"-i": ("{EMPTYLIST}", "{CUTJSONL}")},
     "index --corpus": {"--corpus": ("{DUPCORPUS}",)},
@@ -513,7 +513,7 @@ OPTIONS = {  # option: the bad values tried (each a case)
 BASES["build --n all"] = [*BASES["build"][:-3], "--n", "all", "--no-progress"]
 BASES["index --corpus"] = ["index", "--corpus", "{FILE}", "-o", "{OUT}", "--no-progress"]
 BASES["serve --body"] = BASES["serve"]
-# issue 56 item 7: what is not a shard directory, and a repository id the Hub would refuse, before any network
+# What is not a shard directory, and a repository id the Hub would refuse, before any network
 BASES["push"] = ["push", "{MAX}", "me/curriculum", "--dry-run"]
 BASES["push repo"] = BASES["push"]
 OPTIONS["push"] = {"": ("{MISSING}", "{FILE}", "{DIR}", "{IDX}", "{PART}", "{RUN}")}
@@ -581,7 +581,7 @@ def corpus_paths(tmp_path_factory, max_dir, eval_dir, script) -> dict[str, Path]
     (root / "junk.jsonl").write_bytes(os.urandom(300))
     (root / "trunc.json").write_text('{"a": [1, 2')
     (root / "dir").mkdir()
-    # issue 46
+
     hotpot = json.loads(HOTPOT_TRAIN.read_text())[:4]
     hotpot[1]["context"][0][1] = "".join(hotpot[1]["context"][0][1])  # a paragraph's sentences as one string
     (root / "hotpot-string.json").write_text(json.dumps(hotpot))
@@ -666,7 +666,7 @@ def test_bad_input(name, args, corpus_paths, tmp_path):
     assert _state(corpus_paths) == before
 
 
-# -- item 16: every command prints its composed configuration without running -----------------------------------------
+# -- every command prints its composed configuration without running -----------------------------------------
 def test_every_command_prints_its_config_without_running(max_dir, eval_dir, tmp_path):
     import yaml
 
@@ -693,7 +693,7 @@ def test_every_command_prints_its_config_without_running(max_dir, eval_dir, tmp_
     assert "--print-config" in text and "-m key=a,b" in text
 
 
-# -- item 20: noise ----------------------------------------------------------------------------------------------------
+# -- noise ----------------------------------------------------------------------------------------------------
 def test_index_prints_no_bm25s_debug_line(shared_data, tmp_path):
     import logging
 
@@ -719,7 +719,7 @@ def test_a_real_training_run_prints_one_config_line_not_the_yaml():
     assert "if main and (print_config or dry_run)" in src and "train_config.yaml" in src
 
 
-# -- item 14: Ray's token authentication is named as the cause -------------------------------------------------------
+# -- Ray's token authentication is named as the cause -------------------------------------------------------
 def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
     import ray
     from ray.exceptions import AuthenticationError
@@ -743,7 +743,7 @@ def test_a_ray_auth_refusal_is_named_not_blamed_on_the_install(monkeypatch):
     assert "RAY_AUTH_MODE=disabled ray start" in text and "ray get-auth-token --generate" in text
 
 
-# -- item 20: the quickstart does not warn about its own settings ----------------------------------------------------
+# -- the quickstart does not warn about its own settings ----------------------------------------------------
 def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
     import logging
     import shlex

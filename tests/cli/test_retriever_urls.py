@@ -73,7 +73,7 @@ def max_dir(tmp_path_factory, shared_data) -> Path:
     return out
 
 
-# -- item 2: the dry run prints a retriever URL's secrets masked ------------------------------------------------------
+# -- the dry run prints a retriever URL's secrets masked ------------------------------------------------------
 def test_the_dry_run_masks_the_retrievers_secrets_and_the_client_sends_its_query_to_both_endpoints(
         max_dir, tiny_model_dir, caplog):
     pytest.importorskip("trl")
@@ -92,7 +92,7 @@ def test_the_dry_run_masks_the_retrievers_secrets_and_the_client_sends_its_query
     assert server.paths[0].startswith("/manifest?")
 
 
-# -- item 12: an unreachable retriever is one line ---------------------------------------------------------------------
+# -- an unreachable retriever is one line ---------------------------------------------------------------------
 def test_an_unreachable_retriever_is_one_line_without_urllib3s_retry_warnings(caplog):
     import socket
 
@@ -134,7 +134,7 @@ def test_warm_start_against_an_unreachable_retriever_is_one_line(max_dir, tmp_pa
         line
 
 
-# -- item 7: a Search-R1 row whose two gold fields disagree ------------------------------------------------------------
+# -- a Search-R1 row whose two gold fields disagree ------------------------------------------------------------
 def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_once(tmp_path, caplog, shared_data):
     """The README's rule (gold answers from ``reward_model.ground_truth.target``, what Search-R1's reward scores
     against) is the build's: two rows whose ``golden_answers`` say otherwise build with ``target``'s answers, and
@@ -163,7 +163,7 @@ def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_onc
     assert "the gold answers are target's" in told[0]
 
 
-# -- item 8: a corpus id reused by another passage -------------------------------------------------------------------
+# -- a corpus id reused by another passage -------------------------------------------------------------------
 def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_path):
     pytest.importorskip("bm25s")
     corpus = tmp_path / "corpus.jsonl"
@@ -183,7 +183,7 @@ def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_
     assert manifest["passages"] == 5 and source["skipped"] == {"conflicting_id": 2}, manifest
 
 
-# -- item 15: a training run that stops still ends with its closing lines --------------------------------------------
+# -- a training run that stops still ends with its closing lines --------------------------------------------
 def _flaky_reward():
     calls = {"n": 0}
 
@@ -216,7 +216,7 @@ def test_a_training_run_that_stops_still_prints_what_its_steps_did(max_dir, tiny
     assert text.index("stopped after") < text.index("error:")
 
 
-# -- item 16: what a new user trips on -------------------------------------------------------------------------------
+# -- what a new user trips on -------------------------------------------------------------------------------
 def _documented_writes() -> list[tuple[str, str, str, bool]]:
     """(file, command, --out, has --overwrite) of every `curriculum index|build|warm-start` in the bash blocks of the
     README and docs/ that runs on the shared samples (a CPU walkthrough), continuation lines joined."""
@@ -328,17 +328,17 @@ def test_a_finished_run_asked_again_prints_what_its_steps_did(max_dir, tiny_mode
         == closing
 
 
-# -- item 14: times a new user can plan around -----------------------------------------------------------------------
+# -- times a new user can plan around -----------------------------------------------------------------------
 def test_the_learning_walkthroughs_state_measured_times_with_their_load():
     """The README's "See a model learn" said about 80 s, 40 s, 70 s and 40 s; a 2-core machine took 418, 192, 725
-    and 424 s (issue 46). The times now given are the ones measured, with the load they were measured at."""
+    and 424 s. The times now given are the ones measured, with the load they were measured at."""
     learning = " ".join((ROOT / "docs" / "learning.md").read_text(encoding="utf-8").split())
     assert "the warm start 250 s, the training 187 s" in learning and "start 498 s, the training 331 s" in learning
 
 
-# -- item 15: what the learning claims hold on -----------------------------------------------------------------------
+# -- what the learning claims hold on -----------------------------------------------------------------------
 def test_the_learning_claims_say_which_rows_they_hold_on():
-    """Issue 46: on held-out MuSiQue rows (the dev sample, not the train sample the recipes were tuned on) the
+    """On held-out MuSiQue rows (the dev sample, not the train sample the recipes were tuned on) the
     closed-context run learnt, by less than the 0.5 the docs promised. The docs now give both kinds of rows' figures,
     each with the bench command that measures it; the learning test asserts no margin (one seed's is within its noise)
     and the page says so."""

@@ -1,4 +1,4 @@
-"""Issue 26 item 2: one masking rule for URL credentials, with or without a query string, fragment or port, through
+"""One masking rule for URL credentials, with or without a query string, fragment or port, through
 every route: the files a partition and an evaluation write (command lines recorded in partition.json, manifests,
 cards, eval_config.json), `train`'s printed config, the log lines of the HTTP client, and error messages that echo
 an --input / --index URL."""

@@ -1,4 +1,4 @@
-"""The BM25 sources' answer filter and the retrieved setting's depth (issue 26 item 12): an answer alias that is a
+"""The BM25 sources' answer filter and the retrieved setting's depth: an answer alias that is a
 stop word ("in") or one or two characters long no longer filters nearly every passage out, so rows keep their
 passage count; a retrieved build asking for more passages than the index ranks is refused."""
 

@@ -1,4 +1,4 @@
-"""The difficulty a build really has (issue 56 item 6), on the real HotpotQA sample: HotpotQA supplies 8 distractors,
+"""The difficulty a build really has, on the real HotpotQA sample: HotpotQA supplies 8 distractors,
 so a linear K = 10 build's levels 9 and 10 ask for 9 and 10 but show 8, the same difficulty as level 8. The build
 says so once, the manifest records each level as built and the levels that collapse, the card's table and note say
 it, the plot draws the level as built beside the schedule's, and a BM25 index (the suggested fix) fills them."""

@@ -1,4 +1,4 @@
-"""Unanswerable rows (issue 13) built from ../shared/data through the real builder and the `curriculum build`
+"""Unanswerable rows built from ../shared/data through the real builder and the `curriculum build`
 command: which rows, what replaces the gold passages, the answer, the prompt, determinism, nesting, the manifest and
 the card, the short-row fallback, and the errors."""
 

@@ -227,7 +227,7 @@ def test_records_survive_pickle(records):
 def test_table_bolds_every_value_that_prints_as_the_best():
     """Two models tied at the printed precision are both bolded (the reader cannot tell them apart), and the best
     is found per evaluation setting (the paper bolds per block of Table 1); a column where every model prints the
-    same value has no best, so nothing is bolded there (issue 37 item 15: a table of zeros bolded every 0.00)."""
+    same value has no best, so nothing is bolded there (a table of zeros bolded every 0.00)."""
     from rag_curriculum.evaluation import main_table
 
     def entry(model, setting, a, c):

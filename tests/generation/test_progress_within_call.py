@@ -1,4 +1,4 @@
-"""Progress within a backend call (issue 26 item 18): a partition whose questions fit in one chunk used to show its
+"""Progress within a backend call: a partition whose questions fit in one chunk used to show its
 bar and then nothing until the call returned. Backends report each step (scripted: a prompt; transformers: a
 batch; vLLM: a finished request; openai: a request) and the runner shows the call's prompts done and its
 completions per second under its bar, only when progress is on."""

@@ -1,5 +1,5 @@
 """A tokenizer whose vocabulary transformers' stop strings cannot read (a WordLevel one: "substring not found")
-still stops at the protocol's stop strings, on the decoded text (issue 33, item 8): in the transformers backend
+still stops at the protocol's stop strings, on the decoded text: in the transformers backend
 (eval and partition) and in the training rollout's backend, on a real tiny model; and eval --agent runs on it."""
 
 from __future__ import annotations

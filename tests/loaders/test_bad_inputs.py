@@ -289,7 +289,7 @@ def _conflicting_id(shape: str, layout: str) -> Case:
 
 
 def _string_sentences(shape: str, layout: str) -> Case:
-    """Issue 46, item 8: a paragraph whose sentences are one string (its characters were read as sentences)."""
+    """A paragraph whose sentences are one string (its characters were read as sentences)."""
     def make(case: Case, path: Path) -> None:
         recs = base_records(shape)
         for i in BAD:
@@ -559,7 +559,7 @@ def test_cli_inspect_and_build(case, corpus, cli, monkeypatch):
             assert r.exit_code == 1
             line = _error_line(r)
             assert name in line, line  # an empty list too: "the build produced no rows: FILE (...): 0 usable ..."
-            # issue 46, item 11: a fault of the whole file is not helped by skipping records
+            # A fault of the whole file is not helped by skipping records
             assert "pass --on-error skip" not in r.stderr, r.stderr
         return
     # raise mode: exit 1, one located line, printed exactly as the library says it (nothing in it taken for
@@ -573,7 +573,7 @@ def test_cli_inspect_and_build(case, corpus, cli, monkeypatch):
         assert r.exit_code == 1, r.output
         assert _error_line(r) == str(ei.value)
         assert_located(str(ei.value), case, path)
-        # issue 46, item 11: a file cut short is got again, not skipped past (skip reads only what precedes the cut)
+        # A file cut short is got again, not skipped past (skip reads only what precedes the cut)
         hint = "get the whole file again" if case.name == "truncated" else "pass --on-error skip"
         assert hint in r.stderr, r.stderr
         r = cli("build", "-d", case.dataset, "-i", name, "-o", out, "--n", "all")

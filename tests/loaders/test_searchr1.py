@@ -1,4 +1,4 @@
-"""Search-R1's data files as input (issue 33, item 2): the Parquet its ``nq_search.py`` / merge scripts write, from
+"""Search-R1's data files as input: the Parquet its ``nq_search.py`` / merge scripts write, from
 the real HotpotQA and MuSiQue samples, read by the loader, built into rows (the file's own prompt, byte for byte),
 evaluated and partitioned by a search agent; bad rows are errors naming the file, the row and the field."""
 
@@ -217,7 +217,7 @@ def tiny_index(tmp_path_factory):
 
 
 def test_built_rows_are_the_files_rows_as_search_r1_reads_them(merged, tmp_path):
-    """Issue 44, item 3: the rows of `build --dataset search-r1` keep the file's order (the manifest says
+    """The rows of `build --dataset search-r1` keep the file's order (the manifest says
     `row_order: input`), its ids as `{data_source}-{id}`, its `data_source`, its `extra_info.split`, and its
     `reward_model.ground_truth.target` as it was (beside the toolkit's `answers`); `extra_info.index` is the row's
     position (Search-R1's trainer groups GRPO samples by it: it must be unique, and is the file's own index for a
@@ -320,7 +320,7 @@ def test_a_target_alias_that_normalises_to_nothing_is_left_out_and_said(tmp_path
     ("The.", "target': holds ['The.']: no answer once normalised"),
 ])
 def test_a_bad_target_is_refused_in_one_line_and_nothing_is_written(tmp_path, target, says):
-    """Issue 44's bad input: a Search-R1 row whose `target` is empty or not a list of strings stops the build in one
+    """Bad input: a Search-R1 row whose `target` is empty or not a list of strings stops the build in one
     line naming the file, the row and the field (then the hint), even when `golden_answers` holds answers (Search-R1's reward reads
     `target` alone), and nothing is written."""
     recs = [{"id": f"train_{i}", "question": f"Q{i}?", "golden_answers": ["Paris"], "data_source": "nq",

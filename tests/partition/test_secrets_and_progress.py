@@ -210,7 +210,7 @@ def test_cpu_recipe_trains_masks_secrets_and_says_it_resumes(tiny_model_dir, sha
                                                               capsys):
     """The shipped CPU recipe trains the tiny model (2 steps, then 1 more resumed); the run's files keep no
     secret given as an override; the resumed run says where it resumes from; each step is logged as one compact
-    line with its numbers (issue 26 item 20), not TRL's dict of quoted numbers."""
+    line with its numbers, not TRL's dict of quoted numbers."""
     pytest.importorskip("trl")
     import torch
 

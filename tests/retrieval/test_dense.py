@@ -1,4 +1,4 @@
-"""Dense retrieval (issue 35): indexes built with a real sentence-transformers encoder (a tiny one made on the spot:
+"""Dense retrieval: indexes built with a real sentence-transformers encoder (a tiny one made on the spot:
 random weights, a tokenizer trained on fixture text) and real FAISS, over the real MuSiQue sample.
 
 * The Flat ranking is exact cosine similarity computed here with the same model, e5's prefixes applied; ties by the
@@ -416,7 +416,7 @@ def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
     data = path.read_bytes()
     path.write_bytes(b"XXXX" + data[4:])
     with pytest.raises(RetrievalIndexError, match="dense/faiss.index: its SHA-256 is not the one manifest.json"):
-        load_index(copy)  # (issue 57: every open hashes the files it can afford)
+        load_index(copy)  # (every open hashes the files it can afford)
     with pytest.raises(RetrievalIndexError, match="FAISS index cannot be read"):
         load_index(copy, check="sizes").retrieve("who?")  # and FAISS's own refusal is one line too
 

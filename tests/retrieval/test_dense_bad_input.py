@@ -176,7 +176,7 @@ def test_validate_refuses_nan_vectors(files, tmp_path, where):
         at = offset + 5 * 4 * d
         data[at:at + 4] = np.array([np.nan], dtype="<f4").tobytes()
     path.write_bytes(bytes(data))
-    line = one_error(run("validate", ix))  # (issue 57: the file's SHA-256 first)
+    line = one_error(run("validate", ix))  # (the file's SHA-256 first)
     assert f"{where}: its SHA-256 is not the one manifest.json records" in line, line
     resealed(ix)  # the records made anew: the vectors themselves are read
     line = one_error(run("validate", ix))
@@ -214,7 +214,7 @@ def test_a_moved_encoder_is_one_line_before_anything_is_announced(moved, files, 
 
     wide = build_tiny_encoder(moved / "enc48", shared_data, dim=48)
     with pytest.raises(Exception, match=f"--encoder {wide}: 1_Pooling/config.json differs from the encoder the index"):
-        load_index(moved / "index", encoder=str(wide), device="cpu").retrieve("who?")  # (issue 57)
+        load_index(moved / "index", encoder=str(wide), device="cpu").retrieve("who?")
     with pytest.raises(Exception, match=f"--encoder {wide} makes vectors of dimension 48; the index holds 32"):
         load_index(moved / "index", encoder=str(wide), device="cpu", allow_other_encoder=True).retrieve("who?")
 
@@ -290,7 +290,7 @@ def test_engine_ray_without_ray_serve_announces_nothing(moved, files, monkeypatc
     assert "--engine ray needs Ray Serve" in line and "serving" not in r.output, r.output
 
 
-# -- issue 45 item 6's bad input: a Ray cluster that cannot be reached ---------------------------------------------
+# -- bad input: a Ray cluster that cannot be reached ---------------------------------------------
 def test_an_unreachable_ray_cluster_is_one_line_in_seconds(files, tmp_path):
     """No cluster at the address: refused before anything is encoded or written (ray.init alone would wait without
     end), and the engine options are usage errors where they do not apply."""

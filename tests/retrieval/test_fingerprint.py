@@ -1,9 +1,9 @@
-"""An index's fingerprint is a digest of what determines its answers (issue 44, item 4): its passages, its kind, the
+"""An index's fingerprint is a digest of what determines its answers: its passages, its kind, the
 kind's analysis and scoring parameters and files (a dense index's vectors and encoder), not the folder it was
 written to, the command line or the stored rankings' depth. A rebuild of the same corpus elsewhere matches; any
 changed passage, corpus id or parameter does not.
 
-A URL retriever is fingerprinted (issue 33, item 4): a real `curriculum serve` on one index, then restarted on
+A URL retriever is fingerprinted: a real `curriculum serve` on one index, then restarted on
 another index at the same port. The client that began with the first refuses the second's answers in one line
 naming both; a partition or an evaluation resumed against the other index is refused, and resumed against the
 same corpus rebuilt in another folder goes on; a server without /manifest is used with a warning (nothing can be

@@ -138,7 +138,7 @@ def test_refuses_an_index_that_does_not_match_its_manifest(built, tmp_path):
     m["bm25"]["k1"] = 2.0
     (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(RetrievalIndexError, match=r"manifest.json: its own digest \(manifest_sha256\) is not that of"):
-        load_index(out)  # an edited manifest is refused as such (issue 57)
+        load_index(out)  # an edited manifest is refused as such
     # the manifest made anew with that k1 (its fingerprint, which covers the settings, and its own digest): the
     # records agree, so the postings' saved parameters are compared with it
     resealed(out, lambda r: r["bm25"].update(k1=2.0))
@@ -346,7 +346,7 @@ def test_side_task_returns_raises_and_runs_inline_without_fork():
 
 
 def test_a_second_index_to_the_same_out_is_refused_at_once(tmp_path):
-    """While one `curriculum index` writes --out, another to the same --out is refused at once (issue 37 item 9),
+    """While one `curriculum index` writes --out, another to the same --out is refused at once,
     not after building for its whole run."""
     from filelock import FileLock
 
@@ -370,7 +370,7 @@ def test_a_second_index_to_the_same_out_is_refused_at_once(tmp_path):
     (b"\n  \n\n", r"no passage"),
 ])
 def test_bad_corpus_bytes_are_named_by_file_and_line(tmp_path, data, says):
-    """issue 37 item 4: non-UTF-8 bytes, a gzip file, a lone surrogate, a line nested too deeply, an empty or
+    """Non-UTF-8 bytes, a gzip file, a lone surrogate, a line nested too deeply, an empty or
     blank-only corpus: one error naming the file (and the line), nothing left."""
     corpus = tmp_path / "bad.jsonl"
     corpus.write_bytes(data)

@@ -1,4 +1,4 @@
-"""An index proves its own contents (issue 57, items 1 to 3), on small real indexes of the MuSiQue train sample:
+"""An index proves its own contents, on small real indexes of the MuSiQue train sample:
 
 * (1) every file an index writes is in its manifest with its size and SHA-256, made as the file was written (the
   passage store, the hashes, the questions, the stored rankings and a dense index's files are never read again by

@@ -1,4 +1,4 @@
-"""Idle and half-sent connections do not take `curriculum serve` down (issue 37, item 1; issue 46, items 3, 4, 12):
+"""Idle and half-sent connections do not take `curriculum serve` down:
 hundreds of sockets that send part of a request header and wait are closed after --header-timeout; a request
 whose headers are complete but whose body stalls, drips or never ends its chunks is answered 408 and closed after
 --body-timeout (plus a second per --min-body-rate bytes received); the open connections stay under
@@ -93,7 +93,7 @@ def test_half_sent_requests_are_closed_and_health_answers(index, tmp_path):
         assert _health(url) < 2.0
 
 
-# -- issue 46, item 3: request bodies that stall, drip or never end ---------------------------------------------------
+# -- request bodies that stall, drip or never end ---------------------------------------------------
 HEAD = b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 #: The three shapes of the issue: a Content-Length body that stops, a chunked body that stops after its first
 #: chunk, a body dripped a byte at a time (below any useful rate).
@@ -196,8 +196,8 @@ def test_a_slow_body_above_the_minimum_rate_is_served(guarded):
 
 
 def test_the_access_log_masks_query_string_secrets_and_a_client_gone_mid_body_is_one_line(guarded):
-    """Item 4: ``POST /retrieve?api_key=SECRET123`` is logged as ``?api_key=***`` (the toolkit's own client sends
-    the URL it was given, query and all). Item 12: a client that closes its connection mid-body, and a body the
+    """``POST /retrieve?api_key=SECRET123`` is logged as ``?api_key=***`` (the toolkit's own client sends
+    the URL it was given, query and all). And a client that closes its connection mid-body, and a body the
     server timed out, each leave one log line naming it, and no traceback."""
     _, port, url, log = guarded
     assert _retrieve(url, "/retrieve?api_key=SECRET123&topk=2&token=tok-456")["result"]
@@ -222,7 +222,7 @@ def test_the_access_log_masks_query_string_secrets_and_a_client_gone_mid_body_is
     assert timed, text[-3000:]
 
 
-#: Request framing an HTTP parser must refuse (issue 46's HTTP corpus): each gets a 4xx and its connection closed,
+#: Request framing an HTTP parser must refuse: each gets a 4xx and its connection closed,
 #: and the server goes on answering.
 MALFORMED = {
     "bad chunk size": HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",

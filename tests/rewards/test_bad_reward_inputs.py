@@ -1,4 +1,4 @@
-"""The rewards' bad-input corpus (issue 37 item 5): every reward (RAG-RL, CRAFT, VERITAS, GlobalRAG, search-em /
+"""The rewards' bad-input corpus: every reward (RAG-RL, CRAFT, VERITAS, GlobalRAG, search-em /
 search-f1) and verl's entry points, called with an argument it cannot score, raise one of the toolkit's errors
 (:class:`~rag_curriculum.errors.RewardInputError` or ``NoGoldAnswerError``, both :class:`DataError`; a bad option
 at construction a :class:`ConfigError`) that names the argument and carries a hint: never a raw AttributeError /

@@ -1,4 +1,4 @@
-"""One reader of gold answers (issue 33, item 1): the toolkit's ``answers``, Search-R1's
+"""One reader of gold answers: the toolkit's ``answers``, Search-R1's
 ``reward_model.ground_truth.target`` (list or string) and FlashRAG's ``golden_answers`` (a column, or inside the
 ground truth) score the same in every reward (verl's ``compute_*``, TRL's rewards, the toolkit's own) and in the
 evaluation; a row with none is an error naming it, never a silent 0."""

@@ -1,4 +1,4 @@
-"""The RAG-RL reward on unanswerable rows (issue 13): hand-computed tables, the abstention penalty, the columns the
+"""The RAG-RL reward on unanswerable rows: hand-computed tables, the abstention penalty, the columns the
 reward reads `answerable` from (TRL columns, verl's ground_truth, absent = answerable), and the agreement check
 between the reward's abstention answer and the row's."""
 

@@ -1,4 +1,4 @@
-"""`curriculum index --kind dense --engine ray` (issue 45 item 6) on a real local Ray cluster (2 CPUs) with Ray Data:
+"""`curriculum index --kind dense --engine ray` on a real local Ray cluster (2 CPUs) with Ray Data:
 the passages' shards are streamed to two encoder actors and written as they finish; a run stopped after its first
 shard leaves nothing where the index is expected and is resumed from that shard (only the others are encoded);
 a resume over a corpus that changed meanwhile is refused in one line; the finished index is the local build's,
@@ -96,7 +96,7 @@ def test_ray_data_encoding_stops_resumes_and_makes_the_local_index(ray_cluster, 
         assert not work.exists()
 
 
-# -- issue 57 item 5 ------------------------------------------------------------------------------------------------
+# -- what the cluster cannot hold -----------------------------------------------------------------
 @pytest.mark.timeout(120)
 def test_workers_no_node_can_hold_are_refused_before_a_passage_is_read(ray_cluster, inputs, tmp_path):
     """`--cpus-per-worker 100` (or a GPU) on the 2-CPU cluster: one line naming the request and the cluster, in

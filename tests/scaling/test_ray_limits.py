@@ -1,4 +1,4 @@
-"""Issue 57 item 5: what a Ray cluster cannot give is refused, and a cluster a command started ends with it.
+"""What a Ray cluster cannot give is refused, and a cluster a command started ends with it.
 
 * Workers (or Serve replicas) that no node of the cluster can hold are refused in one line naming the request and
   what the nodes have (Ray would wait for them without end), by one check (``_plumbing.require_resources``) that

@@ -1,4 +1,4 @@
-"""`--engine ray --ray-address ADDR` against a real cluster made by `ray start --head` (issue 26 item 14).
+"""`--engine ray --ray-address ADDR` against a real cluster made by `ray start --head`.
 
 Ray 2.52+ authenticates with a token. The cluster here is started as docs/scaling.md says ("Token authentication":
 one token on both sides, `ray get-auth-token --generate` then `RAY_AUTH_MODE=token ray start --head`); the command

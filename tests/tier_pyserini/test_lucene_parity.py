@@ -1,4 +1,4 @@
-"""The toolkit's Lucene-identical BM25 preset (issue 44.1) against pyserini itself: on the shared data's 12,061
+"""The toolkit's Lucene-identical BM25 preset against pyserini itself: on the shared data's 12,061
 real paragraphs (pooled, deduplicated; their punctuation, numbers, accents and possessives as they are), 300 of the
 1,200 questions, the top-10 lists are identical (ids and order) for at least 98% of the questions and every score
 of a hit ranked alike is within 1e-5 relative of the score pyserini returns.

@@ -1,4 +1,4 @@
-"""Search-R1's reward under verl 0.9.1 (issue 44, items 2 and 3).
+"""Search-R1's reward under verl 0.9.1.
 
 * verl's ``search_r1_like_qa_em`` ("Adapted from" Search-R1's ``qa_em.py``) is compared with the original's frozen
   scores on every one of the 216 trajectories of ``tests/searchr1_trajectories.py``: it is *not* the same function
@@ -121,7 +121,7 @@ def test_the_search_r1_manager_in_verls_reward_loop_gives_the_originals_scores(t
     from rag_curriculum._metrics import normalize_answer
 
     trajs, original = table
-    # a target the answer normalisation empties (["?!"]) is refused by the toolkit's reward (issue 57 item 7): the
+    # a target the answer normalisation empties (["?!"]) is refused by the toolkit's reward: the
     # rest score as the original
     keep = [i for i, t in enumerate(trajs) if any(normalize_answer(a) for a in t["target"])]
     assert [t["behaviour"] for i, t in enumerate(trajs) if i not in keep] == ["punctuation_only"]
@@ -172,7 +172,7 @@ def test_verls_naive_manager_with_compute_search_r1_score_refuses(table, launch_
 def test_built_rows_are_read_by_search_r1s_reward(tmp_path, compose_verl_config, launch_overrides, tokenizer,
                                                    shards):
     """Rows built by the toolkit, read back by verl's own dataset: Search-R1's reward (verl's copy) reads their
-    ``ground_truth['target']`` (no KeyError, as there was before issue 44), and gives the toolkit's ``search-r1``
+    ``ground_truth['target']`` (no KeyError), and gives the toolkit's ``search-r1``
     score on each (prompt rendered, one right, one wrong and one missing answer per row)."""
     from searchr1_files import write_search_r1_parquet
     from verl.trainer.ppo.utils import create_rl_dataset
@@ -200,7 +200,7 @@ def test_built_rows_are_read_by_search_r1s_reward(tmp_path, compose_verl_config,
             wrong = "Nobody Inparticular"
             for resp in (f"<think>t</think><answer> {gt['target'][0]} </answer><|im_end|>",
                          f"<answer> {wrong} </answer><|im_end|>", "<think>none</think><|im_end|>"):
-                theirs = _verl_em(prompt + resp, gt["target"])  # a KeyError here was issue 44's
+                theirs = _verl_em(prompt + resp, gt["target"])  # a KeyError here before the toolkit read both fields
                 ours = compute_search_r1_score(item["data_source"], resp, gt, item["extra_info"], prompt_str=prompt)
                 if len(re.findall(r"<answer>(.*?)</answer>", prompt + resp, re.S)) > 1:
                     assert theirs == ours["score"], (d.name, i, resp)

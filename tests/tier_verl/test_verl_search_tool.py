@@ -127,7 +127,7 @@ def test_a_rows_level_puts_its_hard_negatives_above_its_gold_passages(dry_run, i
 
 
 def test_a_query_of_stop_words_only_says_nothing_was_found(dry_run):
-    """BM25 finds nothing for "the of and" (issue 37 item 17): the tool says so, never an empty message (Search-R1's
+    """BM25 finds nothing for "the of and": the tool says so, never an empty message (Search-R1's
     loop shows an empty <information></information> block; an empty tool message reads as a failed call)."""
     from rag_curriculum.agents import NO_RESULTS
 
@@ -192,7 +192,7 @@ def test_the_search_reward_through_verls_reward_loader(dry_run, compose_verl_con
     assert fn("musique", "<answer>Gambia</answer>", {"answers": ["Senegal"]}, {})["score"] == 0.0
 
 
-# -- issue 45 item 7: coming from verl's search tool (removed from verl by its PR #7731) ----------------------------
+# -- coming from verl's search tool (removed from verl by its PR #7731) ----------------------------
 def _docs_tool_config() -> str:
     """The tool config docs/search-agents.md gives under "Coming from verl's search tool", as written."""
     import re

@@ -1,4 +1,4 @@
-"""The real vLLM engine reports each finished request to the runner's progress line (issue 26 item 18): vLLM's
+"""The real vLLM engine reports each finished request to the runner's progress line: vLLM's
 ``LLM.generate(use_tqdm=factory)`` drives the toolkit's ``_Reported`` bar while the runner listens, and nothing is
 asked of it otherwise."""
 

@@ -136,7 +136,7 @@ def test_checkpoints_config_and_plan_saved(trained):
     assert plan["steps_per_epoch"] == 3
     manifest = json.loads((Path(cfg.data.shards) / "manifest.json").read_text())
     assert plan["longest_prompt_tokens"] == manifest["prompt_tokens"]["longest"]["tokens"]
-    card = (out / "README.md").read_text()  # the toolkit's card, not TRL's "fine-tuned version of [None]" (issue 37)
+    card = (out / "README.md").read_text()  # the toolkit's card, not TRL's "fine-tuned version of [None]"
     assert "[None]" not in card and "generated_from_trainer" not in card
     for line in (f"| base model | `{cfg.model.name_or_path}` (a local folder) |", "| steps | 3 of 3 |",
                  "| recipe | `rag-rl-min-max`", f"{ROWS} rows of musique (K = 3), built with the `min-max` schedule",
@@ -180,7 +180,7 @@ def test_resume_with_another_batch_is_refused(trained, tiny_model_dir, shards, t
 
 
 def test_a_finished_run_says_so_and_trains_nothing(trained, tiny_model_dir, shards, tmp_path):
-    """Run again after it reached its steps (issue 37 item 11): nothing is trained, no step 4, checkpoint-3 is kept
+    """Run again after it reached its steps: nothing is trained, no step 4, checkpoint-3 is kept
     as it was, and the run says it is finished (the library's result, the command's last line and its dry run)."""
     from cli_runs import run
     from cli_runs import tree as files

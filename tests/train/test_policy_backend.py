@@ -1,5 +1,5 @@
 """The training rollout's generation backend (``PolicyBackend``) on the real tiny model: every token the model
-sampled is kept (issue 33, item 7). The model is made to sample its pad token (``<|endoftext|>``, not an
+sampled is kept. The model is made to sample its pad token (``<|endoftext|>``, not an
 end-of-sequence token) in the middle of a turn, through a logits processor handed to its own ``generate``."""
 
 from __future__ import annotations

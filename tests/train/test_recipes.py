@@ -204,7 +204,7 @@ def test_cli_dry_run_plans_the_batch(tmp_path, shared_data):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     runner = CliRunner()
-    # shards the dry run cannot read are refused as the real run refuses them (issue 26 item 6)
+    # shards the dry run cannot read are refused as the real run refuses them
     res = runner.invoke(_app(), ["recipe=rag-rl-min-max", f"data.shards={tmp_path / 'none'}",
                                  "batch.num_processes=7", "--dry-run"])
     assert res.exit_code == 1 and "no such shard directory" in res.output, res.output

@@ -135,7 +135,7 @@ def test_search_rewards_logged_by_component(trained):
 
 def test_resuming_with_another_index_is_refused_and_names_the_way_to_start_fresh(trained, tmp_path):
     """The checkpoint records the fingerprint of the index its searches went to: a resume against another index
-    (issue 37 item 11) is refused in one line, by the dry run too, and the hint names run.name= for a fresh run."""
+    is refused in one line, by the dry run too, and the hint names run.name= for a fresh run."""
     import shutil
 
     import yaml

@@ -1,4 +1,4 @@
-"""verl's reward functions share one signature (issue 43, item 5): every ``compute_*`` of
+"""verl's reward functions share one signature: every ``compute_*`` of
 ``rag_curriculum/verl/rewards.py`` is made by ``verl_reward`` around a scorer of the call's ``Responses``, so each
 takes verl's one-response call and a batch manager's call alike."""
 

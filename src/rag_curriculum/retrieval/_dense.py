@@ -688,7 +688,7 @@ OTHER_ENCODER_HINT = ("pass the encoder the index was built with, or add --allow
 
 def check_encoder_files(m: dict[str, Any], directory: Path, override: str | None, *, device: str | None = None,
                         allow: bool = False) -> str | None:
-    """The encoder a dense index will run is the one it was built with (issue 57, item 2), checked before any model
+    """The encoder a dense index will run is the one it was built with, checked before any model
     loads: the ONNX export's two files against the SHA-256 ``dense.onnx`` records when the export serves; else the
     encoder folder (``--encoder OVERRIDE``, the folder the manifest records, or a Hub model's cached snapshot)
     against ``dense.encoder_files``, file by file (files the record does not name are not read). Another

@@ -1,4 +1,4 @@
-"""The dense encoder exported to ONNX and run with onnxruntime: a dense server healthy in seconds (issue 45 item 5).
+"""The dense encoder exported to ONNX and run with onnxruntime: a dense server healthy in seconds.
 
 Importing sentence-transformers (and with it transformers' model-loading machinery, scikit-learn and scipy) and torch
 takes seconds, most of a dense server's start-up. So ``curriculum index --kind dense`` exports
