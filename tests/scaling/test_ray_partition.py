@@ -81,7 +81,7 @@ def test_cli_ray_run_writes_the_local_runs_files(ray_cluster, shards, tmp_path):
 
 @pytest.mark.timeout(120)
 def test_workers_no_node_can_hold_are_refused_in_seconds(ray_cluster, shards, tmp_path):
-    """Issue 57 item 5: `--cpus-per-worker 100` (or a GPU) on the 2-CPU cluster is one line naming the request and
+    """`--cpus-per-worker 100` (or a GPU) on the 2-CPU cluster is one line naming the request and
     what the nodes have (the actor would wait for resources without end); the cluster it joined keeps running."""
     import time
 

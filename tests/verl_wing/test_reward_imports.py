@@ -1,7 +1,6 @@
 """verl loads ``rag_curriculum/verl/rewards.py`` by path in every reward worker: the file loads the scoring code only,
 never a generation backend, the shard reader, a retriever, pyarrow, numpy or torch (before the rewards were leaves it
-loaded 330 modules, pyarrow and numpy among them), nor the agents (the rewards read trajectories through the grammar,
-issue 43 item 4). Measured in a fresh interpreter, loaded as verl loads it."""
+loaded 330 modules, pyarrow and numpy among them), nor the agents (the rewards read trajectories through the grammar). Measured in a fresh interpreter, loaded as verl loads it."""
 
 from __future__ import annotations
 

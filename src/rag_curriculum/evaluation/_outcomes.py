@@ -1,4 +1,4 @@
-"""What an evaluation reports beyond the paper's tables, for the sets of issue 13: abstention on unanswerable rows
+"""What an evaluation reports beyond the paper's tables, for the unanswerable sets: abstention on unanswerable rows
 and the retrieved setting's split by retrieval outcome. Both read the per-question records (summary entries) or
 the summary only (report sections), and add nothing to a set that has neither unanswerable nor retrieved rows, so
 the paper's reports stay as they were.
