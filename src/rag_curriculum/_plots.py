@@ -184,13 +184,21 @@ def plot_dynamic(records: Sequence[Mapping[str, Any]], path: str | Path, *, titl
 
 
 # -- evaluation summaries -------------------------------------------------------------------------------------------
-def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> None:
+def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]],
+                  errors: Mapping[str, Sequence[tuple[float, float] | None]] | None = None) -> None:
     n = max(len(series), 1)
     width = 0.8 / n
     for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
         ys = [100 * v if v is not None else 0.0 for v in values]
         bars = ax.bar(xs, ys, width=width, label=name, color=COLORS[i % len(COLORS)])
+        spans = (errors or {}).get(name)
+        if spans:  # an interval [low, high] around each bar that has one: black error bars
+            have = [(x, y, s) for x, y, s, v in zip(xs, ys, spans, values, strict=True) if s and v is not None]
+            if have:
+                ax.errorbar([h[0] for h in have], [h[1] for h in have], fmt="none", ecolor="black", elinewidth=0.8,
+                            capsize=2, yerr=[[max(h[1] - 100 * h[2][0], 0.0) for h in have],
+                                             [max(100 * h[2][1] - h[1], 0.0) for h in have]])
         for b, v in zip(bars, values, strict=True):
             if v is None:
                 b.set_alpha(0.0)
@@ -205,15 +213,18 @@ def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[
 
 
 def bar_panels(groups: Sequence[str], panels: Sequence[tuple[str, Mapping[str, Sequence[float | None]]]], *,
-               title: str, xlabel: str, path: str | Path, ylabel: str = "score (x 100)") -> Path:
+               title: str, xlabel: str, path: str | Path, ylabel: str = "score (x 100)",
+               errors: Sequence[Mapping[str, Sequence[tuple[float, float] | None]]] | None = None) -> Path:
     """One panel per ``(panel title, {series name: a score in [0, 1] or None per group})``, side by side, the
-    series as grouped bars (x 100; None: no bar), each bar's value above it, one legend below them."""
+    series as grouped bars (x 100; None: no bar), each bar's value above it, one legend below them. ``errors``
+    (one per panel: ``{series name: (low, high) in [0, 1] or None per group}``) draws each interval as an error
+    bar."""
     plt = pyplot()
     width = max(3.3 * len(panels), 0.075 * len(title) + 1.0)  # the title fits however few panels there are
     fig, grid = plt.subplots(1, len(panels), figsize=(width, 3.1), dpi=100, sharey=True, squeeze=False)
     axes = grid[0]
-    for ax, (panel_title, series) in zip(axes, panels, strict=True):
-        _grouped_bars(ax, groups, series)
+    for k, (ax, (panel_title, series)) in enumerate(zip(axes, panels, strict=True)):
+        _grouped_bars(ax, groups, series, errors[k] if errors else None)
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel(xlabel)
     axes[0].set_ylabel(ylabel)

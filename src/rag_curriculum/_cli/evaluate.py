@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import click
 import typer
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -25,18 +26,22 @@ from .._settings import suggest
 from ..config import bind, merge_flags, resolve
 from ..errors import SettingError, UsageError
 from ..evaluation import (
+    ZERO_MARK,
+    ZERO_WHY,
     AgentEvalConfig,
     EvalConfig,
     compare_summaries,
     endings,
     format_errors,
     main_table,
+    paired_table,
     render_report,
     run_agent_eval,
     run_eval,
     table_rows,
     veritas_table,
     write_plots,
+    zero_notes,
 )
 from ..generation import without_engine_options
 from ..rewards import agreement, read_labels
@@ -149,6 +154,8 @@ def run(
         result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(options),
                           command=redacted(without_engine_options(current_command())))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))
+    if (paired := _paired_rich(result.summary)) is not None:
+        out.print(paired)
     what = f"generated {result.generated} question(s)" if result.generated else "reused every completion"
     console.print(f"[green]done[/] ({what}): {result.out}/table.md, summary.json, results/"
                   + (f", {len(result.summary['plots'])} plot(s) in plots/" if result.summary.get("plots") else ""))
@@ -322,15 +329,36 @@ def check_section(summary: dict[str, Any], section: str) -> None:
 
 
 def _rich_table(summary: dict[str, Any], *, section: str = "overall", title: str | None = None):
-    """The main table (Table 1 layout) as a rich Table, best values in bold."""
-    header, rows = main_table(summary, section=section)
-    table = Table(title=title, show_lines=False, header_style="bold")
+    """The main table (Table 1 layout) as a rich Table, best values in bold, each under its 95% interval (the
+    overall section); a 0 that comes with no sample in the output format is marked, and its caption says why."""
+    notes = zero_notes(summary, section=section)
+    header, rows = main_table(summary, section=section, interval_sep="\n", zero_mark=ZERO_MARK if notes else None)
+    caption = "\n".join([*(f"{ZERO_MARK} {escape(n)}" for _, n in notes), escape(ZERO_WHY)]) if notes else None
+    if section == "overall" and any(e.get("intervals") for e in summary["evals"]):
+        title = f"{title}; \\[low, high]: 95% bootstrap interval over questions" if title else None
+    table = Table(title=title, show_lines=False, header_style="bold", caption=caption, caption_justify="left")
     for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i < 2 else "right")
+        table.add_column(h, justify="left" if i < 2 else "right", overflow="fold")
     for r in rows:
         if r[0] and table.row_count:
             table.add_section()
-        table.add_row(*(re.sub(r"\*\*(.+?)\*\*", r"[bold green]\1[/]", c) for c in r))
+        table.add_row(*(re.sub(r"\*\*(.+?)\*\*", r"[bold green]\1[/]", escape(c)) for c in r))
+    return table
+
+
+def _paired_rich(summary: dict[str, Any]) -> Table | None:
+    """The paired differences (two models, or two settings, over the same questions) as a rich Table."""
+    got = paired_table(summary, sep="\n")
+    if got is None:
+        return None
+    header, rows = got
+    table = Table(title="paired differences over the same questions, x 100, \\[95% paired bootstrap interval]",
+                  header_style="bold", caption="an interval that holds 0 does not tell the two apart",
+                  caption_justify="left")
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if i < 2 else "right", overflow="fold", min_width=15 if i == 0 else None)
+    for r in rows:
+        table.add_row(*(escape(c) for c in r))
     return table
 
 

@@ -26,12 +26,17 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from ._plots import plot_by_hops, plot_by_level, plot_overview, write_plots
     from ._report import (
         SUMMARY_KIND,
+        ZERO_MARK,
+        ZERO_WHY,
         compare_summaries,
         load_summary,
         main_table,
+        paired_comparisons,
+        paired_table,
         render_report,
         render_table,
         summarize_entry,
+        zero_notes,
     )
     from ._run import (
         RESULT_SCHEMA,
@@ -49,6 +54,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         breakdown,
         breakdown_by_format,
         format_reasons,
+        paired_difference,
         score_row,
         summarize,
         summarize_samples,
@@ -61,6 +67,8 @@ __all__ = [
     "RESULT_SCHEMA",
     "SAMPLE_METRICS",
     "SUMMARY_KIND",
+    "ZERO_MARK",
+    "ZERO_WHY",
     "EvalConfig",
     "EvalError",
     "EvalResult",
@@ -77,6 +85,9 @@ __all__ = [
     "load_eval_sets",
     "load_summary",
     "main_table",
+    "paired_comparisons",
+    "paired_difference",
+    "paired_table",
     "plot_by_hops",
     "plot_by_level",
     "plot_overview",
@@ -92,4 +103,5 @@ __all__ = [
     "table_rows",
     "veritas_table",
     "write_plots",
+    "zero_notes",
 ]

@@ -1,5 +1,5 @@
-"""Plots of a summary (PNG, matplotlib's Agg backend): models side by side, overall and by number of hops,
-and joint F1 against the difficulty level. Every function reads a summary only (see :mod:`._report`) and hands
+"""Plots of a summary (PNG, matplotlib's Agg backend): models side by side, overall (with the 95% intervals as
+error bars) and by number of hops, and joint F1 against the difficulty level. Every function reads a summary only (see :mod:`._report`) and hands
 the numbers to the toolkit's plotting module (:mod:`rag_curriculum._plots`), which draws them."""
 
 from __future__ import annotations
@@ -34,14 +34,24 @@ def plot_overview(summary: Mapping[str, Any], setting: str, path: Path) -> Path:
         return {m: [idx[(m, d, setting)]["overall"][metric] if (m, d, setting) in idx else None for d in datasets]
                 for m in models}
 
+    def intervals(metric: str) -> dict[str, list[tuple[float, float] | None]]:
+        return {m: [_interval(idx.get((m, d, setting)), metric) for d in datasets] for m in models}
+
     return _panels([dataset_title(d) for d in datasets], series, title=f"{setting_title(setting)} setting",
-                   xlabel="dataset", path=path)
+                   xlabel="dataset", path=path, errors_of=intervals)
 
 
-def _panels(groups: Sequence[str], series_of: Any, *, title: str, xlabel: str, path: Path) -> Path:
-    """One panel per main metric, ``series_of(metric)``'s models as grouped bars over ``groups``."""
+def _interval(entry: Mapping[str, Any] | None, metric: str) -> tuple[float, float] | None:
+    ci = ((entry or {}).get("intervals") or {}).get(metric)
+    return (float(ci[0]), float(ci[1])) if ci else None
+
+
+def _panels(groups: Sequence[str], series_of: Any, *, title: str, xlabel: str, path: Path,
+            errors_of: Any = None) -> Path:
+    """One panel per main metric, ``series_of(metric)``'s models as grouped bars over ``groups``, with
+    ``errors_of(metric)``'s 95% intervals as error bars when given."""
     return bar_panels(groups, [(metric_title(m), series_of(m)) for m in MAIN_METRICS], title=title, xlabel=xlabel,
-                      path=path)
+                      path=path, errors=[errors_of(m) for m in MAIN_METRICS] if errors_of else None)
 
 
 def plot_by_hops(summary: Mapping[str, Any], dataset: str, setting: str, path: Path) -> Path | None:

@@ -25,6 +25,7 @@ from ._scoring import (
     breakdown,
     breakdown_by_format,
     format_reasons,
+    paired_difference,
     summarize,
 )
 from ._titles import (
@@ -43,14 +44,19 @@ from ._titles import (
 __all__ = [
     "SUMMARY_KIND",
     "SUMMARY_VERSION",
+    "ZERO_MARK",
+    "ZERO_WHY",
     "compare_summaries",
     "dataset_title",
     "load_summary",
     "main_table",
+    "paired_comparisons",
+    "paired_table",
     "render_report",
     "render_table",
     "setting_title",
     "summarize_entry",
+    "zero_notes",
 ]
 
 SUMMARY_KIND = "rag-curriculum/eval-summary"
@@ -75,6 +81,101 @@ def summarize_entry(records: Sequence[Mapping[str, Any]], **identity: Any) -> di
     entry["format_reasons"] = format_reasons(records)
     add_outcomes(entry, records)  # abstention, retrieval outcome: only on sets that have them
     return entry
+
+
+def paired_comparisons(items: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]
+                       ) -> list[dict[str, Any]]:
+    """The paired differences a summary reports (``summary["paired"]``), from ``(entry, records)`` of every
+    evaluation: on each dataset and setting, every model after the first minus the first (``kind: "models"``);
+    for each model and dataset, every setting after the first (distractor, ideal, retrieved) minus the first
+    (``kind: "settings"``). Each over the questions both sides scored, with a 95% paired bootstrap interval
+    (:func:`~rag_curriculum.evaluation._scoring.paired_difference`); the differences are fractions, ``a - b``."""
+    idx: dict[tuple[str, str, str], Sequence[Mapping[str, Any]]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for e, records in items:
+        key = (e["model"], e["dataset"], e["setting"])
+        if key in seen:  # one cell twice (the same set in several output formats): no unambiguous pair
+            idx.pop(key, None)
+            continue
+        seen.add(key)
+        idx[key] = records
+    evals = [{"model": k[0], "dataset": k[1], "setting": k[2]} for k in idx]
+    models, datasets, settings = _models(evals), _dataset_order(k[1] for k in idx), _setting_order(k[2] for k in idx)
+    out: list[dict[str, Any]] = []
+
+    def add(kind: str, a: tuple[str, str, str], b: tuple[str, str, str], **where: str) -> None:
+        d = paired_difference(idx[a], idx[b])
+        if d is not None:
+            names = (a[0], b[0]) if kind == "models" else (a[2], b[2])
+            out.append({"kind": kind, **where, "a": names[0], "b": names[1], **d})
+
+    for setting in settings:
+        for d in datasets:
+            here = [m for m in models if (m, d, setting) in idx]
+            for m in here[1:]:
+                add("models", (m, d, setting), (here[0], d, setting), dataset=d, setting=setting)
+    for m in models:
+        for d in datasets:
+            here = [st for st in settings if (m, d, st) in idx]
+            for st in here[1:]:
+                add("settings", (m, d, st), (m, d, here[0]), dataset=d, model=m)
+    return out
+
+
+def _signed(x: float) -> str:
+    return f"{100 * x:+.2f}"
+
+
+def paired_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS, sep: str = " "
+                 ) -> tuple[list[str], list[list[str]]] | None:
+    """The header and rows of the paired differences (``summary["paired"]``): one row per comparison, each
+    metric's difference x 100 with its 95% interval (after ``sep``); None when the summary has none."""
+    paired = summary.get("paired") or []
+    if not paired:
+        return None
+    header = ["Difference", "Dataset", "Questions", *(metric_title(m) for m in metrics)]
+    rows = []
+    for p in paired:
+        what = (f"{p['a']} − {p['b']}{sep}({setting_title(p['setting'])})" if p["kind"] == "models"
+                else f"{p['model']}:{sep}{setting_title(p['a'])} − {setting_title(p['b'])}")
+        rows.append([what, dataset_title(p["dataset"]), str(p["n_questions"]),
+                     *(f"{_signed(p['difference'][m])}{sep}[{_signed(p['intervals'][m][0])}, "
+                       f"{_signed(p['intervals'][m][1])}]" for m in metrics)])
+    return header, rows
+
+
+#: What follows a 0 that :func:`zero_notes` explains, in the tables and before each note.
+ZERO_MARK = "†"
+
+#: The page that explains why a base model's citation (and so joint) F1 is 0.
+ZERO_DOC = "docs/base-models.md#why-citation-and-joint-f1-are-0"
+
+
+def zero_notes(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS,
+               section: str = "overall") -> list[tuple[tuple[str, str, str], str]]:
+    """Why a cell of the main table is 0 when it is 0 because no sample kept the output format:
+    ``((model, dataset, setting), note)`` for every such entry, the note naming the metrics, the format-failure
+    reasons counted; :data:`ZERO_WHY` explains them, with the page that says more (:data:`ZERO_DOC`)."""
+    notes = []
+    for setting, d, model, e in _cells(summary["evals"]):
+        agg = _section(e, section)
+        if not agg or agg.get("format_valid") is None or agg["format_valid"] > 0:
+            continue
+        zero = [m for m in metrics if agg.get(m) == 0]
+        if not zero:
+            continue
+        reasons = e.get("format_reasons") or {}
+        counted = ", ".join(f"{k} {v}" for k, v in reasons.items()) or "none recorded"
+        names = " and ".join(metric_title(m) for m in zero)
+        notes.append(((model, d, setting), (
+            f"{model} on {dataset_title(d)} ({setting_title(setting).lower()}): {names} 0, and no sample kept the "
+            f"output format (invalid samples by reason: {counted})")))
+    return notes
+
+
+#: What follows the notes of :func:`zero_notes`, once.
+ZERO_WHY = ("A completion without the format's citation line cites nothing, so its citation F1, and the joint F1 "
+            f"with it, is 0; base models do not write that line unless trained to ({ZERO_DOC}).")
 
 
 def _bold_best(cells: list[list[str]], values: list[list[float | None]]) -> None:
@@ -139,10 +240,14 @@ def render_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_ME
 
 
 def main_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METRICS, section: str = "overall",
-               bold: bool = True) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of :func:`render_table` (best values wrapped in ``**``)."""
+               bold: bool = True, interval_sep: str | None = None,
+               zero_mark: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of :func:`render_table` (best values wrapped in ``**``). With ``interval_sep`` (the
+    overall section only), each value is followed by ``interval_sep`` and its 95% interval ``[low, high]``; with
+    ``zero_mark``, a 0 that :func:`zero_notes` explains is followed by that mark."""
     evals = summary["evals"]
     idx = _index(evals)
+    explained = {k for k, _ in zero_notes(summary, metrics=metrics, section=section)} if zero_mark else set()
     datasets = _dataset_order(e["dataset"] for e in evals)
     header = ["Eval setting", "Model"] + [f"{dataset_title(d)} {metric_title(m)}" for d in datasets for m in metrics]
     rows: list[list[str]] = []
@@ -159,6 +264,16 @@ def main_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METR
             cells.append([pct(v) for v in vals])
         if bold:
             _bold_best(cells, values)
+        for r, model in enumerate(models):
+            for j, (d, m) in enumerate((d, m) for d in datasets for m in metrics):
+                e = idx.get((model, d, setting))
+                if e is None:
+                    continue
+                if zero_mark and (model, d, setting) in explained and values[r][j] == 0:
+                    cells[r][j] += zero_mark
+                ci = (e.get("intervals") or {}).get(m)
+                if interval_sep is not None and section == "overall" and ci:
+                    cells[r][j] += f"{interval_sep}[{pct(ci[0])}, {pct(ci[1])}]"
         for i, (model, row) in enumerate(zip(models, cells, strict=True)):
             rows.append([setting_title(setting) if i == 0 else "", model, *row])
     return header, rows
@@ -316,10 +431,18 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
                   f"{s.get('top_p')}, at most {s.get('max_tokens')} tokens, seed {s.get('seed')}); scores x 100. "
                   "Answer and citation F1 are averaged over the samples of each question, then over questions; "
                   "joint F1 is the harmonic mean of the two averages, as in the RAG-RL paper.", ""]
-    lines += ["## Answer, citation and joint F1", "", render_table(summary), ""]
+    notes = zero_notes(summary)
+    lines += ["## Answer, citation and joint F1", "",
+              md_table(*main_table(summary, zero_mark=ZERO_MARK if notes else None)), ""]
+    lines += [f"{ZERO_MARK} {note}  " for _, note in notes]
+    lines += [ZERO_WHY, ""] if notes else []
     if any(e.get("intervals") for e in summary["evals"]):
         lines += ["## 95% intervals", "", "Percentile bootstrap over questions (1,000 resamples, seed 0), x 100.", "",
                   _intervals_table(summary), ""]
+    if (paired := paired_table(summary)) is not None:
+        lines += ["## Paired differences", "", "Over the questions both sides scored, x 100, with a 95% paired "
+                  "bootstrap interval (1,000 resamples of the questions, seed 0, the same resample for both sides): "
+                  "an interval that holds 0 does not tell the two apart.", "", md_table(*paired), ""]
     if (variants := render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
         lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
                   "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",

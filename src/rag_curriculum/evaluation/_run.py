@@ -51,6 +51,7 @@ from ._report import (
     SUMMARY_FILE,
     SUMMARY_KIND,
     SUMMARY_VERSION,
+    paired_comparisons,
     render_report,
     summarize_entry,
     write_dataset_card,
@@ -70,6 +71,8 @@ RESULTS_META_KEY = b"rag_curriculum.eval"
 _ROW_COLUMNS = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
                 "num_distractors", "qtype", "curriculum_index", "template", "prompt", "passages", "extra_info",
                 "answerable", "gold_recall")
+#: What the paired differences read of a question's record.
+_PAIRED = ("data_source", "id", "sample_answer_f1", "sample_citation_f1", "sample_exact_match")
 _KEPT = ("id", "source_id", "data_source", "setting", "question", "answers", "gold_labels", "hops", "level",
          "num_distractors", "qtype", "curriculum_index", "template", "answerable", "gold_recall")
 
@@ -405,6 +408,7 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
         return engine.wrap(base, backend=cfg.backend, options=cfg.backend_args)
 
     entries: list[dict[str, Any]] = []
+    scores: list[list[dict[str, Any]]] = []  # each entry's per-question scores, for the paired differences
     generated = 0
     for model in cfg.models:
         loaded: list[GenerationBackend] = []
@@ -417,15 +421,17 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
 
         try:
             for es in sets:
-                entry, n = _evaluate_set(cfg, model, es, backend, sampling, judge=judge, buckets=buckets,
-                                         progress=progress)
+                entry, n, records = _evaluate_set(cfg, model, es, backend, sampling, judge=judge,
+                                                  buckets=buckets, progress=progress)
                 entries.append(entry)
+                scores.append([{k: r.get(k) for k in _PAIRED} for r in records])
                 generated += n
         finally:
             if loaded and hasattr(loaded[0], "close"):
                 loaded[0].close()
     _remove_empty(out / "work")
-    return EvalResult(out, _write_summary(cfg, command, sampling, entries), generated)
+    paired = paired_comparisons(list(zip(entries, scores, strict=True)))
+    return EvalResult(out, _write_summary(cfg, command, sampling, entries, paired), generated)
 
 
 def _eval_sets(cfg: EvalConfig, out: Path) -> tuple[list[EvalSet], Any]:
@@ -450,10 +456,10 @@ def _eval_sets(cfg: EvalConfig, out: Path) -> tuple[list[EvalSet], Any]:
 
 def _evaluate_set(cfg: EvalConfig, model: ModelSpec, es: EvalSet, backend: Callable[[], GenerationBackend],
                   sampling: SamplingConfig, *, judge: Any, buckets: Mapping[Any, str], progress: bool
-                  ) -> tuple[dict[str, Any], int]:
+                  ) -> tuple[dict[str, Any], int, list[dict[str, Any]]]:
     """One model on one evaluation set: its completions (generated, resumed, or the stored results' when their
     fingerprint matches), scored and written to ``results/MODEL/SET.parquet``; the summary's entry and how many
-    completions were generated."""
+    completions were generated, and the per-question records."""
     out = Path(cfg.out)
     rel = Path("results") / model.name / f"{es.key}.parquet"
     path = out / rel
@@ -487,11 +493,11 @@ def _evaluate_set(cfg: EvalConfig, model: ModelSpec, es: EvalSet, backend: Calla
     log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
              model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],
              100 * o["format_valid"])
-    return entry, n
+    return entry, n, records
 
 
 def _write_summary(cfg: EvalConfig, command: str | None, sampling: SamplingConfig,
-                   entries: list[dict[str, Any]]) -> dict[str, Any]:
+                   entries: list[dict[str, Any]], paired: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``summary.json`` (written after the plots it names), ``table.md`` and the results' dataset card."""
     out = Path(cfg.out)
     summary = {
@@ -503,6 +509,8 @@ def _write_summary(cfg: EvalConfig, command: str | None, sampling: SamplingConfi
         "models": [{"name": m.name, "path": m.path} for m in cfg.models],
         "evals": entries,
     }
+    if paired:  # two models, or two settings, over the same questions
+        summary["paired"] = paired
     plots: list[Path] = write_plots(summary, out / "plots") if cfg.plots else []
     summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
     write_json(out / SUMMARY_FILE, summary)

@@ -51,6 +51,8 @@ __all__ = [
     "breakdown",
     "breakdown_by_format",
     "format_reasons",
+    "paired_difference",
+    "question_key",
     "score_row",
     "summarize",
     "summarize_samples",
@@ -181,18 +183,82 @@ def bootstrap_intervals(records: Sequence[Mapping[str, Any]], *, resamples: int 
 
     if not records:
         return {}
-    per_q = {k: np.array([float(np.mean(v)) if (v := r.get(f"sample_{k}")) is not None and len(v) else 0.0
-                          for r in records])
-             for k in ("answer_f1", "citation_f1", "exact_match")}
+    per_q = _per_question(records)
     n = len(records)
     idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    means = {k: v[idx].mean(axis=1) for k, v in per_q.items()}
+    means = _resampled_metrics(per_q, idx)
+    return {k: _percentiles(means[k], level) for k in INTERVAL_METRICS}
+
+
+def _per_question(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each question's mean answer F1, citation F1 and exact match over its samples (numpy arrays, in order)."""
+    import numpy as np
+
+    return {k: np.array([float(np.mean(v)) if (v := r.get(f"sample_{k}")) is not None and len(v) else 0.0
+                         for r in records])
+            for k in ("answer_f1", "citation_f1", "exact_match")}
+
+
+def _resampled_metrics(per_q: Mapping[str, Any], idx: Any) -> dict[str, Any]:
+    """The :data:`INTERVAL_METRICS` of each resample (a row of question positions ``idx``): the means of the
+    per-question scores, joint F1 the harmonic mean of the resample's answer and citation F1."""
+    import numpy as np
+
+    means = {k: v[idx].mean(axis=-1) for k, v in per_q.items()}
     a, c = means["answer_f1"], means["citation_f1"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        means["joint_f1"] = np.where(a + c > 0, 2 * a * c / (a + c), 0.0)
+        means["joint_f1"] = np.where(a + c > 0, 2 * a * c / np.where(a + c > 0, a + c, 1.0), 0.0)
+    return means
+
+
+def _percentiles(values: Any, level: float) -> list[float]:
+    import numpy as np
+
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
-    return {k: [round(float(np.percentile(means[k], lo)), 6), round(float(np.percentile(means[k], hi)), 6)]
-            for k in INTERVAL_METRICS}
+    return [round(float(np.percentile(values, lo)), 6), round(float(np.percentile(values, hi)), 6)]
+
+
+def question_key(record: Mapping[str, Any]) -> tuple[str, str]:
+    """What pairs a question across models and settings: its dataset and id (an evaluation set's ids are unique,
+    and the distractor and ideal sets built from one dev split give a question the same id)."""
+    return (str(record.get("data_source")), str(record.get("id")))
+
+
+def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], *,
+                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                      level: float = 0.95) -> dict[str, Any] | None:
+    """The difference ``a - b`` of the :data:`INTERVAL_METRICS` over the questions both arms scored (paired by
+    :func:`question_key`, in ``a``'s order), with a paired percentile bootstrap interval: each resample draws
+    question positions with replacement and scores both arms on the same draw, so what the two arms share (the
+    questions' difficulty) cancels. Joint F1 is recomputed per arm from its resample's answer and citation F1, as
+    the summary's is. None when the arms share no question.
+
+    Returns:
+        ``{"n_questions": n, "difference": {metric: a - b}, "intervals": {metric: [low, high]}}`` (fractions).
+
+    >>> a = [{"data_source": "d", "id": str(i), "sample_answer_f1": [x], "sample_citation_f1": [x],
+    ...       "sample_exact_match": [x]} for i, x in enumerate((0.2, 0.4, 0.9))]
+    >>> b = [{**r, "sample_answer_f1": [r["sample_answer_f1"][0] - 0.1]} for r in a]
+    >>> d = paired_difference(a, b)
+    >>> round(d["difference"]["answer_f1"], 6), d["intervals"]["answer_f1"]
+    (0.1, [0.1, 0.1])
+    """
+    import numpy as np
+
+    by_key = {question_key(r): r for r in b}
+    pairs = [(r, by_key[k]) for r in a if (k := question_key(r)) in by_key]
+    if not pairs:
+        return None
+    qa = _per_question([p[0] for p in pairs])
+    qb = _per_question([p[1] for p in pairs])
+    n = len(pairs)
+    whole = np.arange(n)[None, :]
+    point = {k: float(_resampled_metrics(qa, whole)[k][0] - _resampled_metrics(qb, whole)[k][0])
+             for k in INTERVAL_METRICS}
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    ma, mb = _resampled_metrics(qa, idx), _resampled_metrics(qb, idx)
+    return {"n_questions": n, "difference": {k: round(point[k], 6) for k in INTERVAL_METRICS},
+            "intervals": {k: _percentiles(ma[k] - mb[k], level) for k in INTERVAL_METRICS}}
 
 
 def _sort_key(k: Hashable) -> tuple:
