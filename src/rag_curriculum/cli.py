@@ -11,6 +11,7 @@ from ._cli import evaluate as _eval
 from ._cli import hub as _hub
 from ._cli import index as _index
 from ._cli import partition as _partition
+from ._cli import profile as _profile
 from ._cli import recipes as _recipes
 from ._cli import serve as _serve
 from ._cli import train as _train
@@ -31,9 +32,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# Each module registers its own commands (build; index; serve; inspect/validate; push; partition; train;
+# Each module registers its own commands (build; index; serve; inspect/validate; push; partition; profile; train;
 # warm-start; eval; recipes).
-for _module in (_build, _index, _serve, _data, _hub, _partition, _train, _warm, _eval, _recipes):
+for _module in (_build, _index, _serve, _data, _hub, _partition, _profile, _train, _warm, _eval, _recipes):
     _module.register(app)
 
 

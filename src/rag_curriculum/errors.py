@@ -150,6 +150,11 @@ class PartitionError(CurriculumError):
     """A partition that cannot run as asked (bad input, options, or results of another run)."""
 
 
+class ProfileError(CurriculumError):
+    """A level profile that cannot be made or used as asked (not a finished profile, a level with no scored
+    question, a profile of other questions or another model than the build's)."""
+
+
 class EvalError(CurriculumError):
     """An evaluation that cannot run as asked (bad inputs, results made with other settings)."""
 

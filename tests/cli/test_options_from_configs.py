@@ -28,7 +28,7 @@ from rag_curriculum.curricula import BuildConfig, SourceSpec
 from rag_curriculum.evaluation import EvalConfig
 from rag_curriculum.evaluation._agent import AgentEvalConfig
 from rag_curriculum.generation import EngineConfig
-from rag_curriculum.partition import PartitionConfig
+from rag_curriculum.partition import PartitionConfig, ProfileConfig
 from rag_curriculum.retrieval import IndexConfig, ServeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +73,13 @@ BEFORE = {
     "--no-overwrite --plain --retriever --rows --seed --template --topk",
     # a command added later (its own flags): a build or a partition bucket shared as a Hub dataset
     "push": "--dry-run --message --no-private --private -m",
+    # a command added later: a model's pass rate at several levels (ProfileConfig's fields, the backend block)
+    "profile": "--K --allow-identical-samples --api-key --backend --backend-arg --base-url --batch-size "
+    "--chunk-retries --chunk-size --chunks-per-call --concurrency --correct-f1 --cpus-per-worker --dataset --device "
+    "--dtype --engine --gpu-memory-utilization --gpus-per-worker --group-size --input --levels --max-chunks "
+    "--max-model-len --max-tokens --model --n --no-allow-identical-samples --no-overwrite --no-progress "
+    "--no-question-seeds --num-workers --out --overwrite --print-config --progress --question-seeds --ray-address "
+    "--samples --seed --temperature --tensor-parallel-size --top-p -K -M -d -i -n -o -tp",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "eval run": {"--max-context-tokens", "--retriever-timeout",
@@ -109,6 +116,7 @@ CONFIGS = {
                                           "K": "SourceSpec's: BuildConfig's --K"}),
     "index": ([IndexConfig], {}),
     "serve": ([ServeConfig], {}),
+    "profile": ([ProfileConfig], {"shards": "SHARDS, the argument", "backend_args": "the shared --backend-arg"}),
 }
 
 

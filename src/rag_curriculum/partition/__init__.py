@@ -23,7 +23,9 @@ completions are kept in ``work/`` so the buckets can be recomputed (another ``co
 The package's modules, in the order a run goes through them: ``_config`` (:class:`PartitionConfig`, the file
 names), ``_inputs`` (the input shard directory, its digest, the backend), ``_run`` (:func:`partition`), ``_stats``
 (scoring, ``stats.parquet``, the buckets), ``_outputs`` (:func:`finalize_partition`: the buckets, their data cards,
-``partition.json``), ``_set`` (the outputs appear as a set) and ``_merge`` (:func:`merge_partitions`).
+``partition.json``), ``_set`` (the outputs appear as a set) and ``_merge`` (:func:`merge_partitions`); beside
+them, ``_profile`` (:func:`profile`, ``curriculum profile``) samples the same questions at several levels through
+the same runner.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from ._config import OUTPUTS, STATS_FILE, PartitionConfig, PartitionResult
     from ._merge import merge_partitions
     from ._outputs import finalize_partition
+    from ._profile import PROFILE_SCHEMA, ProfileConfig, ProfileResult, finalize_profile, profile
     from ._run import partition
     from ._stats import STATS_SCHEMA, score_completions
 
 __all__ = [
     "OUTPUTS", "STATS_FILE", "STATS_SCHEMA", "PartitionConfig", "PartitionError", "PartitionResult",
     "finalize_partition", "merge_partitions", "output_set_problem", "partition", "score_completions",
+    "PROFILE_SCHEMA", "ProfileConfig", "ProfileResult", "finalize_profile", "profile",
 ]

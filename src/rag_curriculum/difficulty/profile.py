@@ -1,0 +1,293 @@
+"""A model's level profile: the pass rate it reaches on the same questions at several synthetic levels, and what it
+means for GRPO before any training.
+
+A GRPO group of ``G`` samples of a question the model answers with probability ``p`` has a non-zero advantage
+(some samples right, some wrong: an *informative* group) with probability ``1 - p^G - (1 - p)^G``
+(:func:`informative_probability`), highest at ``p = 0.5``. A profile (``curriculum profile``: ``profile.parquet``,
+one line per question and level, and ``profile.json``) measures each question's ``p`` at each profiled level, so
+
+- :func:`level_intervals` gives each level's mean pass rate and expected informative fraction with paired bootstrap
+  intervals (the same resampled questions at every level), and the change from the first level;
+- :class:`LevelProfile` answers, for any question and level, its pass rate and expected informative fraction: the
+  question's own where it was profiled, else the level's (over the profiled questions), interpolated linearly
+  between profiled levels for a level that was not profiled;
+- :meth:`LevelProfile.informative` over a curriculum's rows is the schedule's expected informative fraction, and
+  :meth:`LevelProfile.calibrated_level` the level whose pass rate is nearest a target (the calibrated schedule).
+
+>>> informative_probability(0.5, 8), informative_probability(1.0, 8), round(informative_probability(0.1, 8), 4)
+(0.9921875, 0.0, 0.5695)
+>>> expected_informative([0.0, 0.5, 1.0], 2)
+0.16666666666666666
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ProfileError
+
+#: The files of a profile's ``--out``: one line per question and level, and the summary (written last: a profile is
+#: complete when it exists).
+PROFILE_TABLE = "profile.parquet"
+PROFILE_SUMMARY = "profile.json"
+PROFILE_PLOT = "profile.png"
+#: The levels profiled unless asked otherwise ("K": each question's own top level).
+DEFAULT_LEVELS = "1,2,4,8,K"
+#: The group size whose informative fraction a profile reports unless asked (RAG-RL: 7 rollouts per question).
+DEFAULT_GROUP_SIZE = 7
+#: The pass rate a calibrated curriculum aims at (AdaRFT's target success; the informative fraction's peak).
+DEFAULT_TARGET = 0.5
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES", "DEFAULT_GROUP_SIZE", "DEFAULT_LEVELS", "DEFAULT_TARGET", "PROFILE_PLOT",
+    "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "expected_informative", "informative_probability",
+    "level_intervals", "parse_levels", "read_profile",
+]
+
+
+def informative_probability(p: float, group_size: int) -> float:
+    """The probability that a group of ``group_size`` samples, each right with probability ``p``, is mixed (some
+    right, some wrong): ``1 - p^G - (1 - p)^G``; 0 for ``G = 1``."""
+    if group_size < 1:
+        raise ConfigError(f"group size must be >= 1, got {group_size}")
+    if not 0.0 <= p <= 1.0:
+        raise ConfigError(f"a pass rate must be in 0..1, got {p}")
+    return max(0.0, 1.0 - p ** group_size - (1.0 - p) ** group_size)
+
+
+def expected_informative(pass_rates: Iterable[float], group_size: int) -> float:
+    """The expected fraction of informative groups over questions with these pass rates (the mean of
+    :func:`informative_probability`); 0.0 for none."""
+    values = [informative_probability(p, group_size) for p in pass_rates]
+    return sum(values) / len(values) if values else 0.0
+
+
+def parse_levels(spec: str | Sequence[Any], K: int) -> list[int]:
+    """``"1,2,4,8,K"`` to sorted distinct levels in ``1..K`` ("K" is ``K``). In the default spec a number above
+    ``K`` is dropped (a dataset with ``K = 4`` is profiled at 1, 2, 4); a number the user gives above ``K`` is
+    refused.
+
+    >>> parse_levels("1,2,4,8,K", 20), parse_levels("1,2,4,8,K", 4), parse_levels("K,1", 10)
+    ([1, 2, 4, 8, 20], [1, 2, 4], [1, 10])
+    """
+    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s).strip() for s in spec]
+    if not items or any(not s for s in items):
+        raise ConfigError(f"--levels {spec!r}: an empty level", hint="give levels as numbers or K, comma-separated, "
+                          f"e.g. {DEFAULT_LEVELS}")
+    default = isinstance(spec, str) and spec.replace(" ", "") == DEFAULT_LEVELS
+    out = set()
+    for s in items:
+        if s.upper() == "K":
+            out.add(K)
+            continue
+        try:
+            level = int(s)
+        except ValueError:
+            raise ConfigError(f"--levels {spec!r}: {s!r} is not a level", hint="give numbers or K, e.g. "
+                              f"{DEFAULT_LEVELS}") from None
+        if level < 1 or level > K:
+            if default and level > K:
+                continue
+            raise ConfigError(f"--levels {spec!r}: level {level} is outside 1..K (K = {K})",
+                              hint=f"give levels from 1 to {K}, or K")
+        out.add(level)
+    return sorted(out)
+
+
+def _percentile_interval(values: Any, level: float = 0.95) -> list[float]:
+    import numpy as np
+
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    return [round(float(np.percentile(values, lo)), 6), round(float(np.percentile(values, hi)), 6)]
+
+
+def level_intervals(pass_rates: Mapping[int, Sequence[float]], group_size: int, *,
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, dict[str, Any]]:
+    """Per level: the mean pass rate and expected informative fraction over the questions, each with a paired
+    percentile bootstrap 95% interval, and the change in pass rate from the first level with its interval.
+    ``pass_rates[level][q]`` is question ``q``'s pass rate at ``level``: every level lists the same questions in the
+    same order, and each bootstrap resample draws one set of questions for every level (paired over questions).
+
+    >>> out = level_intervals({1: [1.0, 0.5, 0.5, 1.0], 4: [0.5, 0.0, 0.0, 0.5]}, 2, resamples=200)
+    >>> out["1"]["pass_rate"], out["4"]["pass_rate"], out["4"]["change"], out["4"]["informative"]
+    (0.75, 0.25, -0.5, 0.25)
+    """
+    import numpy as np
+
+    levels = sorted(pass_rates)
+    if not levels:
+        return {}
+    n = len(pass_rates[levels[0]])
+    if any(len(pass_rates[lv]) != n for lv in levels):
+        raise ConfigError("paired intervals need the same questions at every level")
+    if n == 0:
+        return {str(lv): {"questions": 0, "pass_rate": None, "pass_rate_ci": None, "informative": None,
+                          "informative_ci": None, "change": None, "change_ci": None} for lv in levels}
+    p = {lv: np.asarray(pass_rates[lv], dtype=float) for lv in levels}
+    f = {lv: 1.0 - p[lv] ** group_size - (1.0 - p[lv]) ** group_size for lv in levels}
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    first = p[levels[0]][idx].mean(axis=1)
+    out = {}
+    for lv in levels:
+        boot_p = p[lv][idx].mean(axis=1)
+        out[str(lv)] = {
+            "questions": n,
+            "pass_rate": round(float(p[lv].mean()), 6),
+            "pass_rate_ci": _percentile_interval(boot_p),
+            "informative": round(float(np.clip(f[lv], 0.0, 1.0).mean()), 6),
+            "informative_ci": _percentile_interval(np.clip(f[lv], 0.0, 1.0)[idx].mean(axis=1)),
+            "change": round(float(p[lv].mean() - p[levels[0]].mean()), 6),
+            "change_ci": _percentile_interval(boot_p - first),
+        }
+    return out
+
+
+@dataclass
+class LevelProfile:
+    """A finished profile, read back (:func:`read_profile`): what it measured and what it answers.
+
+    Attributes:
+        path: the profile's folder.
+        summary: ``profile.json``.
+        rates: ``{(row id, level): pass rate}`` of every scored question and level.
+        levels: the profiled levels, sorted.
+        datasets: the datasets of its questions.
+        model: the model that was profiled, as the run recorded it.
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    rates: dict[tuple[str, int], float]
+    levels: list[int]
+    datasets: list[str]
+    model: str | None
+    _level_rate: dict[int, float] = field(default_factory=dict, repr=False)
+    _level_info: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        by_level: dict[int, list[float]] = {}
+        for (_, lv), p in self.rates.items():
+            by_level.setdefault(lv, []).append(p)
+        self._by_level = by_level
+        self._level_rate = {lv: sum(v) / len(v) for lv, v in by_level.items()}
+        self._own: dict[str, dict[int, float]] = {}
+        for (qid, lv), p in self.rates.items():
+            self._own.setdefault(qid, {})[lv] = p
+
+    @property
+    def group_size(self) -> int:
+        return int(self.summary.get("group_size") or DEFAULT_GROUP_SIZE)
+
+    def profiled(self, row_id: str) -> bool:
+        """Whether question ``row_id`` (a row's ``id``) was profiled."""
+        return row_id in self._own
+
+    def level_pass_rate(self, level: int) -> float:
+        """The mean pass rate at ``level`` over the profiled questions (interpolated between profiled levels)."""
+        return _interpolate(self._level_rate, level)
+
+    def level_informative(self, level: int, group_size: int) -> float:
+        """The expected informative fraction at ``level`` over the profiled questions (interpolated)."""
+        key = (level, group_size)
+        if key not in self._level_info:
+            at = {lv: expected_informative(v, group_size) for lv, v in self._by_level.items()}
+            self._level_info[key] = _interpolate(at, level)
+        return self._level_info[key]
+
+    def pass_rate(self, row_id: str, level: int) -> tuple[float, bool]:
+        """Question ``row_id``'s pass rate at ``level`` and whether it is its own (measured, or interpolated between
+        its own measured levels) rather than the level's."""
+        own = self._own.get(row_id)
+        if own:
+            return _interpolate(own, level), True
+        return self.level_pass_rate(level), False
+
+    def informative(self, rows: Iterable[tuple[str, int]], group_size: int) -> float:
+        """The expected informative fraction of a curriculum's rows ``(row id, level)``: each profiled question's
+        own ``1 - p^G - (1 - p)^G``, each other question its level's expected fraction."""
+        values = []
+        for row_id, level in rows:
+            p, own = self.pass_rate(row_id, level)
+            values.append(informative_probability(p, group_size) if own else
+                          self.level_informative(level, group_size))
+        return sum(values) / len(values) if values else 0.0
+
+    def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET) -> tuple[int, float]:
+        """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
+        level's) is nearest ``target``, with that pass rate. Ties go to the highest such level when the tied pass
+        rate is above the target (a question the model always answers is shown at its hardest), else the lowest."""
+        candidates = [lv for lv in self.levels if lv <= K] or [min(self.levels)]
+        scored = [(abs(self.pass_rate(row_id, lv)[0] - target), lv) for lv in candidates]
+        best = min(d for d, _ in scored)
+        tied = [lv for d, lv in scored if d - best <= 1e-12]
+        p = self.pass_rate(row_id, tied[0])[0]
+        level = max(tied) if p > target else min(tied)
+        return level, self.pass_rate(row_id, level)[0]
+
+
+def _interpolate(at: Mapping[int, float], level: int) -> float:
+    """``at[level]``, or linear in the level between the nearest levels below and above; clamped outside them."""
+    if level in at:
+        return at[level]
+    levels = sorted(at)
+    if not levels:
+        raise ConfigError("no level to interpolate from")
+    if level <= levels[0]:
+        return at[levels[0]]
+    if level >= levels[-1]:
+        return at[levels[-1]]
+    hi = next(lv for lv in levels if lv > level)
+    lo = max(lv for lv in levels if lv < level)
+    w = (level - lo) / (hi - lo)
+    return at[lo] * (1 - w) + at[hi] * w
+
+
+def read_profile(path: str | Path) -> LevelProfile:
+    """A finished profile folder (``curriculum profile --out``), checked: its summary, and a table whose every
+    profiled level has scored questions.
+
+    Raises:
+        ProfileError: no finished profile there (no ``profile.json``: not a profile, or one still running), an
+            unreadable file, or a level with no scored question.
+    """
+    import pyarrow.parquet as pq
+
+    folder = Path(path)
+    summary_file, table_file = folder / PROFILE_SUMMARY, folder / PROFILE_TABLE
+    if not summary_file.is_file():
+        raise ProfileError(f"{folder}: no {PROFILE_SUMMARY}: not a finished level profile",
+                           hint="pass the --out of a finished `curriculum profile` (run it again to finish one)")
+    try:
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        table = pq.read_table(table_file, columns=["id", "data_source", "level", "pass_rate", "skipped"])
+    except (OSError, ValueError) as e:
+        raise ProfileError(f"{folder}: unreadable profile ({e})", hint="run `curriculum profile` again") from None
+    if summary.get("kind") != "level-profile":
+        raise ProfileError(f"{summary_file}: kind {summary.get('kind')!r}, not a level profile",
+                           hint="pass the --out of `curriculum profile`")
+    rates: dict[tuple[str, int], float] = {}
+    counts: dict[int, int] = dict.fromkeys((int(lv) for lv in summary.get("levels") or []), 0)
+    cols = [table.column(c).to_pylist() for c in ("id", "level", "pass_rate", "skipped")]
+    for i, (row_id, level, rate, skipped) in enumerate(zip(*cols, strict=True)):
+        if skipped is None and rate is not None:
+            if not (isinstance(rate, float) and 0.0 <= rate <= 1.0 and not math.isnan(rate)):
+                raise ProfileError(f"{table_file}: line {i}, field 'pass_rate' = {rate!r}: not in 0..1",
+                                   hint="run `curriculum profile` again into a new --out")
+            rates[(row_id, int(level))] = rate
+            counts[int(level)] = counts.get(int(level), 0) + 1
+    empty = [lv for lv, c in sorted(counts.items()) if c == 0]
+    if empty:
+        raise ProfileError(f"{table_file}: level {empty[0]} has no scored question (every prompt skipped)",
+                           hint="profile again with a larger --max-model-len or without that level (--levels)")
+    if not rates:
+        raise ProfileError(f"{table_file}: no scored question", hint="run `curriculum profile` again")
+    datasets = sorted({d for d in table.column("data_source").to_pylist() if d})
+    model = ((summary.get("generation") or {}).get("fingerprint") or {}).get("generation", {}).get("model")
+    return LevelProfile(folder, summary, rates, sorted(counts), datasets, model)
