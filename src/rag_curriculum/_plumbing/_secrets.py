@@ -11,7 +11,9 @@ signed-URL parameters ``sig``, ``X-Amz-Signature``, ``X-Amz-Security-Token``, ``
 A secret's value is written as ``***``, wherever it is: a top-level option, a key nested in a JSON value
 (``extra_body={"api_key": ...}``), a ``--flag VALUE`` / ``--flag=VALUE`` of a command line, a ``KEY=VALUE``
 argument (``--backend-arg hf_token=...``, a Hydra override ``grpo.hub_token=...``). Credentials inside a URL
-(``https://user:pass@host``) and secret query parameters (``?api_key=...``) are masked too.
+(``https://user:pass@host``, also a password holding ``#``, ``/`` or ``?``), secret query parameters
+(``?api_key=...``, also a percent-encoded name: ``?X%2DAmz%2DSignature=...``) and secret fragment parameters
+(``#access_token=...``) are masked too.
 
 >>> [is_secret("api_key"), is_secret("hf_token"), is_secret("--hf-token"), is_secret("password"),
 ...  is_secret("hubToken"), is_secret("tokenizer"), is_secret("max_tokens"), is_secret("keep_completions")]
@@ -35,6 +37,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote_plus
 
 __all__ = ["MASK", "MaskingFilter", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
 
@@ -48,11 +51,20 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #: ``alice`` with the password ``SEC@RETPW``, masked whole. So ``http://u:pw@host/v1?x=1``, ``http://u:pw@host:8000?x=1``
 #: and ``http://u:pw@host#f`` are all masked, and an ``@`` inside a query (``?to=a@b``) is not read as credentials.
 #: One slash is enough (``http:/u:pw@host``): a URL given where a path is expected comes back from ``pathlib`` with one.
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/?#\s]*@")
+#: A password holding ``#``, ``/`` or ``?`` (``http://alice:pa55#SECRET@host/v1``, which a URL parser reads as host
+#: ``alice``) is masked too: when the authority holds a ``:``, the userinfo runs to the first later ``@`` that a host
+#: follows (a name, an optional port, then the path, query, fragment or the end). Where the ``:`` is followed by a
+#: port number, an ``@`` just after a ``/`` is taken for a path (``http://host:8000/@scope/pkg``); otherwise a URL
+#: with a port whose path or query holds ``@host`` is masked up to it: the two cannot be told apart, and a password
+#: shown is worse than a path hidden.
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})(?P<rest>[^\s\"<>`]*)")
+_AT_HOST = re.compile(r"@(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*[A-Za-z0-9])(?::\d*)?(?=[/?#'),;]|$)")
 #: What the left of ``KEY=VALUE`` looks like when it is a key (a keyword, a dotted Hydra override, ``+``/``~``
 #: prefixed); anything else holding ``=`` (a URL with a query string) is masked as text.
 _KEY = re.compile(r"[+~]{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-/@\[\]]*")
-_QUERY = re.compile(r"(?P<name>[?&;][A-Za-z0-9_.-]+)=(?P<value>[^&;#\s]*)")
+#: A query or fragment parameter (``?api_key=...``, ``#access_token=...``); its name may be percent-encoded
+#: (``?X%2DAmz%2DSignature=...`` is ``X-Amz-Signature``).
+_QUERY = re.compile(r"(?P<name>[?&;#][A-Za-z0-9_.%+-]+)=(?P<value>[^&;#\s\"]*)")
 
 
 def _normal(name: str) -> str:
@@ -66,13 +78,33 @@ def is_secret(name: str) -> bool:
     return bool(_SECRET_RE.search(_normal(name)))
 
 
+def _userinfo(m: re.Match[str]) -> str:
+    scheme, rest = m["scheme"], m["rest"]
+    end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+    authority, cut = rest[:end], None
+    if "@" in authority:
+        cut = authority.rindex("@")
+    elif ":" in authority and "@" in rest:
+        port = authority.split(":", 1)[1].isdigit()
+        cut = next((at.start() for at in _AT_HOST.finditer(rest, end)
+                    if not (port and rest[at.start() - 1] == "/")), None)
+    if cut is None:
+        return scheme + _URL.sub(_userinfo, rest)  # a URL inside this one's query (``?next=http://u:pw@h``)
+    return f"{scheme}{MASK}" + _URL.sub(_userinfo, rest[cut:])
+
+
+def _secret_parameter(m: re.Match[str]) -> str:
+    return f"{m['name']}={MASK}" if is_secret(unquote_plus(m["name"][1:])) else m[0]
+
+
 def _mask_text(text: str) -> str:
-    """Credentials inside URLs and secret query parameters of a string value."""
+    """Credentials inside URLs and secret query and fragment parameters of a string value."""
     if ":/" not in text and "=" not in text:
         return text
-    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    if ":/" in text or "?" in text:  # a URL, or a URL's path and query (urllib3 logs "/retrieve?api_key=...")
-        text = _QUERY.sub(lambda m: f"{m['name']}={MASK}" if is_secret(m["name"][1:]) else m[0], text)
+    if ":/" in text:
+        text = _URL.sub(_userinfo, text)
+    if ":/" in text or "?" in text or "#" in text:  # a URL, or its path and query (urllib3 logs "/retrieve?key=...")
+        text = _QUERY.sub(_secret_parameter, text)
     return text
 
 
