@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -117,6 +118,14 @@ def test_buckets_and_statistics_are_exact(max_dir, rows, tmp_path):
     assert (counts["answerable"], counts["unanswerable"], counts["learnable"]) == (7, 5, 5)
     assert counts["correct_samples_histogram"] == {"0": 5, "1": 2, "2": 2, "3": 1, "4": 2}
     assert counts["mean_pass_at_k"]["1"] == round(sum(C) / (K_SAMPLES * len(C)), 6)
+    # mean pass@k's 95% interval: the questions resampled with replacement (1,000 draws, seed 0), written out here
+    curves = [pass_at_k_curve(K_SAMPLES, c) for c in C]
+    draws = np.random.default_rng(0).integers(0, len(C), size=(1000, len(C)))
+    for k in range(K_SAMPLES):
+        means = [sum(curves[i][k] for i in row) / len(row) for row in draws]
+        want = [np.percentile(means, 2.5), np.percentile(means, 97.5)]
+        assert counts["pass_at_k_interval"][str(k + 1)] == pytest.approx(want, abs=1e-6)
+        assert want[0] <= counts["mean_pass_at_k"][str(k + 1)] <= want[1]
 
 
 def test_outputs_are_shard_directories_in_the_builder_schema_plus_statistics(max_dir, rows, tmp_path):
@@ -343,6 +352,8 @@ def test_cli_partition_and_merge(cli, max_dir, rows, tmp_path):
     assert r.exit_code == 0 and "run the same command again" in r.output
     r = runner.invoke(cli, [*common, "--out", str(tmp_path / "c")])
     assert r.exit_code == 0 and "learnable/ (5 rows)" in r.output
+    ci = read_manifest(tmp_path / "c" / "answerable")["partition"]["counts"]["pass_at_k_interval"]
+    assert f"[{ci['4'][0]:.4f}, {ci['4'][1]:.4f}]" in r.output and "mean pass@4 (95% interval)" in r.output
     r = runner.invoke(cli, [*common, "--out", str(tmp_path / "c"), "--pass-at", "2"])
     assert r.exit_code == 1 and "--overwrite" in r.output
     r = runner.invoke(cli, ["partition", "--backend", "scripted", "--out", str(tmp_path / "d")])

@@ -174,11 +174,19 @@ def print_summary(result: Any) -> None:
     if bal.get("enabled"):
         t.add_row("kept per bucket (--balance)", f"{bal.get('size', 0):,}", "")
     pak = c.get("mean_pass_at_k") or {}
+    ci = c.get("pass_at_k_interval") or {}
     if pak:
-        t.add_row("mean pass@1", f"{pak.get('1') or 0:.4f}", "")
-        t.add_row(f"mean pass@{n}", f"{pak.get(str(n)) or 0:.4f}", "")
+        for k in dict.fromkeys(("1", str(n))):  # with its 95% interval over the questions (partitions since it)
+            span = f" \\[{ci[k][0]:.4f}, {ci[k][1]:.4f}]" if ci.get(k) else ""
+            t.add_row(f"mean pass@{k}" + (" (95% interval)" if span else ""), f"{pak.get(k) or 0:.4f}{span}", "")
     if c.get("format_valid_rate") is not None:
         t.add_row("samples in the output format", "", f"{c['format_valid_rate']:.1%}")
+        if c["format_valid_rate"] == 0:  # what a base model does: said where the 0 is printed
+            t.caption = ("no sample kept the output format: the answers are still read and scored (pass@k needs "
+                         "no citation), but a model that does not write the format's `Supporting passages:` line "
+                         "scores citation F1 0 in `curriculum eval`; base models do not write it "
+                         "(docs/base-models.md#why-citation-and-joint-f1-are-0)")
+            t.caption_justify = "left"
     if c.get("searches_per_sample") is not None:
         t.add_row("searches per sample", f"{c['searches_per_sample']:.3f}", "")
     if c.get("searches_per_success") is not None:

@@ -176,10 +176,37 @@ def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]],
     return kept, info
 
 
+#: The percentile bootstrap of :func:`pass_at_k_intervals`: resamples and seed (fixed: the same statistics give the
+#: same intervals), as the evaluation's.
+PASS_AT_K_RESAMPLES = 1000
+PASS_AT_K_SEED = 0
+
+
+def pass_at_k_intervals(pass_at_k: Sequence[Sequence[float]], n: int, *, resamples: int = PASS_AT_K_RESAMPLES,
+                        seed: int = PASS_AT_K_SEED, level: float = 0.95) -> dict[str, list[float]]:
+    """The 95% percentile bootstrap interval of mean pass@k for k = 1..n: the scored questions (each one's
+    pass@1..pass@n, ``pass_at_k``) resampled with replacement, the mean of each resample; ``{"k": [low, high]}``,
+    empty for no question.
+
+    >>> pass_at_k_intervals([[0.0, 0.0], [1.0, 1.0], [0.5, 1.0], [0.5, 1.0]], 2)["2"]
+    [0.25, 1.0]
+    """
+    import numpy as np
+
+    if not pass_at_k:
+        return {}
+    values = np.array([list(v[:n]) for v in pass_at_k], dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
+    means = values[idx].mean(axis=1)  # (resamples, n)
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    return {str(k + 1): [round(float(np.percentile(means[:, k], lo)), 6), round(float(np.percentile(means[:, k], hi)), 6)]
+            for k in range(values.shape[1])}
+
+
 def pass_counts(stats: pa.Table, run: Mapping[str, Any], buckets: Sequence[str]) -> dict[str, Any]:
     """What ``partition.json`` counts of every partition: the questions scored and skipped, the size of each of
-    ``buckets`` and of ``learnable``, the histogram of correct samples, mean pass@k, mean max F1 and the rate of
-    format-valid samples."""
+    ``buckets`` and of ``learnable``, the histogram of correct samples, mean pass@k with its 95% interval, mean max F1
+    and the rate of format-valid samples."""
     n = run["sampling"]["n"]
     bucket = stats.column("bucket").to_pylist()
     scored = [b is not None for b in bucket]
@@ -187,6 +214,7 @@ def pass_counts(stats: pa.Table, run: Mapping[str, Any], buckets: Sequence[str])
     hist = Counter(cs)
     pak = [v for v in stats.column("pass_at_k").to_pylist() if v is not None]
     mean_pak = {str(k + 1): (round(sum(v[k] for v in pak) / len(pak), 6) if pak else None) for k in range(n)}
+    pak_ci = pass_at_k_intervals(pak, n)
     valid = sum(v or 0 for v in stats.column("num_valid_format").to_pylist())
     maxf = [v for v in stats.column("max_f1").to_pylist() if v is not None]
     return {
@@ -198,6 +226,7 @@ def pass_counts(stats: pa.Table, run: Mapping[str, Any], buckets: Sequence[str])
         LEARNABLE: sum(1 for v in stats.column("learnable").to_pylist() if v),
         "correct_samples_histogram": {str(c): hist.get(c, 0) for c in range(n + 1)},
         "mean_pass_at_k": mean_pak,
+        "pass_at_k_interval": pak_ci,
         "mean_max_f1": round(sum(maxf) / len(maxf), 6) if maxf else None,
         "format_valid_rate": round(valid / (len(cs) * n), 6) if cs else None,
     }
