@@ -28,6 +28,7 @@ from ..shards import (
     sorted_keys,
     validate_shards,
 )
+from . import predictions
 from .common import EXIT_USAGE, data_error_hint, fail, out, reported_errors
 
 
@@ -277,11 +278,18 @@ def inspect(
     tokenizer: Annotated[str | None, typer.Option(
         "--tokenizer", help="With --row: the prompt as this tokenizer's chat template renders it for the model (a "
         "Hub id or a local folder), and its length in tokens.", show_default=False)] = None,
+    n: Annotated[int, typer.Option(
+        "--n", min=1, help="An evaluation's or a partition's output: how many questions to show.")] = 5,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="An evaluation's or a partition's output: show only questions where KEY=VALUE, KEY!=VALUE "
+        "or KEY<NUMBER (<=, >, >=) holds, e.g. model=trained, answer_f1<0.5, bucket=answerable, level=3 "
+        "(repeatable: all must hold).", show_default=False)] = None,
 ) -> None:
     """Summarise a source file (records, hops, question types, paragraphs and distractors per question, repeated
     titles, skipped records) or a shard directory (levels, with the distractors and passages each holds as built,
     hops, sizes; Search-R1's questions: their sources, answers and prompt lengths); --row N prints one row as the
-    model sees it.
+    model sees it. The output of `curriculum eval` or `curriculum partition`: the first --n questions' predictions
+    next to their gold answers and scores (--where filters them).
 
     [bold]Examples[/]
 
@@ -290,6 +298,8 @@ def inspect(
       curriculum inspect outputs/hotpotqa-linear --row 95
 
       curriculum inspect outputs/hotpotqa-linear --row 95 --tokenizer Qwen/Qwen2.5-3B-Instruct
+
+      curriculum inspect outputs/eval-cpu --n 3 --where model=trained --where "answer_f1<0.5"
     """
     if on_error not in ("raise", "skip"):
         fail(f"--on-error must be raise or skip, got {on_error!r}", code=EXIT_USAGE)
@@ -298,6 +308,13 @@ def inspect(
     if row is not None and not path.is_dir():
         fail(f"--row reads a shard directory; {path} is not one",
              "pass a folder made by `curriculum build` or `curriculum partition`", code=EXIT_USAGE)
+    if (kind := predictions.kind_of(path)) is not None and row is None:  # predictions next to gold answers
+        with reported_errors():
+            predictions.print_predictions(path, kind, n=n, where=where, as_json=as_json)
+        return
+    if where:
+        fail("--where filters the questions of an evaluation's or a partition's output", "drop --where",
+             code=EXIT_USAGE)
     if path.is_dir():
         if not (path / MANIFEST).exists():
             fail(f"{path} is a directory without {MANIFEST}",
