@@ -1,6 +1,6 @@
 """The dry run refuses what the real run refuses, the documented hard-negatives route trains on a max curriculum,
 and the output and text a person reads. The bad-input cases are in the command line's corpus
-(tests/cli/test_output_refusals.py), the
+(tests/cli/test_bad_input_corpus.py), the
 rewards' in tests/rewards/test_bad_reward_inputs.py, the finished and re-targeted runs in
 tests/train/test_grpo.py and tests/train/test_search_agent.py."""
 

@@ -1,6 +1,6 @@
 """Retriever URLs on the command line: their secrets never printed by the dry run, an unreachable retriever said
 in one line without urllib3's warnings. The bad-input cases are in the command line's corpus
-(tests/cli/test_output_refusals.py), the server's in tests/retrieval/test_serve_guard.py."""
+(tests/cli/test_bad_input_corpus.py), the server's in tests/retrieval/test_serve_guard.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@
 * (10) bad values of the dense options are usage errors (exit 2) found before any model loads; ``--compress Bogus``
   blames ``--compress``; ``--engine ray`` without Ray Serve is refused before "serving ..." is printed.
 
-The same inputs are in the command line's adversarial corpus (tests/cli/test_output_refusals.py).
+The same inputs are in the command line's adversarial corpus (tests/cli/test_bad_input_corpus.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,68 @@
+"""What the command line does not print: bm25s' debug lines, the training run's YAML, the quickstart's warnings
+about its own settings, known deprecation warnings of its dependencies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_runs import run
+from conftest import MUSIQUE_TRAIN
+
+
+# -- noise ----------------------------------------------------------------------------------------------------
+def test_index_prints_no_bm25s_debug_line(shared_data, tmp_path):
+    import logging
+
+    from rag_curriculum._cli.common import configure_logging
+
+    configure_logging()
+    bm25s = logging.getLogger("bm25s")
+    seen = []
+    for h in logging.getLogger().handlers:
+        seen.append(all(f(logging.LogRecord("bm25s", logging.DEBUG, "x", 1, "Building index from IDs", None, None))
+                        if callable(f) else f.filter(logging.LogRecord("bm25s", logging.DEBUG, "x", 1, "m", None,
+                                                                       None)) for f in h.filters))
+    assert seen and not any(seen), "bm25s's DEBUG line passes a handler"
+    assert bm25s.name == "bm25s"
+
+
+def test_a_real_training_run_prints_one_config_line_not_the_yaml():
+    import inspect
+
+    from rag_curriculum._cli import train as cli_train
+
+    src = inspect.getsource(cli_train.train)
+    assert "if main and (print_config or dry_run)" in src and "train_config.yaml" in src
+
+
+# -- the quickstart does not warn about its own settings ----------------------------------------------------
+def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
+    import logging
+    import shlex
+
+    text = (Path(__file__).parents[2] / "scripts" / "quickstart.sh").read_text()
+    line = text.split("curriculum build ", 1)[1].split("\ncurriculum validate", 1)[0]
+    args = shlex.split(line.replace("\\\n", " ").split("#")[0].replace('"$INPUT"', str(MUSIQUE_TRAIN))
+                       .replace('"$N"', "all"))
+    args[args.index("--out") + 1] = str(tmp_path / "mm")
+    with caplog.at_level(logging.WARNING):
+        r = run("build", *args, "--no-progress")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "mm" / "manifest.json").read_text())
+    assert manifest["trainer_tail"]["unseen_rows"] == 0 and manifest["num_rows"] % 42 == 0
+    assert "0 row(s) never seen" in r.output and "WARNING" not in caplog.text, (r.output, caplog.text)
+
+
+def test_known_dependency_deprecations_are_hidden_on_the_command_line():
+    import warnings
+
+    from rag_curriculum._cli.common import KNOWN_WARNINGS, configure_logging
+
+    with warnings.catch_warnings(record=True) as seen:  # the filters are put back as they were afterwards
+        warnings.simplefilter("always")
+        configure_logging()
+        warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning,
+                      stacklevel=1)
+        warnings.warn("a warning of our own", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["a warning of our own"] and KNOWN_WARNINGS
