@@ -23,6 +23,7 @@ from ._plots import plot_build_levels as plot_levels
 from ._plots import plot_histogram as plot_histogram
 from ._plots import pyplot as pyplot
 from .difficulty.accuracy import ANSWERABLE, LEARNABLE, UNANSWERABLE
+from .difficulty.profile import schedules_section
 from .loaders import get_loader
 
 LEVEL_PLOT = "level_by_index.png"
@@ -202,6 +203,7 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
         leakage=leakage,
         lengths=lengths,
         unanswerable=unanswerable_text(manifest.get("unanswerable")),
+        profile=schedules_section(manifest.get("profile")),
         level_plot=LEVEL_PLOT,
         directory=manifest["config"].get("out") or ".",
     )

@@ -78,7 +78,30 @@ def build(
         lg = pt["longest"]
         out.print(f"longest prompt: [bold]{lg['tokens']}[/] tokens with {escape(pt['tokenizer'])}'s chat template (row "
                   f"{lg['id']}, curriculum_index {lg['curriculum_index']}, level {lg['level']}); mean {pt['mean']}")
-    out.print(f"[green]wrote[/] {result.rows} rows to [bold]{result.out}[/]")
+    if result.manifest.get("profile"):
+        print_schedules(result.manifest["profile"])
+    tail = result.manifest.get("trainer_tail")
+    steps = (f": {tail['steps']} step{'s' if tail['steps'] != 1 else ''} of {tail['batch_prompts']} prompts"
+             if tail else "")
+    out.print(f"[green]wrote[/] {result.rows} rows to [bold]{result.out}[/]{steps}")
+
+
+def print_schedules(record: dict[str, Any]) -> None:
+    """The expected informative fraction of each schedule for the profiled model (the manifest's ``profile``)."""
+    from rich.table import Table
+
+    t = Table(title=f"expected informative groups (G = {record['group_size']}) for {escape(str(record.get('model')))}"
+              f", from {escape(record['path'])} ({record['profiled_questions']} of {record['questions']} questions "
+              "profiled)", title_justify="left")
+    for col in ("schedule", "whole", "first quarter", "last quarter", "mean pass rate"):
+        t.add_column(col, justify="left" if col == "schedule" else "right")
+    for name, f in {**record["schedules"], "this build": record["this_build"]}.items():
+        t.add_row(escape(name), f"{f['whole']:.3f}", f"{f['first_quarter']:.3f}", f"{f['last_quarter']:.3f}",
+                  f"{f['mean_pass_rate']:.3f}")
+    out.print(t)
+    start = record["adaptive_start"]
+    out.print(f"an adaptive controller aiming at {start['target']:g} starts at level {start['level']} "
+              f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f} there)")
 
 
 def _note(message: str) -> None:

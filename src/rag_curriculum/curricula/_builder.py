@@ -36,6 +36,7 @@ from ..cards import pyplot
 from ..errors import BuildError
 from ..lengths import load_tokenizer
 from ..loaders import get_loader
+from ._calibrated import load_profile
 from ._config import BuildConfig
 from ._plan import make_plan, no_rows_error
 from ._sources import gather_sources
@@ -123,6 +124,8 @@ def build_rows(cfg: BuildConfig, *, command: str, progress: bool = False) -> dic
 def _build(cfg: BuildConfig, *, command: str | None, progress: bool, card: bool) -> BuildResult:
     check_output(cfg.out, overwrite=cfg.overwrite)  # fail before loading anything, not after
     cfg.validate()
+    if cfg.profile:  # a profile of other questions or another model fails before anything is loaded
+        load_profile(cfg, [get_loader(s.dataset).name for s in cfg.sources])
     tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None  # fail before loading the data, too
     for s in cfg.sources:
         s.dataset = get_loader(s.dataset).name

@@ -81,7 +81,8 @@ class BuildConfig:
     sources: list[SourceSpec] = rule(default_factory=list, flag="--dataset", help=(
         "The datasets of the build, each {dataset, input, n, split, K}."))
     schedule: str = rule("min-max", empty=False, help=(
-        "max | linear | min-max | piecewise (with pieces) | a registered schedule."))
+        "max | linear | min-max | piecewise (with pieces) | calibrated (with --profile) | adaptive | a registered "
+        "schedule."))
     pieces: Any = rule(None, help=(
         "Piecewise schedule as LEVEL:FRACTION,... ('K' = the top level), e.g. 1:0.25,5:0.25,K:0.5."))
     order: str = rule("level", choices=ORDERS, help=(
@@ -138,6 +139,14 @@ class BuildConfig:
         "Tokenizer (Hub id or directory) of the model you will train: writes a prompt_tokens column (chat template "
         "applied) and the longest prompt into the manifest, so trainers can refuse prompts they would truncate. "
         "Needs the train extra."))
+    profile: str | None = rule(None, empty=False, help=(
+        "A level profile (`curriculum profile --out`) of the model you will train: the build prints, and the card "
+        "and manifest record, each schedule's expected informative fraction for it; --schedule calibrated reads it."))
+    target: float | None = rule(None, ge=0, le=1, help=(
+        "--schedule calibrated: the pass rate each question's level is chosen nearest to (default 0.5)."))
+    group_size: int | None = rule(None, ge=1, le=1024, help=(
+        "With --profile: the GRPO group size G of the informative fraction 1 - p^G - (1-p)^G (default: the "
+        "profile's)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
@@ -191,10 +200,30 @@ class BuildConfig:
             raise ConfigError(f"--distractors {self.distractors} does not apply to --setting {self.setting} (the "
                               "ideal setting has no distractors; the retrieved one shows what BM25 ranks)")
         self._check_questions_only()
+        self._check_profile()
         if needs_index and self.schedule == "adaptive" and self.setting == "curriculum":
             raise ConfigError(f"--schedule adaptive re-renders rows at training time from the dataset's own "
                               f"distractors; it does not take --distractors {self.distractors}",
                               hint="use a fixed schedule (min-max, linear, ...) with BM25 distractors")
+
+    def _check_profile(self) -> None:
+        """--schedule calibrated places each question by a profile; --target is its; a profile scores a curriculum."""
+        calibrated = self.schedule == "calibrated"
+        if calibrated and not self.profile:
+            raise ConfigError("--schedule calibrated places each question by its measured pass rate: it needs "
+                              "--profile", hint="make one with `curriculum profile ... --out DIR`, then pass "
+                              "--profile DIR")
+        if self.target is not None and not calibrated:
+            raise ConfigError(f"--target is for --schedule calibrated, not {self.schedule!r}",
+                              hint="drop --target, or pass --schedule calibrated")
+        if (self.profile or self.group_size) and self.setting != "curriculum":
+            raise ConfigError(f"--profile scores a curriculum's schedule; --setting {self.setting} has none",
+                              hint="drop --profile")
+        if self.group_size and not self.profile:
+            raise ConfigError("--group-size is the profile's informative fraction's G: it needs --profile")
+        if calibrated and self.order == "hops-level":
+            raise ConfigError("--schedule calibrated orders the rows by the model's pass rate; --order hops-level "
+                              "would replace it", hint="use --order level (easiest first) or shuffled")
 
     def _check_questions_only(self) -> None:
         """Sources of questions without passages (Search-R1's data files) make rows for search agents: a search
@@ -225,7 +254,7 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("tokenizer", "index_base"):  # unset: the config recorded as it always was
+        for key in ("tokenizer", "index_base", "profile", "target", "group_size"):  # unset: recorded as always
             if d[key] is None:
                 del d[key]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows

@@ -15,9 +15,11 @@ from typing import Any, NamedTuple
 from .._plumbing import derive_seed, distribution
 from ..cards import capped_levels_text
 from ..difficulty import collapsed_levels, level_for, levels_as_built, num_distractors
+from ..difficulty.profile import LevelProfile
 from ..errors import BuildError
 from ..loaders import questions_only
 from ..records import Example
+from ._calibrated import CALIBRATED, calibrated_order, load_profile, profile_facts
 from ._config import DEFAULT_K, BuildConfig
 from ._leakage import LeakageIndex
 from ._schedules import resolve_schedule
@@ -99,24 +101,33 @@ ROW_ORDERS = {
     "level": "sorted by level (a schedule whose levels go down somewhere)",
     "shuffled": "--order shuffled",
     "hops-level": "--order hops-level",
+    "calibrated": "the model's easiest first (--schedule calibrated: the pass rate at the placed level, high to low)",
 }
 
 
 def row_order(cfg: BuildConfig, sources: Sequence[LoadedSource], chosen: Sequence[Example],
               ordered: Sequence[Example]) -> str:
     """The key of :data:`ROW_ORDERS` that says how ``ordered`` (the rows) came from ``chosen`` (the sample)."""
+    if cfg.schedule == CALIBRATED and cfg.order == "level":
+        return "calibrated"
     if [id(ex) for ex in ordered] != [id(ex) for ex in chosen]:
         return cfg.order  # "level" (the schedule's sort), "shuffled" or "hops-level"
     return "input" if len(sources) == 1 and questions_only(sources[0].dataset) else "sample"
 
 
-def assign_levels(examples: Sequence[Example], cfg: BuildConfig) -> list[tuple[Example, int]]:
-    """Pair each example with its level, in training order, according to the schedule and the ordering."""
-    schedule = resolve_schedule(cfg.schedule, cfg.pieces)
+def assign_levels(examples: Sequence[Example], cfg: BuildConfig, profile: LevelProfile | None = None
+                  ) -> list[tuple[Example, int]]:
+    """Pair each example with its level, in training order, according to the schedule and the ordering (the
+    calibrated schedule: by ``profile``, read from ``cfg.profile`` when not given)."""
     K_by_source = {s.dataset: cfg.K or source_K(cfg, s.dataset) for s in cfg.sources}
 
     def K_of(ex: Example) -> int:
         return K_by_source[ex.source]
+
+    if cfg.schedule == CALIBRATED:
+        prof = profile or load_profile(cfg, sorted(K_by_source))
+        return calibrated_order(examples, cfg, prof, K_of)
+    schedule = resolve_schedule(cfg.schedule, cfg.pieces)
 
     def place(group: Sequence[Example]) -> list[tuple[Example, int]]:
         n = len(group)
@@ -175,7 +186,11 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
     chosen, per_source = _choose(cfg, sources, facts)
     source = distractors or PROVIDED
     source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
-    plan = _plan_setting(cfg, chosen, source)
+    prof = load_profile(cfg, [s.dataset for s in sources]) if cfg.profile else None
+    plan = _plan_setting(cfg, chosen, source, prof)
+    if prof is not None:
+        facts["profile"] = profile_facts(cfg, chosen, [(r.ex, r.level) for r in plan], prof,
+                                         lambda exs, c: assign_levels(exs, c, prof))
     if cfg.unanswerable_fraction > 0:
         plan = [r._replace(answerable=False) if is_unanswerable(cfg.seed, r.ex, cfg.unanswerable_fraction) else r
                 for r in plan]
@@ -266,13 +281,14 @@ def _choose(cfg: BuildConfig, sources: Sequence[LoadedSource], facts: dict[str, 
     return chosen, per_source
 
 
-def _plan_setting(cfg: BuildConfig, chosen: list[Example], source: DistractorSource) -> Plan:
+def _plan_setting(cfg: BuildConfig, chosen: list[Example], source: DistractorSource,
+                  profile: LevelProfile | None = None) -> Plan:
     """Each question's row as the setting plans it: a curriculum's level and the distractors it shows; the
     retrieved setting's ranking; the distractor or ideal setting's passages, and the level they make. The source's
     planning hook sees every row's need first (a BM25 source reads the passages the rows need in one batch)."""
     plan: Plan = []
     if cfg.setting == "curriculum":
-        paired = assign_levels(chosen, cfg)
+        paired = assign_levels(chosen, cfg, profile)
         wants = [(ex, num_distractors(level, ex.hops, 1 << 30)) for ex, level in paired]
         source.plan_hint(wants)
         for (ex, level), (_, want) in zip(paired, wants, strict=True):

@@ -80,6 +80,14 @@ def adaptive(i: int, n: int, K: int) -> int:
     return K
 
 
+@register_schedule("calibrated")
+def calibrated(i: int, n: int, K: int) -> int:
+    """Each question at the level of a profile where its pass rate is nearest ``--target``: placed per question by
+    the builder (:mod:`._calibrated`), never by row index."""
+    raise ConfigError("--schedule calibrated places each question by its profile, not by its row index",
+                      hint="build with --schedule calibrated --profile DIR")
+
+
 Piece = tuple[int | str, float]
 
 

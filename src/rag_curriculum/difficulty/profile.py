@@ -48,7 +48,7 @@ BOOTSTRAP_SEED = 0
 __all__ = [
     "BOOTSTRAP_RESAMPLES", "DEFAULT_GROUP_SIZE", "DEFAULT_LEVELS", "DEFAULT_TARGET", "PROFILE_PLOT",
     "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "expected_informative", "informative_probability",
-    "level_intervals", "parse_levels", "read_profile",
+    "level_intervals", "parse_levels", "read_profile", "schedules_section",
 ]
 
 
@@ -291,3 +291,37 @@ def read_profile(path: str | Path) -> LevelProfile:
     datasets = sorted({d for d in table.column("data_source").to_pylist() if d})
     model = ((summary.get("generation") or {}).get("fingerprint") or {}).get("generation", {}).get("model")
     return LevelProfile(folder, summary, rates, sorted(counts), datasets, model)
+
+
+def schedules_section(record: Mapping[str, Any] | None) -> str:
+    """The data card's section on a build's ``profile`` record (``curriculum build --profile``): each schedule's
+    expected informative fraction for the profiled model, this build's, and the calibrated placement; nothing
+    without a profile."""
+    if not record:
+        return ""
+    g = record["group_size"]
+    lines = [
+        "", "## Informative groups before training", "",
+        f"Expected share of GRPO groups of G = {g} samples that are mixed (some right, some wrong: a non-zero "
+        f"advantage), 1 - p^G - (1 - p)^G, from the level profile `{record['path']}` of "
+        f"`{record.get('model') or 'the model'}` ({record['profiled_questions']} of this build's "
+        f"{record['questions']} questions profiled; the others take their level's figure), each schedule over this "
+        "build's questions:", "",
+        "| schedule | informative (whole) | first quarter | last quarter | mean pass rate |",
+        "|---|---|---|---|---|",
+    ]
+    rows = {**record["schedules"], "**this build**": record["this_build"]}
+    for name, f in rows.items():
+        lines.append(f"| {name} | {f['whole']:.3f} | {f['first_quarter']:.3f} | {f['last_quarter']:.3f} | "
+                     f"{f['mean_pass_rate']:.3f} |")
+    rates = ", ".join(f"{lv}: {p:.3f}" for lv, p in record["level_pass_rate"].items())
+    start = record["adaptive_start"]
+    lines += ["", f"Pass rate per profiled level: {rates}. An adaptive controller aiming at {start['target']:g} "
+              f"starts where the model is: level {start['level']} (`adaptive.kwargs.start={start['level']}`)."]
+    if record.get("calibrated"):
+        c = record["calibrated"]
+        levels = ", ".join(f"{lv}: {n}" for lv, n in c["levels"].items())
+        lines += ["", f"Calibrated (`--schedule calibrated --target {c['target']:g}`): each question at the "
+                  f"profiled level whose pass rate is nearest {c['target']:g} ({c['own_rate']} by their own "
+                  f"measured rate, {c['level_rate']} by their level's), easiest first. Rows per level: {levels}."]
+    return "\n".join(lines) + "\n"

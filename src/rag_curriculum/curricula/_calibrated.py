@@ -1,0 +1,128 @@
+"""A build with a level profile (``--profile``, :mod:`rag_curriculum.difficulty.profile`): each schedule's expected
+informative fraction for the profiled model, and the calibrated schedule.
+
+**The schedules compared.** Over the build's own sampled questions, each schedule's rows (max, linear, min-max,
+min-max shuffled, the target-band controller's first batch at level 1, and the calibrated schedule) are scored by
+the profile: each row's ``1 - p^G - (1 - p)^G`` with its question's own measured pass rate at the row's level (a
+level that was not profiled interpolated between its neighbours), or the level's expected fraction over the profiled
+questions for a question that was not profiled. The whole curriculum's mean, and its first and last quarter (the
+start and the end of training: an order that puts uninformative rows first shows there).
+
+**The calibrated schedule** (``--schedule calibrated``, ``--target P``, default 0.5): each question at the profiled
+level (up to its source's K) whose pass rate, its own where profiled else the level's, is nearest ``P``; the rows
+ordered from the model's easiest to its hardest (the placed pass rate, high to low; then the level; then the sample
+order). ``--order shuffled`` permutes them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .._plumbing import derive_seed, distribution
+from ..difficulty.profile import DEFAULT_TARGET, LevelProfile, read_profile
+from ..errors import ProfileError
+from ..records import Example
+from ..shards import portable_path
+from ._config import BuildConfig
+
+#: The schedule name of a calibrated build.
+CALIBRATED = "calibrated"
+#: The schedules a profile scores, as the card names them: (label, schedule, order).
+COMPARED = (("max", "max", "level"), ("linear", "linear", "level"), ("min-max", "min-max", "level"),
+            ("min-max shuffled", "min-max", "shuffled"))
+#: The target-band controller's first batch: every row at its ``start`` level (1.0 by default).
+ADAPTIVE_START_LEVEL = 1
+
+Assign = Callable[[Sequence[Example], BuildConfig], list[tuple[Example, int]]]
+
+
+def row_id(ex: Example) -> str:
+    """The ``id`` a build gives the question's row (a profile names its questions by it)."""
+    return f"{ex.extra.get('data_source') or ex.source}-{ex.extra.get('row_id', ex.id)}"
+
+
+def _model_name(ref: str | None) -> str:
+    """A model reference as a name to compare: its last path component, without a ``.gguf`` suffix."""
+    return str(ref or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
+
+
+def load_profile(cfg: BuildConfig, datasets: Sequence[str]) -> LevelProfile:
+    """The build's ``--profile``, refused when it measured other datasets than the build's, or (when the build names
+    the model it is for with ``--tokenizer``) another model."""
+    prof = read_profile(cfg.profile or "")
+    shared = sorted(set(prof.datasets) & set(datasets))
+    if not shared:
+        raise ProfileError(f"--profile {cfg.profile} measured {', '.join(prof.datasets)}, not this build's "
+                           f"{', '.join(datasets)}", hint="profile the build's dataset: curriculum profile --dataset "
+                           f"{datasets[0]} --input FILE --model M --out DIR")
+    if cfg.tokenizer and prof.model and _model_name(prof.model) != _model_name(cfg.tokenizer):
+        raise ProfileError(f"--profile {cfg.profile} measured model {_model_name(prof.model)}, not --tokenizer "
+                           f"{cfg.tokenizer}'s model", hint="profile the model you will train, or pass its "
+                           "tokenizer")
+    return prof
+
+
+def calibrated_order(examples: Sequence[Example], cfg: BuildConfig, prof: LevelProfile,
+                     K_of: Callable[[Example], int]) -> list[tuple[Example, int]]:
+    """Each question at its calibrated level, easiest first (``--order shuffled``: permuted with the seed)."""
+    target = DEFAULT_TARGET if cfg.target is None else cfg.target
+    placed = []
+    for i, ex in enumerate(examples):
+        level, p = prof.calibrated_level(row_id(ex), K_of(ex), target)
+        placed.append((-p, level, i, ex))
+    placed.sort(key=lambda t: t[:3])
+    paired = [(ex, level) for _, level, _, ex in placed]
+    if cfg.order == "shuffled":
+        random.Random(derive_seed(cfg.seed, "order")).shuffle(paired)
+    return paired
+
+
+def _figures(prof: LevelProfile, rows: Sequence[tuple[str, int]], group_size: int) -> dict[str, Any]:
+    n = len(rows)
+    q = max(1, n // 4)
+    return {"whole": round(prof.informative(rows, group_size), 4),
+            "first_quarter": round(prof.informative(rows[:q], group_size), 4),
+            "last_quarter": round(prof.informative(rows[n - q:], group_size), 4),
+            "mean_pass_rate": round(sum(prof.pass_rate(r, lv)[0] for r, lv in rows) / n, 4) if n else None}
+
+
+def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[tuple[Example, int]],
+                  prof: LevelProfile, assign: Assign) -> dict[str, Any]:
+    """The manifest's ``profile`` record: the profile, the group size, each compared schedule's expected
+    informative fraction over the build's questions (whole, first and last quarter), this build's, and, for a
+    calibrated build, where its questions were placed."""
+    g = cfg.group_size or prof.group_size
+    target = DEFAULT_TARGET if cfg.target is None else cfg.target
+    schedules: dict[str, Any] = {}
+    for label, schedule, order in COMPARED:
+        other = assign(chosen, replace(cfg, schedule=schedule, order=order, pieces=None))
+        schedules[label] = _figures(prof, [(row_id(ex), lv) for ex, lv in other], g)
+    schedules["adaptive start"] = _figures(prof, [(row_id(ex), ADAPTIVE_START_LEVEL) for ex in chosen], g)
+    calibrated = assign(chosen, replace(cfg, schedule=CALIBRATED, order="level", pieces=None, target=target))
+    schedules[f"calibrated (target {target:g})"] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
+    this = [(row_id(ex), lv) for ex, lv in paired]
+    start = min(prof.levels, key=lambda lv: (abs(prof.level_pass_rate(lv) - target), lv))
+    record: dict[str, Any] = {
+        "path": portable_path(cfg.profile or "", cfg.out),
+        "model": _model_name(prof.model) or None,
+        "datasets": prof.datasets,
+        "levels": prof.levels,
+        "group_size": g,
+        "profiled_questions": sum(1 for ex in chosen if prof.profiled(row_id(ex))),
+        "questions": len(chosen),
+        "level_pass_rate": {str(lv): round(prof.level_pass_rate(lv), 4) for lv in prof.levels},
+        "schedules": schedules,
+        "this_build": _figures(prof, this, g),
+        "adaptive_start": {"level": start, "pass_rate": round(prof.level_pass_rate(start), 4), "target": target},
+    }
+    if cfg.schedule == CALIBRATED:
+        record["calibrated"] = {
+            "target": target,
+            "levels": distribution(lv for _, lv in paired),
+            "own_rate": sum(1 for ex, _ in paired if prof.profiled(row_id(ex))),
+            "level_rate": sum(1 for ex, _ in paired if not prof.profiled(row_id(ex))),
+        }
+    return record

@@ -1,0 +1,154 @@
+"""`curriculum build --profile` on real MuSiQue rows, with a level profile made by `curriculum profile` from a scripted
+model whose correct samples per question and level are planted: each schedule's expected informative fraction
+equals its closed form on the planted pass rates; a calibrated build places the planted questions at their planted
+levels (the others at the level nearest the target), easiest first, and says so in the manifest, the card and the
+printed table; the refusals (no profile, a profile of another dataset or model, a level with no scored question,
+a folder that is not a profile), each one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from cli_runs import one_error, run
+from conftest import HOTPOT_TRAIN, MUSIQUE_TRAIN
+from level_oracle import CALIBRATED, LEVELS, PLANTED, SAMPLES, LevelOracle
+
+from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+from rag_curriculum.generation._scripted import ScriptedBackend
+from rag_curriculum.partition import ProfileConfig, profile
+from rag_curriculum.shards import read_rows
+
+G = 4
+
+
+def f(p: float, g: int = G) -> float:
+    return 1 - p ** g - (1 - p) ** g
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory, shared_data) -> tuple[Path, list[str]]:
+    """A profile of 6 MuSiQue questions at levels 1, 2, 4, 8 (K = 8), and their row ids."""
+    base = tmp_path_factory.mktemp("profiled")
+    adaptive = base / "musique-adaptive"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
+                                 schedule="adaptive", out=str(adaptive), seed=0))
+    out = base / "profile"
+    profile(ProfileConfig(shards=str(adaptive), out=str(out), backend="scripted", k=SAMPLES, group_size=G,
+                          levels=",".join(map(str, LEVELS))), backend=ScriptedBackend(script=LevelOracle(adaptive)))
+    return out, [r["id"] for r in read_rows(adaptive)]
+
+
+def level_mean(i: int) -> float:
+    return sum(c[i] for c in PLANTED) / (len(PLANTED) * SAMPLES)
+
+
+def level_info(i: int) -> float:
+    return sum(f(c[i] / SAMPLES) for c in PLANTED) / len(PLANTED)
+
+
+def test_a_calibrated_build_places_planted_questions_at_their_planted_levels(profiled, tmp_path):
+    prof, ids = profiled
+    out = tmp_path / "calibrated"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule="calibrated",
+                                 K=8, profile=str(prof), out=str(out)))
+    rows = pq.read_table(out / "data").to_pylist()
+    level = {r["id"]: r["level"] for r in rows}
+    assert [level[i] for i in ids] == CALIBRATED
+    # a question the profile did not see goes to the level whose mean pass rate is nearest 0.5: level 2 (0.542)
+    means = {lv: level_mean(i) for i, lv in enumerate(LEVELS)}
+    nearest = min(LEVELS, key=lambda lv: abs(means[lv] - 0.5))
+    assert nearest == 2 and {lv for i, lv in level.items() if i not in ids} == {nearest}
+    # easiest first: the always-right question (1.0 at level 8), the unprofiled rows (0.542), the planted 0.5s in
+    # sample order, the never-right one last
+    order = [r["id"] for r in rows]
+    assert order[0] == ids[1] and order[-1] == ids[4]
+    assert [i for i in order if i in ids][1:-1] == [i for i in order if i in ids[:4] + ids[5:] and i != ids[1]]
+    manifest = json.loads((out / "manifest.json").read_text())
+    cal = manifest["profile"]["calibrated"]
+    assert cal["own_rate"] == 6 and cal["own_rate"] + cal["level_rate"] == len(rows) and cal["target"] == 0.5
+    assert manifest["row_order"] == "calibrated" and manifest["config"]["schedule"] == "calibrated"
+    card = (out / "README.md").read_text()
+    assert "## Informative groups before training" in card and "--schedule calibrated --target 0.5" in card
+
+
+def test_each_schedules_informative_fraction_is_the_closed_form_on_the_planted_pass_rates(profiled, tmp_path):
+    prof, ids = profiled
+    out = tmp_path / "max"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule="max", K=8,
+                                 profile=str(prof), out=str(out)))
+    rows = pq.read_table(out / "data").to_pylist()
+    n = len(rows)
+    record = json.loads((out / "manifest.json").read_text())["profile"]
+    assert record["group_size"] == G and record["profiled_questions"] == 6 and record["questions"] == n
+
+    def expected(levels: dict[str, int]) -> float:  # row id -> level; only levels that were profiled here
+        total = 0.0
+        for rid, lv in levels.items():
+            i = LEVELS.index(lv)
+            total += f(PLANTED[ids.index(rid)][i] / SAMPLES) if rid in ids else level_info(i)
+        return total / len(levels)
+
+    sched = record["schedules"]
+    assert sched["max"]["whole"] == pytest.approx(expected({r["id"]: 8 for r in rows}), abs=1e-4)
+    assert sched["adaptive start"]["whole"] == pytest.approx(expected({r["id"]: 1 for r in rows}), abs=1e-4)
+    half = n // 2  # min-max: the first half (in sample order) at 1, the rest at K
+    by_position = {r["id"]: (1 if i < half else 8) for i, r in enumerate(rows)}  # a max build keeps sample order
+    assert sched["min-max"]["whole"] == pytest.approx(expected(by_position), abs=1e-4)
+    assert sched["min-max shuffled"]["whole"] == pytest.approx(sched["min-max"]["whole"], abs=1e-4)
+    q = n // 4
+    first = {r["id"]: 1 for r in rows[:q]}
+    assert sched["min-max"]["first_quarter"] == pytest.approx(expected(first), abs=1e-4)
+    assert record["this_build"] == sched["max"]
+    cal = sched["calibrated (target 0.5)"]["whole"]
+    assert cal > sched["max"]["whole"] and cal > sched["min-max"]["whole"], "nearest 0.5 is most informative"
+    # a level between profiled ones takes the interpolated pass rate: linear's level 3 lies between 2 and 4
+    assert record["level_pass_rate"] == {str(lv): round(level_mean(i), 4) for i, lv in enumerate(LEVELS)}
+
+
+def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path):
+    prof, _ = profiled
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", prof,
+            "--group-size", "2", "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "expected informative groups (G = 2)" in text and "min-max shuffled" in text and "this build" in text
+    assert "adaptive.kwargs.start=2" in text
+
+
+@pytest.mark.parametrize("case", ["no profile", "another dataset", "another model", "empty level", "not a profile"])
+def test_a_bad_profile_is_refused_in_one_line_and_nothing_is_written(profiled, tmp_path, case):
+    prof, _ = profiled
+    args = ["build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "calibrated", "--K", "8"]
+    if case == "no profile":
+        expected = "--schedule calibrated places each question by its measured pass rate: it needs --profile"
+    elif case == "another dataset":
+        args = ["build", "-d", "hotpotqa", "-i", HOTPOT_TRAIN, "--schedule", "calibrated", "--K", "8", "--profile",
+                prof]
+        expected = "measured musique, not this build's hotpotqa"
+    elif case == "another model":
+        args += ["--profile", prof, "--tokenizer", "Qwen/Qwen2.5-7B-Instruct"]
+        expected = "measured model inline, not --tokenizer Qwen/Qwen2.5-7B-Instruct's model"
+    elif case == "empty level":
+        bad = tmp_path / "bad-profile"
+        shutil.copytree(prof, bad)
+        table = pq.read_table(bad / "profile.parquet")
+        skipped = ["prompt_too_long" if lv == 8 else s for lv, s in zip(table.column("level").to_pylist(),
+                                                                        table.column("skipped").to_pylist(),
+                                                                        strict=True)]
+        import pyarrow as pa
+
+        table = table.set_column(table.schema.get_field_index("skipped"), "skipped", pa.array(skipped, pa.string()))
+        pq.write_table(table, bad / "profile.parquet")
+        args += ["--profile", bad]
+        expected = "level 8 has no scored question"
+    else:
+        args += ["--profile", tmp_path]
+        expected = "no profile.json: not a finished level profile"
+    out = tmp_path / "out"
+    r = run(*args, "-o", out)
+    assert expected in one_error(r)
+    assert not out.exists()
