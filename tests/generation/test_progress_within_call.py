@@ -65,7 +65,10 @@ def test_the_bar_shows_the_call_in_flight_prompt_by_prompt(tmp_path, monkeypatch
     assert [t for t in bars[0].progress.tasks if "p" in t.fields] == []  # removed once the call returned
 
 
-def test_progress_off_listens_to_nothing(tmp_path):
+def test_progress_off_on_a_terminal_listens_to_nothing(tmp_path, monkeypatch):
+    """No bar and a terminal (--no-progress): nothing to show, so no backend measures its progress (without a
+    terminal the heartbeat listens: tests/generation/test_progress_counts.py)."""
+    monkeypatch.setattr(runner, "_is_terminal", lambda stream: True)
     backend = ScriptedBackend(script=lambda messages, n, seed: ["x"] * n)
     listened = []
     original = backend._completions
@@ -88,7 +91,15 @@ def test_transformers_reports_each_batch(tiny_model_dir):
     with listening(backend, lambda p, c: got.append((p, c))):
         out = backend.generate([m(f"question {i}") for i in range(5)], SamplingConfig(n=2, max_tokens=2))
     assert len(out) == 5
-    assert got == [(2, 4), (2, 4), (1, 2)]  # batches of 2, 2, 1 prompts; n=2 completions each
+    # batches of 2, 2, 1 prompts, n=2 completions each: a completion that ends early (its end-of-sequence token)
+    # is reported as it finishes (0 prompts), the rest with its batch
+    batches, pending = [], 0
+    for prompts, completions in got:
+        pending += completions
+        if prompts:
+            batches.append((prompts, pending))
+            pending = 0
+    assert batches == [(2, 4), (2, 4), (1, 2)] and pending == 0
 
 
 def test_vllm_reported_bar_follows_vllms_use_tqdm_contract():

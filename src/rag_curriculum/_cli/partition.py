@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from .._plumbing import current_command
+from .._progress import rate_text
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
 from ..errors import UsageError
@@ -140,7 +141,7 @@ def partition(
                 "`curriculum partition-merge`)")
         if rep is not None:
             console.print(f"generated {rep.generated_questions:,} question(s), {rep.completions:,} completions in "
-                          f"{rep.seconds:,.1f}s ({rep.completions_per_second:,.1f} completions/s)")
+                          f"{rep.seconds:,.1f}s ({rate_text(rep.completions_per_second, 'completions')})")
         console.print(f"[yellow]{what}[/]")
         return
     print_summary(result)
@@ -195,7 +196,7 @@ def print_summary(result: Any) -> None:
     rep = result.run
     if rep is not None and rep.generated_chunks:
         console.print(f"generated {rep.generated_questions:,} question(s), {rep.completions:,} completions in "
-                      f"{rep.seconds:,.1f}s ({rep.completions_per_second:,.1f} completions/s)")
+                      f"{rep.seconds:,.1f}s ({rate_text(rep.completions_per_second, 'completions')})")
     elif rep is not None:
         console.print("every chunk was already generated; outputs re-written from work/")
     outputs = s.get("outputs") or {}

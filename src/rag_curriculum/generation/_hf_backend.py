@@ -33,6 +33,7 @@ from ._base import (
     backend_identity,
     finish_completion,
     has_chat_template,
+    progress_listened,
     render_prompt,
     report_progress,
 )
@@ -62,6 +63,34 @@ class DecodedStop:
         texts = self.tokenizer.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.stop) for t in texts], dtype=torch.bool,
                             device=input_ids.device)
+
+
+class FinishedCount:
+    """A stopping criterion for ``model.generate`` that stops nothing: at each step it counts the rows whose new
+    tokens (from ``start``) hold an end-of-sequence token and reports the newly finished ones as completions
+    (``per_row`` each: a greedy row stands for all ``n`` samples), so progress counts completions as they finish
+    within a batch, not when the batch returns. Rows ended by a stop string are counted with the batch."""
+
+    def __init__(self, source: Any, eos: Sequence[int], start: int, per_row: int = 1) -> None:
+        self.source, self.eos, self.start, self.per_row = source, list(eos), start, per_row
+        self.rows = 0  # rows counted so far
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        new = input_ids[:, self.start:]
+        finished = int(torch.isin(new, torch.tensor(self.eos, device=new.device)).any(dim=1).sum())
+        if finished > self.rows:
+            report_progress(self.source, 0, (finished - self.rows) * self.per_row)
+            self.rows = finished
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+def _eos_ids(model: Any) -> list[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
 _STOP_STRINGS_OK: dict[int, bool] = {}
@@ -230,9 +259,16 @@ class TransformersBackend:
                 input_ids[r, width - len(t):] = torch.tensor(t, dtype=torch.long)
                 mask[r, width - len(t):] = 1
             torch.manual_seed(_mix([seeds[i] for i in batch]))
+            stopping = stop_kwargs(self.tokenizer, stops, width)
+            counter = None
+            if progress_listened(self) and (eos := _eos_ids(self.model)):  # completions as they finish
+                counter = FinishedCount(self, eos, width, sampling.n // n_gen)
+                from transformers import StoppingCriteriaList
+
+                stopping["stopping_criteria"] = StoppingCriteriaList([*stopping.get("stopping_criteria", []), counter])
             with torch.no_grad():
                 gen = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                          **kwargs, **stop_kwargs(self.tokenizer, stops, width))
+                                          **kwargs, **stopping)
             new_tokens = gen[:, width:]
             self.prompt_tokens += int(mask.sum()) * n_gen
             self.generated_tokens += int((new_tokens != pad).sum())
@@ -240,7 +276,8 @@ class TransformersBackend:
             for r, i in enumerate(batch):
                 got = [finish_completion(g, rendered[i], stop) for g in texts[r * n_gen:(r + 1) * n_gen]]
                 out[i] = got * sampling.n if greedy else got
-            report_progress(self, len(batch), len(batch) * sampling.n)
+            counted = counter.rows * counter.per_row if counter is not None else 0
+            report_progress(self, len(batch), len(batch) * sampling.n - counted)
         return [o if o is not None else [] for o in out]  # every slot is filled above
 
     def close(self) -> None:

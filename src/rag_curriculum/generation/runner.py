@@ -56,6 +56,8 @@ import logging
 import math
 import re
 import shutil
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,6 +69,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
+from .._progress import duration_text, rate_text
 from ..errors import (  # noqa: F401  (the run's errors, in this public module's __all__)
     ConfigError,
     CurriculumError,
@@ -311,14 +314,32 @@ class RunReport:
         return self.completions / self.seconds if self.seconds > 0 else 0.0
 
 
+#: Seconds between two heartbeat lines when no bar is shown and stderr is not a terminal (a log file, a pipe).
+HEARTBEAT_SECONDS = 30.0
+
+
 class _Bar:
-    """A rich progress bar on stderr: questions done, completions per second, time left."""
+    """A rich progress bar on stderr: questions done, completions per second, time left. The completions the
+    backend reports as they finish (:func:`~rag_curriculum.generation._base.report_progress`) move the bar, its rate
+    and its time left at once, not only when a call returns. Without a bar (``enabled`` false) and with
+    ``heartbeat``, a line is logged every :data:`HEARTBEAT_SECONDS` with the same counts, so a log shows a run
+    that is alive."""
 
     def __init__(self, enabled: bool, description: str, *, total_questions: int, done_questions: int,
-                 todo_completions: int) -> None:
+                 todo_completions: int, heartbeat: bool = False) -> None:
         self.enabled = enabled
+        self.description = description
         self.total_q = total_questions
         self.done_q = done_questions
+        self.todo = todo_completions
+        self.completed = 0  # completions of the calls that returned
+        self.inflight = 0  # completions of the call in flight, as the backend reports them
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if heartbeat and not enabled:
+            self._beat = threading.Thread(target=self._heartbeat, name="generation-heartbeat", daemon=True)
+            self._beat.start()
         if not enabled:
             return
         from rich.console import Console
@@ -341,8 +362,7 @@ class _Bar:
 
         class Rate(ProgressColumn):
             def render(self, task: Any) -> Text:
-                speed = task.finished_speed or task.speed
-                return Text(f"{speed:,.1f} completions/s" if speed else "- completions/s", style="cyan",
+                return Text(rate_text(task.finished_speed or task.speed, "completions"), style="cyan",
                             no_wrap=True)
 
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), Questions(),
@@ -353,35 +373,66 @@ class _Bar:
         self.task = self.progress.add_task(description, total=max(todo_completions, 1), q=done_questions,
                                            qt=total_questions)
 
+    @property
+    def done(self) -> int:
+        """Completions made so far in this run (those of the call in flight included)."""
+        return self.completed + self.inflight
+
     def advance(self, questions: int, completions: int) -> None:
         self.done_q += questions
+        self.completed += completions
         if self.enabled:
-            self.progress.update(self.task, advance=completions, q=self.done_q)
+            self.progress.update(self.task, completed=self.done, q=self.done_q)
+
+    def _moved(self) -> None:
+        if self.enabled:
+            self.progress.update(self.task, completed=self.done)
+
+    def status(self) -> str:
+        """``3/30 questions, 14/120 completions (0.0314 completions/s), 7 min 26 s elapsed, eta 56 min``: the
+        heartbeat's line (the time left from the rate so far, once a completion is done)."""
+        elapsed = time.monotonic() - self.t0
+        done = self.done
+        rate = done / elapsed if elapsed > 0 and done else None
+        eta = (self.todo - done) / rate if rate else None
+        return (f"{self.done_q:,}/{self.total_q:,} questions, {done:,}/{self.todo:,} completions "
+                f"({rate_text(rate, 'completions')}), {duration_text(elapsed)} elapsed, eta {duration_text(eta)}")
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            log.info("%s: %s", self.description, self.status())
 
     @contextlib.contextmanager
     def call(self, backend: Any, call: Any, n: int) -> Iterator[None]:
-        """While ``backend`` generates ``call``: a line under the bar with the call's prompts done and its
-        completions per second, from the backend's :func:`~rag_curriculum.generation._base.report_progress`
-        (removed when the call returns; nothing at all when progress is off)."""
-        if not self.enabled:
+        """While ``backend`` generates ``call``: the completions it reports as they finish count at once (the bar,
+        its rate and time left; the heartbeat), and a line under the bar shows the call's prompts done (removed
+        when the call returns; nothing at all when neither a bar nor a heartbeat is on)."""
+        if not self.enabled and self._beat is None:
             yield
             return
         total = len(call.prompts)
-        task = self.progress.add_task(f"  └ {call.describe()}", total=max(total * n, 1), p=0, pt=total)
+        task = (self.progress.add_task(f"  └ {call.describe()}", total=max(total * n, 1), p=0, pt=total)
+                if self.enabled else None)
         done = [0, 0]
 
         def step(prompts: int, completions: int) -> None:
             done[0] = min(total, done[0] + prompts)  # a retry without the too-long prompts counts them again
             done[1] = min(total * n, done[1] + completions)
-            self.progress.update(task, completed=done[1], p=done[0])
+            self.inflight = done[1]
+            if task is not None:
+                self.progress.update(task, completed=done[1], p=done[0])
+            self._moved()
 
         try:
             with listening(backend, step):
                 yield
         finally:
-            self.progress.remove_task(task)
+            self.inflight = 0
+            if task is not None:
+                self.progress.remove_task(task)
 
     def close(self) -> None:
+        self._stop.set()
         if self.enabled:
             self.progress.stop()
 
@@ -561,7 +612,8 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
     label = getattr(backend, "progress_label", None)
     bar = _Bar(progress, f"{description} · {label}" if label else description, total_questions=sum(len(plan.positions(k)) for k in mine),
                done_questions=sum(len(plan.positions(k)) for k in mine if k in done),
-               todo_completions=sum(len(plan.positions(k)) for k in todo) * sampling.n)
+               todo_completions=sum(len(plan.positions(k)) for k in todo) * sampling.n,
+               heartbeat=not progress and not _is_terminal(sys.stderr))
 
     check = _IdenticalCheck(backend, sampling, allow=allow_identical_samples,
                             total_questions=sum(len(plan.positions(k)) for k in todo))
@@ -617,10 +669,17 @@ def _run_todo(wd: WorkDir, plan: ChunkPlan, mine: list[int], todo: list[int], do
         bar.close()
         report.seconds = time.perf_counter() - t0
     if report.generated_chunks:
-        log.info("%s: generated %d chunk(s), %d questions, %d completions in %.1fs (%.1f completions/s)%s",
+        log.info("%s: generated %d chunk(s), %d questions, %d completions in %s (%s)%s",
                  wd.path, report.generated_chunks, report.generated_questions, report.completions,
-                 report.seconds, report.completions_per_second,
+                 duration_text(report.seconds), rate_text(report.completions_per_second, "completions"),
                  f"; {report.skipped} question(s) skipped as too long" if report.skipped else "")
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
 
 
 def _generate(backend: GenerationBackend, prompts: list[Messages], sampling: SamplingConfig,
