@@ -8,6 +8,7 @@ partition, index, warm-start, eval) check that each command goes through these r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -35,18 +36,27 @@ from rag_curriculum.retrieval._index import IndexError_
 from rag_curriculum.train._warm import OUTPUT as WARM
 
 
-def _shards_record(files: list[str]) -> dict:
+def _shards_record(files: list[str], tag: str = "1") -> dict:
     return {"toolkit": {"name": "rag-curriculum"}, "kind": "curriculum", "schema_version": 1,
-            "shards": [{"file": f} for f in files if f.startswith("data/")],
-            "files": [f for f in files if not f.startswith("data/")]}
+            "shards": [{"file": f, "sha256": _sha(tag)} for f in files if f.startswith("data/")],
+            "files": [f for f in files if not f.startswith("data/")],
+            "file_sha256": {f: _sha(tag) for f in files if not f.startswith("data/")}}
+
+
+def _sha(tag: str) -> str:
+    """The SHA-256 of a file holding ``tag``, as each kind's writer records it."""
+    return hashlib.sha256(tag.encode()).hexdigest()
 
 
 #: Each kind of committed output: its protocol description, the record it writes, and a record of another kind.
 KINDS = {
     "shards": (SHARDS, ShardError, _shards_record, {"name": "My App", "icons": []}),
-    "index": (INDEX, IndexError_, lambda files: {"kind": "index", "format": 4, "files": {f: 1 for f in files}},
+    "index": (INDEX, IndexError_, lambda files, tag="1": {"kind": "index", "format": 4,
+                                                            "files": {f: {"sha256": _sha(tag)} for f in files}},
               _shards_record(["data/part-00000.parquet"])),
-    "warm-start": (WARM, ConfigError, lambda files: {"settings": {}, "files": files}, {"settings": {}}),
+    "warm-start": (WARM, ConfigError, lambda files, tag="1": {"settings": {}, "files": files,
+                                                              "file_sha256": {f: _sha(tag) for f in files}},
+                   {"settings": {}}),
 }
 FILES = {"shards": ["data/part-00000.parquet", "README.md"], "index": ["passages.arrow", "bm25/data.npy"],
          "warm-start": ["model.safetensors", "config.json"]}
@@ -66,7 +76,7 @@ def write(name: str, out: Path, tag: str = "1", *, overwrite: bool = False, file
     for f in files:
         (tmp / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp / f).write_text(tag)
-    (tmp / spec.record).write_text(json.dumps(record(files)))
+    (tmp / spec.record).write_text(json.dumps(record(files, tag)))
     assert not out.exists() or overwrite  # nothing at the target before the commit
     commit_output(tmp, out, overwrite=overwrite, kind=spec)
     assert not tmp.exists()
@@ -128,7 +138,7 @@ def test_overwrite_keeps_a_users_files_and_replaces_the_toolkits_in_place(kind, 
         write(kind, out, "2", overwrite=True, files=FILES[kind][:1])
     assert (out / "notes.txt").read_text() == "mine" and (out / "mine" / "a.json").read_text() == "{}"
     assert (out / FILES[kind][0]).read_text() == "2" and not (out / FILES[kind][1]).exists()  # the old one gone
-    assert json.loads((out / spec.record).read_text()) == KINDS[kind][2](FILES[kind][:1])
+    assert json.loads((out / spec.record).read_text()) == KINDS[kind][2](FILES[kind][:1], "2")
     assert any("kept 2 the toolkit did not write: mine/, notes.txt" in r.getMessage() for r in caplog.records)
     assert not (out / spec.replacing).exists() and hidden(tmp_path) == []
 
@@ -143,6 +153,70 @@ def test_an_overwrite_in_place_cut_short_is_recognised_and_finished_by_the_next(
     write(kind, out, "2", overwrite=True)
     assert (out / "notes.txt").read_text() == "n" and (out / spec.record).is_file()
     assert not (out / spec.replacing).exists()
+
+
+def _listing(kind: str, record: dict, names: list[str]) -> dict:
+    """``record`` with ``names`` appended to the files it says the toolkit wrote (as a crafted record would)."""
+    files, forged = record["files"], {n: _sha("1") for n in names}  # a digest: not the content of the user's file
+    if isinstance(files, dict):
+        return {**record, "files": {**files, **{n: {"sha256": d} for n, d in forged.items()}}}
+    return {**record, "files": [*files, *names], "file_sha256": {**record["file_sha256"], **forged}}
+
+
+@pytest.mark.parametrize("how", ["swapped whole", "in place"])
+def test_a_crafted_record_deletes_no_file_of_the_users_and_no_symbolic_link(kind, tmp_path, caplog, how):
+    """A record that lists a user's file (with a digest not its own) and a symbolic link: ``--overwrite`` removes
+    neither, nor anything through the link, and says what it kept and why."""
+    spec = KINDS[kind][0]
+    out = write(kind, tmp_path / "out")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "data.bin").write_text("theirs")
+    (out / "precious.txt").write_text("precious")
+    (out / "linkdir").symlink_to(target, target_is_directory=True)
+    (out / "link.txt").symlink_to(target / "data.bin")
+    if how == "in place":
+        (out / "notes.txt").write_text("mine")
+    record = json.loads((out / spec.record).read_text())
+    (out / spec.record).write_text(json.dumps(_listing(kind, record, ["precious.txt", "linkdir", "link.txt"])))
+    with caplog.at_level(logging.WARNING):
+        write(kind, out, "2", overwrite=True, files=FILES[kind][:1])
+    assert (out / "precious.txt").read_text() == "precious"
+    assert (out / "linkdir").is_symlink() and (out / "link.txt").is_symlink()
+    assert (target / "data.bin").read_text() == "theirs"
+    assert (out / FILES[kind][0]).read_text() == "2" and not (out / FILES[kind][1]).exists()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "precious.txt (its content is not what the toolkit wrote)" in said, said
+    assert "linkdir (a symbolic link)" in said and "link.txt (a symbolic link)" in said, said
+    assert hidden(tmp_path) == []
+
+
+def test_a_file_the_record_lists_but_the_user_changed_is_kept_beside_the_new_one(kind, tmp_path, caplog):
+    spec = KINDS[kind][0]
+    out = write(kind, tmp_path / "out")
+    (out / FILES[kind][0]).write_text("edited by hand")
+    with caplog.at_level(logging.WARNING):
+        write(kind, out, "2", overwrite=True)
+    assert (out / FILES[kind][0]).read_text() == "2"
+    assert (out / f"{FILES[kind][0]}.kept").read_text() == "edited by hand"
+    assert (out / FILES[kind][1]).read_text() == "2" and not (out / spec.replacing).exists()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"{FILES[kind][0]} (its content is not what the toolkit wrote)" in said, said
+    assert f"kept as {Path(FILES[kind][0]).name}.kept" in said, said
+
+
+def test_remove_output_deletes_only_files_as_the_toolkit_wrote_them(tmp_path, caplog):
+    out = write("shards", tmp_path / "out")
+    (out / "precious.txt").write_text("precious")
+    (out / "linkdir").symlink_to(tmp_path, target_is_directory=True)
+    record = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps(_listing("shards", record, ["precious.txt", "linkdir"])))
+    with caplog.at_level(logging.WARNING):
+        kept = _commit.remove_output(out)
+    assert sorted(kept) == ["linkdir", "precious.txt"] and (out / "precious.txt").read_text() == "precious"
+    assert (out / "linkdir").is_symlink() and not (out / "manifest.json").exists()
+    assert not (out / "README.md").exists() and not (out / "data").exists()
+    assert "precious.txt (its content is not what the toolkit wrote)" in caplog.text
 
 
 def test_a_symbolic_link_inside_an_output_is_not_written_through(tmp_path):

@@ -57,16 +57,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ._plumbing import MANIFEST, SUMMARY_FILE, atomic_write_text, fsync_dir, held_or_refused
+from ._plumbing import MANIFEST, SUMMARY_FILE, atomic_write_text, file_sha256, fsync_dir, held_or_refused
 from .errors import ShardError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEGACY_OWNED", "PENDING_MANIFEST", "REPLACED_MANIFEST", "REPLACING", "SHARDS", "STAGING_PREFIX", "TOOLKIT",
+__all__ = ["FILE_DIGESTS", "LEGACY_OWNED", "PENDING_MANIFEST", "REPLACED_MANIFEST", "REPLACING", "SHARDS", "STAGING_PREFIX", "TOOLKIT",
            "TRASH_PREFIX", "OutputKind", "OutputSet", "check_output", "check_resumable", "commit_output", "commit_set",
            "exclusive", "files_under", "foreign_entries", "invalidate_set", "is_toolkit_manifest", "listed_shards",
-           "lock_beside", "owner_alive", "owner_tag", "prepare_output", "prepare_set", "read_record", "remove_orphans",
-           "remove_output", "replace_in_place", "resumable_output", "toolkit_files"]
+           "lock_beside", "owner_alive", "owner_tag", "prepare_output", "prepare_set", "read_record", "recorded_digests",
+           "remove_orphans", "remove_output", "replace_in_place", "resumable_output", "toolkit_files", "unchanged_files"]
 
 # While ``--overwrite`` replaces an output in place, its manifest is moved aside under this name (listing the old
 # and the new files as the toolkit's): a crash mid-way leaves a folder that no reader takes as complete, and that
@@ -193,21 +193,92 @@ def foreign_entries(directory: str | Path, owned: set[str]) -> list[str]:
     return out
 
 
+#: The key under which an output's record lists the SHA-256 of each file it wrote besides its shards (a build's
+#: card and plots, a warm start's model files, and an ``--overwrite`` in place's marker for every file).
+FILE_DIGESTS = "file_sha256"
+
+
+def recorded_digests(record: dict[str, Any]) -> dict[str, set[str]]:
+    """The SHA-256 a record says each of its files had when the toolkit wrote it: its shards' ``sha256``, an
+    index's ``files`` (name -> ``{"sha256": ...}``) and ``file_sha256`` (name -> a digest, or the list of digests
+    an ``--overwrite`` in place's marker records: the old file's and the new one's)."""
+    out: dict[str, set[str]] = {}
+
+    def add(name: Any, digest: Any) -> None:
+        for d in digest if isinstance(digest, list) else [digest]:
+            if isinstance(d, str):
+                out.setdefault(str(name), set()).add(d)
+
+    for entry in record.get("shards") or []:
+        if isinstance(entry, dict):
+            add(entry.get("file"), entry.get("sha256"))
+    files = record.get("files")
+    if isinstance(files, dict):
+        for name, entry in files.items():
+            add(name, entry.get("sha256") if isinstance(entry, dict) else entry)
+    more = record.get(FILE_DIGESTS)
+    if isinstance(more, dict):
+        for name, digest in more.items():
+            add(name, digest)
+    return out
+
+
+def unchanged_files(d: Path, names: Iterable[str], digests: dict[str, set[str]]) -> tuple[set[str], dict[str, str]]:
+    """Of the files ``names`` a record lists in output ``d``, those the toolkit may replace or remove: a regular
+    file, reached through no symbolic link, whose content has the SHA-256 the record recorded for it. The others
+    that exist are returned with why they are kept (``--overwrite`` deletes only what the toolkit wrote: a stale or
+    crafted record deletes nothing else, and a symbolic link is never followed or removed)."""
+    ok: set[str] = set()
+    kept: dict[str, str] = {}
+    for name in sorted(set(names)):
+        p = d / name
+        if not (p.exists() or p.is_symlink()):
+            continue
+        sub, via = d, None
+        for part in Path(name).parts[:-1]:
+            sub = sub / part
+            if sub.is_symlink():
+                via = sub
+                break
+        if via is not None:
+            kept[name] = f"reached through the symbolic link {via.relative_to(d).as_posix()}"
+        elif p.is_symlink():
+            kept[name] = "a symbolic link"
+        elif not p.is_file():
+            kept[name] = "not a file"
+        elif name not in digests:
+            kept[name] = "no digest recorded for it"
+        elif file_sha256(p) not in digests[name]:
+            kept[name] = "its content is not what the toolkit wrote"
+        else:
+            ok.add(name)
+    return ok, kept
+
+
+def _said(kept: dict[str, str]) -> str:
+    return ", ".join(f"{name} ({why})" for name, why in sorted(kept.items()))
+
+
 def remove_output(directory: str | Path) -> list[str]:
     """Remove a toolkit output by the ``--overwrite`` rule: only the files its manifest lists as the toolkit's
     (the manifest first, so a half-removed directory never validates), then the folders that leaves empty.
     Refuses (:class:`ShardError`) when the manifest is not the toolkit's. Returns what was kept."""
     d = Path(directory)
-    owned = toolkit_files(d, read_record(d, SHARDS))
-    _no_links_on_the_way(d, owned)
-    for name in [MANIFEST, *sorted(owned - {MANIFEST})]:
+    record = read_record(d, SHARDS)
+    marks = {MANIFEST, REPLACING}
+    owned, listed = unchanged_files(d, toolkit_files(d, record) - marks, recorded_digests(record))
+    if listed:
+        log.warning("%s: kept %d file(s) its manifest lists that are not as the toolkit wrote them: %s", d,
+                    len(listed), _said(listed))
+    for name in [MANIFEST, *sorted(owned | marks - {MANIFEST})]:
         p = d / name
-        if p.is_file() or p.is_symlink():
+        if p.is_file() and not p.is_symlink():
             p.unlink()
     _remove_empty_dirs(d, owned)
     kept = foreign_entries(d, set()) if d.exists() else []
-    if kept:
-        log.warning("%s: kept %d file(s) the toolkit did not write: %s", d, len(kept), ", ".join(kept))
+    others = [k for k in kept if k.rstrip("/") not in listed]
+    if others:
+        log.warning("%s: kept %d file(s) the toolkit did not write: %s", d, len(others), ", ".join(others))
     return kept
 
 
@@ -360,12 +431,19 @@ def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True, kin
             out.rmdir()
     if out.exists():
         old_record = read_record(out, kind)
-        old = kind.owns(out, old_record)
+        marks = {kind.record, kind.replacing}
+        unchanged, listed = unchanged_files(out, kind.owns(out, old_record) - marks, recorded_digests(old_record))
+        old = unchanged | marks
         kept = foreign_entries(out, old)
         if kept:
             replace_in_place(tmp, out, old, old_record, kind=kind)
-            log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
-                        len(kept), ", ".join(kept))
+            others = [k for k in kept if k.rstrip("/") not in listed]
+            if others:
+                log.warning("%s: replaced the toolkit's files and kept %d the toolkit did not write: %s", out,
+                            len(others), ", ".join(others))
+            if listed:
+                log.warning("%s: kept %d file(s) its %s lists that are not as the toolkit wrote them (only those "
+                            "are replaced or removed): %s", out, len(listed), kind.record, _said(listed))
             return out
         trash = out.parent / f".{out.name}.{OLD}-{owner_tag()}"
         os.replace(out, trash)
@@ -389,16 +467,34 @@ def replace_in_place(tmp: Path, out: Path, old: set[str], old_record: dict[str, 
     new = files_under(tmp)
     _no_links_on_the_way(out, set(old) | set(new))
     # Move the old record aside first: from here until the new record lands, the folder has none, so a crash never
-    # leaves the old record describing a mix of old and new files.
+    # leaves the old record describing a mix of old and new files. It records the digests of both, so the next
+    # --overwrite removes only those.
     if not (out / marker).is_file():
-        aside = {**old_record, "files": sorted((old | set(new)) - {record, marker})}
+        try:
+            new_record = json.loads((tmp / record).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            new_record = {}
+        digests = recorded_digests(old_record)
+        for name, sums in recorded_digests(new_record if isinstance(new_record, dict) else {}).items():
+            digests.setdefault(name, set()).update(sums)
+        names = sorted((old | set(new)) - {record, marker})
+        aside = {**old_record, "files": names, FILE_DIGESTS: {n: sorted(digests[n]) for n in names if n in digests}}
         atomic_write_text(out / marker, json.dumps(aside, indent=2) + "\n")
     (out / record).unlink(missing_ok=True)
     fsync_dir(out)
     for name in sorted(old - set(new) - {record, marker}):  # the old files the new output does not have
         p = out / name
-        if p.is_file() or p.is_symlink():
+        if p.is_file() and not p.is_symlink():
             p.unlink()
+    for name in new:  # a file of the user's (or a link) where the new output writes one: kept beside it
+        target = out / name
+        if name not in old and (target.exists() or target.is_symlink()):
+            n, aside_name = 1, out / f"{name}.kept"
+            while aside_name.exists() or aside_name.is_symlink():
+                n += 1
+                aside_name = out / f"{name}.kept{n}"
+            os.replace(target, aside_name)
+            log.warning("%s: %s is not the file the toolkit wrote there; kept as %s", out, name, aside_name.name)
     for name in [n for n in new if n != record] + [record]:  # the record last: complete only at the end
         target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -516,10 +612,14 @@ def _member_files(d: Path) -> set[str] | None:
     """The files the toolkit wrote in member ``d`` (its shards, card and plots, and its manifest under any of its
     names), from its record of them; None when there is no readable record."""
     record = _member_record(d)
+    marks = {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
     try:
         manifest = json.loads(record.read_text(encoding="utf-8")) if record is not None else None
-        return (toolkit_files(d, manifest) | {MANIFEST, REPLACED_MANIFEST, PENDING_MANIFEST}
-                if isinstance(manifest, dict) else None)
+        if not isinstance(manifest, dict):
+            return None
+        unchanged, _ = unchanged_files(d, toolkit_files(d, manifest) - marks - {REPLACING},
+                                       recorded_digests(manifest))
+        return unchanged | marks
     except (OSError, ValueError, ShardError):
         return None
 

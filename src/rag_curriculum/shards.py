@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._commit import REPLACING, commit_output, files_under, listed_shards, prepare_output
+from ._commit import FILE_DIGESTS, REPLACING, commit_output, files_under, listed_shards, prepare_output
 from ._plumbing import MANIFEST, atomic_write_bytes, file_sha256, output_set_problem
 from .errors import ConfigError, ShardError
 
@@ -439,6 +439,8 @@ class ShardOutput:
         (last) and move the folder into place; the manifest."""
         shards = {e["file"] for e in manifest["shards"]}
         manifest["files"] = [f for f in files_under(self.path) if f not in shards and f != MANIFEST]
+        # what a later --overwrite checks before removing one: only a file as the toolkit wrote it is removed
+        manifest[FILE_DIGESTS] = {f: sha256_file(self.path / f) for f in manifest["files"]}
         write_json(self.path / MANIFEST, manifest)
         commit_output(self.path, self.out, overwrite=self.overwrite)
         return manifest

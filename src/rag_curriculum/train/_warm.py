@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .._commit import (
+    FILE_DIGESTS,
     OutputKind,
     check_output,
     commit_output,
@@ -44,7 +45,7 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
-from .._plumbing import atomic_write_text, mask_secrets
+from .._plumbing import atomic_write_text, file_sha256, mask_secrets
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
@@ -437,7 +438,8 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             shutil.rmtree(work / INIT, ignore_errors=True)  # the model it started from is not the output
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(work) if f != WARM_CARD]
-            card = {"settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files}
+            card = {"settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files,
+                    FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
             if source is not None and source.converted:
                 card["model_file"] = source.record()
             if not getattr(tokenizer, "chat_template", None):
