@@ -18,7 +18,9 @@ toolkit wrote, and the error a refusal raises.
 * **Ownership.** An old output that holds files a user added keeps them: only the files its record lists are
   replaced (:func:`replace_in_place`: the old record moved aside to ``.RECORD.replacing`` first, the new one last,
   so a crash never leaves a folder that passes as complete, and the next ``--overwrite`` still knows it for the
-  toolkit's); nothing is changed through a symbolic link inside the output.
+  toolkit's); nothing is changed through a symbolic link inside the output. A listed file counts as the
+  toolkit's only while its content has the digest the record recorded for it (:func:`unchanged_files`): a stale
+  or crafted record deletes nothing else, and a symbolic link is never followed nor removed.
 * **One writer** (:func:`exclusive`). A second run to an output being written is refused at once, naming it.
 
 **A set of outputs** (a partition's buckets, its ``stats.parquet`` and ``partition.json``: an :class:`OutputSet`)
