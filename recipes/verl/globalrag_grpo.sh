@@ -5,7 +5,7 @@
 # compute_globalrag_score). docs/globalrag.md. Values marked [G] are the paper's (appendix E.4), [T] the toolkit's
 # choices. The same run on TRL is recipes/train/globalrag.yaml.
 #   curriculum serve --index indexes/musique-train --port 8000 &    # the retriever, reachable from every worker
-#   python -m rag_curriculum.agents.globalrag plans --dataset musique \
+#   curriculum globalrag plans --dataset musique \
 #       --input PATH/TO/musique_ans_v1.0_train.jsonl --out plans/musique-train.jsonl
 #   SHARDS=outputs/musique-min-max PLANS=plans/musique-train.jsonl RETRIEVER=http://HOST:8000 \
 #       bash recipes/verl/globalrag_grpo.sh
@@ -28,7 +28,7 @@ export ROLLOUTS=${ROLLOUTS:-5}                       # [G] 5 responses per promp
 export STEPS=${STEPS:-200}                           # [G] 200 steps
 export MAX_RESPONSE=${MAX_RESPONSE:-3500}            # [T] the whole trajectory (4 turns and 3 tool answers)
 export NAME=${NAME:-globalrag-grpo-$(basename "${SHARDS:?set SHARDS to a shard directory written by curriculum build}")}
-PLANS=${PLANS:?set PLANS to a plan file (python -m rag_curriculum.agents.globalrag plans)}
+PLANS=${PLANS:?set PLANS to a plan file (curriculum globalrag plans)}
 EMBEDDER=${EMBEDDER:-intfloat/e5-base}               # [G] E5-base; [T] its "query: " prefix (the globalrag extra)
 EMBED_DEVICE=${EMBED_DEVICE:-cpu}                    # [T] the reward workers are CPU actors
 T=${T:-50}                                           # [G] appendix E.4

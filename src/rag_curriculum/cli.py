@@ -8,6 +8,7 @@ import typer
 from ._cli import build as _build
 from ._cli import data as _data
 from ._cli import evaluate as _eval
+from ._cli import globalrag as _globalrag
 from ._cli import hub as _hub
 from ._cli import index as _index
 from ._cli import partition as _partition
@@ -33,8 +34,9 @@ app = typer.Typer(
 )
 
 # Each module registers its own commands (build; index; serve; inspect/validate; push; partition; profile; train;
-# warm-start; eval; recipes).
-for _module in (_build, _index, _serve, _data, _hub, _partition, _profile, _train, _warm, _eval, _recipes):
+# warm-start; eval; globalrag; recipes).
+for _module in (_build, _index, _serve, _data, _hub, _partition, _profile, _train, _warm, _eval, _globalrag,
+                _recipes):
     _module.register(app)
 
 

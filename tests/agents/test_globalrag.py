@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_runs import one_error, run
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
 from rag_curriculum.agents import get_agent_template, teacher_plans
@@ -205,10 +206,10 @@ def test_hotpotqa_gold_plans_from_supporting_facts(path):
         assert r["nodes"][0]["question"] == "Which entity connects Haymo of Faversham to the question?"
 
 
-def test_plan_files_round_trip_and_bad_lines_are_located(tmp_path, capsys):
+def test_plan_files_round_trip_and_bad_lines_are_located(tmp_path):
     out = tmp_path / "plans.jsonl"
-    assert main(["plans", "--dataset", "musique", "--input", str(MUSIQUE_TRAIN), "--out", str(out)]) == 0
-    assert '"planned": 100' in capsys.readouterr().out
+    r = run("globalrag", "plans", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--out", out)
+    assert r.exit_code == 0 and '"planned": 100' in r.output, r.output
     plans = read_plans(out)
     assert len(plans) == 100 and plans["2hop__150763_14904"].origin == "musique-decomposition"
     bad = tmp_path / "bad.jsonl"
@@ -224,17 +225,26 @@ def test_plan_files_round_trip_and_bad_lines_are_located(tmp_path, capsys):
         read_plans(tmp_path / "nojson.jsonl")
 
 
-def test_commands_report_bad_input_in_one_line(tmp_path, capsys):
+def test_commands_report_bad_input_in_one_line(tmp_path):
     missing = tmp_path / "nope.jsonl"
-    assert main(["plans", "--dataset", "musique", "--input", str(missing), "--out", str(tmp_path / "p")]) == 1
-    err = capsys.readouterr().err
-    assert str(missing) in err and "Traceback" not in err and err.startswith("error: ")
+    line = one_error(run("globalrag", "plans", "--dataset", "musique", "--input", missing, "--out", tmp_path / "p"))
+    assert str(missing) in line and not (tmp_path / "p").exists()
     (tmp_path / "summary.json").write_text('{"rows": []}')
-    assert main(["table", str(tmp_path)]) == 1
+    assert "not the summary.json of an agent evaluation" in one_error(run("globalrag", "table", tmp_path))
+    r = run("globalrag", "plans", "--dataset", "nq")  # a usage error: click's exit 2
+    assert r.exit_code == 2 and "nq" in r.output
+
+
+def test_the_old_module_still_runs_and_says_where_the_commands_went(tmp_path, capsys):
+    out = tmp_path / "plans.jsonl"
+    with pytest.warns(DeprecationWarning, match="curriculum globalrag plans"):
+        assert main(["plans", "--dataset", "musique", "--input", str(MUSIQUE_TRAIN), "--out", str(out)]) == 0
+    got = capsys.readouterr()
+    assert '"planned": 100' in got.out and "`curriculum globalrag plans`" in got.err
+    (tmp_path / "summary.json").write_text('{"rows": []}')
+    with pytest.warns(DeprecationWarning):
+        assert main(["table", str(tmp_path)]) == 1
     assert "not the summary.json of an agent evaluation" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:  # a usage error: argparse's exit 2
-        main(["plans", "--dataset", "nq"])
-    assert e.value.code == 2
 
 
 # -- the teacher path -----------------------------------------------------------------------------------------
@@ -376,6 +386,7 @@ def test_eval_with_the_globalrag_template_and_table_1(index_dir, min_max_shards,
     trajs = [json.loads(x) for x in (out / "trajectories" / "grag" / f"{entry['set']}.jsonl").open()]
     assert all(parse_globalrag("".join(s["text"] for s in t["segments"])).valid for t in trajs)
     assert "Step 1: Explicitly generate" in trajs[0]["prompt"][0]["content"]
-    assert main(["table", str(out)]) == 0
-    table = capsys.readouterr().out.splitlines()
+    r = run("globalrag", "table", out)
+    assert r.exit_code == 0, r.output
+    table = r.output.splitlines()
     assert table[2] == "| grag | - | - | 100.0 / 100.0 | - | - | 100.0 / 100.0 |"

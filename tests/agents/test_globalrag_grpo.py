@@ -20,14 +20,16 @@ CALLS: list[dict] = []
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from rag_curriculum.agents.globalrag import main
+    from cli_runs import run
+
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.rewards._globalrag import GlobalRagReward
     from rag_curriculum.train import compose_train_config, train
 
     tmp = tmp_path_factory.mktemp("globalrag-run")
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(tmp / "ix"), depth=20))
-    assert main(["plans", "--dataset", "musique", "--input", str(MUSIQUE_TRAIN), "--out", str(tmp / "plans.jsonl")]) == 0
+    r = run("globalrag", "plans", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--out", tmp / "plans.jsonl")
+    assert r.exit_code == 0, r.output
     components = GlobalRagReward.components
 
     def record(self, completions, *args, **kwargs):

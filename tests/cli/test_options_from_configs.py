@@ -73,6 +73,10 @@ BEFORE = {
     "--no-overwrite --plain --retriever --rows --seed --template --topk",
     # a command added later (its own flags): a build or a partition bucket shared as a Hub dataset
     "push": "--dry-run --message --no-private --private -m",
+    # commands added later (their own flags): GlobalRAG's gold plans and Table 1 (once `python -m
+    # rag_curriculum.agents.globalrag`)
+    "globalrag plans": "--dataset --input --musique-arrows --out -d -i -o",
+    "globalrag table": "--no-paper-rows --paper-rows",
     # a command added later: a model's pass rate at several levels (ProfileConfig's fields, the backend block)
     "profile": "--K --allow-identical-samples --api-key --backend --backend-arg --base-url --batch-size "
     "--chunk-retries --chunk-size --chunks-per-call --concurrency --correct-f1 --cpus-per-worker --dataset --device "
@@ -93,7 +97,7 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    "--max-results"},  # The passages one request may ask for
          "validate": {"--quick"},
          "inspect": {"--row", "--tokenizer"},
-         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept  # one row as the model sees it (and its tokens)  # Sizes only, said so (the default hashes every file)
+         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept
          # Dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",

@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports
-from ._globalrag import gold_plan, gold_plans, render_table1  # GlobalRAG: its templates register on import
+from ._globalrag import (  # GlobalRAG: its templates register on import
+    gold_plan,
+    gold_plans,
+    read_agent_summary,
+    render_table1,
+)
 from ._react import (
     REACT_ERRORS,
     Consistency,
@@ -83,5 +88,5 @@ __all__ = [
     "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
     "self_consistency",
     # GlobalRAG
-    "gold_plan", "gold_plans", "render_table1", "TeacherResult", "teacher_plans",
+    "gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult", "teacher_plans",
 ]

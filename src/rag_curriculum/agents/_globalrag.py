@@ -17,17 +17,19 @@ layout of the plan, the search instructions and a one-shot example), for their c
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .._metrics import normalize_answer
-from ..errors import ConfigError
+from ..errors import ConfigError, CurriculumError
 from ..grammar import Plan, PlanError, plan_from_questions
 from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
 
-__all__ = ["GLOBALRAG_PROMPT", "gold_plan", "gold_plans", "render_table1"]
+__all__ = ["GLOBALRAG_PROMPT", "gold_plan", "gold_plans", "read_agent_summary", "render_table1"]
 
 #: Figure 7 of the paper (appendix A), verbatim; ``{question}`` takes the question.
 GLOBALRAG_PROMPT = (
@@ -263,3 +265,25 @@ def render_table1(summary: Mapping[str, Any], *, paper_rows: bool = True) -> str
         for name, vals in TABLE1_PAPER.items():
             lines.append(row(name, list(vals)))
     return "\n".join(lines) + "\n"
+
+
+def read_agent_summary(path: str | Path) -> dict[str, Any]:
+    """The ``summary.json`` of an agent evaluation (``curriculum eval --agent``), given its ``--out`` folder or the
+    file itself: what :func:`render_table1` reads.
+
+    Raises:
+        CurriculumError: the file is not JSON, or not an agent evaluation's summary (no ``evals`` list).
+        OSError: it cannot be read.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CurriculumError(f"{path}: not JSON ({e})", hint="give the --out folder of `curriculum eval "
+                              "--agent` or its summary.json") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("evals"), list):
+        raise CurriculumError(f"{path}: not the summary.json of an agent evaluation (no 'evals' list)",
+                              hint="give the --out folder of `curriculum eval --agent`")
+    return summary

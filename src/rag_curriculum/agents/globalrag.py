@@ -1,4 +1,5 @@
-"""GlobalRAG's commands (docs/globalrag.md)::
+"""Deprecated: GlobalRAG's commands are ``curriculum globalrag plans`` and ``curriculum globalrag table``
+(docs/globalrag.md). This module keeps the old spelling working for one release, saying where the command went::
 
     python -m rag_curriculum.agents.globalrag plans --dataset musique --input FILE --out plans/musique-train.jsonl
     python -m rag_curriculum.agents.globalrag table OUT      # an agent evaluation's summary.json, Table 1's layout
@@ -13,13 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..errors import CurriculumError
 from ..grammar import write_plans
 from ..loaders import load_examples
-from ._globalrag import gold_plans, render_table1
+from ._globalrag import gold_plans, read_agent_summary, render_table1
 
 __all__ = ["main"]
 
@@ -30,21 +31,18 @@ def _run(a: argparse.Namespace) -> None:
         write_plans(a.out, recs)
         sys.stdout.write(f"{a.out}: {json.dumps(counts)}\n")
         return
-    path = Path(a.summary)
-    if path.is_dir():
-        path = path / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CurriculumError(f"{path}: not JSON ({e})", hint="give the --out folder of `curriculum eval "
-                              "--agent` or its summary.json") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("evals"), list):
-        raise CurriculumError(f"{path}: not the summary.json of an agent evaluation (no 'evals' list)",
-                              hint="give the --out folder of `curriculum eval --agent`")
+    summary = read_agent_summary(a.summary)
     sys.stdout.write(render_table1(summary, paper_rows=not a.no_paper_rows))
 
 
+#: What the old spelling says before it runs.
+MOVED = ("`python -m rag_curriculum.agents.globalrag` is deprecated and goes in the next release: the same commands "
+         "are `curriculum globalrag plans` and `curriculum globalrag table`")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
+    sys.stderr.write(f"warning: {MOVED}\n")
     ap = argparse.ArgumentParser(prog="python -m rag_curriculum.agents.globalrag",
                                  description="GlobalRAG: gold plan graphs and Table 1 (docs/globalrag.md)")
     sub = ap.add_subparsers(dest="cmd", required=True)
