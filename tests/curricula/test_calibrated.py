@@ -152,3 +152,28 @@ def test_a_bad_profile_is_refused_in_one_line_and_nothing_is_written(profiled, t
     r = run(*args, "-o", out)
     assert expected in one_error(r)
     assert not out.exists()
+
+
+def test_a_calibrated_build_of_the_partitions_answerable_questions(profiled, tmp_path):
+    """The partition's split composes with the calibrated schedule: `--questions-from PARTITION/answerable` keeps
+    the questions the base model answered at K, and each goes to its calibrated level."""
+    from rag_curriculum.partition import PartitionConfig, partition
+
+    prof, ids = profiled
+    adaptive = tmp_path / "adaptive"  # stored at K = 8: a max curriculum too, the partition's input
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
+                                 schedule="adaptive", out=str(adaptive), seed=0))
+    part = tmp_path / "partition"
+    partition(PartitionConfig(shards=str(adaptive), out=str(part), backend="scripted", k=SAMPLES),
+              backend=ScriptedBackend(script=LevelOracle(adaptive)))
+    answerable = [i for i, c in zip(ids, PLANTED, strict=True) if c[LEVELS.index(8)] > 0]
+    assert sorted(r["id"] for r in read_rows(part / "answerable")) == sorted(answerable)
+    out = tmp_path / "calibrated"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), None)], schedule="calibrated",
+                                 K=8, profile=str(prof), questions_from=str(part / "answerable"), out=str(out)))
+    rows = read_rows(out)
+    assert sorted(r["id"] for r in rows) == sorted(answerable)
+    assert {r["id"]: r["level"] for r in rows} == {i: CALIBRATED[ids.index(i)] for i in answerable}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sources"][0]["excluded"] == {"not in --questions-from": 100 - len(answerable)}
+    assert manifest["config"]["questions_from"] == "../partition/answerable"

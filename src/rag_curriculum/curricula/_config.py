@@ -139,6 +139,9 @@ class BuildConfig:
         "Tokenizer (Hub id or directory) of the model you will train: writes a prompt_tokens column (chat template "
         "applied) and the longest prompt into the manifest, so trainers can refuse prompts they would truncate. "
         "Needs the train extra."))
+    questions_from: str | None = rule(None, empty=False, help=(
+        "A shard directory whose questions the build keeps, before sampling: a partition's answerable/, "
+        "unanswerable/ or learnable/ (the base model's split), or any build."))
     profile: str | None = rule(None, empty=False, help=(
         "A level profile (`curriculum profile --out`) of the model you will train: the build prints, and the card "
         "and manifest record, each schedule's expected informative fraction for it; --schedule calibrated reads it."))
@@ -254,7 +257,7 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("tokenizer", "index_base", "profile", "target", "group_size"):  # unset: recorded as always
+        for key in ("tokenizer", "index_base", "profile", "target", "group_size", "questions_from"):  # unset: as always
             if d[key] is None:
                 del d[key]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows

@@ -19,7 +19,8 @@ from ..difficulty.profile import LevelProfile
 from ..errors import BuildError
 from ..loaders import questions_only
 from ..records import Example
-from ._calibrated import CALIBRATED, calibrated_order, load_profile, profile_facts
+from ..shards import read_table
+from ._calibrated import CALIBRATED, calibrated_order, load_profile, profile_facts, row_id
 from ._config import DEFAULT_K, BuildConfig
 from ._leakage import LeakageIndex
 from ._schedules import resolve_schedule
@@ -183,6 +184,8 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
     facts: dict[str, Any] = {}
     if cfg.eval_sets:  # before sampling, so `drop` can exclude leaked questions from the pool
         facts["leakage"] = _filter_leakage(cfg, sources)
+    if cfg.questions_from:  # before sampling, as the leakage filter: --n counts the questions kept
+        keep_questions_from(cfg, sources)
     chosen, per_source = _choose(cfg, sources, facts)
     source = distractors or PROVIDED
     source.prepare(chosen, progress=progress, inputs={s.dataset: s.checksum for s in sources})
@@ -219,6 +222,17 @@ def capped_levels(plan: Plan, source: str) -> dict[str, Any] | None:
     groups = [{"dataset": name, **g} for name, rows in sorted(by_source.items())
               for g in collapsed_levels(levels_as_built((r.level, r.hops, r.d) for r in rows))]
     return {"distractors": source, "groups": groups} if groups else None
+
+
+def keep_questions_from(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> None:
+    """Keep only the questions whose rows ``--questions-from`` holds (a partition's bucket: the base model's
+    split); the others are counted as excluded (each source's ``excluded`` in the manifest and the card)."""
+    ids = set(read_table(cfg.questions_from or "", columns=["id"]).column("id").to_pylist())
+    for src in sources:
+        before = len(src.examples)
+        src.examples = [ex for ex in src.examples if row_id(ex) in ids]
+        if before > len(src.examples):
+            src.excluded["not in --questions-from"] += before - len(src.examples)
 
 
 def _filter_leakage(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> dict[str, Any]:

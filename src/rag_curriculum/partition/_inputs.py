@@ -80,7 +80,8 @@ class _Prompts(Sequence):
 
 def _check_levels(input_dir: Path, manifest: Mapping[str, Any]) -> None:
     cfg = manifest.get("config") or {}
-    if manifest.get("kind") == "curriculum" and cfg.get("schedule") not in (None, "max"):
+    # an adaptive build is stored at level K: the hardest level too
+    if manifest.get("kind") == "curriculum" and cfg.get("schedule") not in (None, "max", "adaptive"):
         log.warning("%s was built with the %r schedule; RAG-RL partitions questions at the hardest level "
                     "(`curriculum build --schedule max`)", input_dir, cfg.get("schedule"))
 
