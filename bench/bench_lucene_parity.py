@@ -74,9 +74,9 @@ def bench_corpus(out: Path, passages: int, n_queries: int) -> tuple[Path, Path]:
     """bench_pyserini.py's corpus (made once under the temp folder) and the input's first ``n_queries`` questions."""
     from _common import HOTPOT_TRAIN_RECORDS
     from bench_index import synth_file
-    from bench_pyserini import searchr1_corpus
+    from bench_pyserini import search_r1_corpus
 
-    corpus = searchr1_corpus(passages)
+    corpus = search_r1_corpus(passages)
     queries = out / f"bench-{passages}.queries-{n_queries}.json"
     if not queries.exists():
         out.mkdir(parents=True, exist_ok=True)

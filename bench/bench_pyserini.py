@@ -147,9 +147,9 @@ print(json.dumps({{"wall": wall, "cpu": cpu, "peak_mb": hwm / 1024, "worker_peak
 STORE_FILES = ("passages.bin", "norms.bin", "passage_keys.npy")  # the passage store (retrieval/_store.py)
 
 
-def searchr1_corpus(passages: int, work: Path) -> Path:
+def search_r1_corpus(passages: int, work: Path) -> Path:
     """bench_serve_wiki's corpus in Search-R1's layout, made once (under ``work``)."""
-    path = work / f"rag-curriculum-bench-wiki-{passages}.searchr1.jsonl"
+    path = work / f"rag-curriculum-bench-wiki-{passages}.search_r1.jsonl"
     if path.exists():
         return path
     src = corpus_file(synth_file(HOTPOT_TRAIN_RECORDS), passages)
@@ -240,7 +240,7 @@ def main() -> None:
         sys.exit("pyserini is not importable: give --pyserini-python (scripts/setup_pyserini.sh makes one), with a "
                  "JDK 11+ on PATH")
     args.work.mkdir(parents=True, exist_ok=True)
-    corpus = searchr1_corpus(args.passages, args.work)
+    corpus = search_r1_corpus(args.passages, args.work)
     tag = f"{args.passages}-{args.bm25}"
     ours = args.work / f"rag-curriculum-bench-bm25-{tag}"
     theirs = args.work / f"rag-curriculum-bench-lucene-{args.passages}{'-raw' if args.store_raw else ''}"

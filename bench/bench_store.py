@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from _common import ROOT
-from bench_pyserini import searchr1_corpus
+from bench_pyserini import search_r1_corpus
 
 WRITE = """
 import json, time
@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--no-rewrite", action="store_true", help="skip writing this tree's store twice more")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "rag-curriculum-bench-store")
     args = ap.parse_args()
-    corpus = searchr1_corpus(args.passages)
+    corpus = search_r1_corpus(args.passages)
     n = sum(1 for _ in open(corpus, encoding="utf-8"))
     raw = corpus.stat().st_size
     rev = args.baseline or _baseline_rev()

@@ -219,8 +219,8 @@ TEMPLATES.register(
 for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
     TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
 # Search agents' prompts (docs/search-agents.md), for rows of questions without passages (Search-R1's data files)
-TEMPLATES.register("search-r1", "rag_curriculum.agents._searchr1:SEARCH_R1_BUILD_TEMPLATE")
-TEMPLATES.register("search-r1-original", "rag_curriculum.agents._searchr1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")
+TEMPLATES.register("search-r1", "rag_curriculum.agents._search_r1:SEARCH_R1_BUILD_TEMPLATE")
+TEMPLATES.register("search-r1-original", "rag_curriculum.agents._search_r1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")
 
 
 #: What separates the messages' texts (and the prompt from the response prefix) in a completion-style prompt.

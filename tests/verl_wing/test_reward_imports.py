@@ -37,7 +37,7 @@ def test_the_verl_reward_file_loads_the_scoring_code_only():
     got = json.loads(out.stdout)
     added = set(got["added"])
     assert got["callable"] == [True] * 6 and got["score"] == 1.0
-    assert "rag_curriculum.rewards._rag_rl" in added and "rag_curriculum.grammar._searchr1" in added  # it was measured
+    assert "rag_curriculum.rewards._rag_rl" in added and "rag_curriculum.grammar._search_r1" in added  # it was measured
     loaded = sorted(m for m in added if m in NEVER or m.split(".")[0] in NEVER)
     assert not loaded, f"loading the verl reward file imported {loaded}"
     assert len(added) < BOUND, f"loading the verl reward file imported {len(added)} modules (bound {BOUND})"

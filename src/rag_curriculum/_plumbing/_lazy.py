@@ -51,3 +51,21 @@ def lazy_exports(package: str, namespace: dict[str, Any]) -> tuple[Callable[[str
         return sorted(set(namespace) | set(names()))
 
     return __getattr__, __dir__
+
+
+def moved_to(old: str, new: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a module that moved: each name is looked up in module ``new`` and comes with a
+    :class:`DeprecationWarning` naming the new place, so imports written against ``old`` keep working for a
+    release."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        import warnings
+
+        value = getattr(importlib.import_module(new), name)
+        warnings.warn(f"{old}.{name} moved to {new}.{name}: import it from there ({old} goes in the next release)",
+                      DeprecationWarning, stacklevel=2)
+        return value
+
+    return __getattr__

@@ -32,7 +32,7 @@ from ._react import (
     react_steps,
     self_consistency,
 )
-from ._searchr1 import (
+from ._search_r1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
     SEARCH_TOOLS_PROMPT,

@@ -27,7 +27,7 @@ from typing import Any
 from .._metrics import normalize_answer
 from ..errors import ConfigError, CurriculumError
 from ..grammar import Plan, PlanError, plan_from_questions
-from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
+from ._search_r1 import AGENT_TEMPLATES, SearchTemplate
 
 __all__ = ["GLOBALRAG_PROMPT", "gold_plan", "gold_plans", "read_agent_summary", "render_table1"]
 

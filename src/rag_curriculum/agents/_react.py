@@ -80,7 +80,7 @@ from .._metrics import normalize_answer
 from .._plumbing import AsDict
 from ..errors import ConfigError
 from ..grammar import Turn
-from ._searchr1 import AGENT_TEMPLATES, SearchTemplate
+from ._search_r1 import AGENT_TEMPLATES, SearchTemplate
 
 #: ReAct's instruction for HotpotQA (``hotpotqa.ipynb`` of ysymyth/ReAct), verbatim, without its closing line
 #: "Here are some examples." (the toolkit ships no few-shot trajectories; a template with them can be registered).

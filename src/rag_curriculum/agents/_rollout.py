@@ -39,7 +39,7 @@ from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
 from ._difficulty import RowView, SearchDifficulty
 from ._retrievers import Retriever
-from ._searchr1 import INVALID_ACTION, get_agent_template
+from ._search_r1 import INVALID_ACTION, get_agent_template
 
 log = logging.getLogger(__name__)
 

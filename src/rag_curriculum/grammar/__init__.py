@@ -2,7 +2,7 @@
 the agents (which write trajectories) and the rewards (which score them), so that a reward reads a trajectory
 without importing the environment that made it.
 
-* Search-R1's tags (``_searchr1``): :data:`STOP`, :func:`parse_turn` (one model turn, classified by
+* Search-R1's tags (``_search_r1``): :data:`STOP`, :func:`parse_turn` (one model turn, classified by
   :data:`TURN_ERRORS`), :func:`information_block` (what the environment appends after a search),
   :func:`parse_trajectory` (a whole trajectory's blocks, the answer being the last ``<answer>``),
   :func:`search_r1_answer_matches` (every ``<answer>`` match, as Search-R1's own reward reads a trajectory);
@@ -35,7 +35,7 @@ from ._globalrag import (
     read_plans,
     write_plans,
 )
-from ._searchr1 import (
+from ._search_r1 import (
     STOP,
     TURN_ERRORS,
     ParsedTrajectory,

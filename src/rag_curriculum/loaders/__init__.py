@@ -22,7 +22,7 @@ from ._io import guess_split, iter_records
 from .flashrag import FLASHRAG_SETS, FlashRAGLoader, FlashRAGSet, load_flashrag
 from .hotpotqa import HotpotQALoader
 from .musique import MuSiQueLoader
-from .searchr1 import SEARCH_R1_SOURCES, SearchR1Loader, is_search_r1_file
+from .search_r1 import SEARCH_R1_SOURCES, SearchR1Loader, is_search_r1_file
 from .twowiki import TwoWikiLoader
 
 log = logging.getLogger(__name__)
