@@ -22,7 +22,8 @@ CURRICULA = Path(_render.__file__).parent
 #: each module of curricula/ -> the modules of curricula/ it may import (the stages in order; adaptive on render)
 STAGES = {
     "_sources": {"_config", "distractors"},
-    "_plan": {"_sources", "_config", "distractors", "_leakage", "_schedules"},
+    "_plan": {"_sources", "_config", "distractors", "_leakage", "_schedules", "_calibrated"},
+    "_calibrated": {"_config"},  # the plan's: a profile's schedules scored, the calibrated placement
     "_render": {"_plan", "_config", "distractors"},
     "_write": {"_plan", "_render", "_sources", "_config"},
     "adaptive": {"_plan", "_render", "_config"},
