@@ -177,3 +177,18 @@ def test_a_calibrated_build_of_the_partitions_answerable_questions(profiled, tmp
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sources"][0]["excluded"] == {"not in --questions-from": 100 - len(answerable)}
     assert manifest["config"]["questions_from"] == "../partition/answerable"
+
+
+def test_ties_go_to_the_lowest_level_unless_every_tied_rate_is_above_the_target():
+    from rag_curriculum.difficulty.profile import LevelProfile
+
+    def placed(rates: list[float], K: int = 4) -> tuple[int, float]:
+        prof = LevelProfile(Path("p"), {}, {("q", lv): r for lv, r in zip((1, 2, 4), rates, strict=True)},
+                            [1, 2, 4], ["musique"], None)
+        return prof.calibrated_level("q", K, 0.5)
+
+    assert placed([0.75, 0.25, 0.0]) == (1, 0.75), "0.75 and 0.25 tie: the lowest"
+    assert placed([1.0, 1.0, 1.0]) == (4, 1.0), "always right: the hardest"
+    assert placed([0.0, 0.0, 0.0]) == (1, 0.0), "never right: the easiest"
+    assert placed([1.0, 1.0, 0.9]) == (4, 0.9)
+    assert placed([1.0, 1.0, 1.0], K=2) == (2, 1.0), "never above the source's K"

@@ -221,14 +221,14 @@ class LevelProfile:
 
     def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET) -> tuple[int, float]:
         """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
-        level's) is nearest ``target``, with that pass rate. Ties go to the highest such level when the tied pass
-        rate is above the target (a question the model always answers is shown at its hardest), else the lowest."""
+        level's) is nearest ``target``, with that pass rate. Ties go to the lowest such level, unless every tied
+        pass rate is above the target (a question the model always answers is shown at its hardest tied level)."""
         candidates = [lv for lv in self.levels if lv <= K] or [min(self.levels)]
         scored = [(abs(self.pass_rate(row_id, lv)[0] - target), lv) for lv in candidates]
         best = min(d for d, _ in scored)
         tied = [lv for d, lv in scored if d - best <= 1e-12]
-        p = self.pass_rate(row_id, tied[0])[0]
-        level = max(tied) if p > target else min(tied)
+        above = all(self.pass_rate(row_id, lv)[0] > target for lv in tied)
+        level = max(tied) if above else min(tied)
         return level, self.pass_rate(row_id, level)[0]
 
 
