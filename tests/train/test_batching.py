@@ -203,20 +203,35 @@ def test_rows_reached_matches_what_trl_samples(tmp_path):
         assert plan.rows_reached == len(set(flat)), grpo
 
 
-@pytest.mark.parametrize(("step", "ni", "spg", "warned"), [(3, 2, 2, True), (4, 2, 2, False), (3, 1, 2, False),
+@pytest.mark.parametrize(("step", "ni", "spg", "inside"), [(3, 2, 2, True), (4, 2, 2, False), (3, 1, 2, False),
                                                            (1, 1, 4, True), (2, 1, 4, False)])
-def test_resume_inside_a_generation_batch_is_warned(tmp_path, caplog, step, ni, spg, warned):
+def test_resume_inside_a_generation_batch_is_refused(tmp_path, caplog, step, ni, spg, inside):
     """TRL's step counter restarts at 0 on resume: a checkpoint taken inside a generation batch (num_iterations > 1
-    or steps_per_generation > gradient_accumulation_steps) regenerates that batch, out of phase. Warned."""
+    or steps_per_generation > gradient_accumulation_steps) regenerates that batch, out of phase, and trains its rows
+    again. Refused before anything is generated (warned under the warn policy); a checkpoint at a whole generation
+    batch continues exactly."""
     import json
     from types import SimpleNamespace
 
-    from rag_curriculum.train._trl import _check_resume_plan
+    from rag_curriculum.train._progress import rows_done
+    from rag_curriculum.train._resume import check_resume
 
+    grpo = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2,
+            "num_iterations": ni, "steps_per_generation": spg}
+    plan = plan_batches(grpo, num_processes=1, num_rows=40).to_dict()
+    args = SimpleNamespace(**grpo, ignore_data_skip=False)
     ckpt = tmp_path / f"checkpoint-{step}"
     ckpt.mkdir()
-    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-    args = SimpleNamespace(gradient_accumulation_steps=2, steps_per_generation=spg, num_iterations=ni)
+    (ckpt / "curriculum_plan.json").write_text(json.dumps(
+        {**plan, "global_step": step, "rows_done": rows_done(step, args, plan["prompts_per_generation"])}))
+    if not inside:
+        assert check_resume(ckpt, args, plan, policy="refuse").exact
+        return
+    with pytest.raises(CurriculumOrderError, match="passes into a generation batch, and TRL generates that batch "
+                                                   "again on resume") as e:
+        check_resume(ckpt, args, plan, policy="refuse", order=list(range(40)))
+    assert f"rows_done {rows_done(step, args, plan['prompts_per_generation'])}" in str(e.value)
+    assert "trained again" in str(e.value) and "checkpoint-" in str(e.value)
     with caplog.at_level(logging.WARNING):
-        _check_resume_plan(str(ckpt), {"prompts_per_generation": 2}, args, "refuse")
-    assert ("saved inside a generation batch" in caplog.text) is warned
+        assert not check_resume(ckpt, args, plan, policy="warn").exact
+    assert "passes into a generation batch" in caplog.text

@@ -164,16 +164,20 @@ def test_resume_with_another_batch_is_refused(trained, tiny_model_dir, shards, t
     from types import SimpleNamespace
 
     from rag_curriculum.train import CurriculumOrderError, compose_train_config, train
-    from rag_curriculum.train._trl import rows_done
+    from rag_curriculum.train._progress import rows_done
 
     result, _, _ = trained
     out = tmp_path / "run"
     shutil.copytree(result.output_dir, out, ignore=shutil.ignore_patterns("checkpoint-3"))
     # 1 prompt per step: step 2 would end after row 2, and rows 2, 3 would be trained twice.
     cfg = compose_train_config("rag-rl-min-max", _overrides(tiny_model_dir, shards, out, "batch.prompts_per_step=1"))
-    with pytest.raises(CurriculumOrderError, match="trained 4 rows, but with this batch the run would continue "
-                                                   "after row 2"):
+    with pytest.raises(CurriculumOrderError) as e:
         train(cfg)
+    msg = str(e.value)
+    assert "checkpoint-2 trained 4 rows (rows_done 4: 2 steps of 2 prompts" in msg, msg
+    assert "batch.prompts_per_step=1" in msg and "continue at row 2" in msg, msg
+    assert "train rows 2..3 (curriculum_index 2..3) again" in msg and "Resume with batch.prompts_per_step=2" in msg
+    assert "GRPOConfig(" not in msg
     # Another batch that still continues after row 4 (3 generations of 2 prompts per step) is accepted.
     args = SimpleNamespace(gradient_accumulation_steps=3, steps_per_generation=3, num_iterations=1)
     assert rows_done(2, args, PROMPTS) == 4

@@ -29,6 +29,64 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Vocab:
+    """How a message names a setting: by the keys of a ``curriculum train`` recipe (``grpo.max_steps``,
+    ``data.order_policy=warn``) or by the arguments of the drop-in trainer in a user's own script
+    (``GRPOConfig(max_steps=...)``, ``order_policy="warn"``). The same checks serve both; each caller's messages
+    speak its own vocabulary.
+
+    >>> RECIPE.setting("ignore_data_skip", False), TRAINER.setting("ignore_data_skip", False)
+    ('grpo.ignore_data_skip=false', 'GRPOConfig(ignore_data_skip=False)')
+    >>> RECIPE.warn, TRAINER.warn
+    ('data.order_policy=warn', 'order_policy="warn"')
+    """
+
+    recipe: bool
+
+    def setting(self, key: str, value: Any = None) -> str:
+        """A ``GRPOConfig`` field, with a value when given."""
+        if self.recipe:
+            text = "" if value is None else "=" + (str(value).lower() if isinstance(value, bool) else str(value))
+            return f"grpo.{key}{text}"
+        return f"GRPOConfig({key}{'' if value is None else '=' + repr(value)})"
+
+    @property
+    def warn(self) -> str:
+        """The policy that trains on when the order is lost."""
+        return "data.order_policy=warn" if self.recipe else 'order_policy="warn"'
+
+    @property
+    def shorter(self) -> str:
+        """How to train a shorter curriculum that keeps its shape."""
+        return ("data.max_rows for a shorter curriculum that keeps its shape" if self.recipe else
+                "a prefix of the rows (rows.select(range(N))) for a shorter curriculum that keeps its shape")
+
+
+RECIPE = Vocab(recipe=True)
+"""Messages of ``curriculum train``: the recipe's keys."""
+TRAINER = Vocab(recipe=False)
+"""Messages of :class:`~rag_curriculum.train.CurriculumGRPOTrainer` in a user's script: its own arguments."""
+
+
+def index_span(values: Sequence[Any]) -> str:
+    """The ``curriculum_index`` values of some rows, for a message: ``first..last`` when they increase (the
+    curriculum's order; a partition leaves gaps), else the values themselves, sorted (a reordered dataset's rows are
+    scattered over the curriculum, and a range would read backwards).
+
+    >>> index_span([4, 5, 7]), index_span([9]), index_span([51, 3, 31])
+    ('4..7', '9', '3, 31, 51 (scattered: the rows are not in curriculum order)')
+    """
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "?"
+    if all(a < b for a, b in zip(vals, vals[1:], strict=False)):
+        return str(vals[0]) if len(vals) == 1 else f"{vals[0]}..{vals[-1]}"
+    shown = sorted(vals)
+    text = ", ".join(map(str, shown[:8])) + (f", ... ({len(shown)} rows)" if len(shown) > 8 else "")
+    return f"{text} (scattered: the rows are not in curriculum order)"
+
+
+@dataclass(frozen=True)
 class OrderIssue:
     """Something that would reorder (``error``) or repeat / blur (``warning``) the curriculum."""
 
@@ -37,15 +95,16 @@ class OrderIssue:
     message: str
 
 
-def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resuming: bool = False
-                 ) -> list[OrderIssue]:
-    """The ``GRPOConfig`` settings (as a recipe gives them) that would reorder or repeat the curriculum."""
+def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resuming: bool = False,
+                 vocab: Vocab = RECIPE) -> list[OrderIssue]:
+    """The ``GRPOConfig`` settings (as a recipe gives them) that would reorder or repeat the curriculum, named in
+    ``vocab`` (a recipe's keys, or the drop-in trainer's arguments)."""
     issues: list[OrderIssue] = []
     if grpo.get("shuffle_dataset", True) is not False:
         issues.append(OrderIssue(
             "shuffle_dataset", "error",
             "shuffle_dataset is not false: TRL's RepeatSampler then draws a random permutation of the rows and the "
-            "curriculum order is lost (trl#2998); set grpo.shuffle_dataset=false"))
+            f"curriculum order is lost (trl#2998); set {vocab.setting('shuffle_dataset', False)}"))
     if str(grpo.get("train_sampling_strategy", "random")) == "group_by_length" or grpo.get("group_by_length"):
         issues.append(OrderIssue(
             "train_sampling_strategy", "error",
@@ -62,7 +121,7 @@ def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resu
         issues.append(OrderIssue(
             "ignore_data_skip", "error",
             "ignore_data_skip=true restarts the data from the first row on resume: the curriculum would start "
-            "over from its easiest rows; set grpo.ignore_data_skip=false"))
+            f"over from its easiest rows; set {vocab.setting('ignore_data_skip', False)}"))
     epochs = float(grpo.get("num_train_epochs") or GRPO_DEFAULTS["num_train_epochs"])
     max_steps = int(grpo.get("max_steps") or -1)
     if max_steps <= 0 and epochs > 1:
@@ -81,21 +140,24 @@ def order_issues(grpo: Mapping[str, Any], plan: BatchPlan | None = None, *, resu
         usable = plan.rows_reached + plan.unreached_rows
         issues.append(OrderIssue(
             setting, "warning",
-            f"{setting}={max_steps if max_steps > 0 else f'{epochs:g}'} stops the run after {plan.total_steps} of "
-            f"the {plan.steps_per_epoch} steps of one pass: it trains on only rows 0..{plan.rows_reached - 1} of the "
-            f"{usable} it could, and the rest of the curriculum (its later, usually harder, levels) is never "
-            f"reached; use data.max_rows for a shorter curriculum that keeps its shape"))
-    if plan is not None and plan.steps_per_generation > plan.gradient_accumulation_steps:
+            f"{vocab.setting(setting, max_steps if max_steps > 0 else float(f'{epochs:g}'))} stops the run after "
+            f"{plan.total_steps} of the {plan.steps_per_epoch} steps of one pass: it trains on only rows "
+            f"0..{plan.rows_reached - 1} of the {usable} it could, and the rest of the curriculum (its later, usually "
+            f"harder, levels) is never reached; use {vocab.shorter}"))
+    if plan is not None and plan.gradient_accumulation_steps % plan.steps_per_generation:
+        spg, ga = plan.steps_per_generation, plan.gradient_accumulation_steps
         issues.append(OrderIssue(
-            "steps_per_generation", "warning",
-            f"one generation batch ({plan.prompts_per_generation} prompts) spans "
-            f"{plan.steps_per_generation / plan.gradient_accumulation_steps:g} optimiser steps and TRL shuffles "
-            f"completions within it, so the order holds per generation batch, not per step; leave "
-            f"steps_per_generation / generation_batch_size unset for one generation per step"))
+            "steps_per_generation", "error",
+            f"steps_per_generation={spg} with gradient_accumulation_steps={ga}: one generation batch "
+            f"({plan.prompts_per_generation} prompts) is trained over {spg} passes and TRL shuffles its completions "
+            f"across them, so an optimiser step trains a random part of the batch's rows, not the curriculum's next "
+            f"ones (the order holds per generation batch only); leave steps_per_generation and "
+            f"generation_batch_size unset (one generation per step) or make gradient_accumulation_steps a multiple "
+            f"of steps_per_generation, or {vocab.warn} to train with the order kept per generation batch"))
     return issues
 
 
-def enforce(issues: Iterable[OrderIssue], policy: str) -> None:
+def enforce(issues: Iterable[OrderIssue], policy: str, vocab: Vocab = RECIPE) -> None:
     """Log every issue loudly; raise :class:`CurriculumOrderError` for errors when ``policy == "refuse"``."""
     errors = []
     for issue in issues:
@@ -108,7 +170,7 @@ def enforce(issues: Iterable[OrderIssue], policy: str) -> None:
     if errors and policy == "refuse":
         raise CurriculumOrderError(
             "; ".join(e.message for e in errors)
-            + " (data.order_policy=warn trains anyway, at the cost of the curriculum)")
+            + f" ({vocab.warn} trains anyway, at the cost of the curriculum)")
 
 
 def check_index_order(indices: Sequence[Any]) -> OrderIssue | None:
@@ -129,6 +191,18 @@ def check_index_order(indices: Sequence[Any]) -> OrderIssue | None:
     return None
 
 
+def curriculum_order(indices: Sequence[Any]) -> list[Any]:
+    """The order the rows of a dataset should train in: its ``curriculum_index`` as it is when it increases, else
+    sorted (a dataset a user's own shuffle reordered, trained under the warn policy, is checked against the
+    curriculum, not against itself).
+
+    >>> curriculum_order([0, 2, 5]), curriculum_order([5, 0, 2])
+    ([0, 2, 5], [0, 2, 5])
+    """
+    known = [v for v in indices if v is not None]
+    return list(indices) if check_index_order(indices) is None else sorted(known)
+
+
 def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Sequence[Any] | None = None
               ) -> dict[str, Any]:
     """Which rows one pass leaves unseen: TRL's sampler drops the incomplete last generation batch."""
@@ -138,7 +212,8 @@ def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Seq
                            "steps_per_epoch": plan.steps_per_epoch, "unseen_rows": unseen}
     if unseen and indices is not None:
         tail = list(indices[n - unseen:])
-        out["unseen_curriculum_index"] = [tail[0], tail[-1]]
+        out["unseen_curriculum_index"] = _bounds(tail)
+        out["unseen_span"] = index_span(tail)
     if unseen and levels is not None:
         out["unseen_levels"] = distribution(levels[n - unseen:])
     if plan.rows_reached is not None:
@@ -147,19 +222,27 @@ def tail_rows(plan: BatchPlan, indices: Sequence[Any] | None = None, levels: Seq
         out["rows_reached"] = reached
         out["unreached_rows"] = unreached
         if unreached and indices is not None:
-            out["unreached_curriculum_index"] = [indices[reached], indices[reached + unreached - 1]]
+            out["unreached_curriculum_index"] = _bounds(indices[reached:reached + unreached])
+            out["unreached_span"] = index_span(indices[reached:reached + unreached])
         if unreached and levels is not None:
             out["unreached_levels"] = distribution(levels[reached:reached + unreached])
     return out
 
 
-def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None = None) -> None:
+def _bounds(values: Sequence[Any]) -> list[Any]:
+    """The lowest and highest ``curriculum_index`` of some rows (their first and last when in order)."""
+    vals = [v for v in values if v is not None]
+    return [min(vals), max(vals)] if vals else [None, None]
+
+
+def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None = None, *,
+                vocab: Vocab = RECIPE) -> None:
     """Log the unseen tail, and a mismatch between the batch the shards were fitted to and the one trained."""
     unseen = tail.get("unseen_rows") or 0
     ppg = tail["prompts_per_generation"]
     if unseen:
-        span = tail.get("unseen_curriculum_index")
-        where = f" (curriculum_index {span[0]}..{span[1]}, levels {tail.get('unseen_levels')})" if span else ""
+        span = tail.get("unseen_span")
+        where = f" (curriculum_index {span}, levels {tail.get('unseen_levels')})" if span else ""
         log.warning(
             "%d row(s) of %d will never be trained on%s: TRL's sampler drops the incomplete last batch of %d "
             "prompts. Build the curriculum with --batch-prompts %d --tail trim (or pad) to train on every row.",
@@ -168,12 +251,13 @@ def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None
         log.info("every one of the %d rows is trained on (%s steps of %d prompts)", tail["num_rows"],
                  tail["steps_per_epoch"], ppg)
     if tail.get("unreached_rows"):
-        span = tail.get("unreached_curriculum_index")
-        where = f" (curriculum_index {span[0]}..{span[1]}, levels {tail.get('unreached_levels')})" if span else ""
+        span = tail.get("unreached_span")
+        where = f" (curriculum_index {span}, levels {tail.get('unreached_levels')})" if span else ""
         log.warning(
             "this run's %s steps reach only the first %d rows: %d more row(s) of the curriculum%s are never trained "
-            "on (grpo.max_steps / num_train_epochs stop it before the end of one pass; data.max_rows shortens the "
-            "curriculum instead)", tail.get("total_steps"), tail["rows_reached"], tail["unreached_rows"], where)
+            "on (%s / %s stop it before the end of one pass; %s)", tail.get("total_steps"), tail["rows_reached"],
+            tail["unreached_rows"], where, vocab.setting("max_steps"), vocab.setting("num_train_epochs"),
+            vocab.shorter)
     if manifest_tail and manifest_tail.get("batch_prompts") and manifest_tail["batch_prompts"] != ppg:
         log.warning("the shards were fitted to %s prompts per step, but this run takes %d per batch",
                     manifest_tail["batch_prompts"], ppg)

@@ -1,10 +1,12 @@
 """Which rows each optimiser step trained on, checked against the curriculum order and written down.
 
-The trainer hands the rows of every generation batch (all processes gathered, in sampler order) to a
-:class:`StepRecorder`; at the end of each optimiser step the recorder collapses the ``num_generations`` copies of
-each prompt, compares the rows with the next rows of the curriculum, and appends one JSON line to
-``curriculum_steps.jsonl``: the step, the ``curriculum_index`` of its rows, and their level and hop counts, so the
-effect of the curriculum can be plotted against the rewards.
+The trainer tags every completion it generates with a serial number, and hands the serials each micro-batch's loss
+computed (all processes gathered) to a :class:`StepRecorder`: what trained, not what the sampler planned. At the end
+of each optimiser step the recorder collapses the ``num_generations`` copies of each prompt, compares the rows with
+the curriculum's rows for that step (:class:`StepLayout`: where each micro-batch takes its completions from), and
+appends one JSON line to ``curriculum_steps.jsonl``: the step, the ``curriculum_index`` of its rows (in curriculum
+order), ``in_order``, and their level and hop counts, so the effect of the curriculum can be plotted against the
+rewards. Rows handed to :meth:`StepRecorder.add` (dynamic sampling's trained groups) are checked as the next rows.
 
 >>> rec = StepRecorder([10, 11, 12, 13], usable=4)
 >>> rec.add([{"curriculum_index": i, "level": lv, "hops": 2} for i, lv in [(10, 1), (10, 1), (11, 3), (11, 3)]])
@@ -25,10 +27,11 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import read_jsonl_latest
+from .._plumbing import atomic_write_text, read_jsonl_latest
 from ..errors import CurriculumOrderError, DivergedError
 
 log = logging.getLogger(__name__)
@@ -77,55 +80,216 @@ def row_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return stats
 
 
+@dataclass(frozen=True)
+class StepLayout:
+    """Where each of TRL's micro-batches takes its completions from: the batch arithmetic of a run, in the
+    curriculum's rows. A generation batch of ``prompts_per_generation`` rows (``num_generations`` completions each)
+    is cut into ``steps_per_generation`` slices of ``per_device`` completions per process, one slice a micro-batch,
+    and used ``num_iterations`` times; HF's Trainer takes ``gradient_accumulation_steps`` micro-batches per
+    optimiser step.
+
+    >>> lay = StepLayout(per_device=4, num_processes=1, num_generations=2, steps_per_generation=2,
+    ...                  gradient_accumulation_steps=1, num_iterations=1, prompts_per_generation=4,
+    ...                  steps_per_epoch=4, batches_per_epoch=4)
+    >>> lay.positions(0), lay.positions(1), lay.positions(2)
+    ([0, 1], [2, 3], [4, 5])
+    >>> lay.resume_micro(3), lay.resume_micro(4)
+    (3, 0)
+    """
+
+    per_device: int
+    num_processes: int
+    num_generations: int
+    steps_per_generation: int
+    gradient_accumulation_steps: int
+    num_iterations: int
+    prompts_per_generation: int
+    steps_per_epoch: int
+    """Optimiser steps in one pass (HF's ``num_update_steps_per_epoch``)."""
+    batches_per_epoch: int
+    """Micro-batches (dataloader batches) in one pass."""
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[str, Any]) -> StepLayout | None:
+        """The layout of a batch plan (``plan_batches(...).to_dict()``); None without the curriculum's size."""
+        if not plan.get("steps_per_epoch") or plan.get("num_rows") is None:
+            return None
+        ppg = int(plan["prompts_per_generation"])
+        chunks = (int(plan["num_rows"]) - int(plan.get("unseen_rows") or 0)) // ppg
+        return cls(per_device=int(plan["per_device_train_batch_size"]), num_processes=int(plan["num_processes"]),
+                   num_generations=int(plan["num_generations"]),
+                   steps_per_generation=int(plan["steps_per_generation"]),
+                   gradient_accumulation_steps=int(plan["gradient_accumulation_steps"]),
+                   num_iterations=int(plan["num_iterations"]), prompts_per_generation=ppg,
+                   steps_per_epoch=int(plan["steps_per_epoch"]),
+                   batches_per_epoch=chunks * int(plan["steps_per_generation"]) * int(plan["num_iterations"]))
+
+    @property
+    def shuffled_within_steps(self) -> bool:
+        """A generation batch's slices fall into different optimiser steps, so TRL's shuffle of its completions
+        (before it cuts the slices) decides which rows each step trains."""
+        return self.gradient_accumulation_steps % self.steps_per_generation != 0
+
+    def positions(self, micro: int) -> list[int]:
+        """The rows (positions in one pass of the curriculum) whose completions micro-batch ``micro`` of an epoch
+        holds, had TRL not shuffled the generation batch: the slice of each process's part of it."""
+        chunk, repeat = divmod(micro, self.steps_per_generation * self.num_iterations)
+        j = repeat % self.steps_per_generation
+        local = self.per_device * self.steps_per_generation
+        out: set[int] = set()
+        for proc in range(self.num_processes):
+            first = proc * local + j * self.per_device
+            out.update(k // self.num_generations for k in range(first, first + self.per_device))
+        return sorted(chunk * self.prompts_per_generation + k for k in out)
+
+    def resume_micro(self, global_step: int, *, ignore_data_skip: bool = False) -> int:
+        """The micro-batch of its epoch where HF's Trainer resumes after ``global_step`` optimiser steps."""
+        if ignore_data_skip or not self.steps_per_epoch:
+            return 0
+        return (global_step % self.steps_per_epoch) * self.gradient_accumulation_steps
+
+
 class StepRecorder:
     """Collects the rows of each optimiser step, checks them against the curriculum, writes them down.
 
-    ``expected`` is the dataset's ``curriculum_index`` column in order (None: no check); ``usable`` the rows one
-    pass reaches (the sampler drops the incomplete tail), after which a further epoch starts from the first row.
-    With ``policy="refuse"`` an out-of-order step raises :class:`CurriculumOrderError`; with ``"warn"`` it is
-    logged. ``path`` (on the main process only) receives one JSON line per step.
+    ``expected`` is the curriculum's ``curriculum_index`` in the order it should train (None: no check): for a
+    dataset reordered by a user's own shuffle and trained under ``policy="warn"``, the curriculum's order
+    (:func:`~rag_curriculum.train._order.curriculum_order`), not the dataset's, or the check would pass on any
+    order. ``usable`` is the rows one pass reaches (the sampler drops the
+    incomplete tail), after which a further epoch starts from the first row. With ``policy="refuse"`` an
+    out-of-order step raises :class:`CurriculumOrderError`; with ``"warn"`` it is logged and counted
+    (``out_of_order``). ``path`` (on the main process only) receives one JSON line per step.
+
+    Two feeds: the trainer hands it, per micro-batch, the completions the loss computed
+    (:meth:`trained`, with ``layout``: the ledger of what trained); rows handed with :meth:`add` (dynamic sampling's
+    trained groups, or a script's own) are checked as the next rows of the curriculum. ``sink`` receives each
+    step's ``curriculum/*`` metrics.
     """
 
     def __init__(self, expected: Sequence[Any] | None, *, usable: int, policy: str = "refuse",
-                 path: str | Path | None = None) -> None:
+                 path: str | Path | None = None, layout: StepLayout | None = None,
+                 words: Any = None) -> None:
         self.expected = list(expected) if expected is not None else None
+        self.order = self.expected
         self.usable = usable
         self.policy = policy
         self.path = Path(path) if path is not None else None
+        self.layout = layout
+        self.words = words  # how messages name the policy (train._order.Vocab); None: the recipe's keys
+        self.sink: Any = None
         self.position = 0
+        self.micro = 0
+        self.shift = 0
         self.pending: list[Mapping[str, Any]] = []
+        self.registry: dict[int, Mapping[str, Any]] = {}
+        self.serial = 0
+        self.generation_first = 0
+        self.seen: list[Mapping[str, Any]] = []
+        self.want: set[int] = set()
+        self.completions = 0
         self.records: list[dict[str, Any]] = []
         self.out_of_order = 0
 
-    def start(self, position: int = 0) -> None:
-        """Begin at row ``position`` of the curriculum (non-zero when resuming)."""
+    def start(self, position: int = 0, *, micro: int | None = None, shift: int = 0) -> None:
+        """Begin at row ``position`` of the curriculum (non-zero when resuming); with a layout, at micro-batch
+        ``micro`` of the epoch, the curriculum's rows ``shift`` rows further on than where the data resumes (a
+        resume that skips or repeats rows, trained under ``policy="warn"``)."""
         self.position = position % self.usable if self.usable else 0
+        self.micro = micro or 0
+        self.shift = shift
         self.pending = []
+        self.seen, self.want, self.completions = [], set(), 0
 
     def add(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Rows of one generation batch, all processes, in sampler order (copies per generation included)."""
+        """Rows of one batch, all processes, in order (copies per generation included), checked as the next rows
+        of the curriculum at the end of the step."""
         self.pending.extend({k: r.get(k) for k in ROW_KEYS if k in r} for r in rows)
 
+    def generated(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Register the rows of one generation batch (all processes, in order, a row per completion); returns the
+        serial number of its first completion (the trainer tags each completion with its serial, and the loss
+        hands the serials back to :meth:`trained`). Older batches are forgotten: TRL never trains them again."""
+        self.registry = {k: v for k, v in self.registry.items() if k >= self.generation_first}
+        first = self.serial
+        for k, row in enumerate(rows):
+            self.registry[first + k] = {key: row.get(key) for key in ROW_KEYS if key in row}
+        self.serial += len(rows)
+        self.generation_first = first
+        return first
+
+    def trained(self, serials: Iterable[int]) -> None:
+        """The completions (their serials, all processes) that one micro-batch's loss computed."""
+        for s in serials:
+            row = self.registry.get(int(s))
+            if row is not None:
+                self.seen.append(row)
+                self.completions += 1
+        if self.layout is not None:
+            self.want.update(self.layout.positions(self.micro))
+            self.micro = (self.micro + 1) % max(self.layout.batches_per_epoch, 1)
+
     def end_step(self, step: int) -> dict[str, Any] | None:
-        """Close optimiser step ``step``: check and record its rows; None when it generated nothing new."""
+        """Close optimiser step ``step``: check and record its rows; None when it trained nothing new."""
+        if self.seen:
+            return self._end_trained(step)
         if not self.pending:
             return None
         rows = distinct_rows(self.pending)
         self.pending = []
         seen = [_key(r) for r in rows]
-        record: dict[str, Any] = {"step": step, "curriculum_index": seen}
-        record.update(row_stats(rows))
-        record["levels"] = dict(sorted(Counter(str(r.get("level")) for r in rows).items()))
-        record["hops"] = dict(sorted(Counter(str(r.get("hops")) for r in rows).items()))
+        record = self._record(step, rows)
         problem = None
-        if self.expected is not None and self.usable:
-            want = [self.expected[(self.position + k) % self.usable] for k in range(len(rows))]
+        if self.order is not None and self.usable:
+            want = [self.order[(self.position + k) % self.usable] for k in range(len(rows))]
             record["in_order"] = seen == want
             if seen != want:
                 self.out_of_order += 1
+                record["curriculum_has"] = want
                 problem = (f"step {step} trained on curriculum_index {_short(seen)} where the curriculum has "
                            f"{_short(want)}: the rows are not in curriculum order")
         self.position = (self.position + len(rows)) % self.usable if self.usable else 0
+        return self._close(record, problem)
+
+    def _end_trained(self, step: int) -> dict[str, Any]:
+        """A step's record from the completions its loss computed."""
+        rank = {v: k for k, v in enumerate(self.order or [])}
+        unique: dict[Any, Mapping[str, Any]] = {}
+        for row in self.seen:
+            unique.setdefault(_key(row), row)
+        rows = sorted(unique.values(), key=lambda r: rank.get(_key(r), len(rank)))
+        record = self._record(step, rows)
+        record["completions"] = self.completions
+        problem = None
+        if self.order is not None and self.usable and self.layout is not None:
+            seen = [_key(r) for r in rows]
+            want = [self.order[(p + self.shift) % self.usable] for p in sorted(self.want)]
+            record["in_order"] = sorted(map(str, seen)) == sorted(map(str, want))
+            if not record["in_order"]:
+                self.out_of_order += 1
+                record["curriculum_has"] = want
+                lay = self.layout
+                why = ("the rows are not in curriculum order" if not lay.shuffled_within_steps else
+                       f"TRL shuffles the completions of each generation batch ({lay.prompts_per_generation} prompts) "
+                       f"across its {lay.steps_per_generation} passes, and with gradient_accumulation_steps="
+                       f"{lay.gradient_accumulation_steps} a step trains a part of them")
+                problem = (f"step {step} trained on curriculum_index {_short(seen)} where the curriculum has "
+                           f"{_short(want)}: {why}")
+        self.seen, self.want, self.completions = [], set(), 0
+        if self.sink is not None:
+            metrics = {f"curriculum/{k}": v for k, v in row_stats(rows).items()}
+            if "in_order" in record:
+                metrics["curriculum/in_order"] = float(record["in_order"])
+            self.sink(metrics)
+        return self._close(record, problem)
+
+    def _record(self, step: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        record: dict[str, Any] = {"step": step, "curriculum_index": [_key(r) for r in rows]}
+        record.update(row_stats(rows))
+        record["levels"] = dict(sorted(Counter(str(r.get("level")) for r in rows).items()))
+        record["hops"] = dict(sorted(Counter(str(r.get("hops")) for r in rows).items()))
+        return record
+
+    def _close(self, record: dict[str, Any], problem: str | None) -> dict[str, Any]:
         self.records.append(record)
         if self.path is not None:
             with open(self.path, "a", encoding="utf-8") as f:
@@ -133,8 +297,22 @@ class StepRecorder:
         if problem:
             if self.policy == "refuse":
                 raise CurriculumOrderError(problem)
-            log.warning("CURRICULUM ORDER LOST: %s", problem)
+            warn = getattr(self.words, "warn", "data.order_policy=warn")
+            log.warning("CURRICULUM ORDER LOST (%s): %s", warn, problem)
         return record
+
+    def save(self, folder: str | Path) -> None:
+        """Write the records so far into a checkpoint folder (a resumed run's recorder starts from them)."""
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.records)
+        atomic_write_text(Path(folder) / STEPS_FILE, text)
+
+    def load(self, folder: str | Path, upto: int) -> None:
+        """The records of a checkpoint folder up to step ``upto`` (the steps the resumed run continues after)."""
+        p = Path(folder) / STEPS_FILE
+        if not p.exists():
+            return
+        self.records = [r for r in read_jsonl_latest(p, "step") if int(r["step"]) <= upto]
+        self.out_of_order = sum(1 for r in self.records if r.get("in_order") is False)
 
 
 def _short(values: Sequence[Any], n: int = 8) -> str:

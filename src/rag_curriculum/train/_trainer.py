@@ -62,14 +62,27 @@ from ..shards import read_manifest, write_json
 from . import _dynamic as dyn
 from ._batching import plan_batches
 from ._dynamic import dynamic_batch
-from ._order import check_index_order, enforce, report_tail, tail_rows
-from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepRecorder, distinct_rows, row_stats, rows_done
+from ._order import (
+    TRAINER,
+    check_index_order,
+    curriculum_order,
+    enforce,
+    order_issues,
+    report_tail,
+    tail_rows,
+)
+from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepLayout, StepRecorder, rows_done
 from ._recipes import CARD_FILE
+from ._resume import check_resume, read_checkpoint_plan, resume_point
 from .adaptive import LEVELS_FILE, feed_back, make_hook
 
 __all__ = ["CurriculumCallback", "CurriculumGRPOTrainer", "merge_outputs"]
 
 log = logging.getLogger(__name__)
+
+#: The column the trainer adds to TRL's batch: each completion's serial number, which TRL shuffles and slices with
+#: the completions, so the loss hands back exactly the rows it computed (:meth:`StepRecorder.trained`).
+ROW_SERIAL = "curriculum_serial"
 
 
 class CurriculumGRPOTrainer(GRPOTrainer):
@@ -83,9 +96,15 @@ class CurriculumGRPOTrainer(GRPOTrainer):
       (``order_policy="refuse"``; ``"warn"`` logs and goes on).
     * **What the run will not reach is said before step 1**: the tail TRL's sampler drops (rows past the last whole
       generation batch) and the rows ``max_steps`` stops short of, with their ``curriculum_index`` range and levels.
-    * **Every step is checked and shown**: the rows each optimiser step trained on are compared with the curriculum
-      (``recorder.records``; written to ``steps_file`` as JSON lines when given) and logged as ``curriculum/*``
-      metrics (``curriculum/level_mean``, ``curriculum/hops_mean``, ...), beside TRL's.
+    * **Every step is checked and shown**: the rows each optimiser step trained on, read from the completions its
+      loss computed, are compared with the curriculum's rows for that step (``recorder.records``; written to
+      ``steps_file`` as JSON lines when given) and logged as ``curriculum/*`` metrics (``curriculum/level_mean``,
+      ``curriculum/in_order``, ...), beside TRL's. A generation batch trained over several optimiser steps
+      (``steps_per_generation``), whose rows TRL shuffles across them, is refused before step 1.
+    * **A resume is checked before anything is generated** (:meth:`train`): it continues exactly at the checkpoint's
+      next row, said in one line, or it is refused with the numbers (the checkpoint's ``rows_done``, the new batch,
+      the rows it would skip or repeat); a checkpoint keeps the steps recorded so far, so ``recorder.records``
+      holds the whole run.
     * **Adaptive levels** (``adaptive``: an :class:`~rag_curriculum.train.AdaptiveConfig` whose ``controller`` is set,
       with ``shards``, the folder of an adaptive build): each generation batch is rendered at the controller's
       level, and the scored batch moves it.
@@ -100,11 +119,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         shards: the shard folder ``train_dataset`` was loaded from (needed by ``adaptive``).
         adaptive: an ``AdaptiveConfig`` (or None).
         dynamic: a ``DynamicConfig`` (or None).
-        order_policy: ``"refuse"`` or ``"warn"``: what an out-of-order dataset or step does.
+        order_policy: ``"refuse"`` or ``"warn"``: what an out-of-order dataset, setting, resume or step does
+            (``"warn"`` trains on, and records, counts and warns every step out of order).
         steps_file: where the record of every step goes (``curriculum_steps.jsonl``), or None.
 
     Raises:
-        CurriculumOrderError: rows out of curriculum order (``order_policy="refuse"``).
+        CurriculumOrderError: rows or settings out of curriculum order (``order_policy="refuse"``); from
+            :meth:`train`, a resume that would skip or repeat rows.
         ConfigError: ``adaptive`` without ``shards``, or on shards that are not an adaptive build.
 
     Examples:
@@ -141,10 +162,14 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             self.shuffle_dataset = False
         self.completion_prompts = not getattr(self.processing_class, "chat_template", None) and not getattr(
             getattr(self.processing_class, "tokenizer", None), "chat_template", None)
+        self.curriculum_callback: CurriculumCallback | None = None
+        self.order_policy = order_policy
         if recorder is not None:  # `curriculum train` wires the rest itself (train._trl.train)
             self.recorder = recorder
-            return
-        self._wire(shards, adaptive, dynamic, order_policy, steps_file)
+        else:
+            self._wire(shards, adaptive, dynamic, order_policy, steps_file)
+        if self.recorder is not None:
+            self.recorder.sink = self._log_train  # each step's curriculum/* metrics, from the rows its loss saw
 
     def _wire(self, shards: Any, adaptive: Any, dynamic: Any, order_policy: str, steps_file: Any) -> None:
         """The order checks, the tail, the recorder, the hooks and the callbacks of a trainer made in a user's
@@ -161,13 +186,18 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             log.warning("train_dataset has no curriculum_index column: its order is trained as given, unchecked (load "
                         "the shards of `curriculum build` to have it checked)")
         elif (problem := check_index_order(indices)) is not None:
-            enforce([problem], order_policy)
+            enforce([problem], order_policy, TRAINER)
         args = self.args
         batch = {k: getattr(args, k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
                                                "num_generations", "steps_per_generation", "num_train_epochs",
                                                "max_steps", "num_iterations")}
         plan = plan_batches(batch, num_processes=self.accelerator.num_processes, num_rows=len(ds))
-        report_tail(tail_rows(plan, indices, levels))  # said before step 1
+        settings = {**batch, "shuffle_dataset": False,  # switched off above
+                    **{k: getattr(args, k, None) for k in ("group_by_length", "train_sampling_strategy",
+                                                           "accelerator_config")}}
+        enforce(order_issues({k: v for k, v in settings.items() if v is not None}, plan, vocab=TRAINER),
+                order_policy, TRAINER)
+        report_tail(tail_rows(plan, indices, levels), vocab=TRAINER)  # said before step 1
         main = self.accelerator.is_main_process
         out = Path(args.output_dir)
         hooks: list[Any] = []
@@ -190,10 +220,30 @@ class CurriculumGRPOTrainer(GRPOTrainer):
                                          rows_file=out / dyn.ROWS_FILE if main else None)
             hooks.append(self.dynamic)
             self.add_callback(dyn.callback_class()(self.dynamic, plan.to_dict()))
-        self.recorder = StepRecorder(indices if self.dynamic is None else None,
+        self.recorder = StepRecorder(curriculum_order(indices) if self.dynamic is None and indices else None,
                                      usable=len(ds) - (plan.unseen_rows or 0), policy=order_policy,
-                                     path=steps_file if main else None)
-        self.add_callback(CurriculumCallback(self.recorder, plan.to_dict(), hooks=hooks))
+                                     path=steps_file if main else None, layout=StepLayout.from_plan(plan.to_dict()),
+                                     words=TRAINER)
+        self.curriculum_callback = CurriculumCallback(self.recorder, plan.to_dict(), hooks=hooks)
+        self.add_callback(self.curriculum_callback)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """TRL's ``train``; a resume is first checked against the checkpoint (before anything is generated): it
+        continues exactly at the checkpoint's next row (said in one line), or it is refused under
+        ``order_policy="refuse"`` with the numbers (the checkpoint's ``rows_done``, the new batch, the rows it
+        would skip or repeat) and the setting to change."""
+        callback = self.curriculum_callback
+        if callback is not None and resume_from_checkpoint not in (None, False):
+            path = resume_from_checkpoint
+            if path is True:
+                from transformers.trainer_utils import get_last_checkpoint
+
+                path = get_last_checkpoint(self.args.output_dir)
+            if path:
+                check_resume(path, self.args, callback.plan, policy=self.order_policy, order=self.recorder.order,
+                             vocab=TRAINER)
+                callback.resume = str(path)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
         # TRL writes its generic card into output_dir at every checkpoint ("a fine-tuned version of [None]" for a local
@@ -241,15 +291,29 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if self.completion_prompts:
             inputs = [as_completion_row(x) for x in inputs]
         self.current_inputs = inputs
+        first = None
         if training and self.recorder is not None:
             rows = [{k: x.get(k) for k in ROW_KEYS if k in x} for x in inputs]
             if self.accelerator.num_processes > 1:
                 from accelerate.utils import gather_object
 
                 rows = gather_object(rows)
-            self.recorder.add(rows)
-            self._log_train({f"curriculum/{key}": value for key, value in row_stats(distinct_rows(rows)).items()})
-        return super()._generate_and_score_completions(inputs)
+            first = self.recorder.generated(rows) + self.accelerator.process_index * len(inputs)
+        output = super()._generate_and_score_completions(inputs)
+        if first is not None:  # each completion's serial: TRL shuffles and slices it with the completions
+            device = output["advantages"].device
+            output[ROW_SERIAL] = torch.arange(first, first + len(inputs), dtype=torch.long, device=device)
+        return output
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # The completions this micro-batch's loss computes (every process's): the ledger of what trained.
+        serials = inputs.get(ROW_SERIAL) if isinstance(inputs, Mapping) else None
+        if serials is not None and self.recorder is not None and self.model.training:
+            if self.accelerator.num_processes > 1:
+                serials = self.accelerator.gather(serials)
+            self.recorder.trained(serials.tolist())
+        return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
 
     def merge_generation_outputs(self, selections: Sequence[tuple[Mapping[str, Any], Sequence[int]]], *,
                                  masked: Sequence[bool], extra: Mapping[str, Sequence[int]] | None = None
@@ -400,10 +464,19 @@ class CurriculumCallback(TrainerCallback):
         self.resume = resume
 
     def on_train_begin(self, args, state, control, **kwargs):
+        layout, micro, shift = self.recorder.layout, None, 0
         if self.resume is not None:
             for hook in self.hooks:
                 hook.load(Path(self.resume))
-        self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]))
+            self.recorder.load(self.resume, upto=state.global_step)  # the steps before: one ledger
+            saved = read_checkpoint_plan(self.resume)
+            point = resume_point(saved, self.plan, ignore_data_skip=bool(args.ignore_data_skip)) if saved else None
+            if point is not None and point.usable:  # a resume that skips or repeats rows (warned): out of order
+                shift = (point.checkpoint_rows - point.data_rows) % point.usable
+        if layout is not None:
+            micro = layout.resume_micro(state.global_step, ignore_data_skip=bool(args.ignore_data_skip))
+        self.recorder.start(rows_done(state.global_step, args, self.plan["prompts_per_generation"]), micro=micro,
+                            shift=shift)
 
     def on_step_end(self, args, state, control, **kwargs):
         self.recorder.end_step(state.global_step)
@@ -416,6 +489,7 @@ class CurriculumCallback(TrainerCallback):
             for hook in self.hooks:
                 hook.save(ckpt)
         if state.is_world_process_zero:
+            self.recorder.save(ckpt)  # the steps so far: a resumed run's ledger starts from them
             write_json(ckpt / CHECKPOINT_PLAN, mask_secrets({
                 **self.plan, "global_step": state.global_step,
                 "rows_done": rows_done(state.global_step, args, self.plan["prompts_per_generation"])}))

@@ -30,18 +30,19 @@ from ._agent_adaptive import make_search_hook, uses_search_curriculum
 from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
 from ._lengths import check_trl_lengths
-from ._order import check_index_order, enforce, order_issues, report_tail, tail_rows
+from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._progress import (
     CHECKPOINT_PLAN,
     STEPS_FILE,
+    StepLayout,
     StepRecorder,
     compact_progress_callback,
     non_finite_callback,
     nothing_to_learn_callback,
-    rows_done,
 )
 from ._recipes import model_card, save_run_files
+from ._resume import check_resume, read_checkpoint_plan
 from ._rewards import reward_funcs_from_config, with_model_tokenizer
 from ._rollout import rollout_from_config, search_prompts
 from ._tools import environment_from_config
@@ -257,51 +258,39 @@ def _checkpoint_step(checkpoint: str) -> int | str:
         return int(tail) if tail.isdigit() else "?"
 
 
-def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, policy: str) -> None:
-    """Resuming on other rows, or with a batch that would continue elsewhere in the curriculum, would skip or
-    repeat rows: refuse (or warn)."""
-    _warn_mid_generation(checkpoint, args)
-    p = Path(checkpoint) / CHECKPOINT_PLAN
-    if not p.exists():
+def _check_resume_plan(checkpoint: str, plan: Mapping[str, Any], args: Any, policy: str,
+                       order: Sequence[Any] | None = None) -> None:
+    """Resuming on other rows, or with a batch that would continue elsewhere in the curriculum (another row, or
+    inside a generation batch), would skip or repeat rows: refuse (or warn) before anything is generated, with the
+    numbers (:func:`._resume.check_resume`)."""
+    saved = read_checkpoint_plan(checkpoint)
+    if saved is None:
         log.warning("%s has no %s: cannot check that the run being resumed trained on the same curriculum",
                     checkpoint, CHECKPOINT_PLAN)
         return
-    saved = json.loads(p.read_text())
     problems = [f"{k} was {saved.get(k)!r}, now {plan.get(k)!r}" for k in ("shards_fingerprint", "num_rows")
                 if k in saved and saved.get(k) != plan.get(k)]
     if "retriever" in saved and saved["retriever"] != plan.get("retriever"):
         was, now = (((x or {}).get("index") or x or {}).get("fingerprint") for x in (saved["retriever"], plan.get("retriever")))
         problems.append(f"its searches went to another index (fingerprint {str(was)[:12]}, now {str(now)[:12]})")
-    if "rows_done" in saved and "global_step" in saved:
-        here = rows_done(int(saved["global_step"]), args, int(plan["prompts_per_generation"]))
-        if here != saved["rows_done"]:
-            problems.append(f"the checkpoint trained {saved['rows_done']} rows, but with this batch the run would "
-                            f"continue after row {here}")
+    hint = FRESH_RUN_HINT + "; data.order_policy=warn resumes anyway"
     if problems:
         msg = (f"resuming {checkpoint} would skip or repeat curriculum rows: " + "; ".join(problems)
                + " (keep the data, batch and retriever of the run being resumed)")
         if policy == "refuse":
-            raise CurriculumOrderError(msg, hint=FRESH_RUN_HINT + "; data.order_policy=warn resumes anyway")
+            raise CurriculumOrderError(msg, hint=hint)
         log.warning("CURRICULUM ORDER: %s", msg)
-
-
-def _warn_mid_generation(checkpoint: str, args: Any) -> None:
-    """A checkpoint taken inside a generation batch (one that spans several optimiser steps: num_iterations > 1, or
-    steps_per_generation > gradient_accumulation_steps) cannot be resumed exactly: HF's Trainer skips the batches
-    already taken, but TRL's step counter restarts at 0, so the resumed run generates that batch again and stays
-    out of phase (its rows are trained again, the last batch of the run only in part). The order is kept."""
-    state = Path(checkpoint) / "trainer_state.json"
-    if not state.exists():
         return
-    step = int(json.loads(state.read_text()).get("global_step", 0))
-    per_generation = args.steps_per_generation * args.num_iterations
-    if (step * args.gradient_accumulation_steps) % per_generation:
-        log.warning(
-            "%s was saved inside a generation batch (global step %d; a generation batch spans %g optimiser steps): "
-            "TRL regenerates that batch on resume, so its rows are trained again and the run's last batch only in "
-            "part. Resume from a checkpoint at a multiple of %g steps (grpo.save_steps) to continue exactly.",
-            checkpoint, step, per_generation / args.gradient_accumulation_steps,
-            per_generation / args.gradient_accumulation_steps)
+    check_resume(checkpoint, args, plan, policy=policy, order=order, vocab=RECIPE, hint=hint)
+
+
+def _trained_order(cfg: TrainConfig, indices: Sequence[Any] | None) -> list[Any] | None:
+    """The ``curriculum_index`` order the run's steps are checked against: the dataset's when a pass-rate band put it
+    in that order on purpose, else the curriculum's (shards out of order, trained under data.order_policy=warn, are
+    checked against the curriculum, not against themselves)."""
+    if not indices:
+        return None
+    return list(indices) if cfg.data.pass_rates is not None else curriculum_order(indices)
 
 
 def curriculum_classes() -> tuple[type, type]:
@@ -465,7 +454,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         run_plan["retriever"] = mask_secrets({k: v for k, v in retriever.describe().items() if k not in ("path", "url")})
     finished = None
     if resume is not None:
-        _check_resume_plan(resume, run_plan, args, cfg.data.order_policy)
+        _check_resume_plan(resume, run_plan, args, cfg.data.order_policy,
+                           order=_trained_order(cfg, indices))
         step = _checkpoint_step(resume)
         if isinstance(step, int) and plan.total_steps is not None and step >= plan.total_steps:
             finished = step
@@ -650,8 +640,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     usable = len(dataset) - (plan.unseen_rows or 0)
     if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order
         callbacks = [*callbacks, dyn.callback_class()(dynamic, plan.to_dict())]
-    recorder = StepRecorder(indices if dynamic is None else None, usable=usable, policy=cfg.data.order_policy,
-                            path=steps_file if args.process_index == 0 else None)
+    recorder = StepRecorder(_trained_order(cfg, indices) if dynamic is None else None, usable=usable,
+                            policy=cfg.data.order_policy, path=steps_file if args.process_index == 0 else None,
+                            layout=StepLayout.from_plan(plan.to_dict()), words=RECIPE)
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
