@@ -101,6 +101,30 @@ def save_run_files(cfg: TrainConfig, output_dir: str | Path, *, plan: Mapping[st
 CARD_FILE = "README.md"
 
 
+def saved_model(output_dir: str | Path, *, save_final: bool) -> Path | None:
+    """The folder of a run's model as it stands: ``output_dir`` itself once the final model is saved there
+    (``run.save_final``), else its newest ``checkpoint-N/`` holding a model; None before either exists.
+
+    >>> saved_model("no/such/run", save_final=True) is None
+    True
+    """
+    out = Path(output_dir)
+    if save_final and (out / "config.json").exists():
+        return out
+    steps = [(int(p.name.split("-", 1)[1]), p) for p in out.glob("checkpoint-*")
+             if p.name.split("-", 1)[1].isdigit() and (p / "config.json").exists()]
+    return max(steps)[1] if steps else None
+
+
+def _base_model_text(base: str, plan: Mapping[str, Any]) -> str:
+    """The card's base model: the reference as given, and what it is (a GGUF file with its SHA-256, a local
+    folder, else a Hub id)."""
+    digest = plan.get("gguf_sha256")
+    if digest:
+        return f"`{base}` (a GGUF file, SHA-256 `{digest}`, converted into a model folder)"
+    return f"`{base}`" + (" (a local folder)" if Path(str(base)).expanduser().is_dir() else "")
+
+
 def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str, Any], *, step: int,
                versions: Mapping[str, str] | None = None) -> str:
     """The run's model card (``README.md`` in ``run.output_dir``, rewritten at every checkpoint and at the end):
@@ -120,6 +144,7 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
     datasets = ", ".join(f"{d} (K = {k})" for d, k in sorted(Ks.items())) or "?"
     base = cfg.model.name_or_path
     local = Path(str(base)).expanduser().exists()
+    model = saved_model(cfg.run.output_dir, save_final=bool(cfg.run.save_final))
     front = ["---", "library_name: transformers", "pipeline_tag: text-generation",
              *([f"base_model: {base}"] if not local else []),
              "tags:", "- rag-curriculum", "- curriculum-learning", "- grpo", "- trl", "---", ""]
@@ -131,7 +156,7 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
     order = "in curriculum order" if not cfg.grpo.get("shuffle_dataset") else "shuffled"
     rewards = ", ".join(f"`{r.name}` ({r.weight:g})" for r in cfg.rewards)
     table = [
-        ("base model", f"`{base}`" + (" (a local folder)" if local else "")),
+        ("base model", _base_model_text(str(base), plan)),
         ("data", data),
         ("recipe", f"`{cfg.recipe or DEFAULT_RECIPE}` (resolved: `{CONFIG_FILE}`; batch plan: `{PLAN_FILE}`)"),
         ("curriculum", f"`{schedule}`, {order}; {plan.get('prompts_per_step', '?')} prompts x "
@@ -148,10 +173,24 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
     table.append(("steps", f"{step} of {total}" if total is not None else str(step)))
     if versions:
         table.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
+    if model is None:
+        where = ("No model is saved yet: a checkpoint comes every `grpo.save_steps` steps"
+                 + (", and the final model into this folder when training ends." if cfg.run.save_final
+                    else "; `run.save_final=true` saves the final model into this folder when training ends."))
+        use: list[str] = [where, ""]
+    else:
+        final = model == Path(cfg.run.output_dir)
+        what = ("The final model is in this folder" if final else
+                f"The model is `{model.name}/`, the newest checkpoint (this run does not save a final model into "
+                "its folder: `run.save_final=false`)")
+        text = (f"{what}; `{model.as_posix()}` is its path from where `curriculum train` ran. A base model without "
+                "a chat template is prompted in the completion style (docs/base-models.md).")
+        use = [text, "", "```python", "from transformers import pipeline", "",
+               f'generator = pipeline("text-generation", model="{model.as_posix()}")',
+               'print(generator("Question: Which river flows through Paris?\\nFinal answer:", max_new_tokens=16, '
+               'do_sample=False)[0]["generated_text"])', "```", ""]
     lines = [*front, f"# {cfg.run.name}", "",
              f"A GRPO run of the rag-curriculum toolkit on a {schedule} curriculum. The rows each step "
              "trained on are in `curriculum_steps.jsonl`; the checkpoints are `checkpoint-N/`.", "",
-             "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in table], "",
-             "```python", "from transformers import pipeline", "",
-             f'generator = pipeline("text-generation", model="{cfg.run.output_dir}")', "```", ""]
+             "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in table], "", *use]
     return "\n".join(lines)
