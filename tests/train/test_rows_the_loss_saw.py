@@ -213,6 +213,7 @@ def test_a_generation_batch_over_several_steps_is_refused(tiny_model_dir, rows, 
     with pytest.raises(CurriculumOrderError, match=r"steps_per_generation=2 with gradient_accumulation_steps=1") as e:
         _trainer(tiny_model_dir, rows, tmp_path / "run", steps_per_generation=2, max_steps=4)
     assert 'order_policy="warn" trains anyway' in str(e.value)
+    assert 'order_policy="warn"' in e.value.hint and "data.order_policy" not in e.value.hint
 
 
 def test_a_generation_batch_over_several_steps_under_warn_records_every_step(tiny_model_dir, rows, tmp_path,

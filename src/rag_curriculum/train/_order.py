@@ -170,7 +170,9 @@ def enforce(issues: Iterable[OrderIssue], policy: str, vocab: Vocab = RECIPE) ->
     if errors and policy == "refuse":
         raise CurriculumOrderError(
             "; ".join(e.message for e in errors)
-            + f" ({vocab.warn} trains anyway, at the cost of the curriculum)")
+            + f" ({vocab.warn} trains anyway, at the cost of the curriculum)",
+            hint=None if vocab.recipe else f"fix the setting, or {vocab.warn} to train on and record every step "
+                                           "out of order")
 
 
 def check_index_order(indices: Sequence[Any]) -> OrderIssue | None:

@@ -295,9 +295,10 @@ class StepRecorder:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record, sort_keys=True) + "\n")
         if problem:
-            if self.policy == "refuse":
-                raise CurriculumOrderError(problem)
             warn = getattr(self.words, "warn", "data.order_policy=warn")
+            if self.policy == "refuse":
+                raise CurriculumOrderError(problem, hint=f"{warn} trains on, and records and counts such steps "
+                                                         "(in_order false)")
             log.warning("CURRICULUM ORDER LOST (%s): %s", warn, problem)
         return record
 
