@@ -60,10 +60,11 @@ def save_png(fig: Any, path: str | Path) -> Path:
 
 # -- cards ----------------------------------------------------------------------------------------------------------
 def plot_build_levels(levels: Sequence[int], path: str | Path, *, title: str,
-                      shown: Sequence[int] | None = None) -> Path:
+                      shown: Sequence[int] | None = None, short: Sequence[tuple[int, int]] = ()) -> Path:
     """Level of each row against its curriculum index (the paper's Figure 2, for this build); with ``shown`` (the
     level each row shows as built: lower where its question had fewer distractors than its level asks for), that
-    too, dashed, as the mean over each run of one level (a capped level's flat stretch is the difficulty it lost)."""
+    too, dashed, as the mean over each run of one level (a capped level's flat stretch is the difficulty it lost);
+    ``short``: ``(curriculum_index, level shown)`` of the rows short of their level, each drawn as a marker."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
@@ -89,7 +90,10 @@ def plot_build_levels(levels: Sequence[int], path: str | Path, *, title: str,
         if capped:
             ax.scatter(range(1, len(levels) + 1, step), list(shown)[::step], s=1, color="#f57900",
                        label="level as built (distractors shown)")
-    if capped:
+    if short:  # each row far short of its level, where it is: a level's mean line would hide it
+        ax.plot([i + 1 for i, _ in short], [lv for _, lv in short], ls="none", marker="v", markersize=5,
+                color="#cc0000", label="row short of its level (level it shows)")
+    if capped or short:
         ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("row index i (training order)")
     ax.set_ylabel("difficulty level l")

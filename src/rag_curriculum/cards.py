@@ -166,7 +166,8 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
     """The build's data card (``README.md``) and level plot; ``retriever``: :func:`distractors_text`'s; ``shown``:
     the level each row shows as built (:func:`~rag_curriculum.difficulty.synthetic.shown_level`), drawn beside."""
     title, description = describe(manifest)
-    plot_levels(levels, directory / LEVEL_PLOT, title=title, shown=shown)
+    short = [(r["curriculum_index"], r["shows"]) for r in (manifest.get("short_rows") or {}).get("rows", [])]
+    plot_levels(levels, directory / LEVEL_PLOT, title=title, shown=shown, short=short)
     counts = manifest["counts"]
     tail = leakage = ""
     if manifest.get("trainer_tail"):
@@ -195,8 +196,9 @@ def write_build_card(directory: Path, manifest: dict[str, Any], levels: Sequence
              for s in manifest["sources"]]),
         levels_table=(as_built_table(counts["by_level"], counts["levels"]) if counts.get("by_level")
                       else md_table(["level", "rows"], counts["levels"].items())),
-        capped=(f"\n{text}\n" if (text := capped_levels_text(manifest.get("capped_levels"), manifest["num_rows"]))
-                else ""),
+        capped="".join(f"\n{text}\n" for text in (capped_levels_text(manifest.get("capped_levels"),
+                                                                       manifest["num_rows"]),
+                                                    short_rows_text(manifest.get("short_rows"))) if text),
         hops_table=md_table(["hops", "rows"], counts["hops"].items()),
         passages_mean=counts["passages_mean"],
         tail=tail,
@@ -317,6 +319,30 @@ def capped_levels_text(record: Mapping[str, Any] | None, num_rows: int) -> str:
     return " ".join(parts)
 
 
+def short_rows_text(record: dict[str, Any] | None) -> str:
+    """The build's warning and the card's note on the rows short of their level (the manifest's ``short_rows``:
+    :func:`rag_curriculum.curricula._plan.short_of_level`); empty without any.
+
+    >>> rec = {"count": 1, "rows": [{"id": "5ade", "dataset": "hotpotqa", "curriculum_index": 170, "level": 6,
+    ...        "asked": 6, "shown": 0, "shows": 0}]}
+    >>> print(short_rows_text(rec))  # doctest: +NORMALIZE_WHITESPACE
+    1 row falls short of the distractors its level asks for (its question has no more), which its level's mean
+    hides: 5ade (hotpotqa, curriculum_index 170) at level 6 shows 0 of 6 distractors, what level 0 shows.
+    """
+    if not record or not record.get("rows"):
+        return ""
+    n = record["count"]
+    named = "; ".join(f"{r['id']} ({r['dataset']}, curriculum_index {r['curriculum_index']}) at level {r['level']} "
+                      f"shows {r['shown']} of {r['asked']} distractors, what level {r['shows']} shows"
+                      for r in record["rows"][:5])
+    more = f"; and {n - 5} more (manifest.json: short_rows)" if n > 5 else ""
+    head = (f"{n} row falls short of the distractors its level asks for (its question has no more), which its "
+            "level's mean hides" if n == 1 else
+            f"{n} rows fall short of the distractors their level asks for (their questions have no more), which "
+            "their level's mean hides")
+    return f"{head}: {named}{more}."
+
+
 def as_built_table(built: Mapping[Any, Mapping[str, Any]], levels: Mapping[str, int] | None = None) -> str:
     """The card's rows per level with what they hold as built (:func:`~rag_curriculum.difficulty.synthetic.
     levels_as_built`; a level without passages, Search-R1's questions, shows its rows only)."""
@@ -325,11 +351,13 @@ def as_built_table(built: Mapping[Any, Mapping[str, Any]], levels: Mapping[str, 
     for level, n in (levels or {k: v["rows"] for k, v in built.items()}).items():
         b = built.get(str(level))
         if not b:
-            rows.append([level, n, "-", "-", "-", "-"])
+            rows.append([level, n, "-", "-", "-", "-", "-"])
             continue
-        rows.append([level, n, f"{b['asked']:g}", f"{b['distractors']:g}", f"{b['passages']:g}",
-                     b["short_rows"] or "-"])
-    return md_table(["level", "rows", "distractors asked", "distractors shown", "passages", "rows short"], rows)
+        fewest = b.get("distractors_min")  # a manifest written before it was recorded has none
+        rows.append([level, n, f"{b['asked']:g}", f"{b['distractors']:g}", "-" if fewest is None else fewest,
+                     f"{b['passages']:g}", b["short_rows"] or "-"])
+    return md_table(["level", "rows", "distractors asked", "distractors shown (mean)", "fewest shown", "passages",
+                     "rows short"], rows)
 
 
 # -- the partition card ---------------------------------------------------------------------------------------------

@@ -55,8 +55,8 @@ def test_the_levels_that_collapse_are_recorded_and_said_once(k10):
     assert max(r["num_distractors"] for r in rows if r["level"] >= 9) == 8
     by_level = m["counts"]["by_level"]
     assert list(by_level) == [str(lv) for lv in range(1, 11)]  # levels as numbers
-    assert by_level["9"] == {"rows": 10, "asked": 9.0, "distractors": 8.0, "passages": 10.0, "short_rows": 10,
-                             "short_max": 8, "shows": 8}
+    assert by_level["9"] == {"rows": 10, "asked": 9.0, "distractors": 8.0, "distractors_min": 8, "passages": 10.0,
+                             "short_rows": 10, "short_max": 8, "shows": 8}
     assert by_level["10"]["asked"] == 10.0 and by_level["10"]["distractors"] == 8.0
     assert by_level["8"]["short_rows"] == 0 and by_level["8"]["distractors"] == 8.0
     for level, b in by_level.items():  # what the rows hold, recomputed
@@ -83,10 +83,12 @@ def test_the_manifest_on_disk_sorts_levels_as_numbers(k10):
 def test_the_card_shows_each_level_as_built_and_names_the_levels_that_collapse(k10):
     res, _, _ = k10
     card = (res.out / "README.md").read_text()
-    assert "| level | rows | distractors asked | distractors shown | passages | rows short |" in card
-    assert "| 8 | 10 | 8 | 8 | 10 | - |" in card
-    assert "| 9 | 10 | 9 | 8 | 10 | 10 |" in card and "| 10 | 10 | 10 | 8 | 10 | 10 |" in card
-    assert "| 3 | 10 | 3 | 2.9 | 4.9 | 1 |" in card  # one level-3 question has a single distractor
+    assert ("| level | rows | distractors asked | distractors shown (mean) | fewest shown | passages | rows short |"
+            in card)
+    assert "| 8 | 10 | 8 | 8 | 8 | 10 | - |" in card
+    assert "| 9 | 10 | 9 | 8 | 8 | 10 | 10 |" in card and "| 10 | 10 | 10 | 8 | 8 | 10 | 10 |" in card
+    assert "| 3 | 10 | 3 | 2.9 | 2 | 4.9 | 1 |" in card  # one level-3 question has two distractors, named:
+    assert "hotpotqa-5ac2a291554299657fa28ff6 (hotpotqa, curriculum_index 27) at level 3 shows 2 of 3" in card
     assert "Levels 8, 9 and 10 of hotpotqa hold the same difficulty" in card
     assert "`--distractors bm25 --index DIR`" in card
     from huggingface_hub import DatasetCard
@@ -97,8 +99,9 @@ def test_the_card_shows_each_level_as_built_and_names_the_levels_that_collapse(k
 def test_the_plot_draws_the_level_as_built_beside_the_schedules(k10):
     _, _, drawn = k10
     (lines,) = drawn
-    (sched, scheduled), (built, as_built) = lines
+    (sched, scheduled), (built, as_built), (short, marked) = lines
     assert sched == "level (schedule)" and built == "level as built (distractors shown)"
+    assert short == "row short of its level (level it shows)" and marked == [2]  # the level-3 row shows level 2
     assert scheduled[-3:] == [9, 10, 10] and as_built[-3:] == [8, 8, 8]  # the last levels flat at 8
     assert as_built[:2] == [1, 2] and as_built[2] == pytest.approx(2.9)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed, distribution
-from ..cards import capped_levels_text
-from ..difficulty import collapsed_levels, level_for, levels_as_built, num_distractors
+from ..cards import capped_levels_text, short_rows_text
+from ..difficulty import collapsed_levels, level_for, levels_as_built, num_distractors, shown_level
 from ..difficulty.profile import LevelProfile
 from ..errors import BuildError
 from ..loaders import questions_only
@@ -208,6 +208,10 @@ def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: Di
             # the top level's label overstates it (the paper's K under max or min-max), the card says so
             collapse = any(len(g["levels"]) > 1 for g in capped["groups"])
             log.log(logging.WARNING if collapse else logging.INFO, "%s", capped_levels_text(capped, len(plan)))
+        short = short_of_level(plan, capped)
+        if short:
+            facts["short_rows"] = short
+            log.warning("%s", short_rows_text(short))
     return plan, facts
 
 
@@ -222,6 +226,33 @@ def capped_levels(plan: Plan, source: str) -> dict[str, Any] | None:
     groups = [{"dataset": name, **g} for name, rows in sorted(by_source.items())
               for g in collapsed_levels(levels_as_built((r.level, r.hops, r.d) for r in rows))]
     return {"distractors": source, "groups": groups} if groups else None
+
+
+#: The rows short of their level a manifest names (the count is of all of them).
+SHORT_ROWS_NAMED = 20
+
+
+def short_of_level(plan: Plan, capped: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The rows shown fewer distractors than their level asks for (their question has fewer), in levels where
+    most rows got what the level asks: one such row hides in its level's mean (a HotpotQA question with only its
+    two gold paragraphs, at level 6, shows 0 distractors). In the levels :func:`capped_levels` names (most rows
+    short), the rows short of the cap they collapse to. Each row by ``id`` (the row's, as the shards have it),
+    ``dataset``, ``curriculum_index``, ``level``, distractors ``asked`` and ``shown``, and the level it ``shows``;
+    the first :data:`SHORT_ROWS_NAMED`, with the ``count`` of all. None when there is none."""
+    cap = {(g["dataset"], lv): g["max_distractors"] for g in (capped or {}).get("groups", []) for lv in g["capped"]}
+    rows = []
+    for i, r in enumerate(plan):
+        if r.hops <= 0:
+            continue
+        asked = num_distractors(r.level, r.hops, 1 << 30)
+        if r.d < min(asked, cap.get((r.ex.source, r.level), asked)):  # a capped level: short of its cap
+            row = f"{r.ex.extra.get('data_source') or r.ex.source}-{r.ex.extra.get('row_id', r.ex.id)}"  # as rendered
+            rows.append({"id": row, "dataset": r.ex.source, "curriculum_index": i, "level": r.level,
+                         "asked": asked, "shown": r.d, "shows": shown_level(r.level, r.hops, r.d)})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: (x["shown"] - x["asked"], x["curriculum_index"]))  # the farthest short first
+    return {"count": len(rows), "rows": rows[:SHORT_ROWS_NAMED]}
 
 
 def keep_questions_from(cfg: BuildConfig, sources: Sequence[LoadedSource]) -> None:
@@ -279,6 +310,8 @@ def _choose(cfg: BuildConfig, sources: Sequence[LoadedSource], facts: dict[str, 
     total = sum(len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True))
     if cfg.setting == "curriculum" and cfg.batch_prompts and cfg.tail != "keep":
         rem = total % cfg.batch_prompts
+        if cfg.tail == "trim" and total < cfg.batch_prompts:
+            _refuse_trim_to_nothing(cfg, sources, total)
         if rem:
             if cfg.tail == "trim":
                 delta = -rem
@@ -360,6 +393,19 @@ def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: DistractorSource | 
         # dataset's own distractors can (BM25 distractors and retrieved unanswerable rows never do)
         "answer_in_passages": answer_shown,
     }
+
+
+def _refuse_trim_to_nothing(cfg: BuildConfig, sources: Sequence[LoadedSource], total: int) -> None:
+    """``--tail trim`` of fewer rows than one batch would leave no row, a curriculum no trainer takes a step on:
+    refused with the numbers, and the options that would give a step (never ``--tail trim`` itself)."""
+    batch = cfg.batch_prompts
+    have = sum(len(s.examples) for s in sources)
+    ways = [f"--tail pad ({batch} rows, one step)"] if have >= batch else []
+    ways += [f"--n {batch} or more" + ("" if have >= batch else f" (the sources have {have} questions)"),
+             f"--batch-prompts {total} or fewer"]
+    raise BuildError(f"--tail trim would leave 0 rows: the {total} row(s) asked for are fewer than one batch of "
+                     f"--batch-prompts {batch}, so a trainer would train 0 steps on them. Nothing was written",
+                     hint="use " + ", or ".join(ways))
 
 
 def _adjust_quotas(sources: Sequence[LoadedSource], quotas: list[int | None], delta: int) -> list[int | None]:

@@ -155,7 +155,7 @@ def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
         "counts": plan_summary(rows, as_built=cfg.setting == "curriculum"),
         "trainer_tail": tail,
     }
-    for k in ("leakage", "tail_fit", "unanswerable", "row_order", "capped_levels", "profile"):
+    for k in ("leakage", "tail_fit", "unanswerable", "row_order", "capped_levels", "short_rows", "profile"):
         if k in facts:
             manifest[k] = facts[k]
     if sources.index is not None:  # completed from the shards once they are written (origin_summary)
@@ -163,10 +163,22 @@ def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
     if "leakage" in manifest:
         manifest["leakage"]["eval_sets"] = recorded_config(cfg)["eval_sets"]
     if tail and tail["unseen_rows"]:
-        log.warning("a trainer with %d prompts per step drops the last partial batch: %d row(s) of %d will never "
-                    "be trained on (use --tail trim or --tail pad)", tail["batch_prompts"], tail["unseen_rows"],
-                    len(rows))
+        log.warning("%s", tail_warning(tail, len(rows), cfg.tail))
     return manifest
+
+
+def tail_warning(tail: dict[str, Any], rows: int, policy: str) -> str:
+    """What the build says of the rows a trainer of ``tail["batch_prompts"]`` prompts a step never trains: the
+    rows, the batch and the steps, and only the options not already given (``policy``: ``--tail``)."""
+    batch, steps, unseen = tail["batch_prompts"], tail["steps"], tail["unseen_rows"]
+    others = [f"--tail {o}" for o in ("trim", "pad") if o != policy and not (o == "trim" and steps == 0)]
+    if steps == 0:
+        return (f"this curriculum cannot train: its {rows} row(s) are fewer than one batch of --batch-prompts "
+                f"{batch}, so a trainer that drops the last partial batch trains 0 steps and never sees any of them "
+                f"(use {' or '.join([*others, f'more rows (--n {batch} or more)', f'--batch-prompts {rows}'])})")
+    advice = f" (use {' or '.join(others)})" if others else ""
+    return (f"a trainer with {batch} prompts per step drops the last partial batch: {steps} step(s), and {unseen} "
+            f"row(s) of {rows} will never be trained on{advice}")
 
 
 def write_build(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, manifest: dict[str, Any], *,

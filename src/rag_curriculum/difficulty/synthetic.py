@@ -46,15 +46,19 @@ def shown_level(level: int, hops: int, shown: int) -> int:
 
 def levels_as_built(rows: Iterable[tuple[int, int, int]]) -> dict[int, dict[str, Any]]:
     """Per level (sorted as numbers), what its rows ``(level, hops, distractors shown)`` really hold: ``rows``, the
-    mean distractors the formula asks for (``asked``) and the mean shown (``distractors``), the mean ``passages``
+    mean distractors the formula asks for (``asked``), the mean shown (``distractors``) and the fewest shown by one
+    row (``distractors_min``: a row far short of its level hides in the mean), the mean ``passages``
     (gold + distractors), the rows shown fewer distractors than asked (``short_rows``, capped by their question's
     distractors) with the most they got (``short_max``) and the level most of them show (``shows``: see
     :func:`shown_level`). Rows without gold passages (questions only: Search-R1's files) have no level to build
     and are left out.
 
-    >>> built = levels_as_built([(8, 2, 8), (9, 2, 8), (10, 2, 8), (10, 2, 8)])
-    >>> built[10]
-    {'rows': 2, 'asked': 10.0, 'distractors': 8.0, 'passages': 10.0, 'short_rows': 2, 'short_max': 8, 'shows': 8}
+    >>> built = levels_as_built([(8, 2, 8), (9, 2, 8), (10, 2, 8), (10, 2, 8), (6, 2, 6), (6, 2, 0)])
+    >>> built[10]  # doctest: +NORMALIZE_WHITESPACE
+    {'rows': 2, 'asked': 10.0, 'distractors': 8.0, 'distractors_min': 8, 'passages': 10.0, 'short_rows': 2,
+     'short_max': 8, 'shows': 8}
+    >>> built[6]["distractors"], built[6]["distractors_min"]  # one row with no distractor at all
+    (3.0, 0)
     >>> built[8]["short_rows"], built[8]["shows"]
     (0, None)
     """
@@ -63,11 +67,12 @@ def levels_as_built(rows: Iterable[tuple[int, int, int]]) -> dict[int, dict[str,
         if hops <= 0:
             continue
         a = acc.setdefault(int(level), {"rows": 0, "asked": 0, "distractors": 0, "passages": 0, "short": Counter(),
-                                        "short_max": 0})
+                                        "short_max": 0, "min": d})
         asked = num_distractors(level, hops, 1 << 30)
         a["rows"] += 1
         a["asked"] += asked
         a["distractors"] += d
+        a["min"] = min(a["min"], d)
         a["passages"] += hops + d
         if d < asked:
             a["short"][shown_level(level, hops, d)] += 1
@@ -78,7 +83,7 @@ def levels_as_built(rows: Iterable[tuple[int, int, int]]) -> dict[int, dict[str,
         n = a["rows"]
         short = a["short"]
         out[level] = {"rows": n, "asked": round(a["asked"] / n, 2), "distractors": round(a["distractors"] / n, 2),
-                      "passages": round(a["passages"] / n, 2), "short_rows": sum(short.values()),
+                      "distractors_min": a["min"], "passages": round(a["passages"] / n, 2), "short_rows": sum(short.values()),
                       "short_max": a["short_max"] if short else None,
                       "shows": min(short, key=lambda lv: (-short[lv], lv)) if short else None}
     return out
