@@ -189,3 +189,25 @@ def test_overview_plot_draws_the_intervals_as_error_bars(monkeypatch, tmp_path):
     (_, caps, (lines,)) = bars[0][0]
     (seg,) = lines.get_segments()
     assert [round(y, 6) for y in seg[:, 1]] == [30.0, 50.0]  # answer F1's [0.3, 0.5], x 100
+
+
+def test_compare_pairs_two_runs_over_the_same_questions(tmp_path, sets):
+    """A base model's run and a trained model's, made apart: `eval compare` reads their results files and prints
+    the paired difference a single run of both would (the same numbers)."""
+    formatted, bare = _scripts(tmp_path, sets)
+    common = ["--data", str(sets["ideal"]), "--backend", "scripted", "--samples", "2", "--no-plots"]
+    runner = CliRunner()
+    for name, script in (("base", bare), ("trained", formatted)):
+        r = runner.invoke(app, ["eval", "--model", f"{name}={script}", *common, "--out", str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--model", f"base={bare}", "--model", f"trained={formatted}", *common,
+                            "--out", str(tmp_path / "both")])
+    assert r.exit_code == 0, r.output
+    (together,) = load_summary(tmp_path / "both")["paired"]
+    r = runner.invoke(app, ["eval", "compare", str(tmp_path / "base"), str(tmp_path / "trained"), "--out",
+                            str(tmp_path / "compare.md")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "paired differences over the same questions" in r.output
+    d, (lo, hi) = together["difference"]["joint_f1"], together["intervals"]["joint_f1"]
+    assert f"{100 * d:+.2f}" in r.output and f"[{100 * lo:+.2f}, {100 * hi:+.2f}]" in r.output
+    assert "trained − base (Ideal Retrieval)" in (tmp_path / "compare.md").read_text()

@@ -34,6 +34,7 @@ from ..evaluation import (
     endings,
     format_errors,
     main_table,
+    paired_across_runs,
     paired_table,
     render_report,
     run_agent_eval,
@@ -294,6 +295,8 @@ def compare(
     with reported_errors():
         merged = compare_summaries(runs, names=name)
         check_section(merged, section)
+        if paired := paired_across_runs(merged):  # the same questions in two runs: their paired differences
+            merged["paired"] = paired
     plots: list[str] = []
     if plots_dir is not None:
         written = write_plots(merged, plots_dir)
@@ -307,6 +310,8 @@ def compare(
         return
     out.print(_rich_table(merged, section=section,
                               title=f"{len(merged['runs'])} run(s), {section}, scores x 100"))
+    if (paired_view := _paired_rich(merged)) is not None:
+        out.print(paired_view)
     if out_file is not None:
         console.print(f"[green]wrote[/] {out_file}" + (f" and {len(plots)} plot(s)" if plots else ""))
 

@@ -50,6 +50,7 @@ __all__ = [
     "dataset_title",
     "load_summary",
     "main_table",
+    "paired_across_runs",
     "paired_comparisons",
     "paired_table",
     "render_report",
@@ -549,6 +550,29 @@ def compare_summaries(paths: Sequence[str | Path], *, names: Sequence[str] | Non
         "sampling": sampling[0] if all(x == sampling[0] for x in sampling) else None,
         "evals": evals,
     }
+
+
+def paired_across_runs(merged: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The paired differences of a merged summary (:func:`compare_summaries`), read from each run's per-question
+    results files (``results/MODEL/SET.parquet``, beside its summary): the pairs :func:`paired_comparisons` makes,
+    now across runs too (a base model's run and a trained model's, evaluated on the same questions). Entries whose
+    results file is gone are left out."""
+    import pyarrow.parquet as pq
+
+    where = {r["name"]: Path(r["path"]) for r in merged.get("runs") or []}
+    items = []
+    for e in merged["evals"]:
+        run = where.get(e.get("run"))
+        if run is None or not e.get("results"):
+            continue
+        base = run.parent if run.name == SUMMARY_FILE else run
+        f = base / e["results"]
+        if not f.exists():
+            continue
+        cols = [c for c in ("data_source", "id", "sample_answer_f1", "sample_citation_f1", "sample_exact_match")
+                if c in pq.read_schema(f).names]
+        items.append((e, pq.read_table(f, columns=cols).to_pylist()))
+    return paired_comparisons(items)
 
 
 def _run_name(path: str | Path) -> str:
