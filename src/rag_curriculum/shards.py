@@ -575,7 +575,10 @@ def validate_shards(directory: str | Path, *, check_hashes: bool = True, set_che
     d = Path(directory)
     manifest = read_manifest(d)
     problems: list[str] = []
-    if manifest.get("schema_version") != SCHEMA_VERSION:
+    if "schema_version" not in manifest:
+        problems.append(f"{MANIFEST} has no schema_version (this toolkit reads {SCHEMA_VERSION}): it is damaged, or "
+                        "this toolkit did not write it")
+    elif manifest.get("schema_version") != SCHEMA_VERSION:
         problems.append(f"schema_version {manifest.get('schema_version')!r} (this toolkit reads {SCHEMA_VERSION})")
     total = 0
     listed = listed_shards(d, manifest)

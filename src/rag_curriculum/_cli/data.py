@@ -368,10 +368,19 @@ def validate(
         fail(f"{directory}: not found", what)
     if not directory.is_dir():
         fail(f"{directory}: not a directory", what)
+    index_files = [n for n in INDEX_FILES if (directory / n).exists()]
+    rebuild = (f"build the index again into a new --out (curriculum index ...): without a readable {MANIFEST}, "
+               "--overwrite cannot tell its files from others" if index_files else
+               "build the directory again (curriculum build / partition)")
+    if not (directory / MANIFEST).exists() and index_files:
+        fail(f"{directory}: holds an index's files ({', '.join(index_files)}) but no {MANIFEST}: its writing did "
+             "not finish, or the manifest was removed", rebuild)
     if not (directory / MANIFEST).exists() and not any(directory.glob("part-*.parquet")) and not any(
             directory.glob("data/part-*.parquet")):
         fail(f"{directory}: not a shard directory (no {MANIFEST})", what)
-    kind = _manifest_kind(directory / MANIFEST)
+    kind, problem = _manifest_state(directory / MANIFEST)
+    if problem is not None:
+        fail(problem, rebuild)
     if kind in ("index", "bm25-index"):  # an index of `curriculum index`: its own checks, not a shard directory's
         _validate_index(directory, quick)
         return
@@ -385,12 +394,23 @@ def validate(
               f"schema v{m['schema_version']})")
 
 
-def _manifest_kind(path: Path) -> str | None:
+#: Files every index of `curriculum index` holds (how a folder whose manifest is gone is still told for one).
+INDEX_FILES = ("passages.bin", "ranked_ids.npy")
+
+
+def _manifest_state(path: Path) -> tuple[str | None, str | None]:
+    """The kind a manifest names, or why it names none (a damaged or foreign file); (None, None) when absent (an
+    older shard directory's layout is validated without one)."""
+    if not path.exists():
+        return None, None
     try:
         m = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return m.get("kind") if isinstance(m, dict) and isinstance(m.get("kind"), str) else None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return None, f"{path}: cannot be read as JSON ({type(e).__name__}: {e}): it is damaged"
+    if not isinstance(m, dict) or not isinstance(m.get("kind"), str):
+        return None, (f"{path}: names no kind (neither a shard directory's nor an index's manifest): it is damaged, "
+                      "or this toolkit did not write it")
+    return m["kind"], None
 
 
 def _validate_index(directory: Path, quick: bool = False) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from ..config import bind, given
-from ..retrieval import CorpusIndex, ServeConfig, get_kind, serving
+from ..retrieval import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
 from ..retrieval.serving import ENV_INDEX, ENV_OPTIONS, make_app, run_ray_serve
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
@@ -72,6 +72,15 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
 
         # checks the directory against its manifest (sizes, small files and the BM25 postings hashed, large files
         # sampled, the fingerprint recomputed; --verify: every file hashed), then mmaps
+        unused = [f"{flag} {value}" if value is not True else flag for flag, value in (
+            ("--encoder", cfg.encoder), ("--device", cfg.device), ("--allow-other-encoder", cfg.allow_other_encoder))
+            if value]
+        if unused:  # a BM25 index encodes nothing: the options would be ignored
+            m = read_index_manifest(cfg.index, kind_check=False)
+            if not m.get("dense"):
+                fail(f"{', '.join(unused)}: {cfg.index} is a {m.get('retriever', 'BM25')} index, which uses no "
+                     "encoder", f"drop {', '.join(u.split()[0] for u in unused)} (they are for a dense or hybrid "
+                     "index)", code=2)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          check="full" if cfg.verify else "open", allow_other_encoder=cfg.allow_other_encoder)
         # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a

@@ -110,6 +110,26 @@ class IndexRetriever:
         """Loaded and checked against its manifest already: nothing more to try."""
 
 
+def _check_url(url: str) -> None:
+    """Refuse at once a URL no request can reach (a port out of 1..65535, no host), naming it (its secrets masked):
+    not a connection error after the retries."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # out of range, or not a number: the error's text would echo it (part of a password?)
+        raise RetrieverError(f"--retriever {mask_secrets(url)}: its port is not a number in 1..65535",
+                             hint="give a port in 1..65535, e.g. http://127.0.0.1:8000/retrieve; a password "
+                             "holding '#', '/' or '?' must be written percent-encoded (%23, %2F, %3F)") from None
+    if port == 0:
+        raise RetrieverError(f"--retriever {mask_secrets(url)}: port 0 is not a port a server listens on",
+                             hint="give a port in 1..65535, e.g. http://127.0.0.1:8000/retrieve")
+    if not parts.hostname:
+        raise RetrieverError(f"--retriever {mask_secrets(url)}: the URL names no host",
+                             hint="give a server's URL, e.g. http://127.0.0.1:8000/retrieve")
+
+
 class HttpRetriever:
     """A retriever server speaking Search-R1's protocol: ``POST {url}`` with ``{"queries", "topk",
     "return_scores": true}``, answered ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``.
@@ -137,6 +157,7 @@ class HttpRetriever:
             url = "http://" + url
         if url.rstrip("/").count("/") == 2:  # no path: the protocol's endpoint
             url = url.rstrip("/") + "/retrieve"
+        _check_url(url)
         self.url = url
         path, sep, query = url.partition("?")  # a query string (an API key a gateway asks for) goes to both
         self.manifest_url = path.rsplit("/", 1)[0] + "/manifest" + sep + query

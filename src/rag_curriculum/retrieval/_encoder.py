@@ -82,6 +82,31 @@ def check_device(device: str | None, flag: str = "--device") -> None:
         raise UsageError(f"{flag} {device!r}: not a device", hint="give cpu, cuda, cuda:N or mps")
 
 
+def check_device_here(device: str, flag: str = "--device") -> None:
+    """Refuse, in one line, a device this process's torch cannot use (``cuda`` on a CPU-only build or a machine
+    without a GPU, ``cuda:N`` past its last GPU, ``mps`` off a Mac) before the model loads: torch would fail with a
+    traceback at the first batch. Checked where the model loads (a Ray replica checks its own node)."""
+    kind, _, index = str(device).strip().partition(":")
+    if kind not in ("cuda", "mps"):
+        return
+    import torch
+
+    if kind == "mps":
+        if not torch.backends.mps.is_available():
+            raise UsageError(f"{flag} {device}: torch sees no Apple GPU (mps) on this machine",
+                             hint="give --device cpu (or cuda where there is an NVIDIA GPU)")
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        why = ("this torch is a CPU-only build" if torch.version.cuda is None else "torch sees no CUDA GPU on this "
+               "machine")
+        raise UsageError(f"{flag} {device}: {why} (torch {torch.__version__})",
+                         hint="give --device cpu, or run where there is a GPU with a CUDA build of torch")
+    if index and int(index) >= count:
+        raise UsageError(f"{flag} {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}",
+                         hint=f"give --device cuda:0 .. cuda:{count - 1}")
+
+
 def check_source(name: str, flag: str = "--encoder") -> None:
     """Refuse, in one line naming ``flag``, an encoder that cannot be a model before anything loads it: a path
     that looks local and is not there ("no such folder"), a file where a folder is needed, a folder holding neither
@@ -146,6 +171,7 @@ class Encoder:
             return
         self.device = device or default_device()
         check_source(settings.name)
+        check_device_here(self.device)
         self.model = _load(settings, self.device)
         self.dim = int(_dimension(self.model))
         self.pooling = _pooling_of(self.model) or settings.pooling
@@ -246,5 +272,5 @@ def _word_dimension(word: Any) -> int:
     raise EncoderError("cannot tell the encoder's hidden size")  # pragma: no cover
 
 
-__all__ = ["DEVICE", "Encoder", "EncoderError", "EncoderSettings", "check_device", "check_source", "default_device",
-           "looks_local"]
+__all__ = ["DEVICE", "Encoder", "EncoderError", "EncoderSettings", "check_device", "check_device_here", "check_source",
+           "default_device", "looks_local"]

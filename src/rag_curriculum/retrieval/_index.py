@@ -555,6 +555,9 @@ def read_index_manifest(directory: str | Path, *, kind_check: bool = True) -> di
     if kind == "bm25-index":
         raise IndexError_(f"{d}: an index of an earlier version of the toolkit (format {m.get('format')})",
                           hint="build it again with this version: curriculum index ... --overwrite")
+    if kind is None:
+        raise IndexError_(f"{p}: names no kind: it is damaged, or this toolkit did not write it",
+                          hint="build the index again into a new --out (curriculum index ...)")
     if kind != KIND:
         raise IndexError_(f"{d}: not an index of this toolkit (manifest kind {kind!r})",
                           hint="pass the --out of curriculum index")

@@ -1,0 +1,113 @@
+"""Inputs a careful user rarely gives, each answered by one line that names the file or the value and says what to
+do: an index whose manifest is missing, damaged or names no kind (`validate`, with or without --quick, and
+`serve`); encoder options given for a BM25 index; a retriever URL whose port is no port; ``--device cuda`` where
+torch has no GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from cli_runs import one_error, run
+from conftest import MUSIQUE_TRAIN
+
+pytest.importorskip("bm25s")
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, shared_data):
+    from rag_curriculum.retrieval import IndexConfig, build_index
+
+    out = tmp_path_factory.mktemp("odd-inputs") / "ix"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
+    return out
+
+
+DAMAGE = {
+    "missing": (None, "holds an index's files (passages.bin, ranked_ids.npy) but no manifest.json"),
+    "cut short": ('{"kind": "index", "format"', "manifest.json: cannot be read as JSON (JSONDecodeError"),
+    "no kind": ("{}", "manifest.json: names no kind (neither a shard directory's nor an index's manifest)"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("quick", [False, True])
+def test_validate_names_an_index_manifest_missing_or_damaged(index_dir, tmp_path, damage, quick):
+    text, said = DAMAGE[damage]
+    d = tmp_path / "ix"
+    shutil.copytree(index_dir, d)
+    if text is None:
+        (d / "manifest.json").unlink()
+    else:
+        (d / "manifest.json").write_text(text)
+    r = run("validate", d, *(["--quick"] if quick else []))
+    line = one_error(r)
+    assert said in line and str(d) in line, line
+    assert "schema_version None" not in r.output and "--quick is for" not in r.output, r.output
+    assert "build the index again into a new --out" in r.output, r.output
+
+
+def test_a_shard_directory_manifest_without_a_schema_version_says_so(shared_data, tmp_path):
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    out = tmp_path / "b"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 4)], out=str(out), seed=0))
+    m = json.loads((out / "manifest.json").read_text())
+    del m["schema_version"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    line = one_error(run("validate", out))
+    assert "manifest.json has no schema_version (this toolkit reads 1)" in line, line
+
+
+def test_serve_names_an_index_manifest_that_names_no_kind(index_dir, tmp_path):
+    d = tmp_path / "ix"
+    shutil.copytree(index_dir, d)
+    (d / "manifest.json").write_text("{}")
+    line = one_error(run("serve", "--index", d, "--port", "1"))
+    assert line == f"error: {d / 'manifest.json'}: names no kind: it is damaged, or this toolkit did not write it", \
+        line
+
+
+@pytest.mark.parametrize("options", [["--encoder", "intfloat/e5-base-v2"], ["--device", "cpu"],
+                                     ["--allow-other-encoder"]])
+def test_encoder_options_for_a_bm25_index_are_refused_not_ignored(index_dir, options):
+    pytest.importorskip("fastapi", reason="the serve extra is needed")
+    r = run("serve", "--index", index_dir, *options, "--port", "1")
+    line = one_error(r, code=2)
+    assert line.startswith(f"error: {' '.join(options)}: {index_dir} is a bm25 index, which uses no encoder"), line
+    assert f"drop {options[0]}" in r.output and "serving" not in r.output, r.output
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/retrieve", "http://127.0.0.1:http/retrieve",
+                                 "http://alice:pa55#SECRET@127.0.0.1:8000/retrieve"])
+def test_a_retriever_url_whose_port_is_no_port_is_one_line_at_once(min_max_shards, tmp_path, url):
+    import time
+
+    t0 = time.perf_counter()
+    r = run("eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
+            "p=agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
+            "--no-progress")
+    line = one_error(r)
+    assert "its port is not a number in 1..65535" in line, line
+    assert "unreachable" not in r.output and "retries" not in r.output and "SECRET" not in r.output, r.output
+    assert "pa55" not in r.output  # the part of a password a parser read as the port is not echoed either
+    assert time.perf_counter() - t0 < 30  # no retries with backoff
+    assert not (tmp_path / "ev").exists()
+
+
+def test_device_cuda_where_torch_has_no_gpu_is_one_line(shared_data, tmp_path, monkeypatch):
+    """``curriculum index --kind dense --device cuda`` where torch sees no GPU (this CPU build, or a GPU machine's
+    torch told so): one usage line naming the device and torch, before the model loads."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sentence_transformers")
+    from tiny_model import build_tiny_encoder
+
+    encoder = build_tiny_encoder(tmp_path / "enc", shared_data)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    r = run("index", "-d", "musique", "-i", MUSIQUE_TRAIN, "--kind", "dense", "--encoder", encoder, "--device",
+            "cuda", "-o", tmp_path / "ix", "--no-progress")
+    line = one_error(r, code=2)
+    assert line.startswith("error: --device cuda: "), line
+    assert f"(torch {torch.__version__})" in line and "give --device cpu" in r.output, r.output
+    assert not (tmp_path / "ix").exists()
