@@ -235,3 +235,38 @@ def test_resume_inside_a_generation_batch_is_refused(tmp_path, caplog, step, ni,
     with caplog.at_level(logging.WARNING):
         assert not check_resume(ckpt, args, plan, policy="warn").exact
     assert "passes into a generation batch" in caplog.text
+
+
+@pytest.mark.parametrize("grpo", [
+    {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "num_generations": 2},
+    {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2},
+    {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 2, "num_generations": 2},
+    {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "num_generations": 2,
+     "steps_per_generation": 2},
+    {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2, "num_iterations": 2},
+])
+def test_step_layout_matches_trls_sampler_and_slices(tmp_path, grpo):
+    """StepLayout.positions(m) is the rows of micro-batch m as TRL makes it (unshuffled): its RepeatSampler's
+    batches, generated on the first of every steps_per_generation x num_iterations, cut into steps_per_generation
+    slices of per_device_train_batch_size completions."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+    from trl.trainer.utils import RepeatSampler
+
+    from rag_curriculum.train._progress import StepLayout
+
+    args = GRPOConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", **grpo)
+    n = 24
+    layout = StepLayout.from_plan(plan_batches(grpo, num_processes=1, num_rows=n).to_dict())
+    sampler = list(RepeatSampler(list(range(n)), mini_repeat_count=args.num_generations,
+                                 batch_size=args.generation_batch_size // args.num_generations,
+                                 repeat_count=args.num_iterations * args.steps_per_generation, shuffle=False))
+    per_batch = args.per_device_train_batch_size * args.steps_per_generation
+    batches = [sampler[i:i + per_batch] for i in range(0, len(sampler), per_batch)]
+    assert layout.batches_per_epoch == len(batches)
+    buffered: list[list[int]] = []
+    for m, batch in enumerate(batches):
+        if m % (args.steps_per_generation * args.num_iterations) == 0:
+            pd = args.per_device_train_batch_size
+            buffered = [batch[j * pd:(j + 1) * pd] for j in range(args.steps_per_generation)]
+        assert layout.positions(m) == sorted(set(buffered[m % args.steps_per_generation])), (m, grpo)

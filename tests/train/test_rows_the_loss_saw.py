@@ -244,3 +244,21 @@ def test_a_generation_batch_over_several_steps_under_warn_records_every_step(tin
     assert [h["step"] for h in logged] == [1, 2, 3, 4]
     assert all("curriculum/level_mean" in h and "curriculum/in_order" in h for h in logged)
     assert [h["curriculum/index_first"] for h in logged] == [float(trained[s][0]) for s in (1, 2, 3, 4)]
+
+
+def test_num_iterations_and_a_second_epoch_are_in_order(tiny_model_dir, rows, tmp_path, caplog):
+    """num_iterations=2 trains each generation batch on two optimiser steps, and a second epoch starts again from
+    the first row: both are the curriculum's order (the ledger says so), and the ledger matches the loss."""
+    trainer = _trainer(tiny_model_dir, rows, tmp_path / "iterations", num_iterations=2, max_steps=3,
+                       save_strategy="no")
+    trainer.train()
+    assert trainer.trained() == {1: [0, 1], 2: [0, 1], 3: [2, 3]}
+    assert [(r["curriculum_index"], r["in_order"]) for r in trainer.recorder.records] == [
+        ([0, 1], True), ([0, 1], True), ([2, 3], True)]
+    with caplog.at_level(logging.WARNING):
+        trainer = _trainer(tiny_model_dir, rows, tmp_path / "epochs", per_device_train_batch_size=8, max_steps=5,
+                           save_strategy="no")
+    assert "max_steps=5 is more than one pass over the curriculum (4 steps)" in caplog.text
+    trainer.train()
+    assert trainer.trained()[5] == [0, 1, 2, 3]
+    assert [r["in_order"] for r in trainer.recorder.records] == [True] * 5 and trainer.recorder.out_of_order == 0
