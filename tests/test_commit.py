@@ -155,6 +155,21 @@ def test_an_overwrite_in_place_cut_short_is_recognised_and_finished_by_the_next(
     assert not (out / spec.replacing).exists()
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_out_that_is_a_symbolic_link_is_refused_and_nothing_is_left_beside_it(kind, tmp_path, overwrite):
+    """``--out link`` (to an earlier output): refused in one line naming the link and its target, the link and the
+    output it points to unchanged, no hidden folder or link left beside them."""
+    spec, error, _, _ = KINDS[kind]
+    real = write(kind, tmp_path / "real")
+    before = {f: (real / f).read_text() for f in _commit.files_under(real)}
+    (tmp_path / "link").symlink_to("real", target_is_directory=True)
+    with pytest.raises(error, match=f"--out {tmp_path / 'link'} is a symbolic link \\(to real\\); give the folder "
+                                    f"it points to \\(--out {real}\\) or another --out"):
+        write(kind, tmp_path / "link", "2", overwrite=overwrite)
+    assert (tmp_path / "link").is_symlink() and {f: (real / f).read_text() for f in before} == before
+    assert hidden(tmp_path) == []
+
+
 def _listing(kind: str, record: dict, names: list[str]) -> dict:
     """``record`` with ``names`` appended to the files it says the toolkit wrote (as a crafted record would)."""
     files, forged = record["files"], {n: _sha("1") for n in names}  # a digest: not the content of the user's file

@@ -311,6 +311,9 @@ def check_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHA
     is one of the toolkit's outputs of this kind (its record is, :func:`read_record`): ``--overwrite`` never
     deletes a folder of anything else."""
     out = Path(out_dir)
+    if out.is_symlink():  # the output is moved in whole: it would replace the link, and never reach its target
+        raise kind.error(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder it points to "
+                         f"(--out {out.resolve()}) or another --out")
     if out.exists() and not out.is_dir():
         raise kind.error(f"--out {out} is a file, where a folder is needed; choose another --out")
     blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
