@@ -358,6 +358,10 @@ def validate(
     quick: Annotated[bool, typer.Option("--quick", help=(
         "An index: check its files' sizes and counts only, not their contents (seconds at any size).")
     )] = False,
+    full: Annotated[bool, typer.Option("--full", help=(
+        "An index: rank every stored ranking again (by default every one of an index of up to 2,000 questions, "
+        "an even sample of 2,000 above that).")
+    )] = False,
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
     schema; or an index made by curriculum index: every file's SHA-256 against its manifest, the passages' digest
@@ -382,8 +386,11 @@ def validate(
     if problem is not None:
         fail(problem, rebuild)
     if kind in ("index", "bm25-index"):  # an index of `curriculum index`: its own checks, not a shard directory's
-        _validate_index(directory, quick)
+        _validate_index(directory, quick, full)
         return
+    if full:
+        fail("--full is for an index of curriculum index; a shard directory's check reads every shard already",
+             "drop --full", code=EXIT_USAGE)
     if quick:
         fail("--quick is for an index of curriculum index; a shard directory's check reads every shard",
              "drop --quick", code=EXIT_USAGE)
@@ -413,13 +420,14 @@ def _manifest_state(path: Path) -> tuple[str | None, str | None]:
     return m["kind"], None
 
 
-def _validate_index(directory: Path, quick: bool = False) -> None:
-    """``curriculum validate`` on an index: every file's SHA-256 against its manifest, the passages' digest and the
-    fingerprint recomputed, the counts, the kind's own reading of its files (a dense index's vectors: all finite;
-    its encoder's files), a sample of the stored rankings ranked again; ``quick``: sizes and counts only."""
+def _validate_index(directory: Path, quick: bool = False, full: bool = False) -> None:
+    """``curriculum validate`` on an index: every file's SHA-256 against its manifest, the passages' digest, their
+    keys and the fingerprint recomputed, the counts, the kind's own reading of its files (the BM25 postings decoded
+    whole; a dense index's vectors: all finite; its encoder's files), the stored rankings ranked again (every one
+    up to 2,000 questions, a sample above; ``full``: every one); ``quick``: sizes and counts only."""
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory, check="sizes" if quick else "full")
-        done = {} if quick else idx.verify()
+        done = {} if quick else idx.verify(rerank=None) if full else idx.verify()
         m = idx.manifest
     kind = get_kind(m["retriever"]).title()
     head = (f"a {kind} index: {m['passages']:,} passages, {m['questions']:,} questions ranked to depth "
@@ -430,9 +438,12 @@ def _validate_index(directory: Path, quick: bool = False) -> None:
                   soft_wrap=True)
         return
     size = sum(r["bytes"] for r in m["files"].values())
+    ranked = (f"all {done['reranked']:,} stored rankings ranked again" if done["reranked"] >= done["questions"] else
+              f"{done['reranked']:,} of {done['questions']:,} stored rankings ranked again (an even sample: --full "
+              "ranks every one)")
     out.print(f"[green]valid[/]: {directory} ({head}; every file's SHA-256 matches its manifest ({len(m['files'])} "
-              f"files, {size / 1e6:,.1f} MB), the passages' digest and the fingerprint recomputed, "
-              f"{done['reranked']} stored rankings ranked again)", soft_wrap=True)
+              f"files, {size / 1e6:,.1f} MB), the passages' digest, their {done['keys']:,} keys and the fingerprint "
+              f"{done['fingerprint'][:16]}... recomputed, {ranked})", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -71,7 +71,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         import uvicorn
 
         # checks the directory against its manifest (sizes, small files and the BM25 postings hashed, large files
-        # sampled, the fingerprint recomputed; --verify: every file hashed), then mmaps
+        # sampled, the fingerprint recomputed from the records; --verify: what curriculum validate checks), then
+        # mmaps
         unused = [f"{flag} {value}" if value is not True else flag for flag, value in (
             ("--encoder", cfg.encoder), ("--device", cfg.device), ("--allow-other-encoder", cfg.allow_other_encoder))
             if value]
@@ -82,7 +83,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                      "encoder", f"drop {', '.join(u.split()[0] for u in unused)} (they are for a dense or hybrid "
                      "index)", code=2)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
-                         check="full" if cfg.verify else "open", allow_other_encoder=cfg.allow_other_encoder)
+                         verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
+        out.print(ix.check_line(), soft_wrap=True)
         # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a
         # model that does not load is one line before "serving" is announced, not a traceback after it; with Ray
         # Serve opened only (the replicas load the model where their resources are: a GPU this node may not have)

@@ -151,6 +151,10 @@ class BM25Error(CurriculumError):
     """A BM25 index that cannot be built or read as asked."""
 
 
+#: What to do about postings that are crafted or damaged (their records made to match, so only reading finds it).
+CRAFTED_HINT = "build the index again with curriculum index ... --overwrite (or get it again from its source)"
+
+
 def tokenizer(stopwords: str | None):
     """bm25s's tokenizer as the bm25s preset uses it: lower case, :data:`SPLITTER`, the stop words, no stemmer."""
     from bm25s.tokenization import Tokenizer
@@ -247,17 +251,61 @@ def write_vocab(path: Path, words: list[str]) -> None:
     np.save(path.with_name(path.stem + "_off.npy"), np.asarray(offs, dtype=np.int64), allow_pickle=False)
 
 
+def check_vocab(path: Path, blob: Any, off: Any, terms: int, *, compiled: bool) -> None:
+    """The front-coded vocabulary within the bounds the compiled lookup reads it in: ``vocab_off.npy`` (int64)
+    from 0, never down, ending at ``vocab.npy``'s length, then its count of words, the postings' ``terms``, one
+    block a :data:`VOCAB_BLOCK` words; every word inside its block (compiled: a walk of every word,
+    :func:`._postings.vocab_check`). :class:`._postings.Crafted` names the file, the value and where."""
+    import numpy as np
+
+    from ._postings import Crafted
+
+    names = (f"{path.stem}.npy", f"{path.stem}_off.npy")
+    if blob.dtype != np.uint8 or blob.ndim != 1:
+        raise Crafted(names[0], f"an array of {blob.dtype} in {blob.ndim} dimension(s); the lookup reads uint8 in 1")
+    if off.dtype != np.int64 or off.ndim != 1 or len(off) < 2:
+        raise Crafted(names[1], f"an array of {off.dtype} in {off.ndim} dimension(s) of {len(off)} entries; the "
+                                "lookup reads int64 in 1, at least 2")
+    starts, count = off[:-1], int(off[-1])
+    if count != terms:
+        raise Crafted(names[1], f"{count:,} words at position {len(off) - 1:,} (its last); the postings hold "
+                                f"{terms:,} terms")
+    blocks = len(starts) - 1
+    if blocks != (count + VOCAB_BLOCK - 1) // VOCAB_BLOCK:
+        raise Crafted(names[1], f"{blocks:,} blocks of words for {count:,} words; {VOCAB_BLOCK} words make a block")
+    if starts[0] != 0:
+        raise Crafted(names[1], f"{int(starts[0]):,} at position 0; the first block starts at 0")
+    down = np.flatnonzero(np.diff(starts) < 0)
+    if len(down):
+        at = int(down[0]) + 1
+        raise Crafted(names[1], f"{int(starts[at]):,} at position {at:,}, below {int(starts[at - 1]):,} before it")
+    if int(starts[-1]) != len(blob):
+        raise Crafted(names[1], f"{int(starts[-1]):,} at position {blocks:,} (the end); {names[0]} holds "
+                                f"{len(blob):,} bytes")
+    if compiled:
+        from ._postings import kernels
+
+        at = int(kernels()["vocab_check"](blob, starts, VOCAB_BLOCK, count))
+        if at >= 0:
+            raise Crafted(names[0], f"the word at byte {at:,} runs past its block, or shares more with the word "
+                                    f"before than that word holds (block {int(np.searchsorted(starts, at, 'right')) - 1:,}"
+                                    f" of {names[1]})")
+
+
 class Vocabulary:
     """Word -> id over the front-coded vocabulary (:func:`write_vocab`), memory-mapped: a binary search over the
     blocks' first words, then the block decoded (no dict is built, so a vocabulary of millions of words is ready
     at once); found words are kept in a small cache."""
 
-    def __init__(self, path: Path, *, compiled: bool = False) -> None:
+    def __init__(self, path: Path, *, compiled: bool = False, terms: int | None = None) -> None:
         import numpy as np
 
         path = Path(path)
         self._blob = memoryview(load_npy(path.with_name(path.stem + ".npy")))
         off = load_npy(path.with_name(path.stem + "_off.npy"))
+        if terms is not None:  # the bounds vocab_find reads within (terms: the postings' count of terms)
+            check_vocab(path, np.asarray(load_npy(path.with_name(path.stem + ".npy"))), np.asarray(off), terms,
+                        compiled=compiled)
         self._off = off[:-1]
         self._n = int(off[-1])
         self._blocks = len(self._off) - 1
@@ -434,16 +482,21 @@ class BM25Searcher:
     ranks new queries (ids -1 where a query has no indexed word)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any], *, backend_name: str = "auto",
-                 threads: int = 0) -> None:
-        from ._postings import PostingsIndex
+                 threads: int = 0, checked: bool = True) -> None:
+        from ._postings import Crafted, PostingsIndex
 
         d = Path(directory) / BM25_DIR
+        self.directory = Path(directory)
         params = _check_params(directory, manifest)
         self.backend = backend(backend_name)
         self.threads = threads or (os.cpu_count() or 1)
         try:  # arrays of the wrong shapes for each other (their records forged with them): one line
-            self.postings = PostingsIndex(d, params, compiled=self.backend == "numba")
-            self.vocab = Vocabulary(d / VOCAB, compiled=self.backend == "numba")
+            self.postings = PostingsIndex(d, params, compiled=self.backend == "numba", checked=checked)
+            self.vocab = Vocabulary(d / VOCAB, compiled=self.backend == "numba",
+                                    terms=len(self.postings.term_first) - 1 if checked else None)
+        except Crafted as e:  # a value outside what the compiled search reads within: the file, value, position
+            raise BM25Error(f"{directory}: {BM25_DIR}/{e.name}: {e.what}: the file was crafted or damaged, and "
+                            "the search would read outside it", hint=CRAFTED_HINT) from None
         except (IndexError, ValueError, TypeError) as e:
             raise BM25Error(f"{d}: the postings' arrays do not fit together ({type(e).__name__}: {str(e)[:160]}): "
                             "the files are damaged", hint="build the index again with curriculum index ... "
@@ -499,9 +552,15 @@ class BM25Searcher:
         """The ``k`` best passages of each query: (ids int32, scores float32), one row per query, best first, ties
         by the preset's order; ids -1 where the query has no indexed word (or past its matches: the Lucene preset
         returns only passages that hold a query term, as pyserini does; bm25s fills up with score-0 passages)."""
+        from ._postings import Crafted
+
         k = max(0, min(k, self.num_docs))
         parsed = [self.query_terms(q) for q in queries]
-        return self.postings.search(parsed, k, threads=threads or self.threads, prune=self.prune)
+        try:
+            return self.postings.search(parsed, k, threads=threads or self.threads, prune=self.prune)
+        except Crafted as e:  # a block whose gaps run past its recorded end: refused, never read past
+            raise BM25Error(f"{self.directory}: {BM25_DIR}/{e.name}: {e.what}: the file was crafted or damaged",
+                            hint=CRAFTED_HINT) from None
 
 
 #: What params.json holds beside the preset's settings: the postings format's version and the collection's
@@ -561,6 +620,20 @@ NATIVE = (BM25_DIR + "/",)
 MANIFEST_KEYS = ("bm25", "tokenizer", "bm25s_version", "backend", "vocab_size")
 
 
+def verify(directory: Path, manifest: dict[str, Any]) -> None:
+    """``curriculum validate``'s (and ``--verify``'s) reading of the BM25 postings: every array checked at open,
+    then every posting decoded, each block's gaps ending at its recorded last passage and no posting above its
+    block's stored maximum (:func:`._postings.verify_postings`)."""
+    from ._postings import Crafted, verify_postings
+
+    s = BM25Searcher(directory, manifest)
+    try:
+        verify_postings(s.postings)
+    except Crafted as e:
+        raise BM25Error(f"{directory}: {BM25_DIR}/{e.name}: {e.what}: the file was crafted or damaged",
+                        hint=CRAFTED_HINT) from None
+
+
 def _open(directory: Path, manifest: dict[str, Any], *, backend: str = "auto", threads: int = 0,
           device: str | None = None, encoder: str | None = None) -> BM25Searcher:
     return BM25Searcher(directory, manifest, backend_name=backend, threads=threads)
@@ -583,4 +656,4 @@ def summary(manifest: dict[str, Any]) -> str:
 KIND = RetrieverKind("bm25", builder=_builder, open=_open, check=check_version, manifest_keys=MANIFEST_KEYS,
                      description="BM25 (bm25s's scoring, or Lucene's as pyserini runs it): sparse lexical ranking",
                      options=BM25Options, check_config=check_config, label="BM25", negatives="BM25 hard negatives",
-                     summary=summary, warm_on_build=True, native=NATIVE)
+                     summary=summary, warm_on_build=True, native=NATIVE, verify=verify)

@@ -253,8 +253,10 @@ class ServeConfig:
         "(refused otherwise); the server then announces another fingerprint, so a client that recorded the "
         "index's sees the change."))
     verify: bool = rule(False, help=(
-        "Hash every file of the index against its manifest before serving (by default small files and the BM25 "
-        "postings are hashed whole, larger files sampled); a changed file is refused, naming it."))
+        "Check what curriculum validate checks before serving: every file hashed against its manifest (by "
+        "default small files and the BM25 postings are hashed whole, larger files sampled), the passages' digest, "
+        "their keys and the fingerprint recomputed from the files (the server then announces that one), the BM25 "
+        "postings decoded whole, the stored rankings ranked again; a changed file is refused, naming it."))
     max_connections: int = rule(1024, ge=16, le=1 << 20, help=(
         "The most open connections (kept below the descriptor limit); one more closes the idle connection heard "
         "from least recently (waiting for a request's headers or body, or between requests)."))

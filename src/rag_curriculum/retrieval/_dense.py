@@ -1179,11 +1179,11 @@ class DenseSearcher:
         try:
             self.index = faiss.read_index(str(self.dir / FAISS_INDEX), _mmap_flags(faiss))
         except RuntimeError as e:
-            raise DenseError(f"{directory}: its FAISS index cannot be read ({_faiss_message(e)})",
+            raise DenseError(f"{directory}: {DENSE_DIR}/{FAISS_INDEX}: FAISS cannot read it ({_faiss_message(e)})",
                              hint="build the index again with curriculum index ... --overwrite") from None
         if self.index.ntotal != manifest["passages"] or self.index.d != m["dim"]:
-            raise DenseError(f"{directory}: the FAISS index holds {self.index.ntotal:,} vectors of dimension "
-                             f"{self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
+            raise DenseError(f"{directory}: {DENSE_DIR}/{FAISS_INDEX}: it holds {self.index.ntotal:,} vectors of "
+                             f"dimension {self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
                              hint="build the index again with curriculum index ... --overwrite")
         _set_params(self.index, m)
         self.l2 = metric_of(self.index, str(directory)) == "l2"  # the index's own metric, whatever was recorded
@@ -1318,7 +1318,7 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
     try:
         index = faiss.read_index(str(d / FAISS_INDEX), _mmap_flags(faiss))
     except RuntimeError as e:
-        raise DenseError(f"{directory}: its FAISS index cannot be read ({_faiss_message(e)})",
+        raise DenseError(f"{directory}: {DENSE_DIR}/{FAISS_INDEX}: FAISS cannot read it ({_faiss_message(e)})",
                          hint="build the index again with curriculum index ... --overwrite") from None
     metric_of(index, str(directory))
     check_finite(index_vectors(index, d / FAISS_INDEX), f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CurriculumError, UsageError
-from ._onnx import OnnxEncoder, wanted
+from ._onnx import ExportFileError, OnnxEncoder, wanted
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,10 @@ class Encoder:
             self.device = "cpu"
             try:
                 self.model = OnnxEncoder(folder, record)
+            except ExportFileError as e:  # a damaged file (onnxruntime's InvalidProtobuf, tokenizers' errors), named
+                raise ExportError(f"{os.path.join(folder, e.name)}: the index's exported encoder cannot be loaded ({e})",
+                                  hint="curriculum validate names a changed file; build the index again with "
+                                       "curriculum index ... --overwrite") from None
             except Exception as e:  # onnxruntime's own errors (a damaged file: InvalidProtobuf, Fail), a bad record
                 raise ExportError(f"{folder}: the index's exported encoder cannot be loaded ({type(e).__name__}: "
                                    f"{str(e).splitlines()[0][:160] if str(e) else ''})",

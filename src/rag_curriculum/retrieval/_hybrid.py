@@ -136,10 +136,16 @@ def summary(manifest: dict[str, Any]) -> str:
     return f"{_bm25.summary(manifest)}; {_dense.summary(manifest)}"
 
 
+def _verify(directory: Path, manifest: dict[str, Any]) -> None:
+    """``curriculum validate``'s reading of both halves: the BM25 postings decoded whole, the vectors finite."""
+    _bm25.verify(directory, manifest)
+    _dense.verify(directory, manifest)
+
+
 KIND = RetrieverKind("hybrid", builder=lambda cfg, tmp, **kw: HybridBuilder(cfg, tmp, **kw),
                      open=lambda d, m, **kw: HybridSearcher(d, m, **kw), check=check,
                      manifest_keys=(*_bm25.MANIFEST_KEYS, "dense", "hybrid"),
                      description="hybrid: BM25 and dense fused by reciprocal rank", options=HybridOptions,
                      uses=("bm25", "dense"), label="hybrid (BM25 + dense)",
                      negatives="hybrid hard negatives (BM25 and dense fused by reciprocal rank)", summary=summary,
-                     verify=_dense.verify, native=_bm25.NATIVE)
+                     verify=_verify, native=_bm25.NATIVE)

@@ -50,7 +50,19 @@ from ..loaders import get_loader
 from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
 from ._fingerprint import index_fingerprint
-from ._integrity import REBUILD, Damaged, IndexError_, check_files, record, records, save_npy, seal, sealed
+from ._integrity import (
+    REBUILD,
+    Damaged,
+    IndexError_,
+    check_files,
+    coverage,
+    coverage_line,
+    record,
+    records,
+    save_npy,
+    seal,
+    sealed,
+)
 from ._kinds import get_kind
 from ._store import (
     KEYS,
@@ -80,8 +92,9 @@ MANIFEST = "manifest.json"
 CHUNK = 4096  # queries per ranking step
 #: The files of every index, whatever its kind (the rest are the kind's own).
 STORE = (PASSAGES, NORMS, KEYS, QUESTIONS, RANKED_IDS, RANKED_SCORES)
-#: How many stored rankings ``curriculum validate`` ranks again (spread over the questions).
-RERANKED = 32
+#: How many stored rankings ``curriculum validate`` (and ``verify``) ranks again, spread over the questions: every
+#: one of an index of up to this many questions; ``validate --full`` ranks every one of any index.
+RERANKED = 2000
 
 
 #: The loggers of reading the sources (the records ``--on-error skip`` left out, the loaders' notes): the store's
@@ -282,6 +295,16 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
             **({"encoding": builder.encoding} if getattr(builder, "encoding", None) else {})}
 
 
+def _close_fds(fds: list[int]) -> None:
+    import os
+
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _mismatch(manifest: Any) -> str | None:
     if isinstance(manifest, dict) and manifest.get("kind") in (KIND, "bm25-index"):
         return None
@@ -326,10 +349,13 @@ class CorpusIndex(PassageStore):
 
     def __init__(self, directory: str | Path, *, backend: str = "auto", threads: int = 0,
                  device: str | None = None, encoder: str | None = None, check: str = "open",
-                 allow_other_encoder: bool = False) -> None:
+                 allow_other_encoder: bool = False, verify: bool = False) -> None:
         d = Path(directory)
         self.path = d
         self.manifest = m = read_index_manifest(d, kind_check=False)
+        if verify:
+            check = "full"
+        self._open_files()  # before anything is read: a change from here on is seen (changed())
         try:
             self.kind = get_kind(m.get("retriever", ""))
         except CurriculumError as e:
@@ -338,6 +364,9 @@ class CorpusIndex(PassageStore):
             self.digests = check_index_files(d, m, check, native=self.kind.native)
         except Damaged as e:
             raise IndexError_(f"{d}: {e}", hint=f"{REBUILD} (curriculum validate DIR checks every file)") from None
+        #: what the open read of each recorded file (1.0: hashed whole; else the fraction its sampled chunks cover)
+        self.coverage = coverage(m["files"], check, self.kind.native)
+        self.check = check
         _kind_check(m, d)  # (it may read the kind's files: after they were checked)
         problems = self._open_store(d, m)
         if problems:
@@ -346,8 +375,66 @@ class CorpusIndex(PassageStore):
         if allow_other_encoder:  # (only then: a kind of a package may not know the option)
             self._options["allow_other_encoder"] = True
         self._searcher: Any = None
+        #: what :meth:`verify` checked (``verify=True``), with the fingerprint it computed from the files
+        self.verified: dict[str, Any] | None = None
         if allow_other_encoder:
             self.searcher  # noqa: B018  (opened now: its encoder checked, so the fingerprint is the served one)
+        if verify:  # (another encoder ranks otherwise than the stored rankings: those are not ranked again)
+            self.verify(rerank=0 if allow_other_encoder else RERANKED)
+        # said where a file was read in part (where every file was hashed whole there is nothing to add)
+        log.log(logging.INFO if min(self.coverage.values(), default=1.0) < 1.0 else logging.DEBUG, "%s",
+                self.check_line())
+
+    def _open_files(self) -> None:
+        """Hold each recorded file (and the manifest) open, with its inode, size and modification time: what
+        :meth:`changed` compares. Held, not looked up by path again, so an index replaced whole (``mv``, ``curriculum
+        index --overwrite``, which rename) is not a change: the files this one mapped are still there, unchanged."""
+        import os
+        import weakref
+
+        self._fds: dict[str, int] = {}
+        files = self.manifest.get("files")
+        for name in [MANIFEST, *(sorted(_owned(self.path, self.manifest)) if isinstance(files, dict) else ())]:
+            try:  # (non-blocking: a name that is a FIFO does not hang the open; records() refuses it after)
+                self._fds[name] = os.open(self.path / name, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue  # (a missing file is refused by the checks that follow)
+        weakref.finalize(self, _close_fds, list(self._fds.values()))
+        self._stats = {name: self._fstat(fd) for name, fd in self._fds.items()}
+
+    @staticmethod
+    def _fstat(fd: int) -> tuple[int, int, int]:
+        import os
+
+        st = os.fstat(fd)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def changed(self) -> str | None:
+        """The first of the index's files (relative to it) written since the index was opened (its size or
+        modification time changed: rewritten in place, as ``cp`` over it does), with what changed; None when none
+        was. An ``fstat`` a file (about a microsecond each): a server asks before each batch it answers, so that a
+        file rewritten under its memory maps is refused, never read."""
+        for name, fd in self._fds.items():
+            got = self._fstat(fd)
+            was = self._stats[name]
+            if got != was:
+                what = [w for w, a, b in zip(("inode", "size", "modification time"), was, got, strict=True)
+                        if a != b]
+                return f"{name} (its {' and '.join(what)} changed)"
+        return None
+
+    def check_line(self) -> str:
+        """One line on what opening the index checked: the files hashed whole, the fraction of each large file
+        sampled, and what ``verify`` (``curriculum serve --verify``, ``load_index(verify=True)``) adds."""
+        what = coverage_line(self.coverage, self.manifest["files"])
+        if self.verified is not None:
+            v = self.verified
+            return (f"checked (--verify): {what}; the passages' digest, their {v['keys']:,} keys and the fingerprint "
+                    f"{v['fingerprint'][:16]}... recomputed from the files, {v['reranked']:,} of {v['questions']:,} "
+                    "stored rankings ranked again")
+        sampled = any(f < 1.0 for f in self.coverage.values())
+        return (f"checked at open: {what}; {'the rest unread, ' if sampled else ''}the passages' digest not "
+                "recomputed: --verify (load_index(verify=True)) hashes every file and recomputes it")
 
     @property
     def searcher(self) -> Any:
@@ -367,7 +454,7 @@ class CorpusIndex(PassageStore):
         """Open the searcher and run one query (compile, load models, touch the files)."""
         self.searcher.warm()
 
-    def verify(self, *, rerank: int = RERANKED) -> dict[str, Any]:
+    def verify(self, *, rerank: int | None = RERANKED) -> dict[str, Any]:
         """What ``curriculum validate`` checks beyond an open (best on an index opened with ``check="full"``): the
         passages' digest recomputed from ``passages.bin`` (so the fingerprint, recomputed from the records at open,
         is recomputed from the files); the kind's own reading of its files (a dense index's vectors all finite,
@@ -382,12 +469,40 @@ class CorpusIndex(PassageStore):
         if got != m["content"]["passages"]:
             raise IndexError_(f"{d}: {PASSAGES}: its passages are not the ones the fingerprint was made of (their "
                               "digest differs from the manifest's content.passages)", hint=REBUILD)
+        keys = self._check_keys()
         if self.kind.verify is not None:
             try:
                 self.kind.verify(d, m)
             except CurriculumError as e:
                 raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
-        return {"reranked": self._check_rankings(rerank)}
+        content = m["content"]
+        whole = self.digests if self.check == "full" else check_index_files(d, m, "full", native=self.kind.native)
+        fp = index_fingerprint(m.get("retriever", ""), {k: m.get(k) for k in content["settings"]}, got,
+                               {n: whole[n] for n in content["files"]})
+        if fp != m["fingerprint"]:  # (the records were checked against the files: a difference means a bug)
+            raise IndexError_(f"{d}: {MANIFEST}: the fingerprint made from the files ({fp[:16]}...) is not the one it "
+                              "records", hint=REBUILD)
+        self.verified = {"reranked": self._check_rankings(rerank), "questions": len(self._q_ids), "keys": keys,
+                         "fingerprint": fp}
+        return self.verified
+
+    def _check_keys(self, block: int = 4096) -> int:
+        """Every passage's key in ``passage_keys.npy`` recomputed from its title and text (:func:`passage_hash`); a
+        key that differs is refused, naming the passage. The number checked."""
+        import numpy as np
+
+        n = len(self)
+        for start in range(0, n, block):
+            rows = self.rows(range(start, min(n, start + block)))
+            got = np.fromiter((passage_hash(t, x) for t, x, *_ in rows), dtype=np.int64, count=len(rows))
+            want = np.asarray(self.keys[start:start + len(rows)])
+            bad = np.flatnonzero(got != want)
+            if len(bad):
+                i = start + int(bad[0])
+                raise IndexError_(f"{self.path}: {KEYS}: passage {i}'s key {int(want[bad[0]])} is not the hash of "
+                                  f"its title and text ({int(got[bad[0]])}): the keys do not match the passages",
+                                  hint=REBUILD)
+        return n
 
     def _check_rankings(self, sample: int) -> int:
         """Rank ``sample`` of the stored questions again (spread evenly) and compare with ``ranked_ids.npy`` /
@@ -396,17 +511,25 @@ class CorpusIndex(PassageStore):
         import numpy as np
 
         n, depth = len(self._q_ids), self.depth
-        if not n or not depth or not sample:
+        if not n or not depth or sample == 0:
             return 0
-        rows = np.unique(np.linspace(0, n - 1, min(n, sample)).round().astype(np.int64))
+        every = sample is None or sample >= n
+        rows = np.arange(n) if every else np.unique(np.linspace(0, n - 1, sample).round().astype(np.int64))
         texts = self._q()[0]
+        for lo in range(0, len(rows), CHUNK):
+            self._check_ranked_rows(rows[lo:lo + CHUNK], texts, depth)
+        return len(rows)
+
+    def _check_ranked_rows(self, rows: Any, texts: list[str], depth: int) -> None:
+        import numpy as np
+
         ids, scores = self.retrieve_many([texts[r] for r in rows], depth)
         for i, r in enumerate(rows.tolist()):
             s_ids = np.asarray(self.ranked_ids[r])
             s_scores = np.asarray(self.ranked_scores[r], dtype=np.float64)
             got = scores[i].astype(np.float64)
             tol = 1e-4 * np.maximum(1.0, np.abs(s_scores))
-            bad = np.flatnonzero(np.abs(got - s_scores) > tol)
+            bad = np.flatnonzero(~(np.abs(got - s_scores) <= tol))  # (NaN compares false: it differs)
             if not len(bad):  # the same scores: the same passages above the last score (ties there may differ)
                 above = s_scores > s_scores[-1] + tol[-1]
                 if set(s_ids[above].tolist()) != set(ids[i][got > s_scores[-1] + tol[-1]].tolist()):
@@ -419,7 +542,6 @@ class CorpusIndex(PassageStore):
                     f"what the index ranks for it (at rank {j + 1}: passage {int(s_ids[j])} scored "
                     f"{float(s_scores[j]):.6g} stored, passage {int(ids[i][j])} scored {float(got[j]):.6g} "
                     "ranked now): the stored rankings do not match the index", hint=REBUILD)
-        return len(rows)
 
     # -- facts
     @property
@@ -446,7 +568,7 @@ class CorpusIndex(PassageStore):
         elsewhere is the same index. Served with another encoder (``allow_other_encoder``), it is another: the
         SHA-256 of the recorded one and that encoder's digest."""
         salt = getattr(self._searcher, "fingerprint_salt", None) if self._searcher is not None else None
-        fp = self.manifest["fingerprint"]
+        fp = self.verified["fingerprint"] if self.verified else self.manifest["fingerprint"]  # computed, if verified
         return fp if not salt else hashlib.sha256(f"{fp}\0encoder\0{salt}".encode()).hexdigest()
 
     def describe(self, out: str | Path | None = None) -> dict[str, Any]:

@@ -189,6 +189,37 @@ def records(manifest: dict[str, Any], required: tuple[str, ...]) -> dict[str, di
     return files
 
 
+def coverage(files: dict[str, dict[str, Any]], level: str, native: tuple[str, ...] = ()) -> dict[str, float]:
+    """What :func:`check_files` reads of each recorded file at ``level``: 1.0 for a file hashed whole, the fraction
+    of its bytes its sampled chunks cover for a sampled one, 0.0 at ``sizes``."""
+    out = {}
+    for name, rec in files.items():
+        size = rec["bytes"]
+        if level == "sizes":
+            out[name] = 0.0
+        elif level == "full" or size <= WHOLE or _whole(name, native) or "sample" not in rec:
+            out[name] = 1.0
+        else:
+            out[name] = min(1.0, sum(n for _, n in _spans(size)) / size) if size else 1.0
+    return out
+
+
+def coverage_line(cover: dict[str, float], files: dict[str, dict[str, Any]]) -> str:
+    """One line on :func:`coverage`: the files hashed whole (their count and bytes), each sampled file with the
+    fraction of it read."""
+    whole = [n for n, f in cover.items() if f >= 1.0]
+    part = [n for n, f in cover.items() if f < 1.0]
+    size = sum(files[n]["bytes"] for n in whole)
+    if not whole:
+        head = f"{len(part)} files' sizes only, none of their contents"
+        return head
+    head = f"{len(whole)} of {len(cover)} files hashed whole ({size / 1e6:,.1f} MB)"
+    if not part:
+        return head
+    return head + "; sampled: " + ", ".join(
+        f"{n} {100 * cover[n]:.2g}% of {files[n]['bytes'] / 1e6:,.1f} MB" for n in part)
+
+
 def _whole(name: str, native: tuple[str, ...]) -> bool:
     return any(name == p or (p.endswith("/") and name.startswith(p)) for p in native)
 
@@ -237,5 +268,5 @@ def check_files(directory: Path, files: dict[str, dict[str, Any]], level: str = 
     return whole
 
 
-__all__ = ["CHUNK", "LEVELS", "REBUILD", "SAMPLES", "SEAL", "WHOLE", "Damaged", "IndexError_", "HashingWriter", "canonical", "check_files",
+__all__ = ["CHUNK", "LEVELS", "REBUILD", "SAMPLES", "SEAL", "WHOLE", "Damaged", "IndexError_", "HashingWriter", "canonical", "check_files", "coverage", "coverage_line",
            "load_npy", "record", "records", "sample_sha256", "save_npy", "seal", "sealed"]

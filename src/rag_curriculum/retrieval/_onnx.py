@@ -250,6 +250,15 @@ def _session(path: Path) -> Any:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+class ExportFileError(Exception):
+    """A file of the exported encoder (``name``, inside its folder) that its library cannot load (``error``)."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        text = str(error).splitlines()[0][:160] if str(error) else ""
+        super().__init__(f"{name}: {type(error).__name__}: {text}")
+        self.name = name
+
+
 class OnnxEncoder:
     """An exported encoder (``directory`` holds ``encoder.onnx`` and ``tokenizer.json``; ``record`` is the
     manifest's ``dense.onnx``) served with onnxruntime and tokenizers: ``encode(texts, batch_size)`` gives float32
@@ -263,8 +272,16 @@ class OnnxEncoder:
         self.pooling, self.normalize = str(record["pooling"]), bool(record["normalize"])
         self.max_length, self.pad_id = int(record["max_length"]), int(record["pad_id"])
         self.inputs, self.dim = list(record["inputs"]), int(record["dim"])
-        self.tok = _tokenizer(directory / record["tokenizer"], self.max_length)
-        self.session = _session(directory / record["model"])
+        for key in ("tokenizer", "model"):  # each file's own error names it
+            try:
+                loaded = (_tokenizer(directory / record[key], self.max_length) if key == "tokenizer" else
+                          _session(directory / record[key]))
+            except Exception as e:  # noqa: BLE001  (tokenizers' and onnxruntime's own errors)
+                raise ExportFileError(str(record[key]), e) from None
+            if key == "tokenizer":
+                self.tok = loaded
+            else:
+                self.session = loaded
 
     @staticmethod
     def tokenize(tok: Any, texts: list[str]) -> list[Any]:

@@ -181,6 +181,13 @@ def decode_block(words, block_off, block_bits, block_last, blk, first, n, docs_o
     for i in range(n):
         d += docs_out[i] + 1
         docs_out[i] = d
+    if d != np_int64(block_last[blk]):  # its gaps must end at its recorded last passage (every passage then below)
+        raise ValueError(BAD_BLOCK)
+
+
+#: What a kernel raises when a block's gaps do not end at the block's recorded last passage (words.npy crafted or
+#: damaged): the search names the block (:meth:`PostingsIndex._bad_block`).
+BAD_BLOCK = "a block of words.npy does not decode to its recorded last passage"
 
 
 def np_int64(v):  # replaced by numba's int64 when compiled
@@ -299,6 +306,8 @@ def decode_docs(words, block_off, block_bits, block_last, blk, first, n, docs_ou
     for i in range(n):
         d += docs_out[i] + 1
         docs_out[i] = d
+    if d != np_int64(block_last[blk]):
+        raise ValueError(BAD_BLOCK)
 
 
 def tf_at(words, block_off, block_bits, blk, n, p):
@@ -1154,6 +1163,47 @@ def vocab_find(blob, off, key, block):
     return -1
 
 
+def vocab_check(blob, off, block, count):
+    """Walk every word of the front-coded vocabulary (``off``: each block's start, then the end; ``count`` words,
+    ``block`` a block) within the bounds :func:`vocab_find` reads without checking: each word's shared prefix no
+    longer than the word before (none for a block's first), its length's varint and its bytes inside its block, a
+    full block's words (the last block's rest). Returns -1, or the byte position of the first word that is not."""
+    nb = off.shape[0] - 1
+    for b in range(nb):
+        p = np_int64(off[b])
+        end = np_int64(off[b + 1])
+        want = block if b < nb - 1 else count - np_int64(b) * block
+        prev = np_int64(0)
+        j = 0
+        while p < end:
+            at = p
+            if j >= want:
+                return at
+            shared = np_int64(blob[p])
+            p += 1
+            if (j == 0 and shared != 0) or shared > prev:
+                return at
+            n = np_int64(0)
+            shift = 0
+            while True:
+                if p >= end or shift > 56:
+                    return at
+                byte = np_int64(blob[p])
+                p += 1
+                n |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            if n > end - p:
+                return at
+            p += n
+            prev = shared + n
+            j += 1
+        if j != want:
+            return end
+    return -1
+
+
 def term_maxima(block_max, first, end, out):
     """Each term's largest block maximum (its ``[first, end)`` blocks, stored quantized; 0 for none), float64."""
     for i in range(first.shape[0]):
@@ -1205,7 +1255,7 @@ def kernels() -> dict[str, Any]:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        names = ("_varint_at", "vocab_find", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
+        names = ("_varint_at", "vocab_find", "vocab_check", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_most_postings", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
                  "_posting", "_bound", "window_many", "_lookup_all", "pruned_many", "_finish_lucene", "_finish_bm25s",
                  "tie_adjust", "term_bounds",
@@ -1465,6 +1515,157 @@ def block_offsets(term_first: Any, last_n: Any, bits: Any) -> Any:
     return off.astype(np.uint32) if off[-1] < (1 << 32) else off
 
 
+class Crafted(ValueError):
+    """An array of a ``bm25/`` directory outside the bounds the compiled search reads it within: ``name`` (the file
+    inside ``bm25/``), the value, where, and the bound."""
+
+    def __init__(self, name: str, what: str) -> None:
+        super().__init__(f"{name}: {what}")
+        self.name, self.what = name, what
+
+
+def _first_bad(bad: Any) -> int:
+    return int(np.flatnonzero(bad)[0])
+
+
+def check_arrays(ix: PostingsIndex) -> Any:
+    """Every array the compiled search reads, checked against the bounds it reads them within (vectorised: tens
+    of milliseconds a million blocks): each file's type and shape; ``term_first`` from 0, never down, ending at the
+    blocks' count; ``term_last_n`` 1 to 128 where a term has blocks; ``block_bits`` at most 32 bits; ``words`` as
+    long as the blocks' widths make it (plus its padding); ``block_last`` below the passages' count and rising
+    within each term; the passages' lengths (or norms) and tie order one a passage (the tie order a permutation,
+    bm25s's lengths summing to the recorded average). What cannot be checked without decoding every posting
+    (each block's gaps ending at its recorded last passage) is checked by the search as it decodes a block.
+    :class:`Crafted` names the file, the value and its position. Returns the blocks' byte offsets
+    (:func:`block_offsets`), computed once the arrays they come from are checked."""
+    nd = ix.num_docs
+
+    def kind(name: str, arr: Any, dtypes: tuple[str, ...], ndim: int, length: int | None = None,
+             width: int | None = None, source: str = "") -> None:
+        if arr.dtype.name not in dtypes or arr.ndim != ndim:
+            raise Crafted(name, f"an array of {arr.dtype.name} in {arr.ndim} dimension(s); the search reads "
+                                f"{' or '.join(dtypes)} in {ndim}")
+        if length is not None and arr.shape[0] != length:
+            raise Crafted(name, f"{arr.shape[0]:,} rows, where {source} makes {length:,}")
+        if width is not None and arr.shape[1] != width:
+            raise Crafted(name, f"{arr.shape[1]} columns; the search reads {width}")
+
+    kind("block_last.npy", ix.block_last, ("uint32",), 1)
+    kind("term_first.npy", ix.term_first, ("uint32", "int64", "uint64"), 1)
+    if len(ix.term_first) < 1:
+        raise Crafted("term_first.npy", "empty; it holds one entry a term, then the blocks' count")
+    first = ix.term_first
+    if first.dtype.name == "uint64" and int(first.max()) >= 1 << 62:
+        at = _first_bad(first >= np.uint64(1 << 62))
+        raise Crafted("term_first.npy", f"{int(first[at]):,} at position {at:,}, beyond any block count")
+    first = first.astype(np.int64, copy=False)
+    nb = len(ix.block_last)
+    kind("block_bits.npy", ix.block_bits, ("uint8",), 2, nb, 2, "block_last.npy (one a block)")
+    kind("block_max.npy", ix.block_max, ("uint16",), 1, nb, source="block_last.npy (one a block)")
+    kind("words.npy", ix.words, ("uint32",), 1)
+    n_terms = len(first) - 1
+    kind("term_last_n.npy", ix.term_last_n, ("uint8",), 1, n_terms, source="term_first.npy (one a term, then the end)")
+    if first[0] != 0:
+        raise Crafted("term_first.npy", f"{int(first[0]):,} at position 0; the first term's blocks start at 0")
+    step = np.diff(first)
+    if len(step) and step.min() < 0:
+        at = _first_bad(step < 0) + 1
+        raise Crafted("term_first.npy", f"{int(first[at]):,} at position {at:,}, below {int(first[at - 1]):,} "
+                                        "before it (a term's first block never goes down)")
+    if first[-1] != nb:
+        raise Crafted("term_first.npy", f"{int(first[-1]):,} at position {n_terms:,} (its last), but block_last.npy "
+                                        f"holds {nb:,} blocks")
+    has = step > 0
+    last_n = ix.term_last_n
+    bad = has & ((last_n < 1) | (last_n > BLOCK))
+    if bad.any():
+        at = _first_bad(bad)
+        raise Crafted("term_last_n.npy", f"{int(last_n[at])} at position {at:,}; a term's last block holds 1 to "
+                                         f"{BLOCK} postings")
+    wide = ix.block_bits > 32
+    if wide.any():
+        at = _first_bad(wide.reshape(-1))
+        raise Crafted("block_bits.npy", f"{int(ix.block_bits.reshape(-1)[at])} at position [{at // 2:,}, "
+                                        f"{at % 2}] (block {at // 2:,}'s {'gap' if at % 2 == 0 else 'frequency'} "
+                                        "width); a width is at most 32 bits")
+    off = block_offsets(first, last_n, ix.block_bits)
+    total = int(off[-1])
+    need = (total + 3) // 4 + 2
+    if len(ix.words) != need:
+        raise Crafted("words.npy", f"{len(ix.words):,} words; the blocks' widths (block_bits.npy) and postings "
+                                   f"(term_first.npy, term_last_n.npy) make {need:,} ({total:,} bytes of postings "
+                                   "and 2 words of padding)")
+    bl = ix.block_last
+    if nb and int(bl.max()) >= nd:
+        at = _first_bad(bl >= nd)
+        raise Crafted("block_last.npy", f"{int(bl[at]):,} at position {at:,}; the index holds {nd:,} passages "
+                                        f"(ids 0 to {nd - 1:,})")
+    if nb > 1:
+        starts = np.zeros(nb, bool)
+        starts[first[:-1][has]] = True  # each term's first block: its last passage may be any
+        down = (bl[1:] <= bl[:-1]) & ~starts[1:]
+        if down.any():
+            at = _first_bad(down) + 1
+            raise Crafted("block_last.npy", f"{int(bl[at]):,} at position {at:,}, not above {int(bl[at - 1]):,} "
+                                            "before it in the same term (a term's blocks rise)")
+    postings = int(ix.df(np.flatnonzero(has)).sum()) if n_terms else 0
+    if "postings" in ix.params and postings != int(ix.params["postings"]):
+        raise Crafted("term_first.npy", f"its terms' blocks, with term_last_n.npy's postings in their last "
+                                        f"blocks, make {postings:,} postings; params.json records "
+                                        f"{int(ix.params['postings']):,}")
+    if ix.mode == LUCENE:
+        kind("doc_norm.npy", ix.doc_len, ("uint8",), 1, nd, source="params.json's num_docs")
+        kind("doc_tie.npy", ix.tie, ("uint32",), 1, nd, source="params.json's num_docs")
+        tie = ix.tie
+        if nd and int(tie.max()) >= nd:
+            at = _first_bad(tie >= nd)
+            raise Crafted("doc_tie.npy", f"{int(tie[at]):,} at position {at:,}; a tie rank is below {nd:,}")
+        seen = np.bincount(tie, minlength=nd) if nd else np.zeros(0, np.int64)
+        if nd and seen.max() > 1:
+            rank = int(np.flatnonzero(seen > 1)[0])
+            at = _first_bad(tie == rank)
+            raise Crafted("doc_tie.npy", f"{rank:,} at position {at:,} and again later; each passage has its own "
+                                         "tie rank")
+    else:
+        kind("doc_len.npy", ix.doc_len, ("uint32",), 1, nd, source="params.json's num_docs")
+        if nd:
+            mean = float(np.asarray(ix.doc_len).mean(dtype=np.float64))
+            avg = float(ix.params["avgdl"])
+            if abs(mean - avg) > 1e-9 * max(1.0, abs(avg)):
+                at = int(np.argmax(ix.doc_len))
+                raise Crafted("doc_len.npy", f"its lengths average {mean:.6g} (the largest {int(ix.doc_len[at]):,} "
+                                             f"at position {at:,}); params.json records {avg:.6g}")
+    return off
+
+
+def verify_postings(ix: PostingsIndex) -> None:
+    """Every posting decoded (``curriculum validate``, ``--verify``; :func:`check_arrays` checked the arrays at
+    open): each block's gaps end at its recorded last passage, and no posting scores above its block's stored
+    maximum (a lower one would make the pruned search skip a passage that belongs in the ``k`` best).
+    :class:`Crafted` names the file and the block."""
+    if not ix.compiled:  # (the search without numba reads every posting, bounds checked by NumPy)
+        return
+    first = np.asarray(ix.term_first, dtype=np.int64)
+    t = np.arange(len(first) - 1)
+    df = ix.df(t).astype(np.uint32)
+    idf = ix.stats.many(df)
+    nonocc = ix.stats.many(df, nonocc=True) if ix.exhaustive else np.zeros(len(df), np.float32)
+    got = np.zeros(len(ix.block_last), np.float32)
+    try:
+        ix.k["term_bounds"](ix.words, ix.block_off, ix.block_bits, ix.block_last, first, df, ix.mode, ix.method,
+                            ix.kparams, idf, nonocc, ix.doc_len, got)
+    except ValueError as e:
+        if str(e) != BAD_BLOCK:
+            raise
+        raise ix._bad_block(t) from None
+    want = quantize_max(got)
+    low = np.flatnonzero(np.asarray(ix.block_max) < want)
+    if len(low):
+        b = int(low[0])
+        raise Crafted("block_max.npy", f"{int(ix.block_max[b])} at position {b:,}, below the {int(want[b])} its "
+                                       "block's postings score (the search would skip passages it must rank)")
+
+
 def quantize_max(block_max: Any) -> Any:
     """Block maxima as 16-bit steps (see :data:`QMIN`): the smallest step whose bound is at least the maximum."""
     v = np.asarray(block_max, dtype=np.float64)
@@ -1524,7 +1725,7 @@ class Idf:
 class PostingsIndex:
     """A ``bm25/`` directory's postings, memory-mapped, and the compiled search over them."""
 
-    def __init__(self, directory: Any, params: dict[str, Any], *, compiled: bool = True) -> None:
+    def __init__(self, directory: Any, params: dict[str, Any], *, compiled: bool = True, checked: bool = True) -> None:
         from pathlib import Path
 
         d = Path(directory)
@@ -1535,7 +1736,6 @@ class PostingsIndex:
         self.words, self.block_bits = load("words.npy"), load("block_bits.npy")
         self.block_last, self.block_max = load("block_last.npy"), load("block_max.npy")
         self.term_first, self.term_last_n = load("term_first.npy"), load("term_last_n.npy")
-        self.block_off = block_offsets(self.term_first, self.term_last_n, self.block_bits)
         self.stats = Idf(params)
         if self.preset == "lucene":
             self.mode, self.method = LUCENE, 0
@@ -1547,6 +1747,11 @@ class PostingsIndex:
             self.doc_len = load("doc_len.npy")
             self.tie = np.zeros(0, np.uint32)
             cache = np.zeros(256, np.float32)
+        self.checked = checked
+        if checked:  # every array within the bounds the compiled search reads it in (check_arrays)
+            self.block_off = check_arrays(self)
+        else:
+            self.block_off = block_offsets(self.term_first, self.term_last_n, self.block_bits)
         self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
         self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(params["avgdl"])],
                                        cache.astype(np.float64)]).astype(np.float64)
@@ -1599,6 +1804,31 @@ class PostingsIndex:
 
     def _df(self, t: Any, nblocks: Any) -> Any:
         return np.where(nblocks > 0, (nblocks - 1) * BLOCK + self.term_last_n[t].astype(np.int64), 0)
+
+    def _bad_block(self, terms: Any) -> Crafted:
+        """The first block of ``terms`` whose gaps do not end at its recorded last passage, named (decoded here
+        with NumPy: the compiled search only says that one did not)."""
+        for t in np.asarray(terms, dtype=np.int64).tolist():
+            f, e = int(self.term_first[t]), int(self.term_first[t + 1])
+            df = int(self.df([t])[0])
+            prev = -1
+            for bb in range(f, e):
+                n = min(BLOCK, df - (bb - f) * BLOCK)
+                last = int(self.block_last[bb])
+                if n > 1:
+                    w, bit = int(self.block_bits[bb, 0]), int(self.block_off[bb]) * 8
+                    pos = bit + np.arange(n, dtype=np.int64) * w
+                    wi = pos >> 5
+                    two = self.words[wi].astype(np.uint64) | (self.words[wi + 1].astype(np.uint64) << np.uint64(32))
+                    gaps = (two >> (pos & 31).astype(np.uint64)) & np.uint64((1 << w) - 1) if w else np.zeros(n)
+                    got = prev + int(gaps.astype(np.int64).sum()) + n
+                    if got != last:
+                        return Crafted("words.npy", f"block {bb:,} (of term {t:,}) decodes to passages ending at "
+                                                    f"{got:,}, where block_last.npy records {last:,} (position "
+                                                    f"{bb:,}) and the index holds {self.num_docs:,} passages")
+                prev = last
+        return Crafted("words.npy", f"a block of terms {np.asarray(terms).tolist()[:8]} does not decode to its "
+                                    "recorded last passage")
 
     def _args(self):
         return (self.words, self.block_off, self.block_bits, self.block_last)
@@ -1690,11 +1920,17 @@ class PostingsIndex:
             parts = min(m, threads * 4)
             cuts = sorted({m * i // parts for i in range(parts + 1)})
         runs = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
-        if threads <= 1 or len(runs) == 1:
-            for r in runs:
-                run(r)
-        else:
-            list(_pool(threads).map(run, runs))
+        try:
+            if threads <= 1 or len(runs) == 1:
+                for r in runs:
+                    run(r)
+            else:
+                list(_pool(threads).map(run, runs))
+        except ValueError as e:
+            if str(e) != BAD_BLOCK:
+                raise
+            self._scratch = threading.local()  # (a search stopped midway leaves its accumulators dirty)
+            raise self._bad_block(uniq) from None
         if self.mode == LUCENE:
             self.k["tie_adjust"](vals, counts)
         hit = got >= 0
@@ -1758,6 +1994,8 @@ def numpy_postings(ix: PostingsIndex, t: int) -> tuple[Any, Any]:
         base = -1 if bb == f else int(ix.block_last[bb - 1])
         # a block of one posting stores no gap: its passage is its last
         docs.append(np.array([int(ix.block_last[bb])]) if n == 1 else base + np.cumsum(out[0] + 1))
+        if int(docs[-1][-1]) != int(ix.block_last[bb]):
+            raise ix._bad_block([t])
         tfs.append(out[1] + 1)
     if not docs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -370,6 +370,25 @@ class PassageStore:
             problems.append(f"{self._docs.rows:,} passages, the manifest says {n:,}")
         if questions.num_rows != m["questions"] or self.ranked_ids.shape != (m["questions"], m["depth"]):
             problems.append("question or ranking counts differ from the manifest")
+        elif self.ranked_scores.shape != self.ranked_ids.shape:
+            problems.append(f"{RANKED_SCORES} holds {self.ranked_scores.shape} scores for rankings of shape "
+                            f"{self.ranked_ids.shape}")
+        elif self.ranked_ids.dtype.kind != "i" or self.keys.dtype.kind != "i" or self.keys.ndim != 1:
+            problems.append(f"{RANKED_IDS} or {KEYS} is not an array of integers")
+        elif self.ranked_ids.size:  # every stored passage id a passage of the index (or -1: none)
+            import numpy as np
+
+            ids = np.asarray(self.ranked_ids)
+            bad = np.flatnonzero(((ids < -1) | (ids >= n)).reshape(-1))
+            if len(bad):
+                r, c = divmod(int(bad[0]), ids.shape[1])
+                problems.append(f"{RANKED_IDS}: {int(ids[r, c]):,} at row {r:,}, rank {c + 1}, is not a passage of "
+                                f"the index's {n:,} (ids 0 to {n - 1:,}, or -1)")
+            scores = np.asarray(self.ranked_scores)
+            bad = np.flatnonzero(~np.isfinite(scores).reshape(-1)) if scores.dtype.kind == "f" else [0]
+            if len(bad):
+                r, c = divmod(int(bad[0]), ids.shape[1])
+                problems.append(f"{RANKED_SCORES}: {scores[r, c]} at row {r:,}, rank {c + 1}, is not a finite score")
         return problems
 
     # -- passages

@@ -1,0 +1,321 @@
+"""An index from a stranger is input: out-of-range values planted in its files *with every record made to match*
+(each file's size and SHA-256, a dense index's recorded export digests, the content fingerprint recomputed from
+them, the manifest sealed again: ``index_edits.resealed``), so that only reading the values can find them.
+
+* The four values that crashed the compiled BM25 search (``block_bits.npy`` 255, ``block_last.npy`` 4,000,000,000,
+  ``words.npy`` 4,294,967,295, ``term_last_n.npy`` 255) are one line naming the file, the value and its position,
+  from ``load_index`` and ``curriculum validate`` and ``curriculum serve``, each run in a child process: never a
+  signal.
+* A fuzz over every file of a small BM25 (both presets), dense and hybrid index: each planted value (every integer
+  array's largest value and one just past the bound the search reads within; NaN and infinities in float arrays;
+  0xFF bytes in the binary files) is refused, in one line naming the file, by ``load_index`` or its first search,
+  or answers exactly as the pristine index; where it changes an answer within the values a file may hold,
+  ``load_index(verify=True)`` refuses it. The reader runs in a child process whose exit status is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_runs import one_error, run
+from conftest import MUSIQUE_TRAIN
+from index_edits import resealed
+
+from rag_curriculum.retrieval import IndexConfig, build_index
+
+pytest.importorskip("bm25s")
+N_QUESTIONS = 30
+QUERIES = ["Who founded the company?", "the river of the city", "which album was released in 1999?", "Hamlet"]
+TESTS = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def small_input(tmp_path_factory):
+    path = tmp_path_factory.mktemp("crafted-in") / "musique_train.jsonl"
+    path.write_text("".join(MUSIQUE_TRAIN.read_text().splitlines(keepends=True)[:N_QUESTIONS]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def bm25(tmp_path_factory, small_input):
+    out = tmp_path_factory.mktemp("crafted") / "bm25"
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), depth=10))
+    return out
+
+
+def child(script: str, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
+    """``script`` run by a new Python (the tests' helpers importable): a crash there is its exit status here."""
+    env_path = f"{TESTS}"
+    code = f"import sys; sys.path.insert(0, {env_path!r})\n" + textwrap.dedent(script)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def plant(d: Path, name: str, at: int, value) -> None:
+    """``value`` at flat position ``at`` of the array ``d/name``, its records made to match."""
+    a = np.load(d / name)
+    flat = a.reshape(-1).copy()
+    flat[at] = value
+    np.save(d / name, flat.reshape(a.shape))
+    resealed(d)
+
+
+# -- the four values that crashed the search -------------------------------------------------------------------------
+def _gap_word(d: Path) -> int:
+    """The index in ``words.npy`` of a word inside the gaps of the longest list's first block (every one of its
+    bits a gap's: 4,294,967,295 there makes the block's passages run past its recorded last one)."""
+    from rag_curriculum.retrieval._postings import BLOCK, block_offsets
+
+    first = np.load(d / "bm25/term_first.npy").astype(np.int64)
+    last_n = np.load(d / "bm25/term_last_n.npy")
+    bits = np.load(d / "bm25/block_bits.npy")
+    blocks = np.diff(first)
+    t = int(np.argmax(blocks * BLOCK + 0))
+    b = int(first[t])
+    off = block_offsets(first, last_n, bits)
+    start, gap_bytes = int(off[b]), (BLOCK * int(bits[b, 0])) // 8
+    w = start // 4 + 1
+    assert (w + 1) * 4 <= start + gap_bytes, (start, gap_bytes)
+    return w
+
+
+def _longest_word(d: Path) -> str:
+    from rag_curriculum.retrieval._bm25 import Vocabulary
+
+    first = np.load(d / "bm25/term_first.npy").astype(np.int64)
+    return Vocabulary(d / "bm25/vocab")[int(np.argmax(np.diff(first)))].decode()
+
+
+READ = """
+    import json, sys
+    from rag_curriculum.errors import CurriculumError
+    from rag_curriculum.retrieval import load_index
+    try:
+        ix = load_index(sys.argv[1])
+        ids, _ = ix.retrieve_many(json.loads(sys.argv[2]), 5)
+        print(json.dumps(ids.tolist()))
+    except CurriculumError as e:
+        print("refused:", e)
+        print("hint:", e.hint)
+        sys.exit(1)
+"""
+
+CRASHED = [("bm25/block_bits.npy", "255 at position", 255), ("bm25/block_last.npy", "4,000,000,000 at position",
+                                                               4_000_000_000),
+           ("bm25/words.npy", "decodes to passages ending at", 4_294_967_295),
+           ("bm25/term_last_n.npy", "255 at position", 255)]
+
+
+@pytest.mark.parametrize("name,said,value", CRASHED, ids=[c[0].split("/")[1] for c in CRASHED])
+def test_values_that_crashed_the_search_are_one_line_naming_file_value_and_position(bm25, tmp_path, name, said,
+                                                                                      value):
+    d = tmp_path / "d"
+    shutil.copytree(bm25, d)
+    a = np.load(d / name)
+    at = {"bm25/words.npy": _gap_word(d), "bm25/block_bits.npy": 1}.get(name, a.size // 2)
+    plant(d, name, at, value)
+    queries = [*QUERIES, _longest_word(d)]
+    r = child(READ, str(d), json.dumps(queries))
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr[-2000:])  # not -11 (SIGSEGV) nor 139
+    line = r.stdout.splitlines()[0]
+    assert line.startswith(f"refused: {d}: {name}: ") and said in line, line
+    assert "crafted or damaged" in line and "build the index again" in r.stdout, r.stdout
+    # curriculum validate (in a child too: it crashed on block_bits.npy)
+    v = child("""
+        import sys
+        from rag_curriculum.cli import app
+        sys.argv = ["curriculum", "validate", sys.argv[1]]
+        app()
+    """, str(d))
+    assert v.returncode == 1 and f"{name}: " in v.stdout + v.stderr, (v.returncode, v.stdout, v.stderr[-2000:])
+
+
+def test_a_crafted_postings_file_is_one_line_from_serve(bm25, tmp_path):
+    d = tmp_path / "d"
+    shutil.copytree(bm25, d)
+    plant(d, "bm25/block_last.npy", 3, 4_000_000_000)
+    line = one_error(run("serve", "--index", d, "--port", 1))
+    assert line.startswith(f"error: {d}: bm25/block_last.npy: 4,000,000,000 at position 3; the index holds "), line
+
+
+# -- the fuzz ------------------------------------------------------------------------------------------------------
+FUZZ = """
+    import json, shutil, sys
+    from pathlib import Path
+    import numpy as np
+    from index_edits import resealed
+    from rag_curriculum.errors import CurriculumError
+    from rag_curriculum.retrieval import load_index
+    from rag_curriculum._plumbing import file_sha256
+
+    src, work, queries = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+    gap_word = int(sys.argv[4])
+
+    def answers(ix):
+        ids, scores = ix.retrieve_many(queries, 10)
+        live = ids[ids >= 0]
+        stored = [ix.stored(q, t) for q, t in zip(ix._q_ids, ix._q()[0])]
+        return {"ids": ids.tolist(), "scores": scores.tolist(), "docs": ix.documents(live),
+                "stored": [[s.ids.tolist(), s.scores.tolist()] for s in stored],
+                "keys": np.asarray(ix.keys).tolist()}  # (the fingerprint covers the files: a planted one is another)
+
+    def reseal(name):
+        def edit(m):  # a dense index's export digests, recorded beside its files' records
+            onnx = (m.get("dense") or {}).get("onnx")
+            if isinstance(onnx, dict):
+                folder = f"dense/{onnx.get('folder', 'onnx')}/"
+                for key, sha in (("model", "sha256"), ("tokenizer", "tokenizer_sha256")):
+                    if name == folder + str(onnx.get(key)):
+                        onnx[sha] = file_sha256(work / name)
+        resealed(work, edit)
+
+    def cases(name, data):
+        a = np.load(work / name) if name.endswith(".npy") else None
+        if a is not None and a.size:
+            n = a.size
+            spots = sorted({0, n // 2, n - 1})
+            if a.dtype.kind in "iu":
+                info = np.iinfo(a.dtype)
+                values = [int(info.max)] + ([int(info.min)] if a.dtype.kind == "i" else [])
+                over = {"bm25/block_bits.npy": 33, "bm25/term_last_n.npy": 129, "bm25/term_first.npy": None}
+                if name in over and over[name] is not None:
+                    values.append(over[name])
+                for v in values:
+                    for at in spots:
+                        yield f"{v} at {at}", ("npy", at, v)
+                if name == "bm25/words.npy":
+                    yield f"4294967295 in a block's gaps (word {gap_word})", ("npy", gap_word, 4294967295)
+                if name in ("bm25/block_last.npy", "bm25/doc_tie.npy"):
+                    nd = int(json.loads((work / "manifest.json").read_text())["passages"])
+                    yield f"{nd} (the passages' count) at {n // 2}", ("npy", n // 2, nd)
+                if name == "bm25/term_first.npy":
+                    yield f"term_first raised at {n // 2}", ("npy", n // 2, int(a.reshape(-1)[n // 2]) + 1)
+            else:
+                for v in (float("nan"), float("inf"), float("-inf")):
+                    for at in spots:
+                        yield f"{v} at {at}", ("npy", at, v)
+        else:
+            for at in sorted({0, len(data) // 2, max(0, len(data) - 4)}):
+                yield f"0xFF bytes at {at}", ("bytes", at, None)
+
+    def apply(p, data, how):
+        kind, at, v = how
+        if kind == "npy":
+            a = np.load(p)
+            flat = a.reshape(-1).copy()
+            flat[at] = v
+            np.save(p, flat.reshape(a.shape))
+        else:
+            bad = bytearray(data)
+            bad[at:at + 4] = b"\\xff" * len(bad[at:at + 4])
+            p.write_bytes(bytes(bad))
+
+    shutil.copytree(src, work)
+    manifest = (work / "manifest.json").read_bytes()
+    want = answers(load_index(work, device="cpu"))
+    for p in sorted(q for q in work.rglob("*") if q.is_file()):
+        name = p.relative_to(work).as_posix()
+        if name == "manifest.json":
+            continue
+        data = p.read_bytes()
+        for label, how in list(cases(name, data)):
+            apply(p, data, how)
+            reseal(name)
+            print(json.dumps({"start": name, "case": label}), flush=True)  # a crash names the case
+            out = {"file": name, "case": label}
+            try:
+                ix = load_index(work, device="cpu")
+                got = answers(ix)
+                out["same"] = got == want
+                del ix
+            except CurriculumError as e:
+                out.update(refused=str(e), hint=e.hint)
+            except Exception as e:
+                out["error"] = f"{type(e).__name__}: {e}"
+            if out.get("same") is False:  # a value within what the file may hold: verify must refuse it
+                try:
+                    load_index(work, device="cpu", verify=True)
+                    out["verify"] = None
+                except CurriculumError as e:
+                    out["verify"] = str(e)
+                except Exception as e:
+                    out["error"] = f"verify: {type(e).__name__}: {e}"
+            print(json.dumps(out), flush=True)
+            p.write_bytes(data)
+            (work / "manifest.json").write_bytes(manifest)
+    print(json.dumps({"done": True}), flush=True)
+"""
+
+
+def fuzz(index: Path, queries: list[str], gap_word: int) -> list[dict]:
+    r = child(FUZZ, str(index), str(index.parent / "work"), json.dumps(queries), str(gap_word))
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    started = [x for x in lines if "start" in x]
+    assert r.returncode == 0 and lines and lines[-1] == {"done": True}, (
+        f"the reader died (exit {r.returncode}) on {started[-1] if started else None}: {r.stderr[-3000:]}")
+    return [x for x in lines if "file" in x]
+
+
+def check_fuzz(cases: list[dict], index: Path) -> None:
+    files = {p.relative_to(index).as_posix() for p in index.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert {c["file"] for c in cases} == files
+    for c in cases:
+        assert "error" not in c, c  # neither refused in one line nor the same answers
+        if "refused" in c:
+            assert "\n" not in c["refused"] and c["hint"], c
+            assert f"{c['file']}" in c["refused"] or Path(c["file"]).name in c["refused"], c
+        elif not c["same"]:
+            assert c["verify"], c  # a changed answer that verify=True let through
+    assert sum("refused" in c for c in cases) >= len(cases) // 3, cases
+
+
+def test_planted_values_in_every_file_of_a_bm25_index(bm25, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(bm25, index)
+    check_fuzz(fuzz(index, [*QUERIES, _longest_word(index)], _gap_word(index)), index)
+
+
+def test_planted_values_in_every_file_of_a_lucene_index(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [json.loads(x) for x in MUSIQUE_TRAIN.read_text().splitlines()[:N_QUESTIONS]]
+    paras = [p for r in rows for p in r["paragraphs"]]
+    corpus.write_text("".join(json.dumps({"id": f"doc{i}", "contents": f"{p['title']}\n{p['paragraph_text']}"}) + "\n"
+                              for i, p in enumerate(paras)))
+    index = tmp_path / "index"
+    build_index(IndexConfig(corpus=str(corpus), out=str(index), bm25="lucene"))
+    check_fuzz(fuzz(index, [*QUERIES, _longest_word(index)], _gap_word(index)), index)
+
+
+@pytest.fixture(scope="module")
+def dense_root(tmp_path_factory, small_input, shared_data):
+    pytest.importorskip("faiss", reason="the dense extra is needed")
+    pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
+    from tiny_model import build_tiny_encoder
+
+    root = tmp_path_factory.mktemp("crafted-dense")
+    enc = build_tiny_encoder(root / "enc", shared_data)
+    for kind in ("dense", "hybrid"):
+        build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(root / kind), kind=kind,
+                                encoder=str(enc), device="cpu", depth=10))
+    return root
+
+
+def test_planted_values_in_every_file_of_a_dense_index(dense_root, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(dense_root / "enc", root / "enc")
+    shutil.copytree(dense_root / "dense", root / "index")
+    check_fuzz(fuzz(root / "index", QUERIES, 0), root / "index")
+
+
+def test_planted_values_in_every_file_of_a_hybrid_index(dense_root, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(dense_root / "enc", root / "enc")
+    shutil.copytree(dense_root / "hybrid", root / "index")
+    check_fuzz(fuzz(root / "index", [*QUERIES, _longest_word(root / "index")], _gap_word(root / "index")),
+               root / "index")
