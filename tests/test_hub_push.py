@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,9 @@ class Recorder:
 
     def upload_folder(self, **kw):
         self.calls.append(("upload_folder", kw))
+        # the folder it was given, as it was then (a push stages the files it sends and removes them after)
+        self.sent = Path(tempfile.mkdtemp()) / "sent"
+        shutil.copytree(kw["folder_path"], self.sent)
         return "commit"
 
 
@@ -58,11 +62,11 @@ def built(tmp_path_factory, shared_data) -> Path:
     return out
 
 
-def _as_the_hub_holds_it(upload: dict, repo: Path) -> Path:
-    """The files ``upload_folder`` would send, selected by huggingface_hub's own filter, laid out in ``repo``."""
+def _as_the_hub_holds_it(upload: dict, repo: Path, folder: Path) -> Path:
+    """The files ``upload_folder`` would send from ``folder`` (what it was given), selected by huggingface_hub's own
+    filter, laid out in ``repo``."""
     from huggingface_hub.utils import filter_repo_objects
 
-    folder = Path(upload["folder_path"])
     every = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     for rel in filter_repo_objects(every, allow_patterns=upload["allow_patterns"],
                                    ignore_patterns=upload.get("ignore_patterns")):
@@ -75,29 +79,30 @@ def test_a_push_sends_the_card_manifest_plot_and_shards_and_loads_in_curriculum_
                                                                                          monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     api = Recorder()
-    sent = hub.push(built, "me/hotpotqa-linear", private=True, api=api)
+    (built / "notes.txt").write_text("mine, not the curriculum's")  # a file of the user's is not sent
+    try:
+        sent = hub.push(built, "me/hotpotqa-linear", private=True, api=api)
+    finally:
+        (built / "notes.txt").unlink()
     (_, create), (_, upload) = api.calls
     assert create == {"repo_id": "me/hotpotqa-linear", "repo_type": "dataset", "private": True, "exist_ok": True}
     assert upload["repo_id"] == "me/hotpotqa-linear" and upload["repo_type"] == "dataset"
-    assert Path(upload["folder_path"]) == built
+    assert not Path(upload["folder_path"]).exists()  # the staged copy it sent from, removed after
     shards = ["data/part-00000.parquet", "data/part-00001.parquet", "data/part-00002.parquet"]
     assert upload["allow_patterns"] == ["README.md", "manifest.json", "level_by_index.png", *shards]
     assert upload["delete_patterns"] == ["data/*", "*.png"]  # an earlier push's other shards go in the same commit
     assert "12 rows in 3 shard(s)" in upload["commit_message"]
     assert sent.url == "https://huggingface.co/datasets/me/hotpotqa-linear" and sent.num_rows == 12
 
-    (built / "notes.txt").write_text("mine, not the curriculum's")  # a file of the user's is not sent
-    try:
-        repo = _as_the_hub_holds_it(upload, tmp_path / "repo")
-    finally:
-        (built / "notes.txt").unlink()
+    repo = _as_the_hub_holds_it(upload, tmp_path / "repo", api.sent)
     held = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file())
     assert held == sorted(["README.md", "manifest.json", "level_by_index.png", *shards])
     ds = datasets.load_dataset(str(repo), split="train", cache_dir=str(tmp_path / "cache"))  # the card's configs
     assert list(ds["id"]) == [r["id"] for r in read_rows(built)]  # every row, in curriculum order
     assert list(ds["curriculum_index"]) == list(range(12))
     card = huggingface_hub.DatasetCard.load(repo / "README.md")  # the dataset's card is the data card
-    assert card.content == (built / "README.md").read_text()
+    local = huggingface_hub.DatasetCard.load(built / "README.md")
+    assert card.data == local.data and card.text.split("## Loading")[0] == local.text.split("## Loading")[0]
     assert card.data.configs == [{"config_name": "default",
                                   "data_files": [{"split": "train", "path": "data/*.parquet"}]}]
     assert card.data.license == "cc-by-sa-4.0" and card.data.dataset_info["splits"][0]["num_examples"] == 12
@@ -126,10 +131,61 @@ def test_a_refused_push_is_one_line(built, monkeypatch):
     no_network = ConnectionError("[Errno -2] Name or service not known")
     with pytest.raises(HubError, match="pushing .* to me/x failed: .*Name or service not known") as e:
         hub.push(built, "me/x", api=Recorder(fail=no_network))
-    assert "hf auth login" in e.value.hint
+    assert "network" in e.value.hint
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda *a, **k: Recorder(fail=no_network))
     r = run("push", built, "me/x")
     assert r.exit_code == 1 and "error: pushing" in r.output and "Traceback" not in r.output
+
+
+def test_a_push_without_the_network_says_the_network_is_needed_not_to_log_in(built, monkeypatch, tmp_path):
+    """No network: what huggingface_hub's own client raises when the Hub cannot be reached (a name that does not
+    resolve, a refused connection: a real HfApi pointed at an address nothing listens on) is said as such; only a
+    refusal of the credentials (HTTP 401/403) says to log in."""
+    import socket
+
+    from huggingface_hub.errors import HfHubHTTPError
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    real = huggingface_hub.HfApi(endpoint=f"http://127.0.0.1:{port}", token="hf_" + "x" * 34)
+    with pytest.raises(HubError) as e:
+        hub.push(built, "me/x", api=real)
+    assert "the Hub could not be reached" in str(e.value) and "a push needs the network" in str(e.value)
+    assert "connect this machine to the network" in e.value.hint and "--dry-run" in e.value.hint
+    assert "log in" not in e.value.hint and "auth" not in e.value.hint
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda *a, **k: real)
+    r = run("push", built, "me/x")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 1 and "a push needs the network" in said and "hf auth login" not in said
+    assert not [p for p in built.parent.iterdir() if p.name.startswith(".push-")]  # nothing staged is left
+
+    import httpx2  # huggingface_hub's HTTP client
+
+    request = httpx2.Request("POST", "https://huggingface.co/api/repos/create")
+    refused = HfHubHTTPError("401 Unauthorized", response=httpx2.Response(401, request=request))
+    with pytest.raises(HubError, match="the Hub refused the credentials \\(HTTP 401") as e:
+        hub.push(built, "me/x", api=Recorder(fail=refused))
+    assert "hf auth login" in e.value.hint and "network" not in e.value.hint
+
+
+def test_the_pushed_card_loads_the_repository_it_was_pushed_to(built, monkeypatch):
+    """The card sent names the repository in its loading example (load_dataset("OWNER/NAME")), not the folder it
+    was built in; its front matter (what the Hub and load_dataset read) is the folder card's, checked the same, and
+    the folder's own card is untouched."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    before = (built / "README.md").read_bytes()
+    api = Recorder()
+    hub.push(built, "someone/curriculum-v2", api=api)
+    sent = (api.sent / "README.md").read_text()
+    loading = sent.split("## Loading", 1)[1].split("\n## ", 1)[0]
+    assert 'datasets.load_dataset("someone/curriculum-v2", split="train")' in loading
+    assert 'snapshot_download("someone/curriculum-v2", repo_type="dataset")' in loading
+    assert built.name not in loading and "outputs/" not in loading  # the folder name is gone
+    assert 'load_hf_dataset("' + built.name + '")' in before.decode()  # ... it was there in the folder's card
+    assert (built / "README.md").read_bytes() == before
+    assert hub.check_card(api.sent).data.pretty_name == hub.check_card(built).data.pretty_name
 
 
 def test_the_card_is_checked_offline(built, tmp_path):

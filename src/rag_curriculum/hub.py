@@ -9,13 +9,21 @@ card parsed as the Hub parses it (``huggingface_hub.DatasetCard``), its ``config
 reader of card metadata to exactly the manifest's shards in order, and its ``dataset_info`` against the manifest.
 :func:`push` then makes the repository (``HfApi.create_repo``, ``exist_ok``) and sends the listed files in one
 commit (``HfApi.upload_folder``), deleting the repository's other shards (a curriculum pushed again with fewer
-shards would otherwise load the old ones too). ``huggingface_hub`` reads the token as it always does (``HF_TOKEN``
+shards would otherwise load the old ones too). The card it sends is the folder's with its loading example naming
+the repository (``load_dataset("OWNER/NAME")``, not the local folder: :func:`card_for_repository`); the folder's
+own card is left as it is. A push that cannot reach the Hub says the network is needed; one whose credentials the
+Hub refuses says to log in. ``huggingface_hub`` reads the token as it always does (``HF_TOKEN``
 or ``hf auth login``); the toolkit never takes one on its command line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +31,7 @@ from typing import Any
 from .errors import ConfigError, CurriculumError, HubError, ShardError, UsageError
 from .shards import MANIFEST, read_manifest, validate_shards
 
-__all__ = ["HubUpload", "check_card", "plan_upload", "push"]
+__all__ = ["HubUpload", "card_for_repository", "check_card", "plan_upload", "push"]
 
 CARD = "README.md"
 #: Remote files a push replaces: a shard or plot the new upload does not have is deleted in the same commit.
@@ -46,6 +54,29 @@ class HubUpload:
     private: bool | None = None
     url: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def card_for_repository(text: str, repo_id: str) -> str:
+    """A build's card as pushed to the Hub dataset repository ``repo_id``: its loading example (the first Python
+    block under ``## Loading``, which names the local folder) made to name the repository; the rest, the front
+    matter included, unchanged. A card without that block (a partition bucket's) is returned as it is.
+
+    >>> card = "# T\\n\\n## Loading\\n\\n```python\\nds = load_hf_dataset(\\"outputs/x\\")\\n```\\n\\n## Next\\n"
+    >>> 'load_dataset("me/x", split="train")' in card_for_repository(card, "me/x")
+    True
+    >>> "outputs/x" in card_for_repository(card, "me/x"), card_for_repository(card, "me/x").endswith("## Next\\n")
+    (False, True)
+    """
+    m = re.search(r"^## Loading\n.*?^```python\n.*?^```\n", text, flags=re.M | re.S)
+    if m is None:
+        return text
+    head = text[m.start():m.end()].split("```python\n", 1)[0]
+    block = (f"```python\nimport datasets\nds = datasets.load_dataset(\"{repo_id}\", split=\"train\")   # the "
+             "`configs` above: data/*.parquet, in curriculum order\n\n"
+             "from huggingface_hub import snapshot_download\nfrom rag_curriculum.shards import load_hf_dataset\n"
+             f"local = snapshot_download(\"{repo_id}\", repo_type=\"dataset\")   # the card, manifest.json, data/\n"
+             "ds = load_hf_dataset(local)   # verifies manifest.json, keeps curriculum order\n```\n")
+    return text[:m.start()] + head + block + text[m.end():]
 
 
 def check_card(directory: str | Path, manifest: dict[str, Any] | None = None) -> Any:
@@ -160,7 +191,8 @@ def push(directory: str | Path, repo_id: str, *, private: bool | None = None, co
         UsageError: a ``repo_id`` that is not a Hub repository id.
         ShardError: a folder that is not a valid shard directory, or whose card does not match its manifest.
         ConfigError: ``HF_HUB_OFFLINE`` set (without ``dry_run``).
-        HubError: the Hub refused or could not take the push (no login, no write access, no network).
+        HubError: the Hub refused or could not take the push: no network (said as such), no login or no write
+            access (said as such), or another refusal.
 
     Examples:
         ```python
@@ -182,14 +214,65 @@ def push(directory: str | Path, repo_id: str, *, private: bool | None = None, co
     api = api or HfApi()
     try:
         url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=str(plan.directory),
-                          allow_patterns=plan.files, delete_patterns=REPLACED,
-                          commit_message=plan.commit_message)
+        with _staged(plan) as folder:  # the files as sent: the card's loading example names repo_id
+            api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=str(folder),
+                              allow_patterns=plan.files, delete_patterns=REPLACED,
+                              commit_message=plan.commit_message)
     except CurriculumError:
         raise
     except Exception as e:
-        raise HubError(f"pushing {plan.directory} to {repo_id} failed: {e}",
-                       hint="log in (`hf auth login`, or set HF_TOKEN) with write access to the repository, and "
-                            "run the same command again: the push is one commit, so nothing half-sent stays") from e
+        raise _push_error(plan, repo_id, e) from e
     plan.url = str(url)
     return plan
+
+
+@contextlib.contextmanager
+def _staged(plan: HubUpload) -> Iterator[Path]:
+    """A temporary folder holding what a push sends: the folder's files (hard links where the file system allows,
+    else copies) and its card as the repository will hold it (:func:`card_for_repository`); removed after."""
+    with tempfile.TemporaryDirectory(prefix=".push-", dir=plan.directory.parent) as tmp:
+        folder = Path(tmp)
+        for rel in plan.files:
+            src, dst = plan.directory / rel, folder / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if rel == CARD:
+                dst.write_text(card_for_repository(src.read_text(encoding="utf-8"), plan.repo_id), encoding="utf-8")
+                continue
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+        yield folder
+
+
+#: Exception classes (by name, anywhere in the class's MRO or the chain of causes) that mean the Hub was not
+#: reached: the network is down, the name does not resolve, the connection was refused or timed out.
+_UNREACHABLE = frozenset({"ConnectionError", "ConnectError", "NetworkError", "TransportError", "ConnectTimeout",
+                          "TimeoutException", "Timeout", "TimeoutError", "gaierror", "OfflineModeIsEnabled"})
+
+
+def _push_error(plan: HubUpload, repo_id: str, error: BaseException) -> HubError:
+    """The one-line error of a push the Hub did not take, with what to do: the network when the Hub could not be
+    reached, a login when it refused the credentials (401, 403), both otherwise."""
+    chain, e = [], error
+    while e is not None and len(chain) < 8:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    unreachable = any(k.__name__ in _UNREACHABLE for e in chain for k in type(e).__mro__)
+    status = next((getattr(getattr(e, "response", None), "status_code", None) for e in chain
+                   if getattr(getattr(e, "response", None), "status_code", None)), None)
+    again = "run the same command again: the push is one commit, so nothing half-sent stays"
+    dry = f"`curriculum push {plan.directory} {repo_id} --dry-run` checks the folder and its card offline"
+    if unreachable:
+        return HubError(f"pushing {plan.directory} to {repo_id} failed: the Hub could not be reached ({error}); "
+                        "a push needs the network",
+                        hint=f"connect this machine to the network (or set HF_ENDPOINT to a Hub it can reach) and "
+                             f"{again}; {dry}")
+    if status in (401, 403):
+        return HubError(f"pushing {plan.directory} to {repo_id} failed: the Hub refused the credentials "
+                        f"(HTTP {status}: {error})",
+                        hint=f"log in (`hf auth login`, or set HF_TOKEN) with write access to the repository, and "
+                             f"{again}")
+    return HubError(f"pushing {plan.directory} to {repo_id} failed: {error}",
+                    hint=f"check the network and the login (`hf auth login`, or HF_TOKEN, with write access to the "
+                         f"repository), and {again}")
