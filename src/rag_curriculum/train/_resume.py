@@ -146,7 +146,7 @@ def check_resume(checkpoint: str | Path, args: Any, plan: Mapping[str, Any], *, 
     usable, done = point.usable, point.checkpoint_rows
     if point.exact:
         if done:
-            log.info("resuming %s: %s; %s the run continues exactly at %s", name, was, now + ":" if changed else "",
+            log.info("resuming %s: %s; %sthe run continues exactly at %s", name, was, f"{now}: " if changed else "",
                      _rows(done, done, usable, order))
         return point
     if skip_data:
