@@ -6,7 +6,10 @@ what would undo it, record every step's rows and log curriculum/* metrics.
     curriculum build --dataset musique --input ../shared/data/musique/musique_ans_v1.0_train.sample100.jsonl \
         --schedule min-max --K 3 --n 12 --out outputs/musique-own-script
     python examples/verl_curriculum.py --shards outputs/musique-own-script --model Qwen/Qwen2.5-0.5B-Instruct
-    python examples/verl_curriculum.py --shards outputs/musique-own-script --model MODEL --check   # no GPU needed
+    python examples/verl_curriculum.py --shards outputs/musique-own-script --model MODEL_DIR --check  # no GPU needed
+
+MODEL (MODEL_DIR) is a Hub id or a local model folder: --check loads only its tokenizer, so a local folder (or a
+Hub id already in the cache, with HF_HUB_OFFLINE=1) runs it offline.
 
 Extra arguments are verl Hydra overrides (they win), e.g. trainer.n_gpus_per_node=8 algorithm.filter_groups.enable=True
 algorithm.filter_groups.metric=acc (DAPO's dynamic sampling; refills take the next rows of the curriculum).
@@ -19,20 +22,25 @@ does) with rag_curriculum.verl.curriculum.curriculum_overrides(shards) and a sma
 * without: runs verl (Ray, vLLM, GPUs; as main_ppo runs it) and then reads the rows each step trained on from
   curriculum_steps.jsonl, which the toolkit's replay buffer writes in trainer.default_local_dir.
 
-Either way it fails if the rows are not in curriculum order.
+Either way it fails (one line, exit status 1) if the rows are not in curriculum order, refuses a run of 0 steps
+(trainer.total_training_steps=0, trainer.total_epochs=0, fewer rows than one batch), and says each step at which
+verl's loader restarts the curriculum at its easiest rows (trainer.total_epochs=2 or more).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rag_curriculum.errors import ConfigError, CurriculumError, CurriculumOrderError
 from rag_curriculum.shards import shard_files
-from rag_curriculum.verl.curriculum import curriculum_overrides
+from rag_curriculum.train import read_steps
+from rag_curriculum.verl.curriculum import STEPS_FILE, curriculum_overrides
 
 
 def verl_config(overrides: list[str]):
@@ -73,35 +81,67 @@ def main() -> None:
     order = pa.concat_tables([pq.read_table(f, columns=["curriculum_index"]) for f in shard_files(args.shards)])
     order = order.column(0).to_pylist()
 
-    if args.check:
-        from verl.trainer.ppo.v1 import get_trainer_cls
+    try:
+        steps, gen_batch = check(config) if args.check else run(config, out)
+        verify(steps, order, gen_batch)
+    except CurriculumError as e:  # what the toolkit refuses, in one line (no traceback)
+        sys.exit(f"error: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""))
 
-        trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config=config)  # its replay buffer: the toolkit's
-        trainer._init_tokenizer()  # what PPOTrainer.init() runs first, before any worker or GPU
-        trainer._init_dataloader()
-        trainer.global_steps = 1
-        steps = [[int(i) for i in trainer._next_train_batch()["curriculum_index"]]
-                 for _ in range(trainer.total_training_steps)]  # what prepare_step() fetches for each step
-        print(f"{type(trainer.train_dataset).__name__} and {type(trainer.replay_buffer).__name__} loaded by verl")
-    else:
-        from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-        from verl.trainer.ppo.utils import need_critic, need_reference_policy
-        from verl.utils.config import validate_config
 
-        from rag_curriculum.train import read_steps
-        from rag_curriculum.verl.curriculum import STEPS_FILE
+def check(config) -> tuple[list[list[int]], int]:
+    """verl's trainer and train loader built from ``config`` (what its init() does first, before any worker or
+    GPU): the rows its loader gives each step of the run, and its loader's batch (data.gen_batch_size)."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
 
-        validate_config(config=config, use_reference_policy=need_reference_policy(config),
-                        use_critic=need_critic(config))
-        run_ppo(config, task_runner_class=TaskRunnerV1)
-        records = read_steps(out / STEPS_FILE)
-        assert all(r["in_order"] for r in records), "a step was out of curriculum order"
-        steps = [sorted(r["curriculum_index"] + [i for i in r["dropped"] if i is not None]) for r in records]
+    trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config=config)  # its replay buffer: the toolkit's
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    # the steps fit() runs: while the epoch is below trainer.total_epochs and the step at most total_training_steps
+    total = min(trainer.total_training_steps, trainer.steps_per_epoch * config.trainer.total_epochs)
+    if total < 1:  # the toolkit's replay buffer refuses this first; a buffer of your own may not
+        raise ConfigError(f"verl's trainer would run 0 steps (trainer.total_training_steps={total})")
+    trainer.global_steps = 1
+    steps = [[int(i) for i in trainer._next_train_batch()["curriculum_index"]]
+             for _ in range(total)]  # what prepare_step() fetches for each step
+    print(f"{type(trainer.train_dataset).__name__} and {type(trainer.replay_buffer).__name__} loaded by verl")
+    return steps, int(trainer.config.data.get("gen_batch_size") or config.data.train_batch_size)
 
+
+def run(config, out: Path) -> tuple[list[list[int]], int]:
+    """verl's run (Ray, vLLM, GPUs; as main_ppo runs it), then the rows each step fetched (trained and dropped),
+    read from the replay buffer's curriculum_steps.jsonl."""
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=TaskRunnerV1)
+    records = read_steps(out / STEPS_FILE)
+    late = [r["step"] for r in records if not r["in_order"]]
+    if late:
+        raise CurriculumOrderError(f"steps {late} were out of curriculum order (see {out / STEPS_FILE})")
+    fg = config.algorithm.get("filter_groups", None)
+    dynamic = bool(fg is not None and fg.get("enable", False))
+    gen = 1 if dynamic else int(config.data.get("gen_batch_size") or config.data.train_batch_size)
+    return [sorted(r["curriculum_index"] + [i for i in r["dropped"] if i is not None]) for r in records], gen
+
+
+def verify(steps: list[list[int]], order: list[int], gen_batch: int) -> None:
+    """The rows of each step are the curriculum's next rows. verl's loader drops the incomplete last batch and,
+    when it runs out (an epoch after the first, trainer.total_epochs > 1), starts again at the first row: each
+    restart is said, since the curriculum then goes from easy to hard again."""
     print("curriculum_index of each step's rows:", steps)
-    flat = [i for step in steps for i in step]
-    assert flat == order[: len(flat)], "the rows were not given in curriculum order"
-
+    usable = len(order) - len(order) % gen_batch
+    k = 0
+    for number, rows in enumerate(steps, 1):
+        want = [order[(k + j) % usable] for j in range(len(rows))]
+        if k and k % usable == 0 or (k // usable) != ((k + len(rows) - 1) // usable):
+            print(f"step {number} restarts the curriculum at its easiest rows (curriculum_index {order[0]}): epoch "
+                  f"{(k + len(rows) - 1) // usable + 1} of the rows, from easy to hard again")
+        if rows != want:
+            raise CurriculumOrderError(f"step {number} got curriculum_index {rows} where the curriculum has {want}: "
+                                       "the rows were not given in curriculum order")
+        k += len(rows)
 
 if __name__ == "__main__":
     main()

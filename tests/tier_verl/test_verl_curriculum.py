@@ -235,6 +235,31 @@ def test_data_shuffle_a_batch_too_large_and_rows_out_of_order_are_refused(v1_con
         _steps(trainer, memory_tq, 1)
 
 
+def test_a_run_of_no_steps_is_refused_and_a_second_epoch_said_before_it(v1_config, shard_rows, tokenizer,
+                                                                        memory_tq, caplog):
+    """verl's trainer builds the replay buffer before anything runs: trainer.total_training_steps=0 or
+    trainer.total_epochs=0 (verl would train nothing and end as if done) is refused there; trainer.total_epochs=2 is
+    said there, and verl's own loader then restarts at the curriculum's first rows at step 3 (8 rows, 4 a step),
+    which the buffer records as in order (the epoch's restart), not as rows out of order."""
+    import logging
+
+    from rag_curriculum.errors import ConfigError
+
+    for setting in ("trainer.total_training_steps=0", "trainer.total_epochs=0"):
+        with pytest.raises(ConfigError, match=f"{setting}: verl's trainer would train 0 steps"):
+            _trainer(v1_config(setting), tokenizer, memory_tq)
+    with caplog.at_level(logging.WARNING, logger="rag_curriculum"):
+        trainer = _trainer(v1_config("trainer.total_epochs=2", "data.train_max_samples=8"), tokenizer, memory_tq)
+    assert "the run trains 4 steps, 2 epochs of 2: each epoch restarts the curriculum at its easiest rows " \
+           "(verl's loader reads from the first row again at step 3)" in caplog.text
+    assert trainer.total_training_steps == 4 and trainer.replay_buffer.run.steps == 4  # verl's count, and ours
+    _steps(trainer, memory_tq, 4)
+    want = [r["curriculum_index"] for r in shard_rows]
+    records = trainer.replay_buffer.records
+    assert [r["curriculum_index"] for r in records] == [want[0:4], want[4:8], want[0:4], want[4:8]]
+    assert all(r["in_order"] for r in records) and records[2]["first_position"] == 0
+
+
 @pytest.fixture(scope="module")
 def adaptive_shards(tmp_path_factory, tiny_model_dir):
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum

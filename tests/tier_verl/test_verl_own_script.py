@@ -51,3 +51,27 @@ def test_the_example_script_refuses_what_would_lose_the_order_or_every_step(tmp_
     r = _run(own_shards, tiny_model_dir, tmp_path / "run", "--prompts-per-step", "16")
     assert r.returncode != 0
     assert "has 12 rows, fewer than one batch of data.train_batch_size=16 prompts" in r.stderr
+
+
+def test_the_example_script_refuses_a_run_of_no_steps_in_one_line(tmp_path, own_shards, tiny_model_dir):
+    for setting in ("trainer.total_training_steps=0", "trainer.total_epochs=0"):
+        r = _run(own_shards, tiny_model_dir, tmp_path / "run", setting)
+        assert r.returncode == 1, (setting, r.stdout[-2000:])
+        assert f"error: {setting}: verl's trainer would train 0 steps" in r.stderr
+        assert "for one pass over the curriculum (3 steps of 4 prompts)" in r.stderr
+        assert "Traceback" not in r.stderr and "curriculum_index of each step" not in r.stdout
+
+
+def test_the_example_script_says_each_epoch_restarts_the_curriculum(tmp_path, own_shards, tiny_model_dir):
+    """trainer.total_epochs=2: verl's loader reads the 12 rows twice; the check passes, says before the run that
+    the curriculum goes from easy to hard twice, and at which step it restarts (no bare AssertionError)."""
+    r = _run(own_shards, tiny_model_dir, tmp_path / "run", "trainer.total_epochs=2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    once = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert f"curriculum_index of each step's rows: {once + once}" in r.stdout
+    assert "step 4 restarts the curriculum at its easiest rows (curriculum_index 0): epoch 2" in r.stdout
+    assert "the run trains 6 steps, 2 epochs of 3: each epoch restarts the curriculum at its easiest rows" in r.stderr
+    r = _run(own_shards, tiny_model_dir, tmp_path / "run", "trainer.total_training_steps=2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "curriculum_index of each step's rows: [[0, 1, 2, 3], [4, 5, 6, 7]]" in r.stdout
+    assert "the run stops after 2 of the curriculum's 3 steps" in r.stderr

@@ -23,8 +23,11 @@ For the training files (``data.train_files``; validation files are read as verl 
 * says how many rows ``data.filter_overlong_prompts`` dropped (the longest prompts: a curriculum's hardest rows).
 
 **The replay buffer** (``trainer.v1.sampler.custom_sampler``): :class:`CurriculumReplayBuffer` is verl's own
-synchronous ``ReplayBuffer``. verl calls its ``sample`` once a step, after the step's rollouts are scored; it samples
-as verl's does, then
+synchronous ``ReplayBuffer``. verl makes it with the trainer, before anything runs: it counts the steps the run
+will take (``trainer.total_epochs``, ``trainer.total_training_steps``, the rows of ``data.train_files``), refuses a
+run of 0 steps, and says when an epoch after the first restarts the curriculum at its easiest rows, or a step limit
+never reaches its hardest (:func:`planned_run`). verl calls its ``sample`` once a step, after the step's rollouts
+are scored; it samples as verl's does, then
 
 * reads the rows of the step (``curriculum_index``, ``id``, ``level``, ``hops``) and the rows dropped on the way,
   checks that together they are the next rows of the curriculum (an epoch starts again from the first row), writes
@@ -62,7 +65,7 @@ from typing import Any
 
 from ..errors import ConfigError, CurriculumOrderError
 from ..train import STEPS_FILE, check_index_order, read_steps
-from .data import hydra_list, reward_path, train_files, verl_steps
+from .data import VerlRun, hydra_list, reward_path, run_settings, train_files, verl_run, verl_steps
 
 #: The two classes verl loads by path: made on first use (module ``__getattr__``), since they subclass verl's own.
 _LAZY = ("CurriculumRLHFDataset", "CurriculumReplayBuffer")
@@ -215,6 +218,32 @@ def filter_settings(config: Any) -> dict[str, Any]:
             "max_inflight_gen_batches": int(fg.get("max_inflight_gen_batches", 1)) if metric is not None else 1}
 
 
+def planned_run(config: Any) -> VerlRun | None:
+    """The steps verl's trainer will run (:func:`~rag_curriculum.verl.data.verl_run`), from its config and the row
+    counts of ``data.train_files`` (read from the Parquet footers), said before the run: the epochs that restart
+    the curriculum at its easiest rows, the rows a step limit never reaches. A run of 0 steps
+    (``trainer.total_epochs`` or ``trainer.total_training_steps`` below 1) is refused. A curriculum with fewer rows
+    than one batch is left to the dataset, which refuses it naming its files; files that cannot be read here
+    (not local) are counted by the dataset only, and the settings alone are checked."""
+    import pyarrow.parquet as pq
+
+    settings = run_settings(config)
+    batch = int(config.data.train_batch_size)
+    try:
+        rows = sum(pq.read_metadata(f).num_rows for f in _files(config.data.get("train_files")))
+    except (OSError, ValueError):
+        rows = None
+    if settings["max_samples"] is not None and rows is not None and 0 < settings["max_samples"] < rows:
+        rows = settings["max_samples"]
+    if rows is None or rows < batch:
+        verl_run(batch, batch, **{**settings, "max_samples": None})  # the settings' own 0 steps, refused
+        return None
+    run = verl_run(rows, batch, **settings, where="data.train_files")
+    for note in run.notes():
+        log.warning("curriculum: %s", note)
+    return run
+
+
 def _make_buffer_class() -> type:
     from verl.trainer.ppo.v1 import replay_buffer as rb
 
@@ -249,6 +278,7 @@ def _make_buffer_class() -> type:
                              max_off_policy_strategy=max_off_policy_strategy, sampler_kwargs=sampler_kwargs,
                              poll_interval=poll_interval, refill_fn=refill_fn, **filter_settings(config))
             self.trainer = trainer
+            self.run = planned_run(config)
             steps_file = settings.get("steps_file", Path(str(config.trainer.default_local_dir)) / STEPS_FILE)
             self.steps_file = Path(steps_file) if steps_file else None
             self.records: list[dict[str, Any]] = []
@@ -311,7 +341,6 @@ def _make_buffer_class() -> type:
                 usable = len(index) - len(index) % self.gen_batch_size
                 self._order = (index, {v: i for i, v in enumerate(index)}, usable)
                 self._start = self._resume_position(step)
-                self._say_reach(usable, index)
             return self._order
 
         def _resume_position(self, step: int) -> int:
@@ -320,16 +349,6 @@ def _make_buffer_class() -> type:
                 return 0
             before = [r for r in read_steps(self.steps_file) if r["step"] < step]
             return int(before[-1].get("next_position", 0)) if before else 0
-
-        def _say_reach(self, usable: int, index: Sequence[Any]) -> None:
-            steps = getattr(self.trainer, "total_training_steps", None)
-            if self.filter_groups_metric is not None or not steps or not usable:
-                return
-            reached = int(steps) * self.train_batch_size
-            if reached < usable:
-                log.warning("the run stops after %d steps (trainer.total_training_steps): it reaches the first %d of "
-                            "%d rows; curriculum_index %s..%s are never trained", steps, reached, usable,
-                            index[reached], index[usable - 1])
 
         def _step(self, step: int, trained: list[dict], dropped: list[dict], unknown: int) -> dict[str, float]:
             index, positions, usable = self._plan(step)
