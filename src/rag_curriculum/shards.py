@@ -528,6 +528,10 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise ShardError(f"{mpath}: a JSON {type(manifest).__name__}, not a manifest (an object)",
                          hint="build the directory again")
+    if manifest.get("kind") in ("index", "bm25-index"):  # `curriculum index`'s output where rows are expected
+        raise ShardError(f"{d} is an index (made by `curriculum index`: passages to search), not a shard directory "
+                         "of rows", hint="give a directory made by `curriculum build` or `curriculum partition` "
+                         "here; an index goes to --retriever (agent.retriever=, --distractors bm25 --index)")
     return manifest
 
 

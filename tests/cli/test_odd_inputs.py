@@ -111,3 +111,15 @@ def test_device_cuda_where_torch_has_no_gpu_is_one_line(shared_data, tmp_path, m
     assert line.startswith("error: --device cuda: "), line
     assert f"(torch {torch.__version__})" in line and "give --device cpu" in r.output, r.output
     assert not (tmp_path / "ix").exists()
+
+
+def test_train_on_an_index_is_one_line_that_names_no_file_it_did_not_write(index_dir, tmp_path):
+    """``data.shards=`` an index: one line saying it is an index and where an index goes; the start line names no
+    train_config.yaml (none is written)."""
+    pytest.importorskip("trl")
+    r = run("train", "recipe=rag-rl-min-max", f"data.shards={index_dir}", f"run.output_dir={tmp_path / 'run'}")
+    line = one_error(r)
+    assert line == (f"error: {index_dir} is an index (made by `curriculum index`: passages to search), not a shard "
+                    "directory of rows"), line
+    assert "--retriever" in r.output and "train_config.yaml" not in r.output, r.output
+    assert not (tmp_path / "run" / "train_config.yaml").exists()

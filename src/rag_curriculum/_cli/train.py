@@ -121,10 +121,11 @@ def train(
         from rich.syntax import Syntax  # pygments: ~0.1 s, only for a printed config
 
         out.print(Syntax(config_yaml(shown), "yaml", theme="ansi_dark", background_color="default"))
-    elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml)
+    elif main:  # a real run: one line; the whole resolved config goes into the run folder (train_config.yaml),
+        # named once it is written (a run refused before then names no file that does not exist)
         console.print(escape(mask_secrets(
-            f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}); the resolved "
-            f"config: {Path(cfg.run.output_dir) / 'train_config.yaml'} (--print-config shows it without training)")))
+            f"training {cfg.model.name_or_path} on {cfg.data.shards} (recipe {recipe or 'default'}; "
+            "--print-config shows the resolved config without training)")))
     if print_config:
         return
     with reported_errors(_hint):
@@ -143,7 +144,8 @@ def train(
         _print_change(result.log_history)
     elif main:
         out.print(f"[green]trained[/] {result.global_step} steps, loss {result.training_loss:.4g}; "
-                  f"model, checkpoints and logs in [bold]{result.output_dir}[/]")
+                  f"model, checkpoints and logs in [bold]{result.output_dir}[/] (the resolved config: "
+                  f"{escape(str(Path(result.output_dir) / 'train_config.yaml'))})")
         _print_change(result.log_history)
 
 
