@@ -9,7 +9,8 @@ and TRL scripts that call a retriever can use an index of this toolkit.
     POST /retrieve  {"queries": [...], "topk": 3}            (no scores: each list holds the documents alone)
       -> {"result": [[{"id": "17", "contents": "Title\\ntext"}, ...], ...]}
     POST /retrieve  {"query": "q", "topk": 3}                (one query: the same response, a list of one list)
-    GET  /health    200 {"status": "ok", ..., "fingerprint"} once the index is loaded, 503 before
+    GET  /health    200 {"status": "ok", ..., "fingerprint"} once the index is loaded, 503 before (and once a
+                    file of the index was written since the server opened it)
     GET  /manifest  (and GET /) what the index is: dataset, passages, BM25 parameters, tokenizer, sources, and its
                     fingerprint (the SHA-256 of its manifest.json), which every /retrieve answer also carries
                     beside "result"
@@ -31,7 +32,11 @@ Retrieval runs off the event loop, in a worker thread: requests that arrive toge
 ``retrieve_many`` call per ``topk`` (a micro-batch, at most ``max_batch`` queries beyond the first request), so
 concurrent requests neither wait on the event loop nor hold a thread each while bm25s runs. The index is
 memory-mapped (:class:`CorpusIndex`), loaded and warmed (its BM25 matrix read, one query run) in the app's
-lifespan, so ``/health`` answering 200 means ready.
+lifespan, so ``/health`` answering 200 means ready. Before each batch and before reading the passages it returns,
+the server asks whether a file of the index was written since it opened it (:meth:`CorpusIndex.changed`: an
+``fstat`` a file); if one was (``cp`` over a served index rewrites its files under the memory maps) every answer is
+a 503 naming the file, never a read of the changed bytes. An index replaced whole (``mv``, ``curriculum index
+--overwrite``) is not a change: the files the server opened are still there, unchanged.
 
 No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at run time, and fastapi
 and pydantic are imported inside :func:`make_app`, so that ``import rag_curriculum`` never imports them.
@@ -167,9 +172,11 @@ class _Batcher:
             self.running = False
 
     def _run(self, batch: list[tuple[list[str], int]]) -> list[tuple[Any, Any]]:
-        """One ``retrieve_many`` per distinct topk over the batch's queries, split back per request."""
+        """One ``retrieve_many`` per distinct topk over the batch's queries, split back per request (none when a
+        file of the index was rewritten since it was opened: :class:`Changed`)."""
         import numpy as np
 
+        check_unchanged(self.ix)
         out: list[Any] = [None] * len(batch)
         for k in sorted({k for _, k in batch}):
             members = [i for i, (_, kk) in enumerate(batch) if kk == k]
@@ -181,6 +188,24 @@ class _Batcher:
                 out[i] = (ids[at:at + n], scores[at:at + n])
                 at += n
         return out
+
+
+class Changed(Exception):
+    """A file of the served index was written since the server opened it: the server answers 503 naming it rather
+    than read memory-mapped bytes that changed under it (or pages cut off: a signal that would kill it)."""
+
+
+#: What to do when a served index's file changed (docs/retrieval.md, "Replacing a served index").
+CHANGED_HINT = ("restart the server; to replace a served index, build the new one elsewhere and mv it into place, or "
+                "run curriculum index --overwrite (both swap the folder whole), never copy files over it")
+
+
+def check_unchanged(ix: CorpusIndex) -> None:
+    """:class:`Changed` naming the first file of ``ix`` written since it was opened."""
+    what = ix.changed()
+    if what is not None:
+        raise Changed(f"the index {ix.path.name}: {what} since this server opened it; it answers no query from it: "
+                      f"{CHANGED_HINT}")
 
 
 class _State:
@@ -302,6 +327,10 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         if not state.ready:
             return not_ready()
         ix = state.ix
+        what = ix.changed()
+        if what is not None:
+            return JSONResponse({"status": "changed", "detail": f"the index {ix.path.name}: {what} since this server "
+                                                                f"opened it: {CHANGED_HINT}"}, status_code=503)
         return {"status": "ok", "index": ix.path.name, "dataset": ix.dataset, "passages": len(ix),
                 "fingerprint": ix.fingerprint}
 
@@ -351,6 +380,9 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             ids, scores = await state.batcher.rank(queries, topk)
             payload = await run_in_threadpool(_respond, state.ix, ids, scores, req.return_scores,
                                               state.ix.fingerprint)
+        except Changed as e:  # a file rewritten under the server: refused, never read
+            log.error("%s", e)
+            return JSONResponse({"detail": str(e)}, status_code=503)
         except Exception as e:  # noqa: BLE001  (one line to the client, the traceback to the log)
             log.exception("retrieval failed")
             return JSONResponse({"detail": f"retrieval failed: {type(e).__name__}: {e}"}, status_code=500)
@@ -398,6 +430,7 @@ def _respond(ix: CorpusIndex, ids: Any, scores: Any, with_scores: bool, fingerpr
     import numpy as np
     import orjson
 
+    check_unchanged(ix)  # (the passages are read from a memory map too)
     flat = np.unique(ids[ids >= 0]).astype(np.int64)
     docs = {pid: {"id": doc_id, "contents": contents}
             for pid, (doc_id, contents, _, _) in zip(flat.tolist(), ix.documents(flat), strict=True)}
