@@ -123,3 +123,43 @@ def test_train_on_an_index_is_one_line_that_names_no_file_it_did_not_write(index
                     "directory of rows"), line
     assert "--retriever" in r.output and "train_config.yaml" not in r.output, r.output
     assert not (tmp_path / "run" / "train_config.yaml").exists()
+
+
+PROGRESS_THEN_WARNINGS = '''
+import logging
+from rag_curriculum._cli.common import configure_logging
+configure_logging()
+from tqdm import tqdm
+bar = tqdm(total=3, desc="encoding")
+bar.update(1)
+logging.getLogger("rag_curriculum.x").warning("during a bar")
+bar.update(1)
+bar.close()
+bar = tqdm(total=3, desc="loading", leave=False)  # cleared on close: its line ends in a carriage return
+bar.update(3)
+bar.close()
+logging.getLogger("rag_curriculum.x").warning("after a cleared bar")
+logging.getLogger("rag_curriculum.x").warning("and another")
+'''
+
+
+def test_a_warning_after_a_progress_bar_starts_its_own_line_in_a_redirected_stderr(tmp_path):
+    """stderr to a file: tqdm's ``\\r`` updates leave its line open; each WARNING starts a line of its own, and
+    consecutive log lines get no blank line between them."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    with (tmp_path / "err").open("wb") as err:
+        done = subprocess.run([sys.executable, "-c", PROGRESS_THEN_WARNINGS], stderr=err, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0
+    data = (tmp_path / "err").read_bytes()
+    lines = data.split(b"\n")
+    warned = [line for line in lines if b"WARNING" in line]
+    assert warned == [b"WARNING rag_curriculum.x: during a bar", b"WARNING rag_curriculum.x: after a cleared bar",
+                      b"WARNING rag_curriculum.x: and another"], data
+    assert b"\r" in data  # the bars were drawn
+    assert b"after a cleared bar\nWARNING rag_curriculum.x: and another\n" in data, data

@@ -74,6 +74,47 @@ KNOWN_WARNINGS = (
 )
 
 
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class _LineEnds:
+    """``sys.stderr`` when it is a file or a pipe, remembering whether what was written last ended its line: a
+    progress bar (tqdm's ``\r`` updates, a bar cleared on close) leaves it open, and :class:`_OwnLine` then starts
+    the next log line on a line of its own instead of gluing ``WARNING ...`` to the bar. Everything else is the
+    stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.open_line = False
+
+    def write(self, text: str) -> int:
+        if text:
+            self.open_line = not text.endswith("\n")
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _OwnLine(logging.Formatter):
+    """The command line's log format, each record on a line of its own after an unfinished line on stderr."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        stream = sys.stderr
+        if isinstance(stream, _LineEnds) and stream.open_line:
+            stream.open_line = False  # the handler ends this record's line
+            return "\n" + text
+        return text
+
+
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
@@ -81,7 +122,13 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not _isatty(sys.stderr) and not isinstance(sys.stderr, _LineEnds):
+        sys.stderr = _LineEnds(sys.stderr)  # a file or a pipe: a log line after a progress bar's \r starts anew
+    before = list(logging.getLogger().handlers)
+    logging.basicConfig(level=level, format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        if handler not in before:  # the one basicConfig made, on stderr
+            handler.setFormatter(_OwnLine(LOG_FORMAT))
     if quiet:
         logging.getLogger().setLevel(logging.WARNING)
     for name in QUIET_LOGGERS:
