@@ -163,3 +163,25 @@ def test_a_warning_after_a_progress_bar_starts_its_own_line_in_a_redirected_stde
                       b"WARNING rag_curriculum.x: and another"], data
     assert b"\r" in data  # the bars were drawn
     assert b"after a cleared bar\nWARNING rag_curriculum.x: and another\n" in data, data
+
+
+def test_a_build_on_an_index_of_another_dataset_is_warned(index_dir, tmp_path, caplog):
+    """``--distractors bm25 --index`` of MuSiQue for a HotpotQA build: one warning naming the index, both datasets
+    and what to build instead; a MuSiQue build on it gets none."""
+    import logging
+
+    from conftest import HOTPOT_TRAIN
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    def build(dataset, path, out):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            build_curriculum(BuildConfig(sources=[SourceSpec(dataset, str(path), 8)], distractors="bm25",
+                                         index=str(index_dir), out=str(tmp_path / out), seed=0))
+        return [r.getMessage() for r in caplog.records if "the index was built from" in r.getMessage()]
+
+    (said,) = build("hotpotqa", HOTPOT_TRAIN, "hotpot")
+    assert said.startswith(f"{index_dir}: the index was built from musique, not from hotpotqa"), said
+    assert "curriculum index -d hotpotqa -i FILE" in said and "--corpus" in said, said
+    assert build("musique", MUSIQUE_TRAIN, "musique") == []

@@ -292,6 +292,7 @@ class BM25Source(ProvidedSource):
                 inputs: dict[str, str | None] | None = None) -> None:
         import numpy as np
 
+        self._warn_other_dataset(examples)
         self.rankings = self.index.rankings(examples, progress=progress)
         self.keys = np.asarray(self.index.keys)  # into memory: 8 bytes a passage
         self._trusted = set()
@@ -299,6 +300,20 @@ class BM25Source(ProvidedSource):
             for dataset, sha256 in (inputs or {}).items():
                 if self.index.indexed(dataset, sha256) and self._spot_check(dataset, examples):
                     self._trusted.add(dataset)
+
+    def _warn_other_dataset(self, examples: list[Example]) -> None:
+        """Warn when the index holds none of the build's datasets and no corpus: its passages are another
+        dataset's, so the distractors come from there and no gold paragraph is among them."""
+        sources = (getattr(self.index, "manifest", None) or {}).get("sources") or []
+        if not sources or any(s.get("kind") != "dataset" for s in sources):
+            return  # a corpus (wiki-18) serves any dataset's questions
+        indexed = sorted({str(s.get("dataset")) for s in sources})
+        asked = sorted({ex.source for ex in examples} - set(indexed))
+        if asked and not {ex.source for ex in examples} & set(indexed):
+            log.warning("%s: the index was built from %s, not from %s: this build's distractors come from another "
+                        "dataset's passages, and its questions' gold paragraphs are not among them; build an index "
+                        "of this dataset (curriculum index -d %s -i FILE) or of a corpus that holds it (--corpus)",
+                        getattr(self.index, "path", "--index"), ", ".join(indexed), ", ".join(asked), asked[0])
 
     def _spot_check(self, dataset: str, examples: list[Example]) -> bool:
         """The gold paragraphs of the first :data:`SPOT_CHECK` questions of a trusted file, compared with the
