@@ -262,3 +262,68 @@ def test_num_iterations_and_a_second_epoch_are_in_order(tiny_model_dir, rows, tm
     trainer.train()
     assert trainer.trained()[5] == [0, 1, 2, 3]
     assert [r["in_order"] for r in trainer.recorder.records] == [True] * 5 and trainer.recorder.out_of_order == 0
+
+
+TWO_PROCESSES = '''
+import json, sys
+from collections import defaultdict
+from datasets import load_dataset
+from trl import GRPOConfig
+from rag_curriculum.rewards import RagRlReward
+from rag_curriculum.train import CurriculumGRPOTrainer
+
+shards, model, out = sys.argv[1:4]
+prompt_rows, loss_rows = {}, defaultdict(list)
+
+def key(batch, i):
+    return tuple(batch["prompt_ids"][i][batch["prompt_mask"][i].bool()].tolist())
+
+class Witness(CurriculumGRPOTrainer):
+    def _generate_and_score_completions(self, inputs):
+        batch = super()._generate_and_score_completions(inputs)
+        for i, row in enumerate(inputs):
+            prompt_rows[key(batch, i)] = row["curriculum_index"]
+        return batch
+
+    def _compute_loss(self, model, inputs):
+        loss_rows[self.state.global_step + 1] += [prompt_rows[key(inputs, i)] for i in range(len(inputs["prompt_ids"]))]
+        return super()._compute_loss(model, inputs)
+
+args = GRPOConfig(output_dir=out, max_steps=2, num_generations=2, per_device_train_batch_size=2,
+                  gradient_accumulation_steps=2, max_completion_length=8, beta=0.0, report_to="none",
+                  save_strategy="no", use_cpu=True, bf16=False, dataloader_pin_memory=False, seed=0)
+trainer = Witness(model=model, reward_funcs=[RagRlReward()], args=args,
+                  train_dataset=load_dataset(shards, split="train"))
+trainer.train()
+print("LOSS", json.dumps(loss_rows), flush=True)
+if trainer.accelerator.is_main_process:
+    print("RECORDS", json.dumps([(r["curriculum_index"], r["in_order"], r["completions"])
+                                 for r in trainer.recorder.records]), flush=True)
+'''
+
+
+def test_two_processes_record_the_rows_every_process_trained(shards, tiny_model_dir, tmp_path):
+    """Two training processes (torchrun, gloo on the CPU): each step's record is the rows the loss saw on both
+    processes together, in the curriculum's order."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "two.py"
+    script.write_text(TWO_PROCESSES)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                        str(port), str(script), str(shards), str(tiny_model_dir), str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    loss: dict[str, set] = defaultdict(set)
+    for line in r.stdout.splitlines():
+        if line.startswith("LOSS "):
+            for step, rows in json.loads(line[5:]).items():
+                loss[step].update(rows)
+    records = next(json.loads(line[8:]) for line in r.stdout.splitlines() if line.startswith("RECORDS "))
+    assert {k: sorted(v) for k, v in loss.items()} == {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}
+    assert records == [[[0, 1, 2, 3], True, 8], [[4, 5, 6, 7], True, 8]]  # 2 processes x 2 passes x 2 each
