@@ -227,6 +227,10 @@ def test_a_search_r1_index_is_adopted_and_served_as_search_r1_serves_it(search_r
     m = json.loads((out / "manifest.json").read_text())
     assert m["dense"]["faiss"] == "Flat" and m["dense"]["imported"]["file"] == "e5_Flat.index"
     assert "vectors" not in m["dense"]  # nothing encoded: the index is used as it shipped
+    # the index holds its own file (cloned or copied), never the user's inode: writing either leaves the other
+    adopted = out / "dense" / "faiss.index"
+    assert adopted.stat().st_ino != (root / "e5_Flat.index").stat().st_ino and adopted.stat().st_nlink == 1
+    assert adopted.read_bytes() == (root / "e5_Flat.index").read_bytes()
     # Search-R1's dense server on the same files: encode "query: " + q, index.search, corpus[i] for each hit
     import faiss
 
@@ -417,7 +421,7 @@ def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
     path.write_bytes(b"XXXX" + data[4:])
     with pytest.raises(RetrievalIndexError, match="dense/faiss.index: its SHA-256 is not the one manifest.json"):
         load_index(copy)  # (every open hashes the files it can afford)
-    with pytest.raises(RetrievalIndexError, match="FAISS index cannot be read"):
+    with pytest.raises(RetrievalIndexError, match="dense/faiss.index: FAISS cannot read it"):
         load_index(copy, check="sizes").retrieve("who?")  # and FAISS's own refusal is one line too
 
 

@@ -603,8 +603,8 @@ class DenseBuilder:
         return index if index is cpu_index else faiss.index_gpu_to_cpu(index)
 
     def _import(self, bar: Any, task: Any) -> dict[str, Any]:
-        """Adopt ``--import-faiss`` (linked, else copied, into the index); with ``--compress``, a compressed index
-        made from its flat vectors instead, with recall@k against the exact ranking."""
+        """Adopt ``--import-faiss`` (cloned, else copied, into the index: :func:`adopt_file`); with ``--compress``, a
+        compressed index made from its flat vectors instead, with recall@k against the exact ranking."""
         cfg, src = self.cfg, Path(self.cfg.import_faiss)
         if self.imported.ntotal != self.n:
             raise DenseError(f"--import-faiss {src} holds {self.imported.ntotal:,} vectors, --corpus {cfg.corpus} "
@@ -613,11 +613,8 @@ class DenseBuilder:
                                   "e5_Flat.index)")
         imported = {"file": src.name, "bytes": src.stat().st_size, "type": type(self.imported).__name__}
         if not cfg.compress:
-            dest = self.dir / FAISS_INDEX
-            try:
-                os.link(src, dest)  # the same file, no copy (64 GB for wiki-18)
-            except OSError:
-                shutil.copyfile(src, dest)
+            how = adopt_file(src, self.dir / FAISS_INDEX)
+            log.info("--import-faiss %s: %s into the index", src, how)
             return {"faiss": _factory_of(self.imported), "imported": imported}
         d, n, offset, _ = flat_layout(src)
         flat = VectorFile(src, n, d, dtype="<f4", offset=offset)
@@ -777,6 +774,23 @@ def encoder_files(name: str) -> dict[str, Any] | None:
     local = os.path.isdir(os.path.expanduser(str(name)))
     return {"source": "folder" if local else "hub", "folder": folder.resolve().name if local else str(name),
             "sha256": files_digest(files), "files": files}
+
+
+def adopt_file(src: Path, dest: Path) -> str:
+    """Put ``src`` into an index as ``dest`` without sharing its bytes with the user's file: a reflink (a
+    copy-on-write clone on Btrfs, XFS, APFS-like file systems: instant, no space until either changes), else a copy
+    (``copy_file_range``: in the kernel, server-side on NFS 4.2). Never a hard link: one inode would make a write to
+    either file change both. Returns how (``cloned`` / ``copied``) for the log line."""
+    import fcntl
+
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), 0x40049409, fin.fileno())  # FICLONE
+            return "cloned (copy-on-write: the two files change apart)"
+        except OSError:
+            pass
+    shutil.copyfile(src, dest)
+    return f"copied ({dest.stat().st_size / 1e9:,.2f} GB)"
 
 
 def _factory_of(index: Any) -> str:
