@@ -535,6 +535,34 @@ def test_target_recall_tunes_on_the_datasets_questions_and_reports_those_held_ou
     fit, held = held_out_split(100, 0)
     assert each[fit].mean() == pytest.approx(t["recall"], abs=0.01)
     assert each[held].mean() == pytest.approx(t["held_out"]["recall"], abs=0.01)
+    # 80 tuning queries: the recall measured on them is known to two standard errors, said when that reaches
+    # below the target
+    margin = 2 * each[fit].std(ddof=1) / np.sqrt(len(fit))
+    warned = f"--target-recall 0.9: recall@10 {t['recall']:.4f} on 80 tuning queries is known to +-{margin:.4f}"
+    assert (warned in line) == (t["recall"] - margin < 0.9), (margin, line)
+
+
+def test_the_target_recall_margin_is_warned_when_the_tuning_queries_are_too_few(caplog):
+    """80 tuning queries whose recall@10 is 0.91: known to about +-0.03, which reaches below a 0.9 target (warned,
+    with the queries that would pin it to +-0.01); 0.96 on them is clear of it (not warned)."""
+    import logging
+
+    from rag_curriculum.retrieval._dense import _warn_margin
+
+    hits = np.array([10] * 40 + [9] * 24 + [8] * 8 + [6] * 8)  # 80 queries, recall 0.91
+    recall = hits.mean() / 10
+    sd = (hits / 10).std(ddof=1)
+    with caplog.at_level(logging.WARNING):
+        _warn_margin(hits, 10, recall, 0.9, 0.9)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"--target-recall 0.9: recall@10 {recall:.4f} on 80 tuning queries is known to "
+                           f"+-{2 * sd / np.sqrt(80):.4f} (two standard errors), so on other questions it may read "
+                           "below 0.9"), said
+    assert f"about {int(np.ceil((2 * sd / 0.01) ** 2))} for +-0.01" in said, said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _warn_margin(np.array([10] * 72 + [6] * 8), 10, 0.96, 0.9, 0.9)
+    assert caplog.records == []
 
 
 @pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target",
