@@ -155,6 +155,9 @@ def test_the_steps_read_every_override_the_launch_script_passes(shards):
         assert (rc, out) == (2, ""), setting
         assert f"error: {setting}: verl's trainer would train 0 steps" in err and "Nothing was run" in err
         assert "for one pass over the curriculum (5 steps of 10 prompts)" in err
+    for setting in ("trainer.total_epochs=two", "data.train_batch_size=null"):  # one line, not a traceback
+        rc, out, err = steps("--train-batch-size", "10", setting)
+        assert (rc, out) == (2, "") and err.startswith(f"error: {setting.split('=')[0]}") and "Traceback" not in err
 
 
 def test_the_dry_run_refuses_a_run_of_no_steps_and_says_the_epochs_before_it(shards):

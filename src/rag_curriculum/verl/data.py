@@ -421,7 +421,10 @@ def steps_main(args: list[str]) -> int:
         where = f"{directory} with data.train_max_samples={samples}" if samples and samples < rows else str(directory)
         epochs = _count(found.get("total_epochs") or opts.get("total-epochs") or "1", "trainer.total_epochs")
         total = _count(found.get("total_training_steps"), "trainer.total_training_steps")
-        run = verl_run(rows, int(batch), max_samples=samples, total_epochs=1 if epochs is None else epochs,
+        size = _count(batch, "data.train_batch_size")
+        if size is None:
+            raise ConfigError(f"data.train_batch_size={batch}: verl needs a number of prompts a step")
+        run = verl_run(rows, size, max_samples=samples, total_epochs=1 if epochs is None else epochs,
                        total_training_steps=total, dynamic=found.get("filter_groups", "").lower() == "true",
                        where=where)
         note = _tail_note(directory, run.rows, run.tail)
