@@ -66,6 +66,9 @@ def test_flat_is_exact_cosine_with_e5_prefixes(flat, encoder_dir):
         ("Flat", "query: ", "passage: ", "mean", True)
     assert d["vectors"] == {"file": "vectors.f16", "dtype": "float16", "rows": m["passages"]}
     assert d["encoder"] == "../../enc0/tiny-e5" or not d["encoder"].startswith("/")  # no absolute local path
+    # nor anywhere else in the manifest: the recorded config names the encoder as dense.encoder does
+    assert str(encoder_dir) not in (out / "manifest.json").read_text()
+    assert m["config"]["encoder"] == d["encoder"]
     ix = load_index(out)
     model = _model(encoder_dir)
     contents = [c for _, c, _, _ in ix.documents(np.arange(len(ix)))]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -268,6 +269,9 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
         for key in ("import_faiss", "tune_queries"):  # the dense kind's input files
             if recorded.get(key):
                 recorded[key] = portable_path(recorded[key], out)
+        if recorded.get("encoder") and os.path.isdir(str(recorded["encoder"])):  # a local folder: as dense.encoder
+            recorded["encoder"] = Path(os.path.relpath(os.path.abspath(recorded["encoder"]),
+                                                       os.path.abspath(out))).as_posix()
         manifest = {
             "kind": KIND, "format": FORMAT, "retriever": kind.name,
             "toolkit": {"name": "rag-curriculum", "version": __version__}, "dataset": dataset, "config": recorded,
