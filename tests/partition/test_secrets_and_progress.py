@@ -111,7 +111,7 @@ def test_balance_with_nothing_answerable_warns_in_one_line(max_dir, tmp_path, ca
 class SpyBar:
     instances: list[SpyBar] = []
 
-    def __init__(self, enabled, description, *, total_questions, done_questions, todo_completions):
+    def __init__(self, enabled, description, *, total_questions, done_questions, todo_completions, heartbeat=False):
         self.events: list[tuple[str, int]] = []
         SpyBar.instances.append(self)
 
