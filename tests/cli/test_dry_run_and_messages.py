@@ -256,7 +256,7 @@ def test_a_withholding_curriculum_shows_p_not_the_rows_level(tmp_path, monkeypat
 
     from rag_curriculum import _plots
     from rag_curriculum.train._agent_adaptive import SearchCurriculumHook
-    from rag_curriculum.train._progress import step_line
+    from rag_curriculum.train._ledger import step_line
 
     line = step_line({"loss": 0.0, "curriculum/level_mean": 1.0, "curriculum/p_mean": 0.3,
                       "rollout/searches": 1.25, "rollout/gold_found": 0.5}, 2, 3)

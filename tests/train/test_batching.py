@@ -213,7 +213,7 @@ def test_resume_inside_a_generation_batch_is_refused(tmp_path, caplog, step, ni,
     import json
     from types import SimpleNamespace
 
-    from rag_curriculum.train._progress import rows_done
+    from rag_curriculum.train._ledger import rows_done
     from rag_curriculum.train._resume import check_resume
 
     grpo = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_generations": 2,
@@ -253,7 +253,7 @@ def test_step_layout_matches_trls_sampler_and_slices(tmp_path, grpo):
     from trl import GRPOConfig
     from trl.trainer.utils import RepeatSampler
 
-    from rag_curriculum.train._progress import StepLayout
+    from rag_curriculum.train._ledger import StepLayout
 
     args = GRPOConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", **grpo)
     n = 24

@@ -164,7 +164,7 @@ def test_resume_with_another_batch_is_refused(trained, tiny_model_dir, shards, t
     from types import SimpleNamespace
 
     from rag_curriculum.train import CurriculumOrderError, compose_train_config, train
-    from rag_curriculum.train._progress import rows_done
+    from rag_curriculum.train._ledger import rows_done
 
     result, _, _ = trained
     out = tmp_path / "run"

@@ -77,7 +77,7 @@ def test_a_step_with_nothing_to_learn_says_so_once(warm, tmp_path, caplog):
     _, rows, _ = warm
     model = make_tiny_model(tmp_path / "random", ["<reasoning> a b c </reasoning>"] * 20, hidden_size=32,
                             vocab_size=300)
-    with caplog.at_level(logging.WARNING, logger="rag_curriculum.train._progress"):
+    with caplog.at_level(logging.WARNING, logger="rag_curriculum.train._ledger"):
         r = run("train", "recipe=cpu-learn", f"model.name_or_path={model}", f"data.shards={rows}",
                 f"run.output_dir={tmp_path / 'run'}", "grpo.max_steps=3", "grpo.max_completion_length=8",
                 "grpo.save_strategy=no")

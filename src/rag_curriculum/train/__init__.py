@@ -16,7 +16,7 @@ Its private modules (their public names are exported here):
 * :mod:`~rag_curriculum.train._recipes`: the shipped recipes (``recipes/train``) and Hydra composition;
 * :mod:`~rag_curriculum.train._batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
 * :mod:`~rag_curriculum.train._order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
-* :mod:`~rag_curriculum.train._progress`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
+* :mod:`~rag_curriculum.train._ledger`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
 * :mod:`~rag_curriculum.train._trl`: a run wired to TRL (:func:`train`; :func:`prepare`, what a dry run checks;
   :func:`grpo_kwargs`, the bound ``GRPOConfig``'s arguments; :func:`finished_message`); ``_rewards``,
   ``_rollout``, ``_tools``: the adapters above; ``_trainer``: the ``GRPOTrainer`` subclass and its callback;
@@ -43,8 +43,8 @@ from ._config import (
     RunConfig,
     TrainConfig,
 )
+from ._ledger import STEPS_FILE, StepRecorder, learning_summary, read_steps
 from ._order import OrderIssue, check_index_order, order_issues
-from ._progress import STEPS_FILE, StepRecorder, learning_summary, read_steps
 from ._recipes import DEFAULT_RECIPE, compose_train_config, config_yaml, list_recipes
 from ._rewards import reward_funcs_from_config
 from ._rollout import PolicyBackend, SearchRollout, TurnSampling, rollout_from_config, search_prompts

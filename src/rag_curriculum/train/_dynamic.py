@@ -54,7 +54,7 @@ from .._plots import plot_dynamic as plot_dynamic  # the plot of a run's dynamic
 from .._plumbing import read_jsonl_latest, read_state, write_state
 from ..errors import ConfigError
 from ..rewards import completion_text, get_parser, row_gold, score_completion
-from ._progress import ROW_KEYS, distinct_rows, row_stats
+from ._ledger import ROW_KEYS, distinct_rows, row_stats
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CurriculumOrderError
+from ._ledger import CHECKPOINT_PLAN, StepLayout
 from ._order import RECIPE, Vocab, index_span
-from ._progress import CHECKPOINT_PLAN, StepLayout
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ TRL gives a run public hooks for what it hands the trainer (reward functions, ``
 rollouts and tools, and everything a checkpoint keeps (:class:`CurriculumCallback`, through transformers'
 ``on_train_begin`` / ``on_step_end`` / ``on_save``). Two needs of a curriculum no public hook meets, so
 :class:`CurriculumGRPOTrainer` overrides two private methods, each a few lines that hand the work to the hooks a run
-sets on the trainer (``recorder``: the rows of each step, :mod:`._progress`; ``adaptive``: the levels of an
+sets on the trainer (``recorder``: the rows of each step, :mod:`._ledger`; ``adaptive``: the levels of an
 adaptive curriculum, :mod:`.adaptive` or :mod:`._agent_adaptive`; ``dynamic``: dynamic sampling, :mod:`._dynamic`):
 
 * ``_generate_and_score_completions(inputs)``: the rows of a generation batch, before TRL generates them;
@@ -62,6 +62,7 @@ from ..shards import read_manifest, write_json
 from . import _dynamic as dyn
 from ._batching import plan_batches
 from ._dynamic import dynamic_batch
+from ._ledger import CHECKPOINT_PLAN, ROW_KEYS, StepLayout, StepRecorder, rows_done
 from ._order import (
     TRAINER,
     check_index_order,
@@ -71,7 +72,6 @@ from ._order import (
     report_tail,
     tail_rows,
 )
-from ._progress import CHECKPOINT_PLAN, ROW_KEYS, StepLayout, StepRecorder, rows_done
 from ._recipes import CARD_FILE
 from ._resume import check_resume, read_checkpoint_plan, resume_point
 from .adaptive import LEVELS_FILE, feed_back, make_hook

@@ -29,10 +29,7 @@ from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
 from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
-from ._lengths import check_trl_lengths
-from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
-from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
-from ._progress import (
+from ._ledger import (
     CHECKPOINT_PLAN,
     STEPS_FILE,
     StepLayout,
@@ -41,6 +38,9 @@ from ._progress import (
     non_finite_callback,
     nothing_to_learn_callback,
 )
+from ._lengths import check_trl_lengths
+from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
+from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
 from ._resume import check_resume, read_checkpoint_plan
 from ._rewards import reward_funcs_from_config, with_model_tokenizer

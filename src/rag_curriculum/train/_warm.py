@@ -52,7 +52,7 @@ from ..grammar import information_block
 from ..models import is_gguf, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
-from ._progress import non_finite_callback
+from ._ledger import non_finite_callback
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
