@@ -185,3 +185,46 @@ def test_a_build_on_an_index_of_another_dataset_is_warned(index_dir, tmp_path, c
     assert said.startswith(f"{index_dir}: the index was built from musique, not from hotpotqa"), said
     assert "curriculum index -d hotpotqa -i FILE" in said and "--corpus" in said, said
     assert build("musique", MUSIQUE_TRAIN, "musique") == []
+
+
+@pytest.mark.parametrize("given", ["--ray-address", "RAY_ADDRESS"])
+def test_an_http_ray_address_is_one_line_saying_which_address_to_give(given, monkeypatch):
+    """The dashboard's address (http://HOST:8265) where a cluster's is asked: refused before Ray is asked, naming
+    where it came from and the address to give."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum.errors import UsageError
+
+    if ray.is_initialized():  # pragma: no cover - a cluster of another test in this process
+        pytest.skip("a Ray cluster is running in this process")
+    address = "http://127.0.0.1:8265"
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if given == "RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    with pytest.raises(UsageError) as e:
+        connect_ray(ray, address if given == "--ray-address" else None, error=UsageError,
+                    log=logging.getLogger("t"), purpose="a test")
+    assert str(e.value) == (f"{given} {address}: an HTTP address (a Ray dashboard's or job API's, port 8265), not "
+                            "a cluster's"), str(e.value)
+    assert "HOST:6379" in e.value.hint and not ray.is_initialized()
+
+
+def test_a_ray_refusal_is_said_whole_not_cut_at_its_first_line(monkeypatch):
+    """Ray's multi-line advice ("To fix this, either:\\n 1. ...\\n 2. ...") is kept whole on the one line."""
+    import logging
+    import types
+
+    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum.errors import UsageError
+
+    def init(**kw):
+        raise ValueError("Invalid address. To fix this, either:\n  1. unset it, or\n  2. give HOST:6379.")
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)  # Ray's refusal, without a cluster
+    with pytest.raises(UsageError) as e:
+        connect_ray(fake, "auto", error=UsageError, log=logging.getLogger("t"), purpose="a test")
+    assert str(e.value) == ("could not connect to the Ray cluster at auto: Invalid address. To fix this, either: "
+                            "1. unset it, or 2. give HOST:6379."), str(e.value)

@@ -107,7 +107,12 @@ def connect_ray(ray: Any, address: str | None, *, error: Callable[..., Exception
     ``RuntimeError``, ``ValueError``: its first line)."""
     if ray.is_initialized():
         return False
+    given = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if address and address.strip().lower().startswith(("http://", "https://")):
+        raise error(f"{given} {address}: an HTTP address (a Ray dashboard's or job API's, port 8265), not a "
+                    "cluster's", hint="give the cluster's GCS address HOST:6379 (or ray://HOST:10001 for Ray "
+                    "Client); on a node of the cluster, auto or no address at all")
     why = unreachable(address)  # ray.init would wait for an address nothing answers without end
     if why:
         raise error(f"could not connect to the Ray cluster at {address}: {why}", hint=UNREACHABLE_HINT)
@@ -130,7 +135,8 @@ def connect_ray(ray: Any, address: str | None, *, error: Callable[..., Exception
                         hint=AUTH_HINT) from e
         if not isinstance(e, (ConnectionError, RuntimeError, ValueError)):
             raise
-        raise error(f"could not {where}: {str(e).splitlines()[0][:200]}", hint=UNREACHABLE_HINT) from e
+        said = " ".join(line.strip() for line in str(e).splitlines() if line.strip())  # Ray's advice, whole
+        raise error(f"could not {where}: {said[:400]}", hint=UNREACHABLE_HINT) from e
 
 
 #: Runs beside a driver that started a local cluster: given the cluster's processes (``PID:START``, START the
