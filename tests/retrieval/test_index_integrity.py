@@ -356,7 +356,7 @@ def test_an_onnx_export_that_does_not_load_is_one_line_before_serving(dense, tmp
     r = run("serve", "--index", root / "index", "--port", 1)
     line = one_error(r)
     assert "serving" not in r.output and "Traceback" not in r.output, r.output
-    assert line.startswith(f"error: {onnx.parent}: the index's exported encoder cannot be loaded ("), line
+    assert line.startswith(f"error: {onnx}: the index's exported encoder cannot be loaded (encoder.onnx: "), line
     assert "curriculum validate" in r.output and "--encoder FOLDER" not in r.output, r.output
 
 

@@ -365,8 +365,9 @@ def validate(
 ) -> None:
     """Check a shard directory: manifest present and complete, every shard's content hash, row counts and the row
     schema; or an index made by curriculum index: every file's SHA-256 against its manifest, the passages' digest
-    and the content fingerprint recomputed, the counts, a sample of the stored rankings ranked again (--quick: the
-    sizes and counts only). Exits 1 when anything is wrong."""
+    and the content fingerprint recomputed, the passages' keys, the BM25 postings decoded whole, the counts, the
+    stored rankings ranked again (every one of an index of up to 2,000 questions, an even sample above; --full:
+    every one) (--quick: the sizes and counts only). Exits 1 when anything is wrong."""
     what = "give a shard directory made by `curriculum build` or `curriculum partition`"
     if not directory.exists():
         fail(f"{directory}: not found", what)

@@ -24,8 +24,11 @@ the lower passage id, so rankings are deterministic.
 
 Every reader checks the files against the manifest when it opens the index (:class:`CorpusIndex`, ``check``: the
 sizes, small files and the kind's native files hashed whole, large ones sampled, the fingerprint recomputed from the
-records; ``full``: every file hashed), and :meth:`CorpusIndex.verify` (``curriculum validate``) recomputes the
-passages' digest and re-ranks a sample of the stored rankings.
+records; ``full``: every file hashed), and :meth:`CorpusIndex.verify` (``curriculum validate``, ``serve --verify``,
+``load_index(verify=True)``) recomputes the passages' digest, their keys and the fingerprint from the files, has the
+kind read its files whole, and ranks the stored rankings again (every one up to :data:`RERANKED` questions). An open
+holds its files open and says what it read of them (:meth:`CorpusIndex.check_line`); :meth:`CorpusIndex.changed`
+names one written since (a server refuses to read it).
 """
 
 from __future__ import annotations

@@ -1204,6 +1204,52 @@ def vocab_check(blob, off, block, count):
     return -1
 
 
+def scan_postings(first, last_n, bits, block_last, nd, off):
+    """The postings' arrays in one pass, as :func:`check_arrays` checks them with NumPy (this is its fast path: no
+    temporaries): ``first`` from 0, never down, ending at the blocks' count; ``last_n`` 1 to :data:`BLOCK` where a
+    term has blocks; widths at most 32 bits; each term's ``block_last`` rising, below ``nd``. Fills ``off`` (the
+    blocks' byte offsets, then the end: :func:`block_offsets`). Returns (0, the postings) or (1, 0): something
+    is out of bounds (NumPy then names it)."""
+    nb = block_last.shape[0]
+    if first[0] != 0 or np_int64(first[first.shape[0] - 1]) != nb:
+        return 1, 0
+    total = np_int64(0)
+    off[0] = 0
+    for t in range(first.shape[0] - 1):
+        f = np_int64(first[t])
+        e = np_int64(first[t + 1])
+        if e < f or e > nb:
+            return 1, 0
+        if e == f:
+            continue
+        ln = np_int64(last_n[t])
+        if ln < 1 or ln > BLOCK:
+            return 1, 0
+        total += (e - f - 1) * BLOCK + ln
+        prev = np_int64(-1)
+        for b in range(f, e):
+            wd = np_int64(bits[b, 0])
+            wf = np_int64(bits[b, 1])
+            last = np_int64(block_last[b])
+            if wd > 32 or wf > 32 or last >= nd or last <= prev:
+                return 1, 0
+            prev = last
+            n = BLOCK if b < e - 1 else ln
+            off[b + 1] = off[b] + ((n * (wd + wf) + 7) >> 3)
+    return 0, total
+
+
+def tie_check(tie, nd, seen):
+    """The first position of ``tie`` whose rank is ``nd`` or more or seen before (``seen``: ``nd`` False), or -1:
+    ``tie`` a permutation of ``0 .. nd - 1``."""
+    for i in range(tie.shape[0]):
+        r = np_int64(tie[i])
+        if r >= nd or seen[r]:
+            return i
+        seen[r] = True
+    return -1
+
+
 def term_maxima(block_max, first, end, out):
     """Each term's largest block maximum (its ``[first, end)`` blocks, stored quantized; 0 for none), float64."""
     for i in range(first.shape[0]):
@@ -1255,7 +1301,7 @@ def kernels() -> dict[str, Any]:
     global _KERNELS
     if _KERNELS is None:
         g = globals()
-        names = ("_varint_at", "vocab_find", "vocab_check", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
+        names = ("_varint_at", "vocab_find", "vocab_check", "scan_postings", "tie_check", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
                  "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_most_postings", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
                  "_posting", "_bound", "window_many", "_lookup_all", "pruned_many", "_finish_lucene", "_finish_bm25s",
                  "tie_adjust", "term_bounds",
@@ -1528,9 +1574,22 @@ def _first_bad(bad: Any) -> int:
     return int(np.flatnonzero(bad)[0])
 
 
+def _kind(name: str, arr: Any, dtypes: tuple[str, ...], ndim: int, length: int | None = None,
+          width: int | None = None, source: str = "") -> None:
+    """:class:`Crafted` unless ``arr`` is of one of ``dtypes``, in ``ndim`` dimensions, ``length`` rows (of
+    ``width`` columns)."""
+    if arr.dtype.name not in dtypes or arr.ndim != ndim:
+        raise Crafted(name, f"an array of {arr.dtype.name} in {arr.ndim} dimension(s); the search reads "
+                            f"{' or '.join(dtypes)} in {ndim}")
+    if length is not None and arr.shape[0] != length:
+        raise Crafted(name, f"{arr.shape[0]:,} rows, where {source} makes {length:,}")
+    if width is not None and arr.shape[1] != width:
+        raise Crafted(name, f"{arr.shape[1]} columns; the search reads {width}")
+
+
 def check_arrays(ix: PostingsIndex) -> Any:
-    """Every array the compiled search reads, checked against the bounds it reads them within (vectorised: tens
-    of milliseconds a million blocks): each file's type and shape; ``term_first`` from 0, never down, ending at the
+    """Every array the compiled search reads, checked against the bounds it reads them within (one compiled pass,
+    :func:`scan_postings`, and NumPy to name what it finds; without numba NumPy alone): each file's type and shape; ``term_first`` from 0, never down, ending at the
     blocks' count; ``term_last_n`` 1 to 128 where a term has blocks; ``block_bits`` at most 32 bits; ``words`` as
     long as the blocks' widths make it (plus its padding); ``block_last`` below the passages' count and rising
     within each term; the passages' lengths (or norms) and tie order one a passage (the tie order a permutation,
@@ -1540,16 +1599,7 @@ def check_arrays(ix: PostingsIndex) -> Any:
     (:func:`block_offsets`), computed once the arrays they come from are checked."""
     nd = ix.num_docs
 
-    def kind(name: str, arr: Any, dtypes: tuple[str, ...], ndim: int, length: int | None = None,
-             width: int | None = None, source: str = "") -> None:
-        if arr.dtype.name not in dtypes or arr.ndim != ndim:
-            raise Crafted(name, f"an array of {arr.dtype.name} in {arr.ndim} dimension(s); the search reads "
-                                f"{' or '.join(dtypes)} in {ndim}")
-        if length is not None and arr.shape[0] != length:
-            raise Crafted(name, f"{arr.shape[0]:,} rows, where {source} makes {length:,}")
-        if width is not None and arr.shape[1] != width:
-            raise Crafted(name, f"{arr.shape[1]} columns; the search reads {width}")
-
+    kind = _kind
     kind("block_last.npy", ix.block_last, ("uint32",), 1)
     kind("term_first.npy", ix.term_first, ("uint32", "int64", "uint64"), 1)
     if len(ix.term_first) < 1:
@@ -1558,13 +1608,19 @@ def check_arrays(ix: PostingsIndex) -> Any:
     if first.dtype.name == "uint64" and int(first.max()) >= 1 << 62:
         at = _first_bad(first >= np.uint64(1 << 62))
         raise Crafted("term_first.npy", f"{int(first[at]):,} at position {at:,}, beyond any block count")
-    first = first.astype(np.int64, copy=False)
     nb = len(ix.block_last)
     kind("block_bits.npy", ix.block_bits, ("uint8",), 2, nb, 2, "block_last.npy (one a block)")
     kind("block_max.npy", ix.block_max, ("uint16",), 1, nb, source="block_last.npy (one a block)")
     kind("words.npy", ix.words, ("uint32",), 1)
     n_terms = len(first) - 1
     kind("term_last_n.npy", ix.term_last_n, ("uint8",), 1, n_terms, source="term_first.npy (one a term, then the end)")
+    last_n = ix.term_last_n
+    if ix.compiled:  # one compiled pass, no temporaries; NumPy below only names what it found
+        off = np.empty(nb + 1, np.int64)
+        code, postings = ix.k["scan_postings"](first, last_n, ix.block_bits, ix.block_last, nd, off)
+        if code == 0:
+            return _check_rest(ix, off if off[-1] >= (1 << 32) else off.astype(np.uint32), int(postings))
+    first = first.astype(np.int64, copy=False)
     if first[0] != 0:
         raise Crafted("term_first.npy", f"{int(first[0]):,} at position 0; the first term's blocks start at 0")
     step = np.diff(first)
@@ -1576,7 +1632,6 @@ def check_arrays(ix: PostingsIndex) -> Any:
         raise Crafted("term_first.npy", f"{int(first[-1]):,} at position {n_terms:,} (its last), but block_last.npy "
                                         f"holds {nb:,} blocks")
     has = step > 0
-    last_n = ix.term_last_n
     bad = has & ((last_n < 1) | (last_n > BLOCK))
     if bad.any():
         at = _first_bad(bad)
@@ -1589,12 +1644,6 @@ def check_arrays(ix: PostingsIndex) -> Any:
                                         f"{at % 2}] (block {at // 2:,}'s {'gap' if at % 2 == 0 else 'frequency'} "
                                         "width); a width is at most 32 bits")
     off = block_offsets(first, last_n, ix.block_bits)
-    total = int(off[-1])
-    need = (total + 3) // 4 + 2
-    if len(ix.words) != need:
-        raise Crafted("words.npy", f"{len(ix.words):,} words; the blocks' widths (block_bits.npy) and postings "
-                                   f"(term_first.npy, term_last_n.npy) make {need:,} ({total:,} bytes of postings "
-                                   "and 2 words of padding)")
     bl = ix.block_last
     if nb and int(bl.max()) >= nd:
         at = _first_bad(bl >= nd)
@@ -1607,8 +1656,22 @@ def check_arrays(ix: PostingsIndex) -> Any:
         if down.any():
             at = _first_bad(down) + 1
             raise Crafted("block_last.npy", f"{int(bl[at]):,} at position {at:,}, not above {int(bl[at - 1]):,} "
-                                            "before it in the same term (a term's blocks rise)")
+                                            "before it in the same term (as term_first.npy divides the blocks: a term's blocks rise)")
     postings = int(ix.df(np.flatnonzero(has)).sum()) if n_terms else 0
+    return _check_rest(ix, off, postings)
+
+
+def _check_rest(ix: PostingsIndex, off: Any, postings: int) -> Any:
+    """:func:`check_arrays` once the blocks are checked: ``words``' length, the postings' count, the passages'
+    arrays. Returns ``off``."""
+    nd = ix.num_docs
+    kind = _kind
+    total = int(off[-1])
+    need = (total + 3) // 4 + 2
+    if len(ix.words) != need:
+        raise Crafted("words.npy", f"{len(ix.words):,} words; the blocks' widths (block_bits.npy) and postings "
+                                   f"(term_first.npy, term_last_n.npy) make {need:,} ({total:,} bytes of postings "
+                                   "and 2 words of padding)")
     if "postings" in ix.params and postings != int(ix.params["postings"]):
         raise Crafted("term_first.npy", f"its terms' blocks, with term_last_n.npy's postings in their last "
                                         f"blocks, make {postings:,} postings; params.json records "
@@ -1617,6 +1680,8 @@ def check_arrays(ix: PostingsIndex) -> Any:
         kind("doc_norm.npy", ix.doc_len, ("uint8",), 1, nd, source="params.json's num_docs")
         kind("doc_tie.npy", ix.tie, ("uint32",), 1, nd, source="params.json's num_docs")
         tie = ix.tie
+        if ix.compiled and ix.k["tie_check"](tie, nd, np.zeros(nd, np.bool_)) < 0:
+            return off
         if nd and int(tie.max()) >= nd:
             at = _first_bad(tie >= nd)
             raise Crafted("doc_tie.npy", f"{int(tie[at]):,} at position {at:,}; a tie rank is below {nd:,}")
@@ -1747,6 +1812,8 @@ class PostingsIndex:
             self.doc_len = load("doc_len.npy")
             self.tie = np.zeros(0, np.uint32)
             cache = np.zeros(256, np.float32)
+        self.compiled = compiled
+        self.k = kernels() if compiled else {}
         self.checked = checked
         if checked:  # every array within the bounds the compiled search reads it in (check_arrays)
             self.block_off = check_arrays(self)
@@ -1755,9 +1822,7 @@ class PostingsIndex:
         self.exhaustive = self.mode == BM25S and self.method >= 2  # bm25l, bm25+: a score for absent words
         self.kparams = np.concatenate([[params["k1"], params["b"], params.get("delta", 0.0), float(params["avgdl"])],
                                        cache.astype(np.float64)]).astype(np.float64)
-        self.compiled = compiled
         self.window = SEARCH_WINDOW
-        self.k = kernels() if compiled else {}
         self._scratch = threading.local()
 
     def scratch(self) -> tuple[Any, Any, Any]:
