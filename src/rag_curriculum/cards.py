@@ -391,6 +391,12 @@ def write_partition_card(directory: Path, manifest: Mapping[str, Any], bucket: s
                         "iterable dataset with these features, while `datasets.load_dataset` without streaming "
                         "builds no split of 0 rows and raises \"corresponds to no data\" (its split reader skips "
                         "a split of 0 examples).")
+    digest = (g.get("model_file") or {}).get("gguf_sha256") or (
+        (g.get("files") or {}).get("model") if str(model).lower().endswith(".gguf") else None)
+    if digest:  # a .gguf file: records keep its name only (no absolute path), so its digest says which file it was
+        description += (f" The model was the GGUF file `{Path(str(model)).name}` with SHA-256 `{digest}`; "
+                        "records name a file outside this folder by its name only, so to run the command below "
+                        "again, give the path of the file with that digest.")
     bal = part["balance"]
     balanced = ""
     if bal["enabled"] and bucket != LEARNABLE:

@@ -114,3 +114,28 @@ def test_the_template_ships_in_data_cards():
     assert path.is_file() and path.parent.name == "data_cards"
     assert "$front_matter" in path.read_text(encoding="utf-8")
     assert len(CASES) == 48
+
+
+def test_a_gguf_model_is_named_with_its_digest(tmp_path):
+    """Records name a model file outside the output by its name only (no absolute path is written): the card gives
+    its SHA-256 beside it, so the recorded command can be run again with the right file."""
+    m = manifest(balance=False, format_valid=True, tail=False)
+    digest = "ab" * 32
+    m["generation"]["fingerprint"]["generation"].update(
+        model="gemma-3-270m-q4_k_m.gguf",
+        model_file={"model": "gemma-3-270m-q4_k_m.gguf", "gguf_sha256": digest, "converted_to": "gguf-abababab"})
+    write_partition_card(tmp_path, m, ANSWERABLE)
+    text = " ".join((tmp_path / "README.md").read_text(encoding="utf-8").split())
+    assert (f"The model was the GGUF file `gemma-3-270m-q4_k_m.gguf` with SHA-256 `{digest}`; records name a file "
+            "outside this folder by its name only, so to run the command below again, give the path of the file "
+            "with that digest.") in text
+    # as a partition run records it: the backend's identity, the file's digest under files
+    m = manifest(balance=False, format_valid=True, tail=False)
+    m["generation"]["fingerprint"]["generation"].update(model="gemma-3-270m-q4_k_m.gguf", files={"model": digest})
+    (tmp_path / "files").mkdir()
+    write_partition_card(tmp_path / "files", m, ANSWERABLE)
+    assert f"SHA-256 `{digest}`" in (tmp_path / "files" / "README.md").read_text(encoding="utf-8")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_partition_card(plain, manifest(balance=False, format_valid=True, tail=False), ANSWERABLE)
+    assert "SHA-256" not in (plain / "README.md").read_text(encoding="utf-8")
