@@ -173,6 +173,9 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
         raise SystemExit(f"--arms: unknown {unknown}; choose from {', '.join(ARMS)}")
     out.mkdir(parents=True, exist_ok=True)
     rows = rows or steps * prompts
+    if warm_from is None and warm_rows > rows:
+        raise SystemExit(f"--warm-rows {warm_rows} is more than the {rows} training questions: give --rows "
+                         f"{warm_rows} or more, or fewer --warm-rows")
     t0 = time.perf_counter()
     model = warm_from or warm(out, rows=rows, warm_rows=warm_rows, epochs=warm_epochs)
     t_warm = time.perf_counter() - t0

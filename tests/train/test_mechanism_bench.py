@@ -62,6 +62,21 @@ def test_the_mechanism_bench_reports_measured_and_predicted_informative_fraction
             s["start"]["held_out_reward"]["mean"] + e["vs_start"]["mean"], abs=1e-5)
         assert all(math.isfinite(x) for x in e["held_out_reward"]["ci"])
     assert "vs_min_max" not in s["arms"]["max"]  # no min-max arm to pair with
+    # the per-step prediction on planted pass rates (level 1: 0.5, 2: 0.25, 3: 0.25): G = 2 gives 2p(1 - p), the
+    # steps taking the curriculum's rows in order and from the start again when they outrun them
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "profile.json").write_text((out / "profile" / "profile.json").read_text())
+    table = pq.read_table(out / "profile" / "profile.parquet")
+    rates = [{1: 0.5, 2: 0.25, 3: 0.25}[lv] for lv in table.column("level").to_pylist()]
+    table = table.set_column(table.schema.get_field_index("pass_rate"), "pass_rate", pa.array(rates, pa.float64()))
+    pq.write_table(table, planted / "profile.parquet")
+    for arm, each in (("max", 0.375), ("calibrated", 0.5)):  # max: every row at level 3; calibrated: level 1
+        got = bench.predicted_per_step(out / f"train-{arm}", planted, steps=3, prompts=2, group_size=2)
+        assert got == pytest.approx([each] * 3)
     # calibrated puts the questions where the profile says their pass rate is nearest 0.5
     placed = {r["id"]: int(r["level"]) for r in read_rows(out / "train-calibrated")}
     for rid, level in placed.items():
