@@ -112,6 +112,13 @@ def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, gen
     from rag_curriculum.partition import ProfileConfig, profile
 
     folder = out / "profile"
+    # the profile's run identity digests the model folder's config and tokenizer, not its weights: a model
+    # warm-started again in place would resume the old samples, so the weights it profiled are checked here
+    record, start = out / "profile_start.json", {"start": weights_digest(str(model))}
+    if folder.exists() and (not record.is_file() or json.loads(record.read_text()) != start):
+        raise SystemExit(f"{folder}: a profile of other starting weights than {model}'s: remove it, or give "
+                         "another --out")
+    write_json(record, start)
     res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
                                 levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
                                 backend="transformers", model=str(model), k=samples, temperature=1.0,
