@@ -228,3 +228,20 @@ def test_a_ray_refusal_is_said_whole_not_cut_at_its_first_line(monkeypatch):
         connect_ray(fake, "auto", error=UsageError, log=logging.getLogger("t"), purpose="a test")
     assert str(e.value) == ("could not connect to the Ray cluster at auto: Invalid address. To fix this, either: "
                             "1. unset it, or 2. give HOST:6379."), str(e.value)
+
+
+def test_a_ray_address_whose_port_is_no_port_says_so(monkeypatch):
+    """``--ray-address 127.0.0.1:99999``: an invalid port, not "connection refused" nor an unknown host."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum.errors import UsageError
+
+    if ray.is_initialized():  # pragma: no cover - a cluster of another test in this process
+        pytest.skip("a Ray cluster is running in this process")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(UsageError) as e:
+        connect_ray(ray, "127.0.0.1:99999", error=UsageError, log=logging.getLogger("t"), purpose="a test")
+    assert str(e.value) == ("could not connect to the Ray cluster at 127.0.0.1:99999: 99999 is not a port "
+                            "(1..65535)"), str(e.value)

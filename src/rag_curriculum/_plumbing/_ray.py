@@ -75,6 +75,8 @@ def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     True
     >>> unreachable("127.0.0.1:1")
     'connection refused'
+    >>> unreachable("127.0.0.1:99999")
+    '99999 is not a port (1..65535)'
     """
     if not address:
         return None
@@ -82,6 +84,8 @@ def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     if not m:
         return None
     host, port = m.group(1), int(m.group(2))
+    if not 1 <= port <= 65535:
+        return f"{port} is not a port (1..65535)"
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return None
