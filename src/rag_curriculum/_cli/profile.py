@@ -82,7 +82,7 @@ def profile(
     rep = result.run
     if rep is not None and rep.generated_chunks:
         console.print(f"generated {rep.generated_questions:,} question-level(s), {rep.completions:,} completions in "
-                      f"{rep.seconds:,.1f}s ({rep.completions_per_second:,.1f} completions/s)")
+                      f"{rep.seconds:,.1f}s ({rep.completions_per_second:.3g} completions/s)")
     if not result.complete:
         console.print("[yellow]stopped before the end: run the same command again to continue[/]")
         return
@@ -97,7 +97,7 @@ def print_profile(summary: dict[str, Any]) -> None:
     g = summary.get("group_size")
     t = Table(title=f"pass rate per level over {summary.get('paired_questions')} questions x "
               f"{summary.get('samples_per_question')} samples (95% paired bootstrap intervals)", title_justify="left")
-    for col in ("level", "distractors", "pass rate", "change from the first level", f"informative groups (G = {g})"):
+    for col in ("level", "distractors", "pass rate", "vs first level", f"informative (G={g})"):
         t.add_column(col, justify="right")
     for lv in summary.get("levels") or []:
         f = _figures(summary, lv)
@@ -117,7 +117,7 @@ def _figures(summary: dict[str, Any], level: int) -> dict[str, Any]:
 def _ci(f: dict[str, Any], key: str, *, signed: bool = False) -> str:
     lo, hi = f[f"{key}_ci"]
     fmt = "+.3f" if signed else ".3f"
-    return f"{f[key]:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+    return f"{f[key]:{fmt}} [{lo:{fmt}},{hi:{fmt}}]"
 
 
 def register(app: typer.Typer) -> None:
