@@ -447,7 +447,7 @@ def plot_level_profile(per_level: Mapping[str, Mapping[str, Any]], path: Path, *
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(lv) for lv in levels])
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("level (gold passages + distractors; log scale)")
+    ax.set_xlabel("level (log scale)")
     ax.set_ylabel("share (95% paired bootstrap)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, frameon=False)
