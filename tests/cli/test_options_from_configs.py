@@ -96,8 +96,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    # Every file hashed before serving; another encoder, allowed, another fingerprint
                    "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder",
                    "--max-results"},  # The passages one request may ask for
-         "validate": {"--quick"},
-         "inspect": {"--row", "--tokenizer"},
+         "validate": {"--quick", "--full"},  # --full: every stored ranking ranked again
+         "inspect": {"--row", "--tokenizer", "--n", "--where"},  # --n, --where: predictions of an eval or a partition
          "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept
          # Dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",

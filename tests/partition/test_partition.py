@@ -291,6 +291,7 @@ def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(ro
                      command=mine["command"])
     whole = read_manifest(full)
     assert (mine.pop("files"), whole.pop("files")) == ([], ["README.md", "level_by_index.png"])
+    assert (mine.pop("file_sha256"), sorted(whole.pop("file_sha256"))) == ({}, ["README.md", "level_by_index.png"])
     assert mine == whole  # shards (their hashes), counts, sources, config: the whole build's
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     shutil.rmtree(built)
