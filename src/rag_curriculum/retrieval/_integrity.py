@@ -1,4 +1,4 @@
-"""What an index's manifest records of each file it wrote, and how a reader checks those records (issue 57).
+"""What an index's manifest records of each file it wrote, and how a reader checks those records.
 
 **The records.** Every file of an index but ``manifest.json`` is in the manifest's ``files``:
 ``{"bytes": size, "sha256": digest}``, and for a file larger than :data:`WHOLE` also ``"sample"``: the SHA-256 of
