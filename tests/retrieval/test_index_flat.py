@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
 
-from rag_curriculum.retrieval import _bm25, _postings
+from rag_curriculum.retrieval import _bm25, _bm25_parts, _postings
 from rag_curriculum.retrieval._corpus import Sources, passage_blocks
 
 
@@ -214,7 +214,7 @@ def test_the_front_coded_vocabulary_finds_every_word(tmp_path):
     ordered = sorted(words, key=lambda w: w.encode("utf-8"))
     words |= {"x" * 256, "x" * 255 + "a", "x" * 400 + "b"}  # shared prefixes capped at 255 bytes
     ordered = sorted(words, key=lambda w: w.encode("utf-8"))
-    _bm25.write_vocab(tmp_path / "vocab", ordered)
+    _bm25_parts.write_vocab(tmp_path / "vocab", ordered)
     for compiled in (False, True):  # the Python walk and the compiled one (what a numba search uses)
         v = _bm25.Vocabulary(tmp_path / "vocab", compiled=compiled)
         assert len(v) == len(ordered)
@@ -222,7 +222,7 @@ def test_the_front_coded_vocabulary_finds_every_word(tmp_path):
             assert v.get(w) == i and v[i] == w.encode("utf-8"), w[:20]
         for w in ("zzz", "w00001x", "x" * 301, "x" * 255, "x" * 257, "aa", "w0", "w00001suffi", "\U0010ffff"):
             assert v.get(w) is None, w[:20]
-    _bm25.write_vocab(tmp_path / "none", [])
+    _bm25_parts.write_vocab(tmp_path / "none", [])
     assert len(_bm25.Vocabulary(tmp_path / "none")) == 0 and _bm25.Vocabulary(tmp_path / "none").get("a") is None
 
 
@@ -289,11 +289,11 @@ def test_mismatched_arrays_are_refused_not_indexed(passages, tmp_path):
     tok = _bm25.tokenizer("en")
     tokens, lengths = _bm25.tokenize_flat(tok, titles[:50], texts[:50])
     vocab = dict(tok.get_vocab_dict())
-    with pytest.raises(_bm25.BM25Error, match="vocabulary"):
+    with pytest.raises(_bm25_parts.BM25Error, match="vocabulary"):
         _postings.write_postings(tmp_path / "a", tokens, lengths,
                                  {w: i for w, i in vocab.items() if i < len(vocab) - 1},
                                  _params("lucene", 1.5, 0.75, 0.5))
-    with pytest.raises(_bm25.BM25Error, match="lengths summing"):
+    with pytest.raises(_bm25_parts.BM25Error, match="lengths summing"):
         _postings.write_postings(tmp_path / "b", tokens[:-1], lengths, vocab, _params("lucene", 1.5, 0.75, 0.5))
 
 

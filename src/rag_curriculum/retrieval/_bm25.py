@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._settings import rule
-from ..errors import CurriculumError, UsageError
+from ..errors import UsageError
+from ._bm25_parts import VOCAB_BLOCK, BM25Error
 from ._integrity import load_npy
 from ._kinds import RetrieverKind
 
@@ -147,10 +148,6 @@ def bm25_params(cfg: IndexConfig) -> dict[str, Any]:
             "dtype": "float32"}
 
 
-class BM25Error(CurriculumError):
-    """A BM25 index that cannot be built or read as asked."""
-
-
 #: What to do about postings that are crafted or damaged (their records made to match, so only reading finds it).
 CRAFTED_HINT = "build the index again with curriculum index ... --overwrite (or get it again from its source)"
 
@@ -197,58 +194,6 @@ def tokenize_flat(tok: Any, titles: list[str], texts: list[str], *, chunk: int =
     if not parts:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
     return np.concatenate(parts), np.concatenate(lens)
-
-
-#: Words per block of the front-coded vocabulary (each block's first word whole, the others as what they share with
-#: the word before and the rest).
-VOCAB_BLOCK = 16
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def write_vocab(path: Path, words: list[str]) -> None:
-    """The vocabulary, front-coded (``vocab.npy``: the bytes; ``vocab_off.npy``: where each block of
-    :data:`VOCAB_BLOCK` words starts, then the number of words): the words sorted by their UTF-8 bytes, a word's id
-    its rank. Each word is (its shared prefix with the word before, one byte; the rest's length, a varint; the
-    rest), the first of each block sharing nothing."""
-    import numpy as np
-
-    keys = [w.encode("utf-8") for w in words]
-    offs = []
-    chunks = []
-    size = 0
-    for b0 in range(0, len(keys), VOCAB_BLOCK):
-        offs.append(size)
-        prev = b""
-        part = bytearray()
-        for key in keys[b0:b0 + VOCAB_BLOCK]:
-            shared = 0
-            if prev:
-                top = min(len(prev), len(key), 255)
-                # the shared prefix: compare whole slices first (most words share a few bytes with the one before)
-                while shared < top and prev[shared] == key[shared]:
-                    shared += 1
-            part.append(shared)
-            part += _varint(len(key) - shared)
-            part += key[shared:]
-            prev = key
-        chunks.append(bytes(part))
-        size += len(part)
-    offs.append(size)
-    offs.append(len(words))
-    path = Path(path)
-    np.save(path.with_name(path.stem + ".npy"), np.frombuffer(b"".join(chunks), dtype=np.uint8), allow_pickle=False)
-    np.save(path.with_name(path.stem + "_off.npy"), np.asarray(offs, dtype=np.int64), allow_pickle=False)
 
 
 def check_vocab(path: Path, blob: Any, off: Any, terms: int, *, compiled: bool) -> None:
@@ -461,20 +406,6 @@ def backend(name: str) -> str:
     except ImportError:
         return "numpy"
     return "numba"
-
-
-_POOLS: dict[int, Any] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(threads: int) -> Any:
-    """A process-wide pool of ``threads`` threads for the compiled search (which releases the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _POOLS_LOCK:
-        if threads not in _POOLS:
-            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="bm25")
-        return _POOLS[threads]
 
 
 class BM25Searcher:

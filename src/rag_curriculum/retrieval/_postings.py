@@ -41,7 +41,7 @@ import mmap
 import threading
 from typing import Any
 
-from ._bm25 import BM25Error, _pool, write_vocab
+from ._bm25_parts import BM25Error, _pool, write_vocab
 from ._integrity import load_npy
 
 try:  # compiled by numba where it is installed; the same functions run as plain Python otherwise
