@@ -3,7 +3,7 @@
     python bench/bench_adaptive.py                       # 6 steps x 2 prompts x 2 generations, 3 interleaved repeats
     python bench/bench_adaptive.py --steps 12 --repeats 5
 
-Both runs train the same tiny Qwen2-style model (tests/tiny_model.py, built here, CPU) with TRL's GRPOTrainer
+Both runs train the same tiny Qwen2-style model (tests/support/tiny_model.py, built here, CPU) with TRL's GRPOTrainer
 through the toolkit's ``train`` on the same real MuSiQue questions (K = 3), with the same scripted reward, and show
 the same levels at every step, so they do the same model work: the fixed run is the min-max curriculum (half the
 steps at level 1, then K); the adaptive run stores its rows at K and lets the target-band controller choose, which
@@ -135,7 +135,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     import torch
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     from rag_curriculum.rewards import register_reward
 

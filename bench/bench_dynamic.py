@@ -5,7 +5,7 @@ zero-variance.
     python bench/bench_dynamic.py --steps 10 --prompts 8
     python bench/bench_dynamic.py --refill missing       # or batch (DAPO's / verl's whole-batch refills)
 
-Both runs train the same tiny Qwen2-style model (tests/tiny_model.py, built here, CPU) with TRL's GRPOTrainer
+Both runs train the same tiny Qwen2-style model (tests/support/tiny_model.py, built here, CPU) with TRL's GRPOTrainer
 through the toolkit's ``train`` on the same real MuSiQue questions (a min-max curriculum, K = 3), with the same
 scripted reward: half the rows (a seeded two of every four) get the same reward for every completion (a zero-variance group),
 the others one right and one wrong. The unfiltered run trains every group it generates; the filtered run
@@ -93,7 +93,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     import torch
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.rewards import register_reward

@@ -152,7 +152,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     if args.embedder is None:
-        from tiny_model import build_tiny_model
+        from support.tiny_model import build_tiny_model
 
         args.embedder = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="bench-globalrag-")), DATA))
     rows = make_rows()

@@ -51,7 +51,7 @@ def build_input(out: Path, questions: int, K: int, dataset: str | None = None) -
 
 def tiny_model(out: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     return build_tiny_model(out, SHARED)
 

@@ -63,7 +63,7 @@ def main() -> None:
         model = args.model
         if model is None:
             sys.path.insert(0, str(ROOT / "tests"))
-            from tiny_model import build_tiny_model
+            from support.tiny_model import build_tiny_model
 
             model = str(build_tiny_model(work / "tiny-model", SHARED, hidden_size=128, heads=2))
         backend = VLLMBackend(model, max_model_len=args.max_model_len, enforce_eager=args.eager)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))  # the official SQuAD code, transcribed once in tests/oracles/official_eval.py
+sys.path.insert(0, str(ROOT / "tests"))  # the official SQuAD code, transcribed once in tests/support/oracles/official_eval.py
 
-from oracles.official_eval import ref_metric_max_over_ground_truths as metric_max_over_ground_truths  # noqa: E402
-from oracles.official_eval import squad_f1_score  # noqa: E402
+from support.oracles.official_eval import ref_metric_max_over_ground_truths as metric_max_over_ground_truths  # noqa: E402
+from support.oracles.official_eval import squad_f1_score  # noqa: E402
 
 from rag_curriculum import load_examples  # noqa: E402
 from rag_curriculum.prompts import unique_labels  # noqa: E402

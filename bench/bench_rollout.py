@@ -74,7 +74,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     model = args.model
     if model is None:
-        from tiny_model import build_tiny_model
+        from support.tiny_model import build_tiny_model
 
         model = str(build_tiny_model(work / "tiny", SHARED))
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE), out=str(work / "ix"), depth=20))

@@ -84,7 +84,7 @@ def musique_file(n: int, out: Path, seed: int = 0) -> Path:
 
 def build_model(out: Path, data_file: Path, args) -> tuple[Path, int]:
     import torch
-    from tiny_model import CHATML_TEMPLATE, SPECIAL
+    from support.tiny_model import CHATML_TEMPLATE, SPECIAL
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 

@@ -43,7 +43,7 @@ def random_model(out: Path, args: argparse.Namespace, dtype) -> Path:
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     build_tiny_model(out, SHARED)  # the tokenizer and chat template
     tok = AutoTokenizer.from_pretrained(out)

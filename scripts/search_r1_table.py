@@ -1,4 +1,4 @@
-"""Score the test trajectories (``tests/searchr1_trajectories.py``) with Search-R1's own reward and compare the
+"""Score the test trajectories (``tests/support/search_r1_trajectories.py``) with Search-R1's own reward and compare the
 toolkit's ``search-r1`` with it.
 
     python scripts/search_r1_table.py --search-r1 PATH/TO/Search-R1            # compare, print the counts
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from searchr1_trajectories import SETTINGS, TABLE, digest, trajectories  # noqa: E402
+from support.search_r1_trajectories import SETTINGS, TABLE, digest, trajectories  # noqa: E402
 
 from rag_curriculum.rewards import search_r1_score  # noqa: E402
 

@@ -65,7 +65,7 @@ def shared_data() -> Path:
 def tiny_model_dir(tmp_path_factory, shared_data) -> Path:
     """A tiny random Qwen2-style model + BPE tokenizer trained on fixture text, saved to a temp dir."""
     pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), shared_data)
 

@@ -249,7 +249,7 @@ def test_a_bad_repository_id_is_a_usage_error(built):
 def test_a_search_r1_build_and_a_partition_bucket_have_cards_the_hub_reads(tmp_path, shared_data):
     """A Search-R1 file's licence is free text ("NQ: CC BY-SA 3.0; ..."): written as the card's `license` it made
     front matter no YAML parser reads; it is `other` now, and the bucket of a partition pushes as a build does."""
-    from searchr1_files import write_search_r1_parquet
+    from support.search_r1_files import write_search_r1_parquet
 
     from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import PartitionConfig, partition

@@ -9,8 +9,8 @@ bench/bench_real_*.py.
 from __future__ import annotations
 
 import pytest
-from cli_runs import one_error, run
 from conftest import TWOWIKI_TRAIN
+from support.cli_runs import one_error, run
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")

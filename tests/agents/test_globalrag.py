@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_runs import one_error, run
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
+from support.cli_runs import one_error, run
 
 from rag_curriculum.agents import get_agent_template, teacher_plans
 from rag_curriculum.agents._globalrag import gold_plan, gold_plans, render_table1
@@ -269,7 +269,7 @@ def _teacher(messages, n, seed):
     """A scripted teacher: the row's gold decomposition as its plan, one search per sub-question (the "budget" row
     searches three times for #1), the gold sub-answers; the "cycle" row writes a cyclic plan, the "wrong" row a
     wrong final answer, the "unanswered" row never answers its last sub-question."""
-    from agent_policies import _question
+    from support.agent_policies import _question
 
     rec = TEACHER_ROWS[_question(messages)]
     kind, steps = rec["kind"], rec["steps"]

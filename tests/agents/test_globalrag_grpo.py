@@ -20,7 +20,7 @@ CALLS: list[dict] = []
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from cli_runs import run
+    from support.cli_runs import run
 
     from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.rewards._globalrag import GlobalRagReward

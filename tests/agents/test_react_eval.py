@@ -242,8 +242,8 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
     import time
 
     import uvicorn
-    from agent_policies import react_search_then_finish
-    from servers import free_port
+    from support.agent_policies import react_search_then_finish
+    from support.servers import free_port
 
     from rag_curriculum.agents import HttpRetriever, IndexRetriever, ReActFormat, RolloutConfig, run_rollouts
     from rag_curriculum.generation import SamplingConfig

@@ -195,7 +195,7 @@ def test_difficulty_in_the_loop_is_recorded_per_search(index, min_max_rows):
 
 # -- the HTTP retriever's failures ------------------------------------------------------------------------------
 def test_unreachable_server_is_one_error_naming_the_url():
-    from servers import free_port
+    from support.servers import free_port
 
     url = f"http://user:secret@127.0.0.1:{free_port()}/retrieve"
     r = HttpRetriever(url, retries=2, backoff=0.01, timeout=2)

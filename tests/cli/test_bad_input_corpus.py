@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_runs import one_error, run
 from conftest import HOTPOT_TRAIN, MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 #: Placeholders: {MAX} a shard directory, {EVAL} an evaluation set, {IDX} a BM25 index, {TRAIN} MuSiQue's shared
 #: sample, {OUT} where an output would go (must not appear), {FILE} a text file, {EMPTY} an empty file, {JUNK}
@@ -232,7 +232,7 @@ def _dense_paths(root: Path) -> dict[str, Path]:
     try:
         import faiss
         import numpy as np
-        from tiny_model import build_tiny_encoder
+        from support.tiny_model import build_tiny_encoder
     except ImportError:
         return out
     from conftest import SHARED_DATA

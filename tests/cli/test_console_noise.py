@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_runs import run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import run
 
 
 # -- noise ----------------------------------------------------------------------------------------------------

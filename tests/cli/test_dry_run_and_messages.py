@@ -11,8 +11,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 ROOT = Path(__file__).resolve().parents[2]
 

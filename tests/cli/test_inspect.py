@@ -35,7 +35,7 @@ def k10(tmp_path_factory, shared_data) -> Path:
 
 @pytest.fixture(scope="module")
 def search_r1(tmp_path_factory, shared_data) -> Path:
-    from searchr1_files import write_search_r1_parquet
+    from support.search_r1_files import write_search_r1_parquet
 
     tmp = tmp_path_factory.mktemp("inspect-sr1")
     src = write_search_r1_parquet(tmp / "train.parquet", [("hotpotqa", 6), ("musique", 5)])

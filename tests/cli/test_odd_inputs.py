@@ -9,8 +9,8 @@ import json
 import shutil
 
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 pytest.importorskip("bm25s")
 
@@ -101,7 +101,7 @@ def test_device_cuda_where_torch_has_no_gpu_is_one_line(shared_data, tmp_path, m
     torch told so): one usage line naming the device and torch, before the model loads."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("sentence_transformers")
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     encoder = build_tiny_encoder(tmp_path / "enc", shared_data)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from cli_runs import one_error, run, tree
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run, tree
 
 
 def partition(max_dir, out, model, *more):

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "SECRET123"
@@ -141,7 +141,7 @@ def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_onc
     one warning names the file, the first such row and how many there are."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from searchr1_files import write_search_r1_parquet
+    from support.search_r1_files import write_search_r1_parquet
 
     from rag_curriculum.shards import read_rows
 

@@ -14,10 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.cli_runs import one_error, run
 
 from rag_curriculum._plumbing import MASK, is_secret, mask_secrets, redact_command, redact_overrides
 
@@ -151,7 +151,7 @@ def test_a_served_evaluation_writes_and_logs_no_secret_of_any_form(index_dir, mi
     (sent to the server) and a fragment's access token (kept by the client): neither is in the evaluation's output,
     its summary.json, eval_config.json, results/*.json, nor in the server's access log."""
     pytest.importorskip("fastapi", reason="the serve extra is needed")
-    from servers import free_port, server_process
+    from support.servers import free_port, server_process
 
     port = free_port()
     log = tmp_path / "serve.log"

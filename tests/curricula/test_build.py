@@ -105,7 +105,7 @@ def test_same_inputs_and_seed_give_byte_identical_shards(shared_data, tmp_path):
 
 
 def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
-    from oracles.row_oracle import render
+    from support.oracles.row_oracle import render
 
     from rag_curriculum.curricula._plan import plan_rows
     from rag_curriculum.curricula._render import render_rows

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from cli_runs import one_error, run
 from conftest import HOTPOT_TRAIN, MUSIQUE_TRAIN
-from level_oracle import CALIBRATED, LEVELS, PLANTED, SAMPLES, LevelOracle
+from support.cli_runs import one_error, run
+from support.level_oracle import CALIBRATED, LEVELS, PLANTED, SAMPLES, LevelOracle
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.generation._scripted import ScriptedBackend

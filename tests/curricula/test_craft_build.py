@@ -59,7 +59,7 @@ def test_rag_rl_config_unchanged_and_index_base_refused(tmp_path, shared_data):
 
 
 def test_columnar_rendering_equals_row_oracle(shared_data):
-    from oracles.row_oracle import render
+    from support.oracles.row_oracle import render
 
     from rag_curriculum.curricula._plan import plan_rows
     from rag_curriculum.curricula._render import render_rows

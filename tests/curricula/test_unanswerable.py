@@ -138,7 +138,7 @@ def test_fraction_one(tmp_path):
 
 
 def test_columnar_rendering_equals_row_rendering_with_unanswerable_rows(shared_data):
-    from oracles.row_oracle import render
+    from support.oracles.row_oracle import render
 
     from rag_curriculum.curricula._plan import plan_rows
     from rag_curriculum.curricula._render import render_rows

@@ -31,7 +31,7 @@ pytest.importorskip("fastapi", reason="transformers serve needs its serving extr
 pytest.importorskip("uvicorn", reason="transformers serve needs its serving extra (fastapi, uvicorn): the dev extra")
 
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
-from servers import free_port, server_process  # noqa: E402
+from support.servers import free_port, server_process  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402

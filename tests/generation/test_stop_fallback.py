@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from tiny_model import ForceAt
+from support.tiny_model import ForceAt
 from typer.testing import CliRunner
 
 pytest.importorskip("transformers")
@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def wordlevel_dir(tmp_path_factory, shared_data):
-    from tiny_model import build_wordlevel_model
+    from support.tiny_model import build_wordlevel_model
 
     return build_wordlevel_model(tmp_path_factory.mktemp("wordlevel") / "m", shared_data)
 

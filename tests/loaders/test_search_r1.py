@@ -9,7 +9,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from searchr1_files import flashrag_rows, write_search_r1_parquet
+from support.search_r1_files import flashrag_rows, write_search_r1_parquet
 from typer.testing import CliRunner
 
 from rag_curriculum import load_examples

@@ -303,7 +303,7 @@ def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
     import time
 
     import uvicorn
-    from servers import free_port
+    from support.servers import free_port
 
     from rag_curriculum.retrieval import load_index
     from rag_curriculum.retrieval._server import make_app

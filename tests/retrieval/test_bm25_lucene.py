@@ -1,5 +1,5 @@
 """The Lucene BM25 preset against Lucene's own outputs, captured from Anserini 0.22.1 (the jar pyserini 0.22.1 runs:
-Lucene 9.5) and kept in tests/oracles/lucene: its analyzer on crafted text (possessives, accents, numbers,
+Lucene 9.5) and kept in tests/support/oracles/lucene: its analyzer on crafted text (possessives, accents, numbers,
 apostrophes, hyphens, CJK, emoji, tokens past 255 characters, stop words, Porter's corner cases), its one-byte
 length norms, and ``SimpleSearcher.search(q, 10)`` (what pyserini's ``LuceneSearcher.search`` calls) for every
 question of the shared data over the pooled paragraphs. The same comparison against pyserini run side by side is
@@ -21,7 +21,7 @@ from rag_curriculum.retrieval import _postings
 from rag_curriculum.retrieval._analysis import ENGLISH_STOP_WORDS, LuceneEnglishAnalyzer
 from rag_curriculum.retrieval._porter import stem_many
 
-ORACLES = Path(__file__).resolve().parents[1] / "oracles" / "lucene"
+ORACLES = Path(__file__).resolve().parents[1] / "support" / "oracles" / "lucene"
 #: The shared data's questions and the files whose paragraphs are pooled (in this order; each distinct (title,
 #: text) once, in first-seen order: the corpus the oracle was captured on).
 POOLED = [("2wikimultihopqa", "2wikimultihopqa/train.sample500.json"),
@@ -132,7 +132,7 @@ def test_a_preset_edited_in_the_manifest_is_named_as_such(lucene_index, tmp_path
     were built with (it was "built with bm25s None", the bm25s version its manifest never had)."""
     import shutil
 
-    from index_edits import resealed
+    from support.index_edits import resealed
 
     from rag_curriculum.retrieval import RetrievalIndexError, load_index
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
-from index_edits import resealed
+from support.cli_runs import one_error, run
+from support.index_edits import resealed
 
 from rag_curriculum.retrieval import IndexConfig, build_index
 
@@ -149,7 +149,7 @@ FUZZ = """
     import json, shutil, sys
     from pathlib import Path
     import numpy as np
-    from index_edits import resealed
+    from support.index_edits import resealed
     from rag_curriculum.errors import CurriculumError
     from rag_curriculum.retrieval import load_index
     from rag_curriculum._plumbing import file_sha256
@@ -296,7 +296,7 @@ def test_planted_values_in_every_file_of_a_lucene_index(tmp_path):
 def dense_root(tmp_path_factory, small_input, shared_data):
     pytest.importorskip("faiss", reason="the dense extra is needed")
     pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("crafted-dense")
     enc = build_tiny_encoder(root / "enc", shared_data)

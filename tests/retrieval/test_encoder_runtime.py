@@ -65,7 +65,7 @@ def onnx_vectors(folder, out, texts, **kw):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, shared_data) -> Path:
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     return build_tiny_encoder(tmp_path_factory.mktemp("rt") / "tiny", shared_data)
 

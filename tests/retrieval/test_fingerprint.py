@@ -18,7 +18,7 @@ import sys
 
 import pytest
 from conftest import MUSIQUE_TRAIN, SHARED_DATA
-from servers import free_port, server_process
+from support.servers import free_port, server_process
 from typer.testing import CliRunner
 
 from rag_curriculum.agents import HttpRetriever, RetrieverError
@@ -93,7 +93,7 @@ def test_a_rebuild_elsewhere_matches_and_any_changed_passage_or_parameter_does_n
 def test_a_dense_index_is_fingerprinted_by_its_vectors_and_encoder_not_its_path(tmp_path, shared_data):
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("faiss")
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     enc = build_tiny_encoder(tmp_path / "models" / "tiny-e5", shared_data)
     corpus = _corpus(tmp_path / "corpus.jsonl", 120)

@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
-from index_edits import resealed
+from support.index_edits import resealed
 
 from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples

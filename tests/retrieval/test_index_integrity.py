@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 from rag_curriculum.retrieval._integrity import record, sample_sha256, seal
@@ -213,7 +213,7 @@ def test_a_damaged_block_of_the_passage_store_is_one_line_naming_the_file(bm25, 
     """Damage an open's sampled check does not see (the records made anew, as for a byte between a large file's
     samples): a block of passages.bin or norms.bin that does not decompress is refused naming the file and the block
     (it was zlib's or zstd's bare message, and a build's hint was "check --input and --out")."""
-    from index_edits import resealed
+    from support.index_edits import resealed
 
     d = copy(bm25, tmp_path / "passages")
     flip(d / "passages.bin", 40)
@@ -239,7 +239,7 @@ def test_arrays_and_questions_numpy_or_pyarrow_cannot_read_are_one_line_naming_t
     IndexError, a questions.arrow pyarrow refuses its ArrowInvalid; each is now one line naming the file."""
     import re
 
-    from index_edits import resealed
+    from support.index_edits import resealed
 
     def damaged(name, edit):
         d = copy(bm25, tmp_path / name.replace("/", "-"))
@@ -305,7 +305,7 @@ def test_passages_changed_with_their_records_are_refused_by_validate(bm25, tmp_p
 def dense(tmp_path_factory, small_input, shared_data):
     pytest.importorskip("faiss", reason="the dense extra is needed")
     pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("integrity-dense")
     enc = build_tiny_encoder(root / "enc", shared_data)
@@ -347,7 +347,7 @@ def test_an_onnx_export_that_does_not_load_is_one_line_before_serving(dense, tmp
     """An export whose records were made anew (so its hash check passes) but which onnxruntime cannot parse: serve
     printed "serving ... at http://..." and then a traceback, its hint saying the encoder folder moved; now one line
     before anything is announced, with validate's and the rebuild's hint."""
-    from index_edits import resealed
+    from support.index_edits import resealed
 
     root = copy(dense["root"], tmp_path / "root")
     onnx = root / "index" / "dense" / "encoder" / "encoder.onnx"

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import MUSIQUE_TRAIN
-from servers import free_port, server_process
+from support.servers import free_port, server_process
 
 pytest.importorskip("ray.serve", reason="the ray extra (ray[serve]) is needed")
 pytest.importorskip("bm25s")

@@ -13,9 +13,9 @@ import threading
 
 import numpy as np
 import pytest
-from agent_policies import search_then_answer
 from conftest import MUSIQUE_TRAIN
-from servers import free_port, server_process
+from support.agent_policies import search_then_answer
+from support.servers import free_port, server_process
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app as cli_app
@@ -431,7 +431,7 @@ def test_a_corpus_alone_is_served_as_search_r1_serves_it(tmp_path):
     file), and Search-R1's client code prints the same ``Doc i(Title: ...)`` text from our answer as from its own
     server's: quoted titles keep their quotes."""
     from fastapi.testclient import TestClient
-    from searchr1_files import search_r1_documents, search_r1_passages_string, write_search_r1_corpus
+    from support.search_r1_files import search_r1_documents, search_r1_passages_string, write_search_r1_corpus
 
     from rag_curriculum.agents import IndexRetriever
     from rag_curriculum.agents._retrievers import doc_lines

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 from conftest import MUSIQUE_TRAIN
-from servers import free_port, server_process
+from support.servers import free_port, server_process
 
 pytest.importorskip("fastapi", reason="the serve extra is needed")
 pytest.importorskip("bm25s")

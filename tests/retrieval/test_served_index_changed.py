@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MUSIQUE_TRAIN
-from servers import free_port, server_process
+from support.servers import free_port, server_process
 
 from rag_curriculum.retrieval import IndexConfig, build_index
 
@@ -115,7 +115,7 @@ def test_a_bm25_index_moved_into_place_while_served_goes_on_being_served(bm25_pa
 def dense_pair(tmp_path_factory, shared_data):
     pytest.importorskip("faiss", reason="the dense extra is needed")
     pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("served-dense")
     enc = build_tiny_encoder(root / "enc", shared_data)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import MUSIQUE_TRAIN, ROOT
-from servers import free_port, server_process
+from support.servers import free_port, server_process
 
 from rag_curriculum.retrieval import ENTRY_POINTS, KINDS, IndexConfig
 

@@ -13,9 +13,9 @@ import shutil
 
 import numpy as np
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
-from index_edits import resealed
+from support.cli_runs import one_error, run
+from support.index_edits import resealed
 
 from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 

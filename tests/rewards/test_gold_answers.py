@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from searchr1_files import write_search_r1_parquet
+from support.search_r1_files import write_search_r1_parquet
 
 from rag_curriculum._gold import GOLD_KEYS, NoGoldAnswerError, gold_answers
 from rag_curriculum.errors import CurriculumError

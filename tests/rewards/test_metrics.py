@@ -12,7 +12,7 @@ import pytest
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_DEV, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles.official_eval import (  # noqa: E402  the official scripts, transcribed once (tests/official_eval.py)
+from support.oracles.official_eval import (  # noqa: E402  the official scripts, transcribed once (tests/official_eval.py)
     ref_em,
     ref_f1,
     ref_normalize_answer,

@@ -1,7 +1,7 @@
 """``search-r1``: Search-R1's own reward (``qa_em.compute_score_em`` on the decoded prompt plus response), bit for bit.
 
 The frozen table ``search_r1_table.json`` holds what the original function gave on the 216 trajectories of
-``tests/searchr1_trajectories.py`` (``python scripts/search_r1_table.py --search-r1 PATH/TO/Search-R1`` made it, from
+``tests/support/search_r1_trajectories.py`` (``python scripts/search_r1_table.py --search-r1 PATH/TO/Search-R1`` made it, from
 Search-R1 a14dc3a); the verl tier compares verl's copy of the function on the same trajectories."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections import Counter
 
 import pytest
-from searchr1_trajectories import BEHAVIOURS, SETTINGS, TABLE, digest, strip_special, trajectories
+from support.search_r1_trajectories import BEHAVIOURS, SETTINGS, TABLE, digest, strip_special, trajectories
 
 from rag_curriculum._metrics import normalize_answer
 from rag_curriculum.errors import ConfigError, DataError, RewardInputError

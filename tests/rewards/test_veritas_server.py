@@ -129,7 +129,7 @@ def test_judge_over_http_with_votes_and_cache(tmp_path):
 @pytest.fixture(scope="module")
 def tserve(tiny_model_dir, tmp_path_factory) -> Iterator[str]:
     """`transformers serve` of the tiny model on 127.0.0.1: its /v1 URL."""
-    from servers import free_port, server_process
+    from support.servers import free_port, server_process
 
     pytest.importorskip("fastapi", reason="transformers serve needs its serving extra (the dev extra)")
     exe = Path(sys.executable).parent / "transformers"

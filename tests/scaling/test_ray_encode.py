@@ -10,8 +10,8 @@ import json
 import logging
 
 import pytest
-from cli_runs import one_error, run
 from scaling._scripts import inside, tree
+from support.cli_runs import one_error, run
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("ray.data", reason="the `ray` extra (ray[data]) is needed for --engine ray")
@@ -26,7 +26,7 @@ RAY = ["--engine", "ray", "--num-workers", "2", "--cpus-per-worker", "1"]
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, shared_data):
     from conftest import MUSIQUE_TRAIN
-    from tiny_model import build_tiny_encoder
+    from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("ray-encode")
     enc = build_tiny_encoder(root / "enc", shared_data)

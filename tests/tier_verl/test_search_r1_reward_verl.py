@@ -1,7 +1,7 @@
 """Search-R1's reward under verl 0.9.1.
 
 * verl's ``search_r1_like_qa_em`` ("Adapted from" Search-R1's ``qa_em.py``) is compared with the original's frozen
-  scores on every one of the 216 trajectories of ``tests/searchr1_trajectories.py``: it is *not* the same function
+  scores on every one of the 216 trajectories of ``tests/support/search_r1_trajectories.py``: it is *not* the same function
   (one ``<answer>`` match is an answer there, and more than ten ``<answer>``/``</answer>`` tags divide the score by
   4), and where it differs is exactly that, on the full sequence; on the response alone, as verl's ``naive`` manager
   hands it, it differs more (counted and printed).
@@ -22,7 +22,7 @@ import json
 import re
 
 import pytest
-from searchr1_trajectories import SETTINGS, TABLE, strip_special, trajectories
+from support.search_r1_trajectories import SETTINGS, TABLE, strip_special, trajectories
 
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
                                 reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
@@ -174,7 +174,7 @@ def test_built_rows_are_read_by_search_r1s_reward(tmp_path, compose_verl_config,
     """Rows built by the toolkit, read back by verl's own dataset: Search-R1's reward (verl's copy) reads their
     ``ground_truth['target']`` (no KeyError), and gives the toolkit's ``search-r1``
     score on each (prompt rendered, one right, one wrong and one missing answer per row)."""
-    from searchr1_files import write_search_r1_parquet
+    from support.search_r1_files import write_search_r1_parquet
     from verl.trainer.ppo.utils import create_rl_dataset
 
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum

@@ -24,7 +24,7 @@ ENGINE = dict(max_model_len=2048, enforce_eager=True)
 
 @pytest.fixture(scope="session")
 def vllm_model_dir(tmp_path_factory, shared_data) -> Path:
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2-vllm"), shared_data, hidden_size=128, heads=2)
 

@@ -26,7 +26,7 @@ pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scrip
 pytest.importorskip("openai")
 
 from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
-from servers import free_port, server_process  # noqa: E402
+from support.servers import free_port, server_process  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402

@@ -33,7 +33,7 @@ class RecordingRagRl:
 
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory, tiny_model_dir) -> Path:
-    from tiny_model import without_chat_template
+    from support.tiny_model import without_chat_template
 
     return without_chat_template(tiny_model_dir, tmp_path_factory.mktemp("tiny-base") / "model")
 

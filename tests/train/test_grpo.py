@@ -186,8 +186,8 @@ def test_resume_with_another_batch_is_refused(trained, tiny_model_dir, shards, t
 def test_a_finished_run_says_so_and_trains_nothing(trained, tiny_model_dir, shards, tmp_path):
     """Run again after it reached its steps: nothing is trained, no step 4, checkpoint-3 is kept
     as it was, and the run says it is finished (the library's result, the command's last line and its dry run)."""
-    from cli_runs import run
-    from cli_runs import tree as files
+    from support.cli_runs import run
+    from support.cli_runs import tree as files
 
     from rag_curriculum.train import compose_train_config, train
 
@@ -213,7 +213,7 @@ def test_a_finished_run_says_so_and_trains_nothing(trained, tiny_model_dir, shar
 
 
 def test_resuming_onto_other_data_names_the_way_to_start_fresh(trained, tiny_model_dir, shards, tmp_path):
-    from cli_runs import one_error, run
+    from support.cli_runs import one_error, run
 
     result, _, _ = trained
     out = tmp_path / "run"

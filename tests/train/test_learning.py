@@ -13,8 +13,8 @@ import logging
 import math
 
 import pytest
-from cli_runs import run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import run
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("trl", reason="the `train` extra is needed for training tests")

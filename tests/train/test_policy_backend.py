@@ -5,7 +5,7 @@ end-of-sequence token) in the middle of a turn, through a logits processor hande
 from __future__ import annotations
 
 import pytest
-from tiny_model import ForceAt
+from support.tiny_model import ForceAt
 
 pytest.importorskip("transformers")
 

@@ -165,7 +165,7 @@ def test_the_schedule_comparison_runs_end_to_end_and_a_rerun_trains_nothing(tmp_
     import sys
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_model import build_tiny_model
+    from support.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model", SAMPLE.parents[1])
     out = tmp_path / "out"

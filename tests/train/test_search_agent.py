@@ -139,8 +139,8 @@ def test_resuming_with_another_index_is_refused_and_names_the_way_to_start_fresh
     import shutil
 
     import yaml
-    from cli_runs import one_error, run
     from conftest import MUSIQUE_DEV
+    from support.cli_runs import one_error, run
 
     from rag_curriculum.retrieval import IndexConfig, build_index
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from cli_runs import one_error, run
 from conftest import MUSIQUE_TRAIN
+from support.cli_runs import one_error, run
 
 pytest.importorskip("trl", reason="the `train` extra is needed for the warm start")
 

@@ -30,7 +30,7 @@ def _gold(question):
         import json
         from pathlib import Path
 
-        path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "musique" / (
+        path = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "musique" / (
             "musique_ans_v1.0_train.sample100.jsonl")
         for line in path.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
@@ -90,7 +90,7 @@ def _any_gold(question):
         import json
         from pathlib import Path
 
-        data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        data = Path(__file__).resolve().parents[2].parent / "shared" / "data"
         for r in json.loads((data / "hotpotqa" / "hotpot_train_v1.1.sample100.json").read_text(encoding="utf-8")):
             _ANSWERS[r["question"].strip().rstrip("?")] = r["answer"]
         for line in (data / "musique" / "musique_ans_v1.0_train.sample100.jsonl").read_text(encoding="utf-8").splitlines():

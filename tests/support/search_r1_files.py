@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 #: ``make_prefix(dp, template_type="base")`` of Search-R1's data scripts (the typo "your want" is theirs).
 PREFIX = (

@@ -23,7 +23,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 #: Search-R1's ``make_prefix(dp, "base")`` (its data scripts; the typo "your want" is theirs).
 SEARCH_R1_PREFIX = (
@@ -227,6 +227,6 @@ def digest(t: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps([t["sequence"], t["target"]], ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-TABLE = Path(__file__).resolve().parent / "rewards" / "search_r1_table.json"
+TABLE = Path(__file__).resolve().parents[1] / "rewards" / "search_r1_table.json"
 #: The settings of compute_score_em each trajectory is scored with: Search-R1's (format_score 0) and a format score.
 SETTINGS = ({"format_score": 0.0, "score": 1.0}, {"format_score": 0.1, "score": 1.0})
