@@ -67,7 +67,7 @@ def test_the_cli_names_the_url_and_leaks_no_key(silent_server, tmp_path, min_max
                       (f"http://127.0.0.1:{silent_server}/retrieve?token=SECRET", "did not answer within 1 s")):
         r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "eval", "--agent", "search-r1",
                             "--retriever", url, "--retriever-timeout", "1", "--backend", "scripted", "--model",
-                            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
+                            "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
                             "--out", str(tmp_path / "ev"), "--no-progress"], capture_output=True, text=True,
                            env={**__import__("os").environ, **env}, timeout=300)
         out = r.stdout + r.stderr
@@ -134,12 +134,12 @@ def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_ma
     runner = CliRunner()
     url = odd_servers[which]
     r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
-                            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
+                            "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
                             "--out", str(tmp_path / "ev"), "--no-progress"])
     assert r.exit_code == 1 and "retriever" in r.output, r.output
     assert not (tmp_path / "ev").exists()
     r = runner.invoke(app, ["partition", "--agent", "search-r1", "--retriever", url, "--dataset", "musique", "--input",
                             str(MUSIQUE_TRAIN), "--n", "2", "--backend", "scripted", "--model",
-                            "agent_policies:search_then_answer", "--out", str(tmp_path / "part"), "--no-progress"])
+                            "support.agent_policies:search_then_answer", "--out", str(tmp_path / "part"), "--no-progress"])
     assert r.exit_code == 1 and "retriever" in r.output, r.output
     assert not (tmp_path / "part").exists()

@@ -195,7 +195,7 @@ def agent_run(tmp_path_factory, index_dir, shared_data):
     common.out.width = 80
     try:
         r = run("eval", "--agent", "search-r1", "--retriever", index_dir, "--backend", "scripted", "--model",
-                "policy=agent_policies:search_then_answer", "--data", named, "--samples", 2, "--max-turns", 3,
+                "policy=support.agent_policies:search_then_answer", "--data", named, "--samples", 2, "--max-turns", 3,
                 "--out", out)
     finally:
         common.out.width = width

@@ -86,7 +86,7 @@ def test_a_retriever_url_whose_port_is_no_port_is_one_line_at_once(min_max_shard
 
     t0 = time.perf_counter()
     r = run("eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
-            "p=agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
+            "p=support.agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
             "--no-progress")
     line = one_error(r)
     assert "its port is not a number in 1..65535" in line, line

@@ -57,7 +57,7 @@ def test_a_path_after_a_port_that_starts_with_an_at_sign_is_not_a_password():
 def test_the_error_line_of_an_unreachable_retriever_masks_every_form(min_max_shards, tmp_path, form):
     url, _ = FORMS[form]
     r = run("eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
-            "p=agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
+            "p=support.agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
             "--no-progress")
     line = one_error(r)
     assert SECRET not in r.output and "***" in line, r.output
@@ -162,7 +162,7 @@ def test_a_served_evaluation_writes_and_logs_no_secret_of_any_form(index_dir, mi
     out = tmp_path / "ev"
     with server_process(argv, f"http://127.0.0.1:{port}/health", log, timeout_s=180):
         r = run("eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
-                "p=agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "3", "--max-turns", "2",
+                "p=support.agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "3", "--max-turns", "2",
                 "--out", out, "--no-progress")
         # the toolkit's client sends ``X-Amz-Signature`` decoded; curl sends the name as it was typed
         body = json.dumps({"queries": ["Who wrote Hamlet?"], "topk": 1}).encode()

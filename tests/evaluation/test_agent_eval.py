@@ -32,7 +32,7 @@ def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path
 
     out = tmp_path / "run"
     args = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted",
-            "--model", "policy=agent_policies:search_then_answer", "--data", str(min_max_shards), "--samples", "2",
+            "--model", "policy=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--samples", "2",
             "--limit", "12", "--max-turns", "3", "--topk", "3", "--out", str(out), "--no-progress"]
     r = runner.invoke(app, args, catch_exceptions=False)
     assert r.exit_code == 0, r.output
@@ -78,7 +78,7 @@ def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path
 
 
 def test_eval_agent_refusals(index_dir, min_max_shards, tmp_path):
-    base = ["eval", "--backend", "scripted", "--model", "p=agent_policies:search_then_answer", "--data", str(min_max_shards),
+    base = ["eval", "--backend", "scripted", "--model", "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards),
             "--out", str(tmp_path / "o"), "--no-progress"]
     r = runner.invoke(app, [*base, "--agent", "search-r1"])
     assert r.exit_code == 2 and "--agent needs --retriever" in r.output
@@ -103,7 +103,7 @@ def test_eval_agent_writes_only_into_its_own_folders_and_one_run_at_a_time(index
     from filelock import FileLock
 
     base = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted", "--model",
-            "p=agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "3", "--no-progress"]
+            "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "3", "--no-progress"]
     mine = tmp_path / "mine"
     (mine / "sub").mkdir(parents=True)
     (mine / "notes.txt").write_text("keep")

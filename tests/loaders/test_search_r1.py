@@ -158,7 +158,7 @@ def test_eval_agent_asks_a_search_r1_file(merged, tmp_path, tiny_index):
 
     out = tmp_path / "ev"
     r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(tiny_index), "--backend", "scripted",
-                            "--model", "p=agent_policies:search_then_gold", "--data", str(merged), "--template",
+                            "--model", "p=support.agent_policies:search_then_gold", "--data", str(merged), "--template",
                             "search-r1-original", "--max-turns", "3", "--out", str(out), "--no-progress",
                             "--reward", "search-r1", "--reward-arg", "format_score=0.1"],
                       catch_exceptions=False)
@@ -192,7 +192,7 @@ def test_partition_agent_on_a_search_r1_file(merged, tmp_path, tiny_index):
     out = tmp_path / "part"
     r = runner.invoke(app, ["partition", "--agent", "search-r1", "--retriever", str(tiny_index), "--dataset",
                             "search-r1", "--input", str(merged), "--backend", "scripted", "--model",
-                            "agent_policies:search_then_gold", "--pass-at", "2", "--max-turns", "3", "--out",
+                            "support.agent_policies:search_then_gold", "--pass-at", "2", "--max-turns", "3", "--out",
                             str(out), "--no-progress"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     stats = pq.read_table(out / "stats.parquet").to_pylist()
@@ -200,7 +200,7 @@ def test_partition_agent_on_a_search_r1_file(merged, tmp_path, tiny_index):
     record = json.loads((out / "partition.json").read_text())
     assert record["counts"] if "counts" in record else record
     r = runner.invoke(app, ["partition", "--dataset", "search-r1", "--input", str(merged), "--backend", "scripted",
-                            "--model", "agent_policies:search_then_gold", "--out", str(tmp_path / "p2")])
+                            "--model", "support.agent_policies:search_then_gold", "--out", str(tmp_path / "p2")])
     assert r.exit_code == 2 and "--agent search-r1" in r.output
 
 

@@ -408,7 +408,7 @@ def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
 def test_an_agent_searches_a_dense_index(flat, tmp_path, min_max_shards):
     out, _ = flat
     r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(out), "--backend", "scripted",
-                            "--model", "p=agent_policies:search_then_answer", "--data", str(min_max_shards),
+                            "--model", "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards),
                             "--limit", "4", "--max-turns", "2", "--out", str(tmp_path / "ev"), "--no-progress"])
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())

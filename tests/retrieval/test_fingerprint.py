@@ -122,13 +122,13 @@ def _serve(index, port, log):
 def _partition(url, out):
     return runner.invoke(app, ["partition", "--agent", "search-r1", "--retriever", url, "--dataset", "musique",
                                "--input", str(MUSIQUE_TRAIN), "--n", "4", "--K", "2", "--backend", "scripted",
-                               "--model", "agent_policies:search_then_answer", "--pass-at", "2", "--max-turns", "2",
+                               "--model", "support.agent_policies:search_then_answer", "--pass-at", "2", "--max-turns", "2",
                                "--out", str(out), "--no-progress"])
 
 
 def _eval(url, data, out):
     return runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted",
-                               "--model", "p=agent_policies:search_then_answer", "--data", str(data), "--limit", "3",
+                               "--model", "p=support.agent_policies:search_then_answer", "--data", str(data), "--limit", "3",
                                "--max-turns", "2", "--out", str(out), "--no-progress"])
 
 

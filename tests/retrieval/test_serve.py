@@ -500,7 +500,7 @@ def test_a_search_agent_against_the_server_sees_what_it_sees_in_process(server, 
     assert sum(len(t.searches) for t in over_http) >= 8
     out = tmp_path / "eval"
     r = runner.invoke(cli_app, ["eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted",
-                                "--model", "p=agent_policies:search_then_answer", "--data",
+                                "--model", "p=support.agent_policies:search_then_answer", "--data",
                                 str(min_max_shards), "--limit", "4", "--out", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "s3cret" not in r.output

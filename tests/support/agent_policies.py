@@ -1,4 +1,4 @@
-"""Scripted search agents for tests, importable by dotted path (``--backend scripted --model agent_policies:NAME``)
+"""Scripted search agents for tests, importable by dotted path (``--backend scripted --model support.agent_policies:NAME``)
 as users name their own scripts."""
 
 from __future__ import annotations
