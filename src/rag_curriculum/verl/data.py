@@ -144,13 +144,15 @@ def parse_verl_overrides(overrides: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def _int(value: str | None, name: str) -> int | None:
+def _int(value: str | None, name: str, *, what: str = "a number of tokens",
+         error: type[Exception] = PromptLengthError) -> int | None:
+    """An override's whole number (None for unset / null), or ``error`` naming the setting and ``what`` it must be."""
     if value is None or value.lower() in ("", "null", "none", "~"):
         return None
     try:
         return int(value)
     except ValueError:
-        raise PromptLengthError(f"{name}={value!r} is not a number of tokens") from None
+        raise error(f"{name}={value!r} is not {what}") from None
 
 
 def verl_limits(prompt_length: int, response_length: int, overrides: Mapping[str, str]) -> list[Limit]:
@@ -446,12 +448,7 @@ def steps_main(args: list[str]) -> int:
 
 def _count(value: str | None, name: str) -> int | None:
     """A whole number setting (None for unset/null), or a ConfigError naming it."""
-    if value is None or value.lower() in ("", "null", "none", "~"):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a whole number") from None
+    return _int(value, name, what="a whole number", error=ConfigError)
 
 
 def _reach_note(directory: str | Path, run: VerlRun) -> str:
