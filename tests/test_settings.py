@@ -174,6 +174,7 @@ def test_eval_compare_refuses_unknown_sections(monkeypatch, tmp_path):
         {"model": "a/base", "dataset": "musique", "setting": "distractor", "overall": agg,
          "by_hops": {"2": agg, "3": agg}, "by_format": {"valid": agg}}]}
     monkeypatch.setattr(evaluation, "compare_summaries", lambda runs, names=None: merged)
+    monkeypatch.setattr(evaluation, "paired_across_runs", lambda merged: {})  # one run: nothing to pair
     r = invoke("eval", "compare", tmp_path, "--section", "by_hop.3")
     assert_one_line(r, "--section 'by_hop.3'", "did you mean 'by_hops.3'?", "by_format.valid")
     r = invoke("eval", "compare", tmp_path, "--section", "by_hops.3")

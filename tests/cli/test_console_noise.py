@@ -51,7 +51,11 @@ def test_the_quickstart_build_fits_its_own_batch(shared_data, tmp_path, caplog):
     assert r.exit_code == 0, r.output
     manifest = json.loads((tmp_path / "mm" / "manifest.json").read_text())
     assert manifest["trainer_tail"]["unseen_rows"] == 0 and manifest["num_rows"] % 42 == 0
-    assert "0 row(s) never seen" in r.output and "WARNING" not in caplog.text, (r.output, caplog.text)
+    # MuSiQue's rows hold 20 paragraphs, so a few cannot show level 20's 19 distractors: that is said about the
+    # data (rows short of their level, named in the manifest), and nothing about the quickstart's own settings
+    warned = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert all("manifest.json: short_rows" in m for m in warned), warned
+    assert "0 row(s) never seen" in r.output, r.output
 
 
 def test_known_dependency_deprecations_are_hidden_on_the_command_line():

@@ -255,7 +255,7 @@ def test_arrays_and_questions_numpy_or_pyarrow_cannot_read_are_one_line_naming_t
         "the file is damaged"), msg
     d, msg = damaged("bm25/term_first.npy", lambda b: re.sub(rb"'shape': \((\d)", lambda m: b"'shape': (" + (
         b"9" if m[1] == b"1" else str(int(m[1]) - 1).encode()), b, count=1))
-    assert msg.startswith(f"{d}: bm25/term_last_n.npy: ") and "where term_first.npy makes" in msg or msg.startswith(
+    assert msg.startswith(f"{d}: bm25/term_last_n.npy: ") and "where term_first.npy (one a term, then the end) makes" in msg or msg.startswith(
         f"{d / 'bm25' / 'term_first.npy'}: numpy cannot read it"), msg
     d, msg = damaged("questions.arrow", lambda b: b[:-6] + b"XXXXXX")
     assert msg.startswith(f"{d / 'questions.arrow'}: pyarrow cannot read it ("), msg

@@ -323,6 +323,9 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
             calls.append((len(qs), k))
             return ix.retrieve_many(qs, k)
 
+        def changed(self):  # the server asks before each batch whether a file of the index was rewritten
+            return ix.changed()
+
     batcher = _Batcher(Counting(), max_batch=12)
     reqs = [(questions[i:i + 1 + i % 3], 3 if i % 2 else 5) for i in range(10)]
 
