@@ -22,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TIERS=${TIERS:-main vllm verl core pyserini}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export RAG_CURRICULUM_ALL_TESTS=1  # every test, the slow ones too (a plain `pytest` runs the fast set)
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
@@ -30,6 +31,8 @@ PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 WORKERS=${WORKERS:-2}
 MAIN_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || MAIN_PYTEST+=(-n "$WORKERS" --dist loadfile)
+# the slowest tests named at the end of the tier (where its time went, in CI's output too)
+MAIN_PYTEST+=(--durations=25 --durations-min=10)
 # The tests that drive TRL's GRPOTrainer (the trl-newest and trl-oldest tiers run them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)

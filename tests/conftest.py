@@ -39,7 +39,25 @@ def _share_the_cores_among_workers() -> None:
 _share_the_cores_among_workers()
 
 
+#: Set to 1 (scripts/test.sh does) to run the tests marked ``slow`` in a plain ``pytest`` too.
+ALL_TESTS = "RAG_CURRICULUM_ALL_TESTS"
+
+
+def _fast_set_only(config) -> bool:
+    """A plain ``pytest`` (no paths, no ``-m``, no ``-k``) runs the fast set: the tests marked ``slow`` (over about
+    a second on 2 cores: real models, trainers, servers, clusters, the docs' walkthroughs) are left out, unless
+    $RAG_CURRICULUM_ALL_TESTS is 1. Naming a file or a test, or any ``-m``, runs what was asked."""
+    return (config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
+            and not config.option.keyword and os.environ.get(ALL_TESTS) != "1")
+
+
 def pytest_collection_modifyitems(config, items):
+    if _fast_set_only(config):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
+            config._rag_curriculum_slow_left_out = len(slow)
     has_vllm = importlib.util.find_spec("vllm") is not None
     try:
         import torch  # noqa: F401
@@ -112,3 +130,11 @@ def gemma_dir(gemma_gguf) -> Path:
     from rag_curriculum.models import resolve_model
 
     return Path(resolve_model(gemma_gguf).path)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left_out = getattr(config, "_rag_curriculum_slow_left_out", 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"fast set: {left_out} tests marked slow were left out; `pytest -m slow` runs them, "
+            f"{ALL_TESTS}=1 pytest runs everything, and `bash scripts/test.sh` runs every tier")

@@ -80,6 +80,7 @@ def _script(sets, path):
     path.write_text(json.dumps(script), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_eval_from_the_paper_recipe_with_overrides_and_flags(shared_data, tmp_path):
     sets = []
     for setting in ("distractor", "ideal"):

@@ -100,6 +100,7 @@ def test_an_empty_bucket_streams_as_an_empty_dataset_and_the_toolkit_reads_it(bu
         datasets.load_dataset(str(empty), split="train", cache_dir=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_two_curricula_of_one_folder_name_each_load_their_own_rows(tmp_path, shared_data):
     """``datasets`` keys a local folder's cache by its name, the card's ``configs`` and ``dataset_info`` (not the
     files): the card's ``dataset_info`` (rows and Parquet bytes) keeps a second curriculum of the same folder name,

@@ -246,6 +246,7 @@ def test_a_bad_repository_id_is_a_usage_error(built):
     assert r.exit_code == 2 and "OWNER/NAME" in r.output
 
 
+@pytest.mark.slow
 def test_a_search_r1_build_and_a_partition_bucket_have_cards_the_hub_reads(tmp_path, shared_data):
     """A Search-R1 file's licence is free text ("NQ: CC BY-SA 3.0; ..."): written as the card's `license` it made
     front matter no YAML parser reads; it is `other` now, and the bucket of a partition pushes as a build does."""

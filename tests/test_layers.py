@@ -21,6 +21,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "rag_curriculum"
 DOC = ROOT / "docs" / "development.md"
@@ -236,6 +238,7 @@ def light_in_function_imports() -> dict[str, list[str]]:
             for f, found in module_graph()[2].items() if any(not set(mods) <= heavy for _, mods in found)}
 
 
+@pytest.mark.slow
 def test_every_component_is_in_the_documented_layers():
     layers = documented_layers()
     _, _, components = scan()
@@ -352,6 +355,7 @@ def private_reaches() -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_import_of_another_packages_private_module():
     """Packages meet through public names: each exports what the others use (its ``__init__`` or a public module),
     and no module reaches into another package's private one, so a private module can be split, renamed or merged

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from test_layers import HEAVY, module_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,7 @@ def test_the_layout_reader_reads_only_the_packages_lines():
     assert documented_layout(text) == {"a/", "b.py"}
 
 
+@pytest.mark.slow
 def test_no_test_folder_shadows_a_package_the_toolkit_imports():
     _, third, _ = module_graph()
     imported = set().union(*third.values()) | HEAVY

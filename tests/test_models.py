@@ -82,6 +82,7 @@ def test_a_truncated_file_is_refused_and_nothing_is_left_half_converted(tmp_path
     _nothing_converted(tmp_path / "cache")
 
 
+@pytest.mark.slow
 def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, gemma_dir):
     from rag_curriculum.shards import sha256_file
 

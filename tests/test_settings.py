@@ -181,6 +181,7 @@ def test_eval_compare_refuses_unknown_sections(monkeypatch, tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.slow
 def test_train_dry_run_checks_reward_names():
     r = invoke("train", "recipe=rag-rl-min-max", "rewards.0.name=rag-rl-anwser", "--dry-run")
     assert_one_line(r, "rewards.0.name", "did you mean 'rag-rl-answer'?")

@@ -68,6 +68,7 @@ def test_overwrite_refuses_a_folder_whose_manifest_is_not_the_toolkits(shared_da
         build(app_dir, overwrite=True)
 
 
+@pytest.mark.slow
 def test_a_crafted_manifest_makes_build_overwrite_delete_neither_a_users_file_nor_a_link(shared_data, tmp_path):
     """A build's manifest.json with ``precious.txt`` and a symbolic link ``linkdir`` appended to its ``files`` (a
     digest forged for each): `curriculum build --overwrite` removes neither, touches nothing through the link, and
@@ -178,6 +179,7 @@ def _wait(what, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc to watch the processes")
 def test_a_sigkilled_build_leaves_no_workers_and_its_partial_folder_is_removed_next_time(shared_data, tmp_path):
     out, pids = tmp_path / "out", tmp_path / "pids"
@@ -246,6 +248,7 @@ def _strings(obj):
         yield obj
 
 
+@pytest.mark.slow
 def test_manifest_and_card_hold_no_absolute_paths(shared_data, tmp_path, monkeypatch):
     src = tmp_path / "musique_ans_v1.0_train.sample100.jsonl"  # beside the output: recorded relative to it
     src.write_bytes(MUSIQUE_TRAIN.read_bytes())
@@ -281,6 +284,7 @@ def test_manifest_and_card_hold_no_absolute_paths(shared_data, tmp_path, monkeyp
 
 
 # -- 5. the Hugging Face layout: a directory reads as a Parquet dataset, in curriculum order ------------------------
+@pytest.mark.slow
 def test_a_shard_directory_reads_as_a_parquet_dataset_in_curriculum_order(shared_data, tmp_path):
     import datasets
     import pandas as pd
@@ -302,6 +306,7 @@ def test_a_shard_directory_reads_as_a_parquet_dataset_in_curriculum_order(shared
     assert load_hf_dataset(out)["curriculum_index"] == order
 
 
+@pytest.mark.slow
 def test_every_consumer_reads_the_data_layout(shared_data, tmp_path):
     from rag_curriculum.verl.data import train_files
 
@@ -359,6 +364,7 @@ def test_overwrite_never_changes_files_through_a_symbolic_link(tmp_path):
     assert {p.name: p.read_bytes() for p in shared.iterdir()} == before
 
 
+@pytest.mark.slow
 def test_a_crash_during_an_in_place_overwrite_never_leaves_a_manifest_over_mixed_files(shared_data, tmp_path,
                                                                                         monkeypatch):
     """An output holding a user's files is replaced file by file. A crash half-way used to leave the old

@@ -56,6 +56,7 @@ def test_shards_imports_no_command_module():
     assert not {m for m in imported if m.split(".")[0] in ("partition", "evaluation", "train", "curricula")}
 
 
+@pytest.mark.slow
 def test_a_bucket_of_an_unfinished_partition_is_refused_by_a_process_that_never_imports_partition(tmp_path):
     """The partition's own check sits below shards and is its default: a library reader (or a verl worker) that
     imports only ``shards`` refuses a bucket of an interrupted partition too."""

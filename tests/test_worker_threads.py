@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_each_worker_and_each_command_it_starts_take_their_share_of_the_cores():
     import torch
 

@@ -293,6 +293,7 @@ def _teacher(messages, n, seed):
 TEACHER_ROWS: dict[str, dict] = {}
 
 
+@pytest.mark.slow
 def test_teacher_path_applies_appendix_d_filters(index, min_max_rows):
     from rag_curriculum.agents import IndexRetriever
     from rag_curriculum.generation import SamplingConfig

@@ -34,6 +34,7 @@ def _mean(xs):
     return sum(xs) / len(xs)
 
 
+@pytest.mark.slow
 def test_eval_react_best_of_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path):
     from rag_curriculum.retrieval import load_index
 

@@ -45,6 +45,7 @@ def silent_server():
     srv.close()
 
 
+@pytest.mark.slow
 def test_a_hung_server_stops_the_run_after_the_timeout(silent_server):
     client = HttpRetriever(f"http://127.0.0.1:{silent_server}/retrieve?api_key=SECRET", timeout=1.0)
     t = time.perf_counter()
@@ -56,6 +57,7 @@ def test_a_hung_server_stops_the_run_after_the_timeout(silent_server):
     assert took < 10
 
 
+@pytest.mark.slow
 def test_the_cli_names_the_url_and_leaks_no_key(silent_server, tmp_path, min_max_shards):
     """Through the command line: one error line, and no log line (the toolkit's or urllib3's) holds the key."""
     closed = socket.socket()
@@ -112,6 +114,7 @@ def odd_servers():
         s.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["HTTP", "Http"])
 def test_a_schemes_case_does_not_matter(odd_servers, scheme):
     """RFC 3986: a scheme is case-insensitive; HTTP:// was refused as another scheme."""
@@ -122,6 +125,7 @@ def test_a_schemes_case_does_not_matter(odd_servers, scheme):
         client.search(["who?"], 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["404", "405", "shape"])
 def test_a_failed_run_leaves_nothing_behind(odd_servers, which, tmp_path, min_max_shards):
     """The retriever is tried before anything is written: eval leaves no eval_config.json nor

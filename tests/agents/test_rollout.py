@@ -55,6 +55,7 @@ def search_then_answer(messages, n, seed):
     return f"<think>Doc 1 says so.</think>\n<answer> {title} </answer>"
 
 
+@pytest.mark.slow
 def test_search_results_are_the_index_ranking_in_search_r1_layout(index, min_max_rows):
     rows = min_max_rows[:6]
     trajs = run_rollouts(ScriptedBackend(script=search_then_answer), rows, IndexRetriever(index), SAMPLING, n=2,

@@ -271,6 +271,7 @@ def _state(paths: dict[str, Path]) -> dict[str, tuple[int, int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, args", CORPUS, ids=[name for name, _ in CORPUS])
 def test_bad_input(name, args, corpus_paths, tmp_path):
     """Each case: exit 2 (a usage error) or 1 (a failure while running), one error line and no traceback, no

@@ -20,6 +20,7 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_build_validate_inspect(shared_data, tmp_path, monkeypatch):
     import shlex
     import sys
@@ -88,6 +89,7 @@ def test_wrong_dataset_message(shared_data):
     assert r.exit_code == 1 and "looks like a 'musique' file" in r.output
 
 
+@pytest.mark.slow
 def test_build_from_recipe_with_overrides(shared_data, tmp_path):
     out = tmp_path / "r"
     r = run("build", "recipe=musique-linear", f"input={MUSIQUE_TRAIN}", "n=40", "seed=2", f"out={out}",
@@ -100,6 +102,7 @@ def test_build_from_recipe_with_overrides(shared_data, tmp_path):
     assert r.exit_code == 2 and "did you mean 'musique-linear'" in r.output
 
 
+@pytest.mark.slow
 def test_build_mixture_from_options(shared_data, tmp_path):
     out = tmp_path / "mix"
     r = run("build", "-d", "musique:20", "-d", "2wiki:10", "-i", MUSIQUE_TRAIN, "-i", TWOWIKI_TRAIN, "-o", out,
@@ -118,6 +121,7 @@ def test_build_help_explains():
 EXPECTED_BUILD_RECIPES = 24  # + musique-adaptive, mixture-craft-v1, DATASET-bm25-min-max, DATASET-eval-retrieved
 
 
+@pytest.mark.slow
 def test_every_build_recipe_resolves_to_a_valid_config():
     names = list_recipes("build")
     assert len(names) == EXPECTED_BUILD_RECIPES, names
@@ -159,6 +163,7 @@ def test_bad_options_say_what_to_do(shared_data, tmp_path, bad, words):
         assert w in errors[0], (w, errors[0])
 
 
+@pytest.mark.slow
 def test_n_applies_to_every_source_of_a_mixture_recipe(shared_data, tmp_path):
     out = tmp_path / "mix"
     r = run("build", "recipe=mixture-craft", f"sources.0.input={MUSIQUE_TRAIN}", f"sources.1.input={HOTPOT_TRAIN}",
@@ -192,6 +197,7 @@ def test_ordinary_mistakes_get_errors_not_tracebacks(shared_data, tmp_path):
         assert "error:" in r.output and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 def test_split_mismatch_flag_and_recipe_key(shared_data, tmp_path):
     from conftest import MUSIQUE_DEV
 

@@ -36,6 +36,7 @@ def test_version():
     assert r.exit_code == 0 and r.output == f"rag-curriculum {__version__}\n"
 
 
+@pytest.mark.slow
 def test_quiet_logs_warnings_and_errors_only(shared_data, tmp_path):
     out = tmp_path / "idx"
     index = ["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", out, "--depth", 5, "--no-progress"]
@@ -52,6 +53,7 @@ def test_quiet_logs_warnings_and_errors_only(shared_data, tmp_path):
     assert r.exit_code == 2 and "contradict" in r.output
 
 
+@pytest.mark.slow
 def test_shell_completion_is_offered():
     r = run("--help")
     assert r.exit_code == 0 and "--install-completion" in r.output and "--show-completion" in r.output

@@ -47,6 +47,7 @@ def min_max_dir(tmp_path_factory, shared_data) -> Path:
 
 
 # -- the dry run runs every check of the real run before the model loads ------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides, words", [
     (["recipe=cpu-tiny", "batch.prompts_per_step=16"], "8 row(s) to train on, fewer than one batch of 16 prompts"),
     (["recipe=search-r1", "agent.retriever={IDX}"], "8 row(s) to train on, fewer than one batch of 512 prompts"),
@@ -71,6 +72,7 @@ def _documented_hard_negatives_command() -> list[str]:
     return shlex.split(train.split("#")[0])[1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["max", "min-max"])
 def test_the_documented_hard_negatives_route_runs_on_a_max_build(schedule, max_dir, min_max_dir, index_dir,
                                                                  tiny_model_dir, caplog):
@@ -205,6 +207,7 @@ def agent_run(tmp_path_factory, index_dir, shared_data):
     return r, out, [x.getMessage() for x in records]
 
 
+@pytest.mark.slow
 def test_an_agent_eval_shows_progress_lines_when_not_on_a_terminal(agent_run):
     _, _, lines = agent_run
     ours = [x for x in lines if x.startswith("policy · musique-dev")]

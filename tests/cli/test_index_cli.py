@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import MUSIQUE_TRAIN
 from typer.testing import CliRunner
 
@@ -31,6 +32,7 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_the_files_the_toolkit_did_not_write_and_names_them(shared_data, tmp_path, caplog):
     out = tmp_path / "idx"
     assert index(out).exit_code == 0
@@ -54,6 +56,7 @@ def test_overwrite_keeps_the_files_the_toolkit_did_not_write_and_names_them(shar
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx.")]
 
 
+@pytest.mark.slow
 def test_overwrite_of_an_index_with_only_its_own_files_replaces_it_whole(shared_data, tmp_path, caplog):
     out = tmp_path / "idx"
     assert index(out).exit_code == 0
@@ -63,6 +66,7 @@ def test_overwrite_of_an_index_with_only_its_own_files_replaces_it_whole(shared_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
 
+@pytest.mark.slow
 def test_an_unfinished_overwrite_in_place_is_finished_by_the_next_overwrite(shared_data, tmp_path):
     out = tmp_path / "idx"
     assert index(out).exit_code == 0

@@ -90,6 +90,7 @@ def partition(max_dir, out, model, *more):
 
 
 # -- misleading messages -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_eval_stats_of_a_missing_path_says_it_is_missing(eval_dir, script, tmp_path):
     beside_work = tmp_path / "here"
     (beside_work / "work").mkdir(parents=True)  # a folder holding a "work" folder, as / holds /work on some machines
@@ -101,6 +102,7 @@ def test_eval_stats_of_a_missing_path_says_it_is_missing(eval_dir, script, tmp_p
         assert "--stats takes a partition's stats.parquet" in r.output
 
 
+@pytest.mark.slow
 def test_a_truncated_json_script_is_named(max_dir, tmp_path):
     f = tmp_path / "script.json"
     f.write_text('{"a prompt": ["an ans')
@@ -138,6 +140,7 @@ def test_partition_of_a_plain_folder_says_it_is_not_a_shard_directory(tmp_path):
     assert "not a shard directory (no manifest.json)" in line and "did not finish" not in line, line
 
 
+@pytest.mark.slow
 def test_validate_checks_an_index(index_dir, tmp_path):
     import shutil
 
@@ -168,6 +171,7 @@ def test_out_a_file_says_so(max_dir, eval_dir, script, tmp_path, command):
 
 
 # -- tracebacks -> one line --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_inspect_a_damaged_shard_directory_names_what_is_wrong(max_dir, index_dir, tmp_path):
     import shutil
 

@@ -96,6 +96,7 @@ def test_a_retriever_url_whose_port_is_no_port_is_one_line_at_once(min_max_shard
     assert not (tmp_path / "ev").exists()
 
 
+@pytest.mark.slow
 def test_device_cuda_where_torch_has_no_gpu_is_one_line(shared_data, tmp_path, monkeypatch):
     """``curriculum index --kind dense --device cuda`` where torch sees no GPU (this CPU build, or a GPU machine's
     torch told so): one usage line naming the device and torch, before the model loads."""

@@ -284,6 +284,7 @@ def test_the_docs_reference_tables_render_every_field():
     assert "| `recipe_only` | (recipe key) |" in table and "| `options` | `--option` | dict[str, Any] | `{}` |" in table
 
 
+@pytest.mark.slow
 def test_print_config_shows_every_field(tmp_path):
     cases = {
         EvalConfig: ["eval", "-M", "m", "-D", str(tmp_path), "--backend", "scripted"],
@@ -300,6 +301,7 @@ def test_print_config_shows_every_field(tmp_path):
     assert EngineConfig  # engine options are never recorded (nor printed): they do not change a completion
 
 
+@pytest.mark.slow
 def test_a_new_field_is_a_recipe_key_without_being_written_in_the_recipes():
     from rag_curriculum.config import bind, compose, resolve
 

@@ -51,6 +51,7 @@ def _in_thread(target):
     return t, box
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["partition", "eval"])
 def test_a_second_run_on_the_same_out_is_refused_at_once(max_dir, eval_dir, script, tmp_path, command):
     """The first run is really running (its script blocks inside generation, holding the lock); the second is
@@ -136,6 +137,7 @@ def test_a_folder_the_toolkit_did_not_make_is_refused(max_dir, eval_dir, script,
     assert tree(mine) == before and sorted(p.name for p in mine.iterdir()) == ["notes.txt", "sub"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["partition", "eval"])
 def test_the_toolkits_own_output_is_still_rerun_and_overwritten(max_dir, eval_dir, script, tmp_path, command):
     out = tmp_path / "o"
@@ -235,6 +237,7 @@ SMALL = ["batch.num_processes=1", "batch.prompts_per_step=2", "batch.per_device_
          "grpo.num_generations=2", "grpo.bf16=false", "grpo.use_vllm=false"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides, code, words", [
     (["grpo.learning_rate=abc"], 2, "grpo.learning_rate = 'abc': must be a value of type float"),
     (["grpo.max_steps=1.5"], 2, "grpo.max_steps = 1.5: must be a value of type int"),
@@ -252,6 +255,7 @@ def test_dry_run_refuses_what_the_real_run_refuses(adaptive_dir, overrides, code
         assert words in line, line
 
 
+@pytest.mark.slow
 def test_dry_run_refuses_shards_it_cannot_read(max_dir, eval_dir, tmp_path):
     import shutil
 
@@ -270,6 +274,7 @@ def test_dry_run_refuses_shards_it_cannot_read(max_dir, eval_dir, tmp_path):
 
 
 # -- every command prints its composed configuration without running -----------------------------------------
+@pytest.mark.slow
 def test_every_command_prints_its_config_without_running(max_dir, eval_dir, tmp_path):
     import yaml
 

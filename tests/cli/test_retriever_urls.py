@@ -74,6 +74,7 @@ def max_dir(tmp_path_factory, shared_data) -> Path:
 
 
 # -- the dry run prints a retriever URL's secrets masked ------------------------------------------------------
+@pytest.mark.slow
 def test_the_dry_run_masks_the_retrievers_secrets_and_the_client_sends_its_query_to_both_endpoints(
         max_dir, tiny_model_dir, caplog):
     pytest.importorskip("trl")
@@ -135,6 +136,7 @@ def test_warm_start_against_an_unreachable_retriever_is_one_line(max_dir, tmp_pa
 
 
 # -- a Search-R1 row whose two gold fields disagree ------------------------------------------------------------
+@pytest.mark.slow
 def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_once(tmp_path, caplog, shared_data):
     """The README's rule (gold answers from ``reward_model.ground_truth.target``, what Search-R1's reward scores
     against) is the build's: two rows whose ``golden_answers`` say otherwise build with ``target``'s answers, and
@@ -164,6 +166,7 @@ def test_a_search_r1_row_whose_gold_fields_disagree_takes_target_and_says_so_onc
 
 
 # -- a corpus id reused by another passage -------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_corpus_id_reused_by_another_passage_is_a_bad_line_under_on_error(tmp_path):
     pytest.importorskip("bm25s")
     corpus = tmp_path / "corpus.jsonl"
@@ -196,6 +199,7 @@ def _flaky_reward():
     return flaky
 
 
+@pytest.mark.slow
 def test_a_training_run_that_stops_still_prints_what_its_steps_did(max_dir, tiny_model_dir, tmp_path):
     pytest.importorskip("trl")
     from rag_curriculum.rewards import register_reward
@@ -310,6 +314,7 @@ def test_the_warm_start_config_raises_no_deprecation_warning(tmp_path):
     assert args.use_cpu is not torch.cuda.is_available()  # the GPU where there is one
 
 
+@pytest.mark.slow
 def test_a_finished_run_asked_again_prints_what_its_steps_did(max_dir, tiny_model_dir, tmp_path):
     """The same training asked twice (as two pages of the docs do): the second trains nothing and says so, then
     prints the closing lines of the steps the first run took (before: nothing after "nothing trained")."""

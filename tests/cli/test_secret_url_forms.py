@@ -53,6 +53,7 @@ def test_a_path_after_a_port_that_starts_with_an_at_sign_is_not_a_password():
         assert mask_secrets(url) == url
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["fragment", "password with #", "encoded name"])
 def test_the_error_line_of_an_unreachable_retriever_masks_every_form(min_max_shards, tmp_path, form):
     url, _ = FORMS[form]
@@ -113,6 +114,7 @@ def _urls(draw, secrets: bool):
     return url, planted
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(_urls(secrets=True))
 def test_no_planted_secret_survives_masking(case):
@@ -126,6 +128,7 @@ def test_no_planted_secret_survives_masking(case):
         assert MASK in shown
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(_urls(secrets=False))
 def test_a_url_without_secrets_is_unchanged(case):
@@ -146,6 +149,7 @@ def index_dir(tmp_path_factory, shared_data):
     return out
 
 
+@pytest.mark.slow
 def test_a_served_evaluation_writes_and_logs_no_secret_of_any_form(index_dir, min_max_shards, tmp_path):
     """A real `curriculum serve` and `curriculum eval --retriever URL` whose URL holds a percent-encoded signature
     (sent to the server) and a fragment's access token (kept by the client): neither is in the evaluation's output,

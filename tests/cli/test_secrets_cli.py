@@ -87,6 +87,7 @@ def eval_dir(tmp_path_factory, shared_data) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("url", URLS[:3])
 def test_no_credential_in_any_file_a_partition_or_an_eval_writes(max_dir, eval_dir, tmp_path, policy, monkeypatch,
                                                                   url):
@@ -110,6 +111,7 @@ def test_no_credential_in_any_file_a_partition_or_an_eval_writes(max_dir, eval_d
 
 
 # -- the console --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_train_prints_its_config_with_the_hub_token_masked(tmp_path):
     args = ["train", "recipe=rag-rl-min-max", f"data.shards={tmp_path / 'none'}", f"grpo.hub_token={SECRET}"]
     r = CliRunner().invoke(app, [*args, "--print-config"])
@@ -185,6 +187,7 @@ class _Server:
         self.httpd.server_close()
 
 
+@pytest.mark.slow
 def test_the_http_clients_log_lines_do_not_show_base_url_credentials(max_dir, tmp_path):
     """A real `curriculum partition --backend openai` process: its stderr (the HTTP client logs at INFO a line per
     request naming the URL) holds no credential, and its files none either."""

@@ -47,6 +47,7 @@ def with_in_alias(tmp_path_factory, shared_data):
     return path, index, {r["id"] for r in recs[:10]}
 
 
+@pytest.mark.slow
 def test_a_stop_word_alias_keeps_every_passage(with_in_alias, tmp_path):
     path, index, changed = with_in_alias
     cfg = BuildConfig(sources=[SourceSpec("musique", str(path), None)], schedule="max", K=20, distractors="bm25",

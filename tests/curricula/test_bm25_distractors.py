@@ -54,6 +54,7 @@ def _contains_answer(p, answers):
     return any(f" {a} " in norm for a in looked)
 
 
+@pytest.mark.slow
 def test_bm25_distractors_are_never_gold_copies_nor_answer_bearing(bm25_build, examples):
     rows = read_rows(bm25_build.out)
     assert len(rows) == 100
@@ -79,6 +80,7 @@ def test_bm25_distractors_are_never_gold_copies_nor_answer_bearing(bm25_build, e
     assert excluded["gold_copy"] > 0 and excluded["answer"] > 0  # both rules fired on real data
 
 
+@pytest.mark.slow
 def test_the_formula_holds_and_k_is_no_longer_capped_by_the_dataset(bm25_build, examples, index_dir):
     """d = min(max(l + 2 - j, 0), k) with k = the question's ranked passages (60 deep) that are neither gold
     copies nor answer-bearing, counted here from the stored ranking."""
@@ -146,6 +148,7 @@ def test_the_index_is_required_and_checked():
     assert "drop --index" in e.value.hint
 
 
+@pytest.mark.slow
 def test_retrieved_setting_records_gold_recall(tmp_path_factory, shared_data):
     idx = tmp_path_factory.mktemp("idx") / "hotpot-dev"
     build_index(IndexConfig(dataset="hotpotqa", input=str(HOTPOT_HUB), out=str(idx), depth=20))
@@ -172,6 +175,7 @@ def test_retrieved_setting_records_gold_recall(tmp_path_factory, shared_data):
     assert "Gold recall@4" in card
 
 
+@pytest.mark.slow
 def test_cli_index_build_inspect_end_to_end(tmp_path, shared_data):
     runner = CliRunner()
     idx = tmp_path / "idx"

@@ -119,6 +119,7 @@ def test_columnar_rendering_equals_row_rendering(shared_data, tmp_path):
         assert render_rows(plan, cfg, 10, 60).equals(rows_to_table(render(plan, cfg, 10, 60)))
 
 
+@pytest.mark.slow
 def test_parallel_workers_write_the_same_bytes(shared_data, tmp_path):
     build(tmp_path, "one", n=None, schedule="linear", rows_per_shard=25, workers=1)
     build(tmp_path, "two", n=None, schedule="linear", rows_per_shard=25, workers=2)
@@ -146,6 +147,7 @@ def test_distractors_are_nested_across_levels(shared_data, tmp_path):
         assert a <= b
 
 
+@pytest.mark.slow
 def test_orderings(shared_data, tmp_path):
     by_level, _ = build(tmp_path, "lv", n=None, schedule="linear")
     shuffled, _ = build(tmp_path, "sh", n=None, schedule="linear", order="shuffled")
@@ -206,6 +208,7 @@ def test_evaluation_settings(shared_data, tmp_path):
     assert [r["source_id"] for r in dist] == [r["source_id"] for r in ideal], "same questions in both settings"
 
 
+@pytest.mark.slow
 def test_leakage_is_refused_dropped_or_reported(shared_data, tmp_path):
     build(tmp_path, "eval", input=MUSIQUE_TRAIN, n=30, setting="distractor", allow_split_mismatch=True)
     ev = str(tmp_path / "eval")
@@ -377,6 +380,7 @@ def test_data_card_front_matter_parses_as_a_hub_dataset_card(shared_data, tmp_pa
     assert card.data.task_categories == ["question-answering"]
 
 
+@pytest.mark.slow
 def test_a_finished_build_keeps_none_of_its_rows_alive(tmp_path, shared_data):
     """In a fresh interpreter (matplotlib not yet imported), with the cyclic GC off as in a build: once
     build_curriculum returns, no Example is left, neither referenced nor in a garbage cycle. matplotlib's first

@@ -50,6 +50,7 @@ def level_info(i: int) -> float:
     return sum(f(c[i] / SAMPLES) for c in PLANTED) / len(PLANTED)
 
 
+@pytest.mark.slow
 def test_a_calibrated_build_places_planted_questions_at_their_planted_levels(profiled, tmp_path):
     prof, ids = profiled
     out = tmp_path / "calibrated"
@@ -154,6 +155,7 @@ def test_a_bad_profile_is_refused_in_one_line_and_nothing_is_written(profiled, t
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_calibrated_build_of_the_partitions_answerable_questions(profiled, tmp_path):
     """The partition's split composes with the calibrated schedule: `--questions-from PARTITION/answerable` keeps
     the questions the base model answered at K, and each goes to its calibrated level."""

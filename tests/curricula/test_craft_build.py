@@ -74,6 +74,7 @@ def test_columnar_rendering_equals_row_oracle(shared_data):
         assert render_rows(plan, cfg, 0, 25).equals(rows_to_table(render(plan, cfg, 0, 25)))
 
 
+@pytest.mark.slow
 def test_template_on_the_command_line_and_on_the_mixture_recipe(tmp_path, shared_data):
     runner = CliRunner()
     res = runner.invoke(app, ["build", "-d", "musique", "-i", str(MUSIQUE_TRAIN), "--n", "3", "--K", "3",

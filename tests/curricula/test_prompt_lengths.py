@@ -78,6 +78,7 @@ def plain(tmp_path_factory, shared_data) -> Path:
 
 # --- build -----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_prompt_tokens_column_equals_chat_template_per_row(built, tiny_model_dir):
     rows = read_rows(built)
     assert len(rows) == 100
@@ -120,6 +121,7 @@ def test_without_tokenizer_nothing_changes(plain, built):
     assert with_col.equals(pq.read_table(shard_files(plain)[0]))
 
 
+@pytest.mark.slow
 def test_token_counts_are_the_same_whatever_the_workers(tmp_path, tiny_model_dir):
     a = _build(tmp_path / "one", tokenizer=str(tiny_model_dir), workers=1, rows_per_shard=30, schedule="linear")
     b = _build(tmp_path / "two", tokenizer=str(tiny_model_dir), workers=2, rows_per_shard=30, schedule="linear")
@@ -152,6 +154,7 @@ def test_tokenizer_errors_are_one_line(tmp_path, shared_data, monkeypatch):
     assert r.exit_code == 1 and "pip install 'rag-curriculum[train]'" in " ".join(r.output.split())
 
 
+@pytest.mark.slow
 def test_tokenizer_from_a_recipe_and_the_command_line(tmp_path, tiny_model_dir):
     from rag_curriculum.cli import app
 
@@ -197,6 +200,7 @@ def _no_model(monkeypatch):
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["built", "plain"])
 def test_train_refuses_prompts_over_the_vllm_context_before_loading_the_model(which, built, plain, tiny_model_dir,
                                                                               tmp_path, monkeypatch):
@@ -247,6 +251,7 @@ def test_train_accepts_a_curriculum_that_fits_and_records_the_longest(built, tin
     assert json.loads((tmp_path / "run" / "train_plan.json").read_text())["longest_prompt_tokens"] == top
 
 
+@pytest.mark.slow
 def test_dry_run_refuses_too(built, tiny_model_dir, tmp_path, monkeypatch):
     from rag_curriculum.cli import app
 
@@ -284,6 +289,7 @@ def test_limits_of_trl(tiny_model_dir):
     assert not hasattr(trl.GRPOConfig, "max_prompt_length")  # TRL 1.x never truncates prompts itself
 
 
+@pytest.mark.slow
 def test_column_is_recounted_when_it_does_not_match_the_run(built, tiny_model_dir, tmp_path):
     from rag_curriculum.lengths import read_lengths, uses_column
 
@@ -311,6 +317,7 @@ def _opts(res: subprocess.CompletedProcess) -> dict[str, str]:
     return dict(a.split("=", 1) for a in shlex.split(res.stdout)[3:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["built", "plain"])
 def test_verl_script_derives_max_prompt_from_the_longest_prompt(which, built, plain, tiny_model_dir):
     top = read_manifest(built)["prompt_tokens"]["longest"]
@@ -324,6 +331,7 @@ def test_verl_script_derives_max_prompt_from_the_longest_prompt(which, built, pl
     assert f"longest prompt: {top['tokens']} tokens (row {top['id']}" in res.stderr and source in res.stderr
 
 
+@pytest.mark.slow
 def test_verl_script_refuses_prompts_over_its_limits(built, tiny_model_dir):
     rows = read_rows(built)
     over = [r for r in rows if r["prompt_tokens"] > 2048]
@@ -348,6 +356,7 @@ def test_verl_script_refuses_prompts_over_its_limits(built, tiny_model_dir):
     assert res.returncode == 0 and _opts(res)["data.max_prompt_length"] == str(top)
 
 
+@pytest.mark.slow
 def test_verl_lengths_helper(built, plain, tiny_model_dir):
     from rag_curriculum.verl.data import main
 

@@ -54,6 +54,7 @@ def test_every_distractor_source_has_the_protocols_hooks():
             assert list(inspect.signature(getattr(cls, m)).parameters) == want, (cls.__name__, m)
 
 
+@pytest.mark.slow
 def test_the_stages_one_by_one_write_what_the_build_writes(shared_data, tmp_path):
     def cfg(out: str) -> BuildConfig:
         return BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 40)], schedule="min-max",

@@ -25,6 +25,7 @@ def index_dir(tmp_path_factory, shared_data):
     return out
 
 
+@pytest.mark.slow
 def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path):
     from rag_curriculum._metrics import answer_scores
     from rag_curriculum.agents import IndexRetriever
@@ -99,6 +100,7 @@ def test_eval_agent_refusals(index_dir, min_max_shards, tmp_path):
     assert not (tmp_path / "o2").exists()
 
 
+@pytest.mark.slow
 def test_eval_agent_writes_only_into_its_own_folders_and_one_run_at_a_time(index_dir, min_max_shards, tmp_path):
     from filelock import FileLock
 

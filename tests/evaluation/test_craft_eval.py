@@ -69,6 +69,7 @@ def policy(tmp_path_factory):
     sys.path.remove(str(d))
 
 
+@pytest.mark.slow
 def test_eval_craft_variants_end_to_end(tmp_path, policy, shared_data):
     data = tmp_path / "musique-distractor"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_DEV), n=4)], setting="distractor",

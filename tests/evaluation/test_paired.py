@@ -116,6 +116,7 @@ def _scripts(tmp_path, sets) -> tuple:
     return tuple(paths)
 
 
+@pytest.mark.slow
 def test_eval_prints_intervals_paired_differences_and_explained_zeros(tmp_path, sets):
     formatted, bare = _scripts(tmp_path, sets)
     out = tmp_path / "eval"

@@ -119,6 +119,7 @@ def run(eval_sets, out, *, m=3, backend=None, **kw):
     return run_eval(cfg, backend_factory=backend or (lambda model: ByPrompt()))
 
 
+@pytest.mark.slow
 def test_summary_matches_closed_form_and_results(eval_sets, stats_file, tmp_path):
     ByPrompt.calls = []
     res = run(eval_sets, tmp_path / "run", stats=[str(stats_file)])
@@ -176,6 +177,7 @@ def test_summary_matches_closed_form_and_results(eval_sets, stats_file, tmp_path
     assert json.loads((out / "eval_config.json").read_text())["config"]["m"] == 3
 
 
+@pytest.mark.slow
 def test_resume_after_a_crash_generates_only_what_is_missing(eval_sets, tmp_path):
     ByPrompt.calls = []
     sets = {"musique-distractor": eval_sets["musique-distractor"]}
@@ -195,6 +197,7 @@ def test_resume_after_a_crash_generates_only_what_is_missing(eval_sets, tmp_path
     assert res.summary["evals"] == first["evals"]
 
 
+@pytest.mark.slow
 def test_rescoring_needs_no_generation_and_changed_sampling_is_refused(eval_sets, tmp_path):
     sets = {"musique-ideal": eval_sets["musique-ideal"]}
     lenient = run(sets, tmp_path / "run").summary["evals"][0]["overall"]
@@ -230,6 +233,7 @@ def test_model_names():
         ModelSpec("a b", "x")
 
 
+@pytest.mark.slow
 def test_compare_and_cli(eval_sets, tmp_path, stats_file):
     sets = {k: eval_sets[k] for k in ("musique-distractor", "musique-ideal")}
     run(sets, tmp_path / "run-a", stats=[str(stats_file)])
@@ -272,6 +276,7 @@ def test_compare_and_cli(eval_sets, tmp_path, stats_file):
     assert res.exit_code == 1 and "no evaluation summary" in res.output
 
 
+@pytest.mark.slow
 def test_buckets_from_a_real_partition(eval_sets, tmp_path, caplog):
     """`curriculum partition` of the distractor set (scripted base model: right on every other question) gives
     the base-answerable / base-unanswerable breakdown of that set; the ideal set, not partitioned, gets none."""
@@ -310,6 +315,7 @@ def test_buckets_from_a_real_partition(eval_sets, tmp_path, caplog):
     assert "## Base-answerable / base-unanswerable questions" in (tmp_path / "run" / "table.md").read_text()
 
 
+@pytest.mark.slow
 def test_secrets_stay_out_of_the_outputs(eval_sets, tmp_path):
     sets = {"musique-ideal": eval_sets["musique-ideal"]}
     run(sets, tmp_path / "run", backend_args={"api_key": "sk-very-secret", "base_url": "http://h/v1"})

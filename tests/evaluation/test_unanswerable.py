@@ -53,6 +53,7 @@ def say(answer: str, cited: list[str]) -> str:
     return f"<reasoning>\nChecked.\n</reasoning>\n<answer>\nFinal answer: {answer}\nSupporting passages: {', '.join(cited)}\n</answer>"
 
 
+@pytest.mark.slow
 def test_trl_reward_functions_and_verl_on_real_unanswerable_rows(sets):
     rows = read_as_trl(sets / "distractor")
     assert {r["answerable"] for r in rows} == {True, False}
@@ -119,6 +120,7 @@ def test_retrieved_unanswerable_rows_show_neither_gold_nor_the_answer(sets):
     assert json.loads((sets / "distractor" / "manifest.json").read_text())["unanswerable"]["answer_in_passages"] == shown
 
 
+@pytest.mark.slow
 def test_scripted_eval_reports_abstention(sets, tmp_path):
     dist = read_as_trl(sets / "distractor")
     ideal = read_as_trl(sets / "ideal")

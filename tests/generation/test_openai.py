@@ -359,6 +359,7 @@ def _chunk(completions):
                      "skipped": [None] * n, "completions": completions}, schema=CHUNK_SCHEMA)
 
 
+@pytest.mark.slow
 def test_a_server_that_decodes_greedily_is_stopped_with_the_way_to_turn_sampling_on(tmp_path):
     from rag_curriculum.generation import IdenticalSamplesError
     from rag_curriculum.generation._openai_backend import TRANSFORMERS_SERVE_SAMPLING
@@ -395,6 +396,7 @@ def test_describe_records_every_option_that_can_change_a_completion_and_no_secre
         "backend": "openai", "model": "served-model", "options": {"disable_server_defaults": True}}
 
 
+@pytest.mark.slow
 def test_a_partition_with_other_request_settings_in_the_same_out_is_refused(tmp_path, shared_data):
     from conftest import MUSIQUE_TRAIN
 

@@ -142,6 +142,7 @@ def _partition(one_chunk, out: Path, *extra: str) -> subprocess.CompletedProcess
                            *extra], capture_output=True, text=True, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_partition_in_one_chunk_shows_prompts_done_while_it_runs(one_chunk, tmp_path):
     r = _partition(one_chunk, tmp_path / "p")
     assert r.returncode == 0, r.stderr

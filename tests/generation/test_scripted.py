@@ -80,6 +80,7 @@ def test_registry_names_and_typos():
         BACKENDS.get("vlm")
 
 
+@pytest.mark.slow
 def test_importing_the_toolkit_and_the_backends_never_imports_heavy_libraries():
     code = ("import sys, rag_curriculum, rag_curriculum.generation, rag_curriculum.generation.runner, "
             "rag_curriculum.partition, rag_curriculum.difficulty.accuracy, rag_curriculum._cli.partition, "

@@ -60,6 +60,7 @@ def test_both_backends_stop_on_the_decoded_text(wordlevel_dir, caplog):
     assert text.endswith("</search>") and lengths[-1] == 3
 
 
+@pytest.mark.slow
 def test_eval_agent_runs_on_it(wordlevel_dir, tmp_path, min_max_shards):
     pytest.importorskip("bm25s")
     from conftest import MUSIQUE_TRAIN

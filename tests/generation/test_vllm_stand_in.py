@@ -114,6 +114,7 @@ def rendered(messages) -> str:
     return " ".join(_FakeTokenizer()([_FakeTokenizer().apply_chat_template(messages)])["input_ids"][0])
 
 
+@pytest.mark.slow
 def test_engine_arguments_and_explicit_sampling_params_per_question(fake_vllm):
     from rag_curriculum.generation._vllm_backend import VLLMBackend
 

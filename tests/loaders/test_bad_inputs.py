@@ -537,6 +537,7 @@ def _error_line(result) -> str:
     return errors[0][len("error: "):]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.file_name for c in CASES])
 def test_cli_inspect_and_build(case, corpus, cli, monkeypatch):
     path = made(case, corpus)

@@ -173,6 +173,7 @@ def index_dir(tmp_path_factory, shared_data):
     return out
 
 
+@pytest.mark.slow
 def test_eval_agent_on_a_flashrag_file(index_dir, tmp_path):
     """Real MuSiQue questions written in FlashRAG's layout, asked through `eval --agent` (Search-R1 and ReAct):
     EM / F1 over golden_answers, recomputed; no gold recall (there is no gold); a bad file is one located error."""

@@ -119,6 +119,7 @@ def test_hotpot_short_contexts_kept(shared_data):
     assert all(e.extra.get("level") in {"easy", "medium", "hard"} for e in hub)
 
 
+@pytest.mark.slow
 def test_importing_the_package_does_not_import_heavy_libraries():
     code = ("import sys, rag_curriculum, rag_curriculum.loaders, rag_curriculum.curricula, rag_curriculum.cli; "
             "bad = [m for m in ('torch', 'transformers', 'vllm', 'trl') if m in sys.modules]; print(bad)")

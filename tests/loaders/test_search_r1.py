@@ -151,6 +151,7 @@ def test_a_row_with_neither_a_question_nor_a_user_message_is_refused_naming_it(m
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_eval_agent_asks_a_search_r1_file(merged, tmp_path, tiny_index):
     """eval --agent --data train.parquet: one set per data_source, scored by the same reader as training; with
     --reward search-r1, Search-R1's own reward of each trajectory (its prompt and text, the file's target) too."""

@@ -174,6 +174,7 @@ def test_balance_clips_both_buckets_to_the_same_size_with_the_seed(max_dir, rows
     assert ids_of(tmp_path / "q" / "answerable") == a and res2.counts == res.counts
 
 
+@pytest.mark.slow
 def test_rebucketing_never_generates_again(max_dir, rows, tmp_path):
     b = oracle(rows)
     partition(cfg_for(max_dir, tmp_path / "p"), backend=b, command="t")
@@ -231,6 +232,7 @@ def test_shards_in_one_directory_finish_by_themselves(max_dir, rows, tmp_path):
     assert m1["config"].pop("out") != m2["config"].pop("out") and m1 == m2
 
 
+@pytest.mark.slow
 def test_merge_joins_directories_from_several_machines(max_dir, rows, tmp_path):
     partition(cfg_for(max_dir, tmp_path / "one"), backend=oracle(rows), command="t")
     for i in range(3):
@@ -263,6 +265,7 @@ def test_another_run_in_the_same_directory_is_refused(max_dir, rows, tmp_path):
     assert res.complete and res.counts["samples_per_question"] == 2
 
 
+@pytest.mark.slow
 def test_build_from_a_dataset_file_first(rows, tmp_path, shared_data):
     cfg = PartitionConfig(dataset="musique", input=str(MUSIQUE_TRAIN), n=len(C), K=3, out=str(tmp_path / "p"),
                           backend="scripted", k=K_SAMPLES, chunk_size=5)
@@ -273,6 +276,7 @@ def test_build_from_a_dataset_file_first(rows, tmp_path, shared_data):
     assert again.run.generated_chunks == 0
 
 
+@pytest.mark.slow
 def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(rows, tmp_path, shared_data):
     """From a dataset file, partition runs the build's stages that make rows (sources, plan, render, shards and
     manifest), not the whole build: OUT/input holds the shards and manifest `curriculum build --schedule max`
@@ -330,6 +334,7 @@ def cli():
     return app
 
 
+@pytest.mark.slow
 def test_cli_partition_and_merge(cli, max_dir, rows, tmp_path):
     o = Oracle(rows)
     script = {r["prompt"][-1]["content"]: o(r["prompt"], K_SAMPLES, 0) for r in rows}

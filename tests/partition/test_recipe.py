@@ -75,6 +75,7 @@ def test_the_recipe_is_the_papers_partition():
     assert any("From the paper" in line for line in header) and any("our choice" in line for line in header)
 
 
+@pytest.mark.slow
 def test_recipe_with_shards_and_overrides(cli, max_dir, script, tmp_path):
     """SHARDS + recipe=rag-rl-pass8 + key=value overrides + an option: the shard directory replaces the recipe's
     dataset, overrides beat the recipe, options beat both; the statistics are those of the same run given by flags."""
@@ -97,6 +98,7 @@ def test_recipe_with_shards_and_overrides(cli, max_dir, script, tmp_path):
     assert read_manifest(flags / "answerable")["config"]["n"] is None  # flags alone: the dataclass defaults
 
 
+@pytest.mark.slow
 def test_recipe_builds_level_K_from_an_input_file(cli, max_dir, script, tmp_path):
     out = tmp_path / "p"
     r = cli("partition", "recipe=rag-rl-pass8", f"input={MUSIQUE_TRAIN}", f"n={N}", f"K={LEVEL}", "backend=scripted",

@@ -91,6 +91,7 @@ def reference_at(shards: Path, out: Path) -> dict[str, bytes]:
     return ref
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigkill_at_several_moments_then_resume_gives_identical_outputs(shards, tmp_path):
     out = tmp_path / "out"
@@ -122,6 +123,7 @@ def test_sigkill_at_several_moments_then_resume_gives_identical_outputs(shards, 
     assert len(ids) == len(set(ids)) == N_QUESTIONS  # nothing duplicated, nothing lost
 
 
+@pytest.mark.slow
 def test_a_crash_while_writing_the_outputs_is_repaired_by_running_again(shards, tmp_path, monkeypatch):
     out = tmp_path / "out"
     want = reference_at(shards, out)
@@ -178,6 +180,7 @@ COMMIT_STEPS = ["invalidate", "answerable", "unanswerable", "learnable", "stats.
                 "learnable/manifest.json", "partition.json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", COMMIT_STEPS)
 @pytest.mark.parametrize("fresh", [True, False], ids=["first-write", "replacing-a-set"])
 def test_a_crash_between_outputs_leaves_no_partial_set_and_running_again_repairs_it(shards, tmp_path, monkeypatch,
@@ -201,6 +204,7 @@ def test_a_crash_between_outputs_leaves_no_partial_set_and_running_again_repairs
     assert tree(out) == want
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp_path):
     """A real SIGKILL with answerable/ moved into place and unanswerable/ not yet."""
@@ -227,6 +231,7 @@ def test_sigkill_between_outputs_then_resume_gives_identical_outputs(shards, tmp
     assert tree(out) == want
 
 
+@pytest.mark.slow
 def test_a_full_disk_writes_none_of_the_set_and_keeps_the_previous_one(shards, tmp_path, monkeypatch):
     """No space left while writing unanswerable/: one clear error, nothing of the new set in OUT, the previous set
     (from an earlier run) untouched; the same command again, with space, writes the set."""
@@ -285,6 +290,7 @@ def test_readers_refuse_a_bucket_of_an_unfinished_set(shards, tmp_path):
     assert validate_shards(copy)["num_rows"] == read_manifest(copy)["num_rows"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [None, "answerable", "unanswerable", "stats.parquet"])
 def test_files_a_user_added_to_the_buckets_survive_a_new_set_and_a_crash(shards, tmp_path, monkeypatch, step):
     """Writing a new set replaces only the toolkit's files in each bucket (the --overwrite rule): a user's notes
@@ -309,6 +315,7 @@ def test_files_a_user_added_to_the_buckets_survive_a_new_set_and_a_crash(shards,
         validate_shards(out / name)
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_a_users_files_in_the_buckets(shards, tmp_path):
     """--overwrite retires the previous set; the buckets' own files are replaced, a user's are carried over."""
     import dataclasses

@@ -175,6 +175,7 @@ def test_the_bar_advances_per_call_for_call_based_backends(tmp_path, monkeypatch
 
 
 # -- eval ----------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_no_secret_in_any_file_an_eval_writes(shared_data, tmp_path):
     from rag_curriculum.evaluation import EvalConfig, ModelSpec, run_eval
 

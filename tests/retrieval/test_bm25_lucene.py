@@ -90,6 +90,7 @@ def lucene_index(tmp_path_factory, shared_data):
     return d / "ix", questions
 
 
+@pytest.mark.slow
 def test_the_lucene_preset_ranks_as_anserini_on_the_shared_data(lucene_index):
     """Every one of the 1,200 questions: the same 10 passages in the same order, the same float32 scores."""
     from rag_curriculum.retrieval import load_index
@@ -155,6 +156,7 @@ def test_the_presets_label_says_pyserinis_defaults_only_at_its_k1_and_b():
             f"lucene (pyserini's analyzer and scoring, k1 and b given) k1={k1} b={b}")
 
 
+@pytest.mark.slow
 def test_an_unknown_preset_is_one_line_and_writes_nothing(tmp_path, shared_data):
     out = tmp_path / "ix"
     r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "index", "--dataset", "musique", "--input",

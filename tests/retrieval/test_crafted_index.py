@@ -112,6 +112,7 @@ CRASHED = [("bm25/block_bits.npy", "255 at position", 255), ("bm25/block_last.np
            ("bm25/term_last_n.npy", "255 at position", 255)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,said,value", CRASHED, ids=[c[0].split("/")[1] for c in CRASHED])
 def test_values_that_crashed_the_search_are_one_line_naming_file_value_and_position(bm25, tmp_path, name, said,
                                                                                       value):
@@ -275,12 +276,14 @@ def check_fuzz(cases: list[dict], index: Path) -> None:
     assert sum("refused" in c for c in cases) >= len(cases) // 3, cases
 
 
+@pytest.mark.slow
 def test_planted_values_in_every_file_of_a_bm25_index(bm25, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(bm25, index)
     check_fuzz(fuzz(index, [*QUERIES, _longest_word(index)], _gap_word(index)), index)
 
 
+@pytest.mark.slow
 def test_planted_values_in_every_file_of_a_lucene_index(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     rows = [json.loads(x) for x in MUSIQUE_TRAIN.read_text().splitlines()[:N_QUESTIONS]]
@@ -306,6 +309,7 @@ def dense_root(tmp_path_factory, small_input, shared_data):
     return root
 
 
+@pytest.mark.slow
 def test_planted_values_in_every_file_of_a_dense_index(dense_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(dense_root / "enc", root / "enc")
@@ -313,6 +317,7 @@ def test_planted_values_in_every_file_of_a_dense_index(dense_root, tmp_path):
     check_fuzz(fuzz(root / "index", QUERIES, 0), root / "index")
 
 
+@pytest.mark.slow
 def test_planted_values_in_every_file_of_a_hybrid_index(dense_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(dense_root / "enc", root / "enc")

@@ -59,6 +59,7 @@ def _model(encoder_dir):
     return SentenceTransformer(str(encoder_dir), device="cpu")
 
 
+@pytest.mark.slow
 def test_flat_is_exact_cosine_with_e5_prefixes(flat, encoder_dir):
     out, m = flat
     d = m["dense"]
@@ -99,6 +100,7 @@ def test_ties_are_broken_by_the_lower_id(flat):
     assert ids[0][:len(same)].tolist() == sorted(same.tolist())[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory, floor, refine", [("HNSW16", 0.9, 0), ("IVF8,Flat", 0.9, 0),
                                                    ("IVF8,PQ16x4", 0.85, 20)])
 def test_approximate_factories_recall_the_exact_ranking(flat, encoder_dir, small_input, tmp_path, factory, floor,
@@ -120,6 +122,7 @@ def test_approximate_factories_recall_the_exact_ranking(flat, encoder_dir, small
     assert got["dense"]["refine"] == refine  # compressed: re-ranked exactly from the float16 vectors
 
 
+@pytest.mark.slow
 def test_the_same_inputs_make_the_same_bytes(flat, encoder_dir, small_input, tmp_path):
     out, _ = flat
     again = tmp_path / out.name
@@ -215,6 +218,7 @@ def search_r1_dense(tmp_path_factory, encoder_dir, shared_data):
     return root, corpus, rows
 
 
+@pytest.mark.slow
 def test_a_search_r1_index_is_adopted_and_served_as_search_r1_serves_it(search_r1_dense, encoder_dir, tmp_path):
     from fastapi.testclient import TestClient
     from support.search_r1_files import search_r1_passages_string
@@ -289,6 +293,7 @@ def test_compress_reads_the_flat_vectors_and_reports_recall(search_r1_dense, enc
     assert rec["recall_without_refine"] < rec["recall"] <= 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["dimension", "count", "not-faiss", "factory", "offline", "compress-not-flat"])
 def test_bad_input_is_one_line_and_leaves_nothing(case, search_r1_dense, encoder_dir, tmp_path, shared_data):
     root, corpus, rows = search_r1_dense
@@ -335,6 +340,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(case, search_r1_dense, encoder
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
 
 
+@pytest.mark.slow
 def test_hybrid_fuses_bm25_and_dense_by_reciprocal_rank(flat, encoder_dir, small_input, tmp_path):
     out = tmp_path / "hybrid"
     m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="hybrid",
@@ -428,6 +434,7 @@ def test_a_dense_index_refuses_a_broken_faiss_file(flat, tmp_path):
         load_index(copy, check="sizes").retrieve("who?")  # and FAISS's own refusal is one line too
 
 
+@pytest.mark.slow
 def test_target_recall_tunes_the_search_settings_to_the_cheapest_that_reach_it(encoder_dir, small_input, tmp_path):
     """--target-recall: the build tries every nprobe and re-rank depth, keeps the cheapest setting that reaches the
     target on a sample of the corpus's own vectors (each with itself left out; 30 questions are too few to tune on),
@@ -479,6 +486,7 @@ def faiss_nprobe(index):
     return faiss.extract_index_ivf(index).nprobe
 
 
+@pytest.mark.slow
 def test_target_recall_on_the_users_queries(encoder_dir, small_input, tmp_path):
     """--tune-queries: a text file of queries (encoded with the query prefix) or a .npy of query vectors."""
     from rag_curriculum.loaders import load_examples
@@ -504,6 +512,7 @@ def test_target_recall_on_the_users_queries(encoder_dir, small_input, tmp_path):
     assert (t2["nprobe"], t2["refine"], t2["recall"]) == (t["nprobe"], t["refine"], t["recall"])
 
 
+@pytest.mark.slow
 def test_target_recall_tunes_on_the_datasets_questions_and_reports_those_held_out(encoder_dir, tmp_path):
     """With no --tune-queries, an index of a dataset's paragraphs is tuned on its questions (real questions, the
     kind it will serve) where it holds 100 or more: a seeded fifth held out of the choice, their recall recorded and
@@ -568,6 +577,7 @@ def test_the_target_recall_margin_is_warned_when_the_tuning_queries_are_too_few(
     assert caplog.records == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target",
                                   "with-nprobe"])
 def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir, small_input, tmp_path, monkeypatch):
@@ -606,6 +616,7 @@ def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
 
 
+@pytest.mark.slow
 def test_ivf_pq_is_trained_without_polysemous_training_and_ranks_the_same():
     """FAISS's factory turns polysemous training on for IVF-PQ: a reordering of the PQ's centroids for a Hamming
     pre-filter the toolkit never uses, ten times the rest of the training. The toolkit's training turns it off; the
@@ -633,6 +644,7 @@ def test_ivf_pq_is_trained_without_polysemous_training_and_ranks_the_same():
     assert np.allclose(d0, d1, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_held_out_part_below_the_target_is_warned_about(flat, encoder_dir, small_input, tmp_path, caplog):
     """The tuning queries held out of the choice are checked against the target: here the fifth held out are the
     passages' own vectors, the rest random directions (which the tiny encoder's clustered vectors make easy), so the

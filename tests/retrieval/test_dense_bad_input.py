@@ -73,6 +73,7 @@ def adopt(files, name, out, *more):
 
 
 # -- (1) an L2 index ranks by its own metric ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_an_l2_index_ranks_as_the_inner_product_index_of_the_same_vectors(files, tmp_path):
     from fastapi.testclient import TestClient
 
@@ -100,6 +101,7 @@ def test_an_l2_index_ranks_as_the_inner_product_index_of_the_same_vectors(files,
         [[f"d{i}" for i in row[:3]] for row in exact.tolist()]
 
 
+@pytest.mark.slow
 def test_an_l2_index_of_vectors_of_any_length_ranks_nearest_first(files, tmp_path):
     """Not unit vectors: an L2 index's ranking is the exact Euclidean one (ascending distance), not the inner
     product's; compressed from the L2 flat file, it stays L2 (its recall measured against exact L2 search)."""
@@ -153,6 +155,7 @@ def test_an_all_zero_index_is_refused_on_import(files, tmp_path):
     assert not (tmp_path / "o").exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["dense/faiss.index", "dense/vectors.f16"])
 def test_validate_refuses_nan_vectors(files, tmp_path, where):
     """An index whose vectors were damaged after it was made (the sizes unchanged): ``validate`` reads them."""
@@ -196,6 +199,7 @@ def moved(files, tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_a_moved_encoder_is_one_line_before_anything_is_announced(moved, files, shared_data):
     r = run("serve", "--index", moved / "index", "--port", 1)
     line = one_error(r)

@@ -75,6 +75,7 @@ def model():
     return m
 
 
+@pytest.mark.slow
 def test_the_ranking_is_exact_cosine_with_the_models_own_conventions(dense_dir, model):
     m = json.loads((dense_dir / "manifest.json").read_text())["dense"]
     assert (m["dim"], m["pooling"], m["normalize"], m["query_prefix"], m["passage_prefix"], m["faiss"]) == \
@@ -117,6 +118,7 @@ def test_a_real_encoder_retrieves(dense_dir):
     assert np.mean(found) >= 0.5, found
 
 
+@pytest.mark.slow
 def test_a_dense_and_a_hybrid_index_are_served_and_searched_by_the_agent(dense_dir, hybrid_dir, min_max_rows,
                                                                         tmp_path):
     """Both served at once by real `curriculum serve` processes: Search-R1's protocol answers what the index

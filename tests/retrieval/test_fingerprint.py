@@ -62,6 +62,7 @@ def _index(corpus, out, *args):
     return json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_rebuild_elsewhere_matches_and_any_changed_passage_or_parameter_does_not(tmp_path):
     from rag_curriculum.retrieval import load_index
 
@@ -90,6 +91,7 @@ def test_a_rebuild_elsewhere_matches_and_any_changed_passage_or_parameter_does_n
     assert len(set(prints.values())) == len(prints), prints
 
 
+@pytest.mark.slow
 def test_a_dense_index_is_fingerprinted_by_its_vectors_and_encoder_not_its_path(tmp_path, shared_data):
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("faiss")
@@ -132,6 +134,7 @@ def _eval(url, data, out):
                                "--max-turns", "2", "--out", str(out), "--no-progress"])
 
 
+@pytest.mark.slow
 def test_a_server_swapped_behind_the_url_is_caught(two_indexes, tmp_path, min_max_shards, caplog):
     (a, b), (fa, fb) = two_indexes
     assert fa != fb

@@ -77,6 +77,7 @@ def _passages(examples):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k1,b", [(1.5, 0.75), (0.9, 0.4)])
 def test_ranks_and_scores_agree_with_the_bm25_formula(built, examples, tmp_path, k1, b):
     out, _ = built
@@ -200,6 +201,7 @@ def test_a_corpus_adds_every_line_after_the_dataset(built, tmp_path, examples):
     assert [p for p, _ in got[:2]] == [original, n + 1] and got[0][1] == got[1][1]
 
 
+@pytest.mark.slow
 def test_what_on_error_skip_left_out_is_said_once(tmp_path):
     """The build reads its sources twice (the index here, the passage store in a forked worker): the skipped
     records' warnings were printed by both."""

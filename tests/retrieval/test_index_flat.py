@@ -46,6 +46,7 @@ def _parsed(tok, vocab_sorted, q):
     return ids, (list(seen), order, [1.0] * len(seen))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
 @pytest.mark.parametrize(("stopwords", "k1", "b", "delta", "step"),
                          [("en", 1.5, 0.75, 0.5, 1 << 16), (None, 0.9, 0.4, 1.0, 37)],
@@ -89,6 +90,7 @@ def test_the_bm25s_preset_ranks_and_scores_as_bm25s(passages, tmp_path, method, 
         assert np.array_equal(row_scores, scores[order])
 
 
+@pytest.mark.slow
 def test_the_builds_term_ids_are_bm25s_tokens(passages):
     """The build's tokenizer for the bm25s preset (a compiled scan and a table of surface forms) gives bm25s's
     tokens and lengths exactly: its splitter on ``str.lower()``, its stop words, and the empty token for a
@@ -304,6 +306,7 @@ def test_blocks_hold_at_most_block_passages_and_count_the_sources(shared_data):
     assert found.paragraphs == 2000 and len(found.q_ids) == 100
 
 
+@pytest.mark.slow
 def test_the_compiled_search_is_cached_across_processes(built):
     """numba compiles the search once per machine: a second process loads it from the cache (no compilation), so
     a server started again is healthy in about a second; and warming loads only the search this index's queries

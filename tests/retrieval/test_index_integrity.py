@@ -316,6 +316,7 @@ def dense(tmp_path_factory, small_input, shared_data):
     return {"root": root, "index": root / "index", "enc": enc, "other": other, "manifest": m}
 
 
+@pytest.mark.slow
 def test_the_dense_manifest_records_its_encoders_files(dense):
     from rag_curriculum.retrieval._fingerprint import folder_files, folder_sha256
 
@@ -474,11 +475,13 @@ def _check_fuzz(cases: list[dict], index: Path) -> None:
     assert refused >= len(cases) - 3, [c for c in cases if "refused" not in c]  # only no-op edits of the manifest
 
 
+@pytest.mark.slow
 def test_flipped_bytes_in_every_file_of_a_bm25_index_are_refused_or_change_nothing(bm25, tmp_path):
     index = copy(bm25, tmp_path / "index")
     _check_fuzz(fuzz(index), index)
 
 
+@pytest.mark.slow
 def test_flipped_bytes_in_every_file_of_a_dense_index_are_refused_or_change_nothing(dense, tmp_path):
     root = copy(dense["root"], tmp_path / "root")  # the index with its encoder beside it (../enc)
     _check_fuzz(fuzz(root / "index"), root / "index")

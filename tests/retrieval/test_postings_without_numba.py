@@ -20,6 +20,7 @@ build_index(IndexConfig(dataset="musique", input=sys.argv[1], out=sys.argv[2], d
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["bm25s", "lucene"])
 def test_the_plain_python_postings_equal_the_compiled_ones(preset, shared_data, tmp_path):
     from rag_curriculum.retrieval import IndexConfig, build_index

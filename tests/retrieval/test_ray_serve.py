@@ -18,6 +18,7 @@ pytest.importorskip("bm25s")
 requests = pytest.importorskip("requests")
 
 
+@pytest.mark.slow
 def test_ray_serve_replicas_answer_as_the_index_does(tmp_path):
     from rag_curriculum.retrieval import IndexConfig, build_index, load_index
 

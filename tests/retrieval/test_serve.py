@@ -86,6 +86,7 @@ def assert_same(got, want):
 # -- the real server -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_search_r1_client_gets_the_in_process_ranking(server, ix, questions):
     """As Search-R1's ``_batch_search``: ``requests.post(url, json={"queries", "topk", "return_scores": True})`` and
     ``.json()["result"]``, one list per query, best first; a query with no indexed word gets an empty list."""
@@ -195,6 +196,7 @@ def test_concurrent_clients_each_get_their_own_rankings(server, ix, questions):
         assert_same(results[i], expected(ix, q, k))
 
 
+@pytest.mark.slow
 def test_several_worker_processes_serve_the_same_ranking(index_dir, ix, questions, tmp_path):
     """``--workers 2``: uvicorn's worker processes build the app from the environment the command sets
     (``app_from_env``); every worker answers the in-process ranking, and stopping the group leaves none behind."""
@@ -273,6 +275,7 @@ def test_an_oversized_body_gets_413_unread_and_a_long_query_422_and_the_server_g
         assert_same(r.json()["result"], expected(ix, short, 3))
 
 
+@pytest.mark.slow
 def test_a_request_asking_for_more_than_max_results_passages_gets_422_and_the_client_splits_its_batches(
         ix, questions, server):
     """Three requests of 512 queries x topk 100 (77 MB answers) held a one-word query back 24.6 s: a request may
@@ -349,6 +352,7 @@ def test_make_app_refuses_bad_limits(index_dir):
         make_app(index_dir, max_topk=4, default_topk=5)
 
 
+@pytest.mark.slow
 def test_importing_the_toolkit_and_its_cli_imports_no_server_library():
     code = ("import sys, json, rag_curriculum, rag_curriculum.cli, rag_curriculum.retrieval._server\n"
             "print(json.dumps([m for m in ('fastapi', 'uvicorn', 'starlette', 'pydantic') if m in sys.modules]))")
@@ -486,6 +490,7 @@ def test_a_bad_id_contents_line_is_named(tmp_path, shared_data, line, match):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_a_search_agent_against_the_server_sees_what_it_sees_in_process(server, ix, min_max_shards, min_max_rows,
                                                                          tmp_path):
     """The search environment with the server's URL (credentials in it, as a shared deployment may need) gives

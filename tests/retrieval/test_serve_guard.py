@@ -51,6 +51,7 @@ def index(tmp_path_factory, shared_data):
     return index
 
 
+@pytest.mark.slow
 def test_half_sent_requests_are_closed_and_health_answers(index, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -131,6 +132,7 @@ def guarded(index, tmp_path_factory):
         yield proc, port, url, log
 
 
+@pytest.mark.slow
 def test_stalled_bodies_past_the_cap_do_not_lock_healthy_clients_out_and_are_closed_with_408(guarded):
     """The issue's numbers: 30 connections whose bodies stall (10 of each shape) against --max-connections 16;
     every /health and /retrieve still answers (today: connection reset, 4 of 4), the open connections stay under
@@ -174,6 +176,7 @@ def test_stalled_bodies_past_the_cap_do_not_lock_healthy_clients_out_and_are_clo
             s.close()
 
 
+@pytest.mark.slow
 def test_a_slow_body_above_the_minimum_rate_is_served(guarded):
     """A body sent at 300 bytes/s (above --min-body-rate 200) for 2.4 s, past --body-timeout 1.5 s, is answered
     200: the deadline grows by a second per 200 bytes received."""
@@ -195,6 +198,7 @@ def test_a_slow_body_above_the_minimum_rate_is_served(guarded):
     assert _retrieve(url)["result"]
 
 
+@pytest.mark.slow
 def test_the_access_log_masks_query_string_secrets_and_a_client_gone_mid_body_is_one_line(guarded):
     """``POST /retrieve?api_key=SECRET123`` is logged as ``?api_key=***`` (the toolkit's own client sends
     the URL it was given, query and all). And a client that closes its connection mid-body, and a body the

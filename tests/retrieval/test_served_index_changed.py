@@ -90,12 +90,14 @@ def bm25_pair(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_a_bm25_index_copied_over_while_served_is_refused_not_a_crash(bm25_pair, tmp_path):
     served = tmp_path / "served"
     shutil.copytree(bm25_pair / "a", served)
     _check_copied_over(served, bm25_pair / "b", tmp_path / "server.log")
 
 
+@pytest.mark.slow
 def test_a_bm25_index_moved_into_place_while_served_goes_on_being_served(bm25_pair, tmp_path):
     served = tmp_path / "served"
     shutil.copytree(bm25_pair / "a", served)
@@ -125,6 +127,7 @@ def dense_pair(tmp_path_factory, shared_data):
     return root
 
 
+@pytest.mark.slow
 def test_a_dense_index_copied_over_while_served_is_refused_not_a_crash(dense_pair, tmp_path):
     shutil.copytree(dense_pair / "enc", tmp_path / "enc")  # (the index finds its encoder at ../enc)
     served = tmp_path / "served"

@@ -59,6 +59,7 @@ def _write(d, rows, size, *, check_memory=False):
     return w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", [1 << 16, 500])  # the dictionary made after the last passage, or mid-stream
 def test_the_same_bytes_whatever_the_pacing_and_every_field_read_back(real, tmp_path, monkeypatch, sample):
     monkeypatch.setattr(_store, "SAMPLE_ROWS", sample)

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import MUSIQUE_TRAIN, ROOT
 
 from rag_curriculum.retrieval import IndexConfig, build_index
@@ -14,6 +15,7 @@ from rag_curriculum.retrieval import IndexConfig, build_index
 BENCH = ROOT / "bench" / "bench_bm25_strategies.py"
 
 
+@pytest.mark.slow
 def test_the_strategy_bench_compares_strategies_and_checkouts(tmp_path):
     index = tmp_path / "index"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index)))

@@ -77,6 +77,7 @@ def toy_index(plugin_env, tmp_path_factory, shared_data) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_index_builds_the_toy_kind_with_its_option_and_stores_its_ranking(toy_index):
     m = json.loads((toy_index / "manifest.json").read_text())
     assert m["retriever"] == "toy" and m["toy"]["min_chars"] == 4
@@ -92,6 +93,7 @@ def test_index_builds_the_toy_kind_with_its_option_and_stores_its_ranking(toy_in
     assert (np.load(toy_index / "ranked_ids.npy")[:10] == ids).all() and (ids[:, 0] >= 0).all()
 
 
+@pytest.mark.slow
 def test_the_kinds_option_and_check_are_the_commands(plugin_env, toy_index, tmp_path, shared_data):
     base = ["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "--no-progress"]
     bm25_opt, out_of_range, corpus, helped, wrong_kind, valid = curriculum_each(
@@ -114,6 +116,7 @@ def test_the_kinds_option_and_check_are_the_commands(plugin_env, toy_index, tmp_
     assert "toy" not in KINDS and "toy_min_chars" not in IndexConfig.__dataclass_fields__
 
 
+@pytest.mark.slow
 def test_serve_answers_with_the_toy_ranking(plugin_env, toy_index, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -134,6 +137,7 @@ def test_serve_answers_with_the_toy_ranking(plugin_env, toy_index, tmp_path):
     assert "words of 4+ characters" in (tmp_path / "serve.log").read_text()
 
 
+@pytest.mark.slow
 def test_build_draws_distractors_from_the_toy_ranking(plugin_env, toy_index, tmp_path):
     out = tmp_path / "built"
     r = curriculum(plugin_env, "build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", 8, "--K", 4, "--distractors",

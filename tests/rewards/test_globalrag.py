@@ -132,6 +132,7 @@ def test_the_bounded_search_finds_networkx_exact_distance():
         assert _ged(a, b, None) == nx.graph_edit_distance(_graph(a), _graph(b)), (a, b)
 
 
+@pytest.mark.slow
 def test_the_exact_small_graph_distance_is_networkx_graph_edit_distance():
     """The permutation path (plans up to EXACT_MAX_NODES nodes) against networkx's graph_edit_distance on random
     directed graphs, acyclic or not: the plain call up to 5 nodes; at 6 nodes networkx's search bounded by the

@@ -293,6 +293,7 @@ def test_public_api_is_listed():
         assert name in rewards.__all__
 
 
+@pytest.mark.slow
 def test_importing_rewards_imports_no_heavy_library():
     code = ("import sys, rag_curriculum.rewards, rag_curriculum.train, rag_curriculum.verl.rewards; "
             "print([m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules])")

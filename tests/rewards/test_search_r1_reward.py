@@ -79,6 +79,7 @@ def test_the_default_search_em_reads_more_strictly(table):
     assert sum(differ.values()) == 51  # of 216
 
 
+@pytest.mark.slow
 def test_the_trl_reward_decodes_as_search_r1s_manager(table, tiny_model_dir):
     """Under TRL the completion text comes without special tokens; with the model's tokenizer (``curriculum
     train`` sets it) the reward decodes the rendered prompt and the completion's ids with them, as Search-R1's

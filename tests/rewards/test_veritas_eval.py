@@ -63,6 +63,7 @@ def base(index_dir, shards) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_eval_with_veritas_faithfulness(index_dir, min_max_shards, tmp_path):
     from rag_curriculum.rewards._veritas import think_answer, trajectory_pairs
 
@@ -136,6 +137,7 @@ def test_eval_with_veritas_faithfulness(index_dir, min_max_shards, tmp_path):
     assert r.exit_code == 1 and "other settings" in r.output
 
 
+@pytest.mark.slow
 def test_eval_without_a_judge_scores_think_answer_only(index_dir, min_max_shards, tmp_path):
     out = tmp_path / "run"
     r = runner.invoke(app, [*base(index_dir, min_max_shards), "--faithfulness", "veritas", "--out", str(out)])

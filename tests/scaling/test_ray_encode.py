@@ -39,6 +39,7 @@ def inputs(tmp_path_factory, shared_data):
     return enc, corpus
 
 
+@pytest.mark.slow
 def test_ray_data_encoding_stops_resumes_and_makes_the_local_index(ray_cluster, inputs, tmp_path, monkeypatch,
                                                                    caplog):
     from rag_curriculum.retrieval import IndexConfig, build_index
@@ -97,6 +98,7 @@ def test_ray_data_encoding_stops_resumes_and_makes_the_local_index(ray_cluster, 
 
 
 # -- what the cluster cannot hold -----------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_workers_no_node_can_hold_are_refused_before_a_passage_is_read(ray_cluster, inputs, tmp_path):
     """`--cpus-per-worker 100` (or a GPU) on the 2-CPU cluster: one line naming the request and the cluster, in

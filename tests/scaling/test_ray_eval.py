@@ -26,6 +26,7 @@ def eval_sets(tmp_path_factory, shared_data):
     return dirs
 
 
+@pytest.mark.slow
 def test_eval_on_ray_writes_the_local_runs_files(ray_cluster, eval_sets, tmp_path):
     trees = {}
     for engine in ("local", "ray"):

@@ -100,6 +100,7 @@ def _alive(procs) -> list:
     return alive
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGKILL"])
 def test_a_local_cluster_ends_with_the_command(script_shards, tmp_path, end):

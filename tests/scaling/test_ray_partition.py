@@ -56,6 +56,7 @@ def local_run(shards, tmp_path_factory) -> dict[str, bytes]:
     return files
 
 
+@pytest.mark.slow
 def test_cli_ray_run_writes_the_local_runs_files(ray_cluster, shards, tmp_path):
     """`curriculum partition --engine ray` (on the running cluster) and the same command with the local engine:
     the same files, byte for byte (the recorded command leaves the engine options out)."""
@@ -99,6 +100,7 @@ def test_workers_no_node_can_hold_are_refused_in_seconds(ray_cluster, shards, tm
     assert ray_cluster.is_initialized()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run, tmp_path, monkeypatch, caplog):
     """ray.kill of a worker in the middle of a call: the call runs again on another worker (a fresh one replaces
     the dead), and the run ends with exactly the local engine's files."""
@@ -124,6 +126,7 @@ def test_a_killed_worker_has_its_chunks_run_again(ray_cluster, shards, local_run
         assert tree(out) == local_run
 
 
+@pytest.mark.slow
 def test_a_chunk_that_keeps_failing_stops_the_run_naming_it(ray_cluster, shards, tmp_path):
     ids = read_table(shards, columns=["id"]).column("id").to_pylist()
     bad = 7  # question 7: chunk 3
@@ -140,6 +143,7 @@ def test_a_chunk_that_keeps_failing_stops_the_run_naming_it(ray_cluster, shards,
     assert not (out / "partition.json").exists()
 
 
+@pytest.mark.slow
 def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
     """A script giving too few completions is a ConfigError in a local run; on Ray it is the same error, not
     retried."""
@@ -151,6 +155,7 @@ def test_the_toolkits_own_refusal_stops_at_once(ray_cluster, shards, tmp_path):
                   engine=EngineConfig(engine="ray", num_workers=1))
 
 
+@pytest.mark.slow
 def test_ctrl_c_kills_the_workers_and_keeps_finished_chunks(ray_cluster, shards, local_run, tmp_path, monkeypatch):
     """Ctrl-C (KeyboardInterrupt in the driver) while calls are under way: every worker is killed, the chunks
     written before it stay, and the run resumed (by the local engine) ends with the local engine's files.

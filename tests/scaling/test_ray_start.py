@@ -108,6 +108,7 @@ def _partition(address: str, env: dict, built, out: Path, **extra_env: str) -> s
                           timeout=180)
 
 
+@pytest.mark.slow
 def test_a_ray_start_cluster_with_one_token_partitions(cluster, built):
     address, env, root = cluster
     r = _partition(address, env, built, root / "p", RAY_AUTH_MODE="token")
@@ -118,6 +119,7 @@ def test_a_ray_start_cluster_with_one_token_partitions(cluster, built):
     assert f"connecting to the Ray cluster at {address}" in r.stderr and "Ray worker 0: scripted" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_command_without_the_clusters_token_names_the_cause_in_one_line(cluster, built):
     address, env, root = cluster
     t = time.monotonic()
@@ -133,6 +135,7 @@ def test_a_command_without_the_clusters_token_names_the_cause_in_one_line(cluste
     assert time.monotonic() - t < 60
 
 
+@pytest.mark.slow
 def test_the_auth_cause_is_read_from_the_connection_errors_cause():
     """``ray.init(address=...)`` raises a bare ``Failed to connect`` whose cause holds Ray's paragraph."""
     from rag_curriculum.generation._ray_engine import auth_cause, is_auth_error

@@ -115,6 +115,7 @@ def measured(tmp_path_factory, shared_data, tiny_model_dir):
     return shards, work / "part"
 
 
+@pytest.mark.slow
 def test_real_run_trains_the_band_first_at_the_warm_started_level(measured, tiny_model_dir, tmp_path):
     """With dynamic sampling too: the controller scores every generation call, the dropped group's included, and
     the refill is rendered at the level it moved to."""

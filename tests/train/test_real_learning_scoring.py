@@ -108,6 +108,7 @@ def test_a_rerun_reuses_the_finished_runs_only_under_the_same_settings_and_input
         == {k for k in every if k[2] == "level 1"}
 
 
+@pytest.mark.slow
 def test_a_finished_training_run_is_reused_only_from_the_same_weights_rows_and_settings(tmp_path, monkeypatch):
     """train_run keeps a finished run only when bench_inputs.json says it was trained from these very inputs: the
     starting weights changed in place at the same size, or another seed, trains it again from an empty folder."""
@@ -142,6 +143,7 @@ def test_a_finished_training_run_is_reused_only_from_the_same_weights_rows_and_s
     assert trained == [0, 0, 1, 1]
 
 
+@pytest.mark.slow
 def test_an_ordering_that_gives_another_arms_rows_is_found_out(tmp_path):
     """Every HotpotQA question has 2 hops, so ordering the linear curriculum by hops then level gives the linear
     curriculum itself: the bench trains it once (the same rows in the same order), while a shuffled order differs."""

@@ -150,6 +150,7 @@ def test_own_recipe_builds_on_shipped_base(tmp_path):
     check_recipe(cfg, num_processes=1)
 
 
+@pytest.mark.slow
 def test_importing_the_package_imports_no_heavy_library():
     code = ("import sys, rag_curriculum, rag_curriculum.train, rag_curriculum._cli.train;"
             "bad = [m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules];"
@@ -157,6 +158,7 @@ def test_importing_the_package_imports_no_heavy_library():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_python_m_train_is_the_train_command_alone(tmp_path):
     """``python -m rag_curriculum.train`` (accelerate launch -m, torchrun -m) runs `curriculum train`, reached
     through the `curriculum` entry point (the train package does not import the CLI): its usage names the
@@ -197,6 +199,7 @@ def test_cli_print_config_and_list():
     assert res.exit_code != 0 and "unexpected argument" in res.output
 
 
+@pytest.mark.slow
 def test_cli_dry_run_plans_the_batch(tmp_path, shared_data):
     needs_trl()
     from conftest import MUSIQUE_TRAIN

@@ -254,6 +254,7 @@ def _train(base, tiny_model_dir, name, *overrides):
     return result, calls
 
 
+@pytest.mark.slow
 def test_target_band_moves_the_search_level_and_the_hard_negatives_follow(setup, tiny_model_dir):
     from rag_curriculum.agents._retrievers import open_retriever
     from rag_curriculum.train.adaptive import LEVELS_FILE, PLOT_FILE, read_levels
@@ -297,6 +298,7 @@ def withheld(setup, tiny_model_dir):
     return _train(setup, tiny_model_dir, "withhold", *WITHHOLD)
 
 
+@pytest.mark.slow
 def test_target_band_moves_p_and_the_withheld_gold_follows(setup, withheld):
     from rag_curriculum.agents._retrievers import open_retriever
     from rag_curriculum.train.adaptive import LEVELS_FILE, read_levels
@@ -324,6 +326,7 @@ def test_target_band_moves_p_and_the_withheld_gold_follows(setup, withheld):
     assert withheld > 0  # the index does rank gold passages for these questions: p = 1 removed them
 
 
+@pytest.mark.slow
 def test_a_resumed_run_continues_with_the_controllers_state(setup, withheld, tiny_model_dir, tmp_path):
     """Resumed from checkpoint-2, step 3 is shown at the p the restored controller gives (0.0; a fresh one would
     start at level 3, p = 1.0), and the levels file reads as the uninterrupted run's."""
@@ -341,6 +344,7 @@ def test_a_resumed_run_continues_with_the_controllers_state(setup, withheld, tin
     assert read_levels(setup / name / LEVELS_FILE) == read_levels(result.output_dir / LEVELS_FILE)
 
 
+@pytest.mark.slow
 def test_zerosearch_schedule_moves_p_over_the_runs_steps(setup, tiny_model_dir):
     from rag_curriculum.train.adaptive import LEVELS_FILE, PLOT_FILE, read_levels
 

@@ -27,6 +27,7 @@ def rows(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_the_warm_starts_files_and_keeps_the_users(rows, tmp_path):
     out = tmp_path / "m"
     assert run("warm-start", rows, "--out", out, *SMALL).exit_code == 0
@@ -62,6 +63,7 @@ def test_a_second_run_to_the_same_out_is_refused_at_once(rows, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_dead_runs_temporary_folder_is_removed_by_the_next(rows, tmp_path):
     from rag_curriculum._commit import owner_tag
 

@@ -43,6 +43,7 @@ def _run(shards: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_train_files_in_curriculum_order(shards):
     import pyarrow.parquet as pq
 
@@ -59,6 +60,7 @@ def test_compute_score_file_is_the_toolkits():
     assert Path(reward_path()) == Path(sys.modules[compute_score.__module__].__file__)
 
 
+@pytest.mark.slow
 def test_launch_command(shards):
     res = _run(shards, "trainer.save_freq=5")
     assert res.returncode == 0, res.stderr
@@ -90,12 +92,14 @@ def test_launch_command(shards):
     assert "50 rows, 1 steps; the last 8 rows are dropped" in res.stderr
 
 
+@pytest.mark.slow
 def test_launch_refuses_a_batch_verl_cannot_split(shards):
     res = _run(shards, GPUS_PER_NODE="8")
     assert res.returncode == 2 and "294 sequences do not split over 8 GPUs" in res.stderr
     assert _run(shards, GPUS_PER_NODE="8", PROMPTS_PER_STEP="48").returncode == 0
 
 
+@pytest.mark.slow
 def test_dry_run_offline_says_what_it_could_not_check_and_prints_the_command(shards, tmp_path):
     """A Hub model id with no network (and nothing cached): the prompt lengths need its tokenizer, so the dry run
     says they are unchecked and prints the command all the same; the run itself refuses."""
@@ -117,6 +121,7 @@ def test_dry_run_offline_says_what_it_could_not_check_and_prints_the_command(sha
     assert res.returncode == 2 and "could not load a tokenizer" in res.stderr and res.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_curriculum_that_gives_no_step_is_refused_with_the_numbers(shards):
     res = _run(shards, PROMPTS_PER_STEP="63")  # 50 rows: verl's drop_last would leave 0 steps
     assert res.returncode == 2 and res.stdout == ""
@@ -127,6 +132,7 @@ def test_a_curriculum_that_gives_no_step_is_refused_with_the_numbers(shards):
     assert _run(shards, "data.train_batch_size=50").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_steps_read_every_override_the_launch_script_passes(shards):
     """`steps` (and the dry run, which calls it with the same overrides) counts the run as verl's trainer will run
     it: trainer.total_epochs and trainer.total_training_steps among the overrides, not one epoch always."""
@@ -160,6 +166,7 @@ def test_the_steps_read_every_override_the_launch_script_passes(shards):
         assert (rc, out) == (2, "") and err.startswith(f"error: {setting.split('=')[0]}") and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_dry_run_refuses_a_run_of_no_steps_and_says_the_epochs_before_it(shards):
     res = _run(shards, "trainer.total_training_steps=0")
     assert res.returncode == 2 and res.stdout == ""
