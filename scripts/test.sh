@@ -9,6 +9,8 @@
 #                     with Search-R1's BM25 retriever; skipped, saying so, where there is no Java (`java` on PATH or
 #                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
+#   learning .venv      (not by default; a scheduled job) the tests marked `learning`: a model learning over tens of GRPO
+#                     steps, as the docs show it (search-agents.md's search agent)
 #   trl-newest, trl-oldest .venv-trl-newest, .venv-trl-oldest  (not by default; a scheduled job) the trainer's tests
 #                     against the newest and the oldest TRL the pin allows: the toolkit's GRPOTrainer overrides two
 #                     private TRL methods (train/_trainer.py)
@@ -33,6 +35,8 @@ MAIN_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || MAIN_PYTEST+=(-n "$WORKERS" --dist loadfile)
 # the slowest tests named at the end of the tier (where its time went, in CI's output too)
 MAIN_PYTEST+=(--durations=25 --durations-min=10)
+# the tests marked `learning` (a model learning over tens of GRPO steps, minutes each) run in their own tier
+MAIN_PYTEST+=(-m "not learning")
 # The tests that drive TRL's GRPOTrainer (the trl-newest and trl-oldest tiers run them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
@@ -48,6 +52,7 @@ about() {
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
+    learning) echo "the tests where a model learns over tens of GRPO steps, in .venv; about 6 to 8 min" ;;
     trl-newest|trl-oldest) echo "the trainer's tests against the ${1#trl-} TRL the pin allows in .venv-$1; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
   esac
@@ -109,6 +114,9 @@ for tier in $TIERS; do
         continue
       fi
       setup pyserini; .venv-pyserini/bin/python "${PYTEST[@]}" tests/tier_pyserini ;;
+    learning)
+      bash scripts/setup.sh
+      (. .venv/bin/activate && python "${PYTEST[@]}" -m learning tests) ;;
     notrain)
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
@@ -116,7 +124,7 @@ for tier in $TIERS; do
     trl-newest|trl-oldest)
       bash scripts/setup_trl.sh "${tier#trl-}"
       ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, learning, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"

@@ -23,25 +23,30 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 #: The pages and how many CPU blocks each holds (a page that loses or gains one fails here first).
-PAGES = {"search-agents.md": 3, "veritas.md": 1, "globalrag.md": 1, "react-crag.md": 1, "dense.md": 1}
+PAGES = {"search-agents.md": 2, "veritas.md": 1, "globalrag.md": 1, "react-crag.md": 1, "dense.md": 1}
+#: The blocks marked ``<!-- cpu: learning -->``: a model learning over tens of GRPO steps (minutes on 2 cores), run
+#: after the page's first block by the learning tier (``TIERS=learning bash scripts/test.sh``), not by the main one.
+LEARNING = {"search-agents.md": 1}
 
 
-def cpu_blocks(page: str) -> list[str]:
-    """The ``bash`` blocks of ``docs/PAGE`` marked ``<!-- cpu -->`` (the line before the fence), in page order."""
+def cpu_blocks(page: str, kind: str = "cpu") -> list[str]:
+    """The ``bash`` blocks of ``docs/PAGE`` marked ``<!-- KIND -->`` (the line before the fence: ``cpu``, or
+    ``cpu: learning``), in page order."""
     text = (ROOT / "docs" / page).read_text(encoding="utf-8")
-    return re.findall(r"<!-- cpu -->\n```bash\n(.*?)```", text, re.S)
+    return re.findall(rf"<!-- {kind} -->\n```bash\n(.*?)```", text, re.S)
 
 
 def test_every_page_marks_its_cpu_blocks_and_starts_from_nothing():
     for page, count in PAGES.items():
         blocks = cpu_blocks(page)
         assert len(blocks) == count, (page, len(blocks))
+        assert len(cpu_blocks(page, "cpu: learning")) == LEARNING.get(page, 0), page
         first = blocks[0]
         assert first.startswith("source .venv/bin/activate"), page  # from a fresh shell, in the checkout
         made = "\n".join(blocks)
         if "outputs/tiny-model" in made:  # the page makes its model before using it
             assert made.index("outputs/tiny-model") == made.index("outputs/tiny-model')"), page
-    assert sum(PAGES.values()) == 7
+    assert sum(PAGES.values()) == 6
 
 
 def _venv(repo: Path) -> None:
@@ -57,7 +62,7 @@ def _venv(repo: Path) -> None:
         (bin_ / name).chmod(0o755)
 
 
-def _run_page(page: str, tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+def _run_page(page: str, tmp_path: Path, shared_data: Path, blocks: list[str] | None = None) -> tuple[Path, str]:
     repo = tmp_path / "checkout"
     repo.mkdir()
     _venv(repo)
@@ -65,7 +70,7 @@ def _run_page(page: str, tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
     (tmp_path / "shared").symlink_to(shared_data.parent)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", TRL_EXPERIMENTAL_SILENCE="1")
-    script = "set -euo pipefail\n" + "\n".join(cpu_blocks(page))
+    script = "set -euo pipefail\n" + "\n".join(cpu_blocks(page) if blocks is None else blocks)
     # a hang's bound, not a speed test: search-agents.md's blocks took 786 s under two test workers on 2 cores
     r = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, f"{page}'s commands failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
@@ -73,8 +78,6 @@ def _run_page(page: str, tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
 
 
 def _check_search_agents(repo: Path, output: str) -> None:
-    import yaml
-
     summary = json.loads((repo / "outputs/eval-agent/summary.json").read_text())
     (entry,) = summary["evals"]
     assert entry["questions"] == 20 and entry["samples"] == 2 and entry["set"] == "musique-agent-rows"
@@ -82,13 +85,6 @@ def _check_search_agents(repo: Path, output: str) -> None:
     part = json.loads((repo / "outputs/partition-agent/partition.json").read_text())
     assert part["counts"]["questions"] == 5 and sum(part["counts"]["status"].values()) == 10
     assert (repo / "outputs/partition-agent/answerable-with-search/manifest.json").is_file()
-    run = repo / "outputs/train/search-learn-musique"
-    assert len((run / "curriculum_steps.jsonl").read_text().splitlines()) == 48, "48 GRPO steps"
-    config = yaml.safe_load((run / "train_config.yaml").read_text())  # trained against the server the block ran
-    assert config["agent"]["retriever"] == "http://127.0.0.1:8765/retrieve"
-    assert config["model"]["name_or_path"] == "outputs/tiny-search-warm"
-    assert "serving" in (repo / "outputs/serve.log").read_text()
-    _check_search_agent_learnt(repo, run, output)
     # the tool route searched (the environment's first search), as its step line shows
     assert re.search(r"step 1/1 .* searches 1  gold_found [\d.]+  tool_calls 0", output), output[-3000:]
     assert (repo / "outputs/train/search-tools-cpu-tiny/train_config.yaml").is_file()
@@ -110,8 +106,17 @@ SEARCH_MARGIN = 0.2
 SEARCH_WINDOW = 12  # a quarter of the 48 steps, as the run's closing lines
 
 
-def _check_search_agent_learnt(repo: Path, run: Path, output: str) -> None:
+def _check_search_agent_learnt(repo: Path, output: str) -> None:
+    import yaml
+
     from rag_curriculum.train import learning_summary
+
+    run = repo / "outputs/train/search-learn-musique"
+    assert len((run / "curriculum_steps.jsonl").read_text().splitlines()) == 48, "48 GRPO steps"
+    config = yaml.safe_load((run / "train_config.yaml").read_text())  # trained against the server the block ran
+    assert config["agent"]["retriever"] == "http://127.0.0.1:8765/retrieve"
+    assert config["model"]["name_or_path"] == "outputs/tiny-search-warm"
+    assert "serving" in (repo / "outputs/serve.log").read_text()
 
     model = repo / "outputs/tiny-search-warm"
     card = json.loads((model / "warm_start.json").read_text())
@@ -180,3 +185,14 @@ def test_a_pages_cpu_commands_run_as_written(page, tmp_path, shared_data):
     elif page != "react-crag.md":
         pytest.importorskip("trl")
     CHECKS[page](*_run_page(page, tmp_path, shared_data))
+
+
+@pytest.mark.learning
+def test_the_search_agent_learns_as_search_agents_md_shows(tmp_path, shared_data):
+    """search-agents.md's learning block, after its first block (the tiny model, the index, the rows): a warm start
+    against a real ``curriculum serve``, then 48 GRPO steps whose exact match rises by more than the margin."""
+    pytest.importorskip("bm25s")
+    pytest.importorskip("trl")
+    page = "search-agents.md"
+    _check_search_agent_learnt(*_run_page(page, tmp_path, shared_data,
+                                          [cpu_blocks(page)[0], *cpu_blocks(page, "cpu: learning")]))
