@@ -102,7 +102,8 @@ def test_eval_with_the_vllm_backend(vllm_model_dir, tmp_path, curriculum, shared
     assert res.returncode == 0, res.stderr[-3000:]
     out = tmp_path / "eval"
     res = curriculum("eval", "run", "-M", f"tiny={vllm_model_dir}", "-d", str(data), "--backend", "vllm",
-                     "--max-tokens", "24", "-o", str(out), "--no-plots", "--no-progress")
+                     "--max-tokens", "24", "-o", str(out), "--no-plots", "--no-progress",
+                     "--backend-arg", "enforce_eager=true")  # no torch.compile warm-up: tens of seconds on 2 cores
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     text = json.dumps(summary)
