@@ -86,7 +86,7 @@ BEFORE = {
     "--samples --seed --temperature --tensor-parallel-size --top-p -K -M -d -i -n -o -tp",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
-         "build": {"--profile", "--target", "--group-size",  # a model's level profile, the calibrated schedule
+         "build": {"--profile", "--target", "--band", "--group-size",  # a model's level profile, the calibrated schedule
                    "--questions-from"},  # the questions of a partition's bucket
          "eval run": {"--max-context-tokens", "--retriever-timeout",
                       "--reward", "--reward-arg"},  # Search-R1's own reward beside EM / F1

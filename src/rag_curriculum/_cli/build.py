@@ -102,6 +102,11 @@ def print_schedules(record: dict[str, Any]) -> None:
     start = record["adaptive_start"]
     out.print(f"an adaptive controller aiming at {start['target']:g} starts at level {start['level']} "
               f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f} there)")
+    band = (record.get("calibrated") or {}).get("band")
+    if band:
+        outside = record["calibrated"]["outside_band"]
+        out.print(f"calibrated band {band[0]:g}-{band[1]:g}: {outside['above'] + outside['below']} questions with no "
+                  f"level inside it, at the level nearest it ({outside['above']} above, {outside['below']} below)")
 
 
 def _note(message: str) -> None:

@@ -12,6 +12,11 @@ start and the end of training: an order that puts uninformative rows first shows
 level (up to its source's K) whose pass rate, its own where profiled else the level's, is nearest ``P``; the rows
 ordered from the model's easiest to its hardest (the placed pass rate, high to low; then the level; then the sample
 order). ``--order shuffled`` permutes them.
+
+**A band instead of a target** (``--band LO,HI``, not with ``--target``): each question at a profiled level whose
+pass rate lies in ``[LO, HI]``, the one nearest the band's middle (ties to the lowest level, unless every tied rate is
+above the middle); a question with no level inside goes to the level nearest the band, and the manifest counts those
+by reason (``above``: the model passes it more often than HI there; ``below``: less often than LO).
 """
 
 from __future__ import annotations
@@ -65,13 +70,29 @@ def load_profile(cfg: BuildConfig, datasets: Sequence[str]) -> LevelProfile:
     return prof
 
 
+def place(prof: LevelProfile, cfg: BuildConfig, ex: Example, K: int) -> tuple[int, float, str]:
+    """Question ``ex``'s calibrated level (at most ``K``), its pass rate there, and ``"inside"`` (the target, or
+    the band), ``"above"`` or ``"below"`` the band (none of its levels inside)."""
+    if cfg.band is not None:
+        lo, hi = cfg.band
+        return prof.band_level(row_id(ex), K, (lo, hi))
+    level, p = prof.calibrated_level(row_id(ex), K, DEFAULT_TARGET if cfg.target is None else cfg.target)
+    return level, p, "inside"
+
+
+def calibrated_label(cfg: BuildConfig) -> str:
+    """The calibrated schedule's name in the figures: ``calibrated (target 0.5)`` or ``calibrated (band 0.3-0.7)``."""
+    if cfg.band is not None:
+        return f"calibrated (band {cfg.band[0]:g}-{cfg.band[1]:g})"
+    return f"calibrated (target {DEFAULT_TARGET if cfg.target is None else cfg.target:g})"
+
+
 def calibrated_order(examples: Sequence[Example], cfg: BuildConfig, prof: LevelProfile,
                      K_of: Callable[[Example], int]) -> list[tuple[Example, int]]:
     """Each question at its calibrated level, easiest first (``--order shuffled``: permuted with the seed)."""
-    target = DEFAULT_TARGET if cfg.target is None else cfg.target
     placed = []
     for i, ex in enumerate(examples):
-        level, p = prof.calibrated_level(row_id(ex), K_of(ex), target)
+        level, p, _ = place(prof, cfg, ex, K_of(ex))
         placed.append((-p, level, i, ex))
     placed.sort(key=lambda t: t[:3])
     paired = [(ex, level) for _, level, _, ex in placed]
@@ -101,8 +122,10 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
         other = assign(chosen, replace(cfg, schedule=schedule, order=order, pieces=None))
         schedules[label] = _figures(prof, [(row_id(ex), lv) for ex, lv in other], g)
     schedules["adaptive start"] = _figures(prof, [(row_id(ex), ADAPTIVE_START_LEVEL) for ex in chosen], g)
-    calibrated = assign(chosen, replace(cfg, schedule=CALIBRATED, order="level", pieces=None, target=target))
-    schedules[f"calibrated (target {target:g})"] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
+    calibrated_cfg = replace(cfg, schedule=CALIBRATED, order="level", pieces=None,
+                             target=None if cfg.band is not None else target)
+    calibrated = assign(chosen, calibrated_cfg)
+    schedules[calibrated_label(calibrated_cfg)] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
     this = [(row_id(ex), lv) for ex, lv in paired]
     start = min(prof.levels, key=lambda lv: (abs(prof.level_pass_rate(lv) - target), lv))
     record: dict[str, Any] = {
@@ -125,4 +148,11 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
             "own_rate": sum(1 for ex, _ in paired if prof.profiled(row_id(ex))),
             "level_rate": sum(1 for ex, _ in paired if not prof.profiled(row_id(ex))),
         }
+        if cfg.band is not None:  # a band, not a target: the questions none of whose levels lie inside it, by reason
+            lo, hi = cfg.band  # a placed rate outside the band: no level of that question lies inside
+            rates = [prof.pass_rate(row_id(ex), lv)[0] for ex, lv in paired]
+            reasons = ["above" if p > hi + 1e-12 else "below" for p in rates if not lo - 1e-12 <= p <= hi + 1e-12]
+            del record["calibrated"]["target"]
+            record["calibrated"]["band"] = list(cfg.band)
+            record["calibrated"]["outside_band"] = {r: reasons.count(r) for r in ("above", "below")}
     return record

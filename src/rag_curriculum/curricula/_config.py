@@ -147,12 +147,16 @@ class BuildConfig:
         "and manifest record, each schedule's expected informative fraction for it; --schedule calibrated reads it."))
     target: float | None = rule(None, ge=0, le=1, help=(
         "--schedule calibrated: the pass rate each question's level is chosen nearest to (default 0.5)."))
+    band: Any = rule(None, help=(
+        "--schedule calibrated, instead of --target: LO,HI (e.g. 0.3,0.7): each question at a level whose pass rate "
+        "lies in [LO, HI], the one nearest the middle; with none inside, the level nearest the band (counted)."))
     group_size: int | None = rule(None, ge=1, le=1024, help=(
         "With --profile: the GRPO group size G of the informative fraction 1 - p^G - (1-p)^G (default: the "
         "profile's)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
+        self.band = parse_band(self.band)
         self._resolve_template()
 
     def _resolve_template(self) -> None:
@@ -216,6 +220,14 @@ class BuildConfig:
             raise ConfigError("--schedule calibrated places each question by its measured pass rate: it needs "
                               "--profile", hint="make one with `curriculum profile ... --out DIR`, then pass "
                               "--profile DIR")
+        self.band = parse_band(self.band)
+        if self.target is not None and self.band is not None:
+            raise ConfigError(f"--target {self.target:g} and --band {self.band[0]:g},{self.band[1]:g} both choose "
+                              "the calibrated level; keep one: --target (the level nearest it) or --band (a level "
+                              "inside it)", hint="drop --target or --band")
+        if self.band is not None and not calibrated:
+            raise ConfigError(f"--band is for --schedule calibrated, not {self.schedule!r}",
+                              hint="drop --band, or pass --schedule calibrated")
         if self.target is not None and not calibrated:
             raise ConfigError(f"--target is for --schedule calibrated, not {self.schedule!r}",
                               hint="drop --target, or pass --schedule calibrated")
@@ -257,7 +269,8 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("tokenizer", "index_base", "profile", "target", "group_size", "questions_from"):  # unset: as always
+        for key in ("tokenizer", "index_base", "profile", "target", "band", "group_size",
+                    "questions_from"):  # unset: as always
             if d[key] is None:
                 del d[key]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
@@ -279,6 +292,38 @@ class BuildConfig:
 
 #: A recipe's single-dataset keys, gathered into ``sources``.
 SINGLE_SOURCE_KEYS = ("dataset", "input", "n", "split")
+
+
+def parse_band(value: Any) -> list[float] | None:
+    """``--band`` / ``band=``: ``"LO,HI"`` or a pair, as ``[LO, HI]`` with ``0 <= LO <= HI <= 1`` (None: unset).
+
+    >>> parse_band("0.3, 0.7"), parse_band([0.2, 0.2]), parse_band(None)
+    ([0.3, 0.7], [0.2, 0.2], None)
+
+    Raises:
+        SettingError: not two numbers, a bound outside 0..1, or LO above HI; the message names --band and the value.
+    """
+    if value is None:
+        return None
+    shown = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, (list, tuple)) \
+        else repr(value)
+    allowed = "LO,HI with 0 <= LO <= HI <= 1, e.g. 0.3,0.7"
+    parts = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
+    try:
+        if parts is None or len(parts) != 2 or any(isinstance(x, bool) for x in parts):
+            raise ValueError
+        lo, hi = (float(x.strip()) if isinstance(x, str) else float(x) for x in parts)
+    except (TypeError, ValueError):
+        raise SettingError("band", value, allowed, flag="--band",
+                           message=f"--band {shown}: not two numbers LO,HI (e.g. 0.3,0.7)") from None
+    for name, x in (("LO", lo), ("HI", hi)):
+        if not 0.0 <= x <= 1.0:  # also NaN
+            raise SettingError("band", value, allowed, flag="--band",
+                               message=f"--band {shown}: {name} {x:g} is outside 0..1 (a pass rate)")
+    if lo > hi:
+        raise SettingError("band", value, allowed, flag="--band",
+                           message=f"--band {shown}: LO {lo:g} is above HI {hi:g} (give LO,HI low first)")
+    return [lo, hi]
 
 
 def parse_n(value: Any) -> Any:

@@ -12,7 +12,8 @@ one line per question and level, and ``profile.json``) measures each question's 
   question's own where it was profiled, else the level's (over the profiled questions), interpolated linearly
   between profiled levels for a level that was not profiled;
 - :meth:`LevelProfile.informative` over a curriculum's rows is the schedule's expected informative fraction, and
-  :meth:`LevelProfile.calibrated_level` the level whose pass rate is nearest a target (the calibrated schedule).
+  :meth:`LevelProfile.calibrated_level` the level whose pass rate is nearest a target, and
+  :meth:`LevelProfile.band_level` the one inside a band nearest its middle (the calibrated schedule).
 
 >>> informative_probability(0.5, 8), informative_probability(1.0, 8), round(informative_probability(0.1, 8), 4)
 (0.9921875, 0.0, 0.5695)
@@ -223,13 +224,37 @@ class LevelProfile:
         """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
         level's) is nearest ``target``, with that pass rate. Ties go to the lowest such level, unless every tied
         pass rate is above the target (a question the model always answers is shown at its hardest tied level)."""
-        candidates = [lv for lv in self.levels if lv <= K] or [min(self.levels)]
-        scored = [(abs(self.pass_rate(row_id, lv)[0] - target), lv) for lv in candidates]
+        level = self._nearest(row_id, self._candidates(K), target, target)
+        return level, self.pass_rate(row_id, level)[0]
+
+    def band_level(self, row_id: str, K: int, band: tuple[float, float]) -> tuple[int, float, str]:
+        """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
+        level's) lies inside ``band`` = ``(lo, hi)``, the one nearest the band's middle; with that pass rate and
+        ``"inside"``. Without a level inside, the level nearest the band, and ``"above"`` (the model passes more
+        often than ``hi`` there) or ``"below"``. Ties as :meth:`calibrated_level`'s: the lowest level, unless
+        every tied pass rate is above the middle (inside) or the band (outside), then the highest. A band
+        ``(t, t)`` places as ``target = t``."""
+        lo, hi = band
+        candidates = self._candidates(K)
+        inside = [lv for lv in candidates if lo - 1e-12 <= self.pass_rate(row_id, lv)[0] <= hi + 1e-12]
+        if inside:
+            level = self._nearest(row_id, inside, (lo + hi) / 2, (lo + hi) / 2)
+            return level, self.pass_rate(row_id, level)[0], "inside"
+        level = self._nearest(row_id, candidates, lo, hi)
+        p = self.pass_rate(row_id, level)[0]
+        return level, p, "above" if p > hi else "below"
+
+    def _candidates(self, K: int) -> list[int]:
+        return [lv for lv in self.levels if lv <= K] or [min(self.levels)]
+
+    def _nearest(self, row_id: str, levels: Sequence[int], lo: float, hi: float) -> int:
+        """The level of ``levels`` whose pass rate is nearest ``[lo, hi]``; ties to the lowest, unless every tied
+        rate is above ``hi`` (then the highest)."""
+        rate = {lv: self.pass_rate(row_id, lv)[0] for lv in levels}
+        scored = [(max(lo - rate[lv], rate[lv] - hi, 0.0), lv) for lv in levels]
         best = min(d for d, _ in scored)
         tied = [lv for d, lv in scored if d - best <= 1e-12]
-        above = all(self.pass_rate(row_id, lv)[0] > target for lv in tied)
-        level = max(tied) if above else min(tied)
-        return level, self.pass_rate(row_id, level)[0]
+        return max(tied) if all(rate[lv] > hi for lv in tied) else min(tied)
 
 
 def _interpolate(at: Mapping[int, float], level: int) -> float:
@@ -321,7 +346,17 @@ def schedules_section(record: Mapping[str, Any] | None) -> str:
     if record.get("calibrated"):
         c = record["calibrated"]
         levels = ", ".join(f"{lv}: {n}" for lv, n in c["levels"].items())
-        lines += ["", f"Calibrated (`--schedule calibrated --target {c['target']:g}`): each question at the "
-                  f"profiled level whose pass rate is nearest {c['target']:g} ({c['own_rate']} by their own "
-                  f"measured rate, {c['level_rate']} by their level's), easiest first. Rows per level: {levels}."]
+        placed = f"({c['own_rate']} by their own measured rate, {c['level_rate']} by their level's)"
+        if c.get("band"):
+            lo, hi = c["band"]
+            outside = c["outside_band"]
+            lines += ["", f"Calibrated (`--schedule calibrated --band {lo:g},{hi:g}`): each question at a profiled "
+                      f"level whose pass rate lies in [{lo:g}, {hi:g}], the one nearest {(lo + hi) / 2:g} {placed}; "
+                      f"{outside['above'] + outside['below']} with no level inside the band at the level nearest "
+                      f"it ({outside['above']} above it, {outside['below']} below), easiest first. Rows per level: "
+                      f"{levels}."]
+        else:
+            lines += ["", f"Calibrated (`--schedule calibrated --target {c['target']:g}`): each question at the "
+                      f"profiled level whose pass rate is nearest {c['target']:g} {placed}, easiest first. Rows per "
+                      f"level: {levels}."]
     return "\n".join(lines) + "\n"
