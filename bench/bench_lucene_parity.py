@@ -115,7 +115,7 @@ def toolkit_index(corpus: Path, out: Path, index_args: list[str], python: str = 
 
 def toolkit_run(index: Path, queries: list[dict], k: int = K) -> list[list[tuple[str, float]]]:
     """The toolkit's top ``k`` per query as (corpus line id, score), score-0 fill-ups and empty slots dropped."""
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     ix = load_index(index)
     ids, scores = ix.retrieve_many([q["query"] for q in queries], k)
