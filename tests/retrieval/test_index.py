@@ -354,7 +354,7 @@ def test_a_second_index_to_the_same_out_is_refused_at_once(tmp_path):
     out = tmp_path / "idx"
     with FileLock(str(tmp_path / ".idx.index.lock")):  # what a running build holds
         t = time.perf_counter()
-        with pytest.raises(RetrievalIndexError, match="another `curriculum index` is writing") as e:
+        with pytest.raises(RetrievalIndexError, match="another index run is writing") as e:
             build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
         assert time.perf_counter() - t < 1.0 and "another --out" in e.value.hint
     assert not out.exists()

@@ -411,11 +411,11 @@ def lock_beside(out: Path, command: str) -> Path:
 
 @contextlib.contextmanager
 def exclusive(lock: Path, out: Path, command: str, error: Callable[..., Exception], *, note: str = "",
-              remove: bool = False, tool: str = "rag-retriever") -> Iterator[None]:
-    """Hold ``lock`` while ``curriculum COMMAND`` writes ``out``; a second run is refused at once (``error``: another
-    `curriculum COMMAND` NOTE is writing OUT). ``remove``: delete the lock file afterwards (one beside the output,
+              remove: bool = False) -> Iterator[None]:
+    """Hold ``lock`` while ``COMMAND`` writes ``out``; a second run is refused at once (``error``: another
+    COMMAND run NOTE is writing OUT). ``remove``: delete the lock file afterwards (one beside the output,
     :func:`lock_beside`)."""
-    busy = partial(error, f"another `{tool} {command}`{note} is writing {out}",
+    busy = partial(error, f"another {command} run{note} is writing {out}",
                    hint="wait for it to finish, or choose another --out")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with held_or_refused(lock, busy):
