@@ -363,8 +363,9 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
                                                                                                      tmp_path):
     """k = 0 gave the index's depth of passages (``k or depth``) and k = -1 a bare AssertionError from the dense
     kind (none from BM25): now no passages, and a refusal naming k, for BM25, dense and the HTTP client alike."""
-    from rag_curriculum.agents import HttpRetriever, IndexRetriever
     from rag_retriever.errors import SettingError
+
+    from rag_curriculum.agents import HttpRetriever, IndexRetriever
 
     build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "bm"), depth=20))
     client = HttpRetriever("http://127.0.0.1:9/retrieve", retries=0)  # nothing listens: k = 0 asks nothing
@@ -383,8 +384,9 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
 
 
 def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
-    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_retriever.errors import ConfigError
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.shards import read_table
 
     out, _ = flat

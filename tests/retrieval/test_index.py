@@ -16,9 +16,9 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, RetrievalIndexError, build_index, load_index
 from rag_retriever._integrity import seal
+from rag_retriever.errors import DataError
 from support.index_edits import resealed
 
-from rag_retriever.errors import DataError
 from rag_curriculum.loaders import load_examples
 from rag_curriculum.shards import sha256_file
 

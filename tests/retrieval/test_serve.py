@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, build_index, load_index
+from rag_retriever.errors import DataError
 from support.agent_policies import search_then_answer
 from support.servers import free_port, server_process
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app as cli_app
-from rag_retriever.errors import DataError
 from rag_curriculum.loaders import load_examples
 
 pytest.importorskip("fastapi", reason="the serve extra is needed: pip install 'rag-curriculum[serve]'")

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rag_retriever import RetrieverKind
-
 from rag_retriever._support._settings import rule
 from rag_retriever.errors import ConfigError
 
