@@ -141,7 +141,8 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     if verbose:
-        logging.getLogger("rag_curriculum").setLevel(logging.DEBUG)
+        for name in ("rag_curriculum", "rag_retriever"):  # the toolkit and its retriever
+            logging.getLogger(name).setLevel(logging.DEBUG)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, MaskingFilter) for f in handler.filters):
             handler.addFilter(MaskingFilter())
