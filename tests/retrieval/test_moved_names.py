@@ -46,3 +46,17 @@ def test_the_toolkits_loaders_read_a_dataset_for_the_retriever(tmp_path):
     m = build_index(IndexConfig(dataset="musique", input=sample, out=str(tmp_path / "idx")))
     assert m["dataset"] == "musique" and m["questions"] == 200
     assert len(load_index(tmp_path / "idx")) == m["passages"]
+
+
+def test_the_retrievers_answer_normalisation_is_the_toolkits():
+    """The passage store's normalised texts (what a build's answer test searches) are normalised by the retriever's
+    copy of the toolkit's SQuAD normalisation: the two must agree, or a passage holding the answer would slip
+    through as a distractor."""
+    from rag_retriever._support import normalize_answer as retriever_norm
+
+    from rag_curriculum._metrics import normalize_answer
+
+    texts = ["A.P.J. Abdul Kalam", "3 a.m.", "Ålesund", "The  Beatles' \"Help!\"", "an apple a day", "the",
+             "Théâtre—d'l'Odéon (1782)", "  tabs\tand\nnewlines  ", "a-the-an", "\ud800 lone", "ＡＢＣ ａｎ"]
+    for text in texts:
+        assert retriever_norm(text) == normalize_answer(text), text
