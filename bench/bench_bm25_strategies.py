@@ -45,8 +45,7 @@ def main() -> None:
     if args.baseline_src:
         return against_baseline(args)
     import numpy as np
-
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if args.questions:

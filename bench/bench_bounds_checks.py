@@ -29,14 +29,14 @@ CHILD = r"""
 import hashlib, json, sys, time
 from pathlib import Path
 import numpy as np
-from rag_curriculum.retrieval._postings import PostingsIndex
+from rag_retriever._postings import PostingsIndex
 
 d, what, queries, k = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 params = json.loads((d / "params.json").read_text())
 out = {}
 if what == "open":
-    from rag_curriculum.retrieval._bm25 import Vocabulary
-    from rag_curriculum.retrieval._postings import check_arrays, kernels
+    from rag_retriever._bm25 import Vocabulary
+    from rag_retriever._postings import check_arrays, kernels
     kernels()
     ix = PostingsIndex(d, params, checked=False)
     for name in ("words", "block_bits", "block_last", "block_max", "term_first", "term_last_n", "doc_len", "tie"):
@@ -76,7 +76,7 @@ def build(work: Path, n: int, seed: int = 0) -> Path:
     import numpy as np
 
     sys.path.insert(0, str(SRC))
-    from rag_curriculum.retrieval._postings import write_postings
+    from rag_retriever._postings import write_postings
 
     rng = np.random.default_rng(seed)
     vocab_size = max(1000, n // 2)

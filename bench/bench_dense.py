@@ -138,7 +138,7 @@ print(json.dumps({}))
 SERVED = r"""
 import json, os, sys, time
 os.sched_setaffinity(0, {0})
-from rag_curriculum.retrieval import load_index
+from rag_retriever import load_index
 ix = load_index(sys.argv[1], threads=1)
 qs = json.load(open(sys.argv[2]))
 ix.warm()

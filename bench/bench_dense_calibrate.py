@@ -119,8 +119,7 @@ def recall(got: np.ndarray, want: np.ndarray) -> float:
 
 def build(factory: str, x: np.ndarray, seed: int = 0):
     import faiss
-
-    from rag_curriculum.retrieval._dense import _seeded
+    from rag_retriever._dense import _seeded
 
     index = faiss.index_factory(x.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
@@ -139,7 +138,7 @@ def measure(x: np.ndarray, q: np.ndarray, specs: list[tuple[str, dict]], *, self
     """recall@10 of each (factory, settings) with queries ``q``; with ``self_rows`` (the queries are those rows of
     ``x``), each query's own row left out of both rankings, as ``--target-recall`` does without --tune-queries.
     ``built``: the indexes already trained and filled on ``x`` (by factory; filled in as they are built)."""
-    from rag_curriculum.retrieval._dense import _set_params, _without_self, ranked
+    from rag_retriever._dense import _set_params, _without_self, ranked
 
     extra = 0 if self_rows is None else 1
     want = _without_self(exact(x, q, 10 + extra), self_rows, 10)

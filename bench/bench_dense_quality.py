@@ -61,7 +61,7 @@ def main() -> None:
         took = time.perf_counter() - t
         print(f"curriculum index --kind hybrid of {n:,} paragraphs: {took:.0f} s ({n / took:.1f} passages/s, "
               f"encoding and BM25; {os.cpu_count()} cores)", flush=True)
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     ix = load_index(index, device="cpu")
     assert len(ix) == n
@@ -72,7 +72,7 @@ def main() -> None:
     qv = s.dense.encode(texts)
     enc = time.perf_counter() - t
     rankings = {"BM25": s.bm25.search(texts, 100)[0], "dense": s.dense.search_vectors(qv, 100)[0]}
-    from rag_curriculum.retrieval._hybrid import fuse
+    from rag_retriever._hybrid import fuse
 
     rrf = ix.manifest["hybrid"]
     both = fuse([(rankings["BM25"], None), (rankings["dense"], None)], k, int(rrf["rrf_k"]))[0]

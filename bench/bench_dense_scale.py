@@ -85,14 +85,14 @@ def make(model: Model, n: int, n_queries: int, out: Path, seed: int) -> None:
 
 
 def flat(out: Path):
-    from rag_curriculum.retrieval._dense import VectorFile, flat_layout
+    from rag_retriever._dense import VectorFile, flat_layout
 
     d, n, offset, _ = flat_layout(out / "flat.index")
     return VectorFile(out / "flat.index", n, d, dtype="<f4", offset=offset)
 
 
 def exact(out: Path) -> None:
-    from rag_curriculum.retrieval._dense import exact_top_k
+    from rag_retriever._dense import exact_top_k
 
     f = flat(out)
     t = time.perf_counter()
@@ -250,9 +250,8 @@ def new_lists(f, sample: np.ndarray, nlist: int, out: Path, seed: int) -> tuple[
 
 def frontier(out: Path, args: argparse.Namespace) -> None:
     import faiss
-
-    from rag_curriculum.retrieval._config import IndexConfig
-    from rag_curriculum.retrieval._dense import FAISS_INDEX, VectorFile, _seeded, ranked, tune
+    from rag_retriever._config import IndexConfig
+    from rag_retriever._dense import FAISS_INDEX, VectorFile, _seeded, ranked, tune
 
     f = flat(out)
     n, d = f.n, f.d
@@ -281,7 +280,7 @@ def frontier(out: Path, args: argparse.Namespace) -> None:
     nlist = len(centroids)
     cfg = IndexConfig(kind="dense", encoder="x", corpus="x", target_recall=args.target_recall,
                       tune_queries=str(out / "tune.npy"), seed=args.seed)
-    from rag_curriculum.retrieval import _dense
+    from rag_retriever import _dense
 
     exact_once = _dense.exact_top_k
     cached: dict = {}
@@ -349,7 +348,7 @@ import numpy as np
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core: the first of those it may use (taskset)
 import faiss
 faiss.omp_set_num_threads(1)
-from rag_curriculum.retrieval import load_index
+from rag_retriever import load_index
 index, test, exact = sys.argv[1], np.load(sys.argv[2]), np.load(sys.argv[3])
 t = time.perf_counter()
 ix = load_index(index, threads=1, device="cpu")

@@ -83,7 +83,7 @@ def synth_file(questions: int) -> Path:
 
 
 TOOLKIT = """
-from rag_curriculum.retrieval import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index
 m = build_index(IndexConfig(dataset="hotpotqa", input={path!r}, out={out!r}, depth={depth}, backend={backend!r},
                             overwrite=True), command="bench")
 open({out!r} + ".seconds.json", "w").write(json.dumps(m["seconds"]))

@@ -48,8 +48,9 @@ ROWS = {"train": "musique_ans_v1.0_train.sample100.jsonl", "dev": "musique_ans_v
 
 
 def build_and_warm(tmp: Path, data: Path, route: str, rows_from: str = "train") -> tuple[Path, Path, Path | None]:
+    from rag_retriever import IndexConfig, build_index
+
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.train import WarmStartConfig, warm_start
 
     train = data / "musique" / ROWS[rows_from]

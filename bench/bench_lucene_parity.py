@@ -103,19 +103,20 @@ def pyserini_oracle(py: str, corpus: Path, queries: Path, out: Path, *, analyze:
 
 
 def toolkit_index(corpus: Path, out: Path, index_args: list[str], python: str = sys.executable) -> float:
-    """``curriculum index --corpus corpus --out out INDEX_ARGS`` (with ``--overwrite``); its wall seconds."""
+    """``rag-retriever index --corpus corpus --out out INDEX_ARGS`` (with ``--overwrite``): the retriever's own command,
+    what a Search-R1 user runs (``curriculum index`` runs the same build); its wall seconds."""
     t = time.perf_counter()
-    r = subprocess.run([python, "-m", "rag_curriculum.cli", "index", "--corpus", str(corpus), "--out", str(out),
+    r = subprocess.run([python, "-m", "rag_retriever.cli", "index", "--no-progress", "--corpus", str(corpus), "--out", str(out),
                         "--overwrite", *index_args], capture_output=True, text=True)
     if r.returncode:
-        raise RuntimeError(f"curriculum index {shlex.join(index_args)} failed (exit {r.returncode}):\n"
+        raise RuntimeError(f"rag-retriever index {shlex.join(index_args)} failed (exit {r.returncode}):\n"
                            f"{r.stderr[-3000:]}")
     return time.perf_counter() - t
 
 
 def toolkit_run(index: Path, queries: list[dict], k: int = K) -> list[list[tuple[str, float]]]:
     """The toolkit's top ``k`` per query as (corpus line id, score), score-0 fill-ups and empty slots dropped."""
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     ix = load_index(index)
     ids, scores = ix.retrieve_many([q["query"] for q in queries], k)

@@ -102,7 +102,7 @@ print(json.dumps(out))
 OURS_QUERY = r"""
 import json, os, time
 os.sched_setaffinity(0, {{0}})
-from rag_curriculum.retrieval import load_index
+from rag_retriever import load_index
 ix = load_index({index!r}, threads=1)
 ix.warm()
 qs = json.load(open({queries!r}))
@@ -129,7 +129,7 @@ print(json.dumps({{"qps": one, "batch_qps": batch, "docs": n, "backend": ix.back
 
 OURS_BUILD = r"""
 import json, resource, time
-from rag_curriculum.retrieval import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index
 t = time.perf_counter()
 m = build_index(IndexConfig(corpus={corpus!r}, out={out!r}, overwrite=True, bm25={bm25!r}, depth=10))
 wall = time.perf_counter() - t

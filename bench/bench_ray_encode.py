@@ -37,7 +37,7 @@ import torch
 threads = int(sys.argv[3])
 if threads:
     torch.set_num_threads(threads)
-from rag_curriculum.retrieval import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index
 cfg = json.loads(sys.argv[1])
 t = time.perf_counter()
 m = build_index(IndexConfig(**cfg))

@@ -64,11 +64,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
+    from rag_retriever import IndexConfig, build_index, load_index
+
     from rag_curriculum.agents import IndexRetriever, RolloutConfig, run_rollouts
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.generation import SamplingConfig
     from rag_curriculum.generation._hf_backend import TransformersBackend
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
     from rag_curriculum.shards import read_rows
 
     work = Path(tempfile.mkdtemp(prefix="bench-rollout-"))

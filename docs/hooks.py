@@ -4,7 +4,7 @@ dataclasses when the site is built, so a new field is documented without being w
 A page writes ``<!-- settings rag_curriculum.partition:PartitionConfig -->`` (add `` keys`` after the class for a
 config set by key=value overrides only, without flags) and gets the table of
 :func:`rag_curriculum._settings.settings_table` in its place; ``<!-- retriever kinds -->`` gets the table of the
-registered retriever kinds (:func:`rag_curriculum.retrieval.kinds_table`), drawn from the registry.
+registered retriever kinds (:func:`rag_retriever.kinds_table`), drawn from the registry.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from rag_curriculum._settings import settings_table
-from rag_curriculum.retrieval import kinds_table
+from rag_retriever import kinds_table
 
 MARKER = re.compile(r"<!-- settings ([\w.]+):(\w+)( keys)? -->")
 KINDS_MARKER = "<!-- retriever kinds -->"

@@ -40,4 +40,4 @@ if ! build=$(torch_build); then
   build=$(torch_build) || { echo "error: torch does not import after installing it (see pip's output above)" >&2; exit 1; }
 fi
 echo "setup: $build"
-pip install -q -e ".[train,dev,ray]"
+pip install -q -e ./retriever -e ".[train,dev,ray]"  # the retriever (its own distribution) first

@@ -27,11 +27,12 @@ if ! "$PY" - "$PWD/src" <<'PY' 2>/dev/null; then
 import sys
 from pathlib import Path
 
+import rag_retriever  # noqa: F401
 import rag_curriculum
 
 sys.exit(0 if Path(rag_curriculum.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
 PY
-  pip_install -e .
+  pip_install -e ./retriever -e .  # the retriever (its own distribution) first: it resolves offline
 fi
 "$PY" -c "import pytest" 2>/dev/null || pip_install "pytest>=8"
 

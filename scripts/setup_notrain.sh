@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv-notrain}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q -e ".[dev]"
+"$VENV/bin/python" -m pip install -q -e ./retriever -e ".[dev]"
 if "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in ('torch', 'transformers', 'trl')))"; then
   echo "error: $VENV has torch, transformers or trl installed; remove $VENV and run this again" >&2
   exit 1

@@ -42,14 +42,15 @@ from pathlib import Path
 
 import bm25s  # noqa: F401
 import numba  # noqa: F401
+import rag_retriever  # noqa: F401
 import rag_curriculum
 
 sys.exit(0 if Path(rag_curriculum.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
 PY
-  pip_install "${reqs[@]}" -e ".[retrieval]"
+  pip_install "${reqs[@]}" -e ./retriever -e ".[retrieval]"  # the retriever first: it resolves offline
 fi
 
-if [ -n "$installed" ] && ! "$PY" -c "from pyserini.search.lucene import LuceneSearcher; import rag_curriculum.retrieval" 2>"$log"; then
+if [ -n "$installed" ] && ! "$PY" -c "from pyserini.search.lucene import LuceneSearcher; import rag_retriever, rag_curriculum.retrieval" 2>"$log"; then
   cat "$log" >&2
   echo "error: pyserini does not import in $VENV; remove $VENV and run this again" >&2
   exit 1

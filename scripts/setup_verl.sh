@@ -33,11 +33,12 @@ if ! "$PY" - "$PWD/src" <<'PY' 2>/dev/null; then
 import sys
 from pathlib import Path
 
+import rag_retriever  # noqa: F401
 import rag_curriculum
 
 sys.exit(0 if Path(rag_curriculum.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
 PY
-  todo+=(-e .)
+  todo+=(-e ./retriever -e .)  # the retriever (its own distribution) first: it resolves offline
 fi
 (( ${#todo[@]} == 0 )) || pip_install "${todo[@]}"
 

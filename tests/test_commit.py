@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from rag_retriever._index import OUTPUT as INDEX
+from rag_retriever._index import IndexError_
 
 from rag_curriculum import _commit
 from rag_curriculum._commit import (
@@ -31,8 +33,6 @@ from rag_curriculum._commit import (
     resumable_output,
 )
 from rag_curriculum.errors import ConfigError, EvalError, ShardError
-from rag_curriculum.retrieval._index import OUTPUT as INDEX
-from rag_curriculum.retrieval._index import IndexError_
 from rag_curriculum.train._warm import OUTPUT as WARM
 
 

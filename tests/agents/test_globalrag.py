@@ -251,7 +251,7 @@ def test_the_old_module_still_runs_and_says_where_the_commands_went(tmp_path, ca
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
     pytest.importorskip("bm25s", reason="the retrieval extra is needed for the index")
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("globalrag-index") / "musique"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=20))
@@ -260,7 +260,7 @@ def index_dir(tmp_path_factory, shared_data):
 
 @pytest.fixture(scope="module")
 def index(index_dir):
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     return load_index(index_dir)
 

@@ -20,9 +20,9 @@ CALLS: list[dict] = []
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
+    from rag_retriever import IndexConfig, build_index
     from support.cli_runs import run
 
-    from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.rewards._globalrag import GlobalRagReward
     from rag_curriculum.train import compose_train_config, train
 

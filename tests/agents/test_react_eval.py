@@ -23,7 +23,7 @@ N, LIMIT = 4, 10
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("react-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=10))
@@ -36,7 +36,7 @@ def _mean(xs):
 
 @pytest.mark.slow
 def test_eval_react_best_of_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path):
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     out = tmp_path / "run"
     args = [
@@ -243,14 +243,14 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
     import time
 
     import uvicorn
+    from rag_retriever import load_index
+    from rag_retriever._server import make_app
     from support.agent_policies import react_search_then_finish
     from support.servers import free_port
 
     from rag_curriculum.agents import HttpRetriever, IndexRetriever, ReActFormat, RolloutConfig, run_rollouts
     from rag_curriculum.generation import SamplingConfig
     from rag_curriculum.generation._scripted import ScriptedBackend
-    from rag_curriculum.retrieval import load_index
-    from rag_curriculum.retrieval._server import make_app
 
     ix = load_index(index_dir)
     port = free_port()

@@ -35,7 +35,7 @@ SAMPLING = SamplingConfig(n=1, temperature=1.0, max_tokens=64, seed=0)
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     out = tmp_path_factory.mktemp("agent-index") / "musique"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=20))

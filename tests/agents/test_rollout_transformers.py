@@ -43,8 +43,9 @@ class ForcedFirstTurn:
 
 
 def test_real_model_continues_after_the_information_block(tiny_model_dir, tmp_path, min_max_rows):
+    from rag_retriever import IndexConfig, build_index, load_index
+
     from rag_curriculum.generation._hf_backend import TransformersBackend
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
 
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(tmp_path / "ix"), depth=10))
     index = load_index(tmp_path / "ix")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data) -> Path:
     pytest.importorskip("bm25s")
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("t4") / "idx"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
@@ -140,7 +140,7 @@ def test_serve_help_names_the_toolkits_verl_tool_not_the_removed_one():
     assert r.exit_code == 0
     text = " ".join(r.output.split())
     assert "search_r1_like" not in text and "rag_curriculum.verl.tool.SearchTool" in text
-    from rag_curriculum.retrieval import _server
+    from rag_retriever import _server
 
     assert "search_r1_like" not in (_server.__doc__ or "")
 

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import load_index
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app
-from rag_curriculum.retrieval import load_index
 
 runner = CliRunner()
 

@@ -17,7 +17,7 @@ pytest.importorskip("bm25s")
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("odd-inputs") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import typer
 import yaml
+from rag_retriever import IndexConfig, ServeConfig
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -29,7 +30,6 @@ from rag_curriculum.evaluation import EvalConfig
 from rag_curriculum.evaluation._agent import AgentEvalConfig
 from rag_curriculum.generation import EngineConfig
 from rag_curriculum.partition import PartitionConfig, ProfileConfig
-from rag_curriculum.retrieval import IndexConfig, ServeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -324,7 +324,7 @@ def test_serve_validates_through_its_config_and_its_limits_are_the_servers():
     --index is still required by click, a contradiction exits 1; the server's defaults are the config's."""
     import inspect
 
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     for args, flag in ((["--port", "0"], "--port"), (["--max-body-bytes", "10"], "--max-body-bytes"),
                        (["--workers", "1000"], "--workers"), (["--host", " "], "--host")):

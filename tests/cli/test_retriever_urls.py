@@ -282,7 +282,8 @@ def test_what_the_toolkit_knows_to_be_harmless_is_not_shown_and_the_rest_is(capl
     assert not shown("faiss.loader", logging.INFO, "Could not load library with AVX512 support due to: "
                      "ModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512'\")")
     assert shown("faiss.loader", logging.WARNING, "something faiss warns about")
-    assert shown("rag_curriculum.retrieval", logging.INFO, "indexed 12 passages")
+    assert shown("rag_retriever._index", logging.INFO, "indexed 12 passages")
+    assert shown("rag_curriculum.loaders", logging.INFO, "read 12 records")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         configure_logging()

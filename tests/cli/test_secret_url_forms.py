@@ -142,7 +142,7 @@ def test_a_url_without_secrets_is_unchanged(case):
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
     pytest.importorskip("bm25s")
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("secret-forms") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))

@@ -9,12 +9,12 @@ import json
 import bm25s.stopwords
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, build_index
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.curricula.distractors import MIN_ALIAS_CHARS, STOP_WORDS, _AnswerFilter, _matched_answers
 from rag_curriculum.errors import BuildError
 from rag_curriculum.loaders import load_examples
-from rag_curriculum.retrieval import IndexConfig, build_index
 from rag_curriculum.shards import read_rows
 
 

@@ -10,6 +10,7 @@ import json
 import bm25s.stopwords
 import pytest
 from conftest import HOTPOT_HUB, MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, build_index, load_index
 from typer.testing import CliRunner
 
 from rag_curriculum._metrics import normalize_answer
@@ -18,7 +19,6 @@ from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.curricula.distractors import BM25Source, MixedSource, distractor_pool, passage_key
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.loaders import load_examples
-from rag_curriculum.retrieval import IndexConfig, build_index, load_index
 from rag_curriculum.shards import read_rows, shard_files
 
 
@@ -340,10 +340,10 @@ def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batc
     done, and every passage is counted as skipped (the batched planner with no accepted passage at all; with a
     window that ends before the ranking does, so the row is planned again over all of it)."""
     import numpy as np
+    from rag_retriever._index import Ranking, passage_hash
 
     import rag_curriculum.curricula.distractors as distractors
     from rag_curriculum.records import Document, Example
-    from rag_curriculum.retrieval._index import Ranking, passage_hash
 
     gold = Document("Paris", "Paris is the capital of France.", True)
     ex = Example("q1", "hotpotqa", "train", "What is the capital of France?", ["Paris"],
@@ -371,7 +371,7 @@ def test_a_ranking_with_nothing_to_accept_is_walked_to_its_end(monkeypatch, batc
             return blob.find, np.array(starts), np.array(ends)
 
         def norm(self, pid):
-            from rag_curriculum.retrieval._index import normalize_passage
+            from rag_retriever._index import normalize_passage
 
             return normalize_passage(*texts[pid])
 

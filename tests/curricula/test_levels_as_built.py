@@ -10,10 +10,10 @@ import logging
 
 import pytest
 from conftest import HOTPOT_TRAIN
+from rag_retriever import IndexConfig, build_index
 
 from rag_curriculum import _plots
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-from rag_curriculum.retrieval import IndexConfig, build_index
 from rag_curriculum.shards import read_rows
 
 

@@ -18,7 +18,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("eval-agent-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=10))
@@ -27,9 +27,10 @@ def index_dir(tmp_path_factory, shared_data):
 
 @pytest.mark.slow
 def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path):
+    from rag_retriever import load_index
+
     from rag_curriculum._metrics import answer_scores
     from rag_curriculum.agents import IndexRetriever
-    from rag_curriculum.retrieval import load_index
 
     out = tmp_path / "run"
     args = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted",

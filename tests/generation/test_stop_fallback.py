@@ -64,9 +64,9 @@ def test_both_backends_stop_on_the_decoded_text(wordlevel_dir, caplog):
 def test_eval_agent_runs_on_it(wordlevel_dir, tmp_path, min_max_shards):
     pytest.importorskip("bm25s")
     from conftest import MUSIQUE_TRAIN
+    from rag_retriever import IndexConfig, build_index
 
     from rag_curriculum.cli import app
-    from rag_curriculum.retrieval import IndexConfig, build_index
 
     index = tmp_path / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))

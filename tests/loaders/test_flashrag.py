@@ -166,7 +166,7 @@ def test_closed_context_build_refuses_flashrag(tmp_path):
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
     pytest.importorskip("bm25s")
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("flashrag-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=10))

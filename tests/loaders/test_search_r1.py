@@ -209,8 +209,7 @@ def test_partition_agent_on_a_search_r1_file(merged, tmp_path, tiny_index):
 def tiny_index(tmp_path_factory):
     pytest.importorskip("bm25s")
     from conftest import MUSIQUE_TRAIN
-
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("sr1-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))

@@ -75,7 +75,7 @@ def test_a_question_scored_from_its_trajectories():
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     out = tmp_path_factory.mktemp("partition-agent-index") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=10))
@@ -170,8 +170,9 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
         assert s["sample_status"] == ["answer", "answer"] and s["sample_format_errors"] == [[], []]
         assert s["c_without_search"] == sum(1 for n, c in zip(searches, correct, strict=True) if c and n == 0)
     # a search returned a gold passage exactly when the index ranks one in the question's top 3
+    from rag_retriever import load_index
+
     from rag_curriculum.agents import IndexRetriever
-    from rag_curriculum.retrieval import load_index
 
     ix = IndexRetriever(load_index(index_dir))
     row = next(r for r in min_max_rows if want[r["id"]][0] == [1, 1])
@@ -307,10 +308,9 @@ def test_over_a_retriever_server_and_in_shards_the_statistics_are_the_same(
     import time
 
     import uvicorn
+    from rag_retriever import load_index
+    from rag_retriever._server import make_app
     from support.servers import free_port
-
-    from rag_curriculum.retrieval import load_index
-    from rag_curriculum.retrieval._server import make_app
 
     def args(retriever, out, *extra):
         return [

@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SHARED_DATA as SHARED
-
-from rag_curriculum.retrieval import _postings
-from rag_curriculum.retrieval._analysis import ENGLISH_STOP_WORDS, LuceneEnglishAnalyzer
-from rag_curriculum.retrieval._porter import stem_many
+from rag_retriever import _postings
+from rag_retriever._analysis import ENGLISH_STOP_WORDS, LuceneEnglishAnalyzer
+from rag_retriever._porter import stem_many
 
 ORACLES = Path(__file__).resolve().parents[1] / "support" / "oracles" / "lucene"
 #: The shared data's questions and the files whose paragraphs are pooled (in this order; each distinct (title,
@@ -93,7 +92,7 @@ def lucene_index(tmp_path_factory, shared_data):
 @pytest.mark.slow
 def test_the_lucene_preset_ranks_as_anserini_on_the_shared_data(lucene_index):
     """Every one of the 1,200 questions: the same 10 passages in the same order, the same float32 scores."""
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     d, questions = lucene_index
     want = [json.loads(x) for x in gzip.open(ORACLES / "shared_top10.jsonl.gz", "rt")]
@@ -120,7 +119,7 @@ def test_the_lucene_preset_ranks_as_anserini_on_the_shared_data(lucene_index):
 
 
 def test_the_lucene_preset_returns_only_matching_passages(lucene_index):
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     ix = load_index(lucene_index[0])
     ids, scores = ix.retrieve_many(["the of and", "zzqxjw", "Copenhagen"], 5)
@@ -133,9 +132,8 @@ def test_a_preset_edited_in_the_manifest_is_named_as_such(lucene_index, tmp_path
     were built with (it was "built with bm25s None", the bm25s version its manifest never had)."""
     import shutil
 
+    from rag_retriever import RetrievalIndexError, load_index
     from support.index_edits import resealed
-
-    from rag_curriculum.retrieval import RetrievalIndexError, load_index
 
     for name, edit, says in (("bm25s", lambda m: m["bm25"].update(preset="bm25s"), "'bm25s'"),
                              ("none", lambda m: m["bm25"].pop("preset"), "absent")):
@@ -148,7 +146,7 @@ def test_a_preset_edited_in_the_manifest_is_named_as_such(lucene_index, tmp_path
 
 
 def test_the_presets_label_says_pyserinis_defaults_only_at_its_k1_and_b():
-    from rag_curriculum.retrieval._bm25 import summary
+    from rag_retriever._bm25 import summary
 
     assert summary({"bm25": {"preset": "lucene", "k1": 0.9, "b": 0.4}}) == "lucene (pyserini's defaults) k1=0.9 b=0.4"
     for k1, b in ((0.0, 0.0), (1.2, 0.4), (0.9, 0.75)):  # --k1 0 --b 0 was labelled pyserini's defaults

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from rag_curriculum.retrieval import _postings
+from rag_retriever import _postings
 
 
 def _rss_file_kb() -> int:
@@ -38,10 +37,9 @@ def test_postings_written_a_range_of_terms_at_a_time_are_the_same_files(preset, 
     each, would not fit in memory at Wikipedia's size): cut into ranges of 500 postings here (hundreds of ranges,
     some a single slice larger than that), with small steps, every file is byte for byte the one-range build's."""
     from conftest import MUSIQUE_TRAIN
-
-    from rag_curriculum.retrieval._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
-    from rag_curriculum.retrieval._bm25 import stopword_list
-    from rag_curriculum.retrieval._corpus import passage_blocks
+    from rag_retriever._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
+    from rag_retriever._bm25 import stopword_list
+    from rag_retriever._corpus import passage_blocks
 
     texts = [f"{t} {x}" for b in passage_blocks("musique", str(MUSIQUE_TRAIN), None)
              for t, x in zip(b.titles, b.texts, strict=True)]
@@ -70,10 +68,9 @@ def test_term_ids_block_after_block_are_the_ids_of_one_call(preset, shared_data)
     the lookup recorded, so a later block finds them there (not a placeholder of an earlier block). Blocks of 37
     passages, the table growing many times over, give the ids and vocabulary of one call over all of them."""
     from conftest import MUSIQUE_TRAIN
-
-    from rag_curriculum.retrieval._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
-    from rag_curriculum.retrieval._bm25 import stopword_list
-    from rag_curriculum.retrieval._corpus import passage_blocks
+    from rag_retriever._analysis import Bm25sWords, LuceneEnglishAnalyzer, TermIds
+    from rag_retriever._bm25 import stopword_list
+    from rag_retriever._corpus import passage_blocks
 
     texts = [f"{t} {x}" for b in passage_blocks("musique", str(MUSIQUE_TRAIN), None)
              for t, x in zip(b.titles, b.texts, strict=True)]

@@ -25,10 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, build_index
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
-
-from rag_curriculum.retrieval import IndexConfig, build_index
 
 pytest.importorskip("bm25s")
 N_QUESTIONS = 30
@@ -70,7 +69,7 @@ def plant(d: Path, name: str, at: int, value) -> None:
 def _gap_word(d: Path) -> int:
     """The index in ``words.npy`` of a word inside the gaps of the longest list's first block (every one of its
     bits a gap's: 4,294,967,295 there makes the block's passages run past its recorded last one)."""
-    from rag_curriculum.retrieval._postings import BLOCK, block_offsets
+    from rag_retriever._postings import BLOCK, block_offsets
 
     first = np.load(d / "bm25/term_first.npy").astype(np.int64)
     last_n = np.load(d / "bm25/term_last_n.npy")
@@ -86,7 +85,7 @@ def _gap_word(d: Path) -> int:
 
 
 def _longest_word(d: Path) -> str:
-    from rag_curriculum.retrieval._bm25 import Vocabulary
+    from rag_retriever._bm25 import Vocabulary
 
     first = np.load(d / "bm25/term_first.npy").astype(np.int64)
     return Vocabulary(d / "bm25/vocab")[int(np.argmax(np.diff(first)))].decode()
@@ -94,8 +93,8 @@ def _longest_word(d: Path) -> str:
 
 READ = """
     import json, sys
-    from rag_curriculum.errors import CurriculumError
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever.errors import RetrieverError as CurriculumError
+    from rag_retriever import load_index
     try:
         ix = load_index(sys.argv[1])
         ids, _ = ix.retrieve_many(json.loads(sys.argv[2]), 5)
@@ -151,8 +150,8 @@ FUZZ = """
     from pathlib import Path
     import numpy as np
     from support.index_edits import resealed
-    from rag_curriculum.errors import CurriculumError
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever.errors import RetrieverError as CurriculumError
+    from rag_retriever import load_index
     from rag_curriculum._plumbing import file_sha256
 
     src, work, queries = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])

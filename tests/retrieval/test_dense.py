@@ -24,8 +24,9 @@ from typer.testing import CliRunner
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
 
+from rag_retriever import IndexConfig, RetrievalIndexError, build_index, load_index  # noqa: E402
+
 from rag_curriculum.cli import app  # noqa: E402
-from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, build_index, load_index  # noqa: E402
 
 runner = CliRunner()
 N_QUESTIONS = 30  # of the MuSiQue sample: ~570 distinct paragraphs
@@ -180,7 +181,7 @@ def test_the_index_serves_its_queries_with_its_onnx_export(flat, tmp_path):
 
 
 def test_max_memory_picks_the_factory():
-    from rag_curriculum.retrieval._dense import pick_factory
+    from rag_retriever._dense import pick_factory
 
     assert pick_factory(1_000_000, 768, None) == "Flat"
     assert pick_factory(1_000_000, 768, "4GB") == "Flat"
@@ -221,9 +222,8 @@ def search_r1_dense(tmp_path_factory, encoder_dir, shared_data):
 @pytest.mark.slow
 def test_a_search_r1_index_is_adopted_and_served_as_search_r1_serves_it(search_r1_dense, encoder_dir, tmp_path):
     from fastapi.testclient import TestClient
+    from rag_retriever._server import make_app
     from support.search_r1_files import search_r1_passages_string
-
-    from rag_curriculum.retrieval._server import make_app
 
     root, corpus, rows = search_r1_dense
     out = tmp_path / "adopted"
@@ -369,8 +369,9 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
                                                                                                      tmp_path):
     """k = 0 gave the index's depth of passages (``k or depth``) and k = -1 a bare AssertionError from the dense
     kind (none from BM25): now no passages, and a refusal naming k, for BM25, dense and the HTTP client alike."""
+    from rag_retriever.errors import SettingError
+
     from rag_curriculum.agents import HttpRetriever, IndexRetriever
-    from rag_curriculum.errors import SettingError
 
     build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "bm"), depth=20))
     client = HttpRetriever("http://127.0.0.1:9/retrieve", retries=0)  # nothing listens: k = 0 asks nothing
@@ -389,8 +390,9 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
 
 
 def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
+    from rag_retriever.errors import ConfigError
+
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.errors import ConfigError
     from rag_curriculum.shards import read_table
 
     out, _ = flat
@@ -440,7 +442,7 @@ def test_target_recall_tunes_the_search_settings_to_the_cheapest_that_reach_it(e
     target on a sample of the corpus's own vectors (each with itself left out; 30 questions are too few to tune on),
     records it, and the index serves with it: the recall recomputed here from the served ranking is the recorded
     one, and it reaches the target; a seeded fifth of the queries was held out of the choice, its recall recorded."""
-    from rag_curriculum.retrieval._dense import _cost, held_out_split
+    from rag_retriever._dense import _cost, held_out_split
 
     out = tmp_path / "tuned"
     m = build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), kind="dense",
@@ -518,8 +520,9 @@ def test_target_recall_tunes_on_the_datasets_questions_and_reports_those_held_ou
     kind it will serve) where it holds 100 or more: a seeded fifth held out of the choice, their recall recorded and
     said by the command, beside the recall of the rest. Recomputed here from the served ranking of the questions,
     each encoded with the query prefix."""
+    from rag_retriever._dense import held_out_split
+
     from rag_curriculum.loaders import load_examples
-    from rag_curriculum.retrieval._dense import held_out_split
 
     out = tmp_path / "tuned-ds"
     r = runner.invoke(app, ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--device", "cpu",
@@ -559,7 +562,7 @@ def test_the_target_recall_margin_is_warned_when_the_tuning_queries_are_too_few(
     with the queries that would pin it to +-0.01); 0.96 on them is clear of it (not warned)."""
     import logging
 
-    from rag_curriculum.retrieval._dense import _warn_margin
+    from rag_retriever._dense import _warn_margin
 
     hits = np.array([10] * 40 + [9] * 24 + [8] * 8 + [6] * 8)  # 80 queries, recall 0.91
     recall = hits.mean() / 10
@@ -581,7 +584,7 @@ def test_the_target_recall_margin_is_warned_when_the_tuning_queries_are_too_few(
 @pytest.mark.parametrize("case", ["zero", "above-one", "nan", "unreachable", "memory", "bad-npy", "no-target",
                                   "with-nprobe"])
 def test_target_recall_refusals_are_one_line_and_leave_nothing(case, encoder_dir, small_input, tmp_path, monkeypatch):
-    from rag_curriculum.retrieval import _dense
+    from rag_retriever import _dense
 
     out = tmp_path / "o"
     args = ["index", "--kind", "dense", "--encoder", str(encoder_dir), "--device", "cpu", "--dataset", "musique",
@@ -622,8 +625,7 @@ def test_ivf_pq_is_trained_without_polysemous_training_and_ranks_the_same():
     pre-filter the toolkit never uses, ten times the rest of the training. The toolkit's training turns it off; the
     rankings are those of the index trained with it."""
     import faiss
-
-    from rag_curriculum.retrieval._dense import _seeded
+    from rag_retriever._dense import _seeded
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3000, 16), dtype=np.float32)
@@ -650,7 +652,7 @@ def test_a_held_out_part_below_the_target_is_warned_about(flat, encoder_dir, sma
     passages' own vectors, the rest random directions (which the tiny encoder's clustered vectors make easy), so the
     setting chosen on the rest falls short on them, and the build says so (the index is still written: the target was met where it was chosen,
     and the manifest records both recalls)."""
-    from rag_curriculum.retrieval._dense import held_out_split
+    from rag_retriever._dense import held_out_split
 
     ix = load_index(flat[0])  # the same passages, encoded here as the build encodes them
     xb = _model(encoder_dir).encode(["passage: " + c for _, c, _, _ in ix.documents(np.arange(len(ix)))],

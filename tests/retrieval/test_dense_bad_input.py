@@ -29,8 +29,7 @@ pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
 
 import faiss  # noqa: E402
-
-from rag_curriculum.retrieval import load_index  # noqa: E402
+from rag_retriever import load_index  # noqa: E402
 
 QUERIES = ["Who founded the company?", "the river of the city", "which album was released in 1999?", "Hamlet"]
 
@@ -76,8 +75,7 @@ def adopt(files, name, out, *more):
 @pytest.mark.slow
 def test_an_l2_index_ranks_as_the_inner_product_index_of_the_same_vectors(files, tmp_path):
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     for name in ("ip", "l2"):
         r = adopt(files, name, tmp_path / name)
@@ -173,7 +171,7 @@ def test_validate_refuses_nan_vectors(files, tmp_path, where):
         at = 5 * 2 * files["x"].shape[1]  # passage 5's first value
         data[at:at + 2] = np.array([np.nan], dtype="<f2").tobytes()
     else:
-        from rag_curriculum.retrieval._dense import flat_layout
+        from rag_retriever._dense import flat_layout
 
         d, _, offset, _ = flat_layout(path)
         at = offset + 5 * 4 * d
@@ -260,7 +258,7 @@ def test_an_encoder_that_cannot_be_a_model_is_named_in_one_line(case, files, tmp
     (["--import-faiss", "{ip}", "--compress", "IDMap2,IVF4,Flat"], "--compress 'IDMap2,IVF4,Flat': an IDMap index"),
 ])
 def test_bad_dense_options_are_usage_errors_before_any_model_loads(args, flag, files, tmp_path, monkeypatch):
-    from rag_curriculum.retrieval import _encoder
+    from rag_retriever import _encoder
 
     def no_model(*a, **k):
         raise AssertionError("a model was loaded")
@@ -284,7 +282,7 @@ def test_serve_device_bogus_is_a_usage_error(moved):
 
 def test_engine_ray_without_ray_serve_announces_nothing(moved, files, monkeypatch, tmp_path):
     pytest.importorskip("fastapi")
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     ix = tmp_path / "bm25"
     build_index(IndexConfig(corpus=str(files["corpus"]), out=str(ix)))
@@ -322,11 +320,11 @@ def test_a_ray_workers_own_error_is_its_one_line():
     """Ray Data hands back a worker's error as a UserCodeException whose text holds the worker's traceback (its
     cause is not kept): the toolkit's error in it is what the driver says (seen with an encoder of NaN weights:
     `a Ray worker stopped the encoding: the encoder made a vector that is not finite ... for passage 0`)."""
-    from rag_curriculum.retrieval._encoder import EncoderError
-    from rag_curriculum.retrieval._ray_encode import EncodingError, _unwrap
+    from rag_retriever._encoder import EncoderError
+    from rag_retriever._ray_encode import EncodingError, _unwrap
 
     text = ("ray::MapWorker(MapBatches(_ShardEncoder)).submit()\n  File \"_ray_encode.py\", line 90, in __call__\n"
-            "rag_curriculum.retrieval._encoder.EncoderError: the encoder made a vector that is not finite (NaN or "
+            "rag_retriever._encoder.EncoderError: the encoder made a vector that is not finite (NaN or "
             "infinity) for passage 7\n\nThe above exception was the direct cause of the following exception:\n"
             "ray.exceptions.UserCodeException: UDF failed to process a data block.")
     got = _unwrap(RuntimeError(text))

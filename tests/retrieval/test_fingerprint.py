@@ -32,7 +32,7 @@ MUSIQUE_DEV = SHARED_DATA / "musique" / "musique_ans_v1.0_dev.sample200.jsonl"
 
 @pytest.fixture(scope="module")
 def two_indexes(tmp_path_factory):
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     root = tmp_path_factory.mktemp("fp")
     out = []
@@ -64,7 +64,7 @@ def _index(corpus, out, *args):
 
 @pytest.mark.slow
 def test_a_rebuild_elsewhere_matches_and_any_changed_passage_or_parameter_does_not(tmp_path):
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever import load_index
 
     corpus = _corpus(tmp_path / "in" / "corpus.jsonl", 300)
     base = _index(corpus, tmp_path / "a", "--depth", "5")
@@ -139,7 +139,7 @@ def test_a_server_swapped_behind_the_url_is_caught(two_indexes, tmp_path, min_ma
     (a, b), (fa, fb) = two_indexes
     assert fa != fb
     a2 = tmp_path / "rebuilt" / "a"  # the same index built again in another folder: the same fingerprint
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(a2), depth=5))
     port = free_port()

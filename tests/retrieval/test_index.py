@@ -14,12 +14,12 @@ from collections import Counter
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, RetrievalIndexError, build_index, load_index
+from rag_retriever._integrity import seal
+from rag_retriever.errors import DataError
 from support.index_edits import resealed
 
-from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
-from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, build_index, load_index
-from rag_curriculum.retrieval._integrity import seal
 from rag_curriculum.shards import sha256_file
 
 
@@ -255,8 +255,9 @@ def test_the_manifest_holds_no_absolute_local_paths(tmp_path, shared_data):
 def test_the_index_stores_each_passage_normalised_and_each_questions_gold_ids(built, examples):
     """What the build reads instead of computing: the ``norm`` column (the passage SQuAD-normalised, padded) and the
     hashes of a question's gold paragraphs, through their passage ids."""
+    from rag_retriever import normalize_passage, passage_hash
+
     from rag_curriculum._metrics import normalize_answer
-    from rag_curriculum.retrieval import normalize_passage, passage_hash
 
     ix = load_index(built[0])
     for pid in range(len(ix)):
@@ -321,7 +322,7 @@ def test_a_failing_passage_side_worker_fails_the_index_and_leaves_nothing(tmp_pa
     import os
     import signal
 
-    from rag_curriculum.retrieval import _index
+    from rag_retriever import _index
 
     def broken(tmp, cfg, dataset):
         if how == "raises":
@@ -355,7 +356,7 @@ def test_a_second_index_to_the_same_out_is_refused_at_once(tmp_path):
     out = tmp_path / "idx"
     with FileLock(str(tmp_path / ".idx.index.lock")):  # what a running build holds
         t = time.perf_counter()
-        with pytest.raises(RetrievalIndexError, match="another `curriculum index` is writing") as e:
+        with pytest.raises(RetrievalIndexError, match="another index run is writing") as e:
             build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(out), depth=5))
         assert time.perf_counter() - t < 1.0 and "another --out" in e.value.hint
     assert not out.exists()

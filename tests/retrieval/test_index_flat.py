@@ -11,9 +11,8 @@ import bm25s
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
-
-from rag_curriculum.retrieval import _bm25, _bm25_parts, _postings
-from rag_curriculum.retrieval._corpus import Sources, passage_blocks
+from rag_retriever import _bm25, _bm25_parts, _postings
+from rag_retriever._corpus import Sources, passage_blocks
 
 
 @pytest.fixture(scope="module", params=[("musique", MUSIQUE_TRAIN), ("2wikimultihopqa", TWOWIKI_TRAIN)],
@@ -95,7 +94,7 @@ def test_the_builds_term_ids_are_bm25s_tokens(passages):
     """The build's tokenizer for the bm25s preset (a compiled scan and a table of surface forms) gives bm25s's
     tokens and lengths exactly: its splitter on ``str.lower()``, its stop words, and the empty token for a
     passage with no word left (empty, one letter, only stop words, a final sigma, a dotted capital I)."""
-    from rag_curriculum.retrieval._analysis import Bm25sWords, TermIds
+    from rag_retriever._analysis import Bm25sWords, TermIds
 
     titles, texts = passages
     titles = [*titles, "", "!!! a", "the of", "ΣΟΦΟΣ", "x_1 ÉCOLE"]
@@ -317,7 +316,7 @@ def test_the_compiled_search_is_cached_across_processes(built):
 
     d, manifest, _, _ = built
     code = ("import json, sys\n"
-            "from rag_curriculum.retrieval import _bm25, _postings as P\n"
+            "from rag_retriever import _bm25, _postings as P\n"
             f"s = _bm25.BM25Searcher({str(d)!r}, {manifest!r}, backend_name='numba', threads=1)\n"
             "s.warm()\n"
             "k = P.kernels()\n"
@@ -371,7 +370,7 @@ def test_pruned_search_is_the_exhaustive_search(built):
 def test_the_block_setting_paces_the_build_and_changes_no_byte(shared_data, tmp_path):
     """--block (passages per block: what the build holds besides the vocabulary) gives the same index: every
     file of a build of 256-passage blocks equals the default build's, the manifest's record included."""
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     small, default = tmp_path / "small" / "ix", tmp_path / "default" / "ix"
     for out, block in ((small, 256), (default, 1 << 16)):
@@ -394,7 +393,7 @@ def test_pruned_search_is_exhaustive_on_near_copies(shared_data, tmp_path, prese
     pytest.importorskip("numba")
     import random
 
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     titles, texts = [], []
     for block in passage_blocks("musique", str(MUSIQUE_TRAIN), None):

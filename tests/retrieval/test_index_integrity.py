@@ -30,10 +30,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
+from rag_retriever._integrity import record, sample_sha256, seal
 from support.cli_runs import one_error, run
-
-from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
-from rag_curriculum.retrieval._integrity import record, sample_sha256, seal
 
 pytest.importorskip("bm25s")
 N_QUESTIONS = 30  # of the MuSiQue sample: ~570 distinct paragraphs
@@ -104,7 +103,7 @@ def sha256(path: Path) -> str:
 
 # -- (1) the records -------------------------------------------------------------------------------------------------
 def test_every_file_is_recorded_with_its_sha256_made_as_it_was_written(small_input, tmp_path, monkeypatch):
-    from rag_curriculum.retrieval import _index
+    from rag_retriever import _index
 
     _small_files(monkeypatch)
     read_again = []
@@ -278,8 +277,8 @@ def test_stored_rankings_that_the_index_does_not_make_are_refused(bm25, tmp_path
 
 
 def test_passages_changed_with_their_records_are_refused_by_validate(bm25, tmp_path):
-    from rag_curriculum.retrieval._corpus import Passages
-    from rag_curriculum.retrieval._store import StoreWriter
+    from rag_retriever._corpus import Passages
+    from rag_retriever._store import StoreWriter
 
     d = copy(bm25, tmp_path / "d")
     ix = load_index(d)
@@ -318,7 +317,7 @@ def dense(tmp_path_factory, small_input, shared_data):
 
 @pytest.mark.slow
 def test_the_dense_manifest_records_its_encoders_files(dense):
-    from rag_curriculum.retrieval._fingerprint import folder_files, folder_sha256
+    from rag_retriever._fingerprint import folder_files, folder_sha256
 
     rec = dense["manifest"]["dense"]["encoder_files"]
     assert rec["source"] == "folder" and rec["folder"] == "enc"
@@ -363,8 +362,7 @@ def test_an_onnx_export_that_does_not_load_is_one_line_before_serving(dense, tmp
 
 def test_another_encoder_is_refused_unless_allowed_and_then_announces_another_fingerprint(dense, tmp_path):
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     index, other = dense["index"], dense["other"]
     r = run("serve", "--index", index, "--encoder", other, "--port", 1)
@@ -405,8 +403,8 @@ FUZZ = textwrap.dedent("""
     import json, shutil, sys
     from pathlib import Path
     import numpy as np
-    from rag_curriculum.errors import CurriculumError
-    from rag_curriculum.retrieval import load_index
+    from rag_retriever.errors import RetrieverError as CurriculumError
+    from rag_retriever import load_index
 
     src, work, queries = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 

@@ -15,7 +15,7 @@ pytest.importorskip("numba")
 SCRIPT = """
 import sys
 sys.modules["numba"] = None  # as if numba were not installed
-from rag_curriculum.retrieval import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index
 build_index(IndexConfig(dataset="musique", input=sys.argv[1], out=sys.argv[2], depth=10, bm25=sys.argv[3]))
 """
 
@@ -23,7 +23,7 @@ build_index(IndexConfig(dataset="musique", input=sys.argv[1], out=sys.argv[2], d
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["bm25s", "lucene"])
 def test_the_plain_python_postings_equal_the_compiled_ones(preset, shared_data, tmp_path):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     compiled = tmp_path / "compiled"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(compiled), depth=10, bm25=preset))

@@ -20,7 +20,7 @@ requests = pytest.importorskip("requests")
 
 @pytest.mark.slow
 def test_ray_serve_replicas_answer_as_the_index_does(tmp_path):
-    from rag_curriculum.retrieval import IndexConfig, build_index, load_index
+    from rag_retriever import IndexConfig, build_index, load_index
 
     index = tmp_path / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))

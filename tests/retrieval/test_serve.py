@@ -14,14 +14,14 @@ import threading
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, build_index, load_index
+from rag_retriever.errors import DataError
 from support.agent_policies import search_then_answer
 from support.servers import free_port, server_process
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app as cli_app
-from rag_curriculum.errors import DataError
 from rag_curriculum.loaders import load_examples
-from rag_curriculum.retrieval import IndexConfig, build_index, load_index
 
 pytest.importorskip("fastapi", reason="the serve extra is needed: pip install 'rag-curriculum[serve]'")
 requests = pytest.importorskip("requests")
@@ -220,8 +220,7 @@ def test_several_worker_processes_serve_the_same_ranking(index_dir, ix, question
 @pytest.fixture(scope="module")
 def client(ix):
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     with TestClient(make_app(ix, max_batch=8, max_topk=5000)) as c:
         yield c
@@ -229,8 +228,7 @@ def client(ix):
 
 def test_before_the_index_is_loaded_health_and_retrieve_answer_503(index_dir):
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     c = TestClient(make_app(index_dir))  # no `with`: the lifespan (which loads the index) has not run
     for r in (c.get("/health"), c.post("/retrieve", json={"query": "x"}), c.get("/manifest")):
@@ -256,8 +254,7 @@ def test_unknown_fields_are_ignored_and_topk_parses_as_searcher_clients_send_it(
 
 def test_an_oversized_body_gets_413_unread_and_a_long_query_422_and_the_server_goes_on(ix, questions):
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     with TestClient(make_app(ix, max_body_bytes=4096, max_query_chars=100)) as c:
         big = json.dumps({"queries": ["river"] * 2000}).encode()
@@ -283,10 +280,10 @@ def test_a_request_asking_for_more_than_max_results_passages_gets_422_and_the_cl
     one gets a 422 saying so; the toolkit's client reads the limits from /manifest and sends requests the server
     takes."""
     from fastapi.testclient import TestClient
+    from rag_retriever import ServeConfig
+    from rag_retriever._server import make_app
 
     from rag_curriculum.agents import HttpRetriever
-    from rag_curriculum.retrieval import ServeConfig
-    from rag_curriculum.retrieval._server import make_app
 
     assert ServeConfig.max_results == 8192 and "max_results" in ServeConfig(index="x").limits()
     with TestClient(make_app(ix, max_results=10)) as c:
@@ -317,7 +314,7 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     request), and each gets exactly the rows of its own queries."""
     import asyncio
 
-    from rag_curriculum.retrieval._server import _Batcher
+    from rag_retriever._server import _Batcher
 
     calls = []
 
@@ -344,7 +341,7 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
 
 
 def test_make_app_refuses_bad_limits(index_dir):
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     with pytest.raises(ValueError, match="max_batch must be a positive integer"):
         make_app(index_dir, max_batch=0)
@@ -354,7 +351,7 @@ def test_make_app_refuses_bad_limits(index_dir):
 
 @pytest.mark.slow
 def test_importing_the_toolkit_and_its_cli_imports_no_server_library():
-    code = ("import sys, json, rag_curriculum, rag_curriculum.cli, rag_curriculum.retrieval._server\n"
+    code = ("import sys, json, rag_curriculum, rag_curriculum.cli, rag_retriever._server\n"
             "print(json.dumps([m for m in ('fastapi', 'uvicorn', 'starlette', 'pydantic') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == []
@@ -397,8 +394,7 @@ def test_a_corpus_of_id_contents_lines_is_indexed_and_served_as_search_r1_ships_
     title) and ``{"title", "text"}`` lines in one file, through ``curriculum index --corpus``: ranked by their title
     and text (a quoted title without its quotes), and served as their lines, byte for byte, with their own ids."""
     from fastapi.testclient import TestClient
-
-    from rag_curriculum.retrieval._server import make_app
+    from rag_retriever._server import make_app
 
     lines = [
         {"id": "wiki-0", "contents": '"Zanzibar Quokka"\nThe Zanzibar quokka is a made-up marsupial.'},
@@ -438,11 +434,11 @@ def test_a_corpus_alone_is_served_as_search_r1_serves_it(tmp_path):
     file), and Search-R1's client code prints the same ``Doc i(Title: ...)`` text from our answer as from its own
     server's: quoted titles keep their quotes."""
     from fastapi.testclient import TestClient
+    from rag_retriever._server import make_app
     from support.search_r1_files import search_r1_documents, search_r1_passages_string, write_search_r1_corpus
 
     from rag_curriculum.agents import IndexRetriever
     from rag_curriculum.agents._retrievers import doc_lines
-    from rag_curriculum.retrieval._server import make_app
 
     passages = [(f"Album {i} (band {i % 7})", f"Album {i} is the {i}th record of band {i % 7}, made in Ruritania "
                  f"in {1950 + i}.") for i in range(60)]

@@ -44,7 +44,7 @@ def _retrieve(url: str, path: str = "/retrieve") -> dict:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory, shared_data):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
 
     index = tmp_path_factory.mktemp("guard") / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, build_index
 from support.servers import free_port, server_process
-
-from rag_curriculum.retrieval import IndexConfig, build_index
 
 pytest.importorskip("bm25s")
 pytest.importorskip("fastapi")

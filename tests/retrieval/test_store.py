@@ -10,9 +10,8 @@ import hashlib
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN, TWOWIKI_TRAIN
-
-from rag_curriculum.retrieval import _store
-from rag_curriculum.retrieval._corpus import Passages, passage_blocks
+from rag_retriever import _store
+from rag_retriever._corpus import Passages, passage_blocks
 
 
 @pytest.fixture(scope="module")

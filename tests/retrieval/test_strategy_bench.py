@@ -9,8 +9,7 @@ import sys
 
 import pytest
 from conftest import MUSIQUE_TRAIN, ROOT
-
-from rag_curriculum.retrieval import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index
 
 BENCH = ROOT / "bench" / "bench_bm25_strategies.py"
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import MUSIQUE_TRAIN, ROOT
+from rag_retriever import ENTRY_POINTS, KINDS, IndexConfig
 from support.servers import free_port, server_process
-
-from rag_curriculum.retrieval import ENTRY_POINTS, KINDS, IndexConfig
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,10 +14,9 @@ import shutil
 import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
+from rag_retriever import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
-
-from rag_curriculum.retrieval import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 
 pytest.importorskip("bm25s")
 
@@ -39,8 +38,8 @@ def bm25(tmp_path_factory, small_input):
 def _other_passages(d, tmp_path):
     """``passages.bin`` written again with one passage's text changed, its record remade (the fingerprint and the
     manifest's ``content.passages`` untouched: they describe the passages it held)."""
-    from rag_curriculum.retrieval._corpus import Passages
-    from rag_curriculum.retrieval._store import StoreWriter
+    from rag_retriever._corpus import Passages
+    from rag_retriever._store import StoreWriter
 
     ix = load_index(d)
     rows = ix.rows(range(len(ix)))
@@ -97,7 +96,7 @@ def test_forged_passage_keys_are_refused_by_validate_and_verify(bm25, tmp_path):
 
 
 def test_validate_says_how_many_stored_rankings_it_ranked_and_full_ranks_every_one(bm25, monkeypatch):
-    from rag_curriculum.retrieval import _index
+    from rag_retriever import _index
 
     r = run("validate", bm25)
     assert r.exit_code == 0 and "all 30 stored rankings ranked again" in r.output, r.output
@@ -138,7 +137,7 @@ def test_an_open_says_which_files_it_hashed_whole_and_how_much_of_each_large_one
     if not d.exists():
         shutil.copytree(bm25, d)
         resealed(d)  # records made with the sampled digests of the files over 4 KiB
-    with caplog.at_level(logging.INFO, logger="rag_curriculum.retrieval._index"):
+    with caplog.at_level(logging.INFO, logger="rag_retriever._index"):
         ix = load_index(d)
     line = ix.check_line()
     for name in big:

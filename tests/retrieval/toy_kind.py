@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_curriculum._settings import rule
-from rag_curriculum.errors import ConfigError
-from rag_curriculum.retrieval import RetrieverKind
+from rag_retriever import RetrieverKind
+from rag_retriever._support._settings import rule
+from rag_retriever.errors import ConfigError
 
 FILE = "toy/words.json"  # the kind's one file inside the index directory
 

@@ -20,7 +20,8 @@ ROLLOUTS: list[dict] = []
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
+
     from rag_curriculum.train import SearchRollout, compose_train_config, train
 
     index = tmp_path_factory.mktemp("veritas-index") / "ix"

@@ -42,8 +42,8 @@ def inputs(tmp_path_factory, shared_data):
 @pytest.mark.slow
 def test_ray_data_encoding_stops_resumes_and_makes_the_local_index(ray_cluster, inputs, tmp_path, monkeypatch,
                                                                    caplog):
-    from rag_curriculum.retrieval import IndexConfig, build_index
-    from rag_curriculum.retrieval._ray_encode import RayEncoding, work_dir
+    from rag_retriever import IndexConfig, build_index
+    from rag_retriever._ray_encode import RayEncoding, work_dir
 
     enc, corpus = inputs
     base = ["index", "--encoder", enc, "--corpus", corpus, "--out", "out", *ARGS]
@@ -87,7 +87,7 @@ def test_ray_data_encoding_stops_resumes_and_makes_the_local_index(ray_cluster, 
         assert not out.exists() and tree(work) == kept
 
         # 3. the same command resumes: only the other shards are encoded, and the index is the local one
-        with caplog.at_level(logging.INFO, logger="rag_curriculum.retrieval._ray_encode"):
+        with caplog.at_level(logging.INFO, logger="rag_retriever._ray_encode"):
             r = run(*base, *RAY)
         assert r.exit_code == 0, r.output
         assert "resuming the encoding" in caplog.text and "1 shard(s) already encoded" in caplog.text
@@ -123,8 +123,7 @@ def test_gpu_encoding_passes_ray_datas_own_check(ray_cluster):
     """Ray Data refuses `map_batches` with GPUs and no batch size ("You must provide `batch_size`"), before anything
     is scheduled: the encoding's arguments with a GPU pass that check (no GPU needed: nothing runs)."""
     import ray.data
-
-    from rag_curriculum.retrieval._ray_encode import map_batches_args
+    from rag_retriever._ray_encode import map_batches_args
 
     args = map_batches_args(workers=2, cpus=1, gpus=1, device="cuda", settings={"name": "enc"}, batch_size=4, step=32,
                             shard_rows=512)
@@ -136,9 +135,9 @@ def test_gpu_encoding_passes_ray_datas_own_check(ray_cluster):
 
 
 def _encoding(inputs, out, dim=8, **settings):
-    from rag_curriculum.retrieval import IndexConfig
-    from rag_curriculum.retrieval._encoder import EncoderSettings
-    from rag_curriculum.retrieval._ray_encode import RayEncoding
+    from rag_retriever import IndexConfig
+    from rag_retriever._encoder import EncoderSettings
+    from rag_retriever._ray_encode import RayEncoding
 
     enc, corpus = inputs
     cfg = IndexConfig(kind="dense", encoder=str(enc), corpus=str(corpus), out=str(out), device="cpu", block=256,
@@ -149,7 +148,7 @@ def _encoding(inputs, out, dim=8, **settings):
 def test_a_resume_ignores_the_query_prefix(ray_cluster, inputs, tmp_path):
     """The passages' vectors do not depend on --query-prefix: a stopped encoding resumes with another one (also
     from a record written before the prefix was left out of it); --passage-prefix is still refused."""
-    from rag_curriculum.retrieval._ray_encode import EncodingError, work_dir
+    from rag_retriever._ray_encode import EncodingError, work_dir
 
     out = tmp_path / "out"
     _encoding(inputs, out, query_prefix="query: ").close()
@@ -168,8 +167,7 @@ def test_a_shard_whose_vectors_changed_is_encoded_again(ray_cluster, inputs, tmp
     """A finished shard's record holds the SHA-256 of its vectors: a resume over a `.f32` edited since (same size)
     encodes that shard again, with a warning naming it, as it does a record without the digest."""
     import numpy as np
-
-    from rag_curriculum.retrieval._ray_encode import work_dir
+    from rag_retriever._ray_encode import work_dir
 
     out = tmp_path / "out"
     texts = [f"passage {i}" for i in range(40)]
@@ -183,7 +181,7 @@ def test_a_shard_whose_vectors_changed_is_encoded_again(ray_cluster, inputs, tmp
     data = bytearray(f.read_bytes())
     data[:4] = np.float32(2).tobytes()
     f.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="rag_curriculum.retrieval._ray_encode"):
+    with caplog.at_level(logging.WARNING, logger="rag_retriever._ray_encode"):
         edited = _encoding(inputs, out)
         assert edited.add(texts, 0) == 0 and edited.shards[0]["ref"] is not None  # to encode again
     assert (f"shard 0 of the stopped encoding in {work}: its vectors (shard-000000.f32) are not those written; "
@@ -192,6 +190,6 @@ def test_a_shard_whose_vectors_changed_is_encoded_again(ray_cluster, inputs, tmp
     del record["vectors_sha256"]
     (work / "shard-000000.json").write_text(json.dumps(record))
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rag_curriculum.retrieval._ray_encode"):
+    with caplog.at_level(logging.WARNING, logger="rag_retriever._ray_encode"):
         assert _encoding(inputs, out).add(texts, 0) == 0
     assert "its record (shard-000000.json) holds no digest of its vectors; encoding it again" in caplog.text

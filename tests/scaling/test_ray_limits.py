@@ -65,7 +65,7 @@ def test_serve_refuses_replicas_no_node_can_hold(ray_cluster, tmp_path):
     """`curriculum serve --engine ray --replica-cpus 100` on the 2-CPU cluster: refused before Ray Serve starts
     (it would wait for the replica without end); the cluster it joined is left running."""
     pytest.importorskip("ray.serve", reason="the ray extra (ray[serve]) is needed")
-    from rag_curriculum.retrieval._ray_serve import run
+    from rag_retriever._ray_serve import run
 
     t = time.monotonic()
     with pytest.raises(EngineError) as e:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rag_curriculum.retrieval._fingerprint import index_fingerprint
-from rag_curriculum.retrieval._integrity import record, seal
+from rag_retriever._fingerprint import index_fingerprint
+from rag_retriever._integrity import record, seal
 
 
 def resealed(d: Path, edit=None) -> dict:

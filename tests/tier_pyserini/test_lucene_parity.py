@@ -5,9 +5,10 @@ of a hit ranked alike is within 1e-5 relative of the score pyserini returns.
 
 pyserini's side is built and searched exactly as Search-R1's BM25 retriever does (``bench/pyserini_oracle.py``:
 ``python -m pyserini.index.lucene --collection JsonCollection --generator DefaultLuceneDocumentGenerator --threads
-1`` on the corpus, ``LuceneSearcher(index).search(q, k=10)``); the toolkit's is ``curriculum index --corpus`` with
-the preset's flags (``bench_lucene_parity.PRESET_ARGS``). The whole 1,200 and the 2,000-question bench figures
-are ``bench/bench_lucene_parity.py``'s.
+1`` on the corpus, ``LuceneSearcher(index).search(q, k=10)``); the toolkit's is the retriever's own
+``rag-retriever index --corpus`` (rag_retriever, installed from ./retriever) with the preset's flags
+(``bench_lucene_parity.PRESET_ARGS``). The whole 1,200 and the 2,000-question bench figures are
+``bench/bench_lucene_parity.py``'s.
 """
 
 from __future__ import annotations

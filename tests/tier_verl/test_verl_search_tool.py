@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("verl", reason="verl tier: bash scripts/setup_verl.sh")
 
 from conftest import MUSIQUE_TRAIN  # noqa: E402
+from rag_retriever import IndexConfig, build_index  # noqa: E402
 from support.servers import free_port, server_process  # noqa: E402
 
 from rag_curriculum.agents import IndexRetriever, RowView  # noqa: E402
-from rag_curriculum.retrieval import IndexConfig, build_index  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "recipes" / "verl" / "run_search_r1.sh"

@@ -216,8 +216,9 @@ def test_the_combinations_that_work_are_accepted(tmp_path, overrides):
 def setup(tmp_path_factory):
     pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
     pytest.importorskip("bm25s")
+    from rag_retriever import IndexConfig, build_index
+
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-    from rag_curriculum.retrieval import IndexConfig, build_index
 
     base = tmp_path_factory.mktemp("search-adaptive")
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(base / "ix"), depth=20))

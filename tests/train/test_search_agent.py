@@ -25,7 +25,8 @@ ROLLOUTS: list[dict] = []  # what the rollout function returned
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
+
     from rag_curriculum.train import SearchRollout, compose_train_config, train
     from rag_curriculum.train._trainer import CurriculumGRPOTrainer as trainer_cls
 
@@ -140,9 +141,8 @@ def test_resuming_with_another_index_is_refused_and_names_the_way_to_start_fresh
 
     import yaml
     from conftest import MUSIQUE_DEV
+    from rag_retriever import IndexConfig, build_index
     from support.cli_runs import one_error, run
-
-    from rag_curriculum.retrieval import IndexConfig, build_index
 
     result, _, _ = trained
     out = tmp_path / "run"

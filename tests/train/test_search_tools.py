@@ -47,7 +47,8 @@ def qwen_template_model(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, qwen_template_model, min_max_shards):
-    from rag_curriculum.retrieval import IndexConfig, build_index
+    from rag_retriever import IndexConfig, build_index
+
     from rag_curriculum.train import SearchEnvironment, compose_train_config, train
     from rag_curriculum.train._trainer import CurriculumGRPOTrainer as trainer_cls
 

@@ -101,11 +101,11 @@ def test_a_search_agents_answer_turn_is_taught_after_what_the_retriever_returns(
     then the search and its answer turn, whose prompt is the search prompt, the search and exactly the
     ``<information>`` block the index returns for the query (what the training rollout will show); the loss is on
     the completion only (TRL's prompt-completion format)."""
+    from rag_retriever import IndexConfig, build_index
     from transformers import AutoTokenizer
 
     from rag_curriculum.agents import get_agent_template, open_retriever
     from rag_curriculum.grammar import information_block
-    from rag_curriculum.retrieval import IndexConfig, build_index
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import WarmStartConfig
     from rag_curriculum.train._warm import _information, _search_examples, search_r1_turns

@@ -20,6 +20,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import click
 import typer
+from rag_retriever import errors as _retriever_errors
 from rich.console import Console
 from rich.markup import escape
 
@@ -29,6 +30,12 @@ from ..config import field_help
 from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
 from ..generation import BACKENDS, check_backend_args
 from ..generation import EngineConfig as _Engine
+
+#: The errors that carry their own hint: the toolkit's, and the retriever's (its own distribution).
+OWN_ERRORS = (CurriculumError, _retriever_errors.RetrieverError)
+#: The errors of a wrong command (exit status 2), the toolkit's and the retriever's.
+USAGE_ERRORS = (UsageError, UnknownNameError, _retriever_errors.UsageError, _retriever_errors.UnknownNameError)
+DATA_ERRORS = (DataError, _retriever_errors.DataError)
 
 
 class _Console(Console):
@@ -134,7 +141,8 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     if verbose:
-        logging.getLogger("rag_curriculum").setLevel(logging.DEBUG)
+        for name in ("rag_curriculum", "rag_retriever"):  # the toolkit and its retriever
+            logging.getLogger(name).setLevel(logging.DEBUG)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, MaskingFilter) for f in handler.filters):
             handler.addFilter(MaskingFilter())
@@ -256,9 +264,9 @@ def reported_errors(hint: Callable[[BaseException], str | None] | None = None,
         yield
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise  # already reported, or click's own usage error
-    except (CurriculumError, ValueError, KeyError, OSError, ImportError, RuntimeError, OverflowError) as e:
-        own = e.hint if isinstance(e, CurriculumError) else None  # set where it was raised
-        status = EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else code
+    except (*OWN_ERRORS, ValueError, KeyError, OSError, ImportError, RuntimeError, OverflowError) as e:
+        own = e.hint if isinstance(e, OWN_ERRORS) else None  # set where it was raised
+        status = EXIT_USAGE if isinstance(e, USAGE_ERRORS) else code
         fail(error_text(e), own or (hint(e) if hint else None) or _default_hint(e), status)
 
 
@@ -283,7 +291,7 @@ def data_error_hint(e: BaseException) -> str | None:
     """The hint of a :class:`DataError`: a bad record can be fixed or skipped (``--on-error skip``); a file that
     cannot be read as a whole (empty, not JSON, cut short, a damaged Parquet file) cannot be helped by skipping
     records, so the hint says what to check instead."""
-    if not isinstance(e, DataError):
+    if not isinstance(e, DATA_ERRORS):
         return None
     if "truncated file?" in str(e):
         return WHOLE_FILE_HINTS["truncated"]
@@ -361,7 +369,7 @@ def config_options(cls: type, *, only: Iterable[str] | None = None, exclude: Ite
     ``required`` names fields whose option click itself requires (``Missing option '--index'``, exit 2), for a
     command that has no other source of the value (no recipe).
 
-    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> from rag_retriever import IndexConfig
     >>> [p.name for p in config_options(IndexConfig, only=("k1", "b"))]
     ['k1', 'b']
     >>> print(config_options(IndexConfig, only=("k1",))[0].annotation.__metadata__[0].help)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import pyarrow.parquet as pq
 import typer
+from rag_retriever import get_kind, load_index
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,7 +19,6 @@ from ..errors import DataError, UsageError
 from ..lengths import count_prompt_tokens, load_tokenizer
 from ..loaders.stats import source_summary
 from ..prompts import completion_prompt
-from ..retrieval import get_kind, load_index
 from ..shards import (
     MANIFEST,
     ShardError,

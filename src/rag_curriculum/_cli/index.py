@@ -8,11 +8,12 @@ import logging
 from typing import Annotated, Any
 
 import typer
+from rag_retriever import IndexConfig, build_index, get_kind, load_index, placement_flags
 
+from .. import retrieval  # noqa: F401  (the toolkit's loaders read --dataset)
 from .._plumbing import current_command, drop_options
 from ..config import bind, given
 from ..errors import UsageError
-from ..retrieval import IndexConfig, build_index, get_kind, load_index, placement_flags
 from .common import (
     PrintConfig,
     config_options,

@@ -10,10 +10,10 @@ import socket
 from typing import Any
 
 import typer
+from rag_retriever import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
+from rag_retriever.serving import ENV_INDEX, ENV_OPTIONS, make_app, run_ray_serve
 
 from ..config import bind, given
-from ..retrieval import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
-from ..retrieval.serving import ENV_INDEX, ENV_OPTIONS, make_app, run_ray_serve
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
 SERVE_HINT = "install the server: pip install 'rag-curriculum[serve]'"
@@ -128,7 +128,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                                                   "device": cfg.device,
                                                   "allow_other_encoder": cfg.allow_other_encoder})
             del ix
-            uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=workers, **kw)
+            uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=workers, **kw)
 
 
 def _import_ray_serve() -> None:

@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag_retriever import passage_hash
+
 from .._plumbing import AsDict
 from ..errors import ConfigError
-from ..retrieval import passage_hash
 from ._retrievers import Hit
 
 MODES = ("none", "hard-negatives", "withhold")

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from rag_retriever import check_k, load_index, split_contents
+
 from .._plumbing import mask_secrets
 from ..errors import CurriculumError
-from ..retrieval import check_k, load_index, split_contents
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rag_retriever import kind_names
+
 from .._settings import MAX_COUNT, MAX_K, MAX_SEED, check_settings, rule
 from ..config import bind, given
 from ..errors import ConfigError, SettingError
 from ..loaders import questions_only
 from ..prompts import ABSTENTION_ANSWER, get_template
-from ..retrieval import kind_names
 from ..rewards import check_abstention_answer
 
 #: K per dataset, as in RAG-RL section 4.4.

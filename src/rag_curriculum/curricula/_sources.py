@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_retriever import load_index
+
 from .._progress import track
 from ..errors import BuildError, SkipReport
 from ..loaders import guess_split, load_examples
 from ..records import Example
-from ..retrieval import load_index
 from ..shards import sha256_file
 from ._config import BuildConfig, SourceSpec
 from .distractors import DistractorSource, make_source

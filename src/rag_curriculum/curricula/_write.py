@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from rag_retriever import get_kind
 
 from .. import cards
 from .._plumbing import current_command, trainer_tail
@@ -19,7 +20,6 @@ from .._version import __version__
 from ..difficulty import shown_level
 from ..lengths import LengthStats, tokenizer_info
 from ..loaders import get_loader
-from ..retrieval import get_kind
 from ..shards import (
     PROMPT_TOKENS,
     ROW_SCHEMA,

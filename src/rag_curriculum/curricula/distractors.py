@@ -42,12 +42,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
+from rag_retriever import get_kind, normalize_passage, passage_hash
+
 from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
 from ..errors import ConfigError
 from ..records import Document, Example
 from ..registry import import_dotted
-from ..retrieval import get_kind, normalize_passage, passage_hash
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_retriever import passage_hash
+
 from .._commit import check_resumable, resumable_output
 from .._metrics import answer_scores
 from .._plots import bar_panels
@@ -51,7 +53,6 @@ from ..agents import (
 from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..retrieval import passage_hash
 from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args

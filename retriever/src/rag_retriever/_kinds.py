@@ -8,7 +8,7 @@ stored rankings, atomic writing) and everything that uses one (builds' distracto
 A kind declares:
 
 * ``builder(cfg, tmp, progress=..., out=...)``: an object whose ``add(block)`` takes each block of passages
-  (:class:`~rag_curriculum.retrieval._corpus.Passages`, in the index's order) and whose ``finish(bar=None,
+  (:class:`~rag_retriever._corpus.Passages`, in the index's order) and whose ``finish(bar=None,
   task=None)`` writes the kind's files into ``tmp`` and returns the manifest's facts about it (a dict merged into
   the manifest); its ``verb`` (optional) says what the build is doing to the passages ("encoding");
 * ``open(directory, manifest, backend="auto", threads=0, device=None, encoder=None)``: a searcher whose
@@ -18,8 +18,8 @@ A kind declares:
 * ``check(manifest, directory)``: refuses an index this environment cannot read faithfully (another library
   version, a missing file), before anything is loaded;
 * ``manifest_keys``: the manifest keys the kind writes (what ``/manifest`` and a build's manifest show of it);
-* ``options``: a dataclass of the kind's settings, each a :func:`~rag_curriculum._settings.rule` field: they
-  become fields of :class:`~rag_curriculum.retrieval.IndexConfig`, so options of ``curriculum index``, recipe
+* ``options``: a dataclass of the kind's settings, each a :func:`~rag_retriever._support._settings.rule` field: they
+  become fields of :class:`~rag_retriever.IndexConfig`, so options of ``curriculum index``, recipe
   keys and rows of the reference table, refused with any other kind ("--encoder is for --kind dense or hybrid");
   ``uses`` names the other kinds whose options it reads too (hybrid: bm25 and dense);
 * ``check_config(cfg)``: the kind's checks of an ``IndexConfig`` whose ``kind`` is it (or uses it), beyond
@@ -27,7 +27,7 @@ A kind declares:
 * ``label`` (``BM25``), ``negatives`` (what its distractors are, for a data card) and ``summary(manifest)`` (one
   line on an index's settings: ``curriculum index``, ``serve``, ``validate`` and data cards print it);
 * ``distractors``: the build's distractor source for ``--distractors NAME``: None, the question's ranking by the
-  index (:class:`~rag_curriculum.curricula.distractors.BM25Source`: best first, gold copies and passages holding
+  index (rag-curriculum's ``BM25Source``: best first, gold copies and passages holding
   an answer skipped), or a factory ``(index, seed) -> DistractorSource`` (or its dotted path) of the kind's own;
 * ``warm_on_build``: ``curriculum index`` warms the new index before it returns (BM25: the search compiled and
   cached for the machine, so ``serve`` starts fast);
@@ -44,8 +44,8 @@ a file as it wrote it says so in its ``digests`` (``{path inside the index: SHA-
 read once after the build. A searcher whose answers are not the index's own (the dense kind served with another
 encoder, allowed) says so with its ``fingerprint_salt`` (optional): the index then announces another fingerprint.
 
-Outside the toolkit, a kind is registered by an entry point in the group ``rag_curriculum.retriever_kinds``
-(``toy = "my_pkg.toy:KIND"``), read when :mod:`rag_curriculum.retrieval` is first imported: then its options are
+Outside the toolkit, a kind is registered by an entry point in the group ``rag_retriever.kinds`` (or, for one release, ``rag_curriculum.retriever_kinds``)
+(``toy = "my_pkg.toy:KIND"``), read when :mod:`rag_retriever` is first imported: then its options are
 options of ``curriculum index`` and every process (``serve``'s workers, Ray replicas) knows it. ``KINDS.register``
 from Python works too, for a kind without options of its own, in the process that registers it.
 """
@@ -58,13 +58,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
-from ..registry import Registry
+from ._support._registry import Registry
+from .errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 #: The entry-point group through which installed packages add retriever kinds.
-ENTRY_POINTS = "rag_curriculum.retriever_kinds"
+ENTRY_POINTS = "rag_retriever.kinds"
+#: The group rag-curriculum declared kinds in before the retriever was its own package, read too for one release.
+LEGACY_ENTRY_POINTS = "rag_curriculum.retriever_kinds"
 #: Names no kind may take: the build's other distractor sources (``--distractors provided|mixed``, and the
 #: retrieved setting's source).
 RESERVED = ("provided", "mixed", "retrieved")
@@ -104,7 +106,7 @@ class RetrieverKind:
 
 
 class KindRegistry(Registry[RetrieverKind]):
-    """:class:`~rag_curriculum.registry.Registry` of retriever kinds, which also reads the kinds installed
+    """:class:`~rag_retriever._support._registry.Registry` of retriever kinds, which also reads the kinds installed
     packages declare (entry points of :data:`ENTRY_POINTS`), once, on first use."""
 
     def __init__(self) -> None:
@@ -124,7 +126,8 @@ class KindRegistry(Registry[RetrieverKind]):
         self._discovered = True
         from importlib.metadata import entry_points
 
-        for ep in entry_points(group=ENTRY_POINTS):
+        eps = [*entry_points(group=ENTRY_POINTS), *entry_points(group=LEGACY_ENTRY_POINTS)]
+        for ep in eps:
             if ep.name in RESERVED:
                 log.warning("retriever kind %r (entry point of %s) left out: that name is taken by --distractors "
                             "%s", ep.name, ENTRY_POINTS, ep.name)
@@ -173,8 +176,8 @@ class KindRegistry(Registry[RetrieverKind]):
 
 
 #: The toolkit's own kinds, each a module beside this one.
-BUILTIN = {"bm25": "rag_curriculum.retrieval._bm25:KIND", "dense": "rag_curriculum.retrieval._dense:KIND",
-           "hybrid": "rag_curriculum.retrieval._hybrid:KIND"}
+BUILTIN = {"bm25": "rag_retriever._bm25:KIND", "dense": "rag_retriever._dense:KIND",
+           "hybrid": "rag_retriever._hybrid:KIND"}
 KINDS = KindRegistry()
 for _name, _path in BUILTIN.items():
     KINDS.register(_name, _path)
@@ -193,7 +196,7 @@ def get_kind(name: str) -> RetrieverKind:
         UnknownNameError: no kind of that name (with a "did you mean").
 
     Examples:
-        >>> from rag_curriculum.retrieval import get_kind
+        >>> from rag_retriever import get_kind
         >>> get_kind("bm25").name
         'bm25'
     """

@@ -11,7 +11,7 @@ It is the SHA-256 of a canonical JSON object holding:
   its path (which the manifest writes relative to the index, so it changes when the index is built elsewhere); a
   Hub model by its name and the SHA-256 of its files in this machine's Hub cache, where it is there;
 * ``passages``: the SHA-256 of every passage's stored fields in order (title, text, origin, the corpus line's own
-  id and contents prefix: :attr:`~rag_curriculum.retrieval._store.StoreWriter.digest`);
+  id and contents prefix: :attr:`~rag_retriever._store.StoreWriter.digest`);
 * ``files``: the SHA-256 of each of the kind's own files (the BM25 score matrix and vocabulary, the FAISS index
   and vectors), by path inside the index.
 
@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import file_sha256
+from ._support import file_sha256
 
 SCHEME = 1
 #: Manifest facts of a kind that do not change an answer.

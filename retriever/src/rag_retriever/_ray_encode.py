@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import (
+from ._encoder import Encoder, EncoderError, EncoderSettings
+from ._support import (
     atomic_write_bytes,
     atomic_write_text,
     connect_ray,
@@ -44,8 +45,7 @@ from .._plumbing import (
     require_resources,
     shutdown_ray,
 )
-from ..errors import CurriculumError, EngineError
-from ._encoder import Encoder, EncoderError, EncoderSettings
+from .errors import EngineError, RetrieverError
 
 if TYPE_CHECKING:
     from ._config import IndexConfig
@@ -60,7 +60,7 @@ FORMAT = 1
 QUERY_ONLY = ("query_prefix",)
 
 
-class EncodingError(CurriculumError):
+class EncodingError(RetrieverError):
     """A Ray encoding that cannot start or resume as asked."""
 
 
@@ -363,7 +363,7 @@ def _passage_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in QUERY_ONLY}
 
 
-_TOOLKIT_ERROR = re.compile(r"^rag_curriculum\.[\w.]+\.(\w+): (.+)$", re.M)
+_TOOLKIT_ERROR = re.compile(r"^(?:rag_retriever|rag_curriculum)\.[\w.]+\.(\w+): (.+)$", re.M)
 
 
 def _unwrap(e: BaseException) -> BaseException:
@@ -372,7 +372,7 @@ def _unwrap(e: BaseException) -> BaseException:
     the cause."""
     seen = e
     for _ in range(8):
-        if isinstance(seen, CurriculumError):
+        if isinstance(seen, RetrieverError):
             return seen
         cause = getattr(seen, "cause", None) or seen.__cause__
         if cause is None:

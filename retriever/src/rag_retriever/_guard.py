@@ -33,8 +33,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._plumbing import MaskingFilter, mask_secrets
 from ._server import CLOSED_KEY
+from ._support import MaskingFilter, mask_secrets
 
 #: The limits, as JSON, for uvicorn's worker processes.
 ENV_LIMITS = "RAG_CURRICULUM_SERVE_GUARD"
@@ -44,7 +44,7 @@ DEFAULT_MIN_BODY_RATE = 500
 
 
 class MaskAccessLog(logging.Filter):
-    """Masks secrets in the server's log lines by the toolkit's one rule (:mod:`rag_curriculum._plumbing._secrets`):
+    """Masks secrets in the server's log lines by the toolkit's one rule (:mod:`rag_retriever._support._secrets`):
     in uvicorn's access lines the request's path and query (``POST /retrieve?api_key=***``), which its formatter
     reads from the record's arguments; in every other line its text (credentials in URLs, secret query
     parameters)."""
@@ -62,7 +62,7 @@ class MaskAccessLog(logging.Filter):
 
 def log_config() -> dict[str, Any]:
     """uvicorn's logging configuration with :class:`MaskAccessLog` on its handlers, and the toolkit's server lines
-    (``rag_curriculum``: a request closed here, a client gone mid-body) written beside uvicorn's, in every worker
+    (``rag_retriever``: a request closed here, a client gone mid-body) written beside uvicorn's, in every worker
     process."""
     from uvicorn.config import LOGGING_CONFIG
 
@@ -70,7 +70,7 @@ def log_config() -> dict[str, Any]:
     config.setdefault("filters", {})["rag_mask"] = {"()": f"{__name__}.MaskAccessLog"}
     for handler in config["handlers"].values():
         handler["filters"] = [*handler.get("filters", []), "rag_mask"]
-    config["loggers"]["rag_curriculum"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"]["rag_retriever"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     return config
 
 

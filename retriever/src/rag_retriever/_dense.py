@@ -34,9 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._plumbing import file_sha256
-from .._settings import ray_address_rule, rule
-from ..errors import CurriculumError, UsageError
 from ._encoder import (
     Encoder,
     EncoderError,
@@ -55,6 +52,9 @@ from ._onnx import RUNTIME as ONNX_RUNTIME
 from ._onnx import export as export_encoder
 from ._onnx import wanted as onnx_wanted
 from ._ray_encode import RayEncoding
+from ._support import file_sha256
+from ._support._settings import ray_address_rule, rule
+from .errors import RetrieverError, UsageError
 
 if TYPE_CHECKING:
     from ._config import IndexConfig
@@ -68,7 +68,7 @@ ADD_ROWS = 1 << 16  # vectors per add / conversion step
 FLAT_FOURCC = (b"IxFI", b"IxF2", b"IxFl")  # faiss's IndexFlat files: inner product, L2, other metrics
 
 
-class DenseError(CurriculumError):
+class DenseError(RetrieverError):
     """A dense index that cannot be built, imported or read as asked."""
 
 

@@ -2,7 +2,7 @@
 cluster (one machine or many; on GPUs with ``--replica-gpus`` when a dense encoder should run there), behind Ray
 Serve's HTTP proxy: the same protocol and the same answers as ``curriculum serve`` alone.
 
-Each replica builds the toolkit's own app (:func:`~rag_curriculum.retrieval._server.make_app`: the same request
+Each replica builds the toolkit's own app (:func:`~rag_retriever._server.make_app`: the same request
 checks, micro-batching and responses) over its own memory-mapped copy of the index (replicas on one machine share
 its pages through the page cache), loads and warms it when it starts, and answers the requests Ray Serve routes to
 it by running them through that app. Nothing of the app is pickled: a replica gets the index directory and the
@@ -15,9 +15,9 @@ import logging
 import os
 from typing import Any
 
-from .._plumbing import connect_ray, require_resources, shutdown_ray
-from ..errors import EngineError
 from ._server import make_app
+from ._support import connect_ray, require_resources, shutdown_ray
+from .errors import EngineError
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ def run(index: str, options: dict[str, Any], *, host: str, port: int, replicas: 
         num_gpus: float = 0.0, address: str | None = None, on_ready: Any = None) -> None:
     """Start (or join, with ``address`` or ``RAY_ADDRESS``) a Ray cluster, run ``replicas`` servers of ``index``
     behind Ray Serve's proxy on ``host:port``, and block until interrupted; then shut the application down. A
-    cluster that cannot be reached or refuses this command is :class:`~rag_curriculum.errors.EngineError`, in one
-    line (:func:`~rag_curriculum._plumbing.connect_ray`)."""
+    cluster that cannot be reached or refuses this command is :class:`~rag_retriever.errors.EngineError`, in one
+    line (:func:`~rag_retriever._support.connect_ray`)."""
     import ray
     from ray import serve
 

@@ -8,12 +8,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import CurriculumError
+from .errors import RetrieverError
 
 __all__ = ["VOCAB_BLOCK", "BM25Error", "write_vocab"]
 
 
-class BM25Error(CurriculumError):
+class BM25Error(RetrieverError):
     """A BM25 index that cannot be built or read as asked."""
 
 

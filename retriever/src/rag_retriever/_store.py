@@ -2,7 +2,7 @@
 normalised texts (``norms.bin``), their content hashes (``passage_keys.npy``), the dataset's questions
 (``questions.arrow``) and, once ranked, their stored rankings (``ranked_ids.npy``, ``ranked_scores.npy``). Written a
 block at a time (:class:`StoreWriter`), read memory-mapped (:class:`PassageStore`, which
-:class:`~rag_curriculum.retrieval.CorpusIndex` extends with its retriever).
+:class:`~rag_retriever.CorpusIndex` extends with its retriever).
 
 **The passages** (``passages.bin``, a :class:`BlockFile`): each passage is five fields, ``title`` and ``text`` (what
 ranking and the gold test read), ``origin`` (``dataset`` | ``corpus``), ``doc_id`` (a corpus line's own ``id``;
@@ -41,9 +41,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from .._metrics import normalize_answer
-from .._plumbing import hash64
 from ._integrity import REBUILD, HashingWriter, IndexError_, load_npy, save_npy
+from ._support import hash64, normalize_answer
 
 PASSAGES = "passages.bin"
 NORMS = "norms.bin"

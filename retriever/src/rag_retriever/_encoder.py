@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CurriculumError, UsageError
 from ._onnx import ExportFileError, OnnxEncoder, wanted
+from .errors import RetrieverError, UsageError
 
 log = logging.getLogger(__name__)
 
 
-class EncoderError(CurriculumError):
+class EncoderError(RetrieverError):
     """A dense encoder that cannot be loaded or used as asked."""
 
 

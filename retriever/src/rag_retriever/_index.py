@@ -45,14 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._commit import OutputKind, check_output, commit_output, exclusive, lock_beside, prepare_output
-from .._plumbing import SideTask, file_sha256, gc_paused
-from .._progress import maybe_progress
-from .._version import __version__
-from ..errors import CurriculumError, SettingError
-from ..loaders import get_loader
-from ..shards import portable_command, portable_path, sha256_file
 from ._corpus import Sources, passage_blocks
+from ._datasets import dataset_reader
 from ._fingerprint import index_fingerprint
 from ._integrity import (
     REBUILD,
@@ -81,6 +75,18 @@ from ._store import (
     passage_hash,
     passages_sha256,
 )
+from ._support import (
+    SideTask,
+    file_sha256,
+    gc_paused,
+    maybe_progress,
+    portable_command,
+    portable_path,
+    sha256_file,
+)
+from ._support._commit import OutputKind, check_output, commit_output, exclusive, lock_beside, prepare_output
+from ._version import __version__
+from .errors import RetrieverError, SettingError
 
 if TYPE_CHECKING:
     from ._config import IndexConfig
@@ -103,7 +109,7 @@ RERANKED = 2000
 
 #: The loggers of reading the sources (the records ``--on-error skip`` left out, the loaders' notes): the store's
 #: second reading of the same sources keeps them quiet, so each line is said once.
-REREAD_LOGGERS = ("rag_curriculum.loaders", "rag_curriculum.retrieval._corpus")
+REREAD_LOGGERS = ("rag_retriever._corpus",)
 
 
 @contextmanager
@@ -127,7 +133,8 @@ def _write_store(tmp: Path, cfg: IndexConfig, dataset: str | None) -> dict[str, 
     writer = StoreWriter(tmp, ("passages", "norms"))
     found = Sources()
     try:
-        with _unsaid(REREAD_LOGGERS):  # the builder's reading of the same sources says what they hold
+        loggers = (*REREAD_LOGGERS, *getattr(dataset_reader(), "loggers", ())) if dataset else REREAD_LOGGERS
+        with _unsaid(loggers):  # the builder's reading of the same sources says what they hold
             for block in passage_blocks(dataset, cfg.input, cfg.corpus, on_error=cfg.on_error, found=found,
                                         block=cfg.block):
                 writer.add(block)
@@ -165,7 +172,7 @@ def build_index(cfg: IndexConfig, *, progress: bool = False, command: str | None
 
     Examples:
         ```python
-        from rag_curriculum.retrieval import IndexConfig, build_index
+        from rag_retriever import IndexConfig, build_index
 
         manifest = build_index(IndexConfig(dataset="musique", input="musique_ans_v1.0_dev.jsonl",
                                            out="indexes/musique-dev"))   # BM25, the dataset's own paragraphs
@@ -186,7 +193,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
     import numpy as np
 
     cfg.validate()
-    dataset = get_loader(cfg.dataset).name if cfg.dataset else None
+    dataset = dataset_reader().name(cfg.dataset) if cfg.dataset else None
     cfg.dataset = dataset
     kind = get_kind(cfg.kind)
     out = Path(cfg.out)
@@ -277,7 +284,7 @@ def _build_index(cfg: IndexConfig, tmp: Path, *, progress: bool, command: str | 
                                                        os.path.abspath(out))).as_posix()
         manifest = {
             "kind": KIND, "format": FORMAT, "retriever": kind.name,
-            "toolkit": {"name": "rag-curriculum", "version": __version__}, "dataset": dataset, "config": recorded,
+            "toolkit": {"name": "rag-retriever", "version": __version__}, "dataset": dataset, "config": recorded,
             "command": portable_command(command, out) if command else command, "sources": sources,
             **facts, "passages": found.passages, "depth": depth, "questions": len(found.q_ids),
             "empty_queries": empty, "files": files, "fingerprint": fingerprint,
@@ -325,7 +332,7 @@ def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
     return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
 
 
-#: An index as the commit protocol sees it (:mod:`rag_curriculum._commit`): its manifest (kind ``index``, or the
+#: An index as the commit protocol sees it (:mod:`rag_retriever._support._commit`): its manifest (kind ``index``, or the
 #: first format's ``bm25-index``) owns the files it lists; a killed build of an earlier version left ``.OUT.tmp-*``.
 OUTPUT = OutputKind("an index of this toolkit", _mismatch, _owned, error=IndexError_,
                     orphans=("partial", "old", "tmp"))
@@ -365,7 +372,7 @@ class CorpusIndex(PassageStore):
         self._open_files()  # before anything is read: a change from here on is seen (changed())
         try:
             self.kind = get_kind(m.get("retriever", ""))
-        except CurriculumError as e:
+        except RetrieverError as e:
             raise IndexError_(f"{d}: {e}", hint=getattr(e, "hint", None)) from None
         try:
             self.digests = check_index_files(d, m, check, native=self.kind.native)
@@ -449,7 +456,7 @@ class CorpusIndex(PassageStore):
         if self._searcher is None:
             try:
                 self._searcher = self.kind.open(self.path, self.manifest, **self._options)
-            except CurriculumError as e:
+            except RetrieverError as e:
                 raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
         return self._searcher
 
@@ -480,7 +487,7 @@ class CorpusIndex(PassageStore):
         if self.kind.verify is not None:
             try:
                 self.kind.verify(d, m)
-            except CurriculumError as e:
+            except RetrieverError as e:
                 raise IndexError_(str(e), hint=getattr(e, "hint", None)) from None
         content = m["content"]
         whole = self.digests if self.check == "full" else check_index_files(d, m, "full", native=self.kind.native)
@@ -704,7 +711,7 @@ def read_index_manifest(directory: str | Path, *, kind_check: bool = True) -> di
 def _kind_check(m: dict[str, Any], d: Path) -> None:
     try:
         get_kind(m.get("retriever", "")).check(m, d)
-    except CurriculumError as e:
+    except RetrieverError as e:
         raise IndexError_(f"{d}: {e}", hint=getattr(e, "hint", None)) from None
 
 
@@ -733,7 +740,7 @@ def check_index_files(directory: Path, m: dict[str, Any], level: str = "open",
 
 def check_k(k: Any) -> int:
     """``k``, the number of passages a search asks for, as an int: 0 or more (0: no passages), else a
-    :class:`~rag_curriculum.errors.SettingError` (a ``ValueError``); the same rule for every kind and the HTTP
+    :class:`~rag_retriever.errors.SettingError` (a ``ValueError``); the same rule for every kind and the HTTP
     client."""
     import numbers
 
@@ -760,7 +767,7 @@ def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:
 
     Examples:
         ```python
-        from rag_curriculum.retrieval import load_index
+        from rag_retriever import load_index
 
         ix = load_index("indexes/musique-dev")
         ix.retrieve("Who founded the company that makes the iPhone?", k=5)   # [(passage id, score), ...]

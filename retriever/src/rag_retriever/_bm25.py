@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._settings import rule
-from ..errors import UsageError
 from ._bm25_parts import VOCAB_BLOCK, BM25Error
 from ._integrity import load_npy
 from ._kinds import RetrieverKind
+from ._support._settings import rule
+from .errors import UsageError
 
 if TYPE_CHECKING:
     from ._config import IndexConfig
@@ -134,7 +134,7 @@ def tokenizer_info(cfg: IndexConfig) -> dict[str, Any]:
 def bm25_params(cfg: IndexConfig) -> dict[str, Any]:
     """The scoring parameters, as the manifest records them (the bm25s preset's as they always were).
 
-    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> from rag_retriever import IndexConfig
     >>> bm25_params(IndexConfig(dataset="musique", input="f.jsonl"))["k1"]
     1.5
     >>> bm25_params(IndexConfig(dataset="musique", input="f.jsonl", bm25="lucene"))["k1"]

@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import file_sha256
-from ..errors import CurriculumError
+from ._support import file_sha256
+from .errors import IndexError_
 
 #: Files up to this size are hashed whole at every open; larger ones are sampled (unless native).
 WHOLE = 64 << 20
@@ -46,8 +46,6 @@ LEVELS = ("sizes", "open", "full")
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
-class IndexError_(CurriculumError):  # noqa: N801  (IndexError is a builtin)
-    """An index that is missing, unfinished, or does not match its manifest (``RetrievalIndexError``)."""
 
 
 #: What to do about a damaged index.

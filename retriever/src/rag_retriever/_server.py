@@ -1,5 +1,5 @@
 """`curriculum serve`: an index of ``curriculum index`` (BM25, dense or hybrid) behind HTTP, speaking the protocol
-of Search-R1's ``retrieval_server.py``, so Search-R1, the toolkit's verl search tool (:mod:`rag_curriculum.verl.tool`)
+of Search-R1's ``retrieval_server.py``, so Search-R1, the toolkit's verl search tool (rag-curriculum's ``verl.tool``)
 and TRL scripts that call a retriever can use an index of this toolkit.
 
 ::
@@ -39,7 +39,7 @@ a 503 naming the file, never a read of the changed bytes. An index replaced whol
 --overwrite``) is not a change: the files the server opened are still there, unchanged.
 
 No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at run time, and fastapi
-and pydantic are imported inside :func:`make_app`, so that ``import rag_curriculum`` never imports them.
+and pydantic are imported inside :func:`make_app`, so that ``import rag_retriever`` never imports them.
 """
 
 import json
@@ -54,7 +54,7 @@ from ._index import CorpusIndex
 
 #: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
 #: closed the connection.
-CLOSED_KEY = "rag_curriculum.closed"
+CLOSED_KEY = "rag_retriever.closed"
 
 log = logging.getLogger(__name__)
 
@@ -446,7 +446,7 @@ def _respond(ix: CorpusIndex, ids: Any, scores: Any, with_scores: bool, fingerpr
 
 def app_from_env() -> Any:
     """The app of ``curriculum serve --workers N``: uvicorn's worker processes import this factory
-    (``uvicorn.run("rag_curriculum.retrieval._server:app_from_env", factory=True, workers=N)``) and it reads the
+    (``uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=N)``) and it reads the
     index directory and the limits from the environment the command set."""
     index = os.environ.get(ENV_INDEX)
     if not index:

@@ -1,5 +1,5 @@
 """The passages an index holds, streamed in blocks: every distinct paragraph (title + text) of a dataset file, read
-through the toolkit's loader (each exact (title, text) pair once, in first-seen order), then every line of a user
+through the dataset reader (:mod:`._datasets`) (each exact (title, text) pair once, in first-seen order), then every line of a user
 corpus as it is given (JSONL of ``{"title", "text"}`` or, as FlashRAG and Search-R1 ship Wikipedia,
 ``{"id", "contents"}``): one passage per line, in line order, keeping the line's own ``id`` and the exact
 ``contents`` string, so a server returns what Search-R1's own server returns over the same corpus, and a FAISS
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, SkipReport
-from ..loaders import load_examples
+from ._datasets import dataset_reader
+from .errors import DataError, SkipReport
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ def passage_blocks(dataset: str | None, input: str | None, corpus: str | None, *
     out = Passages()
     if dataset and input:
         seen: dict[tuple[str, str], int] = {}
-        stream = load_examples(dataset, input, on_error=on_error, report=found.report)  # type: ignore[arg-type]
-        found.dataset = stream.dataset
+        stream = dataset_reader().read(dataset, input, on_error=on_error, report=found.report)
+        found.dataset = getattr(stream, "dataset", dataset)
         q_seen: set[str] = set()
         for ex in stream:
             gold = []

@@ -9,11 +9,10 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._settings import check_settings, ray_address_rule, rule, setting_flag
-from ..config import bind
-from ..errors import ConfigError, UsageError
 from ._encoder import check_device
 from ._kinds import BUILTIN, ENTRY_POINTS, KINDS, get_kind, kind_names, kinds_using, loaded_kinds
+from ._support._settings import bind, check_settings, ray_address_rule, rule, setting_flag
+from .errors import ConfigError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class _IndexConfigMethods:
         missing = [n for n in kind.option_names() if n not in self.option_owner]
         if missing:
             raise ConfigError(f"retriever kind {kind.name!r} declares option(s) {', '.join(missing)} that "
-                              "IndexConfig was assembled without (it was registered after rag_curriculum.retrieval "
+                              "IndexConfig was assembled without (it was registered after rag_retriever "
                               "was imported)", hint=f"register it through the entry point group {ENTRY_POINTS}, "
                               "read at that import, or declare no options of its own")
         used = {kind.name, *kind.uses}
@@ -163,7 +162,7 @@ def _assemble() -> type:
     how the build runs; and which kind owns each kind option. A kind an installed package declares whose options
     collide with another's is left out with a warning (the toolkit's own never collide).
 
-    >>> from rag_curriculum.retrieval import IndexConfig
+    >>> from rag_retriever import IndexConfig
     >>> cfg = IndexConfig(dataset="musique", input="f.jsonl")
     >>> cfg.bm25, cfg.option_owner["k1"], cfg.option_owner["encoder"], cfg.option_owner["rrf_k"]
     ('auto', 'bm25', 'dense', 'hybrid')
@@ -201,7 +200,7 @@ def _assemble() -> type:
 
 def __getattr__(name: str) -> Any:
     """``IndexConfig``, assembled from the registered kinds (:func:`_assemble`) the first time it is asked for:
-    after :mod:`rag_curriculum.retrieval` has been imported whole, so a kind's module (an installed package's too)
+    after :mod:`rag_retriever` has been imported whole, so a kind's module (an installed package's too)
     may import from it."""
     if name == "IndexConfig":
         globals()["IndexConfig"] = cls = _assemble()
@@ -212,7 +211,7 @@ def __getattr__(name: str) -> Any:
 @dataclass
 class ServeConfig:
     """Everything ``curriculum serve`` takes: the index, where the server listens, its processes and the limits of
-    a request (:func:`rag_curriculum.retrieval._server.make_app`'s). Its fields are the command's options."""
+    a request (:func:`rag_retriever._server.make_app`'s). Its fields are the command's options."""
 
     index: str = rule(flag="--index", empty=False, help="Index directory made by curriculum index.")
     host: str = rule("127.0.0.1", empty=False, help=(
@@ -287,7 +286,7 @@ class ServeConfig:
                               hint="give --replicas N instead")
 
     def limits(self) -> dict[str, int]:
-        """The limits of a request, as :func:`~rag_curriculum.retrieval._server.make_app` takes them."""
+        """The limits of a request, as :func:`~rag_retriever._server.make_app` takes them."""
         return {"max_batch": self.max_batch, "max_topk": self.max_topk, "default_topk": self.default_topk,
                 "max_results": self.max_results, "max_body_bytes": self.max_body_bytes,
                 "max_query_chars": self.max_query_chars}

@@ -1,0 +1,196 @@
+"""``rag-retriever``: ``index`` a corpus (and optionally a dataset file's paragraphs), ``validate`` an index,
+``serve`` it with Search-R1's retriever protocol. Each command's options are its config's fields
+(:class:`~rag_retriever.IndexConfig`, :class:`~rag_retriever.ServeConfig`), with their help, types and ranges; the
+retriever's errors come out as one ``error:`` line and a ``hint:`` line (exit status 1; 2 for a usage error)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import typing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from .errors import RetrieverError, UnknownNameError, UsageError
+
+EXIT_ERROR, EXIT_USAGE = 1, 2
+
+
+def _fail(message: str, hint: str | None = None, code: int = EXIT_ERROR) -> None:
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """The retriever's errors (and the ValueError / KeyError / OSError / ImportError of bad input or a missing
+    extra) as one line and a hint."""
+    try:
+        yield
+    except (RetrieverError, ValueError, KeyError, OSError, ImportError) as e:
+        hint = getattr(e, "hint", None)
+        if hint is None and isinstance(e, ImportError):
+            hint = ("install the extra it belongs to: pip install 'rag-retriever[serve]' (the server), "
+                    "'rag-retriever[fast]' (numba, bm25s), 'rag-retriever[dense]' or 'rag-retriever[ray]'")
+        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        _fail(text or type(e).__name__, hint, EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else 1)
+
+
+def _options(cls: type, required: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One click option per field of the config dataclass ``cls`` (its flag, type and help); an option left out
+    is not passed, so the config's default holds."""
+    from ._support._settings import choices_of, setting_flag
+
+    hints = typing.get_type_hints(cls)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for f in reversed(dataclasses.fields(cls)):
+            flag = setting_flag(f)
+            if flag is None:
+                continue
+            tp = hints[f.name]
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            base = args[0] if args and typing.get_origin(tp) is not None else tp
+            meta = f.metadata.get("setting") or {}
+            help_text = f.metadata.get("help", "")
+            if base is bool:
+                decls = [f"{flag}/--no-{flag[2:]}", f.name]
+                fn = click.option(*decls, default=None, help=help_text)(fn)
+                continue
+            ctype: Any = {int: int, float: float}.get(base, str)
+            if meta.get("choices") is not None and not callable(meta["choices"]):
+                ctype = click.Choice(choices_of(meta))
+            fn = click.option(flag, f.name, type=ctype, default=None, required=f.name in required,
+                              help=help_text)(fn)
+        return fn
+
+    return decorate
+
+
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="rag-retriever")
+def main() -> None:
+    """Index a corpus (Search-R1's {"id", "contents"} JSONL or {"title", "text"}), validate the index, serve it with
+    Search-R1's retriever protocol (POST /retrieve)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+def _index_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from . import IndexConfig
+
+    return _options(IndexConfig)(fn)
+
+
+@main.command("index")
+@click.option("--progress/--no-progress", default=True, help="Show progress bars.")
+@_index_options
+def index_command(progress: bool, **options: Any) -> None:
+    """Index every line of --corpus (one passage per line, kept with its own id and contents), and optionally a
+    dataset file's paragraphs (--dataset NAME --input FILE, read by an installed dataset reader), with BM25 (the
+    Lucene preset on a Search-R1 corpus), dense or hybrid.
+
+    Example: rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18"""
+    from . import IndexConfig, build_index, get_kind, load_index, placement_flags
+    from ._support._ray import drop_options
+    from ._support._settings import bind
+
+    with _reported():
+        flags = _given(options)
+        if "corpus" not in flags and not ("dataset" in flags and "input" in flags):
+            raise UsageError("rag-retriever index needs --corpus (a corpus JSONL), or --dataset and --input",
+                             hint="e.g. rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18")
+        cfg = bind(IndexConfig, flags)
+        command = drop_options(" ".join(["rag-retriever", *sys.argv[1:]]), placement_flags())
+        m = build_index(cfg, progress=progress and sys.stderr.isatty(), command=command)
+        if get_kind(m["retriever"]).warm_on_build:  # BM25: the search compiled now, cached for every later start
+            load_index(cfg.out, check="sizes").warm()
+    kind = get_kind(m["retriever"])
+    click.echo(f"indexed {m['passages']:,} passages into {cfg.out} ({kind.title()}: {kind.settings_line(m)})"
+               + (f"; ranked {m['questions']:,} questions to depth {m['depth']}" if m["questions"] else ""))
+
+
+@main.command("validate")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--quick", is_flag=True, help="Check the files' sizes and counts only, not their contents.")
+@click.option("--full", is_flag=True, help="Rank every stored ranking again (default: up to 2,000 of them).")
+def validate_command(directory: str, quick: bool, full: bool) -> None:
+    """Check an index: every file's SHA-256 against its manifest, the passages' digest, their keys and the
+    fingerprint recomputed, the kind's files read whole, the stored rankings ranked again."""
+    from . import get_kind, load_index
+
+    if quick and full:
+        _fail("--quick and --full contradict each other", "pass one of them", EXIT_USAGE)
+    with _reported():
+        idx = load_index(directory, check="sizes" if quick else "full")
+        report = None if quick else idx.verify(rerank=None if full else 2000)
+    m = idx.manifest
+    kind = get_kind(m["retriever"])
+    click.echo(f"{directory}: a {kind.title()} index: {m['passages']:,} passages, {m['questions']:,} questions "
+               f"ranked to depth {m['depth']}; " + ("sizes and counts match its manifest" if quick else
+                                                    f"valid ({json.dumps(report, sort_keys=True)})"))
+
+
+def _serve_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from . import ServeConfig
+
+    return _options(ServeConfig, required=("index",))(fn)
+
+
+@main.command("serve")
+@_serve_options
+def serve_command(**options: Any) -> None:
+    """Serve an index over HTTP with Search-R1's retriever protocol: POST /retrieve with {"queries": [...],
+    "topk": 3, "return_scores": true} answers {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]};
+    GET /health, GET /manifest.
+
+    Example: rag-retriever serve --index indexes/wiki18 --port 8000 (Search-R1: retriever.url=
+    http://127.0.0.1:8000/retrieve)"""
+    from . import CorpusIndex, ServeConfig, serving
+    from ._support._settings import bind
+
+    with _reported():
+        cfg = bind(ServeConfig, _given(options))
+        import uvicorn
+
+        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
+                         verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
+        click.echo(ix.check_line())
+        options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
+                   "allow_other_encoder": cfg.allow_other_encoder}
+        if cfg.engine == "ray":
+            del ix  # each replica maps its own copy
+            serving.run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas,
+                                  num_cpus=cfg.replica_cpus, num_gpus=cfg.replica_gpus, address=cfg.ray_address)
+            return
+        ix.warm()
+        os.environ[serving.ENV_LIMITS] = json.dumps({
+            "max_connections": serving.descriptor_cap(cfg.max_connections), "header_timeout": cfg.header_timeout,
+            "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate})
+        kw = {"host": cfg.host, "port": cfg.port, "access_log": cfg.access_log, "log_level": "info",
+              "timeout_graceful_shutdown": 5, "http": serving.GuardedH11Protocol, "timeout_keep_alive": 5,
+              "log_config": serving.log_config()}
+        click.echo(f"serving {len(ix):,} passages of {ix.path} at http://{cfg.host}:{cfg.port}/retrieve")
+        if cfg.workers == 1:
+            uvicorn.run(serving.make_app(ix, **cfg.limits()), **kw)
+        else:  # uvicorn's worker processes import the app: the index and limits go through the environment
+            os.environ[serving.ENV_INDEX] = os.path.abspath(cfg.index)
+            os.environ[serving.ENV_OPTIONS] = json.dumps(options)
+            del ix
+            uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=cfg.workers, **kw)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""An index behind HTTP: what ``curriculum serve`` runs, public for the command line and for a user who mounts the
+app in a server of their own.
+
+* :func:`make_app`: the FastAPI app of Search-R1's retriever protocol (``POST /retrieve``, ``GET /health``,
+  ``GET /manifest``) over an index named by the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`), so that
+  uvicorn's workers each open it;
+* :func:`run_ray_serve`: the same app as a Ray Serve deployment of replicas;
+* the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
+  request's headers and body, a cap on open connections, secrets masked in the access log. It imports uvicorn, so
+  it is loaded only when one of its names is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._ray_serve import run as run_ray_serve
+from ._server import ENV_INDEX, ENV_OPTIONS, make_app
+
+_GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
+
+__all__ = ["ENV_INDEX", "ENV_OPTIONS", "make_app", "run_ray_serve", *_GUARD]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GUARD:
+        from . import _guard
+
+        return getattr(_guard, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
