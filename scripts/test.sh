@@ -8,6 +8,8 @@
 #   pyserini .venv-pyserini  pyserini 0.25.0 (Lucene 9.9.1) beside the toolkit's BM25: the Lucene preset's parity
 #                     with Search-R1's BM25 retriever; skipped, saying so, where there is no Java (`java` on PATH or
 #                     $JAVA_HOME/bin/java; JAVA=CMD names another)
+#   retriever .venv-retriever  rag-retriever installed alone (./retriever, no rag-curriculum, no torch): its own tests,
+#                     its command line indexing, validating and serving a Search-R1-layout corpus
 #   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
 #   learning .venv      (not by default; a scheduled job) the tests marked `learning`: a model learning over tens of GRPO
 #                     steps, as the docs show it (search-agents.md's search agent)
@@ -22,7 +24,7 @@
 #   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-TIERS=${TIERS:-main vllm verl core pyserini}
+TIERS=${TIERS:-main vllm verl core pyserini retriever}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export RAG_CURRICULUM_ALL_TESTS=1  # every test, the slow ones too (a plain `pytest` runs the fast set)
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
@@ -50,6 +52,7 @@ about() {
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 5 to 14 min (582 s measured at load 1.2, 812 s at load 1.5)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 3 to 4 min (203 s measured alone, 237 s after the vllm tier)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
+    retriever) echo "rag-retriever alone in .venv-retriever, its own tests; about 2 min (94 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
     notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
     learning) echo "the tests where a model learns over tens of GRPO steps, in .venv; about 6 to 8 min" ;;
@@ -73,7 +76,7 @@ have_java() {
   command -v java >/dev/null
 }
 engine_setups() {  # never two pip installs of this tree at once: after the main tier's, one after another
-  for t in vllm verl core pyserini; do
+  for t in vllm verl core pyserini retriever; do
     [ "$t" != pyserini ] || have_java || continue  # its tier is skipped: no environment to make
     case " $TIERS " in *" $t "*)
       rc=0
@@ -117,6 +120,7 @@ for tier in $TIERS; do
     learning)
       bash scripts/setup.sh
       (. .venv/bin/activate && python "${PYTEST[@]}" -m learning tests) ;;
+    retriever) setup retriever; .venv-retriever/bin/python "${PYTEST[@]}" retriever/tests ;;
     notrain)
       bash scripts/setup_notrain.sh
       .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
@@ -124,7 +128,7 @@ for tier in $TIERS; do
     trl-newest|trl-oldest)
       bash scripts/setup_trl.sh "${tier#trl-}"
       ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, learning, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"

@@ -21,7 +21,7 @@ def sandbox(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
     (tmp_path / "scripts" / "setup.sh").write_text("echo main-setup\n")
     (tmp_path / "scripts" / "docs.sh").write_text("echo docs-built\n")
-    for tier in ("vllm", "verl", "core", "pyserini"):
+    for tier in ("vllm", "verl", "core", "pyserini", "retriever"):
         (tmp_path / "scripts" / f"setup_{tier}.sh").write_text(
             f'echo {tier}-setup-by-$PPID; [ "${{FAIL:-}}" != {tier} ] || {{ echo {tier}-setup-broke; exit 3; }}\n')
         py = tmp_path / f".venv-{tier}" / "bin" / "python"
@@ -44,13 +44,13 @@ def _run(sandbox: Path, **env: str) -> subprocess.CompletedProcess:
 def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
     r = _run(sandbox, JAVA="bash")  # (a command that exists: Java is there)
     assert r.returncode == 0, r.stderr
-    tiers = ("main", "vllm", "verl", "core", "pyserini")
+    tiers = ("main", "vllm", "verl", "core", "pyserini", "retriever")
     for tier in tiers:
         assert f"tier {tier}: passed" in r.stdout
         assert f"{tier}-tests-ran" in r.stdout
     assert "docs-built" in r.stdout
     for i, tier in enumerate(tiers, 1):  # each tier announced, with what and how long
-        assert f"== tier {tier} ({i} of 5): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
+        assert f"== tier {tier} ({i} of 6): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
     for tier in tiers[1:]:
         assert f"{tier}-setup-by-" in r.stderr  # its setup's output, shown before its tests
 
