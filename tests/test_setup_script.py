@@ -67,7 +67,7 @@ def test_no_gpu_takes_the_cpu_index_when_it_answers_and_says_so(sandbox):
     assert torch_installs(pips) == [
         "pip install -q torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu"]
     assert "setup: torch 2.13.0+cpu (CPU build)" in r.stdout.splitlines()
-    assert 'pip install -q -e .[train,dev,ray]' in pips
+    assert 'pip install -q -e ./retriever -e .[train,dev,ray]' in pips  # the retriever first: it resolves offline
 
 
 def test_no_gpu_and_no_cpu_index_keeps_the_configured_index_as_before(sandbox):

@@ -66,9 +66,10 @@ def test_serve_refuses_replicas_no_node_can_hold(ray_cluster, tmp_path):
     (it would wait for the replica without end); the cluster it joined is left running."""
     pytest.importorskip("ray.serve", reason="the ray extra (ray[serve]) is needed")
     from rag_retriever._ray_serve import run
+    from rag_retriever.errors import EngineError as RetrieverEngineError
 
     t = time.monotonic()
-    with pytest.raises(EngineError) as e:
+    with pytest.raises(RetrieverEngineError) as e:
         run(str(tmp_path / "ix"), {}, host="127.0.0.1", port=1, replicas=2, num_cpus=100)
     assert str(e.value).startswith("each Ray Serve replica needs 100 CPU and 0 GPU on one node (--replica-cpus 100, "
                                    "--replica-gpus 0), but no node of the Ray cluster has that many: the largest "
