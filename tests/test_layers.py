@@ -395,11 +395,11 @@ def test_the_private_module_rule_tells_a_package_from_its_neighbours():
     themselves; a private module inside another package (top-level ``_plumbing`` included) is a reach."""
     parts, is_pkg = ["rag_curriculum", "partition", "_run"], False
     src = ("from ._config import A\nfrom .._plumbing import B\nfrom .._commit import C\nfrom ..generation import D\n"
-           "from ..generation._base import E\nfrom .._plumbing._output_sets import F\nfrom ..retrieval import _config\n"
+           "from ..generation._base import E\nfrom .._plumbing._output_sets import F\nfrom ..retrieval import _datasets\n"
            "from rag_curriculum.curricula._builder import G\n")
     reach = [m for n in ast.parse(src).body for m in _reaches(n, parts, is_pkg)]
     assert reach == ["rag_curriculum.generation._base", "rag_curriculum._plumbing._output_sets",
-                     "rag_curriculum.retrieval._config", "rag_curriculum.curricula._builder"]
+                     "rag_curriculum.retrieval._datasets", "rag_curriculum.curricula._builder"]
 
 
 def test_rewards_read_trajectories_through_the_grammar_not_the_agents():
