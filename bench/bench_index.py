@@ -8,7 +8,7 @@ divisible by 3, so about half of the ~900k paragraphs are distinct (pairs of rep
 share paragraphs in the real file) and the vocabulary and posting lists grow with the file as real text does. Made
 once, deterministically, under the temp folder.
 
-(a) the toolkit: ``curriculum index`` (rag_curriculum.retrieval.build_index: read with the HotpotQA loader, deduplicate,
+(a) the toolkit: ``curriculum index`` (rag_retriever.build_index: read with the HotpotQA loader, deduplicate,
     tokenize, index, rank every question to ``--depth``, save with the manifest);
 (b) bm25s alone, the same work written directly: ``json.load``, deduplicate with a dict, the same bm25s Tokenizer,
     ``BM25.index``, ``retrieve(k=depth, n_threads)``, ``BM25.save`` and ``numpy.save`` of the rankings.

@@ -390,9 +390,8 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
 
 
 def test_builds_draw_dense_hard_negatives(flat, small_input, tmp_path):
-    from rag_retriever.errors import ConfigError
-
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+    from rag_curriculum.errors import ConfigError
     from rag_curriculum.shards import read_table
 
     out, _ = flat

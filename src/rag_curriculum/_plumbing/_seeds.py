@@ -8,7 +8,7 @@ digest of a text's UTF-8, read as an integer:
   (64 bits), and the generation runner's per-question and per-call seeds (``bits=63``: a non-negative int64, what
   vLLM and torch accept);
 * :func:`stable_id`: the hex form, the id of a source row that has none;
-* the passage store's content hash of a passage (``retrieval.passage_hash``: little-endian, signed, an int64).
+* the passage store's content hash of a passage (``rag_retriever.passage_hash``: little-endian, signed, an int64).
 
 >>> derive_seed(0, "order")
 2555879948493412766

@@ -379,7 +379,7 @@ class BM25Source(ProvidedSource):
         """Before planning: walk every question's ranking to its row's ``want``, for all rows at once. The gold-copy
         test is one array comparison over the rankings' passage hashes; the answer test runs over the first
         ``want + hops +`` :data:`PLAN_MARGIN` ranked passages of each row (searched in place in the index's mapped
-        normalised texts, :meth:`~rag_curriculum.retrieval.CorpusIndex.norm_spans`); the rows that have not found
+        normalised texts, :meth:`~rag_retriever.CorpusIndex.norm_spans`); the rows that have not found
         their ``want`` there are planned again over their whole ranking. What each row accepts, and what is counted
         as skipped (only up to where its walk stops), is exactly what the one-row walk gives."""
         import numpy as np
