@@ -29,6 +29,7 @@ def snippet(name: str) -> str:
     return blocks[0]
 
 
+@pytest.mark.timeout(2700)  # a hang's bound above the subprocess's own
 def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     pytest.importorskip("trl")
     pytest.importorskip("ray")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import HOTPOT_TRAIN, MUSIQUE_TRAIN
 from support.cli_runs import one_error, run
+from support.servers import busy_port
 
 #: Placeholders: {MAX} a shard directory, {EVAL} an evaluation set, {IDX} a BM25 index, {TRAIN} MuSiQue's shared
 #: sample, {OUT} where an output would go (must not appear), {FILE} a text file, {EMPTY} an empty file, {JUNK}
@@ -30,7 +31,7 @@ BASES = {
                            "--device", "cpu", "--no-progress"],
     "index --import-faiss": ["index", "--kind", "dense", "--encoder", "{ENC}", "--import-faiss", "{FLAT}", "--corpus",
                              "{CORPUS}", "-o", "{OUT}", "--device", "cpu", "--no-progress"],
-    "serve dense": ["serve", "--index", "{MOVED}", "--port", "1"],
+    "serve dense": ["serve", "--index", "{MOVED}", "--port", str(busy_port())],
     "index --engine ray": ["index", "--kind", "dense", "--encoder", "{ENC}", "--corpus", "{CORPUS}", "-o", "{OUT}",
                            "--device", "cpu", "--no-progress", "--engine", "ray"],
     "inspect": ["inspect", "{TRAIN}"],

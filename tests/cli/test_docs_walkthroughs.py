@@ -177,6 +177,7 @@ CHECKS = {"search-agents.md": _check_search_agents, "veritas.md": _check_veritas
           "react-crag.md": _check_react, "dense.md": _check_dense}
 
 
+@pytest.mark.timeout(2700)  # a hang's bound above the subprocess's own
 @pytest.mark.parametrize("page", list(PAGES))
 def test_a_pages_cpu_commands_run_as_written(page, tmp_path, shared_data):
     pytest.importorskip("bm25s")
@@ -187,6 +188,7 @@ def test_a_pages_cpu_commands_run_as_written(page, tmp_path, shared_data):
     CHECKS[page](*_run_page(page, tmp_path, shared_data))
 
 
+@pytest.mark.timeout(2700)  # a hang's bound above the subprocess's own
 @pytest.mark.learning
 def test_the_search_agent_learns_as_search_agents_md_shows(tmp_path, shared_data):
     """search-agents.md's learning block, after its first block (the tiny model, the index, the rows): a warm start

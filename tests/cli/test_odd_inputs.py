@@ -11,6 +11,7 @@ import shutil
 import pytest
 from conftest import MUSIQUE_TRAIN
 from support.cli_runs import one_error, run
+from support.servers import busy_port
 
 pytest.importorskip("bm25s")
 
@@ -64,7 +65,7 @@ def test_serve_names_an_index_manifest_that_names_no_kind(index_dir, tmp_path):
     d = tmp_path / "ix"
     shutil.copytree(index_dir, d)
     (d / "manifest.json").write_text("{}")
-    line = one_error(run("serve", "--index", d, "--port", "1"))
+    line = one_error(run("serve", "--index", d, "--port", str(busy_port())))
     assert line == f"error: {d / 'manifest.json'}: names no kind: it is damaged, or this toolkit did not write it", \
         line
 
@@ -73,7 +74,7 @@ def test_serve_names_an_index_manifest_that_names_no_kind(index_dir, tmp_path):
                                      ["--allow-other-encoder"]])
 def test_encoder_options_for_a_bm25_index_are_refused_not_ignored(index_dir, options):
     pytest.importorskip("fastapi", reason="the serve extra is needed")
-    r = run("serve", "--index", index_dir, *options, "--port", "1")
+    r = run("serve", "--index", index_dir, *options, "--port", str(busy_port()))
     line = one_error(r, code=2)
     assert line.startswith(f"error: {' '.join(options)}: {index_dir} is a bm25 index, which uses no encoder"), line
     assert f"drop {options[0]}" in r.output and "serving" not in r.output, r.output

@@ -28,6 +28,7 @@ from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, build_index
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
+from support.servers import busy_port
 
 pytest.importorskip("bm25s")
 N_QUESTIONS = 30
@@ -140,7 +141,7 @@ def test_a_crafted_postings_file_is_one_line_from_serve(bm25, tmp_path):
     d = tmp_path / "d"
     shutil.copytree(bm25, d)
     plant(d, "bm25/block_last.npy", 3, 4_000_000_000)
-    line = one_error(run("serve", "--index", d, "--port", 1))
+    line = one_error(run("serve", "--index", d, "--port", busy_port()))
     assert line.startswith(f"error: {d}: bm25/block_last.npy: 4,000,000,000 at position 3; the index holds "), line
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
+from support.servers import busy_port
 
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
@@ -199,13 +200,13 @@ def moved(files, tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_moved_encoder_is_one_line_before_anything_is_announced(moved, files, shared_data):
-    r = run("serve", "--index", moved / "index", "--port", 1)
+    r = run("serve", "--index", moved / "index", "--port", busy_port())
     line = one_error(r)
     assert "serving" not in r.output and "Traceback" not in r.output, r.output
     assert "the index's encoder folder ../enc (recorded in its manifest.json" in line, line
     assert str(moved / "enc") in line and "--encoder FOLDER" in r.output, r.output
     other = moved / "other"
-    line = one_error(run("serve", "--index", moved / "index", "--encoder", other, "--port", 1))
+    line = one_error(run("serve", "--index", moved / "index", "--encoder", other, "--port", busy_port()))
     assert f"--encoder {other}: no such folder" in line and "../enc" not in line, line
     # the folder given instead is used; one of another dimension is named, not the recorded one
     ids, _ = load_index(moved / "index", encoder=str(moved / "enc-moved"), device="cpu").retrieve_many(QUERIES, 3)
@@ -287,7 +288,7 @@ def test_engine_ray_without_ray_serve_announces_nothing(moved, files, monkeypatc
     ix = tmp_path / "bm25"
     build_index(IndexConfig(corpus=str(files["corpus"]), out=str(ix)))
     monkeypatch.setitem(sys.modules, "ray.serve", None)  # `import ray.serve` raises ImportError
-    r = run("serve", "--index", ix, "--engine", "ray", "--port", 1)
+    r = run("serve", "--index", ix, "--engine", "ray", "--port", busy_port())
     line = one_error(r)
     assert "--engine ray needs Ray Serve" in line and "serving" not in r.output, r.output
 

@@ -33,6 +33,7 @@ from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 from rag_retriever._integrity import record, sample_sha256, seal
 from support.cli_runs import one_error, run
+from support.servers import busy_port
 
 pytest.importorskip("bm25s")
 N_QUESTIONS = 30  # of the MuSiQue sample: ~570 distinct paragraphs
@@ -143,7 +144,7 @@ def test_large_files_are_sampled_at_open_and_hashed_whole_by_verify_and_validate
     load_index(outside)  # the documented limit of a sampled check
     with pytest.raises(RetrievalIndexError, match=r"passages.bin: its SHA-256 is not the one manifest.json records"):
         load_index(outside, check="full")
-    line = one_error(run("serve", "--index", outside, "--verify", "--port", 1))
+    line = one_error(run("serve", "--index", outside, "--verify", "--port", busy_port()))
     assert f"{outside}: passages.bin: its SHA-256 is not the one manifest.json records" in line, line
     line = one_error(run("validate", outside))
     assert "passages.bin: its SHA-256" in line, line
@@ -191,7 +192,7 @@ def test_an_edited_manifest_a_forged_fingerprint_and_an_emptied_files_list_are_r
     rewrite(d, lambda m: m.update(fingerprint="0" * 64))  # sealed again: the fingerprint is recomputed
     with pytest.raises(RetrievalIndexError, match="manifest.json: its fingerprint is not the one its records make"):
         load_index(d)
-    line = one_error(run("serve", "--index", d, "--port", 1))
+    line = one_error(run("serve", "--index", d, "--port", busy_port()))
     assert "manifest.json: its fingerprint is not the one its records make" in line, line
     shutil.rmtree(d)
     copy(bm25, d)
@@ -334,7 +335,7 @@ def test_a_changed_onnx_export_is_refused_before_serving(dense, tmp_path):
     data = bytearray(onnx.read_bytes())
     data[len(data) // 2:len(data) // 2 + 64] = bytes(reversed(data[len(data) // 2:len(data) // 2 + 64]))
     onnx.write_bytes(bytes(data))  # the same size
-    r = run("serve", "--index", root / "index", "--port", 1)
+    r = run("serve", "--index", root / "index", "--port", busy_port())
     line = one_error(r)
     assert "serving" not in r.output and "dense/encoder/encoder.onnx" in line, line
     # the searcher's own check (what serve relies on when the file is too large to be hashed by every open)
@@ -353,7 +354,7 @@ def test_an_onnx_export_that_does_not_load_is_one_line_before_serving(dense, tmp
     onnx = root / "index" / "dense" / "encoder" / "encoder.onnx"
     onnx.write_bytes(b"X" * 16 + onnx.read_bytes()[16:])
     resealed(root / "index", lambda m: m["dense"]["onnx"].update(sha256=sha256(onnx)))
-    r = run("serve", "--index", root / "index", "--port", 1)
+    r = run("serve", "--index", root / "index", "--port", busy_port())
     line = one_error(r)
     assert "serving" not in r.output and "Traceback" not in r.output, r.output
     assert line.startswith(f"error: {onnx}: the index's exported encoder cannot be loaded (encoder.onnx: "), line
@@ -365,7 +366,7 @@ def test_another_encoder_is_refused_unless_allowed_and_then_announces_another_fi
     from rag_retriever._server import make_app
 
     index, other = dense["index"], dense["other"]
-    r = run("serve", "--index", index, "--encoder", other, "--port", 1)
+    r = run("serve", "--index", index, "--encoder", other, "--port", busy_port())
     line = one_error(r)
     assert "serving" not in r.output, r.output
     assert line.startswith(f"error: --encoder {other}: ") and "from the encoder the index was built with (enc" in line
@@ -392,7 +393,7 @@ def test_the_recorded_encoder_changed_in_place_is_refused(dense, tmp_path, monke
     weights = next(p for p in sorted((root / "enc").rglob("*.safetensors")))
     flip(weights, weights.stat().st_size - 1)
     rel = weights.relative_to(root / "enc").as_posix()
-    line = one_error(run("serve", "--index", root / "index", "--port", 1))
+    line = one_error(run("serve", "--index", root / "index", "--port", busy_port()))
     assert f"the index's encoder ../enc: {rel} differs from the encoder the index was built with" in line, line
     line = one_error(run("validate", root / "index"))
     assert f"{rel} differs" in line, line
@@ -488,7 +489,7 @@ def test_flipped_bytes_in_every_file_of_a_dense_index_are_refused_or_change_noth
 def test_a_damaged_postings_file_is_one_line_not_a_segfault(bm25, tmp_path):
     d = copy(bm25, tmp_path / "d")
     flip(d / "bm25" / "block_bits.npy", manifest(d)["files"]["bm25/block_bits.npy"]["bytes"] // 2, 0xFF)
-    r = run("serve", "--index", d, "--port", 1)
+    r = run("serve", "--index", d, "--port", busy_port())
     line = one_error(r)
     assert "serving" not in r.output, r.output
     assert line == (f"error: {d}: bm25/block_bits.npy: its SHA-256 is not the one manifest.json records: the file "

@@ -17,6 +17,7 @@ from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
+from support.servers import busy_port
 
 pytest.importorskip("bm25s")
 
@@ -64,7 +65,7 @@ def test_passages_rewritten_with_their_records_are_refused_by_verify_and_serve_v
     with pytest.raises(RetrievalIndexError) as e:
         load_index(d, verify=True)
     assert str(e.value) == want
-    line = one_error(run("serve", "--index", d, "--verify", "--port", 1))
+    line = one_error(run("serve", "--index", d, "--verify", "--port", busy_port()))
     assert line == f"error: {want}", line
 
 
@@ -115,7 +116,7 @@ def test_a_verified_index_announces_the_fingerprint_it_computed(bm25):
     ix = load_index(bm25, verify=True)
     assert ix.verified["fingerprint"] == ix.fingerprint == ix.manifest["fingerprint"]
     assert ix.verified == {"reranked": 30, "questions": 30, "keys": 593, "fingerprint": ix.fingerprint}
-    r = run("serve", "--index", bm25, "--verify", "--port", 1)  # (port 1: refused once the index is checked)
+    r = run("serve", "--index", bm25, "--verify", "--port", busy_port())  # (a busy port: it stops once the index is checked)
     assert ("checked (--verify): 16 of 16 files hashed whole" in r.output and
             f"the fingerprint {ix.fingerprint[:16]}... recomputed from the files, 30 of 30 stored rankings ranked "
             "again" in r.output), r.output
@@ -144,5 +145,5 @@ def test_an_open_says_which_files_it_hashed_whole_and_how_much_of_each_large_one
         pct = 100 * 4 * 256 / files[name]["bytes"]
         assert f"{name} {pct:.2g}% of {files[name]['bytes'] / 1e6:,.1f} MB" in line, line
     assert "--verify" in line and line in caplog.text, (line, caplog.text)
-    r = run("serve", "--index", d, "--port", 1)
+    r = run("serve", "--index", d, "--port", busy_port())
     assert "checked at open: " in r.output and "sampled: " in r.output and "--verify" in r.output, r.output

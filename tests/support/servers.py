@@ -18,6 +18,21 @@ import pytest
 START_TIMEOUT_S = 420  # importing torch (and spawning an engine core) on a busy 2-core machine
 
 
+_busy: socket.socket | None = None
+
+
+def busy_port() -> int:
+    """A port on 127.0.0.1 that a socket of this process listens on for the rest of the session: a server told to
+    serve there fails to bind at once, whoever runs the tests. (Port 1 is no such port: root may bind it, and a
+    ``serve`` expected to stop would then serve until killed.)"""
+    global _busy
+    if _busy is None:
+        _busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        _busy.bind(("127.0.0.1", 0))
+        _busy.listen(1)
+    return _busy.getsockname()[1]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
