@@ -42,12 +42,12 @@ def test_quiet_logs_warnings_and_errors_only(shared_data, tmp_path):
     index = ["index", "-d", "musique", "-i", MUSIQUE_TRAIN, "-o", out, "--depth", 5, "--no-progress"]
     loud = curriculum(*index)
     assert loud.returncode == 0, loud.stderr
-    assert "INFO rag_curriculum" in loud.stderr
+    assert "INFO rag_retriever" in loud.stderr  # the index is the retriever's (its own distribution) log lines
     (out / "notes.txt").write_text("mine")
     quiet = curriculum("-q", *index, "--overwrite")
     assert quiet.returncode == 0, quiet.stderr
     assert "INFO" not in quiet.stderr
-    assert "WARNING rag_curriculum" in quiet.stderr and "notes.txt" in quiet.stderr  # warnings still shown
+    assert "WARNING rag_" in quiet.stderr and "notes.txt" in quiet.stderr  # warnings still shown
     assert "indexed" in quiet.stdout  # the command's result is still printed
     r = run("-v", "-q", "recipes")
     assert r.exit_code == 2 and "contradict" in r.output
