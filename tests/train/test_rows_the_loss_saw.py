@@ -295,10 +295,13 @@ args = GRPOConfig(output_dir=out, max_steps=2, num_generations=2, per_device_tra
 trainer = Witness(model=model, reward_funcs=[RagRlReward()], args=args,
                   train_dataset=load_dataset(shards, split="train"))
 trainer.train()
-print("LOSS", json.dumps(loss_rows), flush=True)
+# Files, not stdout: the trainer's own log lines from the other process can split a printed line in two.
+rank = trainer.accelerator.process_index
+with open(f"{out}.loss-{rank}.json", "w") as f:
+    json.dump(loss_rows, f)
 if trainer.accelerator.is_main_process:
-    print("RECORDS", json.dumps([(r["curriculum_index"], r["in_order"], r["completions"])
-                                 for r in trainer.recorder.records]), flush=True)
+    with open(f"{out}.records.json", "w") as f:
+        json.dump([(r["curriculum_index"], r["in_order"], r["completions"]) for r in trainer.recorder.records], f)
 '''
 
 
@@ -320,10 +323,9 @@ def test_two_processes_record_the_rows_every_process_trained(shards, tiny_model_
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     loss: dict[str, set] = defaultdict(set)
-    for line in r.stdout.splitlines():
-        if line.startswith("LOSS "):
-            for step, rows in json.loads(line[5:]).items():
-                loss[step].update(rows)
-    records = next(json.loads(line[8:]) for line in r.stdout.splitlines() if line.startswith("RECORDS "))
+    for rank in (0, 1):
+        for step, rows in json.loads((tmp_path / f"run.loss-{rank}.json").read_text()).items():
+            loss[step].update(rows)
+    records = json.loads((tmp_path / "run.records.json").read_text())
     assert {k: sorted(v) for k, v in loss.items()} == {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}
     assert records == [[[0, 1, 2, 3], True, 8], [[4, 5, 6, 7], True, 8]]  # 2 processes x 2 passes x 2 each
