@@ -3,6 +3,8 @@ driven by the vLLM tier, tests/tier_vllm/ (run in .venv-vllm by scripts/test.sh)
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rag_curriculum.generation import GenerationError, PromptTooLongError, SamplingConfig
@@ -53,6 +55,7 @@ class _FakeLLM:
 
         self.kwargs = kwargs
         self.calls = []
+        self.multiprocessing_env = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")  # as vLLM reads it
         ns = types.SimpleNamespace
         self.llm_engine = ns(model_config=ns(max_model_len=kwargs.get("max_model_len", 64)), vllm_config=ns(
             scheduler_config=ns(enable_chunked_prefill=kwargs.get("enable_chunked_prefill", True),
@@ -156,12 +159,12 @@ def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination
     fake_vllm.platforms.current_platform = _FakePlatform("cpu")
     b = VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is False
-    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False}
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "in_process_engine": True}
     assert b.describe()["engine"]["enable_chunked_prefill"] is False
     b.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
     forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is True
-    assert forced.describe()["platform_defaults"] == {}  # the user's choice, not the toolkit's
+    assert forced.describe()["platform_defaults"] == {"in_process_engine": True}  # chunking: the user's choice
     with pytest.raises(GenerationError, match="--no-question-seeds"):
         forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
     assert forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8))  # no per-request seeds: fine
@@ -177,12 +180,36 @@ def test_on_a_cpu_without_native_bf16_a_float32_model_runs_in_float32(fake_vllm,
     monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx2", "fma"})
     b = vb.VLLMBackend("m", max_model_len=300)
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "float32" and b.describe()["dtype"] == "float32"
-    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "dtype": "float32"}
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "in_process_engine": True,
+                                                 "dtype": "float32"}
     asked = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "bfloat16" and "dtype" not in asked.describe()["platform_defaults"]
     monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
     vb.VLLMBackend("m", max_model_len=300)
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "auto"
+
+
+def test_on_cpu_the_engine_runs_in_process_unless_the_user_chose(fake_vllm, monkeypatch):
+    """On the CPU with one device the engine core runs in the caller's process (two processes' imports saved at
+    each start): vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING=0 while the engine is made, and the process's own
+    environment is left as it was; a value the user set is theirs, and several devices keep vLLM's processes."""
+    from rag_curriculum.generation import _vllm_backend as vb
+
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    fake_vllm.platforms.current_platform = _FakePlatform("cpu")
+    b = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    assert _FakeLLM.instances[-1].multiprocessing_env == "0" and b.describe()["platform_defaults"]["in_process_engine"]
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", tensor_parallel_size=2)
+    assert _FakeLLM.instances[-1].multiprocessing_env is None
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    mine = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    assert _FakeLLM.instances[-1].multiprocessing_env == "1" and "in_process_engine" not in mine.describe()["platform_defaults"]
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    fake_vllm.platforms.current_platform = _FakePlatform("cuda")
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    vb.VLLMBackend("m", max_model_len=300)
+    assert _FakeLLM.instances[-1].multiprocessing_env is None  # GPUs: vLLM's own default
 
 
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):

@@ -22,7 +22,10 @@
 - **Per-platform defaults** (:func:`platform_defaults`), recorded by :meth:`describe`: on vLLM's CPU build,
   chunked prefill is off, because its CPU sampler cannot advance a seeded per-request generator across prefill
   chunks (``RuntimeError: CPU Generator does not use offset``); on GPUs vLLM's own default (on) is kept. An explicit
-  ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front.
+  ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front. On the
+  CPU with one device the engine also runs in the caller's process (``in_process_engine``; vLLM's
+  ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), which saves two processes' imports at each start; setting the variable
+  yourself keeps your choice.
 - Several GPUs: ``tensor_parallel_size`` splits one model over GPUs; for data parallelism run one process per GPU
   on its own shard of the questions (``--num-shards``/``--shard-index`` with ``CUDA_VISIBLE_DEVICES``).
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -70,20 +74,26 @@ def platform_defaults(platform: Any = None, *, cpu_flags: set[str] | None = None
     >>> class Cpu:
     ...     def is_cpu(self): return True
     >>> platform_defaults(Cpu(), cpu_flags={"avx2", "fma"})
-    {'enable_chunked_prefill': False, 'dtype': 'float32'}
+    {'enable_chunked_prefill': False, 'in_process_engine': True, 'dtype': 'float32'}
     >>> platform_defaults(Cpu(), cpu_flags={"avx512f", "avx512_bf16"})
-    {'enable_chunked_prefill': False}
+    {'enable_chunked_prefill': False, 'in_process_engine': True}
     """
     if platform is None:
         from vllm.platforms import current_platform as platform
     if _is_cpu(platform):
-        out: dict[str, Any] = {"enable_chunked_prefill": False}
+        out: dict[str, Any] = {"enable_chunked_prefill": False, "in_process_engine": True}
         flags = cpu_flags if cpu_flags is not None else _cpu_flags()
         if flags and not flags & _BF16_FLAGS:  # vLLM's "auto" would run a float32 model in bf16, emulated
             out["dtype"] = "float32"
         return out
     return {}
 
+
+#: vLLM's switch between an engine core in its own process (its default) and one in the caller's process. On the
+#: CPU, with one device, the toolkit runs it in process (``in_process_engine``) unless the user set the variable:
+#: the engine core's and its worker's processes each import torch and vLLM again, about 60 of a partition run's
+#: 135 s on 2 cores (the same outputs, byte for byte).
+_MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
 #: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
 #: build still runs a float32 checkpoint in bfloat16 under ``dtype="auto"``, emulated: Gemma 3 270M generated
@@ -182,8 +192,11 @@ class VLLMBackend:
         self.platform = str(getattr(current_platform, "device_type", "") or "?")
         self.on_cpu = _is_cpu(current_platform)
         defaults = platform_defaults(current_platform)
+        in_process = (defaults.get("in_process_engine", False) and self.tensor_parallel_size == 1
+                      and _MULTIPROCESSING_ENV not in os.environ)
         self.chosen = {k: v for k, v in defaults.items() if (k != "enable_chunked_prefill"
-                       or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")}
+                       or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")
+                       and (k != "in_process_engine" or in_process)}
         if enable_chunked_prefill is None:
             enable_chunked_prefill = defaults.get("enable_chunked_prefill")
         if dtype == "auto" and "dtype" in defaults:
@@ -202,7 +215,14 @@ class VLLMBackend:
         self._chunked_prefill_asked = enable_chunked_prefill
         log.info("vllm backend: loading %s on %s (tensor parallel %d%s)", self.model_name, self.platform,
                  self.tensor_parallel_size, "".join(f", {k}={v}" for k, v in self.chosen.items()))
-        self.llm = LLM(**kwargs)
+        if in_process:  # read by vLLM when the engine is made; the process's own setting is put back after
+            os.environ[_MULTIPROCESSING_ENV] = "0"
+            try:
+                self.llm = LLM(**kwargs)
+            finally:
+                os.environ.pop(_MULTIPROCESSING_ENV, None)
+        else:
+            self.llm = LLM(**kwargs)
         self.max_model_len = self._engine_max_len(max_model_len)
         self.engine = self._engine_settings()
         self._tokenizer: Any = None
