@@ -123,3 +123,28 @@ def test_a_cached_conversion_whose_files_changed_is_not_used(tmp_path):
     assert cached_folder_problem(folder, "d" * 64) == "model.safetensors is missing"
     (folder / SOURCE_RECORD).write_text(json.dumps({"sha256": "d" * 64}))  # an older conversion: done again
     assert "before its files were recorded" in cached_folder_problem(folder, "d" * 64)
+
+
+def test_transformers_bars_are_off_while_converting_for_a_log_and_on_for_a_terminal():
+    """Piped to a log, a conversion prints its two lines, not the GGUF reader's per-tensor bar redrawn hundreds of
+    times; on a terminal the bars stay, and after the conversion everything is as it was."""
+    import io
+
+    pytest.importorskip("transformers")
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    from rag_curriculum.models import quiet_bars_off_a_terminal
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    before = gguf_utils.tqdm
+    for stream, shown in ((io.StringIO(), False), (Terminal(), True)):
+        with quiet_bars_off_a_terminal(stream):
+            log = io.StringIO()
+            list(gguf_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors...", file=log))
+            assert ("de-quantizing" in log.getvalue()) is shown
+            assert hf_logging.is_progress_bar_enabled() is shown
+        assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()

@@ -25,11 +25,15 @@ reads is named).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
 import shutil
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,8 +263,9 @@ def _convert(path: Path, digest: str, out: Path) -> None:
                 path.name, path.stat().st_size / 1e6, out.parent)
     folder, name = str(path.parent), path.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+        with quiet_bars_off_a_terminal():
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
     except ValueError as e:
         text = str(e)
         if "not supported" in text and "architecture" in text:
@@ -280,8 +285,9 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
     out.mkdir(parents=True)
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    with quiet_bars_off_a_terminal():
+        model.save_pretrained(str(out))
+        tokenizer.save_pretrained(str(out))
     arch = getattr(config, "model_type", "?")
     files = {p.relative_to(out).as_posix(): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
              for p in sorted(out.rglob("*")) if p.is_file()}
@@ -290,6 +296,32 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         "transformers": transformers.__version__, "dtype": "float32",
         "chat_template": bool(getattr(tokenizer, "chat_template", None))}, indent=2) + "\n")
     log.warning("converted %s in %.0f s", path.name, time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def quiet_bars_off_a_terminal(stream: Any = None) -> Iterator[None]:
+    """transformers' progress bars (its GGUF reader's per-tensor bar, loading and saving shards) off while the
+    conversion runs, when ``stream`` (default: ``sys.stderr``) is not a terminal: piped to a log, a conversion is
+    its two lines ("converting ...", "converted ... in N s"), not hundreds of redrawn bars. On a terminal the bars
+    stay."""
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        yield
+        return
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    bar = gguf_utils.tqdm
+    hf_logging.disable_progress_bar()
+    gguf_utils.tqdm = functools.partial(bar, disable=True)  # the GGUF reader calls tqdm.auto's tqdm by name
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def _damaged(path: Path, e: BaseException) -> ModelFileError:
