@@ -69,7 +69,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
-from .._progress import duration_text, rate_text
+from .._progress import NARROW_COLUMNS, duration_text, rate_text
 from ..errors import (  # noqa: F401  (the run's errors, in this public module's __all__)
     ConfigError,
     CurriculumError,
@@ -354,20 +354,29 @@ class _Bar:
         from rich.table import Column
         from rich.text import Text
 
+        console = Console(stderr=True)
+        narrow = console.width < NARROW_COLUMNS  # 80 columns: the words go, the numbers stay whole
+
         class Questions(ProgressColumn):
             def render(self, task: Any) -> Text:
                 if "p" in task.fields:  # the call in flight: its prompts done
-                    return Text(f"{task.fields['p']:,}/{task.fields['pt']:,} prompts", style="green", no_wrap=True)
-                return Text(f"{task.fields['q']:,}/{task.fields['qt']:,} questions", style="green", no_wrap=True)
+                    done, total, what = task.fields["p"], task.fields["pt"], "prompts"
+                else:
+                    done, total, what = task.fields["q"], task.fields["qt"], "questions"
+                return Text(f"{done:,}/{total:,}" + ("" if narrow else f" {what}"), style="green", no_wrap=True)
 
         class Rate(ProgressColumn):
             def render(self, task: Any) -> Text:
-                return Text(rate_text(task.finished_speed or task.speed, "completions"), style="cyan",
-                            no_wrap=True)
+                text = rate_text(task.finished_speed or task.speed, "completions")
+                return Text(text.replace(" completions/s", "/s") if narrow else text, style="cyan", no_wrap=True)
 
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), Questions(),
-                                 Rate(table_column=Column(no_wrap=True, min_width=20)), TimeElapsedColumn(),
-                                 TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
+        self.progress = Progress(TextColumn("[bold]{task.description}", table_column=Column(
+                                     no_wrap=True, overflow="ellipsis", max_width=24 if narrow else None)),
+                                 BarColumn(bar_width=10 if narrow else 20),
+                                 Questions(table_column=Column(no_wrap=True)),
+                                 Rate(table_column=Column(no_wrap=True, min_width=8 if narrow else 20)),
+                                 TimeElapsedColumn(table_column=Column(no_wrap=True)), TextColumn("eta"),
+                                 TimeRemainingColumn(table_column=Column(no_wrap=True)), console=console,
                                  speed_estimate_period=600)
         self.progress.start()
         self.task = self.progress.add_task(description, total=max(todo_completions, 1), q=done_questions,
