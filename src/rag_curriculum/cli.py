@@ -16,6 +16,7 @@ from ._cli import profile as _profile
 from ._cli import recipes as _recipes
 from ._cli import serve as _serve
 from ._cli import train as _train
+from ._cli import verl as _verl
 from ._cli import warm as _warm
 from ._cli.common import configure_logging
 from ._version import __version__
@@ -34,9 +35,9 @@ app = typer.Typer(
 )
 
 # Each module registers its own commands (build; index; serve; inspect/validate; push; partition; profile; train;
-# warm-start; eval; globalrag; recipes).
+# warm-start; eval; globalrag; recipes; verl).
 for _module in (_build, _index, _serve, _data, _hub, _partition, _profile, _train, _warm, _eval, _globalrag,
-                _recipes):
+                _recipes, _verl):
     _module.register(app)
 
 

@@ -84,6 +84,10 @@ BEFORE = {
     "--max-model-len --max-tokens --model --n --no-allow-identical-samples --no-overwrite --no-progress "
     "--no-question-seeds --num-workers --out --overwrite --print-config --progress --question-seeds --ray-address "
     "--samples --seed --temperature --tensor-parallel-size --top-p -K -M -d -i -n -o -tp",
+    # commands added later: the verl launch scripts' helpers (once only `python -m rag_curriculum.verl`)
+    "verl train-files": "", "verl reward-path": "", "verl reward-manager-path": "", "verl lengths": "--model",
+    "verl check-lengths": "--dry-run --model --prompt-length --response-length",
+    "verl steps": "--total-epochs --train-batch-size", "verl agent-data": "--overwrite --template",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "build": {"--profile", "--target", "--band", "--group-size",  # a model's level profile, the calibrated schedule

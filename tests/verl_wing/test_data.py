@@ -181,3 +181,29 @@ def test_the_dry_run_refuses_a_run_of_no_steps_and_says_the_epochs_before_it(sha
     assert opts["trainer.total_epochs"] == "3"  # the command verl runs has what was counted
     res = _run(shards)  # the script's own trainer.total_epochs=1: one pass, said as such
     assert res.returncode == 0 and "the run: 1 step (trainer.total_epochs=1" in res.stderr
+
+
+@pytest.mark.slow
+def test_curriculum_verl_runs_the_same_commands_as_the_module(shards):
+    """`curriculum verl COMMAND` (a subcommand with its own --help) answers as `python -m rag_curriculum.verl
+    COMMAND` does: the same stdout, stderr and exit status, the launch script's overrides passed through."""
+    curriculum = str(Path(sys.executable).with_name("curriculum"))
+    seen = {}
+    for args in (["train-files", str(shards)], ["reward-path"],
+                 ["steps", str(shards), "--train-batch-size", "10", "trainer.total_epochs=2"],
+                 ["steps", str(shards), "--train-batch-size", "10", "trainer.total_epochs=0"],
+                 ["check-lengths", str(shards), "--response-length", "8"]):
+        ours = subprocess.run([curriculum, "verl", *args], capture_output=True, text=True, cwd=ROOT)
+        module = subprocess.run([sys.executable, "-m", "rag_curriculum.verl", *args], capture_output=True, text=True,
+                                cwd=ROOT)
+        assert (ours.returncode, ours.stdout, ours.stderr) == (module.returncode, module.stdout, module.stderr), args
+        seen[" ".join(args[2:]) or args[0]] = (ours.returncode, ours.stdout.strip())
+    assert seen["--train-batch-size 10 trainer.total_epochs=2"] == (0, "10")  # 5 steps an epoch, two epochs
+    assert seen["--train-batch-size 10 trainer.total_epochs=0"][0] == 2  # a run of no steps, refused
+    assert seen["--response-length 8"][0] != 0  # check-lengths without --prompt-length: refused, as before
+    help_ = subprocess.run([curriculum, "verl", "--help"], capture_output=True, text=True, env={
+        **os.environ, "COLUMNS": "100"})
+    assert help_.returncode == 0
+    for command in ("train-files", "reward-path", "reward-manager-path", "lengths", "check-lengths", "steps",
+                    "agent-data"):
+        assert command in help_.stdout
