@@ -37,7 +37,15 @@ def duration_text(seconds: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+#: Below this many columns a progress line leaves out the percentage and the rate's unit (``3.99/s``): at 80
+#: columns the full line (description, bar, done/total, %, rate, elapsed, eta) cut its last numbers.
+NARROW_COLUMNS = 100
+
+
 def make_progress(*, unit: str = "records", transient: bool = False):
+    """A rich progress display on stderr: what, a bar, done/total, %, rate, elapsed and eta. On a narrow terminal
+    (under :data:`NARROW_COLUMNS`) the percentage and the rate's unit go and the bar shrinks; the numbers are never
+    cut."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -48,19 +56,31 @@ def make_progress(*, unit: str = "records", transient: bool = False):
         TimeRemainingColumn,
     )
     from rich.progress import TaskProgressColumn as _Pct
+    from rich.table import Column
+
+    console = Console(stderr=True)
+    narrow = console.width < NARROW_COLUMNS
+
+    def whole() -> Column:  # a column of numbers: kept whole
+        return Column(no_wrap=True)
 
     class Rate(TextColumn):
         def __init__(self) -> None:
-            super().__init__("")
+            super().__init__("", table_column=whole())
 
         def render(self, task):  # type: ignore[override]
             from rich.text import Text
 
-            return Text(rate_text(task.finished_speed or task.speed, unit), style="cyan")
+            text = rate_text(task.finished_speed or task.speed, unit)
+            return Text(text.replace(f" {unit}/s", "/s") if narrow else text, style="cyan")
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), _Pct(), Rate(),
-                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                    console=Console(stderr=True), transient=transient)
+    columns = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis",
+                                                                          max_width=28 if narrow else None)),
+               BarColumn(bar_width=10 if narrow else 40), MofNCompleteColumn(table_column=whole()),
+               *(() if narrow else (_Pct(table_column=whole()),)), Rate(),
+               TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
+               TimeRemainingColumn(table_column=whole())]
+    return Progress(*columns, console=console, transient=transient)
 
 
 def track(items: Iterable[T], description: str, *, total: int | None = None, enabled: bool = True,
