@@ -248,17 +248,51 @@ def _cached_sha256(path: Path, size: int, mtime_ns: int) -> str:
     return file_sha256(path)
 
 
+#: A weights file's sampled digest: this many blocks of :data:`_SAMPLE_BYTES`, at even offsets from its first byte to
+#: its last. Training changes every tensor, so a checkpoint saved again under the same name and size (a run resumed
+#: into the same folder, ``save_total_limit`` rotating names) reads as another model; 1 MiB read whatever the size.
+_SAMPLES = 16
+_SAMPLE_BYTES = 64 << 10
+
+
+@functools.lru_cache(maxsize=64)
+def sampled_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """``size`` and the SHA-256 of :data:`_SAMPLES` blocks of the file spread evenly over it (the whole file when it
+    is smaller than the blocks together).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = Path(d) / "w.safetensors"
+    ...     _ = p.write_bytes(bytes(2 << 20))
+    ...     before = sampled_digest(p, 2 << 20, 0)
+    ...     with open(p, "r+b") as f:
+    ...         _ = f.seek((2 << 20) - 1); _ = f.write(b"x")   # the last byte: the last block holds it
+    ...     sampled_digest(p, 2 << 20, 1) != before
+    True
+    """
+    h = hashlib.sha256(f"{size}\0".encode())
+    with open(path, "rb") as f:
+        if size <= _SAMPLES * _SAMPLE_BYTES:
+            h.update(f.read())
+        else:
+            step = (size - _SAMPLE_BYTES) / (_SAMPLES - 1)
+            for i in range(_SAMPLES):
+                f.seek(int(i * step))
+                h.update(f.read(_SAMPLE_BYTES))
+    return f"sampled:{h.hexdigest()}"
+
+
 def local_files_digest(path: str | Path) -> str | None:
     """A content digest of a local model directory (its config, tokenizer and chat-template files; weights by
-    name and size) or of a local file (a script, a template, a ``.gguf`` model: its SHA-256 whatever its size); None
-    when ``path`` is not on this machine."""
+    name, size and :func:`sampled_digest`) or of a local file (a script, a template, a ``.gguf`` model: its SHA-256
+    whatever its size); None when ``path`` is not on this machine."""
     try:
         p = Path(path).expanduser()
         if p.is_file():
             st = p.stat()
             if st.st_size <= _SMALL_FILE or is_gguf(p):  # a GGUF file is the model: its content, whatever its size
                 return _cached_sha256(p, st.st_size, st.st_mtime_ns)
-            return f"{p.name}:{st.st_size}"
+            return f"{p.name}:{sampled_digest(p, st.st_size, st.st_mtime_ns)}"
         if not p.is_dir():
             return None
         h = hashlib.sha256()
@@ -268,7 +302,8 @@ def local_files_digest(path: str | Path) -> str | None:
             if f.name in MODEL_FILES:
                 h.update(f"{f.name}\0{file_sha256(f)}\0".encode())
             elif f.name.endswith(_WEIGHT_SUFFIXES):
-                h.update(f"{f.name}\0{f.stat().st_size}\0".encode())
+                st = f.stat()
+                h.update(f"{f.name}\0{sampled_digest(f, st.st_size, st.st_mtime_ns)}\0".encode())
         return h.hexdigest()
     except (OSError, ValueError):
         return None
