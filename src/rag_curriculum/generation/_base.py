@@ -225,7 +225,8 @@ NON_OUTPUT_OPTIONS = frozenset({
     "delay",  # scripted
 })
 #: The small files of a model directory that decide how prompts are rendered and tokenized and how generation
-#: stops: hashed by content into the identity (weights only by name and size: hashing gigabytes would be slow).
+#: stops: hashed by content into the identity (weights by name, size and :func:`sampled_digest`: hashing gigabytes
+#: whole would be slow).
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "chat_template.jinja", "chat_template.json", "special_tokens_map.json", "added_tokens.json",
                "vocab.json", "merges.txt", "tokenizer.model", "preprocessor_config.json", "processor_config.json")
