@@ -12,7 +12,7 @@ title, so each passage gets a *label*: its title, made unique within the row whe
 Other output formats (the companion papers' tags) are added by registering a template under a new name; the
 builder looks templates up by name only. The matching completion parser lives in
 :mod:`rag_curriculum.rewards` under the same name. CRAFT's five trace formats (``craft-v1`` ... ``craft-v5``,
-:mod:`rag_curriculum.rewards._craft_format`) cite documents by *number*: a template with ``citation="index"``
+:mod:`rag_curriculum.methods.craft`) cite documents by *number*: a template with ``citation="index"``
 labels its passages ``"1"``, ``"2"``, ... (from ``index_base``), so gold labels are the gold documents' numbers.
 
 >>> unique_labels(["Euro", "Ohio", "Euro", "Euro"])
@@ -216,8 +216,6 @@ TEMPLATES.register(
     PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS,
                    response_prefix=RAG_RL_RESPONSE_PREFIX, response_stop=("</answer>",)),
 )
-for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
-    TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
 # Search agents' prompts (docs/search-agents.md), for rows of questions without passages (Search-R1's data files)
 TEMPLATES.register("search-r1", "rag_curriculum.agents._search_r1:SEARCH_R1_BUILD_TEMPLATE")
 TEMPLATES.register("search-r1-original", "rag_curriculum.agents._search_r1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")

@@ -12,8 +12,8 @@ import pytest
 
 from rag_curriculum.errors import ConfigError, UnknownNameError
 from rag_curriculum.generation._scripted import ScriptedBackend
+from rag_curriculum.methods.craft._judge import DEFAULT_PROMPT, CraftJudge
 from rag_curriculum.rewards import get_reward
-from rag_curriculum.rewards._judge import DEFAULT_PROMPT, CraftJudge
 
 from .test_craft import CASE1_BASE, CASE1_CRAFT, CASE2_CRAFT, v1
 

@@ -53,11 +53,11 @@ from ..agents import (
 from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
+from ..methods import veritas
 from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._report import write_dataset_card
-from ._veritas import check_config, render_veritas_table, veritas_entry
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class AgentEvalConfig:
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self._check_react()
         self._check_reward()
-        check_config(self)  # --faithfulness veritas and its judge
+        veritas.check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
             check_model_ref(m.path, backend=self.backend, label=f"model {m.name}", loads=True)
@@ -519,9 +519,9 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                     react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
                     for dct, c in zip(dicts, scored, strict=True):
                         dct["consistency"] = {"score": c.score, "terms": c.terms}
-                veritas = None
-                if cfg.faithfulness is not None:  # VERITAS (evaluation/_veritas.py): scores under "veritas"
-                    veritas = veritas_entry(cfg, out, model.name, key, rows, dicts)
+                veritas_scores = None
+                if cfg.faithfulness is not None:  # VERITAS (methods/veritas): scores under "veritas"
+                    veritas_scores = veritas.veritas_entry(cfg, out, model.name, key, rows, dicts)
                 extra_scores = None
                 if cfg.reward is not None:  # Search-R1's own reward, beside EM / F1 (in each trajectory too)
                     extra_scores = reward_scores(cfg.scorer(), rows, trajs, cfg.m, backend)
@@ -536,8 +536,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                          **score_trajectories(rows, trajs, cfg.m, search_r1=extra_scores)}
                 if react is not None:
                     entry["react"] = react
-                if veritas is not None:
-                    entry["veritas"] = veritas
+                if veritas_scores is not None:
+                    entry["veritas"] = veritas_scores
                 if not any(p.get("is_gold") for r in rows for p in (r.get("passages") or [])):
                     _drop_gold(entry)  # a set without gold passages (FlashRAG's): no gold recall to report
                 res_path.parent.mkdir(parents=True, exist_ok=True)
@@ -558,7 +558,7 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                        rows="one row per trajectory (model, set, row_id, sample, prompt, segments, searches with "
                             "their passage ids and gold flags, errors, answer, status, turns)")
     if cfg.faithfulness is not None:
-        atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
+        atomic_write_text(out / "veritas.md", veritas.render_veritas_table(summary) or "")
     return summary
 
 

@@ -31,8 +31,9 @@ import pyarrow as pa
 
 from ..cards import md_table
 from ..errors import ConfigError
+from ..methods.craft import CRAFT_VARIANTS, CraftJudge, boundary_check, parse_craft
 from ..prompts import get_template
-from ..rewards import CRAFT_VARIANTS, FORMATS, CraftJudge, boundary_check, parse_craft
+from ..rewards import FORMATS
 from ..rewards import aggregate as _aggregate
 from ._titles import _dataset_order, _setting_order, dataset_title, pct, setting_title
 

@@ -60,36 +60,41 @@ from .._metrics import (
     joint_f1,
     normalize_answer,
 )
-from .._plumbing import lazy_exports
+from .._plumbing import lazy_exports, moved_names
 
 # The names imported under TYPE_CHECKING below load on first use, each from its private module: importing one reward
 # (verl's reward file loads ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or
 # agent format.
-__getattr__, __dir__ = lazy_exports(__name__, globals())
+_lazy, __dir__ = lazy_exports(__name__, globals())
+
+#: Names of the companion methods' rewards that moved to :mod:`rag_curriculum.methods` (name -> its new package):
+#: imported from here they still work for one release, each with a DeprecationWarning naming the new place.
+_MOVED = {
+    **dict.fromkeys(("CRAFT_REASONS", "CRAFT_VARIANTS", "CraftAnswerReward", "CraftBoundaryReward", "CraftBreakdown", "CraftEvidenceReward", "CraftFormatReward", "CraftJudge", "CraftJudgeReward", "CraftParse", "CraftReward", "boundary_check", "cited_documents", "parse_craft"), "rag_curriculum.methods.craft"),
+    **dict.fromkeys(("INFO_THINK_PROMPT", "THINK_SEARCH_PROMPT", "VeritasJudge", "VeritasReward", "agreement",
+                     "lexical_judge", "pair_records", "read_labels", "think_answer", "trajectory_pairs"),
+                    "rag_curriculum.methods.veritas"),
+}
+__getattr__ = moved_names(__name__, _MOVED, _lazy)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
+    from ._columns import _items as column_items
     from ._columns import (
+        batch_answers,
+        check_columns,
         completion_text,
+        completion_texts,
+        log_means,
         passage_labels,
         row_answerable,
         row_gold,
         row_gold_labels,
+        trajectory_column,
+        trajectory_record,
         verl_answers,
     )
-    from ._craft import (
-        CraftAnswerReward,
-        CraftBoundaryReward,
-        CraftBreakdown,
-        CraftEvidenceReward,
-        CraftFormatReward,
-        CraftJudgeReward,
-        CraftReward,
-        boundary_check,
-    )
-    from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
     from ._formats import FORMATS, OutputFormat, get_format, register_format
     from ._globalrag import GlobalRagBreakdown, GlobalRagReward, anneal_weight
-    from ._judge import CraftJudge
     from ._parser import (
         DEFAULT_MAX_CHARS,
         REASONS,
@@ -122,56 +127,38 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         search_r1_sequence,
         search_r1_target,
     )
-    from ._veritas import (
-        INFO_THINK_PROMPT,
-        THINK_SEARCH_PROMPT,
-        VeritasJudge,
-        VeritasReward,
-        agreement,
-        lexical_judge,
-        pair_records,
-        read_labels,
-        think_answer,
-        trajectory_pairs,
-    )
 
 __all__ = [
-    "CRAFT_REASONS",
-    "CRAFT_VARIANTS",
-    "CraftAnswerReward",
-    "CraftBoundaryReward",
-    "CraftBreakdown",
-    "CraftEvidenceReward",
-    "CraftFormatReward",
-    "CraftJudge",
-    "CraftJudgeReward",
-    "CraftParse",
-    "CraftReward",
-    "boundary_check",
-    "cited_documents",
-    "parse_craft",
     "ABSTENTION_ANSWER",
-    "DEFAULT_MAX_CHARS",
-    "FORMATS",
-    "REASONS",
-    "REWARDS",
     "CitationScores",
     "CompletionScore",
+    "DEFAULT_MAX_CHARS",
+    "FORMATS",
+    "GlobalRagBreakdown",
+    "GlobalRagReward",
     "OutputFormat",
     "ParsedCompletion",
+    "REASONS",
+    "REWARDS",
     "RagRlAnswerReward",
     "RagRlCitationReward",
     "RagRlFormatReward",
     "RagRlReward",
     "RewardBreakdown",
     "SearchEmReward",
+    "SearchR1Reward",
     "aggregate",
+    "anneal_weight",
     "answer_f1",
     "answer_scores",
+    "batch_answers",
     "check_abstention_answer",
+    "check_columns",
     "citation_key",
     "citation_scores",
+    "column_items",
     "completion_text",
+    "completion_texts",
     "exact_match",
     "find_non_english",
     "get_format",
@@ -179,6 +166,7 @@ __all__ = [
     "get_reward",
     "is_abstention",
     "joint_f1",
+    "log_means",
     "normalize_answer",
     "parse_completion",
     "passage_labels",
@@ -188,24 +176,12 @@ __all__ = [
     "row_gold",
     "row_gold_labels",
     "score_completion",
-    "split_citations",
-    "verl_answers",
-    "GlobalRagBreakdown",
-    "GlobalRagReward",
-    "anneal_weight",
-    "SearchR1Reward",
     "search_r1_breakdown",
     "search_r1_score",
     "search_r1_sequence",
     "search_r1_target",
-    "INFO_THINK_PROMPT",
-    "THINK_SEARCH_PROMPT",
-    "VeritasJudge",
-    "VeritasReward",
-    "agreement",
-    "lexical_judge",
-    "pair_records",
-    "read_labels",
-    "think_answer",
-    "trajectory_pairs",
+    "split_citations",
+    "trajectory_column",
+    "trajectory_record",
+    "verl_answers",
 ]

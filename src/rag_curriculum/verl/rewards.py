@@ -9,7 +9,7 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
 
 * :func:`compute_score`: RAG-RL (:class:`~rag_curriculum.rewards.RagRlReward`), on a curriculum's rows
   (``recipes/verl/run_grpo.sh``);
-* :func:`compute_craft_score`: CRAFT without its judge (:class:`~rag_curriculum.rewards.CraftReward`), on rows built
+* :func:`compute_craft_score`: CRAFT without its judge (:class:`~rag_curriculum.methods.craft.CraftReward`), on rows built
   with a ``craft-v*`` template;
 * :func:`compute_search_score`: Search-R1's exact match (or F1) of the last answer, on search-agent rows
   (``recipes/verl/run_search_r1.sh``), the toolkit's strict reading;
@@ -19,7 +19,7 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
   ``recipes/verl/run_search_r1.sh``);
 * :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.rewards.GlobalRagReward`)
   (``recipes/verl/globalrag_grpo.sh``);
-* :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.rewards.VeritasReward`)
+* :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.methods.veritas.VeritasReward`)
   (``recipes/verl/veritas_ppo.sh``).
 
 verl calls each ``f(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` once per response, with
@@ -52,12 +52,12 @@ from typing import Any
 from rag_curriculum._metrics import answer_scores
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.grammar import parse_trajectory
+from rag_curriculum.methods.craft import CraftReward
+from rag_curriculum.methods.veritas import VeritasReward
 from rag_curriculum.rewards import (  # each name loads its own module only (the rewards' lazy exports)
-    CraftReward,
     GlobalRagBreakdown,
     GlobalRagReward,
     RagRlReward,
-    VeritasReward,
     passage_labels,
     row_answerable,
     row_gold_labels,
@@ -210,7 +210,7 @@ def compute_craft_score(responses: Responses, **kwargs: Any) -> list[dict[str, f
     """The CRAFT reward for verl (``reward.custom_reward_function.name=compute_craft_score``) on rows built with a
     ``craft-v*`` template: ``{"score": total, "format", "answer", "evidence", "boundary", "acc", ...}``.
 
-    ``reward_kwargs`` set :class:`~rag_curriculum.rewards.CraftReward`'s options (``output_format``, default
+    ``reward_kwargs`` set :class:`~rag_curriculum.methods.craft.CraftReward`'s options (``output_format``, default
     ``craft-v1``; ``terms``; ``weights``; ``normalize``); verl's own keywords are ignored. The judge term is not
     available here: verl hands a reward one response without the row's passages (train with TRL for R_faith).
 
@@ -395,8 +395,8 @@ def compute_veritas_score(responses: Responses, *, information_tag: str = "tool_
     registers no ``batch`` manager) or a batch at a time (``data_sources=``, ``solution_strs=``, ``ground_truths=``,
     ``extra_infos=``, as a batch manager of verl's legacy reward workers or your own calls it), which sends the judge
     one batched request for all the responses' pairs. ``reward_kwargs`` are
-    :class:`~rag_curriculum.rewards.VeritasReward`'s fields (``weights``, ``judge`` with
-    :class:`~rag_curriculum.rewards.VeritasJudge`'s, ``aggregate``, ...), e.g.
+    :class:`~rag_curriculum.methods.veritas.VeritasReward`'s fields (``weights``, ``judge`` with
+    :class:`~rag_curriculum.methods.veritas.VeritasJudge`'s, ``aggregate``, ...), e.g.
     ``+reward.custom_reward_function.reward_kwargs.judge.backend=openai``,
     ``...judge.model=veritas-rm``, ``...judge.backend_args.base_url=http://HOST:8001/v1``.
 

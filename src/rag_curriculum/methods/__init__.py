@@ -1,0 +1,17 @@
+"""The companion methods the toolkit reproduces, one folder each, each holding what is its own (its format, reward,
+agent pieces, evaluation table) on top of the shared machinery of the core packages:
+
+* :mod:`rag_curriculum.methods.craft`: CRAFT's trace formats, rewards and faithfulness judge (docs/craft.md);
+* :mod:`rag_curriculum.methods.veritas`: VERITAS's faithfulness reward and evaluation columns (docs/veritas.md).
+
+Importing this package registers each method's names in the toolkit's registries (rewards, output formats, agent
+templates), by dotted path, so nothing of a method loads until one of its names is asked for. The package's own
+``__init__`` (``rag_curriculum``) imports it, so the built-in methods are known wherever the toolkit is; a method of
+your own is a folder of your package plus an entry point (docs/extending.md, "A new method").
+"""
+
+from __future__ import annotations
+
+from . import craft, veritas
+
+__all__ = ["craft", "veritas"]
