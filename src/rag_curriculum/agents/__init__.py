@@ -12,13 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._plumbing import lazy_exports
-from ._globalrag import (  # GlobalRAG: its templates register on import
-    gold_plan,
-    gold_plans,
-    read_agent_summary,
-    render_table1,
-)
+from .._plumbing import lazy_exports, moved_names
 from ._react import (
     REACT_ERRORS,
     Consistency,
@@ -41,10 +35,17 @@ from ._search_r1 import (
     get_agent_template,
 )
 
-# The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), the TYPE_CHECKING imports
+# The environment (search difficulty, retrievers, the rollout loop), the TYPE_CHECKING imports
 # below, loads on first use: it reads indexes and calls backends. The templates above load with the package, so every
 # template is registered as soon as one is asked for.
-__getattr__, __dir__ = lazy_exports(__name__, globals())
+_lazy, __dir__ = lazy_exports(__name__, globals())
+#: Names of the companion methods' agents that moved to rag_curriculum.methods (name -> its new package): imported
+#: from here they still work for one release, each with a DeprecationWarning naming the new place.
+_MOVED = {
+    **dict.fromkeys(("gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult",
+                     "teacher_plans"), "rag_curriculum.methods.globalrag"),
+}
+__getattr__ = moved_names(__name__, _MOVED, _lazy)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._difficulty import (
@@ -75,7 +76,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         run_rollouts,
         summarize,
     )
-    from ._teacher import TeacherResult, teacher_plans
 
 __all__ = [
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "P_COLUMN", "SEARCH_TOOLS_PROMPT", "STATUSES", "Hit",
@@ -87,6 +87,4 @@ __all__ = [
     "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
     "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
     "self_consistency",
-    # GlobalRAG
-    "gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult", "teacher_plans",
 ]

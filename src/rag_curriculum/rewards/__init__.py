@@ -70,6 +70,7 @@ _lazy, __dir__ = lazy_exports(__name__, globals())
 #: Names of the companion methods' rewards that moved to :mod:`rag_curriculum.methods` (name -> its new package):
 #: imported from here they still work for one release, each with a DeprecationWarning naming the new place.
 _MOVED = {
+    **dict.fromkeys(("GlobalRagBreakdown", "GlobalRagReward", "anneal_weight"), "rag_curriculum.methods.globalrag"),
     **dict.fromkeys(("CRAFT_REASONS", "CRAFT_VARIANTS", "CraftAnswerReward", "CraftBoundaryReward", "CraftBreakdown", "CraftEvidenceReward", "CraftFormatReward", "CraftJudge", "CraftJudgeReward", "CraftParse", "CraftReward", "boundary_check", "cited_documents", "parse_craft"), "rag_curriculum.methods.craft"),
     **dict.fromkeys(("INFO_THINK_PROMPT", "THINK_SEARCH_PROMPT", "VeritasJudge", "VeritasReward", "agreement",
                      "lexical_judge", "pair_records", "read_labels", "think_answer", "trajectory_pairs"),
@@ -94,7 +95,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         verl_answers,
     )
     from ._formats import FORMATS, OutputFormat, get_format, register_format
-    from ._globalrag import GlobalRagBreakdown, GlobalRagReward, anneal_weight
     from ._parser import (
         DEFAULT_MAX_CHARS,
         REASONS,
@@ -134,8 +134,6 @@ __all__ = [
     "CompletionScore",
     "DEFAULT_MAX_CHARS",
     "FORMATS",
-    "GlobalRagBreakdown",
-    "GlobalRagReward",
     "OutputFormat",
     "ParsedCompletion",
     "REASONS",
@@ -148,7 +146,6 @@ __all__ = [
     "SearchEmReward",
     "SearchR1Reward",
     "aggregate",
-    "anneal_weight",
     "answer_f1",
     "answer_scores",
     "batch_answers",

@@ -32,12 +32,6 @@ for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Rewa
     REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
 # Search-R1's own reward, bit for bit (rewards/_search_r1.py, docs/search-agents.md): its qa_em on prompt + response
 REWARDS.register("search-r1", "rag_curriculum.rewards._search_r1:SearchR1Reward")
-# GlobalRAG (rewards/_globalrag.py, docs/globalrag.md): the annealed total R(t) and each term
-for _name, _cls in (("globalrag", "GlobalRagReward"), ("globalrag-format", "GlobalRagFormatReward"),
-                    ("globalrag-structure", "GlobalRagStructureReward"),
-                    ("globalrag-semantic", "GlobalRagSemanticReward"), ("globalrag-step", "GlobalRagStepReward"),
-                    ("globalrag-answer", "GlobalRagAnswerReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._globalrag:{_cls}")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

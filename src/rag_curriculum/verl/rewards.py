@@ -17,7 +17,7 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
   prompt plus response), with the reward manager that decodes as Search-R1's does
   (:class:`rag_curriculum.verl.reward_manager.SearchR1RewardManager`; ``REWARD=search-r1`` in
   ``recipes/verl/run_search_r1.sh``);
-* :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.rewards.GlobalRagReward`)
+* :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.methods.globalrag.GlobalRagReward`)
   (``recipes/verl/globalrag_grpo.sh``);
 * :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.methods.veritas.VeritasReward`)
   (``recipes/verl/veritas_ppo.sh``).
@@ -53,10 +53,9 @@ from rag_curriculum._metrics import answer_scores
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.grammar import parse_trajectory
 from rag_curriculum.methods.craft import CraftReward
+from rag_curriculum.methods.globalrag import GlobalRagBreakdown, GlobalRagReward
 from rag_curriculum.methods.veritas import VeritasReward
 from rag_curriculum.rewards import (  # each name loads its own module only (the rewards' lazy exports)
-    GlobalRagBreakdown,
-    GlobalRagReward,
     RagRlReward,
     passage_labels,
     row_answerable,
@@ -528,7 +527,7 @@ def _globalrag_scores(reward: GlobalRagReward, texts: Sequence[str], truths: Seq
 def compute_globalrag_score(responses: Responses, *, information_tag: str = "tool_response", step: Any = None,
                             prompts_per_step: Any = None, step_offset: Any = 0,
                             **kwargs: Any) -> list[dict[str, float]]:
-    """GlobalRAG's R(t) (:class:`~rag_curriculum.rewards.GlobalRagReward`, Eq. 7) for verl: ``{"score": R(t),
+    """GlobalRAG's R(t) (:class:`~rag_curriculum.methods.globalrag.GlobalRagReward`, Eq. 7) for verl: ``{"score": R(t),
     "acc": R_answ, "form", "structure", "semantic", "sub_answers" (R_step), "weight" (w_t), "train_step" (t), ...}``
     per response (a list for a batch), for GlobalRAG's GRPO run on verl's multi-turn agent loop
     (``recipes/verl/globalrag_grpo.sh``; docs/globalrag.md). ``ground_truth``: ``{"answers": [...]}`` or the
