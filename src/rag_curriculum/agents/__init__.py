@@ -13,19 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports, moved_names
-from ._react import (
-    REACT_ERRORS,
-    Consistency,
-    CragWeights,
-    ReActFormat,
-    ReActStep,
-    best_of_n,
-    consistency_score,
-    parse_react_turn,
-    react_fewshot_template,
-    react_steps,
-    self_consistency,
-)
 from ._search_r1 import (
     AGENT_TEMPLATES,
     INVALID_ACTION,
@@ -42,6 +29,7 @@ _lazy, __dir__ = lazy_exports(__name__, globals())
 #: Names of the companion methods' agents that moved to rag_curriculum.methods (name -> its new package): imported
 #: from here they still work for one release, each with a DeprecationWarning naming the new place.
 _MOVED = {
+    **dict.fromkeys(("REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "best_of_n", "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps", "self_consistency"), "rag_curriculum.methods.react_crag"),
     **dict.fromkeys(("gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult",
                      "teacher_plans"), "rag_curriculum.methods.globalrag"),
 }
@@ -83,8 +71,5 @@ __all__ = [
     "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Trajectory", "doc_lines",
     "first_search_query", "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
     "run_rollouts", "split_contents", "summarize",
-    # ReAct (+ the CRAG-inspired consistency ranking)
-    "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
-    "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
-    "self_consistency",
+    "SearchR1Format",
 ]

@@ -50,7 +50,7 @@ class SearchR1Format:
     """The rollout loop's format hook, Search-R1's tags (the default): the stop strings of a turn, its parser, what
     the environment appends after a search (``observe``), after a format error (``invalid``) and after a turn whose
     action is neither ``search`` nor ``answer`` (``act``: another format's local action, e.g. ReAct's ``Lookup``).
-    Another format (:class:`rag_curriculum.agents.ReActFormat`) implements the same five members; per-trajectory
+    Another format (:class:`rag_curriculum.methods.react_crag.ReActFormat`) implements the same five members; per-trajectory
     state it needs lives in ``Trajectory.state``."""
 
     name = "search-r1"

@@ -7,7 +7,7 @@ returned, and the share of trajectories that saw one), format errors by type and
 turn budget, context budget, format error), with the same breakdowns as the closed-context evaluation (hops, level,
 answerable).
 
-``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`rag_curriculum.agents.ReActFormat`)
+``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`~rag_curriculum.methods.react_crag.ReActFormat`)
 through the same loop; with ``--best-of N`` each question gets N trajectories and the entry adds ReAct+CRAG's
 scores (:func:`score_react`: the trajectory the CRAG-inspired consistency score ranks first, the self-consistency
 majority, the oracle), each trajectory its consistency score and terms, and the table three rows per model.
@@ -38,22 +38,11 @@ from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, retriever_rule, retriever_timeout_rule, rule
-from ..agents import (
-    CragWeights,
-    ReActFormat,
-    RolloutConfig,
-    best_of_n,
-    consistency_score,
-    open_retriever,
-    react_fewshot_template,
-    react_steps,
-    run_rollouts,
-    self_consistency,
-)
+from ..agents import RolloutConfig, open_retriever, run_rollouts
 from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..methods import veritas
+from ..methods import react_crag, veritas
 from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
@@ -160,7 +149,7 @@ class AgentEvalConfig:
         if self.template.startswith("search-r1") and self.template != "search-r1":
             raise UsageError(f"--template {self.template} is Search-R1's prompt; --agent react takes react (its "
                              "default) or a template registered for ReAct")
-        known = {f.name for f in fields(CragWeights)}
+        known = {f.name for f in fields(react_crag.CragWeights)}
         for k, v in self.crag_weights.items():
             if k not in known:
                 raise UsageError(f"--crag-weight {k}: no such term; known: {', '.join(sorted(known))}")
@@ -196,17 +185,17 @@ class AgentEvalConfig:
     def agent_template(self) -> str:
         """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
         ``react`` for ``--agent react``). For ReAct, a path to a copy of ReAct's ``prompts_naive.json`` gives its
-        few-shot prompt exactly (:func:`~rag_curriculum.agents.react_fewshot_template`)."""
+        few-shot prompt exactly (:func:`~rag_curriculum.methods.react_crag.react_fewshot_template`)."""
         if self.agent == "react" and self.template.endswith(".json"):
-            return react_fewshot_template(self.template).name
+            return react_crag.react_fewshot_template(self.template).name
         return "react" if self.agent == "react" and self.template == "search-r1" else self.template
 
     def fmt(self) -> Any:
         """The rollout loop's turn format (None: Search-R1's)."""
-        return ReActFormat(self.react_sentences) if self.agent == "react" else None
+        return react_crag.ReActFormat(self.react_sentences) if self.agent == "react" else None
 
-    def weights(self) -> CragWeights:
-        return CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
+    def weights(self) -> react_crag.CragWeights:
+        return react_crag.CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
 
     def rollout(self) -> Any:
         return RolloutConfig(template=self.agent_template(), topk=self.topk, max_turns=self.max_turns,
@@ -337,20 +326,20 @@ def _gold_recall(row: dict[str, Any], t: Any) -> float:
 
 
 def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
-                weights: CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
+                weights: react_crag.CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
     """ReAct+CRAG's scores of ``m`` trajectories per row (row order, then sample order): ``best_of`` (EM / F1 of
     the trajectory the CRAG-inspired consistency score ranks first, with its searches and gold recall),
     ``self_consistency`` (EM / F1 of the majority answer, its agreement rate and the answers' entropy in bits),
     ``oracle`` (EM / F1 of the best sample: pass@m), each a mean over questions (x 100; searches and entropy as
     they are), and the :class:`~rag_curriculum.agents.Consistency` of every trajectory, in order. The mean over
     the ``m`` samples, the ReAct baseline, is :func:`score_trajectories`' ``overall``."""
-    scored = [consistency_score(react_steps(t.segments), weights) for t in trajs]
+    scored = [react_crag.consistency_score(react_crag.react_steps(t.segments), weights) for t in trajs]
     best: dict[str, list[float]] = defaultdict(list)
     vote: dict[str, list[float]] = defaultdict(list)
     oracle: dict[str, list[float]] = defaultdict(list)
     for qi, row in enumerate(rows):
         ts, cs = trajs[qi * m:(qi + 1) * m], scored[qi * m:(qi + 1) * m]
-        pick = best_of_n(cs)
+        pick = react_crag.best_of_n(cs)
         t = ts[pick] if pick is not None else None
         e, f = answer_scores(t.answer, row["answers"]) if t is not None and t.answer is not None else (0.0, 0.0)
         best["em"].append(e)
@@ -358,7 +347,7 @@ def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
         best["searches"].append(float(len(t.searches)) if t is not None else 0.0)
         best["gold_recall"].append(_gold_recall(row, t) if t is not None else 0.0)
         best["answered"].append(float(t is not None))
-        sc = self_consistency([x.answer for x in ts])
+        sc = react_crag.self_consistency([x.answer for x in ts])
         e, f = answer_scores(sc["answer"], row["answers"]) if sc["answer"] is not None else (0.0, 0.0)
         vote["em"].append(e)
         vote["f1"].append(f)
@@ -371,7 +360,7 @@ def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
     def agg(d: dict[str, list[float]], raw: tuple[str, ...] = ()) -> dict[str, float]:
         return {k: round(_mean(v), 3) if k in raw else round(100 * _mean(v), 2) for k, v in d.items()}
 
-    out = {"n": m, "score": "crag-inspired", "weights": (weights or CragWeights()).to_dict(),
+    out = {"n": m, "score": "crag-inspired", "weights": (weights or react_crag.CragWeights()).to_dict(),
            "best_of": agg(best, ("searches",)), "self_consistency": agg(vote, ("entropy",)),
            "oracle": agg(oracle)}
     return out, scored

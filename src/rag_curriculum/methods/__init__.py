@@ -4,6 +4,8 @@ agent pieces, evaluation table) on top of the shared machinery of the core packa
 * :mod:`rag_curriculum.methods.craft`: CRAFT's trace formats, rewards and faithfulness judge (docs/craft.md);
 * :mod:`rag_curriculum.methods.globalrag`: GlobalRAG's plan grammar, agent prompt, gold and teacher plans, Table 1
   and its plan rewards (docs/globalrag.md);
+* :mod:`rag_curriculum.methods.react_crag`: ReAct's Thought / Action / Observation format and the consistency-ranked
+  best-of-N of ReAct+CRAG (docs/react-crag.md);
 * :mod:`rag_curriculum.methods.veritas`: VERITAS's faithfulness reward and evaluation columns (docs/veritas.md).
 
 Importing this package registers each method's names in the toolkit's registries (rewards, output formats, agent
@@ -14,6 +16,6 @@ your own is a folder of your package plus an entry point (docs/extending.md, "A 
 
 from __future__ import annotations
 
-from . import craft, globalrag, veritas
+from . import craft, globalrag, react_crag, veritas
 
-__all__ = ["craft", "globalrag", "veritas"]
+__all__ = ["craft", "globalrag", "react_crag", "veritas"]
