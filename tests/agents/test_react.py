@@ -1,6 +1,6 @@
 """ReAct's turn parser (typed errors, never a silent answer), its observations (Search's first sentences, Lookup's
 cursor, invalid-action feedback) and the CRAG-inspired consistency score, best-of-N and self-consistency on
-hand-made trajectories, against values worked out by hand from the definitions in agents/_react.py."""
+hand-made trajectories, against values worked out by hand from the definitions in methods/react_crag/_agent.py."""
 
 from __future__ import annotations
 

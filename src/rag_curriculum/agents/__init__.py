@@ -13,18 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports, moved_names
-from ._search_r1 import (
-    AGENT_TEMPLATES,
-    INVALID_ACTION,
-    SEARCH_TOOLS_PROMPT,
-    SearchTemplate,
-    first_search_query,
-    get_agent_template,
-)
+from ..prompts import AGENT_TEMPLATES, SearchTemplate, get_agent_template
+from ._protocol import INVALID_ACTION, SEARCH_TOOLS_PROMPT, first_search_query
 
 # The environment (search difficulty, retrievers, the rollout loop), the TYPE_CHECKING imports
 # below, loads on first use: it reads indexes and calls backends. The templates above load with the package, so every
-# template is registered as soon as one is asked for.
+# template is registered as soon as one is asked for (the methods' own register with rag_curriculum.methods).
 _lazy, __dir__ = lazy_exports(__name__, globals())
 #: Names of the companion methods' agents that moved to rag_curriculum.methods (name -> its new package): imported
 #: from here they still work for one release, each with a DeprecationWarning naming the new place.

@@ -37,9 +37,10 @@ from .._plumbing import AsDict, derive_seed
 from ..errors import ConfigError, GenerationError
 from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
+from ..prompts import get_agent_template
 from ._difficulty import RowView, SearchDifficulty
+from ._protocol import INVALID_ACTION
 from ._retrievers import Retriever
-from ._search_r1 import INVALID_ACTION, get_agent_template
 
 log = logging.getLogger(__name__)
 

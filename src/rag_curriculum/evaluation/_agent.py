@@ -42,8 +42,7 @@ from ..agents import RolloutConfig, open_retriever, run_rollouts
 from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..methods import react_crag, veritas
-from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
+from ..methods import react_crag, search_r1, veritas
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._report import write_dataset_card
@@ -54,7 +53,7 @@ AGENTS = ("search-r1", "react")
 #: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
 _REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
 _VERITAS_ONLY = ("faithfulness", "judge", "judge_args")  # in the fingerprint only when --faithfulness is given
-#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (rewards/_search_r1.py).
+#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (methods/search_r1).
 EVAL_REWARDS = ("search-r1",)
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
@@ -177,10 +176,10 @@ class AgentEvalConfig:
             raise UsageError(f"--reward-arg: {e}") from None
 
     def scorer(self) -> Any:
-        """The ``--reward`` (a :class:`~rag_curriculum.rewards.SearchR1Reward`), or None."""
+        """The ``--reward`` (a :class:`~rag_curriculum.methods.search_r1.SearchR1Reward`), or None."""
         if self.reward is None:
             return None
-        return SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
+        return search_r1.SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
 
     def agent_template(self) -> str:
         """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
@@ -258,9 +257,9 @@ def reward_scores(reward: Any, rows: Sequence[dict[str, Any]], trajs: Sequence[A
     out = []
     for qi, row in enumerate(rows):
         for t in trajs[qi * m:(qi + 1) * m]:
-            target = search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
-            seq, start = search_r1_sequence(t.prompt, t.text, tokenizer=tok)
-            out.append(search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
+            target = search_r1.search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
+            seq, start = search_r1.search_r1_sequence(t.prompt, t.text, tokenizer=tok)
+            out.append(search_r1.search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
                                            score=reward.score).score)
     return out
 

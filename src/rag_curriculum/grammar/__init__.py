@@ -36,7 +36,8 @@ from ._search_r1 import (
 #: with a DeprecationWarning naming the new place.
 __getattr__ = moved_names(__name__, dict.fromkeys((
     "FORMAT_ERRORS", "PLAN_ERRORS", "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "PlanNode",
-    "SubPlan", "parse_globalrag", "parse_plan", "plan_from_questions", "read_plans", "write_plans"), "rag_curriculum.methods.globalrag"))
+    "SubPlan", "parse_globalrag", "parse_plan", "plan_from_questions", "read_plans", "write_plans"),
+    "rag_curriculum.methods.globalrag"))
 
 __all__ = [
     "STOP", "TURN_ERRORS", "ParsedTrajectory", "Segment", "Turn", "information_block", "parse_trajectory",

@@ -6,6 +6,8 @@ agent pieces, evaluation table) on top of the shared machinery of the core packa
   and its plan rewards (docs/globalrag.md);
 * :mod:`rag_curriculum.methods.react_crag`: ReAct's Thought / Action / Observation format and the consistency-ranked
   best-of-N of ReAct+CRAG (docs/react-crag.md);
+* :mod:`rag_curriculum.methods.search_r1`: Search-R1's prompts, a search agent's rewards and Search-R1's own reward
+  bit for bit (docs/search-agents.md);
 * :mod:`rag_curriculum.methods.veritas`: VERITAS's faithfulness reward and evaluation columns (docs/veritas.md).
 
 Importing this package registers each method's names in the toolkit's registries (rewards, output formats, agent
@@ -16,6 +18,6 @@ your own is a folder of your package plus an entry point (docs/extending.md, "A 
 
 from __future__ import annotations
 
-from . import craft, globalrag, react_crag, veritas
+from . import craft, globalrag, react_crag, search_r1, veritas
 
-__all__ = ["craft", "globalrag", "react_crag", "veritas"]
+__all__ = ["craft", "globalrag", "react_crag", "search_r1", "veritas"]

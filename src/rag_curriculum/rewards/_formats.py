@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import parse_trajectory
 from ..prompts import PromptTemplate, get_template
 from ..registry import Registry
-from ._parser import MISSING_TAG, ParsedCompletion, parse_completion
+from ._parser import parse_completion
 
 __all__ = ["FORMATS", "OutputFormat", "get_format", "register_format"]
 
@@ -45,20 +44,6 @@ class OutputFormat:
 
 FORMATS: Registry[OutputFormat] = Registry("output format", check=OutputFormat)
 FORMATS.register("rag-rl", OutputFormat("rag-rl", parse_completion))
-
-
-def parse_search_answer(text: str, labels: Any = None, *, max_chars: int | None = None) -> ParsedCompletion:
-    """A search agent's completion read as Search-R1 reads it: the answer is the last ``<answer>`` block (no
-    citations; valid when there is one)."""
-    answer = parse_trajectory(text or "").answer
-    if answer is None:
-        return ParsedCompletion("", (), False, MISSING_TAG, "no <answer> ... </answer> block")
-    return ParsedCompletion(answer, (), True)
-
-
-# Search agents' prompts (a build of Search-R1's questions): the answer of the last <answer> block
-FORMATS.register("search-r1", OutputFormat("search-r1", parse_search_answer))
-FORMATS.register("search-r1-original", OutputFormat("search-r1-original", parse_search_answer))
 
 
 def get_format(name: str) -> OutputFormat:

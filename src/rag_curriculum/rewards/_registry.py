@@ -26,12 +26,6 @@ REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
 REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
 REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")
 REWARDS.register("rag-rl-format", "rag_curriculum.rewards._rag_rl:RagRlFormatReward")
-# Search agents (rewards/_search.py, docs/training.md): Search-R1's EM, F1, and the retrieval signals
-for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Reward"),
-                    ("search-gold-found", "SearchGoldFoundReward"), ("search-count", "SearchCountReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
-# Search-R1's own reward, bit for bit (rewards/_search_r1.py, docs/search-agents.md): its qa_em on prompt + response
-REWARDS.register("search-r1", "rag_curriculum.rewards._search_r1:SearchR1Reward")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

@@ -54,14 +54,13 @@ from rag_curriculum.errors import ConfigError
 from rag_curriculum.grammar import parse_trajectory
 from rag_curriculum.methods.craft import CraftReward
 from rag_curriculum.methods.globalrag import GlobalRagBreakdown, GlobalRagReward
+from rag_curriculum.methods.search_r1 import search_r1_breakdown, search_r1_target
 from rag_curriculum.methods.veritas import VeritasReward
 from rag_curriculum.rewards import (  # each name loads its own module only (the rewards' lazy exports)
     RagRlReward,
     passage_labels,
     row_answerable,
     row_gold_labels,
-    search_r1_breakdown,
-    search_r1_target,
     verl_answers,
 )
 
@@ -284,7 +283,7 @@ def compute_search_score(responses: Responses, **kwargs: Any) -> list[dict[str, 
 @verl_reward
 def compute_search_r1_score(responses: Responses, *, prompt_str: str | None = None, format_score: float = 0.0,
                             score: float = 1.0, **kwargs: Any) -> list[dict[str, float]]:
-    """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.rewards._search_r1`) for verl:
+    """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.methods.search_r1`) for verl:
     ``compute_score_em(prompt_str + solution_str, ground_truth, format_score, score)`` of its ``qa_em.py``, bit for
     bit. The result: ``score``, ``acc`` (the extracted answer matched a gold answer), ``extracted`` (an answer was
     read: two ``<answer>`` matches at least) and ``from_prompt`` (the answer read was the prompt's own example).

@@ -14,7 +14,7 @@ sub-questions as a graph, and the rewards that score the plan.
 Importing this package registers the agent templates and the rewards by name (nothing loads until one is asked
 for). The command is ``curriculum globalrag plans | table``.
 
->>> from rag_curriculum.agents import get_agent_template
+>>> from rag_curriculum.prompts import get_agent_template
 >>> get_agent_template("globalrag").name
 'globalrag'
 >>> from rag_curriculum.methods.globalrag import parse_plan
@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..._plumbing import lazy_exports
-from ...agents import AGENT_TEMPLATES
+from ...prompts import AGENT_TEMPLATES
 from ...rewards import register_reward
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..._metrics import normalize_answer
-from ...agents import SearchTemplate
 from ...errors import ConfigError, CurriculumError
+from ...prompts import SearchTemplate
 from ._grammar import Plan, PlanError, plan_from_questions
 
 __all__ = ["GLOBALRAG_PROMPT", "gold_plan", "gold_plans", "read_agent_summary", "render_table1"]

@@ -9,7 +9,7 @@ toolkit's search environment, and the best-of-N ranked by a CRAG-inspired consis
 
 Importing this package registers the ``react`` agent template by name (nothing loads until it is asked for).
 
->>> from rag_curriculum.agents import get_agent_template
+>>> from rag_curriculum.prompts import get_agent_template
 >>> get_agent_template("react").text[:40]
 'Solve a question answering task with int'
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..._plumbing import lazy_exports
-from ...agents import AGENT_TEMPLATES
+from ...prompts import AGENT_TEMPLATES
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())
 

@@ -78,9 +78,9 @@ from typing import Any
 
 from ..._metrics import normalize_answer
 from ..._plumbing import AsDict
-from ...agents import AGENT_TEMPLATES, SearchTemplate
 from ...errors import ConfigError
 from ...grammar import Turn
+from ...prompts import AGENT_TEMPLATES, SearchTemplate
 
 #: ReAct's instruction for HotpotQA (``hotpotqa.ipynb`` of ysymyth/ReAct), verbatim, without its closing line
 #: "Here are some examples." (the toolkit ships no few-shot trajectories; a template with them can be registered).
