@@ -171,8 +171,8 @@ def test_a_real_model_as_the_judge(tmp_path, tiny_model_dir):
 
 
 def test_rerender_numbers_from_zero_or_one():
-    from rag_curriculum.evaluation._craft import rerender
     from rag_curriculum.evaluation._run import EvalSet
+    from rag_curriculum.methods.craft import rerender
 
     row = {"id": "r", "question": "Q?", "template": "rag-rl", "gold_labels": ["B"], "extra_info": {"labels": ["A", "B"]},
            "passages": [{"label": "A", "title": "A", "text": "a", "is_gold": False},

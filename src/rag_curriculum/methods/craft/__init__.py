@@ -5,7 +5,10 @@
   :func:`cited_documents`;
 * the rewards (section 3.3, Eqs. 2-7): :class:`CraftReward` (``"craft"``, with ``"craft-format"``,
   ``"craft-answer"``, ``"craft-evidence"``, ``"craft-boundary"``, ``"craft-judge"``), :func:`boundary_check`;
-* the judge (Algorithm 1): :class:`CraftJudge`, four binary checks through any generation backend, cached on disk.
+* the judge (Algorithm 1): :class:`CraftJudge`, four binary checks through any generation backend, cached on disk;
+* the evaluation's side (``curriculum eval --template craft-vN [--judge ...]``): :func:`rerender` (a set in a trace
+  format), :func:`make_judge`, :func:`add_craft_scores` (evidence F1, the boundary check, faithfulness per sample),
+  :func:`craft_entry` and :func:`render_variants_table` (the per-variant table laid out like the paper's Table 2).
 
 Importing this package registers the templates, output formats and rewards by name (nothing loads until one is
 asked for).
@@ -26,6 +29,16 @@ from ...rewards import FORMATS, register_reward
 __getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
+    from ._evaluation import (
+        CRAFT_FIELDS,
+        add_craft_scores,
+        craft_entry,
+        craft_variant_of,
+        make_judge,
+        render_variants_table,
+        rerender,
+        result_schema,
+    )
     from ._format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
     from ._judge import CraftJudge
     from ._reward import (
@@ -49,6 +62,7 @@ for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatRewar
     register_reward(_name, f"{__name__}._reward:{_cls}")
 
 __all__ = [
+    "CRAFT_FIELDS",
     "CRAFT_REASONS",
     "CRAFT_VARIANTS",
     "CraftAnswerReward",
@@ -60,7 +74,14 @@ __all__ = [
     "CraftJudgeReward",
     "CraftParse",
     "CraftReward",
+    "add_craft_scores",
     "boundary_check",
     "cited_documents",
+    "craft_entry",
+    "craft_variant_of",
+    "make_judge",
     "parse_craft",
+    "render_variants_table",
+    "rerender",
+    "result_schema",
 ]
