@@ -93,7 +93,7 @@ def main() -> None:
           f"({args.n / tr:,.0f}/s); ratio craft / rag-rl = {tc / tr:.2f}")
 
     from rag_curriculum.generation._scripted import ScriptedBackend
-    from rag_curriculum.rewards._judge import CraftJudge
+    from rag_curriculum.methods.craft._judge import CraftJudge
 
     def judge(messages, n, seed):
         time.sleep(args.judge_latency)

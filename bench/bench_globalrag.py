@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from rag_curriculum import load_examples  # noqa: E402
 from rag_curriculum._metrics import answer_f1, answer_scores  # noqa: E402
-from rag_curriculum.agents._globalrag import gold_plan  # noqa: E402
-from rag_curriculum.grammar import Plan, parse_globalrag  # noqa: E402
-from rag_curriculum.rewards import _globalrag as G  # noqa: E402
+from rag_curriculum.methods.globalrag import Plan, parse_globalrag  # noqa: E402
+from rag_curriculum.methods.globalrag import _reward as G  # noqa: E402
+from rag_curriculum.methods.globalrag._agent import gold_plan  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SOURCES = [

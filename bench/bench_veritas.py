@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from rag_curriculum.grammar import information_block  # noqa: E402
-from rag_curriculum.rewards._search import SearchEmReward  # noqa: E402
-from rag_curriculum.rewards._veritas import VeritasReward, trajectory_pairs  # noqa: E402
+from rag_curriculum.methods.search_r1 import SearchEmReward  # noqa: E402
+from rag_curriculum.methods.veritas._reward import VeritasReward, trajectory_pairs  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "musique" / "musique_ans_v1.0_dev.sample200.jsonl"
 

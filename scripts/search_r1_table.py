@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.search_r1_trajectories import SETTINGS, TABLE, digest, trajectories  # noqa: E402
 
-from rag_curriculum.rewards import search_r1_score  # noqa: E402
+from rag_curriculum.methods.search_r1 import search_r1_score  # noqa: E402
 
 
 def load_original(repo: Path):

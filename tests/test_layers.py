@@ -403,14 +403,15 @@ def test_the_private_module_rule_tells_a_package_from_its_neighbours():
 
 
 def test_rewards_read_trajectories_through_the_grammar_not_the_agents():
-    """The trajectory grammar (tags, turn and trajectory parsers, GlobalRAG's plans) is a leaf
-    below both the agents and the rewards. The two share a layer, so an import of one by the other at a file's top
-    is sideways and fails :func:`test_top_level_imports_only_point_down_the_layers`; none hides inside a function
-    either."""
+    """The trajectory grammar (tags, turn and trajectory parsers) is a leaf below both the agents and the rewards.
+    The two share a layer, so an import of one by the other at a file's top is sideways and fails
+    :func:`test_top_level_imports_only_point_down_the_layers`; none hides inside a function either. The rewards
+    that read trajectories are the methods' (a floor above), and read them through the grammar too."""
     layers = documented_layers()
     assert layers["rewards"] == layers["agents"] > layers["grammar"]
+    assert layers["methods"] > layers["rewards"]
     edges, _, _ = scan()
-    assert ("rewards", "grammar") in edges and ("agents", "grammar") in edges
+    assert ("methods", "grammar") in edges and ("agents", "grammar") in edges
     assert ("rewards", "agents") not in edges and ("agents", "rewards") not in edges
     inner = module_graph()[2]
     assert not [(f, mods) for f, found in inner.items() if f.startswith("rewards/")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import methods  # noqa: F401  (the built-in methods register their rewards, formats and templates)
 from ._plumbing import lazy_exports
 from ._version import __version__
 from .errors import ConfigError, CurriculumError, DataError, SkipReport, WrongDatasetError

@@ -12,7 +12,7 @@ title, so each passage gets a *label*: its title, made unique within the row whe
 Other output formats (the companion papers' tags) are added by registering a template under a new name; the
 builder looks templates up by name only. The matching completion parser lives in
 :mod:`rag_curriculum.rewards` under the same name. CRAFT's five trace formats (``craft-v1`` ... ``craft-v5``,
-:mod:`rag_curriculum.rewards._craft_format`) cite documents by *number*: a template with ``citation="index"``
+:mod:`rag_curriculum.methods.craft`) cite documents by *number*: a template with ``citation="index"``
 labels its passages ``"1"``, ``"2"``, ... (from ``index_base``), so gold labels are the gold documents' numbers.
 
 >>> unique_labels(["Euro", "Ohio", "Euro", "Euro"])
@@ -216,11 +216,6 @@ TEMPLATES.register(
     PromptTemplate(name="rag-rl", system_prompt=RAG_RL_SYSTEM_PROMPT, instructions=RAG_RL_USER_INSTRUCTIONS,
                    response_prefix=RAG_RL_RESPONSE_PREFIX, response_stop=("</answer>",)),
 )
-for _v in range(1, 6):  # CRAFT's trace formats, resolved on first use (docs/craft.md)
-    TEMPLATES.register(f"craft-v{_v}", f"rag_curriculum.rewards._craft_format:CRAFT_V{_v}_TEMPLATE")
-# Search agents' prompts (docs/search-agents.md), for rows of questions without passages (Search-R1's data files)
-TEMPLATES.register("search-r1", "rag_curriculum.agents._search_r1:SEARCH_R1_BUILD_TEMPLATE")
-TEMPLATES.register("search-r1-original", "rag_curriculum.agents._search_r1:SEARCH_R1_ORIGINAL_BUILD_TEMPLATE")
 
 
 #: What separates the messages' texts (and the prompt from the response prefix) in a completion-style prompt.
@@ -302,6 +297,44 @@ def completion_style() -> dict[str, object]:
         if t.response_prefix or t.response_stop:
             prefixes[name], stops[name] = t.response_prefix, list(t.response_stop)
     return {"style": "completion", "separator": COMPLETION_SEPARATOR, "response_prefixes": prefixes, "stop": stops}
+
+
+@dataclass(frozen=True)
+class SearchTemplate:
+    """A search agent's prompt: one user message made from the question."""
+
+    name: str
+    text: str
+
+    def render(self, question: str) -> list[dict[str, str]]:
+        return [{"role": "user", "content": self.text.format(question=question.strip())}]
+
+
+#: The search agents' prompt templates (the rollout loop's ``template``), by name; the companion methods register
+#: theirs (:mod:`rag_curriculum.methods`).
+AGENT_TEMPLATES: Registry[SearchTemplate] = Registry("search-agent template", check=SearchTemplate)
+AGENT_TEMPLATES.register("search-tools", "rag_curriculum.agents._protocol:SEARCH_TOOLS_TEMPLATE")
+
+
+def get_agent_template(name: str) -> SearchTemplate:
+    """The search agent's prompt template registered under ``name``.
+
+    Args:
+        name: ``search-r1`` (Search-R1's prompt), ``search-r1-original``, ``search-tools``, ``react``, ``globalrag``, or
+            another of ``AGENT_TEMPLATES``.
+
+    Returns:
+        The template (``render(question)`` gives the prompt messages).
+
+    Raises:
+        UnknownNameError: no template of that name (with a "did you mean").
+
+    Examples:
+        >>> from rag_curriculum.agents import get_agent_template
+        >>> [m["role"] for m in get_agent_template("search-r1").render("Who wrote the Iliad?")]
+        ['user']
+    """
+    return AGENT_TEMPLATES.get(name)
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -14,6 +14,11 @@ first need (a name it does not know, or :meth:`Registry.names`). A name already 
 plug-in that cannot be imported, or is of the wrong type, is refused when it is asked for by name and left out, with
 a warning naming it, when every entry is listed. The groups are :data:`ENTRY_POINT_GROUPS`.
 
+**Methods.** A companion method is a package whose import registers its names (rewards, templates, formats, agent
+templates) in the registries. Installed packages declare theirs as entry points of :data:`METHODS_GROUP`
+(``my-method = "my_pkg.my_method"``); every registry imports them once, on its first need, before it reads its own group
+(:func:`load_methods`); the toolkit's own methods are ``rag_curriculum.methods``, imported with the package.
+
 >>> r = Registry("schedule")
 >>> r.register("linear", len)
 >>> r.get("linear") is len
@@ -55,6 +60,28 @@ ENTRY_POINT_GROUPS = {
     "curriculum controller": "rag_curriculum.controllers",
     "retriever kind": "rag_curriculum.retriever_kinds",
 }
+
+
+#: The entry-point group of companion methods: each entry names a module whose import registers the method.
+METHODS_GROUP = "rag_curriculum.methods"
+_methods_loaded = False
+
+
+def load_methods() -> None:
+    """Import the methods installed packages declare as entry points of :data:`METHODS_GROUP` (once): each one's
+    import registers its names. A method that cannot be imported is left out with a warning naming it."""
+    global _methods_loaded
+    if _methods_loaded:
+        return
+    _methods_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=METHODS_GROUP):
+        try:
+            importlib.import_module(ep.value.partition(":")[0])
+        except Exception as e:  # a broken plug-in must not break the toolkit: it is named and left out
+            log.warning("method %r (entry point of %s) left out: %r cannot be imported (%s: %s)", ep.name,
+                        METHODS_GROUP, ep.value, type(e).__name__, e)
 
 
 def import_dotted(path: str) -> Any:
@@ -134,7 +161,8 @@ class Registry(Generic[T]):
 
     def discover(self) -> None:
         """Read the entry points installed packages declare for this registry (once; a name already registered
-        keeps its entry)."""
+        keeps its entry); the installed methods first (:func:`load_methods`), which register into any registry."""
+        load_methods()
         if self._discovered:
             return
         self._discovered = True

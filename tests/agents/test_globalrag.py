@@ -10,11 +10,11 @@ import pytest
 from conftest import HOTPOT_HUB, HOTPOT_TRAIN, MUSIQUE_TRAIN, TWOWIKI_TRAIN
 from support.cli_runs import one_error, run
 
-from rag_curriculum.agents import get_agent_template, teacher_plans
-from rag_curriculum.agents._globalrag import gold_plan, gold_plans, render_table1
+from rag_curriculum.agents import get_agent_template
 from rag_curriculum.agents.globalrag import main
 from rag_curriculum.errors import DataError
-from rag_curriculum.grammar import (
+from rag_curriculum.loaders import load_examples
+from rag_curriculum.methods.globalrag import (
     FORMAT_ERRORS,
     PLAN_ERRORS,
     Plan,
@@ -24,9 +24,10 @@ from rag_curriculum.grammar import (
     parse_plan,
     plan_from_questions,
     read_plans,
+    teacher_plans,
     write_plans,
 )
-from rag_curriculum.loaders import load_examples
+from rag_curriculum.methods.globalrag._agent import gold_plan, gold_plans, render_table1
 
 
 # -- the prompt -----------------------------------------------------------------------------------------------

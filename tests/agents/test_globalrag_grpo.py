@@ -23,7 +23,7 @@ def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
     from rag_retriever import IndexConfig, build_index
     from support.cli_runs import run
 
-    from rag_curriculum.rewards._globalrag import GlobalRagReward
+    from rag_curriculum.methods.globalrag._reward import GlobalRagReward
     from rag_curriculum.train import compose_train_config, train
 
     tmp = tmp_path_factory.mktemp("globalrag-run")
@@ -53,8 +53,8 @@ def trained(tmp_path_factory, tiny_model_dir, min_max_shards):
 
 
 def test_three_steps_with_the_globalrag_reward(trained):
-    from rag_curriculum.grammar import parse_globalrag
-    from rag_curriculum.rewards._globalrag import anneal_weight
+    from rag_curriculum.methods.globalrag import parse_globalrag
+    from rag_curriculum.methods.globalrag._reward import anneal_weight
 
     result, calls = trained
     assert result.global_step == 3

@@ -1,6 +1,6 @@
 """ReAct's turn parser (typed errors, never a silent answer), its observations (Search's first sentences, Lookup's
 cursor, invalid-action feedback) and the CRAG-inspired consistency score, best-of-N and self-consistency on
-hand-made trajectories, against values worked out by hand from the definitions in agents/_react.py."""
+hand-made trajectories, against values worked out by hand from the definitions in methods/react_crag/_agent.py."""
 
 from __future__ import annotations
 
@@ -9,22 +9,20 @@ import math
 
 import pytest
 
-from rag_curriculum.agents import (
+from rag_curriculum.agents import Hit, SearchCall, Trajectory
+from rag_curriculum.grammar import Segment
+from rag_curriculum.methods.react_crag import (
     REACT_ERRORS,
     CragWeights,
-    Hit,
     ReActFormat,
     ReActStep,
-    SearchCall,
-    Trajectory,
     best_of_n,
     consistency_score,
     parse_react_turn,
     react_steps,
     self_consistency,
 )
-from rag_curriculum.agents._react import REACT_PROMPT, page_sentences, split_thought
-from rag_curriculum.grammar import Segment
+from rag_curriculum.methods.react_crag._agent import REACT_PROMPT, page_sentences, split_thought
 
 
 @pytest.mark.parametrize(
@@ -211,9 +209,10 @@ def fewshot_registry():
 
 
 def test_react_fewshot_template_is_built_as_react_builds_it(tmp_path, fewshot_registry):
-    from rag_curriculum.agents import get_agent_template, react_fewshot_template
-    from rag_curriculum.agents._react import REACT_INSTRUCTION
+    from rag_curriculum.agents import get_agent_template
     from rag_curriculum.errors import ConfigError
+    from rag_curriculum.methods.react_crag import react_fewshot_template
+    from rag_curriculum.methods.react_crag._agent import REACT_INSTRUCTION
 
     # a hand-made file in the layout of ReAct's prompts/prompts_naive.json (its webthink_simple6 key)
     examples = (

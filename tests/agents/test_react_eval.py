@@ -12,9 +12,10 @@ from conftest import MUSIQUE_TRAIN
 from typer.testing import CliRunner
 
 from rag_curriculum._metrics import answer_scores, normalize_answer
-from rag_curriculum.agents import REACT_ERRORS, STATUSES
-from rag_curriculum.agents._react import page_sentences
+from rag_curriculum.agents import STATUSES
 from rag_curriculum.cli import app
+from rag_curriculum.methods.react_crag import REACT_ERRORS
+from rag_curriculum.methods.react_crag._agent import page_sentences
 
 pytest.importorskip("bm25s")
 runner = CliRunner()
@@ -248,9 +249,10 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
     from support.agent_policies import react_search_then_finish
     from support.servers import free_port
 
-    from rag_curriculum.agents import HttpRetriever, IndexRetriever, ReActFormat, RolloutConfig, run_rollouts
+    from rag_curriculum.agents import HttpRetriever, IndexRetriever, RolloutConfig, run_rollouts
     from rag_curriculum.generation import SamplingConfig
     from rag_curriculum.generation._scripted import ScriptedBackend
+    from rag_curriculum.methods.react_crag import ReActFormat
 
     ix = load_index(index_dir)
     port = free_port()
@@ -290,7 +292,7 @@ def test_eval_react_with_react_fewshot_prompt_file(index_dir, min_max_shards, mi
     """`--template prompts_naive.json` (a copy of ReAct's file; here a hand-made one in its layout): every
     trajectory's prompt is ReAct's few-shot prompt, built as its notebook builds it."""
     from rag_curriculum.agents import AGENT_TEMPLATES
-    from rag_curriculum.agents._react import REACT_INSTRUCTION
+    from rag_curriculum.methods.react_crag._agent import REACT_INSTRUCTION
 
     examples = "\nQuestion: Q?\nThought 1: t\nAction 1: Finish[A]\n"
     path = tmp_path / "prompts_naive.json"

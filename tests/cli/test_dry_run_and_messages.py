@@ -339,7 +339,7 @@ def test_search_environment_resets_from_a_pandas_row_and_says_when_nothing_match
 
 
 def test_the_tool_route_searches_first_when_its_first_turn_is_a_search(index_dir, max_dir):
-    from rag_curriculum.rewards._search import from_environments
+    from rag_curriculum.methods.search_r1 import from_environments
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import SearchEnvironment
 

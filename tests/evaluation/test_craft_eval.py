@@ -161,7 +161,7 @@ def test_eval_template_errors(tmp_path, shared_data):
 def test_variants_table_of_compared_runs():
     """`eval compare` of a base run and a trained run, each in two variants: one block per model (runs that share a
     model name are told apart by their run), one row per variant, the datasets side by side."""
-    from rag_curriculum.evaluation._craft import render_variants_table
+    from rag_curriculum.methods.craft import render_variants_table
 
     def entry(run, model, template, dataset, em, faith=None):
         overall = {"exact_match": em, "answer_f1": em, "evidence_f1": None if template == "craft-v4" else 0.5,

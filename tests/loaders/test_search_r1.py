@@ -155,7 +155,7 @@ def test_a_row_with_neither_a_question_nor_a_user_message_is_refused_naming_it(m
 def test_eval_agent_asks_a_search_r1_file(merged, tmp_path, tiny_index):
     """eval --agent --data train.parquet: one set per data_source, scored by the same reader as training; with
     --reward search-r1, Search-R1's own reward of each trajectory (its prompt and text, the file's target) too."""
-    from rag_curriculum.rewards import search_r1_score
+    from rag_curriculum.methods.search_r1 import search_r1_score
 
     out = tmp_path / "ev"
     r = runner.invoke(app, ["eval", "--agent", "search-r1", "--retriever", str(tiny_index), "--backend", "scripted",

@@ -17,7 +17,7 @@ from rag_curriculum.rewards import get_reward
 ANSWER = "<think>t</think><search>q</search><information>i</information><think>Paris it is</think><answer>Paris</answer>"
 DONE = {"rag-rl": "<reasoning>r</reasoning>\n<answer>\nFinal answer: Paris\nSupporting passages: France\n</answer>",
         "craft": "<plan>p</plan><gold_docs>[1]</gold_docs><reason>[1] Paris</reason><answer>Paris</answer>"}
-JUDGE = {"backend": "scripted", "model": "rag_curriculum.rewards:lexical_judge", "cache_dir": None}
+JUDGE = {"backend": "scripted", "model": "rag_curriculum.methods.veritas:lexical_judge", "cache_dir": None}
 OPTIONS = {"rag-rl": {}, "craft": {}, "veritas": {"judge": JUDGE}, "search-em": {}, "search-f1": {},
            "globalrag": {"embedder": "hash", "missing_plan": "zero"}}
 TRAJ = {"answer": "Paris", "errors": [], "segments": [{"source": "model", "text": ANSWER}],

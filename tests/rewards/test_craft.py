@@ -8,10 +8,10 @@ import pickle
 import pytest
 
 from rag_curriculum.errors import ConfigError
+from rag_curriculum.methods.craft._format import CRAFT_REASONS, CRAFT_VARIANTS, cited_documents, parse_craft
+from rag_curriculum.methods.craft._reward import CraftReward, boundary_check
 from rag_curriculum.prompts import Passage, get_template
 from rag_curriculum.rewards import get_format, get_parser, get_reward, score_completion
-from rag_curriculum.rewards._craft import CraftReward, boundary_check
-from rag_curriculum.rewards._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, cited_documents, parse_craft
 from rag_curriculum.train import reward_funcs_from_config
 from rag_curriculum.verl.rewards import compute_craft_score
 

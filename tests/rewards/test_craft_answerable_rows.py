@@ -13,8 +13,8 @@ def test_craft_rewards_score_an_unanswerable_row_as_the_eval_does(shared_data, t
     unchanged; through TRL's keyword columns, the verl entry point and the registry's craft-evidence."""
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.evaluation._scoring import score_row
+    from rag_curriculum.methods.craft._format import parse_craft
     from rag_curriculum.rewards import get_reward
-    from rag_curriculum.rewards._craft_format import parse_craft
     from rag_curriculum.shards import load_hf_dataset
     from rag_curriculum.verl.rewards import compute_craft_score
 

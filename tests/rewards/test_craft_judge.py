@@ -12,8 +12,8 @@ import pytest
 
 from rag_curriculum.errors import ConfigError, UnknownNameError
 from rag_curriculum.generation._scripted import ScriptedBackend
+from rag_curriculum.methods.craft._judge import DEFAULT_PROMPT, CraftJudge
 from rag_curriculum.rewards import get_reward
-from rag_curriculum.rewards._judge import DEFAULT_PROMPT, CraftJudge
 
 from .test_craft import CASE1_BASE, CASE1_CRAFT, CASE2_CRAFT, v1
 
@@ -171,8 +171,8 @@ def test_a_real_model_as_the_judge(tmp_path, tiny_model_dir):
 
 
 def test_rerender_numbers_from_zero_or_one():
-    from rag_curriculum.evaluation._craft import rerender
     from rag_curriculum.evaluation._run import EvalSet
+    from rag_curriculum.methods.craft import rerender
 
     row = {"id": "r", "question": "Q?", "template": "rag-rl", "gold_labels": ["B"], "extra_info": {"labels": ["A", "B"]},
            "passages": [{"label": "A", "title": "A", "text": "a", "is_gold": False},

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.grammar import plan_from_questions
-from rag_curriculum.rewards import get_reward
-from rag_curriculum.rewards._globalrag import (
+from rag_curriculum.methods.globalrag import plan_from_questions
+from rag_curriculum.methods.globalrag._reward import (
     GlobalRagReward,
     anneal_weight,
     graph_edit_distance,
     max_common_matchings,
     structural_reward,
 )
+from rag_curriculum.rewards import get_reward
 
 GOLD = plan_from_questions([("Who directed Up?", "#1", "Pete Docter"), ("When was #1 born?", "#2", "October 9, 1968")])
 ANSWERS = ["October 9, 1968"]
@@ -119,7 +119,7 @@ def test_the_bounded_search_finds_networkx_exact_distance():
 
     import networkx as nx
 
-    from rag_curriculum.rewards._globalrag import _ged, _graph
+    from rag_curriculum.methods.globalrag._reward import _ged, _graph
 
     rng = random.Random(0)
 
@@ -143,7 +143,7 @@ def test_the_exact_small_graph_distance_is_networkx_graph_edit_distance():
 
     import networkx as nx
 
-    from rag_curriculum.rewards._globalrag import EXACT_MAX_NODES, _ged, _ged_small, _graph
+    from rag_curriculum.methods.globalrag._reward import EXACT_MAX_NODES, _ged, _ged_small, _graph
 
     assert EXACT_MAX_NODES == 7
     rng = random.Random(7)
@@ -252,7 +252,7 @@ def test_a_comparison_plan_without_gold_sub_answers():
 
 # -- the TRL interface ----------------------------------------------------------------------------------------
 def test_trl_call_reads_the_trainer_step_and_logs_components(tmp_path):
-    from rag_curriculum.grammar import write_plans
+    from rag_curriculum.methods.globalrag import write_plans
 
     plans = tmp_path / "plans.jsonl"
     write_plans(plans, [{"id": "q1", **GOLD.to_dict()}])
@@ -287,7 +287,7 @@ def test_trl_call_reads_the_trainer_step_and_logs_components(tmp_path):
 
 def test_sentence_transformers_embedder_on_a_model_built_on_the_spot(tiny_model_dir):
     pytest.importorskip("sentence_transformers", reason="the globalrag extra installs sentence-transformers")
-    from rag_curriculum.rewards._globalrag import SentenceTransformerEmbedder
+    from rag_curriculum.methods.globalrag._reward import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder(str(tiny_model_dir), prefix="query: ", device="cpu")
     v = emb(["Who directed Up?", "When was #1 born?"])

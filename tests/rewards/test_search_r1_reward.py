@@ -15,9 +15,14 @@ from support.search_r1_trajectories import BEHAVIOURS, SETTINGS, TABLE, digest, 
 
 from rag_curriculum._metrics import normalize_answer
 from rag_curriculum.errors import ConfigError, DataError, RewardInputError
-from rag_curriculum.rewards import SearchR1Reward, get_reward, search_r1_score
-from rag_curriculum.rewards._search import SearchEmReward
-from rag_curriculum.rewards._search_r1 import search_r1_sequence, search_r1_target
+from rag_curriculum.methods.search_r1 import (
+    SearchEmReward,
+    SearchR1Reward,
+    search_r1_score,
+    search_r1_sequence,
+    search_r1_target,
+)
+from rag_curriculum.rewards import get_reward
 
 
 @pytest.fixture(scope="module")

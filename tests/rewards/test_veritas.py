@@ -11,8 +11,7 @@ import pytest
 
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.generation._scripted import ScriptedBackend
-from rag_curriculum.rewards import get_reward
-from rag_curriculum.rewards._veritas import (
+from rag_curriculum.methods.veritas._reward import (
     INFO_THINK_PROMPT,
     PAPER_WEIGHTS,
     THINK_SEARCH_PROMPT,
@@ -28,6 +27,7 @@ from rag_curriculum.rewards._veritas import (
     trajectory_blocks,
     trajectory_pairs,
 )
+from rag_curriculum.rewards import get_reward
 
 # The appendix's Tables 3 and 4, copied from ../shared/papers/veritas.txt (whitespace aside).
 PAPER_TABLE_3 = """You are a helpful judge. The content between <think></think> is a language model's reasoning
@@ -446,7 +446,7 @@ def test_agreement_and_kappa_by_hand():
 
 
 def test_agreement_from_label_files(tmp_path):
-    from rag_curriculum.rewards._veritas import read_labels
+    from rag_curriculum.methods.veritas._reward import read_labels
 
     ours = tmp_path / "pairs.jsonl"
     ref = tmp_path / "claude.jsonl"

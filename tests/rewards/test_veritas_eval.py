@@ -15,7 +15,7 @@ from rag_curriculum.cli import app
 
 pytest.importorskip("bm25s")
 runner = CliRunner()
-JUDGE = "scripted:rag_curriculum.rewards._veritas:lexical_judge"
+JUDGE = "scripted:rag_curriculum.methods.veritas._reward:lexical_judge"
 
 
 def policy(messages, n, seed):
@@ -65,7 +65,7 @@ def base(index_dir, shards) -> list[str]:
 
 @pytest.mark.slow
 def test_eval_with_veritas_faithfulness(index_dir, min_max_shards, tmp_path):
-    from rag_curriculum.rewards._veritas import think_answer, trajectory_pairs
+    from rag_curriculum.methods.veritas._reward import think_answer, trajectory_pairs
 
     out = tmp_path / "run"
     args = [

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from rag_curriculum.rewards._veritas import (  # noqa: E402
+from rag_curriculum.methods.veritas._reward import (  # noqa: E402
     INFO_THINK_PROMPT,
     THINK_SEARCH_PROMPT,
     VeritasJudge,

@@ -32,8 +32,8 @@ MUSIQUE_TRAIN = ROOT.parent / "shared" / "data" / "musique" / "musique_ans_v1.0_
 @pytest.fixture(scope="module")
 def run(shards, tiny_model_dir, tmp_path_factory):
     from rag_curriculum import load_examples
-    from rag_curriculum.agents._globalrag import gold_plans
-    from rag_curriculum.grammar import write_plans
+    from rag_curriculum.methods.globalrag import write_plans
+    from rag_curriculum.methods.globalrag._agent import gold_plans
 
     out = tmp_path_factory.mktemp("globalrag-verl")
     records, counts = gold_plans(load_examples("musique", MUSIQUE_TRAIN))

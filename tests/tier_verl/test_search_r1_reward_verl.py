@@ -47,7 +47,7 @@ def _verl_em(text: str, target) -> float:
 def _verls_rules(text: str, target) -> float:
     """verl's copy, as its source reads: one match is enough, more than ten <answer> or </answer> divide by 4."""
     from rag_curriculum.grammar import search_r1_answer_matches
-    from rag_curriculum.rewards._search_r1 import em_check
+    from rag_curriculum.methods.search_r1._reward import em_check
 
     matches = search_r1_answer_matches(text)
     if not matches:

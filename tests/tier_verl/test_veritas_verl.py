@@ -76,7 +76,7 @@ def test_verls_loader_and_the_batch_call_give_eq_1(overrides, compose_verl_confi
 
     judge = [
         f"{KW}.judge.backend=scripted",
-        f"{KW}.judge.model=rag_curriculum.rewards._veritas:lexical_judge",
+        f"{KW}.judge.model=rag_curriculum.methods.veritas._reward:lexical_judge",
         f"{KW}.judge.cache_dir=null",
     ]
     cfg = compose_verl_config([o for o in overrides if not o.startswith(f"{KW}.judge.")] + judge)

@@ -10,7 +10,7 @@ pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scrip
 
 from rag_curriculum._plumbing import derive_seed  # noqa: E402
 from rag_curriculum.generation import SamplingConfig  # noqa: E402
-from rag_curriculum.rewards._veritas import VeritasJudge, VeritasReward, read_label, trajectory_pairs  # noqa: E402
+from rag_curriculum.methods.veritas._reward import VeritasJudge, VeritasReward, read_label, trajectory_pairs  # noqa: E402
 
 TRAJ = (
     "<think>Who directed Jaws?</think><search>Jaws director</search>\n\n<information>Doc 1(Title: Jaws) Jaws "

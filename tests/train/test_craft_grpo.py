@@ -29,8 +29,8 @@ class RecordingCraft:
 
     def __init__(self, **kwargs):
         from rag_curriculum.generation._scripted import ScriptedBackend
+        from rag_curriculum.methods.craft._judge import CraftJudge
         from rag_curriculum.rewards import get_reward
-        from rag_curriculum.rewards._judge import CraftJudge
 
         self.inner = get_reward("craft", judge=CraftJudge(backend=ScriptedBackend(script=judge_script),
                                                           cache_dir=None), **kwargs)
@@ -58,8 +58,8 @@ def shards(tmp_path_factory, shared_data):
 
 
 def test_grpo_with_the_craft_reward(tmp_path, tiny_model_dir, shards):
+    from rag_curriculum.methods.craft._reward import CraftReward
     from rag_curriculum.rewards import register_reward
-    from rag_curriculum.rewards._craft import CraftReward
     from rag_curriculum.train import compose_train_config, train
 
     register_reward("test-recording-craft", RecordingCraft, overwrite=True)

@@ -225,7 +225,7 @@ def test_search_r1_reward_scores_what_search_r1s_manager_decodes(trained, tiny_m
     ``reward_model.ground_truth.target``."""
     from transformers import AutoTokenizer
 
-    from rag_curriculum.rewards import search_r1_score
+    from rag_curriculum.methods.search_r1 import search_r1_score
     from rag_curriculum.shards import read_rows
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))

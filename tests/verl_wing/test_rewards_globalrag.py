@@ -12,7 +12,7 @@ import math
 import pytest
 
 from rag_curriculum.errors import ConfigError
-from rag_curriculum.grammar import plan_from_questions, write_plans
+from rag_curriculum.methods.globalrag import plan_from_questions, write_plans
 from rag_curriculum.verl.rewards import StepClock, compute_globalrag_score, training_step
 
 GOLD = plan_from_questions([("Who directed Jaws?", "#1", "Steven Spielberg"), ("When was #1 born?", "#2", "1946")])

@@ -40,12 +40,11 @@ from ..evaluation import (
     run_agent_eval,
     run_eval,
     table_rows,
-    veritas_table,
     write_plots,
     zero_notes,
 )
 from ..generation import without_engine_options
-from ..rewards import agreement, read_labels
+from ..methods.veritas import agreement, read_labels, veritas_table
 from .common import (
     BACKEND_FLAGS,
     BACKEND_OPTIONS,
@@ -235,7 +234,7 @@ def _run_agent(p: dict[str, Any]) -> None:
         ended.add_row(e["model"], e["set"], format_errors(e), endings(e))
     out.print(table)
     out.print(ended)
-    if cfg.faithfulness:  # VERITAS's Table 6 layout (evaluation/_veritas.py), as in veritas.md
+    if cfg.faithfulness:  # VERITAS's Table 6 layout (methods/veritas), as in veritas.md
         got = veritas_table(summary)
         if got is not None:
             vt = Table(title="VERITAS faithfulness (fractions)", header_style="bold")

@@ -10,9 +10,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..agents import gold_plans, read_agent_summary, render_table1
-from ..grammar import write_plans
 from ..loaders import load_examples
+from ..methods.globalrag import gold_plans, read_agent_summary, render_table1, write_plans
 from .common import out, reported_errors
 
 globalrag_app = typer.Typer(

@@ -10,7 +10,7 @@ from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import file_sha256, shards_digest
 from ._fork import SideTask, die_with_parent
 from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
-from ._lazy import lazy_exports, moved_to
+from ._lazy import lazy_exports, moved_names, moved_to
 from ._lock import held_or_refused, waited
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
 from ._ray import (
@@ -61,6 +61,7 @@ __all__ = [
     "jsonl_records",
     "lazy_exports",
     "mask_secrets",
+    "moved_names",
     "moved_to",
     "output_set_problem",
     "read_jsonl_latest",

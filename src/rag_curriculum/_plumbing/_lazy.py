@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -66,6 +66,28 @@ def moved_to(old: str, new: str) -> Callable[[str], Any]:
         value = getattr(importlib.import_module(new), name)
         warnings.warn(f"{old}.{name} moved to {new}.{name}: import it from there ({old} goes in the next release)",
                       DeprecationWarning, stacklevel=2)
+        return value
+
+    return __getattr__
+
+
+def moved_names(old: str, where: Mapping[str, str],
+                fallback: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a package some of whose names moved: a name of ``where`` (name -> its new module)
+    is looked up in its new module and comes with a :class:`DeprecationWarning` naming the new place; any other
+    name goes to ``fallback`` (the package's own lazy names), or is an :class:`AttributeError`."""
+
+    def __getattr__(name: str) -> Any:
+        new = where.get(name)
+        if new is None:
+            if fallback is None:
+                raise AttributeError(f"module {old!r} has no attribute {name!r}")
+            return fallback(name)
+        import warnings
+
+        value = getattr(importlib.import_module(new), name)
+        warnings.warn(f"{old}.{name} moved to {new}.{name}: import it from there ({old}.{name} goes in the next "
+                      "release)", DeprecationWarning, stacklevel=2)
         return value
 
     return __getattr__

@@ -12,39 +12,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._plumbing import lazy_exports
-from ._globalrag import (  # GlobalRAG: its templates register on import
-    gold_plan,
-    gold_plans,
-    read_agent_summary,
-    render_table1,
-)
-from ._react import (
-    REACT_ERRORS,
-    Consistency,
-    CragWeights,
-    ReActFormat,
-    ReActStep,
-    best_of_n,
-    consistency_score,
-    parse_react_turn,
-    react_fewshot_template,
-    react_steps,
-    self_consistency,
-)
-from ._search_r1 import (
-    AGENT_TEMPLATES,
-    INVALID_ACTION,
-    SEARCH_TOOLS_PROMPT,
-    SearchTemplate,
-    first_search_query,
-    get_agent_template,
-)
+from .._plumbing import lazy_exports, moved_names
+from ..prompts import AGENT_TEMPLATES, SearchTemplate, get_agent_template
+from ._protocol import INVALID_ACTION, SEARCH_TOOLS_PROMPT, first_search_query
 
-# The environment (search difficulty, retrievers, the rollout loop, GlobalRAG's teacher), the TYPE_CHECKING imports
+# The environment (search difficulty, retrievers, the rollout loop), the TYPE_CHECKING imports
 # below, loads on first use: it reads indexes and calls backends. The templates above load with the package, so every
-# template is registered as soon as one is asked for.
-__getattr__, __dir__ = lazy_exports(__name__, globals())
+# template is registered as soon as one is asked for (the methods' own register with rag_curriculum.methods).
+_lazy, __dir__ = lazy_exports(__name__, globals())
+#: Names of the companion methods' agents that moved to rag_curriculum.methods (name -> its new package): imported
+#: from here they still work for one release, each with a DeprecationWarning naming the new place.
+_MOVED = {
+    **dict.fromkeys(("REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "best_of_n", "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps", "self_consistency"), "rag_curriculum.methods.react_crag"),
+    **dict.fromkeys(("gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult",
+                     "teacher_plans"), "rag_curriculum.methods.globalrag"),
+}
+__getattr__ = moved_names(__name__, _MOVED, _lazy)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._difficulty import (
@@ -75,7 +58,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         run_rollouts,
         summarize,
     )
-    from ._teacher import TeacherResult, teacher_plans
 
 __all__ = [
     "AGENT_TEMPLATES", "INVALID_ACTION", "MODES", "P_COLUMN", "SEARCH_TOOLS_PROMPT", "STATUSES", "Hit",
@@ -83,10 +65,5 @@ __all__ = [
     "RowView", "SearchCall", "SearchDifficulty", "SearchTemplate", "Trajectory", "doc_lines",
     "first_search_query", "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
     "run_rollouts", "split_contents", "summarize",
-    # ReAct (+ the CRAG-inspired consistency ranking)
-    "REACT_ERRORS", "Consistency", "CragWeights", "ReActFormat", "ReActStep", "SearchR1Format", "best_of_n",
-    "consistency_score", "parse_react_turn", "react_fewshot_template", "react_steps",
-    "self_consistency",
-    # GlobalRAG
-    "gold_plan", "gold_plans", "read_agent_summary", "render_table1", "TeacherResult", "teacher_plans",
+    "SearchR1Format",
 ]

@@ -37,9 +37,10 @@ from .._plumbing import AsDict, derive_seed
 from ..errors import ConfigError, GenerationError
 from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
+from ..prompts import get_agent_template
 from ._difficulty import RowView, SearchDifficulty
+from ._protocol import INVALID_ACTION
 from ._retrievers import Retriever
-from ._search_r1 import INVALID_ACTION, get_agent_template
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class SearchR1Format:
     """The rollout loop's format hook, Search-R1's tags (the default): the stop strings of a turn, its parser, what
     the environment appends after a search (``observe``), after a format error (``invalid``) and after a turn whose
     action is neither ``search`` nor ``answer`` (``act``: another format's local action, e.g. ReAct's ``Lookup``).
-    Another format (:class:`rag_curriculum.agents.ReActFormat`) implements the same five members; per-trajectory
+    Another format (:class:`rag_curriculum.methods.react_crag.ReActFormat`) implements the same five members; per-trajectory
     state it needs lives in ``Trajectory.state``."""
 
     name = "search-r1"

@@ -4,28 +4,32 @@
     python -m rag_curriculum.agents.globalrag plans --dataset musique --input FILE --out plans/musique-train.jsonl
     python -m rag_curriculum.agents.globalrag table OUT      # an agent evaluation's summary.json, Table 1's layout
 
-``plans`` writes the gold plan graphs of a dataset file (:func:`~rag_curriculum.agents._globalrag.gold_plans`) and
-prints the counts; ``table`` prints :func:`~rag_curriculum.agents._globalrag.render_table1`. Usage errors exit 2
+``plans`` writes the gold plan graphs of a dataset file (:func:`~rag_curriculum.methods.globalrag.gold_plans`) and
+prints the counts; ``table`` prints :func:`~rag_curriculum.methods.globalrag.render_table1`. Usage errors exit 2
 (argparse's), bad input exits 1 with one line naming the file and what to do, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import warnings
 from collections.abc import Sequence
 
 from ..errors import CurriculumError
-from ..grammar import write_plans
 from ..loaders import load_examples
-from ._globalrag import gold_plans, read_agent_summary, render_table1
 
 __all__ = ["main"]
 
 
 def _run(a: argparse.Namespace) -> None:
+    # GlobalRAG lives in rag_curriculum.methods.globalrag, a floor above this package: this deprecated spelling
+    # reaches it by name when it runs, so the agents package imports nothing of a method
+    globalrag = importlib.import_module("rag_curriculum.methods.globalrag")
+    gold_plans, read_agent_summary = globalrag.gold_plans, globalrag.read_agent_summary
+    render_table1, write_plans = globalrag.render_table1, globalrag.write_plans
     if a.cmd == "plans":
         recs, counts = gold_plans(load_examples(a.dataset, a.input), musique_arrows=a.musique_arrows)
         write_plans(a.out, recs)

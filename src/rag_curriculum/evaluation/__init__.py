@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._plumbing import lazy_exports
+from .._plumbing import lazy_exports, moved_names
 
 # The names imported under TYPE_CHECKING below load on first use (the command line imports the configs without
 # pyarrow, numpy or matplotlib).
-__getattr__, __dir__ = lazy_exports(__name__, globals())
+_lazy, __dir__ = lazy_exports(__name__, globals())
+# VERITAS's table moved to rag_curriculum.methods.veritas: imported from here for one release, with a warning
+__getattr__ = moved_names(__name__, {"veritas_table": "rag_curriculum.methods.veritas"}, _lazy)
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from ..errors import EvalError
@@ -60,7 +62,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         summarize,
         summarize_samples,
     )
-    from ._veritas import veritas_table
 
 __all__ = [
     "AgentEvalConfig",
@@ -103,7 +104,6 @@ __all__ = [
     "summarize_entry",
     "summarize_samples",
     "table_rows",
-    "veritas_table",
     "write_plots",
     "zero_notes",
 ]

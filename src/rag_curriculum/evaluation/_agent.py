@@ -7,7 +7,7 @@ returned, and the share of trajectories that saw one), format errors by type and
 turn budget, context budget, format error), with the same breakdowns as the closed-context evaluation (hops, level,
 answerable).
 
-``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`rag_curriculum.agents.ReActFormat`)
+``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`~rag_curriculum.methods.react_crag.ReActFormat`)
 through the same loop; with ``--best-of N`` each question gets N trajectories and the entry adds ReAct+CRAG's
 scores (:func:`score_react`: the trajectory the CRAG-inspired consistency score ranks first, the self-consistency
 majority, the oracle), each trajectory its consistency score and terms, and the table three rows per model.
@@ -38,26 +38,14 @@ from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, retriever_rule, retriever_timeout_rule, rule
-from ..agents import (
-    CragWeights,
-    ReActFormat,
-    RolloutConfig,
-    best_of_n,
-    consistency_score,
-    open_retriever,
-    react_fewshot_template,
-    react_steps,
-    run_rollouts,
-    self_consistency,
-)
+from ..agents import RolloutConfig, open_retriever, run_rollouts
 from ..errors import ConfigError, EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..rewards import SearchR1Reward, search_r1_breakdown, search_r1_sequence, search_r1_target
+from ..methods import react_crag, search_r1, veritas
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._report import write_dataset_card
-from ._veritas import check_config, render_veritas_table, veritas_entry
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +53,7 @@ AGENTS = ("search-r1", "react")
 #: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
 _REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
 _VERITAS_ONLY = ("faithfulness", "judge", "judge_args")  # in the fingerprint only when --faithfulness is given
-#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (rewards/_search_r1.py).
+#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (methods/search_r1).
 EVAL_REWARDS = ("search-r1",)
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
@@ -143,7 +131,7 @@ class AgentEvalConfig:
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
         self._check_react()
         self._check_reward()
-        check_config(self)  # --faithfulness veritas and its judge
+        veritas.check_config(self)  # --faithfulness veritas and its judge
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
             check_model_ref(m.path, backend=self.backend, label=f"model {m.name}", loads=True)
@@ -160,7 +148,7 @@ class AgentEvalConfig:
         if self.template.startswith("search-r1") and self.template != "search-r1":
             raise UsageError(f"--template {self.template} is Search-R1's prompt; --agent react takes react (its "
                              "default) or a template registered for ReAct")
-        known = {f.name for f in fields(CragWeights)}
+        known = {f.name for f in fields(react_crag.CragWeights)}
         for k, v in self.crag_weights.items():
             if k not in known:
                 raise UsageError(f"--crag-weight {k}: no such term; known: {', '.join(sorted(known))}")
@@ -188,25 +176,25 @@ class AgentEvalConfig:
             raise UsageError(f"--reward-arg: {e}") from None
 
     def scorer(self) -> Any:
-        """The ``--reward`` (a :class:`~rag_curriculum.rewards.SearchR1Reward`), or None."""
+        """The ``--reward`` (a :class:`~rag_curriculum.methods.search_r1.SearchR1Reward`), or None."""
         if self.reward is None:
             return None
-        return SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
+        return search_r1.SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
 
     def agent_template(self) -> str:
         """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
         ``react`` for ``--agent react``). For ReAct, a path to a copy of ReAct's ``prompts_naive.json`` gives its
-        few-shot prompt exactly (:func:`~rag_curriculum.agents.react_fewshot_template`)."""
+        few-shot prompt exactly (:func:`~rag_curriculum.methods.react_crag.react_fewshot_template`)."""
         if self.agent == "react" and self.template.endswith(".json"):
-            return react_fewshot_template(self.template).name
+            return react_crag.react_fewshot_template(self.template).name
         return "react" if self.agent == "react" and self.template == "search-r1" else self.template
 
     def fmt(self) -> Any:
         """The rollout loop's turn format (None: Search-R1's)."""
-        return ReActFormat(self.react_sentences) if self.agent == "react" else None
+        return react_crag.ReActFormat(self.react_sentences) if self.agent == "react" else None
 
-    def weights(self) -> CragWeights:
-        return CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
+    def weights(self) -> react_crag.CragWeights:
+        return react_crag.CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
 
     def rollout(self) -> Any:
         return RolloutConfig(template=self.agent_template(), topk=self.topk, max_turns=self.max_turns,
@@ -269,9 +257,9 @@ def reward_scores(reward: Any, rows: Sequence[dict[str, Any]], trajs: Sequence[A
     out = []
     for qi, row in enumerate(rows):
         for t in trajs[qi * m:(qi + 1) * m]:
-            target = search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
-            seq, start = search_r1_sequence(t.prompt, t.text, tokenizer=tok)
-            out.append(search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
+            target = search_r1.search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
+            seq, start = search_r1.search_r1_sequence(t.prompt, t.text, tokenizer=tok)
+            out.append(search_r1.search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
                                            score=reward.score).score)
     return out
 
@@ -337,20 +325,20 @@ def _gold_recall(row: dict[str, Any], t: Any) -> float:
 
 
 def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
-                weights: CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
+                weights: react_crag.CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
     """ReAct+CRAG's scores of ``m`` trajectories per row (row order, then sample order): ``best_of`` (EM / F1 of
     the trajectory the CRAG-inspired consistency score ranks first, with its searches and gold recall),
     ``self_consistency`` (EM / F1 of the majority answer, its agreement rate and the answers' entropy in bits),
     ``oracle`` (EM / F1 of the best sample: pass@m), each a mean over questions (x 100; searches and entropy as
     they are), and the :class:`~rag_curriculum.agents.Consistency` of every trajectory, in order. The mean over
     the ``m`` samples, the ReAct baseline, is :func:`score_trajectories`' ``overall``."""
-    scored = [consistency_score(react_steps(t.segments), weights) for t in trajs]
+    scored = [react_crag.consistency_score(react_crag.react_steps(t.segments), weights) for t in trajs]
     best: dict[str, list[float]] = defaultdict(list)
     vote: dict[str, list[float]] = defaultdict(list)
     oracle: dict[str, list[float]] = defaultdict(list)
     for qi, row in enumerate(rows):
         ts, cs = trajs[qi * m:(qi + 1) * m], scored[qi * m:(qi + 1) * m]
-        pick = best_of_n(cs)
+        pick = react_crag.best_of_n(cs)
         t = ts[pick] if pick is not None else None
         e, f = answer_scores(t.answer, row["answers"]) if t is not None and t.answer is not None else (0.0, 0.0)
         best["em"].append(e)
@@ -358,7 +346,7 @@ def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
         best["searches"].append(float(len(t.searches)) if t is not None else 0.0)
         best["gold_recall"].append(_gold_recall(row, t) if t is not None else 0.0)
         best["answered"].append(float(t is not None))
-        sc = self_consistency([x.answer for x in ts])
+        sc = react_crag.self_consistency([x.answer for x in ts])
         e, f = answer_scores(sc["answer"], row["answers"]) if sc["answer"] is not None else (0.0, 0.0)
         vote["em"].append(e)
         vote["f1"].append(f)
@@ -371,7 +359,7 @@ def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
     def agg(d: dict[str, list[float]], raw: tuple[str, ...] = ()) -> dict[str, float]:
         return {k: round(_mean(v), 3) if k in raw else round(100 * _mean(v), 2) for k, v in d.items()}
 
-    out = {"n": m, "score": "crag-inspired", "weights": (weights or CragWeights()).to_dict(),
+    out = {"n": m, "score": "crag-inspired", "weights": (weights or react_crag.CragWeights()).to_dict(),
            "best_of": agg(best, ("searches",)), "self_consistency": agg(vote, ("entropy",)),
            "oracle": agg(oracle)}
     return out, scored
@@ -519,9 +507,9 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                     react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
                     for dct, c in zip(dicts, scored, strict=True):
                         dct["consistency"] = {"score": c.score, "terms": c.terms}
-                veritas = None
-                if cfg.faithfulness is not None:  # VERITAS (evaluation/_veritas.py): scores under "veritas"
-                    veritas = veritas_entry(cfg, out, model.name, key, rows, dicts)
+                veritas_scores = None
+                if cfg.faithfulness is not None:  # VERITAS (methods/veritas): scores under "veritas"
+                    veritas_scores = veritas.veritas_entry(cfg, out, model.name, key, rows, dicts)
                 extra_scores = None
                 if cfg.reward is not None:  # Search-R1's own reward, beside EM / F1 (in each trajectory too)
                     extra_scores = reward_scores(cfg.scorer(), rows, trajs, cfg.m, backend)
@@ -536,8 +524,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                          **score_trajectories(rows, trajs, cfg.m, search_r1=extra_scores)}
                 if react is not None:
                     entry["react"] = react
-                if veritas is not None:
-                    entry["veritas"] = veritas
+                if veritas_scores is not None:
+                    entry["veritas"] = veritas_scores
                 if not any(p.get("is_gold") for r in rows for p in (r.get("passages") or [])):
                     _drop_gold(entry)  # a set without gold passages (FlashRAG's): no gold recall to report
                 res_path.parent.mkdir(parents=True, exist_ok=True)
@@ -558,7 +546,7 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                        rows="one row per trajectory (model, set, row_id, sample, prompt, segments, searches with "
                             "their passage ids and gold flags, errors, answer, status, turns)")
     if cfg.faithfulness is not None:
-        atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
+        atomic_write_text(out / "veritas.md", veritas.render_veritas_table(summary) or "")
     return summary
 
 

@@ -130,7 +130,7 @@ class EvalConfig:
         "The faithfulness judge as BACKEND:MODEL. CRAFT's (e.g. openai:Qwen3-Max, the paper's; transformers:PATH; "
         "scripted:FILE.json) audits every CRAFT trace with Algorithm 1's checks; with --agent ... --faithfulness "
         "veritas, VERITAS's judges Info-Think and Think-Search (openai:veritas-rm behind vllm serve; "
-        "scripted:rag_curriculum.rewards:lexical_judge, a word-overlap stand-in for CPU runs). Cached on disk."))
+        "scripted:rag_curriculum.methods.veritas:lexical_judge, a word-overlap stand-in for CPU runs). Cached on disk."))
     judge_args: dict[str, Any] = rule(default_factory=dict, flag="--judge-arg", help=(
         "Judge options KEY=VALUE: cache_dir, prompt (a template file), citation_check (judge|rule), max_tokens; "
         "any other key goes to the judge's backend (base_url, api_key, ...)."))

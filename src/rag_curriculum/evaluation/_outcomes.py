@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._titles import _cells, dataset_title, pct, setting_title
 from ..cards import md_table
 from ._scoring import summarize
-from ._titles import _cells, dataset_title, pct, setting_title
 
 __all__ = ["RETRIEVAL_OUTCOMES", "abstention_scores", "add_outcomes", "outcome_sections", "retrieval_outcome"]
 

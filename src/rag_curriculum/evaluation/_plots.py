@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plots import bar_panels, plot_lines
-from ._titles import (
+from .._titles import (
     MAIN_METRICS,
     _dataset_order,
     _index,

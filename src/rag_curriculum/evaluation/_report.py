@@ -15,20 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import atomic_write_text
-from ..cards import md_table
-from ..errors import ConfigError
-from ._craft import render_variants_table
-from ._outcomes import add_outcomes, outcome_sections
-from ._scoring import (
-    BREAKDOWNS,
-    bootstrap_intervals,
-    breakdown,
-    breakdown_by_format,
-    format_reasons,
-    paired_difference,
-    summarize,
-)
-from ._titles import (
+from .._titles import (
     MAIN_METRICS,
     _cells,
     _dataset_order,
@@ -39,6 +26,19 @@ from ._titles import (
     metric_title,
     pct,
     setting_title,
+)
+from ..cards import md_table
+from ..errors import ConfigError
+from ..methods import craft
+from ._outcomes import add_outcomes, outcome_sections
+from ._scoring import (
+    BREAKDOWNS,
+    bootstrap_intervals,
+    breakdown,
+    breakdown_by_format,
+    format_reasons,
+    paired_difference,
+    summarize,
 )
 
 __all__ = [
@@ -444,7 +444,7 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
         lines += ["## Paired differences", "", "Over the questions both sides scored, x 100, with a 95% paired "
                   "bootstrap interval (1,000 resamples of the questions, seed 0, the same resample for both sides): "
                   "an interval that holds 0 does not tell the two apart.", "", md_table(*paired), ""]
-    if (variants := render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
+    if (variants := craft.render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
         lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
                   "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",
                   variants, ""]

@@ -42,9 +42,9 @@ from ..generation import (
     runner,
 )
 from ..generation.runner import read_backend
+from ..methods import craft
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
-from . import _craft as craft
 from ._config import EvalConfig, ModelSpec
 from ._plots import write_plots
 from ._report import (
@@ -440,7 +440,7 @@ def _eval_sets(cfg: EvalConfig, out: Path) -> tuple[list[EvalSet], Any]:
     sets: list[EvalSet] = []
     for d in cfg.data:
         sets += load_eval_sets(d, limit=cfg.limit)
-    if cfg.templates:  # every set in every template asked for (CRAFT's variants: evaluation/_craft.py)
+    if cfg.templates:  # every set in every template asked for (CRAFT's variants: methods/craft)
         sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
     judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
     if judge is not None and not any(craft.craft_variant_of(es) for es in sets):

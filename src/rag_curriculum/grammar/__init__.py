@@ -6,9 +6,8 @@ without importing the environment that made it.
   :data:`TURN_ERRORS`), :func:`information_block` (what the environment appends after a search),
   :func:`parse_trajectory` (a whole trajectory's blocks, the answer being the last ``<answer>``),
   :func:`search_r1_answer_matches` (every ``<answer>`` match, as Search-R1's own reward reads a trajectory);
-* GlobalRAG's plan format (``_globalrag``): :func:`parse_plan`, :class:`Plan` and its graph,
-  :func:`parse_globalrag` (a whole trajectory with :data:`FORMAT_ERRORS`), the plan files (:func:`read_plans`,
-  :func:`write_plans`).
+* the methods' own formats live in their folders (GlobalRAG's plan format: :mod:`rag_curriculum.methods.globalrag`,
+  whose names still import from here for one release, with a :class:`DeprecationWarning`).
 
 It imports nothing of the toolkit above the errors, the metrics and the plumbing (``tests/test_layers.py``).
 
@@ -20,21 +19,7 @@ It imports nothing of the toolkit above the errors, the metrics and the plumbing
 
 from __future__ import annotations
 
-from ._globalrag import (
-    FORMAT_ERRORS,
-    PLAN_ERRORS,
-    GlobalRagTrace,
-    Plan,
-    PlanCycleError,
-    PlanError,
-    PlanNode,
-    SubPlan,
-    parse_globalrag,
-    parse_plan,
-    plan_from_questions,
-    read_plans,
-    write_plans,
-)
+from .._plumbing import moved_names
 from ._search_r1 import (
     STOP,
     TURN_ERRORS,
@@ -47,9 +32,14 @@ from ._search_r1 import (
     search_r1_answer_matches,
 )
 
+#: GlobalRAG's grammar moved to rag_curriculum.methods.globalrag: its names import from here for one release, each
+#: with a DeprecationWarning naming the new place.
+__getattr__ = moved_names(__name__, dict.fromkeys((
+    "FORMAT_ERRORS", "PLAN_ERRORS", "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "PlanNode",
+    "SubPlan", "parse_globalrag", "parse_plan", "plan_from_questions", "read_plans", "write_plans"),
+    "rag_curriculum.methods.globalrag"))
+
 __all__ = [
-    "FORMAT_ERRORS", "PLAN_ERRORS", "STOP", "TURN_ERRORS", "GlobalRagTrace", "ParsedTrajectory", "Plan",
-    "PlanCycleError", "PlanError", "PlanNode", "Segment", "SubPlan", "Turn", "information_block", "parse_globalrag",
-    "parse_plan", "parse_trajectory", "parse_turn", "plan_from_questions", "read_plans", "search_r1_answer_matches",
-    "write_plans",
+    "STOP", "TURN_ERRORS", "ParsedTrajectory", "Segment", "Turn", "information_block", "parse_trajectory",
+    "parse_turn", "search_r1_answer_matches",
 ]

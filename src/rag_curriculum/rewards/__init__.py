@@ -1,7 +1,7 @@
 """Rewards and metrics: the RAG-RL completion parser, answer / citation / joint metrics, the RAG-RL reward, and
 the registries of output formats and rewards. Importing this package never imports torch, transformers or TRL,
 and its names load on first use (module ``__getattr__``), each from its private module: a reward loads what it
-needs (a judge's backend, an embedder, the trajectory grammar) and nothing of the others.
+needs and nothing of the others.
 
 Metrics (used by partition and eval as well as by the rewards):
 
@@ -16,23 +16,13 @@ evaluation's), with :func:`get_parser` (a template's output format) and :func:`p
 adaptive curricula: :func:`row_gold` (the one reader of gold answers), :func:`row_gold_labels`,
 :func:`row_answerable`, :func:`verl_answers` (verl's ``ground_truth``) and :func:`completion_text`.
 
-CRAFT (docs/craft.md): :func:`parse_craft` (the craft-v1 ... craft-v5 formats, Table 12's error taxonomy),
-:class:`CraftReward` (``"craft"``, with ``"craft-format"``, ``"craft-answer"``, ``"craft-evidence"``,
-``"craft-boundary"``, ``"craft-judge"``) and :class:`CraftJudge` (Algorithm 1 through a generation backend).
+The columns a method's reward reads, checked the same way by every reward: :func:`check_columns`,
+:func:`completion_texts`, :func:`batch_answers`, :func:`column_items`, :func:`trajectory_column`,
+:func:`trajectory_record` and :func:`log_means` (the logged means of a reward's terms).
 
-VERITAS (docs/veritas.md): :class:`VeritasReward` (``"veritas"``: Eq. 1, 0.9 EM + 0.05 Info-Think + 0.02
-Think-Answer, with ``"veritas-em"``, ``"veritas-info-think"``, ``"veritas-think-answer"``,
-``"veritas-think-search"``), :class:`VeritasJudge` (appendix B's prompts through a generation backend),
-:func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement` and :func:`read_labels` (a judge's labels against
-reference labels), :data:`THINK_SEARCH_PROMPT` and :data:`INFO_THINK_PROMPT` (appendix B's judge prompts),
-:func:`lexical_judge` (a word-overlap stand-in judge for CPU smoke runs, not the paper's).
-
-GlobalRAG (docs/globalrag.md): :class:`GlobalRagReward` (``"globalrag"``: Eq. 7, w_t (0.1 R_form + 0.5 R_str +
-0.5 R_sem + 0.5 R_step) + R_answ, with ``"globalrag-format"``, ``"globalrag-structure"``, ``"globalrag-semantic"``,
-``"globalrag-step"``, ``"globalrag-answer"``) and :func:`anneal_weight` (Eq. 6).
-
-Search-R1's own reward (docs/search-agents.md): :class:`SearchR1Reward` (``"search-r1"``: its ``qa_em``
-``compute_score_em`` on the decoded prompt plus response, bit for bit) and :func:`search_r1_score`.
+The companion methods' rewards (CRAFT, VERITAS, GlobalRAG, Search-R1's) live in their folders,
+:mod:`rag_curriculum.methods`, and register in :data:`REWARDS` by name; their names still import from here for one
+release, each with a :class:`DeprecationWarning` naming the new place.
 
 Rewards: :class:`RagRlReward` (TRL-style batched callable; :meth:`RagRlReward.score` gives the components),
 registered as ``"rag-rl"`` with its components ``"rag-rl-answer"``, ``"rag-rl-citation"``, ``"rag-rl-format"``.
@@ -60,38 +50,51 @@ from .._metrics import (
     joint_f1,
     normalize_answer,
 )
-from .._plumbing import lazy_exports
+from .._plumbing import lazy_exports, moved_names
 
 # The names imported under TYPE_CHECKING below load on first use, each from its private module: importing one reward
 # (verl's reward file loads ``rewards._rag_rl``) loads what that reward needs, not every reward's judge, embedder or
 # agent format.
-__getattr__, __dir__ = lazy_exports(__name__, globals())
+_lazy, __dir__ = lazy_exports(__name__, globals())
+
+#: Names of the companion methods' rewards that moved to :mod:`rag_curriculum.methods` (name -> its new package):
+#: imported from here they still work for one release, each with a DeprecationWarning naming the new place.
+_MOVED = {
+    **dict.fromkeys(("CRAFT_REASONS", "CRAFT_VARIANTS", "CraftAnswerReward", "CraftBoundaryReward", "CraftBreakdown",
+                     "CraftEvidenceReward", "CraftFormatReward", "CraftJudge", "CraftJudgeReward", "CraftParse",
+                     "CraftReward", "boundary_check", "cited_documents", "parse_craft"),
+                    "rag_curriculum.methods.craft"),
+    **dict.fromkeys(("GlobalRagBreakdown", "GlobalRagReward", "anneal_weight"),
+                    "rag_curriculum.methods.globalrag"),
+    **dict.fromkeys(("SearchEmReward", "SearchR1Reward", "search_r1_breakdown", "search_r1_score",
+                     "search_r1_sequence", "search_r1_target"),
+                    "rag_curriculum.methods.search_r1"),
+    **dict.fromkeys(("INFO_THINK_PROMPT", "THINK_SEARCH_PROMPT", "VeritasJudge", "VeritasReward", "agreement",
+                     "lexical_judge", "pair_records", "read_labels", "think_answer", "trajectory_pairs"),
+                    "rag_curriculum.methods.veritas"),
+}
+__getattr__ = moved_names(__name__, _MOVED, _lazy)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
+    from ._columns import _items as column_items
     from ._columns import (
+        batch_answers,
+        check_columns,
         completion_text,
+        completion_texts,
+        log_means,
         passage_labels,
         row_answerable,
         row_gold,
         row_gold_labels,
+        trajectory_column,
+        trajectory_record,
         verl_answers,
     )
-    from ._craft import (
-        CraftAnswerReward,
-        CraftBoundaryReward,
-        CraftBreakdown,
-        CraftEvidenceReward,
-        CraftFormatReward,
-        CraftJudgeReward,
-        CraftReward,
-        boundary_check,
-    )
-    from ._craft_format import CRAFT_REASONS, CRAFT_VARIANTS, CraftParse, cited_documents, parse_craft
     from ._formats import FORMATS, OutputFormat, get_format, register_format
-    from ._globalrag import GlobalRagBreakdown, GlobalRagReward, anneal_weight
-    from ._judge import CraftJudge
     from ._parser import (
         DEFAULT_MAX_CHARS,
+        MISSING_TAG,
         REASONS,
         ParsedCompletion,
         find_non_english,
@@ -114,64 +117,34 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         is_abstention,
         score_completion,
     )
-    from ._search import SearchEmReward
-    from ._search_r1 import (
-        SearchR1Reward,
-        search_r1_breakdown,
-        search_r1_score,
-        search_r1_sequence,
-        search_r1_target,
-    )
-    from ._veritas import (
-        INFO_THINK_PROMPT,
-        THINK_SEARCH_PROMPT,
-        VeritasJudge,
-        VeritasReward,
-        agreement,
-        lexical_judge,
-        pair_records,
-        read_labels,
-        think_answer,
-        trajectory_pairs,
-    )
 
 __all__ = [
-    "CRAFT_REASONS",
-    "CRAFT_VARIANTS",
-    "CraftAnswerReward",
-    "CraftBoundaryReward",
-    "CraftBreakdown",
-    "CraftEvidenceReward",
-    "CraftFormatReward",
-    "CraftJudge",
-    "CraftJudgeReward",
-    "CraftParse",
-    "CraftReward",
-    "boundary_check",
-    "cited_documents",
-    "parse_craft",
     "ABSTENTION_ANSWER",
-    "DEFAULT_MAX_CHARS",
-    "FORMATS",
-    "REASONS",
-    "REWARDS",
     "CitationScores",
     "CompletionScore",
+    "DEFAULT_MAX_CHARS",
+    "FORMATS",
+    "MISSING_TAG",
     "OutputFormat",
     "ParsedCompletion",
+    "REASONS",
+    "REWARDS",
     "RagRlAnswerReward",
     "RagRlCitationReward",
     "RagRlFormatReward",
     "RagRlReward",
     "RewardBreakdown",
-    "SearchEmReward",
     "aggregate",
     "answer_f1",
     "answer_scores",
+    "batch_answers",
     "check_abstention_answer",
+    "check_columns",
     "citation_key",
     "citation_scores",
+    "column_items",
     "completion_text",
+    "completion_texts",
     "exact_match",
     "find_non_english",
     "get_format",
@@ -179,6 +152,7 @@ __all__ = [
     "get_reward",
     "is_abstention",
     "joint_f1",
+    "log_means",
     "normalize_answer",
     "parse_completion",
     "passage_labels",
@@ -189,23 +163,7 @@ __all__ = [
     "row_gold_labels",
     "score_completion",
     "split_citations",
+    "trajectory_column",
+    "trajectory_record",
     "verl_answers",
-    "GlobalRagBreakdown",
-    "GlobalRagReward",
-    "anneal_weight",
-    "SearchR1Reward",
-    "search_r1_breakdown",
-    "search_r1_score",
-    "search_r1_sequence",
-    "search_r1_target",
-    "INFO_THINK_PROMPT",
-    "THINK_SEARCH_PROMPT",
-    "VeritasJudge",
-    "VeritasReward",
-    "agreement",
-    "lexical_judge",
-    "pair_records",
-    "read_labels",
-    "think_answer",
-    "trajectory_pairs",
 ]

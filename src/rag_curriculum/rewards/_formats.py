@@ -18,11 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import parse_trajectory
 from ..prompts import PromptTemplate, get_template
 from ..registry import Registry
-from . import _craft_format
-from ._parser import MISSING_TAG, ParsedCompletion, parse_completion
+from ._parser import parse_completion
 
 __all__ = ["FORMATS", "OutputFormat", "get_format", "register_format"]
 
@@ -46,26 +44,6 @@ class OutputFormat:
 
 FORMATS: Registry[OutputFormat] = Registry("output format", check=OutputFormat)
 FORMATS.register("rag-rl", OutputFormat("rag-rl", parse_completion))
-for _v in range(1, 6):  # CRAFT's trace formats (rewards/_craft_format.py): parsers with Table 12's error taxonomy
-    FORMATS.register(f"craft-v{_v}", f"rag_curriculum.rewards._formats:_craft_format_{_v}")
-
-
-def parse_search_answer(text: str, labels: Any = None, *, max_chars: int | None = None) -> ParsedCompletion:
-    """A search agent's completion read as Search-R1 reads it: the answer is the last ``<answer>`` block (no
-    citations; valid when there is one)."""
-    answer = parse_trajectory(text or "").answer
-    if answer is None:
-        return ParsedCompletion("", (), False, MISSING_TAG, "no <answer> ... </answer> block")
-    return ParsedCompletion(answer, (), True)
-
-
-# Search agents' prompts (a build of Search-R1's questions): the answer of the last <answer> block
-FORMATS.register("search-r1", OutputFormat("search-r1", parse_search_answer))
-FORMATS.register("search-r1-original", OutputFormat("search-r1-original", parse_search_answer))
-
-
-def _craft(v: int) -> OutputFormat:
-    return OutputFormat(f"craft-v{v}", getattr(_craft_format, f"parse_craft_v{v}"))
 
 
 def get_format(name: str) -> OutputFormat:
@@ -103,5 +81,3 @@ def register_format(fmt: OutputFormat, *, overwrite: bool = False) -> None:
     """
     FORMATS.register(fmt.name, fmt, overwrite=overwrite)
 
-
-_craft_format_1, _craft_format_2, _craft_format_3, _craft_format_4, _craft_format_5 = (_craft(v) for v in range(1, 6))

@@ -26,29 +26,6 @@ REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
 REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
 REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")
 REWARDS.register("rag-rl-format", "rag_curriculum.rewards._rag_rl:RagRlFormatReward")
-# CRAFT (rewards/_craft.py, docs/craft.md): the total and each term
-for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatReward"),
-                    ("craft-answer", "CraftAnswerReward"), ("craft-evidence", "CraftEvidenceReward"),
-                    ("craft-boundary", "CraftBoundaryReward"), ("craft-judge", "CraftJudgeReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._craft:{_cls}")
-# Search agents (rewards/_search.py, docs/training.md): Search-R1's EM, F1, and the retrieval signals
-for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Reward"),
-                    ("search-gold-found", "SearchGoldFoundReward"), ("search-count", "SearchCountReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._search:{_cls}")
-# Search-R1's own reward, bit for bit (rewards/_search_r1.py, docs/search-agents.md): its qa_em on prompt + response
-REWARDS.register("search-r1", "rag_curriculum.rewards._search_r1:SearchR1Reward")
-# GlobalRAG (rewards/_globalrag.py, docs/globalrag.md): the annealed total R(t) and each term
-for _name, _cls in (("globalrag", "GlobalRagReward"), ("globalrag-format", "GlobalRagFormatReward"),
-                    ("globalrag-structure", "GlobalRagStructureReward"),
-                    ("globalrag-semantic", "GlobalRagSemanticReward"), ("globalrag-step", "GlobalRagStepReward"),
-                    ("globalrag-answer", "GlobalRagAnswerReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._globalrag:{_cls}")
-# VERITAS (rewards/_veritas.py, docs/veritas.md): Eq. 1's total and each term
-for _name, _cls in (("veritas", "VeritasReward"), ("veritas-em", "VeritasEmReward"),
-                    ("veritas-info-think", "VeritasInfoThinkReward"),
-                    ("veritas-think-answer", "VeritasThinkAnswerReward"),
-                    ("veritas-think-search", "VeritasThinkSearchReward")):
-    REWARDS.register(_name, f"rag_curriculum.rewards._veritas:{_cls}")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

@@ -16,7 +16,7 @@ processes, the checkpoints and the resume are the closed-context curriculum's:
    optimiser steps done, ``T`` the run's. Both training routes read these columns: the tag protocol's rollout
    (:class:`~rag_curriculum.train.SearchRollout`) and TRL's tool loop, whose ``reset(**row)`` gets the row;
 2. once TRL has scored the completions, each group's success (Search-R1's exact match of the answer the
-   trajectory gave, :class:`~rag_curriculum.rewards.SearchEmReward`; or the weighted total reward) goes to the
+   trajectory gave, :class:`~rag_curriculum.methods.search_r1.SearchEmReward`; or the weighted total reward) goes to the
    controller;
 3. one line per batch goes to ``curriculum_levels.jsonl``: the closed-context keys (``level_target``,
    ``level_mean``, ``success``, ``levels``) plus ``mode`` and ``rows``, the level and ``p`` of every row (one entry
@@ -41,7 +41,8 @@ from typing import Any
 from .._plumbing import read_state, write_state
 from ..agents import P_COLUMN, noise_probability
 from ..errors import ConfigError
-from ..rewards import SearchEmReward, row_gold
+from ..methods import search_r1
+from ..rewards import row_gold
 from .adaptive import PLOT_FILE, STATE_FILE, _count, plot_levels, read_levels
 from .controllers import Controller, GroupResult, batch_success, make_controller
 
@@ -143,7 +144,7 @@ class SearchCurriculumHook:
         ``trajectory`` column of the tag protocol, else the last ``<answer>`` of the completion), or the total."""
         if self.success == "reward":
             return [float(t) for t in totals]
-        em = SearchEmReward(log_components=False)
+        em = search_r1.SearchEmReward(log_components=False)
         return [em.score(c, row_gold(r), r.get("trajectory")).exact_match
                 for r, c in zip(rows, completions, strict=True)]
 

@@ -9,7 +9,7 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
 
 * :func:`compute_score`: RAG-RL (:class:`~rag_curriculum.rewards.RagRlReward`), on a curriculum's rows
   (``recipes/verl/run_grpo.sh``);
-* :func:`compute_craft_score`: CRAFT without its judge (:class:`~rag_curriculum.rewards.CraftReward`), on rows built
+* :func:`compute_craft_score`: CRAFT without its judge (:class:`~rag_curriculum.methods.craft.CraftReward`), on rows built
   with a ``craft-v*`` template;
 * :func:`compute_search_score`: Search-R1's exact match (or F1) of the last answer, on search-agent rows
   (``recipes/verl/run_search_r1.sh``), the toolkit's strict reading;
@@ -17,9 +17,9 @@ Point verl at this file (it loads it by path, so the imports below are absolute)
   prompt plus response), with the reward manager that decodes as Search-R1's does
   (:class:`rag_curriculum.verl.reward_manager.SearchR1RewardManager`; ``REWARD=search-r1`` in
   ``recipes/verl/run_search_r1.sh``);
-* :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.rewards.GlobalRagReward`)
+* :func:`compute_globalrag_score`: GlobalRAG's R(t), Eq. 7 (:class:`~rag_curriculum.methods.globalrag.GlobalRagReward`)
   (``recipes/verl/globalrag_grpo.sh``);
-* :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.rewards.VeritasReward`)
+* :func:`compute_veritas_score`: VERITAS's Eq. 1 (:class:`~rag_curriculum.methods.veritas.VeritasReward`)
   (``recipes/verl/veritas_ppo.sh``).
 
 verl calls each ``f(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` once per response, with
@@ -52,17 +52,15 @@ from typing import Any
 from rag_curriculum._metrics import answer_scores
 from rag_curriculum.errors import ConfigError
 from rag_curriculum.grammar import parse_trajectory
+from rag_curriculum.methods.craft import CraftReward
+from rag_curriculum.methods.globalrag import GlobalRagBreakdown, GlobalRagReward
+from rag_curriculum.methods.search_r1 import search_r1_breakdown, search_r1_target
+from rag_curriculum.methods.veritas import VeritasReward
 from rag_curriculum.rewards import (  # each name loads its own module only (the rewards' lazy exports)
-    CraftReward,
-    GlobalRagBreakdown,
-    GlobalRagReward,
     RagRlReward,
-    VeritasReward,
     passage_labels,
     row_answerable,
     row_gold_labels,
-    search_r1_breakdown,
-    search_r1_target,
     verl_answers,
 )
 
@@ -210,7 +208,7 @@ def compute_craft_score(responses: Responses, **kwargs: Any) -> list[dict[str, f
     """The CRAFT reward for verl (``reward.custom_reward_function.name=compute_craft_score``) on rows built with a
     ``craft-v*`` template: ``{"score": total, "format", "answer", "evidence", "boundary", "acc", ...}``.
 
-    ``reward_kwargs`` set :class:`~rag_curriculum.rewards.CraftReward`'s options (``output_format``, default
+    ``reward_kwargs`` set :class:`~rag_curriculum.methods.craft.CraftReward`'s options (``output_format``, default
     ``craft-v1``; ``terms``; ``weights``; ``normalize``); verl's own keywords are ignored. The judge term is not
     available here: verl hands a reward one response without the row's passages (train with TRL for R_faith).
 
@@ -285,7 +283,7 @@ def compute_search_score(responses: Responses, **kwargs: Any) -> list[dict[str, 
 @verl_reward
 def compute_search_r1_score(responses: Responses, *, prompt_str: str | None = None, format_score: float = 0.0,
                             score: float = 1.0, **kwargs: Any) -> list[dict[str, float]]:
-    """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.rewards._search_r1`) for verl:
+    """Search-R1's own reward (``search-r1``, :mod:`rag_curriculum.methods.search_r1`) for verl:
     ``compute_score_em(prompt_str + solution_str, ground_truth, format_score, score)`` of its ``qa_em.py``, bit for
     bit. The result: ``score``, ``acc`` (the extracted answer matched a gold answer), ``extracted`` (an answer was
     read: two ``<answer>`` matches at least) and ``from_prompt`` (the answer read was the prompt's own example).
@@ -395,8 +393,8 @@ def compute_veritas_score(responses: Responses, *, information_tag: str = "tool_
     registers no ``batch`` manager) or a batch at a time (``data_sources=``, ``solution_strs=``, ``ground_truths=``,
     ``extra_infos=``, as a batch manager of verl's legacy reward workers or your own calls it), which sends the judge
     one batched request for all the responses' pairs. ``reward_kwargs`` are
-    :class:`~rag_curriculum.rewards.VeritasReward`'s fields (``weights``, ``judge`` with
-    :class:`~rag_curriculum.rewards.VeritasJudge`'s, ``aggregate``, ...), e.g.
+    :class:`~rag_curriculum.methods.veritas.VeritasReward`'s fields (``weights``, ``judge`` with
+    :class:`~rag_curriculum.methods.veritas.VeritasJudge`'s, ``aggregate``, ...), e.g.
     ``+reward.custom_reward_function.reward_kwargs.judge.backend=openai``,
     ``...judge.model=veritas-rm``, ``...judge.backend_args.base_url=http://HOST:8001/v1``.
 
@@ -528,7 +526,7 @@ def _globalrag_scores(reward: GlobalRagReward, texts: Sequence[str], truths: Seq
 def compute_globalrag_score(responses: Responses, *, information_tag: str = "tool_response", step: Any = None,
                             prompts_per_step: Any = None, step_offset: Any = 0,
                             **kwargs: Any) -> list[dict[str, float]]:
-    """GlobalRAG's R(t) (:class:`~rag_curriculum.rewards.GlobalRagReward`, Eq. 7) for verl: ``{"score": R(t),
+    """GlobalRAG's R(t) (:class:`~rag_curriculum.methods.globalrag.GlobalRagReward`, Eq. 7) for verl: ``{"score": R(t),
     "acc": R_answ, "form", "structure", "semantic", "sub_answers" (R_step), "weight" (w_t), "train_step" (t), ...}``
     per response (a list for a batch), for GlobalRAG's GRPO run on verl's multi-turn agent loop
     (``recipes/verl/globalrag_grpo.sh``; docs/globalrag.md). ``ground_truth``: ``{"answers": [...]}`` or the

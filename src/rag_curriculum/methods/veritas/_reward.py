@@ -65,12 +65,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple
 
-from .._metrics import answer_scores, normalize_answer
-from .._plumbing import AsDict, derive_seed, jsonl_records
-from ..errors import ConfigError
-from ..generation import SamplingConfig
-from ..grammar import parse_trajectory
-from ._columns import (
+from ..._metrics import answer_scores, normalize_answer
+from ..._plumbing import AsDict, derive_seed, jsonl_records
+from ...errors import ConfigError
+from ...generation import SamplingConfig
+from ...grammar import parse_trajectory
+from ...rewards import (
     batch_answers,
     check_columns,
     completion_text,
@@ -79,7 +79,7 @@ from ._columns import (
     trajectory_column,
     trajectory_record,
 )
-from ._judge import CraftJudge
+from ..craft import CraftJudge
 
 __all__ = [
     "INFO_THINK_PROMPT",
@@ -362,7 +362,7 @@ class PairVerdict(NamedTuple):
 @dataclass
 class VeritasJudge:
     """The VERITAS judge (section 3.3 and appendix B) through any generation backend of the toolkit, with the
-    CRAFT judge's machinery (:class:`~rag_curriculum.rewards._judge.CraftJudge`: the backend built on first use,
+    CRAFT judge's machinery (:class:`~rag_curriculum.rewards.CraftJudge`: the backend built on first use,
     the verdict cache on disk keyed by the SHA-256 of the prompt and the judge's identity).
 
     ``backend``: ``openai`` (an API such as Claude-3.7-Sonnet's through an OpenAI-compatible gateway, or a ``vllm
@@ -888,7 +888,7 @@ _WORD = re.compile(r"[a-z0-9]{4,}")
 
 def lexical_judge(messages: Sequence[Mapping[str, str]], n: int, seed: int) -> list[str]:
     """A stand-in judge for the scripted backend (``backend: scripted, model:
-    rag_curriculum.rewards:lexical_judge``): it answers the paper's two prompts by word overlap, "1" when
+    rag_curriculum.methods.veritas:lexical_judge``): it answers the paper's two prompts by word overlap, "1" when
     the think shares a word of four or more letters with the information (Info-Think) or the search with the think
     (Think-Search), else "0". For CPU smoke runs and demos of the pipeline: **not** the paper's judge.
 

@@ -1,6 +1,6 @@
 """GlobalRAG's rewards (Luo et al., ``../shared/papers/globalrag.txt`` section 3.2, appendix E.4), batched.
 
-For a trajectory with plan graph G against the gold plan graph G̃ (:mod:`rag_curriculum.grammar`):
+For a trajectory with plan graph G against the gold plan graph G̃ (the grammar of this folder):
 
 * **R_str** (Eq. 1) ``= exp(-GED(G, G̃) / (N_G̃ + E_G̃))``: networkx's exact ``graph_edit_distance`` on the
   directed dependency graphs, unit costs, nodes unlabelled (structure only);
@@ -10,7 +10,7 @@ For a trajectory with plan graph G against the gold plan graph G̃ (:mod:`rag_cu
   ``#k = answer`` bound to the matched predicted node; a missing sub-answer counts 0. ``|P_gold|`` counts the gold
   nodes whose sub-answer is known (HotpotQA comparison plans have none: R_step is 0 there, for every rollout);
 * **R_answ** (Eq. 4): exact match of the final ``<answer>`` (SQuAD normalisation, best over the aliases);
-* **R_form** (Eq. 5): 1 when :func:`~rag_curriculum.grammar.parse_globalrag` finds no format error;
+* **R_form** (Eq. 5): 1 when :func:`~rag_curriculum.methods.globalrag.parse_globalrag` finds no format error;
 * **R(t)** (Eq. 7) ``= w_t (α R_form + λ R_str + γ R_sem + δ R_step) + R_answ`` with (Eq. 6 / 15)
   ``w_t = 1 / (1 + exp((t - 0.9 T) / 10))``, t the trainer's global step (TRL's ``trainer_state.global_step``),
   T = 50 (appendix E.4), α = 0.1, λ = γ = δ = 0.5.
@@ -51,11 +51,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._metrics import answer_f1, answer_scores
-from .._plumbing import AsDict, hash64
-from ..errors import ConfigError, RewardInputError
-from ..grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
-from ._columns import batch_answers, check_columns, completion_texts, log_means, trajectory_column
+from ..._metrics import answer_f1, answer_scores
+from ..._plumbing import AsDict, hash64
+from ...errors import ConfigError, RewardInputError
+from ...rewards import batch_answers, check_columns, completion_texts, log_means, trajectory_column
+from ._grammar import GlobalRagTrace, Plan, PlanError, parse_globalrag, read_plans
 
 __all__ = ["GlobalRagBreakdown", "GlobalRagReward", "anneal_weight", "graph_edit_distance", "max_common_matchings",
            "structural_reward"]
@@ -345,7 +345,7 @@ class GlobalRagReward:
     """GlobalRAG's total reward R(t) as a batched TRL reward function (see the module docstring).
 
     Gold plans come from a ``gold_plan`` column (a plan dict per row: ``nodes``, ``edges``) or from ``plans``, a
-    plan file (``python -m rag_curriculum.agents.globalrag plans``) looked up by the row's ``source_id`` (the
+    plan file (``curriculum globalrag plans``) looked up by the row's ``source_id`` (the
     example's id; ``id`` when absent). A row without a gold plan is an error unless ``missing_plan="zero"`` (its
     plan terms are then 0 and counted in ``globalrag/no_gold_plan``)."""
 
@@ -427,7 +427,7 @@ class GlobalRagReward:
                 raise RewardInputError(f"gold_plan is {_show(g)} ({type(g).__name__}), not a plan (a dict with "
                                        "'nodes')", kind="wrong_type", record=where, field="gold_plan",
                                        hint="a gold plan is {nodes: [{question, placeholder, answer}], edges}: "
-                                            "python -m rag_curriculum.agents.globalrag plans writes them")
+                                            "curriculum globalrag plans writes them")
             try:
                 return _plan_of(json.dumps(_plain(g), sort_keys=True, default=str))
             except PlanError as e:
@@ -442,7 +442,7 @@ class GlobalRagReward:
         which = next((f"{n} {c[i]!r}" for n, c in (("source_id", source_id), ("id", ids)) if c is not None), "")
         raise ConfigError(f"no gold plan for completion {i} ({which or 'no id column'})",
                           hint="pass a gold_plan column or plans=FILE holding every training row's id "
-                               "(python -m rag_curriculum.agents.globalrag plans), or missing_plan=zero")
+                               "(curriculum globalrag plans), or missing_plan=zero")
 
     def components(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                    reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,

@@ -1,6 +1,6 @@
 """GlobalRAG's teacher path (Luo et al., appendix D): golden trajectories through a teacher model, kept only when
 their plan is valid, every sub-question was answered within the retrieval budget and the final answer is right.
-Apart from the format (:mod:`rag_curriculum.grammar`) because it runs rollouts: the reward that parses
+Apart from the format (the grammar of this folder) because it runs rollouts: the reward that parses
 GlobalRAG's trajectories loads the format alone."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._metrics import exact_match
-from ..errors import ConfigError
-from ..grammar import parse_globalrag, plan_from_questions
-from ._rollout import RolloutConfig, run_rollouts
+from ..._metrics import exact_match
+from ...agents import RolloutConfig, run_rollouts
+from ...errors import ConfigError
+from ._grammar import parse_globalrag, plan_from_questions
 
 __all__ = ["TeacherResult", "teacher_plans"]
 

@@ -46,19 +46,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from ..errors import ConfigError
-from ._columns import (
+from ...errors import ConfigError
+from ...rewards import (
+    FORMATS,
     batch_answers,
     check_columns,
     completion_text,
     completion_texts,
     row_answerable,
     row_gold_labels,
+    score_completion,
 )
-from ._craft_format import CRAFT_VARIANTS
-from ._formats import FORMATS
+from ._format import CRAFT_VARIANTS
 from ._judge import CraftJudge, checks_for
-from ._scoring import score_completion
 
 __all__ = [
     "CraftAnswerReward",
@@ -134,7 +134,7 @@ class CraftReward:
     normalize: bool = False
     """False: the weighted sum (the paper's reported totals); True: divided by the sum of the weights (Eq. 2)."""
     judge: Any = None
-    """The faithfulness judge: a mapping of :class:`~rag_curriculum.rewards._judge.CraftJudge` options (backend,
+    """The faithfulness judge: a mapping of :class:`~rag_curriculum.methods.craft.CraftJudge` options (backend,
     model, backend_args, aggregate, citation_check, cache_dir, prompt, ...) or a CraftJudge."""
     log_components: bool = True
     """Log batch means of every term through TRL's ``log_metric`` (and format reasons via ``log_extra``)."""

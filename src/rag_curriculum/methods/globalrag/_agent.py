@@ -1,13 +1,12 @@
 """GlobalRAG's agent (Luo et al., ``../shared/papers/globalrag.txt`` section 3, appendices A, D, E): the prompt of
 Figure 7 and gold plan graphs from the datasets' own annotations (the teacher path of appendix D, which runs
-rollouts, is :mod:`rag_curriculum.agents._teacher`), and the evaluation table in the layout of Table 1. The format
-itself (the ``<plan>`` / ``<subPlan>`` / ``<subAnswer>`` blocks, the plan's dependency graph, the trajectory parser
-and the plan files) is the grammar's: :mod:`rag_curriculum.grammar`.
+rollouts, is ``_teacher``), and the evaluation table in the layout of Table 1. The format itself (the ``<plan>`` / ``<subPlan>`` / ``<subAnswer>`` blocks, the plan's dependency graph, the trajectory parser
+and the plan files) is this folder's grammar module.
 
 **Turns.** GlobalRAG's agent acts exactly as Search-R1's does (a turn ends at ``</search>`` or ``</answer>``; the
 environment appends ``<information>``; "action budget 4" is ``max_turns=4``), so the rollout loop runs it with
 Search-R1's turn protocol; only the prompt differs (``template: globalrag``). The plan, ``<subPlan>`` and
-``<subAnswer>`` blocks are judged on the whole trajectory by :func:`~rag_curriculum.grammar.parse_globalrag` (the
+``<subAnswer>`` blocks are judged on the whole trajectory by :func:`~rag_curriculum.methods.globalrag.parse_globalrag` (the
 format reward).
 
 **Templates.** ``globalrag``: Figure 7 (appendix A) word for word, ``{question}`` after "Question:".
@@ -24,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._metrics import normalize_answer
-from ..errors import ConfigError, CurriculumError
-from ..grammar import Plan, PlanError, plan_from_questions
-from ._search_r1 import AGENT_TEMPLATES, SearchTemplate
+from ..._metrics import normalize_answer
+from ...errors import ConfigError, CurriculumError
+from ...prompts import SearchTemplate
+from ._grammar import Plan, PlanError, plan_from_questions
 
 __all__ = ["GLOBALRAG_PROMPT", "gold_plan", "gold_plans", "read_agent_summary", "render_table1"]
 
@@ -100,8 +99,8 @@ GLOBALRAG_RELEASED_PROMPT = (
     "\nQuestion:{question}\n"
 )
 
-AGENT_TEMPLATES.register("globalrag", SearchTemplate("globalrag", GLOBALRAG_PROMPT))
-AGENT_TEMPLATES.register("globalrag-released", SearchTemplate("globalrag-released", GLOBALRAG_RELEASED_PROMPT))
+GLOBALRAG_TEMPLATE = SearchTemplate("globalrag", GLOBALRAG_PROMPT)
+GLOBALRAG_RELEASED_TEMPLATE = SearchTemplate("globalrag-released", GLOBALRAG_RELEASED_PROMPT)
 
 
 # -- gold plans from the datasets' annotations ------------------------------------------------------------------

@@ -76,11 +76,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._metrics import normalize_answer
-from .._plumbing import AsDict
-from ..errors import ConfigError
-from ..grammar import Turn
-from ._search_r1 import AGENT_TEMPLATES, SearchTemplate
+from ..._metrics import normalize_answer
+from ..._plumbing import AsDict
+from ...errors import ConfigError
+from ...grammar import Turn
+from ...prompts import AGENT_TEMPLATES, SearchTemplate
 
 #: ReAct's instruction for HotpotQA (``hotpotqa.ipynb`` of ysymyth/ReAct), verbatim, without its closing line
 #: "Here are some examples." (the toolkit ships no few-shot trajectories; a template with them can be registered).
@@ -95,10 +95,8 @@ REACT_INSTRUCTION = (
 #: The ``react`` template: the instruction, then ``Question: {question}`` as ReAct appends it (``question + "\n"``).
 REACT_PROMPT = REACT_INSTRUCTION + "Question: {question}\n"
 
-if (
-    "react" not in AGENT_TEMPLATES.names()
-):  # (a module imported twice, as doctest collection does, registers once)
-    AGENT_TEMPLATES.register("react", SearchTemplate("react", REACT_PROMPT))
+#: The ``react`` agent template (registered by name when the package is imported).
+REACT_TEMPLATE = SearchTemplate("react", REACT_PROMPT)
 
 
 def react_fewshot_template(

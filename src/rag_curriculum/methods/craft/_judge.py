@@ -19,7 +19,7 @@ its ``<gold_docs>`` [8, 4]). The score is the mean of the checks (``aggregate="m
 all pass (``aggregate="all"``: the "Overall" of the paper's case studies and, by its numbers, of its
 Faithfulness column).
 
-The judge prompt is a template file shipped with the package (``rewards/templates/craft_judge.txt``, ``$question``,
+The judge prompt is a template file shipped with the package (``methods/craft/templates/craft_judge.txt``, ``$question``,
 ``$documents``, ``$trace``, ``$checks``, ``$labels``, ``$example``; ``prompt=PATH`` replaces it). The paper does
 not print its judge prompt: this one is the toolkit's. A verdict is the judge's JSON reply; a reply that is not a
 JSON object with a 0 / 1 for every check asked counts as every check failed (``error`` says why).
@@ -50,10 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .._plumbing import atomic_write_text
-from ..errors import ConfigError
-from ..generation import BACKENDS, SamplingConfig, backend_identity, get_backend
-from ._craft_format import CRAFT_VARIANTS, parse_craft
+from ..._plumbing import atomic_write_text
+from ...errors import ConfigError
+from ...generation import BACKENDS, SamplingConfig, backend_identity, get_backend
+from ._format import CRAFT_VARIANTS, parse_craft
 
 __all__ = ["CHECKS", "DEFAULT_PROMPT", "CraftJudge", "Verdict", "checks_for"]
 

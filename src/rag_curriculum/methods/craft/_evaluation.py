@@ -29,12 +29,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..cards import md_table
-from ..errors import ConfigError
-from ..prompts import get_template
-from ..rewards import CRAFT_VARIANTS, FORMATS, CraftJudge, boundary_check, parse_craft
-from ..rewards import aggregate as _aggregate
-from ._titles import _dataset_order, _setting_order, dataset_title, pct, setting_title
+from ..._titles import _dataset_order, _setting_order, dataset_title, pct, setting_title
+from ...cards import md_table
+from ...errors import ConfigError
+from ...prompts import get_template
+from ...rewards import FORMATS
+from ...rewards import aggregate as _aggregate
+from ._format import CRAFT_VARIANTS, parse_craft
+from ._judge import CraftJudge
+from ._reward import boundary_check
 
 __all__ = ["CRAFT_FIELDS", "add_craft_scores", "craft_entry", "craft_variant_of", "make_judge", "rerender",
            "render_variants_table", "result_schema"]

@@ -56,8 +56,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..prompts import PromptTemplate
-from ._parser import ParsedCompletion
+from ...prompts import PromptTemplate
+from ...rewards import OutputFormat, ParsedCompletion
 
 __all__ = [
     "CRAFT_REASONS",
@@ -328,3 +328,10 @@ parse_craft_v2 = _parser("craft-v2")
 parse_craft_v3 = _parser("craft-v3")
 parse_craft_v4 = _parser("craft-v4")
 parse_craft_v5 = _parser("craft-v5")
+
+#: The output formats (a template's name paired with the parser of its completions), registered by name.
+CRAFT_V1_FORMAT = OutputFormat("craft-v1", parse_craft_v1)
+CRAFT_V2_FORMAT = OutputFormat("craft-v2", parse_craft_v2)
+CRAFT_V3_FORMAT = OutputFormat("craft-v3", parse_craft_v3)
+CRAFT_V4_FORMAT = OutputFormat("craft-v4", parse_craft_v4)
+CRAFT_V5_FORMAT = OutputFormat("craft-v5", parse_craft_v5)

@@ -1,7 +1,7 @@
 """GlobalRAG's grammar (Luo et al., ``../shared/papers/globalrag.txt`` section 3, appendices A, D, E): the
 ``<plan>`` / ``<subPlan>`` / ``<search>`` / ``<subAnswer>`` / ``<answer>`` format, the plan's dependency graph, and
-the plan files. The agent's side (its prompts, gold plans from the datasets, the teacher and Table 1) is
-:mod:`rag_curriculum.agents`; the reward's (:mod:`rag_curriculum.rewards`) reads trajectories through this module.
+the plan files. The agent's side (its prompts, gold plans from the datasets, Table 1) is ``_agent``, the teacher
+``_teacher``; the reward (``_reward``) reads trajectories through this module.
 
 **The format** (the paper's case studies)::
 
@@ -26,7 +26,7 @@ The plan, ``<subPlan>`` and ``<subAnswer>`` blocks are judged on the whole traje
 >>> parse_plan('{"Q1": ["Where is #2?", "#1"], "Q2": ["Who owns #1?", "#2"]}')
 Traceback (most recent call last):
 ...
-rag_curriculum.grammar._globalrag.PlanCycleError: the plan's dependencies form a cycle: #1 -> #2 -> #1
+rag_curriculum.methods.globalrag._grammar.PlanCycleError: the plan's dependencies form a cycle: #1 -> #2 -> #1
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes, jsonl_records
-from ..errors import ConfigError, DataError
+from ..._plumbing import atomic_write_bytes, jsonl_records
+from ...errors import ConfigError, DataError
 
 __all__ = [
     "FORMAT_ERRORS", "PLAN_ERRORS", "GlobalRagTrace", "Plan", "PlanCycleError", "PlanError", "PlanNode", "SubPlan",

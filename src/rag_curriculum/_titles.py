@@ -1,6 +1,6 @@
 """The names and order of a report's cells: the paper's titles for datasets, settings and metrics, the order of
 datasets and settings, and the (setting, dataset, model) cells of a summary. Shared by the report, its plots, the
-outcome sections and the CRAFT table (:mod:`rag_curriculum.evaluation._report` keeps these names too)."""
+outcome sections and CRAFT's table (:mod:`rag_curriculum.methods.craft`)."""
 
 from __future__ import annotations
 

@@ -48,12 +48,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._gold import gold_answers, read_target, surviving
-from .._metrics import normalize_answer
-from .._plumbing import AsDict
-from ..errors import ConfigError, RewardInputError
-from ..grammar import search_r1_answer_matches
-from ._columns import _items, check_columns, completion_texts
+from ..._gold import gold_answers, read_target, surviving
+from ..._metrics import normalize_answer
+from ..._plumbing import AsDict
+from ...errors import ConfigError, RewardInputError
+from ...grammar import search_r1_answer_matches
+from ...rewards import check_columns, column_items, completion_texts
 
 __all__ = ["SearchR1Breakdown", "SearchR1Reward", "extract_solution", "search_r1_breakdown", "search_r1_score",
            "search_r1_sequence", "search_r1_target"]
@@ -114,7 +114,7 @@ def _messages_text(prompt: Any) -> str:
         return prompt
     if isinstance(prompt, Mapping):
         return str(prompt.get("content") or "")
-    return "".join(str(m.get("content") or "") if isinstance(m, Mapping) else str(m) for m in (_items(prompt) or []))
+    return "".join(str(m.get("content") or "") if isinstance(m, Mapping) else str(m) for m in (column_items(prompt) or []))
 
 
 @functools.lru_cache(maxsize=4)
@@ -127,7 +127,7 @@ def _tokenizer(name: str) -> Any:
 def _prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
     if isinstance(prompt, str):
         return list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    messages = [dict(m) for m in (_items(prompt) or [])]
+    messages = [dict(m) for m in (column_items(prompt) or [])]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     if isinstance(ids, Mapping) or hasattr(ids, "keys"):  # transformers 5 may hand back a BatchEncoding
         ids = ids["input_ids"]

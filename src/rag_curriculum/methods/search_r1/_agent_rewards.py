@@ -40,11 +40,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from .._metrics import answer_scores
-from .._plumbing import AsDict
-from ..errors import ConfigError, RewardInputError
-from ..grammar import parse_trajectory
-from ._columns import (
+from ..._metrics import answer_scores
+from ..._plumbing import AsDict
+from ...errors import ConfigError, RewardInputError
+from ...grammar import parse_trajectory
+from ...rewards import (
     batch_answers,
     check_columns,
     completion_text,

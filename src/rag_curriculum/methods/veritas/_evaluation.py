@@ -1,6 +1,6 @@
 """VERITAS faithfulness in the search-agent evaluation (``curriculum eval --agent search-r1 --faithfulness veritas
 [--judge BACKEND:MODEL --judge-arg KEY=VALUE ...]``; docs/veritas.md): every trajectory is scored by
-:class:`~rag_curriculum.rewards._veritas.VeritasReward`, and each set gets the three measures of the paper's
+:class:`~rag_curriculum.methods.veritas.VeritasReward`, and each set gets the three measures of the paper's
 Table 6 beside EM, as fractions in [0, 1] as the paper reports them:
 
 * **Info-Think**: the mean, over the trajectories with at least one (information, think) pair, of their
@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_bytes
-from ..errors import ConfigError, UsageError
-from ..rewards import VeritasJudge, VeritasReward, pair_records
+from ..._plumbing import atomic_write_bytes
+from ...errors import ConfigError, UsageError
+from ._reward import VeritasJudge, VeritasReward, pair_records
 
 __all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry", "veritas_table"]
 
@@ -61,7 +61,7 @@ BLOCKS = (
 
 
 def check_config(cfg: Any) -> None:
-    """The faithfulness settings of an :class:`~rag_curriculum.evaluation._agent.AgentEvalConfig` (usage errors)."""
+    """The faithfulness settings of an :class:`~rag_curriculum.evaluation.AgentEvalConfig` (usage errors)."""
     if cfg.faithfulness is None:
         if cfg.judge is not None or cfg.judge_args:
             raise UsageError("--judge scores faithfulness: pass --faithfulness veritas with it")
