@@ -16,7 +16,7 @@ from support.cli_runs import one_error, run
 pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
 pytest.importorskip("ray.data", reason="the `ray` extra (ray[data]) is needed for --engine ray")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # a hang's bound: 78 s in CI, 275 s on 2 cores under three jobs
 
 # blocks of 256 passages; a shard is 16 encoder calls of 8 * 4 passages at most, so each block is one shard
 ARGS = ["--kind", "dense", "--device", "cpu", "--no-progress", "--block", "256", "--batch-size", "4"]
