@@ -140,11 +140,11 @@ def test_transformers_bars_are_off_while_converting_for_a_log_and_on_for_a_termi
         def isatty(self):
             return True
 
-    before = gguf_utils.tqdm
+    before, enabled = gguf_utils.tqdm, hf_logging.is_progress_bar_enabled()
     for stream, shown in ((io.StringIO(), False), (Terminal(), True)):
         with quiet_bars_off_a_terminal(stream):
             log = io.StringIO()
             list(gguf_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors...", file=log))
             assert ("de-quantizing" in log.getvalue()) is shown
-            assert hf_logging.is_progress_bar_enabled() is shown
-        assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()
+            assert hf_logging.is_progress_bar_enabled() is (enabled if shown else False)
+        assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled() is enabled
