@@ -109,6 +109,9 @@ def fake_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", mod)
     monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
     _FakeLLM.instances.clear()
+    from rag_curriculum.generation import _vllm_backend
+
+    _vllm_backend._IN_PROCESS.clear()  # another test's engines, never closed, are not this test's
     return mod
 
 
@@ -162,6 +165,7 @@ def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination
     assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "in_process_engine": True}
     assert b.describe()["engine"]["enable_chunked_prefill"] is False
     b.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
+    b.close()
     forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is True
     assert forced.describe()["platform_defaults"] == {"in_process_engine": True}  # chunking: the user's choice
@@ -206,8 +210,16 @@ def test_on_cpu_the_engine_runs_in_process_unless_the_user_chose(fake_vllm, monk
     mine = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].multiprocessing_env == "1" and "in_process_engine" not in mine.describe()["platform_defaults"]
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
-    fake_vllm.platforms.current_platform = _FakePlatform("cuda")
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    # one in-process engine at a time: its shutdown would tear down the state another in-process engine needs
+    second = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    assert _FakeLLM.instances[-1].multiprocessing_env is None and "in_process_engine" not in second.describe()[
+        "platform_defaults"]
+    b.close()
+    third = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    assert _FakeLLM.instances[-1].multiprocessing_env == "0"  # the first one closed: in process again
+    third.close()
+    fake_vllm.platforms.current_platform = _FakePlatform("cuda")
     vb.VLLMBackend("m", max_model_len=300)
     assert _FakeLLM.instances[-1].multiprocessing_env is None  # GPUs: vLLM's own default
 

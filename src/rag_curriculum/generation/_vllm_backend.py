@@ -25,7 +25,8 @@
   ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front. On the
   CPU with one device the engine also runs in the caller's process (``in_process_engine``; vLLM's
   ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), which saves two processes' imports at each start; setting the variable
-  yourself keeps your choice.
+  yourself keeps your choice. One in-process engine at a time: a second made while the first lives runs in vLLM's
+  own processes.
 - Several GPUs: ``tensor_parallel_size`` splits one model over GPUs; for data parallelism run one process per GPU
   on its own shard of the questions (``--num-shards``/``--shard-index`` with ``CUDA_VISIBLE_DEVICES``).
 
@@ -40,6 +41,7 @@ import hashlib
 import logging
 import os
 import time
+import weakref
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -94,6 +96,11 @@ def platform_defaults(platform: Any = None, *, cpu_flags: set[str] | None = None
 #: the engine core's and its worker's processes each import torch and vLLM again, about 60 of a partition run's
 #: 135 s on 2 cores (the same outputs, byte for byte).
 _MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+#: The backends of this process whose engine runs in process. One at a time: an in-process engine's shutdown tears
+#: down vLLM's process-wide parallel state, which another in-process engine still alive would need ("pipeline model
+#: parallel group is not initialized"), so while one lives, the next runs in vLLM's own processes.
+_IN_PROCESS: weakref.WeakSet = weakref.WeakSet()
 
 #: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
 #: build still runs a float32 checkpoint in bfloat16 under ``dtype="auto"``, emulated: Gemma 3 270M generated
@@ -193,7 +200,7 @@ class VLLMBackend:
         self.on_cpu = _is_cpu(current_platform)
         defaults = platform_defaults(current_platform)
         in_process = (defaults.get("in_process_engine", False) and self.tensor_parallel_size == 1
-                      and _MULTIPROCESSING_ENV not in os.environ)
+                      and _MULTIPROCESSING_ENV not in os.environ and not len(_IN_PROCESS))
         self.chosen = {k: v for k, v in defaults.items() if (k != "enable_chunked_prefill"
                        or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")
                        and (k != "in_process_engine" or in_process)}
@@ -221,6 +228,7 @@ class VLLMBackend:
                 self.llm = LLM(**kwargs)
             finally:
                 os.environ.pop(_MULTIPROCESSING_ENV, None)
+            _IN_PROCESS.add(self)
         else:
             self.llm = LLM(**kwargs)
         self.max_model_len = self._engine_max_len(max_model_len)
@@ -348,6 +356,7 @@ class VLLMBackend:
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None
+        _IN_PROCESS.discard(self)
         if llm is not None:
             engine = getattr(llm, "llm_engine", None)
             shutdown = getattr(engine, "shutdown", None) or getattr(getattr(engine, "engine_core", None),
