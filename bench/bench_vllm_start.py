@@ -1,5 +1,5 @@
-"""A `curriculum partition --backend vllm` run on vLLM's CPU build, its engine in the calling process (the toolkit's
-CPU default) against vLLM's own engine-core and worker processes (``VLLM_ENABLE_V1_MULTIPROCESSING=1``), the same
+"""A `curriculum partition --backend vllm` run on vLLM's CPU build, its engine in the calling process
+(``--backend-arg in_process_engine=true``) against vLLM's own engine-core and worker processes (the default), the same
 command alternating ``--repeats`` times. On a small run nearly all of the time is the engine's start: each extra
 process imports torch and vLLM again. Both arms must write the same stats.parquet and shards (checked); prints the
 ratio of the medians (in process / separate processes).
@@ -51,12 +51,11 @@ def main() -> None:
                 out = work / f"out-{arm.replace(' ', '-')}-{r}"
                 env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
                 env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-                if arm == "separate processes":
-                    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+                mode = ["--backend-arg", "in_process_engine=true"] if arm == "in process" else []
                 t0 = time.perf_counter()
                 subprocess.run([curriculum, "partition", str(shards), "-o", str(out), "--backend", "vllm", "-M",
                                 str(model), "-k", "4", "--max-tokens", "24", "--no-progress", "--backend-arg",
-                                "enforce_eager=true"], check=True, env=env, capture_output=True)
+                                "enforce_eager=true", *mode], check=True, env=env, capture_output=True)
                 times[arm].append(time.perf_counter() - t0)
                 got = digests(out)
                 assert seen.setdefault(arm, got) == got and got == next(iter(seen.values())), "the arms differ"

@@ -162,13 +162,13 @@ def test_on_cpu_chunked_prefill_is_off_unless_asked_and_the_crashing_combination
     fake_vllm.platforms.current_platform = _FakePlatform("cpu")
     b = VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is False
-    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "in_process_engine": True}
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False}
     assert b.describe()["engine"]["enable_chunked_prefill"] is False
     b.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
     b.close()
     forced = VLLMBackend("m", max_model_len=300, enable_chunked_prefill=True, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["enable_chunked_prefill"] is True
-    assert forced.describe()["platform_defaults"] == {"in_process_engine": True}  # chunking: the user's choice
+    assert forced.describe()["platform_defaults"] == {}  # the user's choice, not the toolkit's
     with pytest.raises(GenerationError, match="--no-question-seeds"):
         forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8), seeds=[1, 2])
     assert forced.generate(PROMPTS, SamplingConfig(n=1, max_tokens=8))  # no per-request seeds: fine
@@ -184,8 +184,7 @@ def test_on_a_cpu_without_native_bf16_a_float32_model_runs_in_float32(fake_vllm,
     monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx2", "fma"})
     b = vb.VLLMBackend("m", max_model_len=300)
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "float32" and b.describe()["dtype"] == "float32"
-    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "in_process_engine": True,
-                                                 "dtype": "float32"}
+    assert b.describe()["platform_defaults"] == {"enable_chunked_prefill": False, "dtype": "float32"}
     asked = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "bfloat16" and "dtype" not in asked.describe()["platform_defaults"]
     monkeypatch.setattr(vb, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
@@ -193,35 +192,34 @@ def test_on_a_cpu_without_native_bf16_a_float32_model_runs_in_float32(fake_vllm,
     assert _FakeLLM.instances[-1].kwargs["dtype"] == "auto"
 
 
-def test_on_cpu_the_engine_runs_in_process_unless_the_user_chose(fake_vllm, monkeypatch):
-    """On the CPU with one device the engine core runs in the caller's process (two processes' imports saved at
-    each start): vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING=0 while the engine is made, and the process's own
-    environment is left as it was; a value the user set is theirs, and several devices keep vLLM's processes."""
+def test_in_process_engine_runs_one_engine_in_the_callers_process(fake_vllm, monkeypatch):
+    """``in_process_engine=True``: vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING=0 while the engine is made (two
+    processes' imports saved at each start), and the process's environment is left as it was; off by default, a
+    value the user set wins, several devices keep vLLM's processes, and while one in-process engine lives the next
+    runs in vLLM's processes (the two would share vLLM's process-wide parallel state)."""
     from rag_curriculum.generation import _vllm_backend as vb
+    from rag_curriculum.generation._base import backend_identity
 
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     fake_vllm.platforms.current_platform = _FakePlatform("cpu")
-    b = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
-    assert _FakeLLM.instances[-1].multiprocessing_env == "0" and b.describe()["platform_defaults"]["in_process_engine"]
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16").close()
+    assert _FakeLLM.instances[-1].multiprocessing_env is None  # the default: vLLM's own processes
+    b = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
+    assert _FakeLLM.instances[-1].multiprocessing_env == "0" and b.in_process_engine
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
-    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", tensor_parallel_size=2)
-    assert _FakeLLM.instances[-1].multiprocessing_env is None
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
-    mine = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
-    assert _FakeLLM.instances[-1].multiprocessing_env == "1" and "in_process_engine" not in mine.describe()["platform_defaults"]
-    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
-    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
-    # one in-process engine at a time: its shutdown would tear down the state another in-process engine needs
-    second = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
-    assert _FakeLLM.instances[-1].multiprocessing_env is None and "in_process_engine" not in second.describe()[
-        "platform_defaults"]
+    second = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
+    assert _FakeLLM.instances[-1].multiprocessing_env is None and not second.in_process_engine
     b.close()
-    third = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16")
+    third = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
     assert _FakeLLM.instances[-1].multiprocessing_env == "0"  # the first one closed: in process again
     third.close()
-    fake_vllm.platforms.current_platform = _FakePlatform("cuda")
-    vb.VLLMBackend("m", max_model_len=300)
-    assert _FakeLLM.instances[-1].multiprocessing_env is None  # GPUs: vLLM's own default
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", tensor_parallel_size=2, in_process_engine=True)
+    assert _FakeLLM.instances[-1].multiprocessing_env is None
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    mine = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
+    assert _FakeLLM.instances[-1].multiprocessing_env == "1" and not mine.in_process_engine
+    # how the engine runs changes no completion: not part of a run's identity
+    assert backend_identity("vllm", "m", {"in_process_engine": True}) == backend_identity("vllm", "m", {})
 
 
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):

@@ -221,7 +221,7 @@ def replays(backend: Any) -> bool:
 #: output, secrets. Every other option is part of :func:`backend_identity`.
 NON_OUTPUT_OPTIONS = frozenset({
     "api_key", "base_url", "concurrency", "max_retries", "timeout", "backoff", "max_backoff",  # openai
-    "gpu_memory_utilization", "call_size", "show_progress",  # vllm
+    "gpu_memory_utilization", "call_size", "show_progress", "in_process_engine",  # vllm
     "delay",  # scripted
 })
 #: The small files of a model directory that decide how prompts are rendered and tokenized and how generation

@@ -22,11 +22,11 @@
 - **Per-platform defaults** (:func:`platform_defaults`), recorded by :meth:`describe`: on vLLM's CPU build,
   chunked prefill is off, because its CPU sampler cannot advance a seeded per-request generator across prefill
   chunks (``RuntimeError: CPU Generator does not use offset``); on GPUs vLLM's own default (on) is kept. An explicit
-  ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front. On the
-  CPU with one device the engine also runs in the caller's process (``in_process_engine``; vLLM's
-  ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), which saves two processes' imports at each start; setting the variable
-  yourself keeps your choice. One in-process engine at a time: a second made while the first lives runs in vLLM's
-  own processes.
+  ``enable_chunked_prefill`` wins, except the CPU combination that would crash, which is refused up front.
+- ``in_process_engine=True`` (``--backend-arg in_process_engine=true``; one device): the engine runs in the calling
+  process (vLLM's ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts; a value you set yourself wins), which saves
+  two processes' imports at each start, half a small CPU run. One in-process engine a process: a second made while
+  the first lives runs in vLLM's own processes.
 - Several GPUs: ``tensor_parallel_size`` splits one model over GPUs; for data parallelism run one process per GPU
   on its own shard of the questions (``--num-shards``/``--shard-index`` with ``CUDA_VISIBLE_DEVICES``).
 
@@ -76,14 +76,14 @@ def platform_defaults(platform: Any = None, *, cpu_flags: set[str] | None = None
     >>> class Cpu:
     ...     def is_cpu(self): return True
     >>> platform_defaults(Cpu(), cpu_flags={"avx2", "fma"})
-    {'enable_chunked_prefill': False, 'in_process_engine': True, 'dtype': 'float32'}
+    {'enable_chunked_prefill': False, 'dtype': 'float32'}
     >>> platform_defaults(Cpu(), cpu_flags={"avx512f", "avx512_bf16"})
-    {'enable_chunked_prefill': False, 'in_process_engine': True}
+    {'enable_chunked_prefill': False}
     """
     if platform is None:
         from vllm.platforms import current_platform as platform
     if _is_cpu(platform):
-        out: dict[str, Any] = {"enable_chunked_prefill": False, "in_process_engine": True}
+        out: dict[str, Any] = {"enable_chunked_prefill": False}
         flags = cpu_flags if cpu_flags is not None else _cpu_flags()
         if flags and not flags & _BF16_FLAGS:  # vLLM's "auto" would run a float32 model in bf16, emulated
             out["dtype"] = "float32"
@@ -91,15 +91,15 @@ def platform_defaults(platform: Any = None, *, cpu_flags: set[str] | None = None
     return {}
 
 
-#: vLLM's switch between an engine core in its own process (its default) and one in the caller's process. On the
-#: CPU, with one device, the toolkit runs it in process (``in_process_engine``) unless the user set the variable:
-#: the engine core's and its worker's processes each import torch and vLLM again, about 60 of a partition run's
-#: 135 s on 2 cores (the same outputs, byte for byte).
+#: vLLM's switch between an engine core in its own process (its default) and one in the caller's process
+#: (``in_process_engine=True``, one device): the engine core's and its worker's processes each import torch and vLLM
+#: again, about 60 of a CPU partition run's 135 s on 2 cores (the same outputs, byte for byte).
 _MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
-#: The backends of this process whose engine runs in process. One at a time: an in-process engine's shutdown tears
-#: down vLLM's process-wide parallel state, which another in-process engine still alive would need ("pipeline model
-#: parallel group is not initialized"), so while one lives, the next runs in vLLM's own processes.
+#: The backends of this process whose engine runs in process. One at a time: two engines in one process share vLLM's
+#: process-wide parallel state, and the second one's teardown leaves the first without it ("pipeline model parallel
+#: group is not initialized"), so while one lives, the next runs in vLLM's own processes. An in-process engine is
+#: for a process that makes one engine (a ``curriculum`` command), hence an option, not the default.
 _IN_PROCESS: weakref.WeakSet = weakref.WeakSet()
 
 #: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
@@ -175,7 +175,8 @@ class VLLMBackend:
                  dtype: str = "auto", gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True,
                  trust_remote_code: bool = False, enforce_eager: bool = False, quantization: str | None = None,
                  seed: int = 0, call_size: int | None = None, show_progress: bool = False,
-                 enable_chunked_prefill: bool | None = None, **engine_kwargs: Any) -> None:
+                 enable_chunked_prefill: bool | None = None, in_process_engine: bool = False,
+                 **engine_kwargs: Any) -> None:
         try:
             import vllm
             from vllm import LLM
@@ -199,11 +200,15 @@ class VLLMBackend:
         self.platform = str(getattr(current_platform, "device_type", "") or "?")
         self.on_cpu = _is_cpu(current_platform)
         defaults = platform_defaults(current_platform)
-        in_process = (defaults.get("in_process_engine", False) and self.tensor_parallel_size == 1
-                      and _MULTIPROCESSING_ENV not in os.environ and not len(_IN_PROCESS))
+        in_process = bool(in_process_engine) and self.tensor_parallel_size == 1 and _MULTIPROCESSING_ENV not in \
+            os.environ
+        if in_process and len(_IN_PROCESS):
+            log.warning("vllm backend: another engine of this process runs in process; %s runs in vLLM's own "
+                        "processes", self.model_name)
+            in_process = False
+        self.in_process_engine = in_process
         self.chosen = {k: v for k, v in defaults.items() if (k != "enable_chunked_prefill"
-                       or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")
-                       and (k != "in_process_engine" or in_process)}
+                       or enable_chunked_prefill is None) and (k != "dtype" or dtype == "auto")}
         if enable_chunked_prefill is None:
             enable_chunked_prefill = defaults.get("enable_chunked_prefill")
         if dtype == "auto" and "dtype" in defaults:
@@ -220,8 +225,9 @@ class VLLMBackend:
         if quantization is not None:
             kwargs["quantization"] = quantization
         self._chunked_prefill_asked = enable_chunked_prefill
-        log.info("vllm backend: loading %s on %s (tensor parallel %d%s)", self.model_name, self.platform,
-                 self.tensor_parallel_size, "".join(f", {k}={v}" for k, v in self.chosen.items()))
+        log.info("vllm backend: loading %s on %s (tensor parallel %d%s%s)", self.model_name, self.platform,
+                 self.tensor_parallel_size, "".join(f", {k}={v}" for k, v in self.chosen.items()),
+                 ", in process" if in_process else "")
         if in_process:  # read by vLLM when the engine is made; the process's own setting is put back after
             os.environ[_MULTIPROCESSING_ENV] = "0"
             try:
