@@ -48,8 +48,8 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 20 to 30 min (1198 s measured on 2 cores at load 0.4 in 2 processes with a core each for torch; 1931 s with the engine tiers' environments made beside it and both cores each)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 5 to 14 min (582 s measured at load 1.2, 812 s at load 1.5)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 25 to 35 min (1654 s measured on 2 cores at load 2.0, its own two workers, environments made; 1966 s in CI)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 8 to 14 min (682 s measured at load 0.6, its CLI runs' engines in process)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl; about 3 to 4 min (203 s measured alone, 237 s after the vllm tier)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     retriever) echo "rag-retriever alone in .venv-retriever, its own tests; about 2 min (94 s measured)" ;;
