@@ -200,7 +200,7 @@ def test_curriculum_verl_runs_the_same_commands_as_the_module(shards):
         seen[" ".join(args[2:]) or args[0]] = (ours.returncode, ours.stdout.strip())
     assert seen["--train-batch-size 10 trainer.total_epochs=2"] == (0, "10")  # 5 steps an epoch, two epochs
     assert seen["--train-batch-size 10 trainer.total_epochs=0"][0] == 2  # a run of no steps, refused
-    assert seen["--response-length 8"][0] != 0  # check-lengths without --prompt-length: refused, as before
+    assert seen["--response-length 8"][0] == 2  # check-lengths without --prompt-length: a usage error
     help_ = subprocess.run([curriculum, "verl", "--help"], capture_output=True, text=True, env={
         **os.environ, "COLUMNS": "100"})
     assert help_.returncode == 0

@@ -539,6 +539,16 @@ def agent_data_main(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rag_curriculum.verl COMMAND ...`` (see the module docstring); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(args)
+    except SystemExit as e:  # a usage error: its message on stderr, exit status 2 (as every command's)
+        if isinstance(e.code, str):
+            sys.stderr.write(f"error: {e.code}" if not e.code.startswith("usage:") else e.code)
+            return 2
+        raise
+
+
+def _main(args: list[str]) -> int:
     if args[:1] == ["train-files"] and len(args) == 2:
         sys.stdout.write(hydra_list(train_files(args[1])) + "\n")
         return 0
