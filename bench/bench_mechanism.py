@@ -121,7 +121,7 @@ def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, gen
     write_json(record, start)
     res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
                                 levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
-                                backend="transformers", model=str(model), k=samples, temperature=1.0,
+                                backend="transformers", model=str(model), samples=samples, temperature=1.0,
                                 max_tokens=max_tokens, group_size=generations, seed=0), command="bench")
     if not res.complete:
         raise SystemExit(f"{folder}: the profile stopped before the end; run again to finish it")

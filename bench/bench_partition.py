@@ -91,7 +91,7 @@ def bench_generation(args: argparse.Namespace, work: Path) -> dict:
             else:
                 out = work / f"partition-{r}"
                 cfg = PartitionConfig(shards=str(shards), out=str(out), backend="transformers", model=model,
-                                      k=args.k, max_tokens=args.max_tokens, chunk_size=args.chunk_size, seed=0,
+                                      samples=args.k, max_tokens=args.max_tokens, chunk_size=args.chunk_size, seed=0,
                                       balance=True)
                 res = partition(cfg, backend=backend, command="bench")
                 inside.append(res.run.backend_seconds)
@@ -166,7 +166,7 @@ def bench_own_cost(args: argparse.Namespace, work: Path) -> dict:
     def once(shards: Path, tag: str) -> float:
         out = work / f"own-{tag}"
         t = time.perf_counter()
-        partition(PartitionConfig(shards=str(shards), out=str(out), backend="scripted", k=8, chunk_size=64,
+        partition(PartitionConfig(shards=str(shards), out=str(out), backend="scripted", samples=8, chunk_size=64,
                                   balance=True), backend=ScriptedBackend(script=script), command="bench")
         took = time.perf_counter() - t
         shutil.rmtree(out)

@@ -103,7 +103,7 @@ def main() -> None:
                                   for c in sorted(o.outputs, key=lambda c: c.index)] for q, o in enumerate(outs)]
                 else:
                     out = work / f"partition-{r}"
-                    cfg = PartitionConfig(shards=str(shards), out=str(out), backend="vllm", model=model, k=args.k,
+                    cfg = PartitionConfig(shards=str(shards), out=str(out), backend="vllm", model=model, samples=args.k,
                                           max_tokens=args.max_tokens, chunk_size=args.chunk_size, seed=0,
                                           keep_completions=True)
                     res = partition(cfg, backend=backend, command="bench")

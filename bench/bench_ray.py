@@ -66,7 +66,7 @@ def main() -> None:
         order = list(arms)[r % 3:] + list(arms)[:r % 3]
         for arm in order:
             out = work / f"{arm}-{r}" / "out"
-            cfg = PartitionConfig(shards=str(shards), out=str(out), backend="scripted", k=args.k,
+            cfg = PartitionConfig(shards=str(shards), out=str(out), backend="scripted", samples=args.k,
                                   chunk_size=args.chunk_size, seed=0)
             t = time.perf_counter()
             res = partition(cfg, backend=ScriptedBackend(script=seeded_answers, delay=args.delay),

@@ -119,7 +119,7 @@ def main() -> None:
             name = f"level {K}" + (" (paper)" if level == "paper" else "")
             run_dir = out / f"{dataset}-K{K}"
             cfg = PartitionConfig(dataset=dataset, input=str(path), n=args.n, K=K, out=str(run_dir),
-                                  backend=args.backend, model=args.model, k=args.k, max_tokens=args.max_tokens,
+                                  backend=args.backend, model=args.model, samples=args.k, max_tokens=args.max_tokens,
                                   temperature=args.temperature, seed=0, keep_completions=True,
                                   overwrite=args.overwrite)
             t = time.perf_counter()

@@ -85,7 +85,7 @@ def main() -> None:
     rows = read_rows(work / "rows")
     real = TransformersBackend(model, device="cpu", batch_size=16)
     sampling = SamplingConfig(temperature=1.0, max_tokens=args.max_tokens, seed=0)
-    cfg = RolloutConfig(topk=3, max_turns=args.max_turns)
+    cfg = RolloutConfig(top_k=3, max_turns=args.max_turns)
 
     loop_s, plain_s = [], []
     stats = None

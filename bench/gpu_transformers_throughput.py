@@ -125,7 +125,7 @@ def main() -> None:
         gen_tokens = backend.generated_tokens
         t = time.perf_counter()
         res = partition(PartitionConfig(shards=str(shards), out=str(work / "partition"), backend="transformers",
-                                        model=model, k=args.k, max_tokens=args.max_tokens,
+                                        model=model, samples=args.k, max_tokens=args.max_tokens,
                                         chunk_size=args.chunk_size), backend=backend, command="bench")
         part_s = time.perf_counter() - t
         n_comp = len(ids) * args.k

@@ -42,7 +42,7 @@ def buckets(built, tmp_path_factory) -> Path:
                 "</answer>"] * n
 
     out = tmp_path_factory.mktemp("hub") / "partition"
-    partition(PartitionConfig(shards=str(built), backend="scripted", model="inline", k=2, out=str(out)),
+    partition(PartitionConfig(shards=str(built), backend="scripted", model="inline", samples=2, out=str(out)),
               backend=ScriptedBackend(script=script))
     return out
 
@@ -130,7 +130,7 @@ def test_two_curricula_of_one_folder_name_each_load_their_own_rows(tmp_path, sha
                     "</answer>"] * n
 
         part = tmp_path / "partition"
-        partition(PartitionConfig(shards=str(out), backend="scripted", model="inline", k=2, out=str(part),
+        partition(PartitionConfig(shards=str(out), backend="scripted", model="inline", samples=2, out=str(part),
                                   overwrite=True), backend=ScriptedBackend(script=script))
         loaded = datasets.load_dataset(str(part / "answerable"), split="train", cache_dir=cache)
         assert len(loaded) == len(right_rows)

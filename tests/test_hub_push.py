@@ -267,7 +267,7 @@ def test_a_search_r1_build_and_a_partition_bucket_have_cards_the_hub_reads(tmp_p
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 6, K=2)], schedule="max",
                                  out=str(mq), seed=0), command="curriculum build (test)")
     part = tmp_path / "part"
-    partition(PartitionConfig(shards=str(mq), backend="scripted", model="inline", k=2, out=str(part)),
+    partition(PartitionConfig(shards=str(mq), backend="scripted", model="inline", samples=2, out=str(part)),
               backend=ScriptedBackend(script=lambda messages, n, seed: ["nothing"] * n))
     plan = hub.plan_upload(part / "unanswerable", "me/musique-unanswerable")
     assert plan.num_rows == 6 and "pass_rate.png" in plan.files

@@ -101,7 +101,7 @@ def test_mistyped_recipe_key_names_the_known_ones(shared_data):
 
 
 def test_partition_settings(tmp_path):
-    for kw, words in [(dict(k=100_000_000_000), ["k (--pass-at) = 100000000000", f"1..{MAX_SAMPLES}"]),
+    for kw, words in [(dict(samples=100_000_000_000), ["samples (--pass-at) = 100000000000", f"1..{MAX_SAMPLES}"]),
                       (dict(temperature=float("nan")), ["temperature", "nan"]),
                       (dict(top_p=0), ["top_p", "(0, 1]"]), (dict(seed="x"), ["seed"]),
                       (dict(chunk_size=0), ["chunk_size"]), (dict(n=-1), ["n (--n) = -1"])]:

@@ -53,12 +53,15 @@ def _show(value: Any) -> str:
 def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, ge: float | None = None,
             le: float | None = None, gt: float | None = None,
             choices: Sequence[str] | Callable[[], Sequence[str]] | None = None,
-            flag: str | None = None, empty: bool = True, help: str | None = None) -> Any:
+            flag: str | None = None, empty: bool = True, help: str | None = None,
+            renamed_from: str | None = None) -> Any:
     """A dataclass field with its allowed values and what it is for: ``ge`` / ``le`` / ``gt`` bounds for numbers,
     ``choices`` for strings (or a function returning them, read at each check: a registry's names, which grow as
     users register more), ``empty=False`` for a string that must not be empty; ``flag`` is the command-line
     option that sets it (default ``--name-with-dashes``; ``""`` for none); ``help`` says what the setting does,
-    once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs).
+    once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs);
+    ``renamed_from`` is the field's old name, still read in recipes and ``key=value`` overrides for one release
+    with a warning naming the new one (:func:`rag_curriculum.config.bind`).
 
     >>> from dataclasses import dataclass, fields
     >>> @dataclass
@@ -70,7 +73,7 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     if choices is not None and not callable(choices):
         choices = tuple(choices)
     meta = {"ge": ge, "le": le, "gt": gt, "choices": choices,
-            "flag": flag, "empty": empty}
+            "flag": flag, "empty": empty, "renamed_from": renamed_from}
     metadata: dict[str, Any] = {"setting": meta}
     if help is not None:
         metadata["help"] = help

@@ -4,6 +4,7 @@ vLLM, bm25s, fastapi ...) are imported inside the commands. Each command's optio
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from ._cli import build as _build
 from ._cli import data as _data
@@ -21,8 +22,41 @@ from ._cli import warm as _warm
 from ._cli.common import configure_logging
 from ._version import __version__
 
+#: Options renamed, each to its new name: the old name is read for one release, with a warning naming the new one.
+RENAMED_OPTIONS = {"--topk": "--top-k"}
+
+
+def renamed_options(args: list[str]) -> list[str]:
+    """``args`` with each renamed option (:data:`RENAMED_OPTIONS`, also as ``--old=VALUE``) named by its new name, and
+    a warning on stderr for each.
+
+    >>> renamed_options(["eval", "--topk", "2", "--topk=3", "--m", "1"])[1:4]
+    ['--top-k', '2', '--top-k=3']
+    """
+    out = []
+    for a in args:
+        if a == "--":
+            out.extend(args[len(out):])
+            break
+        old, eq, value = a.partition("=")
+        if old in RENAMED_OPTIONS:
+            new = RENAMED_OPTIONS[old]
+            typer.echo(f"warning: {old} is now called {new}; the old name is read until the next release", err=True)
+            a = new + eq + value
+        out.append(a)
+    return out
+
+
+class _Curriculum(TyperGroup):
+    """The root command: reads renamed options (:func:`renamed_options`) before any command parses them."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        return super().parse_args(ctx, renamed_options(list(args)))
+
+
 app = typer.Typer(
     name="curriculum",
+    cls=_Curriculum,
     help=(
         "Build RAG-RL curricula of controlled difficulty from HotpotQA, MuSiQue and 2WikiMultihopQA, partition "
         "them by what a base model can answer, train on them with GRPO, and evaluate answer / citation / joint F1."

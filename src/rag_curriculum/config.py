@@ -28,6 +28,7 @@ import dataclasses
 import difflib
 import re
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,7 @@ def _hydra_overrides(kind: str, overrides: Sequence[str], schema: type | None = 
     it, so a new field needs writing in no recipe."""
     free = _kind(kind).free_keys
     fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else set()
+    overrides = [_renamed_override(o, schema) for o in overrides] if isinstance(schema, type) else list(overrides)
 
     def field_key(o: str) -> bool:
         key, sep, _ = o.partition("=")
@@ -213,6 +215,66 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
             (lambda parent: _schema_keys_at(schema, parent)) if schema is not None else None, schema)
         raise RecipeError(message or f"could not compose {where}: {_first_line(e)}",
                           hint=None if message else "overrides are key=value (Hydra syntax), e.g. n=500") from None
+
+
+# -- renamed fields ------------------------------------------------------------------------------------------------
+def renamed_fields(cls: type) -> dict[str, str]:
+    """The old names of ``cls``'s renamed fields (:func:`._settings.rule`'s ``renamed_from``), each to its new name.
+
+    >>> from rag_curriculum.partition import PartitionConfig
+    >>> renamed_fields(PartitionConfig)["k"]
+    'samples'
+    """
+    return {old: f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if (old := (f.metadata.get("setting") or {}).get("renamed_from"))}
+
+
+def _warn_renamed(old: str, new: str, where: str) -> None:
+    warnings.warn(f"{where}: {old!r} is now called {new!r}; the old name is read until the next release, write "
+                  f"{new!r}", FutureWarning, stacklevel=4)
+
+
+def read_renamed(cls: type, data: Mapping[str, Any], where: str, *, deep: bool = False) -> dict[str, Any]:
+    """``data`` with ``cls``'s old field names read as the new ones, each with a :class:`FutureWarning` naming the new
+    name; ``deep``: the fields of nested config dataclasses too. An old key given with its new one wins (the shipped
+    recipes write only new names, so the old one is the user's).
+
+    >>> import warnings
+    >>> from rag_curriculum.partition import PartitionConfig
+    >>> with warnings.catch_warnings(record=True):
+    ...     read_renamed(PartitionConfig, {"k": 4}, "the partition config")
+    {'samples': 4}
+    """
+    renamed = renamed_fields(cls) if dataclasses.is_dataclass(cls) else {}
+    out = dict(data)
+    for old, new in renamed.items():
+        if old in out:
+            _warn_renamed(old, new, where)
+            out[new] = out.pop(old)
+    if deep and dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            tp, _ = _strip_optional(hints.get(f.name, Any))
+            if dataclasses.is_dataclass(tp) and isinstance(tp, type) and isinstance(out.get(f.name), Mapping):
+                out[f.name] = read_renamed(tp, out[f.name], f.name, deep=True)
+    return out
+
+
+def _renamed_override(override: str, schema: type) -> str:
+    """A Hydra override naming a renamed field by its old name (``agent.topk=2``), named by the new one."""
+    prefix = override[:len(override) - len(override.lstrip("+~"))]
+    key, sep, value = override[len(prefix):].partition("=")
+    parts, cls, hints = key.split("."), schema, None
+    for i, part in enumerate(parts):
+        if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)):
+            return override
+        new = renamed_fields(cls).get(part)
+        if new is not None:
+            _warn_renamed(".".join(parts[:i + 1]), ".".join([*parts[:i], new]), "override")
+            parts[i] = part = new
+        hints = typing.get_type_hints(cls)
+        cls = _strip_optional(hints.get(part, Any))[0]
+    return prefix + ".".join(parts) + sep + value
 
 
 def _first_line(e: BaseException) -> str:
@@ -346,6 +408,7 @@ def bind(cls: type[T], data: Any, *, where: str | None = None) -> T:
     where = where or _label(cls)
     if not isinstance(data, Mapping):
         raise UsageError(f"{where} must be a mapping of options, got {data!r}")
+    data = read_renamed(cls, data, where)
     known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:
         if key not in known:
@@ -387,6 +450,7 @@ def bind_typed(cls: type[T], raw: Mapping[str, Any]) -> T:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
+    raw = read_renamed(cls, raw, _label(cls), deep=True)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cls), dict(raw))
         plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)

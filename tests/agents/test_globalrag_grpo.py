@@ -93,7 +93,7 @@ def test_the_globalrag_recipe_holds_the_papers_values(tmp_path):
     assert (args.beta, args.epsilon, args.learning_rate, args.max_steps, args.num_generations) == (
         0.001, 0.2, 1e-6, 200, 5)
     assert cfg.batch.prompts_per_step == 256 and (args.temperature, args.top_p, args.save_steps) == (1.0, 1.0, 10)
-    assert (cfg.agent.template, cfg.agent.topk, cfg.agent.max_turns, cfg.agent.max_context_tokens) == (
+    assert (cfg.agent.template, cfg.agent.top_k, cfg.agent.max_turns, cfg.agent.max_context_tokens) == (
         "globalrag", 3, 4, 4096)
     (spec,) = cfg.rewards
     assert spec.name == "globalrag" and {k: spec.kwargs[k] for k in ("alpha", "lam", "gamma", "delta", "T")} == {

@@ -58,7 +58,7 @@ def test_eval_react_best_of_end_to_end(index_dir, min_max_shards, min_max_rows, 
         str(LIMIT),
         "--max-turns",
         "4",
-        "--topk",
+        "--top-k",
         "1",
         "--out",
         str(out),
@@ -265,7 +265,7 @@ def test_react_over_a_real_retriever_server_is_the_in_process_run(index_dir, min
             time.sleep(0.05)
         assert server.started
         rows = min_max_rows[:5]
-        cfg = RolloutConfig(template="react", topk=2, max_turns=4)
+        cfg = RolloutConfig(template="react", top_k=2, max_turns=4)
         sampling = SamplingConfig(max_tokens=64)
 
         def run(retriever):

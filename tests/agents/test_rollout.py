@@ -59,7 +59,7 @@ def search_then_answer(messages, n, seed):
 def test_search_results_are_the_index_ranking_in_search_r1_layout(index, min_max_rows):
     rows = min_max_rows[:6]
     trajs = run_rollouts(ScriptedBackend(script=search_then_answer), rows, IndexRetriever(index), SAMPLING, n=2,
-                         config=RolloutConfig(topk=3))
+                         config=RolloutConfig(top_k=3))
     assert len(trajs) == 12 and [t.row_id for t in trajs] == [r["id"] for r in rows for _ in range(2)]
     for t, row in zip(trajs, [r for r in rows for _ in range(2)], strict=True):
         assert t.status == "answer" and t.turns == 2 and t.errors == []

@@ -54,7 +54,7 @@ def test_real_model_continues_after_the_information_block(tiny_model_dir, tmp_pa
     rows = min_max_rows[:3]
     sampling = SamplingConfig(n=1, temperature=1.0, max_tokens=24, seed=0)
     trajs = run_rollouts(backend, rows, IndexRetriever(index), sampling, n=2,
-                         config=RolloutConfig(topk=2, max_turns=3))
+                         config=RolloutConfig(top_k=2, max_turns=3))
     assert len(trajs) == 6
     for t in trajs:
         assert t.segments[0].source == "model" and t.segments[1].source == "env"
@@ -77,7 +77,7 @@ def test_real_model_continues_after_the_information_block(tiny_model_dir, tmp_pa
     assert sum(s["status"].values()) == 6
     # with the same seeds, the same trajectories
     again = run_rollouts(ForcedFirstTurn(real), rows, IndexRetriever(index), sampling, n=2,
-                         config=RolloutConfig(topk=2, max_turns=3))
+                         config=RolloutConfig(top_k=2, max_turns=3))
     assert [t.text for t in again] == [t.text for t in trajs]
 
 

@@ -96,7 +96,7 @@ OPTIONS = {  # option: the bad values tried (each a case)
              "--backend-arg": ("novalue", "nosuch=1"), "--judge-arg": ("novalue",),
              "--model": ("m=scripted_answers:nosuch", "=x", "m="), "--agent": ("nosuch",),
              "--faithfulness": ("nosuch",), "--engine": ("nosuch",), "--best-of": ("abc", "-1"),
-             "--topk": ("abc",), "--max-turns": ("abc",)},
+             "--top-k": ("abc",), "--max-turns": ("abc",)},
     "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "0", "1000"), "--max-batch": ("abc", "0"),
               "--max-topk": ("abc", "0"), "--default-topk": ("abc", "0"), "--max-body-bytes": ("abc", "10"),
               "--max-query-chars": ("abc", "0"), "--threads": ("abc", "-1")},
@@ -123,7 +123,7 @@ OPTIONS = {  # option: the bad values tried (each a case)
                    "--plain": FLOAT + ("1",), "--learning-rate": FLOAT, "--seed": INT[:2] + INT[3:],
                    "--hidden-size": INT, "--layers": ("abc", "0", "99999999999999999999"),
                    "--model": ("{MISSING}", "{FILE}", "{DIR}"), "--agent": ("nosuch", "search-r1"),
-                   "--retriever": ("{IDX}", "{MISSING}"), "--topk": INT[:3] + ("0",), "--template": ("nosuch",)},
+                   "--retriever": ("{IDX}", "{MISSING}"), "--top-k": INT[:3] + ("0",), "--template": ("nosuch",)},
     # a search agent's warm start: a retriever that cannot answer is refused before anything is written
     "warm-start --agent": {"--retriever": ("{MISSING}", "{DIR}", "{FILE}", "http://127.0.0.1:9"),
                            "--template": ("nosuch", "search-tools")},

@@ -330,7 +330,7 @@ def test_search_environment_resets_from_a_pandas_row_and_says_when_nothing_match
     frame = read_table(max_dir).to_pandas()
     row = frame.iloc[0]
     assert type(row["passages"]).__name__ == "ndarray"
-    env = SearchEnvironment(str(index_dir), topk=2)
+    env = SearchEnvironment(str(index_dir), top_k=2)
     assert env.reset(**row) is None  # NumPy arrays read as lists, not refused
     assert env.search(row["question"]).startswith("Doc 1(Title: ")
     assert env.search("the of and") == NO_RESULTS and env.record["searches"][-1]["ids"] == []
@@ -344,7 +344,7 @@ def test_the_tool_route_searches_first_when_its_first_turn_is_a_search(index_dir
     from rag_curriculum.train import SearchEnvironment
 
     row = read_rows(max_dir)[0]
-    env = SearchEnvironment(str(index_dir), topk=2, first_search="<think>t</think><search> {question} </search>")
+    env = SearchEnvironment(str(index_dir), top_k=2, first_search="<think>t</think><search> {question} </search>")
     observation = env.reset(**row)
     assert observation.startswith(f'\n\nResults of a first search for "{row["question"].strip()}":\nDoc 1(Title: ')
     (first,) = env.record["searches"]

@@ -52,7 +52,7 @@ BEFORE = {
     "--no-keep-completions --no-overwrite --no-progress --no-question-seeds --no-strict-format --num-shards "
     "--num-workers --out --overwrite --pass-at --print-config --progress --question-seeds --ray-address "
     "--retriever --search-difficulty --seed --shard-index --strict-format --temperature --template "
-    "--tensor-parallel-size --top-p --topk --withhold-p -K -M -d -i -k -n -o -tp",
+    "--tensor-parallel-size --top-k --top-p --withhold-p -K -M -d -i -k -n -o -tp",
     "partition-merge": "--balance --correct-f1 --keep-completions --no-balance --no-keep-completions "
     "--no-strict-format --out --shards --strict-format -o",
     "eval run": "--agent --allow-identical-samples --api-key --backend --backend-arg --base-url --batch-size "
@@ -61,7 +61,7 @@ BEFORE = {
     "--max-model-len --max-tokens --max-turns --model --no-allow-identical-samples --no-overwrite --no-plots "
     "--no-progress --no-strict-format --num-workers --out --overwrite --plots --print-config --progress "
     "--ray-address --retriever --samples --seed --stats --strict-format --temperature --template "
-    "--tensor-parallel-size --top-p --topk -D -M -d -m -o -tp",
+    "--tensor-parallel-size --top-k --top-p -D -M -d -m -o -tp",
     "eval compare": "--json --name --out --plots --section -o",
     "eval agreement": "--field --json --reference-field",
     "inspect": "--dataset --json --on-error -d",
@@ -70,7 +70,7 @@ BEFORE = {
     "train": "--dry-run --list --print-config",
     # A command added after the options were generated (its own flags, no config's)
     "warm-start": "--agent --copies --epochs --hidden-size --layers --learning-rate --model --out --overwrite "
-    "--no-overwrite --plain --retriever --rows --seed --template --topk",
+    "--no-overwrite --plain --retriever --rows --seed --template --top-k",
     # a command added later (its own flags): a build or a partition bucket shared as a Hub dataset
     "push": "--dry-run --message --no-private --private -m",
     # commands added later (their own flags): GlobalRAG's gold plans and Table 1 (once `python -m

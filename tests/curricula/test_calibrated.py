@@ -37,7 +37,7 @@ def profiled(tmp_path_factory, shared_data) -> tuple[Path, list[str]]:
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
                                  schedule="adaptive", out=str(adaptive), seed=0))
     out = base / "profile"
-    profile(ProfileConfig(shards=str(adaptive), out=str(out), backend="scripted", k=SAMPLES, group_size=G,
+    profile(ProfileConfig(shards=str(adaptive), out=str(out), backend="scripted", samples=SAMPLES, group_size=G,
                           levels=",".join(map(str, LEVELS))), backend=ScriptedBackend(script=LevelOracle(adaptive)))
     return out, [r["id"] for r in read_rows(adaptive)]
 
@@ -166,7 +166,7 @@ def test_a_calibrated_build_of_the_partitions_answerable_questions(profiled, tmp
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
                                  schedule="adaptive", out=str(adaptive), seed=0))
     part = tmp_path / "partition"
-    partition(PartitionConfig(shards=str(adaptive), out=str(part), backend="scripted", k=SAMPLES),
+    partition(PartitionConfig(shards=str(adaptive), out=str(part), backend="scripted", samples=SAMPLES),
               backend=ScriptedBackend(script=LevelOracle(adaptive)))
     answerable = [i for i, c in zip(ids, PLANTED, strict=True) if c[LEVELS.index(8)] > 0]
     assert sorted(r["id"] for r in read_rows(part / "answerable")) == sorted(answerable)

@@ -40,7 +40,7 @@ def profiled(tmp_path_factory, shared_data) -> tuple[Path, list[str]]:
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
                                  schedule="adaptive", out=str(adaptive), seed=0))
     out = base / "profile"
-    profile(ProfileConfig(shards=str(adaptive), out=str(out), backend="scripted", k=SAMPLES, group_size=G,
+    profile(ProfileConfig(shards=str(adaptive), out=str(out), backend="scripted", samples=SAMPLES, group_size=G,
                           levels=",".join(map(str, LEVELS))), backend=ScriptedBackend(script=LevelOracle(adaptive)))
     return out, [r["id"] for r in read_rows(adaptive)]
 

@@ -35,7 +35,7 @@ def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path
     out = tmp_path / "run"
     args = ["eval", "--agent", "search-r1", "--retriever", str(index_dir), "--backend", "scripted",
             "--model", "policy=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--samples", "2",
-            "--limit", "12", "--max-turns", "3", "--topk", "3", "--out", str(out), "--no-progress"]
+            "--limit", "12", "--max-turns", "3", "--top-k", "3", "--out", str(out), "--no-progress"]
     r = runner.invoke(app, args, catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "search agent (search-r1)" in r.output
@@ -72,10 +72,10 @@ def test_eval_agent_end_to_end(index_dir, min_max_shards, min_max_rows, tmp_path
     before = (out / "trajectories" / "policy" / f"{entry['set']}.jsonl").stat().st_mtime_ns
     assert runner.invoke(app, args).exit_code == 0
     assert (out / "trajectories" / "policy" / f"{entry['set']}.jsonl").stat().st_mtime_ns == before
-    r = runner.invoke(app, [*args[:-3], "--topk", "2", "--out", str(out), "--no-progress"])
+    r = runner.invoke(app, [*args[:-3], "--top-k", "2", "--out", str(out), "--no-progress"])
     assert r.exit_code == 1 and "holds results made with other settings" in r.output
     # the one setting that differs, with its two values (it named none)
-    assert "other settings (differs in: settings.topk 3 -> 2)" in r.output, r.output
+    assert "other settings (differs in: settings.top_k 3 -> 2)" in r.output, r.output
     assert "pass --overwrite" in r.output
 
 

@@ -292,7 +292,7 @@ def test_buckets_from_a_real_partition(eval_sets, tmp_path, caplog):
 
     part = tmp_path / "partition"
     assert partition(PartitionConfig(shards=str(eval_sets["musique-distractor"]), out=str(part), backend="scripted",
-                                     k=2), backend=ScriptedBackend(script=base_model)).complete
+                                     samples=2), backend=ScriptedBackend(script=base_model)).complete
     stats = pq.read_table(part / "stats.parquet").to_pylist()
     want = {s["id"]: s["bucket"] for s in stats}
     assert set(want.values()) == {"answerable", "unanswerable"}

@@ -408,7 +408,7 @@ def test_a_partition_with_other_request_settings_in_the_same_out_is_refused(tmp_
     with Server() as srv:
         def go(**args):
             cfg = PartitionConfig(shards=str(tmp_path / "max"), out=str(tmp_path / "p"), backend="openai",
-                                  model="tiny-model", k=2, max_tokens=8, chunk_size=4,
+                                  model="tiny-model", samples=2, max_tokens=8, chunk_size=4,
                                   backend_args={"base_url": srv.url, "api_key": "secret", **args})
             return partition(cfg)
 

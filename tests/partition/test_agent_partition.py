@@ -139,7 +139,7 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
         "2",
         "--max-turns",
         "3",
-        "--topk",
+        "--top-k",
         "3",
         "--chunk-size",
         "16",
@@ -183,7 +183,7 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
     m = json.loads((out / WITH / "manifest.json").read_text())
     assert m["partition"]["bucket"] == WITH and "searched at least once" in m["partition"]["rule"]
     assert m["generation"]["fingerprint"]["task"] == "partition-agent"
-    assert m["generation"]["fingerprint"]["agent"]["rollout"]["topk"] == 3
+    assert m["generation"]["fingerprint"]["agent"]["rollout"]["top_k"] == 3
     card = (out / WITH / "README.md").read_text()
     assert "answerable with search" in card
     # the card's dataset_info (rows, Parquet bytes) keys datasets' cache by the data, as the other buckets' cards
@@ -203,7 +203,7 @@ def test_partition_agent_end_to_end_and_resume(index_dir, min_max_shards, min_ma
     assert tree(out) == ref
     # other agent settings over the same folder are refused without --overwrite
     r = runner.invoke(
-        app, [*args[:-7], "--topk", "2", "--chunk-size", "16", "--out", str(out), "--no-progress"]
+        app, [*args[:-7], "--top-k", "2", "--chunk-size", "16", "--out", str(out), "--no-progress"]
     )
     assert r.exit_code == 1 and "other settings" in r.output
 

@@ -79,7 +79,7 @@ def oracle(rows, **kw):
 
 
 def cfg_for(max_dir, out, **kw):
-    kw = {"backend": "scripted", "k": K_SAMPLES, "chunk_size": 5, **kw}
+    kw = {"backend": "scripted", "samples": K_SAMPLES, "chunk_size": 5, **kw}
     return PartitionConfig(shards=str(max_dir), out=str(out), **kw)
 
 
@@ -260,15 +260,15 @@ def test_merge_joins_directories_from_several_machines(max_dir, rows, tmp_path):
 def test_another_run_in_the_same_directory_is_refused(max_dir, rows, tmp_path):
     partition(cfg_for(max_dir, tmp_path / "p"), backend=oracle(rows), command="t")
     with pytest.raises(Exception, match="other settings"):
-        partition(cfg_for(max_dir, tmp_path / "p", k=2), backend=oracle(rows), command="t")
-    res = partition(cfg_for(max_dir, tmp_path / "p", k=2, overwrite=True), backend=oracle(rows), command="t")
+        partition(cfg_for(max_dir, tmp_path / "p", samples=2), backend=oracle(rows), command="t")
+    res = partition(cfg_for(max_dir, tmp_path / "p", samples=2, overwrite=True), backend=oracle(rows), command="t")
     assert res.complete and res.counts["samples_per_question"] == 2
 
 
 @pytest.mark.slow
 def test_build_from_a_dataset_file_first(rows, tmp_path, shared_data):
     cfg = PartitionConfig(dataset="musique", input=str(MUSIQUE_TRAIN), n=len(C), K=3, out=str(tmp_path / "p"),
-                          backend="scripted", k=K_SAMPLES, chunk_size=5)
+                          backend="scripted", samples=K_SAMPLES, chunk_size=5)
     res = partition(cfg, backend=oracle(rows), command="t")
     assert res.complete and validate_shards(tmp_path / "p" / "input")["config"]["schedule"] == "max"
     assert read_rows(tmp_path / "p" / "input") == rows  # the same build as `curriculum build --schedule max`
@@ -284,7 +284,7 @@ def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(ro
     is, with the same outputs."""
     out = tmp_path / "p"
     cfg = PartitionConfig(dataset="musique", input=str(MUSIQUE_TRAIN), n=len(C), K=3, out=str(out),
-                          backend="scripted", k=K_SAMPLES, chunk_size=5)
+                          backend="scripted", samples=K_SAMPLES, chunk_size=5)
     partition(cfg, backend=oracle(rows), command="t")
     built = out / "input"
     assert sorted(p.name for p in built.iterdir()) == ["data", "manifest.json"]
@@ -307,7 +307,7 @@ def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(ro
 
 def test_bad_configs():
     for kw, match in [({}, "no questions"), (dict(shards="x", dataset="musique"), "not both"),
-                      (dict(shards="x", k=0), "pass-at"), (dict(shards="x", correct_f1=1.5), "correct_f1"),
+                      (dict(shards="x", samples=0), "pass-at"), (dict(shards="x", correct_f1=1.5), "correct_f1"),
                       (dict(shards="x", num_shards=2, shard_index=2), "shard_index"),
                       (dict(shards="x", backend="vllm"), "--model"), (dict(shards="x", backend="vlm"), "vllm"),
                       (dict(shards="x", temperature=-1), "temperature")]:
@@ -394,7 +394,7 @@ def test_end_to_end_with_the_transformers_backend(tiny_model_dir, shared_data, t
         build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 5, K=2)], schedule="max",
                                      out=str(short), seed=1), command="t")
         cfg = PartitionConfig(shards=str(short), out=str(tmp_path / "p"), backend="transformers",
-                              model=str(tiny_model_dir), backend_args={"device": "cpu", "batch_size": 4}, k=3,
+                              model=str(tiny_model_dir), backend_args={"device": "cpu", "batch_size": 4}, samples=3,
                               max_tokens=24, chunk_size=2, keep_completions=True, seed=5)
         res = partition(cfg, command="t")
         assert res.complete and res.run.completions == 15

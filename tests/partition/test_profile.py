@@ -32,7 +32,7 @@ def adaptive_dir(tmp_path_factory, shared_data) -> Path:
 
 
 def make(adaptive_dir, out, **kw) -> ProfileConfig:
-    return ProfileConfig(shards=str(adaptive_dir), out=str(out), backend="scripted", k=SAMPLES,
+    return ProfileConfig(shards=str(adaptive_dir), out=str(out), backend="scripted", samples=SAMPLES,
                          levels=",".join(map(str, LEVELS)), chunk_size=5, **kw)
 
 

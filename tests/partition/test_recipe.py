@@ -62,7 +62,7 @@ def test_the_recipe_is_the_papers_partition():
     assert list_recipes("partition") == ["rag-rl-pass8"]
     data = compose("partition", "rag-rl-pass8")
     cfg = bind(PartitionConfig, data)
-    assert (cfg.k, cfg.temperature, cfg.max_tokens, cfg.correct_f1, cfg.balance, cfg.K, cfg.n) == (
+    assert (cfg.samples, cfg.temperature, cfg.max_tokens, cfg.correct_f1, cfg.balance, cfg.K, cfg.n) == (
         8, 1.0, 800, 1.0, True, None, 40_000)
     assert (cfg.dataset, cfg.model, cfg.out) == ("musique", "Qwen/Qwen2.5-7B-Instruct", "outputs/musique-partition")
     assert compose("partition", "rag-rl-pass8", ["dataset=hotpotqa"])["out"] == "outputs/hotpotqa-partition"
@@ -80,13 +80,13 @@ def test_recipe_with_shards_and_overrides(cli, max_dir, script, tmp_path):
     """SHARDS + recipe=rag-rl-pass8 + key=value overrides + an option: the shard directory replaces the recipe's
     dataset, overrides beat the recipe, options beat both; the statistics are those of the same run given by flags."""
     out = tmp_path / "p"
-    r = cli("partition", max_dir, "recipe=rag-rl-pass8", "backend=scripted", f"model={script}", f"k={K_SAMPLES}",
+    r = cli("partition", max_dir, "recipe=rag-rl-pass8", "backend=scripted", f"model={script}", f"samples={K_SAMPLES}",
             "chunk_size=3", "seed=5", f"out={out}", "--seed", 0, "--no-progress")
     assert r.exit_code == 0, r.output
     m = read_manifest(out / "answerable")
     cfg = m["config"]
     assert Path(cfg["shards"]).name == max_dir.name and (cfg["dataset"], cfg["input"]) == (None, None)
-    assert (cfg["k"], cfg["chunk_size"], cfg["seed"], cfg["balance"], cfg["max_tokens"], cfg["temperature"]) == (
+    assert (cfg["samples"], cfg["chunk_size"], cfg["seed"], cfg["balance"], cfg["max_tokens"], cfg["temperature"]) == (
         K_SAMPLES, 3, 0, True, 800, 1.0)
     answerable, unanswerable = (read_table(out / b).num_rows for b in ("answerable", "unanswerable"))
     assert answerable == unanswerable == min(sum(c > 0 for c in C), sum(c == 0 for c in C))  # balanced
@@ -102,7 +102,7 @@ def test_recipe_with_shards_and_overrides(cli, max_dir, script, tmp_path):
 def test_recipe_builds_level_K_from_an_input_file(cli, max_dir, script, tmp_path):
     out = tmp_path / "p"
     r = cli("partition", "recipe=rag-rl-pass8", f"input={MUSIQUE_TRAIN}", f"n={N}", f"K={LEVEL}", "backend=scripted",
-            f"model={script}", f"k={K_SAMPLES}", f"out={out}", "--no-progress")
+            f"model={script}", f"samples={K_SAMPLES}", f"out={out}", "--no-progress")
     assert r.exit_code == 0, r.output
     built = read_manifest(out / "input")
     assert built["config"]["schedule"] == "max" and set(built["counts"]["levels"]) == {str(LEVEL)}
@@ -113,10 +113,10 @@ def test_recipe_builds_level_K_from_an_input_file(cli, max_dir, script, tmp_path
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["recipe=rag-rl-pass8", "kk=4"], ["unknown option 'kk'", "did you mean 'k'?"]),
+    (["recipe=rag-rl-pass8", "sampels=4"], ["unknown option 'sampels'", "did you mean 'samples'?"]),
     (["recipe=rag-rl-pass8", "balanse=true"], ["unknown option 'balanse'", "did you mean 'balance'?"]),
     (["recipe=rag-rl-pas8"], ["unknown partition recipe 'rag-rl-pas8'", "did you mean 'rag-rl-pass8'?"]),
-    (["k=4"], ["key=value overrides need a recipe"]),
+    (["samples=4"], ["key=value overrides need a recipe"]),
     (["a", "b"], ["one shard directory, got 2"]),
 ])
 def test_unknown_keys_and_bad_arguments_are_one_line(cli, tmp_path, args, words):

@@ -35,7 +35,7 @@ def seeded_answers(messages, n, seed):
 
 
 def config(shards: Path, out: Path) -> PartitionConfig:
-    return PartitionConfig(shards=str(shards), out=str(out), backend="scripted", k=4, chunk_size=CHUNK,
+    return PartitionConfig(shards=str(shards), out=str(out), backend="scripted", samples=4, chunk_size=CHUNK,
                            balance=True, keep_completions=True, seed=11)
 
 
@@ -282,7 +282,7 @@ def test_readers_refuse_a_bucket_of_an_unfinished_set(shards, tmp_path):
     assert output_set_problem(copy) is None
     with pytest.raises(PartitionError, match="command again"):
         partition(PartitionConfig(shards=str(out / "answerable"), out=str(tmp_path / "again"), backend="scripted",
-                                  k=2), command="t")
+                                  samples=2), command="t")
     with pytest.raises(Exception, match="command again"):
         load_buckets([out])
     with pytest.raises(ShardError, match="command again"):  # every reader: validate_shards asks partition's check

@@ -82,7 +82,7 @@ class Describing(ScriptedBackend):
 
 def test_no_secret_in_any_file_a_partition_writes(max_dir, tmp_path):
     args = {**SECRETS, "extra_body": {"api_key": SECRETS["api_key"]}, "base_url": "https://me:pw-SECRET-3@host/v1"}
-    cfg = PartitionConfig(shards=str(max_dir), out=str(tmp_path / "p"), backend="scripted", k=2, chunk_size=4,
+    cfg = PartitionConfig(shards=str(max_dir), out=str(tmp_path / "p"), backend="scripted", samples=2, chunk_size=4,
                           backend_args=args)
     res = partition(cfg, backend=Describing(script={}, default="Final answer: x"), command=COMMAND)
     assert res.complete
@@ -98,7 +98,7 @@ def test_no_secret_in_any_file_a_partition_writes(max_dir, tmp_path):
 
 
 def test_balance_with_nothing_answerable_warns_in_one_line(max_dir, tmp_path, caplog):
-    cfg = PartitionConfig(shards=str(max_dir), out=str(tmp_path / "p"), backend="scripted", k=2, balance=True)
+    cfg = PartitionConfig(shards=str(max_dir), out=str(tmp_path / "p"), backend="scripted", samples=2, balance=True)
     with caplog.at_level(logging.WARNING, logger="rag_curriculum"):
         res = partition(cfg, backend=ScriptedBackend(script={}, default="Final answer: zzzq"), command="t")
     assert res.counts["answerable"] == 0 and res.counts["unanswerable"] == 6

@@ -30,7 +30,7 @@ COMMAND = "curriculum partition (ray test)"
 
 
 def config(shards: Path, out: Path, **kw) -> PartitionConfig:
-    return PartitionConfig(shards=str(shards), out=str(out), backend="scripted", k=4, chunk_size=CHUNK,
+    return PartitionConfig(shards=str(shards), out=str(out), backend="scripted", samples=4, chunk_size=CHUNK,
                            balance=True, keep_completions=True, seed=11, **kw)
 
 

@@ -88,7 +88,7 @@ def test_the_rollout_loop_runs_multi_turn_on_the_real_engine(engine):
              "passages": [{"title": "Book 3", "text": "Book 3 was written by author 3.", "is_gold": True}]}
             for i in range(4)]
     sampling = SamplingConfig(temperature=1.0, max_tokens=16, seed=0)
-    cfg = RolloutConfig(topk=2, max_turns=3)
+    cfg = RolloutConfig(top_k=2, max_turns=3)
     a = run_rollouts(ForcedFirstTurn(engine), rows, Passages(), sampling, n=2, config=cfg)
     assert len(a) == 8
     for t in a:

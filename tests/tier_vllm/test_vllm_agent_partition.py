@@ -77,12 +77,12 @@ def test_partition_agent_on_the_real_engine(engine, tmp_path, monkeypatch):
             out=str(out),
             backend="vllm",
             model="tiny",
-            k=2,
+            samples=2,
             max_tokens=12,
             agent="search-r1",
             retriever="fixed",
             max_turns=2,
-            topk=2,
+            top_k=2,
         )
         return partition(cfg, backend=ForcedFirstTurn(engine), command="t")
 

@@ -121,5 +121,5 @@ def test_partition_on_real_rows(engine, tmp_path, shared_data):
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 6, K=2)], schedule="max",
                                  out=str(tmp_path / "max"), seed=0), command="test")
     res = partition(PartitionConfig(shards=str(tmp_path / "max"), out=str(tmp_path / "p"), backend="vllm",
-                                    model="tiny", k=4, max_tokens=16, chunk_size=4), backend=engine, command="test")
+                                    model="tiny", samples=4, max_tokens=16, chunk_size=4), backend=engine, command="test")
     assert res.complete and res.counts["questions"] == 6 and res.counts["scored"] == 6

@@ -109,7 +109,7 @@ def measured(tmp_path_factory, shared_data, tiny_model_dir):
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), n=len(C))], schedule="adaptive",
                                  K=3, out=str(shards), seed=0, tokenizer=str(tiny_model_dir)))
     rows = read_rows(shards)
-    res = partition(PartitionConfig(shards=str(shards), out=str(work / "part"), backend="scripted", k=4,
+    res = partition(PartitionConfig(shards=str(shards), out=str(work / "part"), backend="scripted", samples=4,
                                     chunk_size=8), backend=ScriptedBackend(script=Script(rows)), command="test")
     assert res.complete
     return shards, work / "part"

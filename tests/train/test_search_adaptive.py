@@ -76,12 +76,12 @@ def test_the_tool_environment_reads_the_rows_level_and_p():
         def search(self, queries, k):
             return [HITS[:k] for _ in queries]
 
-    env = SearchEnvironment(Fixed(), topk=3, difficulty=SearchDifficulty("hard-negatives"))
+    env = SearchEnvironment(Fixed(), top_k=3, difficulty=SearchDifficulty("hard-negatives"))
     for level, d in ((1, 1), (3, 3)):
         env.reset(**_row(level=level))
         env.search("gold")
         assert env.record["searches"][0]["shaped"] == {"hard_negatives": d}
-    env = SearchEnvironment(Fixed(), topk=3, difficulty=SearchDifficulty("withhold", p=0.0))
+    env = SearchEnvironment(Fixed(), top_k=3, difficulty=SearchDifficulty("withhold", p=0.0))
     env.reset(**_row(p=1.0))
     env.search("gold")
     assert env.record["searches"][0]["shaped"] == {"withheld": 1, "p": 1.0} and not any(env.record["searches"][0]["gold"])
@@ -247,7 +247,7 @@ def _train(base, tiny_model_dir, name, *overrides):
     try:
         cfg = compose_train_config("search-r1-cpu-tiny", [
             f"model.name_or_path={tiny_model_dir}", f"data.shards={base / 'shards'}", f"run.output_dir={base / name}",
-            f"agent.retriever={base / 'ix'}", f"agent.topk={TOPK}", "agent.max_turn_tokens=8", "grpo.beta=0.0",
+            f"agent.retriever={base / 'ix'}", f"agent.top_k={TOPK}", "agent.max_turn_tokens=8", "grpo.beta=0.0",
             "grpo.report_to=none", *overrides])
         result = train(cfg, overrides=["recipe=search-r1-cpu-tiny"])
     finally:

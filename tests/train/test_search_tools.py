@@ -86,7 +86,7 @@ def trained(tmp_path_factory, qwen_template_model, min_max_shards):
         cfg = compose_train_config("search-r1-cpu-tiny", [
             f"model.name_or_path={qwen_template_model}", f"data.shards={min_max_shards}", f"run.output_dir={out}",
             f"agent.retriever={index}", "agent.protocol=tools", "agent.template=search-tools",
-            "agent.first_turn=null", "agent.topk=1", "+grpo.max_tool_calling_iterations=1",
+            "agent.first_turn=null", "agent.top_k=1", "+grpo.max_tool_calling_iterations=1",
             "grpo.max_completion_length=700", "+grpo.generation_kwargs={max_new_tokens:24}",
             "grpo.report_to=none"])
         result = train(cfg, overrides=["recipe=search-r1-cpu-tiny", "agent.protocol=tools"])
@@ -120,7 +120,7 @@ def test_every_rollout_searched_its_own_rows_question_with_the_rows_gold_flags(t
             s = record["searches"][0]
             row = rows[row_id]
             assert s["query"] == row["question"].strip()
-            hits = retriever.search([s["query"]], 1)[0]  # agent.topk=1
+            hits = retriever.search([s["query"]], 1)[0]  # agent.top_k=1
             assert s["ids"] == [h.id for h in hits]  # the index's ranking (difficulty none)
             assert s["gold"] == [RowView(row).is_gold(h) for h in hits]
 

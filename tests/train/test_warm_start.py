@@ -113,7 +113,7 @@ def test_a_search_agents_answer_turn_is_taught_after_what_the_retriever_returns(
     index = tmp_path / "ix"
     build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=5))
     got = read_rows(rows)
-    cfg = WarmStartConfig(shards=str(rows), out=str(tmp_path / "w"), agent="search-r1", retriever=str(index), topk=2)
+    cfg = WarmStartConfig(shards=str(rows), out=str(tmp_path / "w"), agent="search-r1", retriever=str(index), top_k=2)
     cfg.validate()
     info = _information(cfg, open_retriever(str(index)), got)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -52,7 +52,7 @@ P = PartitionConfig
 #: backend_args the shared backend block's --backend-arg), with their short aliases.
 OPTIONS = config_options(P, exclude=("backend_args",), types={"out": Path},
                          short={"out": "-o", "dataset": "-d", "input": "-i", "n": "-n", "K": "-K", "model": "-M",
-                                "k": "-k"})
+                                "samples": "-k"})
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
 CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
 
@@ -61,8 +61,8 @@ def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
     """The positional arguments: the SHARDS directory (the one without ``=``), and recipe=NAME plus key=value
     overrides (every token with ``=``, or a Hydra ``~key`` deletion).
 
-    >>> split_shards(["outputs/musique-max", "recipe=rag-rl-pass8", "k=4"])
-    ('outputs/musique-max', ['recipe=rag-rl-pass8', 'k=4'])
+    >>> split_shards(["outputs/musique-max", "recipe=rag-rl-pass8", "samples=4"])
+    ('outputs/musique-max', ['recipe=rag-rl-pass8', 'samples=4'])
     """
     paths = [a for a in args or [] if "=" not in a and not a.startswith("~")]
     if len(paths) > 1:
@@ -90,7 +90,7 @@ def partition(
     args: Annotated[list[str] | None, typer.Argument(
         metavar="SHARDS recipe=NAME KEY=VALUE", show_default=False,
         help=f"SHARDS: {field_help(P, 'shards')} recipe=NAME (recipes/partition/, e.g. "
-        "rag-rl-pass8: the paper's pass@8) and key=value overrides of its fields (Hydra syntax), e.g. k=4.")] = None,
+        "rag-rl-pass8: the paper's pass@8) and key=value overrides of its fields (Hydra syntax), e.g. samples=4.")] = None,
     max_chunks: Annotated[int | None, typer.Option(help="Stop after generating this many chunks (run again to "
                                                    "continue).", show_default=False)] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
@@ -109,7 +109,7 @@ def partition(
     --correct-f1 / --strict-format re-buckets without generating.
 
     With --agent search-r1 --retriever DIR|URL the model is a search agent: k trajectories per question through
-    the search environment (--template, --topk, --max-turns, --max-context-tokens, --search-difficulty), split
+    the search environment (--template, --top-k, --max-turns, --max-context-tokens, --search-difficulty), split
     into answerable-without-search/, answerable-with-search/, unanswerable/ (and learnable/), with searches per
     success in stats.parquet."""
     # With --agent search-r1 --retriever DIR|URL: a search agent's partition (partition/_agent.py): k trajectories

@@ -47,8 +47,8 @@ def warm_start(
     retriever: Annotated[str, typer.Option(help="With --agent: the index directory (curriculum index) or the URL "
                                            "of `curriculum serve` the agent will train against.",
                                            show_default=False)] = "",
-    topk: Annotated[int | None, typer.Option(help="With --agent: passages per search (as the training recipe's "
-                                             "agent.topk). \\[default: 3]", show_default=False)] = None,
+    top_k: Annotated[int | None, typer.Option(help="With --agent: passages per search (as the training recipe's "
+                                             "agent.top_k). \\[default: 3]", show_default=False)] = None,
     template: Annotated[str | None, typer.Option(help="With --agent: the search prompt (search-r1 | "
                                                  "search-r1-original), as the recipe's agent.template. "
                                                  "\\[default: search-r1]", show_default=False)] = None,
@@ -73,14 +73,14 @@ def warm_start(
 
       curriculum train recipe=cpu-learn
 
-    A search agent (docs/search-agents.md): --agent search-r1 --retriever indexes/musique-train --topk 2, then
+    A search agent (docs/search-agents.md): --agent search-r1 --retriever indexes/musique-train --top-k 2, then
     curriculum train recipe=search-learn.
     """
     with reported_errors():
         result = run(WarmStartConfig(
             shards=str(shards), out=str(out_dir), model=model, rows=rows, epochs=epochs, copies=copies, plain=plain,
             learning_rate=learning_rate, seed=seed, hidden_size=hidden_size, layers=layers, agent=agent,
-            retriever=retriever, topk=topk, template=template, freeze_embeddings=freeze_embeddings,
+            retriever=retriever, top_k=top_k, template=template, freeze_embeddings=freeze_embeddings,
             overwrite=overwrite))
     table = Table(title=f"warm start of {escape(model or 'a tiny model made here')}", title_justify="left")
     for col in ("rows", "examples", "loss first", "loss last", "seconds", "model"):

@@ -76,7 +76,7 @@ class RolloutConfig(AsDict):
 
     Attributes:
         template: the agent's prompt template (``search-r1``, ``search-r1-original``, ... in ``AGENT_TEMPLATES``).
-        topk: passages per search (Search-R1: 3).
+        top_k: passages per search (Search-R1: 3).
         max_turns: model turns per trajectory, the answering one included.
         max_context_tokens: the trajectory's token budget (prompt and every segment).
         on_invalid: a turn that breaks the format: ``feedback`` (Search-R1: tell the model, go on) or ``stop``.
@@ -88,15 +88,15 @@ class RolloutConfig(AsDict):
     """
 
     template: str = "search-r1"
-    topk: int = 3  # Search-R1's retriever topk
+    top_k: int = 3  # Search-R1's retriever top_k
     max_turns: int = 4  # model turns, the answering one included
     max_context_tokens: int = 8192
     on_invalid: str = "feedback"  # feedback (Search-R1: tell the model, go on) | stop
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.topk < 1 or self.max_turns < 1 or self.max_context_tokens < 1:
-            raise ConfigError(f"topk, max_turns and max_context_tokens must be >= 1 (got {self.topk}, "
+        if self.top_k < 1 or self.max_turns < 1 or self.max_context_tokens < 1:
+            raise ConfigError(f"top_k, max_turns and max_context_tokens must be >= 1 (got {self.top_k}, "
                               f"{self.max_turns}, {self.max_context_tokens})")
         if self.on_invalid not in ("feedback", "stop"):
             raise ConfigError(f"on_invalid={self.on_invalid!r}; choose feedback or stop")
@@ -112,7 +112,7 @@ class SearchCall:
     query: str
     ids: list[str]
     gold: list[bool]
-    short: bool = False  # fewer passages than topk came back
+    short: bool = False  # fewer passages than top_k came back
     shaped: dict[str, Any] = field(default_factory=dict)
 
 
@@ -313,7 +313,7 @@ def _run_searches(searches: list[tuple[int, str]], trajs: list[Trajectory], view
                   count: Callable[[str], int]) -> list[int]:
     """One retriever call for the turn's searches (``(trajectory number, query)``), each result shaped by the
     row's search difficulty and shown to its trajectory; the numbers of the trajectories that go on."""
-    k = cfg.topk
+    k = cfg.top_k
     extra = max(shape.extra(k, view_of[i]) for i, _ in searches)
     results = retriever.search([q for _, q in searches], k + extra)
     if len(results) != len(searches):

@@ -81,7 +81,7 @@ class AgentEvalConfig:
     temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (explicit, never the model's).")
     top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
     max_tokens: int = rule(500, ge=1, le=1_000_000, help="Most tokens per model turn (Search-R1: 500).")
-    topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
+    top_k: int = rule(3, ge=1, le=100, renamed_from="topk", help="Passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help="Model turns per trajectory, the answering one included.")
     max_context_tokens: int = rule(8192, ge=1, le=10_000_000, help=(
         "Prompt plus trajectory, in the backend's tokens (characters / 4 for a backend without a tokenizer)."))
@@ -197,7 +197,7 @@ class AgentEvalConfig:
         return react_crag.CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
 
     def rollout(self) -> Any:
-        return RolloutConfig(template=self.agent_template(), topk=self.topk, max_turns=self.max_turns,
+        return RolloutConfig(template=self.agent_template(), top_k=self.top_k, max_turns=self.max_turns,
                              max_context_tokens=self.max_context_tokens, seed=self.seed)
 
     def sampling(self) -> Any:

@@ -4,7 +4,7 @@ model *with a search tool*, and how many searches each success needed.
 Each question gets ``k`` trajectories from the toolkit's one rollout loop (:func:`rag_curriculum.agents.run_rollouts`,
 the loop ``curriculum eval --agent`` and training use), against the retriever ``--retriever`` names (an index
 directory or a ``POST /retrieve`` server, :func:`rag_curriculum.agents.open_retriever`), with the agent's knobs of
-``eval --agent`` (``--template``, ``--topk``, ``--max-turns``, ``--max-context-tokens``) and the search difficulty of
+``eval --agent`` (``--template``, ``--top-k``, ``--max-turns``, ``--max-context-tokens``) and the search difficulty of
 training (``--search-difficulty``, ``--withhold-p``). The run goes through the partition's own machinery unchanged:
 :func:`rag_curriculum.generation.runner.run_chunks` sees a backend (:class:`RolloutBackend`) whose "completion" of a
 question is one trajectory, stored as compact JSON in the chunk files of ``OUT/work`` (chunks, resume, shards,
@@ -355,7 +355,7 @@ def write_agent_card(
     description = (
         f"{manifest['num_rows']:,} rows: the questions of `{manifest['input']['path']}` for which {part['rule']}. "
         f"Each question was answered {n} times by `{model}` ({g.get('backend')} backend) as a search agent "
-        f"({roll.get('template')} prompt, Search-R1's <search> / <information> protocol; top-{roll.get('topk')} "
+        f"({roll.get('template')} prompt, Search-R1's <search> / <information> protocol; top-{roll.get('top_k', roll.get('topk'))} "
         f"passages per search, at most {roll.get('max_turns')} turns of {sampling['max_tokens']} tokens and "
         f"{roll.get('max_context_tokens')} context tokens; temperature {sampling['temperature']}, top-p "
         f"{sampling['top_p']}, seed {sampling['seed']}; search difficulty "

@@ -54,13 +54,13 @@ class PartitionConfig:
 
     Examples:
         >>> from rag_curriculum import PartitionConfig
-        >>> cfg = PartitionConfig(shards="outputs/musique-max", model="Qwen/Qwen2.5-7B-Instruct", k=8)
+        >>> cfg = PartitionConfig(shards="outputs/musique-max", model="Qwen/Qwen2.5-7B-Instruct", samples=8)
         >>> cfg.backend, cfg.out
         ('vllm', 'outputs/partition')
-        >>> PartitionConfig(shards="outputs/musique-max", k=0)
+        >>> PartitionConfig(shards="outputs/musique-max", samples=0)
         Traceback (most recent call last):
         ...
-        rag_curriculum.errors.SettingError: k (--pass-at) = 0: must be an integer in 1..1024
+        rag_curriculum.errors.SettingError: samples (--pass-at) = 0: must be an integer in 1..1024
     """
 
     shards: str | None = rule(None, flag="SHARDS", empty=False, help=(
@@ -85,7 +85,7 @@ class PartitionConfig:
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help=(
         "Backend options (dtype, tensor_parallel_size, base_url, ...): every option that can change a completion "
         "is part of the run's identity; secrets are never written."))
-    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at", help=(
+    samples: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--pass-at", renamed_from="k", help=(
         "Samples per question, k (RAG-RL: 8; at most 1024); pass@j is stored for every j <= k."))
     temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (use the rollout temperature).")
     top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
@@ -127,7 +127,7 @@ class PartitionConfig:
     template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
         "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
         "make_prefix)."))
-    topk: int = rule(3, ge=1, le=100, help="With --agent: passages per search (Search-R1: 3).")
+    top_k: int = rule(3, ge=1, le=100, renamed_from="topk", help="With --agent: passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help=(
         "With --agent: model turns per trajectory, the answering one included (--max-tokens bounds one turn)."))
     max_context_tokens: int = rule(8192, ge=1, le=10_000_000, help=(
@@ -164,7 +164,7 @@ class PartitionConfig:
         self.sampling()  # validates the sampling settings
         if self.agent is None:
             defaults = {f.name: f.default for f in fields(self)}
-            agent_only = [n for n in ("retriever", "retriever_timeout", "template", "topk", "max_turns",
+            agent_only = [n for n in ("retriever", "retriever_timeout", "template", "top_k", "max_turns",
                                       "max_context_tokens", "search_difficulty", "withhold_p")
                           if getattr(self, n) != defaults[n]]
             if agent_only:
@@ -187,7 +187,7 @@ class PartitionConfig:
             resolve_model(str(self.model))  # a bad GGUF file is refused now; a good one converted once
 
     def sampling(self) -> SamplingConfig:
-        return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p,
+        return SamplingConfig(n=self.samples, temperature=self.temperature, top_p=self.top_p,
                               max_tokens=self.max_tokens, seed=self.seed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,7 +214,7 @@ def rollout_config(cfg: PartitionConfig) -> RolloutConfig:
     """The rollout settings of a search agent's partition."""
     return RolloutConfig(
         template=cfg.template,
-        topk=cfg.topk,
+        top_k=cfg.top_k,
         max_turns=cfg.max_turns,
         max_context_tokens=cfg.max_context_tokens,
         seed=cfg.seed,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._plumbing import RECORD_FILE, WORK, atomic_write_with, current_command
+from ..config import read_renamed
 from ..errors import PartitionError
 from ..generation.runner import BACKEND_FILE, WorkDir, read_backend
 from ..shards import read_manifest, write_json
@@ -83,7 +84,8 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
     if shards is not None:
         read_manifest(Path(shards))  # a --shards that is not a shard directory stops here, before --out is made
     target_dir = Path(out) if out is not None else srcs[0]
-    cfg = PartitionConfig(**{**record["config"], **options, "out": str(target_dir)})
+    recorded = read_renamed(PartitionConfig, record["config"], "the recorded partition config")  # older names read
+    cfg = PartitionConfig(**{**recorded, **options, "out": str(target_dir)})
     target = WorkDir(target_dir / WORK)
     target.open(run)
     n_chunks = -(-run["num_items"] // run["chunk_size"])

@@ -1,7 +1,7 @@
 """``curriculum profile``: a model's pass rate on the same questions at several synthetic levels.
 
 Each question of an adaptive build (its rows render at any level, :class:`~rag_curriculum.curricula.adaptive.
-LevelRenderer`) is asked at each profiled level (default 1, 2, 4, 8 and K), ``k`` samples each, through the
+LevelRenderer`) is asked at each profiled level (default 1, 2, 4, 8 and K), ``samples`` each, through the
 partition's chunk runner and engines (:func:`~rag_curriculum.generation.runner.run_chunks`: resumable, any backend,
 local or Ray); one item is a (question, level) pair, its id ``ROW_ID@LLEVEL`` (its sampling seed follows from it).
 Each sample is scored as the partition scores it (answer F1 of the parsed final answer, correct at ``correct_f1``).
@@ -128,7 +128,7 @@ class ProfileConfig:
     model: str | None = rule(None, empty=False, help="The model to profile: a local path, a .gguf file or a Hub id.")
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help=(
         "Backend options (dtype, base_url, ...), part of the run's identity as in the partition."))
-    k: int = rule(8, ge=1, le=MAX_SAMPLES, flag="--samples", help="Samples per question and level.")
+    samples: int = rule(8, ge=1, le=MAX_SAMPLES, renamed_from="k", help="Samples per question and level.")
     temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (use the rollout temperature).")
     top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
     max_tokens: int = rule(800, ge=1, le=MAX_COUNT, help="Most tokens per completion.")
@@ -168,7 +168,7 @@ class ProfileConfig:
             resolve_model(str(self.model))
 
     def sampling(self) -> SamplingConfig:
-        return SamplingConfig(n=self.k, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+        return SamplingConfig(n=self.samples, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
                               seed=self.seed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -413,7 +413,7 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "K": manifest.get("K"),
         "levels": list(levels),
         "group_size": cfg.group_size,
-        "samples_per_question": cfg.k,
+        "samples_per_question": cfg.samples,
         "questions": rows.num_rows,
         "skipped": sum(1 for s in table.column("skipped").to_pylist() if s is not None),
         "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "paired_over": "questions"},
@@ -426,7 +426,7 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
     model = (identity_model(run) or "the model")
     plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=cfg.group_size,
                        title=f"{Path(model).name} on {', '.join(summary['datasets'])}: "
-                             f"{figures['paired_questions']} questions x {cfg.k} samples")
+                             f"{figures['paired_questions']} questions x {cfg.samples} samples")
     write_json(out / PROFILE_SUMMARY, portable(summary, out))
     return summary
 

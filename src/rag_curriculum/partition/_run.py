@@ -75,7 +75,7 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
         from rag_curriculum import PartitionConfig, run_partition
 
         res = run_partition(PartitionConfig(shards="outputs/musique-max", out="outputs/p", backend="vllm",
-                                            model="Qwen/Qwen2.5-7B-Instruct", k=8, balance=True), progress=True)
+                                            model="Qwen/Qwen2.5-7B-Instruct", samples=8, balance=True), progress=True)
         res.complete, res.counts   # True, {'questions': ..., 'answerable': ..., 'learnable': ..., ...}
         ```
     """

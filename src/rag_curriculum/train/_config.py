@@ -188,7 +188,7 @@ class AgentConfig:
                          help=("The agent's prompt: search-r1 (VERITAS appendix A), search-r1-original (Search-R1's "
                                "make_prefix), globalrag (GlobalRAG's Figure 7), globalrag-released (its release's) "
                                "or search-tools (the tool-calling agent's, protocol=tools)."))
-    topk: int = rule(3, ge=1, le=100, help="Passages per search (Search-R1: 3).")
+    top_k: int = rule(3, ge=1, le=100, renamed_from="topk", help="Passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help=(
         "Model turns per trajectory, the answering one included (Search-R1: max_turns 2 to 4)."))
     max_turn_tokens: int | None = rule(None, ge=1, le=MAX_COUNT, help=(

@@ -167,7 +167,7 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
         r = plan.get("retriever") or {}
         fp = r.get("fingerprint") or (r.get("index") or {}).get("fingerprint")
         table.append(("search agent", f"template `{cfg.agent.template}`, protocol `{cfg.agent.protocol}`, top "
-                      f"{cfg.agent.topk}, {cfg.agent.max_turns} turns; index fingerprint `{str(fp)[:16]}`"))
+                      f"{cfg.agent.top_k}, {cfg.agent.max_turns} turns; index fingerprint `{str(fp)[:16]}`"))
     if cfg.adaptive.controller is not None:
         table.append(("adaptive", f"controller `{cfg.adaptive.controller}` on {cfg.adaptive.success}"))
     table.append(("steps", f"{step} of {total}" if total is not None else str(step)))

@@ -393,7 +393,7 @@ def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str
     none. ``rows``: to find rows by prompt under a trainer that does not record them; ``retriever``: one already
     opened (else ``agent.retriever`` is opened)."""
     s = seed if agent.seed is None else int(agent.seed)
-    kwargs = dict(config=RolloutConfig(template=agent.template, topk=agent.topk, max_turns=agent.max_turns,
+    kwargs = dict(config=RolloutConfig(template=agent.template, top_k=agent.top_k, max_turns=agent.max_turns,
                                        max_context_tokens=agent.max_context_tokens, on_invalid=agent.on_invalid,
                                        seed=s),
                   difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),

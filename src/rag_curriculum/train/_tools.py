@@ -24,7 +24,7 @@ The tokenizer's chat template must render tools and be one TRL knows how to pars
 ...     def search(self, queries, k):
 ...         return [[Hit("7", "Paris", "Paris is the capital of France."), Hit("9", "Lyon", "Lyon is a city.")][:k]
 ...                 for _ in queries]
->>> env = SearchEnvironment(Fixed(), topk=2)
+>>> env = SearchEnvironment(Fixed(), top_k=2)
 >>> env.reset(id="q1", question="Capital of France?", passages=[
 ...     {"title": "Paris", "text": "Paris is the capital of France.", "is_gold": True}])
 >>> print(env.search("capital of France"))
@@ -57,14 +57,14 @@ __all__ = ["SearchEnvironment", "environment_from_config"]
 
 class SearchEnvironment:
     """One rollout's search tool for TRL's ``environment_factory`` (see the module docstring). ``retriever``: any
-    :class:`~rag_curriculum.agents.Retriever` (or an index directory / server URL); ``topk``: passages per
+    :class:`~rag_curriculum.agents.Retriever` (or an index directory / server URL); ``top_k``: passages per
     search; ``difficulty``: what the row's level (or p) does to the results; ``max_searches``: calls beyond it get
     a message and no search (None: no limit; TRL's ``max_tool_calling_iterations`` bounds the turns)."""
 
-    def __init__(self, retriever: Retriever | str, *, topk: int = 3, difficulty: SearchDifficulty | None = None,
+    def __init__(self, retriever: Retriever | str, *, top_k: int = 3, difficulty: SearchDifficulty | None = None,
                  max_searches: int | None = None, first_search: str | None = None) -> None:
         self._retriever = open_retriever(retriever) if isinstance(retriever, str) else retriever
-        self._topk = int(topk)
+        self._top_k = int(top_k)
         self._difficulty = difficulty or SearchDifficulty()
         self._max_searches = max_searches
         self._first_search = first_search
@@ -102,7 +102,7 @@ class SearchEnvironment:
             return "Error: give the search a non-empty query."
         if self._max_searches is not None and len(searches) >= self._max_searches:
             return f"Error: no more searches ({self._max_searches} per question); give the final answer."
-        view, k, shape = self._view, self._topk, self._difficulty
+        view, k, shape = self._view, self._top_k, self._difficulty
         extra = shape.extra(k, view) if view is not None else 0
         hits = list(self._retriever.search([query.strip()], k + extra)[0])
         shaped: dict[str, Any] = {}
@@ -123,6 +123,6 @@ def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None)
     s = seed if agent.seed is None else int(agent.seed)
     retriever = retriever if retriever is not None else open_retriever(
         agent.retriever, timeout=getattr(agent, "retriever_timeout", None))
-    return functools.partial(SearchEnvironment, retriever, topk=agent.topk,
+    return functools.partial(SearchEnvironment, retriever, top_k=agent.top_k,
                              difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),
                              first_search=getattr(agent, "first_turn", None))

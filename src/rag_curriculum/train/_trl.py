@@ -646,8 +646,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
-        log.info("search agent (tool calling): retriever %s, topk %s", mask_secrets(str(cfg.agent.retriever)),
-                 cfg.agent.topk)
+        log.info("search agent (tool calling): retriever %s, top_k %s", mask_secrets(str(cfg.agent.retriever)),
+                 cfg.agent.top_k)
     elif cfg.agent.retriever is not None:
         extra["rollout_func"] = rollout_from_config(cfg.agent, seed=args.seed, retriever=retriever)
         log.info("search agent: retriever %s, %s", mask_secrets(str(cfg.agent.retriever)),

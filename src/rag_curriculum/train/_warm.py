@@ -217,7 +217,7 @@ class WarmStartConfig:
     ``epochs`` passes over their ``rows * copies`` examples, ``plain`` the fraction of a row's copies written
     without the format. ``agent``: empty, the closed-context route (RAG-RL's format); ``search-r1``, a search agent
     (its ``template``'s prompt, a search then the answer, each answer turn after what ``retriever``, an index
-    directory or a ``curriculum serve`` URL, returns for the search, ``topk`` passages, as the training rollout
+    directory or a ``curriculum serve`` URL, returns for the search, ``top_k`` passages, as the training rollout
     will show it)."""
 
     shards: str
@@ -235,7 +235,7 @@ class WarmStartConfig:
     vocab_size: int = 2048
     agent: str = ""
     retriever: str = ""
-    topk: int | None = None  # None: 3 with ``agent`` (Search-R1's topk)
+    top_k: int | None = None  # None: 3 with ``agent`` (Search-R1's top_k)
     template: str | None = None  # None: search-r1 with ``agent``
     freeze_embeddings: bool = False  # the token embeddings (and a tied output layer) left as they are
     overwrite: bool = False
@@ -264,15 +264,16 @@ class WarmStartConfig:
             raise UsageError("--agent search-r1 needs --retriever DIR|URL: the answer turns are taught after what "
                              "it returns", hint="curriculum index ... --out DIR, or the URL of `curriculum serve`")
         if not self.agent:
-            given = [f"--{n}" for n in ("retriever", "topk", "template") if getattr(self, n) not in (None, "")]
+            given = [f"--{n.replace('_', '-')}" for n in ("retriever", "top_k", "template")
+                     if getattr(self, n) not in (None, "")]
             if given:
                 raise UsageError(f"{', '.join(given)}: for --agent search-r1 only (the closed-context warm start "
                                  "searches nothing)")
         else:
-            self.topk = 3 if self.topk is None else self.topk
+            self.top_k = 3 if self.top_k is None else self.top_k
             self.template = self.template or "search-r1"
-        if self.topk is not None and not 1 <= int(self.topk) <= 100:
-            raise UsageError(f"--topk {self.topk}: must be between 1 and 100")
+        if self.top_k is not None and not 1 <= int(self.top_k) <= 100:
+            raise UsageError(f"--top-k {self.top_k}: must be between 1 and 100")
         if self.agent and self.template not in SEARCH_TEMPLATES:
             raise UsageError(f"--template {self.template}: choose one of {', '.join(SEARCH_TEMPLATES)}")
         if not 0 <= self.plain < 1:
@@ -320,9 +321,9 @@ def _check_rows(cfg: WarmStartConfig, rows: list[dict[str, Any]]) -> None:
 
 def _information(cfg: WarmStartConfig, retriever: Any, rows: list[dict[str, Any]]) -> list[str]:
     """The ``<information>`` block the environment appends after each row's taught search (the same retriever,
-    ``topk`` and layout as the training rollout)."""
+    ``top_k`` and layout as the training rollout)."""
     try:
-        hits = retriever.search([search_query(r) for r in rows], cfg.topk)
+        hits = retriever.search([search_query(r) for r in rows], cfg.top_k)
     finally:
         close = getattr(retriever, "close", None)
         if close is not None:

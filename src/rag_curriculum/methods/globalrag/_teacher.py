@@ -30,7 +30,7 @@ class TeacherResult:
 
 def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: Any, sampling: Any, *,
                   model: str, max_retrievals: int = 15, max_nodes: int = 6, template: str = "globalrag",
-                  topk: int = 3, max_context_tokens: int = 32768, seed: int = 0) -> TeacherResult:
+                  top_k: int = 3, max_context_tokens: int = 32768, seed: int = 0) -> TeacherResult:
     """Golden trajectories through a teacher (any generation backend of the toolkit) following appendix D: the
     teacher answers each row in GlobalRAG's format through the search environment (one rollout loop,
     :func:`~rag_curriculum.agents.run_rollouts`, with a turn budget of ``max_nodes x max_retrievals + 1``), and the
@@ -39,7 +39,7 @@ def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: An
     normalisation). Kept plans carry the teacher's sub-answers and ``origin = "teacher:" + model``."""
     if max_retrievals < 1 or max_nodes < 1:
         raise ConfigError(f"max_retrievals and max_nodes must be >= 1 (got {max_retrievals}, {max_nodes})")
-    cfg = RolloutConfig(template=template, topk=topk, max_turns=max_nodes * max_retrievals + 1,
+    cfg = RolloutConfig(template=template, top_k=top_k, max_turns=max_nodes * max_retrievals + 1,
                         max_context_tokens=max_context_tokens, seed=seed)
     trajs = run_rollouts(backend, rows, retriever, sampling, n=1, config=cfg)
     res = TeacherResult()

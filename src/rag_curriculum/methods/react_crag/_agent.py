@@ -6,7 +6,7 @@ writes ``Thought i: ...`` then ``Action i: Search[entity]`` | ``Lookup[keyword]`
 stops at ``\\nObservation`` (ReAct's stop string, without its step number) and the environment completes the line
 ``Observation i: ...``:
 
-- ``Search[e]``: the retriever's top ``topk`` passages for ``e`` are the "page" (each paragraph ``title: text``);
+- ``Search[e]``: the retriever's top ``top_k`` passages for ``e`` are the "page" (each paragraph ``title: text``);
   the observation is the page's first ``sentences`` sentences (the paper's Table 3: "the first 5 sentences";
   ReAct's ``get_page_obs``: paragraphs split on newlines, sentences on ``". "``). No passage:
   ``Could not find e.``

@@ -1,0 +1,73 @@
+"""Settings renamed so that one idea has one name (``top_k`` for passages per search, as the build's ``--top-k``;
+``samples`` for samples per question, so that ``k`` never names both the samples and the level K): the old names
+still work for one release, in recipes, ``key=value`` overrides, options and recorded configs, each with a warning
+naming the new one."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rag_curriculum.cli import app
+from rag_curriculum.config import bind, compose, recipe_path, renamed_fields
+from rag_curriculum.evaluation._agent import AgentEvalConfig
+from rag_curriculum.partition import PartitionConfig
+from rag_curriculum.partition._profile import ProfileConfig
+from rag_curriculum.train import compose_train_config
+from rag_curriculum.train._config import AgentConfig
+
+
+def test_each_renamed_field_names_its_old_name():
+    assert renamed_fields(PartitionConfig) == {"k": "samples", "topk": "top_k"}
+    assert renamed_fields(ProfileConfig) == {"k": "samples"}
+    assert renamed_fields(AgentEvalConfig) == renamed_fields(AgentConfig) == {"topk": "top_k"}
+
+
+def test_an_old_key_in_a_recipe_or_an_override_sets_the_new_field_with_a_warning():
+    with pytest.warns(FutureWarning, match="'k' is now called 'samples'"):
+        cfg = bind(PartitionConfig, {**compose("partition", "rag-rl-pass8"), "k": 4})
+    assert cfg.samples == 4
+    with pytest.warns(FutureWarning, match="'topk' is now called 'top_k'"):
+        data = compose("partition", "rag-rl-pass8", ["topk=5"], schema=PartitionConfig)
+    assert bind(PartitionConfig, data).top_k == 5
+
+
+def test_an_old_nested_key_of_the_training_recipe_is_read(tmp_path):
+    with pytest.warns(FutureWarning, match="'agent.topk' is now called 'agent.top_k'"):
+        cfg = compose_train_config("search-r1-cpu-tiny", ["agent.topk=1"])
+    assert cfg.agent.top_k == 1
+    # a recipe of one's own, written with the old key, on the shipped base
+    own = tmp_path / "mine.yaml"
+    shipped = yaml.safe_load(recipe_path("train", "search-r1-cpu-tiny").read_text())
+    shipped["agent"]["topk"] = shipped["agent"].pop("top_k") + 1
+    own.write_text(yaml.safe_dump(shipped))
+    with pytest.warns(FutureWarning, match="'topk' is now called 'top_k'"):
+        assert compose_train_config(str(own)).agent.top_k == 3
+
+
+def test_the_new_names_raise_no_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert compose_train_config("search-r1-cpu-tiny", ["agent.top_k=1"]).agent.top_k == 1
+        assert bind(PartitionConfig, compose("partition", "rag-rl-pass8", ["samples=4"])).samples == 4
+
+
+def test_the_old_option_is_read_as_the_new_one_with_a_warning_on_stderr():
+    args = ["partition", "outputs/x", "--agent", "search-r1", "--retriever", "http://127.0.0.1:1/retrieve",
+            "--backend", "scripted", "--model", "m", "--print-config"]
+    r = CliRunner().invoke(app, [*args, "--topk", "2"])
+    assert "--topk is now called --top-k" in r.output
+    assert r.exit_code == 0 and "top_k: 2" in r.output, r.output
+    r = CliRunner().invoke(app, [*args, "--top-k=2"])
+    assert r.exit_code == 0 and "is now called" not in r.output and "top_k: 2" in r.output, r.output
+
+
+def test_a_partition_recorded_with_the_old_name_still_merges(tmp_path):
+    from rag_curriculum.config import read_renamed
+
+    with pytest.warns(FutureWarning):
+        recorded = read_renamed(PartitionConfig, {"shards": "x", "k": 3, "topk": 2}, "the recorded config")
+    assert PartitionConfig(**recorded).samples == 3 and PartitionConfig(**recorded).top_k == 2
