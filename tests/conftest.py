@@ -51,6 +51,20 @@ def _fast_set_only(config) -> bool:
             and not config.option.keyword and os.environ.get(ALL_TESTS) != "1")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A plain ``pytest`` also spreads the fast set over the cores: one pytest-xdist worker per core (at most 4), as
+    if ``-n N`` were given, so the loop a contributor runs most takes minutes. Any ``-n`` (``-n 0``: one process),
+    ``-p no:xdist``, a path, ``-m`` or ``-k`` is left as asked. (Runs before xdist's own hook, which turns ``-n``
+    into workers.)"""
+    if (_fast_set_only(config) and config.pluginmanager.hasplugin("xdist")
+            and getattr(config.option, "numprocesses", None) is None and "PYTEST_XDIST_WORKER" not in os.environ
+            and not config.option.collectonly and not config.option.usepdb):
+        cores = min(4, len(os.sched_getaffinity(0)))
+        if cores > 1:
+            config.option.numprocesses = cores
+
+
 def pytest_collection_modifyitems(config, items):
     if _fast_set_only(config):
         slow = [item for item in items if item.get_closest_marker("slow")]
@@ -130,6 +144,20 @@ def gemma_dir(gemma_gguf) -> Path:
     from rag_curriculum.models import resolve_model
 
     return Path(resolve_model(gemma_gguf).path)
+
+
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker: hand the count of slow tests left out to the controller, which prints it."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["slow_left_out"] = getattr(session.config, "_rag_curriculum_slow_left_out", 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker's count of slow tests left out (each worker collects them all)."""
+    left_out = getattr(node, "workeroutput", {}).get("slow_left_out", 0)
+    node.config._rag_curriculum_slow_left_out = max(getattr(node.config, "_rag_curriculum_slow_left_out", 0), left_out)
 
 
 def pytest_terminal_summary(terminalreporter, config):
