@@ -196,7 +196,7 @@ def test_an_http_ray_address_is_one_line_saying_which_address_to_give(given, mon
     import logging
 
     ray = pytest.importorskip("ray")
-    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum._plumbing import connect_ray
     from rag_curriculum.errors import UsageError
 
     if ray.is_initialized():  # pragma: no cover - a cluster of another test in this process
@@ -218,7 +218,7 @@ def test_a_ray_refusal_is_said_whole_not_cut_at_its_first_line(monkeypatch):
     import logging
     import types
 
-    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum._plumbing import connect_ray
     from rag_curriculum.errors import UsageError
 
     def init(**kw):
@@ -237,7 +237,7 @@ def test_a_ray_address_whose_port_is_no_port_says_so(monkeypatch):
     import logging
 
     ray = pytest.importorskip("ray")
-    from rag_curriculum._plumbing._ray import connect_ray
+    from rag_curriculum._plumbing import connect_ray
     from rag_curriculum.errors import UsageError
 
     if ray.is_initialized():  # pragma: no cover - a cluster of another test in this process

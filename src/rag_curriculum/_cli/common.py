@@ -125,7 +125,7 @@ class _OwnLine(logging.Formatter):
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
-    :mod:`rag_curriculum._plumbing._secrets` (credentials in URLs), whoever logs it."""
+    :mod:`rag_retriever._support._secrets` (credentials in URLs), whoever logs it."""
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
@@ -494,7 +494,7 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
 
 def redacted(command: str) -> str:
     """The command line with secrets hidden (it is recorded in manifests and data cards): the one rule of
-    :mod:`rag_curriculum._plumbing._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
+    :mod:`rag_retriever._support._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
     return redact_command(command)
 
 

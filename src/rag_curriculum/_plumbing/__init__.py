@@ -2,18 +2,22 @@
 command line a run records, the trainer tail, distributions, the JSONL log reader, the GC pause, forked side tasks,
 locks between processes (filelock), and the files that mark a partition's outputs as a set. Private to the toolkit
 (no stable API), and the one door to it: the other packages import these names from here, not from its modules.
-Light to import (standard library only)."""
+Light to import (standard library only).
 
-from ._atomic import atomic_write_bytes, atomic_write_text, atomic_write_with, fsync_dir, tmp_name
-from ._command import current_command
-from ._counts import distribution, gc_paused, trainer_tail
-from ._digest import file_sha256, shards_digest
-from ._fork import SideTask, die_with_parent
-from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
-from ._lazy import lazy_exports, moved_names, moved_to
-from ._lock import held_or_refused, waited
-from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
-from ._ray import (
+Atomic writes, forked side tasks, locks, secret masking and the Ray connection are written once, in the retriever
+(``rag_retriever._support``, which rag-curriculum requires at its own version): the toolkit's names for them are
+the retriever's, so a fix lands in both distributions at once."""
+
+from rag_retriever._support._atomic import (
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_write_with,
+    fsync_dir,
+    tmp_name,
+)
+from rag_retriever._support._fork import SideTask, die_with_parent
+from rag_retriever._support._lock import held_or_refused, waited
+from rag_retriever._support._ray import (
     AUTH_HINT,
     UNREACHABLE_HINT,
     auth_cause,
@@ -24,7 +28,21 @@ from ._ray import (
     shutdown_ray,
     unreachable,
 )
-from ._secrets import MASK, MaskingFilter, is_secret, mask_secrets, redact_command, redact_overrides
+from rag_retriever._support._secrets import (
+    MASK,
+    MaskingFilter,
+    is_secret,
+    mask_secrets,
+    redact_command,
+    redact_overrides,
+)
+
+from ._command import current_command
+from ._counts import distribution, gc_paused, trainer_tail
+from ._digest import file_sha256, shards_digest
+from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
+from ._lazy import lazy_exports, moved_names, moved_to
+from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import AsDict, expected_type, init_hints
 

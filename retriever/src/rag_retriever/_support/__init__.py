@@ -1,7 +1,8 @@
 """The retriever's own plumbing, standard library only (filelock and rich imported where used): atomic writes,
 file digests, 64-bit hashes, the GC pause, forked side tasks, locks, secret masking, Ray connection, progress bars,
-typed settings, a registry, portable paths. Copies of rag-curriculum's helpers of the same names, so the retriever
-needs nothing of it. Private (no stable API)."""
+typed settings, a registry, portable paths: the retriever needs nothing of rag-curriculum. Private (no stable API)
+outside this repository: rag-curriculum, which requires this package, takes its atomic writes, forked side tasks,
+locks, secret masking and Ray connection from here rather than keeping copies."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
 from ._counts import gc_paused
