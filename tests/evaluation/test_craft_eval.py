@@ -155,7 +155,7 @@ def test_eval_template_errors(tmp_path, shared_data):
                                  max_distractors=2, out=str(data)), command="test")
     res = CliRunner().invoke(app, ["eval", "--model", "m=x.json", "--data", str(data), "--backend", "scripted",
                                    "--judge", "scripted:x:y", "--out", str(tmp_path / "o2")])
-    assert res.exit_code != 0 and "no evaluation set here is in a CRAFT format" in res.output
+    assert res.exit_code != 0 and "no evaluation set here is in its format" in res.output
 
 
 def test_variants_table_of_compared_runs():

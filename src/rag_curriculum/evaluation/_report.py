@@ -29,13 +29,13 @@ from .._titles import (
 )
 from ..cards import md_table
 from ..errors import ConfigError
-from ..methods import craft
 from ._outcomes import add_outcomes, outcome_sections
 from ._scoring import (
     BREAKDOWNS,
     bootstrap_intervals,
     breakdown,
     breakdown_by_format,
+    eval_scorers,
     format_reasons,
     paired_difference,
     summarize,
@@ -444,10 +444,8 @@ def render_report(summary: Mapping[str, Any], *, title: str = "Evaluation", plot
         lines += ["## Paired differences", "", "Over the questions both sides scored, x 100, with a 95% paired "
                   "bootstrap interval (1,000 resamples of the questions, seed 0, the same resample for both sides): "
                   "an interval that holds 0 does not tell the two apart.", "", md_table(*paired), ""]
-    if (variants := craft.render_variants_table(summary)) is not None:  # CRAFT trace formats: the CRAFT paper's Table 2
-        lines += ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
-                  "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",
-                  variants, ""]
+    for scorer in eval_scorers():  # a method's own section (CRAFT's trace formats: the CRAFT paper's Table 2)
+        lines += scorer.report_section(summary) or []
     buckets = _bucket_names(summary)
     if buckets:
         lines += ["## Base-answerable / base-unanswerable questions", "",

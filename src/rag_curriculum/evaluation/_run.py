@@ -42,7 +42,6 @@ from ..generation import (
     runner,
 )
 from ..generation.runner import read_backend
-from ..methods import craft
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
 from ._config import EvalConfig, ModelSpec
@@ -56,7 +55,7 @@ from ._report import (
     summarize_entry,
     write_dataset_card,
 )
-from ._scoring import SAMPLE_METRICS, score_row
+from ._scoring import SAMPLE_METRICS, eval_scorers, score_row, scorer_of
 
 log = logging.getLogger(__name__)
 
@@ -440,11 +439,18 @@ def _eval_sets(cfg: EvalConfig, out: Path) -> tuple[list[EvalSet], Any]:
     sets: list[EvalSet] = []
     for d in cfg.data:
         sets += load_eval_sets(d, limit=cfg.limit)
-    if cfg.templates:  # every set in every template asked for (CRAFT's variants: methods/craft)
-        sets = [craft.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
-    judge = craft.make_judge(cfg.judge, cfg.judge_args, default_cache=str(out / "judge-cache"))
-    if judge is not None and not any(craft.craft_variant_of(es) for es in sets):
-        raise EvalError("--judge audits CRAFT traces, and no evaluation set here is in a CRAFT format",
+    scorers = eval_scorers()
+    if cfg.templates:  # every set in every template asked for (a method's formats: CRAFT's variants)
+        render = next((s for s in scorers if getattr(s, "rerender", None)), None)
+        if render is None:
+            raise EvalError("--template re-renders sets in a method's formats, and no method that does is "
+                            "installed", hint="install rag-curriculum's methods (CRAFT's formats), or leave out "
+                            "--template")
+        sets = [render.rerender(es, t, cfg.index_base) for es in sets for t in cfg.templates]
+    judge = next((j for s in scorers if (j := s.make_judge(cfg.judge, cfg.judge_args,
+                                                           default_cache=str(out / "judge-cache"))) is not None), None)
+    if judge is not None and not any(s.variant_of(es) for s in scorers for es in sets):
+        raise EvalError("--judge audits a method's traces (CRAFT's), and no evaluation set here is in its format",
                         hint="add --template craft-v1 (... craft-v4), or evaluate sets built with --template craft-vN")
     keys = [s.key for s in sets]
     dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -476,19 +482,20 @@ def _evaluate_set(cfg: EvalConfig, model: ModelSpec, es: EvalSet, backend: Calla
     else:
         resolved = read_results(path)[1].get("backend")
     records = _score(es, model, completions, m=cfg.m, strict_format=cfg.strict_format, buckets=buckets)
-    variant = craft.craft_variant_of(es)
-    if variant:
-        records = craft.add_craft_scores(records, es.rows, variant, judge, strict_format=cfg.strict_format)
+    scorer, variant = scorer_of(es)
+    if scorer is not None:
+        records = scorer.add_scores(records, es.rows, variant, judge, strict_format=cfg.strict_format)
     meta = {"generation": fp, "model": model.name, "strict_format": cfg.strict_format,
             "data_dir": str(es.directory)}
     if resolved is not None:
         meta["backend"] = resolved
-    _write_results(path, records, mask_secrets(meta), craft.result_schema(RESULT_SCHEMA, records))
+    _write_results(path, records, mask_secrets(meta),
+                   scorer.result_schema(RESULT_SCHEMA, records) if scorer is not None else RESULT_SCHEMA)
     shutil.rmtree(work, ignore_errors=True)
     entry = summarize_entry(records, model=model.name, model_path=model.path, dataset=es.dataset,
                             setting=es.setting, data_dir=str(es.directory), results=rel.as_posix())
-    if variant:
-        craft.craft_entry(entry, records, variant, model=model.name, renamed=len(cfg.templates) > 1)
+    if scorer is not None:
+        scorer.entry(entry, records, variant, model=model.name, renamed=len(cfg.templates) > 1)
     o = entry["overall"]
     log.info("%s on %s: answer F1 %.2f, citation F1 %.2f, joint F1 %.2f, valid format %.1f%%",
              model.name, es.key, 100 * o["answer_f1"], 100 * o["citation_f1"], 100 * o["joint_f1"],

@@ -36,6 +36,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..rewards import (
     ABSTENTION_ANSWER,
+    EVAL_SCORERS,
     get_parser,
     is_abstention,
     joint_f1,
@@ -50,10 +51,12 @@ __all__ = [
     "SAMPLE_METRICS",
     "breakdown",
     "breakdown_by_format",
+    "eval_scorers",
     "format_reasons",
     "paired_difference",
     "question_key",
     "score_row",
+    "scorer_of",
     "summarize",
     "summarize_samples",
 ]
@@ -292,3 +295,18 @@ def format_reasons(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     c = Counter(r for rec in records for r, v in zip(rec["sample_reason"], rec["sample_valid"], strict=True)
                 if not v)
     return {k: c[k] for k in sorted(c, key=lambda k: (-c[k], str(k)))}
+
+
+def eval_scorers() -> list[Any]:
+    """The methods' parts of the evaluation (:data:`rag_curriculum.rewards.EVAL_SCORERS`), by name; one that cannot
+    be imported is left out with a warning naming it."""
+    return list(EVAL_SCORERS.loaded().values())
+
+
+def scorer_of(es: Any) -> tuple[Any, str | None]:
+    """The method whose format the evaluation set ``es`` is in, and that format; ``(None, None)`` for a set of no
+    method's format (RAG-RL's, scored as every set is)."""
+    for scorer in eval_scorers():
+        if variant := scorer.variant_of(es):
+            return scorer, variant
+    return None, None

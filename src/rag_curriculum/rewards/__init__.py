@@ -108,7 +108,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         RagRlReward,
         RewardBreakdown,
     )
-    from ._registry import REWARDS, get_reward, register_reward
+    from ._registry import EVAL_SCORERS, REWARDS, get_reward, register_reward
     from ._scoring import (
         ABSTENTION_ANSWER,
         CompletionScore,
@@ -128,6 +128,7 @@ __all__ = [
     "OutputFormat",
     "ParsedCompletion",
     "REASONS",
+    "EVAL_SCORERS",
     "REWARDS",
     "RagRlAnswerReward",
     "RagRlCitationReward",

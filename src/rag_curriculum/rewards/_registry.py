@@ -18,7 +18,7 @@ from typing import Any
 
 from ..registry import Registry
 
-__all__ = ["REWARDS", "get_reward", "register_reward"]
+__all__ = ["EVAL_SCORERS", "REWARDS", "get_reward", "register_reward"]
 
 REWARDS: Registry[Callable[..., Callable]] = Registry("reward", check=callable,
                                                      must_be="a callable that makes a reward function")
@@ -26,6 +26,16 @@ REWARDS.register("rag-rl", "rag_curriculum.rewards._rag_rl:RagRlReward")
 REWARDS.register("rag-rl-answer", "rag_curriculum.rewards._rag_rl:RagRlAnswerReward")
 REWARDS.register("rag-rl-citation", "rag_curriculum.rewards._rag_rl:RagRlCitationReward")
 REWARDS.register("rag-rl-format", "rag_curriculum.rewards._rag_rl:RagRlFormatReward")
+
+#: A method's part of ``curriculum eval`` on evaluation sets, by name, so the evaluation names no method: an object
+#: with ``variant_of(es)`` (the method's format of a set, or None: the set is not the method's),
+#: ``rerender(es, template, index_base)`` (a set in another template: ``eval --template``),
+#: ``make_judge(spec, args, *, default_cache)`` (``--judge``, or None), ``add_scores(records, rows, variant, judge,
+#: *, strict_format)``, ``result_schema(base, records)``, ``entry(entry, records, variant, *, model, renamed)`` (the
+#: summary's entry) and ``report_section(summary)`` (Markdown lines for ``table.md``, or None). CRAFT's is
+#: :data:`rag_curriculum.methods.craft.EVAL_SCORER`.
+EVAL_SCORERS: Registry[Any] = Registry("evaluation scorer", check=lambda s: hasattr(s, "variant_of"),
+                                       must_be="an object with variant_of, rerender, make_judge, add_scores, ...")
 
 
 def get_reward(name: str, **kwargs: Any) -> Callable:

@@ -41,8 +41,7 @@ from typing import Any
 from .._plumbing import read_state, write_state
 from ..agents import P_COLUMN, noise_probability
 from ..errors import ConfigError
-from ..methods import search_r1
-from ..rewards import row_gold
+from ..rewards import get_reward, row_gold
 from .adaptive import PLOT_FILE, STATE_FILE, _count, plot_levels, read_levels
 from .controllers import Controller, GroupResult, batch_success, make_controller
 
@@ -144,7 +143,7 @@ class SearchCurriculumHook:
         ``trajectory`` column of the tag protocol, else the last ``<answer>`` of the completion), or the total."""
         if self.success == "reward":
             return [float(t) for t in totals]
-        em = search_r1.SearchEmReward(log_components=False)
+        em = get_reward("search-em", log_components=False)  # the search agent's EM, registered by its method
         return [em.score(c, row_gold(r), r.get("trajectory")).exact_match
                 for r, c in zip(rows, completions, strict=True)]
 

@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING
 
 from ..._plumbing import lazy_exports
 from ...prompts import TEMPLATES
-from ...rewards import FORMATS, register_reward
+from ...rewards import EVAL_SCORERS, FORMATS, register_reward
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
     from ._evaluation import (
         CRAFT_FIELDS,
+        EVAL_SCORER,
         add_craft_scores,
         craft_entry,
         craft_variant_of,
@@ -60,11 +61,14 @@ for _name, _cls in (("craft", "CraftReward"), ("craft-format", "CraftFormatRewar
                     ("craft-answer", "CraftAnswerReward"), ("craft-evidence", "CraftEvidenceReward"),
                     ("craft-boundary", "CraftBoundaryReward"), ("craft-judge", "CraftJudgeReward")):
     register_reward(_name, f"{__name__}._reward:{_cls}")
+# its part of `curriculum eval`: trace formats re-rendered, judged, scored and tabled
+EVAL_SCORERS.register("craft", f"{__name__}._evaluation:EVAL_SCORER")
 
 __all__ = [
     "CRAFT_FIELDS",
     "CRAFT_REASONS",
     "CRAFT_VARIANTS",
+    "EVAL_SCORER",
     "CraftAnswerReward",
     "CraftBoundaryReward",
     "CraftBreakdown",

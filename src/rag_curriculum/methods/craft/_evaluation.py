@@ -39,7 +39,7 @@ from ._format import CRAFT_VARIANTS, parse_craft
 from ._judge import CraftJudge
 from ._reward import boundary_check
 
-__all__ = ["CRAFT_FIELDS", "add_craft_scores", "craft_entry", "craft_variant_of", "make_judge", "rerender",
+__all__ = ["CRAFT_FIELDS", "EVAL_SCORER", "add_craft_scores", "craft_entry", "craft_variant_of", "make_judge", "rerender",
            "render_variants_table", "result_schema"]
 
 #: Per-question columns a CRAFT result adds (besides the sample lists of the same names).
@@ -210,3 +210,30 @@ def render_variants_table(summary: Mapping[str, Any]) -> str | None:
                     cells += [pct(o.get(k)) if e is not None else "–" for k, _ in TABLE2_METRICS]
                 rows.append(["", "CRAFT_" + variant.split("-")[-1], *cells])
     return md_table(header, rows)
+
+
+class CraftEvalScorer:
+    """CRAFT's part of ``curriculum eval`` (:data:`rag_curriculum.rewards.EVAL_SCORERS`, as ``craft``): its trace
+    formats re-rendered (``--template craft-vN``), judged (``--judge``), scored, and laid out as the paper's
+    Table 2 in ``table.md``."""
+
+    variant_of = staticmethod(craft_variant_of)
+    rerender = staticmethod(rerender)
+    make_judge = staticmethod(make_judge)
+    add_scores = staticmethod(add_craft_scores)
+    result_schema = staticmethod(result_schema)
+    entry = staticmethod(craft_entry)
+
+    @staticmethod
+    def report_section(summary: Mapping[str, Any]) -> list[str] | None:
+        """``table.md``'s section of the CRAFT entries (the paper's Table 2 layout), or None."""
+        variants = render_variants_table(summary)
+        if variants is None:
+            return None
+        return ["## CRAFT trace formats", "", "EM and F1 of the <answer>, evidence F1 of <gold_docs>, format "
+                "compliance, and faithfulness (every check of Algorithm 1 passes; with --judge), x 100.", "",
+                variants, ""]
+
+
+#: The object registered as the ``craft`` evaluation scorer.
+EVAL_SCORER = CraftEvalScorer()
