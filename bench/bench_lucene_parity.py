@@ -198,7 +198,7 @@ def report(res: dict, oracle: Path, limit: int = 50) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pyserini-python", required=True, help="a Python with pyserini (scripts/setup_pyserini.sh)")
+    ap.add_argument("--pyserini-python", required=True, help="a Python with pyserini (scripts/setup.sh pyserini)")
     ap.add_argument("--corpus", default="shared", help="shared | bench | a Search-R1-layout JSONL file")
     ap.add_argument("--queries-file", type=Path, help="with a corpus file: a JSON list of {id, query}")
     ap.add_argument("--passages", type=int, default=453_600, help="--corpus bench: its size")

@@ -31,7 +31,7 @@ each round (the corpus is one file, as Search-R1's wiki-18 is: pyserini indexes 
 ``--threads``), and prints the ratio of each round's wall and CPU times.
 
 pyserini needs a JDK 11+ and its own environment (its dependencies clash with the toolkit's): give its Python with
-``--pyserini-python`` (scripts/setup_pyserini.sh makes one). Without it the script says what is missing and stops.
+``--pyserini-python`` (scripts/setup.sh pyserini makes one). Without it the script says what is missing and stops.
 
     python bench/bench_pyserini.py --pyserini-python PY [--passages 453600] [--queries 2000] [--bm25 lucene]
     python bench/bench_pyserini.py --pyserini-python PY --passages 5233329 --work DIR --builds 2
@@ -237,7 +237,7 @@ def main() -> None:
     py = args.pyserini_python
     if py is None or subprocess.run([str(py), "-c", "from pyserini.search.lucene import LuceneSearcher"],
                                     capture_output=True).returncode != 0:
-        sys.exit("pyserini is not importable: give --pyserini-python (scripts/setup_pyserini.sh makes one), with a "
+        sys.exit("pyserini is not importable: give --pyserini-python (scripts/setup.sh pyserini makes one), with a "
                  "JDK 11+ on PATH")
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = search_r1_corpus(args.passages, args.work)

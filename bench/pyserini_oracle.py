@@ -1,5 +1,5 @@
 """pyserini's answers on a corpus, written down as an oracle: run this with a Python that has pyserini (made by
-``scripts/setup_pyserini.sh``; Java 11+ on PATH or in JAVA_HOME).
+``scripts/setup.sh pyserini``; Java 11+ on PATH or in JAVA_HOME).
 
     .venv-pyserini/bin/python bench/pyserini_oracle.py --corpus CORPUS.jsonl --queries QUERIES.json --out DIR
         [--k 10] [--no-analyze] [--no-norms]

@@ -4,7 +4,7 @@
 #   bash scripts/quickstart.sh [PATH/TO/musique_ans_v1.0_train.jsonl] [N]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. scripts/setup.sh
+. scripts/setup.sh main  # makes .venv and leaves it activated
 INPUT=${1:-../shared/data/musique/musique_ans_v1.0_train.sample100.jsonl}
 N=${2:-all}
 curriculum build --dataset musique --input "$INPUT" --schedule min-max --K 20 --n "$N" \

@@ -10,14 +10,14 @@
 #                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   retriever .venv-retriever  rag-retriever installed alone (./retriever, no rag-curriculum, no torch): its own tests,
 #                     its command line indexing, validating and serving a Search-R1-layout corpus
-#   notrain .venv-notrain  (not by default) the main suite without the train extra: what needs torch skips
 #   learning .venv      (not by default; a scheduled job) the tests marked `learning`: a model learning over tens of GRPO
 #                     steps, as the docs show it (search-agents.md's search agent)
 #   trl-newest, trl-oldest .venv-trl-newest, .venv-trl-oldest  (not by default; a scheduled job) the trainer's tests
 #                     against the newest and the oldest TRL the pin allows: the toolkit's GRPOTrainer overrides two
 #                     private TRL methods (train/_trainer.py)
-# Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's); the engine tiers
-# skip themselves in the main environment. Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
+# Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's), all declared in
+# scripts/setup.sh (`bash scripts/setup.sh TIER` makes one); the engine tiers skip themselves in the main environment.
+# Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
 # While the main tier's tests run, the engine tiers' environments are made in the background, one after another
 # (pip waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
 # failed setup fails its tier with the setup's output. SETUP_IN_BACKGROUND=0 makes each one just before its tier.
@@ -54,7 +54,6 @@ about() {
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     retriever) echo "rag-retriever alone in .venv-retriever, its own tests; about 2 min (94 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
-    notrain) echo "the main suite without the train extra in .venv-notrain; about 8 min" ;;
     learning) echo "the tests where a model learns over tens of GRPO steps, in .venv; about 6 to 8 min" ;;
     trl-newest|trl-oldest) echo "the trainer's tests against the ${1#trl-} TRL the pin allows in .venv-$1; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
@@ -80,7 +79,7 @@ engine_setups() {  # never two pip installs of this tree at once: after the main
     [ "$t" != pyserini ] || have_java || continue  # its tier is skipped: no environment to make
     case " $TIERS " in *" $t "*)
       rc=0
-      bash "scripts/setup_$t.sh" >"$setups/$t.log" 2>&1 || rc=$?
+      bash scripts/setup.sh "$t" >"$setups/$t.log" 2>&1 || rc=$?
       echo "$rc" >"$setups/$t.rc" ;;
     esac
   done
@@ -92,7 +91,7 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
     if [ "$(cat "$setups/$1.rc")" != 0 ]; then echo "error: the $1 tier's setup failed (its output is above)" >&2; return 1; fi
     return 0
   fi
-  bash "scripts/setup_$1.sh"
+  bash scripts/setup.sh "$1"
 }
 n_tiers=$(echo $TIERS | wc -w); i=0
 for tier in $TIERS; do
@@ -121,14 +120,10 @@ for tier in $TIERS; do
       bash scripts/setup.sh
       (. .venv/bin/activate && python "${PYTEST[@]}" -m learning tests) ;;
     retriever) setup retriever; .venv-retriever/bin/python "${PYTEST[@]}" retriever/tests ;;
-    notrain)
-      bash scripts/setup_notrain.sh
-      .venv-notrain/bin/python "${PYTEST[@]}" tests --ignore=tests/tier_vllm --ignore=tests/tier_verl \
-        --ignore=tests/tier_core "$@" ;;
     trl-newest|trl-oldest)
-      bash scripts/setup_trl.sh "${tier#trl-}"
+      bash scripts/setup.sh "$tier"
       ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, notrain, trl-newest, trl-oldest)" >&2; exit 2 ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, trl-newest, trl-oldest)" >&2; exit 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"

@@ -19,11 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def sandbox(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
-    (tmp_path / "scripts" / "setup.sh").write_text("echo main-setup\n")
+    (tmp_path / "scripts" / "setup.sh").write_text(  # scripts/setup.sh [ENV]: every environment, one file
+        't=${1:-main}\n'
+        'case $t in main) echo main-setup; exit 0 ;; trl-*) echo "$t-setup"; exit 0 ;; esac\n'
+        'echo "$t-setup-by-$PPID"; [ "${FAIL:-}" != "$t" ] || { echo "$t-setup-broke"; exit 3; }\n')
     (tmp_path / "scripts" / "docs.sh").write_text("echo docs-built\n")
     for tier in ("vllm", "verl", "core", "pyserini", "retriever"):
-        (tmp_path / "scripts" / f"setup_{tier}.sh").write_text(
-            f'echo {tier}-setup-by-$PPID; [ "${{FAIL:-}}" != {tier} ] || {{ echo {tier}-setup-broke; exit 3; }}\n')
         py = tmp_path / f".venv-{tier}" / "bin" / "python"
         py.parent.mkdir(parents=True)
         py.write_text(f"#!/usr/bin/env bash\necho {tier}-tests-ran\n")
@@ -81,7 +82,6 @@ def test_the_trl_tiers_are_opt_in_and_run_the_trainer_tests(sandbox, which):
     """``TIERS=trl-newest`` / ``trl-oldest``: its own setup (TRL moved to the newest or oldest release within the
     pin), then the tests that drive TRL's GRPOTrainer, every one of which exists; the default run leaves them out (a
     scheduled job runs them)."""
-    (sandbox / "scripts" / "setup_trl.sh").write_text('echo "trl-$1-setup"\n')
     py = sandbox / f".venv-trl-{which}" / "bin" / "python"
     py.parent.mkdir(parents=True)
     py.write_text(f'#!/usr/bin/env bash\necho "trl-{which}-tests-ran $*"\n')
@@ -98,15 +98,16 @@ def test_the_trl_tiers_are_opt_in_and_run_the_trainer_tests(sandbox, which):
 
 
 def test_the_trl_setup_resolves_the_pins_newest_and_oldest(tmp_path):
-    """scripts/setup_trl.sh's spec for each end of the train extra's TRL pin (trl>=1.0,<2): the pin as it is
-    (pip takes the newest), and its lower bound as a release (trl==1.0.*); anything else is a usage error."""
-    script = (ROOT / "scripts" / "setup_trl.sh").read_text()
-    code = script[script.index("<<'PY'\n") + 6:script.index("\nPY\n)")]
+    """scripts/setup.sh's spec for each end of the train extra's TRL pin (trl>=1.0,<2): the pin as it is
+    (pip takes the newest), and its lower bound as a release (trl==1.0.*); an unknown environment is a usage error."""
+    script = (ROOT / "scripts" / "setup.sh").read_text()
+    spec = script[script.index("trl_spec() {"):]
+    code = spec[spec.index("<<'PY'\n") + 6:spec.index("\nPY\n}")]
     got = {w: subprocess.run([sys.executable, "-", w], input=code, cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.strip() for w in ("newest", "oldest")}
     assert got == {"newest": "trl>=1.0,<2", "oldest": "trl==1.0.*"}
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup_trl.sh"), "latest"], capture_output=True, text=True)
-    assert r.returncode == 2 and "give newest or oldest" in r.stderr
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "trl-latest"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown environment 'trl-latest'" in r.stderr and "trl-oldest" in r.stderr
 
 
 def test_each_tier_records_its_time_and_load_and_the_next_run_says_it(sandbox):

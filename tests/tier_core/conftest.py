@@ -1,8 +1,8 @@
 """The toolkit with its core dependencies only (``pip install rag-curriculum``, no extras), as on the Ray nodes
 of a verl cluster, which only need ``rag_curriculum.verl.rewards``. These tests run in the environment
-``scripts/setup_core.sh`` makes::
+``scripts/setup.sh core`` makes::
 
-    bash scripts/setup_core.sh && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/tier_core
+    bash scripts/setup.sh core && .venv-core/bin/python -m pytest -q -p no:cacheprovider tests/tier_core
 
 Every test module skips itself where torch, transformers, TRL or vLLM is importable (the main ``.venv``,
 ``.venv-verl``): there they would prove nothing about a core install.

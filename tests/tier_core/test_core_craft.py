@@ -15,7 +15,7 @@ from .test_core_reward import HEAVY, ML_STACK, _installed
 
 pytestmark = pytest.mark.skipif(any(_installed(m) for m in ML_STACK),
                                 reason="torch / transformers / trl / vllm are installed here: the core tier runs in "
-                                       ".venv-core (scripts/setup_core.sh)")
+                                       ".venv-core (scripts/setup.sh core)")
 
 
 def test_compute_craft_score_on_real_craft_rows(tmp_path):

@@ -25,7 +25,7 @@ def _installed(name: str) -> bool:
 
 pytestmark = pytest.mark.skipif(any(_installed(m) for m in ML_STACK),
                                 reason="torch / transformers / trl / vllm are installed here: the core tier runs in "
-                                       ".venv-core (scripts/setup_core.sh)")
+                                       ".venv-core (scripts/setup.sh core)")
 
 # Never imported by `import rag_curriculum` nor by the reward path (and torch, transformers, trl, vllm are not even
 # installed here; tokenizers, accelerate, peft, verl and ray would come only with them).

@@ -1,8 +1,8 @@
 """pyserini itself (0.25.0 from the registry: Anserini 0.25.0, Lucene 9.9.1), the BM25 retriever Search-R1 runs,
 beside the toolkit's index on the same real-text corpus. These tests run in the environment
-``scripts/setup_pyserini.sh`` makes::
+``scripts/setup.sh pyserini`` makes::
 
-    bash scripts/setup_pyserini.sh && .venv-pyserini/bin/python -m pytest -q -p no:cacheprovider tests/tier_pyserini
+    bash scripts/setup.sh pyserini && .venv-pyserini/bin/python -m pytest -q -p no:cacheprovider tests/tier_pyserini
 
 Every test skips, saying why, where pyserini is not installed (the main ``.venv``, the other tiers) or where there
 is no Java to run it (``java`` on PATH or ``$JAVA_HOME/bin/java``); a Java older than 11 fails, as pyserini would.
@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
     reason = None
     if importlib.util.find_spec("pyserini") is None:
         reason = ("pyserini is not installed in this environment: this tier runs in .venv-pyserini "
-                  "(bash scripts/setup_pyserini.sh)")
+                  "(bash scripts/setup.sh pyserini)")
     elif _java() is None:
         reason = "no Java here (pyserini runs Lucene in a JVM: a JDK or JRE 11 or later on PATH, or JAVA_HOME)"
     if reason:

@@ -1,8 +1,8 @@
 """verl's own code (verl 0.9.1 from the registry) on shards built by the toolkit from the real MuSiQue sample.
 
-These tests run in the environment ``scripts/setup_verl.sh`` makes::
+These tests run in the environment ``scripts/setup.sh verl`` makes::
 
-    bash scripts/setup_verl.sh && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/tier_verl
+    bash scripts/setup.sh verl && .venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/tier_verl
 
 Every test module skips itself when ``verl`` is not importable, so an environment without verl (the main
 ``.venv``, ``.venv-core``) collects this folder and reports it skipped. Nothing here imports verl at module

@@ -25,7 +25,7 @@ import pytest
 from support.search_r1_trajectories import SETTINGS, TABLE, strip_special, trajectories
 
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 
 @pytest.fixture(scope="module")

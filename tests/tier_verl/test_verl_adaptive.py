@@ -14,7 +14,7 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 K = 3
 PROMPTS = 2

@@ -21,7 +21,7 @@ from conftest import MUSIQUE_TRAIN
 
 pytestmark = [
     pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                       reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl"),
+                       reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl"),
     # verl 0.9.1 loads a custom sampler with a helper it has itself deprecated (trainer_base.py): not ours to fix
     pytest.mark.filterwarnings("ignore:.*load_extern_type' is deprecated:FutureWarning"),
 ]

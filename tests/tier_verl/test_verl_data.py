@@ -17,7 +17,7 @@ from rag_curriculum.verl.data import hydra_list, reward_path, train_files
 # tests/ is on sys.path (pytest's pythonpath), so without verl installed `verl` would resolve to this folder as a
 # namespace package: only a regular package (one with an __init__.py, an origin) is verl.
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 PROMPTS_PER_STEP = 42  # the launch script's default data.train_batch_size (the paper's 42 prompts a step)
 ROWS = 100

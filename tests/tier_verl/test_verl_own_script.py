@@ -15,7 +15,7 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "verl_curriculum.py"

@@ -25,7 +25,7 @@ import pytest
 # tests/ is on sys.path (pytest's pythonpath), so without verl installed `verl` would resolve to this folder as a
 # namespace package: only a regular package (one with an __init__.py, an origin) is verl.
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 
 @pytest.fixture(scope="module")

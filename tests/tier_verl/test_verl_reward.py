@@ -17,7 +17,7 @@ from rag_curriculum.verl.data import reward_path
 # tests/ is on sys.path (pytest's pythonpath), so without verl installed `verl` would resolve to this folder as a
 # namespace package: only a regular package (one with an __init__.py, an origin) is verl.
 pytestmark = pytest.mark.skipif(getattr(importlib.util.find_spec("verl"), "origin", None) is None,
-                                reason="verl is not installed here: run scripts/setup_verl.sh and use .venv-verl")
+                                reason="verl is not installed here: run scripts/setup.sh verl and use .venv-verl")
 
 # Rows of the min-max curriculum: a level-1 row answered right, a level-20 row (with distractors to cite wrongly)
 # answered wrong, a level-1 row answered out of format.

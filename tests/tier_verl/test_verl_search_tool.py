@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("verl", reason="verl tier: bash scripts/setup_verl.sh")
+pytest.importorskip("verl", reason="verl tier: bash scripts/setup.sh verl")
 
 from conftest import MUSIQUE_TRAIN  # noqa: E402
 from rag_retriever import IndexConfig, build_index  # noqa: E402

@@ -1,5 +1,5 @@
 """The vLLM tier: the real engine (vLLM's CPU build on CPU machines, the CUDA build on GPUs), run by
-``bash scripts/test.sh`` in the environment of its own that ``scripts/setup_vllm.sh`` makes (``.venv-vllm``; vLLM's
+``bash scripts/test.sh`` in the environment of its own that ``scripts/setup.sh vllm`` makes (``.venv-vllm``; vLLM's
 pins differ from the ``train`` extra's). In an environment without vLLM every test here is skipped.
 
 The model is a tiny random Qwen2 built on the spot (hidden size 128, 2 heads: head size 64, which vLLM's CPU

