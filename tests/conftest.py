@@ -84,30 +84,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if item.get_closest_marker("vllm") and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vLLM: the vLLM tier runs in .venv-vllm (scripts/test.sh)"))
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        _longest_files_first(items)
-
-
-#: The files that take longest on 2 cores (minutes each: the README's and the docs' walkthroughs, learning, Ray),
-#: longest first (``scripts/test.sh`` prints the slowest tests at the end of its main tier).
-LONGEST_FILES = ("tests/test_readme.py", "tests/cli/test_docs_walkthroughs.py", "tests/train/test_learning.py",
-                 "tests/retrieval/test_ray_serve.py", "tests/scaling/test_ray_encode.py",
-                 "tests/train/test_real_learning_scoring.py", "tests/scaling/test_ray_limits.py")
-
-
-def _longest_files_first(items) -> None:
-    """Under pytest-xdist, whose workers take the files in the order collected: the longest files first, then the
-    other files with slow tests, then the rest (each file's tests in their own order), so that no worker starts a
-    file of minutes while the other has finished: the longest-first rule of packing jobs onto machines."""
-    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-
-    def rank(item) -> tuple[int, int]:
-        path = item.nodeid.split("::")[0]
-        if path in LONGEST_FILES:
-            return 0, LONGEST_FILES.index(path)
-        return (1, 0) if path in slow_files else (2, 0)
-
-    items.sort(key=rank)  # stable: the order within a file and within a rank stays
 
 
 @pytest.fixture(scope="session")
