@@ -97,6 +97,10 @@ def test_a_banded_build_places_planted_questions_inside_the_band_and_counts_the_
     sched = manifest["profile"]["schedules"]
     assert "calibrated (band 0.6-0.8)" in sched and not any(k.startswith("calibrated (target") for k in sched)
     assert manifest["profile"]["this_build"] == sched["calibrated (band 0.6-0.8)"]
+    # an adaptive run's start aims at the band's middle, as the questions do: level 1 (0.708), not level 2 (0.54)
+    start = manifest["profile"]["adaptive_start"]
+    assert (start["level"], start["target"], start["band"]) == (1, 0.7, [0.6, 0.8]), start
+    assert "an adaptive controller aiming at 0.7 starts at level 1" in text
     card = (out / "README.md").read_text()
     assert "`--schedule calibrated --band 0.6,0.8`" in card and "| calibrated (band 0.6-0.8) |" in card
     assert "4 with no level inside the band at the level nearest it (1 above it, 3 below)" in card

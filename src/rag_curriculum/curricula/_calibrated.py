@@ -127,7 +127,8 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
     calibrated = assign(chosen, calibrated_cfg)
     schedules[calibrated_label(calibrated_cfg)] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
     this = [(row_id(ex), lv) for ex, lv in paired]
-    start = min(prof.levels, key=lambda lv: (abs(prof.level_pass_rate(lv) - target), lv))
+    aim = round((cfg.band[0] + cfg.band[1]) / 2, 6) if cfg.band is not None else target  # a band: aim at its middle
+    start = min(prof.levels, key=lambda lv: (abs(prof.level_pass_rate(lv) - aim), lv))
     record: dict[str, Any] = {
         "path": portable_path(cfg.profile or "", cfg.out),
         "model": _model_name(prof.model) or None,
@@ -139,7 +140,8 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
         "level_pass_rate": {str(lv): round(prof.level_pass_rate(lv), 4) for lv in prof.levels},
         "schedules": schedules,
         "this_build": _figures(prof, this, g),
-        "adaptive_start": {"level": start, "pass_rate": round(prof.level_pass_rate(start), 4), "target": target},
+        "adaptive_start": {"level": start, "pass_rate": round(prof.level_pass_rate(start), 4), "target": aim,
+                           **({"band": list(cfg.band)} if cfg.band is not None else {})},
     }
     if cfg.schedule == CALIBRATED:
         record["calibrated"] = {
