@@ -43,8 +43,8 @@ BEFORE = {
     "--top-k --unanswerable-fraction --workers -K -P -d -i -n -o",
     "index": "--b --backend --corpus --dataset --delta --depth --input --k1 --method --no-overwrite --no-progress "
     "--on-error --out --overwrite --print-config --progress --stopwords --threads -d -i -o",
-    "serve": "--access-log --default-topk --host --index --max-batch --max-body-bytes --max-query-chars --max-topk "
-    "--no-access-log --port --threads --workers",
+    "serve": "--access-log --default-topk --host --in-memory --index --max-batch --max-body-bytes --max-query-chars "
+    "--max-topk --no-access-log --no-in-memory --port --threads --workers",
     "partition": "--K --agent --allow-identical-samples --api-key --backend --backend-arg --balance --base-url "
     "--batch-size --chunk-retries --chunk-size --chunks-per-call --concurrency --correct-f1 --cpus-per-worker "
     "--dataset --device --dtype --engine --gpu-memory-utilization --gpus-per-worker --input --keep-completions "

@@ -97,6 +97,69 @@ def test_a_bm25_index_copied_over_while_served_is_refused_not_a_crash(bm25_pair,
 
 
 @pytest.mark.slow
+def test_files_copied_over_a_served_index_during_queries_never_crash_it(bm25_pair, tmp_path):
+    """``cp`` while queries run (the race a check after each copy cannot close): a small index is read whole into
+    memory, so every answer is the old one or a 503, and the server stays up."""
+    import threading
+
+    served = tmp_path / "served"
+    shutil.copytree(bm25_pair / "a", served)
+    log = tmp_path / "server.log"
+    url, proc_cm = serve(served, log)
+    with proc_cm as proc:
+        status, before = post(url, {"queries": QUERIES, "topk": 3})
+        assert status == 200
+        seen: list[int] = []
+        stop = threading.Event()
+
+        def ask() -> None:
+            while not stop.is_set():
+                try:
+                    code, got = post(url, {"queries": QUERIES, "topk": 3})
+                except OSError:  # the server gone: counted as no answer
+                    code, got = -1, {}
+                seen.append(code)
+                if code == 200:
+                    assert got == before, got
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for i in range(6):
+            _copied_over(served, bm25_pair / ("b" if i % 2 == 0 else "a"))
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert seen and set(seen) <= {200, 503}, sorted(set(seen))
+    text = log.read_text()
+    assert "index read into memory" in text
+    assert "Segmentation fault" not in text and "Bus error" not in text, text[-3000:]
+
+
+def test_an_index_read_into_memory_maps_no_file(bm25_pair):
+    """``read_into_memory``: the arrays and the passage store are read whole, not mapped, and answer as mapped."""
+    import numpy as np
+    from rag_retriever import load_index
+    from rag_retriever._integrity import choose_into_memory, into_memory, read_into_memory
+
+    mapped = load_index(bm25_pair / "a")
+    want = mapped.retrieve_many(QUERIES, 3)
+    assert choose_into_memory(bm25_pair / "a", None)[0]  # small: into memory by default
+    assert choose_into_memory(bm25_pair / "a", False) == (False, choose_into_memory(bm25_pair / "a", None)[1])
+    was = into_memory()
+    read_into_memory(True)
+    try:
+        ix = load_index(bm25_pair / "a")
+        got = ix.retrieve_many(QUERIES, 3)
+        assert ix.passage(int(got[0][0][0])) == mapped.passage(int(want[0][0][0]))
+    finally:
+        read_into_memory(was)
+    assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+    assert isinstance(ix._docs._mm, bytes) and not isinstance(mapped._docs._mm, bytes)  # read whole, not mapped
+
+
+@pytest.mark.slow
 def test_a_bm25_index_moved_into_place_while_served_goes_on_being_served(bm25_pair, tmp_path):
     served = tmp_path / "served"
     shutil.copytree(bm25_pair / "a", served)

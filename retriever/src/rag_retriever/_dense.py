@@ -45,7 +45,7 @@ from ._encoder import (
     looks_local,
 )
 from ._fingerprint import files_digest, folder_files, folder_sha256
-from ._integrity import HashingWriter
+from ._integrity import HashingWriter, into_memory
 from ._kinds import RetrieverKind
 from ._onnx import FOLDER as ONNX_FOLDER
 from ._onnx import RUNTIME as ONNX_RUNTIME
@@ -378,8 +378,12 @@ class VectorFile:
         import numpy as np
 
         self.path, self.n, self.d, self.dtype, self.offset = path, n, d, np.dtype(dtype), offset
-        self.rows = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n, d)) if n else \
-            np.zeros((0, d), dtype=dtype)
+        if not n:
+            self.rows = np.zeros((0, d), dtype=dtype)
+        elif into_memory():  # read whole: a file rewritten under this process cannot fault a query
+            self.rows = np.fromfile(path, dtype=dtype, count=n * d, offset=offset).reshape(n, d)
+        else:
+            self.rows = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n, d))
 
     def block(self, a: int, b: int) -> Any:
         """Rows ``a..b-1`` as float32, read from the file (not through the map: a pass over millions of rows would
@@ -430,6 +434,8 @@ def read_faiss_header(path: Path) -> Any:
 def _mmap_flags(faiss: Any) -> int:
     """FAISS's read flags that map a whole index file (vectors, codes, graph, lists) without copying it, where this
     FAISS has them."""
+    if into_memory():  # read whole (read_into_memory): a file rewritten under this process cannot fault a query
+        return 0
     ifc = getattr(faiss, "IO_FLAG_MMAP_IFC", 0)  # faiss >= 1.11: any index type; before: IVF lists alone
     return (ifc or faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
 

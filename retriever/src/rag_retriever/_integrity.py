@@ -108,13 +108,70 @@ def save_npy(path: Path, array: Any) -> str:
     return f.hexdigest()
 
 
+#: Whether this process reads index files whole into memory rather than mapping them (:func:`read_into_memory`).
+_INTO_MEMORY = False
+
+
+def read_into_memory(on: bool = True) -> None:
+    """From now on, this process reads the index files it opens whole into memory instead of mapping them (the
+    arrays, the passage store, a dense index's vectors and FAISS file): a file rewritten in place under it (``cp``
+    over a served index) can then no longer crash it in the middle of a query (a mapped page of a file cut short is
+    a bus error), at the cost of the index's size in memory. ``curriculum serve`` and ``rag-retriever serve`` decide
+    with :func:`choose_into_memory`."""
+    global _INTO_MEMORY
+    _INTO_MEMORY = bool(on)
+
+
+def into_memory() -> bool:
+    """Whether this process reads index files into memory (:func:`read_into_memory`)."""
+    return _INTO_MEMORY
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes, or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def choose_into_memory(directory: str | Path, wanted: bool | None) -> tuple[bool, int]:
+    """Whether a server reads the index in ``directory`` into memory, and the bytes its files take: ``wanted``
+    (``--in-memory`` / ``--no-in-memory``), or, not given, when the files take at most a quarter of this machine's
+    memory (at most 1 GiB where the system does not say how much there is).
+
+    >>> choose_into_memory("/nowhere", True)
+    (True, 0)
+    """
+    d = Path(directory)
+    size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0
+    if wanted is not None:
+        return bool(wanted), size
+    memory = physical_memory()
+    return size <= (memory // 4 if memory else 1 << 30), size
+
+
+def memory_line(in_memory: bool, size: int) -> str:
+    """The line a server prints about how it reads its index (:func:`choose_into_memory`).
+
+    >>> memory_line(True, 3 * 2**20)
+    'index read into memory (3 MB): files copied over it while it is served cannot crash the server'
+    """
+    amount = f"{size / 2**20:,.0f} MB" if size < 2**30 else f"{size / 2**30:,.1f} GB"
+    if in_memory:
+        return f"index read into memory ({amount}): files copied over it while it is served cannot crash the server"
+    return (f"index mapped, not read into memory ({amount}): replace it with mv or `index --overwrite`, never by "
+            "copying files over it while it is served (--in-memory reads it whole)")
+
+
 def load_npy(path: Path, mmap_mode: str | None = "r") -> Any:
-    """``np.load(path, mmap_mode)``; a file numpy cannot read as an array (a damaged header: numpy's ValueError,
+    """``np.load(path, mmap_mode)`` (read whole where this process reads index files into memory:
+    :func:`read_into_memory`); a file numpy cannot read as an array (a damaged header: numpy's ValueError,
     tokenize's TokenError, ...) is an :class:`IndexError_` naming it."""
     import numpy as np
 
     try:
-        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+        return np.load(path, mmap_mode=None if _INTO_MEMORY else mmap_mode, allow_pickle=False)
     except Exception as e:  # noqa: BLE001  (whatever numpy's header parser raises: one line naming the file)
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise IndexError_(f"{path}: numpy cannot read it as an array ({text[:160]}): the file is damaged",

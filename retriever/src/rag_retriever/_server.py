@@ -51,6 +51,7 @@ from typing import Any
 
 from ._config import ServeConfig
 from ._index import CorpusIndex
+from ._integrity import read_into_memory
 
 #: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
 #: closed the connection.
@@ -212,8 +213,9 @@ class _State:
     """The index behind the app: loaded (and warmed) once, in the lifespan."""
 
     def __init__(self, source: "str | Path | CorpusIndex", threads: int, encoder: str | None = None,
-                 device: str | None = None, allow_other_encoder: bool = False) -> None:
+                 device: str | None = None, allow_other_encoder: bool = False, in_memory: bool | None = None) -> None:
         self.source = source
+        self.in_memory = in_memory
         self.threads = threads
         self.options = {"encoder": encoder, "device": device, "allow_other_encoder": allow_other_encoder}
         self.ix: CorpusIndex | None = None
@@ -225,6 +227,8 @@ class _State:
         with self._lock:
             if self.ix is None:
                 src = self.source
+                if self.in_memory is not None and not isinstance(src, CorpusIndex):  # a worker's or replica's own
+                    read_into_memory(self.in_memory)
                 self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads, **self.options)
             ix = self.ix
             ix.warm()  # the retriever opened (files mapped, search compiled or loaded, models loaded), one query run
@@ -235,14 +239,16 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
              max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
              max_results: int = DEFAULT_MAX_RESULTS, encoder: str | None = None, device: str | None = None,
-             allow_other_encoder: bool = False) -> Any:
+             allow_other_encoder: bool = False, in_memory: bool | None = None) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
     none; ``threads``: bm25s's threads per retrieval (0: one per CPU; with a directory only); ``max_body_bytes``:
     the largest request body (413 above it); ``max_query_chars``: the longest query (422 above it);
     ``max_results``: the most passages a request may ask for, its queries times its topk (422 above it);
-    ``encoder``, ``device``, ``allow_other_encoder``: a dense index's (:class:`CorpusIndex`'s)."""
+    ``encoder``, ``device``, ``allow_other_encoder``: a dense index's (:class:`CorpusIndex`'s); ``in_memory``: read
+    a directory's files whole into memory (True) or map them (False) in this process (None: as the process
+    already does, :func:`~rag_retriever._integrity.read_into_memory`)."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -257,7 +263,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
-    state = _State(index, threads, encoder, device, allow_other_encoder)
+    state = _State(index, threads, encoder, device, allow_other_encoder, in_memory)
     limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
               "max_results": max_results, "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 

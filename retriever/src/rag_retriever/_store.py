@@ -41,7 +41,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from ._integrity import REBUILD, HashingWriter, IndexError_, load_npy, save_npy
+from ._integrity import REBUILD, HashingWriter, IndexError_, into_memory, load_npy, save_npy
 from ._support import hash64, normalize_answer
 
 PASSAGES = "passages.bin"
@@ -252,7 +252,12 @@ class BlockReader:
 
         with open(path, "rb") as f:
             size = f.seek(0, 2)
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            if into_memory():  # read whole: a file rewritten under this process cannot fault a query
+                f.seek(0)
+                self._mm: Any = f.read() if size else None
+                size = len(self._mm or b"")
+            else:
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         buf = self._mm if self._mm is not None else b""
         if size < _FOOTER.size:
             raise ValueError(f"{path.name}: {size} bytes, too short for a block file")
@@ -348,7 +353,8 @@ class PassageStore:
         except ValueError as e:
             return [str(e)]
         try:
-            questions = pa.ipc.open_file(pa.memory_map(str(d / QUESTIONS))).read_all()
+            source = pa.BufferReader((d / QUESTIONS).read_bytes()) if into_memory() else pa.memory_map(str(d / QUESTIONS))
+            questions = pa.ipc.open_file(source).read_all()
             questions.column("id"), questions.column("question"), questions.column("gold")  # noqa: B018
             questions.validate(full=True)  # offsets within their buffers: never read past the mapped file
         except (pa.ArrowException, OSError, KeyError) as e:

@@ -165,11 +165,14 @@ def serve_command(**options: Any) -> None:
         cfg = bind(ServeConfig, _given(options))
         import uvicorn
 
+        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory)
+        serving.read_into_memory(memory)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         click.echo(ix.check_line())
+        click.echo(serving.memory_line(memory, size))
         options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
-                   "allow_other_encoder": cfg.allow_other_encoder}
+                   "allow_other_encoder": cfg.allow_other_encoder, "in_memory": memory}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
             serving.run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas,

@@ -82,9 +82,12 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                 fail(f"{', '.join(unused)}: {cfg.index} is a {m.get('retriever', 'BM25')} index, which uses no "
                      "encoder", f"drop {', '.join(u.split()[0] for u in unused)} (they are for a dense or hybrid "
                      "index)", code=2)
+        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory)  # read whole, or mapped (--in-memory)
+        serving.read_into_memory(memory)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         out.print(ix.check_line(), soft_wrap=True)
+        out.print(serving.memory_line(memory, size), soft_wrap=True)
         # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a
         # model that does not load is one line before "serving" is announced, not a traceback after it; with Ray
         # Serve opened only (the replicas load the model where their resources are: a GPU this node may not have)
@@ -117,7 +120,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
               "log_config": serving.log_config()}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
-            _serve_ray(cfg, url)
+            _serve_ray(cfg, url, memory)
             return
         if workers == 1:
             app = make_app(ix, **cfg.limits())
@@ -125,8 +128,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         else:  # uvicorn's worker processes import the app: the index and limits go through the environment
             os.environ[ENV_INDEX] = os.path.abspath(cfg.index)
             os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder,
-                                                  "device": cfg.device,
-                                                  "allow_other_encoder": cfg.allow_other_encoder})
+                                                  "device": cfg.device, "allow_other_encoder": cfg.allow_other_encoder,
+                                                  "in_memory": memory})
             del ix
             uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=workers, **kw)
 
@@ -139,9 +142,9 @@ def _import_ray_serve() -> None:
         fail(f"--engine ray needs Ray Serve ({e})", "pip install 'rag-curriculum[ray]' (ray[serve])")
 
 
-def _serve_ray(cfg: ServeConfig, url: str) -> None:
+def _serve_ray(cfg: ServeConfig, url: str, in_memory: bool) -> None:
     options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
-               "allow_other_encoder": cfg.allow_other_encoder}
+               "allow_other_encoder": cfg.allow_other_encoder, "in_memory": in_memory}
     try:
         run_ray_serve(cfg.index, options, host=cfg.host, port=cfg.port, replicas=cfg.replicas, num_cpus=cfg.replica_cpus,
             num_gpus=cfg.replica_gpus, address=cfg.ray_address,
