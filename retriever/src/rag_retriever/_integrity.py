@@ -29,7 +29,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,17 @@ def read_into_memory(on: bool = True) -> None:
     with :func:`choose_into_memory`."""
     global _INTO_MEMORY
     _INTO_MEMORY = bool(on)
+
+
+@contextmanager
+def reading_into_memory(on: bool) -> Iterator[None]:
+    """:func:`read_into_memory` within the block (a server's command), as it was after it."""
+    was = _INTO_MEMORY
+    read_into_memory(on)
+    try:
+        yield
+    finally:
+        read_into_memory(was)
 
 
 def into_memory() -> bool:

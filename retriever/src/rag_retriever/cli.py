@@ -12,7 +12,7 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
@@ -161,12 +161,12 @@ def serve_command(**options: Any) -> None:
     from . import CorpusIndex, ServeConfig, serving
     from ._support._settings import bind
 
-    with _reported():
+    with _reported(), ExitStack() as scope:
         cfg = bind(ServeConfig, _given(options))
         import uvicorn
 
         memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory)
-        serving.read_into_memory(memory)
+        scope.enter_context(serving.reading_into_memory(memory))
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         click.echo(ix.check_line())

@@ -5,7 +5,7 @@ app in a server of their own.
   ``GET /manifest``) over an index named by the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`), so that
   uvicorn's workers each open it;
 * :func:`run_ray_serve`: the same app as a Ray Serve deployment of replicas;
-* :func:`choose_into_memory` and :func:`read_into_memory`: whether the process reads the index whole into memory
+* :func:`choose_into_memory`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads the index whole into memory
   (``--in-memory``), so files copied over a served index cannot crash it mid-query;
 * the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
   request's headers and body, a cap on open connections, secrets masked in the access log. It imports uvicorn, so
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._integrity import choose_into_memory, memory_line, read_into_memory
+from ._integrity import choose_into_memory, memory_line, read_into_memory, reading_into_memory
 from ._ray_serve import run as run_ray_serve
 from ._server import ENV_INDEX, ENV_OPTIONS, make_app
 
 _GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
 
 __all__ = ["ENV_INDEX", "ENV_OPTIONS", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
-           "run_ray_serve", *_GUARD]
+           "reading_into_memory", "run_ray_serve", *_GUARD]
 
 
 def __getattr__(name: str) -> Any:

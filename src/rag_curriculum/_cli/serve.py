@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import socket
+from contextlib import ExitStack
 from typing import Any
 
 import typer
@@ -62,7 +63,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
     recipes/verl/search_tool.yaml; this toolkit's agents with --retriever http://127.0.0.1:8000/retrieve.
     """
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    with reported_errors(_hint):
+    with reported_errors(_hint), ExitStack() as scope:
         cfg = bind(ServeConfig, given(options))  # a value out of its range: one line, exit 2
         if print_config:
             show_config(cfg)
@@ -83,7 +84,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                      "encoder", f"drop {', '.join(u.split()[0] for u in unused)} (they are for a dense or hybrid "
                      "index)", code=2)
         memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory)  # read whole, or mapped (--in-memory)
-        serving.read_into_memory(memory)
+        scope.enter_context(serving.reading_into_memory(memory))  # (this command's: as it was after it)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         out.print(ix.check_line(), soft_wrap=True)
