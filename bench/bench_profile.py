@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--levels", default="1,2,4,8")
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=16)
-    ap.add_argument("--chunk-size", type=int, default=16)
+    ap.add_argument("--chunk-size", type=int, default=64, help="the profile's default")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
