@@ -73,6 +73,13 @@ sys.exit(0 if Path(rag_curriculum.__file__).resolve().is_relative_to(Path(sys.ar
 PY
 }
 
+imports_after_install() {  # NAME CODE: after this run installed something, CODE must run in $VENV
+  if [ -n "$installed" ] && ! "$PY" -c "$2"; then
+    echo "error: $1 does not import in $VENV; remove $VENV and run this again" >&2
+    exit 1
+  fi
+}
+
 refuse_if_present() {  # the environment must not hold these modules (what its tier proves it does without)
   if "$PY" -c "import importlib.util as u, sys; sys.exit(not any(u.find_spec(m) for m in sys.argv[1:]))" "$@"; then
     echo "error: $VENV has one of $* installed; remove $VENV and run this again" >&2
@@ -151,10 +158,7 @@ env_verl() {
     "bm25s>=0.3" "scipy>=1.11")  # the last two: the toolkit's index, for the verl search tool's tests
   toolkit_from_here || todo+=(-e ./retriever -e .)  # core dependencies only
   (( ${#todo[@]} == 0 )) || pip_install "${todo[@]}"
-  if [ -n "$installed" ] && ! "$PY" -c "import verl.trainer.ppo.utils, rag_curriculum.verl.rewards"; then
-    echo "error: verl does not import in $VENV; remove $VENV and run this again" >&2
-    exit 1
-  fi
+  imports_after_install verl "import verl.trainer.ppo.utils, rag_curriculum.verl.rewards"
 }
 
 env_core() {
@@ -185,10 +189,7 @@ env_pyserini() {
   if (( ${#todo[@]} > 0 )) || ! toolkit_from_here bm25s numba; then
     pip_install "${reqs[@]}" -e ./retriever -e ".[retrieval]"
   fi
-  if [ -n "$installed" ] && ! "$PY" -c "from pyserini.search.lucene import LuceneSearcher; import rag_retriever, rag_curriculum.retrieval"; then
-    echo "error: pyserini does not import in $VENV; remove $VENV and run this again" >&2
-    exit 1
-  fi
+  imports_after_install pyserini "from pyserini.search.lucene import LuceneSearcher; import rag_retriever, rag_curriculum.retrieval"
 }
 
 env_retriever() {

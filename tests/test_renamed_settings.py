@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app
-from rag_curriculum.config import bind, compose, recipe_path, renamed_fields
+from rag_curriculum.config import bind, compose, read_renamed, recipe_path, renamed_fields
 from rag_curriculum.evaluation._agent import AgentEvalConfig
 from rag_curriculum.partition import PartitionConfig
 from rag_curriculum.partition._profile import ProfileConfig
@@ -66,8 +66,6 @@ def test_the_old_option_is_read_as_the_new_one_with_a_warning_on_stderr():
 
 
 def test_a_partition_recorded_with_the_old_name_still_merges(tmp_path):
-    from rag_curriculum.config import read_renamed
-
     with pytest.warns(FutureWarning):
         recorded = read_renamed(PartitionConfig, {"shards": "x", "k": 3, "topk": 2}, "the recorded config")
     assert PartitionConfig(**recorded).samples == 3 and PartitionConfig(**recorded).top_k == 2

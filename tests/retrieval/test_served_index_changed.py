@@ -10,13 +10,16 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import MUSIQUE_TRAIN
-from rag_retriever import IndexConfig, build_index
+from rag_retriever import IndexConfig, build_index, load_index
+from rag_retriever._integrity import choose_into_memory, into_memory, read_into_memory
 from support.servers import free_port, server_process
 
 pytest.importorskip("bm25s")
@@ -100,8 +103,6 @@ def test_a_bm25_index_copied_over_while_served_is_refused_not_a_crash(bm25_pair,
 def test_files_copied_over_a_served_index_during_queries_never_crash_it(bm25_pair, tmp_path):
     """``cp`` while queries run (the race a check after each copy cannot close): a small index is read whole into
     memory, so every answer is the old one or a 503, and the server stays up."""
-    import threading
-
     served = tmp_path / "served"
     shutil.copytree(bm25_pair / "a", served)
     log = tmp_path / "server.log"
@@ -139,10 +140,6 @@ def test_files_copied_over_a_served_index_during_queries_never_crash_it(bm25_pai
 
 def test_an_index_read_into_memory_maps_no_file(bm25_pair):
     """``read_into_memory``: the arrays and the passage store are read whole, not mapped, and answer as mapped."""
-    import numpy as np
-    from rag_retriever import load_index
-    from rag_retriever._integrity import choose_into_memory, into_memory, read_into_memory
-
     mapped = load_index(bm25_pair / "a")
     want = mapped.retrieve_many(QUERIES, 3)
     assert choose_into_memory(bm25_pair / "a", None)[0]  # small: into memory by default
