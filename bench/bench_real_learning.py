@@ -51,7 +51,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+#: the shared samples (``$RAG_CURRICULUM_SHARED_DATA`` where ../shared is not beside the checkout, e.g. on a GPU machine)
+SHARED = Path(os.environ.get("RAG_CURRICULUM_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRAIN = SHARED / "hotpotqa" / "hotpot_train_v1.1.sample100.json"
 HELD_OUT = SHARED / "hotpotqa" / "hub_distractor_validation.sample300.jsonl"
 
@@ -111,7 +112,7 @@ def evaluate(model: str, rows: list[dict], *, samples: int, seed: int, max_token
         per_q["format"].append(statistics.mean(1.0 if s.format > 0 else 0.0 for s in scores))
     rng = np.random.default_rng(0)
     picks = rng.integers(0, len(rows), size=(1000, len(rows)))
-    out = {}
+    out: dict = {"per_question": per_q}  # the held-out questions in order: paired differences between arms
     for k, v in per_q.items():
         a = np.array(v)
         boot = a[picks].mean(axis=1)
@@ -145,6 +146,58 @@ def warm(model: str, shards: Path, out: Path, *, rows: int, epochs: float, lr: f
         print(f"warm start: {r.examples} examples, loss {r.loss_first:.3f} -> {r.loss_last:.3f}, {r.seconds:.0f} s",
               flush=True)
     return str(out), time.perf_counter() - t
+
+
+def learnable(model: str, shards: Path, out: Path, *, samples: int, max_tokens: int, batch: int) -> tuple[Path, int]:
+    """The train rows the starting model answers sometimes and not always: ``curriculum partition`` of ``shards``
+    with ``samples`` samples each at temperature 1.0, and its ``learnable/`` bucket (0 < c < samples). Only those
+    rows give GRPO groups whose rewards can differ."""
+    from rag_curriculum.partition import PartitionConfig, partition
+    from rag_curriculum.shards import read_manifest
+
+    t = time.perf_counter()
+    partition(PartitionConfig(shards=str(shards), out=str(out), backend="transformers", model=model, samples=samples,
+                              temperature=1.0, max_tokens=max_tokens, seed=0, backend_args={"batch_size": batch}),
+              command="bench")
+    rows = int(read_manifest(out / "learnable")["num_rows"])
+    total = int(read_manifest(shards)["num_rows"])
+    print(f"learnable rows: {rows} of {total} (0 < correct < {samples}), {time.perf_counter() - t:.0f} s", flush=True)
+    if rows == 0:
+        raise SystemExit(f"{out}/learnable: no train row is learnable for this model; give more --train-rows or a "
+                         "--warm-start")
+    return out / "learnable", rows
+
+
+#: the metric named before the runs as the one the claim rests on (issue: RAG-RL's citation reward moves first)
+PRIMARY = "citation_f1"
+
+
+def paired(a: dict, b: dict, *, resamples: int = 2000, seed: int = 0) -> dict:
+    """``a`` minus ``b`` over the same held-out questions (two evaluations' ``per_question``), per metric: the mean
+    difference and its paired bootstrap 95% interval (the same resampled questions for both); joint F1 from the
+    resampled aggregate answer and citation F1, as RAG-RL computes it."""
+    import numpy as np
+
+    from rag_curriculum.rewards import joint_f1
+
+    pa, pb = a["per_question"], b["per_question"]
+    n = len(pa["reward"])
+    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    out = {}
+    for k in pa:
+        d = np.array(pa[k]) - np.array(pb[k])
+        boot = d[picks].mean(axis=1)
+        out[k] = {"diff": float(d.mean()), "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]}
+
+    def joint(p: dict, idx: "np.ndarray") -> "np.ndarray":
+        ans, cit = np.array(p["answer_f1"])[idx].mean(axis=1), np.array(p["citation_f1"])[idx].mean(axis=1)
+        return np.array([joint_f1(float(x), float(y)) for x, y in zip(ans, cit, strict=True)])
+
+    full = np.arange(n)[None, :]
+    boot = joint(pa, picks) - joint(pb, picks)
+    out["joint_f1"] = {"diff": float((joint(pa, full) - joint(pb, full))[0]),
+                       "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]}
+    return out
 
 
 def same_weights(a: str, b: str) -> bool:
@@ -203,7 +256,7 @@ def train_run(model: str, shards: Path, out: Path, *, seed: int, lr: float, step
 #: the settings a run's results depend on: an earlier summary.json with the same ones is reused run by run
 SAME_SETTINGS = ("model", "steps", "lr", "prompts", "generations", "max_tokens", "train_rows", "eval_rows",
                  "eval_samples", "eval_batch", "K", "warm_start", "warm_epochs", "warm_lr", "warm_from", "control",
-                 "override")
+                 "override", "learnable")
 
 
 def input_digests(model: str, arms: list[tuple[str, Path | None, float]], held: dict[str, Path]) -> dict:
@@ -333,6 +386,10 @@ def parser() -> argparse.ArgumentParser:
                     help="a recipe override for every training run (repeatable); on a GPU, for example "
                          "grpo.use_cpu=false grpo.bf16=true batch.per_device_completions=64")
     ap.add_argument("--eval-batch", type=int, default=8, help="prompts a generate call of the evaluation takes")
+    ap.add_argument("--learnable", type=int, default=0, metavar="SAMPLES",
+                    help="train only on the rows the starting model answers sometimes: `curriculum partition` of the "
+                         "train rows with this many samples each (temperature 1.0), and its learnable/ bucket (0 < c "
+                         "< SAMPLES) is what GRPO trains on (0: every train row)")
     ap.add_argument("--out", default="outputs/real-learning")
     return ap
 
@@ -385,6 +442,13 @@ def main() -> None:
         format_rows = arms[0][1] if not args.schedules else build(out / "train-level1", TRAIN, args.train_rows)
         model, warm_seconds = warm(model, format_rows, out / "warm", rows=args.warm_start, epochs=args.warm_epochs,
                                    lr=args.warm_lr)
+    learnable_rows = None
+    if args.learnable:
+        if args.schedules:
+            raise SystemExit("--learnable is for the GRPO-against-control run, not --schedules")
+        shards, learnable_rows = learnable(model, arms[0][1], out / "learnable-partition", samples=args.learnable,
+                                           max_tokens=args.max_tokens, batch=args.eval_batch)
+        arms = [(name, shards, lr) for name, _, lr in arms]
     identical_checked = None
     if not args.schedules and args.control == "identical":
         check, _ = train_run(model, arms[0][1], out / "control-check", seed=0, lr=0.0, steps=args.check_steps,
@@ -452,6 +516,20 @@ def main() -> None:
         print(f"smallest GRPO gain {min(g):+.3f} vs largest control gain {max(c):+.3f}: "
               f"{'learns (beyond the control spread)' if learns else 'not beyond the control spread'}")
         verdict["learns"] = learns
+        by_seed = {(r["arm"], r["seed"]): r for r in runs if r["level"] == "level 1"}
+        diffs = []
+        print(f"\nGRPO minus control, paired over the {len(next(iter(held.values())))} held-out questions (same "
+              f"sampling seed), bootstrap 95%; primary metric named in advance: {PRIMARY}")
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            d = paired(by_seed[("grpo", seed)]["after"], by_seed[("control", seed)]["after"])
+            diffs.append({"seed": seed, **d})
+            print(f"  seed {seed}: " + ", ".join(f"{k} {v['diff']:+.3f} [{v['ci'][0]:+.3f}, {v['ci'][1]:+.3f}]"
+                                                for k, v in d.items()), flush=True)
+        primary = [d[PRIMARY] for d in diffs]
+        verdict["paired"] = diffs
+        verdict["primary"] = PRIMARY
+        verdict["primary_separates"] = all(p["ci"][0] > 0 for p in primary)
+        print(f"primary ({PRIMARY}) above 0 with its interval in every seed: {verdict['primary_separates']}")
     hours = (time.perf_counter() - t0) / 3600
     import torch
 
@@ -460,7 +538,8 @@ def main() -> None:
     write_json(out / "summary.json", {"args": vars(args), "model": model, "inputs": inputs, "runs": runs,
                                       "verdict": verdict,
                                       "hours": hours, "warm_seconds": warm_seconds,
-                                      "control_identical_checked": identical_checked, "device": device})
+                                      "control_identical_checked": identical_checked, "device": device,
+                                      "learnable_rows": learnable_rows})
     if args.schedules:
         plot_schedules(runs, out / "schedules.png", f"Gemma 3 270M on {device}: schedules at equal compute "
                        f"(K = {args.K}, {args.steps} steps)")
