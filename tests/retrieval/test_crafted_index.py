@@ -151,6 +151,7 @@ FUZZ = """
     from pathlib import Path
     import numpy as np
     from support.index_edits import resealed
+    from support.faiss_edits import planted_values
     from rag_retriever.errors import RetrieverError as CurriculumError
     from rag_retriever import load_index
     from rag_curriculum._plumbing import file_sha256
@@ -204,6 +205,9 @@ FUZZ = """
         else:
             for at in sorted({0, len(data) // 2, max(0, len(data) - 4)}):
                 yield f"0xFF bytes at {at}", ("bytes", at, None)
+            if name == "dense/faiss.index":  # the values FAISS's search reads: a graph's, an inverted file's
+                for label, at, b in planted_values(work / name):
+                    yield label, ("at", at, b)
 
     def apply(p, data, how):
         kind, at, v = how
@@ -212,6 +216,10 @@ FUZZ = """
             flat = a.reshape(-1).copy()
             flat[at] = v
             np.save(p, flat.reshape(a.shape))
+        elif kind == "at":
+            bad = bytearray(data)
+            bad[at:at + len(v)] = v
+            p.write_bytes(bytes(bad))
         else:
             bad = bytearray(data)
             bad[at:at + 4] = b"\\xff" * len(bad[at:at + 4])
@@ -296,13 +304,20 @@ def test_planted_values_in_every_file_of_a_lucene_index(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def dense_root(tmp_path_factory, small_input, shared_data):
+def encoder_root(tmp_path_factory, shared_data):
+    """A folder holding ``enc``, a tiny encoder the dense indexes below are built with."""
     pytest.importorskip("faiss", reason="the dense extra is needed")
     pytest.importorskip("sentence_transformers", reason="the dense extra is needed")
     from support.tiny_model import build_tiny_encoder
 
     root = tmp_path_factory.mktemp("crafted-dense")
-    enc = build_tiny_encoder(root / "enc", shared_data)
+    build_tiny_encoder(root / "enc", shared_data)
+    return root
+
+
+@pytest.fixture(scope="module")
+def dense_root(encoder_root, small_input):
+    root, enc = encoder_root, encoder_root / "enc"
     for kind in ("dense", "hybrid"):
         build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(root / kind), kind=kind,
                                 encoder=str(enc), device="cpu", depth=10))
@@ -324,3 +339,45 @@ def test_planted_values_in_every_file_of_a_hybrid_index(dense_root, tmp_path):
     shutil.copytree(dense_root / "hybrid", root / "index")
     check_fuzz(fuzz(root / "index", [*QUERIES, _longest_word(root / "index")], _gap_word(root / "index")),
                root / "index")
+
+
+# an IVF index (its centroids, lists and ids) and an HNSW graph: FAISS's search reads them as the file says
+ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ANN))
+def test_planted_values_in_every_file_of_an_ivf_or_hnsw_index(encoder_root, small_input, tmp_path, name):
+    root = tmp_path / "root"
+    shutil.copytree(encoder_root / "enc", root / "enc")
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(root / "index"), kind="dense",
+                            encoder=str(root / "enc"), device="cpu", depth=10, faiss=ANN[name], nprobe=4))
+    assert json.loads((root / "index/manifest.json").read_text())["dense"]["faiss"] == ANN[name]
+    cases = fuzz(root / "index", QUERIES, 0)
+    check_fuzz(cases, root / "index")
+    planted = [c for c in cases if c["file"] == "dense/faiss.index" and not c["case"].startswith("0xFF")]
+    assert len(planted) >= 35, planted  # the graph's or the inverted file's own values, not just its bytes
+    if name == "ivf":  # a vector made NaN in a list changes no answer above, but it is found by verify
+        from support.faiss_edits import planted_values
+
+        index = root / "index"
+        label, at, value = next(x for x in planted_values(index / "dense/faiss.index") if "vectors" in x[0])
+        data = bytearray((index / "dense/faiss.index").read_bytes())
+        data[at:at + len(value)] = value
+        (index / "dense/faiss.index").write_bytes(bytes(data))
+        resealed(index)
+        r = child("""
+            import sys
+            from rag_retriever import load_index
+            from rag_retriever.errors import RetrieverError
+            load_index(sys.argv[1], device="cpu")
+            try:
+                load_index(sys.argv[1], device="cpu", verify=True)
+            except RetrieverError as e:
+                print("refused:", e)
+        """, str(index))
+        assert r.returncode == 0 and r.stdout.startswith(f"refused: {index}: dense/faiss.index: the vector of "
+                                                         "passage "), (label, r.stdout, r.stderr[-2000:])
+        assert "(inverted list 0, position 0) is not finite" in r.stdout, r.stdout
+
+

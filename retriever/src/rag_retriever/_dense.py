@@ -330,6 +330,98 @@ def check_finite(vectors: Any, where: str, *, corpus: bool = False) -> None:
                          hint="encode those passages again, or drop them from the index and its corpus")
 
 
+CRAFTED_HINT = ("the file was crafted or damaged after FAISS wrote it: build the index again with curriculum index "
+                "... --overwrite")
+
+
+def check_structure(index: Any, where: str) -> None:
+    """What FAISS reads a search by and does not check when it reads the file (it checks an HNSW graph's ids and
+    offsets itself), refused in one line naming the value and where it is: an index its header says is untrained
+    (every search fails); an HNSW graph's top level and entry point, which must be its highest node's; an inverted
+    file's centroids (finite) and ids: each passage ``0 .. ntotal - 1`` held once, in one list (an id out of that
+    range is a passage the index does not hold; one held twice, another's vector under its id). At open: the
+    ids read once (8 bytes a passage; 0.08 s at 5.2M passages in 4,096 lists, 0.4 s in 65,536, on one core);
+    the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
+    import numpy as np
+
+    faiss = _faiss()
+    n = int(index.ntotal)
+    if not index.is_trained:
+        raise DenseError(f"{where}: its header says the index is not trained, so no search of it can run",
+                         hint=CRAFTED_HINT)
+    inner = faiss.downcast_index(index)
+    hnsw = getattr(inner, "hnsw", None)
+    if hnsw is not None and n:
+        levels = faiss.vector_to_array(hnsw.levels)
+        top, entry = int(levels.max()) - 1, int(hnsw.entry_point)
+        if hnsw.max_level != top or not 0 <= entry < n or int(levels[entry]) - 1 != top:
+            at = f"level {int(levels[entry]) - 1}" if 0 <= entry < n else "no node"
+            raise DenseError(f"{where}: its HNSW graph's top level is {int(hnsw.max_level)} and its entry point "
+                             f"{entry:,} ({at}), but its highest node is at level {top}", hint=CRAFTED_HINT)
+    ivf = _ivf(faiss, index)
+    if ivf is None:
+        return
+    try:
+        centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    except RuntimeError:  # a quantizer that keeps no vectors to read back: its own search checks what it reads
+        centroids = None
+    if centroids is not None and not np.isfinite(centroids).all():
+        row = int(np.flatnonzero(~np.isfinite(centroids).all(axis=1))[0])
+        raise DenseError(f"{where}: the centroid of inverted list {row:,} is not finite (NaN or infinity)",
+                         hint=CRAFTED_HINT)
+    lists, ptr = ivf.invlists, faiss.rev_swig_ptr
+    sizes = np.fromiter((lists.list_size(i) for i in range(ivf.nlist)), dtype=np.int64, count=ivf.nlist)
+    if int(sizes.sum()) != n:
+        raise DenseError(f"{where}: its inverted lists hold {int(sizes.sum()):,} ids; its header says {n:,} vectors",
+                         hint=CRAFTED_HINT)
+    live = np.flatnonzero(sizes).tolist()
+    ids = np.concatenate([ptr(lists.get_ids(i), m) for i, m in zip(live, sizes[live].tolist(), strict=True)]) if live \
+        else np.zeros(0, np.int64)
+    bad = (ids < 0) | (ids >= n)
+
+    def spot(j: int) -> tuple[int, int]:  # the list and position of ``ids[j]``
+        ends = np.cumsum(sizes)
+        i = int(np.searchsorted(ends, j, side="right"))
+        return i, j - int(ends[i] - sizes[i])
+
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        i, at = spot(j)
+        raise DenseError(f"{where}: inverted list {i:,} holds passage id {int(ids[j]):,} at position {at:,}; "
+                         f"the index holds {n:,} passages (ids 0 to {n - 1:,})", hint=CRAFTED_HINT)
+    seen = np.zeros(n, dtype=np.bool_)
+    seen[ids] = True
+    if not seen.all():  # as many ids as passages, each in range: one is missing, so another is held twice
+        twice = int(np.flatnonzero(np.bincount(ids, minlength=n) > 1)[0])
+        held = [spot(int(j)) for j in np.flatnonzero(ids == twice)]
+        said = ", ".join(f"list {i:,} position {at:,}" for i, at in held[:3])
+        raise DenseError(f"{where}: its inverted lists hold passage id {twice:,} {len(held)} times ({said}) and "
+                         f"passage {int(np.flatnonzero(~seen)[0]):,} never; each passage is held once",
+                         hint=CRAFTED_HINT)
+
+
+def _ivf_flat_finite(index: Any, where: str) -> None:
+    """An IVF-Flat index's vectors (its lists' codes), a list at a time: each finite (:func:`verify`)."""
+    import numpy as np
+
+    faiss = _faiss()
+    ivf = _ivf(faiss, index)
+    if ivf is None or not isinstance(faiss.downcast_index(ivf), faiss.IndexIVFFlat):
+        return
+    lists = ivf.invlists
+    for i in range(ivf.nlist):
+        m = int(lists.list_size(i))
+        if not m:
+            continue
+        codes = faiss.rev_swig_ptr(lists.get_codes(i), m * lists.code_size).view(np.float32).reshape(m, -1)
+        bad = ~np.isfinite(codes).all(axis=1)
+        if bad.any():
+            at = int(np.flatnonzero(bad)[0])
+            pid = int(faiss.rev_swig_ptr(lists.get_ids(i), m)[at])
+            raise DenseError(f"{where}: the vector of passage {pid:,} (inverted list {i:,}, position {at:,}) is not "
+                             "finite (NaN or infinity)", hint=CRAFTED_HINT)
+
+
 def _faiss_message(e: BaseException) -> str:
     """FAISS's error without its C++ location."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -1226,6 +1318,7 @@ class DenseSearcher:
             raise DenseError(f"{directory}: {DENSE_DIR}/{FAISS_INDEX}: it holds {self.index.ntotal:,} vectors of "
                              f"dimension {self.index.d}, the manifest says {manifest['passages']:,} of {m['dim']}",
                              hint="build the index again with curriculum index ... --overwrite")
+        check_structure(self.index, f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
         _set_params(self.index, m)
         self.l2 = metric_of(self.index, str(directory)) == "l2"  # the index's own metric, whatever was recorded
         vec = m.get("vectors")
@@ -1362,7 +1455,9 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
         raise DenseError(f"{directory}: {DENSE_DIR}/{FAISS_INDEX}: FAISS cannot read it ({_faiss_message(e)})",
                          hint="build the index again with curriculum index ... --overwrite") from None
     metric_of(index, str(directory))
+    check_structure(index, f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
     check_finite(index_vectors(index, d / FAISS_INDEX), f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
+    _ivf_flat_finite(index, f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
     vec = m.get("vectors")
     if vec:
         check_finite(VectorFile(d / vec["file"], vec["rows"], m["dim"]), f"{directory}: {DENSE_DIR}/{vec['file']}")

@@ -1,0 +1,72 @@
+"""Where the values a FAISS search reads lie in a ``faiss.index`` file (an HNSW graph's levels, offsets, neighbours,
+entry point and top level; an IVF index's list sizes, ids, centroids and codes; the header's trained flag), found by
+looking for each array's bytes as FAISS wrote them (its length as 8 bytes, then its values), so that a test can plant
+a value there the way someone who knows the format would."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+IS_TRAINED = 32  # the header: fourcc, d (int32), ntotal, two unused int64, then is_trained (one byte), metric
+
+
+def _find(data: bytes, a: np.ndarray, *, sized: bool = True) -> int:
+    """The byte offset of ``a``'s first value in ``data`` (after its length when ``sized``)."""
+    head = np.int64(a.size).tobytes() if sized else b""
+    at = data.find(head + a.tobytes())
+    assert at >= 0 and data.find(head + a.tobytes(), at + 1) < 0, f"{a.dtype} array of {a.size} not found once"
+    return at + len(head)
+
+
+def spots(a: np.ndarray) -> list[int]:
+    return sorted({0, a.size // 2, a.size - 1})
+
+
+def planted_values(path: Path) -> list[tuple[str, int, bytes]]:
+    """``(label, byte offset, bytes)`` for each value to plant in the FAISS index at ``path``: out of the range the
+    search reads within, or within it but not what the build wrote."""
+    import faiss
+
+    data = path.read_bytes()
+    index = faiss.read_index(str(path))
+    inner = faiss.downcast_index(index)
+    n = int(index.ntotal)
+    out: list[tuple[str, int, bytes]] = [("is_trained 0", IS_TRAINED, b"\x00")]
+
+    def each(label: str, a: np.ndarray, values, *, sized: bool = True) -> int:
+        start = _find(data, a, sized=sized)
+        for at in spots(a):
+            for v in values:
+                out.append((f"{label}[{at}] = {v}", start + at * a.itemsize, np.array(v, dtype=a.dtype).tobytes()))
+        return start + a.nbytes
+
+    hnsw = getattr(inner, "hnsw", None)
+    if hnsw is not None:
+        levels = faiss.vector_to_array(hnsw.levels)
+        each("hnsw levels", levels, [2**31 - 1, 0, -1, int(levels.max()) + 1])
+        each("hnsw offsets", faiss.vector_to_array(hnsw.offsets), [2**64 - 1, 1 << 40])
+        end = each("hnsw neighbors", faiss.vector_to_array(hnsw.neighbors), [2**31 - 1, -2**31, n, -2])
+        out += [(f"hnsw entry_point {v}", end, struct.pack("<i", v)) for v in (2**31 - 1, -5, n, 0)]
+        out += [(f"hnsw max_level {v}", end + 4, struct.pack("<i", v)) for v in (2**31 - 1, -5, 0, 100)]
+        return out
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:  # neither a graph nor an inverted file (a flat index: its vectors, planted elsewhere)
+        return out
+    lists = ivf.invlists
+    sizes = np.array([lists.list_size(i) for i in range(ivf.nlist)], dtype=np.uint64)
+    each("ivf list sizes", sizes, [2**64 - 1, 1 << 20, 0])
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    each("ivf centroids", centroids.reshape(-1), [float("nan"), float("inf")], sized=False)
+    for i in sorted({0, ivf.nlist // 2, ivf.nlist - 1}):
+        m = lists.list_size(i)
+        ids = faiss.rev_swig_ptr(lists.get_ids(i), m).copy()
+        other = int(faiss.rev_swig_ptr(lists.get_ids((i + 1) % ivf.nlist), 1)[0])  # an id another list holds
+        each(f"ivf list {i} ids", ids, [2**63 - 1, -1, -5, n, 2**32 + int(ids[0]), other], sized=False)
+        if isinstance(inner, faiss.IndexIVFFlat):
+            codes = faiss.rev_swig_ptr(lists.get_codes(i), m * lists.code_size).copy().view(np.float32)
+            each(f"ivf list {i} vectors", codes, [float("nan"), float("-inf")], sized=False)
+    return out
