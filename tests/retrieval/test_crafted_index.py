@@ -6,16 +6,20 @@ them, the manifest sealed again: ``index_edits.resealed``), so that only reading
   ``words.npy`` 4,294,967,295, ``term_last_n.npy`` 255) are one line naming the file, the value and its position,
   from ``load_index`` and ``curriculum validate`` and ``curriculum serve``, each run in a child process: never a
   signal.
-* A fuzz over every file of a small BM25 (both presets), dense and hybrid index: each planted value (every integer
-  array's largest value and one just past the bound the search reads within; NaN and infinities in float arrays;
-  0xFF bytes in the binary files) is refused, in one line naming the file, by ``load_index`` or its first search,
-  or answers exactly as the pristine index; where it changes an answer within the values a file may hold,
-  ``load_index(verify=True)`` refuses it. The reader runs in a child process whose exit status is checked.
+* A fuzz over every file of a small BM25 (both presets), dense (flat, IVF, HNSW) and hybrid index: each planted
+  value (every integer array's largest value and one just past the bound the search reads within; NaN and
+  infinities in float arrays; 0xFF bytes in the binary files; in a FAISS file, values where FAISS wrote its graph
+  or inverted lists, ``support.faiss_edits``) is refused, in one line naming the file, by ``load_index`` or its
+  first search, or answers exactly as the pristine index; where it changes an answer within the values a file may
+  hold, ``load_index(verify=True)`` refuses it. The reader runs in a child process whose exit status is checked.
+* A BM25 posting whose frequency scores above its block's recorded maximum (the block encoded again to hold it):
+  the pruned search skips it where the exhaustive sum ranks it, and ``verify`` refuses the block.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -381,3 +385,82 @@ def test_planted_values_in_every_file_of_an_ivf_or_hnsw_index(encoder_root, smal
         assert "(inverted list 0, position 0) is not finite" in r.stdout, r.stdout
 
 
+
+# -- a frequency above its block's recorded maximum -----------------------------------------------------------------
+def recoded_with_higher_frequencies(d: Path, terms: list[int], tf: int) -> list[tuple[int, int]]:
+    """Each of ``terms``' middle posting given frequency ``tf``, every block encoded again as a build encodes it
+    (its widths, hence the words' offsets and ``words.npy``' length, follow), ``block_max.npy`` left as it was,
+    the records made to match: a file every check at open passes. The (term, passage) pairs raised."""
+    from rag_retriever._postings import BLOCK, PostingsIndex, encode, numpy_postings
+
+    params = json.loads((d / "bm25/params.json").read_text())
+    ix = PostingsIndex(d / "bm25", params, compiled=False)
+    docs, tfs = zip(*(numpy_postings(ix, t) for t in range(len(ix.term_first) - 1)), strict=True)
+    tfs, raised = [x.copy() for x in tfs], []
+    for t in terms:
+        tfs[t][len(tfs[t]) // 2] = tf
+        raised.append((t, int(docs[t][len(docs[t]) // 2])))
+    starts = np.concatenate([[0], np.cumsum([len(x) for x in docs])]).astype(np.int64)
+    flat_docs, flat_tfs = np.concatenate(docs).astype(np.int64), np.concatenate(tfs).astype(np.int64)
+    first, nb = np.asarray(ix.term_first, dtype=np.int64), len(ix.block_last)
+    last, off, bits = np.zeros(nb, np.uint32), np.zeros(nb + 1, np.int64), np.zeros((nb, 2), np.uint8)
+    scratch = np.zeros((2, BLOCK), np.int64)
+    encode(flat_docs, flat_tfs, starts, first, last, off, bits, np.zeros(0, np.uint32), scratch)  # the sizes
+    words = np.zeros((int(off[-1]) + 3) // 4 + 2, np.uint32)
+    encode(flat_docs, flat_tfs, starts, first, last, off, bits, words, scratch)
+    assert np.array_equal(last, ix.block_last)
+    np.save(d / "bm25/words.npy", words)
+    np.save(d / "bm25/block_bits.npy", bits)
+    resealed(d)
+    return raised
+
+
+def test_a_frequency_above_its_blocks_maximum_misranks_until_verify_refuses_it(bm25, tmp_path):
+    """Block-max pruning trusts ``block_max.npy``: a posting that scores above its block's recorded maximum
+    (its frequency raised, the block's frequency width made to hold it) is skipped where the bound says it cannot
+    reach the ``k`` best. Nothing at open can see it short of decoding every posting, which is what
+    ``load_index(verify=True)``, ``serve --verify`` and ``curriculum validate`` do (``verify_postings``): they
+    refuse it in one line naming ``block_max.npy`` and the block."""
+    import random
+
+    from rag_retriever import load_index
+    from rag_retriever._bm25 import Vocabulary
+
+    d = tmp_path / "d"
+    shutil.copytree(bm25, d)
+    first = np.load(d / "bm25/term_first.npy").astype(np.int64)
+    df = np.array([int(x) for x in load_index(d).searcher.postings.df(np.arange(len(first) - 1))])
+    terms = [int(t) for t in np.flatnonzero((df >= 5) & (df <= 200))[:60]]
+    raised = recoded_with_higher_frequencies(d, terms, 200)
+    ix = load_index(d)  # every array within its bounds: the check at open passes
+    s = ix.searcher
+    vocab = Vocabulary(d / "bm25/vocab")
+    words = [vocab[t].decode() for t in terms]
+    rng = random.Random(0)
+    queries = [f"{rng.choice(words)} {' '.join(rng.choice(words) for _ in range(rng.randint(1, 3)))}"
+               for _ in range(300)]
+    parsed = [s.query_terms(q) for q in queries]
+    pruned, every = s.postings.search(parsed, 3), s.postings.search(parsed, 3, prune=False)
+    missed = [i for i in range(len(queries)) if not np.array_equal(pruned[0][i], every[0][i])]
+    assert missed, "the pruned search found every raised posting: nothing here needed the check"
+    lifted = {p for _, p in raised}
+    assert all(set(every[0][i].tolist()) - set(pruned[0][i].tolist()) <= lifted for i in missed)
+    assert any(set(every[0][i].tolist()) & lifted for i in missed)
+    # verify decodes every posting and refuses the block
+    r = child("""
+        import sys
+        from rag_retriever import load_index
+        from rag_retriever.errors import RetrieverError
+        try:
+            load_index(sys.argv[1], verify=True)
+        except RetrieverError as e:
+            print("refused:", e)
+            print("hint:", e.hint)
+    """, str(d))
+    line = r.stdout.splitlines()[0] if r.stdout else ""
+    assert r.returncode == 0 and line.startswith(f"refused: {d}: bm25/block_max.npy: "), (r.stdout, r.stderr[-2000:])
+    assert "below the" in line and "its block's postings score" in line, line
+    block = int(re.search(r" at position ([\d,]+), below", line)[1].replace(",", ""))
+    assert any(first[t] <= block < first[t + 1] for t in terms), (block, line)  # a block of a raised term
+    v = one_error(run("validate", d))
+    assert f"{d}: bm25/block_max.npy: " in v and "below the" in v, v
