@@ -14,6 +14,15 @@ from typing import TYPE_CHECKING
 
 from .._plumbing import lazy_exports, moved_names
 from ..prompts import AGENT_TEMPLATES, SearchTemplate, get_agent_template
+from ._eval_parts import (
+    AGENT_PROTOCOLS,
+    DEFAULT_AGENT,
+    FAITHFULNESS_MEASURES,
+    TRAJECTORY_REWARDS,
+    AgentEvalPart,
+    AgentSetRun,
+    agent_protocol_names,
+)
 from ._protocol import INVALID_ACTION, SEARCH_TOOLS_PROMPT, first_search_query
 
 # The environment (search difficulty, retrievers, the rollout loop), the TYPE_CHECKING imports
@@ -66,4 +75,7 @@ __all__ = [
     "first_search_query", "get_agent_template", "hard_negative_count", "noise_probability", "open_retriever",
     "run_rollouts", "split_contents", "summarize",
     "SearchR1Format",
+    # the methods' parts of the search-agent evaluation (curriculum eval --agent), by name
+    "AGENT_PROTOCOLS", "DEFAULT_AGENT", "FAITHFULNESS_MEASURES", "TRAJECTORY_REWARDS", "AgentEvalPart",
+    "AgentSetRun", "agent_protocol_names",
 ]
