@@ -7,10 +7,12 @@ returned, and the share of trajectories that saw one), format errors by type and
 turn budget, context budget, format error), with the same breakdowns as the closed-context evaluation (hops, level,
 answerable).
 
-``--agent react`` runs ReAct's Thought / Action / Observation format (:class:`~rag_curriculum.methods.react_crag.ReActFormat`)
-through the same loop; with ``--best-of N`` each question gets N trajectories and the entry adds ReAct+CRAG's
-scores (:func:`score_react`: the trajectory the CRAG-inspired consistency score ranks first, the self-consistency
-majority, the oracle), each trajectory its consistency score and terms, and the table three rows per model.
+The methods add their parts by name (:mod:`rag_curriculum.agents`' registries; the evaluation names no method):
+``--agent NAME`` is an agent protocol of :data:`~rag_curriculum.agents.AGENT_PROTOCOLS` (its prompt, its turn format
+through the same loop and its scores of each set, in the entry under its key: ``--agent react --best-of N`` adds
+ReAct+CRAG's, and the table three rows per model), ``--reward NAME`` a reward of
+:data:`~rag_curriculum.agents.TRAJECTORY_REWARDS` that scores every trajectory beside EM / F1, ``--faithfulness
+NAME`` a measure of :data:`~rag_curriculum.agents.FAITHFULNESS_MEASURES`.
 
 Outputs in ``out``: ``results/MODEL/SET.json`` (per set: the scores and the fingerprint of what made them, written
 atomically when the set is done: a rerun of the same command reuses it, another setting is refused without
@@ -38,23 +40,26 @@ from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
 from .._settings import check_model_ref, check_settings, retriever_rule, retriever_timeout_rule, rule
-from ..agents import RolloutConfig, open_retriever, run_rollouts
-from ..errors import ConfigError, EvalError, UsageError
+from ..agents import (
+    AGENT_PROTOCOLS,
+    FAITHFULNESS_MEASURES,
+    TRAJECTORY_REWARDS,
+    AgentEvalPart,
+    AgentSetRun,
+    RolloutConfig,
+    agent_protocol_names,
+    open_retriever,
+    run_rollouts,
+)
+from ..errors import EvalError, UsageError
 from ..generation import SamplingConfig, get_backend
 from ..loaders import is_search_r1_file, load_flashrag, load_search_r1
-from ..methods import react_crag, search_r1, veritas
 from ..shards import read_table, write_json
 from ._config import ModelSpec, public_backend_args
 from ._report import write_dataset_card
 
 log = logging.getLogger(__name__)
 
-AGENTS = ("search-r1", "react")
-#: Settings only a ReAct evaluation has (left out of a search-r1 run's fingerprint, so older results are reused).
-_REACT_ONLY = ("best_of", "crag_weights", "react_sentences")
-_VERITAS_ONLY = ("faithfulness", "judge", "judge_args")  # in the fingerprint only when --faithfulness is given
-#: Rewards a trajectory can also be scored with (``--reward``): Search-R1's own (methods/search_r1).
-EVAL_REWARDS = ("search-r1",)
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
@@ -62,7 +67,7 @@ LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the s
 class AgentEvalConfig:
     """Everything that determines a search-agent evaluation. Saved as ``eval_config.json`` in ``out``."""
 
-    agent: str = rule("search-r1", choices=AGENTS, help=(
+    agent: str = rule("search-r1", choices=agent_protocol_names, help=(
         "The agent protocol: search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
     retriever: str | None = retriever_rule()
     retriever_timeout: float = retriever_timeout_rule()
@@ -102,7 +107,7 @@ class AgentEvalConfig:
     judge: str | None = rule(None, empty=False, help=(
         "VERITAS's judge as BACKEND:MODEL (e.g. openai:veritas-rm behind vllm serve, the paper's distilled reward "
         "model); without it only Think-Answer is scored."))
-    reward: str | None = rule(None, choices=EVAL_REWARDS, help=(
+    reward: str | None = rule(None, choices=TRAJECTORY_REWARDS.names, help=(
         "Also score every trajectory with this reward, reported beside EM / F1: search-r1 (Search-R1's own "
         "qa_em on the decoded prompt plus trajectory, bit for bit: its extraction, normalisation and format score)."))
     reward_args: dict[str, Any] = rule(default_factory=dict, flag="--reward-arg", help=(
@@ -129,72 +134,42 @@ class AgentEvalConfig:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise UsageError(f"two models share a name in {names}; name them apart with --model NAME=PATH")
-        self._check_react()
-        self._check_reward()
-        veritas.check_config(self)  # --faithfulness veritas and its judge
+        self._check_parts()
         self.rollout()  # its own checks (template, budgets)
         for m in self.models:  # a mistyped path stops here, not deep inside the model loader
             check_model_ref(m.path, backend=self.backend, label=f"model {m.name}", loads=True)
 
-    def _check_react(self) -> None:
-        from dataclasses import fields
+    def _check_parts(self) -> None:
+        """Every registered part's checks (the agent protocols', the rewards', the faithfulness measures'), each
+        refusing its own settings given without it."""
+        for part in AGENT_PROTOCOLS.loaded().values():
+            part.check(self)
+        if self.reward is None and self.reward_args:
+            raise UsageError("--reward-arg sets an option of --reward: pass --reward "
+                             + " or ".join(TRAJECTORY_REWARDS.names()))
+        for part in TRAJECTORY_REWARDS.loaded().values():
+            part.check(self)
+        known = FAITHFULNESS_MEASURES.names()
+        if self.faithfulness is not None and self.faithfulness not in known:
+            raise UsageError(f"--faithfulness {self.faithfulness!r} is not known; known: {', '.join(known)}")
+        for part in FAITHFULNESS_MEASURES.loaded().values():
+            part.check(self)
 
-        if self.agent != "react":
-            if self.best_of is not None or self.crag_weights:
-                raise UsageError("--best-of and --crag-weight rank ReAct trajectories: pass --agent react")
-            if self.template == "react":
-                raise UsageError("the react template is ReAct's prompt: pass --agent react with it")
-            return
-        if self.template.startswith("search-r1") and self.template != "search-r1":
-            raise UsageError(f"--template {self.template} is Search-R1's prompt; --agent react takes react (its "
-                             "default) or a template registered for ReAct")
-        known = {f.name for f in fields(react_crag.CragWeights)}
-        for k, v in self.crag_weights.items():
-            if k not in known:
-                raise UsageError(f"--crag-weight {k}: no such term; known: {', '.join(sorted(known))}")
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise UsageError(f"--crag-weight {k}={v!r}: a number is needed")
-        if self.best_of is not None:
-            if self.m not in (1, self.best_of):
-                raise UsageError(f"--best-of {self.best_of} samples {self.best_of} trajectories per question; "
-                                 f"--samples {self.m} says otherwise", hint="pass one of the two")
-            self.m = self.best_of
-
-    def _check_reward(self) -> None:
-        if self.reward is None:
-            if self.reward_args:
-                raise UsageError("--reward-arg sets an option of --reward: pass --reward search-r1")
-            return
-        if self.agent != "search-r1":
-            raise UsageError(f"--reward {self.reward} scores Search-R1's <answer> tags: pass --agent search-r1")
-        unknown = sorted(set(self.reward_args) - {"format_score", "score"})
-        if unknown:
-            raise UsageError(f"--reward-arg {unknown[0]}: search-r1 takes format_score and score")
-        try:
-            self.scorer()
-        except ConfigError as e:
-            raise UsageError(f"--reward-arg: {e}") from None
-
-    def scorer(self) -> Any:
-        """The ``--reward`` (a :class:`~rag_curriculum.methods.search_r1.SearchR1Reward`), or None."""
-        if self.reward is None:
-            return None
-        return search_r1.SearchR1Reward(**{k: v for k, v in self.reward_args.items()}, log_components=False)
+    def parts(self) -> list[AgentEvalPart]:
+        """The parts this run uses, in the order they score a set: its agent protocol, its faithfulness measure
+        (``--faithfulness``), its reward (``--reward``)."""
+        return [AGENT_PROTOCOLS.get(self.agent),
+                *([FAITHFULNESS_MEASURES.get(self.faithfulness)] if self.faithfulness is not None else []),
+                *([TRAJECTORY_REWARDS.get(self.reward)] if self.reward is not None else [])]
 
     def agent_template(self) -> str:
-        """The prompt template: the agent's own unless one was chosen (``search-r1``, the default, means react's
-        ``react`` for ``--agent react``). For ReAct, a path to a copy of ReAct's ``prompts_naive.json`` gives its
-        few-shot prompt exactly (:func:`~rag_curriculum.methods.react_crag.react_fewshot_template`)."""
-        if self.agent == "react" and self.template.endswith(".json"):
-            return react_crag.react_fewshot_template(self.template).name
-        return "react" if self.agent == "react" and self.template == "search-r1" else self.template
+        """The prompt template: the agent protocol's (:meth:`~rag_curriculum.agents.AgentEvalPart.template`:
+        ``--template`` for Search-R1's tags)."""
+        return AGENT_PROTOCOLS.get(self.agent).template(self)
 
     def fmt(self) -> Any:
         """The rollout loop's turn format (None: Search-R1's)."""
-        return react_crag.ReActFormat(self.react_sentences) if self.agent == "react" else None
-
-    def weights(self) -> react_crag.CragWeights:
-        return react_crag.CragWeights(**{k: float(v) for k, v in self.crag_weights.items()})
+        return AGENT_PROTOCOLS.get(self.agent).turn_format(self)
 
     def rollout(self) -> Any:
         return RolloutConfig(template=self.agent_template(), top_k=self.top_k, max_turns=self.max_turns,
@@ -247,28 +222,11 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def reward_scores(reward: Any, rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
-                  backend: Any = None) -> list[float]:
-    """``--reward search-r1``: each trajectory's Search-R1 score (row order, then sample order), on its prompt
-    rendered by the backend's chat template where the backend has a tokenizer (vLLM, transformers) and its text, as
-    Search-R1's reward manager decodes them; else on the prompt's text and the trajectory's."""
-    tok = getattr(backend, "tokenizer", None)
-    tok = tok if callable(getattr(tok, "apply_chat_template", None)) else None
-    out = []
-    for qi, row in enumerate(rows):
-        for t in trajs[qi * m:(qi + 1) * m]:
-            target = search_r1.search_r1_target(row.get("reward_model"), row.get("answers"), where=f"row id {row['id']!r}")
-            seq, start = search_r1.search_r1_sequence(t.prompt, t.text, tokenizer=tok)
-            out.append(search_r1.search_r1_breakdown(seq, target, response_start=start, format_score=reward.format_score,
-                                           score=reward.score).score)
-    return out
-
-
 def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
-                       search_r1: Sequence[float] | None = None) -> dict[str, Any]:
+                       extra: dict[str, Sequence[float]] | None = None) -> dict[str, Any]:
     """The scores of ``m`` trajectories per row (row order, then sample order): overall and by hops, level and
-    answerable (each a mean over questions of the per-question mean over samples); with ``search_r1`` (each
-    trajectory's ``--reward search-r1`` score, same order) its mean too."""
+    answerable (each a mean over questions of the per-question mean over samples); with ``extra`` (a metric ->
+    each trajectory's score, same order: a ``--reward``'s) its mean too."""
     per_q: list[dict[str, float]] = []
     errors: dict[str, int] = defaultdict(int)
     status: dict[str, int] = defaultdict(int)
@@ -289,8 +247,8 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
                 errors[err] += 1
         per_q.append({"em": _mean(em), "f1": _mean(f1), "searches": _mean(searches),
                       "gold_seen": _mean(seen_gold), "gold_recall": _mean(recall)})
-        if search_r1 is not None:
-            per_q[-1]["search_r1"] = _mean(search_r1[qi * m:(qi + 1) * m])
+        for name, scores in (extra or {}).items():
+            per_q[-1][name] = _mean(scores[qi * m:(qi + 1) * m])
 
     def agg(idx: Sequence[int]) -> dict[str, float]:
         return {k: round(100 * _mean([per_q[i][k] for i in idx]), 2) if k != "searches"
@@ -308,61 +266,15 @@ def score_trajectories(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: 
     return out
 
 
-def _drop_gold(entry: dict[str, Any]) -> None:
-    """Remove the gold-passage scores from an entry (every aggregate, best-of-N's too)."""
-    for node in [entry.get("overall"), (entry.get("react") or {}).get("best_of"),
+def _drop_gold(entry: dict[str, Any], sections: Sequence[str] = ()) -> None:
+    """Remove the gold-passage scores from an entry (every aggregate, those of the parts' ``sections`` too: a
+    ReAct run's best-of-N)."""
+    for node in [entry.get("overall"), *[v for k in sections for v in (entry.get(k) or {}).values()],
                  *[g for k, v in entry.items() if k.startswith("by_") for g in v.values()]]:
         if isinstance(node, dict):
             node.pop("gold_recall", None)
             node.pop("gold_seen", None)
     entry["gold_passages"] = False
-
-
-def _gold_recall(row: dict[str, Any], t: Any) -> float:
-    gold = {passage_hash(p["title"], p["text"]) for p in (row.get("passages") or []) if p.get("is_gold")}
-    found = {i for c in t.searches for i, g in zip(c.ids, c.gold, strict=True) if g}
-    return min(len(found), len(gold)) / len(gold) if gold else 0.0
-
-
-def score_react(rows: Sequence[dict[str, Any]], trajs: Sequence[Any], m: int,
-                weights: react_crag.CragWeights | None = None) -> tuple[dict[str, Any], list[Any]]:
-    """ReAct+CRAG's scores of ``m`` trajectories per row (row order, then sample order): ``best_of`` (EM / F1 of
-    the trajectory the CRAG-inspired consistency score ranks first, with its searches and gold recall),
-    ``self_consistency`` (EM / F1 of the majority answer, its agreement rate and the answers' entropy in bits),
-    ``oracle`` (EM / F1 of the best sample: pass@m), each a mean over questions (x 100; searches and entropy as
-    they are), and the :class:`~rag_curriculum.agents.Consistency` of every trajectory, in order. The mean over
-    the ``m`` samples, the ReAct baseline, is :func:`score_trajectories`' ``overall``."""
-    scored = [react_crag.consistency_score(react_crag.react_steps(t.segments), weights) for t in trajs]
-    best: dict[str, list[float]] = defaultdict(list)
-    vote: dict[str, list[float]] = defaultdict(list)
-    oracle: dict[str, list[float]] = defaultdict(list)
-    for qi, row in enumerate(rows):
-        ts, cs = trajs[qi * m:(qi + 1) * m], scored[qi * m:(qi + 1) * m]
-        pick = react_crag.best_of_n(cs)
-        t = ts[pick] if pick is not None else None
-        e, f = answer_scores(t.answer, row["answers"]) if t is not None and t.answer is not None else (0.0, 0.0)
-        best["em"].append(e)
-        best["f1"].append(f)
-        best["searches"].append(float(len(t.searches)) if t is not None else 0.0)
-        best["gold_recall"].append(_gold_recall(row, t) if t is not None else 0.0)
-        best["answered"].append(float(t is not None))
-        sc = react_crag.self_consistency([x.answer for x in ts])
-        e, f = answer_scores(sc["answer"], row["answers"]) if sc["answer"] is not None else (0.0, 0.0)
-        vote["em"].append(e)
-        vote["f1"].append(f)
-        vote["agreement"].append(sc["agreement"])
-        vote["entropy"].append(sc["entropy"])
-        pairs = [answer_scores(x.answer, row["answers"]) if x.answer is not None else (0.0, 0.0) for x in ts]
-        oracle["em"].append(max(p[0] for p in pairs) if pairs else 0.0)
-        oracle["f1"].append(max(p[1] for p in pairs) if pairs else 0.0)
-
-    def agg(d: dict[str, list[float]], raw: tuple[str, ...] = ()) -> dict[str, float]:
-        return {k: round(_mean(v), 3) if k in raw else round(100 * _mean(v), 2) for k, v in d.items()}
-
-    out = {"n": m, "score": "crag-inspired", "weights": (weights or react_crag.CragWeights()).to_dict(),
-           "best_of": agg(best, ("searches",)), "self_consistency": agg(vote, ("entropy",)),
-           "oracle": agg(oracle)}
-    return out, scored
 
 
 def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str | None = None,
@@ -455,10 +367,15 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
          command: str | None, backend_factory: Any) -> dict[str, Any]:
     write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(),
                                                         "command": redact_command(command)}))
+    parts = cfg.parts()
+    # the settings of the parts this run does not use are left out of its fingerprint: results made without a
+    # part are reused by a run without it
+    unused = {k for registry in (AGENT_PROTOCOLS, FAITHFULNESS_MEASURES, TRAJECTORY_REWARDS)
+              for part in registry.loaded().values() if part not in parts for k in part.settings}
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit",
                                                                     "retriever_timeout", "plots")
-                and not (cfg.agent != "react" and k in _REACT_ONLY)
-                and not (cfg.faithfulness is None and k in _VERITAS_ONLY)
+                and k not in unused
+                and not (cfg.faithfulness is None and k == "faithfulness")
                 and not (cfg.reward is None and k in ("reward", "reward_args"))}
     described = retriever.describe()
     # which index answers (its content: sources, fingerprint), not where it is: a rerun reuses results only
@@ -502,39 +419,36 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
                     trajs = run_rollouts(backend, rows, retriever, cfg.sampling(), n=cfg.m, config=cfg.rollout(),
                                          on_turn=on_turn, fmt=cfg.fmt())
                 dicts = [{"model": model.name, "set": key, **t.to_dict()} for t in trajs]
-                react = None
-                if cfg.agent == "react":
-                    react, scored = score_react(rows, trajs, cfg.m, cfg.weights())
-                    for dct, c in zip(dicts, scored, strict=True):
-                        dct["consistency"] = {"score": c.score, "terms": c.terms}
-                veritas_scores = None
-                if cfg.faithfulness is not None:  # VERITAS (methods/veritas): scores under "veritas"
-                    veritas_scores = veritas.veritas_entry(cfg, out, model.name, key, rows, dicts)
-                extra_scores = None
-                if cfg.reward is not None:  # Search-R1's own reward, beside EM / F1 (in each trajectory too)
-                    extra_scores = reward_scores(cfg.scorer(), rows, trajs, cfg.m, backend)
-                    for dct, s in zip(dicts, extra_scores, strict=True):
-                        dct["search_r1"] = s
+                run = AgentSetRun(out=out, model=model.name, key=key, rows=rows, trajs=trajs, dicts=dicts, m=cfg.m,
+                                  backend=backend)
+                sections: dict[str, Any] = {}  # each part's scores of the set, under its key in the entry
+                extra_scores: dict[str, list[float]] = {}  # a reward's score of every trajectory, beside EM / F1
+                for part in parts:
+                    section = part.score_set(cfg, run)
+                    if section is not None:
+                        sections[part.key] = section
+                    scores = part.trajectory_scores(cfg, run)
+                    if scores is not None:
+                        extra_scores[part.key] = scores
+                        for dct, s in zip(dicts, scores, strict=True):
+                            dct[part.key] = s
                 tpath = out / "trajectories" / model.name / f"{key}.jsonl"
                 tpath.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(tpath, "".join(json.dumps(dct, ensure_ascii=False) + "\n"
                                                   for dct in dicts).encode("utf-8"))
                 entry = {"model": model.name, "dataset": ds, "set": key, "data": Path(d).name,
                          "questions": len(rows), "samples": cfg.m,
-                         **score_trajectories(rows, trajs, cfg.m, search_r1=extra_scores)}
-                if react is not None:
-                    entry["react"] = react
-                if veritas_scores is not None:
-                    entry["veritas"] = veritas_scores
+                         **score_trajectories(rows, trajs, cfg.m, extra=extra_scores)}
+                entry.update(sections)
                 if not any(p.get("is_gold") for r in rows for p in (r.get("passages") or [])):
-                    _drop_gold(entry)  # a set without gold passages (FlashRAG's): no gold recall to report
+                    _drop_gold(entry, list(sections))  # a set without gold passages (FlashRAG's): no gold recall
                 res_path.parent.mkdir(parents=True, exist_ok=True)
                 write_json(res_path, {"fingerprint": fp, "entry": entry})
                 summary["evals"].append(entry)
                 o = entry["overall"]
                 log.info("%s: done in %.0f s: EM %.1f, F1 %.1f, %.2f searches / question%s", label,
                          time.monotonic() - started, o.get("em", 0.0), o.get("f1", 0.0), o.get("searches", 0.0),
-                         f", Search-R1's reward {o['search_r1']:.1f}" if "search_r1" in o else "")
+                         "".join(f", {p.label} {o[p.key]:.1f}" for p in parts if p.label and p.key in o))
         finally:
             if backend is not None:
                 backend.close()
@@ -545,8 +459,8 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     write_dataset_card(out, data_files="trajectories/*/*.jsonl", title="Search-agent evaluation: trajectories",
                        rows="one row per trajectory (model, set, row_id, sample, prompt, segments, searches with "
                             "their passage ids and gold flags, errors, answer, status, turns)")
-    if cfg.faithfulness is not None:
-        atomic_write_text(out / "veritas.md", veritas.render_veritas_table(summary) or "")
+    for part in parts:
+        part.finish(cfg, out, summary)
     return summary
 
 
@@ -565,13 +479,9 @@ def render_table(summary: dict[str, Any]) -> str:
             recall = [v["gold_recall"] for v in vals if "gold_recall" in v]
             lines.append(f"| {label} | {scores} | {f'{_mean(searches):.2f}' if searches else '-'} | "
                          f"{f'{_mean(recall):.1f}' if recall else '-'} |")
-    if any("search_r1" in (e.get("overall") or {}) for e in summary["evals"]):  # --reward search-r1
-        lines += ["", "## Search-R1's own reward (--reward search-r1)", "",
-                  "| model | set | EM (the toolkit's reading) | Search-R1's reward |", "|---|---|---|---|"]
-        for e in summary["evals"]:
-            o = e.get("overall") or {}
-            if "search_r1" in o:
-                lines.append(f"| {e['model']} | {e['set']} | {o.get('em', 0):.1f} | {o['search_r1']:.1f} |")
+    for registry in (AGENT_PROTOCOLS, FAITHFULNESS_MEASURES, TRAJECTORY_REWARDS):  # the parts' sections
+        for part in registry.loaded().values():
+            lines += part.report_section(summary) or []
     lines += ["", "## Format errors and how trajectories ended", "",
               "| model | set | trajectories | format errors | ended |", "|---|---|---|---|---|"]
     for e in summary["evals"]:

@@ -10,10 +10,12 @@ rollout loop, the retrievers) is the toolkit's search environment, shared by eve
   answer), ``"search-f1"``, ``"search-gold-found"``, ``"search-count"``;
 * Search-R1's own reward bit for bit: :class:`SearchR1Reward` (``"search-r1"``: its ``qa_em``
   ``compute_score_em`` on the decoded prompt plus response), :func:`search_r1_score`, :func:`search_r1_breakdown`,
-  :func:`search_r1_sequence`, :func:`search_r1_target`.
+  :func:`search_r1_sequence`, :func:`search_r1_target`;
+* the evaluation's side (``curriculum eval --agent search-r1 --reward search-r1``): :class:`SearchR1RewardPart`,
+  the ``search-r1`` trajectory reward, and :func:`reward_scores` (every trajectory's score).
 
-Importing this package registers the templates, the output formats and the rewards by name (nothing loads until
-one is asked for).
+Importing this package registers the templates, the output formats, the rewards and the trajectory reward by name
+(nothing loads until one is asked for).
 
 >>> from rag_curriculum.prompts import get_agent_template
 >>> get_agent_template("search-r1").render("Who wrote the Iliad?")[0]["content"][-30:]
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..._plumbing import lazy_exports
+from ...agents import TRAJECTORY_REWARDS
 from ...prompts import AGENT_TEMPLATES, TEMPLATES
 from ...rewards import FORMATS, register_reward
 
@@ -39,6 +42,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         SearchGoldFoundReward,
         from_environments,
     )
+    from ._evaluation import SearchR1RewardPart, reward_scores
     from ._prompts import SEARCH_R1_ORIGINAL_PROMPT, SEARCH_R1_PROMPT, parse_search_answer
     from ._reward import (
         SearchR1Breakdown,
@@ -59,6 +63,8 @@ for _name, _cls in (("search-em", "SearchEmReward"), ("search-f1", "SearchF1Rewa
     register_reward(_name, f"{__name__}._agent_rewards:{_cls}")
 # Search-R1's own reward, bit for bit: its qa_em on prompt + response
 register_reward("search-r1", f"{__name__}._reward:SearchR1Reward")
+# and its part of `curriculum eval --agent search-r1 --reward search-r1`: every trajectory scored beside EM / F1
+TRAJECTORY_REWARDS.register("search-r1", f"{__name__}._evaluation:REWARD")
 
 __all__ = [
     "SEARCH_R1_ORIGINAL_PROMPT",
@@ -70,8 +76,10 @@ __all__ = [
     "SearchGoldFoundReward",
     "SearchR1Breakdown",
     "SearchR1Reward",
+    "SearchR1RewardPart",
     "from_environments",
     "parse_search_answer",
+    "reward_scores",
     "search_r1_breakdown",
     "search_r1_score",
     "search_r1_sequence",

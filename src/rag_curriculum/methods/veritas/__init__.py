@@ -8,9 +8,11 @@ faithfulness columns of the search-agent evaluation (``curriculum eval --agent s
   generation backend), :func:`trajectory_pairs`, :func:`think_answer`, :func:`agreement` and :func:`read_labels`,
   and :func:`lexical_judge` (a word-overlap stand-in judge for CPU smoke runs, not the paper's);
 * the evaluation's side: :func:`veritas_entry` (a set's scores), :func:`veritas_table` and
-  :func:`render_veritas_table` (the paper's Table 6 layout), :func:`check_config` (the ``--faithfulness`` settings).
+  :func:`render_veritas_table` (the paper's Table 6 layout), :func:`check_config` (the ``--faithfulness`` settings),
+  and :class:`VeritasMeasure`, the ``veritas`` faithfulness measure that puts them together.
 
-Importing this package registers the rewards by name (nothing loads until one is asked for).
+Importing this package registers the rewards and the faithfulness measure by name (nothing loads until one is
+asked for).
 
 >>> from rag_curriculum.rewards import REWARDS
 >>> REWARDS.get("veritas").__module__
@@ -22,12 +24,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..._plumbing import lazy_exports
+from ...agents import FAITHFULNESS_MEASURES
 from ...rewards import register_reward
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first use
-    from ._evaluation import FAITHFULNESS, check_config, render_veritas_table, veritas_entry, veritas_table
+    from ._evaluation import (
+        FAITHFULNESS,
+        VeritasMeasure,
+        check_config,
+        render_veritas_table,
+        veritas_entry,
+        veritas_table,
+    )
     from ._reward import (
         INFO_THINK_PROMPT,
         THINK_SEARCH_PROMPT,
@@ -48,6 +58,8 @@ for _name, _cls in (("veritas", "VeritasReward"), ("veritas-em", "VeritasEmRewar
                     ("veritas-think-answer", "VeritasThinkAnswerReward"),
                     ("veritas-think-search", "VeritasThinkSearchReward")):
     register_reward(_name, f"{__name__}._reward:{_cls}")
+# its part of `curriculum eval --agent search-r1 --faithfulness veritas`: scores, judge pairs and veritas.md
+FAITHFULNESS_MEASURES.register("veritas", f"{__name__}._evaluation:MEASURE")
 
 __all__ = [
     "FAITHFULNESS",
@@ -55,6 +67,7 @@ __all__ = [
     "THINK_SEARCH_PROMPT",
     "VeritasBreakdown",
     "VeritasJudge",
+    "VeritasMeasure",
     "VeritasReward",
     "agreement",
     "check_config",

@@ -27,11 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._plumbing import atomic_write_bytes
+from ..._plumbing import atomic_write_bytes, atomic_write_text
+from ...agents import AgentEvalPart, AgentSetRun
 from ...errors import ConfigError, UsageError
 from ._reward import VeritasJudge, VeritasReward, pair_records
 
-__all__ = ["FAITHFULNESS", "check_config", "render_veritas_table", "veritas_entry", "veritas_table"]
+__all__ = ["FAITHFULNESS", "MEASURE", "VeritasMeasure", "check_config", "render_veritas_table", "veritas_entry",
+           "veritas_table"]
 
 FAITHFULNESS = ("veritas",)
 JUDGE_FIELDS = (
@@ -196,3 +198,26 @@ def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
         else:
             lines.append("| " + " | ".join(r) + " |")
     return "\n".join(lines) + "\n"
+
+
+class VeritasMeasure(AgentEvalPart):
+    """``--faithfulness veritas``: every trajectory scored by :class:`~rag_curriculum.methods.veritas.VeritasReward`
+    (under ``veritas``), each set's Table 6 measures (:func:`veritas_entry`), the judge pairs in ``pairs/`` and
+    ``veritas.md`` (:func:`render_veritas_table`); ``--judge`` and ``--judge-arg`` are its settings."""
+
+    key = "veritas"
+    settings = ("judge", "judge_args")
+
+    def check(self, cfg: Any) -> None:
+        if cfg.faithfulness in (None, "veritas"):
+            check_config(cfg)
+
+    def score_set(self, cfg: Any, run: AgentSetRun) -> dict[str, Any]:
+        return veritas_entry(cfg, run.out, run.model, run.key, run.rows, run.dicts)
+
+    def finish(self, cfg: Any, out: Path, summary: Mapping[str, Any]) -> None:
+        atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
+
+
+#: The object registered as the ``veritas`` faithfulness measure.
+MEASURE = VeritasMeasure()
