@@ -1,8 +1,9 @@
 """A method written as one folder (tests/methods/toy_method/, shown in docs/extending.md, "A new method") and
 declared by one entry point of ``rag_curriculum.methods``, as an installed package declares it, is found by the
 toolkit's registries in a fresh process: its reward by name (scoring real curriculum rows against their gold
-answers) and its output format; a declared method that cannot be imported is named in a warning and left out.
-Nothing in the toolkit names the toy method."""
+answers) and its output format, and its part of the search-agent evaluation (``curriculum eval --reward
+toy-final-em``: every trajectory scored by it beside EM); a declared method that cannot be imported is named in a
+warning and left out. Nothing in the toolkit names the toy method."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import MUSIQUE_TRAIN, ROOT
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,3 +66,39 @@ def test_the_toolkit_names_no_toy_method():
     named = [p for p in (ROOT / "src").rglob("*.py") if "toy_method" in p.read_text(encoding="utf-8")
              or "toy-final" in p.read_text(encoding="utf-8")]
     assert named == []
+
+
+#: The search-agent evaluation in a fresh process: ``curriculum eval --agent search-r1 --reward toy-final-em``.
+EVAL = """import sys
+from rag_curriculum.cli import app
+app(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_a_method_folder_adds_its_reward_to_the_search_agent_evaluation(method_env, min_max_shards, tmp_path):
+    pytest.importorskip("bm25s")
+    from rag_retriever import IndexConfig, build_index
+
+    index = tmp_path / "ix"
+    build_index(IndexConfig(dataset="musique", input=str(MUSIQUE_TRAIN), out=str(index), depth=10))
+    out = tmp_path / "run"
+    env = {**method_env, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), method_env["PYTHONPATH"]])}
+    args = ["eval", "--agent", "search-r1", "--retriever", str(index), "--backend", "scripted", "--model",
+            "policy=support.agent_policies:search_then_gold", "--data", str(min_max_shards), "--limit", "8",
+            "--samples", "2", "--reward", "toy-final-em", "--out", str(out), "--no-progress"]
+    r = subprocess.run([sys.executable, "-c", EVAL, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (entry,) = json.loads((out / "summary.json").read_text())["evals"]
+    trajs = [json.loads(x) for x in (out / "trajectories" / "policy" / f"{entry['set']}.jsonl").open()]
+    assert len(trajs) == 16 and all(t["toy_final_em"] in (0.0, 1.0) for t in trajs)
+    # its mean beside EM: the same reading of the same answers (each a mean over questions of the mean over samples)
+    assert entry["overall"]["toy_final_em"] == entry["overall"]["em"] > 0
+    mean = 100 * sum(t["toy_final_em"] for t in trajs) / 16
+    assert entry["overall"]["toy_final_em"] == pytest.approx(mean, abs=0.01)
+    assert all("toy_final_em" in g for by in ("by_hops", "by_level") for g in entry[by].values())
+    assert "toy EM" in r.stderr + r.stdout  # the set's log line names it
+    # a run without it leaves its scores out, and an unknown reward is refused with the registered ones named
+    r = subprocess.run([sys.executable, "-c", EVAL, *args[:-5], "--reward", "toy-final", "--out", str(tmp_path / "o"),
+                        "--no-progress"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "search-r1, toy-final-em" in " ".join((r.stdout + r.stderr).split()), r.stderr

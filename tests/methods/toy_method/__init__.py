@@ -1,8 +1,11 @@
 """A toy method in one folder: a completion ends in ``Final: ANSWER``, and the reward ``toy-final-em`` is 1.0 when
-that answer is one of the row's gold answers (SQuAD-normalised). Importing the folder registers both by name."""
+that answer is one of the row's gold answers (SQuAD-normalised); in the search-agent evaluation (``curriculum eval
+--agent search-r1 --reward toy-final-em``) it scores every trajectory's answer the same way. Importing the folder
+registers them by name."""
 
 import re
 
+from rag_curriculum.agents import TRAJECTORY_REWARDS, AgentEvalPart
 from rag_curriculum.rewards import (
     MISSING_TAG,
     OutputFormat,
@@ -34,5 +37,18 @@ class FinalExact:
         return [exact_match(parse_final(t).answer, g) for t, g in zip(texts, gold, strict=True)]
 
 
+class FinalExactOfTrajectories(AgentEvalPart):
+    """Its part of the search-agent evaluation: each trajectory's answer (None: 0.0) against the row's answers,
+    in each trajectory and the aggregates under ``toy_final_em``."""
+
+    key = "toy_final_em"
+    label = "toy EM"
+
+    def trajectory_scores(self, cfg, run):
+        return [exact_match(t.answer or "", run.rows[i // run.m]["answers"]) if t.answer is not None else 0.0
+                for i, t in enumerate(run.trajs)]
+
+
 register_format(OutputFormat("toy-final", parse_final))
 register_reward("toy-final-em", FinalExact)
+TRAJECTORY_REWARDS.register("toy-final-em", FinalExactOfTrajectories())
