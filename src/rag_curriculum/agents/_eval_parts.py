@@ -82,6 +82,13 @@ class AgentEvalPart:
         """A reward's score of every trajectory (``run.trajs``' order), reported beside EM / F1 under ``key``."""
         return None
 
+    def table_rows(self, model: str, entries: Sequence[Mapping[str, Any] | None]
+                   ) -> list[tuple[str, list[dict[str, Any]]]] | None:
+        """An agent protocol's rows of one model in the main table, each a label and its scores per set (an
+        entry's ``overall`` or a section of its own; ``entries`` in the table's set order, None where the model has
+        none), or None: the model's ``overall`` per set, one row."""
+        return None
+
     def report_section(self, summary: Mapping[str, Any]) -> list[str] | None:
         """Its lines of ``table.md`` (after the main table), or None."""
         return None

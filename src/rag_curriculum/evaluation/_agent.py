@@ -534,17 +534,11 @@ def write_agent_plots(summary: dict[str, Any], directory: Path) -> list[Path]:
 
 
 def table_rows(model: str, entries: Sequence[dict[str, Any] | None]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The table's rows of one model: its scores per set; a ReAct run adds ReAct+CRAG's (best of N, ranked by the
-    CRAG-inspired score) and self-consistency's rows, and labels the first as the mean of the N samples (with N > 1)."""
-    vals = [(e or {}).get("overall", {}) for e in entries]
-    reacts = [(e or {}).get("react") for e in entries]
-    if not any(reacts):
-        return [(model, vals)]
-    n = next(r["n"] for r in reacts if r)
-    if n == 1:  # one sample: nothing to rank or vote
-        return [(model, vals)]
-    return [(f"{model} · ReAct (mean of {n})", vals),
-            (f"{model} · ReAct+CRAG-inspired (best of {n})", [(r or {}).get("best_of", {}) for r in reacts]),
-            (f"{model} · self-consistency ({n})",
-             [{k: v for k, v in (r or {}).get("self_consistency", {}).items() if k in ("em", "f1")}
-              for r in reacts])]
+    """The table's rows of one model: its scores per set (one row), unless an agent protocol lays them out
+    (:meth:`~rag_curriculum.agents.AgentEvalPart.table_rows`: a ReAct run with N > 1 samples adds ReAct+CRAG's
+    best of N and self-consistency's rows)."""
+    for part in AGENT_PROTOCOLS.loaded().values():
+        rows = part.table_rows(model, entries)
+        if rows is not None:
+            return rows
+    return [(model, [(e or {}).get("overall", {}) for e in entries])]

@@ -2,7 +2,7 @@
 protocol (:data:`rag_curriculum.agents.AGENT_PROTOCOLS`): ReAct's prompt and Thought / Action / Observation
 format through the rollout loop, and, per set, :func:`score_react` (the trajectory the CRAG-inspired consistency
 score ranks first, the self-consistency majority, the oracle) under ``react``, each trajectory's consistency
-score and terms under ``consistency``."""
+score and terms under ``consistency``, and the table's three rows per model (:meth:`ReActProtocol.table_rows`)."""
 
 from __future__ import annotations
 
@@ -131,6 +131,23 @@ class ReActProtocol(AgentEvalPart):
         for dct, c in zip(run.dicts, scored, strict=True):
             dct["consistency"] = {"score": c.score, "terms": c.terms}
         return react
+
+    def table_rows(self, model: str, entries: Sequence[Mapping[str, Any] | None]
+                   ) -> list[tuple[str, list[dict[str, Any]]]] | None:
+        """With N > 1 samples, three rows: the mean of the N (the ReAct baseline), ReAct+CRAG's best of N (ranked
+        by the CRAG-inspired score) and self-consistency's; None for entries without ReAct's scores."""
+        vals = [(e or {}).get("overall", {}) for e in entries]
+        reacts = [(e or {}).get(self.key) for e in entries]
+        if not any(reacts):
+            return None
+        n = next(r["n"] for r in reacts if r)
+        if n == 1:  # one sample: nothing to rank or vote
+            return [(model, vals)]
+        return [(f"{model} · ReAct (mean of {n})", vals),
+                (f"{model} · ReAct+CRAG-inspired (best of {n})", [(r or {}).get("best_of", {}) for r in reacts]),
+                (f"{model} · self-consistency ({n})",
+                 [{k: v for k, v in (r or {}).get("self_consistency", {}).items() if k in ("em", "f1")}
+                  for r in reacts])]
 
 
 #: The object registered as the ``react`` agent protocol.
