@@ -189,7 +189,7 @@ def paired(a: dict, b: dict, *, resamples: int = 2000, seed: int = 0) -> dict:
         boot = d[picks].mean(axis=1)
         out[k] = {"diff": float(d.mean()), "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]}
 
-    def joint(p: dict, idx: "np.ndarray") -> "np.ndarray":
+    def joint(p: dict, idx: np.ndarray) -> np.ndarray:
         ans, cit = np.array(p["answer_f1"])[idx].mean(axis=1), np.array(p["citation_f1"])[idx].mean(axis=1)
         return np.array([joint_f1(float(x), float(y)) for x, y in zip(ans, cit, strict=True)])
 
