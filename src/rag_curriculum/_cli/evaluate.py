@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from .._plumbing import current_command
 from .._settings import suggest
+from ..agents import FAITHFULNESS_MEASURES, TRAJECTORY_REWARDS
 from ..config import bind, merge_flags, resolve
 from ..errors import SettingError, UsageError
 from ..evaluation import (
@@ -44,7 +45,6 @@ from ..evaluation import (
     zero_notes,
 )
 from ..generation import without_engine_options
-from ..methods.veritas import agreement, read_labels, veritas_table
 from .common import (
     BACKEND_FLAGS,
     BACKEND_OPTIONS,
@@ -206,9 +206,9 @@ def _run_agent(p: dict[str, Any]) -> None:
         flags["data"] = [*(flags.get("data") or []), *(p.get("data_old") or [])]
         if p.get("crag_weights"):
             flags["crag_weights"] = _crag_weights(p["crag_weights"])
-        if p.get("judge_args"):  # VERITAS's judge and reward options (--faithfulness veritas)
+        if p.get("judge_args"):  # the faithfulness measure's judge options
             flags["judge_args"] = parse_backend_args(p["judge_args"])
-        if p.get("reward_args"):  # --reward search-r1's options (format_score, score)
+        if p.get("reward_args"):  # the trajectory reward's options
             flags["reward_args"] = parse_backend_args(p["reward_args"])
         backend = flags.get("backend", AgentEvalConfig.backend)
         flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
@@ -218,8 +218,10 @@ def _run_agent(p: dict[str, Any]) -> None:
                                  command=redacted(current_command()))
     # two tables, every column folded rather than cut: read whole at 80 columns (a name breaks across lines, never
     # ends in an ellipsis)
+    parts = cfg.parts()
+    rewards = [TRAJECTORY_REWARDS.get(cfg.reward)] if cfg.reward else []  # a column each, the mean of its key
     table = Table(title=f"search agent ({cfg.agent}), scores x 100", header_style="bold")
-    heads = ("model", "set", "EM", "F1", "searches / q", "gold recall") + (("Search-R1 reward",) if cfg.reward else ())
+    heads = ("model", "set", "EM", "F1", "searches / q", "gold recall", *(r.column or r.label for r in rewards))
     for h in heads:
         table.add_column(h, justify="left" if h in ("model", "set") else "right", overflow="fold")
     ended = Table(title="format errors and how trajectories ended", header_style="bold")
@@ -230,18 +232,19 @@ def _run_agent(p: dict[str, Any]) -> None:
             table.add_row(label, e["set"], f"{o['em']:.1f}", f"{o['f1']:.1f}",
                           f"{o['searches']:.2f}" if "searches" in o else "-",
                           f"{o['gold_recall']:.1f}" if "gold_recall" in o else "-",
-                          *((f"{o['search_r1']:.1f}" if "search_r1" in o else "-",) if cfg.reward else ()))
+                          *(f"{o[r.key]:.1f}" if r.key in o else "-" for r in rewards))
         ended.add_row(e["model"], e["set"], format_errors(e), endings(e))
     out.print(table)
     out.print(ended)
-    if cfg.faithfulness:  # VERITAS's Table 6 layout (methods/veritas), as in veritas.md
-        got = veritas_table(summary)
+    for part in parts:  # the parts' own tables (a faithfulness measure's, e.g.)
+        got = part.console_table(summary)
         if got is not None:
-            vt = Table(title="VERITAS faithfulness (fractions)", header_style="bold")
-            for i, h in enumerate(got[0]):
+            title, header, rows = got
+            vt = Table(title=title, header_style="bold")
+            for i, h in enumerate(header):
                 vt.add_column(h, justify="left" if i == 0 else "right")
-            for r in got[1]:
-                if not any(r[1:]):
+            for r in rows:
+                if not any(r[1:]):  # a block's title
                     vt.add_section()
                     r = [f"[bold]{r[0]}[/]", *r[1:]]
                 vt.add_row(*r)
@@ -249,7 +252,18 @@ def _run_agent(p: dict[str, Any]) -> None:
     plots = summary.get("plots") or []
     console.print(f"[green]done[/]: {cfg.out}/table.md, summary.json, trajectories/"
                   + (f", {len(plots)} plot(s) in plots/" if plots else "")
-                  + (", veritas.md (Table 6 layout), pairs/" if cfg.faithfulness else ""))
+                  + "".join(f", {part.files}" for part in parts if part.files))
+
+
+def _label_agreement(labels: Path, reference: Path, **fields: str) -> dict[str, Any]:
+    """The agreement of judge labels with reference labels, as the first faithfulness measure (by name) that reads
+    judge labels gives it (:meth:`~rag_curriculum.agents.AgentEvalPart.label_agreement`)."""
+    for part in FAITHFULNESS_MEASURES.loaded().values():
+        got = part.label_agreement(labels, reference, **fields)
+        if got is not None:
+            return got
+    raise UsageError("no faithfulness measure reads judge labels",
+                     hint="install a method that registers one in rag_curriculum.agents.FAITHFULNESS_MEASURES")
 
 
 @eval_app.command("agreement")
@@ -265,7 +279,7 @@ def agreement_cmd(
     """Agreement of judge labels with reference labels, matched by id: consistency (VERITAS's "Consistent Ratio")
     and Cohen's kappa (docs/veritas.md)."""
     with reported_errors():
-        got = agreement(read_labels(labels, field=field), read_labels(reference, field=reference_field))
+        got = _label_agreement(labels, reference, field=field, reference_field=reference_field)
     if as_json:
         out.print_json(json.dumps(got))
         return

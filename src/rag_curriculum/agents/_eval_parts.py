@@ -53,12 +53,16 @@ class AgentEvalPart:
         key: where its scores go: the entry's section (``score_set``), or, for a reward, each trajectory's field
             and the aggregates' metric (``trajectory_scores``).
         label: its scores' name in the log line of a set (a reward's).
+        column: a reward's column heading in the command's table of scores (``""``: its ``label``).
+        files: what it writes into the run's folder, as the command's closing line names it (``""``: nothing).
         settings: the evaluation settings that are its own: in a result's fingerprint only when it is chosen, so
             results made without it are reused.
     """
 
     key: str = ""
     label: str = ""
+    column: str = ""
+    files: str = ""
     settings: tuple[str, ...] = ()
 
     def check(self, cfg: Any) -> None:
@@ -95,6 +99,19 @@ class AgentEvalPart:
 
     def finish(self, cfg: Any, out: Path, summary: Mapping[str, Any]) -> None:
         """Write its own files into ``out`` once every set is scored (``summary`` is ``summary.json``'s)."""
+
+    def console_table(self, summary: Mapping[str, Any]) -> tuple[str, list[str], list[list[str]]] | None:
+        """Its own table on the command's console, after the scores: a title, the header and the rows (a row whose
+        cells after the first are all empty opens a block, its first cell the block's title), or None."""
+        return None
+
+    def label_agreement(self, labels: Path, reference: Path, *, field: str = "label",
+                        reference_field: str = "label") -> dict[str, Any] | None:
+        """A faithfulness measure's reading of ``curriculum eval agreement``: the agreement of the judge labels in
+        ``labels`` (its judge pairs, labelled; JSONL, the label under ``field``) with ``reference``'s, matched by
+        id: ``n``, ``consistency``, ``kappa``, ``unlabelled``, ``only_labels``, ``only_reference``. None: it has no
+        judge labels to check."""
+        return None
 
 
 class _SearchR1Tags(AgentEvalPart):

@@ -39,6 +39,7 @@ class SearchR1RewardPart(AgentEvalPart):
 
     key = "search_r1"
     label = "Search-R1's reward"
+    column = "Search-R1 reward"
     name = "search-r1"
 
     def check(self, cfg: Any) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from ..._plumbing import atomic_write_bytes, atomic_write_text
 from ...agents import AgentEvalPart, AgentSetRun
 from ...errors import ConfigError, UsageError
-from ._reward import VeritasJudge, VeritasReward, pair_records
+from ._reward import VeritasJudge, VeritasReward, agreement, pair_records, read_labels
 
 __all__ = ["FAITHFULNESS", "MEASURE", "VeritasMeasure", "check_config", "render_veritas_table", "veritas_entry",
            "veritas_table"]
@@ -203,9 +203,12 @@ def render_veritas_table(summary: Mapping[str, Any]) -> str | None:
 class VeritasMeasure(AgentEvalPart):
     """``--faithfulness veritas``: every trajectory scored by :class:`~rag_curriculum.methods.veritas.VeritasReward`
     (under ``veritas``), each set's Table 6 measures (:func:`veritas_entry`), the judge pairs in ``pairs/`` and
-    ``veritas.md`` (:func:`render_veritas_table`); ``--judge`` and ``--judge-arg`` are its settings."""
+    ``veritas.md`` (:func:`render_veritas_table`); ``--judge`` and ``--judge-arg`` are its settings. On the console,
+    the Table 6 layout (:func:`veritas_table`); ``curriculum eval agreement`` checks its judge's labels
+    (:func:`~rag_curriculum.methods.veritas.agreement`)."""
 
     key = "veritas"
+    files = "veritas.md (Table 6 layout), pairs/"
     settings = ("judge", "judge_args")
 
     def check(self, cfg: Any) -> None:
@@ -217,6 +220,14 @@ class VeritasMeasure(AgentEvalPart):
 
     def finish(self, cfg: Any, out: Path, summary: Mapping[str, Any]) -> None:
         atomic_write_text(out / "veritas.md", render_veritas_table(summary) or "")
+
+    def console_table(self, summary: Mapping[str, Any]) -> tuple[str, list[str], list[list[str]]] | None:
+        got = veritas_table(summary)
+        return None if got is None else ("VERITAS faithfulness (fractions)", *got)
+
+    def label_agreement(self, labels: Path, reference: Path, *, field: str = "label",
+                        reference_field: str = "label") -> dict[str, Any]:
+        return agreement(read_labels(labels, field=field), read_labels(reference, field=reference_field))
 
 
 #: The object registered as the ``veritas`` faithfulness measure.
