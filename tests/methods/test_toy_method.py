@@ -98,6 +98,12 @@ def test_a_method_folder_adds_its_reward_to_the_search_agent_evaluation(method_e
     assert entry["overall"]["toy_final_em"] == pytest.approx(mean, abs=0.01)
     assert all("toy_final_em" in g for by in ("by_hops", "by_level") for g in entry[by].values())
     assert "toy EM" in r.stderr + r.stdout  # the set's log line names it
+    # the command's table gives it a column headed by its label, its mean in it (no other method's column)
+    head = next(x for x in r.stdout.splitlines() if "gold recall" in x)
+    assert [c.strip() for c in head.strip("┃").split("┃")][-2:] == ["gold recall", "toy EM"], head
+    row = next(x for x in r.stdout.splitlines() if x.startswith("│ policy"))
+    assert row.strip("│").split("│")[-1].strip() == f"{entry['overall']['toy_final_em']:.1f}", row
+    assert "Search-R1" not in r.stdout
     # a run without it leaves its scores out, and an unknown reward is refused with the registered ones named
     r = subprocess.run([sys.executable, "-c", EVAL, *args[:-5], "--reward", "toy-final", "--out", str(tmp_path / "o"),
                         "--no-progress"], env=env, capture_output=True, text=True, timeout=600)
