@@ -1,6 +1,7 @@
 """The core (loaders, curricula and difficulty, shards, partition, train, evaluation, generation, rewards, agents) imports
 no method: the methods register their templates, formats, rewards, evaluation scorers and parts of the search-agent
-evaluation in the core's registries, and the core finds them there by name."""
+evaluation in the core's registries, and the core finds them there by name. The command line (``cli.py`` and
+``_cli/``) finds them there too, but for a method's own command group."""
 
 from __future__ import annotations
 
@@ -36,6 +37,24 @@ def test_the_core_imports_no_method():
     assert len(files) > 60
     importing = {f.relative_to(PACKAGE).as_posix() for f in files if _imports_a_method(f)}
     assert importing == set(), importing
+
+
+#: The command line's modules that are a method's own commands: (module, why it must import its method).
+METHOD_COMMANDS = {
+    # `curriculum globalrag plans | table`: GlobalRAG's gold plans and its Table 1 are commands of their own, not a
+    # part of a core command; a typer group sits on the CLI's floor (it prints through _cli.common), above the
+    # methods, so the folder cannot hold it and the group imports the folder's functions.
+    "_cli/globalrag.py": "GlobalRAG's own command group",
+}
+
+
+def test_the_command_line_imports_no_method_but_a_methods_own_commands():
+    files = [PACKAGE / "cli.py", *sorted((PACKAGE / "_cli").rglob("*.py"))]
+    assert len(files) > 10
+    importing = {f.relative_to(PACKAGE).as_posix() for f in files if _imports_a_method(f)}
+    assert importing == set(METHOD_COMMANDS), importing
+    # `eval` itself (the search agent's tables, `eval agreement`) names none: its parts come from the registries
+    assert not _imports_a_method(PACKAGE / "_cli" / "evaluate.py")
 
 
 def test_the_check_sees_a_method_import():
