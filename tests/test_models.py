@@ -90,6 +90,7 @@ def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, g
     digest = sha256_file(gemma_gguf)
     assert record["sha256"] == digest and gemma_dir.name == f"gguf-{digest[:16]}"
     assert record["architecture"] == "gemma3_text" and record["chat_template"] is False
+    assert record["tokenizer_checked"] is True  # subword tokens, BOS first (tokenizer_problem found nothing)
     weights = record["files"]["model.safetensors"]  # every converted file recorded, checked before each use
     assert weights["bytes"] == (gemma_dir / "model.safetensors").stat().st_size and len(weights["sha256"]) == 64
     config = json.loads((gemma_dir / "config.json").read_text())
@@ -148,3 +149,74 @@ def test_transformers_bars_are_off_while_converting_for_a_log_and_on_for_a_termi
             assert ("de-quantizing" in log.getvalue()) is shown
             assert hf_logging.is_progress_bar_enabled() is (enabled if shown else False)
         assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled() is enabled
+
+
+def _word_tokenizer(*, chars_win: bool, bos: bool) -> object:
+    """A real ``tokenizers`` Unigram model over the probe's characters and words (1,000+ pieces): with
+    ``chars_win`` the characters score 0 and every word below them, the way transformers 5.17 rebuilds Gemma 3's
+    GGUF vocabulary (the scores are minus the BPE rank), so each character becomes a token."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from rag_curriculum.models import _PROBE
+
+    words = sorted({w for w in _PROBE.replace("\n", " ").split(" ") if w})
+    chars = sorted(set(_PROBE.replace(" ", "\u2581")))
+    filler = [f"filler{i}" for i in range(1000)]
+    vocab = [("<pad>", 0.0), ("<eos>", 0.0), ("<bos>", 0.0), ("<unk>", 0.0)]
+    vocab += [(c, 0.0 if chars_win else -10.0) for c in chars]
+    vocab += [("\u2581" + w, -100.0 - i if chars_win else -1.0) for i, w in enumerate(words)]
+    vocab += [(w, -200.0 - i if chars_win else -1.0) for i, w in enumerate(words)]
+    vocab += [(f, -5000.0) for f in filler]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split("\u2581", behavior="merged_with_next")
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                                   unk_token="<unk>")
+
+
+def test_a_tokenizer_that_splits_text_into_characters_or_drops_bos_is_found():
+    """A GGUF vocabulary rebuilt into a tokenizer that takes text one character per token (transformers 5.17 and
+    Gemma 3), or that leaves out the BOS token the file asks for, is named with the token ids it gave; a subword
+    tokenizer that starts with BOS passes."""
+    pytest.importorskip("transformers")
+    from rag_curriculum.models import tokenizer_problem
+
+    good = _word_tokenizer(chars_win=False, bos=True)
+    assert good("Final answer: the")["input_ids"][0] == 2 and len(good("Final answer: the")["input_ids"]) == 4
+    assert tokenizer_problem(good, add_bos=True) is None
+    chars = _word_tokenizer(chars_win=True, bos=True)
+    assert len(chars("Final")["input_ids"]) == 6  # BOS and five characters
+    assert "splits text into characters" in tokenizer_problem(chars, add_bos=True)
+    assert "splits text into characters" in tokenizer_problem(chars, add_bos=None)
+    no_bos = _word_tokenizer(chars_win=False, bos=False)
+    found = tokenizer_problem(no_bos, add_bos=True)
+    assert "does not start a text with the BOS token '<bos>' (id 2)" in found and "tokenizer.ggml.add_bos_token" in found
+    assert tokenizer_problem(no_bos, add_bos=None) is None and tokenizer_problem(no_bos, add_bos=False) is None
+
+
+def test_a_cached_conversion_with_a_character_level_tokenizer_is_converted_again(tmp_path):
+    """A folder cached by a transformers that rebuilt the tokenizer wrongly (its record, from before the check,
+    says nothing of the tokenizer) is found by its tokenizer, so the installed transformers converts it again; a
+    recorded check is trusted."""
+    pytest.importorskip("transformers")
+    from rag_curriculum.models import _cached_tokenizer_problem
+
+    source = _tiny_gguf(tmp_path / "m.gguf", "llama")
+    folder = tmp_path / "gguf-0123456789abcdef"
+    _word_tokenizer(chars_win=True, bos=True).save_pretrained(str(folder))
+    (folder / SOURCE_RECORD).write_text(json.dumps({"sha256": "d" * 64, "transformers": "5.17.0"}))
+    found = _cached_tokenizer_problem(folder, source)
+    assert found.startswith("its tokenizer (rebuilt by transformers 5.17.0): it splits text into characters")
+    assert "tokenizer_checked" not in json.loads((folder / SOURCE_RECORD).read_text())
+    (folder / SOURCE_RECORD).write_text(json.dumps({"sha256": "d" * 64, "tokenizer_checked": True}))
+    assert _cached_tokenizer_problem(folder, source) is None
+    good = tmp_path / "gguf-fedcba9876543210"  # a right tokenizer cached before the check: checked once, recorded
+    _word_tokenizer(chars_win=False, bos=True).save_pretrained(str(good))
+    (good / SOURCE_RECORD).write_text(json.dumps({"sha256": "e" * 64, "transformers": "5.24.0"}))
+    assert _cached_tokenizer_problem(good, source) is None
+    assert json.loads((good / SOURCE_RECORD).read_text()) == {
+        "sha256": "e" * 64, "transformers": "5.24.0", "tokenizer_checked": True}
+

@@ -17,7 +17,11 @@ file beside the cache folder); the second finds the first's folder.
 
 What can go wrong is said in one line, before anything is written: a file that is not GGUF (its first four bytes
 are not ``GGUF``), a truncated or damaged one, an architecture the installed transformers cannot read (the list it
-reads is named).
+reads is named). After reading, the rebuilt tokenizer is checked (:func:`tokenizer_problem`): transformers 5.17
+rebuilds Gemma 3's vocabulary as a tokenizer that takes text one character per token and without the BOS token the
+file asks for, so a model fine-tuned or sampled with it reads text it was never trained on (a warm start's 24-token
+completions are then 24 characters, too short for the answer format); such a conversion is refused, naming the
+transformers version, and a folder cached before the check was recorded is checked once and converted again.
 
 >>> is_gguf("models/gemma-3-270m-q4_k_m.gguf"), is_gguf("Qwen/Qwen2.5-0.5B-Instruct")
 (True, False)
@@ -43,7 +47,8 @@ from .errors import ModelFileError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "resolve_model"]
+__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "resolve_model",
+           "tokenizer_problem"]
 
 #: The environment variable naming the toolkit's cache folder (converted models live in its ``models/``).
 CACHE_ENV = "RAG_CURRICULUM_CACHE"
@@ -181,14 +186,15 @@ def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[
     digest = file_sha256(path)
     root = Path(cache).expanduser() if cache is not None else cache_root()
     folder = root / "models" / f"gguf-{digest[:16]}"
-    problem = cached_folder_problem(folder, digest)
+    problem = cached_folder_problem(folder, digest) or _cached_tokenizer_problem(folder, path)
     if problem is None:
         return folder, digest
     if folder.exists():
         log.warning("the cached conversion %s: %s; converting %s again", folder, problem, path.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
     with waited(folder.parent / f".{folder.name}.lock"):
-        if cached_folder_problem(folder, digest) is None:  # another process converted it while this one waited
+        if (cached_folder_problem(folder, digest) or _cached_tokenizer_problem(folder, path)) is None:
+            # another process converted it while this one waited
             return folder, digest
         for stale in folder.parent.glob(f".{folder.name}.partial-*"):  # a killed conversion's (the lock is ours)
             shutil.rmtree(stale, ignore_errors=True)
@@ -241,6 +247,81 @@ def cached_folder_problem(folder: Path, digest: str) -> str | None:
     return None
 
 
+#: A line of RAG-RL's answer format: a subword tokenizer takes it in far fewer tokens than it has characters.
+_PROBE = "Final answer: the Eiffel Tower\nSupporting passages: Paris, France"
+
+
+def tokenizer_problem(tokenizer: Any, *, add_bos: bool | None) -> str | None:
+    """What is wrong with a tokenizer rebuilt from a GGUF file's vocabulary (None: nothing found). Two faults make a
+    model read text it was never trained on, though the weights are right: the text split into single characters
+    (transformers 5.17 rebuilds Gemma 3's BPE vocabulary as a Unigram model whose scores pick one character per
+    token), and no BOS token at the start where the file asks for one (``add_bos``: its
+    ``tokenizer.ggml.add_bos_token``; Gemma needs it).
+
+    Args:
+        tokenizer: a transformers tokenizer (called on a line of text).
+        add_bos: whether the GGUF file says a text starts with the BOS token (None: it does not say).
+
+    Returns:
+        One sentence naming the fault and the token ids it gave, or None.
+    """
+    ids = list(tokenizer(_PROBE)["input_ids"])
+    bos = getattr(tokenizer, "bos_token_id", None)
+    body = [i for i in ids if i != bos]
+    if len(tokenizer) >= 1000 and len(body) >= 0.6 * len(_PROBE):
+        return (f"it splits text into characters: {_PROBE!r} ({len(_PROBE)} characters) becomes {len(body)} tokens "
+                f"{body[:6]}...")
+    if add_bos and bos is not None and (not ids or ids[0] != bos):
+        return (f"it does not start a text with the BOS token {tokenizer.bos_token!r} (id {bos}) that the file's "
+                f"tokenizer.ggml.add_bos_token asks for: {_PROBE!r} becomes {ids[:4]}...")
+    return None
+
+
+def _gguf_add_bos(path: Path) -> bool | None:
+    """The GGUF file's ``tokenizer.ggml.add_bos_token`` (None: not set)."""
+    from gguf import GGUFReader
+
+    field = GGUFReader(str(path)).fields.get("tokenizer.ggml.add_bos_token")
+    return None if field is None else bool(field.contents())
+
+
+def _tokenizer_error(path: Path, problem: str, version: str) -> ModelFileError:
+    return ModelFileError(
+        f"{path}: transformers {version} rebuilds this file's tokenizer wrongly: {problem}; a model trained or "
+        "sampled with it reads text it was never trained on (its weights are right)",
+        hint="upgrade transformers (5.24 rebuilds Gemma 3's tokenizer right): pip install -U transformers; or give "
+             "the model's own folder or Hub id")
+
+
+#: Cached folders whose tokenizer was checked in this process (converted before the check was recorded).
+_TOKENIZER_CHECKED: set[Path] = set()
+
+
+def _cached_tokenizer_problem(folder: Path, path: Path) -> str | None:
+    """For a cached folder converted before conversions checked their tokenizer (its record has no
+    ``tokenizer_checked``): what :func:`tokenizer_problem` finds in its tokenizer (then it is converted again, by
+    the installed transformers, which refuses when it rebuilds the tokenizer wrongly too). A tokenizer that passes
+    is recorded as checked in the folder's record."""
+    try:
+        record = json.loads((folder / SOURCE_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if record.get("tokenizer_checked") or folder in _TOKENIZER_CHECKED:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:  # pragma: no cover - an engine without transformers reads the folder itself
+        return None
+
+    problem = tokenizer_problem(AutoTokenizer.from_pretrained(str(folder)), add_bos=_gguf_add_bos(path))
+    if problem is not None:
+        return f"its tokenizer (rebuilt by transformers {record.get('transformers', '?')}): {problem}"
+    _TOKENIZER_CHECKED.add(folder)
+    with contextlib.suppress(OSError):  # recorded, so later processes skip the check (a read-only cache: each checks)
+        atomic_write_text(folder / SOURCE_RECORD, json.dumps({**record, "tokenizer_checked": True}, indent=2) + "\n")
+    return None
+
+
 def _supported() -> list[str]:
     try:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
@@ -277,6 +358,9 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         raise _damaged(path, e) from None
     except (IndexError, KeyError, OSError, EOFError, RuntimeError, TypeError, AttributeError) as e:
         raise _damaged(path, e) from None
+    problem = tokenizer_problem(tokenizer, add_bos=_gguf_add_bos(path))
+    if problem is not None:
+        raise _tokenizer_error(path, problem, transformers.__version__)
     config = loaded.config
     for holder in (config, getattr(config, "text_config", None)):  # the GGUF quantizer record, not a real quantizer
         if holder is not None and hasattr(holder, "quantization_config"):
@@ -293,7 +377,7 @@ def _convert(path: Path, digest: str, out: Path) -> None:
              for p in sorted(out.rglob("*")) if p.is_file()}
     atomic_write_text(out / SOURCE_RECORD, json.dumps({
         "file": path.name, "size": path.stat().st_size, "sha256": digest, "architecture": arch, "files": files,
-        "transformers": transformers.__version__, "dtype": "float32",
+        "transformers": transformers.__version__, "dtype": "float32", "tokenizer_checked": True,
         "chat_template": bool(getattr(tokenizer, "chat_template", None))}, indent=2) + "\n")
     log.warning("converted %s in %.0f s", path.name, time.perf_counter() - start)
 
