@@ -358,9 +358,6 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         raise _damaged(path, e) from None
     except (IndexError, KeyError, OSError, EOFError, RuntimeError, TypeError, AttributeError) as e:
         raise _damaged(path, e) from None
-    problem = tokenizer_problem(tokenizer, add_bos=_gguf_add_bos(path))
-    if problem is not None:
-        raise _tokenizer_error(path, problem, transformers.__version__)
     config = loaded.config
     for holder in (config, getattr(config, "text_config", None)):  # the GGUF quantizer record, not a real quantizer
         if holder is not None and hasattr(holder, "quantization_config"):
@@ -372,6 +369,10 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     with quiet_bars_off_a_terminal():
         model.save_pretrained(str(out))
         tokenizer.save_pretrained(str(out))
+    # the tokenizer as every engine loads it, from the saved folder (transformers 5.17's in memory differs from it)
+    problem = tokenizer_problem(AutoTokenizer.from_pretrained(str(out)), add_bos=_gguf_add_bos(path))
+    if problem is not None:
+        raise _tokenizer_error(path, problem, transformers.__version__)
     arch = getattr(config, "model_type", "?")
     files = {p.relative_to(out).as_posix(): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
              for p in sorted(out.rglob("*")) if p.is_file()}
