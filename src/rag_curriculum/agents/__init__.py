@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._plumbing import lazy_exports, moved_names
-from ..prompts import AGENT_TEMPLATES, SearchTemplate, get_agent_template
-from ._eval_parts import (
+from .._agent_parts import (
     AGENT_PROTOCOLS,
     DEFAULT_AGENT,
     FAITHFULNESS_MEASURES,
@@ -23,6 +21,8 @@ from ._eval_parts import (
     AgentSetRun,
     agent_protocol_names,
 )
+from .._plumbing import lazy_exports, moved_names
+from ..prompts import AGENT_TEMPLATES, SearchTemplate, get_agent_template
 from ._protocol import INVALID_ACTION, SEARCH_TOOLS_PROMPT, first_search_query
 
 # The environment (search difficulty, retrievers, the rollout loop), the TYPE_CHECKING imports

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._agent_parts import AGENT_PROTOCOLS
 from ..._plumbing import lazy_exports
-from ...agents import AGENT_PROTOCOLS
 from ...prompts import AGENT_TEMPLATES
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._agent_parts import TRAJECTORY_REWARDS
 from ..._plumbing import lazy_exports
-from ...agents import TRAJECTORY_REWARDS
 from ...prompts import AGENT_TEMPLATES, TEMPLATES
 from ...rewards import FORMATS, register_reward
 

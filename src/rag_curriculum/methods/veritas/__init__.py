@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._agent_parts import FAITHFULNESS_MEASURES
 from ..._plumbing import lazy_exports
-from ...agents import FAITHFULNESS_MEASURES
 from ...rewards import register_reward
 
 __getattr__, __dir__ = lazy_exports(__name__, globals())

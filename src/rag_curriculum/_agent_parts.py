@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..registry import Registry
+from .registry import Registry
 
 __all__ = ["AGENT_PROTOCOLS", "DEFAULT_AGENT", "FAITHFULNESS_MEASURES", "TRAJECTORY_REWARDS", "AgentEvalPart",
            "AgentSetRun", "agent_protocol_names"]
