@@ -35,6 +35,10 @@ PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 WORKERS=${WORKERS:-2}
 MAIN_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || MAIN_PYTEST+=(-n "$WORKERS" --dist loadfile)
+# the vllm and verl tiers in WORKERS processes too: their tests wait mostly on engine starts and on subprocesses
+# importing verl, so two at once overlap (measured on 2 cores: vllm 449 s against 703 s, verl 323 s against 516 s)
+ENGINE_PYTEST=("${PYTEST[@]}")
+[ "$WORKERS" = 1 ] || ENGINE_PYTEST+=(-n "$WORKERS" --dist loadfile)
 # the slowest tests named at the end of the tier (where its time went, in CI's output too)
 MAIN_PYTEST+=(--durations=25 --durations-min=10)
 # the tests marked `learning` (a model learning over tens of GRPO steps, minutes each) run in their own tier
@@ -49,8 +53,8 @@ TIMES=.test-times
 about() {
   case $1 in
     main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 25 to 35 min (1654 s measured on 2 cores at load 2.0, its own two workers, environments made; 1966 s in CI)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models; about 8 to 14 min (682 s measured at load 0.6, its CLI runs' engines in process)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl; about 3 to 4 min (203 s measured alone, 237 s after the vllm tier)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 6 to 10 min (449 s measured at load 0.8, its CLI runs' engines in process)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 4 to 6 min (323 s measured at load 0.2)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
     retriever) echo "rag-retriever alone in .venv-retriever, its own tests; about 2 min (94 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (22 s measured; environment made in the background)" ;;
@@ -107,8 +111,8 @@ for tier in $TIERS; do
       (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
     # (a failed setup is a command of its own, so set -e stops here: in "setup && tests" it would not, and the
     # tier would print "passed")
-    vllm) setup vllm; .venv-vllm/bin/python "${PYTEST[@]}" tests/tier_vllm ;;
-    verl) setup verl; .venv-verl/bin/python "${PYTEST[@]}" tests/tier_verl ;;
+    vllm) setup vllm; .venv-vllm/bin/python "${ENGINE_PYTEST[@]}" tests/tier_vllm ;;
+    verl) setup verl; .venv-verl/bin/python "${ENGINE_PYTEST[@]}" tests/tier_verl ;;
     core) setup core; .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
     pyserini)
       if ! have_java; then
