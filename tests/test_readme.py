@@ -54,13 +54,21 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     for bucket in ("answerable", "unanswerable", "learnable"):
         assert (out / "hotpotqa-partition" / bucket / "manifest.json").is_file()
     manifest = json.loads((out / "hotpotqa-cpu/manifest.json").read_text())
-    assert manifest["num_rows"] == 6
-    steps = (out / "train/cpu-gemma-hotpotqa/curriculum_steps.jsonl").read_text().splitlines()
-    assert [json.loads(x)["curriculum_index"] for x in steps] == [[0], [1]], "2 GRPO steps in order"
+    assert manifest["num_rows"] == 4
+    steps = [json.loads(x) for x in (out / "train/cpu-gemma-hotpotqa/curriculum_steps.jsonl").read_text().splitlines()]
+    assert [x["curriculum_index"] for x in steps] == [[0, 1], [2, 3]], "2 GRPO steps in order"
+    assert [x["levels"] for x in steps] == [{"1": 2}, {"3": 2}], "the training reaches every level it built"
+    # the training moves something: the warm-started model's groups are mixed, so GRPO's gradient is not zero
+    state = json.loads((out / "train/cpu-gemma-hotpotqa/checkpoint-2/trainer_state.json").read_text())
+    logged = [h for h in state["log_history"] if "frac_reward_zero_std" in h]
+    assert len(logged) == 2, state["log_history"]
+    assert any(h["frac_reward_zero_std"] < 1 for h in logged), f"no mixed group in either step: {logged}"
+    assert all(h["grad_norm"] > 0 for h in logged if h["frac_reward_zero_std"] < 1), logged
     plan = json.loads((out / "train/cpu-gemma-hotpotqa/train_plan.json").read_text())
-    assert plan["prompt_style"]["style"] == "completion" and len(plan["gguf_sha256"]) == 64
+    assert plan["prompt_style"]["style"] == "completion"
+    assert json.loads((out / "gemma-warm/warm_start.json").read_text())["settings"]["plain"] == 0.0
     table = (out / "eval-cpu/table.md").read_text()
-    assert "base" in table and "trained" in table and "95% intervals" in table
+    assert all(name in table for name in ("base", "warm", "trained")) and "95% intervals" in table
     # the partition is a real model's: what it wrote, counted right (the official F1 on the recorded answers)
     from rag_curriculum._metrics import answer_f1
     from rag_curriculum.prompts import RAG_RL_RESPONSE_PREFIX
