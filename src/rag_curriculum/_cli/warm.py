@@ -39,7 +39,7 @@ def warm_start(
     learning_rate: Annotated[float, typer.Option("--learning-rate", help="The SFT learning rate (constant).")] = 3e-3,
     batch_size: Annotated[int, typer.Option(help="Examples per SFT step. Each batch is padded to its longest prompt: "
                                             "1 trains a large model on a CPU with the least work and memory "
-                                            "(Gemma 3 270M: activations of about 3 MB a token).")] = 4,
+                                            "(Gemma 3 270M: activations of about 2 MB a token).")] = 4,
     seed: Annotated[int, typer.Option(help="Seeds the model's weights, the examples' order and the SFT.")] = 0,
     hidden_size: Annotated[int, typer.Option(help="The tiny model's width (without --model).")] = 128,
     layers: Annotated[int, typer.Option(help="The tiny model's layers (without --model).")] = 2,
