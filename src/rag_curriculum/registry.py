@@ -38,16 +38,18 @@ name without ``overwrite=True`` a :class:`~rag_curriculum.errors.ConfigError` (a
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
+
+from rag_retriever._support import _registry as _retriever
+from rag_retriever._support._registry import import_dotted
 
 from .errors import ConfigError, UnknownNameError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+__all__ = ["ENTRY_POINT_GROUPS", "METHODS_GROUP", "Registry", "import_dotted", "load_methods"]
 
 #: The entry-point group of each extension point (kind of registry -> group), for packages that plug into it.
 ENTRY_POINT_GROUPS = {
@@ -84,24 +86,7 @@ def load_methods() -> None:
                         METHODS_GROUP, ep.value, type(e).__name__, e)
 
 
-def import_dotted(path: str) -> Any:
-    """Import ``"pkg.module:attr"`` (or ``"pkg.module.attr"``)."""
-    if ":" in path:
-        mod, _, attr = path.partition(":")
-    else:
-        mod, _, attr = path.rpartition(".")
-    obj = importlib.import_module(mod)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _show(obj: Any) -> str:
-    text = repr(obj)
-    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(obj).__name__})"
-
-
-class Registry(Generic[T]):
+class Registry(_retriever.Registry[T]):
     """Named entries of one extension point (see the module docstring).
 
     Args:
@@ -112,116 +97,17 @@ class Registry(Generic[T]):
             not given.
         group: the entry-point group installed packages declare entries in (default: :data:`ENTRY_POINT_GROUPS`'
             for ``kind``; ``""`` for none).
+
+    The retriever's registry (:class:`rag_retriever._support._registry.Registry`, written once for both
+    distributions) with the toolkit's errors and entry-point groups, and the installed methods read first.
     """
 
-    def __init__(self, kind: str, *, check: type | tuple[type, ...] | Callable[[Any], bool] | None = None,
-                 must_be: str | None = None, group: str | None = None) -> None:
-        self.kind = kind
-        self._entries: dict[str, Any] = {}
-        self._check = check
-        if must_be is None and isinstance(check, (type, tuple)):
-            names = [t.__name__ for t in (check if isinstance(check, tuple) else (check,))]
-            must_be = "a " + " or a ".join(names)
-        self._must_be = must_be or ("callable" if check is callable else "of the right type")
-        self.group = ENTRY_POINT_GROUPS.get(kind, "") if group is None else group
-        self._discovered = not self.group
-        self._plugins: set[str] = set()
-
-    # -- checks ----------------------------------------------------------------------------------------------------
-    def problem(self, obj: Any) -> str | None:
-        """Why ``obj`` cannot be an entry (None when it can, or when the registry checks nothing)."""
-        c = self._check
-        if c is None:
-            return None
-        ok = isinstance(obj, c) if isinstance(c, (type, tuple)) else bool(c(obj))
-        return None if ok else f"it must be {self._must_be}"
-
-    def _refuse(self, name: str, obj: Any, why: str, where: str = "") -> ConfigError:
-        return ConfigError(f"{self.kind} {name!r}{where} is registered as {_show(obj)}: {why}",
-                           hint=f"register {self._must_be} under {name!r}")
-
-    # -- registering and looking up --------------------------------------------------------------------------------
-    def register(self, name: str, obj: T | str | None = None, *, overwrite: bool = False) -> Any:
-        """Register ``obj`` (or a dotted path to it) under ``name``; usable as a decorator when ``obj`` is None."""
-
-        def deco(o: Any) -> Any:
-            if name in self._entries and not overwrite and name not in self._plugins:
-                raise ConfigError(f"{self.kind} {name!r} is already registered",
-                                  hint="pass overwrite=True to replace it, or register it under another name")
-            if not isinstance(o, str) and (why := self.problem(o)) is not None:
-                raise self._refuse(name, o, why)
-            self._entries[name] = o
-            self._plugins.discard(name)
-            return o
-
-        if obj is None:
-            return deco
-        deco(obj)
-        return None
+    config_error = ConfigError
+    unknown_error = UnknownNameError
+    groups = ENTRY_POINT_GROUPS
 
     def discover(self) -> None:
         """Read the entry points installed packages declare for this registry (once; a name already registered
         keeps its entry); the installed methods first (:func:`load_methods`), which register into any registry."""
         load_methods()
-        if self._discovered:
-            return
-        self._discovered = True
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group=self.group):
-            if ep.name not in self._entries and self.accepts_plugin(ep.name):
-                self._entries[ep.name] = ep.value
-                self._plugins.add(ep.name)
-
-    def accepts_plugin(self, name: str) -> bool:
-        """Whether an installed package's entry point may take ``name`` (a subclass refuses reserved names)."""
-        return True
-
-    def get(self, name: str) -> T:
-        if name not in self._entries:
-            self.discover()
-        try:
-            entry = self._entries[name]
-        except KeyError:
-            close = difflib.get_close_matches(name, list(self._entries), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UnknownNameError(f"unknown {self.kind} {name!r}{hint} Known: {', '.join(sorted(self._entries))}"
-                                   ) from None
-        if isinstance(entry, str):
-            where = f" (entry point of {self.group})" if name in self._plugins else ""
-            try:
-                obj = import_dotted(entry)
-            except (ImportError, AttributeError) as e:
-                raise ConfigError(f"{self.kind} {name!r}{where}: {entry!r} cannot be imported ({type(e).__name__}: "
-                                  f"{e})", hint="install the package that provides it, or fix the dotted path"
-                                  ) from None
-            if (why := self.problem(obj)) is not None:
-                raise self._refuse(name, obj, why, where)
-            self._entries[name] = entry = obj
-        return entry
-
-    def names(self) -> list[str]:
-        self.discover()
-        return sorted(self._entries)
-
-    def loaded(self) -> dict[str, T]:
-        """Every entry, imported (name -> entry). An installed package's entry that cannot be imported or is of
-        the wrong type is left out with a warning naming it (and forgotten); the toolkit's own always load."""
-        out: dict[str, T] = {}
-        for name in list(self.names()):
-            try:
-                out[name] = self.get(name)
-            except ConfigError as e:
-                if name not in self._plugins:
-                    raise
-                self._entries.pop(name, None)
-                log.warning("%s %r left out: %s", self.kind, name, e)
-        return out
-
-    def __contains__(self, name: object) -> bool:
-        if name not in self._entries:
-            self.discover()
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
+        super().discover()

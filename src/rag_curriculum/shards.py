@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import re
-import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +34,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from rag_retriever._support._text import (  # noqa: F401 (relative_path: curricula reads it here)
+    portable_command,
+    portable_path,
+    relative_path,
+)
 
 from ._commit import FILE_DIGESTS, REPLACING, commit_output, files_under, listed_shards, prepare_output
 from ._plumbing import MANIFEST, atomic_write_bytes, file_sha256, output_set_problem
@@ -301,45 +305,9 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 # -- paths in published records --------------------------------------------------------------------------------
-def relative_path(path: str | Path, base: str | Path) -> str | None:
-    """``path`` relative to ``base`` (the output) when it lies inside it or beside it (``../other-output``),
-    else None."""
-    p = os.path.abspath(path)
-    try:
-        rel = Path(os.path.relpath(p, os.path.abspath(base)))
-    except ValueError:  # another drive
-        return None
-    ups = 0
-    for part in rel.parts:
-        if part != "..":
-            break
-        ups += 1
-    return rel.as_posix() if ups <= 1 and rel.parts[ups:] else None
-
-
-def portable_path(path: str | Path, base: str | Path) -> str:
-    """A local path as a manifest or card records it (they are published as they are): relative to ``base`` (the
-    output) when it lies inside or beside it (:func:`relative_path`), else only the file name."""
-    return relative_path(path, base) or Path(os.path.abspath(path)).name
-
-
-def _portable_token(token: str, base: str | Path) -> str:
-    for sep in ("=",):
-        if sep in token and not token.startswith("/"):
-            key, _, value = token.partition(sep)
-            if os.path.isabs(value):
-                return f"{key}{sep}{portable_path(value, base)}"
-    return portable_path(token, base) if os.path.isabs(token) and token != "/" else token
-
-
-def portable_command(command: str, base: str | Path) -> str:
-    """A command line with its absolute paths (``/x/y``, ``--out=/x``, ``input=/x``) made portable."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError:
-        return command
-    new = [_portable_token(t, base) for t in tokens]
-    return command if new == tokens else shlex.join(new)
+# relative_path, portable_path and portable_command are the retriever's (rag_retriever._support._text, written once
+# for both distributions): relative to ``base`` (the output) when inside or beside it (``../other-output``), else
+# only the file name; a command line's absolute paths (``/x/y``, ``--out=/x``, ``input=/x``) made portable.
 
 
 #: Manifest keys whose values are left as they are by :func:`portable` (none: a local tokenizer the prompt lengths

@@ -1,10 +1,10 @@
-"""The commit protocol of an index folder (a copy of rag-curriculum's, for outputs written whole): the output is
-written into a hidden partial folder beside the target (``.OUT.partial-OWNER``, named after its writer so the next
-run removes what a dead one left), then moved into place at the very end; an ``--out`` that is a file, or a folder
-that holds files without ``--overwrite``, is refused, and so, with ``--overwrite``, is a folder whose record is not
-an index's: ``--overwrite`` never deletes anything else. An old output that holds files a user added keeps them:
-only the files its record lists (with the digests it recorded) are replaced. One writer at a time
-(:func:`exclusive`)."""
+"""The commit protocol of an index folder (written once: rag-curriculum's outputs are built on it too, so a
+fix lands in both distributions), for outputs written whole: the output is written into a hidden partial
+folder beside the target (``.OUT.partial-OWNER``, named after its writer so the next run removes what a dead
+one left), then moved into place at the very end; an ``--out`` that is a file, or a folder that holds files
+without ``--overwrite``, is refused, and so, with ``--overwrite``, is a folder whose record is not an index's:
+``--overwrite`` never deletes anything else. An old output that holds files a user added keeps them: only the
+files its record lists (with the digests it recorded) are replaced. One writer at a time (:func:`exclusive`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ class OutputKind:
     the toolkit wrote the folder; ``mismatch(record)``: why a record that parses is not one of this kind (a phrase
     after ``holds a manifest.json``), None when it is; ``owned(directory, record)``: the files (relative POSIX
     paths) the record says the toolkit wrote; ``error``: the exception a refusal raises; ``orphans``: the prefixes
-    of hidden folders a dead writer may have left (an index written before this protocol used ``tmp``)."""
+    of hidden folders a dead writer may have left (an index written before this protocol used ``tmp``);
+    ``link_error``: the exception refusing to change files through a symbolic link inside the output (``error``
+    when None)."""
 
     what: str
     mismatch: Callable[[Any], str | None]
@@ -57,6 +59,7 @@ class OutputKind:
     record: str = MANIFEST
     error: Callable[..., Exception] = IndexError_
     orphans: tuple[str, ...] = (PARTIAL, OLD)
+    link_error: Callable[..., Exception] | None = None
 
     @property
     def replacing(self) -> str:
@@ -177,7 +180,7 @@ def _said(kept: dict[str, str]) -> str:
     return ", ".join(f"{name} ({why})" for name, why in sorted(kept.items()))
 
 
-def _no_links_on_the_way(d: Path, names: Iterable[str]) -> None:
+def _no_links_on_the_way(d: Path, names: Iterable[str], error: Callable[..., Exception] = IndexError_) -> None:
     """Refuse to replace or remove files reached through a symbolic link inside an output (``data -> /datasets``):
     the link's target is not the toolkit's to change."""
     for name in sorted(names):
@@ -185,9 +188,8 @@ def _no_links_on_the_way(d: Path, names: Iterable[str]) -> None:
         for part in Path(name).parts[:-1]:
             sub = sub / part
             if sub.is_symlink():
-                raise IndexError_(f"{sub} is a symbolic link: --overwrite does not change files through it (its "
-                                 "target is not the toolkit's); replace the link with a folder, or choose another "
-                                 "output")
+                raise error(f"{sub} is a symbolic link: --overwrite does not change files through it (its "
+                            "target is not the toolkit's); replace the link with a folder, or choose another output")
 
 
 def _remove_empty_dirs(d: Path, owned: set[str], *, top: bool = True) -> None:
@@ -363,7 +365,7 @@ def replace_in_place(tmp: Path, out: Path, old: set[str], old_record: dict[str, 
     new record last."""
     record, marker = kind.record, kind.replacing
     new = files_under(tmp)
-    _no_links_on_the_way(out, set(old) | set(new))
+    _no_links_on_the_way(out, set(old) | set(new), kind.link_error or kind.error)
     # Move the old record aside first: from here until the new record lands, the folder has none, so a crash never
     # leaves the old record describing a mix of old and new files. It records the digests of both, so the next
     # --overwrite removes only those.
@@ -411,11 +413,11 @@ def lock_beside(out: Path, command: str) -> Path:
 
 @contextlib.contextmanager
 def exclusive(lock: Path, out: Path, command: str, error: Callable[..., Exception], *, note: str = "",
-              remove: bool = False) -> Iterator[None]:
+              remove: bool = False, said: str | None = None) -> Iterator[None]:
     """Hold ``lock`` while ``COMMAND`` writes ``out``; a second run is refused at once (``error``: another
-    COMMAND run NOTE is writing OUT). ``remove``: delete the lock file afterwards (one beside the output,
-    :func:`lock_beside`)."""
-    busy = partial(error, f"another {command} run{note} is writing {out}",
+    COMMAND run NOTE is writing OUT; ``said``: how the message names the run instead of ``COMMAND run``).
+    ``remove``: delete the lock file afterwards (one beside the output, :func:`lock_beside`)."""
+    busy = partial(error, f"another {said or f'{command} run'}{note} is writing {out}",
                    hint="wait for it to finish, or choose another --out")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with held_or_refused(lock, busy):

@@ -76,7 +76,16 @@ class Registry(Generic[T]):
             not given.
         group: the entry-point group installed packages declare entries in (default: :data:`ENTRY_POINT_GROUPS`'
             for ``kind``; ``""`` for none).
+
+    A subclass names its own errors and groups in the class attributes :attr:`config_error`,
+    :attr:`unknown_error` and :attr:`groups` (rag-curriculum's registries do).
     """
+
+    #: The error for an entry that cannot be registered or imported, and for an unknown name.
+    config_error: type[Exception] = ConfigError
+    unknown_error: type[Exception] = UnknownNameError
+    #: The entry-point group of each kind of registry (``group`` left out).
+    groups: dict[str, str] = ENTRY_POINT_GROUPS
 
     def __init__(self, kind: str, *, check: type | tuple[type, ...] | Callable[[Any], bool] | None = None,
                  must_be: str | None = None, group: str | None = None) -> None:
@@ -87,7 +96,7 @@ class Registry(Generic[T]):
             names = [t.__name__ for t in (check if isinstance(check, tuple) else (check,))]
             must_be = "a " + " or a ".join(names)
         self._must_be = must_be or ("callable" if check is callable else "of the right type")
-        self.group = ENTRY_POINT_GROUPS.get(kind, "") if group is None else group
+        self.group = self.groups.get(kind, "") if group is None else group
         self._discovered = not self.group
         self._plugins: set[str] = set()
 
@@ -100,8 +109,8 @@ class Registry(Generic[T]):
         ok = isinstance(obj, c) if isinstance(c, (type, tuple)) else bool(c(obj))
         return None if ok else f"it must be {self._must_be}"
 
-    def _refuse(self, name: str, obj: Any, why: str, where: str = "") -> ConfigError:
-        return ConfigError(f"{self.kind} {name!r}{where} is registered as {_show(obj)}: {why}",
+    def _refuse(self, name: str, obj: Any, why: str, where: str = "") -> Exception:
+        return self.config_error(f"{self.kind} {name!r}{where} is registered as {_show(obj)}: {why}",
                            hint=f"register {self._must_be} under {name!r}")
 
     # -- registering and looking up --------------------------------------------------------------------------------
@@ -110,7 +119,7 @@ class Registry(Generic[T]):
 
         def deco(o: Any) -> Any:
             if name in self._entries and not overwrite and name not in self._plugins:
-                raise ConfigError(f"{self.kind} {name!r} is already registered",
+                raise self.config_error(f"{self.kind} {name!r} is already registered",
                                   hint="pass overwrite=True to replace it, or register it under another name")
             if not isinstance(o, str) and (why := self.problem(o)) is not None:
                 raise self._refuse(name, o, why)
@@ -148,14 +157,14 @@ class Registry(Generic[T]):
         except KeyError:
             close = difflib.get_close_matches(name, list(self._entries), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UnknownNameError(f"unknown {self.kind} {name!r}{hint} Known: {', '.join(sorted(self._entries))}"
+            raise self.unknown_error(f"unknown {self.kind} {name!r}{hint} Known: {', '.join(sorted(self._entries))}"
                                    ) from None
         if isinstance(entry, str):
             where = f" (entry point of {self.group})" if name in self._plugins else ""
             try:
                 obj = import_dotted(entry)
             except (ImportError, AttributeError) as e:
-                raise ConfigError(f"{self.kind} {name!r}{where}: {entry!r} cannot be imported ({type(e).__name__}: "
+                raise self.config_error(f"{self.kind} {name!r}{where}: {entry!r} cannot be imported ({type(e).__name__}: "
                                   f"{e})", hint="install the package that provides it, or fix the dotted path"
                                   ) from None
             if (why := self.problem(obj)) is not None:
@@ -174,7 +183,7 @@ class Registry(Generic[T]):
         for name in list(self.names()):
             try:
                 out[name] = self.get(name)
-            except ConfigError as e:
+            except self.config_error as e:
                 if name not in self._plugins:
                     raise
                 self._entries.pop(name, None)

@@ -52,12 +52,15 @@ def _show(value: Any) -> str:
 def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, ge: float | None = None,
             le: float | None = None, gt: float | None = None,
             choices: Sequence[str] | Callable[[], Sequence[str]] | None = None,
-            flag: str | None = None, empty: bool = True, help: str | None = None) -> Any:
+            flag: str | None = None, empty: bool = True, help: str | None = None,
+            more: dict[str, Any] | None = None) -> Any:
     """A dataclass field with its allowed values and what it is for: ``ge`` / ``le`` / ``gt`` bounds for numbers,
     ``choices`` for strings (or a function returning them, read at each check: a registry's names, which grow as
     users register more), ``empty=False`` for a string that must not be empty; ``flag`` is the command-line
     option that sets it (default ``--name-with-dashes``; ``""`` for none); ``help`` says what the setting does,
-    once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs).
+    once: the command-line options read it (``metadata["help"]``, as TRL's ``GRPOConfig`` fields carry theirs);
+    ``more``: further rules kept beside these (``metadata["setting"]``) for a binder that reads them (rag-curriculum's
+    ``renamed_from``).
 
     >>> from dataclasses import dataclass, fields
     >>> @dataclass
@@ -69,7 +72,7 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     if choices is not None and not callable(choices):
         choices = tuple(choices)
     meta = {"ge": ge, "le": le, "gt": gt, "choices": choices,
-            "flag": flag, "empty": empty}
+            "flag": flag, "empty": empty, **(more or {})}
     metadata: dict[str, Any] = {"setting": meta}
     if help is not None:
         metadata["help"] = help
@@ -150,9 +153,10 @@ def _split_optional(tp: Any) -> tuple[Any, bool]:
 
 
 def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = None, *,
-                flag: str | None = None) -> None:
+                flag: str | None = None, error: Callable[..., Exception] = SettingError) -> None:
     """Raise :class:`SettingError` unless ``value`` has type ``tp`` (``int``, ``float``, ``str``, ``bool``,
-    ``list[str]``, ``X | None``, ...) and lies in the range ``meta`` gives."""
+    ``list[str]``, ``X | None``, ...) and lies in the range ``meta`` gives. ``error``: the class raised instead,
+    called with :class:`SettingError`'s arguments (rag-curriculum's own)."""
     meta = meta or {}
     tp, optional = _split_optional(tp)
     if tp is Any:
@@ -160,9 +164,9 @@ def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = No
     if value is None:
         if optional:
             return
-        raise SettingError(name, value, describe(tp, meta), flag=flag)
+        raise error(name, value, describe(tp, meta), flag=flag)
     origin = typing.get_origin(tp)
-    bad = SettingError(name, value, describe(tp, meta, optional), flag=flag)
+    bad = error(name, value, describe(tp, meta, optional), flag=flag)
     if tp is bool:
         if not isinstance(value, bool):
             raise bad
@@ -177,27 +181,27 @@ def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = No
         if not isinstance(value, str):
             raise bad
         if not meta.get("empty", True) and not value.strip():
-            raise SettingError(name, value, "a non-empty string", flag=flag)
+            raise error(name, value, "a non-empty string", flag=flag)
         choices = choices_of(meta)
         if choices and value not in choices:
-            raise SettingError(name, value, describe(tp, meta) + suggest(value, choices), flag=flag)
+            raise error(name, value, describe(tp, meta) + suggest(value, choices), flag=flag)
         return
     elif origin is list:
         (item,) = typing.get_args(tp) or (Any,)
         if not isinstance(value, list):
             plural = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(item, "values")
-            raise SettingError(name, value, f"a list of {plural}", flag=flag)
+            raise error(name, value, f"a list of {plural}", flag=flag)
         for i, v in enumerate(value):
             if item in (int, float, str, bool):
-                check_value(f"{name}[{i}]", v, item, flag=None)
+                check_value(f"{name}[{i}]", v, item, flag=None, error=error)
         return
     elif origin is dict:
         if not isinstance(value, dict):
-            raise SettingError(name, value, "a mapping", flag=flag)
+            raise error(name, value, "a mapping", flag=flag)
         return
     elif isinstance(tp, type):
         if not isinstance(value, tp):
-            raise SettingError(name, value, f"a {tp.__name__}", flag=flag)
+            raise error(name, value, f"a {tp.__name__}", flag=flag)
         return
     else:
         return
@@ -206,15 +210,16 @@ def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = No
         raise bad
 
 
-def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
+def check_settings(obj: Any, *, prefix: str = "", flags: bool = True,
+                   error: Callable[..., Exception] = SettingError) -> None:
     """Check every field of the dataclass ``obj`` against its annotation and :func:`rule` rules; nested
-    config dataclasses are checked with ``prefix.`` names (``data.max_rows``)."""
+    config dataclasses are checked with ``prefix.`` names (``data.max_rows``); ``error`` as for :func:`check_value`."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         meta = f.metadata.get("setting")
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            check_settings(value, prefix=f"{prefix}{f.name}.", flags=flags)
+            check_settings(value, prefix=f"{prefix}{f.name}.", flags=flags, error=error)
             continue
         name = f"{prefix}{f.name}"
         flag = None
@@ -223,7 +228,7 @@ def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
             if flag is None:
                 flag = "--" + f.name.replace("_", "-")
             flag = flag or None
-        check_value(name, value, hints.get(f.name, Any), meta, flag=flag)
+        check_value(name, value, hints.get(f.name, Any), meta, flag=flag, error=error)
 
 
 # -- the reference table -------------------------------------------------------------------------------------------
