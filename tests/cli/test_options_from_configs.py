@@ -102,7 +102,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
                    "--max-results"},  # The passages one request may ask for
          "validate": {"--quick", "--full"},  # --full: every stored ranking ranked again
          "inspect": {"--row", "--tokenizer", "--n", "--where"},  # --n, --where: predictions of an eval or a partition
-         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings"},  # a base model's 262k-token table kept
+         "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings",  # a base model's 262k-token table kept
+                        "--batch-size"},  # one example a step: no padding, a CPU's memory
          # Dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",
