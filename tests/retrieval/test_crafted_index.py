@@ -386,6 +386,69 @@ def test_planted_values_in_every_file_of_an_ivf_or_hnsw_index(encoder_root, smal
 
 
 
+# an IVF-PQ index and one OPQ rotates first: their codebook, rotation and code sizes, read by every search
+PQ = {"ivfpq": "IVF8,PQ8", "opq": "OPQ8,IVF8,PQ8"}
+PQ_READ = """
+    import json, sys
+    from pathlib import Path
+    from support.faiss_edits import pq_files
+    from support.index_edits import resealed
+    from rag_retriever import load_index
+    from rag_retriever.errors import RetrieverError
+
+    index, queries = Path(sys.argv[1]), json.loads(sys.argv[2])
+    path = index / "dense/faiss.index"
+    pristine, manifest = path.read_bytes(), (index / "manifest.json").read_bytes()
+    want = load_index(index, device="cpu").retrieve_many(queries, 10)[0].tolist()
+    for label, data in pq_files(path):
+        path.write_bytes(data)
+        resealed(index)
+        print(json.dumps({"start": label}), flush=True)  # a crash names the case
+        out = {"case": label}
+        try:
+            out["same"] = load_index(index, device="cpu").retrieve_many(queries, 10)[0].tolist() == want
+        except RetrieverError as e:
+            out.update(refused=str(e), hint=e.hint)
+        except Exception as e:
+            out["error"] = f"{type(e).__name__}: {e}"
+        print(json.dumps(out), flush=True)
+        path.write_bytes(pristine)
+        (index / "manifest.json").write_bytes(manifest)
+    print(json.dumps({"done": True}), flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PQ))
+def test_a_crafted_pq_codebook_rotation_or_code_size_is_refused_at_open(encoder_root, small_input, tmp_path, name):
+    """Each edit of an IVF-PQ (or OPQ-wrapped) file's codebook, rotation, trained flags or sizes, the manifest
+    sealed again, is refused at open in one line naming the file (FAISS's own reader refuses a size that
+    contradicts the bytes that follow it; ``check_structure`` the rest); none crashes, none ranks."""
+    root = tmp_path / "root"
+    shutil.copytree(encoder_root / "enc", root / "enc")
+    index = root / "index"
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(index), kind="dense",
+                            encoder=str(root / "enc"), device="cpu", depth=10, faiss=PQ[name], nprobe=4))
+    r = child(PQ_READ, str(index), json.dumps(QUERIES))
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    started = [x for x in lines if "start" in x]
+    assert r.returncode == 0 and lines[-1] == {"done": True}, (
+        f"the reader died (exit {r.returncode}) on {started[-1] if started else None}: {r.stderr[-3000:]}")
+    cases = [x for x in lines if "case" in x]
+    assert len(cases) >= (34 if name == "opq" else 22), cases
+    for c in cases:
+        assert "refused" in c, c  # every edit here changes what a search reads
+        assert c["refused"].startswith(f"{index}: dense/faiss.index: ") and "\n" not in c["refused"], c
+    ours = {c["case"]: c["refused"] for c in cases if "crafted or damaged" in c["hint"]}
+    assert "is not finite" in ours["pq centroids[0] = nan"] and "codebook" in ours["pq centroids[0] = nan"], ours
+    assert "code" in ours["pq M 16"] and "M 16" in ours["pq M 16"], ours
+    assert "not trained" in ours["ivf is_trained 0"], ours
+    if name == "opq":
+        assert "transform 0 of its chain" in ours["opq A[0] = nan"] and "not finite" in ours["opq A[0] = nan"], ours
+        assert "not trained" in ours["opq is_trained 0"], ours
+        assert "1,024" in ours["opq A cut to 512 values"] or "512" in ours["opq A cut to 512 values"], ours
+
+
 # -- a frequency above its block's recorded maximum -----------------------------------------------------------------
 def recoded_with_higher_frequencies(d: Path, terms: list[int], tf: int) -> list[tuple[int, int]]:
     """Each of ``terms``' middle posting given frequency ``tf``, every block encoded again as a build encodes it

@@ -70,3 +70,62 @@ def planted_values(path: Path) -> list[tuple[str, int, bytes]]:
             codes = faiss.rev_swig_ptr(lists.get_codes(i), m * lists.code_size).copy().view(np.float32)
             each(f"ivf list {i} vectors", codes, [float("nan"), float("-inf")], sized=False)
     return out
+
+
+def _once(data: bytes, b: bytes) -> int:
+    at = data.find(b)
+    assert at >= 0 and data.find(b, at + 1) < 0, f"{len(b)} bytes not found once"
+    return at
+
+
+def pq_files(path: Path) -> list[tuple[str, bytes]]:
+    """``(label, the whole file with one edit)`` for an IVF-PQ index (or one OPQ wraps) at ``path``: its PQ
+    codebook made NaN or infinite; its PQ's ``d``, ``M``, ``nbits``, the IVF-PQ's and the inverted lists'
+    ``code_size`` made other than the stored codes; the inverted file's own trained flag cleared; and, under OPQ,
+    the rotation's values made NaN or infinite, its trained flag cleared, its shape (``d_in``, ``d_out``) changed
+    and its matrix cut to half its values (the rest of the file moved up, so that it still parses)."""
+    import faiss
+
+    data = path.read_bytes()
+    index = faiss.read_index(str(path))
+    ivf = faiss.extract_index_ivf(index)
+    pq = faiss.downcast_index(ivf).pq
+    out: list[tuple[str, bytes]] = []
+
+    def put(label: str, at: int, b: bytes) -> None:
+        out.append((label, data[:at] + b + data[at + len(b):]))
+
+    cent = faiss.vector_to_array(pq.centroids)
+    head = _once(data, struct.pack("<QQQ", pq.d, pq.M, pq.nbits) + np.int64(cent.size).tobytes() + cent.tobytes())
+    for at in spots(cent):
+        for v in (float("nan"), float("inf")):
+            put(f"pq centroids[{at}] = {v}", head + 32 + 4 * at, np.float32(v).tobytes())
+    for name, k, values in (("d", 0, [16, 64, 0]), ("M", 8, [4, 16, 0, 2**40]), ("nbits", 16, [4, 16, 0, 64])):
+        for v in values:
+            put(f"pq {name} {v}", head + k, struct.pack("<Q", v))
+    assert struct.unpack("<Q", data[head - 8:head])[0] == ivf.code_size  # the IVF-PQ's code_size, just before
+    lists = _once(data, b"ilar" + struct.pack("<QQ", ivf.nlist, ivf.invlists.code_size))
+    for v in (4, 16, 0):
+        put(f"ivfpq code_size {v}", head - 8, struct.pack("<Q", v))
+        put(f"invlists code_size {v}", lists + 12, struct.pack("<Q", v))
+    tail = struct.pack("<iq", ivf.d, ivf.ntotal)  # the IVF-PQ's header: its fourcc (IwPQ, or IvPQ before), d, ntotal
+    ivf_at = _once(data, (b"IwPQ" if b"IwPQ" + tail in data else b"IvPQ") + tail)
+    put("ivf is_trained 0", ivf_at + IS_TRAINED, b"\x00")
+    inner = faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexPreTransform):
+        vt = faiss.downcast_VectorTransform(inner.chain.at(0))
+        a = faiss.vector_to_array(vt.A)
+        start = _once(data, np.int64(a.size).tobytes() + a.tobytes()) + 8
+        for at in spots(a):
+            for v in (float("nan"), float("-inf")):
+                put(f"opq A[{at}] = {v}", start + 4 * at, np.float32(v).tobytes())
+        end = start + a.nbytes  # then b (its size, 0: no bias), d_in, d_out (int32), is_trained
+        assert struct.unpack("<q", data[end:end + 8])[0] == 0
+        for v in (16, 64, -1):
+            put(f"opq d_out {v}", end + 12, struct.pack("<i", v))
+        put("opq d_in 16", end + 8, struct.pack("<i", 16))
+        put("opq is_trained 0", end + 16, b"\x00")
+        half = a[:a.size // 2]
+        out.append((f"opq A cut to {half.size} values", data[:start - 8] + np.int64(half.size).tobytes()
+                    + half.tobytes() + data[end:]))
+    return out

@@ -341,7 +341,8 @@ def check_structure(index: Any, where: str) -> None:
     file's centroids (finite) and ids: each passage ``0 .. ntotal - 1`` held once, in one list (an id out of that
     range is a passage the index does not hold; one held twice, another's vector under its id). At open: the
     ids read once (8 bytes a passage; 0.08 s at 5.2M passages in 4,096 lists, 0.4 s in 65,536, on one core);
-    the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
+    an IVF-PQ's code sizes and codebook (``d x 2**nbits`` floats, :func:`_check_pq`) and an OPQ or other linear
+    transform's matrix (``d_in x d_out``, :func:`_check_transforms`), each read once; the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
     import numpy as np
 
     faiss = _faiss()
@@ -358,9 +359,14 @@ def check_structure(index: Any, where: str) -> None:
             at = f"level {int(levels[entry]) - 1}" if 0 <= entry < n else "no node"
             raise DenseError(f"{where}: its HNSW graph's top level is {int(hnsw.max_level)} and its entry point "
                              f"{entry:,} ({at}), but its highest node is at level {top}", hint=CRAFTED_HINT)
+    _check_transforms(faiss, inner, where)
     ivf = _ivf(faiss, index)
     if ivf is None:
         return
+    if not ivf.is_trained:
+        raise DenseError(f"{where}: the header of its inverted file says it is not trained, so no search of it can "
+                         "run", hint=CRAFTED_HINT)
+    _check_pq(faiss, ivf, where)
     try:
         centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
     except RuntimeError:  # a quantizer that keeps no vectors to read back: its own search checks what it reads
@@ -398,6 +404,54 @@ def check_structure(index: Any, where: str) -> None:
         raise DenseError(f"{where}: its inverted lists hold passage id {twice:,} {len(held)} times ({said}) and "
                          f"passage {int(np.flatnonzero(~seen)[0]):,} never; each passage is held once",
                          hint=CRAFTED_HINT)
+
+
+def _check_transforms(faiss: Any, inner: Any, where: str) -> None:
+    """The linear transforms an index applies to a query first (an OPQ rotation, a PCA): each trained, its
+    matrix ``d_out x d_in`` values (FAISS applies it by that shape, whatever the file holds) and finite."""
+    import numpy as np
+
+    if not isinstance(inner, faiss.IndexPreTransform):
+        return
+    for k in range(inner.chain.size()):
+        vt = faiss.downcast_VectorTransform(inner.chain.at(k))
+        name = f"its {type(vt).__name__} (transform {k} of its chain)"
+        if not vt.is_trained:
+            raise DenseError(f"{where}: {name} says it is not trained, so no search of it can run",
+                             hint=CRAFTED_HINT)
+        if not isinstance(vt, faiss.LinearTransform):
+            continue
+        a, b = faiss.vector_to_array(vt.A), faiss.vector_to_array(vt.b)
+        if a.size != vt.d_in * vt.d_out or b.size not in (0, vt.d_out):
+            raise DenseError(f"{where}: {name} holds a matrix of {a.size:,} values and a bias of {b.size:,}; its "
+                             f"shape {vt.d_out} x {vt.d_in} needs {vt.d_in * vt.d_out:,} and {vt.d_out}",
+                             hint=CRAFTED_HINT)
+        for what, v in (("matrix", a), ("bias", b)):
+            if not np.isfinite(v).all():
+                at = int(np.flatnonzero(~np.isfinite(v))[0])
+                raise DenseError(f"{where}: {name}'s {what} value {at:,} is not finite (NaN or infinity)",
+                                 hint=CRAFTED_HINT)
+
+
+def _check_pq(faiss: Any, ivf: Any, where: str) -> None:
+    """An IVF-PQ's product quantizer: its header (``d``, ``M``, ``nbits``) gives the code size its search decodes
+    by, which must be the size of the codes its lists store (else a search reads past them); its codebook
+    (``d x 2**nbits`` floats) finite."""
+    import numpy as np
+
+    pq = getattr(faiss.downcast_index(ivf), "pq", None)
+    if pq is None:
+        return
+    if (pq.d != ivf.d or pq.M * pq.dsub != pq.d or pq.code_size != ivf.code_size
+            or ivf.invlists.code_size != ivf.code_size):
+        raise DenseError(f"{where}: its product quantizer's header (d {pq.d}, M {pq.M}, nbits {pq.nbits}: "
+                         f"{pq.code_size} bytes a code) does not match its inverted lists' codes "
+                         f"({ivf.invlists.code_size} bytes each, dimension {ivf.d})", hint=CRAFTED_HINT)
+    c = faiss.vector_to_array(pq.centroids)
+    if not np.isfinite(c).all():
+        at = int(np.flatnonzero(~np.isfinite(c))[0]) // pq.dsub
+        raise DenseError(f"{where}: its product quantizer's codebook (centroid {at % pq.ksub:,} of sub-quantizer "
+                         f"{at // pq.ksub:,}) is not finite (NaN or infinity)", hint=CRAFTED_HINT)
 
 
 def _ivf_flat_finite(index: Any, where: str) -> None:
