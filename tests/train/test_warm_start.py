@@ -63,6 +63,23 @@ def test_a_second_run_to_the_same_out_is_refused_at_once(rows, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_batch_size_sets_the_examples_per_step(rows, tmp_path, batch):
+    """--batch-size reaches the SFT: 2 examples (1 row x 2 copies, 1 pass) are 2 steps of one or 1 step of two."""
+    out = tmp_path / "m"
+    r = run("warm-start", rows, "--out", out, *SMALL, "--batch-size", batch)
+    assert r.exit_code == 0, r.output
+    card = json.loads((out / "warm_start.json").read_text())
+    assert card["settings"]["batch_size"] == batch and card["examples"] == 2
+    assert len(card["loss"]) == 2 // batch  # one loss logged a step
+
+
+def test_a_batch_size_of_0_is_a_usage_error_that_writes_nothing(rows, tmp_path):
+    line = one_error(run("warm-start", rows, "--out", tmp_path / "m", "--batch-size", 0), code=2)
+    assert "--batch-size 0" in line and "between 1 and" in line
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_a_dead_runs_temporary_folder_is_removed_by_the_next(rows, tmp_path):
     from rag_curriculum._commit import owner_tag
