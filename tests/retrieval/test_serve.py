@@ -314,6 +314,7 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     request), and each gets exactly the rows of its own queries."""
     import asyncio
 
+    from rag_retriever._lease import ReadGuard
     from rag_retriever._server import _Batcher
 
     calls = []
@@ -326,7 +327,7 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
         def changed(self):  # the server asks before each batch whether a file of the index was rewritten
             return ix.changed()
 
-    batcher = _Batcher(Counting(), max_batch=12)
+    batcher = _Batcher(ReadGuard(Counting()), max_batch=12)
     reqs = [(questions[i:i + 1 + i % 3], 3 if i % 2 else 5) for i in range(10)]
 
     async def main():

@@ -35,8 +35,10 @@ memory-mapped (:class:`CorpusIndex`), loaded and warmed (its BM25 matrix read, o
 lifespan, so ``/health`` answering 200 means ready. Before each batch and before reading the passages it returns,
 the server asks whether a file of the index was written since it opened it (:meth:`CorpusIndex.changed`: an
 ``fstat`` a file); if one was (``cp`` over a served index rewrites its files under the memory maps) every answer is
-a 503 naming the file, never a read of the changed bytes. An index replaced whole (``mv``, ``curriculum index
---overwrite``) is not a change: the files the server opened are still there, unchanged.
+a 503 naming the file, never a read of the changed bytes. A mapped index's files are also held with a read lease
+(``_lease.py``, Linux): a writer's open waits until the searches in flight end, so a copy begun during a search
+never cuts its pages short. An index replaced whole (``mv``, ``curriculum index --overwrite``) is not a change: the
+files the server opened are still there, unchanged.
 
 No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations at run time, and fastapi
 and pydantic are imported inside :func:`make_app`, so that ``import rag_retriever`` never imports them.
@@ -51,7 +53,8 @@ from typing import Any
 
 from ._config import ServeConfig
 from ._index import CorpusIndex
-from ._integrity import read_into_memory
+from ._integrity import into_memory, read_into_memory
+from ._lease import CHANGED_HINT, Changed, ReadGuard  # noqa: F401  (CHANGED_HINT: the hint's one place)
 
 #: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
 #: closed the connection.
@@ -129,10 +132,11 @@ class _Batcher:
     one worker thread while the event loop goes on receiving. Each request's rows are its own queries' rankings,
     the same as a call with those queries alone (bm25s ranks each query on its own)."""
 
-    def __init__(self, ix: CorpusIndex, max_batch: int) -> None:
+    def __init__(self, guard: ReadGuard, max_batch: int) -> None:
         from collections import deque
 
-        self.ix = ix
+        self.ix = guard.ix
+        self.guard = guard
         self.max_batch = max_batch
         self.pending: deque[tuple[list[str], int, Any]] = deque()
         self.running = False
@@ -177,11 +181,11 @@ class _Batcher:
         file of the index was rewritten since it was opened: :class:`Changed`)."""
         import numpy as np
 
-        check_unchanged(self.ix)
         out: list[Any] = [None] * len(batch)
         for k in sorted({k for _, k in batch}):
             members = [i for i, (_, kk) in enumerate(batch) if kk == k]
-            ids, scores = self.ix.retrieve_many([q for i in members for q in batch[i][0]], k)
+            with self.guard.reading():
+                ids, scores = self.ix.retrieve_many([q for i in members for q in batch[i][0]], k)
             ids, scores = np.asarray(ids), np.asarray(scores)
             at = 0
             for i in members:
@@ -189,24 +193,6 @@ class _Batcher:
                 out[i] = (ids[at:at + n], scores[at:at + n])
                 at += n
         return out
-
-
-class Changed(Exception):
-    """A file of the served index was written since the server opened it: the server answers 503 naming it rather
-    than read memory-mapped bytes that changed under it (or pages cut off: a signal that would kill it)."""
-
-
-#: What to do when a served index's file changed (docs/retrieval.md, "Replacing a served index").
-CHANGED_HINT = ("restart the server; to replace a served index, build the new one elsewhere and mv it into place, or "
-                "run curriculum index --overwrite (both swap the folder whole), never copy files over it")
-
-
-def check_unchanged(ix: CorpusIndex) -> None:
-    """:class:`Changed` naming the first file of ``ix`` written since it was opened."""
-    what = ix.changed()
-    if what is not None:
-        raise Changed(f"the index {ix.path.name}: {what} since this server opened it; it answers no query from it: "
-                      f"{CHANGED_HINT}")
 
 
 class _State:
@@ -221,6 +207,8 @@ class _State:
         self.ix: CorpusIndex | None = None
         self.ready = False
         self.batcher: _Batcher | None = None
+        self.guard: ReadGuard | None = None
+        self.mapped = True  # whether the index's files are mapped (not read whole into memory)
         self._lock = threading.Lock()
 
     def load(self) -> CorpusIndex:
@@ -230,6 +218,8 @@ class _State:
                 if self.in_memory is not None and not isinstance(src, CorpusIndex):  # a worker's or replica's own
                     read_into_memory(self.in_memory)
                 self.ix = src if isinstance(src, CorpusIndex) else CorpusIndex(src, threads=self.threads, **self.options)
+                self.mapped = not into_memory()
+                self.guard = ReadGuard(self.ix)
             ix = self.ix
             ix.warm()  # the retriever opened (files mapped, search compiled or loaded, models loaded), one query run
             return ix
@@ -310,14 +300,27 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         if state.ready:
             return
         ix = state.load()
-        state.batcher = _Batcher(ix, max_batch)
+        state.batcher = _Batcher(state.guard, max_batch)
         state.ready = True
         log.info("serving %s passages of %s (%s)", f"{len(ix):,}", ix.path.name, ix.dataset or "a corpus")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await run_in_threadpool(start)
-        yield
+        if state.mapped:  # (a copy over the files during a search would cut its pages short: held back instead)
+            import asyncio
+
+            why = state.guard.lease(asyncio.get_running_loop())
+            if why is None:
+                log.info("the index's %d files are leased: a copy over them waits for the searches in flight, then "
+                         "every answer is a 503", len(state.ix._fds))
+            else:
+                log.warning("the index's files are mapped and not leased (%s): a copy over them during a search can "
+                            "stop the server; replace a served index with mv", why)
+        try:
+            yield
+        finally:
+            state.guard.release()
         state.ready = False
 
     app = FastAPI(title="rag-curriculum retriever", lifespan=lifespan,
@@ -333,7 +336,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
         if not state.ready:
             return not_ready()
         ix = state.ix
-        what = ix.changed()
+        what = state.guard.changed()
         if what is not None:
             return JSONResponse({"status": "changed", "detail": f"the index {ix.path.name}: {what} since this server "
                                                                 f"opened it: {CHANGED_HINT}"}, status_code=503)
@@ -384,7 +387,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
                                 status_code=422)
         try:
             ids, scores = await state.batcher.rank(queries, topk)
-            payload = await run_in_threadpool(_respond, state.ix, ids, scores, req.return_scores,
+            payload = await run_in_threadpool(_respond, state.guard, ids, scores, req.return_scores,
                                               state.ix.fingerprint)
         except Changed as e:  # a file rewritten under the server: refused, never read
             log.error("%s", e)
@@ -429,17 +432,17 @@ async def _read_capped(request: Any, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _respond(ix: CorpusIndex, ids: Any, scores: Any, with_scores: bool, fingerprint: str | None = None) -> bytes:
+def _respond(guard: ReadGuard, ids: Any, scores: Any, with_scores: bool, fingerprint: str | None = None) -> bytes:
     """The response body: per query, its ranked passages (id -1, "no indexed word", left out) as Search-R1's
     documents, with or without scores; and the index's ``fingerprint`` beside ``result`` (Search-R1's clients read
     ``result`` alone; the toolkit's check it against the index the run began with)."""
     import numpy as np
     import orjson
 
-    check_unchanged(ix)  # (the passages are read from a memory map too)
     flat = np.unique(ids[ids >= 0]).astype(np.int64)
-    docs = {pid: {"id": doc_id, "contents": contents}
-            for pid, (doc_id, contents, _, _) in zip(flat.tolist(), ix.documents(flat), strict=True)}
+    with guard.reading():  # (the passages are read from a memory map too)
+        docs = {pid: {"id": doc_id, "contents": contents}
+                for pid, (doc_id, contents, _, _) in zip(flat.tolist(), guard.ix.documents(flat), strict=True)}
     result = []
     for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
         if with_scores:

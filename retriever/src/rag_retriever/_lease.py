@@ -1,0 +1,144 @@
+"""A served index's files held with a read lease (Linux): the kernel tells the server *before* another process
+opens one of them for writing (``cp`` over the index), and holds that open back until the server lets go. The
+server then stops reading the files it mapped (every answer a 503 naming the file), waits for the searches in flight
+to end, and releases the lease; the copy goes on, and no search reads a page cut off under it (a bus error or a
+segmentation fault that would kill the server). Without the lease, the ``fstat`` before each batch
+(:meth:`CorpusIndex.changed`) refuses a file once it changed, but a copy that begins during a search could still
+cut the search's pages short.
+
+A lease is taken where it can be: on Linux, on the files of an index this process maps (one read whole into memory
+needs none), owned by the server's user, on a filesystem that grants leases (not NFS), in a server whose event loop
+runs in the main thread (where signals are delivered to Python). Where it cannot, the server says why at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._index import CorpusIndex
+
+log = logging.getLogger(__name__)
+
+#: What to do when a served index's file changed (docs/retrieval.md, "Replacing a served index").
+CHANGED_HINT = ("restart the server; to replace a served index, build the new one elsewhere and mv it into place, or "
+                "run curriculum index --overwrite (both swap the folder whole), never copy files over it")
+
+#: The longest the server waits for the searches in flight before it lets a writer go on (the kernel itself breaks
+#: a lease after /proc/sys/fs/lease-break-time, 45 s by default).
+DRAIN_S = 30.0
+
+
+class Changed(Exception):
+    """A file of the served index was written (or is being opened for writing) since the server opened it: the
+    server answers 503 naming it rather than read memory-mapped bytes that changed under it (or pages cut off: a
+    signal that would kill it)."""
+
+
+class ReadGuard:
+    """Who may read the served index's files now: every search and every read of passages runs inside
+    :meth:`reading`, which refuses (:class:`Changed`) once a file was written, or is about to be.
+
+    Without a lease (:meth:`lease`), only the ``fstat`` check; with one, a writer's open is also held back until
+    the reads in flight are done."""
+
+    def __init__(self, ix: CorpusIndex) -> None:
+        self.ix = ix
+        self.writing: str | None = None  # the file another process is opening for writing (the lease broken)
+        self._readers = 0
+        self._idle = threading.Condition()
+        self._held: list[int] = []
+
+    def changed(self) -> str | None:
+        """The first file written or being opened for writing since the server opened it, with what changed."""
+        if self.writing is not None:
+            return f"{self.writing} (opened for writing by another process)"
+        return self.ix.changed()
+
+    def check(self) -> None:
+        """:class:`Changed` naming the first file of the index written since it was opened."""
+        what = self.changed()
+        if what is not None:
+            raise Changed(f"the index {self.ix.path.name}: {what} since this server opened it; it answers no query "
+                          f"from it: {CHANGED_HINT}")
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A read of the index's files: refused once a file changed; while it runs, a writer waits."""
+        with self._idle:
+            self.check()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._readers -= 1
+                self._idle.notify_all()
+
+    def lease(self, loop: Any) -> str | None:
+        """Take a read lease on each of the index's files, the event loop ``loop`` told when one breaks; None
+        when every file is leased, else why none is (nothing held then)."""
+        import signal
+        import sys
+
+        if not sys.platform.startswith("linux"):
+            return "leases are Linux's"
+        import fcntl
+
+        try:  # (before the first lease: SIGIO's default action ends the process)
+            loop.add_signal_handler(signal.SIGIO, self._broken)
+        except (RuntimeError, ValueError, NotImplementedError) as e:
+            return f"the server's event loop cannot take signals ({e})"
+        for name, fd in self.ix._fds.items():
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            except OSError as e:
+                self.release()
+                return f"{name}: {e.strerror}"
+            self._held.append(fd)
+        return None
+
+    def _broken(self) -> None:
+        """SIGIO, in the event loop: a leased file is being opened for writing. Refuse from now on; let the writer
+        go once the reads in flight end."""
+        import fcntl
+
+        names = [n for n, fd in self.ix._fds.items() if fd in self._held and _lease_of(fd) == fcntl.F_UNLCK]
+        if not names or self.writing is not None:
+            return
+        with self._idle:
+            self.writing = names[0]
+            busy = self._readers
+        log.error("the index %s: %s is being opened for writing by another process: every answer is a 503 from now; "
+                  "the writer goes on once the %d read(s) in flight end: %s", self.ix.path.name, names[0], busy,
+                  CHANGED_HINT)
+        threading.Thread(target=self._release_when_idle, name="lease-release", daemon=True).start()
+
+    def _release_when_idle(self) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._readers == 0, timeout=DRAIN_S)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of every lease held (a writer waiting goes on)."""
+        import fcntl
+
+        held, self._held = self._held, []
+        for fd in held:
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+            except OSError:
+                pass  # (closed, or already broken by the kernel)
+
+
+def _lease_of(fd: int) -> int:
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETLEASE)
+    except OSError:
+        return -1
