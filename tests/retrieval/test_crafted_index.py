@@ -6,11 +6,12 @@ them, the manifest sealed again: ``index_edits.resealed``), so that only reading
   ``words.npy`` 4,294,967,295, ``term_last_n.npy`` 255) are one line naming the file, the value and its position,
   from ``load_index`` and ``curriculum validate`` and ``curriculum serve``, each run in a child process: never a
   signal.
-* A fuzz over every file of a small BM25 (both presets), dense (flat, IVF, HNSW) and hybrid index: each planted
-  value (every integer array's largest value and one just past the bound the search reads within; NaN and
-  infinities in float arrays; 0xFF bytes in the binary files; in a FAISS file, values where FAISS wrote its graph
-  or inverted lists, ``support.faiss_edits``) is refused, in one line naming the file, by ``load_index`` or its
-  first search, or answers exactly as the pristine index; where it changes an answer within the values a file may
+* A fuzz over every file of a small BM25 (both presets), dense (flat, IVF, HNSW and the compressed SQ8, IVF-PQ,
+  OPQ+IVF-PQ, IVF-RaBitQ) and hybrid index: each planted value (every integer array's largest value and one just
+  past the bound the search reads within; NaN and infinities in float arrays; 0xFF bytes in the binary files; in a
+  FAISS file, values where FAISS wrote its graph, inverted lists, quantizers' codebooks, ranges, sizes and
+  rotation, ``support.faiss_edits``; a FAISS file or float16 copy cut short) is refused, in one line naming the
+  file, by ``load_index`` or its first search, or answers exactly as the pristine index; where it changes an answer within the values a file may
   hold, ``load_index(verify=True)`` refuses it. The reader runs in a child process whose exit status is checked.
 * A BM25 posting whose frequency scores above its block's recorded maximum (the block encoded again to hold it):
   the pruned search skips it where the exhaustive sum ranks it, and ``verify`` refuses the block.
@@ -155,7 +156,7 @@ FUZZ = """
     from pathlib import Path
     import numpy as np
     from support.index_edits import resealed
-    from support.faiss_edits import planted_values
+    from support.faiss_edits import planted_values, pq_files
     from rag_retriever.errors import RetrieverError as CurriculumError
     from rag_retriever import load_index
     from rag_curriculum._plumbing import file_sha256
@@ -212,6 +213,15 @@ FUZZ = """
             if name == "dense/faiss.index":  # the values FAISS's search reads: a graph's, an inverted file's
                 for label, at, b in planted_values(work / name):
                     yield label, ("at", at, b)
+                for label, whole in pq_files(work / name):  # a PQ's codebook, sizes, rotation (some cut short)
+                    yield label, ("file", None, whole)
+            if name in ("dense/faiss.index", "dense/vectors.f16"):  # the file cut short, the records made to match
+                yield f"cut to {len(data) // 2} bytes", ("file", None, data[:len(data) // 2])
+            if name == "dense/vectors.f16":  # the rows re-ranked: each query's best passages
+                d = int(json.loads((work / "manifest.json").read_text())["dense"]["dim"])
+                for row in sorted({int(r[0]) for r in want["ids"] if r[0] >= 0})[:3]:
+                    for v in (float("nan"), float("inf"), -65504.0):
+                        yield f"row {row} = {v}", ("at", 2 * d * row, np.full(d, v, "<f2").tobytes())
 
     def apply(p, data, how):
         kind, at, v = how
@@ -220,6 +230,8 @@ FUZZ = """
             flat = a.reshape(-1).copy()
             flat[at] = v
             np.save(p, flat.reshape(a.shape))
+        elif kind == "file":
+            p.write_bytes(v)
         elif kind == "at":
             bad = bytearray(data)
             bad[at:at + len(v)] = v
@@ -345,26 +357,68 @@ def test_planted_values_in_every_file_of_a_hybrid_index(dense_root, tmp_path):
                root / "index")
 
 
-# an IVF index (its centroids, lists and ids) and an HNSW graph: FAISS's search reads them as the file says
-ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16"}
+# an IVF index (its centroids, lists and ids), an HNSW graph, and the compressed kinds the docs name: SQ8, IVF-PQ,
+# IVF-PQ under an OPQ rotation, IVF-RaBitQ (each with its float16 copy, read to re-rank): FAISS's search reads them
+# as the file says
+ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16", "sq8": "SQ8", "ivfpq": "IVF8,PQ8", "opq": "OPQ8,IVF8,PQ8",
+       "rabitq": "IVF8,RaBitQ"}
+#: the values planted in each kind's ``faiss.index`` beyond its bytes (0xFF) and its halving, at least
+PLANTED = {"ivf": 35, "hnsw": 35, "sq8": 17, "ivfpq": 90, "opq": 100, "rabitq": 90}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ANN))
-def test_planted_values_in_every_file_of_an_ivf_or_hnsw_index(encoder_root, small_input, tmp_path, name):
+def test_planted_values_in_every_file_of_an_ann_or_compressed_index(encoder_root, small_input, tmp_path, name):
+    """The fuzz above over every file of an index of each FAISS kind. In ``faiss.index``: a graph's or an inverted
+    file's own values (``planted_values``); a scalar quantizer's type, sizes and trained ranges; a RaBitQ
+    quantizer's sizes, metric, query bits and codes' factors; an IVF-PQ's codebook, sizes and trained flags, and
+    an OPQ rotation's values, shape and length (``pq_files``: each refused at open, by FAISS's reader or by
+    ``check_structure``); the file cut to half. In a compressed kind's ``vectors.f16``: the rows the queries rank
+    first made NaN, infinite (refused by the re-rank that reads them) or -65504 (a value a float16 may hold: found
+    by ``verify``), and the file cut to half (refused at open)."""
     root = tmp_path / "root"
     shutil.copytree(encoder_root / "enc", root / "enc")
-    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(root / "index"), kind="dense",
-                            encoder=str(root / "enc"), device="cpu", depth=10, faiss=ANN[name], nprobe=4))
-    assert json.loads((root / "index/manifest.json").read_text())["dense"]["faiss"] == ANN[name]
-    cases = fuzz(root / "index", QUERIES, 0)
-    check_fuzz(cases, root / "index")
-    planted = [c for c in cases if c["file"] == "dense/faiss.index" and not c["case"].startswith("0xFF")]
-    assert len(planted) >= 35, planted  # the graph's or the inverted file's own values, not just its bytes
+    index = root / "index"
+    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(index), kind="dense",
+                            encoder=str(root / "enc"), device="cpu", depth=10, faiss=ANN[name],
+                            **({"nprobe": 4} if "IVF" in ANN[name] else {})))
+    assert json.loads((index / "manifest.json").read_text())["dense"]["faiss"] == ANN[name]
+    cases = fuzz(index, QUERIES, 0)
+    check_fuzz(cases, index)
+    faiss_cases = {c["case"]: c for c in cases if c["file"] == "dense/faiss.index"}
+    planted = [k for k in faiss_cases if not k.startswith(("0xFF", "cut to"))]
+    assert len(planted) >= PLANTED[name], planted
+    assert "refused" in next(c for k, c in faiss_cases.items() if k.startswith("cut to")), faiss_cases
+    ours = {k: c["refused"] for k, c in faiss_cases.items() if "crafted or damaged" in c.get("hint", "")}
+    if name in ("ivfpq", "opq"):  # every edit of the PQ changes what a search reads: each refused
+        from support.faiss_edits import pq_files
+
+        labels = [label for label, _ in pq_files(index / "dense/faiss.index")]
+        assert len(labels) >= (34 if name == "opq" else 22), labels
+        work = f"{index.parent / 'work'}: dense/faiss.index: "  # (the fuzz's copy)
+        assert all(faiss_cases[k].get("refused", "").startswith(work) for k in labels), [faiss_cases[k] for k in labels]
+        assert "is not finite" in ours["pq centroids[0] = nan"] and "codebook" in ours["pq centroids[0] = nan"]
+        assert "code" in ours["pq M 16"] and "M 16" in ours["pq M 16"], ours
+        assert "not trained" in ours["ivf is_trained 0"], ours
+    if name == "opq":
+        assert "transform 0 of its chain" in ours["opq A[0] = nan"] and "not finite" in ours["opq A[0] = nan"], ours
+        assert "not trained" in ours["opq is_trained 0"], ours
+        assert "1,024" in ours["opq A cut to 512 values"] or "512" in ours["opq A cut to 512 values"], ours
+    if name == "sq8":  # ranges NaN or infinite decode every code to NaN: refused at open, not ranked
+        for k in ("sq trained[0] = nan", "sq trained[63] = inf"):
+            assert "scalar quantizer's trained range" in ours[k] and "not finite" in ours[k], ours
+    if name == "rabitq":  # an L2 quantizer under an inner-product index: other distances, refused at open
+        assert "RaBitQ quantizer's metric is l2" in ours["rabitq metric 1"], ours
+    if name not in ("ivf", "hnsw"):  # the float16 copy the compressed kinds re-rank from
+        rows = {c["case"]: c for c in cases if c["file"] == "dense/vectors.f16"}
+        nan = [c for k, c in rows.items() if k.startswith("row ") and k.endswith(("nan", "inf"))]
+        assert nan and all("is not finite" in c["refused"] and "float16 vector of passage" in c["refused"]
+                           for c in nan), rows
+        cut = next(c for k, c in rows.items() if k.startswith("cut to"))
+        assert "float16 values" in cut["refused"] and "bytes" in cut["refused"], cut
     if name == "ivf":  # a vector made NaN in a list changes no answer above, but it is found by verify
         from support.faiss_edits import planted_values
 
-        index = root / "index"
         label, at, value = next(x for x in planted_values(index / "dense/faiss.index") if "vectors" in x[0])
         data = bytearray((index / "dense/faiss.index").read_bytes())
         data[at:at + len(value)] = value
@@ -383,70 +437,6 @@ def test_planted_values_in_every_file_of_an_ivf_or_hnsw_index(encoder_root, smal
         assert r.returncode == 0 and r.stdout.startswith(f"refused: {index}: dense/faiss.index: the vector of "
                                                          "passage "), (label, r.stdout, r.stderr[-2000:])
         assert "(inverted list 0, position 0) is not finite" in r.stdout, r.stdout
-
-
-
-# an IVF-PQ index and one OPQ rotates first: their codebook, rotation and code sizes, read by every search
-PQ = {"ivfpq": "IVF8,PQ8", "opq": "OPQ8,IVF8,PQ8"}
-PQ_READ = """
-    import json, sys
-    from pathlib import Path
-    from support.faiss_edits import pq_files
-    from support.index_edits import resealed
-    from rag_retriever import load_index
-    from rag_retriever.errors import RetrieverError
-
-    index, queries = Path(sys.argv[1]), json.loads(sys.argv[2])
-    path = index / "dense/faiss.index"
-    pristine, manifest = path.read_bytes(), (index / "manifest.json").read_bytes()
-    want = load_index(index, device="cpu").retrieve_many(queries, 10)[0].tolist()
-    for label, data in pq_files(path):
-        path.write_bytes(data)
-        resealed(index)
-        print(json.dumps({"start": label}), flush=True)  # a crash names the case
-        out = {"case": label}
-        try:
-            out["same"] = load_index(index, device="cpu").retrieve_many(queries, 10)[0].tolist() == want
-        except RetrieverError as e:
-            out.update(refused=str(e), hint=e.hint)
-        except Exception as e:
-            out["error"] = f"{type(e).__name__}: {e}"
-        print(json.dumps(out), flush=True)
-        path.write_bytes(pristine)
-        (index / "manifest.json").write_bytes(manifest)
-    print(json.dumps({"done": True}), flush=True)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(PQ))
-def test_a_crafted_pq_codebook_rotation_or_code_size_is_refused_at_open(encoder_root, small_input, tmp_path, name):
-    """Each edit of an IVF-PQ (or OPQ-wrapped) file's codebook, rotation, trained flags or sizes, the manifest
-    sealed again, is refused at open in one line naming the file (FAISS's own reader refuses a size that
-    contradicts the bytes that follow it; ``check_structure`` the rest); none crashes, none ranks."""
-    root = tmp_path / "root"
-    shutil.copytree(encoder_root / "enc", root / "enc")
-    index = root / "index"
-    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(index), kind="dense",
-                            encoder=str(root / "enc"), device="cpu", depth=10, faiss=PQ[name], nprobe=4))
-    r = child(PQ_READ, str(index), json.dumps(QUERIES))
-    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    started = [x for x in lines if "start" in x]
-    assert r.returncode == 0 and lines[-1] == {"done": True}, (
-        f"the reader died (exit {r.returncode}) on {started[-1] if started else None}: {r.stderr[-3000:]}")
-    cases = [x for x in lines if "case" in x]
-    assert len(cases) >= (34 if name == "opq" else 22), cases
-    for c in cases:
-        assert "refused" in c, c  # every edit here changes what a search reads
-        assert c["refused"].startswith(f"{index}: dense/faiss.index: ") and "\n" not in c["refused"], c
-    ours = {c["case"]: c["refused"] for c in cases if "crafted or damaged" in c["hint"]}
-    assert "is not finite" in ours["pq centroids[0] = nan"] and "codebook" in ours["pq centroids[0] = nan"], ours
-    assert "code" in ours["pq M 16"] and "M 16" in ours["pq M 16"], ours
-    assert "not trained" in ours["ivf is_trained 0"], ours
-    if name == "opq":
-        assert "transform 0 of its chain" in ours["opq A[0] = nan"] and "not finite" in ours["opq A[0] = nan"], ours
-        assert "not trained" in ours["opq is_trained 0"], ours
-        assert "1,024" in ours["opq A cut to 512 values"] or "512" in ours["opq A cut to 512 values"], ours
 
 
 # -- a frequency above its block's recorded maximum -----------------------------------------------------------------

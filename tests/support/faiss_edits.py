@@ -1,7 +1,9 @@
 """Where the values a FAISS search reads lie in a ``faiss.index`` file (an HNSW graph's levels, offsets, neighbours,
-entry point and top level; an IVF index's list sizes, ids, centroids and codes; the header's trained flag), found by
-looking for each array's bytes as FAISS wrote them (its length as 8 bytes, then its values), so that a test can plant
-a value there the way someone who knows the format would."""
+entry point and top level; an IVF index's list sizes, ids, centroids and codes; a scalar quantizer's type, sizes and
+trained ranges; a RaBitQ quantizer's sizes, metric, query bits and its codes' factors; the header's trained flag;
+an IVF-PQ's codebook, sizes and OPQ rotation, :func:`pq_files`), found by looking for each array's bytes as FAISS
+wrote them (its length as 8 bytes, then its values), so that a test can plant a value there the way someone who
+knows the format would."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ def planted_values(path: Path) -> list[tuple[str, int, bytes]]:
                 out.append((f"{label}[{at}] = {v}", start + at * a.itemsize, np.array(v, dtype=a.dtype).tobytes()))
         return start + a.nbytes
 
+    out += _sq_values(data, index)
     hnsw = getattr(inner, "hnsw", None)
     if hnsw is not None:
         levels = faiss.vector_to_array(hnsw.levels)
@@ -69,6 +72,63 @@ def planted_values(path: Path) -> list[tuple[str, int, bytes]]:
         if isinstance(inner, faiss.IndexIVFFlat):
             codes = faiss.rev_swig_ptr(lists.get_codes(i), m * lists.code_size).copy().view(np.float32)
             each(f"ivf list {i} vectors", codes, [float("nan"), float("-inf")], sized=False)
+    rabitq = getattr(inner, "rabitq", None)
+    if rabitq is not None:
+        out += _rabitq_values(data, ivf, rabitq)
+    return out
+
+
+def _sq_values(data: bytes, index) -> list[tuple[str, int, bytes]]:
+    """A scalar quantizer's (an SQ8 index's, an IVF-SQ's, an HNSW graph's storage's): its type (``qtype``, int32),
+    then ``rangestat`` and its argument, ``d`` and ``code_size`` (8 bytes each) and its trained ranges (``vmin``
+    then ``vdiff``, a float each dimension); the type and sizes made other than the stored codes', the ranges NaN or
+    infinite; and an IVF-SQ's own ``code_size``, just after."""
+    import faiss
+
+    inner = faiss.downcast_index(index)
+    if hasattr(inner, "storage"):
+        inner = faiss.downcast_index(inner.storage)
+    sq = getattr(inner, "sq", None)
+    if sq is None:
+        return []
+    trained = faiss.vector_to_array(sq.trained)
+    head = _once(data, struct.pack("<QQq", sq.d, sq.code_size, trained.size) + trained.tobytes())
+    out = [(f"sq trained[{at}] = {v}", head + 24 + 4 * at, np.float32(v).tobytes())
+           for at in spots(trained) for v in (float("nan"), float("inf"))]
+    out += [(f"sq qtype {v}", head - 12, struct.pack("<i", v)) for v in (99, -1, 1, 2)]
+    out += [(f"sq d {v}", head, struct.pack("<Q", v)) for v in (16, 64, 0)]
+    out += [(f"sq code_size {v}", head + 8, struct.pack("<Q", v)) for v in (16, 64, 0)]
+    if isinstance(inner, faiss.IndexIVF):
+        end = head + 24 + trained.nbytes
+        assert struct.unpack("<Q", data[end:end + 8])[0] == inner.code_size
+        out += [(f"ivfsq code_size {v}", end, struct.pack("<Q", v)) for v in (16, 64, 0)]
+    return out
+
+
+def _rabitq_values(data: bytes, ivf, rabitq) -> list[tuple[str, int, bytes]]:
+    """An IVF-RaBitQ's quantizer (``d``, ``code_size``: 8 bytes each; its metric, int32), then the index's
+    ``code_size``, ``by_residual`` and ``qb`` (the query's bits, a byte), just before its inverted lists; and the
+    two float factors after each code's bits (list 0's first and last code) made NaN or infinite."""
+    import faiss
+
+    lists = _once(data, b"ilar" + struct.pack("<QQ", ivf.nlist, ivf.invlists.code_size))
+    head = lists - (8 + 8 + 4 + 8 + 1 + 1)
+    assert struct.unpack("<QQiQ", data[head:head + 28]) == (rabitq.d, rabitq.code_size, 0, ivf.code_size), "layout"
+    out = [(f"rabitq d {v}", head, struct.pack("<Q", v)) for v in (16, 64, 0)]
+    out += [(f"rabitq code_size {v}", head + 8, struct.pack("<Q", v)) for v in (4, 64, 0)]
+    out += [(f"rabitq metric {v}", head + 16, struct.pack("<i", v)) for v in (1, 99)]
+    out += [(f"ivfrabitq code_size {v}", head + 20, struct.pack("<Q", v)) for v in (4, 64, 0)]
+    out += [(f"ivfrabitq qb {v}", head + 29, bytes([v])) for v in (0, 9, 255)]
+    out += [(f"invlists code_size {v}", lists + 12, struct.pack("<Q", v)) for v in (4, 64)]
+    m, size = ivf.invlists.list_size(0), ivf.invlists.code_size
+    codes = faiss.rev_swig_ptr(ivf.invlists.get_codes(0), m * size).copy()
+    start = _find(data, codes, sized=False)
+    bits = (rabitq.d + 7) // 8
+    for j in sorted({0, m - 1}):
+        for f in range((size - bits) // 4):
+            for v in (float("nan"), float("inf")):
+                out.append((f"rabitq list 0 code {j} factor {f} = {v}", start + j * size + bits + 4 * f,
+                            np.float32(v).tobytes()))
     return out
 
 
@@ -88,8 +148,13 @@ def pq_files(path: Path) -> list[tuple[str, bytes]]:
 
     data = path.read_bytes()
     index = faiss.read_index(str(path))
-    ivf = faiss.extract_index_ivf(index)
-    pq = faiss.downcast_index(ivf).pq
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        return []
+    pq = getattr(faiss.downcast_index(ivf), "pq", None)
+    if pq is None:  # (none: an index without an IVF-PQ)
+        return []
     out: list[tuple[str, bytes]] = []
 
     def put(label: str, at: int, b: bytes) -> None:

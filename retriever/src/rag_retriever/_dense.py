@@ -341,7 +341,8 @@ def check_structure(index: Any, where: str) -> None:
     file's centroids (finite) and ids: each passage ``0 .. ntotal - 1`` held once, in one list (an id out of that
     range is a passage the index does not hold; one held twice, another's vector under its id). At open: the
     ids read once (8 bytes a passage; 0.08 s at 5.2M passages in 4,096 lists, 0.4 s in 65,536, on one core);
-    an IVF-PQ's code sizes and codebook (``d x 2**nbits`` floats, :func:`_check_pq`) and an OPQ or other linear
+    an IVF-PQ's code sizes and codebook (``d x 2**nbits`` floats, :func:`_check_pq`), a scalar quantizer's trained
+    ranges (``2 x d`` floats, :func:`_check_sq`), an IVF-RaBitQ's metric and an OPQ or other linear
     transform's matrix (``d_in x d_out``, :func:`_check_transforms`), each read once; the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
     import numpy as np
 
@@ -361,12 +362,18 @@ def check_structure(index: Any, where: str) -> None:
                              f"{entry:,} ({at}), but its highest node is at level {top}", hint=CRAFTED_HINT)
     _check_transforms(faiss, inner, where)
     ivf = _ivf(faiss, index)
+    _check_sq(faiss, inner if ivf is None else faiss.downcast_index(ivf), where)
     if ivf is None:
         return
     if not ivf.is_trained:
         raise DenseError(f"{where}: the header of its inverted file says it is not trained, so no search of it can "
                          "run", hint=CRAFTED_HINT)
     _check_pq(faiss, ivf, where)
+    rabitq = getattr(faiss.downcast_index(ivf), "rabitq", None)
+    if rabitq is not None and int(rabitq.metric_type) != int(index.metric_type):
+        said, own = (METRICS.get(int(x), int(x)) for x in (rabitq.metric_type, index.metric_type))
+        raise DenseError(f"{where}: its RaBitQ quantizer's metric is {said}; the index's is {own}, so the distances "
+                         "its codes give are not the ones it ranks by", hint=CRAFTED_HINT)
     try:
         centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
     except RuntimeError:  # a quantizer that keeps no vectors to read back: its own search checks what it reads
@@ -454,6 +461,30 @@ def _check_pq(faiss: Any, ivf: Any, where: str) -> None:
                          f"{at // pq.ksub:,}) is not finite (NaN or infinity)", hint=CRAFTED_HINT)
 
 
+def _check_sq(faiss: Any, inner: Any, where: str) -> None:
+    """A scalar quantizer's (an SQ index's, an IVF-SQ's, an HNSW graph's storage's) trained ranges, which every code
+    is decoded by: finite, ``vmin`` then ``vdiff`` a value each dimension (one each for a uniform type), and its
+    dimension the index's."""
+    import numpy as np
+
+    storage = getattr(inner, "storage", None)
+    sq = getattr(faiss.downcast_index(storage) if storage is not None else inner, "sq", None)
+    if sq is None:
+        return
+    q, t = faiss.ScalarQuantizer, faiss.vector_to_array(sq.trained)
+    want = {q.QT_8bit: 2 * sq.d, q.QT_4bit: 2 * sq.d, q.QT_6bit: 2 * sq.d, q.QT_8bit_uniform: 2,
+            q.QT_4bit_uniform: 2}.get(int(sq.qtype), t.size)
+    if sq.d != inner.d or t.size != want:
+        raise DenseError(f"{where}: its scalar quantizer (type {int(sq.qtype)}, dimension {sq.d}) holds "
+                         f"{t.size:,} trained values; it needs {want:,} for the index's dimension {inner.d}",
+                         hint=CRAFTED_HINT)
+    if not np.isfinite(t).all():
+        at = int(np.flatnonzero(~np.isfinite(t))[0])
+        what = f"{'vmin' if at < t.size // 2 else 'vdiff'} {at % max(1, t.size // 2):,}"
+        raise DenseError(f"{where}: its scalar quantizer's trained range ({what}) is not finite (NaN or infinity)",
+                         hint=CRAFTED_HINT)
+
+
 def _ivf_flat_finite(index: Any, where: str) -> None:
     """An IVF-Flat index's vectors (its lists' codes), a list at a time: each finite (:func:`verify`)."""
     import numpy as np
@@ -514,6 +545,23 @@ def _seeded(index: Any, seed: int) -> None:
     pq = getattr(faiss.downcast_index(index), "pq", None)
     if pq is not None:
         pq.cp.seed = seed
+
+
+def float16_copy(directory: Path, manifest: dict[str, Any]) -> VectorFile | None:
+    """A compressed index's float16 copy of its vectors (``dense.vectors``; None for none), refused in one line
+    unless it holds a row for each passage and its size is that of its rows (a file cut short, or longer, would be
+    read past its end or misread a row at a time)."""
+    m, vec = manifest["dense"], manifest["dense"].get("vectors")
+    if not vec:
+        return None
+    path, rows, d, n = Path(directory) / DENSE_DIR / vec["file"], vec["rows"], m["dim"], manifest["passages"]
+    size = path.stat().st_size
+    if rows != n or size != 2 * rows * d:
+        raise DenseError(f"{directory}: {DENSE_DIR}/{vec['file']}: {size:,} bytes for {rows:,} rows of {d} float16 "
+                         f"values ({2 * rows * d:,} bytes); the index holds {n:,} passages",
+                         hint="the file was cut short, crafted or damaged after the index was built: build the index "
+                              "again with curriculum index ... --overwrite")
+    return VectorFile(path, rows, d)
 
 
 class VectorFile:
@@ -1375,8 +1423,7 @@ class DenseSearcher:
         check_structure(self.index, f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
         _set_params(self.index, m)
         self.l2 = metric_of(self.index, str(directory)) == "l2"  # the index's own metric, whatever was recorded
-        vec = m.get("vectors")
-        self.vectors = VectorFile(self.dir / vec["file"], vec["rows"], m["dim"]) if vec else None
+        self.vectors = float16_copy(Path(directory), manifest)
         self.refine = int(m.get("refine") or 0) if self.vectors is not None else 0
         self._encoder: Encoder | None = given
         self._lock = threading.Lock()
@@ -1474,6 +1521,12 @@ def ranked(index: Any, vectors: VectorFile | None, refine: int, q: Any, k: int, 
             s = block @ q[r]
             if l2:
                 s = 2 * s - (block * block).sum(axis=1) - q[r] @ q[r]
+            if not np.isfinite(block).all():  # (read only here: the whole copy is checked by verify)
+                bad = int(cand[np.flatnonzero(~np.isfinite(block).all(axis=1))[0]])
+                raise DenseError(f"{vectors.path.parent.parent}: {DENSE_DIR}/{vectors.path.name}: the float16 vector "
+                                 f"of passage {bad:,} is not finite (NaN or infinity), so it cannot be re-ranked",
+                                 hint="the file was crafted or damaged after the index was built: build the index "
+                                      "again with curriculum index ... --overwrite")
             exact[r, :len(cand)] = s
             ids[r, :len(cand)] = cand
             ids[r, len(cand):] = -1
@@ -1514,7 +1567,7 @@ def verify(directory: Path, manifest: dict[str, Any]) -> None:
     _ivf_flat_finite(index, f"{directory}: {DENSE_DIR}/{FAISS_INDEX}")
     vec = m.get("vectors")
     if vec:
-        check_finite(VectorFile(d / vec["file"], vec["rows"], m["dim"]), f"{directory}: {DENSE_DIR}/{vec['file']}")
+        check_finite(float16_copy(Path(directory), manifest), f"{directory}: {DENSE_DIR}/{vec['file']}")
     rec = m.get("onnx")
     if isinstance(rec, dict):  # the exported encoder: the files the manifest's digests name
         for key in ("model", "tokenizer"):
