@@ -3,7 +3,11 @@
 Each error says what went wrong and where (the file, the record and the field for bad input); ``hint``, set at the
 raise site, says what to do next. The command line prints both (``error: ...`` then ``hint: ...``) and exits with
 status 1 (2 for a :class:`UsageError` or an :class:`UnknownNameError`: the command itself is wrong); library callers catch :class:`CurriculumError` (or the standard class it also derives from: a bad value
-is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written against those keeps working).
+is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written against those keeps working). The
+kinds both distributions raise (a bad setting, an unknown name, a usage error, an impossible setting, a bad record)
+take their messages, fields and the ``hint`` from the retriever's error machinery (``rag_retriever._support._errors``,
+shared with :mod:`rag_retriever.errors`), under :class:`CurriculumError`: catching it catches none of the
+retriever's own errors.
 
 >>> try:
 ...     raise ConfigError("n = 0: must be >= 1", hint="pass n=1 or more")
@@ -14,39 +18,29 @@ is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written a
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+
+from rag_retriever._support import _errors as _base
+from rag_retriever._support._errors import SkipReport
 
 
-class CurriculumError(Exception):
+class CurriculumError(_base.HintedError):
     """Base class of the toolkit's own errors. ``hint``: what to do next (None when the message says it)."""
-
-    hint: str | None = None
-
-    def __init__(self, *args: object, hint: str | None = None) -> None:
-        super().__init__(*args)
-        if hint is not None:
-            self.hint = hint
 
 
 # --- configuration: settings, names, recipes -----------------------------------------------------------------
 
 
-class ConfigError(CurriculumError, ValueError):
+class ConfigError(CurriculumError, _base.ConfigError):
     """A setting, option or configuration that cannot be used as given (a bad value, a contradiction)."""
 
 
-class UnknownNameError(CurriculumError, KeyError):
+class UnknownNameError(CurriculumError, _base.UnknownNameError):
     """A name that is not registered (a dataset, schedule, template, format, reward, backend or recipe); the
     message lists the known names and the closest one."""
 
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
-
-class UsageError(ConfigError):
+class UsageError(ConfigError, _base.UsageError):
     """The command itself is wrong: a value a setting cannot take, an unknown option, name, recipe or argument. The
     command line exits with status 2 for it, as click does for an option that does not parse; every other refusal
     exits with 1."""
@@ -56,48 +50,23 @@ class RecipeError(UsageError):
     """A recipe that cannot be found, composed or bound to its config."""
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-class SettingError(UsageError):
+class SettingError(UsageError, _base.SettingError):
     """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
     allowed."""
-
-    def __init__(self, name: str, value: Any, allowed: str, *, flag: str | None = None,
-                 message: str | None = None) -> None:
-        self.setting = name
-        self.value = value
-        self.allowed = allowed
-        self.flag = flag
-        label = f"{name} ({flag})" if flag and flag != name else name
-        super().__init__(message or f"{label} = {_show(value)}: must be {allowed}")
-
-
 
 
 # --- input data -----------------------------------------------------------------------------------------------
 
 
-class DataError(CurriculumError, ValueError):
+class DataError(CurriculumError, _base.DataError):
     """A record that cannot be read faithfully.
 
     ``kind`` is a short machine name: ``invalid_json`` (truncated or invalid JSON, NaN/Infinity, nesting too
     deep, content after the list), ``invalid_utf8``, ``invalid_parquet``, ``missing_field``, ``wrong_type``,
     ``empty_question``, ``empty_answer``, ``no_gold``, ``dangling_supporting_fact``, ``conflicting_id`` (an id
-    reused by a different question); the message names the file, the record and the field.
+    reused by a different question); the message names the file, the record and the field (``detail``: the
+    message without the place, what a caller that names the place itself re-raises).
     """
-
-    def __init__(self, message: str, *, kind: str, path: str | None = None, record: str | None = None,
-                 field: str | None = None, hint: str | None = None) -> None:
-        self.kind = kind
-        self.path = path
-        self.record = record
-        self.field = field
-        self.detail = message  # without the place: what a caller that names the place itself re-raises
-        where = ", ".join(x for x in (path, record, f"field {field!r}" if field else None) if x)
-        super().__init__(f"{where}: {message}" if where else message, hint=hint)
 
 
 class RewardInputError(DataError, ConfigError):
@@ -241,26 +210,9 @@ class PromptLengthError(CurriculumError):
             "and they are the hardest rows of the curriculum: raise the limit named above")
 
 
-@dataclass
-class SkipReport:
-    """What ``on_error="skip"`` skipped, counted by kind, with the first few messages of each kind."""
-
-    counts: Counter = field(default_factory=Counter)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    keep: int = 3
-
-    def add(self, err: DataError) -> None:
-        self.counts[err.kind] += 1
-        self.examples.setdefault(err.kind, [])
-        if len(self.examples[err.kind]) < self.keep:
-            self.examples[err.kind].append(str(err))
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def summary(self) -> str:
-        if not self.total:
-            return "no records skipped"
-        parts = ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items()))
-        return f"skipped {self.total} record(s) ({parts})"
+__all__ = ["BatchError", "BuildError", "ConfigError", "CurriculumError", "CurriculumOrderError", "DataError",
+           "DivergedError", "EngineError", "EvalError", "GenerationError", "HubError", "IdenticalSamplesError",
+           "IncompleteRunError", "InputIsADirectoryError", "ModelFileError", "PartitionError", "ProfileError",
+           "PromptLengthError", "PromptTooLongError", "RecipeError", "RewardInputError", "RunMismatchError",
+           "SettingError", "ShardError", "SkipReport", "TokenizerError", "UnknownNameError", "UsageError",
+           "WrongDatasetError"]

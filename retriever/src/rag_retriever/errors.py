@@ -4,82 +4,46 @@ Each says what went wrong and where (the file, the line and the field for a bad 
 it is raised, says what to do next. ``rag-retriever`` prints both (``error: ...`` then ``hint: ...``) and exits with
 status 1 (2 for a :class:`UsageError` or an :class:`UnknownNameError`: the command itself is wrong). Each also
 derives from the standard class it is a case of (a bad value is a :class:`ValueError`, an unknown name a
-:class:`KeyError`), so code written against those keeps working.
+:class:`KeyError`), so code written against those keeps working. Their messages, fields and ``hint`` come from
+``rag_retriever._support._errors``, which rag-curriculum's errors build on too.
 
->>> try:
-...     raise ConfigError("k = -1: must be >= 0", hint="pass k=0 or more")
-... except ValueError as e:
-...     (str(e), e.hint)
-('k = -1: must be >= 0', 'pass k=0 or more')
+>>> e = DataError("not JSON", kind="invalid_json", path="corpus.jsonl", record="line 3", hint="fix the line")
+>>> (str(e), e.detail, e.hint, isinstance(e, ValueError))
+('corpus.jsonl, line 3: not JSON', 'not JSON', 'fix the line', True)
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
+from ._support import _errors as _base
+from ._support._errors import SkipReport
 
 
-class RetrieverError(Exception):
+class RetrieverError(_base.HintedError):
     """Base class of the retriever's own errors. ``hint``: what to do next (None when the message says it)."""
 
-    hint: str | None = None
 
-    def __init__(self, *args: object, hint: str | None = None) -> None:
-        super().__init__(*args)
-        if hint is not None:
-            self.hint = hint
-
-
-class ConfigError(RetrieverError, ValueError):
+class ConfigError(RetrieverError, _base.ConfigError):
     """A setting or option that cannot be used as given (a bad value, a contradiction)."""
 
 
-class UnknownNameError(RetrieverError, KeyError):
+class UnknownNameError(RetrieverError, _base.UnknownNameError):
     """A name that is not registered (a retriever kind); the message lists the known names and the closest one."""
 
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
-
-class UsageError(ConfigError):
+class UsageError(ConfigError, _base.UsageError):
     """The command itself is wrong: a value a setting cannot take, an option of another kind. The command line
     exits with status 2 for it."""
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-class SettingError(UsageError):
+class SettingError(UsageError, _base.SettingError):
     """A setting with an impossible value (wrong type or out of range): names the setting, the value and what is
     allowed."""
 
-    def __init__(self, name: str, value: Any, allowed: str, *, flag: str | None = None,
-                 message: str | None = None) -> None:
-        self.setting = name
-        self.value = value
-        self.allowed = allowed
-        self.flag = flag
-        label = f"{name} ({flag})" if flag and flag != name else name
-        super().__init__(message or f"{label} = {_show(value)}: must be {allowed}")
 
-
-class DataError(RetrieverError, ValueError):
+class DataError(RetrieverError, _base.DataError):
     """A corpus line (or dataset record) that cannot be read faithfully. ``kind`` is a short machine name
     (``invalid_json``, ``invalid_utf8``, ``missing_field``, ``wrong_type``, ``empty_text``, ``conflicting_id``,
     ``corpus``, ``empty_corpus``); the message names the file, the record and the field."""
-
-    def __init__(self, message: str, *, kind: str, path: str | None = None, record: str | None = None,
-                 field: str | None = None, hint: str | None = None) -> None:
-        self.kind = kind
-        self.path = path
-        self.record = record
-        self.field = field
-        self.detail = message  # without the place
-        where = ", ".join(x for x in (path, record, f"field {field!r}" if field else None) if x)
-        super().__init__(f"{where}: {message}" if where else message, hint=hint)
 
 
 class IndexError_(RetrieverError):
@@ -94,31 +58,6 @@ RetrievalIndexError = IndexError_
 class EngineError(RetrieverError):
     """Ray (``--engine ray``) could not do the work: Ray is not installed, the cluster cannot be reached or lacks the
     resources asked for, or the work failed on every retry."""
-
-
-@dataclass
-class SkipReport:
-    """What ``on_error="skip"`` skipped, counted by kind, with the first few messages of each kind."""
-
-    counts: Counter = field(default_factory=Counter)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    keep: int = 3
-
-    def add(self, err: Any) -> None:
-        self.counts[err.kind] += 1
-        self.examples.setdefault(err.kind, [])
-        if len(self.examples[err.kind]) < self.keep:
-            self.examples[err.kind].append(str(err))
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def summary(self) -> str:
-        if not self.total:
-            return "no records skipped"
-        parts = ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items()))
-        return f"skipped {self.total} record(s) ({parts})"
 
 
 __all__ = ["ConfigError", "DataError", "EngineError", "IndexError_", "RetrievalIndexError", "RetrieverError",

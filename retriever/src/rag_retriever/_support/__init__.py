@@ -2,7 +2,7 @@
 file digests, 64-bit hashes, the GC pause, forked side tasks, locks, secret masking, Ray connection, progress bars,
 typed settings, a registry, portable paths: the retriever needs nothing of rag-curriculum. Private (no stable API)
 outside this repository: rag-curriculum, which requires this package, takes its atomic writes, forked side tasks,
-locks, secret masking and Ray connection from here rather than keeping copies."""
+locks, secret masking, Ray connection and error machinery (``_errors``) from here rather than keeping copies."""
 
 from ._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
 from ._counts import gc_paused
