@@ -7,7 +7,9 @@ passage; built once into ``--work`` and kept).
     python bench/bench_bounds_checks.py --baseline-src /tmp/before/src [--passages 1000000] [--queries 400]
 
 ``--baseline-src``: the ``src`` folder of a checkout from before the checks (``git worktree add /tmp/before
-COMMIT``); its search is compiled in its own numba cache. Each round runs the two searches in fresh processes,
+10fc7da^``: the retriever was then ``rag_curriculum.retrieval``; a later checkout's ``rag_retriever`` is found in its
+``retriever/src``); its search is compiled in its own numba cache, and each child checks that the code it imported is
+the checkout's, not the one installed. Each round runs the two searches in fresh processes,
 alternating, one query at a time on one core (the analysed queries made once); both must give the same ids and
 scores (compared by digest), or the script stops. Prints the open's milliseconds checked and unchecked and each
 round's milliseconds a query, and the ratios.
@@ -25,18 +27,32 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
+
+def locate(src: Path) -> tuple[Path, str]:
+    """The folder to put on a child's path and the retriever's package in the checkout whose ``src`` is ``src``."""
+    for where in (src, src.parent / "retriever" / "src"):
+        if (where / "rag_retriever" / "_postings.py").is_file():
+            return where, "rag_retriever"
+    if (src / "rag_curriculum" / "retrieval" / "_postings.py").is_file():
+        return src, "rag_curriculum.retrieval"
+    sys.exit(f"{src}: no rag_retriever/_postings.py (or rag_curriculum/retrieval/_postings.py) in this checkout")
+
 CHILD = r"""
-import hashlib, json, sys, time
+import hashlib, importlib, json, sys, time
 from pathlib import Path
 import numpy as np
-from rag_retriever._postings import PostingsIndex
 
-d, what, queries, k = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+d, what, queries, k, pkg, where = (Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]),
+                                   sys.argv[5], Path(sys.argv[6]).resolve())
+postings = importlib.import_module(pkg + "._postings")
+if not Path(postings.__file__).resolve().is_relative_to(where):  # (an installed copy found first: not the checkout)
+    sys.exit(f"imported {postings.__file__}, not the checkout's {where}")
+PostingsIndex = postings.PostingsIndex
 params = json.loads((d / "params.json").read_text())
 out = {}
 if what == "open":
-    from rag_retriever._bm25 import Vocabulary
-    from rag_retriever._postings import check_arrays, kernels
+    Vocabulary = importlib.import_module(pkg + "._bm25").Vocabulary
+    check_arrays, kernels = postings.check_arrays, postings.kernels
     kernels()
     ix = PostingsIndex(d, params, checked=False)
     for name in ("words", "block_bits", "block_last", "block_max", "term_first", "term_last_n", "doc_len", "tie"):
@@ -75,8 +91,9 @@ def build(work: Path, n: int, seed: int = 0) -> Path:
         return d
     import numpy as np
 
-    sys.path.insert(0, str(SRC))
-    from rag_retriever._postings import write_postings
+    where, pkg = locate(SRC)
+    sys.path.insert(0, str(where))
+    write_postings = __import__(pkg + "._postings", fromlist=["write_postings"]).write_postings
 
     rng = np.random.default_rng(seed)
     vocab_size = max(1000, n // 2)
@@ -105,10 +122,11 @@ def queries(d: Path, count: int, seed: int = 1) -> list[list[int]]:
 
 
 def child(src: Path, d: Path, what: str, qs: list[list[int]], k: int, cache: Path | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    where, pkg = locate(src)
+    env = {**os.environ, "PYTHONPATH": str(where), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = str(cache)
-    r = subprocess.run([sys.executable, "-c", CHILD, str(d), what, json.dumps(qs), str(k)], env=env,
+    r = subprocess.run([sys.executable, "-c", CHILD, str(d), what, json.dumps(qs), str(k), pkg, str(where)], env=env,
                        capture_output=True, text=True, timeout=3600)
     if r.returncode:
         sys.exit(f"the {what} child of {src} failed:\n{r.stderr[-3000:]}")
