@@ -20,6 +20,7 @@ import pytest
 from conftest import MUSIQUE_TRAIN
 from rag_retriever import IndexConfig, build_index, load_index
 from rag_retriever._integrity import choose_into_memory, into_memory, read_into_memory
+from rag_retriever._lease import can_lease
 from support.servers import free_port, server_process
 
 pytest.importorskip("bm25s")
@@ -73,8 +74,8 @@ def _check_copied_over(served: Path, other: Path, log: Path) -> None:
         for _ in range(3):  # and again: the server is still there, still refusing
             status, got = post(url, {"queries": QUERIES, "topk": 3})
             assert status == 503, (status, got)
-            assert got["detail"].startswith(f"the index {served.name}: ") and "changed) since this server opened it" \
-                in got["detail"] and "mv it into place" in got["detail"], got
+            assert got["detail"].startswith(f"the index {served.name}: ") and ") since this server opened it" \
+                in got["detail"] and "mv it into place" in got["detail"], got  # (written, or being: leased)
             assert proc.poll() is None, log.read_text()[-3000:]
         status, h = health(url)
         assert status == 503 and h["status"] == "changed", h
@@ -207,7 +208,9 @@ def test_an_index_read_into_memory_maps_no_file(bm25_pair):
     """``read_into_memory``: the arrays and the passage store are read whole, not mapped, and answer as mapped."""
     mapped = load_index(bm25_pair / "a")
     want = mapped.retrieve_many(QUERIES, 3)
-    assert choose_into_memory(bm25_pair / "a", None)[0]  # small: into memory by default
+    assert can_lease(bm25_pair / "a")  # (Linux, a local filesystem, the files this user's)
+    assert not choose_into_memory(bm25_pair / "a", None)[0]  # leasable: mapped by default
+    assert choose_into_memory(bm25_pair / "a", None, leases=False)[0]  # no lease (Ray Serve), small: into memory
     assert choose_into_memory(bm25_pair / "a", False) == (False, choose_into_memory(bm25_pair / "a", None)[1])
     was = into_memory()
     read_into_memory(True)

@@ -257,10 +257,10 @@ class ServeConfig:
         "their keys and the fingerprint recomputed from the files (the server then announces that one), the BM25 "
         "postings decoded whole, the stored rankings ranked again; a changed file is refused, naming it."))
     in_memory: bool | None = rule(None, help=(
-        "Read the index whole into memory rather than mapping its files (--no-in-memory maps them: an index "
-        "larger than memory; on Linux a mapped index's files are held with a read lease, so files copied over it "
-        "(cp) wait for the searches in flight). Default: in memory when its files take at most a quarter of this "
-        "machine's memory."))
+        "Read the index whole into memory rather than mapping its files (--no-in-memory maps them; a mapped "
+        "index's files are held with a read lease, so files copied over it (cp) wait for the searches in flight). "
+        "Default: mapped where the files can be leased (Linux, a local filesystem, not --engine ray), else in "
+        "memory when they take at most a quarter of this machine's memory."))
     max_connections: int = rule(1024, ge=16, le=1 << 20, help=(
         "The most open connections (kept below the descriptor limit); one more closes the idle connection heard "
         "from least recently (waiting for a request's headers or body, or between requests)."))

@@ -148,24 +148,32 @@ def physical_memory() -> int | None:
         return None
 
 
-def choose_into_memory(directory: str | Path, wanted: bool | None) -> tuple[bool, int]:
+def choose_into_memory(directory: str | Path, wanted: bool | None, *, leases: bool = True) -> tuple[bool, int]:
     """Whether a server reads the index in ``directory`` into memory, and the bytes its files take: ``wanted``
-    (``--in-memory`` / ``--no-in-memory``), or, not given, when the files take at most a quarter of this machine's
-    memory (at most 1 GiB where the system does not say how much there is).
+    (``--in-memory`` / ``--no-in-memory``), or, not given, mapped where the server holds its files with a read
+    lease (``leases``: a server whose event loop takes them, not Ray Serve's replicas; and the files leasable here:
+    :func:`~rag_retriever._lease.can_lease`), else into memory when the files take at most a quarter of this
+    machine's memory (at most 1 GiB where the system does not say how much there is). Mapped, a server starts
+    without reading the index (5.2M passages: 3.4 to 4.0 s to healthy, against 7.6 to 8.2 s read whole).
 
     >>> choose_into_memory("/nowhere", True)
     (True, 0)
     """
+    from ._lease import can_lease
+
     d = Path(directory)
     size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0
     if wanted is not None:
         return bool(wanted), size
+    if leases and can_lease(d):
+        return False, size
     memory = physical_memory()
     return size <= (memory // 4 if memory else 1 << 30), size
 
 
-def memory_line(in_memory: bool, size: int) -> str:
-    """The line a server prints about how it reads its index (:func:`choose_into_memory`).
+def memory_line(in_memory: bool, size: int, *, leased: bool = False) -> str:
+    """The line a server prints about how it reads its index (:func:`choose_into_memory`); ``leased``: its mapped
+    files held with a read lease.
 
     >>> memory_line(True, 3 * 2**20)
     'index read into memory (3 MB): files copied over it while it is served cannot crash the server'
@@ -173,6 +181,9 @@ def memory_line(in_memory: bool, size: int) -> str:
     amount = f"{size / 2**20:,.0f} MB" if size < 2**30 else f"{size / 2**30:,.1f} GB"
     if in_memory:
         return f"index read into memory ({amount}): files copied over it while it is served cannot crash the server"
+    if leased:
+        return (f"index mapped ({amount}), its files leased: a copy over them waits for the searches in flight, then "
+                "every answer is a 503; replace it with mv or `index --overwrite` (--in-memory reads it whole)")
     return (f"index mapped, not read into memory ({amount}): replace it with mv or `index --overwrite`, never by "
             "copying files over it while it is served (--in-memory reads it whole)")
 

@@ -135,6 +135,35 @@ class ReadGuard:
                 pass  # (closed, or already broken by the kernel)
 
 
+def can_lease(directory: Any) -> bool:
+    """Whether this process can hold a read lease on the files of the index in ``directory`` (tried on its
+    manifest, then let go): Linux, the files the server's user's own, a filesystem that grants leases.
+
+    >>> can_lease("/nowhere")
+    False
+    """
+    import os
+    import sys
+    from pathlib import Path
+
+    if not sys.platform.startswith("linux"):
+        return False
+    import fcntl
+
+    try:
+        fd = os.open(Path(directory) / "manifest.json", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _lease_of(fd: int) -> int:
     import fcntl
 

@@ -165,12 +165,12 @@ def serve_command(**options: Any) -> None:
         cfg = bind(ServeConfig, _given(options))
         import uvicorn
 
-        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory)
+        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=cfg.engine != "ray")
         scope.enter_context(serving.reading_into_memory(memory))
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         click.echo(ix.check_line())
-        click.echo(serving.memory_line(memory, size))
+        click.echo(serving.memory_line(memory, size, leased=not memory and cfg.engine != "ray" and serving.can_lease(cfg.index)))
         options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
                    "allow_other_encoder": cfg.allow_other_encoder, "in_memory": memory}
         if cfg.engine == "ray":

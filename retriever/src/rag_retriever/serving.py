@@ -5,8 +5,9 @@ app in a server of their own.
   ``GET /manifest``) over an index named by the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`), so that
   uvicorn's workers each open it;
 * :func:`run_ray_serve`: the same app as a Ray Serve deployment of replicas;
-* :func:`choose_into_memory`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads the index whole into memory
-  (``--in-memory``), so files copied over a served index cannot crash it mid-query;
+* :func:`choose_into_memory`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads
+  the index whole into memory (``--in-memory``) or maps it, its files held with a read lease where
+  :func:`can_lease` (so files copied over a served index cannot crash it mid-query);
 * the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
   request's headers and body, a cap on open connections, secrets masked in the access log. It imports uvicorn, so
   it is loaded only when one of its names is asked for.
@@ -17,12 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from ._integrity import choose_into_memory, memory_line, read_into_memory, reading_into_memory
+from ._lease import can_lease
 from ._ray_serve import run as run_ray_serve
 from ._server import ENV_INDEX, ENV_OPTIONS, make_app
 
 _GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
 
-__all__ = ["ENV_INDEX", "ENV_OPTIONS", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
+__all__ = ["ENV_INDEX", "ENV_OPTIONS", "can_lease", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
            "reading_into_memory", "run_ray_serve", *_GUARD]
 
 
