@@ -17,10 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._index import CorpusIndex
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +43,7 @@ class ReadGuard:
     Without a lease (:meth:`lease`), only the ``fstat`` check; with one, a writer's open is also held back until
     the reads in flight are done."""
 
-    def __init__(self, ix: CorpusIndex) -> None:
+    def __init__(self, ix: Any) -> None:  # (a CorpusIndex: its _fds, changed(), path)
         self.ix = ix
         self.writing: str | None = None  # the file another process is opening for writing (the lease broken)
         self._readers = 0
