@@ -52,7 +52,7 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 30 to 40 min (2108 s measured on 2 cores at load 0.7, environments made; the README walkthrough 791 s of it)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 30 to 35 min (1959 s measured on 2 cores at load 0.9, environments made; the README walkthrough 709 s of it)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 6 to 10 min (449 s measured at load 0.8, its CLI runs' engines in process)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 4 to 6 min (323 s measured at load 0.2)" ;;
     core) echo "the core install alone in .venv-core; under a minute (6 s measured)" ;;
