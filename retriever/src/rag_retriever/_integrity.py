@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ._lease import can_lease
 from ._support import file_sha256
 from .errors import IndexError_
 
@@ -154,13 +155,11 @@ def choose_into_memory(directory: str | Path, wanted: bool | None, *, leases: bo
     lease (``leases``: a server whose event loop takes them, not Ray Serve's replicas; and the files leasable here:
     :func:`~rag_retriever._lease.can_lease`), else into memory when the files take at most a quarter of this
     machine's memory (at most 1 GiB where the system does not say how much there is). Mapped, a server starts
-    without reading the index (5.2M passages: 3.4 to 4.0 s to healthy, against 7.6 to 8.2 s read whole).
+    without reading the index (5.2M passages, 3.2 GB: 3.4 to 4.9 s to healthy, against 7.6 to 10.6 s read whole).
 
     >>> choose_into_memory("/nowhere", True)
     (True, 0)
     """
-    from ._lease import can_lease
-
     d = Path(directory)
     size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) if d.is_dir() else 0
     if wanted is not None:

@@ -14,10 +14,19 @@ runs in the main thread (where signals are delivered to Python). Where it cannot
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # (not a POSIX system: no leases, and can_lease says so)
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +88,8 @@ class ReadGuard:
     def lease(self, loop: Any) -> str | None:
         """Take a read lease on each of the index's files, the event loop ``loop`` told when one breaks; None
         when every file is leased, else why none is (nothing held then)."""
-        import signal
-        import sys
-
-        if not sys.platform.startswith("linux"):
+        if fcntl is None or not sys.platform.startswith("linux"):
             return "leases are Linux's"
-        import fcntl
-
         try:  # (before the first lease: SIGIO's default action ends the process)
             loop.add_signal_handler(signal.SIGIO, self._broken)
         except (RuntimeError, ValueError, NotImplementedError) as e:
@@ -102,8 +106,6 @@ class ReadGuard:
     def _broken(self) -> None:
         """SIGIO, in the event loop: a leased file is being opened for writing. Refuse from now on; let the writer
         go once the reads in flight end."""
-        import fcntl
-
         names = [n for n, fd in self.ix._fds.items() if fd in self._held and _lease_of(fd) == fcntl.F_UNLCK]
         if not names or self.writing is not None:
             return
@@ -122,8 +124,6 @@ class ReadGuard:
 
     def release(self) -> None:
         """Let go of every lease held (a writer waiting goes on)."""
-        import fcntl
-
         held, self._held = self._held, []
         for fd in held:
             try:
@@ -139,14 +139,8 @@ def can_lease(directory: Any) -> bool:
     >>> can_lease("/nowhere")
     False
     """
-    import os
-    import sys
-    from pathlib import Path
-
-    if not sys.platform.startswith("linux"):
+    if fcntl is None or not sys.platform.startswith("linux"):
         return False
-    import fcntl
-
     try:
         fd = os.open(Path(directory) / "manifest.json", os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
@@ -162,8 +156,6 @@ def can_lease(directory: Any) -> bool:
 
 
 def _lease_of(fd: int) -> int:
-    import fcntl
-
     try:
         return fcntl.fcntl(fd, fcntl.F_GETLEASE)
     except OSError:

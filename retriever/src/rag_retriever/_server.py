@@ -54,7 +54,7 @@ from typing import Any
 from ._config import ServeConfig
 from ._index import CorpusIndex
 from ._integrity import into_memory, read_into_memory
-from ._lease import CHANGED_HINT, Changed, ReadGuard  # noqa: F401  (CHANGED_HINT: the hint's one place)
+from ._lease import CHANGED_HINT, Changed, ReadGuard
 
 #: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
 #: closed the connection.

@@ -165,12 +165,14 @@ def serve_command(**options: Any) -> None:
         cfg = bind(ServeConfig, _given(options))
         import uvicorn
 
-        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=cfg.engine != "ray")
+        leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)
+        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=leases)
         scope.enter_context(serving.reading_into_memory(memory))
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         click.echo(ix.check_line())
-        click.echo(serving.memory_line(memory, size, leased=not memory and cfg.engine != "ray" and serving.can_lease(cfg.index)))
+        leased = leases and not memory and serving.can_lease(cfg.index)
+        click.echo(serving.memory_line(memory, size, leased=leased))
         options = {**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder, "device": cfg.device,
                    "allow_other_encoder": cfg.allow_other_encoder, "in_memory": memory}
         if cfg.engine == "ray":

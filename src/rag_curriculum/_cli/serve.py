@@ -83,12 +83,14 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                 fail(f"{', '.join(unused)}: {cfg.index} is a {m.get('retriever', 'BM25')} index, which uses no "
                      "encoder", f"drop {', '.join(u.split()[0] for u in unused)} (they are for a dense or hybrid "
                      "index)", code=2)
-        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=cfg.engine != "ray")  # read whole, or mapped (--in-memory)
+        leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)
+        memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=leases)
         scope.enter_context(serving.reading_into_memory(memory))  # (this command's: as it was after it)
         ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         out.print(ix.check_line(), soft_wrap=True)
-        out.print(serving.memory_line(memory, size, leased=not memory and cfg.engine != "ray" and serving.can_lease(cfg.index)), soft_wrap=True)
+        leased = leases and not memory and serving.can_lease(cfg.index)
+        out.print(serving.memory_line(memory, size, leased=leased), soft_wrap=True)
         # opened and warmed (a dense index's FAISS file and encoder checked, its model loaded, one query run), so a
         # model that does not load is one line before "serving" is announced, not a traceback after it; with Ray
         # Serve opened only (the replicas load the model where their resources are: a GPU this node may not have)
