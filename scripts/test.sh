@@ -97,38 +97,90 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
   fi
   bash scripts/setup.sh "$1"
 }
-n_tiers=$(echo $TIERS | wc -w); i=0
-for tier in $TIERS; do
-  start=$SECONDS; i=$((i + 1))
+# After the main tier, the other tiers run in LANES lanes at once (default 2: the vLLM tier in one, the others one
+# after another in the other; LANES=1: one after another). Alone, each keeps the 2 cores only part busy (it waits on
+# engine starts and on subprocesses importing verl: the vllm tier used 160% and the verl tier 143% of 2 cores), so
+# two at once finish sooner. A tier in a lane prints its output whole when it ends (two would interleave), and a
+# line every minute names the tiers still running.
+LANES=${LANES:-2}
+[ "${SETUP_IN_BACKGROUND:-1}" != 0 ] || LANES=1  # (each lane's setup would be a pip install of this tree at once)
+run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it up, run it, record its time
+  local tier=$1 n=$2 start=$SECONDS last here load
+  shift 2
   last=$(grep "^$tier " "$TIMES" 2>/dev/null | tail -1 || true)
   here=${last:+; last run here: $(echo "$last" | awk '{printf "%s s at load %s (%s)", $2, $3, $4}')}
   load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
-  echo "== tier $tier ($i of $n_tiers): $(about "$tier")$here"
+  echo "== tier $tier ($n of $n_tiers): $(about "$tier")$here"
+  # (every step is checked with `|| return`: a function called as `run_tier ... || rc=$?` runs without set -e)
   case $tier in
     main)
-      bash scripts/setup.sh
+      bash scripts/setup.sh || return
       if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ]; then engine_setups & chain=$!; fi
-      (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) ;;
-    # (a failed setup is a command of its own, so set -e stops here: in "setup && tests" it would not, and the
-    # tier would print "passed")
-    vllm) setup vllm; .venv-vllm/bin/python "${ENGINE_PYTEST[@]}" tests/tier_vllm ;;
-    verl) setup verl; .venv-verl/bin/python "${ENGINE_PYTEST[@]}" tests/tier_verl ;;
-    core) setup core; .venv-core/bin/python "${PYTEST[@]}" tests/tier_core ;;
+      (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) || return ;;
+    vllm) setup vllm && .venv-vllm/bin/python "${ENGINE_PYTEST[@]}" tests/tier_vllm || return ;;
+    verl) setup verl && .venv-verl/bin/python "${ENGINE_PYTEST[@]}" tests/tier_verl || return ;;
+    core) setup core && .venv-core/bin/python "${PYTEST[@]}" tests/tier_core || return ;;
     pyserini)
       if ! have_java; then
         echo "tier pyserini: skipped: no Java here (pyserini runs Lucene in a JVM: install a JDK or JRE, 11 or later, or set JAVA_HOME)"
-        continue
+        return 0
       fi
-      setup pyserini; .venv-pyserini/bin/python "${PYTEST[@]}" tests/tier_pyserini ;;
+      setup pyserini && .venv-pyserini/bin/python "${PYTEST[@]}" tests/tier_pyserini || return ;;
     learning)
-      bash scripts/setup.sh
-      (. .venv/bin/activate && python "${PYTEST[@]}" -m learning tests) ;;
-    retriever) setup retriever; .venv-retriever/bin/python "${PYTEST[@]}" retriever/tests ;;
+      bash scripts/setup.sh && (. .venv/bin/activate && python "${PYTEST[@]}" -m learning tests) || return ;;
+    retriever) setup retriever && .venv-retriever/bin/python "${PYTEST[@]}" retriever/tests || return ;;
     trl-newest|trl-oldest)
-      bash scripts/setup.sh "$tier"
-      ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, trl-newest, trl-oldest)" >&2; exit 2 ;;
+      bash scripts/setup.sh "$tier" && ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" || return ;;
+    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, trl-newest, trl-oldest)" >&2; return 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"
+}
+n_tiers=$(echo $TIERS | wc -w); i=0
+declare -a laned=() lane1=() lane2=()
+for tier in $TIERS; do  # the main tier (and the opt-in ones) here, one after another, as they run
+  i=$((i + 1))
+  case $tier in
+    vllm|verl|core|pyserini|retriever)
+      if [ "$LANES" = 1 ]; then run_tier "$tier" "$i" || exit; continue; fi
+      laned+=("$tier:$i")
+      if [ "$tier" = vllm ]; then lane1+=("$tier:$i"); else lane2+=("$tier:$i"); fi ;;
+    main) run_tier main "$i" "$@" || exit ;;
+    *) run_tier "$tier" "$i" || exit ;;
+  esac
 done
+(( ${#laned[@]} > 0 )) || exit 0
+# the environments made one after another in the background, if the main tier has not begun that already
+if [ -z "$chain" ]; then engine_setups & chain=$!; fi
+lanes=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-lanes.XXXXXX")
+lane() {  # TIER:N ...: one after another, each one's output and exit status into $lanes
+  local t rc
+  for t in "$@"; do
+    rc=0
+    run_tier "${t%%:*}" "${t##*:}" >"$lanes/${t%%:*}.log" 2>&1 || rc=$?
+    echo "$rc" >"$lanes/${t%%:*}.rc"
+  done
+}
+(( ${#lane1[@]} == 0 )) || lane "${lane1[@]}" &
+(( ${#lane2[@]} == 0 )) || lane "${lane2[@]}" &
+echo "== tiers ${laned[*]%%:*} (the rest): in $LANES lanes at once, each printed whole when it ends"
+pending=("${laned[@]%%:*}"); failed=(); began=$SECONDS; said=$SECONDS
+while (( ${#pending[@]} > 0 )); do
+  left=()
+  for t in "${pending[@]}"; do
+    if [ -f "$lanes/$t.rc" ]; then
+      cat "$lanes/$t.log"
+      [ "$(cat "$lanes/$t.rc")" = 0 ] || { failed+=("$t"); echo "tier $t: FAILED (its output is above)"; }
+    else
+      left+=("$t")
+    fi
+  done
+  pending=("${left[@]}")
+  if (( ${#pending[@]} > 0 && SECONDS - said >= 60 )); then
+    echo "   still running after $((SECONDS - began)) s: ${pending[*]}"; said=$SECONDS
+  fi
+  (( ${#pending[@]} == 0 )) || sleep 2
+done
+wait
+rm -rf "$lanes"
+if (( ${#failed[@]} > 0 )); then echo "error: tiers failed: ${failed[*]}" >&2; exit 1; fi

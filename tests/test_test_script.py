@@ -1,6 +1,6 @@
 """``scripts/test.sh`` (what CI runs) in a sandbox with stub setups and stub test environments: every tier runs and
-passes, the engine tiers' environments are made in the background while the main tier runs, and a failed setup
-fails its tier and the script (it used to print "passed")."""
+passes, the engine tiers' environments are made in the background while the main tier runs, the tiers after the
+main one run in two lanes at once, and a failed setup fails its tier and the script (it used to print "passed")."""
 
 from __future__ import annotations
 
@@ -52,8 +52,25 @@ def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
     assert "docs-built" in r.stdout
     for i, tier in enumerate(tiers, 1):  # each tier announced, with what and how long
         assert f"== tier {tier} ({i} of 6): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
-    for tier in tiers[1:]:
-        assert f"{tier}-setup-by-" in r.stderr  # its setup's output, shown before its tests
+    for tier in tiers[1:]:  # its setup's output, shown before its tests (a lane prints its tiers whole)
+        out = r.stdout.split(f"== tier {tier} (")[1]
+        assert f"{tier}-setup-by-" in out.split(f"{tier}-tests-ran")[0], out
+
+
+def test_the_tiers_after_the_main_one_run_in_two_lanes_at_once(sandbox):
+    """While the vllm tier's tests run, the verl tier's run beside them (LANES=2, the default); LANES=1 runs them
+    one after another, as before."""
+    vllm = sandbox / ".venv-vllm" / "bin" / "python"
+    vllm.write_text("#!/usr/bin/env bash\ntouch vllm-running; sleep 5; rm vllm-running; echo vllm-tests-ran\n")
+    verl = sandbox / ".venv-verl" / "bin" / "python"
+    verl.write_text("#!/usr/bin/env bash\nsleep 2; [ ! -f vllm-running ] || echo verl-beside-vllm; echo verl-tests-ran\n")
+    r = _run(sandbox, TIERS="main vllm verl")
+    assert r.returncode == 0, r.stderr
+    assert "verl-beside-vllm" in r.stdout and "tier vllm: passed" in r.stdout and "tier verl: passed" in r.stdout
+    assert "in 2 lanes at once" in r.stdout
+    r = _run(sandbox, TIERS="main vllm verl", LANES="1")
+    assert r.returncode == 0, r.stderr
+    assert "verl-beside-vllm" not in r.stdout and "tier verl: passed" in r.stdout
 
 
 @pytest.mark.parametrize("background", ["1", "0"])
@@ -144,3 +161,60 @@ def test_a_disk_too_small_for_the_environments_is_said_before_anything_installs(
     (bin_dir / "df").write_text(roomy)
     r = _run(sandbox, TIERS="core", PATH=f"{bin_dir}:{os.environ['PATH']}")
     assert r.returncode == 0 and "GB free" not in r.stderr, r.stderr
+
+
+def _setup_functions(tmp_path: Path) -> Path:
+    """scripts/setup.sh's installer functions alone, sourced into a script of the test's (nothing installed)."""
+    script = (ROOT / "scripts" / "setup.sh").read_text()
+    body = script[script.index("UV=\nuv_args=()"):script.index("missing() {")]
+    path = tmp_path / "installer.sh"
+    path.write_text("set -euo pipefail\n" + body)
+    return path
+
+
+def _stub(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/usr/bin/env bash\n" + text)
+    path.chmod(0o755)
+    return path
+
+
+def test_pips_configuration_is_handed_to_uv(tmp_path):
+    """uv reads none of pip's configuration: the index, the extra indexes and find-links that exist, the constraints,
+    --no-index and the certificate are handed to it (a local folder that is not there is left out, as pip does)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    python = _stub(tmp_path / "bin" / "python3", f"""printf '%s\\n' \\
+  ":env:.find-links='{wheels}'" "global.extra-index-url='file:///no/such/simple https://mirror.example/simple'" \\
+  "global.constraint='/etc/c.txt'" "global.cert='/etc/ca.pem'" ":env:.no-index='1'" "global.index-url='https://idx/simple'"
+""")
+    _stub(tmp_path / "bin" / "uv", "exit 0\n")
+    r = subprocess.run(["bash", "-c", f'. {_setup_functions(tmp_path)}; find_uv; echo "UV=$UV"; '
+                        'printf "%s\\n" "${uv_args[@]}"; echo "cert=$SSL_CERT_FILE"'],
+                       env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "PYTHON": str(python)},
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0] == f"UV={tmp_path / 'bin' / 'uv'}"
+    args = " ".join(lines[1:lines.index(next(x for x in lines if x.startswith("cert=")))])
+    assert args == ("--index-strategy unsafe-best-match --find-links " + str(wheels)
+                    + " --extra-index-url https://mirror.example/simple --constraint /etc/c.txt --no-index"
+                    + " --index-url https://idx/simple")
+    assert "cert=/etc/ca.pem" in lines
+
+
+def test_what_uv_cannot_install_is_installed_with_pip_saying_so(tmp_path):
+    """A failing uv: the same install again with pip (uv's --upgrade-package NAME as pip's --upgrade), its lines
+    said; INSTALLER=pip goes to pip at once."""
+    _stub(tmp_path / "bin" / "uv", 'echo "uv: no solution found" >&2; exit 1\n')
+    _stub(tmp_path / "bin" / "python3", "exit 0\n")  # `pip config list`: nothing configured
+    py = _stub(tmp_path / "venv" / "bin" / "python", 'echo "$*" >> "$(dirname "$0")/pip-args"\n')
+    code = f'. {_setup_functions(tmp_path)}; VENV=venv; PY={py}; install_packages --upgrade-package trl "trl>=1.0,<2"'
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "PYTHON": str(tmp_path / "bin" / "python3")}
+    r = subprocess.run(["bash", "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "venv: uv pip install --upgrade-package trl trl>=1.0,<2" in r.stderr
+    assert "uv could not install it" in r.stderr and "no solution found" in r.stderr
+    assert (tmp_path / "venv" / "bin" / "pip-args").read_text() == "-m pip install -q --no-compile --upgrade trl>=1.0,<2\n"
+    r = subprocess.run(["bash", "-c", code], env={**env, "INSTALLER": "pip"}, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and "uv pip install" not in r.stderr and "venv: pip install --upgrade" in r.stderr
