@@ -466,3 +466,49 @@ def test_search_difficulty_shapes_what_the_searches_return(index_dir, min_max_sh
     assert [s["sample_searches"] for s in withheld] == [s["sample_searches"] for s in plain]
     run_json = json.loads((tmp_path / "withheld" / "work" / "run.json").read_text())
     assert run_json["fingerprint"]["agent"]["difficulty"] == {"mode": "withhold", "p": 1.0, "seed": 0}
+
+
+def test_partition_react_agent_through_reacts_turn_format(index_dir, min_max_shards, min_max_rows, tmp_path):
+    """``--agent react``: the trajectories are ReAct's (Thought / Action / Observation turns, a malformed action
+    typed and answered "Invalid action", the answer from Finish[...]), every question searched before it answered
+    (so none is answerable without search), the pass counts recomputed from the recorded answers with answer F1,
+    and the protocol's own setting (react_sentences) in the run's fingerprint."""
+    from rag_curriculum._metrics import answer_scores
+
+    out = tmp_path / "run"
+    args = ["partition", str(min_max_shards), "--agent", "react", "--retriever", str(index_dir), "--backend",
+            "scripted", "--model", "support.agent_policies:react_search_then_finish", "--pass-at", "2",
+            "--max-turns", "4", "--top-k", "1", "--out", str(out), "--no-progress"]
+    r = runner.invoke(app, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    work = [row for f in sorted((out / "work").glob("chunk-*.parquet")) for row in pq.read_table(f).to_pylist()]
+    by_id = {row["id"]: [json.loads(t) for t in row["completions"]] for row in work}
+    assert len(by_id) == len(min_max_rows) == 100
+    rows = {row["id"]: row for row in min_max_rows}
+    stats = {s["id"]: s for s in pq.read_table(out / "stats.parquet").to_pylist()}
+    malformed = 0
+    for rid, ts in by_id.items():
+        for t in ts:
+            assert t["status"] == "answer" and len(t["searches"]) == 1
+            assert t["segments"][0]["text"].startswith("Thought 1: ")
+            if t["errors"]:
+                assert t["errors"] == ["malformed_action"] and "Invalid action" in t["segments"][1]["text"]
+                malformed += 1
+        correct = [answer_scores(t["answer"], rows[rid]["answers"])[1] >= 1 for t in ts]
+        assert stats[rid]["c"] == sum(correct) and stats[rid]["base_predictions"] == [t["answer"] for t in ts]
+    assert 0 < malformed < 200
+    summary = json.loads((out / "partition.json").read_text())
+    assert summary["counts"][NO] == 0 and summary["counts"][WITH] + summary["counts"][UNANS] == 100
+    agent = summary["generation"]["fingerprint"]["agent"]
+    assert (agent["agent"], agent["rollout"]["template"], agent["settings"]) == ("react", "react",
+                                                                               {"react_sentences": 5})
+
+
+def test_partition_agent_protocol_settings_are_refused_with_the_other_protocol(index_dir, min_max_shards, tmp_path):
+    base = ["partition", str(min_max_shards), "--retriever", str(index_dir), "--backend", "scripted", "--model",
+            "support.agent_policies:knows_some", "--out", str(tmp_path / "o"), "--no-progress"]
+    r = runner.invoke(app, [*base, "--agent", "search-r1", "--template", "react"])
+    assert r.exit_code == 2 and "pass --agent react" in r.output
+    r = runner.invoke(app, [*base, "--agent", "react", "--template", "search-r1-original"])
+    assert r.exit_code == 2 and "is Search-R1's prompt" in r.output
+    assert not (tmp_path / "o").exists()

@@ -108,8 +108,8 @@ def partition(
     from separate machines are joined with `curriculum partition-merge`. Running again with other --balance /
     --correct-f1 / --strict-format re-buckets without generating.
 
-    With --agent search-r1 --retriever DIR|URL the model is a search agent: k trajectories per question through
-    the search environment (--template, --top-k, --max-turns, --max-context-tokens, --search-difficulty), split
+    With --agent search-r1 (or react) --retriever DIR|URL the model is a search agent: k trajectories per question
+    through the search environment (--template, --top-k, --max-turns, --max-context-tokens, --search-difficulty), split
     into answerable-without-search/, answerable-with-search/, unanswerable/ (and learnable/), with searches per
     success in stats.parquet."""
     # With --agent search-r1 --retriever DIR|URL: a search agent's partition (partition/_agent.py): k trajectories

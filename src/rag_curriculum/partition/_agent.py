@@ -52,8 +52,10 @@ from ._config import (
     NO_SEARCH,
     WITH_SEARCH,
     PartitionConfig,
+    agent_settings,
     rollout_config,
     search_difficulty,
+    turn_format,
 )
 from ._stats import STAT_FIELDS, Scoring, pass_counts, question_table, sample_stats, stats_schema
 
@@ -132,11 +134,12 @@ class RolloutBackend:
 
     seeded_calls = True
 
-    def __init__(self, inner: Any, retriever: Any, config: Any, difficulty: Any) -> None:
+    def __init__(self, inner: Any, retriever: Any, config: Any, difficulty: Any, fmt: Any = None) -> None:
         self.inner = inner
         self.retriever = retriever
         self.config = config
         self.difficulty = difficulty
+        self.fmt = fmt  # the agent protocol's turn format (None: Search-R1's tags)
         self.name = getattr(inner, "name", "backend")
         self.replays = replays(inner)
         self.call_size = getattr(inner, "call_size", None)
@@ -164,6 +167,7 @@ class RolloutBackend:
                 n=n,
                 config=self.config,
                 difficulty=self.difficulty,
+                fmt=self.fmt,
             )
         except PromptTooLongError as e:
             raise PartitionError(
@@ -203,12 +207,14 @@ def agent_setup(cfg: PartitionConfig, input_dir: Path) -> tuple[dict[str, Any], 
         "difficulty": search_difficulty(cfg).to_dict(),
         "retriever": mask_secrets(where),
     }
-    config, difficulty = rollout_config(cfg), search_difficulty(cfg)
+    if settings := agent_settings(cfg):  # the protocol's own (ReAct's react_sentences); Search-R1's has none
+        fingerprint["settings"] = settings
+    config, difficulty, fmt = rollout_config(cfg), search_difficulty(cfg), turn_format(cfg)
 
     def wrap(backend: Any) -> Any:
         if callable(backend) and not hasattr(backend, "generate"):  # a factory: build when something is left
-            return lambda: RolloutBackend(backend(), retriever, config, difficulty)
-        return RolloutBackend(backend, retriever, config, difficulty)
+            return lambda: RolloutBackend(backend(), retriever, config, difficulty, fmt)
+        return RolloutBackend(backend, retriever, config, difficulty, fmt)
 
     return fingerprint, RowPrompts(rows), wrap
 

@@ -18,7 +18,7 @@ from .._settings import (
     retriever_timeout_rule,
     rule,
 )
-from ..agents import RolloutConfig, SearchDifficulty
+from ..agents import AGENT_PROTOCOLS, RolloutConfig, SearchDifficulty, agent_protocol_names
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
 from ..generation import BACKENDS, SamplingConfig
@@ -118,15 +118,16 @@ class PartitionConfig:
     allow_identical_samples: bool = rule(False, help=(
         "Do not stop when most questions get identical samples at temperature > 0 (by default that stops the run: "
         "the server or backend most likely ignores the sampling parameters)."))
-    agent: str | None = rule(None, choices=("search-r1",), help=(
-        "Partition a search agent: search-r1 (Search-R1's tags) samples k trajectories per question through the "
-        "search environment and splits answerable-without-search / answerable-with-search / unanswerable; needs "
-        "--retriever."))
+    agent: str | None = rule(None, choices=agent_protocol_names, help=(
+        "Partition a search agent: k trajectories per question through the search environment, split into "
+        "answerable-without-search / answerable-with-search / unanswerable; needs --retriever. The protocol: "
+        "search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
     retriever: str | None = retriever_rule("With --agent: ")
     retriever_timeout: float = retriever_timeout_rule()
-    template: str = rule("search-r1", choices=("search-r1", "search-r1-original"), help=(
+    template: str = rule("search-r1", empty=False, help=(
         "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
-        "make_prefix)."))
+        "make_prefix); with --agent react, react (its default), a template registered for ReAct, or a copy of "
+        "ReAct's prompts_naive.json (its few-shot prompt, exactly)."))
     top_k: int = rule(3, ge=1, le=100, renamed_from="topk", help="With --agent: passages per search (Search-R1: 3).")
     max_turns: int = rule(4, ge=1, le=64, help=(
         "With --agent: model turns per trajectory, the answering one included (--max-tokens bounds one turn)."))
@@ -136,6 +137,8 @@ class PartitionConfig:
         "With --agent: what a row's level does to its search results: none | hard-negatives (RAG-RL's d "
         "distractors above the gold) | withhold (gold removed with probability --withhold-p, ZeroSearch)."))
     withhold_p: float = rule(0.0, ge=0.0, le=1.0, help="With --search-difficulty withhold: the probability p.")
+    react_sentences: int = rule(5, ge=1, le=1000, flag="", help=(
+        "With --agent react: sentences of the page a ReAct Search shows (the paper: the first 5)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags or Python)
@@ -165,7 +168,7 @@ class PartitionConfig:
         if self.agent is None:
             defaults = {f.name: f.default for f in fields(self)}
             agent_only = [n for n in ("retriever", "retriever_timeout", "template", "top_k", "max_turns",
-                                      "max_context_tokens", "search_difficulty", "withhold_p")
+                                      "max_context_tokens", "search_difficulty", "withhold_p", "react_sentences")
                           if getattr(self, n) != defaults[n]]
             if agent_only:
                 raise UsageError(f"--{agent_only[0].replace('_', '-')} is for a search agent's partition",
@@ -206,14 +209,26 @@ def check_agent_config(cfg: PartitionConfig) -> None:
             "--balance clips two buckets to one size; a search agent's partition has three",
             hint="drop --balance (the buckets' sizes are in partition.json), or sample from them",
         )
+    for part in AGENT_PROTOCOLS.loaded().values():  # each protocol refuses its own settings given without it
+        part.check(cfg)
     rollout_config(cfg)
     search_difficulty(cfg)
+
+
+def agent_settings(cfg: PartitionConfig) -> dict[str, Any]:
+    """The agent protocol's own settings the partition has (``react_sentences`` for ReAct), for the fingerprint."""
+    return {k: getattr(cfg, k) for k in AGENT_PROTOCOLS.get(cfg.agent).settings if hasattr(cfg, k)}
+
+
+def turn_format(cfg: PartitionConfig) -> Any:
+    """The rollout loop's turn format of the agent protocol (None: Search-R1's tags)."""
+    return AGENT_PROTOCOLS.get(cfg.agent).turn_format(cfg)
 
 
 def rollout_config(cfg: PartitionConfig) -> RolloutConfig:
     """The rollout settings of a search agent's partition."""
     return RolloutConfig(
-        template=cfg.template,
+        template=AGENT_PROTOCOLS.get(cfg.agent or "search-r1").template(cfg),
         top_k=cfg.top_k,
         max_turns=cfg.max_turns,
         max_context_tokens=cfg.max_context_tokens,

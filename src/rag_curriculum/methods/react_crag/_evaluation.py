@@ -89,8 +89,10 @@ class ReActProtocol(AgentEvalPart):
     settings = ("best_of", "crag_weights", "react_sentences")
 
     def check(self, cfg: Any) -> None:
+        """An evaluation's or a partition's settings (a partition has no ``--best-of`` or ``--crag-weight``)."""
+        best_of, crag_weights = getattr(cfg, "best_of", None), getattr(cfg, "crag_weights", {})
         if cfg.agent != "react":
-            if cfg.best_of is not None or cfg.crag_weights:
+            if best_of is not None or crag_weights:
                 raise UsageError("--best-of and --crag-weight rank ReAct trajectories: pass --agent react")
             if cfg.template == "react":
                 raise UsageError("the react template is ReAct's prompt: pass --agent react with it")
@@ -99,16 +101,16 @@ class ReActProtocol(AgentEvalPart):
             raise UsageError(f"--template {cfg.template} is Search-R1's prompt; --agent react takes react (its "
                              "default) or a template registered for ReAct")
         known = {f.name for f in fields(CragWeights)}
-        for k, v in cfg.crag_weights.items():
+        for k, v in crag_weights.items():
             if k not in known:
                 raise UsageError(f"--crag-weight {k}: no such term; known: {', '.join(sorted(known))}")
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise UsageError(f"--crag-weight {k}={v!r}: a number is needed")
-        if cfg.best_of is not None:
-            if cfg.m not in (1, cfg.best_of):
-                raise UsageError(f"--best-of {cfg.best_of} samples {cfg.best_of} trajectories per question; "
+        if best_of is not None:
+            if cfg.m not in (1, best_of):
+                raise UsageError(f"--best-of {best_of} samples {best_of} trajectories per question; "
                                  f"--samples {cfg.m} says otherwise", hint="pass one of the two")
-            cfg.m = cfg.best_of
+            cfg.m = best_of
 
     def template(self, cfg: Any) -> str:
         """``react`` unless another was chosen (``search-r1``, the evaluation's default, means ``react``); a path
