@@ -17,9 +17,10 @@
 #                     private TRL methods (train/_trainer.py)
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's), all declared in
 # scripts/setup.sh (`bash scripts/setup.sh TIER` makes one); the engine tiers skip themselves in the main environment.
+# The tiers after main run in two lanes at once (LANES, below).
 # Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
 # While the main tier's tests run, the engine tiers' environments are made in the background, one after another
-# (pip waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
+# (the installer waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
 # failed setup fails its tier with the setup's output. SETUP_IN_BACKGROUND=0 makes each one just before its tier.
 #   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
 set -euo pipefail

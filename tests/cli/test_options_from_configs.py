@@ -119,7 +119,7 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
 #: command -> (its configs, the fields no option of it sets, and why).
 CONFIGS = {
     "partition": ([PartitionConfig], {"shards": "SHARDS, the argument", "rows_per_shard": "a recipe key",
-                                      "backend_args": "the shared --backend-arg"}),
+                                      "backend_args": "the shared --backend-arg", "react_sentences": "a recipe key"}),
     "eval run": ([EvalConfig, AgentEvalConfig], {"backend_args": "the shared --backend-arg",
                                                   "template": "AgentEvalConfig's: the first --template",
                                                   "react_sentences": "a recipe key"}),
