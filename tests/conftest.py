@@ -65,47 +65,7 @@ def pytest_cmdline_main(config):
             config.option.numprocesses = cores
 
 
-#: The test files that take longest with every test run (seconds on 2 cores, from the junit XML of a whole main tier),
-#: run first: with `pytest -n 2 --dist loadfile` a long file begun last leaves the other process idle at the end
-#: (longest-first scheduling). test_models.py comes after the README's walkthrough has converted Gemma 3 270M, so it
-#: finds the converted folder instead of waiting on the conversion's lock. A name that is no longer a file fails
-#: tests/test_test_order.py.
-LONGEST_FIRST = (
-    "test_readme.py",                      # 431 s: the README's walkthrough, Gemma 3 270M through every stage
-    "retrieval/test_index_flat.py",        # 147 s
-    "cli/test_docs_walkthroughs.py",       # 115 s
-    "cli/test_bad_input_corpus.py",        # 113 s
-    "curricula/test_prompt_lengths.py",    # 76 s
-    "train/test_learning.py",              # 76 s
-    "retrieval/test_crafted_index.py",     # 73 s
-    "retrieval/test_dense.py",             # 55 s
-    "retrieval/test_ray_serve.py",         # 55 s
-    "scaling/test_ray_limits.py",          # 46 s
-    "verl_wing/test_data.py",              # 46 s
-    "scaling/test_ray_partition.py",       # 43 s
-    "test_models.py",                      # 88 s when it converts Gemma, seconds once converted
-)
-
-
-def pytest_configure(config):
-    """Keep that order under pytest-xdist: ``--dist loadfile`` otherwise sorts the files by how many tests each holds
-    (its ``--loadscope-reorder``, on by default), which sends a one-test file of minutes, the README's walkthrough,
-    last."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-
-    def rank(item) -> int:
-        try:
-            name = Path(item.fspath).relative_to(here).as_posix()
-        except ValueError:
-            return len(LONGEST_FIRST)
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within each file, and of the others, is kept
     if _fast_set_only(config):
         slow = [item for item in items if item.get_closest_marker("slow")]
         if slow:
