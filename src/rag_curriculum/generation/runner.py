@@ -543,6 +543,7 @@ def run_chunks(
     description: str = "generating",
     on_chunk: Callable[[int, pa.Table], None] | None = None,
     allow_identical_samples: bool = False,
+    on_open: Callable[[], None] | None = None,
 ) -> RunReport:
     """Generate ``sampling.n`` completions for every question of this shard that is not done yet.
 
@@ -554,7 +555,8 @@ def run_chunks(
     never discards the same run's chunks: they may be other shards' work). ``question_seeds=False`` gives
     backends no per-question seeds (faster on vLLM, not reproducible). ``max_chunks`` stops after that many
     chunks were generated (a budget; run again to continue). ``on_chunk(k, table)`` is called after chunk ``k``
-    is written. With ``temperature > 0`` and ``n > 1``, a run whose questions mostly get ``n`` identical samples
+    is written; ``on_open()`` once the work directory has taken this run (a caller's records of the run written only
+    then, so a run refused for other settings changes nothing). With ``temperature > 0`` and ``n > 1``, a run whose questions mostly get ``n`` identical samples
     stops with :class:`IdenticalSamplesError` before writing them, unless ``allow_identical_samples`` (see the
     module docstring).
     """
@@ -581,6 +583,8 @@ def run_chunks(
     # a shard never discards what other shards of the same run wrote (the run's other processes may be running,
     # or done, in this directory): with several shards `overwrite` only replaces another run's results
     wd.open(run, overwrite=overwrite, keep_same_run=num_shards > 1)
+    if on_open is not None:
+        on_open()
     mine = plan.shard_chunks()
     wd.remove_stale_temp(set(mine), sole_writer=num_shards == 1)
     done = wd.done()

@@ -151,7 +151,6 @@ def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | 
         fingerprint["agent"], prompts, wrap_agent = agent_setup(cfg, input_dir)
     if cfg.overwrite and cfg.num_shards == 1:
         _remove_outputs(out)
-    _write_record(out, cfg, input_dir, digest)
     with open_engine(engine) as eng:
         if backend is None:
             factory: Any = eng.wrap(BackendSpec(cfg.backend, cfg.model, cfg.backend_args), backend=cfg.backend,
@@ -167,7 +166,8 @@ def _partition(cfg: PartitionConfig, out: Path, *, backend: GenerationBackend | 
             shard_index=cfg.shard_index, chunks_per_call=cfg.chunks_per_call, question_seeds=cfg.question_seeds,
             overwrite=cfg.overwrite, max_chunks=max_chunks, progress=progress,
             description="partition" + (f" {cfg.shard_index}/{cfg.num_shards}" if cfg.num_shards > 1 else ""),
-            allow_identical_samples=cfg.allow_identical_samples)
+            allow_identical_samples=cfg.allow_identical_samples,
+            on_open=partial(_write_record, out, cfg, input_dir, digest))  # once the work folder took this run
     del table
     if not report.complete:
         if report.remaining:
