@@ -67,8 +67,13 @@ install_packages() {  # quiet; the installer's whole output, and exit 1, only wh
   local log
   log=$(mktemp)
   if find_uv; then
+    local config=() i
+    for ((i = 0; i < ${#uv_args[@]}; i++)); do  # an --index-url asked for here replaces pip's (uv takes one)
+      if [ "${uv_args[i]}" = --index-url ] && [[ " $* " == *" --index-url "* ]]; then i=$((i + 1)); continue; fi
+      config+=("${uv_args[i]}")
+    done
     echo "$VENV: uv pip install $*" >&2
-    if "$UV" pip install --quiet --python "$PY" "${uv_args[@]}" "$@" >"$log" 2>&1; then rm -f "$log"; return 0; fi
+    if "$UV" pip install --quiet --python "$PY" "${config[@]}" "$@" >"$log" 2>&1; then rm -f "$log"; return 0; fi
     echo "$VENV: uv could not install it (its last lines below); pip instead" >&2
     tail -n 5 "$log" >&2
   fi

@@ -218,3 +218,19 @@ def test_what_uv_cannot_install_is_installed_with_pip_saying_so(tmp_path):
     assert (tmp_path / "venv" / "bin" / "pip-args").read_text() == "-m pip install -q --no-compile --upgrade trl>=1.0,<2\n"
     r = subprocess.run(["bash", "-c", code], env={**env, "INSTALLER": "pip"}, capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and "uv pip install" not in r.stderr and "venv: pip install --upgrade" in r.stderr
+
+
+def test_an_index_url_asked_for_replaces_pips_configured_one_for_uv(tmp_path):
+    """TORCH_INDEX_URL's --index-url with an index-url in pip's configuration: uv gets the one asked for only (it
+    refuses two), as pip lets the command line override its configuration."""
+    _stub(tmp_path / "bin" / "python3", "printf '%s\\n' \"global.index-url='https://mirror/simple'\"\n")
+    _stub(tmp_path / "bin" / "uv", 'echo "$*" > uv-args\n')
+    py = _stub(tmp_path / "venv" / "bin" / "python", "exit 0\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "PYTHON": str(tmp_path / "bin" / "python3")}
+    for asked, want in ((["--index-url", "https://torch/cpu"], "--index-url https://torch/cpu"),
+                        ([], "--index-url https://mirror/simple")):
+        code = f'. {_setup_functions(tmp_path)}; VENV=venv; PY={py}; install_packages torch==2.13.0 {" ".join(asked)}'
+        r = subprocess.run(["bash", "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        args = (tmp_path / "uv-args").read_text()
+        assert args.count("--index-url") == 1 and want in args, args
