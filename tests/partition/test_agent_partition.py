@@ -297,6 +297,11 @@ def test_partition_agent_with_a_real_tiny_model(index_dir, tiny_model_dir, tmp_p
     summary = json.loads((out / "partition.json").read_text())
     c = summary["counts"]
     assert c[NO] + c[WITH] + c[UNANS] == 3 and sum(c["status"].values()) == 6
+    # a random model keeps no protocol's format: said in the agent's terms, not the closed-context citation line
+    assert c["format_valid_rate"] == 0
+    flat = " ".join(r.output.split())
+    assert "no trajectory kept the agent protocol's format" in flat and "Supporting passages" not in flat
+    assert all(f"{k} {v}" in flat for k, v in c["status"].items())
     assert summary["generation"]["fingerprint"]["generation"]["backend"] == "transformers"
     assert summary["generation"]["fingerprint"]["agent"]["rollout"]["template"] == agent
 

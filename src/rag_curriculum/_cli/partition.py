@@ -182,7 +182,13 @@ def print_summary(result: Any) -> None:
             t.add_row(f"mean pass@{k}" + (" (95% interval)" if span else ""), f"{pak.get(k) or 0:.4f}{span}", "")
     if c.get("format_valid_rate") is not None:
         t.add_row("samples in the output format", "", f"{c['format_valid_rate']:.1%}")
-        if c["format_valid_rate"] == 0:  # what a base model does: said where the 0 is printed
+        if c["format_valid_rate"] == 0 and "answerable-with-search" in c:  # a search agent's: its protocol
+            ends = ", ".join(f"{k} {v:,}" for k, v in sorted((c.get("status") or {}).items()))
+            t.caption = (f"no trajectory kept the agent protocol's format (how they ended: {ends or '-'}): no "
+                         "answer was taken from them; each sample's format errors are in stats.parquet "
+                         "(sample_format_errors) and each trajectory in work/")
+            t.caption_justify = "left"
+        elif c["format_valid_rate"] == 0:  # what a base model does: said where the 0 is printed
             t.caption = ("no sample kept the output format: the answers are still read and scored (pass@k needs "
                          "no citation), but a model that does not write the format's `Supporting passages:` line "
                          "scores citation F1 0 in `curriculum eval`; base models do not write it "
