@@ -222,6 +222,31 @@ def test_in_process_engine_runs_one_engine_in_the_callers_process(fake_vllm, mon
     assert backend_identity("vllm", "m", {"in_process_engine": True}) == backend_identity("vllm", "m", {})
 
 
+def test_closing_an_engine_leaves_a_living_in_process_engines_parallel_groups(fake_vllm, monkeypatch):
+    """vLLM's parallel groups are process-wide: an in-process engine uses them while it lives, so closing another
+    engine of the process (made in vLLM's processes) must not destroy them; the last engine's close does."""
+    import sys
+    import types
+
+    from rag_curriculum.generation import _vllm_backend as vb
+
+    destroyed: list[str] = []
+    state = types.ModuleType("vllm.distributed.parallel_state")
+    state.destroy_model_parallel = lambda: destroyed.append("model_parallel")
+    state.destroy_distributed_environment = lambda: destroyed.append("distributed_environment")
+    monkeypatch.setitem(sys.modules, "vllm.distributed", types.ModuleType("vllm.distributed"))
+    monkeypatch.setitem(sys.modules, "vllm.distributed.parallel_state", state)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    fake_vllm.platforms.current_platform = _FakePlatform("cpu")
+    living = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
+    other = vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True)
+    assert living.in_process_engine and not other.in_process_engine
+    other.close()
+    assert destroyed == []  # the in-process engine still generates with them
+    living.close()
+    assert destroyed == ["model_parallel", "distributed_environment"]
+
+
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):
     from rag_curriculum.generation._vllm_backend import VLLMBackend
 

@@ -18,8 +18,9 @@ import pytest
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-#: Engine options of the in-process engine shared by this tier's tests (eager: no torch.compile warm-up).
-ENGINE = dict(max_model_len=2048, enforce_eager=True)
+#: Engine options of the engine shared by this tier's tests: eager (no torch.compile warm-up) and in this process
+#: (no engine-core and worker processes to spawn, each importing torch and vLLM: about 35 s of a start on 2 cores).
+ENGINE = dict(max_model_len=2048, enforce_eager=True, in_process_engine=True)
 
 
 @pytest.fixture(scope="session")

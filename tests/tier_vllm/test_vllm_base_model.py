@@ -2,7 +2,11 @@
 converted once by the toolkit (the cache the main tier filled, when it ran first) and served by the vllm backend:
 its completion-style prompts are the very token ids transformers' tokenizer gives the same text (its BOS first),
 every completion opens with the response prefix, the digest of the file and the prompt style are recorded, and on
-a CPU without native bfloat16 the float32 checkpoint runs in float32 (vLLM's "auto" would emulate bfloat16)."""
+a CPU without native bfloat16 the float32 checkpoint runs in float32 (vLLM's "auto" would emulate bfloat16).
+
+Its engine is made beside the tier's shared engine, which runs in this process: it runs in vLLM's own processes,
+and once it is closed the shared engine still gives the same seeded samples (vLLM's cached environment once made
+every later engine of the process an in-process one, whose teardown took the shared engine's parallel state)."""
 
 from __future__ import annotations
 
@@ -21,16 +25,23 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def gemma_engine(gemma_gguf):
+def test_a_gguf_base_model_generates_after_its_response_prefix_on_vllm(engine, gemma_gguf):
     from rag_curriculum.generation._vllm_backend import VLLMBackend
 
-    b = VLLMBackend(str(gemma_gguf), max_model_len=1024, enforce_eager=True)
-    yield b
-    b.close()
+    shared = SamplingConfig(n=2, temperature=1.0, max_tokens=6, seed=0)
+    asked = [[{"role": "user", "content": "Which river?"}]]
+    before = engine.generate(asked, shared, seeds=[3])
+    assert engine.in_process_engine
+    gemma_engine = VLLMBackend(str(gemma_gguf), max_model_len=1024, enforce_eager=True, in_process_engine=True)
+    try:
+        assert not gemma_engine.in_process_engine  # the shared engine has the process's parallel state
+        _check_gemma(gemma_engine, gemma_gguf)
+    finally:
+        gemma_engine.close()
+    assert engine.generate(asked, shared, seeds=[3]) == before  # the shared engine lives on, unchanged
 
 
-def test_a_gguf_base_model_generates_after_its_response_prefix_on_vllm(gemma_engine, gemma_gguf):
+def _check_gemma(gemma_engine, gemma_gguf) -> None:
     from vllm.platforms import current_platform
 
     from rag_curriculum.generation._vllm_backend import _cpu_flags

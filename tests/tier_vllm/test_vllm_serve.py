@@ -45,6 +45,7 @@ def serve_argv(model: Path, port: int) -> list[str]:
         cmd = [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", str(model)]
     return [*cmd, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED,
             "--max-model-len", "2048", "--enforce-eager", "--no-enable-chunked-prefill", "--generation-config", "vllm",
+            "--distributed-executor-backend", "uni",  # the model runs in the engine's process: one spawn fewer
             "--uvicorn-log-level", "warning"]
 
 

@@ -102,6 +102,24 @@ _MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 #: for a process that makes one engine (a ``curriculum`` command), hence an option, not the default.
 _IN_PROCESS: weakref.WeakSet = weakref.WeakSet()
 
+
+def _read_vllm_environment_afresh() -> None:
+    """Empty vLLM's cache of its environment variables, so the next engine reads them as they are now.
+
+    An engine core started in this process turns the cache on (``vllm.envs.enable_envs_cache``) while
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set; cached, that value made every later engine of the process an
+    in-process one too, sharing the parallel state the docstring of ``_IN_PROCESS`` warns about. The cache stays on
+    when it was (emptied, it fills again from the environment)."""
+    try:
+        from vllm import envs
+    except ImportError:  # pragma: no cover - a vLLM build without the module
+        return
+    cached = getattr(envs, "_is_envs_cache_enabled", lambda: False)()
+    disable, enable = getattr(envs, "disable_envs_cache", None), getattr(envs, "enable_envs_cache", None)
+    if cached and callable(disable) and callable(enable):
+        disable()
+        enable()
+
 #: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
 #: build still runs a float32 checkpoint in bfloat16 under ``dtype="auto"``, emulated: Gemma 3 270M generated
 #: nothing in 16 minutes where float32 served the same 160 completions in about a minute (2-core AMD EPYC, AVX2).
@@ -228,12 +246,14 @@ class VLLMBackend:
         log.info("vllm backend: loading %s on %s (tensor parallel %d%s%s)", self.model_name, self.platform,
                  self.tensor_parallel_size, "".join(f", {k}={v}" for k, v in self.chosen.items()),
                  ", in process" if in_process else "")
+        _read_vllm_environment_afresh()
         if in_process:  # read by vLLM when the engine is made; the process's own setting is put back after
             os.environ[_MULTIPROCESSING_ENV] = "0"
             try:
                 self.llm = LLM(**kwargs)
             finally:
                 os.environ.pop(_MULTIPROCESSING_ENV, None)
+                _read_vllm_environment_afresh()
             _IN_PROCESS.add(self)
         else:
             self.llm = LLM(**kwargs)
@@ -374,16 +394,17 @@ class VLLMBackend:
                     pass
         del llm
         gc.collect()
-        try:  # free the GPU for whatever runs next in this process
-            from vllm.distributed.parallel_state import (
-                destroy_distributed_environment,
-                destroy_model_parallel,
-            )
+        if not _IN_PROCESS:  # else the process's parallel groups are a living in-process engine's: left to it
+            try:  # free the GPU for whatever runs next in this process
+                from vllm.distributed.parallel_state import (
+                    destroy_distributed_environment,
+                    destroy_model_parallel,
+                )
 
-            destroy_model_parallel()
-            destroy_distributed_environment()
-        except Exception:  # pragma: no cover - depends on the vLLM version
-            pass
+                destroy_model_parallel()
+                destroy_distributed_environment()
+            except Exception:  # pragma: no cover - depends on the vLLM version
+                pass
         try:
             import torch
 
