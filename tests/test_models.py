@@ -82,6 +82,24 @@ def test_a_truncated_file_is_refused_and_nothing_is_left_half_converted(tmp_path
     _nothing_converted(tmp_path / "cache")
 
 
+def test_without_accelerate_the_conversion_says_to_install_it_not_that_the_file_is_damaged(tmp_path, monkeypatch):
+    """transformers' GGUF loader refuses to run without accelerate (a ValueError, as it gives for a damaged file):
+    the line names what is missing and the extra that installs it, and nothing is left half converted."""
+    transformers = pytest.importorskip("transformers")
+    f = _tiny_gguf(tmp_path / "fine.gguf", "llama")
+
+    def refuse(*args, **kwargs):
+        raise ValueError("accelerate is required when loading a GGUF file `pip install accelerate`.")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: object())  # (read first)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    with pytest.raises(ModelFileError) as e:
+        convert_gguf(f, cache=tmp_path / "cache")
+    assert "fine.gguf: reading a GGUF file needs accelerate" in str(e.value) and "damaged" not in str(e.value)
+    assert "rag-curriculum[gguf]" in e.value.hint
+    _nothing_converted(tmp_path / "cache")
+
+
 @pytest.mark.slow
 def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, gemma_dir):
     from rag_curriculum.shards import sha256_file

@@ -5,7 +5,9 @@ converted once into an ordinary model folder, which every engine then reads like
 backend, vLLM, TRL's trainers and the warm start. The conversion is transformers' own GGUF reader
 (``from_pretrained(folder, gguf_file=name)``: the weights dequantized to float32, the tokenizer rebuilt from the
 file's vocabulary), then ``save_pretrained`` without the GGUF quantizer record, so the folder loads as a plain
-float32 checkpoint. It is cached by the file's SHA-256:
+float32 checkpoint. It is cached by the file's SHA-256, whichever transformers version converted it (recorded), so a
+folder converted where transformers rebuilds the tokenizer right serves an environment where it does not (vLLM's
+pins keep transformers below 5.20):
 
     $RAG_CURRICULUM_CACHE/models/gguf-<first 16 hex digits>/       (default ~/.cache/rag-curriculum)
 
@@ -338,7 +340,7 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise ModelFileError(f"{path}: reading a GGUF file needs transformers and the gguf package ({e})",
-                             hint="pip install gguf 'rag-curriculum[train]'") from None
+                             hint="pip install 'rag-curriculum[gguf]'") from None
     start = time.perf_counter()
     log.warning("converting %s (%.0f MB) into a model folder, once (a minute or two; cached by its SHA-256 in %s)",
                 path.name, path.stat().st_size / 1e6, out.parent)
@@ -349,6 +351,9 @@ def _convert(path: Path, digest: str, out: Path) -> None:
             loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
     except ValueError as e:
         text = str(e)
+        if "accelerate is required" in text:  # transformers' GGUF loader, without accelerate installed
+            raise ModelFileError(f"{path}: reading a GGUF file needs accelerate, which is not installed here",
+                                 hint="pip install 'rag-curriculum[gguf]' (or pip install accelerate)") from None
         if "not supported" in text and "architecture" in text:
             arch = text.split("architecture", 1)[1].split("is not", 1)[0].strip()
             raise ModelFileError(
