@@ -98,16 +98,13 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
   fi
   bash scripts/setup.sh "$1"
 }
-# The other tiers run in LANES lanes at once (default 2: the vLLM tier in one, the others one after another in the
-# other; LANES=1: one after another, after the main tier). The lanes start beside the main tier, each tier once its
-# environment is made: the main tier leaves a core idle a fifth of its time (vmstat: tests waiting on servers, on
-# subprocesses starting, on one slow test at the end), and alone each engine tier keeps the 2 cores only part busy
-# (vllm 160%, verl 143%), so together they finish sooner. LANES_BESIDE_MAIN=0 starts them after the main tier. A
-# tier in a lane prints its output whole once the main tier has ended and it has (two would interleave), and a line
-# every minute names the tiers still running.
+# After the main tier, the other tiers run in LANES lanes at once (default 2: the vLLM tier in one, the others one
+# after another in the other; LANES=1: one after another). Alone, each keeps the 2 cores only part busy (it waits on
+# engine starts and on subprocesses importing verl: the vllm tier used 160% and the verl tier 143% of 2 cores), so
+# two at once finish sooner. A tier in a lane prints its output whole when it ends (two would interleave), and a
+# line every minute names the tiers still running.
 LANES=${LANES:-2}
 [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] || LANES=1  # (each lane's setup would be a pip install of this tree at once)
-LANES_BESIDE_MAIN=${LANES_BESIDE_MAIN:-1}
 run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it up, run it, record its time
   local tier=$1 n=$2 start=$SECONDS last here load
   shift 2
@@ -120,7 +117,6 @@ run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it
     main)
       bash scripts/setup.sh || return
       if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ]; then engine_setups & chain=$!; fi
-      [ "$LANES_BESIDE_MAIN" = 0 ] || start_lanes
       (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) || return ;;
     vllm) setup vllm && .venv-vllm/bin/python "${ENGINE_PYTEST[@]}" tests/tier_vllm || return ;;
     verl) setup verl && .venv-verl/bin/python "${ENGINE_PYTEST[@]}" tests/tier_verl || return ;;
@@ -143,20 +139,21 @@ run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it
 }
 n_tiers=$(echo $TIERS | wc -w); i=0
 declare -a laned=() lane1=() lane2=()
-if [ "$LANES" != 1 ]; then
-  for tier in $TIERS; do
-    i=$((i + 1))
-    case $tier in vllm|verl|core|pyserini|retriever)
+for tier in $TIERS; do  # the main tier (and the opt-in ones) here, one after another, as they run
+  i=$((i + 1))
+  case $tier in
+    vllm|verl|core|pyserini|retriever)
+      if [ "$LANES" = 1 ]; then run_tier "$tier" "$i" || exit; continue; fi
       laned+=("$tier:$i")
       if [ "$tier" = vllm ]; then lane1+=("$tier:$i"); else lane2+=("$tier:$i"); fi ;;
-    esac
-  done
-fi
+    main) run_tier main "$i" "$@" || exit ;;
+    *) run_tier "$tier" "$i" || exit ;;
+  esac
+done
+(( ${#laned[@]} > 0 )) || exit 0
+# the environments made one after another in the background, if the main tier has not begun that already
+if [ -z "$chain" ]; then engine_setups & chain=$!; fi
 lanes=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-lanes.XXXXXX")
-lane_pids=()
-trap '[ -z "$chain" ] || { pkill -P "$chain" 2>/dev/null; kill "$chain" 2>/dev/null; } || true
-      for p in "${lane_pids[@]}"; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done || true
-      rm -rf "$setups" "$lanes"' EXIT
 lane() {  # TIER:N ...: one after another, each one's output and exit status into $lanes
   local t rc
   for t in "$@"; do
@@ -165,24 +162,9 @@ lane() {  # TIER:N ...: one after another, each one's output and exit status int
     echo "$rc" >"$lanes/${t%%:*}.rc"
   done
 }
-start_lanes() {  # the lanes in the background (once), their environments made one after another as they wait
-  (( ${#laned[@]} > 0 && ${#lane_pids[@]} == 0 )) || return 0
-  if [ -z "$chain" ]; then engine_setups & chain=$!; fi
-  echo "== tiers ${laned[*]%%:*}: in $LANES lanes at once, beside what runs here; each printed whole when it ends"
-  if (( ${#lane1[@]} > 0 )); then lane "${lane1[@]}" & lane_pids+=($!); fi
-  if (( ${#lane2[@]} > 0 )); then lane "${lane2[@]}" & lane_pids+=($!); fi
-}
-i=0
-for tier in $TIERS; do  # the main tier (and the opt-in ones) here, one after another, as they run
-  i=$((i + 1))
-  case $tier in
-    vllm|verl|core|pyserini|retriever) [ "$LANES" != 1 ] || run_tier "$tier" "$i" || exit ;;
-    main) run_tier main "$i" "$@" || exit ;;
-    *) run_tier "$tier" "$i" || exit ;;
-  esac
-done
-(( ${#laned[@]} > 0 )) || exit 0
-start_lanes
+(( ${#lane1[@]} == 0 )) || lane "${lane1[@]}" &
+(( ${#lane2[@]} == 0 )) || lane "${lane2[@]}" &
+echo "== tiers ${laned[*]%%:*} (the rest): in $LANES lanes at once, each printed whole when it ends"
 pending=("${laned[@]%%:*}"); failed=(); began=$SECONDS; said=$SECONDS
 while (( ${#pending[@]} > 0 )); do
   left=()
@@ -201,4 +183,5 @@ while (( ${#pending[@]} > 0 )); do
   (( ${#pending[@]} == 0 )) || sleep 2
 done
 wait
+rm -rf "$lanes"
 if (( ${#failed[@]} > 0 )); then echo "error: tiers failed: ${failed[*]}" >&2; exit 1; fi
