@@ -53,9 +53,9 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 22 to 33 min (1305 s measured on 2 cores at load 0.5, its environment made with uv; the README walkthrough 431 to 709 s of it)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 5 to 7 min (274 s measured alone, 385 s beside the verl lane; its CLI runs' engines in process)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 3 to 6 min (154 s measured alone, 336 s beside the vllm lane)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes; about 22 to 33 min (1305 to 1507 s measured on 2 cores at load 0.5 to 1.25, its environment made with uv; the README walkthrough 431 to 709 s of it)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 3 to 5 min (146 s measured alone, 278 s beside the verl lane; its engines in process)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 3 to 6 min (154 s measured alone, 305 to 336 s beside the vllm lane)" ;;
     core) echo "the core install alone in .venv-core; under a minute (10 s measured)" ;;
     retriever) echo "rag-retriever alone in .venv-retriever, its own tests; under a minute (13 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; about a minute (42 s measured; environment made in the background)" ;;
