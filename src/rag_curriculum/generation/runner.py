@@ -556,9 +556,9 @@ def run_chunks(
     backends no per-question seeds (faster on vLLM, not reproducible). ``max_chunks`` stops after that many
     chunks were generated (a budget; run again to continue). ``on_chunk(k, table)`` is called after chunk ``k``
     is written; ``on_open()`` once the work directory has taken this run (a caller's records of the run written only
-    then, so a run refused for other settings changes nothing). With ``temperature > 0`` and ``n > 1``, a run whose questions mostly get ``n`` identical samples
-    stops with :class:`IdenticalSamplesError` before writing them, unless ``allow_identical_samples`` (see the
-    module docstring).
+    then, so a run refused for other settings changes nothing). With ``temperature > 0`` and ``n > 1``, a run whose
+    questions mostly get ``n`` identical samples stops with :class:`IdenticalSamplesError` before writing them,
+    unless ``allow_identical_samples`` (see the module docstring).
     """
     wd = work if isinstance(work, WorkDir) else WorkDir(work)
     n_items = len(ids)
