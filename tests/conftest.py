@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -65,6 +66,23 @@ def pytest_cmdline_main(config):
             config.option.numprocesses = cores
 
 
+#: Each test file's seconds in a whole run on 2 cores (scripts/test_durations.py writes it from the JUnit XML of
+#: ``bash scripts/test.sh --junitxml=FILE``). Only the order of the files depends on it; a file it does not name
+#: counts as 0 s.
+FILE_SECONDS = ROOT / "tests" / "file_seconds.json"
+
+
+def longest_files_first(items: list, seconds: dict[str, float]) -> None:
+    """Order ``items`` (in place) so the files that took longest come first, each file's tests in their order and
+    files of equal time in collection order. pytest-xdist hands out whole files in this order
+    (``--dist loadfile --no-loadscope-reorder``) to whichever worker is free, so the longest file no longer starts
+    last and runs alone on one core while the other idles: longest processing time first."""
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), first[item.nodeid.split("::")[0]]))
+
+
 def pytest_collection_modifyitems(config, items):
     if _fast_set_only(config):
         slow = [item for item in items if item.get_closest_marker("slow")]
@@ -84,6 +102,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if item.get_closest_marker("vllm") and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vLLM: the vLLM tier runs in .venv-vllm (scripts/test.sh)"))
+    if "PYTEST_XDIST_WORKER" in os.environ and FILE_SECONDS.is_file():  # every worker orders its collection alike
+        longest_files_first(items, json.loads(FILE_SECONDS.read_text(encoding="utf-8"))["seconds"])
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """``scripts/test.sh`` (what CI runs) in a sandbox with stub setups and stub test environments: every tier runs and
 passes, the engine tiers' environments are made in the background while the main tier runs, the tiers after the
-main one run in two lanes at once, and a failed setup fails its tier and the script (it used to print "passed")."""
+main one run one after another (or in two lanes), the longest test files are handed out first, and a failed setup
+fails its tier and the script."""
 
 from __future__ import annotations
 
@@ -57,20 +58,19 @@ def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
         assert f"{tier}-setup-by-" in out.split(f"{tier}-tests-ran")[0], out
 
 
-def test_the_tiers_after_the_main_one_run_in_two_lanes_at_once(sandbox):
-    """While the vllm tier's tests run, the verl tier's run beside them (LANES=2, the default); LANES=1 runs them
-    one after another, as before."""
+def test_the_tiers_after_the_main_one_run_one_after_another_or_in_two_lanes(sandbox):
+    """By default (LANES=1) the vllm tier's tests and the verl tier's run one after another; LANES=2 runs the verl
+    tier's beside the vllm tier's."""
     vllm = sandbox / ".venv-vllm" / "bin" / "python"
     vllm.write_text("#!/usr/bin/env bash\ntouch vllm-running; sleep 5; rm vllm-running; echo vllm-tests-ran\n")
     verl = sandbox / ".venv-verl" / "bin" / "python"
     verl.write_text("#!/usr/bin/env bash\nsleep 2; [ ! -f vllm-running ] || echo verl-beside-vllm; echo verl-tests-ran\n")
     r = _run(sandbox, TIERS="main vllm verl")
     assert r.returncode == 0, r.stderr
-    assert "verl-beside-vllm" in r.stdout and "tier vllm: passed" in r.stdout and "tier verl: passed" in r.stdout
-    assert "in 2 lanes at once" in r.stdout
-    r = _run(sandbox, TIERS="main vllm verl", LANES="1")
+    assert "verl-beside-vllm" not in r.stdout and "tier vllm: passed" in r.stdout and "tier verl: passed" in r.stdout
+    r = _run(sandbox, TIERS="main vllm verl", LANES="2")
     assert r.returncode == 0, r.stderr
-    assert "verl-beside-vllm" not in r.stdout and "tier verl: passed" in r.stdout
+    assert "verl-beside-vllm" in r.stdout and "tier verl: passed" in r.stdout and "in 2 lanes at once" in r.stdout
 
 
 @pytest.mark.parametrize("background", ["1", "0"])
@@ -234,3 +234,25 @@ def test_an_index_url_asked_for_replaces_pips_configured_one_for_uv(tmp_path):
         assert r.returncode == 0, r.stderr
         args = (tmp_path / "uv-args").read_text()
         assert args.count("--index-url") == 1 and want in args, args
+
+
+def test_the_longest_test_files_are_handed_out_first():
+    from types import SimpleNamespace
+
+    from conftest import longest_files_first
+
+    items = [SimpleNamespace(nodeid=n) for n in
+             ["tests/a.py::x", "tests/a.py::y", "tests/b.py::x", "tests/c.py::x", "tests/c.py::y", "tests/d.py::x"]]
+    longest_files_first(items, {"tests/c.py": 90, "tests/b.py": 5, "tests/gone.py": 500})
+    assert [i.nodeid for i in items] == ["tests/c.py::x", "tests/c.py::y", "tests/b.py::x",
+                                         "tests/a.py::x", "tests/a.py::y", "tests/d.py::x"]
+
+
+def test_the_file_seconds_name_files_that_exist_and_test_sh_keeps_their_order():
+    import json
+
+    from conftest import FILE_SECONDS
+
+    seconds = json.loads(FILE_SECONDS.read_text(encoding="utf-8"))["seconds"]
+    assert seconds and all((ROOT / path).is_file() for path in seconds), "a renamed file: scripts/test_durations.py"
+    assert "--no-loadscope-reorder" in (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
