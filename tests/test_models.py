@@ -100,6 +100,33 @@ def test_without_accelerate_the_conversion_says_to_install_it_not_that_the_file_
     _nothing_converted(tmp_path / "cache")
 
 
+def test_transformers_gguf_loader_parses_a_file_once_while_converting(tmp_path, monkeypatch):
+    """transformers' GGUF loader parses the file for the config, the tokenizer and the weights (16 s each for Gemma
+    3's vocabulary); during a conversion its calls share the first parse, and the reader is put back after."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from rag_curriculum.models import _gguf_parsed_once
+
+    parses = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, mode="r"):
+            parses.append(path)
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    f = _tiny_gguf(tmp_path / "m.gguf", "llama")
+    with _gguf_parsed_once():
+        first = load_gguf_checkpoint(str(f), return_tensors=False)
+        again = load_gguf_checkpoint(str(f), return_tensors=False)
+        assert gguf.GGUFReader(str(tmp_path / "." / "m.gguf")).fields is gguf.GGUFReader(str(f)).fields
+    assert len(parses) == 1 and first["config"] == again["config"]
+    assert gguf.GGUFReader is Counting
+    load_gguf_checkpoint(str(f), return_tensors=False)
+    assert len(parses) == 2  # outside a conversion, each call parses
+
+
 @pytest.mark.slow
 def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, gemma_dir):
     from rag_curriculum.shards import sha256_file
