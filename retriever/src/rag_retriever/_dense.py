@@ -341,7 +341,7 @@ def check_structure(index: Any, where: str) -> None:
     file's centroids (finite) and ids: each passage ``0 .. ntotal - 1`` held once, in one list (an id out of that
     range is a passage the index does not hold; one held twice, another's vector under its id). At open: the
     ids read once (8 bytes a passage; 0.08 s at 5.2M passages in 4,096 lists, 0.4 s in 65,536, on one core);
-    an IVF-PQ's code sizes and codebook (``d x 2**nbits`` floats, :func:`_check_pq`), a scalar quantizer's trained
+    an IVF-PQ's code sizes and a PQ's codebook (``d x 2**nbits`` floats, :func:`_check_pq`), a scalar quantizer's trained
     ranges (``2 x d`` floats, :func:`_check_sq`), an IVF-RaBitQ's metric and an OPQ or other linear
     transform's matrix (``d_in x d_out``, :func:`_check_transforms`), each read once; the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
     import numpy as np
@@ -363,7 +363,11 @@ def check_structure(index: Any, where: str) -> None:
     _check_transforms(faiss, inner, where)
     ivf = _ivf(faiss, index)
     _check_sq(faiss, inner if ivf is None else faiss.downcast_index(ivf), where)
-    if ivf is None:
+    if ivf is None:  # a flat PQ: FAISS's reader checks its header against its codes; its codebook is read here
+        flat = faiss.downcast_index(inner.index) if isinstance(inner, faiss.IndexPreTransform) else inner
+        pq = getattr(flat, "pq", None)
+        if pq is not None:
+            _check_codebook(faiss, pq, where)
         return
     if not ivf.is_trained:
         raise DenseError(f"{where}: the header of its inverted file says it is not trained, so no search of it can "
@@ -444,8 +448,6 @@ def _check_pq(faiss: Any, ivf: Any, where: str) -> None:
     """An IVF-PQ's product quantizer: its header (``d``, ``M``, ``nbits``) gives the code size its search decodes
     by, which must be the size of the codes its lists store (else a search reads past them); its codebook
     (``d x 2**nbits`` floats) finite."""
-    import numpy as np
-
     pq = getattr(faiss.downcast_index(ivf), "pq", None)
     if pq is None:
         return
@@ -454,6 +456,13 @@ def _check_pq(faiss: Any, ivf: Any, where: str) -> None:
         raise DenseError(f"{where}: its product quantizer's header (d {pq.d}, M {pq.M}, nbits {pq.nbits}: "
                          f"{pq.code_size} bytes a code) does not match its inverted lists' codes "
                          f"({ivf.invlists.code_size} bytes each, dimension {ivf.d})", hint=CRAFTED_HINT)
+    _check_codebook(faiss, pq, where)
+
+
+def _check_codebook(faiss: Any, pq: Any, where: str) -> None:
+    """A product quantizer's codebook (``d x 2**nbits`` floats), which every code is decoded by: finite."""
+    import numpy as np
+
     c = faiss.vector_to_array(pq.centroids)
     if not np.isfinite(c).all():
         at = int(np.flatnonzero(~np.isfinite(c))[0]) // pq.dsub
