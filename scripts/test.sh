@@ -104,8 +104,8 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
 # After the main tier, the other tiers run one after another (LANES=1, the default), or in two lanes at once
 # (LANES=2: the vLLM tier in one, the others one after another in the other). Two at once finish later, not
 # sooner: on 2 cores the vllm and verl tiers took 156 s and 150 s alone (271 s and 234 s of CPU), 354 s and 347 s
-# beside each other. A tier in a lane prints its output whole when
-# it ends (two would interleave), and a line every minute names the tiers still running.
+# beside each other. A tier in a lane prints its output whole when it ends (two would interleave), and a line every
+# minute names the tiers still running.
 LANES=${LANES:-1}
 [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] || LANES=1  # (each lane's setup would be a pip install of this tree at once)
 run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it up, run it, record its time
