@@ -357,13 +357,13 @@ def test_planted_values_in_every_file_of_a_hybrid_index(dense_root, tmp_path):
                root / "index")
 
 
-# an IVF index (its centroids, lists and ids), an HNSW graph, and the compressed kinds the docs name: SQ8, IVF-PQ,
+# an IVF index (its centroids, lists and ids), an HNSW graph, and the compressed kinds: SQ8, a flat PQ, IVF-PQ,
 # IVF-PQ under an OPQ rotation, IVF-RaBitQ (each with its float16 copy, read to re-rank): FAISS's search reads them
 # as the file says
-ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16", "sq8": "SQ8", "ivfpq": "IVF8,PQ8", "opq": "OPQ8,IVF8,PQ8",
+ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16", "sq8": "SQ8", "pq": "PQ8", "ivfpq": "IVF8,PQ8", "opq": "OPQ8,IVF8,PQ8",
        "rabitq": "IVF8,RaBitQ"}
 #: the values planted in each kind's ``faiss.index`` beyond its bytes (0xFF) and its halving, at least
-PLANTED = {"ivf": 35, "hnsw": 35, "sq8": 17, "ivfpq": 90, "opq": 100, "rabitq": 90}
+PLANTED = {"ivf": 35, "hnsw": 35, "sq8": 17, "pq": 18, "ivfpq": 90, "opq": 100, "rabitq": 90}
 
 
 @pytest.mark.parametrize("factory", ["PQ8x4", "OPQ8,PQ8x4"])
@@ -397,7 +397,8 @@ def test_a_flat_pq_codebook_that_is_not_finite_is_refused_at_open(tmp_path, fact
 def test_planted_values_in_every_file_of_an_ann_or_compressed_index(encoder_root, small_input, tmp_path, name):
     """The fuzz above over every file of an index of each FAISS kind. In ``faiss.index``: a graph's or an inverted
     file's own values (``planted_values``); a scalar quantizer's type, sizes and trained ranges; a RaBitQ
-    quantizer's sizes, metric, query bits and codes' factors; an IVF-PQ's codebook, sizes and trained flags, and
+    quantizer's sizes, metric, query bits and codes' factors; a flat PQ's or an IVF-PQ's codebook and sizes (and an
+    IVF-PQ's trained flags), and
     an OPQ rotation's values, shape and length (``pq_files``: each refused at open, by FAISS's reader or by
     ``check_structure``); the file cut to half. In a compressed kind's ``vectors.f16``: the rows the queries rank
     first made NaN, infinite (refused by the re-rank that reads them) or -65504 (a value a float16 may hold: found
@@ -416,14 +417,15 @@ def test_planted_values_in_every_file_of_an_ann_or_compressed_index(encoder_root
     assert len(planted) >= PLANTED[name], planted
     assert "refused" in next(c for k, c in faiss_cases.items() if k.startswith("cut to")), faiss_cases
     ours = {k: c["refused"] for k, c in faiss_cases.items() if "crafted or damaged" in c.get("hint", "")}
-    if name in ("ivfpq", "opq"):  # every edit of the PQ changes what a search reads: each refused
+    if name in ("pq", "ivfpq", "opq"):  # every edit of the PQ changes what a search reads: each refused
         from support.faiss_edits import pq_files
 
         labels = [label for label, _ in pq_files(index / "dense/faiss.index")]
-        assert len(labels) >= (34 if name == "opq" else 22), labels
+        assert len(labels) >= {"pq": 17, "ivfpq": 22, "opq": 34}[name], labels
         work = f"{index.parent / 'work'}: dense/faiss.index: "  # (the fuzz's copy)
         assert all(faiss_cases[k].get("refused", "").startswith(work) for k in labels), [faiss_cases[k] for k in labels]
         assert "is not finite" in ours["pq centroids[0] = nan"] and "codebook" in ours["pq centroids[0] = nan"]
+    if name in ("ivfpq", "opq"):
         assert "code" in ours["pq M 16"] and "M 16" in ours["pq M 16"], ours
         assert "not trained" in ours["ivf is_trained 0"], ours
     if name == "opq":

@@ -1,7 +1,7 @@
 """Where the values a FAISS search reads lie in a ``faiss.index`` file (an HNSW graph's levels, offsets, neighbours,
 entry point and top level; an IVF index's list sizes, ids, centroids and codes; a scalar quantizer's type, sizes and
 trained ranges; a RaBitQ quantizer's sizes, metric, query bits and its codes' factors; the header's trained flag;
-an IVF-PQ's codebook, sizes and OPQ rotation, :func:`pq_files`), found by looking for each array's bytes as FAISS
+a PQ's codebook and sizes and an OPQ rotation, :func:`pq_files`), found by looking for each array's bytes as FAISS
 wrote them (its length as 8 bytes, then its values), so that a test can plant a value there the way someone who
 knows the format would."""
 
@@ -139,21 +139,24 @@ def _once(data: bytes, b: bytes) -> int:
 
 
 def pq_files(path: Path) -> list[tuple[str, bytes]]:
-    """``(label, the whole file with one edit)`` for an IVF-PQ index (or one OPQ wraps) at ``path``: its PQ
-    codebook made NaN or infinite; its PQ's ``d``, ``M``, ``nbits``, the IVF-PQ's and the inverted lists'
-    ``code_size`` made other than the stored codes; the inverted file's own trained flag cleared; and, under OPQ,
-    the rotation's values made NaN or infinite, its trained flag cleared, its shape (``d_in``, ``d_out``) changed
-    and its matrix cut to half its values (the rest of the file moved up, so that it still parses)."""
+    """``(label, the whole file with one edit)`` for a PQ index, flat or IVF-PQ (or one OPQ wraps), at ``path``: its
+    PQ codebook made NaN or infinite; its PQ's ``d``, ``M``, ``nbits`` made other than the stored codes'; for an
+    IVF-PQ, its and the inverted lists' ``code_size`` changed too and the inverted file's own trained flag cleared;
+    and, under OPQ, the rotation's values made NaN or infinite, its trained flag cleared, its shape (``d_in``,
+    ``d_out``) changed and its matrix cut to half its values (the rest of the file moved up, so that it still
+    parses)."""
     import faiss
 
     data = path.read_bytes()
     index = faiss.read_index(str(path))
     try:
         ivf = faiss.extract_index_ivf(index)
-    except RuntimeError:
-        return []
-    pq = getattr(faiss.downcast_index(ivf), "pq", None)
-    if pq is None:  # (none: an index without an IVF-PQ)
+    except RuntimeError:  # a flat index (under a transform or not)
+        ivf = None
+    inner = faiss.downcast_index(index)
+    flat = faiss.downcast_index(inner.index) if isinstance(inner, faiss.IndexPreTransform) else inner
+    pq = getattr(faiss.downcast_index(ivf) if ivf is not None else flat, "pq", None)
+    if pq is None:  # (none: an index without a PQ)
         return []
     out: list[tuple[str, bytes]] = []
 
@@ -168,15 +171,15 @@ def pq_files(path: Path) -> list[tuple[str, bytes]]:
     for name, k, values in (("d", 0, [16, 64, 0]), ("M", 8, [4, 16, 0, 2**40]), ("nbits", 16, [4, 16, 0, 64])):
         for v in values:
             put(f"pq {name} {v}", head + k, struct.pack("<Q", v))
-    assert struct.unpack("<Q", data[head - 8:head])[0] == ivf.code_size  # the IVF-PQ's code_size, just before
-    lists = _once(data, b"ilar" + struct.pack("<QQ", ivf.nlist, ivf.invlists.code_size))
-    for v in (4, 16, 0):
-        put(f"ivfpq code_size {v}", head - 8, struct.pack("<Q", v))
-        put(f"invlists code_size {v}", lists + 12, struct.pack("<Q", v))
-    tail = struct.pack("<iq", ivf.d, ivf.ntotal)  # the IVF-PQ's header: its fourcc (IwPQ, or IvPQ before), d, ntotal
-    ivf_at = _once(data, (b"IwPQ" if b"IwPQ" + tail in data else b"IvPQ") + tail)
-    put("ivf is_trained 0", ivf_at + IS_TRAINED, b"\x00")
-    inner = faiss.downcast_index(index)
+    if ivf is not None:
+        assert struct.unpack("<Q", data[head - 8:head])[0] == ivf.code_size  # the IVF-PQ's code_size, just before
+        lists = _once(data, b"ilar" + struct.pack("<QQ", ivf.nlist, ivf.invlists.code_size))
+        for v in (4, 16, 0):
+            put(f"ivfpq code_size {v}", head - 8, struct.pack("<Q", v))
+            put(f"invlists code_size {v}", lists + 12, struct.pack("<Q", v))
+        tail = struct.pack("<iq", ivf.d, ivf.ntotal)  # the IVF-PQ's header: fourcc (IwPQ, or IvPQ before), d, ntotal
+        ivf_at = _once(data, (b"IwPQ" if b"IwPQ" + tail in data else b"IvPQ") + tail)
+        put("ivf is_trained 0", ivf_at + IS_TRAINED, b"\x00")
     if isinstance(inner, faiss.IndexPreTransform):
         vt = faiss.downcast_VectorTransform(inner.chain.at(0))
         a = faiss.vector_to_array(vt.A)
