@@ -398,9 +398,8 @@ def test_planted_values_in_every_file_of_an_ann_or_compressed_index(encoder_root
     """The fuzz above over every file of an index of each FAISS kind. In ``faiss.index``: a graph's or an inverted
     file's own values (``planted_values``); a scalar quantizer's type, sizes and trained ranges; a RaBitQ
     quantizer's sizes, metric, query bits and codes' factors; a flat PQ's or an IVF-PQ's codebook and sizes (and an
-    IVF-PQ's trained flags), and
-    an OPQ rotation's values, shape and length (``pq_files``: each refused at open, by FAISS's reader or by
-    ``check_structure``); the file cut to half. In a compressed kind's ``vectors.f16``: the rows the queries rank
+    IVF-PQ's trained flags), and an OPQ rotation's values, shape and length (``pq_files``: each refused at open,
+    by FAISS's reader or by ``check_structure``); the file cut to half. In a compressed kind's ``vectors.f16``: the rows the queries rank
     first made NaN, infinite (refused by the re-rank that reads them) or -65504 (a value a float16 may hold: found
     by ``verify``), and the file cut to half (refused at open)."""
     root = tmp_path / "root"
