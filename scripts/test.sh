@@ -32,15 +32,17 @@ export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # progress as "[ 120/3456]" on every line of dots (pytest's count style), so a long tier is never silent
 PYTEST=(-m pytest -q -p no:cacheprovider -o console_output_style=count)
 # the main tier in WORKERS pytest-xdist processes (default 2; 1: one process), each test file whole on one of them
-# (its module fixtures made once): 1597 s against 2102 s in one process, on 2 cores. The files are handed out
-# longest first (tests/file_seconds.json, tests/conftest.py), in that order (--no-loadscope-reorder: not xdist's
-# most-tests-first), so the longest one, the README walkthrough, no longer starts last and runs alone
+# (its module fixtures made once; an older measurement: 1597 s against 2102 s in one process, on 2 cores). The files
+# are handed out longest first (tests/file_seconds.json, tests/conftest.py), in that order (--no-loadscope-reorder:
+# not xdist's most-tests-first), so the longest one, the README walkthrough, no longer starts last and runs alone.
+# (xdist gives each worker its next file early: a file of one or two tests has the next one queued behind it.)
 WORKERS=${WORKERS:-2}
 XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 MAIN_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || MAIN_PYTEST+=("${XDIST[@]}")
 # the vllm and verl tiers in WORKERS processes too: their tests wait mostly on engine starts and on subprocesses
-# importing verl, so two at once overlap (measured on 2 cores: vllm 449 s against 703 s, verl 323 s against 516 s)
+# importing verl, so two at once overlap (an older measurement on 2 cores: vllm 449 s against 703 s, verl 323 s
+# against 516 s in one process)
 ENGINE_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || ENGINE_PYTEST+=("${XDIST[@]}")
 # the slowest tests named at the end of the tier (where its time went, in CI's output too)
@@ -56,9 +58,9 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 20 to 25 min (1172 s measured on 2 cores at load 0.9, its environment made with uv; the README walkthrough 464 to 493 s of it)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 to 3 min (145 s measured after the main tier; its engines in process)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 2 to 3 min (116 s measured after the main tier)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 19 to 25 min (1172 s measured on 2 cores at load 0.9, 1150 s in another run; its environment made with uv; the README walkthrough 464 to 493 s of it)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 to 3 min (145 s measured after the main tier, 169 s in another run; its engines in process)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 2 min (116 s measured after the main tier, 140 s in another run)" ;;
     core) echo "the core install alone in .venv-core; under a minute (7 s measured)" ;;
     retriever) echo "rag-retriever alone in .venv-retriever, its own tests; under a minute (9 s measured)" ;;
     pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; under a minute (24 s measured; environment made in the background)" ;;
@@ -103,8 +105,8 @@ setup() {  # setup TIER: wait for its environment made in the background, or mak
 }
 # After the main tier, the other tiers run one after another (LANES=1, the default), or in two lanes at once
 # (LANES=2: the vLLM tier in one, the others one after another in the other). Two at once finish later, not
-# sooner: on 2 cores the vllm and verl tiers took 156 s and 150 s alone (271 s and 234 s of CPU), 354 s and 347 s
-# beside each other. A tier in a lane prints its output whole when it ends (two would interleave), and a line every
+# sooner: on 2 cores, in one measurement each, the vllm and verl tiers took 156 s and 150 s alone (271 s and 234 s of
+# CPU), 354 s and 347 s beside each other. A tier in a lane prints its output whole when it ends (two would interleave), and a line every
 # minute names the tiers still running.
 LANES=${LANES:-1}
 [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] || LANES=1  # (each lane's setup would be a pip install of this tree at once)
@@ -141,19 +143,25 @@ run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"
 }
 n_tiers=$(echo $TIERS | wc -w); i=0
-declare -a laned=() lane1=() lane2=()
+declare -a laned=() lane1=() lane2=() failed=()
 for tier in $TIERS; do  # the main tier (and the opt-in ones) here, one after another, as they run
   i=$((i + 1))
   case $tier in
     vllm|verl|core|pyserini|retriever)
-      if [ "$LANES" = 1 ]; then run_tier "$tier" "$i" || exit; continue; fi
+      if [ "$LANES" = 1 ]; then  # a failed tier is said, and the others still run
+        run_tier "$tier" "$i" || { failed+=("$tier"); echo "tier $tier: FAILED (its output is above)"; }
+        continue
+      fi
       laned+=("$tier:$i")
       if [ "$tier" = vllm ]; then lane1+=("$tier:$i"); else lane2+=("$tier:$i"); fi ;;
     main) run_tier main "$i" "$@" || exit ;;
     *) run_tier "$tier" "$i" || exit ;;
   esac
 done
-(( ${#laned[@]} > 0 )) || exit 0
+if (( ${#laned[@]} == 0 )); then
+  if (( ${#failed[@]} > 0 )); then echo "error: tiers failed: ${failed[*]}" >&2; exit 1; fi
+  exit 0
+fi
 # the environments made one after another in the background, if the main tier has not begun that already
 if [ -z "$chain" ]; then engine_setups & chain=$!; fi
 lanes=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-lanes.XXXXXX")
@@ -168,7 +176,7 @@ lane() {  # TIER:N ...: one after another, each one's output and exit status int
 (( ${#lane1[@]} == 0 )) || lane "${lane1[@]}" &
 (( ${#lane2[@]} == 0 )) || lane "${lane2[@]}" &
 echo "== tiers ${laned[*]%%:*} (the rest): in $LANES lanes at once, each printed whole when it ends"
-pending=("${laned[@]%%:*}"); failed=(); began=$SECONDS; said=$SECONDS
+pending=("${laned[@]%%:*}"); began=$SECONDS; said=$SECONDS
 while (( ${#pending[@]} > 0 )); do
   left=()
   for t in "${pending[@]}"; do

@@ -75,8 +75,9 @@ FILE_SECONDS = ROOT / "tests" / "file_seconds.json"
 def longest_files_first(items: list, seconds: dict[str, float]) -> None:
     """Order ``items`` (in place) so the files that took longest come first, each file's tests in their order and
     files of equal time in collection order. pytest-xdist hands out whole files in this order
-    (``--dist loadfile --no-loadscope-reorder``) to whichever worker is free, so the longest file no longer starts
-    last and runs alone on one core while the other idles: longest processing time first."""
+    (``--dist loadfile --no-loadscope-reorder``), each worker's next file when it has two tests or fewer left, so
+    the longest file no longer starts last and runs alone on one core while the other idles: longest processing
+    time first, nearly (a worker's next file is queued behind a file of one or two tests from its start)."""
     first = {}
     for i, item in enumerate(items):
         first.setdefault(item.nodeid.split("::")[0], i)

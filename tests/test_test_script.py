@@ -80,18 +80,23 @@ def test_without_java_the_pyserini_tier_is_skipped_saying_why(sandbox, backgroun
     r = _run(sandbox, JAVA="no-such-java-here", SETUP_IN_BACKGROUND=background)
     assert r.returncode == 0, r.stderr
     assert "tier pyserini: skipped: no Java here" in r.stdout
-    assert "pyserini-setup-by-" not in r.stderr and "pyserini-tests-ran" not in r.stdout
+    assert "pyserini-setup-by-" not in r.stdout + r.stderr and "pyserini-tests-ran" not in r.stdout
     assert "tier pyserini: passed" not in r.stdout and "tier core: passed" in r.stdout
 
 
 @pytest.mark.parametrize("background", ["1", "0"])
 @pytest.mark.parametrize("broken", ["vllm", "core"])
-def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broken):
-    r = _run(sandbox, FAIL=broken, SETUP_IN_BACKGROUND=background)
+@pytest.mark.parametrize("lanes", ["1", "2"])
+def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broken, lanes):
+    """A broken tier fails the script, naming it, and the other tiers still run and pass, one after another or in
+    lanes."""
+    r = _run(sandbox, FAIL=broken, SETUP_IN_BACKGROUND=background, LANES=lanes, JAVA="bash")
     assert r.returncode != 0
     assert f"{broken}-setup-broke" in r.stdout + r.stderr
     assert f"tier {broken}: passed" not in r.stdout and f"{broken}-tests-ran" not in r.stdout
-    assert "tier main: passed" in r.stdout
+    assert f"tier {broken}: FAILED" in r.stdout and f"error: tiers failed: {broken}" in r.stderr
+    for tier in {"main", "vllm", "verl", "core", "pyserini", "retriever"} - {broken}:
+        assert f"tier {tier}: passed" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("which", ["newest", "oldest"])
@@ -255,4 +260,33 @@ def test_the_file_seconds_name_files_that_exist_and_test_sh_keeps_their_order():
 
     seconds = json.loads(FILE_SECONDS.read_text(encoding="utf-8"))["seconds"]
     assert seconds and all((ROOT / path).is_file() for path in seconds), "a renamed file: scripts/test_durations.py"
-    assert "--no-loadscope-reorder" in (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+
+
+def test_the_main_tier_keeps_the_longest_first_order(sandbox):
+    r = _run(sandbox, TIERS="main")
+    ran = next(line for line in r.stdout.splitlines() if line.startswith("main-tests-ran"))
+    assert "-n 2 --dist loadfile --no-loadscope-reorder" in ran, ran  # (xdist's own order: most tests first)
+    r = _run(sandbox, TIERS="main", WORKERS="1")
+    assert "--dist" not in next(line for line in r.stdout.splitlines() if line.startswith("main-tests-ran"))
+
+
+def test_each_files_seconds_are_summed_from_junit_xml(tmp_path):
+    """scripts/test_durations.py: a module's tests, a class's and a doctest's, each summed under its file; a file
+    under a second left out; a class name that is no file of the checkout left out."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from test_durations import file_seconds
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    xml = tmp_path / "run.xml"
+    xml.write_text(
+        '<testsuites><testsuite>'
+        '<testcase classname="tests.test_readme" name="a" time="400.4"/>'
+        '<testcase classname="tests.cli.test_conventions" name="b" time="2.5"/>'
+        '<testcase classname="tests.cli.test_conventions.TestQuiet" name="c" time="1.0"/>'
+        '<testcase classname="src.rag_curriculum.models" name="d" time="0.2"/>'
+        '<testcase classname="tests.test_layout" name="e" time="0.3"/>'
+        '<testcase classname="tests.no_such_file" name="f" time="9"/>'
+        '<testcase classname="" name="tests.tier_vllm.test_vllm_cli" time="0.0"/>'
+        '</testsuite></testsuites>', encoding="utf-8")
+    assert file_seconds([str(xml)]) == {"tests/test_readme.py": 400, "tests/cli/test_conventions.py": 4}
