@@ -127,6 +127,27 @@ def test_transformers_gguf_loader_parses_a_file_once_while_converting(tmp_path, 
     assert len(parses) == 2  # outside a conversion, each call parses
 
 
+def test_a_conversion_reads_through_the_shared_reader_and_puts_gguf_back_when_it_fails(tmp_path, monkeypatch):
+    """resolve_model converts with transformers' loader under the shared reader (a reader made there sees
+    ``gguf.GGUFReader`` swapped), and a file whose settings do not fit together (32 heads over a width of 4) is one
+    clear error, with ``gguf.GGUFReader`` put back."""
+    pytest.importorskip("transformers")
+    swapped = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, *args, **kwargs):
+            swapped.append(gguf.GGUFReader is not Counting)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    f = _tiny_gguf(tmp_path / "m.gguf", "llama")
+    with pytest.raises(ModelFileError, match=r"m\.gguf: its model settings do not fit together \(.*hidden size"):
+        resolve_model(str(f), cache=tmp_path / "cache")
+    assert swapped and all(swapped), swapped
+    assert gguf.GGUFReader is Counting
+    _nothing_converted(tmp_path / "cache")
+
+
 @pytest.mark.slow
 def test_gemma_is_converted_once_into_a_folder_keyed_by_its_digest(gemma_gguf, gemma_dir):
     from rag_curriculum.shards import sha256_file
