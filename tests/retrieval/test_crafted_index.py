@@ -366,12 +366,13 @@ ANN = {"ivf": "IVF8,Flat", "hnsw": "HNSW16", "sq8": "SQ8", "pq": "PQ8", "ivfpq":
 PLANTED = {"ivf": 35, "hnsw": 35, "sq8": 17, "pq": 18, "ivfpq": 90, "opq": 100, "rabitq": 90}
 
 
-@pytest.mark.parametrize("factory", ["PQ8x4", "OPQ8,PQ8x4"])
+@pytest.mark.parametrize("factory", ["PQ8x4", "OPQ8,PQ8x4", "PQ8x4,RFlat", "HNSW16_PQ8x4"])
 def test_a_flat_pq_codebook_that_is_not_finite_is_refused_at_open(tmp_path, factory):
-    """A flat PQ (no inverted file): FAISS's reader checks its header against its codes, and its codebook, which
-    every code is decoded by, is checked here, as an IVF-PQ's is: NaN or infinity in it is refused, naming where."""
+    """A PQ without an inverted file (alone, rotated, under a refine, an HNSW graph's storage): FAISS's reader
+    checks its header against its codes, and its codebook, which every code is decoded by, is checked here, as an
+    IVF-PQ's is: NaN or infinity in it is refused, naming where."""
     faiss = pytest.importorskip("faiss")
-    from rag_retriever._dense import DenseError, check_structure
+    from rag_retriever._dense import DenseError, _layers, check_structure
 
     x = np.random.default_rng(0).standard_normal((300, 32)).astype(np.float32)
     index = faiss.index_factory(32, factory, faiss.METRIC_INNER_PRODUCT)
@@ -380,8 +381,7 @@ def test_a_flat_pq_codebook_that_is_not_finite_is_refused_at_open(tmp_path, fact
     check_structure(index, "fine")  # as built: passes
     path = tmp_path / "faiss.index"
     faiss.write_index(index, str(path))
-    inner = faiss.downcast_index(index)
-    pq = faiss.downcast_index(inner.index if isinstance(inner, faiss.IndexPreTransform) else inner).pq
+    pq = next(layer.pq for layer in _layers(faiss, index) if hasattr(layer, "pq"))
     codebook = faiss.vector_to_array(pq.centroids)
     data = path.read_bytes()
     at = data.index(codebook.tobytes()) + 4 * (3 * pq.dsub * pq.ksub + 5 * pq.dsub)  # sub-quantizer 3, centroid 5

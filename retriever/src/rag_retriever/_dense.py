@@ -341,9 +341,11 @@ def check_structure(index: Any, where: str) -> None:
     file's centroids (finite) and ids: each passage ``0 .. ntotal - 1`` held once, in one list (an id out of that
     range is a passage the index does not hold; one held twice, another's vector under its id). At open: the
     ids read once (8 bytes a passage; 0.08 s at 5.2M passages in 4,096 lists, 0.4 s in 65,536, on one core);
-    an IVF-PQ's code sizes and a PQ's codebook (``d x 2**nbits`` floats, :func:`_check_pq`), a scalar quantizer's trained
-    ranges (``2 x d`` floats, :func:`_check_sq`), an IVF-RaBitQ's metric and an OPQ or other linear
-    transform's matrix (``d_in x d_out``, :func:`_check_transforms`), each read once; the IVF-Flat vectors themselves are read by :func:`verify` (``validate``, ``--verify``)."""
+    an IVF-PQ's code sizes and any PQ's codebook (``d x 2**nbits`` floats, :func:`_check_codebook`), a scalar
+    quantizer's trained ranges (``2 x d`` floats, :func:`_check_sq`), an IVF-RaBitQ's metric and an OPQ or other
+    linear transform's matrix (``d_in x d_out``, :func:`_check_transforms`), each read once, under a refine or an
+    HNSW graph too (:func:`_layers`); the IVF-Flat vectors themselves are read by :func:`verify` (``validate``,
+    ``--verify``)."""
     import numpy as np
 
     faiss = _faiss()
@@ -360,14 +362,16 @@ def check_structure(index: Any, where: str) -> None:
             at = f"level {int(levels[entry]) - 1}" if 0 <= entry < n else "no node"
             raise DenseError(f"{where}: its HNSW graph's top level is {int(hnsw.max_level)} and its entry point "
                              f"{entry:,} ({at}), but its highest node is at level {top}", hint=CRAFTED_HINT)
-    _check_transforms(faiss, inner, where)
+    layers = _layers(faiss, index)
+    for layer in layers:  # (an OPQ under a refine is applied all the same)
+        _check_transforms(faiss, layer, where)
     ivf = _ivf(faiss, index)
     _check_sq(faiss, inner if ivf is None else faiss.downcast_index(ivf), where)
-    if ivf is None:  # a flat PQ: FAISS's reader checks its header against its codes; its codebook is read here
-        flat = faiss.downcast_index(inner.index) if isinstance(inner, faiss.IndexPreTransform) else inner
-        pq = getattr(flat, "pq", None)
-        if pq is not None:
-            _check_codebook(faiss, pq, where)
+    if ivf is None:  # a flat PQ (or an HNSW graph's PQ storage): FAISS's reader checks its header against its
+        for layer in layers:  # codes; its codebook is read here
+            pq = getattr(layer, "pq", None)
+            if pq is not None:
+                _check_codebook(faiss, pq, where)
         return
     if not ivf.is_trained:
         raise DenseError(f"{where}: the header of its inverted file says it is not trained, so no search of it can "
@@ -457,6 +461,20 @@ def _check_pq(faiss: Any, ivf: Any, where: str) -> None:
                          f"{pq.code_size} bytes a code) does not match its inverted lists' codes "
                          f"({ivf.invlists.code_size} bytes each, dimension {ivf.d})", hint=CRAFTED_HINT)
     _check_codebook(faiss, pq, where)
+
+
+def _layers(faiss: Any, index: Any) -> list[Any]:
+    """The index and those it wraps, outermost first: a refine's base, a transform's index, an HNSW graph's
+    storage (``PQ8,RFlat``, ``OPQ8,PQ8``, ``HNSW32_PQ8``)."""
+    out = [faiss.downcast_index(index)]
+    while len(out) < 8:
+        top = out[-1]
+        inner = (top.base_index if isinstance(top, faiss.IndexRefine)
+                 else top.index if isinstance(top, faiss.IndexPreTransform) else getattr(top, "storage", None))
+        if inner is None:
+            break
+        out.append(faiss.downcast_index(inner))
+    return out
 
 
 def _check_codebook(faiss: Any, pq: Any, where: str) -> None:
