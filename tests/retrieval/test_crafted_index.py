@@ -392,6 +392,28 @@ def test_a_flat_pq_codebook_that_is_not_finite_is_refused_at_open(tmp_path, fact
             check_structure(faiss.read_index(str(path)), "crafted")
 
 
+@pytest.mark.parametrize("factory", ["SQ8", "SQ8,RFlat", "OPQ8,SQ8,RFlat"])
+def test_a_scalar_quantizers_range_that_is_not_finite_is_refused_under_a_refine_too(tmp_path, factory):
+    """An SQ index's trained ranges decode every code, also when a refine (``RFlat``) or a rotation wraps it: NaN
+    planted in the written file is refused at open."""
+    faiss = pytest.importorskip("faiss")
+    from rag_retriever._dense import DenseError, _layers, check_structure
+
+    x = np.random.default_rng(0).standard_normal((300, 32)).astype(np.float32)  # (OPQ8's training needs 256)
+    index = faiss.index_factory(32, factory, faiss.METRIC_INNER_PRODUCT)
+    index.train(x)
+    index.add(x)
+    check_structure(index, "fine")
+    path = tmp_path / "faiss.index"
+    faiss.write_index(index, str(path))
+    trained = faiss.vector_to_array(next(layer.sq for layer in _layers(faiss, index) if hasattr(layer, "sq")).trained)
+    data = path.read_bytes()
+    at = data.index(trained.tobytes()) + 4 * 7  # vmin of dimension 7
+    path.write_bytes(data[:at] + np.float32(np.nan).tobytes() + data[at + 4:])
+    with pytest.raises(DenseError, match=r"crafted: its scalar quantizer's trained range \(vmin 7\) is not finite"):
+        check_structure(faiss.read_index(str(path)), "crafted")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ANN))
 def test_planted_values_in_every_file_of_an_ann_or_compressed_index(encoder_root, small_input, tmp_path, name):

@@ -366,7 +366,8 @@ def check_structure(index: Any, where: str) -> None:
     for layer in layers:  # (an OPQ under a refine is applied all the same)
         _check_transforms(faiss, layer, where)
     ivf = _ivf(faiss, index)
-    _check_sq(faiss, inner if ivf is None else faiss.downcast_index(ivf), where)
+    for layer in layers if ivf is None else [faiss.downcast_index(ivf)]:  # (an SQ under a refine decodes too)
+        _check_sq(faiss, layer, where)
     if ivf is None:  # a flat PQ (or an HNSW graph's PQ storage): FAISS's reader checks its header against its
         for layer in layers:  # codes; its codebook is read here
             pq = getattr(layer, "pq", None)
