@@ -50,7 +50,7 @@ from .errors import SettingError
 # search agent's settings and the model checks.
 __all__ = ["MAX_COUNT", "MAX_K", "MAX_SAMPLES", "MAX_SEED", "MODEL_PATH_BACKENDS", "check_model_ref", "check_settings",
            "check_value", "choices_of", "describe", "hub_offline", "in_hub_cache", "is_hub_id", "ray_address_rule",
-           "retriever_rule", "retriever_timeout_rule", "rule", "setting_flag", "settings_rows", "settings_table",
+           "retriever_retries_rule", "retriever_rule", "retriever_timeout_rule", "rule", "setting_flag", "settings_rows", "settings_table",
            "suggest"]
 
 
@@ -88,6 +88,14 @@ def retriever_timeout_rule() -> Any:
     return rule(30.0, gt=0, le=86_400, help=(
         "Seconds a retriever server may take to answer a request (tried twice): a server that accepts and never "
         "answers stops the run in one line naming it."))
+
+
+def retriever_retries_rule() -> Any:
+    """The ``retriever_retries`` setting of a search agent (partition's, eval's, train's and the warm start's)."""
+    return rule(5, ge=0, le=100, help=(
+        "Times a request to a retriever server is sent again after a connection error or a 502, 503 or 504 "
+        "answer, waiting 0.5, 1, 2, 4, 8, ... s before each (5: a server down for about 15 s is waited for; "
+        "0: the first failure stops the run)."))
 
 
 def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = None, *,

@@ -1,6 +1,7 @@
 """The HTTP retriever client under faults: a server that accepts and never answers
-stops a run after --retriever-timeout (tried twice) in one line naming the URL; a key in the URL never reaches a
-log line, urllib3's retry warnings included; a scheme other than http(s) is refused as such."""
+stops a run after --retriever-timeout (tried twice) in one line naming the URL; one nothing listens on, after
+--retriever-retries more tries; a key in the URL never reaches a log line, urllib3's retry warnings included; a
+scheme other than http(s) is refused as such."""
 
 from __future__ import annotations
 
@@ -57,18 +58,34 @@ def test_a_hung_server_stops_the_run_after_the_timeout(silent_server):
     assert took < 10
 
 
+def test_a_closed_port_is_tried_retriever_retries_more_times_then_named(caplog):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    assert open_retriever(f"http://127.0.0.1:{port}/retrieve").retries == 5  # the default: about 15 s of backoff
+    for retries, said in ((0, "after 0 retries"), (1, "after 1 retry")):
+        retriever = open_retriever(f"http://127.0.0.1:{port}/retrieve", retries=retries)
+        start = time.monotonic()
+        with pytest.raises(RetrieverError) as e:
+            retriever.search(["who wrote hamlet"], 1)
+        assert time.monotonic() - start < 5  # 0.5 s of backoff at most
+        assert str(e.value).endswith(f"unreachable (Connection refused) {said}"), str(e.value)
+
+
 @pytest.mark.slow
 def test_the_cli_names_the_url_and_leaks_no_key(silent_server, tmp_path, min_max_shards):
     """Through the command line: one error line, and no log line (the toolkit's or urllib3's) holds the key."""
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
-    closed.close()  # nothing listens there: urllib3 retries, and logs each retry with the path and query
+    closed.close()  # nothing listens there: urllib3 retries (once here), and logs each retry with the path and query
     env = {"PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
     for url, says in ((f"http://u:pw@127.0.0.1:{port}/retrieve?api_key=SECRET", "unreachable"),
                       (f"http://127.0.0.1:{silent_server}/retrieve?token=SECRET", "did not answer within 1 s")):
         r = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "eval", "--agent", "search-r1",
-                            "--retriever", url, "--retriever-timeout", "1", "--backend", "scripted", "--model",
+                            "--retriever", url, "--retriever-timeout", "1", "--retriever-retries", "1", "--backend",
+                            "scripted", "--model",
                             "p=support.agent_policies:search_then_answer", "--data", str(min_max_shards), "--limit", "1",
                             "--out", str(tmp_path / "ev"), "--no-progress"], capture_output=True, text=True,
                            env={**__import__("os").environ, **env}, timeout=300)

@@ -42,7 +42,8 @@ BASES = {
     "partition-merge": ["partition-merge", "{PART}", "-o", "{OUT}"],
     "eval compare": ["eval", "compare", "{RUN}", "-o", "{OUT}/t.md"],
     "warm-start": ["warm-start", "{MAX}", "--out", "{OUT}"],
-    "warm-start --agent": ["warm-start", "{MAX}", "--out", "{OUT}", "--agent", "search-r1", "--retriever", "{IDX}"],
+    "warm-start --agent": ["warm-start", "{MAX}", "--out", "{OUT}", "--agent", "search-r1", "--retriever", "{IDX}",
+                           "--retriever-retries", "0"],  # an unreachable server said at once
 
     "build hotpotqa": ["build", "-d", "hotpotqa", "-i", "{HOTPOT}", "-o", "{OUT}", "--n", "3", "--no-progress"],
     "eval transformers": ["eval", "--model", "m=x", "--data", "{EVAL}", "--backend", "transformers", "--no-plots",

@@ -89,10 +89,10 @@ BEFORE = {
     "verl check-lengths": "--dry-run --model --prompt-length --response-length",
     "verl steps": "--total-epochs --train-batch-size", "verl agent-data": "--overwrite --template",
 }
-ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
+ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout", "--retriever-retries"},
          "build": {"--profile", "--target", "--band", "--group-size",  # a model's level profile, the calibrated schedule
                    "--questions-from"},  # the questions of a partition's bucket
-         "eval run": {"--max-context-tokens", "--retriever-timeout",
+         "eval run": {"--max-context-tokens", "--retriever-timeout", "--retriever-retries",
                       "--reward", "--reward-arg"},  # Search-R1's own reward beside EM / F1
          "serve": {"--print-config", "--encoder", "--device", "--engine", "--replicas", "--ray-address",
                    "--replica-cpus", "--replica-gpus", "--max-connections", "--header-timeout",
@@ -103,7 +103,8 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout"},
          "validate": {"--quick", "--full"},  # --full: every stored ranking ranked again
          "inspect": {"--row", "--tokenizer", "--n", "--where"},  # --n, --where: predictions of an eval or a partition
          "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings",  # a base model's 262k-token table kept
-                        "--batch-size"},  # one example a step: no padding, a CPU's memory
+                        "--batch-size",  # one example a step: no padding, a CPU's memory
+                        "--retriever-retries"},  # a server's request sent again, as partition's and eval's
          # Dense and hybrid indexes
          "index": {"--kind", "--encoder", "--query-prefix", "--passage-prefix", "--pooling", "--normalize",
                    "--no-normalize", "--max-length", "--batch-size", "--device", "--faiss", "--max-memory", "--seed",

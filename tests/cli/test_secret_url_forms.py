@@ -57,9 +57,9 @@ def test_a_path_after_a_port_that_starts_with_an_at_sign_is_not_a_password():
 @pytest.mark.parametrize("form", ["fragment", "password with #", "encoded name"])
 def test_the_error_line_of_an_unreachable_retriever_masks_every_form(min_max_shards, tmp_path, form):
     url, _ = FORMS[form]
-    r = run("eval", "--agent", "search-r1", "--retriever", url, "--backend", "scripted", "--model",
-            "p=support.agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1", "--out", tmp_path / "ev",
-            "--no-progress")
+    r = run("eval", "--agent", "search-r1", "--retriever", url, "--retriever-retries", "0", "--backend", "scripted",
+            "--model", "p=support.agent_policies:search_then_answer", "--data", min_max_shards, "--limit", "1",
+            "--out", tmp_path / "ev", "--no-progress")
     line = one_error(r)
     assert SECRET not in r.output and "***" in line, r.output
     assert not (tmp_path / "ev").exists()

@@ -50,6 +50,9 @@ def warm_start(
     retriever: Annotated[str, typer.Option(help="With --agent: the index directory (curriculum index) or the URL "
                                            "of `curriculum serve` the agent will train against.",
                                            show_default=False)] = "",
+    retriever_retries: Annotated[int, typer.Option(help="With --agent and a server's URL: times a request is sent "
+                                                   "again after a connection error or a 502, 503 or 504 answer "
+                                                   "(waiting 0.5, 1, 2, 4, 8, ... s before each).")] = 5,
     top_k: Annotated[int | None, typer.Option(help="With --agent: passages per search (as the training recipe's "
                                              "agent.top_k). \\[default: 3]", show_default=False)] = None,
     template: Annotated[str | None, typer.Option(help="With --agent: the search prompt (search-r1 | "
@@ -83,7 +86,7 @@ def warm_start(
         result = run(WarmStartConfig(
             shards=str(shards), out=str(out_dir), model=model, rows=rows, epochs=epochs, copies=copies, plain=plain,
             learning_rate=learning_rate, batch_size=batch_size, seed=seed, hidden_size=hidden_size, layers=layers, agent=agent,
-            retriever=retriever, top_k=top_k, template=template, freeze_embeddings=freeze_embeddings,
+            retriever=retriever, retriever_retries=retriever_retries, top_k=top_k, template=template, freeze_embeddings=freeze_embeddings,
             overwrite=overwrite))
     table = Table(title=f"warm start of {escape(model or 'a tiny model made here')}", title_justify="left")
     for col in ("rows", "examples", "loss first", "loss last", "seconds", "model"):

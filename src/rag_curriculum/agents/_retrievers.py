@@ -131,6 +131,12 @@ def _check_url(url: str) -> None:
                              hint="give a server's URL, e.g. http://127.0.0.1:8000/retrieve")
 
 
+#: Seconds a retriever server may take to answer one request (``--retriever-timeout``).
+DEFAULT_TIMEOUT = 30.0
+#: Times a failed request to a retriever server is sent again (``--retriever-retries``).
+DEFAULT_RETRIES = 5
+
+
 class HttpRetriever:
     """A retriever server speaking Search-R1's protocol: ``POST {url}`` with ``{"queries", "topk",
     "return_scores": true}``, answered ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``.
@@ -148,8 +154,8 @@ class HttpRetriever:
     both. A server without ``/manifest`` (Search-R1's own) cannot be checked: a warning says so, once.
     """
 
-    def __init__(self, url: str, *, timeout: float = 30.0, retries: int = 5, backoff: float = 0.5,
-                 batch: int = 256, read_retries: int = 1) -> None:
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retries: int = DEFAULT_RETRIES,
+                 backoff: float = 0.5, batch: int = 256, read_retries: int = 1) -> None:
         import requests
         from requests.adapters import HTTPAdapter
         from urllib3.util.retry import Retry
@@ -324,17 +330,16 @@ def _quiet_retry(retry: type) -> type:
     return _QUIET_RETRY[0]
 
 
-#: Seconds a retriever server may take to answer one request (``--retriever-timeout``).
-DEFAULT_TIMEOUT = 30.0
 
-
-def open_retriever(where: str | Any, *, timeout: float | None = None) -> Retriever:
+def open_retriever(where: str | Any, *, timeout: float | None = None, retries: int | None = None) -> Retriever:
     """A retriever from ``--retriever``: an ``http(s)://`` URL (a server), or an index directory.
 
     Args:
         where: an ``http(s)://`` URL of a server (``curriculum serve``, or any server of Search-R1's protocol), an
             index directory (``curriculum index``, any kind), or a retriever object, returned as it is.
         timeout: a server's seconds per request (None: :data:`DEFAULT_TIMEOUT`).
+        retries: times a server's request is sent again after a connection error or a 502/503/504 (None:
+            :data:`DEFAULT_RETRIES`).
 
     Returns:
         A :class:`Retriever`: an :class:`HttpRetriever` for a URL, an :class:`IndexRetriever` for a directory.
@@ -363,7 +368,8 @@ def open_retriever(where: str | Any, *, timeout: float | None = None) -> Retriev
     if not isinstance(where, str):
         return where
     if where.lower().startswith(("http://", "https://")):  # (a scheme is case-insensitive: RFC 3986 3.1)
-        return HttpRetriever(where, timeout=timeout or DEFAULT_TIMEOUT)
+        return HttpRetriever(where, timeout=timeout or DEFAULT_TIMEOUT,
+                             retries=DEFAULT_RETRIES if retries is None else int(retries))
     scheme = where.split("://", 1)[0] if "://" in where else None
     if scheme and scheme.replace("+", "").replace(".", "").replace("-", "").isalnum():
         raise RetrieverError(f"--retriever {mask_secrets(where)}: the scheme {scheme}:// is not supported",

@@ -39,7 +39,14 @@ from .._metrics import answer_scores
 from .._plots import bar_panels
 from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
 from .._progress import maybe_progress
-from .._settings import check_model_ref, check_settings, retriever_rule, retriever_timeout_rule, rule
+from .._settings import (
+    check_model_ref,
+    check_settings,
+    retriever_retries_rule,
+    retriever_rule,
+    retriever_timeout_rule,
+    rule,
+)
 from ..agents import (
     AGENT_PROTOCOLS,
     FAITHFULNESS_MEASURES,
@@ -71,6 +78,7 @@ class AgentEvalConfig:
         "The agent protocol: search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
     retriever: str | None = retriever_rule()
     retriever_timeout: float = retriever_timeout_rule()
+    retriever_retries: int = retriever_retries_rule()
     models: list[ModelSpec] = rule(default_factory=list, flag="--model", help="Models: PATH or NAME=PATH.")
     data: list[str] = rule(default_factory=list, flag="--data", help=(
         "Shard directories whose questions are asked (evaluation sets or curricula: question, answers and gold "
@@ -320,7 +328,7 @@ def run_agent_eval(cfg: AgentEvalConfig, *, progress: bool = False, command: str
     if twice:
         raise UsageError(f"two --data sets would both be named {', '.join(twice)} in the results",
                          hint="give the folders distinct names")
-    retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
+    retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout, retries=cfg.retriever_retries)
     getattr(retriever, "probe", lambda: None)()  # a retriever that cannot answer fails before anything is written
     # a run that failed before its first result leaves no --out
     with resumable_output(out, LOCK, "eval --agent", EvalError, started=(out / "results").exists):
@@ -373,7 +381,7 @@ def _run(cfg: AgentEvalConfig, out: Path, sets: list[Any], keys: list[str], retr
     unused = {k for registry in (AGENT_PROTOCOLS, FAITHFULNESS_MEASURES, TRAJECTORY_REWARDS)
               for part in registry.loaded().values() if part not in parts for k in part.settings}
     settings = {k: v for k, v in cfg.to_dict().items() if k not in ("models", "data", "out", "overwrite", "limit",
-                                                                    "retriever_timeout", "plots")
+                                                                    "retriever_timeout", "retriever_retries", "plots")
                 and k not in unused
                 and not (cfg.faithfulness is None and k == "faithfulness")
                 and not (cfg.reward is None and k in ("reward", "reward_args"))}

@@ -188,7 +188,7 @@ def agent_setup(cfg: PartitionConfig, input_dir: Path) -> tuple[dict[str, Any], 
     """What :func:`rag_curriculum.partition.partition` needs for ``--agent``: the part of the run's fingerprint the
     trajectories depend on (the agent's settings and the retriever's content, not where it is), the rows as
     prompts, and a wrapper turning the generation backend (or its factory) into a :class:`RolloutBackend`."""
-    retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
+    retriever = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout, retries=cfg.retriever_retries)
     table = read_table(input_dir)
     missing = {"id", "question", "answers"} - set(table.schema.names)
     if missing:

@@ -14,6 +14,7 @@ from .._settings import (
     MODEL_PATH_BACKENDS,
     check_model_ref,
     check_settings,
+    retriever_retries_rule,
     retriever_rule,
     retriever_timeout_rule,
     rule,
@@ -124,6 +125,7 @@ class PartitionConfig:
         "search-r1 (Search-R1's tags) | react (ReAct's Thought / Action / Observation)."))
     retriever: str | None = retriever_rule("With --agent: ")
     retriever_timeout: float = retriever_timeout_rule()
+    retriever_retries: int = retriever_retries_rule()
     template: str = rule("search-r1", empty=False, help=(
         "With --agent: the agent's prompt, search-r1 (VERITAS appendix A) | search-r1-original (Search-R1's "
         "make_prefix); with --agent react, react (its default), a template registered for ReAct, or a copy of "
@@ -167,7 +169,7 @@ class PartitionConfig:
         self.sampling()  # validates the sampling settings
         if self.agent is None:
             defaults = {f.name: f.default for f in fields(self)}
-            agent_only = [n for n in ("retriever", "retriever_timeout", "template", "top_k", "max_turns",
+            agent_only = [n for n in ("retriever", "retriever_timeout", "retriever_retries", "template", "top_k", "max_turns",
                                       "max_context_tokens", "search_difficulty", "withhold_p", "react_sentences")
                           if getattr(self, n) != defaults[n]]
             if agent_only:

@@ -85,7 +85,7 @@ def partition(cfg: PartitionConfig, *, backend: GenerationBackend | None = None,
     out = Path(cfg.out)
     check_partition_out(cfg, out)
     if cfg.agent:  # a retriever that cannot answer fails before anything is built or written
-        probe = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout)
+        probe = open_retriever(cfg.retriever, timeout=cfg.retriever_timeout, retries=cfg.retriever_retries)
         getattr(probe, "probe", lambda: None)()
     shard = f" (shard {cfg.shard_index} of {cfg.num_shards})" if cfg.num_shards > 1 else ""
     # a run that failed before its first chunk leaves no OUT

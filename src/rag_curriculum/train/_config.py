@@ -19,7 +19,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._settings import MAX_COUNT, check_model_ref, check_settings, retriever_timeout_rule, rule
+from .._settings import (
+    MAX_COUNT,
+    check_model_ref,
+    check_settings,
+    retriever_retries_rule,
+    retriever_timeout_rule,
+    rule,
+)
 from ..agents import first_search_query
 from ..config import bind
 from ..errors import ConfigError, UsageError
@@ -179,6 +186,7 @@ class AgentConfig:
         "The search tool: a directory written by ``curriculum index`` (in-process BM25) or the URL of a server "
         "speaking Search-R1's ``POST /retrieve`` (``curriculum serve``); null: no search agent."))
     retriever_timeout: float = retriever_timeout_rule()
+    retriever_retries: int = retriever_retries_rule()
     protocol: str = rule("tags", choices=("tags", "tools"), help=(
         "How the model searches: tags (Search-R1's <search> / <information> protocol through the toolkit's "
         "rollout_func) or tools (TRL's native tool calling: environment_factory with a search tool; the chat "

@@ -399,7 +399,8 @@ def rollout_from_config(agent: Any, *, seed: int = 0, rows: Iterable[Mapping[str
                   difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),
                   max_turn_tokens=agent.max_turn_tokens, first_turn=agent.first_turn)
     retriever = retriever if retriever is not None else open_retriever(
-        agent.retriever, timeout=getattr(agent, "retriever_timeout", None))
+        agent.retriever, timeout=getattr(agent, "retriever_timeout", None),
+        retries=getattr(agent, "retriever_retries", None))
     if rows is not None:
         return SearchRollout.from_rows(rows, retriever, **kwargs)
     return SearchRollout(retriever, **kwargs)

@@ -122,7 +122,8 @@ def environment_from_config(agent: Any, *, seed: int = 0, retriever: Any = None)
     a fresh :class:`SearchEnvironment` per rollout."""
     s = seed if agent.seed is None else int(agent.seed)
     retriever = retriever if retriever is not None else open_retriever(
-        agent.retriever, timeout=getattr(agent, "retriever_timeout", None))
+        agent.retriever, timeout=getattr(agent, "retriever_timeout", None),
+        retries=getattr(agent, "retriever_retries", None))
     return functools.partial(SearchEnvironment, retriever, top_k=agent.top_k,
                              difficulty=SearchDifficulty(mode=agent.difficulty, p=agent.p, seed=s),
                              first_search=getattr(agent, "first_turn", None))

@@ -450,7 +450,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         run_plan["pass_rates"] = pass_rates
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
-        retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout)
+        retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout,
+                                   retries=cfg.agent.retriever_retries)
         run_plan["retriever"] = mask_secrets({k: v for k, v in retriever.describe().items() if k not in ("path", "url")})
     finished = None
     if resume is not None:

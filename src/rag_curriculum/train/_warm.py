@@ -235,6 +235,7 @@ class WarmStartConfig:
     vocab_size: int = 2048
     agent: str = ""
     retriever: str = ""
+    retriever_retries: int = 5  # a server's request sent again after a connection error or a 502/503/504
     top_k: int | None = None  # None: 3 with ``agent`` (Search-R1's top_k)
     template: str | None = None  # None: search-r1 with ``agent``
     freeze_embeddings: bool = False  # the token embeddings (and a tied output layer) left as they are
@@ -251,6 +252,8 @@ class WarmStartConfig:
             value = getattr(self, name)
             if not 1 <= int(value) <= most:
                 raise UsageError(f"--{name.replace('_', '-')} {value}: must be between 1 and {most:,}")
+        if not 0 <= int(self.retriever_retries) <= 100:
+            raise UsageError(f"--retriever-retries {self.retriever_retries}: must be between 0 and 100")
         if not 0 <= int(self.seed) < 2**32:
             raise UsageError(f"--seed {self.seed}: must be between 0 and 2**32 - 1")
         for name in ("epochs", "learning_rate"):
@@ -414,7 +417,7 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     _check_rows(cfg, rows)
     information: list[str] = []
     if cfg.agent:  # the retriever is asked before anything is written
-        information = _information(cfg, open_retriever(cfg.retriever), rows)
+        information = _information(cfg, open_retriever(cfg.retriever, retries=cfg.retriever_retries), rows)
     start = time.perf_counter()
     with exclusive(lock_beside(out, "warm"), out, "warm-start", ConfigError, remove=True):
         work = prepare_output(out, overwrite=cfg.overwrite, kind=OUTPUT)
