@@ -160,3 +160,38 @@ def test_grpo_trains_on_cuda(tiny_model_dir, tmp_path_factory):
     assert (result.checkpoints[0] / "model.safetensors").exists()
     state = json.loads((result.checkpoints[0] / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and any("loss" in h for h in state["log_history"])
+
+
+def test_a_dense_index_encoded_on_cuda_holds_the_cpu_vectors_and_rankings(shared_data, tmp_path):
+    """`index --kind dense --device cuda`: the passages encoded on the GPU are the CPU's vectors (float32 on both,
+    kept as float16), the manifest says where they were encoded, and the index opened with its queries encoded on
+    cuda ranks the indexed questions as the CPU-built one does."""
+    import numpy as np
+    import torch
+
+    pytest.importorskip("faiss", reason="the dense extra is needed: pip install 'rag-curriculum[dense]'")
+    from rag_retriever import IndexConfig, build_index, load_index
+    from support.tiny_model import build_tiny_encoder
+
+    enc = build_tiny_encoder(tmp_path / "enc", shared_data)
+    small = tmp_path / "musique_train.jsonl"
+    small.write_text("".join(MUSIQUE_TRAIN.read_text().splitlines(keepends=True)[:40]))
+    built = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        m = build_index(IndexConfig(dataset="musique", input=str(small), out=str(out), kind="dense",
+                                    encoder=str(enc), device=device, depth=20))
+        built[device] = (out, m)
+        assert m["config"]["device"] == device, m["config"]
+    (cpu, m), (gpu, _) = built["cpu"], built["cuda"]
+    rows, dim = m["passages"], m["dense"]["dim"]
+    a = np.fromfile(cpu / "dense" / "vectors.f16", dtype=np.float16).reshape(rows, dim).astype(np.float32)
+    b = np.fromfile(gpu / "dense" / "vectors.f16", dtype=np.float16).reshape(rows, dim).astype(np.float32)
+    assert np.abs(a - b).max() <= 2e-3
+    torch.cuda.reset_peak_memory_stats()
+    on_cuda, on_cpu = load_index(gpu, device="cuda"), load_index(cpu, device="cpu")
+    questions = on_cpu._q()[0][:20]
+    ids_gpu, _ = on_cuda.retrieve_many(questions, 5)
+    ids_cpu, _ = on_cpu.retrieve_many(questions, 5)
+    assert (ids_gpu[:, 0] == ids_cpu[:, 0]).sum() >= 19, (ids_gpu, ids_cpu)
+    assert torch.cuda.max_memory_allocated() > 0  # the queries were encoded on the GPU
