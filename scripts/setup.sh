@@ -29,9 +29,6 @@ make_venv() { [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"; PY="$VENV/
 # (`pip config list`, which takes in the PIP_* variables: index, extra indexes, find-links, constraints, certificate)
 # is handed to it, with pip's choice among indexes (the best match across all of them). Whatever uv cannot install
 # is installed again with pip, saying so.
-# Both write each module's bytecode at install (uv --compile-bytecode; pip's default): where PYTHONDONTWRITEBYTECODE
-# is set, as on CI machines, Python never writes it itself, and every process compiled torch's, transformers' and
-# TRL's sources anew (importing the three: 12.4 s, 6.3 s compiled, on one core; the whole .venv compiles in 36 s).
 UV=
 uv_args=()
 find_uv() {  # sets UV (and uv_args) once; fails where there is no uv to be had
@@ -76,9 +73,7 @@ install_packages() {  # quiet; the installer's whole output, and exit 1, only wh
       config+=("${uv_args[i]}")
     done
     echo "$VENV: uv pip install $*" >&2
-    if "$UV" pip install --quiet --compile-bytecode --python "$PY" "${config[@]}" "$@" >"$log" 2>&1; then
-      rm -f "$log"; return 0
-    fi
+    if "$UV" pip install --quiet --python "$PY" "${config[@]}" "$@" >"$log" 2>&1; then rm -f "$log"; return 0; fi
     echo "$VENV: uv could not install it (its last lines below); pip instead" >&2
     tail -n 5 "$log" >&2
   fi
@@ -87,7 +82,7 @@ install_packages() {  # quiet; the installer's whole output, and exit 1, only wh
     if [ -n "$skip" ]; then skip=; elif [ "$a" = --upgrade-package ]; then args+=(--upgrade); skip=1; else args+=("$a"); fi
   done
   echo "$VENV: pip install ${args[*]}" >&2
-  if ! "$PY" -m pip install -q "${args[@]}" >"$log" 2>&1; then
+  if ! "$PY" -m pip install -q --no-compile "${args[@]}" >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     exit 1
@@ -304,6 +299,3 @@ case $ENVIRONMENT in
   *) echo "error: unknown environment '$ENVIRONMENT' (main, vllm, verl, core, pyserini, retriever, trl-newest, trl-oldest)" >&2
      exit 2 ;;
 esac
-# this tree's own modules compiled too (installed editable: their bytecode is written beside them, in __pycache__),
-# which each `curriculum` process otherwise compiles again where PYTHONDONTWRITEBYTECODE is set (a second, once)
-"${PY:-$VENV/bin/python}" -m compileall -q src retriever/src >/dev/null 2>&1 || true

@@ -70,23 +70,23 @@ def test_no_gpu_takes_the_cpu_index_when_it_answers_and_says_so(sandbox):
     r, pips = setup(sandbox, REACH="1")
     assert r.returncode == 0, r.stderr
     assert torch_installs(pips) == [
-        "pip install -q torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu"]
+        "pip install -q --no-compile torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu"]
     assert "setup: torch 2.13.0+cpu (CPU build)" in r.stdout.splitlines()
-    assert 'pip install -q -e ./retriever -e .[train,dev,ray]' in pips  # the retriever first: it resolves offline
+    assert 'pip install -q --no-compile -e ./retriever -e .[train,dev,ray]' in pips  # the retriever first: it resolves offline
 
 
 def test_no_gpu_and_no_cpu_index_keeps_the_configured_index_as_before(sandbox):
     """What this machine and CI do: only the configured index can be reached, and its torch is the CPU build."""
     r, pips = setup(sandbox, PLAIN_BUILD="torch 2.13.0+cpu (CPU build)")
     assert r.returncode == 0, r.stderr
-    assert torch_installs(pips) == ["pip install -q torch==2.13.0"]
+    assert torch_installs(pips) == ["pip install -q --no-compile torch==2.13.0"]
     assert "setup: torch 2.13.0+cpu (CPU build)" in r.stdout.splitlines()
 
 
 def test_a_gpu_machine_keeps_the_configured_index_and_names_the_cuda_build(sandbox):
     r, pips = setup(sandbox, GPU="1", REACH="1")
     assert r.returncode == 0, r.stderr
-    assert torch_installs(pips) == ["pip install -q torch==2.13.0"]
+    assert torch_installs(pips) == ["pip install -q --no-compile torch==2.13.0"]
     assert "setup: torch 2.13.0 (CUDA 12.8 build)" in r.stdout.splitlines()
 
 
@@ -94,7 +94,7 @@ def test_torch_index_url_forces_the_index(sandbox):
     r, pips = setup(sandbox, TORCH_INDEX_URL="https://download.pytorch.org/whl/cpu", GPU="1")
     assert r.returncode == 0, r.stderr
     assert torch_installs(pips) == [
-        "pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"]
+        "pip install -q --no-compile torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"]
     assert "setup: torch 2.13.0+cpu (CPU build)" in r.stdout.splitlines()
 
 

@@ -210,8 +210,8 @@ def test_pips_configuration_is_handed_to_uv(tmp_path):
 
 def test_what_uv_cannot_install_is_installed_with_pip_saying_so(tmp_path):
     """A failing uv: the same install again with pip (uv's --upgrade-package NAME as pip's --upgrade), its lines
-    said; INSTALLER=pip goes to pip at once. Both compile the modules' bytecode (pip by default)."""
-    _stub(tmp_path / "bin" / "uv", 'echo "$*" >> "$(dirname "$0")/uv-args"; echo "uv: no solution found" >&2; exit 1\n')
+    said; INSTALLER=pip goes to pip at once."""
+    _stub(tmp_path / "bin" / "uv", 'echo "uv: no solution found" >&2; exit 1\n')
     _stub(tmp_path / "bin" / "python3", "exit 0\n")  # `pip config list`: nothing configured
     py = _stub(tmp_path / "venv" / "bin" / "python", 'echo "$*" >> "$(dirname "$0")/pip-args"\n')
     code = f'. {_setup_functions(tmp_path)}; VENV=venv; PY={py}; install_packages --upgrade-package trl "trl>=1.0,<2"'
@@ -220,9 +220,7 @@ def test_what_uv_cannot_install_is_installed_with_pip_saying_so(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "venv: uv pip install --upgrade-package trl trl>=1.0,<2" in r.stderr
     assert "uv could not install it" in r.stderr and "no solution found" in r.stderr
-    # each module's bytecode written at install: where PYTHONDONTWRITEBYTECODE is set, nothing else writes it
-    assert "pip install --quiet --compile-bytecode --python" in (tmp_path / "bin" / "uv-args").read_text()
-    assert (tmp_path / "venv" / "bin" / "pip-args").read_text() == "-m pip install -q --upgrade trl>=1.0,<2\n"
+    assert (tmp_path / "venv" / "bin" / "pip-args").read_text() == "-m pip install -q --no-compile --upgrade trl>=1.0,<2\n"
     r = subprocess.run(["bash", "-c", code], env={**env, "INSTALLER": "pip"}, capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and "uv pip install" not in r.stderr and "venv: pip install --upgrade" in r.stderr
 
@@ -262,6 +260,16 @@ def test_the_file_seconds_name_files_that_exist_and_test_sh_keeps_their_order():
 
     seconds = json.loads(FILE_SECONDS.read_text(encoding="utf-8"))["seconds"]
     assert seconds and all((ROOT / path).is_file() for path in seconds), "a renamed file: scripts/test_durations.py"
+
+
+def test_every_tier_writes_bytecode_whatever_the_caller_set(sandbox):
+    """The run's processes write each module's bytecode as they import it, also where the caller (CI) set
+    PYTHONDONTWRITEBYTECODE: otherwise each process compiles torch's sources again."""
+    py = sandbox / ".venv-core" / "bin" / "python"
+    py.write_text('#!/usr/bin/env bash\necho "core-tests-ran ${PYTHONDONTWRITEBYTECODE:-writes-bytecode}"\n')
+    r = _run(sandbox, TIERS="main core", PYTHONDONTWRITEBYTECODE="1")
+    assert r.returncode == 0, r.stderr
+    assert "core-tests-ran writes-bytecode" in r.stdout, r.stdout
 
 
 def test_the_main_tier_keeps_the_longest_first_order(sandbox):
