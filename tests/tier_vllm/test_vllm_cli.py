@@ -1,8 +1,8 @@
-"""`curriculum partition --backend vllm` and `curriculum eval --backend vllm` end to end on the real engine, on real
-MuSiQue rows: a run SIGKILLed mid-generation and run again ends with exactly the files of an uninterrupted run, and
-the per-platform choices are recorded in the outputs. Eval runs with the toolkit's defaults (no engine option given);
-the three partition runs with one option, ``enforce_eager=true``, else each would spend half its ~90 s start on
-torch.compile's warm-up (the platform defaults still apply and are checked)."""
+"""`curriculum partition --backend vllm` end to end on the real engine, on real MuSiQue rows: a run SIGKILLed
+mid-generation and run again ends with exactly the files of an uninterrupted run, and the per-platform choices are
+recorded in the outputs. The three partition runs take one option, ``enforce_eager=true``, else each would spend half
+its ~90 s start on torch.compile's warm-up (the platform defaults still apply and are checked). (`curriculum eval
+--backend vllm`: test_vllm_eval_cli.py, a file of its own so that the two long runs go to two pytest workers.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("vllm", reason="the vLLM tier runs in .venv-vllm (bash scripts/test.sh makes it)")
 
-from conftest import MUSIQUE_DEV, MUSIQUE_TRAIN  # noqa: E402
+from conftest import MUSIQUE_TRAIN  # noqa: E402
 
 N_QUESTIONS = 12
 CHUNK = 2
@@ -93,28 +93,3 @@ def test_partition_then_sigkill_and_resume_gives_identical_outputs(shards, vllm_
 
     comps = pq.read_table(out / "stats.parquet").column("base_completions").to_pylist()
     assert len(comps) == N_QUESTIONS and all(len(c) == 4 and len(set(c)) > 1 for c in comps)
-
-
-@pytest.mark.timeout(600)
-def test_eval_with_the_vllm_backend(vllm_model_dir, tmp_path, curriculum, shared_data):
-    data = tmp_path / "musique-distractor"
-    res = curriculum("build", "--dataset", "musique", "--input", str(MUSIQUE_DEV), "--setting", "distractor",
-                     "--n", "6", "--out", str(data))
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = tmp_path / "eval"
-    res = curriculum("eval", "run", "-M", f"tiny={vllm_model_dir}", "-d", str(data), "--backend", "vllm",
-                     "--max-tokens", "24", "-o", str(out), "--no-plots", "--no-progress",
-                     "--backend-arg", "enforce_eager=true",  # no torch.compile warm-up: tens of seconds on 2 cores
-                     "--backend-arg", "in_process_engine=true")
-    assert res.returncode == 0, res.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    text = json.dumps(summary)
-    assert "tiny" in text and "musique" in text
-    import pyarrow.parquet as pq
-
-    results = [pq.read_table(p) for p in sorted((out / "results").rglob("*.parquet"))]
-    assert results and sum(t.num_rows for t in results) == 6
-    from rag_curriculum.evaluation._run import read_results
-
-    meta = read_results(sorted((out / "results").rglob("*.parquet"))[0])[1]
-    assert meta["backend"]["backend"] == "vllm" and meta["backend"]["engine"]["enable_prefix_caching"] is True
