@@ -94,8 +94,9 @@ def retriever_retries_rule() -> Any:
     """The ``retriever_retries`` setting of a search agent (partition's, eval's, train's and the warm start's)."""
     return rule(5, ge=0, le=100, help=(
         "Times a request to a retriever server is sent again after a connection error or a 502, 503 or 504 "
-        "answer, waiting 0.5, 1, 2, 4, 8, ... s before each (5: a server down for about 15 s is waited for; "
-        "0: the first failure stops the run)."))
+        "answer, waiting 0, 1, 2, 4, 8, ... s (at most 120) before each (5: a server down for about 15 s is "
+        "waited for; 0: the first failure stops the run). A server that never answers is asked twice whatever "
+        "this says (--retriever-timeout)."))
 
 
 def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = None, *,

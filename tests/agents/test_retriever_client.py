@@ -5,6 +5,7 @@ scheme other than http(s) is refused as such."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -47,15 +48,17 @@ def silent_server():
 
 
 @pytest.mark.slow
-def test_a_hung_server_stops_the_run_after_the_timeout(silent_server):
-    client = HttpRetriever(f"http://127.0.0.1:{silent_server}/retrieve?api_key=SECRET", timeout=1.0)
+@pytest.mark.parametrize("retries", [5, 0])
+def test_a_hung_server_stops_the_run_after_the_timeout(silent_server, retries):
+    """Asked twice, whatever the retries of connection errors (0 included)."""
+    client = HttpRetriever(f"http://127.0.0.1:{silent_server}/retrieve?api_key=SECRET", timeout=1.0, retries=retries)
     t = time.perf_counter()
     with pytest.raises(RetrieverError) as e:
         client.search(["who?"], 3)
     took = time.perf_counter() - t
     assert "did not answer within 1 s (2 attempts)" in str(e.value) and "--retriever-timeout" in e.value.hint
     assert "SECRET" not in str(e.value) and f"127.0.0.1:{silent_server}" in str(e.value)
-    assert took < 10
+    assert 1.9 < took < 10  # two timeouts of 1 s
 
 
 def test_a_closed_port_is_tried_retriever_retries_more_times_then_named(caplog):
@@ -66,11 +69,30 @@ def test_a_closed_port_is_tried_retriever_retries_more_times_then_named(caplog):
     assert open_retriever(f"http://127.0.0.1:{port}/retrieve").retries == 5  # the default: about 15 s of backoff
     for retries, said in ((0, "after 0 retries"), (1, "after 1 retry")):
         retriever = open_retriever(f"http://127.0.0.1:{port}/retrieve", retries=retries)
+        caplog.clear()
         start = time.monotonic()
-        with pytest.raises(RetrieverError) as e:
+        with caplog.at_level(logging.DEBUG, logger="rag_curriculum.agents._retrievers"), \
+                pytest.raises(RetrieverError) as e:
             retriever.search(["who wrote hamlet"], 1)
-        assert time.monotonic() - start < 5  # 0.5 s of backoff at most
+        assert time.monotonic() - start < 5  # urllib3 waits 0 s before the first retry
         assert str(e.value).endswith(f"unreachable (Connection refused) {said}"), str(e.value)
+        tried = [r for r in caplog.records if r.getMessage().startswith("retrying a retriever request")]
+        assert len(tried) == retries, [r.getMessage() for r in caplog.records]
+    with pytest.raises(RetrieverError, match="retries=-1"):
+        open_retriever(f"http://127.0.0.1:{port}/retrieve", retries=-1)
+
+
+def test_a_training_agents_retriever_retries_reach_its_client():
+    """agent.retriever_retries, as `curriculum train` opens the agent's retriever (the rollout and TRL's tool
+    environment)."""
+    from rag_curriculum.train._config import AgentConfig
+    from rag_curriculum.train._rollout import rollout_from_config
+    from rag_curriculum.train._tools import environment_from_config
+
+    agent = AgentConfig(retriever="http://127.0.0.1:1/retrieve", retriever_retries=0)
+    assert rollout_from_config(agent).retriever.retries == 0
+    assert environment_from_config(agent)()._retriever.retries == 0
+    assert AgentConfig().retriever_retries == 5
 
 
 @pytest.mark.slow

@@ -153,7 +153,7 @@ def test_every_option_reads_its_help_from_the_field():
     fields = {f.name for f in dataclasses.fields(PartitionConfig)}
     renamed = {"out_dir": "out", "input_file": "input", "pass_at": "k"}
     options = {renamed.get(p.name, p.name): p for p in cmd.params if p.name not in CLI_ONLY}
-    assert len(fields) == 36 and len(options) == 32
+    assert len(fields) == 37 and len(options) == 33
     # SHARDS, --backend-arg, and two recipe keys only
     assert fields - set(options) == {"shards", "backend_args", "rows_per_shard", "react_sentences"}
     for name, p in options.items():

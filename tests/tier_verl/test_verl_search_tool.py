@@ -268,3 +268,16 @@ def test_a_verl_tool_config_that_contradicts_itself_is_refused(server, tmp_path)
         SearchTool({"retriever": server, "result_format": "json"})
     with pytest.raises(ConfigError, match="unknown key.*sandbox_fusion_url"):
         SearchTool({"retriever": server, "sandbox_fusion_url": "x"})
+
+
+def test_the_tools_timeout_and_retries_reach_its_client(server):
+    """`timeout` and `retries` (a request sent again after a connection error or a 502/503/504) as the toolkit's
+    own commands take them (--retriever-timeout, --retriever-retries); a negative count is refused."""
+    from rag_curriculum.errors import ConfigError
+    from rag_curriculum.verl.tool import SearchTool
+
+    tool = SearchTool({"retriever": f"{server}/retrieve", "timeout": 7, "retries": 0})
+    assert (tool.retriever.timeout, tool.retriever.retries) == (7.0, 0)
+    assert SearchTool({"retriever": f"{server}/retrieve"}).retriever.retries == 5
+    with pytest.raises(ConfigError, match="retries=-1"):
+        SearchTool({"retriever": server, "retries": -1})

@@ -52,7 +52,7 @@ def warm_start(
                                            show_default=False)] = "",
     retriever_retries: Annotated[int, typer.Option(help="With --agent and a server's URL: times a request is sent "
                                                    "again after a connection error or a 502, 503 or 504 answer "
-                                                   "(waiting 0.5, 1, 2, 4, 8, ... s before each).")] = 5,
+                                                   "(waiting 0, 1, 2, 4, 8, ... s before each).")] = 5,
     top_k: Annotated[int | None, typer.Option(help="With --agent: passages per search (as the training recipe's "
                                              "agent.top_k). \\[default: 3]", show_default=False)] = None,
     template: Annotated[str | None, typer.Option(help="With --agent: the search prompt (search-r1 | "

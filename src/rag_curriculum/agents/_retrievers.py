@@ -175,9 +175,14 @@ class HttpRetriever:
         self.batch = batch
         self.session = requests.Session()
         self.attempts = 1 + read_retries
-        retry = _quiet_retry(Retry)(total=retries, connect=retries, read=read_retries, status=retries,
+        if int(retries) < 0:
+            raise RetrieverError(f"retriever {mask_secrets(url)}: retries={retries} (give 0 or more)")
+        # total at least read_retries: a server that never answers is asked 1 + read_retries times whatever
+        # `retries` (0 included) says about connection errors
+        retry = _quiet_retry(Retry)(total=max(retries, read_retries), connect=retries, read=read_retries,
+                                    status=retries,
                                     backoff_factor=backoff, status_forcelist=(502, 503, 504),
-                                    allowed_methods=frozenset({"POST"}), raise_on_status=False)
+                                    allowed_methods=frozenset({"GET", "POST"}), raise_on_status=False)
         self.retries = retries
         self.session.mount("http://", HTTPAdapter(max_retries=retry))
         self.session.mount("https://", HTTPAdapter(max_retries=retry))

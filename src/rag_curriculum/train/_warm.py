@@ -31,7 +31,7 @@ import math
 import random
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from .._commit import (
     prepare_output,
 )
 from .._plumbing import atomic_write_text, file_sha256, mask_secrets
+from .._settings import retriever_retries_rule
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
@@ -235,7 +236,7 @@ class WarmStartConfig:
     vocab_size: int = 2048
     agent: str = ""
     retriever: str = ""
-    retriever_retries: int = 5  # a server's request sent again after a connection error or a 502/503/504
+    retriever_retries: int = retriever_retries_rule()  # a server's request sent again after a connection error
     top_k: int | None = None  # None: 3 with ``agent`` (Search-R1's top_k)
     template: str | None = None  # None: search-r1 with ``agent``
     freeze_embeddings: bool = False  # the token embeddings (and a tied output layer) left as they are
@@ -269,6 +270,8 @@ class WarmStartConfig:
         if not self.agent:
             given = [f"--{n.replace('_', '-')}" for n in ("retriever", "top_k", "template")
                      if getattr(self, n) not in (None, "")]
+            if self.retriever_retries != next(f.default for f in fields(self) if f.name == "retriever_retries"):
+                given.append("--retriever-retries")
             if given:
                 raise UsageError(f"{', '.join(given)}: for --agent search-r1 only (the closed-context warm start "
                                  "searches nothing)")

@@ -49,7 +49,6 @@ from .._plumbing import derive_seed
 from ..agents import (
     NO_RESULTS,
     Hit,
-    HttpRetriever,
     Retriever,
     RowView,
     SearchDifficulty,
@@ -78,7 +77,7 @@ SEARCH_SCHEMA: dict[str, Any] = {
     },
 }
 
-_KEYS = ("type", "retriever", "topk", "difficulty", "timeout", "result_format")
+_KEYS = ("type", "retriever", "topk", "difficulty", "timeout", "retries", "result_format")
 #: verl's removed search tool's config keys: the same settings under its names, or what it needed and this does not.
 VERL_ALIASES = {"retrieval_service_url": "retriever", "default_timeout": "timeout"}
 VERL_UNUSED = ("num_workers", "rate_limit", "enable_global_rate_limit")
@@ -110,7 +109,8 @@ class SearchTool(BaseTool):
     """verl ``BaseTool`` over the toolkit's retriever. ``config`` (the ``config`` block of verl's tool YAML):
     ``retriever`` (a ``curriculum serve`` URL or an index directory; required), ``topk`` (3, Search-R1's),
     ``difficulty`` (``{mode: none|hard-negatives|withhold, p, seed}``; applied to rows that carry their curriculum
-    row), ``timeout`` (seconds per HTTP request)."""
+    row), ``timeout`` (seconds per HTTP request), ``retries`` (times a request is sent again after a connection
+    error or a 502/503/504; 5)."""
 
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None):
         config = dict(config or {})
@@ -146,10 +146,11 @@ class SearchTool(BaseTool):
         self.topk = topk
         self.difficulty = SearchDifficulty(**dict(config.get("difficulty") or {}))
         where = config["retriever"]
-        if isinstance(where, str) and where.lower().startswith(("http://", "https://")) and config.get("timeout"):
-            self.retriever: Retriever = HttpRetriever(where, timeout=float(config["timeout"]))
-        else:
-            self.retriever = open_retriever(where)
+        retries = config.get("retries")
+        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 0):
+            raise ConfigError(f"search tool config: retries={retries!r} is not a whole number of 0 or more")
+        timeout = float(config["timeout"]) if config.get("timeout") else None
+        self.retriever: Retriever = open_retriever(where, timeout=timeout, retries=retries)
         self._rows: dict[str, RowView | None] = {}
 
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
