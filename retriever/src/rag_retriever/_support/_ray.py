@@ -97,6 +97,34 @@ def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
         return (e.strerror or str(e)).lower()
 
 
+def _connected_address(ray: Any) -> str | None:
+    """The GCS address (HOST:PORT) of the cluster this process is connected to, where Ray says it."""
+    try:
+        return str(ray.get_runtime_context().gcs_address) or None
+    except Exception:  # an older Ray, Ray Client: not said
+        return None
+
+
+def _same_cluster(ray: Any, address: str, joined: str) -> bool:
+    """Whether ``address`` names the cluster at ``joined``: the same HOST:PORT, or the same port with the host
+    this machine's loopback and the other its node address (Ray records the node's IP, a user types 127.0.0.1)."""
+    def split(a: str) -> tuple[str, str]:
+        host, _, port = a.strip().split("://", 1)[-1].rstrip("/").rpartition(":")
+        return host.strip("[]").lower(), port
+
+    (h1, p1), (h2, p2) = split(address), split(joined)
+    if (h1, p1) == (h2, p2):
+        return True
+    if p1 != p2:
+        return False
+    try:
+        node = str(ray.util.get_node_ip_address()).lower()
+    except Exception:
+        node = None
+    local = {"localhost", "::1", node}
+    return (h1 in local or h1.startswith("127.")) and (h2 in local or h2.startswith("127."))
+
+
 def connect_ray(ray: Any, address: str | None, *, error: Callable[..., Exception], log: logging.Logger, purpose: str,
                 log_to_driver: bool = False, local_level: int = logging.WARNING) -> bool:
     """Connect ``ray`` (the module, imported by the caller) to the cluster at ``address`` (else ``RAY_ADDRESS``), or,
@@ -109,7 +137,13 @@ def connect_ray(ray: Any, address: str | None, *, error: Callable[..., Exception
     (:func:`unreachable`, with :data:`UNREACHABLE_HINT`), a refusal by Ray's token authentication, in Ray's own words
     (:func:`auth_cause`, with :data:`AUTH_HINT`), and any other failure to connect or start (``ConnectionError``,
     ``RuntimeError``, ``ValueError``: its first line)."""
-    if ray.is_initialized():
+    if ray.is_initialized():  # this process is connected already: that cluster, unless another one was asked for
+        joined = _connected_address(ray)
+        if address and address.strip().lower() not in ("auto", "local") and joined \
+                and not _same_cluster(ray, address, joined):
+            raise error(f"--ray-address {address}: this process is connected to the Ray cluster at {joined} "
+                        "already, and Ray joins one cluster a process",
+                        hint="leave --ray-address out to use that cluster, or call ray.shutdown() first")
         return False
     given = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or None
