@@ -1,4 +1,4 @@
-"""Collection rules for the whole tree (tests/ and the doctests of src/rag_curriculum)."""
+"""Collection rules for the whole tree (tests/, and the doctests of src/rag_curriculum, plumbing/ and retriever/)."""
 
 import importlib.util
 

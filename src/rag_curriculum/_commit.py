@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_retriever._support import _commit as _retriever
-from rag_retriever._support._commit import (
+from rag_plumbing import _commit as _shared
+from rag_plumbing._commit import (
     _HOST,  # noqa: F401 (who writes here: tests tell a dead writer of this machine by it)
     FILE_DIGESTS,
     PARTIAL,
@@ -86,7 +86,7 @@ __all__ = ["FILE_DIGESTS", "LEGACY_OWNED", "PENDING_MANIFEST", "REPLACED_MANIFES
            "remove_orphans", "remove_output", "replace_in_place", "resumable_output", "toolkit_files", "unchanged_files"]
 
 # The protocol of an output written whole (refusal, the partial folder, the commit, ownership, one writer) is the
-# retriever's (rag_retriever._support._commit, written once for both distributions): this module names it with the
+# plumbing's (rag_plumbing._commit, written once for both distributions): this module names it with the
 # toolkit's defaults (a shard directory, ShardError, `curriculum COMMAND` in the one-writer message) and adds the
 # shard directory's record, resumable outputs and sets of outputs.
 TOOLKIT = "rag-curriculum"
@@ -95,8 +95,8 @@ LEGACY_OWNED = ("README.md", "level_by_index.png", "pass_rate.png")
 
 
 @dataclass(frozen=True)
-class OutputKind(_retriever.OutputKind):
-    """One kind of committed output, as the protocol sees it (:class:`rag_retriever._support._commit.OutputKind`):
+class OutputKind(_shared.OutputKind):
+    """One kind of committed output, as the protocol sees it (:class:`rag_plumbing._commit.OutputKind`):
     a refusal raises :class:`ShardError` unless ``error`` says otherwise, and a change through a symbolic link
     inside the output is always refused with :class:`ShardError`."""
 
@@ -151,28 +151,28 @@ SHARDS = OutputKind("an output of this toolkit", _shards_mismatch, lambda d, m: 
 
 def check_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHARDS) -> Path:
     """Refuse an output that is a file (or under one), or that exists and holds files, unless ``overwrite`` and it
-    is one of the toolkit's outputs of this kind (:func:`rag_retriever._support._commit.check_output`); a shard
+    is one of the toolkit's outputs of this kind (:func:`rag_plumbing._commit.check_output`); a shard
     directory unless ``kind`` says otherwise."""
-    return _retriever.check_output(out_dir, overwrite=overwrite, kind=kind)
+    return _shared.check_output(out_dir, overwrite=overwrite, kind=kind)
 
 
 def prepare_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHARDS) -> Path:
     """Check the output, remove what dead writers of it left behind, and return the hidden folder beside it to
-    write into, ``.OUT.partial-OWNER`` (:func:`rag_retriever._support._commit.prepare_output`)."""
-    return _retriever.prepare_output(out_dir, overwrite=overwrite, kind=kind)
+    write into, ``.OUT.partial-OWNER`` (:func:`rag_plumbing._commit.prepare_output`)."""
+    return _shared.prepare_output(out_dir, overwrite=overwrite, kind=kind)
 
 
 def commit_output(tmp: Path, out_dir: str | Path, *, overwrite: bool = True, kind: OutputKind = SHARDS) -> Path:
     """Move a finished partial folder into place, replacing an old output only now, at the very end, and only the
-    toolkit's files of it (:func:`rag_retriever._support._commit.commit_output`)."""
-    return _retriever.commit_output(tmp, out_dir, overwrite=overwrite, kind=kind)
+    toolkit's files of it (:func:`rag_plumbing._commit.commit_output`)."""
+    return _shared.commit_output(tmp, out_dir, overwrite=overwrite, kind=kind)
 
 
 def replace_in_place(tmp: Path, out: Path, old: set[str], old_record: dict[str, Any], *,
                      kind: OutputKind = SHARDS) -> None:
     """Replace the toolkit's files ``old`` of output ``out`` by those of ``tmp``, keeping every other file
-    (:func:`rag_retriever._support._commit.replace_in_place`)."""
-    _retriever.replace_in_place(tmp, out, old, old_record, kind=kind)
+    (:func:`rag_plumbing._commit.replace_in_place`)."""
+    _shared.replace_in_place(tmp, out, old, old_record, kind=kind)
 
 
 def remove_output(directory: str | Path) -> list[str]:
@@ -204,7 +204,7 @@ def exclusive(lock: Path, out: Path, command: str, error: Callable[..., Exceptio
     """Hold ``lock`` while ``curriculum COMMAND`` writes ``out``; a second run is refused at once (``error``: another
     `curriculum COMMAND` NOTE is writing OUT). ``remove``: delete the lock file afterwards (one beside the output,
     :func:`lock_beside`)."""
-    return _retriever.exclusive(lock, out, command, error, note=note, remove=remove, said=f"`curriculum {command}`")
+    return _shared.exclusive(lock, out, command, error, note=note, remove=remove, said=f"`curriculum {command}`")
 
 
 # -- resumable outputs -------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Progress bars with rates for long work (rich, on stderr); silent when disabled or not on a terminal. Written once,
-in the retriever (``rag_retriever._support._progress``), which rag-curriculum requires: these are its names."""
+in ``rag_plumbing._progress`` (./plumbing, which rag-curriculum and rag-retriever require): these are its names."""
 
-from rag_retriever._support._progress import (
+from rag_plumbing._progress import (
     NARROW_COLUMNS,
     duration_text,
     make_progress,

@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag_retriever._support import _settings as _retriever
-from rag_retriever._support._settings import (
+from rag_plumbing import _settings as _shared
+from rag_plumbing._settings import (
     MAX_COUNT,
     MAX_K,
     MAX_SAMPLES,
@@ -45,7 +45,7 @@ from rag_retriever._support._settings import (
 
 from .errors import SettingError
 
-# The rules and their checks are the retriever's (rag_retriever._support._settings, written once for both
+# The rules and their checks are the plumbing's (rag_plumbing._settings, written once for both
 # distributions): this module names them with the toolkit's SettingError and a setting's renamed_from, and adds the
 # search agent's settings and the model checks.
 __all__ = ["MAX_COUNT", "MAX_K", "MAX_SAMPLES", "MAX_SEED", "MODEL_PATH_BACKENDS", "check_model_ref", "check_settings",
@@ -59,7 +59,7 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
             choices: Sequence[str] | Callable[[], Sequence[str]] | None = None,
             flag: str | None = None, empty: bool = True, help: str | None = None,
             renamed_from: str | None = None) -> Any:
-    """A dataclass field with its allowed values and what it is for (:func:`rag_retriever._support._settings.rule`:
+    """A dataclass field with its allowed values and what it is for (:func:`rag_plumbing._settings.rule`:
     ``ge`` / ``le`` / ``gt`` bounds for numbers, ``choices`` for strings or a function returning them, ``empty``,
     ``flag``, ``help``); ``renamed_from`` is the field's old name, still read in recipes and ``key=value`` overrides
     for one release with a warning naming the new one (:func:`rag_curriculum.config.bind`).
@@ -71,7 +71,7 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     >>> fields(Demo)[0].metadata["help"]
     'Sampling seed.'
     """
-    return _retriever.rule(default, default_factory=default_factory, ge=ge, le=le, gt=gt, choices=choices, flag=flag,
+    return _shared.rule(default, default_factory=default_factory, ge=ge, le=le, gt=gt, choices=choices, flag=flag,
                            empty=empty, help=help, more={"renamed_from": renamed_from})
 
 
@@ -103,13 +103,13 @@ def check_value(name: str, value: Any, tp: Any, meta: dict[str, Any] | None = No
                 flag: str | None = None) -> None:
     """Raise :class:`SettingError` unless ``value`` has type ``tp`` (``int``, ``float``, ``str``, ``bool``,
     ``list[str]``, ``X | None``, ...) and lies in the range ``meta`` gives."""
-    _retriever.check_value(name, value, tp, meta, flag=flag, error=SettingError)
+    _shared.check_value(name, value, tp, meta, flag=flag, error=SettingError)
 
 
 def check_settings(obj: Any, *, prefix: str = "", flags: bool = True) -> None:
     """Check every field of the dataclass ``obj`` against its annotation and :func:`rule` rules; nested
     config dataclasses are checked with ``prefix.`` names (``data.max_rows``)."""
-    _retriever.check_settings(obj, prefix=prefix, flags=flags, error=SettingError)
+    _shared.check_settings(obj, prefix=prefix, flags=flags, error=SettingError)
 
 
 # -- models --------------------------------------------------------------------------------------------------------

@@ -11,16 +11,26 @@ from ._cli import data as _data
 from ._cli import evaluate as _eval
 from ._cli import globalrag as _globalrag
 from ._cli import hub as _hub
-from ._cli import index as _index
 from ._cli import partition as _partition
 from ._cli import profile as _profile
 from ._cli import recipes as _recipes
-from ._cli import serve as _serve
 from ._cli import train as _train
 from ._cli import verl as _verl
 from ._cli import warm as _warm
 from ._cli.common import configure_logging
 from ._version import __version__
+
+try:  # rag-retriever (./retriever) is the retrieval extra: without it, index and serve say what to install
+    from ._cli import index as _index
+    from ._cli import serve as _serve
+
+    _RETRIEVER_COMMANDS: tuple = (_index, _serve)
+except ModuleNotFoundError as _e:
+    if _e.name != "rag_retriever":
+        raise
+    from ._cli import no_retriever
+
+    _RETRIEVER_COMMANDS = (no_retriever,)
 
 #: Options renamed, each to its new name: the old name is read for one release, with a warning naming the new one.
 RENAMED_OPTIONS = {"--topk": "--top-k"}
@@ -70,7 +80,7 @@ app = typer.Typer(
 
 # Each module registers its own commands (build; index; serve; inspect/validate; push; partition; profile; train;
 # warm-start; eval; globalrag; recipes; verl).
-for _module in (_build, _index, _serve, _data, _hub, _partition, _profile, _train, _warm, _eval, _globalrag,
+for _module in (_build, *_RETRIEVER_COMMANDS, _data, _hub, _partition, _profile, _train, _warm, _eval, _globalrag,
                 _recipes, _verl):
     _module.register(app)
 

@@ -5,8 +5,8 @@ raise site, says what to do next. The command line prints both (``error: ...`` t
 status 1 (2 for a :class:`UsageError` or an :class:`UnknownNameError`: the command itself is wrong); library callers catch :class:`CurriculumError` (or the standard class it also derives from: a bad value
 is a :class:`ValueError`, an unknown name a :class:`KeyError`, so code written against those keeps working). The
 kinds both distributions raise (a bad setting, an unknown name, a usage error, an impossible setting, a bad record)
-take their messages, fields and the ``hint`` from the retriever's error machinery (``rag_retriever._support._errors``,
-shared with :mod:`rag_retriever.errors`), under :class:`CurriculumError`: catching it catches none of the
+take their messages, fields and the ``hint`` from the error machinery both share (``rag_plumbing._errors``, which
+:mod:`rag_retriever.errors` builds on too), under :class:`CurriculumError`: catching it catches none of the
 retriever's own errors.
 
 >>> try:
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rag_retriever._support import _errors as _base
-from rag_retriever._support._errors import SkipReport
+from rag_plumbing import _errors as _base
+from rag_plumbing._errors import SkipReport
 
 
 class CurriculumError(_base.HintedError):

@@ -42,8 +42,8 @@ import importlib
 import logging
 from typing import TypeVar
 
-from rag_retriever._support import _registry as _retriever
-from rag_retriever._support._registry import import_dotted
+from rag_plumbing import _registry as _shared
+from rag_plumbing._registry import import_dotted
 
 from .errors import ConfigError, UnknownNameError
 
@@ -86,7 +86,7 @@ def load_methods() -> None:
                         METHODS_GROUP, ep.value, type(e).__name__, e)
 
 
-class Registry(_retriever.Registry[T]):
+class Registry(_shared.Registry[T]):
     """Named entries of one extension point (see the module docstring).
 
     Args:
@@ -98,7 +98,7 @@ class Registry(_retriever.Registry[T]):
         group: the entry-point group installed packages declare entries in (default: :data:`ENTRY_POINT_GROUPS`'
             for ``kind``; ``""`` for none).
 
-    The retriever's registry (:class:`rag_retriever._support._registry.Registry`, written once for both
+    The plumbing's registry (:class:`rag_plumbing._registry.Registry`, written once for both
     distributions) with the toolkit's errors and entry-point groups, and the installed methods read first.
     """
 

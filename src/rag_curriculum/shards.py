@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from rag_retriever._support._text import (  # noqa: F401 (relative_path: curricula reads it here)
+from rag_plumbing._text import (  # noqa: F401 (relative_path: curricula reads it here)
     portable_command,
     portable_path,
     relative_path,
@@ -305,7 +305,7 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 # -- paths in published records --------------------------------------------------------------------------------
-# relative_path, portable_path and portable_command are the retriever's (rag_retriever._support._text, written once
+# relative_path, portable_path and portable_command are the plumbing's (rag_plumbing._text, written once
 # for both distributions): relative to ``base`` (the output) when inside or beside it (``../other-output``), else
 # only the file name; a command line's absolute paths (``/x/y``, ``--out=/x``, ``input=/x``) made portable.
 

@@ -1,4 +1,4 @@
-"""The progress line people watch (:func:`rag_retriever._support._progress.make_progress`, the toolkit's too), rendered by rich at a
+"""The progress line people watch (:func:`rag_plumbing._progress.make_progress`, the toolkit's too), rendered by rich at a
 terminal's width: at 80 columns every number is whole (done/total, rate, elapsed, eta); wider, the percentage and
 the rate's unit come back."""
 

@@ -1,6 +1,6 @@
 """Secrets in the URL forms a parser reads differently from a person: a fragment (``#access_token=...``), a password
 holding ``#``, ``/`` or ``?``, a percent-encoded parameter name (``?X%2DAmz%2DSignature=...``). Each is masked by the
-one rule (:mod:`rag_retriever._support._secrets`) in the error line, in every file an evaluation writes and in the
+one rule (:mod:`rag_plumbing._secrets`) in the error line, in every file an evaluation writes and in the
 server's access log; a property test over generated URLs checks that no secret survives and that a URL without one
 is left as it is."""
 

@@ -368,9 +368,11 @@ def test_hybrid_fuses_bm25_and_dense_by_reciprocal_rank(flat, encoder_dir, small
 def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_and_the_http_client(flat, small_input,
                                                                                                      tmp_path):
     """k = 0 gave the index's depth of passages (``k or depth``) and k = -1 a bare AssertionError from the dense
-    kind (none from BM25): now no passages, and a refusal naming k, for BM25, dense and the HTTP client alike."""
-    from rag_retriever.errors import SettingError
+    kind (none from BM25): now no passages, and a refusal naming k, for BM25, dense and the HTTP client alike (each
+    distribution's own SettingError, on the rule rag_plumbing holds for both)."""
+    from rag_retriever import errors as retriever_errors
 
+    from rag_curriculum import errors as curriculum_errors
     from rag_curriculum.agents import HttpRetriever, IndexRetriever
 
     build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(tmp_path / "bm"), depth=20))
@@ -382,10 +384,10 @@ def test_k_0_gives_no_passages_and_a_negative_k_is_refused_alike_by_every_kind_a
         assert IndexRetriever(ix).search(["Hamlet"], 0) == [[]]
         assert len(ix.retrieve("Hamlet", 3)) == 3
         for k in (-1, 2.5, True):
-            with pytest.raises(SettingError, match=r"^k = .*: must be an integer >= 0"):
+            with pytest.raises(retriever_errors.SettingError, match=r"^k = .*: must be an integer >= 0"):
                 ix.retrieve("Hamlet", k)
     assert client.search(["Hamlet", "the river"], 0) == [[], []]
-    with pytest.raises(SettingError, match=r"^k = -1: must be an integer >= 0"):
+    with pytest.raises(curriculum_errors.SettingError, match=r"^k = -1: must be an integer >= 0"):
         client.search(["Hamlet"], -1)
 
 

@@ -52,7 +52,7 @@ def test_the_retrievers_answer_normalisation_is_the_toolkits():
     """The passage store's normalised texts (what a build's answer test searches) are normalised by the retriever's
     copy of the toolkit's SQuAD normalisation: the two must agree, or a passage holding the answer would slip
     through as a distractor."""
-    from rag_retriever._support import normalize_answer as retriever_norm
+    from rag_plumbing import normalize_answer as retriever_norm
 
     from rag_curriculum._metrics import normalize_answer
 

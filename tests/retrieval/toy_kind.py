@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_plumbing._settings import rule
 from rag_retriever import RetrieverKind
-from rag_retriever._support._settings import rule
 from rag_retriever.errors import ConfigError
 
 FILE = "toy/words.json"  # the kind's one file inside the index directory

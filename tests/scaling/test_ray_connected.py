@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_connected_cluster_is_joined_and_another_address_refused(ray_cluster):
-    from rag_retriever._support._ray import connect_ray
+    from rag_plumbing._ray import connect_ray
 
     ray = ray_cluster
     joined = ray.get_runtime_context().gcs_address

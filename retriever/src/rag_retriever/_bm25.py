@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rag_plumbing._settings import rule
+
 from ._bm25_parts import VOCAB_BLOCK, BM25Error
 from ._integrity import load_npy
 from ._kinds import RetrieverKind
-from ._support._settings import rule
 from .errors import UsageError
 
 if TYPE_CHECKING:

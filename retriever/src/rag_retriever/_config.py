@@ -9,10 +9,11 @@ import typing
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rag_plumbing._settings import bind, check_settings, ray_address_rule, rule, setting_flag
+
 from ._encoder import check_device
 from ._kinds import BUILTIN, ENTRY_POINTS, KINDS, get_kind, kind_names, kinds_using, loaded_kinds
-from ._support._settings import bind, check_settings, ray_address_rule, rule, setting_flag
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, SettingError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,10 @@ class _IndexConfigMethods:
     option_owner: dict[str, str] = {}
 
     def __post_init__(self) -> None:
-        check_settings(self)
+        check_settings(self, error=SettingError)
 
     def validate(self) -> None:
-        check_settings(self)
+        check_settings(self, error=SettingError)
         if not self.input and not self.corpus:
             raise ConfigError("nothing to index", hint="pass --dataset NAME --input FILE (a dataset file), "
                               "--corpus FILE.jsonl (a corpus), or both")
@@ -119,7 +120,7 @@ class _IndexConfigMethods:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
-        return bind(cls, d)
+        return bind(cls, d, error=UsageError)
 
 
 def placement_fields() -> tuple[str, ...]:
@@ -277,7 +278,7 @@ class ServeConfig:
         self.validate()
 
     def validate(self) -> None:
-        check_settings(self)
+        check_settings(self, error=SettingError)
         check_device(self.device)
         if self.max_topk < self.default_topk:
             raise ConfigError(f"--default-topk {self.default_topk} is above --max-topk {self.max_topk}",
@@ -301,4 +302,4 @@ class ServeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ServeConfig:
-        return bind(cls, d)
+        return bind(cls, d, error=UsageError)

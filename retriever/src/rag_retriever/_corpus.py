@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_plumbing._protocol import split_contents
+
 from ._datasets import dataset_reader
 from .errors import DataError, SkipReport
 
@@ -142,18 +144,6 @@ def _bad(path: Path, line: int | None, message: str, kind: str, hint: str, field
 
 _SHAPE = ('each line of --corpus is one JSON object, {"title": "...", "text": "..."} or {"id": "...", "contents": '
           '"title\\ntext"}')
-
-
-def split_contents(contents: str) -> tuple[str, str]:
-    """A ``contents`` string of the FlashRAG / Search-R1 layout as (title, text): the title is its first line, the
-    text the rest (no newline: no title, all text); a title in double quotes, as in Search-R1's wiki-18 dump
-    (``"\\"Title\\"\\ntext"``), loses one pair of them (for matching and ranking; the line itself is kept)."""
-    title, sep, text = contents.partition("\n")
-    if not sep:
-        return "", contents
-    if len(title) >= 2 and title[0] == title[-1] == '"':
-        title = title[1:-1]
-    return title, text
 
 
 def _line_id(rec: dict[str, Any], p: Path, n: int) -> str | None:

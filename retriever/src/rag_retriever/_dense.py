@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rag_plumbing import file_sha256
+from rag_plumbing._settings import ray_address_rule, rule
+
 from ._encoder import (
     Encoder,
     EncoderError,
@@ -52,8 +55,6 @@ from ._onnx import RUNTIME as ONNX_RUNTIME
 from ._onnx import export as export_encoder
 from ._onnx import wanted as onnx_wanted
 from ._ray_encode import RayEncoding
-from ._support import file_sha256
-from ._support._settings import ray_address_rule, rule
 from .errors import RetrieverError, UsageError
 
 if TYPE_CHECKING:

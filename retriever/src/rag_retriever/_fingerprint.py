@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._support import file_sha256
+from rag_plumbing import file_sha256
 
 SCHEME = 1
 #: Manifest facts of a kind that do not change an answer.

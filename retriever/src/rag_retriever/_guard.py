@@ -31,10 +31,10 @@ from collections import OrderedDict
 from typing import Any
 
 import h11
+from rag_plumbing import MaskingFilter, mask_secrets
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ._server import CLOSED_KEY
-from ._support import MaskingFilter, mask_secrets
 
 #: The limits, as JSON, for uvicorn's worker processes.
 ENV_LIMITS = "RAG_CURRICULUM_SERVE_GUARD"
@@ -44,7 +44,7 @@ DEFAULT_MIN_BODY_RATE = 500
 
 
 class MaskAccessLog(logging.Filter):
-    """Masks secrets in the server's log lines by the toolkit's one rule (:mod:`rag_retriever._support._secrets`):
+    """Masks secrets in the server's log lines by the toolkit's one rule (:mod:`rag_plumbing._secrets`):
     in uvicorn's access lines the request's path and query (``POST /retrieve?api_key=***``), which its formatter
     reads from the record's arguments; in every other line its text (credentials in URLs, secret query
     parameters)."""

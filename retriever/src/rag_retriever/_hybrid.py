@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rag_plumbing._settings import rule
+
 from . import _bm25, _dense
 from ._kinds import RetrieverKind
-from ._support._settings import rule
 
 if TYPE_CHECKING:
     from ._config import IndexConfig

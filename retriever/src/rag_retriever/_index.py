@@ -45,6 +45,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rag_plumbing import (
+    SideTask,
+    _protocol,
+    file_sha256,
+    gc_paused,
+    maybe_progress,
+    portable_command,
+    portable_path,
+    sha256_file,
+)
+from rag_plumbing._commit import (
+    OutputKind,
+    check_output,
+    commit_output,
+    exclusive,
+    lock_beside,
+    prepare_output,
+)
+
 from ._corpus import Sources, passage_blocks
 from ._datasets import dataset_reader
 from ._fingerprint import index_fingerprint
@@ -75,16 +94,6 @@ from ._store import (
     passage_hash,
     passages_sha256,
 )
-from ._support import (
-    SideTask,
-    file_sha256,
-    gc_paused,
-    maybe_progress,
-    portable_command,
-    portable_path,
-    sha256_file,
-)
-from ._support._commit import OutputKind, check_output, commit_output, exclusive, lock_beside, prepare_output
 from ._version import __version__
 from .errors import RetrieverError, SettingError
 
@@ -332,7 +341,7 @@ def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
     return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
 
 
-#: An index as the commit protocol sees it (:mod:`rag_retriever._support._commit`): its manifest (kind ``index``, or the
+#: An index as the commit protocol sees it (:mod:`rag_plumbing._commit`): its manifest (kind ``index``, or the
 #: first format's ``bm25-index``) owns the files it lists; a killed build of an earlier version left ``.OUT.tmp-*``.
 OUTPUT = OutputKind("an index of this toolkit", _mismatch, _owned, error=IndexError_,
                     orphans=("partial", "old", "tmp"))
@@ -741,12 +750,8 @@ def check_index_files(directory: Path, m: dict[str, Any], level: str = "open",
 def check_k(k: Any) -> int:
     """``k``, the number of passages a search asks for, as an int: 0 or more (0: no passages), else a
     :class:`~rag_retriever.errors.SettingError` (a ``ValueError``); the same rule for every kind and the HTTP
-    client."""
-    import numbers
-
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-        raise SettingError("k", k, "an integer >= 0 (the number of passages to return; 0 returns none)")
-    return int(k)
+    client (:func:`rag_plumbing._protocol.check_k`)."""
+    return _protocol.check_k(k, error=SettingError)
 
 
 def load_index(directory: str | Path, **kw: Any) -> CorpusIndex:

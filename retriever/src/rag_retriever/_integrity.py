@@ -35,8 +35,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rag_plumbing import file_sha256
+
 from ._lease import can_lease
-from ._support import file_sha256
 from .errors import IndexError_
 
 #: Files up to this size are hashed whole at every open; larger ones are sampled (unless native).

@@ -18,7 +18,7 @@ A kind declares:
 * ``check(manifest, directory)``: refuses an index this environment cannot read faithfully (another library
   version, a missing file), before anything is loaded;
 * ``manifest_keys``: the manifest keys the kind writes (what ``/manifest`` and a build's manifest show of it);
-* ``options``: a dataclass of the kind's settings, each a :func:`~rag_retriever._support._settings.rule` field: they
+* ``options``: a dataclass of the kind's settings, each a :func:`~rag_plumbing._settings.rule` field: they
   become fields of :class:`~rag_retriever.IndexConfig`, so options of ``curriculum index``, recipe
   keys and rows of the reference table, refused with any other kind ("--encoder is for --kind dense or hybrid");
   ``uses`` names the other kinds whose options it reads too (hybrid: bm25 and dense);
@@ -58,8 +58,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._support._registry import Registry
-from .errors import ConfigError
+from rag_plumbing._registry import Registry
+
+from .errors import ConfigError, UnknownNameError
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,14 @@ class RetrieverKind:
 
 
 class KindRegistry(Registry[RetrieverKind]):
-    """:class:`~rag_retriever._support._registry.Registry` of retriever kinds, which also reads the kinds installed
+    """:class:`~rag_plumbing._registry.Registry` of retriever kinds, which also reads the kinds installed
     packages declare (entry points of :data:`ENTRY_POINTS`), once, on first use."""
 
+    config_error = ConfigError
+    unknown_error = UnknownNameError
+
     def __init__(self) -> None:
-        super().__init__("retriever kind")
+        super().__init__("retriever kind", group=ENTRY_POINTS)
         self._discovered = False
 
     def register(self, name: str, obj: Any = None, *, overwrite: bool = False) -> Any:

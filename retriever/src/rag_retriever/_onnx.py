@@ -28,7 +28,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ._support import file_sha256
+from rag_plumbing import file_sha256
 
 log = logging.getLogger(__name__)
 

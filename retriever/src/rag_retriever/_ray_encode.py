@@ -36,8 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._encoder import Encoder, EncoderError, EncoderSettings
-from ._support import (
+from rag_plumbing import (
     atomic_write_bytes,
     atomic_write_text,
     connect_ray,
@@ -45,6 +44,8 @@ from ._support import (
     require_resources,
     shutdown_ray,
 )
+
+from ._encoder import Encoder, EncoderError, EncoderSettings
 from .errors import EngineError, RetrieverError
 
 if TYPE_CHECKING:

@@ -15,8 +15,9 @@ import logging
 import os
 from typing import Any
 
+from rag_plumbing import connect_ray, require_resources, shutdown_ray
+
 from ._server import make_app
-from ._support import connect_ray, require_resources, shutdown_ray
 from .errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def run(index: str, options: dict[str, Any], *, host: str, port: int, replicas: 
     """Start (or join, with ``address`` or ``RAY_ADDRESS``) a Ray cluster, run ``replicas`` servers of ``index``
     behind Ray Serve's proxy on ``host:port``, and block until interrupted; then shut the application down. A
     cluster that cannot be reached or refuses this command is :class:`~rag_retriever.errors.EngineError`, in one
-    line (:func:`~rag_retriever._support.connect_ray`)."""
+    line (:func:`~rag_plumbing.connect_ray`)."""
     import ray
     from ray import serve
 

@@ -41,8 +41,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from rag_plumbing._protocol import normalize_passage, passage_hash  # noqa: F401 (rag_retriever's names for them)
+
 from ._integrity import REBUILD, HashingWriter, IndexError_, into_memory, load_npy, save_npy
-from ._support import hash64, normalize_answer
 
 PASSAGES = "passages.bin"
 NORMS = "norms.bin"
@@ -62,19 +63,6 @@ NULL = 0xFFFFFFFF  # a null field's length
 MAGIC = b"RAGCBLK1"
 _FOOTER = struct.Struct("<8sIIQQQQQ")  # magic, codec, rows per block, rows, blocks, dict offset, dict size, index
 DEFLATE, ZSTD = 1, 2  # the codecs (the footer's second field): raw DEFLATE with a preset dictionary; zstd
-
-
-def passage_hash(title: str, text: str) -> int:
-    """A stable 64-bit hash (BLAKE2b) of a passage's title and text with whitespace runs collapsed and case folded:
-    two passages with equal hashes are copies of each other."""
-    key = " ".join(title.split()).casefold() + "\x00" + " ".join(text.split()).casefold()
-    return hash64(key, byteorder="little", signed=True)
-
-
-def normalize_passage(title: str, text: str) -> str:
-    """``" " + normalize_answer(title + " " + text) + " "``: a passage as the "contains an answer" test reads it (an
-    answer ``a``, normalised, is in the passage when ``f" {a} "`` is a substring of this)."""
-    return f" {normalize_answer(f'{title} {text}')} "
 
 
 def _row_bytes(fields: tuple[str | None, ...]) -> bytes:

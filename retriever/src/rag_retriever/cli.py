@@ -47,7 +47,7 @@ def _reported() -> Iterator[None]:
 def _options(cls: type, required: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """One click option per field of the config dataclass ``cls`` (its flag, type and help); an option left out
     is not passed, so the config's default holds."""
-    from ._support._settings import choices_of, setting_flag
+    from rag_plumbing._settings import choices_of, setting_flag
 
     hints = typing.get_type_hints(cls)
 
@@ -103,16 +103,17 @@ def index_command(progress: bool, **options: Any) -> None:
     Lucene preset on a Search-R1 corpus), dense or hybrid.
 
     Example: rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18"""
+    from rag_plumbing._ray import drop_options
+    from rag_plumbing._settings import bind
+
     from . import IndexConfig, build_index, get_kind, load_index, placement_flags
-    from ._support._ray import drop_options
-    from ._support._settings import bind
 
     with _reported():
         flags = _given(options)
         if "corpus" not in flags and not ("dataset" in flags and "input" in flags):
             raise UsageError("rag-retriever index needs --corpus (a corpus JSONL), or --dataset and --input",
                              hint="e.g. rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18")
-        cfg = bind(IndexConfig, flags)
+        cfg = bind(IndexConfig, flags, error=UsageError)
         command = drop_options(" ".join(["rag-retriever", *sys.argv[1:]]), placement_flags())
         m = build_index(cfg, progress=progress and sys.stderr.isatty(), command=command)
         if get_kind(m["retriever"]).warm_on_build:  # BM25: the search compiled now, cached for every later start
@@ -158,11 +159,12 @@ def serve_command(**options: Any) -> None:
 
     Example: rag-retriever serve --index indexes/wiki18 --port 8000 (Search-R1: retriever.url=
     http://127.0.0.1:8000/retrieve)"""
+    from rag_plumbing._settings import bind
+
     from . import CorpusIndex, ServeConfig, serving
-    from ._support._settings import bind
 
     with _reported(), ExitStack() as scope:
-        cfg = bind(ServeConfig, _given(options))
+        cfg = bind(ServeConfig, _given(options), error=UsageError)
         import uvicorn
 
         leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)

@@ -5,7 +5,7 @@ it is raised, says what to do next. ``rag-retriever`` prints both (``error: ...`
 status 1 (2 for a :class:`UsageError` or an :class:`UnknownNameError`: the command itself is wrong). Each also
 derives from the standard class it is a case of (a bad value is a :class:`ValueError`, an unknown name a
 :class:`KeyError`), so code written against those keeps working. Their messages, fields and ``hint`` come from
-``rag_retriever._support._errors``, which rag-curriculum's errors build on too.
+``rag_plumbing._errors``, which rag-curriculum's errors build on too.
 
 >>> e = DataError("not JSON", kind="invalid_json", path="corpus.jsonl", record="line 3", hint="fix the line")
 >>> (str(e), e.detail, e.hint, isinstance(e, ValueError))
@@ -14,8 +14,8 @@ derives from the standard class it is a case of (a bad value is a :class:`ValueE
 
 from __future__ import annotations
 
-from ._support import _errors as _base
-from ._support._errors import SkipReport
+from rag_plumbing import _errors as _base
+from rag_plumbing._errors import SkipReport
 
 
 class RetrieverError(_base.HintedError):

@@ -20,7 +20,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import click
 import typer
-from rag_retriever import errors as _retriever_errors
+from rag_plumbing import _errors as _base
 from rich.console import Console
 from rich.markup import escape
 
@@ -31,11 +31,12 @@ from ..errors import CurriculumError, DataError, UnknownNameError, UsageError
 from ..generation import BACKENDS, check_backend_args
 from ..generation import EngineConfig as _Engine
 
-#: The errors that carry their own hint: the toolkit's, and the retriever's (its own distribution).
-OWN_ERRORS = (CurriculumError, _retriever_errors.RetrieverError)
+#: The errors that carry their own hint: the toolkit's and the retriever's (its own distribution, which need not be
+#: installed), whose classes both derive from the plumbing's they share.
+OWN_ERRORS = (CurriculumError, _base.HintedError)
 #: The errors of a wrong command (exit status 2), the toolkit's and the retriever's.
-USAGE_ERRORS = (UsageError, UnknownNameError, _retriever_errors.UsageError, _retriever_errors.UnknownNameError)
-DATA_ERRORS = (DataError, _retriever_errors.DataError)
+USAGE_ERRORS = (UsageError, UnknownNameError, _base.UsageError, _base.UnknownNameError)
+DATA_ERRORS = (DataError, _base.DataError)
 
 
 class _Console(Console):
@@ -125,7 +126,7 @@ class _OwnLine(logging.Formatter):
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
-    :mod:`rag_retriever._support._secrets` (credentials in URLs), whoever logs it."""
+    :mod:`rag_plumbing._secrets` (credentials in URLs), whoever logs it."""
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
@@ -239,7 +240,8 @@ def _default_hint(e: BaseException) -> str | None:
     if isinstance(e, ModuleNotFoundError) and e.name and not e.name.startswith("rag_curriculum"):
         extra = EXTRAS.get(e.name.split(".")[0])
         if extra:
-            return f"install what the command needs: pip install 'rag-curriculum[{extra}]' (missing: {e.name})"
+            clone = "; from a clone of this repository: pip install -e ./retriever" if extra == "retrieval" else ""
+            return f"install what the command needs: pip install 'rag-curriculum[{extra}]' (missing: {e.name}){clone}"
         return (f"install {e.name.split('.')[0]}, which the command imports; or, if you named {e.name} yourself "
                 "(module:attribute), check the name and that it is importable from here")
     return None
@@ -248,7 +250,7 @@ def _default_hint(e: BaseException) -> str | None:
 #: The install extra of each optional library (pyproject.toml's optional-dependencies).
 EXTRAS = {"torch": "train", "transformers": "train", "trl": "train", "accelerate": "train", "vllm": "vllm",
           "openai": "openai", "bm25s": "retrieval", "scipy": "retrieval", "ray": "ray", "fastapi": "serve",
-          "uvicorn": "serve", "mkdocs": "docs"}
+          "uvicorn": "serve", "mkdocs": "docs", "rag_retriever": "retrieval"}
 
 
 @contextmanager
@@ -494,7 +496,7 @@ def backend_args_for(backend: str, flags: dict[str, Any], extra: dict[str, Any])
 
 def redacted(command: str) -> str:
     """The command line with secrets hidden (it is recorded in manifests and data cards): the one rule of
-    :mod:`rag_retriever._support._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
+    :mod:`rag_plumbing._secrets` (``--api-key``, ``--backend-arg hf_token=...``, Hydra overrides, URL credentials)."""
     return redact_command(command)
 
 

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import pyarrow.parquet as pq
 import typer
-from rag_retriever import get_kind, load_index
 from rich.markup import escape
 from rich.table import Table
 
@@ -426,6 +425,8 @@ def _validate_index(directory: Path, quick: bool = False, full: bool = False) ->
     keys and the fingerprint recomputed, the counts, the kind's own reading of its files (the BM25 postings decoded
     whole; a dense index's vectors: all finite; its encoder's files), the stored rankings ranked again (every one
     up to 2,000 questions, a sample above; ``full``: every one); ``quick``: sizes and counts only."""
+    from rag_retriever import get_kind, load_index  # an index is rag-retriever's: it is there
+
     with reported_errors(lambda e: "build it again with curriculum index ... --overwrite"):
         idx = load_index(directory, check="sizes" if quick else "full")
         done = {} if quick else idx.verify(rerank=None) if full else idx.verify()

@@ -4,20 +4,20 @@ locks between processes (filelock), and the files that mark a partition's output
 (no stable API), and the one door to it: the other packages import these names from here, not from its modules.
 Light to import (standard library only).
 
-Atomic writes, forked side tasks, locks, secret masking and the Ray connection are written once, in the retriever
-(``rag_retriever._support``, which rag-curriculum requires at its own version): the toolkit's names for them are
-the retriever's, so a fix lands in both distributions at once."""
+Atomic writes, forked side tasks, locks, secret masking and the Ray connection are written once, in ``rag_plumbing``
+(./plumbing, which rag-curriculum and rag-retriever both require): the toolkit's names for them are the plumbing's,
+so a fix lands in both distributions at once."""
 
-from rag_retriever._support._atomic import (
+from rag_plumbing._atomic import (
     atomic_write_bytes,
     atomic_write_text,
     atomic_write_with,
     fsync_dir,
     tmp_name,
 )
-from rag_retriever._support._fork import SideTask, die_with_parent
-from rag_retriever._support._lock import held_or_refused, waited
-from rag_retriever._support._ray import (
+from rag_plumbing._fork import SideTask, die_with_parent
+from rag_plumbing._lock import held_or_refused, waited
+from rag_plumbing._ray import (
     AUTH_HINT,
     UNREACHABLE_HINT,
     auth_cause,
@@ -28,7 +28,7 @@ from rag_retriever._support._ray import (
     shutdown_ray,
     unreachable,
 )
-from rag_retriever._support._secrets import (
+from rag_plumbing._secrets import (
     MASK,
     MaskingFilter,
     is_secret,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rag_retriever._support._atomic import atomic_write_bytes
+from rag_plumbing._atomic import atomic_write_bytes
 
 __all__ = ["jsonl_records", "read_jsonl_latest", "read_state", "write_state"]
 

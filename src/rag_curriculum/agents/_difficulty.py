@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag_retriever import passage_hash
+from rag_plumbing import passage_hash
 
 from .._plumbing import AsDict
 from ..errors import ConfigError

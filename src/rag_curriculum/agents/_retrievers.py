@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from rag_retriever import check_k, load_index, split_contents
+from rag_plumbing import check_k, split_contents
 
 from .._plumbing import mask_secrets
-from ..errors import CurriculumError
+from ..errors import CurriculumError, SettingError
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,8 @@ class IndexRetriever:
 
     def __init__(self, index: Any) -> None:
         if not hasattr(index, "retrieve_many"):
+            from rag_retriever import load_index  # optional (the retrieval extra): not for a server's client
+
             index = load_index(index)
         self.index = index
 
@@ -191,7 +193,7 @@ class HttpRetriever:
         return mask_secrets(self.url)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        if check_k(k) == 0:  # as an index in this process: no passages (the server refuses topk 0)
+        if check_k(k, error=SettingError) == 0:  # as an index in this process: no passages (the server refuses topk 0)
             return [[] for _ in queries]
         self.identify()
         out: list[list[Hit]] = []

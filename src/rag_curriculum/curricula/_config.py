@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rag_retriever import kind_names
-
 from .._settings import MAX_COUNT, MAX_K, MAX_SEED, check_settings, rule
 from ..config import bind, given
 from ..errors import ConfigError, SettingError
@@ -30,6 +28,23 @@ DEFAULT_K = {"hotpotqa": 10, "musique": 20, "2wikimultihopqa": 10, "search-r1": 
 
 ORDERS = ("level", "shuffled", "hops-level")
 SETTINGS = ("curriculum", "distractor", "ideal", "retrieved")
+
+
+#: rag-retriever's own kinds: the names --distractors takes where rag-retriever is not installed (then a build asked
+#: for one says which extra to install, where it would read the index).
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+
+
+def kind_names() -> tuple[str, ...]:
+    """The retriever kinds rag-retriever has registered (its own and any a package declares); without rag-retriever
+    installed (the retrieval extra), its own kinds' names."""
+    try:
+        from rag_retriever import kind_names as registered
+    except ModuleNotFoundError as e:
+        if e.name != "rag_retriever":
+            raise
+        return RETRIEVER_KINDS
+    return registered()
 
 
 def distractor_choices() -> tuple[str, ...]:

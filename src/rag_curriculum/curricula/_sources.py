@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_retriever import load_index
-
 from .._progress import track
 from ..errors import BuildError, SkipReport
 from ..loaders import guess_split, load_examples
@@ -122,6 +120,8 @@ def open_distractors(cfg: BuildConfig) -> tuple[DistractorSource, Any]:
     """The build's distractor source, and the BM25 index it reads (None without ``--index``)."""
     index = None
     if cfg.index:
+        from rag_retriever import load_index  # optional (the retrieval extra): a ModuleNotFoundError names it
+
         index = load_index(cfg.index)
         cfg.index = str(cfg.index)
         if cfg.setting == "retrieved" and cfg.top_k > index.depth:

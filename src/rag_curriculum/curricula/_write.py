@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from rag_retriever import get_kind
 
 from .. import cards
 from .._plumbing import current_command, trainer_tail
@@ -229,6 +228,8 @@ def retriever_text(manifest: dict[str, Any]) -> dict[str, str] | None:
     record = manifest.get("distractors")
     if not record:
         return None
+    from rag_retriever import get_kind  # the index a build drew from: rag-retriever is there
+
     ix = record["index"]
     kind = get_kind(ix.get("retriever", "bm25"))
     negatives = kind.negatives or f"{kind.title()} hard negatives"

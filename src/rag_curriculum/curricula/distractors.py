@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
-from rag_retriever import get_kind, normalize_passage, passage_hash
+from rag_plumbing import normalize_passage, passage_hash
 
 from .._metrics import normalize_answer
 from .._plumbing import SideTask, derive_seed
@@ -214,7 +214,7 @@ def _matched_answers(answers: list[str]) -> list[str]:
 class _AnswerFilter:
     """Whether a passage contains one of a question's answers after SQuAD normalisation, as whole words: the
     answer ``a``, normalised, is a substring ``f" {a} "`` of the passage normalised and padded
-    (:func:`~rag_curriculum.retrieval.normalize_passage`, which the index stores per passage)."""
+    (:func:`~rag_plumbing.normalize_passage`, which the index stores per passage)."""
 
     def __init__(self, answers: list[str]) -> None:
         self.answers = _matched_answers(answers)
@@ -711,6 +711,8 @@ def make_source(kind: str, *, seed: int, index: Any = None, top_k: int | None = 
         return MixedSource(index, seed)
     if kind == "retrieved":
         return RetrievedSource(index, int(top_k or 10), seed)
+    from rag_retriever import get_kind  # optional (the retrieval extra): a ModuleNotFoundError names it
+
     retriever = get_kind(kind)  # an unknown name: one line with a "did you mean"
     have = getattr(index, "retriever", None)
     if index is not None and have != kind:

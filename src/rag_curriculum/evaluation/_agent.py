@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_retriever import passage_hash
+from rag_plumbing import passage_hash
 
 from .._commit import check_resumable, resumable_output
 from .._metrics import answer_scores

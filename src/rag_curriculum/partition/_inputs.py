@@ -96,7 +96,7 @@ def _input_path(input_dir: Path, out: Path) -> str:
 
 def _public_config(cfg: PartitionConfig) -> dict[str, Any]:
     """The config as recorded in manifests and cards: without how this process ran, and without secrets (the
-    toolkit's one rule, :mod:`rag_retriever._support._secrets`)."""
+    toolkit's one rule, :mod:`rag_plumbing._secrets`)."""
     d = cfg.to_dict()
     for k in ("overwrite", "num_shards", "shard_index"):
         d.pop(k, None)

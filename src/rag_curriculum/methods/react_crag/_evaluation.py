@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from rag_retriever import passage_hash
+from rag_plumbing import passage_hash
 
 from ..._metrics import answer_scores
 from ...agents import AgentEvalPart, AgentSetRun

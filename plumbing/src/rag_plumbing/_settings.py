@@ -13,11 +13,11 @@ from the annotation. :func:`check_settings` refuses a value of the wrong type or
 >>> check_settings(Demo(rows_per_shard=-5))
 Traceback (most recent call last):
 ...
-rag_retriever.errors.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
+rag_plumbing._errors.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
 >>> check_settings(Demo(order="levle"))
 Traceback (most recent call last):
 ...
-rag_retriever.errors.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
+rag_plumbing._errors.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import SettingError
+from ._errors import SettingError, UsageError
 
 #: Seeds are stored as int64 (manifests, Parquet) and handed to numpy, torch and vLLM.
 MAX_SEED = 2**63 - 1
@@ -311,22 +311,20 @@ def settings_table(cls: type, *, flags: bool = True) -> str:
     return "\n".join(lines)
 
 
-def bind(cls: type, data: Any) -> Any:
+def bind(cls: type, data: Any, *, error: Callable[..., Exception] = UsageError) -> Any:
     """Plain data (a mapping of ``cls``'s fields) to the dataclass ``cls``: an unknown key is refused with a "did you
     mean", then ``cls`` checks the values itself (``__post_init__``). An instance is returned as it is."""
     from collections.abc import Mapping
 
-    from ..errors import UsageError
-
     if isinstance(data, cls):
         return data
     if not isinstance(data, Mapping):
-        raise UsageError(f"{cls.__name__} must be a mapping of options, got {data!r}")
+        raise error(f"{cls.__name__} must be a mapping of options, got {data!r}")
     known = [f.name for f in dataclasses.fields(cls)]
     for key in data:
         if key not in known:
-            raise UsageError(f"{cls.__name__}: unknown option {key!r}{suggest(key, known)}")
+            raise error(f"{cls.__name__}: unknown option {key!r}{suggest(key, known)}")
     try:
         return cls(**data)
     except TypeError as e:  # a required field left out
-        raise UsageError(f"{cls.__name__}: {e}") from None
+        raise error(f"{cls.__name__}: {e}") from None

@@ -23,9 +23,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import IndexError_
 from ._atomic import atomic_write_text, fsync_dir
 from ._digest import file_sha256
+from ._errors import HintedError
 from ._lock import held_or_refused
 
 MANIFEST = "manifest.json"
@@ -57,7 +57,7 @@ class OutputKind:
     mismatch: Callable[[Any], str | None]
     owned: Callable[[Path, dict[str, Any]], set[str]]
     record: str = MANIFEST
-    error: Callable[..., Exception] = IndexError_
+    error: Callable[..., Exception] = HintedError
     orphans: tuple[str, ...] = (PARTIAL, OLD)
     link_error: Callable[..., Exception] | None = None
 
@@ -180,7 +180,7 @@ def _said(kept: dict[str, str]) -> str:
     return ", ".join(f"{name} ({why})" for name, why in sorted(kept.items()))
 
 
-def _no_links_on_the_way(d: Path, names: Iterable[str], error: Callable[..., Exception] = IndexError_) -> None:
+def _no_links_on_the_way(d: Path, names: Iterable[str], error: Callable[..., Exception] = HintedError) -> None:
     """Refuse to replace or remove files reached through a symbolic link inside an output (``data -> /datasets``):
     the link's target is not the toolkit's to change."""
     for name in sorted(names):

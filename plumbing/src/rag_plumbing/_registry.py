@@ -1,11 +1,11 @@
-"""The one registry for everything users extend: datasets, schedules, templates, output formats, rewards,
-generation backends, curriculum controllers and retriever kinds.
+"""The one registry for everything users extend (rag-curriculum: datasets, schedules, templates, output formats,
+rewards, generation backends, curriculum controllers; rag-retriever: retriever kinds).
 
 Entries may be objects or dotted paths (``"pkg.module:attr"``) resolved on first use, so registering a backend never
 imports its heavy library. Names are collision-checked and typos get a "did you mean".
 
 **Type checks.** A registry made with ``check`` checks every entry: an object when it is registered, a dotted path
-when it is first resolved; an entry of the wrong type is refused (:class:`~rag_retriever.errors.ConfigError` naming
+when it is first resolved; an entry of the wrong type is refused (:class:`~rag_plumbing._errors.ConfigError` naming
 the entry and what it must be), never found broken later deep inside a run.
 
 **Plug-ins.** A registry made with ``group`` also reads the entries installed packages declare as entry points of
@@ -21,14 +21,14 @@ True
 >>> r.get("liner")
 Traceback (most recent call last):
 ...
-rag_retriever.errors.UnknownNameError: unknown schedule 'liner'; did you mean 'linear'? Known: linear
+rag_plumbing._errors.UnknownNameError: unknown schedule 'liner'; did you mean 'linear'? Known: linear
 >>> Registry("reward", check=callable).register("bad", 42)
 Traceback (most recent call last):
 ...
-rag_retriever.errors.ConfigError: reward 'bad' is registered as 42 (int): it must be callable
+rag_plumbing._errors.ConfigError: reward 'bad' is registered as 42 (int): it must be callable
 
-An unknown name is an :class:`~rag_retriever.errors.UnknownNameError` (a :class:`KeyError`); registering a taken
-name without ``overwrite=True`` a :class:`~rag_retriever.errors.ConfigError` (a :class:`ValueError`).
+An unknown name is an :class:`~rag_plumbing._errors.UnknownNameError` (a :class:`KeyError`); registering a taken
+name without ``overwrite=True`` a :class:`~rag_plumbing._errors.ConfigError` (a :class:`ValueError`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ..errors import ConfigError, UnknownNameError
+from ._errors import ConfigError, UnknownNameError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: The entry-point group of each extension point (kind of registry -> group), for packages that plug into it.
-ENTRY_POINT_GROUPS = {"retriever kind": "rag_retriever.kinds"}
+ENTRY_POINT_GROUPS: dict[str, str] = {}
 
 
 def import_dotted(path: str) -> Any:
