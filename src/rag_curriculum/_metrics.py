@@ -32,9 +32,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-import string
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple, overload
+
+from rag_plumbing import normalize_answer
 
 from .errors import ConfigError
 
@@ -50,38 +51,10 @@ __all__ = [
     "normalize_answer",
 ]
 
-# ASCII punctuation deleted from the UTF-8 bytes: the same as deleting the characters (no byte of a multi-byte UTF-8
-# sequence is ASCII; lone surrogates pass through as 3-byte sequences), and several times faster than str.translate
-_PUNCT_BYTES = string.punctuation.encode()
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
-_ARTICLES = frozenset(("a", "an", "the"))
 _YES_NO = frozenset(("yes", "no", "noanswer"))
 # Characters stripped from both ends of a citation before comparing: whitespace, quotes, markdown emphasis.
 _CITATION_STRIP = " \t\r\n\"'`*\u201c\u201d\u2018\u2019\u00ab\u00bb"
 _WS_RUN_RE = re.compile(r"[ \t\r\n]+")
-
-
-def normalize_answer(s: str) -> str:
-    """SQuAD v1.1 / HotpotQA answer normalisation: lower, drop punctuation, drop articles, collapse whitespace.
-
-    >>> normalize_answer("A.P.J. Abdul Kalam"), normalize_answer("3 a.m."), normalize_answer("Ålesund")
-    ('apj abdul kalam', '3 am', 'ålesund')
-    """
-    s = s.lower().encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
-    words = s.split()
-    if "a" in s or "the" in s:  # every article contains an "a" or is "the": nothing to drop when neither occurs
-        # The regex a word at a time (what it does to the whole string: whitespace is never a word character, so
-        # its \b sees the same at a word's ends), and only on words with a non-word character: one of word
-        # characters alone (str.isalnum, as \w without "_") matches only if it is an article, a set lookup.
-        kept = []
-        for w in words:
-            if w.isalnum():
-                if w not in _ARTICLES:
-                    kept.append(w)
-            else:
-                kept.extend(_ARTICLES_RE.sub(" ", w).split())
-        words = kept
-    return " ".join(words)
 
 
 def _as_answers(answers: str | Iterable[str]) -> Iterable[str]:

@@ -15,16 +15,26 @@ import shlex
 import string
 from pathlib import Path
 
+# ASCII punctuation deleted from the UTF-8 bytes: the same as deleting the characters (no byte of a multi-byte UTF-8
+# sequence is ASCII; lone surrogates pass through as 3-byte sequences), and several times faster than str.translate
 _PUNCT_BYTES = string.punctuation.encode()
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _ARTICLES = frozenset(("a", "an", "the"))
 
 
 def normalize_answer(s: str) -> str:
-    """Lower case, punctuation and articles dropped, whitespace collapsed."""
+    """SQuAD v1.1 / HotpotQA answer normalisation: lower, drop punctuation, drop articles, collapse whitespace (the
+    one rule of the toolkit's scores and the index's "contains an answer" test).
+
+    >>> normalize_answer("A.P.J. Abdul Kalam"), normalize_answer("3 a.m."), normalize_answer("Ålesund")
+    ('apj abdul kalam', '3 am', 'ålesund')
+    """
     s = s.lower().encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
     words = s.split()
     if "a" in s or "the" in s:  # every article contains an "a" or is "the": nothing to drop when neither occurs
+        # The regex a word at a time (what it does to the whole string: whitespace is never a word character, so
+        # its \b sees the same at a word's ends), and only on words with a non-word character: one of word
+        # characters alone (str.isalnum, as \w without "_") matches only if it is an article, a set lookup.
         kept = []
         for w in words:
             if w.isalnum():
