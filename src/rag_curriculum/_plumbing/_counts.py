@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
+
+from rag_plumbing import gc_paused  # the collector pause, shared with the retriever
 
 __all__ = ["distribution", "gc_paused", "trainer_tail"]
 
@@ -33,17 +33,3 @@ def trainer_tail(rows: int, batch_prompts: int | None) -> dict[str, Any] | None:
     if not batch_prompts:
         return None
     return {"batch_prompts": batch_prompts, "steps": rows // batch_prompts, "unseen_rows": rows % batch_prompts}
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (restoring its state after): a build or a whole-file parse makes
-    millions of small acyclic objects, and the full collections their allocation keeps triggering would
-    otherwise cost more than the work itself (and touch every page a forked worker shares copy-on-write)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

@@ -19,22 +19,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from rag_plumbing import file_sha256  # the one file digest, shared with the retriever
+
 __all__ = ["file_sha256", "shards_digest"]
-
-_BLOCK = 8 << 20
-
-
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 (hex) of a file's bytes: the toolkit's one file digest (shards, model files, index files)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(_BLOCK):
-            h.update(block)
-    return h.hexdigest()
-
 
 def shards_digest(manifest: Mapping[str, Any], *extra: str | bytes, length: int | None = None,
                   missing: Any = "") -> str:
