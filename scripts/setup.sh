@@ -240,7 +240,7 @@ env_pyserini() {
   local todo reqs
   mapfile -t todo < <(missing "pyserini==${PYSERINI_VERSION:-0.25.0}")
   (( ${#todo[@]} == 0 )) || install_packages --no-deps "${todo[@]}"
-  reqs=("pyjnius>=1.6" "numpy>=2.0" "pandas>=2.0" "tqdm" "scipy>=1.11" "scikit-learn" "faiss-cpu>=1.8"
+  reqs=("pyjnius>=1.6" "numpy>=2.0" "pandas>=2.0" "tqdm" "scipy>=1.11" "scikit-learn" "faiss-cpu>=1.15"
         "transformers>=4.6,<5" "huggingface-hub<1.0" "onnxruntime" "openai>=1.0,<2" "tiktoken>=0.4" "pillow"
         "pytest>=8")
   mapfile -t todo < <(missing "${reqs[@]}")

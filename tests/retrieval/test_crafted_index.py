@@ -566,3 +566,19 @@ def test_a_frequency_above_its_blocks_maximum_misranks_until_verify_refuses_it(b
     assert any(first[t] <= block < first[t + 1] for t in terms), (block, line)  # a block of a raised term
     v = one_error(run("validate", d))
     assert f"{d}: bm25/block_max.npy: " in v and "below the" in v, v
+
+
+def test_a_faiss_older_than_the_checked_one_is_warned_of_once(caplog):
+    """The fuzz above holds from FAISS 1.15 on (1.13.2's reader died on six kinds' files, 1.11.0's HNSW search hung):
+    an older FAISS (faiss-gpu, which the extras' pin does not reach) is named in one warning, a newer one in none."""
+    from rag_retriever._dense import FAISS_CHECKED, _warn_if_older
+
+    assert FAISS_CHECKED == (1, 15)
+    with caplog.at_level("WARNING", logger="rag_retriever._dense"):
+        _warn_if_older("1.13.2")
+        _warn_if_older("1.13.2")
+        _warn_if_older("1.15.1")
+        _warn_if_older("2.0.0")
+        _warn_if_older("unknown")
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("FAISS 1.13.2: ") and "'faiss-cpu>=1.15'" in said[0]

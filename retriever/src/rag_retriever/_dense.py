@@ -23,6 +23,7 @@ scored again exactly from the float16 vectors. Results are sorted by score, ties
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -199,13 +200,35 @@ def parse_bytes(text: str, flag: str = "--max-memory") -> int:
     return int(value)
 
 
+#: The oldest FAISS whose reader, with this module's checks, refuses every crafted file of the fuzz
+#: (tests/retrieval/test_crafted_index.py) without a signal or a hang: on 1.13.2 six ANN and compressed kinds' files
+#: still killed the reader (SIGFPE, SIGABRT), on 1.11.0 an HNSW graph's hung its search. The extras pin it.
+FAISS_CHECKED = (1, 15)
+
+
 def _faiss() -> Any:
     try:
         import faiss
     except ImportError as e:
         raise DenseError(f"dense retrieval needs FAISS ({e})", hint="pip install 'rag-curriculum[dense]' "
                          "(faiss-cpu; faiss-gpu where a GPU is)") from None
+    _warn_if_older(getattr(faiss, "__version__", ""))
     return faiss
+
+
+@functools.cache
+def _warn_if_older(version: str) -> None:
+    """Once a process: FAISS older than :data:`FAISS_CHECKED` (a faiss-gpu build, which the extras' pin does not
+    reach, or an older faiss-cpu) reads crafted index files this toolkit has not checked against."""
+    try:
+        have = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return
+    if have < FAISS_CHECKED:
+        want = ".".join(map(str, FAISS_CHECKED))
+        log.warning("FAISS %s: an index file from elsewhere is checked for crafted values only with FAISS %s or "
+                    "newer (older readers crash or hang on some); use indexes you built, or pip install -U "
+                    "'faiss-cpu>=%s'", version, want, want)
 
 
 def settings(cfg: IndexConfig) -> EncoderSettings:
