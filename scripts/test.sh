@@ -63,12 +63,12 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 17 to 21 min (1260 s measured on 2 cores at load 0.99, 1037 s in an earlier run; its environment made with uv; the README walkthrough 440 to 590 s of it)" ;;
-    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 min (93 s measured after the main tier, 109 s in another run; its engines in process)" ;;
-    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 1 to 2 min (86 s measured after the main tier, 88 s in another run)" ;;
-    core) echo "the core install alone (no rag-retriever) in .venv-core; under a minute (14 s measured)" ;;
-    retriever) echo "rag-retriever alone in .venv-retriever, its own tests; under a minute (9 s measured)" ;;
-    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; under a minute (22 s measured; environment made in the background)" ;;
+    main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 16 to 21 min (977 s measured on 2 cores at load 0.69, 1260 s in another run; its environment made with uv; the README walkthrough 440 to 590 s of it)" ;;
+    vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 min (101 s measured after the main tier, 93 s in another run; its engines in process)" ;;
+    verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 1 to 2 min (75 s measured after the main tier, 86 s in another run)" ;;
+    core) echo "the core install alone (no rag-retriever) in .venv-core; under a minute (12 s measured)" ;;
+    retriever) echo "rag-retriever alone in .venv-retriever, its own tests; under a minute (8 s measured)" ;;
+    pyserini) echo "pyserini's Lucene beside the toolkit's BM25 in .venv-pyserini; under a minute (20 s measured; environment made in the background)" ;;
     learning) echo "the tests where a model learns over tens of GRPO steps, in .venv; about 6 to 8 min" ;;
     trl-newest|trl-oldest) echo "the trainer's tests against the ${1#trl-} TRL the pin allows in .venv-$1; about 3 min (150 s measured, environment made)" ;;
     *) echo "?" ;;
