@@ -36,6 +36,7 @@ HEAVY = frozenset({
     "torch", "transformers", "trl", "accelerate", "peft", "vllm", "ray", "bm25s", "scipy", "numba", "matplotlib",
     "fastapi", "uvicorn", "starlette", "verl", "sentence_transformers", "faiss", "openai", "datasets", "pandas",
     "networkx", "requests", "httpx", "tenacity", "huggingface_hub", "tokenizers", "msgspec",
+    "rag_retriever",  # optional (the retrieval extra): read only where an index is read or served
 })
 
 PACKAGE_ROOT = "rag_curriculum"  # the package's own __init__.py, as a component

@@ -1,9 +1,5 @@
-"""The rules every typed setting obeys, checked once, when a config is bound (``__post_init__``) and again by its
-``validate()``: the same rules whether a value came from a command-line flag, a recipe or Python.
-
-A config dataclass declares each setting's allowed values beside its default with :func:`rule`; its type comes
-from the annotation. :func:`check_settings` refuses a value of the wrong type or outside its range with a
-:class:`SettingError`, one line that names the setting (and its flag), the value and what is allowed.
+"""The rules every typed setting obeys (:mod:`rag_plumbing._settings`, written once for both distributions), with
+the toolkit's :class:`SettingError`, a setting's ``renamed_from``, the search agent's settings and the model checks.
 
 >>> from dataclasses import dataclass
 >>> @dataclass
@@ -14,10 +10,6 @@ from the annotation. :func:`check_settings` refuses a value of the wrong type or
 Traceback (most recent call last):
 ...
 rag_curriculum.errors.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
->>> check_settings(Demo(order="levle"))
-Traceback (most recent call last):
-...
-rag_curriculum.errors.SettingError: order (--order) = 'levle': must be one of level, shuffled; did you mean 'level'?
 """
 
 from __future__ import annotations
