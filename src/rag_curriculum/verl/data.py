@@ -9,6 +9,11 @@ launch script (``recipes/verl/*.sh``)::
         --prompt-length 6144 --response-length 800 [--dry-run] [VERL_OVERRIDES...]
     python -m rag_curriculum.verl steps outputs/musique-min-max --train-batch-size 42 [VERL_OVERRIDES...]
     python -m rag_curriculum.verl agent-data outputs/musique-min-max agent.parquet [--template search-r1] [--overwrite]
+    python -m rag_curriculum.verl layout --prompts 42 --rollouts 7 --nnodes 1 --gpus-per-node 7
+
+**The layout** (``layout``): verl splits a step's ``data.train_batch_size x rollout.n`` sequences evenly over
+every GPU (``trainer.nnodes x trainer.n_gpus_per_node``) and refuses the run otherwise; ``layout`` refuses it
+first (exit status 2), offering prompts per step, GPUs per node and node counts that each split (:func:`verl_layout`).
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
 concatenates them in list order and, with ``data.shuffle=False``, walks the rows with a sequential sampler
@@ -69,6 +74,7 @@ True
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -179,7 +185,8 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] [--dry-run] "
          "[VERL_OVERRIDES...]\n"
          "       | steps SHARD_DIR --train-batch-size N [--total-epochs E] [VERL_OVERRIDES...]\n"
-         "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n")
+         "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n"
+         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n")
 
 
 def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
@@ -446,6 +453,71 @@ def steps_main(args: list[str]) -> int:
     return 0
 
 
+def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[int]]:
+    """What a refused verl layout could change to, each alone and each accepted by :func:`verl_layout`: prompts
+    per step nearest the asked (never empty), GPUs per node (1..16) on these nodes, node counts (1..64) at these
+    GPUs per node."""
+    gpus = nnodes * gpus_per_node
+    step = gpus // math.gcd(gpus, rollouts)  # data.train_batch_size must be a multiple of this
+    near = sorted(range(step, max(2 * prompts, 2 * step) + 1, step), key=lambda p: (abs(p - prompts), p))[:3]
+    seqs = prompts * rollouts
+    return {"PROMPTS_PER_STEP": sorted(near),
+            "GPUS_PER_NODE": [g for g in range(1, 17) if seqs % (nnodes * g) == 0],
+            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0]}
+
+
+def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int = 8) -> int:
+    """The sequences each GPU takes a step (``prompts x rollouts / GPUs``), or a :class:`ConfigError` when they do
+    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`).
+
+    >>> verl_layout(42, 7, 1, 7)
+    42
+    >>> verl_layout(42, 7, 4, 8)
+    Traceback (most recent call last):
+    ...
+    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Choose PROMPTS_PER_STEP in [32, 64] (each alone)
+    """
+    for value, name in ((prompts, "PROMPTS_PER_STEP"), (rollouts, "ROLLOUTS"), (nnodes, "NNODES"),
+                        (gpus_per_node, "GPUS_PER_NODE")):
+        if value < 1:
+            raise ConfigError(f"{name}={value}: must be at least 1")
+    gpus = nnodes * gpus_per_node
+    seqs = prompts * rollouts
+    if seqs % gpus == 0:
+        return seqs // gpus
+    offered = verl_layout_offers(prompts, rollouts, nnodes, gpus_per_node)
+    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"]
+    if offered["GPUS_PER_NODE"]:
+        options.append(f"GPUS_PER_NODE in {offered['GPUS_PER_NODE']}")
+    if offered["NNODES"]:
+        options.append(f"NNODES in {offered['NNODES']}")
+    err = ConfigError(f"{prompts} prompts x {rollouts} rollouts = {seqs} sequences a step do not split over {gpus} "
+                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. Choose {', or '.join(options)} "
+                      "(each alone)")
+    err.offered = offered  # type: ignore[attr-defined]
+    raise err
+
+
+def layout_main(args: list[str]) -> int:
+    """``layout --prompts N --rollouts R --nnodes N --gpus-per-node G``: exit status 2 and what would split."""
+    names = ("--prompts", "--rollouts", "--nnodes", "--gpus-per-node")
+    values: dict[str, int] = {}
+    if len(args) != 2 * len(names):
+        raise SystemExit(USAGE)
+    try:
+        for flag, value in zip(args[::2], args[1::2], strict=True):
+            number = _int(value, flag, what="a whole number", error=ConfigError) if flag in names else None
+            if number is None:
+                raise SystemExit(USAGE)
+            values[flag] = number
+        per_gpu = verl_layout(*(values[n] for n in names))
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    sys.stderr.write(f"layout: {per_gpu} sequences per GPU a step\n")
+    return 0
+
+
 def _count(value: str | None, name: str) -> int | None:
     """A whole number setting (None for unset/null), or a ConfigError naming it."""
     return _int(value, name, what="a whole number", error=ConfigError)
@@ -566,5 +638,7 @@ def _main(args: list[str]) -> int:
         return steps_main(args[1:])
     if args[:1] == ["agent-data"]:
         return agent_data_main(args[1:])
+    if args[:1] == ["layout"]:
+        return layout_main(args[1:])
     sys.stderr.write(USAGE)
     return 2
