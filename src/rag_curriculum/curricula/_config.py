@@ -166,6 +166,9 @@ class BuildConfig:
     band: Any = rule(None, help=(
         "--schedule calibrated, instead of --target: LO,HI (e.g. 0.3,0.7): each question at a level whose pass rate "
         "lies in [LO, HI], the one nearest the middle; with none inside, the level nearest the band (counted)."))
+    n_up_to: bool = rule(False, flag="", help=(
+        "Each source's n is a ceiling (RAG-RL's 'up to 40,000'): a source holding fewer questions gives every one "
+        "(the manifest's n_up_to records how many it held); unset: fewer is refused."))
     group_size: int | None = rule(None, ge=1, le=1024, help=(
         "With --profile: the GRPO group size G of the informative fraction 1 - p^G - (1-p)^G (default: the "
         "profile's)."))
@@ -289,6 +292,8 @@ class BuildConfig:
                     "questions_from"):  # unset: as always
             if d[key] is None:
                 del d[key]
+        if not d["n_up_to"]:  # as before the setting
+            del d["n_up_to"]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
             del d["unanswerable_fraction"], d["abstention_answer"]
         if d["distractors"] == "provided" and d["setting"] != "retrieved":  # and one without an index
