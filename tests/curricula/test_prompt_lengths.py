@@ -166,6 +166,13 @@ def test_tokenizer_from_a_recipe_and_the_command_line(tmp_path, tiny_model_dir):
                                   "-o", str(tmp_path / "c"), "--tokenizer", str(tiny_model_dir), "-P", "42"])
     assert r2.exit_code == 0, r2.output
     assert read_manifest(tmp_path / "r")["prompt_tokens"] == read_manifest(tmp_path / "c")["prompt_tokens"]
+    # every level's longest prompt, in the target model's tokenizer (what each level asks of a trainer's context)
+    by_level = read_manifest(tmp_path / "r")["prompt_tokens"]["max_by_level"]
+    assert set(by_level) == {"1", "20"}
+    assert f"longest prompt per level: 1: {by_level['1']}, 20: {by_level['20']}" in " ".join(r.output.split())
+    r3 = CliRunner().invoke(app, ["build", "recipe=musique-min-max", f"input={MUSIQUE_TRAIN}", "n=20",
+                                  f"out={tmp_path / 'n'}", "--no-progress"])
+    assert r3.exit_code == 0 and "prompt lengths not counted: give tokenizer=MODEL" in " ".join(r3.output.split())
 
 
 def test_validate_checks_the_optional_column_type(plain, tmp_path):
