@@ -39,6 +39,7 @@ from ._ledger import (
     nothing_to_learn_callback,
 )
 from ._lengths import check_trl_lengths
+from ._memory import check_memory
 from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
@@ -439,6 +440,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         if not dry_run:
             raise
         lengths_error = e
+    if not dry_run:  # an estimate on the GPU it runs on: a warning, with what fits, when it does not
+        check_memory(cfg, args, num_processes, lengths.max_tokens if lengths is not None else None)
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
