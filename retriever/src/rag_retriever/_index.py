@@ -335,16 +335,30 @@ def _mismatch(manifest: Any) -> str | None:
 
 
 def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
-    """The files an index's manifest says the toolkit wrote (its ``files``)."""
+    """The files an index's manifest says the toolkit wrote (its ``files``), of an index's layout only
+    (:func:`_layout`)."""
     files = manifest.get("files")
     names = {str(n) for n in files} if isinstance(files, (dict, list)) else set()
-    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
+    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts and _layout(n)}
+
+
+#: The names an index's files take at its top (the passage store's, of this format and the first ones'); a kind's
+#: files are in its own folder (``bm25/``, ``dense/``).
+_TOP = frozenset({MANIFEST, PASSAGES, NORMS, QUESTIONS, RANKED_IDS, RANKED_SCORES, KEYS, "passages.arrow",
+                  "norms.arrow", "docs.arrow"})
+
+
+def _layout(name: str) -> bool:
+    """Whether ``name`` (a relative POSIX path) is one an index's writer writes: a store file at its top, or a file
+    in a kind's folder. A manifest that lists another file does not make it the toolkit's."""
+    head, _, rest = name.partition("/")
+    return name in _TOP or (bool(rest) and head in ("bm25", "dense"))
 
 
 #: An index as the commit protocol sees it (:mod:`rag_plumbing._commit`): its manifest (kind ``index``, or the
 #: first format's ``bm25-index``) owns the files it lists; a killed build of an earlier version left ``.OUT.tmp-*``.
 OUTPUT = OutputKind("an index of this toolkit", _mismatch, _owned, error=IndexError_,
-                    orphans=("partial", "old", "tmp"))
+                    orphans=("partial", "old", "tmp"), layout=_layout)
 
 
 @dataclass
