@@ -33,6 +33,8 @@ def test_overwrite_replaces_the_warm_starts_files_and_keeps_the_users(rows, tmp_
     assert run("warm-start", rows, "--out", out, *SMALL).exit_code == 0
     card = json.loads((out / "warm_start.json").read_text())
     assert "model.safetensors" in card["files"] and "config.json" in card["files"]
+    from rag_curriculum.train._warm import OUTPUT
+    assert [f for f in card["files"] if not OUTPUT.layout(f)] == []  # every file it writes: of its layout
     (out / "NOTES.md").write_text("mine")
     one = (out / "model.safetensors").read_bytes()
     assert "not empty" in one_error(run("warm-start", rows, "--out", out, *SMALL))  # no --overwrite: refused

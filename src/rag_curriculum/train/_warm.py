@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import random
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -470,12 +471,26 @@ def _mismatch(card: Any) -> str | None:
 
 
 def _owned(directory: Path, card: dict[str, Any]) -> set[str]:
-    return {str(f) for f in card["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+    return {str(f) for f in card["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()
+            and _layout(str(f))}
+
+
+#: The names of the files ``save_pretrained`` writes for a model and its tokenizer (a warm start's layout): a card
+#: that lists any other file does not make it the toolkit's.
+LAYOUT = re.compile(r"(?:config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab"
+                    r"|chat_template|preprocessor_config|model\.safetensors\.index|pytorch_model\.bin\.index)\.json"
+                    r"|model(?:-\d+-of-\d+)?\.safetensors|pytorch_model(?:-\d+-of-\d+)?\.bin|training_args\.bin|merges\.txt|vocab\.txt"
+                    r"|(?:tokenizer|spiece|sentencepiece\.bpe)\.model|chat_template\.jinja|[^/]*\.tiktoken")
+
+
+def _layout(name: str) -> bool:
+    return LAYOUT.fullmatch(name) is not None
 
 
 #: A warm start's model folder as the commit protocol sees it (:mod:`rag_curriculum._commit`): ``warm_start.json``
 #: (written last) lists the files the warm start wrote.
-OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD, error=ConfigError)
+OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD, error=ConfigError,
+                    layout=_layout)
 
 
 def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmStartConfig) -> list[dict[str, Any]]:
