@@ -41,7 +41,7 @@ from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import file_sha256, shards_digest
 from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
-from ._lazy import lazy_exports, moved_names, moved_to
+from ._lazy import lazy_exports, moved_names, moved_to, renamed_keywords
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import AsDict, expected_type, init_hints
@@ -86,6 +86,7 @@ __all__ = [
     "read_state",
     "redact_command",
     "redact_overrides",
+    "renamed_keywords",
     "require_resources",
     "shards_digest",
     "shutdown_ray",

@@ -27,7 +27,14 @@ import pyarrow.parquet as pq
 
 from .._commit import check_resumable, resumable_output
 from .._plots import COLORS, pyplot, save_png
-from .._plumbing import WORK, atomic_write_with, current_command, mask_secrets, redact_command
+from .._plumbing import (
+    WORK,
+    atomic_write_with,
+    current_command,
+    mask_secrets,
+    redact_command,
+    renamed_keywords,
+)
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -102,6 +109,7 @@ PROFILE_SCHEMA = pa.schema([
 ])
 
 
+@renamed_keywords()
 @dataclass
 class ProfileConfig:
     """Everything that determines a level profile. Recorded, resolved, in ``profile.json``.

@@ -45,7 +45,7 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
-from .._plumbing import atomic_write_text, file_sha256, mask_secrets
+from .._plumbing import atomic_write_text, file_sha256, mask_secrets, renamed_keywords
 from .._settings import retriever_retries_rule
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
@@ -210,6 +210,7 @@ def plain_completion(row: dict[str, Any]) -> str:
     return f"The answer is {row['answers'][0]}."
 
 
+@renamed_keywords(topk="top_k")
 @dataclass
 class WarmStartConfig:
     """``curriculum warm-start``: ``shards`` the training rows (a curriculum build); ``model`` the model to
