@@ -4,9 +4,9 @@ locks between processes (filelock), and the files that mark a partition's output
 (no stable API), and the one door to it: the other packages import these names from here, not from its modules.
 Light to import (standard library only).
 
-Atomic writes, forked side tasks, locks, secret masking and the Ray connection are written once, in ``rag_plumbing``
-(./plumbing, which rag-curriculum and rag-retriever both require): the toolkit's names for them are the plumbing's,
-so a fix lands in both distributions at once."""
+Atomic writes, forked side tasks, locks, progress bars, secret masking and the Ray connection are written once, in
+``rag_plumbing`` (./plumbing, which rag-curriculum and rag-retriever both require): the toolkit's names for them are
+the plumbing's, so a fix lands in both distributions at once."""
 
 from rag_plumbing._atomic import (
     atomic_write_bytes,
@@ -17,6 +17,14 @@ from rag_plumbing._atomic import (
 )
 from rag_plumbing._fork import SideTask, die_with_parent
 from rag_plumbing._lock import held_or_refused, waited
+from rag_plumbing._progress import (
+    NARROW_COLUMNS,
+    duration_text,
+    make_progress,
+    maybe_progress,
+    rate_text,
+    track,
+)
 from rag_plumbing._ray import (
     AUTH_HINT,
     UNREACHABLE_HINT,
@@ -52,6 +60,7 @@ __all__ = [
     "MANIFEST",
     "MASK",
     "MaskingFilter",
+    "NARROW_COLUMNS",
     "RECORD_FILE",
     "SUMMARY_FILE",
     "SideTask",
@@ -67,6 +76,7 @@ __all__ = [
     "die_with_parent",
     "distribution",
     "drop_options",
+    "duration_text",
     "expected_type",
     "file_sha256",
     "fsync_dir",
@@ -78,10 +88,13 @@ __all__ = [
     "is_secret",
     "jsonl_records",
     "lazy_exports",
+    "make_progress",
     "mask_secrets",
+    "maybe_progress",
     "moved_names",
     "moved_to",
     "output_set_problem",
+    "rate_text",
     "read_jsonl_latest",
     "read_state",
     "redact_command",
@@ -93,6 +106,7 @@ __all__ = [
     "stable_id",
     "stats_set_problem",
     "tmp_name",
+    "track",
     "trainer_tail",
     "unreachable",
     "waited",
