@@ -69,3 +69,53 @@ def test_a_partition_recorded_with_the_old_name_still_merges(tmp_path):
     with pytest.warns(FutureWarning):
         recorded = read_renamed(PartitionConfig, {"shards": "x", "k": 3, "topk": 2}, "the recorded config")
     assert PartitionConfig(**recorded).samples == 3 and PartitionConfig(**recorded).top_k == 2
+
+
+# -- the Python names: each constructor and function takes its old keyword, with a DeprecationWarning --------------
+def _called_with_old_keyword(call, old: str, new: str):
+    with pytest.warns(DeprecationWarning, match=rf"\({old}=\.\.\.\) is now called .*\({new}=\.\.\.\)"):
+        return call()
+
+
+def test_each_config_class_takes_its_old_keyword_and_attribute():
+    from rag_curriculum.agents import RolloutConfig
+    from rag_curriculum.train import WarmStartConfig
+
+    assert _called_with_old_keyword(lambda: RolloutConfig(topk=1), "topk", "top_k").top_k == 1
+    part = _called_with_old_keyword(lambda: PartitionConfig(shards="x", k=4), "k", "samples")
+    assert part.samples == 4
+    with pytest.warns(DeprecationWarning, match=r"PartitionConfig\.k is now called PartitionConfig\.samples"):
+        assert part.k == 4
+    assert _called_with_old_keyword(lambda: PartitionConfig(shards="x", topk=5), "topk", "top_k").top_k == 5
+    assert _called_with_old_keyword(lambda: ProfileConfig(shards="x", k=2), "k", "samples").samples == 2
+    assert _called_with_old_keyword(lambda: AgentEvalConfig(topk=6), "topk", "top_k").top_k == 6
+    assert _called_with_old_keyword(lambda: AgentConfig(topk=7), "topk", "top_k").top_k == 7
+    warm = _called_with_old_keyword(lambda: WarmStartConfig(shards="x", out="y", topk=2), "topk", "top_k")
+    assert warm.top_k == 2
+    with pytest.raises(TypeError, match="got both 'topk' and its new name 'top_k'"):
+        RolloutConfig(topk=1, top_k=2)
+
+
+def test_each_function_takes_its_old_keyword(monkeypatch):
+    from rag_curriculum.methods.globalrag import _teacher
+    from rag_curriculum.train import SearchEnvironment
+
+    class Fixed:
+        def search(self, queries, k):
+            return [[] for _ in queries]
+
+    env = _called_with_old_keyword(lambda: SearchEnvironment(Fixed(), topk=2), "topk", "top_k")
+    assert env._top_k == 2
+    seen = []
+    monkeypatch.setattr(_teacher, "run_rollouts", lambda *a, config, **kw: seen.append(config) or [])
+    _called_with_old_keyword(lambda: _teacher.teacher_plans([], None, Fixed(), None, model="m", topk=4),
+                             "topk", "top_k")
+    assert seen[0].top_k == 4
+
+
+def test_the_new_python_names_raise_no_warning():
+    from rag_curriculum.agents import RolloutConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert RolloutConfig(top_k=1).top_k == PartitionConfig(shards="x", samples=1).samples == 1

@@ -50,8 +50,8 @@ from .errors import ModelFileError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "resolve_model",
-           "tokenizer_problem"]
+__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "model_settings",
+           "resolve_model", "tokenizer_problem"]
 
 #: The environment variable naming the toolkit's cache folder (converted models live in its ``models/``).
 CACHE_ENV = "RAG_CURRICULUM_CACHE"
@@ -112,6 +112,57 @@ class ResolvedModel:
         if self.sha256 is not None:
             out.update(gguf_sha256=self.sha256, converted_to=self.path)
         return out
+
+
+def model_settings(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The settings of the model saved in ``folder``, read from its ``config.json`` (a multimodal config's text
+    model's where it has one): what a record says of the model that ran, whatever settings were given for another.
+
+    Args:
+        folder: a model folder (a checkpoint, a warm start's output, a converted GGUF file's folder), or any model
+            reference: a ``.gguf`` file is read in its cached conversion, a Hub id in the local Hub cache.
+
+    Returns:
+        ``architecture``, ``model_type``, ``hidden_size``, ``layers``, ``vocab_size`` and ``dtype``; None where the
+        folder holds no readable ``config.json`` (a Hub id not in the local cache, say).
+
+    Examples:
+        >>> import json, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> _ = Path(d, "config.json").write_text(json.dumps({"architectures": ["Gemma3ForCausalLM"],
+        ...     "model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 18, "vocab_size": 262144}))
+        >>> model_settings(d)["hidden_size"], model_settings(d)["layers"]
+        (640, 18)
+    """
+    ref = str(folder)
+    if is_gguf(ref):
+        try:
+            folder = convert_gguf(ref)[0]  # converted already by the run that used it: its digest finds the folder
+        except ModelFileError:
+            return None
+    elif not Path(ref).is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:  # pragma: no cover - huggingface_hub comes with datasets
+            return None
+        try:
+            cached = try_to_load_from_cache(ref, "config.json")
+        except ValueError:  # not a Hub id (huggingface_hub's HFValidationError)
+            return None
+        if not isinstance(cached, str):
+            return None
+        folder = Path(cached).parent
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    archs = config.get("architectures") or [None]
+    return {"architecture": archs[0], "model_type": config.get("model_type"),
+            "hidden_size": text.get("hidden_size"), "layers": text.get("num_hidden_layers"),
+            "vocab_size": text.get("vocab_size"), "dtype": config.get("dtype", config.get("torch_dtype"))}
 
 
 def resolve_model(ref: str | os.PathLike[str], *, cache: str | Path | None = None) -> ResolvedModel:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plumbing import renamed_keywords
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -45,6 +46,7 @@ TASK_VERSION = 1
 RUN_LOCK = ".partition.lock"
 
 
+@renamed_keywords()
 @dataclass
 class PartitionConfig:
     """Everything that determines a partition. Saved, resolved, in every manifest it writes. Each field's ``help``

@@ -21,6 +21,7 @@ from .._version import __version__
 from ..cards import plot_histogram, write_partition_card
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
+from ..models import model_settings
 from ..shards import portable, read_manifest, read_table, write_json, write_shards
 from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
 from ._config import PASS_RATE_PLOT, STATS_FILE, PartitionConfig
@@ -69,6 +70,7 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "sources": manifest.get("sources", []),
         "K": manifest.get("K"),
         "generation": _generation_record(wd, run),
+        "model_settings": model_settings(cfg.model) if cfg.model else None,
     }
     if cfg.input and not cfg.shards:  # built from the file: how many of "up to n" questions it gave
         held = (manifest.get("n_up_to") or {}).values()

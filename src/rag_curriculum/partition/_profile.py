@@ -27,7 +27,14 @@ import pyarrow.parquet as pq
 
 from .._commit import check_resumable, resumable_output
 from .._plots import COLORS, pyplot, save_png
-from .._plumbing import WORK, atomic_write_with, current_command, mask_secrets, redact_command
+from .._plumbing import (
+    WORK,
+    atomic_write_with,
+    current_command,
+    mask_secrets,
+    redact_command,
+    renamed_keywords,
+)
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -66,7 +73,7 @@ from ..generation import (
 )
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
-from ..models import is_gguf, resolve_model
+from ..models import is_gguf, model_settings, resolve_model
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
 from ._inputs import input_digest
 from ._stats import check_templates, score_completions
@@ -102,6 +109,7 @@ PROFILE_SCHEMA = pa.schema([
 ])
 
 
+@renamed_keywords()
 @dataclass
 class ProfileConfig:
     """Everything that determines a level profile. Recorded, resolved, in ``profile.json``.
@@ -418,6 +426,7 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "skipped": sum(1 for s in table.column("skipped").to_pylist() if s is not None),
         "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "paired_over": "questions"},
         "generation": generation,
+        "model_settings": model_settings(cfg.model) if cfg.model else None,
         **figures,
         "table": PROFILE_TABLE,
         "plot": PROFILE_PLOT,

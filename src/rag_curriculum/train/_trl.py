@@ -22,7 +22,7 @@ from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_di
 from ..agents import open_retriever
 from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..lengths import load_tokenizer
-from ..models import resolve_model
+from ..models import model_settings, resolve_model
 from ..prompts import completion_style
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
@@ -445,6 +445,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
+        "model_settings": model_settings(model.path),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
     if prompt_style == "completion":

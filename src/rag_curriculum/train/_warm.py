@@ -46,12 +46,12 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
-from .._plumbing import atomic_write_text, file_sha256, mask_secrets
+from .._plumbing import atomic_write_text, file_sha256, mask_secrets, renamed_keywords
 from .._settings import retriever_retries_rule
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
-from ..models import is_gguf, resolve_model
+from ..models import is_gguf, model_settings, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
 from ._ledger import non_finite_callback
@@ -211,6 +211,7 @@ def plain_completion(row: dict[str, Any]) -> str:
     return f"The answer is {row['answers'][0]}."
 
 
+@renamed_keywords(topk="top_k")
 @dataclass
 class WarmStartConfig:
     """``curriculum warm-start``: ``shards`` the training rows (a curriculum build); ``model`` the model to
@@ -446,8 +447,12 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             shutil.rmtree(work / INIT, ignore_errors=True)  # the model it started from is not the output
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(work) if f != WARM_CARD]
-            card = {"settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files,
-                    FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
+            settings = mask_secrets(asdict(cfg))
+            if cfg.model:  # the tiny model's settings are not this model's: its own are recorded under "model"
+                for name in ("hidden_size", "layers", "vocab_size"):
+                    settings.pop(name)
+            card = {"settings": settings, "model": model_settings(work), "examples": len(examples), "loss": losses,
+                    "files": files, FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
             if source is not None and source.converted:
                 card["model_file"] = source.record()
             if not getattr(tokenizer, "chat_template", None):
