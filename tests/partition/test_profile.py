@@ -153,7 +153,12 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
         rates = [x["pass_rate"] for x in lines if x["level"] == lv]
         fig = summary["per_level"][str(lv)]
         assert fig["pass_rate"] == pytest.approx(sum(rates) / 3, abs=1e-6)
-        assert fig["informative"] == pytest.approx(sum(f(p, 3) for p in rates) / 3, abs=1e-6)
+        assert fig["informative_pass_rate"] == pytest.approx(sum(f(p, 3) for p in rates) / 3, abs=1e-6)
+        assert fig["informative"] == pytest.approx(
+            sum(spread_probability(x["sample_reward"], 3) for x in lines if x["level"] == lv) / 3, abs=1e-6)
+        for x in lines:
+            if x["level"] == lv:
+                assert x["sample_reward"] == recompute(out / "input", x, RagRlReward())
     assert summary["generation"]["fingerprint"]["generation"]["backend"] == "transformers"
     built = tmp_path / "calibrated"
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", 3, "--K", 4, "--schedule", "calibrated",

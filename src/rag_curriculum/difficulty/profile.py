@@ -519,10 +519,17 @@ def schedules_section(record: Mapping[str, Any] | None) -> str:
     if not record:
         return ""
     g = record["group_size"]
+    reward = record.get("reward")
+    spread = record.get("max_spread") or 0.0
+    if reward:
+        names = " + ".join(f"{w:g} x {n}" if w != 1 else str(n) for n, w, _ in reward.get("identity") or [])
+        what = (f"whose training rewards ({names}) are {'not all equal' if not spread else f'spread by more than {spread:g}'}"
+                " (a non-zero advantage), from each question's sample rewards")
+    else:
+        what = "that are mixed (some right, some wrong: a non-zero advantage), 1 - p^G - (1 - p)^G of the pass rate"
     lines = [
         "", "## Informative groups before training", "",
-        f"Expected share of GRPO groups of G = {g} samples that are mixed (some right, some wrong: a non-zero "
-        f"advantage), 1 - p^G - (1 - p)^G, from the level profile `{record['path']}` of "
+        f"Expected share of GRPO groups of G = {g} samples {what}, from the level profile `{record['path']}` of "
         f"`{record.get('model') or 'the model'}` ({record['profiled_questions']} of this build's "
         f"{record['questions']} questions profiled; the others take their level's figure), each schedule over this "
         "build's questions:", "",
@@ -549,6 +556,10 @@ def schedules_section(record: Mapping[str, Any] | None) -> str:
                       f"{outside['above'] + outside['below']} with no level inside the band at the level nearest "
                       f"it ({outside['above']} above it, {outside['below']} below), easiest first. Rows per level: "
                       f"{levels}."]
+        elif c.get("target_informative") is not None:
+            lines += ["", f"Calibrated (`--schedule calibrated --target-informative {c['target_informative']:g}`): "
+                      "each question at the profiled level whose predicted informative fraction is nearest "
+                      f"{c['target_informative']:g} {placed}, easiest first. Rows per level: {levels}."]
         else:
             lines += ["", f"Calibrated (`--schedule calibrated --target {c['target']:g}`): each question at the "
                       f"profiled level whose pass rate is nearest {c['target']:g} {placed}, easiest first. Rows per "
