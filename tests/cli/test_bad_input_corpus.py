@@ -105,7 +105,8 @@ OPTIONS = {  # option: the bad values tried (each a case)
     "profile": {"--levels": ("0", "abc", "99", "", "1,,2"), "--samples": INT + ("0",), "--group-size": INT[:3] + ("0",),
                 "--temperature": FLOAT, "--correct-f1": FLOAT + ("2",), "--n": ("abc", "-5", "0"),
                 "-d": ("nosuch",), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}"), "--backend": ("nosuch",),
-                "--chunk-size": INT[:3] + ("0",)},  # (a model that fails to load keeps OUT/input, built for the rerun)
+                "--chunk-size": INT[:3] + ("0",), "--reward": ("nosuch", "rag-rl:x", "rag-rl,"),
+                "--recipe": ("nosuch",), "--max-spread": FLOAT},  # (a model that fails to load keeps OUT/input, built for the rerun)
     "inspect": {"--dataset": ("nosuch",), "--on-error": ("ignore", ""), "": ("{MISSING}", "{EMPTY}", "{JUNK}",
                                                                               "{TRUNC}")},
     "train": {"": ("recipe=nosuch", "sead=1", "batch.prompts_per_step=abc",

@@ -110,7 +110,7 @@ def test_each_schedules_informative_fraction_is_the_closed_form_on_the_planted_p
     assert record["level_pass_rate"] == {str(lv): round(level_mean(i), 4) for i, lv in enumerate(LEVELS)}
 
 
-def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path):
+def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, caplog):
     prof, _ = profiled
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", prof,
             "--group-size", "2", "-o", tmp_path / "out")
@@ -118,6 +118,28 @@ def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path
     text = " ".join(r.output.split())
     assert "expected informative groups (G = 2)" in text and "min-max shuffled" in text and "this build" in text
     assert "adaptive.kwargs.start=2" in text
+    assert caplog.text.count("group_size 4 in the profile, 2 here") == 1, "a profile used with another G: said once"
+
+
+def test_a_target_on_the_informative_fraction_places_each_question_where_its_groups_teach_most(profiled, tmp_path):
+    prof, ids = profiled
+    out = tmp_path / "informative"
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "calibrated", "--K", "8", "--profile", prof,
+            "--target-informative", "1", "-o", out)
+    assert r.exit_code == 0, r.output
+    level = {row["id"]: row["level"] for row in pq.read_table(out / "data").to_pylist()}
+    # a pass/fail reward: the most informative level is the one nearest p = 0.5, ties by the pass rate rule
+    assert [level[i] for i in ids] == CALIBRATED
+    record = json.loads((out / "manifest.json").read_text())["profile"]
+    assert record["calibrated"]["target_informative"] == 1.0
+    assert record["adaptive_start"]["target_informative"] == 1.0
+    best = max(record["level_informative"].values())
+    assert record["level_informative"][str(record["adaptive_start"]["level"])] == best
+    assert "--target-informative 1" in (out / "README.md").read_text()
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "max", "--K", "8", "--profile", prof,
+            "--target-informative", "1", "-o", tmp_path / "refused")
+    assert "--target-informative is for --schedule calibrated" in one_error(r)
+    assert not (tmp_path / "refused").exists()
 
 
 @pytest.mark.parametrize("case", ["no profile", "another dataset", "another model", "empty level", "not a profile"])

@@ -108,8 +108,9 @@ def print_schedules(record: dict[str, Any]) -> None:
                   f"{f['mean_pass_rate']:.3f}")
     out.print(t)
     start = record["adaptive_start"]
+    there = f"; informative {start['informative']:.3f}" if "informative" in start else ""
     out.print(f"an adaptive controller aiming at {start['target']:g} starts at level {start['level']} "
-              f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f} there)")
+              f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f}{there} there)")
     band = (record.get("calibrated") or {}).get("band")
     if band:
         outside = record["calibrated"]["outside_band"]
