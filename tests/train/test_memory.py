@@ -53,6 +53,9 @@ def test_the_launchers_claims_match_the_estimate():
         assert words in (ROOT / "recipes" / "accelerate" / header).read_text(), header
     assert "batch.per_device_completions=2" in (ROOT / "docs" / "training.md").read_text()
     assert "one GPU or 7 + 1" not in (ROOT / "README.md").read_text()
+    # a plain `curriculum train` of a 7B paper recipe is one process on one GPU: no header claims it fits
+    for recipe in (ROOT / "recipes" / "train").glob("rag-rl-*.yaml"):
+        assert "1 GPU, vLLM colocated" not in recipe.read_text(), recipe.name
 
 
 def test_an_offered_per_device_batch_splits_the_step():
