@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from .._commit import check_resumable, resumable_output
 from .._plots import COLORS, pyplot, save_png
-from .._plumbing import WORK, atomic_write_with, current_command, mask_secrets, redact_command
+from .._plumbing import WORK, atomic_write_with, current_command, file_sha256, mask_secrets, redact_command
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -423,6 +423,7 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "plot": PROFILE_PLOT,
     }
     atomic_write_with(out / PROFILE_TABLE, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    summary["table_sha256"] = file_sha256(out / PROFILE_TABLE)  # a table changed after it was written is refused
     model = (identity_model(run) or "the model")
     plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=cfg.group_size,
                        title=f"{Path(model).name} on {', '.join(summary['datasets'])}: "
