@@ -38,6 +38,7 @@ from .._plumbing import (
     WORK,
     atomic_write_with,
     current_command,
+    file_sha256,
     mask_secrets,
     redact_command,
     renamed_keywords,
@@ -598,6 +599,7 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "plot": PROFILE_PLOT,
     }
     atomic_write_with(out / PROFILE_TABLE, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    summary["table_sha256"] = file_sha256(out / PROFILE_TABLE)  # a table changed after it was written is refused
     model = (identity_model(run) or "the model")
     plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=g,
                        title=f"{Path(model).name} on {', '.join(summary['datasets'])}: "

@@ -32,7 +32,7 @@ import random
 import re
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +263,9 @@ class WarmStartConfig:
             value = float(getattr(self, name))
             if not (math.isfinite(value) and value > 0):
                 raise UsageError(f"--{name.replace('_', '-')} {value}: must be a positive number")
+        if float(self.epochs) > MAX_EPOCHS:
+            raise UsageError(f"--epochs {self.epochs:g}: must be at most {MAX_EPOCHS:,} (passes over the rows' "
+                             f"examples; the default is {40 if self.agent else 20})")
         if self.agent not in ("", "search-r1"):
             raise UsageError(f"--agent {self.agent}: choose search-r1 (or leave it out: RAG-RL's closed-context "
                              "format)")
@@ -419,6 +422,10 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     rows = every[: cfg.rows]
     if not rows:
         raise ConfigError(f"{cfg.shards}: no rows", hint="give a curriculum build (curriculum build ... --out DIR)")
+    if len(rows) < cfg.rows:  # recorded as used: the card says the rows it was made from
+        log.warning("--rows %d: %s holds %d row(s); the warm start uses those %d", cfg.rows, cfg.shards, len(rows),
+                    len(rows))
+        cfg = replace(cfg, rows=len(rows))
     _check_rows(cfg, rows)
     information: list[str] = []
     if cfg.agent:  # the retriever is asked before anything is written
@@ -464,6 +471,9 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     return WarmStartResult(out, len(examples), losses[0] if losses else float("nan"),
                            losses[-1] if losses else float("nan"), time.perf_counter() - start)
 
+
+#: The most passes over the examples ``--epochs`` takes (the defaults are 20 and 40; more is a typo, not a run).
+MAX_EPOCHS = 10_000
 
 #: Inside the partial folder while the model is made: the tiny model the fine-tune starts from (removed before
 #: the commit).

@@ -84,7 +84,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with
+from .._plumbing import atomic_write_with, mask_secrets
 from ..agents import SearchTemplate, get_agent_template
 from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerError
 from ..lengths import Limit, check_lengths, read_lengths
@@ -158,7 +158,7 @@ def _int(value: str | None, name: str, *, what: str = "a number of tokens",
     try:
         return int(value)
     except ValueError:
-        raise error(f"{name}={value!r} is not {what}") from None
+        raise error(f"{name}={mask_secrets(value)!r} is not {what}") from None
 
 
 def verl_limits(prompt_length: int, response_length: int, overrides: Mapping[str, str]) -> list[Limit]:
@@ -189,8 +189,10 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n")
 
 
-def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
-    """SHARD_DIR, the --options, and the length settings among the verl overrides."""
+def _lengths_args(args: list[str], options: tuple[str, ...] = ("--model", "--prompt-length", "--response-length")
+                  ) -> tuple[str, dict[str, str], dict[str, str]]:
+    """SHARD_DIR, the --options (``options``, each ``--name VALUE`` or ``--name=VALUE``; another is refused), and
+    the length settings among the verl overrides."""
     if not args or args[0].startswith("-") or "=" in args[0]:
         raise SystemExit(USAGE)
     directory, rest = args[0], args[1:]
@@ -203,12 +205,16 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
             opts["dry-run"] = "1"
             i += 1
             continue
-        if a in ("--model", "--prompt-length", "--response-length", "--train-batch-size", "--total-epochs"):
-            if i + 1 >= len(rest):
+        name, eq, value = a.partition("=")
+        if name in options:
+            if not eq and i + 1 >= len(rest):
                 raise SystemExit(f"{a} needs a value\n{USAGE}")
-            opts[a[2:]] = rest[i + 1]
-            i += 2
+            opts[name[2:]] = value if eq else rest[i + 1]
+            i += 1 if eq else 2
             continue
+        if a.startswith("-"):  # an option of another command (or a misspelt one) is never passed over in silence
+            raise SystemExit(f"{name}: not an option of this command (it takes {', '.join(options)} and verl "
+                             f"overrides KEY=VALUE)\n{USAGE}")
         overrides.append(a)
         i += 1
     return directory, opts, parse_verl_overrides(overrides)
@@ -245,9 +251,17 @@ def _unchecked(model: str | None, error: CurriculumError, opts: Mapping[str, str
 
 
 def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
-    directory, opts, found = _lengths_args(args)
+    directory, opts, found = _lengths_args(args, ("--model",) if derive_only else
+                                           ("--model", "--prompt-length", "--response-length", "--dry-run"))
     model = found.get("model") or opts.get("model")
     try:
+        if not derive_only:  # every number checked where it enters: before a tokenizer is loaded
+            if "response-length" not in opts or "prompt-length" not in opts:
+                raise SystemExit(f"check-lengths needs --prompt-length and --response-length\n{USAGE}")
+            if opts["prompt-length"] != "auto":
+                _int(opts["prompt-length"], "--prompt-length", what="a number of tokens or auto")
+            _int(opts["response-length"], "--response-length")
+            verl_limits(1, 1, found)
         try:
             lengths = prompt_lengths(directory, model)
         except TokenizerError as e:
@@ -257,13 +271,11 @@ def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
         if derive_only:
             sys.stdout.write(f"{lengths.max_tokens}\n")
             return 0
-        if "response-length" not in opts or "prompt-length" not in opts:
-            raise SystemExit(f"check-lengths needs --prompt-length and --response-length\n{USAGE}")
         prompt = opts["prompt-length"]
-        prompt_length = lengths.max_tokens if prompt == "auto" else int(prompt)
+        prompt_length = lengths.max_tokens if prompt == "auto" else _int(prompt, "--prompt-length")
         if found.get("prompt"):
-            prompt_length = int(found["prompt"])
-        limits = verl_limits(prompt_length, int(opts["response-length"]), found)
+            prompt_length = _int(found["prompt"], "data.max_prompt_length")
+        limits = verl_limits(prompt_length, _int(opts["response-length"], "--response-length"), found)
         check_lengths(lengths, limits, what="verl would left-truncate these prompts with a warning only (even under "
                       "data.truncation=error), or drop them under data.filter_overlong_prompts=True. Nothing was run.")
     except (CurriculumError, ValueError) as e:
@@ -419,7 +431,7 @@ def _tail_note(directory: str | Path, rows: int, tail: int) -> str:
 
 
 def steps_main(args: list[str]) -> int:
-    directory, opts, found = _lengths_args(args)
+    directory, opts, found = _lengths_args(args, ("--train-batch-size", "--total-epochs"))
     batch = found.get("train_batch_size") or opts.get("train-batch-size")
     if batch is None:
         raise SystemExit(f"steps needs --train-batch-size\n{USAGE}")
@@ -576,10 +588,19 @@ def write_agent_data(shards: str | Path, out: str | Path, *, template: str = "se
                      overwrite: bool = False) -> int:
     """Write :func:`agent_table` to ``out`` (one Parquet file) atomically; the number of rows."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{out} exists", hint="pass --overwrite to replace it, or choose another file")
+    if not Path(shards).is_dir():
+        raise ConfigError(f"{shards}: no such shard directory", hint="give a curriculum's folder (curriculum build --out)")
+    src, dst = Path(shards).resolve(), out.resolve()
+    if dst == src or src in dst.parents:
+        raise ConfigError(f"{out} is inside the input shard directory {shards}: agent-data would write into its own "
+                          "input", hint="choose an output file outside the shard directory")
     if out.is_dir():
         raise ConfigError(f"{out} is a directory", hint="give a file name, e.g. agent.parquet")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists", hint="pass --overwrite to replace it, or choose another file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"{out}: its folder {out.parent} does not exist" if not out.parent.exists() else
+                          f"{out}: {out.parent} is not a folder", hint="create the folder first, or choose another file")
     table = agent_table(shards, template)
     atomic_write_with(out, lambda tmp: pq.write_table(table, tmp))
     return table.num_rows
@@ -611,6 +632,7 @@ def agent_data_main(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rag_curriculum.verl COMMAND ...`` (see the module docstring); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    stderr, sys.stderr = sys.stderr, _Masked(sys.stderr)  # every line it says: secrets masked (the plumbing's rule)
     try:
         return _main(args)
     except SystemExit as e:  # a usage error: its message on stderr, exit status 2 (as every command's)
@@ -618,6 +640,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"error: {e.code}" if not e.code.startswith("usage:") else e.code)
             return 2
         raise
+    except CurriculumError as e:  # a shard directory that is not one, a file that cannot be read: one line
+        hint = getattr(e, "hint", None)
+        sys.stderr.write(f"error: {e}" + (f"\n  hint: {hint}" if hint else "") + "\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}\n")
+        return 2
+    finally:
+        sys.stderr = stderr
+
+
+class _Masked:
+    """A text stream that masks secrets in what is written to it (:func:`~rag_plumbing.mask_secrets`)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(mask_secrets(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _main(args: list[str]) -> int:
