@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HOTPOT_TRAIN
+from conftest import HOTPOT_HUB, HOTPOT_TRAIN
 from support.cli_runs import run
 
 from rag_curriculum.models import model_settings
@@ -60,8 +60,11 @@ def test_the_records_of_gemma_say_gemma(rows, tmp_path, gemma_gguf, gemma_dir):
     assert r.exit_code == 0, r.output
     recorded = json.loads((part / "partition.json").read_text())["model_settings"]
     assert (recorded["hidden_size"], recorded["layers"], recorded["vocab_size"]) == gemma
+    ideal = tmp_path / "ideal"
+    assert run("build", "--setting", "ideal", "--dataset", "hotpotqa", "--input", HOTPOT_HUB, "--n", 1,
+               "--out", ideal).exit_code == 0
     ev = tmp_path / "eval"
-    r = run("eval", "--backend", "transformers", "--model", f"warm={warm}", "--data", rows, "--samples", 1,
+    r = run("eval", "--backend", "transformers", "--model", f"warm={warm}", "--data", ideal, "--samples", 1,
             "--max-tokens", 2, "--limit", 1, "--out", ev, "--no-plots")
     assert r.exit_code == 0, r.output
     entry = json.loads((ev / "summary.json").read_text())["evals"][0]

@@ -8,6 +8,7 @@ a folder that is not a profile), each one line with nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -110,14 +111,17 @@ def test_each_schedules_informative_fraction_is_the_closed_form_on_the_planted_p
     assert record["level_pass_rate"] == {str(lv): round(level_mean(i), 4) for i, lv in enumerate(LEVELS)}
 
 
-def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path):
+def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, monkeypatch):
     prof, _ = profiled
-    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", prof,
-            "--group-size", "2", "-o", tmp_path / "out")
+    monkeypatch.chdir(tmp_path)
+    given = os.path.relpath(prof)
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", given,
+            "--group-size", "2", "-o", "outputs/out")
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "expected informative groups (G = 2)" in text and "min-max shuffled" in text and "this build" in text
     assert "adaptive.kwargs.start=2" in text
+    assert f"from {given} (" in text, r.output  # the profile as given, from where the command ran (not from the output)
 
 
 @pytest.mark.parametrize("case", ["no profile", "another dataset", "another model", "empty level", "not a profile"])
