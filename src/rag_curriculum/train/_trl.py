@@ -434,7 +434,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
     lengths, lengths_error = None, None
     try:
-        lengths = check_trl_lengths(cfg, args, dataset, manifest)
+        lengths = check_trl_lengths(cfg, args, dataset, manifest, say=not dry_run)  # a dry run prints it
     except TokenizerError as e:
         if not dry_run:
             raise
