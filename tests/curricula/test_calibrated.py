@@ -8,6 +8,7 @@ a folder that is not a profile), each one line with nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -110,15 +111,18 @@ def test_each_schedules_informative_fraction_is_the_closed_form_on_the_planted_p
     assert record["level_pass_rate"] == {str(lv): round(level_mean(i), 4) for i, lv in enumerate(LEVELS)}
 
 
-def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, caplog):
+def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, caplog, monkeypatch):
     prof, _ = profiled
-    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", prof,
-            "--group-size", "2", "-o", tmp_path / "out")
+    monkeypatch.chdir(tmp_path)
+    given = os.path.relpath(prof)
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", given,
+            "--group-size", "2", "-o", "outputs/out")
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "expected informative groups (G = 2)" in text and "min-max shuffled" in text and "this build" in text
     assert "adaptive.kwargs.start=2" in text
     assert caplog.text.count("group_size 4 in the profile, 2 here") == 1, "a profile used with another G: said once"
+    assert f"from {given} (" in text, r.output  # the profile as given, from where the command ran (not from the output)
 
 
 def test_a_target_on_the_informative_fraction_places_each_question_where_its_groups_teach_most(profiled, tmp_path):

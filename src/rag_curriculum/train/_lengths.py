@@ -103,10 +103,11 @@ def trl_limits(args: Any, model: str, *, revision: str | None = None, trust_remo
     return limits, notes
 
 
-def check_trl_lengths(cfg: Any, args: Any, dataset: Any, manifest: Mapping[str, Any]) -> PromptLengths:
+def check_trl_lengths(cfg: Any, args: Any, dataset: Any, manifest: Mapping[str, Any], *,
+                      say: bool = True) -> PromptLengths:
     """Refuse (:class:`PromptLengthError`) a TRL run whose limits do not hold every prompt of ``dataset`` plus the
-    completion; log the longest prompt. Loads the model's tokenizer when the shards lack the counts, never the
-    model."""
+    completion; log the longest prompt (``say``; a dry run prints it itself, with the completion). Loads the
+    model's tokenizer when the shards lack the counts, never the model."""
     model = cfg.model.name_or_path
     kwargs = getattr(args, "chat_template_kwargs", None) or None
     if isinstance(kwargs, str):  # GRPOConfig takes them as a JSON string too
@@ -122,8 +123,9 @@ def check_trl_lengths(cfg: Any, args: Any, dataset: Any, manifest: Mapping[str, 
     if not lengths.tokens:
         return lengths
     top = lengths.longest()
-    log.info("longest prompt: %d tokens (%s), counted from %s", lengths.tokens[top], lengths.describe(top),
-             lengths.source)
+    if say:
+        log.info("longest prompt: %d tokens (%s), counted from %s", lengths.tokens[top], lengths.describe(top),
+                 lengths.source)
     limits, notes = trl_limits(args, model, revision=cfg.model.revision, trust_remote_code=cfg.model.trust_remote_code)
     completion = int(getattr(args, "max_completion_length", 0) or 0)
     for note in notes:

@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,9 +114,11 @@ def resolve_num_processes(cfg: TrainConfig) -> int:
 
 def grpo_kwargs(cfg: TrainConfig, *, num_processes: int) -> dict[str, Any]:
     """The ``GRPOConfig`` keyword arguments of a run: the recipe's ``grpo`` section plus what the toolkit sets
-    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading)."""
+    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading; transformers'
+    progress bar only on a terminal: to a log, the toolkit's line a step says it once)."""
     kw = dict(cfg.grpo)
     kw.setdefault("shuffle_dataset", False)
+    kw.setdefault("disable_tqdm", not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()))
     if kw.setdefault("remove_unused_columns", False):
         raise ConfigError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
                          "rewards read; leave it false")
@@ -444,7 +447,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
     lengths, lengths_error = None, None
     try:
-        lengths = check_trl_lengths(cfg, args, dataset, manifest)
+        lengths = check_trl_lengths(cfg, args, dataset, manifest, say=not dry_run)  # a dry run prints it
     except TokenizerError as e:
         if not dry_run:
             raise
