@@ -140,7 +140,7 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
             "--temperature", 1.0, "--group-size", 3, "--out", out)
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "pass rate per level over 3 questions x 3 samples" in text
+    assert "pass rate and reward rag-rl per level over 3 questions x 3 samples" in text
     lines = pq.read_table(out / "profile.parquet").to_pylist()
     rows = {row["id"]: row for row in read_rows(out / "input")}
     assert [(x["question"], x["level"]) for x in lines] == [(q, lv) for q in range(3) for lv in (1, 2, 4)]
