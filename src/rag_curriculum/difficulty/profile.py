@@ -368,6 +368,20 @@ class LevelProfile:
                 out.append(f"{key} {mine} in the profile, {value} here")
         return out
 
+    def check_use(self, *, rewards: Sequence[Sequence[Any]] | None = None,
+                  sampling: Mapping[str, Any] | None = None, where: str = "this run") -> None:
+        """Refuse a profile whose reward or sampling differ from those it is used with (:meth:`differences`), in one
+        line naming every difference.
+
+        Raises:
+            ProfileError: something differs.
+        """
+        diffs = self.differences(rewards=rewards, sampling=sampling)
+        if diffs:
+            raise ProfileError(f"{self.path}: made for other settings than {where}'s: {'; '.join(diffs)}",
+                               hint="profile again with the recipe you train (curriculum profile --recipe NAME), "
+                                    "or use the profile's settings")
+
     def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET, *,
                          informative: float | None = None, group_size: int | None = None,
                          max_spread: float | None = None) -> tuple[int, float]:
