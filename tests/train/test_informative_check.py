@@ -67,11 +67,11 @@ def run(profiled, tiny_model_dir, tmp_path_factory):
     return train(cfg), out
 
 
-def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_says_it_trained(profiled, run,
-                                                                                                  capsys):
+def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_says_it_trained(profiled, run):
     from rag_curriculum.difficulty.profile import read_profile
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import read_steps
+    from rag_curriculum.train._ledger import step_line
 
     prof_dir, shards = profiled
     result, out = run
@@ -112,9 +112,10 @@ def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_s
     lo, hi = summary["whole"]["predicted_interval"]
     assert summary["whole"]["inside"] == (lo <= summary["whole"]["measured"] <= hi)
     assert summary["profile"] and Path(summary["profile"]).resolve() == prof_dir.resolve()
-    # the step line shows both
-    printed = capsys.readouterr()
-    assert "informative " in printed.out + printed.err and "predicted " in printed.out + printed.err
+    # the step line shows both, from the logged step
+    line = step_line(logged[1], 2, STEPS)
+    assert f"informative {1 - logged[1]['frac_reward_zero_std']:.4g}" in line
+    assert f"predicted {logged[1]['informative/predicted']:.4g}" in line
 
 
 def test_a_profile_named_on_the_command_line_that_is_not_one_is_refused_before_training(profiled, tiny_model_dir,
