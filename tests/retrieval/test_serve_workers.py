@@ -137,6 +137,7 @@ raise SystemExit(run(lambda: time.sleep(120), 2))
 """
 
 
+@pytest.mark.slow
 def test_the_parent_starts_a_worker_again_when_one_dies_and_stops_them_all_on_sigterm():
     proc = subprocess.Popen([sys.executable, "-c", PREFORK], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -300,7 +300,7 @@ def test_a_file_open_for_writing_before_the_server_starts_never_crashes_it(bm25_
                 seen: list[tuple[int, str]] = []
                 stop = threading.Event()
 
-                def ask() -> None:
+                def ask(url=url, stop=stop, seen=seen, before=before) -> None:
                     while not stop.is_set():
                         try:
                             code, got = post(url, batch)
