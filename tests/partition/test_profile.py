@@ -284,6 +284,9 @@ def test_an_old_profile_without_rewards_reads_as_pass_fail_said_once(adaptive_di
     table = pq.read_table(out / "profile.parquet")
     old = table.drop_columns(["sample_reward", "sample_components", "reward", "informative"])
     pq.write_table(old, out / "profile.parquet")
+    summary = json.loads((out / "profile.json").read_text())
+    del summary["table_sha256"]  # as a profile of that time: its table unhashed, its samples unscored
+    (out / "profile.json").write_text(json.dumps(summary))
     first, again = read_profile(out), read_profile(out)
     assert caplog.text.count("a profile without rewards") == 1
     assert not first.has_rewards and first.reward_identity is not None  # its summary still names the reward
