@@ -467,7 +467,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     profile, profile_source = resolve_profile(cfg.data.profile, cfg.data.shards, manifest)
     if profile is not None:
         run_plan["informative_profile"] = profile_source
-        _announce_profile(profile, profile_source, cfg, model.path)
+        _announce_profile(profile, profile_source, cfg, model.path, args)
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
         retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout,
@@ -511,15 +511,24 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
                        finished=finished, profile=profile, profile_source=profile_source)
 
 
-def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str) -> None:
-    """Say which profile the run is checked against, and where it was made with another model than this run's."""
+def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any) -> None:
+    """Say which profile the run is checked against, and what differs between it and this run: the model, the
+    reward, the sampling (temperature, top-p, completion length, G)."""
     log.info("each step's informative fraction is checked against the level profile %s", source)
     made = str(profile.model or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
     ours = {str(p or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
             for p in (cfg.model.name_or_path, model_path)}
-    if made and made not in ours:
-        log.warning("the level profile %s measured model %s, not this run's %s: its prediction is another model's",
-                    source, profile.model, cfg.model.name_or_path)
+    differ = [f"model {profile.model} in the profile, {cfg.model.name_or_path} here"] if made and made not in ours else []
+    if hasattr(profile, "differences"):
+        from ..rewards import reward_identity
+
+        differ += profile.differences(
+            rewards=reward_identity([dataclasses.asdict(r) for r in cfg.rewards]),
+            sampling={"temperature": args.temperature, "top_p": args.top_p,
+                      "max_tokens": args.max_completion_length, "group_size": args.num_generations})
+    if differ:
+        log.warning("the level profile %s was made with other settings than this run's: %s; its predictions are "
+                    "for the profile's", source, "; ".join(differ))
 
 
 def model_prompt_style(cfg: TrainConfig, path: str, *, dry_run: bool = False) -> str:
