@@ -37,6 +37,10 @@ OUT=${OUT:-outputs/verl/$NAME}
 PYTHON=${PYTHON:-python3}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# verl splits a step's PROMPTS_PER_STEP x ROLLOUTS sequences over every GPU: refused here when they do not split,
+# with the layouts that do.
+"$PYTHON" -m rag_curriculum.verl layout --prompts "$PROMPTS_PER_STEP" --rollouts "$ROLLOUTS" --nnodes "$NNODES" \
+  --gpus-per-node "$GPUS_PER_NODE" || exit $?
 mkdir -p "$OUT"
 "$PYTHON" -m rag_curriculum.verl agent-data "$SHARDS" "$OUT/agent.parquet" --template "$TEMPLATE" --overwrite
 "$PYTHON" - "$HERE/search_tool.yaml" "$OUT/search_tool.yaml" "$RETRIEVER" "$TOPK" "$DIFFICULTY" "$P" <<'PY'

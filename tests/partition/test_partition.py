@@ -291,7 +291,7 @@ def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(ro
     mine = read_manifest(built)
     full = tmp_path / "full" / "input"  # the same name: the manifest records it
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(C), K=3)], schedule="max",
-                                 out=str(full), seed=0, overwrite=True, allow_split_mismatch=True),
+                                 out=str(full), seed=0, overwrite=True, allow_split_mismatch=True, n_up_to=True),
                      command=mine["command"])
     whole = read_manifest(full)
     assert (mine.pop("files"), whole.pop("files")) == ([], ["README.md", "level_by_index.png"])
@@ -303,6 +303,12 @@ def test_a_dataset_file_is_built_by_the_row_stages_and_a_full_build_is_reused(ro
     again = partition(cfg, backend=oracle(rows), command="t")
     assert again.run.generated_chunks == 0 and (built / "README.md").exists()  # reused, not built again
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # an input built before n meant "up to" (no n_up_to in its config; it took exactly n) is reused too
+    m = read_manifest(built)
+    del m["config"]["n_up_to"]
+    (built / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    again = partition(cfg, backend=oracle(rows), command="t")
+    assert again.run.generated_chunks == 0 and "n_up_to" not in read_manifest(built)["config"]
 
 
 def test_bad_configs():

@@ -41,6 +41,7 @@ def run(shards, tiny_model_dir, tmp_path_factory):
     plans = write_plans(out / "plans.jsonl", records)
     env = {**os.environ, "SHARDS": str(shards), "MODEL": str(tiny_model_dir), "DRY_RUN": "1", "OUT": str(out),
            "PYTHON": sys.executable, "PLANS": str(plans), "PROMPTS_PER_STEP": "4", "MINI_BATCH": "4",
+           "GPUS_PER_NODE": "4",  # 4 prompts x 5 rollouts split over 4 GPUs (the layout check), not 8
            "MAX_PROMPT": "2048", "EMBEDDER": "hash"}
     res = subprocess.run(["bash", str(SCRIPT), "data.dataloader_num_workers=0"],
                          capture_output=True, text=True, env=env, cwd=ROOT)

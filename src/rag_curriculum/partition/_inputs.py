@@ -3,6 +3,7 @@ that answers it, and the record (``partition_config.json``) of where it is."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -54,7 +55,8 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)
-            if same_build(m, build):
+            # an input built before n meant "up to" took exactly n, as the same build with n_up_to does
+            if same_build(m, build) or same_build(m, dataclasses.replace(build, n_up_to=False)):
                 return built
             if not cfg.overwrite:
                 raise PartitionError(f"{built} was built with other options; pass --overwrite or another --out")
