@@ -4,6 +4,7 @@ directory reads as a Parquet dataset (the Hugging Face ``data/`` layout) with cu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -70,9 +71,9 @@ def test_overwrite_refuses_a_folder_whose_manifest_is_not_the_toolkits(shared_da
 
 @pytest.mark.slow
 def test_a_crafted_manifest_makes_build_overwrite_delete_neither_a_users_file_nor_a_link(shared_data, tmp_path):
-    """A build's manifest.json with ``precious.txt`` and a symbolic link ``linkdir`` appended to its ``files`` (a
-    digest forged for each): `curriculum build --overwrite` removes neither, touches nothing through the link, and
-    its warning names both."""
+    """A build's manifest.json with ``precious.txt`` (with its true SHA-256) and a symbolic link ``linkdir``
+    appended to its ``files``: `curriculum build --overwrite` removes neither (neither is a name a build writes),
+    touches nothing through the link, and its warning names both."""
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     build(out, 5)
     elsewhere.mkdir()
@@ -81,7 +82,7 @@ def test_a_crafted_manifest_makes_build_overwrite_delete_neither_a_users_file_no
     (out / "linkdir").symlink_to(elsewhere, target_is_directory=True)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["files"] += ["precious.txt", "linkdir"]
-    manifest["file_sha256"].update({"precious.txt": "0" * 64, "linkdir": "0" * 64})
+    manifest["file_sha256"].update({"precious.txt": hashlib.sha256(b"precious").hexdigest(), "linkdir": "0" * 64})
     (out / "manifest.json").write_text(json.dumps(manifest))
     done = subprocess.run([sys.executable, "-m", "rag_curriculum.cli", "build", "-d", "musique", "-i",
                            str(MUSIQUE_TRAIN), "--n", "6", "-o", str(out), "--overwrite", "--no-progress"],
@@ -92,8 +93,7 @@ def test_a_crafted_manifest_makes_build_overwrite_delete_neither_a_users_file_no
     assert (elsewhere / "keep.txt").read_text() == "theirs"
     assert read_manifest(out)["num_rows"] == 6 and "precious.txt" not in read_manifest(out)["files"]
     said = " ".join((done.stdout + done.stderr).split())
-    assert "precious.txt (its content is not what the toolkit wrote)" in said, said
-    assert "linkdir (a symbolic link)" in said, said
+    assert "kept 2 the toolkit did not write: linkdir, precious.txt" in said, said
 
 
 def test_overwrite_keeps_the_files_a_user_added_and_says_so(shared_data, tmp_path, caplog):

@@ -342,17 +342,21 @@ def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
     return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts and _layout(n)}
 
 
-#: The names an index's files take at its top (the passage store's, of this format and the first ones'); a kind's
-#: files are in its own folder (``bm25/``, ``dense/``).
+#: The names an index's files take at its top (the passage store's, of this format and the first ones').
 _TOP = frozenset({MANIFEST, PASSAGES, NORMS, QUESTIONS, RANKED_IDS, RANKED_SCORES, KEYS, "passages.arrow",
                   "norms.arrow", "docs.arrow"})
 
 
 def _layout(name: str) -> bool:
     """Whether ``name`` (a relative POSIX path) is one an index's writer writes: a store file at its top, or a file
-    in a kind's folder. A manifest that lists another file does not make it the toolkit's."""
+    in a kind's folder (``bm25/``, ``dense/``, a registered kind's by its name). A manifest that lists another file does not make it the toolkit's."""
     head, _, rest = name.partition("/")
-    return name in _TOP or (bool(rest) and head in ("bm25", "dense"))
+    if name in _TOP or (rest and head in ("bm25", "dense")):
+        return True
+    try:  # a registered kind's files are in a folder of its name (a kind of a package: ``toy/words.json``)
+        return bool(rest) and get_kind(head) is not None
+    except RetrieverError:
+        return False
 
 
 #: An index as the commit protocol sees it (:mod:`rag_plumbing._commit`): its manifest (kind ``index``, or the
