@@ -105,16 +105,3 @@ def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
     assert len(said) == 1 and "`--distractors bm25 --index DIR`" in said[0], caplog.messages
     assert "capped levels:" not in r.output  # the summary does not say it again (curriculum inspect does)
 
-
-def test_trainings_progress_bar_is_off_in_a_log(monkeypatch):
-    """Piped to a log, a training run's steps are the toolkit's lines, not transformers' redrawn bar too."""
-    import io
-
-    from rag_curriculum.train import compose_train_config
-    from rag_curriculum.train._trl import grpo_kwargs
-
-    cfg = compose_train_config("cpu-tiny")
-    monkeypatch.setattr("sys.stderr", io.StringIO())
-    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is True
-    cfg = compose_train_config("cpu-tiny", ["+grpo.disable_tqdm=false"])  # asked for: kept
-    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is False
