@@ -105,3 +105,17 @@ def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
     assert len(said) == 1 and "`--distractors bm25 --index DIR`" in said[0], caplog.messages
     assert "capped levels:" not in r.output  # the summary does not say it again (curriculum inspect does)
 
+
+
+def test_piped_the_libraries_bars_are_turned_off(monkeypatch):
+    import io
+    import os
+
+    from rag_curriculum._cli import common
+
+    for name in common.PIPED_QUIET_BARS:
+        monkeypatch.setenv(name, "x")  # recorded, so the test's own changes are undone
+        monkeypatch.delenv(name)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    common.configure_logging()
+    assert all(os.environ[name] == "1" for name in common.PIPED_QUIET_BARS)
