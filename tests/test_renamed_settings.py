@@ -119,3 +119,37 @@ def test_the_new_python_names_raise_no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert RolloutConfig(top_k=1).top_k == PartitionConfig(shards="x", samples=1).samples == 1
+
+
+@pytest.mark.parametrize("old, new, value", [("k", "samples", 4), ("topk", "top_k", 2)])
+def test_a_recipe_giving_both_the_old_and_the_new_name_is_refused_naming_both(tmp_path, old, new, value):
+    from rag_curriculum.errors import RecipeError
+
+    own = tmp_path / "mine.yaml"
+    shipped = yaml.safe_load(recipe_path("partition", "rag-rl-pass8").read_text())
+    shipped.update({old: value, new: value + 1})
+    own.write_text(yaml.safe_dump(shipped))
+    with pytest.raises(RecipeError, match=f"gives both '{old}' and '{new}'"):
+        compose("partition", str(own), schema=PartitionConfig)
+    with pytest.raises(RecipeError, match=f"the overrides give both '{old}' and '{new}'"):
+        compose("partition", "rag-rl-pass8", [f"{old}={value}", f"{new}={value + 1}"], schema=PartitionConfig)
+
+
+def test_a_nested_old_and_new_name_in_one_recipe_is_refused(tmp_path):
+    from rag_curriculum.errors import RecipeError
+
+    own = tmp_path / "mine.yaml"
+    shipped = yaml.safe_load(recipe_path("train", "search-r1-cpu-tiny").read_text())
+    shipped["agent"]["topk"] = 1
+    own.write_text(yaml.safe_dump(shipped))
+    with pytest.raises(RecipeError, match="gives both 'agent.topk' and 'agent.top_k'"):
+        compose_train_config(str(own))
+
+
+def test_an_old_option_name_is_read_only_by_a_command_that_takes_the_new_one():
+    """``serve --topk``: serve has no ``--top-k``, so its refusal names what was typed (not ``--top-k``);
+    ``verl steps --topk 3`` reaches verl's command as typed and is refused there, never passed over."""
+    r = CliRunner().invoke(app, ["serve", "--index", "x", "--topk", "3"])
+    assert r.exit_code == 2 and "No such option: --topk" in r.output and "--top-k" not in r.output, r.output
+    r = CliRunner().invoke(app, ["verl", "steps", "x", "--train-batch-size", "4", "--topk", "3"])
+    assert r.exit_code == 2 and "--topk: not an option of this command" in r.output, r.output

@@ -23,6 +23,7 @@ __all__ = [
     "plot_adaptive_levels",
     "plot_build_levels",
     "plot_dynamic",
+    "plot_informative",
     "plot_histogram",
     "plot_lines",
     "pyplot",
@@ -183,6 +184,40 @@ def plot_dynamic(records: Sequence[Mapping[str, Any]], path: str | Path, *, titl
     lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="lower left", fontsize=8)
     ax.set_title(title or "dynamic sampling", fontsize=10)
+    fig.tight_layout()
+    return save_png(fig, path)
+
+
+def plot_informative(summary: Mapping[str, Any], path: str | Path) -> Path:
+    """A run's informative fraction against the level profile's prediction (``informative.json``): per step (left),
+    and per level with the prediction's 95% interval and the measured Wilson interval (right)."""
+    plt = pyplot()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=110)
+    steps = summary["per_step"]
+    xs = [s["step"] for s in steps]
+    ax.plot(xs, [s["measured"] for s in steps], color=COLORS[0], marker=".", label="measured")
+    ax.plot(xs, [s["predicted"] for s in steps], color=COLORS[1], ls="--", label="predicted")
+    for w in summary["windows"]:
+        if w.get("groups") and not w["inside"]:
+            ax.axvspan(w["steps"][0] - 0.5, w["steps"][1] + 0.5, color=COLORS[3], alpha=0.08)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("informative groups")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title("per step (shaded: a quarter outside the prediction)", fontsize=9)
+    levels = [lv for lv, c in summary["per_level"].items() if c.get("groups")]
+    for i, lv in enumerate(levels):
+        c = summary["per_level"][lv]
+        lo, hi = c["predicted_interval"]
+        bx.bar(i, hi - lo, bottom=lo, width=0.5, color=COLORS[1], alpha=0.3, label="predicted 95%" if i == 0 else None)
+        mlo, mhi = c["measured_interval"]
+        bx.errorbar([i], [c["measured"]], yerr=[[c["measured"] - mlo], [mhi - c["measured"]]], color=COLORS[0],
+                    marker="o", capsize=4, label="measured (Wilson 95%)" if i == 0 else None)
+    bx.set_xticks(range(len(levels)))
+    bx.set_xticklabels([f"level {lv}" for lv in levels], fontsize=8)
+    bx.set_ylim(-0.05, 1.05)
+    bx.legend(fontsize=8, frameon=False)
+    bx.set_title(f"per level, groups of {summary['group_size']}", fontsize=9)
     fig.tight_layout()
     return save_png(fig, path)
 

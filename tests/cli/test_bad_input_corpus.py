@@ -98,14 +98,15 @@ OPTIONS = {  # option: the bad values tried (each a case)
              "--model": ("m=scripted_answers:nosuch", "=x", "m="), "--agent": ("nosuch",),
              "--faithfulness": ("nosuch",), "--engine": ("nosuch",), "--best-of": ("abc", "-1"),
              "--top-k": ("abc",), "--max-turns": ("abc",)},
-    "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "0", "1000"), "--max-batch": ("abc", "0"),
+    "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "-1", "1000"), "--max-batch": ("abc", "0"),
               "--max-topk": ("abc", "0"), "--default-topk": ("abc", "0"), "--max-body-bytes": ("abc", "10"),
               "--max-query-chars": ("abc", "0"), "--threads": ("abc", "-1")},
     # a model's pass rate per level: bad levels, sizes and inputs refused before anything is written
     "profile": {"--levels": ("0", "abc", "99", "", "1,,2"), "--samples": INT + ("0",), "--group-size": INT[:3] + ("0",),
                 "--temperature": FLOAT, "--correct-f1": FLOAT + ("2",), "--n": ("abc", "-5", "0"),
                 "-d": ("nosuch",), "-i": ("{MISSING}", "{EMPTY}", "{JUNK}", "{DIR}"), "--backend": ("nosuch",),
-                "--chunk-size": INT[:3] + ("0",)},  # (a model that fails to load keeps OUT/input, built for the rerun)
+                "--chunk-size": INT[:3] + ("0",), "--reward": ("nosuch", "rag-rl:x", "rag-rl,"),
+                "--recipe": ("nosuch",), "--max-spread": FLOAT},  # (a model that fails to load keeps OUT/input, built for the rerun)
     "inspect": {"--dataset": ("nosuch",), "--on-error": ("ignore", ""), "": ("{MISSING}", "{EMPTY}", "{JUNK}",
                                                                               "{TRUNC}")},
     "train": {"": ("recipe=nosuch", "sead=1", "batch.prompts_per_step=abc",

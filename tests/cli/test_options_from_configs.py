@@ -81,16 +81,18 @@ BEFORE = {
     "profile": "--K --allow-identical-samples --api-key --backend --backend-arg --base-url --batch-size "
     "--chunk-retries --chunk-size --chunks-per-call --concurrency --correct-f1 --cpus-per-worker --dataset --device "
     "--dtype --engine --gpu-memory-utilization --gpus-per-worker --group-size --input --levels --max-chunks "
-    "--max-model-len --max-tokens --model --n --no-allow-identical-samples --no-overwrite --no-progress "
+    "--max-model-len --max-spread --max-tokens --model --n --no-allow-identical-samples --no-overwrite --no-progress "
     "--no-question-seeds --num-workers --out --overwrite --print-config --progress --question-seeds --ray-address "
-    "--samples --seed --temperature --tensor-parallel-size --top-p -K -M -d -i -n -o -tp",
+    "--recipe --reward --samples --seed --temperature --tensor-parallel-size --top-p -K -M -d -i -n -o -tp",
     # commands added later: the verl launch scripts' helpers (once only `python -m rag_curriculum.verl`)
     "verl train-files": "", "verl reward-path": "", "verl reward-manager-path": "", "verl lengths": "--model",
     "verl check-lengths": "--dry-run --model --prompt-length --response-length",
     "verl steps": "--total-epochs --train-batch-size", "verl agent-data": "--overwrite --template",
+    "verl layout": "--gpus-per-node --nnodes --prompts --rollouts",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout", "--retriever-retries"},
          "build": {"--profile", "--target", "--band", "--group-size",  # a model's level profile, the calibrated schedule
+                   "--target-informative",
                    "--questions-from"},  # the questions of a partition's bucket
          "eval run": {"--max-context-tokens", "--retriever-timeout", "--retriever-retries",
                       "--reward", "--reward-arg"},  # Search-R1's own reward beside EM / F1
@@ -125,7 +127,7 @@ CONFIGS = {
                                                   "template": "AgentEvalConfig's: the first --template",
                                                   "react_sentences": "a recipe key"}),
     "build": ([SourceSpec, BuildConfig], {"sources": "the SourceSpec options", "ability": "a recipe key",
-                                          "K": "SourceSpec's: BuildConfig's --K"}),
+                                          "K": "SourceSpec's: BuildConfig's --K", "n_up_to": "a recipe key"}),
     "index": ([IndexConfig], {}),
     "serve": ([ServeConfig], {}),
     "profile": ([ProfileConfig], {"shards": "SHARDS, the argument", "backend_args": "the shared --backend-arg"}),

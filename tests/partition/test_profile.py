@@ -15,12 +15,19 @@ from support.cli_runs import one_error, run
 from support.level_oracle import LEVELS, PLANTED, SAMPLES, LevelOracle
 
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
-from rag_curriculum.difficulty.profile import informative_probability, read_profile
-from rag_curriculum.errors import RunMismatchError, UsageError
+from rag_curriculum.curricula.adaptive import LevelRenderer
+from rag_curriculum.difficulty.profile import informative_probability, read_profile, spread_probability
+from rag_curriculum.errors import ProfileError, RunMismatchError, UsageError
 from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.partition import ProfileConfig, profile
-from rag_curriculum.rewards import answer_f1
-from rag_curriculum.shards import read_rows
+from rag_curriculum.rewards import (
+    RagRlCitationReward,
+    RagRlFormatReward,
+    RagRlReward,
+    answer_f1,
+    reward_identity,
+)
+from rag_curriculum.shards import read_manifest, read_rows
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +140,7 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
             "--temperature", 1.0, "--group-size", 3, "--out", out)
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "pass rate per level over 3 questions x 3 samples" in text
+    assert "pass rate and reward rag-rl per level over 3 questions x 3 samples" in text
     lines = pq.read_table(out / "profile.parquet").to_pylist()
     rows = {row["id"]: row for row in read_rows(out / "input")}
     assert [(x["question"], x["level"]) for x in lines] == [(q, lv) for q in range(3) for lv in (1, 2, 4)]
@@ -146,7 +153,12 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
         rates = [x["pass_rate"] for x in lines if x["level"] == lv]
         fig = summary["per_level"][str(lv)]
         assert fig["pass_rate"] == pytest.approx(sum(rates) / 3, abs=1e-6)
-        assert fig["informative"] == pytest.approx(sum(f(p, 3) for p in rates) / 3, abs=1e-6)
+        assert fig["informative_pass_rate"] == pytest.approx(sum(f(p, 3) for p in rates) / 3, abs=1e-6)
+        assert fig["informative"] == pytest.approx(
+            sum(spread_probability(x["sample_reward"], 3) for x in lines if x["level"] == lv) / 3, abs=1e-6)
+        for x in lines:
+            if x["level"] == lv:
+                assert x["sample_reward"] == recompute(out / "input", x, RagRlReward())
     assert summary["generation"]["fingerprint"]["generation"]["backend"] == "transformers"
     built = tmp_path / "calibrated"
     r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--n", 3, "--K", 4, "--schedule", "calibrated",
@@ -154,3 +166,127 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
     assert r.exit_code == 0, r.output
     manifest = json.loads((built / "manifest.json").read_text())
     assert manifest["profile"]["calibrated"]["own_rate"] == 3 and manifest["profile"]["group_size"] == 3
+
+
+class CitingOracle:
+    """Never right, but citing the question's gold passages in every other sample (the rest cite a wrong one): the
+    answer never varies, the RAG-RL citation term does."""
+
+    def __init__(self, shards: Path) -> None:
+        rows = read_rows(shards)
+        renderer = LevelRenderer(read_manifest(shards))
+        self.gold = {}
+        for row in rows:
+            for r in renderer.render([row] * len(LEVELS), LEVELS):
+                self.gold[r["prompt"][-1]["content"]] = r["gold_labels"]
+
+    def __call__(self, messages, n, seed):
+        gold = self.gold[messages[-1]["content"]]
+        cited = [", ".join(gold) if j % 2 == 0 else "nowhere" for j in range(n)]
+        return [f"<reasoning>\nr\n</reasoning>\n<answer>\nFinal answer: zzzq\nSupporting passages: {c}\n</answer>"
+                for c in cited]
+
+
+def recompute(adaptive_dir, line, reward):
+    """A line's samples scored again from its recorded completions, the question rendered at the line's level."""
+    row = read_rows(adaptive_dir)[line["question"]]
+    rendered = LevelRenderer(read_manifest(adaptive_dir)).render([row], [line["level"]])[0]
+    columns = {k: [v] * len(line["completions"]) for k, v in rendered.items() if k != "prompt"}
+    return reward(completions=line["completions"], **columns)
+
+
+def test_recorded_rewards_recompute_from_recorded_completions_and_predict_what_the_pass_rate_cannot(
+        adaptive_dir, tmp_path):
+    out = tmp_path / "profile"
+    profile(make(adaptive_dir, out, group_size=4), backend=ScriptedBackend(script=CitingOracle(adaptive_dir)))
+    lines = pq.read_table(out / "profile.parquet").to_pylist()
+    summary = json.loads((out / "profile.json").read_text())
+    assert summary["reward"]["source"] == "recipe rag-rl-min-max"
+    assert summary["reward"]["identity"] == reward_identity([{"name": "rag-rl", "kwargs": {"gamma_format": 1.0}}])
+    reward = RagRlReward()
+    for line in lines:
+        assert line["sample_reward"] == recompute(adaptive_dir, line, reward)
+        terms = dict(line["sample_components"])
+        breakdowns = reward.components(line["completions"], [read_rows(adaptive_dir)[line["question"]]["answers"]]
+                                       * SAMPLES)
+        assert terms["rag_rl/answer"] == [b.answer for b in breakdowns] == [0.0] * SAMPLES
+        assert len(set(terms["rag_rl/citation"])) == 2, "gold cited, then a wrong one"
+        assert line["pass_rate"] == 0.0
+        assert line["informative"] == pytest.approx(spread_probability(line["sample_reward"], 4))
+    for lv in LEVELS:
+        fig = summary["per_level"][str(lv)]
+        mine = [x for x in lines if x["level"] == lv]
+        assert fig["informative_pass_rate"] == 0.0, "the answer is never right: the pass rate predicts nothing"
+        assert fig["informative"] == pytest.approx(sum(x["informative"] for x in mine) / len(mine), abs=1e-6)
+        assert fig["informative"] == pytest.approx(1 - 2 / 2 ** 4, abs=1e-6), "two reward values, half each"
+        assert fig["components"]["rag_rl/citation"]["informative"] == pytest.approx(fig["informative"], abs=1e-6)
+        assert fig["components"]["rag_rl/answer"]["informative"] == 0.0
+        assert fig["components"]["rag_rl/format"]["informative"] == 0.0
+        assert fig["reward"] == pytest.approx(sum(x["reward"] for x in mine) / len(mine), abs=1e-6)
+    prof = read_profile(out)
+    row_id = lines[0]["id"]
+    assert prof.has_rewards and prof.row_informative(row_id, 1, 4) == pytest.approx(lines[0]["informative"])
+
+
+def test_a_named_reward_scores_the_samples_with_its_weights(adaptive_dir, tmp_path):
+    out = tmp_path / "profile"
+    profile(make(adaptive_dir, out, reward="rag-rl-citation:2,rag-rl-format"),
+            backend=ScriptedBackend(script=CitingOracle(adaptive_dir)))
+    lines = pq.read_table(out / "profile.parquet").to_pylist()
+    citation, fmt = RagRlCitationReward(), RagRlFormatReward()
+    for line in lines[:4]:
+        expected = [2 * c + f for c, f in zip(recompute(adaptive_dir, line, citation),
+                                              recompute(adaptive_dir, line, fmt), strict=True)]
+        assert line["sample_reward"] == pytest.approx(expected)
+        assert sorted(dict(line["sample_components"])) == ["rag_rl_citation", "rag_rl_format"]
+    summary = json.loads((out / "profile.json").read_text())
+    assert summary["reward"]["source"] == "--reward rag-rl-citation:2,rag-rl-format"
+    assert summary["reward"]["components"] == ["rag_rl_citation", "rag_rl_format"]
+    prof = read_profile(out)
+    assert prof.differences(rewards=reward_identity("rag-rl")) == [
+        "the profile scored the reward 2 x rag-rl-citation + rag-rl-format, not rag-rl"]
+    assert prof.differences(rewards=reward_identity([{"name": "rag-rl-citation", "weight": 2.0},
+                                                     "rag-rl-format"])) == []
+    assert prof.differences(sampling={"temperature": 0.7, "group_size": 7, "top_p": 1.0}) == [
+        "temperature 1.0 in the profile, 0.7 here"]
+    with pytest.raises(ProfileError, match="the profile scored the reward .*, not rag-rl; temperature 1.0 in the profile, 0.7 here"):
+        prof.check_use(rewards=reward_identity("rag-rl"), sampling={"temperature": 0.7})
+
+
+def test_sampling_defaults_come_from_the_recipe_and_an_override_is_announced(adaptive_dir, tmp_path, caplog):
+    cfg = make(adaptive_dir, tmp_path / "p", recipe="rag-rl-min-max", temperature=0.25).resolve()
+    assert (cfg.top_p, cfg.max_tokens, cfg.group_size, cfg.max_spread) == (1.0, 800, 7, 0.0)
+    assert "temperature 0.25; recipe rag-rl-min-max trains with 1.0" in caplog.text
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("defaults:\n  - _base\n  - _self_\ncurriculum: max\ngrpo:\n  num_generations: 5\n"
+                      "  temperature: 0.9\ndynamic:\n  enabled: true\n  max_spread: 0.5\n")
+    cfg = make(adaptive_dir, tmp_path / "q", recipe=str(recipe)).resolve()
+    assert (cfg.temperature, cfg.group_size, cfg.max_spread) == (0.9, 5, 0.5)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--reward", "rag-rl-answr"], "unknown reward 'rag-rl-answr'; did you mean 'rag-rl-answer'?"),
+    (["--reward", "rag-rl-answer:two"], "the weight 'two' of rag-rl-answer is not a number"),
+    (["--reward", "rag-rl,"], "an empty reward name"),
+    (["--recipe", "rag-rl-min-mux"], "rag-rl-min-mux"),
+])
+def test_an_unknown_reward_or_weight_is_refused_in_one_line_and_nothing_is_written(adaptive_dir, tmp_path, flags,
+                                                                                   message):
+    out = tmp_path / "profile"
+    r = run("profile", adaptive_dir, "--backend", "scripted", *flags, "--out", out)
+    assert message in one_error(r, 2)
+    assert not out.exists()
+
+
+def test_an_old_profile_without_rewards_reads_as_pass_fail_said_once(adaptive_dir, tmp_path, caplog):
+    out = tmp_path / "profile"
+    profile(make(adaptive_dir, out, group_size=4), backend=ScriptedBackend(script=LevelOracle(adaptive_dir)))
+    table = pq.read_table(out / "profile.parquet")
+    old = table.drop_columns(["sample_reward", "sample_components", "reward", "informative"])
+    pq.write_table(old, out / "profile.parquet")
+    first, again = read_profile(out), read_profile(out)
+    assert caplog.text.count("a profile without rewards") == 1
+    assert not first.has_rewards and first.reward_identity is not None  # its summary still names the reward
+    row_id = table.column("id")[0].as_py()
+    p = first.pass_rate(row_id, 4)[0]
+    assert again.row_informative(row_id, 4, 4) == pytest.approx(informative_probability(p, 4))

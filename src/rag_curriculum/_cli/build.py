@@ -78,6 +78,14 @@ def build(
         lg = pt["longest"]
         out.print(f"longest prompt: [bold]{lg['tokens']}[/] tokens with {escape(pt['tokenizer'])}'s chat template (row "
                   f"{lg['id']}, curriculum_index {lg['curriculum_index']}, level {lg['level']}); mean {pt['mean']}")
+        by_level = pt.get("max_by_level") or {}
+        if by_level:  # what each level asks of a trainer's context (the hardest levels come last in a curriculum)
+            out.print("longest prompt per level: " + ", ".join(f"{lv}: {t}" for lv, t in
+                                                              sorted(by_level.items(), key=lambda x: int(x[0]))))
+    elif cfg.setting == "curriculum":
+        out.print("prompt lengths not counted: give tokenizer=MODEL (--tokenizer; the model you will train, a "
+                  "directory or a Hub id in the local cache when offline) to count them per level and let the "
+                  "trainers check their limits against the shards")
     if result.manifest.get("profile"):
         print_schedules(result.manifest["profile"], str(cfg.profile))
     tail = result.manifest.get("trainer_tail")
@@ -101,8 +109,9 @@ def print_schedules(record: dict[str, Any], path: str) -> None:
                   f"{f['mean_pass_rate']:.3f}")
     out.print(t)
     start = record["adaptive_start"]
+    there = f"; informative {start['informative']:.3f}" if "informative" in start else ""
     out.print(f"an adaptive controller aiming at {start['target']:g} starts at level {start['level']} "
-              f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f} there)")
+              f"(adaptive.kwargs.start={start['level']}; pass rate {start['pass_rate']:.3f}{there} there)")
     band = (record.get("calibrated") or {}).get("band")
     if band:
         outside = record["calibrated"]["outside_band"]

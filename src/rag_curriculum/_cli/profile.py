@@ -53,12 +53,14 @@ def profile(
     print_config: PrintConfig = False,
     **options: Any,
 ) -> None:
-    """Measure a model's pass rate on the same questions at several synthetic levels: k samples per question and
-    level through the partition's engines (resumable: run the same command again after a stop), scored by answer F1
-    as the partition scores them. Writes profile.parquet (every question and level: the samples, the predictions,
-    c, the pass rate), profile.json (per level: the mean pass rate, its change from the first level, and the
-    expected informative fraction 1 - p^G - (1-p)^G of a GRPO group of --group-size, each with a paired bootstrap
-    95% interval) and profile.png. `curriculum build --profile OUT` reads it."""
+    """Measure a model's pass rate and training reward on the same questions at several synthetic levels: k samples
+    per question and level through the partition's engines (resumable: run the same command again after a stop),
+    each scored with the training reward (--recipe's rewards, or --reward; default the RAG-RL total) and by answer
+    F1 (the pass rate). Sampling defaults to the recipe's. Writes profile.parquet (every question and level: the
+    samples, their rewards and components, the predictions, c, the pass rate), profile.json (per level: the mean
+    pass rate and reward, and the expected share of informative GRPO groups of G samples, rewards not all equal
+    (spread above --max-spread), of the reward, of each component and of the pass rate alone, each with a paired
+    bootstrap 95% interval) and profile.png. `curriculum build --profile OUT` reads it."""
     with reported_errors():
         if max_chunks is not None:
             check_value("max_chunks", max_chunks, int, {"ge": 1, "le": MAX_COUNT}, flag="--max-chunks")
@@ -95,18 +97,36 @@ def print_profile(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     g = summary.get("group_size")
-    t = Table(title=f"pass rate per level over {summary.get('paired_questions')} questions x "
-              f"{summary.get('samples_per_question')} samples (95% paired bootstrap intervals)", title_justify="left")
-    for col in ("level", "distractors", "pass rate", "vs first level", f"informative (G={g})"):
+    reward = summary.get("reward") or {}
+    names = reward.get("components") or []
+    spread = (summary.get("sampling") or {}).get("max_spread") or 0.0
+    t = Table(title=f"pass rate and {_reward_name(reward)} per level over {summary.get('paired_questions')} "
+              f"questions x {summary.get('samples_per_question')} samples (95% paired bootstrap intervals); "
+              f"informative: a group of G={g} with rewards {'not all equal' if not spread else f'spread > {spread:g}'}",
+              title_justify="left")
+    cols = ["level", "distractors", "pass rate", "vs first level", "reward", f"informative (G={g})",
+            *(f"{n.rsplit('/', 1)[-1]} alone" for n in names), "pass rate alone"]
+    for col in cols:
         t.add_column(col, justify="right")
     for lv in summary.get("levels") or []:
         f = _figures(summary, lv)
         if f.get("pass_rate") is None:
-            t.add_row(str(lv), "", "no scored question", "", "")
+            t.add_row(str(lv), "", "no scored question", *[""] * (len(cols) - 3))
             continue
+        comps = f.get("components") or {}
         t.add_row(str(lv), f"{f['mean_distractors']}", _ci(f, "pass_rate"), _ci(f, "change", signed=True),
-                  _ci(f, "informative"))
+                  _ci(f, "reward", signed=True) if "reward" in f else "", _ci(f, "informative"),
+                  *(f"{comps[n]['informative']:.3f}" if n in comps else "" for n in names),
+                  f"{f['informative_pass_rate']:.3f}" if "informative_pass_rate" in f else "")
     out.print(t)
+
+
+def _reward_name(reward: dict[str, Any]) -> str:
+    rewards = reward.get("rewards") or []
+    if not rewards:
+        return "reward"
+    return "reward " + " + ".join(f"{r['weight']:g} x {r['name']}" if r["weight"] != 1 else r["name"]
+                                  for r in rewards)
 
 
 def _figures(summary: dict[str, Any], level: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from ..train import (
     prepare,
 )
 from ..train import train as run_training
+from ..train._memory import memory_lines
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 
@@ -89,6 +90,10 @@ def train(
         "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig and "
         "check the prompt lengths against its limits; load no model and train nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped training recipes and exit.")] = False,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="A level profile (curriculum profile --out) to check the run against: each step logs the "
+        "informative fraction it predicts for the step's rows beside the measured one (data.profile=DIR; default: "
+        "the profile the shards were built with, if beside them).", show_default=False)] = None,
 ) -> None:
     """Train a RAG answer generator with GRPO (TRL's GRPOTrainer) on a curriculum, in curriculum order.
 
@@ -113,6 +118,7 @@ def train(
     main = _is_main_process()
     with reported_errors(lambda e: "curriculum train --list shows the recipes; overrides are key=value (Hydra "
                          "syntax)" if isinstance(e, RecipeError) else None):
+        args = [*(args or []), *([f"data.profile={profile}"] if profile else [])]
         recipe, overrides = split_args(args)
         cfg = resolve(TrainConfig, "train", args)
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
@@ -147,6 +153,8 @@ def train(
                   f"model, checkpoints and logs in [bold]{result.output_dir}[/] (the resolved config: "
                   f"{escape(str(Path(result.output_dir) / 'train_config.yaml'))})")
         _print_change(result.log_history)
+        if result.informative:
+            _print_informative(result.informative, result.output_dir)
 
 
 def _print_stopped(history: list[dict[str, Any]]) -> None:
@@ -164,6 +172,23 @@ def _print_change(history: list[dict[str, Any]], to: Any = None) -> None:
         k = int(s["steps"])
         (to or out).print(f"{key}: {s['first']:.4g} over the first {k} step{'s' * (k > 1)}, {s['last']:.4g} over the "
                   f"last {k} ({s['last'] - s['first']:+.4g})")
+
+
+def _print_informative(summary: dict[str, Any], folder: Path) -> None:
+    """The level profile's prediction of the informative fraction against what the run measured, per level."""
+    from ..train._informative import PLOT_FILE, SUMMARY_FILE, summary_table
+
+    table = Table(title=f"informative groups (G = {summary['group_size']}): predicted by {summary['profile']} against "
+                  "measured", title_justify="left")
+    for col in ("", "groups", "predicted (95%)", "measured (95%)", "error (95%)", "inside"):
+        table.add_column(col, justify="right")
+    for row in summary_table(summary):
+        table.add_row(*row)
+    out.print(table)
+    drift = summary["drift"]["first_outside"]
+    out.print(("the prediction held in every quarter of the run" if drift is None else
+               f"the measured fraction left the prediction's interval at steps {drift[0]}-{drift[1]}")
+              + escape(f"; {Path(folder) / SUMMARY_FILE}, {Path(folder) / PLOT_FILE}"))
 
 
 def _hint(e: BaseException) -> str | None:
@@ -192,6 +217,8 @@ def _dry_run(cfg: Any) -> None:
         console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
                       f"takes {plan.prompts_per_generation} per batch")
     _print_plan(plan, run.tail)  # the tail warned once, here (the real run logs it with report_tail)
+    for line in memory_lines(cfg, args, plan.num_processes, run.lengths.max_tokens if run.lengths else None):
+        out.print(escape(line))
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan,
                               resuming=run.resume is not None):
         if issue.severity != "error":  # errors were raised by prepare

@@ -166,9 +166,14 @@ class BuildConfig:
     band: Any = rule(None, help=(
         "--schedule calibrated, instead of --target: LO,HI (e.g. 0.3,0.7): each question at a level whose pass rate "
         "lies in [LO, HI], the one nearest the middle; with none inside, the level nearest the band (counted)."))
+    n_up_to: bool = rule(False, flag="", help=(
+        "Each source's n is a ceiling (RAG-RL's 'up to 40,000'): a source holding fewer questions gives every one "
+        "(the manifest's n_up_to records how many it held); unset: fewer is refused."))
+    target_informative: float | None = rule(None, ge=0, le=1, help=(
+        "--schedule calibrated: each question at the level whose predicted share of informative GRPO groups (the "
+        "profile's training reward) is nearest this (1: the most informative); ties by the pass rate --target."))
     group_size: int | None = rule(None, ge=1, le=1024, help=(
-        "With --profile: the GRPO group size G of the informative fraction 1 - p^G - (1-p)^G (default: the "
-        "profile's)."))
+        "With --profile: the GRPO group size G of the predicted informative fraction (default: the profile's)."))
 
     def __post_init__(self) -> None:
         check_settings(self)  # types and ranges, whatever set them (flags, a recipe, Python)
@@ -247,6 +252,12 @@ class BuildConfig:
         if self.target is not None and not calibrated:
             raise ConfigError(f"--target is for --schedule calibrated, not {self.schedule!r}",
                               hint="drop --target, or pass --schedule calibrated")
+        if self.target_informative is not None and not calibrated:
+            raise ConfigError(f"--target-informative is for --schedule calibrated, not {self.schedule!r}",
+                              hint="drop --target-informative, or pass --schedule calibrated")
+        if self.target_informative is not None and self.band is not None:
+            raise ConfigError("--target-informative and --band both choose the calibrated level; keep one",
+                              hint="drop --target-informative or --band")
         if (self.profile or self.group_size) and self.setting != "curriculum":
             raise ConfigError(f"--profile scores a curriculum's schedule; --setting {self.setting} has none",
                               hint="drop --profile")
@@ -285,10 +296,12 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("tokenizer", "index_base", "profile", "target", "band", "group_size",
+        for key in ("tokenizer", "index_base", "profile", "target", "band", "target_informative", "group_size",
                     "questions_from"):  # unset: as always
             if d[key] is None:
                 del d[key]
+        if not d["n_up_to"]:  # as before the setting
+            del d["n_up_to"]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
             del d["unanswerable_fraction"], d["abstention_answer"]
         if d["distractors"] == "provided" and d["setting"] != "retrieved":  # and one without an index

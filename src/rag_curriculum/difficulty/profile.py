@@ -1,16 +1,21 @@
 """A model's level profile: the pass rate it reaches on the same questions at several synthetic levels, and what it
 means for GRPO before any training.
 
-A GRPO group of ``G`` samples of a question the model answers with probability ``p`` has a non-zero advantage
-(some samples right, some wrong: an *informative* group) with probability ``1 - p^G - (1 - p)^G``
-(:func:`informative_probability`), highest at ``p = 0.5``. A profile (``curriculum profile``: ``profile.parquet``,
-one line per question and level, and ``profile.json``) measures each question's ``p`` at each profiled level, so
+A GRPO group of ``G`` samples teaches something (an *informative* group: a non-zero advantage) when its training
+rewards differ: their spread (max - min) is above the dynamic sampler's ``max_spread`` (0: not all equal). A profile
+(``curriculum profile``: ``profile.parquet``, one line per question and level, and ``profile.json``) scores each
+sample with the training reward, so each question's samples at each level are an empirical reward distribution, and
+:func:`spread_probability` the exact probability that ``G`` draws from it (with replacement) are informative. For
+distinct values with frequencies ``q_v`` and tolerance 0 it is ``1 - sum_v q_v^G``; a pass/fail reward right with
+probability ``p`` gives ``1 - p^G - (1 - p)^G`` (:func:`informative_probability`). A profile made before rewards were
+recorded reads as a pass/fail one (its pass rate). So
 
-- :func:`level_intervals` gives each level's mean pass rate and expected informative fraction with paired bootstrap
-  intervals (the same resampled questions at every level), and the change from the first level;
-- :class:`LevelProfile` answers, for any question and level, its pass rate and expected informative fraction: the
-  question's own where it was profiled, else the level's (over the profiled questions), interpolated linearly
-  between profiled levels for a level that was not profiled;
+- :func:`level_intervals` gives each level's mean pass rate, mean reward and expected informative fraction (of the
+  reward, of each of its components alone, and of the pass rate alone) with paired bootstrap intervals (the same
+  resampled questions at every level), and the change from the first level;
+- :class:`LevelProfile` answers, for any question and level, its pass rate and expected informative fraction
+  (:meth:`LevelProfile.row_informative`): the question's own where it was profiled, else the level's (over the
+  profiled questions), interpolated linearly between profiled levels for a level that was not profiled;
 - :meth:`LevelProfile.informative` over a curriculum's rows is the schedule's expected informative fraction, and
   :meth:`LevelProfile.calibrated_level` the level whose pass rate is nearest a target, and
   :meth:`LevelProfile.band_level` the one inside a band nearest its middle (the calibrated schedule).
@@ -19,18 +24,24 @@ one line per question and level, and ``profile.json``) measures each question's 
 (0.9921875, 0.0, 0.5695)
 >>> expected_informative([0.0, 0.5, 1.0], 2)
 0.16666666666666666
+>>> spread_probability([4.0, -1.0], 8) == informative_probability(0.5, 8), spread_probability([1.0, 1.5, 3.0], 2, 0.5)
+(True, 0.4444444444444444)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import file_sha256
 from ..errors import ConfigError, ProfileError
+
+log = logging.getLogger("rag_curriculum.profile")
 
 #: The files of a profile's ``--out``: one line per question and level, and the summary (written last: a profile is
 #: complete when it exists).
@@ -49,7 +60,7 @@ BOOTSTRAP_SEED = 0
 __all__ = [
     "BOOTSTRAP_RESAMPLES", "DEFAULT_GROUP_SIZE", "DEFAULT_LEVELS", "DEFAULT_TARGET", "PROFILE_PLOT",
     "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "expected_informative", "informative_probability",
-    "level_intervals", "parse_levels", "read_profile", "schedules_section",
+    "level_intervals", "parse_levels", "read_profile", "schedules_section", "spread_probability",
 ]
 
 
@@ -61,6 +72,46 @@ def informative_probability(p: float, group_size: int) -> float:
     if not 0.0 <= p <= 1.0:
         raise ConfigError(f"a pass rate must be in 0..1, got {p}")
     return max(0.0, 1.0 - p ** group_size - (1.0 - p) ** group_size)
+
+
+def spread_probability(values: Iterable[float], group_size: int, max_spread: float = 0.0) -> float:
+    """The probability that ``group_size`` draws with replacement from ``values`` (a question's sample rewards: their
+    empirical distribution) have a spread ``max - min`` above ``max_spread``: the dynamic sampler's informative
+    group (``dynamic.max_spread`` of a train recipe; 0: not all equal, TRL's ``std > 0``). Exact: with distinct
+    values ``v_1 < ... < v_m``, a group's spread is at most ``t`` exactly when all its draws lie in ``[v_i, v_i + t]``
+    for its minimum ``v_i``, and ``P(min = v_i, all <= v_i + t) = P(all in [v_i, v_i + t]) - P(all in
+    (v_i, v_i + t])``; summed over ``i`` and taken from 1. With ``t = 0``: ``1 - sum_i q_i^G``. NaN values are
+    left out (the sampler ignores them); no value or ``G < 2``: 0.
+
+    >>> spread_probability([0, 0, 1, 1], 2), round(spread_probability([0, 1, 2], 2, max_spread=1.0), 6)
+    (0.5, 0.222222)
+    """
+    if group_size < 1:
+        raise ConfigError(f"group size must be >= 1, got {group_size}")
+    if not max_spread >= 0.0:
+        raise ConfigError(f"max_spread must be >= 0, got {max_spread}")
+    vals = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
+    n = len(vals)
+    if n == 0 or group_size < 2:
+        return 0.0
+    distinct: list[float] = []
+    counts: list[int] = []
+    for v in vals:
+        if distinct and v == distinct[-1]:
+            counts[-1] += 1
+        else:
+            distinct.append(v)
+            counts.append(1)
+    cum = [0]
+    for c in counts:
+        cum.append(cum[-1] + c)
+    within, j = 0.0, 0
+    for i, v in enumerate(distinct):
+        j = max(j, i)
+        while j + 1 < len(distinct) and distinct[j + 1] - v <= max_spread:  # the sampler's test: spread <= max_spread
+            j += 1
+        within += ((cum[j + 1] - cum[i]) / n) ** group_size - ((cum[j + 1] - cum[i + 1]) / n) ** group_size
+    return min(1.0, max(0.0, 1.0 - within))
 
 
 def expected_informative(pass_rates: Iterable[float], group_size: int) -> float:
@@ -110,15 +161,26 @@ def _percentile_interval(values: Any, level: float = 0.95) -> list[float]:
 
 
 def level_intervals(pass_rates: Mapping[int, Sequence[float]], group_size: int, *,
+                    rewards: Mapping[int, Sequence[Sequence[float]]] | None = None, max_spread: float = 0.0,
+                    components: Mapping[str, Mapping[int, Sequence[Sequence[float]]]] | None = None,
                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, dict[str, Any]]:
     """Per level: the mean pass rate and expected informative fraction over the questions, each with a paired
     percentile bootstrap 95% interval, and the change in pass rate from the first level with its interval.
     ``pass_rates[level][q]`` is question ``q``'s pass rate at ``level``: every level lists the same questions in the
     same order, and each bootstrap resample draws one set of questions for every level (paired over questions).
 
+    With ``rewards[level][q]`` (question ``q``'s sample rewards at ``level``) the informative fraction is the
+    reward's (:func:`spread_probability` at ``max_spread``), with the mean reward (``reward``, ``reward_ci``) and
+    the pass rate's own fraction beside it (``informative_pass_rate``: ``1 - p^G - (1 - p)^G``); ``components``
+    (``{name: {level: [samples of each question]}}``) adds ``components[name]``: the informative fraction that
+    component alone would give, with its interval. Without rewards the informative fraction is the pass rate's.
+
     >>> out = level_intervals({1: [1.0, 0.5, 0.5, 1.0], 4: [0.5, 0.0, 0.0, 0.5]}, 2, resamples=200)
     >>> out["1"]["pass_rate"], out["4"]["pass_rate"], out["4"]["change"], out["4"]["informative"]
     (0.75, 0.25, -0.5, 0.25)
+    >>> r = level_intervals({1: [0.0, 0.0]}, 2, rewards={1: [[1.0, 3.0], [-1.0, -1.0]]}, resamples=50)["1"]
+    >>> r["reward"], r["informative"], r["informative_pass_rate"]
+    (0.5, 0.25, 0.0)
     """
     import numpy as np
 
@@ -126,27 +188,41 @@ def level_intervals(pass_rates: Mapping[int, Sequence[float]], group_size: int, 
     if not levels:
         return {}
     n = len(pass_rates[levels[0]])
-    if any(len(pass_rates[lv]) != n for lv in levels):
+    if any(len(pass_rates[lv]) != n for lv in levels) or (
+            rewards is not None and any(len(rewards[lv]) != n for lv in levels)):
         raise ConfigError("paired intervals need the same questions at every level")
     if n == 0:
         return {str(lv): {"questions": 0, "pass_rate": None, "pass_rate_ci": None, "informative": None,
                           "informative_ci": None, "change": None, "change_ci": None} for lv in levels}
     p = {lv: np.asarray(pass_rates[lv], dtype=float) for lv in levels}
-    f = {lv: 1.0 - p[lv] ** group_size - (1.0 - p[lv]) ** group_size for lv in levels}
+    binary = {lv: np.clip(1.0 - p[lv] ** group_size - (1.0 - p[lv]) ** group_size, 0.0, 1.0) for lv in levels}
     idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
     first = p[levels[0]][idx].mean(axis=1)
+
+    def fractions(samples: Sequence[Sequence[float]]) -> Any:
+        return np.asarray([spread_probability(s, group_size, max_spread) for s in samples], dtype=float)
+
+    def figure(values: Any) -> tuple[float, list[float]]:
+        return round(float(values.mean()), 6), _percentile_interval(values[idx].mean(axis=1))
+
     out = {}
     for lv in levels:
         boot_p = p[lv][idx].mean(axis=1)
-        out[str(lv)] = {
-            "questions": n,
-            "pass_rate": round(float(p[lv].mean()), 6),
-            "pass_rate_ci": _percentile_interval(boot_p),
-            "informative": round(float(np.clip(f[lv], 0.0, 1.0).mean()), 6),
-            "informative_ci": _percentile_interval(np.clip(f[lv], 0.0, 1.0)[idx].mean(axis=1)),
-            "change": round(float(p[lv].mean() - p[levels[0]].mean()), 6),
-            "change_ci": _percentile_interval(boot_p - first),
-        }
+        info = binary[lv] if rewards is None else fractions(rewards[lv])
+        row: dict[str, Any] = {"questions": n, "pass_rate": round(float(p[lv].mean()), 6),
+                               "pass_rate_ci": _percentile_interval(boot_p)}
+        row["informative"], row["informative_ci"] = figure(info)
+        row["change"] = round(float(p[lv].mean() - p[levels[0]].mean()), 6)
+        row["change_ci"] = _percentile_interval(boot_p - first)
+        if rewards is not None:
+            means = np.asarray([float(np.nanmean(s)) if len(s) else np.nan for s in rewards[lv]], dtype=float)
+            row["reward"], row["reward_ci"] = figure(np.nan_to_num(means))
+            row["informative_pass_rate"], row["informative_pass_rate_ci"] = figure(binary[lv])
+            row["components"] = {}
+            for name, by_level in (components or {}).items():
+                value, ci = figure(fractions(by_level[lv]))
+                row["components"][name] = {"informative": value, "informative_ci": ci}
+        out[str(lv)] = row
     return out
 
 
@@ -161,6 +237,8 @@ class LevelProfile:
         levels: the profiled levels, sorted.
         datasets: the datasets of its questions.
         model: the model that was profiled, as the run recorded it.
+        rewards: ``{(row id, level): the samples' training rewards}``; None: a pass/fail profile (made before
+            rewards were recorded, or built from pass rates), whose informative fraction is ``1 - p^G - (1 - p)^G``.
     """
 
     path: Path
@@ -169,22 +247,36 @@ class LevelProfile:
     levels: list[int]
     datasets: list[str]
     model: str | None
+    rewards: dict[tuple[str, int], tuple[float, ...]] | None = None
     _level_rate: dict[int, float] = field(default_factory=dict, repr=False)
-    _level_info: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    _level_info: dict[tuple[int, int, float], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        by_level: dict[int, list[float]] = {}
-        for (_, lv), p in self.rates.items():
-            by_level.setdefault(lv, []).append(p)
+        by_level: dict[int, list[str]] = {}
+        for (qid, lv) in self.rates:
+            by_level.setdefault(lv, []).append(qid)
         self._by_level = by_level
-        self._level_rate = {lv: sum(v) / len(v) for lv, v in by_level.items()}
+        self._level_rate = {lv: sum(self.rates[(q, lv)] for q in v) / len(v) for lv, v in by_level.items()}
         self._own: dict[str, dict[int, float]] = {}
         for (qid, lv), p in self.rates.items():
             self._own.setdefault(qid, {})[lv] = p
+        self._own_info: dict[tuple[str, int, float], dict[int, float]] = {}
+        self._level_reward: dict[int, float] | None = None
 
     @property
     def group_size(self) -> int:
+        """The G the profile was made for (its recipe's ``num_generations``, or ``--group-size``)."""
         return int(self.summary.get("group_size") or DEFAULT_GROUP_SIZE)
+
+    @property
+    def max_spread(self) -> float:
+        """The spread a group must exceed to be informative that the profile was made for (0: not all equal)."""
+        return float((self.summary.get("sampling") or {}).get("max_spread") or 0.0)
+
+    @property
+    def has_rewards(self) -> bool:
+        """Whether each sample's training reward was recorded (else a pass/fail profile)."""
+        return self.rewards is not None
 
     def profiled(self, row_id: str) -> bool:
         """Whether question ``row_id`` (a row's ``id``) was profiled."""
@@ -194,11 +286,21 @@ class LevelProfile:
         """The mean pass rate at ``level`` over the profiled questions (interpolated between profiled levels)."""
         return _interpolate(self._level_rate, level)
 
-    def level_informative(self, level: int, group_size: int) -> float:
+    def level_reward(self, level: int) -> float | None:
+        """The mean training reward at ``level`` over the profiled questions (interpolated); None without rewards."""
+        if self.rewards is None:
+            return None
+        if self._level_reward is None:
+            self._level_reward = {lv: sum(_mean(self.rewards[(q, lv)]) for q in qs) / len(qs)
+                                  for lv, qs in self._by_level.items()}
+        return _interpolate(self._level_reward, level)
+
+    def level_informative(self, level: int, group_size: int, max_spread: float = 0.0) -> float:
         """The expected informative fraction at ``level`` over the profiled questions (interpolated)."""
-        key = (level, group_size)
+        key = (level, group_size, float(max_spread))
         if key not in self._level_info:
-            at = {lv: expected_informative(v, group_size) for lv, v in self._by_level.items()}
+            at = {lv: sum(self._informative_at(q, lv, group_size, max_spread) for q in qs) / len(qs)
+                  for lv, qs in self._by_level.items()}
             self._level_info[key] = _interpolate(at, level)
         return self._level_info[key]
 
@@ -210,21 +312,94 @@ class LevelProfile:
             return _interpolate(own, level), True
         return self.level_pass_rate(level), False
 
-    def informative(self, rows: Iterable[tuple[str, int]], group_size: int) -> float:
-        """The expected informative fraction of a curriculum's rows ``(row id, level)``: each profiled question's
-        own ``1 - p^G - (1 - p)^G``, each other question its level's expected fraction."""
-        values = []
-        for row_id, level in rows:
-            p, own = self.pass_rate(row_id, level)
-            values.append(informative_probability(p, group_size) if own else
-                          self.level_informative(level, group_size))
+    def row_informative(self, row_id: str, level: int, group_size: int, max_spread: float = 0.0) -> float:
+        """The probability that a GRPO group of ``group_size`` samples of question ``row_id`` at ``level`` is
+        informative (its rewards' spread above ``max_spread``): the question's own (:func:`spread_probability` of
+        its recorded rewards; a pass/fail profile: ``1 - p^G - (1 - p)^G``), interpolated linearly between its own
+        profiled levels; a question that was not profiled, its level's (:meth:`level_informative`)."""
+        own = self._own.get(row_id)
+        if not own:
+            return self.level_informative(level, group_size, max_spread)
+        key = (row_id, group_size, float(max_spread))
+        at = self._own_info.get(key)
+        if at is None:
+            at = self._own_info[key] = {lv: self._informative_at(row_id, lv, group_size, max_spread) for lv in own}
+        return _interpolate(at, level)
+
+    def informative(self, rows: Iterable[tuple[str, int]], group_size: int, max_spread: float = 0.0) -> float:
+        """The expected informative fraction of a curriculum's rows ``(row id, level)``: the mean of
+        :meth:`row_informative` (0.0 for no rows)."""
+        values = [self.row_informative(row_id, level, group_size, max_spread) for row_id, level in rows]
         return sum(values) / len(values) if values else 0.0
 
-    def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET) -> tuple[int, float]:
+    def _informative_at(self, row_id: str, level: int, group_size: int, max_spread: float) -> float:
+        if self.rewards is not None:
+            return spread_probability(self.rewards[(row_id, level)], group_size, max_spread)
+        return informative_probability(self.rates[(row_id, level)], group_size)
+
+    @property
+    def reward_identity(self) -> list[list[Any]] | None:
+        """The reward its samples were scored with, as :func:`rag_curriculum.rewards.reward_identity` gives it (None:
+        a pass/fail profile)."""
+        return (self.summary.get("reward") or {}).get("identity")
+
+    def differences(self, *, rewards: Sequence[Sequence[Any]] | None = None,
+                    sampling: Mapping[str, Any] | None = None) -> list[str]:
+        """What differs between the profile and the training it is used for, one phrase each (empty: nothing):
+        ``rewards`` as :func:`rag_curriculum.rewards.reward_identity` gives a recipe's, and ``sampling`` (any of
+        ``temperature``, ``top_p``, ``max_tokens``, ``group_size``, ``max_spread``, ``template``; None: not
+        compared)."""
+        out = []
+        if rewards is not None:
+            mine, theirs = self.reward_identity, [list(r) for r in rewards]
+            if mine is None:
+                out.append(f"the profile scored the pass rate, not the reward {_reward_text(theirs)}")
+            elif mine != theirs:
+                out.append(f"the profile scored the reward {_reward_text(mine, theirs)}, not "
+                           f"{_reward_text(theirs, mine)}")
+        prof_sampling = {**(self.summary.get("sampling") or {}), "group_size": self.group_size}
+        for key, value in (sampling or {}).items():
+            if value is None or key not in prof_sampling or prof_sampling[key] is None:
+                continue
+            mine = prof_sampling[key]
+            same = (abs(float(mine) - float(value)) <= 1e-9 if isinstance(value, (int, float))
+                    and isinstance(mine, (int, float)) else mine == value)
+            if not same:
+                out.append(f"{key} {mine} in the profile, {value} here")
+        return out
+
+    def check_use(self, *, rewards: Sequence[Sequence[Any]] | None = None,
+                  sampling: Mapping[str, Any] | None = None, where: str = "this run") -> None:
+        """Refuse a profile whose reward or sampling differ from those it is used with (:meth:`differences`), in one
+        line naming every difference.
+
+        Raises:
+            ProfileError: something differs.
+        """
+        diffs = self.differences(rewards=rewards, sampling=sampling)
+        if diffs:
+            raise ProfileError(f"{self.path}: made for other settings than {where}'s: {'; '.join(diffs)}",
+                               hint="profile again with the recipe you train (curriculum profile --recipe NAME), "
+                                    "or use the profile's settings")
+
+    def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET, *,
+                         informative: float | None = None, group_size: int | None = None,
+                         max_spread: float | None = None) -> tuple[int, float]:
         """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
         level's) is nearest ``target``, with that pass rate. Ties go to the lowest such level, unless every tied
-        pass rate is above the target (a question the model always answers is shown at its hardest tied level)."""
-        level = self._nearest(row_id, self._candidates(K), target, target)
+        pass rate is above the target (a question the model always answers is shown at its hardest tied level).
+
+        With ``informative`` (a target on the informative fraction, e.g. 1.0: the most informative level): the level
+        whose :meth:`row_informative` (G = ``group_size``, default the profile's; ``max_spread`` likewise) is nearest
+        it; ties broken by the pass rate's rule above."""
+        candidates = self._candidates(K)
+        if informative is not None:
+            g = group_size or self.group_size
+            t = self.max_spread if max_spread is None else max_spread
+            gap = {lv: abs(self.row_informative(row_id, lv, g, t) - informative) for lv in candidates}
+            best = min(gap.values())
+            candidates = [lv for lv in candidates if gap[lv] - best <= 1e-12]
+        level = self._nearest(row_id, candidates, target, target)
         return level, self.pass_rate(row_id, level)[0]
 
     def band_level(self, row_id: str, K: int, band: tuple[float, float]) -> tuple[int, float, str]:
@@ -257,6 +432,20 @@ class LevelProfile:
         return max(tied) if all(rate[lv] > hi for lv in tied) else min(tied)
 
 
+def _mean(values: Sequence[float]) -> float:
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+def _reward_text(identity: Sequence[Sequence[Any]], other: Sequence[Sequence[Any]] | None = None) -> str:
+    """``2 x rag-rl-answer + rag-rl-format``; the built rewards themselves where ``other`` reads the same."""
+    def text(ident: Sequence[Sequence[Any]]) -> str:
+        return " + ".join(f"{w:g} x {n}" if w != 1 else str(n) for n, w, _ in ident)
+    if other is not None and text(identity) == text(other):
+        return " + ".join(f"{w:g} x {r}" if w != 1 else str(r) for _, w, r in identity)
+    return text(identity)
+
+
 def _interpolate(at: Mapping[int, float], level: int) -> float:
     """``at[level]``, or linear in the level between the nearest levels below and above; clamped outside them."""
     if level in at:
@@ -274,13 +463,20 @@ def _interpolate(at: Mapping[int, float], level: int) -> float:
     return at[lo] * (1 - w) + at[hi] * w
 
 
+#: The folders of the pass/fail profiles already announced (said once per process).
+_ANNOUNCED: set[str] = set()
+
+
 def read_profile(path: str | Path) -> LevelProfile:
     """A finished profile folder (``curriculum profile --out``), checked: its summary, and a table whose every
     profiled level has scored questions.
 
+    A profile made before each sample's reward was recorded (no ``sample_reward`` column) reads as a pass/fail
+    profile (said once per folder).
+
     Raises:
         ProfileError: no finished profile there (no ``profile.json``: not a profile, or one still running), an
-            unreadable file, or a level with no scored question.
+            unreadable file, a level with no scored question, or a line without its rewards.
     """
     import pyarrow.parquet as pq
 
@@ -291,22 +487,41 @@ def read_profile(path: str | Path) -> LevelProfile:
                            hint="pass the --out of a finished `curriculum profile` (run it again to finish one)")
     try:
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
-        table = pq.read_table(table_file, columns=["id", "data_source", "level", "pass_rate", "skipped"])
+        recorded = summary.get("table_sha256") if isinstance(summary, dict) else None
+        if recorded is not None and file_sha256(table_file) != recorded:
+            raise ProfileError(f"{table_file}: its SHA-256 is not the one {PROFILE_SUMMARY} records: the table changed "
+                               "after the profile was written", hint="run `curriculum profile` again into a new --out")
+        with_rewards = "sample_reward" in pq.read_schema(table_file).names
+        table = pq.read_table(table_file, columns=["id", "data_source", "level", "pass_rate", "skipped",
+                                                   *(["sample_reward"] if with_rewards else [])])
     except (OSError, ValueError) as e:
         raise ProfileError(f"{folder}: unreadable profile ({e})", hint="run `curriculum profile` again") from None
     if summary.get("kind") != "level-profile":
         raise ProfileError(f"{summary_file}: kind {summary.get('kind')!r}, not a level profile",
                            hint="pass the --out of `curriculum profile`")
     rates: dict[tuple[str, int], float] = {}
+    rewards: dict[tuple[str, int], tuple[float, ...]] | None = {} if with_rewards else None
     counts: dict[int, int] = dict.fromkeys((int(lv) for lv in summary.get("levels") or []), 0)
     cols = [table.column(c).to_pylist() for c in ("id", "level", "pass_rate", "skipped")]
-    for i, (row_id, level, rate, skipped) in enumerate(zip(*cols, strict=True)):
+    samples = table.column("sample_reward").to_pylist() if with_rewards else [None] * table.num_rows
+    for i, (row_id, level, rate, skipped, got) in enumerate(zip(*cols, samples, strict=True)):
         if skipped is None and rate is not None:
             if not (isinstance(rate, float) and 0.0 <= rate <= 1.0 and not math.isnan(rate)):
                 raise ProfileError(f"{table_file}: line {i}, field 'pass_rate' = {rate!r}: not in 0..1",
                                    hint="run `curriculum profile` again into a new --out")
+            if rewards is not None:
+                if not got or any(v is None or not math.isfinite(v) for v in got):
+                    raise ProfileError(f"{table_file}: line {i}, field 'sample_reward' = {got!r}: not a list of "
+                                       "finite rewards", hint="run `curriculum profile` again into a new --out")
+                rewards[(row_id, int(level))] = tuple(got)
             rates[(row_id, int(level))] = rate
             counts[int(level)] = counts.get(int(level), 0) + 1
+    present = set(cols[1])
+    absent = [lv for lv in sorted(counts) if lv not in present]
+    if absent:  # not one row of a level it lists, skipped or not: another profile's table, not a short context
+        raise ProfileError(f"{table_file}: no row of level {absent[0]}, which {PROFILE_SUMMARY} lists: the table is "
+                           "not this profile's (replaced or edited)", hint="run `curriculum profile` again into a "
+                           "new --out")
     empty = [lv for lv, c in sorted(counts.items()) if c == 0]
     if empty:
         raise ProfileError(f"{table_file}: level {empty[0]} has no scored question (every prompt skipped)",
@@ -315,7 +530,11 @@ def read_profile(path: str | Path) -> LevelProfile:
         raise ProfileError(f"{table_file}: no scored question", hint="run `curriculum profile` again")
     datasets = sorted({d for d in table.column("data_source").to_pylist() if d})
     model = ((summary.get("generation") or {}).get("fingerprint") or {}).get("generation", {}).get("model")
-    return LevelProfile(folder, summary, rates, sorted(counts), datasets, model)
+    if rewards is None and str(folder.resolve()) not in _ANNOUNCED:
+        _ANNOUNCED.add(str(folder.resolve()))
+        log.warning("%s: a profile without rewards (made before they were recorded): read as a pass/fail one, each "
+                    "group informative with 1 - p^G - (1-p)^G; profile again to predict the training reward's", folder)
+    return LevelProfile(folder, summary, rates, sorted(counts), datasets, model, rewards)
 
 
 def schedules_section(record: Mapping[str, Any] | None) -> str:
@@ -325,10 +544,17 @@ def schedules_section(record: Mapping[str, Any] | None) -> str:
     if not record:
         return ""
     g = record["group_size"]
+    reward = record.get("reward")
+    spread = record.get("max_spread") or 0.0
+    if reward:
+        names = " + ".join(f"{w:g} x {n}" if w != 1 else str(n) for n, w, _ in reward.get("identity") or [])
+        what = (f"whose training rewards ({names}) are {'not all equal' if not spread else f'spread by more than {spread:g}'}"
+                " (a non-zero advantage), from each question's sample rewards")
+    else:
+        what = "that are mixed (some right, some wrong: a non-zero advantage), 1 - p^G - (1 - p)^G of the pass rate"
     lines = [
         "", "## Informative groups before training", "",
-        f"Expected share of GRPO groups of G = {g} samples that are mixed (some right, some wrong: a non-zero "
-        f"advantage), 1 - p^G - (1 - p)^G, from the level profile `{record['path']}` of "
+        f"Expected share of GRPO groups of G = {g} samples {what}, from the level profile `{record['path']}` of "
         f"`{record.get('model') or 'the model'}` ({record['profiled_questions']} of this build's "
         f"{record['questions']} questions profiled; the others take their level's figure), each schedule over this "
         "build's questions:", "",
@@ -355,6 +581,10 @@ def schedules_section(record: Mapping[str, Any] | None) -> str:
                       f"{outside['above'] + outside['below']} with no level inside the band at the level nearest "
                       f"it ({outside['above']} above it, {outside['below']} below), easiest first. Rows per level: "
                       f"{levels}."]
+        elif c.get("target_informative") is not None:
+            lines += ["", f"Calibrated (`--schedule calibrated --target-informative {c['target_informative']:g}`): "
+                      "each question at the profiled level whose predicted informative fraction is nearest "
+                      f"{c['target_informative']:g} {placed}, easiest first. Rows per level: {levels}."]
         else:
             lines += ["", f"Calibrated (`--schedule calibrated --target {c['target']:g}`): each question at the "
                       f"profiled level whose pass rate is nearest {c['target']:g} {placed}, easiest first. Rows per "

@@ -74,7 +74,8 @@ class PartitionConfig:
     input: str | None = rule(None, empty=False, help=(
         "The --dataset's source file; built at level K (--schedule max) into OUT/input."))
     n: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
-        "With --input: questions to sample (RAG-RL: up to 40,000); unset: all of them."))
+        "With --input: questions to sample, at most (RAG-RL: up to 40,000): a file holding fewer gives every one "
+        "(partition.json's sample says how many); unset: all of them."))
     K: int | None = rule(None, ge=1, le=MAX_K, help="With --input: the level; unset: the dataset's K.")
     out: str = rule("outputs/partition", empty=False, help=(
         "Output directory: answerable/, unanswerable/, learnable/, stats.parquet, partition.json; work/ holds the "

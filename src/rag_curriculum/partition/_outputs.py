@@ -72,6 +72,11 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "generation": _generation_record(wd, run),
         "model_settings": model_settings(cfg.model) if cfg.model else None,
     }
+    if cfg.input and not cfg.shards:  # built from the file: how many of "up to n" questions it gave
+        held = (manifest.get("n_up_to") or {}).values()
+        base["sample"] = {"n": cfg.n, "questions": manifest.get("num_rows"),
+                          "all_of_file": cfg.n is None or any(True for _ in held),
+                          "available": next((h["available"] for h in held), None)}
     # The whole set is written into a staging folder inside OUT, then moved into place (_commit.commit_set): a
     # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
     stage = prepare_set(out, PARTITION_SET)

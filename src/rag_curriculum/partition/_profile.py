@@ -4,33 +4,41 @@ Each question of an adaptive build (its rows render at any level, :class:`~rag_c
 LevelRenderer`) is asked at each profiled level (default 1, 2, 4, 8 and K), ``samples`` each, through the
 partition's chunk runner and engines (:func:`~rag_curriculum.generation.runner.run_chunks`: resumable, any backend,
 local or Ray); one item is a (question, level) pair, its id ``ROW_ID@LLEVEL`` (its sampling seed follows from it).
-Each sample is scored as the partition scores it (answer F1 of the parsed final answer, correct at ``correct_f1``).
+Each sample is scored with the training reward (a train recipe's ``rewards``, composed as ``curriculum train``
+composes it, or ``--reward NAME[:WEIGHT],...``; default the RAG-RL total of ``_base.yaml``), its components as the
+reward logs them (``rag_rl/answer``, ...), and as the partition scores it (answer F1 of the parsed final answer,
+correct at ``correct_f1``: the pass rate). The sampling defaults (temperature, top-p, max tokens, G, the dynamic
+sampler's ``max_spread``) are the recipe's too.
 
 ``OUT`` gets ``input/`` (the adaptive build, when made from ``--dataset``), ``work/`` (the chunks), then
-``profile.parquet`` (one line per question and level: the samples, each F1, the predictions, ``c``, the pass rate),
-``profile.png`` and ``profile.json`` (last: per level the mean pass rate, the change from the first level and the
-expected informative fraction for the group size, each with a paired bootstrap 95% interval), each written
-atomically.
+``profile.parquet`` (one line per question and level: the samples, each reward and its components, each F1, the
+predictions, ``c``, the pass rate), ``profile.png`` and ``profile.json`` (last: per level the mean pass rate and
+reward, the change from the first level and the expected informative fraction for the group size, of the reward, of
+each component alone and of the pass rate, each with a paired bootstrap 95% interval), each written atomically.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import config
 from .._commit import check_resumable, resumable_output
 from .._plots import COLORS, pyplot, save_png
 from .._plumbing import (
     WORK,
     atomic_write_with,
     current_command,
+    file_sha256,
     mask_secrets,
     redact_command,
     renamed_keywords,
@@ -60,6 +68,7 @@ from ..difficulty.profile import (
     PROFILE_TABLE,
     level_intervals,
     parse_levels,
+    spread_probability,
 )
 from ..errors import ConfigError, ProfileError, ShardError, UsageError
 from ..generation import (
@@ -74,12 +83,20 @@ from ..generation import (
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
 from ..models import is_gguf, model_settings, resolve_model
+from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
 from ._inputs import input_digest
 from ._stats import check_templates, score_completions
 
 log = logging.getLogger("rag_curriculum.partition")
 
+#: The train recipe whose rewards and sampling a profile uses unless told (its rewards: ``_base.yaml``'s RAG-RL total).
+DEFAULT_TRAIN_RECIPE = config.KINDS["train"].default or "rag-rl-min-max"
+#: TRL's GRPOConfig defaults, for a recipe that leaves a sampling key out.
+TRL_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_completion_length": 256, "num_generations": 8}
+#: The components whose informative fraction alone the summary reports (a logged ``NAME/term`` ending in one of
+#: these; with several reward functions, each function's own value too).
+COMPONENT_TERMS = ("answer", "citation", "format")
 TASK = "level-profile"
 TASK_VERSION = 1
 BUILT_INPUT = "input"
@@ -106,6 +123,10 @@ PROFILE_SCHEMA = pa.schema([
     pa.field("sample_valid", pa.list_(pa.bool_())),
     pa.field("predictions", pa.list_(pa.string())),
     pa.field("completions", pa.list_(pa.string())),
+    pa.field("sample_reward", pa.list_(pa.float64())),  # each sample's weighted training reward (TRL's nansum)
+    pa.field("sample_components", pa.map_(pa.string(), pa.list_(pa.float64()))),  # logged term -> each sample's
+    pa.field("reward", pa.float64()),  # the samples' mean reward
+    pa.field("informative", pa.float64()),  # P(a group of G is informative) from the samples' rewards
 ])
 
 
@@ -137,13 +158,24 @@ class ProfileConfig:
     backend_args: dict[str, Any] = rule(default_factory=dict, flag="--backend-arg", help=(
         "Backend options (dtype, base_url, ...), part of the run's identity as in the partition."))
     samples: int = rule(8, ge=1, le=MAX_SAMPLES, renamed_from="k", help="Samples per question and level.")
-    temperature: float = rule(1.0, ge=0, le=100, help="Sampling temperature (use the rollout temperature).")
-    top_p: float = rule(1.0, gt=0, le=1, help="Nucleus sampling top-p.")
-    max_tokens: int = rule(800, ge=1, le=MAX_COUNT, help="Most tokens per completion.")
+    recipe: str | None = rule(None, empty=False, help=(
+        "The train recipe (name or YAML file) whose rewards score each sample and whose sampling is the default "
+        f"(grpo.temperature, top_p, max_completion_length, num_generations, dynamic.max_spread); unset: "
+        f"{DEFAULT_TRAIN_RECIPE} (the RAG-RL total of _base.yaml)."))
+    reward: str | None = rule(None, empty=False, help=(
+        "Score with these registered rewards instead of the recipe's: NAME[:WEIGHT],... (e.g. "
+        "rag-rl-answer:1,rag-rl-citation:1)."))
+    temperature: float | None = rule(None, ge=0, le=100, help="Sampling temperature; unset: the recipe's.")
+    top_p: float | None = rule(None, gt=0, le=1, help="Nucleus sampling top-p; unset: the recipe's.")
+    max_tokens: int | None = rule(None, ge=1, le=MAX_COUNT, help="Most tokens per completion; unset: the recipe's.")
     seed: int = rule(0, ge=0, le=MAX_SEED, help="Seed: the build, and each item's sampling seed with its id.")
     correct_f1: float = rule(CORRECT_F1, gt=0, le=1, help="A sample is correct when its answer F1 reaches this.")
-    group_size: int = rule(DEFAULT_GROUP_SIZE, ge=1, le=MAX_SAMPLES, help=(
-        "The GRPO group size G whose expected informative fraction 1 - p^G - (1-p)^G is reported (RAG-RL: 7)."))
+    group_size: int | None = rule(None, ge=1, le=MAX_SAMPLES, help=(
+        "The GRPO group size G whose expected informative fraction is reported; unset: the recipe's "
+        "num_generations (RAG-RL: 7)."))
+    max_spread: float | None = rule(None, ge=0, le=1e6, help=(
+        "A group is informative when its rewards' spread (max - min) is above this; unset: the recipe's "
+        "dynamic.max_spread when dynamic sampling is on, else 0 (not all equal)."))
     chunk_size: int = rule(64, ge=1, le=MAX_COUNT, help="Items (question x level) per resumable chunk.")
     chunks_per_call: int | None = rule(None, ge=1, le=MAX_COUNT, help="Chunks per backend call; unset: the "
                                        "backend's choice.")
@@ -156,7 +188,8 @@ class ProfileConfig:
         check_settings(self)
 
     def validate(self) -> None:
-        """The fields against each other (no input, both inputs, no model)."""
+        """The fields against each other (no input, both inputs, no model, --recipe with --reward), and the recipe's
+        rewards and sampling resolved (:meth:`resolve`)."""
         check_settings(self)
         if self.shards and (self.dataset or self.input):
             raise UsageError("give either a shard directory or --dataset with --input FILE, not both")
@@ -167,7 +200,60 @@ class ProfileConfig:
             BACKENDS.get(self.backend)
         if self.model is None and self.backend != "scripted":
             raise UsageError(f"the {self.backend} backend needs --model")
+        self.resolve()
         self.sampling()
+
+    def resolve(self) -> ProfileConfig:
+        """Fill the sampling left unset from the recipe (composed as ``curriculum train`` composes it) and read the
+        rewards (``--reward``, else the recipe's); a setting that differs from the recipe's is announced. Returns
+        itself.
+
+        Raises:
+            RecipeError: a recipe that cannot be found or composed.
+            UnknownNameError: an unknown reward. ConfigError: a weight that does not parse, kwargs a reward refuses.
+        """
+        data = _train_recipe(self.recipe or DEFAULT_TRAIN_RECIPE)
+        grpo, dynamic = data.get("grpo") or {}, data.get("dynamic") or {}
+        recipe = {"temperature": float(grpo.get("temperature", TRL_SAMPLING["temperature"])),
+                  "top_p": float(grpo.get("top_p", TRL_SAMPLING["top_p"])),
+                  "max_tokens": int(grpo.get("max_completion_length", TRL_SAMPLING["max_completion_length"])),
+                  "group_size": int(grpo.get("num_generations", TRL_SAMPLING["num_generations"])),
+                  "max_spread": float(dynamic.get("max_spread") or 0.0) if dynamic.get("enabled") else 0.0}
+        for key, value in recipe.items():
+            mine = getattr(self, key)
+            if mine is None:
+                setattr(self, key, value)
+            elif float(mine) != value and (key, mine) not in self._announced:
+                self._announced.add((key, mine))
+                log.warning("profiling with %s %s; recipe %s trains with %s: the profile predicts that setting, "
+                            "not the recipe's", key, mine, self.recipe or DEFAULT_TRAIN_RECIPE, value)
+        self._recipe_sampling = recipe
+        if self.reward:
+            try:
+                self._rewards = parse_reward_spec(self.reward)
+            except ConfigError as e:
+                raise UsageError(str(e), hint=e.hint) from None
+            self._reward_source = f"--reward {self.reward}"
+        else:
+            self._rewards = [{"name": n, "weight": w, "kwargs": k} for n, w, k in reward_entries(data.get("rewards")
+                                                                                                 or ["rag-rl"])]
+            self._reward_source = f"recipe {self.recipe or DEFAULT_TRAIN_RECIPE}"
+        self._identity = reward_identity(self._rewards)
+        return self
+
+    def reward_record(self) -> dict[str, Any]:
+        """The summary's ``reward``: where it came from, the rewards as a recipe lists them, and their identity
+        (:func:`~rag_curriculum.rewards.reward_identity`)."""
+        if not hasattr(self, "_identity"):
+            self.resolve()
+        return {"source": self._reward_source, "rewards": self._rewards, "identity": self._identity}
+
+    def reward_funcs(self) -> tuple[list[Callable], list[float]]:
+        """The reward functions and their weights, built as ``curriculum train`` builds them."""
+        if not hasattr(self, "_identity"):
+            self.resolve()
+        return ([get_reward(r["name"], **r["kwargs"]) for r in self._rewards],
+                [float(r["weight"]) for r in self._rewards])
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a Hub id before anything is loaded."""
@@ -175,12 +261,27 @@ class ProfileConfig:
         if is_gguf(self.model) and self.backend in MODEL_PATH_BACKENDS:
             resolve_model(str(self.model))
 
+    #: The settings already announced as differing from their recipe's (said once per process).
+    _announced: ClassVar[set[tuple[str, Any]]] = set()
+
     def sampling(self) -> SamplingConfig:
+        if self.temperature is None or self.top_p is None or self.max_tokens is None:
+            self.resolve()
         return SamplingConfig(n=self.samples, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
                               seed=self.seed)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+
+@lru_cache(maxsize=8)
+def _composed(recipe: str) -> str:
+    return json.dumps(config.compose("train", recipe, resolve=True))
+
+
+def _train_recipe(recipe: str) -> dict[str, Any]:
+    """A train recipe composed as ``curriculum train`` composes it (Hydra defaults list), as plain data."""
+    return json.loads(_composed(recipe))
 
 
 @dataclass
@@ -337,12 +438,54 @@ def _same(backend: GenerationBackend) -> GenerationBackend:
     return backend
 
 
-def profile_table(rows: pa.Table, results: pa.Table, levels: Sequence[int], cfg: ProfileConfig) -> pa.Table:
-    """``profile.parquet``: every item's samples scored as the partition scores them."""
+def score_rewards(funcs: Sequence[Callable], weights: Sequence[float], row: Mapping[str, Any],
+                  completions: Sequence[str]) -> tuple[list[float], dict[str, list[float]]]:
+    """Each completion of ``row`` (rendered at its level) scored as TRL scores it in training: every reward function
+    called with the completion and the row's columns (conversational when the prompt is a chat), the total the
+    weighted sum (a None counting 0, TRL's ``nansum``); with what each function logs through ``log_metric`` (its
+    components, e.g. ``rag_rl/answer``) and, with several functions, each one's own value. One completion per call,
+    so a logged batch mean is that completion's term."""
+    columns = {k: [v] for k, v in row.items() if k != "prompt"}
+    prompt = row.get("prompt")
+    chat = isinstance(prompt, list)
+    totals: list[float] = []
+    terms: dict[str, list[float]] = {}
+    for j, text in enumerate(completions):
+        completion: Any = [{"role": "assistant", "content": text}] if chat else text
+        total = 0.0
+        for f, w in zip(funcs, weights, strict=True):
+            logged: dict[str, float] = {}
+            value = f(completions=[completion], prompts=[prompt], log_metric=logged.__setitem__, **columns)[0]
+            value = math.nan if value is None else float(value)
+            if not math.isnan(value):
+                total += w * value
+            if len(funcs) > 1:
+                logged[getattr(f, "__name__", type(f).__name__)] = value
+            for key, v in logged.items():
+                terms.setdefault(key, [math.nan] * len(completions))[j] = float(v)
+        totals.append(total)
+    return totals, terms
+
+
+def summary_components(names: Sequence[str], funcs: Sequence[Callable]) -> list[str]:
+    """The recorded terms whose informative fraction alone the summary reports: the logged ``NAME/answer``,
+    ``NAME/citation``, ``NAME/format`` (:data:`COMPONENT_TERMS`) and, with several functions, each function's own."""
+    own = {getattr(f, "__name__", type(f).__name__) for f in funcs} if len(funcs) > 1 else set()
+    return sorted(n for n in names if n in own or n.rsplit("/", 1)[-1] in COMPONENT_TERMS)
+
+
+def profile_table(rows: pa.Table, results: pa.Table, levels: Sequence[int], cfg: ProfileConfig,
+                  renderer: LevelRenderer | None = None) -> pa.Table:
+    """``profile.parquet``: every item's samples scored with the training reward (each question rendered at the
+    item's level, as training shows it; ``renderer`` None: the rows as they are) and as the partition scores
+    them."""
     meta = {k: rows.column(k).to_pylist() for k in ("id", "source_id", "data_source", "hops", "answers", "template")}
     pools = rows.column(POOL_SIZE).to_pylist()
+    funcs, weights = cfg.reward_funcs()
+    g, spread = int(cfg.group_size or DEFAULT_GROUP_SIZE), float(cfg.max_spread or 0.0)
     recs: dict[str, list[Any]] = {f.name: [] for f in PROFILE_SCHEMA}
     L = len(levels)
+    rendered: tuple[int, list[dict[str, Any]]] | None = None
     cols = [results.column(c).to_pylist() for c in ("position", "seed", "skipped", "completions")]
     for pos, seed, skipped, comps in zip(*cols, strict=True):
         q, li = divmod(pos, L)
@@ -357,7 +500,8 @@ def profile_table(rows: pa.Table, results: pa.Table, levels: Sequence[int], cfg:
         recs["seed"].append(seed)
         recs["skipped"].append(skipped)
         if skipped is not None or comps is None:
-            for k in ("n", "c", "pass_rate", "sample_f1", "sample_valid", "predictions", "completions"):
+            for k in ("n", "c", "pass_rate", "sample_f1", "sample_valid", "predictions", "completions",
+                      "sample_reward", "sample_components", "reward", "informative"):
                 recs[k].append(None)
             continue
         f1, valid, preds = score_completions(comps, meta["answers"][q] or [], template=meta["template"][q])
@@ -369,26 +513,41 @@ def profile_table(rows: pa.Table, results: pa.Table, levels: Sequence[int], cfg:
         recs["sample_valid"].append(valid)
         recs["predictions"].append(preds)
         recs["completions"].append(list(comps))
+        if renderer is None:
+            row = rows.slice(q, 1).to_pylist()[0]
+        else:
+            if rendered is None or rendered[0] != q:
+                rendered = (q, renderer.render([rows.slice(q, 1).to_pylist()[0]] * L, levels))
+            row = rendered[1][li]
+        totals, terms = score_rewards(funcs, weights, row, comps)
+        recs["sample_reward"].append(totals)
+        recs["sample_components"].append(sorted(terms.items()))
+        recs["reward"].append(sum(totals) / len(totals) if totals else None)
+        recs["informative"].append(spread_probability(totals, g, spread))
     return pa.table(recs, schema=PROFILE_SCHEMA)
 
 
-def level_summary(table: pa.Table, levels: Sequence[int], group_size: int) -> dict[str, Any]:
+def level_summary(table: pa.Table, levels: Sequence[int], group_size: int, max_spread: float = 0.0,
+                  components: Sequence[str] = ()) -> dict[str, Any]:
     """The summary's per-level figures: over the questions scored at every level (paired), each level's mean pass
-    rate, its change from the first level and its expected informative fraction, with bootstrap intervals; the
-    distractors shown and the questions scored at each level."""
-    by_q: dict[int, dict[int, float]] = {}
+    rate and reward, its change from the first level and its expected informative fraction (of the reward, of each
+    of ``components`` alone, of the pass rate), with bootstrap intervals; the distractors shown and the questions
+    scored at each level."""
+    by_q: dict[int, dict[int, tuple[float, list[float], dict[str, list[float]]]]] = {}
     shown: dict[int, list[int]] = {lv: [] for lv in levels}
     scored = dict.fromkeys(levels, 0)
-    for q, lv, rate, skipped, d in zip(*(table.column(c).to_pylist() for c in ("question", "level", "pass_rate",
-                                                                               "skipped", "num_distractors")),
-                                       strict=True):
+    names = ("question", "level", "pass_rate", "skipped", "num_distractors", "sample_reward", "sample_components")
+    for q, lv, rate, skipped, d, rewards, terms in zip(*(table.column(c).to_pylist() for c in names), strict=True):
         shown[lv].append(d)
         if skipped is None and rate is not None:
-            by_q.setdefault(q, {})[lv] = rate
+            by_q.setdefault(q, {})[lv] = (rate, rewards, dict(terms or []))
             scored[lv] += 1
     paired = sorted(q for q, v in by_q.items() if len(v) == len(levels))
-    rates = {lv: [by_q[q][lv] for q in paired] for lv in levels}
-    per_level = level_intervals(rates, group_size, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
+    rates = {lv: [by_q[q][lv][0] for q in paired] for lv in levels}
+    rewards = {lv: [by_q[q][lv][1] for q in paired] for lv in levels}
+    terms = {name: {lv: [by_q[q][lv][2].get(name, []) for q in paired] for lv in levels} for name in components}
+    per_level = level_intervals(rates, group_size, rewards=rewards, max_spread=max_spread, components=terms,
+                                resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
     for lv in levels:
         per_level[str(lv)]["scored"] = scored[lv]
         per_level[str(lv)]["mean_distractors"] = round(sum(shown[lv]) / len(shown[lv]), 3) if shown[lv] else None
@@ -403,9 +562,12 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
     run = wd.read_run() or {}
     results = read_completions(wd, ids=[f"{rid}{LEVEL_MARK}{lv}" for rid in rows.column("id").to_pylist()
                                         for lv in levels])
-    table = profile_table(rows, results, levels, cfg)
-    figures = level_summary(table, levels, cfg.group_size)
     manifest = read_manifest(input_dir)
+    table = profile_table(rows, results, levels, cfg, LevelRenderer(manifest, where=str(input_dir)))
+    recorded = sorted({name for terms in table.column("sample_components").to_pylist() for name, _ in terms or []})
+    components = summary_components(recorded, cfg.reward_funcs()[0])
+    g, spread = int(cfg.group_size or DEFAULT_GROUP_SIZE), float(cfg.max_spread or 0.0)
+    figures = level_summary(table, levels, g, spread, components)
     generation = {"fingerprint": run.get("fingerprint"), "sampling": run.get("sampling"),
                   "chunk_size": run.get("chunk_size")}
     if (resolved := read_backend(wd)) is not None:
@@ -420,7 +582,12 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "datasets": sorted(set(rows.column("data_source").to_pylist())),
         "K": manifest.get("K"),
         "levels": list(levels),
-        "group_size": cfg.group_size,
+        "group_size": g,
+        "reward": {**cfg.reward_record(), "components": components, "recorded": recorded},
+        "sampling": {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens,
+                     "group_size": g, "max_spread": spread,
+                     "template": sorted(set(rows.column("template").to_pylist())),
+                     "recipe": cfg.recipe or DEFAULT_TRAIN_RECIPE, "recipe_sampling": cfg._recipe_sampling},
         "samples_per_question": cfg.samples,
         "questions": rows.num_rows,
         "skipped": sum(1 for s in table.column("skipped").to_pylist() if s is not None),
@@ -432,8 +599,9 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "plot": PROFILE_PLOT,
     }
     atomic_write_with(out / PROFILE_TABLE, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    summary["table_sha256"] = file_sha256(out / PROFILE_TABLE)  # a table changed after it was written is refused
     model = (identity_model(run) or "the model")
-    plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=cfg.group_size,
+    plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=g,
                        title=f"{Path(model).name} on {', '.join(summary['datasets'])}: "
                              f"{figures['paired_questions']} questions x {cfg.samples} samples")
     write_json(out / PROFILE_SUMMARY, portable(summary, out))
@@ -442,13 +610,16 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
 
 def plot_level_profile(per_level: Mapping[str, Mapping[str, Any]], path: Path, *, group_size: int,
                        title: str) -> Path:
-    """Each level's mean pass rate and expected informative fraction (group size ``group_size``), with their 95%
-    intervals, against the level."""
+    """Each level's mean pass rate and expected informative fraction (group size ``group_size``; of the reward, and
+    of the pass rate alone), with their 95% intervals, against the level."""
     plt = pyplot()
     levels = sorted(int(lv) for lv, v in per_level.items() if v.get("pass_rate") is not None)
     fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=110)
-    for key, label, color in (("pass_rate", "pass rate", COLORS[0]),
-                              ("informative", f"informative groups (G = {group_size}), expected", COLORS[1])):
+    series = [("pass_rate", "pass rate", COLORS[0]),
+              ("informative", f"informative groups (G = {group_size}), expected", COLORS[1])]
+    if all("informative_pass_rate" in per_level[str(lv)] for lv in levels):
+        series.append(("informative_pass_rate", "informative if only the pass rate counted", COLORS[2]))
+    for key, label, color in series:
         ys = [per_level[str(lv)][key] for lv in levels]
         lo = [y - per_level[str(lv)][f"{key}_ci"][0] for lv, y in zip(levels, ys, strict=True)]
         hi = [per_level[str(lv)][f"{key}_ci"][1] - y for lv, y in zip(levels, ys, strict=True)]

@@ -108,7 +108,15 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         RagRlReward,
         RewardBreakdown,
     )
-    from ._registry import EVAL_SCORERS, REWARDS, get_reward, register_reward
+    from ._registry import (
+        EVAL_SCORERS,
+        REWARDS,
+        get_reward,
+        parse_reward_spec,
+        register_reward,
+        reward_entries,
+        reward_identity,
+    )
     from ._scoring import (
         ABSTENTION_ANSWER,
         CompletionScore,
@@ -156,9 +164,12 @@ __all__ = [
     "log_means",
     "normalize_answer",
     "parse_completion",
+    "parse_reward_spec",
     "passage_labels",
     "register_format",
     "register_reward",
+    "reward_entries",
+    "reward_identity",
     "row_answerable",
     "row_gold",
     "row_gold_labels",

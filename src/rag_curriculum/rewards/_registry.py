@@ -13,12 +13,16 @@ rag_curriculum.errors.UnknownNameError: unknown reward 'rag-rl-answr'; did you m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import ConfigError
 from ..registry import Registry
 
-__all__ = ["EVAL_SCORERS", "REWARDS", "get_reward", "register_reward"]
+__all__ = ["EVAL_SCORERS", "REWARDS", "get_reward", "parse_reward_spec", "register_reward", "reward_entries",
+           "reward_identity"]
 
 REWARDS: Registry[Callable[..., Callable]] = Registry("reward", check=callable,
                                                      must_be="a callable that makes a reward function")
@@ -91,3 +95,73 @@ def register_reward(name: str, factory: Callable[..., Callable] | str, *, overwr
         ```
     """
     REWARDS.register(name, factory, overwrite=overwrite)
+
+
+def reward_entries(specs: Any) -> list[tuple[str, float, dict[str, Any]]]:
+    """A recipe's ``rewards`` (a name, ``{name: weight}``, or a list of names, ``{name, weight, kwargs}`` mappings
+    or ``RewardSpec`` dataclasses) as ``(name, weight, kwargs)`` entries, as ``curriculum train`` reads them.
+
+    >>> reward_entries(["rag-rl", {"name": "rag-rl-answer", "weight": 2, "kwargs": {"gamma_answer": 1.0}}])
+    [('rag-rl', 1.0, {}), ('rag-rl-answer', 2.0, {'gamma_answer': 1.0})]
+    """
+    if isinstance(specs, str):
+        specs = [specs]
+    elif isinstance(specs, Mapping) and "name" not in specs:
+        specs = [{"name": n, "weight": w} for n, w in specs.items()]
+    elif isinstance(specs, Mapping):
+        specs = [specs]
+    out = []
+    for spec in specs:
+        if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+            spec = dataclasses.asdict(spec)
+        if isinstance(spec, str):
+            out.append((spec, 1.0, {}))
+            continue
+        if not isinstance(spec, Mapping) or "name" not in spec:
+            raise ConfigError(f"a reward spec needs a 'name' (one of the registered rewards), got {spec!r}")
+        kwargs = dict(spec.get("kwargs") or {})
+        kwargs.update({k: v for k, v in spec.items() if k not in ("name", "weight", "kwargs")})
+        out.append((str(spec["name"]), float(spec.get("weight", 1.0)), kwargs))
+    if not out:
+        raise ConfigError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
+    return out
+
+
+def reward_identity(specs: Any) -> list[list[Any]]:
+    """What decides each sample's weighted reward: ``[name, weight, repr of the built reward]`` per entry of a
+    recipe's ``rewards`` (:func:`reward_entries`), so ``rag-rl`` and ``rag-rl`` with its default keyword arguments
+    spelled out are the same reward, and another ``gamma_answer`` is not.
+
+    >>> reward_identity("rag-rl") == reward_identity([{"name": "rag-rl", "kwargs": {"gamma_answer": 5.0}}])
+    True
+    """
+    return [[name, weight, repr(get_reward(name, **kwargs))] for name, weight, kwargs in reward_entries(specs)]
+
+
+def parse_reward_spec(spec: str) -> list[dict[str, Any]]:
+    """``--reward NAME[:WEIGHT],...`` as a recipe's ``rewards`` list, each name checked against the registry.
+
+    >>> parse_reward_spec("rag-rl-answer:2, rag-rl-format")
+    [{'name': 'rag-rl-answer', 'weight': 2.0, 'kwargs': {}}, {'name': 'rag-rl-format', 'weight': 1.0, 'kwargs': {}}]
+
+    Raises:
+        ConfigError: an empty entry, or a weight that is not a finite number (naming it).
+        UnknownNameError: a reward that is not registered (with a "did you mean").
+    """
+    hint = "give --reward NAME[:WEIGHT],... e.g. rag-rl, or rag-rl-answer:1,rag-rl-citation:1,rag-rl-format:1"
+    out = []
+    for item in str(spec).split(","):
+        name, sep, weight = item.strip().partition(":")
+        name = name.strip()
+        if not name:
+            raise ConfigError(f"--reward {spec!r}: an empty reward name", hint=hint)
+        try:
+            w = float(weight) if sep else 1.0
+        except ValueError:
+            w = math.nan
+        if not math.isfinite(w):
+            raise ConfigError(f"--reward {spec!r}: the weight {weight.strip()!r} of {name} is not a number",
+                              hint=hint)
+        REWARDS.get(name)  # an unknown name raises, with a "did you mean"
+        out.append({"name": name, "weight": w, "kwargs": {}})
+    return out

@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, shards, verify
 """
 
 from __future__ import annotations
@@ -90,6 +90,10 @@ class DataConfig:
     outside_band: str = rule("defer", choices=("defer", "skip"), help=(
         "Questions outside [pass_min, pass_max]: defer (trained after the others, both in curriculum order) or "
         "skip (left out, listed in train_plan.json); unmeasured rows keep their place."))
+    profile: str | None = rule(None, help=(
+        "A level profile (``curriculum profile --out``) to check the run against: every step logs the informative "
+        "fraction it predicts for the step's rows beside the measured one (step_metrics.jsonl, informative.json). "
+        "Null: the profile the shards were built with (``build --profile``), if it is still beside them."))
 
 
 @dataclass

@@ -177,6 +177,7 @@ class StepRecorder:
         self.layout = layout
         self.words = words  # how messages name the policy (train._order.Vocab); None: the recipe's keys
         self.sink: Any = None
+        self.check: Any = None  # an InformativeCheck (train._informative): each step's informative fraction
         self.position = 0
         self.micro = 0
         self.shift = 0
@@ -238,6 +239,9 @@ class StepRecorder:
         self.pending = []
         seen = [_key(r) for r in rows]
         record = self._record(step, rows)
+        checked = self._checked(step, rows, record)
+        if checked and self.sink is not None:
+            self.sink(checked)
         problem = None
         if self.order is not None and self.usable:
             want = [self.order[(self.position + k) % self.usable] for k in range(len(rows))]
@@ -259,6 +263,7 @@ class StepRecorder:
         rows = sorted(unique.values(), key=lambda r: rank.get(_key(r), len(rank)))
         record = self._record(step, rows)
         record["completions"] = self.completions
+        checked = self._checked(step, rows, record)
         problem = None
         if self.order is not None and self.usable and self.layout is not None:
             seen = [_key(r) for r in rows]
@@ -279,7 +284,7 @@ class StepRecorder:
             metrics = {f"curriculum/{k}": v for k, v in row_stats(rows).items()}
             if "in_order" in record:
                 metrics["curriculum/in_order"] = float(record["in_order"])
-            self.sink(metrics)
+            self.sink({**metrics, **checked})
         return self._close(record, problem)
 
     def _record(self, step: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -288,6 +293,16 @@ class StepRecorder:
         record["levels"] = dict(sorted(Counter(str(r.get("level")) for r in rows).items()))
         record["hops"] = dict(sorted(Counter(str(r.get("hops")) for r in rows).items()))
         return record
+
+    def _checked(self, step: int, rows: Sequence[Mapping[str, Any]], record: dict[str, Any]) -> dict[str, float]:
+        """The step's informative fraction over exactly these rows (measured, and predicted with a profile), added
+        to its record as ``informative_measured`` / ``informative_predicted``; the metrics to log."""
+        if self.check is None:
+            return {}
+        metrics = self.check.step(step, rows)
+        for name, value in metrics.items():
+            record[name.replace("/", "_")] = round(value, 6)
+        return metrics
 
     def _close(self, record: dict[str, Any], problem: str | None) -> dict[str, Any]:
         self.records.append(record)
@@ -347,7 +362,8 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
 
 #: The per-step numbers a training line shows, in this order, under short names (the rest stay in the logs:
 #: trainer_state.json, and report_to's trackers).
-STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("kl", "kl"),
+STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("informative", "informative"),
+             ("informative/predicted", "predicted"), ("kl", "kl"),
              ("grad_norm", "grad_norm"), ("learning_rate", "lr"), ("completions/mean_length", "len"),
              ("curriculum/level_mean", "level"), ("curriculum/p_mean", "p"), ("rollout/searches", "searches"),
              ("rollout/gold_found", "gold_found"), ("search/searches", "searches"), ("search/gold_found", "gold_found"),
@@ -363,14 +379,19 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
     A search agent's line adds its searches per trajectory and the share that found a gold passage (the
     rollout's, else the search rewards'), and under TRL's tool calling the tool calls per turn; under a
     withholding curriculum (``curriculum/p_mean`` logged) it shows p, which moves, and not the rows' level, which
-    does not.
+    does not. The share of informative groups is shown as GRPO felt it, 1 - TRL's ``frac_reward_zero_std``, and
+    beside it the level profile's prediction for the step's rows when the run has one (``informative/predicted``).
 
     >>> step_line({"loss": 0.01234567, "reward": 0.5, "learning_rate": 1e-06, "total_flos": 0.0}, 3, 10)
     'step 3/10  loss 0.01235  reward 0.5  lr 1e-06'
     >>> step_line({"loss": 0.0, "curriculum/level_mean": 1.0, "curriculum/p_mean": 0.2,
     ...            "rollout/searches": 1.5}, 2, 3)
     'step 2/3  loss 0  p 0.2  searches 1.5'
+    >>> step_line({"reward": 1.5, "frac_reward_zero_std": 0.25, "informative/predicted": 0.7}, 4, 8)
+    'step 4/8  reward 1.5  informative 0.75  predicted 0.7'
     """
+    if isinstance(logs.get("frac_reward_zero_std"), (int, float)):
+        logs = {**logs, "informative": 1.0 - logs["frac_reward_zero_std"]}
     skip = {"curriculum/level_mean"} if "curriculum/p_mean" in logs else set()
     parts, shown = [], set()
     for key, short in STEP_KEYS:  # the rollout's searches, else the search rewards' (TRL's tool route): once

@@ -62,6 +62,7 @@ from ..shards import read_manifest, write_json
 from . import _dynamic as dyn
 from ._batching import plan_batches
 from ._dynamic import dynamic_batch
+from ._informative import STEP_METRICS_FILE, InformativeCheck, informative_callback, resolve_profile
 from ._ledger import CHECKPOINT_PLAN, ROW_KEYS, StepLayout, StepRecorder, rows_done
 from ._order import (
     TRAINER,
@@ -121,7 +122,11 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         dynamic: a ``DynamicConfig`` (or None).
         order_policy: ``"refuse"`` or ``"warn"``: what an out-of-order dataset, setting, resume or step does
             (``"warn"`` trains on, and records, counts and warns every step out of order).
-        steps_file: where the record of every step goes (``curriculum_steps.jsonl``), or None.
+        steps_file: where the record of every step goes (``curriculum_steps.jsonl``), or None; beside it,
+            ``step_metrics.jsonl``: each step's informative fraction, reward, reward_std and grad_norm.
+        profile: a level profile folder (``curriculum profile --out``) to check each step's informative fraction
+            against (None: the one the shards' manifest records, with ``shards``); its summary,
+            ``informative.json``, is written into ``output_dir`` at the end.
 
     Raises:
         CurriculumOrderError: rows or settings out of curriculum order (``order_policy="refuse"``); from
@@ -149,11 +154,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     current_inputs: list | None = None  # the rows of the batch being generated (the search rollout reads them)
     scored: tuple | None = None  # (rewards per function, rows, completions) of the last batch scored
     card: Any = None  # the run's model card: a callable, the optimiser step -> README.md's text
+    informative: Any = None  # an InformativeCheck: each group's informative or not, for the steps' check
+    scoring_rows: list | None = None  # the rows (every process's) of the batch being scored
     completion_prompts: bool = False  # a base model: prompts rendered as completion text (prompts.completion_prompt)
 
     def __init__(self, *args: Any, shards: str | Path | None = None, adaptive: Any = None, dynamic: Any = None,
                  order_policy: str = "refuse", steps_file: str | Path | None = None,
-                 recorder: StepRecorder | None = None, **kwargs: Any) -> None:
+                 recorder: StepRecorder | None = None, profile: str | Path | None = None, **kwargs: Any) -> None:
         score_completions_only_on_cpu()
         super().__init__(*args, **kwargs)
         if self.shuffle_dataset:
@@ -167,11 +174,12 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if recorder is not None:  # `curriculum train` wires the rest itself (train._trl.train)
             self.recorder = recorder
         else:
-            self._wire(shards, adaptive, dynamic, order_policy, steps_file)
+            self._wire(shards, adaptive, dynamic, order_policy, steps_file, profile)
         if self.recorder is not None:
             self.recorder.sink = self._log_train  # each step's curriculum/* metrics, from the rows its loss saw
 
-    def _wire(self, shards: Any, adaptive: Any, dynamic: Any, order_policy: str, steps_file: Any) -> None:
+    def _wire(self, shards: Any, adaptive: Any, dynamic: Any, order_policy: str, steps_file: Any,
+              profile: Any = None) -> None:
         """The order checks, the tail, the recorder, the hooks and the callbacks of a trainer made in a user's
         script (:class:`CurriculumGRPOTrainer`)."""
         ds = self.train_dataset
@@ -226,6 +234,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):
                                      words=TRAINER)
         self.curriculum_callback = CurriculumCallback(self.recorder, plan.to_dict(), hooks=hooks)
         self.add_callback(self.curriculum_callback)
+        prof, source = resolve_profile(str(profile) if profile else None, shards or ".",
+                                       read_manifest(shards) if shards is not None and profile is None else {})
+        if prof is not None or steps_file is not None:  # what each step felt, beside the ledger
+            metrics = Path(steps_file).parent / STEP_METRICS_FILE if steps_file is not None and main else None
+            self.informative = InformativeCheck(prof, self.num_generations, path=metrics, source=source)
+            self.recorder.check = self.informative
+            self.add_callback(informative_callback(self.informative))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """TRL's ``train``; a resume is first checked against the checkpoint (before anything is generated): it
@@ -233,6 +248,10 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         ``order_policy="refuse"`` with the numbers (the checkpoint's ``rows_done``, the new batch, the rows it
         would skip or repeat) and the setting to change."""
         callback = self.curriculum_callback
+        check = self.informative
+        if (check is not None and check.path is not None and resume_from_checkpoint in (None, False)
+                and callback is not None and check.path.exists()):
+            check.path.unlink()  # a fresh run: an earlier run's lines go (a resumed one reads them back)
         if callback is not None and resume_from_checkpoint not in (None, False):
             path = resume_from_checkpoint
             if path is True:
@@ -243,7 +262,10 @@ class CurriculumGRPOTrainer(GRPOTrainer):
                 check_resume(path, self.args, callback.plan, policy=self.order_policy, order=self.recorder.order,
                              vocab=TRAINER)
                 callback.resume = str(path)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        output = super().train(resume_from_checkpoint, *args, **kwargs)
+        if self.informative is not None and self.is_world_process_zero():
+            self.informative.finish(self.args.output_dir)
+        return output
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
         # TRL writes its generic card into output_dir at every checkpoint ("a fine-tuned version of [None]" for a local
@@ -272,6 +294,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
         if self.completion_prompts:  # a base model's response begins with the prompt's response prefix
             completions = [x.get(RESPONSE_PREFIX, "") + c for x, c in zip(inputs, completions, strict=True)]
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training and self.informative is not None and self.scoring_rows is not None:
+            self.informative.scored(self.scoring_rows, total_rewards(rewards_per_func, self.reward_weights).tolist())
         if self.model.training:
             if self.adaptive is not None:
                 metrics = feed_back(self, self.adaptive, rewards_per_func, inputs, prompts, completions)
@@ -299,6 +323,7 @@ class CurriculumGRPOTrainer(GRPOTrainer):
 
                 rows = gather_object(rows)
             first = self.recorder.generated(rows) + self.accelerator.process_index * len(inputs)
+            self.scoring_rows = rows
         output = super()._generate_and_score_completions(inputs)
         if first is not None:  # each completion's serial: TRL shuffles and slices it with the completions
             device = output["advantages"].device
@@ -335,6 +360,18 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def _log_train(self, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
+
+
+def total_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Each completion's weighted total reward as TRL's advantages use it: the weighted sum over the reward
+    functions, NaN where every function left the completion unscored.
+
+    >>> total_rewards(torch.tensor([[1.0, 2.0], [float("nan"), float("nan")]]), torch.tensor([1.0, 0.5])).tolist()
+    [2.0, nan]
+    """
+    total = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    return total
 
 
 def score_completions_only_on_cpu() -> bool:

@@ -29,6 +29,8 @@ from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
 from ._batching import BatchPlan, apply_batch, plan_batches
 from ._config import TrainConfig
+from ._informative import PLOT_FILE as INFORMATIVE_PLOT
+from ._informative import STEP_METRICS_FILE, InformativeCheck, informative_callback, resolve_profile
 from ._ledger import (
     CHECKPOINT_PLAN,
     STEPS_FILE,
@@ -39,6 +41,7 @@ from ._ledger import (
     nothing_to_learn_callback,
 )
 from ._lengths import check_trl_lengths
+from ._memory import check_memory
 from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
@@ -96,6 +99,9 @@ class TrainResult:
     """``curriculum_dynamic.jsonl`` of a run with dynamic sampling (rows generated, trained, dropped per batch)."""
     finished: bool = False
     """The run had already reached its steps: nothing was trained (see :func:`finished_message`)."""
+    informative: dict[str, Any] | None = None
+    """With a level profile: the prediction checked (``informative.json``: predicted against measured informative
+    fraction per level and per quarter of the run, with 95% intervals)."""
 
 
 def resolve_num_processes(cfg: TrainConfig) -> int:
@@ -347,6 +353,10 @@ class PreparedRun:
     :func:`rag_curriculum.prompts.completion_prompt`)."""
     finished: int | None = None
     """The step of the checkpoint a finished run stopped at (it reached the run's steps): nothing is left to train."""
+    profile: Any = None
+    """The level profile each step's informative fraction is checked against (``data.profile``, else the build's),
+    or None."""
+    profile_source: str | None = None
 
 
 def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
@@ -439,6 +449,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         if not dry_run:
             raise
         lengths_error = e
+    if not dry_run:  # an estimate on the GPU it runs on: a warning, with what fits, when it does not
+        check_memory(cfg, args, num_processes, lengths.max_tokens if lengths is not None else None)
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
@@ -449,6 +461,10 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         run_plan["prompt_style"] = completion_style()
     if pass_rates is not None:
         run_plan["pass_rates"] = pass_rates
+    profile, profile_source = resolve_profile(cfg.data.profile, cfg.data.shards, manifest)
+    if profile is not None:
+        run_plan["informative_profile"] = profile_source
+        _announce_profile(profile, profile_source, cfg, model.path)
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
         retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout,
@@ -489,7 +505,18 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
                        run_plan=run_plan, resume=resume, num_processes=num_processes, lengths=lengths,
                        lengths_error=lengths_error, retriever=retriever, hook=hook, dynamic=dynamic,
                        search_curriculum=search_curriculum, model_path=model.path, prompt_style=prompt_style,
-                       finished=finished)
+                       finished=finished, profile=profile, profile_source=profile_source)
+
+
+def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str) -> None:
+    """Say which profile the run is checked against, and where it was made with another model than this run's."""
+    log.info("each step's informative fraction is checked against the level profile %s", source)
+    made = str(profile.model or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
+    ours = {str(p or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
+            for p in (cfg.model.name_or_path, model_path)}
+    if made and made not in ours:
+        log.warning("the level profile %s measured model %s, not this run's %s: its prediction is another model's",
+                    source, profile.model, cfg.model.name_or_path)
 
 
 def model_prompt_style(cfg: TrainConfig, path: str, *, dry_run: bool = False) -> str:
@@ -635,6 +662,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                        overrides=redact_overrides(overrides))
         if steps_file is not None and resume is None and steps_file.exists():
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
+        if resume is None and (out / STEP_METRICS_FILE).exists():
+            (out / STEP_METRICS_FILE).unlink()
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
     reward_funcs = with_model_tokenizer(reward_funcs, cfg.model.name_or_path)  # search-r1 decodes as the trainer
@@ -645,6 +674,9 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     recorder = StepRecorder(_trained_order(cfg, indices) if dynamic is None else None, usable=usable,
                             policy=cfg.data.order_policy, path=steps_file if args.process_index == 0 else None,
                             layout=StepLayout.from_plan(plan.to_dict()), words=RECIPE)
+    check = InformativeCheck(run.profile, args.num_generations, source=run.profile_source,
+                             path=out / STEP_METRICS_FILE if args.process_index == 0 else None)
+    recorder.check = check
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
         extra["environment_factory"] = environment_from_config(cfg.agent, seed=args.seed, retriever=retriever)
@@ -669,6 +701,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         trainer.add_callback(compact_progress_callback())
     trainer.add_callback(nothing_to_learn_callback())  # a step with nothing to learn says so, once
     trainer.add_callback(non_finite_callback())  # a NaN step stops the run before its weights are saved
+    trainer.informative = check  # each group scored: informative or not, for the step's check
+    trainer.add_callback(informative_callback(check))
     if hook is not None:
         trainer.adaptive = hook
         if search_curriculum:
@@ -691,6 +725,11 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
     if dynamic is not None and dynamic.rows_file is not None and cfg.dynamic.plot and dynamic.rows_file.exists():
         dyn.plot_dynamic(dyn.read_records(dynamic.rows_file), out / dyn.PLOT_FILE,
                          title=f"dynamic sampling on {cfg.dynamic.metric} (spread > {cfg.dynamic.max_spread:g})")
+    informative = check.finish(out) if args.process_index == 0 else None
+    if informative is not None:
+        log.info("the informative fraction: %.3f measured, %.3f predicted over %d groups (%s, %s)",
+                 informative["whole"]["measured"], informative["whole"]["predicted"], informative["whole"]["groups"],
+                 out / "informative.json", out / INFORMATIVE_PLOT)
     if cfg.run.save_final:
         trainer.save_model(str(out))
     trainer.create_model_card()  # the card of the run as it ended (its steps)
@@ -700,5 +739,5 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         output_dir=out, global_step=trainer.state.global_step, training_loss=float(output.training_loss),
         plan=plan, steps_file=steps_file, checkpoints=_checkpoints(out), log_history=list(trainer.state.log_history),
         levels_file=hook.levels_file if hook is not None else None,
-        dynamic_file=dynamic.rows_file if dynamic is not None else None,
+        dynamic_file=dynamic.rows_file if dynamic is not None else None, informative=informative,
     )

@@ -1,0 +1,98 @@
+"""The informative-fraction check's arithmetic, without a model: a group is informative exactly when TRL's own zero-std
+test says it is not; the per-level and per-quarter comparison against planted predictions (the prediction's
+binomial interval, the drift where the measured fraction leaves it); where the profile comes from."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+
+import pytest
+
+from rag_curriculum.errors import ProfileError
+from rag_curriculum.train._informative import (
+    InformativeCheck,
+    compare,
+    informative,
+    prediction_interval,
+    resolve_profile,
+    wilson,
+)
+
+
+@pytest.mark.slow  # imports TRL (seconds)
+def test_a_group_is_informative_exactly_when_trls_zero_std_test_says_not():
+    torch = pytest.importorskip("torch")
+    nanstd = pytest.importorskip("trl.trainer.utils").nanstd
+    rng = random.Random(0)
+    for _ in range(300):
+        g = rng.choice([2, 4, 7])
+        values = [rng.choice([-1.0, 0.0, 1.0, 2.5, 1.0 + 1e-12]) for _ in range(g)]
+        is_zero = torch.isclose(nanstd(torch.tensor([values], dtype=torch.float32), dim=1), torch.zeros(1)).item()
+        assert informative(values) == (not is_zero), values
+
+
+class Planted:
+    """A profile answering a planted probability per (row id, level), as LevelProfile.row_informative does."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def row_informative(self, row_id, level, group_size, max_spread=0.0):
+        return self.p[level]
+
+
+def _run(check, steps, level_of_step, informative_of):
+    rng = random.Random(1)
+    for step in range(1, steps + 1):
+        rows = []
+        for k in range(4):
+            idx = step * 10 + k
+            row = {"curriculum_index": idx, "id": f"q{idx}", "level": level_of_step(step)}
+            rows.append(row)
+            inf = rng.random() < informative_of(step)
+            check.scored([row] * 2, [1.0, 0.0] if inf else [1.0, 1.0])
+        check.step(step, rows)
+
+
+def test_the_summary_compares_per_level_and_finds_where_the_prediction_drifted():
+    check = InformativeCheck(Planted({1: 0.8, 3: 0.2}), 2, source="planted")
+    # levels 1 then 3; measured as predicted for the first 30 steps, then level 3 turns informative (the model
+    # learned: its rewards spread where the profile said they would not)
+    _run(check, 40, lambda s: 1 if s <= 20 else 3, lambda s: 0.8 if s <= 20 else 0.2 if s <= 30 else 1.0)
+    s = check.summary()
+    assert s["steps"] == 40 and s["whole"]["groups"] == 160
+    assert s["per_level"]["1"]["predicted"] == pytest.approx(0.8) and s["per_level"]["1"]["groups"] == 80
+    assert s["per_level"]["1"]["predicted_interval"] == prediction_interval([0.8] * 80)
+    assert s["per_level"]["1"]["inside"]
+    assert [w["steps"] for w in s["windows"]] == [[1, 10], [11, 20], [21, 30], [31, 40]]
+    assert [w["inside"] for w in s["windows"]][:3] == [True, True, True] and not s["windows"][3]["inside"]
+    assert s["drift"]["first_outside"] == [31, 40]
+    assert s["windows"][3]["measured"] == 1.0 and s["windows"][3]["error"] == pytest.approx(0.8)
+    lo, hi = s["windows"][3]["error_interval"]
+    assert lo <= 0.8 <= hi
+
+
+def test_the_prediction_interval_is_the_poisson_binomial_normal_one():
+    p = [0.1, 0.5, 0.9, 0.3]
+    mean, sd = sum(p) / 4, math.sqrt(sum(x * (1 - x) for x in p)) / 4
+    lo, hi = prediction_interval(p)
+    assert lo == pytest.approx(max(0, mean - 1.959964 * sd), abs=1e-6) and hi == pytest.approx(mean + 1.959964 * sd,
+                                                                                               abs=1e-6)
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    c = compare([(0.5, True), (0.5, False)])
+    assert c["measured"] == 0.5 and c["error"] == 0.0 and c["inside"]
+
+
+def test_the_profile_is_the_one_given_else_the_builds_and_a_missing_recorded_one_is_said(tmp_path, caplog):
+    assert resolve_profile(None, tmp_path, {}) == (None, None)
+    with caplog.at_level(logging.WARNING):
+        assert resolve_profile(None, tmp_path / "shards", {"profile": {"path": "../gone"}}) == (None, None)
+    assert "../gone" in caplog.text and "data.profile=DIR" in caplog.text
+    with pytest.raises(ProfileError, match="no profile.json"):
+        resolve_profile(str(tmp_path), tmp_path, {"profile": {"path": "../gone"}})
+    (tmp_path / "profile.json").write_text(json.dumps({"kind": "other"}))
+    with pytest.raises(ProfileError):
+        resolve_profile(str(tmp_path), tmp_path, {})
