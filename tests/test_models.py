@@ -304,8 +304,9 @@ def test_a_conversion_is_published_through_the_commit_protocol(tmp_path, monkeyp
     import subprocess
     import sys
 
-    from rag_curriculum import models
     from rag_plumbing._commit import owner_tag
+
+    from rag_curriculum import models
 
     monkeypatch.setattr(models, "_convert", _fake_conversion)
     source = _tiny_gguf(tmp_path / "m.gguf", "llama")

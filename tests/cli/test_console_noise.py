@@ -106,15 +106,16 @@ def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
     assert "capped levels:" not in r.output  # the summary does not say it again (curriculum inspect does)
 
 
-def test_trainings_progress_bar_is_off_in_a_log(monkeypatch):
-    """Piped to a log, a training run's steps are the toolkit's lines, not transformers' redrawn bar too."""
+
+def test_piped_the_libraries_bars_are_turned_off(monkeypatch):
     import io
+    import os
 
-    from rag_curriculum.train import compose_train_config
-    from rag_curriculum.train._trl import grpo_kwargs
+    from rag_curriculum._cli import common
 
-    cfg = compose_train_config("cpu-tiny")
+    for name in common.PIPED_QUIET_BARS:
+        monkeypatch.setenv(name, "x")  # recorded, so the test's own changes are undone
+        monkeypatch.delenv(name)
     monkeypatch.setattr("sys.stderr", io.StringIO())
-    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is True
-    cfg = compose_train_config("cpu-tiny", ["+grpo.disable_tqdm=false"])  # asked for: kept
-    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is False
+    common.configure_logging()
+    assert all(os.environ[name] == "1" for name in common.PIPED_QUIET_BARS)

@@ -8,6 +8,7 @@ import errno as _errno
 import inspect
 import json
 import logging
+import os
 import re
 import sys
 import types as _types
@@ -140,6 +141,11 @@ class _OwnLine(logging.Formatter):
         return text
 
 
+#: The variables that turn the libraries' progress bars off (huggingface_hub's, which transformers follows, and
+#: datasets'), set when stderr is a file or a pipe (a variable already set is left as it is).
+PIPED_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
     toolkit's own debug messages too, not every library's). Every line passes the masking rule of
@@ -147,6 +153,11 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
+    if not _isatty(sys.stderr):
+        # a file or a pipe: the libraries' bars (Hub downloads, transformers' loading and saving, datasets' splits)
+        # are redrawn lines there; the toolkit's own progress lines say it once
+        for variable in PIPED_QUIET_BARS:
+            os.environ.setdefault(variable, "1")
     if not _isatty(sys.stderr) and not isinstance(sys.stderr, _LineEnds):
         sys.stderr = _LineEnds(sys.stderr)  # a file or a pipe: a log line after a progress bar's \r starts anew
     before = list(logging.getLogger().handlers)

@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,11 +113,9 @@ def resolve_num_processes(cfg: TrainConfig) -> int:
 
 def grpo_kwargs(cfg: TrainConfig, *, num_processes: int) -> dict[str, Any]:
     """The ``GRPOConfig`` keyword arguments of a run: the recipe's ``grpo`` section plus what the toolkit sets
-    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading; transformers'
-    progress bar only on a terminal: to a log, the toolkit's line a step says it once)."""
+    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading)."""
     kw = dict(cfg.grpo)
     kw.setdefault("shuffle_dataset", False)
-    kw.setdefault("disable_tqdm", not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()))
     if kw.setdefault("remove_unused_columns", False):
         raise ConfigError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
                          "rewards read; leave it false")
