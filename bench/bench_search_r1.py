@@ -307,7 +307,6 @@ def compare(args: argparse.Namespace, kind: str, work: Path, questions: list[str
 
 def split(index: Path, url: str, questions: list[str], batch: int, kind: str) -> None:
     """One request's time in process, part by part, against its time over HTTP at one client."""
-    import numpy as np
     import orjson
     from rag_retriever import CorpusIndex
 
@@ -316,22 +315,9 @@ def split(index: Path, url: str, questions: list[str], batch: int, kind: str) ->
     for n in (1, batch):
         groups = [questions[i:i + n] for i in range(0, min(len(questions), 200 * n), n)][:200 if n == 1 else 20]
         bodies = [orjson.dumps({"queries": g, "topk": 3, "return_scores": True}) for g in groups]
-        t = {"parse": 0.0, "search": 0.0, "fetch": 0.0, "respond": 0.0}
-        for body in bodies:
-            t0 = time.perf_counter()
-            qs = orjson.loads(body)["queries"]
-            t1 = time.perf_counter()
-            ids, scores = ix.retrieve_many(qs, 3)
-            t2 = time.perf_counter()
-            flat = np.unique(ids[ids >= 0]).astype(np.int64)
-            docs = {pid: {"id": d, "contents": c} for pid, (d, c, _, _) in zip(flat.tolist(), ix.documents(flat),
-                                                                              strict=True)}
-            t3 = time.perf_counter()
-            orjson.dumps({"result": [[{"document": docs[i], "score": s} for i, s in zip(r, q, strict=True) if i >= 0]
-                                     for r, q in zip(ids.tolist(), scores.tolist(), strict=True)]})
-            t4 = time.perf_counter()
-            for k, v in zip(t, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
-                t[k] += v
+        for _ in range(2):  # (the first pass untimed: pages cached)
+            t = {"parse": 0.0, "search": 0.0, "fetch": 0.0, "respond": 0.0}
+            _parts(ix, bodies, t)
         http = load(url, bodies, 1, 3.0)
         each = {k: v / len(bodies) * 1e3 for k, v in t.items()}
         inside = sum(each.values())
@@ -339,6 +325,28 @@ def split(index: Path, url: str, questions: list[str], batch: int, kind: str) ->
               f"client); in process: parse {each['parse']:.3f}, search {each['search']:.3f}, passage fetch "
               f"{each['fetch']:.3f}, response JSON {each['respond']:.3f} ms; the rest (HTTP, validation, the "
               f"event loop and threads) {max(0.0, http['p50'] * 1e3 - inside):.2f} ms", flush=True)
+
+
+def _parts(ix, bodies: list[bytes], t: dict[str, float]) -> None:
+    """Each request's parts, timed into ``t``: its JSON parsed, searched, its passages read, its response written."""
+    import numpy as np
+    import orjson
+
+    for body in bodies:
+        t0 = time.perf_counter()
+        qs = orjson.loads(body)["queries"]
+        t1 = time.perf_counter()
+        ids, scores = ix.retrieve_many(qs, 3)
+        t2 = time.perf_counter()
+        flat = np.unique(ids[ids >= 0]).astype(np.int64)
+        docs = {pid: {"id": d, "contents": c} for pid, (d, c, _, _) in zip(flat.tolist(), ix.documents(flat),
+                                                                          strict=True)}
+        t3 = time.perf_counter()
+        orjson.dumps({"result": [[{"document": docs[i], "score": s} for i, s in zip(r, q, strict=True) if i >= 0]
+                                 for r, q in zip(ids.tolist(), scores.tolist(), strict=True)]})
+        t4 = time.perf_counter()
+        for k, v in zip(t, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            t[k] += v
 
 
 def main() -> None:

@@ -198,8 +198,8 @@ def test_concurrent_clients_each_get_their_own_rankings(server, ix, questions):
 
 @pytest.mark.slow
 def test_several_worker_processes_serve_the_same_ranking(index_dir, ix, questions, tmp_path):
-    """``--workers 2``: uvicorn's worker processes build the app from the environment the command sets
-    (``app_from_env``); every worker answers the in-process ranking, and stopping the group leaves none behind."""
+    """``--workers 2``: worker processes forked from the loaded index; every worker answers the in-process ranking,
+    and stopping the group leaves none behind."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index_dir), "--port", str(port),

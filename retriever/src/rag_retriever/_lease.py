@@ -77,6 +77,8 @@ class ReadGuard:
                 name = self._retry()
             if name is not None:
                 return f"{name} (open for writing by another process, so it cannot be leased)"
+        if self._held and len(self._held) == len(self.ix._fds):
+            return None  # every file leased: no write can begin before this process lets go (_broken)
         return self.ix.changed()
 
     def check(self) -> None:

@@ -75,7 +75,7 @@ DEFAULT_MAX_RESULTS = ServeConfig.max_results
 DEFAULT_MAX_BODY_BYTES = ServeConfig.max_body_bytes
 #: The longest query, in characters (BM25's cost grows with the query's distinct words).
 DEFAULT_MAX_QUERY_CHARS = ServeConfig.max_query_chars
-#: What ``app_from_env`` reads (``curriculum serve --workers N`` sets them for its worker processes).
+#: What ``app_from_env`` reads (for uvicorn's own worker processes, each opening the index).
 ENV_INDEX = "RAG_CURRICULUM_SERVE_INDEX"
 ENV_OPTIONS = "RAG_CURRICULUM_SERVE_OPTIONS"
 
@@ -138,16 +138,20 @@ class _Batcher:
         self.ix = guard.ix
         self.guard = guard
         self.max_batch = max_batch
-        self.pending: deque[tuple[list[str], int, Any]] = deque()
+        self.pending: deque[tuple[list[str], int, bool | None, Any]] = deque()
         self.running = False
         self._task: Any = None  # the draining task, referenced so that it is not collected while it runs
 
-    async def rank(self, queries: list[str], topk: int):
+    async def rank(self, queries: list[str], topk: int, with_scores: bool | None = None):
+        """The (ids, scores) rows of ``queries``; or, given ``with_scores`` and alone in its batch, the response
+        body itself, written in the same thread (:func:`_respond`): a request that finds the server idle pays one
+        thread's hand-over, not two; in a batch of several, each request writes its own (those run in parallel
+        with the next batch's search)."""
         import asyncio
 
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self.pending.append((queries, topk, fut))
+        self.pending.append((queries, topk, with_scores, fut))
         if not self.running:
             self.running = True
             self._task = loop.create_task(self._drain())
@@ -164,21 +168,23 @@ class _Batcher:
                     take.append(item)
                     size += len(item[0])
                 try:
-                    results = await run_in_threadpool(self._run, [(q, k) for q, k, _ in take])
+                    results = await run_in_threadpool(self._run, [(q, k) for q, k, _, _ in take],
+                                                      take[0][2] if len(take) == 1 else None)
                 except Exception as e:  # noqa: BLE001  (each waiting request gets the error)
-                    for _, _, fut in take:
+                    for *_, fut in take:
                         if not fut.done():
                             fut.set_exception(e)
                     continue
-                for (_, _, fut), res in zip(take, results, strict=True):
+                for (*_, fut), res in zip(take, results, strict=True):
                     if not fut.done():
                         fut.set_result(res)
         finally:
             self.running = False
 
-    def _run(self, batch: list[tuple[list[str], int]]) -> list[tuple[Any, Any]]:
+    def _run(self, batch: list[tuple[list[str], int]], with_scores: bool | None = None) -> list[Any]:
         """One ``retrieve_many`` per distinct topk over the batch's queries, split back per request (none when a
-        file of the index was rewritten since it was opened: :class:`Changed`)."""
+        file of the index was rewritten since it was opened: :class:`Changed`); a batch of one request given
+        ``with_scores``: its response body."""
         import numpy as np
 
         out: list[Any] = [None] * len(batch)
@@ -192,6 +198,8 @@ class _Batcher:
                 n = len(batch[i][0])
                 out[i] = (ids[at:at + n], scores[at:at + n])
                 at += n
+        if with_scores is not None:
+            return [_respond(self.guard, *out[0], with_scores, self.ix.fingerprint)]
         return out
 
 
@@ -417,9 +425,10 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
                                            "--max-results): split the queries into several requests"},
                                 status_code=422)
         try:
-            ids, scores = await state.batcher.rank(queries, topk)
-            payload = await run_in_threadpool(_respond, state.guard, ids, scores, req.return_scores,
-                                              state.ix.fingerprint)
+            payload = await state.batcher.rank(queries, topk, req.return_scores)
+            if not isinstance(payload, bytes):  # (ranked in a batch of several: the response written here)
+                payload = await run_in_threadpool(_respond, state.guard, *payload, req.return_scores,
+                                                  state.ix.fingerprint)
         except Changed as e:  # a file rewritten under the server: refused, never read
             log.error("%s", e)
             return JSONResponse({"detail": str(e)}, status_code=503)
@@ -511,9 +520,10 @@ def run_server(ix: CorpusIndex, uvicorn_options: dict[str, Any], *, workers: int
 
 
 def app_from_env() -> Any:
-    """The app of ``curriculum serve --workers N``: uvicorn's worker processes import this factory
-    (``uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=N)``) and it reads the
-    index directory and the limits from the environment the command set."""
+    """An app for uvicorn's own worker processes, each of which imports this factory and opens the index again
+    (``uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=N)``), reading the index directory
+    and the limits from the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`). ``curriculum serve --workers N``
+    forks its workers after loading the index instead (:func:`run_server`: one copy of it)."""
     index = os.environ.get(ENV_INDEX)
     if not index:
         raise RuntimeError(f"{ENV_INDEX} is not set: start the server with curriculum serve --index DIR")

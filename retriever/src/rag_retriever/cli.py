@@ -203,12 +203,15 @@ def serve_command(**options: Any) -> None:
         cfg = bind(ServeConfig, _given(options), error=UsageError)
         if cfg.engine != "ray":
             _check_port(cfg.host, cfg.port)
-        import uvicorn
+        import uvicorn  # noqa: F401  (missing: said before the index is read)
 
         leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)
         memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=leases)
         scope.enter_context(serving.reading_into_memory(memory))
-        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
+        workers = serving.workers_for(cfg.workers) if leases else 1
+        if workers > 1:  # loaded once here, then forked: no thread pool started before the fork
+            serving.single_threaded()
+        ix = CorpusIndex(cfg.index, threads=1 if workers > 1 else cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         click.echo(ix.check_line())
         leased = leases and not memory and serving.can_lease(cfg.index)
@@ -228,13 +231,10 @@ def serve_command(**options: Any) -> None:
               "timeout_graceful_shutdown": 5, "http": serving.GuardedH11Protocol, "timeout_keep_alive": 5,
               "log_config": serving.log_config()}
         click.echo(f"serving {len(ix):,} passages of {ix.path} at http://{cfg.host}:{cfg.port}/retrieve")
-        if cfg.workers == 1:
-            uvicorn.run(serving.make_app(ix, **cfg.limits()), **kw)
-        else:  # uvicorn's worker processes import the app: the index and limits go through the environment
-            os.environ[serving.ENV_INDEX] = os.path.abspath(cfg.index)
-            os.environ[serving.ENV_OPTIONS] = json.dumps(options)
-            del ix
-            uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=cfg.workers, **kw)
+        code = serving.run_server(ix, kw, workers=workers, threads=cfg.threads, **cfg.limits(),
+                                  whole_if_unleased=cfg.in_memory is None and serving.small_enough(size))
+        if code:
+            sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 app in a server of their own.
 
 * :func:`make_app`: the FastAPI app of Search-R1's retriever protocol (``POST /retrieve``, ``GET /health``,
-  ``GET /manifest``) over an index named by the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`), so that
-  uvicorn's workers each open it;
+  ``GET /manifest``) over an index (for uvicorn's own workers, each opening it: ``app_from_env``, named by the
+  environment, :data:`ENV_INDEX` and :data:`ENV_OPTIONS`);
 * :func:`run_server`: the app over a loaded index, in this process or in ``--workers`` processes forked after the
   index was loaded (one copy of it shared: :func:`workers_for`, :func:`single_threaded`);
 * :func:`run_ray_serve`: the same app as a Ray Serve deployment of replicas;
-* :func:`choose_into_memory`, :func:`small_enough`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads
-  the index whole into memory (``--in-memory``) or maps it, its files held with a read lease where
+* :func:`choose_into_memory`, :func:`small_enough`, :func:`read_into_memory` and :func:`reading_into_memory`:
+  whether the process reads the index whole into memory (``--in-memory``) or maps it, its files held with a read lease where
   :func:`can_lease` (so files copied over a served index cannot crash it mid-query);
 * the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
   request's headers and body, a cap on open connections, secrets masked in the access log. It imports uvicorn, so
