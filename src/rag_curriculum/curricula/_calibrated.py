@@ -35,7 +35,7 @@ from ..difficulty.profile import DEFAULT_TARGET, LevelProfile, read_profile
 from ..errors import ProfileError
 from ..records import Example
 from ..shards import portable_path
-from ._config import BuildConfig
+from ._config import BuildConfig, source_K
 
 log = logging.getLogger("rag_curriculum.build")
 
@@ -153,8 +153,6 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
     schedules[calibrated_label(calibrated_cfg)] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
     this = [(row_id(ex), lv) for ex, lv in paired]
     aim = round((cfg.band[0] + cfg.band[1]) / 2, 6) if cfg.band is not None else target  # a band: aim at its middle
-    from ._plan import source_K
-
     K = min(cfg.K or source_K(cfg, s.dataset) for s in cfg.sources)  # a start above the build's K is no advice
     candidates = [lv for lv in prof.levels if lv <= K] or prof.levels[:1]
     if cfg.target_informative is not None:  # the level whose predicted informative fraction is nearest the target

@@ -430,3 +430,11 @@ def merge_build_flags(data: Mapping[str, Any] | None, flags: Mapping[str, Any], 
         what = (mapping.get("schedule") or "min-max") if setting == "curriculum" else setting
         mapping["out"] = f"outputs/{names}-{what}"
     return _with_sources(mapping)
+
+
+def source_K(cfg: BuildConfig, dataset: str) -> int:
+    """The top level of ``dataset`` in the build: its source's ``K``, else the dataset's default."""
+    for s in cfg.sources:
+        if s.dataset == dataset and s.K:
+            return s.K
+    return DEFAULT_K[dataset]

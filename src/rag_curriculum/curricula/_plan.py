@@ -21,7 +21,7 @@ from ..loaders import questions_only
 from ..records import Example
 from ..shards import read_table
 from ._calibrated import CALIBRATED, calibrated_order, load_profile, profile_facts, row_id
-from ._config import DEFAULT_K, BuildConfig
+from ._config import BuildConfig, source_K
 from ._leakage import LeakageIndex
 from ._schedules import resolve_schedule
 from ._sources import BuildSources, LoadedSource
@@ -167,14 +167,6 @@ def _monotone(paired: Sequence[tuple[Example, int]]) -> bool:
             return False
         last[ex.source] = level
     return True
-
-
-def source_K(cfg: BuildConfig, dataset: str) -> int:
-    """The top level of ``dataset`` in the build: its source's ``K``, else the dataset's default."""
-    for s in cfg.sources:
-        if s.dataset == dataset and s.K:
-            return s.K
-    return DEFAULT_K[dataset]
 
 
 def plan_rows(cfg: BuildConfig, sources: Sequence[LoadedSource], distractors: DistractorSource | None = None, *,

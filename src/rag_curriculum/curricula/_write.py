@@ -28,8 +28,8 @@ from ..shards import (
     row_schema,
     sha256_file,
 )
-from ._config import BuildConfig
-from ._plan import BuildPlan, plan_summary, source_K
+from ._config import BuildConfig, source_K
+from ._plan import BuildPlan, plan_summary
 from ._render import ADAPTIVE_COLUMNS, write_plan
 from ._sources import BuildSources, LoadedSource, _is_hub
 

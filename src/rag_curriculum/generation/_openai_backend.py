@@ -37,7 +37,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
+from urllib.parse import urlsplit
 
+from .._plumbing import mask_secrets
 from ..errors import ConfigError, GenerationError, PromptTooLongError
 from ._base import (
     Messages,
@@ -171,10 +173,6 @@ class _Workers:
 def _check_base_url(url: str) -> None:
     """Refuse a base URL no request can reach (a port that is not a number: a password holding ``#``, ``/`` or
     ``?`` ends the URL's authority there), naming it with its secrets masked: not a traceback from the client."""
-    from urllib.parse import urlsplit
-
-    from .._plumbing import mask_secrets
-
     try:
         parts = urlsplit(url)
         port = parts.port
