@@ -286,3 +286,42 @@ def test_a_cached_conversion_with_a_character_level_tokenizer_is_converted_again
     assert json.loads((good / SOURCE_RECORD).read_text()) == {
         "sha256": "e" * 64, "transformers": "5.24.0", "tokenizer_checked": True}
 
+
+
+def _fake_conversion(path, digest, out):
+    """What ``_convert`` writes, without transformers: two files, then the record listing them."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text('{"model_type": "llama"}')
+    (out / "model.safetensors").write_bytes(digest.encode() * 64)
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(out.iterdir())}
+    (out / SOURCE_RECORD).write_text(json.dumps({"sha256": digest, "files": files, "tokenizer_checked": True}))
+
+
+def test_a_conversion_is_published_through_the_commit_protocol(tmp_path, monkeypatch):
+    """The cache folder is written beside, named after its writer, and moved in whole (what a dead conversion left
+    is removed); converted again over a changed file, it replaces the conversion's files and keeps one a user
+    added."""
+    import subprocess
+    import sys
+
+    from rag_curriculum import models
+    from rag_plumbing._commit import owner_tag
+
+    monkeypatch.setattr(models, "_convert", _fake_conversion)
+    source = _tiny_gguf(tmp_path / "m.gguf", "llama")
+    cache = tmp_path / "cache"
+    digest = sha256_file(source)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    orphan = cache / "models" / f".gguf-{digest[:16]}.partial-{dead}-{owner_tag().split('-', 1)[1]}"
+    orphan.mkdir(parents=True)
+    folder, _ = convert_gguf(source, cache=cache)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["config.json", "model.safetensors", SOURCE_RECORD])
+    assert sorted(p.name for p in folder.parent.iterdir()) == [f".{folder.name}.lock", folder.name]  # no partial
+    (folder / "NOTES.md").write_text("mine")
+    (folder / "config.json").write_text('{"model_type": "changed"}')  # no longer the conversion's
+    models._CHECKED.clear()
+    again, _ = convert_gguf(source, cache=cache)
+    assert again == folder and (folder / "NOTES.md").read_text() == "mine"
+    assert json.loads((folder / "config.json").read_text()) == {"model_type": "llama"}
+    assert models.cached_folder_problem(folder, digest) is None

@@ -64,6 +64,11 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     assert len(logged) == 2, state["log_history"]
     assert any(h["frac_reward_zero_std"] < 1 for h in logged), f"no mixed group in either step: {logged}"
     assert all(h["grad_norm"] > 0 for h in logged if h["frac_reward_zero_std"] < 1), logged
+    # the warm start's next: line is the walkthrough's train command; its checkpoint keeps what eval reads
+    train = re.search(r"^curriculum train .*?(?<!\\)$", snippet("walkthrough").replace("\\\n    ", ""), re.M)
+    assert f"next: {train.group(0)}" in r.stdout, r.stdout[-3000:]
+    checkpoint = out / "train/cpu-gemma-hotpotqa/checkpoint-2"
+    assert (checkpoint / "model.safetensors").is_file() and not (checkpoint / "optimizer.pt").exists()
     plan = json.loads((out / "train/cpu-gemma-hotpotqa/train_plan.json").read_text())
     assert plan["prompt_style"]["style"] == "completion"
     warm = json.loads((out / "gemma-warm/warm_start.json").read_text())["settings"]

@@ -134,7 +134,7 @@ def test_a_missing_local_model_is_named_even_where_it_reads_as_a_hub_id(tmp_path
     (tmp_path / "outputs").mkdir()
     with pytest.raises(SettingError, match=r"'outputs/tiny-model': no such folder") as e:
         check_model_ref("outputs/tiny-model", backend="transformers")
-    assert "step 0" in e.value.hint
+    assert "curriculum warm-start" in e.value.hint
     check_model_ref("Qwen/Qwen2.5-0.5B-Instruct", backend="transformers")  # no ./Qwen here: a Hub id
 
 

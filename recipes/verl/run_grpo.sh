@@ -46,13 +46,10 @@ NAME=${NAME:-rag-rl-$(basename "$SHARDS")}
 OUT=${OUT:-outputs/verl/$NAME}
 PYTHON=${PYTHON:-python3}
 
-GPUS=$((NNODES * GPUS_PER_NODE))
-if (( PROMPTS_PER_STEP * ROLLOUTS % GPUS != 0 )); then
-  echo "error: ${PROMPTS_PER_STEP} prompts x ${ROLLOUTS} rollouts = $((PROMPTS_PER_STEP * ROLLOUTS)) sequences do not" \
-       "split over ${GPUS} GPUs (verl requires it). Use GPUS_PER_NODE=7 (the paper's batch) or PROMPTS_PER_STEP=40/48" \
-       "on 8-GPU nodes." >&2
-  exit 2
-fi
+# verl splits a step's PROMPTS_PER_STEP x ROLLOUTS sequences over every GPU: a layout that does not split is refused
+# here, with prompts per step, GPUs per node and node counts that do (each checked the same way).
+"$PYTHON" -m rag_curriculum.verl layout --prompts "$PROMPTS_PER_STEP" --rollouts "$ROLLOUTS" --nnodes "$NNODES" \
+  --gpus-per-node "$GPUS_PER_NODE" || exit $?
 
 TRAIN_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$SHARDS")
 VAL_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$VAL_SHARDS")

@@ -48,6 +48,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -130,10 +131,21 @@ def _shards_mismatch(manifest: Any) -> str | None:
     return (f"that {TOOLKIT} did not write (no toolkit.name {TOOLKIT!r}, kind, schema_version and shard list)")
 
 
+#: The names a shard directory's files take (its layout): its shards (``data/part-00000.parquet``, or at the top in
+#: the first layout), its card and plots at the top, and its manifest under each of its names. A record that lists
+#: another file does not make it the toolkit's (``--overwrite`` keeps it, and says so).
+SHARD_LAYOUT = re.compile(r"(?:data/)?part-\d{5,}\.parquet|[^/]+\.(?:md|png)|\.?manifest\.json(?:\.\w+)?")
+
+
+def shard_layout(name: str) -> bool:
+    """Whether ``name`` (a relative POSIX path) is one a shard directory's writer writes (:data:`SHARD_LAYOUT`)."""
+    return SHARD_LAYOUT.fullmatch(name) is not None
+
+
 def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
     """The files (relative POSIX paths) a toolkit output's manifest says the toolkit wrote: the manifest, the
     shards, and its ``files`` (card, plots); for a manifest from before ``files`` existed, the card and plots
-    by their fixed names."""
+    by their fixed names; only names of a shard directory's layout (:func:`shard_layout`), whatever it lists."""
     d = Path(directory)
     owned = {MANIFEST, REPLACING, *(name for name, _ in listed_shards(d, manifest))}
     files = manifest.get("files")
@@ -141,12 +153,13 @@ def toolkit_files(directory: str | Path, manifest: dict[str, Any]) -> set[str]:
         name = str(name)
         if name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             owned.add(Path(name).as_posix())
-    return owned
+    return {n for n in owned if shard_layout(n)}
 
 
 #: A shard directory (a build, a partition's bucket): ``manifest.json`` as :func:`rag_curriculum.shards.write_shards`
 #: writes it, owning its shards, card and plots.
-SHARDS = OutputKind("an output of this toolkit", _shards_mismatch, lambda d, m: toolkit_files(d, m))
+SHARDS = OutputKind("an output of this toolkit", _shards_mismatch, lambda d, m: toolkit_files(d, m),
+                    layout=shard_layout)
 
 
 def check_output(out_dir: str | Path, *, overwrite: bool, kind: OutputKind = SHARDS) -> Path:

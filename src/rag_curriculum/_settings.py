@@ -172,8 +172,8 @@ def check_model_ref(model: str | None, *, backend: str | None = None, label: str
     if looks_local or beside:
         e = SettingError(label, text, "a local directory or a Hub id", message=(
             f"{label} {text!r}: no such folder ({os.path.abspath(os.path.expanduser(text))})"))
-        e.hint = ("make it first (the README's walkthrough makes outputs/tiny-model in its step 0), or check the "
-                  "path: relative paths start from the current directory")
+        e.hint = ("make it first (the README's walkthrough makes outputs/gemma-warm with curriculum warm-start), or "
+                  "check the path: relative paths start from the current directory")
         raise e
     raise SettingError(label, text, "a local directory or a Hub id", message=(
         f"{label} {text!r}: not a local directory and not a valid Hub id (name or namespace/name); check the "

@@ -328,19 +328,25 @@ def short_rows_text(record: dict[str, Any] | None) -> str:
     >>> print(short_rows_text(rec))  # doctest: +NORMALIZE_WHITESPACE
     1 row falls short of the distractors its level asks for (its question has no more), which its level's mean
     hides: 5ade (hotpotqa, curriculum_index 170) at level 6 shows 0 of 6 distractors, what level 0 shows.
+    `--distractors bm25 --index DIR` would fill it from the corpus.
     """
     if not record or not record.get("rows"):
         return ""
     n = record["count"]
     named = "; ".join(f"{r['id']} ({r['dataset']}, curriculum_index {r['curriculum_index']}) at level {r['level']} "
                       f"shows {r['shown']} of {r['asked']} distractors, what level {r['shows']} shows"
-                      for r in record["rows"][:5])
-    more = f"; and {n - 5} more (manifest.json: short_rows)" if n > 5 else ""
+                      for r in record["rows"][:SHORT_ROWS_SAID])
+    more = f"; and {n - SHORT_ROWS_SAID} more (manifest.json: short_rows)" if n > SHORT_ROWS_SAID else ""
     head = (f"{n} row falls short of the distractors its level asks for (its question has no more), which its "
             "level's mean hides" if n == 1 else
             f"{n} rows fall short of the distractors their level asks for (their questions have no more), which "
             "their level's mean hides")
-    return f"{head}: {named}{more}."
+    fill = "`--distractors bm25 --index DIR` would fill " + ("it" if n == 1 else "them") + " from the corpus."
+    return f"{head}: {named}{more}. {fill}"
+
+
+#: The rows short of their level the build's warning and the card name (the manifest names more).
+SHORT_ROWS_SAID = 2
 
 
 def as_built_table(built: Mapping[Any, Mapping[str, Any]], levels: Mapping[str, int] | None = None) -> str:

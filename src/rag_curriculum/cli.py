@@ -3,6 +3,9 @@ vLLM, bm25s, fastapi ...) are imported inside the commands. Each command's optio
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 from typer.core import TyperGroup
 
@@ -36,9 +39,10 @@ except ModuleNotFoundError as _e:
 RENAMED_OPTIONS = {"--topk": "--top-k"}
 
 
-def renamed_options(args: list[str]) -> list[str]:
+def renamed_options(args: list[str], takes: Callable[[str], bool] | None = None) -> list[str]:
     """``args`` with each renamed option (:data:`RENAMED_OPTIONS`, also as ``--old=VALUE``) named by its new name, and
-    a warning on stderr for each.
+    a warning on stderr for each; ``takes(new)``: whether the command takes the new name (where it does not, the
+    option is left as written, so the command's refusal names what was typed).
 
     >>> renamed_options(["eval", "--topk", "2", "--topk=3", "--m", "1"])[1:4]
     ['--top-k', '2', '--top-k=3']
@@ -49,7 +53,7 @@ def renamed_options(args: list[str]) -> list[str]:
             out.extend(args[len(out):])
             break
         old, eq, value = a.partition("=")
-        if old in RENAMED_OPTIONS:
+        if old in RENAMED_OPTIONS and (takes is None or takes(RENAMED_OPTIONS[old])):
             new = RENAMED_OPTIONS[old]
             typer.echo(f"warning: {old} is now called {new}; the old name is read until the next release", err=True)
             a = new + eq + value
@@ -61,7 +65,19 @@ class _Curriculum(TyperGroup):
     """The root command: reads renamed options (:func:`renamed_options`) before any command parses them."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        return super().parse_args(ctx, renamed_options(list(args)))
+        return super().parse_args(ctx, renamed_options(list(args), lambda new: _takes(self, ctx, list(args), new)))
+
+
+def _takes(group: Any, ctx: Any, args: list[str], option: str) -> bool:
+    """Whether the command ``args`` name (through its groups: ``verl steps``) has the option ``option``."""
+    cmd = group
+    for a in args:
+        if not hasattr(cmd, "get_command"):  # (a command, not a group: typer's click is its own copy)
+            break
+        if not a.startswith("-"):
+            cmd = cmd.get_command(ctx, a)
+    return cmd is not None and not hasattr(cmd, "get_command") and any(
+        option in p.opts or option in p.secondary_opts for p in cmd.params)
 
 
 app = typer.Typer(

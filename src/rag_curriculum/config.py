@@ -199,6 +199,8 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
     from omegaconf import OmegaConf
 
     path = recipe_path(kind, recipe)
+    if isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        _refuse_both_names(path, overrides, schema)
     hydra_overrides = _hydra_overrides(kind, overrides, schema)
     shipped = recipes_root() / kind
     if path.parent != shipped:  # a recipe of one's own may build on the shipped base
@@ -258,6 +260,50 @@ def read_renamed(cls: type, data: Mapping[str, Any], where: str, *, deep: bool =
             if dataclasses.is_dataclass(tp) and isinstance(tp, type) and isinstance(out.get(f.name), Mapping):
                 out[f.name] = read_renamed(tp, out[f.name], f.name, deep=True)
     return out
+
+
+def _both_names(data: Any, cls: Any, at: str = "") -> tuple[str, str] | None:
+    """The first (old, new) pair of ``cls``'s renamed fields that the mapping ``data`` gives both of (nested config
+    dataclasses too), dotted from the top."""
+    if not (isinstance(data, Mapping) and dataclasses.is_dataclass(cls) and isinstance(cls, type)):
+        return None
+    for old, new in renamed_fields(cls).items():
+        if old in data and new in data:
+            return at + old, at + new
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        got = _both_names(data.get(f.name), _strip_optional(hints.get(f.name, Any))[0], f"{at}{f.name}.")
+        if got:
+            return got
+    return None
+
+
+def _refuse_both_names(path: Path, overrides: Sequence[str], schema: type) -> None:
+    """A recipe file, or the overrides, giving a setting under both its old and its new name: refused naming both
+    (which one was meant cannot be told)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None  # (Hydra's composition says what is wrong with it)
+    both = _both_names(data, schema)
+    where = f"{path}"
+    if both is None:
+        keys: dict[str, Any] = {}
+        for o in overrides:
+            key, sep, _ = str(o).lstrip("+").partition("=")
+            if sep:
+                node = keys
+                *parents, last = key.split(".")
+                for part in parents:
+                    node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+                node[last] = True
+        both, where = _both_names(keys, schema), "the overrides"
+    if both is not None:
+        old, new = both
+        raise RecipeError(f"{where} give{'' if where == 'the overrides' else 's'} both {old!r} and {new!r}: {old!r} is the old name of {new!r}, so which "
+                          "value is meant cannot be told", hint=f"keep {new!r} only")
 
 
 def _renamed_override(override: str, schema: type) -> str:

@@ -186,6 +186,8 @@ class BatchError(CurriculumError, ValueError):
     """A batch that TRL cannot make (or that does not match the prompts per step asked for)."""
 
     hint = "batch.prompts_per_step / batch.per_device_completions / the number of processes set the batch"
+    #: The values a refused layout could change to, by setting (each accepted by the same check); empty otherwise.
+    offered: dict[str, list[int]] = {}  # noqa: RUF012 - set per instance where a layout is refused
 
 
 class CurriculumOrderError(CurriculumError):

@@ -11,10 +11,12 @@ pins keep transformers below 5.20):
 
     $RAG_CURRICULUM_CACHE/models/gguf-<first 16 hex digits>/       (default ~/.cache/rag-curriculum)
 
-written in a hidden partial folder and moved into place whole, with ``gguf_source.json`` last (the file's name,
-size, SHA-256, architecture, the transformers version that converted it, and each converted file's size and SHA-256,
-checked before the folder is used: a changed file is converted again); a folder without that record is never
-used, so a conversion killed half-way is simply done again. Two processes converting one file take turns (a lock
+published through the commit protocol every output of the toolkit follows (:mod:`rag_plumbing._commit`:
+:data:`CONVERSION`): written in a hidden partial folder named after its writer, moved into place whole, with
+``gguf_source.json`` last (the file's name, size, SHA-256, architecture, the transformers version that converted it,
+and each converted file's size and SHA-256, checked before the folder is used: a changed file is converted again,
+a file someone added to the folder is kept); a folder without that record is never used, so a conversion killed
+half-way is simply done again, and what a dead conversion left is removed by the next. Two processes converting one file take turns (a lock
 file beside the cache folder); the second finds the first's folder.
 
 What can go wrong is said in one line, before anything is written: a file that is not GGUF (its first four bytes
@@ -45,19 +47,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_plumbing._commit import OutputKind, commit_output, prepare_output, read_record
+
 from ._plumbing import atomic_write_text, file_sha256, fsync_dir, waited
 from .errors import ModelFileError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CACHE_ENV", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "resolve_model",
-           "tokenizer_problem"]
+__all__ = ["CACHE_ENV", "CONVERSION", "SOURCE_RECORD", "ResolvedModel", "cache_root", "convert_gguf", "is_gguf", "model_settings",
+           "resolve_model", "tokenizer_problem"]
 
 #: The environment variable naming the toolkit's cache folder (converted models live in its ``models/``).
 CACHE_ENV = "RAG_CURRICULUM_CACHE"
 #: Written last into a converted folder: what it was converted from (and that the conversion finished).
 SOURCE_RECORD = "gguf_source.json"
 _MAGIC = b"GGUF"
+
+
+def _conversion_mismatch(record: Any) -> str | None:
+    ok = isinstance(record, dict) and isinstance(record.get("files"), dict) and isinstance(record.get("sha256"), str)
+    return None if ok else "that is not a GGUF conversion's record (no sha256 and files)"
+
+
+def _conversion_files(directory: Path, record: dict[str, Any]) -> set[str]:
+    return {str(f) for f in record["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+
+
+#: A converted model folder as the commit protocol (:mod:`rag_plumbing._commit`) sees it: ``gguf_source.json``,
+#: written last, lists each file the conversion wrote with its size and SHA-256.
+CONVERSION = OutputKind("a GGUF conversion of this toolkit", _conversion_mismatch, _conversion_files,
+                        record=SOURCE_RECORD, error=ModelFileError)
 
 
 def is_gguf(ref: str | os.PathLike[str] | None) -> bool:
@@ -112,6 +131,57 @@ class ResolvedModel:
         if self.sha256 is not None:
             out.update(gguf_sha256=self.sha256, converted_to=self.path)
         return out
+
+
+def model_settings(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The settings of the model saved in ``folder``, read from its ``config.json`` (a multimodal config's text
+    model's where it has one): what a record says of the model that ran, whatever settings were given for another.
+
+    Args:
+        folder: a model folder (a checkpoint, a warm start's output, a converted GGUF file's folder), or any model
+            reference: a ``.gguf`` file is read in its cached conversion, a Hub id in the local Hub cache.
+
+    Returns:
+        ``architecture``, ``model_type``, ``hidden_size``, ``layers``, ``vocab_size`` and ``dtype``; None where the
+        folder holds no readable ``config.json`` (a Hub id not in the local cache, say).
+
+    Examples:
+        >>> import json, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> _ = Path(d, "config.json").write_text(json.dumps({"architectures": ["Gemma3ForCausalLM"],
+        ...     "model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 18, "vocab_size": 262144}))
+        >>> model_settings(d)["hidden_size"], model_settings(d)["layers"]
+        (640, 18)
+    """
+    ref = str(folder)
+    if is_gguf(ref):
+        try:
+            folder = convert_gguf(ref)[0]  # converted already by the run that used it: its digest finds the folder
+        except ModelFileError:
+            return None
+    elif not Path(ref).is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:  # pragma: no cover - huggingface_hub comes with datasets
+            return None
+        try:
+            cached = try_to_load_from_cache(ref, "config.json")
+        except ValueError:  # not a Hub id (huggingface_hub's HFValidationError)
+            return None
+        if not isinstance(cached, str):
+            return None
+        folder = Path(cached).parent
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    archs = config.get("architectures") or [None]
+    return {"architecture": archs[0], "model_type": config.get("model_type"),
+            "hidden_size": text.get("hidden_size"), "layers": text.get("num_hidden_layers"),
+            "vocab_size": text.get("vocab_size"), "dtype": config.get("dtype", config.get("torch_dtype"))}
 
 
 def resolve_model(ref: str | os.PathLike[str], *, cache: str | Path | None = None) -> ResolvedModel:
@@ -201,13 +271,16 @@ def convert_gguf(path: str | Path, *, cache: str | Path | None = None) -> tuple[
             return folder, digest
         for stale in folder.parent.glob(f".{folder.name}.partial-*"):  # a killed conversion's (the lock is ours)
             shutil.rmtree(stale, ignore_errors=True)
-        partial = folder.parent / f".{folder.name}.partial-{os.getpid()}"
+        if folder.exists():
+            try:
+                read_record(folder, CONVERSION)
+            except ModelFileError:  # the cache's own folder of an older layout, or unfinished: replaced whole
+                shutil.rmtree(folder)
+        partial = prepare_output(folder, overwrite=True, kind=CONVERSION)
         try:
             with _gguf_parsed_once():
                 _convert(path, digest, partial)
-            if folder.exists():  # an unfinished folder of an older layout: replaced whole
-                shutil.rmtree(folder)
-            os.replace(partial, folder)
+            commit_output(partial, folder, overwrite=True, kind=CONVERSION)
             fsync_dir(folder.parent)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
@@ -380,8 +453,9 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         raise ModelFileError(f"{path}: reading a GGUF file needs transformers and the gguf package ({e})",
                              hint="pip install 'rag-curriculum[gguf]'") from None
     start = time.perf_counter()
-    log.warning("converting %s (%.0f MB) into a model folder, once (under a minute; cached by its SHA-256 in %s)",
-                path.name, path.stat().st_size / 1e6, out.parent)
+    log.warning("converting %s (%.0f MB) into a float32 model folder, once (about a minute on 2 cores), cached by its "
+                "SHA-256 in %s (Gemma 3 270M's: 1.1 GB; delete the folder to free the space)", path.name,
+                path.stat().st_size / 1e6, out.parent)
     folder, name = str(path.parent), path.name
     try:
         with quiet_bars_off_a_terminal():
@@ -412,7 +486,7 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     with quiet_bars_off_a_terminal():
         model.save_pretrained(str(out))
         tokenizer.save_pretrained(str(out))

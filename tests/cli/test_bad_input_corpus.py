@@ -98,7 +98,7 @@ OPTIONS = {  # option: the bad values tried (each a case)
              "--model": ("m=scripted_answers:nosuch", "=x", "m="), "--agent": ("nosuch",),
              "--faithfulness": ("nosuch",), "--engine": ("nosuch",), "--best-of": ("abc", "-1"),
              "--top-k": ("abc",), "--max-turns": ("abc",)},
-    "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "0", "1000"), "--max-batch": ("abc", "0"),
+    "serve": {"--port": ("abc", "-5", "99999999"), "--workers": ("abc", "-1", "1000"), "--max-batch": ("abc", "0"),
               "--max-topk": ("abc", "0"), "--default-topk": ("abc", "0"), "--max-body-bytes": ("abc", "10"),
               "--max-query-chars": ("abc", "0"), "--threads": ("abc", "-1")},
     # a model's pass rate per level: bad levels, sizes and inputs refused before anything is written

@@ -70,3 +70,51 @@ def test_known_dependency_deprecations_are_hidden_on_the_command_line():
                       stacklevel=1)
         warnings.warn("a warning of our own", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["a warning of our own"] and KNOWN_WARNINGS
+
+
+# -- said once, readable when piped -------------------------------------------------------------------------------
+def test_a_table_piped_to_a_file_keeps_its_rows_on_one_line(monkeypatch):
+    import io
+
+    from rich.table import Table
+
+    from rag_curriculum._cli.common import PIPED_WIDTH, _Console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    sink = io.StringIO()
+    table = Table()
+    for i in range(10):
+        table.add_column(f"column {i}")
+    table.add_row(*[f"value number {i}" for i in range(10)])
+    _Console(file=sink).print(table)
+    lines = sink.getvalue().splitlines()
+    assert len(lines) == 5 and max(map(len, lines)) <= PIPED_WIDTH, sink.getvalue()  # rich's 80 folds each cell
+    assert "value number 9" in lines[3]
+
+
+def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
+    import logging
+
+    from conftest import TWOWIKI_TRAIN
+
+    with caplog.at_level(logging.INFO, logger="rag_curriculum"):
+        r = run("build", "-d", "2wikimultihopqa", "-i", TWOWIKI_TRAIN, "--n", 20, "--K", 10, "--schedule", "min-max",
+                "--out", tmp_path / "b", "--no-progress")
+    assert r.exit_code == 0, r.output
+    said = [m for m in caplog.messages if "asks for more distractors" in m]
+    assert len(said) == 1 and "`--distractors bm25 --index DIR`" in said[0], caplog.messages
+    assert "capped levels:" not in r.output  # the summary does not say it again (curriculum inspect does)
+
+
+def test_trainings_progress_bar_is_off_in_a_log(monkeypatch):
+    """Piped to a log, a training run's steps are the toolkit's lines, not transformers' redrawn bar too."""
+    import io
+
+    from rag_curriculum.train import compose_train_config
+    from rag_curriculum.train._trl import grpo_kwargs
+
+    cfg = compose_train_config("cpu-tiny")
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is True
+    cfg = compose_train_config("cpu-tiny", ["+grpo.disable_tqdm=false"])  # asked for: kept
+    assert grpo_kwargs(cfg, num_processes=1)["disable_tqdm"] is False

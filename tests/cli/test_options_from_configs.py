@@ -88,6 +88,7 @@ BEFORE = {
     "verl train-files": "", "verl reward-path": "", "verl reward-manager-path": "", "verl lengths": "--model",
     "verl check-lengths": "--dry-run --model --prompt-length --response-length",
     "verl steps": "--total-epochs --train-batch-size", "verl agent-data": "--overwrite --template",
+    "verl layout": "--gpus-per-node --nnodes --prompts --rollouts",
 }
 ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout", "--retriever-retries"},
          "build": {"--profile", "--target", "--band", "--group-size",  # a model's level profile, the calibrated schedule
@@ -127,7 +128,7 @@ CONFIGS = {
                                                   "template": "AgentEvalConfig's: the first --template",
                                                   "react_sentences": "a recipe key"}),
     "build": ([SourceSpec, BuildConfig], {"sources": "the SourceSpec options", "ability": "a recipe key",
-                                          "K": "SourceSpec's: BuildConfig's --K"}),
+                                          "K": "SourceSpec's: BuildConfig's --K", "n_up_to": "a recipe key"}),
     "index": ([IndexConfig], {}),
     "serve": ([ServeConfig], {}),
     "profile": ([ProfileConfig], {"shards": "SHARDS, the argument", "backend_args": "the shared --backend-arg"}),

@@ -8,6 +8,7 @@ a folder that is not a profile), each one line with nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -110,15 +111,18 @@ def test_each_schedules_informative_fraction_is_the_closed_form_on_the_planted_p
     assert record["level_pass_rate"] == {str(lv): round(level_mean(i), 4) for i, lv in enumerate(LEVELS)}
 
 
-def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, caplog):
+def test_the_build_prints_each_schedules_informative_fraction(profiled, tmp_path, caplog, monkeypatch):
     prof, _ = profiled
-    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", prof,
-            "--group-size", "2", "-o", tmp_path / "out")
+    monkeypatch.chdir(tmp_path)
+    given = os.path.relpath(prof)
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "8", "--profile", given,
+            "--group-size", "2", "-o", "outputs/out")
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "expected informative groups (G = 2)" in text and "min-max shuffled" in text and "this build" in text
     assert "adaptive.kwargs.start=2" in text
     assert caplog.text.count("group_size 4 in the profile, 2 here") == 1, "a profile used with another G: said once"
+    assert f"from {given} (" in text, r.output  # the profile as given, from where the command ran (not from the output)
 
 
 def test_a_target_on_the_informative_fraction_places_each_question_where_its_groups_teach_most(profiled, tmp_path):
@@ -140,6 +144,66 @@ def test_a_target_on_the_informative_fraction_places_each_question_where_its_gro
             "--target-informative", "1", "-o", tmp_path / "refused")
     assert "--target-informative is for --schedule calibrated" in one_error(r)
     assert not (tmp_path / "refused").exists()
+
+
+def _reseal(folder: Path) -> None:
+    from rag_curriculum._plumbing import file_sha256
+
+    summary = json.loads((folder / "profile.json").read_text())
+    summary["table_sha256"] = file_sha256(folder / "profile.parquet")
+    (folder / "profile.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize("case", ["edited", "swapped"])
+def test_a_profile_whose_table_changed_after_it_was_written_is_refused(profiled, tmp_path, case):
+    """An edited ``profile.parquet`` (its digest is not the one ``profile.json`` records), or one of another
+    profile put in its place with the digest remade (no row of a level the summary lists): refused in one line,
+    naming the table, not blamed on a short context."""
+    prof, _ = profiled
+    bad = tmp_path / "bad-profile"
+    shutil.copytree(prof, bad)
+    table = pq.read_table(bad / "profile.parquet")
+    if case == "edited":
+        rates = [None if r is None else 1.0 - r for r in table.column("pass_rate").to_pylist()]
+        import pyarrow as pa
+
+        table = table.set_column(table.schema.get_field_index("pass_rate"), "pass_rate", pa.array(rates, pa.float64()))
+        expected = "profile.parquet: its SHA-256 is not the one profile.json records"
+    else:
+        import pyarrow.compute as pc
+
+        table = table.filter(pc.not_equal(table["level"], 8))  # (as another profile's levels 1, 2, 4)
+        expected = "profile.parquet: no row of level 8, which profile.json lists: the table is not this profile's"
+    pq.write_table(table, bad / "profile.parquet")
+    if case == "swapped":
+        _reseal(bad)
+    out = tmp_path / "out"
+    line = one_error(run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "calibrated", "--K", "8",
+                         "--profile", bad, "-o", out))
+    assert expected in line and "--max-model-len" not in line, line
+    assert not out.exists()
+
+
+def test_a_profile_of_one_dataset_does_not_score_a_mixtures_other(profiled, tmp_path):
+    from rag_curriculum.errors import ProfileError
+
+    prof, _ = profiled
+    cfg = BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), 6), SourceSpec("hotpotqa", str(HOTPOT_TRAIN), 6)],
+                      schedule="min-max", K=8, profile=str(prof), out=str(tmp_path / "out"))
+    with pytest.raises(ProfileError, match="measured musique, not this build's hotpotqa"):
+        build_curriculum(cfg)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_adaptive_start_advised_is_a_level_of_the_build(profiled, tmp_path):
+    prof, _ = profiled
+    r = run("build", "-d", "musique", "-i", MUSIQUE_TRAIN, "--schedule", "min-max", "--K", "1", "--profile", prof,
+            "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "adaptive.kwargs.start=1" in text, text
+    start = json.loads((tmp_path / "out" / "manifest.json").read_text())["profile"]["adaptive_start"]
+    assert start["level"] == 1, start
 
 
 @pytest.mark.parametrize("case", ["no profile", "another dataset", "another model", "empty level", "not a profile"])
@@ -166,6 +230,7 @@ def test_a_bad_profile_is_refused_in_one_line_and_nothing_is_written(profiled, t
 
         table = table.set_column(table.schema.get_field_index("skipped"), "skipped", pa.array(skipped, pa.string()))
         pq.write_table(table, bad / "profile.parquet")
+        _reseal(bad)  # (as a profile whose level 8 was all skipped is written)
         args += ["--profile", bad]
         expected = "level 8 has no scored question"
     else:

@@ -166,6 +166,13 @@ def test_tokenizer_from_a_recipe_and_the_command_line(tmp_path, tiny_model_dir):
                                   "-o", str(tmp_path / "c"), "--tokenizer", str(tiny_model_dir), "-P", "42"])
     assert r2.exit_code == 0, r2.output
     assert read_manifest(tmp_path / "r")["prompt_tokens"] == read_manifest(tmp_path / "c")["prompt_tokens"]
+    # every level's longest prompt, in the target model's tokenizer (what each level asks of a trainer's context)
+    by_level = read_manifest(tmp_path / "r")["prompt_tokens"]["max_by_level"]
+    assert set(by_level) == {"1", "20"}
+    assert f"longest prompt per level: 1: {by_level['1']}, 20: {by_level['20']}" in " ".join(r.output.split())
+    r3 = CliRunner().invoke(app, ["build", "recipe=musique-min-max", f"input={MUSIQUE_TRAIN}", "n=20",
+                                  f"out={tmp_path / 'n'}", "--no-progress"])
+    assert r3.exit_code == 0 and "prompt lengths not counted: give tokenizer=MODEL" in " ".join(r3.output.split())
 
 
 def test_validate_checks_the_optional_column_type(plain, tmp_path):
@@ -269,6 +276,9 @@ def test_dry_run_refuses_too(built, tiny_model_dir, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert (f"longest prompt: {top['tokens']} tokens (row {top['id']}, curriculum_index {top['curriculum_index']}, "
             f"level 20) + 800 completion tokens; counted from the shards' prompt_tokens") in text
+    # the memory per GPU, estimated from the model's config with the longest prompt, for this layout and the launchers
+    assert f"a pass of up to {top['tokens']} + 800 tokens" in text and "this run (1 process, vLLM colocate):" in text
+    assert "[zero2-7gpu.yaml]: " in text and "GB per GPU of" in text
 
 
 def test_limits_of_trl(tiny_model_dir):
@@ -278,10 +288,11 @@ def test_limits_of_trl(tiny_model_dir):
     limits, notes = trl_limits(args, str(tiny_model_dir))  # unset: the model's max_position_embeddings (8192)
     assert [(lim.value, lim.completion) for lim in limits] == [(8192, 800)] and not notes
     assert "max_position_embeddings" in limits[0].setting
-    args = SimpleNamespace(use_vllm=True, vllm_mode="server", max_completion_length=800, max_prompt_length=512)
-    limits, notes = trl_limits(args, str(tiny_model_dir))  # an older TRL's max_prompt_length; the server's unknown
-    assert [(lim.setting, lim.value, lim.completion) for lim in limits] == [("grpo.max_prompt_length", 512, 0)]
-    assert "--max-model-len at least {need}" in notes[0]
+    args = SimpleNamespace(use_vllm=True, vllm_mode="server", max_completion_length=800, max_prompt_length=512,
+                           vllm_server_base_url="http://127.0.0.1:9", vllm_max_model_length=None)
+    limits, notes = trl_limits(args, str(tiny_model_dir))  # an older TRL's max_prompt_length; no server: the model's
+    assert [(lim.value, lim.completion) for lim in limits] == [(8192, 800), (512, 0)]
+    assert "could not read max_model_len from http://127.0.0.1:9/v1/models" in notes[0]
     limits, _ = trl_limits(SimpleNamespace(use_vllm=False, max_completion_length=800), str(tiny_model_dir))
     assert limits == []
     import trl
@@ -368,3 +379,59 @@ def test_verl_lengths_helper(built, plain, tiny_model_dir):
     assert main(["lengths", str(built)]) == 0  # the column alone, no model named
     assert main(["lengths", str(plain)]) == 2  # no column and no model: nothing to count with
     assert main(["check-lengths", str(built), "--prompt-length", "100", "--response-length", "8"]) == 2
+
+
+@pytest.fixture
+def vllm_server():
+    """A server answering ``GET /v1/models`` as vLLM's (``trl vllm-serve``'s) does, with max_model_len 3000."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 3000}]})
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *a):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_server_mode_reads_the_servers_context(tiny_model_dir, vllm_server):
+    from rag_curriculum.train._lengths import trl_limits
+
+    args = SimpleNamespace(use_vllm=True, vllm_mode="server", max_completion_length=800, vllm_server_base_url=vllm_server,
+                           vllm_max_model_length=8192)
+    limits, notes = trl_limits(args, str(tiny_model_dir))
+    assert [(lim.value, lim.completion) for lim in limits] == [(3000, 800)]
+    assert limits[0].alias == f"trl vllm-serve --max-model-len, read from {vllm_server}"
+    assert "runs with max_model_len=3000: the server's is checked" in notes[0]
+    args.vllm_server_base_url = "http://127.0.0.1:9"  # not started yet: the given setting, checked
+    limits, notes = trl_limits(args, str(tiny_model_dir))
+    assert [(lim.setting, lim.value) for lim in limits] == [("grpo.vllm_max_model_length", 8192)]
+    assert "the --max-model-len the server must be started with" in notes[0]
+
+
+@pytest.mark.slow
+def test_server_mode_refuses_like_colocate(built, tiny_model_dir, tmp_path, monkeypatch, vllm_server):
+    """The 7 + 1 layout (grpo.vllm_mode=server): a prompt longer than the server's context is refused before the
+    model loads, as in colocate mode, naming the server's setting."""
+    from rag_curriculum.cli import app
+
+    _no_model(monkeypatch)
+    over = [r for r in read_rows(built) if r["prompt_tokens"] > 2200]
+    args = ["train", "recipe=rag-rl-min-max", *_overrides(tiny_model_dir, built, tmp_path / "run"),
+            "grpo.vllm_mode=server", f"grpo.vllm_server_base_url={vllm_server}", "--dry-run"]
+    r = CliRunner().invoke(app, args)
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1, r.output
+    assert (f"{len(over)} of 100 prompts do not fit: the vLLM server's max_model_len=3000 must hold a prompt plus 800"
+            in text)
+    assert f"Set the vLLM server's max_model_len (trl vllm-serve --max-model-len, read from {vllm_server})" in text

@@ -74,7 +74,8 @@ def test_the_rayjob_manifest_parses_and_runs_the_partition():
     (job,) = [d for d in docs if d and d.get("kind") == "RayJob"]
     assert job["apiVersion"].startswith("ray.io/")
     spec = job["spec"]
-    assert "curriculum partition" in spec["entrypoint"] and "--engine ray" in spec["entrypoint"]
+    assert "curriculum partition recipe=rag-rl-pass8 input=" in spec["entrypoint"] and "--engine ray" in spec["entrypoint"]
+    assert "--balance" not in spec["entrypoint"] and "balance=false" not in spec["entrypoint"]  # the recipe balances
     cluster = spec["rayClusterSpec"]
     assert cluster["headGroupSpec"]["template"]["spec"]["containers"]
     (workers,) = cluster["workerGroupSpecs"]

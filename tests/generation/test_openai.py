@@ -439,3 +439,12 @@ def test_requests_under_way_are_abandoned_when_the_call_fails():
     assert all(t.daemon for t in threading.enumerate() if t.name.startswith("openai-backend"))
     with pytest.raises(GenerationError, match="closed"):
         b.generate([msgs("a")], SamplingConfig(n=1))
+
+
+@pytest.mark.parametrize("url", ["http://u:pa#SECRET@127.0.0.1:8000/v1", "http://u:pa?SECRET@127.0.0.1:8000/v1",
+                                 "http://u:pa/SECRET@127.0.0.1:8000/v1"])
+def test_a_base_url_whose_password_ends_its_authority_is_refused_masked(url):
+    from rag_curriculum.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--base-url http://\*\*\*@127.0.0.1:8000/v1: its port is not a number"):
+        OpenAIBackend("m", base_url=url)

@@ -17,7 +17,7 @@ from support.level_oracle import LEVELS, PLANTED, SAMPLES, LevelOracle
 from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 from rag_curriculum.curricula.adaptive import LevelRenderer
 from rag_curriculum.difficulty.profile import informative_probability, read_profile, spread_probability
-from rag_curriculum.errors import RunMismatchError, UsageError
+from rag_curriculum.errors import ProfileError, RunMismatchError, UsageError
 from rag_curriculum.generation._scripted import ScriptedBackend
 from rag_curriculum.partition import ProfileConfig, profile
 from rag_curriculum.rewards import (
@@ -140,7 +140,7 @@ def test_the_command_profiles_a_real_model_and_a_build_reads_the_profile(tiny_mo
             "--temperature", 1.0, "--group-size", 3, "--out", out)
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "pass rate per level over 3 questions x 3 samples" in text
+    assert "pass rate and reward rag-rl per level over 3 questions x 3 samples" in text
     lines = pq.read_table(out / "profile.parquet").to_pylist()
     rows = {row["id"]: row for row in read_rows(out / "input")}
     assert [(x["question"], x["level"]) for x in lines] == [(q, lv) for q in range(3) for lv in (1, 2, 4)]
@@ -249,6 +249,8 @@ def test_a_named_reward_scores_the_samples_with_its_weights(adaptive_dir, tmp_pa
                                                      "rag-rl-format"])) == []
     assert prof.differences(sampling={"temperature": 0.7, "group_size": 7, "top_p": 1.0}) == [
         "temperature 1.0 in the profile, 0.7 here"]
+    with pytest.raises(ProfileError, match="the profile scored the reward .*, not rag-rl; temperature 1.0 in the profile, 0.7 here"):
+        prof.check_use(rewards=reward_identity("rag-rl"), sampling={"temperature": 0.7})
 
 
 def test_sampling_defaults_come_from_the_recipe_and_an_override_is_announced(adaptive_dir, tmp_path, caplog):
@@ -282,6 +284,9 @@ def test_an_old_profile_without_rewards_reads_as_pass_fail_said_once(adaptive_di
     table = pq.read_table(out / "profile.parquet")
     old = table.drop_columns(["sample_reward", "sample_components", "reward", "informative"])
     pq.write_table(old, out / "profile.parquet")
+    summary = json.loads((out / "profile.json").read_text())
+    del summary["table_sha256"]  # as a profile of that time: its table unhashed, its samples unscored
+    (out / "profile.json").write_text(json.dumps(summary))
     first, again = read_profile(out), read_profile(out)
     assert caplog.text.count("a profile without rewards") == 1
     assert not first.has_rewards and first.reward_identity is not None  # its summary still names the reward

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -260,3 +261,78 @@ def test_a_dense_index_copied_over_while_served_is_refused_not_a_crash(dense_pai
     served = tmp_path / "served"
     shutil.copytree(dense_pair / "a", served)
     _check_copied_over(served, dense_pair / "b", tmp_path / "server.log")
+
+
+WRITER = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)  # open for writing before the server starts, untouched until told
+print("open", flush=True)
+sys.stdin.readline()
+os.ftruncate(fd, 0)  # then cut short under the server, as its clients send batches
+print("cut", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("memory", [(), ("--no-in-memory",)], ids=["default", "mapped"])
+def test_a_file_open_for_writing_before_the_server_starts_never_crashes_it(bm25_pair, tmp_path, memory):
+    """A process holds ``passages.bin`` open for writing when the server starts (so no lease can be taken on it),
+    then truncates it while 4 clients send batches of 81 queries at topk 100; three times over. By default the
+    small index is read whole (nothing mapped to cut short); mapped (``--no-in-memory``) every answer that would
+    read the unleased file is a 503 naming it. Either way every answer is the one before the cut or a 503 naming
+    the file, and the server stays up."""
+    batch = {"queries": [f"{q} {i}" for i in range(27) for q in QUERIES], "topk": 100}
+    for trial in range(3):
+        served = tmp_path / f"served{trial}"
+        shutil.copytree(bm25_pair / "a", served)
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(served / "passages.bin")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert writer.stdout.readline().strip() == "open"
+            log = tmp_path / f"server{trial}.log"
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(served), "--port", str(port),
+                    *memory]  # (ready once /manifest answers: /health is a 503 while the file cannot be leased)
+            with server_process(argv, f"{url}/manifest", log, timeout_s=300) as proc:
+                first, before = post(url, batch)
+                seen: list[tuple[int, str]] = []
+                stop = threading.Event()
+
+                def ask(url=url, stop=stop, seen=seen, before=before) -> None:
+                    while not stop.is_set():
+                        try:
+                            code, got = post(url, batch)
+                        except OSError:  # the server gone: counted as no answer
+                            code, got = -1, {}
+                        seen.append((code, "" if code == 200 else got.get("detail", "")))
+                        if code == 200:
+                            assert got == before
+
+                threads = [threading.Thread(target=ask) for _ in range(4)]
+                for t in threads:
+                    t.start()
+                time.sleep(0.5)
+                writer.stdin.write("\n")
+                writer.stdin.flush()
+                assert writer.stdout.readline().strip() == "cut"
+                time.sleep(1.5)
+                stop.set()
+                for t in threads:
+                    t.join(timeout=120)
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert health(url)[0] == 503  # the cut seen, named
+                codes = {c for c, _ in seen}
+                assert seen and codes <= {200, 503}, sorted(codes)
+                assert all("passages.bin" in d for c, d in seen if c == 503), seen
+                if memory:  # mapped: the file open for writing is never read
+                    assert first == 503 and codes == {503}, (first, codes)
+                else:
+                    assert first == 200
+            text = log.read_text()
+            assert "Bus error" not in text and "Segmentation fault" not in text and "Traceback" not in text, text[-3000:]
+            assert ("index read into memory" in text) != bool(memory), text[-3000:]
+        finally:
+            writer.kill()
+            writer.wait()

@@ -146,3 +146,21 @@ def test_a_local_cluster_ends_with_the_command(script_shards, tmp_path, end):
     for p in _alive(procs):  # not to leak them into the rest of the session
         p.kill()
     assert not left, f"Ray processes left behind after {end}: {left}"
+
+
+def test_more_cpus_a_worker_than_this_machine_has_is_refused_before_a_local_cluster_starts(monkeypatch):
+    """No --ray-address and no RAY_ADDRESS: the run would start a local cluster of this machine's CPUs, so a worker
+    asking more is refused at once (not after the cluster started: half a minute)."""
+    pytest.importorskip("ray")
+    from rag_curriculum.generation import EngineConfig
+    from rag_curriculum.generation._ray_engine import RayEngine
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    engine = RayEngine(EngineConfig(engine="ray", cpus_per_worker=(os.cpu_count() or 1) + 98))
+    engine.ray = type("NotStarted", (), {"is_initialized": staticmethod(lambda: False),
+                                         "init": lambda *a, **k: pytest.fail("a cluster was started")})
+    t = time.monotonic()
+    with pytest.raises(EngineError, match=r"needs \d+ CPU on one node \(--cpus-per-worker \d+\), but the local Ray "
+                                          r"cluster this run would start has at most \d+"):
+        engine.connect()
+    assert time.monotonic() - t < 1

@@ -65,6 +65,10 @@ def test_a_base_model_trains_on_completion_prompts_and_is_rewarded_on_its_whole_
     plan = json.loads((out / "train_plan.json").read_text())
     assert plan["prompt_style"]["style"] == "completion"
     assert plan["prompt_style"]["response_prefixes"]["rag-rl"] == RAG_RL_RESPONSE_PREFIX
+    config = json.loads((Path(base_model) / "config.json").read_text())  # the model that trained, read from it
+    assert (plan["model_settings"]["hidden_size"], plan["model_settings"]["layers"],
+            plan["model_settings"]["vocab_size"]) == (config["hidden_size"], config["num_hidden_layers"],
+                                                      config["vocab_size"])
 
 
 def test_a_base_model_with_a_chat_only_setting_is_refused_in_one_line(tmp_path, base_model, min_max_shards):

@@ -33,6 +33,8 @@ def test_overwrite_replaces_the_warm_starts_files_and_keeps_the_users(rows, tmp_
     assert run("warm-start", rows, "--out", out, *SMALL).exit_code == 0
     card = json.loads((out / "warm_start.json").read_text())
     assert "model.safetensors" in card["files"] and "config.json" in card["files"]
+    from rag_curriculum.train._warm import OUTPUT
+    assert [f for f in card["files"] if not OUTPUT.layout(f)] == []  # every file it writes: of its layout
     (out / "NOTES.md").write_text("mine")
     one = (out / "model.safetensors").read_bytes()
     assert "not empty" in one_error(run("warm-start", rows, "--out", out, *SMALL))  # no --overwrite: refused
@@ -147,3 +149,19 @@ def test_a_search_agents_answer_turn_is_taught_after_what_the_retriever_returns(
         assert first == {"prompt": head, "completion": search} and f"<search> {row['gold_labels'][0]} </search>" in search
         assert second == {"prompt": head + search + want, "completion": answer}
         assert f"<answer> {row['answers'][0]} </answer>" in answer and want.count("Doc ") == 2
+
+
+def test_an_absurd_number_of_epochs_is_a_usage_error_that_writes_nothing(rows, tmp_path):
+    line = one_error(run("warm-start", rows, "--out", tmp_path / "m", "--epochs", "1e12"), code=2)
+    assert "--epochs 1e+12: must be at most 10,000" in line, line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_more_rows_than_the_shards_hold_records_the_rows_used(rows, tmp_path, caplog):
+    out = tmp_path / "m"
+    r = run("warm-start", rows, "--out", out, *SMALL[2:], "--rows", 1000)
+    assert r.exit_code == 0, r.output
+    card = json.loads((out / "warm_start.json").read_text())
+    assert card["settings"]["rows"] == 3 and card["examples"] == 3 * 2, card["settings"]
+    assert "--rows 1000: " in caplog.text and "the warm start uses those 3" in caplog.text, caplog.text

@@ -95,7 +95,7 @@ def test_launch_command(shards):
 @pytest.mark.slow
 def test_launch_refuses_a_batch_verl_cannot_split(shards):
     res = _run(shards, GPUS_PER_NODE="8")
-    assert res.returncode == 2 and "294 sequences do not split over 8 GPUs" in res.stderr
+    assert res.returncode == 2 and "294 sequences a step do not split over 8 GPUs" in res.stderr
     assert _run(shards, GPUS_PER_NODE="8", PROMPTS_PER_STEP="48").returncode == 0
 
 

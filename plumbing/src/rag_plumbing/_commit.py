@@ -51,7 +51,9 @@ class OutputKind:
     paths) the record says the toolkit wrote; ``error``: the exception a refusal raises; ``orphans``: the prefixes
     of hidden folders a dead writer may have left (an index written before this protocol used ``tmp``);
     ``link_error``: the exception refusing to change files through a symbolic link inside the output (``error``
-    when None)."""
+    when None); ``layout(name)``: whether a relative POSIX path is one this kind ever writes (its names by the
+    kind's layout): a listed file outside it is never the toolkit's, whatever the record says (a crafted record
+    that lists a user's file, even with its true SHA-256, deletes nothing); None: every listed file."""
 
     what: str
     mismatch: Callable[[Any], str | None]
@@ -60,6 +62,7 @@ class OutputKind:
     error: Callable[..., Exception] = HintedError
     orphans: tuple[str, ...] = (PARTIAL, OLD)
     link_error: Callable[..., Exception] | None = None
+    layout: Callable[[str], bool] | None = None
 
     @property
     def replacing(self) -> str:
@@ -67,8 +70,12 @@ class OutputKind:
         return f".{self.record}.replacing"
 
     def owns(self, directory: Path, record: dict[str, Any]) -> set[str]:
-        """Every file of ``directory`` the toolkit wrote: those its record lists, the record and its marker."""
-        return {self.record, self.replacing, *self.owned(directory, record)}
+        """Every file of ``directory`` the toolkit wrote: those its record lists that its layout allows, the record
+        and its marker."""
+        owned = self.owned(directory, record)
+        if self.layout is not None:
+            owned = {n for n in owned if self.layout(n)}
+        return {self.record, self.replacing, *owned}
 
 
 # -- what the toolkit owns -------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def search_r1_corpus(path: str | None) -> bool:
     if not path:
         return False
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark is the corpus reader's too: not a line)
             for line in f:
                 if line.strip():
                     rec = json.loads(line)

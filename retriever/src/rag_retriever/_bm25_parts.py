@@ -4,6 +4,7 @@ search's thread pools, and the front-coded vocabulary's layout and writer."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,17 @@ class BM25Error(RetrieverError):
 
 _POOLS: dict[int, Any] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools() -> None:
+    """In a process just forked (a server's worker): the parent's pools have no threads here; new ones are made."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
 def _pool(threads: int) -> Any:

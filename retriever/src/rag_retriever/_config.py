@@ -219,9 +219,9 @@ class ServeConfig:
         "Address to listen on (0.0.0.0: every interface; there is no authentication, so only on a trusted "
         "network)."))
     port: int = rule(8000, ge=1, le=65535, help="Port to listen on.")
-    workers: int = rule(1, ge=1, le=256, help=(
-        "Server processes (uvicorn workers), each with the index memory-mapped: the matrix and passages are "
-        "shared through the page cache."))
+    workers: int = rule(0, ge=0, le=256, help=(
+        "Server processes, forked after the index is loaded, so that they share it (one copy in memory); 0: one "
+        "per CPU."))
     engine: str = rule("uvicorn", choices=("uvicorn", "ray"), help=(
         "uvicorn (this machine's processes, --workers) | ray (Ray Serve: --replicas across a Ray cluster, behind "
         "Ray Serve's HTTP proxy; the same protocol and answers)."))
@@ -287,7 +287,7 @@ class ServeConfig:
                                      or self.replica_cpus != 1.0):
             raise ConfigError("--replicas, --ray-address, --replica-cpus and --replica-gpus are for --engine ray",
                               hint="add --engine ray, or use --workers for processes on this machine")
-        if self.engine == "ray" and self.workers != 1:
+        if self.engine == "ray" and self.workers > 1:
             raise ConfigError("--workers is for --engine uvicorn; Ray Serve runs --replicas",
                               hint="give --replicas N instead")
 

@@ -249,6 +249,8 @@ def _corpus_lines(p: Path) -> Iterator[tuple[int, Any]]:
     the whole file (a folder, a compressed file, no passage) are raised here."""
     if p.is_dir():
         raise _bad(p, None, "a directory, not a file", "corpus", "--corpus takes a JSONL file: " + _SHAPE)
+    if not p.exists():
+        raise _bad(p, None, "no such file", "corpus", "give the path of a corpus JSONL file: " + _SHAPE)
     with open(p, "rb") as f:
         head = f.read(4)
         if head[:2] == b"\x1f\x8b" or head[:4] in (b"PK\x03\x04", b"BZh9", b"\xfd7zX", b"\x28\xb5\x2f\xfd"):
@@ -266,6 +268,15 @@ def _corpus_lines(p: Path) -> Iterator[tuple[int, Any]]:
     if not any_line:
         raise _bad(p, None, "no passage (the file is empty or holds only blank lines)", "empty_corpus",
                    "pass a corpus with at least one line, or leave --corpus out")
+
+
+def check_corpus(path: str | Path) -> None:
+    """Read ``path`` up to its first passage, as the index build reads it: a file that is missing, a folder,
+    compressed, empty, not UTF-8 or whose first line is not a passage is its :class:`DataError` at once (before
+    an engine is imported or anything is written; a later line's error comes when the build reaches it)."""
+    for _, read in _corpus_lines(Path(path)):
+        read()
+        return
 
 
 def _read_line(raw: bytes, p: Path, n: int) -> tuple[str, str, str | None, str | None]:

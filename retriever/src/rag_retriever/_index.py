@@ -335,16 +335,30 @@ def _mismatch(manifest: Any) -> str | None:
 
 
 def _owned(directory: Path, manifest: dict[str, Any]) -> set[str]:
-    """The files an index's manifest says the toolkit wrote (its ``files``)."""
+    """The files an index's manifest says the toolkit wrote (its ``files``), of an index's layout only
+    (:func:`_layout`)."""
     files = manifest.get("files")
     names = {str(n) for n in files} if isinstance(files, (dict, list)) else set()
-    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts}
+    return {n for n in names if n and not Path(n).is_absolute() and ".." not in Path(n).parts and _layout(n)}
+
+
+#: The names an index's files take at its top (the passage store's, of this format and the first ones'); a kind's
+#: files are in its own folder (``bm25/``, ``dense/``).
+_TOP = frozenset({MANIFEST, PASSAGES, NORMS, QUESTIONS, RANKED_IDS, RANKED_SCORES, KEYS, "passages.arrow",
+                  "norms.arrow", "docs.arrow"})
+
+
+def _layout(name: str) -> bool:
+    """Whether ``name`` (a relative POSIX path) is one an index's writer writes: a store file at its top, or a file
+    in a kind's folder. A manifest that lists another file does not make it the toolkit's."""
+    head, _, rest = name.partition("/")
+    return name in _TOP or (bool(rest) and head in ("bm25", "dense"))
 
 
 #: An index as the commit protocol sees it (:mod:`rag_plumbing._commit`): its manifest (kind ``index``, or the
 #: first format's ``bm25-index``) owns the files it lists; a killed build of an earlier version left ``.OUT.tmp-*``.
 OUTPUT = OutputKind("an index of this toolkit", _mismatch, _owned, error=IndexError_,
-                    orphans=("partial", "old", "tmp"))
+                    orphans=("partial", "old", "tmp"), layout=_layout)
 
 
 @dataclass
@@ -400,6 +414,7 @@ class CorpusIndex(PassageStore):
         self._searcher: Any = None
         #: what :meth:`verify` checked (``verify=True``), with the fingerprint it computed from the files
         self.verified: dict[str, Any] | None = None
+        self._keys_ok: Any = None  # the passages whose keys :meth:`check_keys` recomputed
         if allow_other_encoder:
             self.searcher  # noqa: B018  (opened now: its encoder checked, so the fingerprint is the served one)
         if verify:  # (another encoder ranks otherwise than the stored rankings: those are not ranked again)
@@ -508,6 +523,45 @@ class CorpusIndex(PassageStore):
         self.verified = {"reranked": self._check_rankings(rerank), "questions": len(self._q_ids), "keys": keys,
                          "fingerprint": fp}
         return self.verified
+
+    def check_stored(self, rows: Any) -> None:
+        """Rank these stored questions (rows of ``questions.arrow``) again and compare with their stored rankings,
+        as ``curriculum validate`` does (:meth:`verify`): a stored ranking the index does not make is refused,
+        naming the question. What a build calls before it uses stored rankings (:meth:`rankings`): it costs
+        ranking those questions again, about what the index's own ranking of them cost."""
+        import numpy as np
+
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if not len(rows) or not self.depth:
+            return
+        texts = self._q()[0]
+        for lo in range(0, len(rows), CHUNK):
+            self._check_ranked_rows(rows[lo:lo + CHUNK], texts, self.depth)
+
+    def check_keys(self, pids: Any, keys: Any = None) -> None:
+        """Recompute the key (:func:`passage_hash` of the title and text) of each of these passages not checked
+        before in this process, and compare with ``keys`` (default: ``passage_keys.npy``; a reader's copy of it in
+        memory): a key that differs is refused, naming the passage, as ``curriculum validate`` refuses it. What a
+        reader calls before it compares or shows passages by key: it costs reading and hashing each passage once
+        (about 30 microseconds a passage), never the whole index."""
+        import numpy as np
+
+        pids = np.asarray(pids, dtype=np.int64).reshape(-1)
+        if self._keys_ok is None:
+            self._keys_ok = np.zeros(len(self), dtype=bool)
+        pids = pids[pids >= 0]
+        todo = np.unique(pids[~self._keys_ok[pids]])
+        if not len(todo):
+            return
+        want = np.asarray((self.keys if keys is None else keys)[todo])
+        got = np.fromiter((passage_hash(t, x) for t, x, *_ in self.rows(todo)), dtype=np.int64, count=len(todo))
+        bad = np.flatnonzero(got != want)
+        if len(bad):
+            i = int(todo[bad[0]])
+            raise IndexError_(f"{self.path}: {KEYS}: passage {i}'s key {int(want[bad[0]])} is not the hash of its "
+                              f"title and text ({int(got[bad[0]])}): the keys do not match the passages",
+                              hint=REBUILD)
+        self._keys_ok[todo] = True
 
     def _check_keys(self, block: int = 4096) -> int:
         """Every passage's key in ``passage_keys.npy`` recomputed from its title and text (:func:`passage_hash`); a
@@ -625,6 +679,7 @@ class CorpusIndex(PassageStore):
         for pid, d in zip(pids, gold, strict=True):
             if self.passage(pid) != (d.title, d.text):
                 return None
+        self.check_keys(pids)
         return self.keys[pids].tolist() if pids else []
 
     # -- rankings
@@ -652,9 +707,10 @@ class CorpusIndex(PassageStore):
         ids, scores = self.retrieve_many([question], k, threads=1)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
-    def rankings(self, examples: list[Any], *, progress: bool = False) -> dict[str, Ranking]:
+    def rankings(self, examples: list[Any], *, progress: bool = False, check: bool = True) -> dict[str, Ranking]:
         """The ranking of each example (keyed by id): the stored one when the index has the question, else
-        retrieved now, all the missing ones in one batch."""
+        retrieved now, all the missing ones in one batch. ``check``: the stored ones used are ranked again first
+        (:meth:`check_stored`), so a stored ranking ``curriculum validate`` refuses is refused here too."""
         import numpy as np
 
         out: dict[str, Ranking] = {}
@@ -667,6 +723,8 @@ class CorpusIndex(PassageStore):
             else:
                 found.append(ex)
                 rows.append(row)
+        if rows and check:
+            self.check_stored(rows)
         if rows:  # one read of the mapped rankings, into memory
             ids = np.asarray(self.ranked_ids[np.asarray(rows)])
             scores = np.asarray(self.ranked_scores[np.asarray(rows)])

@@ -167,8 +167,14 @@ def choose_into_memory(directory: str | Path, wanted: bool | None, *, leases: bo
         return bool(wanted), size
     if leases and can_lease(d):
         return False, size
+    return small_enough(size), size
+
+
+def small_enough(size: int) -> bool:
+    """Whether an index of ``size`` bytes is read whole when its files cannot be leased: at most a quarter of this
+    machine's memory (1 GiB where the system does not say how much there is)."""
     memory = physical_memory()
-    return size <= (memory // 4 if memory else 1 << 30), size
+    return size <= (memory // 4 if memory else 1 << 30)
 
 
 def memory_line(in_memory: bool, size: int, *, leased: bool = False) -> str:

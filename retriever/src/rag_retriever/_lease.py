@@ -9,10 +9,15 @@ cut the search's pages short.
 A lease is taken where it can be: on Linux, on the files of an index this process maps (one read whole into memory
 needs none), owned by the server's user, on a filesystem that grants leases (not NFS), in a server whose event loop
 runs in the main thread (where signals are delivered to Python). Where it cannot, the server says why at start.
+A file another process already holds open for writing cannot be leased: :func:`can_lease` says no, so a server
+reads a small index whole instead (``choose_into_memory``); one that opened it between that check and its lease
+reads the index whole then (a small one), else refuses every read of that file (a 503 naming it) until its lease
+can be taken, tried again before each read.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -58,11 +63,20 @@ class ReadGuard:
         self._readers = 0
         self._idle = threading.Condition()
         self._held: list[int] = []
+        self._own: dict[str, int] = {}  # this process's own descriptor of each file (the leased ones)
+        #: the files that could not be leased because another process holds them open for writing
+        self.pending: list[str] = []
 
     def changed(self) -> str | None:
-        """The first file written or being opened for writing since the server opened it, with what changed."""
+        """The first file written or being opened for writing since the server opened it, with what changed (or
+        held open for writing by another process since before its lease could be taken)."""
         if self.writing is not None:
             return f"{self.writing} (opened for writing by another process)"
+        if self.pending:
+            with self._idle:
+                name = self._retry()
+            if name is not None:
+                return f"{name} (open for writing by another process, so it cannot be leased)"
         return self.ix.changed()
 
     def check(self) -> None:
@@ -87,7 +101,13 @@ class ReadGuard:
 
     def lease(self, loop: Any) -> str | None:
         """Take a read lease on each of the index's files, the event loop ``loop`` told when one breaks; None
-        when every file is leased, else why none is (nothing held then)."""
+        when every file is leased, else why one is not. A file another process holds open for writing cannot be
+        leased: it is *pending* (:attr:`pending`), every read refused naming it, its lease tried again before each
+        read, so the server answers again once the writer closed it without a change. Any other refusal (a
+        filesystem without leases, another user's files) holds none.
+
+        Each lease is taken on a descriptor of this process's own (the index's file opened again through
+        ``/proc/self/fd``): a worker forked after the index was loaded holds its own leases, and is the one told."""
         if fcntl is None or not sys.platform.startswith("linux"):
             return "leases are Linux's"
         try:  # (before the first lease: SIGIO's default action ends the process)
@@ -95,18 +115,41 @@ class ReadGuard:
         except (RuntimeError, ValueError, NotImplementedError) as e:
             return f"the server's event loop cannot take signals ({e})"
         for name, fd in self.ix._fds.items():
-            try:
-                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            try:  # (the same file, whatever its name now: a descriptor of this process, not one shared by a fork)
+                own = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
             except OSError as e:
                 self.release()
                 return f"{name}: {e.strerror}"
-            self._held.append(fd)
+            self._own[name] = own
+            try:
+                fcntl.fcntl(own, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EBUSY):  # open for writing elsewhere: refused until it is not
+                    self.pending.append(name)
+                    continue
+                self.release()
+                return f"{name}: {e.strerror}"
+            self._held.append(own)
+        if self.pending:
+            return f"{self.pending[0]}: open for writing by another process"
+        return None
+
+    def _retry(self) -> str | None:
+        """Lease the pending files now (under the lock); the first still open for writing elsewhere, else None."""
+        while self.pending:
+            name = self.pending[0]
+            try:
+                fcntl.fcntl(self._own[name], fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            except OSError:
+                return name
+            self._held.append(self._own[name])
+            self.pending.pop(0)
         return None
 
     def _broken(self) -> None:
         """SIGIO, in the event loop: a leased file is being opened for writing. Refuse from now on; let the writer
         go once the reads in flight end."""
-        names = [n for n, fd in self.ix._fds.items() if fd in self._held and _lease_of(fd) == fcntl.F_UNLCK]
+        names = [n for n, fd in self._own.items() if fd in self._held and _lease_of(fd) == fcntl.F_UNLCK]
         if not names or self.writing is not None:
             return
         with self._idle:
@@ -125,34 +168,46 @@ class ReadGuard:
     def release(self) -> None:
         """Let go of every lease held (a writer waiting goes on)."""
         held, self._held = self._held, []
+        own, self._own = self._own, {}
+        self.pending = []
         for fd in held:
             try:
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
             except OSError:
                 pass  # (closed, or already broken by the kernel)
+        for fd in own.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def can_lease(directory: Any) -> bool:
-    """Whether this process can hold a read lease on the files of the index in ``directory`` (tried on its
-    manifest, then let go): Linux, the files the server's user's own, a filesystem that grants leases.
+    """Whether this process can hold a read lease on every file of the index in ``directory`` now (each tried,
+    then let go): Linux, the files the server's user's own, a filesystem that grants leases, and no file held open
+    for writing by another process (then the lease is refused, and a server reads a small index whole instead).
 
     >>> can_lease("/nowhere")
     False
     """
     if fcntl is None or not sys.platform.startswith("linux"):
         return False
-    try:
-        fd = os.open(Path(directory) / "manifest.json", os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    d = Path(directory)
+    if not (d / "manifest.json").is_file():
         return False
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    for path in sorted(p for p in d.rglob("*") if p.is_file()):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+    return True
 
 
 def _lease_of(fd: int) -> int:

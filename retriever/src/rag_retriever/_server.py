@@ -53,7 +53,7 @@ from typing import Any
 
 from ._config import ServeConfig
 from ._index import CorpusIndex
-from ._integrity import into_memory, read_into_memory
+from ._integrity import into_memory, read_into_memory, reading_into_memory
 from ._lease import CHANGED_HINT, Changed, ReadGuard
 
 #: The key of a request's ASGI scope where the connection guard (``_guard.py``, which imports uvicorn) says why it
@@ -209,7 +209,26 @@ class _State:
         self.batcher: _Batcher | None = None
         self.guard: ReadGuard | None = None
         self.mapped = True  # whether the index's files are mapped (not read whole into memory)
+        #: read the index whole when its files cannot be leased (a small index, its reading not chosen by the user)
+        self.whole_if_unleased = False
         self._lock = threading.Lock()
+
+    def read_whole(self) -> str:
+        """Open the index again, read whole into memory (its files checked against the manifest again), and serve
+        that one; what was done, in a line. Where it cannot be opened (a file already changed), every answer is a
+        503 naming the file."""
+        old = self.ix
+        try:
+            with reading_into_memory(True):
+                ix = CorpusIndex(old.path, check=old.check, **old._options)
+            ix.warm()
+        except Exception as e:  # noqa: BLE001  (the file changed under the writer: refused, one line)
+            self.guard.writing = self.guard.pending[0]
+            return f"the index could not be read again ({e}): every answer is a 503"
+        self.guard.release()
+        self.ix, self.guard, self.mapped = ix, ReadGuard(ix), False
+        self.batcher = _Batcher(self.guard, self.batcher.max_batch)
+        return f"index read into memory ({old.path.name}): files written over it cannot crash the server"
 
     def load(self) -> CorpusIndex:
         with self._lock:
@@ -229,7 +248,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
              max_topk: int = DEFAULT_MAX_TOPK, default_topk: int = DEFAULT_TOPK, threads: int = 0,
              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
              max_results: int = DEFAULT_MAX_RESULTS, encoder: str | None = None, device: str | None = None,
-             allow_other_encoder: bool = False, in_memory: bool | None = None) -> Any:
+             allow_other_encoder: bool = False, in_memory: bool | None = None, whole_if_unleased: bool = False) -> Any:
     """A FastAPI app serving ``index`` (a directory of ``curriculum index``, or a loaded :class:`CorpusIndex`) with
     Search-R1's retriever protocol (this module's docstring). ``max_batch``: the most queries one request may carry;
     ``max_topk``: the largest ``topk`` a request may ask; ``default_topk``: the ``topk`` of a request that gives
@@ -238,7 +257,9 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     ``max_results``: the most passages a request may ask for, its queries times its topk (422 above it);
     ``encoder``, ``device``, ``allow_other_encoder``: a dense index's (:class:`CorpusIndex`'s); ``in_memory``: read
     a directory's files whole into memory (True) or map them (False) in this process (None: as the process
-    already does, :func:`~rag_retriever._integrity.read_into_memory`)."""
+    already does, :func:`~rag_retriever._integrity.read_into_memory`); ``whole_if_unleased``: where a mapped
+    index's files cannot all be leased (another process holds one open for writing), read it whole into memory
+    (a small index whose reading the user did not choose) rather than refuse that file's reads until it can."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -254,6 +275,7 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
     if default_topk > max_topk:
         raise ValueError(f"default_topk {default_topk} is above max_topk {max_topk}")
     state = _State(index, threads, encoder, device, allow_other_encoder, in_memory)
+    state.whole_if_unleased = whole_if_unleased
     limits = {"max_batch": max_batch, "max_topk": max_topk, "default_topk": default_topk,
               "max_results": max_results, "max_body_bytes": max_body_bytes, "max_query_chars": max_query_chars}
 
@@ -311,9 +333,18 @@ def make_app(index: "str | Path | CorpusIndex", *, max_batch: int = DEFAULT_MAX_
             import asyncio
 
             why = state.guard.lease(asyncio.get_running_loop())
+            if why is not None and state.guard.pending and state.whole_if_unleased:
+                # a writer opened a file since the command chose to map the index: a small one is read whole now
+                log.warning("the index's files cannot all be leased (%s): reading the index whole into memory", why)
+                why = await run_in_threadpool(state.read_whole)
             if why is None:
                 log.info("the index's %d files are leased: a copy over them waits for the searches in flight, then "
                          "every answer is a 503", len(state.ix._fds))
+            elif not state.mapped:
+                log.info("%s", why)
+            elif state.guard.pending:
+                log.error("the index's file %s: every answer is a 503 naming it until the writer closes it (its "
+                          "lease is tried again before each read); %s", why, CHANGED_HINT)
             else:
                 log.warning("the index's files are mapped and not leased (%s): a copy over them during a search can "
                             "stop the server; replace a served index with mv", why)
@@ -451,6 +482,32 @@ def _respond(guard: ReadGuard, ids: Any, scores: Any, with_scores: bool, fingerp
         else:
             result.append([docs[i] for i in row_ids if i >= 0])
     return orjson.dumps({"result": result, "fingerprint": fingerprint} if fingerprint else {"result": result})
+
+
+def run_server(ix: CorpusIndex, uvicorn_options: dict[str, Any], *, workers: int = 1, threads: int = 0,
+               **app_options: Any) -> int:
+    """Serve the loaded index ``ix`` (what ``curriculum serve`` and ``rag-retriever serve`` run): in this process
+    (``workers`` 1), or in ``workers`` processes forked from this one after the index was loaded, sharing it
+    (:mod:`._prefork`: open ``ix`` after :func:`~rag_retriever._prefork.single_threaded` then), each with
+    ``threads`` search threads (0: the CPUs shared out). ``uvicorn_options``: ``uvicorn.Config``'s;
+    ``app_options``: :func:`make_app`'s. The exit status."""
+    import uvicorn
+
+    from . import _prefork
+
+    app = make_app(ix, **app_options)
+    if workers == 1:
+        uvicorn.run(app, **uvicorn_options)
+        return 0
+    config = uvicorn.Config(app, **uvicorn_options)
+    sock = config.bind_socket()
+    per = _prefork.threads_for(threads, workers)
+
+    def serve() -> None:
+        _prefork.after_fork(ix, per)
+        uvicorn.Server(config).run(sockets=[sock])
+
+    return _prefork.run(serve, workers)
 
 
 def app_from_env() -> Any:

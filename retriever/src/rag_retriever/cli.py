@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 import typing
 from collections.abc import Callable, Iterator
@@ -41,7 +42,38 @@ def _reported() -> Iterator[None]:
             hint = ("install the extra it belongs to: pip install 'rag-retriever[serve]' (the server), "
                     "'rag-retriever[fast]' (numba, bm25s), 'rag-retriever[dense]' or 'rag-retriever[ray]'")
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        _fail(text or type(e).__name__, hint, EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else 1)
+        _fail(_own(text or type(e).__name__), _own(hint) if hint else hint,
+              EXIT_USAGE if isinstance(e, (UsageError, UnknownNameError)) else 1)
+
+
+#: rag-curriculum's names for this package's commands and extras (the errors are shared with `curriculum index`,
+#: `validate` and `serve`), and this command's own: what a hint of ``rag-retriever`` names.
+_OWN = ((re.compile(r"\bcurriculum (index|validate|serve)\b"), r"rag-retriever \1"),
+        (re.compile(r"\brag-curriculum\[(dense|ray|serve|fast)\]"), r"rag-retriever[\1]"),
+        (re.compile(r"\brag-curriculum\[retrieval\]"), "rag-retriever[fast]"))
+
+
+def _own(text: str) -> str:
+    """``text`` naming this command's commands and extras (``rag-retriever index``, ``rag-retriever[dense]``),
+    not rag-curriculum's."""
+    for pattern, repl in _OWN:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse, in one line, a port this machine cannot listen on (before the index is opened; uvicorn would end
+    in its own lines and exit status 3)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}",
+                             hint="pass another --port (or stop what listens there), or check --host") from None
 
 
 def _options(cls: type, required: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -106,13 +138,17 @@ def index_command(progress: bool, **options: Any) -> None:
     from rag_plumbing._ray import drop_options
     from rag_plumbing._settings import bind
 
-    from . import IndexConfig, build_index, get_kind, load_index, placement_flags
+    from ._corpus import check_corpus
 
     with _reported():
         flags = _given(options)
         if "corpus" not in flags and not ("dataset" in flags and "input" in flags):
             raise UsageError("rag-retriever index needs --corpus (a corpus JSONL), or --dataset and --input",
                              hint="e.g. rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18")
+        if "corpus" in flags:  # what is wrong with the corpus is said before any engine is imported
+            check_corpus(flags["corpus"])
+        from . import IndexConfig, build_index, get_kind, load_index, placement_flags
+
         cfg = bind(IndexConfig, flags, error=UsageError)
         command = drop_options(" ".join(["rag-retriever", *sys.argv[1:]]), placement_flags())
         m = build_index(cfg, progress=progress and sys.stderr.isatty(), command=command)
@@ -165,6 +201,8 @@ def serve_command(**options: Any) -> None:
 
     with _reported(), ExitStack() as scope:
         cfg = bind(ServeConfig, _given(options), error=UsageError)
+        if cfg.engine != "ray":
+            _check_port(cfg.host, cfg.port)
         import uvicorn
 
         leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)

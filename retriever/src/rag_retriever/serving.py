@@ -4,8 +4,10 @@ app in a server of their own.
 * :func:`make_app`: the FastAPI app of Search-R1's retriever protocol (``POST /retrieve``, ``GET /health``,
   ``GET /manifest``) over an index named by the environment (:data:`ENV_INDEX`, :data:`ENV_OPTIONS`), so that
   uvicorn's workers each open it;
+* :func:`run_server`: the app over a loaded index, in this process or in ``--workers`` processes forked after the
+  index was loaded (one copy of it shared: :func:`workers_for`, :func:`single_threaded`);
 * :func:`run_ray_serve`: the same app as a Ray Serve deployment of replicas;
-* :func:`choose_into_memory`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads
+* :func:`choose_into_memory`, :func:`small_enough`, :func:`read_into_memory` and :func:`reading_into_memory`: whether the process reads
   the index whole into memory (``--in-memory``) or maps it, its files held with a read lease where
   :func:`can_lease` (so files copied over a served index cannot crash it mid-query);
 * the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
@@ -17,15 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._integrity import choose_into_memory, memory_line, read_into_memory, reading_into_memory
+from ._integrity import choose_into_memory, memory_line, read_into_memory, reading_into_memory, small_enough
 from ._lease import can_lease
+from ._prefork import single_threaded, workers_for
 from ._ray_serve import run as run_ray_serve
-from ._server import ENV_INDEX, ENV_OPTIONS, make_app
+from ._server import ENV_INDEX, ENV_OPTIONS, make_app, run_server
 
 _GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
 
 __all__ = ["ENV_INDEX", "ENV_OPTIONS", "can_lease", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
-           "reading_into_memory", "run_ray_serve", *_GUARD]
+           "reading_into_memory", "run_ray_serve", "run_server", "single_threaded", "small_enough", "workers_for",
+           *_GUARD]
 
 
 def __getattr__(name: str) -> Any:

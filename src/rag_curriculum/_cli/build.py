@@ -72,26 +72,35 @@ def build(
             show_config(cfg)
             return
         result = build_curriculum(cfg, progress=progress and console.is_terminal)
-    print_shard_summary(result.out, result.manifest)
+    print_shard_summary(result.out, result.manifest, capped=False)  # the build's log said which levels collapse
     if result.manifest.get("prompt_tokens"):
         pt = result.manifest["prompt_tokens"]
         lg = pt["longest"]
         out.print(f"longest prompt: [bold]{lg['tokens']}[/] tokens with {escape(pt['tokenizer'])}'s chat template (row "
                   f"{lg['id']}, curriculum_index {lg['curriculum_index']}, level {lg['level']}); mean {pt['mean']}")
+        by_level = pt.get("max_by_level") or {}
+        if by_level:  # what each level asks of a trainer's context (the hardest levels come last in a curriculum)
+            out.print("longest prompt per level: " + ", ".join(f"{lv}: {t}" for lv, t in
+                                                              sorted(by_level.items(), key=lambda x: int(x[0]))))
+    elif cfg.setting == "curriculum":
+        out.print("prompt lengths not counted: give tokenizer=MODEL (--tokenizer; the model you will train, a "
+                  "directory or a Hub id in the local cache when offline) to count them per level and let the "
+                  "trainers check their limits against the shards")
     if result.manifest.get("profile"):
-        print_schedules(result.manifest["profile"])
+        print_schedules(result.manifest["profile"], str(cfg.profile))
     tail = result.manifest.get("trainer_tail")
     steps = (f": {tail['steps']} step{'s' if tail['steps'] != 1 else ''} of {tail['batch_prompts']} prompts"
              if tail else "")
     out.print(f"[green]wrote[/] {result.rows} rows to [bold]{result.out}[/]{steps}")
 
 
-def print_schedules(record: dict[str, Any]) -> None:
-    """The expected informative fraction of each schedule for the profiled model (the manifest's ``profile``)."""
+def print_schedules(record: dict[str, Any], path: str) -> None:
+    """The expected informative fraction of each schedule for the profiled model (the manifest's ``profile``, which
+    records the profile's ``path`` from the output: ``path`` is the profile as given, from where the command ran)."""
     from rich.table import Table
 
     t = Table(title=f"expected informative groups (G = {record['group_size']}) for {escape(str(record.get('model')))}"
-              f", from {escape(record['path'])} ({record['profiled_questions']} of {record['questions']} questions "
+              f", from {escape(path)} ({record['profiled_questions']} of {record['questions']} questions "
               "profiled)", title_justify="left")
     for col in ("schedule", "whole", "first quarter", "last quarter", "mean pass rate"):
         t.add_column(col, justify="left" if col == "schedule" else "right")

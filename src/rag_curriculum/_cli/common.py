@@ -21,7 +21,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import click
 import typer
 from rag_plumbing import _errors as _base
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from .._plumbing import MaskingFilter, mask_secrets, redact_command
@@ -39,9 +39,26 @@ USAGE_ERRORS = (UsageError, UnknownNameError, _base.UsageError, _base.UnknownNam
 DATA_ERRORS = (DataError, _base.DataError)
 
 
+#: The width tables are laid out at when written to a file or a pipe (and ``COLUMNS`` does not say): rich takes
+#: 80 columns there, where a table of ten columns folds every cell into a column of ten characters.
+PIPED_WIDTH = 200
+
+
 class _Console(Console):
-    """rich's Console, wrapping lines at the width only on a terminal: written to a file or a pipe (whose width rich
-    takes as 80 columns) a line is one line, as a log reader or ``grep`` wants it (tables are laid out as before)."""
+    """rich's Console, wrapping lines at the width only on a terminal: written to a file or a pipe a line is one
+    line, as a log reader or ``grep`` wants it, and tables are laid out at :data:`PIPED_WIDTH` columns (or
+    ``COLUMNS``) instead of rich's 80."""
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS"):
+            return size
+        return ConsoleDimensions(max(size.width, PIPED_WIDTH), size.height)
+
+    @size.setter
+    def size(self, value: tuple[int, int]) -> None:
+        Console.size.fset(self, value)  # type: ignore[attr-defined]
 
     @property  # type: ignore[override]
     def soft_wrap(self) -> bool:

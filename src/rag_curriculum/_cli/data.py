@@ -75,11 +75,11 @@ def _print_origins(record: dict[str, Any]) -> None:
                                                                          gr["distribution"].items()))
 
 
-def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
+def print_shard_summary(directory: Path, manifest: dict[str, Any], *, capped: bool = True) -> None:
     """A shard directory's rows per level with what each level holds as built (distractors asked and shown,
     passages, rows short of distractors, hops), the levels that collapse, its shards and its manifest's records; a
     directory of questions without passages (Search-R1's files) is described by its sources, answers and prompt
-    lengths instead."""
+    lengths instead. ``capped``: say which levels collapse (not after a build, whose log said it)."""
     names = pq.read_schema(shard_files(directory)[0]).names if manifest.get("shards") else []
     t = read_table(directory, columns=["level", "hops", "num_distractors", "data_source", "setting"], verify=False)
     lv = t.column("level").to_pylist()
@@ -89,12 +89,12 @@ def print_shard_summary(directory: Path, manifest: dict[str, Any]) -> None:
     if lv and not any(hops):  # questions only: no passages, no distractors, no hops to count
         _print_questions(directory, manifest, t, title, prompt_tokens="prompt_tokens" in names)
     else:
-        _print_levels(manifest, t, lv, hops, nd, title)
+        _print_levels(manifest, t, lv, hops, nd, title, capped=capped)
     _print_files_and_records(directory, manifest)
 
 
 def _print_levels(manifest: dict[str, Any], t: Any, lv: list[int], hops: list[int], nd: list[int],
-                  title: str) -> None:
+                  title: str, *, capped: bool = True) -> None:
     """Rows per level, what each holds as built, and (a curriculum's rows) the levels that collapse."""
     curriculum = set(t.column("setting").to_pylist()) == {"curriculum"}
     built = levels_as_built(zip(lv, hops, nd, strict=True)) if curriculum else {}
@@ -122,7 +122,7 @@ def _print_levels(manifest: dict[str, Any], t: Any, lv: list[int], hops: list[in
                       f"[yellow]{short:,}[/]" if short else "0",
                       f"{h.count(2)}/{h.count(3)}/{sum(1 for x in h if x >= 4)}")
     out.print(table)
-    if curriculum:
+    if curriculum and capped:
         sources = t.column("data_source").to_pylist()
         groups = []
         for name in sorted(set(sources)):

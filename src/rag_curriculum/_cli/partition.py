@@ -21,8 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._plumbing import current_command
-from .._progress import rate_text
+from .._plumbing import current_command, rate_text
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
 from ..errors import UsageError

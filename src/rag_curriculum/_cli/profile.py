@@ -104,8 +104,9 @@ def print_profile(summary: dict[str, Any]) -> None:
               f"questions x {summary.get('samples_per_question')} samples (95% paired bootstrap intervals); "
               f"informative: a group of G={g} with rewards {'not all equal' if not spread else f'spread > {spread:g}'}",
               title_justify="left")
+    alone = "/".join(n.rsplit("/", 1)[-1] for n in names)
     cols = ["level", "distractors", "pass rate", "vs first level", "reward", f"informative (G={g})",
-            *(f"{n.rsplit('/', 1)[-1]} alone" for n in names), "pass rate alone"]
+            *([f"{alone} alone"] if names else []), "pass rate alone"]
     for col in cols:
         t.add_column(col, justify="right")
     for lv in summary.get("levels") or []:
@@ -115,8 +116,9 @@ def print_profile(summary: dict[str, Any]) -> None:
             continue
         comps = f.get("components") or {}
         t.add_row(str(lv), f"{f['mean_distractors']}", _ci(f, "pass_rate"), _ci(f, "change", signed=True),
-                  _ci(f, "reward", signed=True) if "reward" in f else "", _ci(f, "informative"),
-                  *(f"{comps[n]['informative']:.3f}" if n in comps else "" for n in names),
+                  f"{f['reward']:+.2f}" if f.get("reward") is not None else "", _ci(f, "informative"),
+                  *(["/".join(f"{comps[n]['informative']:.2f}" if n in comps else "-" for n in names)] if names
+                    else []),
                   f"{f['informative_pass_rate']:.3f}" if "informative_pass_rate" in f else "")
     out.print(t)
 

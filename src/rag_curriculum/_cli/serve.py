@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 from rag_retriever import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
-from rag_retriever.serving import ENV_INDEX, ENV_OPTIONS, make_app, run_ray_serve
+from rag_retriever.serving import run_ray_serve
 
 from ..config import bind, given
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
@@ -69,7 +69,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
             show_config(cfg)
             return
         import fastapi  # noqa: F401  (missing: the hint names the extra)
-        import uvicorn
+        import uvicorn  # noqa: F401  (missing: the hint names the extra)
 
         # checks the directory against its manifest (sizes, small files and the BM25 postings hashed, large files
         # sampled, the fingerprint recomputed from the records; --verify: what curriculum validate checks), then
@@ -86,7 +86,10 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         leases = cfg.engine != "ray"  # (Ray Serve's replicas take none: without one, the quarter-of-memory rule)
         memory, size = serving.choose_into_memory(cfg.index, cfg.in_memory, leases=leases)
         scope.enter_context(serving.reading_into_memory(memory))  # (this command's: as it was after it)
-        ix = CorpusIndex(cfg.index, threads=cfg.threads, encoder=cfg.encoder, device=cfg.device,
+        workers = serving.workers_for(cfg.workers) if cfg.engine != "ray" else 1
+        if workers > 1:  # loaded once here, then forked: no thread pool started before the fork
+            serving.single_threaded()
+        ix = CorpusIndex(cfg.index, threads=1 if workers > 1 else cfg.threads, encoder=cfg.encoder, device=cfg.device,
                          verify=cfg.verify, allow_other_encoder=cfg.allow_other_encoder)
         out.print(ix.check_line(), soft_wrap=True)
         leased = leases and not memory and serving.can_lease(cfg.index)
@@ -100,7 +103,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
             ix.warm()
         if cfg.engine == "ray":
             _import_ray_serve()
-        host, port, workers = cfg.host, cfg.port, cfg.workers
+        host, port = cfg.host, cfg.port
         _check_port(host, port)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         how = (f"{cfg.replicas} Ray Serve replica{'s' if cfg.replicas > 1 else ''}" if cfg.engine == "ray" else
@@ -125,16 +128,12 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
             del ix  # each replica maps its own copy
             _serve_ray(cfg, url, memory)
             return
-        if workers == 1:
-            app = make_app(ix, **cfg.limits())
-            uvicorn.run(app, **kw)
-        else:  # uvicorn's worker processes import the app: the index and limits go through the environment
-            os.environ[ENV_INDEX] = os.path.abspath(cfg.index)
-            os.environ[ENV_OPTIONS] = json.dumps({**cfg.limits(), "threads": cfg.threads, "encoder": cfg.encoder,
-                                                  "device": cfg.device, "allow_other_encoder": cfg.allow_other_encoder,
-                                                  "in_memory": memory})
-            del ix
-            uvicorn.run("rag_retriever._server:app_from_env", factory=True, workers=workers, **kw)
+        # (a small index whose files a writer opened since the check above is read whole: --in-memory not given)
+        whole = cfg.in_memory is None and serving.small_enough(size)
+        code = serving.run_server(ix, kw, workers=workers, threads=cfg.threads, whole_if_unleased=whole,
+                                  **cfg.limits())
+        if code:
+            raise typer.Exit(code)
 
 
 def _import_ray_serve() -> None:

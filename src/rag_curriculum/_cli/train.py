@@ -31,6 +31,7 @@ from ..train import (
     prepare,
 )
 from ..train import train as run_training
+from ..train._memory import memory_lines
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 
@@ -216,6 +217,8 @@ def _dry_run(cfg: Any) -> None:
         console.print(f"[yellow]warning:[/] the shards were fitted to {fitted} prompts per step, but this run "
                       f"takes {plan.prompts_per_generation} per batch")
     _print_plan(plan, run.tail)  # the tail warned once, here (the real run logs it with report_tail)
+    for line in memory_lines(cfg, args, plan.num_processes, run.lengths.max_tokens if run.lengths else None):
+        out.print(escape(line))
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan,
                               resuming=run.resume is not None):
         if issue.severity != "error":  # errors were raised by prepare

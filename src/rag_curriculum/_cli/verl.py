@@ -113,5 +113,19 @@ def agent_data(
     _run("agent-data", str(shards), str(out), "--template", template, "--overwrite" if overwrite else None)
 
 
+@verl_app.command("layout",
+    help=(
+         "Refuse (exit 2) a layout over which verl cannot split a step's prompts x rollouts sequences, offering "
+         "prompts per step, GPUs per node and node counts that split."))
+def layout(
+    prompts: Annotated[int, typer.Option("--prompts", help="data.train_batch_size (PROMPTS_PER_STEP).")] = 42,
+    rollouts: Annotated[int, typer.Option("--rollouts", help="actor_rollout_ref.rollout.n (ROLLOUTS).")] = 7,
+    nnodes: Annotated[int, typer.Option("--nnodes", help="trainer.nnodes (NNODES).")] = 1,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="trainer.n_gpus_per_node.")] = 7,
+) -> None:
+    _run("layout", "--prompts", str(prompts), "--rollouts", str(rollouts), "--nnodes", str(nnodes),
+         "--gpus-per-node", str(gpus_per_node))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(verl_app, name="verl")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..train import WarmStartConfig
+from ..shards import read_manifest
+from ..train import WarmStartConfig, compose_train_config
 from ..train import warm_start as run
 from .common import out, reported_errors
 
@@ -94,8 +97,46 @@ def warm_start(
     table.add_row(str(rows), str(result.examples), f"{result.loss_first:.3f}", f"{result.loss_last:.3f}",
                   f"{result.seconds:.0f}", escape(str(result.out)))
     out.print(table)
-    recipe = "search-learn" if agent else "cpu-learn"
-    out.print(f"next: curriculum train recipe={recipe} model.name_or_path={escape(str(result.out))}")
+    out.print(f"next: {escape(next_train_command(shards, result.out, model=model, rows=rows, agent=agent, retriever=retriever, top_k=top_k, template=template))}")
+
+
+#: A curriculum smaller than one run of recipe=cpu-gemma takes (prompts a step x steps) is trained on in one pass, 2
+#: prompts x 2 generations a step: the README walkthrough's 4 rows are its 2 steps. (The tiny recipes go over the
+#: rows the warm start taught many times on purpose.)
+SMALL_RUN = ("batch.prompts_per_step=2", "batch.per_device_completions=2", "grpo.num_generations=2")
+
+
+def next_train_command(shards: Path, model_out: Path, *, model: str = "", rows: int = 8, agent: str = "",
+                       retriever: str = "", top_k: int | None = None, template: str | None = None) -> str:
+    """The training command that follows a warm start, as the docs give it: ``recipe=search-learn`` for a search
+    agent, ``cpu-gemma`` for a given model (a real one: Gemma 3 270M in the README), else ``cpu-learn``; on the
+    warm start's shards and model, the rows it taught (the tiny recipes'), its retriever and top-k, the shards'
+    dataset, and a curriculum smaller than cpu-gemma's run trained on in one pass (:data:`SMALL_RUN`)."""
+    recipe = "search-learn" if agent else "cpu-gemma" if model else "cpu-learn"
+    args = [f"model.name_or_path={_arg(model_out)}", f"data.shards={_arg(shards)}"]
+    cfg = compose_train_config(recipe, ["model.name_or_path=x", "data.shards=x"])
+    manifest = read_manifest(shards)
+    datasets = sorted({str(s.get("dataset")) for s in manifest.get("sources") or [] if s.get("dataset")})
+    if len(datasets) == 1 and datasets[0] != cfg.dataset:
+        args.insert(0, f"dataset={datasets[0]}")
+    if cfg.data.max_rows is not None and rows != cfg.data.max_rows:
+        args.append(f"data.max_rows={rows}")
+    if agent:
+        args.append(f"agent.retriever={_arg(retriever)}")
+        if top_k is not None and top_k != cfg.agent.top_k:
+            args.append(f"agent.top_k={top_k}")
+        if template and template != cfg.agent.template:
+            args.append(f"agent.template={template}")
+    total = int(manifest.get("num_rows") or 0)
+    if recipe == "cpu-gemma" and 0 < total < (cfg.batch.prompts_per_step or 0) * int(cfg.grpo.get("max_steps") or 0):
+        steps = math.ceil(total / 2)
+        args += [*SMALL_RUN, f"grpo.max_steps={steps}", f"grpo.save_steps={steps}"]
+    return " ".join(["curriculum train", f"recipe={recipe}", *args])
+
+
+def _arg(path: object) -> str:
+    """A path as the user gave it, quoted for the shell where it needs it."""
+    return shlex.quote(str(path))
 
 
 def register(app: typer.Typer) -> None:

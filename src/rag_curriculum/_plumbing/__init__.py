@@ -4,9 +4,9 @@ locks between processes (filelock), and the files that mark a partition's output
 (no stable API), and the one door to it: the other packages import these names from here, not from its modules.
 Light to import (standard library only).
 
-Atomic writes, forked side tasks, locks, secret masking and the Ray connection are written once, in ``rag_plumbing``
-(./plumbing, which rag-curriculum and rag-retriever both require): the toolkit's names for them are the plumbing's,
-so a fix lands in both distributions at once."""
+Atomic writes, forked side tasks, locks, progress bars, secret masking and the Ray connection are written once, in
+``rag_plumbing`` (./plumbing, which rag-curriculum and rag-retriever both require): the toolkit's names for them are
+the plumbing's, so a fix lands in both distributions at once."""
 
 from rag_plumbing._atomic import (
     atomic_write_bytes,
@@ -17,6 +17,14 @@ from rag_plumbing._atomic import (
 )
 from rag_plumbing._fork import SideTask, die_with_parent
 from rag_plumbing._lock import held_or_refused, waited
+from rag_plumbing._progress import (
+    NARROW_COLUMNS,
+    duration_text,
+    make_progress,
+    maybe_progress,
+    rate_text,
+    track,
+)
 from rag_plumbing._ray import (
     AUTH_HINT,
     UNREACHABLE_HINT,
@@ -41,7 +49,7 @@ from ._command import current_command
 from ._counts import distribution, gc_paused, trainer_tail
 from ._digest import file_sha256, shards_digest
 from ._jsonl import jsonl_records, read_jsonl_latest, read_state, write_state
-from ._lazy import lazy_exports, moved_names, moved_to
+from ._lazy import lazy_exports, moved_names, moved_to, renamed_keywords
 from ._output_sets import MANIFEST, RECORD_FILE, SUMMARY_FILE, WORK, output_set_problem, stats_set_problem
 from ._seeds import derive_seed, hash64, stable_id
 from ._types import AsDict, expected_type, init_hints
@@ -52,6 +60,7 @@ __all__ = [
     "MANIFEST",
     "MASK",
     "MaskingFilter",
+    "NARROW_COLUMNS",
     "RECORD_FILE",
     "SUMMARY_FILE",
     "SideTask",
@@ -67,6 +76,7 @@ __all__ = [
     "die_with_parent",
     "distribution",
     "drop_options",
+    "duration_text",
     "expected_type",
     "file_sha256",
     "fsync_dir",
@@ -78,20 +88,25 @@ __all__ = [
     "is_secret",
     "jsonl_records",
     "lazy_exports",
+    "make_progress",
     "mask_secrets",
+    "maybe_progress",
     "moved_names",
     "moved_to",
     "output_set_problem",
+    "rate_text",
     "read_jsonl_latest",
     "read_state",
     "redact_command",
     "redact_overrides",
+    "renamed_keywords",
     "require_resources",
     "shards_digest",
     "shutdown_ray",
     "stable_id",
     "stats_set_problem",
     "tmp_name",
+    "track",
     "trainer_tail",
     "unreachable",
     "waited",

@@ -1,5 +1,6 @@
 """Lazy package exports: a package's names load their submodule on first use (PEP 562 module ``__getattr__``),
-so importing a config class for the command line does not import pyarrow, numpy or matplotlib.
+so importing a config class for the command line does not import pyarrow, numpy or matplotlib. And what moved or was
+renamed keeps working for a release, with a :class:`DeprecationWarning` naming the new place or name.
 
 Each name is declared once, as an import in the package's ``if TYPE_CHECKING:`` block (which type checkers, IDEs and
 the docs read): at run time that block is read from the package's source, on first need, as the map of what to
@@ -8,7 +9,10 @@ import where."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
 import importlib
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -91,3 +95,53 @@ def moved_names(old: str, where: Mapping[str, str],
         return value
 
     return __getattr__
+
+
+def renamed_keywords(**renamed: str) -> Callable[[Any], Any]:
+    """A decorator for a class or function whose keyword arguments were renamed (``renamed``: old -> new; none
+    given on a dataclass: its fields' ``renamed_from``, as recipes read them): a call with an old keyword sets the
+    new one, with a :class:`DeprecationWarning` naming it; on a class the old attribute reads the new one too.
+
+    >>> @renamed_keywords(topk="top_k")
+    ... @dataclasses.dataclass
+    ... class Demo:
+    ...     top_k: int = 3
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     (Demo(topk=1).top_k, str(caught[0].message))
+    (1, 'Demo(topk=...) is now called Demo(top_k=...): the old keyword is read until the next release')
+    """
+
+    def decorate(obj: Any) -> Any:
+        names = renamed or {old: f.name for f in dataclasses.fields(obj)
+                            if (old := (f.metadata.get("setting") or {}).get("renamed_from"))}
+        target = obj.__init__ if isinstance(obj, type) else obj
+        label = obj.__qualname__.removesuffix(".__init__")
+
+        @functools.wraps(target)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old, new in names.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{label}() got both {old!r} and its new name {new!r}: pass {new!r} only")
+                    warnings.warn(f"{label}({old}=...) is now called {label}({new}=...): the old keyword is read "
+                                  "until the next release", DeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return target(*args, **kwargs)
+
+        if not isinstance(obj, type):
+            return wrapper
+        obj.__init__ = wrapper
+        for old, new in names.items():
+            if not hasattr(obj, old):
+                setattr(obj, old, property(functools.partial(_old_attribute, label=label, old=old, new=new),
+                                           doc=f"Renamed {new!r} (the old name, read until the next release)."))
+        return obj
+
+    return decorate
+
+
+def _old_attribute(self: Any, *, label: str, old: str, new: str) -> Any:
+    warnings.warn(f"{label}.{old} is now called {label}.{new}: the old name is read until the next release",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(self, new)

@@ -94,6 +94,8 @@ class IndexRetriever:
 
         ids, scores = self.index.retrieve_many(list(queries), k)
         flat = np.unique(ids[ids >= 0]).astype(np.int64)
+        if hasattr(self.index, "check_keys"):  # each passage shown checked against its key, as validate checks it
+            self.index.check_keys(flat)
         docs = dict(zip(flat.tolist(), self.index.documents(flat), strict=True))
         out = []
         for row_ids, row_scores in zip(ids, scores, strict=True):

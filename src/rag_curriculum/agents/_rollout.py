@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._plumbing import AsDict, derive_seed
+from .._plumbing import AsDict, derive_seed, renamed_keywords
 from ..errors import ConfigError, GenerationError
 from ..generation import cut_at_stop
 from ..grammar import STOP, Segment, information_block, parse_turn
@@ -70,6 +70,7 @@ class SearchR1Format:
         raise GenerationError(f"search-r1 has no action {turn.action!r}")
 
 
+@renamed_keywords(topk="top_k")
 @dataclass
 class RolloutConfig(AsDict):
     """The search environment's settings.

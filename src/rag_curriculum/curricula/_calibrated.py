@@ -68,11 +68,12 @@ def load_profile(cfg: BuildConfig, datasets: Sequence[str]) -> LevelProfile:
     """The build's ``--profile``, refused when it measured other datasets than the build's, or (when the build names
     the model it is for with ``--tokenizer``) another model."""
     prof = read_profile(cfg.profile or "")
-    shared = sorted(set(prof.datasets) & set(datasets))
-    if not shared:
+    missing = sorted(set(datasets) - set(prof.datasets))
+    if missing:  # (a mixture's other dataset would be scored by this one's figures)
         raise ProfileError(f"--profile {cfg.profile} measured {', '.join(prof.datasets)}, not this build's "
-                           f"{', '.join(datasets)}", hint="profile the build's dataset: curriculum profile --dataset "
-                           f"{datasets[0]} --input FILE --model M --out DIR")
+                           f"{', '.join(missing)}", hint="profile every dataset of the build: curriculum profile "
+                           f"--dataset {missing[0]} --input FILE --model M --out DIR (one profile of the mixture: "
+                           "profile the build's own rows)")
     if cfg.tokenizer and prof.model and _model_name(prof.model) != _model_name(cfg.tokenizer):
         raise ProfileError(f"--profile {cfg.profile} measured model {_model_name(prof.model)}, not --tokenizer "
                            f"{cfg.tokenizer}'s model", hint="profile the model you will train, or pass its "
@@ -152,11 +153,15 @@ def profile_facts(cfg: BuildConfig, chosen: Sequence[Example], paired: Sequence[
     schedules[calibrated_label(calibrated_cfg)] = _figures(prof, [(row_id(ex), lv) for ex, lv in calibrated], g)
     this = [(row_id(ex), lv) for ex, lv in paired]
     aim = round((cfg.band[0] + cfg.band[1]) / 2, 6) if cfg.band is not None else target  # a band: aim at its middle
+    from ._plan import source_K
+
+    K = min(cfg.K or source_K(cfg, s.dataset) for s in cfg.sources)  # a start above the build's K is no advice
+    candidates = [lv for lv in prof.levels if lv <= K] or prof.levels[:1]
     if cfg.target_informative is not None:  # the level whose predicted informative fraction is nearest the target
-        start = min(prof.levels, key=lambda lv: (abs(prof.level_informative(lv, g, prof.max_spread)
-                                                     - cfg.target_informative), abs(prof.level_pass_rate(lv) - aim), lv))
+        start = min(candidates, key=lambda lv: (abs(prof.level_informative(lv, g, prof.max_spread)
+                                                    - cfg.target_informative), abs(prof.level_pass_rate(lv) - aim), lv))
     else:
-        start = min(prof.levels, key=lambda lv: (abs(prof.level_pass_rate(lv) - aim), lv))
+        start = min(candidates, key=lambda lv: (abs(prof.level_pass_rate(lv) - aim), lv))
     reward = prof.summary.get("reward") or {}
     record: dict[str, Any] = {
         "path": portable_path(cfg.profile or "", cfg.out),

@@ -166,6 +166,9 @@ class BuildConfig:
     band: Any = rule(None, help=(
         "--schedule calibrated, instead of --target: LO,HI (e.g. 0.3,0.7): each question at a level whose pass rate "
         "lies in [LO, HI], the one nearest the middle; with none inside, the level nearest the band (counted)."))
+    n_up_to: bool = rule(False, flag="", help=(
+        "Each source's n is a ceiling (RAG-RL's 'up to 40,000'): a source holding fewer questions gives every one "
+        "(the manifest's n_up_to records how many it held); unset: fewer is refused."))
     target_informative: float | None = rule(None, ge=0, le=1, help=(
         "--schedule calibrated: each question at the level whose predicted share of informative GRPO groups (the "
         "profile's training reward) is nearest this (1: the most informative); ties by the pass rate --target."))
@@ -297,6 +300,8 @@ class BuildConfig:
                     "questions_from"):  # unset: as always
             if d[key] is None:
                 del d[key]
+        if not d["n_up_to"]:  # as before the setting
+            del d["n_up_to"]
         if not d["unanswerable_fraction"]:  # likewise a build without unanswerable rows
             del d["unanswerable_fraction"], d["abstention_answer"]
         if d["distractors"] == "provided" and d["setting"] != "retrieved":  # and one without an index

@@ -307,6 +307,15 @@ def _choose(cfg: BuildConfig, sources: Sequence[LoadedSource], facts: dict[str, 
     chosen: list[Example] = []
     per_source = {}
     quotas = [s.spec.n for s in sources]
+    if cfg.n_up_to:  # n is a ceiling: a source holding fewer gives all it holds (recorded)
+        capped = {s.dataset: {"asked": q, "available": len(s.examples)} for s, q in zip(sources, quotas, strict=True)
+                  if q is not None and q > len(s.examples)}
+        quotas = [q if q is None else min(q, len(s.examples)) for s, q in zip(sources, quotas, strict=True)]
+        if capped:
+            facts["n_up_to"] = capped
+            for name, c in capped.items():
+                log.info("%s: n=%d is a ceiling; the file holds %d usable question(s): all of them are taken", name,
+                         c["asked"], c["available"])
     total = sum(len(s.examples) if q is None else q for s, q in zip(sources, quotas, strict=True))
     if cfg.setting == "curriculum" and cfg.batch_prompts and cfg.tail != "keep":
         rem = total % cfg.batch_prompts

@@ -17,8 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._plumbing import die_with_parent
-from .._progress import maybe_progress
+from .._plumbing import die_with_parent, maybe_progress
 from ..lengths import LengthStats, count_prompt_tokens
 from ..prompts import get_template
 from ..records import Document, Example

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._progress import track
+from .._plumbing import track
 from ..errors import BuildError, SkipReport
 from ..loaders import guess_split, load_examples
 from ..records import Example

@@ -154,7 +154,7 @@ def build_manifest(cfg: BuildConfig, sources: BuildSources, plan: BuildPlan, *,
         "counts": plan_summary(rows, as_built=cfg.setting == "curriculum"),
         "trainer_tail": tail,
     }
-    for k in ("leakage", "tail_fit", "unanswerable", "row_order", "capped_levels", "short_rows", "profile"):
+    for k in ("n_up_to", "leakage", "tail_fit", "unanswerable", "row_order", "capped_levels", "short_rows", "profile"):
         if k in facts:
             manifest[k] = facts[k]
     if sources.index is not None:  # completed from the shards once they are written (origin_summary)

@@ -267,6 +267,25 @@ class _Walk:
         return self._ids, self._keys  # type: ignore[return-value]
 
 
+class _CheckedKeys:
+    """The index's passage keys in memory, each recomputed from its passage's title and text the first time it is
+    read (:meth:`~rag_retriever.CorpusIndex.check_keys`): a forged key is refused as ``curriculum validate`` refuses
+    it, and only the passages a build compares are read (never the whole index)."""
+
+    __slots__ = ("array", "check")
+
+    def __init__(self, index: Any) -> None:
+        import numpy as np
+
+        self.array = np.asarray(index.keys)
+        self.check = getattr(index, "check_keys", None)
+
+    def __getitem__(self, ids: Any) -> Any:
+        if self.check is not None:
+            self.check(ids, self.array)
+        return self.array[ids]
+
+
 class BM25Source(ProvidedSource):
     """Hard negatives from an index's ranking: BM25's (``bm25``), a dense retriever's (``dense``: near-misses by
     meaning) or their fusion (``hybrid``); the kind asked must be the index's."""
@@ -291,11 +310,10 @@ class BM25Source(ProvidedSource):
 
     def prepare(self, examples: list[Example], *, progress: bool = False,
                 inputs: dict[str, str | None] | None = None) -> None:
-        import numpy as np
 
         self._warn_other_dataset(examples)
         self.rankings = self.index.rankings(examples, progress=progress)
-        self.keys = np.asarray(self.index.keys)  # into memory: 8 bytes a passage
+        self.keys = _CheckedKeys(self.index)  # into memory: 8 bytes a passage
         self._trusted = set()
         if TRUST_INDEXED_FILE:
             for dataset, sha256 in (inputs or {}).items():

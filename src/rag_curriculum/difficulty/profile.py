@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._plumbing import file_sha256
 from ..errors import ConfigError, ProfileError
 
 log = logging.getLogger("rag_curriculum.profile")
@@ -367,6 +368,20 @@ class LevelProfile:
                 out.append(f"{key} {mine} in the profile, {value} here")
         return out
 
+    def check_use(self, *, rewards: Sequence[Sequence[Any]] | None = None,
+                  sampling: Mapping[str, Any] | None = None, where: str = "this run") -> None:
+        """Refuse a profile whose reward or sampling differ from those it is used with (:meth:`differences`), in one
+        line naming every difference.
+
+        Raises:
+            ProfileError: something differs.
+        """
+        diffs = self.differences(rewards=rewards, sampling=sampling)
+        if diffs:
+            raise ProfileError(f"{self.path}: made for other settings than {where}'s: {'; '.join(diffs)}",
+                               hint="profile again with the recipe you train (curriculum profile --recipe NAME), "
+                                    "or use the profile's settings")
+
     def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET, *,
                          informative: float | None = None, group_size: int | None = None,
                          max_spread: float | None = None) -> tuple[int, float]:
@@ -472,6 +487,10 @@ def read_profile(path: str | Path) -> LevelProfile:
                            hint="pass the --out of a finished `curriculum profile` (run it again to finish one)")
     try:
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        recorded = summary.get("table_sha256") if isinstance(summary, dict) else None
+        if recorded is not None and file_sha256(table_file) != recorded:
+            raise ProfileError(f"{table_file}: its SHA-256 is not the one {PROFILE_SUMMARY} records: the table changed "
+                               "after the profile was written", hint="run `curriculum profile` again into a new --out")
         with_rewards = "sample_reward" in pq.read_schema(table_file).names
         table = pq.read_table(table_file, columns=["id", "data_source", "level", "pass_rate", "skipped",
                                                    *(["sample_reward"] if with_rewards else [])])
@@ -497,6 +516,12 @@ def read_profile(path: str | Path) -> LevelProfile:
                 rewards[(row_id, int(level))] = tuple(got)
             rates[(row_id, int(level))] = rate
             counts[int(level)] = counts.get(int(level), 0) + 1
+    present = set(cols[1])
+    absent = [lv for lv in sorted(counts) if lv not in present]
+    if absent:  # not one row of a level it lists, skipped or not: another profile's table, not a short context
+        raise ProfileError(f"{table_file}: no row of level {absent[0]}, which {PROFILE_SUMMARY} lists: the table is "
+                           "not this profile's (replaced or edited)", hint="run `curriculum profile` again into a "
+                           "new --out")
     empty = [lv for lv, c in sorted(counts.items()) if c == 0]
     if empty:
         raise ProfileError(f"{table_file}: level {empty[0]} has no scored question (every prompt skipped)",

@@ -37,8 +37,14 @@ from rag_plumbing import passage_hash
 from .._commit import check_resumable, resumable_output
 from .._metrics import answer_scores
 from .._plots import bar_panels
-from .._plumbing import atomic_write_bytes, atomic_write_text, mask_secrets, redact_command
-from .._progress import maybe_progress
+from .._plumbing import (
+    atomic_write_bytes,
+    atomic_write_text,
+    mask_secrets,
+    maybe_progress,
+    redact_command,
+    renamed_keywords,
+)
 from .._settings import (
     check_model_ref,
     check_settings,
@@ -70,6 +76,7 @@ log = logging.getLogger(__name__)
 LOCK = ".eval.lock"  # held while a run writes (filelock): a second run on the same --out is refused at once
 
 
+@renamed_keywords()
 @dataclass
 class AgentEvalConfig:
     """Everything that determines a search-agent evaluation. Saved as ``eval_config.json`` in ``out``."""

@@ -42,6 +42,7 @@ from ..generation import (
     runner,
 )
 from ..generation.runner import read_backend
+from ..models import model_settings
 from ..rewards import ABSTENTION_ANSWER
 from ..shards import read_manifest, read_table, write_json
 from ._config import EvalConfig, ModelSpec
@@ -492,7 +493,8 @@ def _evaluate_set(cfg: EvalConfig, model: ModelSpec, es: EvalSet, backend: Calla
     _write_results(path, records, mask_secrets(meta),
                    scorer.result_schema(RESULT_SCHEMA, records) if scorer is not None else RESULT_SCHEMA)
     shutil.rmtree(work, ignore_errors=True)
-    entry = summarize_entry(records, model=model.name, model_path=model.path, dataset=es.dataset,
+    entry = summarize_entry(records, model=model.name, model_path=model.path, model_settings=model_settings(model.path),
+                            dataset=es.dataset,
                             setting=es.setting, data_dir=str(es.directory), results=rel.as_posix())
     if scorer is not None:
         scorer.entry(entry, records, variant, model=model.name, renamed=len(cfg.templates) > 1)

@@ -168,6 +168,25 @@ class _Workers:
             self._tasks.put(None)
 
 
+def _check_base_url(url: str) -> None:
+    """Refuse a base URL no request can reach (a port that is not a number: a password holding ``#``, ``/`` or
+    ``?`` ends the URL's authority there), naming it with its secrets masked: not a traceback from the client."""
+    from urllib.parse import urlsplit
+
+    from .._plumbing import mask_secrets
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # the error's text would echo the port, part of a password perhaps
+        raise ConfigError(f"--base-url {mask_secrets(url)}: its port is not a number in 1..65535",
+                          hint="give e.g. http://127.0.0.1:8000/v1; a password holding '#', '/' or '?' must be "
+                               "written percent-encoded (%23, %2F, %3F)") from None
+    if not parts.hostname or port == 0:
+        raise ConfigError(f"--base-url {mask_secrets(url)}: " + ("port 0 is not a port a server listens on" if
+                          parts.hostname else "the URL names no host"), hint="give e.g. http://127.0.0.1:8000/v1")
+
+
 class OpenAIBackend:
     """Chat completions from an OpenAI-compatible server, ``concurrency`` requests at a time."""
 
@@ -195,6 +214,7 @@ class OpenAIBackend:
         self._options = {"max_n_per_request": max_n_per_request, "disable_server_defaults": disable_server_defaults,
                          "extra_body": extra_body}  # what can change completions (see describe)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        _check_base_url(self.base_url)
         self.concurrency = int(concurrency)
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)

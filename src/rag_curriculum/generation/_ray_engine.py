@@ -108,10 +108,27 @@ class RayEngine:
         self.pools: list[RayPool] = []
 
     def connect(self) -> Any:
+        self._check_local_cpus()
         if connect_ray(self.ray, self.cfg.ray_address, error=EngineError, log=log, purpose="this run",
                        log_to_driver=True):
             self.started = True
         return self.ray
+
+    def _check_local_cpus(self) -> None:
+        """A worker asking more CPUs than this machine has, where the run would start a local cluster (no
+        --ray-address, no RAY_ADDRESS, not connected yet), refused before the cluster is started: no node of it could
+        hold the worker (a cluster's nodes are known only once connected: :func:`require_resources` then)."""
+        import os
+
+        if self.cfg.ray_address or os.environ.get("RAY_ADDRESS") or self.ray.is_initialized():
+            return
+        have = os.cpu_count() or 1
+        cpus = float(self.cfg.cpus_per_worker)
+        if cpus > have:
+            raise EngineError(f"each Ray worker needs {cpus:g} CPU on one node (--cpus-per-worker {cpus:g}), but the "
+                              f"local Ray cluster this run would start has at most {have} (this machine's CPUs)",
+                              hint=f"lower --cpus-per-worker to {have} or less, or run on a cluster with larger "
+                                   "nodes (--ray-address or RAY_ADDRESS)")
 
     def wrap(self, factory: Callable[[], Any], *, backend: str | None = None,
              options: Mapping[str, Any] | None = None) -> Callable[[], RayPool]:

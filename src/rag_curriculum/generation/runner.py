@@ -68,8 +68,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, derive_seed, mask_secrets, waited
-from .._progress import NARROW_COLUMNS, duration_text, rate_text
+from .._plumbing import (
+    NARROW_COLUMNS,
+    atomic_write_with,
+    derive_seed,
+    duration_text,
+    mask_secrets,
+    rate_text,
+    waited,
+)
 from ..errors import (  # noqa: F401  (the run's errors, in this public module's __all__)
     ConfigError,
     CurriculumError,

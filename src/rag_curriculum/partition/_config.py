@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plumbing import renamed_keywords
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -45,6 +46,7 @@ TASK_VERSION = 1
 RUN_LOCK = ".partition.lock"
 
 
+@renamed_keywords()
 @dataclass
 class PartitionConfig:
     """Everything that determines a partition. Saved, resolved, in every manifest it writes. Each field's ``help``
@@ -72,7 +74,8 @@ class PartitionConfig:
     input: str | None = rule(None, empty=False, help=(
         "The --dataset's source file; built at level K (--schedule max) into OUT/input."))
     n: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
-        "With --input: questions to sample (RAG-RL: up to 40,000); unset: all of them."))
+        "With --input: questions to sample, at most (RAG-RL: up to 40,000): a file holding fewer gives every one "
+        "(partition.json's sample says how many); unset: all of them."))
     K: int | None = rule(None, ge=1, le=MAX_K, help="With --input: the level; unset: the dataset's K.")
     out: str = rule("outputs/partition", empty=False, help=(
         "Output directory: answerable/, unanswerable/, learnable/, stats.parquet, partition.json; work/ holds the "

@@ -47,8 +47,10 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     # questions without passages (Search-R1's data files): a search agent's rows, its prompt (replaced by the
     # agent's template when asked, as every row's is)
     extra = {"template": "search-r1"} if questions_only(dataset) else {}
+    # n is "up to" (RAG-RL appendix A): a file holding fewer questions gives all of them (partition.json's sample)
     build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="max",
-                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True, **extra)
+                        seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True, n_up_to=True,
+                        **extra)
     with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
         try:
             m = validate_shards(built)

@@ -36,7 +36,7 @@ def merge_partitions(sources: Sequence[str | Path], *, out: str | Path | None = 
     again. With a single source this re-writes its outputs. ``shards`` points to the input shard directory when
     it is no longer where the run recorded it.
 
-    ``curriculum partition --merge`` calls this.
+    ``curriculum partition-merge`` calls this.
 
     Args:
         sources: the ``--out`` directories of the shard runs (``--shard-index K --num-shards N``).

@@ -21,6 +21,7 @@ from .._version import __version__
 from ..cards import plot_histogram, write_partition_card
 from ..errors import PartitionError
 from ..generation.runner import IncompleteRunError, WorkDir, read_backend, read_completions
+from ..models import model_settings
 from ..shards import portable, read_manifest, read_table, write_json, write_shards
 from ._agent import AGENT_SCORING, AGENT_STAT_FIELDS
 from ._config import PASS_RATE_PLOT, STATS_FILE, PartitionConfig
@@ -69,7 +70,13 @@ def finalize_partition(out: str | Path, cfg: PartitionConfig, *, input_dir: str 
         "sources": manifest.get("sources", []),
         "K": manifest.get("K"),
         "generation": _generation_record(wd, run),
+        "model_settings": model_settings(cfg.model) if cfg.model else None,
     }
+    if cfg.input and not cfg.shards:  # built from the file: how many of "up to n" questions it gave
+        held = (manifest.get("n_up_to") or {}).values()
+        base["sample"] = {"n": cfg.n, "questions": manifest.get("num_rows"),
+                          "all_of_file": cfg.n is None or any(True for _ in held),
+                          "available": next((h["available"] for h in held), None)}
     # The whole set is written into a staging folder inside OUT, then moved into place (_commit.commit_set): a
     # full disk or a crash while writing leaves the previous set as it was, never part of a new one.
     stage = prepare_set(out, PARTITION_SET)

@@ -34,7 +34,15 @@ import pyarrow.parquet as pq
 from .. import config
 from .._commit import check_resumable, resumable_output
 from .._plots import COLORS, pyplot, save_png
-from .._plumbing import WORK, atomic_write_with, current_command, mask_secrets, redact_command
+from .._plumbing import (
+    WORK,
+    atomic_write_with,
+    current_command,
+    file_sha256,
+    mask_secrets,
+    redact_command,
+    renamed_keywords,
+)
 from .._settings import (
     MAX_COUNT,
     MAX_K,
@@ -74,7 +82,7 @@ from ..generation import (
 )
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
-from ..models import is_gguf, resolve_model
+from ..models import is_gguf, model_settings, resolve_model
 from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
 from ._inputs import input_digest
@@ -122,6 +130,7 @@ PROFILE_SCHEMA = pa.schema([
 ])
 
 
+@renamed_keywords()
 @dataclass
 class ProfileConfig:
     """Everything that determines a level profile. Recorded, resolved, in ``profile.json``.
@@ -584,11 +593,13 @@ def finalize_profile(out: Path, cfg: ProfileConfig, input_dir: Path, rows: pa.Ta
         "skipped": sum(1 for s in table.column("skipped").to_pylist() if s is not None),
         "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "paired_over": "questions"},
         "generation": generation,
+        "model_settings": model_settings(cfg.model) if cfg.model else None,
         **figures,
         "table": PROFILE_TABLE,
         "plot": PROFILE_PLOT,
     }
     atomic_write_with(out / PROFILE_TABLE, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    summary["table_sha256"] = file_sha256(out / PROFILE_TABLE)  # a table changed after it was written is refused
     model = (identity_model(run) or "the model")
     plot_level_profile(figures["per_level"], out / PROFILE_PLOT, group_size=g,
                        title=f"{Path(model).name} on {', '.join(summary['datasets'])}: "

@@ -40,23 +40,56 @@ GRPO_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps"
                  "num_iterations": 1, "num_train_epochs": 3.0, "max_steps": -1}
 
 
+def _fits(prompts: int, generations: int, per_device: int, processes: int) -> bool:
+    """Whether ``prompts x generations`` completions split into whole passes of ``per_device x processes``."""
+    return (prompts * generations) % (per_device * processes) == 0
+
+
+def _nearest(target: int, ok: Any, *, limit: int, count: int = 3) -> list[int]:
+    """Up to ``count`` values in 1..``limit`` for which ``ok`` holds, the nearest to ``target`` first (the
+    smaller on a tie), returned in ascending order."""
+    found = sorted((v for v in range(1, limit + 1) if ok(v)), key=lambda v: (abs(v - target), v))
+    return sorted(found[:count])
+
+
+def layout_offers(*, prompts_per_step: int, num_generations: int, per_device: int, num_processes: int
+                  ) -> dict[str, list[int]]:
+    """The settings a refused layout could change to, each alone (the others as they are) and each one that
+    :func:`derive_accumulation` accepts: ``batch.per_device_completions`` values for these processes,
+    ``batch.prompts_per_step`` values nearest the asked one (never empty: a multiple of the pass always fits), and
+    numbers of training processes. Empty where no such value exists."""
+    completions = prompts_per_step * num_generations
+    pass_ = per_device * num_processes
+    step = pass_ // math.gcd(pass_, num_generations)  # prompts_per_step must be a multiple of this
+    return {
+        "batch.per_device_completions": [d for d in range(1, completions + 1)
+                                         if _fits(prompts_per_step, num_generations, d, num_processes)][:8],
+        "batch.prompts_per_step": _nearest(prompts_per_step, lambda p: p % step == 0,
+                                           limit=max(2 * prompts_per_step, 2 * step)),
+        "num_processes": _nearest(num_processes, lambda n: _fits(prompts_per_step, num_generations, per_device, n),
+                                  limit=completions // per_device or 1, count=4),
+    }
+
+
 def derive_accumulation(*, prompts_per_step: int, num_generations: int, per_device: int, num_processes: int) -> int:
     """``gradient_accumulation_steps`` giving ``prompts_per_step`` prompts per optimiser step, or a
-    :class:`BatchError` that lists what would work instead."""
+    :class:`BatchError` that lists what would work instead (its ``offered``: :func:`layout_offers`)."""
     completions = prompts_per_step * num_generations
     per_pass = per_device * num_processes
     if completions % per_pass == 0:
         return completions // per_pass
-    devices = [d for d in range(1, completions + 1) if completions % (d * num_processes) == 0]
-    near = [p for p in range(max(1, prompts_per_step - 12), prompts_per_step + 13)
-            if (p * num_generations) % per_pass == 0]
-    hint = (f"Choose batch.per_device_completions in {devices[:8]}; or" if devices else
-            f"No per-device batch can split {completions} completions over {num_processes} processes: choose")
-    raise BatchError(
+    offered = layout_offers(prompts_per_step=prompts_per_step, num_generations=num_generations,
+                            per_device=per_device, num_processes=num_processes)
+    devices, near, procs = offered.values()
+    options = ([f"batch.per_device_completions in {devices}"] if devices else []) + [
+        f"batch.prompts_per_step in {near}"] + ([f"{procs} training processes"] if procs else [])
+    err = BatchError(
         f"{prompts_per_step} prompts x {num_generations} generations = {completions} completions per step cannot be "
         f"split into passes of {per_device} completions on {num_processes} process(es) ({per_pass} per pass). "
-        f"{hint} batch.prompts_per_step in {near[:6]}; or another number of training processes "
-        f"(RAG-RL's 294 needs 1, 2, 3, 6, 7, 14, ... processes: the authors trained on 7 GPUs + 1 for vLLM)")
+        f"Choose {'; or '.join(options)} (each alone; RAG-RL's 42 x 7 = 294 needs 1, 2, 3, 6, 7, 14, 21 or 42 "
+        f"processes at 7 per device: the authors trained on 7 GPUs + 1 for vLLM)")
+    err.offered = offered
+    raise err
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._plumbing import renamed_keywords
 from .._settings import (
     MAX_COUNT,
     check_model_ref,
@@ -180,6 +181,7 @@ class AdaptiveConfig:
 AGENT_DIFFICULTY = ("none", "hard-negatives", "withhold")
 
 
+@renamed_keywords()
 @dataclass
 class AgentConfig:
     """A search agent (docs/training.md, "Training a search agent"): the model searches a retriever across turns

@@ -41,7 +41,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .._plumbing import derive_seed
+from .._plumbing import derive_seed, renamed_keywords
 from ..agents import (
     NO_RESULTS,
     Retriever,
@@ -61,6 +61,7 @@ class SearchEnvironment:
     search; ``difficulty``: what the row's level (or p) does to the results; ``max_searches``: calls beyond it get
     a message and no search (None: no limit; TRL's ``max_tool_calling_iterations`` bounds the turns)."""
 
+    @renamed_keywords(topk="top_k")
     def __init__(self, retriever: Retriever | str, *, top_k: int = 3, difficulty: SearchDifficulty | None = None,
                  max_searches: int | None = None, first_search: str | None = None) -> None:
         self._retriever = open_retriever(retriever) if isinstance(retriever, str) else retriever

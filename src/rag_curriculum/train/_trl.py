@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from .._plumbing import expected_type, mask_secrets, redact_overrides, shards_di
 from ..agents import open_retriever
 from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError, TokenizerError
 from ..lengths import load_tokenizer
-from ..models import resolve_model
+from ..models import model_settings, resolve_model
 from ..prompts import completion_style
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
@@ -41,6 +42,7 @@ from ._ledger import (
     nothing_to_learn_callback,
 )
 from ._lengths import check_trl_lengths
+from ._memory import check_memory
 from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
@@ -112,9 +114,11 @@ def resolve_num_processes(cfg: TrainConfig) -> int:
 
 def grpo_kwargs(cfg: TrainConfig, *, num_processes: int) -> dict[str, Any]:
     """The ``GRPOConfig`` keyword arguments of a run: the recipe's ``grpo`` section plus what the toolkit sets
-    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading)."""
+    (no shuffle unless asked, the batch from ``batch``, reward weights, output dir, model loading; transformers'
+    progress bar only on a terminal: to a log, the toolkit's line a step says it once)."""
     kw = dict(cfg.grpo)
     kw.setdefault("shuffle_dataset", False)
+    kw.setdefault("disable_tqdm", not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()))
     if kw.setdefault("remove_unused_columns", False):
         raise ConfigError("grpo.remove_unused_columns=true drops the answers / gold_labels / passages columns the "
                          "rewards read; leave it false")
@@ -443,14 +447,17 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     # Every prompt must fit the run's limits: refused here, before the model is loaded, instead of truncated.
     lengths, lengths_error = None, None
     try:
-        lengths = check_trl_lengths(cfg, args, dataset, manifest)
+        lengths = check_trl_lengths(cfg, args, dataset, manifest, say=not dry_run)  # a dry run prints it
     except TokenizerError as e:
         if not dry_run:
             raise
         lengths_error = e
+    if not dry_run:  # an estimate on the GPU it runs on: a warning, with what fits, when it does not
+        check_memory(cfg, args, num_processes, lengths.max_tokens if lengths is not None else None)
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
+        "model_settings": model_settings(model.path),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
     if prompt_style == "completion":

@@ -29,9 +29,10 @@ import json
 import logging
 import math
 import random
+import re
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,12 @@ from .._commit import (
     lock_beside,
     prepare_output,
 )
-from .._plumbing import atomic_write_text, file_sha256, mask_secrets
+from .._plumbing import atomic_write_text, file_sha256, mask_secrets, renamed_keywords
 from .._settings import retriever_retries_rule
 from ..agents import get_agent_template, open_retriever
 from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
-from ..models import is_gguf, resolve_model
+from ..models import is_gguf, model_settings, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
 from ._ledger import non_finite_callback
@@ -210,6 +211,7 @@ def plain_completion(row: dict[str, Any]) -> str:
     return f"The answer is {row['answers'][0]}."
 
 
+@renamed_keywords(topk="top_k")
 @dataclass
 class WarmStartConfig:
     """``curriculum warm-start``: ``shards`` the training rows (a curriculum build); ``model`` the model to
@@ -261,6 +263,9 @@ class WarmStartConfig:
             value = float(getattr(self, name))
             if not (math.isfinite(value) and value > 0):
                 raise UsageError(f"--{name.replace('_', '-')} {value}: must be a positive number")
+        if float(self.epochs) > MAX_EPOCHS:
+            raise UsageError(f"--epochs {self.epochs:g}: must be at most {MAX_EPOCHS:,} (passes over the rows' "
+                             f"examples; the default is {40 if self.agent else 20})")
         if self.agent not in ("", "search-r1"):
             raise UsageError(f"--agent {self.agent}: choose search-r1 (or leave it out: RAG-RL's closed-context "
                              "format)")
@@ -417,6 +422,10 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
     rows = every[: cfg.rows]
     if not rows:
         raise ConfigError(f"{cfg.shards}: no rows", hint="give a curriculum build (curriculum build ... --out DIR)")
+    if len(rows) < cfg.rows:  # recorded as used: the card says the rows it was made from
+        log.warning("--rows %d: %s holds %d row(s); the warm start uses those %d", cfg.rows, cfg.shards, len(rows),
+                    len(rows))
+        cfg = replace(cfg, rows=len(rows))
     _check_rows(cfg, rows)
     information: list[str] = []
     if cfg.agent:  # the retriever is asked before anything is written
@@ -445,8 +454,12 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             shutil.rmtree(work / INIT, ignore_errors=True)  # the model it started from is not the output
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(work) if f != WARM_CARD]
-            card = {"settings": mask_secrets(asdict(cfg)), "examples": len(examples), "loss": losses, "files": files,
-                    FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
+            settings = mask_secrets(asdict(cfg))
+            if cfg.model:  # the tiny model's settings are not this model's: its own are recorded under "model"
+                for name in ("hidden_size", "layers", "vocab_size"):
+                    settings.pop(name)
+            card = {"settings": settings, "model": model_settings(work), "examples": len(examples), "loss": losses,
+                    "files": files, FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
             if source is not None and source.converted:
                 card["model_file"] = source.record()
             if not getattr(tokenizer, "chat_template", None):
@@ -459,6 +472,9 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
                            losses[-1] if losses else float("nan"), time.perf_counter() - start)
 
 
+#: The most passes over the examples ``--epochs`` takes (the defaults are 20 and 40; more is a typo, not a run).
+MAX_EPOCHS = 10_000
+
 #: Inside the partial folder while the model is made: the tiny model the fine-tune starts from (removed before
 #: the commit).
 INIT = ".init"
@@ -470,12 +486,26 @@ def _mismatch(card: Any) -> str | None:
 
 
 def _owned(directory: Path, card: dict[str, Any]) -> set[str]:
-    return {str(f) for f in card["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()}
+    return {str(f) for f in card["files"] if ".." not in Path(str(f)).parts and not Path(str(f)).is_absolute()
+            and _layout(str(f))}
+
+
+#: The names of the files ``save_pretrained`` writes for a model and its tokenizer (a warm start's layout): a card
+#: that lists any other file does not make it the toolkit's.
+LAYOUT = re.compile(r"(?:config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab"
+                    r"|chat_template|preprocessor_config|model\.safetensors\.index|pytorch_model\.bin\.index)\.json"
+                    r"|model(?:-\d+-of-\d+)?\.safetensors|pytorch_model(?:-\d+-of-\d+)?\.bin|training_args\.bin|merges\.txt|vocab\.txt"
+                    r"|(?:tokenizer|spiece|sentencepiece\.bpe)\.model|chat_template\.jinja|[^/]*\.tiktoken")
+
+
+def _layout(name: str) -> bool:
+    return LAYOUT.fullmatch(name) is not None
 
 
 #: A warm start's model folder as the commit protocol sees it (:mod:`rag_curriculum._commit`): ``warm_start.json``
 #: (written last) lists the files the warm start wrote.
-OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD, error=ConfigError)
+OUTPUT = OutputKind("a warm start's output", _mismatch, _owned, record=WARM_CARD, error=ConfigError,
+                    layout=_layout)
 
 
 def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmStartConfig) -> list[dict[str, Any]]:

@@ -9,6 +9,11 @@ launch script (``recipes/verl/*.sh``)::
         --prompt-length 6144 --response-length 800 [--dry-run] [VERL_OVERRIDES...]
     python -m rag_curriculum.verl steps outputs/musique-min-max --train-batch-size 42 [VERL_OVERRIDES...]
     python -m rag_curriculum.verl agent-data outputs/musique-min-max agent.parquet [--template search-r1] [--overwrite]
+    python -m rag_curriculum.verl layout --prompts 42 --rollouts 7 --nnodes 1 --gpus-per-node 7
+
+**The layout** (``layout``): verl splits a step's ``data.train_batch_size x rollout.n`` sequences evenly over
+every GPU (``trainer.nnodes x trainer.n_gpus_per_node``) and refuses the run otherwise; ``layout`` refuses it
+first (exit status 2), offering prompts per step, GPUs per node and node counts that each split (:func:`verl_layout`).
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
 concatenates them in list order and, with ``data.shuffle=False``, walks the rows with a sequential sampler
@@ -69,6 +74,7 @@ True
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,7 +84,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with
+from .._plumbing import atomic_write_with, mask_secrets
 from ..agents import SearchTemplate, get_agent_template
 from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerError
 from ..lengths import Limit, check_lengths, read_lengths
@@ -152,7 +158,7 @@ def _int(value: str | None, name: str, *, what: str = "a number of tokens",
     try:
         return int(value)
     except ValueError:
-        raise error(f"{name}={value!r} is not {what}") from None
+        raise error(f"{name}={mask_secrets(value)!r} is not {what}") from None
 
 
 def verl_limits(prompt_length: int, response_length: int, overrides: Mapping[str, str]) -> list[Limit]:
@@ -179,11 +185,14 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "       | check-lengths SHARD_DIR --prompt-length N|auto --response-length M [--model MODEL] [--dry-run] "
          "[VERL_OVERRIDES...]\n"
          "       | steps SHARD_DIR --train-batch-size N [--total-epochs E] [VERL_OVERRIDES...]\n"
-         "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n")
+         "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n"
+         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n")
 
 
-def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
-    """SHARD_DIR, the --options, and the length settings among the verl overrides."""
+def _lengths_args(args: list[str], options: tuple[str, ...] = ("--model", "--prompt-length", "--response-length")
+                  ) -> tuple[str, dict[str, str], dict[str, str]]:
+    """SHARD_DIR, the --options (``options``, each ``--name VALUE`` or ``--name=VALUE``; another is refused), and
+    the length settings among the verl overrides."""
     if not args or args[0].startswith("-") or "=" in args[0]:
         raise SystemExit(USAGE)
     directory, rest = args[0], args[1:]
@@ -196,12 +205,16 @@ def _lengths_args(args: list[str]) -> tuple[str, dict[str, str], dict[str, str]]
             opts["dry-run"] = "1"
             i += 1
             continue
-        if a in ("--model", "--prompt-length", "--response-length", "--train-batch-size", "--total-epochs"):
-            if i + 1 >= len(rest):
+        name, eq, value = a.partition("=")
+        if name in options:
+            if not eq and i + 1 >= len(rest):
                 raise SystemExit(f"{a} needs a value\n{USAGE}")
-            opts[a[2:]] = rest[i + 1]
-            i += 2
+            opts[name[2:]] = value if eq else rest[i + 1]
+            i += 1 if eq else 2
             continue
+        if a.startswith("-"):  # an option of another command (or a misspelt one) is never passed over in silence
+            raise SystemExit(f"{name}: not an option of this command (it takes {', '.join(options)} and verl "
+                             f"overrides KEY=VALUE)\n{USAGE}")
         overrides.append(a)
         i += 1
     return directory, opts, parse_verl_overrides(overrides)
@@ -238,9 +251,17 @@ def _unchecked(model: str | None, error: CurriculumError, opts: Mapping[str, str
 
 
 def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
-    directory, opts, found = _lengths_args(args)
+    directory, opts, found = _lengths_args(args, ("--model",) if derive_only else
+                                           ("--model", "--prompt-length", "--response-length", "--dry-run"))
     model = found.get("model") or opts.get("model")
     try:
+        if not derive_only:  # every number checked where it enters: before a tokenizer is loaded
+            if "response-length" not in opts or "prompt-length" not in opts:
+                raise SystemExit(f"check-lengths needs --prompt-length and --response-length\n{USAGE}")
+            if opts["prompt-length"] != "auto":
+                _int(opts["prompt-length"], "--prompt-length", what="a number of tokens or auto")
+            _int(opts["response-length"], "--response-length")
+            verl_limits(1, 1, found)
         try:
             lengths = prompt_lengths(directory, model)
         except TokenizerError as e:
@@ -250,13 +271,11 @@ def check_lengths_main(args: list[str], *, derive_only: bool = False) -> int:
         if derive_only:
             sys.stdout.write(f"{lengths.max_tokens}\n")
             return 0
-        if "response-length" not in opts or "prompt-length" not in opts:
-            raise SystemExit(f"check-lengths needs --prompt-length and --response-length\n{USAGE}")
         prompt = opts["prompt-length"]
-        prompt_length = lengths.max_tokens if prompt == "auto" else int(prompt)
+        prompt_length = lengths.max_tokens if prompt == "auto" else _int(prompt, "--prompt-length")
         if found.get("prompt"):
-            prompt_length = int(found["prompt"])
-        limits = verl_limits(prompt_length, int(opts["response-length"]), found)
+            prompt_length = _int(found["prompt"], "data.max_prompt_length")
+        limits = verl_limits(prompt_length, _int(opts["response-length"], "--response-length"), found)
         check_lengths(lengths, limits, what="verl would left-truncate these prompts with a warning only (even under "
                       "data.truncation=error), or drop them under data.filter_overlong_prompts=True. Nothing was run.")
     except (CurriculumError, ValueError) as e:
@@ -412,7 +431,7 @@ def _tail_note(directory: str | Path, rows: int, tail: int) -> str:
 
 
 def steps_main(args: list[str]) -> int:
-    directory, opts, found = _lengths_args(args)
+    directory, opts, found = _lengths_args(args, ("--train-batch-size", "--total-epochs"))
     batch = found.get("train_batch_size") or opts.get("train-batch-size")
     if batch is None:
         raise SystemExit(f"steps needs --train-batch-size\n{USAGE}")
@@ -443,6 +462,71 @@ def steps_main(args: list[str]) -> int:
     for line in run.notes():
         sys.stderr.write(f"note: {line}{reach if line.startswith('the run stops') else ''}\n")
     sys.stdout.write(f"{run.steps}\n")
+    return 0
+
+
+def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[int]]:
+    """What a refused verl layout could change to, each alone and each accepted by :func:`verl_layout`: prompts
+    per step nearest the asked (never empty), GPUs per node (1..16) on these nodes, node counts (1..64) at these
+    GPUs per node."""
+    gpus = nnodes * gpus_per_node
+    step = gpus // math.gcd(gpus, rollouts)  # data.train_batch_size must be a multiple of this
+    near = sorted(range(step, max(2 * prompts, 2 * step) + 1, step), key=lambda p: (abs(p - prompts), p))[:3]
+    seqs = prompts * rollouts
+    return {"PROMPTS_PER_STEP": sorted(near),
+            "GPUS_PER_NODE": [g for g in range(1, 17) if seqs % (nnodes * g) == 0],
+            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0]}
+
+
+def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int = 8) -> int:
+    """The sequences each GPU takes a step (``prompts x rollouts / GPUs``), or a :class:`ConfigError` when they do
+    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`).
+
+    >>> verl_layout(42, 7, 1, 7)
+    42
+    >>> verl_layout(42, 7, 4, 8)
+    Traceback (most recent call last):
+    ...
+    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Choose PROMPTS_PER_STEP in [32, 64] (each alone)
+    """
+    for value, name in ((prompts, "PROMPTS_PER_STEP"), (rollouts, "ROLLOUTS"), (nnodes, "NNODES"),
+                        (gpus_per_node, "GPUS_PER_NODE")):
+        if value < 1:
+            raise ConfigError(f"{name}={value}: must be at least 1")
+    gpus = nnodes * gpus_per_node
+    seqs = prompts * rollouts
+    if seqs % gpus == 0:
+        return seqs // gpus
+    offered = verl_layout_offers(prompts, rollouts, nnodes, gpus_per_node)
+    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"]
+    if offered["GPUS_PER_NODE"]:
+        options.append(f"GPUS_PER_NODE in {offered['GPUS_PER_NODE']}")
+    if offered["NNODES"]:
+        options.append(f"NNODES in {offered['NNODES']}")
+    err = ConfigError(f"{prompts} prompts x {rollouts} rollouts = {seqs} sequences a step do not split over {gpus} "
+                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. Choose {', or '.join(options)} "
+                      "(each alone)")
+    err.offered = offered  # type: ignore[attr-defined]
+    raise err
+
+
+def layout_main(args: list[str]) -> int:
+    """``layout --prompts N --rollouts R --nnodes N --gpus-per-node G``: exit status 2 and what would split."""
+    names = ("--prompts", "--rollouts", "--nnodes", "--gpus-per-node")
+    values: dict[str, int] = {}
+    if len(args) != 2 * len(names):
+        raise SystemExit(USAGE)
+    try:
+        for flag, value in zip(args[::2], args[1::2], strict=True):
+            number = _int(value, flag, what="a whole number", error=ConfigError) if flag in names else None
+            if number is None:
+                raise SystemExit(USAGE)
+            values[flag] = number
+        per_gpu = verl_layout(*(values[n] for n in names))
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    sys.stderr.write(f"layout: {per_gpu} sequences per GPU a step\n")
     return 0
 
 
@@ -504,10 +588,19 @@ def write_agent_data(shards: str | Path, out: str | Path, *, template: str = "se
                      overwrite: bool = False) -> int:
     """Write :func:`agent_table` to ``out`` (one Parquet file) atomically; the number of rows."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{out} exists", hint="pass --overwrite to replace it, or choose another file")
+    if not Path(shards).is_dir():
+        raise ConfigError(f"{shards}: no such shard directory", hint="give a curriculum's folder (curriculum build --out)")
+    src, dst = Path(shards).resolve(), out.resolve()
+    if dst == src or src in dst.parents:
+        raise ConfigError(f"{out} is inside the input shard directory {shards}: agent-data would write into its own "
+                          "input", hint="choose an output file outside the shard directory")
     if out.is_dir():
         raise ConfigError(f"{out} is a directory", hint="give a file name, e.g. agent.parquet")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists", hint="pass --overwrite to replace it, or choose another file")
+    if not out.parent.is_dir():
+        raise ConfigError(f"{out}: its folder {out.parent} does not exist" if not out.parent.exists() else
+                          f"{out}: {out.parent} is not a folder", hint="create the folder first, or choose another file")
     table = agent_table(shards, template)
     atomic_write_with(out, lambda tmp: pq.write_table(table, tmp))
     return table.num_rows
@@ -539,6 +632,7 @@ def agent_data_main(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rag_curriculum.verl COMMAND ...`` (see the module docstring); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    stderr, sys.stderr = sys.stderr, _Masked(sys.stderr)  # every line it says: secrets masked (the plumbing's rule)
     try:
         return _main(args)
     except SystemExit as e:  # a usage error: its message on stderr, exit status 2 (as every command's)
@@ -546,6 +640,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"error: {e.code}" if not e.code.startswith("usage:") else e.code)
             return 2
         raise
+    except CurriculumError as e:  # a shard directory that is not one, a file that cannot be read: one line
+        hint = getattr(e, "hint", None)
+        sys.stderr.write(f"error: {e}" + (f"\n  hint: {hint}" if hint else "") + "\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}\n")
+        return 2
+    finally:
+        sys.stderr = stderr
+
+
+class _Masked:
+    """A text stream that masks secrets in what is written to it (:func:`~rag_plumbing.mask_secrets`)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(mask_secrets(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _main(args: list[str]) -> int:
@@ -566,5 +682,7 @@ def _main(args: list[str]) -> int:
         return steps_main(args[1:])
     if args[:1] == ["agent-data"]:
         return agent_data_main(args[1:])
+    if args[:1] == ["layout"]:
+        return layout_main(args[1:])
     sys.stderr.write(USAGE)
     return 2

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._metrics import exact_match
+from ..._plumbing import renamed_keywords
 from ...agents import RolloutConfig, run_rollouts
 from ...errors import ConfigError
 from ._grammar import parse_globalrag, plan_from_questions
@@ -28,6 +29,7 @@ class TeacherResult:
                                                                     "answer": []})
 
 
+@renamed_keywords(topk="top_k")
 def teacher_plans(rows: Sequence[Mapping[str, Any]], backend: Any, retriever: Any, sampling: Any, *,
                   model: str, max_retrievals: int = 15, max_nodes: int = 6, template: str = "globalrag",
                   top_k: int = 3, max_context_tokens: int = 32768, seed: int = 0) -> TeacherResult:

@@ -1,0 +1,140 @@
+"""``serve --workers N``: N server processes forked *after* the index was loaded, so that they share one copy of it.
+
+The command opens the index once (checked against its manifest, read into memory or mapped, its search compiled
+and run once), binds the listening socket, then forks the workers. Each worker runs its own uvicorn server on that
+socket (the kernel hands each connection to one of them) and its own lifespan: its own read guard and read leases
+(taken on descriptors of its own: ``_lease.py``), its own micro-batcher, the same limits, the same connection
+guard. The index's pages are shared: an index read into memory is the parent's memory, which no worker writes
+(copy-on-write keeps it one copy), and a mapped one is the page cache. The parent serves nothing: it waits, starts
+a worker again when one dies (a worker that dies at once, five times in a row, stops the server), and on SIGTERM or
+SIGINT stops them all.
+
+uvicorn's own ``workers=N`` starts its processes by *spawn* (each imports the app and would load the index again),
+and gunicorn's pre-loading is not a dependency; a fork after loading is all this needs. Threads are the hazard of a
+fork (a pool started before it has no threads after it): the parent's searches run on one thread
+(``OMP_NUM_THREADS=1``, BM25 threads 1), and each worker sets its own threads after the fork.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("uvicorn.error")
+
+#: A worker that ends within this many seconds of its start this many times in a row stops the server.
+QUICK_S, QUICK_DEATHS = 5.0, 5
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def workers_for(workers: int) -> int:
+    """``--workers``: 0 is one per CPU this process may run on."""
+    return workers or cpus()
+
+
+def threads_for(threads: int, workers: int) -> int:
+    """A worker's BM25 (and FAISS, and encoder) threads: ``--threads``, or 0: this machine's CPUs shared out."""
+    return threads or max(1, cpus() // max(1, workers))
+
+
+def single_threaded() -> None:
+    """Before the index is opened in a parent that will fork: the libraries' thread pools (OpenMP in FAISS and
+    PyTorch, onnxruntime's) kept at one thread, so that no pool is started that the workers would not have."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    _set_threads(1)
+
+
+def _set_threads(n: int) -> None:
+    if "faiss" in sys.modules:
+        sys.modules["faiss"].omp_set_num_threads(n)
+    if "torch" in sys.modules:
+        try:
+            sys.modules["torch"].set_num_threads(n)
+        except RuntimeError:  # (set once parallel work began: it keeps its own)
+            pass
+
+
+def after_fork(ix: Any, threads: int) -> None:
+    """In a worker: its own threads for the index's searches (the searchers' ``threads``, FAISS's, PyTorch's)."""
+    searcher = ix.searcher
+    for part in (searcher, getattr(searcher, "bm25", None), getattr(searcher, "dense", None)):
+        if part is not None and hasattr(part, "threads"):
+            part.threads = threads
+    _set_threads(threads)
+
+
+def run(serve: Callable[[], None], workers: int) -> int:
+    """Fork ``workers`` processes each running ``serve()`` (a uvicorn server on the socket bound before), keep
+    them running, stop them on SIGTERM / SIGINT; the exit status."""
+    children: dict[int, float] = {}
+    stopping = False
+    quick = 0
+
+    def start() -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                serve()
+            except KeyboardInterrupt:
+                pass
+            except BaseException:  # noqa: BLE001  (said in the log; the parent starts another)
+                log.exception("worker %d failed", os.getpid())
+                code = 1
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        children[pid] = time.monotonic()
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    gc.freeze()  # (the loaded index's objects out of the collector's reach: its passes would write their pages)
+    for _ in range(workers):
+        start()
+    log.info("%d workers started (processes %s), sharing the index loaded once", workers,
+             ", ".join(map(str, children)))
+    code = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        began = children.pop(pid, None)
+        if began is None or stopping:
+            continue
+        how = (f"signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
+               if os.WIFSIGNALED(status) else f"exit status {os.waitstatus_to_exitcode(status)}")
+        quick = quick + 1 if time.monotonic() - began < QUICK_S else 0
+        if quick >= QUICK_DEATHS:
+            log.error("worker %d ended (%s), the %dth within %.0f s of its start: stopping the server", pid, how,
+                      quick, QUICK_S)
+            code = 1
+            stop(signal.SIGTERM, None)
+            continue
+        log.error("worker %d ended (%s): starting another", pid, how)
+        start()
+    return code
