@@ -67,7 +67,7 @@ def without_replacement(values: list[float], group_size: int) -> float:
     fill a group than it is). Needs ``n >= G``.
 
     >>> without_replacement([0.0, 0.0, 1.0, 1.0], 2), without_replacement([1.0] * 4, 2)
-    (0.6666666666666666, 0.0)
+    (0.6666666666666667, 0.0)
     """
     from collections import Counter
     from math import comb
@@ -95,7 +95,19 @@ def unbiased_check(profile_dir: Path, run_dir: Path, group_size: int) -> dict:
             p = without_replacement(rewards[(ids[idx], int(level))], group_size)
             groups.append((p, bool(inf)))
             per_level.setdefault(str(level), []).append((p, bool(inf)))
-    return {"whole": compare(groups), "per_level": {lv: compare(g) for lv, g in sorted(per_level.items())}}
+    return {"whole": compare(groups), "per_level": {lv: compare(g) for lv, g in sorted(per_level.items())},
+            "groups": [[round(p, 6), int(m)] for p, m in groups]}
+
+
+def pooled(runs: dict, out: Path) -> dict:
+    """Every arm's groups together: the profile's prediction and the unbiased estimate against what was measured."""
+    from rag_curriculum.train._informative import compare, read_step_metrics
+
+    plug = [(p, bool(m)) for a in runs for line in read_step_metrics(out / "runs" / a.replace(" ", "-") /
+                                                                     "step_metrics.jsonl")
+            for p, m in zip(line["p"], line["informative"], strict=True)]
+    unbiased = [(p, bool(m)) for r in runs.values() for p, m in r["unbiased"]["groups"]]
+    return {"profile": compare(plug), "unbiased": compare(unbiased)}
 
 
 def train_arm(model: Path, shards: Path, profile_dir: Path, out: Path, *, recipe: str, steps: int, rows: int,
@@ -159,6 +171,7 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
                      "overrides": overrides},
         "profile": {"path": str(prof), "per_level": json.loads((prof / "profile.json").read_text()).get("per_level")},
         "arms": per_arm,
+        "pooled": pooled(per_arm, out),
         "seconds": {"profile": round(t_profile, 1), "train": round(sum(r["seconds"] for r in per_arm.values()), 1),
                     "total": round(time.perf_counter() - t0, 1)},
         "load_average": round(os.getloadavg()[0], 2),
@@ -190,6 +203,9 @@ def report(summary: dict) -> None:
                           f"{c['error']:+.3f} [{elo:+.3f}, {ehi:+.3f}]", "yes" if c["inside"] else "NO",
                           f"{u['predicted']:.3f} [{ulo:.3f}, {uhi:.3f}]", "yes" if u["inside"] else "NO")
     Console(width=150).print(table)
+    for name, c in summary["pooled"].items():
+        print(f"every arm, {name}: predicted {c['predicted']:.3f} {c['predicted_interval']}, measured "
+              f"{c['measured']:.3f} over {c['groups']} groups: {'inside' if c['inside'] else 'OUTSIDE'}")
     sec = summary["seconds"]
     print(f"profile {sec['profile']:.0f} s, training {sec['train']:.0f} s, total {sec['total']:.0f} s at load "
           f"average {summary['load_average']}")
