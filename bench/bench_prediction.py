@@ -60,6 +60,56 @@ def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, rec
     return folder
 
 
+def without_replacement(values: list[float], group_size: int) -> float:
+    """The probability that ``group_size`` of a question's ``n`` recorded sample rewards, drawn without replacement,
+    are not all equal: ``1 - sum_v C(n_v, G) / C(n, G)``, an unbiased estimate of the informative probability (the
+    empirical distribution's ``1 - sum_v (n_v / n)^G`` is biased low: it counts a value seen once as more likely to
+    fill a group than it is). Needs ``n >= G``.
+
+    >>> without_replacement([0.0, 0.0, 1.0, 1.0], 2), without_replacement([1.0] * 4, 2)
+    (0.6666666666666667, 0.0)
+    """
+    from collections import Counter
+    from math import comb
+
+    n = len(values)
+    return 1.0 - sum(comb(c, group_size) for c in Counter(values).values()) / comb(n, group_size)
+
+
+def unbiased_check(profile_dir: Path, run_dir: Path, group_size: int) -> dict:
+    """The run's groups compared with the unbiased estimate of each row's informative probability (from the
+    profile's recorded sample rewards) instead of the profile's empirical-distribution one."""
+    import pyarrow.parquet as pq
+
+    from rag_curriculum.train._informative import compare, read_step_metrics
+
+    table = pq.read_table(profile_dir / "profile.parquet", columns=["id", "level", "sample_reward"]).to_pylist()
+    rewards = {(r["id"], int(r["level"])): r["sample_reward"] for r in table if r["sample_reward"]}
+    from rag_curriculum.shards import read_rows
+
+    ids = {r["curriculum_index"]: r["id"] for r in read_rows(Path(json.loads(
+        (run_dir / "train_plan.json").read_text())["shards"]))}
+    groups, per_level = [], {}
+    for line in read_step_metrics(run_dir / "step_metrics.jsonl"):
+        for idx, level, inf in zip(line["rows"], line["levels"], line["informative"], strict=True):
+            p = without_replacement(rewards[(ids[idx], int(level))], group_size)
+            groups.append((p, bool(inf)))
+            per_level.setdefault(str(level), []).append((p, bool(inf)))
+    return {"whole": compare(groups), "per_level": {lv: compare(g) for lv, g in sorted(per_level.items())},
+            "groups": [[round(p, 6), int(m)] for p, m in groups]}
+
+
+def pooled(runs: dict, out: Path) -> dict:
+    """Every arm's groups together: the profile's prediction and the unbiased estimate against what was measured."""
+    from rag_curriculum.train._informative import compare, read_step_metrics
+
+    plug = [(p, bool(m)) for a in runs for line in read_step_metrics(out / "runs" / a.replace(" ", "-") /
+                                                                     "step_metrics.jsonl")
+            for p, m in zip(line["p"], line["informative"], strict=True)]
+    unbiased = [(p, bool(m)) for r in runs.values() for p, m in r["unbiased"]["groups"]]
+    return {"profile": compare(plug), "unbiased": compare(unbiased)}
+
+
 def train_arm(model: Path, shards: Path, profile_dir: Path, out: Path, *, recipe: str, steps: int, rows: int,
               seed: int, overrides: list[str]) -> dict:
     """One arm at learning rate 0 with the trainer's check of the prediction; its ``informative.json``."""
@@ -107,11 +157,13 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
     for a in arms:
         r = train_arm(model, builds[a], prof, out / "runs" / a.replace(" ", "-"), recipe=recipe, steps=steps,
                       rows=rows, seed=seed, overrides=[f"batch.prompts_per_step={prompts}", *overrides])
+        r["unbiased"] = unbiased_check(prof, out / "runs" / a.replace(" ", "-"), r["informative"]["group_size"])
         per_arm[a] = r
         w = r["informative"]["whole"]
         print(f"bench arm {a}: measured {w['measured']:.3f}, predicted {w['predicted']:.3f} "
               f"{w['predicted_interval']} over {w['groups']} groups: {'inside' if w['inside'] else 'OUTSIDE'} "
-              f"({r['seconds']:.0f} s, load {r['load_average']})", flush=True)
+              f"({r['seconds']:.0f} s, load {r['load_average']}); unbiased estimate {r['unbiased']['whole']['predicted']:.3f} "
+              f"{r['unbiased']['whole']['predicted_interval']}", flush=True)
     summary = {
         "kind": "prediction-bench",
         "settings": {"arms": arms, "steps": steps, "prompts": prompts, "K": K, "rows": rows, "samples": samples,
@@ -119,6 +171,7 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
                      "overrides": overrides},
         "profile": {"path": str(prof), "per_level": json.loads((prof / "profile.json").read_text()).get("per_level")},
         "arms": per_arm,
+        "pooled": pooled(per_arm, out),
         "seconds": {"profile": round(t_profile, 1), "train": round(sum(r["seconds"] for r in per_arm.values()), 1),
                     "total": round(time.perf_counter() - t0, 1)},
         "load_average": round(os.getloadavg()[0], 2),
@@ -135,18 +188,24 @@ def report(summary: dict) -> None:
     table = Table(title=f"learning rate 0: {s['steps']} steps x {s['prompts']} prompts, recipe {s['recipe']}, "
                         f"profile of {s['samples']} samples", title_justify="left")
     for col in ("arm", "level", "groups", "predicted [95% binomial]", "measured [Wilson 95%]", "error [bootstrap]",
-                "inside"):
+                "inside", "unbiased estimate [95%]", "inside"):
         table.add_column(col, justify="right")
     for a, r in summary["arms"].items():
-        info = r["informative"]
+        info, unb = r["informative"], r["unbiased"]
         for name, c in [("all", info["whole"]), *info["per_level"].items()]:
             lo, hi = c["predicted_interval"]
             mlo, mhi = c["measured_interval"]
             elo, ehi = c["error_interval"]
+            u = unb["whole"] if name == "all" else unb["per_level"][name]
+            ulo, uhi = u["predicted_interval"]
             table.add_row(a if name == "all" else "", str(name), str(c["groups"]),
                           f"{c['predicted']:.3f} [{lo:.3f}, {hi:.3f}]", f"{c['measured']:.3f} [{mlo:.3f}, {mhi:.3f}]",
-                          f"{c['error']:+.3f} [{elo:+.3f}, {ehi:+.3f}]", "yes" if c["inside"] else "NO")
+                          f"{c['error']:+.3f} [{elo:+.3f}, {ehi:+.3f}]", "yes" if c["inside"] else "NO",
+                          f"{u['predicted']:.3f} [{ulo:.3f}, {uhi:.3f}]", "yes" if u["inside"] else "NO")
     Console(width=150).print(table)
+    for name, c in summary["pooled"].items():
+        print(f"every arm, {name}: predicted {c['predicted']:.3f} {c['predicted_interval']}, measured "
+              f"{c['measured']:.3f} over {c['groups']} groups: {'inside' if c['inside'] else 'OUTSIDE'}")
     sec = summary["seconds"]
     print(f"profile {sec['profile']:.0f} s, training {sec['train']:.0f} s, total {sec['total']:.0f} s at load "
           f"average {summary['load_average']}")

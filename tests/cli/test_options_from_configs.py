@@ -103,6 +103,7 @@ ADDED = {"partition": {"--no-allow-identical-samples", "--retriever-timeout", "-
                    "--verify", "--no-verify", "--allow-other-encoder", "--no-allow-other-encoder",
                    "--max-results"},  # The passages one request may ask for
          "validate": {"--quick", "--full"},  # --full: every stored ranking ranked again
+         "train": {"--profile"},  # a level profile each step's informative fraction is checked against
          "inspect": {"--row", "--tokenizer", "--n", "--where"},  # --n, --where: predictions of an eval or a partition
          "warm-start": {"--freeze-embeddings", "--no-freeze-embeddings",  # a base model's 262k-token table kept
                         "--batch-size",  # one example a step: no padding, a CPU's memory
