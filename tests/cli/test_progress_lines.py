@@ -12,13 +12,13 @@ import pytest
 def line(monkeypatch, width: int, *, done: int, speed: float | None) -> str:
     import rich.console
 
-    from rag_curriculum import _progress
+    from rag_curriculum._plumbing import make_progress
 
     buf = io.StringIO()
     real = rich.console.Console
     monkeypatch.setattr(rich.console, "Console",
                         lambda stderr=True: real(file=buf, width=width, color_system=None))
-    p = _progress.make_progress(unit="completions")
+    p = make_progress(unit="completions")
     t = p.add_task("generating completions", total=4800)
     p.update(t, completed=done)
     if speed is not None:

@@ -26,12 +26,12 @@ from ..train import (
     finished_message,
     grpo_kwargs,
     learning_summary,
+    memory_lines,
     order_issues,
     partial_history,
     prepare,
 )
 from ..train import train as run_training
-from ..train._memory import memory_lines
 from .common import console, out, reported_errors
 from .recipes import print_recipes
 

@@ -44,6 +44,7 @@ from ._config import (
     TrainConfig,
 )
 from ._ledger import STEPS_FILE, StepRecorder, learning_summary, read_steps
+from ._memory import memory_lines
 from ._order import OrderIssue, check_index_order, order_issues
 from ._recipes import DEFAULT_RECIPE, compose_train_config, config_yaml, list_recipes
 from ._rewards import reward_funcs_from_config
@@ -108,6 +109,7 @@ __all__ = [
     "finished_message",
     "grpo_kwargs",
     "learning_summary",
+    "memory_lines",
     "list_recipes",
     "make_controller",
     "make_tiny_model",
