@@ -1443,6 +1443,10 @@ def _set_params(index: Any, params: dict[str, Any]) -> None:
         hnsw.efSearch = int(params["ef_search"])
 
 
+#: Queries per encoder batch where the exported encoder serves them (onnxruntime, on the CPU).
+QUERY_BATCH_CPU = 4
+
+
 class DenseSearcher:
     """A dense index's FAISS index (memory-mapped) and its encoder (loaded on first use, or by :meth:`warm`)."""
 
@@ -1530,7 +1534,10 @@ class DenseSearcher:
             self.search_vectors(np.asarray(v), 1)
 
     def encode(self, queries: list[str]) -> Any:
-        return self.encoder.encode(list(queries), "query")
+        # on the CPU (the exported encoder's runtime), batches of a few queries: a large batch's activations leave
+        # the caches (64 queries of all-MiniLM-L6-v2: 41.6 ms a query, against 14.5 ms one at a time, 18.2 by 16)
+        onnx = getattr(self.encoder.model, "runtime", None) == ONNX_RUNTIME
+        return self.encoder.encode(list(queries), "query", batch_size=QUERY_BATCH_CPU if onnx else 64)
 
     def search(self, queries: list[str], k: int, *, threads: int | None = None):
         """The ``k`` best passages of each query: (ids int32, scores float32), best first, ties by lower id."""
