@@ -20,11 +20,14 @@ from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
 from ..errors import TokenizerError
 from ..train import (
+    INFORMATIVE_PLOT,
+    INFORMATIVE_SUMMARY,
     RecipeError,
     TrainConfig,
     config_yaml,
     finished_message,
     grpo_kwargs,
+    informative_table,
     learning_summary,
     memory_lines,
     order_issues,
@@ -176,19 +179,17 @@ def _print_change(history: list[dict[str, Any]], to: Any = None) -> None:
 
 def _print_informative(summary: dict[str, Any], folder: Path) -> None:
     """The level profile's prediction of the informative fraction against what the run measured, per level."""
-    from ..train._informative import PLOT_FILE, SUMMARY_FILE, summary_table
-
     table = Table(title=f"informative groups (G = {summary['group_size']}): predicted by {summary['profile']} against "
                   "measured", title_justify="left")
     for col in ("", "groups", "predicted (95%)", "measured (95%)", "error (95%)", "inside"):
         table.add_column(col, justify="right")
-    for row in summary_table(summary):
+    for row in informative_table(summary):
         table.add_row(*row)
     out.print(table)
     drift = summary["drift"]["first_outside"]
     out.print(("the prediction held in every quarter of the run" if drift is None else
                f"the measured fraction left the prediction's interval at steps {drift[0]}-{drift[1]}")
-              + escape(f"; {Path(folder) / SUMMARY_FILE}, {Path(folder) / PLOT_FILE}"))
+              + escape(f"; {Path(folder) / INFORMATIVE_SUMMARY}, {Path(folder) / INFORMATIVE_PLOT}"))
 
 
 def _hint(e: BaseException) -> str | None:

@@ -43,6 +43,9 @@ from ._config import (
     RunConfig,
     TrainConfig,
 )
+from ._informative import PLOT_FILE as INFORMATIVE_PLOT
+from ._informative import SUMMARY_FILE as INFORMATIVE_SUMMARY
+from ._informative import summary_table as informative_table
 from ._ledger import STEPS_FILE, StepRecorder, learning_summary, read_steps
 from ._memory import memory_lines
 from ._order import OrderIssue, check_index_order, order_issues
@@ -108,6 +111,9 @@ __all__ = [
     "environment_from_config",
     "finished_message",
     "grpo_kwargs",
+    "INFORMATIVE_PLOT",
+    "INFORMATIVE_SUMMARY",
+    "informative_table",
     "learning_summary",
     "memory_lines",
     "list_recipes",

@@ -44,7 +44,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plumbing import atomic_write_text
+from .._plots import plot_informative
+from .._plumbing import atomic_write_text, read_jsonl_latest
+from ..difficulty.profile import read_profile
 from ..errors import ProfileError
 
 log = logging.getLogger(__name__)
@@ -69,8 +71,6 @@ def resolve_profile(given: str | None, shards: str | Path, manifest: Mapping[str
     (``data.profile``, read strictly: a folder that is not a finished profile is refused), else the one the build
     recorded (``manifest["profile"]["path"]``, relative to the shards), else none. A recorded profile that is not
     there any more is said once in the log, and the run trains unchecked."""
-    from ..difficulty.profile import read_profile
-
     if given:
         return read_profile(given), str(given)
     recorded = (manifest.get("profile") or {}).get("path")
@@ -281,8 +281,6 @@ class InformativeCheck:
             return None
         out = Path(out)
         atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        from .._plots import plot_informative
-
         plot_informative(summary, out / PLOT_FILE)
         return summary
 
@@ -340,6 +338,4 @@ def summary_table(summary: Mapping[str, Any]) -> list[list[str]]:
 
 def read_step_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``step_metrics.jsonl``; for a step written twice (a resumed run), the last one."""
-    from .._plumbing import read_jsonl_latest
-
     return read_jsonl_latest(path, "step")

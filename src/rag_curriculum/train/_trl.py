@@ -24,6 +24,7 @@ from ..errors import BatchError, ConfigError, CurriculumOrderError, SettingError
 from ..lengths import load_tokenizer
 from ..models import model_settings, resolve_model
 from ..prompts import completion_style
+from ..rewards import reward_identity
 from ..shards import load_hf_dataset, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
@@ -517,8 +518,6 @@ def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_
             for p in (cfg.model.name_or_path, model_path)}
     differ = [f"model {profile.model} in the profile, {cfg.model.name_or_path} here"] if made and made not in ours else []
     if hasattr(profile, "differences"):
-        from ..rewards import reward_identity
-
         differ += profile.differences(
             rewards=reward_identity([dataclasses.asdict(r) for r in cfg.rewards]),
             sampling={"temperature": args.temperature, "top_p": args.top_p,
