@@ -18,7 +18,10 @@ recorded reads as a pass/fail one (its pass rate). So
   profiled questions), interpolated linearly between profiled levels for a level that was not profiled;
 - :meth:`LevelProfile.informative` over a curriculum's rows is the schedule's expected informative fraction, and
   :meth:`LevelProfile.calibrated_level` the level whose pass rate is nearest a target, and
-  :meth:`LevelProfile.band_level` the one inside a band nearest its middle (the calibrated schedule).
+  :meth:`LevelProfile.band_level` the one inside a band nearest its middle (the calibrated schedule);
+- :class:`RewardPosterior` refreshes the prediction from the rollouts: per question and level a Dirichlet posterior
+  over the reward values (prior: the recorded samples; each observed group's rewards added), whose
+  posterior-predictive informative probability is :func:`dirichlet_spread_probability`.
 
 >>> informative_probability(0.5, 8), informative_probability(1.0, 8), round(informative_probability(0.1, 8), 4)
 (0.9921875, 0.0, 0.5695)
@@ -59,7 +62,8 @@ BOOTSTRAP_SEED = 0
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES", "DEFAULT_GROUP_SIZE", "DEFAULT_LEVELS", "DEFAULT_TARGET", "PROFILE_PLOT",
-    "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "expected_informative", "informative_probability",
+    "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "RewardPosterior", "dirichlet_spread_probability",
+    "expected_informative", "informative_probability",
     "level_intervals", "parse_levels", "read_profile", "schedules_section", "spread_probability",
 ]
 
@@ -102,7 +106,14 @@ def spread_probability(values: Iterable[float], group_size: int, max_spread: flo
         else:
             distinct.append(v)
             counts.append(1)
-    cum = [0]
+    return _spread(distinct, counts, max_spread, lambda a: (a / n) ** group_size)
+
+
+def _spread(distinct: Sequence[float], counts: Sequence[float], max_spread: float, all_in: Any) -> float:
+    """1 - P(spread <= max_spread) over sorted ``distinct`` values with weights ``counts``, ``all_in(a)`` the
+    probability that every draw falls in a set of total weight ``a`` (the window counting of
+    :func:`spread_probability`)."""
+    cum = [0.0]
     for c in counts:
         cum.append(cum[-1] + c)
     within, j = 0.0, 0
@@ -110,8 +121,91 @@ def spread_probability(values: Iterable[float], group_size: int, max_spread: flo
         j = max(j, i)
         while j + 1 < len(distinct) and distinct[j + 1] - v <= max_spread:  # the sampler's test: spread <= max_spread
             j += 1
-        within += ((cum[j + 1] - cum[i]) / n) ** group_size - ((cum[j + 1] - cum[i + 1]) / n) ** group_size
+        within += all_in(cum[j + 1] - cum[i]) - all_in(cum[j + 1] - cum[i + 1])
     return min(1.0, max(0.0, 1.0 - within))
+
+
+def dirichlet_spread_probability(counts: Mapping[float, float], group_size: int, max_spread: float = 0.0) -> float:
+    """The posterior-predictive probability that the next ``group_size`` rewards have a spread above ``max_spread``
+    when the reward's distribution over its values has a Dirichlet posterior with pseudo-counts ``counts`` (``{value:
+    a_v}``, total ``A``): the draws are a Polya urn (Dirichlet-multinomial), so all ``G`` draws fall in a set of
+    total count ``a_S`` with probability ``a_S^(G) / A^(G)`` (rising factorials), and the window counting of
+    :func:`spread_probability` applies unchanged (tolerance 0: ``1 - sum_v a_v^(G) / A^(G)``). As the counts grow
+    with their proportions fixed it tends to :func:`spread_probability` of those proportions. No count or ``G < 2``:
+    0.
+
+    >>> dirichlet_spread_probability({0.0: 1, 1.0: 1}, 2)  # a uniform Beta: E[1 - p^2 - (1 - p)^2]
+    0.33333333333333337
+    """
+    if group_size < 1:
+        raise ConfigError(f"group size must be >= 1, got {group_size}")
+    if not max_spread >= 0.0:
+        raise ConfigError(f"max_spread must be >= 0, got {max_spread}")
+    items = sorted((float(v), float(a)) for v, a in counts.items() if a > 0 and not math.isnan(float(v)))
+    total = sum(a for _, a in items)
+    if not items or group_size < 2:
+        return 0.0
+
+    def all_in(a: float) -> float:
+        out = 1.0
+        for k in range(group_size):
+            out *= (a + k) / (total + k)
+        return out if a > 0 else 0.0
+
+    return _spread([v for v, _ in items], [a for _, a in items], max_spread, all_in)
+
+
+class RewardPosterior:
+    """Each question's reward distribution at each level, refreshed from the rollouts: a Dirichlet posterior over its
+    reward values whose prior pseudo-counts are the profile's recorded sample rewards for that question and level
+    (each counting ``prior_weight``), and each observed group's rewards added (a value not seen before becomes a
+    new category). :meth:`predict` is its posterior-predictive informative probability
+    (:func:`dirichlet_spread_probability`): the profile's prediction kept where the model is.
+
+    A question and level without recorded rewards (a pass/fail profile, a level that was not profiled) starts from
+    no prior: :meth:`predict` is None until a group of it is observed.
+
+    >>> post = RewardPosterior(None)
+    >>> post.predict("q1", 2, 2) is None
+    True
+    >>> post.observe("q1", 2, [0.0, 1.0]); post.predict("q1", 2, 2)
+    0.33333333333333337
+    """
+
+    def __init__(self, profile: Any, *, prior_weight: float = 1.0) -> None:
+        if not prior_weight >= 0.0:
+            raise ConfigError(f"prior_weight must be >= 0, got {prior_weight}")
+        self.profile = profile
+        self.prior_weight = float(prior_weight)
+        self._counts: dict[tuple[str, int], dict[float, float]] = {}
+
+    def counts(self, row_id: Any, level: int) -> dict[float, float]:
+        """The pseudo-counts ``{reward value: count}`` of question ``row_id`` at ``level`` (prior plus observed)."""
+        key = (str(row_id), int(level))
+        if key not in self._counts:
+            prior: dict[float, float] = {}
+            recorded = (getattr(self.profile, "rewards", None) or {}).get(key, ())
+            for v in recorded:
+                if v is not None and not math.isnan(float(v)) and self.prior_weight > 0:
+                    prior[float(v)] = prior.get(float(v), 0.0) + self.prior_weight
+            self._counts[key] = prior
+        return self._counts[key]
+
+    def observe(self, row_id: Any, level: int, rewards: Iterable[float]) -> None:
+        """Add a group's rewards (NaN left out, as the sampler leaves them out) to question ``row_id``'s at
+        ``level``."""
+        counts = self.counts(row_id, level)
+        for v in rewards:
+            if v is not None and not math.isnan(float(v)):
+                counts[float(v)] = counts.get(float(v), 0.0) + 1.0
+
+    def predict(self, row_id: Any, level: int, group_size: int, max_spread: float = 0.0) -> float | None:
+        """The posterior-predictive probability that the next group of ``group_size`` is informative (spread above
+        ``max_spread``); None with neither a prior nor an observation."""
+        counts = self.counts(row_id, level)
+        if not counts:
+            return None
+        return dirichlet_spread_probability(counts, group_size, max_spread)
 
 
 def expected_informative(pass_rates: Iterable[float], group_size: int) -> float:
