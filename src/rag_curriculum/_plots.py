@@ -197,6 +197,8 @@ def plot_informative(summary: Mapping[str, Any], path: str | Path) -> Path:
     xs = [s["step"] for s in steps]
     ax.plot(xs, [s["measured"] for s in steps], color=COLORS[0], marker=".", label="measured")
     ax.plot(xs, [s["predicted"] for s in steps], color=COLORS[1], ls="--", label="predicted")
+    if steps and "refreshed" in steps[0]:
+        ax.plot(xs, [s["refreshed"] for s in steps], color=COLORS[2], ls=":", label="refreshed")
     for w in summary["windows"]:
         if w.get("groups") and not w["inside"]:
             ax.axvspan(w["steps"][0] - 0.5, w["steps"][1] + 0.5, color=COLORS[3], alpha=0.08)

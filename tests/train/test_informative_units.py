@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from rag_curriculum.difficulty.profile import dirichlet_spread_probability, spread_probability
 from rag_curriculum.errors import ProfileError
 from rag_curriculum.train._informative import (
     InformativeCheck,
@@ -96,3 +97,54 @@ def test_the_profile_is_the_one_given_else_the_builds_and_a_missing_recorded_one
     (tmp_path / "profile.json").write_text(json.dumps({"kind": "other"}))
     with pytest.raises(ProfileError):
         resolve_profile(str(tmp_path), tmp_path, {})
+
+
+class Recorded:
+    """A profile with recorded sample rewards per (row id, level), predicting as LevelProfile does from them."""
+
+    def __init__(self, rewards):
+        self.rewards = rewards
+
+    def row_informative(self, row_id, level, group_size, max_spread=0.0):
+        return spread_probability(self.rewards[(row_id, level)], group_size, max_spread)
+
+
+def test_the_refreshed_forecast_is_made_before_the_steps_groups_and_follows_the_model(tmp_path):
+    # the profile saw "a" always right and "b" always wrong; in training the model gets "a" wrong half the time
+    prof = Recorded({("a", 1): (1.0,) * 4, ("b", 2): (0.0,) * 4})
+    path = tmp_path / "step_metrics.jsonl"
+    check = InformativeCheck(prof, 2, path=path, source="planted")
+    seen = {"a": {1.0: 4.0}, "b": {0.0: 4.0}}
+    forecasts = []
+    for step in range(1, 21):
+        rows = [{"curriculum_index": 2 * step, "id": "a", "level": 1}, {"curriculum_index": 2 * step + 1, "id": "b",
+                                                                          "level": 2}]
+        groups = [[1.0, 0.0] if step % 2 else [1.0, 1.0], [0.0, 0.0]]
+        check.scored([rows[0]] * 2 + [rows[1]] * 2, groups[0] + groups[1])
+        metrics = check.step(step, rows)
+        expected = [dirichlet_spread_probability(seen[q], 2) for q in ("a", "b")]  # only the earlier steps' groups
+        assert check.steps[-1]["q"] == pytest.approx(expected)
+        assert metrics["informative/refreshed"] == pytest.approx(sum(expected) / 2)
+        assert metrics["informative/predicted"] == 0.0, "the static prediction is unchanged"
+        forecasts.append(expected[0])
+        for q, g in zip(("a", "b"), groups, strict=True):
+            for v in g:
+                seen[q][v] = seen[q].get(v, 0.0) + 1
+        check.logged({"frac_reward_zero_std": 0.5})
+    assert forecasts[0] == 0.0 and forecasts[1] > 0.0 and forecasts[-1] > 0.3
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert lines[1]["refreshed"] == pytest.approx(forecasts[1] / 2, abs=1e-6) and lines[1]["predicted"] == 0.0
+    assert lines[0]["rewards"] == [[1.0, 0.0], [0.0, 0.0]] and lines[0]["ids"] == ["a", "b"]
+    s = check.summary()
+    static, fresh = [w["error"] for w in s["windows"]], [w["refreshed"]["error"] for w in s["windows"]]
+    assert static == pytest.approx([0.3, 0.2, 0.3, 0.2]), "a: 3 or 2 of 5 informative, predicted 0; b: 0 and 0"
+    assert abs(fresh[-1]) < abs(static[-1]) / 2, "the refreshed forecast stays where the model is"
+    assert s["refreshed"]["whole"]["groups"] == 40 and s["per_step"][0]["refreshed"] == 0.0
+    # a resumed run observes its earlier steps' groups again: the same posterior, the same next forecast
+    again = InformativeCheck(prof, 2, path=path, source="planted")
+    again.load(path, upto=20)
+    assert again.posterior.counts("a", 1) == check.posterior.counts("a", 1) == {1.0: 34.0, 0.0: 10.0}
+    assert again.summary()["windows"][3]["refreshed"] == s["windows"][3]["refreshed"]
+    off = InformativeCheck(prof, 2, refresh=False)
+    off.scored([{"curriculum_index": 0, "id": "a", "level": 1}] * 2, [1.0, 0.0])
+    assert "informative/refreshed" not in off.step(1, [{"curriculum_index": 0}]) and "refreshed" not in off.summary()

@@ -22,7 +22,12 @@ one. With a profile, :class:`InformativeCheck`
   whose normal interval is ``mean +- 1.96 sqrt(sum p(1 - p)) / n``), the measured fraction's Wilson interval, and the
   error (measured minus predicted) with a percentile bootstrap 95% interval over the groups; the same for the run's
   quarters (where the prediction drifted as the model learned: the first quarter whose measured fraction leaves the
-  prediction's interval).
+  prediction's interval);
+- refreshes the prediction from the rollouts (``refresh``, on by default): each question's reward values at each
+  level have a Dirichlet posterior (:class:`~rag_curriculum.difficulty.profile.RewardPosterior`: prior the
+  profile's recorded samples, each observed group's rewards added after its step), and each step logs beside
+  ``predicted`` the posterior's forecast for its rows made *before* their groups are added (``refreshed``,
+  ``informative/refreshed``); the summary's quarters give its error beside the static prediction's.
 
 Without a profile the step line still shows TRL's measured fraction, and ``step_metrics.jsonl`` is written without
 the predicted column.
@@ -46,7 +51,7 @@ from typing import Any
 
 from .._plots import plot_informative
 from .._plumbing import atomic_write_text, read_jsonl_latest
-from ..difficulty.profile import read_profile
+from ..difficulty.profile import RewardPosterior, read_profile
 from ..errors import ProfileError
 
 log = logging.getLogger(__name__)
@@ -149,10 +154,12 @@ class InformativeCheck:
         source: where the profile came from, as the summary names it.
         max_spread: a group counts as informative when its rewards spread by more than this (0: not all equal,
             TRL's zero-std rule).
+        refresh: also forecast each step from the profile refreshed by the run's own groups (``refreshed``).
+        prior_weight: what each of the profile's recorded samples counts in the refreshed posterior.
     """
 
     def __init__(self, profile: Any, group_size: int, *, path: str | Path | None = None, source: str | None = None,
-                 max_spread: float = 0.0) -> None:
+                 max_spread: float = 0.0, refresh: bool = True, prior_weight: float = 1.0) -> None:
         self.profile = profile
         self.group_size = int(group_size)
         self.path = Path(path) if path is not None else None
@@ -162,6 +169,8 @@ class InformativeCheck:
         self.pending: list[dict[str, Any]] = []  # steps not yet logged by TRL
         self.steps: list[dict[str, Any]] = []  # every step: its rows' (predicted, informative, level)
         self._memo: dict[tuple[Any, int], float] = {}
+        self.posterior = RewardPosterior(profile, prior_weight=prior_weight) if profile is not None and refresh else None
+        self._rewards: dict[Any, list[float]] = {}  # row key -> its last group's rewards, until a step observes them
 
     def predict(self, row_id: Any, level: int) -> float:
         """The profile's probability that a group of question ``row_id`` at ``level`` is informative."""
@@ -188,6 +197,7 @@ class InformativeCheck:
             group = [v for v in values[start:start + g] if not math.isnan(v)]
             row = rows[start]
             self.groups[_key(row)] = (row.get("id"), row.get("level"), informative(group, self.max_spread))
+            self._rewards[_key(row)] = group
 
     def step(self, step: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Close optimiser step ``step`` over the rows it trained (the ledger's): the metrics to log (and to add to
@@ -196,16 +206,26 @@ class InformativeCheck:
         if not found:
             return {}
         measured = [g[2] for g, _ in found]
-        entry: dict[str, Any] = {"step": step, "rows": [_key(r) for _, r in found],
+        entry: dict[str, Any] = {"step": step, "rows": [_key(r) for _, r in found], "ids": [g[0] for g, _ in found],
                                  "levels": [g[1] for g, _ in found], "informative": measured}
         metrics = {"informative/measured": sum(measured) / len(measured)}
         if self.profile is not None:
             predicted = [self.predict(g[0], int(g[1])) for g, _ in found]
             entry["p"] = predicted
             metrics["informative/predicted"] = sum(predicted) / len(predicted)
+        if self.posterior is not None:  # the forecast first, then the step's groups refresh the posterior
+            refreshed = [self.posterior.predict(g[0], int(g[1]), self.group_size, self.max_spread) for g, _ in found]
+            entry["q"] = [p if q is None else q for p, q in zip(entry["p"], refreshed, strict=True)]
+            metrics["informative/refreshed"] = sum(entry["q"]) / len(entry["q"])
+            entry["r"] = [self._rewards.pop(_key(r), []) for _, r in found]
+            self._observe(entry)
         self.steps.append(entry)
         self.pending.append({**entry, **metrics})
         return metrics
+
+    def _observe(self, entry: Mapping[str, Any]) -> None:
+        for row_id, level, rewards in zip(entry["ids"], entry["levels"], entry["r"], strict=True):
+            self.posterior.observe(row_id, int(level), rewards)
 
     def logged(self, logs: Mapping[str, Any]) -> None:
         """TRL's log of the steps since the last one: each such step's line, with TRL's numbers, written."""
@@ -225,6 +245,9 @@ class InformativeCheck:
             if "informative/predicted" in e:
                 record["predicted"] = round(e["informative/predicted"], 6)
                 record["p"] = [round(p, 6) for p in e["p"]]
+            if "informative/refreshed" in e:
+                record["refreshed"] = round(e["informative/refreshed"], 6)
+                record.update(q=[round(q, 6) for q in e["q"]], ids=e["ids"], rewards=e["r"])
             lines.append(json.dumps(record, sort_keys=True) + "\n")
         self.pending = []
         if self.path is not None:
@@ -239,10 +262,15 @@ class InformativeCheck:
             return
         self.steps = [{"step": r["step"], "rows": r["rows"], "levels": r["levels"],
                        "informative": [bool(m) for m in r.get("informative", [])],
-                       **({"p": r["p"]} if "p" in r else {})}
+                       **{k: r[k] for k in ("p", "q") if k in r},
+                       **({"ids": r["ids"], "r": r["rewards"]} if "rewards" in r else {})}
                       for r in read_step_metrics(p) if int(r["step"]) <= upto]
         if self.profile is not None and any("p" not in s for s in self.steps):
             self.steps = [s for s in self.steps if "p" in s]  # steps checked without this profile: left out
+        if self.posterior is not None:  # the posterior as the run left it: its groups observed again, in order
+            for s in sorted(self.steps, key=lambda s: s["step"]):
+                if "r" in s:
+                    self._observe(s)
 
     def summary(self) -> dict[str, Any] | None:
         """Predicted against measured per level, over the whole run and per quarter of its steps; None without a
@@ -252,6 +280,8 @@ class InformativeCheck:
         every = [(s["step"], lv, p, m) for s in self.steps for lv, p, m in zip(s["levels"], s["p"], s["informative"],
                                                                                strict=True)]
         levels = sorted({lv for _, lv, _, _ in every}, key=lambda v: (v is None, v))
+        refreshed = ([(s["step"], q, m) for s in self.steps for q, m in zip(s["q"], s["informative"], strict=True)]
+                     if all("q" in s for s in self.steps) else [])  # the refreshed forecast (every step has one)
         steps = sorted({s["step"] for s in self.steps})
         windows = []
         k = max(1, math.ceil(len(steps) / WINDOWS))
@@ -259,6 +289,9 @@ class InformativeCheck:
             span = steps[i:i + k]
             chosen = [(p, m) for st, _, p, m in every if span[0] <= st <= span[-1]]
             windows.append({"steps": [span[0], span[-1]], **compare(chosen, seed=i)})
+            if refreshed:
+                windows[-1]["refreshed"] = compare([(q, m) for st, q, m in refreshed if span[0] <= st <= span[-1]],
+                                                   seed=i)
         drift = next((w["steps"] for w in windows if not w["inside"]), None)
         return {
             "kind": "informative-check",
@@ -271,7 +304,12 @@ class InformativeCheck:
             "windows": windows,
             "drift": {"first_outside": drift},
             "per_step": [{"step": s["step"], "predicted": round(sum(s["p"]) / len(s["p"]), 6),
-                          "measured": round(sum(s["informative"]) / len(s["informative"]), 6)} for s in self.steps],
+                          "measured": round(sum(s["informative"]) / len(s["informative"]), 6),
+                          **({"refreshed": round(sum(s["q"]) / len(s["q"]), 6)} if refreshed else {})}
+                         for s in self.steps],
+            **({"refreshed": {"whole": compare([(q, m) for _, q, m in refreshed]),
+                              "prior_weight": self.posterior.prior_weight if self.posterior else None}}
+               if refreshed else {}),
         }
 
     def finish(self, out: str | Path) -> dict[str, Any] | None:

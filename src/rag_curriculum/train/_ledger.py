@@ -363,7 +363,7 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
 #: The per-step numbers a training line shows, in this order, under short names (the rest stay in the logs:
 #: trainer_state.json, and report_to's trackers).
 STEP_KEYS = (("loss", "loss"), ("reward", "reward"), ("reward_std", "reward_std"), ("informative", "informative"),
-             ("informative/predicted", "predicted"), ("kl", "kl"),
+             ("informative/predicted", "predicted"), ("informative/refreshed", "refreshed"), ("kl", "kl"),
              ("grad_norm", "grad_norm"), ("learning_rate", "lr"), ("completions/mean_length", "len"),
              ("curriculum/level_mean", "level"), ("curriculum/p_mean", "p"), ("rollout/searches", "searches"),
              ("rollout/gold_found", "gold_found"), ("search/searches", "searches"), ("search/gold_found", "gold_found"),
