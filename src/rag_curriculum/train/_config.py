@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_refresh, shards, verify
 """
 
 from __future__ import annotations
@@ -94,6 +94,9 @@ class DataConfig:
         "A level profile (``curriculum profile --out``) to check the run against: every step logs the informative "
         "fraction it predicts for the step's rows beside the measured one (step_metrics.jsonl, informative.json). "
         "Null: the profile the shards were built with (``build --profile``), if it is still beside them."))
+    profile_refresh: bool = rule(True, help=(
+        "With a profile: also forecast each step from the profile refreshed by the run's own groups (a Dirichlet "
+        "posterior over each question's reward values), logged as ``refreshed`` beside ``predicted``."))
 
 
 @dataclass
