@@ -68,7 +68,7 @@ def run(profiled, tiny_model_dir, tmp_path_factory):
 
 
 def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_says_it_trained(profiled, run):
-    from rag_curriculum.difficulty.profile import read_profile
+    from rag_curriculum.difficulty.profile import RewardPosterior, read_profile
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import read_steps
     from rag_curriculum.train._ledger import step_line
@@ -116,6 +116,18 @@ def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_s
     line = step_line(logged[1], 2, STEPS)
     assert f"informative {1 - logged[1]['frac_reward_zero_std']:.4g}" in line
     assert f"predicted {logged[1]['informative/predicted']:.4g}" in line
+    assert f"refreshed {logged[1]['informative/refreshed']:.4g}" in line
+    # the refreshed forecast: the profile's samples and every earlier step's groups (TRL's rewards), not the step's
+    post = RewardPosterior(prof)
+    for line in metrics:
+        flat = [v for group in line["rewards"] for v in group]
+        assert sum(flat) / len(flat) == pytest.approx(line["reward"], abs=1e-5), "the groups' rewards are TRL's"
+        forecast = [post.predict(i, lv, G) for i, lv in zip(line["ids"], line["levels"], strict=True)]
+        assert line["q"] == pytest.approx([p if q is None else q for p, q in zip(line["p"], forecast, strict=True)],
+                                          abs=1e-6)
+        for i, lv, group in zip(line["ids"], line["levels"], line["rewards"], strict=True):
+            post.observe(i, lv, group)
+    assert sum(w["refreshed"]["groups"] for w in summary["windows"]) == len(every)
 
 
 def test_a_profile_named_on_the_command_line_that_is_not_one_is_refused_before_training(profiled, tiny_model_dir,
