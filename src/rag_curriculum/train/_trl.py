@@ -736,8 +736,10 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                          title=f"dynamic sampling on {cfg.dynamic.metric} (spread > {cfg.dynamic.max_spread:g})")
     informative = check.finish(out) if args.process_index == 0 else None
     if informative is not None:
-        log.info("the informative fraction: %.3f measured, %.3f predicted over %d groups (%s, %s)",
-                 informative["whole"]["measured"], informative["whole"]["predicted"], informative["whole"]["groups"],
+        refreshed = (informative.get("refreshed") or {}).get("whole", {}).get("predicted")
+        log.info("the informative fraction: %.3f measured, %.3f predicted%s over %d groups (%s, %s)",
+                 informative["whole"]["measured"], informative["whole"]["predicted"],
+                 "" if refreshed is None else f", {refreshed:.3f} refreshed", informative["whole"]["groups"],
                  out / "informative.json", out / INFORMATIVE_PLOT)
     if cfg.run.save_final:
         trainer.save_model(str(out))
