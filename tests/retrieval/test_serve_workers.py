@@ -90,7 +90,6 @@ def test_forked_workers_answer_as_one_worker_does_and_share_one_load_of_the_inde
     with cm:
         want = _answers(url)
     assert {s for s, _ in want} == {200, 400, 413, 422}, sorted({s for s, _ in want})
-    size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
     for memory in ("--no-in-memory", "--in-memory"):
         log = tmp_path / f"two{memory}.log"
         url, cm = _serve(index, log, "--workers", "2", memory)
@@ -98,10 +97,9 @@ def test_forked_workers_answer_as_one_worker_does_and_share_one_load_of_the_inde
             got = _answers(url)
             workers = _workers(proc.pid)
             assert len(workers) == 2, workers
-            for w in workers:  # forked from the loaded index: no worker read its files (or hashed them) again
-                rchar = int(next(x for x in Path(f"/proc/{w}/io").read_text().splitlines()
-                                 if x.startswith("rchar")).split()[1])
-                assert rchar < size, (memory, rchar, size)
+            # (forked from the loaded index: the log's one "checked at open" and one "read into memory" below say
+            # no worker loaded or hashed it again; a worker's rchar cannot: on a fresh checkout its imports after
+            # the fork read more bytes of Python than this small index holds)
         assert got == want  # the same bytes: every ranking, every refusal's status and one-line detail
         text = log.read_text()
         assert text.count("checked at open") == 1 and "2 workers started" in text, text[-3000:]

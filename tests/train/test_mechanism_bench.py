@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rag_curriculum._plumbing import file_sha256
+
 pytestmark = pytest.mark.slow
 pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
 
@@ -69,11 +71,17 @@ def test_the_mechanism_bench_reports_measured_and_predicted_informative_fraction
 
     planted = tmp_path / "planted"
     planted.mkdir()
-    (planted / "profile.json").write_text((out / "profile" / "profile.json").read_text())
     table = pq.read_table(out / "profile" / "profile.parquet")
     rates = [{1: 0.5, 2: 0.25, 3: 0.25}[lv] for lv in table.column("level").to_pylist()]
     table = table.set_column(table.schema.get_field_index("pass_rate"), "pass_rate", pa.array(rates, pa.float64()))
+    # a pass/fail profile (no sample rewards: the prediction from the planted pass rates), sealed as the profile
+    # command seals its table
+    table = table.drop_columns([c for c in ("sample_reward", "sample_components", "reward", "informative")
+                                if c in table.column_names])
     pq.write_table(table, planted / "profile.parquet")
+    summary = json.loads((out / "profile" / "profile.json").read_text())
+    summary["table_sha256"] = file_sha256(planted / "profile.parquet")
+    (planted / "profile.json").write_text(json.dumps(summary))
     for arm, each in (("max", 0.375), ("calibrated", 0.5)):  # max: every row at level 3; calibrated: level 1
         got = bench.predicted_per_step(out / f"train-{arm}", planted, steps=3, prompts=2, group_size=2)
         assert got == pytest.approx([each] * 3)
