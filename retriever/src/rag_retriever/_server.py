@@ -51,6 +51,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from . import _prefork
 from ._config import ServeConfig
 from ._index import CorpusIndex
 from ._integrity import into_memory, read_into_memory, reading_into_memory
@@ -501,8 +502,6 @@ def run_server(ix: CorpusIndex, uvicorn_options: dict[str, Any], *, workers: int
     ``threads`` search threads (0: the CPUs shared out). ``uvicorn_options``: ``uvicorn.Config``'s;
     ``app_options``: :func:`make_app`'s. The exit status."""
     import uvicorn
-
-    from . import _prefork
 
     app = make_app(ix, **app_options)
     if workers == 1:

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from ._corpus import check_corpus
 from .errors import RetrieverError, UnknownNameError, UsageError
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
@@ -137,8 +138,6 @@ def index_command(progress: bool, **options: Any) -> None:
     Example: rag-retriever index --corpus wiki-18.jsonl --out indexes/wiki18"""
     from rag_plumbing._ray import drop_options
     from rag_plumbing._settings import bind
-
-    from ._corpus import check_corpus
 
     with _reported():
         flags = _given(options)
