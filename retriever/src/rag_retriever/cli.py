@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
+from rag_plumbing._ports import LISTEN_HINT, listen_problem
 
 from ._corpus import check_corpus
 from .errors import RetrieverError, UnknownNameError, UsageError
@@ -63,18 +64,10 @@ def _own(text: str) -> str:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Refuse, in one line, a port this machine cannot listen on (before the index is opened; uvicorn would end
-    in its own lines and exit status 3)."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}",
-                             hint="pass another --port (or stop what listens there), or check --host") from None
+    """Refuse, in one line, a port this machine cannot listen on (before the index is opened)."""
+    problem = listen_problem(host, port)
+    if problem:
+        raise UsageError(problem, hint=LISTEN_HINT)
 
 
 def _options(cls: type, required: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from contextlib import ExitStack
 from typing import Any
 
@@ -14,6 +13,7 @@ import typer
 from rag_retriever import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
 from rag_retriever.serving import run_ray_serve
 
+from .._plumbing import LISTEN_HINT, listen_problem
 from ..config import bind, given
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
@@ -29,14 +29,9 @@ def _hint(e: BaseException) -> str | None:
 
 def _check_port(host: str, port: int) -> None:
     """Refuse, in one line, a port this machine cannot listen on (uvicorn would log a traceback-like error)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a port in TIME_WAIT is free
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            fail(f"cannot listen on {host}:{port}: {e.strerror or e}",
-                 "pass another --port (or stop what listens there), or check --host")
+    problem = listen_problem(host, port)
+    if problem:
+        fail(problem, LISTEN_HINT)
 
 
 #: ServeConfig's options, one per field (--index required by click, as before: there is no recipe to give it).
