@@ -13,27 +13,12 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import MUSIQUE_TRAIN
-from rag_retriever import IndexConfig, RetrievalIndexError, _integrity, build_index, load_index
+from rag_retriever import RetrievalIndexError, _integrity, load_index
 from support.cli_runs import one_error, run
 from support.index_edits import resealed
 from support.servers import busy_port
 
 pytest.importorskip("bm25s")
-
-
-@pytest.fixture(scope="module")
-def small_input(tmp_path_factory):
-    path = tmp_path_factory.mktemp("verified-in") / "musique_train.jsonl"
-    path.write_text("".join(MUSIQUE_TRAIN.read_text().splitlines(keepends=True)[:30]))
-    return path
-
-
-@pytest.fixture(scope="module")
-def bm25(tmp_path_factory, small_input):
-    out = tmp_path_factory.mktemp("verified") / "bm25"
-    build_index(IndexConfig(dataset="musique", input=str(small_input), out=str(out), depth=10))
-    return out
 
 
 def _other_passages(d, tmp_path):
