@@ -6,7 +6,7 @@ warm-started tiny model of docs/learning.md (``curriculum warm-start``: a tiny m
 on the first ``--warm-rows`` training questions, here at level 1 so that no schedule is favoured), and
 
 1. profiles it (``curriculum profile``'s library function, the transformers backend) on the training questions at
-   every level 1..K, ``--profile-samples`` samples each at the rollout temperature, G = ``--generations``;
+   every level 1..K, ``--profile-samples`` samples each, scored and sampled as ``recipe=cpu-learn`` trains;
 2. builds the arms from the same ``--rows`` MuSiQue train questions with ``--profile`` (``curriculum build
    --profile``): max, min-max, min-max shuffled (the same rows, permuted) and calibrated (``--schedule calibrated``,
    each question at the level where its measured pass rate is nearest 0.5). Each build's manifest gives the
@@ -20,9 +20,11 @@ on the first ``--warm-rows`` training questions, here at level 1 so that no sche
    arm of one seed draw alike), outside the run's log, with the RAG-RL reward; each arm's difference to min-max and
    to the start, paired by seed, with a percentile bootstrap 95% interval over the seeds.
 
-The profile scores a sample correct by answer F1 (the partition's rule), while TRL's zero-std fraction is over the
-RAG-RL reward (format, answer and citations): a group all wrong can still differ in format or citations, so the
-measured fraction can exceed the predicted one. Both are reported, side by side.
+The profile scores each sample with the reward the training uses (``--recipe cpu-learn``: the RAG-RL total of
+format, answer and citations), sampled as the training samples, so its prediction and TRL's measured fraction
+count the same thing. Each run also gives the trainer's check (``data.profile``): per quarter of the steps, the
+static prediction, the refreshed forecast (each question's posterior over reward values, updated from its groups)
+and the measured fraction, so the drift at the real learning rate is read from the same runs.
 
 Prints a table, writes ``summary.json`` (settings, input digests, every run's per-step figures, per-arm figures
 with intervals) and ``mechanism.png`` into ``--out``; a finished run there is reused when its start, rows and
@@ -106,23 +108,25 @@ def warm(out: Path, *, rows: int, warm_rows: int, epochs: float) -> Path:
     return folder
 
 
-def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, generations: int,
-                 max_tokens: int) -> Path:
-    """``curriculum profile`` of the warm model on the training questions at levels 1..K (resumed when there)."""
+def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, recipe: str = "cpu-learn",
+                 seed: int = 0) -> Path:
+    """``curriculum profile`` of ``model`` on the training questions at levels 1..K, scored and sampled as
+    ``recipe`` trains: its reward (the RAG-RL total), temperature, top-p, completion length and G (resumed when
+    there)."""
     from rag_curriculum.partition import ProfileConfig, profile
 
     folder = out / "profile"
     # the profile's run identity digests the model folder's config and tokenizer, not its weights: a model
     # warm-started again in place would resume the old samples, so the weights it profiled are checked here
-    record, start = out / "profile_start.json", {"start": weights_digest(str(model))}
+    record, start = out / "profile_start.json", {"start": weights_digest(str(model)), "recipe": recipe,
+                                                 "samples": samples}
     if folder.exists() and (not record.is_file() or json.loads(record.read_text()) != start):
-        raise SystemExit(f"{folder}: a profile of other starting weights than {model}'s: remove it, or give "
-                         "another --out")
+        raise SystemExit(f"{folder}: a profile of other weights or settings: remove it, or give another --out")
     write_json(record, start)
     res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
                                 levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
-                                backend="transformers", model=str(model), samples=samples, temperature=1.0,
-                                max_tokens=max_tokens, group_size=generations, seed=0), command="bench")
+                                backend="transformers", model=str(model), samples=samples, recipe=recipe,
+                                seed=seed), command="bench")
     if not res.complete:
         raise SystemExit(f"{folder}: the profile stopped before the end; run again to finish it")
     return folder
@@ -141,8 +145,10 @@ def predicted_per_step(shards: Path, profile_dir: Path, *, steps: int, prompts: 
 
 
 def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, prompts: int, generations: int,
-              rows: int, max_tokens: int, lr: float) -> dict:
-    """One ``recipe=cpu-learn`` run; its per-step figures from TRL's log (reused when done from the same inputs)."""
+              rows: int, max_tokens: int, lr: float, profile_dir: Path) -> dict:
+    """One ``recipe=cpu-learn`` run; its per-step figures from TRL's log and the trainer's check of the profile's
+    prediction (``informative.json``: predicted, refreshed and measured per step and per quarter), reused when done
+    from the same inputs."""
     import shutil
 
     from rag_curriculum.train import compose_train_config, train
@@ -151,8 +157,12 @@ def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, pr
                 f"run.output_dir={out}", f"grpo.seed={seed}", f"grpo.max_steps={steps}", f"grpo.save_steps={steps}",
                 f"batch.prompts_per_step={prompts}", f"grpo.num_generations={generations}",
                 f"batch.per_device_completions={prompts * generations}", f"grpo.max_completion_length={max_tokens}",
-                f"grpo.learning_rate={lr}", "run.save_final=true"]
-    identity = {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings}
+                f"grpo.learning_rate={lr}", f"data.profile={profile_dir}", "grpo.logging_steps=1",
+                "run.save_final=true"]
+    from rag_curriculum._plumbing import file_sha256
+
+    identity = {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings,
+                "profile": file_sha256(profile_dir / "profile.parquet")}
     record = out / "bench_run.json"
     if record.is_file() and (got := json.loads(record.read_text()))["identity"] == identity:
         return got["run"]
@@ -164,20 +174,48 @@ def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, pr
     steps_log = [h for h in result.log_history if "frac_reward_zero_std" in h]
     run = {"seconds": round(seconds, 2), "steps": len(steps_log),
            "informative": [round(1.0 - float(h["frac_reward_zero_std"]), 6) for h in steps_log],
-           "reward": [round(float(h["reward"]), 6) for h in steps_log]}
+           "reward": [round(float(h["reward"]), 6) for h in steps_log], "check": result.informative,
+           "load_average": round(os.getloadavg()[0], 2)}
     write_json(record, {"identity": identity, "run": run})
     return run
+
+
+def drift(checks: list[dict]) -> list[dict]:
+    """Per quarter of the steps, over the seeds' runs of one arm: the mean predicted (the profile's, static),
+    refreshed (the rollouts' posterior, made before each step's groups) and measured informative fraction, and
+    each forecast's mean absolute error against the measured one per run.
+
+    >>> c = {"windows": [{"steps": [1, 2], "predicted": .5, "measured": .75, "refreshed": {"predicted": .7}}]}
+    >>> drift([c, c])[0]["static_abs_error"], drift([c, c])[0]["refreshed_abs_error"]
+    (0.25, 0.05)
+    """
+    out = []
+    for i, w in enumerate(checks[0]["windows"]):
+        ws = [c["windows"][i] for c in checks if i < len(c["windows"])]
+        row = {"steps": w["steps"], "runs": len(ws),
+               "predicted": round(statistics.mean(x["predicted"] for x in ws), 6),
+               "measured": round(statistics.mean(x["measured"] for x in ws), 6),
+               "static_abs_error": round(statistics.mean(abs(x["predicted"] - x["measured"]) for x in ws), 6)}
+        if all("refreshed" in x for x in ws):
+            row["refreshed"] = round(statistics.mean(x["refreshed"]["predicted"] for x in ws), 6)
+            row["refreshed_abs_error"] = round(statistics.mean(abs(x["refreshed"]["predicted"] - x["measured"])
+                                                               for x in ws), 6)
+        out.append(row)
+    return out
 
 
 def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, prompts: int = 2,
               generations: int = 4, rows: int | None = None, K: int = 3, warm_rows: int = 8,
               warm_epochs: float = 20.0, profile_samples: int = 8, eval_rows: int = 32, eval_samples: int = 2,
-              max_tokens: int = 128, lr: float = 3e-4, warm_from: Path | None = None) -> dict:
+              max_tokens: int = 128, lr: float = 3e-4, warm_from: Path | None = None,
+              reference: str | None = None) -> dict:
     """Warm start, profile, build, train every arm at every seed, score held out; the summary (also written to
     ``out/summary.json``)."""
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"--arms: unknown {unknown}; choose from {', '.join(ARMS)}")
+    if reference is not None and reference not in arms:
+        raise SystemExit(f"--reference {reference!r} is not one of the arms trained ({', '.join(arms)})")
     out.mkdir(parents=True, exist_ok=True)
     rows = rows or steps * prompts
     if warm_from is None and warm_rows > rows:
@@ -187,8 +225,7 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
     model = warm_from or warm(out, rows=rows, warm_rows=warm_rows, epochs=warm_epochs)
     t_warm = time.perf_counter() - t0
     t = time.perf_counter()
-    prof = make_profile(out, model, rows=rows, K=K, samples=profile_samples, generations=generations,
-                        max_tokens=max_tokens)
+    prof = make_profile(out, model, rows=rows, K=K, samples=profile_samples)
     t_profile = time.perf_counter() - t
     per_level = json.loads((prof / "profile.json").read_text())["per_level"]
     builds = {a: build(out / f"train-{a.replace(' ', '-')}", TRAIN, rows, K, schedule=ARMS[a][0],
@@ -218,13 +255,14 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
         for a in arms:
             folder = out / "runs" / f"{a.replace(' ', '-')}-seed{seed}"
             r = train_run(model, builds[a], folder, seed=seed, steps=steps, prompts=prompts,
-                          generations=generations, rows=rows, max_tokens=max_tokens, lr=lr)
+                          generations=generations, rows=rows, max_tokens=max_tokens, lr=lr, profile_dir=prof)
             after = evaluate(str(folder), held, samples=eval_samples, seed=10_000 + seed, max_tokens=max_tokens)
             runs.append({"arm": a, "seed": seed, **r, "held_out": after,
                          "informative_mean": round(statistics.mean(r["informative"]), 6) if r["informative"] else None})
             print(f"bench run: {a}, seed {seed}: informative {runs[-1]['informative_mean']} (predicted "
                   f"{predicted[a]['whole']}), held-out reward {after['reward']:.3f} (start "
                   f"{start_scores[seed]['reward']:.3f}), {r['seconds']:.0f} s", flush=True)
+    reference = reference or (REFERENCE if REFERENCE in arms else arms[0])  # paired differences: against this arm
     per_arm = {}
     for a in arms:
         mine = {r["seed"]: r for r in runs if r["arm"] == a}
@@ -233,9 +271,12 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
                  "held_out_reward": seed_bootstrap([mine[s]["held_out"]["reward"] for s in seeds]),
                  "vs_start": seed_bootstrap([mine[s]["held_out"]["reward"] - start_scores[s]["reward"]
                                              for s in seeds])}
-        if REFERENCE in arms and a != REFERENCE:
-            ref = {r["seed"]: r for r in runs if r["arm"] == REFERENCE}
-            entry["vs_min_max"] = seed_bootstrap([mine[s]["held_out"]["reward"] - ref[s]["held_out"]["reward"]
+        checks = [mine[s]["check"] for s in seeds if mine[s].get("check")]
+        if checks:
+            entry["drift"] = drift(checks)
+        if a != reference:
+            ref = {r["seed"]: r for r in runs if r["arm"] == reference}
+            entry["vs_reference"] = seed_bootstrap([mine[s]["held_out"]["reward"] - ref[s]["held_out"]["reward"]
                                                   for s in seeds])
         per_arm[a] = entry
     train_seconds = [r["seconds"] for r in runs if r["seconds"]]
@@ -245,7 +286,8 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
                      "completions_per_run": steps * prompts * generations, "rows": rows, "K": K,
                      "warm_rows": warm_rows, "warm_epochs": warm_epochs, "warm_from": str(warm_from or ""),
                      "profile_samples": profile_samples, "eval_rows": eval_rows, "eval_samples": eval_samples,
-                     "max_tokens": max_tokens, "lr": lr, "recipe": "cpu-learn", "reward": "rag-rl"},
+                     "max_tokens": max_tokens, "lr": lr, "recipe": "cpu-learn", "reward": "rag-rl",
+                     "reference": reference},
         "inputs": inputs,
         "profile": {"path": str(prof), "per_level": {lv: {k: v[k] for k in ("pass_rate", "pass_rate_ci",
                                                                              "informative", "informative_ci")}
@@ -268,7 +310,8 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
 
 def plot(summary: dict, path: Path) -> None:
     """Left: measured informative fraction per step, the mean over seeds with the seeds' range as a band, the
-    profile's prediction dashed. Right: held-out reward minus min-max (or minus the start) with 95% intervals."""
+    profile's prediction dashed. Right: held-out reward minus the reference arm (min-max when trained, else the
+    first arm; minus the start with one arm) with 95% intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,7 +334,8 @@ def plot(summary: dict, path: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("measured (solid, seeds' range) and predicted (dashed)", fontsize=9)
     ax.legend(fontsize=7)
-    key = "vs_min_max" if any("vs_min_max" in e for e in summary["arms"].values()) else "vs_start"
+    key = "vs_reference" if any("vs_reference" in e for e in summary["arms"].values()) else "vs_start"
+    ref = summary["settings"]["reference"]
     names = [a for a, e in summary["arms"].items() if key in e]
     for i, a in enumerate(names):
         d = summary["arms"][a][key]
@@ -300,7 +344,7 @@ def plot(summary: dict, path: Path) -> None:
     bx.axhline(0, color="#999999", lw=1, ls="--")
     bx.set_xticks(range(len(names)))
     bx.set_xticklabels(names, fontsize=8)
-    bx.set_ylabel(f"held-out reward, {'minus min-max' if key == 'vs_min_max' else 'minus the start'}")
+    bx.set_ylabel(f"held-out reward, {'minus ' + ref if key == 'vs_reference' else 'minus the start'}")
     bx.set_title(f"paired by seed, bootstrap 95% ({len(summary['settings']['seeds'])} seeds)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -316,7 +360,7 @@ def report(summary: dict) -> None:
                         f"{len(s['seeds'])} seed(s); held out: {s['eval_rows']} MuSiQue dev rows at level {s['K']}",
                   title_justify="left")
     for col in ("arm", "informative predicted", "informative measured (95%)", "held-out reward (95%)",
-                "minus min-max (95%)", "minus start (95%)"):
+                f"minus {s['reference']} (95%)", "minus start (95%)"):
         table.add_column(col, justify="right")
 
     def fmt(d: dict | None) -> str:
@@ -327,12 +371,31 @@ def report(summary: dict) -> None:
     for a, e in summary["arms"].items():
         m, h = e["informative"], e["held_out_reward"]
         table.add_row(a, f"{e['predicted']['whole']:.3f}", f"{m['mean']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]",
-                      f"{h['mean']:.3f} [{h['ci'][0]:.3f}, {h['ci'][1]:.3f}]", fmt(e.get("vs_min_max")),
+                      f"{h['mean']:.3f} [{h['ci'][0]:.3f}, {h['ci'][1]:.3f}]", fmt(e.get("vs_reference")),
                       fmt(e["vs_start"]))
     Console(width=150).print(table)
     sec = summary["seconds"]
     print(f"warm start {sec['warm_start']:.0f} s, profile {sec['profile']:.0f} s, training {sec['train_total']:.0f} s "
           f"({sec['per_step']} s a step), total {sec['total']:.0f} s at load average {summary['load_average']}")
+
+
+def report_drift(summary: dict) -> None:
+    """Per arm and quarter of the steps: the static prediction, the refreshed forecast and the measured fraction
+    (means over the seeds), with each forecast's mean absolute error per run."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="the prediction as the model learns: static (the profile) and refreshed (the rollouts' "
+                        "posterior), means over seeds", title_justify="left")
+    for col in ("arm", "steps", "predicted", "refreshed", "measured", "|static error|", "|refreshed error|"):
+        table.add_column(col, justify="right")
+    for a, e in summary["arms"].items():
+        for i, w in enumerate(e.get("drift", [])):
+            table.add_row(a if i == 0 else "", f"{w['steps'][0]}-{w['steps'][1]}", f"{w['predicted']:.3f}",
+                          f"{w['refreshed']:.3f}" if "refreshed" in w else "-", f"{w['measured']:.3f}",
+                          f"{w['static_abs_error']:.3f}",
+                          f"{w['refreshed_abs_error']:.3f}" if "refreshed_abs_error" in w else "-")
+    Console(width=150).print(table)
 
 
 def main() -> None:
@@ -354,6 +417,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--quick", action="store_true", help="2 arms (max, min-max), 1 seed, 4 steps, 8 rows, 8 held-out "
                     "rows, a 5-epoch warm start: a look, no intervals")
+    ap.add_argument("--reference", default=None, help="the arm paired differences are taken against [default: "
+                    "min-max when trained, else the first arm]")
     ap.add_argument("--out", type=Path, default=Path("outputs/mechanism"))
     a = ap.parse_args()
     arms = [x for x in a.arms.split(",") if x]
@@ -363,8 +428,10 @@ def main() -> None:
     summary = mechanism(a.out, arms=arms, seeds=list(range(a.seeds)), steps=a.steps, prompts=a.prompts,
                         generations=a.generations, rows=a.rows, K=a.K, warm_rows=a.warm_rows,
                         warm_epochs=a.warm_epochs, profile_samples=a.profile_samples, eval_rows=a.eval_rows,
-                        eval_samples=a.eval_samples, max_tokens=a.max_tokens, lr=a.lr, warm_from=a.warm_from)
+                        eval_samples=a.eval_samples, max_tokens=a.max_tokens, lr=a.lr, warm_from=a.warm_from,
+                        reference=a.reference)
     report(summary)
+    report_drift(summary)
     print(f"wrote {a.out / 'summary.json'} and {a.out / 'mechanism.png'}")
 
 

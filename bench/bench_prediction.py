@@ -36,28 +36,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_mechanism import ARMS, TRAIN, build, warm  # noqa: E402
+from bench_mechanism import ARMS, TRAIN, build, make_profile, warm  # noqa: E402
 from bench_real_learning import build_digest, weights_digest, write_json  # noqa: E402
-
-
-def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, recipe: str, seed: int = 0) -> Path:
-    """``curriculum profile`` of ``model`` on the training questions at levels 1..K, scored and sampled as
-    ``recipe`` trains (resumed when there)."""
-    from rag_curriculum.partition import ProfileConfig, profile
-
-    folder = out / "profile"
-    record, start = out / "profile_start.json", {"start": weights_digest(str(model)), "recipe": recipe,
-                                                 "samples": samples}
-    if folder.exists() and (not record.is_file() or json.loads(record.read_text()) != start):
-        raise SystemExit(f"{folder}: a profile of other weights or settings: remove it, or give another --out")
-    write_json(record, start)
-    res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
-                                levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
-                                backend="transformers", model=str(model), samples=samples, recipe=recipe,
-                                seed=seed), command="bench")
-    if not res.complete:
-        raise SystemExit(f"{folder}: the profile stopped before the end; run again to finish it")
-    return folder
 
 
 def without_replacement(values: list[float], group_size: int) -> float:
