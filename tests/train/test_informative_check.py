@@ -19,6 +19,7 @@ pytest.importorskip("trl", reason="the `train` extra is needed for training test
 
 G = 2
 STEPS = 3
+PRIOR_WEIGHT = 0.5  # each profile sample counts half a rollout in the refreshed forecast
 
 
 class Parity:
@@ -63,7 +64,8 @@ def run(profiled, tiny_model_dir, tmp_path_factory):
     cfg = compose_train_config("cpu-tiny", [
         f"model.name_or_path={tiny_model_dir}", f"data.shards={shards}", f"run.output_dir={out}",
         f"grpo.max_steps={STEPS}", f"grpo.num_generations={G}", "grpo.max_completion_length=8",
-        "grpo.logging_steps=1", "grpo.report_to=none", "rewards=[{name: rag-rl}, {name: test-parity}]"])
+        "grpo.logging_steps=1", "grpo.report_to=none", "rewards=[{name: rag-rl}, {name: test-parity}]",
+        f"data.profile_prior_weight={PRIOR_WEIGHT}"])
     return train(cfg), out
 
 
@@ -117,16 +119,22 @@ def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_s
     assert f"informative {1 - logged[1]['frac_reward_zero_std']:.4g}" in line
     assert f"predicted {logged[1]['informative/predicted']:.4g}" in line
     assert f"refreshed {logged[1]['informative/refreshed']:.4g}" in line
-    # the refreshed forecast: the profile's samples and every earlier step's groups (TRL's rewards), not the step's
-    post = RewardPosterior(prof)
+    # the refreshed forecast: the profile's samples (each counting data.profile_prior_weight) and every earlier
+    # step's groups (TRL's rewards), not the step's
+    assert summary["refreshed"]["prior_weight"] == PRIOR_WEIGHT
+    post, alike = RewardPosterior(prof, prior_weight=PRIOR_WEIGHT), RewardPosterior(prof)
+    moved = False
     for line in metrics:
         flat = [v for group in line["rewards"] for v in group]
         assert sum(flat) / len(flat) == pytest.approx(line["reward"], abs=1e-5), "the groups' rewards are TRL's"
         forecast = [post.predict(i, lv, G) for i, lv in zip(line["ids"], line["levels"], strict=True)]
         assert line["q"] == pytest.approx([p if q is None else q for p, q in zip(line["p"], forecast, strict=True)],
                                           abs=1e-6)
+        moved |= forecast != [alike.predict(i, lv, G) for i, lv in zip(line["ids"], line["levels"], strict=True)]
         for i, lv, group in zip(line["ids"], line["levels"], line["rewards"], strict=True):
             post.observe(i, lv, group)
+            alike.observe(i, lv, group)
+    assert moved, "the profile's weight should move some forecast from the one with weight 1"
     assert sum(w["refreshed"]["groups"] for w in summary["windows"]) == len(every)
 
 

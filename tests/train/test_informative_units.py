@@ -148,3 +148,46 @@ def test_the_refreshed_forecast_is_made_before_the_steps_groups_and_follows_the_
     off = InformativeCheck(prof, 2, refresh=False)
     off.scored([{"curriculum_index": 0, "id": "a", "level": 1}] * 2, [1.0, 0.0])
     assert "informative/refreshed" not in off.step(1, [{"curriculum_index": 0}]) and "refreshed" not in off.summary()
+
+
+def test_the_profiles_weight_in_the_refreshed_forecast_is_the_dirichlets_prior_count():
+    # the profile saw "a" right 3 times and wrong once; each of its samples counts w against one rollout's reward
+    prof = Recorded({("a", 1): (1.0, 1.0, 1.0, 0.0)})
+    rows = [{"curriculum_index": 0, "id": "a", "level": 1}]
+    for w in (1.0, 0.25, 6.0, 0.0):
+        check = InformativeCheck(prof, 3, prior_weight=w)
+        for step, group in enumerate(([0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]), start=1):
+            check.scored(rows * 3, group)
+            check.step(step, rows)
+        # step 1: the prior alone; step 2: the prior and step 1's group; step 3: and step 2's
+        want = [{1.0: 3 * w, 0.0: 1 * w}, {1.0: 3 * w, 0.0: w + 3}, {1.0: 3 * w + 1, 0.0: w + 5}]
+        got = [s["q"][0] for s in check.steps]
+        assert got[1:] == pytest.approx([dirichlet_spread_probability({v: c for v, c in counts.items() if c}, 3)
+                                         for counts in want[1:]], abs=1e-12)
+        if w:
+            assert got[0] == pytest.approx(dirichlet_spread_probability(want[0], 3), abs=1e-12)
+        else:
+            assert got[0] == check.steps[0]["p"][0], "no prior: the profile's own prediction until a group is seen"
+        assert check.summary()["refreshed"]["prior_weight"] == w
+    heavy, light = (InformativeCheck(prof, 3, prior_weight=w) for w in (6.0, 0.25))
+    for c in (heavy, light):
+        c.scored(rows * 3, [0.0, 0.0, 0.0])
+        c.step(1, rows)
+        c.scored(rows * 3, [0.0, 0.0, 0.0])
+        c.step(2, rows)
+    assert light.steps[1]["q"][0] < heavy.steps[1]["q"][0], "a lighter prior follows the all-wrong groups sooner"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("-1", "data.profile_prior_weight = -1.0: must be a number in 0..1e+06"),
+    ("nan", "data.profile_prior_weight = nan: must be a number in 0..1e+06"),
+    ("heavy", "data.profile_prior_weight: Value 'heavy' of type 'str' could not be converted to Float"),
+])
+def test_a_bad_prior_weight_is_refused_in_one_line_naming_the_key_and_nothing_is_written(tmp_path, value, message):
+    from support.cli_runs import one_error, run
+
+    out = tmp_path / "run"
+    r = run("train", "recipe=cpu-tiny", f"data.shards={tmp_path / 'shards'}", f"run.output_dir={out}",
+            f"data.profile_prior_weight={value}", "--dry-run")
+    assert message in one_error(r, code=2)
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_refresh, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_prior_weight, profile_refresh, shards, verify
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ class DataConfig:
     profile_refresh: bool = rule(True, help=(
         "With a profile: also forecast each step from the profile refreshed by the run's own groups (a Dirichlet "
         "posterior over each question's reward values), logged as ``refreshed`` beside ``predicted``."))
+    profile_prior_weight: float = rule(1.0, ge=0.0, le=1e6, help=(
+        "With profile_refresh: what each of the profile's samples counts in the refreshed posterior against one "
+        "rollout (1: alike; 0: the run's own groups alone, from a question's first group on)."))
 
 
 @dataclass
