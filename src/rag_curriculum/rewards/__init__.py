@@ -116,6 +116,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load on first
         register_reward,
         reward_entries,
         reward_identity,
+        with_model_tokenizer,
     )
     from ._scoring import (
         ABSTENTION_ANSWER,
@@ -178,4 +179,5 @@ __all__ = [
     "trajectory_column",
     "trajectory_record",
     "verl_answers",
+    "with_model_tokenizer",
 ]

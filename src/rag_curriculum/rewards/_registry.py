@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
 from ..registry import Registry
 
 __all__ = ["EVAL_SCORERS", "REWARDS", "get_reward", "parse_reward_spec", "register_reward", "reward_entries",
-           "reward_identity"]
+           "reward_identity", "with_model_tokenizer"]
 
 REWARDS: Registry[Callable[..., Callable]] = Registry("reward", check=callable,
                                                      must_be="a callable that makes a reward function")
@@ -164,4 +164,21 @@ def parse_reward_spec(spec: str) -> list[dict[str, Any]]:
                               hint=hint)
         REWARDS.get(name)  # an unknown name raises, with a "did you mean"
         out.append({"name": name, "weight": w, "kwargs": {}})
+    return out
+
+
+def with_model_tokenizer(funcs: Sequence[Callable], model: str) -> list[Callable]:
+    """The rewards with the trained model's tokenizer where they decode as the trainer does and none was named (a
+    ``tokenizer`` field left null: ``search-r1``, which scores the prompt and completion decoded together, special
+    tokens kept, as Search-R1's reward manager does). ``curriculum train`` hands them the trained model's, and
+    ``curriculum profile`` the profiled model's, so both score alike.
+
+    >>> from rag_curriculum.methods.search_r1 import SearchEmReward, SearchR1Reward
+    >>> with_model_tokenizer([SearchR1Reward(), SearchEmReward()], "Qwen/Qwen2.5-3B-Instruct")[0].tokenizer
+    'Qwen/Qwen2.5-3B-Instruct'
+    """
+    out = []
+    for f in funcs:
+        names = {x.name for x in dataclasses.fields(f)} if dataclasses.is_dataclass(f) else set()
+        out.append(dataclasses.replace(f, tokenizer=model) if "tokenizer" in names and f.tokenizer is None else f)
     return out

@@ -29,12 +29,11 @@ with, in YAML, either the paper's total ``rewards: [rag-rl]`` or its components 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..rewards import get_reward
+from ..rewards import get_reward, with_model_tokenizer
 
 __all__ = ["reward_funcs_from_config", "with_model_tokenizer"]
 
@@ -87,19 +86,3 @@ def reward_funcs_from_config(
         raise ConfigError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
     funcs = [get_reward(name, **kwargs) for name, _, kwargs in entries]
     return funcs, [weight for _, weight, _ in entries]
-
-
-def with_model_tokenizer(funcs: Sequence[Callable], model: str) -> list[Callable]:
-    """The rewards with the trained model's tokenizer where they decode as the trainer does and none was named (a
-    ``tokenizer`` field left null: ``search-r1``, which scores the prompt and completion decoded together, special
-    tokens kept, as Search-R1's reward manager does).
-
-    >>> from rag_curriculum.rewards import get_reward
-    >>> with_model_tokenizer([get_reward("search-r1"), get_reward("search-em")], "Qwen/Qwen2.5-3B-Instruct")[0].tokenizer
-    'Qwen/Qwen2.5-3B-Instruct'
-    """
-    out = []
-    for f in funcs:
-        names = {x.name for x in dataclasses.fields(f)} if dataclasses.is_dataclass(f) else set()
-        out.append(dataclasses.replace(f, tokenizer=model) if "tokenizer" in names and f.tokenizer is None else f)
-    return out

@@ -674,7 +674,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             (out / STEP_METRICS_FILE).unlink()
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
-    reward_funcs = with_model_tokenizer(reward_funcs, cfg.model.name_or_path)  # search-r1 decodes as the trainer
+    reward_funcs = with_model_tokenizer(reward_funcs, run.model_path)  # search-r1 decodes as the trainer
     trainer_cls, callback_cls = curriculum_classes()
     usable = len(dataset) - (plan.unseen_rows or 0)
     if dynamic is not None:  # the rows trained skip the dropped ones: the filter keeps (and records) the order
