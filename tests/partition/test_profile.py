@@ -27,7 +27,7 @@ from rag_curriculum.rewards import (
     answer_f1,
     reward_identity,
 )
-from rag_curriculum.shards import read_manifest, read_rows
+from rag_curriculum.shards import portable, read_manifest, read_rows
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +293,92 @@ def test_an_old_profile_without_rewards_reads_as_pass_fail_said_once(adaptive_di
     row_id = table.column("id")[0].as_py()
     p = first.pass_rate(row_id, 4)[0]
     assert again.row_informative(row_id, 4, 4) == pytest.approx(informative_probability(p, 4))
+
+
+class SearchR1Oracle(LevelOracle):
+    """The planted pass rates of :class:`LevelOracle`, answered in Search-R1's format (``<answer> X </answer>``)."""
+
+    def __call__(self, messages, n, seed):
+        c, answer = self.by_prompt[messages[-1]["content"]]
+        return [f"<think> r </think>\n<answer> {answer if j < c else 'zzzq'} </answer>" for j in range(n)]
+
+
+@pytest.fixture(scope="module")
+def wordlevel_dir(tmp_path_factory, shared_data) -> Path:
+    """A tiny random model whose (WordLevel) tokenizer reads the words it does not know as [UNK]."""
+    pytest.importorskip("transformers", reason="the `train` extra is needed for real-model tests")
+    from support.tiny_model import build_wordlevel_model
+
+    return build_wordlevel_model(tmp_path_factory.mktemp("wordlevel") / "m", shared_data)
+
+
+def recompute_with_prompt(shards, line, reward):
+    """:func:`recompute` with the rendered prompt handed to the reward too (TRL's ``prompts``)."""
+    row = read_rows(shards)[line["question"]]
+    rendered = LevelRenderer(read_manifest(shards)).render([row], [line["level"]])[0]
+    n = len(line["completions"])
+    columns = {k: [v] * n for k, v in rendered.items() if k != "prompt"}
+    chats = [[{"role": "assistant", "content": c}] for c in line["completions"]]
+    return reward(completions=chats, prompts=[rendered["prompt"]] * n, **columns)
+
+
+@pytest.mark.slow  # builds a tiny model and loads its tokenizer (transformers)
+def test_the_search_r1_reward_decodes_with_the_profiled_models_tokenizer_as_training_does(adaptive_dir, wordlevel_dir,
+                                                                                          tmp_path):
+    """Training hands search-r1 the trained model's tokenizer (it scores the prompt and completion decoded
+    together); the profile hands it the profiled model's, so its recorded rewards are training's. This model's
+    tokenizer reads a gold answer's unknown words as [UNK]: those right answers score 0 as training scores them."""
+    from rag_curriculum.methods.search_r1 import SearchR1Reward
+
+    out = tmp_path / "profile"
+    cfg = ProfileConfig(shards=str(adaptive_dir), out=str(out), backend="transformers", model=str(wordlevel_dir),
+                        samples=SAMPLES, levels=",".join(map(str, LEVELS)), chunk_size=5, group_size=4,
+                        reward="search-r1")
+    profile(cfg, backend=ScriptedBackend(script=SearchR1Oracle(adaptive_dir)))  # the samples planted
+    lines = pq.read_table(out / "profile.parquet").to_pylist()
+    trained, untokenized = SearchR1Reward(tokenizer=str(wordlevel_dir)), SearchR1Reward()
+    differ = 0
+    for line in lines:
+        assert line["sample_reward"] == recompute_with_prompt(adaptive_dir, line, trained)
+        differ += line["sample_reward"] != recompute_with_prompt(adaptive_dir, line, untokenized)
+        assert dict(line["sample_components"])["search_r1/score"] == line["sample_reward"]
+    assert differ, "the model's tokenizer should turn some right answers wrong, as in training"
+    assert {v for x in lines for v in x["sample_reward"]} == {0.0, 1.0}, "some gold answers are its known words"
+    summary = json.loads((out / "profile.json").read_text())
+    assert summary["reward"]["tokenizer"] == portable(str(wordlevel_dir), out), "recorded as the model's path is"
+    assert summary["reward"]["identity"] == reward_identity("search-r1"), "the reward training names: no difference"
+    assert read_profile(out).differences(rewards=reward_identity([{"name": "search-r1"}])) == []
+
+
+@pytest.mark.slow  # loads transformers
+def test_a_reward_whose_tokenizer_does_not_load_is_refused_before_anything_is_generated(adaptive_dir, tmp_path):
+    empty = tmp_path / "no-tokenizer"
+    empty.mkdir()
+    out = tmp_path / "profile"
+    r = run("profile", adaptive_dir, "--backend", "transformers", "--model", empty, "--reward", "search-r1",
+            "--out", out)
+    line = one_error(r, 2)
+    assert f"--reward search-r1: the search_r1 reward decodes with the model's tokenizer, as training does, and " \
+           f"'{empty}' has none that loads" in line
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_command_profiles_a_real_model_with_the_search_r1_reward(tiny_model_dir, tmp_path):
+    """Real generation (the tiny random model, transformers, CPU) scored with search-r1 and the model's tokenizer:
+    every recorded reward recomputed from its completion with that reward and tokenizer."""
+    from rag_curriculum.methods.search_r1 import SearchR1Reward
+
+    out = tmp_path / "profile"
+    r = run("profile", "--dataset", "musique", "--input", MUSIQUE_TRAIN, "--n", 2, "--K", 2, "--levels", "1,2",
+            "--backend", "transformers", "--model", tiny_model_dir, "--device", "cpu", "--samples", 2,
+            "--max-tokens", 8, "--temperature", 1.0, "--group-size", 2, "--reward", "search-r1", "--out", out)
+    assert r.exit_code == 0, r.output
+    lines = pq.read_table(out / "profile.parquet").to_pylist()
+    assert len(lines) == 4 and len({c for x in lines for c in x["completions"]}) > 1, "real, varied samples"
+    reward = SearchR1Reward(tokenizer=str(tiny_model_dir))
+    for line in lines:
+        assert line["sample_reward"] == recompute_with_prompt(out / "input", line, reward)
+    summary = json.loads((out / "profile.json").read_text())
+    assert summary["reward"]["tokenizer"] == portable(str(tiny_model_dir), out)
+    assert summary["reward"]["source"] == "--reward search-r1"

@@ -83,7 +83,7 @@ from ..generation import (
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
 from ..models import is_gguf, model_settings, resolve_model
-from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity
+from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity, with_model_tokenizer
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
 from ._inputs import input_digest
 from ._stats import check_templates, score_completions
@@ -242,18 +242,43 @@ class ProfileConfig:
         return self
 
     def reward_record(self) -> dict[str, Any]:
-        """The summary's ``reward``: where it came from, the rewards as a recipe lists them, and their identity
-        (:func:`~rag_curriculum.rewards.reward_identity`)."""
+        """The summary's ``reward``: where it came from, the rewards as a recipe lists them, their identity
+        (:func:`~rag_curriculum.rewards.reward_identity`) and, where a reward decodes with one, the tokenizer."""
         if not hasattr(self, "_identity"):
             self.resolve()
-        return {"source": self._reward_source, "rewards": self._rewards, "identity": self._identity}
+        tokenizers = reward_tokenizers(self.reward_funcs()[0])
+        return {"source": self._reward_source, "rewards": self._rewards, "identity": self._identity,
+                **({"tokenizer": tokenizers[0] if len(tokenizers) == 1 else tokenizers} if tokenizers else {})}
 
     def reward_funcs(self) -> tuple[list[Callable], list[float]]:
-        """The reward functions and their weights, built as ``curriculum train`` builds them."""
+        """The reward functions and their weights, built as ``curriculum train`` builds them: a reward that decodes
+        as the trainer does (``search-r1``) with the profiled model's tokenizer, as training hands it the trained
+        model's (:func:`~rag_curriculum.rewards.with_model_tokenizer`; a .gguf file's converted folder; none with the
+        scripted backend, whose ``--model`` is a script)."""
         if not hasattr(self, "_identity"):
             self.resolve()
-        return ([get_reward(r["name"], **r["kwargs"]) for r in self._rewards],
-                [float(r["weight"]) for r in self._rewards])
+        funcs = [get_reward(r["name"], **r["kwargs"]) for r in self._rewards]
+        if self.model is not None and self.backend != "scripted":
+            if getattr(self, "_model_path", None) is None:
+                self._model_path = resolve_model(str(self.model)).path
+            funcs = with_model_tokenizer(funcs, self._model_path)
+        return funcs, [float(r["weight"]) for r in self._rewards]
+
+    def check_reward_tokenizer(self) -> None:
+        """Refuse, before anything is generated, a reward that decodes with a tokenizer that does not load (the
+        profiled model's, or the one its recipe names)."""
+        for f in self.reward_funcs()[0]:
+            for name in reward_tokenizers([f]):
+                try:
+                    load_tokenizer(name)
+                except Exception as e:  # whatever the loader raises (OSError, ValueError, ...), said in one line
+                    why = " ".join(str(e).split()) or type(e).__name__
+                    why = why if len(why) <= 240 else why[:240] + "..."
+                    raise UsageError(
+                        f"{self._reward_source}: the {getattr(f, '__name__', type(f).__name__)} reward decodes with "
+                        f"the model's tokenizer, as training does, and {name!r} has none that loads ({why})",
+                        hint="profile a model folder or Hub id that holds its tokenizer (the one training loads), or "
+                        "name one in the recipe's reward kwargs (tokenizer: PATH)") from None
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a Hub id before anything is loaded."""
@@ -277,6 +302,23 @@ class ProfileConfig:
 @lru_cache(maxsize=8)
 def _composed(recipe: str) -> str:
     return json.dumps(config.compose("train", recipe, resolve=True))
+
+
+def reward_tokenizers(funcs: Sequence[Callable]) -> list[str]:
+    """The tokenizers (names or paths) the reward functions decode with, in order, each once."""
+    out: list[str] = []
+    for f in funcs:
+        name = getattr(f, "tokenizer", None)
+        if isinstance(name, str) and name not in out:
+            out.append(name)
+    return out
+
+
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer ``AutoTokenizer`` loads from ``name`` (as the rewards load it)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name)
 
 
 def _train_recipe(recipe: str) -> dict[str, Any]:
@@ -332,6 +374,7 @@ def profile(cfg: ProfileConfig, *, backend: GenerationBackend | None = None, com
     cfg.validate()
     if engine is not None:
         engine.validate(cfg.backend, cfg.backend_args)
+    cfg.check_reward_tokenizer()
     K = _source_K(cfg)
     try:
         levels = parse_levels(cfg.levels, K)
