@@ -109,24 +109,26 @@ def warm(out: Path, *, rows: int, warm_rows: int, epochs: float) -> Path:
 
 
 def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, recipe: str = "cpu-learn",
-                 seed: int = 0) -> Path:
+                 seed: int = 0, max_tokens: int | None = None, group_size: int | None = None) -> Path:
     """``curriculum profile`` of ``model`` on the training questions at levels 1..K, scored and sampled as
-    ``recipe`` trains: its reward (the RAG-RL total), temperature, top-p, completion length and G (resumed when
-    there)."""
+    ``recipe`` trains: its reward (the RAG-RL total), temperature, top-p, completion length and G, the last two
+    overridden when given as the training overrides them (resumed when there)."""
     from rag_curriculum.partition import ProfileConfig, profile
 
     folder = out / "profile"
     # the profile's run identity digests the model folder's config and tokenizer, not its weights: a model
     # warm-started again in place would resume the old samples, so the weights it profiled are checked here
     record, start = out / "profile_start.json", {"start": weights_digest(str(model)), "recipe": recipe,
-                                                 "samples": samples}
+                                                 "samples": samples,
+                                                 **({"max_tokens": max_tokens} if max_tokens else {}),
+                                                 **({"group_size": group_size} if group_size else {})}
     if folder.exists() and (not record.is_file() or json.loads(record.read_text()) != start):
         raise SystemExit(f"{folder}: a profile of other weights or settings: remove it, or give another --out")
     write_json(record, start)
     res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
                                 levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
                                 backend="transformers", model=str(model), samples=samples, recipe=recipe,
-                                seed=seed), command="bench")
+                                seed=seed, max_tokens=max_tokens, group_size=group_size), command="bench")
     if not res.complete:
         raise SystemExit(f"{folder}: the profile stopped before the end; run again to finish it")
     return folder
@@ -180,28 +182,46 @@ def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, pr
     return run
 
 
-def drift(checks: list[dict]) -> list[dict]:
-    """Per quarter of the steps, over the seeds' runs of one arm: the mean predicted (the profile's, static),
-    refreshed (the rollouts' posterior, made before each step's groups) and measured informative fraction, and
-    each forecast's mean absolute error against the measured one per run.
+def replay(run_dir: Path, *, decay: float = 0.9) -> list[dict]:
+    """A run's ``step_metrics.jsonl`` with the forecasts made again step by step: the profile's (``p``), each
+    question's refreshed posterior (``q0``: ``q`` in a run logged before the drift factor) and that times the drift
+    factor pooled over questions (``q``: :class:`~rag_curriculum.difficulty.profile.DriftFactor`), beside the
+    measured groups."""
+    from rag_curriculum.difficulty.profile import DriftFactor
+    from rag_curriculum.train._informative import read_step_metrics
 
-    >>> c = {"windows": [{"steps": [1, 2], "predicted": .5, "measured": .75, "refreshed": {"predicted": .7}}]}
-    >>> drift([c, c])[0]["static_abs_error"], drift([c, c])[0]["refreshed_abs_error"]
-    (0.25, 0.05)
-    """
-    out = []
-    for i, w in enumerate(checks[0]["windows"]):
-        ws = [c["windows"][i] for c in checks if i < len(c["windows"])]
-        row = {"steps": w["steps"], "runs": len(ws),
-               "predicted": round(statistics.mean(x["predicted"] for x in ws), 6),
-               "measured": round(statistics.mean(x["measured"] for x in ws), 6),
-               "static_abs_error": round(statistics.mean(abs(x["predicted"] - x["measured"]) for x in ws), 6)}
-        if all("refreshed" in x for x in ws):
-            row["refreshed"] = round(statistics.mean(x["refreshed"]["predicted"] for x in ws), 6)
-            row["refreshed_abs_error"] = round(statistics.mean(abs(x["refreshed"]["predicted"] - x["measured"])
-                                                               for x in ws), 6)
-        out.append(row)
+    factor, out = DriftFactor(decay=decay), []
+    for line in read_step_metrics(run_dir / "step_metrics.jsonl"):
+        q0 = line.get("q0", line["q"])
+        f = factor.factor()
+        out.append({"step": line["step"], "p": line["p"], "q0": q0, "q": [min(1.0, x * f) for x in q0],
+                    "m": [bool(m) for m in line["informative"]]})
+        factor.observe(line["informative"], q0)
     return out
+
+
+def drift(run_dirs: list[Path], *, quarters: int = 4) -> list[dict]:
+    """Per quarter of the steps, over the seeds' runs of one arm: the mean static prediction, refreshed forecast
+    (each question's posterior), the same times the drift factor, and the measured fraction, with each forecast's
+    mean absolute error against the measured one per run."""
+    per_run = [replay(d) for d in run_dirs]
+    n = min(len(r) for r in per_run)
+    k = max(1, -(-n // quarters))
+    rows = []
+    for i in range(0, n, k):
+        spans = [r[i:i + k] for r in per_run]
+
+        def mean(key: str, span: list[dict]) -> float:
+            values = [x for s in span for x in s[key]]
+            return sum(float(v) for v in values) / len(values)
+
+        row = {"steps": [spans[0][0]["step"], spans[0][-1]["step"]], "runs": len(spans)}
+        for key, name in (("p", "predicted"), ("q0", "posterior"), ("q", "refreshed"), ("m", "measured")):
+            row[name] = round(statistics.mean(mean(key, sp) for sp in spans), 6)
+        for key, name in (("p", "static"), ("q0", "posterior"), ("q", "refreshed")):
+            row[f"{name}_abs_error"] = round(statistics.mean(abs(mean(key, sp) - mean("m", sp)) for sp in spans), 6)
+        rows.append(row)
+    return rows
 
 
 def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, prompts: int = 2,
@@ -225,7 +245,11 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
     model = warm_from or warm(out, rows=rows, warm_rows=warm_rows, epochs=warm_epochs)
     t_warm = time.perf_counter() - t0
     t = time.perf_counter()
-    prof = make_profile(out, model, rows=rows, K=K, samples=profile_samples)
+    # as the runs train: cpu-learn's reward and sampling, with the bench's G and completion length (the recipe's
+    # own, 4 and 128, by default: the profile then is the one a plain --recipe cpu-learn makes)
+    prof = make_profile(out, model, rows=rows, K=K, samples=profile_samples,
+                        max_tokens=None if max_tokens == 128 else max_tokens,
+                        group_size=None if generations == 4 else generations)
     t_profile = time.perf_counter() - t
     per_level = json.loads((prof / "profile.json").read_text())["per_level"]
     builds = {a: build(out / f"train-{a.replace(' ', '-')}", TRAIN, rows, K, schedule=ARMS[a][0],
@@ -271,9 +295,9 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
                  "held_out_reward": seed_bootstrap([mine[s]["held_out"]["reward"] for s in seeds]),
                  "vs_start": seed_bootstrap([mine[s]["held_out"]["reward"] - start_scores[s]["reward"]
                                              for s in seeds])}
-        checks = [mine[s]["check"] for s in seeds if mine[s].get("check")]
-        if checks:
-            entry["drift"] = drift(checks)
+        dirs = [out / "runs" / f"{a.replace(' ', '-')}-seed{s}" for s in seeds]
+        if all((d / "step_metrics.jsonl").is_file() for d in dirs):
+            entry["drift"] = drift(dirs)
         if a != reference:
             ref = {r["seed"]: r for r in runs if r["arm"] == reference}
             entry["vs_reference"] = seed_bootstrap([mine[s]["held_out"]["reward"] - ref[s]["held_out"]["reward"]
@@ -385,16 +409,18 @@ def report_drift(summary: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="the prediction as the model learns: static (the profile) and refreshed (the rollouts' "
-                        "posterior), means over seeds", title_justify="left")
-    for col in ("arm", "steps", "predicted", "refreshed", "measured", "|static error|", "|refreshed error|"):
+    table = Table(title="the prediction as the model learns: static (the profile), each question's posterior, "
+                        "that times the drift factor (refreshed); means over seeds, |error| per run",
+                  title_justify="left")
+    for col in ("arm", "steps", "predicted", "posterior", "refreshed", "measured", "|static error|",
+                "|posterior error|", "|refreshed error|"):
         table.add_column(col, justify="right")
     for a, e in summary["arms"].items():
         for i, w in enumerate(e.get("drift", [])):
-            table.add_row(a if i == 0 else "", f"{w['steps'][0]}-{w['steps'][1]}", f"{w['predicted']:.3f}",
-                          f"{w['refreshed']:.3f}" if "refreshed" in w else "-", f"{w['measured']:.3f}",
-                          f"{w['static_abs_error']:.3f}",
-                          f"{w['refreshed_abs_error']:.3f}" if "refreshed_abs_error" in w else "-")
+            table.add_row(a if i == 0 else "", f"{w['steps'][0]}-{w['steps'][1]}",
+                          *(f"{w[k]:.3f}" for k in ("predicted", "posterior", "refreshed", "measured",
+                                                    "static_abs_error", "posterior_abs_error",
+                                                    "refreshed_abs_error")))
     Console(width=150).print(table)
 
 

@@ -70,7 +70,7 @@ def run(profiled, tiny_model_dir, tmp_path_factory):
 
 
 def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_says_it_trained(profiled, run):
-    from rag_curriculum.difficulty.profile import RewardPosterior, read_profile
+    from rag_curriculum.difficulty.profile import DriftFactor, RewardPosterior, read_profile
     from rag_curriculum.shards import read_rows
     from rag_curriculum.train import read_steps
     from rag_curriculum.train._ledger import step_line
@@ -123,13 +123,15 @@ def test_each_steps_predicted_fraction_is_the_profiles_for_the_rows_the_ledger_s
     # step's groups (TRL's rewards), not the step's
     assert summary["refreshed"]["prior_weight"] == PRIOR_WEIGHT
     post, alike = RewardPosterior(prof, prior_weight=PRIOR_WEIGHT), RewardPosterior(prof)
-    moved = False
+    drift, moved = DriftFactor(decay=0.9), False
     for line in metrics:
         flat = [v for group in line["rewards"] for v in group]
         assert sum(flat) / len(flat) == pytest.approx(line["reward"], abs=1e-5), "the groups' rewards are TRL's"
         forecast = [post.predict(i, lv, G) for i, lv in zip(line["ids"], line["levels"], strict=True)]
-        assert line["q"] == pytest.approx([p if q is None else q for p, q in zip(line["p"], forecast, strict=True)],
-                                          abs=1e-6)
+        assert line["q0"] == pytest.approx([p if q is None else q for p, q in zip(line["p"], forecast, strict=True)],
+                                           abs=1e-6)
+        assert line["q"] == pytest.approx([min(1.0, q * drift.factor()) for q in line["q0"]], abs=1e-5)
+        drift.observe(line["informative"], line["q0"])
         moved |= forecast != [alike.predict(i, lv, G) for i, lv in zip(line["ids"], line["levels"], strict=True)]
         for i, lv, group in zip(line["ids"], line["levels"], line["rewards"], strict=True):
             post.observe(i, lv, group)

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from rag_curriculum.difficulty.profile import dirichlet_spread_probability, spread_probability
-from rag_curriculum.errors import ProfileError
+from rag_curriculum.difficulty.profile import DriftFactor, dirichlet_spread_probability, spread_probability
+from rag_curriculum.errors import ConfigError, ProfileError
 from rag_curriculum.train._informative import (
     InformativeCheck,
     compare,
@@ -113,7 +113,7 @@ def test_the_refreshed_forecast_is_made_before_the_steps_groups_and_follows_the_
     # the profile saw "a" always right and "b" always wrong; in training the model gets "a" wrong half the time
     prof = Recorded({("a", 1): (1.0,) * 4, ("b", 2): (0.0,) * 4})
     path = tmp_path / "step_metrics.jsonl"
-    check = InformativeCheck(prof, 2, path=path, source="planted")
+    check = InformativeCheck(prof, 2, path=path, source="planted", drift_decay=None)  # the posterior alone
     seen = {"a": {1.0: 4.0}, "b": {0.0: 4.0}}
     forecasts = []
     for step in range(1, 21):
@@ -141,7 +141,7 @@ def test_the_refreshed_forecast_is_made_before_the_steps_groups_and_follows_the_
     assert abs(fresh[-1]) < abs(static[-1]) / 2, "the refreshed forecast stays where the model is"
     assert s["refreshed"]["whole"]["groups"] == 40 and s["per_step"][0]["refreshed"] == 0.0
     # a resumed run observes its earlier steps' groups again: the same posterior, the same next forecast
-    again = InformativeCheck(prof, 2, path=path, source="planted")
+    again = InformativeCheck(prof, 2, path=path, source="planted", drift_decay=None)
     again.load(path, upto=20)
     assert again.posterior.counts("a", 1) == check.posterior.counts("a", 1) == {1.0: 34.0, 0.0: 10.0}
     assert again.summary()["windows"][3]["refreshed"] == s["windows"][3]["refreshed"]
@@ -161,7 +161,7 @@ def test_the_profiles_weight_in_the_refreshed_forecast_is_the_dirichlets_prior_c
             check.step(step, rows)
         # step 1: the prior alone; step 2: the prior and step 1's group; step 3: and step 2's
         want = [{1.0: 3 * w, 0.0: 1 * w}, {1.0: 3 * w, 0.0: w + 3}, {1.0: 3 * w + 1, 0.0: w + 5}]
-        got = [s["q"][0] for s in check.steps]
+        got = [s["q0"][0] for s in check.steps]  # the question's posterior (before the drift factor)
         assert got[1:] == pytest.approx([dirichlet_spread_probability({v: c for v, c in counts.items() if c}, 3)
                                          for counts in want[1:]], abs=1e-12)
         if w:
@@ -175,7 +175,37 @@ def test_the_profiles_weight_in_the_refreshed_forecast_is_the_dirichlets_prior_c
         c.step(1, rows)
         c.scored(rows * 3, [0.0, 0.0, 0.0])
         c.step(2, rows)
-    assert light.steps[1]["q"][0] < heavy.steps[1]["q"][0], "a lighter prior follows the all-wrong groups sooner"
+    assert light.steps[1]["q0"][0] < heavy.steps[1]["q0"][0], "a lighter prior follows the all-wrong groups sooner"
+
+
+def test_the_drift_factor_follows_a_model_whose_groups_grow_alike_across_questions_seen_once(tmp_path):
+    # the profile saw every question mixed; in training the model has collapsed: every group alike. Each question
+    # comes once, so its own posterior never moves; the factor pooled over questions does
+    prof = Recorded({(f"q{i}", 1): (1.0, 0.0, 1.0, 0.0) for i in range(40)})
+    path = tmp_path / "step_metrics.jsonl"
+    check = InformativeCheck(prof, 2, path=path, source="planted", drift_decay=0.9)
+    replay = DriftFactor(decay=0.9)
+    for step in range(1, 21):
+        rows = [{"curriculum_index": 2 * step + k, "id": f"q{2 * (step - 1) + k}", "level": 1} for k in (0, 1)]
+        check.scored([rows[0]] * 2 + [rows[1]] * 2, [0.0, 0.0, 1.0, 1.0])
+        check.step(step, rows)
+        e = check.steps[-1]
+        assert e["q0"] == pytest.approx([dirichlet_spread_probability({1.0: 2.0, 0.0: 2.0}, 2)] * 2), \
+            "seen once: the question's posterior is its prior"
+        assert e["drift"] == pytest.approx(replay.factor()) and e["q"] == pytest.approx([q * e["drift"]
+                                                                                        for q in e["q0"]])
+        replay.observe(e["informative"], e["q0"])
+        check.logged({"frac_reward_zero_std": 1.0})
+    assert check.steps[0]["drift"] == 1.0 and check.steps[-1]["drift"] < 0.25
+    s = check.summary()
+    assert s["refreshed"]["drift_decay"] == 0.9 and s["refreshed"]["without_drift"]["predicted"] == pytest.approx(
+        check.steps[0]["q0"][0]), "without the factor, questions seen once keep their prior's forecast"
+    assert abs(s["windows"][-1]["refreshed"]["error"]) < abs(s["windows"][-1]["error"]) / 4
+    again = InformativeCheck(prof, 2, path=path, source="planted", drift_decay=0.9)
+    again.load(path, upto=20)
+    assert again.drift.factor() == pytest.approx(check.drift.factor()), "a resumed run's factor is the same"
+    with pytest.raises(ConfigError, match="decay"):
+        DriftFactor(decay=1.5)
 
 
 @pytest.mark.parametrize(("value", "message"), [

@@ -63,7 +63,17 @@ def test_the_mechanism_bench_reports_measured_and_predicted_informative_fraction
         assert run["held_out"]["reward"] == e["held_out_reward"]["mean"] == pytest.approx(
             s["start"]["held_out_reward"]["mean"] + e["vs_start"]["mean"], abs=1e-5)
         assert all(math.isfinite(x) for x in e["held_out_reward"]["ci"])
-    assert "vs_min_max" not in s["arms"]["max"]  # no min-max arm to pair with
+    # no min-max arm: differences are paired against the first arm trained
+    assert s["settings"]["reference"] == "max" and "vs_reference" not in s["arms"]["max"]
+    assert s["arms"]["calibrated"]["vs_reference"]["mean"] == pytest.approx(
+        s["arms"]["calibrated"]["held_out_reward"]["mean"] - s["arms"]["max"]["held_out_reward"]["mean"], abs=1e-5)
+    # the trainer's check of the profile, per quarter: static, refreshed and measured, read from the same runs
+    for arm in ("max", "calibrated"):
+        drift = s["arms"][arm]["drift"]
+        assert sum(w["steps"][1] - w["steps"][0] + 1 for w in drift) == STEPS
+        assert drift[0]["measured"] == pytest.approx(
+            next(r for r in s["runs"] if r["arm"] == arm)["check"]["windows"][0]["measured"])
+        assert "refreshed" in drift[0]
     # the per-step prediction on planted pass rates (level 1: 0.5, 2: 0.25, 3: 0.25): G = 2 gives 2p(1 - p), the
     # steps taking the curriculum's rows in order and from the start again when they outrun them
     import pyarrow as pa

@@ -21,7 +21,8 @@ recorded reads as a pass/fail one (its pass rate). So
   :meth:`LevelProfile.band_level` the one inside a band nearest its middle (the calibrated schedule);
 - :class:`RewardPosterior` refreshes the prediction from the rollouts: per question and level a Dirichlet posterior
   over the reward values (prior: the recorded samples; each observed group's rewards added), whose
-  posterior-predictive informative probability is :func:`dirichlet_spread_probability`.
+  posterior-predictive informative probability is :func:`dirichlet_spread_probability`; :class:`DriftFactor`
+  follows the whole model's drift, pooled over questions (a Gamma-Poisson factor on every forecast).
 
 >>> informative_probability(0.5, 8), informative_probability(1.0, 8), round(informative_probability(0.1, 8), 4)
 (0.9921875, 0.0, 0.5695)
@@ -62,7 +63,7 @@ BOOTSTRAP_SEED = 0
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES", "DEFAULT_GROUP_SIZE", "DEFAULT_LEVELS", "DEFAULT_TARGET", "PROFILE_PLOT",
-    "PROFILE_SUMMARY", "PROFILE_TABLE", "LevelProfile", "RewardPosterior", "dirichlet_spread_probability",
+    "PROFILE_SUMMARY", "PROFILE_TABLE", "DriftFactor", "LevelProfile", "RewardPosterior", "dirichlet_spread_probability",
     "expected_informative", "informative_probability",
     "level_intervals", "parse_levels", "read_profile", "schedules_section", "spread_probability",
 ]
@@ -206,6 +207,46 @@ class RewardPosterior:
         if not counts:
             return None
         return dirichlet_spread_probability(counts, group_size, max_spread)
+
+
+class DriftFactor:
+    """How far the model has moved from its profile, from the rollouts: a factor ``r`` on every forecast, the
+    posterior mean of a Gamma-Poisson model in which the informative groups a step shows are a Poisson count with
+    mean ``r`` times the sum of their forecasts, ``r`` with a Gamma prior of mean 1 worth ``prior_groups`` groups,
+    and older steps discounted by ``decay`` per step (the model keeps moving):
+
+        r = (prior_groups + M) / (prior_groups + F),   M = sum over past steps of decay^age x informative groups,
+                                                        F = the same sum of the forecasts those groups had.
+
+    A question's own posterior (:class:`RewardPosterior`) only moves when the question comes back; a curriculum
+    shows most questions once an epoch, so when the whole model drifts (its samples grow alike as it learns) only a
+    factor pooled over every question can follow. Forecasts times ``r`` are clipped to 1.
+
+    >>> d = DriftFactor(decay=1.0, prior_groups=2.0)
+    >>> d.factor()
+    1.0
+    >>> d.observe([False, False], [0.5, 0.5]); d.factor()
+    0.6666666666666666
+    """
+
+    def __init__(self, *, decay: float = 0.9, prior_groups: float = 2.0) -> None:
+        if not 0.0 <= decay <= 1.0:
+            raise ConfigError(f"drift decay must be in [0, 1], got {decay}")
+        if not prior_groups > 0.0:
+            raise ConfigError(f"drift prior_groups must be > 0, got {prior_groups}")
+        self.decay = float(decay)
+        self.prior_groups = float(prior_groups)
+        self.informative = 0.0  # M: discounted informative groups seen
+        self.forecast = 0.0  # F: discounted forecasts those groups had
+
+    def factor(self) -> float:
+        """The posterior-mean factor ``r`` on the next step's forecasts."""
+        return (self.prior_groups + self.informative) / (self.prior_groups + self.forecast)
+
+    def observe(self, informative: Iterable[bool], forecasts: Iterable[float]) -> None:
+        """One step's groups: whether each was informative, and the forecast each had before the factor."""
+        self.informative = self.decay * self.informative + sum(float(bool(m)) for m in informative)
+        self.forecast = self.decay * self.forecast + sum(float(q) for q in forecasts)
 
 
 def expected_informative(pass_rates: Iterable[float], group_size: int) -> float:

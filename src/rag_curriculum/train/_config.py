@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_prior_weight, profile_refresh, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_drift_decay, profile_prior_weight, profile_refresh, shards, verify
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ class DataConfig:
     profile_prior_weight: float = rule(1.0, ge=0.0, le=1e6, help=(
         "With profile_refresh: what each of the profile's samples counts in the refreshed posterior against one "
         "rollout (1: alike; 0: the run's own groups alone, from a question's first group on)."))
+    profile_drift_decay: float | None = rule(0.9, ge=0.0, le=1.0, help=(
+        "With profile_refresh: the discount per step of the factor that follows the whole model's drift (pooled "
+        "over every question: the informative groups seen over their forecasts, a Gamma-Poisson posterior mean "
+        "worth 2 groups a priori); null: no factor, each question's posterior alone."))
 
 
 @dataclass

@@ -27,7 +27,9 @@ one. With a profile, :class:`InformativeCheck`
   level have a Dirichlet posterior (:class:`~rag_curriculum.difficulty.profile.RewardPosterior`: prior the
   profile's recorded samples, each observed group's rewards added after its step), and each step logs beside
   ``predicted`` the posterior's forecast for its rows made *before* their groups are added (``refreshed``,
-  ``informative/refreshed``); the summary's quarters give its error beside the static prediction's.
+  ``informative/refreshed``), times a factor that follows the whole model's drift (``drift_decay``:
+  :class:`~rag_curriculum.difficulty.profile.DriftFactor`, pooled over every question, for a curriculum shows most
+  questions once); the summary's quarters give its error beside the static prediction's.
 
 Without a profile the step line still shows TRL's measured fraction, and ``step_metrics.jsonl`` is written without
 the predicted column.
@@ -51,7 +53,7 @@ from typing import Any
 
 from .._plots import plot_informative
 from .._plumbing import atomic_write_text, read_jsonl_latest
-from ..difficulty.profile import RewardPosterior, read_profile
+from ..difficulty.profile import DriftFactor, RewardPosterior, read_profile
 from ..errors import ProfileError
 
 log = logging.getLogger(__name__)
@@ -156,10 +158,13 @@ class InformativeCheck:
             TRL's zero-std rule).
         refresh: also forecast each step from the profile refreshed by the run's own groups (``refreshed``).
         prior_weight: what each of the profile's recorded samples counts in the refreshed posterior.
+        drift_decay: with ``refresh``, the drift factor's discount per step (:class:`DriftFactor`); None: no
+            factor (each question's posterior alone).
     """
 
     def __init__(self, profile: Any, group_size: int, *, path: str | Path | None = None, source: str | None = None,
-                 max_spread: float = 0.0, refresh: bool = True, prior_weight: float = 1.0) -> None:
+                 max_spread: float = 0.0, refresh: bool = True, prior_weight: float = 1.0,
+                 drift_decay: float | None = 0.9) -> None:
         self.profile = profile
         self.group_size = int(group_size)
         self.path = Path(path) if path is not None else None
@@ -170,6 +175,7 @@ class InformativeCheck:
         self.steps: list[dict[str, Any]] = []  # every step: its rows' (predicted, informative, level)
         self._memo: dict[tuple[Any, int], float] = {}
         self.posterior = RewardPosterior(profile, prior_weight=prior_weight) if profile is not None and refresh else None
+        self.drift = DriftFactor(decay=drift_decay) if self.posterior is not None and drift_decay is not None else None
         self._rewards: dict[Any, list[float]] = {}  # row key -> its last group's rewards, until a step observes them
 
     def predict(self, row_id: Any, level: int) -> float:
@@ -215,7 +221,11 @@ class InformativeCheck:
             metrics["informative/predicted"] = sum(predicted) / len(predicted)
         if self.posterior is not None:  # the forecast first, then the step's groups refresh the posterior
             refreshed = [self.posterior.predict(g[0], int(g[1]), self.group_size, self.max_spread) for g, _ in found]
-            entry["q"] = [p if q is None else q for p, q in zip(entry["p"], refreshed, strict=True)]
+            entry["q0"] = [p if q is None else q for p, q in zip(entry["p"], refreshed, strict=True)]
+            factor = self.drift.factor() if self.drift is not None else 1.0
+            entry["q"] = [min(1.0, q * factor) for q in entry["q0"]]
+            if self.drift is not None:
+                entry["drift"] = factor
             metrics["informative/refreshed"] = sum(entry["q"]) / len(entry["q"])
             entry["r"] = [self._rewards.pop(_key(r), []) for _, r in found]
             self._observe(entry)
@@ -226,6 +236,8 @@ class InformativeCheck:
     def _observe(self, entry: Mapping[str, Any]) -> None:
         for row_id, level, rewards in zip(entry["ids"], entry["levels"], entry["r"], strict=True):
             self.posterior.observe(row_id, int(level), rewards)
+        if self.drift is not None:
+            self.drift.observe(entry["informative"], entry.get("q0", entry["q"]))
 
     def logged(self, logs: Mapping[str, Any]) -> None:
         """TRL's log of the steps since the last one: each such step's line, with TRL's numbers, written."""
@@ -247,7 +259,8 @@ class InformativeCheck:
                 record["p"] = [round(p, 6) for p in e["p"]]
             if "informative/refreshed" in e:
                 record["refreshed"] = round(e["informative/refreshed"], 6)
-                record.update(q=[round(q, 6) for q in e["q"]], ids=e["ids"], rewards=e["r"])
+                record.update(q=[round(q, 6) for q in e["q"]], q0=[round(q, 6) for q in e["q0"]], ids=e["ids"],
+                              rewards=e["r"], **({"drift": round(e["drift"], 6)} if "drift" in e else {}))
             lines.append(json.dumps(record, sort_keys=True) + "\n")
         self.pending = []
         if self.path is not None:
@@ -262,7 +275,7 @@ class InformativeCheck:
             return
         self.steps = [{"step": r["step"], "rows": r["rows"], "levels": r["levels"],
                        "informative": [bool(m) for m in r.get("informative", [])],
-                       **{k: r[k] for k in ("p", "q") if k in r},
+                       **{k: r[k] for k in ("p", "q", "q0") if k in r},
                        **({"ids": r["ids"], "r": r["rewards"]} if "rewards" in r else {})}
                       for r in read_step_metrics(p) if int(r["step"]) <= upto]
         if self.profile is not None and any("p" not in s for s in self.steps):
@@ -308,7 +321,11 @@ class InformativeCheck:
                           **({"refreshed": round(sum(s["q"]) / len(s["q"]), 6)} if refreshed else {})}
                          for s in self.steps],
             **({"refreshed": {"whole": compare([(q, m) for _, q, m in refreshed]),
-                              "prior_weight": self.posterior.prior_weight if self.posterior else None}}
+                              "prior_weight": self.posterior.prior_weight if self.posterior else None,
+                              "drift_decay": self.drift.decay if self.drift is not None else None,
+                              **({"without_drift": compare([(q, bool(m)) for s in self.steps
+                                                            for q, m in zip(s["q0"], s["informative"], strict=True)])}
+                                 if all("q0" in s for s in self.steps) else {})}}
                if refreshed else {}),
         }
 

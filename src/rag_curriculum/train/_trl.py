@@ -684,7 +684,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
                             layout=StepLayout.from_plan(plan.to_dict()), words=RECIPE)
     check = InformativeCheck(run.profile, args.num_generations, source=run.profile_source,
                              path=out / STEP_METRICS_FILE if args.process_index == 0 else None,
-                             refresh=cfg.data.profile_refresh, prior_weight=cfg.data.profile_prior_weight)
+                             refresh=cfg.data.profile_refresh, prior_weight=cfg.data.profile_prior_weight,
+                             drift_decay=cfg.data.profile_drift_decay)
     recorder.check = check
     extra: dict[str, Any] = {}
     if cfg.agent.retriever is not None and cfg.agent.protocol == "tools":  # TRL's native tool calling
