@@ -48,8 +48,6 @@ from .._settings import (
     MAX_K,
     MAX_SAMPLES,
     MAX_SEED,
-    MODEL_PATH_BACKENDS,
-    check_model_ref,
     check_settings,
     rule,
 )
@@ -78,11 +76,12 @@ from ..generation import (
     GenerationBackend,
     SamplingConfig,
     backend_identity,
+    check_backend_model,
     open_engine,
 )
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
-from ..models import is_gguf, model_settings, resolve_model
+from ..models import model_settings
 from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
 from ._inputs import input_digest
@@ -257,9 +256,7 @@ class ProfileConfig:
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend, loads=True)
-        if is_gguf(self.model) and self.backend in MODEL_PATH_BACKENDS:
-            resolve_model(str(self.model))
+        check_backend_model(self.model, self.backend)
 
     #: The settings already announced as differing from their recipe's (said once per process).
     _announced: ClassVar[set[tuple[str, Any]]] = set()
