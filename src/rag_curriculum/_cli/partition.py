@@ -57,8 +57,9 @@ def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
 
 def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """A recipe's data (None: no recipe) with the options the user set on top; the backend options (among
-    ``options``, the command's) go to ``backend_args`` when the chosen backend takes them. A shard directory replaces the recipe's ``dataset`` (the two
-    are alternative inputs) unless an input file or --dataset is given too."""
+    ``options``, the command's) go to ``backend_args`` when the chosen backend takes them. A shard directory
+    replaces the recipe's ``dataset`` (the two are alternative inputs) unless an input file or --dataset is given
+    too."""
     merged = merge_flags(data, flags)
     if data is not None and merged.get("shards") and not merged.get("input") and "dataset" not in given(flags):
         merged["dataset"] = None
