@@ -4,12 +4,11 @@ the toolkit's :class:`SettingError`, a setting's ``renamed_from``, the search ag
 >>> from dataclasses import dataclass
 >>> @dataclass
 ... class Demo:
-...     rows_per_shard: int = rule(10, ge=1, le=100)
-...     order: str = rule("level", choices=("level", "shuffled"))
->>> check_settings(Demo(rows_per_shard=-5))
+...     samples: int = rule(8, ge=1, le=64)
+>>> check_settings(Demo(samples=0))
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.SettingError: rows_per_shard (--rows-per-shard) = -5: must be an integer in 1..100
+rag_curriculum.errors.SettingError: samples (--samples) = 0: must be an integer in 1..64
 """
 
 from __future__ import annotations
@@ -59,9 +58,9 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     >>> from dataclasses import dataclass, fields
     >>> @dataclass
     ... class Demo:
-    ...     seed: int = rule(0, ge=0, help="Sampling seed.")
-    >>> fields(Demo)[0].metadata["help"]
-    'Sampling seed.'
+    ...     samples: int = rule(8, ge=1, help="Samples per question.", renamed_from="k")
+    >>> fields(Demo)[0].metadata["setting"]["renamed_from"], fields(Demo)[0].metadata["help"]
+    ('k', 'Samples per question.')
     """
     return _shared.rule(default, default_factory=default_factory, ge=ge, le=le, gt=gt, choices=choices, flag=flag,
                            empty=empty, help=help, more={"renamed_from": renamed_from})

@@ -49,6 +49,14 @@ def _models(evals: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(seen)
 
 
+def _models_at(evals: Sequence[Mapping[str, Any]], idx: Mapping[tuple[str, str, str], Any], setting: str,
+               datasets: Iterable[str]) -> list[str]:
+    """The models (in the order they were given) evaluated in ``setting`` on any of ``datasets`` (``idx``:
+    :func:`_index` of ``evals``)."""
+    datasets = list(datasets)
+    return [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+
+
 def _cells(evals: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, str, str, Mapping[str, Any]]]:
     """``(setting, dataset, model, entry)`` for every evaluation in the report's order: settings, then datasets,
     then models in the order they were given; combinations that were not evaluated are skipped."""

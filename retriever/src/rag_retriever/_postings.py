@@ -284,6 +284,25 @@ def _push(vals, keys, ids, n, k, s, key, d):
     return n
 
 
+def _heap(k):
+    """An empty heap of the ``k`` best: their scores, tie keys and passages."""
+    return np.empty(k, np.float32), np.empty(k, np.int64), np.empty(k, np.int64)
+
+
+def _push_untouched(mark, num_docs, s0, vals, keys, ids, n, k):
+    """bm25s ranks every passage: the untouched ones (``mark`` unset), each scoring ``s0``, offered to the heap by
+    lower id as long as one can still enter (then a higher id cannot either). Returns the heap's size."""
+    d = 0
+    while d < num_docs:
+        if not mark[d]:
+            if n < k or _worse(vals[0], keys[0], s0, d):
+                n = _push(vals, keys, ids, n, k, s0, d, d)
+            else:
+                break
+        d += 1
+    return n
+
+
 def _pop_all(vals, keys, ids, n, out_vals, out_ids):
     for m in range(n - 1, -1, -1):
         out_vals[m] = vals[0]
@@ -355,6 +374,17 @@ def _most_postings(flat, ptr, term_df):
     return most
 
 
+def _keep(touched, c, d, wide, mark, reach):
+    """A touched passage ``d`` kept at ``touched[c]`` when its score can still ``reach`` the ``k`` best, else
+    dropped (its ``mark`` and ``wide`` cleared). Returns how many are kept."""
+    if reach:
+        touched[c] = d
+        return c + 1
+    mark[d] = False
+    wide[d] = 0.0
+    return c
+
+
 def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode, method, params, words, block_off,
                     block_bits, block_last, term_first, term_end, term_df, idf, nonocc, doc_len, tie, num_docs, out_vals,
                     out_ids, counts, scores, wide, mark):
@@ -370,9 +400,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
     touched = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
-    vals = np.empty(k, np.float32)
-    keys = np.empty(k, np.int64)
-    ids = np.empty(k, np.int64)
+    vals, keys, ids = _heap(k)
     for q in range(ptr.shape[0] - 1):
         if ptr[q + 1] == ptr[q]:
             continue
@@ -411,15 +439,7 @@ def exhaustive_many(flat, ptr, order_flat, order_ptr, weights, offsets, k, mode,
             if n < k or _worse(vals[0], keys[0], s, key):
                 n = _push(vals, keys, ids, n, k, s, key, d)
         if mode != LUCENE:  # bm25s ranks every passage: the untouched ones score 0 (plus the offset), lower id first
-            s0 = f32(f32(0.0) + off)
-            d = 0
-            while d < num_docs:
-                if not mark[d]:
-                    if n < k or _worse(vals[0], keys[0], s0, d):
-                        n = _push(vals, keys, ids, n, k, s0, d, d)
-                    else:
-                        break  # a higher id cannot enter either
-                d += 1
+            n = _push_untouched(mark, num_docs, f32(f32(0.0) + off), vals, keys, ids, n, k)
         for x in range(m):
             d = touched[x]
             mark[d] = False
@@ -439,18 +459,8 @@ def _offer(vals, ids, n, k, s, d, was):
     for i in range(n if n > 0 and was >= vals[0] else 0):
         if ids[i] == d:
             vals[i] = s
-            while True:  # raised: down towards the leaves
-                c = 2 * i + 1
-                if c >= n:
-                    return n
-                if c + 1 < n and vals[c + 1] < vals[c]:
-                    c += 1
-                if vals[c] < vals[i]:
-                    vals[i], vals[c] = vals[c], vals[i]
-                    ids[i], ids[c] = ids[c], ids[i]
-                    i = c
-                else:
-                    return n
+            _sift_ids(vals, ids, n, i)  # raised: down towards the leaves
+            return n
     if n < k:
         i = n
         vals[i] = s
@@ -466,11 +476,17 @@ def _offer(vals, ids, n, k, s, d, was):
         return n + 1
     vals[0] = s
     ids[0] = d
-    i = 0
+    _sift_ids(vals, ids, n, 0)
+    return n
+
+
+def _sift_ids(vals, ids, n, i):
+    """Entry ``i`` of :func:`_offer`'s heap (scores and passages, no tie keys) moved down towards the leaves while a
+    child is lower."""
     while True:
         c = 2 * i + 1
         if c >= n:
-            return n
+            return
         if c + 1 < n and vals[c + 1] < vals[c]:
             c += 1
         if vals[c] < vals[i]:
@@ -478,7 +494,7 @@ def _offer(vals, ids, n, k, s, d, was):
             ids[i], ids[c] = ids[c], ids[i]
             i = c
         else:
-            return n
+            return
 
 
 def _merge_runs(a, buf, starts, r):
@@ -544,12 +560,7 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
         runs[r] = c
         for x in range(lo, hi):
             d = touched[x]
-            if wide[d] + rest[j] >= floor:
-                touched[c] = d
-                c += 1
-            else:
-                mark[d] = False
-                wide[d] = 0.0
+            c = _keep(touched, c, d, wide, mark, wide[d] + rest[j] >= floor)
     runs[j] = c
     _merge_runs(touched, buf, runs, j)
     m = c
@@ -593,12 +604,8 @@ def _lookup_left(mode, method, j, nt, order, terms, weights, mult, idf, nonocc, 
                         wide[d] = v
                         if f32(v) > vals[0]:
                             n = _offer(vals, ids, n, k, f32(v), d, f32(was))
-            if wide[d] + after >= floor:  # still in reach (past this list's end: it adds nothing)
-                touched[c] = d
-                c += 1
-            else:
-                mark[d] = False
-                wide[d] = 0.0
+            # still in reach (past this list's end: it adds nothing)
+            c = _keep(touched, c, d, wide, mark, wide[d] + after >= floor)
         m = c
         if f64(vals[0]) > theta:
             theta = f64(vals[0])
@@ -655,9 +662,7 @@ def window_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
     nes = np.zeros(big + 1, np.float64)
     runs = np.zeros(big + 1, np.int64)
     tfm = np.zeros((window if mode == BM25S else 0, big), np.int32)  # bm25s: the frequencies of a window's passages
-    vals = np.empty(k, np.float32)
-    keys = np.empty(k, np.int64)
-    ids = np.empty(k, np.int64)
+    vals, keys, ids = _heap(k)
     for q in range(ptr.shape[0] - 1):
         lo = ptr[q]
         nt = ptr[q + 1] - lo
@@ -906,9 +911,7 @@ def pruned_many(flat, ptr, order_flat, order_ptr, weights, k, mode, method, para
     buf = np.empty(most, np.int64)
     bd = np.empty(BLOCK, np.int64)
     bt = np.empty(BLOCK, np.int64)
-    vals = np.empty(k, np.float32)
-    keys = np.empty(k, np.int64)
-    ids = np.empty(k, np.int64)
+    vals, keys, ids = _heap(k)
     for q in range(ptr.shape[0] - 1):
         lo = ptr[q]
         nt = ptr[q + 1] - lo
@@ -1012,12 +1015,7 @@ def _finish_bm25s(q, m, n, theta, rel, touched, flat, ptr, order_flat, order_ptr
         c = 0
         for x in range(m):
             d = touched[x]
-            if wide[d] >= floor:
-                touched[c] = d
-                c += 1
-            else:
-                mark[d] = False
-                wide[d] = 0.0
+            c = _keep(touched, c, d, wide, mark, wide[d] >= floor)
         m = c
     c = m
     for x in range(m):
@@ -1040,15 +1038,7 @@ def _finish_bm25s(q, m, n, theta, rel, touched, flat, ptr, order_flat, order_ptr
                                      avg, k1, b, delta))
         if n < k or _worse(vals[0], keys[0], sc, d):
             n = _push(vals, keys, ids, n, k, sc, d, d)
-    s0 = f32(0.0)  # the untouched passages: score 0, lower id first, where they can still enter
-    d = 0
-    while d < num_docs:
-        if not mark[d]:
-            if n < k or _worse(vals[0], keys[0], s0, d):
-                n = _push(vals, keys, ids, n, k, s0, d, d)
-            else:
-                break
-        d += 1
+    n = _push_untouched(mark, num_docs, f32(0.0), vals, keys, ids, n, k)  # the untouched passages: score 0
     for x in range(c):
         mark[cand[x]] = False
     return n
@@ -1302,7 +1292,7 @@ def kernels() -> dict[str, Any]:
     if _KERNELS is None:
         g = globals()
         names = ("_varint_at", "vocab_find", "vocab_check", "scan_postings", "tie_check", "_bits", "_bytes", "_qmax", "_pack", "_unpack", "encode", "decode_block", "decode_docs", "tf_at", "_score", "lucene_value_bound",
-                 "_worse", "_sift_down", "_push", "_pop_all", "_seek_block", "_most_postings", "exhaustive_many", "_offer", "_merge_runs", "_lookup_left",
+                 "_worse", "_sift_down", "_push", "_heap", "_push_untouched", "_pop_all", "_seek_block", "_most_postings", "_keep", "exhaustive_many", "_sift_ids", "_offer", "_merge_runs", "_lookup_left",
                  "_posting", "_bound", "window_many", "_lookup_all", "pruned_many", "_finish_lucene", "_finish_bm25s",
                  "tie_adjust", "term_bounds",
                  "term_maxima")
@@ -1314,7 +1304,7 @@ def kernels() -> dict[str, Any]:
             g["f32"], g["f64"], g["np_int64"] = float32, float64, int64
             g["_prefetch"] = _prefetch_instruction()
             small = ("_bits", "_bytes", "_qmax", "_unpack", "tf_at", "_score", "lucene_value_bound", "_worse",
-                     "_posting", "_bound")
+                     "_posting", "_bound", "_keep", "_sift_ids")
             for name in names:
                 g[name] = njit(cache=True, nogil=True, inline="always" if name in small and INLINE else "never")(g[name])
         _KERNELS = {name: g[name] for name in names}

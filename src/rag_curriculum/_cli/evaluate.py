@@ -44,23 +44,24 @@ from ..evaluation import (
     write_plots,
     zero_notes,
 )
-from ..generation import without_engine_options
 from .common import (
-    BACKEND_FLAGS,
-    BACKEND_OPTIONS,
-    ENGINE_OPTIONS,
-    ENGINE_PARAMS,
     PrintConfig,
-    backend_args_for,
     config_options,
     console,
-    engine_config,
     out,
-    parse_backend_args,
     redacted,
     reported_errors,
     show_config,
     with_options,
+)
+from .generating import (
+    BACKEND_FLAGS,
+    BACKEND_OPTIONS,
+    ENGINE_OPTIONS,
+    GENERATION_ONLY,
+    backend_options,
+    generation_run,
+    parse_backend_args,
 )
 
 E = EvalConfig
@@ -78,7 +79,7 @@ AGENT_OPTIONS = config_options(A, only=[f.name for f in dataclasses.fields(A) if
 #: The options only an agent evaluation takes (ignored without one).
 AGENT_ONLY = tuple(p.name for p in AGENT_OPTIONS)
 #: The parameters of the command line only, not fields of EvalConfig.
-CLI_ONLY = ("overrides", "progress", "print_config", "data_old", "backend_arg", *BACKEND_FLAGS, *ENGINE_PARAMS)
+CLI_ONLY = ("overrides", "data_old", *GENERATION_ONLY)
 
 
 class _RunByDefault(TyperGroup):
@@ -135,12 +136,10 @@ def run(
     flags["data"] = [*(o["data"] or []), *data_old] if data_old else o["data"]
     flags["out"] = str(o["out"]) if o["out"] is not None else None
     flags["judge_args"] = parse_backend_args(o["judge_args"]) if o["judge_args"] else None
-    backend_flags = {k: o[k] for k in BACKEND_FLAGS}
 
     def merge(recipe: dict[str, Any] | None, given: Any) -> dict[str, Any]:
         merged = merge_flags(recipe, given)
-        args = backend_args_for(merged.get("backend", EvalConfig.backend), backend_flags,
-                                parse_backend_args(o["backend_arg"]))
+        args = backend_options(merged.get("backend", EvalConfig.backend), o)
         merged["backend_args"] = {**(merged.get("backend_args") or {}), **args}
         return merged
 
@@ -151,8 +150,7 @@ def run(
             show_config(cfg)
             return
         cfg.check_models()  # a mistyped path stops here, not deep inside the model loader
-        result = run_eval(cfg, progress=progress and console.is_terminal, engine=engine_config(options),
-                          command=redacted(without_engine_options(current_command())))
+        result = run_eval(cfg, **generation_run(options, progress))
     out.print(_rich_table(result.summary, title=f"{len(result.summary['evals'])} evaluation(s), scores x 100"))
     if (paired := _paired_rich(result.summary)) is not None:
         out.print(paired)
@@ -210,9 +208,7 @@ def _run_agent(p: dict[str, Any]) -> None:
             flags["judge_args"] = parse_backend_args(p["judge_args"])
         if p.get("reward_args"):  # the trajectory reward's options
             flags["reward_args"] = parse_backend_args(p["reward_args"])
-        backend = flags.get("backend", AgentEvalConfig.backend)
-        flags["backend_args"] = backend_args_for(backend, {k: p[k] for k in BACKEND_FLAGS},
-                                                 parse_backend_args(p.get("backend_arg")))
+        flags["backend_args"] = backend_options(flags.get("backend", AgentEvalConfig.backend), p)
         cfg = bind(AgentEvalConfig, flags)
         summary = run_agent_eval(cfg, progress=p.get("progress", True) and console.is_terminal,
                                  command=redacted(current_command()))

@@ -25,26 +25,10 @@ from .._plumbing import current_command, rate_text
 from .._settings import MAX_COUNT, check_value
 from ..config import field_help, given, merge_flags, resolve
 from ..errors import UsageError
-from ..generation import without_engine_options
 from ..partition import PartitionConfig, merge_partitions
 from ..partition import partition as run_partition
-from .common import (
-    BACKEND_FLAGS,
-    BACKEND_OPTIONS,
-    ENGINE_OPTIONS,
-    ENGINE_PARAMS,
-    PrintConfig,
-    backend_args_for,
-    config_options,
-    console,
-    engine_config,
-    out,
-    parse_backend_args,
-    redacted,
-    reported_errors,
-    show_config,
-    with_options,
-)
+from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .generating import BACKEND_OPTIONS, ENGINE_OPTIONS, GENERATION_ONLY, backend_options, generation_run
 
 P = PartitionConfig
 #: PartitionConfig's options: one per field (SHARDS is the positional argument, rows_per_shard a recipe key, and
@@ -53,7 +37,7 @@ OPTIONS = config_options(P, exclude=("backend_args",), types={"out": Path},
                          short={"out": "-o", "dataset": "-d", "input": "-i", "n": "-n", "K": "-K", "model": "-M",
                                 "samples": "-k"})
 #: Options of the command line only (how this process runs), not fields of PartitionConfig.
-CLI_ONLY = ("args", "max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
+CLI_ONLY = ("args", "max_chunks", *GENERATION_ONLY)
 
 
 def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
@@ -71,15 +55,15 @@ def split_shards(args: list[str] | None) -> tuple[str | None, list[str]]:
     return (str(Path(paths[0])) if paths else None), [a for a in args or [] if a not in paths]
 
 
-def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], backend_flags: dict[str, Any],
-                  backend_arg: list[str] | None) -> dict[str, Any]:
-    """A recipe's data (None: no recipe) with the options the user set on top; the backend options go to
-    ``backend_args`` when the chosen backend takes them. A shard directory replaces the recipe's ``dataset`` (the two
-    are alternative inputs) unless an input file or --dataset is given too."""
+def merge_options(data: dict[str, Any] | None, flags: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """A recipe's data (None: no recipe) with the options the user set on top; the backend options (among
+    ``options``, the command's) go to ``backend_args`` when the chosen backend takes them. A shard directory
+    replaces the recipe's ``dataset`` (the two are alternative inputs) unless an input file or --dataset is given
+    too."""
     merged = merge_flags(data, flags)
     if data is not None and merged.get("shards") and not merged.get("input") and "dataset" not in given(flags):
         merged["dataset"] = None
-    args = backend_args_for(merged.get("backend", P.backend), backend_flags, parse_backend_args(backend_arg))
+    args = backend_options(merged.get("backend", P.backend), options)
     merged["backend_args"] = {**(merged.get("backend_args") or {}), **args}
     return merged
 
@@ -120,17 +104,14 @@ def partition(
         flags = {k: v for k, v in options.items() if k not in CLI_ONLY}
         flags["shards"] = shards
         flags["out"] = str(flags["out"]) if flags["out"] is not None else None
-        backend_flags = {k: options[k] for k in BACKEND_FLAGS}
         cfg = resolve(PartitionConfig, "partition", overrides, flags,
-                      merge=lambda data, set_: merge_options(data, set_, backend_flags, options["backend_arg"]))
+                      merge=lambda data, set_: merge_options(data, set_, options))
         cfg.validate()
         if print_config:
             show_config(cfg)
             return
         cfg.check_model()  # a mistyped path stops here, not deep inside the model loader
-        engine_cfg = engine_config(options)
-        result = run_partition(cfg, command=redacted(without_engine_options(current_command())),
-                               progress=progress and console.is_terminal, max_chunks=max_chunks, engine=engine_cfg)
+        result = run_partition(cfg, max_chunks=max_chunks, **generation_run(options, progress))
     if not result.complete:
         rep = result.run
         left = len(rep.remaining) if rep else 0

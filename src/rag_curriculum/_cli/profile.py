@@ -13,34 +13,17 @@ from typing import Annotated, Any
 
 import typer
 
-from .._plumbing import current_command
 from .._settings import MAX_COUNT, check_value
 from ..config import bind, field_help
-from ..generation import without_engine_options
 from ..partition import ProfileConfig
 from ..partition import profile as run_profile
-from .common import (
-    BACKEND_FLAGS,
-    BACKEND_OPTIONS,
-    ENGINE_OPTIONS,
-    ENGINE_PARAMS,
-    PrintConfig,
-    backend_args_for,
-    config_options,
-    console,
-    engine_config,
-    out,
-    parse_backend_args,
-    redacted,
-    reported_errors,
-    show_config,
-    with_options,
-)
+from .common import PrintConfig, config_options, console, out, reported_errors, show_config, with_options
+from .generating import BACKEND_OPTIONS, ENGINE_OPTIONS, GENERATION_ONLY, backend_options, generation_run
 
 P = ProfileConfig
 OPTIONS = config_options(P, exclude=("shards", "backend_args"), types={"out": Path},
                          short={"out": "-o", "dataset": "-d", "input": "-i", "n": "-n", "K": "-K", "model": "-M"})
-CLI_ONLY = ("max_chunks", "progress", "backend_arg", "print_config", *BACKEND_FLAGS, *ENGINE_PARAMS)
+CLI_ONLY = ("max_chunks", *GENERATION_ONLY)
 
 
 @with_options(OPTIONS, BACKEND_OPTIONS, ENGINE_OPTIONS)
@@ -68,9 +51,7 @@ def profile(
         flags["shards"] = str(input_dir) if input_dir is not None else None
         if "out" in flags:
             flags["out"] = str(flags["out"])
-        backend = flags.get("backend", P.backend)
-        flags["backend_args"] = backend_args_for(backend, {k: options[k] for k in BACKEND_FLAGS},
-                                                 parse_backend_args(options["backend_arg"]))
+        flags["backend_args"] = backend_options(flags.get("backend", P.backend), options)
         cfg = bind(ProfileConfig, flags)
         cfg.validate()
         if print_config:
@@ -78,9 +59,7 @@ def profile(
             return
         if cfg.model is not None:
             cfg.check_model()
-        result = run_profile(cfg, command=redacted(without_engine_options(current_command())),
-                             progress=progress and console.is_terminal, max_chunks=max_chunks,
-                             engine=engine_config(options))
+        result = run_profile(cfg, max_chunks=max_chunks, **generation_run(options, progress))
     rep = result.run
     if rep is not None and rep.generated_chunks:
         console.print(f"generated {rep.generated_questions:,} question-level(s), {rep.completions:,} completions in "

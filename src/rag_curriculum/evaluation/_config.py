@@ -9,19 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from .._settings import (
-    MAX_COUNT,
-    MAX_SAMPLES,
-    MAX_SEED,
-    MODEL_PATH_BACKENDS,
-    check_model_ref,
-    check_settings,
-    rule,
-)
+from .._settings import MAX_COUNT, MAX_SAMPLES, MAX_SEED, check_settings, rule
 from ..config import bind
 from ..errors import ConfigError, UsageError
-from ..generation import BACKENDS, is_secret_option
-from ..models import is_gguf, resolve_model
+from ..generation import BACKENDS, check_backend_model, is_secret_option
 from ..prompts import get_template
 from ..rewards import FORMATS
 
@@ -187,9 +178,7 @@ class EvalConfig:
     def check_models(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
         for mspec in self.models:
-            check_model_ref(mspec.path, backend=self.backend, label=f"model {mspec.name}", loads=True)
-            if is_gguf(mspec.path) and self.backend in MODEL_PATH_BACKENDS:
-                resolve_model(mspec.path)  # a bad GGUF file is refused now; a good one converted once
+            check_backend_model(mspec.path, self.backend, label=f"model {mspec.name}")
 
     def to_dict(self) -> dict[str, Any]:
         """The config as saved with the outputs: secrets in ``backend_args`` (``api_key``) are masked."""

@@ -13,7 +13,7 @@ from .._titles import (
     MAIN_METRICS,
     _dataset_order,
     _index,
-    _models,
+    _models_at,
     _setting_order,
     dataset_title,
     metric_title,
@@ -28,7 +28,7 @@ def plot_overview(summary: Mapping[str, Any], setting: str, path: Path) -> Path:
     evals = summary["evals"]
     idx = _index(evals)
     datasets = _dataset_order(e["dataset"] for e in evals if e["setting"] == setting)
-    models = [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+    models = _models_at(evals, idx, setting, datasets)
 
     def series(metric: str) -> dict[str, list[float | None]]:
         return {m: [idx[(m, d, setting)]["overall"][metric] if (m, d, setting) in idx else None for d in datasets]
@@ -57,7 +57,7 @@ def _panels(groups: Sequence[str], series_of: Any, *, title: str, xlabel: str, p
 def plot_by_hops(summary: Mapping[str, Any], dataset: str, setting: str, path: Path) -> Path | None:
     """F1 by number of hops (the paper's Table 10 as a picture), models side by side."""
     idx = _index(summary["evals"])
-    models = [m for m in _models(summary["evals"]) if (m, dataset, setting) in idx]
+    models = _models_at(summary["evals"], idx, setting, [dataset])
     hops: dict[str, None] = {}
     for m in models:
         for h in idx[(m, dataset, setting)].get("by_hops") or {}:
@@ -80,7 +80,7 @@ def plot_by_hops(summary: Mapping[str, Any], dataset: str, setting: str, path: P
 def plot_by_level(summary: Mapping[str, Any], dataset: str, setting: str, path: Path) -> Path | None:
     """Joint F1 against the difficulty level of the rows, one line per model (only with two or more levels)."""
     idx = _index(summary["evals"])
-    models = [m for m in _models(summary["evals"]) if (m, dataset, setting) in idx]
+    models = _models_at(summary["evals"], idx, setting, [dataset])
     levels = sorted({int(lv) for m in models for lv in idx[(m, dataset, setting)].get("by_level") or {}})
     if len(levels) < 2:
         return None

@@ -21,6 +21,7 @@ from .._titles import (
     _dataset_order,
     _index,
     _models,
+    _models_at,
     _setting_order,
     dataset_title,
     metric_title,
@@ -253,7 +254,7 @@ def main_table(summary: Mapping[str, Any], *, metrics: Sequence[str] = MAIN_METR
     header = ["Eval setting", "Model"] + [f"{dataset_title(d)} {metric_title(m)}" for d in datasets for m in metrics]
     rows: list[list[str]] = []
     for setting in _setting_order(e["setting"] for e in evals):
-        models = [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+        models = _models_at(evals, idx, setting, datasets)
         cells: list[list[str]] = []
         values: list[list[float | None]] = []
         for model in models:
@@ -340,7 +341,7 @@ def _bucket_table(summary: Mapping[str, Any], buckets: Sequence[str]) -> str:
                                           for m in MAIN_METRICS]
     rows = []
     for setting in _setting_order(e["setting"] for e in evals):
-        models = [m for m in _models(evals) if any((m, d, setting) in idx for d in datasets)]
+        models = _models_at(evals, idx, setting, datasets)
         for i, model in enumerate(models):
             row = [setting_title(setting) if i == 0 else "", model]
             for d in datasets:
@@ -379,7 +380,7 @@ def _by_level_table(summary: Mapping[str, Any]) -> str:
     idx = _index(evals)
     for setting in _setting_order(e["setting"] for e in evals):
         for d in _dataset_order(e["dataset"] for e in evals):
-            models = [m for m in _models(evals) if (m, d, setting) in idx]
+            models = _models_at(evals, idx, setting, [d])
             levels: dict[str, None] = {}
             for m in models:
                 for lv in idx[(m, d, setting)].get("by_level") or {}:

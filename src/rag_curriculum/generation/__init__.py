@@ -24,6 +24,7 @@ from ._base import (
     SamplingConfig,
     backend_identity,
     check_backend_args,
+    check_backend_model,
     cut_at_stop,
     get_backend,
     is_secret_option,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
 
 __all__ = [
     "BACKENDS", "BackendSpec", "EngineConfig", "GenerationBackend", "GenerationError", "IdenticalSamplesError",
-    "PromptTooLongError", "SamplingConfig", "backend_identity", "check_backend_args", "cut_at_stop", "get_backend",
-    "is_secret_option", "open_engine", "replays", "report_progress", "seeded_call_supported", "stop_kwargs",
-    "without_engine_options",
+    "PromptTooLongError", "SamplingConfig", "backend_identity", "check_backend_args", "check_backend_model",
+    "cut_at_stop", "get_backend", "is_secret_option", "open_engine", "replays", "report_progress",
+    "seeded_call_supported", "stop_kwargs", "without_engine_options",
 ]

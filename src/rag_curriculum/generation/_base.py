@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._plumbing import AsDict, expected_type, file_sha256, init_hints, is_secret, mask_secrets
+from .._settings import MODEL_PATH_BACKENDS, check_model_ref
 from ..errors import ConfigError, SettingError, UsageError
-from ..models import is_gguf
+from ..models import is_gguf, resolve_model
 from ..prompts import completion_prompt
 from ..registry import Registry
 
@@ -399,6 +400,15 @@ def get_backend(name: str, **kwargs: Any) -> GenerationBackend:
     cls = BACKENDS.get(name)
     check_backend_args(name, kwargs, cls)
     return cls(**kwargs)
+
+
+def check_backend_model(model: str | None, backend: str, *, label: str = "model") -> None:
+    """Refuse, before anything is loaded, a model ``backend`` would load that is neither a local path nor a Hub id
+    to be had (:func:`~rag_curriculum._settings.check_model_ref`); a GGUF file, for a backend that loads model paths,
+    is converted now (once: a bad file is refused here, a good one is read from the cache after)."""
+    check_model_ref(model, backend=backend, label=label, loads=True)
+    if is_gguf(model) and backend in MODEL_PATH_BACKENDS:
+        resolve_model(str(model))
 
 
 def check_backend_args(name: str, args: Mapping[str, Any], cls: Any = None) -> None:

@@ -12,8 +12,6 @@ from .._settings import (
     MAX_K,
     MAX_SAMPLES,
     MAX_SEED,
-    MODEL_PATH_BACKENDS,
-    check_model_ref,
     check_settings,
     retriever_retries_rule,
     retriever_rule,
@@ -23,9 +21,8 @@ from .._settings import (
 from ..agents import AGENT_PROTOCOLS, RolloutConfig, SearchDifficulty, agent_protocol_names
 from ..difficulty.accuracy import ANSWERABLE, CORRECT_F1, LEARNABLE, UNANSWERABLE
 from ..errors import ConfigError, UsageError
-from ..generation import BACKENDS, SamplingConfig
+from ..generation import BACKENDS, SamplingConfig, check_backend_model
 from ..loaders import questions_only
-from ..models import is_gguf, resolve_model
 
 if TYPE_CHECKING:  # for the annotation only
     from ..generation.runner import RunReport
@@ -190,9 +187,7 @@ class PartitionConfig:
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a valid Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend, loads=True)
-        if is_gguf(self.model) and self.backend in MODEL_PATH_BACKENDS:
-            resolve_model(str(self.model))  # a bad GGUF file is refused now; a good one converted once
+        check_backend_model(self.model, self.backend)
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(n=self.samples, temperature=self.temperature, top_p=self.top_p,

@@ -52,20 +52,35 @@ def _resolve_input(cfg: PartitionConfig, out: Path, *, progress: bool) -> Path:
     build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="max",
                         seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True, n_up_to=True,
                         **extra)
-    with WorkDir(out).lock():  # several shard processes may share OUT: one builds, the others reuse
+    # an input built before n meant "up to" took exactly n, as the same build with n_up_to does
+    return build_input(build, out, what="at level K", error=PartitionError, overwrite=cfg.overwrite,
+                       progress=progress, template=extra.get("template"),
+                       alike=(dataclasses.replace(build, n_up_to=False),))
+
+
+def build_input(build: BuildConfig, out: Path, *, what: str, error: type[Exception], overwrite: bool, progress: bool,
+                template: str | None = None, alike: Sequence[BuildConfig] = ()) -> Path:
+    """The input a run builds from a dataset file (``build``: one source, into ``build.out``), built once under
+    ``out``'s lock (several shard processes may share OUT: one builds, the others reuse): a directory already built
+    with ``build``'s options, or one of ``alike``, is reused; one built with others is refused (``error``) unless
+    ``overwrite``. ``what`` describes the build in the log; ``template``: the --template the build was given, for
+    the command its manifest records."""
+    built = Path(build.out)
+    src = build.sources[0]
+    with WorkDir(out).lock():
         try:
             m = validate_shards(built)
-            # an input built before n meant "up to" took exactly n, as the same build with n_up_to does
-            if same_build(m, build) or same_build(m, dataclasses.replace(build, n_up_to=False)):
+            if any(same_build(m, b) for b in (build, *alike)):
                 return built
-            if not cfg.overwrite:
-                raise PartitionError(f"{built} was built with other options; pass --overwrite or another --out")
+            if not overwrite:
+                raise error(f"{built} was built with other options; pass --overwrite or another --out")
         except ShardError:
             pass
-        log.info("building %s at level K from %s into %s", dataset, cfg.input, built)
-        build_rows(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} "
-                   f"--schedule max --seed {cfg.seed}" + (" --template search-r1" if extra else "") + (f" --n {cfg.n}" if cfg.n else "")
-                   + (f" --K {cfg.K}" if cfg.K else "") + f" --out {built}", progress=progress)
+        log.info("building %s %s from %s into %s", src.dataset, what, src.input, built)
+        build_rows(build, command=f"curriculum build --dataset {src.dataset} --input {src.input} --schedule "
+                   f"{build.schedule} --seed {build.seed}" + (f" --template {template}" if template else "")
+                   + (f" --n {src.n}" if src.n else "") + (f" --K {src.K}" if src.K else "") + f" --out {built}",
+                   progress=progress)
     return built
 
 

@@ -48,13 +48,11 @@ from .._settings import (
     MAX_K,
     MAX_SAMPLES,
     MAX_SEED,
-    MODEL_PATH_BACKENDS,
-    check_model_ref,
     check_settings,
     rule,
 )
 from .._version import __version__
-from ..curricula import DEFAULT_K, BuildConfig, SourceSpec, build_rows, same_build
+from ..curricula import DEFAULT_K, BuildConfig, SourceSpec
 from ..curricula.adaptive import POOL_SIZE, LevelRenderer, is_adaptive
 from ..difficulty import num_distractors, question_stats
 from ..difficulty.accuracy import CORRECT_F1
@@ -70,7 +68,7 @@ from ..difficulty.profile import (
     parse_levels,
     spread_probability,
 )
-from ..errors import ConfigError, ProfileError, ShardError, UsageError
+from ..errors import ConfigError, ProfileError, UsageError
 from ..generation import (
     BACKENDS,
     BackendSpec,
@@ -78,14 +76,15 @@ from ..generation import (
     GenerationBackend,
     SamplingConfig,
     backend_identity,
+    check_backend_model,
     open_engine,
 )
 from ..generation.runner import RunReport, WorkDir, read_backend, read_completions, run_chunks
 from ..loaders import get_loader
-from ..models import is_gguf, model_settings, resolve_model
+from ..models import model_settings, resolve_model
 from ..rewards import get_reward, parse_reward_spec, reward_entries, reward_identity, with_model_tokenizer
 from ..shards import MANIFEST, portable, read_manifest, read_table, validate_shards, write_json
-from ._inputs import input_digest
+from ._inputs import build_input, input_digest
 from ._stats import check_templates, score_completions
 
 log = logging.getLogger("rag_curriculum.partition")
@@ -282,9 +281,7 @@ class ProfileConfig:
 
     def check_model(self) -> None:
         """Refuse a model that is neither a local path nor a Hub id before anything is loaded."""
-        check_model_ref(self.model, backend=self.backend, loads=True)
-        if is_gguf(self.model) and self.backend in MODEL_PATH_BACKENDS:
-            resolve_model(str(self.model))
+        check_backend_model(self.model, self.backend)
 
     #: The settings already announced as differing from their recipe's (said once per process).
     _announced: ClassVar[set[tuple[str, Any]]] = set()
@@ -401,19 +398,8 @@ def _resolve_input(cfg: ProfileConfig, out: Path, *, progress: bool) -> Path:
     dataset = get_loader(cfg.dataset or "").name
     build = BuildConfig(sources=[SourceSpec(dataset, cfg.input, cfg.n, K=cfg.K)], schedule="adaptive",
                         seed=cfg.seed, out=str(built), overwrite=True, allow_split_mismatch=True)
-    with WorkDir(out).lock():
-        try:
-            if same_build(validate_shards(built), build):
-                return built
-            if not cfg.overwrite:
-                raise ProfileError(f"{built} was built with other options; pass --overwrite or another --out")
-        except ShardError:
-            pass
-        log.info("building %s (adaptive, level K) from %s into %s", dataset, cfg.input, built)
-        build_rows(build, command=f"curriculum build --dataset {dataset} --input {cfg.input} --schedule adaptive "
-                   f"--seed {cfg.seed}" + (f" --n {cfg.n}" if cfg.n else "") + (f" --K {cfg.K}" if cfg.K else "")
-                   + f" --out {built}", progress=progress)
-    return built
+    return build_input(build, out, what="(adaptive, level K)", error=ProfileError, overwrite=cfg.overwrite,
+                       progress=progress)
 
 
 class _LevelPrompts(Sequence):

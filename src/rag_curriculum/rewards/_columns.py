@@ -16,7 +16,7 @@ from ..errors import RewardInputError
 
 __all__ = ["GOLD_KEYS", "NoGoldAnswerError", "RewardInputError", "batch_answers", "check_columns", "check_lengths",
            "completion_text", "completion_texts", "gold_answers", "log_means", "passage_labels", "row_answerable", "row_answers", "row_gold", "row_gold_labels",
-           "trajectory_record", "verl_answers"]
+           "trajectory_batch", "trajectory_record", "verl_answers"]
 
 
 def _show(value: Any) -> str:
@@ -257,6 +257,19 @@ def batch_answers(n: int, answers: Sequence[Any] | None = None, reward_model: Se
         where = f"completion {i} of the batch" + (f" (row id {ids[i]!r})" if ids is not None else "")
         out.append(gold_answers(*(None if col is None else col[i] for _, col in cols), where=where))
     return out
+
+
+def trajectory_batch(completions: Any, answers: Sequence[Any] | None = None,
+                     reward_model: Sequence[Any] | None = None, golden_answers: Sequence[Any] | None = None,
+                     trajectory: Sequence[Any] | None = None, *, ids: Sequence[Any] | None = None,
+                     who: str = "the reward") -> list[tuple[str, list[str], dict[str, Any] | None]]:
+    """A trajectory reward's batch, a row per completion: its text, its gold answers (:func:`batch_answers`) and its
+    ``trajectory`` record (:func:`trajectory_column`: None without the column), every column checked against the
+    completions' count first (:func:`check_columns`)."""
+    n = check_columns(completions, {"trajectory": trajectory}, who=who)
+    texts = completion_texts(completions)
+    golds = batch_answers(n, answers, reward_model, golden_answers, ids=ids, who=who)
+    return list(zip(texts, golds, trajectory_column(trajectory, n), strict=True))
 
 
 def row_gold_labels(gold_labels: Any = None, reward_model: Any = None) -> list[str]:

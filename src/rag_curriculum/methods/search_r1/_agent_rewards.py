@@ -44,15 +44,7 @@ from ..._metrics import answer_scores
 from ..._plumbing import AsDict
 from ...errors import ConfigError, RewardInputError
 from ...grammar import parse_trajectory
-from ...rewards import (
-    batch_answers,
-    check_columns,
-    completion_text,
-    completion_texts,
-    log_means,
-    trajectory_column,
-    trajectory_record,
-)
+from ...rewards import completion_text, log_means, trajectory_batch, trajectory_record
 
 __all__ = ["SearchBreakdown", "SearchCountReward", "SearchEmReward", "SearchF1Reward", "SearchGoldFoundReward"]
 
@@ -142,11 +134,9 @@ class SearchEmReward:
         """Per-completion breakdowns of a batch; the columns hold one entry per completion. The gold answers come
         from ``answers``, ``golden_answers`` or ``reward_model`` (Search-R1's ``ground_truth.target`` too); a row
         without any is an error naming it (:func:`~._columns.batch_answers`)."""
-        n = check_columns(completions, {"trajectory": trajectory}, who="the search rewards")
-        texts = completion_texts(completions)
-        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the search rewards")
-        return [self.score(c, gold, t) for c, gold, t in zip(texts, golds, trajectory_column(trajectory, n),
-                                                              strict=True)]
+        rows = trajectory_batch(completions, answers, reward_model, golden_answers, trajectory, ids=id,
+                                who="the search rewards")
+        return [self.score(c, gold, t) for c, gold, t in rows]
 
     def __call__(self, completions: Sequence[Any], answers: Sequence[Any] | None = None, *,
                  reward_model: Sequence[Any] | None = None, trajectory: Sequence[Any] | None = None,

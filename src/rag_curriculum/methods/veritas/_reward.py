@@ -70,15 +70,7 @@ from ..._plumbing import AsDict, derive_seed, jsonl_records
 from ...errors import ConfigError
 from ...generation import SamplingConfig
 from ...grammar import parse_trajectory
-from ...rewards import (
-    batch_answers,
-    check_columns,
-    completion_text,
-    completion_texts,
-    log_means,
-    trajectory_column,
-    trajectory_record,
-)
+from ...rewards import completion_text, log_means, trajectory_batch, trajectory_record
 from ..craft import CraftJudge
 
 __all__ = [
@@ -715,10 +707,8 @@ class VeritasReward:
         id: Sequence[Any] | None = None,
     ) -> list[VeritasBreakdown]:
         """Per-trajectory breakdowns of a batch (one judge call for the batch)."""
-        n = check_columns(completions, {"trajectory": trajectory}, who="the VERITAS reward")
-        texts = completion_texts(completions)
-        golds = batch_answers(n, answers, reward_model, golden_answers, ids=id, who="the VERITAS reward")
-        return self._breakdowns(list(zip(texts, golds, trajectory_column(trajectory, n), strict=True)))
+        return self._breakdowns(trajectory_batch(completions, answers, reward_model, golden_answers, trajectory,
+                                                 ids=id, who="the VERITAS reward"))
 
     def __call__(
         self,
