@@ -25,7 +25,8 @@ from ._prefork import single_threaded, workers_for
 from ._ray_serve import run as run_ray_serve
 from ._server import ENV_INDEX, ENV_OPTIONS, make_app, run_server
 
-_GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
+_GUARD = ("ENV_HTTP", "ENV_LIMITS", "GuardedH11Protocol", "GuardedHttpToolsProtocol", "descriptor_cap", "log_config",
+          "protocol")
 
 __all__ = ["ENV_INDEX", "ENV_OPTIONS", "can_lease", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
            "reading_into_memory", "run_ray_serve", "run_server", "single_threaded", "small_enough", "workers_for",
