@@ -341,6 +341,35 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
 
 
+def test_a_request_alone_on_its_worker_is_answered_on_the_event_loop_with_the_same_bytes(ix, questions):
+    """A worker's only connection (one client asking one request after another): its small request is answered
+    on the event loop, no thread; the same bytes as through the batcher's thread. A large one, or one while a
+    batch runs, goes through the batcher."""
+    import asyncio
+
+    from rag_retriever._lease import ReadGuard
+    from rag_retriever._server import INLINE_QUERIES, _Batcher
+
+    batcher = _Batcher(ReadGuard(ix), max_batch=64)
+    threads = []
+    run = batcher._run
+    batcher._run = lambda *a: (threads.append(threading.current_thread()), run(*a))[1]
+
+    async def main():
+        out = []
+        for qs in (questions[:1], questions[1:1 + INLINE_QUERIES], questions[:INLINE_QUERIES + 1]):
+            for alone in (True, False):
+                for scores in (True, False):
+                    out.append((alone and len(qs) <= INLINE_QUERIES, await batcher.rank(qs, 3, scores, alone)))
+        return out
+
+    got = asyncio.run(main())
+    assert [t is threading.main_thread() for t in threads] == [inline for inline, _ in got]
+    for i in range(0, len(got), 4):  # alone or not: the same bytes
+        assert got[i][1] == got[i + 2][1] and got[i + 1][1] == got[i + 3][1]
+        assert isinstance(got[i][1], bytes) and json.loads(got[i][1])["result"]
+
+
 def test_make_app_refuses_bad_limits(index_dir):
     from rag_retriever._server import make_app
 

@@ -45,7 +45,7 @@ try:
 except ImportError:  # (no httptools: h11 serves)
     HttpToolsProtocol = None
 
-from ._server import CLOSED_KEY
+from ._server import CLOSED_KEY, CONNECTIONS_KEY
 
 #: The limits, as JSON, for uvicorn's worker processes.
 ENV_LIMITS = "RAG_CURRICULUM_SERVE_GUARD"
@@ -216,6 +216,7 @@ class _Guarded:
         cycle = self.cycle
         if cycle is None or cycle.response_complete or self._closing():
             return
+        cycle.scope[CONNECTIONS_KEY] = len(self.connections)
         if cycle.more_body:  # the headers are in, the body is coming
             if not self._in_body:
                 self._in_body, self._body_start, self._body_bytes = True, time.monotonic(), len(cycle.body)
