@@ -79,29 +79,31 @@ def after_fork(ix: Any, threads: int) -> None:
     _set_threads(threads)
 
 
-def listeners(host: str, port: int, workers: int) -> list[socket.socket] | None:
-    """One listening socket a worker on ``host``:``port``, each with ``SO_REUSEPORT`` (the kernel balances new
-    connections across them); None where the system has no ``SO_REUSEPORT`` (the workers then share one socket).
-    An address in use: ``OSError``."""
-    if workers < 2 or not hasattr(socket, "SO_REUSEPORT"):
-        return None
+def listeners(host: str, port: int, workers: int) -> tuple[list[socket.socket], bool]:
+    """The listening sockets on ``host``:``port``: one a worker, each with ``SO_REUSEPORT`` (the kernel balances new
+    connections across them), or one they share where the system has no ``SO_REUSEPORT``; and whether they are a
+    worker's each. Made as TCP's (``IPPROTO_TCP``), so that asyncio sets ``TCP_NODELAY`` on the connections they
+    accept (on a socket of protocol 0 it does not: a response written in two parts then waits 40 ms for the
+    client's delayed ACK). An address in use: ``OSError``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    reuse = workers > 1 and hasattr(socket, "SO_REUSEPORT")
     out: list[socket.socket] = []
     try:
-        for _ in range(workers):
-            sock = socket.socket(family, socket.SOCK_STREAM)
+        for _ in range(workers if reuse else 1):
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             out.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if reuse:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((host, port))
             sock.set_inheritable(True)
     except OSError:
         for sock in out:
             sock.close()
-        if len(out) > 1:  # (the first bound: the option is refused, not the address)
-            return None
+        if reuse and len(out) == 1:  # (the first socket's option refused, not the address: one shared socket)
+            return listeners(host, port, 1)
         raise
-    return out
+    return out, reuse
 
 
 def run(serve: Callable[[int], None], workers: int) -> int:
