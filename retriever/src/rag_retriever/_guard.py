@@ -269,9 +269,9 @@ class GuardedH11Protocol(_Guarded, H11Protocol):
 
 if HttpToolsProtocol is not None:
     class GuardedHttpToolsProtocol(_Guarded, HttpToolsProtocol):
-        """uvicorn's httptools protocol (llhttp, in C: about a tenth of h11's time a request) with the same guard,
-        and h11's cap on a request's line and headers, which llhttp does not have. llhttp refuses a
-        ``Content-Length`` beside ``Transfer-Encoding`` itself (a 400)."""
+        """uvicorn's httptools protocol (llhttp, in C: a one-query request's server CPU 0.44 ms against h11's 0.55,
+        medians of three at load 5) with the same guard, and h11's cap on a request's line and headers, which
+        llhttp does not have. llhttp refuses a ``Content-Length`` beside ``Transfer-Encoding`` itself (a 400)."""
 
         library = "httptools"
 
