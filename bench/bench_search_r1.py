@@ -30,7 +30,9 @@ request after another for ``--seconds``, from one asyncio process (keep-alive HT
 that it is not what limits either server); requests of one query at ``topk`` 3 (the tool call of a rollout), and
 ``--batch`` queries a request (Search-R1's trainer sends a turn's queries in one request) at 1 and 4 clients.
 ``--rounds`` rounds, the two servers alternating within each; per load the median and range of requests a
-second, p50 and p99 latency, failures, and the ratio of the medians. The first round compares each question's
+second, p50 and p99 latency, the server's CPU time a request (its processes', from ``/proc``: on a shared machine
+the other processes take their share of the cores, so requests a second vary with them, while CPU time a request
+much less), failures, and the ratio of the medians. The first round compares each question's
 top-3 ids on both sides. The toolkit serves with its defaults (``--workers 0``: one process per CPU, forked after
 the index was loaded); the peer as it ships (one process).
 
@@ -156,6 +158,20 @@ class Server:
         self.proc = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
                                      stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})})
         self.ready_s = wait_healthy(self.url, self.proc, log)
+
+    def cpu(self) -> float:
+        """The CPU seconds the server's processes (it and its workers) used so far."""
+        total, todo = 0.0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, IndexError, ValueError):  # (ended meanwhile; no /proc: 0)
+                pass
+        return total
 
     def stop(self) -> None:
         import signal
@@ -286,17 +302,20 @@ def compare(args: argparse.Namespace, kind: str, work: Path, questions: list[str
             for what, bodies, c in loads:
                 order = (ours, peer) if rnd % 2 == 0 else (peer, ours)
                 for s in order:
-                    results.setdefault((what, c), {}).setdefault(s.name, []).append(
-                        load(s.url, bodies, c, args.seconds))
-        print(f"{'request':>12} {'clients':>7} | {'Search-R1 req/s':>22} {'p50 ms':>7} {'p99 ms':>8} | "
-              f"{'curriculum req/s':>22} {'p50 ms':>7} {'p99 ms':>8} | ratio | failures")
+                    cpu = s.cpu()
+                    got = load(s.url, bodies, c, args.seconds)
+                    got["cpu"] = (s.cpu() - cpu) / max(1, got["n"])  # the server's CPU seconds a request
+                    results.setdefault((what, c), {}).setdefault(s.name, []).append(got)
+        print(f"{'request':>12} {'clients':>7} | {'Search-R1 req/s':>22} {'p50 ms':>7} {'p99 ms':>8} {'CPU ms':>7} | "
+              f"{'curriculum req/s':>22} {'p50 ms':>7} {'p99 ms':>8} {'CPU ms':>7} | ratio | failures")
         for (what, c), by in results.items():
             a, b = by["Search-R1"], by["curriculum serve"]
             ratio = statistics.median(r["rps"] for r in b) / statistics.median(r["rps"] for r in a)
-            print(f"{what:>12} {c:>7} | {_fmt(a, 'rps'):>22} {statistics.median(r['p50'] for r in a) * 1e3:7.1f} "
-                  f"{statistics.median(r['p99'] for r in a) * 1e3:8.1f} | {_fmt(b, 'rps'):>22} "
-                  f"{statistics.median(r['p50'] for r in b) * 1e3:7.1f} {statistics.median(r['p99'] for r in b) * 1e3:8.1f}"
-                  f" | {ratio:5.2f}x | {sum(r['fails'] for r in a)} / {sum(r['fails'] for r in b)}", flush=True)
+            med = {k: [statistics.median(r[k] for r in side) * 1e3 for side in (a, b)] for k in ("p50", "p99", "cpu")}
+            print(f"{what:>12} {c:>7} | {_fmt(a, 'rps'):>22} {med['p50'][0]:7.1f} {med['p99'][0]:8.1f} "
+                  f"{med['cpu'][0]:7.2f} | {_fmt(b, 'rps'):>22} {med['p50'][1]:7.1f} {med['p99'][1]:8.1f} "
+                  f"{med['cpu'][1]:7.2f} | {ratio:5.2f}x | {sum(r['fails'] for r in a)} / {sum(r['fails'] for r in b)}",
+                  flush=True)
         if args.split:
             split(ours_dir, ours.url, questions, args.batch, kind)
     finally:

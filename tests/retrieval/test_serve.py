@@ -341,6 +341,81 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
 
 
+def test_a_request_alone_on_its_worker_is_answered_on_the_event_loop_with_the_same_bytes(ix, questions):
+    """A worker's only connection (one client asking one request after another): its small request is answered
+    on the event loop, no thread; the same bytes as through the batcher's thread. A large one, or one while a
+    batch runs, goes through the batcher."""
+    import asyncio
+
+    from rag_retriever._lease import ReadGuard
+    from rag_retriever._server import INLINE_QUERIES, _Batcher
+
+    batcher = _Batcher(ReadGuard(ix), max_batch=64)
+    threads = []
+    run = batcher._run
+    batcher._run = lambda *a: (threads.append(threading.current_thread()), run(*a))[1]
+
+    async def main():
+        out = []
+        for qs in (questions[:1], questions[1:1 + INLINE_QUERIES], questions[:INLINE_QUERIES + 1]):
+            for alone in (True, False):
+                for scores in (True, False):
+                    out.append((alone and len(qs) <= INLINE_QUERIES, await batcher.rank(qs, 3, scores, alone)))
+        return out
+
+    got = asyncio.run(main())
+    assert [t is threading.main_thread() for t in threads] == [inline for inline, _ in got]
+    for i in range(0, len(got), 4):  # alone or not: the same bytes
+        assert got[i][1] == got[i + 2][1] and got[i + 1][1] == got[i + 3][1]
+        assert isinstance(got[i][1], bytes) and json.loads(got[i][1])["result"]
+
+
+def test_the_fast_path_answers_retrieve_with_the_endpoints_bytes(ix, questions):
+    """``fast_path`` (what ``curriculum serve`` runs): ``POST /retrieve`` past FastAPI's routing gets the same
+    status, headers and body as through FastAPI, for answers and for every refusal; anything else goes to the app."""
+    import asyncio
+
+    from rag_retriever._server import fast_path, make_app
+
+    app = make_app(ix, max_batch=8, max_topk=20, max_results=100, max_query_chars=300, max_body_bytes=4096)
+    fast = fast_path(app)
+    bodies = [json.dumps({"queries": questions[:3], "topk": 3, "return_scores": True}).encode(),
+              json.dumps({"query": questions[0], "topk": 2}).encode(), json.dumps({"queries": ["x"] * 9}).encode(),
+              json.dumps({"queries": ["x"], "topk": 21}).encode(), json.dumps({"queries": ["x"] * 8, "topk": 20}).encode(),
+              json.dumps({"queries": ["river " * 100]}).encode(), json.dumps({"queries": []}).encode(), b"{not json",
+              json.dumps({"queries": ["x"] * 8, "pad": "y" * 5000}).encode()]
+
+    async def call(asgi, method, path, body=b""):
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
+                 "raw_path": path.encode(), "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+                 "server": ("127.0.0.1", 2), "scheme": "http", "state": {},
+                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+        chunks = [body[:10], body[10:]]
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks)}
+
+        async def send(message):
+            sent.append(message)
+
+        await asgi(scope, receive, send)
+        return sent[0]["status"], sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            out = []
+            for body in bodies:
+                out.append((await call(app, "POST", "/retrieve", body), await call(fast, "POST", "/retrieve", body)))
+            out.append((await call(app, "GET", "/health"), await call(fast, "GET", "/health")))
+            return out
+
+    got = asyncio.run(main())
+    assert [a[0] for a, _ in got] == [200, 200, 422, 422, 422, 422, 422, 400, 413, 200]
+    for want, fast_got in got:
+        assert fast_got == want
+
+
 def test_make_app_refuses_bad_limits(index_dir):
     from rag_retriever._server import make_app
 

@@ -118,17 +118,21 @@ def _answer(s: socket.socket, timeout: float) -> bytes:
     return got
 
 
-@pytest.fixture(scope="module")
-def guarded(index, tmp_path_factory):
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def guarded(index, tmp_path_factory, request):
     """A server with a cap of 16 connections, 1.5 s for a request's head and 1.5 s (plus a second per 200 bytes
-    received) for its body, and its access log on."""
+    received) for its body, and its access log on: on each HTTP parser (httptools where installed, h11 asked
+    for), each holding every limit."""
+    pytest.importorskip(request.param)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("guarded") / "serve.log"
     argv = [sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index), "--port", str(port),
             "--max-connections", "16", "--header-timeout", "1.5", "--body-timeout", "1.5", "--min-body-rate", "200",
             "--access-log"]
-    with server_process(argv, f"{url}/health", log, timeout_s=180) as proc:
+    with server_process(argv, f"{url}/health", log, env={"RAG_CURRICULUM_SERVE_HTTP": request.param},
+                        timeout_s=180) as proc:
+        assert f"HTTP on {request.param}" in log.read_text(errors="replace")
         yield proc, port, url, log
 
 

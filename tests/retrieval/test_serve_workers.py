@@ -128,10 +128,86 @@ def test_a_copy_over_the_index_is_refused_by_every_worker_and_none_crashes(index
     assert "Bus error" not in (tmp_path / "served.log").read_text()
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_workers_sockets_share_one_port_and_their_connections_send_at_once(loop):
+    """``listeners``: a socket a worker on one port (SO_REUSEPORT), each TCP's, so that the event loop sets
+    TCP_NODELAY on what it accepts (on a socket of protocol 0 asyncio does not, and a response written in two
+    parts waits 40 ms for the client's delayed ACK)."""
+    import asyncio
+    import socket
+
+    from rag_retriever._prefork import listeners
+
+    uvloop = pytest.importorskip("uvloop") if loop == "uvloop" else None
+    socks, own = listeners("127.0.0.1", free_port(), 2)
+    try:
+        assert own and len(socks) == 2 and len({s.getsockname() for s in socks}) == 1
+        nodelay = []
+
+        class Accept(asyncio.Protocol):
+            def connection_made(self, transport):
+                nodelay.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        async def main():
+            servers = [await asyncio.get_running_loop().create_server(Accept, sock=s) for s in socks]
+            _, writer = await asyncio.open_connection(*socks[0].getsockname())
+            for _ in range(200):
+                if nodelay:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+            for server in servers:
+                server.close()
+
+        (uvloop.run if loop == "uvloop" else asyncio.run)(main())
+        assert nodelay and nodelay[0] != 0
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _sockets(pid: int) -> int:
+    n = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            n += os.readlink(fd).startswith("socket:")
+        except OSError:  # (closed meanwhile)
+            pass
+    return n
+
+
+@pytest.mark.slow
+def test_a_burst_of_connections_is_spread_over_the_workers(index, tmp_path):
+    """Each worker listens on a socket of its own (SO_REUSEPORT): 32 connections opened at once are accepted by
+    both workers, not all by the one whose event loop wakes first, and each is answered."""
+    import socket
+
+    url, cm = _serve(index, tmp_path / "burst.log", "--workers", "2")
+    port = int(url.rsplit(":", 1)[1])
+    with cm as proc:
+        workers = _workers(proc.pid)
+        before = {w: _sockets(w) for w in workers}
+        conns = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(32)]
+        try:
+            body = REQUESTS[0]
+            for c in conns:
+                c.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            for c in conns:
+                assert c.recv(12) == b"HTTP/1.1 200"
+            accepted = {w: _sockets(w) - before[w] for w in workers}
+        finally:
+            for c in conns:
+                c.close()
+    assert sum(accepted.values()) == 32 and min(accepted.values()) >= 4, accepted
+    assert "a socket a worker (SO_REUSEPORT)" in (tmp_path / "burst.log").read_text()
+
+
 PREFORK = r"""
 import time
 from rag_retriever._prefork import run
-raise SystemExit(run(lambda: time.sleep(120), 2))
+raise SystemExit(run(lambda slot: time.sleep(120), 2))
 """
 
 

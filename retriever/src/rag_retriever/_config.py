@@ -220,8 +220,8 @@ class ServeConfig:
         "network)."))
     port: int = rule(8000, ge=1, le=65535, help="Port to listen on.")
     workers: int = rule(0, ge=0, le=256, help=(
-        "Server processes, forked after the index is loaded, so that they share it (one copy in memory); 0: one "
-        "per CPU."))
+        "Server processes, forked after the index is loaded, so that they share it (one copy in memory), each "
+        "listening on a socket of its own on the port (SO_REUSEPORT); 0: one per CPU."))
     engine: str = rule("uvicorn", choices=("uvicorn", "ray"), help=(
         "uvicorn (this machine's processes, --workers) | ray (Ray Serve: --replicas across a Ray cluster, behind "
         "Ray Serve's HTTP proxy; the same protocol and answers)."))

@@ -1,8 +1,10 @@
 """``serve --workers N``: N server processes forked *after* the index was loaded, so that they share one copy of it.
 
 The command opens the index once (checked against its manifest, read into memory or mapped, its search compiled
-and run once), binds the listening socket, then forks the workers. Each worker runs its own uvicorn server on that
-socket (the kernel hands each connection to one of them) and its own lifespan: its own read guard and read leases
+and run once), binds the listening sockets, then forks the workers. Each worker runs its own uvicorn server on a
+socket of its own, all on the one port (``SO_REUSEPORT``: the kernel spreads the connections over them, by their
+addresses; with one shared socket, the worker whose event loop wakes first accepts every connection of a burst and
+the others idle, measured: 16 clients, one worker busy, one idle), and its own lifespan: its own read guard and read leases
 (taken on descriptors of its own: ``_lease.py``), its own micro-batcher, the same limits, the same connection
 guard. The index's pages are shared: an index read into memory is the parent's memory, which no worker writes
 (copy-on-write keeps it one copy), and a mapped one is the page cache. The parent serves nothing: it waits, starts
@@ -21,6 +23,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -76,21 +79,49 @@ def after_fork(ix: Any, threads: int) -> None:
     _set_threads(threads)
 
 
-def run(serve: Callable[[], None], workers: int) -> int:
-    """Fork ``workers`` processes each running ``serve()`` (a uvicorn server on the socket bound before), keep
-    them running, stop them on SIGTERM / SIGINT; the exit status."""
-    children: dict[int, float] = {}
+def listeners(host: str, port: int, workers: int) -> tuple[list[socket.socket], bool]:
+    """The listening sockets on ``host``:``port``: one a worker, each with ``SO_REUSEPORT`` (the kernel balances new
+    connections across them), or one they share where the system has no ``SO_REUSEPORT``; and whether they are a
+    worker's each. Made as TCP's (``IPPROTO_TCP``), so that asyncio sets ``TCP_NODELAY`` on the connections they
+    accept (on a socket of protocol 0 it does not: a response written in two parts then waits 40 ms for the
+    client's delayed ACK). An address in use: ``OSError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    reuse = workers > 1 and hasattr(socket, "SO_REUSEPORT")
+    out: list[socket.socket] = []
+    try:
+        for _ in range(workers if reuse else 1):
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            out.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            sock.set_inheritable(True)
+    except OSError:
+        for sock in out:
+            sock.close()
+        if reuse and len(out) == 1:  # (the first socket's option refused, not the address: one shared socket)
+            return listeners(host, port, 1)
+        raise
+    return out, reuse
+
+
+def run(serve: Callable[[int], None], workers: int) -> int:
+    """Fork ``workers`` processes each running ``serve(slot)`` (``slot`` 0 to ``workers - 1``: a uvicorn server on
+    that worker's socket, or on the one socket bound before), keep them running (a worker started again takes its
+    slot), stop them on SIGTERM / SIGINT; the exit status."""
+    children: dict[int, tuple[float, int]] = {}
     stopping = False
     quick = 0
 
-    def start() -> None:
+    def start(slot: int) -> None:
         pid = os.fork()
         if pid == 0:  # the worker
             code = 0
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
-                serve()
+                serve(slot)
             except KeyboardInterrupt:
                 pass
             except BaseException:  # noqa: BLE001  (said in the log; the parent starts another)
@@ -99,7 +130,7 @@ def run(serve: Callable[[], None], workers: int) -> int:
             finally:
                 logging.shutdown()
                 os._exit(code)
-        children[pid] = time.monotonic()
+        children[pid] = (time.monotonic(), slot)
 
     def stop(signum: int, frame: Any) -> None:
         nonlocal stopping
@@ -113,8 +144,8 @@ def run(serve: Callable[[], None], workers: int) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     gc.freeze()  # (the loaded index's objects out of the collector's reach: its passes would write their pages)
-    for _ in range(workers):
-        start()
+    for slot in range(workers):
+        start(slot)
     log.info("%d workers started (processes %s), sharing the index loaded once", workers,
              ", ".join(map(str, children)))
     code = 0
@@ -123,9 +154,10 @@ def run(serve: Callable[[], None], workers: int) -> int:
             pid, status = os.wait()
         except ChildProcessError:
             break
-        began = children.pop(pid, None)
-        if began is None or stopping:
+        got = children.pop(pid, None)
+        if got is None or stopping:
             continue
+        began, slot = got
         how = (f"signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
                if os.WIFSIGNALED(status) else f"exit status {os.waitstatus_to_exitcode(status)}")
         quick = quick + 1 if time.monotonic() - began < QUICK_S else 0
@@ -136,5 +168,5 @@ def run(serve: Callable[[], None], workers: int) -> int:
             stop(signal.SIGTERM, None)
             continue
         log.error("worker %d ended (%s): starting another", pid, how)
-        start()
+        start(slot)
     return code

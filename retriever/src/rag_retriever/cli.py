@@ -220,7 +220,7 @@ def serve_command(**options: Any) -> None:
             "max_connections": serving.descriptor_cap(cfg.max_connections), "header_timeout": cfg.header_timeout,
             "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate})
         kw = {"host": cfg.host, "port": cfg.port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5, "http": serving.GuardedH11Protocol, "timeout_keep_alive": 5,
+              "timeout_graceful_shutdown": 5, "http": serving.protocol(), "timeout_keep_alive": 5,
               "log_config": serving.log_config()}
         click.echo(f"serving {len(ix):,} passages of {ix.path} at http://{cfg.host}:{cfg.port}/retrieve")
         code = serving.run_server(ix, kw, workers=workers, threads=cfg.threads, **cfg.limits(),

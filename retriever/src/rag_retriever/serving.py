@@ -10,9 +10,9 @@ app in a server of their own.
 * :func:`choose_into_memory`, :func:`small_enough`, :func:`read_into_memory` and :func:`reading_into_memory`:
   whether the process reads the index whole into memory (``--in-memory``) or maps it, its files held with a read lease where
   :func:`can_lease` (so files copied over a served index cannot crash it mid-query);
-* the connection guard (``ENV_LIMITS``, ``GuardedH11Protocol``, ``descriptor_cap``, ``log_config``): deadlines on a
-  request's headers and body, a cap on open connections, secrets masked in the access log. It imports uvicorn, so
-  it is loaded only when one of its names is asked for.
+* the connection guard (``ENV_LIMITS``, ``protocol``: ``GuardedHttpToolsProtocol`` or ``GuardedH11Protocol``,
+  ``descriptor_cap``, ``log_config``): deadlines on a request's headers and body, a cap on open connections, secrets
+  masked in the access log. It imports uvicorn, so it is loaded only when one of its names is asked for.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from ._prefork import single_threaded, workers_for
 from ._ray_serve import run as run_ray_serve
 from ._server import ENV_INDEX, ENV_OPTIONS, make_app, run_server
 
-_GUARD = ("ENV_LIMITS", "GuardedH11Protocol", "descriptor_cap", "log_config")
+_GUARD = ("ENV_HTTP", "ENV_LIMITS", "GuardedH11Protocol", "GuardedHttpToolsProtocol", "descriptor_cap", "log_config",
+          "protocol")
 
 __all__ = ["ENV_INDEX", "ENV_OPTIONS", "can_lease", "choose_into_memory", "make_app", "memory_line", "read_into_memory",
            "reading_into_memory", "run_ray_serve", "run_server", "single_threaded", "small_enough", "workers_for",

@@ -102,7 +102,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         _check_port(host, port)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         how = (f"{cfg.replicas} Ray Serve replica{'s' if cfg.replicas > 1 else ''}" if cfg.engine == "ray" else
-               f"{workers} worker{'s' if workers > 1 else ''}")
+               f"{workers} worker{'s' if workers > 1 else ''}, HTTP on {serving.protocol().library}")
         out.print(f"serving [bold]{len(ix):,}[/] passages of {ix.path} ({describe_index(ix.manifest)}) at "
                   f"{url}/retrieve ({how}); GET {url}/health, {url}/manifest", soft_wrap=True)
         if ix.fingerprint != ix.manifest["fingerprint"]:
@@ -117,7 +117,7 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
                                                      "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
                                                      "min_body_rate": cfg.min_body_rate})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
-              "timeout_graceful_shutdown": 5, "http": serving.GuardedH11Protocol, "timeout_keep_alive": 5,
+              "timeout_graceful_shutdown": 5, "http": serving.protocol(), "timeout_keep_alive": 5,
               "log_config": serving.log_config()}
         if cfg.engine == "ray":
             del ix  # each replica maps its own copy
