@@ -105,6 +105,17 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
+def _rollup(pid: int) -> dict[str, int]:
+    """Rss, Pss (each shared page divided among the processes that map it), Shared_* and Private_* of a process,
+    in kB (Linux's smaps_rollup)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, value = line.partition(":")
+        if value.strip().endswith("kB"):
+            out[key.strip()] = int(value.split()[0])
+    return out
+
+
 def _dir_size(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
 
@@ -161,6 +172,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each timed run")
     ap.add_argument("--repeats", type=int, default=5, help="rounds of alternated timed runs (medians)")
     ap.add_argument("--workers", type=int, default=1, help="curriculum serve --workers")
+    ap.add_argument("--in-memory", action="store_true", help="curriculum serve --in-memory (the index read into the "
+                    "parent's memory before the workers are forked)")
     ap.add_argument("--queries", type=Path, help="take the queries from this file's questions (a JSON list or JSONL "
                     "of records with a \"question\") instead of the index's")
     ap.add_argument("--single-core", action="store_true", help="also time one caller on one thread (bm25s's "
@@ -194,7 +207,8 @@ def main() -> None:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "rag_curriculum.cli", "serve", "--index", str(index_dir),
                                  "--port", str(port), "--workers", str(args.workers),
-                                 "--max-batch", str(max(512, args.batch))],
+                                 "--max-batch", str(max(512, args.batch)),
+                                 *(["--in-memory"] if args.in_memory else [])],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         while True:
             if proc.poll() is not None:
@@ -277,6 +291,15 @@ def main() -> None:
             print(f"server process {pid}: RSS {st['VmRSS'] / 1024:,.1f} MB (anonymous {st['RssAnon'] / 1024:,.1f} MB, "
                   f"file-backed {st['RssFile'] / 1024:,.1f} MB; peak {st['VmHWM'] / 1024:,.1f} MB) against the "
                   f"index's {size / 1e6:,.1f} MB: {st['VmRSS'] * 1024 / size:.2f}x")
+        # one copy of the index however many workers: the processes' PSS (shared pages divided among them) adds up
+        # to about one process's RSS plus each worker's private pages, where their RSS would count it N + 1 times
+        rolls = {pid: _rollup(pid) for pid in procs}
+        rss, pss = (sum(r[k] for r in rolls.values()) / 1024 for k in ("Rss", "Pss"))
+        private = sum(r.get("Private_Clean", 0) + r.get("Private_Dirty", 0) for r in rolls.values()) / 1024
+        shared = max(r.get("Shared_Clean", 0) + r.get("Shared_Dirty", 0) for r in rolls.values()) / 1024
+        print(f"{len(procs)} server process(es), now: RSS summed {rss:,.1f} MB, PSS summed {pss:,.1f} MB "
+              f"({pss / rss:.2f}x the RSS sum), private {private:,.1f} MB, shared by a worker with the others up to "
+              f"{shared:,.1f} MB; the index {size / 1e6:,.1f} MB on disk")
     finally:
         if proc is not None:
             import signal
