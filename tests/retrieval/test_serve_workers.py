@@ -200,7 +200,8 @@ def test_a_burst_of_connections_is_spread_over_the_workers(index, tmp_path):
         finally:
             for c in conns:
                 c.close()
-    assert sum(accepted.values()) == 32 and min(accepted.values()) >= 4, accepted
+    # (the counts are open sockets before and after: the readiness probe's own connection may close in between)
+    assert 31 <= sum(accepted.values()) <= 32 and min(accepted.values()) >= 4, accepted
     assert "a socket a worker (SO_REUSEPORT)" in (tmp_path / "burst.log").read_text()
 
 

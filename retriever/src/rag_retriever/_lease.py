@@ -77,8 +77,9 @@ class ReadGuard:
                 name = self._retry()
             if name is not None:
                 return f"{name} (open for writing by another process, so it cannot be leased)"
-        if self._held and len(self._held) == len(self.ix._fds):
-            return None  # every file leased: no write can begin before this process lets go (_broken)
+        # every file leased: no write can begin before this process lets go (_broken); the fstat check (a
+        # microsecond a file) still runs, so that a break this process missed (its SIGIO not handled before the
+        # writer went on, as once seen under load with several workers) refuses the rewritten file, never reads it
         return self.ix.changed()
 
     def check(self) -> None:
