@@ -341,21 +341,25 @@ def test_the_batcher_merges_concurrent_requests_and_splits_them_back(ix, questio
     assert all(n <= 12 + 3 for n, _ in calls)  # one request may push a batch past max_batch, no more
 
 
-def test_a_request_alone_on_its_worker_is_answered_on_the_event_loop_with_the_same_bytes(ix, questions):
-    """A worker's only connection (one client asking one request after another): its small request is answered
-    on the event loop, no thread; the same bytes as through the batcher's thread. A large one, or one while a
-    batch runs, goes through the batcher."""
+def test_a_request_alone_on_its_worker_is_answered_on_the_event_loop_with_the_same_bytes(ix, questions, monkeypatch):
+    """A worker's only connection (one client asking one request after another): its small request, once a
+    search of the index was timed brief, is answered on the event loop, no thread; the same bytes as through the
+    batcher's thread. A large one, or one while a batch runs, goes through the batcher."""
     import asyncio
 
+    from rag_retriever import _server
     from rag_retriever._lease import ReadGuard
     from rag_retriever._server import INLINE_QUERIES, _Batcher
 
+    monkeypatch.setattr(_server, "INLINE_SECONDS", 10.0)  # (brief however loaded the machine: the slow test below)
     batcher = _Batcher(ReadGuard(ix), max_batch=64)
     threads = []
     run = batcher._run
     batcher._run = lambda *a: (threads.append(threading.current_thread()), run(*a))[1]
 
     async def main():
+        await batcher.rank(questions[:1], 3, True, True)  # no search timed yet: in the thread, timed there
+        assert threads.pop() is not threading.main_thread() and batcher.per_query is not None
         out = []
         for qs in (questions[:1], questions[1:1 + INLINE_QUERIES], questions[:INLINE_QUERIES + 1]):
             for alone in (True, False):
@@ -368,6 +372,75 @@ def test_a_request_alone_on_its_worker_is_answered_on_the_event_loop_with_the_sa
     for i in range(0, len(got), 4):  # alone or not: the same bytes
         assert got[i][1] == got[i + 2][1] and got[i + 1][1] == got[i + 3][1]
         assert isinstance(got[i][1], bytes) and json.loads(got[i][1])["result"]
+
+
+async def _asgi_call(asgi, method, path, body=b"", connections=None):
+    """(status, headers, body) of one request to an ASGI app, its body sent in two chunks; ``connections``: what
+    the connection guard says its worker holds."""
+    from rag_retriever._server import CONNECTIONS_KEY
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 2), "scheme": "http", "state": {},
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    if connections is not None:
+        scope[CONNECTIONS_KEY] = connections
+    chunks = [body[:10], body[10:]]
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks)}
+
+    async def send(message):
+        sent.append(message)
+
+    await asgi(scope, receive, send)
+    return sent[0]["status"], sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_a_slow_search_alone_on_its_worker_runs_off_the_event_loop_and_health_answers_meanwhile(ix, questions,
+                                                                                                monkeypatch):
+    """A worker's only connection on an index whose search is slow (planted: 0.1 s a query; a dense index's
+    encoder takes ~11 ms): its small requests are searched in a thread, never on the event loop, so a ``/health``
+    that arrives during a search is answered before the search ends."""
+    import asyncio
+    import time
+
+    from rag_retriever._server import INLINE_SECONDS, fast_path, make_app
+
+    real = ix.retrieve_many
+
+    def slow(queries, k, **kw):
+        time.sleep(0.1)
+        return real(queries, k, **kw)
+
+    monkeypatch.setattr(ix, "retrieve_many", slow)
+    inner = make_app(ix)
+    app = fast_path(inner)
+    body = json.dumps({"queries": questions[:1], "topk": 3, "return_scores": True}).encode()
+    done = []
+
+    async def retrieve():
+        got = await _asgi_call(app, "POST", "/retrieve", body, connections=1)
+        done.append("retrieve")
+        return got
+
+    async def health():
+        await asyncio.sleep(0.03)  # (the search under way)
+        got = await _asgi_call(app, "GET", "/health")
+        done.append("health")
+        return got
+
+    async def main():
+        async with inner.router.lifespan_context(inner):
+            first = [await retrieve() for _ in range(2)]  # the index's searches timed
+            return first, await asyncio.gather(retrieve(), health())
+
+    first, (searched, healthy) = asyncio.run(main())
+    assert done[-2:] == ["health", "retrieve"], done  # /health answered while the search ran
+    assert [r[0] for r in first] == [200, 200] and searched[0] == 200 and healthy[0] == 200
+    assert searched[2] == first[0][2] and json.loads(searched[2])["result"]
+    assert inner.state.index.batcher.per_query > INLINE_SECONDS
 
 
 def test_the_fast_path_answers_retrieve_with_the_endpoints_bytes(ix, questions):
@@ -385,22 +458,7 @@ def test_the_fast_path_answers_retrieve_with_the_endpoints_bytes(ix, questions):
               json.dumps({"queries": ["river " * 100]}).encode(), json.dumps({"queries": []}).encode(), b"{not json",
               json.dumps({"queries": ["x"] * 8, "pad": "y" * 5000}).encode()]
 
-    async def call(asgi, method, path, body=b""):
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
-                 "raw_path": path.encode(), "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
-                 "server": ("127.0.0.1", 2), "scheme": "http", "state": {},
-                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
-        chunks = [body[:10], body[10:]]
-        sent = []
-
-        async def receive():
-            return {"type": "http.request", "body": chunks.pop(0), "more_body": bool(chunks)}
-
-        async def send(message):
-            sent.append(message)
-
-        await asgi(scope, receive, send)
-        return sent[0]["status"], sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+    call = _asgi_call
 
     async def main():
         async with app.router.lifespan_context(app):

@@ -225,6 +225,45 @@ def test_an_index_read_into_memory_maps_no_file(bm25_pair):
     assert isinstance(ix._docs._mm, bytes) and not isinstance(mapped._docs._mm, bytes)  # read whole, not mapped
 
 
+def test_a_file_rewritten_with_its_size_and_modification_time_kept_is_refused(bm25_pair, tmp_path):
+    """A byte of ``passages.bin`` rewritten in place and its modification time set back (``os.utime``, as ``cp
+    --preserve=timestamps`` does): the same inode, size and modification time, so only its status change time says
+    so; the server refuses every answer (503 naming the file) and ``/health``. A hard link to the file (a ``cp -al``
+    backup) moves the status change time too, and is not a change. In-process, with no lease (the event loop not in
+    the main thread), so the check before each read is what refuses."""
+    import os
+
+    from fastapi.testclient import TestClient
+    from rag_retriever._server import make_app
+
+    served = tmp_path / "served"
+    shutil.copytree(bm25_pair / "a", served)
+    body = {"queries": QUERIES, "topk": 3}
+    with TestClient(make_app(served)) as c:
+        assert c.app.state.index.guard._held == []  # (not leased: a writer's open is not held back nor seen)
+        before = c.post("/retrieve", json=body)
+        assert before.status_code == 200
+        os.link(served / "passages.bin", tmp_path / "backup.bin")
+        assert c.post("/retrieve", json=body).json() == before.json() and c.get("/health").status_code == 200
+        path = served / "passages.bin"
+        st = path.stat()
+        with open(path, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0xFF]))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        now = path.stat()
+        assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+        for _ in range(2):
+            got = c.post("/retrieve", json=body)
+            assert got.status_code == 503, got.text
+            assert got.json()["detail"].startswith(f"the index {served.name}: passages.bin (its status change time "
+                                                   "changed) since this server opened it"), got.json()
+        h = c.get("/health")
+        assert h.status_code == 503 and h.json()["status"] == "changed", h.json()
+
+
 @pytest.mark.slow
 def test_a_bm25_index_moved_into_place_while_served_goes_on_being_served(bm25_pair, tmp_path):
     served = tmp_path / "served"

@@ -428,8 +428,8 @@ class CorpusIndex(PassageStore):
                 self.check_line())
 
     def _open_files(self) -> None:
-        """Hold each recorded file (and the manifest) open, with its inode, size and modification time: what
-        :meth:`changed` compares. Held, not looked up by path again, so an index replaced whole (``mv``, ``curriculum
+        """Hold each recorded file (and the manifest) open, with its inode, size, modification and status change
+        times: what :meth:`changed` compares. Held, not looked up by path again, so an index replaced whole (``mv``, ``curriculum
         index --overwrite``, which rename) is not a change: the files this one mapped are still there, unchanged."""
         import os
         import weakref
@@ -445,24 +445,34 @@ class CorpusIndex(PassageStore):
         self._stats = {name: self._fstat(fd) for name, fd in self._fds.items()}
 
     @staticmethod
-    def _fstat(fd: int) -> tuple[int, int, int]:
+    def _fstat(fd: int) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+        """(inode, size, modification time, status change time) and (links, mode, owner, group) of a file."""
         import os
 
         st = os.fstat(fd)
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), (st.st_nlink, st.st_mode, st.st_uid, st.st_gid)
 
     def changed(self) -> str | None:
-        """The first of the index's files (relative to it) written since the index was opened (its size or
-        modification time changed: rewritten in place, as ``cp`` over it does), with what changed; None when none
-        was. An ``fstat`` a file (about a microsecond each): a server asks before each batch it answers, so that a
-        file rewritten under its memory maps is refused, never read."""
+        """The first of the index's files (relative to it) written since the index was opened (its size,
+        modification time or status change time changed: rewritten in place, as ``cp`` over it does, even of the
+        same size with its modification time set back, ``cp --preserve=timestamps`` or ``os.utime``: the kernel
+        sets the status change time on every write and utime, and no call sets it back), with what changed; None
+        when none was. A status change time moved along with the file's links, mode or owner alone (its old folder
+        deleted after an ``mv`` or ``--overwrite``, a ``cp -al`` backup, a ``chmod``) is that change, taken as the
+        file's new state: a rewrite between two checks that also changed those would go unseen. An ``fstat`` a file
+        (about a microsecond each): a server asks before each batch it answers, so that a file rewritten under its
+        memory maps is refused, never read."""
         for name, fd in self._fds.items():
-            got = self._fstat(fd)
-            was = self._stats[name]
-            if got != was:
-                what = [w for w, a, b in zip(("inode", "size", "modification time"), was, got, strict=True)
-                        if a != b]
-                return f"{name} (its {' and '.join(what)} changed)"
+            got, meta = self._fstat(fd)
+            was, was_meta = self._stats[name]
+            if meta != was_meta and got[:3] == was[:3]:  # (linked, unlinked, chmod, chown: the bytes untouched)
+                self._stats[name] = (got, meta)
+                continue
+            if got == was:
+                continue
+            what = [w for w, a, b in zip(("inode", "size", "modification time", "status change time"), was, got,
+                                         strict=True) if a != b]
+            return f"{name} (its {' and '.join(what)} changed)"
         return None
 
     def check_line(self) -> str:

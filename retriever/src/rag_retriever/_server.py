@@ -31,7 +31,8 @@ a 413 before it is read past the limit. The server goes on serving.
 Retrieval runs off the event loop, in a worker thread: requests that arrive together are merged into one
 ``retrieve_many`` call per ``topk`` (a micro-batch, at most ``max_batch`` queries beyond the first request), so
 concurrent requests neither wait on the event loop nor hold a thread each while bm25s runs (a small request on a
-worker's only connection is answered on the event loop: no hand-over to wait for). The index is
+worker's only connection whose search is expected to be short, :data:`INLINE_SECONDS`, is answered on the event loop:
+no hand-over to wait for). The index is
 memory-mapped (:class:`CorpusIndex`), loaded and warmed (its BM25 matrix read, one query run) in the app's
 lifespan, so ``/health`` answering 200 means ready. Before each batch and before reading the passages it returns,
 the server asks whether a file of the index was written since it opened it (:meth:`CorpusIndex.changed`: an
@@ -49,6 +50,7 @@ import json
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +135,13 @@ def _short(x: Any) -> str:
 
 #: The most queries a request alone in its worker may carry to be answered on the event loop itself (no thread).
 INLINE_QUERIES = 4
+#: The longest search (its queries times the index's running time a query) a request alone in its worker may be
+#: expected to take to be answered on the event loop, which it blocks meanwhile: a BM25 query takes ~0.2 ms, a dense
+#: one ~11 ms of its encoder's CPU, run in a thread so that ``/health`` and new connections are answered meanwhile.
+INLINE_SECONDS = 0.002
+#: The newest small search's weight in the running time a query (an exponentially weighted mean: one slow search
+#: sends the next few requests to the thread, where they are timed too, until it decays below the bound).
+INLINE_WEIGHT = 0.2
 
 
 class _Batcher:
@@ -149,18 +158,22 @@ class _Batcher:
         self.pending: deque[tuple[list[str], int, bool | None, Any]] = deque()
         self.running = False
         self._task: Any = None  # the draining task, referenced so that it is not collected while it runs
+        #: the running wall time of a query, in seconds, over searches of at most INLINE_QUERIES queries (None: none
+        #: timed yet, so a worker's first request runs in a thread)
+        self.per_query: float | None = None
 
     async def rank(self, queries: list[str], topk: int, with_scores: bool | None = None, alone: bool = False):
         """The (ids, scores) rows of ``queries``; or, given ``with_scores`` and alone in its batch, the response
         body itself, written in the same thread (:func:`_respond`): a request that finds the server idle pays one
         thread's hand-over, not two; in a batch of several, each request writes its own (those run in parallel
         with the next batch's search). ``alone``: the request's connection is its worker's only one (a client
-        asking one request after another): a small request (:data:`INLINE_QUERIES`) is answered on the event loop
-        itself, no hand-over at all (each waits for the scheduler on a busy machine: one client's requests a
-        second, 926 against 1,087 in the median of three at load 7; with more connections, threads as before)."""
+        asking one request after another): a small request (:data:`INLINE_QUERIES`) expected to search briefly
+        (:data:`INLINE_SECONDS`, by :attr:`per_query`) is answered on the event loop itself, no hand-over at all
+        (each waits for the scheduler on a busy machine: one client's requests a second, 926 against 1,087 in the
+        median of three at load 7; with more connections, or a slower index, threads as before)."""
         import asyncio
 
-        if alone and with_scores is not None and len(queries) <= INLINE_QUERIES and not self.running:
+        if alone and with_scores is not None and self._brief(len(queries)) and not self.running:
             return self._run([(queries, topk)], with_scores)[0]  # (a worker with one connection: no hand-over)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -169,6 +182,18 @@ class _Batcher:
             self.running = True
             self._task = loop.create_task(self._drain())
         return await fut
+
+    def _brief(self, n: int) -> bool:
+        """Whether a search of ``n`` queries is small and expected to be short enough to block the event loop."""
+        per = self.per_query
+        return n <= INLINE_QUERIES and per is not None and per * n <= INLINE_SECONDS
+
+    def _timed(self, n: int, seconds: float) -> None:
+        """Count a search of ``n`` queries that took ``seconds`` into :attr:`per_query` (a small one only: the
+        requests that may be answered on the event loop are small, and a large batch's time a query is less)."""
+        if n <= INLINE_QUERIES:
+            per, was = seconds / n, self.per_query
+            self.per_query = per if was is None else was + INLINE_WEIGHT * (per - was)
 
     async def _drain(self) -> None:
         from starlette.concurrency import run_in_threadpool
@@ -203,8 +228,11 @@ class _Batcher:
         out: list[Any] = [None] * len(batch)
         for k in sorted({k for _, k in batch}):
             members = [i for i, (_, kk) in enumerate(batch) if kk == k]
+            queries = [q for i in members for q in batch[i][0]]
             with self.guard.reading():
-                ids, scores = self.ix.retrieve_many([q for i in members for q in batch[i][0]], k)
+                t = time.perf_counter()
+                ids, scores = self.ix.retrieve_many(queries, k)
+                self._timed(len(queries), time.perf_counter() - t)
             ids, scores = np.asarray(ids), np.asarray(scores)
             at = 0
             for i in members:
