@@ -174,9 +174,11 @@ def feed_back(trainer: Any, hook: Any, rewards_per_func: Any, inputs: Sequence[M
         return {}
     import torch
 
+    from ._trainer import total_rewards
+
     n = len(prompts)
     start = trainer.accelerator.process_index * n
-    totals = (rewards_per_func * trainer.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    totals = total_rewards(rewards_per_func, trainer.reward_weights)  # NaN: unscored by every function, skipped
     local = hook.scores(inputs, completions, totals[start:start + n].tolist())
     entries = hook.pending
     hook.pending = None
