@@ -38,7 +38,9 @@ def profiled(tmp_path_factory, shared_data) -> tuple[Path, Path, Path]:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
     from rag_curriculum.generation._scripted import ScriptedBackend
     from rag_curriculum.partition import ProfileConfig, profile
+    from rag_curriculum.rewards import register_reward
 
+    register_reward("test-parity", Parity, overwrite=True)
     base = tmp_path_factory.mktemp("informative-controller")
     adaptive = base / "musique-adaptive"
     build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=K)],
@@ -62,11 +64,9 @@ def _settings(model, shards, prof, out, *extra):
 
 @pytest.fixture(scope="module")
 def run(profiled, tiny_model_dir, tmp_path_factory):
-    from rag_curriculum.rewards import register_reward
     from rag_curriculum.train import compose_train_config, train
 
     adaptive, prof, _ = profiled
-    register_reward("test-parity", Parity, overwrite=True)
     out = tmp_path_factory.mktemp("informative-controller-run") / "run"
     result = train(compose_train_config("cpu-tiny", _settings(tiny_model_dir, adaptive, prof, out)))
     return result, out
@@ -111,4 +111,16 @@ def test_a_bad_setting_is_refused_in_one_line_before_anything_is_written(profile
                                                      "adaptive.kwargs.level_decay=1.5"))
     line = one_error(res)
     assert "adaptive.kwargs.level_decay=1.5: must be in 0..1" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_without_a_profile_the_controller_is_refused_before_anything_is_written(profiled, tiny_model_dir, tmp_path):
+    from support.cli_runs import one_error
+    from support.cli_runs import run as cli
+
+    adaptive, prof, _ = profiled  # the adaptive shards were built without --profile
+    settings = [s for s in _settings(tiny_model_dir, adaptive, prof, tmp_path / "run") if not s.startswith("data.prof")]
+    res = cli("train", "recipe=cpu-tiny", *settings)
+    assert "adaptive.controller=informative: needs a level profile" in one_error(res)
+    assert "give data.profile=DIR" in res.output  # the hint
     assert not (tmp_path / "run").exists()
