@@ -9,7 +9,10 @@ on the first ``--warm-rows`` training questions, here at level 1 so that no sche
    every level 1..K, ``--profile-samples`` samples each, scored and sampled as ``recipe=cpu-learn`` trains;
 2. builds the arms from the same ``--rows`` MuSiQue train questions with ``--profile`` (``curriculum build
    --profile``): max, min-max, min-max shuffled (the same rows, permuted) and calibrated (``--schedule calibrated``,
-   each question at the level where its measured pass rate is nearest 0.5). Each build's manifest gives the
+   each question at the level where its measured pass rate is nearest 0.5); also ``calibrated informative``
+   (``--target-informative 1``: each question at its most informative level) and ``informative`` (adaptive shards
+   and ``adaptive.controller=informative``: its first batch placed as ``calibrated informative``'s, then each batch
+   at the levels the forecast refreshed from the rollouts gives). Each build's manifest gives the
    schedule's **predicted** informative fraction (the card's figure, ``profile.this_build``); the rows each step
    will train give the predicted fraction per step;
 3. trains each arm with TRL's GRPOTrainer (``recipe=cpu-learn``: the RAG-RL reward, learning rate ``--lr``) for
