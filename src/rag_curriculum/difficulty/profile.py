@@ -249,6 +249,8 @@ class DriftFactor:
     1.0
     >>> d.observe([False, False], [0.5, 0.5]); d.factor()
     0.6666666666666666
+    >>> d.factor(prior_mean=0.5)  # its prior centred on another factor: (2 x 0.5 + 0) / (2 + 1)
+    0.3333333333333333
     """
 
     def __init__(self, *, decay: float = 0.9, prior_groups: float = 2.0) -> None:
