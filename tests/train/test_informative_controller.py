@@ -170,3 +170,19 @@ def test_without_a_profile_it_is_refused_with_what_to_do():
     with pytest.raises(ConfigError, match="needs a level profile") as e:
         make_controller("informative", K=8)
     assert "data.profile" in (e.value.hint or "")
+
+
+def test_a_controller_that_needs_no_profile_keeps_its_own_setting_of_that_name():
+    from rag_curriculum.train.controllers import Controller, register_controller
+
+    class Named(Controller):
+        name = "test-named-profile"
+
+        def __init__(self, *, K: int, seed: int = 0, profile: str = "flat") -> None:
+            super().__init__(K=K, seed=seed)
+            self.profile = profile
+
+    register_controller("test-named-profile", Named, overwrite=True)
+    assert make_controller("test-named-profile", K=3, profile="steep").profile == "steep"
+    with pytest.raises(ConfigError, match="adaptive.kwargs.profile: not a setting of the 'mastery' controller"):
+        make_controller("mastery", K=3, profile="steep")

@@ -134,8 +134,14 @@ def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, se
     renderer = LevelRenderer(manifest, where=f"data.shards={cfg.data.shards}")
     a = cfg.adaptive
     cls = resolve_controller(a.controller)
+    settings = dict(a.kwargs or {})
     extra: dict[str, Any] = {}
     if getattr(cls, "needs_profile", False):  # the profile the informative check follows, resolved alike
+        for given in ("profile", "group_size"):  # the run's own
+            if given in settings:
+                raise ConfigError(f"adaptive.kwargs.{given}: not a setting of the {a.controller!r} controller",
+                                  hint="the profile is data.profile=DIR (or the shards' own); the group size is "
+                                       "grpo.num_generations")
         profile, _ = resolve_profile(getattr(cfg.data, "profile", None), cfg.data.shards, manifest)
         if profile is None:
             raise ConfigError(f"adaptive.controller={a.controller}: needs a level profile, and data.shards="
@@ -150,7 +156,7 @@ def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, se
                               "profile already starts it where the model is)")
         success = "reward"
     controller = make_controller(a.controller, K=renderer.max_K, seed=seed if a.seed is None else a.seed,
-                                 **extra, **dict(a.kwargs or {}))
+                                 **extra, **settings)
     return AdaptiveHook(controller, renderer, success=success, num_generations=num_generations,
                         levels_file=levels_file)
 

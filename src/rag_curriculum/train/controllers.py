@@ -445,15 +445,19 @@ def make_controller(name: str, *, K: int, seed: int = 0, profile: Any = None, gr
         ([1, 1], 1.0)
     """
     cls = resolve_controller(name)
+    needs = getattr(cls, "needs_profile", False)
+    run_given = ("profile", "group_size") if needs else ()
+    if not needs:  # a setting of that name is the controller's own
+        kwargs = {**kwargs, **{k: v for k, v in (("profile", profile), ("group_size", group_size)) if v is not None}}
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        known = [p for p in params if p not in ("self", "K", "seed", "profile", "group_size")]
+        known = [p for p in params if p not in ("self", "K", "seed", *run_given)]
         for key in kwargs:
             if key not in known:
                 raise ConfigError(f"adaptive.kwargs.{key}: not a setting of the {name!r} controller"
                                   f"{suggest(key, known)} Known: {', '.join(known)}")
     _check_kwarg_types(cls, kwargs)
-    if getattr(cls, "needs_profile", False):
+    if needs:
         kwargs = {**kwargs, "profile": profile, "group_size": group_size}
     try:
         return cls(K=K, seed=seed, **kwargs)
