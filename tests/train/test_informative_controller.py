@@ -146,6 +146,8 @@ def test_the_state_round_trips_exactly_and_a_resumed_controller_picks_the_same_l
     feed(c, random.Random(6), 3)
     feed(resumed, random.Random(6), 3)
     assert resumed.state_dict() == c.state_dict() and resumed.target() == c.target()
+    c.update([GroupResult("q0", 2, 8, (float("nan"),) * G)])  # no completion scored: the posterior unmoved
+    assert c.posterior.state_dict() == resumed.posterior.state_dict() and c.base("q0", 2) > 0
     with pytest.raises(ConfigError, match="another level profile"):
         make_controller("informative", K=8, profile=planted(sha="s1"), group_size=G).load_state_dict(saved)
     with pytest.raises(ConfigError, match="'informative' with K=8"):

@@ -334,7 +334,8 @@ class InformativeLevels(Controller):
             rewards = [s for s in r.scores if not math.isnan(s)]
             seen.append((r, rewards, informative(rewards, self.max_spread), self.base(r.key, r.level)))
         for r, rewards, _, _ in seen:
-            self.posterior.observe(r.key, r.level, rewards)
+            if rewards:  # a group no reward scored tells nothing of the values (the factors count it, as TRL does)
+                self.posterior.observe(r.key, r.level, rewards)
         self.pooled.observe([m for *_, m, _ in seen], [f for *_, f in seen])
         for lv, factor in self.per_level.items():  # every level's sums discounted, shown this batch or not
             mine = [(m, f) for r, _, m, f in seen if r.level == lv]
