@@ -9,7 +9,10 @@ on the first ``--warm-rows`` training questions, here at level 1 so that no sche
    every level 1..K, ``--profile-samples`` samples each, scored and sampled as ``recipe=cpu-learn`` trains;
 2. builds the arms from the same ``--rows`` MuSiQue train questions with ``--profile`` (``curriculum build
    --profile``): max, min-max, min-max shuffled (the same rows, permuted) and calibrated (``--schedule calibrated``,
-   each question at the level where its measured pass rate is nearest 0.5). Each build's manifest gives the
+   each question at the level where its measured pass rate is nearest 0.5); also ``calibrated informative``
+   (``--target-informative 1``: each question at its most informative level) and ``informative`` (adaptive shards
+   and ``adaptive.controller=informative``: its first batch placed as ``calibrated informative``'s, then each batch
+   at the levels the forecast refreshed from the rollouts gives). Each build's manifest gives the
    schedule's **predicted** informative fraction (the card's figure, ``profile.this_build``); the rows each step
    will train give the predicted fraction per step;
 3. trains each arm with TRL's GRPOTrainer (``recipe=cpu-learn``: the RAG-RL reward, learning rate ``--lr``) for
@@ -56,7 +59,13 @@ TRAIN = SHARED / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
 HELD_OUT = SHARED / "musique" / "musique_ans_v1.0_dev.sample200.jsonl"
 #: arm -> (schedule, order)
 ARMS = {"max": ("max", "level"), "min-max": ("min-max", "level"), "min-max shuffled": ("min-max", "shuffled"),
-        "calibrated": ("calibrated", "level")}
+        "calibrated": ("calibrated", "level"), "calibrated informative": ("calibrated", "level"),
+        "informative": ("adaptive", "level")}
+#: an arm's build settings beyond its schedule: calibrated on the informative forecast (the most informative level)
+BUILD_EXTRA = {"calibrated informative": {"target_informative": 1.0}}
+#: an arm's training settings beyond the bench's: the adaptive controller on the refreshed informative forecast,
+#: which places its first batch as "calibrated informative" does and then follows the rollouts
+TRAIN_EXTRA = {"informative": ["adaptive.controller=informative"]}
 REFERENCE = "min-max"
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -79,13 +88,13 @@ def seed_bootstrap(values: list[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
 
 
 def build(out: Path, path: Path, n: int, K: int, *, schedule: str = "max", order: str = "level",
-          profile: Path | None = None, held_out: bool = False) -> Path:
+          profile: Path | None = None, held_out: bool = False, **extra: object) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     if not (out / "manifest.json").is_file():
         build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(path), n=n, K=K)], schedule=schedule,
                                      order=order, out=str(out), seed=0, allow_split_mismatch=held_out,
-                                     profile=str(profile) if profile else None), command="bench")
+                                     profile=str(profile) if profile else None, **extra), command="bench")
     return out
 
 
@@ -147,7 +156,7 @@ def predicted_per_step(shards: Path, profile_dir: Path, *, steps: int, prompts: 
 
 
 def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, prompts: int, generations: int,
-              rows: int, max_tokens: int, lr: float, profile_dir: Path) -> dict:
+              rows: int, max_tokens: int, lr: float, profile_dir: Path, extra: list[str] | None = None) -> dict:
     """One ``recipe=cpu-learn`` run; its per-step figures from TRL's log and the trainer's check of the profile's
     prediction (``informative.json``: predicted, refreshed and measured per step and per quarter), reused when done
     from the same inputs."""
@@ -160,7 +169,7 @@ def train_run(model: Path, shards: Path, out: Path, *, seed: int, steps: int, pr
                 f"batch.prompts_per_step={prompts}", f"grpo.num_generations={generations}",
                 f"batch.per_device_completions={prompts * generations}", f"grpo.max_completion_length={max_tokens}",
                 f"grpo.learning_rate={lr}", f"data.profile={profile_dir}", "grpo.logging_steps=1",
-                "run.save_final=true"]
+                "run.save_final=true", *(extra or [])]
     from rag_curriculum._plumbing import file_sha256
 
     identity = {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings,
@@ -195,7 +204,7 @@ def replay(run_dir: Path, *, decay: float = 0.9) -> list[dict]:
         q0 = line.get("q0", line["q"])
         f = factor.factor()
         out.append({"step": line["step"], "p": line["p"], "q0": q0, "q": [min(1.0, x * f) for x in q0],
-                    "m": [bool(m) for m in line["informative"]]})
+                    "m": [bool(m) for m in line["informative"]], "level": line["levels"]})
         factor.observe(line["informative"], q0)
     return out
 
@@ -216,7 +225,8 @@ def drift(run_dirs: list[Path], *, quarters: int = 4) -> list[dict]:
             return sum(float(v) for v in values) / len(values)
 
         row = {"steps": [spans[0][0]["step"], spans[0][-1]["step"]], "runs": len(spans)}
-        for key, name in (("p", "predicted"), ("q0", "posterior"), ("q", "refreshed"), ("m", "measured")):
+        for key, name in (("p", "predicted"), ("q0", "posterior"), ("q", "refreshed"), ("m", "measured"),
+                          ("level", "level_mean")):
             row[name] = round(statistics.mean(mean(key, sp) for sp in spans), 6)
         for key, name in (("p", "static"), ("q0", "posterior"), ("q", "refreshed")):
             row[f"{name}_abs_error"] = round(statistics.mean(abs(mean(key, sp) - mean("m", sp)) for sp in spans), 6)
@@ -253,7 +263,7 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
     t_profile = time.perf_counter() - t
     per_level = json.loads((prof / "profile.json").read_text())["per_level"]
     builds = {a: build(out / f"train-{a.replace(' ', '-')}", TRAIN, rows, K, schedule=ARMS[a][0],
-                       order=ARMS[a][1], profile=prof) for a in arms}
+                       order=ARMS[a][1], profile=prof, **BUILD_EXTRA.get(a, {})) for a in arms}
     held_dir = build(out / f"held-out-K{K}", HELD_OUT, eval_rows, K, held_out=True)
     from rag_curriculum.shards import read_rows
 
@@ -279,7 +289,8 @@ def mechanism(out: Path, *, arms: list[str], seeds: list[int], steps: int = 32, 
         for a in arms:
             folder = out / "runs" / f"{a.replace(' ', '-')}-seed{seed}"
             r = train_run(model, builds[a], folder, seed=seed, steps=steps, prompts=prompts,
-                          generations=generations, rows=rows, max_tokens=max_tokens, lr=lr, profile_dir=prof)
+                          generations=generations, rows=rows, max_tokens=max_tokens, lr=lr, profile_dir=prof,
+                          extra=TRAIN_EXTRA.get(a))
             after = evaluate(str(folder), held, samples=eval_samples, seed=10_000 + seed, max_tokens=max_tokens)
             runs.append({"arm": a, "seed": seed, **r, "held_out": after,
                          "informative_mean": round(statistics.mean(r["informative"]), 6) if r["informative"] else None})
@@ -341,7 +352,7 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = ["#3b7dd8", "#d8663b", "#4a9a4a", "#9a4a9a"]
+    colors = ["#3b7dd8", "#d8663b", "#4a9a4a", "#9a4a9a", "#c8a13b", "#3bb8c8"]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
     for color, (a, entry) in zip(colors, summary["arms"].items(), strict=False):
         curves = [r["informative"] for r in summary["runs"] if r["arm"] == a]
@@ -412,13 +423,13 @@ def report_drift(summary: dict) -> None:
     table = Table(title="the prediction as the model learns: static (the profile), each question's posterior, "
                         "that times the drift factor (refreshed); means over seeds, |error| per run",
                   title_justify="left")
-    for col in ("arm", "steps", "predicted", "posterior", "refreshed", "measured", "|static error|",
+    for col in ("arm", "steps", "mean level", "predicted", "posterior", "refreshed", "measured", "|static error|",
                 "|posterior error|", "|refreshed error|"):
         table.add_column(col, justify="right")
     for a, e in summary["arms"].items():
         for i, w in enumerate(e.get("drift", [])):
             table.add_row(a if i == 0 else "", f"{w['steps'][0]}-{w['steps'][1]}",
-                          *(f"{w[k]:.3f}" for k in ("predicted", "posterior", "refreshed", "measured",
+                          *(f"{w[k]:.3f}" for k in ("level_mean", "predicted", "posterior", "refreshed", "measured",
                                                     "static_abs_error", "posterior_abs_error",
                                                     "refreshed_abs_error")))
     Console(width=150).print(table)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,7 @@ class RewardPosterior:
         self.profile = profile
         self.prior_weight = float(prior_weight)
         self._counts: dict[tuple[str, int], dict[float, float]] = {}
+        self._observed: set[tuple[str, int]] = set()  # the questions and levels a group has been added to
 
     def counts(self, row_id: Any, level: int) -> dict[float, float]:
         """The pseudo-counts ``{reward value: count}`` of question ``row_id`` at ``level`` (prior plus observed)."""
@@ -196,9 +197,30 @@ class RewardPosterior:
         """Add a group's rewards (NaN left out, as the sampler leaves them out) to question ``row_id``'s at
         ``level``."""
         counts = self.counts(row_id, level)
+        self._observed.add((str(row_id), int(level)))
         for v in rewards:
             if v is not None and not math.isnan(float(v)):
                 counts[float(v)] = counts.get(float(v), 0.0) + 1.0
+
+    def observed(self, row_id: Any, level: int) -> bool:
+        """Whether a group of question ``row_id`` at ``level`` has been added (its posterior is not the prior)."""
+        return (str(row_id), int(level)) in self._observed
+
+    def state_dict(self) -> dict[str, Any]:
+        """The observed questions' pseudo-counts (prior plus groups), as JSON: ``[[id, level, [[value, count],
+        ...]], ...]``, sorted; the others are the profile's prior, made again."""
+        return {"prior_weight": self.prior_weight,
+                "observed": [[qid, lv, [[v, c] for v, c in sorted(self._counts[(qid, lv)].items())]]
+                             for qid, lv in sorted(self._observed)]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s counts exactly (the prior weight is the saved one)."""
+        self.prior_weight = float(state["prior_weight"])
+        self._counts, self._observed = {}, set()
+        for qid, lv, counts in state["observed"]:
+            key = (str(qid), int(lv))
+            self._counts[key] = {float(v): float(c) for v, c in counts}
+            self._observed.add(key)
 
     def predict(self, row_id: Any, level: int, group_size: int, max_spread: float = 0.0) -> float | None:
         """The posterior-predictive probability that the next group of ``group_size`` is informative (spread above
@@ -227,6 +249,8 @@ class DriftFactor:
     1.0
     >>> d.observe([False, False], [0.5, 0.5]); d.factor()
     0.6666666666666666
+    >>> d.factor(prior_mean=0.5)  # its prior centred on another factor: (2 x 0.5 + 0) / (2 + 1)
+    0.3333333333333333
     """
 
     def __init__(self, *, decay: float = 0.9, prior_groups: float = 2.0) -> None:
@@ -239,14 +263,25 @@ class DriftFactor:
         self.informative = 0.0  # M: discounted informative groups seen
         self.forecast = 0.0  # F: discounted forecasts those groups had
 
-    def factor(self) -> float:
-        """The posterior-mean factor ``r`` on the next step's forecasts."""
-        return (self.prior_groups + self.informative) / (self.prior_groups + self.forecast)
+    def factor(self, prior_mean: float = 1.0) -> float:
+        """The posterior-mean factor ``r`` on the next step's forecasts. ``prior_mean``: the Gamma prior's mean
+        (1: the profile is right), worth ``prior_groups`` groups: ``(prior_groups x prior_mean + M) /
+        (prior_groups + F)``; a level's factor shrunk toward the factor pooled over every level takes that as its
+        prior mean (:class:`~rag_curriculum.train.controllers.InformativeLevels`)."""
+        return (self.prior_groups * prior_mean + self.informative) / (self.prior_groups + self.forecast)
 
     def observe(self, informative: Iterable[bool], forecasts: Iterable[float]) -> None:
         """One step's groups: whether each was informative, and the forecast each had before the factor."""
         self.informative = self.decay * self.informative + sum(float(bool(m)) for m in informative)
         self.forecast = self.decay * self.forecast + sum(float(q) for q in forecasts)
+
+    def state_dict(self) -> dict[str, float]:
+        return {"decay": self.decay, "prior_groups": self.prior_groups, "informative": self.informative,
+                "forecast": self.forecast}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.decay, self.prior_groups = float(state["decay"]), float(state["prior_groups"])
+        self.informative, self.forecast = float(state["informative"]), float(state["forecast"])
 
 
 def expected_informative(pass_rates: Iterable[float], group_size: int) -> float:
@@ -519,19 +554,24 @@ class LevelProfile:
 
     def calibrated_level(self, row_id: str, K: int, target: float = DEFAULT_TARGET, *,
                          informative: float | None = None, group_size: int | None = None,
-                         max_spread: float | None = None) -> tuple[int, float]:
+                         max_spread: float | None = None,
+                         forecast: Callable[[int], float] | None = None) -> tuple[int, float]:
         """The profiled level (at most ``K``) whose pass rate for ``row_id`` (its own where profiled, else the
         level's) is nearest ``target``, with that pass rate. Ties go to the lowest such level, unless every tied
         pass rate is above the target (a question the model always answers is shown at its hardest tied level).
 
         With ``informative`` (a target on the informative fraction, e.g. 1.0: the most informative level): the level
         whose :meth:`row_informative` (G = ``group_size``, default the profile's; ``max_spread`` likewise) is nearest
-        it; ties broken by the pass rate's rule above."""
+        it; ties broken by the pass rate's rule above. ``forecast``: the informative probability of each level
+        to use instead of :meth:`row_informative` (a forecast refreshed from the rollouts)."""
         candidates = self._candidates(K)
         if informative is not None:
             g = group_size or self.group_size
             t = self.max_spread if max_spread is None else max_spread
-            gap = {lv: abs(self.row_informative(row_id, lv, g, t) - informative) for lv in candidates}
+            if forecast is None:
+                def forecast(lv: int) -> float:
+                    return self.row_informative(row_id, lv, g, t)
+            gap = {lv: abs(forecast(lv) - informative) for lv in candidates}
             best = min(gap.values())
             candidates = [lv for lv in candidates if gap[lv] - best <= 1e-12]
         level = self._nearest(row_id, candidates, target, target)

@@ -170,15 +170,16 @@ class AdaptiveConfig:
     from how the model did on the last one. Needs shards built with ``--schedule adaptive``."""
 
     controller: str | None = rule(None, help=(
-        "target-band (AdaRFT) | mastery | a registered controller (rag_curriculum.train.register_controller) | "
-        "pkg.module:Class; null: the rows are trained at the levels they were built with. With a search agent it "
+        "target-band (AdaRFT) | mastery | informative (the level profile's forecast, refreshed) | a registered "
+        "controller (rag_curriculum.train.register_controller) | pkg.module:Class; null: the rows are trained at the levels they were built with. With a search agent it "
         "drives the level of the searches' hard negatives or the withholding probability p (agent.difficulty)."))
     success: str = rule("exact_match", choices=SUCCESS, help=(
         "What a completion's success is: exact_match (1 or 0, the one scorer) or reward (the weighted total "
         "reward; set the controller's target / threshold on the reward's scale)."))
     kwargs: dict[str, Any] = rule(default_factory=dict, help=(
         "The controller's settings, e.g. target-band: target 0.5, eta 1.0, alpha 2.0, start 1, mode round|sample, "
-        "spread 0.5; mastery: start 1, threshold 1.0, new batch|start."))
+        "spread 0.5; mastery: start 1, threshold 1.0, new batch|start; informative: target_informative 1.0, target "
+        "0.5, prior_weight 1.0, drift_decay 0.9, drift_prior_groups 2, level_decay 0.9, level_prior_groups 2."))
     seed: int | None = rule(None, ge=0, help=(
         "Seed of the controller's draws; null: grpo.seed."))
     plot: bool = rule(True, help=(

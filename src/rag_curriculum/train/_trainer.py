@@ -213,7 +213,8 @@ class CurriculumGRPOTrainer(GRPOTrainer):
             if shards is None:
                 raise ConfigError("adaptive levels need shards=: the folder of the adaptive build train_dataset was "
                                   "loaded from (its manifest says how to render a row at each level)")
-            self.adaptive = make_hook(SimpleNamespace(adaptive=adaptive, data=SimpleNamespace(shards=str(shards))),
+            data = SimpleNamespace(shards=str(shards), profile=str(profile) if profile else None)
+            self.adaptive = make_hook(SimpleNamespace(adaptive=adaptive, data=data),
                                       read_manifest(shards), num_generations=self.num_generations, seed=args.seed,
                                       levels_file=out / LEVELS_FILE if main else None)
             hooks.append(self.adaptive)

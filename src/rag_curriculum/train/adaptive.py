@@ -30,7 +30,8 @@ from .._plumbing import read_jsonl_latest, read_state, write_state
 from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..rewards import completion_text, get_parser, row_gold, score_completion
-from .controllers import Controller, GroupResult, make_controller
+from ._informative import resolve_profile
+from .controllers import Controller, GroupResult, make_controller, resolve_controller
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +133,31 @@ def make_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: int, se
     """The hook of a run whose ``adaptive.controller`` is set, on adaptive shards (refused otherwise)."""
     renderer = LevelRenderer(manifest, where=f"data.shards={cfg.data.shards}")
     a = cfg.adaptive
+    cls = resolve_controller(a.controller)
+    settings = dict(a.kwargs or {})
+    extra: dict[str, Any] = {}
+    if getattr(cls, "needs_profile", False):  # the profile the informative check follows, resolved alike
+        for given in ("profile", "group_size"):  # the run's own
+            if given in settings:
+                raise ConfigError(f"adaptive.kwargs.{given}: not a setting of the {a.controller!r} controller",
+                                  hint="the profile is data.profile=DIR (or the shards' own); the group size is "
+                                       "grpo.num_generations")
+        profile, _ = resolve_profile(getattr(cfg.data, "profile", None), cfg.data.shards, manifest)
+        if profile is None:
+            raise ConfigError(f"adaptive.controller={a.controller}: needs a level profile, and data.shards="
+                              f"{cfg.data.shards} were built without one", hint="give data.profile=DIR (curriculum "
+                              "train --profile DIR), or build the shards with --profile")
+        extra = {"profile": profile, "group_size": num_generations}
+    success = a.success
+    if getattr(cls, "feed", None) == "reward":
+        if getattr(a, "from_pass_rates", False):
+            raise ConfigError(f"adaptive.from_pass_rates with adaptive.controller={a.controller}: it reads the "
+                              "training reward, not pass rates", hint="drop adaptive.from_pass_rates (the level "
+                              "profile already starts it where the model is)")
+        success = "reward"
     controller = make_controller(a.controller, K=renderer.max_K, seed=seed if a.seed is None else a.seed,
-                                 **dict(a.kwargs or {}))
-    return AdaptiveHook(controller, renderer, success=a.success, num_generations=num_generations,
+                                 **extra, **settings)
+    return AdaptiveHook(controller, renderer, success=success, num_generations=num_generations,
                         levels_file=levels_file)
 
 
@@ -157,9 +180,11 @@ def feed_back(trainer: Any, hook: Any, rewards_per_func: Any, inputs: Sequence[M
         return {}
     import torch
 
+    from ._trainer import total_rewards
+
     n = len(prompts)
     start = trainer.accelerator.process_index * n
-    totals = (rewards_per_func * trainer.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    totals = total_rewards(rewards_per_func, trainer.reward_weights)  # NaN: unscored by every function, skipped
     local = hook.scores(inputs, completions, totals[start:start + n].tolist())
     entries = hook.pending
     hook.pending = None

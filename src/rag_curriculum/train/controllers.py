@@ -13,7 +13,11 @@ Shipped (registry :data:`CONTROLLERS`; add your own with :func:`register_control
   at ``round(T + N(0, spread))`` (``mode: sample``);
 * ``mastery``: per question, a group that was all right moves the question up a level for the next time it is
   seen, all wrong down; questions not seen yet start at the mean level the last batch's questions moved to
-  (``new: batch``) or at ``start`` (``new: start``).
+  (``new: batch``) or at ``start`` (``new: start``);
+* ``informative``: each row at the level whose informative forecast is highest (or nearest a target), the level
+  profile's prediction refreshed from the rollouts: each question's reward posterior times a per-level drift factor
+  shrunk toward the factor pooled over levels (:class:`InformativeLevels`); the first batch is placed as
+  ``--schedule calibrated --target-informative`` places it.
 
 >>> c = make_controller("target-band", K=5, eta=1.0, alpha=2.0)
 >>> c.levels([("q1", 5), ("q2", 3)])
@@ -69,6 +73,10 @@ class Controller:
     :meth:`load_state_dict` (call the base's)."""
 
     name = "controller"
+    #: The controller needs the run's level profile: the hook passes ``profile`` and ``group_size`` (G).
+    needs_profile = False
+    #: What it reads as a completion's success: None (``adaptive.success``) or ``"reward"`` (the total reward).
+    feed: str | None = None
 
     def __init__(self, *, K: int, seed: int = 0) -> None:
         if int(K) < 1:
@@ -214,11 +222,157 @@ class Mastery(Controller):
         self.per_question = {str(k): int(v) for k, v in state["per_question"].items()}
 
 
+class InformativeLevels(Controller):
+    """Each row at the level whose informative forecast, refreshed from the rollouts, is nearest
+    ``target_informative`` (1: the most informative level), ties by the pass rate nearest ``target``: the rule of
+    ``--schedule calibrated --target-informative`` (:meth:`~rag_curriculum.difficulty.profile.LevelProfile.
+    calibrated_level`) on a forecast that follows the model. Needs the run's level profile (``data.profile``, or the
+    one the shards were built with); reads each group's whole training reward (whatever ``adaptive.success`` says).
+
+    The forecast of question ``q`` at level ``l`` for a group of ``G`` (the run's ``num_generations``) is
+
+        f(q, l) = min(1, p(q, l) x R(q, l) x d_l)
+
+    * ``p``: the profile's prediction (:meth:`~rag_curriculum.difficulty.profile.LevelProfile.row_informative`);
+    * ``R``: the question's own refresh, 1 until a group of ``q`` at ``l`` is seen, then the posterior-predictive
+      informative probability of its :class:`~rag_curriculum.difficulty.profile.RewardPosterior` (prior: the
+      recorded samples, each worth ``prior_weight``; the groups' rewards added) over the prior's own. Anchored so,
+      the forecast before any rollout is exactly the profile's, and the first step places exactly as the calibrated
+      build does; a prior predicting 0 (every recorded reward equal) or none (a pass/fail profile, a question not
+      profiled) is no anchor: ``p x R`` is then the posterior's own prediction;
+    * ``d_l``: the level's drift factor, a :class:`~rag_curriculum.difficulty.profile.DriftFactor` over the groups
+      shown at ``l`` (informative groups against their forecasts ``min(1, p x R)``, discounted by ``level_decay``
+      per batch), whose Gamma prior has the *pooled* factor (the same over every level's groups, ``drift_decay``,
+      ``drift_prior_groups``) as its mean, worth ``level_prior_groups`` groups:
+      ``d_l = (w x d_pooled + M_l) / (w + F_l)``. A level with few groups follows the pooled factor; one whose
+      groups stop teaching falls below the others, and the questions move off it. A factor pooled over every level
+      alone multiplies every level alike and never changes which level is best.
+
+    Deterministic (no draw); its state is the observed posteriors and the factors' sums, restored exactly."""
+
+    name = "informative"
+    needs_profile = True
+    feed = "reward"
+
+    def __init__(self, *, K: int, seed: int = 0, profile: Any = None, group_size: int | None = None,
+                 target_informative: float = 1.0, target: float = 0.5, prior_weight: float = 1.0,
+                 drift_decay: float = 0.9, drift_prior_groups: float = 2.0, level_decay: float = 0.9,
+                 level_prior_groups: float = 2.0) -> None:
+        super().__init__(K=K, seed=seed)
+        from ..difficulty.profile import DriftFactor, RewardPosterior
+
+        if profile is None:
+            raise ConfigError("the 'informative' controller needs a level profile", hint="give data.profile=DIR "
+                              "(curriculum train --profile DIR) or build the shards with --profile")
+        for key, value in (("target_informative", target_informative), ("target", target)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"adaptive.kwargs.{key}={value}: must be in 0..1", hint=(
+                    "target_informative: the informative probability to aim at (1: the most informative level); "
+                    "target: the pass rate ties are broken toward"))
+        for key, value in (("drift_decay", drift_decay), ("level_decay", level_decay)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"adaptive.kwargs.{key}={value}: must be in 0..1",
+                                  hint="the discount of older batches per batch (1: none, 0: the last batch only)")
+        for key, value in (("drift_prior_groups", drift_prior_groups), ("level_prior_groups", level_prior_groups)):
+            if not value > 0.0:
+                raise ConfigError(f"adaptive.kwargs.{key}={value}: must be > 0",
+                                  hint="the groups the factor's prior is worth (2: the informative check's)")
+        if not prior_weight >= 0.0:
+            raise ConfigError(f"adaptive.kwargs.prior_weight={prior_weight}: must be >= 0",
+                              hint="what each of the profile's recorded samples counts in a question's posterior")
+        self.profile = profile
+        self.group_size = int(group_size or profile.group_size)
+        self.max_spread = float(profile.max_spread)
+        self.target_informative, self.success_target = float(target_informative), float(target)
+        self.posterior = RewardPosterior(profile, prior_weight=prior_weight)
+        self._prior = RewardPosterior(profile, prior_weight=prior_weight)  # never observed: each question's prior
+        self.pooled = DriftFactor(decay=drift_decay, prior_groups=drift_prior_groups)
+        self.per_level = {lv: DriftFactor(decay=level_decay, prior_groups=level_prior_groups)
+                          for lv in profile.levels}
+        self._anchor: dict[tuple[str, int], float | None] = {}
+
+    def level_factor(self, level: int) -> float:
+        """``d_l``: the level's drift factor, its prior mean the pooled factor (the pooled one for a level that
+        was not profiled)."""
+        pooled = self.pooled.factor()
+        own = self.per_level.get(int(level))
+        return pooled if own is None else own.factor(prior_mean=pooled)
+
+    def base(self, key: str, level: int) -> float:
+        """``min(1, p x R)``: the profile's prediction refreshed by the question's own groups, before the drift."""
+        g, t = self.group_size, self.max_spread
+        p = self.profile.row_informative(key, level, g, t)
+        if not self.posterior.observed(key, level):
+            return p
+        post = self.posterior.predict(key, level, g, t) or 0.0
+        k = (key, int(level))
+        if k not in self._anchor:
+            self._anchor[k] = self._prior.predict(key, level, g, t)
+        prior = self._anchor[k]
+        return min(1.0, post if not prior else p * post / prior)
+
+    def forecast(self, key: str, level: int) -> float:
+        """``f(q, l)``: the refreshed informative probability of question ``key``'s next group at ``level``."""
+        return min(1.0, self.base(key, level) * self.level_factor(level))
+
+    def place(self, key: str, K: int) -> int:
+        """Question ``key``'s level for the next batch (at most ``K``)."""
+        return self.profile.calibrated_level(key, min(int(K), self.K), self.success_target,
+                                             informative=self.target_informative, group_size=self.group_size,
+                                             max_spread=self.max_spread,
+                                             forecast=lambda lv: self.forecast(key, lv))[0]
+
+    def levels(self, rows: Sequence[tuple[str, int]]) -> list[int]:
+        placed: dict[tuple[str, int], int] = {}  # each prompt's copies alike
+        return [placed.setdefault((key, K), self.place(key, K)) for key, K in rows]
+
+    def update(self, results: Sequence[GroupResult]) -> float:
+        from ._informative import informative
+
+        seen = []
+        for r in results:  # every forecast first, as each group's was before the batch
+            rewards = [s for s in r.scores if not math.isnan(s)]
+            seen.append((r, rewards, informative(rewards, self.max_spread), self.base(r.key, r.level)))
+        for r, rewards, _, _ in seen:
+            if rewards:  # a group no reward scored tells nothing of the values (the factors count it, as TRL does)
+                self.posterior.observe(r.key, r.level, rewards)
+        self.pooled.observe([m for *_, m, _ in seen], [f for *_, f in seen])
+        for lv, factor in self.per_level.items():  # every level's sums discounted, shown this batch or not
+            mine = [(m, f) for r, _, m, f in seen if r.level == lv]
+            factor.observe([m for m, _ in mine], [f for _, f in mine])
+        self.batch += 1
+        return batch_success(results)
+
+    def target(self) -> float:
+        """The level a question the profile did not see is placed at now (its level's figures)."""
+        return float(self.place("\0not profiled", self.K))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "profile_sha256": self.profile.summary.get("table_sha256"),
+                "posterior": self.posterior.state_dict(), "pooled": self.pooled.state_dict(),
+                "per_level": {str(lv): f.state_dict() for lv, f in sorted(self.per_level.items())}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        mine = self.profile.summary.get("table_sha256")
+        if state.get("profile_sha256") != mine:
+            raise ConfigError(f"the saved 'informative' controller followed another level profile (table "
+                              f"{state.get('profile_sha256')}) than this run's ({mine})",
+                              hint="resume with the profile of the run being resumed (data.profile)")
+        self.posterior.load_state_dict(state["posterior"])
+        self._prior = type(self.posterior)(self.profile, prior_weight=self.posterior.prior_weight)
+        self._anchor = {}
+        self.pooled.load_state_dict(state["pooled"])
+        for lv, f in state["per_level"].items():
+            self.per_level.setdefault(int(lv), type(self.pooled)()).load_state_dict(f)
+
+
 CONTROLLERS: Registry[type[Controller]] = Registry(
     "curriculum controller", check=lambda o: isinstance(o, type) and issubclass(o, Controller),
     must_be="a subclass of rag_curriculum.train.Controller")
 CONTROLLERS.register("target-band", TargetBand)
 CONTROLLERS.register("mastery", Mastery)
+CONTROLLERS.register("informative", InformativeLevels)
 
 
 def register_controller(name: str, cls: type[Controller] | str | None = None, *, overwrite: bool = False) -> Any:
@@ -263,7 +417,8 @@ def resolve_controller(name: str) -> type[Controller]:
     return CONTROLLERS.get(name)
 
 
-def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Controller:
+def make_controller(name: str, *, K: int, seed: int = 0, profile: Any = None, group_size: int | None = None,
+                    **kwargs: Any) -> Controller:
     """The controller registered under ``name`` (or a ``pkg.module:Class`` path) with its settings; an unknown
     setting is refused with a "did you mean" and the known ones.
 
@@ -271,6 +426,8 @@ def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Contr
         name: ``target-band``, ``mastery``, a registered name, or ``pkg.module:Class``.
         K: the top level.
         seed: the controller's seed.
+        profile: the run's level profile, for a controller that needs one (``needs_profile``: ``informative``).
+        group_size: the run's G (``num_generations``), with ``profile``.
         **kwargs: its settings (a recipe's ``adaptive.kwargs``).
 
     Returns:
@@ -289,14 +446,20 @@ def make_controller(name: str, *, K: int, seed: int = 0, **kwargs: Any) -> Contr
         ([1, 1], 1.0)
     """
     cls = resolve_controller(name)
+    needs = getattr(cls, "needs_profile", False)
+    run_given = ("profile", "group_size") if needs else ()
+    if not needs:  # a setting of that name is the controller's own
+        kwargs = {**kwargs, **{k: v for k, v in (("profile", profile), ("group_size", group_size)) if v is not None}}
     params = inspect.signature(cls.__init__).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        known = [p for p in params if p not in ("self", "K", "seed")]
+        known = [p for p in params if p not in ("self", "K", "seed", *run_given)]
         for key in kwargs:
             if key not in known:
                 raise ConfigError(f"adaptive.kwargs.{key}: not a setting of the {name!r} controller"
                                   f"{suggest(key, known)} Known: {', '.join(known)}")
     _check_kwarg_types(cls, kwargs)
+    if needs:
+        kwargs = {**kwargs, "profile": profile, "group_size": group_size}
     try:
         return cls(K=K, seed=seed, **kwargs)
     except (TypeError, ValueError) as e:  # a setting of a type the controller cannot take
