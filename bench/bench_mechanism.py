@@ -88,11 +88,12 @@ def seed_bootstrap(values: list[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
 
 
 def build(out: Path, path: Path, n: int, K: int, *, schedule: str = "max", order: str = "level",
-          profile: Path | None = None, held_out: bool = False, **extra: object) -> Path:
+          profile: Path | None = None, held_out: bool = False, dataset: str = "musique",
+          **extra: object) -> Path:
     from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
 
     if not (out / "manifest.json").is_file():
-        build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(path), n=n, K=K)], schedule=schedule,
+        build_curriculum(BuildConfig(sources=[SourceSpec(dataset, str(path), n=n, K=K)], schedule=schedule,
                                      order=order, out=str(out), seed=0, allow_split_mismatch=held_out,
                                      profile=str(profile) if profile else None, **extra), command="bench")
     return out
@@ -118,8 +119,9 @@ def warm(out: Path, *, rows: int, warm_rows: int, epochs: float) -> Path:
 
 
 def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, recipe: str = "cpu-learn",
-                 seed: int = 0, max_tokens: int | None = None, group_size: int | None = None) -> Path:
-    """``curriculum profile`` of ``model`` on the training questions at levels 1..K, scored and sampled as
+                 seed: int = 0, max_tokens: int | None = None, group_size: int | None = None,
+                 dataset: str = "musique", path: Path = TRAIN) -> Path:
+    """``curriculum profile`` of ``model`` on the training questions (``dataset`` at ``path``) at levels 1..K, scored and sampled as
     ``recipe`` trains: its reward (the RAG-RL total), temperature, top-p, completion length and G, the last two
     overridden when given as the training overrides them (resumed when there)."""
     from rag_curriculum.partition import ProfileConfig, profile
@@ -134,7 +136,7 @@ def make_profile(out: Path, model: Path, *, rows: int, K: int, samples: int, rec
     if folder.exists() and (not record.is_file() or json.loads(record.read_text()) != start):
         raise SystemExit(f"{folder}: a profile of other weights or settings: remove it, or give another --out")
     write_json(record, start)
-    res = profile(ProfileConfig(dataset="musique", input=str(TRAIN), n=rows, K=K,
+    res = profile(ProfileConfig(dataset=dataset, input=str(path), n=rows, K=K,
                                 levels=",".join(str(lv) for lv in range(1, K + 1)), out=str(folder),
                                 backend="transformers", model=str(model), samples=samples, recipe=recipe,
                                 seed=seed, max_tokens=max_tokens, group_size=group_size), command="bench")

@@ -20,6 +20,13 @@ are the same.
 
     python bench/bench_prediction.py --out outputs/prediction                    # 4 arms x 32 steps, tiny model
     python bench/bench_prediction.py --quick --out outputs/prediction-quick      # 2 arms x 4 steps: a look
+
+Gemma 3 270M warm-started (``curriculum warm-start``, docs/learning.md), on 2WikiMultihopQA (its passages are the
+shortest of the three datasets: a step of 1 prompt x 4 generations takes about 27 s on 2 cores):
+
+    python bench/bench_prediction.py --warm-from outputs/gemma-warm --recipe cpu-gemma --dataset 2wikimultihopqa \
+        --input ../shared/data/2wikimultihopqa/train.sample500.json --rows 16 --prompts 1 \
+        --override dataset=2wikimultihopqa --override batch.per_device_completions=4 --out outputs/lr0-gemma
 """
 
 from __future__ import annotations
@@ -120,7 +127,7 @@ def train_arm(model: Path, shards: Path, profile_dir: Path, out: Path, *, recipe
 
 def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, rows: int | None, samples: int,
                recipe: str, seed: int, warm_from: Path | None, warm_rows: int, warm_epochs: float,
-               overrides: list[str]) -> dict:
+               overrides: list[str], dataset: str = "musique", path: Path = TRAIN) -> dict:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"--arms: unknown {unknown}; choose from {', '.join(ARMS)}")
@@ -129,10 +136,11 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
     t0 = time.perf_counter()
     model = warm_from or warm(out, rows=rows, warm_rows=warm_rows, epochs=warm_epochs)
     t = time.perf_counter()
-    prof = make_profile(out, model, rows=rows, K=K, samples=samples, recipe=recipe, seed=seed)
+    prof = make_profile(out, model, rows=rows, K=K, samples=samples, recipe=recipe, seed=seed, dataset=dataset,
+                        path=path)
     t_profile = time.perf_counter() - t
-    builds = {a: build(out / f"train-{a.replace(' ', '-')}", TRAIN, rows, K, schedule=ARMS[a][0], order=ARMS[a][1],
-                       profile=prof) for a in arms}
+    builds = {a: build(out / f"train-{a.replace(' ', '-')}", path, rows, K, schedule=ARMS[a][0], order=ARMS[a][1],
+                       profile=prof, dataset=dataset) for a in arms}
     per_arm = {}
     for a in arms:
         r = train_arm(model, builds[a], prof, out / "runs" / a.replace(" ", "-"), recipe=recipe, steps=steps,
@@ -147,7 +155,7 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
     summary = {
         "kind": "prediction-bench",
         "settings": {"arms": arms, "steps": steps, "prompts": prompts, "K": K, "rows": rows, "samples": samples,
-                     "recipe": recipe, "seed": seed, "lr": 0.0, "warm_from": str(warm_from or ""),
+                     "recipe": recipe, "seed": seed, "lr": 0.0, "dataset": dataset, "input": str(path), "warm_from": str(warm_from or ""),
                      "overrides": overrides},
         "profile": {"path": str(prof), "per_level": json.loads((prof / "profile.json").read_text()).get("per_level")},
         "arms": per_arm,
@@ -204,6 +212,8 @@ def main() -> None:
     ap.add_argument("--warm-rows", type=int, default=8)
     ap.add_argument("--warm-epochs", type=float, default=20.0)
     ap.add_argument("--warm-from", type=Path, default=None, help="a warm-started model folder to start from instead")
+    ap.add_argument("--dataset", default="musique", help="the training questions' dataset (with --input)")
+    ap.add_argument("--input", type=Path, default=TRAIN, help="its file [default: the shared MuSiQue sample]")
     ap.add_argument("--override", action="append", default=[], help="more train overrides (key=value)")
     ap.add_argument("--quick", action="store_true", help="2 arms (max, min-max), 4 steps, 8 rows, 4 samples")
     ap.add_argument("--out", type=Path, default=Path("outputs/prediction"))
@@ -213,7 +223,8 @@ def main() -> None:
         arms, a.steps, a.rows, a.samples, a.warm_epochs = ["max", "min-max"], 4, 8, 4, 5.0
     summary = prediction(a.out, arms=arms, steps=a.steps, prompts=a.prompts, K=a.K, rows=a.rows, samples=a.samples,
                          recipe=a.recipe, seed=a.seed, warm_from=a.warm_from, warm_rows=a.warm_rows,
-                         warm_epochs=a.warm_epochs, overrides=a.override)
+                         warm_epochs=a.warm_epochs, overrides=a.override, dataset=a.dataset,
+                         path=a.input)
     report(summary)
     print(f"wrote {a.out / 'summary.json'}")
 
