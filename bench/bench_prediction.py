@@ -43,8 +43,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_mechanism import ARMS, TRAIN, build, make_profile, warm  # noqa: E402
+from bench_mechanism import ARMS, BUILD_EXTRA, TRAIN, TRAIN_EXTRA, build, make_profile, warm  # noqa: E402
 from bench_real_learning import build_digest, weights_digest, write_json  # noqa: E402
+
+#: the arms checked by default: the schedules a build places before training
+CHECKED = ["max", "min-max", "min-max shuffled", "calibrated"]
 
 
 def without_replacement(values: list[float], group_size: int) -> float:
@@ -140,11 +143,12 @@ def prediction(out: Path, *, arms: list[str], steps: int, prompts: int, K: int, 
                         path=path)
     t_profile = time.perf_counter() - t
     builds = {a: build(out / f"train-{a.replace(' ', '-')}", path, rows, K, schedule=ARMS[a][0], order=ARMS[a][1],
-                       profile=prof, dataset=dataset) for a in arms}
+                       profile=prof, dataset=dataset, **BUILD_EXTRA.get(a, {})) for a in arms}
     per_arm = {}
     for a in arms:
         r = train_arm(model, builds[a], prof, out / "runs" / a.replace(" ", "-"), recipe=recipe, steps=steps,
-                      rows=rows, seed=seed, overrides=[f"batch.prompts_per_step={prompts}", *overrides])
+                      rows=rows, seed=seed,
+                      overrides=[f"batch.prompts_per_step={prompts}", *TRAIN_EXTRA.get(a, []), *overrides])
         r["unbiased"] = unbiased_check(prof, out / "runs" / a.replace(" ", "-"), r["informative"]["group_size"])
         per_arm[a] = r
         w = r["informative"]["whole"]
@@ -201,7 +205,7 @@ def report(summary: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    ap.add_argument("--arms", default=",".join(CHECKED), help=f"comma-separated, of {', '.join(ARMS)}")
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
     ap.add_argument("--rows", type=int, default=None, help="training questions [default: steps x prompts]")
