@@ -44,8 +44,10 @@ from typing import Any, NamedTuple
 
 from .._plumbing import derive_seed
 from .._settings import suggest
+from ..difficulty.profile import DriftFactor, RewardPosterior
 from ..errors import ConfigError, SettingError, UsageError
 from ..registry import Registry, import_dotted
+from ._informative import informative
 
 
 class GroupResult(NamedTuple):
@@ -259,7 +261,6 @@ class InformativeLevels(Controller):
                  drift_decay: float = 0.9, drift_prior_groups: float = 2.0, level_decay: float = 0.9,
                  level_prior_groups: float = 2.0) -> None:
         super().__init__(K=K, seed=seed)
-        from ..difficulty.profile import DriftFactor, RewardPosterior
 
         if profile is None:
             raise ConfigError("the 'informative' controller needs a level profile", hint="give data.profile=DIR "
@@ -327,7 +328,6 @@ class InformativeLevels(Controller):
         return [placed.setdefault((key, K), self.place(key, K)) for key, K in rows]
 
     def update(self, results: Sequence[GroupResult]) -> float:
-        from ._informative import informative
 
         seen = []
         for r in results:  # every forecast first, as each group's was before the batch
