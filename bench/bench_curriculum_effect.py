@@ -48,9 +48,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import ROOT, SHARED  # noqa: E402
+from _common import ROOT  # noqa: E402
 from _effect_stats import paired_bootstrap, verdict  # noqa: E402
-from bench_real_learning import build_digest, weights_digest, write_json  # noqa: E402
+from bench_real_learning import SHARED, build_digest, weights_digest, write_json  # noqa: E402
 
 PREREG = HERE / "preregistered" / "curriculum_effect.yaml"
 #: what a pre-registration must say (the bench refuses one without)
@@ -383,8 +383,10 @@ def eval_sets(out: Path, doc: dict) -> dict[str, list[dict]]:
     def rows(name: str, path: Path, n: int, K: int, **kw: object) -> list[dict]:
         return read_rows(build(out / f"eval-{name}", path, n, K, dataset=t["dataset"], **kw))
 
-    sets = {"top": rows("top", source(doc), t["questions"], t["K"]),
-            "fresh": rows("fresh", source(doc), t["questions"], t["K"], seed=1)}
+    sets = {"top": rows("top", source(doc), t["questions"], t["K"])}
+    if e.get("only_primary"):  # a pilot's
+        return sets
+    sets["fresh"] = rows("fresh", source(doc), t["questions"], t["K"], seed=1)
     for lv in e.get("levels", []):
         sets[f"level {lv}"] = rows(f"level{lv}", source(doc), t["questions"], int(lv))
     sets["held_out"] = rows("held-out", source(doc, "held_out_input"), e["held_out_questions"], t["K"],
@@ -405,6 +407,7 @@ def evaluate_model(model: Path, sets: dict[str, list[dict]], doc: dict, *, seed:
         samples = e["samples"] if name == e["primary"] else e.get("secondary_samples", e["samples"])
         scores[name] = exact_match_at(model, rows, samples=samples, temperature=e["temperature"], seed=10_000 + seed,
                                       max_tokens=doc["training"]["max_completion_length"])
+    cache.parent.mkdir(parents=True, exist_ok=True)
     write_json(cache, {"identity": identity, "scores": scores})
     return scores
 
@@ -491,6 +494,14 @@ def follows(comparison: dict) -> str:
     return f"{inf} informative groups, {learnt} learnt: {'follows' if agree else 'does not follow'}"
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children, user and system."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def experiment(out: Path, doc: dict, *, predict_only: bool = False, commit: str | None = None,
                runs_dir: Path | None = None) -> dict:
     """The testbed, the predictions (checked against the pre-registration), the runs and the reading; the summary
@@ -499,7 +510,7 @@ def experiment(out: Path, doc: dict, *, predict_only: bool = False, commit: str 
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = runs_dir or out
     registered = doc
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     model = warm(out, doc)
     t_warm = time.perf_counter() - t0
     t = time.perf_counter()
@@ -554,7 +565,8 @@ def experiment(out: Path, doc: dict, *, predict_only: bool = False, commit: str 
         "settings": reading,
         "runs": runs,
         "seconds": {"warm_start": round(t_warm, 1), "profile": round(t_profile, 1),
-                    "train_total": round(sum(train_seconds), 1), "total": round(time.perf_counter() - t0, 1)},
+                    "train_total": round(sum(train_seconds), 1), "total": round(time.perf_counter() - t0, 1),
+                    "cpu": round(cpu_seconds() - cpu0, 1)},
         "load_average": round(os.getloadavg()[0], 2),
     }
     write_json(runs_dir / "summary.json", summary)
@@ -638,7 +650,8 @@ def report(summary: dict) -> None:
                           f"{c['follows']}")
     sec = summary["seconds"]
     print(f"warm start {sec['warm_start']:.0f} s, profiles {sec['profile']:.0f} s, training {sec['train_total']:.0f} s, "
-          f"total {sec['total']:.0f} s at load average {summary['load_average']}")
+          f"total {sec['total']:.0f} s ({sec['cpu']:.0f} s of CPU) at load average {summary['load_average']}; the "
+          "warm start and profiles are reused from --out when there")
 
 
 def quick(doc: dict) -> dict:
@@ -663,12 +676,14 @@ def quick(doc: dict) -> dict:
 
 def pilot(doc: dict, learning_rate: float, beta: float) -> dict:
     """The pre-registration's testbed and arms at another learning rate and KL, seed 100 (outside the registered
-    seeds), no control: the measurements a learning rate and KL are chosen from before registering them."""
+    seeds), no control, scored on the primary set alone: the measurements a learning rate and KL are chosen from
+    before registering them."""
     import copy
 
     d = copy.deepcopy(doc)
     d["seeds"], d["training"]["control_seeds"] = [100], []
     d["training"]["learning_rate"], d["training"]["beta"] = learning_rate, beta
+    d["evaluation"]["only_primary"] = True
     return d
 
 
