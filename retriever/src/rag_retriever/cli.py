@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
-from rag_plumbing._ports import LISTEN_HINT, listen_problem
+from rag_plumbing._ports import LISTEN_HINT, claim_port
 
 from ._corpus import check_corpus
 from .errors import RetrieverError, UnknownNameError, UsageError
@@ -64,8 +64,9 @@ def _own(text: str) -> str:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Refuse, in one line, a port this machine cannot listen on (before the index is opened)."""
-    problem = listen_problem(host, port)
+    """Claim the port for this server and refuse, in one line, a port another server holds or this machine cannot
+    listen on (before the index is opened: ``rag_plumbing._ports``)."""
+    problem = claim_port(host, port)
     if problem:
         raise UsageError(problem, hint=LISTEN_HINT)
 

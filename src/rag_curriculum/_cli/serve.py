@@ -13,7 +13,7 @@ import typer
 from rag_retriever import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
 from rag_retriever.serving import run_ray_serve
 
-from .._plumbing import LISTEN_HINT, listen_problem
+from .._plumbing import LISTEN_HINT, claim_port
 from ..config import bind, given
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
@@ -28,8 +28,10 @@ def _hint(e: BaseException) -> str | None:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Refuse, in one line, a port this machine cannot listen on (uvicorn would log a traceback-like error)."""
-    problem = listen_problem(host, port)
+    """Claim the port for this server and refuse, in one line, a port another server holds or this machine cannot
+    listen on (uvicorn would log a traceback-like error; a second server's SO_REUSEPORT sockets would join the
+    first's: ``rag_plumbing._ports``)."""
+    problem = claim_port(host, port)
     if problem:
         fail(problem, LISTEN_HINT)
 

@@ -17,7 +17,7 @@ from rag_plumbing._atomic import (
 )
 from rag_plumbing._fork import SideTask, die_with_parent
 from rag_plumbing._lock import held_or_refused, waited
-from rag_plumbing._ports import LISTEN_HINT, listen_problem
+from rag_plumbing._ports import LISTEN_HINT, claim_port, listen_problem
 from rag_plumbing._progress import (
     NARROW_COLUMNS,
     duration_text,
@@ -57,6 +57,7 @@ from ._types import AsDict, expected_type, init_hints
 
 __all__ = [
     "LISTEN_HINT",
+    "claim_port",
     "listen_problem",
     "AsDict",
     "AUTH_HINT",
