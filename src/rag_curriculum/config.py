@@ -65,6 +65,11 @@ KINDS: dict[str, RecipeKind] = {
 
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
 
+#: Checks of a kind's composed recipe, run before it is bound (:func:`resolve`): ``check(data, where)``, ``where``
+#: naming the recipe (``recipe rag-rl-min-max``, ``... and its overrides``). A package above adds its own: the
+#: rewards' weights and numbers are checked where they enter (:mod:`rag_curriculum.train`).
+DATA_CHECKS: dict[str, dict[str, Callable[[dict[str, Any], str], None]]] = {kind: {} for kind in KINDS}
+
 
 # -- recipes -------------------------------------------------------------------------------------------------------
 def recipes_root() -> Path:
@@ -567,6 +572,9 @@ def resolve(cls: type[T], kind: str, args: Sequence[str] | None = None, flags: M
         raise RecipeError("key=value overrides need a recipe", hint=f"add recipe=NAME (`curriculum recipes {kind}` "
                           "lists them), or use --options")
     data = compose(kind, recipe, overrides, resolve=not spec.typed, schema=cls) if recipe else None
+    if data is not None:
+        for check in DATA_CHECKS.get(kind, {}).values():
+            check(data, f"recipe {recipe}" + (" and its overrides" if overrides else ""))
     if data is not None and recipe is not None and "recipe" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
         data["recipe"] = recipe
     merged = (merge or merge_flags)(data, flags or {})
