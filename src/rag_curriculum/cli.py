@@ -62,10 +62,42 @@ def renamed_options(args: list[str], takes: Callable[[str], bool] | None = None)
 
 
 class _Curriculum(TyperGroup):
-    """The root command: reads renamed options (:func:`renamed_options`) before any command parses them."""
+    """The root command: reads renamed options (:func:`renamed_options`) before any command parses them, and says a
+    command's own name for an option given by another's (:func:`own_name`)."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
         return super().parse_args(ctx, renamed_options(list(args), lambda new: _takes(self, ctx, list(args), new)))
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except Exception as e:  # (click's NoSuchOption: typer's click is its own copy, so it is told by its name)
+            if type(e).__name__ == "NoSuchOption" and getattr(e, "ctx", None) is not None:
+                name = own_name(self, e.ctx.command, e.option_name)
+                if name is not None:
+                    e.message = f"No such option: {e.option_name} (this command's name for it is {name})"
+                    e.possibilities = None
+            raise
+
+
+def own_name(root: Any, command: Any, option: str) -> str | None:
+    """The option of ``command`` that ``option`` means: the one whose setting has that name (``--samples`` is
+    partition's ``--pass-at``: both set ``samples``), or the one setting what ``option`` sets in another command
+    (``--pass-at`` is profile's ``--samples``); None when there is none."""
+    params = [p for p in getattr(command, "params", []) if getattr(p, "opts", None)]
+    wanted = option.split("=", 1)[0]
+    names = {wanted.lstrip("-").replace("-", "_")}
+
+    def walk(cmd: Any) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+        for p in getattr(cmd, "params", []):
+            if wanted in getattr(p, "opts", ()) and p.name:
+                names.add(p.name)
+
+    walk(root)
+    found = [p for p in params if p.name in names and wanted not in p.opts]
+    return found[0].opts[0] if len(found) == 1 else None
 
 
 def _takes(group: Any, ctx: Any, args: list[str], option: str) -> bool:
