@@ -21,6 +21,7 @@ from ._cli import train as _train
 from ._cli import verl as _verl
 from ._cli import warm as _warm
 from ._cli.common import configure_logging
+from ._plumbing import mask_output
 from ._version import __version__
 
 try:  # rag-retriever (./retriever) is the retrieval extra: without it, index and serve say what to install
@@ -148,6 +149,7 @@ def _root(
 ) -> None:
     if verbose and quiet:
         raise typer.BadParameter("--verbose and --quiet contradict each other; give one", param_hint="-v / -q")
+    mask_output()  # every line printed (results, logs, errors, a library's own lines): secrets masked
     configure_logging(verbose=verbose, quiet=quiet)
 
 

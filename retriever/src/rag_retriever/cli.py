@@ -111,6 +111,9 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Index a corpus (Search-R1's {"id", "contents"} JSONL or {"title", "text"}), validate the index, serve it with
     Search-R1's retriever protocol (POST /retrieve)."""
+    from rag_plumbing._secrets import mask_output
+
+    mask_output()  # every line printed, by the commands, their logs and the libraries, masked as the toolkit masks
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
 

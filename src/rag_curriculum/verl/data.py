@@ -84,7 +84,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, mask_secrets
+from .._plumbing import MaskingStream, atomic_write_with, mask_secrets
 from .._settings import MAX_COUNT
 from ..agents import SearchTemplate, get_agent_template
 from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerError
@@ -638,7 +638,8 @@ def agent_data_main(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rag_curriculum.verl COMMAND ...`` (see the module docstring); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    stderr, sys.stderr = sys.stderr, _Masked(sys.stderr)  # every line it says: secrets masked (the plumbing's rule)
+    stderr = sys.stderr  # every line it says: secrets masked (the plumbing's rule)
+    sys.stderr = stderr if isinstance(stderr, MaskingStream) else MaskingStream(stderr)
     try:
         return _main(args)
     except SystemExit as e:  # a usage error: its message on stderr, exit status 2 (as every command's)
@@ -655,19 +656,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         sys.stderr = stderr
-
-
-class _Masked:
-    """A text stream that masks secrets in what is written to it (:func:`~rag_plumbing.mask_secrets`)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._stream.write(mask_secrets(text))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
 
 def _main(args: list[str]) -> int:
