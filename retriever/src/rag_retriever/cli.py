@@ -222,7 +222,7 @@ def serve_command(**options: Any) -> None:
         ix.warm()
         os.environ[serving.ENV_LIMITS] = json.dumps({
             "max_connections": serving.descriptor_cap(cfg.max_connections), "header_timeout": cfg.header_timeout,
-            "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate})
+            "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate, "max_body_bytes": cfg.max_body_bytes})
         kw = {"host": cfg.host, "port": cfg.port, "access_log": cfg.access_log, "log_level": "info",
               "timeout_graceful_shutdown": 5, "http": serving.protocol(), "timeout_keep_alive": 5,
               "log_config": serving.log_config()}
