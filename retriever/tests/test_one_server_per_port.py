@@ -10,12 +10,9 @@ Each trial forks real processes (``os.fork``) from one driver process, so the ma
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
