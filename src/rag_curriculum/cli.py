@@ -162,6 +162,7 @@ ALONE = {"train": _train.main}
 def main(alone: str | None = None) -> None:
     """The ``curriculum`` command; ``main("train")``: the train command alone (``python -m rag_curriculum.train``)."""
     if alone is not None:
+        mask_output()  # (the root callback, which masks every printed line, does not run for a command alone)
         ALONE[alone]()
         return
     app()
