@@ -96,6 +96,27 @@ def test_a_crafted_manifest_makes_build_overwrite_delete_neither_a_users_file_no
     assert "kept 2 the toolkit did not write: linkdir, precious.txt" in said, said
 
 
+def test_a_file_under_a_layout_name_listed_with_its_digest_is_the_builds_to_replace(shared_data, tmp_path):
+    """The rule's documented limit (docs/outputs.md): a shard directory's layout names (``data/part-NNNNN.parquet``,
+    ``manifest.json``, the ``.md`` and ``.png`` files at its top) belong to the build. A user's file placed at
+    ``data/part-00001.parquet`` in an output whose manifest lists it with its true SHA-256 cannot be told from the
+    build's own shard: ``--overwrite`` removes it. The same file under a name outside the layout is kept."""
+    out = tmp_path / "out"
+    build(out, 5)
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["part-00000.parquet"]
+    (out / "data" / "part-00001.parquet").write_bytes(b"mine")
+    (out / "notes.txt").write_bytes(b"mine")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"] += ["data/part-00001.parquet", "notes.txt"]
+    manifest["file_sha256"].update(dict.fromkeys(["data/part-00001.parquet", "notes.txt"],
+                                                 hashlib.sha256(b"mine").hexdigest()))
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    build(out, 6, overwrite=True)
+    assert not (out / "data" / "part-00001.parquet").exists()  # a layout name: the build's
+    assert (out / "notes.txt").read_bytes() == b"mine"  # not a layout name: kept, whatever the record says
+    assert read_manifest(out)["num_rows"] == 6
+
+
 def test_overwrite_keeps_the_files_a_user_added_and_says_so(shared_data, tmp_path, caplog):
     out = tmp_path / "out"
     build(out, 30, rows_per_shard=10)

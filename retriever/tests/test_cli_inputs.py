@@ -69,3 +69,18 @@ def test_a_busy_port_is_one_line(tmp_path):
         port = s.getsockname()[1]
         line = _one_error(_invoke("serve", "--index", tmp_path, "--port", port), 2)
     assert f"cannot listen on 127.0.0.1:{port}" in line, line
+
+
+PASSWORD, TOKEN = "PW-9x7Secret", "TOK-5q3Secret"
+URL = f"http://u:{PASSWORD}@h.example/x?token={TOKEN}"
+
+
+@pytest.mark.parametrize("args", [["index", "--corpus", URL, "--out", "o", "--no-progress"], ["validate", URL],
+                                  ["serve", "--index", URL]])
+def test_a_url_with_a_password_and_a_token_is_masked_in_every_command(args, tmp_path, monkeypatch):
+    """As ``curriculum`` masks them (the plumbing's one rule, on every line the command prints)."""
+    monkeypatch.chdir(tmp_path)
+    r = _invoke(*args)
+    line = _one_error(r, 1)
+    assert PASSWORD not in r.output and TOKEN not in r.output, r.output
+    assert line.startswith("error: http:/***@h.example/x?token=***: "), line

@@ -133,7 +133,8 @@ def _shards_mismatch(manifest: Any) -> str | None:
 
 #: The names a shard directory's files take (its layout): its shards (``data/part-00000.parquet``, or at the top in
 #: the first layout), its card and plots at the top, and its manifest under each of its names. A record that lists
-#: another file does not make it the toolkit's (``--overwrite`` keeps it, and says so).
+#: another file does not make it the toolkit's (``--overwrite`` keeps it, and says so); a file under one of these
+#: names that a record lists with its digest is the toolkit's (docs/outputs.md says so: nothing tells it apart).
 SHARD_LAYOUT = re.compile(r"(?:data/)?part-\d{5,}\.parquet|[^/]+\.(?:md|png)|\.?manifest\.json(?:\.\w+)?")
 
 

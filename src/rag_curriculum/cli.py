@@ -21,6 +21,7 @@ from ._cli import train as _train
 from ._cli import verl as _verl
 from ._cli import warm as _warm
 from ._cli.common import configure_logging
+from ._plumbing import mask_output
 from ._version import __version__
 
 try:  # rag-retriever (./retriever) is the retrieval extra: without it, index and serve say what to install
@@ -62,10 +63,42 @@ def renamed_options(args: list[str], takes: Callable[[str], bool] | None = None)
 
 
 class _Curriculum(TyperGroup):
-    """The root command: reads renamed options (:func:`renamed_options`) before any command parses them."""
+    """The root command: reads renamed options (:func:`renamed_options`) before any command parses them, and says a
+    command's own name for an option given by another's (:func:`own_name`)."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
         return super().parse_args(ctx, renamed_options(list(args), lambda new: _takes(self, ctx, list(args), new)))
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except Exception as e:  # (click's NoSuchOption: typer's click is its own copy, so it is told by its name)
+            if type(e).__name__ == "NoSuchOption" and getattr(e, "ctx", None) is not None:
+                name = own_name(self, e.ctx.command, e.option_name)
+                if name is not None:
+                    e.message = f"No such option: {e.option_name} (this command's name for it is {name})"
+                    e.possibilities = None
+            raise
+
+
+def own_name(root: Any, command: Any, option: str) -> str | None:
+    """The option of ``command`` that ``option`` means: the one whose setting has that name (``--samples`` is
+    partition's ``--pass-at``: both set ``samples``), or the one setting what ``option`` sets in another command
+    (``--pass-at`` is profile's ``--samples``); None when there is none."""
+    params = [p for p in getattr(command, "params", []) if getattr(p, "opts", None)]
+    wanted = option.split("=", 1)[0]
+    names = {wanted.lstrip("-").replace("-", "_")}
+
+    def walk(cmd: Any) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+        for p in getattr(cmd, "params", []):
+            if wanted in getattr(p, "opts", ()) and p.name:
+                names.add(p.name)
+
+    walk(root)
+    found = [p for p in params if p.name in names and wanted not in p.opts]
+    return found[0].opts[0] if len(found) == 1 else None
 
 
 def _takes(group: Any, ctx: Any, args: list[str], option: str) -> bool:
@@ -116,6 +149,7 @@ def _root(
 ) -> None:
     if verbose and quiet:
         raise typer.BadParameter("--verbose and --quiet contradict each other; give one", param_hint="-v / -q")
+    mask_output()  # every line printed (results, logs, errors, a library's own lines): secrets masked
     configure_logging(verbose=verbose, quiet=quiet)
 
 
@@ -128,6 +162,7 @@ ALONE = {"train": _train.main}
 def main(alone: str | None = None) -> None:
     """The ``curriculum`` command; ``main("train")``: the train command alone (``python -m rag_curriculum.train``)."""
     if alone is not None:
+        mask_output()  # (the root callback, which masks every printed line, does not run for a command alone)
         ALONE[alone]()
         return
     app()

@@ -65,6 +65,11 @@ KINDS: dict[str, RecipeKind] = {
 
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
 
+#: Checks of a kind's composed recipe, run before it is bound (:func:`resolve`): ``check(data, where)``, ``where``
+#: naming the recipe (``recipe rag-rl-min-max``, ``... and its overrides``). A package above adds its own: the
+#: rewards' weights and numbers are checked where they enter (:mod:`rag_curriculum.train`).
+DATA_CHECKS: dict[str, dict[str, Callable[[dict[str, Any], str], None]]] = {kind: {} for kind in KINDS}
+
 
 # -- recipes -------------------------------------------------------------------------------------------------------
 def recipes_root() -> Path:
@@ -212,11 +217,104 @@ def compose(kind: str, recipe: str, overrides: Sequence[str] = (), *, resolve: b
         return OmegaConf.to_container(composed, resolve=resolve)  # type: ignore[return-value]
     except Exception as e:  # Hydra's override grammar, composition and interpolation errors name what is at fault
         where = f"{kind} recipe {path.stem!r}"
+        problem = _compose_problem(e, path, overrides)
+        if problem is not None:
+            raise RecipeError(f"could not compose {where}: {problem[0]}", hint=problem[1]) from None
         message = unknown_key_message(
             e, where, lambda parent: _keys_at(compose(kind, recipe, (), resolve=False), parent),
             (lambda parent: _schema_keys_at(schema, parent)) if schema is not None else None, schema)
         raise RecipeError(message or f"could not compose {where}: {_first_line(e)}",
                           hint=None if message else "overrides are key=value (Hydra syntax), e.g. n=500") from None
+
+
+#: OmegaConf's refusal to merge a mapping with a list (or a list with a mapping), and the key it names.
+_MERGE = re.compile(r"Cannot merge (\w+) with (\w+)")
+_FULL_KEY = re.compile(r"full_key: ?(\S*)\s+object_type=(\w+)")
+
+
+def _compose_problem(error: BaseException, path: Path, overrides: Sequence[str]) -> tuple[str, str] | None:
+    """Hydra's errors that name neither the key nor the value at fault, as (one line, hint): an override whose value
+    holds ``=`` (the grammar's "mismatched input '='"), and a mapping where the recipe has a list (or a list where
+    it has a mapping), given by an override or by the recipe file over the recipe it builds on (OmegaConf's "Cannot
+    merge DictConfig with ListConfig", whose cause is on a line of its own). None for any other error."""
+    text = str(error)
+    if "mismatched input '='" in text:
+        for o in overrides:
+            key, sep, value = o.lstrip("+~").partition("=")
+            if sep and "=" in value and value[:1] not in "'\"[{":
+                quote = '"' if "'" in value else "'"
+                return (f"override {o}: its value holds '=', which Hydra's override grammar cannot read unquoted",
+                        f"quote the value: {key}={quote}{value}{quote}")
+    cause = error.__cause__ or error.__context__
+    said = f"{text}\n{cause}" if cause is not None else text
+    if not _MERGE.search(said):
+        return None
+    found = _FULL_KEY.search(said)
+    key, there = (found.group(1), found.group(2)) if found else ("", "")
+    names = {"dict": "a mapping", "list": "a list"}
+    if text.startswith("Error merging override "):
+        override = text.removeprefix("Error merging override ").splitlines()[0]
+        override = next((o for o in overrides if override in (o, f"++{o}")), override)  # (as the user wrote it)
+        if key and there in names:
+            other = "a list" if there == "dict" else "a mapping"
+            return (f"override {override}: {key} is {names[there]} in the recipe, and the override gives {other} "
+                    "(Hydra cannot merge the two)", f"give {key} as {names[there]}, as the recipe does")
+        return f"override {override}: {_first_line(cause or error)}", "check the override's type against the recipe's"
+    mismatch = _mismatched_key(path)
+    if mismatch is None:
+        return f"{_first_line(error)} {_first_line(cause) if cause is not None else ''}".strip(), (
+            f"check the types of {path.name}'s keys against the recipe it builds on")
+    key, mine, base, theirs = mismatch
+    return (f"{key} is {names.get(mine, mine)} in {path.name} and {names.get(theirs, theirs)} in {base}, which it "
+            "builds on (Hydra cannot merge the two)", f"write {key} as {names.get(theirs, theirs)}, as {base} does")
+
+
+def _mismatched_key(path: Path) -> tuple[str, str, str, str] | None:
+    """The first key of the recipe file ``path`` that is a mapping where the recipes it builds on (its defaults
+    list) have a list, or the other way round: (key, its type here, the base's name, the base's type)."""
+    import yaml
+
+    def load(p: Path) -> dict[str, Any]:
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def base_of(p: Path, data: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for name in data.get("defaults") or []:
+            if not isinstance(name, str) or name == "_self_" or depth > 8:
+                continue
+            for folder in (p.parent, recipes_root() / path.parent.name, *[recipes_root() / k for k in KINDS]):
+                f = folder / f"{name}.yaml"
+                if f.is_file():
+                    d = load(f)
+                    merged.update(base_of(f, d, depth + 1))
+                    merged.update({k: v for k, v in d.items() if k != "defaults"})
+                    break
+        return merged
+
+    own = load(path)
+    base = base_of(path, own)
+    bases = ", ".join(str(n) for n in own.get("defaults") or [] if isinstance(n, str) and n != "_self_")
+
+    def walk(mine: Any, theirs: Any, prefix: str) -> tuple[str, str, str, str] | None:
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            return None
+        for k, v in mine.items():
+            if k in ("defaults", "hydra") and not prefix or k not in theirs:
+                continue
+            t = theirs[k]
+            kinds = (type(v).__name__, type(t).__name__)
+            if {kinds[0], kinds[1]} == {"dict", "list"}:
+                return f"{prefix}{k}", kinds[0], bases, kinds[1]
+            found = walk(v, t, f"{prefix}{k}.")
+            if found:
+                return found
+        return None
+
+    return walk(own, base, "")
 
 
 # -- renamed fields ------------------------------------------------------------------------------------------------
@@ -324,7 +422,11 @@ def _renamed_override(override: str, schema: type) -> str:
 
 
 def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """An error's first line; one that ends in ``:`` with the line that follows it (Hydra puts the cause there)."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def _keys_at(tree: Any, parent: str) -> list[str]:
@@ -567,6 +669,9 @@ def resolve(cls: type[T], kind: str, args: Sequence[str] | None = None, flags: M
         raise RecipeError("key=value overrides need a recipe", hint=f"add recipe=NAME (`curriculum recipes {kind}` "
                           "lists them), or use --options")
     data = compose(kind, recipe, overrides, resolve=not spec.typed, schema=cls) if recipe else None
+    if data is not None:
+        for check in DATA_CHECKS.get(kind, {}).values():
+            check(data, f"recipe {recipe}" + (" and its overrides" if overrides else ""))
     if data is not None and recipe is not None and "recipe" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
         data["recipe"] = recipe
     merged = (merge or merge_flags)(data, flags or {})

@@ -278,6 +278,40 @@ def test_an_unknown_reward_or_weight_is_refused_in_one_line_and_nothing_is_writt
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("rewards", "said"), [
+    ("[{name: rag-rl, weight: .nan}]", "rewards.0.weight = nan is not a finite number"),
+    ("[{name: rag-rl, weight: .inf}]", "rewards.0.weight = inf is not a finite number"),
+    ("[{name: rag-rl-answer, weight: 1}, {name: rag-rl, weight: 1.0e+308}]",
+     "rewards.1.weight = 1e+308 is outside -1e+06..1e+06 (a weighted sum of rewards would overflow)"),
+    ("[{name: rag-rl, weight: abc}]", "rewards.0.weight = 'abc' is not a number (a str)"),
+    ("[{name: rag-rl, kwargs: {gamma_answer: .nan}}]", "rewards.0.kwargs.gamma_answer = nan: not a finite number"),
+    ("[{name: rag-rl, kwargs: {gamma_answer: 1.0e+300}}]", "gamma_answer must be a finite number >= 0 and at most"),
+])
+def test_a_recipe_weight_that_is_not_a_finite_number_is_refused_naming_the_recipe_and_key(adaptive_dir, tmp_path,
+                                                                                        rewards, said):
+    """Scored, a NaN weight made every sample's reward 0 (TRL's nansum) and profile.json a mean reward and an
+    informative fraction of 0.0 at every level, exit 0; now refused in one line before anything is written."""
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text(f"defaults: [rag-rl-min-max, _self_]\nrewards: {rewards}\n")
+    out = tmp_path / "profile"
+    r = run("profile", adaptive_dir, "--backend", "scripted", "--recipe", recipe, "--out", out)
+    line = one_error(r, 2)
+    assert line.startswith("error: recipe ") and "mine.yaml: " in line and said in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flag", "said"), [
+    ("rag-rl:nan", "the weight 'nan' of rag-rl is not a finite number"),
+    ("rag-rl:-inf", "the weight '-inf' of rag-rl is not a finite number"),
+    ("rag-rl:1e308,rag-rl:1e308", "the weight '1e308' of rag-rl is outside -1e+06..1e+06"),
+])
+def test_a_reward_flag_weight_that_is_not_a_finite_number_is_refused(adaptive_dir, tmp_path, flag, said):
+    out = tmp_path / "profile"
+    r = run("profile", adaptive_dir, "--backend", "scripted", "--reward", flag, "--out", out)
+    assert said in one_error(r, 2)
+    assert not out.exists()
+
+
 def test_an_old_profile_without_rewards_reads_as_pass_fail_said_once(adaptive_dir, tmp_path, caplog):
     out = tmp_path / "profile"
     profile(make(adaptive_dir, out, group_size=4), backend=ScriptedBackend(script=LevelOracle(adaptive_dir)))

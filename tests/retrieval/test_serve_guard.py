@@ -257,3 +257,90 @@ def test_malformed_framing_gets_a_4xx_and_the_server_goes_on(guarded, name):
     assert not got.startswith(b"?"), (name, got[:200])  # closed, not left open
     assert got == b"" or re.match(rb"HTTP/1\.1 4\d\d ", got), (name, got[:200])
     assert _health(url) < 2.0
+
+
+# -- heads past 16 KiB, however they arrive; a chunk size past any body; an Upgrade ignored ----------------------
+BODY = json.dumps({"queries": ["Who wrote Hamlet?"], "topk": 2}).encode()
+
+
+def _request(extra: bytes = b"", body: bytes = BODY, close: bool = True) -> bytes:
+    return (HEAD + extra + f"Content-Length: {len(body)}\r\n".encode() + (b"Connection: close\r\n" if close else b"")
+            + b"\r\n" + body)
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+#: Each head, and how it is sent: one read, or many.
+HEADS = {
+    "17 KiB in one read": [_request(b"X-Big: " + b"a" * 17 * 1024 + b"\r\n")],
+    "60 KiB in one read": [_request(b"X-Big: " + b"a" * 60 * 1024 + b"\r\n")],
+    "200 headers in one read": [_request(b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 100) for i in range(200)))],
+    "a URL of 20 KiB": [b"GET /health?" + b"q" * 20 * 1024 + b" HTTP/1.1\r\nHost: x\r\n\r\n"],
+    "20 KiB in reads of 1 KiB": _pieces(_request(b"X-Big: " + b"a" * 20 * 1024 + b"\r\n"), 1024),
+    "20 KiB, unfinished": [HEAD + b"X-Big: " + b"a" * 20 * 1024],
+}
+
+
+def _exchange(port: int, pieces: list[bytes], pause: float = 0.0, within: float = 3.0) -> tuple[bytes, float]:
+    """What the server answered to ``pieces`` (sent one by one) before it closed the connection, and how long it
+    took; b"?" first when it was still open after ``within`` seconds."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    t = time.monotonic()
+    try:
+        for piece in pieces:
+            try:
+                s.sendall(piece)
+            except OSError:  # closed by the server before the whole head was sent
+                break
+            time.sleep(pause)
+        got = _answer(s, within)
+    finally:
+        s.close()
+    return got, time.monotonic() - t
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_a_head_past_16_kib_gets_a_431_with_a_json_line_however_it_arrives(guarded, name):
+    _, port, url, _ = guarded
+    got, _ = _exchange(port, HEADS[name], pause=0.005)
+    assert got.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), (name, got[:200])
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower() and b"connection: close" in head.lower()
+    detail = json.loads(body)["detail"]
+    assert "\n" not in detail and "larger than 16,384 bytes" in detail and "POST /retrieve" in detail, detail
+    assert _health(url) < 2.0
+
+
+def test_a_head_of_9_kib_in_many_reads_is_served_and_a_431_waits_for_the_answers_before_it(guarded):
+    _, port, _, _ = guarded
+    got, _ = _exchange(port, _pieces(_request(b"X-H: " + b"c" * 9 * 1024 + b"\r\n"), 1024), pause=0.005)
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    pipelined = _request(close=False) * 2 + _request(b"X-Big: " + b"a" * 20 * 1024 + b"\r\n")
+    got, _ = _exchange(port, [pipelined])
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", got)
+    assert statuses == [b"200", b"200", b"431"], got[:600]  # in the order asked
+
+
+def test_a_chunk_size_past_any_body_is_answered_at_once(guarded):
+    """h11 read ``ffffffffffffffffff`` as a chunk to wait for (unanswered until --body-timeout); llhttp refuses a
+    size past 64 bits. A 4xx within a second, on both."""
+    _, port, url, _ = guarded
+    got, took = _exchange(port, [HEAD + b"Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n{}"])
+    assert re.match(rb"HTTP/1\.1 4\d\d ", got) and took < 1.5, (got[:200], took)
+    assert _health(url) < 2.0
+
+
+def test_an_upgrade_to_h2c_is_answered_as_http_1_1_with_its_body_read(guarded):
+    """``Upgrade: h2c`` on a POST: llhttp stopped at the head and took the body for the new protocol's bytes (the app
+    saw none: a 400); it is answered as HTTP/1.1, the body read, on both parsers, sent whole or in parts."""
+    _, port, _, _ = guarded
+    upgrade = (b"Connection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\n"
+               b"HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
+    request = _request(upgrade, close=False)
+    for pieces in ([request], [request[:-len(BODY)], BODY[:9], BODY[9:]]):
+        got, took = _exchange(port, pieces, pause=0.05)
+        assert got.startswith(b"HTTP/1.1 200 "), got[:300]  # (not "?": answered, then closed)
+        assert json.loads(got.partition(b"\r\n\r\n")[2])["result"][0], got[:300]
+        assert took < 2.0, took

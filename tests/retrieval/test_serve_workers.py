@@ -236,3 +236,48 @@ def test_the_parent_starts_a_worker_again_when_one_dies_and_stops_them_all_on_si
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.slow
+def test_two_servers_started_together_on_one_port_one_serves_and_the_other_is_refused_in_one_line(index, tmp_path):
+    """``curriculum serve --workers 2`` and ``rag-retriever serve --workers 2`` started at the same instant on one
+    port: one serves, the other exits at once with one line naming the server
+    that holds the port (its SO_REUSEPORT sockets never join the first's: the kernel would split the clients
+    between the two). ``retriever/tests/test_one_server_per_port.py`` runs the race itself many times over."""
+    from support.servers import stop_process_group
+
+    commands = {"curriculum": [sys.executable, "-m", "rag_curriculum.cli", "serve"],
+                "rag-retriever": [sys.executable, "-m", "rag_retriever.cli", "serve"]}
+    for order in (["curriculum", "rag-retriever"],):
+        port = free_port()
+        procs = {}
+        for name in order:
+            log = open(tmp_path / f"{name}.log", "wb")
+            procs[name] = subprocess.Popen([*commands[name], "--index", str(index), "--port", str(port),
+                                            "--workers", "2"], stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while all(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            ended = [n for n, p in procs.items() if p.poll() is not None]
+            assert len(ended) == 1, {n: (tmp_path / f"{n}.log").read_text()[-2000:] for n in procs}
+            (loser,), (winner,) = ended, [n for n in procs if n not in ended]
+            assert procs[loser].returncode in (1, 2)
+            text = (tmp_path / f"{loser}.log").read_text()
+            errors = [line for line in text.splitlines() if line.startswith("error:")]
+            assert errors == [f"error: cannot listen on 127.0.0.1:{port}: another retriever server (process "
+                              f"{procs[winner].pid}) serves that port (curriculum serve or rag-retriever serve; one "
+                              "server a port, whatever its --host)"], text
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    assert procs[winner].poll() is None, (tmp_path / f"{winner}.log").read_text()[-3000:]
+                    time.sleep(0.3)
+            assert len(_workers(procs[winner].pid)) == 2
+        finally:
+            for p in procs.values():
+                stop_process_group(p)

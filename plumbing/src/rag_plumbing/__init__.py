@@ -10,13 +10,13 @@ from ._fork import SideTask
 from ._progress import maybe_progress
 from ._protocol import check_k, normalize_passage, passage_hash, split_contents
 from ._ray import connect_ray, require_resources, shutdown_ray
-from ._secrets import MaskingFilter, mask_secrets
+from ._secrets import MaskingFilter, MaskingStream, mask_output, mask_secrets
 from ._seeds import hash64
 from ._text import normalize_answer, portable_command, portable_path
 
 sha256_file = file_sha256
 
-__all__ = ["MaskingFilter", "SideTask", "atomic_write_bytes", "atomic_write_text", "check_k", "connect_ray",
-           "file_sha256", "fsync_dir", "gc_paused", "hash64", "mask_secrets", "maybe_progress", "normalize_answer",
-           "normalize_passage", "passage_hash", "portable_command", "portable_path", "require_resources",
-           "sha256_file", "shutdown_ray", "split_contents"]
+__all__ = ["MaskingFilter", "MaskingStream", "SideTask", "atomic_write_bytes", "atomic_write_text", "check_k",
+           "connect_ray", "file_sha256", "fsync_dir", "gc_paused", "hash64", "mask_output", "mask_secrets",
+           "maybe_progress", "normalize_answer", "normalize_passage", "passage_hash", "portable_command",
+           "portable_path", "require_resources", "sha256_file", "shutdown_ray", "split_contents"]

@@ -39,7 +39,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote_plus
 
-__all__ = ["MASK", "MaskingFilter", "is_secret", "mask_secrets", "redact_command", "redact_overrides"]
+__all__ = ["MASK", "MaskingFilter", "MaskingStream", "is_secret", "mask_lines", "mask_output", "mask_secrets",
+           "redact_command", "redact_overrides"]
 
 MASK = "***"
 _WORDS = (r"api_?key|apikey|key|token|secret|password|passwd|credentials?|auth|authorization|sig|signature|session|"
@@ -93,8 +94,16 @@ def _userinfo(m: re.Match[str]) -> str:
     return f"{scheme}{MASK}" + _URL.sub(_userinfo, rest[cut:])
 
 
+#: Punctuation that ends a sentence around a URL (``...?token=T: no such file``, ``(see ...?sig=x).``): kept after
+#: the mask, not taken for the secret's last characters.
+_TRAILING = re.compile(r"[:),.']+$")
+
+
 def _secret_parameter(m: re.Match[str]) -> str:
-    return f"{m['name']}={MASK}" if is_secret(unquote_plus(m["name"][1:])) else m[0]
+    if not is_secret(unquote_plus(m["name"][1:])):
+        return m[0]
+    tail = _TRAILING.search(m["value"])
+    return f"{m['name']}={MASK}{tail[0] if tail else ''}"
 
 
 def _mask_text(text: str) -> str:
@@ -177,6 +186,54 @@ def redact_command(command: str | None) -> str | None:
             continue
         out.append(_mask_assignment(p))
     return shlex.join(out)
+
+
+def mask_lines(text: str) -> str:
+    """``text`` as it is printed, masked line by line (:func:`mask_secrets` on each line, its line end kept)."""
+    if ":/" not in text and "=" not in text:
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        out.append(mask_secrets(body) + line[len(body):])
+    return "".join(out)
+
+
+class MaskingStream:
+    """A text stream (``sys.stdout``, ``sys.stderr``) that masks secrets in every line written to it
+    (:func:`mask_lines`): what a command prints, its log lines, its errors, a library's own lines. Everything
+    else is the stream's own (``isatty``, ``encoding``, ``buffer``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    @property
+    def masked_stream(self) -> Any:
+        """The stream written to."""
+        return self._stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_lines(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def mask_output() -> None:
+    """Mask secrets in everything this process prints from now on: ``sys.stdout`` and ``sys.stderr`` each wrapped
+    in a :class:`MaskingStream` (once: a stream already wrapped is left as it is). A command line's entry point
+    calls it first, so that no line it or a library prints shows a password or a token."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, MaskingStream):
+            setattr(sys, name, MaskingStream(stream))
 
 
 class MaskingFilter(logging.Filter):

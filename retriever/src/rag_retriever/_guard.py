@@ -17,8 +17,15 @@ would exhaust the server's file descriptors): uvicorn's HTTP protocol with limit
   connections do. Only when every open connection has a complete request being answered is the newcomer closed.
 
 * A request's line and headers larger than 16 KiB (h11's own limit, ``h11_max_incomplete_event_size``) get a 431
-  and their connection closed; framing a parser must refuse (a ``Content-Length`` beside ``Transfer-Encoding``, a
-  bad chunk size or length, a header without a colon) a 400.
+  with a one-line JSON ``detail`` and their connection closed, on both parsers and however the bytes arrive (in one
+  read or many, a head complete or not: h11's buffer is measured before it parses, httptools' head is counted as
+  its parser reads it); framing a parser must refuse (a ``Content-Length`` beside ``Transfer-Encoding``, a bad chunk
+  size or length, a header without a colon) a 400. A chunk whose size alone is above ``--max-body-bytes`` is a 413
+  at once (h11, which would otherwise wait for its bytes; llhttp refuses a size past 64 bits itself).
+* A request asking to upgrade its connection to another protocol (``Upgrade: h2c``) is answered as HTTP/1.1, its
+  body read (RFC 9110 lets a server ignore ``Upgrade``): llhttp stops at such a head and took the body for the new
+  protocol's bytes, so the app saw none; now the body is read up to its ``Content-Length`` and the connection is
+  closed after the answer. A chunked body with ``Upgrade`` gets a 400 at once.
 
 A request whose connection is closed here is logged by the app in one line (:data:`CLOSED_KEY` in its scope says
 why). uvicorn's worker processes import the protocol by name and read the limits from the environment
@@ -31,6 +38,7 @@ import copy
 import json
 import logging
 import os
+import re
 import resource
 import time
 from collections import OrderedDict
@@ -41,10 +49,12 @@ from rag_plumbing import MaskingFilter, mask_secrets
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 try:
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # (no httptools: h11 serves)
     HttpToolsProtocol = None
 
+from ._config import ServeConfig
 from ._server import CLOSED_KEY, CONNECTIONS_KEY
 
 #: The limits, as JSON, for uvicorn's worker processes.
@@ -54,6 +64,8 @@ DEFAULT_BODY_TIMEOUT = 20.0
 DEFAULT_MIN_BODY_RATE = 500
 #: The largest request line and headers (h11's default ``max_incomplete_event_size``).
 MAX_HEAD_BYTES = 16 * 1024
+#: The end of a request's head (h11 and llhttp both accept a bare ``\n`` line end).
+_HEAD_END = re.compile(rb"\n\r?\n")
 #: What keeps h11 where httptools is installed.
 ENV_HTTP = "RAG_CURRICULUM_SERVE_HTTP"
 
@@ -106,6 +118,7 @@ class _Guarded:
     header_timeout = DEFAULT_HEADER_TIMEOUT
     body_timeout = DEFAULT_BODY_TIMEOUT
     min_body_rate = DEFAULT_MIN_BODY_RATE
+    max_body_bytes = ServeConfig.max_body_bytes
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -116,6 +129,7 @@ class _Guarded:
             self.header_timeout = float(got["header_timeout"])
             self.body_timeout = float(got.get("body_timeout", DEFAULT_BODY_TIMEOUT))
             self.min_body_rate = int(got.get("min_body_rate", DEFAULT_MIN_BODY_RATE))
+            self.max_body_bytes = int(got.get("max_body_bytes", ServeConfig.max_body_bytes))
         state = self.server_state
         if not hasattr(state, "rag_idle"):
             state.rag_idle = OrderedDict()  # connections that may be shed, the one heard from least recently first
@@ -124,6 +138,7 @@ class _Guarded:
         self._in_body = False
         self._body_start = 0.0
         self._body_bytes = 0
+        self._deferred: tuple[int, bytes, str, str] | None = None  # a refusal waiting for the answers before it
 
     # -- bookkeeping ------------------------------------------------------------------------------------------------
     def _heard(self) -> None:
@@ -182,6 +197,35 @@ class _Guarded:
     def _send_408(self, why: str) -> None:
         raise NotImplementedError
 
+    def _busy(self, own: Any = None) -> bool:
+        """Whether a request before the one refused (``own``: its cycle, if it has one) is still being answered on
+        this connection (pipelined): its answer goes first."""
+        cycle = self.cycle
+        return bool(getattr(self, "pipeline", None)) or (
+            cycle is not None and cycle is not own and not cycle.response_complete)
+
+    def _refuse(self, status: int, reason: bytes, why: str, advice: str, own: Any = None) -> None:
+        """Answer ``status`` with a one-line JSON ``detail`` (``why: advice``) and close the connection: at once, or,
+        where requests before it are still being answered, once they are (answers keep their order); ``own``: the
+        refused request's cycle, if it has one, which learns it went away (it sends nothing more)."""
+        if self._busy(own):
+            self._deferred = (status, reason, why, advice)
+            return
+        body = json.dumps({"detail": f"{why}: {advice}"}).encode()
+        if not self._closing():
+            self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                                 b"connection: close\r\n\r\n" % (status, reason, len(body)) + body)
+        if own is not None and not own.response_complete:
+            own.response_started = True
+            own.disconnected = True
+            own.message_event.set()
+        self._close(why)
+
+    def _refuse_head(self, own: Any = None) -> None:
+        self._refuse(431, b"Request Header Fields Too Large",
+                     f"its request line and headers are larger than {MAX_HEAD_BYTES:,} bytes",
+                     "send the queries in the body of POST /retrieve, not in its URL or headers", own)
+
     @staticmethod
     def _timeout_body(why: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
         body = json.dumps({"detail": f"{why}; send the body at once, or faster"}).encode()
@@ -209,7 +253,11 @@ class _Guarded:
             self._body_bytes += len(data)
         if self in self._idle:
             self._heard()
-        super().data_received(data)
+        self._receive(data)
+
+    def _receive(self, data: bytes) -> None:
+        """Hand ``data`` to the parser (uvicorn's own ``data_received``; httptools' guard has its own)."""
+        super().data_received(data)  # type: ignore[misc]
 
     def _parsed(self) -> None:
         """After the parser read what came: a body under way is timed; a request complete is never shed."""
@@ -230,7 +278,9 @@ class _Guarded:
         self._in_body = False
         self._clear_timer()
         super().on_response_complete()
-        if not self._closing():
+        if self._deferred is not None and not self._busy():  # the answers before a refusal are out: now it
+            self._refuse(*self._deferred)
+        elif not self._closing():
             self._heard()  # idle between requests (uvicorn's keep-alive timeout closes it)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -245,14 +295,40 @@ class GuardedH11Protocol(_Guarded, H11Protocol):
 
     library = "h11"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sized: Any = None  # the last request whose head was measured
+
     def handle_events(self) -> None:
+        if self.conn.their_state is h11.IDLE and not self._closing() and self._head_too_large():
+            self._refuse_head()  # (h11 would parse a whole head of any size, or answer 400 past 16 KiB unfinished)
+            return
         super().handle_events()
         cycle = self.cycle
-        if cycle is not None and cycle.keep_alive and _length_and_chunked(cycle.scope["headers"]):
+        if self._closing() or cycle is None or cycle.response_complete:
+            return
+        if cycle is not self._sized:  # (a head h11 parsed from bytes buffered during another request's answer)
+            self._sized = cycle
+            if _head_size(cycle.scope) > MAX_HEAD_BYTES:
+                self._refuse_head(own=cycle)
+                return
+        if cycle.keep_alive and _length_and_chunked(cycle.scope["headers"]):
             # RFC 9112 6.3: a request framed by both Content-Length and Transfer-Encoding (a smuggling attempt, or
             # a broken client) is answered, then its connection closed; h11 reads it as chunked and would keep it
             cycle.keep_alive = False
+        chunk = getattr(getattr(self.conn, "_reader", None), "_bytes_in_chunk", 0)  # (h11's chunk still to come)
+        if isinstance(chunk, int) and chunk > self.max_body_bytes:
+            self._refuse(413, b"Content Too Large", f"a chunk of {chunk:,} bytes is larger than the largest body this "
+                         f"server takes ({self.max_body_bytes:,} bytes, curriculum serve --max-body-bytes)",
+                         "split the queries into several requests", own=cycle)
+            return
         self._parsed()
+
+    def _head_too_large(self) -> bool:
+        """Whether the head h11 has buffered (its end found, or not yet) is larger than :data:`MAX_HEAD_BYTES`."""
+        buffered = self.conn.trailing_data[0]
+        end = _HEAD_END.search(buffered, 0, MAX_HEAD_BYTES + 4)
+        return (end.start() if end else len(buffered)) > MAX_HEAD_BYTES
 
     def _send_408(self, why: str) -> None:
         if self.cycle is None or self.cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
@@ -277,35 +353,121 @@ if HttpToolsProtocol is not None:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._head_bytes = 0  # bytes received since the current request's headers began, while they are incomplete
-            self._in_head = False
+            self._in_head = False  # between a request's first byte and the end of its headers
+            self._head_size = 0  # its URL and complete headers, as the parser read them
+            self._head_raw = 0  # the bytes received since it began (reads of its own only)
+            self._head_refused = False
+            self._began_here = self._prior_here = False  # in this read: a request began; another's part came first
+            self._upgrade_left: int | None = None  # an ignored Upgrade's body still to come (None: none)
 
+        # -- the head's size, counted as the parser reads it (llhttp has no limit of its own) --------------------
         def on_message_begin(self) -> None:
-            self._in_head = True
+            self._in_head, self._head_size, self._head_raw, self._began_here = True, 0, 0, True
             super().on_message_begin()
 
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url) + 16)  # (the method and version beside it)
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def _count_head(self, n: int) -> None:
+            self._head_size += n
+            if self._head_size > MAX_HEAD_BYTES:
+                self._head_refused = True
+                raise _HeadTooLarge  # (the parser stops: :meth:`_receive` answers 431)
+
         def on_headers_complete(self) -> None:
-            self._in_head, self._head_bytes = False, 0
+            self._in_head = False
             super().on_headers_complete()
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.parser is None or self._closing():
+        def on_body(self, body: bytes) -> None:
+            self._prior_here = True
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            self._prior_here = True
+            super().on_message_complete()
+
+        # -- uvicorn's data_received, with the head's size kept and an ignored Upgrade's body read --------------
+        def _receive(self, data: bytes) -> None:
+            if self._deferred is not None or self._head_refused:  # (refused: what follows is not read)
                 return
-            if self._in_head:
-                self._head_bytes += len(data)
-                if self._head_bytes > MAX_HEAD_BYTES:
+            if self._upgrade_left is not None:
+                self._upgraded_body(data)
+                return
+            self._began_here = self._prior_here = False
+            unset = getattr(self, "_unset_keepalive_if_required", None)
+            if unset is not None:
+                unset()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade as e:
+                if self._should_upgrade():  # (a WebSocket, where a library for it is installed: uvicorn's)
+                    self.handle_websocket_upgrade()
+                else:
+                    self._ignore_upgrade(data[e.args[0]:] if e.args else b"")
+                return
+            except httptools.HttpParserError:
+                if self._head_refused:
+                    self._refuse_head()
+                    return
+                msg = "Invalid HTTP request received."
+                self.logger.warning(msg)
+                self.send_400_response(msg)
+                return
+            if self._closing():
+                return
+            if self._in_head:  # a head not complete yet: its bytes so far (those of its own reads, whole)
+                self._head_raw = (0 if self._prior_here else len(data)) if self._began_here \
+                    else self._head_raw + len(data)
+                if max(self._head_size, self._head_raw) > MAX_HEAD_BYTES:
                     self._refuse_head()
                     return
             self._parsed()
 
-        def _refuse_head(self) -> None:
-            why = f"its request line and headers are larger than {MAX_HEAD_BYTES:,} bytes"
-            body = json.dumps({"detail": why}).encode()
-            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-                                 b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
-                                 + body)
-            self._close(why)
+        def _ignore_upgrade(self, rest: bytes) -> None:
+            """A request asking for another protocol (``Upgrade: h2c``), answered as HTTP/1.1: llhttp stopped at its
+            head and took what follows for the new protocol (its body skipped, the request told complete); the body
+            is read here, up to its ``Content-Length``, and the connection closes after the answer."""
+            self.logger.info("a request asked to upgrade its connection (%s): answered as HTTP/1.1",
+                             (self._get_upgrade() or b"?").decode("latin-1"))
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete:
+                self._close("it asked to upgrade its connection")
+                return
+            cycle.keep_alive = False  # (the parser stopped at the upgrade: no request after this one)
+            headers = dict(self.headers)
+            if b"transfer-encoding" in headers:
+                if self._busy(own=cycle):  # (pipelined behind another: answered in its turn, its body unread)
+                    self._upgrade_left = 0
+                    self._parsed()
+                    return
+                self._refuse(400, b"Bad Request", "a chunked body with an Upgrade header is not read here",
+                             "send the body with a Content-Length, or the request without Upgrade", own=cycle)
+                return
+            length = headers.get(b"content-length", b"0").strip()
+            self._upgrade_left = int(length) if length.isdigit() else 0
+            if self._upgrade_left:
+                cycle.more_body = True
+                cycle.message_event.clear()
+                self._upgraded_body(rest)
+            else:
+                self._parsed()
+
+        def _upgraded_body(self, data: bytes) -> None:
+            """Bytes of an ignored Upgrade's body (:meth:`_ignore_upgrade`); any after it are dropped."""
+            cycle, left = self.cycle, self._upgrade_left or 0
+            if left and data and cycle is not None and not cycle.response_complete:
+                take = data[:left]
+                self._upgrade_left = left - len(take)
+                cycle.body += take
+                if not self._upgrade_left:
+                    cycle.more_body = False
+                cycle.message_event.set()
+            self._parsed()
 
         def _send_408(self, why: str) -> None:
             if self.cycle is None or self.cycle.response_started:
@@ -324,6 +486,16 @@ def protocol() -> type:
     if GuardedHttpToolsProtocol is not None and os.environ.get(ENV_HTTP, "").strip().lower() != "h11":
         return GuardedHttpToolsProtocol
     return GuardedH11Protocol
+
+
+class _HeadTooLarge(Exception):
+    """Raised in llhttp's callback to stop the parser at a head past :data:`MAX_HEAD_BYTES`."""
+
+
+def _head_size(scope: dict[str, Any]) -> int:
+    """A parsed request's head, in bytes (its line and headers, as they were sent, give or take a few)."""
+    line = len(scope.get("method", "")) + len(scope.get("raw_path", b"")) + len(scope.get("query_string", b"")) + 12
+    return line + sum(len(n) + len(v) + 4 for n, v in scope.get("headers", ()))
 
 
 def _length_and_chunked(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -578,9 +578,17 @@ def run_server(ix: CorpusIndex, uvicorn_options: dict[str, Any], *, workers: int
     (:mod:`._prefork`: open ``ix`` after :func:`~rag_retriever._prefork.single_threaded` then), each with
     ``threads`` search threads (0: the CPUs shared out). ``uvicorn_options``: ``uvicorn.Config``'s;
     ``app_options``: :func:`make_app`'s. The exit status."""
+    import errno
+
     import uvicorn
+    from rag_plumbing._ports import claim_port
 
     app = fast_path(make_app(ix, **app_options))
+    if not uvicorn_options.get("uds") and uvicorn_options.get("fd") is None:
+        # one server a port (rag_plumbing._ports; the command line claimed it already, before opening the index)
+        problem = claim_port(uvicorn_options.get("host", "127.0.0.1"), uvicorn_options.get("port", 8000))
+        if problem:
+            raise OSError(errno.EADDRINUSE, problem)
     if workers == 1:
         uvicorn.run(app, **uvicorn_options)
         return 0

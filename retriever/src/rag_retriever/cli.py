@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
-from rag_plumbing._ports import LISTEN_HINT, listen_problem
+from rag_plumbing._ports import LISTEN_HINT, claim_port
 
 from ._corpus import check_corpus
 from .errors import RetrieverError, UnknownNameError, UsageError
@@ -64,8 +64,9 @@ def _own(text: str) -> str:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Refuse, in one line, a port this machine cannot listen on (before the index is opened)."""
-    problem = listen_problem(host, port)
+    """Claim the port for this server and refuse, in one line, a port another server holds or this machine cannot
+    listen on (before the index is opened: ``rag_plumbing._ports``)."""
+    problem = claim_port(host, port)
     if problem:
         raise UsageError(problem, hint=LISTEN_HINT)
 
@@ -110,6 +111,9 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Index a corpus (Search-R1's {"id", "contents"} JSONL or {"title", "text"}), validate the index, serve it with
     Search-R1's retriever protocol (POST /retrieve)."""
+    from rag_plumbing._secrets import mask_output
+
+    mask_output()  # every line printed, by the commands, their logs and the libraries, masked as the toolkit masks
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
 
@@ -218,7 +222,7 @@ def serve_command(**options: Any) -> None:
         ix.warm()
         os.environ[serving.ENV_LIMITS] = json.dumps({
             "max_connections": serving.descriptor_cap(cfg.max_connections), "header_timeout": cfg.header_timeout,
-            "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate})
+            "body_timeout": cfg.body_timeout, "min_body_rate": cfg.min_body_rate, "max_body_bytes": cfg.max_body_bytes})
         kw = {"host": cfg.host, "port": cfg.port, "access_log": cfg.access_log, "log_level": "info",
               "timeout_graceful_shutdown": 5, "http": serving.protocol(), "timeout_keep_alive": 5,
               "log_config": serving.log_config()}

@@ -13,7 +13,7 @@ import typer
 from rag_retriever import CorpusIndex, ServeConfig, get_kind, read_index_manifest, serving
 from rag_retriever.serving import run_ray_serve
 
-from .._plumbing import LISTEN_HINT, listen_problem
+from .._plumbing import LISTEN_HINT, claim_port
 from ..config import bind, given
 from .common import PrintConfig, config_options, fail, out, reported_errors, show_config, with_options
 
@@ -28,8 +28,10 @@ def _hint(e: BaseException) -> str | None:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Refuse, in one line, a port this machine cannot listen on (uvicorn would log a traceback-like error)."""
-    problem = listen_problem(host, port)
+    """Claim the port for this server and refuse, in one line, a port another server holds or this machine cannot
+    listen on (uvicorn would log a traceback-like error; a second server's SO_REUSEPORT sockets would join the
+    first's: ``rag_plumbing._ports``)."""
+    problem = claim_port(host, port)
     if problem:
         fail(problem, LISTEN_HINT)
 
@@ -115,7 +117,8 @@ def serve(print_config: PrintConfig = False, **options: Any) -> None:
         # in the access log's query strings masked
         os.environ[serving.ENV_LIMITS] = json.dumps({"max_connections": serving.descriptor_cap(cfg.max_connections),
                                                      "header_timeout": cfg.header_timeout, "body_timeout": cfg.body_timeout,
-                                                     "min_body_rate": cfg.min_body_rate})
+                                                     "min_body_rate": cfg.min_body_rate,
+                                                     "max_body_bytes": cfg.max_body_bytes})
         kw = {"host": host, "port": port, "access_log": cfg.access_log, "log_level": "info",
               "timeout_graceful_shutdown": 5, "http": serving.protocol(), "timeout_keep_alive": 5,
               "log_config": serving.log_config()}

@@ -17,7 +17,7 @@ from rag_plumbing._atomic import (
 )
 from rag_plumbing._fork import SideTask, die_with_parent
 from rag_plumbing._lock import held_or_refused, waited
-from rag_plumbing._ports import LISTEN_HINT, listen_problem
+from rag_plumbing._ports import LISTEN_HINT, claim_port, listen_problem
 from rag_plumbing._progress import (
     NARROW_COLUMNS,
     duration_text,
@@ -40,7 +40,9 @@ from rag_plumbing._ray import (
 from rag_plumbing._secrets import (
     MASK,
     MaskingFilter,
+    MaskingStream,
     is_secret,
+    mask_output,
     mask_secrets,
     redact_command,
     redact_overrides,
@@ -57,12 +59,14 @@ from ._types import AsDict, expected_type, init_hints
 
 __all__ = [
     "LISTEN_HINT",
+    "claim_port",
     "listen_problem",
     "AsDict",
     "AUTH_HINT",
     "MANIFEST",
     "MASK",
     "MaskingFilter",
+    "MaskingStream",
     "NARROW_COLUMNS",
     "RECORD_FILE",
     "SUMMARY_FILE",
@@ -92,6 +96,7 @@ __all__ = [
     "jsonl_records",
     "lazy_exports",
     "make_progress",
+    "mask_output",
     "mask_secrets",
     "maybe_progress",
     "moved_names",

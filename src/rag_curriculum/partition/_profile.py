@@ -209,7 +209,9 @@ class ProfileConfig:
 
         Raises:
             RecipeError: a recipe that cannot be found or composed.
-            UnknownNameError: an unknown reward. ConfigError: a weight that does not parse, kwargs a reward refuses.
+            UnknownNameError: an unknown reward. ConfigError: a weight that is not a finite number in -1e6..1e6
+                (NaN, an infinity, a sum that would overflow: refused, never scored as 0), kwargs a reward refuses;
+                each naming the recipe (or ``--reward``) and the key.
         """
         data = _train_recipe(self.recipe or DEFAULT_TRAIN_RECIPE)
         grpo, dynamic = data.get("grpo") or {}, data.get("dynamic") or {}
@@ -234,10 +236,16 @@ class ProfileConfig:
                 raise UsageError(str(e), hint=e.hint) from None
             self._reward_source = f"--reward {self.reward}"
         else:
-            self._rewards = [{"name": n, "weight": w, "kwargs": k} for n, w, k in reward_entries(data.get("rewards")
-                                                                                                 or ["rag-rl"])]
             self._reward_source = f"recipe {self.recipe or DEFAULT_TRAIN_RECIPE}"
-        self._identity = reward_identity(self._rewards)
+            try:
+                self._rewards = [{"name": n, "weight": w, "kwargs": k} for n, w, k in reward_entries(
+                    data.get("rewards") or ["rag-rl"], where=self._reward_source)]
+            except ConfigError as e:  # a value the setting cannot take: a usage error, as --reward's
+                raise UsageError(str(e), hint=e.hint) from None
+        try:
+            self._identity = reward_identity(self._rewards)
+        except ConfigError as e:  # kwargs a reward refuses: said with where they came from
+            raise UsageError(f"{self._reward_source}: {e}", hint=getattr(e, "hint", None)) from None
         return self
 
     def reward_record(self) -> dict[str, Any]:

@@ -102,10 +102,16 @@ _LOGGED = (
 )
 
 
+#: The largest of the reward's constants: the sum of its terms, times a weight of at most 1e6, stays finite.
+MAX_CONSTANT = 1e6
+
+
 def _check_weight(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or value > MAX_CONSTANT):
         raise ConfigError(
-            f"{name} must be a finite number >= 0, got {value!r}; it is a magnitude (penalties are subtracted)",
+            f"{name} must be a finite number >= 0 and at most {MAX_CONSTANT:g}, got {value!r}; it is a magnitude "
+            "(penalties are subtracted)",
             hint=f"set {name} to 0 to switch the term off (the paper: gamma_answer 5, gamma_correct 5, "
                  "gamma_incorrect 2)")
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._plumbing import mask_secrets
 from ..errors import ConfigError
 from ..registry import Registry
 
@@ -42,6 +43,44 @@ EVAL_SCORERS: Registry[Any] = Registry("evaluation scorer", check=lambda s: hasa
                                        must_be="an object with variant_of, rerender, make_judge, add_scores, ...")
 
 
+#: The largest magnitude of a reward's weight (``RewardSpec.weight``'s range, on every route: a recipe, an override,
+#: ``--reward``, the Python API), so that a weighted sum of rewards stays a finite number.
+MAX_WEIGHT = 1e6
+
+
+def weight_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as a reward's weight (a finite number in -1e6..1e6), or None.
+
+    >>> [weight_problem(v) for v in (2, -0.5, float("nan"), 1e308, "abc", True)]  # doctest: +NORMALIZE_WHITESPACE
+    [None, None, 'is not a finite number (NaN or infinite)', 'is outside -1e+06..1e+06 (a weighted sum of rewards
+    would overflow)', 'is not a number (a str)', 'is not a number (a bool)']
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is not a number (a {type(value).__name__})"
+    if not math.isfinite(value):
+        return "is not a finite number (NaN or infinite)"
+    if abs(value) > MAX_WEIGHT:
+        return f"is outside {-MAX_WEIGHT:g}..{MAX_WEIGHT:g} (a weighted sum of rewards would overflow)"
+    return None
+
+
+def number_problems(value: Any, key: str) -> list[str]:
+    """``key = value`` for each number in ``value`` (a reward's keyword argument: a number, a list, a mapping) that is
+    NaN or infinite: a reward built with one scores every sample NaN, which a weighted sum (TRL's ``nansum``) reads
+    as 0."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{key} = {value!r}"]
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in number_problems(v, f"{key}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in number_problems(v, f"{key}.{i}")]
+    return []
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
 def get_reward(name: str, **kwargs: Any) -> Callable:
     """Build the reward registered under ``name`` with ``kwargs`` (the factory validates them).
 
@@ -62,7 +101,13 @@ def get_reward(name: str, **kwargs: Any) -> Callable:
         >>> get_reward("rag-rl-answer", gamma_answer=1.0).gamma_answer
         1.0
     """
-    return REWARDS.get(name)(**kwargs)
+    factory = REWARDS.get(name)
+    bad = [p for k, v in kwargs.items() for p in number_problems(v, k)]
+    if bad:
+        raise ConfigError(f"reward {name}: {', '.join(bad)}: not a finite number (a reward built with NaN or an "
+                          "infinity scores every sample NaN, which the weighted sum reads as 0)",
+                          hint="give finite numbers in the reward's kwargs")
+    return factory(**kwargs)
 
 
 def register_reward(name: str, factory: Callable[..., Callable] | str, *, overwrite: bool = False) -> None:
@@ -97,33 +142,54 @@ def register_reward(name: str, factory: Callable[..., Callable] | str, *, overwr
     REWARDS.register(name, factory, overwrite=overwrite)
 
 
-def reward_entries(specs: Any) -> list[tuple[str, float, dict[str, Any]]]:
+def reward_entries(specs: Any, where: str | None = None) -> list[tuple[str, float, dict[str, Any]]]:
     """A recipe's ``rewards`` (a name, ``{name: weight}``, or a list of names, ``{name, weight, kwargs}`` mappings
-    or ``RewardSpec`` dataclasses) as ``(name, weight, kwargs)`` entries, as ``curriculum train`` reads them.
+    or ``RewardSpec`` dataclasses) as ``(name, weight, kwargs)`` entries, as ``curriculum train`` reads them, each
+    weight checked where it enters (:func:`weight_problem`: a finite number in -1e6..1e6) and each number of its
+    kwargs (finite), the refusal naming ``where`` (``recipe my-recipe``) and the key (``rewards.0.weight``).
 
     >>> reward_entries(["rag-rl", {"name": "rag-rl-answer", "weight": 2, "kwargs": {"gamma_answer": 1.0}}])
     [('rag-rl', 1.0, {}), ('rag-rl-answer', 2.0, {'gamma_answer': 1.0})]
+    >>> reward_entries([{"name": "rag-rl", "weight": float("nan")}], where="recipe mine")
+    Traceback (most recent call last):
+    ...
+    rag_curriculum.errors.ConfigError: recipe mine: rewards.0.weight = nan is not a finite number (NaN or infinite); give a number in -1e+06..1e+06
     """
+    at = f"{where}: " if where else ""
+    keyed = isinstance(specs, Mapping) and "name" not in specs
     if isinstance(specs, str):
         specs = [specs]
-    elif isinstance(specs, Mapping) and "name" not in specs:
+    elif keyed:
         specs = [{"name": n, "weight": w} for n, w in specs.items()]
     elif isinstance(specs, Mapping):
         specs = [specs]
+    if not isinstance(specs, Sequence):
+        raise ConfigError(f"{at}rewards = {specs!r}: not a reward name or a list of rewards",
+                          hint="write rewards: [rag-rl], or rewards: [{name: rag-rl, weight: 1.0}]")
     out = []
-    for spec in specs:
+    for i, spec in enumerate(specs):
         if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
             spec = dataclasses.asdict(spec)
         if isinstance(spec, str):
             out.append((spec, 1.0, {}))
             continue
         if not isinstance(spec, Mapping) or "name" not in spec:
-            raise ConfigError(f"a reward spec needs a 'name' (one of the registered rewards), got {spec!r}")
+            raise ConfigError(f"{at}rewards.{i}: a reward spec needs a 'name' (one of the registered rewards), got "
+                              f"{spec!r}")
+        key = f"rewards.{spec['name']}" if keyed else f"rewards.{i}.weight"
+        weight = spec.get("weight", 1.0)
+        if (why := weight_problem(weight)) is not None:
+            raise ConfigError(f"{at}{key} = {_shown(weight)} {why}; give a number in {-MAX_WEIGHT:g}..{MAX_WEIGHT:g}",
+                              hint="a reward's weight multiplies its score in the weighted sum TRL trains on")
         kwargs = dict(spec.get("kwargs") or {})
         kwargs.update({k: v for k, v in spec.items() if k not in ("name", "weight", "kwargs")})
-        out.append((str(spec["name"]), float(spec.get("weight", 1.0)), kwargs))
+        bad = [p for k, v in kwargs.items() for p in number_problems(v, f"rewards.{i}.kwargs.{k}")]
+        if bad:
+            raise ConfigError(f"{at}{', '.join(bad)}: not a finite number", hint="give finite numbers in the reward's "
+                              "kwargs (a NaN would score every sample NaN, which the weighted sum reads as 0)")
+        out.append((str(spec["name"]), float(weight), kwargs))
     if not out:
-        raise ConfigError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
+        raise ConfigError(f"{at}no reward given: name at least one registered reward, e.g. 'rag-rl'")
     return out
 
 
@@ -139,29 +205,33 @@ def reward_identity(specs: Any) -> list[list[Any]]:
 
 
 def parse_reward_spec(spec: str) -> list[dict[str, Any]]:
-    """``--reward NAME[:WEIGHT],...`` as a recipe's ``rewards`` list, each name checked against the registry.
+    """``--reward NAME[:WEIGHT],...`` as a recipe's ``rewards`` list, each name checked against the registry and each
+    weight as a recipe's is (:func:`weight_problem`). What an error echoes of the value is masked (a URL given here
+    by mistake keeps its password and token).
 
     >>> parse_reward_spec("rag-rl-answer:2, rag-rl-format")
     [{'name': 'rag-rl-answer', 'weight': 2.0, 'kwargs': {}}, {'name': 'rag-rl-format', 'weight': 1.0, 'kwargs': {}}]
 
     Raises:
-        ConfigError: an empty entry, or a weight that is not a finite number (naming it).
+        ConfigError: an empty entry, or a weight that is not a finite number in -1e6..1e6 (naming it).
         UnknownNameError: a reward that is not registered (with a "did you mean").
     """
     hint = "give --reward NAME[:WEIGHT],... e.g. rag-rl, or rag-rl-answer:1,rag-rl-citation:1,rag-rl-format:1"
+    shown = mask_secrets(str(spec))
     out = []
     for item in str(spec).split(","):
         name, sep, weight = item.strip().partition(":")
         name = name.strip()
         if not name:
-            raise ConfigError(f"--reward {spec!r}: an empty reward name", hint=hint)
+            raise ConfigError(f"--reward {shown!r}: an empty reward name", hint=hint)
         try:
             w = float(weight) if sep else 1.0
         except ValueError:
-            w = math.nan
-        if not math.isfinite(w):
-            raise ConfigError(f"--reward {spec!r}: the weight {weight.strip()!r} of {name} is not a number",
-                              hint=hint)
+            w = weight
+        if (why := weight_problem(w)) is not None:
+            said = mask_secrets(item.strip()).partition(":")[2].strip()  # (masked whole: a URL's parts are not)
+            why = "is not a number" if isinstance(w, str) else why
+            raise ConfigError(f"--reward {shown!r}: the weight {said!r} of {name} {why}", hint=hint)
         REWARDS.get(name)  # an unknown name raises, with a "did you mean"
         out.append({"name": name, "weight": w, "kwargs": {}})
     return out

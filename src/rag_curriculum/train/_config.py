@@ -29,9 +29,9 @@ from .._settings import (
     rule,
 )
 from ..agents import first_search_query
-from ..config import bind
+from ..config import DATA_CHECKS, bind
 from ..errors import ConfigError, UsageError
-from ..rewards import REWARDS
+from ..rewards import REWARDS, reward_entries
 from ._pass_rates import stats_path
 from .controllers import resolve_controller
 
@@ -413,3 +413,20 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """Build from plain data (a resolved recipe), refusing unknown keys with a "did you mean"."""
         return bind(cls, d)
+
+
+def check_recipe_rewards(data: dict[str, Any], where: str) -> None:
+    """A composed train recipe's ``rewards``, checked where they enter, before the recipe is bound: each weight a
+    finite number in -1e6..1e6 and each number of its kwargs finite (:func:`~rag_curriculum.rewards.reward_entries`),
+    a refusal naming the recipe and the key (``recipe mine: rewards.0.weight = nan is not a finite number``). A value
+    still to be interpolated (``${...}``) is checked once bound (:meth:`TrainConfig.validate`)."""
+    rewards = data.get("rewards")
+    if rewards is None or "${" in repr(rewards):
+        return
+    try:
+        reward_entries(rewards, where=where)
+    except ConfigError as e:
+        raise UsageError(str(e), hint=e.hint) from None
+
+
+DATA_CHECKS["train"]["rewards"] = check_recipe_rewards

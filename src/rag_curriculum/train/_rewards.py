@@ -32,22 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
-from ..rewards import get_reward, with_model_tokenizer
+from ..rewards import get_reward, reward_entries, with_model_tokenizer
 
 __all__ = ["reward_funcs_from_config", "with_model_tokenizer"]
-
-
-def _spec_entry(spec: Any) -> tuple[str, float, dict[str, Any]]:
-    if isinstance(spec, str):
-        return spec, 1.0, {}
-    if isinstance(spec, Mapping):
-        if "name" not in spec:
-            raise ConfigError(f"a reward spec needs a 'name' (one of the registered rewards), got {dict(spec)!r}")
-        kwargs = dict(spec.get("kwargs") or {})
-        kwargs.update({k: v for k, v in spec.items() if k not in ("name", "weight", "kwargs")})
-        return str(spec["name"]), float(spec.get("weight", 1.0)), kwargs
-    raise TypeError(f"a reward spec is a name or a mapping with name / weight / kwargs, got {spec!r}")
 
 
 def reward_funcs_from_config(
@@ -66,7 +53,8 @@ def reward_funcs_from_config(
         (``GRPOConfig(reward_weights=...)``), in order.
 
     Raises:
-        ConfigError: no reward, a mapping without ``name``, or keyword arguments a reward refuses.
+        ConfigError: no reward, a mapping without ``name``, a weight that is not a finite number in -1e6..1e6 (the
+            weighted sum would be NaN, infinite or overflow), or keyword arguments a reward refuses.
         UnknownNameError: a reward that is not registered (with a "did you mean").
 
     Examples:
@@ -74,15 +62,6 @@ def reward_funcs_from_config(
         >>> reward_funcs_from_config({"rag-rl": 1.0})[0]
         [RagRlReward(gamma_answer=5.0, gamma_correct=5.0, gamma_incorrect=2.0, gamma_format=1.0, format_penalty=1.0, max_chars=4000, output_format='rag-rl', log_components=True, abstention_answer='unanswerable', abstain_penalty=0.0)]
     """
-    if isinstance(specs, str):
-        entries = [_spec_entry(specs)]
-    elif isinstance(specs, Mapping) and "name" not in specs:
-        entries = [(str(name), float(weight), {}) for name, weight in specs.items()]
-    elif isinstance(specs, Mapping):
-        entries = [_spec_entry(specs)]
-    else:
-        entries = [_spec_entry(s) for s in specs]
-    if not entries:
-        raise ConfigError("no reward given: name at least one registered reward, e.g. 'rag-rl'")
+    entries = reward_entries(specs)  # each weight a finite number in -1e6..1e6, each kwarg's number finite
     funcs = [get_reward(name, **kwargs) for name, _, kwargs in entries]
     return funcs, [weight for _, weight, _ in entries]

@@ -84,7 +84,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._plumbing import atomic_write_with, mask_secrets
+from .._plumbing import MaskingStream, atomic_write_with, mask_secrets
+from .._settings import MAX_COUNT
 from ..agents import SearchTemplate, get_agent_template
 from ..errors import ConfigError, CurriculumError, PromptLengthError, TokenizerError
 from ..lengths import Limit, check_lengths, read_lengths
@@ -467,11 +468,14 @@ def steps_main(args: list[str]) -> int:
 
 def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[int]]:
     """What a refused verl layout could change to, each alone and each accepted by :func:`verl_layout`: prompts
-    per step nearest the asked (never empty), GPUs per node (1..16) on these nodes, node counts (1..64) at these
-    GPUs per node."""
+    per step nearest the asked (empty only where no multiple up to 10^9 splits), GPUs per node (1..16) on these
+    nodes, node counts (1..64) at these GPUs per node."""
     gpus = nnodes * gpus_per_node
     step = gpus // math.gcd(gpus, rollouts)  # data.train_batch_size must be a multiple of this
-    near = sorted(range(step, max(2 * prompts, 2 * step) + 1, step), key=lambda p: (abs(p - prompts), p))[:3]
+    below = prompts // step  # (the three nearest multiples of step lie within a few of it: no range over them all)
+    top = min(max(2 * prompts, 2 * step), MAX_COUNT)  # (each offer accepted by verl_layout)
+    near = sorted((m * step for m in range(max(1, below - 2), below + 4) if m * step <= top),
+                  key=lambda p: (abs(p - prompts), p))[:3]
     seqs = prompts * rollouts
     return {"PROMPTS_PER_STEP": sorted(near),
             "GPUS_PER_NODE": [g for g in range(1, 17) if seqs % (nnodes * g) == 0],
@@ -493,19 +497,21 @@ def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int
                         (gpus_per_node, "GPUS_PER_NODE")):
         if value < 1:
             raise ConfigError(f"{name}={value}: must be at least 1")
+        if value > MAX_COUNT:
+            raise ConfigError(f"{name}={value}: more than {MAX_COUNT:,}, far beyond any run verl can make")
     gpus = nnodes * gpus_per_node
     seqs = prompts * rollouts
     if seqs % gpus == 0:
         return seqs // gpus
     offered = verl_layout_offers(prompts, rollouts, nnodes, gpus_per_node)
-    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"]
+    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"] if offered["PROMPTS_PER_STEP"] else []
     if offered["GPUS_PER_NODE"]:
         options.append(f"GPUS_PER_NODE in {offered['GPUS_PER_NODE']}")
     if offered["NNODES"]:
         options.append(f"NNODES in {offered['NNODES']}")
+    choose = f"Choose {', or '.join(options)} (each alone)" if options else "Choose fewer GPUs"
     err = ConfigError(f"{prompts} prompts x {rollouts} rollouts = {seqs} sequences a step do not split over {gpus} "
-                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. Choose {', or '.join(options)} "
-                      "(each alone)")
+                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. {choose}")
     err.offered = offered  # type: ignore[attr-defined]
     raise err
 
@@ -632,7 +638,8 @@ def agent_data_main(args: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rag_curriculum.verl COMMAND ...`` (see the module docstring); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    stderr, sys.stderr = sys.stderr, _Masked(sys.stderr)  # every line it says: secrets masked (the plumbing's rule)
+    stderr = sys.stderr  # every line it says: secrets masked (the plumbing's rule)
+    sys.stderr = stderr if isinstance(stderr, MaskingStream) else MaskingStream(stderr)
     try:
         return _main(args)
     except SystemExit as e:  # a usage error: its message on stderr, exit status 2 (as every command's)
@@ -649,19 +656,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         sys.stderr = stderr
-
-
-class _Masked:
-    """A text stream that masks secrets in what is written to it (:func:`~rag_plumbing.mask_secrets`)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._stream.write(mask_secrets(text))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
 
 def _main(args: list[str]) -> int:

@@ -109,8 +109,9 @@ class CraftBreakdown:
 
 
 def _check_weight(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"CRAFT weight {name} must be a finite number >= 0, got {value!r}",
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or value > 1e6):  # (the weighted sum of the terms stays finite)
+        raise ConfigError(f"CRAFT weight {name} must be a finite number in 0..1e6, got {value!r}",
                           hint="appendix B sets every weight to 1.0; 0 switches a term off")
     return float(value)
 
