@@ -78,9 +78,11 @@ def test_a_table_piped_to_a_file_keeps_its_rows_on_one_line(monkeypatch):
 
     from rich.table import Table
 
+    from rag_curriculum._cli import common
     from rag_curriculum._cli.common import PIPED_WIDTH, _Console
 
     monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(common, "_watched", lambda: False)  # no terminal anywhere: a log file, CI
     sink = io.StringIO()
     table = Table()
     for i in range(10):
@@ -90,6 +92,57 @@ def test_a_table_piped_to_a_file_keeps_its_rows_on_one_line(monkeypatch):
     lines = sink.getvalue().splitlines()
     assert len(lines) == 5 and max(map(len, lines)) <= PIPED_WIDTH, sink.getvalue()  # rich's 80 folds each cell
     assert "value number 9" in lines[3]
+
+
+def test_a_table_piped_to_a_terminal_fits_the_terminal(monkeypatch):
+    """``curriculum inspect DIR | tee log`` from a shell: stdout is a pipe, but a person reads it on a terminal of
+    100 columns, which the table fits (not the 200 a log without a terminal gets)."""
+    import io
+    import os
+
+    from rich.table import Table
+
+    from rag_curriculum._cli import common
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(common, "_watched", lambda: True)
+    monkeypatch.setattr(os, "get_terminal_size", lambda *a: os.terminal_size((100, 40)))
+    sink = io.StringIO()
+    table = Table()
+    for i in range(10):
+        table.add_column(f"column {i}")
+    table.add_row(*[f"value number {i}" for i in range(10)])
+    common._Console(file=sink).print(table)
+    lines = sink.getvalue().splitlines()
+    assert max(map(len, lines)) <= 100 and "value" in sink.getvalue(), sink.getvalue()
+
+
+def test_only_the_toolkits_info_lines_are_shown(monkeypatch):
+    """The command line's logging shows the toolkit's INFO lines (its progress, what it wrote) and the libraries'
+    warnings, not their INFO lines (matplotlib's "generated new fontManager" on a first plot)."""
+    import io
+    import logging
+
+    from rag_curriculum._cli import common
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    for name in (*common.OWN_LOGGERS, "matplotlib"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    sink = io.StringIO()
+    monkeypatch.setattr("sys.stderr", sink)
+    common.configure_logging()
+    logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
+    logging.getLogger("matplotlib.font_manager").warning("a font is missing")
+    logging.getLogger("rag_curriculum.partition").info("wrote 8 rows")
+    logging.getLogger("rag_retriever.cli").info("index built")
+    text = sink.getvalue()
+    assert "fontManager" not in text and "a font is missing" in text
+    assert "wrote 8 rows" in text and "index built" in text
+    common.configure_logging(quiet=True)
+    logging.getLogger("rag_curriculum.partition").info("said only without --quiet")
+    assert "said only without --quiet" not in sink.getvalue()
 
 
 def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
