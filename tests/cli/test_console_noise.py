@@ -172,3 +172,48 @@ def test_piped_the_libraries_bars_are_turned_off(monkeypatch):
     monkeypatch.setattr("sys.stderr", io.StringIO())
     common.configure_logging()
     assert all(os.environ[name] == "1" for name in common.PIPED_QUIET_BARS)
+
+
+# -- warnings that fit two lines ------------------------------------------------------------------------------------
+#: The longest text a warning's template may hold (its placeholders counted as two characters each): with the
+#: logger's name before it and the values put in, two lines of a terminal 100 to 120 columns wide.
+WARNING_CHARACTERS = 160
+
+
+def _warning_templates(root: Path) -> list[tuple[str, str]]:
+    """(file:line, template) of each ``log.warning(...)`` / ``warnings.warn(...)`` whose message is written out."""
+    import ast
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if isinstance(node, ast.BinOp):
+            left, right = text(node.left), text(node.right)
+            return None if left is None or right is None else left + right
+        return None
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and node.args
+                    and ast.unparse(node.func).endswith(("log.warning", "logger.warning", "warnings.warn"))):
+                said = text(node.args[0])
+                if said is not None:
+                    found.append((f"{path.relative_to(root.parents[1])}:{node.lineno}", said))
+    return found
+
+
+def test_every_warning_the_toolkit_writes_fits_two_lines():
+    """A warning is read on a terminal between progress lines: what happened and what to do, in two lines (the
+    longest were 520 characters once their values were in); the reasons go to the docs."""
+    import re
+
+    root = Path(__file__).parents[2]
+    templates = [t for src in ("src/rag_curriculum", "retriever/src/rag_retriever", "plumbing/src/rag_plumbing")
+                 for t in _warning_templates(root / src)]
+    assert len(templates) > 60  # (the scan found them)
+    long = [(where, len(re.sub(r"%[-.\d]*[sdrgf]", "{}", said))) for where, said in templates
+            if len(re.sub(r"%[-.\d]*[sdrgf]", "{}", said)) > WARNING_CHARACTERS]
+    assert not long, f"warnings longer than {WARNING_CHARACTERS} characters (say less, or move it to the docs): {long}"
