@@ -128,8 +128,6 @@ def test_only_the_toolkits_info_lines_are_shown(monkeypatch):
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])
     monkeypatch.setattr(root, "level", root.level)
-    for name in (*common.OWN_LOGGERS, "matplotlib"):
-        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
     sink = io.StringIO()
     monkeypatch.setattr("sys.stderr", sink)
     common.configure_logging()

@@ -164,9 +164,9 @@ PIPED_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRES
 
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     """The command line's logging to stderr: the toolkit's INFO lines and up (:data:`OWN_LOGGERS`), the libraries'
-    warnings and errors only (``quiet``: warnings and errors only; ``verbose``: the toolkit's own debug messages
-    too, not every library's). Every line passes the masking rule of :mod:`rag_plumbing._secrets` (credentials in
-    URLs), whoever logs it."""
+    warnings and errors only, a filter on the handler deciding (``quiet``: warnings and errors only; ``verbose``:
+    the toolkit's own debug messages too, not every library's). Every line passes the masking rule of
+    :mod:`rag_plumbing._secrets` (credentials in URLs), whoever logs it."""
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     level = logging.WARNING if quiet else logging.INFO
@@ -178,15 +178,17 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
     if not _isatty(sys.stderr) and not isinstance(sys.stderr, _LineEnds):
         sys.stderr = _LineEnds(sys.stderr)  # a file or a pipe: a log line after a progress bar's \r starts anew
     before = list(logging.getLogger().handlers)
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    logging.basicConfig(level=level, format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         if handler not in before:  # the one basicConfig made, on stderr
             handler.setFormatter(_OwnLine(LOG_FORMAT))
-    logging.getLogger().setLevel(logging.WARNING)  # a library's INFO line (matplotlib's font cache ...): not shown
-    for name in OWN_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else level)
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    if verbose:
+        for name in ("rag_curriculum", "rag_retriever"):  # the toolkit and its retriever
+            logging.getLogger(name).setLevel(logging.DEBUG)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, MaskingFilter) for f in handler.filters):
             handler.addFilter(MaskingFilter())
@@ -195,8 +197,9 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
 
 
 def _quiet_libraries(record: Any) -> bool:
-    """Drop the INFO and DEBUG lines of :data:`QUIET_LOGGERS` whatever level those libraries set themselves."""
-    return record.levelno >= 30 or record.name.split(".")[0] not in QUIET_LOGGERS
+    """Drop every library's INFO and DEBUG lines, whatever level it sets itself: below WARNING, only the toolkit's
+    own (:data:`OWN_LOGGERS`) are shown."""
+    return record.levelno >= logging.WARNING or record.name.split(".")[0] in OWN_LOGGERS
 
 
 #: ``--print-config`` of every command that composes a configuration (Hydra's ``--cfg job``).

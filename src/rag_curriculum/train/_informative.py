@@ -88,7 +88,7 @@ def resolve_profile(given: str | None, shards: str | Path, manifest: Mapping[str
         return read_profile(folder), str(folder)
     except ProfileError as e:
         log.warning("the shards' level profile %s cannot be read here (%s): the informative fraction goes "
-                    "unchecked; give --profile DIR", recorded, e)
+                    "unchecked; give data.profile=DIR", recorded, e)
         return None, None
 
 
