@@ -74,6 +74,8 @@ def test_the_readme_command_runs_the_fast_set_and_the_docs_and_makes_no_engine_e
     r = _run(sandbox, JAVA="bash", RAG_CURRICULUM_ALL_TESTS="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
     assert r.returncode == 0, r.stderr
     assert "== tier fast (1 of 1): " in r.stdout and "tier fast: passed" in r.stdout and "docs-built" in r.stdout
+    # what it runs and how long it takes, with the load that was measured at
+    assert re.search(r"\d+ s measured on 2 cores at load [\d.]+", r.stdout.split("== tier fast")[1][:300]), r.stdout
     runs = _pytest_runs(r.stdout)
     assert len(runs) == 1 and runs[0].startswith("all=unset ") and _markers(runs[0]) is None, runs
     assert "-setup-by-" not in r.stdout + r.stderr and "-tests-ran" not in r.stdout.replace("main-tests-ran", "")
