@@ -82,6 +82,43 @@ def synth_file(questions: int) -> Path:
     return path
 
 
+def corpus_file(source: Path, passages: int) -> Path:
+    """``passages`` passages: the distinct paragraphs of ``source`` (a :func:`synth_file`), group after group, each
+    group's words perturbed with its own number (1000 + group, beyond the input's groups), JSONL of title and text;
+    made once under the temp folder (5,233,329 passages, BEIR-HotpotQA's size: about 3.5 GB)."""
+    import time
+
+    path = Path(tempfile.gettempdir()) / f"rag-curriculum-bench-wiki-{passages}.jsonl"
+    if path.exists():
+        return path
+    seen: set[tuple[str, str]] = set()
+    paragraphs: list[tuple[str, str]] = []
+    for rec in json.loads(source.read_text(encoding="utf-8")):
+        for title, sents in rec["context"]:
+            key = (title, "".join(sents))
+            if key not in seen:
+                seen.add(key)
+                paragraphs.append(key)
+    del seen
+    memo: dict[str, int] = {}
+    tmp = path.with_suffix(".tmp")
+    t0, n, group = time.perf_counter(), 0, 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        while n < passages:
+            g = 1000 + group
+            for title, text in paragraphs:
+                if n == passages:
+                    break
+                f.write(json.dumps({"title": _perturb(title, g, memo), "text": _perturb(text, g, memo)},
+                                   ensure_ascii=False) + "\n")
+                n += 1
+            group += 1
+            print(f"corpus: {n:,} passages ({group} groups of {len(paragraphs):,}), {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+    os.replace(tmp, path)
+    return path
+
+
 TOOLKIT = """
 from rag_retriever import IndexConfig, build_index
 m = build_index(IndexConfig(dataset="hotpotqa", input={path!r}, out={out!r}, depth={depth}, backend={backend!r},

@@ -1,7 +1,7 @@
 """BM25 against pyserini itself (Search-R1's BM25 backend), side by side on the same corpus and the same queries, in
 one run: build time, peak memory and size on disk of both indexes, queries/s per core, start-up to healthy.
 
-1. The corpus: ``--passages`` passages of bench/bench_serve_wiki.py's corpus (the HotpotQA-train-sized input's
+1. The corpus: ``--passages`` passages of bench/bench_index.py's ``corpus_file`` (the HotpotQA-train-sized input's
    paragraphs, perturbed group by group), written in Search-R1's wiki-18 layout (``{"id", "contents":
    "\\"Title\\"\\ntext"}``), made once under ``--work`` (default: the temp folder).
 2. The indexes: pyserini's Lucene index, built as Search-R1's ``index_builder.py`` runs it (``python -m
@@ -50,8 +50,7 @@ import time
 from pathlib import Path
 
 from _common import HOTPOT_TRAIN_RECORDS, ROOT, seconds_to_healthy
-from bench_index import synth_file
-from bench_serve_wiki import corpus_file
+from bench_index import corpus_file, synth_file
 
 PYSERINI_QUERY = r"""
 import json, os, sys, time
@@ -148,7 +147,7 @@ STORE_FILES = ("passages.bin", "norms.bin", "passage_keys.npy")  # the passage s
 
 
 def search_r1_corpus(passages: int, work: Path) -> Path:
-    """bench_serve_wiki's corpus in Search-R1's layout, made once (under ``work``)."""
+    """bench_index.py's corpus in Search-R1's layout, made once (under ``work``)."""
     path = work / f"rag-curriculum-bench-wiki-{passages}.search_r1.jsonl"
     if path.exists():
         return path

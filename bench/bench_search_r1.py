@@ -24,7 +24,7 @@ slower, and would rank otherwise than the toolkit's float32 encoder).
   index: the toolkit's ``curriculum index --kind dense --faiss Flat``, whose ``dense/faiss.index`` the peer serves
   too (the same vectors on both sides).
 
-The corpus: the HotpotQA sample's paragraphs, perturbed group by group (bench/bench_serve_wiki.py's way), in
+The corpus: the HotpotQA sample's paragraphs, perturbed group by group (bench/bench_index.py's corpus_file's way), in
 Search-R1's wiki-18 layout; the questions: the sample's, perturbed as the groups are. Each load is ``--clients`` connections (1, 16, 64, 200) each sending one
 request after another for ``--seconds``, from one asyncio process (keep-alive HTTP/1.1; cheap enough per request
 that it is not what limits either server); requests of one query at ``topk`` 3 (the tool call of a rollout), and
@@ -85,7 +85,7 @@ runpy.run_path(script, run_name="__main__")
 def search_r1_corpus(passages: int, work: Path) -> Path:
     """``passages`` passages in Search-R1's wiki-18 layout (``{"id", "contents": "\\"Title\\"\\ntext"}``): the
     distinct paragraphs of the HotpotQA sample, group after group, each group's words perturbed with its own number
-    (bench/bench_serve_wiki.py's corpus, from the sample alone); made once under ``work``."""
+    (bench/bench_index.py's corpus_file, from the sample alone); made once under ``work``."""
     path = work / f"corpus-{passages}.jsonl"
     if path.exists():
         return path

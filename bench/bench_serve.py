@@ -24,7 +24,7 @@ each replica's words perturbed, so the index has the posting lists of a larger c
     python bench/bench_serve.py --index DIR [--workers 2] [--queries FILE] [--single-core]
 
 ``--queries FILE`` takes the queries from a file's questions (a JSON list or JSONL); ``--single-core`` adds one
-caller on one bm25s thread (the single-core figure; bench/bench_serve_wiki.py uses both on a 5.2M-passage index).
+caller on one bm25s thread (the single-core figure).
 Only the batches the server answered are ranked in process for the check (on a big index ranking every batch
 would take hours).
 """

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Set everything up, then run every test tier (CPU only, offline):
-#   main  .venv       the whole suite (tests/ and the doctests), with the train extra (TRL, transformers), then the
-#                     docs site built with `mkdocs build --strict` (a broken link or a page left out fails)
+# The tests, offline on a CPU, in tiers, each in its own environment:
+#   bash scripts/test.sh           the fast set (the README's test command): `pytest` in .venv, the tests not marked
+#                                  slow, one pytest-xdist worker per core, then the docs site built with --strict.
+#                                  Builds no engine's environment.
+#   bash scripts/test.sh --rest    every other tier: the main suite's slow tests in .venv, then the engine tiers, each
+#                                  in its own environment (made in the background while the slow tests run)
+#   bash scripts/test.sh --all     both, one after the other: every tier (CI runs `bash .ci/run`: the README's command,
+#                                  then --rest; nothing runs twice)
+# The tiers:
+#   fast  .venv       the fast set and the docs site (`mkdocs build --strict`: a broken link or a page left out fails)
+#   slow  .venv       the tests marked slow (real models, trainers, servers, clusters, the docs' walkthroughs), but
+#                     not those marked learning
+#   main  .venv       fast and slow in one run (the whole suite in one pytest), then the docs site
 #   vllm  .venv-vllm  the real vLLM engine (its CPU build): backend, partition and eval CLIs, `vllm serve`
 #   verl  .venv-verl  verl 0.9.1's own dataset, sampler, data loader and reward loop on the toolkit's shards
 #   core  .venv-core  the core install only (as on a verl node): the reward imports no torch / transformers
@@ -10,24 +20,33 @@
 #                     $JAVA_HOME/bin/java; JAVA=CMD names another)
 #   retriever .venv-retriever  rag-retriever installed alone (./retriever, no rag-curriculum, no torch): its own tests,
 #                     its command line indexing, validating and serving a Search-R1-layout corpus
-#   learning .venv      (not by default; a scheduled job) the tests marked `learning`: a model learning over tens of GRPO
+#   learning .venv      (not in --all; a scheduled job) the tests marked `learning`: a model learning over tens of GRPO
 #                     steps, as the docs show it (search-agents.md's search agent)
-#   trl-newest, trl-oldest .venv-trl-newest, .venv-trl-oldest  (not by default; a scheduled job) the trainer's tests
+#   trl-newest, trl-oldest .venv-trl-newest, .venv-trl-oldest  (not in --all; a scheduled job) the trainer's tests
 #                     against the newest and the oldest TRL the pin allows: the toolkit's GRPOTrainer overrides two
 #                     private TRL methods (train/_trainer.py)
 # Each tier has an environment of its own (vLLM's and verl's pins clash with the train extra's), all declared in
-# scripts/setup.sh (`bash scripts/setup.sh TIER` makes one); the engine tiers skip themselves in the main environment.
-# The tiers after main run one after another (LANES=2: in two lanes at once, below).
-# Choose tiers with TIERS, e.g. TIERS="main core" bash scripts/test.sh.
-# While the main tier's tests run, the engine tiers' environments are made in the background, one after another
-# (the installer waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own, and a
-# failed setup fails its tier with the setup's output. SETUP_IN_BACKGROUND=0 makes each one just before its tier.
-#   bash scripts/test.sh [extra pytest arguments for the main tier, e.g. tests/curricula -x]
+# scripts/setup.sh (`bash scripts/setup.sh TIER` makes one); in the main environment the engine tiers' folders are
+# not collected (one line says so: tests/conftest.py). The tiers after slow run one after another (LANES=2: in two
+# lanes at once, below). TIERS chooses tiers instead, e.g. TIERS="fast core" bash scripts/test.sh.
+# While the slow tier's tests run, the engine tiers' environments are made in the background, one after another
+# (the installer waits mostly on the network and the disk, the tests on the CPUs); each engine tier waits for its own,
+# and a failed setup fails its tier with the setup's output. SETUP_IN_BACKGROUND=0 makes each one just before its tier.
+#   bash scripts/test.sh [--rest | --all] [extra pytest arguments for the fast, slow or main tier, e.g. -x]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-TIERS=${TIERS:-main vllm verl core pyserini retriever}
+FAST_TIERS="fast"
+REST_TIERS="slow vllm verl core pyserini retriever"
+case ${1:-} in
+  --rest) DEFAULT_TIERS=$REST_TIERS; shift ;;
+  --all) DEFAULT_TIERS="$FAST_TIERS $REST_TIERS"; shift ;;
+  *) DEFAULT_TIERS=$FAST_TIERS ;;
+esac
+TIERS=${TIERS:-$DEFAULT_TIERS}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export RAG_CURRICULUM_ALL_TESTS=1  # every test, the slow ones too (a plain `pytest` runs the fast set)
+# (RAG_CURRICULUM_ALL_TESTS=1, set for the slow and main tiers, runs the slow tests too: a plain `pytest` leaves them
+# out, which is the fast tier)
+unset RAG_CURRICULUM_ALL_TESTS
 # Python writes each module's bytecode the first time a process of the run imports it, whatever the caller's
 # PYTHONDONTWRITEBYTECODE says: set, as on CI's machines and this one, every one of the run's hundreds of processes
 # compiled torch's, transformers' and TRL's sources anew (importing the three: 12.4 s on one core, 6.3 s from
@@ -52,8 +71,13 @@ ENGINE_PYTEST=("${PYTEST[@]}")
 [ "$WORKERS" = 1 ] || ENGINE_PYTEST+=("${XDIST[@]}")
 # the slowest tests named at the end of the tier (where its time went, in CI's output too)
 MAIN_PYTEST+=(--durations=25 --durations-min=10)
+# the slow tier: the main tier's run, of the tests marked slow only
+SLOW_PYTEST=("${MAIN_PYTEST[@]}" -m "slow and not learning")
 # the tests marked `learning` (a model learning over tens of GRPO steps, minutes each) run in their own tier
 MAIN_PYTEST+=(-m "not learning")
+# the fast tier: a plain `pytest`, which is the fast set, spread over the cores (tests/conftest.py); no --durations
+# (its tests take under about a second each)
+FAST_PYTEST=("${PYTEST[@]}")
 # The tests that drive TRL's GRPOTrainer (the trl-newest and trl-oldest tiers run them)
 TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/test_veritas_train.py
                tests/curricula/test_prompt_lengths.py)
@@ -63,6 +87,8 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
+    fast) echo "the fast set in .venv, one pytest process per core, and the docs site; about 5 min at load 5 (the fast set 245 s measured on 2 cores at load 4.8 to 6.4; 1577 s at load 6.3 to 8.9; 4.6 min of CPU, the docs 23 s)" ;;
+    slow) echo "the tests marked slow in .venv, in $WORKERS pytest processes, the longest files first; about 13 to 18 min (the main tier's 977 to 1260 s less the fast set's; the README walkthrough 440 to 590 s of it)" ;;
     main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 16 to 21 min (977 s measured on 2 cores at load 0.69, 1260 s in another run; its environment made with uv; the README walkthrough 440 to 590 s of it)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 min (101 s measured after the main tier, 93 s in another run; its engines in process)" ;;
     verl) echo "verl's own loaders and reward loop in .venv-verl, in $WORKERS pytest processes; about 1 to 2 min (75 s measured after the main tier, 86 s in another run)" ;;
@@ -75,9 +101,12 @@ about() {
   esac
 }
 # The environments take about 11 GB (.venv 3.2, .venv-vllm 3.6, .venv-pyserini 1.9, .venv-verl 1.6, .venv-core 0.4)
-# and pip unpacks wheels in $TMPDIR as it goes: a disk that cannot hold them is said now, not as an OSError later.
+# and pip unpacks wheels in $TMPDIR as it goes: a disk that cannot hold them is said now, not as an OSError later
+# (where an engine tier runs: the fast set needs .venv alone).
+engines=false
+for tier in $TIERS; do case $tier in vllm|verl|core|pyserini|retriever|trl-*) engines=true ;; esac; done
 free_gb=$(df -Pk . 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}')
-if [ -n "$free_gb" ] && [ "$free_gb" -lt 15 ]; then
+if $engines && [ -n "$free_gb" ] && [ "$free_gb" -lt 15 ]; then
   echo "warning: $free_gb GB free on the disk of $(pwd); the test environments need about 11 GB and pip about 4 GB more while it installs (free some, e.g. old outputs/ or other checkouts' .venv*)" >&2
 fi
 setups=$(mktemp -d "${TMPDIR:-/tmp}/rag-curriculum-setups.XXXXXX")
@@ -124,10 +153,18 @@ run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it
   echo "== tier $tier ($n of $n_tiers): $(about "$tier")$here"
   # (every step is checked with `|| return`: a function called as `run_tier ... || rc=$?` runs without set -e)
   case $tier in
+    fast)
+      bash scripts/setup.sh || return
+      (. .venv/bin/activate && python "${FAST_PYTEST[@]}" "$@" && bash scripts/docs.sh) || return ;;
+    slow)
+      bash scripts/setup.sh || return
+      if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] && [ -z "$chain" ]; then engine_setups & chain=$!; fi
+      (. .venv/bin/activate && RAG_CURRICULUM_ALL_TESTS=1 python "${SLOW_PYTEST[@]}" "$@") || return ;;
     main)
       bash scripts/setup.sh || return
-      if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ]; then engine_setups & chain=$!; fi
-      (. .venv/bin/activate && python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) || return ;;
+      if [ "${SETUP_IN_BACKGROUND:-1}" != 0 ] && [ -z "$chain" ]; then engine_setups & chain=$!; fi
+      (. .venv/bin/activate && RAG_CURRICULUM_ALL_TESTS=1 python "${MAIN_PYTEST[@]}" "$@" && bash scripts/docs.sh) \
+        || return ;;
     vllm) setup vllm && .venv-vllm/bin/python "${ENGINE_PYTEST[@]}" tests/tier_vllm || return ;;
     verl) setup verl && .venv-verl/bin/python "${ENGINE_PYTEST[@]}" tests/tier_verl || return ;;
     core) setup core && .venv-core/bin/python "${PYTEST[@]}" tests/tier_core || return ;;
@@ -142,7 +179,7 @@ run_tier() {  # TIER N [pytest arguments for the main tier]: announce it, set it
     retriever) setup retriever && .venv-retriever/bin/python "${PYTEST[@]}" retriever/tests || return ;;
     trl-newest|trl-oldest)
       bash scripts/setup.sh "$tier" && ".venv-$tier/bin/python" "${PYTEST[@]}" "${TRAINER_TESTS[@]}" || return ;;
-    *) echo "error: unknown tier '$tier' (main, vllm, verl, core, pyserini, retriever, learning, trl-newest, trl-oldest)" >&2; return 2 ;;
+    *) echo "error: unknown tier '$tier' (fast, slow, main, vllm, verl, core, pyserini, retriever, learning, trl-newest, trl-oldest)" >&2; return 2 ;;
   esac
   echo "tier $tier: passed in $((SECONDS - start)) s (setup included; load $load when it started)"
   echo "$tier $((SECONDS - start)) $load $(git rev-parse --short HEAD 2>/dev/null || echo '-')" >> "$TIMES"
@@ -159,12 +196,17 @@ for tier in $TIERS; do  # the main tier (and the opt-in ones) here, one after an
       fi
       laned+=("$tier:$i")
       if [ "$tier" = vllm ]; then lane1+=("$tier:$i"); else lane2+=("$tier:$i"); fi ;;
-    main) run_tier main "$i" "$@" || exit ;;
+    fast|slow|main) run_tier "$tier" "$i" "$@" || exit ;;
     *) run_tier "$tier" "$i" || exit ;;
   esac
 done
+said_next() {  # after the README's command: what it left out, and how to run it
+  [ "$TIERS" = "$FAST_TIERS" ] || return 0
+  echo "the fast set passed; every other tier (the slow tests, vLLM, verl, the core install, pyserini, the retriever; about 20 to 25 min on 2 cores, and 11 GB of environments): bash scripts/test.sh --rest (CI: bash .ci/run runs both)"
+}
 if (( ${#laned[@]} == 0 )); then
   if (( ${#failed[@]} > 0 )); then echo "error: tiers failed: ${failed[*]}" >&2; exit 1; fi
+  said_next
   exit 0
 fi
 # the environments made one after another in the background, if the main tier has not begun that already

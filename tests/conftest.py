@@ -44,6 +44,32 @@ _share_the_cores_among_workers()
 ALL_TESTS = "RAG_CURRICULUM_ALL_TESTS"
 
 
+def _installed(name: str) -> bool:
+    """Importable as a real package: tests/ is on sys.path (pytest's pythonpath), where a folder such as tests/tier_vllm
+    would otherwise pass for a namespace package of that name (no origin)."""
+    return getattr(importlib.util.find_spec(name), "origin", None) is not None
+
+
+def engine_tiers_absent() -> dict[str, str]:
+    """The engine tiers' folders whose engine this environment lacks: folder -> why. They are not collected here
+    (their tests would each skip, one line apiece); one line at the end of the run names them, and
+    ``bash scripts/test.sh --rest`` runs each in its own environment."""
+    out = {}
+    if not _installed("vllm"):
+        out["tier_vllm"] = "no vLLM"
+    if not _installed("verl"):
+        out["tier_verl"] = "no verl"
+    if not _installed("pyserini"):
+        out["tier_pyserini"] = "no pyserini"
+    if any(_installed(m) for m in ("torch", "transformers", "trl", "vllm")):
+        out["tier_core"] = "torch is here, the core install has none"
+    return out
+
+
+ABSENT_TIERS = engine_tiers_absent()
+collect_ignore = sorted(ABSENT_TIERS)  # (relative to tests/)
+
+
 def _fast_set_only(config) -> bool:
     """A plain ``pytest`` (no paths, no ``-m``, no ``-k``) runs the fast set: the tests marked ``slow`` (over about
     a second on 2 cores: real models, trainers, servers, clusters, the docs' walkthroughs) are left out, unless
@@ -98,11 +124,20 @@ def pytest_collection_modifyitems(config, items):
         has_gpu = torch.cuda.is_available()
     except Exception:
         has_gpu = False
+    # tests that need what this machine lacks: left out, counted in one line at the end (not a SKIPPED line apiece)
+    lacking = {"gpu": (has_gpu, "need a CUDA GPU"), "vllm": (has_vllm, "need vLLM (the vllm tier's environment)")}
+    left_out: dict[str, int] = {}
+    keep = []
     for item in items:  # by marker: item.keywords also holds folder names (a checkout in a folder named gpu)
-        if item.get_closest_marker("gpu") and not has_gpu:
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if item.get_closest_marker("vllm") and not has_vllm:
-            item.add_marker(pytest.mark.skip(reason="needs vLLM: the vLLM tier runs in .venv-vllm (scripts/test.sh)"))
+        why = next((why for marker, (has, why) in lacking.items() if item.get_closest_marker(marker) and not has), None)
+        if why is None:
+            keep.append(item)
+        else:
+            left_out[why] = left_out.get(why, 0) + 1
+    if left_out:
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+        config._rag_curriculum_lacking = left_out
     if "PYTEST_XDIST_WORKER" in os.environ and FILE_SECONDS.is_file():  # every worker orders its collection alike
         longest_files_first(items, json.loads(FILE_SECONDS.read_text(encoding="utf-8"))["seconds"])
 
@@ -168,22 +203,44 @@ def gemma_dir(gemma_gguf) -> Path:
 
 
 def pytest_sessionfinish(session):
-    """In a pytest-xdist worker: hand the count of slow tests left out to the controller, which prints it."""
+    """In a pytest-xdist worker: hand the counts of tests left out to the controller, which prints them."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["slow_left_out"] = getattr(session.config, "_rag_curriculum_slow_left_out", 0)
+        output["lacking"] = getattr(session.config, "_rag_curriculum_lacking", {})
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """pytest-xdist's controller: a worker's count of slow tests left out (each worker collects them all)."""
-    left_out = getattr(node, "workeroutput", {}).get("slow_left_out", 0)
-    node.config._rag_curriculum_slow_left_out = max(getattr(node.config, "_rag_curriculum_slow_left_out", 0), left_out)
+    """pytest-xdist's controller: a worker's counts of tests left out (each worker collects them all)."""
+    output = getattr(node, "workeroutput", {})
+    node.config._rag_curriculum_slow_left_out = max(getattr(node.config, "_rag_curriculum_slow_left_out", 0),
+                                                    output.get("slow_left_out", 0))
+    lacking = getattr(node.config, "_rag_curriculum_lacking", {})
+    node.config._rag_curriculum_lacking = {why: max(n, lacking.get(why, 0))
+                                           for why, n in {**lacking, **output.get("lacking", {})}.items()}
+
+
+def left_out_line(slow: int, lacking: dict[str, int], tiers: dict[str, str]) -> str | None:
+    """The one line that says what this run left out and what runs it, or None when it left out nothing.
+
+    >>> left_out_line(1500, {"need a CUDA GPU": 3}, {"tier_vllm": "no vLLM"})
+    'left out: 1,500 tests marked slow, 3 that need a CUDA GPU; not collected: tests/tier_vllm (no vLLM). `bash scripts/test.sh --rest` runs the slow tests and the engine tiers, each in its own environment'
+    """
+    parts = ([f"{slow:,} tests marked slow"] if slow else []) + [f"{n:,} that {why}" for why, n in lacking.items()]
+    said = ("left out: " + ", ".join(parts)) if parts else ""
+    if tiers:
+        said += ("; " if said else "") + "not collected: " + ", ".join(f"tests/{t} ({why})" for t, why in tiers.items())
+    if not said:
+        return None
+    return said + ". `bash scripts/test.sh --rest` runs the slow tests and the engine tiers, each in its own environment"
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    left_out = getattr(config, "_rag_curriculum_slow_left_out", 0)
-    if left_out:
-        terminalreporter.write_line(
-            f"fast set: {left_out} tests marked slow were left out; `pytest -m slow` runs them, "
-            f"{ALL_TESTS}=1 pytest runs everything, and `bash scripts/test.sh` runs every tier")
+    here = Path(config.invocation_params.dir)
+    ran_tests = config.args_source is pytest.Config.ArgsSource.TESTPATHS or any(
+        (here / str(arg).split("::")[0]).resolve() in (ROOT, ROOT / "tests") for arg in config.args)  # every test
+    line = left_out_line(getattr(config, "_rag_curriculum_slow_left_out", 0),
+                         getattr(config, "_rag_curriculum_lacking", {}), ABSENT_TIERS if ran_tests else {})
+    if line:
+        terminalreporter.write_line(line)

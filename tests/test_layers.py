@@ -7,7 +7,8 @@ optional dependencies (torch, transformers, vLLM, Ray, bm25s, matplotlib ...) on
 imports such a dependency at its top (or imports one that does) is itself heavy (:func:`heavy_modules`), and may be
 imported inside a function, so that ``curriculum --help`` does not pay for it; every other module of the project is
 imported at the top of the file.
-The top-level imports between the project's modules form no loop (:func:`test_no_import_loop_between_modules`).
+The top-level imports between the project's modules form no loop (:func:`test_no_import_loop_between_modules`), nor
+do they with the imports inside functions added (:func:`test_no_import_loop_even_through_imports_inside_functions`).
 Packages meet through public names: no module imports a private module (``_name``) of another package, anywhere in
 the file (:func:`test_no_import_of_another_packages_private_module`); a package exports what the others use from
 its ``__init__`` or a public module.
@@ -307,6 +308,30 @@ def test_no_import_loop_between_modules():
     loop = _cycle(graph)
     assert loop is None, "import loop: " + " -> ".join(loop or [])
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def import_graph_with_function_imports() -> dict[str, set[str]]:
+    """module -> the project modules it imports anywhere: at its top (:func:`module_graph`) and inside its
+    functions (an import there runs when the function does, and a loop through it still ties the two modules)."""
+    graph, _, inner = module_graph()
+    full = {m: set(deps) for m, deps in graph.items()}
+    for file, found in inner.items():
+        parts, _ = _module(PKG / file)
+        me = _dotted(parts)
+        for _, mods in found:
+            for m in mods:
+                full[me].update(x for x in _runtime(m.split("."), me) if x != me)
+    return full
+
+
+def test_no_import_loop_even_through_imports_inside_functions():
+    """No two modules import each other, even when one of the imports waits inside a function: a loop hidden that
+    way still makes each module depend on the other (which goes first, which to change first)."""
+    full = import_graph_with_function_imports()
+    assert "rag_curriculum.train._trainer" in full["rag_curriculum.train._trl"]  # train() imports it inside itself
+    loop = _cycle(full)
+    assert loop is None, ("import loop (an import inside a function counts too; move what both need to a module "
+                          "below them): " + " -> ".join(loop or []))
 
 
 def test_heavy_modules_are_the_ones_importing_heavy_packages():

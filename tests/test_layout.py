@@ -64,3 +64,31 @@ def test_no_test_folder_shadows_a_package_the_toolkit_imports():
     shadowing = sorted(folders & imported)
     assert not shadowing, (f"tests/{shadowing} would shadow the package of that name (tests/ is on sys.path); "
                            "name the folder otherwise (tests/verl_wing holds verl/'s tests)")
+
+
+def _named(script: str, texts: dict[str, str]) -> list[str]:
+    """The files whose text names ``bench/NAME.py`` (as a path, or as the module ``NAME`` a test or script imports)."""
+    stem = script.removesuffix(".py")
+    pattern = re.compile(rf"\b{re.escape(stem)}(?:\.py)?\b")
+    return [f for f, text in texts.items() if pattern.search(text)]
+
+
+def test_every_bench_script_backs_a_figure_on_a_page_or_a_test():
+    """Each ``bench/`` script is named on a docs page (beside its figure) or by a test; a helper module (``_name``) is
+    imported by such a script. A script nothing names measures nothing anyone reads: cite its figure or delete it."""
+    bench = ROOT / "bench"
+    scripts = sorted(p.name for p in bench.glob("*.py"))
+    assert len(scripts) > 20 and "bench_mechanism.py" in scripts  # (the folder was found)
+    cited = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+             for p in [*(ROOT / "docs").glob("*.md"), ROOT / "README.md", *(ROOT / "tests").rglob("*.py")]}
+    code = {p.name: p.read_text(encoding="utf-8") for p in bench.glob("*.py")}
+    unbacked = []
+    for name in scripts:
+        if name.startswith("_"):
+            users = [f for f in _named(name, code) if f != name and not f.startswith("_")]
+            if not users:
+                unbacked.append(f"{name} (a helper no script imports)")
+        elif not _named(name, cited):
+            unbacked.append(name)
+    assert not unbacked, ("bench scripts that no docs page or test names (cite the figure each measures on "
+                          f"docs/benchmarks.md, beside its command, or delete it): {unbacked}")

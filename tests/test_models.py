@@ -326,3 +326,27 @@ def test_a_conversion_is_published_through_the_commit_protocol(tmp_path, monkeyp
     assert again == folder and (folder / "NOTES.md").read_text() == "mine"
     assert json.loads((folder / "config.json").read_text()) == {"model_type": "llama"}
     assert models.cached_folder_problem(folder, digest) is None
+
+
+def test_a_conversion_says_each_step_as_it_begins_and_again_while_one_runs_on(caplog):
+    """A conversion is a minute on 2 idle cores and ten under load: each of its steps is said as it begins, with the
+    time so far, and a step that runs on is said again every period, so a slow machine never looks hung."""
+    import logging
+    import time
+
+    from rag_curriculum.models import ConversionSteps
+
+    caplog.set_level(logging.INFO, logger="rag_curriculum.models")
+    with ConversionSteps("gemma.gguf", 2, every=0.05) as step:
+        step("the tokenizer")
+        deadline = time.monotonic() + 10
+        while not any("still the tokenizer" in m for m in caplog.messages) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        step("the weights")
+    said = caplog.messages
+    assert said[0] == "converting gemma.gguf: step 1 of 2, the tokenizer; 0 s so far"
+    assert any(m.startswith("converting gemma.gguf: still the tokenizer (step 1 of 2); ") for m in said), said
+    assert any(m.startswith("converting gemma.gguf: step 2 of 2, the weights; ") for m in said), said
+    n = len(caplog.messages)
+    time.sleep(0.2)
+    assert len(caplog.messages) == n  # the heartbeat stops with the conversion

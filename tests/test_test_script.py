@@ -1,7 +1,9 @@
-"""``scripts/test.sh`` (what CI runs) in a sandbox with stub setups and stub test environments: every tier runs and
-passes, the engine tiers' environments are made in the background while the main tier runs, the tiers after the
-main one run one after another (or in two lanes), the longest test files are handed out first, and a failed setup
-fails its tier and the script."""
+"""``scripts/test.sh`` in a sandbox with stub setups and stub test environments: the README's command (no argument)
+runs the fast set and the docs build and makes no engine environment; ``--rest`` runs every other tier and
+``--all`` both, and CI (``.ci/run``) runs the README's command and then ``--rest``, nothing twice; every tier runs
+and passes, the engine tiers' environments are made in the background while the slow tier runs, the tiers after it
+run one after another (or in two lanes), the longest test files are handed out first, and a failed setup fails its
+tier and the script."""
 
 from __future__ import annotations
 
@@ -31,31 +33,98 @@ def sandbox(tmp_path: Path) -> Path:
         py.write_text(f"#!/usr/bin/env bash\necho {tier}-tests-ran\n")
         py.chmod(0o755)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    (tmp_path / ".venv" / "bin" / "activate").write_text('python() { echo "main-tests-ran $*"; }\n')
+    (tmp_path / ".venv" / "bin" / "activate").write_text(
+        'python() { echo "main-tests-ran all=${RAG_CURRICULUM_ALL_TESTS:-unset} $*"; }\n')
     return tmp_path
 
 
-def _run(sandbox: Path, **env: str) -> subprocess.CompletedProcess:
+def _run(sandbox: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     import os
 
-    base = {k: v for k, v in os.environ.items() if k not in ("TIERS", "SETUP_IN_BACKGROUND")}  # as the caller set
-    return subprocess.run(["bash", "scripts/test.sh"], cwd=sandbox, capture_output=True, text=True, timeout=120,
-                          env={**base, **env})
+    base = {k: v for k, v in os.environ.items()  # as the caller set
+            if k not in ("TIERS", "SETUP_IN_BACKGROUND", "RAG_CURRICULUM_ALL_TESTS")}
+    return subprocess.run(["bash", "scripts/test.sh", *args], cwd=sandbox, capture_output=True, text=True,
+                          timeout=120, env={**base, **env})
+
+
+ENGINES = ("vllm", "verl", "core", "pyserini", "retriever")
+
+
+def _pytest_runs(stdout: str) -> list[str]:
+    """The main environment's pytest command lines the run made (the stub prints each)."""
+    return [line.removeprefix("main-tests-ran ") for line in stdout.splitlines() if line.startswith("main-tests-ran")]
+
+
+def _markers(run: str) -> str | None:
+    """The -m marker expression of a pytest command line the stub printed (after ``-m pytest``), or None."""
+    m = re.search(r" -m (.+?)(?: --|$)", run.split("-m pytest", 1)[1])
+    return m.group(1) if m else None
+
+
+def test_the_readme_command_runs_the_fast_set_and_the_docs_and_makes_no_engine_environment(sandbox):
+    """`bash scripts/test.sh`, what the README gives a newcomer: a plain `pytest` in .venv (the fast set, the slow
+    tests left out: RAG_CURRICULUM_ALL_TESTS unset, no -m) and the docs build; no engine tier, no engine environment
+    made, no warning about the disk the engine environments would need; and the last line says how to run the
+    rest."""
+    bin_dir = sandbox / "fake-bin"  # a small disk: nothing to say, since no engine environment is made
+    _stub(bin_dir / "df", "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'\n"
+                          "echo '/dev/x 100000000 98000000 2097152 98% /'\n")
+    import os
+
+    r = _run(sandbox, JAVA="bash", RAG_CURRICULUM_ALL_TESTS="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert r.returncode == 0, r.stderr
+    assert "== tier fast (1 of 1): " in r.stdout and "tier fast: passed" in r.stdout and "docs-built" in r.stdout
+    # what it runs and how long it takes, with the load that was measured at
+    assert re.search(r"\d+ s measured on 2 cores at load [\d.]+", r.stdout.split("== tier fast")[1][:300]), r.stdout
+    runs = _pytest_runs(r.stdout)
+    assert len(runs) == 1 and runs[0].startswith("all=unset ") and _markers(runs[0]) is None, runs
+    assert "-setup-by-" not in r.stdout + r.stderr and "-tests-ran" not in r.stdout.replace("main-tests-ran", "")
+    assert "GB free" not in r.stderr, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("the fast set passed; every other tier")
+    assert "bash scripts/test.sh --rest" in r.stdout.strip().splitlines()[-1]
+
+
+def test_ci_runs_the_readme_command_then_the_rest_and_nothing_twice(sandbox):
+    """.ci/run: the README's test command word for word, then --rest; together every tier once: the fast set, the
+    slow tests (-m "slow and not learning", every test: RAG_CURRICULUM_ALL_TESTS=1), each engine tier, the docs."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"^(bash scripts/test\.sh)\s+#", readme, re.M)
+    assert command, "the README's test command"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    runs = [line for line in ci if line.startswith("bash ")]
+    assert runs == [command.group(1), "bash scripts/test.sh --rest"], runs
+    import os
+
+    (sandbox / ".ci").mkdir()
+    shutil.copy(ROOT / ".ci" / "run", sandbox / ".ci" / "run")
+    r = subprocess.run(["bash", ".ci/run"], cwd=sandbox, capture_output=True, text=True, timeout=240,
+                       env={**{k: v for k, v in os.environ.items() if k != "TIERS"}, "JAVA": "bash"})
+    assert r.returncode == 0, r.stderr
+    announced = re.findall(r"^== tier (\w+) \(", r.stdout, re.M)
+    assert announced == ["fast", "slow", *ENGINES], announced  # each once, the README's first
+    pytest_runs = _pytest_runs(r.stdout)
+    assert len(pytest_runs) == 2 and pytest_runs[0].startswith("all=unset ") and _markers(pytest_runs[0]) is None
+    assert pytest_runs[1].startswith("all=1 ") and _markers(pytest_runs[1]) == "slow and not learning", pytest_runs
+    assert r.stdout.count("docs-built") == 1
+    for tier in ENGINES:
+        assert r.stdout.count(f"{tier}-tests-ran") == 1
 
 
 def test_every_tier_runs_with_its_environment_made_in_the_background(sandbox):
-    r = _run(sandbox, JAVA="bash")  # (a command that exists: Java is there)
+    r = _run(sandbox, "--all", JAVA="bash")  # (a command that exists: Java is there)
     assert r.returncode == 0, r.stderr
-    tiers = ("main", "vllm", "verl", "core", "pyserini", "retriever")
+    tiers = ("fast", "slow", *ENGINES)
     for tier in tiers:
         assert f"tier {tier}: passed" in r.stdout
+    for tier in ENGINES:
         assert f"{tier}-tests-ran" in r.stdout
-    assert "docs-built" in r.stdout
+    assert "docs-built" in r.stdout and len(_pytest_runs(r.stdout)) == 2
     for i, tier in enumerate(tiers, 1):  # each tier announced, with what and how long
-        assert f"== tier {tier} ({i} of 6): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
-    for tier in tiers[1:]:  # its setup's output, shown before its tests (a lane prints its tiers whole)
+        assert f"== tier {tier} ({i} of 7): " in r.stdout and "min" in r.stdout.split(f"== tier {tier}")[1][:200]
+    for tier in ENGINES:  # its setup's output, shown before its tests (a lane prints its tiers whole)
         out = r.stdout.split(f"== tier {tier} (")[1]
         assert f"{tier}-setup-by-" in out.split(f"{tier}-tests-ran")[0], out
+    assert "the fast set passed" not in r.stdout  # (said after the README's command alone)
 
 
 def test_the_tiers_after_the_main_one_run_one_after_another_or_in_two_lanes(sandbox):
@@ -77,7 +146,7 @@ def test_the_tiers_after_the_main_one_run_one_after_another_or_in_two_lanes(sand
 def test_without_java_the_pyserini_tier_is_skipped_saying_why(sandbox, background):
     """No Java: pyserini cannot run, so its tier neither makes its environment nor runs; it says so, and the other
     tiers run and pass."""
-    r = _run(sandbox, JAVA="no-such-java-here", SETUP_IN_BACKGROUND=background)
+    r = _run(sandbox, "--rest", JAVA="no-such-java-here", SETUP_IN_BACKGROUND=background)
     assert r.returncode == 0, r.stderr
     assert "tier pyserini: skipped: no Java here" in r.stdout
     assert "pyserini-setup-by-" not in r.stdout + r.stderr and "pyserini-tests-ran" not in r.stdout
@@ -90,12 +159,12 @@ def test_without_java_the_pyserini_tier_is_skipped_saying_why(sandbox, backgroun
 def test_a_failed_setup_fails_its_tier_and_the_script(sandbox, background, broken, lanes):
     """A broken tier fails the script, naming it, and the other tiers still run and pass, one after another or in
     lanes."""
-    r = _run(sandbox, FAIL=broken, SETUP_IN_BACKGROUND=background, LANES=lanes, JAVA="bash")
+    r = _run(sandbox, "--rest", FAIL=broken, SETUP_IN_BACKGROUND=background, LANES=lanes, JAVA="bash")
     assert r.returncode != 0
     assert f"{broken}-setup-broke" in r.stdout + r.stderr
     assert f"tier {broken}: passed" not in r.stdout and f"{broken}-tests-ran" not in r.stdout
     assert f"tier {broken}: FAILED" in r.stdout and f"error: tiers failed: {broken}" in r.stderr
-    for tier in {"main", "vllm", "verl", "core", "pyserini", "retriever"} - {broken}:
+    for tier in {"slow", *ENGINES} - {broken}:
         assert f"tier {tier}: passed" in r.stdout, r.stdout
 
 
@@ -108,7 +177,7 @@ def test_the_trl_tiers_are_opt_in_and_run_the_trainer_tests(sandbox, which):
     py.parent.mkdir(parents=True)
     py.write_text(f'#!/usr/bin/env bash\necho "trl-{which}-tests-ran $*"\n')
     py.chmod(0o755)
-    assert f"trl-{which}" not in _run(sandbox).stdout
+    assert f"trl-{which}" not in _run(sandbox).stdout and f"trl-{which}" not in _run(sandbox, "--all").stdout
     r = _run(sandbox, TIERS=f"trl-{which}")
     assert r.returncode == 0, r.stderr
     assert f"trl-{which}-setup" in r.stdout and f"tier trl-{which}: passed" in r.stdout
@@ -272,11 +341,13 @@ def test_every_tier_writes_bytecode_whatever_the_caller_set(sandbox):
     assert "core-tests-ran writes-bytecode" in r.stdout, r.stdout
 
 
-def test_the_main_tier_keeps_the_longest_first_order(sandbox):
-    r = _run(sandbox, TIERS="main")
+@pytest.mark.parametrize("tier", ["main", "slow"])
+def test_the_main_and_slow_tiers_keep_the_longest_first_order(sandbox, tier):
+    r = _run(sandbox, TIERS=tier)
     ran = next(line for line in r.stdout.splitlines() if line.startswith("main-tests-ran"))
     assert "-n 2 --dist loadfile --no-loadscope-reorder" in ran, ran  # (xdist's own order: most tests first)
-    r = _run(sandbox, TIERS="main", WORKERS="1")
+    assert "all=1 " in ran  # every test, the slow ones too
+    r = _run(sandbox, TIERS=tier, WORKERS="1")
     assert "--dist" not in next(line for line in r.stdout.splitlines() if line.startswith("main-tests-ran"))
 
 

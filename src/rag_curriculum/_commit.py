@@ -393,9 +393,8 @@ def _retire_other_members(out: Path, names: Sequence[str], kind: OutputSet, tras
         if owned is None:
             continue  # not a member the toolkit wrote: never touched
         if foreign_entries(d, owned):
-            log.warning("%s belongs to the previous set of outputs (another kind of partition) and holds files the "
-                        "toolkit did not write; it is left where it is, unreadable as a shard directory: move your "
-                        "files out and remove it", d)
+            log.warning("%s, of the previous outputs (another kind of partition), holds files the toolkit did not "
+                        "write: left as it is; move your files out and remove it", d)
             continue
         trash.mkdir(exist_ok=True)
         os.replace(d, trash / name)

@@ -43,7 +43,7 @@ from typing import Any
 from .errors import CurriculumError, PromptLengthError, TokenizerError
 from .models import is_gguf, resolve_model
 from .prompts import completion_prompt, completion_style
-from .shards import PROMPT_TOKENS, read_manifest, shard_files
+from .shards import PROMPT_TOKENS, read_manifest, read_parquet_file, shard_files
 
 __all__ = ["Limit", "LengthStats", "PromptLengths", "check_lengths", "count_prompt_tokens", "lengths_from_columns",
            "load_tokenizer", "read_lengths", "template_fingerprint", "tokenizer_info", "uses_column"]
@@ -284,17 +284,16 @@ def lengths_from_columns(columns: Mapping[str, Sequence[Any]], manifest: Mapping
 def read_lengths(directory: str | Path, model: str | None = None, **kw: Any) -> PromptLengths:
     """Prompt lengths of a shard directory (every row, in curriculum order); see :func:`lengths_from_columns`."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     manifest = read_manifest(directory)
     files = shard_files(directory)
     base = ["id", "level", "curriculum_index"]
     use = uses_column(manifest, model, chat_template_kwargs=kw.get("chat_template_kwargs"))
     extra = [PROMPT_TOKENS] if use else []
-    table = pa.concat_tables([pq.read_table(f, columns=base + extra) for f in files])
+    table = pa.concat_tables([read_parquet_file(f, base + extra) for f in files])
     columns: dict[str, Any] = {c: table.column(c).to_pylist() for c in base + extra}
     if not use:
-        columns["prompt"] = lambda: [p for f in files for p in pq.read_table(f, columns=["prompt"])
+        columns["prompt"] = lambda: [p for f in files for p in read_parquet_file(f, ["prompt"])
                                      .column("prompt").to_pylist()]
     return lengths_from_columns(columns, manifest, model, **kw)
 

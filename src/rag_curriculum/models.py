@@ -49,7 +49,7 @@ from typing import Any
 
 from rag_plumbing._commit import OutputKind, commit_output, prepare_output, read_record
 
-from ._plumbing import atomic_write_text, file_sha256, fsync_dir, waited
+from ._plumbing import atomic_write_text, duration_text, file_sha256, fsync_dir, waited
 from .errors import ModelFileError
 
 log = logging.getLogger(__name__)
@@ -443,6 +443,46 @@ def _supported() -> list[str]:
     return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
 
 
+#: Seconds between two lines of a conversion's progress while one of its steps runs (:class:`ConversionSteps`).
+CONVERSION_HEARTBEAT_SECONDS = 30.0
+
+
+class ConversionSteps:
+    """A conversion's progress as lines a person can read, on a terminal or in a log: one as each step begins
+    (``converting gemma.gguf: step 2 of 4, the weights; 41 s so far``), and one every
+    :data:`CONVERSION_HEARTBEAT_SECONDS` while a step runs on (``... still the weights; 1 min 11 s so far``): a
+    conversion takes about a minute on 2 idle cores and ten under load, and between its steps nothing else
+    prints."""
+
+    def __init__(self, name: str, steps: int, *, every: float | None = None) -> None:
+        self.name, self.steps, self.step, self.what = name, steps, 0, ""
+        self.every = CONVERSION_HEARTBEAT_SECONDS if every is None else every
+        self.t0 = time.perf_counter()
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="conversion-heartbeat", daemon=True)
+
+    def __enter__(self) -> ConversionSteps:
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._beat.join()
+
+    def __call__(self, what: str) -> None:
+        """Step ``what`` begins."""
+        self.step += 1
+        self.what = what
+        log.info("converting %s: step %d of %d, %s; %s so far", self.name, self.step, self.steps, what,
+                 duration_text(time.perf_counter() - self.t0))
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.what:
+                log.info("converting %s: still %s (step %d of %d); %s so far", self.name, self.what, self.step,
+                         self.steps, duration_text(time.perf_counter() - self.t0))
+
+
 def _convert(path: Path, digest: str, out: Path) -> None:
     """Read ``path`` with transformers' GGUF loader and save it to ``out`` as a float32 model folder."""
     try:
@@ -453,13 +493,23 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         raise ModelFileError(f"{path}: reading a GGUF file needs transformers and the gguf package ({e})",
                              hint="pip install 'rag-curriculum[gguf]'") from None
     start = time.perf_counter()
-    log.warning("converting %s (%.0f MB) into a float32 model folder, once (about a minute on 2 cores), cached by its "
-                "SHA-256 in %s (Gemma 3 270M's: 1.1 GB; delete the folder to free the space)", path.name,
-                path.stat().st_size / 1e6, out.parent)
+    home = str(Path.home())
+    where = "~" + str(out.parent)[len(home):] if str(out.parent).startswith(home + os.sep) else str(out.parent)
+    log.warning("converting %s (%.0f MB) once into a float32 model folder in %s (a minute or more)", path.name,
+                path.stat().st_size / 1e6, where)
+    with ConversionSteps(path.name, 4) as step:
+        _convert_steps(path, digest, out, step, transformers, AutoModelForCausalLM, AutoTokenizer)
+    log.warning("converted %s in %s", path.name, duration_text(time.perf_counter() - start))
+
+
+def _convert_steps(path: Path, digest: str, out: Path, step: ConversionSteps, transformers: Any,
+                   AutoModelForCausalLM: Any, AutoTokenizer: Any) -> None:  # noqa: N803 - the classes, passed in
     folder, name = str(path.parent), path.name
     try:
         with quiet_bars_off_a_terminal():
+            step("the tokenizer (the file's vocabulary, read in Python)")
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            step("the weights (dequantized to float32)")
             loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
     except ValueError as e:
         text = str(e)
@@ -483,6 +533,7 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     for holder in (config, getattr(config, "text_config", None)):  # the GGUF quantizer record, not a real quantizer
         if holder is not None and hasattr(holder, "quantization_config"):
             delattr(holder, "quantization_config")
+    step(f"saving the model folder in {out.parent}")
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
@@ -490,6 +541,7 @@ def _convert(path: Path, digest: str, out: Path) -> None:
     with quiet_bars_off_a_terminal():
         model.save_pretrained(str(out))
         tokenizer.save_pretrained(str(out))
+    step("checking the saved tokenizer and hashing the files")
     # the tokenizer as every engine loads it, from the saved folder (transformers 5.17's in memory differs from it)
     problem = tokenizer_problem(AutoTokenizer.from_pretrained(str(out)), add_bos=_gguf_add_bos(path))
     if problem is not None:
@@ -501,7 +553,6 @@ def _convert(path: Path, digest: str, out: Path) -> None:
         "file": path.name, "size": path.stat().st_size, "sha256": digest, "architecture": arch, "files": files,
         "transformers": transformers.__version__, "dtype": "float32", "tokenizer_checked": True,
         "chat_template": bool(getattr(tokenizer, "chat_template", None))}, indent=2) + "\n")
-    log.warning("converted %s in %.0f s", path.name, time.perf_counter() - start)
 
 
 @contextlib.contextmanager

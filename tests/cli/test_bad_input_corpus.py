@@ -185,9 +185,9 @@ CLICK = ("Invalid value", "No such option", "Missing argument", "Missing option"
 
 def test_the_corpus_covers_every_command_with_250_cases():
     assert len(CORPUS) >= 250 and len({name for name, _ in CORPUS}) == len(CORPUS)
-    from rag_curriculum.cli import app as cli_app
+    from rag_curriculum.cli import COMMANDS
 
-    commands = {c.name for c in cli_app.registered_commands} | {"eval"}
+    commands = set(COMMANDS) - {"globalrag", "verl"}  # (groups of commands for scripts, not a user's input)
     covered = {name.split(" -")[0].split("  ")[0] for name, _ in CORPUS}
     assert commands - {"recipes", "validate"} <= covered | {"eval compare"}, commands - covered
 

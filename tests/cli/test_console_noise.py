@@ -78,9 +78,11 @@ def test_a_table_piped_to_a_file_keeps_its_rows_on_one_line(monkeypatch):
 
     from rich.table import Table
 
+    from rag_curriculum._cli import common
     from rag_curriculum._cli.common import PIPED_WIDTH, _Console
 
     monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(common, "_watched", lambda: False)  # no terminal anywhere: a log file, CI
     sink = io.StringIO()
     table = Table()
     for i in range(10):
@@ -90,6 +92,55 @@ def test_a_table_piped_to_a_file_keeps_its_rows_on_one_line(monkeypatch):
     lines = sink.getvalue().splitlines()
     assert len(lines) == 5 and max(map(len, lines)) <= PIPED_WIDTH, sink.getvalue()  # rich's 80 folds each cell
     assert "value number 9" in lines[3]
+
+
+def test_a_table_piped_to_a_terminal_fits_the_terminal(monkeypatch):
+    """``curriculum inspect DIR | tee log`` from a shell: stdout is a pipe, but a person reads it on a terminal of
+    100 columns, which the table fits (not the 200 a log without a terminal gets)."""
+    import io
+    import os
+
+    from rich.table import Table
+
+    from rag_curriculum._cli import common
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(common, "_watched", lambda: True)
+    monkeypatch.setattr(os, "get_terminal_size", lambda *a: os.terminal_size((100, 40)))
+    sink = io.StringIO()
+    table = Table()
+    for i in range(10):
+        table.add_column(f"column {i}")
+    table.add_row(*[f"value number {i}" for i in range(10)])
+    common._Console(file=sink).print(table)
+    lines = sink.getvalue().splitlines()
+    assert max(map(len, lines)) <= 100 and "value" in sink.getvalue(), sink.getvalue()
+
+
+def test_only_the_toolkits_info_lines_are_shown(monkeypatch):
+    """The command line's logging shows the toolkit's INFO lines (its progress, what it wrote) and the libraries'
+    warnings, not their INFO lines (matplotlib's "generated new fontManager" on a first plot)."""
+    import io
+    import logging
+
+    from rag_curriculum._cli import common
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    sink = io.StringIO()
+    monkeypatch.setattr("sys.stderr", sink)
+    common.configure_logging()
+    logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
+    logging.getLogger("matplotlib.font_manager").warning("a font is missing")
+    logging.getLogger("rag_curriculum.partition").info("wrote 8 rows")
+    logging.getLogger("rag_retriever.cli").info("index built")
+    text = sink.getvalue()
+    assert "fontManager" not in text and "a font is missing" in text
+    assert "wrote 8 rows" in text and "index built" in text
+    common.configure_logging(quiet=True)
+    logging.getLogger("rag_curriculum.partition").info("said only without --quiet")
+    assert "said only without --quiet" not in sink.getvalue()
 
 
 def test_a_build_says_its_capped_levels_once(tmp_path, caplog):
@@ -119,3 +170,58 @@ def test_piped_the_libraries_bars_are_turned_off(monkeypatch):
     monkeypatch.setattr("sys.stderr", io.StringIO())
     common.configure_logging()
     assert all(os.environ[name] == "1" for name in common.PIPED_QUIET_BARS)
+
+
+# -- warnings that fit two lines ------------------------------------------------------------------------------------
+#: The longest text a warning's template may hold (its placeholders counted as two characters each): with the
+#: logger's name before it and the values put in, two lines of a terminal 100 to 120 columns wide.
+WARNING_CHARACTERS = 160
+
+
+def _warning_templates(root: Path) -> list[tuple[str, str]]:
+    """(file:line, template) of each ``log.warning(...)`` / ``warnings.warn(...)`` whose message is written out."""
+    import ast
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if isinstance(node, ast.BinOp):
+            left, right = text(node.left), text(node.right)
+            return None if left is None or right is None else left + right
+        return None
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {t.id: text(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                     for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and node.args
+                    and ast.unparse(node.func).endswith(("log.warning", "logger.warning", "warnings.warn"))):
+                message = node.args[0]
+                if isinstance(message, ast.Call) and isinstance(message.func, ast.Attribute) \
+                        and message.func.attr == "format":  # TEMPLATE.format(...)
+                    message = message.func.value
+                said = constants.get(message.id) if isinstance(message, ast.Name) else text(message)
+                if said is not None:
+                    found.append((f"{path.relative_to(root.parents[1])}:{node.lineno}", said))
+    return found
+
+
+def test_every_warning_the_toolkit_writes_fits_two_lines():
+    """A warning is read on a terminal between progress lines: what happened and what to do, in two lines (the
+    longest were 520 characters once their values were in); the reasons go to the docs."""
+    import re
+
+    root = Path(__file__).parents[2]
+    templates = [t for src in ("src/rag_curriculum", "retriever/src/rag_retriever", "plumbing/src/rag_plumbing")
+                 for t in _warning_templates(root / src)]
+    assert len(templates) > 60  # (the scan found them)
+    def length(said: str) -> int:  # each placeholder (%s, %.3g, {step}, {frac:.3g}) as two characters
+        return len(re.sub(r"%[-.\d]*[sdrgf]|\{[^{}]*\}", "{}", said))
+
+    assert any("every group's rewards are equal" in said for _, said in templates)  # (TEMPLATE.format(...) read)
+    long = [(where, length(said)) for where, said in templates if length(said) > WARNING_CHARACTERS]
+    assert not long, f"warnings longer than {WARNING_CHARACTERS} characters (say less, or move it to the docs): {long}"

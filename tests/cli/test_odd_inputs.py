@@ -184,7 +184,7 @@ def test_a_build_on_an_index_of_another_dataset_is_warned(index_dir, tmp_path, c
         return [r.getMessage() for r in caplog.records if "the index was built from" in r.getMessage()]
 
     (said,) = build("hotpotqa", HOTPOT_TRAIN, "hotpot")
-    assert said.startswith(f"{index_dir}: the index was built from musique, not from hotpotqa"), said
+    assert said.startswith(f"{index_dir}: the index was built from musique, not hotpotqa"), said
     assert "curriculum index -d hotpotqa -i FILE" in said and "--corpus" in said, said
     assert build("musique", MUSIQUE_TRAIN, "musique") == []
 

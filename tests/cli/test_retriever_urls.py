@@ -261,7 +261,10 @@ def test_the_commands_help_says_serve_serves_any_kind_of_index():
     r = run("--help")
     assert r.exit_code == 0
     text = " ".join(r.output.replace("│", " ").split())
-    assert "Serve a BM25 index" not in text and "Serve an index of curriculum index (BM25, dense or hybrid)" in text
+    assert "Serve a BM25 index" not in text and "Serve an index (BM25, dense or hybrid)" in text
+    r = run("serve", "--help")
+    assert r.exit_code == 0 and "Serve an index of curriculum index (BM25, dense or hybrid)" in " ".join(
+        r.output.replace("│", " ").split())
 
 
 def test_what_the_toolkit_knows_to_be_harmless_is_not_shown_and_the_rest_is(caplog):

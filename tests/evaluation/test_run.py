@@ -300,7 +300,7 @@ def test_buckets_from_a_real_partition(eval_sets, tmp_path, caplog):
     sets = {k: eval_sets[k] for k in ("musique-distractor", "musique-ideal")}
     with caplog.at_level("WARNING"):
         res = run(sets, tmp_path / "run", stats=[str(part)])
-    assert "musique-ideal: no question has a bucket" in caplog.text
+    assert "musique-ideal: no question is in the partition statistics" in caplog.text
     for e in res.summary["evals"]:
         recs = pq.read_table(tmp_path / "run" / e["results"]).to_pylist()
         if e["setting"] == "distractor":

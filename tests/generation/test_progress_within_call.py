@@ -102,6 +102,24 @@ def test_transformers_reports_each_batch(tiny_model_dir):
     assert batches == [(2, 4), (2, 4), (1, 2)] and pending == 0
 
 
+def test_transformers_listened_generates_the_same_completions_and_says_its_tokens(tiny_model_dir):
+    """Listened to, the backend moves its stop strings inside its progress counter: the same completions as
+    unlistened (the same criteria stop the same rows), and at every step how far the unfinished rows are."""
+    from rag_curriculum.generation._hf_backend import TransformersBackend
+
+    backend = TransformersBackend(str(tiny_model_dir), device="cpu", batch_size=4)
+    prompts = [m(f"question {i}") for i in range(4)]
+    sampling = SamplingConfig(n=2, max_tokens=6, temperature=1.0, seed=3)
+    quiet = backend.generate(prompts, sampling, stop=["e", " "])
+    got, work = [], []
+    with listening(backend, lambda p, c: got.append((p, c)), work.append):
+        said = backend.generate(prompts, sampling, stop=["e", " "])
+    assert said == quiet
+    assert sum(c for _, c in got) == 8 and sum(p for p, _ in got) == 4
+    assert any(p == 0 and c > 0 for p, c in got), got  # a row ended by a stop string, counted as it ended
+    assert len(work) >= 2 and all(0 <= w <= 8 for w in work) and work[-1] == 0.0  # settled when the batch returns
+
+
 def test_vllm_reported_bar_follows_vllms_use_tqdm_contract():
     """``_Reported`` is what vLLM's ``LLM.generate(use_tqdm=factory)`` builds: the calls vLLM makes on it
     (vllm/entrypoints/common/offline.py ``_run_engine``: the factory with total/desc/dynamic_ncols/postfix,

@@ -30,7 +30,9 @@ def rows(tmp_path_factory):
 @pytest.mark.slow
 def test_overwrite_replaces_the_warm_starts_files_and_keeps_the_users(rows, tmp_path):
     out = tmp_path / "m"
-    assert run("warm-start", rows, "--out", out, *SMALL).exit_code == 0
+    r = run("warm-start", rows, "--out", out, *SMALL)
+    assert r.exit_code == 0, r.output
+    assert "step 1/" in r.output and "loss " in r.output and "{'loss'" not in r.output  # a compact line a step
     card = json.loads((out / "warm_start.json").read_text())
     assert "model.safetensors" in card["files"] and "config.json" in card["files"]
     from rag_curriculum.train._warm import OUTPUT

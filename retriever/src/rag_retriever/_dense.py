@@ -226,9 +226,8 @@ def _warn_if_older(version: str) -> None:
         return
     if have < FAISS_CHECKED:
         want = ".".join(map(str, FAISS_CHECKED))
-        log.warning("FAISS %s: an index file from elsewhere is checked for crafted values only with FAISS %s or "
-                    "newer (older readers crash or hang on some); use indexes you built, or pip install -U "
-                    "'faiss-cpu>=%s'", version, want, want)
+        log.warning("FAISS %s: an index file from elsewhere is checked for crafted values from FAISS %s on only; "
+                    "use indexes you built, or pip install -U 'faiss-cpu>=%s'", version, want, want)
 
 
 def settings(cfg: IndexConfig) -> EncoderSettings:
@@ -1326,9 +1325,8 @@ def tune(index: Any, flat: VectorFile, halves: VectorFile, cfg: IndexConfig, enc
              ", ".join(f"{n} {v}" for n, v in ((knob, value), ("refine", refine)) if n))
     _warn_margin(hits[value, refine][fit], k, r, aim, target)
     if out["held_out"] and out["held_out"]["recall"] < target:
-        log.warning("--target-recall %g: the setting chosen reaches recall@%d %.4f on the %d tuning queries held out "
-                    "of the choice (%.4f on the %d it was chosen on): give more tuning queries (--tune-queries, "
-                    "questions like the ones it will serve) or a higher target", target, k,
+        log.warning("--target-recall %g: recall@%d %.4f on the %d tuning queries held out of the choice (%.4f on "
+                    "the %d it was chosen on): give more --tune-queries or a higher target", target, k,
                     out["held_out"]["recall"], len(held), r, len(fit))
     return out
 
@@ -1348,9 +1346,9 @@ def _warn_margin(hits: Any, k: int, recall: float, aim: float, target: float) ->
     margin = 2 * sd / math.sqrt(len(per))
     if recall - margin < aim:
         need = math.ceil((2 * sd / 0.01) ** 2)
-        log.warning("--target-recall %g: recall@%d %.4f on %d tuning queries is known to +-%.4f (two standard "
-                    "errors), so on other questions it may read below %g; give more tuning queries (--tune-queries: "
-                    "about %d for +-0.01) or a higher target", target, k, recall, len(per), margin, aim, need)
+        log.warning("--target-recall %g: recall@%d %.4f on %d tuning queries, +-%.4f (two standard errors): "
+                    "maybe below %g elsewhere; give about %d --tune-queries for +-0.01", target, k, recall, len(per),
+                    margin, aim, need)
 
 
 def _flag(knob: str | None) -> str:

@@ -82,10 +82,8 @@ def build(
         if by_level:  # what each level asks of a trainer's context (the hardest levels come last in a curriculum)
             out.print("longest prompt per level: " + ", ".join(f"{lv}: {t}" for lv, t in
                                                               sorted(by_level.items(), key=lambda x: int(x[0]))))
-    elif cfg.setting == "curriculum":
-        out.print("prompt lengths not counted: give tokenizer=MODEL (--tokenizer; the model you will train, a "
-                  "directory or a Hub id in the local cache when offline) to count them per level and let the "
-                  "trainers check their limits against the shards")
+    # (without tokenizer=MODEL nothing is said: `curriculum train` and `curriculum verl check-lengths` count the
+    # prompts themselves, with the model they are given; the counts in the manifest only spare them that)
     if result.manifest.get("profile"):
         print_schedules(result.manifest["profile"], str(cfg.profile))
     tail = result.manifest.get("trainer_tail")

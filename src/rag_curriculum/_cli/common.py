@@ -37,21 +37,35 @@ USAGE_ERRORS = (UsageError, UnknownNameError, _base.UsageError, _base.UnknownNam
 DATA_ERRORS = (DataError, _base.DataError)
 
 
-#: The width tables are laid out at when written to a file or a pipe (and ``COLUMNS`` does not say): rich takes
-#: 80 columns there, where a table of ten columns folds every cell into a column of ten characters.
+#: The width tables are laid out at when written to a file or a pipe with no terminal in sight (and ``COLUMNS``
+#: does not say): rich takes 80 columns there, where a table of ten columns folds every cell into a column of ten
+#: characters.
 PIPED_WIDTH = 200
+
+
+def _watched() -> bool:
+    """Whether a person is watching: one of the standard streams is a terminal (``curriculum ... | tee log`` run
+    from a shell: its output goes through a pipe to the terminal it came from)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class _Console(Console):
     """rich's Console, wrapping lines at the width only on a terminal: written to a file or a pipe a line is one
-    line, as a log reader or ``grep`` wants it, and tables are laid out at :data:`PIPED_WIDTH` columns (or
+    line, as a log reader or ``grep`` wants it. Tables fit the terminal's width, also through a pipe to it
+    (``| tee log``); with no terminal at all (a log, CI) they are laid out at :data:`PIPED_WIDTH` columns (or
     ``COLUMNS``) instead of rich's 80."""
 
     @property  # type: ignore[override]
     def size(self) -> ConsoleDimensions:
         size = super().size
-        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS"):
-            return size
+        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS") or _watched():
+            return size  # (rich reads the width of whichever standard stream is a terminal)
         return ConsoleDimensions(max(size.width, PIPED_WIDTH), size.height)
 
     @size.setter
@@ -79,10 +93,15 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-#: Libraries whose INFO lines are not for users: an HTTP client's line per request (which names the server's URL),
-#: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG), faiss's loader trying
-#: its CPU builds in turn ("Could not load library with AVX512 support due to: ModuleNotFoundError(...)": the
-#: normal path on a CPU without those instructions, not a fault). Their warnings and errors are kept.
+#: The loggers whose INFO lines the command line shows (the toolkit's own: its progress, what it wrote); every other
+#: library shows its warnings and errors only (matplotlib's font cache, an HTTP client's line per request ...).
+OWN_LOGGERS = ("rag_curriculum", "rag_retriever", "rag_plumbing")
+
+#: Libraries that set their own loggers' level below WARNING, whose lines are dropped below WARNING at the handler
+#: too: bm25s's own DEBUG line per index ("Building index from IDs": it sets its logger to DEBUG), faiss's loader
+#: trying its CPU builds in turn ("Could not load library with AVX512 support due to: ModuleNotFoundError(...)": the
+#: normal path on a CPU without those instructions, not a fault), an HTTP client's line per request (which names the
+#: server's URL). Their warnings and errors are kept.
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "bm25s", "faiss")
 
 
@@ -144,8 +163,9 @@ PIPED_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRES
 
 
 def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
-    """The command line's logging: INFO and up to stderr (``quiet``: warnings and errors only; ``verbose``: the
-    toolkit's own debug messages too, not every library's). Every line passes the masking rule of
+    """The command line's logging to stderr: the toolkit's INFO lines and up (:data:`OWN_LOGGERS`), the libraries'
+    warnings and errors only, a filter on the handler deciding (``quiet``: warnings and errors only; ``verbose``:
+    the toolkit's own debug messages too, not every library's). Every line passes the masking rule of
     :mod:`rag_plumbing._secrets` (credentials in URLs), whoever logs it."""
     for category, message in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
@@ -177,8 +197,9 @@ def configure_logging(*, verbose: bool = False, quiet: bool = False) -> None:
 
 
 def _quiet_libraries(record: Any) -> bool:
-    """Drop the INFO and DEBUG lines of :data:`QUIET_LOGGERS` whatever level those libraries set themselves."""
-    return record.levelno >= 30 or record.name.split(".")[0] not in QUIET_LOGGERS
+    """Drop every library's INFO and DEBUG lines, whatever level it sets itself: below WARNING, only the toolkit's
+    own (:data:`OWN_LOGGERS`) are shown."""
+    return record.levelno >= logging.WARNING or record.name.split(".")[0] in OWN_LOGGERS
 
 
 #: ``--print-config`` of every command that composes a configuration (Hydra's ``--cfg job``).

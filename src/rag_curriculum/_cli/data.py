@@ -22,6 +22,7 @@ from ..shards import (
     MANIFEST,
     ShardError,
     read_manifest,
+    read_parquet_file,
     read_table,
     shard_files,
     sorted_keys,
@@ -219,7 +220,7 @@ def read_row(directory: Path, manifest: dict[str, Any], n: int) -> dict[str, Any
     for f in shard_files(directory):
         rows = pq.read_metadata(f).num_rows
         if n < start + rows:
-            return pq.read_table(f).slice(n - start, 1).to_pylist()[0]
+            return read_parquet_file(f).slice(n - start, 1).to_pylist()[0]
         start += rows
     raise ShardError(f"--row {n}: the shards of {directory} hold {start:,} rows, its manifest says {total:,}")
 

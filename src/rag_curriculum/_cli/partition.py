@@ -169,10 +169,8 @@ def print_summary(result: Any) -> None:
                          "(sample_format_errors) and each trajectory in work/")
             t.caption_justify = "left"
         elif c["format_valid_rate"] == 0:  # what a base model does: said where the 0 is printed
-            t.caption = ("no sample kept the output format: the answers are still read and scored (pass@k needs "
-                         "no citation), but a model that does not write the format's `Supporting passages:` line "
-                         "scores citation F1 0 in `curriculum eval`; base models do not write it "
-                         "(docs/base-models.md#why-citation-and-joint-f1-are-0)")
+            t.caption = ("no sample kept the output format (base models never do): the answers are scored all the "
+                         "same; citation F1 needs it (docs/base-models.md#why-citation-and-joint-f1-are-0)")
             t.caption_justify = "left"
     if c.get("searches_per_sample") is not None:
         t.add_row("searches per sample", f"{c['searches_per_sample']:.3f}", "")

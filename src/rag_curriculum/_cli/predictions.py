@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import DataError, UsageError
-from ..shards import MANIFEST, read_rows
+from ..shards import MANIFEST, read_parquet_file, read_rows
 from .common import out
 
 #: What makes a folder one these views read.
@@ -99,8 +99,6 @@ def eval_rows(path: Path) -> list[dict[str, Any]]:
     """Every question of every results file of an evaluation, in the summary's order, flattened for filtering:
     the question's columns (model, id, data_source, setting, level, hops, bucket, answer_f1, ...), ``set``
     (dataset-setting), ``valid`` (samples in the output format) and ``reasons`` (the others' reasons)."""
-    import pyarrow.parquet as pq
-
     summary = json.loads((path / EVAL_SUMMARY).read_text(encoding="utf-8"))
     rows = []
     for e in summary.get("evals") or []:
@@ -108,7 +106,7 @@ def eval_rows(path: Path) -> list[dict[str, Any]]:
         if not f.exists():
             raise DataError(f"{f}: the results file {EVAL_SUMMARY} names is not there",
                             hint="run the same `curriculum eval` command again: it re-scores what it finds")
-        for r in pq.read_table(f).to_pylist():
+        for r in read_parquet_file(f).to_pylist():
             valid = r.get("sample_valid") or []
             r["set"] = f"{r.get('data_source')}-{r.get('setting')}"
             r["valid"] = sum(1 for v in valid if v)
@@ -123,10 +121,8 @@ def partition_rows(path: Path) -> list[dict[str, Any]]:
     """Every question of a partition's ``stats.parquet`` with its question and gold answers, read from the input
     rows the run recorded (``partition.json``'s ``input.path``, relative to the folder) or, when they are gone, from
     the bucket folders."""
-    import pyarrow.parquet as pq
-
     record = json.loads((path / PARTITION_RECORD).read_text(encoding="utf-8"))
-    stats = pq.read_table(path / PARTITION_STATS).to_pylist()
+    stats = read_parquet_file(path / PARTITION_STATS).to_pylist()
     source = (record.get("input") or {}).get("path")
     found: dict[str, dict[str, Any]] = {}
     dirs = [path / source] if source else []

@@ -27,7 +27,7 @@ def recipes(
     kind: Annotated[str | None, typer.Argument(help="build | partition | train | eval (default: every kind).",
                                                show_default=False)] = None,
 ) -> None:
-    """List the shipped recipes: run one with `curriculum KIND recipe=NAME [key=value ...]` (its header shows how)."""
+    """List the shipped recipes: run one with `curriculum KIND recipe=NAME \\[key=value ...]` (its header shows how)."""
     with reported_errors():
         kinds = [kind] if kind else [k for k in KINDS if list_recipes(k)]
         for k in kinds:

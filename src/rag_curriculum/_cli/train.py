@@ -35,7 +35,7 @@ from ..train import (
     prepare,
 )
 from ..train import train as run_training
-from .common import console, out, reported_errors
+from .common import LOG_FORMAT, OWN_LOGGERS, console, out, reported_errors
 from .recipes import print_recipes
 
 
@@ -250,8 +250,9 @@ def register(app: typer.Typer) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m rag_curriculum.train``: the `train` command alone (for accelerate / torchrun)."""
-    logging.basicConfig(level=logging.INFO if _is_main_process() else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)  # the libraries: warnings and errors
+    for name in OWN_LOGGERS:  # the toolkit's INFO lines, from the main process only
+        logging.getLogger(name).setLevel(logging.INFO if _is_main_process() else logging.WARNING)
     app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_show_locals=False)
     register(app)
     app(args=argv if argv is not None else sys.argv[1:], prog_name=f"{Path(sys.executable).name} -m "

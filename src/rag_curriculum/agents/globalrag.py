@@ -40,8 +40,8 @@ def _run(a: argparse.Namespace) -> None:
 
 
 #: What the old spelling says before it runs.
-MOVED = ("`python -m rag_curriculum.agents.globalrag` is deprecated and goes in the next release: the same commands "
-         "are `curriculum globalrag plans` and `curriculum globalrag table`")
+MOVED = ("`python -m rag_curriculum.agents.globalrag` goes in the next release: run `curriculum globalrag plans` "
+         "or `curriculum globalrag table`")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -380,9 +380,8 @@ def unanswerable_facts(plan: Plan, cfg: BuildConfig, source: DistractorSource | 
             answer_shown += any(has_answer(p.title, p.text)
                                 for p in src.select(r.ex, r.d, cfg.seed, unanswerable=True))
     if short:
-        log.warning("%d unanswerable row(s) ran out of distractors to replace their gold passages with and show %d "
-                    "passage(s) fewer in all than their answerable form would (see the manifest's "
-                    "unanswerable.short_rows)", short, missing)
+        log.warning("%d unanswerable row(s) ran out of distractors to replace their gold with: %d passage(s) "
+                    "fewer in all (the manifest's unanswerable.short_rows)", short, missing)
     return {
         "fraction": cfg.unanswerable_fraction, "abstention_answer": cfg.abstention_answer,
         "answerable_rows": sum(1 for r in plan if r.answerable),

@@ -329,9 +329,8 @@ class BM25Source(ProvidedSource):
         indexed = sorted({str(s.get("dataset")) for s in sources})
         asked = sorted({ex.source for ex in examples} - set(indexed))
         if asked and not {ex.source for ex in examples} & set(indexed):
-            log.warning("%s: the index was built from %s, not from %s: this build's distractors come from another "
-                        "dataset's passages, and its questions' gold paragraphs are not among them; build an index "
-                        "of this dataset (curriculum index -d %s -i FILE) or of a corpus that holds it (--corpus)",
+            log.warning("%s: the index was built from %s, not %s: distractors from another dataset, no gold among "
+                        "them; index this one (curriculum index -d %s -i FILE, or --corpus)",
                         getattr(self.index, "path", "--index"), ", ".join(indexed), ", ".join(asked), asked[0])
 
     def _spot_check(self, dataset: str, examples: list[Example]) -> bool:
@@ -343,9 +342,9 @@ class BM25Source(ProvidedSource):
             if ex.source != dataset or ranking is None or ranking.gold is None:
                 continue
             if self.index.gold_keys(ex, ranking.gold) is None:
-                log.warning("%s: the index %s was built from this file, yet its gold paragraphs of question %s "
-                            "differ from the file's; every question's gold paragraphs are checked (build the index "
-                            "again to skip that)", dataset, self.index.path, ex.id)
+                log.warning("%s: the index %s differs from this file in question %s's gold paragraphs: every "
+                            "question is checked (index the file again to skip that)", dataset, self.index.path,
+                            ex.id)
                 return False
             checked += 1
             if checked >= SPOT_CHECK:

@@ -707,8 +707,8 @@ def read_profile(path: str | Path) -> LevelProfile:
     model = ((summary.get("generation") or {}).get("fingerprint") or {}).get("generation", {}).get("model")
     if rewards is None and str(folder.resolve()) not in _ANNOUNCED:
         _ANNOUNCED.add(str(folder.resolve()))
-        log.warning("%s: a profile without rewards (made before they were recorded): read as a pass/fail one, each "
-                    "group informative with 1 - p^G - (1-p)^G; profile again to predict the training reward's", folder)
+        log.warning("%s: a profile without rewards (older): read as pass/fail, a group informative with "
+                    "1 - p^G - (1-p)^G; profile again for the reward's", folder)
     return LevelProfile(folder, summary, rates, sorted(counts), datasets, model, rewards)
 
 

@@ -288,8 +288,8 @@ def _score(es: EvalSet, model: ModelSpec, completions: Sequence[Sequence[str] | 
     completions, i.e. 0, and is marked ``skipped``."""
     if buckets and not any(_bucket_of(buckets, {**r, "setting": r.get("setting") or es.setting}) for r in es.rows):
         have = sorted({k[0] or "any" for k in buckets if k[1] == es.dataset})
-        log.warning("%s: no question has a bucket in the partition statistics given (they cover %s settings of "
-                    "%s); partition this evaluation set too for its base-answerable / base-unanswerable breakdown",
+        log.warning("%s: no question is in the partition statistics given (%s settings of %s): partition this "
+                    "set too for the base-answerable breakdown",
                     es.key, ", ".join(have) or "no", es.dataset)
     records = []
     for row, comps in zip(es.rows, completions, strict=True):

@@ -30,6 +30,7 @@ from ._base import (
     is_secret_option,
     replays,
     report_progress,
+    report_working,
     seeded_call_supported,
 )
 
@@ -47,5 +48,5 @@ __all__ = [
     "BACKENDS", "BackendSpec", "EngineConfig", "GenerationBackend", "GenerationError", "IdenticalSamplesError",
     "PromptTooLongError", "SamplingConfig", "backend_identity", "check_backend_args", "check_backend_model",
     "cut_at_stop", "get_backend", "is_secret_option", "open_engine", "replays", "report_progress",
-    "seeded_call_supported", "stop_kwargs", "without_engine_options",
+    "report_working", "seeded_call_supported", "stop_kwargs", "without_engine_options",
 ]

@@ -24,9 +24,11 @@ Optional extensions a backend may implement (the toolkit's backends implement th
   identical-samples check (:class:`IdenticalSamplesError`) does not apply to it.
 - ``sampling_hint``: what to do when the runner finds the samples of most questions identical (how to turn
   sampling on for this backend), shown in :class:`IdenticalSamplesError`.
-- progress within a call: a backend that generates a call in steps (transformers: per batch; scripted: per prompt;
-  vLLM: per finished request) calls :func:`report_progress` ``(self, prompts, completions)`` after each step; the
-  runner shows it under its bar when progress is on, and it costs nothing when it is off.
+- progress within a call: a backend that generates a call in steps (transformers: per batch, and each sequence as it
+  ends; scripted: per prompt; vLLM: per finished request) calls :func:`report_progress` ``(self, prompts,
+  completions)`` after each step, and one that generates token by token may say how far its unfinished sequences
+  are (:func:`report_working`, in completions' worth), so the rate and the time left show before the first
+  completion ends; the runner shows both under its bar when progress is on, and they cost nothing when it is off.
 
 A prompt longer than the model's context makes ``generate`` raise :class:`PromptTooLongError` naming it.
 """
@@ -109,9 +111,10 @@ class GenerationBackend(Protocol):
     def close(self) -> None: ...
 
 
-#: Where :func:`report_progress` goes: set by the runner around a backend call while its progress bar is on.
-_PROGRESS: contextvars.ContextVar[tuple[Any, Callable[[int, int], None]] | None] = contextvars.ContextVar(
-    "rag_curriculum_generation_progress", default=None)
+#: Where :func:`report_progress` (and :func:`report_working`) go: set by the runner around a backend call while its
+#: progress is on: (the backend, its completions' callback, its working callback or None).
+_PROGRESS: contextvars.ContextVar[tuple[Any, Callable[[int, int], None], Callable[[float], None] | None] | None] = (
+    contextvars.ContextVar("rag_curriculum_generation_progress", default=None))
 
 
 def report_progress(source: Any, prompts: int, completions: int) -> None:
@@ -126,6 +129,20 @@ def report_progress(source: Any, prompts: int, completions: int) -> None:
         target[1](prompts, completions)
 
 
+def report_working(source: Any, completions: float) -> None:
+    """How far ``source``'s unfinished sequences of the call in flight are, in completions' worth (each one's tokens
+    so far over its token limit, summed): a gauge, each report replacing the last, 0 once they are done and
+    reported with :func:`report_progress`. The runner's rate and time left count it, so they show from the first
+    tokens rather than from the first completion (which, under load, can be many minutes away); the completions
+    count does not. A no-op unless the runner listens for it.
+
+    >>> report_working(object(), 0.5)  # no run listening: nothing happens
+    """
+    target = _PROGRESS.get()
+    if target is not None and target[0] is source and target[2] is not None:
+        target[2](completions)
+
+
 def progress_listened(source: Any) -> bool:
     """Whether :func:`report_progress` from ``source`` is shown now (a backend may skip the work of measuring)."""
     target = _PROGRESS.get()
@@ -133,9 +150,11 @@ def progress_listened(source: Any) -> bool:
 
 
 @contextlib.contextmanager
-def listening(source: Any, callback: Callable[[int, int], None]) -> Iterator[None]:
-    """Send ``source``'s :func:`report_progress` calls to ``callback(prompts, completions)`` inside the block."""
-    token = _PROGRESS.set((source, callback))
+def listening(source: Any, callback: Callable[[int, int], None],
+              working: Callable[[float], None] | None = None) -> Iterator[None]:
+    """Send ``source``'s :func:`report_progress` calls to ``callback(prompts, completions)`` inside the block, and
+    its :func:`report_working` calls to ``working(completions)`` (when given)."""
+    token = _PROGRESS.set((source, callback, working))
     try:
         yield
     finally:

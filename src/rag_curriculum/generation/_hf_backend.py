@@ -36,6 +36,7 @@ from ._base import (
     progress_listened,
     render_prompt,
     report_progress,
+    report_working,
 )
 
 log = logging.getLogger(__name__)
@@ -66,31 +67,64 @@ class DecodedStop:
 
 
 class FinishedCount:
-    """A stopping criterion for ``model.generate`` that stops nothing: at each step it counts the rows whose new
-    tokens (from ``start``) hold an end-of-sequence token and reports the newly finished ones as completions
-    (``per_row`` each: a greedy row stands for all ``n`` samples), so progress counts completions as they finish
-    within a batch, not when the batch returns. Rows ended by a stop string are counted with the batch."""
+    """A stopping criterion for ``model.generate`` that reports progress as the batch generates: at each step it
+    counts the rows that have ended (an end-of-sequence token among their new tokens from ``start``, or one of the
+    ``inner`` criteria, the stop strings', saying so) and reports the newly ended ones as completions (``per_row``
+    each: a greedy row stands for all ``n`` samples), so progress counts completions as they finish within a batch,
+    not when the batch returns; and with ``max_new_tokens``, how far the unfinished rows are (their new tokens over
+    that limit, :func:`report_working`), so a rate and a time left show from the first tokens. It stops what the
+    ``inner`` criteria stop, nothing more (the end-of-sequence token is generate's own criterion). Rows that run to
+    ``max_new_tokens`` are counted with the batch."""
 
-    def __init__(self, source: Any, eos: Sequence[int], start: int, per_row: int = 1) -> None:
+    def __init__(self, source: Any, eos: Sequence[int], start: int, per_row: int = 1, *,
+                 inner: Sequence[Any] = (), max_new_tokens: int | None = None) -> None:
         self.source, self.eos, self.start, self.per_row = source, list(eos), start, per_row
+        self.inner, self.max_new_tokens = list(inner), max_new_tokens
         self.rows = 0  # rows counted so far
+        self.ended: Any = None  # each row: ended already (a row stays ended: generate pads it from then on)
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
         new = input_ids[:, self.start:]
-        finished = int(torch.isin(new, torch.tensor(self.eos, device=new.device)).any(dim=1).sum())
+        stop = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for criterion in self.inner:
+            stop = stop | criterion(input_ids, scores, **kwargs).to(stop.device)
+        ended = stop.clone()
+        if self.eos:
+            ended |= torch.isin(new, torch.tensor(self.eos, device=new.device)).any(dim=1)
+        self.ended = ended if self.ended is None else self.ended | ended
+        finished = int(self.ended.sum())
         if finished > self.rows:
             report_progress(self.source, 0, (finished - self.rows) * self.per_row)
             self.rows = finished
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if self.max_new_tokens:
+            share = min(1.0, new.shape[1] / self.max_new_tokens)
+            report_working(self.source, (input_ids.shape[0] - finished) * self.per_row * share)
+        return stop
 
 
-def _eos_ids(model: Any) -> list[int]:
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+def _ids(eos: Any) -> list[int]:
+    """An ``eos_token_id`` setting (one id, a list, or None) as a list."""
     if eos is None:
         return []
     return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+def progress_criteria(source: Any, stopping: dict[str, Any], tokenizer: Any, *, eos: Sequence[int], start: int,
+                      per_row: int, max_new_tokens: int) -> tuple[dict[str, Any], FinishedCount]:
+    """``stopping`` (:func:`stop_kwargs`'s ``generate`` arguments) with its stop criteria moved inside a
+    :class:`FinishedCount`, which stops what they stop and reports each row as it ends: the same completions, and
+    progress from the first step."""
+    from transformers import StoppingCriteriaList, StopStringCriteria
+
+    out = dict(stopping)
+    inner = list(out.pop("stopping_criteria", None) or [])
+    if "stop_strings" in out:  # the criterion generate would make of them, made here to be seen
+        inner.append(StopStringCriteria(out.pop("tokenizer", tokenizer), out.pop("stop_strings")))
+    counter = FinishedCount(source, eos, start, per_row, inner=inner, max_new_tokens=max_new_tokens)
+    out["stopping_criteria"] = StoppingCriteriaList([counter])
+    return out, counter
 
 
 _STOP_STRINGS_OK: dict[int, bool] = {}
@@ -261,11 +295,10 @@ class TransformersBackend:
             torch.manual_seed(_mix([seeds[i] for i in batch]))
             stopping = stop_kwargs(self.tokenizer, stops, width)
             counter = None
-            if progress_listened(self) and (eos := _eos_ids(self.model)):  # completions as they finish
-                counter = FinishedCount(self, eos, width, sampling.n // n_gen)
-                from transformers import StoppingCriteriaList
-
-                stopping["stopping_criteria"] = StoppingCriteriaList([*stopping.get("stopping_criteria", []), counter])
+            if progress_listened(self):  # completions as they finish, and the tokens of those that have not
+                stopping, counter = progress_criteria(self, stopping, self.tokenizer, eos=_ids(self.eos_token_id),
+                                                      start=width, per_row=sampling.n // n_gen,
+                                                      max_new_tokens=sampling.max_tokens)
             with torch.no_grad():
                 gen = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
                                           **kwargs, **stopping)
@@ -278,6 +311,7 @@ class TransformersBackend:
                 out[i] = got * sampling.n if greedy else got
             counted = counter.rows * counter.per_row if counter is not None else 0
             report_progress(self, len(batch), len(batch) * sampling.n - counted)
+            report_working(self, 0.0)
         return [o if o is not None else [] for o in out]  # every slot is filled above
 
     def close(self) -> None:

@@ -230,8 +230,7 @@ class RayPool:
             if time.monotonic() - last > _SLOW_START_SECONDS:
                 last = time.monotonic()
                 log.warning("no Ray worker has built its backend after %.0f s; each needs %g CPU and %g GPU on one "
-                            "node (the largest node has %s): waiting (an autoscaling cluster may be adding nodes; "
-                            "Ctrl-C stops)", last - t0, self.resources["num_cpus"], self.resources["num_gpus"],
+                            "node (the largest has %s): waiting for nodes (Ctrl-C stops)", last - t0, self.resources["num_cpus"], self.resources["num_gpus"],
                             self._largest_node())
             refs = {ref: w for w, ref in self.starts.items() if w not in self.profiles}
             if not refs:

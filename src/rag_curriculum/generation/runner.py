@@ -328,9 +328,11 @@ HEARTBEAT_SECONDS = 30.0
 class _Bar:
     """A rich progress bar on stderr: questions done, completions per second, time left. The completions the
     backend reports as they finish (:func:`~rag_curriculum.generation._base.report_progress`) move the bar, its rate
-    and its time left at once, not only when a call returns. Without a bar (``enabled`` false) and with
-    ``heartbeat``, a line is logged every :data:`HEARTBEAT_SECONDS` with the same counts, so a log shows a run
-    that is alive."""
+    and its time left at once, not only when a call returns; so does how far its unfinished sequences are
+    (:func:`~rag_curriculum.generation._base.report_working`: the transformers backend's tokens so far), so the rate
+    and the time left show from the first tokens, though the count moves only as completions finish. Without a bar
+    (``enabled`` false) and with ``heartbeat``, a line is logged every :data:`HEARTBEAT_SECONDS` with the same
+    counts, so a log shows a run that is alive."""
 
     def __init__(self, enabled: bool, description: str, *, total_questions: int, done_questions: int,
                  todo_completions: int, heartbeat: bool = False) -> None:
@@ -341,6 +343,7 @@ class _Bar:
         self.todo = todo_completions
         self.completed = 0  # completions of the calls that returned
         self.inflight = 0  # completions of the call in flight, as the backend reports them
+        self.working = 0.0  # how far the call's unfinished sequences are, in completions' worth
         self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -394,23 +397,29 @@ class _Bar:
         """Completions made so far in this run (those of the call in flight included)."""
         return self.completed + self.inflight
 
+    @property
+    def worked(self) -> float:
+        """The run's work so far in completions' worth: those done, and how far the unfinished ones are."""
+        return min(self.done + self.working, max(self.todo, self.done))
+
     def advance(self, questions: int, completions: int) -> None:
         self.done_q += questions
         self.completed += completions
         if self.enabled:
-            self.progress.update(self.task, completed=self.done, q=self.done_q)
+            self.progress.update(self.task, completed=self.worked, q=self.done_q)
 
     def _moved(self) -> None:
         if self.enabled:
-            self.progress.update(self.task, completed=self.done)
+            self.progress.update(self.task, completed=self.worked)
 
     def status(self) -> str:
         """``3/30 questions, 14/120 completions (0.0314 completions/s), 7 min 26 s elapsed, eta 56 min``: the
-        heartbeat's line (the time left from the rate so far, once a completion is done)."""
+        heartbeat's line (the rate and the time left from the work so far: completions done, and the tokens of
+        those in flight where the backend says them)."""
         elapsed = time.monotonic() - self.t0
-        done = self.done
-        rate = done / elapsed if elapsed > 0 and done else None
-        eta = (self.todo - done) / rate if rate else None
+        done, worked = self.done, self.worked
+        rate = worked / elapsed if elapsed > 0 and worked else None
+        eta = (self.todo - worked) / rate if rate else None
         return (f"{self.done_q:,}/{self.total_q:,} questions, {done:,}/{self.todo:,} completions "
                 f"({rate_text(rate, 'completions')}), {duration_text(elapsed)} elapsed, eta {duration_text(eta)}")
 
@@ -436,14 +445,21 @@ class _Bar:
             done[1] = min(total * n, done[1] + completions)
             self.inflight = done[1]
             if task is not None:
-                self.progress.update(task, completed=done[1], p=done[0])
+                self.progress.update(task, completed=min(total * n, done[1] + self.working), p=done[0])
+            self._moved()
+
+        def working(completions: float) -> None:
+            self.working = max(0.0, float(completions))
+            if task is not None:
+                self.progress.update(task, completed=min(total * n, done[1] + self.working))
             self._moved()
 
         try:
-            with listening(backend, step):
+            with listening(backend, step, working):
                 yield
         finally:
             self.inflight = 0
+            self.working = 0.0
             if task is not None:
                 self.progress.remove_task(task)
 

@@ -166,8 +166,8 @@ def _select(stats: pa.Table, cfg: PartitionConfig) -> tuple[dict[str, set[int]],
         info["size"] = len(ans_k)
         if not ans_k and (ans or una):
             none, some = ("answerable", "unanswerable") if not ans else ("unanswerable", "answerable")
-            log.warning("--balance: no question is %s (%d are %s), so both sets are clipped to 0 and answerable/ "
-                        "and unanswerable/ get 0 rows; run again without --balance to keep the %s questions",
+            log.warning("--balance: no question is %s (%d are %s): both sets clipped to 0 rows; run again without "
+                        "--balance to keep the %s ones",
                         none, len(ans) + len(una), some, some)
     else:
         ans_k, una_k = ans, una

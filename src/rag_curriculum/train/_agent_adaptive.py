@@ -245,10 +245,9 @@ def make_search_hook(cfg: Any, manifest: Mapping[str, Any], *, num_generations: 
                               "the controller may move a row's searches to", hint="rebuild the shards")
         schedule = (manifest.get("config") or {}).get("schedule")
         if schedule not in ("max", "adaptive"):
-            log.warning("data.shards=%s is a %r curriculum: a row's hard negatives are its own distractors, so a row "
-                        "built below the level the controller picks has fewer than that level asks for (the number "
-                        "used is recorded with each search); build with --schedule max or adaptive", cfg.data.shards,
-                        schedule)
+            log.warning("data.shards=%s is a %r curriculum: a row above its built level has fewer hard negatives "
+                        "than asked (recorded); build with --schedule max or adaptive",
+                        cfg.data.shards, schedule)
 
         def K_of(row: Mapping[str, Any]) -> int:
             try:

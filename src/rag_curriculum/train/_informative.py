@@ -87,9 +87,8 @@ def resolve_profile(given: str | None, shards: str | Path, manifest: Mapping[str
     try:
         return read_profile(folder), str(folder)
     except ProfileError as e:
-        log.warning("the shards were built with the level profile %s, which cannot be read here (%s): the run does "
-                    "not check the informative fraction it predicts; give data.profile=DIR (curriculum train "
-                    "--profile DIR)", recorded, e)
+        log.warning("the shards' level profile %s cannot be read here (%s): the informative fraction goes "
+                    "unchecked; give data.profile=DIR", recorded, e)
         return None, None
 
 

@@ -419,11 +419,9 @@ def compact_progress_callback() -> type:
     return CompactProgress
 
 
-NOTHING_TO_LEARN = (
-    "step {step}: every group's rewards are equal (frac_reward_zero_std {frac:.3g}): GRPO's advantages are all zero, "
-    "so this step changes nothing. A model whose samples all score alike (a random one, or one that solves or "
-    "fails every prompt) has nothing to learn from; warm-start it (curriculum warm-start), sample more completions "
-    "per prompt (grpo.num_generations), or drop such groups and refill (dynamic.enabled=true)")
+NOTHING_TO_LEARN = (  # (docs/troubleshooting.md says why, and what else helps)
+    "step {step}: every group's rewards are equal: no gradient; run curriculum warm-start first, raise "
+    "grpo.num_generations or set dynamic.enabled=true")
 
 
 def nothing_to_learn_callback() -> type:

@@ -246,8 +246,8 @@ def report_tail(tail: Mapping[str, Any], manifest_tail: Mapping[str, Any] | None
         span = tail.get("unseen_span")
         where = f" (curriculum_index {span}, levels {tail.get('unseen_levels')})" if span else ""
         log.warning(
-            "%d row(s) of %d will never be trained on%s: TRL's sampler drops the incomplete last batch of %d "
-            "prompts. Build the curriculum with --batch-prompts %d --tail trim (or pad) to train on every row.",
+            "%d row(s) of %d will never be trained on%s: TRL drops the last batch short of %d prompts; build with "
+            "--batch-prompts %d --tail trim (or pad)",
             unseen, tail["num_rows"], where, ppg, ppg)
     elif not tail.get("unreached_rows"):
         log.info("every one of the %d rows is trained on (%s steps of %d prompts)", tail["num_rows"],

@@ -65,3 +65,16 @@ def reward_funcs_from_config(
     entries = reward_entries(specs)  # each weight a finite number in -1e6..1e6, each kwarg's number finite
     funcs = [get_reward(name, **kwargs) for name, _, kwargs in entries]
     return funcs, [weight for _, weight, _ in entries]
+
+
+def total_rewards(rewards_per_func: Any, weights: Any) -> Any:
+    """Each completion's weighted total reward as TRL's advantages use it (torch tensors in, one out): the weighted
+    sum over the reward functions, NaN where every function left the completion unscored.
+
+    >>> import torch
+    >>> total_rewards(torch.tensor([[1.0, 2.0], [float("nan"), float("nan")]]), torch.tensor([1.0, 0.5])).tolist()
+    [2.0, nan]
+    """
+    total = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    total[rewards_per_func.isnan().all(dim=1)] = float("nan")
+    return total

@@ -75,6 +75,7 @@ from ._order import (
 )
 from ._recipes import CARD_FILE
 from ._resume import check_resume, read_checkpoint_plan, resume_point
+from ._rewards import total_rewards
 from .adaptive import LEVELS_FILE, feed_back, make_hook
 
 __all__ = ["CurriculumCallback", "CurriculumGRPOTrainer", "merge_outputs"]
@@ -361,18 +362,6 @@ class CurriculumGRPOTrainer(GRPOTrainer):
     def _log_train(self, metrics: Mapping[str, float]) -> None:
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
-
-
-def total_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Each completion's weighted total reward as TRL's advantages use it: the weighted sum over the reward
-    functions, NaN where every function left the completion unscored.
-
-    >>> total_rewards(torch.tensor([[1.0, 2.0], [float("nan"), float("nan")]]), torch.tensor([1.0, 0.5])).tolist()
-    [2.0, nan]
-    """
-    total = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    return total
 
 
 def score_completions_only_on_cpu() -> bool:

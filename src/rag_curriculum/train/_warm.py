@@ -54,7 +54,7 @@ from ..grammar import information_block
 from ..models import is_gguf, model_settings, resolve_model
 from ..prompts import completion_prompt, completion_style
 from ..shards import read_rows
-from ._ledger import non_finite_callback
+from ._ledger import compact_progress_callback, non_finite_callback
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -520,6 +520,10 @@ def _sft(model_dir: str, examples: list[dict[str, Any]], out: Path, cfg: WarmSta
     args = sft_args(out, cfg, len(examples))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok)
     trainer.add_callback(non_finite_callback())  # a diverged step stops it before the weights are saved
+    from transformers.trainer_callback import ProgressCallback
+
+    if trainer.pop_callback(ProgressCallback) is not None:  # one compact line per step (as train's), not a dict
+        trainer.add_callback(compact_progress_callback())
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))

@@ -31,6 +31,7 @@ from ..curricula.adaptive import LevelRenderer
 from ..errors import ConfigError
 from ..rewards import completion_text, get_parser, row_gold, score_completion
 from ._informative import resolve_profile
+from ._rewards import total_rewards
 from .controllers import Controller, GroupResult, make_controller, resolve_controller
 
 log = logging.getLogger(__name__)
@@ -179,8 +180,6 @@ def feed_back(trainer: Any, hook: Any, rewards_per_func: Any, inputs: Sequence[M
     if hook.pending is None:
         return {}
     import torch
-
-    from ._trainer import total_rewards
 
     n = len(prompts)
     start = trainer.accelerator.process_index * n

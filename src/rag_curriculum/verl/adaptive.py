@@ -147,10 +147,9 @@ def _make_class() -> type:
             self._unfed += 1
             if self.is_train and self._unfed > self._unfed_limit and not self._said_unfed:
                 self._said_unfed = True
-                log.warning("adaptive curriculum: %d rows rendered and no step's scores fed back, so every row stays "
-                            "at level %s. Under verl's default (v1) trainer set trainer.v1.sampler.custom_sampler."
-                            "path=pkg://rag_curriculum.verl.curriculum and .name=CurriculumReplayBuffer (the legacy "
-                            "trainer calls on_batch_end itself)", self._unfed, self.controller.target())
+                log.warning("adaptive curriculum: %d rows rendered, no scores fed back, every row at level %s: set "
+                            "trainer.v1.sampler.custom_sampler (docs/adaptive.md)", self._unfed,
+                            self.controller.target())
             row = self.dataframe[item]
             level = self.controller.levels([(str(row["id"]), self.renderer.K_of(row))])[0]
             rendered = self.renderer.render([row], [level])[0]

@@ -183,10 +183,8 @@ def _make_dataset_class() -> type:
                 rows = [(i, lv) for i, lv in zip(dataframe["curriculum_index"], dataframe["level"], strict=True)
                         if i not in kept]
                 self.filtered_rows = [i for i, _ in rows]
-                log.warning("data.filter_overlong_prompts dropped %d of %d rows, the prompts over "
-                            "data.max_prompt_length=%s (%s; first curriculum_index %s): a curriculum's hardest "
-                            "rows go first. Set data.filter_overlong_prompts=False and data.max_prompt_length to the "
-                            "longest prompt (python -m rag_curriculum.verl lengths DIR --model MODEL)",
+                log.warning("filter_overlong_prompts dropped %d of %d rows over max_prompt_length=%s (%s; from "
+                            "curriculum_index %s): set it False, the length: `rag_curriculum.verl lengths`",
                             len(rows), len(dataframe), self.max_prompt_length, _levels(lv for _, lv in rows),
                             ", ".join(str(i) for i, _ in rows[:5]))
             return out
