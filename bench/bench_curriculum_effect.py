@@ -236,7 +236,7 @@ def arm_builds(out: Path, doc: dict, profile_dirs: dict[str, Path]) -> dict[str,
     for name, s in doc["settings"].items():
         builds[name] = {}
         for arm, a in s["arms"].items():
-            extra = {k: v for k, v in a.items() if k not in ("schedule", "predicted", "order")}
+            extra = {k: v for k, v in a.items() if k not in ("schedule", "predicted", "quarters", "order")}
             builds[name][arm] = build(out / f"train-{name}-{arm}", source(doc), t["questions"], t["K"],
                                       dataset=t["dataset"], schedule=a["schedule"], order=a.get("order", "level"),
                                       profile=profile_dirs[name], group_size=doc["training"]["generations"], **extra)

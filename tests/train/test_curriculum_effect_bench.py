@@ -249,16 +249,14 @@ def test_the_bench_trains_the_registered_runs_and_reads_them_against_the_registr
     for s in doc["settings"].values():  # two arms a setting
         s["arms"] = {a: s["arms"][a] for a in ("max", "min-max")}
         s["expect"] = {"min-max": s["expect"]["min-max"]}
-        for a in s["arms"].values():
-            a.pop("quarters", None)
-    out = tmp_path / "effect"
+    out = tmp_path / "effect"  # the arms built with the registration's keys (predicted, quarters) as they stand
     predicted = bench.experiment(out, doc, predict_only=True)["predictions"]
     assert not list(out.glob("runs"))  # nothing trained
     with pytest.raises(bench.PreregistrationError, match="not the profile's"):
         bench.experiment(out, doc)  # the registration's own predictions are another testbed's
     for name, s in doc["settings"].items():
         for arm, a in s["arms"].items():
-            a["predicted"] = predicted[name]["arms"][arm]["run"]
+            a["predicted"], a["quarters"] = predicted[name]["arms"][arm]["run"], predicted[name]["arms"][arm]["quarters"]
             # the card's figure over the whole build, and the run's over the rows its steps train (here all of them)
             assert predicted[name]["arms"][arm]["whole"] == pytest.approx(a["predicted"], abs=1e-3)
     summary = bench.experiment(out, doc, commit="0" * 40)
