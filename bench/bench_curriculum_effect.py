@@ -236,7 +236,7 @@ def arm_builds(out: Path, doc: dict, profile_dirs: dict[str, Path]) -> dict[str,
     for name, s in doc["settings"].items():
         builds[name] = {}
         for arm, a in s["arms"].items():
-            extra = {k: v for k, v in a.items() if k not in ("schedule", "predicted", "order")}
+            extra = {k: v for k, v in a.items() if k not in ("schedule", "predicted", "quarters", "order")}
             builds[name][arm] = build(out / f"train-{name}-{arm}", source(doc), t["questions"], t["K"],
                                       dataset=t["dataset"], schedule=a["schedule"], order=a.get("order", "level"),
                                       profile=profile_dirs[name], group_size=doc["training"]["generations"], **extra)
@@ -343,22 +343,22 @@ def train_run(model: Path, shards: Path, out: Path, *, doc: dict, setting: dict,
     return run
 
 
-def exact_match_at(model: Path, rows: list[dict], *, samples: int, temperature: float, seed: int,
-                   max_tokens: int, batch: int = 16) -> dict:
-    """``rows`` answered ``samples`` times each at ``temperature`` (seeded per question: the start and every arm
-    draw alike), scored by the RAG-RL answer term (exact match against the answer or an alias, from the parsed final
-    answer, as the reward the answer setting trains on): per question, then the mean over questions; also the mean
-    RAG-RL total."""
-    from rag_curriculum.generation import SamplingConfig, get_backend
+#: prompts per generation batch when scoring (the completions depend on it: the seeding is per batch)
+EVAL_BATCH = 16
+
+
+def exact_match_at(backend: object, rows: list[dict], *, samples: int, temperature: float, seed: int,
+                   max_tokens: int) -> dict:
+    """``rows`` answered by ``backend`` (the transformers backend, :data:`EVAL_BATCH` prompts a batch) ``samples``
+    times each at ``temperature`` (seeded per question: the start and every arm draw alike), scored by the RAG-RL
+    answer term (exact match against the answer or an alias, from the parsed final answer, as the reward the answer
+    setting trains on): per question, then the mean over questions; also the mean RAG-RL total."""
+    from rag_curriculum.generation import SamplingConfig
     from rag_curriculum.rewards import RagRlReward
 
-    backend = get_backend("transformers", model=str(model), batch_size=batch)
-    try:
-        sampling = SamplingConfig(n=samples, temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
-        outs = backend.generate([r["prompt"] for r in rows], sampling,
-                                seeds=[seed * 100_003 + i for i in range(len(rows))])
-    finally:
-        backend.close()
+    sampling = SamplingConfig(n=samples, temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)
+    outs = backend.generate([r["prompt"] for r in rows], sampling,  # type: ignore[attr-defined]
+                            seeds=[seed * 100_003 + i for i in range(len(rows))])
     reward = RagRlReward()
     em, total = [], []
     for row, completions in zip(rows, outs, strict=True):
@@ -402,11 +402,17 @@ def evaluate_model(model: Path, sets: dict[str, list[dict]], doc: dict, *, seed:
                 "sets": {k: [r["id"] for r in v] for k, v in sets.items()}}
     if cache.is_file() and (got := json.loads(cache.read_text()))["identity"] == identity:
         return got["scores"]
+    from rag_curriculum.generation import get_backend
+
     scores = {}
-    for name, rows in sets.items():
-        samples = e["samples"] if name == e["primary"] else e.get("secondary_samples", e["samples"])
-        scores[name] = exact_match_at(model, rows, samples=samples, temperature=e["temperature"], seed=10_000 + seed,
-                                      max_tokens=doc["training"]["max_completion_length"])
+    backend = get_backend("transformers", model=str(model), batch_size=EVAL_BATCH)  # loaded once for every set
+    try:
+        for name, rows in sets.items():
+            samples = e["samples"] if name == e["primary"] else e.get("secondary_samples", e["samples"])
+            scores[name] = exact_match_at(backend, rows, samples=samples, temperature=e["temperature"],
+                                          seed=10_000 + seed, max_tokens=doc["training"]["max_completion_length"])
+    finally:
+        backend.close()
     cache.parent.mkdir(parents=True, exist_ok=True)
     write_json(cache, {"identity": identity, "scores": scores})
     return scores
@@ -649,9 +655,10 @@ def report(summary: dict) -> None:
                           f"(expected {c['expect']:+d}, smallest effect {c['smallest_effect']}): {c['outcome']}{extra}; "
                           f"{c['follows']}")
     sec = summary["seconds"]
-    print(f"warm start {sec['warm_start']:.0f} s, profiles {sec['profile']:.0f} s, training {sec['train_total']:.0f} s, "
-          f"total {sec['total']:.0f} s ({sec['cpu']:.0f} s of CPU) at load average {summary['load_average']}; the "
-          "warm start and profiles are reused from --out when there")
+    print(f"this invocation: warm start {sec['warm_start']:.0f} s, profiles {sec['profile']:.0f} s, total "
+          f"{sec['total']:.0f} s ({sec['cpu']:.0f} s of CPU) at load average {summary['load_average']}; the runs' own "
+          f"training time, reused ones included, {sec['train_total']:.0f} s. The warm start, profiles and finished "
+          "runs are reused from --out when there")
 
 
 def quick(doc: dict) -> dict:
