@@ -25,6 +25,7 @@ from ..train import (
     RecipeError,
     TrainConfig,
     config_yaml,
+    disk_lines,
     finished_message,
     grpo_kwargs,
     informative_table,
@@ -219,6 +220,8 @@ def _dry_run(cfg: Any) -> None:
                       f"takes {plan.prompts_per_generation} per batch")
     _print_plan(plan, run.tail)  # the tail warned once, here (the real run logs it with report_tail)
     for line in memory_lines(cfg, args, plan.num_processes, run.lengths.max_tokens if run.lengths else None):
+        out.print(escape(line))
+    for line in disk_lines(run.disk, run.free_disk, args):
         out.print(escape(line))
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan,
                               resuming=run.resume is not None):
