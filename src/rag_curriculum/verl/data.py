@@ -13,7 +13,8 @@ launch script (``recipes/verl/*.sh``)::
 
 **The layout** (``layout``): verl splits a step's ``data.train_batch_size x rollout.n`` sequences evenly over
 every GPU (``trainer.nnodes x trainer.n_gpus_per_node``) and refuses the run otherwise; ``layout`` refuses it
-first (exit status 2), offering prompts per step, GPUs per node and node counts that each split (:func:`verl_layout`).
+first (exit status 2), offering what keeps the step's sequences first (nodes and GPUs per node), then the prompts
+per step that change them, each with its sequences (:func:`verl_layout`).
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
 concatenates them in list order and, with ``data.shuffle=False``, walks the rows with a sequential sampler
@@ -465,29 +466,39 @@ def steps_main(args: list[str]) -> int:
     return 0
 
 
-def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[int]]:
-    """What a refused verl layout could change to, each alone and each accepted by :func:`verl_layout`: prompts
-    per step nearest the asked (never empty), GPUs per node (1..16) on these nodes, node counts (1..64) at these
-    GPUs per node."""
+def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[Any]]:
+    """What a refused verl layout could change to, each accepted by :func:`verl_layout`. Those that keep the step's
+    sequences first: ``LAYOUTS``, node and GPU counts together (``[NNODES, GPUS_PER_NODE]``, at most the nodes and
+    GPUs per node at hand, the most GPUs first), GPUs per node (1..16) on these nodes, node counts (1..64) at these
+    GPUs per node (each alone); then prompts per step nearest the asked (never empty), which change the batch."""
     gpus = nnodes * gpus_per_node
     step = gpus // math.gcd(gpus, rollouts)  # data.train_batch_size must be a multiple of this
     near = sorted(range(step, max(2 * prompts, 2 * step) + 1, step), key=lambda p: (abs(p - prompts), p))[:3]
     seqs = prompts * rollouts
-    return {"PROMPTS_PER_STEP": sorted(near),
+    pairs = [[n, g] for n in range(1, nnodes + 1) for g in range(1, gpus_per_node + 1)
+             if seqs % (n * g) == 0 and [n, g] != [nnodes, gpus_per_node]]
+    pairs.sort(key=lambda x: (-x[0] * x[1], x[0]))
+    best: list[list[int]] = []
+    for pair in pairs:  # one layout per GPU count: the fewest nodes
+        if all(b[0] * b[1] != pair[0] * pair[1] for b in best):
+            best.append(pair)
+    return {"LAYOUTS": best[:3],
             "GPUS_PER_NODE": [g for g in range(1, 17) if seqs % (nnodes * g) == 0],
-            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0]}
+            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0],
+            "PROMPTS_PER_STEP": sorted(near)}
 
 
 def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int = 8) -> int:
     """The sequences each GPU takes a step (``prompts x rollouts / GPUs``), or a :class:`ConfigError` when they do
-    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`).
+    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`):
+    first what keeps the step's sequences, then the prompts per step that change them, each with its sequences.
 
     >>> verl_layout(42, 7, 1, 7)
     42
     >>> verl_layout(42, 7, 4, 8)
     Traceback (most recent call last):
     ...
-    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Choose PROMPTS_PER_STEP in [32, 64] (each alone)
+    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Keeping the 294 sequences a step: NNODES=3 GPUS_PER_NODE=7 (21 GPUs), or NNODES=2 GPUS_PER_NODE=7 (14 GPUs), or NNODES=1 GPUS_PER_NODE=7 (7 GPUs). Changing the batch: PROMPTS_PER_STEP=32 (224 sequences a step instead of 294), 64 (448 sequences a step instead of 294)
     """
     for value, name in ((prompts, "PROMPTS_PER_STEP"), (rollouts, "ROLLOUTS"), (nnodes, "NNODES"),
                         (gpus_per_node, "GPUS_PER_NODE")):
@@ -498,14 +509,22 @@ def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int
     if seqs % gpus == 0:
         return seqs // gpus
     offered = verl_layout_offers(prompts, rollouts, nnodes, gpus_per_node)
-    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"]
-    if offered["GPUS_PER_NODE"]:
-        options.append(f"GPUS_PER_NODE in {offered['GPUS_PER_NODE']}")
-    if offered["NNODES"]:
-        options.append(f"NNODES in {offered['NNODES']}")
+    pairs = offered["LAYOUTS"]
+    keeping = [" ".join([*([f"NNODES={n}"] if n != nnodes else []), *([f"GPUS_PER_NODE={g}"] if g != gpus_per_node
+                                                                       else [])]) + f" ({n * g} GPUs)"
+               for n, g in pairs]
+    more_gpus = [g for g in offered["GPUS_PER_NODE"] if [nnodes, g] not in pairs]  # those not said already
+    more_nodes = [n for n in offered["NNODES"] if [n, gpus_per_node] not in pairs]
+    if more_gpus:
+        keeping.append(f"GPUS_PER_NODE in {more_gpus}")
+    if more_nodes:
+        keeping.append(f"NNODES in {more_nodes}")
+    changing = ", ".join(f"{p} ({p * rollouts} sequences a step instead of {seqs})"
+                         for p in offered["PROMPTS_PER_STEP"])
     err = ConfigError(f"{prompts} prompts x {rollouts} rollouts = {seqs} sequences a step do not split over {gpus} "
-                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. Choose {', or '.join(options)} "
-                      "(each alone)")
+                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. "
+                      + (f"Keeping the {seqs} sequences a step: {', or '.join(keeping)}. " if keeping else "")
+                      + f"Changing the batch: PROMPTS_PER_STEP={changing}")
     err.offered = offered  # type: ignore[attr-defined]
     raise err
 
