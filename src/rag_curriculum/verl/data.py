@@ -10,11 +10,17 @@ launch script (``recipes/verl/*.sh``)::
     python -m rag_curriculum.verl steps outputs/musique-min-max --train-batch-size 42 [VERL_OVERRIDES...]
     python -m rag_curriculum.verl agent-data outputs/musique-min-max agent.parquet [--template search-r1] [--overwrite]
     python -m rag_curriculum.verl layout --prompts 42 --rollouts 7 --nnodes 1 --gpus-per-node 7
+    python -m rag_curriculum.verl shared-paths --nnodes 2 SHARDS=/nfs/mm OUT=/nfs/run --installed REWARD_PY=/...
 
 **The layout** (``layout``): verl splits a step's ``data.train_batch_size x rollout.n`` sequences evenly over
 every GPU (``trainer.nnodes x trainer.n_gpus_per_node``) and refuses the run otherwise; ``layout`` refuses it
 first (exit status 2), offering what keeps the step's sequences first (nodes and GPUs per node), then the prompts
 per step that change them, each with its sequences (:func:`verl_layout`).
+
+**Across nodes** (``shared-paths``): the curriculum, the model (a directory), the checkpoints' folder must be on
+every node (absolute paths on a filesystem every node mounts), the reward module at the same path in every node's
+install; a relative path, or one on the head's own disk, is refused (exit status 2) unless ``--shared`` says the
+files are at the same paths on every node (:func:`check_shared_paths`).
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
 concatenates them in list order and, with ``data.shuffle=False``, walks the rows with a sequential sampler
@@ -76,6 +82,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,7 +194,8 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "[VERL_OVERRIDES...]\n"
          "       | steps SHARD_DIR --train-batch-size N [--total-epochs E] [VERL_OVERRIDES...]\n"
          "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n"
-         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n")
+         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n"
+         "       | shared-paths --nnodes N [--shared] NAME=PATH... [--installed NAME=PATH...]\n")
 
 
 def _lengths_args(args: list[str], options: tuple[str, ...] = ("--model", "--prompt-length", "--response-length")
@@ -529,6 +537,95 @@ def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int
     raise err
 
 
+#: Filesystems that live on one machine: a path on one of them is not on the other nodes.
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "ramfs", "overlay",
+                               "vfat", "exfat", "ntfs", "ntfs3", "squashfs", "devtmpfs"})
+
+
+def filesystem_type(path: str | Path, mounts: str | Path = "/proc/mounts") -> str | None:
+    """The type of the filesystem holding ``path`` (made absolute, its links resolved; it may not exist yet), from
+    ``mounts``; None where it cannot be read (not Linux)."""
+    here = Path(os.path.realpath(os.path.expanduser(str(path))))
+    try:
+        lines = Path(mounts).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].encode("utf-8").decode("unicode_escape")  # "\040" for a space
+        inside = str(here) == point or str(here).startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
+
+
+def check_shared_paths(paths: dict[str, str], *, nnodes: int, shared: bool = False,
+                       installed: dict[str, str] | None = None, mounts: str | Path = "/proc/mounts") -> list[str]:
+    """What a verl run across ``nnodes`` nodes needs on every node, checked from the head: ``paths`` (the
+    curriculum, the model when a directory, the checkpoints' folder) must be absolute (a relative path is read
+    against each Ray worker's own directory) and on a filesystem every node mounts (one of
+    :data:`LOCAL_FILESYSTEMS` is the head's alone: refused unless ``shared``, said when the same files are at the
+    same paths on every node); ``installed`` (the reward module) must be absolute, and is each node's own install at
+    the same path. A model given as a Hub id is each node's to fetch. Returns the notes; a :class:`ConfigError`
+    names every path that fails."""
+    if nnodes <= 1:
+        return []
+    problems, notes = [], []
+    for name, value in paths.items():
+        local = value.startswith(("/", ".", "~")) or Path(value).exists()
+        if name == "MODEL" and not local:
+            notes.append(f"MODEL={value}: a Hub id, which every node loads from its own Hugging Face cache (or the Hub)")
+            continue
+        if not Path(value).expanduser().is_absolute():
+            problems.append(f"{name}={value} is relative: each Ray worker reads it against its own directory; give "
+                            f"the absolute path on a filesystem every node mounts")
+            continue
+        kind = filesystem_type(value, mounts)
+        if kind in LOCAL_FILESYSTEMS and not shared:
+            problems.append(f"{name}={value} is on this node's own disk ({kind}): the other {nnodes - 1} node(s) do "
+                            "not see it")
+        notes.append(f"{name}={value} ({kind or 'filesystem unknown'}{', shared as said' if shared else ''})")
+    for name, value in (installed or {}).items():
+        if not Path(value).is_absolute():
+            problems.append(f"{name}={value} is relative")
+        notes.append(f"{name}={value}: each node's own install of rag-curriculum, at this same path")
+    if problems:
+        raise ConfigError(f"verl on {nnodes} nodes: " + "; ".join(problems), hint=(
+            "put the shards, the model and OUT on a shared filesystem (NFS, Lustre, ...) and give absolute paths; "
+            "or copy them to the same absolute paths on every node and set SHARED_FS=1"))
+    return notes
+
+
+def shared_paths_main(args: list[str]) -> int:
+    """``shared-paths --nnodes N [--shared] NAME=PATH ... [--installed NAME=PATH ...]``: exit status 2 and why
+    when a path a multi-node run needs is not on every node."""
+    nnodes, shared, paths, installed, target = 1, False, {}, {}, None
+    it = iter(args)
+    for arg in it:
+        if arg == "--nnodes":
+            nnodes = _int(next(it, ""), "--nnodes", what="a whole number", error=ConfigError) or 1
+        elif arg == "--shared":
+            shared = True
+        elif arg == "--installed":
+            target = installed
+        elif "=" in arg and not arg.startswith("-"):
+            name, value = arg.split("=", 1)
+            (paths if target is None else target)[name] = value
+        else:
+            raise SystemExit(USAGE)
+    try:
+        notes = check_shared_paths(paths, nnodes=nnodes, shared=shared, installed=installed)
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n  hint: {e.hint}\n")
+        return 2
+    if notes:
+        sys.stderr.write(f"on every one of the {nnodes} nodes: " + "; ".join(notes) + "\n")
+    return 0
+
+
 def layout_main(args: list[str]) -> int:
     """``layout --prompts N --rollouts R --nnodes N --gpus-per-node G``: exit status 2 and what would split."""
     names = ("--prompts", "--rollouts", "--nnodes", "--gpus-per-node")
@@ -703,5 +800,7 @@ def _main(args: list[str]) -> int:
         return agent_data_main(args[1:])
     if args[:1] == ["layout"]:
         return layout_main(args[1:])
+    if args[:1] == ["shared-paths"]:
+        return shared_paths_main(args[1:])
     sys.stderr.write(USAGE)
     return 2
