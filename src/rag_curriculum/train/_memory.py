@@ -313,6 +313,27 @@ def _zero_file(path: str) -> dict[str, Any]:
             "overlap_comm": bool(zero.get("overlap_comm", False))}
 
 
+def resolve_deepspeed_file() -> str | None:
+    """accelerate's ``deepspeed_config_file`` (``ACCELERATE_DEEPSPEED_CONFIG_FILE``) as a file that is there. The
+    launcher configs name theirs from a checkout's root (``recipes/accelerate/NAME.json``); launched from elsewhere
+    (an installed wheel), the shipped file is taken and the environment set to it, so accelerate reads the same
+    one. A :class:`~rag_curriculum.errors.ConfigError` when it is nowhere."""
+    from ..config import recipes_root
+    from ..errors import ConfigError
+
+    value = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if not value or Path(value).is_file():
+        return value
+    parts = Path(value).parts
+    if parts[:1] == ("recipes",):
+        found = recipes_root().joinpath(*parts[1:])
+        if found.is_file():
+            os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = str(found)
+            return str(found)
+    raise ConfigError(f"accelerate's deepspeed_config_file={value} is not there (from {os.getcwd()})",
+                      hint="launch from the checkout's root, or give accelerate launch --deepspeed_config_file PATH")
+
+
 def current_layout(processes: int, vllm_mode: str, use_vllm: bool = True) -> Layout:
     """This process's layout, from what ``accelerate launch`` sets in the environment (DeepSpeed's stage and
     offload, or the ``deepspeed_config_file`` they are in) and the run's processes and vLLM mode."""

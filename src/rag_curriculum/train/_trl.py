@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,14 @@ from ._ledger import (
     nothing_to_learn_callback,
 )
 from ._lengths import check_trl_lengths, longest_rows
-from ._memory import check_disk, check_memory, peak_memory_callback, run_estimate
+from ._memory import (
+    PEAK_DIR,
+    check_disk,
+    check_memory,
+    peak_memory_callback,
+    resolve_deepspeed_file,
+    run_estimate,
+)
 from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
@@ -461,6 +469,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         lengths_error = e
     # an estimate on the GPU it runs on (a warning, with what fits, when it does not), recorded for the pre-flight
     longest_prompt = lengths.max_tokens if lengths is not None else None
+    if not dry_run:  # a launcher config's DeepSpeed file, found where this process runs (accelerate reads it later)
+        resolve_deepspeed_file()
     memory = (run_estimate if dry_run else check_memory)(cfg, args, num_processes, longest_prompt)
     # the disk the checkpoints need at once, against the free space at run.output_dir: refused when short
     disk, free = check_disk(cfg, args, num_processes, dry_run=dry_run, total_steps=plan.total_steps)
@@ -693,6 +703,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
         if resume is None and (out / STEP_METRICS_FILE).exists():
             (out / STEP_METRICS_FILE).unlink()
+        if resume is None and (out / PEAK_DIR).is_dir():  # a fresh run's peaks are its own
+            shutil.rmtree(out / PEAK_DIR)
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
     reward_funcs = with_model_tokenizer(reward_funcs, run.model_path)  # search-r1 decodes as the trainer
