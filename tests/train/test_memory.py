@@ -215,6 +215,11 @@ def test_each_training_process_records_its_peak(tmp_path):
                              SimpleNamespace(global_step=step), None)
     (peak,) = read_peaks(tmp_path)
     assert (peak["rank"], peak["step"], peak["peak_gib"], peak["max_reserved_gib"]) == (3, 1, 61.5, 60.0)
+    # resumed in the same folder: the earlier peak stands until this run's is higher
+    later = PeakRecorder(tmp_path, probe=lambda: {"device": 0.0, "max_allocated_gib": 1.0, "max_reserved_gib": 2.0,
+                                                  "total_gib": 79.6, "outside_allocator_gib": 1.0})
+    later.on_step_end(SimpleNamespace(process_index=3), SimpleNamespace(global_step=3), None)
+    assert read_peaks(tmp_path)[0]["peak_gib"] == 61.5
     none = PeakRecorder(tmp_path / "cpu", probe=lambda: None)
     none.on_step_end(SimpleNamespace(process_index=0), SimpleNamespace(global_step=1), None)
     assert read_peaks(tmp_path / "cpu") == []

@@ -91,8 +91,9 @@ def train(
     print_config: Annotated[bool, typer.Option(
         "--print-config", help="Print the resolved config and exit.")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig and "
-        "check the prompt lengths against its limits; load no model and train nothing.")] = False,
+        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig, "
+        "check the prompt lengths against its limits, estimate the memory per GPU of each launcher config and size "
+        "the checkpoints against the free disk; load no model and train nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped training recipes and exit.")] = False,
     profile: Annotated[str | None, typer.Option(
         "--profile", help="A level profile (curriculum profile --out) to check the run against: each step logs the "

@@ -596,21 +596,26 @@ class PeakRecorder:
     """Records this training process's peak GPU memory after every step into ``out_dir/gpu_memory/rank-N.json``
     (written whole each time): torch's ``max_memory_allocated`` and ``max_memory_reserved``, the memory outside its
     allocator, and ``peak_gib`` = the reserved peak plus that (the GPU's peak for this process). Per training
-    process, so a vLLM server's GPU is never counted. Records nothing without CUDA (``probe`` returns None)."""
+    process, so a vLLM server's GPU is never counted; a resumed run keeps the higher of its peak and the one its
+    folder holds (a fresh run's folder is emptied first: ``train``). Records nothing without CUDA (``probe``
+    returns None)."""
 
     def __init__(self, out_dir: str | Path, probe: Any = cuda_probe) -> None:
         self.folder = Path(out_dir) / PEAK_DIR
         self.probe = probe
         self.peak: dict[str, Any] | None = None
+        self.earlier: dict[int, dict[str, Any]] = {p["rank"]: p for p in read_peaks(out_dir)}
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         now = self.probe()
         if now is None:
             return
         peak = now["max_reserved_gib"] + now["outside_allocator_gib"]
+        rank = int(getattr(args, "process_index", 0) or 0)
+        if self.peak is None:
+            self.peak = self.earlier.get(rank)
         if self.peak is not None and peak < self.peak["peak_gib"]:
             return
-        rank = int(getattr(args, "process_index", 0) or 0)
         self.peak = {"rank": rank, "local_rank": int(getattr(args, "local_process_index", 0) or 0),
                      "step": state.global_step, **{k: round(v, 3) for k, v in now.items()},
                      "peak_gib": round(peak, 3)}
