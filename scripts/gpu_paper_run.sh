@@ -53,9 +53,11 @@ fi
 mkdir -p "$OUT"
 rm -rf "$OUT/train"  # a fresh pre-flight: its checkpoint and ledger are its own
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+prompts=42  # a step's prompts: the paper's 42 (SMOKE: 2)
+[[ -n "${SMOKE:-}" ]] && prompts=2
 
 "$CURRICULUM" build recipe=musique-min-max "input=$INPUT" "n=$N" "tokenizer=$MODEL" "out=$OUT/musique-min-max" \
-  overwrite=true --no-progress 2>&1 | tee "$OUT/build.log"
+  "batch_prompts=$prompts" overwrite=true --no-progress 2>&1 | tee "$OUT/build.log"
 
 server_pid=""
 cleanup() {
@@ -64,7 +66,6 @@ cleanup() {
 trap cleanup EXIT
 if [[ -n "${SMOKE:-}" ]]; then
   layout=smoke
-  prompts=2
   launch=("$CURRICULUM" train)
   extra=(grpo.use_vllm=false grpo.bf16=false grpo.use_cpu=true model.dtype=float32 batch.prompts_per_step=2
          batch.per_device_completions=2 grpo.num_generations=2 grpo.max_completion_length=16
@@ -72,7 +73,6 @@ if [[ -n "${SMOKE:-}" ]]; then
   dry_extra=()
   config=""
 else
-  prompts=42
   gpus=$(nvidia-smi -L | wc -l)
   if (( gpus >= 8 )); then
     layout=7+1
