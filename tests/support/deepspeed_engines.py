@@ -4,7 +4,9 @@ own launcher code, at one process and one machine), the toolkit's `train` (TRL's
 Trainer calls accelerate, which calls deepspeed.initialize) for one step on a tiny model, with DeepSpeed's CPU
 accelerator (DS_ACCELERATOR=cpu, torch.distributed's gloo at world size 1). Prints one JSON line per config: the
 engine DeepSpeed built (ZeRO stage, offload, optimizer, buckets, bf16) and the layout the toolkit read from the
-same environment, or the error that stopped it.
+same environment, or the error that stopped it. A config whose launch environment is one built already (the
+7-GPU, 8-GPU and multi-node configs differ only in their processes and machines, one here) has that engine's
+record, with ``same_engine_as``: the same environment builds the same engine, so it is built once.
 
 What differs from a GPU, and why: the CPU accelerator would compile a shared-memory collective (C++, minutes) that
 no GPU build has, so it is left out; transformers refuses bf16 without a GPU before DeepSpeed is reached, so that
@@ -69,6 +71,7 @@ def main(model: str, shards: str, out: str, configs: list[str]) -> None:
     from rag_curriculum.train import compose_train_config, train
     from rag_curriculum.train._memory import current_layout
 
+    built: dict[tuple, dict[str, Any]] = {}  # each launch environment's engine, by the environment
     for config in configs:
         if config.startswith("client-optimizer:"):  # DeepSpeed alone, handed a torch AdamW with this JSON
             print(json.dumps(client_optimizer(config.split(":", 1)[1])), flush=True)
@@ -83,7 +86,14 @@ def main(model: str, shards: str, out: str, configs: list[str]) -> None:
         record: dict[str, Any] = {"config": name}
         start = time.monotonic()
         try:
-            os.environ.update(accelerate_env(config))
+            env = accelerate_env(config)
+            same = built.get(tuple(sorted(env.items())))
+            if same is not None:  # the environment of a config built already: the same engine, not built twice
+                record.update({k: v for k, v in same.items() if k not in ("config", "seconds")},
+                              same_engine_as=same["config"])
+                print(json.dumps(record), flush=True)
+                continue
+            os.environ.update(env)
             AcceleratorState._reset_state(True)
             cfg = compose_train_config("rag-rl-min-max", [
                 f"model.name_or_path={model}", f"data.shards={shards}", f"run.output_dir={out}/{name}",
@@ -103,6 +113,7 @@ def main(model: str, shards: str, out: str, configs: list[str]) -> None:
                 bf16=engine.bfloat16_enabled(),
                 layout={"zero": layout.zero, "offload": layout.offload, "reduce_bucket": layout.reduce_bucket,
                         "allgather_bucket": layout.allgather_bucket, "overlap_comm": layout.overlap_comm})
+            built[tuple(sorted(env.items()))] = record
         except Exception as e:  # noqa: BLE001 - what stopped it is the result
             record["error"] = f"{type(e).__name__}: {e}"
         record["seconds"] = round(time.monotonic() - start, 1)

@@ -1,9 +1,11 @@
 """Every DeepSpeed launcher config the docs name (recipes/accelerate/zero2-*.yaml) starts its engine: built on the
 CPU as a GPU run builds it (accelerate's launch environment for the config, the toolkit's trainer, DeepSpeed's
 CPU accelerator; tests/support/deepspeed_engines.py says what differs), one GRPO step trained, and the engine's
-ZeRO stage, offload, optimizer and buckets the layout the memory estimate counts. Configs a GPU start refuses are
-refused here too: the one-GPU offload config with the precision set beside its DeepSpeed file (accelerate), and
-DeepSpeed handed the Trainer's AdamW under ZeRO-Offload without "zero_force_ds_cpu_optimizer": false."""
+ZeRO stage, offload, optimizer and buckets the layout the memory estimate counts. A config whose launch environment
+is another's (processes and machines apart) has that one's engine: the 8-GPU and multi-node configs the 7 + 1's.
+Configs a GPU start refuses are refused here too: the one-GPU offload config with the precision set beside its
+DeepSpeed file (accelerate), and DeepSpeed handed the Trainer's AdamW under ZeRO-Offload without
+"zero_force_ds_cpu_optimizer": false."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from conftest import MUSIQUE_TRAIN
 
 from rag_curriculum.train._memory import LAUNCHERS
 
-pytestmark = pytest.mark.slow  # imports DeepSpeed, transformers and TRL in a process of its own; 4 engines
+pytestmark = pytest.mark.slow  # DeepSpeed, transformers and TRL in a process of its own; 2 engines (7 + 1, offload)
 pytest.importorskip("deepspeed", reason="the `deepspeed` extra (in .venv: scripts/setup.sh)")
 pytest.importorskip("trl", reason="the `train` extra")
 
@@ -60,6 +62,8 @@ def engines(tmp_path_factory, tiny_model_dir) -> dict[str, dict]:
 def test_each_config_builds_its_engine_and_trains_a_step(engines, config):
     record = engines[config]
     assert "error" not in record, record.get("error")
+    if "same_engine_as" in record:  # the launch environment of a config built already: its engine, built there
+        assert record["same_engine_as"] in CONFIGS and "same_engine_as" not in engines[record["same_engine_as"]]
     (layout,) = [x for x in LAUNCHERS if x.config == config]
     assert record["steps"] == 1 and record["bf16"] is True
     assert (record["zero"], record["offload"]) == (layout.zero, layout.offload)
