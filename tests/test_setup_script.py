@@ -73,7 +73,7 @@ def test_no_gpu_takes_the_cpu_index_when_it_answers_and_says_so(sandbox):
         "pip install -q --no-compile torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu"]
     assert "setup: torch 2.13.0+cpu (CPU build)" in r.stdout.splitlines()
     # the plumbing and the retriever from this checkout, named with the toolkit: they resolve offline
-    assert 'pip install -q --no-compile -e ./plumbing -e ./retriever -e .[train,dev,ray]' in pips
+    assert 'pip install -q --no-compile -e ./plumbing -e ./retriever -e .[train,dev,ray,deepspeed]' in pips
 
 
 def test_no_gpu_and_no_cpu_index_keeps_the_configured_index_as_before(sandbox):

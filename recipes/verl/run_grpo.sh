@@ -3,7 +3,7 @@
 # order) and scored by the toolkit's compute_score (rag_curriculum/verl/rewards.py), with the paper's settings:
 # Qwen2.5-7B-Instruct, lr 1e-6 constant, KL 0.01, clip 0.2, 42 prompts x 7 rollouts, 1 epoch, 800 tokens, vLLM, bf16.
 #   SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh
-#   SHARDS=outputs/musique-linear NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
+#   SHARDS=/nfs/musique-linear OUT=/nfs/verl-run NNODES=2 GPUS_PER_NODE=7 bash recipes/verl/run_grpo.sh trainer.save_freq=10
 #   DRY_RUN=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # print the command only (offline too)
 #   DYNAMIC=1 SHARDS=outputs/musique-min-max bash recipes/verl/run_grpo.sh      # DAPO: verl's filter_groups
 # DYNAMIC=1 turns on verl's own dynamic sampling (algorithm.filter_groups, DAPO): groups whose DYNAMIC_METRIC
@@ -19,6 +19,11 @@
 # Needs verl >= 0.9 (reward.custom_reward_function.*) with vLLM, and rag-curriculum installed on every Ray node.
 # Several nodes: `ray start --head --dashboard-host=0.0.0.0` on the head, `ray start --address=HEAD_IP:6379` on
 # the others, then run this on the head (or wrap it in `ray job submit --address=http://HEAD_IP:8265 -- ...`).
+# Every node reads SHARDS and VAL_SHARDS (verl's TaskRunner, which loads them, may run on any node), MODEL when it is
+# a directory (a Hub id: each node's own cache) and writes OUT (each rank its checkpoint shard; resuming reads them
+# all), so with NNODES > 1 these must be absolute paths on a filesystem every node mounts: a relative path or one on
+# this node's own disk (ext4, xfs, tmpfs, overlay, ...) is refused, unless SHARED_FS=1 says the same files are at
+# the same paths on every node. The reward module (REWARD_PY) is each node's own install, at the same path.
 # Extra arguments are verl Hydra overrides and win over the ones below; the reward constants default to the paper's
 # (gamma_answer 5, gamma_correct 5, gamma_incorrect 2), e.g. +reward.custom_reward_function.reward_kwargs.gamma_format=0.5
 # No prompt is truncated: verl 0.9.1 left-truncates a prompt longer than rollout.prompt_length with a warning only (even
@@ -54,6 +59,11 @@ PYTHON=${PYTHON:-python3}
 TRAIN_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$SHARDS")
 VAL_FILES=$("$PYTHON" -m rag_curriculum.verl train-files "$VAL_SHARDS")
 REWARD_PY=$("$PYTHON" -m rag_curriculum.verl reward-path)
+# Across nodes: what every node must see at the same path, checked from here (exit status 2 and the paths).
+shared=()
+[[ "${SHARED_FS:-}" == 1 ]] && shared=(--shared)
+"$PYTHON" -m rag_curriculum.verl shared-paths --nnodes "$NNODES" ${shared[@]+"${shared[@]}"} "SHARDS=$SHARDS" \
+  "VAL_SHARDS=$VAL_SHARDS" "MODEL=$MODEL" "OUT=$OUT" --installed "REWARD_PY=$REWARD_PY" || exit $?
 # The prompt lengths against data.max_prompt_length, rollout.prompt_length and rollout.max_model_len (also as given
 # in the extra overrides): exit status 2 and the rows, levels and setting when a prompt does not fit.
 dry=()

@@ -41,6 +41,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # with the layouts that do.
 "$PYTHON" -m rag_curriculum.verl layout --prompts "$PROMPTS_PER_STEP" --rollouts "$ROLLOUTS" --nnodes "$NNODES" \
   --gpus-per-node "$GPUS_PER_NODE" || exit $?
+# Across nodes: verl reads $OUT/agent.parquet and $OUT/search_tool.yaml, MODEL (a directory) and RETRIEVER (an index
+# directory) on every node: absolute paths on a filesystem every node mounts (SHARED_FS=1: copied to the same paths).
+shared=()
+[[ "${SHARED_FS:-}" == 1 ]] && shared=(--shared)
+paths=("MODEL=$MODEL" "OUT=$OUT")
+[[ "$RETRIEVER" == http://* || "$RETRIEVER" == https://* ]] || paths+=("RETRIEVER=$RETRIEVER")
+"$PYTHON" -m rag_curriculum.verl shared-paths --nnodes "$NNODES" ${shared[@]+"${shared[@]}"} "${paths[@]}" || exit $?
 mkdir -p "$OUT"
 "$PYTHON" -m rag_curriculum.verl agent-data "$SHARDS" "$OUT/agent.parquet" --template "$TEMPLATE" --overwrite
 "$PYTHON" - "$HERE/search_tool.yaml" "$OUT/search_tool.yaml" "$RETRIEVER" "$TOPK" "$DIFFICULTY" "$P" <<'PY'

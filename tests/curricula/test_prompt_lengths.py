@@ -278,8 +278,11 @@ def test_dry_run_refuses_too(built, tiny_model_dir, tmp_path, monkeypatch):
     assert (f"longest prompt: {top['tokens']} tokens (row {top['id']}, curriculum_index {top['curriculum_index']}, "
             f"level 20) + 800 completion tokens; counted from the shards' prompt_tokens") in text
     # the memory per GPU, estimated from the model's config with the longest prompt, for this layout and the launchers
-    assert f"a pass of up to {top['tokens']} + 800 tokens" in text and "this run (1 process, vLLM colocate):" in text
-    assert "[zero2-7gpu.yaml]: " in text and "GB per GPU of" in text
+    assert f"a pass of up to {top['tokens']} + 800 tokens" in text
+    assert "1 GPU [single-gpu.yaml] <- this run's 1 process, if launched so:" in text  # one line, one verdict
+    assert "[zero2-7gpu.yaml]: " in text and "GiB per GPU of" in text
+    # a checkpoint's size and the disk the run's checkpoints need
+    assert "checkpoint: about" in text and "GiB needed" in text
 
 
 def test_limits_of_trl(tiny_model_dir):

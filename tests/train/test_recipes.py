@@ -231,6 +231,7 @@ ACCELERATE = ["single-gpu", "zero2-7gpu", "zero2-8gpu", "zero2-multinode", "zero
 def test_accelerate_configs_launch_the_paper_batch(name):
     """Each launcher config runs from its header, and the batch it launches is one TRL can make."""
     needs_trl()
+    import json
     import re
 
     import yaml
@@ -242,7 +243,12 @@ def test_accelerate_configs_launch_the_paper_batch(name):
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     assert f"accelerate launch --config_file recipes/accelerate/{name}.yaml" in header
     assert "-m rag_curriculum.train" in header and "recipe=rag-rl-" in header
-    assert conf["mixed_precision"] == "bf16"
+    deepspeed_file = (conf.get("deepspeed_config") or {}).get("deepspeed_config_file")
+    if deepspeed_file:  # the precision is the DeepSpeed file's, from the run's grpo.bf16 (the recipes: true)
+        assert "mixed_precision" not in conf
+        assert json.loads((ROOT / deepspeed_file).read_text())["bf16"] == {"enabled": "auto"}
+    else:
+        assert conf["mixed_precision"] == "bf16"
     prompts = re.search(r"batch\.prompts_per_step=(\d+)", header)
     overrides = [f"batch.num_processes={conf['num_processes']}"]
     if prompts:

@@ -25,6 +25,7 @@ from ..train import (
     RecipeError,
     TrainConfig,
     config_yaml,
+    disk_lines,
     finished_message,
     grpo_kwargs,
     informative_table,
@@ -90,8 +91,9 @@ def train(
     print_config: Annotated[bool, typer.Option(
         "--print-config", help="Print the resolved config and exit.")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig and "
-        "check the prompt lengths against its limits; load no model and train nothing.")] = False,
+        "--dry-run", help="Compose, read the shards, plan the batch, run the order checks, bind TRL's GRPOConfig, "
+        "check the prompt lengths against its limits, estimate the memory per GPU of each launcher config and size "
+        "the checkpoints against the free disk; load no model and train nothing.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the shipped training recipes and exit.")] = False,
     profile: Annotated[str | None, typer.Option(
         "--profile", help="A level profile (curriculum profile --out) to check the run against: each step logs the "
@@ -219,6 +221,8 @@ def _dry_run(cfg: Any) -> None:
                       f"takes {plan.prompts_per_generation} per batch")
     _print_plan(plan, run.tail)  # the tail warned once, here (the real run logs it with report_tail)
     for line in memory_lines(cfg, args, plan.num_processes, run.lengths.max_tokens if run.lengths else None):
+        out.print(escape(line))
+    for line in disk_lines(run.disk, run.free_disk, args):
         out.print(escape(line))
     for issue in order_issues(grpo_kwargs(cfg, num_processes=plan.num_processes), plan,
                               resuming=run.resume is not None):

@@ -116,7 +116,8 @@ def agent_data(
 @verl_app.command("layout",
     help=(
          "Refuse (exit 2) a layout over which verl cannot split a step's prompts x rollouts sequences, offering "
-         "prompts per step, GPUs per node and node counts that split."))
+         "first the nodes and GPUs per node that keep the step's sequences, then the prompts per step that change "
+         "them (each with its sequences)."))
 def layout(
     prompts: Annotated[int, typer.Option("--prompts", help="data.train_batch_size (PROMPTS_PER_STEP).")] = 42,
     rollouts: Annotated[int, typer.Option("--rollouts", help="actor_rollout_ref.rollout.n (ROLLOUTS).")] = 7,

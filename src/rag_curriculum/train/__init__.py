@@ -17,6 +17,8 @@ Its private modules (their public names are exported here):
 * :mod:`~rag_curriculum.train._batching`: the paper's 42 prompts x 7 generations mapped onto TRL's batch;
 * :mod:`~rag_curriculum.train._order`: what would reorder the curriculum, and the tail rows a batch leaves unseen;
 * :mod:`~rag_curriculum.train._ledger`: the rows of every step, checked and written to ``curriculum_steps.jsonl``;
+* :mod:`~rag_curriculum.train._memory`: the memory estimate per GPU, the checkpoints' disk, and each training GPU's
+  measured peak (``gpu_memory/rank-N.json``) judged against the estimate (:func:`judge_peak`);
 * :mod:`~rag_curriculum.train._trl`: a run wired to TRL (:func:`train`; :func:`prepare`, what a dry run checks;
   :func:`grpo_kwargs`, the bound ``GRPOConfig``'s arguments; :func:`finished_message`); ``_rewards``,
   ``_rollout``, ``_tools``: the adapters above; ``_trainer``: the ``GRPOTrainer`` subclass and its callback;
@@ -47,7 +49,7 @@ from ._informative import PLOT_FILE as INFORMATIVE_PLOT
 from ._informative import SUMMARY_FILE as INFORMATIVE_SUMMARY
 from ._informative import summary_table as informative_table
 from ._ledger import STEPS_FILE, StepRecorder, learning_summary, read_steps
-from ._memory import memory_lines
+from ._memory import disk_lines, judge_peak, memory_lines, read_peaks
 from ._order import OrderIssue, check_index_order, order_issues
 from ._recipes import DEFAULT_RECIPE, compose_train_config, config_yaml, list_recipes
 from ._rewards import reward_funcs_from_config
@@ -115,7 +117,10 @@ __all__ = [
     "INFORMATIVE_SUMMARY",
     "informative_table",
     "learning_summary",
+    "disk_lines",
+    "judge_peak",
     "memory_lines",
+    "read_peaks",
     "list_recipes",
     "make_controller",
     "make_tiny_model",

@@ -55,39 +55,55 @@ def _nearest(target: int, ok: Any, *, limit: int, count: int = 3) -> list[int]:
 def layout_offers(*, prompts_per_step: int, num_generations: int, per_device: int, num_processes: int
                   ) -> dict[str, list[int]]:
     """The settings a refused layout could change to, each alone (the others as they are) and each one that
-    :func:`derive_accumulation` accepts: ``batch.per_device_completions`` values for these processes,
-    ``batch.prompts_per_step`` values nearest the asked one (never empty: a multiple of the pass always fits), and
-    numbers of training processes. Empty where no such value exists."""
+    :func:`derive_accumulation` accepts. Those that keep the step's completions first: ``batch.per_device_completions``
+    values for these processes, and numbers of training processes (the most at or below the processes at hand
+    first, then more); then ``batch.prompts_per_step`` values nearest the asked one, which change the batch (never
+    empty: a multiple of the pass always fits). Empty where no such value exists."""
     completions = prompts_per_step * num_generations
     pass_ = per_device * num_processes
     step = pass_ // math.gcd(pass_, num_generations)  # prompts_per_step must be a multiple of this
+    keep = [n for n in range(1, (completions // per_device or 1) + 1)
+            if _fits(prompts_per_step, num_generations, per_device, n)]
     return {
         "batch.per_device_completions": [d for d in range(1, completions + 1)
                                          if _fits(prompts_per_step, num_generations, d, num_processes)][:8],
+        "num_processes": ([n for n in reversed(keep) if n <= num_processes]
+                          + [n for n in keep if n > num_processes])[:4],
         "batch.prompts_per_step": _nearest(prompts_per_step, lambda p: p % step == 0,
                                            limit=max(2 * prompts_per_step, 2 * step)),
-        "num_processes": _nearest(num_processes, lambda n: _fits(prompts_per_step, num_generations, per_device, n),
-                                  limit=completions // per_device or 1, count=4),
     }
+
+
+def _nodes(processes: int, per_node: int = 8) -> str:
+    """``21 (3 nodes x 7)``: a process count, as nodes of at most ``per_node`` GPUs where it takes more than one."""
+    if processes <= per_node:
+        return str(processes)
+    gpus = max(g for g in range(1, per_node + 1) if processes % g == 0)
+    return f"{processes} ({processes // gpus} nodes x {gpus})"
 
 
 def derive_accumulation(*, prompts_per_step: int, num_generations: int, per_device: int, num_processes: int) -> int:
     """``gradient_accumulation_steps`` giving ``prompts_per_step`` prompts per optimiser step, or a
-    :class:`BatchError` that lists what would work instead (its ``offered``: :func:`layout_offers`)."""
+    :class:`BatchError` that lists what would work instead (its ``offered``: :func:`layout_offers`): first what
+    keeps the step's completions, then the prompts per step that change them, each with its completions."""
     completions = prompts_per_step * num_generations
     per_pass = per_device * num_processes
     if completions % per_pass == 0:
         return completions // per_pass
     offered = layout_offers(prompts_per_step=prompts_per_step, num_generations=num_generations,
                             per_device=per_device, num_processes=num_processes)
-    devices, near, procs = offered.values()
-    options = ([f"batch.per_device_completions in {devices}"] if devices else []) + [
-        f"batch.prompts_per_step in {near}"] + ([f"{procs} training processes"] if procs else [])
+    devices, procs, near = (offered[k] for k in ("batch.per_device_completions", "num_processes",
+                                                 "batch.prompts_per_step"))
+    keeping = ([f"batch.per_device_completions in {devices}"] if devices else []) + (
+        [f"{', '.join(_nodes(n) for n in procs)} training processes"] if procs else [])
+    changing = ", ".join(f"{p} ({p * num_generations} completions a step instead of {completions})" for p in near)
+    choices = (f"Keeping the {completions} completions a step: {'; or '.join(keeping)}. " if keeping else
+               f"No layout of {num_processes} process(es) keeps the {completions} completions a step. ")
     err = BatchError(
         f"{prompts_per_step} prompts x {num_generations} generations = {completions} completions per step cannot be "
         f"split into passes of {per_device} completions on {num_processes} process(es) ({per_pass} per pass). "
-        f"Choose {'; or '.join(options)} (each alone; RAG-RL's 42 x 7 = 294 needs 1, 2, 3, 6, 7, 14, 21 or 42 "
-        f"processes at 7 per device: the authors trained on 7 GPUs + 1 for vLLM)")
+        f"{choices}Changing the batch: batch.prompts_per_step={changing}. (Each alone; RAG-RL's 42 x 7 = 294 needs "
+        "1, 2, 3, 6, 7, 14, 21 or 42 processes at 7 per device: the authors trained on 7 GPUs + 1 for vLLM.)")
     err.offered = offered
     raise err
 

@@ -11,7 +11,7 @@ its keys are checked against ``GRPOConfig``'s fields before anything heavy is bu
 >>> TrainConfig.from_dict({"curriculum": "max", "data": {"shard": "x"}})
 Traceback (most recent call last):
 ...
-rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_drift_decay, profile_prior_weight, profile_refresh, shards, verify
+rag_curriculum.errors.UsageError: unknown option 'shard' in data; did you mean 'shards'? Known: longest_rows, max_rows, order_policy, outside_band, pass_max, pass_min, pass_rates, profile, profile_drift_decay, profile_prior_weight, profile_refresh, shards, verify
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ class DataConfig:
         "Check the shards against their manifest (files, row counts, content hashes) before training."))
     max_rows: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
         "Train on the first N rows only (a prefix keeps the curriculum order); for smoke tests."))
+    longest_rows: int | None = rule(None, ge=1, le=MAX_COUNT, help=(
+        "Train on the N rows whose prompts are longest in the model's tokenizer only, in curriculum order among "
+        "themselves: the run's worst steps for memory first (the GPU pre-flight, scripts/gpu_paper_run.sh)."))
     order_policy: str = rule("refuse", choices=ORDER_POLICIES, help=(
         "What to do when a setting would reorder the curriculum (a dataset shuffle, a restart of the data on "
         "resume): ``refuse`` (stop with an error) or ``warn`` (log a loud warning and go on)."))
@@ -159,6 +162,10 @@ class RunConfig:
         "Write ``curriculum_steps.jsonl``: per optimiser step, the curriculum indices, levels and hops trained."))
     save_final: bool = rule(True, help=(
         "Save the final model (and tokenizer) into ``output_dir`` when training ends."))
+    check_free_disk: bool = rule(True, help=(
+        "Refuse to start when ``output_dir``'s disk has less free space than the run's checkpoints need at once "
+        "(``grpo.save_total_limit`` + 1 of them, each sized from the model and the launcher's ZeRO stage, and the "
+        "final model); ``--dry-run`` prints the sizes."))
 
 
 SUCCESS = ("exact_match", "reward")

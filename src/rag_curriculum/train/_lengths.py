@@ -103,22 +103,48 @@ def trl_limits(args: Any, model: str, *, revision: str | None = None, trust_remo
     return limits, notes
 
 
+def _columns(dataset: Any) -> dict[str, Any]:
+    columns: dict[str, Any] = {c: dataset[c] for c in ("id", "level", "curriculum_index")}
+    if PROMPT_TOKENS in dataset.column_names:
+        columns[PROMPT_TOKENS] = dataset[PROMPT_TOKENS]
+    columns["prompt"] = lambda: dataset["prompt"]
+    return columns
+
+
+def _template_kwargs(value: Any) -> Any:
+    if isinstance(value, str):  # GRPOConfig takes them as a JSON string too
+        import json
+
+        value = json.loads(value)
+    return value or None
+
+
+def longest_rows(cfg: Any, dataset: Any, manifest: Mapping[str, Any], n: int) -> tuple[Any, dict[str, Any]]:
+    """The ``n`` rows of ``dataset`` whose prompts are longest in the model's tokenizer (ties: the earlier row),
+    kept in their curriculum order, and what ``train_plan.json`` records of them (``data.longest_rows``)."""
+    lengths = lengths_from_columns(_columns(dataset), manifest, cfg.model.name_or_path, revision=cfg.model.revision,
+                                   trust_remote_code=cfg.model.trust_remote_code,
+                                   chat_template_kwargs=_template_kwargs(cfg.grpo.get("chat_template_kwargs")))
+    top = sorted(range(len(lengths.tokens)), key=lambda i: (-lengths.tokens[i], i))[:n]
+    keep = sorted(top)
+    tokens = [lengths.tokens[i] for i in keep]
+    levels = sorted({int(lengths.levels[i]) for i in keep})
+    record = {"rows": len(keep), "curriculum_index": [int(lengths.indices[i]) for i in keep],
+              "prompt_tokens": [min(tokens), max(tokens)] if tokens else None, "levels": levels,
+              "source": lengths.source}
+    log.info("data.longest_rows=%d: the %d rows with the longest prompts (%s to %s tokens, levels %s; %s), in "
+             "curriculum order", n, len(keep), min(tokens, default=0), max(tokens, default=0), levels, lengths.source)
+    return dataset.select(keep), record
+
+
 def check_trl_lengths(cfg: Any, args: Any, dataset: Any, manifest: Mapping[str, Any], *,
                       say: bool = True) -> PromptLengths:
     """Refuse (:class:`PromptLengthError`) a TRL run whose limits do not hold every prompt of ``dataset`` plus the
     completion; log the longest prompt (``say``; a dry run prints it itself, with the completion). Loads the
     model's tokenizer when the shards lack the counts, never the model."""
     model = cfg.model.name_or_path
-    kwargs = getattr(args, "chat_template_kwargs", None) or None
-    if isinstance(kwargs, str):  # GRPOConfig takes them as a JSON string too
-        import json
-
-        kwargs = json.loads(kwargs) or None
-    columns: dict[str, Any] = {c: dataset[c] for c in ("id", "level", "curriculum_index")}
-    if PROMPT_TOKENS in dataset.column_names:
-        columns[PROMPT_TOKENS] = dataset[PROMPT_TOKENS]
-    columns["prompt"] = lambda: dataset["prompt"]
-    lengths = lengths_from_columns(columns, manifest, model, revision=cfg.model.revision,
+    kwargs = _template_kwargs(getattr(args, "chat_template_kwargs", None))
+    lengths = lengths_from_columns(_columns(dataset), manifest, model, revision=cfg.model.revision,
                                    trust_remote_code=cfg.model.trust_remote_code, chat_template_kwargs=kwargs)
     if not lengths.tokens:
         return lengths

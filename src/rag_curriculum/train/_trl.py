@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,15 @@ from ._ledger import (
     non_finite_callback,
     nothing_to_learn_callback,
 )
-from ._lengths import check_trl_lengths
-from ._memory import check_memory
+from ._lengths import check_trl_lengths, longest_rows
+from ._memory import (
+    PEAK_DIR,
+    check_disk,
+    check_memory,
+    peak_memory_callback,
+    resolve_deepspeed_file,
+    run_estimate,
+)
 from ._order import RECIPE, check_index_order, curriculum_order, enforce, order_issues, report_tail, tail_rows
 from ._pass_rates import apply_pass_rates, read_pass_rates, warm_start
 from ._recipes import model_card, save_run_files
@@ -358,6 +366,10 @@ class PreparedRun:
     """The level profile each step's informative fraction is checked against (``data.profile``, else the build's),
     or None."""
     profile_source: str | None = None
+    disk: Any = None
+    """The disk the run's checkpoints need at once (``_memory.DiskNeed``; None: unknown or nothing saved)."""
+    free_disk: float | None = None
+    """Free GiB at ``run.output_dir``."""
 
 
 def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
@@ -411,6 +423,11 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         dataset, pass_rates = apply_pass_rates(dataset, cfg.data)
         indices = list(dataset["curriculum_index"]) if indices is not None else None
         levels = list(dataset["level"]) if levels is not None else None
+    longest = None
+    if cfg.data.longest_rows is not None:  # the pre-flight: the run's worst rows for memory, in their order
+        dataset, longest = longest_rows(cfg, dataset, manifest, cfg.data.longest_rows)
+        indices = list(dataset["curriculum_index"]) if indices is not None else None
+        levels = list(dataset["level"]) if levels is not None else None
 
     kw = grpo_kwargs(cfg, num_processes=num_processes)
     plan = plan_batches(kw, num_processes=num_processes, num_rows=len(dataset))
@@ -450,14 +467,27 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         if not dry_run:
             raise
         lengths_error = e
-    if not dry_run:  # an estimate on the GPU it runs on: a warning, with what fits, when it does not
-        check_memory(cfg, args, num_processes, lengths.max_tokens if lengths is not None else None)
+    # an estimate on the GPU it runs on (a warning, with what fits, when it does not), recorded for the pre-flight
+    longest_prompt = lengths.max_tokens if lengths is not None else None
+    if not dry_run:  # a launcher config's DeepSpeed file, found where this process runs (accelerate reads it later)
+        resolve_deepspeed_file()
+    memory = (run_estimate if dry_run else check_memory)(cfg, args, num_processes, longest_prompt)
+    # the disk the checkpoints need at once, against the free space at run.output_dir: refused when short
+    disk, free = check_disk(cfg, args, num_processes, dry_run=dry_run, total_steps=plan.total_steps)
     run_plan = {
         **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
         "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
         "model_settings": model_settings(model.path),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
+    if memory is not None:
+        run_plan["memory_estimate"] = memory.to_dict()
+    if disk is not None:
+        run_plan["disk"] = {"checkpoint_gib": round(disk.each_gib, 3), "checkpoints_at_once": disk.kept,
+                            "final_model_gib": round(disk.final_gib, 3), "need_gib": round(disk.total_gib, 3),
+                            "free_gib": round(free or 0.0, 1), "layout": disk.layout}
+    if longest is not None:
+        run_plan["longest_rows"] = longest
     if prompt_style == "completion":
         run_plan["prompt_style"] = completion_style()
     if pass_rates is not None:
@@ -506,7 +536,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
                        run_plan=run_plan, resume=resume, num_processes=num_processes, lengths=lengths,
                        lengths_error=lengths_error, retriever=retriever, hook=hook, dynamic=dynamic,
                        search_curriculum=search_curriculum, model_path=model.path, prompt_style=prompt_style,
-                       finished=finished, profile=profile, profile_source=profile_source)
+                       finished=finished, profile=profile, profile_source=profile_source, disk=disk,
+                       free_disk=free)
 
 
 def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any) -> None:
@@ -672,6 +703,8 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
             steps_file.unlink()  # a fresh run: drop the record of an earlier one that never checkpointed
         if resume is None and (out / STEP_METRICS_FILE).exists():
             (out / STEP_METRICS_FILE).unlink()
+        if resume is None and (out / PEAK_DIR).is_dir():  # a fresh run's peaks are its own
+            shutil.rmtree(out / PEAK_DIR)
 
     reward_funcs, _ = reward_funcs_from_config([dataclasses.asdict(r) for r in cfg.rewards])
     reward_funcs = with_model_tokenizer(reward_funcs, run.model_path)  # search-r1 decodes as the trainer
@@ -711,6 +744,7 @@ def train(cfg: TrainConfig, *, overrides: Sequence[str] = (), callbacks: Sequenc
         trainer.add_callback(compact_progress_callback())
     trainer.add_callback(nothing_to_learn_callback())  # a step with nothing to learn says so, once
     trainer.add_callback(non_finite_callback())  # a NaN step stops the run before its weights are saved
+    trainer.add_callback(peak_memory_callback(out))  # each training GPU's peak, for the pre-flight (CUDA only)
     trainer.informative = check  # each group scored: informative or not, for the step's check
     trainer.add_callback(informative_callback(check))
     if hook is not None:

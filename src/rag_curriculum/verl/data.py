@@ -10,10 +10,17 @@ launch script (``recipes/verl/*.sh``)::
     python -m rag_curriculum.verl steps outputs/musique-min-max --train-batch-size 42 [VERL_OVERRIDES...]
     python -m rag_curriculum.verl agent-data outputs/musique-min-max agent.parquet [--template search-r1] [--overwrite]
     python -m rag_curriculum.verl layout --prompts 42 --rollouts 7 --nnodes 1 --gpus-per-node 7
+    python -m rag_curriculum.verl shared-paths --nnodes 2 SHARDS=/nfs/mm OUT=/nfs/run --installed REWARD_PY=/...
 
 **The layout** (``layout``): verl splits a step's ``data.train_batch_size x rollout.n`` sequences evenly over
 every GPU (``trainer.nnodes x trainer.n_gpus_per_node``) and refuses the run otherwise; ``layout`` refuses it
-first (exit status 2), offering prompts per step, GPUs per node and node counts that each split (:func:`verl_layout`).
+first (exit status 2), offering what keeps the step's sequences first (nodes and GPUs per node), then the prompts
+per step that change them, each with its sequences (:func:`verl_layout`).
+
+**Across nodes** (``shared-paths``): the curriculum, the model (a directory), the checkpoints' folder must be on
+every node (absolute paths on a filesystem every node mounts), the reward module at the same path in every node's
+install; a relative path, or one on the head's own disk, is refused (exit status 2) unless ``--shared`` says the
+files are at the same paths on every node (:func:`check_shared_paths`).
 
 **The shard files** (``train-files``), in curriculum order as a Hydra list for ``data.train_files``: verl
 concatenates them in list order and, with ``data.shuffle=False``, walks the rows with a sequential sampler
@@ -75,6 +82,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,7 +195,8 @@ USAGE = ("usage: python -m rag_curriculum.verl train-files SHARD_DIR | reward-pa
          "[VERL_OVERRIDES...]\n"
          "       | steps SHARD_DIR --train-batch-size N [--total-epochs E] [VERL_OVERRIDES...]\n"
          "       | agent-data SHARD_DIR OUT.parquet [--template NAME] [--overwrite]\n"
-         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n")
+         "       | layout --prompts N --rollouts R --nnodes N --gpus-per-node G\n"
+         "       | shared-paths --nnodes N [--shared] NAME=PATH... [--installed NAME=PATH...]\n")
 
 
 def _lengths_args(args: list[str], options: tuple[str, ...] = ("--model", "--prompt-length", "--response-length")
@@ -466,10 +475,12 @@ def steps_main(args: list[str]) -> int:
     return 0
 
 
-def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[int]]:
-    """What a refused verl layout could change to, each alone and each accepted by :func:`verl_layout`: prompts
-    per step nearest the asked (empty only where no multiple up to 10^9 splits), GPUs per node (1..16) on these
-    nodes, node counts (1..64) at these GPUs per node."""
+def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: int) -> dict[str, list[Any]]:
+    """What a refused verl layout could change to, each accepted by :func:`verl_layout`. Those that keep the step's
+    sequences first: ``LAYOUTS``, node and GPU counts together (``[NNODES, GPUS_PER_NODE]``, at most the nodes and
+    GPUs per node at hand, up to 64 nodes of 16, the most GPUs first), GPUs per node (1..16) on these nodes, node
+    counts (1..64) at these GPUs per node (each alone); then prompts per step nearest the asked, which change the
+    batch (empty only where no multiple up to 10^9 splits)."""
     gpus = nnodes * gpus_per_node
     step = gpus // math.gcd(gpus, rollouts)  # data.train_batch_size must be a multiple of this
     below = prompts // step  # (the three nearest multiples of step lie within a few of it: no range over them all)
@@ -477,21 +488,30 @@ def verl_layout_offers(prompts: int, rollouts: int, nnodes: int, gpus_per_node: 
     near = sorted((m * step for m in range(max(1, below - 2), below + 4) if m * step <= top),
                   key=lambda p: (abs(p - prompts), p))[:3]
     seqs = prompts * rollouts
-    return {"PROMPTS_PER_STEP": sorted(near),
+    pairs = [[n, g] for n in range(1, min(nnodes, 64) + 1) for g in range(1, min(gpus_per_node, 16) + 1)
+             if seqs % (n * g) == 0 and [n, g] != [nnodes, gpus_per_node]]
+    pairs.sort(key=lambda x: (-x[0] * x[1], x[0]))
+    best: list[list[int]] = []
+    for pair in pairs:  # one layout per GPU count: the fewest nodes
+        if all(b[0] * b[1] != pair[0] * pair[1] for b in best):
+            best.append(pair)
+    return {"LAYOUTS": best[:3],
             "GPUS_PER_NODE": [g for g in range(1, 17) if seqs % (nnodes * g) == 0],
-            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0]}
+            "NNODES": [n for n in range(1, 65) if seqs % (n * gpus_per_node) == 0],
+            "PROMPTS_PER_STEP": sorted(near)}
 
 
 def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int = 8) -> int:
     """The sequences each GPU takes a step (``prompts x rollouts / GPUs``), or a :class:`ConfigError` when they do
-    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`).
+    not split evenly (verl's own check, made before Ray starts), with ``offered`` (:func:`verl_layout_offers`):
+    first what keeps the step's sequences, then the prompts per step that change them, each with its sequences.
 
     >>> verl_layout(42, 7, 1, 7)
     42
     >>> verl_layout(42, 7, 4, 8)
     Traceback (most recent call last):
     ...
-    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Choose PROMPTS_PER_STEP in [32, 64] (each alone)
+    rag_curriculum.errors.ConfigError: 42 prompts x 7 rollouts = 294 sequences a step do not split over 32 GPUs (4 node(s) x 8); verl requires it. Keeping the 294 sequences a step: NNODES=3 GPUS_PER_NODE=7 (21 GPUs), or NNODES=2 GPUS_PER_NODE=7 (14 GPUs), or NNODES=1 GPUS_PER_NODE=7 (7 GPUs). Changing the batch: PROMPTS_PER_STEP=32 (224 sequences a step instead of 294), 64 (448 sequences a step instead of 294)
     """
     for value, name in ((prompts, "PROMPTS_PER_STEP"), (rollouts, "ROLLOUTS"), (nnodes, "NNODES"),
                         (gpus_per_node, "GPUS_PER_NODE")):
@@ -504,16 +524,113 @@ def verl_layout(prompts: int, rollouts: int, nnodes: int = 1, gpus_per_node: int
     if seqs % gpus == 0:
         return seqs // gpus
     offered = verl_layout_offers(prompts, rollouts, nnodes, gpus_per_node)
-    options = [f"PROMPTS_PER_STEP in {offered['PROMPTS_PER_STEP']}"] if offered["PROMPTS_PER_STEP"] else []
-    if offered["GPUS_PER_NODE"]:
-        options.append(f"GPUS_PER_NODE in {offered['GPUS_PER_NODE']}")
-    if offered["NNODES"]:
-        options.append(f"NNODES in {offered['NNODES']}")
-    choose = f"Choose {', or '.join(options)} (each alone)" if options else "Choose fewer GPUs"
+    pairs = offered["LAYOUTS"]
+    keeping = [" ".join([*([f"NNODES={n}"] if n != nnodes else []), *([f"GPUS_PER_NODE={g}"] if g != gpus_per_node
+                                                                       else [])]) + f" ({n * g} GPUs)"
+               for n, g in pairs]
+    more_gpus = [g for g in offered["GPUS_PER_NODE"] if [nnodes, g] not in pairs]  # those not said already
+    more_nodes = [n for n in offered["NNODES"] if [n, gpus_per_node] not in pairs]
+    if more_gpus:
+        keeping.append(f"GPUS_PER_NODE in {more_gpus}")
+    if more_nodes:
+        keeping.append(f"NNODES in {more_nodes}")
+    changing = ", ".join(f"{p} ({p * rollouts} sequences a step instead of {seqs})"
+                         for p in offered["PROMPTS_PER_STEP"])
     err = ConfigError(f"{prompts} prompts x {rollouts} rollouts = {seqs} sequences a step do not split over {gpus} "
-                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. {choose}")
+                      f"GPUs ({nnodes} node(s) x {gpus_per_node}); verl requires it. "
+                      + (f"Keeping the {seqs} sequences a step: {', or '.join(keeping)}. " if keeping else "")
+                      + (f"Changing the batch: PROMPTS_PER_STEP={changing}" if changing else "Choose fewer GPUs"))
     err.offered = offered  # type: ignore[attr-defined]
     raise err
+
+
+#: Filesystems that live on one machine: a path on one of them is not on the other nodes.
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "ramfs", "overlay",
+                               "vfat", "exfat", "ntfs", "ntfs3", "squashfs", "devtmpfs"})
+
+
+def filesystem_type(path: str | Path, mounts: str | Path = "/proc/mounts") -> str | None:
+    """The type of the filesystem holding ``path`` (made absolute, its links resolved; it may not exist yet), from
+    ``mounts``; None where it cannot be read (not Linux)."""
+    here = Path(os.path.realpath(os.path.expanduser(str(path))))
+    try:
+        lines = Path(mounts).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].encode("utf-8").decode("unicode_escape")  # "\040" for a space
+        inside = str(here) == point or str(here).startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
+
+
+def check_shared_paths(paths: dict[str, str], *, nnodes: int, shared: bool = False,
+                       installed: dict[str, str] | None = None, mounts: str | Path = "/proc/mounts") -> list[str]:
+    """What a verl run across ``nnodes`` nodes needs on every node, checked from the head: ``paths`` (the
+    curriculum, the model when a directory, the checkpoints' folder) must be absolute (a relative path is read
+    against each Ray worker's own directory) and on a filesystem every node mounts (one of
+    :data:`LOCAL_FILESYSTEMS` is the head's alone: refused unless ``shared``, said when the same files are at the
+    same paths on every node); ``installed`` (the reward module) must be absolute, and is each node's own install at
+    the same path. A model given as a Hub id is each node's to fetch. Returns the notes; a :class:`ConfigError`
+    names every path that fails."""
+    if nnodes <= 1:
+        return []
+    problems, notes = [], []
+    for name, value in paths.items():
+        local = value.startswith(("/", ".", "~")) or Path(value).exists()
+        if name == "MODEL" and not local:
+            notes.append(f"MODEL={value}: a Hub id, which every node loads from its own Hugging Face cache (or the Hub)")
+            continue
+        if not Path(value).expanduser().is_absolute():
+            problems.append(f"{name}={value} is relative: each Ray worker reads it against its own directory; give "
+                            f"the absolute path on a filesystem every node mounts")
+            continue
+        kind = filesystem_type(value, mounts)
+        if kind in LOCAL_FILESYSTEMS and not shared:
+            problems.append(f"{name}={value} is on this node's own disk ({kind}): the other {nnodes - 1} node(s) do "
+                            "not see it")
+        notes.append(f"{name}={value} ({kind or 'filesystem unknown'}{', shared as said' if shared else ''})")
+    for name, value in (installed or {}).items():
+        if not Path(value).is_absolute():
+            problems.append(f"{name}={value} is relative")
+        notes.append(f"{name}={value}: each node's own install of rag-curriculum, at this same path")
+    if problems:
+        raise ConfigError(f"verl on {nnodes} nodes: " + "; ".join(problems), hint=(
+            "put the shards, the model and OUT on a shared filesystem (NFS, Lustre, ...) and give absolute paths; "
+            "or copy them to the same absolute paths on every node and set SHARED_FS=1"))
+    return notes
+
+
+def shared_paths_main(args: list[str]) -> int:
+    """``shared-paths --nnodes N [--shared] NAME=PATH ... [--installed NAME=PATH ...]``: exit status 2 and why
+    when a path a multi-node run needs is not on every node."""
+    nnodes, shared, paths, installed, target = 1, False, {}, {}, None
+    it = iter(args)
+    for arg in it:
+        if arg == "--nnodes":
+            nnodes = _int(next(it, ""), "--nnodes", what="a whole number", error=ConfigError) or 1
+        elif arg == "--shared":
+            shared = True
+        elif arg == "--installed":
+            target = installed
+        elif "=" in arg and not arg.startswith("-"):
+            name, value = arg.split("=", 1)
+            (paths if target is None else target)[name] = value
+        else:
+            raise SystemExit(USAGE)
+    try:
+        notes = check_shared_paths(paths, nnodes=nnodes, shared=shared, installed=installed)
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n  hint: {e.hint}\n")
+        return 2
+    if notes:
+        sys.stderr.write(f"on every one of the {nnodes} nodes: " + "; ".join(notes) + "\n")
+    return 0
 
 
 def layout_main(args: list[str]) -> int:
@@ -678,5 +795,7 @@ def _main(args: list[str]) -> int:
         return agent_data_main(args[1:])
     if args[:1] == ["layout"]:
         return layout_main(args[1:])
+    if args[:1] == ["shared-paths"]:
+        return shared_paths_main(args[1:])
     sys.stderr.write(USAGE)
     return 2
