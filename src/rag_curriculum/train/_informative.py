@@ -55,6 +55,7 @@ from .._plots import plot_informative
 from .._plumbing import atomic_write_text, read_jsonl_latest
 from ..difficulty.profile import DriftFactor, RewardPosterior, read_profile
 from ..errors import ProfileError
+from ..shards import shared_path
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,7 @@ class InformativeCheck:
         drift = next((w["steps"] for w in windows if not w["inside"]), None)
         return {
             "kind": "informative-check",
-            "profile": self.source,
+            "profile": shared_path(self.source),  # the run folder is shared: no machine path
             "group_size": self.group_size,
             "max_spread": self.max_spread,
             "steps": len(steps),

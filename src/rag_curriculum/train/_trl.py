@@ -25,7 +25,7 @@ from ..lengths import load_tokenizer
 from ..models import model_settings, resolve_model
 from ..prompts import completion_style
 from ..rewards import reward_identity
-from ..shards import load_hf_dataset, validate_shards
+from ..shards import load_hf_dataset, shared_path, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
 from ._batching import BatchPlan, apply_batch, plan_batches
@@ -452,9 +452,10 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         lengths_error = e
     if not dry_run:  # an estimate on the GPU it runs on: a warning, with what fits, when it does not
         check_memory(cfg, args, num_processes, lengths.max_tokens if lengths is not None else None)
-    run_plan = {
-        **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
-        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
+    run_plan = {  # shared with the model (its card): paths as shared_path gives them, never the machine's
+        **plan.to_dict(), "tail": tail, "shards": shared_path(cfg.data.shards),
+        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": shared_path(resume),
+        **{k: shared_path(v) if k in ("model", "converted_to") else v for k, v in model.record().items()},
         "model_settings": model_settings(model.path),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
@@ -464,7 +465,7 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         run_plan["pass_rates"] = pass_rates
     profile, profile_source = resolve_profile(cfg.data.profile, cfg.data.shards, manifest)
     if profile is not None:
-        run_plan["informative_profile"] = profile_source
+        run_plan["informative_profile"] = shared_path(profile_source)
         _announce_profile(profile, profile_source, cfg, model.path, args)
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
