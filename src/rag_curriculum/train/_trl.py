@@ -466,7 +466,8 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     profile, profile_source = resolve_profile(cfg.data.profile, cfg.data.shards, manifest)
     if profile is not None:
         run_plan["informative_profile"] = shared_path(profile_source)
-        _announce_profile(profile, profile_source, cfg, model.path, args)
+        templates = sorted(dataset.unique("template")) if "template" in dataset.column_names else None
+        _announce_profile(profile, profile_source, cfg, model.path, args, templates)
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
         retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout,
@@ -510,9 +511,11 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
                        finished=finished, profile=profile, profile_source=profile_source)
 
 
-def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any) -> None:
-    """Say which profile the run is checked against, and what differs between it and this run: the model, the
-    reward, the sampling (temperature, top-p, completion length, G)."""
+def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any,
+                      templates: Sequence[str] | None = None) -> None:
+    """Say which profile the run is checked against, and what differs between it and this run, in one line: the
+    model, the reward, the prompt template of the shards' rows, the sampling (temperature, top-p, completion
+    length, G). (A profile of other datasets is refused before: :func:`resolve_profile`.)"""
     log.info("each step's informative fraction is checked against the level profile %s", source)
     made = str(profile.model or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
     ours = {str(p or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
@@ -522,7 +525,8 @@ def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_
         differ += profile.differences(
             rewards=reward_identity([dataclasses.asdict(r) for r in cfg.rewards]),
             sampling={"temperature": args.temperature, "top_p": args.top_p,
-                      "max_tokens": args.max_completion_length, "group_size": args.num_generations})
+                      "max_tokens": args.max_completion_length, "group_size": args.num_generations,
+                      "template": list(templates) if templates else None})
     if differ:
         log.warning("the level profile %s was made with other settings than this run's: %s; its predictions are "
                     "for the profile's", source, "; ".join(differ))
