@@ -73,6 +73,30 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
     assert plan["prompt_style"]["style"] == "completion"
     warm = json.loads((out / "gemma-warm/warm_start.json").read_text())["settings"]
     assert (warm["plain"], warm["rows"], warm["batch_size"]) == (0.0, 2, 1)
+    # the instrument on the way: the warm model's profile, the build made with it, each step's prediction checked
+    profile = json.loads((out / "gemma-profile/profile.json").read_text())
+    assert profile["datasets"] == ["hotpotqa"] and profile["levels"] == [1, 3] and profile["group_size"] == 2
+    assert profile["questions"] == 4 and profile["samples_per_question"] == 4
+    assert (out / "gemma-profile/profile.png").is_file()
+    assert manifest["profile"]["path"] == "../gemma-profile" and manifest["profile"]["profiled_questions"] == 4
+    assert plan["informative_profile"] == "outputs/gemma-profile"
+    metrics = [json.loads(x) for x in (out / "train/cpu-gemma-hotpotqa/step_metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2] and all(0 <= m["predicted"] <= 1 for m in metrics), metrics
+    # each step's line (not the run's closing summary, `step 2/2  train_loss ...`)
+    lines = [x for x in re.findall(r"^step [12]/2 .*$", r.stdout + r.stderr, re.M) if " reward " in x]
+    assert len(lines) == 2 and all(" informative " in x and " predicted " in x for x in lines), lines
+    checked = json.loads((out / "train/cpu-gemma-hotpotqa/informative.json").read_text())
+    assert checked["whole"]["groups"] == 4 and (out / "train/cpu-gemma-hotpotqa/informative.png").is_file()
+    # no folder of this machine in what a user shares: the checkout, the home folder (the GGUF file, its conversion)
+    shared = [out / "gemma-warm/warm_start.json", out / "train/cpu-gemma-hotpotqa/train_plan.json",
+              out / "train/cpu-gemma-hotpotqa/README.md", out / "train/cpu-gemma-hotpotqa/informative.json",
+              out / "hotpotqa-cpu/manifest.json", out / "hotpotqa-cpu/README.md",
+              out / "hotpotqa-partition/partition.json", out / "gemma-profile/profile.json", out / "eval-cpu/summary.json"]
+    for path in shared:
+        text = path.read_text()
+        assert str(tmp_path) not in text and str(Path.home()) not in text, f"{path} names a folder of this machine"
+    model_file = json.loads((out / "gemma-warm/warm_start.json").read_text())["model_file"]
+    assert not any(os.path.isabs(model_file[k]) for k in ("model", "converted_to")), model_file  # ~/.cache/...
     table = (out / "eval-cpu/table.md").read_text()
     assert all(name in table for name in ("base", "warm", "trained")) and "95% intervals" in table
     # the partition is a real model's: what it wrote, counted right (the official F1 on the recorded answers)
@@ -82,7 +106,7 @@ def test_the_cpu_walkthrough_runs_as_written(tmp_path, shared_data):
 
     stats = pq.read_table(out / "hotpotqa-partition/stats.parquet").to_pylist()
     built = {r["id"]: r for r in pq.read_table(out / "hotpotqa-partition/input/data").to_pylist()}
-    assert len(stats) == 8
+    assert len(stats) == 4
     for s in stats:
         assert all(c.startswith(RAG_RL_RESPONSE_PREFIX) for c in s["base_completions"])
         assert s["base_predictions"] == [parse_completion(c).answer for c in s["base_completions"]]

@@ -340,6 +340,76 @@ def portable(obj: Any, base: str | Path, *, key: str | None = None) -> Any:
 
 
 
+def shared_path(path: str | os.PathLike[str] | None) -> str | None:
+    """A path as a record meant to be shared names it (a trained model's card, ``warm_start.json``,
+    ``train_plan.json``): relative to the working folder when it lies inside it, else under ``~`` when it lies in
+    the home folder, else relative to the working folder when it lies beside it (``../data``), else its name alone.
+    A relative path (as the user gave it, from where the command ran), a path under ``~`` and anything that is not
+    a local path (a Hub id) are kept as given. None stays None.
+
+    >>> shared_path("outputs/warm"), shared_path("Qwen/Qwen2.5-0.5B-Instruct"), shared_path("~/models/m.gguf")
+    ('outputs/warm', 'Qwen/Qwen2.5-0.5B-Instruct', '~/models/m.gguf')
+    >>> shared_path(os.path.join(os.getcwd(), "outputs", "warm")), shared_path(Path.home() / "m.gguf")
+    ('outputs/warm', '~/m.gguf')
+    >>> shared_path("/nowhere/else/models/m.gguf") if Path.home() != Path("/") else "m.gguf"
+    'm.gguf'
+    """
+    if path is None:
+        return None
+    text = os.fspath(path)
+    if not os.path.isabs(text) or text == "/":
+        return text
+    here = relative_path(text, os.getcwd())
+    if here is not None and not here.startswith("../"):
+        return here
+    home = Path.home()
+    try:
+        inside = Path(os.path.abspath(text)).relative_to(home)
+    except ValueError:
+        inside = None
+    if inside is not None and home != Path(home.anchor):
+        return "~" if not inside.parts else f"~/{inside.as_posix()}"
+    return here if here is not None else Path(os.path.abspath(text)).name
+
+
+def shareable(obj: Any, *, key: str | None = None) -> Any:
+    """``obj`` (a record meant to be shared: an evaluation's summary) with every absolute local path as
+    :func:`shared_path` names it; a ``command`` token by token (``--out=/x``, ``base=/x``: the value).
+
+    >>> shareable({"command": f"curriculum eval --model base={Path.home() / 'm.gguf'}", "n": 1})
+    {'command': 'curriculum eval --model base=~/m.gguf', 'n': 1}
+    """
+    if isinstance(obj, dict):
+        return {k: shareable(v, key=k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [shareable(v, key=key) for v in obj]
+    if isinstance(obj, str):
+        if key == "command":
+            return _shareable_command(obj)
+        if os.path.isabs(obj) and obj != "/" and "\n" not in obj:
+            return shared_path(obj)
+    return obj
+
+
+def _shareable_command(command: str) -> str:
+    import shlex
+
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return command
+    new = []
+    for token in tokens:
+        name, eq, value = token.rpartition("=")
+        if eq and name and os.path.isabs(value):
+            new.append(f"{name}={shared_path(value)}")
+        else:
+            new.append(shared_path(token) if os.path.isabs(token) and token != "/" else token)
+    if new == tokens:
+        return command
+    return " ".join(x if re.fullmatch(r"[\w@%+=:,./~-]+", x) else shlex.quote(x) for x in new)
+
+
 ROW_GROUP_SIZE = 1024
 
 

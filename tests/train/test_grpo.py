@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import MUSIQUE_TRAIN
 
+from rag_curriculum.shards import shared_path
+
 pytestmark = pytest.mark.slow
 pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
 
@@ -138,7 +140,7 @@ def test_checkpoints_config_and_plan_saved(trained):
     assert plan["longest_prompt_tokens"] == manifest["prompt_tokens"]["longest"]["tokens"]
     card = (out / "README.md").read_text()  # the toolkit's card, not TRL's "fine-tuned version of [None]"
     assert "[None]" not in card and "generated_from_trainer" not in card
-    for line in (f"| base model | `{cfg.model.name_or_path}` (a local folder) |", "| steps | 3 of 3 |",
+    for line in (f"| base model | `{shared_path(cfg.model.name_or_path)}` (a local folder) |", "| steps | 3 of 3 |",
                  "| recipe | `rag-rl-min-max`", f"{ROWS} rows of musique (K = 3), built with the `min-max` schedule",
                  "2 prompts x 2 generations per step", "| rewards | `test-recording-rag-rl` (1) |"):
         assert line in card, (line, card)

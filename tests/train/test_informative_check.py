@@ -151,3 +151,31 @@ def test_a_profile_named_on_the_command_line_that_is_not_one_is_refused_before_t
     line = one_error(res)
     assert "no profile.json" in line and str(tmp_path) in line
     assert not (tmp_path / "run").exists()
+
+
+def test_a_dry_run_refuses_a_profile_of_another_dataset_and_names_another_template(profiled, tiny_model_dir,
+                                                                                  tmp_path, caplog):
+    """The profile measured MuSiQue: HotpotQA shards are refused in one line naming both datasets; MuSiQue shards
+    of another prompt template train, the warning line naming the template (and the dry run writes nothing)."""
+    from conftest import HOTPOT_TRAIN
+    from support.cli_runs import one_error
+    from support.cli_runs import run as cli
+
+    from rag_curriculum.curricula import BuildConfig, SourceSpec, build_curriculum
+
+    prof, _ = profiled
+    hotpot = tmp_path / "hotpotqa-cpu"
+    build_curriculum(BuildConfig(sources=[SourceSpec("hotpotqa", str(HOTPOT_TRAIN), 4)], schedule="min-max", K=3,
+                                 out=str(hotpot), seed=0))
+    common = ["recipe=cpu-tiny", f"model.name_or_path={tiny_model_dir}", f"run.output_dir={tmp_path / 'run'}",
+              f"grpo.num_generations={G}", "--dry-run"]
+    line = one_error(cli("train", *common, f"data.shards={hotpot}", "--profile", prof))
+    assert f"data.profile={prof} measured musique, not data.shards={hotpot}'s hotpotqa" in line, line
+    craft = tmp_path / "musique-craft"
+    build_curriculum(BuildConfig(sources=[SourceSpec("musique", str(MUSIQUE_TRAIN), len(PLANTED), K=8)],
+                                 schedule="min-max", out=str(craft), seed=0, template="craft-v1"))
+    r = cli("train", *common, f"data.shards={craft}", "--profile", prof)
+    assert r.exit_code == 0, r.output
+    warned = [x for x in caplog.text.splitlines() + r.output.splitlines() if "made with other settings" in x]
+    assert warned and "template rag-rl in the profile, craft-v1 here" in warned[0], (caplog.text, r.output)
+    assert not (tmp_path / "run").exists()

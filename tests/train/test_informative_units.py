@@ -221,3 +221,35 @@ def test_a_bad_prior_weight_is_refused_in_one_line_naming_the_key_and_nothing_is
             f"data.profile_prior_weight={value}", "--dry-run")
     assert message in one_error(r, code=2)
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_profile_of_other_datasets_than_the_shards_is_refused_in_one_line_naming_both(tmp_path):
+    from types import SimpleNamespace
+
+    from rag_curriculum.train._informative import check_datasets
+
+    wiki = SimpleNamespace(datasets=["2wikimultihopqa"])
+    with pytest.raises(ProfileError) as e:
+        check_datasets(wiki, {"K": {"hotpotqa": 3}}, "outputs/hotpotqa-cpu", "data.profile=outputs/profile-2wiki")
+    assert str(e.value).startswith("data.profile=outputs/profile-2wiki measured 2wikimultihopqa, not "
+                                   "data.shards=outputs/hotpotqa-cpu's hotpotqa") and "\n" not in str(e.value)
+    assert "curriculum profile --dataset hotpotqa" in e.value.hint
+    with pytest.raises(ProfileError, match="not data.shards=mix's musique"):  # a mixture: every dataset measured
+        check_datasets(SimpleNamespace(datasets=["hotpotqa"]), {"K": {"hotpotqa": 3, "musique": 20}}, "mix", "p")
+    check_datasets(SimpleNamespace(datasets=["hotpotqa", "musique"]), {"K": {"hotpotqa": 3}}, "hp", "p")
+    check_datasets(wiki, {}, "no-manifest", "p")  # nothing recorded to compare: passes
+
+
+@pytest.mark.parametrize("override", ["data.profile=outputs/profile-b", "++data.profile=outputs/profile-b"])
+def test_two_profiles_given_two_ways_are_refused_in_one_line_and_nothing_is_written(tmp_path, override):
+    from support.cli_runs import one_error, run
+
+    out = tmp_path / "run"
+    r = run("train", "recipe=cpu-tiny", f"data.shards={tmp_path / 'shards'}", f"run.output_dir={out}", override,
+            "--profile", "outputs/profile-a", "--dry-run")
+    line = one_error(r, code=2)
+    assert "--profile outputs/profile-a and data.profile=outputs/profile-b: two level profiles" in line
+    assert list(tmp_path.iterdir()) == []
+    same = run("train", "recipe=cpu-tiny", "data.profile=outputs/profile-a", "--profile", "outputs/profile-a",
+               "--print-config")
+    assert same.exit_code == 0 and "profile: outputs/profile-a" in same.output, same.output

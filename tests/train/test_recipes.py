@@ -345,3 +345,24 @@ def test_craft_v1_recipe_has_the_papers_settings():
 
     (reward,), _ = reward_funcs_from_config([{"name": r.name, "kwargs": r.kwargs} for r in judged.rewards])
     assert reward.terms == ("format", "answer", "evidence", "judge") and reward._judge.model == "Qwen3-Max"
+
+
+def test_the_model_cards_snippet_names_no_machine_path_for_a_run_outside_the_working_folder(tmp_path, monkeypatch):
+    """A run folder neither inside nor beside the working folder: the card's loading snippet names the checkpoint
+    from the run folder (where the card is), not the machine's absolute path; the base model under the home
+    folder is named under ~."""
+    from rag_curriculum.train._recipes import model_card
+
+    run = tmp_path / "runs" / "x"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / "checkpoint-2" / "config.json").write_text("{}")
+    home, here = tmp_path / "home", tmp_path / "a" / "b" / "c"
+    (home / "models" / "base").mkdir(parents=True)
+    here.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    cfg = compose_train_config("cpu-tiny", [f"run.output_dir={run}", f"model.name_or_path={home / 'models' / 'base'}"])
+    card = model_card(cfg, {"total_steps": 2, "shards": "outputs/x"}, {"config": {"schedule": "min-max"}}, step=2)
+    assert 'model="checkpoint-2"' in card and "`checkpoint-2` is its path from this folder" in card
+    assert "| base model | `~/models/base` (a local folder) |" in card
+    assert str(tmp_path) not in card

@@ -15,6 +15,7 @@ from conftest import HOTPOT_TRAIN
 from typer.testing import CliRunner
 
 from rag_curriculum.cli import app
+from rag_curriculum.shards import shared_path
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("trl", reason="the `train` extra is needed for training tests")
@@ -56,7 +57,7 @@ def test_the_card_names_the_checkpoint_when_no_final_model_is_saved(workdir, tin
     out = train(workdir, tiny_model_dir, "no-final")  # cpu-tiny: run.save_final=false
     assert not (out / "config.json").exists() and (out / "checkpoint-2" / "config.json").exists()
     card = (out / "README.md").read_text()
-    assert f"| base model | `{tiny_model_dir}` (a local folder) |" in card
+    assert f"| base model | `{shared_path(tiny_model_dir)}` (a local folder) |" in card  # no machine path
     code = snippet(card)
     assert 'model="outputs/train/no-final/checkpoint-2"' in code and "newest checkpoint" in card
     printed = run_snippet(code)  # as written, from where `curriculum train` ran

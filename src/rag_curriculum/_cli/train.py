@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +19,7 @@ from rich.table import Table
 
 from .._plumbing import mask_secrets
 from ..config import recipes_root, resolve, split_args
-from ..errors import TokenizerError
+from ..errors import TokenizerError, UsageError
 from ..train import (
     INFORMATIVE_PLOT,
     INFORMATIVE_SUMMARY,
@@ -124,6 +125,7 @@ def train(
     with reported_errors(lambda e: "curriculum train --list shows the recipes; overrides are key=value (Hydra "
                          "syntax)" if isinstance(e, RecipeError) else None):
         args = [*(args or []), *([f"data.profile={profile}"] if profile else [])]
+        _one_profile(profile, args)
         recipe, overrides = split_args(args)
         cfg = resolve(TrainConfig, "train", args)
         cfg.validate()  # types, ranges, reward names, the model path: before the config is printed or used
@@ -160,6 +162,18 @@ def train(
         _print_change(result.log_history)
         if result.informative:
             _print_informative(result.informative, result.output_dir)
+
+
+def _one_profile(flag: str | None, args: list[str]) -> None:
+    """``--profile A`` and an override ``data.profile=B`` name two profiles: refused in one line (the override
+    list would silently keep the last)."""
+    if not flag:
+        return
+    other = [a.split("=", 1)[1] for a in args if re.fullmatch(r"\+{0,2}data\.profile=.*", a, re.S)]
+    differ = [v for v in other if v != flag]
+    if differ:
+        raise UsageError(f"--profile {flag} and data.profile={differ[0]}: two level profiles given two ways",
+                         hint="give one of them: --profile DIR, or data.profile=DIR")
 
 
 def _print_stopped(history: list[dict[str, Any]]) -> None:

@@ -535,7 +535,8 @@ class LevelProfile:
             same = (abs(float(mine) - float(value)) <= 1e-9 if isinstance(value, (int, float))
                     and isinstance(mine, (int, float)) else mine == value)
             if not same:
-                out.append(f"{key} {mine} in the profile, {value} here")
+                shown = [", ".join(map(str, v)) if isinstance(v, list | tuple) else v for v in (mine, value)]
+                out.append(f"{key} {shown[0]} in the profile, {shown[1]} here")
         return out
 
     def check_use(self, *, rewards: Sequence[Sequence[Any]] | None = None,

@@ -44,7 +44,7 @@ from ..generation import (
 from ..generation.runner import read_backend
 from ..models import model_settings
 from ..rewards import ABSTENTION_ANSWER
-from ..shards import read_manifest, read_table, write_json
+from ..shards import read_manifest, read_table, shareable, write_json
 from ._config import EvalConfig, ModelSpec
 from ._plots import write_plots
 from ._report import (
@@ -402,7 +402,7 @@ def _run_eval(cfg: EvalConfig, *, progress: bool, command: str | None,
     buckets = load_buckets(cfg.stats) if cfg.stats else {}
     out.mkdir(parents=True, exist_ok=True)
     command = redact_command(command)  # the one rule for secrets, in every file written here
-    write_json(out / "eval_config.json", mask_secrets({"config": cfg.to_dict(), "command": command}))
+    write_json(out / "eval_config.json", shareable(mask_secrets({"config": cfg.to_dict(), "command": command})))
     def factory_of(m: ModelSpec) -> Callable[[], GenerationBackend]:  # picklable: Ray workers build it
         base = partial(backend_factory, m) if backend_factory else BackendSpec(cfg.backend, m.path, cfg.backend_args)
         return engine.wrap(base, backend=cfg.backend, options=cfg.backend_args)
@@ -520,6 +520,7 @@ def _write_summary(cfg: EvalConfig, command: str | None, sampling: SamplingConfi
     }
     if paired:  # two models, or two settings, over the same questions
         summary["paired"] = paired
+    summary = shareable(summary)  # shared with the results: no folder of this machine (its paths as typed here)
     plots: list[Path] = write_plots(summary, out / "plots") if cfg.plots else []
     summary["plots"] = [p.relative_to(out).as_posix() for p in plots]
     write_json(out / SUMMARY_FILE, summary)

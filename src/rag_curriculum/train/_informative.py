@@ -55,6 +55,7 @@ from .._plots import plot_informative
 from .._plumbing import atomic_write_text, read_jsonl_latest
 from ..difficulty.profile import DriftFactor, RewardPosterior, read_profile
 from ..errors import ProfileError
+from ..shards import shared_path
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +78,42 @@ def resolve_profile(given: str | None, shards: str | Path, manifest: Mapping[str
     """The level profile a run checks its informative fraction against, and where it came from: ``given``
     (``data.profile``, read strictly: a folder that is not a finished profile is refused), else the one the build
     recorded (``manifest["profile"]["path"]``, relative to the shards), else none. A recorded profile that is not
-    there any more is said once in the log, and the run trains unchecked."""
+    there any more is said once in the log, and the run trains unchecked. A profile of other datasets than the
+    shards' (``manifest["K"]``) is refused (:func:`check_datasets`)."""
     if given:
-        return read_profile(given), str(given)
+        prof = read_profile(given)
+        check_datasets(prof, manifest, shards, f"data.profile={given}")
+        return prof, str(given)
     recorded = (manifest.get("profile") or {}).get("path")
     if not recorded:
         return None, None
     folder = Path(os.path.normpath(Path(shards) / recorded))  # relative to the shards (an absolute one as it is)
     try:
-        return read_profile(folder), str(folder)
+        prof = read_profile(folder)
     except ProfileError as e:
         log.warning("the shards' level profile %s cannot be read here (%s): the informative fraction goes "
                     "unchecked; give data.profile=DIR", recorded, e)
         return None, None
+    check_datasets(prof, manifest, shards, f"the level profile {folder} the shards were built with")
+    return prof, str(folder)
+
+
+def check_datasets(profile: Any, manifest: Mapping[str, Any], shards: str | Path, what: str) -> None:
+    """Refuse, in one line, a profile that measured other datasets than the shards hold (``manifest["K"]``): it
+    would predict every row from another dataset's questions. Nothing to compare (no datasets recorded on either
+    side) passes.
+
+    Raises:
+        ProfileError: a dataset of the shards that the profile did not measure.
+    """
+    ours = sorted(str(d) for d in (manifest.get("K") or {}))
+    theirs = list(getattr(profile, "datasets", None) or [])
+    missing = [d for d in ours if d not in theirs]
+    if ours and theirs and missing:
+        raise ProfileError(f"{what} measured {', '.join(theirs)}, not data.shards={shards}'s {', '.join(missing)}: "
+                           "its predictions are for another dataset's questions",
+                           hint=f"profile the shards' dataset (curriculum profile --dataset {missing[0]} --input FILE "
+                                "--model M --out DIR) and give data.profile=DIR, or train on the profile's dataset")
 
 
 def wilson(k: float, n: int) -> list[float] | None:
@@ -307,7 +331,7 @@ class InformativeCheck:
         drift = next((w["steps"] for w in windows if not w["inside"]), None)
         return {
             "kind": "informative-check",
-            "profile": self.source,
+            "profile": shared_path(self.source),  # the run folder is shared: no machine path
             "group_size": self.group_size,
             "max_spread": self.max_spread,
             "steps": len(steps),

@@ -20,13 +20,14 @@ True
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import config
 from .._plumbing import atomic_write_bytes
-from ..shards import write_json
+from ..shards import relative_path, shared_path, write_json
 from ._config import TrainConfig
 
 TRAIN = "train"
@@ -121,8 +122,8 @@ def _base_model_text(base: str, plan: Mapping[str, Any]) -> str:
     folder, else a Hub id)."""
     digest = plan.get("gguf_sha256")
     if digest:
-        return f"`{base}` (a GGUF file, SHA-256 `{digest}`, converted into a model folder)"
-    return f"`{base}`" + (" (a local folder)" if Path(str(base)).expanduser().is_dir() else "")
+        return f"`{shared_path(base)}` (a GGUF file, SHA-256 `{digest}`, converted into a model folder)"
+    return f"`{shared_path(base)}`" + (" (a local folder)" if Path(str(base)).expanduser().is_dir() else "")
 
 
 def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str, Any], *, step: int,
@@ -151,7 +152,7 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
     total = plan.get("total_steps")
     rows = f"{plan['num_rows']} rows" if plan.get("num_rows") is not None else "rows"
     fingerprint = plan.get("shards_fingerprint")
-    data = (f"`{plan.get('shards') or cfg.data.shards}`: {rows} of {datasets}, built with the `{schedule}` "
+    data = (f"`{plan.get('shards') or shared_path(cfg.data.shards)}`: {rows} of {datasets}, built with the `{schedule}` "
             f"schedule" + (f" (fingerprint `{fingerprint}`)" if fingerprint else ""))
     order = "in curriculum order" if not cfg.grpo.get("shuffle_dataset") else "shuffled"
     rewards = ", ".join(f"`{r.name}` ({r.weight:g})" for r in cfg.rewards)
@@ -183,10 +184,15 @@ def model_card(cfg: TrainConfig, plan: Mapping[str, Any], manifest: Mapping[str,
         what = ("The final model is in this folder" if final else
                 f"The model is `{model.name}/`, the newest checkpoint (this run does not save a final model into "
                 "its folder: `run.save_final=false`)")
-        text = (f"{what}; `{model.as_posix()}` is its path from where `curriculum train` ran. A base model without "
-                "a chat template is prompted in the completion style (docs/base-models.md).")
+        # its path from where the run started when that is inside or beside it, else from this folder: never the
+        # machine's (a card is shared)
+        here = relative_path(model, os.getcwd())
+        path = here if here is not None else ("." if final else model.name)
+        where = "where `curriculum train` ran" if here is not None else "this folder"
+        text = (f"{what}; `{path}` is its path from {where}. A base model without a chat template is prompted in the "
+                "completion style (docs/base-models.md).")
         use = [text, "", "```python", "from transformers import pipeline", "",
-               f'generator = pipeline("text-generation", model="{model.as_posix()}")',
+               f'generator = pipeline("text-generation", model="{path}")',
                'print(generator("Question: Which river flows through Paris?\\nFinal answer:", max_new_tokens=16, '
                'do_sample=False)[0]["generated_text"])', "```", ""]
     lines = [*front, f"# {cfg.run.name}", "",

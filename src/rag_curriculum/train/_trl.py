@@ -26,7 +26,7 @@ from ..lengths import load_tokenizer
 from ..models import model_settings, resolve_model
 from ..prompts import completion_style
 from ..rewards import reward_identity
-from ..shards import load_hf_dataset, validate_shards
+from ..shards import load_hf_dataset, shared_path, validate_shards
 from . import _dynamic as dyn
 from ._agent_adaptive import make_search_hook, uses_search_curriculum
 from ._batching import BatchPlan, apply_batch, plan_batches
@@ -474,9 +474,10 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
     memory = (run_estimate if dry_run else check_memory)(cfg, args, num_processes, longest_prompt)
     # the disk the checkpoints need at once, against the free space at run.output_dir: refused when short
     disk, free = check_disk(cfg, args, num_processes, dry_run=dry_run, total_steps=plan.total_steps)
-    run_plan = {
-        **plan.to_dict(), "tail": tail, "shards": str(Path(cfg.data.shards).resolve()),
-        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": resume, **model.record(),
+    run_plan = {  # shared with the model (its card): paths as shared_path gives them, never the machine's
+        **plan.to_dict(), "tail": tail, "shards": shared_path(cfg.data.shards),
+        "shards_fingerprint": shards_fingerprint(manifest), "resume_from": shared_path(resume),
+        **{k: shared_path(v) if k in ("model", "converted_to") else v for k, v in model.record().items()},
         "model_settings": model_settings(model.path),
         "longest_prompt_tokens": lengths.max_tokens if lengths is not None else None,
     }
@@ -494,8 +495,9 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
         run_plan["pass_rates"] = pass_rates
     profile, profile_source = resolve_profile(cfg.data.profile, cfg.data.shards, manifest)
     if profile is not None:
-        run_plan["informative_profile"] = profile_source
-        _announce_profile(profile, profile_source, cfg, model.path, args)
+        run_plan["informative_profile"] = shared_path(profile_source)
+        templates = sorted(dataset.unique("template")) if "template" in dataset.column_names else None
+        _announce_profile(profile, profile_source, cfg, model.path, args, templates)
     retriever = None
     if cfg.agent.retriever is not None:  # which index the searches hit (its content, not where it is), checked on resume
         retriever = open_retriever(cfg.agent.retriever, timeout=cfg.agent.retriever_timeout,
@@ -540,9 +542,11 @@ def prepare(cfg: TrainConfig, *, dry_run: bool = False) -> PreparedRun:
                        free_disk=free)
 
 
-def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any) -> None:
-    """Say which profile the run is checked against, and what differs between it and this run: the model, the
-    reward, the sampling (temperature, top-p, completion length, G)."""
+def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_path: str, args: Any,
+                      templates: Sequence[str] | None = None) -> None:
+    """Say which profile the run is checked against, and what differs between it and this run, in one line: the
+    model, the reward, the prompt template of the shards' rows, the sampling (temperature, top-p, completion
+    length, G). (A profile of other datasets is refused before: :func:`resolve_profile`.)"""
     log.info("each step's informative fraction is checked against the level profile %s", source)
     made = str(profile.model or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
     ours = {str(p or "").rstrip("/").split("/")[-1].removesuffix(".gguf").lower()
@@ -552,7 +556,8 @@ def _announce_profile(profile: Any, source: str | None, cfg: TrainConfig, model_
         differ += profile.differences(
             rewards=reward_identity([dataclasses.asdict(r) for r in cfg.rewards]),
             sampling={"temperature": args.temperature, "top_p": args.top_p,
-                      "max_tokens": args.max_completion_length, "group_size": args.num_generations})
+                      "max_tokens": args.max_completion_length, "group_size": args.num_generations,
+                      "template": list(templates) if templates else None})
     if differ:
         log.warning("the level profile %s was made with other settings than this run's: %s; its predictions are "
                     "for the profile's", source, "; ".join(differ))

@@ -53,7 +53,7 @@ from ..errors import ConfigError, DataError, UsageError
 from ..grammar import information_block
 from ..models import is_gguf, model_settings, resolve_model
 from ..prompts import completion_prompt, completion_style
-from ..shards import read_rows
+from ..shards import read_rows, shared_path
 from ._ledger import compact_progress_callback, non_finite_callback
 
 CHATML_TEMPLATE = (
@@ -455,13 +455,16 @@ def warm_start(cfg: WarmStartConfig) -> WarmStartResult:
             losses = [h["loss"] for h in history if "loss" in h]
             files = [f for f in files_under(work) if f != WARM_CARD]
             settings = mask_secrets(asdict(cfg))
+            for key in ("shards", "out", "model", "retriever"):  # no machine path in a record meant to be shared
+                settings[key] = shared_path(settings[key]) if settings[key] else settings[key]
             if cfg.model:  # the tiny model's settings are not this model's: its own are recorded under "model"
                 for name in ("hidden_size", "layers", "vocab_size"):
                     settings.pop(name)
             card = {"settings": settings, "model": model_settings(work), "examples": len(examples), "loss": losses,
                     "files": files, FILE_DIGESTS: {f: file_sha256(work / f) for f in files}}
             if source is not None and source.converted:
-                card["model_file"] = source.record()
+                card["model_file"] = {k: shared_path(v) if k in ("model", "converted_to") else v
+                                      for k, v in source.record().items()}
             if not getattr(tokenizer, "chat_template", None):
                 card["prompt_style"] = completion_style()
             atomic_write_text(work / WARM_CARD, json.dumps(card, indent=2) + "\n")
