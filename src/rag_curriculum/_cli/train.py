@@ -202,10 +202,28 @@ def _print_informative(summary: dict[str, Any], folder: Path) -> None:
     for row in informative_table(summary):
         table.add_row(*row)
     out.print(table)
-    drift = summary["drift"]["first_outside"]
-    out.print(("the prediction held in every quarter of the run" if drift is None else
-               f"the measured fraction left the prediction's interval at steps {drift[0]}-{drift[1]}")
+    out.print(informative_verdict(summary)
               + escape(f"; {Path(folder) / INFORMATIVE_SUMMARY}, {Path(folder) / INFORMATIVE_PLOT}"))
+
+
+def informative_verdict(summary: dict[str, Any]) -> str:
+    """One sentence on where the measured informative fraction left the prediction's interval, that agrees with the
+    table's ``all`` row: a quarter's interval is wider than the whole run's, so every quarter can hold while the
+    whole does not (a small gap that persists).
+
+    >>> informative_verdict({"drift": {"first_outside": None}, "whole": {"inside": True}})
+    'the prediction held over the whole run and in every quarter'
+    >>> informative_verdict({"drift": {"first_outside": None}, "whole": {"inside": False}})
+    'every quarter inside its interval, the whole run not: a small gap that persists through the run'
+    >>> informative_verdict({"drift": {"first_outside": [9, 16]}, "whole": {"inside": False}})
+    "the measured fraction left the prediction's interval at steps 9-16"
+    """
+    drift = summary["drift"]["first_outside"]
+    if drift is not None:
+        return f"the measured fraction left the prediction's interval at steps {drift[0]}-{drift[1]}"
+    if summary["whole"].get("inside", True):
+        return "the prediction held over the whole run and in every quarter"
+    return "every quarter inside its interval, the whole run not: a small gap that persists through the run"
 
 
 def _hint(e: BaseException) -> str | None:
