@@ -87,7 +87,7 @@ OPTION_CASES = [
     ("globalrag", {"batch_size": 0}, "batch_size"),
     ("rag-rl", {"gamma_answer": float("nan")}, "gamma_answer"),
     ("craft", {"weights": {"answer": float("nan")}}, "answer"),
-    ("veritas", {"weights": {"em": float("nan")}, "judge": JUDGE}, "weight em"),
+    ("veritas", {"weights": {"em": float("nan")}, "judge": JUDGE}, "weights.em"),
     ("veritas", {"no_search_value": float("nan"), "judge": JUDGE}, "no_search_value"),
     ("veritas", {"judge": {**JUDGE, "temperature": float("nan")}}, "temperature"),
     ("veritas", {"judge": {**JUDGE, "max_tokens": 0}}, "max_tokens"),

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import recipes_root
+from ..errors import ConfigError
+
 GB = 1024**3  # the estimate's unit: GiB (the "GB" torch and nvidia-smi print)
 #: A layout fits when its estimate plus this share of it is within the GPU (allocator fragmentation, buffers not
 #: counted); within the GPU without it, it is "tight" and the pre-flight's measured peak decides.
@@ -318,9 +321,6 @@ def resolve_deepspeed_file() -> str | None:
     launcher configs name theirs from a checkout's root (``recipes/accelerate/NAME.json``); launched from elsewhere
     (an installed wheel), the shipped file is taken and the environment set to it, so accelerate reads the same
     one. A :class:`~rag_curriculum.errors.ConfigError` when it is nowhere."""
-    from ..config import recipes_root
-    from ..errors import ConfigError
-
     value = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
     if not value or Path(value).is_file():
         return value
@@ -514,8 +514,6 @@ def check_disk(cfg: Any, args: Any, num_processes: int, *, dry_run: bool, total_
     the free space at ``run.output_dir``; a :class:`~rag_curriculum.errors.ConfigError` when it is short (unless
     ``run.check_free_disk`` is off), in a real run and in a dry run on a machine with a GPU (a dry run elsewhere
     prints the shortfall). ``(None, None)`` for a model whose shape is unknown or a run that saves nothing."""
-    from ..errors import ConfigError
-
     shape = model_shape(str(cfg.model.name_or_path))
     strategy = str(getattr(getattr(args, "save_strategy", "no"), "value", getattr(args, "save_strategy", "no")))
     if shape is None or (strategy == "no" and not cfg.run.save_final):
