@@ -87,7 +87,7 @@ TRAINER_TESTS=(tests/train tests/agents/test_globalrag_grpo.py tests/rewards/tes
 TIMES=.test-times
 about() {
   case $1 in
-    fast) echo "the fast set in .venv, one pytest process per core, and the docs site; about 5 min at load 5 (the fast set 245 s measured on 2 cores at load 4.8 to 6.4; 1577 s at load 6.3 to 8.9; 4.6 min of CPU, the docs 23 s)" ;;
+    fast) echo "the fast set in .venv, one pytest process per core, and the docs site; about 5 min at load 5 (the fast set 113 s measured on 2 cores at load 0.8, 245 s at load 4.8 to 6.4, 1577 s at load 6.3 to 8.9; 4.6 min of CPU, the docs 23 s)" ;;
     slow) echo "the tests marked slow in .venv, in $WORKERS pytest processes, the longest files first; about 13 to 18 min (the main tier's 977 to 1260 s less the fast set's; the README walkthrough 440 to 590 s of it)" ;;
     main) echo "the whole suite and the docs site in .venv, in $WORKERS pytest processes, the longest files first; about 16 to 21 min (977 s measured on 2 cores at load 0.69, 1260 s in another run; its environment made with uv; the README walkthrough 440 to 590 s of it)" ;;
     vllm) echo "the real vLLM engine on the CPU in .venv-vllm, Gemma 3 270M among its models, in $WORKERS pytest processes; about 2 min (101 s measured after the main tier, 93 s in another run; its engines in process)" ;;
