@@ -50,6 +50,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import ROOT  # noqa: E402
 from _effect_stats import paired_bootstrap, verdict  # noqa: E402
+from bench_mechanism import predicted_per_step  # noqa: E402
+from bench_prediction import run_identity  # noqa: E402
 from bench_real_learning import SHARED, build_digest, weights_digest, write_json  # noqa: E402
 
 PREREG = HERE / "preregistered" / "curriculum_effect.yaml"
@@ -217,18 +219,6 @@ def quarters(values: list[float], n: int = QUARTERS) -> list[float]:
     return [round(statistics.mean(values[i:i + k]), 6) for i in range(0, len(values), k)]
 
 
-def predicted_per_step(shards: Path, profile_dir: Path, *, steps: int, prompts: int, group_size: int) -> list[float]:
-    """The profile's expected informative fraction of the rows each step trains (in curriculum order, from the
-    start again when the steps outrun the rows)."""
-    from rag_curriculum.difficulty.profile import read_profile
-    from rag_curriculum.shards import read_rows
-
-    prof = read_profile(profile_dir)
-    rows = [(r["id"], int(r["level"])) for r in read_rows(shards)]
-    return [round(prof.informative([rows[(s * prompts + i) % len(rows)] for i in range(prompts)], group_size), 6)
-            for s in range(steps)]
-
-
 def arm_builds(out: Path, doc: dict, profile_dirs: dict[str, Path]) -> dict[str, dict[str, Path]]:
     """Each setting's arms built from the training questions with its profile."""
     t = doc["testbed"]
@@ -311,7 +301,6 @@ def train_run(model: Path, shards: Path, out: Path, *, doc: dict, setting: dict,
     """One GRPO run (``training.recipe`` with the pre-registration's settings and the setting's reward); its
     per-step figures from TRL's log (informative, entropy, reward) and the trainer's check of the profile,
     reused when done from the same inputs."""
-    from rag_curriculum._plumbing import file_sha256
     from rag_curriculum.train import compose_train_config, train
 
     tr = doc["training"]
@@ -323,8 +312,7 @@ def train_run(model: Path, shards: Path, out: Path, *, doc: dict, setting: dict,
                 f"grpo.max_completion_length={tr['max_completion_length']}", f"grpo.learning_rate={lr}",
                 f"grpo.beta={tr['beta']}", f"data.profile={profile_dir}", "grpo.logging_steps=1",
                 "run.save_final=true", reward_override(setting), *tr.get("overrides", [])]
-    identity = {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings,
-                "profile": file_sha256(profile_dir / "profile.parquet")}
+    identity = run_identity(model, shards, profile_dir, settings)
     record = out / "bench_run.json"
     if record.is_file() and (got := json.loads(record.read_text()))["identity"] == identity:
         return got["run"]

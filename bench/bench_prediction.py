@@ -100,6 +100,15 @@ def pooled(runs: dict, out: Path) -> dict:
     return {"profile": compare(plug), "unbiased": compare(unbiased)}
 
 
+def run_identity(model: Path, shards: Path, profile_dir: Path, settings: list[str]) -> dict:
+    """What a finished training run is reused by: its start weights, its curriculum, its settings and the profile it
+    was checked against (any change trains it again)."""
+    from rag_curriculum._plumbing import file_sha256
+
+    return {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings,
+            "profile": file_sha256(profile_dir / "profile.parquet")}
+
+
 def train_arm(model: Path, shards: Path, profile_dir: Path, out: Path, *, recipe: str, steps: int, rows: int,
               seed: int, overrides: list[str]) -> dict:
     """One arm at learning rate 0 with the trainer's check of the prediction; its ``informative.json``."""
@@ -111,10 +120,7 @@ def train_arm(model: Path, shards: Path, profile_dir: Path, out: Path, *, recipe
                 f"data.profile={profile_dir}", f"run.output_dir={out}", f"grpo.seed={seed}",
                 f"grpo.max_steps={steps}", f"grpo.save_steps={steps}", "grpo.learning_rate=0.0",
                 "grpo.logging_steps=1", "grpo.report_to=none", "run.save_final=false", *overrides]
-    from rag_curriculum._plumbing import file_sha256
-
-    identity = {"start": weights_digest(str(model)), "train": build_digest(shards), "settings": settings,
-                "profile": file_sha256(profile_dir / "profile.parquet")}
+    identity = run_identity(model, shards, profile_dir, settings)
     record = out / "bench_run.json"
     if record.is_file() and (got := json.loads(record.read_text()))["identity"] == identity:
         return got["run"]
