@@ -36,15 +36,8 @@ class SlowEngine:
         return [[f"a{j}" for j in range(sampling.n)] for _ in prompts]
 
 
-def test_the_count_moves_before_the_first_batch_completes(tmp_path, monkeypatch):
-    bars: list = []
-
-    class Bar(runner._Bar):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            bars.append(self)
-
-    monkeypatch.setattr(runner, "_Bar", Bar)
+def test_the_count_moves_before_the_first_batch_completes(tmp_path, monkeypatch, runner_bars):
+    bars = runner_bars
     seen: list = []
 
     def during(reported):
@@ -141,17 +134,10 @@ class TokenEngine:
         return [[f"a{j}" for j in range(sampling.n)] for _ in prompts]
 
 
-def test_a_rate_and_a_time_left_from_the_first_tokens_before_any_completion(tmp_path, monkeypatch):
+def test_a_rate_and_a_time_left_from_the_first_tokens_before_any_completion(tmp_path, monkeypatch, runner_bars):
     """No completion has finished, but the tokens so far give a rate and a time left (the count stays at 0: it
     counts completions)."""
-    bars: list = []
-
-    class Bar(runner._Bar):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            bars.append(self)
-
-    monkeypatch.setattr(runner, "_Bar", Bar)
+    bars = runner_bars
     seen: list = []
 
     def during():

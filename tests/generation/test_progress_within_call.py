@@ -38,16 +38,9 @@ def test_report_progress_reaches_only_the_listened_backend():
     assert got == [(1, 4)] and not progress_listened(a)
 
 
-def test_the_bar_shows_the_call_in_flight_prompt_by_prompt(tmp_path, monkeypatch):
+def test_the_bar_shows_the_call_in_flight_prompt_by_prompt(tmp_path, monkeypatch, runner_bars):
     """The rich task under the bar advances as each prompt of the one call finishes, and goes when it returns."""
-    bars: list = []
-
-    class Bar(runner._Bar):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            bars.append(self)
-
-    monkeypatch.setattr(runner, "_Bar", Bar)
+    bars = runner_bars
     seen: list = []
 
     def script(messages, n, seed):
